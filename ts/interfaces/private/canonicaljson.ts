@@ -1,0 +1,77 @@
+import { createHash } from 'node:crypto';
+import canonicalizeModule from 'canonicalize';
+
+/**
+ * The project's one canonical JSON form (RFC 8785 / JCS) and the one domain-separated
+ * sha256 digest every contract digest is built on. Keeping them in one place means two
+ * digests of the same value can never disagree because of key order or number spelling.
+ */
+
+const canonicalize = canonicalizeModule as unknown as (valueArg: unknown) => string | undefined;
+
+/** Canonical JSON text of a plain JSON value; throws for values JSON cannot express. */
+export const canonicalizeJson = (valueArg: unknown): string => {
+  assertPlainJson(valueArg, 'value');
+  const text = canonicalize(valueArg);
+  if (typeof text !== 'string') {
+    throw new Error('value has no canonical JSON form');
+  }
+  return text;
+};
+
+/** Lowercase hex sha256 of bytes or text. */
+export const sha256Hex = (bytesArg: string | Uint8Array): string =>
+  createHash('sha256').update(bytesArg).digest('hex');
+
+/**
+ * Domain-separated digest: sha256 over the UTF-8 domain, one NUL byte, then the canonical
+ * JSON of the value. The NUL cannot appear in a domain name, so no (domain, value) pair can
+ * collide with another by moving characters across the boundary.
+ */
+export const computeDomainDigestHex = (domainArg: string, valueArg: unknown): string => {
+  if (domainArg.length === 0 || domainArg.includes('\u0000')) {
+    throw new Error('digest domain must be a non-empty string without NUL');
+  }
+  const hash = createHash('sha256');
+  hash.update(domainArg, 'utf8');
+  hash.update(Buffer.from([0]));
+  hash.update(canonicalizeJson(valueArg), 'utf8');
+  return hash.digest('hex');
+};
+
+/** sha256 of the canonical JSON alone, for digests the contract defines without a domain. */
+export const computeCanonicalJsonSha256Hex = (valueArg: unknown): string =>
+  sha256Hex(canonicalizeJson(valueArg));
+
+const assertPlainJson = (valueArg: unknown, pathArg: string, depthArg = 0): void => {
+  if (depthArg > 64) {
+    throw new Error(`${pathArg} is nested too deeply`);
+  }
+  if (valueArg === null || typeof valueArg === 'string' || typeof valueArg === 'boolean') {
+    return;
+  }
+  if (typeof valueArg === 'number') {
+    if (!Number.isFinite(valueArg)) {
+      throw new Error(`${pathArg} must be a finite number`);
+    }
+    return;
+  }
+  if (Array.isArray(valueArg)) {
+    valueArg.forEach((item, index) => assertPlainJson(item, `${pathArg}[${index}]`, depthArg + 1));
+    return;
+  }
+  if (typeof valueArg === 'object') {
+    const prototype = Object.getPrototypeOf(valueArg);
+    if (prototype !== Object.prototype && prototype !== null) {
+      throw new Error(`${pathArg} must be a plain object`);
+    }
+    for (const [key, item] of Object.entries(valueArg as Record<string, unknown>)) {
+      if (item === undefined) {
+        throw new Error(`${pathArg}.${key} must not be undefined`);
+      }
+      assertPlainJson(item, `${pathArg}.${key}`, depthArg + 1);
+    }
+    return;
+  }
+  throw new Error(`${pathArg} is not a JSON value`);
+};

@@ -1,0 +1,39 @@
+import type { IIdentity } from '../data/user.js';
+import type { ICluster } from '../data/cluster.js';
+
+/** Shape every request contract here follows (typedrequest's ITypedRequest, narrowed). */
+export interface ITypedContract<TMethod extends string, TRequest, TResponse> {
+  method: TMethod;
+  request: TRequest;
+  response: TResponse;
+}
+
+export type IReq_Admin_LoginWithUsernameAndPassword = ITypedContract<
+  'adminLoginWithUsernameAndPassword',
+  { username: string; password: string },
+  { identity: IIdentity }
+>;
+
+export type IReq_Any_Cloudly_CreateCluster = ITypedContract<
+  'createCluster',
+  { identity: IIdentity; name: string },
+  { cluster: ICluster; relayToken: string }
+>;
+
+export type IReq_Any_Cloudly_GetClusters = ITypedContract<
+  'getClusters',
+  { identity: IIdentity },
+  { clusters: ICluster[] }
+>;
+
+export type IReq_Any_Cloudly_GetClusterById = ITypedContract<
+  'getClusterById',
+  { identity: IIdentity; clusterId: string },
+  { cluster: ICluster }
+>;
+
+export type IReq_Any_Cloudly_RotateClusterRelayToken = ITypedContract<
+  'rotateClusterRelayToken',
+  { identity: IIdentity; clusterId: string; expectedGeneration: number },
+  { cluster: ICluster; relayToken: string }
+>;
