@@ -1,0 +1,125 @@
+import { isCanonicalId, isRecord } from '../private/dataproperties.js';
+import { collectCanonicalHttpOriginReasons, parseUrlOrNull } from '../private/httporigin.js';
+import { isOwnDataProperty, readDataArray, readOwnDataValue } from '../private/ownproperties.js';
+
+/** Limits of relay registrations. Project's own definition. */
+export const clusterRelayRegistrationContract = Object.freeze({
+  maximumOriginLength: 2048,
+  maximumVersionLength: 128,
+  maximumProtocolLength: 128,
+  /** Most cluster ids one `getClusterRelayRegistrations` may name. */
+  maximumQueryClusterIds: 1024,
+} as const);
+
+/**
+ * The relay of a cluster as others reach it. Project's own definition; `origin` is the exact
+ * http(s) origin the relay listens on (what `SERVEZONE_CLUSTER_RELAY_ORIGIN` carries).
+ */
+export interface IClusterRelay {
+  origin: string;
+}
+
+/**
+ * What a relay announces about itself over its own authenticated socket. Project's own
+ * definition. The cluster is not named: it is the cluster the socket's relay token belongs to.
+ */
+export interface IClusterRelayAnnouncement extends IClusterRelay {
+  /** The relay software's version, free text. */
+  version: string;
+  /** The relay protocol the relay speaks, e.g. `cluster-relay/1`. */
+  protocol: string;
+}
+
+/**
+ * A relay registration Cloudly accepted, one per cluster (the latest replaces the previous).
+ * Project's own definition.
+ */
+export interface IClusterRelayRegistration extends IClusterRelayAnnouncement {
+  clusterId: string;
+  /** Epoch milliseconds when Cloudly accepted this registration. */
+  acceptedAt: number;
+  /** Server-managed; bumps on every accepted registration of the cluster. */
+  generation: number;
+  /**
+   * Whether a verified relay socket of this cluster holds the cluster's election at the instant
+   * of the answer. Computed per answer, never stored.
+   */
+  connected: boolean;
+}
+
+const isBoundedText = (valueArg: unknown, maximumArg: number): valueArg is string =>
+  typeof valueArg === 'string'
+  && valueArg.length >= 1
+  && valueArg.length <= maximumArg
+  && valueArg.trim() === valueArg
+  // eslint-disable-next-line no-control-regex
+  && !/[\u0000-\u001f\u007f]/.test(valueArg);
+
+/** Every reason a relay origin is refused: an exact http(s) origin of at most 2048 characters. */
+export const validateClusterRelayOrigin = (valueArg: unknown, pathArg = 'origin'): string[] => {
+  const maximum = clusterRelayRegistrationContract.maximumOriginLength;
+  if (typeof valueArg !== 'string' || valueArg.length < 1 || valueArg.length > maximum) {
+    return [`${pathArg} must be a string of 1 to ${maximum} characters`];
+  }
+  const parsed = parseUrlOrNull(valueArg);
+  if (parsed === null) {
+    return [`${pathArg} does not parse as a URL`];
+  }
+  return collectCanonicalHttpOriginReasons(parsed, valueArg, pathArg);
+};
+
+const announcementKeys = ['origin', 'version', 'protocol'] as const;
+
+/** Every reason a relay announcement is refused, in the order of its members. */
+export const validateClusterRelayAnnouncement = (valueArg: unknown, pathArg = 'registration'): string[] => {
+  if (!isRecord(valueArg)) {
+    return [`${pathArg} must be an object`];
+  }
+  const reasons: string[] = [];
+  for (const key of Object.keys(valueArg)) {
+    if (!(announcementKeys as readonly string[]).includes(key)) {
+      reasons.push(`${pathArg}.${key} is not a member of a relay registration`);
+    } else if (!isOwnDataProperty(valueArg, key)) {
+      reasons.push(`${pathArg}.${key} must be a data property`);
+    }
+  }
+  reasons.push(...validateClusterRelayOrigin(readOwnDataValue(valueArg, 'origin'), `${pathArg}.origin`));
+  const { maximumVersionLength, maximumProtocolLength } = clusterRelayRegistrationContract;
+  if (!isBoundedText(readOwnDataValue(valueArg, 'version'), maximumVersionLength)) {
+    reasons.push(`${pathArg}.version must be 1-${maximumVersionLength} characters without control characters or surrounding spaces`);
+  }
+  if (!isBoundedText(readOwnDataValue(valueArg, 'protocol'), maximumProtocolLength)) {
+    reasons.push(`${pathArg}.protocol must be 1-${maximumProtocolLength} characters without control characters or surrounding spaces`);
+  }
+  return reasons;
+};
+
+/**
+ * Every reason the `clusterIds` of `getClusterRelayRegistrations` is refused: when present, an
+ * array of at most 1024 unique cluster ids. An empty array is admitted and narrows to nothing.
+ */
+export const validateClusterRelayRegistrationQueryIds = (valueArg: unknown, pathArg = 'clusterIds'): string[] => {
+  const maximum = clusterRelayRegistrationContract.maximumQueryClusterIds;
+  if (!Array.isArray(valueArg)) {
+    return [`${pathArg} must be an array of cluster ids when present`];
+  }
+  if (valueArg.length > maximum) {
+    return [`${pathArg} may name at most ${maximum} clusters, not ${valueArg.length}`];
+  }
+  const entries = readDataArray(valueArg, maximum);
+  if (entries === null) {
+    return [`${pathArg} must be a plain array without holes, accessors or extra keys`];
+  }
+  const reasons: string[] = [];
+  const seen = new Set<string>();
+  entries.forEach((entry, index) => {
+    if (!isCanonicalId(entry)) {
+      reasons.push(`${pathArg}[${index}] must be a cluster id (letters, digits, '.', '_', '-'; 1-128 characters)`);
+    } else if (seen.has(entry)) {
+      reasons.push(`${pathArg}[${index}] repeats cluster ${entry}`);
+    } else {
+      seen.add(entry);
+    }
+  });
+  return reasons;
+};
