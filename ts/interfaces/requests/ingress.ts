@@ -1,1 +1,93 @@
-export {};
+import type { ITypedContract } from './admin.js';
+import type { IIdentity } from '../data/user.js';
+import type {
+  IClusterIngressPreparedSpec,
+  IClusterIngressRegistration,
+  IClusterIngressRegistrationAcceptance,
+  IClusterIngressRoute,
+  IClusterIngressRouteTable,
+  IClusterIngressRouteTableChange,
+} from '../data/clusteringress.js';
+import type {
+  IClusterIngressDesignation,
+  IClusterIngressDesignationRequest,
+} from '../data/clusteringressdesignation.js';
+import type { IClusterRuntimeReference } from '../data/clusterruntime.js';
+import type { IRuntimeAssignmentStatus } from '../data/runtimeassignment.js';
+import type { ISecretVersionReference } from '../data/secret.js';
+
+/** Administrator → Cloudly: designate (or re-designate) a Pallet cluster's ingress service. */
+export type IReq_Any_Cloudly_DesignateClusterIngress = ITypedContract<
+  'designateClusterIngress',
+  { identity: IIdentity; designation: IClusterIngressDesignationRequest },
+  { designation: IClusterIngressDesignation; spec: IClusterIngressPreparedSpec; replayed: boolean }
+>;
+
+/** Administrator → Cloudly: the cluster's current ingress designation, `null` when it has none. */
+export type IReq_Any_Cloudly_GetClusterIngressDesignation = ITypedContract<
+  'getClusterIngressDesignation',
+  { identity: IIdentity; clusterId: string },
+  { designation: IClusterIngressDesignation | null }
+>;
+
+/**
+ * Administrator → Cloudly: the cluster's current runtime reference, which a designation request
+ * must repeat as `currentRuntime`. Project's own definition.
+ */
+export type IReq_Any_Cloudly_GetClusterRuntime = ITypedContract<
+  'getClusterRuntime',
+  { identity: IIdentity; clusterId: string },
+  { runtime: IClusterRuntimeReference }
+>;
+
+/**
+ * Administrator → Cloudly: replace the routes of a cluster's ingress route table, compare-and-swap
+ * on the revision the caller read (`null` when none exists). Project's own definition.
+ */
+export type IReq_Any_Cloudly_SetClusterIngressRoutes = ITypedContract<
+  'setClusterIngressRoutes',
+  { identity: IIdentity; clusterId: string; expectedRevision: number | null; routes: IClusterIngressRoute[] },
+  { table: IClusterIngressRouteTable }
+>;
+
+/** Ingress → relay → Cloudly, on the relay's socket: the ingress announces itself. */
+export type IReq_Relay_Cloudly_RegisterClusterIngress = ITypedContract<
+  'registerClusterIngress',
+  IClusterIngressRegistration,
+  IClusterIngressRegistrationAcceptance
+>;
+
+/** Ingress → relay (→ Cloudly): the current route table, `null` when none is computed yet. */
+export type IReq_Relay_Cloudly_GetClusterIngressRouteTable = ITypedContract<
+  'getClusterIngressRouteTable',
+  { knownRevision: number | null },
+  { table: IClusterIngressRouteTable | null }
+>;
+
+/** Cloudly → relay → ingress: a newer route table exists. */
+export type IReq_Cloudly_Relay_PushClusterIngressRouteTableChanged = ITypedContract<
+  'pushClusterIngressRouteTableChanged',
+  IClusterIngressRouteTableChange,
+  Record<string, never>
+>;
+
+/**
+ * Relay → Cloudly: what one node states about its current session and the assignments it runs.
+ * It replaces the node's previous report. Project's own definition.
+ */
+export type IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments = ITypedContract<
+  'reportClusterNodeRuntimeAssignments',
+  { nodeId: string; sessionId: string; assignments: IRuntimeAssignmentStatus[] },
+  { generation: number }
+>;
+
+/**
+ * Relay → Cloudly: the value of the ingress bearer secret version the relay's node must hand to
+ * the ingress workload. Answered only for the cluster's current designation credential and only on
+ * that cluster's elected relay socket. Project's own definition.
+ */
+export type IReq_Relay_Cloudly_ResolveClusterIngressBearer = ITypedContract<
+  'resolveClusterIngressBearer',
+  { secretVersion: ISecretVersionReference },
+  { bearer: string }
+>;
