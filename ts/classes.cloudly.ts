@@ -1,0 +1,238 @@
+import type { FastifyInstance } from 'fastify';
+import { TypedHandler, TypedResponseError, TypedRouter } from '@api.global/typedrequest';
+import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
+import type { ITypedContract } from './interfaces/requests/admin.js';
+import { readConfig, type ICloudlyConfig } from './config.js';
+import { createLogger, type TCloudlyLogger } from './core/logger.js';
+import { CloudlyDatabase } from './core/database.js';
+import { DocumentStore } from './core/store.js';
+import { CloudlyAuth, type IVerifiedIdentity } from './core/auth.js';
+import { CloudlyMetrics } from './core/metrics.js';
+import { RelaySessions, type IRelaySession } from './core/relaysessions.js';
+import { internalFailure, refuse } from './core/errors.js';
+import type { EnvelopePeer, IEnvelope } from './core/envelopepeer.js';
+import { createHttpServer } from './core/transport.js';
+import { ClusterManager } from './manager.cluster/cluster.manager.js';
+import { AdminManager } from './manager.admin/admin.manager.js';
+
+/**
+ * The composition root: configuration → database → router → managers → server. Each manager
+ * registers its handlers on the one shared router in its constructor and may roll work forward
+ * in `start()`, which runs after the database is up and before the server accepts requests.
+ */
+
+export interface IManager {
+  start?(): Promise<void>;
+  stop?(): Promise<void>;
+}
+
+export interface IAdminHandlerContext {
+  identity: IVerifiedIdentity;
+  transport: 'http' | 'socket';
+}
+
+export interface IRelayHandlerContext {
+  clusterId: string;
+  session: IRelaySession;
+}
+
+export interface ICloudlyOptions {
+  config?: Partial<ICloudlyConfig>;
+  /** Where log lines go; tests pass a capturing stream. */
+  logDestination?: NodeJS.WritableStream;
+}
+
+export class Cloudly {
+  public readonly config: ICloudlyConfig;
+  public readonly logger: TCloudlyLogger;
+  public readonly metrics = new CloudlyMetrics();
+  public readonly router = new TypedRouter();
+  public readonly database: CloudlyDatabase;
+  public readonly store: DocumentStore;
+  public readonly auth: CloudlyAuth;
+  public readonly relays: RelaySessions;
+  public readonly openSockets = new Set<EnvelopePeer>();
+  public readonly managers: IManager[] = [];
+  public readonly adminManager: AdminManager;
+  public readonly clusterManager: ClusterManager;
+  public started = false;
+  /** The first-admin password Cloudly generated on this start, if it generated one. */
+  public generatedAdminPassword: string | null = null;
+  private httpServer: FastifyInstance | null = null;
+  private stopping: Promise<void> | null = null;
+
+  constructor(optionsArg: ICloudlyOptions = {}) {
+    this.config = { ...readConfig(process.env), ...(optionsArg.config ?? {}) };
+    this.logger = createLogger(this.config.logLevel, optionsArg.logDestination);
+    this.database = new CloudlyDatabase({
+      mongoDbUrl: this.config.mongoDbUrl,
+      mongoDbName: this.config.mongoDbName,
+      dataDir: this.config.dataDir,
+      snapshotDebounceMs: this.config.snapshotDebounceMs,
+      logger: this.logger,
+    });
+    this.store = new DocumentStore(this.database);
+    this.auth = new CloudlyAuth(
+      { dataDir: this.config.dataDir, identityTtlMs: this.config.identityTtlMs, logger: this.logger },
+      this.store,
+    );
+    this.relays = new RelaySessions({ defaultTimeoutMs: this.config.relayCallTimeoutMs, metrics: this.metrics, logger: this.logger });
+    this.adminManager = this.addManager(new AdminManager(this));
+    this.clusterManager = this.addManager(new ClusterManager(this));
+  }
+
+  /** Registers a manager so its start/stop run with Cloudly's. */
+  public addManager<T extends object>(managerArg: T): T {
+    this.managers.push(managerArg as IManager);
+    return managerArg;
+  }
+
+  /** The port the server listens on (resolved after start when configured as 0). */
+  public get port(): number {
+    const address = this.httpServer?.server.address();
+    return typeof address === 'object' && address ? address.port : this.config.port;
+  }
+
+  public get baseUrl(): string {
+    return `http://${this.config.host.includes(':') ? `[${this.config.host}]` : this.config.host}:${this.port}`;
+  }
+
+  public async start(): Promise<void> {
+    await this.database.start();
+    await this.auth.start();
+    this.generatedAdminPassword = await this.auth.ensureFirstAdmin(this.config.adminUsername, this.config.adminPassword);
+    for (const manager of this.managers) {
+      await manager.start?.();
+    }
+    this.httpServer = await createHttpServer(this);
+    await this.httpServer.listen({ port: this.config.port, host: this.config.host });
+    this.started = true;
+    this.logger.info({ url: this.baseUrl, database: this.database.embedded ? 'embedded' : 'mongodb' }, 'cloudly is listening');
+  }
+
+  /** Graceful stop: stop accepting, close sockets, stop managers, flush the snapshot, close the db. */
+  public async stop(): Promise<void> {
+    if (!this.stopping) {
+      this.stopping = this.stopInternal();
+    }
+    return this.stopping;
+  }
+
+  private async stopInternal(): Promise<void> {
+    this.started = false;
+    this.relays.closeAll();
+    for (const peer of this.openSockets) {
+      peer.close(1001, 'cloudly is stopping');
+    }
+    if (this.httpServer) {
+      await this.httpServer.close();
+    }
+    for (const manager of [...this.managers].reverse()) {
+      await manager.stop?.().catch((error: unknown) => this.logger.error({ err: error }, 'manager stop failed'));
+    }
+    await this.database.stop();
+    this.logger.info('cloudly stopped');
+  }
+
+  /** Logs an unexpected failure with a fresh error id and returns the id. */
+  public logInternalFailure(errorArg: unknown, whereArg: string): string {
+    const { errorId } = internalFailure();
+    this.logger.error({ err: errorArg, errorId, where: whereArg }, 'unexpected failure');
+    return errorId;
+  }
+
+  /** Registers a handler an administrator calls: the identity is verified before `fn` runs. */
+  public addAdminHandler<T extends ITypedContract<string, unknown, unknown>>(
+    methodArg: T['method'],
+    fnArg: (requestArg: T['request'], contextArg: IAdminHandlerContext) => Promise<T['response']>,
+  ): void {
+    this.addGuardedHandler<T>(methodArg, async (requestArg, localDataArg) => {
+      if (!requestArg || typeof requestArg !== 'object' || Array.isArray(requestArg)) {
+        throw refuse('invalid-request', ['request must be an object']);
+      }
+      const identity = await this.auth.verifyAdminIdentity((requestArg as { identity?: unknown }).identity);
+      return fnArg(requestArg, { identity, transport: localDataArg.transport === 'socket' ? 'socket' : 'http' });
+    });
+  }
+
+  /** Registers a handler only an authenticated relay socket may call; the socket names the cluster. */
+  public addRelayHandler<T extends ITypedContract<string, unknown, unknown>>(
+    methodArg: T['method'],
+    fnArg: (requestArg: T['request'], contextArg: IRelayHandlerContext) => Promise<T['response']>,
+  ): void {
+    this.addGuardedHandler<T>(methodArg, async (requestArg, localDataArg) => {
+      const session = localDataArg.relaySession as IRelaySession | undefined;
+      if (!session) {
+        throw refuse('forbidden', [`${methodArg} is served only on an authenticated relay socket`]);
+      }
+      if (!requestArg || typeof requestArg !== 'object' || Array.isArray(requestArg)) {
+        throw refuse('invalid-request', ['request must be an object']);
+      }
+      return fnArg(requestArg, { clusterId: session.clusterId, session });
+    });
+  }
+
+  /** Registers a handler that needs no identity (only login). */
+  public addPublicHandler<T extends ITypedContract<string, unknown, unknown>>(
+    methodArg: T['method'],
+    fnArg: (requestArg: T['request']) => Promise<T['response']>,
+  ): void {
+    this.addGuardedHandler<T>(methodArg, async (requestArg) => fnArg(requestArg));
+  }
+
+  /**
+   * The router-level guard: whatever a handler throws leaves as a TypedResponseError with error
+   * data; an unexpected failure becomes `internal` with a logged error id and nothing else.
+   */
+  private addGuardedHandler<T extends ITypedContract<string, unknown, unknown>>(
+    methodArg: string,
+    fnArg: (requestArg: T['request'], localDataArg: Record<string, unknown>) => Promise<T['response']>,
+  ): void {
+    this.router.addTypedHandler(new TypedHandler<ITypedRequest>(methodArg, async (requestArg, toolsArg) => {
+      try {
+        const response = await fnArg(requestArg as T['request'], toolsArg?.localData ?? {});
+        if (response === null || typeof response !== 'object') {
+          throw new Error(`handler of ${methodArg} produced no answer`);
+        }
+        return response as ITypedRequest['response'];
+      } catch (error) {
+        if (error instanceof TypedResponseError) {
+          throw error;
+        }
+        const errorId = this.logInternalFailure(error, methodArg);
+        throw new TypedResponseError('Cloudly failed to answer this request.', { code: 'internal', retryable: true, errorId });
+      }
+    }));
+  }
+
+  /** Routes one request envelope from any transport and answers it; never answers with nothing. */
+  public async dispatch(envelopeArg: IEnvelope, localDataArg: Record<string, unknown>): Promise<IEnvelope> {
+    const started = process.hrtime.bigint();
+    const transport = localDataArg.transport === 'socket' ? 'socket' : 'http';
+    const method = envelopeArg.method;
+    let answer: IEnvelope;
+    if (!this.router.getTypedHandlerForMethod(method)) {
+      answer = {
+        method,
+        request: envelopeArg.request,
+        response: null,
+        error: { text: 'The request was refused.', data: { code: 'invalid-request', retryable: false, reasons: [`method ${method} is not served`] } },
+        correlation: { id: envelopeArg.correlation.id, phase: 'response' },
+      };
+    } else {
+      const routed = await this.router.routeAndAddResponse({ ...envelopeArg, localData: localDataArg } as never) as unknown as IEnvelope;
+      answer = routed;
+      if (!answer.error && (answer.response === null || answer.response === undefined)) {
+        const errorId = this.logInternalFailure(new Error('router produced no answer'), method);
+        answer.error = { text: 'Cloudly failed to answer this request.', data: { code: 'internal', retryable: true, errorId } };
+      }
+    }
+    delete answer.localData;
+    const outcome = answer.error ? String((answer.error.data as { code?: unknown } | null)?.code ?? 'error') : 'ok';
+    // Only served method names become label values, so a caller cannot grow the label set.
+    const methodLabel = this.router.getTypedHandlerForMethod(method) ? method : 'unknown';
+    this.metrics.calls.inc({ method: methodLabel, outcome, transport });
+    this.metrics.latency.observe({ method: methodLabel }, Number(process.hrtime.bigint() - started) / 1e9);
+    return answer;
+  }
+}

@@ -1,0 +1,51 @@
+import { Cloudly } from './classes.cloudly.js';
+import { ConfigError } from './config.js';
+import { SnapshotDamagedError } from './core/database.js';
+
+/** `npm start`: read the configuration, start Cloudly, stop it gracefully on SIGTERM/SIGINT. */
+const main = async (): Promise<void> => {
+  let cloudly: Cloudly;
+  try {
+    cloudly = new Cloudly();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`cloudly: configuration error: ${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  try {
+    await cloudly.start();
+  } catch (error) {
+    if (error instanceof SnapshotDamagedError) {
+      process.stderr.write(`cloudly: ${error.message}\n`);
+    } else {
+      process.stderr.write(`cloudly: failed to start: ${(error as Error).message}\n`);
+    }
+    await cloudly.stop().catch(() => undefined);
+    process.exit(1);
+  }
+  if (cloudly.generatedAdminPassword) {
+    // Printed once, straight to the terminal and never through the logger.
+    process.stdout.write(
+      `\nFirst administrator created: username "${cloudly.config.adminUsername}", password "${cloudly.generatedAdminPassword}"\n`
+        + 'It is shown only this once; set CLOUDLY_ADMIN_PASSWORD to choose it yourself.\n\n',
+    );
+  }
+  let stopping = false;
+  const shutdown = (signalArg: string): void => {
+    if (stopping) {
+      return;
+    }
+    stopping = true;
+    cloudly.logger.info({ signal: signalArg }, 'stopping');
+    cloudly.stop().then(() => process.exit(0), (error: unknown) => {
+      process.stderr.write(`cloudly: stop failed: ${(error as Error).message}\n`);
+      process.exit(1);
+    });
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+};
+
+void main();

@@ -1,0 +1,105 @@
+import * as path from 'node:path';
+
+/**
+ * Every environment variable Cloudly reads, parsed and validated in one place. A bad value stops
+ * start-up with a message naming the variable, so a typo never turns into a silent default.
+ */
+export interface ICloudlyConfig {
+  port: number;
+  host: string;
+  /** Unset means the embedded single-node database. */
+  mongoDbUrl: string | null;
+  mongoDbName: string;
+  dataDir: string;
+  adminUsername: string;
+  /** Null means "generate one and print it once". */
+  adminPassword: string | null;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Largest accepted request body in bytes. */
+  bodyLimitBytes: number;
+  /** How long an admin identity stays valid. */
+  identityTtlMs: number;
+  /** Default timeout of a Cloudly → relay call. */
+  relayCallTimeoutMs: number;
+  /** How far the embedded snapshot may lag behind a committed write. */
+  snapshotDebounceMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(public readonly variable: string, message: string) {
+    super(`${variable}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+const readInteger = (
+  env: NodeJS.ProcessEnv,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
+): number => {
+  const raw = env[name];
+  if (raw === undefined || raw === '') {
+    return fallback;
+  }
+  if (!/^[0-9]+$/.test(raw)) {
+    throw new ConfigError(name, `must be an integer from ${min} to ${max}, got "${raw}"`);
+  }
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new ConfigError(name, `must be an integer from ${min} to ${max}, got "${raw}"`);
+  }
+  return value;
+};
+
+const readOptional = (env: NodeJS.ProcessEnv, name: string): string | null => {
+  const raw = env[name];
+  return raw === undefined || raw === '' ? null : raw;
+};
+
+/** Parses the environment; throws ConfigError naming the first bad variable. */
+export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig => {
+  const port = readInteger(env, 'CLOUDLY_PORT', 3000, 0, 65535);
+  const host = readOptional(env, 'CLOUDLY_HOST') ?? '127.0.0.1';
+  if (!/^[A-Za-z0-9.:\-[\]]+$/.test(host)) {
+    throw new ConfigError('CLOUDLY_HOST', `must be a host name or IP address, got "${host}"`);
+  }
+  const mongoDbUrl = readOptional(env, 'MONGODB_URL');
+  if (mongoDbUrl !== null && !/^mongodb(\+srv)?:\/\//.test(mongoDbUrl)) {
+    throw new ConfigError('MONGODB_URL', 'must start with mongodb:// or mongodb+srv://');
+  }
+  const mongoDbName = readOptional(env, 'MONGODB_NAME') ?? 'cloudly';
+  if (!/^[A-Za-z0-9_-]{1,63}$/.test(mongoDbName)) {
+    throw new ConfigError('MONGODB_NAME', 'must be 1-63 letters, digits, "_" or "-"');
+  }
+  const dataDir = path.resolve(readOptional(env, 'CLOUDLY_DATA_DIR') ?? './.nogit/data');
+  const adminUsername = readOptional(env, 'CLOUDLY_ADMIN_USERNAME') ?? 'admin';
+  if (!/^[A-Za-z0-9._@-]{1,64}$/.test(adminUsername)) {
+    throw new ConfigError('CLOUDLY_ADMIN_USERNAME', 'must be 1-64 letters, digits, ".", "_", "@" or "-"');
+  }
+  const adminPassword = readOptional(env, 'CLOUDLY_ADMIN_PASSWORD');
+  if (adminPassword !== null && (adminPassword.length < 12 || adminPassword.length > 1024)) {
+    throw new ConfigError('CLOUDLY_ADMIN_PASSWORD', 'must be 12 to 1024 characters');
+  }
+  const logLevelRaw = readOptional(env, 'CLOUDLY_LOG_LEVEL') ?? 'info';
+  if (!(logLevels as readonly string[]).includes(logLevelRaw)) {
+    throw new ConfigError('CLOUDLY_LOG_LEVEL', `must be one of ${logLevels.join(', ')}`);
+  }
+  return {
+    port,
+    host,
+    mongoDbUrl,
+    mongoDbName,
+    dataDir,
+    adminUsername,
+    adminPassword,
+    logLevel: logLevelRaw as ICloudlyConfig['logLevel'],
+    bodyLimitBytes: readInteger(env, 'CLOUDLY_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    identityTtlMs: readInteger(env, 'CLOUDLY_IDENTITY_TTL_MS', 12 * 3600 * 1000, 1000, 30 * 24 * 3600 * 1000),
+    relayCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_CALL_TIMEOUT_MS', 30_000, 10, 3_600_000),
+    snapshotDebounceMs: readInteger(env, 'CLOUDLY_SNAPSHOT_DEBOUNCE_MS', 250, 0, 1000),
+  };
+};

@@ -1,0 +1,251 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+
+/**
+ * Durable storage for large byte objects (database closures, archive objects) that must
+ * not live inside the database. The interface is small on purpose so an S3-compatible
+ * store can replace the filesystem one: `put` proves the exact length and sha256 while it
+ * writes and makes the object visible only once it is durable; `read` proves them again.
+ */
+
+export interface IBlobExpectation {
+  byteLength: number;
+  /** Lowercase hex sha256 over exactly `byteLength` bytes. */
+  sha256: string;
+}
+
+export interface IStoredBlobRecord extends IBlobExpectation {
+  key: string;
+  /** Epoch milliseconds at which the bytes became durable. */
+  storedAt: number;
+}
+
+export const blobStoreErrorCodes = [
+  'blob-too-short',
+  'blob-too-long',
+  'blob-sha256-mismatch',
+  'blob-not-found',
+  'blob-exists',
+  'blob-corrupt',
+  'blob-key-invalid',
+] as const;
+export type TBlobStoreErrorCode = (typeof blobStoreErrorCodes)[number];
+
+export class BlobStoreError extends Error {
+  constructor(public readonly code: TBlobStoreErrorCode, messageArg: string) {
+    super(messageArg);
+    this.name = 'BlobStoreError';
+  }
+}
+
+export interface IBlobStore {
+  /**
+   * Stores exactly the expected bytes under `key`. Refuses short, long or wrong bytes
+   * with a `BlobStoreError`, leaving nothing behind. The source is read but never closed:
+   * the caller settles it (e.g. aborts a stream with the error's code).
+   */
+  put(keyArg: string, expectedArg: IBlobExpectation, sourceArg: AsyncIterable<Uint8Array>): Promise<IStoredBlobRecord>;
+  /** The record of a durable blob, or null. */
+  stat(keyArg: string): Promise<IStoredBlobRecord | null>;
+  /**
+   * The bytes of a durable blob. The iteration throws `blob-corrupt` instead of finishing
+   * when the bytes no longer match the record, so a consumer never sees a clean end of
+   * wrong bytes.
+   */
+  read(keyArg: string): AsyncIterable<Buffer>;
+  delete(keyArg: string): Promise<void>;
+}
+
+/** Longest blob key. */
+export const maximumBlobKeyLength = 512;
+const blobKeyPattern = /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/;
+
+export const isBlobKey = (valueArg: unknown): valueArg is string =>
+  typeof valueArg === 'string'
+  && valueArg.length <= maximumBlobKeyLength
+  && blobKeyPattern.test(valueArg)
+  && !valueArg.split('/').some((segment) => segment === '.' || segment === '..');
+
+/** Bytes read from disk per chunk when streaming a blob out. */
+const readChunkBytes = 256 * 1024;
+
+/**
+ * Blobs as files: `objects/<sha256 of key>.blob` plus a `.json` record, written through
+ * `tmp/` and renamed into place after fsync. A blob without its record does not exist.
+ */
+export class FilesystemBlobStore implements IBlobStore {
+  private readonly objectsDir: string;
+  private readonly tmpDir: string;
+  private ready: Promise<void> | null = null;
+
+  constructor(public readonly rootDir: string) {
+    this.objectsDir = path.join(rootDir, 'objects');
+    this.tmpDir = path.join(rootDir, 'tmp');
+  }
+
+  /** Creates the directories and removes temporary files a crash left behind. */
+  async init(): Promise<void> {
+    this.ready ??= (async () => {
+      await fs.mkdir(this.objectsDir, { recursive: true });
+      await fs.rm(this.tmpDir, { recursive: true, force: true });
+      await fs.mkdir(this.tmpDir, { recursive: true });
+    })();
+    return this.ready;
+  }
+
+  /** Names of temporary files currently present (tests use it to prove cleanup). */
+  async listTemporaryFiles(): Promise<string[]> {
+    await this.init();
+    return fs.readdir(this.tmpDir);
+  }
+
+  async put(keyArg: string, expectedArg: IBlobExpectation, sourceArg: AsyncIterable<Uint8Array>): Promise<IStoredBlobRecord> {
+    await this.init();
+    const { blobPath, recordPath } = this.pathsOf(keyArg);
+    if (await this.stat(keyArg)) {
+      throw new BlobStoreError('blob-exists', `blob ${keyArg} is already stored`);
+    }
+    const tmpName = `${randomBytes(12).toString('hex')}.part`;
+    const tmpPath = path.join(this.tmpDir, tmpName);
+    const handle = await fs.open(tmpPath, 'wx', 0o600);
+    let closed = false;
+    try {
+      const hash = createHash('sha256');
+      let written = 0;
+      const iterator = sourceArg[Symbol.asyncIterator]();
+      for (;;) {
+        const next = await iterator.next();
+        if (next.done) {
+          break;
+        }
+        const chunk = next.value;
+        if (written + chunk.byteLength > expectedArg.byteLength) {
+          throw new BlobStoreError('blob-too-long', `blob ${keyArg} has more than ${expectedArg.byteLength} bytes`);
+        }
+        hash.update(chunk);
+        let offset = 0;
+        while (offset < chunk.byteLength) {
+          const { bytesWritten } = await handle.write(chunk, offset, chunk.byteLength - offset);
+          offset += bytesWritten;
+        }
+        written += chunk.byteLength;
+      }
+      if (written < expectedArg.byteLength) {
+        throw new BlobStoreError('blob-too-short', `blob ${keyArg} has ${written} of ${expectedArg.byteLength} bytes`);
+      }
+      if (hash.digest('hex') !== expectedArg.sha256) {
+        throw new BlobStoreError('blob-sha256-mismatch', `blob ${keyArg} does not match its sha256`);
+      }
+      await handle.sync();
+      await handle.close();
+      closed = true;
+      await fs.rename(tmpPath, blobPath);
+      const record: IStoredBlobRecord = {
+        key: keyArg,
+        byteLength: expectedArg.byteLength,
+        sha256: expectedArg.sha256,
+        storedAt: Date.now(),
+      };
+      await this.writeDurably(recordPath, JSON.stringify(record));
+      return record;
+    } catch (error) {
+      if (!closed) {
+        await handle.close().catch(() => undefined);
+      }
+      await fs.rm(tmpPath, { force: true });
+      throw error;
+    }
+  }
+
+  async stat(keyArg: string): Promise<IStoredBlobRecord | null> {
+    await this.init();
+    const { blobPath, recordPath } = this.pathsOf(keyArg);
+    let record: IStoredBlobRecord;
+    try {
+      record = JSON.parse(await fs.readFile(recordPath, 'utf8')) as IStoredBlobRecord;
+    } catch {
+      return null;
+    }
+    if (record.key !== keyArg) {
+      return null;
+    }
+    try {
+      const stats = await fs.stat(blobPath);
+      return stats.size === record.byteLength ? record : null;
+    } catch {
+      return null;
+    }
+  }
+
+  async *read(keyArg: string): AsyncIterable<Buffer> {
+    const record = await this.stat(keyArg);
+    if (!record) {
+      throw new BlobStoreError('blob-not-found', `blob ${keyArg} is not stored`);
+    }
+    const hash = createHash('sha256');
+    let length = 0;
+    let pending: Buffer | null = null;
+    // The last chunk is held back until the digest is proven, so wrong bytes never end cleanly.
+    for await (const chunk of createReadStream(this.pathsOf(keyArg).blobPath, { highWaterMark: readChunkBytes })) {
+      const bytes = chunk as Buffer;
+      hash.update(bytes);
+      length += bytes.byteLength;
+      if (length > record.byteLength) {
+        throw new BlobStoreError('blob-corrupt', `blob ${keyArg} grew past its recorded length`);
+      }
+      if (pending) {
+        yield pending;
+      }
+      pending = bytes;
+    }
+    if (length !== record.byteLength || hash.digest('hex') !== record.sha256) {
+      throw new BlobStoreError('blob-corrupt', `blob ${keyArg} no longer matches its record`);
+    }
+    if (pending) {
+      yield pending;
+    }
+  }
+
+  async delete(keyArg: string): Promise<void> {
+    await this.init();
+    const { blobPath, recordPath } = this.pathsOf(keyArg);
+    // The record goes first: without it the blob no longer exists for any reader.
+    await fs.rm(recordPath, { force: true });
+    await fs.rm(blobPath, { force: true });
+  }
+
+  private pathsOf(keyArg: string): { blobPath: string; recordPath: string } {
+    if (!isBlobKey(keyArg)) {
+      throw new BlobStoreError('blob-key-invalid', 'blob key must be a relative path of safe characters');
+    }
+    const name = createHash('sha256').update(keyArg, 'utf8').digest('hex');
+    return {
+      blobPath: path.join(this.objectsDir, `${name}.blob`),
+      recordPath: path.join(this.objectsDir, `${name}.json`),
+    };
+  }
+
+  private async writeDurably(targetArg: string, textArg: string): Promise<void> {
+    const tmpPath = path.join(this.tmpDir, `${randomBytes(12).toString('hex')}.record`);
+    const handle = await fs.open(tmpPath, 'wx', 0o600);
+    try {
+      await handle.writeFile(textArg, 'utf8');
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await fs.rename(tmpPath, targetArg);
+    await this.syncDirectory(this.objectsDir);
+  }
+
+  private async syncDirectory(dirArg: string): Promise<void> {
+    const handle = await fs.open(dirArg, 'r');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }
+}

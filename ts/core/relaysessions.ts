@@ -1,0 +1,160 @@
+import { randomUUID } from 'node:crypto';
+import { TypedResponseError } from '@api.global/typedrequest';
+import { EnvelopePeer, PeerUnavailableError } from './envelopepeer.js';
+import { refuse } from './errors.js';
+import type { CloudlyMetrics } from './metrics.js';
+import type { TCloudlyLogger } from './logger.js';
+
+/**
+ * The authenticated relay sockets this instance holds. A session is bound to one cluster for its
+ * whole life (the cluster its token named at the upgrade). Cloudly calls a cluster's relay through
+ * `call`, which always ends: with the relay's answer, the relay's own refusal, or a named
+ * `unavailable` refusal (`relay-not-connected`, `relay-timeout`, `relay-disconnected`).
+ */
+
+export interface IRelaySession {
+  id: string;
+  clusterId: string;
+  connectedAt: number;
+  peer: EnvelopePeer;
+  /** The relay-token generation the session authenticated with; a rotation closes older ones. */
+  tokenGeneration: number;
+}
+
+export type TRelaySessionSelector = (sessionsArg: IRelaySession[], clusterIdArg: string) => IRelaySession | null;
+
+type TSessionListener = (sessionArg: IRelaySession) => void | Promise<void>;
+
+export class RelaySessions {
+  private readonly byCluster = new Map<string, Map<string, IRelaySession>>();
+  private readonly openListeners = new Set<TSessionListener>();
+  private readonly closeListeners = new Set<TSessionListener>();
+  /** Picks which live session carries calls to a cluster; the election replaces the default. */
+  private selector: TRelaySessionSelector = (sessionsArg) =>
+    [...sessionsArg].sort((a, b) => a.connectedAt - b.connectedAt)[0] ?? null;
+
+  constructor(
+    private readonly options: { defaultTimeoutMs: number; metrics: CloudlyMetrics; logger: TCloudlyLogger },
+  ) {}
+
+  public setSelector(selectorArg: TRelaySessionSelector): void {
+    this.selector = selectorArg;
+  }
+
+  public onSessionOpened(listenerArg: TSessionListener): void {
+    this.openListeners.add(listenerArg);
+  }
+
+  public onSessionClosed(listenerArg: TSessionListener): void {
+    this.closeListeners.add(listenerArg);
+  }
+
+  /** Registers an authenticated socket; the session leaves the registry the moment it closes. */
+  public add(clusterIdArg: string, peerArg: EnvelopePeer, tokenGenerationArg: number): IRelaySession {
+    const session: IRelaySession = {
+      id: randomUUID(),
+      clusterId: clusterIdArg,
+      connectedAt: Date.now(),
+      peer: peerArg,
+      tokenGeneration: tokenGenerationArg,
+    };
+    let sessions = this.byCluster.get(clusterIdArg);
+    if (!sessions) {
+      sessions = new Map();
+      this.byCluster.set(clusterIdArg, sessions);
+    }
+    sessions.set(session.id, session);
+    this.options.metrics.relaySockets.inc();
+    peerArg.onClose(() => {
+      const current = this.byCluster.get(clusterIdArg);
+      if (current?.delete(session.id)) {
+        this.options.metrics.relaySockets.dec();
+        if (current.size === 0) {
+          this.byCluster.delete(clusterIdArg);
+        }
+        this.notify(this.closeListeners, session);
+      }
+    });
+    this.notify(this.openListeners, session);
+    return session;
+  }
+
+  private notify(listenersArg: Set<TSessionListener>, sessionArg: IRelaySession): void {
+    for (const listener of listenersArg) {
+      Promise.resolve()
+        .then(() => listener(sessionArg))
+        .catch((error: unknown) => this.options.logger.error({ err: error, clusterId: sessionArg.clusterId }, 'relay session listener failed'));
+    }
+  }
+
+  public sessionsOf(clusterIdArg: string): IRelaySession[] {
+    return [...(this.byCluster.get(clusterIdArg)?.values() ?? [])].filter((session) => session.peer.isOpen);
+  }
+
+  public allSessions(): IRelaySession[] {
+    return [...this.byCluster.values()].flatMap((sessions) => [...sessions.values()]);
+  }
+
+  /** The session that carries calls to this cluster right now, or null. */
+  public activeSession(clusterIdArg: string): IRelaySession | null {
+    const sessions = this.sessionsOf(clusterIdArg);
+    return sessions.length === 0 ? null : this.selector(sessions, clusterIdArg);
+  }
+
+  /** Closes every session of a cluster older than the given token generation. */
+  public closeSessionsBefore(clusterIdArg: string, tokenGenerationArg: number): number {
+    let closed = 0;
+    for (const session of this.sessionsOf(clusterIdArg)) {
+      if (session.tokenGeneration < tokenGenerationArg) {
+        session.peer.close(4001, 'relay token rotated');
+        closed++;
+      }
+    }
+    return closed;
+  }
+
+  /** Calls a method on the cluster's relay; always ends within the timeout. */
+  public async call<TResponse = unknown>(
+    clusterIdArg: string,
+    methodArg: string,
+    requestArg: unknown,
+    optionsArg: { timeoutMs?: number } = {},
+  ): Promise<TResponse> {
+    const session = this.activeSession(clusterIdArg);
+    if (!session) {
+      this.options.metrics.relayCalls.inc({ method: methodArg, outcome: 'relay-not-connected' });
+      throw refuse('unavailable', ['relay-not-connected']);
+    }
+    return this.callSession<TResponse>(session, methodArg, requestArg, optionsArg);
+  }
+
+  public async callSession<TResponse = unknown>(
+    sessionArg: IRelaySession,
+    methodArg: string,
+    requestArg: unknown,
+    optionsArg: { timeoutMs?: number } = {},
+  ): Promise<TResponse> {
+    try {
+      const response = await sessionArg.peer.call<TResponse>(methodArg, requestArg, optionsArg.timeoutMs ?? this.options.defaultTimeoutMs);
+      this.options.metrics.relayCalls.inc({ method: methodArg, outcome: 'ok' });
+      return response;
+    } catch (error) {
+      if (error instanceof PeerUnavailableError) {
+        const reason = error.failure === 'timeout' ? 'relay-timeout' : error.failure === 'not-open' ? 'relay-not-connected' : 'relay-disconnected';
+        this.options.metrics.relayCalls.inc({ method: methodArg, outcome: reason });
+        throw refuse('unavailable', [reason]);
+      }
+      this.options.metrics.relayCalls.inc({ method: methodArg, outcome: 'relay-error' });
+      if (error instanceof TypedResponseError) {
+        throw error;
+      }
+      throw refuse('unavailable', ['relay-failed']);
+    }
+  }
+
+  public closeAll(): void {
+    for (const session of this.allSessions()) {
+      session.peer.close(1001, 'cloudly is stopping');
+    }
+  }
+}

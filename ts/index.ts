@@ -1,0 +1,5 @@
+export { Cloudly, type ICloudlyOptions, type IAdminHandlerContext, type IRelayHandlerContext } from './classes.cloudly.js';
+export { readConfig, type ICloudlyConfig } from './config.js';
+export { CloudlyAdminClient } from './client/admin.js';
+export { CloudlyRelayClient } from './client/relay.js';
+export * as contracts from './interfaces/index.js';

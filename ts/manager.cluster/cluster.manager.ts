@@ -1,0 +1,125 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { Cloudly } from '../classes.cloudly.js';
+import type { ICluster } from '../interfaces/data/cluster.js';
+import type {
+  IReq_Any_Cloudly_CreateCluster,
+  IReq_Any_Cloudly_GetClusterById,
+  IReq_Any_Cloudly_GetClusters,
+  IReq_Any_Cloudly_RotateClusterRelayToken,
+} from '../interfaces/requests/admin.js';
+import { refuse } from '../core/errors.js';
+import { hashHighEntropySecret } from '../core/auth.js';
+import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { checkRequestShape, isIdString, isNonNegativeInteger, isString } from '../core/validation.js';
+
+/**
+ * Clusters and their relay tokens. A relay token is 256 random bits, shown once when it is made
+ * and stored only as its sha256 (a guess of a 256-bit secret is hopeless, so a slow hash buys
+ * nothing). Rotating it closes every socket opened with the old one.
+ */
+
+export interface IClusterDocument extends IStoredDocument {
+  name: string;
+  createdAt: number;
+  relayTokenHash: string;
+  relayTokenGeneration: number;
+}
+
+export const clusterKind = defineDocumentKind<IClusterDocument>('CloudlyCluster');
+
+export const relayTokenPrefix = 'szrelay_';
+const relayTokenBytes = 32;
+const clusterNamePattern = /^[A-Za-z0-9][A-Za-z0-9._ -]*$/;
+
+const newRelayToken = (): string => `${relayTokenPrefix}${randomBytes(relayTokenBytes).toString('base64url')}`;
+
+export const toPublicCluster = (docArg: IClusterDocument): ICluster => ({
+  id: docArg.id,
+  name: docArg.name,
+  generation: docArg.generation,
+  createdAt: docArg.createdAt,
+  relayTokenGeneration: docArg.relayTokenGeneration,
+});
+
+export class ClusterManager {
+  constructor(private readonly cloudly: Cloudly) {
+    cloudly.addAdminHandler<IReq_Any_Cloudly_CreateCluster>('createCluster', async (request, context) => {
+      const reasons = checkRequestShape(request, { required: { name: isString(1, 64, clusterNamePattern) } });
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+      const relayToken = newRelayToken();
+      const stored = await this.cloudly.store.insert(clusterKind, {
+        id: `cluster-${randomUUID()}`,
+        name: request.name,
+        createdAt: Date.now(),
+        relayTokenHash: hashHighEntropySecret(relayToken),
+        relayTokenGeneration: 1,
+      });
+      if (!stored) {
+        throw refuse('conflict', ['cluster id collided; try again']);
+      }
+      this.cloudly.logger.info({ clusterId: stored.id, actor: context.identity.userId }, 'cluster created');
+      return { cluster: toPublicCluster(stored), relayToken };
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusters>('getClusters', async (request) => {
+      const reasons = checkRequestShape(request, { required: {} });
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+      const clusters = await this.cloudly.store.find(clusterKind, {}, { sort: { createdAt: 1 } });
+      return { clusters: clusters.map(toPublicCluster) };
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterById>('getClusterById', async (request) => {
+      const reasons = checkRequestShape(request, { required: { clusterId: isIdString } });
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+      return { cluster: toPublicCluster(await this.requireCluster(request.clusterId)) };
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', async (request, context) => {
+      const reasons = checkRequestShape(request, {
+        required: { clusterId: isIdString, expectedGeneration: isNonNegativeInteger },
+      });
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+      const current = await this.requireCluster(request.clusterId);
+      const relayToken = newRelayToken();
+      const next = await this.cloudly.store.swap(clusterKind, current.id, request.expectedGeneration, {
+        set: { relayTokenHash: hashHighEntropySecret(relayToken), relayTokenGeneration: current.relayTokenGeneration + 1 },
+      });
+      if (!next) {
+        throw refuse('conflict', ['request.expectedGeneration is not the cluster\'s current generation']);
+      }
+      const closed = this.cloudly.relays.closeSessionsBefore(next.id, next.relayTokenGeneration);
+      this.cloudly.logger.info({ clusterId: next.id, actor: context.identity.userId, closedSessions: closed }, 'relay token rotated');
+      return { cluster: toPublicCluster(next), relayToken };
+    });
+  }
+
+  public async getCluster(clusterIdArg: string): Promise<IClusterDocument | null> {
+    return this.cloudly.store.get(clusterKind, clusterIdArg);
+  }
+
+  /** The cluster, or a `not-found` refusal naming it. */
+  public async requireCluster(clusterIdArg: string): Promise<IClusterDocument> {
+    const cluster = await this.getCluster(clusterIdArg);
+    if (!cluster) {
+      throw refuse('not-found', [`cluster ${clusterIdArg} does not exist`]);
+    }
+    return cluster;
+  }
+
+  /** The cluster a relay token belongs to, or null; used on the socket upgrade. */
+  public async authenticateRelayToken(tokenArg: string): Promise<{ clusterId: string; tokenGeneration: number } | null> {
+    if (!tokenArg.startsWith(relayTokenPrefix)) {
+      return null;
+    }
+    const cluster = await this.cloudly.store.findOne(clusterKind, { relayTokenHash: hashHighEntropySecret(tokenArg) });
+    return cluster ? { clusterId: cluster.id, tokenGeneration: cluster.relayTokenGeneration } : null;
+  }
+}
