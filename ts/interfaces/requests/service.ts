@@ -1,1 +1,67 @@
-export {};
+import type { ITypedContract } from './admin.js';
+import type { IIdentity } from '../data/user.js';
+import type { IService, IServiceWritableSpec } from '../data/service.js';
+import type { TServiceVolumeInitialization } from '../data/servicevolume.js';
+import type { IServiceRuntimeStatus } from '../data/serviceruntimestatus.js';
+import type { IRuntimeLocalStorageClaimRecord } from '../data/runtimelocalstorageclaim.js';
+
+/** Volumes are `TServiceWritableVolume`: one stating `initialization` is refused by path. */
+export type IReq_Any_Cloudly_CreateService = ITypedContract<
+  'createService',
+  { identity: IIdentity; service: IServiceWritableSpec },
+  { service: IService }
+>;
+
+/**
+ * Replaces the writable spec; compare-and-swap on the service generation. A stored
+ * initialization stays with the volume of the same mount path and goes with a removed volume.
+ */
+export type IReq_Any_Cloudly_UpdateService = ITypedContract<
+  'updateService',
+  { identity: IIdentity; serviceId: string; expectedGeneration: number; service: IServiceWritableSpec },
+  { service: IService }
+>;
+
+export type IReq_Any_Cloudly_GetServices = ITypedContract<
+  'getServices',
+  { identity: IIdentity },
+  { services: IService[] }
+>;
+
+export type IReq_Any_Cloudly_GetServiceById = ITypedContract<
+  'getServiceById',
+  { identity: IIdentity; serviceId: string },
+  { service: IService }
+>;
+
+/**
+ * The only write of a volume's initialization, named by its exact mount path. `expected` is the
+ * value the caller read (`null` for none); any other stored value refuses with `conflict`.
+ * `initialization: null` clears it (project's own choice). Refusals carry
+ * `IServiceVolumeInitializationErrorData`.
+ */
+export type IReq_Any_Cloudly_SetServiceVolumeInitialization = ITypedContract<
+  'setServiceVolumeInitialization',
+  {
+    identity: IIdentity;
+    serviceId: string;
+    mountPath: string;
+    expected: TServiceVolumeInitialization | null;
+    initialization: TServiceVolumeInitialization | null;
+  },
+  { service: IService }
+>;
+
+/** The current verdict for the service's current spec revision. */
+export type IReq_Any_Cloudly_GetServiceRuntimeStatus = ITypedContract<
+  'getServiceRuntimeStatus',
+  { identity: IIdentity; serviceId: string },
+  { status: IServiceRuntimeStatus }
+>;
+
+/** Every local storage claim revision Cloudly issued for the service, with each node answer. Project's own. */
+export type IReq_Any_Cloudly_GetRuntimeLocalStorageClaims = ITypedContract<
+  'getRuntimeLocalStorageClaims',
+  { identity: IIdentity; serviceId: string },
+  { claims: IRuntimeLocalStorageClaimRecord[] }
+>;

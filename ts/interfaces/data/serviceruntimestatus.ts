@@ -1,0 +1,112 @@
+import {
+  readServiceDataField,
+  readServiceDataRecord,
+} from '../private/servicecontract.js';
+
+/**
+ * The producer's verdict on one spec revision of a service. Each reason belongs to exactly one
+ * state: `converged` and `converging` carry none, `waiting` a waiting reason, `refused` a refusal.
+ */
+
+export const serviceRuntimeWaitingReasons = Object.freeze([
+  'node-network-pending',
+  'conflict',
+  'failure-backoff',
+  'storage-import-pending',
+  'bindings-pending',
+  'legacy-adoption-pending',
+] as const);
+
+export type TServiceRuntimeWaitingReason = (typeof serviceRuntimeWaitingReasons)[number];
+
+export const serviceRuntimeRefusals = Object.freeze([
+  'cluster-runtime-missing',
+  'organization-missing',
+  'image-plan-missing',
+  'platform-unsupported',
+  'secrets-unsupported',
+  'volumes-unsupported',
+  'port-protocol-unsupported',
+  'ports-too-many',
+  'readiness-target-undeclared',
+  'environment-too-large',
+  'no-eligible-node',
+  'replica-limit',
+  'node-authority-unsupported',
+  'network-policy-missing',
+  'network-policy-mismatch',
+  'network-workload-pool-missing',
+  'network-workload-pool-exhausted',
+  'volume-driver-unsupported',
+  'volume-options-unsupported',
+  'volume-shared-unsupported',
+  'volume-placement-unsupported',
+  'volume-initialization-unknown',
+  'volume-ownership-unknown',
+] as const);
+
+export type TServiceRuntimeRefusal = (typeof serviceRuntimeRefusals)[number];
+
+export type TServiceRuntimeState = 'converged' | 'converging' | 'waiting' | 'refused';
+
+interface IServiceRuntimeStatusBase {
+  /** The service the verdict is about. */
+  id: string;
+  specRevision: number;
+  /** Epoch milliseconds when this state and reason were first reached for the revision. */
+  changedAt: number;
+}
+
+export type IServiceRuntimeStatus =
+  | (IServiceRuntimeStatusBase & { state: 'converged' | 'converging'; reason: null })
+  | (IServiceRuntimeStatusBase & { state: 'waiting'; reason: TServiceRuntimeWaitingReason })
+  | (IServiceRuntimeStatusBase & { state: 'refused'; reason: TServiceRuntimeRefusal });
+
+export const serviceRuntimeStatusContract = Object.freeze({
+  error: 'Service runtime status rejected: exact schema and state/reason pairing required.',
+} as const);
+
+const statusKeys = ['id', 'specRevision', 'state', 'reason', 'changedAt'] as const;
+
+/**
+ * Detached exact-schema snapshot of a status. Throws when a member is missing, extra or of the
+ * wrong type, or when the reason does not belong to the state.
+ */
+export const snapshotServiceRuntimeStatus = (valueArg: unknown): IServiceRuntimeStatus => {
+  let record: Record<string, unknown> | null;
+  try {
+    record = readServiceDataRecord(valueArg);
+  } catch {
+    record = null;
+  }
+  if (
+    record === null
+    || Object.keys(record).length !== statusKeys.length
+    || !statusKeys.every((key) => Object.hasOwn(record as object, key))
+  ) {
+    throw new TypeError(serviceRuntimeStatusContract.error);
+  }
+  const id = readServiceDataField(record, 'id');
+  const specRevision = readServiceDataField(record, 'specRevision');
+  const changedAt = readServiceDataField(record, 'changedAt');
+  const state = readServiceDataField(record, 'state');
+  const reason = readServiceDataField(record, 'reason');
+  if (
+    typeof id !== 'string' || id.length === 0 || id.length > 128
+    || !Number.isSafeInteger(specRevision) || (specRevision as number) < 1
+    || !Number.isSafeInteger(changedAt) || (changedAt as number) < 0
+  ) {
+    throw new TypeError(serviceRuntimeStatusContract.error);
+  }
+  const base = { id, specRevision: specRevision as number, changedAt: changedAt as number };
+  if ((state === 'converged' || state === 'converging') && reason === null) {
+    return { ...base, state, reason: null };
+  }
+  if (state === 'waiting' && (serviceRuntimeWaitingReasons as readonly unknown[]).includes(reason)) {
+    return { ...base, state, reason: reason as TServiceRuntimeWaitingReason };
+  }
+  if (state === 'refused' && (serviceRuntimeRefusals as readonly unknown[]).includes(reason)) {
+    return { ...base, state, reason: reason as TServiceRuntimeRefusal };
+  }
+  throw new TypeError(serviceRuntimeStatusContract.error);
+};
