@@ -14,6 +14,7 @@ import type { EnvelopePeer, IEnvelope } from './core/envelopepeer.js';
 import { createHttpServer } from './core/transport.js';
 import { ClusterManager } from './manager.cluster/cluster.manager.js';
 import { AdminManager } from './manager.admin/admin.manager.js';
+import { CorestoreManager } from './manager.corestore/corestore.manager.js';
 
 /**
  * The composition root: configuration → database → router → managers → server. Each manager
@@ -55,6 +56,7 @@ export class Cloudly {
   public readonly managers: IManager[] = [];
   public readonly adminManager: AdminManager;
   public readonly clusterManager: ClusterManager;
+  public readonly corestoreManager: CorestoreManager;
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
   public generatedAdminPassword: string | null = null;
@@ -79,6 +81,7 @@ export class Cloudly {
     this.relays = new RelaySessions({ defaultTimeoutMs: this.config.relayCallTimeoutMs, metrics: this.metrics, logger: this.logger });
     this.adminManager = this.addManager(new AdminManager(this));
     this.clusterManager = this.addManager(new ClusterManager(this));
+    this.corestoreManager = this.addManager(new CorestoreManager(this));
   }
 
   /** Registers a manager so its start/stop run with Cloudly's. */

@@ -1,0 +1,473 @@
+import { randomUUID } from 'node:crypto';
+import { TypedResponseError } from '@api.global/typedrequest';
+import type { Cloudly } from '../classes.cloudly.js';
+import { contractRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
+import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { checkRequestShape, isAnyValue, isIdString, type TFieldCheck } from '../core/validation.js';
+import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
+import { isSha256Hex } from '../interfaces/private/dataproperties.js';
+import {
+  computeClusterCorestoreLegacyResourceInventorySha256,
+  createCorestoreLegacyAdoptionErrorData,
+  createCorestoreLegacyResourceAdoptionPlan,
+  validateClusterCorestoreLegacyResourceInventory,
+  validateCorestoreLegacyResourceSelections,
+  type ICorestoreLegacyResourceSelection,
+  type TClusterCorestoreLegacyResourceInventory,
+  type TCorestoreLegacyAdoptionErrorCode,
+} from '../interfaces/data/corestorelegacy.js';
+import {
+  isPlatformBindingStatus,
+  validatePlatformBindingStatusReason,
+  validatePlatformBindingUpsert,
+  type IPlatformBinding,
+  type IPlatformBindingUpsert,
+  type TPlatformBindingStatus,
+  type TPlatformBindingStatusReason,
+} from '../interfaces/data/platformbinding.js';
+import type {
+  IReq_Any_Cloudly_AdoptCorestoreLegacyResources,
+  IReq_Any_Cloudly_GetCorestoreLegacyResources,
+  IReq_Any_Cloudly_GetPlatformBindings,
+  IReq_Any_Cloudly_UpsertPlatformBinding,
+  IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources,
+  IReq_Relay_Cloudly_UpdatePlatformBindingStatus,
+} from '../interfaces/requests/corestore.js';
+import { decideCorestoreLegacyAdoption, derivePlatformBindingId } from './adoption.js';
+import { createManagerDirectory, type ICorestoreDirectory } from './directory.js';
+
+/**
+ * Platform bindings and the adoption of Corestore legacy resources.
+ *
+ * Creating bindings is the one change here that spans documents: an adoption creates several at
+ * once and no reader may see some of them without the others. Every creation therefore commits by
+ * one compare-and-swap on a single ledger document that records the whole operation (each binding,
+ * with its id). Afterwards the bindings are inserted idempotently under those ids and the ledger is
+ * cleared ("rolled forward"); whoever finds a pending operation (the adopter, any reader, start-up)
+ * finishes it first. Because every creation passes through the ledger's generation, a decision
+ * read at generation g and committed at g saw every binding that exists, so two racing adoptions
+ * cannot both create the same binding.
+ */
+
+export const platformBindingKind = defineDocumentKind<IPlatformBinding>('CloudlyPlatformBinding');
+
+/** One committed creation of bindings, as the ledger records it until it is applied. */
+export interface IPlatformBindingCreationOperation {
+  operationId: string;
+  kind: 'adoption' | 'upsert';
+  committedAt: number;
+  /** Every binding the operation creates, with its final id and content. */
+  bindings: IPlatformBinding[];
+}
+
+export interface IPlatformBindingCreationLedger extends IStoredDocument {
+  pending: IPlatformBindingCreationOperation | null;
+  lastAppliedOperationId: string | null;
+}
+
+export const platformBindingCreationLedgerKind =
+  defineDocumentKind<IPlatformBindingCreationLedger>('CloudlyPlatformBindingCreationLedger');
+const ledgerId = 'platform-binding-creations';
+
+/** How often a writer retries a lost compare-and-swap before answering `conflict`. */
+const maximumCommitAttempts = 16;
+/** How long Cloudly waits for a relay's inventory answer. */
+const inventoryReadTimeoutMs = 15_000;
+
+const isSha256Field: TFieldCheck = (valueArg, pathArg) =>
+  isSha256Hex(valueArg) ? [] : [`${pathArg} must be a lowercase hex sha256`];
+
+const isExpectedGeneration: TFieldCheck = (valueArg, pathArg) =>
+  valueArg === null || (Number.isSafeInteger(valueArg) && (valueArg as number) >= 1)
+    ? []
+    : [`${pathArg} must be null (create) or the positive generation the caller read`];
+
+const adoptionRefusal = (codeArg: TCorestoreLegacyAdoptionErrorCode, textArg: string): TypedResponseError =>
+  contractRefusal(textArg, createCorestoreLegacyAdoptionErrorData(codeArg));
+
+const compareBindings = (leftArg: IPlatformBinding, rightArg: IPlatformBinding): number => {
+  if (leftArg.serviceId !== rightArg.serviceId) {
+    return leftArg.serviceId < rightArg.serviceId ? -1 : 1;
+  }
+  return leftArg.capability < rightArg.capability ? -1 : leftArg.capability > rightArg.capability ? 1 : 0;
+};
+
+type TReachableInventory = Extract<TClusterCorestoreLegacyResourceInventory, { reachable: true }>;
+
+export class CorestoreManager {
+  /** Where nodes and services are looked up; tests may replace it. */
+  public directory: ICorestoreDirectory;
+  /**
+   * Test hooks. `haltAfterCreationCommit` makes a creation stop right after its operation is
+   * committed, before it is rolled forward, as a process that died at that instant would.
+   */
+  public readonly testHooks: { haltAfterCreationCommit: boolean } = { haltAfterCreationCommit: false };
+
+  constructor(private readonly cloudly: Cloudly) {
+    this.directory = createManagerDirectory(cloudly);
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_GetCorestoreLegacyResources>('getCorestoreLegacyResources', async (request) => {
+      const reasons = checkRequestShape(request, { required: { clusterId: isIdString, nodeId: isIdString } });
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+      await this.requireNodeOfCluster(request.clusterId, request.nodeId);
+      const inventory = await this.readInventory(request.clusterId, request.nodeId);
+      return { inventory, inventorySha256: computeClusterCorestoreLegacyResourceInventorySha256(inventory) };
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_AdoptCorestoreLegacyResources>('adoptCorestoreLegacyResources', async (request, context) => {
+      const reasons = checkRequestShape(request, {
+        required: {
+          clusterId: isIdString,
+          nodeId: isIdString,
+          expectedInventorySha256: isSha256Field,
+          resources: (valueArg, pathArg) => validateCorestoreLegacyResourceSelections(valueArg, pathArg),
+        },
+      });
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+      const answer = await this.adopt(request.clusterId, request.nodeId, request.expectedInventorySha256, request.resources);
+      this.cloudly.logger.info(
+        { clusterId: request.clusterId, nodeId: request.nodeId, actor: context.identity.userId, bindings: answer.platformBindings.length },
+        'corestore legacy resources adopted',
+      );
+      return answer;
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', async (request) => {
+      const reasons = checkRequestShape(request, {
+        required: {
+          platformBinding: (valueArg, pathArg) => validatePlatformBindingUpsert(valueArg, pathArg),
+          expectedGeneration: isExpectedGeneration,
+        },
+      });
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+      return { platformBinding: await this.upsert(request.platformBinding, request.expectedGeneration) };
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_GetPlatformBindings>('getPlatformBindings', async (request) => {
+      const reasons = checkRequestShape(request, { required: {}, optional: { serviceId: isIdString } });
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+      const bindings = await this.readBindings(request.serviceId === undefined ? {} : { serviceId: request.serviceId });
+      return { platformBindings: bindings.sort(compareBindings) };
+    });
+
+    cloudly.addRelayHandler<IReq_Relay_Cloudly_UpdatePlatformBindingStatus>('updatePlatformBindingStatus', async (request, context) => {
+      const reasons = checkRequestShape(request, {
+        required: { platformBindingId: isIdString, status: isAnyValue },
+        optional: { statusReason: isAnyValue },
+      });
+      reasons.push(...validatePlatformBindingStatusReason(request.status, request.statusReason, 'request'));
+      if (reasons.length > 0 || !isPlatformBindingStatus(request.status)) {
+        throw refuse('invalid-request', reasons);
+      }
+      return {
+        platformBinding: await this.updateStatus(context.clusterId, request.platformBindingId, request.status, request.statusReason ?? null),
+      };
+    });
+  }
+
+  /** Finishes a creation that was committed but not applied before the last stop. */
+  public async start(): Promise<void> {
+    const ledger = await this.rollForward();
+    if (ledger.lastAppliedOperationId) {
+      this.cloudly.logger.info({ operationId: ledger.lastAppliedOperationId }, 'platform binding creations are applied');
+    }
+  }
+
+  // ---- reads other managers may use ----
+
+  /** Every binding matching the filter, never part of a creation. */
+  public async getPlatformBindings(filterArg: { serviceId?: string } = {}): Promise<IPlatformBinding[]> {
+    return (await this.readBindings(filterArg)).sort(compareBindings);
+  }
+
+  /** True while a binding of the service reports `legacy-adoption-pending` (runtime status waits on it). */
+  public async isLegacyAdoptionPending(serviceIdArg: string): Promise<boolean> {
+    const bindings = await this.readBindings({ serviceId: serviceIdArg });
+    return bindings.some((binding) => binding.statusReason === 'legacy-adoption-pending');
+  }
+
+  // ---- the ledger ----
+
+  private async readLedger(): Promise<IPlatformBindingCreationLedger> {
+    const existing = await this.cloudly.store.get(platformBindingCreationLedgerKind, ledgerId);
+    if (existing) {
+      return existing;
+    }
+    const created = await this.cloudly.store.insert(platformBindingCreationLedgerKind, {
+      id: ledgerId,
+      pending: null,
+      lastAppliedOperationId: null,
+    });
+    return created ?? (await this.cloudly.store.get(platformBindingCreationLedgerKind, ledgerId))!;
+  }
+
+  /**
+   * Applies the pending creation, if any, and returns the ledger with nothing pending. Safe to run
+   * from any number of callers at once: each insert happens once per id, and clearing is a CAS.
+   */
+  private async rollForward(): Promise<IPlatformBindingCreationLedger> {
+    for (;;) {
+      const ledger = await this.readLedger();
+      if (!ledger.pending) {
+        return ledger;
+      }
+      for (const binding of ledger.pending.bindings) {
+        await this.cloudly.store.insert(platformBindingKind, binding);
+      }
+      const cleared = await this.cloudly.store.swap(platformBindingCreationLedgerKind, ledgerId, ledger.generation, {
+        set: { pending: null, lastAppliedOperationId: ledger.pending.operationId },
+      });
+      if (cleared) {
+        return cleared;
+      }
+    }
+  }
+
+  /**
+   * Reads bindings so that a creation is seen whole or not at all: the read is accepted only when
+   * the ledger held nothing pending before it and did not move during it.
+   */
+  private async readBindings(filterArg: { serviceId?: string; id?: string }): Promise<IPlatformBinding[]> {
+    for (let attempt = 0; attempt < maximumCommitAttempts; attempt++) {
+      const before = await this.rollForward();
+      const bindings = await this.cloudly.store.find(platformBindingKind, filterArg);
+      const after = await this.readLedger();
+      if (after.generation === before.generation) {
+        return bindings;
+      }
+    }
+    throw refuse('unavailable', ['platform bindings are being created too fast to read consistently; try again']);
+  }
+
+  private async readBinding(bindingIdArg: string): Promise<IPlatformBinding | null> {
+    return (await this.readBindings({ id: bindingIdArg }))[0] ?? null;
+  }
+
+  /**
+   * Commits one creation: `decideArg` runs on the ledger state it is given (nothing pending), and
+   * its bindings are committed only if the ledger has not moved since. Returns the decision's
+   * result once the creation is applied.
+   */
+  private async commitCreation<TResult>(
+    kindArg: IPlatformBindingCreationOperation['kind'],
+    decideArg: () => Promise<{ toCreate: IPlatformBinding[]; result: TResult }>,
+  ): Promise<TResult> {
+    for (let attempt = 0; attempt < maximumCommitAttempts; attempt++) {
+      const ledger = await this.rollForward();
+      const decision = await decideArg();
+      if (decision.toCreate.length === 0) {
+        return decision.result;
+      }
+      const operation: IPlatformBindingCreationOperation = {
+        operationId: `op-${randomUUID()}`,
+        kind: kindArg,
+        committedAt: Date.now(),
+        bindings: decision.toCreate,
+      };
+      const committed = await this.cloudly.store.swap(platformBindingCreationLedgerKind, ledgerId, ledger.generation, {
+        set: { pending: operation },
+      });
+      if (!committed) {
+        continue;
+      }
+      if (this.testHooks.haltAfterCreationCommit) {
+        throw new Error(`halted by test hook after committing ${operation.operationId}`);
+      }
+      await this.rollForward();
+      return decision.result;
+    }
+    throw refuse('conflict', ['platform bindings changed concurrently too often; try again']);
+  }
+
+  // ---- nodes and inventories ----
+
+  private async requireNodeOfCluster(clusterIdArg: string, nodeIdArg: string): Promise<void> {
+    await this.cloudly.clusterManager.requireCluster(clusterIdArg);
+    const node = await this.directory.findNode(nodeIdArg);
+    if (!node || node.clusterId !== clusterIdArg) {
+      throw refuse('not-found', [`node ${nodeIdArg} is not a node of cluster ${clusterIdArg}`]);
+    }
+  }
+
+  /**
+   * Asks the cluster's relay for one node's inventory and checks the answer. A relay that cannot
+   * be reached, or answers something malformed, is `unavailable`.
+   */
+  private async readInventory(clusterIdArg: string, nodeIdArg: string): Promise<TClusterCorestoreLegacyResourceInventory> {
+    let answer: unknown;
+    try {
+      answer = await this.cloudly.relays.call<IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources['response']>(
+        clusterIdArg,
+        'getClusterCorestoreLegacyResources',
+        { nodeId: nodeIdArg } satisfies IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources['request'],
+        { timeoutMs: inventoryReadTimeoutMs },
+      );
+    } catch (error) {
+      const errorData = error instanceof TypedResponseError ? readCloudlyErrorData(error.errorData) : null;
+      if (errorData?.code === 'unavailable') {
+        throw error;
+      }
+      throw refuse('unavailable', ['relay-failed']);
+    }
+    const reasons = validateClusterCorestoreLegacyResourceInventory(answer, 'relay answer');
+    const inventory = answer as TClusterCorestoreLegacyResourceInventory;
+    if (reasons.length === 0 && inventory.nodeId !== nodeIdArg) {
+      reasons.push(`relay answer.nodeId names node ${inventory.nodeId}, not ${nodeIdArg}`);
+    }
+    if (reasons.length > 0) {
+      throw refuse('unavailable', ['relay-answer-malformed', ...reasons.slice(0, 16)]);
+    }
+    return inventory;
+  }
+
+  // ---- adoption ----
+
+  private async adopt(
+    clusterIdArg: string,
+    nodeIdArg: string,
+    expectedInventorySha256Arg: string,
+    selectionsArg: ICorestoreLegacyResourceSelection[],
+  ): Promise<IReq_Any_Cloudly_AdoptCorestoreLegacyResources['response']> {
+    await this.requireNodeOfCluster(clusterIdArg, nodeIdArg);
+    let inventory: TClusterCorestoreLegacyResourceInventory;
+    try {
+      inventory = await this.readInventory(clusterIdArg, nodeIdArg);
+    } catch (error) {
+      const reasons = error instanceof TypedResponseError ? readCloudlyErrorData(error.errorData)?.reasons ?? [] : [];
+      throw adoptionRefusal('legacy-inventory-unreachable', `The inventory of node ${nodeIdArg} could not be read (${reasons.join(', ') || 'relay failed'}).`);
+    }
+    if (inventory.reachable !== true) {
+      throw adoptionRefusal('legacy-inventory-unreachable', `The relay could not reach the Corestore of node ${nodeIdArg} (${inventory.errorCode}).`);
+    }
+    const reachable: TReachableInventory = inventory;
+    const inventorySha256 = computeClusterCorestoreLegacyResourceInventorySha256(reachable)!;
+    if (inventorySha256 !== expectedInventorySha256Arg) {
+      throw adoptionRefusal('legacy-inventory-changed', `The inventory of node ${nodeIdArg} changed since it was read; read it again.`);
+    }
+    const bindingIds = selectionsArg.map((selection) => derivePlatformBindingId(selection.serviceId, selection.capability));
+    const platformBindings = await this.commitCreation('adoption', async () => {
+      // The ledger has nothing pending here, so plain reads see every binding that exists.
+      const existing = await this.cloudly.store.find(platformBindingKind, { id: { $in: bindingIds } });
+      const decision = decideCorestoreLegacyAdoption({
+        nodeId: nodeIdArg,
+        inventory: reachable,
+        inventorySha256,
+        selections: selectionsArg,
+        knownServiceIds: await this.directory.findKnownServiceIds(selectionsArg.map((selection) => selection.serviceId)),
+        existingBindings: new Map(existing.map((binding) => [binding.id, binding])),
+      });
+      if (decision.kind === 'refused') {
+        const named = decision.details
+          .filter((detail) => detail.code === decision.code)
+          .map((detail) => `${detail.serviceId}/${detail.capability}`);
+        throw adoptionRefusal(decision.code, `The adoption was refused (${decision.code}: ${named.join(', ')}).`);
+      }
+      return { toCreate: decision.toCreate, result: decision.bindings };
+    });
+    return { platformBindings, plan: createCorestoreLegacyResourceAdoptionPlan(platformBindings) };
+  }
+
+  // ---- upsert and status ----
+
+  private async upsert(upsertArg: IPlatformBindingUpsert, expectedGenerationArg: number | null): Promise<IPlatformBinding> {
+    const known = await this.directory.findKnownServiceIds([upsertArg.serviceId]);
+    if (!known.has(upsertArg.serviceId)) {
+      throw refuse('not-found', [`service ${upsertArg.serviceId} does not exist`]);
+    }
+    if (upsertArg.nodeId !== null && !(await this.directory.findNode(upsertArg.nodeId))) {
+      throw refuse('not-found', [`node ${upsertArg.nodeId} does not exist`]);
+    }
+    const bindingId = derivePlatformBindingId(upsertArg.serviceId, upsertArg.capability);
+    if (expectedGenerationArg === null) {
+      return this.commitCreation('upsert', async () => {
+        if (await this.cloudly.store.get(platformBindingKind, bindingId)) {
+          throw refuse('conflict', [`service ${upsertArg.serviceId} already has a ${upsertArg.capability} binding; update it with its generation`]);
+        }
+        const binding: IPlatformBinding = {
+          id: bindingId,
+          serviceId: upsertArg.serviceId,
+          capability: upsertArg.capability,
+          enabled: upsertArg.enabled,
+          nodeId: upsertArg.nodeId,
+          status: 'pending',
+          statusReason: null,
+          generation: 1,
+        };
+        if (upsertArg.objectstorageRetention !== undefined) {
+          binding.objectstorageRetention = { intent: { ...upsertArg.objectstorageRetention.intent } };
+        }
+        return { toCreate: [binding], result: binding };
+      });
+    }
+    const current = await this.readBinding(bindingId);
+    if (!current) {
+      throw refuse('not-found', [`service ${upsertArg.serviceId} has no ${upsertArg.capability} binding`]);
+    }
+    if (current.generation !== expectedGenerationArg) {
+      throw refuse('conflict', [`request.expectedGeneration ${expectedGenerationArg} is not the binding's generation ${current.generation}`]);
+    }
+    const adoption = current.corestoreLegacyAdoption;
+    if (adoption) {
+      // An adopting binding is what Corestore's plan authorizes: its node and retention are fixed.
+      const reasons: string[] = [];
+      if (upsertArg.nodeId !== adoption.nodeId) {
+        reasons.push(`request.platformBinding.nodeId must stay ${adoption.nodeId}: the binding adopts a legacy resource there`);
+      }
+      const sameRetention = canonicalizeJson(upsertArg.objectstorageRetention ?? null) === canonicalizeJson(current.objectstorageRetention ?? null);
+      if (!sameRetention) {
+        reasons.push('request.platformBinding.objectstorageRetention must stay as adopted from the legacy bucket');
+      }
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+    }
+    const set: Partial<IPlatformBinding> = { enabled: upsertArg.enabled, nodeId: upsertArg.nodeId };
+    const unset: Array<'objectstorageRetention'> = [];
+    if (upsertArg.objectstorageRetention !== undefined) {
+      set.objectstorageRetention = { intent: { ...upsertArg.objectstorageRetention.intent } };
+    } else if (current.objectstorageRetention !== undefined) {
+      unset.push('objectstorageRetention');
+    }
+    const next = await this.cloudly.store.swap(platformBindingKind, bindingId, expectedGenerationArg, { set, unset });
+    if (!next) {
+      throw refuse('conflict', ['the binding changed since it was read']);
+    }
+    return next;
+  }
+
+  private async updateStatus(
+    clusterIdArg: string,
+    bindingIdArg: string,
+    statusArg: TPlatformBindingStatus,
+    statusReasonArg: TPlatformBindingStatusReason | null,
+  ): Promise<IPlatformBinding> {
+    for (let attempt = 0; attempt < maximumCommitAttempts; attempt++) {
+      const current = await this.readBinding(bindingIdArg);
+      if (!current) {
+        throw refuse('not-found', [`platform binding ${bindingIdArg} does not exist`]);
+      }
+      const node = current.nodeId === null ? null : await this.directory.findNode(current.nodeId);
+      if (!node || node.clusterId !== clusterIdArg) {
+        throw refuse('forbidden', [`platform binding ${bindingIdArg} is not placed on a node of this relay's cluster`]);
+      }
+      if (current.status === statusArg && current.statusReason === statusReasonArg) {
+        return current;
+      }
+      const next = await this.cloudly.store.swap(platformBindingKind, bindingIdArg, current.generation, {
+        set: { status: statusArg, statusReason: statusReasonArg },
+      });
+      if (next) {
+        return next;
+      }
+    }
+    throw refuse('conflict', ['the binding changed concurrently too often; report again']);
+  }
+}
