@@ -55,3 +55,16 @@ export const isSha256Hex = (valueArg: unknown): valueArg is string =>
  */
 export const isCanonicalId = (valueArg: unknown): valueArg is string =>
   typeof valueArg === 'string' && /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(valueArg);
+
+/**
+ * A plain record whose own properties are all data properties (no getters or setters), so
+ * reading any of them runs no foreign code.
+ */
+export const isPlainDataRecord = (valueArg: unknown): valueArg is TPlainRecord => {
+  if (!isRecord(valueArg)) {
+    return false;
+  }
+  return Object.values(Object.getOwnPropertyDescriptors(valueArg)).every(
+    (descriptor) => Object.hasOwn(descriptor, 'value'),
+  );
+};

@@ -1,1 +1,237 @@
-export {};
+import type { ITypedContract } from './admin.js';
+import type { IIdentity } from '../data/user.js';
+import type { IService } from '../data/service.js';
+import type {
+  IArchivePruneResult,
+  IArchiveRetentionPolicy,
+  IBackupArchiveObject,
+  IBackupReplicationResult,
+  TBackupSnapshot,
+  TIsolatedRestoreResourceMapping,
+} from '../data/backup.js';
+import type { IIsolatedRestoreNodeState } from '../data/isolatedrestore.js';
+import type { ICorestoreDatabaseClosureDescriptor } from '../data/corestoreclosure.js';
+
+/**
+ * Node-addressed backups, streamed database closures and isolated restores.
+ *
+ * Bytes never travel inside a JSON envelope: a request or response carries a stream
+ * reference, and the bytes follow as binary frames on the same authenticated socket.
+ */
+
+/**
+ * A reference to a byte stream on the socket that carries the envelope. Project's own
+ * definition. `send`: the requester sends the bytes; `receive`: the requester receives them.
+ */
+export interface TVirtualStream<TDirection extends 'send' | 'receive'> {
+  kind: 'cloudly-byte-stream';
+  /** 32 lowercase hex digits, unique on its socket; binary frames name it. */
+  streamId: string;
+  direction: TDirection;
+}
+
+/** Backs up one service on one exact node of the cluster the relay serves. */
+export type IReq_Cloudly_Relay_BackupClusterService = ITypedContract<
+  'backupClusterService',
+  {
+    /** The node whose Corestore holds the service's data. */
+    nodeId: string;
+    backupId: string;
+    service: IService;
+    tags?: Record<string, string>;
+    replication?: { enabled: boolean };
+  },
+  { snapshots: TBackupSnapshot[]; replication?: IBackupReplicationResult }
+>;
+
+/** Restores one service on one exact node of the cluster the relay serves. */
+export type IReq_Cloudly_Relay_RestoreClusterService = ITypedContract<
+  'restoreClusterService',
+  {
+    /** The node whose Corestore receives the restore. */
+    nodeId: string;
+    backupId: string;
+    service: IService;
+    snapshots: TBackupSnapshot[];
+    clear?: boolean;
+    resourceTypes?: Array<TBackupSnapshot['type']>;
+    replication?: { enabled: boolean };
+  },
+  { restored: TBackupSnapshot[] }
+>;
+
+/** Prunes one exact node's archive; `found: false` says the node has none, and is no failure. */
+export type IReq_Cloudly_Relay_PruneClusterNodeArchive = ITypedContract<
+  'pruneClusterNodeArchive',
+  {
+    nodeId: string;
+    retention: IArchiveRetentionPolicy;
+    dryRun?: boolean;
+  },
+  { found: boolean; result?: IArchivePruneResult }
+>;
+
+/**
+ * The relay sends one service database closure to Cloudly on its own session (no identity:
+ * the session names the cluster). `accepted` only permits sending; the stream's completion
+ * receipt is what says Cloudly durably holds the bytes.
+ */
+export type IReq_Relay_Cloudly_BackupServiceDatabaseClosure = ITypedContract<
+  'backupServiceDatabaseClosure',
+  {
+    backupId: string;
+    serviceId: string;
+    /** The node the closure was exported from. */
+    nodeId: string;
+    /** Validated before any byte moves. */
+    descriptor: ICorestoreDatabaseClosureDescriptor;
+    closure: TVirtualStream<'send'>;
+  },
+  { accepted: boolean }
+>;
+
+/**
+ * What the sender of a closure receives when the stream completes: Cloudly holds exactly
+ * these bytes durably. Project's own definition.
+ */
+export interface IServiceDatabaseClosureReceipt {
+  backupId: string;
+  serviceId: string;
+  nodeId: string;
+  byteLength: number;
+  sha256: string;
+  /** Epoch milliseconds at which the bytes became durable. */
+  storedAt: number;
+}
+
+/** The relay fetches one service database closure back: the descriptor first, then the bytes. */
+export type IReq_Relay_Cloudly_RestoreServiceDatabaseClosure = ITypedContract<
+  'restoreServiceDatabaseClosure',
+  {
+    backupId: string;
+    serviceId: string;
+    /** The node the closure is restored onto. */
+    nodeId: string;
+  },
+  {
+    descriptor: ICorestoreDatabaseClosureDescriptor;
+    closure: TVirtualStream<'receive'>;
+  }
+>;
+
+/** Fields every Cloudly → relay isolated-restore call carries. */
+interface IIsolatedRestoreRouting {
+  /** Compact RS256 grant for exactly this operation; carried untouched, never logged. */
+  restoreGrant: string;
+  clusterId: string;
+  targetNodeName: string;
+  restoreId: string;
+}
+
+/** Prepares an isolated restore on one node. */
+export type IReq_Cloudly_Coreflow_PrepareIsolatedRestore = ITypedContract<
+  'coreflowPrepareIsolatedRestore',
+  IIsolatedRestoreRouting & {
+    mappings: TIsolatedRestoreResourceMapping[];
+    manifest: IBackupArchiveObject[];
+  },
+  { state: IIsolatedRestoreNodeState }
+>;
+
+/** Read-only status for one exact cluster/node/restore. */
+export type IReq_Cloudly_Coreflow_GetIsolatedRestoreStatus = ITypedContract<
+  'coreflowGetIsolatedRestoreStatus',
+  IIsolatedRestoreRouting,
+  { state: IIsolatedRestoreNodeState }
+>;
+
+/** Executes a fully staged isolated restore. */
+export type IReq_Cloudly_Coreflow_ExecuteIsolatedRestore = ITypedContract<
+  'coreflowExecuteIsolatedRestore',
+  IIsolatedRestoreRouting & { expectedRevision: number },
+  { state: IIsolatedRestoreNodeState }
+>;
+
+/** Removes an isolated restore's scratch namespace. */
+export type IReq_Cloudly_Coreflow_CleanupIsolatedRestore = ITypedContract<
+  'coreflowCleanupIsolatedRestore',
+  IIsolatedRestoreRouting & { expectedRevision: number },
+  { state: IIsolatedRestoreNodeState }
+>;
+
+/** Cloudly sends one manifest object's bytes to the relay's node; one object per call. */
+export type IReq_Cloudly_Relay_StageIsolatedRestoreArchive = ITypedContract<
+  'stageIsolatedRestoreArchive',
+  IIsolatedRestoreRouting & {
+    expectedRevision: number;
+    /** The manifest entry these bytes complete. */
+    object: IBackupArchiveObject;
+    archive: TVirtualStream<'send'>;
+  },
+  { state: IIsolatedRestoreNodeState }
+>;
+
+// ---- Administrator → Cloudly. Project's own definitions. ----
+
+/** A backup Cloudly ordered, as it records it. Project's own definition. */
+export interface IServiceBackupRecord {
+  backupId: string;
+  clusterId: string;
+  nodeId: string;
+  serviceId: string;
+  createdAt: number;
+  generation: number;
+  snapshots: TBackupSnapshot[];
+  replication?: IBackupReplicationResult;
+  /** Present once Cloudly durably holds the service's database closure. */
+  closure?: { descriptor: ICorestoreDatabaseClosureDescriptor; storedAt: number };
+}
+
+/** Orders a backup of one service on one exact node. */
+export type IReq_Admin_CreateServiceBackup = ITypedContract<
+  'createServiceBackup',
+  {
+    identity: IIdentity;
+    clusterId: string;
+    nodeId: string;
+    serviceId: string;
+    /** Optional caller-chosen id, which makes the call safe to repeat. */
+    backupId?: string;
+    tags?: Record<string, string>;
+    replication?: { enabled: boolean };
+  },
+  { backup: IServiceBackupRecord }
+>;
+
+/** Restores a recorded backup onto the node it was taken on, or another node of its cluster. */
+export type IReq_Admin_RestoreServiceBackup = ITypedContract<
+  'restoreServiceBackup',
+  {
+    identity: IIdentity;
+    backupId: string;
+    nodeId?: string;
+    clear?: boolean;
+    resourceTypes?: Array<TBackupSnapshot['type']>;
+  },
+  { backup: IServiceBackupRecord; restored: TBackupSnapshot[] }
+>;
+
+/** Lists recorded backups, optionally of one service. */
+export type IReq_Admin_GetServiceBackups = ITypedContract<
+  'getServiceBackups',
+  { identity: IIdentity; serviceId?: string },
+  { backups: IServiceBackupRecord[] }
+>;
+
+/** Prunes one exact node's archive through the cluster's relay. */
+export type IReq_Admin_PruneClusterNodeArchive = ITypedContract<
+  'adminPruneClusterNodeArchive',
+  {
+    identity: IIdentity;
+    clusterId: string;
+    nodeId: string;
+    retention: IArchiveRetentionPolicy;
+    dryRun?: boolean;
+  },
+  { found: boolean; result?: IArchivePruneResult }
+>;

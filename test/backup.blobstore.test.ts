@@ -1,0 +1,110 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import * as fs from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { BlobStoreError, FilesystemBlobStore } from '../ts/core/blobstore.js';
+
+const sha256 = (bytesArg: Uint8Array): string => createHash('sha256').update(bytesArg).digest('hex');
+
+async function* chunksOf(bytesArg: Buffer, sizeArg = 1000): AsyncIterable<Buffer> {
+  for (let offset = 0; offset < bytesArg.byteLength; offset += sizeArg) {
+    yield bytesArg.subarray(offset, offset + sizeArg);
+  }
+}
+
+const collect = async (sourceArg: AsyncIterable<Buffer>): Promise<Buffer> => {
+  const chunks: Buffer[] = [];
+  for await (const chunk of sourceArg) {
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+};
+
+const openStore = async (): Promise<FilesystemBlobStore> => {
+  const store = new FilesystemBlobStore(await fs.mkdtemp(path.join(os.tmpdir(), 'cloudly-blobs-')));
+  await store.init();
+  return store;
+};
+
+const hasCode = (codeArg: string) => (error: unknown): boolean =>
+  error instanceof BlobStoreError && error.code === codeArg;
+
+test('exact bytes are stored, recorded, and read back verified', async () => {
+  const store = await openStore();
+  const bytes = randomBytes(700_001);
+  const record = await store.put('closures/c1/s1/b1', { byteLength: bytes.byteLength, sha256: sha256(bytes) }, chunksOf(bytes));
+  assert.equal(record.byteLength, bytes.byteLength);
+  assert.equal(record.sha256, sha256(bytes));
+  assert.deepEqual(await store.stat('closures/c1/s1/b1'), record);
+  assert.deepEqual(await collect(store.read('closures/c1/s1/b1')), bytes);
+  assert.deepEqual(await store.listTemporaryFiles(), []);
+  // A second store on the same directory (a restart) finds the same record.
+  const reopened = new FilesystemBlobStore(store.rootDir);
+  assert.deepEqual(await reopened.stat('closures/c1/s1/b1'), record);
+});
+
+for (const [label, expectedLength, expectedSha, code] of [
+  ['short', 1001, null, 'blob-too-short'],
+  ['long', 999, null, 'blob-too-long'],
+  ['wrong', 1000, 'f'.repeat(64), 'blob-sha256-mismatch'],
+] as const) {
+  test(`${label} bytes are refused with ${code}, nothing recorded, temporary file gone`, async () => {
+    const store = await openStore();
+    const bytes = randomBytes(1000);
+    await assert.rejects(
+      store.put('closures/x', { byteLength: expectedLength, sha256: expectedSha ?? sha256(bytes) }, chunksOf(bytes, 100)),
+      hasCode(code),
+    );
+    assert.equal(await store.stat('closures/x'), null);
+    assert.deepEqual(await store.listTemporaryFiles(), []);
+    assert.deepEqual(await fs.readdir(path.join(store.rootDir, 'objects')), []);
+  });
+}
+
+test('a source that fails midway leaves nothing behind', async () => {
+  const store = await openStore();
+  async function* failing(): AsyncIterable<Buffer> {
+    yield Buffer.alloc(10);
+    throw new Error('relay dropped');
+  }
+  await assert.rejects(store.put('closures/y', { byteLength: 20, sha256: 'a'.repeat(64) }, failing()), /relay dropped/);
+  assert.equal(await store.stat('closures/y'), null);
+  assert.deepEqual(await store.listTemporaryFiles(), []);
+});
+
+test('a stored key is not overwritten', async () => {
+  const store = await openStore();
+  const bytes = randomBytes(10);
+  await store.put('k', { byteLength: 10, sha256: sha256(bytes) }, chunksOf(bytes));
+  await assert.rejects(store.put('k', { byteLength: 10, sha256: sha256(bytes) }, chunksOf(bytes)), hasCode('blob-exists'));
+});
+
+test('bytes changed on disk after storing fail the read instead of ending cleanly', async () => {
+  const store = await openStore();
+  const bytes = randomBytes(600_000);
+  await store.put('k', { byteLength: bytes.byteLength, sha256: sha256(bytes) }, chunksOf(bytes, 65536));
+  const [blobName] = (await fs.readdir(path.join(store.rootDir, 'objects'))).filter((name) => name.endsWith('.blob'));
+  const blobPath = path.join(store.rootDir, 'objects', blobName);
+  const corrupted = Buffer.from(bytes);
+  corrupted[599_999] ^= 0xff;
+  await fs.writeFile(blobPath, corrupted);
+  let yielded = 0;
+  await assert.rejects((async () => {
+    for await (const chunk of store.read('k')) {
+      yielded += chunk.byteLength;
+    }
+  })(), hasCode('blob-corrupt'));
+  assert.ok(yielded < bytes.byteLength, 'the last chunk is withheld');
+  await store.delete('k');
+  assert.equal(await store.stat('k'), null);
+  await assert.rejects(collect(store.read('k')), hasCode('blob-not-found'));
+});
+
+test('keys that could escape the store are refused', async () => {
+  const store = await openStore();
+  for (const key of ['../x', '/abs', 'a//b', 'a/../b', '', 'a b']) {
+    await assert.rejects(store.stat(key), hasCode('blob-key-invalid'));
+  }
+});

@@ -1,0 +1,286 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { WebSocket, WebSocketServer } from 'ws';
+import {
+  StreamAbortedError,
+  StreamChannel,
+  decodeStreamFrame,
+  encodeStreamFrame,
+  streamAbortReasons,
+  validateStreamReference,
+  type IBinaryFramePeer,
+  type IStreamChannelOptions,
+} from '../ts/core/streams.js';
+
+/** A `ws` socket as a binary frame peer: the same three hooks the relay socket offers. */
+const peerOf = (socketArg: WebSocket): IBinaryFramePeer => ({
+  sendBinary: (dataArg) => socketArg.send(dataArg, { binary: true }),
+  onBinary: (listenerArg) => socketArg.on('message', (dataArg, isBinaryArg) => {
+    if (isBinaryArg) {
+      listenerArg(dataArg as Buffer);
+    }
+  }),
+  onClose: (listenerArg) => socketArg.on('close', listenerArg),
+});
+
+interface IPair {
+  server: StreamChannel;
+  client: StreamChannel;
+  serverSocket: WebSocket;
+  clientSocket: WebSocket;
+  close: () => Promise<void>;
+}
+
+/** A real WebSocket server and client on loopback, each side wrapped in a channel. */
+const openPair = async (optionsArg: IStreamChannelOptions = {}): Promise<IPair> => {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise<void>((resolve) => wss.once('listening', resolve));
+  const port = (wss.address() as AddressInfo).port;
+  const serverSocketPromise = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
+  const clientSocket = new WebSocket(`ws://127.0.0.1:${port}`);
+  await new Promise<void>((resolve, reject) => {
+    clientSocket.once('open', resolve);
+    clientSocket.once('error', reject);
+  });
+  const serverSocket = await serverSocketPromise;
+  return {
+    server: new StreamChannel(peerOf(serverSocket), optionsArg),
+    client: new StreamChannel(peerOf(clientSocket), optionsArg),
+    serverSocket,
+    clientSocket,
+    close: async () => {
+      clientSocket.terminate();
+      serverSocket.terminate();
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
+  };
+};
+
+const drain = async (sourceArg: AsyncIterable<Buffer>): Promise<{ length: number; sha256: string }> => {
+  const hash = createHash('sha256');
+  let length = 0;
+  for await (const chunk of sourceArg) {
+    hash.update(chunk);
+    length += chunk.byteLength;
+  }
+  return { length, sha256: hash.digest('hex') };
+};
+
+const until = async (conditionArg: () => boolean): Promise<void> => {
+  while (!conditionArg()) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+};
+
+test('a stream carries exact bytes and returns the receiver receipt to the sender', async () => {
+  const pair = await openPair();
+  try {
+    const bytes = randomBytes(5 * 1024 * 1024 + 17);
+    const sender = pair.client.openSender();
+    const reference = sender.reference('send');
+    assert.deepEqual(validateStreamReference(reference, 'send', 'closure'), []);
+    const receiver = pair.server.attachReceiver(reference.streamId);
+    const received = drain(receiver);
+    await sender.write(bytes);
+    const completion = sender.end();
+    const result = await received;
+    receiver.complete({ stored: true, length: result.length });
+    assert.deepEqual(await completion, { stored: true, length: bytes.byteLength });
+    assert.equal(result.sha256, createHash('sha256').update(bytes).digest('hex'));
+    assert.equal(pair.client.openStreamCount, 0);
+    assert.equal(pair.server.openStreamCount, 0);
+  } finally {
+    await pair.close();
+  }
+});
+
+test('a sender sends nothing before a receiver attaches, and never more than the window', async () => {
+  const windowBytes = 64 * 1024;
+  const pair = await openPair({ windowBytes, chunkBytes: 16 * 1024 });
+  try {
+    const sender = pair.client.openSender();
+    const writing = sender.write(randomBytes(10 * windowBytes));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.equal(sender.bytesSent, 0, 'no credit, no bytes');
+    const receiver = pair.server.attachReceiver(sender.streamId);
+    await until(() => receiver.bytesReceived === windowBytes);
+    for (let i = 0; i < 20; i += 1) {
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    assert.equal(sender.bytesSent, windowBytes, 'the sender stops at the granted window');
+    assert.equal(receiver.bytesReceived, windowBytes);
+    const received = drain(receiver);
+    await writing;
+    const completion = sender.end();
+    assert.equal((await received).length, 10 * windowBytes);
+    receiver.complete();
+    assert.equal(await completion, null);
+  } finally {
+    await pair.close();
+  }
+});
+
+test('a receiver abort reaches the sender with its reason', async () => {
+  const pair = await openPair({ windowBytes: 64 * 1024 });
+  try {
+    const sender = pair.client.openSender();
+    const receiver = pair.server.attachReceiver(sender.streamId);
+    receiver.abort('closure-refused');
+    await assert.rejects(sender.write(randomBytes(1024 * 1024)), (error: unknown) =>
+      error instanceof StreamAbortedError && error.reason === 'closure-refused' && error.byPeer);
+    await assert.rejects(sender.completion, StreamAbortedError);
+  } finally {
+    await pair.close();
+  }
+});
+
+test('a sender abort ends the receiver iteration with its reason', async () => {
+  const pair = await openPair();
+  try {
+    const sender = pair.client.openSender();
+    const receiver = pair.server.attachReceiver(sender.streamId);
+    await sender.write(randomBytes(1000));
+    sender.abort('export-failed');
+    await assert.rejects(drain(receiver), (error: unknown) =>
+      error instanceof StreamAbortedError && error.reason === 'export-failed');
+    assert.equal(pair.server.openStreamCount, 0);
+  } finally {
+    await pair.close();
+  }
+});
+
+test('a dropped connection fails every open stream on both sides', async () => {
+  const pair = await openPair({ windowBytes: 64 * 1024 });
+  try {
+    const outgoing = pair.client.openSender();
+    const incomingSender = pair.server.openSender();
+    const receiverOnServer = pair.server.attachReceiver(outgoing.streamId);
+    const receiverOnClient = pair.client.attachReceiver(incomingSender.streamId);
+    const settle = (promiseArg: Promise<unknown>): Promise<unknown> => promiseArg.then(() => 'resolved', (error: unknown) => error);
+    const writing = settle(outgoing.write(randomBytes(1024 * 1024)));
+    const serverDrain = settle(drain(receiverOnServer));
+    const clientDrain = settle(drain(receiverOnClient));
+    await until(() => receiverOnServer.bytesReceived > 0);
+    pair.clientSocket.terminate();
+    const isDisconnect = (error: unknown): boolean =>
+      error instanceof StreamAbortedError && error.reason === streamAbortReasons.disconnected;
+    assert.ok(isDisconnect(await writing));
+    assert.ok(isDisconnect(await serverDrain));
+    assert.ok(isDisconnect(await clientDrain));
+    assert.ok(isDisconnect(await settle(incomingSender.write(Buffer.from('x')))));
+    assert.equal(pair.client.openStreamCount, 0);
+    assert.equal(pair.server.openStreamCount, 0);
+    assert.throws(() => pair.server.openSender(), StreamAbortedError);
+  } finally {
+    await pair.close();
+  }
+});
+
+test('bytes beyond the granted credit abort the stream', async () => {
+  const windowBytes = 64 * 1024;
+  const pair = await openPair({ windowBytes });
+  try {
+    const streamId = randomBytes(16).toString('hex');
+    const aborts: string[] = [];
+    pair.clientSocket.on('message', (dataArg, isBinaryArg) => {
+      const frame = isBinaryArg ? decodeStreamFrame(dataArg as Buffer) : null;
+      if (frame?.kind === 'abort') {
+        aborts.push(frame.payload.toString('utf8'));
+      }
+    });
+    const receiver = pair.server.attachReceiver(streamId);
+    const received = drain(receiver);
+    pair.clientSocket.send(encodeStreamFrame('data', streamId, randomBytes(windowBytes + 1)), { binary: true });
+    await assert.rejects(received, (error: unknown) =>
+      error instanceof StreamAbortedError && error.reason === streamAbortReasons.creditExceeded);
+    await until(() => aborts.length > 0);
+    assert.deepEqual(aborts, [streamAbortReasons.creditExceeded]);
+  } finally {
+    await pair.close();
+  }
+});
+
+test('data for a stream nobody attached is refused with stream-unknown', async () => {
+  const pair = await openPair();
+  try {
+    const streamId = randomBytes(16).toString('hex');
+    const aborts: string[] = [];
+    pair.clientSocket.on('message', (dataArg, isBinaryArg) => {
+      const frame = isBinaryArg ? decodeStreamFrame(dataArg as Buffer) : null;
+      if (frame?.kind === 'abort' && frame.streamId === streamId) {
+        aborts.push(frame.payload.toString('utf8'));
+      }
+    });
+    pair.clientSocket.send(encodeStreamFrame('data', streamId, Buffer.from('stray')), { binary: true });
+    await until(() => aborts.length > 0);
+    assert.deepEqual(aborts, [streamAbortReasons.unknownStream]);
+  } finally {
+    await pair.close();
+  }
+});
+
+test('a stream that makes no progress is aborted by the idle timeout', async () => {
+  const pair = await openPair({ idleTimeoutMs: 50 });
+  try {
+    const sender = pair.client.openSender();
+    const receiver = pair.server.attachReceiver(sender.streamId);
+    await assert.rejects(drain(receiver), (error: unknown) =>
+      error instanceof StreamAbortedError && error.reason === streamAbortReasons.idleTimeout);
+    await assert.rejects(sender.completion, (error: unknown) =>
+      error instanceof StreamAbortedError && error.reason === streamAbortReasons.idleTimeout);
+  } finally {
+    await pair.close();
+  }
+});
+
+test('streams run in both directions at once without mixing bytes', async () => {
+  const pair = await openPair({ windowBytes: 128 * 1024 });
+  try {
+    const up = randomBytes(2 * 1024 * 1024);
+    const down = randomBytes(3 * 1024 * 1024 + 5);
+    const upSender = pair.client.openSender();
+    const downSender = pair.server.openSender();
+    const upReceiver = pair.server.attachReceiver(upSender.streamId);
+    const downReceiver = pair.client.attachReceiver(downSender.streamId);
+    const upDrain = drain(upReceiver).then((result) => {
+      upReceiver.complete('up');
+      return result;
+    });
+    const downDrain = drain(downReceiver).then((result) => {
+      downReceiver.complete('down');
+      return result;
+    });
+    const [upResult, downResult, upReceipt, downReceipt] = await Promise.all([
+      upDrain,
+      downDrain,
+      upSender.write(up).then(() => upSender.end()),
+      downSender.write(down).then(() => downSender.end()),
+    ]);
+    assert.equal(upReceipt, 'up');
+    assert.equal(downReceipt, 'down');
+    assert.equal(upResult.sha256, createHash('sha256').update(up).digest('hex'));
+    assert.equal(downResult.sha256, createHash('sha256').update(down).digest('hex'));
+  } finally {
+    await pair.close();
+  }
+});
+
+test('a stream reference is refused with every reason', () => {
+  assert.deepEqual(validateStreamReference(null, 'send', 'closure'), ['closure must be a stream reference object']);
+  assert.deepEqual(
+    validateStreamReference({ kind: 'other', streamId: 'XYZ', direction: 'receive', extra: 1 }, 'send', 'closure'),
+    [
+      'closure must have exactly the keys kind, streamId, direction',
+      'closure.kind must be cloudly-byte-stream',
+      'closure.streamId must be 32 lowercase hex digits',
+      'closure.direction must be send',
+    ],
+  );
+  assert.equal(decodeStreamFrame(Buffer.from([9, 1])), null);
+  const frame = decodeStreamFrame(encodeStreamFrame('credit', 'ab'.repeat(16), Buffer.from([0, 0, 1, 0])));
+  assert.equal(frame?.kind, 'credit');
+  assert.equal(frame?.streamId, 'ab'.repeat(16));
+  assert.equal(frame?.payload.readUInt32BE(0), 256);
+});
