@@ -1,0 +1,359 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import type { CloudlyRelayClient } from '../ts/client/relay.js';
+import type { ICorestoreDirectory } from '../ts/manager.corestore/directory.js';
+import { platformBindingCreationLedgerKind, platformBindingKind } from '../ts/manager.corestore/corestore.manager.js';
+import { derivePlatformBindingId } from '../ts/manager.corestore/adoption.js';
+import type {
+  ICorestoreLegacyResourceInventoryService,
+  IPlatformBinding,
+  TClusterCorestoreLegacyResourceInventory,
+} from '../ts/interfaces/data/index.js';
+import type {
+  IReq_Any_Cloudly_AdoptCorestoreLegacyResources,
+  IReq_Any_Cloudly_GetCorestoreLegacyResources,
+  IReq_Any_Cloudly_GetPlatformBindings,
+  IReq_Any_Cloudly_UpsertPlatformBinding,
+  IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources,
+} from '../ts/interfaces/requests/corestore.js';
+
+/**
+ * Adoption of Corestore legacy resources against a real Cloudly, a real relay client answering
+ * inventories over its socket, and the embedded database.
+ */
+
+interface IWorld {
+  clusterId: string;
+  otherClusterId: string;
+  relay: CloudlyRelayClient;
+  relayToken: string;
+  /** What each node's Corestore answers; a node missing here is unreachable. */
+  corestores: Map<string, ICorestoreLegacyResourceInventoryService[]>;
+  nodes: Map<string, string>;
+  services: Set<string>;
+}
+
+let t: ITestCloudly;
+let world: IWorld;
+
+/** Nodes and services as the cluster and service managers would know them. */
+const installDirectory = () => {
+  const directory: ICorestoreDirectory = {
+    async findNode(nodeIdArg) {
+      const clusterId = world.nodes.get(nodeIdArg);
+      return clusterId ? { id: nodeIdArg, clusterId } : null;
+    },
+    async findKnownServiceIds(serviceIdsArg) {
+      return new Set(serviceIdsArg.filter((serviceId) => world.services.has(serviceId)));
+    },
+  };
+  t.cloudly.corestoreManager.directory = directory;
+};
+
+const connectRelay = async (relayTokenArg: string, clusterIdArg: string) => {
+  const relay = await t.connectRelay(relayTokenArg);
+  relay.addHandler<IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources>('getClusterCorestoreLegacyResources', async ({ nodeId }) => {
+    const services = world.corestores.get(nodeId);
+    const readAt = Date.now();
+    if (!services) {
+      return { reachable: false, nodeId, readAt, errorCode: 'CORESTORE_UNREACHABLE' };
+    }
+    return { reachable: true, nodeId, readAt, services: structuredClone(services) };
+  });
+  await waitFor(() => t.cloudly.relays.activeSession(clusterIdArg) !== null, 'relay session');
+  return relay;
+};
+
+/** A service with a database and a bucket on one node, nothing blocking. */
+const legacyService = (serviceIdArg: string, retentionDaysArg: number | null = 14): ICorestoreLegacyResourceInventoryService => ({
+  serviceId: serviceIdArg,
+  resources: [
+    { capability: 'database', databaseName: `${serviceIdArg}_db`, adoption: { state: 'unadopted', blocker: null } },
+    {
+      capability: 'objectstorage',
+      bucketName: `${serviceIdArg}-bucket`,
+      retention: retentionDaysArg === null ? null : { mode: 'governance', days: retentionDaysArg },
+      adoption: { state: 'unadopted', blocker: null },
+    },
+  ],
+});
+
+/** Puts services on a node's Corestore (sorted by id, as Corestore lists them) and in Cloudly. */
+const placeServices = (nodeIdArg: string, servicesArg: ICorestoreLegacyResourceInventoryService[], knownArg = true) => {
+  const list = [...(world.corestores.get(nodeIdArg) ?? []), ...servicesArg]
+    .sort((left, right) => (left.serviceId < right.serviceId ? -1 : 1));
+  world.corestores.set(nodeIdArg, list);
+  if (knownArg) {
+    servicesArg.forEach((service) => world.services.add(service.serviceId));
+  }
+};
+
+const readInventory = (nodeIdArg: string, clusterIdArg = world.clusterId) =>
+  t.admin.call<IReq_Any_Cloudly_GetCorestoreLegacyResources>('getCorestoreLegacyResources', { clusterId: clusterIdArg, nodeId: nodeIdArg });
+
+const adopt = (
+  nodeIdArg: string,
+  shaArg: string,
+  resourcesArg: IReq_Any_Cloudly_AdoptCorestoreLegacyResources['request']['resources'],
+  clusterIdArg = world.clusterId,
+) =>
+  t.admin.call<IReq_Any_Cloudly_AdoptCorestoreLegacyResources>('adoptCorestoreLegacyResources', {
+    clusterId: clusterIdArg,
+    nodeId: nodeIdArg,
+    expectedInventorySha256: shaArg,
+    resources: resourcesArg,
+  });
+
+const bindingsOf = async (serviceIdArg: string): Promise<IPlatformBinding[]> =>
+  (await t.admin.call<IReq_Any_Cloudly_GetPlatformBindings>('getPlatformBindings', { serviceId: serviceIdArg })).platformBindings;
+
+/** Counts stored bindings straight from the collection, past every reader's roll-forward. */
+const storedBindingCount = async (filterArg: Record<string, unknown> = {}) =>
+  t.cloudly.store.collection(platformBindingKind).countDocuments(filterArg);
+
+const both = (serviceIdArg: string) => [
+  { serviceId: serviceIdArg, capability: 'database' as const },
+  { serviceId: serviceIdArg, capability: 'objectstorage' as const },
+];
+
+describe('corestore legacy resource adoption', () => {
+  before(async () => {
+    t = await startTestCloudly();
+    const { cluster, relayToken } = await t.createCluster('adoption-cluster');
+    const other = await t.createCluster('other-cluster');
+    world = {
+      clusterId: cluster.id,
+      otherClusterId: other.cluster.id,
+      relay: undefined as unknown as CloudlyRelayClient,
+      relayToken,
+      corestores: new Map(),
+      nodes: new Map([['node-1', cluster.id], ['node-2', cluster.id], ['node-dark', cluster.id], ['node-foreign', other.cluster.id]]),
+      services: new Set(),
+    };
+    installDirectory();
+    world.relay = await connectRelay(relayToken, cluster.id);
+  });
+  after(async () => { await t.stop(); });
+
+  test('the inventory read answers the relay inventory with a digest over node and services', async () => {
+    placeServices('node-1', [legacyService('svc-read')]);
+    const first = await readInventory('node-1');
+    assert.equal(first.inventory.reachable, true);
+    assert.equal(first.inventory.nodeId, 'node-1');
+    assert.match(first.inventorySha256!, /^[0-9a-f]{64}$/);
+    const second = await readInventory('node-1');
+    assert.equal(second.inventorySha256, first.inventorySha256, 'a re-read at another time has the same digest');
+  });
+
+  test('an unreachable node is answered reachable:false with no digest', async () => {
+    const answer = await readInventory('node-dark');
+    assert.deepEqual({ ...answer.inventory, readAt: 0 }, { reachable: false, nodeId: 'node-dark', readAt: 0, errorCode: 'CORESTORE_UNREACHABLE' });
+    assert.equal(answer.inventorySha256, null);
+  });
+
+  test('a node of another cluster is not found', async () => {
+    const refusal = await refusalOf(() => readInventory('node-foreign'));
+    assert.equal(refusal.code, 'not-found');
+  });
+
+  test('an adoption creates every selected binding, exactly as the inventory has it, and the plan', async () => {
+    placeServices('node-1', [legacyService('svc-adopt', 30)]);
+    const { inventorySha256 } = await readInventory('node-1');
+    const answer = await adopt('node-1', inventorySha256!, both('svc-adopt'));
+    assert.equal(answer.platformBindings.length, 2);
+    const [database, bucket] = answer.platformBindings;
+    assert.deepEqual(database, {
+      id: derivePlatformBindingId('svc-adopt', 'database'),
+      serviceId: 'svc-adopt',
+      capability: 'database',
+      enabled: true,
+      nodeId: 'node-1',
+      status: 'pending',
+      statusReason: null,
+      corestoreLegacyAdoption: { nodeId: 'node-1', resourceName: 'svc-adopt_db', inventorySha256 },
+      generation: 1,
+    });
+    assert.equal(bucket.objectstorageBucketName, 'svc-adopt-bucket');
+    assert.deepEqual(bucket.objectstorageRetention, { intent: { mode: 'governance', days: 30 } });
+    assert.deepEqual(bucket.corestoreLegacyAdoption, { nodeId: 'node-1', resourceName: 'svc-adopt-bucket', inventorySha256 });
+    assert.deepEqual(answer.plan, [
+      { serviceId: 'svc-adopt', capability: 'database', bindingId: database.id },
+      { serviceId: 'svc-adopt', capability: 'objectstorage', bindingId: bucket.id },
+    ]);
+    assert.deepEqual(await bindingsOf('svc-adopt'), answer.platformBindings);
+  });
+
+  test('a bucket without retention intent is adopted with retention absent', async () => {
+    placeServices('node-1', [legacyService('svc-noretention', null)]);
+    const { inventorySha256 } = await readInventory('node-1');
+    const answer = await adopt('node-1', inventorySha256!, [{ serviceId: 'svc-noretention', capability: 'objectstorage' }]);
+    assert.equal(answer.platformBindings.length, 1);
+    assert.equal(Object.hasOwn(answer.platformBindings[0], 'objectstorageRetention'), false);
+  });
+
+  test('adopting again answers the existing bindings unchanged', async () => {
+    placeServices('node-1', [legacyService('svc-again')]);
+    const firstRead = await readInventory('node-1');
+    const first = await adopt('node-1', firstRead.inventorySha256!, both('svc-again'));
+    // Corestore now lists the resources as authorized for these bindings: the inventory changed.
+    const listed = world.corestores.get('node-1')!.find((service) => service.serviceId === 'svc-again')!;
+    listed.resources.forEach((resource, index) => {
+      resource.adoption = { state: 'authorized', bindingId: first.platformBindings[index].id };
+    });
+    const secondRead = await readInventory('node-1');
+    assert.notEqual(secondRead.inventorySha256, firstRead.inventorySha256);
+    const second = await adopt('node-1', secondRead.inventorySha256!, both('svc-again'));
+    assert.deepEqual(second.platformBindings, first.platformBindings);
+    assert.deepEqual(second.plan, first.plan);
+    assert.equal(await storedBindingCount({ serviceId: 'svc-again' }), 2);
+  });
+
+  test('an inventory changed between read and adopt is refused and creates nothing', async () => {
+    placeServices('node-1', [legacyService('svc-changed')]);
+    const { inventorySha256 } = await readInventory('node-1');
+    placeServices('node-1', [legacyService('svc-changed-new')]);
+    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both('svc-changed')));
+    assert.deepEqual(refusal, { code: 'legacy-inventory-changed', retryable: false });
+    assert.equal(await storedBindingCount({ serviceId: 'svc-changed' }), 0);
+  });
+
+  test('an unreachable Corestore is a retryable refusal', async () => {
+    const refusal = await refusalOf(() => adopt('node-dark', 'a'.repeat(64), both('svc-x')));
+    assert.deepEqual(refusal, { code: 'legacy-inventory-unreachable', retryable: true });
+  });
+
+  test('a cluster whose relay is not connected is a retryable refusal too', async () => {
+    world.corestores.set('node-foreign', [legacyService('svc-foreign')]);
+    world.services.add('svc-foreign');
+    const read = await refusalOf(() => readInventory('node-foreign', world.otherClusterId));
+    assert.deepEqual(read, { code: 'unavailable', retryable: true, reasons: ['relay-not-connected'] });
+    const refusal = await refusalOf(() => adopt('node-foreign', 'a'.repeat(64), both('svc-foreign'), world.otherClusterId));
+    assert.deepEqual(refusal, { code: 'legacy-inventory-unreachable', retryable: true });
+    assert.equal(await storedBindingCount({ serviceId: 'svc-foreign' }), 0);
+  });
+
+  test('an absent resource is refused, and the valid selection beside it is not created either', async () => {
+    placeServices('node-1', [{ serviceId: 'svc-onlydb', resources: [legacyService('svc-onlydb').resources[0]] }]);
+    const { inventorySha256 } = await readInventory('node-1');
+    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both('svc-onlydb')));
+    assert.deepEqual(refusal, { code: 'legacy-resource-absent', retryable: false });
+    assert.equal(await storedBindingCount({ serviceId: 'svc-onlydb' }), 0);
+  });
+
+  test('a blocked resource is refused', async () => {
+    const blocked = legacyService('svc-blocked');
+    blocked.resources[1].adoption = { state: 'unadopted', blocker: 'ordinary-credentials-rotated' };
+    placeServices('node-1', [blocked]);
+    const { inventorySha256 } = await readInventory('node-1');
+    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both('svc-blocked')));
+    assert.deepEqual(refusal, { code: 'legacy-resource-blocked', retryable: false });
+    assert.equal(await storedBindingCount({ serviceId: 'svc-blocked' }), 0);
+  });
+
+  test('a resource authorized for another binding is refused', async () => {
+    const elsewhere = legacyService('svc-elsewhere');
+    elsewhere.resources[0].adoption = { state: 'authorized', bindingId: 'binding-of-someone-else' };
+    placeServices('node-1', [elsewhere]);
+    const { inventorySha256 } = await readInventory('node-1');
+    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both('svc-elsewhere')));
+    assert.deepEqual(refusal, { code: 'legacy-resource-authorized-elsewhere', retryable: false });
+    assert.equal(await storedBindingCount({ serviceId: 'svc-elsewhere' }), 0);
+  });
+
+  test('a service Cloudly does not know is refused', async () => {
+    placeServices('node-1', [legacyService('svc-unknown')], false);
+    const { inventorySha256 } = await readInventory('node-1');
+    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both('svc-unknown')));
+    assert.deepEqual(refusal, { code: 'service-absent', retryable: false });
+    assert.equal(await storedBindingCount({ serviceId: 'svc-unknown' }), 0);
+  });
+
+  test('a service capability that already has a binding of its own is refused', async () => {
+    placeServices('node-1', [legacyService('svc-bound')]);
+    await t.admin.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+      platformBinding: { serviceId: 'svc-bound', capability: 'objectstorage', enabled: true, nodeId: 'node-1' },
+      expectedGeneration: null,
+    });
+    const { inventorySha256 } = await readInventory('node-1');
+    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both('svc-bound')));
+    assert.deepEqual(refusal, { code: 'binding-exists', retryable: false });
+    const stored = await bindingsOf('svc-bound');
+    assert.deepEqual(stored.map((binding) => [binding.capability, binding.corestoreLegacyAdoption]), [['objectstorage', undefined]]);
+  });
+
+  test('a malformed selection is an invalid request naming each reason', async () => {
+    const refusal = await refusalOf(() => adopt('node-1', 'a'.repeat(64), [
+      { serviceId: 'svc-b', capability: 'database' },
+      { serviceId: 'svc-a', capability: 'database' },
+    ]));
+    assert.equal(refusal.code, 'invalid-request');
+    assert.deepEqual(refusal.reasons, ['request.resources[1] must sort after service svc-b capability database']);
+  });
+
+  test('racing adoptions of the same inventory create exactly one set of bindings', async () => {
+    const serviceIds = ['svc-race-1', 'svc-race-2', 'svc-race-3'];
+    placeServices('node-2', serviceIds.map((serviceId) => legacyService(serviceId)));
+    const { inventorySha256 } = await readInventory('node-2');
+    const selection = serviceIds.flatMap(both);
+    const outcomes = await Promise.allSettled(Array.from({ length: 6 }, () => adopt('node-2', inventorySha256!, selection)));
+    const answers = outcomes.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []));
+    assert.ok(answers.length >= 1);
+    for (const outcome of outcomes) {
+      if (outcome.status === 'rejected') {
+        assert.equal((outcome.reason as { errorData?: { code?: string } }).errorData?.code, 'conflict');
+      }
+    }
+    for (const answer of answers) {
+      assert.deepEqual(answer, answers[0], 'every successful racer answers the same bindings');
+    }
+    for (const serviceId of serviceIds) {
+      assert.equal(await storedBindingCount({ serviceId }), 2);
+    }
+    assert.equal(answers[0].platformBindings.every((binding) => binding.generation === 1), true);
+  });
+
+  test('a creation committed but not applied before a stop is applied exactly once at start-up', async () => {
+    const serviceIds = ['svc-crash-1', 'svc-crash-2'];
+    placeServices('node-2', serviceIds.map((serviceId) => legacyService(serviceId)));
+    const { inventorySha256 } = await readInventory('node-2');
+    t.cloudly.corestoreManager.testHooks.haltAfterCreationCommit = true;
+    const refusal = await refusalOf(() => adopt('node-2', inventorySha256!, serviceIds.flatMap(both)));
+    assert.equal(refusal.code, 'internal');
+    const ledger = await t.cloudly.store.get(platformBindingCreationLedgerKind, 'platform-binding-creations');
+    assert.equal(ledger?.pending?.bindings.length, 4, 'the operation holds all four bindings');
+    assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 0, 'nothing applied yet');
+
+    await t.restart();
+    installDirectory();
+    assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 4, 'start-up applied the operation');
+    for (const binding of ledger!.pending!.bindings) {
+      assert.equal(await storedBindingCount({ id: binding.id }), 1);
+    }
+    const after = await t.cloudly.store.get(platformBindingCreationLedgerKind, 'platform-binding-creations');
+    assert.equal(after?.pending, null);
+    assert.equal(after?.lastAppliedOperationId, ledger!.pending!.operationId);
+
+    // The adopter retrying after the crash is answered with the same bindings, unchanged.
+    world.relay = await connectRelay(world.relayToken, world.clusterId);
+    const retried = await adopt('node-2', inventorySha256!, serviceIds.flatMap(both));
+    assert.deepEqual(retried.platformBindings.map((binding) => binding.id).sort(), ledger!.pending!.bindings.map((binding) => binding.id).sort());
+    assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 4);
+  });
+
+  test('a reader never sees part of a committed creation', async () => {
+    const serviceIds = ['svc-partial-1', 'svc-partial-2'];
+    placeServices('node-2', serviceIds.map((serviceId) => legacyService(serviceId)));
+    const { inventorySha256 } = await readInventory('node-2');
+    t.cloudly.corestoreManager.testHooks.haltAfterCreationCommit = true;
+    await refusalOf(() => adopt('node-2', inventorySha256!, serviceIds.flatMap(both)));
+    t.cloudly.corestoreManager.testHooks.haltAfterCreationCommit = false;
+    // As if the process died in the middle of rolling forward: one binding of four is stored.
+    const ledger = await t.cloudly.store.get(platformBindingCreationLedgerKind, 'platform-binding-creations');
+    await t.cloudly.store.insert(platformBindingKind, ledger!.pending!.bindings[0]);
+    assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 1);
+    const seen = [...await bindingsOf('svc-partial-1'), ...await bindingsOf('svc-partial-2')];
+    assert.equal(seen.length, 4, 'the reader finished the operation before answering');
+    assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 4);
+  });
+});
