@@ -13,6 +13,7 @@ import { internalFailure, refuse } from './core/errors.js';
 import type { EnvelopePeer, IEnvelope } from './core/envelopepeer.js';
 import { createHttpServer } from './core/transport.js';
 import { ClusterManager } from './manager.cluster/cluster.manager.js';
+import { IngressManager } from './manager.ingress/ingress.manager.js';
 import { AdminManager } from './manager.admin/admin.manager.js';
 import { CorestoreManager } from './manager.corestore/corestore.manager.js';
 
@@ -56,6 +57,7 @@ export class Cloudly {
   public readonly managers: IManager[] = [];
   public readonly adminManager: AdminManager;
   public readonly clusterManager: ClusterManager;
+  public readonly ingressManager: IngressManager;
   public readonly corestoreManager: CorestoreManager;
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
@@ -81,6 +83,7 @@ export class Cloudly {
     this.relays = new RelaySessions({ defaultTimeoutMs: this.config.relayCallTimeoutMs, metrics: this.metrics, logger: this.logger });
     this.adminManager = this.addManager(new AdminManager(this));
     this.clusterManager = this.addManager(new ClusterManager(this));
+    this.ingressManager = this.addManager(new IngressManager(this));
     this.corestoreManager = this.addManager(new CorestoreManager(this));
   }
 

@@ -7,6 +7,8 @@ import {
   type TPlainRecord,
 } from '../private/dataproperties.js';
 import { type IProtocolOffer, validateProtocolOffer } from '../protocol/protocol.js';
+import type { ISecretVersionReference } from './secret.js';
+import type { IServiceRuntimeSpec } from './service.js';
 
 /**
  * A cluster ingress: the proxy workload that serves a cluster's public traffic. It announces itself
@@ -355,7 +357,7 @@ export const validateClusterIngressRoutes = (valueArg: unknown, pathArg = 'route
  */
 export type TClusterIngressEnvironmentValue =
   | { value: string }
-  | { secret: { secretId: string; secretVersionId: string } };
+  | { secret: ISecretVersionReference };
 
 /** The ingress workload as it is to run on one node. Project's own definition. */
 export interface IClusterIngressNodeSpec {
@@ -373,7 +375,7 @@ export interface IClusterIngressNodeSpec {
 export interface IClusterIngressPreparedSpec {
   serviceId: string;
   specRevision: number;
-  /** The service's runtime spec as the service manager states it, unchanged. */
-  runtime: unknown;
+  /** The service's runtime spec at `specRevision`, unchanged. */
+  runtime: IServiceRuntimeSpec;
   nodes: IClusterIngressNodeSpec[];
 }

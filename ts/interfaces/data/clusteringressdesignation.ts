@@ -60,6 +60,19 @@ export interface IClusterIngressDesignationRequest {
   expectedDesignation: IRuntimeAuthorityReference | null;
 }
 
+/**
+ * The ingress designation of a cluster that came from a Swarm fleet, made by the fleet cutover and
+ * not by `designateClusterIngress`. Project's own minimal definition: the cutover scope, census and
+ * target set it belongs to are outside this project, so it holds only what the one-kind rule needs.
+ */
+export interface IFleetCutoverIngressDesignation {
+  id: string;
+  generation: number;
+  clusterId: string;
+  ingressServiceId: string;
+  acceptedAt: number;
+}
+
 export const clusterIngressDesignationContract = Object.freeze({
   digestDomain: 'serve.zone/cluster-ingress-designation',
   error: 'Cluster ingress designation contract rejected.',

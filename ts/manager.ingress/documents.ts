@@ -1,0 +1,76 @@
+import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import type { IClusterIngressDesignation, IFleetCutoverIngressDesignation } from '../interfaces/data/clusteringressdesignation.js';
+import type { IClusterIngressPreparedSpec, IClusterIngressRoute } from '../interfaces/data/clusteringress.js';
+import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
+import type { IRuntimeAssignmentStatus } from '../interfaces/data/runtimeassignment.js';
+
+/**
+ * The documents of the ingress manager. Every one is keyed by the cluster id (or cluster and
+ * node), so "one per cluster" is enforced by the store's once-per-id insert rather than by an
+ * index the embedded database would not enforce.
+ */
+
+/**
+ * The one ingress designation slot of a cluster. It holds either a Pallet designation or a
+ * fleet-cutover one, never both, so the one-kind rule is a property of a single document.
+ * `bearer` is the value of the current credential's secret version: server-side only, never part
+ * of an answer or a log line.
+ */
+export interface IClusterIngressSlotDocument extends IStoredDocument {
+  clusterId: string;
+  kind: 'pallet' | 'fleet-cutover';
+  designation: IClusterIngressDesignation | null;
+  fleetCutover: IFleetCutoverIngressDesignation | null;
+  bearer: IStoredBearer | null;
+}
+
+export interface IStoredBearer {
+  secretId: string;
+  secretVersionId: string;
+  value: string;
+}
+
+/** What a designation mutation answers and a replay repeats (without `replayed`). */
+export interface IStoredDesignationAnswer {
+  /** Digest of the request that produced the answer; a reused mutationId must repeat it. */
+  requestDigest: string;
+  designation: IClusterIngressDesignation;
+  spec: IClusterIngressPreparedSpec;
+}
+
+export const clusterIngressSlotKind = defineDocumentKind<IClusterIngressSlotDocument>('CloudlyClusterIngressSlot');
+
+/**
+ * A cluster's runtime record. Created as `pallet` the first time anyone reads it: every cluster
+ * this Cloudly creates is born on Pallet. A fleet migration moves it through other phases.
+ */
+export interface IClusterRuntimeDocument extends IStoredDocument {
+  phase: TClusterRuntimePhase;
+}
+
+export const clusterRuntimeKind = defineDocumentKind<IClusterRuntimeDocument>('CloudlyClusterRuntime');
+
+/** The cluster's ingress route table; its `generation` is the table's revision. */
+export interface IClusterIngressRouteTableDocument extends IStoredDocument {
+  clusterId: string;
+  routes: IClusterIngressRoute[];
+  computedAt: number;
+}
+
+export const clusterIngressRouteTableKind =
+  defineDocumentKind<IClusterIngressRouteTableDocument>('CloudlyClusterIngressRouteTable');
+
+/** A node's latest runtime assignment report, as its cluster's relay sent it. Id: `cluster/node`. */
+export interface INodeRuntimeAssignmentsDocument extends IStoredDocument {
+  clusterId: string;
+  nodeId: string;
+  sessionId: string;
+  assignments: IRuntimeAssignmentStatus[];
+  reportedAt: number;
+}
+
+export const nodeRuntimeAssignmentsKind =
+  defineDocumentKind<INodeRuntimeAssignmentsDocument>('CloudlyNodeRuntimeAssignments');
+
+export const nodeRuntimeAssignmentsId = (clusterIdArg: string, nodeIdArg: string): string =>
+  `${clusterIdArg}/${nodeIdArg}`;

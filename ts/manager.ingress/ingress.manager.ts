@@ -1,0 +1,626 @@
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { Cloudly, IRelayHandlerContext } from '../classes.cloudly.js';
+import { contractRefusal, refuse } from '../core/errors.js';
+import { checkRequestShape, isAnyValue, isIdString, type TFieldCheck } from '../core/validation.js';
+import type { IRelaySession } from '../core/relaysessions.js';
+import {
+  clusterIngressEnvironmentNames,
+  clusterIngressProtocolOffer,
+  type IClusterIngressPreparedSpec,
+  type IClusterIngressRouteTable,
+  validateClusterIngressRoutes,
+} from '../interfaces/data/clusteringress.js';
+import {
+  computeClusterIngressDesignationDigest,
+  type IClusterIngressDesignation,
+  type IClusterIngressDesignationRequest,
+  type IFleetCutoverIngressDesignation,
+  snapshotClusterIngressDesignationRequest,
+} from '../interfaces/data/clusteringressdesignation.js';
+import { clusterRuntimePhases, type IClusterRuntimeReference, type TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
+import { validateRuntimeAssignmentStatus } from '../interfaces/data/runtimeassignment.js';
+import type { ISecretVersionReference } from '../interfaces/data/secret.js';
+import type { IService } from '../interfaces/data/service.js';
+import { computeCanonicalJsonSha256Hex } from '../interfaces/private/canonicaljson.js';
+import { isCanonicalId, isCounter, isRecord } from '../interfaces/private/dataproperties.js';
+import { readOwnDataValue } from '../interfaces/private/ownproperties.js';
+import type {
+  IReq_Any_Cloudly_DesignateClusterIngress,
+  IReq_Any_Cloudly_GetClusterIngressDesignation,
+  IReq_Any_Cloudly_GetClusterRuntime,
+  IReq_Any_Cloudly_SetClusterIngressRoutes,
+  IReq_Cloudly_Relay_PushClusterIngressRouteTableChanged,
+  IReq_Relay_Cloudly_GetClusterIngressRouteTable,
+  IReq_Relay_Cloudly_RegisterClusterIngress,
+  IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments,
+  IReq_Relay_Cloudly_ResolveClusterIngressBearer,
+} from '../interfaces/requests/ingress.js';
+import { cloudlyIngressDependencies, type IIngressDependencies } from './dependencies.js';
+import {
+  clusterIngressRouteTableKind,
+  clusterIngressSlotKind,
+  clusterRuntimeKind,
+  type IClusterIngressRouteTableDocument,
+  type IClusterIngressSlotDocument,
+  type IStoredDesignationAnswer,
+  nodeRuntimeAssignmentsId,
+  nodeRuntimeAssignmentsKind,
+} from './documents.js';
+import {
+  type IClusterIngressJudgedGenerations,
+  type IClusterIngressRegistrationFacts,
+  judgeClusterIngressRegistration,
+} from './judge.js';
+
+/** Bytes of randomness in a generated ingress bearer (256 bits). */
+export const clusterIngressBearerBytes = 32;
+/** Most assignments one node report may state. Project's own limit. */
+export const maximumReportedAssignments = 256;
+/** How long Cloudly waits for a relay to take a route-table hint. */
+const routeTableHintTimeoutMs = 5_000;
+
+const registrationRefusalText = 'The cluster ingress registration was refused.';
+const protocolRefusalText = 'The protocol offer was refused.';
+
+/** Stable, id-safe tag of a cluster id for names derived from it (ids may be up to 128 characters). */
+const clusterTag = (clusterIdArg: string): string => createHash('sha256').update(clusterIdArg).digest('hex').slice(0, 32);
+
+const isRevisionOrNull: TFieldCheck = (valueArg, pathArg) =>
+  valueArg === null || isCounter(valueArg) ? [] : [`${pathArg} must be null or a non-negative integer`];
+
+/**
+ * Explains why a designation request does not snapshot, member by member; the snapshot itself
+ * only says that it failed.
+ */
+const describeDesignationRequest = (valueArg: unknown, pathArg: string): string[] => {
+  if (!isRecord(valueArg)) {
+    return [`${pathArg} must be an object`];
+  }
+  const reasons: string[] = [];
+  const members = ['mutationId', 'clusterId', 'ingressServiceId', 'currentRuntime', 'expectedSpecRevision', 'expectedDesignation'];
+  for (const key of Object.keys(valueArg)) {
+    if (!members.includes(key)) {
+      reasons.push(`${pathArg}.${key} is not a member of a designation request`);
+    }
+  }
+  for (const key of ['mutationId', 'clusterId', 'ingressServiceId']) {
+    if (!isCanonicalId(readOwnDataValue(valueArg, key))) {
+      reasons.push(`${pathArg}.${key} must be an id`);
+    }
+  }
+  const runtime = readOwnDataValue(valueArg, 'currentRuntime');
+  if (
+    !isRecord(runtime) || Object.keys(runtime).length !== 3
+    || readOwnDataValue(runtime, 'id') !== readOwnDataValue(valueArg, 'clusterId')
+    || readOwnDataValue(runtime, 'phase') !== 'pallet'
+    || !Number.isSafeInteger(readOwnDataValue(runtime, 'generation'))
+    || (readOwnDataValue(runtime, 'generation') as number) < 1
+  ) {
+    reasons.push(`${pathArg}.currentRuntime must be { id, phase: 'pallet', generation } of the named cluster`);
+  }
+  if (!isCounter(readOwnDataValue(valueArg, 'expectedSpecRevision'))) {
+    reasons.push(`${pathArg}.expectedSpecRevision must be a non-negative integer`);
+  }
+  const expected = readOwnDataValue(valueArg, 'expectedDesignation');
+  if (expected !== null) {
+    const valid = isRecord(expected) && Object.keys(expected).length === 3
+      && isCanonicalId(readOwnDataValue(expected, 'id'))
+      && Number.isSafeInteger(readOwnDataValue(expected, 'generation'))
+      && (readOwnDataValue(expected, 'generation') as number) >= 1
+      && /^[0-9a-f]{64}$/.test(String(readOwnDataValue(expected, 'digest')));
+    if (!valid) {
+      reasons.push(`${pathArg}.expectedDesignation must be null or { id, generation, digest }`);
+    }
+  }
+  return reasons.length > 0 ? reasons : [`${pathArg} must use the exact designation request schema`];
+};
+
+/** The service's spec with the three ingress environment names filled per placement node. */
+export const prepareClusterIngressSpec = (
+  serviceArg: IService,
+  secretVersionArg: ISecretVersionReference,
+  relayOriginArg: string,
+): IClusterIngressPreparedSpec => ({
+  serviceId: serviceArg.id,
+  specRevision: serviceArg.specRevision,
+  runtime: serviceArg.runtime,
+  nodes: [...serviceArg.runtime.placement.nodeIds].sort().map((nodeId) => ({
+    nodeId,
+    environment: {
+      [clusterIngressEnvironmentNames.bearer]: { secret: { ...secretVersionArg } },
+      [clusterIngressEnvironmentNames.relayOrigin]: { value: relayOriginArg },
+      [clusterIngressEnvironmentNames.nodeId]: { value: nodeId },
+    },
+  })),
+});
+
+export class IngressManager {
+  /** Replaceable so the manager can be wired to the cluster and service managers as they grow. */
+  public dependencies: IIngressDependencies;
+  private running = false;
+
+  constructor(private readonly cloudly: Cloudly) {
+    this.dependencies = cloudlyIngressDependencies(cloudly);
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', async (request, context) => {
+      const shape = checkRequestShape(request, { required: { designation: isAnyValue } });
+      if (shape.length > 0) {
+        throw refuse('invalid-request', shape);
+      }
+      let intent: IClusterIngressDesignationRequest;
+      try {
+        intent = snapshotClusterIngressDesignationRequest(request.designation);
+      } catch {
+        throw refuse('invalid-request', describeDesignationRequest(request.designation, 'request.designation'));
+      }
+      return this.designate(intent, context.identity.userId);
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterIngressDesignation>('getClusterIngressDesignation', async (request) => {
+      const shape = checkRequestShape(request, { required: { clusterId: isIdString } });
+      if (shape.length > 0) {
+        throw refuse('invalid-request', shape);
+      }
+      await this.requireCluster(request.clusterId, 'request.clusterId');
+      return { designation: await this.getDesignation(request.clusterId) };
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterRuntime>('getClusterRuntime', async (request) => {
+      const shape = checkRequestShape(request, { required: { clusterId: isIdString } });
+      if (shape.length > 0) {
+        throw refuse('invalid-request', shape);
+      }
+      await this.requireCluster(request.clusterId, 'request.clusterId');
+      return { runtime: await this.readClusterRuntime(request.clusterId) };
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_SetClusterIngressRoutes>('setClusterIngressRoutes', async (request) => {
+      const shape = checkRequestShape(request, {
+        required: {
+          clusterId: isIdString,
+          expectedRevision: isRevisionOrNull,
+          routes: (valueArg, pathArg) => validateClusterIngressRoutes(valueArg, pathArg),
+        },
+      });
+      if (shape.length > 0) {
+        throw refuse('invalid-request', shape);
+      }
+      await this.requireCluster(request.clusterId, 'request.clusterId');
+      return { table: await this.setRoutes(request.clusterId, request.expectedRevision, request.routes) };
+    });
+
+    cloudly.addRelayHandler<IReq_Relay_Cloudly_RegisterClusterIngress>('registerClusterIngress', async (request, context) =>
+      this.register(request, context));
+
+    cloudly.addRelayHandler<IReq_Relay_Cloudly_GetClusterIngressRouteTable>('getClusterIngressRouteTable', async (request, context) => {
+      const shape = checkRequestShape(request, { required: { knownRevision: isRevisionOrNull } });
+      if (shape.length > 0) {
+        throw refuse('invalid-request', shape);
+      }
+      return { table: await this.getRouteTable(context.clusterId) };
+    });
+
+    cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments>(
+      'reportClusterNodeRuntimeAssignments',
+      async (request, context) => this.recordAssignments(request, context),
+    );
+
+    cloudly.addRelayHandler<IReq_Relay_Cloudly_ResolveClusterIngressBearer>('resolveClusterIngressBearer', async (request, context) => {
+      const shape = checkRequestShape(request, { required: { secretVersion: isAnyValue } });
+      if (shape.length > 0) {
+        throw refuse('invalid-request', shape);
+      }
+      await this.requireElected(context);
+      const slot = await this.cloudly.store.get(clusterIngressSlotKind, context.clusterId);
+      const wanted = request.secretVersion;
+      const bearer = slot?.kind === 'pallet' ? slot.bearer : null;
+      if (
+        !bearer || !isRecord(wanted)
+        || readOwnDataValue(wanted, 'secretId') !== bearer.secretId
+        || readOwnDataValue(wanted, 'secretVersionId') !== bearer.secretVersionId
+      ) {
+        throw refuse('not-found', ['request.secretVersion is not the current ingress credential of this cluster']);
+      }
+      return { bearer: bearer.value };
+    });
+
+    cloudly.relays.onSessionOpened((sessionArg) => this.hintNewSession(sessionArg));
+  }
+
+  public async start(): Promise<void> {
+    this.running = true;
+  }
+
+  public async stop(): Promise<void> {
+    this.running = false;
+  }
+
+  // --- designation ---------------------------------------------------------------------------
+
+  private async requireCluster(clusterIdArg: string, pathArg: string): Promise<void> {
+    if (!(await this.dependencies.clusterExists(clusterIdArg))) {
+      throw refuse('not-found', [`${pathArg} names no cluster`]);
+    }
+  }
+
+  /** The cluster's Pallet ingress designation, or null (also when it holds a fleet-cutover one). */
+  public async getDesignation(clusterIdArg: string): Promise<IClusterIngressDesignation | null> {
+    const slot = await this.cloudly.store.get(clusterIngressSlotKind, clusterIdArg);
+    return slot?.kind === 'pallet' ? slot.designation : null;
+  }
+
+  private async designate(
+    intentArg: IClusterIngressDesignationRequest,
+    actorIdArg: string,
+  ): Promise<IReq_Any_Cloudly_DesignateClusterIngress['response']> {
+    const { store } = this.cloudly;
+    const clusterId = intentArg.clusterId;
+    const requestDigest = computeCanonicalJsonSha256Hex(intentArg);
+    const replay = await this.findReplay(intentArg, requestDigest);
+    if (replay) {
+      return replay;
+    }
+    await this.requireCluster(clusterId, 'request.designation.clusterId');
+    const runtime = await this.readClusterRuntime(clusterId);
+    if (runtime.phase !== 'pallet' || runtime.generation !== intentArg.currentRuntime.generation) {
+      throw refuse('conflict', [`request.designation.currentRuntime is not the cluster's current runtime `
+        + `(${runtime.phase}, generation ${runtime.generation})`]);
+    }
+    const service = await this.dependencies.getService(intentArg.ingressServiceId);
+    if (!service || service.clusterId !== clusterId) {
+      throw refuse('not-found', ['request.designation.ingressServiceId names no service of this cluster']);
+    }
+    if (service.specRevision !== intentArg.expectedSpecRevision) {
+      throw refuse('conflict', [`request.designation.expectedSpecRevision is not the service's runtime spec revision `
+        + `(${service.specRevision})`]);
+    }
+    const relayOrigin = await this.dependencies.getRelayOrigin(clusterId);
+    if (relayOrigin === null) {
+      throw refuse('unavailable', ['the cluster has no accepted relay registration, so its relay origin is unknown']);
+    }
+    const slot = await store.get(clusterIngressSlotKind, clusterId);
+    if (slot?.kind === 'fleet-cutover') {
+      throw contractRefusal('The cluster holds a fleet-cutover ingress designation.', {
+        code: 'conflict',
+        retryable: false,
+        reasons: ['the cluster holds a fleet-cutover ingress designation; a cluster holds one kind of designation only'],
+      });
+    }
+    const current = slot?.designation ?? null;
+    const expected = intentArg.expectedDesignation;
+    const matches = current === null
+      ? expected === null
+      : expected !== null && expected.id === current.id && expected.generation === current.generation
+        && expected.digest === current.digest;
+    if (!matches) {
+      throw refuse('conflict', ['request.designation.expectedDesignation is not the cluster\'s current designation']);
+    }
+
+    const tag = clusterTag(clusterId);
+    const secretVersion: ISecretVersionReference = {
+      secretId: `ingress-bearer-${tag}`,
+      secretVersionId: `ingress-bearer-${tag}-${randomUUID()}`,
+    };
+    const unsealed: IClusterIngressDesignation = {
+      id: clusterId,
+      generation: current ? current.generation + 1 : 1,
+      previous: current ? { id: current.id, generation: current.generation, digest: current.digest } : null,
+      clusterId,
+      runtime: { id: clusterId, phase: 'pallet', generation: runtime.generation },
+      ingressServiceId: service.id,
+      preparedSpecRevision: service.specRevision,
+      credential: {
+        credentialId: `ingress-credential-${tag}`,
+        generation: current ? current.credential.generation + 1 : 1,
+        secretVersion,
+      },
+      actorId: actorIdArg,
+      acceptedAt: Date.now(),
+      digest: '0'.repeat(64),
+    };
+    const designation: IClusterIngressDesignation = {
+      ...unsealed,
+      digest: await computeClusterIngressDesignationDigest(unsealed),
+    };
+    const spec = prepareClusterIngressSpec(service, secretVersion, relayOrigin);
+    const bearer = { ...secretVersion, value: randomBytes(clusterIngressBearerBytes).toString('base64url') };
+    const answer: IStoredDesignationAnswer = { requestDigest, designation, spec };
+    const mutation = { mutationId: intentArg.mutationId, answer };
+    const stored = slot === null
+      ? await store.insert(clusterIngressSlotKind, {
+        id: clusterId, clusterId, kind: 'pallet', designation, fleetCutover: null, bearer,
+      }, { mutation })
+      : await store.swap(clusterIngressSlotKind, clusterId, slot.generation, { set: { designation, bearer } }, { mutation });
+    if (!stored) {
+      // The same mutation may have won in a concurrent call: that one's answer is this one's too.
+      const concurrent = await this.findReplay(intentArg, requestDigest);
+      if (concurrent) {
+        return concurrent;
+      }
+      throw refuse('conflict', ['the cluster\'s ingress designation changed while the request was decided']);
+    }
+    this.cloudly.logger.info({
+      clusterId, designationGeneration: designation.generation, ingressServiceId: service.id,
+      credentialGeneration: designation.credential.generation,
+    }, 'cluster ingress designated');
+    return { designation, spec, replayed: false };
+  }
+
+  private async findReplay(
+    intentArg: IClusterIngressDesignationRequest,
+    requestDigestArg: string,
+  ): Promise<IReq_Any_Cloudly_DesignateClusterIngress['response'] | null> {
+    const replay = await this.cloudly.store.findMutation(clusterIngressSlotKind, intentArg.mutationId);
+    if (!replay) {
+      return null;
+    }
+    const answer = replay.answer as IStoredDesignationAnswer;
+    if (replay.doc.id !== intentArg.clusterId || answer.requestDigest !== requestDigestArg) {
+      throw refuse('invalid-request', ['request.designation.mutationId was already used for a different request']);
+    }
+    return { designation: answer.designation, spec: answer.spec, replayed: true };
+  }
+
+  /**
+   * Records a fleet-cutover ingress designation for a cluster that came from a Swarm fleet. The
+   * fleet cutover (outside this project) is its only writer; no request reaches it. Null when the
+   * cluster already holds a designation of either kind.
+   */
+  public async recordFleetCutoverIngressDesignation(
+    clusterIdArg: string,
+    ingressServiceIdArg: string,
+  ): Promise<IFleetCutoverIngressDesignation | null> {
+    const fleetCutover: IFleetCutoverIngressDesignation = {
+      id: clusterIdArg, generation: 1, clusterId: clusterIdArg, ingressServiceId: ingressServiceIdArg, acceptedAt: Date.now(),
+    };
+    const stored = await this.cloudly.store.insert(clusterIngressSlotKind, {
+      id: clusterIdArg, clusterId: clusterIdArg, kind: 'fleet-cutover', designation: null, fleetCutover, bearer: null,
+    });
+    return stored ? fleetCutover : null;
+  }
+
+  // --- cluster runtime -----------------------------------------------------------------------
+
+  /** The cluster's runtime reference; a cluster without a record is born on Pallet. */
+  public async readClusterRuntime(clusterIdArg: string): Promise<IClusterRuntimeReference> {
+    const { store } = this.cloudly;
+    const doc = await store.get(clusterRuntimeKind, clusterIdArg)
+      ?? await store.insert(clusterRuntimeKind, { id: clusterIdArg, phase: 'pallet' })
+      ?? await store.get(clusterRuntimeKind, clusterIdArg);
+    if (!doc) {
+      throw new Error('cluster runtime record vanished while it was created');
+    }
+    return { id: doc.id, phase: doc.phase, generation: doc.generation };
+  }
+
+  /**
+   * Moves the cluster's runtime record to a phase (a fleet migration's step), compare-and-swap on
+   * the generation the caller read. Null when that generation is no longer current.
+   */
+  public async changeClusterRuntimePhase(
+    clusterIdArg: string,
+    expectedGenerationArg: number,
+    phaseArg: TClusterRuntimePhase,
+  ): Promise<IClusterRuntimeReference | null> {
+    if (!(clusterRuntimePhases as readonly string[]).includes(phaseArg)) {
+      return null;
+    }
+    await this.readClusterRuntime(clusterIdArg);
+    const doc = await this.cloudly.store.swap(clusterRuntimeKind, clusterIdArg, expectedGenerationArg, { set: { phase: phaseArg } });
+    return doc ? { id: doc.id, phase: doc.phase, generation: doc.generation } : null;
+  }
+
+  // --- registration --------------------------------------------------------------------------
+
+  private async readJudgedGenerations(clusterIdArg: string, nodeIdArg: string | null): Promise<IClusterIngressJudgedGenerations> {
+    const [slot, nodeReport] = await Promise.all([
+      this.cloudly.store.get(clusterIngressSlotKind, clusterIdArg),
+      nodeIdArg ? this.cloudly.store.get(nodeRuntimeAssignmentsKind, nodeRuntimeAssignmentsId(clusterIdArg, nodeIdArg)) : null,
+    ]);
+    return {
+      designation: slot?.kind === 'pallet' ? slot.designation?.generation ?? null : null,
+      nodeReport: nodeReport?.generation ?? null,
+      nodeSessionId: nodeReport?.sessionId ?? null,
+    };
+  }
+
+  /** Gathers every fact the judge needs. The facts hold the bearer: they are never logged. */
+  private async gatherRegistrationFacts(
+    bodyArg: unknown,
+    contextArg: IRelayHandlerContext,
+  ): Promise<IClusterIngressRegistrationFacts> {
+    const clusterId = contextArg.clusterId;
+    const ready = this.running && this.cloudly.started;
+    const nodeIdValue = isRecord(bodyArg) ? readOwnDataValue(bodyArg, 'nodeId') : undefined;
+    const nodeId = isCanonicalId(nodeIdValue) ? nodeIdValue : null;
+    const empty: IClusterIngressJudgedGenerations = { designation: null, nodeReport: null, nodeSessionId: null };
+    const facts: IClusterIngressRegistrationFacts = {
+      ownOffer: clusterIngressProtocolOffer,
+      body: bodyArg,
+      ready,
+      relaySessionId: contextArg.session.id,
+      electedRelaySessionId: null,
+      designation: null,
+      placementNodeIds: null,
+      node: null,
+      currentBearer: null,
+      routeTableRevision: null,
+      observed: empty,
+      reread: empty,
+    };
+    if (!ready) {
+      return facts;
+    }
+    const { store } = this.cloudly;
+    const [elected, slot, nodeReport, table] = await Promise.all([
+      this.dependencies.getElectedRelaySessionId(clusterId),
+      store.get(clusterIngressSlotKind, clusterId),
+      nodeId ? store.get(nodeRuntimeAssignmentsKind, nodeRuntimeAssignmentsId(clusterId, nodeId)) : null,
+      store.get(clusterIngressRouteTableKind, clusterId),
+    ]);
+    const designation = slot?.kind === 'pallet' ? slot.designation : null;
+    const service = designation ? await this.dependencies.getService(designation.ingressServiceId) : null;
+    const bearer = slot?.bearer ?? null;
+    const bearerIsCurrent = designation !== null && bearer !== null
+      && bearer.secretId === designation.credential.secretVersion.secretId
+      && bearer.secretVersionId === designation.credential.secretVersion.secretVersionId;
+    const observed: IClusterIngressJudgedGenerations = {
+      designation: designation?.generation ?? null,
+      nodeReport: nodeReport?.generation ?? null,
+      nodeSessionId: nodeReport?.sessionId ?? null,
+    };
+    return {
+      ...facts,
+      electedRelaySessionId: elected,
+      designation,
+      placementNodeIds: service && service.clusterId === clusterId ? service.runtime.placement.nodeIds : null,
+      node: nodeReport ? { sessionId: nodeReport.sessionId, assignments: nodeReport.assignments } : null,
+      currentBearer: bearerIsCurrent ? bearer.value : null,
+      routeTableRevision: table?.generation ?? null,
+      observed,
+      reread: observed,
+    };
+  }
+
+  private async register(
+    bodyArg: unknown,
+    contextArg: IRelayHandlerContext,
+  ): Promise<IReq_Relay_Cloudly_RegisterClusterIngress['response']> {
+    const facts = await this.gatherRegistrationFacts(bodyArg, contextArg);
+    let verdict = judgeClusterIngressRegistration(facts);
+    if (verdict.outcome === 'accepted') {
+      // The facts came from several documents; judge again against a second read so a change
+      // that raced the first one is answered as `conflict`, not accepted on stale facts.
+      const reread = await this.readJudgedGenerations(contextArg.clusterId, (bodyArg as { nodeId: string }).nodeId);
+      verdict = judgeClusterIngressRegistration({ ...facts, reread });
+    }
+    const nodeId = (facts.body as { nodeId?: unknown } | null)?.nodeId;
+    const logged = { clusterId: contextArg.clusterId, nodeId: isCanonicalId(nodeId) ? nodeId : null };
+    switch (verdict.outcome) {
+      case 'accepted':
+        this.cloudly.logger.info({ ...logged, revision: verdict.acceptance.revision }, 'cluster ingress registration accepted');
+        return verdict.acceptance;
+      case 'protocol-refused':
+        this.cloudly.logger.info({ ...logged, reason: verdict.refusal.reason }, 'cluster ingress protocol refused');
+        throw contractRefusal(protocolRefusalText, verdict.refusal);
+      case 'refused':
+        this.cloudly.logger.info({ ...logged, reason: verdict.refusal.reason }, 'cluster ingress registration refused');
+        throw contractRefusal(registrationRefusalText, verdict.refusal);
+    }
+  }
+
+  private async requireElected(contextArg: IRelayHandlerContext): Promise<void> {
+    const elected = await this.dependencies.getElectedRelaySessionId(contextArg.clusterId);
+    if (elected !== contextArg.session.id) {
+      throw refuse('unavailable', ['relay-not-connected']);
+    }
+  }
+
+  /** Replaces a node's runtime assignment report; only the cluster's elected relay may write it. */
+  private async recordAssignments(
+    requestArg: IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments['request'],
+    contextArg: IRelayHandlerContext,
+  ): Promise<IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments['response']> {
+    const shape = checkRequestShape(requestArg, {
+      required: {
+        nodeId: isIdString,
+        sessionId: isIdString,
+        assignments: (valueArg, pathArg) => {
+          if (!Array.isArray(valueArg) || valueArg.length > maximumReportedAssignments) {
+            return [`${pathArg} must be an array of at most ${maximumReportedAssignments} assignments`];
+          }
+          return valueArg.flatMap((item, index) => validateRuntimeAssignmentStatus(item, `${pathArg}[${index}]`));
+        },
+      },
+    });
+    if (shape.length > 0) {
+      throw refuse('invalid-request', shape);
+    }
+    await this.requireElected(contextArg);
+    const { store } = this.cloudly;
+    const id = nodeRuntimeAssignmentsId(contextArg.clusterId, requestArg.nodeId);
+    const report = {
+      clusterId: contextArg.clusterId,
+      nodeId: requestArg.nodeId,
+      sessionId: requestArg.sessionId,
+      assignments: requestArg.assignments.map((assignment) => ({
+        assignmentId: assignment.assignmentId,
+        serviceId: assignment.serviceId,
+        sessionId: assignment.sessionId,
+        state: assignment.state,
+        secretVersions: assignment.secretVersions.map((version) => ({
+          secretId: version.secretId, secretVersionId: version.secretVersionId,
+        })),
+      })),
+      reportedAt: Date.now(),
+    };
+    const current = await store.get(nodeRuntimeAssignmentsKind, id);
+    const stored = current
+      ? await store.swap(nodeRuntimeAssignmentsKind, id, current.generation, { set: report })
+      : await store.insert(nodeRuntimeAssignmentsKind, { id, ...report });
+    if (!stored) {
+      throw refuse('conflict', ['another report of this node was recorded at the same time; send the latest again']);
+    }
+    return { generation: stored.generation };
+  }
+
+  // --- route table ---------------------------------------------------------------------------
+
+  private toTable(docArg: IClusterIngressRouteTableDocument): IClusterIngressRouteTable {
+    return { clusterId: docArg.clusterId, revision: docArg.generation, routes: docArg.routes };
+  }
+
+  /** The cluster's route table, or null when none was computed yet (never an empty stand-in). */
+  public async getRouteTable(clusterIdArg: string): Promise<IClusterIngressRouteTable | null> {
+    const doc = await this.cloudly.store.get(clusterIngressRouteTableKind, clusterIdArg);
+    return doc ? this.toTable(doc) : null;
+  }
+
+  /** Replaces the routes, compare-and-swap on the revision the caller read, then hints the relay. */
+  public async setRoutes(
+    clusterIdArg: string,
+    expectedRevisionArg: number | null,
+    routesArg: IClusterIngressRouteTable['routes'],
+  ): Promise<IClusterIngressRouteTable> {
+    const { store } = this.cloudly;
+    const routes = routesArg.map((route) => ({ hostname: route.hostname, serviceId: route.serviceId, port: route.port }));
+    const computedAt = Date.now();
+    const stored = expectedRevisionArg === null
+      ? await store.insert(clusterIngressRouteTableKind, { id: clusterIdArg, clusterId: clusterIdArg, routes, computedAt })
+      : await store.swap(clusterIngressRouteTableKind, clusterIdArg, expectedRevisionArg, { set: { routes, computedAt } });
+    if (!stored) {
+      throw refuse('conflict', ['request.expectedRevision is not the route table\'s current revision']);
+    }
+    const table = this.toTable(stored);
+    void this.hintRelay(clusterIdArg, table.revision);
+    return table;
+  }
+
+  /** Tells the cluster's relay a newer table exists. A lost hint costs nothing: the relay pulls. */
+  private async hintRelay(clusterIdArg: string, revisionArg: number, sessionArg?: IRelaySession): Promise<void> {
+    const hint: IReq_Cloudly_Relay_PushClusterIngressRouteTableChanged['request'] = { revision: revisionArg };
+    try {
+      if (sessionArg) {
+        await this.cloudly.relays.callSession(sessionArg, 'pushClusterIngressRouteTableChanged', hint, { timeoutMs: routeTableHintTimeoutMs });
+      } else {
+        await this.cloudly.relays.call(clusterIdArg, 'pushClusterIngressRouteTableChanged', hint, { timeoutMs: routeTableHintTimeoutMs });
+      }
+    } catch (error) {
+      const reasons = (error as { errorData?: { reasons?: unknown } }).errorData?.reasons;
+      this.cloudly.logger.debug({ clusterId: clusterIdArg, revision: revisionArg, reasons }, 'route table hint not delivered');
+    }
+  }
+
+  /** A relay that just connected may have missed hints: tell it the current revision once. */
+  private async hintNewSession(sessionArg: IRelaySession): Promise<void> {
+    if (!this.running) {
+      return;
+    }
+    const doc = await this.cloudly.store.get(clusterIngressRouteTableKind, sessionArg.clusterId);
+    if (doc) {
+      await this.hintRelay(sessionArg.clusterId, doc.generation, sessionArg);
+    }
+  }
+}
+
+export type { IClusterIngressSlotDocument };
