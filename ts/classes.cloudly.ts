@@ -13,6 +13,7 @@ import { internalFailure, refuse } from './core/errors.js';
 import type { EnvelopePeer, IEnvelope } from './core/envelopepeer.js';
 import { createHttpServer } from './core/transport.js';
 import { ClusterManager } from './manager.cluster/cluster.manager.js';
+import { ServiceManager } from './manager.service/service.manager.js';
 import { IngressManager } from './manager.ingress/ingress.manager.js';
 import { AdminManager } from './manager.admin/admin.manager.js';
 import { CorestoreManager } from './manager.corestore/corestore.manager.js';
@@ -57,6 +58,7 @@ export class Cloudly {
   public readonly managers: IManager[] = [];
   public readonly adminManager: AdminManager;
   public readonly clusterManager: ClusterManager;
+  public readonly serviceManager: ServiceManager;
   public readonly ingressManager: IngressManager;
   public readonly corestoreManager: CorestoreManager;
   public started = false;
@@ -83,6 +85,7 @@ export class Cloudly {
     this.relays = new RelaySessions({ defaultTimeoutMs: this.config.relayCallTimeoutMs, metrics: this.metrics, logger: this.logger });
     this.adminManager = this.addManager(new AdminManager(this));
     this.clusterManager = this.addManager(new ClusterManager(this));
+    this.serviceManager = this.addManager(new ServiceManager(this));
     this.ingressManager = this.addManager(new IngressManager(this));
     this.corestoreManager = this.addManager(new CorestoreManager(this));
   }

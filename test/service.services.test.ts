@@ -1,0 +1,165 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
+import type {
+  IReq_Any_Cloudly_CreateService,
+  IReq_Any_Cloudly_GetServiceById,
+  IReq_Any_Cloudly_GetServices,
+  IReq_Any_Cloudly_SetServiceVolumeInitialization,
+  IReq_Any_Cloudly_UpdateService,
+} from '../ts/interfaces/requests/service.js';
+import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
+import { getServiceVolumeId } from '../ts/interfaces/data/servicevolume.js';
+
+let t: ITestCloudly;
+let clusterId: string;
+
+before(async () => {
+  t = await startTestCloudly();
+  clusterId = (await t.createCluster('services')).cluster.id;
+});
+
+after(async () => {
+  await t.stop();
+});
+
+const spec = (overrides: Partial<IServiceWritableSpec> = {}): IServiceWritableSpec => ({
+  name: 'db',
+  organizationId: 'org1',
+  clusterId,
+  runtime: { image: 'postgres:16', replicas: 1, profile: { runAs: { user: 999, group: 999 } }, placement: { nodeIds: ['n1'] } },
+  volumes: [
+    { mountPath: '/var/lib/postgresql/data', readOnly: false, driver: 'local' },
+    { mountPath: '/etc/extra', readOnly: true, driver: 'local' },
+  ],
+  ...overrides,
+});
+
+const create = async (overrides: Partial<IServiceWritableSpec> = {}) =>
+  (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(overrides) })).service;
+
+test('createService stores the service; getServiceById and getServices read it back', async () => {
+  const service = await create();
+  assert.equal(service.generation, 1);
+  assert.equal(service.specRevision, 1);
+  assert.deepEqual(service.volumes[0], {
+    id: getServiceVolumeId('/var/lib/postgresql/data'),
+    mountPath: '/var/lib/postgresql/data',
+    readOnly: false,
+    driver: 'local',
+  });
+  const read = await t.admin.call<IReq_Any_Cloudly_GetServiceById>('getServiceById', { serviceId: service.id });
+  assert.deepEqual(read.service, service);
+  const all = await t.admin.call<IReq_Any_Cloudly_GetServices>('getServices', {});
+  assert.ok(all.services.some((candidate) => candidate.id === service.id));
+  assert.deepEqual(await t.cloudly.serviceManager.getService(service.id), service);
+  assert.equal(await t.cloudly.serviceManager.getService('svc-none'), null);
+});
+
+test('createService stating a volume initialization is refused naming the path and stores nothing', async () => {
+  const before = (await t.admin.call<IReq_Any_Cloudly_GetServices>('getServices', {})).services.length;
+  const refusal = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+    service: spec({
+      volumes: [{
+        mountPath: '/data', readOnly: false, driver: 'local',
+        initialization: { kind: 'empty', ownership: { kind: 'run-as', mode: 0o700 } },
+      } as never],
+    }),
+  }));
+  assert.equal(refusal.code, 'invalid-request');
+  assert.deepEqual(refusal.reasons, [
+    'request.service.volumes[0].initialization is server-managed: set it with setServiceVolumeInitialization',
+  ]);
+  const afterCount = (await t.admin.call<IReq_Any_Cloudly_GetServices>('getServices', {})).services.length;
+  assert.equal(afterCount, before);
+});
+
+test('updateService stating a volume initialization is refused and changes nothing', async () => {
+  const service = await create({ runtime: { image: 'x', replicas: 2, profile: { runAs: null }, placement: { nodeIds: [] } } });
+  const refusal = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    serviceId: service.id,
+    expectedGeneration: service.generation,
+    service: spec({
+      runtime: { image: 'y', replicas: 2, profile: { runAs: null }, placement: { nodeIds: [] } },
+      volumes: [{
+        mountPath: '/etc/extra', readOnly: true, driver: 'local',
+        initialization: { kind: 'import', source: { kind: 'docker-volume', volumeName: 'extra' } },
+      } as never],
+    }),
+  }));
+  assert.equal(refusal.code, 'invalid-request');
+  assert.deepEqual(refusal.reasons, [
+    'request.service.volumes[0].initialization is server-managed: set it with setServiceVolumeInitialization',
+  ]);
+  assert.deepEqual(await t.cloudly.serviceManager.getService(service.id), service);
+});
+
+test('updateService is compare-and-swap on the generation; the spec revision bumps only with the runtime', async () => {
+  // Two replicas keep the volumes unclaimable, so no claim freezes anything here.
+  const runtime = { image: 'app:1', replicas: 2, profile: { runAs: null }, placement: { nodeIds: ['n1'] } };
+  const service = await create({ runtime });
+  const renamed = (await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    serviceId: service.id, expectedGeneration: 1, service: spec({ name: 'renamed', runtime }),
+  })).service;
+  assert.equal(renamed.generation, 2);
+  assert.equal(renamed.specRevision, 1);
+  assert.equal(renamed.name, 'renamed');
+  const stale = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    serviceId: service.id, expectedGeneration: 1, service: spec({ runtime }),
+  }));
+  assert.equal(stale.code, 'conflict');
+  const upgraded = (await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    serviceId: service.id, expectedGeneration: 2, service: spec({ name: 'renamed', runtime: { ...runtime, image: 'app:2' } }),
+  })).service;
+  assert.equal(upgraded.specRevision, 2);
+  assert.equal(upgraded.runtime.image, 'app:2');
+  const missing = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    serviceId: 'svc-missing', expectedGeneration: 1, service: spec(),
+  }));
+  assert.equal(missing.code, 'not-found');
+});
+
+test('a stored initialization stays with its mount path across updates and goes with a removed volume', async () => {
+  const runtime = { image: 'app:1', replicas: 2, profile: { runAs: null }, placement: { nodeIds: ['n1'] } };
+  const service = await create({ runtime });
+  const initialization = { kind: 'import', source: { kind: 'docker-volume', volumeName: 'legacy_extra' } } as const;
+  const set = (await t.admin.call<IReq_Any_Cloudly_SetServiceVolumeInitialization>('setServiceVolumeInitialization', {
+    serviceId: service.id, mountPath: '/etc/extra', expected: null, initialization,
+  })).service;
+  // Reordered and with another volume added: the initialization follows the mount path.
+  const reordered = (await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    serviceId: service.id,
+    expectedGeneration: set.generation,
+    service: spec({
+      runtime,
+      volumes: [
+        { mountPath: '/new', readOnly: false, driver: 'local' },
+        { mountPath: '/etc/extra', readOnly: false, driver: 'local' },
+      ],
+    }),
+  })).service;
+  assert.deepEqual(reordered.volumes.map((volume) => volume.initialization), [undefined, initialization]);
+  const removed = (await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    serviceId: service.id,
+    expectedGeneration: reordered.generation,
+    service: spec({ runtime, volumes: [{ mountPath: '/new', readOnly: false, driver: 'local' }] }),
+  })).service;
+  assert.equal(removed.volumes.length, 1);
+  const readded = (await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    serviceId: service.id,
+    expectedGeneration: removed.generation,
+    service: spec({ runtime, volumes: [{ mountPath: '/etc/extra', readOnly: false, driver: 'local' }] }),
+  })).service;
+  assert.equal(readded.volumes[0].initialization, undefined);
+});
+
+test('createService refuses an invalid spec with every reason', async () => {
+  const refusal = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+    service: { ...spec(), name: '', volumes: [{ mountPath: 'data', readOnly: false, driver: 'local' }] },
+  }));
+  assert.equal(refusal.code, 'invalid-request');
+  assert.deepEqual(refusal.reasons, [
+    'request.service.name must be a non-blank string of at most 128 characters',
+    'request.service.volumes[0].mountPath must be an absolute path',
+  ]);
+});

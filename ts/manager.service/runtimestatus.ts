@@ -1,0 +1,121 @@
+import type { IService } from '../interfaces/data/service.js';
+import {
+  deriveServiceVolumeClaimInitialization,
+  serviceVolumeLocalDirectoryDriver,
+  type IServiceVolume,
+} from '../interfaces/data/servicevolume.js';
+import type { TServiceRuntimeRefusal, TServiceRuntimeWaitingReason } from '../interfaces/data/serviceruntimestatus.js';
+import type { IRuntimeLocalStorageClaimRecord } from '../interfaces/data/runtimelocalstorageclaim.js';
+
+/**
+ * The pure part of a service's runtime verdict: Cloudly's own judgement of a spec revision from
+ * facts it holds. Nothing here reads a database; the manager gathers the facts and stores the
+ * verdict so `changedAt` only moves when the verdict does.
+ */
+
+/** The claim a volume was given, as the service document records it (the commit point of a claim). */
+export interface IServiceVolumeClaimMarker {
+  mountPath: string;
+  claimId: string;
+  nodeId: string;
+}
+
+/** What the platform binding owner knows about a service's bindings. Project's own seam. */
+export interface IServiceBindingWaits {
+  /** Some enabled binding is not yet covered (the secret manifest lags). */
+  bindingsPending: boolean;
+  /** Some Corestore binding waits for the offline adoption of its legacy resource. */
+  legacyAdoptionPending: boolean;
+}
+
+export interface IServiceRuntimeFacts {
+  service: IService;
+  claimMarkers: IServiceVolumeClaimMarker[];
+  clusterExists: boolean;
+  /** The current revision of every bound claim of the service. */
+  claims: IRuntimeLocalStorageClaimRecord[];
+  bindings: IServiceBindingWaits;
+}
+
+export type TServiceRuntimeVerdict =
+  | { state: 'converging'; reason: null }
+  | { state: 'waiting'; reason: TServiceRuntimeWaitingReason }
+  | { state: 'refused'; reason: TServiceRuntimeRefusal };
+
+/** The volume refusals in contract order; the first one any volume earns is the verdict. */
+const volumeRefusalOrder = [
+  'volume-driver-unsupported',
+  'volume-options-unsupported',
+  'volume-shared-unsupported',
+  'volume-placement-unsupported',
+  'volume-initialization-unknown',
+  'volume-ownership-unknown',
+] as const satisfies readonly TServiceRuntimeRefusal[];
+
+/** Every volume refusal one volume earns, in contract order. */
+export const judgeServiceVolume = (
+  serviceArg: IService,
+  volumeArg: IServiceVolume,
+  markerArg: IServiceVolumeClaimMarker | undefined,
+): TServiceRuntimeRefusal[] => {
+  const refusals: TServiceRuntimeRefusal[] = [];
+  if (volumeArg.driver !== serviceVolumeLocalDirectoryDriver) {
+    refusals.push('volume-driver-unsupported');
+  }
+  if (Object.keys(volumeArg.driverOptions ?? {}).length > 0 || (volumeArg.mountOptions ?? []).length > 0) {
+    refusals.push('volume-options-unsupported');
+  }
+  // A node-local directory is ReadWriteOnce: more than one replica would mount it twice.
+  if (serviceArg.runtime.replicas > 1) {
+    refusals.push('volume-shared-unsupported');
+  }
+  const nodeIds = serviceArg.runtime.placement.nodeIds;
+  if (nodeIds.length !== 1 || (markerArg !== undefined && markerArg.nodeId !== nodeIds[0])) {
+    refusals.push('volume-placement-unsupported');
+  }
+  // A claimed volume keeps its claim's own initialization and ownership; the derive rule decided
+  // only its first generation.
+  if (markerArg === undefined) {
+    const derived = deriveServiceVolumeClaimInitialization(volumeArg.initialization, serviceArg.runtime.profile.runAs);
+    if (derived.refused) {
+      refusals.push(derived.reason);
+    }
+  }
+  return refusals;
+};
+
+/** True when Cloudly may issue the volume's first claim now. */
+export const isServiceVolumeClaimable = (serviceArg: IService, volumeArg: IServiceVolume): boolean =>
+  judgeServiceVolume(serviceArg, volumeArg, undefined).length === 0;
+
+export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRuntimeVerdict => {
+  if (!factsArg.clusterExists) {
+    return { state: 'refused', reason: 'cluster-runtime-missing' };
+  }
+  const earned = new Set<TServiceRuntimeRefusal>();
+  for (const volume of factsArg.service.volumes) {
+    const marker = factsArg.claimMarkers.find((candidate) => candidate.mountPath === volume.mountPath);
+    for (const refusal of judgeServiceVolume(factsArg.service, volume, marker)) {
+      earned.add(refusal);
+    }
+  }
+  const refusal = volumeRefusalOrder.find((candidate) => earned.has(candidate));
+  if (refusal) {
+    return { state: 'refused', reason: refusal };
+  }
+  const importPending = factsArg.claims.some((record) =>
+    record.claim.lifecycle === 'bound'
+    && record.claim.initialization === 'import'
+    && (record.nodeState === null || record.nodeState === 'import-required'));
+  if (importPending) {
+    return { state: 'waiting', reason: 'storage-import-pending' };
+  }
+  // A binding waiting for its legacy adoption is the more specific wait, so it names the verdict.
+  if (factsArg.bindings.legacyAdoptionPending) {
+    return { state: 'waiting', reason: 'legacy-adoption-pending' };
+  }
+  if (factsArg.bindings.bindingsPending) {
+    return { state: 'waiting', reason: 'bindings-pending' };
+  }
+  return { state: 'converging', reason: null };
+};

@@ -1,0 +1,762 @@
+import { randomUUID } from 'node:crypto';
+import type { Cloudly } from '../classes.cloudly.js';
+import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
+import {
+  isSameServiceRuntimeSpec,
+  snapshotServiceRuntimeSpec,
+  validateServiceWritableSpec,
+  type IService,
+  type IServiceRuntimeSpec,
+  type IServiceWritableSpec,
+} from '../interfaces/data/service.js';
+import {
+  deriveServiceVolumeClaimInitialization,
+  getServiceVolumeId,
+  snapshotServiceVolumeInitialization,
+  validateServiceVolumeInitialization,
+  type IServiceVolume,
+  type IServiceVolumeInitializationErrorData,
+  type TServiceVolumeInitialization,
+  type TServiceVolumeInitializationErrorCode,
+  type TServiceWritableVolume,
+} from '../interfaces/data/servicevolume.js';
+import { snapshotServiceRuntimeStatus, type IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
+import type { IRuntimeLocalStorageClaimRecord } from '../interfaces/data/runtimelocalstorageclaim.js';
+import type {
+  IReq_Any_Cloudly_CreateService,
+  IReq_Any_Cloudly_GetRuntimeLocalStorageClaims,
+  IReq_Any_Cloudly_GetServiceById,
+  IReq_Any_Cloudly_GetServiceRuntimeStatus,
+  IReq_Any_Cloudly_GetServices,
+  IReq_Any_Cloudly_SetServiceVolumeInitialization,
+  IReq_Any_Cloudly_UpdateService,
+} from '../interfaces/requests/service.js';
+import {
+  bindApplyRuntimeLocalStorageClaimResponse,
+  validateRuntimeSessionReference,
+  type IApplyRuntimeLocalStorageClaimRequest,
+  type IReq_Controller_Pallet_ApplyRuntimeLocalStorageClaim,
+  type IReq_Relay_Cloudly_ReportRuntimeNodeSession,
+  type IRuntimeSessionReference,
+} from '../interfaces/requests/runtimesession.js';
+import { contractRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
+import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { checkRequestShape, isAnyValue, isIdString, isPositiveInteger } from '../core/validation.js';
+import type { IRelaySession } from '../core/relaysessions.js';
+import {
+  buildFirstClaimGeneration,
+  buildNextClaimGeneration,
+  pendingClaimRecord,
+  type IServiceVolumeClaimDecision,
+} from './claims.js';
+import { isServiceVolumeClaimable, judgeServiceRuntime, type IServiceBindingWaits } from './runtimestatus.js';
+
+/**
+ * Services, their volumes and volume initialization, their runtime verdicts, and the local storage
+ * claims Cloudly issues for their volumes.
+ *
+ * The service document is the commit point of everything about a volume: its initialization and
+ * the decision to give it a claim (a marker holding the claim id, node and derived first-generation
+ * initialization) land in the same conditional write, so an initialization can never change
+ * after the claim that carries it was decided. Claim documents and their delivery to the node are
+ * rolled forward from the markers, idempotently, after every write, on relay events and at start.
+ */
+
+export interface IServiceDocument extends IStoredDocument {
+  name: string;
+  organizationId: string;
+  clusterId: string;
+  specRevision: number;
+  runtime: IServiceRuntimeSpec;
+  volumes: IServiceVolume[];
+  claimDecisions: IServiceVolumeClaimDecision[];
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface IRuntimeLocalStorageClaimDocument extends IStoredDocument {
+  serviceId: string;
+  clusterId: string;
+  nodeId: string;
+  mountPath: string;
+  current: IRuntimeLocalStorageClaimRecord;
+  /** Earlier generations, oldest first, at most `retainedClaimHistory`. */
+  history: IRuntimeLocalStorageClaimRecord[];
+}
+
+export interface IRuntimeNodeSessionDocument extends IStoredDocument {
+  clusterId: string;
+  nodeId: string;
+  session: IRuntimeSessionReference;
+  reportedAt: number;
+}
+
+export interface IServiceRuntimeStatusDocument extends IStoredDocument {
+  specRevision: number;
+  state: IServiceRuntimeStatus['state'];
+  reason: IServiceRuntimeStatus['reason'];
+  changedAt: number;
+}
+
+export const serviceKind = defineDocumentKind<IServiceDocument>('CloudlyService');
+export const runtimeLocalStorageClaimKind = defineDocumentKind<IRuntimeLocalStorageClaimDocument>('CloudlyRuntimeLocalStorageClaim');
+export const runtimeNodeSessionKind = defineDocumentKind<IRuntimeNodeSessionDocument>('CloudlyRuntimeNodeSession');
+export const serviceRuntimeStatusKind = defineDocumentKind<IServiceRuntimeStatusDocument>('CloudlyServiceRuntimeStatus');
+
+const retainedClaimHistory = 16;
+/** How often pending claims are pushed again while nothing else triggers them. */
+export const claimRetryIntervalMs = 5_000;
+/** How long Cloudly waits for a node's answer to one claim push. */
+export const claimPushTimeoutMs = 15_000;
+/** How often a lost compare-and-swap is re-read before the caller gets `conflict`. */
+const maximumSwapAttempts = 8;
+
+const nodeSessionId = (clusterIdArg: string, nodeIdArg: string): string => `${clusterIdArg}/${nodeIdArg}`;
+
+export const toPublicService = (docArg: IServiceDocument): IService => ({
+  id: docArg.id,
+  name: docArg.name,
+  organizationId: docArg.organizationId,
+  clusterId: docArg.clusterId,
+  generation: docArg.generation,
+  specRevision: docArg.specRevision,
+  runtime: snapshotServiceRuntimeSpec(docArg.runtime),
+  volumes: docArg.volumes.map((volume) => ({ ...volume })),
+  createdAt: docArg.createdAt,
+  updatedAt: docArg.updatedAt,
+});
+
+const volumeRefusal = (
+  codeArg: TServiceVolumeInitializationErrorCode,
+  reasonsArg?: string[],
+): ReturnType<typeof contractRefusal> => {
+  const errorData: IServiceVolumeInitializationErrorData = { code: codeArg, retryable: false };
+  if (reasonsArg && reasonsArg.length > 0) {
+    errorData.reasons = reasonsArg;
+  }
+  return contractRefusal('The volume initialization was refused.', errorData);
+};
+
+/** A stored volume from a writable one, keeping what the server manages for that mount path. */
+const toStoredVolume = (writableArg: TServiceWritableVolume, previousArg: IServiceVolume | undefined): IServiceVolume => {
+  const volume: IServiceVolume = {
+    id: getServiceVolumeId(writableArg.mountPath),
+    mountPath: writableArg.mountPath,
+    readOnly: writableArg.readOnly,
+    driver: writableArg.driver,
+  };
+  if (writableArg.driverOptions !== undefined) {
+    volume.driverOptions = { ...writableArg.driverOptions };
+  }
+  if (writableArg.mountOptions !== undefined) {
+    volume.mountOptions = [...writableArg.mountOptions];
+  }
+  if (previousArg?.initialization !== undefined) {
+    volume.initialization = snapshotServiceVolumeInitialization(previousArg.initialization);
+  }
+  return volume;
+};
+
+const sameInitialization = (
+  leftArg: TServiceVolumeInitialization | null | undefined,
+  rightArg: TServiceVolumeInitialization | null | undefined,
+): boolean => {
+  if (leftArg === undefined || leftArg === null || rightArg === undefined || rightArg === null) {
+    return (leftArg ?? null) === (rightArg ?? null);
+  }
+  return canonicalizeJson(snapshotServiceVolumeInitialization(leftArg))
+    === canonicalizeJson(snapshotServiceVolumeInitialization(rightArg));
+};
+
+/**
+ * Claim decisions for a service state: existing ones are kept while their mount path exists, and
+ * every eligible volume without one gets one now, from the derive rule. Decisions of removed
+ * volumes are dropped, which orders their claims purged.
+ */
+const decideVolumeClaims = (
+  serviceArg: IService,
+  existingArg: IServiceVolumeClaimDecision[],
+): IServiceVolumeClaimDecision[] => {
+  const mountPaths = new Set(serviceArg.volumes.map((volume) => volume.mountPath));
+  const decisions = existingArg.filter((decision) => mountPaths.has(decision.mountPath));
+  for (const volume of serviceArg.volumes) {
+    if (decisions.some((decision) => decision.mountPath === volume.mountPath)) {
+      continue;
+    }
+    if (!isServiceVolumeClaimable(serviceArg, volume)) {
+      continue;
+    }
+    const derived = deriveServiceVolumeClaimInitialization(volume.initialization, serviceArg.runtime.profile.runAs);
+    if (derived.refused) {
+      continue;
+    }
+    decisions.push({
+      mountPath: volume.mountPath,
+      claimId: `lsc-${randomUUID()}`,
+      nodeId: serviceArg.runtime.placement.nodeIds[0],
+      volumeId: volume.id,
+      initialization: derived.initialization,
+      initialOwnership: derived.initialOwnership,
+    });
+  }
+  return decisions;
+};
+
+export class ServiceManager {
+  private retryTimer: NodeJS.Timeout | null = null;
+  private retryRunning = false;
+  private stopped = false;
+  /** Claims being pushed right now, and whether another push was asked for meanwhile. */
+  private readonly pushing = new Map<string, { again: boolean }>();
+  private readonly reconciling = new Map<string, { again: boolean }>();
+  private bindingWaitsSource: ((serviceArg: IService) => Promise<IServiceBindingWaits>) | null = null;
+
+  constructor(private readonly cloudly: Cloudly) {
+    this.registerServiceHandlers();
+    this.registerVolumeHandlers();
+    this.registerClaimHandlers();
+    cloudly.relays.onSessionOpened((sessionArg: IRelaySession) => this.pushPendingClaims({ clusterId: sessionArg.clusterId }));
+  }
+
+  public async start(): Promise<void> {
+    this.stopped = false;
+    // Roll forward whatever a previous run decided but did not finish.
+    for (const service of await this.cloudly.store.find(serviceKind, {})) {
+      await this.reconcileService(service.id);
+    }
+    this.retryTimer = setInterval(() => {
+      void this.pushPendingClaims({});
+    }, claimRetryIntervalMs);
+    this.retryTimer.unref();
+  }
+
+  public async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.retryTimer) {
+      clearInterval(this.retryTimer);
+      this.retryTimer = null;
+    }
+  }
+
+  // ------------------------------------------------------------------ reads other managers use
+
+  /** The service, or null when Cloudly knows no such service. */
+  public async getService(serviceIdArg: string): Promise<IService | null> {
+    const doc = await this.cloudly.store.get(serviceKind, serviceIdArg);
+    return doc ? toPublicService(doc) : null;
+  }
+
+  /** Every service, optionally of one cluster, oldest first. */
+  public async listServices(filterArg: { clusterId?: string } = {}): Promise<IService[]> {
+    const filter = filterArg.clusterId === undefined ? {} : { clusterId: filterArg.clusterId };
+    const docs = await this.cloudly.store.find(serviceKind, filter, { sort: { createdAt: 1 } });
+    return docs.map(toPublicService);
+  }
+
+  /** Every claim revision of a service's volumes (current and retained history). */
+  public async listRuntimeLocalStorageClaims(serviceIdArg: string): Promise<IRuntimeLocalStorageClaimRecord[]> {
+    const docs = await this.cloudly.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg });
+    return docs
+      .sort((left, right) => left.current.issuedAt - right.current.issuedAt || left.id.localeCompare(right.id))
+      .flatMap((doc) => [...doc.history, doc.current]);
+  }
+
+  /**
+   * Where the service's binding waits come from. The platform binding owner (manager.corestore)
+   * installs it; until then Cloudly knows of no binding that waits.
+   */
+  public setBindingWaitsSource(sourceArg: (serviceArg: IService) => Promise<IServiceBindingWaits>): void {
+    this.bindingWaitsSource = sourceArg;
+  }
+
+  /** The verdict on the service's current spec revision; `changedAt` moves only when it changes. */
+  public async getServiceRuntimeStatus(serviceIdArg: string): Promise<IServiceRuntimeStatus | null> {
+    const service = await this.getService(serviceIdArg);
+    if (!service) {
+      return null;
+    }
+    const doc = await this.cloudly.store.get(serviceKind, serviceIdArg);
+    const claims = (await this.cloudly.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg }))
+      .map((claimDoc) => claimDoc.current);
+    const verdict = judgeServiceRuntime({
+      service,
+      claimMarkers: doc?.claimDecisions ?? [],
+      clusterExists: (await this.cloudly.clusterManager.getCluster(service.clusterId)) !== null,
+      claims,
+      bindings: await this.readBindingWaits(service),
+    });
+    for (let attempt = 0; attempt < maximumSwapAttempts; attempt++) {
+      const stored = await this.cloudly.store.get(serviceRuntimeStatusKind, serviceIdArg);
+      if (
+        stored
+        && stored.specRevision === service.specRevision
+        && stored.state === verdict.state
+        && stored.reason === verdict.reason
+      ) {
+        return this.toStatus(serviceIdArg, stored);
+      }
+      const next = { specRevision: service.specRevision, state: verdict.state, reason: verdict.reason, changedAt: Date.now() };
+      const written = stored
+        ? await this.cloudly.store.swap(serviceRuntimeStatusKind, serviceIdArg, stored.generation, { set: next })
+        : await this.cloudly.store.insert(serviceRuntimeStatusKind, { id: serviceIdArg, ...next });
+      if (written) {
+        return this.toStatus(serviceIdArg, written);
+      }
+    }
+    throw refuse('conflict', ['the runtime status kept changing while it was computed']);
+  }
+
+  private toStatus(serviceIdArg: string, docArg: IServiceRuntimeStatusDocument): IServiceRuntimeStatus {
+    return snapshotServiceRuntimeStatus({
+      id: serviceIdArg,
+      specRevision: docArg.specRevision,
+      state: docArg.state,
+      reason: docArg.reason,
+      changedAt: docArg.changedAt,
+    });
+  }
+
+  private async readBindingWaits(serviceArg: IService): Promise<IServiceBindingWaits> {
+    if (this.bindingWaitsSource) {
+      return this.bindingWaitsSource(serviceArg);
+    }
+    const corestore = (this.cloudly as unknown as Record<string, unknown>).corestoreManager as
+      | { getServiceBindingWaits?: (serviceIdArg: string) => Promise<IServiceBindingWaits> }
+      | undefined;
+    if (corestore && typeof corestore.getServiceBindingWaits === 'function') {
+      return corestore.getServiceBindingWaits(serviceArg.id);
+    }
+    return { bindingsPending: false, legacyAdoptionPending: false };
+  }
+
+  // ------------------------------------------------------------------ services
+
+  private registerServiceHandlers(): void {
+    this.cloudly.addAdminHandler<IReq_Any_Cloudly_CreateService>('createService', async (request, context) => {
+      const spec = this.requireWritableSpec(request, {});
+      const now = Date.now();
+      const id = `svc-${randomUUID()}`;
+      const service: IService = {
+        id,
+        name: spec.name,
+        organizationId: spec.organizationId,
+        clusterId: spec.clusterId,
+        generation: 1,
+        specRevision: 1,
+        runtime: snapshotServiceRuntimeSpec(spec.runtime),
+        volumes: spec.volumes.map((volume) => toStoredVolume(volume, undefined)),
+        createdAt: now,
+        updatedAt: now,
+      };
+      const { generation: _generation, ...fields } = service;
+      const stored = await this.cloudly.store.insert(serviceKind, { ...fields, claimDecisions: [] });
+      if (!stored) {
+        throw refuse('conflict', ['service id collided; try again']);
+      }
+      this.cloudly.logger.info({ serviceId: id, actor: context.identity.userId }, 'service created');
+      return { service: toPublicService(stored) };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Any_Cloudly_UpdateService>('updateService', async (request, context) => {
+      const spec = this.requireWritableSpec(request, { serviceId: isIdString, expectedGeneration: isPositiveInteger });
+      const current = await this.cloudly.store.get(serviceKind, request.serviceId);
+      if (!current) {
+        throw refuse('not-found', [`service ${request.serviceId} does not exist`]);
+      }
+      const moved: string[] = [];
+      if (spec.clusterId !== current.clusterId) {
+        moved.push('request.service.clusterId cannot change: a service does not move between clusters');
+      }
+      if (spec.organizationId !== current.organizationId) {
+        moved.push('request.service.organizationId cannot change');
+      }
+      if (moved.length > 0) {
+        throw refuse('invalid-request', moved);
+      }
+      if (current.generation !== request.expectedGeneration) {
+        throw refuse('conflict', ["request.expectedGeneration is not the service's current generation"]);
+      }
+      const runtime = snapshotServiceRuntimeSpec(spec.runtime);
+      const volumes = spec.volumes.map((volume) =>
+        toStoredVolume(volume, current.volumes.find((stored) => stored.mountPath === volume.mountPath)));
+      const specRevision = isSameServiceRuntimeSpec(current.runtime, runtime) ? current.specRevision : current.specRevision + 1;
+      const now = Date.now();
+      const view: IService = { ...toPublicService(current), name: spec.name, runtime, volumes, specRevision, updatedAt: now };
+      const next = await this.cloudly.store.swap(serviceKind, current.id, request.expectedGeneration, {
+        set: {
+          name: spec.name,
+          runtime,
+          volumes,
+          specRevision,
+          updatedAt: now,
+          claimDecisions: decideVolumeClaims(view, current.claimDecisions),
+        },
+      });
+      if (!next) {
+        throw refuse('conflict', ["request.expectedGeneration is not the service's current generation"]);
+      }
+      this.cloudly.logger.info({ serviceId: next.id, actor: context.identity.userId, specRevision }, 'service updated');
+      this.scheduleReconcile(next.id);
+      return { service: toPublicService(next) };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServices>('getServices', async (request) => {
+      const reasons = checkRequestShape(request, { required: {} });
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+      return { services: await this.listServices() };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServiceById>('getServiceById', async (request) => {
+      const reasons = checkRequestShape(request, { required: { serviceId: isIdString } });
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+      const service = await this.getService(request.serviceId);
+      if (!service) {
+        throw refuse('not-found', [`service ${request.serviceId} does not exist`]);
+      }
+      return { service };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', async (request) => {
+      const reasons = checkRequestShape(request, { required: { serviceId: isIdString } });
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+      const status = await this.getServiceRuntimeStatus(request.serviceId);
+      if (!status) {
+        throw refuse('not-found', [`service ${request.serviceId} does not exist`]);
+      }
+      return { status };
+    });
+  }
+
+  /** Checks the request shape and the writable spec; refuses with every reason, stores nothing. */
+  private requireWritableSpec(
+    requestArg: unknown,
+    extraFieldsArg: Record<string, (valueArg: unknown, pathArg: string) => string[]>,
+  ): IServiceWritableSpec {
+    const reasons = checkRequestShape(requestArg, { required: { ...extraFieldsArg, service: isAnyValue } });
+    const service = (requestArg as { service?: unknown }).service;
+    if (service !== undefined) {
+      reasons.push(...validateServiceWritableSpec(service, 'request.service'));
+    }
+    if (reasons.length > 0) {
+      throw refuse('invalid-request', reasons);
+    }
+    return service as IServiceWritableSpec;
+  }
+
+  // ------------------------------------------------------------------ volume initialization
+
+  private registerVolumeHandlers(): void {
+    this.cloudly.addAdminHandler<IReq_Any_Cloudly_SetServiceVolumeInitialization>(
+      'setServiceVolumeInitialization',
+      async (request, context) => {
+        const shape = checkRequestShape(request, {
+          required: { serviceId: isIdString, mountPath: isAnyValue, expected: isAnyValue, initialization: isAnyValue },
+        });
+        if (shape.length > 0) {
+          throw refuse('invalid-request', shape);
+        }
+        const invalid = [
+          ...(request.expected === null ? [] : validateServiceVolumeInitialization(request.expected, 'request.expected')),
+          ...(request.initialization === null
+            ? []
+            : validateServiceVolumeInitialization(request.initialization, 'request.initialization')),
+        ];
+        if (invalid.length > 0) {
+          throw volumeRefusal('volume-initialization-invalid', invalid);
+        }
+        const wanted = request.initialization === null ? null : snapshotServiceVolumeInitialization(request.initialization);
+        for (let attempt = 0; attempt < maximumSwapAttempts; attempt++) {
+          const current = await this.cloudly.store.get(serviceKind, request.serviceId);
+          const index = current?.volumes.findIndex((volume) => volume.mountPath === request.mountPath) ?? -1;
+          if (!current || index < 0) {
+            throw volumeRefusal('volume-not-found', [
+              current
+                ? `service ${request.serviceId} has no volume mounted at exactly that path`
+                : `service ${request.serviceId} does not exist`,
+            ]);
+          }
+          const volume = current.volumes[index];
+          if (!sameInitialization(volume.initialization, request.expected)) {
+            throw volumeRefusal('conflict', ['the stored initialization is not the expected one']);
+          }
+          if (current.claimDecisions.some((decision) => decision.mountPath === volume.mountPath)) {
+            throw volumeRefusal('volume-initialization-bound', [
+              'a bound local storage claim of this volume exists; its initialization can no longer change',
+            ]);
+          }
+          const volumes = current.volumes.map((stored, position) => {
+            if (position !== index) {
+              return stored;
+            }
+            const { initialization: _old, ...rest } = stored;
+            return wanted === null ? rest : { ...rest, initialization: wanted };
+          });
+          const now = Date.now();
+          const view: IService = { ...toPublicService(current), volumes, updatedAt: now };
+          const next = await this.cloudly.store.swap(serviceKind, current.id, current.generation, {
+            set: { volumes, updatedAt: now, claimDecisions: decideVolumeClaims(view, current.claimDecisions) },
+          });
+          if (next) {
+            this.cloudly.logger.info(
+              { serviceId: next.id, mountPath: request.mountPath, actor: context.identity.userId },
+              'service volume initialization set',
+            );
+            this.scheduleReconcile(next.id);
+            return { service: toPublicService(next) };
+          }
+          // Another write got in first: read again; if it changed this volume the check above answers conflict.
+        }
+        throw volumeRefusal('conflict', ['the service kept changing while the initialization was set']);
+      },
+    );
+  }
+
+  // ------------------------------------------------------------------ local storage claims
+
+  private registerClaimHandlers(): void {
+    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetRuntimeLocalStorageClaims>('getRuntimeLocalStorageClaims', async (request) => {
+      const reasons = checkRequestShape(request, { required: { serviceId: isIdString } });
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+      if (!(await this.cloudly.store.get(serviceKind, request.serviceId))) {
+        throw refuse('not-found', [`service ${request.serviceId} does not exist`]);
+      }
+      return { claims: await this.listRuntimeLocalStorageClaims(request.serviceId) };
+    });
+
+    this.cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNodeSession>('reportRuntimeNodeSession', async (request, context) => {
+      const reasons = checkRequestShape(request, {
+        required: { nodeId: isIdString, session: (value, path) => validateRuntimeSessionReference(value, path) },
+      });
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+      const id = nodeSessionId(context.clusterId, request.nodeId);
+      const session = { id: request.session.id, generation: request.session.generation };
+      let written = false;
+      for (let attempt = 0; attempt < maximumSwapAttempts && !written; attempt++) {
+        const stored = await this.cloudly.store.get(runtimeNodeSessionKind, id);
+        written = stored
+          ? (await this.cloudly.store.swap(runtimeNodeSessionKind, id, stored.generation, {
+            set: { session, reportedAt: Date.now() },
+          })) !== null
+          : (await this.cloudly.store.insert(runtimeNodeSessionKind, {
+            id, clusterId: context.clusterId, nodeId: request.nodeId, session, reportedAt: Date.now(),
+          })) !== null;
+      }
+      if (!written) {
+        throw refuse('conflict', ['the node session kept changing; report it again']);
+      }
+      const pending = await this.pendingClaimIds({ clusterId: context.clusterId, nodeId: request.nodeId });
+      // Pushed after this answer: the push travels over the same relay socket.
+      setImmediate(() => {
+        for (const claimId of pending) {
+          void this.pushClaim(claimId);
+        }
+      });
+      return { accepted: true, pushedClaims: pending.length };
+    });
+  }
+
+  private scheduleReconcile(serviceIdArg: string): void {
+    void this.reconcileService(serviceIdArg).catch((error: unknown) => {
+      this.cloudly.logger.error({ err: error, serviceId: serviceIdArg }, 'claim reconcile failed');
+    });
+  }
+
+  /**
+   * Rolls a service's claims forward from its document: a first generation for every decision
+   * without a claim, a purge generation for every bound claim whose volume is gone, a new bound
+   * generation when a volume's read-only flag changed; then pushes what is pending.
+   */
+  public async reconcileService(serviceIdArg: string): Promise<void> {
+    const running = this.reconciling.get(serviceIdArg);
+    if (running) {
+      running.again = true;
+      return;
+    }
+    const state = { again: true };
+    this.reconciling.set(serviceIdArg, state);
+    try {
+      while (state.again && !this.stopped) {
+        state.again = false;
+        await this.reconcileOnce(serviceIdArg);
+      }
+    } finally {
+      this.reconciling.delete(serviceIdArg);
+    }
+  }
+
+  private async reconcileOnce(serviceIdArg: string): Promise<void> {
+    const doc = await this.cloudly.store.get(serviceKind, serviceIdArg);
+    const decisions = doc?.claimDecisions ?? [];
+    const service = doc ? toPublicService(doc) : null;
+    for (const decision of decisions) {
+      const volume = service?.volumes.find((candidate) => candidate.mountPath === decision.mountPath);
+      if (!service || !volume) {
+        continue;
+      }
+      if (await this.cloudly.store.get(runtimeLocalStorageClaimKind, decision.claimId)) {
+        continue;
+      }
+      const claim = await buildFirstClaimGeneration(service, volume, decision);
+      // A concurrent reconcile may insert the same first generation; the insert has one winner.
+      await this.cloudly.store.insert(runtimeLocalStorageClaimKind, {
+        id: claim.id,
+        serviceId: service.id,
+        clusterId: service.clusterId,
+        nodeId: decision.nodeId,
+        mountPath: decision.mountPath,
+        current: pendingClaimRecord(claim, Date.now()),
+        history: [],
+      });
+    }
+    for (const claimDoc of await this.cloudly.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg })) {
+      const claim = claimDoc.current.claim;
+      if (claim.lifecycle !== 'bound') {
+        continue;
+      }
+      const decided = decisions.some((decision) => decision.claimId === claimDoc.id);
+      const volume = service?.volumes.find((candidate) => candidate.mountPath === claimDoc.mountPath);
+      let next = null;
+      if (!decided) {
+        next = await buildNextClaimGeneration(claim, { lifecycle: 'purge', readOnly: claim.mount.readOnly });
+      } else if (volume && volume.readOnly !== claim.mount.readOnly) {
+        next = await buildNextClaimGeneration(claim, { lifecycle: 'bound', readOnly: volume.readOnly });
+      }
+      if (next) {
+        await this.cloudly.store.swap(runtimeLocalStorageClaimKind, claimDoc.id, claimDoc.generation, {
+          set: {
+            current: pendingClaimRecord(next, Date.now()),
+            history: [...claimDoc.history, claimDoc.current].slice(-retainedClaimHistory),
+          },
+        });
+        // A lost race means another reconcile moved the claim on; the loop in reconcileService
+        // or the next trigger looks again.
+      }
+    }
+    for (const claimId of await this.pendingClaimIds({ serviceId: serviceIdArg })) {
+      await this.pushClaim(claimId);
+    }
+  }
+
+  private async pendingClaimIds(filterArg: { serviceId?: string; clusterId?: string; nodeId?: string }): Promise<string[]> {
+    const docs = await this.cloudly.store.find(runtimeLocalStorageClaimKind, filterArg);
+    return docs.filter((doc) => doc.current.delivery === 'pending').map((doc) => doc.id);
+  }
+
+  /** Pushes every pending claim (of one cluster when given); an offline relay leaves them pending. */
+  public async pushPendingClaims(filterArg: { clusterId?: string }): Promise<void> {
+    if (this.retryRunning || this.stopped) {
+      return;
+    }
+    this.retryRunning = true;
+    try {
+      for (const claimId of await this.pendingClaimIds(filterArg)) {
+        await this.pushClaim(claimId);
+      }
+    } catch (error) {
+      this.cloudly.logger.error({ err: error }, 'pushing pending claims failed');
+    } finally {
+      this.retryRunning = false;
+    }
+  }
+
+  /**
+   * Sends a claim's current generation to its node through the cluster relay and binds the answer
+   * to exactly what was sent. Anything short of a bound answer leaves the claim pending with the
+   * reason recorded; a later trigger sends it again (the node answers a repeat as `replay`).
+   */
+  public async pushClaim(claimIdArg: string): Promise<void> {
+    const running = this.pushing.get(claimIdArg);
+    if (running) {
+      running.again = true;
+      return;
+    }
+    const state = { again: true };
+    this.pushing.set(claimIdArg, state);
+    try {
+      while (state.again && !this.stopped) {
+        state.again = false;
+        await this.pushOnce(claimIdArg);
+      }
+    } catch (error) {
+      this.cloudly.logger.error({ err: error, claimId: claimIdArg }, 'claim push failed');
+    } finally {
+      this.pushing.delete(claimIdArg);
+    }
+  }
+
+  private async pushOnce(claimIdArg: string): Promise<void> {
+    const doc = await this.cloudly.store.get(runtimeLocalStorageClaimKind, claimIdArg);
+    if (!doc || doc.current.delivery !== 'pending') {
+      return;
+    }
+    const sessionDoc = await this.cloudly.store.get(runtimeNodeSessionKind, nodeSessionId(doc.clusterId, doc.nodeId));
+    if (!sessionDoc) {
+      await this.recordDeliveryError(doc, 'node-session-unknown');
+      return;
+    }
+    const request: IApplyRuntimeLocalStorageClaimRequest = { session: sessionDoc.session, claim: doc.current.claim };
+    let response: unknown;
+    try {
+      response = await this.cloudly.relays.call<IReq_Controller_Pallet_ApplyRuntimeLocalStorageClaim['response']>(
+        doc.clusterId,
+        'applyRuntimeLocalStorageClaim',
+        request,
+        { timeoutMs: claimPushTimeoutMs },
+      );
+    } catch (error) {
+      const data = readCloudlyErrorData((error as { errorData?: unknown }).errorData);
+      await this.recordDeliveryError(doc, data?.reasons?.[0] ?? data?.code ?? 'relay-error');
+      return;
+    }
+    let bound;
+    try {
+      bound = bindApplyRuntimeLocalStorageClaimResponse(response, request);
+    } catch (error) {
+      this.cloudly.logger.warn({ claimId: claimIdArg, err: error }, 'node answer does not match the sent claim; claim stays pending');
+      await this.recordDeliveryError(doc, `answer-rejected: ${(error as Error).message}`);
+      return;
+    }
+    const now = Date.now();
+    for (let attempt = 0; attempt < maximumSwapAttempts; attempt++) {
+      const latest = attempt === 0 ? doc : await this.cloudly.store.get(runtimeLocalStorageClaimKind, claimIdArg);
+      if (!latest || latest.current.claim.generation !== request.claim.generation || latest.current.claim.digest !== request.claim.digest) {
+        return; // a newer generation replaced the one this answer is about
+      }
+      const written = await this.cloudly.store.swap(runtimeLocalStorageClaimKind, claimIdArg, latest.generation, {
+        set: {
+          current: {
+            ...latest.current,
+            delivery: 'answered',
+            nodeState: bound.state,
+            answerStatus: bound.status,
+            lastDeliveryError: null,
+            answeredAt: now,
+          },
+        },
+      });
+      if (written) {
+        return;
+      }
+    }
+  }
+
+  private async recordDeliveryError(docArg: IRuntimeLocalStorageClaimDocument, reasonArg: string): Promise<void> {
+    if (docArg.current.lastDeliveryError === reasonArg) {
+      return;
+    }
+    // Only a record; losing this race to a newer write changes nothing that matters.
+    await this.cloudly.store.swap(runtimeLocalStorageClaimKind, docArg.id, docArg.generation, {
+      set: { current: { ...docArg.current, lastDeliveryError: reasonArg } },
+    });
+  }
+}
