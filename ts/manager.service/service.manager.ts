@@ -225,7 +225,7 @@ export class ServiceManager {
       await this.reconcileService(service.id);
     }
     this.retryTimer = setInterval(() => {
-      void this.pushPendingClaims({});
+      void this.retryPendingClaims();
     }, claimRetryIntervalMs);
     this.retryTimer.unref();
   }
@@ -316,17 +316,29 @@ export class ServiceManager {
     });
   }
 
+  /**
+   * The binding waits, read through the platform binding owner's public reads (manager.corestore):
+   * a binding reporting `legacy-adoption-pending`, and an enabled binding that is not `ready` yet,
+   * which is when its credentials are not in the service's secret manifest. A source installed
+   * with `setBindingWaitsSource` replaces this.
+   */
   private async readBindingWaits(serviceArg: IService): Promise<IServiceBindingWaits> {
     if (this.bindingWaitsSource) {
       return this.bindingWaitsSource(serviceArg);
     }
-    const corestore = (this.cloudly as unknown as Record<string, unknown>).corestoreManager as
-      | { getServiceBindingWaits?: (serviceIdArg: string) => Promise<IServiceBindingWaits> }
-      | undefined;
-    if (corestore && typeof corestore.getServiceBindingWaits === 'function') {
-      return corestore.getServiceBindingWaits(serviceArg.id);
-    }
-    return { bindingsPending: false, legacyAdoptionPending: false };
+    const corestore = (this.cloudly as unknown as Record<string, unknown>).corestoreManager as {
+      getPlatformBindings?: (filterArg: { serviceId?: string }) => Promise<Array<{ enabled: boolean; status: string }>>;
+      isLegacyAdoptionPending?: (serviceIdArg: string) => Promise<boolean>;
+    } | undefined;
+    const bindings = typeof corestore?.getPlatformBindings === 'function'
+      ? await corestore.getPlatformBindings({ serviceId: serviceArg.id })
+      : [];
+    return {
+      bindingsPending: bindings.some((binding) => binding.enabled && binding.status !== 'ready'),
+      legacyAdoptionPending: typeof corestore?.isLegacyAdoptionPending === 'function'
+        ? await corestore.isLegacyAdoptionPending(serviceArg.id)
+        : false,
+    };
   }
 
   // ------------------------------------------------------------------ services
@@ -654,16 +666,26 @@ export class ServiceManager {
 
   /** Pushes every pending claim (of one cluster when given); an offline relay leaves them pending. */
   public async pushPendingClaims(filterArg: { clusterId?: string }): Promise<void> {
-    if (this.retryRunning || this.stopped) {
+    if (this.stopped) {
       return;
     }
-    this.retryRunning = true;
     try {
       for (const claimId of await this.pendingClaimIds(filterArg)) {
         await this.pushClaim(claimId);
       }
     } catch (error) {
       this.cloudly.logger.error({ err: error }, 'pushing pending claims failed');
+    }
+  }
+
+  /** The periodic retry; a run still going when the next tick comes is not doubled. */
+  private async retryPendingClaims(): Promise<void> {
+    if (this.retryRunning) {
+      return;
+    }
+    this.retryRunning = true;
+    try {
+      await this.pushPendingClaims({});
     } finally {
       this.retryRunning = false;
     }
