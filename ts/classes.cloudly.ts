@@ -170,7 +170,8 @@ export class Cloudly {
     fnArg: (requestArg: T['request'], contextArg: IRelayHandlerContext) => Promise<T['response']>,
   ): void {
     this.addGuardedHandler<T>(methodArg, async (requestArg, localDataArg) => {
-      const session = localDataArg.relaySession as IRelaySession | undefined;
+      const holder = localDataArg.relaySession;
+      const session = holder instanceof Map ? holder.get('value') as IRelaySession | undefined : undefined;
       if (!session) {
         throw refuse('forbidden', [`${methodArg} is served only on an authenticated relay socket`]);
       }
@@ -229,7 +230,12 @@ export class Cloudly {
         correlation: { id: envelopeArg.correlation.id, phase: 'response' },
       };
     } else {
-      const routed = await this.router.routeAndAddResponse({ ...envelopeArg, localData: localDataArg } as never) as unknown as IEnvelope;
+      // typedrequest rebuilds localData key by key and recurses into every plain object, which
+      // never ends on live objects such as the relay session or the peer (socket cycles); a Map
+      // passes through untouched, so every object value travels inside one (key 'value').
+      const routedLocalData = Object.fromEntries(Object.entries(localDataArg).map(([key, value]) =>
+        [key, value !== null && typeof value === 'object' ? new Map([['value', value]]) : value]));
+      const routed = await this.router.routeAndAddResponse({ ...envelopeArg, localData: routedLocalData } as never) as unknown as IEnvelope;
       answer = routed;
       if (!answer.error && (answer.response === null || answer.response === undefined)) {
         const errorId = this.logInternalFailure(new Error('router produced no answer'), method);
