@@ -41,6 +41,13 @@ export class RelaySessions {
     this.selector = selectorArg;
   }
 
+  /** Awaited by `call` before it selects, so a call does not miss an election still in flight. */
+  private electionGate: ((clusterIdArg: string) => Promise<void>) | null = null;
+
+  public setElectionGate(gateArg: (clusterIdArg: string) => Promise<void>): void {
+    this.electionGate = gateArg;
+  }
+
   public onSessionOpened(listenerArg: TSessionListener): void {
     this.openListeners.add(listenerArg);
   }
@@ -120,6 +127,7 @@ export class RelaySessions {
     requestArg: unknown,
     optionsArg: { timeoutMs?: number } = {},
   ): Promise<TResponse> {
+    await this.electionGate?.(clusterIdArg);
     const session = this.activeSession(clusterIdArg);
     if (!session) {
       this.options.metrics.relayCalls.inc({ method: methodArg, outcome: 'relay-not-connected' });

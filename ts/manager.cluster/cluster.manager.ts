@@ -11,6 +11,10 @@ import { refuse } from '../core/errors.js';
 import { hashHighEntropySecret } from '../core/auth.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
 import { checkRequestShape, isIdString, isNonNegativeInteger, isString } from '../core/validation.js';
+import type { IRelaySession } from '../core/relaysessions.js';
+import { ClusterRelayElection } from './relayelection.js';
+import { ClusterNodes } from './clusternodes.js';
+import { ClusterRelayRegistrations } from './relayregistrations.js';
 
 /**
  * Clusters and their relay tokens. A relay token is 256 random bits, shown once when it is made
@@ -42,7 +46,17 @@ export const toPublicCluster = (docArg: IClusterDocument): ICluster => ({
 });
 
 export class ClusterManager {
+  /** Which relay socket of each cluster carries its calls (a lease in the database). */
+  public readonly relayElection: ClusterRelayElection;
+  /** Nodes, their Corestore endpoints and node reports. */
+  public readonly nodes: ClusterNodes;
+  /** What each cluster's relay registered about itself. */
+  public readonly relayRegistrations: ClusterRelayRegistrations;
+
   constructor(private readonly cloudly: Cloudly) {
+    this.relayElection = new ClusterRelayElection(cloudly);
+    this.nodes = new ClusterNodes(cloudly, this.relayElection, (clusterIdArg) => this.requireCluster(clusterIdArg));
+    this.relayRegistrations = new ClusterRelayRegistrations(cloudly, this.relayElection);
     cloudly.addAdminHandler<IReq_Any_Cloudly_CreateCluster>('createCluster', async (request, context) => {
       const reasons = checkRequestShape(request, { required: { name: isString(1, 64, clusterNamePattern) } });
       if (reasons.length > 0) {
@@ -99,6 +113,24 @@ export class ClusterManager {
       this.cloudly.logger.info({ clusterId: next.id, actor: context.identity.userId, closedSessions: closed }, 'relay token rotated');
       return { cluster: toPublicCluster(next), relayToken };
     });
+  }
+
+  public async start(): Promise<void> {
+    await this.relayElection.start();
+  }
+
+  public async stop(): Promise<void> {
+    await this.relayElection.stop();
+  }
+
+  /** Whether this relay socket is the connection elected for its cluster right now. */
+  public isElected(sessionArg: IRelaySession): boolean {
+    return this.relayElection.isElected(sessionArg);
+  }
+
+  /** `isElected`, after waiting for an election of the socket's cluster that is still in flight. */
+  public async confirmElected(sessionArg: IRelaySession): Promise<boolean> {
+    return this.relayElection.confirmElected(sessionArg);
   }
 
   public async getCluster(clusterIdArg: string): Promise<IClusterDocument | null> {

@@ -1,0 +1,300 @@
+import { randomUUID } from 'node:crypto';
+import type { Cloudly } from '../classes.cloudly.js';
+import {
+  isClusterNodeId,
+  isClusterNodeName,
+  maximumClusterNodeNameLength,
+  validateClusterNodeCorestore,
+  validateClusterNodeReport,
+  type IClusterNode,
+  type IClusterNodeCorestore,
+  type IClusterNodeReport,
+  type TClusterNodeSource,
+} from '../interfaces/data/clusternode.js';
+import type {
+  IReq_Any_Cloudly_AddClusterNode,
+  IReq_Any_Cloudly_GetClusterNodes,
+  IReq_Any_Cloudly_RemoveClusterNode,
+  IReq_Any_Cloudly_SetClusterNodeCorestore,
+  IReq_Relay_Cloudly_GetClusterNodeCorestores,
+  IReq_Relay_Cloudly_ReportClusterNode,
+} from '../interfaces/requests/cluster.js';
+import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
+import { refuse } from '../core/errors.js';
+import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { checkRequestShape, isArrayOf, isIdString, type TFieldCheck } from '../core/validation.js';
+import type { ClusterRelayElection } from './relayelection.js';
+
+/**
+ * The nodes of each cluster. Administrators add and remove them and set each node's Corestore
+ * endpoint; the cluster's elected relay reports them (creating nodes Cloudly did not know) with
+ * the host addresses they carry, and reads the Corestore endpoints back. Every read and write of
+ * a relay is confined to the cluster of its own socket.
+ */
+
+export interface IClusterNodeDocument extends IStoredDocument {
+  /** `${clusterId}/${nodeId}`: `/` never occurs in an id, so the pair maps to one document. */
+  nodeId: string;
+  clusterId: string;
+  name: string;
+  createdAt: number;
+  source: TClusterNodeSource;
+  corestore?: IClusterNodeCorestore;
+  hostAddresses?: string[];
+  reportedAt?: number;
+}
+
+export const clusterNodeKind = defineDocumentKind<IClusterNodeDocument>('CloudlyClusterNode');
+
+const nodeDocumentId = (clusterIdArg: string, nodeIdArg: string): string => `${clusterIdArg}/${nodeIdArg}`;
+
+/** Bounded retries when a write lost only to an unrelated change of the same node (e.g. a report). */
+const maximumNodeWriteRounds = 8;
+/** Most nodes one `getClusterNodeCorestores` may name. Project's own limit. */
+const maximumNodeIdsPerRead = 1024;
+
+export const toPublicClusterNode = (docArg: IClusterNodeDocument): IClusterNode => {
+  const node: IClusterNode = {
+    id: docArg.nodeId,
+    clusterId: docArg.clusterId,
+    name: docArg.name,
+    generation: docArg.generation,
+    createdAt: docArg.createdAt,
+    source: docArg.source,
+  };
+  if (docArg.corestore) {
+    node.corestore = { endpoint: docArg.corestore.endpoint };
+  }
+  if (docArg.hostAddresses) {
+    node.hostAddresses = [...docArg.hostAddresses];
+  }
+  if (docArg.reportedAt !== undefined) {
+    node.reportedAt = docArg.reportedAt;
+  }
+  return node;
+};
+
+const sameCorestore = (aArg: IClusterNodeCorestore | null, bArg: IClusterNodeCorestore | null): boolean =>
+  canonicalizeJson(aArg) === canonicalizeJson(bArg);
+
+const isNodeName: TFieldCheck = (valueArg, pathArg) =>
+  isClusterNodeName(valueArg)
+    ? []
+    : [`${pathArg} must be 1-${maximumClusterNodeNameLength} characters without control characters or surrounding spaces`];
+
+const isNodeId: TFieldCheck = (valueArg, pathArg) =>
+  isClusterNodeId(valueArg) ? [] : [`${pathArg} must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`];
+
+const isCorestoreOrNull: TFieldCheck = (valueArg, pathArg) =>
+  valueArg === null ? [] : validateClusterNodeCorestore(valueArg, pathArg);
+
+const invalid = (reasonsArg: string[]): void => {
+  if (reasonsArg.length > 0) {
+    throw refuse('invalid-request', reasonsArg);
+  }
+};
+
+export class ClusterNodes {
+  constructor(
+    private readonly cloudly: Cloudly,
+    private readonly election: ClusterRelayElection,
+    private readonly requireCluster: (clusterIdArg: string) => Promise<unknown>,
+  ) {
+    cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterNodes>('getClusterNodes', async (request) => {
+      invalid(checkRequestShape(request, { required: { clusterId: isIdString } }));
+      await this.requireCluster(request.clusterId);
+      return { nodes: await this.listNodes(request.clusterId) };
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', async (request, context) => {
+      invalid(checkRequestShape(request, {
+        required: { clusterId: isIdString, name: isNodeName },
+        optional: { nodeId: isNodeId },
+      }));
+      await this.requireCluster(request.clusterId);
+      const nodeId = request.nodeId ?? `node-${randomUUID()}`;
+      const inserted = await this.cloudly.store.insert(clusterNodeKind, {
+        id: nodeDocumentId(request.clusterId, nodeId),
+        nodeId,
+        clusterId: request.clusterId,
+        name: request.name,
+        createdAt: Date.now(),
+        source: 'admin',
+      });
+      if (!inserted) {
+        throw refuse('conflict', [`request.nodeId: node ${nodeId} already exists in cluster ${request.clusterId}`]);
+      }
+      this.cloudly.logger.info({ clusterId: request.clusterId, nodeId, actor: context.identity.userId }, 'cluster node added');
+      return { node: toPublicClusterNode(inserted) };
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_RemoveClusterNode>('removeClusterNode', async (request, context) => {
+      invalid(checkRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId } }));
+      await this.requireCluster(request.clusterId);
+      for (let round = 0; round < maximumNodeWriteRounds; round++) {
+        const current = await this.requireNodeDocument(request.clusterId, request.nodeId);
+        if (await this.cloudly.store.remove(clusterNodeKind, current.id, current.generation)) {
+          this.cloudly.logger.info({ clusterId: request.clusterId, nodeId: request.nodeId, actor: context.identity.userId }, 'cluster node removed');
+          return { node: toPublicClusterNode(current) };
+        }
+      }
+      throw refuse('conflict', [`node ${request.nodeId} kept changing while it was being removed; try again`]);
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_SetClusterNodeCorestore>('setClusterNodeCorestore', async (request, context) => {
+      invalid(checkRequestShape(request, {
+        required: { clusterId: isIdString, nodeId: isNodeId, expected: isCorestoreOrNull, corestore: isCorestoreOrNull },
+      }));
+      await this.requireCluster(request.clusterId);
+      const node = await this.swapCorestore(request.clusterId, request.nodeId, request.expected, request.corestore);
+      this.cloudly.logger.info({
+        clusterId: request.clusterId,
+        nodeId: request.nodeId,
+        actor: context.identity.userId,
+        corestore: node.corestore?.endpoint ?? null,
+      }, 'cluster node corestore set');
+      return { node };
+    });
+
+    cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', async (request, context) => {
+      invalid(checkRequestShape(request, { required: { report: (valueArg, pathArg) => validateClusterNodeReport(valueArg, pathArg) } }));
+      if (!(await this.election.confirmElected(context.session))) {
+        throw refuse('unavailable', ['relay-not-elected']);
+      }
+      return { node: await this.applyReport(context.clusterId, request.report) };
+    });
+
+    cloudly.addRelayHandler<IReq_Relay_Cloudly_GetClusterNodeCorestores>('getClusterNodeCorestores', async (request, context) => {
+      invalid(checkRequestShape(request, { required: {}, optional: { nodeIds: isArrayOf(isNodeId, maximumNodeIdsPerRead) } }));
+      const nodes = await this.listNodes(context.clusterId);
+      let selected = nodes;
+      if (request.nodeIds) {
+        const byId = new Map(nodes.map((node) => [node.id, node]));
+        const missing = request.nodeIds.filter((nodeId) => !byId.has(nodeId));
+        if (missing.length > 0) {
+          throw refuse('not-found', missing.map((nodeId) => `node ${nodeId} is not a node of this relay's cluster`));
+        }
+        selected = [...new Set(request.nodeIds)].map((nodeId) => byId.get(nodeId)!);
+      }
+      return {
+        nodes: selected.map((node) => ({ nodeId: node.id, corestore: node.corestore ? { endpoint: node.corestore.endpoint } : null })),
+      };
+    });
+  }
+
+  // ---- reads other managers use --------------------------------------------------------------
+
+  /** One node of a cluster, or null. */
+  public async getNode(clusterIdArg: string, nodeIdArg: string): Promise<IClusterNode | null> {
+    const doc = await this.cloudly.store.get(clusterNodeKind, nodeDocumentId(clusterIdArg, nodeIdArg));
+    return doc ? toPublicClusterNode(doc) : null;
+  }
+
+  /** Every node of a cluster, ordered by id. */
+  public async listNodes(clusterIdArg: string): Promise<IClusterNode[]> {
+    const docs = await this.cloudly.store.find(clusterNodeKind, { clusterId: clusterIdArg }, { sort: { nodeId: 1 } });
+    return docs.map(toPublicClusterNode);
+  }
+
+  /**
+   * The host addresses a node last reported: null when the node does not exist, undefined when
+   * it exists but has stated none (never defaulted).
+   */
+  public async getNodeHostAddresses(clusterIdArg: string, nodeIdArg: string): Promise<string[] | undefined | null> {
+    const node = await this.getNode(clusterIdArg, nodeIdArg);
+    return node === null ? null : node.hostAddresses;
+  }
+
+  /** The node's Corestore endpoint: null when the node runs none the relay may reach (or does not exist). */
+  public async getNodeCorestore(clusterIdArg: string, nodeIdArg: string): Promise<IClusterNodeCorestore | null> {
+    return (await this.getNode(clusterIdArg, nodeIdArg))?.corestore ?? null;
+  }
+
+  // ---- writes ---------------------------------------------------------------------------------
+
+  private async requireNodeDocument(clusterIdArg: string, nodeIdArg: string): Promise<IClusterNodeDocument> {
+    const doc = await this.cloudly.store.get(clusterNodeKind, nodeDocumentId(clusterIdArg, nodeIdArg));
+    if (!doc) {
+      throw refuse('not-found', [`node ${nodeIdArg} does not exist in cluster ${clusterIdArg}`]);
+    }
+    return doc;
+  }
+
+  /**
+   * Compare-and-swap on the endpoint value: the write commits only while the stored endpoint is
+   * the one the caller read. A generation that moved for another reason (a report) is re-read and
+   * compared again, so only a real change of the endpoint makes the caller lose.
+   */
+  public async swapCorestore(
+    clusterIdArg: string,
+    nodeIdArg: string,
+    expectedArg: IClusterNodeCorestore | null,
+    corestoreArg: IClusterNodeCorestore | null,
+  ): Promise<IClusterNode> {
+    for (let round = 0; round < maximumNodeWriteRounds; round++) {
+      const current = await this.requireNodeDocument(clusterIdArg, nodeIdArg);
+      if (!sameCorestore(current.corestore ?? null, expectedArg)) {
+        throw refuse('conflict', ['request.expected is not the node\'s current corestore; read the node again']);
+      }
+      if (sameCorestore(current.corestore ?? null, corestoreArg)) {
+        return toPublicClusterNode(current);
+      }
+      const next = await this.cloudly.store.swap(
+        clusterNodeKind,
+        current.id,
+        current.generation,
+        corestoreArg ? { set: { corestore: { endpoint: corestoreArg.endpoint } } } : { unset: ['corestore'] },
+      );
+      if (next) {
+        return toPublicClusterNode(next);
+      }
+    }
+    throw refuse('conflict', [`node ${nodeIdArg} kept changing while its corestore was being set; read it again`]);
+  }
+
+  /**
+   * Applies one relay report to the relay's own cluster: introduces the node when it is new (then
+   * `name` is required), and replaces `name` and `hostAddresses` only where the report states them.
+   */
+  public async applyReport(clusterIdArg: string, reportArg: IClusterNodeReport): Promise<IClusterNode> {
+    const id = nodeDocumentId(clusterIdArg, reportArg.nodeId);
+    for (let round = 0; round < maximumNodeWriteRounds; round++) {
+      const now = Date.now();
+      const current = await this.cloudly.store.get(clusterNodeKind, id);
+      if (!current) {
+        if (reportArg.name === undefined) {
+          throw refuse('invalid-request', [`report.name is required: node ${reportArg.nodeId} is new to cluster ${clusterIdArg}`]);
+        }
+        const doc: Omit<IClusterNodeDocument, 'generation'> = {
+          id,
+          nodeId: reportArg.nodeId,
+          clusterId: clusterIdArg,
+          name: reportArg.name,
+          createdAt: now,
+          source: 'relay-report',
+          reportedAt: now,
+        };
+        if (reportArg.hostAddresses) {
+          doc.hostAddresses = [...reportArg.hostAddresses];
+        }
+        const inserted = await this.cloudly.store.insert(clusterNodeKind, doc);
+        if (inserted) {
+          return toPublicClusterNode(inserted);
+        }
+        continue;
+      }
+      const set: Partial<IClusterNodeDocument> = { reportedAt: now };
+      if (reportArg.name !== undefined) {
+        set.name = reportArg.name;
+      }
+      if (reportArg.hostAddresses) {
+        set.hostAddresses = [...reportArg.hostAddresses];
+      }
+      const next = await this.cloudly.store.swap(clusterNodeKind, id, current.generation, { set });
+      if (next) {
+        return toPublicClusterNode(next);
+      }
+    }
+    throw refuse('conflict', [`node ${reportArg.nodeId} kept changing while the report was applied; report again`]);
+  }
+}

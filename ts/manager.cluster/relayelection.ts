@@ -1,0 +1,296 @@
+import { randomUUID } from 'node:crypto';
+import type { Cloudly } from '../classes.cloudly.js';
+import type { IRelaySession } from '../core/relaysessions.js';
+import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+
+/**
+ * Elects exactly one relay connection per cluster. The election is a lease document per cluster
+ * that names the holding socket and the Cloudly instance that holds it; it changes only by
+ * compare-and-swap on its generation, so any number of Cloudly instances sharing one database
+ * agree on a single holder. The holder renews the lease on a heartbeat; a lease whose instance
+ * died simply runs out and the next live socket of the cluster takes it. When the elected socket
+ * closes, its instance releases the lease at once and elects another live socket if it holds one.
+ */
+
+export interface IClusterRelayLeaseDocument extends IStoredDocument {
+  /** Equal to `id`: one lease per cluster. */
+  clusterId: string;
+  /** The elected socket, or null when the lease was released. */
+  sessionId: string | null;
+  /** The Cloudly instance that holds the socket. */
+  instanceId: string | null;
+  /** Epoch milliseconds; after this the lease is free for anyone to take. */
+  expiresAt: number;
+  acquiredAt: number;
+}
+
+export const clusterRelayLeaseKind = defineDocumentKind<IClusterRelayLeaseDocument>('CloudlyClusterRelayLease');
+
+export interface IRelayElectionTiming {
+  /** How long a lease stays valid without renewal. */
+  leaseTtlMs: number;
+  /** How often the holder renews its leases and idle sockets retry for free ones. */
+  heartbeatMs: number;
+}
+
+export const defaultRelayElectionTiming: IRelayElectionTiming = Object.freeze({
+  leaseTtlMs: 15_000,
+  heartbeatMs: 5_000,
+});
+
+/** Bounded retries of a read-compare-swap round that lost to another writer. */
+const maximumLeaseRounds = 8;
+
+interface IHeldLease {
+  sessionId: string;
+  generation: number;
+  expiresAt: number;
+}
+
+export class ClusterRelayElection {
+  /** This process; leases name it so a restarted or second instance never mistakes them for its own. */
+  public readonly instanceId = randomUUID();
+  public timing: IRelayElectionTiming = { ...defaultRelayElectionTiming };
+  /** The leases this instance holds, by cluster, as last confirmed by the database. */
+  private readonly held = new Map<string, IHeldLease>();
+  /** The election round running for a cluster, so concurrent triggers share one. */
+  private readonly rounds = new Map<string, Promise<void>>();
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private stopped = false;
+
+  constructor(private readonly cloudly: Cloudly) {
+    cloudly.relays.setSelector((sessionsArg, clusterIdArg) => {
+      const elected = this.electedSessionId(clusterIdArg);
+      return elected === null ? null : sessionsArg.find((session) => session.id === elected) ?? null;
+    });
+    cloudly.relays.setElectionGate(async (clusterIdArg) => {
+      if (this.electedSessionId(clusterIdArg) === null && cloudly.relays.sessionsOf(clusterIdArg).length > 0) {
+        await this.elect(clusterIdArg);
+      } else {
+        await this.rounds.get(clusterIdArg);
+      }
+    });
+    cloudly.relays.onSessionOpened((sessionArg) => this.elect(sessionArg.clusterId));
+    cloudly.relays.onSessionClosed((sessionArg) => this.onSessionClosed(sessionArg));
+  }
+
+  public async start(): Promise<void> {
+    this.stopped = false;
+    if (this.cloudly.database.embedded) {
+      // The embedded database lives inside this process, so no other instance can hold a lease in
+      // it: whatever a previous run left behind names sockets that no longer exist.
+      await this.releaseAllStale();
+    }
+    this.scheduleHeartbeat();
+  }
+
+  public async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.heartbeatTimer) {
+      clearTimeout(this.heartbeatTimer);
+      this.heartbeatTimer = null;
+    }
+    await Promise.allSettled([...this.rounds.values()]);
+    for (const [clusterId, lease] of [...this.held]) {
+      await this.release(clusterId, lease.sessionId).catch((error: unknown) =>
+        this.cloudly.logger.warn({ err: error, clusterId }, 'relay lease release on stop failed'));
+    }
+  }
+
+  /** The socket id this instance holds the unexpired lease for, or null. */
+  public electedSessionId(clusterIdArg: string): string | null {
+    const lease = this.held.get(clusterIdArg);
+    return lease && lease.expiresAt > Date.now() ? lease.sessionId : null;
+  }
+
+  /** Whether this socket is the connection elected for its cluster, right now. */
+  public isElected(sessionArg: IRelaySession): boolean {
+    return sessionArg.peer.isOpen && this.electedSessionId(sessionArg.clusterId) === sessionArg.id;
+  }
+
+  /** Like `isElected`, but first waits for an election of the socket's cluster still in flight. */
+  public async confirmElected(sessionArg: IRelaySession): Promise<boolean> {
+    if (!this.isElected(sessionArg) && sessionArg.peer.isOpen) {
+      await this.elect(sessionArg.clusterId);
+    }
+    return this.isElected(sessionArg);
+  }
+
+  /**
+   * Whether a verified socket carries the cluster's relay right now, on any instance: the lease
+   * is held and unexpired, and when this instance holds it, the socket is still open here.
+   */
+  public async isClusterConnected(clusterIdArg: string, leaseArg?: IClusterRelayLeaseDocument | null): Promise<boolean> {
+    const lease = leaseArg === undefined ? await this.cloudly.store.get(clusterRelayLeaseKind, clusterIdArg) : leaseArg;
+    if (!lease || lease.sessionId === null || lease.expiresAt <= Date.now()) {
+      return false;
+    }
+    if (lease.instanceId !== this.instanceId) {
+      return true;
+    }
+    return this.cloudly.relays.sessionsOf(clusterIdArg).some((session) => session.id === lease.sessionId)
+      && this.electedSessionId(clusterIdArg) === lease.sessionId;
+  }
+
+  public async readLeases(clusterIdsArg?: string[]): Promise<IClusterRelayLeaseDocument[]> {
+    return this.cloudly.store.find(clusterRelayLeaseKind, clusterIdsArg ? { id: { $in: clusterIdsArg } } : {});
+  }
+
+  /** Runs (or joins) one election round for the cluster. */
+  public elect(clusterIdArg: string): Promise<void> {
+    const running = this.rounds.get(clusterIdArg);
+    if (running) {
+      return running;
+    }
+    const round = this.runElection(clusterIdArg)
+      .catch((error: unknown) => this.cloudly.logger.error({ err: error, clusterId: clusterIdArg }, 'relay election failed'))
+      .finally(() => this.rounds.delete(clusterIdArg));
+    this.rounds.set(clusterIdArg, round);
+    return round;
+  }
+
+  /** The oldest open socket of the cluster on this instance is the candidate. */
+  private candidate(clusterIdArg: string): IRelaySession | null {
+    return [...this.cloudly.relays.sessionsOf(clusterIdArg)].sort((a, b) => a.connectedAt - b.connectedAt)[0] ?? null;
+  }
+
+  private async runElection(clusterIdArg: string): Promise<void> {
+    for (let round = 0; round < maximumLeaseRounds && !this.stopped; round++) {
+      const heldSessionId = this.electedSessionId(clusterIdArg);
+      if (heldSessionId !== null && this.cloudly.relays.sessionsOf(clusterIdArg).some((session) => session.id === heldSessionId)) {
+        return;
+      }
+      const candidate = this.candidate(clusterIdArg);
+      if (!candidate) {
+        return;
+      }
+      const now = Date.now();
+      const expiresAt = now + this.timing.leaseTtlMs;
+      const lease = await this.cloudly.store.get(clusterRelayLeaseKind, clusterIdArg);
+      if (!lease) {
+        const inserted = await this.cloudly.store.insert(clusterRelayLeaseKind, {
+          id: clusterIdArg,
+          clusterId: clusterIdArg,
+          sessionId: candidate.id,
+          instanceId: this.instanceId,
+          expiresAt,
+          acquiredAt: now,
+        });
+        if (inserted) {
+          this.adopt(clusterIdArg, inserted, candidate);
+          return;
+        }
+        continue;
+      }
+      const free = lease.sessionId === null || lease.expiresAt <= now;
+      const ours = lease.instanceId === this.instanceId;
+      const ownLiveHolder = ours
+        ? this.cloudly.relays.sessionsOf(clusterIdArg).find((session) => session.id === lease.sessionId) ?? null
+        : null;
+      if (!free && !ours) {
+        // A live socket on another instance holds it.
+        this.held.delete(clusterIdArg);
+        return;
+      }
+      // A socket of ours that still lives keeps the lease (renewed here); otherwise the candidate
+      // takes a lease that is free or that names a socket of ours that is gone.
+      const winner = ownLiveHolder ?? candidate;
+      const next = await this.cloudly.store.swap(clusterRelayLeaseKind, clusterIdArg, lease.generation, {
+        set: {
+          sessionId: winner.id,
+          instanceId: this.instanceId,
+          expiresAt,
+          acquiredAt: winner.id === lease.sessionId ? lease.acquiredAt : now,
+        },
+      });
+      if (next) {
+        this.adopt(clusterIdArg, next, winner);
+        return;
+      }
+    }
+  }
+
+  private adopt(clusterIdArg: string, leaseArg: IClusterRelayLeaseDocument, sessionArg: IRelaySession): void {
+    this.held.set(clusterIdArg, { sessionId: sessionArg.id, generation: leaseArg.generation, expiresAt: leaseArg.expiresAt });
+    this.cloudly.logger.info({ clusterId: clusterIdArg, sessionId: sessionArg.id }, 'relay socket elected');
+    if (!sessionArg.peer.isOpen) {
+      // The socket closed while the lease was being written: give the lease straight back.
+      void this.onSessionClosed(sessionArg);
+    }
+  }
+
+  private async onSessionClosed(sessionArg: IRelaySession): Promise<void> {
+    const clusterId = sessionArg.clusterId;
+    await this.rounds.get(clusterId);
+    if (this.held.get(clusterId)?.sessionId !== sessionArg.id) {
+      return;
+    }
+    await this.release(clusterId, sessionArg.id);
+    if (!this.stopped) {
+      await this.elect(clusterId);
+    }
+  }
+
+  /** Frees the lease if it still names this socket of this instance. */
+  private async release(clusterIdArg: string, sessionIdArg: string): Promise<void> {
+    this.held.delete(clusterIdArg);
+    for (let round = 0; round < maximumLeaseRounds; round++) {
+      const lease = await this.cloudly.store.get(clusterRelayLeaseKind, clusterIdArg);
+      if (!lease || lease.sessionId !== sessionIdArg || lease.instanceId !== this.instanceId) {
+        return;
+      }
+      const next = await this.cloudly.store.swap(clusterRelayLeaseKind, clusterIdArg, lease.generation, {
+        set: { sessionId: null, instanceId: null, expiresAt: 0 },
+      });
+      if (next) {
+        this.cloudly.logger.info({ clusterId: clusterIdArg, sessionId: sessionIdArg }, 'relay lease released');
+        return;
+      }
+    }
+  }
+
+  private async releaseAllStale(): Promise<void> {
+    for (const lease of await this.cloudly.store.find(clusterRelayLeaseKind, {})) {
+      if (lease.sessionId !== null) {
+        await this.cloudly.store.swap(clusterRelayLeaseKind, lease.id, lease.generation, {
+          set: { sessionId: null, instanceId: null, expiresAt: 0 },
+        });
+      }
+    }
+  }
+
+  private scheduleHeartbeat(): void {
+    if (this.stopped) {
+      return;
+    }
+    this.heartbeatTimer = setTimeout(() => {
+      this.heartbeat()
+        .catch((error: unknown) => this.cloudly.logger.error({ err: error }, 'relay lease heartbeat failed'))
+        .finally(() => this.scheduleHeartbeat());
+    }, this.timing.heartbeatMs);
+    this.heartbeatTimer.unref();
+  }
+
+  /** Renews every lease this instance holds and lets unelected sockets try for free leases. */
+  public async heartbeat(): Promise<void> {
+    for (const [clusterId, held] of [...this.held]) {
+      const expiresAt = Date.now() + this.timing.leaseTtlMs;
+      const lease = await this.cloudly.store.get(clusterRelayLeaseKind, clusterId);
+      if (!lease || lease.sessionId !== held.sessionId || lease.instanceId !== this.instanceId) {
+        // Lost it (it ran out while this instance stalled and someone else took it).
+        this.held.delete(clusterId);
+        continue;
+      }
+      const next = await this.cloudly.store.swap(clusterRelayLeaseKind, clusterId, lease.generation, { set: { expiresAt } });
+      if (next && this.held.get(clusterId)?.sessionId === held.sessionId) {
+        this.held.set(clusterId, { sessionId: held.sessionId, generation: next.generation, expiresAt: next.expiresAt });
+      }
+    }
+    const clusters = new Set(this.cloudly.relays.allSessions().map((session) => session.clusterId));
+    for (const clusterId of clusters) {
+      if (this.electedSessionId(clusterId) === null) {
+        await this.elect(clusterId);
+      }
+    }
+  }
+}

@@ -1,0 +1,121 @@
+import type { Cloudly } from '../classes.cloudly.js';
+import {
+  validateClusterRelayAnnouncement,
+  validateClusterRelayRegistrationQueryIds,
+  type IClusterRelayRegistration,
+} from '../interfaces/data/clusterrelay.js';
+import type {
+  IReq_Any_Cloudly_GetClusterRelayRegistrations,
+  IReq_Relay_Cloudly_RegisterClusterRelay,
+} from '../interfaces/requests/cluster.js';
+import { refuse } from '../core/errors.js';
+import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { checkRequestShape } from '../core/validation.js';
+import type { ClusterRelayElection, IClusterRelayLeaseDocument } from './relayelection.js';
+
+/**
+ * What each cluster's relay told Cloudly about itself (where it listens, what it runs), one
+ * document per cluster that the latest accepted registration replaces. Only the socket elected
+ * for the cluster may register, so a stale or duplicate relay cannot overwrite the live one's
+ * origin. `connected` is never stored: it is read from the election lease at answer time.
+ */
+
+export interface IClusterRelayRegistrationDocument extends IStoredDocument {
+  /** Equal to `id`. */
+  clusterId: string;
+  origin: string;
+  version: string;
+  protocol: string;
+  acceptedAt: number;
+  /** The socket that registered; kept for diagnosis only. */
+  sessionId: string;
+}
+
+export const clusterRelayRegistrationKind = defineDocumentKind<IClusterRelayRegistrationDocument>('CloudlyClusterRelayRegistration');
+
+const maximumRegistrationRounds = 8;
+
+const toPublicRegistration = (docArg: IClusterRelayRegistrationDocument, connectedArg: boolean): IClusterRelayRegistration => ({
+  clusterId: docArg.clusterId,
+  origin: docArg.origin,
+  version: docArg.version,
+  protocol: docArg.protocol,
+  acceptedAt: docArg.acceptedAt,
+  generation: docArg.generation,
+  connected: connectedArg,
+});
+
+export class ClusterRelayRegistrations {
+  constructor(private readonly cloudly: Cloudly, private readonly election: ClusterRelayElection) {
+    cloudly.addRelayHandler<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', async (request, context) => {
+      const reasons = checkRequestShape(request, {
+        required: { registration: (valueArg, pathArg) => validateClusterRelayAnnouncement(valueArg, pathArg) },
+      });
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+      if (!(await this.election.confirmElected(context.session))) {
+        throw refuse('unavailable', ['relay-not-elected']);
+      }
+      const stored = await this.accept(context.clusterId, context.session.id, request.registration);
+      this.cloudly.logger.info({ clusterId: context.clusterId, origin: stored.origin, version: stored.version }, 'relay registration accepted');
+      return { registration: toPublicRegistration(stored, await this.election.isClusterConnected(context.clusterId)) };
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterRelayRegistrations>('getClusterRelayRegistrations', async (request) => {
+      const reasons = checkRequestShape(request, {
+        required: {},
+        optional: { clusterIds: (valueArg, pathArg) => validateClusterRelayRegistrationQueryIds(valueArg, pathArg) },
+      });
+      if (reasons.length > 0) {
+        throw refuse('invalid-request', reasons);
+      }
+      return { registrations: await this.readRegistrations(request.clusterIds) };
+    });
+  }
+
+  /** Stores the registration as the cluster's current one (insert, or swap on the generation read). */
+  private async accept(
+    clusterIdArg: string,
+    sessionIdArg: string,
+    registrationArg: { origin: string; version: string; protocol: string },
+  ): Promise<IClusterRelayRegistrationDocument> {
+    const fields = {
+      clusterId: clusterIdArg,
+      origin: registrationArg.origin,
+      version: registrationArg.version,
+      protocol: registrationArg.protocol,
+      sessionId: sessionIdArg,
+    };
+    for (let round = 0; round < maximumRegistrationRounds; round++) {
+      const acceptedAt = Date.now();
+      const current = await this.cloudly.store.get(clusterRelayRegistrationKind, clusterIdArg);
+      const stored = current
+        ? await this.cloudly.store.swap(clusterRelayRegistrationKind, clusterIdArg, current.generation, { set: { ...fields, acceptedAt } })
+        : await this.cloudly.store.insert(clusterRelayRegistrationKind, { id: clusterIdArg, ...fields, acceptedAt });
+      if (stored) {
+        return stored;
+      }
+    }
+    throw refuse('conflict', ['the relay registration kept changing while it was accepted; register again']);
+  }
+
+  /** Registrations (all, or of the named clusters) with their live `connected` flag, ordered by cluster. */
+  public async readRegistrations(clusterIdsArg?: string[]): Promise<IClusterRelayRegistration[]> {
+    const filter = clusterIdsArg ? { id: { $in: clusterIdsArg } } : {};
+    const docs = await this.cloudly.store.find(clusterRelayRegistrationKind, filter, { sort: { clusterId: 1 } });
+    const leases = new Map<string, IClusterRelayLeaseDocument>(
+      (await this.election.readLeases(docs.map((doc) => doc.clusterId))).map((lease) => [lease.clusterId, lease]),
+    );
+    const answers: IClusterRelayRegistration[] = [];
+    for (const doc of docs) {
+      answers.push(toPublicRegistration(doc, await this.election.isClusterConnected(doc.clusterId, leases.get(doc.clusterId) ?? null)));
+    }
+    return answers;
+  }
+
+  /** The cluster's accepted registration with its live flag, or null when its relay never registered. */
+  public async getRegistration(clusterIdArg: string): Promise<IClusterRelayRegistration | null> {
+    return (await this.readRegistrations([clusterIdArg]))[0] ?? null;
+  }
+}
