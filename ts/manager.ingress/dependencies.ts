@@ -1,9 +1,11 @@
 import type { Cloudly } from '../classes.cloudly.js';
+import type { IRelaySession } from '../core/relaysessions.js';
 import type { IService } from '../interfaces/data/service.js';
+import { runtimeNodeSessionKind } from '../manager.service/service.manager.js';
 
 /**
- * What the ingress manager needs from the cluster and service managers, kept narrow so the judge
- * and the designation depend on facts, not on another manager's internals.
+ * What the ingress manager needs from the cluster and service managers, kept narrow so the
+ * designation and the registration judge depend on facts, not on another manager's internals.
  */
 export interface IIngressDependencies {
   /** Whether the cluster exists. */
@@ -12,42 +14,28 @@ export interface IIngressDependencies {
   getService(serviceIdArg: string): Promise<IService | null>;
   /** The exact origin of the cluster's accepted relay registration, or null when it has none. */
   getRelayOrigin(clusterIdArg: string): Promise<string | null>;
-  /** The id of the relay session Cloudly elected for the cluster, or null when none is elected. */
-  getElectedRelaySessionId(clusterIdArg: string): Promise<string | null>;
+  /** Whether this relay socket is the connection Cloudly elected for its cluster. */
+  isElectedRelaySession(sessionArg: IRelaySession): Promise<boolean>;
+  /** The node's current runtime session id as the service manager recorded it, or null. */
+  getNodeSessionId(clusterIdArg: string, nodeIdArg: string): Promise<string | null>;
 }
 
-interface IServiceLookup {
-  getService(serviceIdArg: string): Promise<IService | null>;
-}
-
-interface IRelayRegistrationLookup {
-  getRelayRegistration(clusterIdArg: string): Promise<{ origin: string } | null>;
-}
-
-const hasMethod = <T>(valueArg: unknown, nameArg: string): valueArg is T =>
-  typeof valueArg === 'object' && valueArg !== null
-  && typeof (valueArg as Record<string, unknown>)[nameArg] === 'function';
-
-/**
- * The dependencies as Cloudly provides them. The relay election is the relay registry's selector
- * (the cluster manager installs its election there), so the active session is the elected one.
- */
+/** The dependencies as this Cloudly's cluster and service managers provide them. */
 export const cloudlyIngressDependencies = (cloudlyArg: Cloudly): IIngressDependencies => ({
   async clusterExists(clusterIdArg) {
     return (await cloudlyArg.clusterManager.getCluster(clusterIdArg)) !== null;
   },
   async getService(serviceIdArg) {
-    const services: unknown = (cloudlyArg as unknown as Record<string, unknown>).serviceManager;
-    return hasMethod<IServiceLookup>(services, 'getService') ? services.getService(serviceIdArg) : null;
+    return cloudlyArg.serviceManager.getService(serviceIdArg);
   },
   async getRelayOrigin(clusterIdArg) {
-    const clusters: unknown = cloudlyArg.clusterManager;
-    if (!hasMethod<IRelayRegistrationLookup>(clusters, 'getRelayRegistration')) {
-      return null;
-    }
-    return (await clusters.getRelayRegistration(clusterIdArg))?.origin ?? null;
+    return (await cloudlyArg.clusterManager.relayRegistrations.getRegistration(clusterIdArg))?.origin ?? null;
   },
-  async getElectedRelaySessionId(clusterIdArg) {
-    return cloudlyArg.relays.activeSession(clusterIdArg)?.id ?? null;
+  async isElectedRelaySession(sessionArg) {
+    return cloudlyArg.clusterManager.confirmElected(sessionArg);
+  },
+  async getNodeSessionId(clusterIdArg, nodeIdArg) {
+    const doc = await cloudlyArg.store.findOne(runtimeNodeSessionKind, { clusterId: clusterIdArg, nodeId: nodeIdArg });
+    return doc?.session.id ?? null;
   },
 });

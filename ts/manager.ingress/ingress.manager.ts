@@ -413,14 +413,15 @@ export class IngressManager {
   // --- registration --------------------------------------------------------------------------
 
   private async readJudgedGenerations(clusterIdArg: string, nodeIdArg: string | null): Promise<IClusterIngressJudgedGenerations> {
-    const [slot, nodeReport] = await Promise.all([
+    const [slot, nodeReport, nodeSessionId] = await Promise.all([
       this.cloudly.store.get(clusterIngressSlotKind, clusterIdArg),
       nodeIdArg ? this.cloudly.store.get(nodeRuntimeAssignmentsKind, nodeRuntimeAssignmentsId(clusterIdArg, nodeIdArg)) : null,
+      nodeIdArg ? this.dependencies.getNodeSessionId(clusterIdArg, nodeIdArg) : null,
     ]);
     return {
       designation: slot?.kind === 'pallet' ? slot.designation?.generation ?? null : null,
       nodeReport: nodeReport?.generation ?? null,
-      nodeSessionId: nodeReport?.sessionId ?? null,
+      nodeSessionId: nodeSessionId ?? nodeReport?.sessionId ?? null,
     };
   }
 
@@ -452,10 +453,11 @@ export class IngressManager {
       return facts;
     }
     const { store } = this.cloudly;
-    const [elected, slot, nodeReport, table] = await Promise.all([
-      this.dependencies.getElectedRelaySessionId(clusterId),
+    const [elected, slot, nodeReport, nodeSessionId, table] = await Promise.all([
+      this.dependencies.isElectedRelaySession(contextArg.session),
       store.get(clusterIngressSlotKind, clusterId),
       nodeId ? store.get(nodeRuntimeAssignmentsKind, nodeRuntimeAssignmentsId(clusterId, nodeId)) : null,
+      nodeId ? this.dependencies.getNodeSessionId(clusterId, nodeId) : null,
       store.get(clusterIngressRouteTableKind, clusterId),
     ]);
     const designation = slot?.kind === 'pallet' ? slot.designation : null;
@@ -464,17 +466,22 @@ export class IngressManager {
     const bearerIsCurrent = designation !== null && bearer !== null
       && bearer.secretId === designation.credential.secretVersion.secretId
       && bearer.secretVersionId === designation.credential.secretVersion.secretVersionId;
+    // The node's current session is the one the service manager recorded for it; a node it has
+    // no record of is judged by the session its own assignment report states.
+    const currentSessionId = nodeSessionId ?? nodeReport?.sessionId ?? null;
     const observed: IClusterIngressJudgedGenerations = {
       designation: designation?.generation ?? null,
       nodeReport: nodeReport?.generation ?? null,
-      nodeSessionId: nodeReport?.sessionId ?? null,
+      nodeSessionId: currentSessionId,
     };
     return {
       ...facts,
-      electedRelaySessionId: elected,
+      electedRelaySessionId: elected ? contextArg.session.id : null,
       designation,
       placementNodeIds: service && service.clusterId === clusterId ? service.runtime.placement.nodeIds : null,
-      node: nodeReport ? { sessionId: nodeReport.sessionId, assignments: nodeReport.assignments } : null,
+      node: nodeReport && currentSessionId !== null
+        ? { sessionId: currentSessionId, assignments: nodeReport.assignments }
+        : null,
       currentBearer: bearerIsCurrent ? bearer.value : null,
       routeTableRevision: table?.generation ?? null,
       observed,
@@ -510,8 +517,7 @@ export class IngressManager {
   }
 
   private async requireElected(contextArg: IRelayHandlerContext): Promise<void> {
-    const elected = await this.dependencies.getElectedRelaySessionId(contextArg.clusterId);
-    if (elected !== contextArg.session.id) {
+    if (!(await this.dependencies.isElectedRelaySession(contextArg.session))) {
       throw refuse('unavailable', ['relay-not-connected']);
     }
   }

@@ -1,0 +1,220 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
+import { designationRequest, prepareIngressCluster, relayOrigin, type IIngressCluster } from './ingress.fixture.js';
+import { data } from '../ts/interfaces/index.js';
+import type {
+  IReq_Any_Cloudly_DesignateClusterIngress,
+  IReq_Any_Cloudly_GetClusterIngressDesignation,
+} from '../ts/interfaces/requests/ingress.js';
+import type { IReq_Any_Cloudly_UpdateService } from '../ts/interfaces/requests/service.js';
+import { clusterIngressSlotKind } from '../ts/manager.ingress/documents.js';
+
+describe('designateClusterIngress and getClusterIngressDesignation', () => {
+  let t: ITestCloudly;
+  /** Every answer and refusal seen, to prove no bearer ever left the server. */
+  const seen: unknown[] = [];
+
+  before(async () => {
+    t = await startTestCloudly();
+  });
+  after(async () => {
+    await t.stop();
+  });
+
+  const designate = async (requestArg: data.IClusterIngressDesignationRequest) => {
+    const answer = await t.admin.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', { designation: requestArg });
+    seen.push(answer);
+    return answer;
+  };
+  const refusedDesignation = async (requestArg: unknown) => {
+    const refusal = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_DesignateClusterIngress>(
+      'designateClusterIngress', { designation: requestArg as data.IClusterIngressDesignationRequest }));
+    seen.push(refusal);
+    return refusal;
+  };
+  const current = async (clusterIdArg: string) => {
+    const answer = await t.admin.call<IReq_Any_Cloudly_GetClusterIngressDesignation>('getClusterIngressDesignation', { clusterId: clusterIdArg });
+    seen.push(answer);
+    return answer.designation;
+  };
+  const storedBearer = async (clusterIdArg: string) => (await t.cloudly.store.get(clusterIngressSlotKind, clusterIdArg))?.bearer?.value;
+
+  test('a cluster without a designation answers null', async () => {
+    const cluster = await prepareIngressCluster(t, 'empty');
+    assert.equal(await current(cluster.clusterId), null);
+    const missing = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_GetClusterIngressDesignation>(
+      'getClusterIngressDesignation', { clusterId: 'cluster-missing' }));
+    assert.equal(missing.code, 'not-found');
+  });
+
+  test('creation seals a valid designation and prepares the spec with the three environment names', async () => {
+    const cluster = await prepareIngressCluster(t, 'create');
+    const request = designationRequest(cluster);
+    const { designation, spec, replayed } = await designate(request);
+    assert.equal(replayed, false);
+    assert.deepEqual(await data.validateClusterIngressDesignation(designation), []);
+    assert.equal(designation.id, cluster.clusterId);
+    assert.equal(designation.generation, 1);
+    assert.equal(designation.previous, null);
+    assert.deepEqual(designation.runtime, cluster.runtime);
+    assert.equal(designation.ingressServiceId, cluster.service.id);
+    assert.equal(designation.preparedSpecRevision, cluster.service.specRevision);
+    assert.equal(designation.actorId, t.identity.userId);
+    assert.equal(designation.credential.generation, 1);
+
+    assert.equal(spec.serviceId, cluster.service.id);
+    assert.equal(spec.specRevision, cluster.service.specRevision);
+    assert.deepEqual(spec.runtime, cluster.service.runtime);
+    assert.deepEqual(spec.nodes.map((node) => node.nodeId), ['node-1', 'node-2']);
+    for (const node of spec.nodes) {
+      assert.deepEqual(node.environment, {
+        SERVEZONE_CLUSTER_INGRESS_BEARER: { secret: designation.credential.secretVersion },
+        SERVEZONE_CLUSTER_RELAY_ORIGIN: { value: relayOrigin },
+        SERVEZONE_CLUSTER_NODE_ID: { value: node.nodeId },
+      });
+    }
+    assert.deepEqual(await current(cluster.clusterId), designation);
+    const bearer = await storedBearer(cluster.clusterId);
+    assert.ok(bearer && bearer.length >= 43, 'a 256-bit bearer is stored server-side');
+  });
+
+  test('rotation names the exact current designation and mints a new credential generation', async () => {
+    const cluster = await prepareIngressCluster(t, 'rotate');
+    const first = (await designate(designationRequest(cluster))).designation;
+    const firstBearer = await storedBearer(cluster.clusterId);
+    const reference = data.referenceClusterIngressDesignation(first);
+    const second = (await designate(designationRequest(cluster, { expectedDesignation: reference }))).designation;
+    assert.deepEqual(await data.validateClusterIngressDesignation(second), []);
+    assert.equal(second.generation, 2);
+    assert.deepEqual(second.previous, reference);
+    assert.equal(second.credential.generation, 2);
+    assert.equal(second.credential.credentialId, first.credential.credentialId);
+    assert.notEqual(second.credential.secretVersion.secretVersionId, first.credential.secretVersion.secretVersionId);
+    assert.notEqual(await storedBearer(cluster.clusterId), firstBearer);
+
+    // The superseded reference, and null, are both stale now.
+    for (const expectedDesignation of [reference, null]) {
+      const refusal = await refusedDesignation(designationRequest(cluster, { expectedDesignation }));
+      assert.equal(refusal.code, 'conflict');
+    }
+    assert.deepEqual(await current(cluster.clusterId), second);
+  });
+
+  test('a stale runtime or spec revision is a conflict and stores nothing', async () => {
+    const cluster = await prepareIngressCluster(t, 'stale');
+    const staleRuntime = await refusedDesignation(designationRequest(cluster, {
+      currentRuntime: { ...cluster.runtime, generation: cluster.runtime.generation + 1 },
+    }));
+    assert.equal(staleRuntime.code, 'conflict');
+    assert.match(String((staleRuntime.reasons as string[])[0]), /currentRuntime/);
+
+    const moved = await t.cloudly.ingressManager.changeClusterRuntimePhase(cluster.clusterId, cluster.runtime.generation, 'pallet');
+    assert.equal(moved?.generation, cluster.runtime.generation + 1);
+    assert.equal((await refusedDesignation(designationRequest(cluster))).code, 'conflict');
+
+    const fresh = { ...cluster, runtime: moved as IIngressCluster['runtime'] };
+    const staleSpec = await refusedDesignation(designationRequest(fresh, { expectedSpecRevision: cluster.service.specRevision + 1 }));
+    assert.equal(staleSpec.code, 'conflict');
+    assert.match(String((staleSpec.reasons as string[])[0]), /expectedSpecRevision/);
+    const { service: updated } = await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+      serviceId: cluster.service.id,
+      expectedGeneration: cluster.service.generation,
+      service: {
+        name: cluster.service.name, organizationId: cluster.service.organizationId, clusterId: cluster.clusterId,
+        runtime: { ...cluster.service.runtime, image: 'registry.example.com/serve.zone/ingress:2' }, volumes: [],
+      },
+    });
+    assert.ok(updated.specRevision > cluster.service.specRevision);
+    assert.equal((await refusedDesignation(designationRequest(fresh))).code, 'conflict');
+
+    assert.equal(await current(cluster.clusterId), null);
+    assert.equal(await t.cloudly.store.get(clusterIngressSlotKind, cluster.clusterId), null);
+    const accepted = await designate(designationRequest(fresh, { expectedSpecRevision: updated.specRevision }));
+    assert.equal(accepted.designation.preparedSpecRevision, updated.specRevision);
+  });
+
+  test('bad requests are refused with every reason; unknown cluster or service is not-found', async () => {
+    const cluster = await prepareIngressCluster(t, 'invalid');
+    const invalid = await refusedDesignation({
+      mutationId: '', clusterId: cluster.clusterId, ingressServiceId: cluster.service.id,
+      currentRuntime: { ...cluster.runtime, phase: 'swarm' }, expectedSpecRevision: -1, expectedDesignation: 'x', extra: 1,
+    });
+    assert.equal(invalid.code, 'invalid-request');
+    const reasons = invalid.reasons as string[];
+    for (const path of ['extra', 'mutationId', 'currentRuntime', 'expectedSpecRevision', 'expectedDesignation']) {
+      assert.ok(reasons.some((reason) => reason.includes(path)), `a reason names ${path}`);
+    }
+    const unknownCluster = await refusedDesignation(designationRequest(cluster, {
+      clusterId: 'cluster-unknown', currentRuntime: { id: 'cluster-unknown', phase: 'pallet', generation: 1 },
+    }));
+    assert.equal(unknownCluster.code, 'not-found');
+    assert.equal((await refusedDesignation(designationRequest(cluster, { ingressServiceId: 'svc-unknown' }))).code, 'not-found');
+    const other = await prepareIngressCluster(t, 'other');
+    assert.equal((await refusedDesignation(designationRequest(cluster, { ingressServiceId: other.service.id }))).code, 'not-found');
+    assert.equal(await current(cluster.clusterId), null);
+  });
+
+  test('50 concurrent creations with the same expectation: exactly one is accepted', async () => {
+    const cluster = await prepareIngressCluster(t, 'race');
+    const outcomes = await Promise.allSettled(Array.from({ length: 50 }, () => designate(designationRequest(cluster))));
+    const accepted = outcomes.filter((outcome) => outcome.status === 'fulfilled');
+    assert.equal(accepted.length, 1);
+    for (const outcome of outcomes) {
+      if (outcome.status === 'rejected') {
+        const errorData = (outcome.reason as { errorData?: { code?: string } }).errorData;
+        seen.push(errorData);
+        assert.equal(errorData?.code, 'conflict');
+      }
+    }
+    const winner = (accepted[0] as PromiseFulfilledResult<IReq_Any_Cloudly_DesignateClusterIngress['response']>).value;
+    assert.deepEqual(await current(cluster.clusterId), winner.designation);
+  });
+
+  test('the same mutationId replays the stored answer, also after a restart', async () => {
+    const cluster = await prepareIngressCluster(t, 'replay');
+    const request = designationRequest(cluster);
+    const first = await designate(request);
+    const again = await designate(request);
+    assert.equal(again.replayed, true);
+    assert.deepEqual({ ...again, replayed: false }, first);
+
+    await t.restart();
+    const afterRestart = await designate(request);
+    assert.equal(afterRestart.replayed, true);
+    assert.deepEqual(afterRestart.designation, first.designation);
+    assert.deepEqual(afterRestart.spec, first.spec);
+    assert.equal((await current(cluster.clusterId))?.generation, 1, 'a replay stores nothing new');
+
+    const reused = await refusedDesignation({ ...request, expectedSpecRevision: request.expectedSpecRevision + 1 });
+    assert.equal(reused.code, 'invalid-request');
+    assert.match(String((reused.reasons as string[])[0]), /mutationId/);
+  });
+
+  test('a cluster holding a fleet-cutover designation is refused, and the reverse', async () => {
+    const cutover = await prepareIngressCluster(t, 'cutover');
+    assert.ok(await t.cloudly.ingressManager.recordFleetCutoverIngressDesignation(cutover.clusterId, cutover.service.id));
+    const refusal = await refusedDesignation(designationRequest(cutover));
+    assert.equal(refusal.code, 'conflict');
+    assert.equal(refusal.retryable, false);
+    assert.match(String((refusal.reasons as string[])[0]), /fleet-cutover/);
+    assert.equal(await current(cutover.clusterId), null);
+
+    const pallet = await prepareIngressCluster(t, 'pallet');
+    await designate(designationRequest(pallet));
+    assert.equal(await t.cloudly.ingressManager.recordFleetCutoverIngressDesignation(pallet.clusterId, pallet.service.id), null);
+  });
+
+  test('the bearer never appears in an answer, a refusal or a log line', async () => {
+    const slots = await t.cloudly.store.find(clusterIngressSlotKind, {});
+    const bearers = slots.map((slot) => slot.bearer?.value).filter((value): value is string => typeof value === 'string');
+    assert.ok(bearers.length >= 5, 'several bearers were minted by the tests above');
+    const answers = JSON.stringify(seen);
+    const logs = t.logs.join('\n');
+    for (const bearer of bearers) {
+      assert.equal(answers.includes(bearer), false);
+      assert.equal(logs.includes(bearer), false);
+    }
+    assert.ok(t.logs.some((line) => line.includes('cluster ingress designated')), 'the log was captured');
+  });
+});
