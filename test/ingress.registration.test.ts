@@ -1,0 +1,256 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { connectElectedRelay, designationRequest, prepareIngressCluster, type IIngressCluster } from './ingress.fixture.js';
+import { data, protocol } from '../ts/interfaces/index.js';
+import type { CloudlyRelayClient } from '../ts/client/relay.js';
+import type {
+  IReq_Any_Cloudly_DesignateClusterIngress,
+  IReq_Any_Cloudly_SetClusterIngressRoutes,
+  IReq_Relay_Cloudly_GetClusterIngressRouteTable,
+  IReq_Relay_Cloudly_RegisterClusterIngress,
+  IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments,
+  IReq_Relay_Cloudly_ResolveClusterIngressBearer,
+} from '../ts/interfaces/requests/ingress.js';
+
+interface IDesignatedCluster extends IIngressCluster {
+  designation: data.IClusterIngressDesignation;
+  bearer: string;
+}
+
+describe('registerClusterIngress through the cluster relay', () => {
+  let t: ITestCloudly;
+  let cluster: IDesignatedCluster;
+  /** Every refusal seen; none may quote a bearer. */
+  const refusals: unknown[] = [];
+
+  const report = (relayArg: CloudlyRelayClient, nodeIdArg: string, sessionIdArg: string, optionsArg: {
+    serviceId?: string; state?: 'ready' | 'pending'; secretVersion?: data.ISecretVersionReference;
+  } = {}) => relayArg.fire<IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments>('reportClusterNodeRuntimeAssignments', {
+    nodeId: nodeIdArg,
+    sessionId: sessionIdArg,
+    assignments: [{
+      assignmentId: `${nodeIdArg}-ingress`,
+      serviceId: optionsArg.serviceId ?? cluster.service.id,
+      sessionId: sessionIdArg,
+      state: optionsArg.state ?? 'ready',
+      secretVersions: [optionsArg.secretVersion ?? cluster.designation.credential.secretVersion],
+    }],
+  });
+
+  const designateCluster = async (nameArg: string): Promise<IDesignatedCluster> => {
+    const prepared = await prepareIngressCluster(t, nameArg);
+    const { designation } = await t.admin.call<IReq_Any_Cloudly_DesignateClusterIngress>(
+      'designateClusterIngress', { designation: designationRequest(prepared) });
+    // The relay's node resolves the secret reference of the spec into the value it hands the ingress.
+    const { bearer } = await prepared.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
+      'resolveClusterIngressBearer', { secretVersion: designation.credential.secretVersion });
+    return { ...prepared, designation, bearer };
+  };
+
+  const body = (overridesArg: Record<string, unknown> = {}) => ({
+    bearer: cluster.bearer,
+    version: '1.4.0',
+    nodeId: 'node-1',
+    capabilities: ['http2'],
+    protocol: { ...data.clusterIngressProtocolOffer },
+    ...overridesArg,
+  });
+
+  const register = (relayArg: CloudlyRelayClient, bodyArg: unknown) =>
+    relayArg.fire<IReq_Relay_Cloudly_RegisterClusterIngress>('registerClusterIngress', bodyArg as data.IClusterIngressRegistration);
+
+  /** The named refusal a registration gets; fails when it is anything else. */
+  const refusedWith = async (relayArg: CloudlyRelayClient, bodyArg: unknown) => {
+    const errorData = await refusalOf(() => register(relayArg, bodyArg));
+    refusals.push(errorData);
+    const refusal = data.readClusterIngressRegistrationRefusal(errorData);
+    assert.ok(refusal, `a named registration refusal, got ${JSON.stringify(errorData)}`);
+    assert.ok(refusal.retryAfterMs >= 1000 && refusal.retryAfterMs <= 300000);
+    return refusal.reason;
+  };
+
+  before(async () => {
+    t = await startTestCloudly();
+    cluster = await designateCluster('edge');
+    await report(cluster.relay, 'node-1', 'session-1');
+  });
+  after(async () => {
+    await t.stop();
+  });
+
+  test('a registration with every fact in place is accepted with the current revision and Cloudly\'s offer', async () => {
+    const accepted = await register(cluster.relay, body());
+    assert.deepEqual(accepted, { accepted: true, revision: null, protocol: data.clusterIngressProtocolOffer });
+  });
+
+  test('a protocol mismatch is refused first, as a protocol refusal, even with every other fact wrong', async () => {
+    const second = await t.connectRelay(cluster.relayToken);
+    const errorData = await refusalOf(() => register(second, body({
+      protocol: { name: 'serve.zone/cluster-ingress', minimumVersion: 2, maximumVersion: 2 },
+      bearer: 'x'.repeat(40), nodeId: 'node-9',
+    })));
+    refusals.push(errorData);
+    const refusal = protocol.readProtocolRefusal(errorData);
+    assert.equal(refusal?.reason, 'version-unsupported');
+    assert.deepEqual(refusal?.supported, data.clusterIngressProtocolOffer);
+    assert.equal(data.readClusterIngressRegistrationRefusal(errorData), null);
+    second.close();
+  });
+
+  test('not-ready while the ingress manager is stopped', async () => {
+    await t.cloudly.ingressManager.stop();
+    try {
+      assert.equal(await refusedWith(cluster.relay, body({ version: '' })), 'not-ready');
+    } finally {
+      await t.cloudly.ingressManager.start();
+    }
+    assert.equal((await register(cluster.relay, body())).accepted, true);
+  });
+
+  test('registration-invalid names no bearer and wins over a relay that is not elected', async () => {
+    assert.equal(await refusedWith(cluster.relay, body({ version: '', extra: true })), 'registration-invalid');
+    const second = await t.connectRelay(cluster.relayToken);
+    assert.equal(await refusedWith(second, body({ bearer: 'short' })), 'registration-invalid');
+    second.close();
+  });
+
+  test('relay-not-connected when another socket of the cluster forwards the registration', async () => {
+    const second = await t.connectRelay(cluster.relayToken);
+    assert.equal(await refusedWith(second, body()), 'relay-not-connected');
+    second.close();
+  });
+
+  test('ingress-not-designated for a cluster without a designation, before node and bearer', async () => {
+    const bare = await prepareIngressCluster(t, 'bare');
+    assert.equal(await refusedWith(bare.relay, body({ nodeId: 'node-9', bearer: 'y'.repeat(43) })), 'ingress-not-designated');
+  });
+
+  test('node-mismatch for a node outside the ingress service placement', async () => {
+    assert.equal(await refusedWith(cluster.relay, body({ nodeId: 'node-9', bearer: 'y'.repeat(43) })), 'node-mismatch');
+  });
+
+  test('assignment-not-running without a ready assignment under the current session carrying the current credential', async () => {
+    assert.equal(await refusedWith(cluster.relay, body({ nodeId: 'node-2' })), 'assignment-not-running');
+    await report(cluster.relay, 'node-2', 'session-2', { state: 'pending' });
+    assert.equal(await refusedWith(cluster.relay, body({ nodeId: 'node-2' })), 'assignment-not-running');
+    await report(cluster.relay, 'node-2', 'session-2', {
+      secretVersion: { secretId: cluster.designation.credential.secretVersion.secretId, secretVersionId: 'an-older-version' },
+    });
+    assert.equal(await refusedWith(cluster.relay, body({ nodeId: 'node-2' })), 'assignment-not-running');
+    await report(cluster.relay, 'node-2', 'session-2');
+    assert.equal((await register(cluster.relay, body({ nodeId: 'node-2' }))).accepted, true);
+  });
+
+  test('bearer-refused for a well-formed bearer that is not the current credential', async () => {
+    assert.equal(await refusedWith(cluster.relay, body({ bearer: 'z'.repeat(43) })), 'bearer-refused');
+    assert.equal(await refusedWith(cluster.relay, body({ bearer: `${cluster.bearer}A` })), 'bearer-refused');
+  });
+
+  test('conflict when the node session changes while the registration is judged', async () => {
+    const manager = t.cloudly.ingressManager;
+    const original = manager.dependencies;
+    let calls = 0;
+    manager.dependencies = {
+      ...original,
+      async getService(serviceIdArg) {
+        calls++;
+        if (calls === 1) {
+          // After the facts were read and before they are re-read, the node restarts under a new session.
+          await report(cluster.relay, 'node-1', 'session-1b');
+        }
+        return original.getService(serviceIdArg);
+      },
+    };
+    try {
+      assert.equal(await refusedWith(cluster.relay, body()), 'conflict');
+    } finally {
+      manager.dependencies = original;
+    }
+    assert.equal((await register(cluster.relay, body())).accepted, true, 'the retry judges the new session');
+  });
+
+  test('a rotated designation refuses the old bearer until the assignment carries the new credential', async () => {
+    const rotated = await designateCluster('rotation');
+    await report(rotated.relay, 'node-1', 'session-r', {
+      serviceId: rotated.service.id, secretVersion: rotated.designation.credential.secretVersion,
+    });
+    const localBody = { ...body(), bearer: rotated.bearer };
+    assert.equal((await register(rotated.relay, localBody)).accepted, true);
+    const { designation: next } = await t.admin.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', {
+      designation: designationRequest(rotated, { expectedDesignation: data.referenceClusterIngressDesignation(rotated.designation) }),
+    });
+    assert.equal(await refusedWith(rotated.relay, localBody), 'assignment-not-running');
+    await rotated.relay.fire<IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments>('reportClusterNodeRuntimeAssignments', {
+      nodeId: 'node-1', sessionId: 'session-r',
+      assignments: [{ assignmentId: 'a', serviceId: rotated.service.id, sessionId: 'session-r', state: 'ready', secretVersions: [next.credential.secretVersion] }],
+    });
+    assert.equal(await refusedWith(rotated.relay, localBody), 'bearer-refused');
+    const { bearer } = await rotated.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
+      'resolveClusterIngressBearer', { secretVersion: next.credential.secretVersion });
+    assert.equal((await register(rotated.relay, { ...localBody, bearer })).accepted, true);
+    const stale = await refusalOf(() => rotated.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
+      'resolveClusterIngressBearer', { secretVersion: rotated.designation.credential.secretVersion }));
+    assert.equal(stale.code, 'not-found');
+  });
+
+  test('a relay that is not elected can neither report assignments nor resolve the bearer', async () => {
+    const second = await t.connectRelay(cluster.relayToken);
+    const reportRefusal = await refusalOf(() => report(second, 'node-1', 'session-x'));
+    assert.equal(reportRefusal.code, 'unavailable');
+    const resolveRefusal = await refusalOf(() => second.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
+      'resolveClusterIngressBearer', { secretVersion: cluster.designation.credential.secretVersion }));
+    assert.equal(resolveRefusal.code, 'unavailable');
+    refusals.push(reportRefusal, resolveRefusal);
+    second.close();
+  });
+
+  test('route table: null until computed, then revisions with a hint to the relay', async () => {
+    const read = (knownRevisionArg: number | null) => cluster.relay.fire<IReq_Relay_Cloudly_GetClusterIngressRouteTable>(
+      'getClusterIngressRouteTable', { knownRevision: knownRevisionArg });
+    assert.deepEqual(await read(null), { table: null });
+    const routes = [{ hostname: 'app.example.com', serviceId: cluster.service.id, port: 8080 }];
+    const { table } = await t.admin.call<IReq_Any_Cloudly_SetClusterIngressRoutes>('setClusterIngressRoutes', {
+      clusterId: cluster.clusterId, expectedRevision: null, routes,
+    });
+    assert.deepEqual(table, { clusterId: cluster.clusterId, revision: 1, routes });
+    await waitFor(() => cluster.hints.includes(1), 'the relay got the hint for revision 1');
+    assert.deepEqual(await read(null), { table });
+    assert.equal((await register(cluster.relay, body())).revision, 1);
+
+    const stale = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_SetClusterIngressRoutes>('setClusterIngressRoutes', {
+      clusterId: cluster.clusterId, expectedRevision: null, routes: [],
+    }));
+    assert.equal(stale.code, 'conflict');
+    const invalid = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_SetClusterIngressRoutes>('setClusterIngressRoutes', {
+      clusterId: cluster.clusterId, expectedRevision: 1, routes: [{ hostname: 'B.example.com', serviceId: 'x', port: 0 }],
+    }));
+    assert.equal(invalid.code, 'invalid-request');
+    assert.equal((invalid.reasons as string[]).length, 2);
+
+    const next = await t.admin.call<IReq_Any_Cloudly_SetClusterIngressRoutes>('setClusterIngressRoutes', {
+      clusterId: cluster.clusterId, expectedRevision: 1, routes: [],
+    });
+    assert.equal(next.table.revision, 2);
+    await waitFor(() => cluster.hints.includes(2), 'the relay got the hint for revision 2');
+    assert.deepEqual((await read(1)).table, next.table, 'an empty table that exists is not null');
+    assert.deepEqual(cluster.hints.map((revision) => data.validateClusterIngressRouteTableChange({ revision })).flat(), []);
+  });
+
+  test('a relay that connects again is told the current revision', async () => {
+    cluster.relay.close();
+    await waitFor(() => t.cloudly.relays.sessionsOf(cluster.clusterId).length === 0, 'old relay gone');
+    const hints: number[] = [];
+    cluster.relay = await connectElectedRelay(t, cluster.clusterId, cluster.relayToken, hints);
+    await waitFor(() => hints.includes(2), 'the reconnected relay got the current revision');
+  });
+
+  test('no refusal and no log line quotes a bearer', () => {
+    const text = JSON.stringify(refusals);
+    const logs = t.logs.join('\n');
+    assert.ok(refusals.length >= 10);
+    assert.equal(text.includes(cluster.bearer), false);
+    assert.equal(logs.includes(cluster.bearer), false);
+    assert.ok(logs.includes('cluster ingress registration refused'), 'the log was captured');
+  });
+});
