@@ -113,6 +113,15 @@ const maximumSwapAttempts = 8;
 
 const nodeSessionId = (clusterIdArg: string, nodeIdArg: string): string => `${clusterIdArg}/${nodeIdArg}`;
 
+/**
+ * A claim is pushed while no bound answer arrived, and an import claim is asked again while its
+ * node still waits for the bytes: the node answers the repeat as `replay` with its current state,
+ * which is how Cloudly learns the import finished.
+ */
+const needsPush = (docArg: IRuntimeLocalStorageClaimDocument): boolean =>
+  docArg.current.delivery === 'pending'
+  || (docArg.current.claim.lifecycle === 'bound' && docArg.current.nodeState === 'import-required');
+
 export const toPublicService = (docArg: IServiceDocument): IService => ({
   id: docArg.id,
   name: docArg.name,
@@ -263,9 +272,9 @@ export class ServiceManager {
 
   /**
    * Where the service's binding waits come from. The platform binding owner (manager.corestore)
-   * installs it; until then Cloudly knows of no binding that waits.
+   * is read by default (see `readBindingWaits`); a source set here replaces that, null restores it.
    */
-  public setBindingWaitsSource(sourceArg: (serviceArg: IService) => Promise<IServiceBindingWaits>): void {
+  public setBindingWaitsSource(sourceArg: ((serviceArg: IService) => Promise<IServiceBindingWaits>) | null): void {
     this.bindingWaitsSource = sourceArg;
   }
 
@@ -661,7 +670,7 @@ export class ServiceManager {
 
   private async pendingClaimIds(filterArg: { serviceId?: string; clusterId?: string; nodeId?: string }): Promise<string[]> {
     const docs = await this.cloudly.store.find(runtimeLocalStorageClaimKind, filterArg);
-    return docs.filter((doc) => doc.current.delivery === 'pending').map((doc) => doc.id);
+    return docs.filter(needsPush).map((doc) => doc.id);
   }
 
   /** Pushes every pending claim (of one cluster when given); an offline relay leaves them pending. */
@@ -718,7 +727,7 @@ export class ServiceManager {
 
   private async pushOnce(claimIdArg: string): Promise<void> {
     const doc = await this.cloudly.store.get(runtimeLocalStorageClaimKind, claimIdArg);
-    if (!doc || doc.current.delivery !== 'pending') {
+    if (!doc || !needsPush(doc)) {
       return;
     }
     const sessionDoc = await this.cloudly.store.get(runtimeNodeSessionKind, nodeSessionId(doc.clusterId, doc.nodeId));

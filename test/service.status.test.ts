@@ -1,0 +1,167 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import type {
+  IReq_Any_Cloudly_CreateService,
+  IReq_Any_Cloudly_GetRuntimeLocalStorageClaims,
+  IReq_Any_Cloudly_GetServiceRuntimeStatus,
+  IReq_Any_Cloudly_SetServiceVolumeInitialization,
+  IReq_Any_Cloudly_UpdateService,
+} from '../ts/interfaces/requests/service.js';
+import type {
+  IReq_Controller_Pallet_ApplyRuntimeLocalStorageClaim,
+  IReq_Relay_Cloudly_ReportRuntimeNodeSession,
+} from '../ts/interfaces/requests/runtimesession.js';
+import type { IReq_Any_Cloudly_UpsertPlatformBinding } from '../ts/interfaces/requests/corestore.js';
+import type { IService, IServiceWritableSpec } from '../ts/interfaces/data/service.js';
+import type { TServiceVolumeInitialization } from '../ts/interfaces/data/servicevolume.js';
+import { getRuntimeLocalStorageClaimReference } from '../ts/interfaces/data/runtimelocalstorageclaim.js';
+import { judgeServiceRuntime, type IServiceRuntimeFacts } from '../ts/manager.service/runtimestatus.js';
+
+let t: ITestCloudly;
+let clusterId: string;
+
+before(async () => {
+  t = await startTestCloudly();
+  clusterId = (await t.createCluster('status')).cluster.id;
+});
+
+after(async () => {
+  await t.stop();
+});
+
+const spec = (overrides: Partial<IServiceWritableSpec> = {}): IServiceWritableSpec => ({
+  name: 'app',
+  organizationId: 'org1',
+  clusterId,
+  runtime: { image: 'app:1', replicas: 1, profile: { runAs: { user: 1000, group: 1000 } }, placement: { nodeIds: ['n1'] } },
+  volumes: [{ mountPath: '/data', readOnly: false, driver: 'local' }],
+  ...overrides,
+});
+
+const create = async (overrides: Partial<IServiceWritableSpec> = {}) =>
+  (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(overrides) })).service;
+
+const statusOf = async (serviceIdArg: string) =>
+  (await t.admin.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: serviceIdArg })).status;
+
+const initialize = (serviceIdArg: string, initializationArg: TServiceVolumeInitialization) =>
+  t.admin.call<IReq_Any_Cloudly_SetServiceVolumeInitialization>('setServiceVolumeInitialization', {
+    serviceId: serviceIdArg, mountPath: '/data', expected: null, initialization: initializationArg,
+  });
+
+const runAsEmpty: TServiceVolumeInitialization = { kind: 'empty', ownership: { kind: 'run-as', mode: 0o700 } };
+
+test('each volume refusal is named for the spec revision', async () => {
+  const cases: Array<[Partial<IServiceWritableSpec>, TServiceVolumeInitialization | null, string]> = [
+    [{ volumes: [{ mountPath: '/data', readOnly: false, driver: 'nfs' }] }, runAsEmpty, 'volume-driver-unsupported'],
+    [{ volumes: [{ mountPath: '/data', readOnly: false, driver: 'local', driverOptions: { o: 'bind' } }] }, runAsEmpty, 'volume-options-unsupported'],
+    [{ volumes: [{ mountPath: '/data', readOnly: false, driver: 'local', mountOptions: ['noexec'] }] }, runAsEmpty, 'volume-options-unsupported'],
+    [{ runtime: { image: 'a', replicas: 3, profile: { runAs: null }, placement: { nodeIds: ['n1'] } } }, runAsEmpty, 'volume-shared-unsupported'],
+    [{ runtime: { image: 'a', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['n1', 'n2'] } } }, runAsEmpty, 'volume-placement-unsupported'],
+    [{ runtime: { image: 'a', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } } }, runAsEmpty, 'volume-placement-unsupported'],
+    [{}, null, 'volume-initialization-unknown'],
+    [{ runtime: { image: 'a', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['n1'] } } }, runAsEmpty, 'volume-ownership-unknown'],
+  ];
+  for (const [overrides, initialization, reason] of cases) {
+    const service = await create(overrides);
+    if (initialization) {
+      await initialize(service.id, initialization);
+    }
+    const status = await statusOf(service.id);
+    assert.deepEqual({ state: status.state, reason: status.reason, id: status.id, specRevision: status.specRevision },
+      { state: 'refused', reason, id: service.id, specRevision: 1 }, reason);
+  }
+});
+
+test('a service on an unknown cluster is refused cluster-runtime-missing', async () => {
+  const service = await create({ clusterId: 'cluster-unknown' });
+  const status = await statusOf(service.id);
+  assert.equal(status.state, 'refused');
+  assert.equal(status.reason, 'cluster-runtime-missing');
+});
+
+test('a service with nothing in its way is converging; changedAt moves only with the verdict', async () => {
+  const service = await create({ volumes: [] });
+  const first = await statusOf(service.id);
+  assert.deepEqual({ state: first.state, reason: first.reason }, { state: 'converging', reason: null });
+  const again = await statusOf(service.id);
+  assert.equal(again.changedAt, first.changedAt);
+  const updated = (await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    serviceId: service.id, expectedGeneration: service.generation,
+    service: spec({ volumes: [{ mountPath: '/data', readOnly: false, driver: 'nfs' }] }),
+  })).service;
+  const refused = await statusOf(service.id);
+  assert.equal(updated.specRevision, 1);
+  assert.deepEqual({ state: refused.state, reason: refused.reason }, { state: 'refused', reason: 'volume-driver-unsupported' });
+  assert.ok(refused.changedAt >= first.changedAt);
+});
+
+test('an import claim whose bytes have not arrived waits storage-import-pending, until the node holds it ready', async () => {
+  const { cluster, relayToken } = await t.createCluster('status-import');
+  let bytesArrived = false;
+  const relay = await t.connectRelay(relayToken);
+  relay.addHandler<IReq_Controller_Pallet_ApplyRuntimeLocalStorageClaim>('applyRuntimeLocalStorageClaim', async (request) => ({
+    status: 'accepted',
+    state: bytesArrived ? 'ready' : 'import-required',
+    claim: getRuntimeLocalStorageClaimReference(request.claim),
+  }));
+  await relay.fire<IReq_Relay_Cloudly_ReportRuntimeNodeSession>('reportRuntimeNodeSession', {
+    nodeId: 'n1', session: { id: 's1', generation: 1 },
+  });
+  const service = await create({ clusterId: cluster.id });
+  await initialize(service.id, { kind: 'import', source: { kind: 'docker-volume', volumeName: 'app_data' } });
+  const claims = async () =>
+    (await t.admin.call<IReq_Any_Cloudly_GetRuntimeLocalStorageClaims>('getRuntimeLocalStorageClaims', { serviceId: service.id })).claims;
+  await waitFor(async () => (await claims()).at(-1)?.nodeState === 'import-required', 'import required');
+  assert.deepEqual(
+    await statusOf(service.id).then((status) => [status.state, status.reason]),
+    ['waiting', 'storage-import-pending'],
+  );
+  bytesArrived = true;
+  await t.cloudly.serviceManager.pushPendingClaims({ clusterId: cluster.id });
+  await waitFor(async () => (await claims()).at(-1)?.nodeState === 'ready', 'import finished');
+  assert.deepEqual(await statusOf(service.id).then((status) => [status.state, status.reason]), ['converging', null]);
+});
+
+test('an enabled platform binding that is not ready yet waits bindings-pending', async () => {
+  const service = await create({ volumes: [] });
+  await t.admin.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+    platformBinding: { serviceId: service.id, capability: 'database', enabled: true, nodeId: null },
+    expectedGeneration: null,
+  });
+  const status = await statusOf(service.id);
+  assert.deepEqual([status.state, status.reason], ['waiting', 'bindings-pending']);
+});
+
+test('legacy-adoption-pending names the wait before bindings-pending (judge and manager seam)', async () => {
+  const service = await create({ volumes: [] });
+  const facts = (bindings: IServiceRuntimeFacts['bindings']): IServiceRuntimeFacts => ({
+    service: service as IService, claimMarkers: [], clusterExists: true, claims: [], bindings,
+  });
+  assert.deepEqual(judgeServiceRuntime(facts({ bindingsPending: true, legacyAdoptionPending: true })), { state: 'waiting', reason: 'legacy-adoption-pending' });
+  assert.deepEqual(judgeServiceRuntime(facts({ bindingsPending: true, legacyAdoptionPending: false })), { state: 'waiting', reason: 'bindings-pending' });
+  assert.deepEqual(judgeServiceRuntime(facts({ bindingsPending: false, legacyAdoptionPending: false })), { state: 'converging', reason: null });
+  assert.deepEqual(judgeServiceRuntime({ ...facts({ bindingsPending: true, legacyAdoptionPending: true }), clusterExists: false }),
+    { state: 'refused', reason: 'cluster-runtime-missing' });
+  t.cloudly.serviceManager.setBindingWaitsSource(async (candidate) => ({
+    bindingsPending: true, legacyAdoptionPending: candidate.id === service.id,
+  }));
+  try {
+    const status = await statusOf(service.id);
+    assert.deepEqual([status.state, status.reason], ['waiting', 'legacy-adoption-pending']);
+  } finally {
+    t.cloudly.serviceManager.setBindingWaitsSource(null);
+  }
+});
+
+test('only administrators read the runtime status; an unknown service is not-found', async () => {
+  const service = await create({ volumes: [] });
+  const user = await t.cloudly.auth.issueIdentity({ id: 'u2', username: 'viewer', role: 'user' });
+  const refusal = await refusalOf(() => t.admin.fire<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', {
+    identity: user, serviceId: service.id,
+  }));
+  assert.ok(refusal.code === 'forbidden' || refusal.code === 'unauthenticated');
+  const missing = await refusalOf(() => statusOf('svc-none'));
+  assert.equal(missing.code, 'not-found');
+});
