@@ -85,6 +85,10 @@ describe('relay registrations and the election of one relay socket per cluster',
     await waitFor(async () => (await t.cloudly.store.get(clusterRelayLeaseKind, cluster.id))?.sessionId === null, 'lease released');
 
     const back = await connectNamed(relayToken, 'back');
+    await waitFor(() => sessionCount(cluster.id) === 1, 'server saw the socket open');
+    const session = await t.cloudly.clusterManager.electedSession(cluster.id);
+    assert.equal(session?.clusterId, cluster.id);
+    assert.equal(t.cloudly.clusterManager.isElected(session!), true);
     assert.equal((await t.cloudly.relays.call<{ relay: string }>(cluster.id, 'testWhoAmI', {})).relay, 'back');
     assert.equal(electedCount(cluster.id), 1);
     assert.equal((await registrations([cluster.id]))[0].connected, true);

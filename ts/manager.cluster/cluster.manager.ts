@@ -133,6 +133,17 @@ export class ClusterManager {
     return this.relayElection.confirmElected(sessionArg);
   }
 
+  /**
+   * The elected relay socket of a cluster on this instance, after any election still in flight
+   * (a socket that just connected) has finished; null when none is elected here.
+   */
+  public async electedSession(clusterIdArg: string): Promise<IRelaySession | null> {
+    if (this.cloudly.relays.sessionsOf(clusterIdArg).length > 0) {
+      await this.relayElection.elect(clusterIdArg);
+    }
+    return this.cloudly.relays.activeSession(clusterIdArg);
+  }
+
   public async getCluster(clusterIdArg: string): Promise<IClusterDocument | null> {
     return this.cloudly.store.get(clusterKind, clusterIdArg);
   }
