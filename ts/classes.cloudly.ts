@@ -17,6 +17,7 @@ import { ServiceManager } from './manager.service/service.manager.js';
 import { IngressManager } from './manager.ingress/ingress.manager.js';
 import { AdminManager } from './manager.admin/admin.manager.js';
 import { CorestoreManager } from './manager.corestore/corestore.manager.js';
+import { BackupManager } from './manager.backup/backup.manager.js';
 
 /**
  * The composition root: configuration → database → router → managers → server. Each manager
@@ -61,6 +62,7 @@ export class Cloudly {
   public readonly serviceManager: ServiceManager;
   public readonly ingressManager: IngressManager;
   public readonly corestoreManager: CorestoreManager;
+  public readonly backupManager: BackupManager;
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
   public generatedAdminPassword: string | null = null;
@@ -88,6 +90,7 @@ export class Cloudly {
     this.serviceManager = this.addManager(new ServiceManager(this));
     this.ingressManager = this.addManager(new IngressManager(this));
     this.corestoreManager = this.addManager(new CorestoreManager(this));
+    this.backupManager = this.addManager(new BackupManager(this));
   }
 
   /** Registers a manager so its start/stop run with Cloudly's. */

@@ -23,7 +23,8 @@ import type { TVirtualStream } from '../interfaces/requests/backup.js';
 
 /** A connection that carries ordered binary messages. The foundation's socket peer is one. */
 export interface IBinaryFramePeer {
-  sendBinary(dataArg: Uint8Array): void;
+  /** May return a promise (the foundation's peer does); its rejection is the drop, seen via onClose. */
+  sendBinary(dataArg: Uint8Array): void | Promise<void>;
   onBinary(listenerArg: (dataArg: Uint8Array) => void): void;
   onClose(listenerArg: () => void): void;
 }
@@ -241,7 +242,11 @@ export class StreamChannel {
     if (this.closedReason !== null) {
       throw new StreamAbortedError(this.closedReason, false);
     }
-    this.peer.sendBinary(encodeStreamFrame(kindArg, streamIdArg, payloadArg));
+    const sent = this.peer.sendBinary(encodeStreamFrame(kindArg, streamIdArg, payloadArg));
+    if (sent && typeof sent.catch === 'function') {
+      // A failed send means the connection is going away; onClose fails the streams.
+      sent.catch(() => undefined);
+    }
   }
 
   /** @internal */
@@ -301,6 +306,22 @@ export class StreamChannel {
     }
   }
 }
+
+const channelsByPeer = new WeakMap<IBinaryFramePeer, StreamChannel>();
+
+/**
+ * The one channel of a connection, created on first use. Server handlers and the relay
+ * client both reach the channel of their socket through this, so a connection never has
+ * two channels competing for its frames.
+ */
+export const streamChannelOf = (peerArg: IBinaryFramePeer, optionsArg?: IStreamChannelOptions): StreamChannel => {
+  let channel = channelsByPeer.get(peerArg);
+  if (!channel) {
+    channel = new StreamChannel(peerArg, optionsArg);
+    channelsByPeer.set(peerArg, channel);
+  }
+  return channel;
+};
 
 /** The sending end: waits for credit, never has more than the granted window in flight. */
 export class StreamSender {

@@ -235,3 +235,33 @@ export type IReq_Admin_PruneClusterNodeArchive = ITypedContract<
   },
   { found: boolean; result?: IArchivePruneResult }
 >;
+
+/**
+ * Starts an isolated restore of a recorded backup on one node: Cloudly derives the cluster
+ * and source service from the backup, prepares the restore and stages every manifest
+ * object, each call under its own restore grant.
+ */
+export type IReq_Admin_CreateIsolatedRestore = ITypedContract<
+  'createIsolatedRestore',
+  {
+    identity: IIdentity;
+    backupId: string;
+    targetNodeName: string;
+    restoreId?: string;
+    mappings: TIsolatedRestoreResourceMapping[];
+  },
+  { restoreId: string; state: IIsolatedRestoreNodeState }
+>;
+
+/** Reads, executes or cleans up an isolated restore, under a fresh grant for that operation. */
+export type IReq_Admin_StepIsolatedRestore = ITypedContract<
+  'stepIsolatedRestore',
+  {
+    identity: IIdentity;
+    restoreId: string;
+    operation: 'status' | 'execute' | 'cleanup';
+    /** Required for execute and cleanup. */
+    expectedRevision?: number;
+  },
+  { state: IIsolatedRestoreNodeState }
+>;

@@ -1,0 +1,760 @@
+import { randomUUID } from 'node:crypto';
+import * as path from 'node:path';
+import { createLocalJWKSet } from 'jose';
+import type { Cloudly } from '../classes.cloudly.js';
+import { refuse } from '../core/errors.js';
+import { BlobStoreError, FilesystemBlobStore, type IBlobStore } from '../core/blobstore.js';
+import {
+  StreamAbortedError,
+  streamChannelOf,
+  validateStreamReference,
+  type StreamReceiver,
+  type StreamSender,
+} from '../core/streams.js';
+import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import {
+  checkRequestShape,
+  isArrayOf,
+  isBoolean,
+  isIdString,
+  isPositiveInteger,
+  type TFieldCheck,
+} from '../core/validation.js';
+import { computeCanonicalJsonSha256Hex } from '../interfaces/private/canonicaljson.js';
+import { isPlainDataRecord } from '../interfaces/private/dataproperties.js';
+import {
+  validateArchiveRetentionPolicy,
+  type IBackupArchiveObject,
+  type TBackupSnapshot,
+  type IBackupReplicationResult,
+  type TIsolatedRestoreResourceMapping,
+} from '../interfaces/data/backup.js';
+import {
+  validateCorestoreDatabaseClosureDescriptor,
+  type ICorestoreDatabaseClosureDescriptor,
+} from '../interfaces/data/corestoreclosure.js';
+import {
+  computeIsolatedRestoreArchiveManifestSha256,
+  computeIsolatedRestoreResourceMappingsSha256,
+  normalizeIsolatedRestoreResourceMappings,
+  validateIsolatedRestoreResourceMappings,
+  type IIsolatedRestoreNodeState,
+  type TIsolatedRestoreGrantOperation,
+} from '../interfaces/data/isolatedrestore.js';
+import type { IService } from '../interfaces/data/service.js';
+import type {
+  IReq_Admin_CreateIsolatedRestore,
+  IReq_Admin_CreateServiceBackup,
+  IReq_Admin_StepIsolatedRestore,
+  IReq_Admin_GetServiceBackups,
+  IReq_Admin_PruneClusterNodeArchive,
+  IReq_Admin_RestoreServiceBackup,
+  IReq_Cloudly_Coreflow_CleanupIsolatedRestore,
+  IReq_Cloudly_Coreflow_ExecuteIsolatedRestore,
+  IReq_Cloudly_Coreflow_GetIsolatedRestoreStatus,
+  IReq_Cloudly_Coreflow_PrepareIsolatedRestore,
+  IReq_Cloudly_Relay_BackupClusterService,
+  IReq_Cloudly_Relay_PruneClusterNodeArchive,
+  IReq_Cloudly_Relay_RestoreClusterService,
+  IReq_Cloudly_Relay_StageIsolatedRestoreArchive,
+  IReq_Relay_Cloudly_BackupServiceDatabaseClosure,
+  IReq_Relay_Cloudly_RestoreServiceDatabaseClosure,
+  IServiceBackupRecord,
+  IServiceDatabaseClosureReceipt,
+} from '../interfaces/requests/backup.js';
+import { identityIssuer } from '../core/auth.js';
+import {
+  restoreGrantAudience,
+  restoreGrantLifetimeSeconds,
+  verifyRestoreGrant,
+  type IRestoreGrantBinding,
+  type IRestoreGrantClaims,
+} from './restoregrants.js';
+
+/**
+ * Node-addressed backups, database closures and isolated restores.
+ *
+ * Administrators order backups, restores and prunes of one exact node; Cloudly calls the
+ * cluster's relay with that `nodeId`. During a backup the relay sends the service's database
+ * closure on its own session (`backupServiceDatabaseClosure`); Cloudly validates the
+ * descriptor before any byte moves, stores the bytes in the blob store (exact length and
+ * sha256 proven, fsynced, renamed, recorded) and only then answers the stream with its
+ * receipt. A restore fetches the closure back (`restoreServiceDatabaseClosure`).
+ *
+ * The retired coreflow-tagged methods (`executeServiceBackup`, `executeServiceRestore`,
+ * `pruneNodeArchive`, `uploadBackupArchiveObject`, `downloadBackupArchiveObject`) are not
+ * registered, so Cloudly answers them as not served.
+ */
+
+/** How long Cloudly waits for a relay to finish a node backup or restore. */
+export const backupRelayCallTimeoutMs = 15 * 60_000;
+/** How long Cloudly waits for a relay to prune a node archive or step an isolated restore. */
+export const archiveRelayCallTimeoutMs = 5 * 60_000;
+/** Most snapshots one backup may record. */
+export const maximumSnapshotsPerBackup = 1024;
+/** Most tags one backup may carry, and their sizes. */
+export const maximumBackupTags = 32;
+const maximumTagKeyLength = 64;
+const maximumTagValueLength = 256;
+/** Where the closure of a backup lives inside an isolated-restore archive manifest. */
+export const closureArchiveObjectPath = 'closure/database.closure';
+/** Bounded retries when recording a closure races with the backup's own completion. */
+const maximumRecordRounds = 8;
+
+/** Reasons this manager gives, defined once. */
+export const backupRefusalReasons = {
+  serviceNotFound: 'service-not-found',
+  nodeNotFound: 'node-not-found',
+  clusterNotFound: 'cluster-not-found',
+  clusterMismatch: 'service-not-in-cluster',
+  backupNotFound: 'backup-not-found',
+  backupInProgress: 'backup-in-progress',
+  backupIdInUse: 'backup-id-in-use',
+  backupNotCompleted: 'backup-not-completed',
+  closureAlreadyStored: 'closure-already-stored',
+  closureUploadInProgress: 'closure-upload-in-progress',
+  closureNotStored: 'closure-not-stored',
+  closureBytesMissing: 'closure-bytes-missing',
+  closureRecordFailed: 'closure-record-failed',
+  restoreNotFound: 'isolated-restore-not-found',
+  restoreIdInUse: 'isolated-restore-id-in-use',
+  relayAnswerInvalid: 'relay-answer-invalid',
+} as const;
+
+type TBackupState = 'running' | 'completed' | 'failed';
+
+export interface IServiceBackupDocument extends IStoredDocument {
+  clusterId: string;
+  nodeId: string;
+  serviceId: string;
+  createdAt: number;
+  state: TBackupState;
+  /** Canonical digest of what was asked for, so a repeated order can be recognised. */
+  orderSha256: string;
+  snapshots: TBackupSnapshot[];
+  replication?: IBackupReplicationResult;
+  failureReason?: string;
+  closure?: { descriptor: ICorestoreDatabaseClosureDescriptor; storedAt: number; blobKey: string };
+}
+
+export const serviceBackupKind = defineDocumentKind<IServiceBackupDocument>('CloudlyServiceBackup');
+
+export interface IIsolatedRestoreDocument extends IStoredDocument {
+  backupId: string;
+  clusterId: string;
+  sourceServiceId: string;
+  targetNodeName: string;
+  createdAt: number;
+  mappings: TIsolatedRestoreResourceMapping[];
+  manifest: IBackupArchiveObject[];
+  lastState?: IIsolatedRestoreNodeState;
+}
+
+export const isolatedRestoreKind = defineDocumentKind<IIsolatedRestoreDocument>('CloudlyIsolatedRestore');
+
+const isTags: TFieldCheck = (valueArg, pathArg) => {
+  if (!isPlainDataRecord(valueArg)) {
+    return [`${pathArg} must be an object of strings`];
+  }
+  const entries = Object.entries(valueArg);
+  if (entries.length > maximumBackupTags) {
+    return [`${pathArg} must have at most ${maximumBackupTags} tags`];
+  }
+  return entries.flatMap(([key, value]) =>
+    key.length >= 1 && key.length <= maximumTagKeyLength && typeof value === 'string' && value.length <= maximumTagValueLength
+      ? []
+      : [`${pathArg}.${key.slice(0, maximumTagKeyLength)} must be a key of 1 to ${maximumTagKeyLength} characters with a string of at most ${maximumTagValueLength}`]);
+};
+
+const isReplication: TFieldCheck = (valueArg, pathArg) =>
+  isPlainDataRecord(valueArg) && Object.keys(valueArg).join(',') === 'enabled' && typeof valueArg.enabled === 'boolean'
+    ? []
+    : [`${pathArg} must be exactly { enabled: boolean }`];
+
+const resourceTypes = ['volume', 'database', 'bucket'] as const;
+const isResourceType: TFieldCheck = (valueArg, pathArg) =>
+  (resourceTypes as readonly unknown[]).includes(valueArg) ? [] : [`${pathArg} must be one of ${resourceTypes.join(', ')}`];
+
+const fromValidator = (validatorArg: (valueArg: unknown, pathArg: string) => string[]): TFieldCheck =>
+  (valueArg, pathArg) => validatorArg(valueArg, pathArg);
+
+const invalid = (reasonsArg: string[]): void => {
+  if (reasonsArg.length > 0) {
+    throw refuse('invalid-request', reasonsArg);
+  }
+};
+
+/** The snapshots a relay answered, accepted only when each names its type, id and resource. */
+const readRelaySnapshots = (valueArg: unknown): TBackupSnapshot[] | null => {
+  if (!Array.isArray(valueArg) || valueArg.length > maximumSnapshotsPerBackup) {
+    return null;
+  }
+  const ok = valueArg.every((snapshot) => isPlainDataRecord(snapshot)
+    && (resourceTypes as readonly unknown[]).includes(snapshot.type)
+    && typeof snapshot.snapshotId === 'string'
+    && typeof snapshot.resourceName === 'string');
+  return ok ? (valueArg as TBackupSnapshot[]) : null;
+};
+
+const toRecord = (docArg: IServiceBackupDocument): IServiceBackupRecord => ({
+  backupId: docArg.id,
+  clusterId: docArg.clusterId,
+  nodeId: docArg.nodeId,
+  serviceId: docArg.serviceId,
+  createdAt: docArg.createdAt,
+  generation: docArg.generation,
+  snapshots: docArg.snapshots,
+  ...(docArg.replication ? { replication: docArg.replication } : {}),
+  ...(docArg.closure ? { closure: { descriptor: docArg.closure.descriptor, storedAt: docArg.closure.storedAt } } : {}),
+});
+
+/** Where the closure of one backup lives in the blob store. */
+export const closureBlobKey = (clusterIdArg: string, backupIdArg: string): string =>
+  `closures/${clusterIdArg}/${backupIdArg}`;
+
+/** What a stream failure is called on the wire: the blob store's code or the stream's reason. */
+const abortReasonOf = (errorArg: unknown): string => {
+  if (errorArg instanceof BlobStoreError) {
+    return `closure-${errorArg.code}`;
+  }
+  if (errorArg instanceof StreamAbortedError) {
+    return errorArg.reason;
+  }
+  return 'closure-store-failed';
+};
+
+export class BackupManager {
+  public readonly blobStore: IBlobStore & { init?(): Promise<void> };
+  /** Closure uploads in flight on this instance, by blob key: one at a time per backup. */
+  private readonly uploadsInFlight = new Set<string>();
+  /** Background stream work, awaited on stop so no write is cut off mid-way. */
+  private readonly streamTasks = new Set<Promise<void>>();
+
+  constructor(private readonly cloudly: Cloudly, optionsArg: { blobStore?: IBlobStore } = {}) {
+    this.blobStore = optionsArg.blobStore ?? new FilesystemBlobStore(path.join(cloudly.config.dataDir, 'blobs'));
+    // Every relay socket gets its stream channel as soon as it opens.
+    cloudly.relays.onSessionOpened((sessionArg) => {
+      streamChannelOf(sessionArg.peer);
+    });
+    this.registerAdminHandlers();
+    this.registerRelayHandlers();
+  }
+
+  public async start(): Promise<void> {
+    await this.blobStore.init?.();
+  }
+
+  public async stop(): Promise<void> {
+    await Promise.allSettled([...this.streamTasks]);
+  }
+
+  /** The JWKS-published key set that verifies restore grants, as Corestore would use it. */
+  public async verifyRestoreGrant(grantArg: string, bindingArg: IRestoreGrantBinding): Promise<IRestoreGrantClaims> {
+    return verifyRestoreGrant(grantArg, createLocalJWKSet(this.cloudly.auth.jwks), identityIssuer, bindingArg);
+  }
+
+  /** Signs one restore grant with Cloudly's identity key (published in the JWKS). */
+  public async signRestoreGrant(bindingArg: IRestoreGrantBinding): Promise<string> {
+    if ((bindingArg.operation === 'write-object') !== (bindingArg.object !== undefined)) {
+      throw new Error('a write-object grant, and only it, names one archive object');
+    }
+    return this.cloudly.auth.signJwt({
+      op: bindingArg.operation,
+      cluster: bindingArg.clusterId,
+      node: bindingArg.targetNodeName,
+      restore: bindingArg.restoreId,
+      mappings_sha256: bindingArg.mappingsSha256,
+      manifest_sha256: bindingArg.manifestSha256,
+      ...(bindingArg.object
+        ? { object: { path: bindingArg.object.path, size: bindingArg.object.size, sha256: bindingArg.object.sha256 } }
+        : {}),
+    }, {
+      audience: restoreGrantAudience,
+      subject: `${bindingArg.clusterId}/${bindingArg.targetNodeName}/${bindingArg.restoreId}`,
+      expiresAtMs: Date.now() + restoreGrantLifetimeSeconds * 1000,
+    });
+  }
+
+  private track(taskArg: Promise<void>): void {
+    this.streamTasks.add(taskArg);
+    void taskArg.finally(() => this.streamTasks.delete(taskArg));
+  }
+
+  private async requireService(serviceIdArg: string): Promise<IService> {
+    const service = await this.cloudly.serviceManager.getService(serviceIdArg);
+    if (!service) {
+      throw refuse('not-found', [backupRefusalReasons.serviceNotFound]);
+    }
+    return service;
+  }
+
+  private async requireNode(clusterIdArg: string, nodeIdArg: string): Promise<void> {
+    if (!(await this.cloudly.clusterManager.nodes.getNode(clusterIdArg, nodeIdArg))) {
+      throw refuse('not-found', [backupRefusalReasons.nodeNotFound]);
+    }
+  }
+
+  // ---------------------------------------------------------------- admin
+
+  private registerAdminHandlers(): void {
+    this.cloudly.addAdminHandler<IReq_Admin_CreateServiceBackup>('createServiceBackup', async (request, context) => {
+      invalid(checkRequestShape(request, {
+        required: { clusterId: isIdString, nodeId: isIdString, serviceId: isIdString },
+        optional: { backupId: isIdString, tags: isTags, replication: isReplication },
+      }));
+      const service = await this.requireService(request.serviceId);
+      if (service.clusterId !== request.clusterId) {
+        throw refuse('invalid-request', [`request.clusterId: ${backupRefusalReasons.clusterMismatch}`]);
+      }
+      await this.requireNode(request.clusterId, request.nodeId);
+      const backupId = request.backupId ?? `backup-${randomUUID()}`;
+      const orderSha256 = computeCanonicalJsonSha256Hex({
+        clusterId: request.clusterId,
+        nodeId: request.nodeId,
+        serviceId: request.serviceId,
+        tags: request.tags ?? {},
+        replication: request.replication ?? null,
+      });
+      let doc = await this.cloudly.store.insert(serviceBackupKind, {
+        id: backupId,
+        clusterId: request.clusterId,
+        nodeId: request.nodeId,
+        serviceId: request.serviceId,
+        createdAt: Date.now(),
+        state: 'running',
+        orderSha256,
+        snapshots: [],
+      });
+      if (!doc) {
+        const existing = await this.cloudly.store.get(serviceBackupKind, backupId);
+        if (!existing || existing.orderSha256 !== orderSha256) {
+          throw refuse('conflict', [backupRefusalReasons.backupIdInUse]);
+        }
+        if (existing.state === 'completed') {
+          return { backup: toRecord(existing) };
+        }
+        if (existing.state === 'running') {
+          throw refuse('conflict', [backupRefusalReasons.backupInProgress]);
+        }
+        // A failed backup is ordered again under the same id.
+        doc = await this.cloudly.store.swap(serviceBackupKind, backupId, existing.generation, {
+          set: { state: 'running' },
+          unset: ['failureReason'],
+        });
+        if (!doc) {
+          throw refuse('conflict', [backupRefusalReasons.backupInProgress]);
+        }
+      }
+      this.cloudly.logger.info({ backupId, clusterId: request.clusterId, nodeId: request.nodeId, serviceId: request.serviceId, actor: context.identity.userId }, 'service backup ordered');
+      let answer: IReq_Cloudly_Relay_BackupClusterService['response'];
+      try {
+        answer = await this.cloudly.relays.call<IReq_Cloudly_Relay_BackupClusterService['response']>(
+          request.clusterId,
+          'backupClusterService',
+          {
+            nodeId: request.nodeId,
+            backupId,
+            service,
+            ...(request.tags ? { tags: request.tags } : {}),
+            ...(request.replication ? { replication: request.replication } : {}),
+          } satisfies IReq_Cloudly_Relay_BackupClusterService['request'],
+          { timeoutMs: backupRelayCallTimeoutMs },
+        );
+      } catch (error) {
+        await this.settleBackup(backupId, { state: 'failed', failureReason: 'relay-refused-or-unavailable' });
+        throw error;
+      }
+      const snapshots = readRelaySnapshots(answer?.snapshots);
+      if (!snapshots) {
+        await this.settleBackup(backupId, { state: 'failed', failureReason: backupRefusalReasons.relayAnswerInvalid });
+        throw refuse('unavailable', [backupRefusalReasons.relayAnswerInvalid]);
+      }
+      const settled = await this.settleBackup(backupId, {
+        state: 'completed',
+        snapshots,
+        ...(answer.replication ? { replication: answer.replication } : {}),
+      });
+      return { backup: toRecord(settled) };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Admin_RestoreServiceBackup>('restoreServiceBackup', async (request) => {
+      invalid(checkRequestShape(request, {
+        required: { backupId: isIdString },
+        optional: { nodeId: isIdString, clear: isBoolean, resourceTypes: isArrayOf(isResourceType, resourceTypes.length) },
+      }));
+      const backup = await this.cloudly.store.get(serviceBackupKind, request.backupId);
+      if (!backup) {
+        throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
+      }
+      if (backup.state !== 'completed') {
+        throw refuse('conflict', [backupRefusalReasons.backupNotCompleted]);
+      }
+      const nodeId = request.nodeId ?? backup.nodeId;
+      const service = await this.requireService(backup.serviceId);
+      await this.requireNode(backup.clusterId, nodeId);
+      const snapshots = request.resourceTypes
+        ? backup.snapshots.filter((snapshot) => request.resourceTypes!.includes(snapshot.type))
+        : backup.snapshots;
+      const answer = await this.cloudly.relays.call<IReq_Cloudly_Relay_RestoreClusterService['response']>(
+        backup.clusterId,
+        'restoreClusterService',
+        {
+          nodeId,
+          backupId: backup.id,
+          service,
+          snapshots,
+          ...(request.clear !== undefined ? { clear: request.clear } : {}),
+          ...(request.resourceTypes ? { resourceTypes: request.resourceTypes } : {}),
+        } satisfies IReq_Cloudly_Relay_RestoreClusterService['request'],
+        { timeoutMs: backupRelayCallTimeoutMs },
+      );
+      const restored = readRelaySnapshots(answer?.restored);
+      if (!restored) {
+        throw refuse('unavailable', [backupRefusalReasons.relayAnswerInvalid]);
+      }
+      return { backup: toRecord(backup), restored };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Admin_GetServiceBackups>('getServiceBackups', async (request) => {
+      invalid(checkRequestShape(request, { required: {}, optional: { serviceId: isIdString } }));
+      const docs = await this.cloudly.store.find(
+        serviceBackupKind,
+        request.serviceId ? { serviceId: request.serviceId } : {},
+        { sort: { createdAt: 1 } },
+      );
+      return { backups: docs.map(toRecord) };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Admin_PruneClusterNodeArchive>('adminPruneClusterNodeArchive', async (request) => {
+      invalid(checkRequestShape(request, {
+        required: { clusterId: isIdString, nodeId: isIdString, retention: fromValidator(validateArchiveRetentionPolicy) },
+        optional: { dryRun: isBoolean },
+      }));
+      if (!(await this.cloudly.clusterManager.getCluster(request.clusterId))) {
+        throw refuse('not-found', [backupRefusalReasons.clusterNotFound]);
+      }
+      await this.requireNode(request.clusterId, request.nodeId);
+      const answer = await this.cloudly.relays.call<IReq_Cloudly_Relay_PruneClusterNodeArchive['response']>(
+        request.clusterId,
+        'pruneClusterNodeArchive',
+        {
+          nodeId: request.nodeId,
+          retention: request.retention,
+          ...(request.dryRun !== undefined ? { dryRun: request.dryRun } : {}),
+        } satisfies IReq_Cloudly_Relay_PruneClusterNodeArchive['request'],
+        { timeoutMs: archiveRelayCallTimeoutMs },
+      );
+      if (!isPlainDataRecord(answer) || typeof answer.found !== 'boolean') {
+        throw refuse('unavailable', [backupRefusalReasons.relayAnswerInvalid]);
+      }
+      // `found: false` is what the node has, not a failure: it is answered as it is.
+      return answer.found && answer.result !== undefined ? { found: true, result: answer.result } : { found: answer.found };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Admin_CreateIsolatedRestore>('createIsolatedRestore', async (request) => {
+      invalid(checkRequestShape(request, {
+        required: {
+          backupId: isIdString,
+          targetNodeName: isIdString,
+          mappings: fromValidator(validateIsolatedRestoreResourceMappings),
+        },
+        optional: { restoreId: isIdString },
+      }));
+      return this.createIsolatedRestore(request);
+    });
+
+    this.cloudly.addAdminHandler<IReq_Admin_StepIsolatedRestore>('stepIsolatedRestore', async (request) => {
+      invalid(checkRequestShape(request, {
+        required: {
+          restoreId: isIdString,
+          operation: (valueArg, pathArg) => (['status', 'execute', 'cleanup'].includes(valueArg as string) ? [] : [`${pathArg} must be status, execute or cleanup`]),
+        },
+        optional: { expectedRevision: isPositiveInteger },
+      }));
+      if (request.operation !== 'status' && request.expectedRevision === undefined) {
+        throw refuse('invalid-request', ['request.expectedRevision is required for execute and cleanup']);
+      }
+      return this.stepIsolatedRestore(request.restoreId, request.operation, request.expectedRevision);
+    });
+  }
+
+  /** Records the outcome of a backup on its document, racing only with a closure being recorded. */
+  private async settleBackup(
+    backupIdArg: string,
+    setArg: Partial<Pick<IServiceBackupDocument, 'state' | 'snapshots' | 'replication' | 'failureReason'>>,
+  ): Promise<IServiceBackupDocument> {
+    for (let round = 0; round < maximumRecordRounds; round++) {
+      const current = await this.cloudly.store.get(serviceBackupKind, backupIdArg);
+      if (!current) {
+        break;
+      }
+      const next = await this.cloudly.store.swap(serviceBackupKind, backupIdArg, current.generation, { set: setArg });
+      if (next) {
+        return next;
+      }
+    }
+    throw refuse('conflict', [backupRefusalReasons.backupInProgress]);
+  }
+
+  // ---------------------------------------------------------------- relay
+
+  private registerRelayHandlers(): void {
+    this.cloudly.addRelayHandler<IReq_Relay_Cloudly_BackupServiceDatabaseClosure>('backupServiceDatabaseClosure', async (request, context) => {
+      // Everything is checked before the receiver attaches, so no byte moves for a bad request.
+      invalid(checkRequestShape(request, {
+        required: {
+          backupId: isIdString,
+          serviceId: isIdString,
+          nodeId: isIdString,
+          descriptor: fromValidator(validateCorestoreDatabaseClosureDescriptor),
+          closure: (valueArg, pathArg) => validateStreamReference(valueArg, 'send', pathArg),
+        },
+      }));
+      const backup = await this.cloudly.store.get(serviceBackupKind, request.backupId);
+      // Another cluster's backup is answered exactly like a missing one.
+      if (!backup || backup.clusterId !== context.clusterId || backup.serviceId !== request.serviceId || backup.nodeId !== request.nodeId) {
+        throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
+      }
+      if (backup.closure) {
+        throw refuse('conflict', [backupRefusalReasons.closureAlreadyStored]);
+      }
+      const blobKey = closureBlobKey(backup.clusterId, backup.id);
+      if (this.uploadsInFlight.has(blobKey)) {
+        throw refuse('conflict', [backupRefusalReasons.closureUploadInProgress]);
+      }
+      this.uploadsInFlight.add(blobKey);
+      let receiver: StreamReceiver;
+      try {
+        receiver = streamChannelOf(context.session.peer).attachReceiver(request.closure.streamId);
+      } catch (error) {
+        this.uploadsInFlight.delete(blobKey);
+        throw error instanceof StreamAbortedError
+          ? refuse('unavailable', [error.reason])
+          : refuse('invalid-request', ['request.closure.streamId is already in use on this socket']);
+      }
+      this.track(this.receiveClosure(receiver, blobKey, request).finally(() => this.uploadsInFlight.delete(blobKey)));
+      return { accepted: true };
+    });
+
+    this.cloudly.addRelayHandler<IReq_Relay_Cloudly_RestoreServiceDatabaseClosure>('restoreServiceDatabaseClosure', async (request, context) => {
+      invalid(checkRequestShape(request, {
+        required: { backupId: isIdString, serviceId: isIdString, nodeId: isIdString },
+      }));
+      const backup = await this.cloudly.store.get(serviceBackupKind, request.backupId);
+      if (!backup || backup.clusterId !== context.clusterId || backup.serviceId !== request.serviceId) {
+        throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
+      }
+      if (!backup.closure) {
+        throw refuse('not-found', [backupRefusalReasons.closureNotStored]);
+      }
+      await this.requireNode(context.clusterId, request.nodeId);
+      const stored = await this.blobStore.stat(backup.closure.blobKey);
+      if (!stored || stored.byteLength !== backup.closure.descriptor.byteLength || stored.sha256 !== backup.closure.descriptor.sha256) {
+        throw refuse('unavailable', [backupRefusalReasons.closureBytesMissing]);
+      }
+      const sender = streamChannelOf(context.session.peer).openSender();
+      this.track(this.sendBlob(sender, backup.closure.blobKey));
+      return { descriptor: backup.closure.descriptor, closure: sender.reference('receive') };
+    });
+  }
+
+  /** Stores the streamed closure, records it, and only then answers the stream with the receipt. */
+  private async receiveClosure(
+    receiverArg: StreamReceiver,
+    blobKeyArg: string,
+    requestArg: IReq_Relay_Cloudly_BackupServiceDatabaseClosure['request'],
+  ): Promise<void> {
+    const { descriptor } = requestArg;
+    try {
+      const stored = await this.blobStore.put(blobKeyArg, { byteLength: descriptor.byteLength, sha256: descriptor.sha256 }, receiverArg);
+      const recorded = await this.recordClosure(requestArg.backupId, { descriptor, storedAt: stored.storedAt, blobKey: blobKeyArg });
+      if (!recorded) {
+        await this.blobStore.delete(blobKeyArg);
+        receiverArg.abort(backupRefusalReasons.closureRecordFailed);
+        return;
+      }
+      // The embedded database writes its snapshot lazily; the receipt waits until it is on disk.
+      await this.cloudly.database.flushSnapshot();
+      const receipt: IServiceDatabaseClosureReceipt = {
+        backupId: requestArg.backupId,
+        serviceId: requestArg.serviceId,
+        nodeId: requestArg.nodeId,
+        byteLength: stored.byteLength,
+        sha256: stored.sha256,
+        storedAt: stored.storedAt,
+      };
+      receiverArg.complete(receipt);
+      this.cloudly.logger.info({ backupId: requestArg.backupId, byteLength: stored.byteLength }, 'service database closure stored');
+    } catch (error) {
+      receiverArg.abort(abortReasonOf(error));
+      this.cloudly.logger.warn({ backupId: requestArg.backupId, reason: abortReasonOf(error) }, 'service database closure refused');
+    }
+  }
+
+  private async recordClosure(
+    backupIdArg: string,
+    closureArg: NonNullable<IServiceBackupDocument['closure']>,
+  ): Promise<boolean> {
+    for (let round = 0; round < maximumRecordRounds; round++) {
+      const current = await this.cloudly.store.get(serviceBackupKind, backupIdArg);
+      if (!current || current.closure) {
+        return false;
+      }
+      if (await this.cloudly.store.swap(serviceBackupKind, backupIdArg, current.generation, { set: { closure: closureArg } })) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Streams a stored blob; bytes that no longer match their record end in an abort, never a clean end. */
+  private async sendBlob(senderArg: StreamSender, blobKeyArg: string): Promise<void> {
+    try {
+      await senderArg.pipeFrom(this.blobStore.read(blobKeyArg));
+    } catch (error) {
+      if (!senderArg.isSettled) {
+        senderArg.abort(abortReasonOf(error));
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- isolated restores
+
+  /** The manifest of what Cloudly holds for a backup: today, its database closure. */
+  private manifestOf(backupArg: IServiceBackupDocument): IBackupArchiveObject[] {
+    return backupArg.closure
+      ? [{ path: closureArchiveObjectPath, size: backupArg.closure.descriptor.byteLength, sha256: backupArg.closure.descriptor.sha256 }]
+      : [];
+  }
+
+  private bindingOf(docArg: IIsolatedRestoreDocument, operationArg: TIsolatedRestoreGrantOperation, objectArg?: IBackupArchiveObject): IRestoreGrantBinding {
+    return {
+      operation: operationArg,
+      clusterId: docArg.clusterId,
+      targetNodeName: docArg.targetNodeName,
+      restoreId: docArg.id,
+      mappingsSha256: computeIsolatedRestoreResourceMappingsSha256(docArg.mappings),
+      manifestSha256: computeIsolatedRestoreArchiveManifestSha256(docArg.manifest),
+      ...(objectArg ? { object: objectArg } : {}),
+    };
+  }
+
+  private async createIsolatedRestore(
+    requestArg: IReq_Admin_CreateIsolatedRestore['request'],
+  ): Promise<IReq_Admin_CreateIsolatedRestore['response']> {
+    const backup = await this.cloudly.store.get(serviceBackupKind, requestArg.backupId);
+    if (!backup) {
+      throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
+    }
+    if (backup.state !== 'completed' || !backup.closure) {
+      throw refuse('conflict', [backupRefusalReasons.backupNotCompleted]);
+    }
+    await this.requireNode(backup.clusterId, requestArg.targetNodeName);
+    const restoreId = requestArg.restoreId ?? `restore-${randomUUID()}`;
+    const doc = await this.cloudly.store.insert(isolatedRestoreKind, {
+      id: restoreId,
+      backupId: backup.id,
+      clusterId: backup.clusterId,
+      sourceServiceId: backup.serviceId,
+      targetNodeName: requestArg.targetNodeName,
+      createdAt: Date.now(),
+      mappings: normalizeIsolatedRestoreResourceMappings(requestArg.mappings),
+      manifest: this.manifestOf(backup),
+    });
+    if (!doc) {
+      throw refuse('conflict', [backupRefusalReasons.restoreIdInUse]);
+    }
+    const routing = { clusterId: doc.clusterId, targetNodeName: doc.targetNodeName, restoreId };
+    let { state } = await this.cloudly.relays.call<IReq_Cloudly_Coreflow_PrepareIsolatedRestore['response']>(
+      doc.clusterId,
+      'coreflowPrepareIsolatedRestore',
+      {
+        restoreGrant: await this.signRestoreGrant(this.bindingOf(doc, 'prepare')),
+        ...routing,
+        mappings: doc.mappings,
+        manifest: doc.manifest,
+      } satisfies IReq_Cloudly_Coreflow_PrepareIsolatedRestore['request'],
+      { timeoutMs: archiveRelayCallTimeoutMs },
+    );
+    // One object per call, each under its own write-object grant.
+    for (const object of doc.manifest) {
+      state = await this.stageArchiveObject(doc, object, backup.closure.blobKey, state.revision);
+    }
+    await this.recordRestoreState(restoreId, state);
+    return { restoreId, state };
+  }
+
+  private async stageArchiveObject(
+    docArg: IIsolatedRestoreDocument,
+    objectArg: IBackupArchiveObject,
+    blobKeyArg: string,
+    expectedRevisionArg: number,
+  ): Promise<IIsolatedRestoreNodeState> {
+    const session = this.cloudly.relays.activeSession(docArg.clusterId);
+    if (!session) {
+      throw refuse('unavailable', ['relay-not-connected']);
+    }
+    const sender = streamChannelOf(session.peer).openSender();
+    const sending = this.sendBlob(sender, blobKeyArg);
+    this.track(sending);
+    try {
+      const answer = await this.cloudly.relays.callSession<IReq_Cloudly_Relay_StageIsolatedRestoreArchive['response']>(
+        session,
+        'stageIsolatedRestoreArchive',
+        {
+          restoreGrant: await this.signRestoreGrant(this.bindingOf(docArg, 'write-object', objectArg)),
+          clusterId: docArg.clusterId,
+          targetNodeName: docArg.targetNodeName,
+          restoreId: docArg.id,
+          expectedRevision: expectedRevisionArg,
+          object: objectArg,
+          archive: sender.reference('send'),
+        } satisfies IReq_Cloudly_Relay_StageIsolatedRestoreArchive['request'],
+        { timeoutMs: archiveRelayCallTimeoutMs },
+      );
+      return answer.state;
+    } finally {
+      if (!sender.isSettled) {
+        sender.abort('stage-call-ended');
+      }
+      await sending;
+    }
+  }
+
+  private async stepIsolatedRestore(
+    restoreIdArg: string,
+    operationArg: 'status' | 'execute' | 'cleanup',
+    expectedRevisionArg?: number,
+  ): Promise<{ state: IIsolatedRestoreNodeState }> {
+    const doc = await this.cloudly.store.get(isolatedRestoreKind, restoreIdArg);
+    if (!doc) {
+      throw refuse('not-found', [backupRefusalReasons.restoreNotFound]);
+    }
+    const routing = {
+      restoreGrant: await this.signRestoreGrant(this.bindingOf(doc, operationArg)),
+      clusterId: doc.clusterId,
+      targetNodeName: doc.targetNodeName,
+      restoreId: doc.id,
+    };
+    const revision = { expectedRevision: expectedRevisionArg ?? 0 };
+    const answer = operationArg === 'status'
+      ? await this.cloudly.relays.call<IReq_Cloudly_Coreflow_GetIsolatedRestoreStatus['response']>(
+        doc.clusterId, 'coreflowGetIsolatedRestoreStatus', routing satisfies IReq_Cloudly_Coreflow_GetIsolatedRestoreStatus['request'], { timeoutMs: archiveRelayCallTimeoutMs })
+      : operationArg === 'execute'
+        ? await this.cloudly.relays.call<IReq_Cloudly_Coreflow_ExecuteIsolatedRestore['response']>(
+          doc.clusterId, 'coreflowExecuteIsolatedRestore', { ...routing, ...revision } satisfies IReq_Cloudly_Coreflow_ExecuteIsolatedRestore['request'], { timeoutMs: archiveRelayCallTimeoutMs })
+        : await this.cloudly.relays.call<IReq_Cloudly_Coreflow_CleanupIsolatedRestore['response']>(
+          doc.clusterId, 'coreflowCleanupIsolatedRestore', { ...routing, ...revision } satisfies IReq_Cloudly_Coreflow_CleanupIsolatedRestore['request'], { timeoutMs: archiveRelayCallTimeoutMs });
+    await this.recordRestoreState(doc.id, answer.state);
+    return { state: answer.state };
+  }
+
+  private async recordRestoreState(restoreIdArg: string, stateArg: IIsolatedRestoreNodeState): Promise<void> {
+    for (let round = 0; round < maximumRecordRounds; round++) {
+      const current = await this.cloudly.store.get(isolatedRestoreKind, restoreIdArg);
+      if (!current || await this.cloudly.store.swap(isolatedRestoreKind, restoreIdArg, current.generation, { set: { lastState: stateArg } })) {
+        return;
+      }
+    }
+  }
+}
