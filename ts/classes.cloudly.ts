@@ -17,6 +17,7 @@ import { ServiceManager } from './manager.service/service.manager.js';
 import { IngressManager } from './manager.ingress/ingress.manager.js';
 import { AdminManager } from './manager.admin/admin.manager.js';
 import { CorestoreManager } from './manager.corestore/corestore.manager.js';
+import { RuntimeNetworkManager } from './manager.runtimenetwork/runtimenetwork.manager.js';
 import { BackupManager } from './manager.backup/backup.manager.js';
 
 /**
@@ -62,6 +63,7 @@ export class Cloudly {
   public readonly serviceManager: ServiceManager;
   public readonly ingressManager: IngressManager;
   public readonly corestoreManager: CorestoreManager;
+  public readonly runtimeNetworkManager: RuntimeNetworkManager;
   public readonly backupManager: BackupManager;
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
@@ -90,6 +92,7 @@ export class Cloudly {
     this.serviceManager = this.addManager(new ServiceManager(this));
     this.ingressManager = this.addManager(new IngressManager(this));
     this.corestoreManager = this.addManager(new CorestoreManager(this));
+    this.runtimeNetworkManager = this.addManager(new RuntimeNetworkManager(this));
     this.backupManager = this.addManager(new BackupManager(this));
   }
 

@@ -959,3 +959,60 @@ export const getRuntimeNetworkProjectionWorkloadIngressPacketGrants = (
     withdrawals: ingressWithdrawalsOf(next).map(detachPacketGrant),
   };
 };
+
+/**
+ * One workload address lease a node reports: the lease, the service whose workload holds it and
+ * its address. Nothing else in Cloudly assigns workload addresses yet, so the node states them and
+ * Cloudly derives projections from those statements. Project's own definition.
+ */
+export interface IRuntimeNetworkWorkloadLease {
+  lease: IRuntimeNetworkLeaseReference;
+  serviceId: string;
+  address: string;
+}
+
+/** Most leases one node may report. Project's own limit. */
+export const runtimeNetworkWorkloadLeaseContract = Object.freeze({
+  maximumLeasesPerNode: 1_024,
+} as const);
+
+/** Every reason a node's lease list is refused: unique lease ids and addresses, each lease well formed. */
+export const validateRuntimeNetworkWorkloadLeases = (valueArg: unknown, pathArg = 'leases'): string[] => {
+  const snapshot = snapshotRuntimeNetworkPlainData(valueArg, pathArg);
+  if (!snapshot.ok) {
+    return [snapshot.reason];
+  }
+  const leases = snapshot.value;
+  const maximum = runtimeNetworkWorkloadLeaseContract.maximumLeasesPerNode;
+  if (!Array.isArray(leases) || leases.length > maximum) {
+    return [`${pathArg} must be a list of at most ${maximum} leases`];
+  }
+  const reasons: string[] = [];
+  const ids = new Set<string>();
+  const addresses = new Set<string>();
+  leases.forEach((entry: unknown, position) => {
+    const path = `${pathArg}[${position}]`;
+    if (!isRecord(entry) || !hasKeysWithin(entry, ['lease', 'serviceId', 'address'], [])) {
+      reasons.push(`${path} must be an object with exactly the keys lease, serviceId, address`);
+      return;
+    }
+    if (!isLeaseReference(entry.lease)) {
+      reasons.push(`${path}.lease must be a lease reference { id, generation }`);
+    } else if (ids.has(entry.lease.id)) {
+      reasons.push(`${path}.lease.id must name each lease once`);
+    } else {
+      ids.add(entry.lease.id);
+    }
+    if (!isCanonicalId(entry.serviceId)) {
+      reasons.push(`${path}.serviceId must be a canonical id`);
+    }
+    if (!isPlausibleUnicastIpv4(entry.address)) {
+      reasons.push(`${path}.address must be a unicast IPv4 address`);
+    } else if (addresses.has(entry.address)) {
+      reasons.push(`${path}.address must differ from every other lease's address`);
+    } else {
+      addresses.add(entry.address);
+    }
+  });
+  return reasons;
+};

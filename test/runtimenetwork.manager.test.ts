@@ -1,0 +1,305 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { designationRequest, prepareIngressCluster } from './ingress.fixture.js';
+import { CloudlyAdminClient } from '../ts/client/admin.js';
+import type { CloudlyRelayClient } from '../ts/client/relay.js';
+import {
+  describeRuntimeNetworkProjectionApplication,
+  getRuntimeNetworkProjectionWorkloadIngressPacketGrants,
+  validateRuntimeNetworkProjection,
+  type IRuntimeNetworkAddressPlan,
+  type IRuntimeNetworkProjection,
+  type IRuntimeNetworkWorkloadLease,
+} from '../ts/interfaces/data/index.js';
+import type {
+  IReq_Admin_GetRuntimeNetworkAddressPlan,
+  IReq_Admin_GetRuntimeNetworkProjection,
+  IReq_Admin_SetRuntimeNetworkAddressPlan,
+  IReq_Relay_Cloudly_GetRuntimeNetworkProjection,
+  IReq_Relay_Cloudly_ReportRuntimeNetworkLeases,
+  IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication,
+} from '../ts/interfaces/requests/runtimenetwork.js';
+import type { IReq_Relay_Cloudly_ReportClusterNode } from '../ts/interfaces/requests/cluster.js';
+import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
+import type { IReq_Any_Cloudly_DesignateClusterIngress, IReq_Any_Cloudly_SetClusterIngressRoutes } from '../ts/interfaces/requests/ingress.js';
+
+/** The upstream example: hub 192.0.2.1 in 192.0.2.0/28, relay and Corestore on 192.0.2.17. */
+const planAt = (revisionArg: number, editArg: (plan: IRuntimeNetworkAddressPlan) => void = () => {}): IRuntimeNetworkAddressPlan => {
+  const plan: IRuntimeNetworkAddressPlan = {
+    authorityId: 'authority-1',
+    revision: revisionArg,
+    prefixes: ['192.0.2.0/24'],
+    pools: [{ id: 'workloads', prefix: '192.0.2.128/25' }],
+    vpn: { hubPrefix: '192.0.2.0/28', peerPrefix: '192.0.2.64/26' },
+    hubs: [],
+    platformEndpoints: [
+      { id: 'corestore', address: '192.0.2.17', protocol: 'tcp', port: 3000 },
+      { id: 'metrics', address: '192.0.2.18', protocol: 'tcp', port: 9100 },
+      { id: 'relay', address: '192.0.2.17', protocol: 'tcp', port: 443 },
+    ],
+  };
+  editArg(plan);
+  return plan;
+};
+
+describe('runtime network manager over the real server', () => {
+  let t: ITestCloudly;
+  before(async () => { t = await startTestCloudly(); });
+  after(async () => { await t.stop(); });
+
+  const setPlan = (planArg: unknown) =>
+    t.admin.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: planArg as IRuntimeNetworkAddressPlan });
+  const getPlan = async () => (await t.admin.call<IReq_Admin_GetRuntimeNetworkAddressPlan>('getRuntimeNetworkAddressPlan', {})).plan;
+  const getProjection = async (clusterIdArg: string, nodeIdArg: string): Promise<IRuntimeNetworkProjection> =>
+    (await t.admin.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: clusterIdArg, nodeId: nodeIdArg })).projection;
+
+  const electedRelay = async (clusterIdArg: string, tokenArg: string): Promise<CloudlyRelayClient> => {
+    const relay = await t.connectRelay(tokenArg);
+    await waitFor(() => t.cloudly.relays.sessionsOf(clusterIdArg).some((session) => t.cloudly.clusterManager.isElected(session)), 'relay elected');
+    return relay;
+  };
+  const reportNode = (relayArg: CloudlyRelayClient, nodeIdArg: string, hostAddressesArg?: string[]) =>
+    relayArg.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', {
+      report: { nodeId: nodeIdArg, name: nodeIdArg, ...(hostAddressesArg ? { hostAddresses: hostAddressesArg } : {}) },
+    });
+
+  test('the address plan is written only at the next revision, and every refusal is named', async () => {
+    assert.equal(await getPlan(), null);
+
+    const early = await refusalOf(() => setPlan(planAt(2)));
+    assert.equal(early.code, 'conflict');
+    assert.deepEqual(early.reasons, ['request.plan.revision must be 1, the revision after the stored plan (none is stored yet)']);
+
+    const broken = await refusalOf(() => setPlan(planAt(1, (p) => {
+      p.platformEndpoints[1].address = '192.0.2.200';
+      p.platformEndpoints[2].port = 3000;
+    })));
+    assert.equal(broken.code, 'invalid-request');
+    assert.deepEqual(broken.reasons, [
+      'request.plan.platformEndpoints[1].address must lie outside every pool',
+      'request.plan.platformEndpoints[2] repeats 192.0.2.17:3000:tcp: each address:port:protocol must be unique',
+    ]);
+
+    const first = await setPlan(planAt(1));
+    assert.deepEqual(first, { plan: planAt(1), replayed: false });
+    assert.deepEqual(await getPlan(), planAt(1));
+    assert.deepEqual(await setPlan(planAt(1)), { plan: planAt(1), replayed: true });
+
+    const stale = await refusalOf(() => setPlan(planAt(1, (p) => { p.platformEndpoints.pop(); })));
+    assert.equal(stale.code, 'conflict');
+    assert.deepEqual(stale.reasons, ['request.plan.revision must be 2, the revision after the stored plan (1)']);
+
+    const vpnMoved = await refusalOf(() => setPlan(planAt(2, (p) => { p.vpn.peerPrefix = '192.0.2.32/28'; })));
+    assert.equal(vpnMoved.code, 'invalid-request');
+    assert.deepEqual(vpnMoved.reasons, ['request.plan.vpn.peerPrefix must not change: the managed VPN outlives a plan revision']);
+
+    const withHub = planAt(2, (p) => { p.hubs = [{ clusterId: 'cluster-x', address: '192.0.2.1' }]; });
+    assert.deepEqual(await setPlan(withHub), { plan: withHub, replayed: false });
+    const movedHub = await refusalOf(() => setPlan(planAt(3, (p) => { p.hubs = [{ clusterId: 'cluster-x', address: '192.0.2.2' }]; })));
+    assert.deepEqual(movedHub.reasons, ['request.plan.hubs hub of cluster cluster-x must keep address 192.0.2.1']);
+    assert.equal((await getPlan())?.revision, 2, 'refused writes left the stored plan alone');
+  });
+
+  test('of concurrent writers of the same next revision exactly one wins', async () => {
+    const current = (await getPlan())!;
+    const candidates = Array.from({ length: 8 }, (_, index) => planAt(current.revision + 1, (p) => {
+      p.hubs = current.hubs;
+      p.platformEndpoints[1].port = 9100 + index;
+    }));
+    const outcomes = await Promise.allSettled(candidates.map((plan) => setPlan(plan)));
+    const won = outcomes.filter((outcome) => outcome.status === 'fulfilled');
+    assert.equal(won.length, 1);
+    for (const outcome of outcomes) {
+      if (outcome.status === 'rejected') {
+        assert.equal((outcome.reason as { errorData: { code: string } }).errorData.code, 'conflict');
+      }
+    }
+    const stored = (await getPlan())!;
+    assert.equal(stored.revision, current.revision + 1);
+    assert.deepEqual(stored, (won[0] as PromiseFulfilledResult<{ plan: IRuntimeNetworkAddressPlan }>).value.plan);
+  });
+
+  test('only administrators read and write the runtime network', async () => {
+    const anonymous = new CloudlyAdminClient(t.baseUrl);
+    const refused = await refusalOf(() => anonymous.fire<IReq_Admin_GetRuntimeNetworkAddressPlan>('getRuntimeNetworkAddressPlan', {
+      identity: { ...t.identity, jwt: `${t.identity.jwt}x` },
+    }));
+    assert.equal(refused.code, 'unauthenticated');
+    anonymous.close();
+  });
+
+  test('a node report with hostAddresses makes the projection name the platform endpoints its host carries', async () => {
+    const { cluster, relayToken } = await t.createCluster('host-endpoints');
+    const relay = await electedRelay(cluster.id, relayToken);
+    await reportNode(relay, 'node-1', ['192.0.2.17', '203.0.113.9']);
+    await reportNode(relay, 'node-2');
+
+    const first = await getProjection(cluster.id, 'node-1');
+    assert.equal(first.generation, 1);
+    assert.equal(first.previous, null);
+    assert.equal(first.controller.kind, 'cloudly');
+    assert.deepEqual(first.hostPlatformEndpointIds, ['corestore', 'relay']);
+    const plan = (await getPlan())!;
+    assert.deepEqual(validateRuntimeNetworkProjection(first, { platformEndpointIds: plan.platformEndpoints.map((e) => e.id) }), []);
+
+    // A node that stated no host addresses names nothing, and its projection keeps the base bytes.
+    const other = await getProjection(cluster.id, 'node-2');
+    assert.equal('hostPlatformEndpointIds' in other, false);
+    assert.equal('workloadIngress' in other, false);
+
+    // Reading again computes nothing new.
+    assert.deepEqual(await getProjection(cluster.id, 'node-1'), first);
+
+    // The host moves the address: the next generation names its exact predecessor and drops the ids.
+    await reportNode(relay, 'node-1', ['192.0.2.18']);
+    const second = await getProjection(cluster.id, 'node-1');
+    assert.equal(second.generation, 2);
+    assert.deepEqual(second.previous, { generation: 1, digest: first.digest });
+    assert.deepEqual(second.hostPlatformEndpointIds, ['metrics']);
+
+    // The relay reads the same projection for its node.
+    const viaRelay = await relay.fire<IReq_Relay_Cloudly_GetRuntimeNetworkProjection>('getClusterNodeRuntimeNetworkProjection', { nodeId: 'node-1' });
+    assert.deepEqual(viaRelay.projection, second);
+
+    const unknown = await refusalOf(() => getProjection(cluster.id, 'node-9'));
+    assert.equal(unknown.code, 'not-found');
+    const bad = await refusalOf(() => t.admin.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: 'no spaces' }));
+    assert.equal(bad.code, 'invalid-request');
+  });
+
+  test('a plan change reaches the stored projections', async () => {
+    const { cluster, relayToken } = await t.createCluster('plan-change');
+    const relay = await electedRelay(cluster.id, relayToken);
+    await reportNode(relay, 'node-1', ['192.0.2.19']);
+    const before = await getProjection(cluster.id, 'node-1');
+    assert.equal('hostPlatformEndpointIds' in before, false);
+    const current = (await getPlan())!;
+    await setPlan({ ...current, revision: current.revision + 1, platformEndpoints: [
+      ...current.platformEndpoints, { id: 'zeta', address: '192.0.2.19', protocol: 'udp', port: 53 },
+    ] });
+    const afterChange = await getProjection(cluster.id, 'node-1');
+    assert.equal(afterChange.generation, before.generation + 1);
+    assert.deepEqual(afterChange.hostPlatformEndpointIds, ['zeta']);
+  });
+
+  test('workload ingress grants are derived from the designated ingress, the route table and reported leases', async () => {
+    const ingress = await prepareIngressCluster(t, 'rn-ingress');
+    const { clusterId, relay } = ingress;
+    await t.admin.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', { designation: designationRequest(ingress) });
+    const { service: web } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+      service: {
+        name: 'rn-web', organizationId: 'org-1', clusterId,
+        runtime: { image: 'registry.example.com/web:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-2'] } },
+        volumes: [],
+      },
+    });
+    await t.admin.call<IReq_Any_Cloudly_SetClusterIngressRoutes>('setClusterIngressRoutes', {
+      clusterId, expectedRevision: null,
+      routes: [{ hostname: 'app.example.com', serviceId: web.id, port: 8080 }],
+    });
+    await reportNode(relay, 'node-1');
+    await reportNode(relay, 'node-2');
+    await reportNode(relay, 'node-3');
+    const leases = (entries: Array<[string, string, string]>): IRuntimeNetworkWorkloadLease[] =>
+      entries.map(([id, serviceId, address]) => ({ lease: { id, generation: 1 }, serviceId, address }));
+    const reportLeases = (nodeIdArg: string, entriesArg: Array<[string, string, string]>) =>
+      relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', { nodeId: nodeIdArg, leases: leases(entriesArg) });
+    await reportLeases('node-1', [['lease-ingress-1', ingress.service.id, '192.0.2.130']]);
+    await reportLeases('node-2', [['lease-web-1', web.id, '192.0.2.131'], ['lease-ingress-2', ingress.service.id, '192.0.2.132']]);
+    await reportLeases('node-3', [['lease-other', 'service-unrouted', '192.0.2.133']]);
+
+    const node1 = await getProjection(clusterId, 'node-1');
+    assert.deepEqual(node1.workloadIngress, {
+      grants: [{
+        source: { id: 'lease-ingress-1', generation: 1 },
+        destination: { id: 'lease-web-1', generation: 1 },
+        protocol: 'tcp', port: 8080,
+        authorization: { kind: 'cluster-ingress-route', routeId: 'app.example.com' },
+      }],
+    });
+    assert.deepEqual(node1.endpoints.map((endpoint) => [endpoint.lease.id, endpoint.nodeId, endpoint.address]), [
+      ['lease-ingress-1', 'node-1', '192.0.2.130'],
+      ['lease-web-1', 'node-2', '192.0.2.131'],
+    ]);
+    const node2 = await getProjection(clusterId, 'node-2');
+    assert.deepEqual(node2.workloadIngress?.grants.map((grant) => `${grant.source.id}->${grant.destination.id}`), [
+      'lease-ingress-1->lease-web-1', 'lease-ingress-2->lease-web-1',
+    ]);
+    const node3 = await getProjection(clusterId, 'node-3');
+    assert.equal('workloadIngress' in node3, false, 'a node no grant touches carries no workloadIngress member');
+
+    // The node decodes its packet grants from the stored projection.
+    const packets = getRuntimeNetworkProjectionWorkloadIngressPacketGrants(node1);
+    assert.deepEqual(packets.valid ? packets.grants : null, [{
+      source: { id: 'lease-ingress-1', generation: 1 },
+      destination: { lease: { id: 'lease-web-1', generation: 1 }, protocol: 'tcp', port: 8080 },
+    }]);
+
+    // The web workload leaves: the grant is withdrawn explicitly, and the withdrawal is carried
+    // forward until node-1 states it applied that projection.
+    await reportLeases('node-2', [['lease-ingress-2', ingress.service.id, '192.0.2.132']]);
+    const withdrawn = await getProjection(clusterId, 'node-1');
+    assert.equal(withdrawn.generation, node1.generation + 1);
+    assert.deepEqual(withdrawn.workloadIngress, {
+      grants: [],
+      withdrawals: [{
+        source: { id: 'lease-ingress-1', generation: 1 },
+        destination: { id: 'lease-web-1', generation: 1 },
+        protocol: 'tcp', port: 8080, generation: withdrawn.generation,
+      }],
+    });
+    const judged = getRuntimeNetworkProjectionWorkloadIngressPacketGrants(withdrawn, { previous: node1 });
+    assert.equal(judged.valid, true);
+
+    await reportLeases('node-3', [['lease-other', 'service-unrouted', '192.0.2.134']]);
+    const carried = await getProjection(clusterId, 'node-1');
+    assert.equal(carried.generation, withdrawn.generation, 'nothing new for node-1: the withdrawal stays as it is');
+
+    const staleApplication = await refusalOf(() => relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication>(
+      'reportRuntimeNetworkProjectionApplication', { application: describeRuntimeNetworkProjectionApplication(node1) }));
+    assert.equal(staleApplication.code, 'conflict');
+    await relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication>(
+      'reportRuntimeNetworkProjectionApplication', { application: describeRuntimeNetworkProjectionApplication(withdrawn) });
+    const applied = await getProjection(clusterId, 'node-1');
+    assert.equal(applied.generation, withdrawn.generation + 1);
+    assert.equal('workloadIngress' in applied, false, 'once applied, the withdrawal is no longer carried');
+  });
+
+  test('lease statements are validated and confined to the relay\'s own cluster', async () => {
+    const { cluster, relayToken } = await t.createCluster('lease-checks');
+    const relay = await electedRelay(cluster.id, relayToken);
+    await reportNode(relay, 'node-1');
+    const refused = await refusalOf(() => relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', {
+      nodeId: 'node-1',
+      leases: [
+        { lease: { id: 'a', generation: 1 }, serviceId: 's', address: '10.0.0.1' },
+        { lease: { id: 'a', generation: 1 }, serviceId: 's', address: '10.0.0.1' },
+      ],
+    }));
+    assert.equal(refused.code, 'invalid-request');
+    assert.deepEqual(refused.reasons, [
+      'request.leases[1].lease.id must name each lease once',
+      'request.leases[1].address must differ from every other lease\'s address',
+    ]);
+    const foreign = await refusalOf(() => relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', {
+      nodeId: 'node-of-another-cluster', leases: [],
+    }));
+    assert.equal(foreign.code, 'not-found');
+    const notRelay = await refusalOf(() => t.admin.call<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', {
+      nodeId: 'node-1', leases: [],
+    }));
+    assert.equal(notRelay.code, 'forbidden');
+  });
+
+  test('projections and the plan survive a restart', async () => {
+    const plan = await getPlan();
+    const { cluster, relayToken } = await t.createCluster('restart');
+    const relay = await electedRelay(cluster.id, relayToken);
+    await reportNode(relay, 'node-1', ['192.0.2.17']);
+    const before = await getProjection(cluster.id, 'node-1');
+    await t.restart();
+    assert.deepEqual(await getPlan(), plan);
+    assert.deepEqual(await getProjection(cluster.id, 'node-1'), before);
+  });
+});

@@ -1,0 +1,322 @@
+import type { Cloudly, IRelayHandlerContext } from '../classes.cloudly.js';
+import { refuse } from '../core/errors.js';
+import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { checkRequestShape, isIdString, type TFieldCheck } from '../core/validation.js';
+import { isClusterNodeId } from '../interfaces/data/clusternode.js';
+import {
+  validateRuntimeNetworkProjectionApplication,
+  validateRuntimeNetworkWorkloadLeases,
+  type IRuntimeNetworkProjection,
+  type IRuntimeNetworkProjectionApplication,
+  type IRuntimeNetworkWorkloadLease,
+} from '../interfaces/data/runtimenetwork.js';
+import {
+  admitRuntimeNetworkAddressPlanChange,
+  validateRuntimeNetworkAddressPlan,
+  type IRuntimeNetworkAddressPlan,
+} from '../interfaces/data/runtimenetworkaddressplan.js';
+import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
+import type {
+  IReq_Admin_GetRuntimeNetworkAddressPlan,
+  IReq_Admin_GetRuntimeNetworkProjection,
+  IReq_Admin_SetRuntimeNetworkAddressPlan,
+  IReq_Relay_Cloudly_GetRuntimeNetworkProjection,
+  IReq_Relay_Cloudly_ReportRuntimeNetworkLeases,
+  IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication,
+} from '../interfaces/requests/runtimenetwork.js';
+import { composeNextRuntimeNetworkProjection, type IRuntimeNetworkNodeFacts } from './derive.js';
+
+/**
+ * The runtime network: the authority's address plan (one per Cloudly, written by administrators at
+ * the next revision only) and one projection per node, computed by Cloudly from the plan, the
+ * node's reported host addresses, the workload leases the cluster's relay reports and the cluster's
+ * ingress routes. A projection is brought up to date whenever it is read and after every lease
+ * report, and a new generation is stored only when its content changes.
+ */
+
+/** The one address plan document. */
+export interface IRuntimeNetworkAddressPlanDocument extends IStoredDocument {
+  plan: IRuntimeNetworkAddressPlan;
+  writtenAt: number;
+  writtenBy: string;
+}
+
+/** One node's current projection and the node's latest application of it. Id `cluster/node`. */
+export interface IRuntimeNetworkProjectionDocument extends IStoredDocument {
+  clusterId: string;
+  nodeId: string;
+  projection: IRuntimeNetworkProjection;
+  application?: IRuntimeNetworkProjectionApplication;
+  computedAt: number;
+}
+
+/** One node's latest lease statement. Id `cluster/node`. */
+export interface IRuntimeNetworkLeasesDocument extends IStoredDocument {
+  clusterId: string;
+  nodeId: string;
+  leases: IRuntimeNetworkWorkloadLease[];
+  reportedAt: number;
+}
+
+export const runtimeNetworkAddressPlanKind = defineDocumentKind<IRuntimeNetworkAddressPlanDocument>('CloudlyRuntimeNetworkAddressPlan');
+export const runtimeNetworkProjectionKind = defineDocumentKind<IRuntimeNetworkProjectionDocument>('CloudlyRuntimeNetworkProjection');
+export const runtimeNetworkLeasesKind = defineDocumentKind<IRuntimeNetworkLeasesDocument>('CloudlyRuntimeNetworkLeases');
+
+/** The authority's plan is a singleton: one Cloudly, one runtime network authority. */
+const addressPlanDocumentId = 'runtime-network-address-plan';
+/** Bounded retries when a projection write loses to a concurrent refresh of the same node. */
+const maximumProjectionRounds = 8;
+
+const nodeDocumentId = (clusterIdArg: string, nodeIdArg: string): string => `${clusterIdArg}/${nodeIdArg}`;
+
+const isNodeId: TFieldCheck = (valueArg, pathArg) =>
+  isClusterNodeId(valueArg) ? [] : [`${pathArg} must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`];
+
+const invalid = (reasonsArg: string[]): void => {
+  if (reasonsArg.length > 0) {
+    throw refuse('invalid-request', reasonsArg);
+  }
+};
+
+/** A detached plain copy of stored data, so callers never share objects with the driver's documents. */
+const detach = <T>(valueArg: T): T => JSON.parse(JSON.stringify(valueArg)) as T;
+
+export class RuntimeNetworkManager {
+  constructor(private readonly cloudly: Cloudly) {
+    cloudly.addAdminHandler<IReq_Admin_GetRuntimeNetworkAddressPlan>('getRuntimeNetworkAddressPlan', async (request) => {
+      invalid(checkRequestShape(request, { required: {} }));
+      return { plan: await this.getAddressPlan() };
+    });
+
+    cloudly.addAdminHandler<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', async (request, context) => {
+      invalid(checkRequestShape(request, {
+        required: { plan: (valueArg, pathArg) => validateRuntimeNetworkAddressPlan(valueArg, pathArg) },
+      }));
+      return this.writeAddressPlan(request.plan, context.identity.userId);
+    });
+
+    cloudly.addAdminHandler<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', async (request) => {
+      invalid(checkRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId } }));
+      await this.cloudly.clusterManager.requireCluster(request.clusterId);
+      return { projection: await this.refreshProjection(request.clusterId, request.nodeId) };
+    });
+
+    cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', async (request, context) => {
+      invalid(checkRequestShape(request, {
+        required: { nodeId: isNodeId, leases: (valueArg, pathArg) => validateRuntimeNetworkWorkloadLeases(valueArg, pathArg) },
+      }));
+      await this.requireElected(context);
+      const generation = await this.recordLeases(context.clusterId, request.nodeId, request.leases);
+      await this.refreshCluster(context.clusterId);
+      return { generation };
+    });
+
+    cloudly.addRelayHandler<IReq_Relay_Cloudly_GetRuntimeNetworkProjection>('getClusterNodeRuntimeNetworkProjection', async (request, context) => {
+      invalid(checkRequestShape(request, { required: { nodeId: isNodeId } }));
+      return { projection: await this.refreshProjection(context.clusterId, request.nodeId) };
+    });
+
+    cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication>(
+      'reportRuntimeNetworkProjectionApplication',
+      async (request, context) => {
+        invalid(checkRequestShape(request, {
+          required: { application: (valueArg, pathArg) => validateRuntimeNetworkProjectionApplication(valueArg, pathArg) },
+        }));
+        await this.requireElected(context);
+        return { application: await this.recordApplication(context.clusterId, request.application) };
+      },
+    );
+  }
+
+  private async requireElected(contextArg: IRelayHandlerContext): Promise<void> {
+    if (!(await this.cloudly.clusterManager.confirmElected(contextArg.session))) {
+      throw refuse('unavailable', ['relay-not-elected']);
+    }
+  }
+
+  private async requireNode(clusterIdArg: string, nodeIdArg: string) {
+    const node = await this.cloudly.clusterManager.nodes.getNode(clusterIdArg, nodeIdArg);
+    if (!node) {
+      throw refuse('not-found', [`node ${nodeIdArg} does not exist in cluster ${clusterIdArg}`]);
+    }
+    return node;
+  }
+
+  // ---- address plan ---------------------------------------------------------------------------
+
+  public async getAddressPlan(): Promise<IRuntimeNetworkAddressPlan | null> {
+    const doc = await this.cloudly.store.get(runtimeNetworkAddressPlanKind, addressPlanDocumentId);
+    return doc ? detach(doc.plan) : null;
+  }
+
+  /**
+   * Writes the plan at exactly the next revision. The revision is the compare-and-swap token: the
+   * stored document must still hold the previous revision when the write commits, so of two
+   * administrators writing the same next revision exactly one wins and the other gets `conflict`.
+   */
+  public async writeAddressPlan(
+    planArg: IRuntimeNetworkAddressPlan,
+    actorArg: string,
+  ): Promise<IReq_Admin_SetRuntimeNetworkAddressPlan['response']> {
+    const { store } = this.cloudly;
+    const doc = await store.get(runtimeNetworkAddressPlanKind, addressPlanDocumentId);
+    const previous = doc?.plan ?? null;
+    if (previous !== null && canonicalizeJson(previous) === canonicalizeJson(planArg)) {
+      return { plan: detach(previous), replayed: true };
+    }
+    const expectedRevision = previous === null ? 1 : previous.revision + 1;
+    if (planArg.revision !== expectedRevision) {
+      throw refuse('conflict', [`request.plan.revision must be ${expectedRevision}, the revision after the stored plan`
+        + (previous === null ? ' (none is stored yet)' : ` (${previous.revision})`)]);
+    }
+    const admission = admitRuntimeNetworkAddressPlanChange(previous, planArg);
+    if (!admission.admitted) {
+      throw refuse('invalid-request', admission.reasons.map((reason) => reason.replace(/^next/, 'request.plan')));
+    }
+    const plan = detach(admission.plan);
+    const stored = doc
+      ? await store.swap(runtimeNetworkAddressPlanKind, addressPlanDocumentId, doc.generation, {
+        set: { plan, writtenAt: Date.now(), writtenBy: actorArg },
+      })
+      : await store.insert(runtimeNetworkAddressPlanKind, { id: addressPlanDocumentId, plan, writtenAt: Date.now(), writtenBy: actorArg });
+    if (!stored) {
+      throw refuse('conflict', [`another plan revision ${expectedRevision} was written at the same time; read the plan again`]);
+    }
+    this.cloudly.logger.info({ revision: plan.revision, actor: actorArg }, 'runtime network address plan written');
+    void this.refreshAllStored();
+    return { plan: detach(stored.plan), replayed: false };
+  }
+
+  // ---- leases and applications ------------------------------------------------------------------
+
+  private async recordLeases(clusterIdArg: string, nodeIdArg: string, leasesArg: IRuntimeNetworkWorkloadLease[]): Promise<number> {
+    await this.requireNode(clusterIdArg, nodeIdArg);
+    const { store } = this.cloudly;
+    const id = nodeDocumentId(clusterIdArg, nodeIdArg);
+    const leases = leasesArg.map((entry) => ({
+      lease: { id: entry.lease.id, generation: entry.lease.generation },
+      serviceId: entry.serviceId,
+      address: entry.address,
+    }));
+    const current = await store.get(runtimeNetworkLeasesKind, id);
+    const stored = current
+      ? await store.swap(runtimeNetworkLeasesKind, id, current.generation, { set: { leases, reportedAt: Date.now() } })
+      : await store.insert(runtimeNetworkLeasesKind, { id, clusterId: clusterIdArg, nodeId: nodeIdArg, leases, reportedAt: Date.now() });
+    if (!stored) {
+      throw refuse('conflict', ['another lease statement of this node was recorded at the same time; send the latest again']);
+    }
+    return stored.generation;
+  }
+
+  /** Records that a node applied exactly its current projection; anything else is a conflict. */
+  private async recordApplication(
+    clusterIdArg: string,
+    applicationArg: IRuntimeNetworkProjectionApplication,
+  ): Promise<IRuntimeNetworkProjectionApplication> {
+    const application = {
+      projectionId: applicationArg.projectionId,
+      nodeId: applicationArg.nodeId,
+      generation: applicationArg.generation,
+      digest: applicationArg.digest,
+    };
+    await this.requireNode(clusterIdArg, application.nodeId);
+    const { store } = this.cloudly;
+    const id = nodeDocumentId(clusterIdArg, application.nodeId);
+    const doc = await store.get(runtimeNetworkProjectionKind, id);
+    const projection = doc?.projection;
+    if (!doc || !projection || projection.id !== application.projectionId || projection.generation !== application.generation
+      || projection.digest !== application.digest) {
+      throw refuse('conflict', ['request.application does not name the node\'s current projection; read it again']);
+    }
+    if (doc.application && canonicalizeJson(doc.application) === canonicalizeJson(application)) {
+      return application;
+    }
+    const stored = await store.swap(runtimeNetworkProjectionKind, id, doc.generation, { set: { application } });
+    if (!stored) {
+      throw refuse('conflict', ['the node\'s projection changed while the application was recorded; read it again']);
+    }
+    return application;
+  }
+
+  // ---- projections ------------------------------------------------------------------------------
+
+  private async gatherFacts(clusterIdArg: string, nodeIdArg: string): Promise<IRuntimeNetworkNodeFacts> {
+    const node = await this.requireNode(clusterIdArg, nodeIdArg);
+    const [plan, leaseDocs, designation, table] = await Promise.all([
+      this.getAddressPlan(),
+      this.cloudly.store.find(runtimeNetworkLeasesKind, { clusterId: clusterIdArg }, { sort: { nodeId: 1 } }),
+      this.cloudly.ingressManager.getDesignation(clusterIdArg),
+      this.cloudly.ingressManager.getRouteTable(clusterIdArg),
+    ]);
+    // Lease statements of nodes that were removed since no longer place anything.
+    const liveNodes = new Set((await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)).map((entry) => entry.id));
+    return {
+      clusterId: clusterIdArg,
+      nodeId: nodeIdArg,
+      plan,
+      hostAddresses: node.hostAddresses,
+      leasesByNode: leaseDocs.filter((doc) => liveNodes.has(doc.nodeId)).map((doc) => ({ nodeId: doc.nodeId, leases: doc.leases })),
+      ingressServiceId: designation?.ingressServiceId ?? null,
+      routes: table?.routes ?? null,
+    };
+  }
+
+  /**
+   * Brings one node's projection up to date and answers it. A new generation is written only when
+   * the content changed, by one conditional write on the stored document; a lost race re-reads and
+   * computes again. When no valid next projection can be published yet, the current one stays and
+   * the reasons are logged; a node that never had one gets `unavailable` with them.
+   */
+  public async refreshProjection(clusterIdArg: string, nodeIdArg: string): Promise<IRuntimeNetworkProjection> {
+    const { store } = this.cloudly;
+    const id = nodeDocumentId(clusterIdArg, nodeIdArg);
+    for (let round = 0; round < maximumProjectionRounds; round++) {
+      const doc = await store.get(runtimeNetworkProjectionKind, id);
+      const facts = await this.gatherFacts(clusterIdArg, nodeIdArg);
+      const step = composeNextRuntimeNetworkProjection(doc?.projection ?? null, doc?.application ?? null, facts);
+      if (step.kind === 'unchanged') {
+        return detach(step.projection);
+      }
+      if (step.kind === 'blocked') {
+        this.cloudly.logger.warn({ clusterId: clusterIdArg, nodeId: nodeIdArg, reasons: step.reasons }, 'runtime network projection held back');
+        if (doc) {
+          return detach(doc.projection);
+        }
+        throw refuse('unavailable', step.reasons);
+      }
+      const projection = detach(step.projection);
+      const stored = doc
+        ? await store.swap(runtimeNetworkProjectionKind, id, doc.generation, { set: { projection, computedAt: Date.now() } })
+        : await store.insert(runtimeNetworkProjectionKind, { id, clusterId: clusterIdArg, nodeId: nodeIdArg, projection, computedAt: Date.now() });
+      if (stored) {
+        this.cloudly.logger.info({ clusterId: clusterIdArg, nodeId: nodeIdArg, generation: projection.generation }, 'runtime network projection computed');
+        return detach(stored.projection);
+      }
+    }
+    throw refuse('conflict', [`the projection of node ${nodeIdArg} kept changing while it was computed; read it again`]);
+  }
+
+  /** Refreshes every node of a cluster; a failure of one node is logged and does not stop the others. */
+  private async refreshCluster(clusterIdArg: string): Promise<void> {
+    for (const node of await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)) {
+      await this.refreshProjection(clusterIdArg, node.id).catch((error: unknown) => {
+        this.cloudly.logger.warn({ clusterId: clusterIdArg, nodeId: node.id, err: error }, 'runtime network projection refresh failed');
+      });
+    }
+  }
+
+  /** After a plan change: refresh every node that already has a projection (best effort, in the background). */
+  private async refreshAllStored(): Promise<void> {
+    try {
+      const docs = await this.cloudly.store.find(runtimeNetworkProjectionKind, {});
+      for (const doc of docs) {
+        if (!this.cloudly.started) {
+          return;
+        }
+        await this.refreshProjection(doc.clusterId, doc.nodeId).catch(() => undefined);
+      }
+    } catch (error) {
+      this.cloudly.logger.warn({ err: error }, 'runtime network refresh after a plan change failed');
+    }
+  }
+}
