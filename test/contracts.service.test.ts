@@ -370,3 +370,17 @@ test('request contracts are exported under the contract names', () => {
   assert.equal(typeof requests.runtimesession.bindApplyRuntimeLocalStorageClaimRequest, 'function');
   assert.equal(typeof requests.runtimesession.bindApplyRuntimeLocalStorageClaimResponse, 'function');
 });
+
+// ---------------------------------------------------------------- arbitrary input never throws
+
+test('validators answer reasons for arbitrary input and never throw', async () => {
+  const fc = (await import('fast-check')).default;
+  await fc.assert(fc.asyncProperty(fc.anything({ withNullPrototype: true, withObjectString: true }), async (value) => {
+    assert.ok(Array.isArray(validateServiceVolumeInitialization(value)));
+    assert.ok(Array.isArray(validateServiceWritableVolume(value)));
+    assert.ok(Array.isArray(validateServiceWritableSpec(value)));
+    assert.ok(Array.isArray(await validateRuntimeLocalStorageClaim(value)));
+    assert.ok(Array.isArray(data.validateRuntimeLocalStorageClaimReference(value)));
+    assert.throws(() => snapshotServiceRuntimeStatus(value), TypeError);
+  }), { numRuns: 300 });
+});
