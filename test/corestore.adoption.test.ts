@@ -2,7 +2,6 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
-import type { ICorestoreDirectory } from '../ts/manager.corestore/directory.js';
 import { platformBindingCreationLedgerKind, platformBindingKind } from '../ts/manager.corestore/corestore.manager.js';
 import { derivePlatformBindingId } from '../ts/manager.corestore/adoption.js';
 import type {
@@ -17,6 +16,8 @@ import type {
   IReq_Any_Cloudly_UpsertPlatformBinding,
   IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources,
 } from '../ts/interfaces/requests/corestore.js';
+import type { IReq_Any_Cloudly_AddClusterNode } from '../ts/interfaces/requests/cluster.js';
+import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 
 /**
  * Adoption of Corestore legacy resources against a real Cloudly, a real relay client answering
@@ -30,25 +31,34 @@ interface IWorld {
   relayToken: string;
   /** What each node's Corestore answers; a node missing here is unreachable. */
   corestores: Map<string, ICorestoreLegacyResourceInventoryService[]>;
-  nodes: Map<string, string>;
-  services: Set<string>;
 }
 
 let t: ITestCloudly;
 let world: IWorld;
+/** Real service ids by the name each test knows its service under. */
+const ids: Record<string, string> = {};
 
-/** Nodes and services as the cluster and service managers would know them. */
-const installDirectory = () => {
-  const directory: ICorestoreDirectory = {
-    async findNode(nodeIdArg) {
-      const clusterId = world.nodes.get(nodeIdArg);
-      return clusterId ? { id: nodeIdArg, clusterId } : null;
+const addNode = (clusterIdArg: string, nodeIdArg: string) =>
+  t.admin.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId: clusterIdArg, name: nodeIdArg, nodeId: nodeIdArg });
+
+/** A real service in Cloudly; its id is Cloudly's own. */
+const createService = async (nameArg: string, clusterIdArg = world.clusterId): Promise<string> =>
+  (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+    service: {
+      name: nameArg,
+      organizationId: 'org1',
+      clusterId: clusterIdArg,
+      runtime: { image: `${nameArg}:1`, replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-1'] } },
+      volumes: [],
     },
-    async findKnownServiceIds(serviceIdsArg) {
-      return new Set(serviceIdsArg.filter((serviceId) => world.services.has(serviceId)));
-    },
-  };
-  t.cloudly.corestoreManager.directory = directory;
+  })).service.id;
+
+const createServices = async (countArg: number, prefixArg: string): Promise<string[]> => {
+  const ids: string[] = [];
+  for (let index = 0; index < countArg; index++) {
+    ids.push(await createService(`${prefixArg}-${index}`));
+  }
+  return ids.sort();
 };
 
 const connectRelay = async (relayTokenArg: string, clusterIdArg: string) => {
@@ -79,14 +89,11 @@ const legacyService = (serviceIdArg: string, retentionDaysArg: number | null = 1
   ],
 });
 
-/** Puts services on a node's Corestore (sorted by id, as Corestore lists them) and in Cloudly. */
-const placeServices = (nodeIdArg: string, servicesArg: ICorestoreLegacyResourceInventoryService[], knownArg = true) => {
+/** Puts services on a node's Corestore, sorted by id as Corestore lists them. */
+const placeServices = (nodeIdArg: string, servicesArg: ICorestoreLegacyResourceInventoryService[]) => {
   const list = [...(world.corestores.get(nodeIdArg) ?? []), ...servicesArg]
     .sort((left, right) => (left.serviceId < right.serviceId ? -1 : 1));
   world.corestores.set(nodeIdArg, list);
-  if (knownArg) {
-    servicesArg.forEach((service) => world.services.add(service.serviceId));
-  }
 };
 
 const readInventory = (nodeIdArg: string, clusterIdArg = world.clusterId) =>
@@ -128,16 +135,20 @@ describe('corestore legacy resource adoption', () => {
       relay: undefined as unknown as CloudlyRelayClient,
       relayToken,
       corestores: new Map(),
-      nodes: new Map([['node-1', cluster.id], ['node-2', cluster.id], ['node-dark', cluster.id], ['node-foreign', other.cluster.id]]),
-      services: new Set(),
     };
-    installDirectory();
+    for (const nodeId of ['node-1', 'node-2', 'node-dark']) {
+      await addNode(cluster.id, nodeId);
+    }
+    await addNode(other.cluster.id, 'node-foreign');
+    for (const name of ['svc-read', 'svc-adopt', 'svc-noretention', 'svc-again', 'svc-changed-new', 'svc-changed', 'svc-foreign', 'svc-onlydb', 'svc-blocked', 'svc-elsewhere', 'svc-bound']) {
+      ids[name] = await createService(name);
+    }
     world.relay = await connectRelay(relayToken, cluster.id);
   });
   after(async () => { await t.stop(); });
 
   test('the inventory read answers the relay inventory with a digest over node and services', async () => {
-    placeServices('node-1', [legacyService('svc-read')]);
+    placeServices('node-1', [legacyService(ids['svc-read'])]);
     const first = await readInventory('node-1');
     assert.equal(first.inventory.reachable, true);
     assert.equal(first.inventory.nodeId, 'node-1');
@@ -158,64 +169,64 @@ describe('corestore legacy resource adoption', () => {
   });
 
   test('an adoption creates every selected binding, exactly as the inventory has it, and the plan', async () => {
-    placeServices('node-1', [legacyService('svc-adopt', 30)]);
+    placeServices('node-1', [legacyService(ids['svc-adopt'], 30)]);
     const { inventorySha256 } = await readInventory('node-1');
-    const answer = await adopt('node-1', inventorySha256!, both('svc-adopt'));
+    const answer = await adopt('node-1', inventorySha256!, both(ids['svc-adopt']));
     assert.equal(answer.platformBindings.length, 2);
     const [database, bucket] = answer.platformBindings;
     assert.deepEqual(database, {
-      id: derivePlatformBindingId('svc-adopt', 'database'),
-      serviceId: 'svc-adopt',
+      id: derivePlatformBindingId(ids['svc-adopt'], 'database'),
+      serviceId: ids['svc-adopt'],
       capability: 'database',
       enabled: true,
       nodeId: 'node-1',
       status: 'pending',
       statusReason: null,
-      corestoreLegacyAdoption: { nodeId: 'node-1', resourceName: 'svc-adopt_db', inventorySha256 },
+      corestoreLegacyAdoption: { nodeId: 'node-1', resourceName: `${ids['svc-adopt']}_db`, inventorySha256 },
       generation: 1,
     });
-    assert.equal(bucket.objectstorageBucketName, 'svc-adopt-bucket');
+    assert.equal(bucket.objectstorageBucketName, `${ids['svc-adopt']}-bucket`);
     assert.deepEqual(bucket.objectstorageRetention, { intent: { mode: 'governance', days: 30 } });
-    assert.deepEqual(bucket.corestoreLegacyAdoption, { nodeId: 'node-1', resourceName: 'svc-adopt-bucket', inventorySha256 });
+    assert.deepEqual(bucket.corestoreLegacyAdoption, { nodeId: 'node-1', resourceName: `${ids['svc-adopt']}-bucket`, inventorySha256 });
     assert.deepEqual(answer.plan, [
-      { serviceId: 'svc-adopt', capability: 'database', bindingId: database.id },
-      { serviceId: 'svc-adopt', capability: 'objectstorage', bindingId: bucket.id },
+      { serviceId: ids['svc-adopt'], capability: 'database', bindingId: database.id },
+      { serviceId: ids['svc-adopt'], capability: 'objectstorage', bindingId: bucket.id },
     ]);
-    assert.deepEqual(await bindingsOf('svc-adopt'), answer.platformBindings);
+    assert.deepEqual(await bindingsOf(ids['svc-adopt']), answer.platformBindings);
   });
 
   test('a bucket without retention intent is adopted with retention absent', async () => {
-    placeServices('node-1', [legacyService('svc-noretention', null)]);
+    placeServices('node-1', [legacyService(ids['svc-noretention'], null)]);
     const { inventorySha256 } = await readInventory('node-1');
-    const answer = await adopt('node-1', inventorySha256!, [{ serviceId: 'svc-noretention', capability: 'objectstorage' }]);
+    const answer = await adopt('node-1', inventorySha256!, [{ serviceId: ids['svc-noretention'], capability: 'objectstorage' }]);
     assert.equal(answer.platformBindings.length, 1);
     assert.equal(Object.hasOwn(answer.platformBindings[0], 'objectstorageRetention'), false);
   });
 
   test('adopting again answers the existing bindings unchanged', async () => {
-    placeServices('node-1', [legacyService('svc-again')]);
+    placeServices('node-1', [legacyService(ids['svc-again'])]);
     const firstRead = await readInventory('node-1');
-    const first = await adopt('node-1', firstRead.inventorySha256!, both('svc-again'));
+    const first = await adopt('node-1', firstRead.inventorySha256!, both(ids['svc-again']));
     // Corestore now lists the resources as authorized for these bindings: the inventory changed.
-    const listed = world.corestores.get('node-1')!.find((service) => service.serviceId === 'svc-again')!;
+    const listed = world.corestores.get('node-1')!.find((service) => service.serviceId === ids['svc-again'])!;
     listed.resources.forEach((resource, index) => {
       resource.adoption = { state: 'authorized', bindingId: first.platformBindings[index].id };
     });
     const secondRead = await readInventory('node-1');
     assert.notEqual(secondRead.inventorySha256, firstRead.inventorySha256);
-    const second = await adopt('node-1', secondRead.inventorySha256!, both('svc-again'));
+    const second = await adopt('node-1', secondRead.inventorySha256!, both(ids['svc-again']));
     assert.deepEqual(second.platformBindings, first.platformBindings);
     assert.deepEqual(second.plan, first.plan);
-    assert.equal(await storedBindingCount({ serviceId: 'svc-again' }), 2);
+    assert.equal(await storedBindingCount({ serviceId: ids['svc-again'] }), 2);
   });
 
   test('an inventory changed between read and adopt is refused and creates nothing', async () => {
-    placeServices('node-1', [legacyService('svc-changed')]);
+    placeServices('node-1', [legacyService(ids['svc-changed'])]);
     const { inventorySha256 } = await readInventory('node-1');
-    placeServices('node-1', [legacyService('svc-changed-new')]);
-    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both('svc-changed')));
+    placeServices('node-1', [legacyService(ids['svc-changed-new'])]);
+    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both(ids['svc-changed'])));
     assert.deepEqual(refusal, { code: 'legacy-inventory-changed', retryable: false });
-    assert.equal(await storedBindingCount({ serviceId: 'svc-changed' }), 0);
+    assert.equal(await storedBindingCount({ serviceId: ids['svc-changed'] }), 0);
   });
 
   test('an unreachable Corestore is a retryable refusal', async () => {
@@ -224,61 +235,69 @@ describe('corestore legacy resource adoption', () => {
   });
 
   test('a cluster whose relay is not connected is a retryable refusal too', async () => {
-    world.corestores.set('node-foreign', [legacyService('svc-foreign')]);
-    world.services.add('svc-foreign');
+    world.corestores.set('node-foreign', [legacyService(ids['svc-foreign'])]);
     const read = await refusalOf(() => readInventory('node-foreign', world.otherClusterId));
     assert.deepEqual(read, { code: 'unavailable', retryable: true, reasons: ['relay-not-connected'] });
-    const refusal = await refusalOf(() => adopt('node-foreign', 'a'.repeat(64), both('svc-foreign'), world.otherClusterId));
+    const refusal = await refusalOf(() => adopt('node-foreign', 'a'.repeat(64), both(ids['svc-foreign']), world.otherClusterId));
     assert.deepEqual(refusal, { code: 'legacy-inventory-unreachable', retryable: true });
-    assert.equal(await storedBindingCount({ serviceId: 'svc-foreign' }), 0);
+    assert.equal(await storedBindingCount({ serviceId: ids['svc-foreign'] }), 0);
   });
 
   test('an absent resource is refused, and the valid selection beside it is not created either', async () => {
-    placeServices('node-1', [{ serviceId: 'svc-onlydb', resources: [legacyService('svc-onlydb').resources[0]] }]);
+    placeServices('node-1', [{ serviceId: ids['svc-onlydb'], resources: [legacyService(ids['svc-onlydb']).resources[0]] }]);
     const { inventorySha256 } = await readInventory('node-1');
-    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both('svc-onlydb')));
+    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both(ids['svc-onlydb'])));
     assert.deepEqual(refusal, { code: 'legacy-resource-absent', retryable: false });
-    assert.equal(await storedBindingCount({ serviceId: 'svc-onlydb' }), 0);
+    assert.equal(await storedBindingCount({ serviceId: ids['svc-onlydb'] }), 0);
   });
 
   test('a blocked resource is refused', async () => {
-    const blocked = legacyService('svc-blocked');
+    const blocked = legacyService(ids['svc-blocked']);
     blocked.resources[1].adoption = { state: 'unadopted', blocker: 'ordinary-credentials-rotated' };
     placeServices('node-1', [blocked]);
     const { inventorySha256 } = await readInventory('node-1');
-    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both('svc-blocked')));
+    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both(ids['svc-blocked'])));
     assert.deepEqual(refusal, { code: 'legacy-resource-blocked', retryable: false });
-    assert.equal(await storedBindingCount({ serviceId: 'svc-blocked' }), 0);
+    assert.equal(await storedBindingCount({ serviceId: ids['svc-blocked'] }), 0);
   });
 
   test('a resource authorized for another binding is refused', async () => {
-    const elsewhere = legacyService('svc-elsewhere');
+    const elsewhere = legacyService(ids['svc-elsewhere']);
     elsewhere.resources[0].adoption = { state: 'authorized', bindingId: 'binding-of-someone-else' };
     placeServices('node-1', [elsewhere]);
     const { inventorySha256 } = await readInventory('node-1');
-    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both('svc-elsewhere')));
+    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both(ids['svc-elsewhere'])));
     assert.deepEqual(refusal, { code: 'legacy-resource-authorized-elsewhere', retryable: false });
-    assert.equal(await storedBindingCount({ serviceId: 'svc-elsewhere' }), 0);
+    assert.equal(await storedBindingCount({ serviceId: ids['svc-elsewhere'] }), 0);
   });
 
   test('a service Cloudly does not know is refused', async () => {
-    placeServices('node-1', [legacyService('svc-unknown')], false);
+    placeServices('node-1', [legacyService('svc-unknown')]);
     const { inventorySha256 } = await readInventory('node-1');
     const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both('svc-unknown')));
     assert.deepEqual(refusal, { code: 'service-absent', retryable: false });
     assert.equal(await storedBindingCount({ serviceId: 'svc-unknown' }), 0);
   });
 
+  test('a service that runs on another cluster is absent for this cluster', async () => {
+    const foreignService = await createService('foreign-service', world.otherClusterId);
+    placeServices('node-1', [legacyService(foreignService)]);
+    const { inventorySha256 } = await readInventory('node-1');
+    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both(foreignService)));
+    assert.deepEqual(refusal, { code: 'service-absent', retryable: false });
+    assert.equal(await storedBindingCount({ serviceId: foreignService }), 0);
+  });
+
   test('a service capability that already has a binding of its own is refused', async () => {
-    placeServices('node-1', [legacyService('svc-bound')]);
+    placeServices('node-1', [legacyService(ids['svc-bound'])]);
     await t.admin.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
-      platformBinding: { serviceId: 'svc-bound', capability: 'objectstorage', enabled: true, nodeId: 'node-1' },
+      platformBinding: { serviceId: ids['svc-bound'], capability: 'objectstorage', enabled: true, nodeId: 'node-1' },
       expectedGeneration: null,
     });
     const { inventorySha256 } = await readInventory('node-1');
-    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both('svc-bound')));
+    const refusal = await refusalOf(() => adopt('node-1', inventorySha256!, both(ids['svc-bound'])));
     assert.deepEqual(refusal, { code: 'binding-exists', retryable: false });
-    const stored = await bindingsOf('svc-bound');
+    const stored = await bindingsOf(ids['svc-bound']);
     assert.deepEqual(stored.map((binding) => [binding.capability, binding.corestoreLegacyAdoption]), [['objectstorage', undefined]]);
   });
 
@@ -292,7 +311,7 @@ describe('corestore legacy resource adoption', () => {
   });
 
   test('racing adoptions of the same inventory create exactly one set of bindings', async () => {
-    const serviceIds = ['svc-race-1', 'svc-race-2', 'svc-race-3'];
+    const serviceIds = await createServices(3, 'race');
     placeServices('node-2', serviceIds.map((serviceId) => legacyService(serviceId)));
     const { inventorySha256 } = await readInventory('node-2');
     const selection = serviceIds.flatMap(both);
@@ -314,7 +333,7 @@ describe('corestore legacy resource adoption', () => {
   });
 
   test('a creation committed but not applied before a stop is applied exactly once at start-up', async () => {
-    const serviceIds = ['svc-crash-1', 'svc-crash-2'];
+    const serviceIds = await createServices(2, 'crash');
     placeServices('node-2', serviceIds.map((serviceId) => legacyService(serviceId)));
     const { inventorySha256 } = await readInventory('node-2');
     t.cloudly.corestoreManager.testHooks.haltAfterCreationCommit = true;
@@ -325,7 +344,6 @@ describe('corestore legacy resource adoption', () => {
     assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 0, 'nothing applied yet');
 
     await t.restart();
-    installDirectory();
     assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 4, 'start-up applied the operation');
     for (const binding of ledger!.pending!.bindings) {
       assert.equal(await storedBindingCount({ id: binding.id }), 1);
@@ -342,7 +360,7 @@ describe('corestore legacy resource adoption', () => {
   });
 
   test('a reader never sees part of a committed creation', async () => {
-    const serviceIds = ['svc-partial-1', 'svc-partial-2'];
+    const serviceIds = await createServices(2, 'partial');
     placeServices('node-2', serviceIds.map((serviceId) => legacyService(serviceId)));
     const { inventorySha256 } = await readInventory('node-2');
     t.cloudly.corestoreManager.testHooks.haltAfterCreationCommit = true;
@@ -352,7 +370,7 @@ describe('corestore legacy resource adoption', () => {
     const ledger = await t.cloudly.store.get(platformBindingCreationLedgerKind, 'platform-binding-creations');
     await t.cloudly.store.insert(platformBindingKind, ledger!.pending!.bindings[0]);
     assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 1);
-    const seen = [...await bindingsOf('svc-partial-1'), ...await bindingsOf('svc-partial-2')];
+    const seen = [...await bindingsOf(serviceIds[0]), ...await bindingsOf(serviceIds[1])];
     assert.equal(seen.length, 4, 'the reader finished the operation before answering');
     assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 4);
   });

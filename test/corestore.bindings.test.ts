@@ -10,6 +10,8 @@ import type {
   IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources,
   IReq_Relay_Cloudly_UpdatePlatformBindingStatus,
 } from '../ts/interfaces/requests/corestore.js';
+import type { IReq_Any_Cloudly_AddClusterNode } from '../ts/interfaces/requests/cluster.js';
+import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 import type { IPlatformBinding } from '../ts/interfaces/data/index.js';
 
 /**
@@ -22,8 +24,8 @@ let t: ITestCloudly;
 let clusterId: string;
 let relay: CloudlyRelayClient;
 let otherRelay: CloudlyRelayClient;
-const nodes = new Map<string, string>();
-const services = new Set(['svc-1', 'svc-2', 'svc-3', 'svc-adopted', 'svc-race']);
+/** Real service ids by the name each test knows its service under. */
+const ids: Record<string, string> = {};
 
 const upsert = (platformBindingArg: Record<string, unknown>, expectedGenerationArg: number | null) =>
   t.admin.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
@@ -46,17 +48,19 @@ describe('platform bindings', () => {
     const created = await t.createCluster('bindings-cluster');
     const other = await t.createCluster('bindings-other');
     clusterId = created.cluster.id;
-    nodes.set('node-a', clusterId);
-    nodes.set('node-b', other.cluster.id);
-    t.cloudly.corestoreManager.directory = {
-      async findNode(nodeIdArg) {
-        const owner = nodes.get(nodeIdArg);
-        return owner ? { id: nodeIdArg, clusterId: owner } : null;
-      },
-      async findKnownServiceIds(serviceIdsArg) {
-        return new Set(serviceIdsArg.filter((serviceId) => services.has(serviceId)));
-      },
-    };
+    await t.admin.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId, name: 'node-a', nodeId: 'node-a' });
+    await t.admin.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId: other.cluster.id, name: 'node-b', nodeId: 'node-b' });
+    for (const name of ['svc-1', 'svc-2', 'svc-3', 'svc-adopted', 'svc-race']) {
+      ids[name] = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+        service: {
+          name,
+          organizationId: 'org1',
+          clusterId,
+          runtime: { image: `${name}:1`, replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-a'] } },
+          volumes: [],
+        },
+      })).service.id;
+    }
     relay = await t.connectRelay(created.relayToken);
     otherRelay = await t.connectRelay(other.relayToken);
     await waitFor(() => t.cloudly.relays.activeSession(clusterId) !== null && t.cloudly.relays.activeSession(other.cluster.id) !== null, 'relays');
@@ -65,7 +69,7 @@ describe('platform bindings', () => {
 
   test('upsert refuses objectstorageBucketName, corestoreLegacyAdoption and statusReason, by name', async () => {
     const refusal = await refusalOf(() => upsert({
-      serviceId: 'svc-1',
+      serviceId: ids['svc-1'],
       capability: 'objectstorage',
       enabled: true,
       nodeId: 'node-a',
@@ -79,54 +83,58 @@ describe('platform bindings', () => {
       'request.platformBinding.corestoreLegacyAdoption is server-managed and cannot be written',
       'request.platformBinding.statusReason is server-managed and cannot be written',
     ]);
-    assert.deepEqual(await stored('svc-1'), []);
+    assert.deepEqual(await stored(ids['svc-1']), []);
   });
 
   test('upsert creates once, then changes only at the generation the caller read', async () => {
     const created = await upsert({
-      serviceId: 'svc-1', capability: 'objectstorage', enabled: false, nodeId: 'node-a',
+      serviceId: ids['svc-1'], capability: 'objectstorage', enabled: false, nodeId: 'node-a',
       objectstorageRetention: { intent: { mode: 'compliance', days: 7 } },
     }, null);
     assert.equal(created.platformBinding.generation, 1);
     assert.equal(created.platformBinding.status, 'pending');
     assert.equal(Object.hasOwn(created.platformBinding, 'objectstorageBucketName'), false);
 
-    const again = await refusalOf(() => upsert({ serviceId: 'svc-1', capability: 'objectstorage', enabled: true, nodeId: 'node-a' }, null));
+    const again = await refusalOf(() => upsert({ serviceId: ids['svc-1'], capability: 'objectstorage', enabled: true, nodeId: 'node-a' }, null));
     assert.equal(again.code, 'conflict');
 
-    const changed = await upsert({ serviceId: 'svc-1', capability: 'objectstorage', enabled: true, nodeId: 'node-a' }, 1);
+    const changed = await upsert({ serviceId: ids['svc-1'], capability: 'objectstorage', enabled: true, nodeId: 'node-a' }, 1);
     assert.equal(changed.platformBinding.generation, 2);
     assert.equal(changed.platformBinding.enabled, true);
     assert.equal(Object.hasOwn(changed.platformBinding, 'objectstorageRetention'), false, 'an upsert without retention removes it');
 
-    const stale = await refusalOf(() => upsert({ serviceId: 'svc-1', capability: 'objectstorage', enabled: false, nodeId: 'node-a' }, 1));
+    const stale = await refusalOf(() => upsert({ serviceId: ids['svc-1'], capability: 'objectstorage', enabled: false, nodeId: 'node-a' }, 1));
     assert.equal(stale.code, 'conflict');
-    assert.deepEqual((await stored('svc-1')).map((binding) => [binding.generation, binding.enabled]), [[2, true]]);
+    assert.deepEqual((await stored(ids['svc-1'])).map((binding) => [binding.generation, binding.enabled]), [[2, true]]);
   });
 
   test('racing first upserts of one service capability create exactly one binding', async () => {
     const outcomes = await Promise.allSettled(Array.from({ length: 8 }, (_, index) =>
-      upsert({ serviceId: 'svc-race', capability: 'database', enabled: index % 2 === 0, nodeId: 'node-a' }, null)));
+      upsert({ serviceId: ids['svc-race'], capability: 'database', enabled: index % 2 === 0, nodeId: 'node-a' }, null)));
     assert.equal(outcomes.filter((outcome) => outcome.status === 'fulfilled').length, 1);
     for (const outcome of outcomes) {
       if (outcome.status === 'rejected') {
         assert.equal((outcome.reason as { errorData?: { code?: string } }).errorData?.code, 'conflict');
       }
     }
-    assert.equal((await stored('svc-race')).length, 1);
+    assert.equal((await stored(ids['svc-race'])).length, 1);
   });
 
   test('upsert names an unknown service or node as not found', async () => {
     assert.equal((await refusalOf(() => upsert({ serviceId: 'svc-nope', capability: 'database', enabled: true, nodeId: null }, null))).code, 'not-found');
-    assert.equal((await refusalOf(() => upsert({ serviceId: 'svc-2', capability: 'database', enabled: true, nodeId: 'node-nope' }, null))).code, 'not-found');
+    assert.equal((await refusalOf(() => upsert({ serviceId: ids['svc-2'], capability: 'database', enabled: true, nodeId: 'node-nope' }, null))).code, 'not-found');
+    const foreignNode = await refusalOf(() => upsert({ serviceId: ids['svc-2'], capability: 'database', enabled: true, nodeId: 'node-b' }, null));
+    assert.equal(foreignNode.code, 'not-found', 'a node of another cluster is not a node of the service');
   });
 
   test('the relay reports a status with its paired reason, and a report without one clears it', async () => {
-    const { platformBinding } = await upsert({ serviceId: 'svc-2', capability: 'database', enabled: true, nodeId: 'node-a' }, null);
+    const { platformBinding } = await upsert({ serviceId: ids['svc-2'], capability: 'database', enabled: true, nodeId: 'node-a' }, null);
     const pending = await report(relay, { platformBindingId: platformBinding.id, status: 'provisioning', statusReason: 'legacy-adoption-pending' });
     assert.equal(pending.platformBinding.statusReason, 'legacy-adoption-pending');
     assert.equal(pending.platformBinding.generation, 2);
-    assert.equal(await t.cloudly.corestoreManager.isLegacyAdoptionPending('svc-2'), true);
+    assert.equal(await t.cloudly.corestoreManager.isLegacyAdoptionPending(ids['svc-2']), true);
+    const waiting = await t.cloudly.serviceManager.getServiceRuntimeStatus(ids['svc-2']);
+    assert.deepEqual([waiting?.state, waiting?.reason], ['waiting', 'legacy-adoption-pending'], 'the service waits on the adoption, not on bindings');
 
     const mismatched = await refusalOf(() => report(relay, { platformBindingId: platformBinding.id, status: 'ready', statusReason: 'legacy-adoption-mismatch' }));
     assert.equal(mismatched.code, 'invalid-request');
@@ -138,15 +146,15 @@ describe('platform bindings', () => {
     const ready = await report(relay, { platformBindingId: platformBinding.id, status: 'ready' });
     assert.equal(ready.platformBinding.status, 'ready');
     assert.equal(ready.platformBinding.statusReason, null);
-    assert.equal(await t.cloudly.corestoreManager.isLegacyAdoptionPending('svc-2'), false);
-    assert.deepEqual((await stored('svc-2')).map((binding) => [binding.status, binding.statusReason]), [['ready', null]]);
+    assert.equal(await t.cloudly.corestoreManager.isLegacyAdoptionPending(ids['svc-2']), false);
+    assert.deepEqual((await stored(ids['svc-2'])).map((binding) => [binding.status, binding.statusReason]), [['ready', null]]);
   });
 
   test('a relay may not report on a binding placed on another cluster, nor on an unknown one', async () => {
-    const { platformBinding } = await upsert({ serviceId: 'svc-3', capability: 'database', enabled: true, nodeId: 'node-a' }, null);
+    const { platformBinding } = await upsert({ serviceId: ids['svc-3'], capability: 'database', enabled: true, nodeId: 'node-a' }, null);
     const foreign = await refusalOf(() => report(otherRelay, { platformBindingId: platformBinding.id, status: 'ready' }));
     assert.equal(foreign.code, 'forbidden');
-    assert.deepEqual((await stored('svc-3')).map((binding) => binding.status), ['pending']);
+    assert.deepEqual((await stored(ids['svc-3'])).map((binding) => binding.status), ['pending']);
     const unknown = await refusalOf(() => report(relay, { platformBindingId: 'pb-unknown', status: 'ready' }));
     assert.equal(unknown.code, 'not-found');
   });
@@ -164,22 +172,22 @@ describe('platform bindings', () => {
       nodeId,
       readAt: Date.now(),
       services: [{
-        serviceId: 'svc-adopted',
+        serviceId: ids['svc-adopted'],
         resources: [{ capability: 'objectstorage', bucketName: 'adopted-bucket', retention: { mode: 'governance', days: 3 }, adoption: { state: 'unadopted', blocker: null } }],
       }],
     }));
     const { inventorySha256 } = await t.admin.call<IReq_Any_Cloudly_GetCorestoreLegacyResources>('getCorestoreLegacyResources', { clusterId, nodeId: 'node-a' });
     const adopted = await t.admin.call<IReq_Any_Cloudly_AdoptCorestoreLegacyResources>('adoptCorestoreLegacyResources', {
-      clusterId, nodeId: 'node-a', expectedInventorySha256: inventorySha256!, resources: [{ serviceId: 'svc-adopted', capability: 'objectstorage' }],
+      clusterId, nodeId: 'node-a', expectedInventorySha256: inventorySha256!, resources: [{ serviceId: ids['svc-adopted'], capability: 'objectstorage' }],
     });
     const binding = adopted.platformBindings[0];
     const moved = await refusalOf(() => upsert({
-      serviceId: 'svc-adopted', capability: 'objectstorage', enabled: true, nodeId: null,
+      serviceId: ids['svc-adopted'], capability: 'objectstorage', enabled: true, nodeId: null,
     }, binding.generation));
     assert.equal(moved.code, 'invalid-request');
     assert.equal((moved.reasons as string[]).length, 2);
     const disabled = await upsert({
-      serviceId: 'svc-adopted', capability: 'objectstorage', enabled: false, nodeId: 'node-a',
+      serviceId: ids['svc-adopted'], capability: 'objectstorage', enabled: false, nodeId: 'node-a',
       objectstorageRetention: { intent: { mode: 'governance', days: 3 } },
     }, binding.generation);
     assert.equal(disabled.platformBinding.enabled, false);

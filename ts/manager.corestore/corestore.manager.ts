@@ -287,12 +287,17 @@ export class CorestoreManager {
     throw refuse('conflict', ['platform bindings changed concurrently too often; try again']);
   }
 
-  // ---- nodes and inventories ----
+  // ---- nodes, services and inventories ----
+
+  /** The selected services that Cloudly knows on this cluster; one on another cluster is absent here. */
+  private async findServiceIdsOfCluster(clusterIdArg: string, serviceIdsArg: string[]): Promise<Set<string>> {
+    const services = await this.directory.findServices(serviceIdsArg);
+    return new Set([...services.values()].filter((service) => service.clusterId === clusterIdArg).map((service) => service.id));
+  }
 
   private async requireNodeOfCluster(clusterIdArg: string, nodeIdArg: string): Promise<void> {
     await this.cloudly.clusterManager.requireCluster(clusterIdArg);
-    const node = await this.directory.findNode(nodeIdArg);
-    if (!node || node.clusterId !== clusterIdArg) {
+    if (!(await this.directory.hasNode(clusterIdArg, nodeIdArg))) {
       throw refuse('not-found', [`node ${nodeIdArg} is not a node of cluster ${clusterIdArg}`]);
     }
   }
@@ -361,7 +366,7 @@ export class CorestoreManager {
         inventory: reachable,
         inventorySha256,
         selections: selectionsArg,
-        knownServiceIds: await this.directory.findKnownServiceIds(selectionsArg.map((selection) => selection.serviceId)),
+        knownServiceIds: await this.findServiceIdsOfCluster(clusterIdArg, selectionsArg.map((selection) => selection.serviceId)),
         existingBindings: new Map(existing.map((binding) => [binding.id, binding])),
       });
       if (decision.kind === 'refused') {
@@ -378,12 +383,12 @@ export class CorestoreManager {
   // ---- upsert and status ----
 
   private async upsert(upsertArg: IPlatformBindingUpsert, expectedGenerationArg: number | null): Promise<IPlatformBinding> {
-    const known = await this.directory.findKnownServiceIds([upsertArg.serviceId]);
-    if (!known.has(upsertArg.serviceId)) {
+    const service = (await this.directory.findServices([upsertArg.serviceId])).get(upsertArg.serviceId);
+    if (!service) {
       throw refuse('not-found', [`service ${upsertArg.serviceId} does not exist`]);
     }
-    if (upsertArg.nodeId !== null && !(await this.directory.findNode(upsertArg.nodeId))) {
-      throw refuse('not-found', [`node ${upsertArg.nodeId} does not exist`]);
+    if (upsertArg.nodeId !== null && !(await this.directory.hasNode(service.clusterId, upsertArg.nodeId))) {
+      throw refuse('not-found', [`node ${upsertArg.nodeId} is not a node of the service's cluster ${service.clusterId}`]);
     }
     const bindingId = derivePlatformBindingId(upsertArg.serviceId, upsertArg.capability);
     if (expectedGenerationArg === null) {
@@ -454,8 +459,9 @@ export class CorestoreManager {
       if (!current) {
         throw refuse('not-found', [`platform binding ${bindingIdArg} does not exist`]);
       }
-      const node = current.nodeId === null ? null : await this.directory.findNode(current.nodeId);
-      if (!node || node.clusterId !== clusterIdArg) {
+      // A binding's node lives in its service's cluster; only that cluster's relay reports on it.
+      const service = (await this.directory.findServices([current.serviceId])).get(current.serviceId);
+      if (current.nodeId === null || !service || service.clusterId !== clusterIdArg) {
         throw refuse('forbidden', [`platform binding ${bindingIdArg} is not placed on a node of this relay's cluster`]);
       }
       if (current.status === statusArg && current.statusReason === statusReasonArg) {

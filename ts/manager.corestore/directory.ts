@@ -2,55 +2,35 @@ import type { Cloudly } from '../classes.cloudly.js';
 
 /**
  * What the Corestore manager needs to know from the cluster and service managers, and nothing
- * more: which cluster a node belongs to, and which services exist. Kept as a narrow seam so the
- * adoption logic does not depend on how those managers store their documents.
+ * more: whether a node belongs to a cluster, and which cluster a service runs on. A node id is
+ * unique only within its cluster, so a binding's node is always read in its service's cluster.
  */
 
-export interface ICorestoreNodeRecord {
+export interface ICorestoreServiceRecord {
   id: string;
   clusterId: string;
 }
 
 export interface ICorestoreDirectory {
-  /** The node and its cluster, or null when Cloudly knows no such node. */
-  findNode(nodeIdArg: string): Promise<ICorestoreNodeRecord | null>;
-  /** The subset of the given service ids that Cloudly knows. */
-  findKnownServiceIds(serviceIdsArg: readonly string[]): Promise<Set<string>>;
+  /** True when the cluster has that node. */
+  hasNode(clusterIdArg: string, nodeIdArg: string): Promise<boolean>;
+  /** The services among the given ids that Cloudly knows, by id. */
+  findServices(serviceIdsArg: readonly string[]): Promise<Map<string, ICorestoreServiceRecord>>;
 }
 
-interface INodeLookup {
-  getNode?(nodeIdArg: string): Promise<{ id: string; clusterId: string } | null>;
-}
-
-interface IServiceLookup {
-  getService?(serviceIdArg: string): Promise<{ id: string } | null>;
-}
-
-/**
- * The directory backed by the live managers. It asks the cluster manager for nodes and the service
- * manager for services through their public lookups; while a lookup is not provided it knows
- * nothing, which refuses rather than guesses.
- */
+/** The directory backed by the live cluster and service managers. */
 export const createManagerDirectory = (cloudlyArg: Cloudly): ICorestoreDirectory => ({
-  async findNode(nodeIdArg) {
-    const clusters = cloudlyArg.clusterManager as unknown as INodeLookup;
-    if (typeof clusters.getNode !== 'function') {
-      return null;
-    }
-    const node = await clusters.getNode(nodeIdArg);
-    return node ? { id: node.id, clusterId: node.clusterId } : null;
+  async hasNode(clusterIdArg, nodeIdArg) {
+    return (await cloudlyArg.clusterManager.nodes.getNode(clusterIdArg, nodeIdArg)) !== null;
   },
-  async findKnownServiceIds(serviceIdsArg) {
-    const services = (cloudlyArg as unknown as { serviceManager?: IServiceLookup }).serviceManager;
-    const known = new Set<string>();
-    if (!services || typeof services.getService !== 'function') {
-      return known;
-    }
+  async findServices(serviceIdsArg) {
+    const found = new Map<string, ICorestoreServiceRecord>();
     for (const serviceId of new Set(serviceIdsArg)) {
-      if (await services.getService(serviceId)) {
-        known.add(serviceId);
+      const service = await cloudlyArg.serviceManager.getService(serviceId);
+      if (service) {
+        found.set(serviceId, { id: service.id, clusterId: service.clusterId });
       }
     }
-    return known;
+    return found;
   },
 });
