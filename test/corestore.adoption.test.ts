@@ -332,6 +332,33 @@ describe('corestore legacy resource adoption', () => {
     assert.equal(answers[0].platformBindings.every((binding) => binding.generation === 1), true);
   });
 
+  test('an upsert racing an adoption of the same service capability: one wins whole, the other is refused', async () => {
+    for (let round = 0; round < 4; round++) {
+      const serviceId = await createService(`mixed-${round}`);
+      placeServices('node-2', [legacyService(serviceId)]);
+      const { inventorySha256 } = await readInventory('node-2');
+      const [adoption, upsert] = await Promise.allSettled([
+        adopt('node-2', inventorySha256!, both(serviceId)),
+        t.admin.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+          platformBinding: { serviceId, capability: 'database', enabled: true, nodeId: 'node-2' },
+          expectedGeneration: null,
+        }),
+      ]);
+      const stored = await t.cloudly.store.find(platformBindingKind, { serviceId });
+      if (adoption.status === 'fulfilled') {
+        assert.equal(upsert.status, 'rejected');
+        assert.equal((upsert as PromiseRejectedResult).reason.errorData.code, 'conflict');
+        assert.equal(stored.length, 2);
+        assert.ok(stored.every((binding) => binding.corestoreLegacyAdoption !== undefined));
+      } else {
+        assert.equal(upsert.status, 'fulfilled');
+        assert.deepEqual((adoption.reason as { errorData: unknown }).errorData, { code: 'binding-exists', retryable: false });
+        assert.equal(stored.length, 1, 'the adoption created nothing, not even the bucket binding');
+        assert.equal(stored[0].corestoreLegacyAdoption, undefined);
+      }
+    }
+  });
+
   test('a creation committed but not applied before a stop is applied exactly once at start-up', async () => {
     const serviceIds = await createServices(2, 'crash');
     placeServices('node-2', serviceIds.map((serviceId) => legacyService(serviceId)));
