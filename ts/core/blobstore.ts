@@ -68,6 +68,17 @@ export const isBlobKey = (valueArg: unknown): valueArg is string =>
   && blobKeyPattern.test(valueArg)
   && !valueArg.split('/').some((segment) => segment === '.' || segment === '..');
 
+/** How many written bytes trigger a background flush while a blob is being written. */
+const backgroundSyncBytes = 32 * 1024 * 1024;
+
+const writeFully = async (handleArg: fs.FileHandle, chunkArg: Uint8Array): Promise<void> => {
+  let offset = 0;
+  while (offset < chunkArg.byteLength) {
+    const { bytesWritten } = await handleArg.write(chunkArg, offset, chunkArg.byteLength - offset);
+    offset += bytesWritten;
+  }
+};
+
 /** Bytes read from disk per chunk when streaming a blob out. */
 const readChunkBytes = 256 * 1024;
 
@@ -114,24 +125,39 @@ export class FilesystemBlobStore implements IBlobStore {
     try {
       const hash = createHash('sha256');
       let written = 0;
+      // One disk write stays in flight while the next chunk is received and hashed, and the
+      // kernel is asked to flush every few MiB in the background, so the final fsync is short.
+      let pendingWrite: Promise<void> = Promise.resolve();
+      let pendingSync: Promise<void> | null = null;
+      let unsyncedBytes = 0;
       const iterator = sourceArg[Symbol.asyncIterator]();
-      for (;;) {
-        const next = await iterator.next();
-        if (next.done) {
-          break;
+      try {
+        for (;;) {
+          const next = await iterator.next();
+          if (next.done) {
+            break;
+          }
+          const chunk = next.value;
+          if (written + chunk.byteLength > expectedArg.byteLength) {
+            throw new BlobStoreError('blob-too-long', `blob ${keyArg} has more than ${expectedArg.byteLength} bytes`);
+          }
+          hash.update(chunk);
+          written += chunk.byteLength;
+          unsyncedBytes += chunk.byteLength;
+          await pendingWrite;
+          pendingWrite = writeFully(handle, chunk);
+          if (unsyncedBytes >= backgroundSyncBytes && !pendingSync) {
+            unsyncedBytes = 0;
+            pendingSync = pendingWrite.then(() => handle.datasync()).finally(() => {
+              pendingSync = null;
+            });
+          }
         }
-        const chunk = next.value;
-        if (written + chunk.byteLength > expectedArg.byteLength) {
-          throw new BlobStoreError('blob-too-long', `blob ${keyArg} has more than ${expectedArg.byteLength} bytes`);
-        }
-        hash.update(chunk);
-        let offset = 0;
-        while (offset < chunk.byteLength) {
-          const { bytesWritten } = await handle.write(chunk, offset, chunk.byteLength - offset);
-          offset += bytesWritten;
-        }
-        written += chunk.byteLength;
+      } finally {
+        // Never close the file with a write or sync still running on it.
+        await Promise.allSettled([pendingWrite, pendingSync]);
       }
+      await pendingWrite;
       if (written < expectedArg.byteLength) {
         throw new BlobStoreError('blob-too-short', `blob ${keyArg} has ${written} of ${expectedArg.byteLength} bytes`);
       }

@@ -39,7 +39,7 @@ const kindByCode = new Map<number, TStreamFrameKind>(
 export const streamIdByteLength = 16;
 export const streamFrameHeaderLength = 2 + streamIdByteLength;
 /** Bytes a receiver lets one stream have in flight. */
-export const defaultStreamWindowBytes = 4 * 1024 * 1024;
+export const defaultStreamWindowBytes = 8 * 1024 * 1024;
 /** Largest data payload per frame. */
 export const defaultStreamChunkBytes = 256 * 1024;
 /** A stream that makes no progress for this long is aborted. */
@@ -574,7 +574,7 @@ export class StreamReceiver implements AsyncIterable<Buffer> {
           const chunk = this.queue.shift();
           if (chunk) {
             this.consumedSinceGrant += chunk.byteLength;
-            if (this.consumedSinceGrant >= this.channel.windowBytes / 4 && !this.ended) {
+            if (this.consumedSinceGrant >= this.channel.windowBytes / 8 && !this.ended) {
               this.grant(this.consumedSinceGrant);
               this.consumedSinceGrant = 0;
             }
