@@ -224,3 +224,14 @@ test('the retired coreflow-tagged methods are not served', async () => {
     assert.deepEqual(refusal.reasons, [`method ${method} is not served`]);
   }
 });
+
+test('bytes left over from an attempt that never recorded them do not block a new upload', async () => {
+  const leftover = randomBytes(1000);
+  await blobStore().put(`closures/${world.clusterId}/b-orphan`, { byteLength: 1000, sha256: sha256Of(leftover) }, chunked(leftover));
+  const bytes = randomBytes(300_000);
+  const { backup, outcome } = await backUpWith('b-orphan', bytes);
+  assert.equal((outcome.receipt as { sha256: string }).sha256, sha256Of(bytes));
+  assert.equal(backup.closure?.descriptor.sha256, sha256Of(bytes));
+  const fetched = await fetchServiceDatabaseClosure(world.relay, { backupId: 'b-orphan', serviceId: world.service.id, nodeId: world.nodeId });
+  assert.deepEqual(await collect(fetched.bytes), bytes);
+});

@@ -129,6 +129,8 @@ export interface IServiceBackupDocument extends IStoredDocument {
   serviceId: string;
   createdAt: number;
   state: TBackupState;
+  /** When the current attempt started; an attempt older than the relay timeout is dead. */
+  attemptStartedAt: number;
   /** Canonical digest of what was asked for, so a repeated order can be recognised. */
   orderSha256: string;
   snapshots: TBackupSnapshot[];
@@ -322,6 +324,7 @@ export class BackupManager {
         serviceId: request.serviceId,
         createdAt: Date.now(),
         state: 'running',
+        attemptStartedAt: Date.now(),
         orderSha256,
         snapshots: [],
       });
@@ -333,12 +336,13 @@ export class BackupManager {
         if (existing.state === 'completed') {
           return { backup: toRecord(existing) };
         }
-        if (existing.state === 'running') {
+        // An attempt older than the relay timeout died with its instance (a crash or restart).
+        if (existing.state === 'running' && Date.now() - existing.attemptStartedAt <= backupRelayCallTimeoutMs) {
           throw refuse('conflict', [backupRefusalReasons.backupInProgress]);
         }
-        // A failed backup is ordered again under the same id.
+        // A failed or dead backup is ordered again under the same id.
         doc = await this.cloudly.store.swap(serviceBackupKind, backupId, existing.generation, {
-          set: { state: 'running' },
+          set: { state: 'running', attemptStartedAt: Date.now() },
           unset: ['failureReason'],
         });
         if (!doc) {
@@ -523,6 +527,16 @@ export class BackupManager {
         throw refuse('conflict', [backupRefusalReasons.closureUploadInProgress]);
       }
       this.uploadsInFlight.add(blobKey);
+      // Bytes without a record on the backup are left over from an attempt that never
+      // committed (e.g. a crash between fsync and the record): they are not the closure.
+      try {
+        if (await this.blobStore.stat(blobKey)) {
+          await this.blobStore.delete(blobKey);
+        }
+      } catch (error) {
+        this.uploadsInFlight.delete(blobKey);
+        throw error;
+      }
       let receiver: StreamReceiver;
       try {
         receiver = streamChannelOf(context.session.peer).attachReceiver(request.closure.streamId);
