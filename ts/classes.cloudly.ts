@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { TypedHandler, TypedResponseError, TypedRouter } from '@api.global/typedrequest';
 import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
@@ -69,6 +70,8 @@ export class Cloudly {
   /** The first-admin password Cloudly generated on this start, if it generated one. */
   public generatedAdminPassword: string | null = null;
   private httpServer: FastifyInstance | null = null;
+  /** Transport context (transport kind, relay session) of the requests being routed right now. */
+  private readonly dispatchContexts = new Map<string, Record<string, unknown>>();
   private stopping: Promise<void> | null = null;
 
   constructor(optionsArg: ICloudlyOptions = {}) {
@@ -176,8 +179,7 @@ export class Cloudly {
     fnArg: (requestArg: T['request'], contextArg: IRelayHandlerContext) => Promise<T['response']>,
   ): void {
     this.addGuardedHandler<T>(methodArg, async (requestArg, localDataArg) => {
-      const holder = localDataArg.relaySession;
-      const session = holder instanceof Map ? holder.get('value') as IRelaySession | undefined : undefined;
+      const session = localDataArg.relaySession as IRelaySession | undefined;
       if (!session) {
         throw refuse('forbidden', [`${methodArg} is served only on an authenticated relay socket`]);
       }
@@ -206,7 +208,9 @@ export class Cloudly {
   ): void {
     this.router.addTypedHandler(new TypedHandler<ITypedRequest>(methodArg, async (requestArg, toolsArg) => {
       try {
-        const response = await fnArg(requestArg as T['request'], toolsArg?.localData ?? {});
+        const contextToken = toolsArg?.localData?.contextToken;
+        const context = typeof contextToken === 'string' ? this.dispatchContexts.get(contextToken) : undefined;
+        const response = await fnArg(requestArg as T['request'], context ?? {});
         if (response === null || typeof response !== 'object') {
           throw new Error(`handler of ${methodArg} produced no answer`);
         }
@@ -236,12 +240,16 @@ export class Cloudly {
         correlation: { id: envelopeArg.correlation.id, phase: 'response' },
       };
     } else {
-      // typedrequest rebuilds localData key by key and recurses into every plain object, which
-      // never ends on live objects such as the relay session or the peer (socket cycles); a Map
-      // passes through untouched, so every object value travels inside one (key 'value').
-      const routedLocalData = Object.fromEntries(Object.entries(localDataArg).map(([key, value]) =>
-        [key, value !== null && typeof value === 'object' ? new Map([['value', value]]) : value]));
-      const routed = await this.router.routeAndAddResponse({ ...envelopeArg, localData: routedLocalData } as never) as unknown as IEnvelope;
+      // typedrequest walks localData recursively (it never ends on the session/peer cycles), so
+      // the live context stays in a table here and only its token travels with the envelope.
+      const contextToken = randomUUID();
+      this.dispatchContexts.set(contextToken, localDataArg);
+      let routed: IEnvelope;
+      try {
+        routed = await this.router.routeAndAddResponse({ ...envelopeArg, localData: { contextToken } } as never) as unknown as IEnvelope;
+      } finally {
+        this.dispatchContexts.delete(contextToken);
+      }
       answer = routed;
       if (!answer.error && (answer.response === null || answer.response === undefined)) {
         const errorId = this.logInternalFailure(new Error('router produced no answer'), method);

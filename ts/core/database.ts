@@ -164,14 +164,23 @@ export class CloudlyDatabase {
     if (this.closed) {
       return;
     }
-    if (this.embedded) {
-      await this.flushSnapshot();
-    }
-    this.closed = true;
-    await this.smartdataDb?.close().catch(() => undefined);
-    if (this.congoServer) {
-      await this.congoServer.stop().catch(() => undefined);
-      this.congoServer = null;
+    try {
+      if (this.embedded) {
+        await this.flushSnapshot();
+      }
+    } catch (error) {
+      this.options.logger.error({ err: error }, 'final embedded database snapshot failed; the previous snapshot stays');
+    } finally {
+      this.closed = true;
+      if (this.snapshotTimer) {
+        clearTimeout(this.snapshotTimer);
+        this.snapshotTimer = null;
+      }
+      await this.smartdataDb?.close().catch(() => undefined);
+      if (this.congoServer) {
+        await this.congoServer.stop().catch(() => undefined);
+        this.congoServer = null;
+      }
     }
   }
 
