@@ -1,0 +1,121 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as jose from 'jose';
+import { refusalOf, startTestCloudly, testAdminPassword, type ITestCloudly } from './helpers/cloudly.js';
+import { adminAudience } from '../ts/core/auth.js';
+import type { IIdentity } from '../ts/interfaces/data/user.js';
+import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
+
+const base64url = (valueArg: unknown) => Buffer.from(JSON.stringify(valueArg)).toString('base64url');
+
+describe('admin identities: every forged or stale identity is refused by name', () => {
+  let t: ITestCloudly;
+  before(async () => {
+    t = await startTestCloudly();
+    await t.createCluster('existing');
+  });
+  after(async () => { await t.stop(); });
+
+  const clustersWith = (identityArg: unknown) =>
+    t.admin.fire<IReq_Any_Cloudly_GetClusters>('getClusters', { identity: identityArg as IIdentity });
+
+  const withJwt = (jwtArg: string): IIdentity => ({ ...t.identity, jwt: jwtArg });
+
+  test('login answers an identity whose JWT verifies against the published JWKS', async () => {
+    const jwks = await (await fetch(`${t.baseUrl}/.well-known/jwks.json`)).json() as jose.JSONWebKeySet;
+    const { payload, protectedHeader } = await jose.jwtVerify(t.identity.jwt, jose.createLocalJWKSet(jwks), {
+      algorithms: ['RS256'],
+      audience: adminAudience,
+    });
+    assert.equal(protectedHeader.alg, 'RS256');
+    assert.equal(protectedHeader.kid, jwks.keys[0].kid);
+    assert.equal(payload.sub, t.identity.userId);
+    assert.equal(t.identity.role, 'admin');
+    assert.ok(t.identity.expiresAt > Date.now());
+    assert.equal((await clustersWith(t.identity)).clusters.length, 1);
+  });
+
+  test('a wrong password and an unknown user get the same refusal', async () => {
+    const wrong = await refusalOf(() => t.admin.fire('adminLoginWithUsernameAndPassword', { username: 'admin', password: 'not-the-password' }));
+    const unknown = await refusalOf(() => t.admin.fire('adminLoginWithUsernameAndPassword', { username: 'nobody', password: 'x' }));
+    assert.deepEqual(wrong, { code: 'unauthenticated', retryable: false, reasons: ['username or password is wrong'] });
+    assert.deepEqual(unknown, wrong);
+  });
+
+  test('a request without identity is unauthenticated', async () => {
+    const data = await refusalOf(() => t.admin.fire('getClusters', {}));
+    assert.equal(data.code, 'unauthenticated');
+  });
+
+  test('an expired JWT is refused as expired', async () => {
+    const jwt = await t.cloudly.auth.signJwt(
+      { name: 'admin', role: 'admin', type: 'user' },
+      { audience: adminAudience, subject: t.identity.userId, expiresAtMs: Date.now() - 60_000 },
+    );
+    const data = await refusalOf(() => clustersWith(withJwt(jwt)));
+    assert.deepEqual(data, { code: 'unauthenticated', retryable: false, reasons: ['identity.jwt has expired'] });
+  });
+
+  test('a tampered payload fails verification', async () => {
+    const userIdentity = await t.cloudly.auth.issueIdentity({ id: 'user-1', username: 'someone', role: 'user' });
+    const [header, payload, signature] = userIdentity.jwt.split('.');
+    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString()) as Record<string, unknown>;
+    const forged = [header, base64url({ ...claims, role: 'admin' }), signature].join('.');
+    const data = await refusalOf(() => clustersWith({ ...userIdentity, role: 'admin', jwt: forged }));
+    assert.deepEqual(data.reasons, ['identity.jwt failed verification']);
+  });
+
+  test('alg none is refused', async () => {
+    const claims = JSON.parse(Buffer.from(t.identity.jwt.split('.')[1], 'base64url').toString()) as object;
+    const unsigned = `${base64url({ alg: 'none', typ: 'JWT' })}.${base64url(claims)}.`;
+    const data = await refusalOf(() => clustersWith(withJwt(unsigned)));
+    assert.deepEqual(data.reasons, ['identity.jwt failed verification']);
+  });
+
+  test('a JWT signed by another key with the same kid is refused', async () => {
+    const { privateKey } = await jose.generateKeyPair('RS256');
+    const jwt = await new jose.SignJWT({ name: 'admin', role: 'admin', type: 'user' })
+      .setProtectedHeader({ alg: 'RS256', kid: t.cloudly.auth.keyId })
+      .setIssuer('serve.zone/cloudly')
+      .setAudience(adminAudience)
+      .setSubject(t.identity.userId)
+      .setExpirationTime('1h')
+      .sign(privateKey);
+    const data = await refusalOf(() => clustersWith(withJwt(jwt)));
+    assert.deepEqual(data.reasons, ['identity.jwt failed verification']);
+  });
+
+  test('HS256 keyed with the public key is refused', async () => {
+    const secret = new TextEncoder().encode(JSON.stringify(t.cloudly.auth.publicJwk));
+    const jwt = await new jose.SignJWT({ name: 'admin', role: 'admin', type: 'user' })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setIssuer('serve.zone/cloudly')
+      .setAudience(adminAudience)
+      .setSubject(t.identity.userId)
+      .setExpirationTime('1h')
+      .sign(secret);
+    const data = await refusalOf(() => clustersWith(withJwt(jwt)));
+    assert.deepEqual(data.reasons, ['identity.jwt failed verification']);
+  });
+
+  test('a user identity on an admin method is forbidden and changes nothing', async () => {
+    const userIdentity = await t.cloudly.auth.issueIdentity({ id: 'user-2', username: 'viewer', role: 'user' });
+    const data = await refusalOf(() => t.admin.fire('createCluster', { identity: userIdentity, name: 'sneaky' }));
+    assert.deepEqual(data, { code: 'forbidden', retryable: false, reasons: ['identity role must be admin'] });
+    assert.equal((await clustersWith(t.identity)).clusters.length, 1);
+  });
+
+  test('visible identity fields that disagree with the signed claims are refused', async () => {
+    const userIdentity = await t.cloudly.auth.issueIdentity({ id: 'user-3', username: 'viewer', role: 'user' });
+    const data = await refusalOf(() => clustersWith({ ...userIdentity, role: 'admin' }));
+    assert.deepEqual(data.reasons, ['identity fields disagree with its signed claims']);
+  });
+
+  test('the server keeps serving after every refusal, and no password or JWT reached the log', async () => {
+    assert.equal((await clustersWith(t.identity)).clusters.length, 1);
+    const log = t.logs.join('');
+    assert.equal(log.includes(testAdminPassword), false);
+    assert.equal(log.includes(t.identity.jwt), false);
+    assert.ok(log.includes('administrator logged in'));
+  });
+});

@@ -1,0 +1,154 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { BSON } from 'mongodb';
+import { refusalOf, startTestCloudly, waitFor } from './helpers/cloudly.js';
+import { cloudlyProcessEnv, exitOf, runCloudlyProcessToExit, startCloudlyProcess } from './helpers/process.js';
+import { Cloudly } from '../ts/classes.cloudly.js';
+import { CloudlyAdminClient } from '../ts/client/admin.js';
+import { CloudlyRelayClient } from '../ts/client/relay.js';
+import { previousSnapshotFileName, snapshotFileName, SnapshotDamagedError } from '../ts/core/database.js';
+import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
+
+const tempDir = () => fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-durability-'));
+
+describe('embedded durability: Cloudly owns the snapshot', () => {
+  test('a graceful restart on the same data directory keeps clusters, admins, relay tokens and the signing key', async () => {
+    const t = await startTestCloudly();
+    try {
+      const { cluster, relayToken } = await t.createCluster('survives');
+      const kid = t.cloudly.auth.keyId;
+      const oldIdentity = t.identity;
+      await t.restart();
+      const clusters = (await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters;
+      assert.deepEqual(clusters.map((c) => c.id), [cluster.id]);
+      assert.equal(t.cloudly.auth.keyId, kid);
+      // An identity issued before the restart still verifies: same key, same admin.
+      const again = await t.admin.fire<IReq_Any_Cloudly_GetClusters>('getClusters', { identity: oldIdentity });
+      assert.equal(again.clusters.length, 1);
+      const relay = await t.connectRelay(relayToken);
+      assert.equal(relay.isOpen, true);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  test('the snapshot is Extended JSON that keeps types, and the previous one is kept beside it', async () => {
+    const t = await startTestCloudly();
+    try {
+      const raw = t.cloudly.database.mongoDb.collection('TypeProbe');
+      await raw.insertOne({ at: new Date(1_700_000_000_000), bytes: new BSON.Binary(Buffer.from([1, 2, 3])), big: BSON.Long.fromString('9007199254740993') });
+      await t.createCluster('first');
+      await t.cloudly.database.flushSnapshot();
+      await t.createCluster('second');
+      await t.cloudly.database.flushSnapshot();
+      const text = await fsp.readFile(path.join(t.dataDir, snapshotFileName), 'utf8');
+      const parsed = BSON.EJSON.parse(text, { relaxed: false }) as { collections: Record<string, Array<Record<string, unknown>>> };
+      const probe = parsed.collections.TypeProbe[0];
+      assert.ok(probe.at instanceof Date);
+      assert.ok(probe.bytes instanceof BSON.Binary);
+      assert.equal((probe.big as BSON.Long).toString(), '9007199254740993');
+      const previous = BSON.EJSON.parse(await fsp.readFile(path.join(t.dataDir, previousSnapshotFileName), 'utf8'), { relaxed: false }) as typeof parsed;
+      assert.equal(previous.collections.CloudlyCluster.length, 1);
+      assert.equal(parsed.collections.CloudlyCluster.length, 2);
+      await t.restart();
+      const restored = await t.cloudly.database.mongoDb.collection('TypeProbe').findOne({});
+      assert.ok(restored?.at instanceof Date);
+      assert.ok(restored?.bytes instanceof BSON.Binary);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  test('a damaged snapshot stops start-up, names the file, and leaves both snapshots untouched', async () => {
+    const dataDir = await tempDir();
+    try {
+      const snapshotPath = path.join(dataDir, snapshotFileName);
+      const previousPath = path.join(dataDir, previousSnapshotFileName);
+      await fsp.writeFile(snapshotPath, '{"format":"cloudly-embedded-snapshot/1","collections":{"CloudlyCluster":[{"id"');
+      await fsp.writeFile(previousPath, 'previous bytes');
+      const before = await fsp.readFile(snapshotPath);
+      const { code, output } = await runCloudlyProcessToExit(cloudlyProcessEnv(dataDir));
+      assert.equal(code, 1);
+      assert.ok(output.includes(snapshotPath), 'the message names the file');
+      assert.match(output, /damaged/);
+      assert.deepEqual(await fsp.readFile(snapshotPath), before);
+      assert.equal(await fsp.readFile(previousPath, 'utf8'), 'previous bytes');
+      // In-process, start() refuses the same way.
+      const cloudly = new Cloudly({ config: { dataDir, port: 0, mongoDbUrl: null, logLevel: 'silent' } });
+      await assert.rejects(() => cloudly.start(), SnapshotDamagedError);
+      await cloudly.stop();
+      assert.deepEqual(await fsp.readFile(snapshotPath), before);
+    } finally {
+      await fsp.rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('a bad configuration value stops start-up with a message naming the variable', async () => {
+    const dataDir = await tempDir();
+    try {
+      const { code, output } = await runCloudlyProcessToExit(cloudlyProcessEnv(dataDir, { CLOUDLY_PORT: 'eighty' }));
+      assert.equal(code, 2);
+      assert.match(output, /CLOUDLY_PORT: must be an integer/);
+    } finally {
+      await fsp.rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('a committed write survives a SIGKILL once the snapshot window has passed', async () => {
+    const dataDir = await tempDir();
+    try {
+      const env = cloudlyProcessEnv(dataDir);
+      const first = await startCloudlyProcess(env);
+      const admin = new CloudlyAdminClient(first.baseUrl);
+      await admin.login('admin', 'process-admin-password');
+      const { cluster, relayToken } = await admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'crash-proof' });
+      const snapshotPath = path.join(dataDir, snapshotFileName);
+      await waitFor(async () => (await fsp.readFile(snapshotPath, 'utf8').catch(() => '')).includes(cluster.id), 'snapshot holds the cluster', 5000);
+      first.child.kill('SIGKILL');
+      await exitOf(first.child);
+      const second = await startCloudlyProcess(env);
+      try {
+        const admin2 = new CloudlyAdminClient(second.baseUrl);
+        await admin2.login('admin', 'process-admin-password');
+        const clusters = (await admin2.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters;
+        assert.deepEqual(clusters.map((c) => c.id), [cluster.id]);
+        const relay = await CloudlyRelayClient.connect(second.baseUrl, relayToken);
+        assert.equal(relay.isOpen, true);
+        relay.close();
+      } finally {
+        second.child.kill('SIGTERM');
+        assert.equal(await exitOf(second.child), 0, 'SIGTERM stops gracefully with exit 0');
+      }
+    } finally {
+      await fsp.rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('a generated first-admin password is printed once and works; the log never carries it', async () => {
+    const dataDir = await tempDir();
+    try {
+      const env = cloudlyProcessEnv(dataDir);
+      delete env.CLOUDLY_ADMIN_PASSWORD;
+      const started = await startCloudlyProcess(env);
+      try {
+        await waitFor(() => /password "([^"]+)"/.test(started.output()), 'password line');
+        const password = /password "([^"]+)"/.exec(started.output())![1];
+        const admin = new CloudlyAdminClient(started.baseUrl);
+        const identity = await admin.login('admin', password);
+        assert.equal(identity.role, 'admin');
+        const logLines = started.output().split('\n').filter((line) => line.startsWith('{'));
+        assert.equal(logLines.some((line) => line.includes(password)), false);
+        const wrong = await refusalOf(() => admin.login('admin', 'guess-guess-guess'));
+        assert.equal(wrong.code, 'unauthenticated');
+      } finally {
+        started.child.kill('SIGTERM');
+        await exitOf(started.child);
+      }
+    } finally {
+      await fsp.rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,62 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
+import { defineDocumentKind, retainedMutationAnswers, type IStoredDocument } from '../ts/core/store.js';
+
+interface ICounterDoc extends IStoredDocument {
+  value: number;
+  note?: string;
+}
+
+const counterKind = defineDocumentKind<ICounterDoc>('TestCounter');
+
+describe('store: compare-and-swap on one document, decided by the database', () => {
+  let t: ITestCloudly;
+  before(async () => { t = await startTestCloudly(); });
+  after(async () => { await t.stop(); });
+
+  test('100 concurrent swaps with the same expected generation: exactly one winner', async () => {
+    await t.cloudly.store.insert(counterKind, { id: 'race', value: 0 });
+    const results = await Promise.all(Array.from({ length: 100 }, (_, index) =>
+      t.cloudly.store.swap(counterKind, 'race', 1, { set: { value: index + 1 } })));
+    const winners = results.filter((result) => result !== null);
+    assert.equal(winners.length, 1);
+    const stored = await t.cloudly.store.get(counterKind, 'race');
+    assert.equal(stored?.generation, 2);
+    assert.equal(stored?.value, winners[0]!.value);
+  });
+
+  test('100 concurrent inserts of one id: exactly one document', async () => {
+    const results = await Promise.all(Array.from({ length: 100 }, (_, index) =>
+      t.cloudly.store.insert(counterKind, { id: 'single', value: index })));
+    assert.equal(results.filter((result) => result !== null).length, 1);
+    assert.equal((await t.cloudly.store.find(counterKind, { id: 'single' })).length, 1);
+  });
+
+  test('a stale generation changes nothing; unset removes a field', async () => {
+    await t.cloudly.store.insert(counterKind, { id: 'stale', value: 1, note: 'x' });
+    assert.equal(await t.cloudly.store.swap(counterKind, 'stale', 7, { set: { value: 99 } }), null);
+    assert.equal((await t.cloudly.store.get(counterKind, 'stale'))?.value, 1);
+    const next = await t.cloudly.store.swap(counterKind, 'stale', 1, { set: { value: 2 }, unset: ['note'] });
+    assert.deepEqual(next, { id: 'stale', generation: 2, value: 2 });
+  });
+
+  test('a mutation answer is stored in the committing write and found for a replay; old ones age out', async () => {
+    await t.cloudly.store.insert(counterKind, { id: 'replay', value: 0 }, { mutation: { mutationId: 'm-0', answer: { value: 0 } } });
+    let generation = 1;
+    for (let index = 1; index <= retainedMutationAnswers + 1; index++) {
+      const next = await t.cloudly.store.swap(counterKind, 'replay', generation, { set: { value: index } }, { mutation: { mutationId: `m-${index}`, answer: { value: index } } });
+      generation = next!.generation;
+    }
+    assert.deepEqual((await t.cloudly.store.findMutation(counterKind, `m-${retainedMutationAnswers}`))?.answer, { value: retainedMutationAnswers });
+    assert.equal(await t.cloudly.store.findMutation(counterKind, 'm-0'), null);
+    assert.equal(await t.cloudly.store.findMutation(counterKind, 'never'), null);
+  });
+
+  test('remove is conditional on the generation too', async () => {
+    await t.cloudly.store.insert(counterKind, { id: 'gone', value: 0 });
+    assert.equal(await t.cloudly.store.remove(counterKind, 'gone', 5), false);
+    assert.equal(await t.cloudly.store.remove(counterKind, 'gone', 1), true);
+    assert.equal(await t.cloudly.store.get(counterKind, 'gone'), null);
+  });
+});

@@ -1,0 +1,62 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as path from 'node:path';
+
+/** Runs `npm start`'s entry point as a real child process, for crash and start-up tests. */
+
+const projectRoot = path.resolve(import.meta.dirname, '..', '..');
+
+export interface ICloudlyProcess {
+  child: ChildProcess;
+  baseUrl: string;
+  output: () => string;
+}
+
+export const cloudlyProcessEnv = (dataDirArg: string, extraArg: Record<string, string> = {}): NodeJS.ProcessEnv => ({
+  PATH: process.env.PATH,
+  HOME: process.env.HOME,
+  CLOUDLY_PORT: '0',
+  CLOUDLY_HOST: '127.0.0.1',
+  CLOUDLY_DATA_DIR: dataDirArg,
+  CLOUDLY_ADMIN_USERNAME: 'admin',
+  CLOUDLY_ADMIN_PASSWORD: 'process-admin-password',
+  CLOUDLY_SNAPSHOT_DEBOUNCE_MS: '100',
+  ...extraArg,
+});
+
+/** Starts the CLI and waits for its "listening" line; rejects with its output if it exits first. */
+export const startCloudlyProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> => new Promise((resolve, reject) => {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'ts/cli.ts'], { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const onData = (chunkArg: Buffer) => {
+    output += chunkArg.toString();
+    const match = /"url":"(http:\/\/[^"]+)".*cloudly is listening/.exec(output);
+    if (match) {
+      resolve({ child, baseUrl: match[1], output: () => output });
+    }
+  };
+  child.stdout.on('data', onData);
+  child.stderr.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  child.once('exit', (code) => reject(Object.assign(new Error(`cloudly exited with ${code}`), { code, output })));
+});
+
+/** Runs the CLI to completion (for start-up refusals); resolves with its exit code and output. */
+export const runCloudlyProcessToExit = (envArg: NodeJS.ProcessEnv, timeoutMsArg = 30_000): Promise<{ code: number | null; output: string }> =>
+  new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'ts/cli.ts'], { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+    child.stderr.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMsArg);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, output });
+    });
+  });
+
+export const exitOf = (childArg: ChildProcess): Promise<number | null> => new Promise((resolve) => {
+  if (childArg.exitCode !== null || childArg.signalCode !== null) {
+    resolve(childArg.exitCode);
+    return;
+  }
+  childArg.once('exit', (code) => resolve(code));
+});
