@@ -72,28 +72,26 @@ describe('admin identities: every forged or stale identity is refused by name', 
     assert.deepEqual(data.reasons, ['identity.jwt failed verification']);
   });
 
-  test('a JWT signed by another key with the same kid is refused', async () => {
-    const { privateKey } = await jose.generateKeyPair('RS256');
-    const jwt = await new jose.SignJWT({ name: 'admin', role: 'admin', type: 'user' })
-      .setProtectedHeader({ alg: 'RS256', kid: t.cloudly.auth.keyId })
+  /** An admin-looking JWT signed with a key and header Cloudly did not choose. */
+  const foreignAdminJwt = (headerArg: jose.JWTHeaderParameters, keyArg: jose.CryptoKey | Uint8Array) =>
+    new jose.SignJWT({ name: 'admin', role: 'admin', type: 'user' })
+      .setProtectedHeader(headerArg)
       .setIssuer('serve.zone/cloudly')
       .setAudience(adminAudience)
       .setSubject(t.identity.userId)
       .setExpirationTime('1h')
-      .sign(privateKey);
+      .sign(keyArg);
+
+  test('a JWT signed by another key with the same kid is refused', async () => {
+    const { privateKey } = await jose.generateKeyPair('RS256');
+    const jwt = await foreignAdminJwt({ alg: 'RS256', kid: t.cloudly.auth.keyId }, privateKey);
     const data = await refusalOf(() => clustersWith(withJwt(jwt)));
     assert.deepEqual(data.reasons, ['identity.jwt failed verification']);
   });
 
   test('HS256 keyed with the public key is refused', async () => {
     const secret = new TextEncoder().encode(JSON.stringify(t.cloudly.auth.publicJwk));
-    const jwt = await new jose.SignJWT({ name: 'admin', role: 'admin', type: 'user' })
-      .setProtectedHeader({ alg: 'HS256' })
-      .setIssuer('serve.zone/cloudly')
-      .setAudience(adminAudience)
-      .setSubject(t.identity.userId)
-      .setExpirationTime('1h')
-      .sign(secret);
+    const jwt = await foreignAdminJwt({ alg: 'HS256' }, secret);
     const data = await refusalOf(() => clustersWith(withJwt(jwt)));
     assert.deepEqual(data.reasons, ['identity.jwt failed verification']);
   });
