@@ -7,7 +7,7 @@ import type {
   IReq_Any_Cloudly_DesignateClusterIngress,
   IReq_Any_Cloudly_GetClusterIngressDesignation,
 } from '../ts/interfaces/requests/ingress.js';
-import type { IReq_Any_Cloudly_UpdateService } from '../ts/interfaces/requests/service.js';
+import type { IReq_Any_Cloudly_CreateService, IReq_Any_Cloudly_UpdateService } from '../ts/interfaces/requests/service.js';
 import { clusterIngressSlotKind } from '../ts/manager.ingress/documents.js';
 
 describe('designateClusterIngress and getClusterIngressDesignation', () => {
@@ -129,9 +129,59 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
     assert.equal((await refusedDesignation(designationRequest(fresh))).code, 'conflict');
 
     assert.equal(await current(cluster.clusterId), null);
-    assert.equal(await t.cloudly.store.get(clusterIngressSlotKind, cluster.clusterId), null);
+    const slot = await t.cloudly.store.get(clusterIngressSlotKind, cluster.clusterId);
+    assert.deepEqual([slot?.kind, slot?.designation, slot?.bearer], ['none', null, null], 'refusals stored nothing');
     const accepted = await designate(designationRequest(fresh, { expectedSpecRevision: updated.specRevision }));
     assert.equal(accepted.designation.preparedSpecRevision, updated.specRevision);
+  });
+
+  test('a runtime change that lands while the designation is decided makes it lose: conflict, nothing stored', async () => {
+    const cluster = await prepareIngressCluster(t, 'runtime-race');
+    const manager = t.cloudly.ingressManager;
+    const original = manager.dependencies;
+    manager.dependencies = {
+      ...original,
+      async getService(serviceIdArg) {
+        // After the runtime was checked and before the designation is written, a migration step
+        // moves the cluster's runtime on.
+        manager.dependencies = original;
+        assert.ok(await manager.changeClusterRuntimePhase(cluster.clusterId, cluster.runtime.generation, 'cutover'));
+        return original.getService(serviceIdArg);
+      },
+    };
+    try {
+      const refusal = await refusedDesignation(designationRequest(cluster));
+      assert.equal(refusal.code, 'conflict');
+    } finally {
+      manager.dependencies = original;
+    }
+    assert.equal(await current(cluster.clusterId), null);
+    const slot = await t.cloudly.store.get(clusterIngressSlotKind, cluster.clusterId);
+    assert.deepEqual([slot?.kind, slot?.bearer, slot?.runtime.phase], ['none', null, 'cutover']);
+    const moved = await manager.readClusterRuntime(cluster.clusterId);
+    assert.deepEqual(moved, { id: cluster.clusterId, phase: 'cutover', generation: cluster.runtime.generation + 1 });
+    const notPallet = await refusedDesignation(designationRequest(cluster, {
+      currentRuntime: { id: cluster.clusterId, phase: 'pallet', generation: moved.generation },
+    }));
+    assert.equal(notPallet.code, 'conflict', 'a cluster that is not on Pallet takes no Pallet designation');
+  });
+
+  test('a cluster whose relay never registered is unavailable: its relay origin is unknown', async () => {
+    const { cluster } = await t.createCluster('no-relay');
+    const { service } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+      service: {
+        name: 'no-relay-ingress', organizationId: 'org-1', clusterId: cluster.id,
+        runtime: { image: 'registry.example.com/serve.zone/ingress:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-1'] } },
+        volumes: [],
+      },
+    });
+    const runtime = await t.cloudly.ingressManager.readClusterRuntime(cluster.id);
+    const refusal = await refusedDesignation({
+      mutationId: 'no-relay-1', clusterId: cluster.id, ingressServiceId: service.id,
+      currentRuntime: runtime, expectedSpecRevision: service.specRevision, expectedDesignation: null,
+    });
+    assert.equal(refusal.code, 'unavailable');
+    assert.equal(await current(cluster.id), null);
   });
 
   test('bad requests are refused with every reason; unknown cluster or service is not-found', async () => {

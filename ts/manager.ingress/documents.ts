@@ -12,16 +12,30 @@ import type { IRuntimeAssignmentStatus } from '../interfaces/data/runtimeassignm
 
 /**
  * The one ingress designation slot of a cluster. It holds either a Pallet designation or a
- * fleet-cutover one, never both, so the one-kind rule is a property of a single document.
+ * fleet-cutover one, never both, so the one-kind rule is a property of a single document. It also
+ * holds the cluster's runtime record, so a designation commits against exactly the runtime it was
+ * decided on: a runtime change and a designation race on this one document's generation.
  * `bearer` is the value of the current credential's secret version: server-side only, never part
  * of an answer or a log line.
  */
 export interface IClusterIngressSlotDocument extends IStoredDocument {
   clusterId: string;
-  kind: 'pallet' | 'fleet-cutover';
+  /** `none` until the cluster receives a designation of either kind. */
+  kind: 'none' | 'pallet' | 'fleet-cutover';
   designation: IClusterIngressDesignation | null;
   fleetCutover: IFleetCutoverIngressDesignation | null;
   bearer: IStoredBearer | null;
+  /**
+   * The cluster's runtime: its phase and the generation a runtime reference names. Every cluster
+   * this Cloudly creates is born on Pallet; a fleet migration moves it through other phases.
+   */
+  runtime: IClusterRuntimeRecord;
+}
+
+export interface IClusterRuntimeRecord {
+  phase: TClusterRuntimePhase;
+  /** Bumps on every phase change; independent of the slot document's own generation. */
+  generation: number;
 }
 
 export interface IStoredBearer {
@@ -39,16 +53,6 @@ export interface IStoredDesignationAnswer {
 }
 
 export const clusterIngressSlotKind = defineDocumentKind<IClusterIngressSlotDocument>('CloudlyClusterIngressSlot');
-
-/**
- * A cluster's runtime record. Created as `pallet` the first time anyone reads it: every cluster
- * this Cloudly creates is born on Pallet. A fleet migration moves it through other phases.
- */
-export interface IClusterRuntimeDocument extends IStoredDocument {
-  phase: TClusterRuntimePhase;
-}
-
-export const clusterRuntimeKind = defineDocumentKind<IClusterRuntimeDocument>('CloudlyClusterRuntime');
 
 /** The cluster's ingress route table; its `generation` is the table's revision. */
 export interface IClusterIngressRouteTableDocument extends IStoredDocument {

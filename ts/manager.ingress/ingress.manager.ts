@@ -39,7 +39,6 @@ import { cloudlyIngressDependencies, type IIngressDependencies } from './depende
 import {
   clusterIngressRouteTableKind,
   clusterIngressSlotKind,
-  clusterRuntimeKind,
   type IClusterIngressRouteTableDocument,
   type IClusterIngressSlotDocument,
   type IStoredDesignationAnswer,
@@ -56,6 +55,8 @@ import {
 export const clusterIngressBearerBytes = 32;
 /** Most assignments one node report may state. Project's own limit. */
 export const maximumReportedAssignments = 256;
+/** Bounded re-reads when a slot write lost only to an unrelated change of the same slot. */
+const maximumSlotRounds = 8;
 /** How long Cloudly waits for a relay to take a route-table hint. */
 const routeTableHintTimeoutMs = 5_000;
 
@@ -261,11 +262,18 @@ export class IngressManager {
       return replay;
     }
     await this.requireCluster(clusterId, 'request.designation.clusterId');
-    const runtime = await this.readClusterRuntime(clusterId);
+    // The runtime is read from the slot the designation commits to, so a phase change that lands
+    // before the write moves the slot's generation and the write below loses (`conflict`).
+    const slot = await this.readSlot(clusterId);
+    const runtime = slot.runtime;
     if (runtime.phase !== 'pallet' || runtime.generation !== intentArg.currentRuntime.generation) {
       throw refuse('conflict', [`request.designation.currentRuntime is not the cluster's current runtime `
         + `(${runtime.phase}, generation ${runtime.generation})`]);
     }
+    // The service is another manager's document and cannot join this write. An update of it that
+    // lands between this read and the write is harmless: it reads nothing of the slot, so the
+    // outcome equals designating first and updating after, and the designation names the exact
+    // revision it prepared.
     const service = await this.dependencies.getService(intentArg.ingressServiceId);
     if (!service || service.clusterId !== clusterId) {
       throw refuse('not-found', ['request.designation.ingressServiceId names no service of this cluster']);
@@ -278,15 +286,14 @@ export class IngressManager {
     if (relayOrigin === null) {
       throw refuse('unavailable', ['the cluster has no accepted relay registration, so its relay origin is unknown']);
     }
-    const slot = await store.get(clusterIngressSlotKind, clusterId);
-    if (slot?.kind === 'fleet-cutover') {
+    if (slot.kind === 'fleet-cutover') {
       throw contractRefusal('The cluster holds a fleet-cutover ingress designation.', {
         code: 'conflict',
         retryable: false,
         reasons: ['the cluster holds a fleet-cutover ingress designation; a cluster holds one kind of designation only'],
       });
     }
-    const current = slot?.designation ?? null;
+    const current = slot.designation;
     const expected = intentArg.expectedDesignation;
     const matches = current === null
       ? expected === null
@@ -326,18 +333,16 @@ export class IngressManager {
     const bearer = { ...secretVersion, value: randomBytes(clusterIngressBearerBytes).toString('base64url') };
     const answer: IStoredDesignationAnswer = { requestDigest, designation, spec };
     const mutation = { mutationId: intentArg.mutationId, answer };
-    const stored = slot === null
-      ? await store.insert(clusterIngressSlotKind, {
-        id: clusterId, clusterId, kind: 'pallet', designation, fleetCutover: null, bearer,
-      }, { mutation })
-      : await store.swap(clusterIngressSlotKind, clusterId, slot.generation, { set: { designation, bearer } }, { mutation });
+    const stored = await store.swap(clusterIngressSlotKind, clusterId, slot.generation, {
+      set: { kind: 'pallet', designation, bearer },
+    }, { mutation });
     if (!stored) {
       // The same mutation may have won in a concurrent call: that one's answer is this one's too.
       const concurrent = await this.findReplay(intentArg, requestDigest);
       if (concurrent) {
         return concurrent;
       }
-      throw refuse('conflict', ['the cluster\'s ingress designation changed while the request was decided']);
+      throw refuse('conflict', ['the cluster\'s ingress designation or runtime changed while the request was decided']);
     }
     this.cloudly.logger.info({
       clusterId, designationGeneration: designation.generation, ingressServiceId: service.id,
@@ -373,29 +378,52 @@ export class IngressManager {
     const fleetCutover: IFleetCutoverIngressDesignation = {
       id: clusterIdArg, generation: 1, clusterId: clusterIdArg, ingressServiceId: ingressServiceIdArg, acceptedAt: Date.now(),
     };
-    const stored = await this.cloudly.store.insert(clusterIngressSlotKind, {
-      id: clusterIdArg, clusterId: clusterIdArg, kind: 'fleet-cutover', designation: null, fleetCutover, bearer: null,
-    });
-    return stored ? fleetCutover : null;
+    for (let round = 0; round < maximumSlotRounds; round++) {
+      const slot = await this.readSlot(clusterIdArg);
+      if (slot.kind !== 'none') {
+        return null;
+      }
+      if (await this.cloudly.store.swap(clusterIngressSlotKind, clusterIdArg, slot.generation, { set: { kind: 'fleet-cutover', fleetCutover } })) {
+        return fleetCutover;
+      }
+    }
+    return null;
   }
 
   // --- cluster runtime -----------------------------------------------------------------------
 
-  /** The cluster's runtime reference; a cluster without a record is born on Pallet. */
-  public async readClusterRuntime(clusterIdArg: string): Promise<IClusterRuntimeReference> {
+  /**
+   * The cluster's slot, created on first read with an empty designation and a `pallet` runtime:
+   * every cluster this Cloudly creates is born on Pallet.
+   */
+  private async readSlot(clusterIdArg: string): Promise<IClusterIngressSlotDocument> {
     const { store } = this.cloudly;
-    const doc = await store.get(clusterRuntimeKind, clusterIdArg)
-      ?? await store.insert(clusterRuntimeKind, { id: clusterIdArg, phase: 'pallet' })
-      ?? await store.get(clusterRuntimeKind, clusterIdArg);
-    if (!doc) {
-      throw new Error('cluster runtime record vanished while it was created');
+    const slot = await store.get(clusterIngressSlotKind, clusterIdArg)
+      ?? await store.insert(clusterIngressSlotKind, {
+        id: clusterIdArg,
+        clusterId: clusterIdArg,
+        kind: 'none',
+        designation: null,
+        fleetCutover: null,
+        bearer: null,
+        runtime: { phase: 'pallet', generation: 1 },
+      })
+      ?? await store.get(clusterIngressSlotKind, clusterIdArg);
+    if (!slot) {
+      throw new Error('cluster ingress slot vanished while it was created');
     }
-    return { id: doc.id, phase: doc.phase, generation: doc.generation };
+    return slot;
+  }
+
+  /** The cluster's runtime reference. */
+  public async readClusterRuntime(clusterIdArg: string): Promise<IClusterRuntimeReference> {
+    const { runtime } = await this.readSlot(clusterIdArg);
+    return { id: clusterIdArg, phase: runtime.phase, generation: runtime.generation };
   }
 
   /**
-   * Moves the cluster's runtime record to a phase (a fleet migration's step), compare-and-swap on
-   * the generation the caller read. Null when that generation is no longer current.
+   * Moves the cluster's runtime to a phase (a fleet migration's step), compare-and-swap on the
+   * runtime generation the caller read. Null when that generation is no longer current.
    */
   public async changeClusterRuntimePhase(
     clusterIdArg: string,
@@ -405,9 +433,18 @@ export class IngressManager {
     if (!(clusterRuntimePhases as readonly string[]).includes(phaseArg)) {
       return null;
     }
-    await this.readClusterRuntime(clusterIdArg);
-    const doc = await this.cloudly.store.swap(clusterRuntimeKind, clusterIdArg, expectedGenerationArg, { set: { phase: phaseArg } });
-    return doc ? { id: doc.id, phase: doc.phase, generation: doc.generation } : null;
+    for (let round = 0; round < maximumSlotRounds; round++) {
+      const slot = await this.readSlot(clusterIdArg);
+      if (slot.runtime.generation !== expectedGenerationArg) {
+        return null;
+      }
+      const runtime = { phase: phaseArg, generation: expectedGenerationArg + 1 };
+      // A lost swap may be a designation that moved the slot: re-read and compare the runtime again.
+      if (await this.cloudly.store.swap(clusterIngressSlotKind, clusterIdArg, slot.generation, { set: { runtime } })) {
+        return { id: clusterIdArg, ...runtime };
+      }
+    }
+    return null;
   }
 
   // --- registration --------------------------------------------------------------------------
