@@ -198,11 +198,36 @@ describe('registerClusterIngress through the cluster relay', () => {
     const second = await t.connectRelay(cluster.relayToken);
     const reportRefusal = await refusalOf(() => report(second, 'node-1', 'session-x'));
     assert.equal(reportRefusal.code, 'unavailable');
+    assert.deepEqual(reportRefusal.reasons, ['relay-not-elected']);
     const resolveRefusal = await refusalOf(() => second.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
       'resolveClusterIngressBearer', { secretVersion: cluster.designation.credential.secretVersion }));
     assert.equal(resolveRefusal.code, 'unavailable');
+    assert.deepEqual(resolveRefusal.reasons, ['relay-not-elected']);
     refusals.push(reportRefusal, resolveRefusal);
     second.close();
+  });
+
+  test('the bearer is resolved only for the relay\'s own cluster and only from a well-formed reference', async () => {
+    // An elected relay of another designated cluster names this cluster's current secret version.
+    const other = await designateCluster('other-cluster');
+    const foreign = await refusalOf(() => other.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
+      'resolveClusterIngressBearer', { secretVersion: cluster.designation.credential.secretVersion }));
+    assert.equal(foreign.code, 'not-found');
+    // A relay of a cluster without any designation gets nothing either.
+    const bare = await prepareIngressCluster(t, 'bare-resolve');
+    const undesignated = await refusalOf(() => bare.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
+      'resolveClusterIngressBearer', { secretVersion: cluster.designation.credential.secretVersion }));
+    assert.equal(undesignated.code, 'not-found');
+    const malformed = await refusalOf(() => cluster.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
+      'resolveClusterIngressBearer', { secretVersion: { ...cluster.designation.credential.secretVersion, extra: 1 } as never }));
+    assert.equal(malformed.code, 'invalid-request');
+    assert.match(String((malformed.reasons as string[])[0]), /^request\.secretVersion/);
+    refusals.push(foreign, undesignated, malformed);
+    // The cluster's own elected relay still gets its own current bearer.
+    const own = await cluster.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
+      'resolveClusterIngressBearer', { secretVersion: cluster.designation.credential.secretVersion });
+    assert.equal(own.bearer, cluster.bearer);
+    assert.notEqual(other.bearer, cluster.bearer);
   });
 
   test('route table: null until computed, then revisions with a hint to the relay', async () => {

@@ -133,6 +133,11 @@ export class ClusterManager {
     return this.relayElection.confirmElected(sessionArg);
   }
 
+  /** Refuses `unavailable` (`relay-not-elected`) unless this socket is its cluster's elected one. */
+  public async requireElected(sessionArg: IRelaySession): Promise<void> {
+    return this.relayElection.requireElected(sessionArg);
+  }
+
   /**
    * The elected relay socket of a cluster on this instance, after any election still in flight
    * (a socket that just connected) has finished; null when none is elected here.

@@ -158,9 +158,7 @@ export class ClusterNodes {
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', async (request, context) => {
       invalid(checkRequestShape(request, { required: { report: (valueArg, pathArg) => validateClusterNodeReport(valueArg, pathArg) } }));
-      if (!(await this.election.confirmElected(context.session))) {
-        throw refuse('unavailable', ['relay-not-elected']);
-      }
+      await this.election.requireElected(context.session);
       return { node: await this.applyReport(context.clusterId, request.report) };
     });
 

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
 import type { IRelaySession } from '../core/relaysessions.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { refuse } from '../core/errors.js';
 
 /**
  * Elects exactly one relay connection per cluster. The election is a lease document per cluster
@@ -37,6 +38,9 @@ export const defaultRelayElectionTiming: IRelayElectionTiming = Object.freeze({
   leaseTtlMs: 15_000,
   heartbeatMs: 5_000,
 });
+
+/** The reason a relay handler answers (with `unavailable`) on a socket that is not its cluster's elected one. */
+export const relayNotElectedReason = 'relay-not-elected';
 
 /** Bounded retries of a read-compare-swap round that lost to another writer. */
 const maximumLeaseRounds = 8;
@@ -114,6 +118,13 @@ export class ClusterRelayElection {
       await this.elect(sessionArg.clusterId);
     }
     return this.isElected(sessionArg);
+  }
+
+  /** `confirmElected`, or the `unavailable` refusal every relay handler answers a socket that is not elected. */
+  public async requireElected(sessionArg: IRelaySession): Promise<void> {
+    if (!(await this.confirmElected(sessionArg))) {
+      throw refuse('unavailable', [relayNotElectedReason]);
+    }
   }
 
   /**

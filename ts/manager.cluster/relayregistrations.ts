@@ -54,9 +54,7 @@ export class ClusterRelayRegistrations {
       if (reasons.length > 0) {
         throw refuse('invalid-request', reasons);
       }
-      if (!(await this.election.confirmElected(context.session))) {
-        throw refuse('unavailable', ['relay-not-elected']);
-      }
+      await this.election.requireElected(context.session);
       const stored = await this.accept(context.clusterId, context.session.id, request.registration);
       this.cloudly.logger.info({ clusterId: context.clusterId, origin: stored.origin, version: stored.version }, 'relay registration accepted');
       return { registration: toPublicRegistration(stored, await this.election.isClusterConnected(context.clusterId)) };

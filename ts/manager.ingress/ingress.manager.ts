@@ -3,6 +3,7 @@ import type { Cloudly, IRelayHandlerContext } from '../classes.cloudly.js';
 import { contractRefusal, refuse } from '../core/errors.js';
 import { checkRequestShape, isAnyValue, isIdString, type TFieldCheck } from '../core/validation.js';
 import type { IRelaySession } from '../core/relaysessions.js';
+import { relayNotElectedReason } from '../manager.cluster/relayelection.js';
 import {
   clusterIngressEnvironmentNames,
   clusterIngressProtocolOffer,
@@ -22,7 +23,7 @@ import { validateRuntimeAssignmentStatus } from '../interfaces/data/runtimeassig
 import type { ISecretVersionReference } from '../interfaces/data/secret.js';
 import type { IService } from '../interfaces/data/service.js';
 import { computeCanonicalJsonSha256Hex } from '../interfaces/private/canonicaljson.js';
-import { isCanonicalId, isCounter, isRecord } from '../interfaces/private/dataproperties.js';
+import { isCanonicalId, isCounter, isRecord, readExactDataRecord } from '../interfaces/private/dataproperties.js';
 import { readOwnDataValue } from '../interfaces/private/ownproperties.js';
 import type {
   IReq_Any_Cloudly_DesignateClusterIngress,
@@ -65,6 +66,14 @@ const protocolRefusalText = 'The protocol offer was refused.';
 
 /** Stable, id-safe tag of a cluster id for names derived from it (ids may be up to 128 characters). */
 const clusterTag = (clusterIdArg: string): string => createHash('sha256').update(clusterIdArg).digest('hex').slice(0, 32);
+
+const isSecretVersionReference: TFieldCheck = (valueArg, pathArg) => {
+  const reference = readExactDataRecord(valueArg, ['secretId', 'secretVersionId']);
+  return reference !== null && isCanonicalId(readOwnDataValue(reference, 'secretId'))
+    && isCanonicalId(readOwnDataValue(reference, 'secretVersionId'))
+    ? []
+    : [`${pathArg} must be exactly { secretId, secretVersionId } with two ids`];
+};
 
 const isRevisionOrNull: TFieldCheck = (valueArg, pathArg) =>
   valueArg === null || isCounter(valueArg) ? [] : [`${pathArg} must be null or a non-negative integer`];
@@ -206,21 +215,23 @@ export class IngressManager {
       async (request, context) => this.recordAssignments(request, context),
     );
 
+    // The one answer that carries a bearer: only to the elected socket of the relay's own cluster,
+    // only for that cluster's current credential, and never logged. The relay's node needs the
+    // value to fill the ingress workload's secret environment variable.
     cloudly.addRelayHandler<IReq_Relay_Cloudly_ResolveClusterIngressBearer>('resolveClusterIngressBearer', async (request, context) => {
-      const shape = checkRequestShape(request, { required: { secretVersion: isAnyValue } });
+      const shape = checkRequestShape(request, { required: { secretVersion: isSecretVersionReference } });
       if (shape.length > 0) {
         throw refuse('invalid-request', shape);
       }
       await this.requireElected(context);
       const slot = await this.cloudly.store.get(clusterIngressSlotKind, context.clusterId);
-      const wanted = request.secretVersion;
       const bearer = slot?.kind === 'pallet' ? slot.bearer : null;
       if (
-        !bearer || !isRecord(wanted)
-        || readOwnDataValue(wanted, 'secretId') !== bearer.secretId
-        || readOwnDataValue(wanted, 'secretVersionId') !== bearer.secretVersionId
+        !bearer
+        || request.secretVersion.secretId !== bearer.secretId
+        || request.secretVersion.secretVersionId !== bearer.secretVersionId
       ) {
-        throw refuse('not-found', ['request.secretVersion is not the current ingress credential of this cluster']);
+        throw refuse('not-found', ['request.secretVersion is not the current ingress credential of this relay\'s cluster']);
       }
       return { bearer: bearer.value };
     });
@@ -555,7 +566,7 @@ export class IngressManager {
 
   private async requireElected(contextArg: IRelayHandlerContext): Promise<void> {
     if (!(await this.dependencies.isElectedRelaySession(contextArg.session))) {
-      throw refuse('unavailable', ['relay-not-connected']);
+      throw refuse('unavailable', [relayNotElectedReason]);
     }
   }
 

@@ -1,4 +1,4 @@
-import type { Cloudly, IRelayHandlerContext } from '../classes.cloudly.js';
+import type { Cloudly } from '../classes.cloudly.js';
 import { refuse } from '../core/errors.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
 import { checkRequestShape, isIdString, type TFieldCheck } from '../core/validation.js';
@@ -105,7 +105,7 @@ export class RuntimeNetworkManager {
       invalid(checkRequestShape(request, {
         required: { nodeId: isNodeId, leases: (valueArg, pathArg) => validateRuntimeNetworkWorkloadLeases(valueArg, pathArg) },
       }));
-      await this.requireElected(context);
+      await this.cloudly.clusterManager.requireElected(context.session);
       const generation = await this.recordLeases(context.clusterId, request.nodeId, request.leases);
       await this.refreshCluster(context.clusterId);
       return { generation };
@@ -122,16 +122,10 @@ export class RuntimeNetworkManager {
         invalid(checkRequestShape(request, {
           required: { application: (valueArg, pathArg) => validateRuntimeNetworkProjectionApplication(valueArg, pathArg) },
         }));
-        await this.requireElected(context);
+        await this.cloudly.clusterManager.requireElected(context.session);
         return { application: await this.recordApplication(context.clusterId, request.application) };
       },
     );
-  }
-
-  private async requireElected(contextArg: IRelayHandlerContext): Promise<void> {
-    if (!(await this.cloudly.clusterManager.confirmElected(contextArg.session))) {
-      throw refuse('unavailable', ['relay-not-elected']);
-    }
   }
 
   private async requireNode(clusterIdArg: string, nodeIdArg: string) {
