@@ -217,7 +217,7 @@ test('a relay may not report sessions of another shape', async () => {
     (error: { errorData?: { code?: string; reasons?: string[] } }) => {
       assert.equal(error.errorData?.code, 'invalid-request');
       assert.deepEqual(error.errorData?.reasons, [
-        "request.session.id must be an id of 1-128 letters, digits, '.', '_' or '-'",
+        "request.session.id must be an id of 1-128 letters, digits, '.', '_' or '-' starting with a letter or digit",
         'request.session.generation must be a positive integer',
       ]);
       return true;

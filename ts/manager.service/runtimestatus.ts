@@ -4,7 +4,11 @@ import {
   serviceVolumeLocalDirectoryDriver,
   type IServiceVolume,
 } from '../interfaces/data/servicevolume.js';
-import type { TServiceRuntimeRefusal, TServiceRuntimeWaitingReason } from '../interfaces/data/serviceruntimestatus.js';
+import {
+  serviceRuntimeVolumeRefusals,
+  type TServiceRuntimeRefusal,
+  type TServiceRuntimeWaitingReason,
+} from '../interfaces/data/serviceruntimestatus.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../interfaces/data/runtimelocalstorageclaim.js';
 
 /**
@@ -42,15 +46,6 @@ export type TServiceRuntimeVerdict =
   | { state: 'waiting'; reason: TServiceRuntimeWaitingReason }
   | { state: 'refused'; reason: TServiceRuntimeRefusal };
 
-/** The volume refusals in contract order; the first one any volume earns is the verdict. */
-const volumeRefusalOrder = [
-  'volume-driver-unsupported',
-  'volume-options-unsupported',
-  'volume-shared-unsupported',
-  'volume-placement-unsupported',
-  'volume-initialization-unknown',
-  'volume-ownership-unknown',
-] as const satisfies readonly TServiceRuntimeRefusal[];
 
 /** Every volume refusal one volume earns, in contract order. */
 export const judgeServiceVolume = (
@@ -99,7 +94,8 @@ export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRun
       earned.add(refusal);
     }
   }
-  const refusal = volumeRefusalOrder.find((candidate) => earned.has(candidate));
+  // The volume refusals in contract order: the first one any volume earns is the verdict.
+  const refusal = serviceRuntimeVolumeRefusals.find((candidate) => earned.has(candidate));
   if (refusal) {
     return { state: 'refused', reason: refusal };
   }

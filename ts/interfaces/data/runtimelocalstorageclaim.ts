@@ -1,15 +1,16 @@
 import {
-  collectServiceReasons,
   readServiceDataArray,
   readServiceDataField,
   readServiceDataRecord,
   reasonsForUnknownKeys,
   validateDirectoryModeBits,
+  validateServiceCanonicalId,
   validateServiceMountPath,
   validateServiceOwnerId,
   type TServiceDataRecord,
 } from '../private/servicecontract.js';
 import { computeDomainDigestHex } from '../private/canonicaljson.js';
+import { collectValidatorReasons, isSha256Hex } from '../private/dataproperties.js';
 
 /**
  * A controller's authority for one retained, node-local volume of one service on one node.
@@ -50,16 +51,20 @@ export interface IRuntimeLocalStorageClaimOwnership {
 
 export type TRuntimeLocalStorageClaimLifecycle = 'bound' | 'purge';
 
-interface IRuntimeLocalStorageClaimCommon {
-  id: string;
-  generation: number;
-  previous: IRuntimeLocalStorageClaimReference | null;
+/** Who a claim belongs to; an assignment the claim binds to names exactly the same. */
+export interface IRuntimeLocalStorageClaimOwners {
   controller: IRuntimeLocalStorageClaimController;
   organizationId: string;
   clusterId: string;
   nodeId: string;
   runtimeNamespace: string;
   serviceId: string;
+}
+
+interface IRuntimeLocalStorageClaimCommon extends IRuntimeLocalStorageClaimOwners {
+  id: string;
+  generation: number;
+  previous: IRuntimeLocalStorageClaimReference | null;
   /** The service's own volume id. */
   volumeId: string;
   /** A directory the node derives from the claim's identity under a root only the node knows. */
@@ -98,13 +103,7 @@ export const runtimeLocalStorageClaimNodeStates = Object.freeze([
  * The assignment facts a claim binds to: who runs which service where, and the claim references
  * sealed in its workload. Project's own minimal definition of the runtime assignment.
  */
-export interface IRuntimeLocalStorageClaimAssignment {
-  controller: IRuntimeLocalStorageClaimController;
-  organizationId: string;
-  clusterId: string;
-  nodeId: string;
-  runtimeNamespace: string;
-  serviceId: string;
+export interface IRuntimeLocalStorageClaimAssignment extends IRuntimeLocalStorageClaimOwners {
   workload: { storage: IRuntimeLocalStorageClaimReference[] };
 }
 
@@ -114,16 +113,11 @@ const claimKeys = [
   'reclaimPolicy', 'lifecycle', 'digest',
 ] as const;
 
-const idPattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-const digestPattern = /^[0-9a-f]{64}$/;
-
-const validateClaimId = (valueArg: unknown, pathArg: string): string[] =>
-  typeof valueArg === 'string' && valueArg.length <= 128 && idPattern.test(valueArg)
-    ? []
-    : [`${pathArg} must be an id of 1-128 letters, digits, '.', '_' or '-' starting with a letter or digit`];
+/** Most claim references one assignment's `workload.storage` is read with. Project's own limit. */
+export const maximumRuntimeAssignmentStorageClaims = 4096;
 
 const validateDigest = (valueArg: unknown, pathArg: string): string[] =>
-  typeof valueArg === 'string' && valueArg.length === 64 && digestPattern.test(valueArg)
+  isSha256Hex(valueArg)
     ? []
     : [`${pathArg} must be a lowercase hex sha256 digest`];
 
@@ -132,14 +126,14 @@ const validateGeneration = (valueArg: unknown, pathArg: string): string[] =>
 
 /** Every reason a value is not a valid claim reference `{ id, generation, digest }`. */
 export const validateRuntimeLocalStorageClaimReference = (valueArg: unknown, pathArg = 'claim'): string[] =>
-  collectServiceReasons(pathArg, () => {
+  collectValidatorReasons(pathArg, () => {
     const record = readServiceDataRecord(valueArg);
     if (record === null) {
       return [`${pathArg} must be a plain object`];
     }
     return [
       ...reasonsForUnknownKeys(record, ['id', 'generation', 'digest'], pathArg),
-      ...validateClaimId(readServiceDataField(record, 'id'), `${pathArg}.id`),
+      ...validateServiceCanonicalId(readServiceDataField(record, 'id'), `${pathArg}.id`),
       ...validateGeneration(readServiceDataField(record, 'generation'), `${pathArg}.generation`),
       ...validateDigest(readServiceDataField(record, 'digest'), `${pathArg}.digest`),
     ];
@@ -165,7 +159,7 @@ const exactRecordReasons = (
 
 /** Every schema reason of a claim, with or without its `digest` member. */
 const collectClaimSchemaReasons = (valueArg: unknown, requireDigestArg: boolean, pathArg: string): string[] =>
-  collectServiceReasons(pathArg, () => {
+  collectValidatorReasons(pathArg, () => {
     const keys = requireDigestArg ? claimKeys : claimKeys.filter((key) => key !== 'digest');
     const { record, reasons } = exactRecordReasons(valueArg, keys, pathArg);
     if (record === null) {
@@ -174,7 +168,7 @@ const collectClaimSchemaReasons = (valueArg: unknown, requireDigestArg: boolean,
     const field = (keyArg: string): unknown => readServiceDataField(record, keyArg);
     const id = field('id');
     const generation = field('generation');
-    reasons.push(...validateClaimId(id, `${pathArg}.id`));
+    reasons.push(...validateServiceCanonicalId(id, `${pathArg}.id`));
     reasons.push(...validateGeneration(generation, `${pathArg}.generation`));
     const previous = field('previous');
     if (previous === null) {
@@ -201,10 +195,10 @@ const collectClaimSchemaReasons = (valueArg: unknown, requireDigestArg: boolean,
       if (kind !== 'cloudly' && kind !== 'onebox') {
         reasons.push(`${pathArg}.controller.kind must be 'cloudly' or 'onebox'`);
       }
-      reasons.push(...validateClaimId(readServiceDataField(controller.record, 'id'), `${pathArg}.controller.id`));
+      reasons.push(...validateServiceCanonicalId(readServiceDataField(controller.record, 'id'), `${pathArg}.controller.id`));
     }
     for (const key of ['organizationId', 'clusterId', 'nodeId', 'runtimeNamespace', 'serviceId', 'volumeId']) {
-      reasons.push(...validateClaimId(field(key), `${pathArg}.${key}`));
+      reasons.push(...validateServiceCanonicalId(field(key), `${pathArg}.${key}`));
     }
     const source = exactRecordReasons(field('source'), ['kind'], `${pathArg}.source`);
     reasons.push(...source.reasons);
@@ -376,7 +370,7 @@ export const bindRuntimeLocalStorageClaimToAssignment = async (
   if (claim.lifecycle === 'purge') {
     reasons.push('a purge claim binds to no assignment');
   }
-  const assignment = collectServiceReasons('assignment', () => {
+  const assignment = collectValidatorReasons('assignment', () => {
     const record = readServiceDataRecord(assignmentArg);
     if (record === null) {
       return ['assignment must be a plain object'];
@@ -396,7 +390,7 @@ export const bindRuntimeLocalStorageClaimToAssignment = async (
       }
     }
     const workload = readServiceDataRecord(readServiceDataField(record, 'workload'));
-    const storage = workload === null ? null : readServiceDataArray(readServiceDataField(workload, 'storage'), 4096);
+    const storage = workload === null ? null : readServiceDataArray(readServiceDataField(workload, 'storage'), maximumRuntimeAssignmentStorageClaims);
     const sealed = storage?.filter((entry) => {
       const entryRecord = readServiceDataRecord(entry);
       return entryRecord !== null && readServiceDataField(entryRecord, 'id') === claim.id;

@@ -1,11 +1,12 @@
 import {
-  collectServiceReasons,
   readServiceDataArray,
   readServiceDataField,
   readServiceDataRecord,
   reasonsForUnknownKeys,
-  validateServiceOwnerId,
+  validateServiceCanonicalId,
+  validateServiceRunAsOwner,
 } from '../private/servicecontract.js';
+import { collectValidatorReasons } from '../private/dataproperties.js';
 import { canonicalizeJson } from '../private/canonicaljson.js';
 import type { IServiceVolume, TServiceWritableVolume } from './servicevolume.js';
 import { validateServiceWritableVolume } from './servicevolume.js';
@@ -72,31 +73,12 @@ export const serviceSpecLimits = Object.freeze({
   maximumVolumes: 64,
 } as const);
 
-const canonicalIdPattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-
-const validateId = (valueArg: unknown, pathArg: string): string[] =>
-  typeof valueArg === 'string' && valueArg.length <= 128 && canonicalIdPattern.test(valueArg)
-    ? []
-    : [`${pathArg} must be an id of 1-128 letters, digits, '.', '_' or '-' starting with a letter or digit`];
-
-const validateRunAs = (valueArg: unknown, pathArg: string): string[] => {
-  if (valueArg === null) {
-    return [];
-  }
-  const record = readServiceDataRecord(valueArg);
-  if (record === null) {
-    return [`${pathArg} must be { user, group } or null`];
-  }
-  return [
-    ...reasonsForUnknownKeys(record, ['user', 'group'], pathArg),
-    ...validateServiceOwnerId(readServiceDataField(record, 'user'), `${pathArg}.user`),
-    ...validateServiceOwnerId(readServiceDataField(record, 'group'), `${pathArg}.group`),
-  ];
-};
+const validateRunAs = (valueArg: unknown, pathArg: string): string[] =>
+  valueArg === null ? [] : validateServiceRunAsOwner(valueArg, pathArg);
 
 /** Every reason a value is not a valid `IServiceRuntimeSpec`. */
 export const validateServiceRuntimeSpec = (valueArg: unknown, pathArg = 'runtime'): string[] =>
-  collectServiceReasons(pathArg, () => {
+  collectValidatorReasons(pathArg, () => {
     const record = readServiceDataRecord(valueArg);
     if (record === null) {
       return [`${pathArg} must be a plain object`];
@@ -130,7 +112,7 @@ export const validateServiceRuntimeSpec = (valueArg: unknown, pathArg = 'runtime
       if (nodeIds === null) {
         reasons.push(`${pathArg}.placement.nodeIds must be an array of at most ${serviceSpecLimits.maximumPlacementNodes} node ids`);
       } else {
-        nodeIds.forEach((nodeId, index) => reasons.push(...validateId(nodeId, `${pathArg}.placement.nodeIds[${index}]`)));
+        nodeIds.forEach((nodeId, index) => reasons.push(...validateServiceCanonicalId(nodeId, `${pathArg}.placement.nodeIds[${index}]`)));
         if (new Set(nodeIds).size !== nodeIds.length) {
           reasons.push(`${pathArg}.placement.nodeIds must not repeat a node`);
         }
@@ -141,7 +123,7 @@ export const validateServiceRuntimeSpec = (valueArg: unknown, pathArg = 'runtime
 
 /** Every reason a value is not a valid `IServiceWritableSpec`, volumes included. */
 export const validateServiceWritableSpec = (valueArg: unknown, pathArg = 'service'): string[] =>
-  collectServiceReasons(pathArg, () => {
+  collectValidatorReasons(pathArg, () => {
     const record = readServiceDataRecord(valueArg);
     if (record === null) {
       return [`${pathArg} must be a plain object`];
@@ -151,8 +133,8 @@ export const validateServiceWritableSpec = (valueArg: unknown, pathArg = 'servic
     if (typeof name !== 'string' || name.trim().length === 0 || name.length > serviceSpecLimits.maximumNameLength) {
       reasons.push(`${pathArg}.name must be a non-blank string of at most ${serviceSpecLimits.maximumNameLength} characters`);
     }
-    reasons.push(...validateId(readServiceDataField(record, 'organizationId'), `${pathArg}.organizationId`));
-    reasons.push(...validateId(readServiceDataField(record, 'clusterId'), `${pathArg}.clusterId`));
+    reasons.push(...validateServiceCanonicalId(readServiceDataField(record, 'organizationId'), `${pathArg}.organizationId`));
+    reasons.push(...validateServiceCanonicalId(readServiceDataField(record, 'clusterId'), `${pathArg}.clusterId`));
     reasons.push(...validateServiceRuntimeSpec(readServiceDataField(record, 'runtime'), `${pathArg}.runtime`));
     const volumes = readServiceDataArray(readServiceDataField(record, 'volumes'), serviceSpecLimits.maximumVolumes);
     if (volumes === null) {

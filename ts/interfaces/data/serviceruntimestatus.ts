@@ -1,6 +1,7 @@
 import {
   readServiceDataField,
   readServiceDataRecord,
+  validateServiceCanonicalId,
 } from '../private/servicecontract.js';
 
 /**
@@ -18,6 +19,19 @@ export const serviceRuntimeWaitingReasons = Object.freeze([
 ] as const);
 
 export type TServiceRuntimeWaitingReason = (typeof serviceRuntimeWaitingReasons)[number];
+
+/**
+ * The volume refusals, in contract order: the first four name what a local storage claim cannot
+ * express, the last two what Cloudly will not guess (see the volume initialization derive rule).
+ */
+export const serviceRuntimeVolumeRefusals = Object.freeze([
+  'volume-driver-unsupported',
+  'volume-options-unsupported',
+  'volume-shared-unsupported',
+  'volume-placement-unsupported',
+  'volume-initialization-unknown',
+  'volume-ownership-unknown',
+] as const);
 
 export const serviceRuntimeRefusals = Object.freeze([
   'cluster-runtime-missing',
@@ -37,12 +51,7 @@ export const serviceRuntimeRefusals = Object.freeze([
   'network-policy-mismatch',
   'network-workload-pool-missing',
   'network-workload-pool-exhausted',
-  'volume-driver-unsupported',
-  'volume-options-unsupported',
-  'volume-shared-unsupported',
-  'volume-placement-unsupported',
-  'volume-initialization-unknown',
-  'volume-ownership-unknown',
+  ...serviceRuntimeVolumeRefusals,
 ] as const);
 
 export type TServiceRuntimeRefusal = (typeof serviceRuntimeRefusals)[number];
@@ -92,13 +101,13 @@ export const snapshotServiceRuntimeStatus = (valueArg: unknown): IServiceRuntime
   const state = readServiceDataField(record, 'state');
   const reason = readServiceDataField(record, 'reason');
   if (
-    typeof id !== 'string' || id.length === 0 || id.length > 128
+    validateServiceCanonicalId(id, 'id').length > 0
     || !Number.isSafeInteger(specRevision) || (specRevision as number) < 1
     || !Number.isSafeInteger(changedAt) || (changedAt as number) < 0
   ) {
     throw new TypeError(serviceRuntimeStatusContract.error);
   }
-  const base = { id, specRevision: specRevision as number, changedAt: changedAt as number };
+  const base = { id: id as string, specRevision: specRevision as number, changedAt: changedAt as number };
   if ((state === 'converged' || state === 'converging') && reason === null) {
     return { ...base, state, reason: null };
   }

@@ -1,5 +1,4 @@
 import {
-  collectServiceReasons,
   readServiceDataArray,
   readServiceDataField,
   readServiceDataRecord,
@@ -7,8 +6,10 @@ import {
   validateDirectoryModeBits,
   validateServiceMountPath,
   validateServiceOwnerId,
+  validateServiceRunAsOwner,
 } from '../private/servicecontract.js';
 import { sha256Hex } from '../private/canonicaljson.js';
+import { collectValidatorReasons } from '../private/dataproperties.js';
 import type { IServiceRunAs } from './service.js';
 
 /**
@@ -76,6 +77,16 @@ export const getServiceVolumeId = (mountPathArg: string): string => `vol-${sha25
 
 /** The driver value that means a node-local directory. Project's own definition. */
 export const serviceVolumeLocalDirectoryDriver = 'local';
+
+/** Bounds of a writable volume's driver and option members. Project's own limits. */
+export const serviceWritableVolumeLimits = Object.freeze({
+  maximumDriverLength: 128,
+  maximumDriverOptions: 64,
+  maximumDriverOptionNameLength: 256,
+  maximumDriverOptionValueLength: 4096,
+  maximumMountOptions: 64,
+  maximumMountOptionLength: 256,
+} as const);
 
 /** Docker's own volume name rule, plus a length bound. Project's own limit. */
 export const maximumServiceDockerVolumeNameLength = 255;
@@ -154,7 +165,7 @@ export const validateServiceVolumeInitialization = (
   valueArg: unknown,
   pathArg = 'initialization',
 ): string[] =>
-  collectServiceReasons(pathArg, () => {
+  collectValidatorReasons(pathArg, () => {
     const record = readServiceDataRecord(valueArg);
     if (record === null) {
       return [`${pathArg} must be a plain object`];
@@ -235,16 +246,7 @@ export const deriveServiceVolumeClaimInitialization = (
   if (runAsArg === null) {
     return { refused: true, reason: 'volume-ownership-unknown' };
   }
-  const runAsReasons = collectServiceReasons('runAs', () => {
-    const record = readServiceDataRecord(runAsArg);
-    return record === null
-      ? ['runAs must be a plain object or null']
-      : [
-        ...reasonsForUnknownKeys(record, ['user', 'group'], 'runAs'),
-        ...validateServiceOwnerId(readServiceDataField(record, 'user'), 'runAs.user'),
-        ...validateServiceOwnerId(readServiceDataField(record, 'group'), 'runAs.group'),
-      ];
-  });
+  const runAsReasons = collectValidatorReasons('runAs', () => validateServiceRunAsOwner(runAsArg, 'runAs'));
   if (runAsReasons.length > 0) {
     throw new TypeError(`runAs refused: ${runAsReasons.join('; ')}`);
   }
@@ -257,7 +259,7 @@ export const deriveServiceVolumeClaimInitialization = (
 
 /** Every reason a value is not a valid writable volume (`TServiceWritableVolume`). */
 export const validateServiceWritableVolume = (valueArg: unknown, pathArg = 'volume'): string[] =>
-  collectServiceReasons(pathArg, () => {
+  collectValidatorReasons(pathArg, () => {
     const record = readServiceDataRecord(valueArg);
     if (record === null) {
       return [`${pathArg} must be a plain object`];
@@ -280,25 +282,27 @@ export const validateServiceWritableVolume = (valueArg: unknown, pathArg = 'volu
     if (typeof readServiceDataField(record, 'readOnly') !== 'boolean') {
       reasons.push(`${pathArg}.readOnly must be a boolean`);
     }
+    const limits = serviceWritableVolumeLimits;
     const driver = readServiceDataField(record, 'driver');
-    if (typeof driver !== 'string' || driver.length === 0 || driver.length > 128) {
-      reasons.push(`${pathArg}.driver must be a string of 1-128 characters`);
+    if (typeof driver !== 'string' || driver.length === 0 || driver.length > limits.maximumDriverLength) {
+      reasons.push(`${pathArg}.driver must be a string of 1-${limits.maximumDriverLength} characters`);
     }
     if (Object.hasOwn(record, 'driverOptions')) {
       const options = readServiceDataRecord(readServiceDataField(record, 'driverOptions'));
       const entries = options === null ? null : Object.entries(options);
       if (
         entries === null
-        || entries.length > 64
-        || entries.some(([key, item]) => key.length > 256 || typeof item !== 'string' || item.length > 4096)
+        || entries.length > limits.maximumDriverOptions
+        || entries.some(([key, item]) => key.length > limits.maximumDriverOptionNameLength
+          || typeof item !== 'string' || item.length > limits.maximumDriverOptionValueLength)
       ) {
-        reasons.push(`${pathArg}.driverOptions must map at most 64 names to strings`);
+        reasons.push(`${pathArg}.driverOptions must map at most ${limits.maximumDriverOptions} names to strings`);
       }
     }
     if (Object.hasOwn(record, 'mountOptions')) {
-      const options = readServiceDataArray(readServiceDataField(record, 'mountOptions'), 64);
-      if (options === null || !options.every((item) => typeof item === 'string' && item.length <= 256)) {
-        reasons.push(`${pathArg}.mountOptions must be at most 64 strings`);
+      const options = readServiceDataArray(readServiceDataField(record, 'mountOptions'), limits.maximumMountOptions);
+      if (options === null || !options.every((item) => typeof item === 'string' && item.length <= limits.maximumMountOptionLength)) {
+        reasons.push(`${pathArg}.mountOptions must be at most ${limits.maximumMountOptions} strings`);
       }
     }
     return reasons;

@@ -68,3 +68,15 @@ export const isPlainDataRecord = (valueArg: unknown): valueArg is TPlainRecord =
     (descriptor) => Object.hasOwn(descriptor, 'value'),
   );
 };
+
+/**
+ * Runs a validator and turns anything it throws (a hostile proxy, a revoked object) into one
+ * reason naming the path, so a validator built on it answers reasons for every input.
+ */
+export const collectValidatorReasons = (pathArg: string, validatorArg: () => string[]): string[] => {
+  try {
+    return validatorArg();
+  } catch {
+    return [`${pathArg} could not be read as plain data`];
+  }
+};

@@ -4,6 +4,8 @@
  * runs foreign code here, and a validator built on them never throws. Project's own definition.
  */
 
+import { isCanonicalId } from './dataproperties.js';
+
 export type TServiceDataRecord = Record<string, unknown>;
 
 /** A plain record (prototype Object or null) whose own properties are all data properties. */
@@ -67,14 +69,11 @@ export const reasonsForUnknownKeys = (
     .filter((key) => !allowedArg.includes(key))
     .map((key) => `${pathArg}.${key} is not a known member`);
 
-/** Runs a validator and turns anything it throws (a hostile proxy) into one reason. */
-export const collectServiceReasons = (pathArg: string, validatorArg: () => string[]): string[] => {
-  try {
-    return validatorArg();
-  } catch {
-    return [`${pathArg} could not be read as plain data`];
-  }
-};
+/** The one reason an id that breaks the project's identifier rule (`isCanonicalId`) earns. */
+export const validateServiceCanonicalId = (valueArg: unknown, pathArg: string): string[] =>
+  isCanonicalId(valueArg)
+    ? []
+    : [`${pathArg} must be an id of 1-128 letters, digits, '.', '_' or '-' starting with a letter or digit`];
 
 /** Longest mount path accepted; Linux PATH_MAX. Project's own limit. */
 export const maximumServiceMountPathLength = 4096;
@@ -126,6 +125,19 @@ export const validateServiceOwnerId = (valueArg: unknown, pathArg: string): stri
   Number.isSafeInteger(valueArg) && (valueArg as number) >= 0 && (valueArg as number) <= maximumServiceOwnerId
     ? []
     : [`${pathArg} must be an integer from 0 to ${maximumServiceOwnerId}`];
+
+/** Every reason a value is not a numeric owner `{ user, group }` (the runtime spec's `profile.runAs`). */
+export const validateServiceRunAsOwner = (valueArg: unknown, pathArg: string): string[] => {
+  const record = readServiceDataRecord(valueArg);
+  if (record === null) {
+    return [`${pathArg} must be { user, group } or null`];
+  }
+  return [
+    ...reasonsForUnknownKeys(record, ['user', 'group'], pathArg),
+    ...validateServiceOwnerId(readServiceDataField(record, 'user'), `${pathArg}.user`),
+    ...validateServiceOwnerId(readServiceDataField(record, 'group'), `${pathArg}.group`),
+  ];
+};
 
 const setuidBit = 0o4000;
 

@@ -13,11 +13,12 @@ import {
   validateRuntimeLocalStorageClaimReference,
 } from '../data/runtimelocalstorageclaim.js';
 import {
-  collectServiceReasons,
   readServiceDataField,
   readServiceDataRecord,
   reasonsForUnknownKeys,
+  validateServiceCanonicalId,
 } from '../private/servicecontract.js';
+import { collectValidatorReasons } from '../private/dataproperties.js';
 
 /**
  * The node's authenticated runtime session as a controller names it. Project's own definition:
@@ -82,10 +83,7 @@ const sessionReasons = (valueArg: unknown, pathArg: string): string[] => {
     return [`${pathArg} must be a plain object`];
   }
   const reasons = reasonsForUnknownKeys(record, ['id', 'generation'], pathArg);
-  const id = readServiceDataField(record, 'id');
-  if (typeof id !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(id)) {
-    reasons.push(`${pathArg}.id must be an id of 1-128 letters, digits, '.', '_' or '-'`);
-  }
+  reasons.push(...validateServiceCanonicalId(readServiceDataField(record, 'id'), `${pathArg}.id`));
   const generation = readServiceDataField(record, 'generation');
   if (!Number.isSafeInteger(generation) || (generation as number) < 1) {
     reasons.push(`${pathArg}.generation must be a positive integer`);
@@ -95,7 +93,7 @@ const sessionReasons = (valueArg: unknown, pathArg: string): string[] => {
 
 /** Every reason a value is not a valid `IRuntimeSessionReference`. */
 export const validateRuntimeSessionReference = (valueArg: unknown, pathArg = 'session'): string[] =>
-  collectServiceReasons(pathArg, () => sessionReasons(valueArg, pathArg));
+  collectValidatorReasons(pathArg, () => sessionReasons(valueArg, pathArg));
 
 /**
  * Binds an apply request to the session it arrived on: the request's session must be the node's
@@ -106,7 +104,7 @@ export const bindApplyRuntimeLocalStorageClaimRequest = async (
   requestArg: unknown,
   trustedSessionArg: IRuntimeLocalStorageTrustedSession,
 ): Promise<IApplyRuntimeLocalStorageClaimRequest> => {
-  const shapeReasons = collectServiceReasons('request', () => {
+  const shapeReasons = collectValidatorReasons('request', () => {
     const record = readServiceDataRecord(requestArg);
     if (record === null) {
       return ['request must be a plain object'];
@@ -162,7 +160,7 @@ export const bindApplyRuntimeLocalStorageClaimResponse = (
   requestArg: IApplyRuntimeLocalStorageClaimRequest,
 ): IApplyRuntimeLocalStorageClaimResponse => {
   const sent = snapshotRuntimeLocalStorageClaim(requestArg.claim);
-  const reasons = collectServiceReasons('response', () => {
+  const reasons = collectValidatorReasons('response', () => {
     const record = readServiceDataRecord(responseArg);
     if (record === null) {
       return ['response must be a plain object'];
