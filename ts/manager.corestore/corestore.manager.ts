@@ -7,6 +7,7 @@ import { checkRequestShape, isAnyValue, isIdString, type TFieldCheck } from '../
 import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
 import { isSha256Hex } from '../interfaces/private/dataproperties.js';
 import {
+  compareCorestoreLegacyResourceSelections,
   computeClusterCorestoreLegacyResourceInventorySha256,
   createCorestoreLegacyAdoptionErrorData,
   createCorestoreLegacyResourceAdoptionPlan,
@@ -85,12 +86,8 @@ const isExpectedGeneration: TFieldCheck = (valueArg, pathArg) =>
 const adoptionRefusal = (codeArg: TCorestoreLegacyAdoptionErrorCode, textArg: string): TypedResponseError =>
   contractRefusal(textArg, createCorestoreLegacyAdoptionErrorData(codeArg));
 
-const compareBindings = (leftArg: IPlatformBinding, rightArg: IPlatformBinding): number => {
-  if (leftArg.serviceId !== rightArg.serviceId) {
-    return leftArg.serviceId < rightArg.serviceId ? -1 : 1;
-  }
-  return leftArg.capability < rightArg.capability ? -1 : leftArg.capability > rightArg.capability ? 1 : 0;
-};
+/** Bindings in the plan's order: by service, then capability. */
+const compareBindings = compareCorestoreLegacyResourceSelections;
 
 type TReachableInventory = Extract<TClusterCorestoreLegacyResourceInventory, { reachable: true }>;
 

@@ -1,5 +1,6 @@
 import { canonicalizeJson, computeDomainDigestHex } from '../private/canonicaljson.js';
 import {
+  collectValidatorReasons,
   hasKeysWithin,
   isCanonicalId,
   isCounter,
@@ -9,13 +10,13 @@ import {
 import {
   corestoreLegacyAdoptionContract,
   getCorestoreLegacyResourceName,
+  readCorestoreLegacyServiceCapabilityEntry,
   validateCorestoreLegacyResourceInventory,
   type ICorestoreLegacyResourceAdoptionPlanEntry,
   type ICorestoreLegacyResourceInventoryService,
   type TCorestoreLegacyResource,
 } from '../platform/corestorelegacy.js';
 import {
-  isPlatformBindingCapability,
   validatePlatformBinding,
   type IPlatformBinding,
   type TPlatformBindingCapability,
@@ -59,19 +60,11 @@ export type TClusterCorestoreLegacyResourceInventory =
   | { reachable: true; nodeId: string; readAt: number; services: ICorestoreLegacyResourceInventoryService[] }
   | { reachable: false; nodeId: string; readAt: number; errorCode: TClusterCorestoreLegacyInventoryErrorCode };
 
-const collectReasons = (pathArg: string, checkArg: () => string[]): string[] => {
-  try {
-    return checkArg();
-  } catch {
-    return [`${pathArg} could not be read as plain data`];
-  }
-};
-
 /** Names every reason a value is not a `TClusterCorestoreLegacyResourceInventory`. */
 export const validateClusterCorestoreLegacyResourceInventory = (
   valueArg: unknown,
   pathArg = 'inventory',
-): string[] => collectReasons(pathArg, () => {
+): string[] => collectValidatorReasons(pathArg, () => {
   if (!isPlainDataRecord(valueArg)) {
     return [`${pathArg} must be an object`];
   }
@@ -148,28 +141,18 @@ export const compareCorestoreLegacyResourceSelections = (
 export const validateCorestoreLegacyResourceSelections = (
   valueArg: unknown,
   pathArg = 'resources',
-): string[] => collectReasons(pathArg, () => {
+): string[] => collectValidatorReasons(pathArg, () => {
   const maximum = corestoreLegacyAdoptionContract.maximumPlanEntries;
   if (!Array.isArray(valueArg) || valueArg.length === 0 || valueArg.length > maximum) {
     return [`${pathArg} must be an array of 1 to ${maximum} selections`];
   }
   const reasons: string[] = [];
   let previous: ICorestoreLegacyResourceSelection | null = null;
-  valueArg.forEach((entry, index) => {
+  valueArg.forEach((item, index) => {
     const entryPath = `${pathArg}[${index}]`;
-    if (!isPlainDataRecord(entry) || !hasKeysWithin(entry, ['serviceId', 'capability'], [])) {
-      reasons.push(`${entryPath} must be an object with exactly serviceId and capability`);
-      return;
-    }
-    const entryReasons: string[] = [];
-    if (!isCanonicalId(entry.serviceId)) {
-      entryReasons.push(`${entryPath}.serviceId must be a canonical identifier`);
-    }
-    if (!isPlatformBindingCapability(entry.capability)) {
-      entryReasons.push(`${entryPath}.capability must be database or objectstorage`);
-    }
+    const { entry, reasons: entryReasons } = readCorestoreLegacyServiceCapabilityEntry(item, entryPath);
     reasons.push(...entryReasons);
-    if (entryReasons.length > 0) {
+    if (entry === null) {
       return;
     }
     const current = entry as unknown as ICorestoreLegacyResourceSelection;
@@ -208,7 +191,7 @@ export const validatePlatformBindingCorestoreLegacyAdoption = (
   inventoryArg: unknown,
   inventorySha256Arg: unknown,
   pathArg = 'platformBinding',
-): string[] => collectReasons(pathArg, () => {
+): string[] => collectValidatorReasons(pathArg, () => {
   const inventoryReasons = validateClusterCorestoreLegacyResourceInventory(inventoryArg, 'inventory');
   if (inventoryReasons.length > 0) {
     return inventoryReasons;

@@ -1,4 +1,5 @@
 import {
+  collectValidatorReasons,
   hasKeysWithin,
   isCanonicalId,
   isPlainDataRecord,
@@ -12,14 +13,6 @@ import {
  * on one node. The shapes below are the smallest honest version the Corestore legacy adoption flow
  * needs. Project's own definition.
  */
-
-const collectReasons = (pathArg: string, checkArg: () => string[]): string[] => {
-  try {
-    return checkArg();
-  } catch {
-    return [`${pathArg} could not be read as plain data`];
-  }
-};
 
 /** The platform capabilities a binding can claim. Project's own definition. */
 export const platformBindingCapabilities = ['database', 'objectstorage'] as const;
@@ -104,7 +97,7 @@ export const maximumObjectStorageRetentionDays = 36_500;
 export const validateObjectStorageRetentionIntent = (
   valueArg: unknown,
   pathArg = 'intent',
-): string[] => collectReasons(pathArg, () => {
+): string[] => collectValidatorReasons(pathArg, () => {
   if (!isPlainDataRecord(valueArg) || !hasKeysWithin(valueArg, ['mode', 'days'], [])) {
     return [`${pathArg} must be an object with exactly mode and days`];
   }
@@ -117,6 +110,9 @@ export const validateObjectStorageRetentionIntent = (
   }
   return reasons;
 });
+
+/** Longest legacy database or bucket name Cloudly reads or records. Project's own limit. */
+export const maximumCorestoreLegacyResourceNameLength = 255;
 
 /**
  * Which legacy Corestore resource a binding adopts, and on which inventory the adoption was
@@ -195,7 +191,7 @@ const validateRetentionHolder = (valueArg: unknown, pathArg: string): string[] =
 };
 
 /** Names every reason a value is not a whole `IPlatformBinding`. */
-export const validatePlatformBinding = (valueArg: unknown, pathArg = 'platformBinding'): string[] => collectReasons(pathArg, () => {
+export const validatePlatformBinding = (valueArg: unknown, pathArg = 'platformBinding'): string[] => collectValidatorReasons(pathArg, () => {
   if (!isPlainDataRecord(valueArg) || !hasKeysWithin(valueArg, platformBindingRequiredKeys, platformBindingOptionalKeys)) {
     return [
       `${pathArg} must be an object with ${platformBindingRequiredKeys.join(', ')} and optionally `
@@ -258,7 +254,7 @@ const validateObjectStorageFields = (valueArg: TPlainRecord, pathArg: string): s
 export const validatePlatformBindingCorestoreLegacyAdoptionShape = (
   valueArg: unknown,
   pathArg = 'platformBinding.corestoreLegacyAdoption',
-): string[] => collectReasons(pathArg, () => {
+): string[] => collectValidatorReasons(pathArg, () => {
   if (!isPlainDataRecord(valueArg) || !hasKeysWithin(valueArg, ['nodeId', 'resourceName', 'inventorySha256'], [])) {
     return [`${pathArg} must be an object with exactly nodeId, resourceName and inventorySha256`];
   }
@@ -267,8 +263,8 @@ export const validatePlatformBindingCorestoreLegacyAdoptionShape = (
     reasons.push(`${pathArg}.nodeId must be a canonical identifier`);
   }
   if (typeof valueArg.resourceName !== 'string' || valueArg.resourceName.length === 0
-    || valueArg.resourceName.length > 255) {
-    reasons.push(`${pathArg}.resourceName must be a string of 1 to 255 characters`);
+    || valueArg.resourceName.length > maximumCorestoreLegacyResourceNameLength) {
+    reasons.push(`${pathArg}.resourceName must be a string of 1 to ${maximumCorestoreLegacyResourceNameLength} characters`);
   }
   if (!isSha256Hex(valueArg.inventorySha256)) {
     reasons.push(`${pathArg}.inventorySha256 must be a lowercase hex sha256`);
@@ -302,7 +298,7 @@ const upsertServerManagedKeys = [
 export const validatePlatformBindingUpsert = (
   valueArg: unknown,
   pathArg = 'platformBinding',
-): string[] => collectReasons(pathArg, () => {
+): string[] => collectValidatorReasons(pathArg, () => {
   if (!isPlainDataRecord(valueArg)) {
     return [`${pathArg} must be an object`];
   }

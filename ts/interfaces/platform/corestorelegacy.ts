@@ -1,12 +1,15 @@
 import {
+  collectValidatorReasons,
   hasKeysWithin,
   isCanonicalId,
   isPlainDataRecord,
+  type TPlainRecord,
 } from '../private/dataproperties.js';
 import {
   isCanonicalObjectStorageBucketName,
   isPlatformBindingCapability,
   isPlatformBindingStatusReason,
+  maximumCorestoreLegacyResourceNameLength,
   validateObjectStorageRetentionIntent,
   type IObjectStorageRetentionIntent,
   type TPlatformBindingCapability,
@@ -34,7 +37,7 @@ export const corestoreLegacyAdoptionContract = {
  */
 export const corestoreLegacyInventoryLimits = {
   maximumServices: 4096,
-  maximumResourceNameLength: 255,
+  maximumResourceNameLength: maximumCorestoreLegacyResourceNameLength,
 } as const;
 
 /** What would stop the offline adoption of an unadopted resource. */
@@ -78,14 +81,6 @@ export interface ICorestoreLegacyResourceInventory {
 /** The name a legacy resource is known by: its database name or its bucket name. */
 export const getCorestoreLegacyResourceName = (resourceArg: TCorestoreLegacyResource): string =>
   resourceArg.capability === 'database' ? resourceArg.databaseName : resourceArg.bucketName;
-
-const collectReasons = (pathArg: string, checkArg: () => string[]): string[] => {
-  try {
-    return checkArg();
-  } catch {
-    return [`${pathArg} could not be read as plain data`];
-  }
-};
 
 const isResourceName = (valueArg: unknown): valueArg is string =>
   typeof valueArg === 'string'
@@ -188,7 +183,7 @@ const validateInventoryService = (valueArg: unknown, pathArg: string): string[] 
 export const validateCorestoreLegacyResourceInventory = (
   valueArg: unknown,
   pathArg = 'inventory',
-): string[] => collectReasons(pathArg, () => {
+): string[] => collectValidatorReasons(pathArg, () => {
   if (!isPlainDataRecord(valueArg) || !hasKeysWithin(valueArg, ['services'], [])) {
     return [`${pathArg} must be an object with exactly services`];
   }
@@ -212,6 +207,38 @@ export const validateCorestoreLegacyResourceInventory = (
   return reasons;
 });
 
+const joinWords = (wordsArg: readonly string[]): string =>
+  wordsArg.length < 2 ? wordsArg.join('') : `${wordsArg.slice(0, -1).join(', ')} and ${wordsArg[wordsArg.length - 1]}`;
+
+/**
+ * Reads one `{ serviceId, capability }` entry of a selection or a plan, with further identifier
+ * members named by `moreIdKeysArg`: every reason its shape and identifiers earn, and the entry
+ * itself only when it earns none.
+ */
+export const readCorestoreLegacyServiceCapabilityEntry = (
+  entryArg: unknown,
+  entryPathArg: string,
+  moreIdKeysArg: readonly string[] = [],
+): { entry: TPlainRecord | null; reasons: string[] } => {
+  const keys = ['serviceId', 'capability', ...moreIdKeysArg];
+  if (!isPlainDataRecord(entryArg) || !hasKeysWithin(entryArg, keys, [])) {
+    return { entry: null, reasons: [`${entryPathArg} must be an object with exactly ${joinWords(keys)}`] };
+  }
+  const reasons: string[] = [];
+  if (!isCanonicalId(entryArg.serviceId)) {
+    reasons.push(`${entryPathArg}.serviceId must be a canonical identifier`);
+  }
+  if (!isPlatformBindingCapability(entryArg.capability)) {
+    reasons.push(`${entryPathArg}.capability must be database or objectstorage`);
+  }
+  for (const key of moreIdKeysArg) {
+    if (!isCanonicalId(entryArg[key])) {
+      reasons.push(`${entryPathArg}.${key} must be a canonical identifier`);
+    }
+  }
+  return { entry: reasons.length === 0 ? entryArg : null, reasons };
+};
+
 /** One line of the plan Corestore's `legacy-resource-adoption` migration reads. */
 export interface ICorestoreLegacyResourceAdoptionPlanEntry {
   serviceId: string;
@@ -227,7 +254,7 @@ export interface ICorestoreLegacyResourceAdoptionPlanEntry {
 export const validateCorestoreLegacyResourceAdoptionPlan = (
   valueArg: unknown,
   pathArg = 'plan',
-): string[] => collectReasons(pathArg, () => {
+): string[] => collectValidatorReasons(pathArg, () => {
   const maximum = corestoreLegacyAdoptionContract.maximumPlanEntries;
   if (!Array.isArray(valueArg) || valueArg.length === 0 || valueArg.length > maximum) {
     return [`${pathArg} must be an array of 1 to ${maximum} entries`];
@@ -235,24 +262,11 @@ export const validateCorestoreLegacyResourceAdoptionPlan = (
   const reasons: string[] = [];
   const serviceCapabilities = new Set<string>();
   const bindingIds = new Set<string>();
-  valueArg.forEach((entry, index) => {
+  valueArg.forEach((item, index) => {
     const entryPath = `${pathArg}[${index}]`;
-    if (!isPlainDataRecord(entry) || !hasKeysWithin(entry, ['serviceId', 'capability', 'bindingId'], [])) {
-      reasons.push(`${entryPath} must be an object with exactly serviceId, capability and bindingId`);
-      return;
-    }
-    const entryReasons: string[] = [];
-    if (!isCanonicalId(entry.serviceId)) {
-      entryReasons.push(`${entryPath}.serviceId must be a canonical identifier`);
-    }
-    if (!isPlatformBindingCapability(entry.capability)) {
-      entryReasons.push(`${entryPath}.capability must be database or objectstorage`);
-    }
-    if (!isCanonicalId(entry.bindingId)) {
-      entryReasons.push(`${entryPath}.bindingId must be a canonical identifier`);
-    }
+    const { entry, reasons: entryReasons } = readCorestoreLegacyServiceCapabilityEntry(item, entryPath, ['bindingId']);
     reasons.push(...entryReasons);
-    if (entryReasons.length > 0) {
+    if (entry === null) {
       return;
     }
     const serviceCapability = `${entry.serviceId as string}\u0000${entry.capability as string}`;
