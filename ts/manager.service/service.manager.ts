@@ -217,6 +217,7 @@ export class ServiceManager {
   private stopped = false;
   /** Claims being pushed right now, and whether another push was asked for meanwhile. */
   private readonly pushing = new Map<string, { again: boolean }>();
+  /** Services being reconciled right now, likewise. */
   private readonly reconciling = new Map<string, { again: boolean }>();
   private bindingWaitsSource: ((serviceArg: IService) => Promise<IServiceBindingWaits>) | null = null;
 
@@ -335,18 +336,11 @@ export class ServiceManager {
     if (this.bindingWaitsSource) {
       return this.bindingWaitsSource(serviceArg);
     }
-    const corestore = (this.cloudly as unknown as Record<string, unknown>).corestoreManager as {
-      getPlatformBindings?: (filterArg: { serviceId?: string }) => Promise<Array<{ enabled: boolean; status: string }>>;
-      isLegacyAdoptionPending?: (serviceIdArg: string) => Promise<boolean>;
-    } | undefined;
-    const bindings = typeof corestore?.getPlatformBindings === 'function'
-      ? await corestore.getPlatformBindings({ serviceId: serviceArg.id })
-      : [];
+    const corestore = this.cloudly.corestoreManager;
+    const bindings = await corestore.getPlatformBindings({ serviceId: serviceArg.id });
     return {
       bindingsPending: bindings.some((binding) => binding.enabled && binding.status !== 'ready'),
-      legacyAdoptionPending: typeof corestore?.isLegacyAdoptionPending === 'function'
-        ? await corestore.isLegacyAdoptionPending(serviceArg.id)
-        : false,
+      legacyAdoptionPending: await corestore.isLegacyAdoptionPending(serviceArg.id),
     };
   }
 
@@ -429,29 +423,33 @@ export class ServiceManager {
       return { services: await this.listServices() };
     });
 
-    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServiceById>('getServiceById', async (request) => {
-      const reasons = checkRequestShape(request, { required: { serviceId: isIdString } });
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
-      const service = await this.getService(request.serviceId);
-      if (!service) {
-        throw refuse('not-found', [`service ${request.serviceId} does not exist`]);
-      }
-      return { service };
-    });
+    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServiceById>('getServiceById', async (request) => ({
+      service: await this.answerForServiceId(request, (serviceIdArg) => this.getService(serviceIdArg)),
+    }));
 
-    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', async (request) => {
-      const reasons = checkRequestShape(request, { required: { serviceId: isIdString } });
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
-      const status = await this.getServiceRuntimeStatus(request.serviceId);
-      if (!status) {
-        throw refuse('not-found', [`service ${request.serviceId} does not exist`]);
-      }
-      return { status };
-    });
+    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', async (request) => ({
+      status: await this.answerForServiceId(request, (serviceIdArg) => this.getServiceRuntimeStatus(serviceIdArg)),
+    }));
+  }
+
+  /**
+   * The common path of a `{ identity, serviceId }` read: checks the request shape, runs the read,
+   * and refuses `not-found` when it finds no such service (the read answers null).
+   */
+  private async answerForServiceId<TAnswer>(
+    requestArg: unknown,
+    readArg: (serviceIdArg: string) => Promise<TAnswer | null>,
+  ): Promise<TAnswer> {
+    const reasons = checkRequestShape(requestArg, { required: { serviceId: isIdString } });
+    if (reasons.length > 0) {
+      throw refuse('invalid-request', reasons);
+    }
+    const serviceId = (requestArg as { serviceId: string }).serviceId;
+    const answer = await readArg(serviceId);
+    if (answer === null) {
+      throw refuse('not-found', [`service ${serviceId} does not exist`]);
+    }
+    return answer;
   }
 
   /** Checks the request shape and the writable spec; refuses with every reason, stores nothing. */
@@ -541,16 +539,10 @@ export class ServiceManager {
   // ------------------------------------------------------------------ local storage claims
 
   private registerClaimHandlers(): void {
-    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetRuntimeLocalStorageClaims>('getRuntimeLocalStorageClaims', async (request) => {
-      const reasons = checkRequestShape(request, { required: { serviceId: isIdString } });
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
-      if (!(await this.cloudly.store.get(serviceKind, request.serviceId))) {
-        throw refuse('not-found', [`service ${request.serviceId} does not exist`]);
-      }
-      return { claims: await this.listRuntimeLocalStorageClaims(request.serviceId) };
-    });
+    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetRuntimeLocalStorageClaims>('getRuntimeLocalStorageClaims', async (request) => ({
+      claims: await this.answerForServiceId(request, async (serviceIdArg) =>
+        (await this.cloudly.store.get(serviceKind, serviceIdArg)) ? this.listRuntimeLocalStorageClaims(serviceIdArg) : null),
+    }));
 
     this.cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNodeSession>('reportRuntimeNodeSession', async (request, context) => {
       const reasons = checkRequestShape(request, {
@@ -598,20 +590,33 @@ export class ServiceManager {
    * generation when a volume's read-only flag changed; then pushes what is pending.
    */
   public async reconcileService(serviceIdArg: string): Promise<void> {
-    const running = this.reconciling.get(serviceIdArg);
+    await this.runCoalesced(this.reconciling, serviceIdArg, () => this.reconcileOnce(serviceIdArg));
+  }
+
+  /**
+   * Runs `onceArg` for a key unless a run for that key is already going; a call arriving during a
+   * run makes that run go once more instead, so the last trigger is always seen and runs never
+   * overlap.
+   */
+  private async runCoalesced(
+    runningArg: Map<string, { again: boolean }>,
+    keyArg: string,
+    onceArg: () => Promise<void>,
+  ): Promise<void> {
+    const running = runningArg.get(keyArg);
     if (running) {
       running.again = true;
       return;
     }
     const state = { again: true };
-    this.reconciling.set(serviceIdArg, state);
+    runningArg.set(keyArg, state);
     try {
       while (state.again && !this.stopped) {
         state.again = false;
-        await this.reconcileOnce(serviceIdArg);
+        await onceArg();
       }
     } finally {
-      this.reconciling.delete(serviceIdArg);
+      runningArg.delete(keyArg);
     }
   }
 
@@ -706,22 +711,10 @@ export class ServiceManager {
    * reason recorded; a later trigger sends it again (the node answers a repeat as `replay`).
    */
   public async pushClaim(claimIdArg: string): Promise<void> {
-    const running = this.pushing.get(claimIdArg);
-    if (running) {
-      running.again = true;
-      return;
-    }
-    const state = { again: true };
-    this.pushing.set(claimIdArg, state);
     try {
-      while (state.again && !this.stopped) {
-        state.again = false;
-        await this.pushOnce(claimIdArg);
-      }
+      await this.runCoalesced(this.pushing, claimIdArg, () => this.pushOnce(claimIdArg));
     } catch (error) {
       this.cloudly.logger.error({ err: error, claimId: claimIdArg }, 'claim push failed');
-    } finally {
-      this.pushing.delete(claimIdArg);
     }
   }
 
