@@ -332,6 +332,41 @@ describe('corestore legacy resource adoption', () => {
     assert.equal(answers[0].platformBindings.every((binding) => binding.generation === 1), true);
   });
 
+  test('racing adoptions with overlapping selections share the one binding of the common resource', async () => {
+    const [first, shared, last] = await createServices(3, 'overlap');
+    placeServices('node-2', [first, shared, last].map((serviceId) => legacyService(serviceId)));
+    const { inventorySha256 } = await readInventory('node-2');
+    const [left, right] = await Promise.all([
+      adopt('node-2', inventorySha256!, [...both(first), ...both(shared)]),
+      adopt('node-2', inventorySha256!, [...both(shared), ...both(last)]),
+    ]);
+    assert.deepEqual(left.platformBindings.slice(2), right.platformBindings.slice(0, 2), 'both answer the same shared bindings');
+    for (const serviceId of [first, shared, last]) {
+      assert.equal(await storedBindingCount({ serviceId }), 2);
+    }
+  });
+
+  test('readers racing an adoption see none or all of its bindings', async () => {
+    const serviceIds = await createServices(12, 'watched');
+    placeServices('node-2', serviceIds.map((serviceId) => legacyService(serviceId)));
+    const { inventorySha256 } = await readInventory('node-2');
+    const watched = new Set(serviceIds);
+    const seenCounts = new Set<number>();
+    let done = false;
+    const reader = async () => {
+      while (!done) {
+        const bindings = await t.cloudly.corestoreManager.getPlatformBindings();
+        seenCounts.add(bindings.filter((binding) => watched.has(binding.serviceId)).length);
+      }
+    };
+    const readers = Array.from({ length: 3 }, reader);
+    const answer = await adopt('node-2', inventorySha256!, serviceIds.flatMap(both)).finally(() => { done = true; });
+    await Promise.all(readers);
+    assert.equal(answer.platformBindings.length, 24);
+    assert.deepEqual([...seenCounts].filter((count) => count !== 0 && count !== 24), [], 'no reader saw part of the adoption');
+    assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 24);
+  });
+
   test('an upsert racing an adoption of the same service capability: one wins whole, the other is refused', async () => {
     for (let round = 0; round < 4; round++) {
       const serviceId = await createService(`mixed-${round}`);

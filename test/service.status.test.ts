@@ -161,7 +161,7 @@ test('only administrators read the runtime status; an unknown service is not-fou
   const refusal = await refusalOf(() => t.admin.fire<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', {
     identity: user, serviceId: service.id,
   }));
-  assert.ok(refusal.code === 'forbidden' || refusal.code === 'unauthenticated');
+  assert.deepEqual(refusal, { code: 'forbidden', retryable: false, reasons: ['identity role must be admin'] });
   const missing = await refusalOf(() => statusOf('svc-none'));
   assert.equal(missing.code, 'not-found');
 });
