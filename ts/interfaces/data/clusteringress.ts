@@ -6,6 +6,7 @@ import {
   readExactDataRecord,
   type TPlainRecord,
 } from '../private/dataproperties.js';
+import { isOwnDataProperty, readExactDataRecordOrNull, readOwnDataValue } from '../private/ownproperties.js';
 import { type IProtocolOffer, validateProtocolOffer } from '../protocol/protocol.js';
 import type { ISecretVersionReference } from './secret.js';
 import type { IServiceRuntimeSpec } from './service.js';
@@ -56,14 +57,6 @@ export interface IClusterIngressRegistrationAcceptance {
   protocol: IProtocolOffer;
 }
 
-const ownValue = (recordArg: TPlainRecord, keyArg: string): unknown =>
-  Object.getOwnPropertyDescriptor(recordArg, keyArg)?.value;
-
-const hasOwnData = (recordArg: TPlainRecord, keyArg: string): boolean => {
-  const descriptor = Object.getOwnPropertyDescriptor(recordArg, keyArg);
-  return descriptor !== undefined && 'value' in descriptor;
-};
-
 const bearerPattern = /^[A-Za-z0-9._~+/=-]+$/;
 const versionPattern = /^[0-9A-Za-z][0-9A-Za-z.+_-]*$/;
 const capabilityPattern = /^[a-z0-9][a-z0-9.-]*$/;
@@ -88,12 +81,12 @@ export const validateClusterIngressRegistration = (
       }
     }
     for (const key of ['bearer', 'version', 'nodeId', 'capabilities', 'protocol']) {
-      if (Object.hasOwn(valueArg, key) && !hasOwnData(valueArg, key)) {
+      if (Object.hasOwn(valueArg, key) && !isOwnDataProperty(valueArg, key)) {
         reasons.push(`${pathArg}.${key} must be a plain data property`);
       }
     }
     const limits = clusterIngressRegistrationLimits;
-    const bearer = ownValue(valueArg, 'bearer');
+    const bearer = readOwnDataValue(valueArg, 'bearer');
     if (
       typeof bearer !== 'string'
       || bearer.length < limits.minimumBearerLength
@@ -103,17 +96,17 @@ export const validateClusterIngressRegistration = (
       reasons.push(`${pathArg}.bearer must be ${limits.minimumBearerLength} to ${limits.maximumBearerLength} `
         + 'token characters');
     }
-    const version = ownValue(valueArg, 'version');
+    const version = readOwnDataValue(valueArg, 'version');
     if (typeof version !== 'string' || version.length > limits.maximumVersionLength || !versionPattern.test(version)) {
       reasons.push(`${pathArg}.version must be 1 to ${limits.maximumVersionLength} version characters`);
     }
-    if (!isCanonicalId(ownValue(valueArg, 'nodeId'))) {
+    if (!isCanonicalId(readOwnDataValue(valueArg, 'nodeId'))) {
       reasons.push(`${pathArg}.nodeId must be a node id`);
     }
     if (Object.hasOwn(valueArg, 'capabilities')) {
-      reasons.push(...validateCapabilities(ownValue(valueArg, 'capabilities'), `${pathArg}.capabilities`));
+      reasons.push(...validateCapabilities(readOwnDataValue(valueArg, 'capabilities'), `${pathArg}.capabilities`));
     }
-    reasons.push(...validateProtocolOffer(ownValue(valueArg, 'protocol'), `${pathArg}.protocol`));
+    reasons.push(...validateProtocolOffer(readOwnDataValue(valueArg, 'protocol'), `${pathArg}.protocol`));
     return reasons;
   } catch {
     return [`${pathArg} could not be read as plain data`];
@@ -213,23 +206,18 @@ export const validateClusterIngressRegistrationRefusal = (
   valueArg: unknown,
   pathArg = 'cluster ingress registration refusal',
 ): string[] => {
-  let refusal: TPlainRecord | null;
-  try {
-    refusal = readExactDataRecord(valueArg, ['code', 'reason', 'retryAfterMs']);
-  } catch {
-    refusal = null;
-  }
+  const refusal = readExactDataRecordOrNull(valueArg, ['code', 'reason', 'retryAfterMs']);
   if (refusal === null) {
     return [`${pathArg} must be a record of exactly code, reason and retryAfterMs`];
   }
   const reasons: string[] = [];
-  if (ownValue(refusal, 'code') !== clusterIngressRegistrationContract.refusalCode) {
+  if (readOwnDataValue(refusal, 'code') !== clusterIngressRegistrationContract.refusalCode) {
     reasons.push(`${pathArg}.code must be ${clusterIngressRegistrationContract.refusalCode}`);
   }
-  if (!(clusterIngressRegistrationRefusalReasons as readonly unknown[]).includes(ownValue(refusal, 'reason'))) {
+  if (!(clusterIngressRegistrationRefusalReasons as readonly unknown[]).includes(readOwnDataValue(refusal, 'reason'))) {
     reasons.push(`${pathArg}.reason must be one of ${clusterIngressRegistrationRefusalReasons.join(', ')}`);
   }
-  if (!isRetryAfterMs(ownValue(refusal, 'retryAfterMs'))) {
+  if (!isRetryAfterMs(readOwnDataValue(refusal, 'retryAfterMs'))) {
     reasons.push(`${pathArg}.retryAfterMs must be an integer from `
       + `${clusterIngressRegistrationContract.minimumRetryAfterMs} to `
       + `${clusterIngressRegistrationContract.maximumRetryAfterMs}`);
@@ -250,8 +238,8 @@ export const readClusterIngressRegistrationRefusal = (
   const refusal = valueArg as TPlainRecord;
   return Object.freeze({
     code: clusterIngressRegistrationContract.refusalCode,
-    reason: ownValue(refusal, 'reason') as TClusterIngressRegistrationRefusalReason,
-    retryAfterMs: ownValue(refusal, 'retryAfterMs') as number,
+    reason: readOwnDataValue(refusal, 'reason') as TClusterIngressRegistrationRefusalReason,
+    retryAfterMs: readOwnDataValue(refusal, 'retryAfterMs') as number,
   });
 };
 
@@ -268,16 +256,11 @@ export const validateClusterIngressRouteTableChange = (
   valueArg: unknown,
   pathArg = 'cluster ingress route table change',
 ): string[] => {
-  let change: TPlainRecord | null;
-  try {
-    change = readExactDataRecord(valueArg, ['revision']);
-  } catch {
-    change = null;
-  }
+  const change = readExactDataRecordOrNull(valueArg, ['revision']);
   if (change === null) {
     return [`${pathArg} must be a record of exactly revision`];
   }
-  return isCounter(ownValue(change, 'revision'))
+  return isCounter(readOwnDataValue(change, 'revision'))
     ? []
     : [`${pathArg}.revision must be a non-negative safe integer`];
 };
@@ -328,7 +311,7 @@ export const validateClusterIngressRoutes = (valueArg: unknown, pathArg = 'route
         reasons.push(`${path} must be a record of exactly hostname, serviceId and port`);
         continue;
       }
-      const hostname = ownValue(route, 'hostname');
+      const hostname = readOwnDataValue(route, 'hostname');
       if (typeof hostname !== 'string' || !hostnamePattern.test(hostname)) {
         reasons.push(`${path}.hostname must be a lowercase DNS name`);
       } else {
@@ -337,10 +320,10 @@ export const validateClusterIngressRoutes = (valueArg: unknown, pathArg = 'route
         }
         previousHostname = hostname;
       }
-      if (!isCanonicalId(ownValue(route, 'serviceId'))) {
+      if (!isCanonicalId(readOwnDataValue(route, 'serviceId'))) {
         reasons.push(`${path}.serviceId must be a service id`);
       }
-      const port = ownValue(route, 'port');
+      const port = readOwnDataValue(route, 'port');
       if (!isPositiveCounter(port) || port > 65535) {
         reasons.push(`${path}.port must be an integer from 1 to 65535`);
       }

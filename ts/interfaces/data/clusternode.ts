@@ -1,7 +1,12 @@
 import { isCanonicalId, isRecord } from '../private/dataproperties.js';
 import { isPlausibleUnicastIpv4 } from '../private/ipv4.js';
 import { collectCanonicalHttpOriginReasons, parseUrlOrNull } from '../private/httporigin.js';
-import { isOwnDataProperty, readDataArray, readOwnDataValue } from '../private/ownproperties.js';
+import {
+  collectMemberReasons,
+  isOwnDataProperty,
+  readBoundedDataList,
+  readOwnDataValue,
+} from '../private/ownproperties.js';
 
 /**
  * Where the cluster relay reaches one node's Corestore control API.
@@ -83,17 +88,14 @@ export const validateClusterNodeHostAddresses = (
   valueArg: unknown,
   pathArg = 'hostAddresses',
 ): string[] => {
-  const maximum = runtimeNetworkProtectionContract.maximumHostAddresses;
-  if (!Array.isArray(valueArg)) {
-    return [`${pathArg} must be an array of IPv4 addresses when present`];
+  const list = readBoundedDataList(valueArg, runtimeNetworkProtectionContract.maximumHostAddresses, pathArg, {
+    entries: 'addresses',
+    notArray: 'must be an array of IPv4 addresses when present',
+  });
+  if ('reason' in list) {
+    return [list.reason];
   }
-  if (valueArg.length > maximum) {
-    return [`${pathArg} must hold at most ${maximum} addresses, not ${valueArg.length}`];
-  }
-  const entries = readDataArray(valueArg, maximum);
-  if (entries === null) {
-    return [`${pathArg} must be a plain array without holes, accessors or extra keys`];
-  }
+  const { entries } = list;
   if (entries.length === 0) {
     return [`${pathArg} must not be empty when present; omit it to state nothing`];
   }
@@ -175,14 +177,7 @@ export const validateClusterNodeReport = (valueArg: unknown, pathArg = 'report')
   if (!isRecord(valueArg)) {
     return [`${pathArg} must be an object`];
   }
-  const reasons: string[] = [];
-  for (const key of Object.keys(valueArg)) {
-    if (!(clusterNodeReportKeys as readonly string[]).includes(key)) {
-      reasons.push(`${pathArg}.${key} is not a member of a node report`);
-    } else if (!isOwnDataProperty(valueArg, key)) {
-      reasons.push(`${pathArg}.${key} must be a data property`);
-    }
-  }
+  const reasons = collectMemberReasons(valueArg, clusterNodeReportKeys, pathArg, 'a node report');
   if (!isClusterNodeId(readOwnDataValue(valueArg, 'nodeId'))) {
     reasons.push(`${pathArg}.nodeId must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`);
   }

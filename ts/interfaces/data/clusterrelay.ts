@@ -1,6 +1,6 @@
 import { isCanonicalId, isRecord } from '../private/dataproperties.js';
 import { collectCanonicalHttpOriginReasons, parseUrlOrNull } from '../private/httporigin.js';
-import { isOwnDataProperty, readDataArray, readOwnDataValue } from '../private/ownproperties.js';
+import { collectMemberReasons, readBoundedDataList, readOwnDataValue } from '../private/ownproperties.js';
 
 /** Limits of relay registrations. Project's own definition. */
 export const clusterRelayRegistrationContract = Object.freeze({
@@ -75,14 +75,7 @@ export const validateClusterRelayAnnouncement = (valueArg: unknown, pathArg = 'r
   if (!isRecord(valueArg)) {
     return [`${pathArg} must be an object`];
   }
-  const reasons: string[] = [];
-  for (const key of Object.keys(valueArg)) {
-    if (!(announcementKeys as readonly string[]).includes(key)) {
-      reasons.push(`${pathArg}.${key} is not a member of a relay registration`);
-    } else if (!isOwnDataProperty(valueArg, key)) {
-      reasons.push(`${pathArg}.${key} must be a data property`);
-    }
-  }
+  const reasons = collectMemberReasons(valueArg, announcementKeys, pathArg, 'a relay registration');
   reasons.push(...validateClusterRelayOrigin(readOwnDataValue(valueArg, 'origin'), `${pathArg}.origin`));
   const { maximumVersionLength, maximumProtocolLength } = clusterRelayRegistrationContract;
   if (!isBoundedText(readOwnDataValue(valueArg, 'version'), maximumVersionLength)) {
@@ -99,17 +92,14 @@ export const validateClusterRelayAnnouncement = (valueArg: unknown, pathArg = 'r
  * array of at most 1024 unique cluster ids. An empty array is admitted and narrows to nothing.
  */
 export const validateClusterRelayRegistrationQueryIds = (valueArg: unknown, pathArg = 'clusterIds'): string[] => {
-  const maximum = clusterRelayRegistrationContract.maximumQueryClusterIds;
-  if (!Array.isArray(valueArg)) {
-    return [`${pathArg} must be an array of cluster ids when present`];
+  const list = readBoundedDataList(valueArg, clusterRelayRegistrationContract.maximumQueryClusterIds, pathArg, {
+    entries: 'cluster ids',
+    notArray: 'must be an array of cluster ids when present',
+  });
+  if ('reason' in list) {
+    return [list.reason];
   }
-  if (valueArg.length > maximum) {
-    return [`${pathArg} may name at most ${maximum} clusters, not ${valueArg.length}`];
-  }
-  const entries = readDataArray(valueArg, maximum);
-  if (entries === null) {
-    return [`${pathArg} must be a plain array without holes, accessors or extra keys`];
-  }
+  const { entries } = list;
   const reasons: string[] = [];
   const seen = new Set<string>();
   entries.forEach((entry, index) => {

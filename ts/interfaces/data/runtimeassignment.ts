@@ -1,4 +1,5 @@
 import { isCanonicalId, readExactDataRecord } from '../private/dataproperties.js';
+import { readOwnDataValue } from '../private/ownproperties.js';
 import type { TSha256Digest } from './immutableimage.js';
 import type { ISecretVersionReference } from './secret.js';
 
@@ -41,11 +42,6 @@ export const runtimeAssignmentStatusContract = Object.freeze({
   maximumSecretVersions: 64,
 } as const);
 
-const ownDataValue = (valueArg: object, keyArg: string | number): unknown => {
-  const descriptor = Object.getOwnPropertyDescriptor(valueArg, keyArg);
-  return descriptor !== undefined && 'value' in descriptor ? descriptor.value : undefined;
-};
-
 /** Names every reason a value is not one assignment status. Never throws. */
 export const validateRuntimeAssignmentStatus = (
   valueArg: unknown,
@@ -58,14 +54,14 @@ export const validateRuntimeAssignmentStatus = (
     }
     const reasons: string[] = [];
     for (const key of ['assignmentId', 'serviceId', 'sessionId']) {
-      if (!isCanonicalId(ownDataValue(status, key))) {
+      if (!isCanonicalId(readOwnDataValue(status, key))) {
         reasons.push(`${pathArg}.${key} must be an id`);
       }
     }
-    if (!(runtimeAssignmentStates as readonly unknown[]).includes(ownDataValue(status, 'state'))) {
+    if (!(runtimeAssignmentStates as readonly unknown[]).includes(readOwnDataValue(status, 'state'))) {
       reasons.push(`${pathArg}.state must be one of ${runtimeAssignmentStates.join(', ')}`);
     }
-    const secretVersions = ownDataValue(status, 'secretVersions');
+    const secretVersions = readOwnDataValue(status, 'secretVersions');
     if (!Array.isArray(secretVersions) || Object.getPrototypeOf(secretVersions) !== Array.prototype) {
       reasons.push(`${pathArg}.secretVersions must be an array`);
     } else if (secretVersions.length > runtimeAssignmentStatusContract.maximumSecretVersions) {
@@ -73,11 +69,11 @@ export const validateRuntimeAssignmentStatus = (
         + `${runtimeAssignmentStatusContract.maximumSecretVersions} entries`);
     } else {
       for (let index = 0; index < secretVersions.length; index += 1) {
-        const reference = readExactDataRecord(ownDataValue(secretVersions, index), ['secretId', 'secretVersionId']);
+        const reference = readExactDataRecord(readOwnDataValue(secretVersions, index), ['secretId', 'secretVersionId']);
         if (
           reference === null
-          || !isCanonicalId(ownDataValue(reference, 'secretId'))
-          || !isCanonicalId(ownDataValue(reference, 'secretVersionId'))
+          || !isCanonicalId(readOwnDataValue(reference, 'secretId'))
+          || !isCanonicalId(readOwnDataValue(reference, 'secretVersionId'))
         ) {
           reasons.push(`${pathArg}.secretVersions[${index}] must be a secret version reference`);
         }

@@ -8,8 +8,10 @@ import {
   type TPlainRecord,
 } from '../private/dataproperties.js';
 import { isPlausibleUnicastIpv4 } from '../private/ipv4.js';
-import { snapshotRuntimeNetworkPlainData } from '../private/runtimenetworkplaindata.js';
+import { compareCodeUnits, snapshotRuntimeNetworkPlainData } from '../private/runtimenetworkplaindata.js';
 import {
+  isRuntimeNetworkPort as isPort,
+  isRuntimeNetworkProtocol as isProtocol,
   runtimeNetworkAddressPlanContract,
   runtimeNetworkProtocols,
   type TRuntimeNetworkProtocol,
@@ -173,16 +175,6 @@ export interface IRuntimeNetworkProjectionJudgingOptions {
 
 const projectionRequiredKeys = ['id', 'generation', 'previous', 'controller', 'nodeId', 'endpoints', 'grants', 'digest'] as const;
 const projectionOptionalKeys = ['workloadIngress', 'hostPlatformEndpointIds'] as const;
-
-const compareCodeUnits = (leftArg: string, rightArg: string): number =>
-  (leftArg < rightArg ? -1 : leftArg > rightArg ? 1 : 0);
-
-const isPort = (valueArg: unknown): valueArg is number => Number.isSafeInteger(valueArg)
-  && (valueArg as number) >= runtimeNetworkAddressPlanContract.minimumPort
-  && (valueArg as number) <= runtimeNetworkAddressPlanContract.maximumPort;
-
-const isProtocol = (valueArg: unknown): valueArg is TRuntimeNetworkProtocol =>
-  (runtimeNetworkProtocols as readonly unknown[]).includes(valueArg);
 
 const isLeaseReference = (valueArg: unknown): valueArg is IRuntimeNetworkLeaseReference =>
   isRecord(valueArg) && hasKeysWithin(valueArg, ['id', 'generation'], [])

@@ -1,6 +1,6 @@
 import { isCanonicalId, isRecord, hasExactKeys } from '../private/dataproperties.js';
 import { isIpv4InPrefix, isPlausibleUnicastIpv4, parseIpv4Prefix } from '../private/ipv4.js';
-import { snapshotRuntimeNetworkPlainData } from '../private/runtimenetworkplaindata.js';
+import { compareCodeUnits, snapshotRuntimeNetworkPlainData } from '../private/runtimenetworkplaindata.js';
 
 /**
  * The address plan of one runtime network authority: which IPv4 space it owns, which parts of it
@@ -86,11 +86,13 @@ const prefixesOverlap = (leftArg: TPrefix, rightArg: TPrefix): boolean => {
 const prefixInside = (innerArg: TPrefix, outerArg: TPrefix): boolean =>
   innerArg.length >= outerArg.length && prefixesOverlap(innerArg, outerArg);
 
-const isPort = (valueArg: unknown): valueArg is number => Number.isSafeInteger(valueArg)
+/** A transport port a platform endpoint or a workload ingress grant may name: an integer from 1 to 65535. */
+export const isRuntimeNetworkPort = (valueArg: unknown): valueArg is number => Number.isSafeInteger(valueArg)
   && (valueArg as number) >= runtimeNetworkAddressPlanContract.minimumPort
   && (valueArg as number) <= runtimeNetworkAddressPlanContract.maximumPort;
 
-const isProtocol = (valueArg: unknown): valueArg is TRuntimeNetworkProtocol =>
+/** One of `runtimeNetworkProtocols`. */
+export const isRuntimeNetworkProtocol = (valueArg: unknown): valueArg is TRuntimeNetworkProtocol =>
   (runtimeNetworkProtocols as readonly unknown[]).includes(valueArg);
 
 /**
@@ -278,10 +280,10 @@ const validatePlatformEndpoints = (
     if (!addressValid) {
       reasons.push(`${path}.address must be a unicast IPv4 address`);
     }
-    if (!isProtocol(entry.protocol)) {
+    if (!isRuntimeNetworkProtocol(entry.protocol)) {
       reasons.push(`${path}.protocol must be one of ${runtimeNetworkProtocols.join(', ')}`);
     }
-    if (!isPort(entry.port)) {
+    if (!isRuntimeNetworkPort(entry.port)) {
       reasons.push(`${path}.port must be an integer from ${runtimeNetworkAddressPlanContract.minimumPort} `
         + `to ${runtimeNetworkAddressPlanContract.maximumPort}`);
     }
@@ -302,7 +304,7 @@ const validatePlatformEndpoints = (
     if (spaceArg.peerPrefix !== null && isIpv4InPrefix(address, spaceArg.peerPrefix)) {
       reasons.push(`${path}.address must lie outside ${spaceArg.planPath}.vpn.peerPrefix`);
     }
-    if (isProtocol(entry.protocol) && isPort(entry.port)) {
+    if (isRuntimeNetworkProtocol(entry.protocol) && isRuntimeNetworkPort(entry.port)) {
       const socket = `${address}:${entry.port}:${entry.protocol}`;
       if (sockets.has(socket)) {
         reasons.push(`${path} repeats ${socket}: each address:port:protocol must be unique`);
@@ -392,6 +394,3 @@ export const admitRuntimeNetworkAddressPlanChange = (
 /** The plan's platform endpoint ids, sorted: the set `hostPlatformEndpointIds` must draw from. */
 export const listRuntimeNetworkPlatformEndpointIds = (planArg: IRuntimeNetworkAddressPlan): string[] =>
   planArg.platformEndpoints.map((endpoint) => endpoint.id).sort(compareCodeUnits);
-
-const compareCodeUnits = (leftArg: string, rightArg: string): number =>
-  (leftArg < rightArg ? -1 : leftArg > rightArg ? 1 : 0);

@@ -145,3 +145,7 @@ const readDataProperty = (recordArg: object, keyArg: string, pathArg: string): u
   }
   return descriptor.value;
 };
+
+/** Orders two strings by UTF-16 code units, the order every sorted list of the runtime network uses. */
+export const compareCodeUnits = (leftArg: string, rightArg: string): number =>
+  (leftArg < rightArg ? -1 : leftArg > rightArg ? 1 : 0);

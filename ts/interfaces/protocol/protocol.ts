@@ -1,4 +1,5 @@
-import { isPositiveCounter, readExactDataRecord } from '../private/dataproperties.js';
+import { isPositiveCounter } from '../private/dataproperties.js';
+import { readExactDataRecordOrNull, readOwnDataValue } from '../private/ownproperties.js';
 
 /**
  * Protocol offers and refusals shared by every hop of a TypedRequest conversation between
@@ -42,9 +43,6 @@ export interface IProtocolRefusal {
   supported: IProtocolOffer;
 }
 
-const readOwnValue = (recordArg: Record<string, unknown>, keyArg: string): unknown =>
-  Object.getOwnPropertyDescriptor(recordArg, keyArg)?.value;
-
 /** A lowercase family name with an optional `/` part, e.g. `serve.zone/cluster-ingress`. */
 const isProtocolName = (valueArg: unknown): valueArg is string =>
   typeof valueArg === 'string' && /^[a-z0-9][a-z0-9.-]{0,63}(\/[a-z0-9][a-z0-9.-]{0,63})?$/.test(valueArg);
@@ -54,19 +52,14 @@ const isVersion = (valueArg: unknown): valueArg is number =>
 
 /** Names every reason a value is not a protocol offer. Never throws. */
 export const validateProtocolOffer = (valueArg: unknown, pathArg = 'protocol offer'): string[] => {
-  let offer: Record<string, unknown> | null;
-  try {
-    offer = readExactDataRecord(valueArg, ['name', 'minimumVersion', 'maximumVersion']);
-  } catch {
-    offer = null;
-  }
+  const offer = readExactDataRecordOrNull(valueArg, ['name', 'minimumVersion', 'maximumVersion']);
   if (offer === null) {
     return [`${pathArg} must be a record of exactly name, minimumVersion and maximumVersion`];
   }
   const reasons: string[] = [];
-  const name = readOwnValue(offer, 'name');
-  const minimumVersion = readOwnValue(offer, 'minimumVersion');
-  const maximumVersion = readOwnValue(offer, 'maximumVersion');
+  const name = readOwnDataValue(offer, 'name');
+  const minimumVersion = readOwnDataValue(offer, 'minimumVersion');
+  const maximumVersion = readOwnDataValue(offer, 'maximumVersion');
   if (!isProtocolName(name)) {
     reasons.push(`${pathArg}.name must be a protocol name such as serve.zone/cluster-ingress`);
   }
@@ -92,31 +85,26 @@ export const readProtocolOffer = (valueArg: unknown): IProtocolOffer | null => {
   }
   const offer = valueArg as Record<string, unknown>;
   return Object.freeze({
-    name: readOwnValue(offer, 'name') as string,
-    minimumVersion: readOwnValue(offer, 'minimumVersion') as number,
-    maximumVersion: readOwnValue(offer, 'maximumVersion') as number,
+    name: readOwnDataValue(offer, 'name') as string,
+    minimumVersion: readOwnDataValue(offer, 'minimumVersion') as number,
+    maximumVersion: readOwnDataValue(offer, 'maximumVersion') as number,
   });
 };
 
 /** Names every reason a value is not a protocol refusal. Never throws. */
 export const validateProtocolRefusal = (valueArg: unknown, pathArg = 'protocol refusal'): string[] => {
-  let refusal: Record<string, unknown> | null;
-  try {
-    refusal = readExactDataRecord(valueArg, ['code', 'reason', 'supported']);
-  } catch {
-    refusal = null;
-  }
+  const refusal = readExactDataRecordOrNull(valueArg, ['code', 'reason', 'supported']);
   if (refusal === null) {
     return [`${pathArg} must be a record of exactly code, reason and supported`];
   }
   const reasons: string[] = [];
-  if (readOwnValue(refusal, 'code') !== protocolContract.refusalCode) {
+  if (readOwnDataValue(refusal, 'code') !== protocolContract.refusalCode) {
     reasons.push(`${pathArg}.code must be ${protocolContract.refusalCode}`);
   }
-  if (!(protocolRefusalReasons as readonly unknown[]).includes(readOwnValue(refusal, 'reason'))) {
+  if (!(protocolRefusalReasons as readonly unknown[]).includes(readOwnDataValue(refusal, 'reason'))) {
     reasons.push(`${pathArg}.reason must be one of ${protocolRefusalReasons.join(', ')}`);
   }
-  reasons.push(...validateProtocolOffer(readOwnValue(refusal, 'supported'), `${pathArg}.supported`));
+  reasons.push(...validateProtocolOffer(readOwnDataValue(refusal, 'supported'), `${pathArg}.supported`));
   return reasons;
 };
 
@@ -131,8 +119,8 @@ export const readProtocolRefusal = (valueArg: unknown): IProtocolRefusal | null 
   const refusal = valueArg as Record<string, unknown>;
   return Object.freeze({
     code: protocolContract.refusalCode,
-    reason: readOwnValue(refusal, 'reason') as TProtocolRefusalReason,
-    supported: readProtocolOffer(readOwnValue(refusal, 'supported')) as IProtocolOffer,
+    reason: readOwnDataValue(refusal, 'reason') as TProtocolRefusalReason,
+    supported: readProtocolOffer(readOwnDataValue(refusal, 'supported')) as IProtocolOffer,
   });
 };
 
