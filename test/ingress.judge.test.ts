@@ -1,7 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  bearersMatch,
   clusterIngressRetryAfterMs,
   type IClusterIngressRegistrationFacts,
   judgeClusterIngressRegistration,
@@ -150,9 +149,10 @@ describe('judgeClusterIngressRegistration', () => {
     }
   });
 
-  it('compares bearers of any length without throwing', () => {
-    assert.equal(bearersMatch(bearer, bearer), true);
-    assert.equal(bearersMatch(bearer, `${bearer}x`), false);
-    assert.equal(bearersMatch('', bearer), false);
+  it('refuses a bearer that only extends or shortens the current one', () => {
+    const withBearer = (bearerArg: string): TFacts => ({ ...acceptableFacts(), body: { ...(acceptableFacts().body as object), bearer: bearerArg } });
+    assert.equal(reasonOf(withBearer(`${bearer}x`)), 'bearer-refused');
+    assert.equal(reasonOf(withBearer(bearer.slice(0, -1))), 'bearer-refused');
+    assert.equal(reasonOf(withBearer(bearer)), 'accepted');
   });
 });

@@ -1,3 +1,5 @@
+import { refuse } from './errors.js';
+
 /**
  * Request shape checks shared by handlers: they collect every reason, each naming its path, in
  * the order the fields are declared, so one refusal tells the caller everything that is wrong.
@@ -38,6 +40,14 @@ export const checkRequestShape = (requestArg: unknown, shapeArg: IRequestShape, 
     }
   }
   return reasons;
+};
+
+/** `checkRequestShape`, throwing one `invalid-request` refusal with every reason when there is any. */
+export const requireRequestShape = (requestArg: unknown, shapeArg: IRequestShape, pathArg = 'request'): void => {
+  const reasons = checkRequestShape(requestArg, shapeArg, pathArg);
+  if (reasons.length > 0) {
+    throw refuse('invalid-request', reasons);
+  }
 };
 
 export const isString = (minArg: number, maxArg: number, patternArg?: RegExp): TFieldCheck => (valueArg, pathArg) => {

@@ -22,7 +22,7 @@ import type {
 import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
 import { refuse } from '../core/errors.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
-import { checkRequestShape, isArrayOf, isIdString, type TFieldCheck } from '../core/validation.js';
+import { isArrayOf, isIdString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
 import type { ClusterRelayElection } from './relayelection.js';
 
 /**
@@ -46,7 +46,11 @@ export interface IClusterNodeDocument extends IStoredDocument {
 
 export const clusterNodeKind = defineDocumentKind<IClusterNodeDocument>('CloudlyClusterNode');
 
-const nodeDocumentId = (clusterIdArg: string, nodeIdArg: string): string => `${clusterIdArg}/${nodeIdArg}`;
+/**
+ * The id of a per-node document: `cluster/node`. `/` never occurs in an id, so each pair maps to
+ * one document; other managers key their per-node documents the same way.
+ */
+export const clusterNodeDocumentId = (clusterIdArg: string, nodeIdArg: string): string => `${clusterIdArg}/${nodeIdArg}`;
 
 /** Bounded retries when a write lost only to an unrelated change of the same node (e.g. a report). */
 const maximumNodeWriteRounds = 8;
@@ -88,12 +92,6 @@ const isNodeId: TFieldCheck = (valueArg, pathArg) =>
 const isCorestoreOrNull: TFieldCheck = (valueArg, pathArg) =>
   valueArg === null ? [] : validateClusterNodeCorestore(valueArg, pathArg);
 
-const invalid = (reasonsArg: string[]): void => {
-  if (reasonsArg.length > 0) {
-    throw refuse('invalid-request', reasonsArg);
-  }
-};
-
 export class ClusterNodes {
   constructor(
     private readonly cloudly: Cloudly,
@@ -101,20 +99,20 @@ export class ClusterNodes {
     private readonly requireCluster: (clusterIdArg: string) => Promise<unknown>,
   ) {
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterNodes>('getClusterNodes', async (request) => {
-      invalid(checkRequestShape(request, { required: { clusterId: isIdString } }));
+      requireRequestShape(request, { required: { clusterId: isIdString } });
       await this.requireCluster(request.clusterId);
       return { nodes: await this.listNodes(request.clusterId) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', async (request, context) => {
-      invalid(checkRequestShape(request, {
+      requireRequestShape(request, {
         required: { clusterId: isIdString, name: isNodeName },
         optional: { nodeId: isNodeId },
-      }));
+      });
       await this.requireCluster(request.clusterId);
       const nodeId = request.nodeId ?? `node-${randomUUID()}`;
       const inserted = await this.cloudly.store.insert(clusterNodeKind, {
-        id: nodeDocumentId(request.clusterId, nodeId),
+        id: clusterNodeDocumentId(request.clusterId, nodeId),
         nodeId,
         clusterId: request.clusterId,
         name: request.name,
@@ -129,7 +127,7 @@ export class ClusterNodes {
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_RemoveClusterNode>('removeClusterNode', async (request, context) => {
-      invalid(checkRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId } }));
+      requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId } });
       await this.requireCluster(request.clusterId);
       for (let round = 0; round < maximumNodeWriteRounds; round++) {
         const current = await this.requireNodeDocument(request.clusterId, request.nodeId);
@@ -142,9 +140,9 @@ export class ClusterNodes {
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_SetClusterNodeCorestore>('setClusterNodeCorestore', async (request, context) => {
-      invalid(checkRequestShape(request, {
+      requireRequestShape(request, {
         required: { clusterId: isIdString, nodeId: isNodeId, expected: isCorestoreOrNull, corestore: isCorestoreOrNull },
-      }));
+      });
       await this.requireCluster(request.clusterId);
       const node = await this.swapCorestore(request.clusterId, request.nodeId, request.expected, request.corestore);
       this.cloudly.logger.info({
@@ -157,13 +155,13 @@ export class ClusterNodes {
     });
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', async (request, context) => {
-      invalid(checkRequestShape(request, { required: { report: (valueArg, pathArg) => validateClusterNodeReport(valueArg, pathArg) } }));
+      requireRequestShape(request, { required: { report: (valueArg, pathArg) => validateClusterNodeReport(valueArg, pathArg) } });
       await this.election.requireElected(context.session);
       return { node: await this.applyReport(context.clusterId, request.report) };
     });
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_GetClusterNodeCorestores>('getClusterNodeCorestores', async (request, context) => {
-      invalid(checkRequestShape(request, { required: {}, optional: { nodeIds: isArrayOf(isNodeId, maximumNodeIdsPerRead) } }));
+      requireRequestShape(request, { required: {}, optional: { nodeIds: isArrayOf(isNodeId, maximumNodeIdsPerRead) } });
       const nodes = await this.listNodes(context.clusterId);
       let selected = nodes;
       if (request.nodeIds) {
@@ -184,7 +182,7 @@ export class ClusterNodes {
 
   /** One node of a cluster, or null. */
   public async getNode(clusterIdArg: string, nodeIdArg: string): Promise<IClusterNode | null> {
-    const doc = await this.cloudly.store.get(clusterNodeKind, nodeDocumentId(clusterIdArg, nodeIdArg));
+    const doc = await this.cloudly.store.get(clusterNodeKind, clusterNodeDocumentId(clusterIdArg, nodeIdArg));
     return doc ? toPublicClusterNode(doc) : null;
   }
 
@@ -211,7 +209,7 @@ export class ClusterNodes {
   // ---- writes ---------------------------------------------------------------------------------
 
   private async requireNodeDocument(clusterIdArg: string, nodeIdArg: string): Promise<IClusterNodeDocument> {
-    const doc = await this.cloudly.store.get(clusterNodeKind, nodeDocumentId(clusterIdArg, nodeIdArg));
+    const doc = await this.cloudly.store.get(clusterNodeKind, clusterNodeDocumentId(clusterIdArg, nodeIdArg));
     if (!doc) {
       throw refuse('not-found', [`node ${nodeIdArg} does not exist in cluster ${clusterIdArg}`]);
     }
@@ -255,7 +253,7 @@ export class ClusterNodes {
    * `name` is required), and replaces `name` and `hostAddresses` only where the report states them.
    */
   public async applyReport(clusterIdArg: string, reportArg: IClusterNodeReport): Promise<IClusterNode> {
-    const id = nodeDocumentId(clusterIdArg, reportArg.nodeId);
+    const id = clusterNodeDocumentId(clusterIdArg, reportArg.nodeId);
     for (let round = 0; round < maximumNodeWriteRounds; round++) {
       const now = Date.now();
       const current = await this.cloudly.store.get(clusterNodeKind, id);

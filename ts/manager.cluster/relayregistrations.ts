@@ -10,7 +10,7 @@ import type {
 } from '../interfaces/requests/cluster.js';
 import { refuse } from '../core/errors.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
-import { checkRequestShape } from '../core/validation.js';
+import { requireRequestShape } from '../core/validation.js';
 import type { ClusterRelayElection, IClusterRelayLeaseDocument } from './relayelection.js';
 
 /**
@@ -48,12 +48,9 @@ const toPublicRegistration = (docArg: IClusterRelayRegistrationDocument, connect
 export class ClusterRelayRegistrations {
   constructor(private readonly cloudly: Cloudly, private readonly election: ClusterRelayElection) {
     cloudly.addRelayHandler<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', async (request, context) => {
-      const reasons = checkRequestShape(request, {
+      requireRequestShape(request, {
         required: { registration: (valueArg, pathArg) => validateClusterRelayAnnouncement(valueArg, pathArg) },
       });
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
       await this.election.requireElected(context.session);
       const stored = await this.accept(context.clusterId, context.session.id, request.registration);
       this.cloudly.logger.info({ clusterId: context.clusterId, origin: stored.origin, version: stored.version }, 'relay registration accepted');
@@ -61,13 +58,10 @@ export class ClusterRelayRegistrations {
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterRelayRegistrations>('getClusterRelayRegistrations', async (request) => {
-      const reasons = checkRequestShape(request, {
+      requireRequestShape(request, {
         required: {},
         optional: { clusterIds: (valueArg, pathArg) => validateClusterRelayRegistrationQueryIds(valueArg, pathArg) },
       });
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
       return { registrations: await this.readRegistrations(request.clusterIds) };
     });
   }

@@ -64,7 +64,7 @@ export interface IClusterIngressRouteTableDocument extends IStoredDocument {
 export const clusterIngressRouteTableKind =
   defineDocumentKind<IClusterIngressRouteTableDocument>('CloudlyClusterIngressRouteTable');
 
-/** A node's latest runtime assignment report, as its cluster's relay sent it. Id: `cluster/node`. */
+/** A node's latest runtime assignment report, as its cluster's relay sent it. Id: `clusterNodeDocumentId`. */
 export interface INodeRuntimeAssignmentsDocument extends IStoredDocument {
   clusterId: string;
   nodeId: string;
@@ -75,6 +75,3 @@ export interface INodeRuntimeAssignmentsDocument extends IStoredDocument {
 
 export const nodeRuntimeAssignmentsKind =
   defineDocumentKind<INodeRuntimeAssignmentsDocument>('CloudlyNodeRuntimeAssignments');
-
-export const nodeRuntimeAssignmentsId = (clusterIdArg: string, nodeIdArg: string): string =>
-  `${clusterIdArg}/${nodeIdArg}`;

@@ -1,8 +1,9 @@
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { Cloudly, IRelayHandlerContext } from '../classes.cloudly.js';
 import { contractRefusal, refuse } from '../core/errors.js';
-import { checkRequestShape, isAnyValue, isIdString, type TFieldCheck } from '../core/validation.js';
+import { isAnyValue, isIdString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
 import type { IRelaySession } from '../core/relaysessions.js';
+import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import { relayNotElectedReason } from '../manager.cluster/relayelection.js';
 import {
   clusterIngressEnvironmentNames,
@@ -22,7 +23,7 @@ import { clusterRuntimePhases, type IClusterRuntimeReference, type TClusterRunti
 import { validateRuntimeAssignmentStatus } from '../interfaces/data/runtimeassignment.js';
 import type { ISecretVersionReference } from '../interfaces/data/secret.js';
 import type { IService } from '../interfaces/data/service.js';
-import { computeCanonicalJsonSha256Hex } from '../interfaces/private/canonicaljson.js';
+import { computeCanonicalJsonSha256Hex, sha256Hex } from '../interfaces/private/canonicaljson.js';
 import { isCanonicalId, isCounter, isRecord, readExactDataRecord } from '../interfaces/private/dataproperties.js';
 import { readOwnDataValue } from '../interfaces/private/ownproperties.js';
 import type {
@@ -43,7 +44,6 @@ import {
   type IClusterIngressRouteTableDocument,
   type IClusterIngressSlotDocument,
   type IStoredDesignationAnswer,
-  nodeRuntimeAssignmentsId,
   nodeRuntimeAssignmentsKind,
 } from './documents.js';
 import {
@@ -65,7 +65,7 @@ const registrationRefusalText = 'The cluster ingress registration was refused.';
 const protocolRefusalText = 'The protocol offer was refused.';
 
 /** Stable, id-safe tag of a cluster id for names derived from it (ids may be up to 128 characters). */
-const clusterTag = (clusterIdArg: string): string => createHash('sha256').update(clusterIdArg).digest('hex').slice(0, 32);
+const clusterTag = (clusterIdArg: string): string => sha256Hex(clusterIdArg).slice(0, 32);
 
 const isSecretVersionReference: TFieldCheck = (valueArg, pathArg) => {
   const reference = readExactDataRecord(valueArg, ['secretId', 'secretVersionId']);
@@ -153,10 +153,7 @@ export class IngressManager {
     this.dependencies = cloudlyIngressDependencies(cloudly);
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', async (request, context) => {
-      const shape = checkRequestShape(request, { required: { designation: isAnyValue } });
-      if (shape.length > 0) {
-        throw refuse('invalid-request', shape);
-      }
+      requireRequestShape(request, { required: { designation: isAnyValue } });
       let intent: IClusterIngressDesignationRequest;
       try {
         intent = snapshotClusterIngressDesignationRequest(request.designation);
@@ -167,34 +164,25 @@ export class IngressManager {
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterIngressDesignation>('getClusterIngressDesignation', async (request) => {
-      const shape = checkRequestShape(request, { required: { clusterId: isIdString } });
-      if (shape.length > 0) {
-        throw refuse('invalid-request', shape);
-      }
+      requireRequestShape(request, { required: { clusterId: isIdString } });
       await this.requireCluster(request.clusterId, 'request.clusterId');
       return { designation: await this.getDesignation(request.clusterId) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterRuntime>('getClusterRuntime', async (request) => {
-      const shape = checkRequestShape(request, { required: { clusterId: isIdString } });
-      if (shape.length > 0) {
-        throw refuse('invalid-request', shape);
-      }
+      requireRequestShape(request, { required: { clusterId: isIdString } });
       await this.requireCluster(request.clusterId, 'request.clusterId');
       return { runtime: await this.readClusterRuntime(request.clusterId) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_SetClusterIngressRoutes>('setClusterIngressRoutes', async (request) => {
-      const shape = checkRequestShape(request, {
+      requireRequestShape(request, {
         required: {
           clusterId: isIdString,
           expectedRevision: isRevisionOrNull,
           routes: (valueArg, pathArg) => validateClusterIngressRoutes(valueArg, pathArg),
         },
       });
-      if (shape.length > 0) {
-        throw refuse('invalid-request', shape);
-      }
       await this.requireCluster(request.clusterId, 'request.clusterId');
       return { table: await this.setRoutes(request.clusterId, request.expectedRevision, request.routes) };
     });
@@ -203,10 +191,7 @@ export class IngressManager {
       this.register(request, context));
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_GetClusterIngressRouteTable>('getClusterIngressRouteTable', async (request, context) => {
-      const shape = checkRequestShape(request, { required: { knownRevision: isRevisionOrNull } });
-      if (shape.length > 0) {
-        throw refuse('invalid-request', shape);
-      }
+      requireRequestShape(request, { required: { knownRevision: isRevisionOrNull } });
       return { table: await this.getRouteTable(context.clusterId) };
     });
 
@@ -219,10 +204,7 @@ export class IngressManager {
     // only for that cluster's current credential, and never logged. The relay's node needs the
     // value to fill the ingress workload's secret environment variable.
     cloudly.addRelayHandler<IReq_Relay_Cloudly_ResolveClusterIngressBearer>('resolveClusterIngressBearer', async (request, context) => {
-      const shape = checkRequestShape(request, { required: { secretVersion: isSecretVersionReference } });
-      if (shape.length > 0) {
-        throw refuse('invalid-request', shape);
-      }
+      requireRequestShape(request, { required: { secretVersion: isSecretVersionReference } });
       await this.requireElected(context);
       const slot = await this.cloudly.store.get(clusterIngressSlotKind, context.clusterId);
       const bearer = slot?.kind === 'pallet' ? slot.bearer : null;
@@ -463,7 +445,7 @@ export class IngressManager {
   private async readJudgedGenerations(clusterIdArg: string, nodeIdArg: string | null): Promise<IClusterIngressJudgedGenerations> {
     const [slot, nodeReport, nodeSessionId] = await Promise.all([
       this.cloudly.store.get(clusterIngressSlotKind, clusterIdArg),
-      nodeIdArg ? this.cloudly.store.get(nodeRuntimeAssignmentsKind, nodeRuntimeAssignmentsId(clusterIdArg, nodeIdArg)) : null,
+      nodeIdArg ? this.cloudly.store.get(nodeRuntimeAssignmentsKind, clusterNodeDocumentId(clusterIdArg, nodeIdArg)) : null,
       nodeIdArg ? this.dependencies.getNodeSessionId(clusterIdArg, nodeIdArg) : null,
     ]);
     return {
@@ -504,7 +486,7 @@ export class IngressManager {
     const [elected, slot, nodeReport, nodeSessionId, table] = await Promise.all([
       this.dependencies.isElectedRelaySession(contextArg.session),
       store.get(clusterIngressSlotKind, clusterId),
-      nodeId ? store.get(nodeRuntimeAssignmentsKind, nodeRuntimeAssignmentsId(clusterId, nodeId)) : null,
+      nodeId ? store.get(nodeRuntimeAssignmentsKind, clusterNodeDocumentId(clusterId, nodeId)) : null,
       nodeId ? this.dependencies.getNodeSessionId(clusterId, nodeId) : null,
       store.get(clusterIngressRouteTableKind, clusterId),
     ]);
@@ -575,7 +557,7 @@ export class IngressManager {
     requestArg: IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments['request'],
     contextArg: IRelayHandlerContext,
   ): Promise<IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments['response']> {
-    const shape = checkRequestShape(requestArg, {
+    requireRequestShape(requestArg, {
       required: {
         nodeId: isIdString,
         sessionId: isIdString,
@@ -587,12 +569,9 @@ export class IngressManager {
         },
       },
     });
-    if (shape.length > 0) {
-      throw refuse('invalid-request', shape);
-    }
     await this.requireElected(contextArg);
     const { store } = this.cloudly;
-    const id = nodeRuntimeAssignmentsId(contextArg.clusterId, requestArg.nodeId);
+    const id = clusterNodeDocumentId(contextArg.clusterId, requestArg.nodeId);
     const report = {
       clusterId: contextArg.clusterId,
       nodeId: requestArg.nodeId,

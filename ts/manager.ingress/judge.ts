@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { constantTimeEquals } from '../core/auth.js';
 import {
   clusterIngressRegistrationContract,
   type IClusterIngressRegistrationAcceptance,
@@ -78,13 +78,6 @@ const refused = (reasonArg: TClusterIngressRegistrationRefusalReason): TClusterI
   }),
 });
 
-/** Compares two bearers in time that depends on neither value (both are hashed to 32 bytes first). */
-export const bearersMatch = (presentedArg: string, expectedArg: string): boolean => {
-  const presented = createHash('sha256').update(presentedArg, 'utf8').digest();
-  const expected = createHash('sha256').update(expectedArg, 'utf8').digest();
-  return timingSafeEqual(presented, expected);
-};
-
 /**
  * Judges one registration. Pure: same facts, same verdict. The protocol offer is read before
  * anything else (a peer that speaks another protocol cannot even be told why it was refused in a
@@ -129,7 +122,7 @@ export const judgeClusterIngressRegistration = (
     return refused('assignment-not-running');
   }
   // A credential Cloudly cannot read is judged like a wrong one, still in constant time.
-  const bearerMatches = bearersMatch(body.bearer, factsArg.currentBearer ?? '');
+  const bearerMatches = constantTimeEquals(body.bearer, factsArg.currentBearer ?? '');
   if (!bearerMatches || factsArg.currentBearer === null) {
     return refused('bearer-refused');
   }

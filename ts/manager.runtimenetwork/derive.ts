@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
 import type { IClusterIngressRoute } from '../interfaces/data/clusteringress.js';
 import {
   admitRuntimeNetworkProjection,
   compareRuntimeNetworkWorkloadIngressGrants,
   deriveRuntimeNetworkWorkloadIngressWithdrawals,
+  describeRuntimeNetworkProjectionApplication,
   runtimeNetworkWorkloadIngressContract,
   sealRuntimeNetworkProjection,
   type IRuntimeNetworkEndpoint,
@@ -17,7 +17,7 @@ import {
   listRuntimeNetworkPlatformEndpointIds,
   type IRuntimeNetworkAddressPlan,
 } from '../interfaces/data/runtimenetworkaddressplan.js';
-import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
+import { canonicalizeJson, sha256Hex } from '../interfaces/private/canonicaljson.js';
 import { isCanonicalId } from '../interfaces/private/dataproperties.js';
 
 /**
@@ -46,12 +46,12 @@ export const runtimeNetworkProjectionIdFor = (clusterIdArg: string, nodeIdArg: s
   const readable = `${clusterIdArg}.${nodeIdArg}`;
   return isCanonicalId(readable)
     ? readable
-    : `rnp-${createHash('sha256').update(`${clusterIdArg}/${nodeIdArg}`).digest('hex').slice(0, 40)}`;
+    : `rnp-${sha256Hex(`${clusterIdArg}/${nodeIdArg}`).slice(0, 40)}`;
 };
 
 /** A route's id inside a grant authorization: its hostname when that is a valid id, else a digest of it. */
 export const runtimeNetworkRouteIdFor = (hostnameArg: string): string =>
-  isCanonicalId(hostnameArg) ? hostnameArg : `route-${createHash('sha256').update(hostnameArg).digest('hex').slice(0, 32)}`;
+  isCanonicalId(hostnameArg) ? hostnameArg : `route-${sha256Hex(hostnameArg).slice(0, 32)}`;
 
 /** The plan platform endpoints whose address the node's host carries, sorted; empty when none. */
 export const deriveHostPlatformEndpointIds = (
@@ -135,8 +135,7 @@ export const composeNextRuntimeNetworkProjection = (
 ): TRuntimeNetworkProjectionStep => {
   // An application of an older generation says nothing about the preceding projection.
   const application = applicationArg !== null && previousArg !== null
-    && applicationArg.projectionId === previousArg.id && applicationArg.nodeId === previousArg.nodeId
-    && applicationArg.generation === previousArg.generation && applicationArg.digest === previousArg.digest
+    && canonicalizeJson(applicationArg) === canonicalizeJson(describeRuntimeNetworkProjectionApplication(previousArg))
     ? applicationArg
     : null;
   const reasons: string[] = [];

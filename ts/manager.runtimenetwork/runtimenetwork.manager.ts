@@ -1,8 +1,9 @@
 import type { Cloudly } from '../classes.cloudly.js';
 import { refuse } from '../core/errors.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
-import { checkRequestShape, isIdString, type TFieldCheck } from '../core/validation.js';
+import { isIdString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
 import { isClusterNodeId } from '../interfaces/data/clusternode.js';
+import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import {
   validateRuntimeNetworkProjectionApplication,
   validateRuntimeNetworkWorkloadLeases,
@@ -67,16 +68,8 @@ const addressPlanDocumentId = 'runtime-network-address-plan';
 /** Bounded retries when a projection write loses to a concurrent refresh of the same node. */
 const maximumProjectionRounds = 8;
 
-const nodeDocumentId = (clusterIdArg: string, nodeIdArg: string): string => `${clusterIdArg}/${nodeIdArg}`;
-
 const isNodeId: TFieldCheck = (valueArg, pathArg) =>
   isClusterNodeId(valueArg) ? [] : [`${pathArg} must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`];
-
-const invalid = (reasonsArg: string[]): void => {
-  if (reasonsArg.length > 0) {
-    throw refuse('invalid-request', reasonsArg);
-  }
-};
 
 /** A detached plain copy of stored data, so callers never share objects with the driver's documents. */
 const detach = <T>(valueArg: T): T => JSON.parse(JSON.stringify(valueArg)) as T;
@@ -84,27 +77,27 @@ const detach = <T>(valueArg: T): T => JSON.parse(JSON.stringify(valueArg)) as T;
 export class RuntimeNetworkManager {
   constructor(private readonly cloudly: Cloudly) {
     cloudly.addAdminHandler<IReq_Admin_GetRuntimeNetworkAddressPlan>('getRuntimeNetworkAddressPlan', async (request) => {
-      invalid(checkRequestShape(request, { required: {} }));
+      requireRequestShape(request, { required: {} });
       return { plan: await this.getAddressPlan() };
     });
 
     cloudly.addAdminHandler<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', async (request, context) => {
-      invalid(checkRequestShape(request, {
+      requireRequestShape(request, {
         required: { plan: (valueArg, pathArg) => validateRuntimeNetworkAddressPlan(valueArg, pathArg) },
-      }));
+      });
       return this.writeAddressPlan(request.plan, context.identity.userId);
     });
 
     cloudly.addAdminHandler<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', async (request) => {
-      invalid(checkRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId } }));
+      requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId } });
       await this.cloudly.clusterManager.requireCluster(request.clusterId);
       return { projection: await this.refreshProjection(request.clusterId, request.nodeId) };
     });
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', async (request, context) => {
-      invalid(checkRequestShape(request, {
+      requireRequestShape(request, {
         required: { nodeId: isNodeId, leases: (valueArg, pathArg) => validateRuntimeNetworkWorkloadLeases(valueArg, pathArg) },
-      }));
+      });
       await this.cloudly.clusterManager.requireElected(context.session);
       const generation = await this.recordLeases(context.clusterId, request.nodeId, request.leases);
       await this.refreshCluster(context.clusterId);
@@ -112,16 +105,16 @@ export class RuntimeNetworkManager {
     });
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_GetRuntimeNetworkProjection>('getClusterNodeRuntimeNetworkProjection', async (request, context) => {
-      invalid(checkRequestShape(request, { required: { nodeId: isNodeId } }));
+      requireRequestShape(request, { required: { nodeId: isNodeId } });
       return { projection: await this.refreshProjection(context.clusterId, request.nodeId) };
     });
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication>(
       'reportRuntimeNetworkProjectionApplication',
       async (request, context) => {
-        invalid(checkRequestShape(request, {
+        requireRequestShape(request, {
           required: { application: (valueArg, pathArg) => validateRuntimeNetworkProjectionApplication(valueArg, pathArg) },
-        }));
+        });
         await this.cloudly.clusterManager.requireElected(context.session);
         return { application: await this.recordApplication(context.clusterId, request.application) };
       },
@@ -186,7 +179,7 @@ export class RuntimeNetworkManager {
   private async recordLeases(clusterIdArg: string, nodeIdArg: string, leasesArg: IRuntimeNetworkWorkloadLease[]): Promise<number> {
     await this.requireNode(clusterIdArg, nodeIdArg);
     const { store } = this.cloudly;
-    const id = nodeDocumentId(clusterIdArg, nodeIdArg);
+    const id = clusterNodeDocumentId(clusterIdArg, nodeIdArg);
     const leases = leasesArg.map((entry) => ({
       lease: { id: entry.lease.id, generation: entry.lease.generation },
       serviceId: entry.serviceId,
@@ -215,7 +208,7 @@ export class RuntimeNetworkManager {
     };
     await this.requireNode(clusterIdArg, application.nodeId);
     const { store } = this.cloudly;
-    const id = nodeDocumentId(clusterIdArg, application.nodeId);
+    const id = clusterNodeDocumentId(clusterIdArg, application.nodeId);
     const doc = await store.get(runtimeNetworkProjectionKind, id);
     const projection = doc?.projection;
     if (!doc || !projection || projection.id !== application.projectionId || projection.generation !== application.generation
@@ -263,7 +256,7 @@ export class RuntimeNetworkManager {
    */
   public async refreshProjection(clusterIdArg: string, nodeIdArg: string): Promise<IRuntimeNetworkProjection> {
     const { store } = this.cloudly;
-    const id = nodeDocumentId(clusterIdArg, nodeIdArg);
+    const id = clusterNodeDocumentId(clusterIdArg, nodeIdArg);
     for (let round = 0; round < maximumProjectionRounds; round++) {
       const doc = await store.get(runtimeNetworkProjectionKind, id);
       const facts = await this.gatherFacts(clusterIdArg, nodeIdArg);
