@@ -1,10 +1,11 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type {
   IReq_Any_Cloudly_CreateService,
   IReq_Any_Cloudly_GetRuntimeLocalStorageClaims,
+  IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim,
   IReq_Any_Cloudly_SetServiceVolumeInitialization,
   IReq_Any_Cloudly_UpdateService,
 } from '../ts/interfaces/requests/service.js';
@@ -205,6 +206,50 @@ test('an offline relay leaves the claim pending; it is applied when the relay co
   assert.equal(applied.nodeState, 'import-required');
   assert.deepEqual(applied.claim, pending.claim);
   assert.deepEqual(received.at(-1)?.session, { id: 'n1-session', generation: 2 });
+});
+
+test('an uncertain volume is neither purged nor remounted until an administrator releases it', async () => {
+  const { cluster, relayToken } = await t.createCluster('claims-e');
+  const received: IApplyRuntimeLocalStorageClaimRequest[] = [];
+  const answer: { fn: TNodeAnswer } = {
+    fn: (request) => ({ status: 'accepted', state: 'uncertain', claim: getRuntimeLocalStorageClaimReference(request.claim) }),
+  };
+  const relay = await connectRelay(relayToken, received, answer);
+  await reportSession(relay);
+  const service = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
+  await setInitialization(service.id, { kind: 'empty', ownership: { kind: 'explicit', uid: 5, gid: 5, mode: 0o700 } });
+  await waitFor(async () => (await latestOf(service.id))?.nodeState === 'uncertain', 'uncertain recorded');
+  const held = (await latestOf(service.id))!;
+  answer.fn = honestNode;
+
+  // The administrator removes the volume: the uncertain claim is held, no purge goes out.
+  const current = (await t.cloudly.serviceManager.getService(service.id))!;
+  await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    serviceId: service.id, expectedGeneration: current.generation,
+    service: spec(cluster.id, { runtime: current.runtime, volumes: [] }),
+  });
+  await t.cloudly.serviceManager.reconcileService(service.id);
+  await t.cloudly.serviceManager.pushPendingClaims({ clusterId: cluster.id });
+  assert.deepEqual((await claimsOf(service.id)).map((record) => [record.claim.generation, record.claim.lifecycle]), [[1, 'bound']]);
+  assert.deepEqual(received.map((request) => request.claim.lifecycle), received.map(() => 'bound'), 'no purge was sent');
+
+  // Release refusals name what is wrong and change nothing.
+  const release = (claimId: string, generation: number) =>
+    t.admin.call<IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim>('releaseUncertainRuntimeLocalStorageClaim', { claimId, generation });
+  assert.equal((await refusalOf(() => release('lsc-none', 1))).code, 'not-found');
+  const stale = await refusalOf(() => release(held.claim.id, 2));
+  assert.equal(stale.code, 'conflict');
+  assert.deepEqual((await claimsOf(service.id)).map((record) => record.claim.generation), [1]);
+
+  // Released: the held purge is issued, pushed and answered.
+  const released = await release(held.claim.id, 1);
+  assert.deepEqual(released.claim, held);
+  await waitFor(async () => (await latestOf(service.id))?.nodeState === 'purged', 'purge answered after release');
+  const purge = (await latestOf(service.id))!;
+  assert.equal(purge.claim.generation, 2);
+  assert.equal(purge.claim.lifecycle, 'purge');
+  assert.deepEqual(purge.claim.previous, getRuntimeLocalStorageClaimReference(held.claim));
+  assert.equal((await refusalOf(() => release(held.claim.id, 1))).code, 'conflict', 'a generation is released once');
 });
 
 test('a relay may not report sessions of another shape', async () => {

@@ -28,6 +28,7 @@ import type {
   IReq_Any_Cloudly_GetServiceById,
   IReq_Any_Cloudly_GetServiceRuntimeStatus,
   IReq_Any_Cloudly_GetServices,
+  IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim,
   IReq_Any_Cloudly_SetServiceVolumeInitialization,
   IReq_Any_Cloudly_UpdateService,
 } from '../interfaces/requests/service.js';
@@ -82,6 +83,11 @@ export interface IRuntimeLocalStorageClaimDocument extends IStoredDocument {
   current: IRuntimeLocalStorageClaimRecord;
   /** Earlier generations, oldest first, at most `retainedClaimHistory`. */
   history: IRuntimeLocalStorageClaimRecord[];
+  /**
+   * The generation an administrator released after its node answered `uncertain`. Until then
+   * Cloudly issues no further generation of the claim: neither a purge nor a remount.
+   */
+  releasedUncertainGeneration?: number;
 }
 
 export interface IRuntimeNodeSessionDocument extends IStoredDocument {
@@ -121,6 +127,14 @@ const nodeSessionId = (clusterIdArg: string, nodeIdArg: string): string => `${cl
 const needsPush = (docArg: IRuntimeLocalStorageClaimDocument): boolean =>
   docArg.current.delivery === 'pending'
   || (docArg.current.claim.lifecycle === 'bound' && docArg.current.nodeState === 'import-required');
+
+/**
+ * A claim whose node answered `uncertain` for its current generation, not yet released by an
+ * administrator: the node can vouch for the volume neither way, so nothing moves it on.
+ */
+const isHeldUncertain = (docArg: IRuntimeLocalStorageClaimDocument): boolean =>
+  docArg.current.nodeState === 'uncertain'
+  && docArg.releasedUncertainGeneration !== docArg.current.claim.generation;
 
 export const toPublicService = (docArg: IServiceDocument): IService => ({
   id: docArg.id,
@@ -211,14 +225,20 @@ const decideVolumeClaims = (
   return decisions;
 };
 
+/** One key's run of `runCoalesced`: whether to go once more, and when it is over. */
+interface ICoalescedRun {
+  again: boolean;
+  done: Promise<void>;
+}
+
 export class ServiceManager {
   private retryTimer: NodeJS.Timeout | null = null;
   private retryRunning = false;
   private stopped = false;
   /** Claims being pushed right now, and whether another push was asked for meanwhile. */
-  private readonly pushing = new Map<string, { again: boolean }>();
+  private readonly pushing = new Map<string, ICoalescedRun>();
   /** Services being reconciled right now, likewise. */
-  private readonly reconciling = new Map<string, { again: boolean }>();
+  private readonly reconciling = new Map<string, ICoalescedRun>();
   private bindingWaitsSource: ((serviceArg: IService) => Promise<IServiceBindingWaits>) | null = null;
 
   constructor(private readonly cloudly: Cloudly) {
@@ -544,6 +564,39 @@ export class ServiceManager {
         (await this.cloudly.store.get(serviceKind, serviceIdArg)) ? this.listRuntimeLocalStorageClaims(serviceIdArg) : null),
     }));
 
+    this.cloudly.addAdminHandler<IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim>(
+      'releaseUncertainRuntimeLocalStorageClaim',
+      async (request, context) => {
+        const reasons = checkRequestShape(request, { required: { claimId: isIdString, generation: isPositiveInteger } });
+        if (reasons.length > 0) {
+          throw refuse('invalid-request', reasons);
+        }
+        const doc = await this.cloudly.store.get(runtimeLocalStorageClaimKind, request.claimId);
+        if (!doc) {
+          throw refuse('not-found', [`local storage claim ${request.claimId} does not exist`]);
+        }
+        if (doc.current.claim.generation !== request.generation || !isHeldUncertain(doc)) {
+          throw refuse('conflict', [
+            `request.generation ${request.generation} is not a held uncertain generation of the claim `
+              + `(current generation ${doc.current.claim.generation}, node state ${doc.current.nodeState ?? 'none'})`,
+          ]);
+        }
+        const released = await this.cloudly.store.swap(runtimeLocalStorageClaimKind, doc.id, doc.generation, {
+          set: { releasedUncertainGeneration: request.generation },
+        });
+        if (!released) {
+          throw refuse('conflict', ['the claim changed since it was read']);
+        }
+        this.cloudly.logger.info(
+          { claimId: doc.id, generation: request.generation, actor: context.identity.userId },
+          'uncertain local storage claim released',
+        );
+        // The held change (a purge or a remount) is issued and pushed after this answer.
+        this.scheduleReconcile(doc.serviceId);
+        return { claim: released.current };
+      },
+    );
+
     this.cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNodeSession>('reportRuntimeNodeSession', async (request, context) => {
       const reasons = checkRequestShape(request, {
         required: { nodeId: isIdString, session: (value, path) => validateRuntimeSessionReference(value, path) },
@@ -595,29 +648,32 @@ export class ServiceManager {
 
   /**
    * Runs `onceArg` for a key unless a run for that key is already going; a call arriving during a
-   * run makes that run go once more instead, so the last trigger is always seen and runs never
-   * overlap.
+   * run makes that run go once more instead and waits for it, so the last trigger is always seen,
+   * runs never overlap, and every caller returns only after a run that saw its trigger.
    */
-  private async runCoalesced(
-    runningArg: Map<string, { again: boolean }>,
+  private runCoalesced(
+    runningArg: Map<string, ICoalescedRun>,
     keyArg: string,
     onceArg: () => Promise<void>,
   ): Promise<void> {
     const running = runningArg.get(keyArg);
     if (running) {
       running.again = true;
-      return;
+      return running.done;
     }
-    const state = { again: true };
+    const state: ICoalescedRun = { again: true, done: Promise.resolve() };
     runningArg.set(keyArg, state);
-    try {
-      while (state.again && !this.stopped) {
-        state.again = false;
-        await onceArg();
+    state.done = (async () => {
+      try {
+        while (state.again && !this.stopped) {
+          state.again = false;
+          await onceArg();
+        }
+      } finally {
+        runningArg.delete(keyArg);
       }
-    } finally {
-      runningArg.delete(keyArg);
-    }
+    })();
+    return state.done;
   }
 
   private async reconcileOnce(serviceIdArg: string): Promise<void> {
@@ -646,7 +702,7 @@ export class ServiceManager {
     }
     for (const claimDoc of await this.cloudly.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg })) {
       const claim = claimDoc.current.claim;
-      if (claim.lifecycle !== 'bound') {
+      if (claim.lifecycle !== 'bound' || isHeldUncertain(claimDoc)) {
         continue;
       }
       const decided = decisions.some((decision) => decision.claimId === claimDoc.id);

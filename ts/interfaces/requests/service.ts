@@ -65,3 +65,14 @@ export type IReq_Any_Cloudly_GetRuntimeLocalStorageClaims = ITypedContract<
   { identity: IIdentity; serviceId: string },
   { claims: IRuntimeLocalStorageClaimRecord[] }
 >;
+
+/**
+ * An administrator's decision on a claim whose node answered `uncertain`: until it is released,
+ * Cloudly issues no further generation of that claim (no purge of a removed volume, no remount).
+ * `generation` names the held generation. Project's own method.
+ */
+export type IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim = ITypedContract<
+  'releaseUncertainRuntimeLocalStorageClaim',
+  { identity: IIdentity; claimId: string; generation: number },
+  { claim: IRuntimeLocalStorageClaimRecord }
+>;
