@@ -138,6 +138,21 @@ describe('cluster nodes and their Corestore endpoints', () => {
     assert.equal(stored.generation, 2);
   });
 
+  test('a report that moved the node\'s generation does not make a compare-and-swap on the endpoint lose', async () => {
+    await addNode('reported node', 'reported-node');
+    const relay = await electedRelay(relayToken);
+    const reported = await relay.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', {
+      report: { nodeId: 'reported-node', hostAddresses: ['10.60.0.1'] },
+    });
+    assert.equal(reported.node.generation, 2, 'the report changed the node');
+    const set = await setCorestore('reported-node', null, { endpoint: 'http://10.60.0.1:3000' });
+    assert.deepEqual(set.node.corestore, { endpoint: 'http://10.60.0.1:3000' });
+    assert.deepEqual(set.node.hostAddresses, ['10.60.0.1'], 'the report is kept');
+    assert.equal(set.node.generation, 3);
+    relay.close();
+    await waitFor(() => t.cloudly.relays.sessionsOf(clusterId).length === 0, 'relay closed');
+  });
+
   test('the relay reads its own nodes\' endpoints; absent reads as null, never a guess', async () => {
     await addNode('reader a', 'reader-a');
     await addNode('reader b', 'reader-b');

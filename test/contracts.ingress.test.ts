@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { data, protocol } from '../ts/interfaces/index.js';
+import { computeDomainDigestHex } from '../ts/interfaces/private/canonicaljson.js';
 
 const offer = { name: 'serve.zone/cluster-ingress', minimumVersion: 1, maximumVersion: 1 };
 const bearer = 'b'.repeat(43);
@@ -261,8 +262,12 @@ describe('cluster ingress designation request', () => {
 });
 
 describe('cluster ingress designation digest', () => {
-  it('uses the contract digest domain', () => {
+  it('uses the contract digest domain', async () => {
     assert.equal(data.clusterIngressDesignationContract.digestDomain, 'serve.zone/cluster-ingress-designation');
+    // The digest is the domain-separated digest of the canonical JSON of everything but `digest`.
+    const { digest, ...covered } = await sealedDesignation();
+    assert.equal(digest, computeDomainDigestHex('serve.zone/cluster-ingress-designation', covered));
+    assert.notEqual(digest, computeDomainDigestHex('serve.zone/runtime-local-storage-claim', covered));
   });
 
   it('accepts a sealed designation', async () => {
