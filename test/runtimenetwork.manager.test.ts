@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { designationRequest, prepareIngressCluster } from './ingress.fixture.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
+import { clusterNodeDocumentId } from '../ts/manager.cluster/clusternodes.js';
+import { runtimeNetworkProjectionKind } from '../ts/manager.runtimenetwork/runtimenetwork.manager.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import {
   describeRuntimeNetworkProjectionApplication,
@@ -178,7 +180,13 @@ describe('runtime network manager over the real server', () => {
     await setPlan({ ...current, revision: current.revision + 1, platformEndpoints: [
       ...current.platformEndpoints, { id: 'zeta', address: '192.0.2.19', protocol: 'udp', port: 53 },
     ] });
+    // The plan write itself recomputes the stored projection, before anyone reads it again.
+    await waitFor(async () => (await t.cloudly.store.get(runtimeNetworkProjectionKind, clusterNodeDocumentId(cluster.id, 'node-1')))
+      ?.projection.generation === before.generation + 1, 'the stored projection was recomputed after the plan change');
+    const stored = (await t.cloudly.store.get(runtimeNetworkProjectionKind, clusterNodeDocumentId(cluster.id, 'node-1')))!;
+    assert.deepEqual(stored.projection.hostPlatformEndpointIds, ['zeta']);
     const afterChange = await getProjection(cluster.id, 'node-1');
+    assert.deepEqual(afterChange, stored.projection, 'reading it computes nothing new');
     assert.equal(afterChange.generation, before.generation + 1);
     assert.deepEqual(afterChange.hostPlatformEndpointIds, ['zeta']);
   });
