@@ -17,6 +17,10 @@ const {
 
 const path = 'cluster node corestore';
 
+/** Validators answer a list of non-empty reason strings, whatever they are given. */
+const isListOfReasons = (valueArg: unknown): boolean =>
+  Array.isArray(valueArg) && valueArg.every((reason) => typeof reason === 'string' && reason.length > 0);
+
 /** Which rules a set of reasons names, by a short tag per rule, in the order they appear. */
 const ruleTags = (reasonsArg: string[]): string[] =>
   reasonsArg.map((reason) => {
@@ -94,10 +98,20 @@ test('a node Corestore endpoint: the path argument names every reason', () => {
 test('a node Corestore endpoint: never throws on arbitrary input', () => {
   fc.assert(fc.property(fc.anything(), (value) => {
     const reasons = validateClusterNodeCorestore(value);
-    assert.ok(Array.isArray(reasons));
+    assert.ok(isListOfReasons(reasons));
   }));
   fc.assert(fc.property(fc.string(), (endpoint) => {
-    assert.ok(Array.isArray(validateClusterNodeCorestore({ endpoint })));
+    const reasons = validateClusterNodeCorestore({ endpoint });
+    assert.ok(isListOfReasons(reasons));
+    // An endpoint is admitted exactly when it is its own http(s) origin.
+    let origin: string | null = null;
+    try {
+      const parsed = new URL(endpoint);
+      origin = ['http:', 'https:'].includes(parsed.protocol) && !parsed.username && !parsed.password ? parsed.origin : null;
+    } catch {
+      origin = null;
+    }
+    assert.equal(reasons.length === 0, endpoint.length > 0 && endpoint.length <= 2048 && origin === endpoint, endpoint);
   }));
   const throwing = {};
   Object.defineProperty(throwing, 'endpoint', { enumerable: true, get: () => { throw new Error('boom'); } });
@@ -191,7 +205,7 @@ test('a node report: members, name and hostAddresses', () => {
   assert.ok(reasons[2].startsWith('report.name'));
   assert.ok(reasons[3].startsWith('report.hostAddresses'));
   fc.assert(fc.property(fc.anything(), (value) => {
-    assert.ok(Array.isArray(validateClusterNodeReport(value)));
+    assert.ok(isListOfReasons(validateClusterNodeReport(value)));
   }));
 });
 
@@ -211,7 +225,7 @@ test('a relay registration: origin, version and protocol', () => {
     'registration.protocol',
   ]);
   fc.assert(fc.property(fc.anything(), (value) => {
-    assert.ok(Array.isArray(validateClusterRelayAnnouncement(value)));
+    assert.ok(isListOfReasons(validateClusterRelayAnnouncement(value)));
   }));
 });
 
