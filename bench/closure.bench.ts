@@ -4,21 +4,36 @@
  *
  *   node --import tsx bench/closure.bench.ts [sizeMiB]        (default 1024 = 1 GiB)
  *   CLOSURE_BENCH_MIB=256 node --import tsx bench/closure.bench.ts
+ *   CLOSURE_BENCH_SERVER=tsx|compiled|both                     (default both)
  *
- * The server runs in a child process so its peak RSS is its own; the parent plays the relay.
+ * The server runs in a child process so its memory is its own; this process plays the relay.
+ * Peak RSS is the kernel's high-water mark of the server process (`VmHWM` in
+ * /proc/<pid>/status), reset through /proc/<pid>/clear_refs before each phase, so no
+ * sampling gap can hide a peak.
+ *
+ * Two ways to start the server:
+ * - `tsx`: `node --import tsx`, as `npm start` does. The TypeScript loader runs its own thread
+ *   and keeps its transform cache, which costs the process tens of MB that Cloudly never uses.
+ * - `compiled`: the same sources transpiled ahead of time by esbuild (which tsx itself uses),
+ *   node_modules left as they are, run by plain `node`: a lean production-style start.
+ *
+ * Raw baselines use the same frame size as the stream channel's chunks. Backup is compared
+ * with raw relay → server frames; restore with raw server → relay frames.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
+import { defaultStreamChunkBytes } from '../ts/core/streams.js';
 import type { IReq_Cloudly_Relay_BackupClusterService } from '../ts/interfaces/requests/backup.js';
 
 const mebibyte = 1024 * 1024;
-const frameBytes = 256 * 1024;
+const frameBytes = defaultStreamChunkBytes;
 const patternBytes = 4 * mebibyte;
 
 interface IServerReady {
@@ -32,14 +47,11 @@ interface IServerReady {
 }
 
 type TParentMessage =
-  | { kind: 'reset-peak' }
-  | { kind: 'report-peak' }
   | { kind: 'stop' }
   | { kind: 'raw-send'; bytes: number }
   | { kind: 'order-backup' };
 type TChildMessage =
   | IServerReady
-  | { kind: 'peak'; rssBytes: number }
   | { kind: 'stopped' }
   | { kind: 'backup-done'; error?: string };
 
@@ -86,20 +98,11 @@ const runServer = async (): Promise<void> => {
     });
   });
 
-  let peak = process.memoryUsage.rss();
-  const sampler = setInterval(() => {
-    peak = Math.max(peak, process.memoryUsage.rss());
-  }, 20);
   const send = (messageArg: TChildMessage): void => {
     process.send!(messageArg);
   };
   process.on('message', async (messageArg: TParentMessage) => {
-    if (messageArg.kind === 'reset-peak') {
-      peak = process.memoryUsage.rss();
-    } else if (messageArg.kind === 'report-peak') {
-      peak = Math.max(peak, process.memoryUsage.rss());
-      send({ kind: 'peak', rssBytes: peak });
-    } else if (messageArg.kind === 'raw-send' && rawSocket) {
+    if (messageArg.kind === 'raw-send' && rawSocket) {
       const frame = randomBytes(frameBytes);
       for (let sent = 0; sent < messageArg.bytes; sent += frameBytes) {
         await new Promise<void>((resolve, reject) => rawSocket!.send(frame, { binary: true }, (error) => (error ? reject(error) : resolve())));
@@ -115,7 +118,6 @@ const runServer = async (): Promise<void> => {
         send({ kind: 'backup-done', error: String((error as { errorData?: unknown }).errorData ? JSON.stringify((error as { errorData?: unknown }).errorData) : error) });
       }
     } else if (messageArg.kind === 'stop') {
-      clearInterval(sampler);
       wss.close();
       await cloudly.stop();
       await fsp.rm(dataDir, { recursive: true, force: true });
@@ -131,15 +133,46 @@ const runServer = async (): Promise<void> => {
 
 // ---------------------------------------------------------------- relay parent
 
+type TServerMode = 'tsx' | 'compiled';
+
+/** The kernel's view of a process's memory: current and peak resident set, in bytes. */
+const memoryOf = (pidArg: number): { rss: number; peak: number } => {
+  const status = fs.readFileSync(`/proc/${pidArg}/status`, 'utf8');
+  const kib = (fieldArg: string): number => Number(new RegExp(`^${fieldArg}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
+  return { rss: kib('VmRSS'), peak: kib('VmHWM') };
+};
+
+/** CPU seconds (user + system) a process has used so far. */
+const cpuSecondsOf = (pidArg: number): number => {
+  const stat = fs.readFileSync(`/proc/${pidArg}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime and stime are fields 14 and 15 of the whole line, in clock ticks (100 per second on Linux).
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+};
+
+/** CPU seconds this process (the relay) has used so far. */
+const ownCpuSeconds = (): number => {
+  const usage = process.cpuUsage();
+  return (usage.user + usage.system) / 1e6;
+};
+
+/** Resets the process's peak RSS to its current RSS (Linux: `5` in clear_refs). */
+const resetPeak = (pidArg: number): void => {
+  fs.writeFileSync(`/proc/${pidArg}/clear_refs`, '5');
+};
+
 const nextMessage = <T extends TChildMessage['kind']>(childArg: ChildProcess, kindArg: T): Promise<Extract<TChildMessage, { kind: T }>> =>
-  new Promise((resolve) => {
+  new Promise((resolve, reject) => {
     const listener = (messageArg: TChildMessage): void => {
       if (messageArg.kind === kindArg) {
         childArg.off('message', listener);
+        childArg.off('exit', onExit);
         resolve(messageArg as Extract<TChildMessage, { kind: T }>);
       }
     };
+    const onExit = (codeArg: number | null): void => reject(new Error(`server exited (${codeArg}) before ${kindArg}`));
     childArg.on('message', listener);
+    childArg.once('exit', onExit);
   });
 
 async function* patternStream(patternArg: Buffer, totalArg: number): AsyncIterable<Buffer> {
@@ -151,42 +184,111 @@ async function* patternStream(patternArg: Buffer, totalArg: number): AsyncIterab
 const mibPerSecond = (bytesArg: number, startedArg: bigint): number =>
   (bytesArg / mebibyte) / (Number(process.hrtime.bigint() - startedArg) / 1e9);
 
-const runRelay = async (): Promise<void> => {
-  const sizeMiB = Number(process.argv[2] ?? process.env.CLOSURE_BENCH_MIB ?? 1024);
-  if (!Number.isSafeInteger(sizeMiB) || sizeMiB < 1) {
-    throw new Error('size must be a whole number of MiB');
-  }
-  const totalBytes = sizeMiB * mebibyte;
-  const child = fork(fileURLToPath(import.meta.url), ['--server'], {
-    execArgv: ['--import', 'tsx', ...(process.env.CLOSURE_BENCH_CHILD_FLAGS ?? '').split(' ').filter(Boolean)],
-    env: { ...process.env, CLOSURE_BENCH_BYTES: String(totalBytes), MONGOMS_DISABLE_POSTINSTALL: '1' },
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+/**
+ * Transpiles every source file on its own (as tsx does at load time, no bundling), into a
+ * folder under node_modules so the packages resolve as they do for the sources.
+ */
+const compileServer = async (): Promise<string> => {
+  const benchFile = fileURLToPath(import.meta.url);
+  const projectDir = path.dirname(path.dirname(benchFile));
+  const outdir = path.join(projectDir, 'node_modules', '.cache', 'cloudly-closure-bench');
+  const sources = (await fsp.readdir(path.join(projectDir, 'ts'), { recursive: true }))
+    .filter((nameArg) => nameArg.endsWith('.ts') && !nameArg.endsWith('.d.ts'))
+    .map((nameArg) => path.join(projectDir, 'ts', nameArg));
+  const esbuild = await import('esbuild');
+  await fsp.rm(outdir, { recursive: true, force: true });
+  await esbuild.build({
+    entryPoints: [benchFile, ...sources],
+    outdir,
+    outbase: projectDir,
+    bundle: false,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    tsconfig: path.join(projectDir, 'tsconfig.json'),
+    logLevel: 'warning',
   });
+  return path.join(outdir, 'bench', 'closure.bench.js');
+};
+
+/** One measured transfer: speed, CPU each process spent per GiB, the server's peak RSS. */
+interface IPhase {
+  mibPerSecond: number;
+  serverCpuPerGiB: number;
+  relayCpuPerGiB: number;
+  peakRss: number;
+  /** Resident set sampled every 20 ms while the phase ran: lowest and highest seen. */
+  sampledRss: { min: number; max: number };
+}
+
+/** Starts measuring a phase; the returned function ends it after `bytesArg` moved. */
+const startPhase = (pidArg: number): ((bytesArg: number) => IPhase) => {
+  resetPeak(pidArg);
+  const sampled = { min: Infinity, max: 0 };
+  const sampler = setInterval(() => {
+    const { rss } = memoryOf(pidArg);
+    sampled.min = Math.min(sampled.min, rss);
+    sampled.max = Math.max(sampled.max, rss);
+  }, 20);
+  const serverCpu = cpuSecondsOf(pidArg);
+  const relayCpu = ownCpuSeconds();
+  const started = process.hrtime.bigint();
+  return (bytesArg) => {
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    clearInterval(sampler);
+    const gib = bytesArg / (1024 * mebibyte);
+    return {
+      mibPerSecond: bytesArg / mebibyte / seconds,
+      serverCpuPerGiB: (cpuSecondsOf(pidArg) - serverCpu) / gib,
+      relayCpuPerGiB: (ownCpuSeconds() - relayCpu) / gib,
+      peakRss: memoryOf(pidArg).peak,
+      sampledRss: sampled,
+    };
+  };
+};
+
+interface IRunFigures {
+  mode: TServerMode;
+  idleRss: number;
+  startPeak: number;
+  rawUp: IPhase;
+  rawDown: IPhase;
+  backup: IPhase;
+  restore: IPhase;
+}
+
+const pause = (msArg: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, msArg));
+
+const runOnce = async (modeArg: TServerMode, totalBytes: number): Promise<IRunFigures> => {
+  const benchFile = fileURLToPath(import.meta.url);
+  const childFlags = (process.env.CLOSURE_BENCH_CHILD_FLAGS ?? '').split(' ').filter(Boolean);
+  const env = { ...process.env, CLOSURE_BENCH_BYTES: String(totalBytes), MONGOMS_DISABLE_POSTINSTALL: '1' };
+  const child = modeArg === 'tsx'
+    ? fork(benchFile, ['--server'], { execArgv: ['--import', 'tsx', ...childFlags], env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    : fork(await compileServer(), ['--server'], { execArgv: childFlags, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const pid = child.pid!;
   const ready = await nextMessage(child, 'ready');
   const command = (messageArg: TParentMessage): void => {
     child.send(messageArg);
   };
-  const peakRss = async (): Promise<number> => {
-    command({ kind: 'report-peak' });
-    return (await nextMessage(child, 'peak')).rssBytes;
-  };
-  command({ kind: 'reset-peak' });
-  const idleRss = await peakRss();
+  // Settle after start-up, then take the resident set the server idles at.
+  await pause(1500);
+  const { rss: idleRss, peak: startPeak } = memoryOf(pid);
 
   // Raw binary frames, relay → server and back, between the same two processes.
-  const raw = new WebSocket(`ws://127.0.0.1:${ready.rawPort}`, { maxPayload: 64 * mebibyte });
+  const raw = new WebSocket(`ws://127.0.0.1:${ready.rawPort}`, { maxPayload: 64 * mebibyte, perMessageDeflate: false });
   await new Promise<void>((resolve, reject) => {
     raw.once('open', resolve);
     raw.once('error', reject);
   });
   const frame = randomBytes(frameBytes);
   const rawDone = new Promise<void>((resolve) => raw.once('message', () => resolve()));
-  let started = process.hrtime.bigint();
+  let endPhase = startPhase(pid);
   for (let sent = 0; sent < totalBytes; sent += frameBytes) {
     await new Promise<void>((resolve, reject) => raw.send(frame, { binary: true }, (error) => (error ? reject(error) : resolve())));
   }
   await rawDone;
-  const rawUp = mibPerSecond(totalBytes, started);
+  const rawUp = endPhase(totalBytes);
   let rawReceived = 0;
   const rawDownDone = new Promise<void>((resolve) => raw.on('message', (data, isBinary) => {
     if (isBinary) {
@@ -196,10 +298,11 @@ const runRelay = async (): Promise<void> => {
       }
     }
   }));
-  started = process.hrtime.bigint();
+  await pause(500);
+  endPhase = startPhase(pid);
   command({ kind: 'raw-send', bytes: totalBytes });
   await rawDownDone;
-  const rawDown = mibPerSecond(totalBytes, started);
+  const rawDown = endPhase(totalBytes);
   raw.close();
 
   // The closure: a repeated random pattern, hashed up front because the descriptor goes first.
@@ -218,46 +321,67 @@ const runRelay = async (): Promise<void> => {
     receipt: { receiptId: 'bench-export', receiptSha256: sha256 },
   };
   const relay = await CloudlyRelayClient.connect(ready.baseUrl, ready.relayToken, { timeoutMs: 60 * 60_000 });
-  let uploadMiBs = 0;
-  let uploadPeak = 0;
+  await pause(1500);
+  let backup: IPhase | null = null;
   relay.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', async (requestArg) => {
-    command({ kind: 'reset-peak' });
-    const uploadStarted = process.hrtime.bigint();
+    const endBackup = startPhase(pid);
     const sent = await sendServiceDatabaseClosure(relay, {
       backupId: requestArg.backupId, serviceId: requestArg.service.id, nodeId: requestArg.nodeId, descriptor,
     }, patternStream(pattern, totalBytes));
-    uploadMiBs = mibPerSecond(totalBytes, uploadStarted);
-    uploadPeak = await peakRss();
-    if (sent.receipt?.sha256 !== sha256) {
+    backup = endBackup(totalBytes);
+    if (sent.receipt?.sha256 !== sha256 || sent.receipt.byteLength !== totalBytes) {
       throw new Error('receipt does not match the closure');
     }
     return { snapshots: [] };
   });
   command({ kind: 'order-backup' });
   const ordered = await nextMessage(child, 'backup-done');
-  if (ordered.error) {
+  if (ordered.error || !backup) {
     throw new Error(`backup failed: ${ordered.error}`);
   }
 
-  command({ kind: 'reset-peak' });
-  started = process.hrtime.bigint();
+  await pause(1500);
+  endPhase = startPhase(pid);
   const fetched = await fetchServiceDatabaseClosure(relay, { backupId: 'bench-backup', serviceId: ready.serviceId, nodeId: ready.nodeId });
   let downloaded = 0;
   for await (const chunk of fetched.bytes) {
     downloaded += chunk.byteLength;
   }
-  const downloadMiBs = mibPerSecond(downloaded, started);
-  const downloadPeak = await peakRss();
+  const restore = endPhase(downloaded);
+  if (downloaded !== totalBytes) {
+    throw new Error(`restore delivered ${downloaded} of ${totalBytes} bytes`);
+  }
   relay.close();
   command({ kind: 'stop' });
   await nextMessage(child, 'stopped');
+  return { mode: modeArg, idleRss, startPeak, rawUp, rawDown, backup, restore };
+};
 
+const runRelay = async (): Promise<void> => {
+  const sizeMiB = Number(process.argv[2] ?? process.env.CLOSURE_BENCH_MIB ?? 1024);
+  if (!Number.isSafeInteger(sizeMiB) || sizeMiB < 1) {
+    throw new Error('size must be a whole number of MiB');
+  }
+  const modeSetting = process.env.CLOSURE_BENCH_SERVER ?? 'both';
+  const modes: TServerMode[] = modeSetting === 'both' ? ['compiled', 'tsx'] : [modeSetting as TServerMode];
+  if (!modes.every((modeArg) => modeArg === 'tsx' || modeArg === 'compiled')) {
+    throw new Error('CLOSURE_BENCH_SERVER must be tsx, compiled or both');
+  }
   const percent = (valueArg: number, baseArg: number): string => `${((valueArg / baseArg) * 100).toFixed(0)}%`;
   const mb = (bytesArg: number): string => `${(bytesArg / 1e6).toFixed(0)} MB`;
-  console.log(`closure size: ${sizeMiB} MiB (${os.cpus().length} cores); server RSS when idle after start: ${mb(idleRss)}`);
-  console.log(`raw ws frames  relay → server: ${rawUp.toFixed(1)} MiB/s   server → relay: ${rawDown.toFixed(1)} MiB/s`);
-  console.log(`closure backup relay → Cloudly → fsynced blob: ${uploadMiBs.toFixed(1)} MiB/s (${percent(uploadMiBs, rawUp)} of raw), peak server RSS ${mb(uploadPeak)}`);
-  console.log(`closure restore blob → Cloudly → relay (verified): ${downloadMiBs.toFixed(1)} MiB/s (${percent(downloadMiBs, rawDown)} of raw), peak server RSS ${mb(downloadPeak)}`);
+  const describe = (phaseArg: IPhase): string =>
+    `${phaseArg.mibPerSecond.toFixed(1)} MiB/s; CPU s/GiB server ${phaseArg.serverCpuPerGiB.toFixed(2)}, relay ${phaseArg.relayCpuPerGiB.toFixed(2)}; `
+    + `peak server RSS ${mb(phaseArg.peakRss)} (sampled ${mb(phaseArg.sampledRss.min)}–${mb(phaseArg.sampledRss.max)})`;
+  console.log(`closure size: ${sizeMiB} MiB, frames of ${frameBytes / 1024} KiB, ${os.cpus().length} cores, node ${process.version}, load ${os.loadavg()[0].toFixed(2)}`);
+  for (const mode of modes) {
+    const figures = await runOnce(mode, sizeMiB * mebibyte);
+    console.log(`server started ${mode === 'tsx' ? 'under tsx (node --import tsx)' : 'as transpiled JS (plain node)'}: `
+      + `idle RSS ${mb(figures.idleRss)} (start-up peak ${mb(figures.startPeak)})`);
+    console.log(`  raw ws frames relay → server: ${describe(figures.rawUp)}`);
+    console.log(`  raw ws frames server → relay: ${describe(figures.rawDown)}`);
+    console.log(`  closure backup relay → Cloudly → fsynced blob (${percent(figures.backup.mibPerSecond, figures.rawUp.mibPerSecond)} of raw relay → server): ${describe(figures.backup)}`);
+    console.log(`  closure restore blob → Cloudly → relay, sha256 checked at both ends (${percent(figures.restore.mibPerSecond, figures.rawDown.mibPerSecond)} of raw server → relay): ${describe(figures.restore)}`);
+  }
 };
 
 if (process.argv.includes('--server')) {

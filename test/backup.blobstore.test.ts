@@ -102,6 +102,32 @@ test('bytes changed on disk after storing fail the read instead of ending cleanl
   await assert.rejects(collect(store.read('k')), hasCode('blob-not-found'));
 });
 
+test('transient-chunk reads (buffers reused between chunks) give exactly the bytes, and still refuse changed bytes', async () => {
+  const store = await openStore();
+  const bytes = randomBytes(3 * 1024 * 1024 + 4321);
+  await store.put('t', { byteLength: bytes.byteLength, sha256: sha256(bytes) }, chunksOf(bytes, 300_000));
+  // A consumer that is done with each chunk before asking for the next: hash it at once.
+  const hash = createHash('sha256');
+  let length = 0;
+  for await (const chunk of store.read('t', { transientChunks: true })) {
+    hash.update(chunk);
+    length += chunk.byteLength;
+  }
+  assert.equal(length, bytes.byteLength);
+  assert.equal(hash.digest('hex'), sha256(bytes));
+  const [blobName] = (await fs.readdir(path.join(store.rootDir, 'objects'))).filter((name) => name.endsWith('.blob'));
+  const corrupted = Buffer.from(bytes);
+  corrupted[10] ^= 0x01;
+  await fs.writeFile(path.join(store.rootDir, 'objects', blobName), corrupted);
+  let yielded = 0;
+  await assert.rejects((async () => {
+    for await (const chunk of store.read('t', { transientChunks: true })) {
+      yielded += chunk.byteLength;
+    }
+  })(), hasCode('blob-corrupt'));
+  assert.ok(yielded < bytes.byteLength, 'the last chunk is withheld');
+});
+
 test('keys that could escape the store are refused', async () => {
   const store = await openStore();
   for (const key of ['../x', '/abs', 'a//b', 'a/../b', '', 'a b']) {

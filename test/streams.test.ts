@@ -267,6 +267,59 @@ test('streams run in both directions at once without mixing bytes', async () => 
   }
 });
 
+test('over the socket peer, reused data frame buffers never change bytes of concurrent streams', async () => {
+  // EnvelopePeer reports when ws wrote a frame, so the channel reuses its data frame buffers.
+  const { EnvelopePeer } = await import('../ts/core/envelopepeer.js');
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise<void>((resolve) => wss.once('listening', resolve));
+  const serverSocketPromise = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
+  const clientSocket = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
+  await new Promise<void>((resolve, reject) => {
+    clientSocket.once('open', resolve);
+    clientSocket.once('error', reject);
+  });
+  const serverPeer = new EnvelopePeer(await serverSocketPromise);
+  const clientPeer = new EnvelopePeer(clientSocket);
+  try {
+    // A window larger than the kernel's socket buffers, and receivers that start late, so
+    // frames wait inside the socket while the senders keep going.
+    const options = { windowBytes: 16 * 1024 * 1024, chunkBytes: 64 * 1024 };
+    const server = new StreamChannel(serverPeer, options);
+    const client = new StreamChannel(clientPeer, options);
+    const payloads = [randomBytes(12 * 1024 * 1024 + 11), randomBytes(10 * 1024 * 1024 + 7), randomBytes(4 * 1024 * 1024)];
+    const results = await Promise.all(payloads.map(async (payloadArg, indexArg) => {
+      // Two streams go server → client, one client → server, all at once.
+      const [from, to] = indexArg < 2 ? [server, client] : [client, server];
+      const sender = from.openSender();
+      const receiver = to.attachReceiver(sender.streamId);
+      const drained = new Promise((resolve) => setTimeout(resolve, 100)).then(() => drain(receiver)).then((resultArg) => {
+        receiver.complete(resultArg.length);
+        return resultArg;
+      });
+      // The source reuses one buffer for every piece, as the blob store's transient reads do.
+      const scratch = Buffer.allocUnsafe(100_000);
+      const source = async function* (): AsyncIterable<Buffer> {
+        for (let offset = 0; offset < payloadArg.byteLength; offset += scratch.byteLength) {
+          const length = payloadArg.copy(scratch, 0, offset, Math.min(offset + scratch.byteLength, payloadArg.byteLength));
+          yield scratch.subarray(0, length);
+        }
+      };
+      const receipt = await sender.pipeFrom(source());
+      return { receipt, result: await drained };
+    }));
+    results.forEach(({ receipt, result }, indexArg) => {
+      assert.equal(receipt, payloads[indexArg].byteLength);
+      assert.equal(result.sha256, createHash('sha256').update(payloads[indexArg]).digest('hex'));
+    });
+    assert.equal(server.openStreamCount, 0);
+    assert.equal(client.openStreamCount, 0);
+  } finally {
+    clientPeer.terminate();
+    serverPeer.terminate();
+    await new Promise<void>((resolve) => wss.close(() => resolve()));
+  }
+});
+
 test('a stream reference is refused with every reason', () => {
   assert.deepEqual(validateStreamReference(null, 'send', 'closure'), ['closure must be a stream reference object']);
   assert.deepEqual(

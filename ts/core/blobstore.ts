@@ -1,5 +1,4 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 
@@ -54,8 +53,18 @@ export interface IBlobStore {
    * when the bytes no longer match the record, so a consumer never sees a clean end of
    * wrong bytes.
    */
-  read(keyArg: string): AsyncIterable<Buffer>;
+  read(keyArg: string, optionsArg?: IBlobReadOptions): AsyncIterable<Buffer>;
   delete(keyArg: string): Promise<void>;
+}
+
+export interface IBlobReadOptions {
+  /**
+   * The consumer is done with each chunk before it asks for the next one (it copies or
+   * writes it out at once), so the store may read every chunk into the same few buffers
+   * instead of a fresh one each: no garbage per chunk. A consumer that keeps chunks must
+   * not set this.
+   */
+  transientChunks?: boolean;
 }
 
 /** Longest blob key. */
@@ -80,7 +89,7 @@ const writeFully = async (handleArg: fs.FileHandle, chunkArg: Uint8Array): Promi
 };
 
 /** Bytes read from disk per chunk when streaming a blob out. */
-const readChunkBytes = 256 * 1024;
+const readChunkBytes = 1024 * 1024;
 
 /**
  * Blobs as files: `objects/<sha256 of key>.blob` plus a `.json` record, written through
@@ -205,32 +214,47 @@ export class FilesystemBlobStore implements IBlobStore {
     }
   }
 
-  async *read(keyArg: string): AsyncIterable<Buffer> {
+  async *read(keyArg: string, optionsArg: IBlobReadOptions = {}): AsyncIterable<Buffer> {
     const record = await this.stat(keyArg);
     if (!record) {
       throw new BlobStoreError('blob-not-found', `blob ${keyArg} is not stored`);
     }
-    const hash = createHash('sha256');
-    let length = 0;
-    let pending: Buffer | null = null;
-    // The last chunk is held back until the digest is proven, so wrong bytes never end cleanly.
-    for await (const chunk of createReadStream(this.pathsOf(keyArg).blobPath, { highWaterMark: readChunkBytes })) {
-      const bytes = chunk as Buffer;
-      hash.update(bytes);
-      length += bytes.byteLength;
-      if (length > record.byteLength) {
-        throw new BlobStoreError('blob-corrupt', `blob ${keyArg} grew past its recorded length`);
+    const handle = await fs.open(this.pathsOf(keyArg).blobPath, 'r');
+    try {
+      const hash = createHash('sha256');
+      let length = 0;
+      let pending: Buffer | null = null;
+      // Transient chunks alternate between two buffers: the one held back and the one read.
+      const buffers = optionsArg.transientChunks
+        ? [Buffer.allocUnsafeSlow(readChunkBytes), Buffer.allocUnsafeSlow(readChunkBytes)]
+        : null;
+      let turn = 0;
+      // The last chunk is held back until the digest is proven, so wrong bytes never end cleanly.
+      for (;;) {
+        const target = buffers ? buffers[turn++ % 2] : Buffer.allocUnsafeSlow(readChunkBytes);
+        const { bytesRead } = await handle.read(target, 0, readChunkBytes, null);
+        if (bytesRead === 0) {
+          break;
+        }
+        const bytes = bytesRead === target.byteLength ? target : target.subarray(0, bytesRead);
+        hash.update(bytes);
+        length += bytesRead;
+        if (length > record.byteLength) {
+          throw new BlobStoreError('blob-corrupt', `blob ${keyArg} grew past its recorded length`);
+        }
+        if (pending) {
+          yield pending;
+        }
+        pending = bytes;
+      }
+      if (length !== record.byteLength || hash.digest('hex') !== record.sha256) {
+        throw new BlobStoreError('blob-corrupt', `blob ${keyArg} no longer matches its record`);
       }
       if (pending) {
         yield pending;
       }
-      pending = bytes;
-    }
-    if (length !== record.byteLength || hash.digest('hex') !== record.sha256) {
-      throw new BlobStoreError('blob-corrupt', `blob ${keyArg} no longer matches its record`);
-    }
-    if (pending) {
-      yield pending;
+    } finally {
+      await handle.close();
     }
   }
 

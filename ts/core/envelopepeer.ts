@@ -73,7 +73,9 @@ export class EnvelopePeer {
   constructor(public readonly socket: WebSocket, private readonly options: IEnvelopePeerOptions = {}) {
     socket.on('message', (data: RawData, isBinary: boolean) => {
       if (isBinary) {
-        const buffer = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+        // ws hands every message a buffer of its own that it never reuses, so the bytes are
+        // passed on as they are: a copy per frame would only make garbage on the stream path.
+        const buffer = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
         for (const listener of this.binaryListeners) {
           listener(buffer);
         }

@@ -104,21 +104,35 @@ export const validateStreamReference = (
   }
 };
 
-export const encodeStreamFrame = (
+/** Writes header and payload into `targetArg` (at least header + payload long); returns the frame. */
+const writeStreamFrame = (
+  targetArg: Buffer,
   kindArg: TStreamFrameKind,
   streamIdArg: string,
   payloadArg?: Uint8Array,
 ): Buffer => {
   const payloadLength = payloadArg ? payloadArg.byteLength : 0;
-  const frame = Buffer.allocUnsafe(streamFrameHeaderLength + payloadLength);
-  frame[0] = streamFrameVersion;
-  frame[1] = streamFrameKinds[kindArg];
-  frame.write(streamIdArg, 2, streamIdByteLength, 'hex');
+  targetArg[0] = streamFrameVersion;
+  targetArg[1] = streamFrameKinds[kindArg];
+  targetArg.write(streamIdArg, 2, streamIdByteLength, 'hex');
   if (payloadArg && payloadLength > 0) {
-    frame.set(payloadArg, streamFrameHeaderLength);
+    targetArg.set(payloadArg, streamFrameHeaderLength);
   }
-  return frame;
+  return targetArg.byteLength === streamFrameHeaderLength + payloadLength
+    ? targetArg
+    : targetArg.subarray(0, streamFrameHeaderLength + payloadLength);
 };
+
+export const encodeStreamFrame = (
+  kindArg: TStreamFrameKind,
+  streamIdArg: string,
+  payloadArg?: Uint8Array,
+): Buffer => writeStreamFrame(
+  Buffer.allocUnsafe(streamFrameHeaderLength + (payloadArg ? payloadArg.byteLength : 0)),
+  kindArg,
+  streamIdArg,
+  payloadArg,
+);
 
 export interface IDecodedStreamFrame {
   kind: TStreamFrameKind;
@@ -178,11 +192,20 @@ export class StreamChannel {
   private readonly senders = new Map<string, StreamSender>();
   private readonly receivers = new Map<string, StreamReceiver>();
   private closedReason: string | null = null;
+  /**
+   * Data frame buffers the socket already wrote out, kept for the next data frames so a
+   * stream does not allocate (and leave for the collector) one fresh buffer per frame.
+   * Only filled while this channel sends, and only when the peer reports when a frame was
+   * written (its `sendBinary` returns a promise); emptied when the last sender settles.
+   */
+  private readonly spareFrames: Buffer[] = [];
+  private readonly maximumSpareFrames: number;
 
   constructor(private readonly peer: IBinaryFramePeer, optionsArg: IStreamChannelOptions = {}) {
     this.windowBytes = optionsArg.windowBytes ?? defaultStreamWindowBytes;
     this.chunkBytes = Math.min(optionsArg.chunkBytes ?? defaultStreamChunkBytes, this.windowBytes);
     this.idleTimeoutMs = optionsArg.idleTimeoutMs ?? defaultStreamIdleTimeoutMs;
+    this.maximumSpareFrames = Math.ceil(this.windowBytes / this.chunkBytes) + 1;
     peer.onBinary((dataArg) => this.handleFrame(dataArg));
     peer.onClose(() => this.close(streamAbortReasons.disconnected));
   }
@@ -249,6 +272,26 @@ export class StreamChannel {
     }
   }
 
+  /**
+   * @internal Sends one data frame (payload at most `chunkBytes`) from a reused buffer. The
+   * buffer returns to the spares only after the socket reports the frame written, so no
+   * frame is overwritten while it still waits in the socket.
+   */
+  sendData(streamIdArg: string, payloadArg: Uint8Array): void {
+    if (this.closedReason !== null) {
+      throw new StreamAbortedError(this.closedReason, false);
+    }
+    const buffer = this.spareFrames.pop() ?? Buffer.allocUnsafeSlow(streamFrameHeaderLength + this.chunkBytes);
+    const sent = this.peer.sendBinary(writeStreamFrame(buffer, 'data', streamIdArg, payloadArg));
+    if (sent && typeof sent.then === 'function') {
+      sent.then(() => {
+        if (this.senders.size > 0 && this.spareFrames.length < this.maximumSpareFrames) {
+          this.spareFrames.push(buffer);
+        }
+      }, () => undefined);
+    }
+  }
+
   /** @internal */
   sendAbort(streamIdArg: string, reasonArg: string): void {
     if (this.closedReason === null) {
@@ -264,6 +307,9 @@ export class StreamChannel {
   forget(streamIdArg: string): void {
     this.senders.delete(streamIdArg);
     this.receivers.delete(streamIdArg);
+    if (this.senders.size === 0) {
+      this.spareFrames.length = 0;
+    }
   }
 
   private assertCapacity(): void {
@@ -363,7 +409,7 @@ export class StreamSender {
     while (offset < chunkArg.byteLength) {
       await this.waitForCredit();
       const length = Math.min(chunkArg.byteLength - offset, this.credit, this.channel.chunkBytes);
-      this.channel.send('data', this.streamId, chunkArg.subarray(offset, offset + length));
+      this.channel.sendData(this.streamId, chunkArg.subarray(offset, offset + length));
       this.credit -= length;
       this.bytesSent += length;
       offset += length;

@@ -624,7 +624,8 @@ export class BackupManager {
   /** Streams a stored blob; bytes that no longer match their record end in an abort, never a clean end. */
   private async sendBlob(senderArg: StreamSender, blobKeyArg: string): Promise<void> {
     try {
-      await senderArg.pipeFrom(this.blobStore.read(blobKeyArg));
+      // The sender copies each chunk into its frame before it asks for the next one.
+      await senderArg.pipeFrom(this.blobStore.read(blobKeyArg, { transientChunks: true }));
     } catch (error) {
       if (!senderArg.isSettled) {
         senderArg.abort(abortReasonOf(error));
