@@ -17,8 +17,10 @@
  * - `compiled`: the same sources transpiled ahead of time by esbuild (which tsx itself uses),
  *   node_modules left as they are, run by plain `node`: a lean production-style start.
  *
- * Raw baselines use the same frame size as the stream channel's chunks. Backup is compared
- * with raw relay → server frames; restore with raw server → relay frames.
+ * Raw baselines use the same frame size as the stream channel's chunks and run after the
+ * closure phases, on the same two processes. Backup is compared with raw relay → server
+ * frames; restore with raw server → relay frames. CPU seconds per GiB (user + system, all
+ * threads) are printed beside the speeds: on a shared machine they move less than MiB/s.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -275,36 +277,6 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number): Promise<IRunFi
   await pause(1500);
   const { rss: idleRss, peak: startPeak } = memoryOf(pid);
 
-  // Raw binary frames, relay → server and back, between the same two processes.
-  const raw = new WebSocket(`ws://127.0.0.1:${ready.rawPort}`, { maxPayload: 64 * mebibyte, perMessageDeflate: false });
-  await new Promise<void>((resolve, reject) => {
-    raw.once('open', resolve);
-    raw.once('error', reject);
-  });
-  const frame = randomBytes(frameBytes);
-  const rawDone = new Promise<void>((resolve) => raw.once('message', () => resolve()));
-  let endPhase = startPhase(pid);
-  for (let sent = 0; sent < totalBytes; sent += frameBytes) {
-    await new Promise<void>((resolve, reject) => raw.send(frame, { binary: true }, (error) => (error ? reject(error) : resolve())));
-  }
-  await rawDone;
-  const rawUp = endPhase(totalBytes);
-  let rawReceived = 0;
-  const rawDownDone = new Promise<void>((resolve) => raw.on('message', (data, isBinary) => {
-    if (isBinary) {
-      rawReceived += (data as Buffer).byteLength;
-      if (rawReceived >= totalBytes) {
-        resolve();
-      }
-    }
-  }));
-  await pause(500);
-  endPhase = startPhase(pid);
-  command({ kind: 'raw-send', bytes: totalBytes });
-  await rawDownDone;
-  const rawDown = endPhase(totalBytes);
-  raw.close();
-
   // The closure: a repeated random pattern, hashed up front because the descriptor goes first.
   const { CloudlyRelayClient } = await import('../ts/client/relay.js');
   const { fetchServiceDatabaseClosure, sendServiceDatabaseClosure } = await import('../ts/client/relayclosures.js');
@@ -341,17 +313,49 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number): Promise<IRunFi
   }
 
   await pause(1500);
-  endPhase = startPhase(pid);
+  const endRestore = startPhase(pid);
   const fetched = await fetchServiceDatabaseClosure(relay, { backupId: 'bench-backup', serviceId: ready.serviceId, nodeId: ready.nodeId });
   let downloaded = 0;
   for await (const chunk of fetched.bytes) {
     downloaded += chunk.byteLength;
   }
-  const restore = endPhase(downloaded);
+  const restore = endRestore(downloaded);
   if (downloaded !== totalBytes) {
     throw new Error(`restore delivered ${downloaded} of ${totalBytes} bytes`);
   }
   relay.close();
+  await pause(1500);
+  // Raw binary frames, relay → server and back, between the same two processes, after the
+  // closure so the closure's peaks are not raised by what the raw phases leave behind.
+  const raw = new WebSocket(`ws://127.0.0.1:${ready.rawPort}`, { maxPayload: 64 * mebibyte, perMessageDeflate: false });
+  await new Promise<void>((resolve, reject) => {
+    raw.once('open', resolve);
+    raw.once('error', reject);
+  });
+  const frame = randomBytes(frameBytes);
+  const rawDone = new Promise<void>((resolve) => raw.once('message', () => resolve()));
+  let endPhase = startPhase(pid);
+  for (let sent = 0; sent < totalBytes; sent += frameBytes) {
+    await new Promise<void>((resolve, reject) => raw.send(frame, { binary: true }, (error) => (error ? reject(error) : resolve())));
+  }
+  await rawDone;
+  const rawUp = endPhase(totalBytes);
+  let rawReceived = 0;
+  const rawDownDone = new Promise<void>((resolve) => raw.on('message', (data, isBinary) => {
+    if (isBinary) {
+      rawReceived += (data as Buffer).byteLength;
+      if (rawReceived >= totalBytes) {
+        resolve();
+      }
+    }
+  }));
+  await pause(500);
+  endPhase = startPhase(pid);
+  command({ kind: 'raw-send', bytes: totalBytes });
+  await rawDownDone;
+  const rawDown = endPhase(totalBytes);
+  raw.close();
+
   command({ kind: 'stop' });
   await nextMessage(child, 'stopped');
   return { mode: modeArg, idleRss, startPeak, rawUp, rawDown, backup, restore };

@@ -1,6 +1,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
 import { refusalOf, waitFor } from './helpers/cloudly.js';
 import { addClusterWorld, chunked, collect, descriptorOf, sha256Of, startBackupWorld, type IBackupWorld } from './backup.fixture.js';
 import { fetchServiceDatabaseClosure, sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
@@ -234,4 +236,53 @@ test('bytes left over from an attempt that never recorded them do not block a ne
   assert.equal(backup.closure?.descriptor.sha256, sha256Of(bytes));
   const fetched = await fetchServiceDatabaseClosure(world.relay, { backupId: 'b-orphan', serviceId: world.service.id, nodeId: world.nodeId });
   assert.deepEqual(await collect(fetched.bytes), bytes);
+});
+
+test('a restore of bytes changed on disk ends in an abort at the relay, never a clean end', async () => {
+  const bytes = randomBytes(3 * 1024 * 1024 + 1);
+  await backUpWith('b-rotted', bytes);
+  // Same length, one bit flipped: the record still matches the file size, only the digest can tell.
+  const blobName = `${createHash('sha256').update(`closures/${world.clusterId}/b-rotted`).digest('hex')}.blob`;
+  const blobPath = path.join(blobStore().rootDir, 'objects', blobName);
+  const rotted = Buffer.from(bytes);
+  rotted[1234] ^= 0x01;
+  await fs.writeFile(blobPath, rotted);
+  const fetched = await fetchServiceDatabaseClosure(world.relay, { backupId: 'b-rotted', serviceId: world.service.id, nodeId: world.nodeId });
+  assert.equal(fetched.descriptor.sha256, sha256Of(bytes));
+  let yielded = 0;
+  let failure: unknown = null;
+  try {
+    for await (const chunk of fetched.bytes) {
+      yielded += chunk.byteLength;
+    }
+  } catch (error) {
+    failure = error;
+  }
+  assert.equal(abortReason(failure), 'closure-blob-corrupt');
+  assert.ok(yielded < bytes.byteLength, 'the relay never received the whole closure');
+});
+
+test('a relay dropped mid-restore fails its fetch, and a reconnected relay fetches the exact bytes', async () => {
+  const bytes = randomBytes(12 * 1024 * 1024);
+  await backUpWith('b-restore-drop', bytes);
+  const fetched = await fetchServiceDatabaseClosure(world.relay, { backupId: 'b-restore-drop', serviceId: world.service.id, nodeId: world.nodeId });
+  let yielded = 0;
+  let failure: unknown = null;
+  try {
+    for await (const chunk of fetched.bytes) {
+      yielded += chunk.byteLength;
+      if (yielded >= 1024 * 1024) {
+        world.relay.terminate();
+      }
+    }
+  } catch (error) {
+    failure = error;
+  }
+  assert.equal(abortReason(failure), 'stream-peer-disconnected');
+  assert.ok(yielded < bytes.byteLength);
+  world.relay = await world.t.connectRelay(world.relayToken);
+  serveBackups(world.relay);
+  await waitFor(() => world.t.cloudly.relays.activeSession(world.clusterId) !== null, 'relay elected');
+  const again = await fetchServiceDatabaseClosure(world.relay, { backupId: 'b-restore-drop', serviceId: world.service.id, nodeId: world.nodeId });
+  assert.equal(sha256Of(await collect(again.bytes)), sha256Of(bytes));
 });

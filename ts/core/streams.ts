@@ -429,15 +429,21 @@ export class StreamSender {
     return this.completion;
   }
 
-  /** Writes everything the source yields, then ends; returns the receiver's receipt. */
-  async pipeFrom(sourceArg: AsyncIterable<Uint8Array>): Promise<unknown> {
+  /**
+   * Writes everything the source yields, then ends; returns the receiver's receipt. When the
+   * source fails, the receiver is told `reasonOfSourceErrorArg(error)` (default: cancelled).
+   */
+  async pipeFrom(
+    sourceArg: AsyncIterable<Uint8Array>,
+    reasonOfSourceErrorArg: (errorArg: unknown) => string = () => streamAbortReasons.cancelled,
+  ): Promise<unknown> {
     try {
       for await (const chunk of sourceArg) {
         await this.write(chunk);
       }
     } catch (error) {
       if (!(error instanceof StreamAbortedError)) {
-        this.abort(streamAbortReasons.cancelled);
+        this.abort(reasonOfSourceErrorArg(error));
       }
       throw error;
     }

@@ -625,7 +625,7 @@ export class BackupManager {
   private async sendBlob(senderArg: StreamSender, blobKeyArg: string): Promise<void> {
     try {
       // The sender copies each chunk into its frame before it asks for the next one.
-      await senderArg.pipeFrom(this.blobStore.read(blobKeyArg, { transientChunks: true }));
+      await senderArg.pipeFrom(this.blobStore.read(blobKeyArg, { transientChunks: true }), abortReasonOf);
     } catch (error) {
       if (!senderArg.isSettled) {
         senderArg.abort(abortReasonOf(error));

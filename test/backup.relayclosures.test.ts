@@ -1,0 +1,89 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { WebSocket, WebSocketServer } from 'ws';
+import { EnvelopePeer } from '../ts/core/envelopepeer.js';
+import { StreamAbortedError, StreamChannel } from '../ts/core/streams.js';
+import { relayStreamAbortReasons, verifiedStreamBytes } from '../ts/client/relayclosures.js';
+import { chunked, sha256Of } from './backup.fixture.js';
+
+/**
+ * The relay's own check of bytes it receives (a restored closure, a staged archive object):
+ * whatever Cloudly sends, the relay proves length and sha256 before the bytes count, and tells
+ * Cloudly why it refused them.
+ */
+
+const openPair = async (): Promise<{ cloudly: StreamChannel; relay: StreamChannel; close: () => Promise<void> }> => {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise<void>((resolve) => wss.once('listening', resolve));
+  const serverSocket = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
+  const clientSocket = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
+  await new Promise<void>((resolve, reject) => {
+    clientSocket.once('open', resolve);
+    clientSocket.once('error', reject);
+  });
+  const cloudlyPeer = new EnvelopePeer(await serverSocket);
+  const relayPeer = new EnvelopePeer(clientSocket);
+  return {
+    cloudly: new StreamChannel(cloudlyPeer),
+    relay: new StreamChannel(relayPeer),
+    close: async () => {
+      relayPeer.terminate();
+      cloudlyPeer.terminate();
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
+  };
+};
+
+const expected = randomBytes(2 * 1024 * 1024 + 3);
+
+for (const [label, sent, reason] of [
+  ['truncated bytes', expected.subarray(0, expected.byteLength - 1), relayStreamAbortReasons.tooShort],
+  ['extra bytes', Buffer.concat([expected, Buffer.from([0])]), relayStreamAbortReasons.tooLong],
+  ['bytes of the right length with another sha256', Buffer.from(expected).fill(7, 100, 101), relayStreamAbortReasons.sha256Mismatch],
+] as const) {
+  test(`${label} from Cloudly end the relay's iteration with ${reason}, and Cloudly learns it`, async () => {
+    const pair = await openPair();
+    try {
+      const sender = pair.cloudly.openSender();
+      const receiver = pair.relay.attachReceiver(sender.streamId);
+      const sending = sender.pipeFrom(chunked(sent)).then(() => null, (error: unknown) => error);
+      let yielded = 0;
+      let failure: unknown = null;
+      try {
+        for await (const chunk of verifiedStreamBytes(receiver, { byteLength: expected.byteLength, sha256: sha256Of(expected) })) {
+          yielded += chunk.byteLength;
+        }
+      } catch (error) {
+        failure = error;
+      }
+      assert.ok(failure instanceof StreamAbortedError && failure.reason === reason, `relay fails with ${reason}`);
+      const senderFailure = await sending;
+      assert.ok(senderFailure instanceof StreamAbortedError && senderFailure.reason === reason && senderFailure.byPeer,
+        'the sender is told the same reason');
+      assert.ok(yielded <= expected.byteLength);
+      assert.equal(pair.cloudly.openStreamCount, 0);
+      assert.equal(pair.relay.openStreamCount, 0);
+    } finally {
+      await pair.close();
+    }
+  });
+}
+
+test('exact bytes pass the relay check and complete the stream with their length and sha256', async () => {
+  const pair = await openPair();
+  try {
+    const sender = pair.cloudly.openSender();
+    const receiver = pair.relay.attachReceiver(sender.streamId);
+    const sending = sender.pipeFrom(chunked(expected));
+    const chunks: Buffer[] = [];
+    for await (const chunk of verifiedStreamBytes(receiver, { byteLength: expected.byteLength, sha256: sha256Of(expected) })) {
+      chunks.push(chunk);
+    }
+    assert.deepEqual(Buffer.concat(chunks), expected);
+    assert.deepEqual(await sending, { byteLength: expected.byteLength, sha256: sha256Of(expected) });
+  } finally {
+    await pair.close();
+  }
+});
