@@ -40,8 +40,12 @@ export const streamIdByteLength = 16;
 export const streamFrameHeaderLength = 2 + streamIdByteLength;
 /** Bytes a receiver lets one stream have in flight. */
 export const defaultStreamWindowBytes = 8 * 1024 * 1024;
-/** Largest data payload per frame. */
-export const defaultStreamChunkBytes = 256 * 1024;
+/**
+ * Largest data payload per frame. Measured on the closure benchmark, 128 KiB frames cost
+ * the receiving side less CPU than 256 KiB ones; frame plus header must stay under the
+ * socket's maxPayload (1 MiB by default on the server).
+ */
+export const defaultStreamChunkBytes = 128 * 1024;
 /** A stream that makes no progress for this long is aborted. */
 export const defaultStreamIdleTimeoutMs = 60_000;
 /** Streams one channel may hold open at once; bounds memory per socket. */
