@@ -128,6 +128,26 @@ test('transient-chunk reads (buffers reused between chunks) give exactly the byt
   assert.ok(yielded < bytes.byteLength, 'the last chunk is withheld');
 });
 
+test('many MiB in odd-sized chunks (several staging buffers, unaligned tail) are stored and read back exactly; too many bytes leave nothing', async () => {
+  const store = await openStore();
+  const bytes = randomBytes(13 * 1024 * 1024 + 777);
+  await store.put('big', { byteLength: bytes.byteLength, sha256: sha256(bytes) }, chunksOf(bytes, 1_000_003));
+  assert.equal((await fs.stat(path.join(store.rootDir, 'objects', `${sha256(Buffer.from('big'))}.blob`))).size, bytes.byteLength);
+  assert.ok((await collect(store.read('big'))).equals(bytes));
+  const copies: Buffer[] = [];
+  for await (const chunk of store.read('big', { transientChunks: true })) {
+    copies.push(Buffer.from(chunk));
+  }
+  assert.ok(Buffer.concat(copies).equals(bytes));
+  const longer = Buffer.concat([bytes, Buffer.alloc(5)]);
+  await assert.rejects(
+    store.put('big-long', { byteLength: bytes.byteLength, sha256: sha256(bytes) }, chunksOf(longer, 1_000_003)),
+    hasCode('blob-too-long'),
+  );
+  assert.equal(await store.stat('big-long'), null);
+  assert.deepEqual(await store.listTemporaryFiles(), []);
+});
+
 test('keys that could escape the store are refused', async () => {
   const store = await openStore();
   for (const key of ['../x', '/abs', 'a//b', 'a/../b', '', 'a b']) {
