@@ -65,7 +65,9 @@ import type {
 import { identityIssuer } from '../core/auth.js';
 import {
   restoreGrantAudience,
+  restoreGrantClaimsOf,
   restoreGrantLifetimeSeconds,
+  restoreGrantSubjectOf,
   verifyRestoreGrant,
   type IRestoreGrantBinding,
   type IRestoreGrantClaims,
@@ -257,22 +259,9 @@ export class BackupManager {
 
   /** Signs one restore grant with Cloudly's identity key (published in the JWKS). */
   public async signRestoreGrant(bindingArg: IRestoreGrantBinding): Promise<string> {
-    if ((bindingArg.operation === 'write-object') !== (bindingArg.object !== undefined)) {
-      throw new Error('a write-object grant, and only it, names one archive object');
-    }
-    return this.cloudly.auth.signJwt({
-      op: bindingArg.operation,
-      cluster: bindingArg.clusterId,
-      node: bindingArg.targetNodeName,
-      restore: bindingArg.restoreId,
-      mappings_sha256: bindingArg.mappingsSha256,
-      manifest_sha256: bindingArg.manifestSha256,
-      ...(bindingArg.object
-        ? { object: { path: bindingArg.object.path, size: bindingArg.object.size, sha256: bindingArg.object.sha256 } }
-        : {}),
-    }, {
+    return this.cloudly.auth.signJwt(restoreGrantClaimsOf(bindingArg), {
       audience: restoreGrantAudience,
-      subject: `${bindingArg.clusterId}/${bindingArg.targetNodeName}/${bindingArg.restoreId}`,
+      subject: restoreGrantSubjectOf(bindingArg),
       expiresAtMs: Date.now() + restoreGrantLifetimeSeconds * 1000,
     });
   }

@@ -58,20 +58,15 @@ export class RestoreGrantRefusedError extends Error {
   }
 }
 
-/** Signs one grant for one operation. */
-export const signRestoreGrant = async (
-  keyArg: IRestoreGrantSigningKey,
-  bindingArg: IRestoreGrantBinding,
-  nowSecondsArg = Math.floor(Date.now() / 1000),
-  lifetimeSecondsArg = restoreGrantLifetimeSeconds,
-): Promise<string> => {
+/**
+ * The claims a grant binds, in one place for every signer. A `write-object` grant, and only it,
+ * names one archive object.
+ */
+export const restoreGrantClaimsOf = (bindingArg: IRestoreGrantBinding): Record<string, unknown> => {
   if ((bindingArg.operation === 'write-object') !== (bindingArg.object !== undefined)) {
     throw new Error('a write-object grant, and only it, names one archive object');
   }
-  if (lifetimeSecondsArg < 1 || lifetimeSecondsArg > maximumRestoreGrantLifetimeSeconds) {
-    throw new Error('restore grant lifetime is out of range');
-  }
-  return new SignJWT({
+  return {
     op: bindingArg.operation,
     cluster: bindingArg.clusterId,
     node: bindingArg.targetNodeName,
@@ -81,11 +76,28 @@ export const signRestoreGrant = async (
     ...(bindingArg.object
       ? { object: { path: bindingArg.object.path, size: bindingArg.object.size, sha256: bindingArg.object.sha256 } }
       : {}),
-  })
+  };
+};
+
+/** The subject a grant names: the exact cluster/node/restore routing key. */
+export const restoreGrantSubjectOf = (bindingArg: IRestoreGrantBinding): string =>
+  `${bindingArg.clusterId}/${bindingArg.targetNodeName}/${bindingArg.restoreId}`;
+
+/** Signs one grant for one operation. */
+export const signRestoreGrant = async (
+  keyArg: IRestoreGrantSigningKey,
+  bindingArg: IRestoreGrantBinding,
+  nowSecondsArg = Math.floor(Date.now() / 1000),
+  lifetimeSecondsArg = restoreGrantLifetimeSeconds,
+): Promise<string> => {
+  if (lifetimeSecondsArg < 1 || lifetimeSecondsArg > maximumRestoreGrantLifetimeSeconds) {
+    throw new Error('restore grant lifetime is out of range');
+  }
+  return new SignJWT(restoreGrantClaimsOf(bindingArg))
     .setProtectedHeader({ alg: 'RS256', kid: keyArg.kid, typ: 'JWT' })
     .setIssuer(keyArg.issuer)
     .setAudience(restoreGrantAudience)
-    .setSubject(`${bindingArg.clusterId}/${bindingArg.targetNodeName}/${bindingArg.restoreId}`)
+    .setSubject(restoreGrantSubjectOf(bindingArg))
     .setJti(randomUUID())
     .setIssuedAt(nowSecondsArg)
     .setExpirationTime(nowSecondsArg + lifetimeSecondsArg)
