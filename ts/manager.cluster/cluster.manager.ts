@@ -10,7 +10,7 @@ import type {
 import { refuse } from '../core/errors.js';
 import { hashHighEntropySecret } from '../core/auth.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
-import { checkRequestShape, isIdString, isNonNegativeInteger, isString } from '../core/validation.js';
+import { requireRequestShape, isIdString, isNonNegativeInteger, isString } from '../core/validation.js';
 import type { IRelaySession } from '../core/relaysessions.js';
 import { ClusterRelayElection } from './relayelection.js';
 import { ClusterNodes } from './clusternodes.js';
@@ -58,10 +58,7 @@ export class ClusterManager {
     this.nodes = new ClusterNodes(cloudly, this.relayElection, (clusterIdArg) => this.requireCluster(clusterIdArg));
     this.relayRegistrations = new ClusterRelayRegistrations(cloudly, this.relayElection);
     cloudly.addAdminHandler<IReq_Any_Cloudly_CreateCluster>('createCluster', async (request, context) => {
-      const reasons = checkRequestShape(request, { required: { name: isString(1, 64, clusterNamePattern) } });
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
+      requireRequestShape(request, { required: { name: isString(1, 64, clusterNamePattern) } });
       const relayToken = newRelayToken();
       const stored = await this.cloudly.store.insert(clusterKind, {
         id: `cluster-${randomUUID()}`,
@@ -78,29 +75,20 @@ export class ClusterManager {
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusters>('getClusters', async (request) => {
-      const reasons = checkRequestShape(request, { required: {} });
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
+      requireRequestShape(request, { required: {} });
       const clusters = await this.cloudly.store.find(clusterKind, {}, { sort: { createdAt: 1 } });
       return { clusters: clusters.map(toPublicCluster) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterById>('getClusterById', async (request) => {
-      const reasons = checkRequestShape(request, { required: { clusterId: isIdString } });
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
+      requireRequestShape(request, { required: { clusterId: isIdString } });
       return { cluster: toPublicCluster(await this.requireCluster(request.clusterId)) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', async (request, context) => {
-      const reasons = checkRequestShape(request, {
+      requireRequestShape(request, {
         required: { clusterId: isIdString, expectedGeneration: isNonNegativeInteger },
       });
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
       const current = await this.requireCluster(request.clusterId);
       const relayToken = newRelayToken();
       const next = await this.cloudly.store.swap(clusterKind, current.id, request.expectedGeneration, {
