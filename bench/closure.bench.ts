@@ -5,6 +5,8 @@
  *   node --import tsx bench/closure.bench.ts [sizeMiB]        (default 1024 = 1 GiB)
  *   CLOSURE_BENCH_MIB=256 node --import tsx bench/closure.bench.ts
  *   CLOSURE_BENCH_SERVER=tsx|compiled|both                     (default both)
+ *   CLOSURE_BENCH_ALLOCATOR=default    compiled server without the production allocator env
+ *   MALLOC_ARENA_MAX=… MALLOC_MMAP_THRESHOLD_=… …              override it for the server child
  *
  * The server runs in a child process so its memory is its own; this process plays the relay.
  * Peak RSS is the kernel's high-water mark of the server process (`VmHWM` in
@@ -14,8 +16,9 @@
  * Two ways to start the server:
  * - `tsx`: `node --import tsx`, as `npm start` does. The TypeScript loader runs its own thread
  *   and keeps its transform cache, which costs the process tens of MB that Cloudly never uses.
- * - `compiled`: the same sources transpiled ahead of time by esbuild (which tsx itself uses),
- *   node_modules left as they are, run by plain `node`: a lean production-style start.
+ * - `compiled`: the same sources transpiled ahead of time as `npm run build` does (esbuild, which
+ *   tsx itself uses), node_modules left as they are, run by plain `node` with the allocator
+ *   environment production uses (`productionAllocatorEnv` in scripts/build.ts): `npm run start:prod`.
  *
  * Raw baselines use 256 KiB frames, whatever the stream channel's chunk size, and run after the
  * closure phases, on the same two processes. Backup is compared with raw relay → server
@@ -188,30 +191,30 @@ const mibPerSecond = (bytesArg: number, startedArg: bigint): number =>
   (bytesArg / mebibyte) / (Number(process.hrtime.bigint() - startedArg) / 1e9);
 
 /**
- * Transpiles every source file on its own (as tsx does at load time, no bundling), into a
+ * Transpiles the sources as `npm run build` does (scripts/build.ts), plus this file, into a
  * folder under node_modules so the packages resolve as they do for the sources.
  */
 const compileServer = async (): Promise<string> => {
-  const benchFile = fileURLToPath(import.meta.url);
-  const projectDir = path.dirname(path.dirname(benchFile));
+  const { transpileSources, projectDir } = await import('../scripts/build.js');
   const outdir = path.join(projectDir, 'node_modules', '.cache', 'cloudly-closure-bench');
-  const sources = (await fsp.readdir(path.join(projectDir, 'ts'), { recursive: true }))
-    .filter((nameArg) => nameArg.endsWith('.ts') && !nameArg.endsWith('.d.ts'))
-    .map((nameArg) => path.join(projectDir, 'ts', nameArg));
-  const esbuild = await import('esbuild');
-  await fsp.rm(outdir, { recursive: true, force: true });
-  await esbuild.build({
-    entryPoints: [benchFile, ...sources],
-    outdir,
-    outbase: projectDir,
-    bundle: false,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    tsconfig: path.join(projectDir, 'tsconfig.json'),
-    logLevel: 'warning',
-  });
+  await transpileSources({ outdir, outbase: projectDir, extraEntryPoints: [fileURLToPath(import.meta.url)] });
   return path.join(outdir, 'bench', 'closure.bench.js');
+};
+
+/**
+ * The allocator environment of the server child. `compiled` gets what production uses
+ * (`productionAllocatorEnv`, as the Dockerfile sets it); `MALLOC_*` variables in the bench's own
+ * environment override it; `CLOSURE_BENCH_ALLOCATOR=default` drops the production settings (only
+ * the bench's own `MALLOC_*` remain: none = glibc's defaults).
+ * `tsx` (the development start) gets only what the bench's own environment has.
+ */
+const allocatorEnvFor = async (modeArg: TServerMode): Promise<Record<string, string>> => {
+  const own = Object.fromEntries(Object.entries(process.env).filter(([nameArg]) => nameArg.startsWith('MALLOC_'))) as Record<string, string>;
+  if (modeArg === 'tsx' || process.env.CLOSURE_BENCH_ALLOCATOR === 'default') {
+    return own;
+  }
+  const { productionAllocatorEnv } = await import('../scripts/build.js');
+  return { ...productionAllocatorEnv, ...own };
 };
 
 /** One measured transfer: speed, CPU each process spent per GiB, the server's peak RSS. */
@@ -252,6 +255,7 @@ const startPhase = (pidArg: number): ((bytesArg: number) => IPhase) => {
 
 interface IRunFigures {
   mode: TServerMode;
+  allocatorEnv: Record<string, string>;
   idleRss: number;
   startPeak: number;
   rawUp: IPhase;
@@ -265,7 +269,9 @@ const pause = (msArg: number): Promise<void> => new Promise((resolve) => setTime
 const runOnce = async (modeArg: TServerMode, totalBytes: number): Promise<IRunFigures> => {
   const benchFile = fileURLToPath(import.meta.url);
   const childFlags = (process.env.CLOSURE_BENCH_CHILD_FLAGS ?? '').split(' ').filter(Boolean);
-  const env = { ...process.env, CLOSURE_BENCH_BYTES: String(totalBytes), MONGOMS_DISABLE_POSTINSTALL: '1' };
+  const allocatorEnv = await allocatorEnvFor(modeArg);
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([nameArg]) => !nameArg.startsWith('MALLOC_')));
+  const env = { ...inherited, ...allocatorEnv, CLOSURE_BENCH_BYTES: String(totalBytes), MONGOMS_DISABLE_POSTINSTALL: '1' };
   const child = modeArg === 'tsx'
     ? fork(benchFile, ['--server'], { execArgv: ['--import', 'tsx', ...childFlags], env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
     : fork(await compileServer(), ['--server'], { execArgv: childFlags, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
@@ -373,7 +379,7 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number): Promise<IRunFi
 
   command({ kind: 'stop' });
   await nextMessage(child, 'stopped');
-  return { mode: modeArg, idleRss, startPeak, rawUp, rawDown, backup, restore };
+  return { mode: modeArg, allocatorEnv, idleRss, startPeak, rawUp, rawDown, backup, restore };
 };
 
 const runRelay = async (): Promise<void> => {
@@ -396,6 +402,8 @@ const runRelay = async (): Promise<void> => {
     const figures = await runOnce(mode, sizeMiB * mebibyte);
     console.log(`server started ${mode === 'tsx' ? 'under tsx (node --import tsx)' : 'as transpiled JS (plain node)'}: `
       + `idle RSS ${mb(figures.idleRss)} (start-up peak ${mb(figures.startPeak)})`);
+    const allocatorText = Object.entries(figures.allocatorEnv).map(([nameArg, valueArg]) => `${nameArg}=${valueArg}`).join(' ');
+    console.log(`  server allocator environment: ${allocatorText || '(glibc defaults, no MALLOC_* set)'}`);
     console.log(`  raw ws frames relay → server: ${describe(figures.rawUp)}`);
     console.log(`  raw ws frames server → relay: ${describe(figures.rawDown)}`);
     console.log(`  closure backup relay → Cloudly → fsynced blob (${percent(figures.backup.mibPerSecond, figures.rawUp.mibPerSecond)} of raw relay → server): ${describe(figures.backup)}`);
