@@ -13,7 +13,7 @@ import {
 } from '../core/streams.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
 import {
-  checkRequestShape,
+  requireRequestShape,
   isArrayOf,
   isBoolean,
   isIdString,
@@ -182,12 +182,6 @@ const isResourceType: TFieldCheck = (valueArg, pathArg) =>
 const fromValidator = (validatorArg: (valueArg: unknown, pathArg: string) => string[]): TFieldCheck =>
   (valueArg, pathArg) => validatorArg(valueArg, pathArg);
 
-const invalid = (reasonsArg: string[]): void => {
-  if (reasonsArg.length > 0) {
-    throw refuse('invalid-request', reasonsArg);
-  }
-};
-
 /** The snapshots a relay answered, accepted only when each names its type, id and resource. */
 const readRelaySnapshots = (valueArg: unknown): TBackupSnapshot[] | null => {
   if (!Array.isArray(valueArg) || valueArg.length > maximumSnapshotsPerBackup) {
@@ -289,10 +283,10 @@ export class BackupManager {
 
   private registerAdminHandlers(): void {
     this.cloudly.addAdminHandler<IReq_Admin_CreateServiceBackup>('createServiceBackup', async (request, context) => {
-      invalid(checkRequestShape(request, {
+      requireRequestShape(request, {
         required: { clusterId: isIdString, nodeId: isIdString, serviceId: isIdString },
         optional: { backupId: isIdString, tags: isTags, replication: isReplication },
-      }));
+      });
       const service = await this.requireService(request.serviceId);
       if (service.clusterId !== request.clusterId) {
         throw refuse('invalid-request', [`request.clusterId: ${backupRefusalReasons.clusterMismatch}`]);
@@ -371,10 +365,10 @@ export class BackupManager {
     });
 
     this.cloudly.addAdminHandler<IReq_Admin_RestoreServiceBackup>('restoreServiceBackup', async (request) => {
-      invalid(checkRequestShape(request, {
+      requireRequestShape(request, {
         required: { backupId: isIdString },
         optional: { nodeId: isIdString, clear: isBoolean, resourceTypes: isArrayOf(isResourceType, resourceTypes.length) },
-      }));
+      });
       const backup = await this.cloudly.store.get(serviceBackupKind, request.backupId);
       if (!backup) {
         throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
@@ -409,7 +403,7 @@ export class BackupManager {
     });
 
     this.cloudly.addAdminHandler<IReq_Admin_GetServiceBackups>('getServiceBackups', async (request) => {
-      invalid(checkRequestShape(request, { required: {}, optional: { serviceId: isIdString } }));
+      requireRequestShape(request, { required: {}, optional: { serviceId: isIdString } });
       const docs = await this.cloudly.store.find(
         serviceBackupKind,
         request.serviceId ? { serviceId: request.serviceId } : {},
@@ -419,10 +413,10 @@ export class BackupManager {
     });
 
     this.cloudly.addAdminHandler<IReq_Admin_PruneClusterNodeArchive>('adminPruneClusterNodeArchive', async (request) => {
-      invalid(checkRequestShape(request, {
+      requireRequestShape(request, {
         required: { clusterId: isIdString, nodeId: isIdString, retention: fromValidator(validateArchiveRetentionPolicy) },
         optional: { dryRun: isBoolean },
-      }));
+      });
       if (!(await this.cloudly.clusterManager.getCluster(request.clusterId))) {
         throw refuse('not-found', [backupRefusalReasons.clusterNotFound]);
       }
@@ -445,25 +439,25 @@ export class BackupManager {
     });
 
     this.cloudly.addAdminHandler<IReq_Admin_CreateIsolatedRestore>('createIsolatedRestore', async (request) => {
-      invalid(checkRequestShape(request, {
+      requireRequestShape(request, {
         required: {
           backupId: isIdString,
           targetNodeName: isIdString,
           mappings: fromValidator(validateIsolatedRestoreResourceMappings),
         },
         optional: { restoreId: isIdString },
-      }));
+      });
       return this.createIsolatedRestore(request);
     });
 
     this.cloudly.addAdminHandler<IReq_Admin_StepIsolatedRestore>('stepIsolatedRestore', async (request) => {
-      invalid(checkRequestShape(request, {
+      requireRequestShape(request, {
         required: {
           restoreId: isIdString,
           operation: (valueArg, pathArg) => (['status', 'execute', 'cleanup'].includes(valueArg as string) ? [] : [`${pathArg} must be status, execute or cleanup`]),
         },
         optional: { expectedRevision: isPositiveInteger },
-      }));
+      });
       if (request.operation !== 'status' && request.expectedRevision === undefined) {
         throw refuse('invalid-request', ['request.expectedRevision is required for execute and cleanup']);
       }
@@ -494,7 +488,7 @@ export class BackupManager {
   private registerRelayHandlers(): void {
     this.cloudly.addRelayHandler<IReq_Relay_Cloudly_BackupServiceDatabaseClosure>('backupServiceDatabaseClosure', async (request, context) => {
       // Everything is checked before the receiver attaches, so no byte moves for a bad request.
-      invalid(checkRequestShape(request, {
+      requireRequestShape(request, {
         required: {
           backupId: isIdString,
           serviceId: isIdString,
@@ -502,7 +496,7 @@ export class BackupManager {
           descriptor: fromValidator(validateCorestoreDatabaseClosureDescriptor),
           closure: (valueArg, pathArg) => validateStreamReference(valueArg, 'send', pathArg),
         },
-      }));
+      });
       const backup = await this.cloudly.store.get(serviceBackupKind, request.backupId);
       // Another cluster's backup is answered exactly like a missing one.
       if (!backup || backup.clusterId !== context.clusterId || backup.serviceId !== request.serviceId || backup.nodeId !== request.nodeId) {
@@ -540,9 +534,9 @@ export class BackupManager {
     });
 
     this.cloudly.addRelayHandler<IReq_Relay_Cloudly_RestoreServiceDatabaseClosure>('restoreServiceDatabaseClosure', async (request, context) => {
-      invalid(checkRequestShape(request, {
+      requireRequestShape(request, {
         required: { backupId: isIdString, serviceId: isIdString, nodeId: isIdString },
-      }));
+      });
       const backup = await this.cloudly.store.get(serviceBackupKind, request.backupId);
       if (!backup || backup.clusterId !== context.clusterId || backup.serviceId !== request.serviceId) {
         throw refuse('not-found', [backupRefusalReasons.backupNotFound]);

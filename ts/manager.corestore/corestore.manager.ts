@@ -3,7 +3,7 @@ import { TypedResponseError } from '@api.global/typedrequest';
 import type { Cloudly } from '../classes.cloudly.js';
 import { contractRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
-import { checkRequestShape, isAnyValue, isIdString, type TFieldCheck } from '../core/validation.js';
+import { checkRequestShape, requireRequestShape, isAnyValue, isIdString, type TFieldCheck } from '../core/validation.js';
 import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
 import { isSha256Hex } from '../interfaces/private/dataproperties.js';
 import {
@@ -104,17 +104,14 @@ export class CorestoreManager {
     this.directory = createManagerDirectory(cloudly);
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetCorestoreLegacyResources>('getCorestoreLegacyResources', async (request) => {
-      const reasons = checkRequestShape(request, { required: { clusterId: isIdString, nodeId: isIdString } });
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
+      requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isIdString } });
       await this.requireNodeOfCluster(request.clusterId, request.nodeId);
       const inventory = await this.readInventory(request.clusterId, request.nodeId);
       return { inventory, inventorySha256: computeClusterCorestoreLegacyResourceInventorySha256(inventory) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_AdoptCorestoreLegacyResources>('adoptCorestoreLegacyResources', async (request, context) => {
-      const reasons = checkRequestShape(request, {
+      requireRequestShape(request, {
         required: {
           clusterId: isIdString,
           nodeId: isIdString,
@@ -122,9 +119,6 @@ export class CorestoreManager {
           resources: (valueArg, pathArg) => validateCorestoreLegacyResourceSelections(valueArg, pathArg),
         },
       });
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
       const answer = await this.adopt(request.clusterId, request.nodeId, request.expectedInventorySha256, request.resources);
       this.cloudly.logger.info(
         { clusterId: request.clusterId, nodeId: request.nodeId, actor: context.identity.userId, bindings: answer.platformBindings.length },
@@ -134,23 +128,17 @@ export class CorestoreManager {
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', async (request) => {
-      const reasons = checkRequestShape(request, {
+      requireRequestShape(request, {
         required: {
           platformBinding: (valueArg, pathArg) => validatePlatformBindingUpsert(valueArg, pathArg),
           expectedGeneration: isExpectedGeneration,
         },
       });
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
       return { platformBinding: await this.upsert(request.platformBinding, request.expectedGeneration) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetPlatformBindings>('getPlatformBindings', async (request) => {
-      const reasons = checkRequestShape(request, { required: {}, optional: { serviceId: isIdString } });
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
+      requireRequestShape(request, { required: {}, optional: { serviceId: isIdString } });
       const bindings = await this.readBindings(request.serviceId === undefined ? {} : { serviceId: request.serviceId });
       return { platformBindings: bindings.sort(compareBindings) };
     });

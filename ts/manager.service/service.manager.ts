@@ -42,7 +42,7 @@ import {
 } from '../interfaces/requests/runtimesession.js';
 import { contractRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
-import { checkRequestShape, isAnyValue, isIdString, isPositiveInteger } from '../core/validation.js';
+import { checkRequestShape, requireRequestShape, isAnyValue, isIdString, isPositiveInteger } from '../core/validation.js';
 import type { IRelaySession } from '../core/relaysessions.js';
 import {
   buildFirstClaimGeneration,
@@ -436,10 +436,7 @@ export class ServiceManager {
     });
 
     this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServices>('getServices', async (request) => {
-      const reasons = checkRequestShape(request, { required: {} });
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
+      requireRequestShape(request, { required: {} });
       return { services: await this.listServices() };
     });
 
@@ -460,10 +457,7 @@ export class ServiceManager {
     requestArg: unknown,
     readArg: (serviceIdArg: string) => Promise<TAnswer | null>,
   ): Promise<TAnswer> {
-    const reasons = checkRequestShape(requestArg, { required: { serviceId: isIdString } });
-    if (reasons.length > 0) {
-      throw refuse('invalid-request', reasons);
-    }
+    requireRequestShape(requestArg, { required: { serviceId: isIdString } });
     const serviceId = (requestArg as { serviceId: string }).serviceId;
     const answer = await readArg(serviceId);
     if (answer === null) {
@@ -567,10 +561,7 @@ export class ServiceManager {
     this.cloudly.addAdminHandler<IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim>(
       'releaseUncertainRuntimeLocalStorageClaim',
       async (request, context) => {
-        const reasons = checkRequestShape(request, { required: { claimId: isIdString, generation: isPositiveInteger } });
-        if (reasons.length > 0) {
-          throw refuse('invalid-request', reasons);
-        }
+        requireRequestShape(request, { required: { claimId: isIdString, generation: isPositiveInteger } });
         const doc = await this.cloudly.store.get(runtimeLocalStorageClaimKind, request.claimId);
         if (!doc) {
           throw refuse('not-found', [`local storage claim ${request.claimId} does not exist`]);
@@ -598,12 +589,9 @@ export class ServiceManager {
     );
 
     this.cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNodeSession>('reportRuntimeNodeSession', async (request, context) => {
-      const reasons = checkRequestShape(request, {
+      requireRequestShape(request, {
         required: { nodeId: isIdString, session: (value, path) => validateRuntimeSessionReference(value, path) },
       });
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
       const id = nodeSessionId(context.clusterId, request.nodeId);
       const session = { id: request.session.id, generation: request.session.generation };
       let written = false;
