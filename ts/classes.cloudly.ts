@@ -11,7 +11,7 @@ import { CloudlyAuth, type IVerifiedIdentity } from './core/auth.js';
 import { CloudlyMetrics } from './core/metrics.js';
 import { RelaySessions, type IRelaySession } from './core/relaysessions.js';
 import { internalFailure, refuse } from './core/errors.js';
-import type { EnvelopePeer, IEnvelope } from './core/envelopepeer.js';
+import { methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
 import { createHttpServer } from './core/transport.js';
 import { ClusterManager } from './manager.cluster/cluster.manager.js';
 import { ServiceManager } from './manager.service/service.manager.js';
@@ -230,15 +230,10 @@ export class Cloudly {
     const started = process.hrtime.bigint();
     const transport = localDataArg.transport === 'socket' ? 'socket' : 'http';
     const method = envelopeArg.method;
+    const served = Boolean(this.router.getTypedHandlerForMethod(method));
     let answer: IEnvelope;
-    if (!this.router.getTypedHandlerForMethod(method)) {
-      answer = {
-        method,
-        request: envelopeArg.request,
-        response: null,
-        error: { text: 'The request was refused.', data: { code: 'invalid-request', retryable: false, reasons: [`method ${method} is not served`] } },
-        correlation: { id: envelopeArg.correlation.id, phase: 'response' },
-      };
+    if (!served) {
+      answer = methodNotServedEnvelope(envelopeArg);
     } else {
       // typedrequest walks localData recursively (it never ends on the session/peer cycles), so
       // the live context stays in a table here and only its token travels with the envelope.
@@ -259,7 +254,7 @@ export class Cloudly {
     delete answer.localData;
     const outcome = answer.error ? String((answer.error.data as { code?: unknown } | null)?.code ?? 'error') : 'ok';
     // Only served method names become label values, so a caller cannot grow the label set.
-    const methodLabel = this.router.getTypedHandlerForMethod(method) ? method : 'unknown';
+    const methodLabel = served ? method : 'unknown';
     this.metrics.calls.inc({ method: methodLabel, outcome, transport });
     this.metrics.latency.observe({ method: methodLabel }, Number(process.hrtime.bigint() - started) / 1e9);
     return answer;

@@ -64,6 +64,27 @@ export const readEnvelope = (valueArg: unknown): IEnvelope | string => {
   return valueArg as IEnvelope;
 };
 
+/**
+ * The `invalid-request` answer to an envelope that cannot be served (malformed, unknown method,
+ * too large): the same shape from every transport and both sides of a socket.
+ */
+export const refusalEnvelope = (
+  correlationIdArg: string,
+  methodArg: string,
+  requestArg: unknown,
+  reasonsArg: string[],
+): IEnvelope => ({
+  method: methodArg,
+  request: requestArg,
+  response: null,
+  error: { text: 'The request was refused.', data: { code: 'invalid-request', retryable: false, reasons: reasonsArg } },
+  correlation: { id: correlationIdArg, phase: 'response' },
+});
+
+/** The refusal of a method this side does not serve. */
+export const methodNotServedEnvelope = (envelopeArg: IEnvelope): IEnvelope =>
+  refusalEnvelope(envelopeArg.correlation.id, envelopeArg.method, envelopeArg.request, [`method ${envelopeArg.method} is not served`]);
+
 export class EnvelopePeer {
   private readonly pending = new Map<string, IPendingCall>();
   private readonly binaryListeners = new Set<(dataArg: Buffer) => void>();
@@ -213,25 +234,14 @@ export class EnvelopePeer {
   }
 
   private async routeRequest(envelopeArg: IEnvelope): Promise<IEnvelope | null> {
-    envelopeArg.localData = { ...(this.options.localData ?? {}), peer: this };
     if (this.options.route) {
+      // Only the transport's own context travels; the server keeps live objects out of the
+      // envelope, since typedrequest walks and copies whatever it carries.
+      envelopeArg.localData = { ...(this.options.localData ?? {}) };
       return this.options.route(envelopeArg);
     }
-    if (!this.options.router) {
-      return {
-        ...envelopeArg,
-        error: { text: 'This side serves no methods.', data: { code: 'invalid-request', retryable: false, reasons: [`method ${envelopeArg.method} is not served`] } },
-        correlation: { id: envelopeArg.correlation.id, phase: 'response' },
-      };
-    }
-    if (!this.options.router.getTypedHandlerForMethod(envelopeArg.method)) {
-      return {
-        method: envelopeArg.method,
-        request: envelopeArg.request,
-        response: null,
-        error: { text: 'The request was refused.', data: { code: 'invalid-request', retryable: false, reasons: [`method ${envelopeArg.method} is not served`] } },
-        correlation: { id: envelopeArg.correlation.id, phase: 'response' },
-      };
+    if (!this.options.router?.getTypedHandlerForMethod(envelopeArg.method)) {
+      return methodNotServedEnvelope(envelopeArg);
     }
     return (await this.options.router.routeAndAddResponse(envelopeArg as never)) as unknown as IEnvelope;
   }

@@ -1,6 +1,6 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import fastifyWebsocket from '@fastify/websocket';
-import { EnvelopePeer, readEnvelope, type IEnvelope } from './envelopepeer.js';
+import { EnvelopePeer, readEnvelope, refusalEnvelope, type IEnvelope } from './envelopepeer.js';
 import type { Cloudly } from '../classes.cloudly.js';
 
 /**
@@ -21,13 +21,8 @@ declare module 'fastify' {
   }
 }
 
-const transportRefusal = (idArg: string | null, methodArg: string | null, reasonArg: string) => ({
-  method: methodArg ?? '',
-  request: null,
-  response: null,
-  error: { text: 'The request was refused.', data: { code: 'invalid-request', retryable: false, reasons: [reasonArg] } },
-  correlation: { id: idArg ?? '', phase: 'response' as const },
-});
+const transportRefusal = (idArg: string | null, methodArg: string | null, reasonArg: string): IEnvelope =>
+  refusalEnvelope(idArg ?? '', methodArg ?? '', null, [reasonArg]);
 
 const readBearer = (requestArg: FastifyRequest): string | null => {
   const header = requestArg.headers.authorization;
