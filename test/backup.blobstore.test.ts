@@ -5,8 +5,7 @@ import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { BlobStoreError, FilesystemBlobStore } from '../ts/core/blobstore.js';
-
-const sha256 = (bytesArg: Uint8Array): string => createHash('sha256').update(bytesArg).digest('hex');
+import { sha256Hex } from '../ts/interfaces/private/canonicaljson.js';
 
 async function* chunksOf(bytesArg: Buffer, sizeArg = 1000): AsyncIterable<Buffer> {
   for (let offset = 0; offset < bytesArg.byteLength; offset += sizeArg) {
@@ -34,9 +33,9 @@ const hasCode = (codeArg: string) => (error: unknown): boolean =>
 test('exact bytes are stored, recorded, and read back verified', async () => {
   const store = await openStore();
   const bytes = randomBytes(700_001);
-  const record = await store.put('closures/c1/s1/b1', { byteLength: bytes.byteLength, sha256: sha256(bytes) }, chunksOf(bytes));
+  const record = await store.put('closures/c1/s1/b1', { byteLength: bytes.byteLength, sha256: sha256Hex(bytes) }, chunksOf(bytes));
   assert.equal(record.byteLength, bytes.byteLength);
-  assert.equal(record.sha256, sha256(bytes));
+  assert.equal(record.sha256, sha256Hex(bytes));
   assert.deepEqual(await store.stat('closures/c1/s1/b1'), record);
   assert.deepEqual(await collect(store.read('closures/c1/s1/b1')), bytes);
   assert.deepEqual(await store.listTemporaryFiles(), []);
@@ -54,7 +53,7 @@ for (const [label, expectedLength, expectedSha, code] of [
     const store = await openStore();
     const bytes = randomBytes(1000);
     await assert.rejects(
-      store.put('closures/x', { byteLength: expectedLength, sha256: expectedSha ?? sha256(bytes) }, chunksOf(bytes, 100)),
+      store.put('closures/x', { byteLength: expectedLength, sha256: expectedSha ?? sha256Hex(bytes) }, chunksOf(bytes, 100)),
       hasCode(code),
     );
     assert.equal(await store.stat('closures/x'), null);
@@ -77,14 +76,14 @@ test('a source that fails midway leaves nothing behind', async () => {
 test('a stored key is not overwritten', async () => {
   const store = await openStore();
   const bytes = randomBytes(10);
-  await store.put('k', { byteLength: 10, sha256: sha256(bytes) }, chunksOf(bytes));
-  await assert.rejects(store.put('k', { byteLength: 10, sha256: sha256(bytes) }, chunksOf(bytes)), hasCode('blob-exists'));
+  await store.put('k', { byteLength: 10, sha256: sha256Hex(bytes) }, chunksOf(bytes));
+  await assert.rejects(store.put('k', { byteLength: 10, sha256: sha256Hex(bytes) }, chunksOf(bytes)), hasCode('blob-exists'));
 });
 
 test('bytes changed on disk after storing fail the read instead of ending cleanly', async () => {
   const store = await openStore();
   const bytes = randomBytes(600_000);
-  await store.put('k', { byteLength: bytes.byteLength, sha256: sha256(bytes) }, chunksOf(bytes, 65536));
+  await store.put('k', { byteLength: bytes.byteLength, sha256: sha256Hex(bytes) }, chunksOf(bytes, 65536));
   const [blobName] = (await fs.readdir(path.join(store.rootDir, 'objects'))).filter((name) => name.endsWith('.blob'));
   const blobPath = path.join(store.rootDir, 'objects', blobName);
   const corrupted = Buffer.from(bytes);
@@ -105,7 +104,7 @@ test('bytes changed on disk after storing fail the read instead of ending cleanl
 test('transient-chunk reads (buffers reused between chunks) give exactly the bytes, and still refuse changed bytes', async () => {
   const store = await openStore();
   const bytes = randomBytes(3 * 1024 * 1024 + 4321);
-  await store.put('t', { byteLength: bytes.byteLength, sha256: sha256(bytes) }, chunksOf(bytes, 300_000));
+  await store.put('t', { byteLength: bytes.byteLength, sha256: sha256Hex(bytes) }, chunksOf(bytes, 300_000));
   // A consumer that is done with each chunk before asking for the next: hash it at once.
   const hash = createHash('sha256');
   let length = 0;
@@ -114,7 +113,7 @@ test('transient-chunk reads (buffers reused between chunks) give exactly the byt
     length += chunk.byteLength;
   }
   assert.equal(length, bytes.byteLength);
-  assert.equal(hash.digest('hex'), sha256(bytes));
+  assert.equal(hash.digest('hex'), sha256Hex(bytes));
   const [blobName] = (await fs.readdir(path.join(store.rootDir, 'objects'))).filter((name) => name.endsWith('.blob'));
   const corrupted = Buffer.from(bytes);
   corrupted[10] ^= 0x01;
@@ -131,8 +130,8 @@ test('transient-chunk reads (buffers reused between chunks) give exactly the byt
 test('many MiB in odd-sized chunks (several staging buffers, unaligned tail) are stored and read back exactly; too many bytes leave nothing', async () => {
   const store = await openStore();
   const bytes = randomBytes(13 * 1024 * 1024 + 777);
-  await store.put('big', { byteLength: bytes.byteLength, sha256: sha256(bytes) }, chunksOf(bytes, 1_000_003));
-  assert.equal((await fs.stat(path.join(store.rootDir, 'objects', `${sha256(Buffer.from('big'))}.blob`))).size, bytes.byteLength);
+  await store.put('big', { byteLength: bytes.byteLength, sha256: sha256Hex(bytes) }, chunksOf(bytes, 1_000_003));
+  assert.equal((await fs.stat(path.join(store.rootDir, 'objects', `${sha256Hex(Buffer.from('big'))}.blob`))).size, bytes.byteLength);
   assert.ok((await collect(store.read('big'))).equals(bytes));
   const copies: Buffer[] = [];
   for await (const chunk of store.read('big', { transientChunks: true })) {
@@ -141,7 +140,7 @@ test('many MiB in odd-sized chunks (several staging buffers, unaligned tail) are
   assert.ok(Buffer.concat(copies).equals(bytes));
   const longer = Buffer.concat([bytes, Buffer.alloc(5)]);
   await assert.rejects(
-    store.put('big-long', { byteLength: bytes.byteLength, sha256: sha256(bytes) }, chunksOf(longer, 1_000_003)),
+    store.put('big-long', { byteLength: bytes.byteLength, sha256: sha256Hex(bytes) }, chunksOf(longer, 1_000_003)),
     hasCode('blob-too-long'),
   );
   assert.equal(await store.stat('big-long'), null);

@@ -1,4 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { sha256Hex } from '../ts/interfaces/private/canonicaljson.js';
 import { startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IService } from '../ts/interfaces/data/service.js';
@@ -15,7 +16,7 @@ export interface IBackupWorld {
   relay: CloudlyRelayClient;
 }
 
-export const sha256Of = (bytesArg: Uint8Array): string => createHash('sha256').update(bytesArg).digest('hex');
+export const sha256Of = sha256Hex;
 
 export const descriptorOf = (bytesArg: Uint8Array, overridesArg: Partial<ICorestoreDatabaseClosureDescriptor> = {}): ICorestoreDatabaseClosureDescriptor => ({
   format: 'corestore-database-closure-v1',

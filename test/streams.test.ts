@@ -13,6 +13,7 @@ import {
   type IBinaryFramePeer,
   type IStreamChannelOptions,
 } from '../ts/core/streams.js';
+import { waitFor } from './helpers/cloudly.js';
 
 /** A `ws` socket as a binary frame peer: the same three hooks the relay socket offers. */
 const peerOf = (socketArg: WebSocket): IBinaryFramePeer => ({
@@ -68,12 +69,6 @@ const drain = async (sourceArg: AsyncIterable<Buffer>): Promise<{ length: number
   return { length, sha256: hash.digest('hex') };
 };
 
-const until = async (conditionArg: () => boolean): Promise<void> => {
-  while (!conditionArg()) {
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-};
-
 test('a stream carries exact bytes and returns the receiver receipt to the sender', async () => {
   const pair = await openPair();
   try {
@@ -105,7 +100,7 @@ test('a sender sends nothing before a receiver attaches, and never more than the
     await new Promise((resolve) => setTimeout(resolve, 20));
     assert.equal(sender.bytesSent, 0, 'no credit, no bytes');
     const receiver = pair.server.attachReceiver(sender.streamId);
-    await until(() => receiver.bytesReceived === windowBytes);
+    await waitFor(() => receiver.bytesReceived === windowBytes, 'the receiver holds one full window');
     for (let i = 0; i < 20; i += 1) {
       await new Promise((resolve) => setImmediate(resolve));
     }
@@ -198,7 +193,7 @@ test('bytes beyond the granted credit abort the stream', async () => {
     pair.clientSocket.send(encodeStreamFrame('data', streamId, randomBytes(windowBytes + 1)), { binary: true });
     await assert.rejects(received, (error: unknown) =>
       error instanceof StreamAbortedError && error.reason === streamAbortReasons.creditExceeded);
-    await until(() => aborts.length > 0);
+    await waitFor(() => aborts.length > 0, 'the abort arrives');
     assert.deepEqual(aborts, [streamAbortReasons.creditExceeded]);
   } finally {
     await pair.close();
@@ -217,7 +212,7 @@ test('data for a stream nobody attached is refused with stream-unknown', async (
       }
     });
     pair.clientSocket.send(encodeStreamFrame('data', streamId, Buffer.from('stray')), { binary: true });
-    await until(() => aborts.length > 0);
+    await waitFor(() => aborts.length > 0, 'the abort arrives');
     assert.deepEqual(aborts, [streamAbortReasons.unknownStream]);
   } finally {
     await pair.close();

@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 import * as jose from 'jose';
 import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
 import { refuse } from './errors.js';
+import { sha256Hex } from '../interfaces/private/canonicaljson.js';
 import { defineDocumentKind, type DocumentStore, type IStoredDocument } from './store.js';
 import type { TCloudlyLogger } from './logger.js';
 
@@ -60,8 +61,7 @@ export const verifyPassword = async (passwordArg: string, storedArg: string): Pr
 };
 
 /** sha256 of a high-entropy secret (relay tokens, bearers): enough, since nobody can guess them. */
-export const hashHighEntropySecret = (secretArg: string): string =>
-  createHash('sha256').update(secretArg, 'utf8').digest('hex');
+export const hashHighEntropySecret = (secretArg: string): string => sha256Hex(secretArg);
 
 /** Compares two strings in time that does not depend on where they differ. */
 export const constantTimeEquals = (aArg: string, bArg: string): boolean => {
@@ -214,7 +214,7 @@ export class CloudlyAuth {
     const generated = passwordArg === null ? randomBytes(18).toString('base64url') : null;
     await this.store.insert(adminUserKind, {
       // One admin per name: the id is derived from it, so two instances starting at once create one.
-      id: `admin-${createHash('sha256').update(usernameArg).digest('hex').slice(0, 24)}`,
+      id: `admin-${sha256Hex(usernameArg).slice(0, 24)}`,
       username: usernameArg,
       passwordHash: await hashPassword(passwordArg ?? generated!),
       role: 'admin',
