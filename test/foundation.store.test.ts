@@ -1,6 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
+import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { defineDocumentKind, retainedMutationAnswers, type IStoredDocument } from '../ts/core/store.js';
 
 interface ICounterDoc extends IStoredDocument {
@@ -9,6 +9,7 @@ interface ICounterDoc extends IStoredDocument {
 }
 
 const counterKind = defineDocumentKind<ICounterDoc>('TestCounter');
+const volatileKind = defineDocumentKind<ICounterDoc>('TestVolatile', { snapshotOnWrite: false });
 
 describe('store: compare-and-swap on one document, decided by the database', () => {
   let t: ITestCloudly;
@@ -58,5 +59,17 @@ describe('store: compare-and-swap on one document, decided by the database', () 
     assert.equal(await t.cloudly.store.remove(counterKind, 'gone', 5), false);
     assert.equal(await t.cloudly.store.remove(counterKind, 'gone', 1), true);
     assert.equal(await t.cloudly.store.get(counterKind, 'gone'), null);
+  });
+
+  test('writes of a kind marked snapshotOnWrite: false schedule no embedded snapshot; others do', async () => {
+    await t.cloudly.database.flushSnapshot();
+    const before = t.cloudly.database.snapshotsWritten;
+    await t.cloudly.store.insert(volatileKind, { id: 'lease-like', value: 0 });
+    await t.cloudly.store.swap(volatileKind, 'lease-like', 1, { set: { value: 1 } });
+    // Longer than the test server's 50 ms debounce: a scheduled snapshot would have run by now.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(t.cloudly.database.snapshotsWritten, before);
+    await t.cloudly.store.insert(counterKind, { id: 'durable', value: 0 });
+    await waitFor(() => t.cloudly.database.snapshotsWritten > before, 'a snapshot after a durable write');
   });
 });

@@ -22,15 +22,23 @@ export interface IStoredDocument {
 /** A kind of document: its collection name and its shape. */
 export interface IDocumentKind<T extends IStoredDocument> {
   readonly collectionName: string;
+  /**
+   * False for documents that mean nothing after a restart (relay leases): their writes do not
+   * schedule an embedded snapshot, though a snapshot that runs anyway still includes them.
+   */
+  readonly snapshotOnWrite: boolean;
   /** Phantom member that carries the document type; never set. */
   readonly documentType?: T;
 }
 
-export const defineDocumentKind = <T extends IStoredDocument>(collectionNameArg: string): IDocumentKind<T> => {
+export const defineDocumentKind = <T extends IStoredDocument>(
+  collectionNameArg: string,
+  optionsArg: { snapshotOnWrite?: boolean } = {},
+): IDocumentKind<T> => {
   if (!/^[A-Za-z][A-Za-z0-9_]{0,62}$/.test(collectionNameArg)) {
     throw new Error(`invalid collection name ${collectionNameArg}`);
   }
-  return Object.freeze({ collectionName: collectionNameArg });
+  return Object.freeze({ collectionName: collectionNameArg, snapshotOnWrite: optionsArg.snapshotOnWrite ?? true });
 };
 
 /** How many recent mutation answers a document keeps for replays. */
@@ -80,9 +88,11 @@ export class DocumentStore {
     return this.database.mongoDb.collection<TStoredShape>(kindArg.collectionName);
   }
 
-  private committed(): void {
+  private committed(kindArg: IDocumentKind<IStoredDocument>): void {
     this.committedWrites++;
-    this.database.markDirty();
+    if (kindArg.snapshotOnWrite) {
+      this.database.markDirty();
+    }
   }
 
   /**
@@ -113,7 +123,7 @@ export class DocumentStore {
       }
       throw error;
     }
-    this.committed();
+    this.committed(kindArg);
     return stripStoredFields<T>(doc);
   }
 
@@ -175,7 +185,7 @@ export class DocumentStore {
     if (!after) {
       return null;
     }
-    this.committed();
+    this.committed(kindArg);
     return stripStoredFields<T>(after);
   }
 
@@ -187,7 +197,7 @@ export class DocumentStore {
   ): Promise<boolean> {
     const result = await this.collection(kindArg).deleteOne({ id: idArg, generation: expectedGenerationArg } as Filter<TStoredShape>);
     if (result.deletedCount === 1) {
-      this.committed();
+      this.committed(kindArg);
       return true;
     }
     return false;
