@@ -147,6 +147,46 @@ test('many MiB in odd-sized chunks (several staging buffers, unaligned tail) are
   assert.deepEqual(await store.listTemporaryFiles(), []);
 });
 
+test('concurrent puts share the hash worker without mixing their bytes: each right one is stored, the wrong one refused', async () => {
+  const store = await openStore();
+  const blobs = Array.from({ length: 4 }, () => randomBytes(5 * 1024 * 1024 + 4097));
+  const wrong = randomBytes(5 * 1024 * 1024 + 4097);
+  const results = await Promise.allSettled([
+    ...blobs.map((bytesArg, indexArg) =>
+      store.put(`c${indexArg}`, { byteLength: bytesArg.byteLength, sha256: sha256Hex(bytesArg) }, chunksOf(bytesArg, 65_537))),
+    // Claims the sha256 of the first blob but carries other bytes of the same length.
+    store.put('c-wrong', { byteLength: wrong.byteLength, sha256: sha256Hex(blobs[0]) }, chunksOf(wrong, 65_537)),
+  ]);
+  assert.deepEqual(results.map((resultArg) => resultArg.status), ['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled', 'rejected']);
+  assert.ok(hasCode('blob-sha256-mismatch')((results[4] as PromiseRejectedResult).reason));
+  for (const [index, bytes] of blobs.entries()) {
+    assert.ok((await collect(store.read(`c${index}`))).equals(bytes));
+  }
+  assert.equal(await store.stat('c-wrong'), null);
+  assert.deepEqual(await store.listTemporaryFiles(), []);
+});
+
+test('with direct I/O off (as where a file system refuses it), bytes go through the page cache and are checked the same way', async () => {
+  const store = new FilesystemBlobStore(await fs.mkdtemp(path.join(os.tmpdir(), 'cloudly-blobs-')), { directIo: false });
+  await store.init();
+  const bytes = randomBytes(9 * 1024 * 1024 + 123);
+  await store.put('buffered', { byteLength: bytes.byteLength, sha256: sha256Hex(bytes) }, chunksOf(bytes, 300_001));
+  assert.ok((await collect(store.read('buffered'))).equals(bytes));
+  const copies: Buffer[] = [];
+  for await (const chunk of store.read('buffered', { transientChunks: true })) {
+    copies.push(Buffer.from(chunk));
+  }
+  assert.ok(Buffer.concat(copies).equals(bytes));
+  const flipped = Buffer.from(bytes);
+  flipped[flipped.byteLength - 1] ^= 1;
+  await assert.rejects(
+    store.put('buffered-wrong', { byteLength: bytes.byteLength, sha256: sha256Hex(bytes) }, chunksOf(flipped, 300_001)),
+    hasCode('blob-sha256-mismatch'),
+  );
+  assert.equal(await store.stat('buffered-wrong'), null);
+  assert.deepEqual(await store.listTemporaryFiles(), []);
+});
+
 test('keys that could escape the store are refused', async () => {
   const store = await openStore();
   for (const key of ['../x', '/abs', 'a//b', 'a/../b', '', 'a b']) {

@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
+import { openWorkerSha256, type IWorkerSha256 } from './hashworker.js';
 
 /**
  * Durable storage for large byte objects (database closures, archive objects) that must
@@ -80,149 +81,177 @@ export const isBlobKey = (valueArg: unknown): valueArg is string =>
   && !valueArg.split('/').some((segment) => segment === '.' || segment === '..');
 
 /**
- * How many written bytes trigger a background flush while a blob is being written. Each
- * flush is a journal commit and a device cache flush; every 32 MiB cost up to ~2 s of
- * system time per GiB on the benchmark machine, every 128 MiB still keeps the final fsync short.
+ * How many bytes written through the page cache trigger a background flush (only where direct
+ * writes are refused). Each flush is a journal commit and a device cache flush; every 32 MiB
+ * cost up to ~2 s of system time per GiB on the benchmark machine, every 128 MiB still keeps
+ * the final fsync short.
  */
 const backgroundSyncBytes = 128 * 1024 * 1024;
-
-/** Writes every chunk in order with as few system calls as the kernel allows. */
-const writeAllFully = async (handleArg: fs.FileHandle, chunksArg: Uint8Array[]): Promise<void> => {
-  let pending = chunksArg;
-  while (pending.length > 0) {
-    const { bytesWritten } = await handleArg.writev(pending);
-    if (bytesWritten <= 0) {
-      throw new Error('the file system accepted no bytes');
-    }
-    let skip = bytesWritten;
-    const rest: Uint8Array[] = [];
-    for (const chunk of pending) {
-      if (skip >= chunk.byteLength) {
-        skip -= chunk.byteLength;
-      } else {
-        rest.push(skip > 0 ? chunk.subarray(skip) : chunk);
-        skip = 0;
-      }
-    }
-    pending = rest;
-  }
-};
-
-/** Received chunks are gathered up to this many bytes (or chunks) per disk write. */
-const writeBatchBytes = 1024 * 1024;
-const writeBatchChunks = 64;
 
 /** Bytes read from disk per chunk when streaming a blob out. */
 const readChunkBytes = 1024 * 1024;
 
 /**
- * Direct (page-cache-bypassing) writes of received bytes. Filling the page cache with a GiB
- * of fresh pages cost about 2 s of system time per GiB on the benchmark VM (the host backs
- * newly touched guest memory), far more than hashing; writes that go straight to the device
- * cost under 0.1 s/GiB. Direct writes need block-aligned memory, offsets and lengths, so
- * the bytes are copied into a few aligned staging buffers; the unaligned tail goes through
- * the ordinary handle. The final fsync (of the same file) stays what makes the bytes durable.
+ * Received bytes are copied into a few staging buffers; each full buffer is hashed (by the
+ * sha256 worker, see hashworker.ts) and then written out while the next ones fill.
+ *
+ * Writes are direct (past the page cache) where the file system allows: filling the page cache
+ * with a GiB of fresh pages cost about 2 s of system time per GiB on the benchmark VM (the host
+ * backs newly touched guest memory), far more than hashing; writes that go straight to the
+ * device cost under 0.1 s/GiB. Direct writes need block-aligned memory, offsets and lengths,
+ * so the staging buffers are aligned and the unaligned tail goes through the ordinary handle.
+ * The final fsync (of the same file) stays what makes the bytes durable.
  */
-const directStagingBytes = 2 * 1024 * 1024;
-const directStagingBuffers = 3;
+const stagingBytes = 2 * 1024 * 1024;
+const stagingBuffers = 4;
 /** Alignment used for direct writes: covers 512-byte and 4 KiB logical blocks. */
 const directAlignment = 4096;
 
 /**
- * Carves `countArg` views of `sizeArg` bytes, all starting on an aligned address, out of one
- * allocation. The address of a Buffer is not visible from JavaScript, so the aligned start is
- * found by trying a direct transfer of one block at each candidate offset: a misaligned one
- * fails with EINVAL. Null when none is accepted.
+ * The first offset into `slabArg` at which memory is aligned for direct transfers, or null.
+ * The address of a buffer is not visible from JavaScript, so each candidate offset is tried
+ * with a direct transfer of one block (`guessArg` first): a misaligned one fails with EINVAL.
  */
+const findAlignedOffset = async (
+  slabArg: Buffer,
+  tryArg: (slabArg: Buffer, offsetArg: number) => Promise<unknown>,
+  guessArg = 0,
+): Promise<number | null> => {
+  const candidates = [guessArg];
+  for (let offset = 0; offset < directAlignment; offset += 16) {
+    if (offset !== guessArg) {
+      candidates.push(offset);
+    }
+  }
+  for (const offset of candidates) {
+    try {
+      await tryArg(slabArg, offset);
+      return offset;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EINVAL') {
+        return null;
+      }
+    }
+  }
+  return null;
+};
+
+/** `countArg` aligned views of `sizeArg` bytes carved out of one allocation, or null. */
 const findAlignedViews = async (
   countArg: number,
   sizeArg: number,
   tryArg: (slabArg: Buffer, offsetArg: number) => Promise<unknown>,
 ): Promise<Buffer[] | null> => {
   const slab = Buffer.allocUnsafeSlow(countArg * sizeArg + directAlignment);
-  for (let offset = 0; offset < directAlignment; offset += 16) {
-    try {
-      await tryArg(slab, offset);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'EINVAL') {
-        continue;
-      }
-      return null;
-    }
-    const views: Buffer[] = [];
-    for (let index = 0; index < countArg; index++) {
-      views.push(slab.subarray(offset + index * sizeArg, offset + (index + 1) * sizeArg));
-    }
-    return views;
-  }
-  return null;
+  const offset = await findAlignedOffset(slab, tryArg);
+  return offset === null
+    ? null
+    : Array.from({ length: countArg }, (_value, indexArg) => slab.subarray(offset + indexArg * sizeArg, offset + (indexArg + 1) * sizeArg));
 };
 
-class DirectFileWriter {
-  private readonly buffers: Buffer[];
+/**
+ * One staging buffer: its own allocation (so it can be transferred to the hash worker alone),
+ * the offset at which its `stagingBytes` start, and what it still waits for.
+ */
+interface IStagingSlot {
+  memory: ArrayBuffer;
+  offset: number;
+  view: Buffer;
+  /** Its hashing and write, or null when it is free. */
+  busy: Promise<void> | null;
+}
+
+/**
+ * Writes a new file from pushed chunks through the staging buffers and hashes what it writes.
+ * A staging buffer is filled again only after it was hashed and written.
+ */
+class StagedFileWriter {
   private turn = 0;
-  private current: Buffer;
   private filled = 0;
   private position = 0;
-  private readonly inFlight: Promise<void>[] = [];
+  private unsyncedBytes = 0;
+  private pendingSync: Promise<void> | null = null;
+  private digested = false;
 
-  private constructor(private readonly handle: fs.FileHandle, buffersArg: Buffer[]) {
-    this.buffers = buffersArg;
-    this.current = buffersArg[0];
-  }
+  private constructor(
+    private readonly handle: fs.FileHandle,
+    private readonly direct: fs.FileHandle | null,
+    private readonly slots: IStagingSlot[],
+    private readonly hash: IWorkerSha256,
+  ) {}
 
   /**
-   * Opens a second, direct handle on a new empty file, or returns null where the file system
-   * refuses direct writes (tmpfs, some overlays) or the memory alignment cannot be found.
+   * A writer for the new, empty file at `pathArg`, already open as `handleArg`. It writes
+   * directly through a second handle where the file system allows direct writes and aligned
+   * memory is found (some file systems refuse them), through `handleArg` otherwise.
    */
-  static async open(pathArg: string): Promise<DirectFileWriter | null> {
-    if (typeof fsConstants.O_DIRECT !== 'number') {
-      return null;
+  static async open(pathArg: string, handleArg: fs.FileHandle, directIoArg: boolean): Promise<StagedFileWriter> {
+    const slab = (): Buffer => Buffer.allocUnsafeSlow(stagingBytes + directAlignment);
+    const slotOf = (memoryArg: Buffer, offsetArg: number): IStagingSlot => ({
+      memory: memoryArg.buffer as ArrayBuffer,
+      offset: offsetArg,
+      view: Buffer.from(memoryArg.buffer, offsetArg, stagingBytes),
+      busy: null,
+    });
+    let direct: fs.FileHandle | null = null;
+    const slots: IStagingSlot[] = [];
+    if (directIoArg) {
+      direct = await fs.open(pathArg, fsConstants.O_WRONLY | fsConstants.O_DIRECT).catch(() => null);
+      const probe = direct;
+      // Each probe writes one block at the start of the still empty file; it is truncated away.
+      let guess = 0;
+      while (probe && slots.length < stagingBuffers) {
+        const memory = slab();
+        const offset = await findAlignedOffset(memory, (slabArg, offsetArg) => probe.write(slabArg, offsetArg, directAlignment, 0), guess);
+        if (offset === null) {
+          break;
+        }
+        slots.push(slotOf(memory, offset));
+        guess = offset;
+      }
+      const emptied = slots.length === stagingBuffers && await handleArg.truncate(0).then(() => true, () => false);
+      if (!emptied) {
+        await direct?.close().catch(() => undefined);
+        direct = null;
+        slots.length = 0;
+      }
     }
-    let handle: fs.FileHandle;
-    try {
-      handle = await fs.open(pathArg, fsConstants.O_WRONLY | fsConstants.O_DIRECT);
-    } catch {
-      return null;
+    while (slots.length < stagingBuffers) {
+      slots.push(slotOf(slab(), 0));
     }
-    // The probe writes one block at the start of the still empty file; it is truncated away.
-    const buffers = await findAlignedViews(directStagingBuffers, directStagingBytes, (slabArg, offsetArg) =>
-      handle.write(slabArg, offsetArg, directAlignment, 0));
-    const emptied = await handle.truncate(0).then(() => true, () => false);
-    if (buffers && emptied) {
-      return new DirectFileWriter(handle, buffers);
-    }
-    await handle.close().catch(() => undefined);
-    return null;
+    return new StagedFileWriter(handleArg, direct, slots, openWorkerSha256());
   }
 
   /** Copies the chunk into the staging buffers, writing each one out as it fills. */
   async push(chunkArg: Uint8Array): Promise<void> {
     let consumed = 0;
     while (consumed < chunkArg.byteLength) {
-      const take = Math.min(chunkArg.byteLength - consumed, directStagingBytes - this.filled);
-      this.current.set(chunkArg.subarray(consumed, consumed + take), this.filled);
+      const take = Math.min(chunkArg.byteLength - consumed, stagingBytes - this.filled);
+      this.slots[this.turn].view.set(chunkArg.subarray(consumed, consumed + take), this.filled);
       this.filled += take;
       consumed += take;
-      if (this.filled === directStagingBytes) {
+      if (this.filled === stagingBytes) {
         await this.submitCurrent();
       }
     }
   }
 
-  /** Waits for every direct write, then writes the unaligned tail through `tailHandleArg`. */
-  async finish(tailHandleArg: fs.FileHandle): Promise<void> {
-    await this.settle();
+  /** Writes the rest, waits for every write, and answers the sha256 of all pushed bytes. */
+  async finish(): Promise<string> {
     if (this.filled > 0) {
-      await writeAllFullyAt(tailHandleArg, this.current.subarray(0, this.filled), this.position);
-      this.position += this.filled;
-      this.filled = 0;
+      await this.submitCurrent();
     }
+    await this.settle();
+    this.digested = true;
+    return this.hash.digest();
   }
 
-  /** Waits for the writes in flight (whatever their outcome) so the handle can be closed. */
+  /** Waits for the writes and syncs in flight, whatever their outcome, then fails with the first failure. */
   async settle(): Promise<void> {
-    const pending = this.inFlight.splice(0);
+    const pending = [...this.slots.map((slotArg) => slotArg.busy), this.pendingSync];
+    for (const slot of this.slots) {
+      slot.busy = null;
+    }
     const results = await Promise.allSettled(pending);
     const failed = results.find((resultArg): resultArg is PromiseRejectedResult => resultArg.status === 'rejected');
     if (failed) {
@@ -230,26 +259,50 @@ class DirectFileWriter {
     }
   }
 
+  /** Releases the direct handle and the hash; the ordinary handle stays the caller's. */
   async close(): Promise<void> {
-    await Promise.allSettled(this.inFlight.splice(0));
-    await this.handle.close().catch(() => undefined);
+    await this.settle().catch(() => undefined);
+    if (!this.digested) {
+      this.digested = true;
+      this.hash.discard();
+    }
+    await this.direct?.close().catch(() => undefined);
   }
 
   private async submitCurrent(): Promise<void> {
-    const buffer = this.current;
+    const slot = this.slots[this.turn];
+    const length = this.filled;
     const position = this.position;
-    this.position += directStagingBytes;
+    this.position += length;
     this.filled = 0;
-    const write = writeAllFullyAt(this.handle, buffer, position);
+    // Direct writes only of whole aligned blocks; positions stay aligned because every
+    // buffer but the last is full.
+    const target = this.direct && length % directAlignment === 0 ? this.direct : this.handle;
+    const work = this.hash.update(slot.memory, slot.offset, length).then((memoryArg) => {
+      slot.memory = memoryArg;
+      slot.view = Buffer.from(memoryArg, slot.offset, stagingBytes);
+      return writeAllFullyAt(target, slot.view.subarray(0, length), position);
+    });
     // Observed here so a failure is never an unhandled rejection; it is rethrown when awaited.
-    write.catch(() => undefined);
-    this.inFlight.push(write);
-    // A staging buffer is reused only after its write finished: at most all but one in flight.
-    if (this.inFlight.length >= directStagingBuffers) {
-      await this.inFlight.shift();
+    work.catch(() => undefined);
+    slot.busy = work;
+    if (target === this.handle) {
+      this.unsyncedBytes += length;
+      if (this.unsyncedBytes >= backgroundSyncBytes && !this.pendingSync) {
+        this.unsyncedBytes = 0;
+        const sync = work.then(() => this.handle.datasync()).finally(() => {
+          this.pendingSync = null;
+        });
+        sync.catch(() => undefined);
+        this.pendingSync = sync;
+      }
     }
-    this.turn = (this.turn + 1) % directStagingBuffers;
-    this.current = this.buffers[this.turn];
+    this.turn = (this.turn + 1) % this.slots.length;
+    const next = this.slots[this.turn].busy;
+    if (next) {
+      this.slots[this.turn].busy = null;
+      await next;
+    }
   }
 }
 
@@ -274,7 +327,11 @@ export class FilesystemBlobStore implements IBlobStore {
   private readonly tmpDir: string;
   private ready: Promise<void> | null = null;
 
-  constructor(public readonly rootDir: string) {
+  /** Direct (page-cache-bypassing) I/O is used where the file system allows it, unless turned off. */
+  private readonly directIo: boolean;
+
+  constructor(public readonly rootDir: string, optionsArg: { directIo?: boolean } = {}) {
+    this.directIo = (optionsArg.directIo ?? true) && typeof fsConstants.O_DIRECT === 'number';
     this.objectsDir = path.join(rootDir, 'objects');
     this.tmpDir = path.join(rootDir, 'tmp');
   }
@@ -305,32 +362,11 @@ export class FilesystemBlobStore implements IBlobStore {
     const tmpPath = path.join(this.tmpDir, tmpName);
     const handle = await fs.open(tmpPath, 'wx', 0o600);
     let closed = false;
-    let direct: DirectFileWriter | null = null;
+    let writer: StagedFileWriter | null = null;
     try {
-      direct = await DirectFileWriter.open(tmpPath);
-      const hash = createHash('sha256');
+      writer = await StagedFileWriter.open(tmpPath, handle, this.directIo);
       let written = 0;
-      // Chunks are gathered into batches of about a MiB, one batch write stays in flight while
-      // the next batch is received and hashed, and the kernel is asked to flush every few MiB
-      // in the background, so the final fsync is short.
-      let pendingWrite: Promise<void> = Promise.resolve();
-      let pendingSync: Promise<void> | null = null;
-      let unsyncedBytes = 0;
-      let batch: Uint8Array[] = [];
-      let batchBytes = 0;
-      const writeBatch = async (): Promise<void> => {
-        const chunks = batch;
-        batch = [];
-        batchBytes = 0;
-        await pendingWrite;
-        pendingWrite = writeAllFully(handle, chunks);
-        if (unsyncedBytes >= backgroundSyncBytes && !pendingSync) {
-          unsyncedBytes = 0;
-          pendingSync = pendingWrite.then(() => handle.datasync()).finally(() => {
-            pendingSync = null;
-          });
-        }
-      };
+      let sha256: string;
       const iterator = sourceArg[Symbol.asyncIterator]();
       try {
         for (;;) {
@@ -342,39 +378,24 @@ export class FilesystemBlobStore implements IBlobStore {
           if (written + chunk.byteLength > expectedArg.byteLength) {
             throw new BlobStoreError('blob-too-long', `blob ${keyArg} has more than ${expectedArg.byteLength} bytes`);
           }
-          hash.update(chunk);
           written += chunk.byteLength;
-          unsyncedBytes += chunk.byteLength;
-          if (direct) {
-            await direct.push(chunk);
-            continue;
-          }
-          batch.push(chunk);
-          batchBytes += chunk.byteLength;
-          if (batchBytes >= writeBatchBytes || batch.length >= writeBatchChunks) {
-            await writeBatch();
-          }
+          await writer.push(chunk);
         }
-        if (direct) {
-          await direct.finish(handle);
-        } else if (batch.length > 0) {
-          await writeBatch();
-        }
+        sha256 = await writer.finish();
       } finally {
         // Never close the file with a write or sync still running on it.
-        await Promise.allSettled([pendingWrite, pendingSync, direct?.settle()]);
+        await writer.settle().catch(() => undefined);
       }
-      await pendingWrite;
       if (written < expectedArg.byteLength) {
         throw new BlobStoreError('blob-too-short', `blob ${keyArg} has ${written} of ${expectedArg.byteLength} bytes`);
       }
-      if (hash.digest('hex') !== expectedArg.sha256) {
+      if (sha256 !== expectedArg.sha256) {
         throw new BlobStoreError('blob-sha256-mismatch', `blob ${keyArg} does not match its sha256`);
       }
       // fsync of the inode covers the direct writes too (and flushes the device cache).
       await handle.sync();
-      await direct?.close();
-      direct = null;
+      await writer.close();
+      writer = null;
       await handle.close();
       closed = true;
       await fs.rename(tmpPath, blobPath);
@@ -387,7 +408,7 @@ export class FilesystemBlobStore implements IBlobStore {
       await this.writeDurably(recordPath, JSON.stringify(record));
       return record;
     } catch (error) {
-      await direct?.close();
+      await writer?.close();
       if (!closed) {
         await handle.close().catch(() => undefined);
       }
@@ -433,7 +454,7 @@ export class FilesystemBlobStore implements IBlobStore {
       // (see DirectFileWriter for why that matters); the probe reads the first block.
       let buffers: Buffer[] | null = null;
       if (optionsArg.transientChunks) {
-        if (typeof fsConstants.O_DIRECT === 'number' && record.byteLength >= directAlignment) {
+        if (this.directIo && record.byteLength >= directAlignment) {
           directHandle = await fs.open(blobPath, fsConstants.O_RDONLY | fsConstants.O_DIRECT).catch(() => null);
           const probeHandle = directHandle;
           buffers = probeHandle
