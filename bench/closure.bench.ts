@@ -5,10 +5,13 @@
  *   node --import tsx bench/closure.bench.ts [sizeMiB]        (default 1024 = 1 GiB)
  *   CLOSURE_BENCH_MIB=256 node --import tsx bench/closure.bench.ts
  *   CLOSURE_BENCH_SERVER=tsx|compiled|both                     (default both)
+ *   CLOSURE_BENCH_ROUNDS=3                                     rounds per server mode (default 3)
  *   CLOSURE_BENCH_ALLOCATOR=default    compiled server without the production allocator env
  *   MALLOC_ARENA_MAX=… MALLOC_MMAP_THRESHOLD_=… …              override it for the server child
  *
  * The server runs in a child process so its memory is its own; this process plays the relay.
+ * The raw baseline's bare ws server runs in a third process, started the same way as the
+ * Cloudly server (same runtime, flags and allocator environment).
  * Peak RSS is the kernel's high-water mark of the server process (`VmHWM` in
  * /proc/<pid>/status), reset through /proc/<pid>/clear_refs before each phase, so no
  * sampling gap can hide a peak.
@@ -20,10 +23,14 @@
  *   tsx itself uses), node_modules left as they are, run by plain `node` with the allocator
  *   environment production uses (`productionAllocatorEnv` in scripts/build.ts): `npm run start:prod`.
  *
- * Raw baselines use 256 KiB frames, whatever the stream channel's chunk size, and run after the
- * closure phases, on the same two processes. Backup is compared with raw relay → server
- * frames; restore with raw server → relay frames. CPU seconds per GiB (user + system, all
- * threads) are printed beside the speeds: on a shared machine they move less than MiB/s.
+ * Each round runs a backup, a restore and the raw baselines on the same two processes; odd
+ * rounds run the closure phases first, even rounds the raw ones, so neither side always runs
+ * on a warmer or fuller process. Raw frames are sent one at a time in two sizes, the closure's
+ * own frame size and 256 KiB, and whichever size has the higher median is the baseline, so the
+ * baseline is never understated. Backup is compared with raw relay → server frames, restore
+ * with raw server → relay frames; the ratio printed is median against median, and each
+ * round's own ratio is listed beside it. CPU seconds per GiB (user + system, all threads) are
+ * printed beside the speeds: on a shared machine they move less than MiB/s.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -34,12 +41,12 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
-import { defaultStreamChunkBytes } from '../ts/core/streams.js';
+import { defaultStreamChunkBytes, streamFrameHeaderLength } from '../ts/core/streams.js';
 import type { IReq_Cloudly_Relay_BackupClusterService } from '../ts/interfaces/requests/backup.js';
 
 const mebibyte = 1024 * 1024;
-/** Raw baseline frames: 256 KiB, where raw ws on this path runs fastest (smaller frames are slower). */
-const frameBytes = 256 * 1024;
+/** Raw baseline frame sizes: the closure's own data frames, and 256 KiB. */
+const rawFrameSizes = [streamFrameHeaderLength + defaultStreamChunkBytes, 256 * 1024];
 const patternBytes = 4 * mebibyte;
 
 interface IServerReady {
@@ -49,15 +56,15 @@ interface IServerReady {
   clusterId: string;
   nodeId: string;
   serviceId: string;
-  rawPort: number;
 }
 
 type TParentMessage =
   | { kind: 'stop' }
-  | { kind: 'raw-send'; bytes: number }
-  | { kind: 'order-backup' };
+  | { kind: 'raw-send'; bytes: number; frameBytes: number }
+  | { kind: 'order-backup'; backupId: string };
 type TChildMessage =
   | IServerReady
+  | { kind: 'raw-ready'; port: number }
   | { kind: 'stopped' }
   | { kind: 'backup-done'; error?: string };
 
@@ -85,7 +92,41 @@ const runServer = async (): Promise<void> => {
     },
   }) as { service: { id: string } };
 
-  // The raw baseline: a bare ws server that counts what arrives and can send the same amount back.
+  const send = (messageArg: TChildMessage): void => {
+    process.send!(messageArg);
+  };
+  process.on('message', async (messageArg: TParentMessage) => {
+    if (messageArg.kind === 'order-backup') {
+      // An administrator orders the backup; Cloudly then calls the relay, which streams the closure.
+      try {
+        await admin.call('createServiceBackup', {
+          clusterId: cluster.id, nodeId: 'bench-node', serviceId: service.id, backupId: messageArg.backupId,
+        });
+        send({ kind: 'backup-done' });
+      } catch (error) {
+        send({ kind: 'backup-done', error: String((error as { errorData?: unknown }).errorData ? JSON.stringify((error as { errorData?: unknown }).errorData) : error) });
+      }
+    } else if (messageArg.kind === 'stop') {
+      await cloudly.stop();
+      await fsp.rm(dataDir, { recursive: true, force: true });
+      send({ kind: 'stopped' });
+      process.exit(0);
+    }
+  });
+  send({
+    kind: 'ready', baseUrl: cloudly.baseUrl, relayToken, clusterId: cluster.id, nodeId: 'bench-node',
+    serviceId: service.id,
+  });
+};
+
+// ---------------------------------------------------------------- raw baseline child
+
+/**
+ * The raw baseline's server: a bare ws server in a process of its own (started like the
+ * Cloudly child), so what it allocates never shows in Cloudly's resident set. It counts what
+ * arrives and can send the same amount back.
+ */
+const runRawServer = async (): Promise<void> => {
   const wss = new WebSocketServer({ host: '127.0.0.1', port: 0, maxPayload: 64 * mebibyte });
   await new Promise<void>((resolve) => wss.once('listening', resolve));
   let rawSocket: WebSocket | null = null;
@@ -103,38 +144,19 @@ const runServer = async (): Promise<void> => {
       }
     });
   });
-
-  const send = (messageArg: TChildMessage): void => {
-    process.send!(messageArg);
-  };
   process.on('message', async (messageArg: TParentMessage) => {
     if (messageArg.kind === 'raw-send' && rawSocket) {
-      const frame = randomBytes(frameBytes);
-      for (let sent = 0; sent < messageArg.bytes; sent += frameBytes) {
+      const frame = randomBytes(messageArg.frameBytes);
+      for (let sent = 0; sent < messageArg.bytes; sent += messageArg.frameBytes) {
         await new Promise<void>((resolve, reject) => rawSocket!.send(frame, { binary: true }, (error) => (error ? reject(error) : resolve())));
-      }
-    } else if (messageArg.kind === 'order-backup') {
-      // An administrator orders the backup; Cloudly then calls the relay, which streams the closure.
-      try {
-        await admin.call('createServiceBackup', {
-          clusterId: cluster.id, nodeId: 'bench-node', serviceId: service.id, backupId: 'bench-backup',
-        });
-        send({ kind: 'backup-done' });
-      } catch (error) {
-        send({ kind: 'backup-done', error: String((error as { errorData?: unknown }).errorData ? JSON.stringify((error as { errorData?: unknown }).errorData) : error) });
       }
     } else if (messageArg.kind === 'stop') {
       wss.close();
-      await cloudly.stop();
-      await fsp.rm(dataDir, { recursive: true, force: true });
-      send({ kind: 'stopped' });
+      process.send!({ kind: 'stopped' } satisfies TChildMessage);
       process.exit(0);
     }
   });
-  send({
-    kind: 'ready', baseUrl: cloudly.baseUrl, relayToken, clusterId: cluster.id, nodeId: 'bench-node',
-    serviceId: service.id, rawPort: (wss.address() as AddressInfo).port,
-  });
+  process.send!({ kind: 'raw-ready', port: (wss.address() as AddressInfo).port } satisfies TChildMessage);
 };
 
 // ---------------------------------------------------------------- relay parent
@@ -253,30 +275,40 @@ const startPhase = (pidArg: number): ((bytesArg: number) => IPhase) => {
   };
 };
 
+/** One round: each phase once, raw phases once per frame size. */
+interface IRound {
+  backup: IPhase;
+  restore: IPhase;
+  rawUp: Map<number, IPhase>;
+  rawDown: Map<number, IPhase>;
+}
+
 interface IRunFigures {
   mode: TServerMode;
   allocatorEnv: Record<string, string>;
   idleRss: number;
   startPeak: number;
-  rawUp: IPhase;
-  rawDown: IPhase;
-  backup: IPhase;
-  restore: IPhase;
+  rounds: IRound[];
 }
 
 const pause = (msArg: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, msArg));
 
-const runOnce = async (modeArg: TServerMode, totalBytes: number): Promise<IRunFigures> => {
+const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: number): Promise<IRunFigures> => {
   const benchFile = fileURLToPath(import.meta.url);
   const childFlags = (process.env.CLOSURE_BENCH_CHILD_FLAGS ?? '').split(' ').filter(Boolean);
   const allocatorEnv = await allocatorEnvFor(modeArg);
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([nameArg]) => !nameArg.startsWith('MALLOC_')));
   const env = { ...inherited, ...allocatorEnv, CLOSURE_BENCH_BYTES: String(totalBytes), MONGOMS_DISABLE_POSTINSTALL: '1' };
-  const child = modeArg === 'tsx'
-    ? fork(benchFile, ['--server'], { execArgv: ['--import', 'tsx', ...childFlags], env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-    : fork(await compileServer(), ['--server'], { execArgv: childFlags, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const compiled = modeArg === 'compiled' ? await compileServer() : null;
+  const start = (roleArg: '--server' | '--raw-server'): ChildProcess => (compiled
+    ? fork(compiled, [roleArg], { execArgv: childFlags, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    : fork(benchFile, [roleArg], { execArgv: ['--import', 'tsx', ...childFlags], env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
+  const child = start('--server');
   const pid = child.pid!;
   const ready = await nextMessage(child, 'ready');
+  const rawChild = start('--raw-server');
+  const rawPid = rawChild.pid!;
+  const rawReady = await nextMessage(rawChild, 'raw-ready');
   const command = (messageArg: TParentMessage): void => {
     child.send(messageArg);
   };
@@ -300,7 +332,6 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number): Promise<IRunFi
     receipt: { receiptId: 'bench-export', receiptSha256: sha256 },
   };
   const relay = await CloudlyRelayClient.connect(ready.baseUrl, ready.relayToken, { timeoutMs: 60 * 60_000 });
-  await pause(1500);
   let backup: IPhase | null = null;
   relay.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', async (requestArg) => {
     const endBackup = startPhase(pid);
@@ -313,44 +344,50 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number): Promise<IRunFi
     }
     return { snapshots: [] };
   });
-  command({ kind: 'order-backup' });
-  const ordered = await nextMessage(child, 'backup-done');
-  if (ordered.error || !backup) {
-    throw new Error(`backup failed: ${ordered.error}`);
-  }
-
-  await pause(1500);
-  const endRestore = startPhase(pid);
-  const fetched = await fetchServiceDatabaseClosure(relay, { backupId: 'bench-backup', serviceId: ready.serviceId, nodeId: ready.nodeId });
-  let downloaded = 0;
-  for await (const chunk of fetched.bytes) {
-    downloaded += chunk.byteLength;
-  }
-  const restore = endRestore(downloaded);
-  if (downloaded !== totalBytes) {
-    throw new Error(`restore delivered ${downloaded} of ${totalBytes} bytes`);
-  }
-  relay.close();
-  await pause(1500);
-  // Raw binary frames, relay → server and back, between the same two processes, after the
-  // closure so the closure's peaks are not raised by what the raw phases leave behind.
-  const raw = new WebSocket(`ws://127.0.0.1:${ready.rawPort}`, { maxPayload: 64 * mebibyte, perMessageDeflate: false });
+  // The raw baseline: a bare ws client of the bench's plain ws server in the server process.
+  const raw = new WebSocket(`ws://127.0.0.1:${rawReady.port}`, { maxPayload: 64 * mebibyte, perMessageDeflate: false });
   await new Promise<void>((resolve, reject) => {
     raw.once('open', resolve);
     raw.once('error', reject);
   });
-  const frame = randomBytes(frameBytes);
-  const rawUpOnce = async (): Promise<IPhase> => {
+  await pause(1500);
+
+  /** An administrator orders the backup; Cloudly calls the relay, whose handler measures it. */
+  const backupOnce = async (backupIdArg: string): Promise<IPhase> => {
+    backup = null;
+    command({ kind: 'order-backup', backupId: backupIdArg });
+    const ordered = await nextMessage(child, 'backup-done');
+    const measured = backup as IPhase | null;
+    if (ordered.error || !measured) {
+      throw new Error(`backup failed: ${ordered.error}`);
+    }
+    return measured;
+  };
+  const restoreOnce = async (backupIdArg: string): Promise<IPhase> => {
+    const endRestore = startPhase(pid);
+    const fetched = await fetchServiceDatabaseClosure(relay, { backupId: backupIdArg, serviceId: ready.serviceId, nodeId: ready.nodeId });
+    let downloaded = 0;
+    for await (const chunk of fetched.bytes) {
+      downloaded += chunk.byteLength;
+    }
+    const restore = endRestore(downloaded);
+    if (downloaded !== totalBytes) {
+      throw new Error(`restore delivered ${downloaded} of ${totalBytes} bytes`);
+    }
+    return restore;
+  };
+  const rawUpOnce = async (frameBytesArg: number): Promise<IPhase> => {
+    const frame = randomBytes(frameBytesArg);
     const rawDone = new Promise<void>((resolve) => raw.once('message', () => resolve()));
     raw.send('reset');
-    const endRaw = startPhase(pid);
-    for (let sent = 0; sent < totalBytes; sent += frameBytes) {
+    const endRaw = startPhase(rawPid);
+    for (let sent = 0; sent < totalBytes; sent += frameBytesArg) {
       await new Promise<void>((resolve, reject) => raw.send(frame, { binary: true }, (error) => (error ? reject(error) : resolve())));
     }
     await rawDone;
-    return endRaw(totalBytes);
+    return endRaw(Math.ceil(totalBytes / frameBytesArg) * frameBytesArg);
   };
-  const rawDownOnce = async (): Promise<IPhase> => {
+  const rawDownOnce = async (frameBytesArg: number): Promise<IPhase> => {
     let rawReceived = 0;
     let listener: (dataArg: Buffer, isBinaryArg: boolean) => void = () => undefined;
     const rawDownDone = new Promise<void>((resolve) => {
@@ -364,28 +401,80 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number): Promise<IRunFi
       };
       raw.on('message', listener);
     });
-    const endRaw = startPhase(pid);
-    command({ kind: 'raw-send', bytes: totalBytes });
+    const endRaw = startPhase(rawPid);
+    rawChild.send({ kind: 'raw-send', bytes: totalBytes, frameBytes: frameBytesArg } satisfies TParentMessage);
     await rawDownDone;
     raw.off('message', listener);
-    return endRaw(totalBytes);
+    return endRaw(rawReceived);
   };
-  // Each raw direction runs twice and the faster run counts: the baseline is never understated.
-  const faster = (aArg: IPhase, bArg: IPhase): IPhase => (aArg.mibPerSecond >= bArg.mibPerSecond ? aArg : bArg);
-  const rawUp = faster(await rawUpOnce(), await rawUpOnce());
-  await pause(500);
-  const rawDown = faster(await rawDownOnce(), await rawDownOnce());
-  raw.close();
 
+  const rounds: IRound[] = [];
+  for (let round = 1; round <= roundsArg; round++) {
+    const backupId = `bench-backup-${round}`;
+    const closurePhases = async (): Promise<Pick<IRound, 'backup' | 'restore'>> => {
+      const backupPhase = await backupOnce(backupId);
+      await pause(1000);
+      const restorePhase = await restoreOnce(backupId);
+      await pause(1000);
+      return { backup: backupPhase, restore: restorePhase };
+    };
+    const rawPhases = async (): Promise<Pick<IRound, 'rawUp' | 'rawDown'>> => {
+      const rawUp = new Map<number, IPhase>();
+      const rawDown = new Map<number, IPhase>();
+      for (const size of rawFrameSizes) {
+        rawUp.set(size, await rawUpOnce(size));
+        await pause(500);
+        rawDown.set(size, await rawDownOnce(size));
+        await pause(500);
+      }
+      return { rawUp, rawDown };
+    };
+    if (round % 2 === 1) {
+      const closure = await closurePhases();
+      rounds.push({ ...closure, ...(await rawPhases()) });
+    } else {
+      const rawFigures = await rawPhases();
+      rounds.push({ ...(await closurePhases()), ...rawFigures });
+    }
+  }
+  raw.close();
+  relay.close();
+  rawChild.send({ kind: 'stop' } satisfies TParentMessage);
+  await nextMessage(rawChild, 'stopped');
   command({ kind: 'stop' });
   await nextMessage(child, 'stopped');
-  return { mode: modeArg, allocatorEnv, idleRss, startPeak, rawUp, rawDown, backup, restore };
+  return { mode: modeArg, allocatorEnv, idleRss, startPeak, rounds };
+};
+
+const median = (valuesArg: number[]): number => {
+  const sorted = [...valuesArg].sort((aArg, bArg) => aArg - bArg);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+};
+
+/** Median speed and CPU, the range of speeds, and the highest peak RSS over the rounds. */
+const summarize = (phasesArg: IPhase[]): { mibPerSecond: number; text: string } => {
+  const speeds = phasesArg.map((phaseArg) => phaseArg.mibPerSecond);
+  const mb = (bytesArg: number): string => `${(bytesArg / 1e6).toFixed(0)} MB`;
+  const mibPerSecond = median(speeds);
+  return {
+    mibPerSecond,
+    text: `${mibPerSecond.toFixed(0)} MiB/s (${Math.min(...speeds).toFixed(0)}–${Math.max(...speeds).toFixed(0)}); `
+      + `CPU s/GiB server ${median(phasesArg.map((phaseArg) => phaseArg.serverCpuPerGiB)).toFixed(2)}, `
+      + `relay ${median(phasesArg.map((phaseArg) => phaseArg.relayCpuPerGiB)).toFixed(2)}; `
+      + `peak server RSS ${mb(Math.max(...phasesArg.map((phaseArg) => phaseArg.peakRss)))} `
+      + `(per round: ${phasesArg.map((phaseArg) => mb(phaseArg.peakRss)).join(', ')})`,
+  };
 };
 
 const runRelay = async (): Promise<void> => {
   const sizeMiB = Number(process.argv[2] ?? process.env.CLOSURE_BENCH_MIB ?? 1024);
   if (!Number.isSafeInteger(sizeMiB) || sizeMiB < 1) {
     throw new Error('size must be a whole number of MiB');
+  }
+  const rounds = Number(process.env.CLOSURE_BENCH_ROUNDS ?? 3);
+  if (!Number.isSafeInteger(rounds) || rounds < 1) {
+    throw new Error('CLOSURE_BENCH_ROUNDS must be a whole number ≥ 1');
   }
   const modeSetting = process.env.CLOSURE_BENCH_SERVER ?? 'both';
   const modes: TServerMode[] = modeSetting === 'both' ? ['compiled', 'tsx'] : [modeSetting as TServerMode];
@@ -394,25 +483,45 @@ const runRelay = async (): Promise<void> => {
   }
   const percent = (valueArg: number, baseArg: number): string => `${((valueArg / baseArg) * 100).toFixed(0)}%`;
   const mb = (bytesArg: number): string => `${(bytesArg / 1e6).toFixed(0)} MB`;
-  const describe = (phaseArg: IPhase): string =>
-    `${phaseArg.mibPerSecond.toFixed(1)} MiB/s; CPU s/GiB server ${phaseArg.serverCpuPerGiB.toFixed(2)}, relay ${phaseArg.relayCpuPerGiB.toFixed(2)}; `
-    + `peak server RSS ${mb(phaseArg.peakRss)} (sampled ${mb(phaseArg.sampledRss.min)}–${mb(phaseArg.sampledRss.max)})`;
-  console.log(`closure size: ${sizeMiB} MiB, stream chunks of ${defaultStreamChunkBytes / 1024} KiB, raw frames of ${frameBytes / 1024} KiB, ${os.cpus().length} cores, node ${process.version}, load ${os.loadavg()[0].toFixed(2)}`);
+  const kib = (bytesArg: number): string => `${(bytesArg / 1024).toFixed(bytesArg % 1024 === 0 ? 0 : 1)} KiB`;
+  console.log(`closure size: ${sizeMiB} MiB, ${rounds} rounds, stream chunks of ${kib(defaultStreamChunkBytes)}, `
+    + `raw frames of ${rawFrameSizes.map(kib).join(' and ')}, ${os.cpus().length} cores, node ${process.version}, load ${os.loadavg()[0].toFixed(2)}`);
+  console.log('figures: median MiB/s (lowest–highest) over the rounds, median CPU seconds per GiB, highest peak server RSS;');
+  console.log('for raw frames "server" is the bare ws server, a process of its own started the same way as Cloudly');
   for (const mode of modes) {
-    const figures = await runOnce(mode, sizeMiB * mebibyte);
+    const figures = await runOnce(mode, sizeMiB * mebibyte, rounds);
     console.log(`server started ${mode === 'tsx' ? 'under tsx (node --import tsx)' : 'as transpiled JS (plain node)'}: `
       + `idle RSS ${mb(figures.idleRss)} (start-up peak ${mb(figures.startPeak)})`);
     const allocatorText = Object.entries(figures.allocatorEnv).map(([nameArg, valueArg]) => `${nameArg}=${valueArg}`).join(' ');
     console.log(`  server allocator environment: ${allocatorText || '(glibc defaults, no MALLOC_* set)'}`);
-    console.log(`  raw ws frames relay → server: ${describe(figures.rawUp)}`);
-    console.log(`  raw ws frames server → relay: ${describe(figures.rawDown)}`);
-    console.log(`  closure backup relay → Cloudly → fsynced blob (${percent(figures.backup.mibPerSecond, figures.rawUp.mibPerSecond)} of raw relay → server): ${describe(figures.backup)}`);
-    console.log(`  closure restore blob → Cloudly → relay, sha256 checked at both ends (${percent(figures.restore.mibPerSecond, figures.rawDown.mibPerSecond)} of raw server → relay): ${describe(figures.restore)}`);
+    /** The raw direction's figures per frame size, and the size with the higher median. */
+    const baselineOf = (pickArg: (roundArg: IRound) => Map<number, IPhase>, labelArg: string): IPhase[] => {
+      let best: IPhase[] = [];
+      for (const size of rawFrameSizes) {
+        const phases = figures.rounds.map((roundArg) => pickArg(roundArg).get(size)!);
+        console.log(`  raw ws frames ${labelArg}, ${kib(size)} frames: ${summarize(phases).text}`);
+        if (best.length === 0 || summarize(phases).mibPerSecond > summarize(best).mibPerSecond) {
+          best = phases;
+        }
+      }
+      return best;
+    };
+    const rawUp = baselineOf((roundArg) => roundArg.rawUp, 'relay → server');
+    const rawDown = baselineOf((roundArg) => roundArg.rawDown, 'server → relay');
+    const compare = (labelArg: string, phasesArg: IPhase[], baselineArg: IPhase[]): void => {
+      const perRound = phasesArg.map((phaseArg, indexArg) => percent(phaseArg.mibPerSecond, baselineArg[indexArg].mibPerSecond)).join(', ');
+      console.log(`  ${labelArg}: ${summarize(phasesArg).text}; `
+        + `${percent(summarize(phasesArg).mibPerSecond, summarize(baselineArg).mibPerSecond)} of the raw median (per round: ${perRound})`);
+    };
+    compare('closure backup relay → Cloudly → fsynced blob', figures.rounds.map((roundArg) => roundArg.backup), rawUp);
+    compare('closure restore blob → Cloudly → relay, sha256 checked at both ends', figures.rounds.map((roundArg) => roundArg.restore), rawDown);
   }
 };
 
 if (process.argv.includes('--server')) {
   await runServer();
+} else if (process.argv.includes('--raw-server')) {
+  await runRawServer();
 } else {
   await runRelay();
 }

@@ -103,7 +103,7 @@ const readChunkBytes = 1024 * 1024;
  * The final fsync (of the same file) stays what makes the bytes durable.
  */
 const stagingBytes = 2 * 1024 * 1024;
-const stagingBuffers = 4;
+const stagingBuffers = 3;
 /** Alignment used for direct writes: covers 512-byte and 4 KiB logical blocks. */
 const directAlignment = 4096;
 
