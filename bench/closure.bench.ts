@@ -6,6 +6,8 @@
  *   CLOSURE_BENCH_MIB=256 node --import tsx bench/closure.bench.ts
  *   CLOSURE_BENCH_SERVER=tsx|compiled|both                     (default both)
  *   CLOSURE_BENCH_ROUNDS=3                                     rounds per server mode (default 3)
+ *   CLOSURE_BENCH_UNTUNED=1            server without the CLI's V8 tuning (ts/core/runtimetuning.ts)
+ *   CLOSURE_BENCH_CHILD_FLAGS=--expose-gc                      server collects fully before each backup
  *   CLOSURE_BENCH_ALLOCATOR=default    compiled server without the production allocator env
  *   MALLOC_ARENA_MAX=… MALLOC_MMAP_THRESHOLD_=… …              override it for the server child
  *
@@ -71,6 +73,11 @@ type TChildMessage =
 // ---------------------------------------------------------------- server child
 
 const runServer = async (): Promise<void> => {
+  // As the CLI does before it starts Cloudly (CLOSURE_BENCH_UNTUNED=1 leaves V8 as it is).
+  if (!process.env.CLOSURE_BENCH_UNTUNED) {
+    const { tuneServerRuntime } = await import('../ts/core/runtimetuning.js');
+    tuneServerRuntime();
+  }
   const { Cloudly } = await import('../ts/classes.cloudly.js');
   const { CloudlyAdminClient } = await import('../ts/client/admin.js');
   const { Writable } = await import('node:stream');
@@ -97,6 +104,9 @@ const runServer = async (): Promise<void> => {
   };
   process.on('message', async (messageArg: TParentMessage) => {
     if (messageArg.kind === 'order-backup') {
+      // With CLOSURE_BENCH_CHILD_FLAGS=--expose-gc the server first collects fully, which puts
+      // V8 into the state a long-running server is in (see the readme's benchmark section).
+      (globalThis as { gc?: () => void }).gc?.();
       // An administrator orders the backup; Cloudly then calls the relay, which streams the closure.
       try {
         await admin.call('createServiceBackup', {

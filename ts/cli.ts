@@ -1,9 +1,11 @@
 import { Cloudly } from './classes.cloudly.js';
 import { ConfigError } from './config.js';
 import { SnapshotDamagedError } from './core/database.js';
+import { tuneServerRuntime } from './core/runtimetuning.js';
 
 /** `npm start`: read the configuration, start Cloudly, stop it gracefully on SIGTERM/SIGINT. */
 const main = async (): Promise<void> => {
+  tuneServerRuntime();
   let cloudly: Cloudly;
   try {
     cloudly = new Cloudly();
