@@ -5,6 +5,7 @@ import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { BlobStoreError, FilesystemBlobStore } from '../ts/core/blobstore.js';
+import { terminateSha256Worker } from '../ts/core/hashworker.js';
 import { sha256Hex } from '../ts/interfaces/private/canonicaljson.js';
 
 async function* chunksOf(bytesArg: Buffer, sizeArg = 1000): AsyncIterable<Buffer> {
@@ -185,6 +186,24 @@ test('with direct I/O off (as where a file system refuses it), bytes go through 
   );
   assert.equal(await store.stat('buffered-wrong'), null);
   assert.deepEqual(await store.listTemporaryFiles(), []);
+});
+
+test('a hash worker that dies in the middle of a put fails that put, leaves nothing behind, and the next put works', async () => {
+  const store = await openStore();
+  const bytes = randomBytes(12 * 1024 * 1024);
+  async function* killedHalfway(): AsyncIterable<Buffer> {
+    for (let offset = 0; offset < bytes.byteLength; offset += 256 * 1024) {
+      if (offset === 6 * 1024 * 1024) {
+        await terminateSha256Worker();
+      }
+      yield bytes.subarray(offset, offset + 256 * 1024);
+    }
+  }
+  await assert.rejects(store.put('killed', { byteLength: bytes.byteLength, sha256: sha256Hex(bytes) }, killedHalfway()), /sha256 (worker|session)/);
+  assert.equal(await store.stat('killed'), null);
+  assert.deepEqual(await store.listTemporaryFiles(), []);
+  await store.put('after', { byteLength: bytes.byteLength, sha256: sha256Hex(bytes) }, chunksOf(bytes, 256 * 1024));
+  assert.ok((await collect(store.read('after'))).equals(bytes));
 });
 
 test('keys that could escape the store are refused', async () => {

@@ -126,6 +126,15 @@ class Sha256Worker {
     };
   }
 
+  /** Ends the worker now: every hash still running fails; the next one starts a new worker. */
+  async terminate(): Promise<void> {
+    const worker = this.worker;
+    if (worker) {
+      await worker.terminate();
+      this.failWorker(worker, new Error('the sha256 worker was terminated'));
+    }
+  }
+
   private started(): Worker {
     if (this.worker) {
       return this.worker;
@@ -136,21 +145,23 @@ class Sha256Worker {
       const pending = this.waiting.get(replyArg.session)?.shift();
       pending?.resolve(replyArg.kind === 'digest' ? replyArg.hex : replyArg.buffer);
     });
-    const fail = (errorArg: Error): void => {
-      if (this.worker !== worker) {
-        return;
-      }
-      this.worker = null;
-      for (const queue of this.waiting.values()) {
-        for (const pending of queue.splice(0)) {
-          pending.reject(errorArg);
-        }
-      }
-    };
-    worker.on('error', fail);
-    worker.on('exit', (codeArg) => fail(new Error(`the sha256 worker exited (${codeArg})`)));
+    worker.on('error', (errorArg) => this.failWorker(worker, errorArg));
+    worker.on('exit', (codeArg) => this.failWorker(worker, new Error(`the sha256 worker exited (${codeArg})`)));
     this.worker = worker;
     return worker;
+  }
+
+  /** Forgets a worker that died (once) and fails every hash that waited on it. */
+  private failWorker(workerArg: Worker, errorArg: Error): void {
+    if (this.worker !== workerArg) {
+      return;
+    }
+    this.worker = null;
+    for (const queue of this.waiting.values()) {
+      for (const pending of queue.splice(0)) {
+        pending.reject(errorArg);
+      }
+    }
   }
 }
 
@@ -160,4 +171,12 @@ let shared: Sha256Worker | null = null;
 export const openWorkerSha256 = (): IWorkerSha256 => {
   shared ??= new Sha256Worker();
   return shared.open();
+};
+
+/**
+ * Ends the process's hash worker (a fault, as far as running hashes are concerned: each of them
+ * fails and its write with it). Used by the tests that prove such a failure leaves nothing behind.
+ */
+export const terminateSha256Worker = async (): Promise<void> => {
+  await shared?.terminate();
 };
