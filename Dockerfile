@@ -44,4 +44,5 @@ HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.CLOUDLY_PORT || 3000) + '/livez').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 
 ENTRYPOINT ["/usr/bin/tini", "--"]
-CMD ["node", "dist/cli.js"]
+# --max-semi-space-size: serverNodeFlags in ts/core/runtimetuning.ts (a test keeps them in step).
+CMD ["node", "--max-semi-space-size=4", "dist/cli.js"]

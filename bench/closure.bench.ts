@@ -6,7 +6,7 @@
  *   CLOSURE_BENCH_MIB=256 node --import tsx bench/closure.bench.ts
  *   CLOSURE_BENCH_SERVER=tsx|compiled|both                     (default both)
  *   CLOSURE_BENCH_ROUNDS=3                                     rounds per server mode (default 3)
- *   CLOSURE_BENCH_UNTUNED=1            server without the CLI's V8 tuning (ts/core/runtimetuning.ts)
+ *   CLOSURE_BENCH_UNTUNED=1            servers without the V8 tuning of ts/core/runtimetuning.ts
  *   CLOSURE_BENCH_CHILD_FLAGS=--expose-gc                      server collects fully before each backup
  *   CLOSURE_BENCH_ALLOCATOR=default    compiled server without the production allocator env
  *   MALLOC_ARENA_MAX=… MALLOC_MMAP_THRESHOLD_=… …              override it for the server child
@@ -73,7 +73,8 @@ type TChildMessage =
 // ---------------------------------------------------------------- server child
 
 const runServer = async (): Promise<void> => {
-  // As the CLI does before it starts Cloudly (CLOSURE_BENCH_UNTUNED=1 leaves V8 as it is).
+  // As the CLI does before it starts Cloudly (CLOSURE_BENCH_UNTUNED=1 leaves V8 as it is; the
+  // node flags of serverNodeFlags come from the parent's fork).
   if (!process.env.CLOSURE_BENCH_UNTUNED) {
     const { tuneServerRuntime } = await import('../ts/core/runtimetuning.js');
     tuneServerRuntime();
@@ -310,9 +311,12 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: numb
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([nameArg]) => !nameArg.startsWith('MALLOC_')));
   const env = { ...inherited, ...allocatorEnv, CLOSURE_BENCH_BYTES: String(totalBytes), MONGOMS_DISABLE_POSTINSTALL: '1' };
   const compiled = modeArg === 'compiled' ? await compileServer() : null;
+  // The node flags `npm start` and `npm run start:prod` pass (unless CLOSURE_BENCH_UNTUNED).
+  const { serverNodeFlags } = await import('../ts/core/runtimetuning.js');
+  const nodeFlags = [...(process.env.CLOSURE_BENCH_UNTUNED ? [] : serverNodeFlags), ...childFlags];
   const start = (roleArg: '--server' | '--raw-server'): ChildProcess => (compiled
-    ? fork(compiled, [roleArg], { execArgv: childFlags, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-    : fork(benchFile, [roleArg], { execArgv: ['--import', 'tsx', ...childFlags], env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
+    ? fork(compiled, [roleArg], { execArgv: nodeFlags, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    : fork(benchFile, [roleArg], { execArgv: ['--import', 'tsx', ...nodeFlags], env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
   const child = start('--server');
   const pid = child.pid!;
   const ready = await nextMessage(child, 'ready');

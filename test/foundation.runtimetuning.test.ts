@@ -1,8 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { serverHeapGrowingPercent } from '../ts/core/runtimetuning.js';
+import { serverHeapGrowingPercent, serverNodeFlags } from '../ts/core/runtimetuning.js';
 
 const projectRoot = path.resolve(import.meta.dirname, '..');
 
@@ -42,4 +43,24 @@ test('the server tuning makes V8 grow the heap by the configured factor after a 
   // young, small heap), so the check above is not passing for a reason of V8's own.
   assert.ok(factors(untuned).length > 0);
   assert.ok(factors(untuned).every((factorArg) => factorArg !== expected), `untuned factors ${factors(untuned).join(', ')}`);
+});
+
+test('npm start, npm run start:prod and the Dockerfile pass every node flag of serverNodeFlags', async () => {
+  const scripts = (JSON.parse(await fs.readFile(path.join(projectRoot, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+  const dockerfile = await fs.readFile(path.join(projectRoot, 'Dockerfile'), 'utf8');
+  const command = /^CMD (\[.*\])$/m.exec(dockerfile)?.[1];
+  assert.ok(command, 'the Dockerfile has an exec-form CMD');
+  const dockerArguments = JSON.parse(command) as string[];
+  assert.ok(serverNodeFlags.length > 0);
+  for (const flag of serverNodeFlags) {
+    for (const name of ['start', 'start:prod']) {
+      const words = scripts[name].split(/\s+/);
+      assert.equal(words[0], 'node', `${name} runs node`);
+      // Node options must come before the script (or the loader) to reach node at all.
+      const scriptIndex = words.findIndex((wordArg) => wordArg === '--import' || wordArg.endsWith('.js') || wordArg.endsWith('.ts'));
+      assert.ok(words.indexOf(flag) > 0 && words.indexOf(flag) < scriptIndex, `${name} passes ${flag} to node: ${scripts[name]}`);
+    }
+    assert.equal(dockerArguments[0], 'node');
+    assert.ok(dockerArguments.indexOf(flag) > 0 && dockerArguments.indexOf(flag) < dockerArguments.indexOf('dist/cli.js'), `the Dockerfile CMD passes ${flag}`);
+  }
 });
