@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { openWorkerSha256, type IWorkerSha256 } from './hashworker.js';
+import { StagedSha256, stagingSlotOf, type IStagingSlot } from './hashworker.js';
 
 /**
  * Durable storage for large byte objects (database closures, archive objects) that must
@@ -93,7 +93,8 @@ const readChunkBytes = 1024 * 1024;
 
 /**
  * Received bytes are copied into a few staging buffers; each full buffer is hashed (by the
- * sha256 worker, see hashworker.ts) and then written out while the next ones fill.
+ * sha256 worker, see `StagedSha256` in hashworker.ts) and then written out while the next
+ * ones fill.
  *
  * Writes are direct (past the page cache) where the file system allows: filling the page cache
  * with a GiB of fresh pages cost about 2 s of system time per GiB on the benchmark VM (the host
@@ -150,35 +151,20 @@ const findAlignedViews = async (
 };
 
 /**
- * One staging buffer: its own allocation (so it can be transferred to the hash worker alone),
- * the offset at which its `stagingBytes` start, and what it still waits for.
- */
-interface IStagingSlot {
-  memory: ArrayBuffer;
-  offset: number;
-  view: Buffer;
-  /** Its hashing and write, or null when it is free. */
-  busy: Promise<void> | null;
-}
-
-/**
- * Writes a new file from pushed chunks through the staging buffers and hashes what it writes.
- * A staging buffer is filled again only after it was hashed and written.
+ * Writes a new file from pushed chunks through the staging buffers of a `StagedSha256`, which
+ * hashes each buffer on the worker thread before it is written here.
  */
 class StagedFileWriter {
-  private turn = 0;
-  private filled = 0;
-  private position = 0;
   private unsyncedBytes = 0;
-  private pendingSync: Promise<void> | null = null;
-  private digested = false;
+  private readonly staging: StagedSha256;
 
   private constructor(
     private readonly handle: fs.FileHandle,
     private readonly direct: fs.FileHandle | null,
-    private readonly slots: IStagingSlot[],
-    private readonly hash: IWorkerSha256,
-  ) {}
+    slotsArg: IStagingSlot[],
+  ) {
+    this.staging = new StagedSha256(slotsArg, (bytesArg, positionArg) => this.write(bytesArg, positionArg));
+  }
 
   /**
    * A writer for the new, empty file at `pathArg`, already open as `handleArg`. It writes
@@ -186,13 +172,6 @@ class StagedFileWriter {
    * memory is found (some file systems refuse them), through `handleArg` otherwise.
    */
   static async open(pathArg: string, handleArg: fs.FileHandle, directIoArg: boolean): Promise<StagedFileWriter> {
-    const slab = (): Buffer => Buffer.allocUnsafeSlow(stagingBytes + directAlignment);
-    const slotOf = (memoryArg: Buffer, offsetArg: number): IStagingSlot => ({
-      memory: memoryArg.buffer as ArrayBuffer,
-      offset: offsetArg,
-      view: Buffer.from(memoryArg.buffer, offsetArg, stagingBytes),
-      busy: null,
-    });
     let direct: fs.FileHandle | null = null;
     const slots: IStagingSlot[] = [];
     if (directIoArg) {
@@ -201,12 +180,12 @@ class StagedFileWriter {
       // Each probe writes one block at the start of the still empty file; it is truncated away.
       let guess = 0;
       while (probe && slots.length < stagingBuffers) {
-        const memory = slab();
+        const memory = Buffer.allocUnsafeSlow(stagingBytes + directAlignment);
         const offset = await findAlignedOffset(memory, (slabArg, offsetArg) => probe.write(slabArg, offsetArg, directAlignment, 0), guess);
         if (offset === null) {
           break;
         }
-        slots.push(slotOf(memory, offset));
+        slots.push(stagingSlotOf(memory, offset, stagingBytes));
         guess = offset;
       }
       const emptied = slots.length === stagingBuffers && await handleArg.truncate(0).then(() => true, () => false);
@@ -216,92 +195,44 @@ class StagedFileWriter {
         slots.length = 0;
       }
     }
-    while (slots.length < stagingBuffers) {
-      slots.push(slotOf(slab(), 0));
-    }
-    return new StagedFileWriter(handleArg, direct, slots, openWorkerSha256());
+    return new StagedFileWriter(handleArg, direct, slots.length > 0 ? slots : StagedSha256.plainSlots(stagingBuffers, stagingBytes));
   }
 
   /** Copies the chunk into the staging buffers, writing each one out as it fills. */
-  async push(chunkArg: Uint8Array): Promise<void> {
-    let consumed = 0;
-    while (consumed < chunkArg.byteLength) {
-      const take = Math.min(chunkArg.byteLength - consumed, stagingBytes - this.filled);
-      this.slots[this.turn].view.set(chunkArg.subarray(consumed, consumed + take), this.filled);
-      this.filled += take;
-      consumed += take;
-      if (this.filled === stagingBytes) {
-        await this.submitCurrent();
-      }
-    }
+  push(chunkArg: Uint8Array): Promise<void> {
+    return this.staging.push(chunkArg);
   }
 
   /** Writes the rest, waits for every write, and answers the sha256 of all pushed bytes. */
-  async finish(): Promise<string> {
-    if (this.filled > 0) {
-      await this.submitCurrent();
-    }
-    await this.settle();
-    this.digested = true;
-    return this.hash.digest();
+  finish(): Promise<string> {
+    return this.staging.finish();
   }
 
-  /** Waits for the writes and syncs in flight, whatever their outcome, then fails with the first failure. */
-  async settle(): Promise<void> {
-    const pending = [...this.slots.map((slotArg) => slotArg.busy), this.pendingSync];
-    for (const slot of this.slots) {
-      slot.busy = null;
-    }
-    const results = await Promise.allSettled(pending);
-    const failed = results.find((resultArg): resultArg is PromiseRejectedResult => resultArg.status === 'rejected');
-    if (failed) {
-      throw failed.reason;
-    }
+  /** Waits for the writes in flight, whatever their outcome, then fails with the first failure. */
+  settle(): Promise<void> {
+    return this.staging.settle();
   }
 
   /** Releases the direct handle and the hash; the ordinary handle stays the caller's. */
   async close(): Promise<void> {
-    await this.settle().catch(() => undefined);
-    if (!this.digested) {
-      this.digested = true;
-      this.hash.discard();
-    }
+    await this.staging.close();
     await this.direct?.close().catch(() => undefined);
   }
 
-  private async submitCurrent(): Promise<void> {
-    const slot = this.slots[this.turn];
-    const length = this.filled;
-    const position = this.position;
-    this.position += length;
-    this.filled = 0;
-    // Direct writes only of whole aligned blocks; positions stay aligned because every
-    // buffer but the last is full.
-    const target = this.direct && length % directAlignment === 0 ? this.direct : this.handle;
-    const work = this.hash.update(slot.memory, slot.offset, length).then((memoryArg) => {
-      slot.memory = memoryArg;
-      slot.view = Buffer.from(memoryArg, slot.offset, stagingBytes);
-      return writeAllFullyAt(target, slot.view.subarray(0, length), position);
-    });
-    // Observed here so a failure is never an unhandled rejection; it is rethrown when awaited.
-    work.catch(() => undefined);
-    slot.busy = work;
+  /**
+   * Writes one hashed staging buffer at its position: directly when it is whole aligned blocks
+   * (every buffer but the last is full, so positions stay aligned), through the page cache
+   * otherwise, with a flush every `backgroundSyncBytes` there.
+   */
+  private async write(bytesArg: Buffer, positionArg: number): Promise<void> {
+    const target = this.direct && bytesArg.byteLength % directAlignment === 0 ? this.direct : this.handle;
+    await writeAllFullyAt(target, bytesArg, positionArg);
     if (target === this.handle) {
-      this.unsyncedBytes += length;
-      if (this.unsyncedBytes >= backgroundSyncBytes && !this.pendingSync) {
+      this.unsyncedBytes += bytesArg.byteLength;
+      if (this.unsyncedBytes >= backgroundSyncBytes) {
         this.unsyncedBytes = 0;
-        const sync = work.then(() => this.handle.datasync()).finally(() => {
-          this.pendingSync = null;
-        });
-        sync.catch(() => undefined);
-        this.pendingSync = sync;
+        await this.handle.datasync();
       }
-    }
-    this.turn = (this.turn + 1) % this.slots.length;
-    const next = this.slots[this.turn].busy;
-    if (next) {
-      this.slots[this.turn].busy = null;
-      await next;
     }
   }
 }

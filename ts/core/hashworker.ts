@@ -180,3 +180,121 @@ export const openWorkerSha256 = (): IWorkerSha256 => {
 export const terminateSha256Worker = async (): Promise<void> => {
   await shared?.terminate();
 };
+
+/**
+ * One staging buffer: an allocation of its own (so it can be transferred to the hash worker
+ * alone), the offset at which its bytes start (aligned ones, for direct writes), and what it
+ * still waits for.
+ */
+export interface IStagingSlot {
+  memory: ArrayBuffer;
+  offset: number;
+  /** Bytes the slot holds. */
+  size: number;
+  view: Buffer;
+  /** Its hashing and what follows it, or null when it is free. */
+  busy: Promise<void> | null;
+}
+
+/** A staging slot of `sizeArg` bytes starting at `offsetArg` of `memoryArg` (a buffer of its own). */
+export const stagingSlotOf = (memoryArg: Buffer, offsetArg: number, sizeArg: number): IStagingSlot => ({
+  memory: memoryArg.buffer as ArrayBuffer,
+  offset: offsetArg,
+  size: sizeArg,
+  view: Buffer.from(memoryArg.buffer, offsetArg, sizeArg),
+  busy: null,
+});
+
+/**
+ * Hashes pushed bytes on the worker thread. The bytes are copied into a few staging buffers;
+ * each full buffer is transferred to the worker, and when it comes back `afterHashArg` (e.g. a
+ * file write) gets its bytes and position, while the next buffers fill. A buffer is filled again
+ * only after both finished, so at most all buffers' bytes are in flight. The pushed chunks
+ * themselves are never kept.
+ */
+export class StagedSha256 {
+  private turn = 0;
+  private filled = 0;
+  private position = 0;
+  private finished = false;
+  private readonly hash = openWorkerSha256();
+
+  constructor(
+    private readonly slots: IStagingSlot[],
+    private readonly afterHashArg: (bytesArg: Buffer, positionArg: number) => Promise<void> = async () => undefined,
+  ) {}
+
+  /** `countArg` staging buffers of `sizeArg` bytes without alignment. */
+  static plainSlots(countArg: number, sizeArg: number): IStagingSlot[] {
+    return Array.from({ length: countArg }, () => stagingSlotOf(Buffer.allocUnsafeSlow(sizeArg), 0, sizeArg));
+  }
+
+  /** Copies the chunk into the staging buffers, handing each one on as it fills. */
+  async push(chunkArg: Uint8Array): Promise<void> {
+    let consumed = 0;
+    while (consumed < chunkArg.byteLength) {
+      const slot = this.slots[this.turn];
+      const take = Math.min(chunkArg.byteLength - consumed, slot.size - this.filled);
+      slot.view.set(chunkArg.subarray(consumed, consumed + take), this.filled);
+      this.filled += take;
+      consumed += take;
+      if (this.filled === slot.size) {
+        await this.submitCurrent();
+      }
+    }
+  }
+
+  /** Hands on the rest, waits for everything, and answers the sha256 of all pushed bytes. */
+  async finish(): Promise<string> {
+    if (this.filled > 0) {
+      await this.submitCurrent();
+    }
+    await this.settle();
+    this.finished = true;
+    return this.hash.digest();
+  }
+
+  /** Waits for every buffer still in flight, whatever its outcome, then fails with the first failure. */
+  async settle(): Promise<void> {
+    const pending = this.slots.map((slotArg) => slotArg.busy);
+    for (const slot of this.slots) {
+      slot.busy = null;
+    }
+    const results = await Promise.allSettled(pending);
+    const failed = results.find((resultArg): resultArg is PromiseRejectedResult => resultArg.status === 'rejected');
+    if (failed) {
+      throw failed.reason;
+    }
+  }
+
+  /** Waits for what is in flight and gives the hash up unless it was finished. */
+  async close(): Promise<void> {
+    await this.settle().catch(() => undefined);
+    if (!this.finished) {
+      this.finished = true;
+      this.hash.discard();
+    }
+  }
+
+  private async submitCurrent(): Promise<void> {
+    const slot = this.slots[this.turn];
+    const length = this.filled;
+    const position = this.position;
+    this.position += length;
+    this.filled = 0;
+    const work = this.hash.update(slot.memory, slot.offset, length).then((memoryArg) => {
+      slot.memory = memoryArg;
+      slot.view = Buffer.from(memoryArg, slot.offset, slot.size);
+      return this.afterHashArg(slot.view.subarray(0, length), position);
+    });
+    // Observed here so a failure is never an unhandled rejection; it is rethrown when awaited.
+    work.catch(() => undefined);
+    slot.busy = work;
+    this.turn = (this.turn + 1) % this.slots.length;
+    const next = this.slots[this.turn].busy;
+    if (next) {
+      this.slots[this.turn].busy = null;
+      await next;
+    }
+  }
+}
