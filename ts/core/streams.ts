@@ -376,20 +376,64 @@ export const streamChannelOf = (peerArg: IBinaryFramePeer, optionsArg?: IStreamC
   return channel;
 };
 
-/** The sending end: waits for credit, never has more than the granted window in flight. */
-export class StreamSender {
-  private credit = 0;
+/**
+ * What both ends of a stream share: the stream settles once, either end can abort it with a
+ * reason the other end is told, and each waits for its next event at most the channel's idle
+ * time before it aborts the stream.
+ */
+abstract class StreamEnd {
+  protected settled = false;
+  protected error: StreamAbortedError | null = null;
   private wakeup: IWakeup | null = null;
-  private error: StreamAbortedError | null = null;
+
+  constructor(protected readonly channel: StreamChannel, public readonly streamId: string) {}
+
+  get isSettled(): boolean {
+    return this.settled;
+  }
+
+  /** Gives up on the stream and tells the other end why. */
+  abort(reasonArg: string): void {
+    if (this.settled) {
+      return;
+    }
+    this.channel.sendAbort(this.streamId, reasonArg);
+    this.fail(new StreamAbortedError(reasonArg, false));
+  }
+
+  /** @internal Settles the stream as failed with `errorArg`, telling whoever waits. */
+  abstract fail(errorArg: StreamAbortedError): void;
+
+  protected wake(): void {
+    const wakeup = this.wakeup;
+    this.wakeup = null;
+    wakeup?.wake();
+  }
+
+  /** Waits for the next `wake()`; without one within the idle time the stream is aborted. */
+  protected async nextWakeup(): Promise<void> {
+    this.wakeup = createWakeup();
+    const timer = setTimeout(() => this.abort(streamAbortReasons.idleTimeout), this.channel.idleTimeoutMs);
+    try {
+      await this.wakeup.promise;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** The sending end: waits for credit, never has more than the granted window in flight. */
+export class StreamSender extends StreamEnd {
+  private credit = 0;
   private ended = false;
-  private settled = false;
   private resolveCompletion!: (receiptArg: unknown) => void;
   private rejectCompletion!: (errorArg: StreamAbortedError) => void;
   /** Settles with the receiver's receipt once it consumed and settled the stream. */
   public readonly completion: Promise<unknown>;
   public bytesSent = 0;
 
-  constructor(private readonly channel: StreamChannel, public readonly streamId: string) {
+  constructor(channelArg: StreamChannel, streamIdArg: string) {
+    super(channelArg, streamIdArg);
     this.completion = new Promise<unknown>((resolve, reject) => {
       this.resolveCompletion = resolve;
       this.rejectCompletion = reject;
@@ -401,10 +445,6 @@ export class StreamSender {
   /** The reference to put into the JSON message. */
   reference<TDirection extends 'send' | 'receive'>(directionArg: TDirection): TVirtualStream<TDirection> {
     return { kind: 'cloudly-byte-stream', streamId: this.streamId, direction: directionArg };
-  }
-
-  get isSettled(): boolean {
-    return this.settled;
   }
 
   /** Sends the bytes, waiting for credit as needed. Rejects if the stream was aborted. */
@@ -455,15 +495,6 @@ export class StreamSender {
       throw error;
     }
     return this.end();
-  }
-
-  /** Gives up on the stream and tells the receiver why. */
-  abort(reasonArg: string): void {
-    if (this.settled) {
-      return;
-    }
-    this.channel.sendAbort(this.streamId, reasonArg);
-    this.fail(new StreamAbortedError(reasonArg, false));
   }
 
   /** @internal */
@@ -517,24 +548,12 @@ export class StreamSender {
     this.completionTimer.unref();
   }
 
-  private wake(): void {
-    const wakeup = this.wakeup;
-    this.wakeup = null;
-    wakeup?.wake();
-  }
-
   private async waitForCredit(): Promise<void> {
     while (this.credit <= 0) {
       if (this.error) {
         throw this.error;
       }
-      this.wakeup = createWakeup();
-      const timer = setTimeout(() => this.abort(streamAbortReasons.idleTimeout), this.channel.idleTimeoutMs);
-      try {
-        await this.wakeup.promise;
-      } finally {
-        clearTimeout(timer);
-      }
+      await this.nextWakeup();
     }
     if (this.error) {
       throw this.error;
@@ -547,25 +566,16 @@ export class StreamSender {
  * bytes out. Iteration ends at the sender's end signal and throws `StreamAbortedError` on
  * abort, timeout or disconnect. After consuming, call `complete(receipt)` or `abort(reason)`.
  */
-export class StreamReceiver implements AsyncIterable<Buffer> {
+export class StreamReceiver extends StreamEnd implements AsyncIterable<Buffer> {
   private readonly queue: Buffer[] = [];
   private outstandingCredit = 0;
   private consumedSinceGrant = 0;
   private ended = false;
-  private settled = false;
-  private error: StreamAbortedError | null = null;
-  private wakeup: IWakeup | null = null;
   public bytesReceived = 0;
-
-  constructor(private readonly channel: StreamChannel, public readonly streamId: string) {}
 
   /** @internal */
   start(): void {
     this.grant(this.channel.windowBytes);
-  }
-
-  get isSettled(): boolean {
-    return this.settled;
   }
 
   /** Tells the sender the bytes are settled, with a JSON receipt it receives as completion. */
@@ -583,15 +593,6 @@ export class StreamReceiver implements AsyncIterable<Buffer> {
     this.settled = true;
     this.channel.forget(this.streamId);
     this.channel.send('complete', this.streamId, payload);
-  }
-
-  /** Refuses the stream and tells the sender why. */
-  abort(reasonArg: string): void {
-    if (this.settled) {
-      return;
-    }
-    this.channel.sendAbort(this.streamId, reasonArg);
-    this.fail(new StreamAbortedError(reasonArg, false));
   }
 
   /** @internal */
@@ -645,13 +646,7 @@ export class StreamReceiver implements AsyncIterable<Buffer> {
           if (this.ended) {
             return { value: undefined, done: true };
           }
-          this.wakeup = createWakeup();
-          const timer = setTimeout(() => this.abort(streamAbortReasons.idleTimeout), this.channel.idleTimeoutMs);
-          try {
-            await this.wakeup.promise;
-          } finally {
-            clearTimeout(timer);
-          }
+          await this.nextWakeup();
         }
       },
       return: async (): Promise<IteratorResult<Buffer>> => {
@@ -676,11 +671,5 @@ export class StreamReceiver implements AsyncIterable<Buffer> {
     } catch (error) {
       this.fail(error instanceof StreamAbortedError ? error : new StreamAbortedError(streamAbortReasons.disconnected, false));
     }
-  }
-
-  private wake(): void {
-    const wakeup = this.wakeup;
-    this.wakeup = null;
-    wakeup?.wake();
   }
 }
