@@ -220,9 +220,6 @@ async function* patternStream(patternArg: Buffer, totalArg: number): AsyncIterab
   }
 }
 
-const mibPerSecond = (bytesArg: number, startedArg: bigint): number =>
-  (bytesArg / mebibyte) / (Number(process.hrtime.bigint() - startedArg) / 1e9);
-
 /**
  * Transpiles the sources as `npm run build` does (scripts/build.ts), plus this file, into a
  * folder under node_modules so the packages resolve as they do for the sources.
@@ -460,6 +457,8 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: numb
   return { mode: modeArg, allocatorEnv, idleRss, startPeak, rounds };
 };
 
+const mb = (bytesArg: number): string => `${(bytesArg / 1e6).toFixed(0)} MB`;
+
 const median = (valuesArg: number[]): number => {
   const sorted = [...valuesArg].sort((aArg, bArg) => aArg - bArg);
   const middle = Math.floor(sorted.length / 2);
@@ -469,7 +468,6 @@ const median = (valuesArg: number[]): number => {
 /** Median speed and CPU, the range of speeds, and the highest peak RSS over the rounds. */
 const summarize = (phasesArg: IPhase[]): { mibPerSecond: number; text: string } => {
   const speeds = phasesArg.map((phaseArg) => phaseArg.mibPerSecond);
-  const mb = (bytesArg: number): string => `${(bytesArg / 1e6).toFixed(0)} MB`;
   const mibPerSecond = median(speeds);
   return {
     mibPerSecond,
@@ -496,7 +494,6 @@ const runRelay = async (): Promise<void> => {
     throw new Error('CLOSURE_BENCH_SERVER must be tsx, compiled or both');
   }
   const percent = (valueArg: number, baseArg: number): string => `${((valueArg / baseArg) * 100).toFixed(0)}%`;
-  const mb = (bytesArg: number): string => `${(bytesArg / 1e6).toFixed(0)} MB`;
   const kib = (bytesArg: number): string => `${(bytesArg / 1024).toFixed(bytesArg % 1024 === 0 ? 0 : 1)} KiB`;
   console.log(`closure size: ${sizeMiB} MiB, ${rounds} rounds, stream chunks of ${kib(defaultStreamChunkBytes)}, `
     + `raw frames of ${rawFrameSizes.map(kib).join(' and ')}, ${os.cpus().length} cores, node ${process.version}, load ${os.loadavg()[0].toFixed(2)}`);
@@ -510,22 +507,24 @@ const runRelay = async (): Promise<void> => {
     console.log(`  server allocator environment: ${allocatorText || '(glibc defaults, no MALLOC_* set)'}`);
     /** The raw direction's figures per frame size, and the size with the higher median. */
     const baselineOf = (pickArg: (roundArg: IRound) => Map<number, IPhase>, labelArg: string): IPhase[] => {
-      let best: IPhase[] = [];
+      let best: { phases: IPhase[]; mibPerSecond: number } | null = null;
       for (const size of rawFrameSizes) {
         const phases = figures.rounds.map((roundArg) => pickArg(roundArg).get(size)!);
-        console.log(`  raw ws frames ${labelArg}, ${kib(size)} frames: ${summarize(phases).text}`);
-        if (best.length === 0 || summarize(phases).mibPerSecond > summarize(best).mibPerSecond) {
-          best = phases;
+        const summary = summarize(phases);
+        console.log(`  raw ws frames ${labelArg}, ${kib(size)} frames: ${summary.text}`);
+        if (!best || summary.mibPerSecond > best.mibPerSecond) {
+          best = { phases, mibPerSecond: summary.mibPerSecond };
         }
       }
-      return best;
+      return best!.phases;
     };
     const rawUp = baselineOf((roundArg) => roundArg.rawUp, 'relay → server');
     const rawDown = baselineOf((roundArg) => roundArg.rawDown, 'server → relay');
     const compare = (labelArg: string, phasesArg: IPhase[], baselineArg: IPhase[]): void => {
       const perRound = phasesArg.map((phaseArg, indexArg) => percent(phaseArg.mibPerSecond, baselineArg[indexArg].mibPerSecond)).join(', ');
-      console.log(`  ${labelArg}: ${summarize(phasesArg).text}; `
-        + `${percent(summarize(phasesArg).mibPerSecond, summarize(baselineArg).mibPerSecond)} of the raw median (per round: ${perRound})`);
+      const summary = summarize(phasesArg);
+      const baselineMedian = median(baselineArg.map((phaseArg) => phaseArg.mibPerSecond));
+      console.log(`  ${labelArg}: ${summary.text}; ${percent(summary.mibPerSecond, baselineMedian)} of the raw median (per round: ${perRound})`);
     };
     compare('closure backup relay → Cloudly → fsynced blob', figures.rounds.map((roundArg) => roundArg.backup), rawUp);
     compare('closure restore blob → Cloudly → relay, sha256 checked at both ends', figures.rounds.map((roundArg) => roundArg.restore), rawDown);

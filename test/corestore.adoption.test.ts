@@ -7,7 +7,6 @@ import { derivePlatformBindingId } from '../ts/manager.corestore/adoption.js';
 import type {
   ICorestoreLegacyResourceInventoryService,
   IPlatformBinding,
-  TClusterCorestoreLegacyResourceInventory,
 } from '../ts/interfaces/data/index.js';
 import type {
   IReq_Any_Cloudly_AdoptCorestoreLegacyResources,
