@@ -5,6 +5,8 @@ import { serverNodeFlags } from '../../ts/core/runtimetuning.js';
 /** Runs `npm start`'s entry point as a real child process, for crash and start-up tests. */
 
 const projectRoot = path.resolve(import.meta.dirname, '..', '..');
+/** node's arguments for the CLI, as `npm start` gives them. */
+const cliArguments = [...serverNodeFlags, '--import', 'tsx', 'ts/cli.ts'];
 
 export interface ICloudlyProcess {
   child: ChildProcess;
@@ -26,7 +28,7 @@ export const cloudlyProcessEnv = (dataDirArg: string, extraArg: Record<string, s
 
 /** Starts the CLI and waits for its "listening" line; rejects with its output if it exits first. */
 export const startCloudlyProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> => new Promise((resolve, reject) => {
-  const child = spawn(process.execPath, [...serverNodeFlags, '--import', 'tsx', 'ts/cli.ts'], { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, cliArguments, { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const onData = (chunkArg: Buffer) => {
     output += chunkArg.toString();
@@ -43,7 +45,7 @@ export const startCloudlyProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudly
 /** Runs the CLI to completion (for start-up refusals); resolves with its exit code and output. */
 export const runCloudlyProcessToExit = (envArg: NodeJS.ProcessEnv, timeoutMsArg = 30_000): Promise<{ code: number | null; output: string }> =>
   new Promise((resolve) => {
-    const child = spawn(process.execPath, [...serverNodeFlags, '--import', 'tsx', 'ts/cli.ts'], { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, cliArguments, { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
     child.stderr.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
