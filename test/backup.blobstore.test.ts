@@ -63,6 +63,32 @@ for (const [label, expectedLength, expectedSha, code] of [
   });
 }
 
+test('a source that asks for its chunks back gets each one once, after the store copied it, and the bytes stay exact', async () => {
+  const store = await openStore();
+  const bytes = randomBytes(5 * 1024 * 1024 + 3);
+  const yielded: Buffer[] = [];
+  const released: Uint8Array[] = [];
+  const source = {
+    async *[Symbol.asyncIterator]() {
+      for (let offset = 0; offset < bytes.byteLength; offset += 300_000) {
+        // A chunk of its own, which the source scribbles over when it gets it back.
+        const chunk = Buffer.from(bytes.subarray(offset, offset + 300_000));
+        yielded.push(chunk);
+        yield chunk;
+        assert.equal(released.at(-1), chunk, 'the store gave the chunk back before asking for the next');
+      }
+    },
+    release(chunkArg: Uint8Array) {
+      released.push(chunkArg);
+      chunkArg.fill(0);
+    },
+  };
+  const record = await store.put('closures/released', { byteLength: bytes.byteLength, sha256: sha256Hex(bytes) }, source);
+  assert.equal(record.sha256, sha256Hex(bytes));
+  assert.deepEqual(released, yielded);
+  assert.ok((await collect(store.read('closures/released'))).equals(bytes));
+});
+
 test('a source that fails midway leaves nothing behind', async () => {
   const store = await openStore();
   async function* failing(): AsyncIterable<Buffer> {

@@ -335,3 +335,43 @@ test('a stream reference is refused with every reason', () => {
   assert.equal(frame?.streamId, 'ab'.repeat(16));
   assert.equal(frame?.payload.readUInt32BE(0), 256);
 });
+
+test('released chunks free their own frame memory at once; bytes copied out first stay exact, shared memory is left alone', async () => {
+  const { canReleaseMemory } = await import('../ts/core/memoryrelease.js');
+  assert.equal(canReleaseMemory(), true, 'this runtime can detach ArrayBuffers (native or through the flagged builtin)');
+  const pair = await openPair();
+  try {
+    const bytes = randomBytes(4 * 1024 * 1024 + 5);
+    const sender = pair.client.openSender();
+    const receiver = pair.server.attachReceiver(sender.streamId);
+    const sent = sender.pipeFrom((async function* () {
+      yield bytes;
+      // A small piece: ws hands it over as a view into a socket read, shared with other bytes.
+      yield Buffer.from('tail');
+    })());
+    const copy = Buffer.alloc(bytes.byteLength + 4);
+    let copied = 0;
+    let freed = 0;
+    let kept = 0;
+    for await (const chunk of receiver) {
+      const length = chunk.byteLength;
+      chunk.copy(copy, copied);
+      copied += length;
+      receiver.release(chunk);
+      if (chunk.byteLength === 0) {
+        freed += 1;
+      } else {
+        assert.equal(chunk.byteLength, length, 'a chunk is either freed whole or left as it was');
+        kept += 1;
+      }
+    }
+    receiver.complete(copied);
+    assert.equal(await sent, bytes.byteLength + 4);
+    assert.ok(copy.equals(Buffer.concat([bytes, Buffer.from('tail')])), 'every byte arrived as sent');
+    // 4 MiB in frames of the default chunk size: each came in a buffer of its own.
+    assert.ok(freed >= Math.floor(bytes.byteLength / (127 * 1024)), `freed ${freed} frames`);
+    assert.ok(kept >= 1, 'the small piece shared its memory and was not freed');
+  } finally {
+    await pair.close();
+  }
+});

@@ -41,6 +41,15 @@ export class BlobStoreError extends Error {
   }
 }
 
+/**
+ * The bytes `put` stores. A source may ask for each chunk back once the store has copied it
+ * out (`release`), e.g. to free the chunk's memory at once; the store never touches a chunk
+ * after releasing it.
+ */
+export interface IBlobSource extends AsyncIterable<Uint8Array> {
+  release?(chunkArg: Uint8Array): void;
+}
+
 export interface IBlobStore {
   /**
    * Stores exactly the expected bytes under `key`. Refuses short, long or wrong bytes
@@ -48,7 +57,7 @@ export interface IBlobStore {
    * the caller settles it (e.g. aborts a stream with the error's code). Chunks are kept
    * until written, so a source must not reuse a chunk's memory after yielding it.
    */
-  put(keyArg: string, expectedArg: IBlobExpectation, sourceArg: AsyncIterable<Uint8Array>): Promise<IStoredBlobRecord>;
+  put(keyArg: string, expectedArg: IBlobExpectation, sourceArg: IBlobSource): Promise<IStoredBlobRecord>;
   /** The record of a durable blob, or null. */
   stat(keyArg: string): Promise<IStoredBlobRecord | null>;
   /**
@@ -283,7 +292,7 @@ export class FilesystemBlobStore implements IBlobStore {
     return fs.readdir(this.tmpDir);
   }
 
-  async put(keyArg: string, expectedArg: IBlobExpectation, sourceArg: AsyncIterable<Uint8Array>): Promise<IStoredBlobRecord> {
+  async put(keyArg: string, expectedArg: IBlobExpectation, sourceArg: IBlobSource): Promise<IStoredBlobRecord> {
     await this.init();
     const { blobPath, recordPath } = this.pathsOf(keyArg);
     if (await this.stat(keyArg)) {
@@ -311,6 +320,7 @@ export class FilesystemBlobStore implements IBlobStore {
           }
           written += chunk.byteLength;
           await writer.push(chunk);
+          sourceArg.release?.(chunk);
         }
         sha256 = await writer.finish();
       } finally {

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { TVirtualStream } from '../interfaces/requests/backup.js';
+import { releaseMemory } from './memoryrelease.js';
 
 /**
  * The project's own byte-stream channel.
@@ -593,6 +594,25 @@ export class StreamReceiver extends StreamEnd implements AsyncIterable<Buffer> {
     this.settled = true;
     this.channel.forget(this.streamId);
     this.channel.send('complete', this.streamId, payload);
+  }
+
+  /**
+   * The consumer is done with a chunk this receiver yielded (it copied or wrote the bytes out).
+   * When the chunk's memory holds its own frame and nothing else (ws assembled the frame in a
+   * buffer of its own, as it does for frames that span socket reads), that memory is freed now
+   * rather than at the collector's next full collection (see memoryrelease.ts), and the chunk
+   * reads as empty afterwards. Memory shared with other bytes is left to the collector.
+   */
+  release(chunkArg: Uint8Array): void {
+    const memory = chunkArg.buffer;
+    if (
+      chunkArg.byteOffset === streamFrameHeaderLength &&
+      memory.byteLength === streamFrameHeaderLength + chunkArg.byteLength &&
+      memory.byteLength > Buffer.poolSize &&
+      memory instanceof ArrayBuffer
+    ) {
+      releaseMemory(memory);
+    }
   }
 
   /** @internal */
