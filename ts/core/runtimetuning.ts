@@ -15,7 +15,9 @@ import * as v8 from 'node:v8';
  * external memory); `--heap-growing-percent=100` fixes it at 2.0 after every full collection,
  * which brought repeated backups back to 1.34–1.44 s/GiB with the peak resident set in the
  * same range (closure benchmark, readme). A young process gets 2.0 where V8 would have given up
- * to 4.0, so it collects somewhat earlier than before.
+ * to 4.0, so it collects somewhat earlier than before. Since then the blob store frees each
+ * received frame's buffer as soon as it has copied the bytes out (memoryrelease.ts), which
+ * halves that churn; the socket reads remain, so the factor still matters.
  */
 export const serverHeapGrowingPercent = 100;
 
