@@ -9,6 +9,7 @@
  *   CLOSURE_BENCH_UNTUNED=1            servers without the V8 tuning of ts/core/runtimetuning.ts
  *   CLOSURE_BENCH_CHILD_FLAGS=--expose-gc                      server collects fully before each backup
  *   CLOSURE_BENCH_ALLOCATOR=default    compiled server without the production allocator env
+ *   CLOSURE_BENCH_KEEP_CHUNKS=1        the relay leaves restored chunks to its collector
  *   MALLOC_ARENA_MAX=… MALLOC_MMAP_THRESHOLD_=… …              override it for the server child
  *
  * The server runs in a child process so its memory is its own; this process plays the relay.
@@ -43,6 +44,7 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
+import { releaseMemory } from '../ts/core/memoryrelease.js';
 import { defaultStreamChunkBytes, streamFrameHeaderLength } from '../ts/core/streams.js';
 import type { IReq_Cloudly_Relay_BackupClusterService } from '../ts/interfaces/requests/backup.js';
 
@@ -133,6 +135,17 @@ const runServer = async (): Promise<void> => {
 // ---------------------------------------------------------------- raw baseline child
 
 /**
+ * Raw frames are freed as soon as they are counted, where ws gave the frame a buffer of its own,
+ * as Cloudly and the relay do with closure frames once copied out; otherwise the baseline would
+ * pay a collector cost the closure does not.
+ */
+const releaseWholeFrame = (frameArg: Buffer): void => {
+  if (frameArg.byteOffset === 0 && frameArg.byteLength === frameArg.buffer.byteLength && frameArg.byteLength > Buffer.poolSize) {
+    releaseMemory(frameArg.buffer as ArrayBuffer);
+  }
+};
+
+/**
  * The raw baseline's server: a bare ws server in a process of its own (started like the
  * Cloudly child), so what it allocates never shows in Cloudly's resident set. It counts what
  * arrives and can send the same amount back.
@@ -150,6 +163,7 @@ const runRawServer = async (): Promise<void> => {
         return;
       }
       received += (data as Buffer).byteLength;
+      releaseWholeFrame(data as Buffer);
       if (received >= Number(process.env.CLOSURE_BENCH_BYTES)) {
         socket.send('done');
       }
@@ -376,7 +390,10 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: numb
   };
   const restoreOnce = async (backupIdArg: string): Promise<IPhase> => {
     const endRestore = startPhase(pid);
-    const fetched = await fetchServiceDatabaseClosure(relay, { backupId: backupIdArg, serviceId: ready.serviceId, nodeId: ready.nodeId });
+    // The relay only counts the bytes, so each chunk may be freed once it asks for the next.
+    const fetched = await fetchServiceDatabaseClosure(relay, { backupId: backupIdArg, serviceId: ready.serviceId, nodeId: ready.nodeId }, {
+      transientChunks: !process.env.CLOSURE_BENCH_KEEP_CHUNKS,
+    });
     let downloaded = 0;
     for await (const chunk of fetched.bytes) {
       downloaded += chunk.byteLength;
@@ -405,6 +422,7 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: numb
       listener = (dataArg, isBinaryArg) => {
         if (isBinaryArg) {
           rawReceived += dataArg.byteLength;
+          releaseWholeFrame(dataArg);
           if (rawReceived >= totalBytes) {
             resolve();
           }

@@ -60,6 +60,16 @@ export const sendServiceDatabaseClosure = async (
   return { accepted: true, receipt: receipt as IServiceDatabaseClosureReceipt };
 };
 
+export interface IReceivedBytesOptions {
+  /**
+   * The consumer is done with each chunk before it asks for the next one (it hashes, copies or
+   * writes it out at once), so each chunk's memory may be freed as soon as the next is asked
+   * for (`StreamReceiver.release`); a freed chunk reads as empty. A consumer that keeps chunks
+   * must not set this.
+   */
+  transientChunks?: boolean;
+}
+
 /**
  * Reads a stream and proves it carries exactly `byteLength` bytes hashing to `sha256`. The
  * iteration throws instead of finishing cleanly when they differ, and refuses the stream so
@@ -68,6 +78,7 @@ export const sendServiceDatabaseClosure = async (
 export async function* verifiedStreamBytes(
   receiverArg: StreamReceiver,
   expectedArg: { byteLength: number; sha256: string },
+  optionsArg: IReceivedBytesOptions = {},
 ): AsyncIterable<Buffer> {
   const hash = createHash('sha256');
   let length = 0;
@@ -84,6 +95,9 @@ export async function* verifiedStreamBytes(
     }
     hash.update(next.value);
     yield next.value;
+    if (optionsArg.transientChunks) {
+      receiverArg.release(next.value);
+    }
   }
   if (length < expectedArg.byteLength) {
     receiverArg.abort(relayStreamAbortReasons.tooShort);
@@ -100,10 +114,11 @@ export async function* verifiedStreamBytes(
 export const fetchServiceDatabaseClosure = async (
   relayArg: CloudlyRelayClient,
   requestArg: { backupId: string; serviceId: string; nodeId: string },
+  optionsArg: IReceivedBytesOptions = {},
 ): Promise<{ descriptor: ICorestoreDatabaseClosureDescriptor; bytes: AsyncIterable<Buffer> }> => {
   const answer = await relayArg.fire<IReq_Relay_Cloudly_RestoreServiceDatabaseClosure>('restoreServiceDatabaseClosure', requestArg);
   const receiver = streamChannelOf(relayArg.peer).attachReceiver(answer.closure.streamId);
-  return { descriptor: answer.descriptor, bytes: verifiedStreamBytes(receiver, answer.descriptor) };
+  return { descriptor: answer.descriptor, bytes: verifiedStreamBytes(receiver, answer.descriptor, optionsArg) };
 };
 
 /** Takes in one staged archive object: exactly the manifest entry's size and sha256. */
@@ -111,7 +126,8 @@ export const receiveStagedArchiveObject = (
   relayArg: CloudlyRelayClient,
   archiveArg: TVirtualStream<'send'>,
   objectArg: IBackupArchiveObject,
+  optionsArg: IReceivedBytesOptions = {},
 ): AsyncIterable<Buffer> => {
   const receiver = streamChannelOf(relayArg.peer).attachReceiver(archiveArg.streamId);
-  return verifiedStreamBytes(receiver, { byteLength: objectArg.size, sha256: objectArg.sha256 });
+  return verifiedStreamBytes(receiver, { byteLength: objectArg.size, sha256: objectArg.sha256 }, optionsArg);
 };
