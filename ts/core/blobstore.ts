@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
+import { syncDirectory, writeFileSynced } from './durablefiles.js';
 import { StagedSha256, stagingSlotOf, type IStagingSlot } from './hashworker.js';
 
 /**
@@ -462,23 +463,8 @@ export class FilesystemBlobStore implements IBlobStore {
 
   private async writeDurably(targetArg: string, textArg: string): Promise<void> {
     const tmpPath = path.join(this.tmpDir, `${randomBytes(12).toString('hex')}.record`);
-    const handle = await fs.open(tmpPath, 'wx', 0o600);
-    try {
-      await handle.writeFile(textArg, 'utf8');
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
+    await writeFileSynced(tmpPath, textArg, 'wx');
     await fs.rename(tmpPath, targetArg);
-    await this.syncDirectory(this.objectsDir);
-  }
-
-  private async syncDirectory(dirArg: string): Promise<void> {
-    const handle = await fs.open(dirArg, 'r');
-    try {
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
+    await syncDirectory(this.objectsDir);
   }
 }

@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import { SmartdataDb } from '@push.rocks/smartdata';
 import { BSON, type Document } from 'mongodb';
 import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
+import { syncDirectory, writeFileSynced } from './durablefiles.js';
 import type { TCloudlyLogger } from './logger.js';
 
 /**
@@ -194,13 +195,7 @@ export class CloudlyDatabase {
     const text = BSON.EJSON.stringify(file, { relaxed: false });
     await fsp.mkdir(this.options.dataDir, { recursive: true });
     const temporaryPath = `${this.snapshotPath}.${process.pid}.tmp`;
-    const handle = await fsp.open(temporaryPath, 'w', 0o600);
-    try {
-      await handle.writeFile(text, 'utf8');
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
+    await writeFileSynced(temporaryPath, text, 'w');
     // Keep the previous snapshot: hard-link the current one under a temporary name, then rename
     // it, so at every instant a complete current snapshot exists under the current name.
     if (fs.existsSync(this.snapshotPath)) {
@@ -210,17 +205,8 @@ export class CloudlyDatabase {
       await fsp.rename(previousTemporary, this.previousSnapshotPath);
     }
     await fsp.rename(temporaryPath, this.snapshotPath);
-    await this.syncDirectory();
+    await syncDirectory(this.options.dataDir);
     this.snapshotsWritten++;
-  }
-
-  private async syncDirectory(): Promise<void> {
-    const directory = await fsp.open(this.options.dataDir, 'r');
-    try {
-      await directory.sync();
-    } finally {
-      await directory.close();
-    }
   }
 
   private async readSnapshot(): Promise<ISnapshotFile | null> {
