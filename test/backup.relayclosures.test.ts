@@ -1,12 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
-import { WebSocket, WebSocketServer } from 'ws';
 import { EnvelopePeer } from '../ts/core/envelopepeer.js';
 import { StreamAbortedError, StreamChannel } from '../ts/core/streams.js';
 import { relayStreamAbortReasons, verifiedStreamBytes } from '../ts/client/relayclosures.js';
 import { chunked, sha256Of } from './backup.fixture.js';
+import { openSocketPair } from './helpers/sockets.js';
 
 /**
  * The relay's own check of bytes it receives (a restored closure, a staged archive object):
@@ -15,23 +14,16 @@ import { chunked, sha256Of } from './backup.fixture.js';
  */
 
 const openPair = async (): Promise<{ cloudly: StreamChannel; relay: StreamChannel; close: () => Promise<void> }> => {
-  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
-  await new Promise<void>((resolve) => wss.once('listening', resolve));
-  const serverSocket = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
-  const clientSocket = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
-  await new Promise<void>((resolve, reject) => {
-    clientSocket.once('open', resolve);
-    clientSocket.once('error', reject);
-  });
-  const cloudlyPeer = new EnvelopePeer(await serverSocket);
-  const relayPeer = new EnvelopePeer(clientSocket);
+  const sockets = await openSocketPair();
+  const cloudlyPeer = new EnvelopePeer(sockets.serverSocket);
+  const relayPeer = new EnvelopePeer(sockets.clientSocket);
   return {
     cloudly: new StreamChannel(cloudlyPeer),
     relay: new StreamChannel(relayPeer),
     close: async () => {
       relayPeer.terminate();
       cloudlyPeer.terminate();
-      await new Promise<void>((resolve) => wss.close(() => resolve()));
+      await sockets.close();
     },
   };
 };

@@ -1,8 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
-import { WebSocket, WebSocketServer } from 'ws';
+import type { WebSocket } from 'ws';
 import {
   StreamAbortedError,
   StreamChannel,
@@ -14,6 +13,7 @@ import {
   type IStreamChannelOptions,
 } from '../ts/core/streams.js';
 import { waitFor } from './helpers/cloudly.js';
+import { openSocketPair } from './helpers/sockets.js';
 
 /** A `ws` socket as a binary frame peer: the same three hooks the relay socket offers. */
 const peerOf = (socketArg: WebSocket): IBinaryFramePeer => ({
@@ -36,26 +36,11 @@ interface IPair {
 
 /** A real WebSocket server and client on loopback, each side wrapped in a channel. */
 const openPair = async (optionsArg: IStreamChannelOptions = {}): Promise<IPair> => {
-  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
-  await new Promise<void>((resolve) => wss.once('listening', resolve));
-  const port = (wss.address() as AddressInfo).port;
-  const serverSocketPromise = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
-  const clientSocket = new WebSocket(`ws://127.0.0.1:${port}`);
-  await new Promise<void>((resolve, reject) => {
-    clientSocket.once('open', resolve);
-    clientSocket.once('error', reject);
-  });
-  const serverSocket = await serverSocketPromise;
+  const sockets = await openSocketPair();
   return {
-    server: new StreamChannel(peerOf(serverSocket), optionsArg),
-    client: new StreamChannel(peerOf(clientSocket), optionsArg),
-    serverSocket,
-    clientSocket,
-    close: async () => {
-      clientSocket.terminate();
-      serverSocket.terminate();
-      await new Promise<void>((resolve) => wss.close(() => resolve()));
-    },
+    ...sockets,
+    server: new StreamChannel(peerOf(sockets.serverSocket), optionsArg),
+    client: new StreamChannel(peerOf(sockets.clientSocket), optionsArg),
   };
 };
 
@@ -268,16 +253,9 @@ test('streams run in both directions at once without mixing bytes', async () => 
 test('over the socket peer, reused data frame buffers never change bytes of concurrent streams', async () => {
   // EnvelopePeer reports when ws wrote a frame, so the channel reuses its data frame buffers.
   const { EnvelopePeer } = await import('../ts/core/envelopepeer.js');
-  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
-  await new Promise<void>((resolve) => wss.once('listening', resolve));
-  const serverSocketPromise = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
-  const clientSocket = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
-  await new Promise<void>((resolve, reject) => {
-    clientSocket.once('open', resolve);
-    clientSocket.once('error', reject);
-  });
-  const serverPeer = new EnvelopePeer(await serverSocketPromise);
-  const clientPeer = new EnvelopePeer(clientSocket);
+  const sockets = await openSocketPair();
+  const serverPeer = new EnvelopePeer(sockets.serverSocket);
+  const clientPeer = new EnvelopePeer(sockets.clientSocket);
   try {
     // A window larger than the kernel's socket buffers, and receivers that start late, so
     // frames wait inside the socket while the senders keep going.
@@ -314,7 +292,7 @@ test('over the socket peer, reused data frame buffers never change bytes of conc
   } finally {
     clientPeer.terminate();
     serverPeer.terminate();
-    await new Promise<void>((resolve) => wss.close(() => resolve()));
+    await sockets.close();
   }
 });
 
