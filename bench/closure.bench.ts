@@ -44,7 +44,7 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
-import { releaseMemory } from '../ts/core/memoryrelease.js';
+import { releaseOwnMemory } from '../ts/core/memoryrelease.js';
 import { defaultStreamChunkBytes, streamFrameHeaderLength } from '../ts/core/streams.js';
 import type { IReq_Cloudly_Relay_BackupClusterService } from '../ts/interfaces/requests/backup.js';
 
@@ -135,17 +135,6 @@ const runServer = async (): Promise<void> => {
 // ---------------------------------------------------------------- raw baseline child
 
 /**
- * Raw frames are freed as soon as they are counted, where ws gave the frame a buffer of its own,
- * as Cloudly and the relay do with closure frames once copied out; otherwise the baseline would
- * pay a collector cost the closure does not.
- */
-const releaseWholeFrame = (frameArg: Buffer): void => {
-  if (frameArg.byteOffset === 0 && frameArg.byteLength === frameArg.buffer.byteLength && frameArg.byteLength > Buffer.poolSize) {
-    releaseMemory(frameArg.buffer as ArrayBuffer);
-  }
-};
-
-/**
  * The raw baseline's server: a bare ws server in a process of its own (started like the
  * Cloudly child), so what it allocates never shows in Cloudly's resident set. It counts what
  * arrives and can send the same amount back.
@@ -163,7 +152,9 @@ const runRawServer = async (): Promise<void> => {
         return;
       }
       received += (data as Buffer).byteLength;
-      releaseWholeFrame(data as Buffer);
+      // Freed once counted where ws gave the frame a buffer of its own, as the closure's
+      // receivers do, so the baseline pays no collector cost the closure is spared.
+      releaseOwnMemory(data as Buffer);
       if (received >= Number(process.env.CLOSURE_BENCH_BYTES)) {
         socket.send('done');
       }
@@ -422,7 +413,7 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: numb
       listener = (dataArg, isBinaryArg) => {
         if (isBinaryArg) {
           rawReceived += dataArg.byteLength;
-          releaseWholeFrame(dataArg);
+          releaseOwnMemory(dataArg);
           if (rawReceived >= totalBytes) {
             resolve();
           }

@@ -32,3 +32,22 @@ test('the flag borrowed to reach the builtin does not stay on for new contexts',
   // On a runtime with the native builtin every context has it; otherwise none made later does.
   assert.equal(typeof vm.runInNewContext('ArrayBuffer.prototype.transfer') === 'function', native);
 });
+
+test('own memory is freed only when it holds the leading bytes and the view and nothing else', async () => {
+  const { releaseOwnMemory } = await import('../ts/core/memoryrelease.js');
+  const frame = Buffer.allocUnsafe(18 + 100_000);
+  // More bytes after the view, or a view that starts elsewhere: shared, left alone.
+  assert.equal(releaseOwnMemory(frame.subarray(18, 18 + 99_999), 18), false);
+  assert.equal(releaseOwnMemory(frame.subarray(17), 18), false);
+  assert.equal(frame.byteLength, 18 + 100_000);
+  // Node's small-buffer pool holds other Buffers' bytes too.
+  const pooled = Buffer.allocUnsafe(64);
+  assert.equal(pooled.buffer.byteLength, Buffer.poolSize);
+  assert.equal(releaseOwnMemory(Buffer.from(pooled.buffer)), false);
+  assert.equal(pooled.byteLength, 64);
+  // Exactly the leading bytes and the view: freed.
+  const payload = frame.subarray(18);
+  assert.equal(releaseOwnMemory(payload, 18), true);
+  assert.equal(payload.byteLength, 0);
+  assert.equal(frame.byteLength, 0);
+});

@@ -59,3 +59,21 @@ export const releaseMemory = (memoryArg: ArrayBuffer): boolean => {
     return false;
   }
 };
+
+/**
+ * Frees the memory behind `viewArg` when that memory holds `leadingBytesArg` bytes and then the
+ * view, and nothing else: a buffer made for this one message (ws assembles each frame that spans
+ * socket reads in one of its own), so nobody else can still be reading it. Memory shared with
+ * other bytes, node's small-buffer pool, or shared memory is left to the collector. Answers
+ * whether the memory was freed; the view reads as empty if so.
+ */
+export const releaseOwnMemory = (viewArg: Uint8Array, leadingBytesArg = 0): boolean => {
+  const memory = viewArg.buffer;
+  return (
+    viewArg.byteOffset === leadingBytesArg &&
+    memory.byteLength === leadingBytesArg + viewArg.byteLength &&
+    memory.byteLength > Buffer.poolSize &&
+    memory instanceof ArrayBuffer &&
+    releaseMemory(memory)
+  );
+};

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { TVirtualStream } from '../interfaces/requests/backup.js';
-import { releaseMemory } from './memoryrelease.js';
+import { releaseOwnMemory } from './memoryrelease.js';
 
 /**
  * The project's own byte-stream channel.
@@ -604,15 +604,7 @@ export class StreamReceiver extends StreamEnd implements AsyncIterable<Buffer> {
    * reads as empty afterwards. Memory shared with other bytes is left to the collector.
    */
   release(chunkArg: Uint8Array): void {
-    const memory = chunkArg.buffer;
-    if (
-      chunkArg.byteOffset === streamFrameHeaderLength &&
-      memory.byteLength === streamFrameHeaderLength + chunkArg.byteLength &&
-      memory.byteLength > Buffer.poolSize &&
-      memory instanceof ArrayBuffer
-    ) {
-      releaseMemory(memory);
-    }
+    releaseOwnMemory(chunkArg, streamFrameHeaderLength);
   }
 
   /** @internal */
