@@ -41,6 +41,9 @@ export const defineDocumentKind = <T extends IStoredDocument>(
   return Object.freeze({ collectionName: collectionNameArg, snapshotOnWrite: optionsArg.snapshotOnWrite ?? true });
 };
 
+/** How often `update` reads again after losing a race before it gives up. */
+export const defaultUpdateRounds = 8;
+
 /** How many recent mutation answers a document keeps for replays. */
 export const retainedMutationAnswers = 64;
 
@@ -187,6 +190,32 @@ export class DocumentStore {
     }
     this.committed(kindArg);
     return stripStoredFields<T>(after);
+  }
+
+  /**
+   * Read, decide, swap, until the change lands: reads the document, asks `changeOfArg` for the
+   * change against what it read (null declines), and swaps on that generation; a lost race reads
+   * and decides again, at most `roundsArg` times. Returns the new document, or null when the
+   * document is gone, the change was declined, or every round was lost.
+   */
+  public async update<T extends IStoredDocument>(
+    kindArg: IDocumentKind<T>,
+    idArg: string,
+    changeOfArg: (currentArg: T) => ISwapChange<T> | null,
+    roundsArg = defaultUpdateRounds,
+  ): Promise<T | null> {
+    for (let round = 0; round < roundsArg; round++) {
+      const current = await this.get(kindArg, idArg);
+      const change = current ? changeOfArg(current) : null;
+      if (!current || !change) {
+        return null;
+      }
+      const next = await this.swap(kindArg, idArg, current.generation, change);
+      if (next) {
+        return next;
+      }
+    }
+    return null;
   }
 
   /** Deletes the document if it still has `expectedGeneration`; false when the race was lost. */

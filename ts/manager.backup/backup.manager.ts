@@ -100,8 +100,6 @@ const maximumTagKeyLength = 64;
 const maximumTagValueLength = 256;
 /** Where the closure of a backup lives inside an isolated-restore archive manifest. */
 export const closureArchiveObjectPath = 'closure/database.closure';
-/** Bounded retries when recording a closure races with the backup's own completion. */
-const maximumRecordRounds = 8;
 
 /** Reasons this manager gives, defined once. */
 export const backupRefusalReasons = {
@@ -470,17 +468,11 @@ export class BackupManager {
     backupIdArg: string,
     setArg: Partial<Pick<IServiceBackupDocument, 'state' | 'snapshots' | 'replication' | 'failureReason'>>,
   ): Promise<IServiceBackupDocument> {
-    for (let round = 0; round < maximumRecordRounds; round++) {
-      const current = await this.cloudly.store.get(serviceBackupKind, backupIdArg);
-      if (!current) {
-        break;
-      }
-      const next = await this.cloudly.store.swap(serviceBackupKind, backupIdArg, current.generation, { set: setArg });
-      if (next) {
-        return next;
-      }
+    const settled = await this.cloudly.store.update(serviceBackupKind, backupIdArg, () => ({ set: setArg }));
+    if (!settled) {
+      throw refuse('conflict', [backupRefusalReasons.backupInProgress]);
     }
-    throw refuse('conflict', [backupRefusalReasons.backupInProgress]);
+    return settled;
   }
 
   // ---------------------------------------------------------------- relay
@@ -588,20 +580,14 @@ export class BackupManager {
     }
   }
 
+  /** Records the stored closure on its backup, unless the backup is gone or already has one. */
   private async recordClosure(
     backupIdArg: string,
     closureArg: NonNullable<IServiceBackupDocument['closure']>,
   ): Promise<boolean> {
-    for (let round = 0; round < maximumRecordRounds; round++) {
-      const current = await this.cloudly.store.get(serviceBackupKind, backupIdArg);
-      if (!current || current.closure) {
-        return false;
-      }
-      if (await this.cloudly.store.swap(serviceBackupKind, backupIdArg, current.generation, { set: { closure: closureArg } })) {
-        return true;
-      }
-    }
-    return false;
+    const recorded = await this.cloudly.store.update(serviceBackupKind, backupIdArg, (currentArg) =>
+      (currentArg.closure ? null : { set: { closure: closureArg } }));
+    return recorded !== null;
   }
 
   /** Streams a stored blob; bytes that no longer match their record end in an abort, never a clean end. */
@@ -748,11 +734,6 @@ export class BackupManager {
   }
 
   private async recordRestoreState(restoreIdArg: string, stateArg: IIsolatedRestoreNodeState): Promise<void> {
-    for (let round = 0; round < maximumRecordRounds; round++) {
-      const current = await this.cloudly.store.get(isolatedRestoreKind, restoreIdArg);
-      if (!current || await this.cloudly.store.swap(isolatedRestoreKind, restoreIdArg, current.generation, { set: { lastState: stateArg } })) {
-        return;
-      }
-    }
+    await this.cloudly.store.update(isolatedRestoreKind, restoreIdArg, () => ({ set: { lastState: stateArg } }));
   }
 }
