@@ -371,16 +371,10 @@ export class IngressManager {
     const fleetCutover: IFleetCutoverIngressDesignation = {
       id: clusterIdArg, generation: 1, clusterId: clusterIdArg, ingressServiceId: ingressServiceIdArg, acceptedAt: Date.now(),
     };
-    for (let round = 0; round < maximumSlotRounds; round++) {
-      const slot = await this.readSlot(clusterIdArg);
-      if (slot.kind !== 'none') {
-        return null;
-      }
-      if (await this.cloudly.store.swap(clusterIngressSlotKind, clusterIdArg, slot.generation, { set: { kind: 'fleet-cutover', fleetCutover } })) {
-        return fleetCutover;
-      }
-    }
-    return null;
+    await this.readSlot(clusterIdArg);
+    const recorded = await this.cloudly.store.update(clusterIngressSlotKind, clusterIdArg, (slotArg) =>
+      (slotArg.kind === 'none' ? { set: { kind: 'fleet-cutover' as const, fleetCutover } } : null), maximumSlotRounds);
+    return recorded ? fleetCutover : null;
   }
 
   // --- cluster runtime -----------------------------------------------------------------------
@@ -426,18 +420,12 @@ export class IngressManager {
     if (!(clusterRuntimePhases as readonly string[]).includes(phaseArg)) {
       return null;
     }
-    for (let round = 0; round < maximumSlotRounds; round++) {
-      const slot = await this.readSlot(clusterIdArg);
-      if (slot.runtime.generation !== expectedGenerationArg) {
-        return null;
-      }
-      const runtime = { phase: phaseArg, generation: expectedGenerationArg + 1 };
-      // A lost swap may be a designation that moved the slot: re-read and compare the runtime again.
-      if (await this.cloudly.store.swap(clusterIngressSlotKind, clusterIdArg, slot.generation, { set: { runtime } })) {
-        return { id: clusterIdArg, ...runtime };
-      }
-    }
-    return null;
+    await this.readSlot(clusterIdArg);
+    const runtime = { phase: phaseArg, generation: expectedGenerationArg + 1 };
+    // A lost swap may be a designation that moved the slot: update re-reads and compares the runtime again.
+    const moved = await this.cloudly.store.update(clusterIngressSlotKind, clusterIdArg, (slotArg) =>
+      (slotArg.runtime.generation === expectedGenerationArg ? { set: { runtime } } : null), maximumSlotRounds);
+    return moved ? { id: clusterIdArg, ...runtime } : null;
   }
 
   // --- registration --------------------------------------------------------------------------
