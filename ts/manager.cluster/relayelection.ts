@@ -247,18 +247,12 @@ export class ClusterRelayElection {
   /** Frees the lease if it still names this socket of this instance. */
   private async release(clusterIdArg: string, sessionIdArg: string): Promise<void> {
     this.held.delete(clusterIdArg);
-    for (let round = 0; round < maximumLeaseRounds; round++) {
-      const lease = await this.cloudly.store.get(clusterRelayLeaseKind, clusterIdArg);
-      if (!lease || lease.sessionId !== sessionIdArg || lease.instanceId !== this.instanceId) {
-        return;
-      }
-      const next = await this.cloudly.store.swap(clusterRelayLeaseKind, clusterIdArg, lease.generation, {
-        set: { sessionId: null, instanceId: null, expiresAt: 0 },
-      });
-      if (next) {
-        this.cloudly.logger.info({ clusterId: clusterIdArg, sessionId: sessionIdArg }, 'relay lease released');
-        return;
-      }
+    const released = await this.cloudly.store.update(clusterRelayLeaseKind, clusterIdArg, (leaseArg) =>
+      (leaseArg.sessionId === sessionIdArg && leaseArg.instanceId === this.instanceId
+        ? { set: { sessionId: null, instanceId: null, expiresAt: 0 } }
+        : null), maximumLeaseRounds);
+    if (released) {
+      this.cloudly.logger.info({ clusterId: clusterIdArg, sessionId: sessionIdArg }, 'relay lease released');
     }
   }
 
