@@ -795,27 +795,22 @@ export class ServiceManager {
       return;
     }
     const now = Date.now();
-    for (let attempt = 0; attempt < maximumSwapAttempts; attempt++) {
-      const latest = attempt === 0 ? doc : await this.cloudly.store.get(runtimeLocalStorageClaimKind, claimIdArg);
-      if (!latest || latest.current.claim.generation !== request.claim.generation || latest.current.claim.digest !== request.claim.digest) {
-        return; // a newer generation replaced the one this answer is about
-      }
-      const written = await this.cloudly.store.swap(runtimeLocalStorageClaimKind, claimIdArg, latest.generation, {
-        set: {
-          current: {
-            ...latest.current,
-            delivery: 'answered',
-            nodeState: bound.state,
-            answerStatus: bound.status,
-            lastDeliveryError: null,
-            answeredAt: now,
+    await this.cloudly.store.update(runtimeLocalStorageClaimKind, claimIdArg, (latestArg) =>
+      // A newer generation replaced the one this answer is about: nothing to record.
+      (latestArg.current.claim.generation !== request.claim.generation || latestArg.current.claim.digest !== request.claim.digest
+        ? null
+        : {
+          set: {
+            current: {
+              ...latestArg.current,
+              delivery: 'answered' as const,
+              nodeState: bound.state,
+              answerStatus: bound.status,
+              lastDeliveryError: null,
+              answeredAt: now,
+            },
           },
-        },
-      });
-      if (written) {
-        return;
-      }
-    }
+        }), maximumSwapAttempts);
   }
 
   private async recordDeliveryError(docArg: IRuntimeLocalStorageClaimDocument, reasonArg: string): Promise<void> {
