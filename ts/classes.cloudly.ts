@@ -48,6 +48,13 @@ export interface ICloudlyOptions {
   logDestination?: NodeJS.WritableStream;
 }
 
+/** Admin and relay requests are JSON objects; anything else is refused before a handler runs. */
+const requireObjectRequest = (requestArg: unknown): void => {
+  if (!requestArg || typeof requestArg !== 'object' || Array.isArray(requestArg)) {
+    throw refuse('invalid-request', ['request must be an object']);
+  }
+};
+
 export class Cloudly {
   public readonly config: ICloudlyConfig;
   public readonly logger: TCloudlyLogger;
@@ -165,9 +172,7 @@ export class Cloudly {
     fnArg: (requestArg: T['request'], contextArg: IAdminHandlerContext) => Promise<T['response']>,
   ): void {
     this.addGuardedHandler<T>(methodArg, async (requestArg, localDataArg) => {
-      if (!requestArg || typeof requestArg !== 'object' || Array.isArray(requestArg)) {
-        throw refuse('invalid-request', ['request must be an object']);
-      }
+      requireObjectRequest(requestArg);
       const identity = await this.auth.verifyAdminIdentity((requestArg as { identity?: unknown }).identity);
       return fnArg(requestArg, { identity, transport: localDataArg.transport === 'socket' ? 'socket' : 'http' });
     });
@@ -183,9 +188,7 @@ export class Cloudly {
       if (!session) {
         throw refuse('forbidden', [`${methodArg} is served only on an authenticated relay socket`]);
       }
-      if (!requestArg || typeof requestArg !== 'object' || Array.isArray(requestArg)) {
-        throw refuse('invalid-request', ['request must be an object']);
-      }
+      requireObjectRequest(requestArg);
       return fnArg(requestArg, { clusterId: session.clusterId, session });
     });
   }
