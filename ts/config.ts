@@ -19,8 +19,25 @@ export interface ICloudlyConfig {
   bodyLimitBytes: number;
   /** How long an admin identity stays valid. */
   identityTtlMs: number;
-  /** Default timeout of a Cloudly → relay call. */
+  /**
+   * Timeout of the ordinary Cloudly → relay calls (inventory reads, claim pushes, isolated-restore
+   * status); the per-method table is `cloudlyToRelayCalls` in ts/core/relaycalls.ts.
+   */
   relayCallTimeoutMs: number;
+  /** Timeout of the archive calls to a relay: prune, prepare/stage/execute/clean up an isolated restore. */
+  relayArchiveCallTimeoutMs: number;
+  /** Timeout of a node backup or restore called on a relay (`backupClusterService`, `restoreClusterService`). */
+  relayBackupCallTimeoutMs: number;
+  /** How often Cloudly pings every socket (relay and admin); a socket that misses pongs is terminated. */
+  socketPingIntervalMs: number;
+  /** Pings in a row a socket may leave unanswered; at the next tick it is terminated. */
+  socketMissedPongsAllowed: number;
+  /** Requests one socket may send per second (a token bucket with twice as many tokens). */
+  socketRequestsPerSecond: number;
+  /** Requests one socket may have in flight at once. */
+  socketPendingRequests: number;
+  /** Largest answer a relay may send to one of Cloudly's calls (an inventory can be large). */
+  relayAnswerLimitBytes: number;
   /** How far the embedded snapshot may lag behind a committed write. */
   snapshotDebounceMs: number;
 }
@@ -99,7 +116,14 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     logLevel: logLevelRaw as ICloudlyConfig['logLevel'],
     bodyLimitBytes: readInteger(env, 'CLOUDLY_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     identityTtlMs: readInteger(env, 'CLOUDLY_IDENTITY_TTL_MS', 12 * 3600 * 1000, 1000, 30 * 24 * 3600 * 1000),
-    relayCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_CALL_TIMEOUT_MS', 30_000, 10, 3_600_000),
+    relayCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_CALL_TIMEOUT_MS', 15_000, 10, 3_600_000),
+    relayArchiveCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_ARCHIVE_CALL_TIMEOUT_MS', 5 * 60_000, 10, 3_600_000),
+    relayBackupCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_BACKUP_CALL_TIMEOUT_MS', 15 * 60_000, 10, 6 * 3_600_000),
+    socketPingIntervalMs: readInteger(env, 'CLOUDLY_SOCKET_PING_INTERVAL_MS', 5_000, 10, 60_000),
+    socketMissedPongsAllowed: readInteger(env, 'CLOUDLY_SOCKET_MISSED_PONGS', 2, 1, 10),
+    socketRequestsPerSecond: readInteger(env, 'CLOUDLY_SOCKET_REQUESTS_PER_SECOND', 1000, 1, 1_000_000),
+    socketPendingRequests: readInteger(env, 'CLOUDLY_SOCKET_PENDING_REQUESTS', 128, 1, 100_000),
+    relayAnswerLimitBytes: readInteger(env, 'CLOUDLY_RELAY_ANSWER_LIMIT_BYTES', 8 * 1024 * 1024, 1024, 256 * 1024 * 1024),
     snapshotDebounceMs: readInteger(env, 'CLOUDLY_SNAPSHOT_DEBOUNCE_MS', 250, 0, 1000),
   };
 };

@@ -2,6 +2,7 @@ import type { IIdentity } from '../interfaces/data/user.js';
 import type { ITypedContract, IReq_Admin_LoginWithUsernameAndPassword } from '../interfaces/requests/admin.js';
 import { EnvelopePeer } from '../core/envelopepeer.js';
 import { openSocket, postEnvelope } from './transport.js';
+import { defaultSocketLivenessTiming, watchSocketLiveness, type ISocketLivenessTiming } from '../core/socketliveness.js';
 
 type TAnyContract = ITypedContract<string, unknown, unknown>;
 type TWithoutIdentity<TRequest> = Omit<TRequest, 'identity'>;
@@ -14,7 +15,10 @@ export class CloudlyAdminClient {
   public identity: IIdentity | null = null;
   private peer: EnvelopePeer | null = null;
 
-  constructor(public readonly baseUrl: string, private readonly options: { socketTimeoutMs?: number } = {}) {}
+  constructor(
+    public readonly baseUrl: string,
+    private readonly options: { socketTimeoutMs?: number; liveness?: ISocketLivenessTiming | false } = {},
+  ) {}
 
   public async login(usernameArg: string, passwordArg: string): Promise<IIdentity> {
     const answer = await this.fire<IReq_Admin_LoginWithUsernameAndPassword>('adminLoginWithUsernameAndPassword', {
@@ -51,6 +55,10 @@ export class CloudlyAdminClient {
     }
     const socket = await openSocket(this.baseUrl, this.identity.jwt);
     this.peer = new EnvelopePeer(socket);
+    if (this.options.liveness !== false) {
+      // Pings Cloudly as Cloudly pings this socket, so a dead server does not hold calls for ever.
+      watchSocketLiveness(socket, this.options.liveness ?? defaultSocketLivenessTiming);
+    }
   }
 
   public get socketOpen(): boolean {

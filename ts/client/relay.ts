@@ -3,6 +3,7 @@ import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
 import type { ITypedContract } from '../interfaces/requests/admin.js';
 import { EnvelopePeer } from '../core/envelopepeer.js';
 import { openSocket } from './transport.js';
+import { defaultSocketLivenessTiming, watchSocketLiveness, type ISocketLivenessTiming } from '../core/socketliveness.js';
 
 type TAnyContract = ITypedContract<string, unknown, unknown>;
 
@@ -17,14 +18,22 @@ export class CloudlyRelayClient {
 
   private constructor(public readonly baseUrl: string, private readonly options: { timeoutMs: number }) {}
 
+  /**
+   * Opens the socket. The client answers Cloudly's pings (ws does that by itself) and pings
+   * Cloudly too (`liveness`, default every 5 s, terminated after 2 unanswered): a Cloudly that
+   * stopped reading closes the socket, so the relay learns it through `onClose` and can reconnect.
+   */
   public static async connect(
     baseUrlArg: string,
     relayTokenArg: string,
-    optionsArg: { timeoutMs?: number } = {},
+    optionsArg: { timeoutMs?: number; liveness?: ISocketLivenessTiming | false } = {},
   ): Promise<CloudlyRelayClient> {
     const client = new CloudlyRelayClient(baseUrlArg, { timeoutMs: optionsArg.timeoutMs ?? 30_000 });
     const socket = await openSocket(baseUrlArg, relayTokenArg);
     client.peer = new EnvelopePeer(socket, { router: client.router });
+    if (optionsArg.liveness !== false) {
+      watchSocketLiveness(socket, optionsArg.liveness ?? defaultSocketLivenessTiming);
+    }
     return client;
   }
 

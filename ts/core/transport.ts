@@ -2,6 +2,7 @@ import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import fastifyWebsocket from '@fastify/websocket';
 import { EnvelopePeer, readEnvelope, refusalEnvelope, type IEnvelope } from './envelopepeer.js';
 import type { Cloudly } from '../classes.cloudly.js';
+import { watchSocketLiveness } from './socketliveness.js';
 
 /**
  * The HTTP and WebSocket surface: `POST /typedrequest`, `GET /typedsocket`, health, metrics and
@@ -121,6 +122,8 @@ export const createHttpServer = async (cloudlyArg: Cloudly): Promise<FastifyInst
         }
       },
     });
+    watchSocketLiveness(socket, { intervalMs: cloudlyArg.config.socketPingIntervalMs, missedPongsAllowed: cloudlyArg.config.socketMissedPongsAllowed },
+      () => cloudlyArg.logger.warn({ kind: authentication.kind, clusterId: authentication.clusterId }, 'socket missed its pongs: terminated'));
     cloudlyArg.openSockets.add(peer);
     peer.onClose(() => cloudlyArg.openSockets.delete(peer));
     if (authentication.kind === 'relay') {
