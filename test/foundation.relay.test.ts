@@ -102,12 +102,12 @@ describe('relay sockets: authentication on the upgrade, calls both ways, named f
     await waitFor(() => t.cloudly.relays.sessionsOf(clusterId).length === 0, 'session gone');
   });
 
-  test('a relay refusal reaches Cloudly as the relay\'s own error data', async () => {
+  test('a relay refusal reaches Cloudly as unavailable relay-refused, the relay\'s own error data in relayError', async () => {
     const relay = await t.connectRelay(relayToken);
     relay.addHandler<ITypedContract<'boom', object, object>>('boom', async () => { throw new Error('relay bug'); });
     await waitFor(() => t.cloudly.relays.sessionsOf(clusterId).length === 1, 'session registered');
     const data = await refusalOf(() => t.cloudly.relays.call(clusterId, 'boom', {}));
-    assert.deepEqual(data, { code: 'internal', retryable: true });
+    assert.deepEqual(data, { code: 'unavailable', retryable: true, reasons: ['relay-refused'], relayError: { code: 'internal', retryable: true, reasons: [] } });
     relay.close();
     await waitFor(() => t.cloudly.relays.sessionsOf(clusterId).length === 0, 'session gone');
   });

@@ -1,7 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { TypedResponseError } from '@api.global/typedrequest';
-import { EnvelopePeer, PeerUnavailableError } from './envelopepeer.js';
-import { refuse } from './errors.js';
+import type { EnvelopePeer } from './envelopepeer.js';
+import {
+  defaultRelayCallTimeouts,
+  isCloudlyToRelayMethod,
+  relayCallFailureReasons,
+  relayCallOutcomeOf,
+  relayCallRefusal,
+  relayCallTimeoutMs,
+  relayUnavailable,
+  type IRelayCallTimeouts,
+} from './relaycalls.js';
 import type { CloudlyMetrics } from './metrics.js';
 import type { TCloudlyLogger } from './logger.js';
 
@@ -33,9 +41,23 @@ export class RelaySessions {
   private selector: TRelaySessionSelector = (sessionsArg) =>
     [...sessionsArg].sort((a, b) => a.connectedAt - b.connectedAt)[0] ?? null;
 
+  /** Timeouts by class; the ordinary class starts as the configured default until `setCallTimeouts`. */
+  private timeouts: IRelayCallTimeouts;
+
   constructor(
     private readonly options: { defaultTimeoutMs: number; metrics: CloudlyMetrics; logger: TCloudlyLogger },
-  ) {}
+  ) {
+    this.timeouts = { ...defaultRelayCallTimeouts, ordinary: options.defaultTimeoutMs };
+  }
+
+  public setCallTimeouts(timeoutsArg: IRelayCallTimeouts): void {
+    this.timeouts = { ...timeoutsArg };
+  }
+
+  /** How long a call of this method may take (the table in relaycalls.ts). */
+  public timeoutOf(methodArg: string): number {
+    return relayCallTimeoutMs(methodArg, this.timeouts);
+  }
 
   public setSelector(selectorArg: TRelaySessionSelector): void {
     this.selector = selectorArg;
@@ -120,7 +142,10 @@ export class RelaySessions {
     return closed;
   }
 
-  /** Calls a method on the cluster's relay; always ends within the timeout. */
+  /**
+   * Calls a method on the cluster's relay; always ends within the method's timeout from the table
+   * (`timeoutMs` overrides it only for methods outside the table, e.g. in tests).
+   */
   public async call<TResponse = unknown>(
     clusterIdArg: string,
     methodArg: string,
@@ -130,8 +155,8 @@ export class RelaySessions {
     await this.electionGate?.(clusterIdArg);
     const session = this.activeSession(clusterIdArg);
     if (!session) {
-      this.options.metrics.relayCalls.inc({ method: methodArg, outcome: 'relay-not-connected' });
-      throw refuse('unavailable', ['relay-not-connected']);
+      this.options.metrics.relayCalls.inc({ method: methodArg, outcome: relayCallFailureReasons.notConnected });
+      throw relayUnavailable([relayCallFailureReasons.notConnected]);
     }
     return this.callSession<TResponse>(session, methodArg, requestArg, optionsArg);
   }
@@ -142,21 +167,16 @@ export class RelaySessions {
     requestArg: unknown,
     optionsArg: { timeoutMs?: number } = {},
   ): Promise<TResponse> {
+    // A method of the table always takes its own timeout, so no call site can drift from it.
+    const timeoutMs = isCloudlyToRelayMethod(methodArg) ? this.timeoutOf(methodArg) : optionsArg.timeoutMs ?? this.timeoutOf(methodArg);
     try {
-      const response = await sessionArg.peer.call<TResponse>(methodArg, requestArg, optionsArg.timeoutMs ?? this.options.defaultTimeoutMs);
+      const response = await sessionArg.peer.call<TResponse>(methodArg, requestArg, timeoutMs);
       this.options.metrics.relayCalls.inc({ method: methodArg, outcome: 'ok' });
       return response;
     } catch (error) {
-      if (error instanceof PeerUnavailableError) {
-        const reason = error.failure === 'timeout' ? 'relay-timeout' : error.failure === 'not-open' ? 'relay-not-connected' : 'relay-disconnected';
-        this.options.metrics.relayCalls.inc({ method: methodArg, outcome: reason });
-        throw refuse('unavailable', [reason]);
-      }
-      this.options.metrics.relayCalls.inc({ method: methodArg, outcome: 'relay-error' });
-      if (error instanceof TypedResponseError) {
-        throw error;
-      }
-      throw refuse('unavailable', ['relay-failed']);
+      const refusal = relayCallRefusal(error);
+      this.options.metrics.relayCalls.inc({ method: methodArg, outcome: relayCallOutcomeOf(refusal) });
+      throw refusal;
     }
   }
 

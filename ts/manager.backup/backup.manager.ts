@@ -63,6 +63,13 @@ import type {
   IServiceDatabaseClosureReceipt,
 } from '../interfaces/requests/backup.js';
 import { identityIssuer } from '../core/auth.js';
+import { relayCallFailureReasons, requireValidRelayAnswer } from '../core/relaycalls.js';
+import {
+  validateBackupClusterServiceAnswer,
+  validateIsolatedRestoreStateAnswer,
+  validatePruneClusterNodeArchiveAnswer,
+  validateRestoreClusterServiceAnswer,
+} from './relayanswers.js';
 import {
   restoreGrantAudience,
   restoreGrantClaimsOf,
@@ -88,10 +95,6 @@ import {
  * registered, so Cloudly answers them as not served.
  */
 
-/** How long Cloudly waits for a relay to finish a node backup or restore. */
-export const backupRelayCallTimeoutMs = 15 * 60_000;
-/** How long Cloudly waits for a relay to prune a node archive or step an isolated restore. */
-export const archiveRelayCallTimeoutMs = 5 * 60_000;
 /** Most snapshots one backup may record. */
 export const maximumSnapshotsPerBackup = 1024;
 /** Most tags one backup may carry, and their sizes. */
@@ -118,7 +121,6 @@ export const backupRefusalReasons = {
   closureRecordFailed: 'closure-record-failed',
   restoreNotFound: 'isolated-restore-not-found',
   restoreIdInUse: 'isolated-restore-id-in-use',
-  relayAnswerInvalid: 'relay-answer-invalid',
 } as const;
 
 type TBackupState = 'running' | 'completed' | 'failed';
@@ -179,18 +181,6 @@ const isResourceType: TFieldCheck = (valueArg, pathArg) =>
 
 const fromValidator = (validatorArg: (valueArg: unknown, pathArg: string) => string[]): TFieldCheck =>
   (valueArg, pathArg) => validatorArg(valueArg, pathArg);
-
-/** The snapshots a relay answered, accepted only when each names its type, id and resource. */
-const readRelaySnapshots = (valueArg: unknown): TBackupSnapshot[] | null => {
-  if (!Array.isArray(valueArg) || valueArg.length > maximumSnapshotsPerBackup) {
-    return null;
-  }
-  const ok = valueArg.every((snapshot) => isPlainDataRecord(snapshot)
-    && (resourceTypes as readonly unknown[]).includes(snapshot.type)
-    && typeof snapshot.snapshotId === 'string'
-    && typeof snapshot.resourceName === 'string');
-  return ok ? (valueArg as TBackupSnapshot[]) : null;
-};
 
 const toRecord = (docArg: IServiceBackupDocument): IServiceBackupRecord => ({
   backupId: docArg.id,
@@ -318,7 +308,7 @@ export class BackupManager {
           return { backup: toRecord(existing) };
         }
         // An attempt older than the relay timeout died with its instance (a crash or restart).
-        if (existing.state === 'running' && Date.now() - existing.attemptStartedAt <= backupRelayCallTimeoutMs) {
+        if (existing.state === 'running' && Date.now() - existing.attemptStartedAt <= this.cloudly.relays.timeoutOf('backupClusterService')) {
           throw refuse('conflict', [backupRefusalReasons.backupInProgress]);
         }
         // A failed or dead backup is ordered again under the same id.
@@ -343,20 +333,16 @@ export class BackupManager {
             ...(request.tags ? { tags: request.tags } : {}),
             ...(request.replication ? { replication: request.replication } : {}),
           } satisfies IReq_Cloudly_Relay_BackupClusterService['request'],
-          { timeoutMs: backupRelayCallTimeoutMs },
         );
+        requireValidRelayAnswer(validateBackupClusterServiceAnswer(answer));
       } catch (error) {
-        await this.settleBackup(backupId, { state: 'failed', failureReason: 'relay-refused-or-unavailable' });
+        const reasons = (error as { errorData?: { reasons?: unknown } }).errorData?.reasons;
+        await this.settleBackup(backupId, { state: 'failed', failureReason: Array.isArray(reasons) && typeof reasons[0] === 'string' ? reasons[0] : relayCallFailureReasons.failed });
         throw error;
-      }
-      const snapshots = readRelaySnapshots(answer?.snapshots);
-      if (!snapshots) {
-        await this.settleBackup(backupId, { state: 'failed', failureReason: backupRefusalReasons.relayAnswerInvalid });
-        throw refuse('unavailable', [backupRefusalReasons.relayAnswerInvalid]);
       }
       const settled = await this.settleBackup(backupId, {
         state: 'completed',
-        snapshots,
+        snapshots: answer.snapshots,
         ...(answer.replication ? { replication: answer.replication } : {}),
       });
       return { backup: toRecord(settled) };
@@ -391,13 +377,9 @@ export class BackupManager {
           ...(request.clear !== undefined ? { clear: request.clear } : {}),
           ...(request.resourceTypes ? { resourceTypes: request.resourceTypes } : {}),
         } satisfies IReq_Cloudly_Relay_RestoreClusterService['request'],
-        { timeoutMs: backupRelayCallTimeoutMs },
       );
-      const restored = readRelaySnapshots(answer?.restored);
-      if (!restored) {
-        throw refuse('unavailable', [backupRefusalReasons.relayAnswerInvalid]);
-      }
-      return { backup: toRecord(backup), restored };
+      requireValidRelayAnswer(validateRestoreClusterServiceAnswer(answer));
+      return { backup: toRecord(backup), restored: answer.restored };
     });
 
     this.cloudly.addAdminHandler<IReq_Admin_GetServiceBackups>('getServiceBackups', async (request) => {
@@ -427,11 +409,8 @@ export class BackupManager {
           retention: request.retention,
           ...(request.dryRun !== undefined ? { dryRun: request.dryRun } : {}),
         } satisfies IReq_Cloudly_Relay_PruneClusterNodeArchive['request'],
-        { timeoutMs: archiveRelayCallTimeoutMs },
       );
-      if (!isPlainDataRecord(answer) || typeof answer.found !== 'boolean') {
-        throw refuse('unavailable', [backupRefusalReasons.relayAnswerInvalid]);
-      }
+      requireValidRelayAnswer(validatePruneClusterNodeArchiveAnswer(answer));
       // `found: false` is what the node has, not a failure: it is answered as it is.
       return answer.found && answer.result !== undefined ? { found: true, result: answer.result } : { found: answer.found };
     });
@@ -658,8 +637,10 @@ export class BackupManager {
         mappings: doc.mappings,
         manifest: doc.manifest,
       } satisfies IReq_Cloudly_Coreflow_PrepareIsolatedRestore['request'],
-      { timeoutMs: archiveRelayCallTimeoutMs },
-    );
+    ).then((answerArg) => {
+      requireValidRelayAnswer(validateIsolatedRestoreStateAnswer(answerArg, routing));
+      return answerArg;
+    });
     // One object per call, each under its own write-object grant.
     for (const object of doc.manifest) {
       state = await this.stageArchiveObject(doc, object, backup.closure.blobKey, state.revision);
@@ -694,8 +675,8 @@ export class BackupManager {
           object: objectArg,
           archive: sender.reference('send'),
         } satisfies IReq_Cloudly_Relay_StageIsolatedRestoreArchive['request'],
-        { timeoutMs: archiveRelayCallTimeoutMs },
       );
+      requireValidRelayAnswer(validateIsolatedRestoreStateAnswer(answer, { clusterId: docArg.clusterId, targetNodeName: docArg.targetNodeName, restoreId: docArg.id }));
       return answer.state;
     } finally {
       if (!sender.isSettled) {
@@ -723,12 +704,13 @@ export class BackupManager {
     const revision = { expectedRevision: expectedRevisionArg ?? 0 };
     const answer = operationArg === 'status'
       ? await this.cloudly.relays.call<IReq_Cloudly_Coreflow_GetIsolatedRestoreStatus['response']>(
-        doc.clusterId, 'coreflowGetIsolatedRestoreStatus', routing satisfies IReq_Cloudly_Coreflow_GetIsolatedRestoreStatus['request'], { timeoutMs: archiveRelayCallTimeoutMs })
+        doc.clusterId, 'coreflowGetIsolatedRestoreStatus', routing satisfies IReq_Cloudly_Coreflow_GetIsolatedRestoreStatus['request'])
       : operationArg === 'execute'
         ? await this.cloudly.relays.call<IReq_Cloudly_Coreflow_ExecuteIsolatedRestore['response']>(
-          doc.clusterId, 'coreflowExecuteIsolatedRestore', { ...routing, ...revision } satisfies IReq_Cloudly_Coreflow_ExecuteIsolatedRestore['request'], { timeoutMs: archiveRelayCallTimeoutMs })
+          doc.clusterId, 'coreflowExecuteIsolatedRestore', { ...routing, ...revision } satisfies IReq_Cloudly_Coreflow_ExecuteIsolatedRestore['request'])
         : await this.cloudly.relays.call<IReq_Cloudly_Coreflow_CleanupIsolatedRestore['response']>(
-          doc.clusterId, 'coreflowCleanupIsolatedRestore', { ...routing, ...revision } satisfies IReq_Cloudly_Coreflow_CleanupIsolatedRestore['request'], { timeoutMs: archiveRelayCallTimeoutMs });
+          doc.clusterId, 'coreflowCleanupIsolatedRestore', { ...routing, ...revision } satisfies IReq_Cloudly_Coreflow_CleanupIsolatedRestore['request']);
+    requireValidRelayAnswer(validateIsolatedRestoreStateAnswer(answer, routing));
     await this.recordRestoreState(doc.id, answer.state);
     return { state: answer.state };
   }

@@ -15,6 +15,7 @@ import type { IRelaySession } from '../core/relaysessions.js';
 import { ClusterRelayElection } from './relayelection.js';
 import { ClusterNodes } from './clusternodes.js';
 import { ClusterRelayRegistrations } from './relayregistrations.js';
+import { defaultRelayCallTimeouts } from '../core/relaycalls.js';
 
 /**
  * Clusters and their relay tokens. A relay token is 256 random bits, shown once when it is made
@@ -54,6 +55,13 @@ export class ClusterManager {
   public readonly relayRegistrations: ClusterRelayRegistrations;
 
   constructor(private readonly cloudly: Cloudly) {
+    // The per-method timeouts of calls to relays (the table in relaycalls.ts), by class from the config.
+    cloudly.relays.setCallTimeouts({
+      hint: defaultRelayCallTimeouts.hint,
+      ordinary: cloudly.config.relayCallTimeoutMs,
+      archive: cloudly.config.relayArchiveCallTimeoutMs,
+      backup: cloudly.config.relayBackupCallTimeoutMs,
+    });
     this.relayElection = new ClusterRelayElection(cloudly);
     this.nodes = new ClusterNodes(cloudly, this.relayElection, (clusterIdArg) => this.requireCluster(clusterIdArg));
     this.relayRegistrations = new ClusterRelayRegistrations(cloudly, this.relayElection);

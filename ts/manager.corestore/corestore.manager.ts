@@ -36,6 +36,7 @@ import type {
 } from '../interfaces/requests/corestore.js';
 import { decideCorestoreLegacyAdoption, derivePlatformBindingId } from './adoption.js';
 import { createManagerDirectory, type ICorestoreDirectory } from './directory.js';
+import { requireValidRelayAnswer } from '../core/relaycalls.js';
 
 /**
  * Platform bindings and the adoption of Corestore legacy resources.
@@ -72,8 +73,6 @@ const ledgerId = 'platform-binding-creations';
 
 /** How often a writer retries a lost compare-and-swap before answering `conflict`. */
 const maximumCommitAttempts = 16;
-/** How long Cloudly waits for a relay's inventory answer. */
-const inventoryReadTimeoutMs = 15_000;
 
 const isSha256Field: TFieldCheck = (valueArg, pathArg) =>
   isSha256Hex(valueArg) ? [] : [`${pathArg} must be a lowercase hex sha256`];
@@ -289,32 +288,21 @@ export class CorestoreManager {
 
   /**
    * Asks the cluster's relay for one node's inventory and checks the answer. A relay that cannot
-   * be reached, or answers something malformed, is `unavailable`.
+   * be reached or refuses is `unavailable` by the one relay-call mapping (relaycalls.ts); an answer
+   * that does not match the contract is `unavailable` `relay-answer-invalid`, naming each member.
    */
   private async readInventory(clusterIdArg: string, nodeIdArg: string): Promise<TClusterCorestoreLegacyResourceInventory> {
-    let answer: unknown;
-    try {
-      answer = await this.cloudly.relays.call<IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources['response']>(
-        clusterIdArg,
-        'getClusterCorestoreLegacyResources',
-        { nodeId: nodeIdArg } satisfies IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources['request'],
-        { timeoutMs: inventoryReadTimeoutMs },
-      );
-    } catch (error) {
-      const errorData = error instanceof TypedResponseError ? readCloudlyErrorData(error.errorData) : null;
-      if (errorData?.code === 'unavailable') {
-        throw error;
-      }
-      throw refuse('unavailable', ['relay-failed']);
-    }
-    const reasons = validateClusterCorestoreLegacyResourceInventory(answer, 'relay answer');
+    const answer: unknown = await this.cloudly.relays.call<IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources['response']>(
+      clusterIdArg,
+      'getClusterCorestoreLegacyResources',
+      { nodeId: nodeIdArg } satisfies IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources['request'],
+    );
+    const reasons = validateClusterCorestoreLegacyResourceInventory(answer, 'answer');
     const inventory = answer as TClusterCorestoreLegacyResourceInventory;
     if (reasons.length === 0 && inventory.nodeId !== nodeIdArg) {
-      reasons.push(`relay answer.nodeId names node ${inventory.nodeId}, not ${nodeIdArg}`);
+      reasons.push(`answer.nodeId names node ${inventory.nodeId}, not ${nodeIdArg}`);
     }
-    if (reasons.length > 0) {
-      throw refuse('unavailable', ['relay-answer-malformed', ...reasons.slice(0, 16)]);
-    }
+    requireValidRelayAnswer(reasons);
     return inventory;
   }
 

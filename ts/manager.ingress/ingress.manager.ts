@@ -59,7 +59,6 @@ export const maximumReportedAssignments = 256;
 /** Bounded re-reads when a slot write lost only to an unrelated change of the same slot. */
 const maximumSlotRounds = 8;
 /** How long Cloudly waits for a relay to take a route-table hint. */
-const routeTableHintTimeoutMs = 5_000;
 
 const registrationRefusalText = 'The cluster ingress registration was refused.';
 const protocolRefusalText = 'The protocol offer was refused.';
@@ -622,9 +621,9 @@ export class IngressManager {
     const hint: IReq_Cloudly_Relay_PushClusterIngressRouteTableChanged['request'] = { revision: revisionArg };
     try {
       if (sessionArg) {
-        await this.cloudly.relays.callSession(sessionArg, 'pushClusterIngressRouteTableChanged', hint, { timeoutMs: routeTableHintTimeoutMs });
+        await this.cloudly.relays.callSession(sessionArg, 'pushClusterIngressRouteTableChanged', hint);
       } else {
-        await this.cloudly.relays.call(clusterIdArg, 'pushClusterIngressRouteTableChanged', hint, { timeoutMs: routeTableHintTimeoutMs });
+        await this.cloudly.relays.call(clusterIdArg, 'pushClusterIngressRouteTableChanged', hint);
       }
     } catch (error) {
       const reasons = (error as { errorData?: { reasons?: unknown } }).errorData?.reasons;

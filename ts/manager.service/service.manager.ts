@@ -779,11 +779,12 @@ export class ServiceManager {
         doc.clusterId,
         'applyRuntimeLocalStorageClaim',
         request,
-        { timeoutMs: claimPushTimeoutMs },
       );
     } catch (error) {
-      const data = readCloudlyErrorData((error as { errorData?: unknown }).errorData);
-      await this.recordDeliveryError(doc, data?.reasons?.[0] ?? data?.code ?? 'relay-error');
+      // The one relay-call mapping names the failure first; a relay's own refusal adds its code.
+      const data = (error as { errorData?: { reasons?: string[]; relayError?: { code: string | null } } }).errorData;
+      const reason = data?.reasons?.[0] ?? 'relay-failed';
+      await this.recordDeliveryError(doc, data?.relayError?.code ? `${reason}: ${data.relayError.code}` : reason);
       return;
     }
     let bound;

@@ -1,0 +1,148 @@
+import { TypedResponseError } from '@api.global/typedrequest';
+import { PeerUnavailableError } from './envelopepeer.js';
+
+/**
+ * Everything Cloudly calls on a relay, in one table: each method's timeout class, and the one
+ * mapping from "the call did not give a usable answer" to what Cloudly's own caller is told.
+ * `docs/relay-protocol.md` lists the same methods; a test holds the two together.
+ */
+
+/** How long a class of Cloudly → relay calls may take before it ends as `relay-timeout`. */
+export interface IRelayCallTimeouts {
+  /** A hint the relay only acknowledges; losing one costs nothing (the relay pulls). */
+  hint: number;
+  /** Reads and small writes a caller waits for (`CLOUDLY_RELAY_CALL_TIMEOUT_MS`). */
+  ordinary: number;
+  /** Archive work on a node: prune, isolated-restore steps (`CLOUDLY_RELAY_ARCHIVE_CALL_TIMEOUT_MS`). */
+  archive: number;
+  /** A whole node backup or restore (`CLOUDLY_RELAY_BACKUP_CALL_TIMEOUT_MS`). */
+  backup: number;
+}
+
+export type TRelayCallTimeoutClass = keyof IRelayCallTimeouts;
+
+export const defaultRelayCallTimeouts: IRelayCallTimeouts = Object.freeze({
+  hint: 5_000,
+  ordinary: 15_000,
+  archive: 5 * 60_000,
+  backup: 15 * 60_000,
+});
+
+/** Every method Cloudly calls on a relay, and its timeout class. */
+export const cloudlyToRelayCalls = {
+  getClusterCorestoreLegacyResources: 'ordinary',
+  applyRuntimeLocalStorageClaim: 'ordinary',
+  pushClusterIngressRouteTableChanged: 'hint',
+  backupClusterService: 'backup',
+  restoreClusterService: 'backup',
+  pruneClusterNodeArchive: 'archive',
+  coreflowPrepareIsolatedRestore: 'archive',
+  stageIsolatedRestoreArchive: 'archive',
+  coreflowGetIsolatedRestoreStatus: 'ordinary',
+  coreflowExecuteIsolatedRestore: 'archive',
+  coreflowCleanupIsolatedRestore: 'archive',
+} as const satisfies Record<string, TRelayCallTimeoutClass>;
+
+export type TCloudlyToRelayMethod = keyof typeof cloudlyToRelayCalls;
+
+export const isCloudlyToRelayMethod = (methodArg: string): methodArg is TCloudlyToRelayMethod =>
+  Object.hasOwn(cloudlyToRelayCalls, methodArg);
+
+/** The timeout of one method; a method outside the table (tests, extensions) gets `ordinary`. */
+export const relayCallTimeoutMs = (methodArg: string, timeoutsArg: IRelayCallTimeouts): number =>
+  timeoutsArg[isCloudlyToRelayMethod(methodArg) ? cloudlyToRelayCalls[methodArg] : 'ordinary'];
+
+/** Reasons of the `unavailable` answer Cloudly gives when a relay call gave no usable answer. */
+export const relayCallFailureReasons = {
+  notConnected: 'relay-not-connected',
+  timeout: 'relay-timeout',
+  disconnected: 'relay-disconnected',
+  /** The relay answered with an error envelope; its code and reasons travel in `relayError`. */
+  refused: 'relay-refused',
+  /** The relay's answer does not match the contract; the reasons after it name each member. */
+  answerInvalid: 'relay-answer-invalid',
+  /** The call could not be made at all (e.g. the request could not be sent). */
+  failed: 'relay-failed',
+} as const;
+
+/** The relay's own refusal, as Cloudly passes it on: bounded, so a relay cannot flood a caller or a log. */
+export interface IRelayErrorData {
+  code: string | null;
+  retryable?: boolean;
+  reasons: string[];
+}
+
+export const maximumRelayErrorReasons = 16;
+export const maximumRelayErrorReasonLength = 512;
+const maximumRelayErrorCodeLength = 64;
+
+const boundText = (valueArg: string, maxArg: number): string =>
+  (valueArg.length <= maxArg ? valueArg : `${valueArg.slice(0, maxArg)}…`);
+
+/** Reads a relay's error data into the bounded shape, whatever the relay sent. */
+export const readRelayErrorData = (valueArg: unknown): IRelayErrorData => {
+  const data = valueArg && typeof valueArg === 'object' && !Array.isArray(valueArg) ? valueArg as Record<string, unknown> : {};
+  const reasons = Array.isArray(data.reasons) ? data.reasons.filter((reason): reason is string => typeof reason === 'string') : [];
+  return {
+    code: typeof data.code === 'string' ? boundText(data.code, maximumRelayErrorCodeLength) : null,
+    ...(typeof data.retryable === 'boolean' ? { retryable: data.retryable } : {}),
+    reasons: reasons.slice(0, maximumRelayErrorReasons).map((reason) => boundText(reason, maximumRelayErrorReasonLength)),
+  };
+};
+
+const unavailableText = 'The service needed for this request is unavailable.';
+
+/** `unavailable` with the given reasons (the catalogue's shape, plus `relayError` when the relay refused). */
+export const relayUnavailable = (reasonsArg: string[], relayErrorArg?: IRelayErrorData): TypedResponseError =>
+  new TypedResponseError(unavailableText, {
+    code: 'unavailable',
+    // A relay's own refusal that says it will not change is passed on as not worth retrying.
+    retryable: relayErrorArg?.retryable ?? true,
+    reasons: reasonsArg,
+    ...(relayErrorArg ? { relayError: relayErrorArg } : {}),
+  });
+
+/**
+ * The one mapping of a failed Cloudly → relay call: no answer is `relay-not-connected`,
+ * `relay-timeout` or `relay-disconnected`; the relay's own refusal is `relay-refused` with the
+ * relay's code and reasons in `relayError` (never the caller's own `invalid-request`); anything
+ * else is `relay-failed`. All are `unavailable`.
+ */
+export const relayCallRefusal = (errorArg: unknown): TypedResponseError => {
+  if (errorArg instanceof PeerUnavailableError) {
+    return relayUnavailable([errorArg.failure === 'timeout'
+      ? relayCallFailureReasons.timeout
+      : errorArg.failure === 'not-open' ? relayCallFailureReasons.notConnected : relayCallFailureReasons.disconnected]);
+  }
+  if (errorArg instanceof TypedResponseError) {
+    return relayUnavailable([relayCallFailureReasons.refused], readRelayErrorData(errorArg.errorData));
+  }
+  // The socket's answer reader refused the answer itself (too large, not an envelope): read by
+  // name so this mapping does not depend on which reader produced it.
+  if (errorArg instanceof Error && errorArg.name === 'PeerAnswerMalformedError') {
+    const reasons = (errorArg as Error & { reasons?: unknown }).reasons;
+    return relayUnavailable([
+      relayCallFailureReasons.answerInvalid,
+      ...(Array.isArray(reasons) ? reasons.filter((reason): reason is string => typeof reason === 'string') : [])
+        .slice(0, maximumRelayErrorReasons).map((reason) => boundText(reason, maximumRelayErrorReasonLength)),
+    ]);
+  }
+  return relayUnavailable([relayCallFailureReasons.failed]);
+};
+
+/** The outcome label of a failed call for metrics: the first reason of its refusal. */
+export const relayCallOutcomeOf = (refusalArg: TypedResponseError): string =>
+  String((refusalArg.errorData as { reasons?: string[] } | undefined)?.reasons?.[0] ?? 'relay-failed');
+
+/**
+ * Refuses an answer that does not match the contract: `unavailable`, `relay-answer-invalid`,
+ * then every reason (each naming the member under `answer`, e.g. `answer.snapshots[0].type ...`).
+ */
+export const requireValidRelayAnswer = (reasonsArg: string[]): void => {
+  if (reasonsArg.length > 0) {
+    throw relayUnavailable([
+      relayCallFailureReasons.answerInvalid,
+      ...reasonsArg.slice(0, maximumRelayErrorReasons).map((reason) => boundText(reason, maximumRelayErrorReasonLength)),
+    ]);
+  }
+};
