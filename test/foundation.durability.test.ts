@@ -5,16 +5,17 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { BSON } from 'mongodb';
 import { refusalOf, startTestCloudly, waitFor } from './helpers/cloudly.js';
-import { cloudlyProcessEnv, exitOf, runCloudlyProcessToExit, startCloudlyProcess } from './helpers/process.js';
+import { cloudlyProcessEnv, exitOf, killHard, runCloudlyProcessToExit, startCloudlyProcess } from './helpers/process.js';
 import { Cloudly } from '../ts/classes.cloudly.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
-import { previousSnapshotFileName, snapshotFileName, SnapshotDamagedError } from '../ts/core/database.js';
+import { previousSnapshotFileName, snapshotFileName, StorageDamagedError } from '../ts/core/database.js';
+import { readSnapshotFile } from '../ts/core/snapshotfile.js';
 import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 
 const tempDir = () => fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-durability-'));
 
-describe('embedded durability: Cloudly owns the snapshot', () => {
+describe('embedded durability: journal and snapshots', () => {
   test('a graceful restart on the same data directory keeps clusters, admins, relay tokens and the signing key', async () => {
     const t = await startTestCloudly();
     try {
@@ -35,52 +36,67 @@ describe('embedded durability: Cloudly owns the snapshot', () => {
     }
   });
 
-  test('the snapshot is Extended JSON that keeps types, and the previous one is kept beside it', async () => {
+  test('types survive the journal and the snapshot, and the previous snapshot is kept beside the current one', async () => {
     const t = await startTestCloudly();
     try {
       const raw = t.cloudly.database.mongoDb.collection('TypeProbe');
       await raw.insertOne({ at: new Date(1_700_000_000_000), bytes: new BSON.Binary(Buffer.from([1, 2, 3])), big: BSON.Long.fromString('9007199254740993') });
       await t.createCluster('first');
-      await t.cloudly.database.flushSnapshot();
+      await t.cloudly.database.compact();
       await t.createCluster('second');
-      await t.cloudly.database.flushSnapshot();
-      const text = await fsp.readFile(path.join(t.dataDir, snapshotFileName), 'utf8');
-      const parsed = BSON.EJSON.parse(text, { relaxed: false }) as { collections: Record<string, Array<Record<string, unknown>>> };
-      const probe = parsed.collections.TypeProbe[0];
+      await t.cloudly.database.compact();
+      const current = await readSnapshotFile(path.join(t.dataDir, snapshotFileName));
+      const previous = await readSnapshotFile(path.join(t.dataDir, previousSnapshotFileName));
+      const probe = current.collections.find((c) => c.name === 'TypeProbe')!.docs[0];
       assert.ok(probe.at instanceof Date);
       assert.ok(probe.bytes instanceof BSON.Binary);
       assert.equal((probe.big as BSON.Long).toString(), '9007199254740993');
-      const previous = BSON.EJSON.parse(await fsp.readFile(path.join(t.dataDir, previousSnapshotFileName), 'utf8'), { relaxed: false }) as typeof parsed;
-      assert.equal(previous.collections.CloudlyCluster.length, 1);
-      assert.equal(parsed.collections.CloudlyCluster.length, 2);
-      await t.restart();
-      const restored = await t.cloudly.database.mongoDb.collection('TypeProbe').findOne({});
-      assert.ok(restored?.at instanceof Date);
-      assert.ok(restored?.bytes instanceof BSON.Binary);
+      assert.equal(previous.collections.find((c) => c.name === 'CloudlyCluster')!.docs.length, 1);
+      assert.equal(current.collections.find((c) => c.name === 'CloudlyCluster')!.docs.length, 2);
+      assert.ok(current.lsn > previous.lsn, 'each snapshot records the journal position it covers');
+      // Written after the last snapshot: only the journal has it. A copy of the data directory
+      // taken now is what a crash would leave; replaying it keeps the types too.
+      await raw.insertOne({ late: true, at: new Date(1_800_000_000_000), big: BSON.Long.fromString('-9007199254740995') });
+      const crashDir = await tempDir();
+      await fsp.cp(t.dataDir, crashDir, { recursive: true, filter: (source) => !source.endsWith('.sock') });
+      const recovered = await startTestCloudly({ dataDir: crashDir });
+      try {
+        const probes = recovered.cloudly.database.mongoDb.collection('TypeProbe');
+        const restored = await probes.findOne({ bytes: { $exists: true } });
+        assert.ok(restored?.at instanceof Date);
+        assert.ok(restored?.bytes instanceof BSON.Binary);
+        const late = await probes.findOne({ late: true }, { promoteLongs: false });
+        assert.equal(late?.at.getTime(), 1_800_000_000_000);
+        assert.equal(String(late?.big), '-9007199254740995');
+      } finally {
+        await recovered.stop();
+        await fsp.rm(crashDir, { recursive: true, force: true });
+      }
     } finally {
       await t.stop();
     }
   });
 
-  test('a damaged snapshot stops start-up, names the file, and leaves both snapshots untouched', async () => {
+  test('a damaged snapshot stops start-up, names the file and offset, and leaves every file untouched', async () => {
     const dataDir = await tempDir();
     try {
       const snapshotPath = path.join(dataDir, snapshotFileName);
       const previousPath = path.join(dataDir, previousSnapshotFileName);
-      await fsp.writeFile(snapshotPath, '{"format":"cloudly-embedded-snapshot/1","collections":{"CloudlyCluster":[{"id"');
+      await fsp.writeFile(snapshotPath, 'CLJ1 this is not a snapshot');
       await fsp.writeFile(previousPath, 'previous bytes');
       const before = await fsp.readFile(snapshotPath);
       const { code, output } = await runCloudlyProcessToExit(cloudlyProcessEnv(dataDir));
       assert.equal(code, 1);
       assert.ok(output.includes(snapshotPath), 'the message names the file');
-      assert.match(output, /damaged/);
+      assert.match(output, /damaged at byte offset 0/);
       assert.deepEqual(await fsp.readFile(snapshotPath), before);
       assert.equal(await fsp.readFile(previousPath, 'utf8'), 'previous bytes');
       // In-process, start() refuses the same way.
       const cloudly = new Cloudly({ config: { dataDir, port: 0, mongoDbUrl: null, logLevel: 'silent' } });
-      await assert.rejects(() => cloudly.start(), SnapshotDamagedError);
+      await assert.rejects(() => cloudly.start(), StorageDamagedError);
       await cloudly.stop();
       assert.deepEqual(await fsp.readFile(snapshotPath), before);
+      assert.deepEqual((await fsp.readdir(dataDir)).sort(), [previousSnapshotFileName, snapshotFileName].sort());
     } finally {
       await fsp.rm(dataDir, { recursive: true, force: true });
     }
@@ -97,7 +113,7 @@ describe('embedded durability: Cloudly owns the snapshot', () => {
     }
   });
 
-  test('a committed write survives a SIGKILL once the snapshot window has passed', async () => {
+  test('an acknowledged write survives a SIGKILL sent right after the answer', async () => {
     const dataDir = await tempDir();
     try {
       const env = cloudlyProcessEnv(dataDir);
@@ -105,10 +121,7 @@ describe('embedded durability: Cloudly owns the snapshot', () => {
       const admin = new CloudlyAdminClient(first.baseUrl);
       await admin.login('admin', 'process-admin-password');
       const { cluster, relayToken } = await admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'crash-proof' });
-      const snapshotPath = path.join(dataDir, snapshotFileName);
-      await waitFor(async () => (await fsp.readFile(snapshotPath, 'utf8').catch(() => '')).includes(cluster.id), 'snapshot holds the cluster', 5000);
-      first.child.kill('SIGKILL');
-      await exitOf(first.child);
+      await killHard(first.child);
       const second = await startCloudlyProcess(env);
       try {
         const admin2 = new CloudlyAdminClient(second.baseUrl);

@@ -1,6 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
 import { defineDocumentKind, retainedMutationAnswers, type IStoredDocument } from '../ts/core/store.js';
 
 interface ICounterDoc extends IStoredDocument {
@@ -80,29 +80,17 @@ describe('store: compare-and-swap on one document, decided by the database', () 
     assert.equal(await t.cloudly.store.get(counterKind, 'gone'), null);
   });
 
-  test('writes of a kind marked snapshotOnWrite: false schedule no embedded snapshot; others do', async () => {
-    // Counts the store's requests for a snapshot while only this test's writes run (the 300 ms
-    // wait of an earlier version also caught unrelated background writes of the test server).
-    const database = t.cloudly.database;
-    // A snapshot still running from earlier writes would mark the database dirty again itself
-    // when it ends (a write arrived meanwhile); let it finish first, so only the store's marks count.
-    await database.flushSnapshot();
-    const original = database.markDirty;
-    let marks = 0;
-    database.markDirty = function (this: typeof database) {
-      marks++;
-      original.call(this);
-    };
-    try {
-      await t.cloudly.store.insert(volatileKind, { id: 'lease-like', value: 0 });
-      await t.cloudly.store.swap(volatileKind, 'lease-like', 1, { set: { value: 1 } });
-      assert.equal(marks, 0);
-      const before = database.snapshotsWritten;
-      await t.cloudly.store.insert(counterKind, { id: 'durable', value: 0 });
-      assert.equal(marks, 1);
-      await waitFor(() => database.snapshotsWritten > before, 'a snapshot after a durable write');
-    } finally {
-      database.markDirty = original;
-    }
+  test('every write, of any kind, is synced to the embedded journal before it is answered', async () => {
+    // The per-kind snapshot opt-out is gone: leases are journaled like everything else.
+    const journal = t.cloudly.database.journal!;
+    const beforeVolatile = journal.lastAppendedLsn;
+    await t.cloudly.store.insert(volatileKind, { id: 'lease-like', value: 0 });
+    assert.ok(journal.durableLsn > beforeVolatile, 'the insert is on disk when it is answered');
+    const beforeSwap = journal.lastAppendedLsn;
+    assert.ok(await t.cloudly.store.swap(volatileKind, 'lease-like', 1, { set: { value: 1 } }));
+    assert.ok(journal.durableLsn > beforeSwap, 'the swap is on disk when it is answered');
+    const beforeDurable = journal.lastAppendedLsn;
+    await t.cloudly.store.insert(counterKind, { id: 'durable', value: 0 });
+    assert.ok(journal.durableLsn > beforeDurable);
   });
 });

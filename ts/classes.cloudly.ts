@@ -5,7 +5,7 @@ import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
 import type { ITypedContract } from './interfaces/requests/admin.js';
 import { readConfig, type ICloudlyConfig } from './config.js';
 import { createLogger, type TCloudlyLogger } from './core/logger.js';
-import { CloudlyDatabase } from './core/database.js';
+import { CloudlyDatabase, isDatabaseUnavailableError } from './core/database.js';
 import { DocumentStore } from './core/store.js';
 import { CloudlyAuth, type IVerifiedIdentity } from './core/auth.js';
 import { CloudlyMetrics } from './core/metrics.js';
@@ -89,6 +89,10 @@ export class Cloudly {
       mongoDbName: this.config.mongoDbName,
       dataDir: this.config.dataDir,
       snapshotDebounceMs: this.config.snapshotDebounceMs,
+      compactBytes: this.config.journalCompactBytes,
+      compactIntervalMs: this.config.compactIntervalMs,
+      databaseTimeoutMs: this.config.databaseTimeoutMs,
+      journalFailpointFile: this.config.journalFailpointFile,
       logger: this.logger,
     });
     this.store = new DocumentStore(this.database);
@@ -221,6 +225,11 @@ export class Cloudly {
       } catch (error) {
         if (error instanceof TypedResponseError) {
           throw error;
+        }
+        if (isDatabaseUnavailableError(error)) {
+          // The database is unreachable or could not make the write durable: retryable, nothing answered as done.
+          this.logger.warn({ err: error, method: methodArg }, 'database unavailable');
+          throw refuse('unavailable', ['database-unavailable']);
         }
         const errorId = this.logInternalFailure(error, methodArg);
         throw new TypedResponseError('Cloudly failed to answer this request.', { code: 'internal', retryable: true, errorId });

@@ -1,6 +1,6 @@
 import { Cloudly } from './classes.cloudly.js';
 import { ConfigError } from './config.js';
-import { SnapshotDamagedError } from './core/database.js';
+import { DataDirectoryLockedError, StorageDamagedError } from './core/database.js';
 import { tuneServerRuntime } from './core/runtimetuning.js';
 
 /** `npm start`: read the configuration, start Cloudly, stop it gracefully on SIGTERM/SIGINT. */
@@ -19,7 +19,7 @@ const main = async (): Promise<void> => {
   try {
     await cloudly.start();
   } catch (error) {
-    if (error instanceof SnapshotDamagedError) {
+    if (error instanceof StorageDamagedError || error instanceof DataDirectoryLockedError) {
       process.stderr.write(`cloudly: ${error.message}\n`);
     } else {
       process.stderr.write(`cloudly: failed to start: ${(error as Error).message}\n`);

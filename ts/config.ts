@@ -38,8 +38,16 @@ export interface ICloudlyConfig {
   socketPendingRequests: number;
   /** Largest answer a relay may send to one of Cloudly's calls (an inventory can be large). */
   relayAnswerLimitBytes: number;
-  /** How far the embedded snapshot may lag behind a committed write. */
+  /** Deprecated and ignored (CLOUDLY_SNAPSHOT_DEBOUNCE_MS): every embedded write is journaled before it is answered. */
   snapshotDebounceMs: number;
+  /** Embedded database: journal bytes since the last compaction that start the next one. */
+  journalCompactBytes: number;
+  /** Embedded database: the longest time between compactions while anything was journaled. */
+  compactIntervalMs: number;
+  /** How long a call waits for an unreachable database before it is answered `unavailable`. */
+  databaseTimeoutMs: number;
+  /** Test-only failpoint of the embedded journal (a file whose presence makes journal writes fail). */
+  journalFailpointFile: string | null;
 }
 
 export class ConfigError extends Error {
@@ -125,5 +133,9 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     socketPendingRequests: readInteger(env, 'CLOUDLY_SOCKET_PENDING_REQUESTS', 128, 1, 100_000),
     relayAnswerLimitBytes: readInteger(env, 'CLOUDLY_RELAY_ANSWER_LIMIT_BYTES', 8 * 1024 * 1024, 1024, 256 * 1024 * 1024),
     snapshotDebounceMs: readInteger(env, 'CLOUDLY_SNAPSHOT_DEBOUNCE_MS', 250, 0, 1000),
+    journalCompactBytes: readInteger(env, 'CLOUDLY_JOURNAL_COMPACT_BYTES', 64 * 1024 * 1024, 4096, 16 * 1024 * 1024 * 1024),
+    compactIntervalMs: readInteger(env, 'CLOUDLY_COMPACT_INTERVAL_MS', 3_600_000, 1000, 7 * 24 * 3_600_000),
+    databaseTimeoutMs: readInteger(env, 'CLOUDLY_DATABASE_TIMEOUT_MS', 2000, 100, 60_000),
+    journalFailpointFile: readOptional(env, 'CLOUDLY_TEST_JOURNAL_FAILPOINT'),
   };
 };

@@ -22,13 +22,19 @@ export const cloudlyProcessEnv = (dataDirArg: string, extraArg: Record<string, s
   CLOUDLY_DATA_DIR: dataDirArg,
   CLOUDLY_ADMIN_USERNAME: 'admin',
   CLOUDLY_ADMIN_PASSWORD: 'process-admin-password',
-  CLOUDLY_SNAPSHOT_DEBOUNCE_MS: '100',
   ...extraArg,
 });
 
 /** Starts the CLI and waits for its "listening" line; rejects with its output if it exits first. */
-export const startCloudlyProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> => new Promise((resolve, reject) => {
-  const child = spawn(process.execPath, cliArguments, { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'] });
+export const startCloudlyProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> =>
+  startListening(process.execPath, cliArguments, envArg);
+
+/** Starts Cloudly the way the readme says, `npm start`; the child is the npm process. */
+export const startNpmStartProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> =>
+  startListening('npm', ['start'], envArg);
+
+const startListening = (commandArg: string, argsArg: string[], envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> => new Promise((resolve, reject) => {
+  const child = spawn(commandArg, argsArg, { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const onData = (chunkArg: Buffer) => {
     output += chunkArg.toString();
@@ -63,3 +69,20 @@ export const exitOf = (childArg: ChildProcess): Promise<number | null> => new Pr
   }
   childArg.once('exit', (code) => resolve(code));
 });
+
+/** SIGKILL (kill -9), then waits until the process is gone. */
+export const killHard = async (childArg: ChildProcess): Promise<void> => {
+  childArg.kill('SIGKILL');
+  await exitOf(childArg);
+};
+
+/** Waits until the process's output matches `patternArg`; fails with the output after `timeoutMsArg`. */
+export const waitForOutput = async (processArg: ICloudlyProcess, patternArg: RegExp, timeoutMsArg = 10_000): Promise<void> => {
+  const deadline = Date.now() + timeoutMsArg;
+  while (!patternArg.test(processArg.output())) {
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${patternArg} in:\n${processArg.output()}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+};

@@ -1,37 +1,52 @@
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as net from 'node:net';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { SmartdataDb } from '@push.rocks/smartdata';
-import { BSON, type Document } from 'mongodb';
+import {
+  MongoError,
+  MongoNetworkError,
+  MongoNotConnectedError,
+  MongoServerSelectionError,
+  MongoTopologyClosedError,
+} from 'mongodb';
 import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
-import { syncDirectory, writeFileSynced } from './durablefiles.js';
+import { DataDirectoryLock, DataDirectoryLockedError } from './datadirlock.js';
+import { syncDirectory } from './durablefiles.js';
+import {
+  Journal,
+  JournalUnavailableError,
+  journalUnavailableCode,
+  listSegments,
+  readJournal,
+  StorageDamagedError,
+} from './journal.js';
+import { JournaledStorage } from './journaledstorage.js';
+import { readLegacySnapshotFile, readSnapshotFile, writeSnapshotFile, type ISnapshotContents } from './snapshotfile.js';
 import type { TCloudlyLogger } from './logger.js';
 
 /**
  * The database Cloudly runs on: a MongoDB named by MONGODB_URL, or the embedded in-memory
- * CongoDB server. The embedded server's own persistence is not trustworthy (non-atomic files,
- * types turned into strings, a damaged file silently replaced), so for it Cloudly keeps its own
- * snapshot: every collection read through the driver, written as canonical Extended JSON to a
- * temporary file, fsynced and renamed over the current one, the previous snapshot kept beside it.
+ * CongoDB server. For the embedded server Cloudly keeps the data itself (docs/storage.md):
+ *
+ * - every change is appended to a journal and synced before the write is answered (journal.ts,
+ *   hooked in as the server's storage adapter, journaledstorage.ts);
+ * - compaction writes a snapshot of one point in time with the journal position it covers, and
+ *   then drops the journal the snapshot before it no longer needs;
+ * - start-up loads the snapshot and replays the journal after its position;
+ * - the server listens only on a Unix socket inside the data directory (0700, socket 0600), and a
+ *   lock file keeps a second Cloudly off the same directory.
  */
 
-export const snapshotFileName = 'embedded-db.snapshot.ejson';
-export const previousSnapshotFileName = 'embedded-db.snapshot.previous.ejson';
-const snapshotFormat = 'cloudly-embedded-snapshot/1';
+export const snapshotFileName = 'embedded-db.snapshot';
+export const previousSnapshotFileName = 'embedded-db.snapshot.previous';
+/** The whole-database Extended JSON snapshot written before the journal; read once to migrate. */
+export const legacySnapshotFileName = 'embedded-db.snapshot.ejson';
+export const socketFileName = 'embedded-db.sock';
 
-export class SnapshotDamagedError extends Error {
-  constructor(public readonly file: string, detail: string) {
-    super(`embedded database snapshot ${file} is damaged (${detail}); refusing to start and leaving it untouched`);
-    this.name = 'SnapshotDamagedError';
-  }
-}
-
-interface ISnapshotFile {
-  format: string;
-  writtenAt: number;
-  collections: Record<string, Document[]>;
-}
+/** Kept under its old name for callers that catch it: a damaged snapshot or journal. */
+export { StorageDamagedError as SnapshotDamagedError, StorageDamagedError, DataDirectoryLockedError };
 
 export const findFreePort = async (): Promise<number> => new Promise((resolve, reject) => {
   const server = net.createServer();
@@ -42,28 +57,74 @@ export const findFreePort = async (): Promise<number> => new Promise((resolve, r
   });
 });
 
+/**
+ * True for a failure that means "the database cannot be reached or cannot make this durable
+ * right now": the caller should retry, and is answered `unavailable`, not `internal`.
+ */
+export const isDatabaseUnavailableError = (errorArg: unknown): boolean => {
+  if (errorArg instanceof JournalUnavailableError) {
+    return true;
+  }
+  if (errorArg instanceof MongoServerSelectionError || errorArg instanceof MongoNetworkError
+    || errorArg instanceof MongoTopologyClosedError || errorArg instanceof MongoNotConnectedError) {
+    return true;
+  }
+  if (errorArg instanceof MongoError) {
+    const { code } = errorArg as MongoError & { code?: unknown };
+    return code === journalUnavailableCode || errorArg.hasErrorLabel('RetryableWriteError')
+      || errorArg.name === 'MongoPoolClearedError';
+  }
+  return false;
+};
+
 export interface ICloudlyDatabaseOptions {
   mongoDbUrl: string | null;
   mongoDbName: string;
   dataDir: string;
-  snapshotDebounceMs: number;
   logger: TCloudlyLogger;
+  /** Deprecated and ignored: there is no snapshot window any more (every write is journaled). */
+  snapshotDebounceMs?: number;
+  /** Compaction starts once this many journal bytes were written since the last one. */
+  compactBytes?: number;
+  /** ... or once this long has passed with anything journaled. */
+  compactIntervalMs?: number;
+  /** How long a call waits for an unreachable MongoDB before it is answered `unavailable`. */
+  databaseTimeoutMs?: number;
+  /** Test-only: see IJournalOptions.failpointFile. */
+  journalFailpointFile?: string | null;
+  /** Bench-only: false runs the embedded database without a journal (nothing is durable). */
+  journal?: boolean;
 }
+
+const defaultCompactBytes = 64 * 1024 * 1024;
+const defaultCompactIntervalMs = 3_600_000;
+const defaultDatabaseTimeoutMs = 2_000;
+/** `/readyz` answers within about this long, whatever the database does. */
+const readinessTimeoutMs = 800;
+/** Unix socket paths are limited to 108 bytes; beyond this the socket goes to a private temp dir. */
+const maximumSocketPathBytes = 100;
 
 export class CloudlyDatabase {
   public smartdataDb!: SmartdataDb;
   public readonly embedded: boolean;
-  private congoServer: congodb.CongoServer | null = null;
-  private snapshotTimer: NodeJS.Timeout | null = null;
-  private snapshotRunning: Promise<void> | null = null;
-  private dirtyAgain = false;
-  private firstDirtyAt: number | null = null;
-  private closed = false;
-  /** Count of snapshots written, for tests and metrics. */
+  public journal: Journal | null = null;
+  public storage: JournaledStorage | null = null;
+  /** The journal position the current snapshot covers. */
+  public snapshotLsn = 0;
+  /** Count of snapshots written (compactions), for tests and the benchmark. */
   public snapshotsWritten = 0;
+  /** Where the embedded server listens (a Unix socket path). */
+  public socketPath: string | null = null;
+  private congoServer: congodb.CongoServer | null = null;
+  private readonly lock: DataDirectoryLock;
+  private compacting: Promise<void> | null = null;
+  private compactTimer: NodeJS.Timeout | null = null;
+  private privateSocketDir: string | null = null;
+  private closed = false;
 
   constructor(private readonly options: ICloudlyDatabaseOptions) {
     this.embedded = options.mongoDbUrl === null;
+    this.lock = new DataDirectoryLock(options.dataDir);
   }
 
   public get snapshotPath(): string {
@@ -76,126 +137,287 @@ export class CloudlyDatabase {
 
   public async start(): Promise<void> {
     let url = this.options.mongoDbUrl;
-    let snapshot: ISnapshotFile | null = null;
     if (this.embedded) {
-      // Read the snapshot before anything else runs, so a damaged file stops start-up before a
-      // single byte could be written over it.
-      snapshot = await this.readSnapshot();
-      const port = await findFreePort();
-      this.congoServer = new congodb.CongoServer({ port, host: '127.0.0.1', storage: 'memory' });
-      await this.congoServer.start();
-      // The embedded server needs polling monitoring: with the default the pool is cleared about
-      // once a second and operations fail.
-      url = `mongodb://127.0.0.1:${port}/?serverMonitoringMode=poll&directConnection=true`;
-      this.options.logger.warn(
-        { port },
-        'embedded database: single-node, in-memory, made durable only by Cloudly snapshots '
-          + `in ${this.options.dataDir} (at most about ${this.options.snapshotDebounceMs} ms behind a committed write); `
-          + 'set MONGODB_URL for production',
-      );
+      url = await this.startEmbedded();
     }
-    this.smartdataDb = new SmartdataDb({ mongoDbUrl: url!, mongoDbName: this.options.mongoDbName });
+    // smartdata passes serverSelectionTimeoutMS to the driver (its type does not list it): a
+    // MongoDB that is gone fails a call within it instead of the driver's 30 s default.
+    const descriptor = {
+      mongoDbUrl: url!,
+      mongoDbName: this.options.mongoDbName,
+      serverSelectionTimeoutMS: this.options.databaseTimeoutMs ?? defaultDatabaseTimeoutMs,
+    };
+    this.smartdataDb = new SmartdataDb(descriptor as ConstructorParameters<typeof SmartdataDb>[0]);
     await this.smartdataDb.init();
-    if (snapshot) {
-      await this.restoreSnapshot(snapshot);
-    }
   }
 
   public get mongoDb() {
     return this.smartdataDb.mongoDb;
   }
 
-  /** Pings the database; false when it does not answer. */
+  /** Pings the database; false when it does not answer within a second or cannot write. */
   public async isReachable(): Promise<boolean> {
-    try {
-      await this.smartdataDb.mongoDb.command({ ping: 1 });
-      return true;
-    } catch {
+    if (this.journal?.failure) {
       return false;
     }
-  }
-
-  /** Called after every committed write; schedules a snapshot at most `snapshotDebounceMs` later. */
-  public markDirty(): void {
-    if (!this.embedded || this.closed) {
-      return;
-    }
-    if (this.snapshotRunning) {
-      this.dirtyAgain = true;
-      return;
-    }
-    if (this.firstDirtyAt === null) {
-      this.firstDirtyAt = Date.now();
-    }
-    if (!this.snapshotTimer) {
-      this.snapshotTimer = setTimeout(() => {
-        this.snapshotTimer = null;
-        void this.flushSnapshot().catch((error: unknown) => {
-          this.options.logger.error({ err: error }, 'embedded database snapshot failed');
-        });
-      }, this.options.snapshotDebounceMs);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const ping = this.smartdataDb.mongoDb.command({ ping: 1 }).then(() => true, () => false);
+      const timeout = new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), readinessTimeoutMs);
+      });
+      return await Promise.race([ping, timeout]);
+    } catch {
+      return false;
+    } finally {
+      clearTimeout(timer);
     }
   }
 
-  /** Writes a snapshot now (waiting for one in progress first). */
+  /** Resolves once every write answered so far, and every one in flight, is on disk. */
   public async flushSnapshot(): Promise<void> {
-    if (!this.embedded) {
-      return;
+    await this.journal?.whenDurable();
+  }
+
+  /**
+   * Compaction: a snapshot of one point in time, written atomically, after which the journal
+   * older than the previous snapshot is dropped. One at a time; a second call joins the first.
+   */
+  public compact(): Promise<void> {
+    if (!this.embedded || !this.journal || !this.storage) {
+      return Promise.resolve();
     }
-    if (this.snapshotTimer) {
-      clearTimeout(this.snapshotTimer);
-      this.snapshotTimer = null;
+    if (!this.compacting) {
+      this.compacting = this.compactOnce().finally(() => {
+        this.compacting = null;
+      });
     }
-    while (this.snapshotRunning) {
-      await this.snapshotRunning;
-    }
-    this.dirtyAgain = false;
-    this.firstDirtyAt = null;
-    this.snapshotRunning = this.writeSnapshot().finally(() => {
-      this.snapshotRunning = null;
-    });
-    await this.snapshotRunning;
-    if (this.dirtyAgain && !this.closed) {
-      this.dirtyAgain = false;
-      this.markDirty();
-    }
+    return this.compacting;
   }
 
   public async stop(): Promise<void> {
     if (this.closed) {
       return;
     }
+    this.closed = true;
+    if (this.compactTimer) {
+      clearInterval(this.compactTimer);
+      this.compactTimer = null;
+    }
     try {
-      if (this.embedded) {
-        await this.flushSnapshot();
+      await this.compacting?.catch(() => undefined);
+      if (this.journal && this.storage && !this.journal.failure && this.journal.lastAppendedLsn > this.snapshotLsn) {
+        // Not needed for durability; it only makes the next start replay less.
+        await this.compact();
       }
     } catch (error) {
-      this.options.logger.error({ err: error }, 'final embedded database snapshot failed; the previous snapshot stays');
+      this.options.logger.error({ err: error }, 'final embedded database compaction failed; the journal keeps every write');
     } finally {
-      this.closed = true;
-      if (this.snapshotTimer) {
-        clearTimeout(this.snapshotTimer);
-        this.snapshotTimer = null;
-      }
       await this.smartdataDb?.close().catch(() => undefined);
       if (this.congoServer) {
         await this.congoServer.stop().catch(() => undefined);
         this.congoServer = null;
       }
+      await this.journal?.close();
+      if (this.socketPath) {
+        await fsp.rm(this.socketPath, { force: true });
+      }
+      if (this.privateSocketDir) {
+        await fsp.rm(this.privateSocketDir, { recursive: true, force: true });
+      }
+      await this.lock.release().catch(() => undefined);
     }
   }
 
-  private async writeSnapshot(): Promise<void> {
-    const collections: Record<string, Document[]> = {};
-    const infos = await this.smartdataDb.mongoDb.listCollections({}, { nameOnly: true }).toArray();
-    for (const info of infos.sort((a, b) => a.name.localeCompare(b.name))) {
-      collections[info.name] = await this.smartdataDb.mongoDb.collection(info.name).find({}).toArray();
+  // ------------------------------------------------------------------ embedded start-up
+
+  private async startEmbedded(): Promise<string> {
+    const { dataDir, logger } = this.options;
+    await fsp.mkdir(dataDir, { recursive: true, mode: 0o700 });
+    await this.restrictDataDir();
+    await this.lock.acquire().then(({ replacedStalePid }) => {
+      if (replacedStalePid !== null) {
+        logger.warn({ stalePid: replacedStalePid }, 'replaced the lock of a Cloudly that is no longer running');
+      }
+    });
+    if (this.options.snapshotDebounceMs !== undefined && process.env.CLOUDLY_SNAPSHOT_DEBOUNCE_MS) {
+      logger.warn('CLOUDLY_SNAPSHOT_DEBOUNCE_MS is ignored: every write is journaled before it is answered');
     }
-    const file: ISnapshotFile = { format: snapshotFormat, writtenAt: Date.now(), collections };
-    const text = BSON.EJSON.stringify(file, { relaxed: false });
-    await fsp.mkdir(this.options.dataDir, { recursive: true });
+    try {
+      // Everything is read and checked before anything is changed, so a refused start leaves
+      // every file as it was.
+      const snapshot = await this.readNewestSnapshot();
+      const journalState = await readJournal(dataDir, snapshot?.lsn ?? 0);
+      const journal = new Journal({
+        dir: dataDir,
+        logger,
+        nextLsn: journalState.lastLsn + 1,
+        failpointFile: this.options.journalFailpointFile ?? null,
+        disabled: this.options.journal === false,
+        onDurable: (bytesArg) => {
+          if (bytesArg >= (this.options.compactBytes ?? defaultCompactBytes) && !this.compacting && !this.closed) {
+            this.compact().catch((error: unknown) => logger.error({ err: error }, 'embedded database compaction failed'));
+          }
+        },
+      });
+      const storage = new JournaledStorage(journal);
+      const started = Date.now();
+      for (const collection of snapshot?.collections ?? []) {
+        storage.load(collection.db || this.options.mongoDbName, collection.name, collection.docs, collection.indexes);
+      }
+      for (const record of journalState.records) {
+        storage.replay(record);
+      }
+      this.snapshotLsn = snapshot?.lsn ?? 0;
+      if (journalState.tornTail) {
+        const torn = journalState.tornTail;
+        logger.warn(
+          { file: torn.path, offset: torn.offset, bytes: torn.bytes, reason: torn.reason },
+          'embedded database journal ends in a torn record (a crash during its append; it was never acknowledged); discarding it',
+        );
+        await fsp.truncate(torn.path, torn.offset);
+        const handle = await fsp.open(torn.path, 'r+');
+        await handle.sync().finally(() => handle.close());
+      }
+      await this.removeLeftoverTemporaries();
+      this.journal = journal;
+      this.storage = storage;
+      logger.info(
+        {
+          snapshotLsn: this.snapshotLsn,
+          replayedRecords: journalState.records.length,
+          documents: storage.documentCount(),
+          ms: Date.now() - started,
+        },
+        'embedded database recovered from its snapshot and journal',
+      );
+      const url = await this.startEmbeddedServer(storage);
+      if (snapshot && snapshot.lsn === 0 && snapshot.collections.some((collection) => collection.db === '')) {
+        // Migrated from the pre-journal snapshot: write the new format now.
+        await this.compact();
+        logger.info({ file: path.join(dataDir, legacySnapshotFileName) }, 'migrated the pre-journal snapshot; the old file is no longer read');
+      }
+      const intervalMs = this.options.compactIntervalMs ?? defaultCompactIntervalMs;
+      this.compactTimer = setInterval(() => {
+        if (this.journal && this.journal.lastAppendedLsn > this.snapshotLsn && !this.compacting) {
+          this.compact().catch((error: unknown) => logger.error({ err: error }, 'embedded database compaction failed'));
+        }
+      }, intervalMs);
+      this.compactTimer.unref();
+      logger.warn(
+        { socket: this.socketPath },
+        `embedded database: single-node, in-memory, every write journaled in ${dataDir} before it is answered; `
+          + 'set MONGODB_URL for production',
+      );
+      return url;
+    } catch (error) {
+      await this.lock.release().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** The data directory holds the database, the journal and the signing key: owner only. */
+  private async restrictDataDir(): Promise<void> {
+    const stat = await fsp.stat(this.options.dataDir);
+    if ((stat.mode & 0o077) !== 0) {
+      try {
+        await fsp.chmod(this.options.dataDir, 0o700);
+      } catch (error) {
+        this.options.logger.warn({ err: error, dataDir: this.options.dataDir }, 'could not restrict the data directory to its owner (0700)');
+      }
+    }
+  }
+
+  private async readNewestSnapshot(): Promise<ISnapshotContents | null> {
+    const { dataDir } = this.options;
+    for (const [file, reader] of [
+      [this.snapshotPath, readSnapshotFile],
+      // Read only when the current one is absent: an operator moved a damaged snapshot away.
+      [this.previousSnapshotPath, readSnapshotFile],
+      [path.join(dataDir, legacySnapshotFileName), readLegacySnapshotFile],
+    ] as const) {
+      if (!fs.existsSync(file)) {
+        continue;
+      }
+      try {
+        return await reader(file);
+      } catch (error) {
+        if (error instanceof StorageDamagedError) {
+          throw error;
+        }
+        throw new StorageDamagedError(file, null, `unreadable: ${(error as Error).message}`);
+      }
+    }
+    return null;
+  }
+
+  private async removeLeftoverTemporaries(): Promise<void> {
+    for (const name of await fsp.readdir(this.options.dataDir)) {
+      if (name.startsWith('embedded-db.snapshot') && name.endsWith('.tmp')) {
+        await fsp.rm(path.join(this.options.dataDir, name), { force: true });
+      }
+    }
+  }
+
+  /** Starts CongoDB on a Unix socket, on our journaled storage instead of its own. */
+  private async startEmbeddedServer(storageArg: JournaledStorage): Promise<string> {
+    let socketPath = path.join(this.options.dataDir, socketFileName);
+    if (Buffer.byteLength(socketPath) > maximumSocketPathBytes) {
+      this.privateSocketDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-db-'));
+      socketPath = path.join(this.privateSocketDir, socketFileName);
+    }
+    // A socket file left by a killed run: we hold the lock, so nobody else listens on it.
+    await fsp.rm(socketPath, { force: true });
+    // CongoServer passes `port` straight to net.Server.listen, which takes a path for a Unix
+    // socket: no TCP port is opened at all.
+    const server = new congodb.CongoServer({ port: socketPath as unknown as number, host: '127.0.0.1', storage: 'memory' });
+    const internals = server as unknown as { storage: unknown; commandRouter: unknown };
+    internals.storage = storageArg;
+    internals.commandRouter = new congodb.CommandRouter(storageArg as never, server);
+    await server.start();
+    this.congoServer = server;
+    this.socketPath = socketPath;
+    await fsp.chmod(socketPath, 0o600);
+    // The embedded server needs polling monitoring: with the default the pool is cleared about
+    // once a second and operations fail.
+    return `mongodb://${encodeURIComponent(socketPath)}/?serverMonitoringMode=poll&directConnection=true`;
+  }
+
+  // ------------------------------------------------------------------ compaction
+
+  /**
+   * Test-only: while the failpoint file says PAUSE-COMPACTION, compaction waits between writing
+   * its temporary snapshot and renaming it into place, so a test can kill the process right there.
+   */
+  private async pauseForTestFailpoint(): Promise<void> {
+    const file = this.options.journalFailpointFile;
+    const paused = () => Boolean(file) && fs.existsSync(file!) && fs.readFileSync(file!, 'utf8').trim() === 'PAUSE-COMPACTION';
+    if (!paused()) {
+      return;
+    }
+    this.options.logger.warn('compaction paused by the test failpoint');
+    while (paused() && !this.closed) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  }
+
+  private async compactOnce(): Promise<void> {
+    const journal = this.journal!;
+    const storage = this.storage!;
+    const { dataDir } = this.options;
+    journal.requestRotation();
+    const rollbacksBefore = journal.rollbacks;
+    // Captured synchronously: the snapshot holds exactly the records up to `lsn`.
+    const lsn = journal.lastAppendedLsn;
+    const captured = storage.capture();
+    await journal.whenDurable();
+    if (journal.rollbacks !== rollbacksBefore) {
+      throw new Error('a journal write was refused while the snapshot was captured; this snapshot is void');
+    }
+    const started = Date.now();
     const temporaryPath = `${this.snapshotPath}.${process.pid}.tmp`;
-    await writeFileSynced(temporaryPath, text, 'w');
+    const documents = await writeSnapshotFile(temporaryPath, lsn, captured);
+    await this.pauseForTestFailpoint();
     // Keep the previous snapshot: hard-link the current one under a temporary name, then rename
     // it, so at every instant a complete current snapshot exists under the current name.
     if (fs.existsSync(this.snapshotPath)) {
@@ -205,48 +427,23 @@ export class CloudlyDatabase {
       await fsp.rename(previousTemporary, this.previousSnapshotPath);
     }
     await fsp.rename(temporaryPath, this.snapshotPath);
-    await syncDirectory(this.options.dataDir);
+    await syncDirectory(dataDir);
+    const previousLsn = this.snapshotLsn;
+    this.snapshotLsn = lsn;
     this.snapshotsWritten++;
-  }
-
-  private async readSnapshot(): Promise<ISnapshotFile | null> {
-    let text: string;
-    try {
-      text = await fsp.readFile(this.snapshotPath, 'utf8');
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
-        return null;
+    // The journal after the previous snapshot stays, so that snapshot plus the journal can still
+    // rebuild everything should the new one ever be damaged; older segments go.
+    const segments = await listSegments(dataDir);
+    let dropped = 0;
+    for (let index = 0; index + 1 < segments.length; index++) {
+      if (segments[index + 1].firstLsn <= previousLsn + 1) {
+        await fsp.rm(segments[index].path, { force: true });
+        dropped++;
       }
-      throw new SnapshotDamagedError(this.snapshotPath, `unreadable: ${(error as Error).message}`);
     }
-    let parsed: unknown;
-    try {
-      parsed = BSON.EJSON.parse(text, { relaxed: false });
-    } catch (error) {
-      throw new SnapshotDamagedError(this.snapshotPath, `not Extended JSON: ${(error as Error).message}`);
+    if (dropped > 0) {
+      await syncDirectory(dataDir);
     }
-    const file = parsed as Partial<ISnapshotFile> | null;
-    if (!file || typeof file !== 'object' || file.format !== snapshotFormat
-      || !file.collections || typeof file.collections !== 'object'
-      || !Object.values(file.collections).every((docs) => Array.isArray(docs))) {
-      throw new SnapshotDamagedError(this.snapshotPath, `not a ${snapshotFormat} file`);
-    }
-    return file as ISnapshotFile;
-  }
-
-  private async restoreSnapshot(fileArg: ISnapshotFile): Promise<void> {
-    let documents = 0;
-    for (const [name, docs] of Object.entries(fileArg.collections)) {
-      const collection = this.smartdataDb.mongoDb.collection(name);
-      await collection.deleteMany({});
-      if (docs.length > 0) {
-        await collection.insertMany(docs, { ordered: true });
-      }
-      documents += docs.length;
-    }
-    this.options.logger.info(
-      { collections: Object.keys(fileArg.collections).length, documents, writtenAt: fileArg.writtenAt },
-      'embedded database restored from snapshot',
-    );
+    this.options.logger.info({ lsn, documents, droppedSegments: dropped, ms: Date.now() - started }, 'embedded database compacted');
   }
 }

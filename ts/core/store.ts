@@ -23,8 +23,8 @@ export interface IStoredDocument {
 export interface IDocumentKind<T extends IStoredDocument> {
   readonly collectionName: string;
   /**
-   * False for documents that mean nothing after a restart (relay leases): their writes do not
-   * schedule an embedded snapshot, though a snapshot that runs anyway still includes them.
+   * Deprecated and without effect: every write of the embedded database is journaled before it
+   * is answered, whatever its kind (docs/storage.md). Kept so existing kind definitions compile.
    */
   readonly snapshotOnWrite: boolean;
   /** Phantom member that carries the document type; never set. */
@@ -91,11 +91,8 @@ export class DocumentStore {
     return this.database.mongoDb.collection<TStoredShape>(kindArg.collectionName);
   }
 
-  private committed(kindArg: IDocumentKind<IStoredDocument>): void {
+  private committed(_kindArg: IDocumentKind<IStoredDocument>): void {
     this.committedWrites++;
-    if (kindArg.snapshotOnWrite) {
-      this.database.markDirty();
-    }
   }
 
   /**

@@ -1,0 +1,102 @@
+import * as fs from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import * as path from 'node:path';
+
+/**
+ * One Cloudly per data directory: two processes replaying and appending one journal would
+ * destroy it. The lock file holds the owner's pid and its start time (from /proc, so a recycled
+ * pid is not mistaken for the owner); a lock whose owner is gone (kill -9) is stale and taken over.
+ */
+
+export const lockFileName = 'cloudly.lock';
+
+export class DataDirectoryLockedError extends Error {
+  constructor(public readonly dataDir: string, public readonly ownerPid: number) {
+    super(`data directory ${dataDir} is in use by another Cloudly (pid ${ownerPid}, lock file ${path.join(dataDir, lockFileName)}); `
+      + 'stop that one first, or give this one its own CLOUDLY_DATA_DIR');
+    this.name = 'DataDirectoryLockedError';
+  }
+}
+
+interface ILockContents {
+  pid: number;
+  startTime: string | null;
+}
+
+/** The kernel's start time of a process (field 22 of /proc/<pid>/stat), or null where unknown. */
+const processStartTime = (pidArg: number): string | null => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pidArg}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+  } catch {
+    return null;
+  }
+};
+
+const ownerIsAlive = (ownerArg: ILockContents): boolean => {
+  try {
+    process.kill(ownerArg.pid, 0);
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  const startTime = processStartTime(ownerArg.pid);
+  return ownerArg.startTime === null || startTime === null || startTime === ownerArg.startTime;
+};
+
+export class DataDirectoryLock {
+  private held = false;
+
+  constructor(private readonly dataDir: string) {}
+
+  public get lockPath(): string {
+    return path.join(this.dataDir, lockFileName);
+  }
+
+  /** Takes the lock or throws DataDirectoryLockedError; a stale lock is replaced. */
+  public async acquire(): Promise<{ replacedStalePid: number | null }> {
+    const contents: ILockContents = { pid: process.pid, startTime: processStartTime(process.pid) };
+    const text = `${JSON.stringify(contents)}\n`;
+    let replacedStalePid: number | null = null;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      // Written under a private name, then linked into place: the lock appears complete or not at all.
+      const temporary = `${this.lockPath}.${process.pid}.tmp`;
+      await fsp.writeFile(temporary, text, { mode: 0o600 });
+      try {
+        await fsp.link(temporary, this.lockPath);
+        this.held = true;
+        return { replacedStalePid };
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
+          throw error;
+        }
+      } finally {
+        await fsp.rm(temporary, { force: true });
+      }
+      const existingText = await fsp.readFile(this.lockPath, 'utf8').catch(() => '');
+      let existing: ILockContents | null = null;
+      try {
+        const parsed = JSON.parse(existingText) as Partial<ILockContents>;
+        existing = typeof parsed.pid === 'number' ? { pid: parsed.pid, startTime: parsed.startTime ?? null } : null;
+      } catch {
+        existing = null;
+      }
+      if (existing && existing.pid !== process.pid && ownerIsAlive(existing)) {
+        throw new DataDirectoryLockedError(this.dataDir, existing.pid);
+      }
+      // Stale (its owner is gone) or unreadable (a crash while it was being replaced): remove it,
+      // unless another starter replaced it meanwhile.
+      if ((await fsp.readFile(this.lockPath, 'utf8').catch(() => '')) === existingText) {
+        await fsp.rm(this.lockPath, { force: true });
+        replacedStalePid = existing?.pid ?? null;
+      }
+    }
+    throw new Error(`could not take the lock ${this.lockPath}`);
+  }
+
+  public async release(): Promise<void> {
+    if (this.held) {
+      this.held = false;
+      await fsp.rm(this.lockPath, { force: true });
+    }
+  }
+}
