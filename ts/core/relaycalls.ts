@@ -76,7 +76,8 @@ export const maximumRelayErrorReasons = 16;
 export const maximumRelayErrorReasonLength = 512;
 const maximumRelayErrorCodeLength = 64;
 
-const boundText = (valueArg: string, maxArg: number): string =>
+/** Cuts a text that came from a relay to `maxArg` characters (plus an ellipsis), for answers and logs. */
+export const boundRelayText = (valueArg: string, maxArg: number = maximumRelayErrorReasonLength): string =>
   (valueArg.length <= maxArg ? valueArg : `${valueArg.slice(0, maxArg)}…`);
 
 /** Reads a relay's error data into the bounded shape, whatever the relay sent. */
@@ -84,9 +85,9 @@ export const readRelayErrorData = (valueArg: unknown): IRelayErrorData => {
   const data = valueArg && typeof valueArg === 'object' && !Array.isArray(valueArg) ? valueArg as Record<string, unknown> : {};
   const reasons = Array.isArray(data.reasons) ? data.reasons.filter((reason): reason is string => typeof reason === 'string') : [];
   return {
-    code: typeof data.code === 'string' ? boundText(data.code, maximumRelayErrorCodeLength) : null,
+    code: typeof data.code === 'string' ? boundRelayText(data.code, maximumRelayErrorCodeLength) : null,
     ...(typeof data.retryable === 'boolean' ? { retryable: data.retryable } : {}),
-    reasons: reasons.slice(0, maximumRelayErrorReasons).map((reason) => boundText(reason, maximumRelayErrorReasonLength)),
+    reasons: reasons.slice(0, maximumRelayErrorReasons).map((reason) => boundRelayText(reason, maximumRelayErrorReasonLength)),
   };
 };
 
@@ -124,7 +125,7 @@ export const relayCallRefusal = (errorArg: unknown): TypedResponseError => {
     return relayUnavailable([
       relayCallFailureReasons.answerInvalid,
       ...(Array.isArray(reasons) ? reasons.filter((reason): reason is string => typeof reason === 'string') : [])
-        .slice(0, maximumRelayErrorReasons).map((reason) => boundText(reason, maximumRelayErrorReasonLength)),
+        .slice(0, maximumRelayErrorReasons).map((reason) => boundRelayText(reason, maximumRelayErrorReasonLength)),
     ]);
   }
   return relayUnavailable([relayCallFailureReasons.failed]);
@@ -142,7 +143,7 @@ export const requireValidRelayAnswer = (reasonsArg: string[]): void => {
   if (reasonsArg.length > 0) {
     throw relayUnavailable([
       relayCallFailureReasons.answerInvalid,
-      ...reasonsArg.slice(0, maximumRelayErrorReasons).map((reason) => boundText(reason, maximumRelayErrorReasonLength)),
+      ...reasonsArg.slice(0, maximumRelayErrorReasons).map((reason) => boundRelayText(reason, maximumRelayErrorReasonLength)),
     ]);
   }
 };

@@ -239,8 +239,13 @@ export class StreamChannel {
     return sender;
   }
 
-  /** Attaches to a stream the other side announced, granting it the first window. */
-  attachReceiver(streamIdArg: string): StreamReceiver {
+  /**
+   * Attaches to a stream the other side announced, granting it the first window. With
+   * `firstCreditAfterAnswer`, the first credit frame waits for the next turn of the event loop:
+   * a handler that attaches and then answers `{ accepted: true }` has its answer frame written
+   * first, so a relay that sets up its stream when it reads `accepted` sees the credit after it.
+   */
+  attachReceiver(streamIdArg: string, optionsArg: { firstCreditAfterAnswer?: boolean } = {}): StreamReceiver {
     if (!isStreamId(streamIdArg)) {
       throw new Error('stream id must be 32 lowercase hex digits');
     }
@@ -250,7 +255,11 @@ export class StreamChannel {
     this.assertCapacity();
     const receiver = new StreamReceiver(this, streamIdArg);
     this.receivers.set(streamIdArg, receiver);
-    receiver.start();
+    if (optionsArg.firstCreditAfterAnswer) {
+      setImmediate(() => receiver.start());
+    } else {
+      receiver.start();
+    }
     return receiver;
   }
 
@@ -352,7 +361,9 @@ export class StreamChannel {
         return;
       }
       case 'abort': {
-        const error = new StreamAbortedError(frame.payload.toString('utf8') || 'stream-aborted', true);
+        // The other side's reason reaches logs and callers: cut to the length this side sends.
+        const reason = frame.payload.subarray(0, maximumAbortReasonBytes).toString('utf8');
+        const error = new StreamAbortedError(reason || 'stream-aborted', true);
         this.senders.get(frame.streamId)?.fail(error);
         this.receivers.get(frame.streamId)?.fail(error);
         return;
@@ -464,15 +475,24 @@ export class StreamSender extends StreamEnd {
     }
   }
 
-  /** Sends the end signal and waits for the receiver's receipt. */
-  async end(): Promise<unknown> {
+  /**
+   * Sends the end signal and waits for the receiver's receipt. Without `awaitReceipt` the stream
+   * is done once the end signal is sent (completion resolves with null): the receiver's
+   * `complete` or `abort` after that is neither needed nor read.
+   */
+  async end(optionsArg: { awaitReceipt?: boolean } = {}): Promise<unknown> {
     if (this.error) {
       throw this.error;
     }
     if (!this.ended) {
       this.ended = true;
       this.channel.send('end', this.streamId);
-      this.armCompletionTimeout();
+      if (optionsArg.awaitReceipt === false) {
+        this.settle();
+        this.resolveCompletion(null);
+      } else {
+        this.armCompletionTimeout();
+      }
     }
     return this.completion;
   }
@@ -484,6 +504,7 @@ export class StreamSender extends StreamEnd {
   async pipeFrom(
     sourceArg: AsyncIterable<Uint8Array>,
     reasonOfSourceErrorArg: (errorArg: unknown) => string = () => streamAbortReasons.cancelled,
+    endOptionsArg: { awaitReceipt?: boolean } = {},
   ): Promise<unknown> {
     try {
       for await (const chunk of sourceArg) {
@@ -495,7 +516,7 @@ export class StreamSender extends StreamEnd {
       }
       throw error;
     }
-    return this.end();
+    return this.end(endOptionsArg);
   }
 
   /** @internal */

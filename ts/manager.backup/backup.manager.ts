@@ -493,7 +493,8 @@ export class BackupManager {
       }
       let receiver: StreamReceiver;
       try {
-        receiver = streamChannelOf(context.session.peer).attachReceiver(request.closure.streamId);
+        // The first credit follows the `{ accepted: true }` answer, never precedes it.
+        receiver = streamChannelOf(context.session.peer).attachReceiver(request.closure.streamId, { firstCreditAfterAnswer: true });
       } catch (error) {
         this.uploadsInFlight.delete(blobKey);
         throw error instanceof StreamAbortedError
@@ -569,11 +570,15 @@ export class BackupManager {
     return recorded !== null;
   }
 
-  /** Streams a stored blob; bytes that no longer match their record end in an abort, never a clean end. */
+  /**
+   * Streams a stored blob; bytes that no longer match their record end in an abort, never a clean
+   * end. The stream is done once its end is sent: the relay proves length and sha256 itself, and
+   * its `complete` (or its abort after the end) is not waited for.
+   */
   private async sendBlob(senderArg: StreamSender, blobKeyArg: string): Promise<void> {
     try {
       // The sender copies each chunk into its frame before it asks for the next one.
-      await senderArg.pipeFrom(this.blobStore.read(blobKeyArg, { transientChunks: true }), abortReasonOf);
+      await senderArg.pipeFrom(this.blobStore.read(blobKeyArg, { transientChunks: true }), abortReasonOf, { awaitReceipt: false });
     } catch (error) {
       if (!senderArg.isSettled) {
         senderArg.abort(abortReasonOf(error));

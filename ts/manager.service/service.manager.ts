@@ -51,6 +51,7 @@ import {
   type IServiceVolumeClaimDecision,
 } from './claims.js';
 import { isServiceVolumeClaimable, judgeServiceRuntime, type IServiceBindingWaits } from './runtimestatus.js';
+import { boundRelayText } from '../core/relaycalls.js';
 
 /**
  * Services, their volumes and volume initialization, their runtime verdicts, and the local storage
@@ -791,8 +792,10 @@ export class ServiceManager {
     try {
       bound = bindApplyRuntimeLocalStorageClaimResponse(response, request);
     } catch (error) {
-      this.cloudly.logger.warn({ claimId: claimIdArg, err: error }, 'node answer does not match the sent claim; claim stays pending');
-      await this.recordDeliveryError(doc, `answer-rejected: ${(error as Error).message}`);
+      // The message can quote the node's answer: cut it before it reaches the log or the claim.
+      const rejection = `answer-rejected: ${boundRelayText((error as Error).message, 1024)}`;
+      this.cloudly.logger.warn({ claimId: claimIdArg, reason: rejection }, 'node answer does not match the sent claim; claim stays pending');
+      await this.recordDeliveryError(doc, rejection);
       return;
     }
     const now = Date.now();
