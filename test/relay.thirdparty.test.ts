@@ -4,6 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { WebSocket, type RawData } from 'ws';
 import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { runRelayConformance } from '../scripts/relay-conformance.js';
 
 /**
  * A relay as another team would write it from docs/relay-protocol.md alone: plain `ws`, JSON and
@@ -206,6 +207,46 @@ class ThirdPartyRelay {
   }
 }
 
+/** The relay's answers to every Cloudly → relay method (section 7), bytes going to `sinksArg`. */
+const serveCloudlyCalls = (
+  relay: ThirdPartyRelay,
+  sinksArg: { closureOf: (backupIdArg: string) => Buffer; restored: Buffer[]; staged: Buffer[] },
+): void => {
+  const state = (requestArg: any, revisionArg: number, phaseArg: string, stagedArg: unknown[] = []) => ({
+    state: { clusterId: requestArg.clusterId, targetNodeName: requestArg.targetNodeName, restoreId: requestArg.restoreId, revision: revisionArg, phase: phaseArg, stagedObjects: stagedArg },
+  });
+  const handlers: Record<string, (requestArg: any) => Promise<TJson>> = {
+    backupClusterService: async (request) => {
+      const bytes = sinksArg.closureOf(request.backupId);
+      await relay.sendClosure({ backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId }, bytes);
+      return { snapshots: [{ type: 'database', snapshotId: 'snap-1', resourceName: 'db', databaseName: 'app', createdAt: Date.now(), sizeBytes: bytes.length }] };
+    },
+    restoreClusterService: async (request) => {
+      const answer = await relay.call('restoreServiceDatabaseClosure', { backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId });
+      const reference = answer.closure as { streamId: string; direction: string };
+      assert.equal(reference.direction, 'receive');
+      sinksArg.restored.push(await relay.receiveStream(reference.streamId, answer.descriptor as { byteLength: number; sha256: string }));
+      return { restored: request.snapshots };
+    },
+    pruneClusterNodeArchive: async (request) => ({ found: true, result: { dryRun: request.dryRun ?? false, keptSnapshotIds: ['snap-1'], removedSnapshotIds: [], reclaimedBytes: 0 } }),
+    getClusterCorestoreLegacyResources: async (request) => ({ reachable: false, nodeId: request.nodeId, readAt: Date.now(), errorCode: 'CORESTORE_UNREACHABLE' }),
+    applyRuntimeLocalStorageClaim: async (request) => ({ status: 'accepted', state: 'pending', claim: request.claim }),
+    pushClusterIngressRouteTableChanged: async () => ({}),
+    coreflowPrepareIsolatedRestore: async (request) => state(request, 1, 'prepared'),
+    stageIsolatedRestoreArchive: async (request) => {
+      assert.equal(request.archive.direction, 'send');
+      sinksArg.staged.push(await relay.receiveStream(request.archive.streamId, { byteLength: request.object.size, sha256: request.object.sha256 }));
+      return state(request, request.expectedRevision + 1, 'ready', [request.object]);
+    },
+    coreflowGetIsolatedRestoreStatus: async (request) => state(request, 2, 'ready'),
+    coreflowExecuteIsolatedRestore: async (request) => state(request, request.expectedRevision + 1, 'executed'),
+    coreflowCleanupIsolatedRestore: async (request) => state(request, request.expectedRevision + 1, 'cleaned-up'),
+  };
+  for (const [method, handler] of Object.entries(handlers)) {
+    relay.handlers.set(method, handler);
+  }
+};
+
 describe('a third-party relay written from docs/relay-protocol.md', () => {
   let t: ITestCloudly;
   let relay: ThirdPartyRelay;
@@ -225,39 +266,7 @@ describe('a third-party relay written from docs/relay-protocol.md', () => {
     const created = await t.createCluster('third-party');
     clusterId = created.cluster.id;
     relay = await ThirdPartyRelay.connect(t.baseUrl, created.relayToken);
-    const state = (requestArg: any, revisionArg: number, phaseArg: string, stagedArg: unknown[] = []) => ({
-      state: { clusterId: requestArg.clusterId, targetNodeName: requestArg.targetNodeName, restoreId: requestArg.restoreId, revision: revisionArg, phase: phaseArg, stagedObjects: stagedArg },
-    });
-    const handlers: Record<string, (requestArg: any) => Promise<TJson>> = {
-      backupClusterService: async (request) => {
-        const bytes = closureOf(request.backupId);
-        await relay.sendClosure({ backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId }, bytes);
-        return { snapshots: [{ type: 'database', snapshotId: 'snap-1', resourceName: 'db', databaseName: 'app', createdAt: Date.now(), sizeBytes: bytes.length }] };
-      },
-      restoreClusterService: async (request) => {
-        const answer = await relay.call('restoreServiceDatabaseClosure', { backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId });
-        const reference = answer.closure as { streamId: string; direction: string };
-        assert.equal(reference.direction, 'receive');
-        restoredClosures.push(await relay.receiveStream(reference.streamId, answer.descriptor as { byteLength: number; sha256: string }));
-        return { restored: request.snapshots };
-      },
-      pruneClusterNodeArchive: async (request) => ({ found: true, result: { dryRun: request.dryRun ?? false, keptSnapshotIds: ['snap-1'], removedSnapshotIds: [], reclaimedBytes: 0 } }),
-      getClusterCorestoreLegacyResources: async (request) => ({ reachable: false, nodeId: request.nodeId, readAt: Date.now(), errorCode: 'CORESTORE_UNREACHABLE' }),
-      applyRuntimeLocalStorageClaim: async (request) => ({ status: 'accepted', state: 'pending', claim: request.claim }),
-      pushClusterIngressRouteTableChanged: async () => ({}),
-      coreflowPrepareIsolatedRestore: async (request) => state(request, 1, 'prepared'),
-      stageIsolatedRestoreArchive: async (request) => {
-        assert.equal(request.archive.direction, 'send');
-        stagedObjects.push(await relay.receiveStream(request.archive.streamId, { byteLength: request.object.size, sha256: request.object.sha256 }));
-        return state(request, request.expectedRevision + 1, 'ready', [request.object]);
-      },
-      coreflowGetIsolatedRestoreStatus: async (request) => state(request, 2, 'ready'),
-      coreflowExecuteIsolatedRestore: async (request) => state(request, request.expectedRevision + 1, 'executed'),
-      coreflowCleanupIsolatedRestore: async (request) => state(request, request.expectedRevision + 1, 'cleaned-up'),
-    };
-    for (const [method, handler] of Object.entries(handlers)) {
-      relay.handlers.set(method, handler);
-    }
+    serveCloudlyCalls(relay, { closureOf, restored: restoredClosures, staged: stagedObjects });
     ({ service: { id: serviceId } } = await admin('createService', {
       service: {
         name: 'third-party-db', organizationId: 'org-1', clusterId,
@@ -360,5 +369,25 @@ describe('a third-party relay written from docs/relay-protocol.md', () => {
     // And a relay that stops reading is cut off.
     (relay.ws as unknown as { _socket: Socket })._socket.pause();
     await waitFor(() => t.cloudly.relays.sessionsOf(clusterId).length === 0, 'the frozen relay terminated', 5000);
+  });
+});
+
+describe('the conformance kit against this relay', () => {
+  test('passes every check, isolated restore included', async () => {
+    const lines: string[] = [];
+    const checks = await runRelayConformance({
+      isolatedRestore: true,
+      waitMs: 5_000,
+      report: (lineArg) => lines.push(lineArg),
+      startRelay: async ({ url, token }) => {
+        const relay = await ThirdPartyRelay.connect(url, token);
+        serveCloudlyCalls(relay, { closureOf: () => randomBytes(100_000), restored: [], staged: [] });
+        await relay.call('registerClusterRelay', { registration: { origin: 'http://10.0.0.7:8080', version: '0.1.0', protocol: 'cluster-relay/1' } });
+        await relay.call('reportClusterNode', { report: { nodeId: 'kit-node', name: 'kit-node' } });
+        return { stop: async () => { relay.ws.close(); } };
+      },
+    });
+    assert.deepEqual(checks.filter((entry) => !entry.ok), [], lines.join('\n'));
+    assert.equal(checks.length, 9);
   });
 });
