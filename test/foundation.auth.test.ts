@@ -106,7 +106,25 @@ describe('admin identities: every forged or stale identity is refused by name', 
   test('visible identity fields that disagree with the signed claims are refused', async () => {
     const userIdentity = await t.cloudly.auth.issueIdentity({ id: 'user-3', username: 'viewer', role: 'user' });
     const data = await refusalOf(() => clustersWith({ ...userIdentity, role: 'admin' }));
-    assert.deepEqual(data.reasons, ['identity fields disagree with its signed claims']);
+    assert.deepEqual(data.reasons, ['identity.role disagrees with its signed claims']);
+  });
+
+  test('every visible identity field is checked against the signed claims, and all disagreements are named', async () => {
+    const changed = { ...t.identity, name: 'someone-else', userId: 'admin-other', expiresAt: t.identity.expiresAt + 3_600_000, type: 'service' };
+    const data = await refusalOf(() => clustersWith(changed as typeof t.identity));
+    assert.equal(data.code, 'unauthenticated');
+    assert.deepEqual(data.reasons, [
+      'identity.userId disagrees with its signed claims',
+      'identity.name disagrees with its signed claims',
+      'identity.type disagrees with its signed claims',
+      'identity.expiresAt disagrees with its signed claims',
+    ]);
+    for (const field of ['name', 'type', 'expiresAt'] as const) {
+      const { [field]: _dropped, ...without } = t.identity;
+      const missing = await refusalOf(() => clustersWith(without as typeof t.identity));
+      assert.deepEqual(missing.reasons, [`identity.${field} disagrees with its signed claims`]);
+    }
+    assert.equal((await clustersWith(t.identity)).clusters.length, 1);
   });
 
   test('the server keeps serving after every refusal, and no password or JWT reached the log', async () => {

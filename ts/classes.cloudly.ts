@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { TypedHandler, TypedResponseError, TypedRouter } from '@api.global/typedrequest';
 import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
@@ -11,7 +10,7 @@ import { CloudlyAuth, type IVerifiedIdentity } from './core/auth.js';
 import { CloudlyMetrics } from './core/metrics.js';
 import { RelaySessions, type IRelaySession } from './core/relaysessions.js';
 import { internalFailure, refuse } from './core/errors.js';
-import { methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
+import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
 import { createHttpServer } from './core/transport.js';
 import { ClusterManager } from './manager.cluster/cluster.manager.js';
 import { ServiceManager } from './manager.service/service.manager.js';
@@ -77,8 +76,6 @@ export class Cloudly {
   /** The first-admin password Cloudly generated on this start, if it generated one. */
   public generatedAdminPassword: string | null = null;
   private httpServer: FastifyInstance | null = null;
-  /** Transport context (transport kind, relay session) of the requests being routed right now. */
-  private readonly dispatchContexts = new Map<string, Record<string, unknown>>();
   private stopping: Promise<void> | null = null;
 
   constructor(optionsArg: ICloudlyOptions = {}) {
@@ -197,12 +194,12 @@ export class Cloudly {
     });
   }
 
-  /** Registers a handler that needs no identity (only login). */
+  /** Registers a handler that needs no identity (only login); it sees the caller's address. */
   public addPublicHandler<T extends ITypedContract<string, unknown, unknown>>(
     methodArg: T['method'],
-    fnArg: (requestArg: T['request']) => Promise<T['response']>,
+    fnArg: (requestArg: T['request'], contextArg: { remoteAddress?: unknown }) => Promise<T['response']>,
   ): void {
-    this.addGuardedHandler<T>(methodArg, async (requestArg) => fnArg(requestArg));
+    this.addGuardedHandler<T>(methodArg, async (requestArg, localDataArg) => fnArg(requestArg, { remoteAddress: localDataArg.remoteAddress }));
   }
 
   /**
@@ -215,9 +212,8 @@ export class Cloudly {
   ): void {
     this.router.addTypedHandler(new TypedHandler<ITypedRequest>(methodArg, async (requestArg, toolsArg) => {
       try {
-        const contextToken = toolsArg?.localData?.contextToken;
-        const context = typeof contextToken === 'string' ? this.dispatchContexts.get(contextToken) : undefined;
-        const response = await fnArg(requestArg as T['request'], context ?? {});
+        const context = (toolsArg?.localData ?? {}) as Record<string, unknown>;
+        const response = await fnArg(requestArg as T['request'], context);
         if (response === null || typeof response !== 'object') {
           throw new Error(`handler of ${methodArg} produced no answer`);
         }
@@ -237,33 +233,23 @@ export class Cloudly {
     }));
   }
 
-  /** Routes one request envelope from any transport and answers it; never answers with nothing. */
+  /**
+   * Routes one request envelope from any transport and answers it; never answers with nothing.
+   * The envelope comes from the boundary parser (`readFrame`): a fresh object holding only the
+   * method, the inspected request and the correlation.
+   */
   public async dispatch(envelopeArg: IEnvelope, localDataArg: Record<string, unknown>): Promise<IEnvelope> {
     const started = process.hrtime.bigint();
     const transport = localDataArg.transport === 'socket' ? 'socket' : 'http';
     const method = envelopeArg.method;
-    const served = Boolean(this.router.getTypedHandlerForMethod(method));
-    let answer: IEnvelope;
-    if (!served) {
+    let answer = await answerWithHandler(this.router, envelopeArg, localDataArg);
+    const served = answer !== null;
+    if (!answer) {
       answer = methodNotServedEnvelope(envelopeArg);
-    } else {
-      // typedrequest walks localData recursively (it never ends on the session/peer cycles), so
-      // the live context stays in a table here and only its token travels with the envelope.
-      const contextToken = randomUUID();
-      this.dispatchContexts.set(contextToken, localDataArg);
-      let routed: IEnvelope;
-      try {
-        routed = await this.router.routeAndAddResponse({ ...envelopeArg, localData: { contextToken } } as never) as unknown as IEnvelope;
-      } finally {
-        this.dispatchContexts.delete(contextToken);
-      }
-      answer = routed;
-      if (!answer.error && (answer.response === null || answer.response === undefined)) {
-        const errorId = this.logInternalFailure(new Error('router produced no answer'), method);
-        answer.error = { text: 'Cloudly failed to answer this request.', data: { code: 'internal', retryable: true, errorId } };
-      }
+    } else if (!answer.error && (answer.response === null || answer.response === undefined)) {
+      const errorId = this.logInternalFailure(new Error('router produced no answer'), method);
+      answer.error = { text: 'Cloudly failed to answer this request.', data: { code: 'internal', retryable: true, errorId } };
     }
-    delete answer.localData;
     const outcome = answer.error ? String((answer.error.data as { code?: unknown } | null)?.code ?? 'error') : 'ok';
     // Only served method names become label values, so a caller cannot grow the label set.
     const methodLabel = served ? method : 'unknown';

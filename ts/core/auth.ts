@@ -169,7 +169,10 @@ export class CloudlyAuth {
     } catch {
       throw refuse('unauthenticated', ['identity.jwt failed verification']);
     }
-    return this.verifyAdminIdentity({ jwt: jwtArg, userId: payload.sub, role: payload.role });
+    return this.verifyAdminIdentity({
+      jwt: jwtArg, userId: payload.sub, role: payload.role, name: payload.name, type: payload.type,
+      expiresAt: typeof payload.exp === 'number' ? payload.exp * 1000 : undefined,
+    });
   }
 
   public async verifyIdentity(identityArg: unknown): Promise<IVerifiedIdentity> {
@@ -193,8 +196,17 @@ export class CloudlyAuth {
     if ((role !== 'admin' && role !== 'user') || typeof payload.sub !== 'string' || typeof payload.name !== 'string') {
       throw refuse('unauthenticated', ['identity.jwt carries no valid claims']);
     }
-    if (identity.userId !== payload.sub || identity.role !== role) {
-      throw refuse('unauthenticated', ['identity fields disagree with its signed claims']);
+    // Every visible field must say what the signature says: a dashboard shows them, and a
+    // handler may log or record them. expiresAt is milliseconds; the claim has whole seconds.
+    const disagreeing = [
+      identity.userId !== payload.sub ? 'userId' : null,
+      identity.role !== role ? 'role' : null,
+      identity.name !== payload.name ? 'name' : null,
+      identity.type !== 'user' || payload.type !== 'user' ? 'type' : null,
+      typeof identity.expiresAt !== 'number' || Math.floor(identity.expiresAt / 1000) !== payload.exp ? 'expiresAt' : null,
+    ].filter((field): field is string => field !== null);
+    if (disagreeing.length > 0) {
+      throw refuse('unauthenticated', disagreeing.map((field) => `identity.${field} disagrees with its signed claims`));
     }
     return {
       userId: payload.sub,

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { TypedResponseError, type TypedRouter } from '@api.global/typedrequest';
 import type { WebSocket, RawData } from 'ws';
+import { parseBoundaryJson } from './boundary.js';
+import { refuse } from './errors.js';
 
 /**
  * One side of a typedrequest conversation over a WebSocket: one JSON envelope per text frame in
@@ -45,53 +47,190 @@ export interface IEnvelopePeerOptions {
   onMalformedFrame?: (reasonArg: string) => void;
   /** Wraps routing, e.g. to count metrics; defaults to routing directly. */
   route?: (envelopeArg: IEnvelope) => Promise<IEnvelope | null>;
+  /** Limits on what the other side may send; absent on clients, which only answer Cloudly. */
+  limits?: ISocketRequestLimits;
+  /** Logs a failure that escaped routing and returns the error id the answer carries. */
+  onRouteFailure?: (errorArg: unknown) => string;
+  /** Told before the peer closes a socket that broke its limits. */
+  onPolicyViolation?: (reasonArg: string) => void;
 }
 
-export const readEnvelope = (valueArg: unknown): IEnvelope | string => {
-  if (!valueArg || typeof valueArg !== 'object' || Array.isArray(valueArg)) {
-    return 'envelope must be a JSON object';
+/** Per-socket limits on requests (see `EnvelopePeer.admitRequest`) and on frame sizes. */
+export interface ISocketRequestLimits {
+  /** Largest request frame; larger ones are answered `invalid-request`. */
+  requestFrameBytes: number;
+  /** Largest answer to a call this side made (relay inventories can be large). */
+  answerFrameBytes: number;
+  framesPerSecond: number;
+  frameBurst: number;
+  pendingRequests: number;
+}
+
+/** A call whose answer arrived but could not be read (too large, too deep, not an envelope). */
+export class PeerAnswerMalformedError extends Error {
+  constructor(public readonly method: string, public readonly reasons: string[]) {
+    super(`the answer to ${method} could not be read: ${reasons.join('; ')}`);
+    this.name = 'PeerAnswerMalformedError';
   }
-  const envelope = valueArg as Record<string, unknown>;
-  if (typeof envelope.method !== 'string' || envelope.method.length === 0 || envelope.method.length > 128) {
-    return 'envelope method must be a string of 1 to 128 characters';
+}
+
+/**
+ * The correlation id, method and phase of a text too large to parse, read from its first and last
+ * bytes: both ends are where encoders put these members.
+ */
+export const peekEnvelopeTop = (textArg: string): { correlationId: string | null; method: string | null; phase: 'request' | 'response' | null } => {
+  const ends = `${textArg.slice(0, 512)}\u0000${textArg.slice(-512)}`;
+  const correlation = /"correlation"\s*:\s*\{\s*"id"\s*:\s*"([^"\\]{1,128})"\s*,\s*"phase"\s*:\s*"(request|response)"/.exec(ends);
+  const method = /"method"\s*:\s*"([^"\\]{1,128})"/.exec(ends);
+  return {
+    correlationId: correlation ? correlation[1] : null,
+    method: method ? method[1] : null,
+    phase: correlation ? correlation[2] as 'request' | 'response' : null,
+  };
+};
+
+/** What one text frame (or HTTP body) turned out to be, read only through the boundary parser. */
+export type TFrame =
+  | { kind: 'request'; envelope: IEnvelope }
+  | { kind: 'response'; correlationId: string; response: unknown; error: { text: string; data: unknown } | null }
+  | { kind: 'refused'; correlationId: string | null; method: string | null; phase: 'request' | 'response' | null; reasons: string[] };
+
+const envelopeIdLength = 128;
+/** A peer's error text is cut to this length: it reaches logs and administrators. */
+const peerErrorTextLength = 1024;
+
+const ownString = (recordArg: Record<string, unknown>, keyArg: string, maxArg: number): string | null => {
+  const value = Object.hasOwn(recordArg, keyArg) ? recordArg[keyArg] : undefined;
+  return typeof value === 'string' && value.length > 0 && value.length <= maxArg ? value : null;
+};
+
+const ownRecord = (recordArg: Record<string, unknown>, keyArg: string): Record<string, unknown> | null => {
+  const value = Object.hasOwn(recordArg, keyArg) ? recordArg[keyArg] : undefined;
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? value as Record<string, unknown> : null;
+};
+
+/**
+ * Reads one envelope from its JSON text. A request comes back as a fresh envelope holding only
+ * `method`, `request` and `correlation`: whatever else the sender put beside them (its own
+ * `error`, `response`, `localData`) never reaches a handler. A refusal carries the correlation id
+ * and method whenever the top of the envelope could be read, so the sender learns which call failed.
+ */
+export const readFrame = (textArg: string, textNameArg = 'frame'): TFrame => {
+  const parsed = parseBoundaryJson(textArg, '', textNameArg);
+  const top = parsed.value !== null && typeof parsed.value === 'object' && !Array.isArray(parsed.value)
+    ? parsed.value as Record<string, unknown>
+    : null;
+  const method = top ? ownString(top, 'method', envelopeIdLength) : null;
+  const correlation = top ? ownRecord(top, 'correlation') : null;
+  const correlationId = correlation ? ownString(correlation, 'id', envelopeIdLength) : null;
+  const phaseValue = correlation && Object.hasOwn(correlation, 'phase') ? correlation.phase : undefined;
+  const phase = phaseValue === 'request' || phaseValue === 'response' ? phaseValue : null;
+  const refused = (reasonsArg: string[]): TFrame => ({ kind: 'refused', correlationId, method, phase, reasons: reasonsArg });
+  if (!parsed.ok) {
+    return refused(parsed.reasons);
   }
-  const correlation = envelope.correlation as Record<string, unknown> | undefined;
-  if (!correlation || typeof correlation !== 'object' || typeof correlation.id !== 'string'
-    || correlation.id.length === 0 || correlation.id.length > 128
-    || (correlation.phase !== 'request' && correlation.phase !== 'response')) {
-    return 'envelope correlation must be { id, phase: request | response }';
+  if (!top) {
+    return refused(['envelope must be a JSON object']);
   }
-  return valueArg as IEnvelope;
+  if (phase === 'response' && correlationId !== null) {
+    const errorValue = Object.hasOwn(top, 'error') ? top.error : null;
+    if (errorValue === null || errorValue === undefined) {
+      return { kind: 'response', correlationId, response: Object.hasOwn(top, 'response') ? top.response : undefined, error: null };
+    }
+    const error = ownRecord(top, 'error');
+    const text = error && Object.hasOwn(error, 'text') ? error.text : undefined;
+    if (!error || typeof text !== 'string') {
+      return refused(['error must be { text, data }']);
+    }
+    return {
+      kind: 'response',
+      correlationId,
+      response: undefined,
+      error: { text: text.slice(0, peerErrorTextLength), data: Object.hasOwn(error, 'data') ? error.data : null },
+    };
+  }
+  const reasons: string[] = [];
+  if (method === null) {
+    reasons.push(`envelope method must be a string of 1 to ${envelopeIdLength} characters`);
+  }
+  if (correlationId === null || phase === null) {
+    reasons.push('envelope correlation must be { id, phase: request | response }');
+  }
+  if (reasons.length > 0) {
+    return refused(reasons);
+  }
+  return {
+    kind: 'request',
+    envelope: {
+      method: method!,
+      request: Object.hasOwn(top, 'request') ? top.request : undefined,
+      response: null,
+      correlation: { id: correlationId!, phase: 'request' },
+    },
+  };
 };
 
 /**
  * The `invalid-request` answer to an envelope that cannot be served (malformed, unknown method,
- * too large): the same shape from every transport and both sides of a socket.
+ * too large): the same shape from every transport and both sides of a socket. The request is not
+ * echoed: it may hold a password or an identity.
  */
-export const refusalEnvelope = (
-  correlationIdArg: string,
-  methodArg: string,
-  requestArg: unknown,
-  reasonsArg: string[],
-): IEnvelope => ({
+export const refusalEnvelope = (correlationIdArg: string, methodArg: string, reasonsArg: string[]): IEnvelope =>
+  errorEnvelope(correlationIdArg, methodArg, refuse('invalid-request', reasonsArg));
+
+/** The answer envelope carrying one refusal. */
+export const errorEnvelope = (correlationIdArg: string, methodArg: string, errorArg: TypedResponseError): IEnvelope => ({
   method: methodArg,
-  request: requestArg,
   response: null,
-  error: { text: 'The request was refused.', data: { code: 'invalid-request', retryable: false, reasons: reasonsArg } },
+  error: { text: errorArg.errorText, data: errorArg.errorData },
   correlation: { id: correlationIdArg, phase: 'response' },
 });
 
 /** The refusal of a method this side does not serve. */
 export const methodNotServedEnvelope = (envelopeArg: IEnvelope): IEnvelope =>
-  refusalEnvelope(envelopeArg.correlation.id, envelopeArg.method, envelopeArg.request, [`method ${envelopeArg.method} is not served`]);
+  refusalEnvelope(envelopeArg.correlation.id, envelopeArg.method, [`method ${envelopeArg.method} is not served`]);
+
+/**
+ * Runs the router's handler for one request envelope and builds the answer, or null when the
+ * method is not served. The handler is called directly rather than through typedrequest's
+ * `routeAndAddResponse`, whose payload codec recurses over the whole request and the whole answer
+ * and turns markers into live streams: the boundary parser has already read the request once.
+ * `localData` reaches the handler as `tools.localData` as it is, live objects included.
+ */
+export const answerWithHandler = async (
+  routerArg: TypedRouter,
+  envelopeArg: IEnvelope,
+  localDataArg: Record<string, unknown>,
+): Promise<IEnvelope | null> => {
+  const handler = routerArg.getTypedHandlerForMethod(envelopeArg.method);
+  if (!handler) {
+    return null;
+  }
+  const working = { ...envelopeArg, response: null, error: null, localData: localDataArg } as Record<string, unknown>;
+  await handler.addResponse(working as never);
+  const answer: IEnvelope = {
+    method: envelopeArg.method,
+    response: working.response ?? null,
+    correlation: { id: envelopeArg.correlation.id, phase: 'response' },
+  };
+  if (working.error) {
+    answer.error = working.error as IEnvelope['error'];
+  }
+  return answer;
+};
 
 export class EnvelopePeer {
   private readonly pending = new Map<string, IPendingCall>();
   private readonly binaryListeners = new Set<(dataArg: Buffer) => void>();
   private readonly closeListeners = new Set<() => void>();
   public closed = false;
+  private requestsInFlight = 0;
+  private tokens: number;
+  private tokensAt = Date.now();
+  private refusalsInRow = 0;
 
   constructor(public readonly socket: WebSocket, private readonly options: IEnvelopePeerOptions = {}) {
+    this.tokens = options.limits?.frameBurst ?? 0;
     socket.on('message', (data: RawData, isBinary: boolean) => {
       if (isBinary) {
         // ws hands every message a buffer of its own that it never reuses, so the bytes are
@@ -102,7 +241,8 @@ export class EnvelopePeer {
         }
         return;
       }
-      void this.handleText(data.toString());
+      const text = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
+      void this.handleText(text.toString(), text.length);
     });
     socket.on('close', () => this.handleClose());
     socket.on('error', () => this.handleClose());
@@ -199,50 +339,131 @@ export class EnvelopePeer {
     this.binaryListeners.clear();
   }
 
-  private async handleText(textArg: string): Promise<void> {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(textArg);
-    } catch {
-      this.options.onMalformedFrame?.('frame is not valid JSON');
+  private async handleText(textArg: string, byteLengthArg: number): Promise<void> {
+    const limits = this.options.limits;
+    if (limits && byteLengthArg > Math.max(limits.requestFrameBytes, limits.answerFrameBytes)) {
+      // Not parsed at all: too large for anything this socket accepts. The top of the envelope is
+      // peeked so the sender's call fails at once instead of timing out, and the socket stays.
+      const peeked = peekEnvelopeTop(textArg);
+      this.refuseFrame(peeked.correlationId, peeked.method, peeked.phase, refuse('invalid-request', [`frame exceeds ${Math.max(limits.requestFrameBytes, limits.answerFrameBytes)} bytes`]));
       return;
     }
-    const envelope = readEnvelope(parsed);
-    if (typeof envelope === 'string') {
-      this.options.onMalformedFrame?.(envelope);
+    const frame = readFrame(textArg);
+    if (frame.kind === 'response') {
+      this.settleCall(frame.correlationId, frame.error, frame.response);
       return;
     }
-    if (envelope.correlation.phase === 'response') {
-      const call = this.pending.get(envelope.correlation.id);
-      if (!call) {
+    if (frame.kind === 'refused') {
+      this.refuseFrame(frame.correlationId, frame.method, frame.phase, refuse('invalid-request', frame.reasons));
+      return;
+    }
+    const { envelope } = frame;
+    if (limits) {
+      if (byteLengthArg > limits.requestFrameBytes) {
+        this.sendEnvelope(refusalEnvelope(envelope.correlation.id, envelope.method, [`frame exceeds ${limits.requestFrameBytes} bytes`]));
         return;
       }
-      this.pending.delete(envelope.correlation.id);
-      clearTimeout(call.timer);
-      if (envelope.error) {
-        call.reject(new PeerCallError(envelope.error.text, envelope.error.data));
-      } else {
-        call.resolve(envelope.response);
+      const refusal = this.admitRequest(limits);
+      if (refusal) {
+        this.sendEnvelope(errorEnvelope(envelope.correlation.id, envelope.method, refusal));
+        return;
       }
+    }
+    this.requestsInFlight++;
+    let answer: IEnvelope | null;
+    try {
+      answer = await this.routeRequest(envelope);
+    } catch (error) {
+      // A failure while routing one frame answers that frame; the socket and the process go on.
+      const errorId = this.options.onRouteFailure?.(error) ?? randomUUID();
+      answer = errorEnvelope(envelope.correlation.id, envelope.method, new TypedResponseError(
+        'Cloudly failed to answer this request.', { code: 'internal', retryable: true, errorId },
+      ));
+    } finally {
+      this.requestsInFlight--;
+    }
+    if (answer) {
+      const { localData: _ignored, request: _notEchoed, ...wire } = answer;
+      this.sendEnvelope(wire as IEnvelope);
+    }
+  }
+
+  /** Settles a pending call with the other side's answer; answers to nothing pending are dropped. */
+  private settleCall(correlationIdArg: string, errorArg: { text: string; data: unknown } | null, responseArg: unknown, malformedArg?: string[]): void {
+    const call = this.pending.get(correlationIdArg);
+    if (!call) {
       return;
     }
-    const answer = await this.routeRequest(envelope);
-    if (answer && this.isOpen) {
-      const { localData: _ignored, ...wire } = answer;
-      this.socket.send(JSON.stringify(wire));
+    this.pending.delete(correlationIdArg);
+    clearTimeout(call.timer);
+    if (malformedArg) {
+      call.reject(new PeerAnswerMalformedError(call.method, malformedArg));
+    } else if (errorArg) {
+      call.reject(new PeerCallError(errorArg.text, errorArg.data));
+    } else {
+      call.resolve(responseArg);
+    }
+  }
+
+  /** A frame that cannot be served: a broken answer fails its call, a broken request is answered. */
+  private refuseFrame(correlationIdArg: string | null, methodArg: string | null, phaseArg: 'request' | 'response' | null, refusalArg: TypedResponseError): void {
+    if (phaseArg === 'response' && correlationIdArg !== null && this.pending.has(correlationIdArg)) {
+      this.settleCall(correlationIdArg, null, undefined, (refusalArg.errorData as { reasons?: string[] }).reasons ?? []);
+      return;
+    }
+    if (phaseArg === 'response') {
+      return;
+    }
+    const reasons = (refusalArg.errorData as { reasons?: string[] }).reasons ?? [];
+    this.options.onMalformedFrame?.(reasons.join('; '));
+    this.sendEnvelope(errorEnvelope(correlationIdArg ?? '', methodArg ?? '', refusalArg));
+  }
+
+  /**
+   * Rate and concurrency limits for requests arriving on this socket: a token bucket of
+   * `framesPerSecond` with `frameBurst` tokens, and at most `pendingRequests` being handled at
+   * once. A refused request is answered `unavailable` with `retryAfterMs`; a socket that keeps
+   * sending after a burst's worth of refusals is closed (1008, policy violation).
+   */
+  private admitRequest(limitsArg: ISocketRequestLimits): TypedResponseError | null {
+    const now = Date.now();
+    this.tokens = Math.min(limitsArg.frameBurst, this.tokens + ((now - this.tokensAt) * limitsArg.framesPerSecond) / 1000);
+    this.tokensAt = now;
+    let retryAfterMs = 0;
+    let reason = '';
+    if (this.tokens < 1) {
+      retryAfterMs = Math.ceil(((1 - this.tokens) * 1000) / limitsArg.framesPerSecond);
+      reason = 'socket-rate-exceeded';
+    } else if (this.requestsInFlight >= limitsArg.pendingRequests) {
+      retryAfterMs = 100;
+      reason = 'socket-busy';
+    } else {
+      this.tokens -= 1;
+      this.refusalsInRow = 0;
+      return null;
+    }
+    this.refusalsInRow++;
+    if (this.refusalsInRow > limitsArg.frameBurst) {
+      this.options.onPolicyViolation?.('socket kept sending after being refused');
+      this.close(1008, 'request flood');
+    }
+    return refuse('unavailable', [reason], { retryAfterMs });
+  }
+
+  private sendEnvelope(envelopeArg: IEnvelope): void {
+    if (this.isOpen) {
+      this.socket.send(JSON.stringify(envelopeArg));
     }
   }
 
   private async routeRequest(envelopeArg: IEnvelope): Promise<IEnvelope | null> {
     if (this.options.route) {
-      // Only the transport's own context travels; the server keeps live objects out of the
-      // envelope, since typedrequest walks and copies whatever it carries.
-      envelopeArg.localData = { ...(this.options.localData ?? {}) };
       return this.options.route(envelopeArg);
     }
-    if (!this.options.router?.getTypedHandlerForMethod(envelopeArg.method)) {
-      return methodNotServedEnvelope(envelopeArg);
-    }
-    return (await this.options.router.routeAndAddResponse(envelopeArg as never)) as unknown as IEnvelope;
+    const answer = this.options.router
+      ? await answerWithHandler(this.options.router, envelopeArg, this.options.localData ?? {})
+      : null;
+    return answer ?? methodNotServedEnvelope(envelopeArg);
   }
+
 }

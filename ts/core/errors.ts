@@ -23,6 +23,8 @@ export interface ICloudlyErrorData {
   retryable: boolean;
   reasons?: string[];
   errorId?: string;
+  /** On `unavailable` refusals of a limit: how long to wait before trying again. */
+  retryAfterMs?: number;
 }
 
 const retryableCodes: ReadonlySet<TErrorCode> = new Set(['conflict', 'unavailable']);
@@ -38,10 +40,17 @@ const errorTexts: Record<TErrorCode, string> = {
 };
 
 /** A refusal with the catalogue's error data; `throw refuse(...)`. */
-export const refuse = (codeArg: TErrorCode, reasonsArg?: string[]): TypedResponseError => {
+export const refuse = (
+  codeArg: TErrorCode,
+  reasonsArg?: string[],
+  extraArg: Pick<ICloudlyErrorData, 'retryAfterMs'> = {},
+): TypedResponseError => {
   const errorData: ICloudlyErrorData = { code: codeArg, retryable: retryableCodes.has(codeArg) };
   if (reasonsArg && reasonsArg.length > 0) {
     errorData.reasons = reasonsArg;
+  }
+  if (extraArg.retryAfterMs !== undefined) {
+    errorData.retryAfterMs = Math.max(1, Math.ceil(extraArg.retryAfterMs));
   }
   return new TypedResponseError(errorTexts[codeArg], errorData);
 };

@@ -1,6 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import fastifyWebsocket from '@fastify/websocket';
-import { EnvelopePeer, readEnvelope, refusalEnvelope, type IEnvelope } from './envelopepeer.js';
+import { EnvelopePeer, readFrame, refusalEnvelope, type IEnvelope, type ISocketRequestLimits } from './envelopepeer.js';
+import { AttemptLimiter } from './attemptlimiter.js';
 import type { Cloudly } from '../classes.cloudly.js';
 import { watchSocketLiveness } from './socketliveness.js';
 
@@ -22,17 +23,23 @@ declare module 'fastify' {
   }
 }
 
-const transportRefusal = (idArg: string | null, methodArg: string | null, reasonArg: string): IEnvelope =>
-  refusalEnvelope(idArg ?? '', methodArg ?? '', null, [reasonArg]);
+const transportRefusal = (idArg: string | null, methodArg: string | null, reasonsArg: string | string[]): IEnvelope =>
+  refusalEnvelope(idArg ?? '', methodArg ?? '', Array.isArray(reasonsArg) ? reasonsArg : [reasonsArg]);
 
 const readBearer = (requestArg: FastifyRequest): string | null => {
   const header = requestArg.headers.authorization;
   if (typeof header !== 'string') {
     return null;
   }
-  const match = /^Bearer ([A-Za-z0-9._~+/=-]{1,8192})$/.exec(header);
+  // The scheme name is case-insensitive (RFC 7235).
+  const match = /^bearer ([A-Za-z0-9._~+/=-]{1,8192})$/i.exec(header);
   return match ? match[1] : null;
 };
+
+/** Socket upgrades one address may fail in a window before it is refused without a look. */
+export const upgradeFailureLimit = { attempts: 30, windowMs: 60_000 } as const;
+/** Socket upgrades one address may have waiting for authentication at once. */
+export const upgradesInFlightPerAddress = 16;
 
 export const createHttpServer = async (cloudlyArg: Cloudly): Promise<FastifyInstance> => {
   const app = Fastify({
@@ -41,9 +48,20 @@ export const createHttpServer = async (cloudlyArg: Cloudly): Promise<FastifyInst
     // Closing idle keep-alive connections lets a graceful stop finish promptly.
     forceCloseConnections: 'idle',
   });
-  await app.register(fastifyWebsocket, {
-    options: { maxPayload: Math.max(cloudlyArg.config.bodyLimitBytes, 1024 * 1024) },
+  const socketLimits = (kindArg: 'relay' | 'admin'): ISocketRequestLimits => ({
+    requestFrameBytes: cloudlyArg.config.bodyLimitBytes,
+    // Only relays answer Cloudly's calls; an admin socket's answers are never waited for.
+    answerFrameBytes: kindArg === 'relay' ? cloudlyArg.config.relayAnswerLimitBytes : cloudlyArg.config.bodyLimitBytes,
+    framesPerSecond: cloudlyArg.config.socketRequestsPerSecond,
+    frameBurst: cloudlyArg.config.socketRequestsPerSecond * 2,
+    pendingRequests: cloudlyArg.config.socketPendingRequests,
   });
+  // Frames up to twice the largest accepted size are read far enough to be answered and the
+  // socket survives them; only beyond that does ws close the socket (1009).
+  const hardFrameLimit = 2 * Math.max(cloudlyArg.config.bodyLimitBytes, cloudlyArg.config.relayAnswerLimitBytes, 512 * 1024);
+  await app.register(fastifyWebsocket, { options: { maxPayload: hardFrameLimit } });
+  const upgradeFailures = new AttemptLimiter(upgradeFailureLimit);
+  const upgradesInFlight = new Map<string, number>();
 
   // Cloudly reads the body itself, so malformed JSON is answered as a named refusal envelope
   // rather than the framework's own error shape.
@@ -63,64 +81,87 @@ export const createHttpServer = async (cloudlyArg: Cloudly): Promise<FastifyInst
     void reply.code(500).send({ error: { text: 'Cloudly failed to answer this request.', data: { code: 'internal', retryable: true, errorId } } });
   });
 
+  // The published typedrequest client caches answers per URL and falls back to a cached answer
+  // when a call fails; without this header it could hand a caller another call's answer.
+  app.addHook('onSend', async (request, reply) => {
+    if (request.url.startsWith('/typedrequest')) {
+      void reply.header('cache-control', 'no-store');
+    }
+  });
+
   app.post('/typedrequest', async (request, reply) => {
     const body = typeof request.body === 'string' ? request.body : '';
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(body);
-    } catch {
-      return reply.code(400).send(transportRefusal(null, null, 'body is not valid JSON'));
+    const frame = readFrame(body, 'body');
+    if (frame.kind === 'refused') {
+      return reply.code(400).send(transportRefusal(frame.correlationId, frame.method, frame.reasons));
     }
-    const envelope = readEnvelope(parsed);
-    if (typeof envelope === 'string') {
-      const loose = parsed as Partial<IEnvelope> | null;
-      return reply.code(400).send(transportRefusal(
-        typeof loose?.correlation?.id === 'string' ? loose.correlation.id : null,
-        typeof loose?.method === 'string' ? loose.method : null,
-        envelope,
-      ));
+    if (frame.kind !== 'request') {
+      return reply.code(400).send(transportRefusal(frame.correlationId, null, 'envelope phase must be request'));
     }
-    if (envelope.correlation.phase !== 'request') {
-      return reply.code(400).send(transportRefusal(envelope.correlation.id, envelope.method, 'envelope phase must be request'));
-    }
-    const answer = await cloudlyArg.dispatch(envelope, { transport: 'http' });
+    const answer = await cloudlyArg.dispatch(frame.envelope, { transport: 'http', remoteAddress: request.ip });
     return reply.code(200).send(answer);
   });
+
+  const authenticateUpgrade = async (requestArg: FastifyRequest): Promise<ISocketAuthentication | null> => {
+    const bearer = readBearer(requestArg);
+    if (bearer === null) {
+      return null;
+    }
+    const relay = await cloudlyArg.clusterManager.authenticateRelayToken(bearer);
+    if (relay) {
+      return { kind: 'relay', clusterId: relay.clusterId, tokenGeneration: relay.tokenGeneration };
+    }
+    if (bearer.split('.').length === 3) {
+      try {
+        await cloudlyArg.auth.verifyAdminJwt(bearer);
+        return { kind: 'admin' };
+      } catch {
+        // Falls through to the refusal.
+      }
+    }
+    return null;
+  };
 
   app.get('/typedsocket', {
     websocket: true,
     preValidation: async (request, reply) => {
-      const bearer = readBearer(request);
-      if (bearer === null) {
-        return reply.code(401).send({ error: 'Authorization: Bearer <relay token or admin identity JWT> is required' });
+      const address = request.ip;
+      const retryAfterMs = upgradeFailures.retryAfterMs(address);
+      const inFlight = upgradesInFlight.get(address) ?? 0;
+      if (retryAfterMs > 0 || inFlight >= upgradesInFlightPerAddress) {
+        const seconds = Math.max(1, Math.ceil((retryAfterMs || 1000) / 1000));
+        return reply.code(429).header('retry-after', String(seconds)).send({ error: 'too many socket upgrades from this address' });
       }
-      const relay = await cloudlyArg.clusterManager.authenticateRelayToken(bearer);
-      if (relay) {
-        request.cloudlySocketAuthentication = { kind: 'relay', clusterId: relay.clusterId, tokenGeneration: relay.tokenGeneration };
-        return;
-      }
-      if (bearer.split('.').length === 3) {
-        try {
-          await cloudlyArg.auth.verifyAdminJwt(bearer);
-          request.cloudlySocketAuthentication = { kind: 'admin' };
+      upgradesInFlight.set(address, inFlight + 1);
+      try {
+        const authentication = await authenticateUpgrade(request);
+        if (authentication) {
+          request.cloudlySocketAuthentication = authentication;
           return;
-        } catch {
-          // Falls through to the refusal below.
+        }
+      } finally {
+        const left = (upgradesInFlight.get(address) ?? 1) - 1;
+        if (left > 0) {
+          upgradesInFlight.set(address, left);
+        } else {
+          upgradesInFlight.delete(address);
         }
       }
-      return reply.code(401).send({ error: 'the bearer is not a valid relay token or admin identity' });
+      upgradeFailures.record(address);
+      return reply.code(401).send({ error: 'Authorization: Bearer <relay token or admin identity JWT> is required, and this one is not valid' });
     },
   }, (socket, request) => {
     const authentication = request.cloudlySocketAuthentication!;
-    const localData: Record<string, unknown> = { transport: 'socket' };
+    const localData: Record<string, unknown> = { transport: 'socket', remoteAddress: request.ip };
     const peer = new EnvelopePeer(socket, {
       localData,
-      route: (envelopeArg) => cloudlyArg.dispatch(envelopeArg, envelopeArg.localData as Record<string, unknown>),
-      onMalformedFrame: (reasonArg) => {
-        if (peer.isOpen) {
-          socket.send(JSON.stringify(transportRefusal(null, null, reasonArg)));
-        }
-      },
+      limits: socketLimits(authentication.kind),
+      route: (envelopeArg) => cloudlyArg.dispatch(envelopeArg, localData),
+      onRouteFailure: (errorArg) => cloudlyArg.logInternalFailure(errorArg, 'socket frame'),
+      onPolicyViolation: (reasonArg) => cloudlyArg.logger.warn(
+        { kind: authentication.kind, clusterId: authentication.clusterId, remoteAddress: request.ip, reason: reasonArg },
+        'socket closed for breaking its limits',
+      ),
     });
     watchSocketLiveness(socket, { intervalMs: cloudlyArg.config.socketPingIntervalMs, missedPongsAllowed: cloudlyArg.config.socketMissedPongsAllowed },
       () => cloudlyArg.logger.warn({ kind: authentication.kind, clusterId: authentication.clusterId }, 'socket missed its pongs: terminated'));

@@ -42,12 +42,25 @@ export const checkRequestShape = (requestArg: unknown, shapeArg: IRequestShape, 
   return reasons;
 };
 
-/** `checkRequestShape`, throwing one `invalid-request` refusal with every reason when there is any. */
-export const requireRequestShape = (requestArg: unknown, shapeArg: IRequestShape, pathArg = 'request'): void => {
+/**
+ * `checkRequestShape`, throwing one `invalid-request` refusal with every reason when there is any.
+ * Answers a fresh object holding exactly the declared fields the request has (and `identity`),
+ * read as own properties: handlers go on with that copy, so nothing inherited or undeclared can
+ * reach them.
+ */
+export const requireRequestShape = <T>(requestArg: T, shapeArg: IRequestShape, pathArg = 'request'): T => {
   const reasons = checkRequestShape(requestArg, shapeArg, pathArg);
   if (reasons.length > 0) {
     throw refuse('invalid-request', reasons);
   }
+  const request = requestArg as Record<string, unknown>;
+  const copy: Record<string, unknown> = {};
+  for (const field of [identityField, ...Object.keys(shapeArg.required), ...Object.keys(shapeArg.optional ?? {})]) {
+    if (Object.hasOwn(request, field) && request[field] !== undefined) {
+      copy[field] = request[field];
+    }
+  }
+  return copy as T;
 };
 
 export const isString = (minArg: number, maxArg: number, patternArg?: RegExp): TFieldCheck => (valueArg, pathArg) => {

@@ -95,8 +95,7 @@ import {
  * registered, so Cloudly answers them as not served.
  */
 
-/** Most snapshots one backup may record. */
-export const maximumSnapshotsPerBackup = 1024;
+export { maximumSnapshotsPerBackup } from './relayanswers.js';
 /** Most tags one backup may carry, and their sizes. */
 export const maximumBackupTags = 32;
 const maximumTagKeyLength = 64;
@@ -271,7 +270,7 @@ export class BackupManager {
 
   private registerAdminHandlers(): void {
     this.cloudly.addAdminHandler<IReq_Admin_CreateServiceBackup>('createServiceBackup', async (request, context) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: { clusterId: isIdString, nodeId: isIdString, serviceId: isIdString },
         optional: { backupId: isIdString, tags: isTags, replication: isReplication },
       });
@@ -349,7 +348,7 @@ export class BackupManager {
     });
 
     this.cloudly.addAdminHandler<IReq_Admin_RestoreServiceBackup>('restoreServiceBackup', async (request) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: { backupId: isIdString },
         optional: { nodeId: isIdString, clear: isBoolean, resourceTypes: isArrayOf(isResourceType, resourceTypes.length) },
       });
@@ -383,7 +382,7 @@ export class BackupManager {
     });
 
     this.cloudly.addAdminHandler<IReq_Admin_GetServiceBackups>('getServiceBackups', async (request) => {
-      requireRequestShape(request, { required: {}, optional: { serviceId: isIdString } });
+      request = requireRequestShape(request, { required: {}, optional: { serviceId: isIdString } });
       const docs = await this.cloudly.store.find(
         serviceBackupKind,
         request.serviceId ? { serviceId: request.serviceId } : {},
@@ -393,7 +392,7 @@ export class BackupManager {
     });
 
     this.cloudly.addAdminHandler<IReq_Admin_PruneClusterNodeArchive>('adminPruneClusterNodeArchive', async (request) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: { clusterId: isIdString, nodeId: isIdString, retention: fromValidator(validateArchiveRetentionPolicy) },
         optional: { dryRun: isBoolean },
       });
@@ -416,7 +415,7 @@ export class BackupManager {
     });
 
     this.cloudly.addAdminHandler<IReq_Admin_CreateIsolatedRestore>('createIsolatedRestore', async (request) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: {
           backupId: isIdString,
           targetNodeName: isIdString,
@@ -428,7 +427,7 @@ export class BackupManager {
     });
 
     this.cloudly.addAdminHandler<IReq_Admin_StepIsolatedRestore>('stepIsolatedRestore', async (request) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: {
           restoreId: isIdString,
           operation: (valueArg, pathArg) => (['status', 'execute', 'cleanup'].includes(valueArg as string) ? [] : [`${pathArg} must be status, execute or cleanup`]),
@@ -459,7 +458,7 @@ export class BackupManager {
   private registerRelayHandlers(): void {
     this.cloudly.addRelayHandler<IReq_Relay_Cloudly_BackupServiceDatabaseClosure>('backupServiceDatabaseClosure', async (request, context) => {
       // Everything is checked before the receiver attaches, so no byte moves for a bad request.
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: {
           backupId: isIdString,
           serviceId: isIdString,
@@ -506,7 +505,7 @@ export class BackupManager {
     });
 
     this.cloudly.addRelayHandler<IReq_Relay_Cloudly_RestoreServiceDatabaseClosure>('restoreServiceDatabaseClosure', async (request, context) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: { backupId: isIdString, serviceId: isIdString, nodeId: isIdString },
       });
       const backup = await this.cloudly.store.get(serviceBackupKind, request.backupId);

@@ -66,7 +66,7 @@ export class ClusterManager {
     this.nodes = new ClusterNodes(cloudly, this.relayElection, (clusterIdArg) => this.requireCluster(clusterIdArg));
     this.relayRegistrations = new ClusterRelayRegistrations(cloudly, this.relayElection);
     cloudly.addAdminHandler<IReq_Any_Cloudly_CreateCluster>('createCluster', async (request, context) => {
-      requireRequestShape(request, { required: { name: isString(1, 64, clusterNamePattern) } });
+      request = requireRequestShape(request, { required: { name: isString(1, 64, clusterNamePattern) } });
       const relayToken = newRelayToken();
       const stored = await this.cloudly.store.insert(clusterKind, {
         id: `cluster-${randomUUID()}`,
@@ -83,18 +83,18 @@ export class ClusterManager {
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusters>('getClusters', async (request) => {
-      requireRequestShape(request, { required: {} });
+      request = requireRequestShape(request, { required: {} });
       const clusters = await this.cloudly.store.find(clusterKind, {}, { sort: { createdAt: 1 } });
       return { clusters: clusters.map(toPublicCluster) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterById>('getClusterById', async (request) => {
-      requireRequestShape(request, { required: { clusterId: isIdString } });
+      request = requireRequestShape(request, { required: { clusterId: isIdString } });
       return { cluster: toPublicCluster(await this.requireCluster(request.clusterId)) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', async (request, context) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: { clusterId: isIdString, expectedGeneration: isNonNegativeInteger },
       });
       const current = await this.requireCluster(request.clusterId);

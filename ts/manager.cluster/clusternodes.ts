@@ -99,13 +99,13 @@ export class ClusterNodes {
     private readonly requireCluster: (clusterIdArg: string) => Promise<unknown>,
   ) {
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterNodes>('getClusterNodes', async (request) => {
-      requireRequestShape(request, { required: { clusterId: isIdString } });
+      request = requireRequestShape(request, { required: { clusterId: isIdString } });
       await this.requireCluster(request.clusterId);
       return { nodes: await this.listNodes(request.clusterId) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', async (request, context) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: { clusterId: isIdString, name: isNodeName },
         optional: { nodeId: isNodeId },
       });
@@ -127,7 +127,7 @@ export class ClusterNodes {
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_RemoveClusterNode>('removeClusterNode', async (request, context) => {
-      requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId } });
+      request = requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId } });
       await this.requireCluster(request.clusterId);
       for (let round = 0; round < maximumNodeWriteRounds; round++) {
         const current = await this.requireNodeDocument(request.clusterId, request.nodeId);
@@ -140,7 +140,7 @@ export class ClusterNodes {
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_SetClusterNodeCorestore>('setClusterNodeCorestore', async (request, context) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: { clusterId: isIdString, nodeId: isNodeId, expected: isCorestoreOrNull, corestore: isCorestoreOrNull },
       });
       await this.requireCluster(request.clusterId);
@@ -155,13 +155,13 @@ export class ClusterNodes {
     });
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', async (request, context) => {
-      requireRequestShape(request, { required: { report: (valueArg, pathArg) => validateClusterNodeReport(valueArg, pathArg) } });
+      request = requireRequestShape(request, { required: { report: (valueArg, pathArg) => validateClusterNodeReport(valueArg, pathArg) } });
       await this.election.requireElected(context.session);
       return { node: await this.applyReport(context.clusterId, request.report) };
     });
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_GetClusterNodeCorestores>('getClusterNodeCorestores', async (request, context) => {
-      requireRequestShape(request, { required: {}, optional: { nodeIds: isArrayOf(isNodeId, maximumNodeIdsPerRead) } });
+      request = requireRequestShape(request, { required: {}, optional: { nodeIds: isArrayOf(isNodeId, maximumNodeIdsPerRead) } });
       const nodes = await this.listNodes(context.clusterId);
       let selected = nodes;
       if (request.nodeIds) {

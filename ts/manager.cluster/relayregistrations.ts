@@ -48,7 +48,7 @@ const toPublicRegistration = (docArg: IClusterRelayRegistrationDocument, connect
 export class ClusterRelayRegistrations {
   constructor(private readonly cloudly: Cloudly, private readonly election: ClusterRelayElection) {
     cloudly.addRelayHandler<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', async (request, context) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: { registration: (valueArg, pathArg) => validateClusterRelayAnnouncement(valueArg, pathArg) },
       });
       await this.election.requireElected(context.session);
@@ -58,7 +58,7 @@ export class ClusterRelayRegistrations {
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterRelayRegistrations>('getClusterRelayRegistrations', async (request) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: {},
         optional: { clusterIds: (valueArg, pathArg) => validateClusterRelayRegistrationQueryIds(valueArg, pathArg) },
       });

@@ -103,14 +103,14 @@ export class CorestoreManager {
     this.directory = createManagerDirectory(cloudly);
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetCorestoreLegacyResources>('getCorestoreLegacyResources', async (request) => {
-      requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isIdString } });
+      request = requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isIdString } });
       await this.requireNodeOfCluster(request.clusterId, request.nodeId);
       const inventory = await this.readInventory(request.clusterId, request.nodeId);
       return { inventory, inventorySha256: computeClusterCorestoreLegacyResourceInventorySha256(inventory) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_AdoptCorestoreLegacyResources>('adoptCorestoreLegacyResources', async (request, context) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: {
           clusterId: isIdString,
           nodeId: isIdString,
@@ -127,7 +127,7 @@ export class CorestoreManager {
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', async (request) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: {
           platformBinding: (valueArg, pathArg) => validatePlatformBindingUpsert(valueArg, pathArg),
           expectedGeneration: isExpectedGeneration,
@@ -137,7 +137,7 @@ export class CorestoreManager {
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetPlatformBindings>('getPlatformBindings', async (request) => {
-      requireRequestShape(request, { required: {}, optional: { serviceId: isIdString } });
+      request = requireRequestShape(request, { required: {}, optional: { serviceId: isIdString } });
       const bindings = await this.readBindings(request.serviceId === undefined ? {} : { serviceId: request.serviceId });
       return { platformBindings: bindings.sort(compareBindings) };
     });

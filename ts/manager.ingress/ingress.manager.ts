@@ -152,7 +152,7 @@ export class IngressManager {
     this.dependencies = cloudlyIngressDependencies(cloudly);
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', async (request, context) => {
-      requireRequestShape(request, { required: { designation: isAnyValue } });
+      request = requireRequestShape(request, { required: { designation: isAnyValue } });
       let intent: IClusterIngressDesignationRequest;
       try {
         intent = snapshotClusterIngressDesignationRequest(request.designation);
@@ -163,19 +163,19 @@ export class IngressManager {
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterIngressDesignation>('getClusterIngressDesignation', async (request) => {
-      requireRequestShape(request, { required: { clusterId: isIdString } });
+      request = requireRequestShape(request, { required: { clusterId: isIdString } });
       await this.requireCluster(request.clusterId, 'request.clusterId');
       return { designation: await this.getDesignation(request.clusterId) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterRuntime>('getClusterRuntime', async (request) => {
-      requireRequestShape(request, { required: { clusterId: isIdString } });
+      request = requireRequestShape(request, { required: { clusterId: isIdString } });
       await this.requireCluster(request.clusterId, 'request.clusterId');
       return { runtime: await this.readClusterRuntime(request.clusterId) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_SetClusterIngressRoutes>('setClusterIngressRoutes', async (request) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: {
           clusterId: isIdString,
           expectedRevision: isRevisionOrNull,
@@ -190,7 +190,7 @@ export class IngressManager {
       this.register(request, context));
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_GetClusterIngressRouteTable>('getClusterIngressRouteTable', async (request, context) => {
-      requireRequestShape(request, { required: { knownRevision: isRevisionOrNull } });
+      request = requireRequestShape(request, { required: { knownRevision: isRevisionOrNull } });
       return { table: await this.getRouteTable(context.clusterId) };
     });
 
@@ -203,7 +203,7 @@ export class IngressManager {
     // only for that cluster's current credential, and never logged. The relay's node needs the
     // value to fill the ingress workload's secret environment variable.
     cloudly.addRelayHandler<IReq_Relay_Cloudly_ResolveClusterIngressBearer>('resolveClusterIngressBearer', async (request, context) => {
-      requireRequestShape(request, { required: { secretVersion: isSecretVersionReference } });
+      request = requireRequestShape(request, { required: { secretVersion: isSecretVersionReference } });
       await this.requireElected(context);
       const slot = await this.cloudly.store.get(clusterIngressSlotKind, context.clusterId);
       const bearer = slot?.kind === 'pallet' ? slot.bearer : null;
@@ -544,7 +544,7 @@ export class IngressManager {
     requestArg: IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments['request'],
     contextArg: IRelayHandlerContext,
   ): Promise<IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments['response']> {
-    requireRequestShape(requestArg, {
+    requestArg = requireRequestShape(requestArg, {
       required: {
         nodeId: isIdString,
         sessionId: isIdString,

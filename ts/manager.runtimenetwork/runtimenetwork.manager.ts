@@ -77,25 +77,25 @@ const detach = <T>(valueArg: T): T => JSON.parse(JSON.stringify(valueArg)) as T;
 export class RuntimeNetworkManager {
   constructor(private readonly cloudly: Cloudly) {
     cloudly.addAdminHandler<IReq_Admin_GetRuntimeNetworkAddressPlan>('getRuntimeNetworkAddressPlan', async (request) => {
-      requireRequestShape(request, { required: {} });
+      request = requireRequestShape(request, { required: {} });
       return { plan: await this.getAddressPlan() };
     });
 
     cloudly.addAdminHandler<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', async (request, context) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: { plan: (valueArg, pathArg) => validateRuntimeNetworkAddressPlan(valueArg, pathArg) },
       });
       return this.writeAddressPlan(request.plan, context.identity.userId);
     });
 
     cloudly.addAdminHandler<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', async (request) => {
-      requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId } });
+      request = requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId } });
       await this.cloudly.clusterManager.requireCluster(request.clusterId);
       return { projection: await this.refreshProjection(request.clusterId, request.nodeId) };
     });
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', async (request, context) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: { nodeId: isNodeId, leases: (valueArg, pathArg) => validateRuntimeNetworkWorkloadLeases(valueArg, pathArg) },
       });
       await this.cloudly.clusterManager.requireElected(context.session);
@@ -105,14 +105,14 @@ export class RuntimeNetworkManager {
     });
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_GetRuntimeNetworkProjection>('getClusterNodeRuntimeNetworkProjection', async (request, context) => {
-      requireRequestShape(request, { required: { nodeId: isNodeId } });
+      request = requireRequestShape(request, { required: { nodeId: isNodeId } });
       return { projection: await this.refreshProjection(context.clusterId, request.nodeId) };
     });
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication>(
       'reportRuntimeNetworkProjectionApplication',
       async (request, context) => {
-        requireRequestShape(request, {
+        request = requireRequestShape(request, {
           required: { application: (valueArg, pathArg) => validateRuntimeNetworkProjectionApplication(valueArg, pathArg) },
         });
         await this.cloudly.clusterManager.requireElected(context.session);

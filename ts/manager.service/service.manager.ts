@@ -437,7 +437,7 @@ export class ServiceManager {
     });
 
     this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServices>('getServices', async (request) => {
-      requireRequestShape(request, { required: {} });
+      request = requireRequestShape(request, { required: {} });
       return { services: await this.listServices() };
     });
 
@@ -458,7 +458,7 @@ export class ServiceManager {
     requestArg: unknown,
     readArg: (serviceIdArg: string) => Promise<TAnswer | null>,
   ): Promise<TAnswer> {
-    requireRequestShape(requestArg, { required: { serviceId: isIdString } });
+    requestArg = requireRequestShape(requestArg, { required: { serviceId: isIdString } });
     const serviceId = (requestArg as { serviceId: string }).serviceId;
     const answer = await readArg(serviceId);
     if (answer === null) {
@@ -562,7 +562,7 @@ export class ServiceManager {
     this.cloudly.addAdminHandler<IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim>(
       'releaseUncertainRuntimeLocalStorageClaim',
       async (request, context) => {
-        requireRequestShape(request, { required: { claimId: isIdString, generation: isPositiveInteger } });
+        request = requireRequestShape(request, { required: { claimId: isIdString, generation: isPositiveInteger } });
         const doc = await this.cloudly.store.get(runtimeLocalStorageClaimKind, request.claimId);
         if (!doc) {
           throw refuse('not-found', [`local storage claim ${request.claimId} does not exist`]);
@@ -590,7 +590,7 @@ export class ServiceManager {
     );
 
     this.cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNodeSession>('reportRuntimeNodeSession', async (request, context) => {
-      requireRequestShape(request, {
+      request = requireRequestShape(request, {
         required: { nodeId: isIdString, session: (value, path) => validateRuntimeSessionReference(value, path) },
       });
       const id = nodeSessionId(context.clusterId, request.nodeId);
