@@ -6,7 +6,8 @@ import { isPlainDataRecord } from '../interfaces/private/dataproperties.js';
  * (and the relay's authors) read which part of the answer was wrong.
  */
 
-export const maximumAnsweredSnapshots = 1024;
+/** Most snapshots one backup may record, so most one answer may name. */
+export const maximumSnapshotsPerBackup = 1024;
 const maximumIdLength = 256;
 const snapshotTypes = ['volume', 'database', 'bucket'] as const;
 const snapshotTypeMember = { volume: 'mountPath', database: 'databaseName', bucket: 'bucketName' } as const;
@@ -23,8 +24,8 @@ export const validateAnsweredSnapshots = (valueArg: unknown, pathArg: string): s
   if (!Array.isArray(valueArg)) {
     return [`${pathArg} must be an array of snapshots`];
   }
-  if (valueArg.length > maximumAnsweredSnapshots) {
-    return [`${pathArg} must have at most ${maximumAnsweredSnapshots} snapshots`];
+  if (valueArg.length > maximumSnapshotsPerBackup) {
+    return [`${pathArg} must have at most ${maximumSnapshotsPerBackup} snapshots`];
   }
   return valueArg.flatMap((snapshot, index) => {
     const path = `${pathArg}[${index}]`;
