@@ -48,6 +48,11 @@ const main = async (): Promise<void> => {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  // A promise nobody awaited must not end a server that holds every cluster's socket: the failure
+  // is logged with an error id and Cloudly keeps serving. (Node's default is to exit.)
+  process.on('unhandledRejection', (reasonArg) => {
+    cloudly.logInternalFailure(reasonArg, 'unhandled rejection');
+  });
 };
 
 void main();
