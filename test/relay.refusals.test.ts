@@ -96,7 +96,7 @@ describe('refusals and answers through the administrator\'s calls', () => {
   const behaviour = new Map<string, () => Promise<unknown>>();
 
   before(async () => {
-    t = await startTestCloudly({ relayCallTimeoutMs: 150, relayArchiveCallTimeoutMs: 200, relayBackupCallTimeoutMs: 250 });
+    t = await startTestCloudly({ relayCallTimeoutMs: 150, relayArchiveCallTimeoutMs: 200, relayBackupCallTimeoutMs: 250, relayAnswerLimitBytes: 64 * 1024, bodyLimitBytes: 64 * 1024 });
     world = await addClusterWorld(t, 'refusals');
     relay = world.relay;
     for (const method of ['backupClusterService', 'restoreClusterService', 'pruneClusterNodeArchive', 'getClusterCorestoreLegacyResources']) {
@@ -165,6 +165,17 @@ describe('refusals and answers through the administrator\'s calls', () => {
     assert.equal(t.cloudly.relays.timeoutOf('backupClusterService'), 250);
     assert.equal(t.cloudly.relays.timeoutOf('restoreClusterService'), 250);
     assert.equal(t.cloudly.relays.timeoutOf('pushClusterIngressRouteTableChanged'), 5_000);
+  });
+
+  test('an answer larger than the relay-answer limit is relay-answer-invalid, and the socket stays', async () => {
+    const limit = Math.max(t.cloudly.config.bodyLimitBytes, t.cloudly.config.relayAnswerLimitBytes);
+    behaviour.set('getClusterCorestoreLegacyResources', async () => ({
+      reachable: false, nodeId: world.nodeId, readAt: 1, errorCode: 'CORESTORE_UNREACHABLE', padding: 'x'.repeat(limit + 1024),
+    }));
+    assert.deepEqual((await refusalOf(inventory)).reasons, ['relay-answer-invalid', `frame exceeds ${limit} bytes`]);
+    behaviour.set('getClusterCorestoreLegacyResources', async () => ({ reachable: false, nodeId: world.nodeId, readAt: 1, errorCode: 'CORESTORE_UNREACHABLE' }));
+    assert.equal((await inventory()).inventory.reachable, false);
+    assert.equal(relay.isOpen, true);
   });
 
   test('a restore refused by the relay says so the same way', async () => {
