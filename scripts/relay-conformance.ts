@@ -104,9 +104,12 @@ export const runRelayConformance = async (optionsArg: IRelayConformanceOptions =
 
     const { cluster, relayToken } = await call('createCluster', { name: `conformance-${randomBytes(3).toString('hex')}` });
     const clusterId: string = cluster.id;
-    report(`cluster ${clusterId}: CLOUDLY_URL=${baseUrl} CLOUDLY_RELAY_TOKEN=${relayToken}`);
     if (optionsArg.startRelay) {
+      report(`cluster ${clusterId} at ${baseUrl}: starting the relay`);
       relay = await optionsArg.startRelay({ url: baseUrl, token: relayToken });
+    } else {
+      // Started by hand: the token is shown so the relay can be given it (a throwaway cluster).
+      report(`cluster ${clusterId}: start your relay with CLOUDLY_URL=${baseUrl} CLOUDLY_RELAY_TOKEN=${relayToken}`);
     }
 
     const registration = async () => (await call('getClusterRelayRegistrations', { clusterIds: [clusterId] })).registrations[0];
