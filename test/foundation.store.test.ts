@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
+import { refuse } from '../ts/core/errors.js';
 import { defineDocumentKind, retainedMutationAnswers, type IStoredDocument } from '../ts/core/store.js';
 
 interface ICounterDoc extends IStoredDocument {
@@ -71,6 +72,57 @@ describe('store: compare-and-swap on one document, decided by the database', () 
     assert.equal(await store.update(counterKind, 'declined', () => null), null);
     assert.deepEqual(await store.get(counterKind, 'declined'), { id: 'declined', generation: 1, value: 5 });
     assert.equal(await store.update(counterKind, 'no-such-counter', () => ({ set: { value: 1 } })), null);
+  });
+
+  test('mutate says what it did: created, written, kept, removed, and a refusal leaves as it was decided', async () => {
+    const { store } = t.cloudly;
+    const created = await store.mutate(counterKind, 'm-1', (current) => (current ? { kind: 'keep' } : { kind: 'create', doc: { id: 'm-1', value: 1 } }));
+    assert.equal(created.outcome, 'created');
+    assert.equal(created.doc?.generation, 1);
+    assert.equal(created.previousGeneration, 0);
+    const written = await store.mutate(counterKind, 'm-1', (current) => ({ kind: 'write', change: { set: { value: current!.value + 1 } } }));
+    assert.deepEqual([written.outcome, written.doc?.value, written.doc?.generation, written.previousGeneration], ['written', 2, 2, 1]);
+    const kept = await store.mutate(counterKind, 'm-1', () => ({ kind: 'keep' }));
+    assert.deepEqual([kept.outcome, kept.doc?.generation], ['kept', 2]);
+    await assert.rejects(
+      store.mutate(counterKind, 'm-1', () => ({ kind: 'refuse', refusal: refuse('invalid-request', ['request.value is wrong']) })),
+      (error: { errorData?: { code?: string; reasons?: string[] } }) => error.errorData?.code === 'invalid-request'
+        && error.errorData.reasons?.[0] === 'request.value is wrong',
+    );
+    assert.equal((await store.get(counterKind, 'm-1'))?.generation, 2);
+    const removed = await store.mutate(counterKind, 'm-1', () => ({ kind: 'remove' }));
+    assert.deepEqual([removed.outcome, removed.doc, removed.previousGeneration], ['removed', null, 2]);
+    assert.equal(await store.get(counterKind, 'm-1'), null);
+    const removedAgain = await store.mutate(counterKind, 'm-1', () => ({ kind: 'remove' }));
+    assert.equal(removedAgain.outcome, 'kept');
+  });
+
+  test('mutate: 20 concurrent increments all land; a document that keeps changing is refused conflict after its rounds', async () => {
+    const { store } = t.cloudly;
+    await store.insert(counterKind, { id: 'm-race', value: 0 });
+    const results = await Promise.all(Array.from({ length: 20 }, () =>
+      store.mutate(counterKind, 'm-race', (current) => ({ kind: 'write', change: { set: { value: current!.value + 1 } } }), { rounds: 100 })));
+    assert.equal(results.filter((result) => result.outcome === 'written').length, 20);
+    assert.equal((await store.get(counterKind, 'm-race'))?.value, 20);
+    let decisions = 0;
+    await assert.rejects(
+      store.mutate(counterKind, 'm-race', async (current) => {
+        decisions++;
+        // Another writer lands between every read and its write.
+        await store.swap(counterKind, 'm-race', current!.generation, { set: { value: current!.value } });
+        return { kind: 'write', change: { set: { value: -1 } } };
+      }, { rounds: 3 }),
+      (error: { errorData?: { code?: string; retryable?: boolean } }) => error.errorData?.code === 'conflict' && error.errorData.retryable === true,
+    );
+    assert.equal(decisions, 3);
+    assert.notEqual((await store.get(counterKind, 'm-race'))?.value, -1);
+  });
+
+  test('mutate: 100 concurrent creators of one id, exactly one creates and the others decide again and keep', async () => {
+    const results = await Promise.all(Array.from({ length: 100 }, (_, index) =>
+      t.cloudly.store.mutate(counterKind, 'm-create', (current) => (current ? { kind: 'keep' } : { kind: 'create', doc: { id: 'm-create', value: index } }))));
+    assert.equal(results.filter((result) => result.outcome === 'created').length, 1);
+    assert.equal(results.filter((result) => result.outcome === 'kept').length, 99);
   });
 
   test('remove is conditional on the generation too', async () => {

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import { MongoServerError, ObjectId, type Collection, type Document, type Filter } from 'mongodb';
+import type { TypedResponseError } from '@api.global/typedrequest';
 import type { CloudlyDatabase } from './database.js';
+import { refuse } from './errors.js';
 
 /**
  * The one mechanism every manager uses to keep documents. Every document has an `id` and a
@@ -41,8 +43,28 @@ export const defineDocumentKind = <T extends IStoredDocument>(
   return Object.freeze({ collectionName: collectionNameArg, snapshotOnWrite: optionsArg.snapshotOnWrite ?? true });
 };
 
-/** How often `update` reads again after losing a race before it gives up. */
+/** How often `update` and `mutate` read again after losing a race before they give up. */
 export const defaultUpdateRounds = 8;
+
+/**
+ * What a `mutate` decider wants done with the document it was shown (null when there is none):
+ * swap a change onto the generation it read, create it (only when nothing was read), remove it,
+ * keep it as it is (no write), or refuse the whole operation with a refusal the caller receives.
+ */
+export type TDecision<T extends IStoredDocument> =
+  | { kind: 'write'; change: ISwapChange<T> }
+  | { kind: 'create'; doc: Omit<T, 'generation'> }
+  | { kind: 'remove' }
+  | { kind: 'keep' }
+  | { kind: 'refuse'; refusal: TypedResponseError };
+
+/** How a `mutate` ended; `doc` is the document as it stands afterwards (null once removed or never there). */
+export interface IMutateResult<T extends IStoredDocument> {
+  outcome: 'written' | 'created' | 'removed' | 'kept';
+  doc: T | null;
+  /** The generation the decision was made on (0 when there was no document). */
+  previousGeneration: number;
+}
 
 /** How many recent mutation answers a document keeps for replays. */
 export const retainedMutationAnswers = 64;
@@ -213,6 +235,66 @@ export class DocumentStore {
       }
     }
     return null;
+  }
+
+  /**
+   * The one read-decide-write primitive (Kubernetes' GuaranteedUpdate): reads the document, asks
+   * `decideArg` what to do with it, and commits that decision with one conditional write on the
+   * generation it read. A lost race reads and decides again, at most `rounds` times; then the
+   * operation is refused `conflict`. A `refuse` decision is thrown as it is. Never answers an
+   * ambiguous null: the outcome says what happened.
+   */
+  public async mutate<T extends IStoredDocument>(
+    kindArg: IDocumentKind<T>,
+    idArg: string,
+    decideArg: (currentArg: T | null) => TDecision<T> | Promise<TDecision<T>>,
+    optionsArg: { rounds?: number; mutation?: IMutationAnswer } = {},
+  ): Promise<IMutateResult<T>> {
+    const rounds = optionsArg.rounds ?? defaultUpdateRounds;
+    for (let round = 0; round < rounds; round++) {
+      const current = await this.get(kindArg, idArg);
+      const decision = await decideArg(current);
+      const previousGeneration = current?.generation ?? 0;
+      switch (decision.kind) {
+        case 'refuse':
+          throw decision.refusal;
+        case 'keep':
+          return { outcome: 'kept', doc: current, previousGeneration };
+        case 'create': {
+          if (current) {
+            throw new Error(`mutate of ${kindArg.collectionName} ${idArg}: create decided on an existing document`);
+          }
+          if ((decision.doc as { id: string }).id !== idArg) {
+            throw new Error(`mutate of ${kindArg.collectionName} ${idArg}: create decided a document with another id`);
+          }
+          const created = await this.insert(kindArg, decision.doc, { mutation: optionsArg.mutation });
+          if (created) {
+            return { outcome: 'created', doc: created, previousGeneration };
+          }
+          break;
+        }
+        case 'write': {
+          if (!current) {
+            throw new Error(`mutate of ${kindArg.collectionName} ${idArg}: write decided on no document`);
+          }
+          const written = await this.swap(kindArg, idArg, current.generation, decision.change, { mutation: optionsArg.mutation });
+          if (written) {
+            return { outcome: 'written', doc: written, previousGeneration };
+          }
+          break;
+        }
+        case 'remove': {
+          if (!current) {
+            return { outcome: 'kept', doc: null, previousGeneration };
+          }
+          if (await this.remove(kindArg, idArg, current.generation)) {
+            return { outcome: 'removed', doc: null, previousGeneration };
+          }
+          break;
+        }
+      }
+    }
+    throw refuse('conflict', [`${kindArg.collectionName} ${idArg} kept changing during ${rounds} attempts; try again`]);
   }
 
   /** Deletes the document if it still has `expectedGeneration`; false when the race was lost. */
