@@ -415,12 +415,16 @@ export class Journal {
     let detail = `${errorArg.code ?? 'error'} on ${errorArg.syscall ?? 'write'}: ${errorArg.message}`;
     if (errorArg.syscall === 'fdatasync') {
       this.failure = new Error(`a journal sync failed (${detail}); restart Cloudly once the disk is healthy`);
-    } else if (this.handle) {
+    }
+    if (this.handle) {
+      // Cut the refused records off again, so a restart does not bring back what was refused.
+      // After a failed sync this may fail too; then such a write's outcome is unknown, as for any
+      // write whose answer was lost.
       try {
         await this.handle.truncate(this.handleBytes);
         await this.handle.datasync();
       } catch (truncateError) {
-        this.failure = new Error(`the journal could not be cut back after a failed write (${(truncateError as Error).message})`);
+        this.failure ??= new Error(`the journal could not be cut back after a failed write (${(truncateError as Error).message})`);
       }
     }
     if (this.failure) {
