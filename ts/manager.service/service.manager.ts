@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
-import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
 import {
   isSameServiceRuntimeSpec,
   snapshotServiceRuntimeSpec,
@@ -15,9 +14,6 @@ import {
   snapshotServiceVolumeInitialization,
   validateServiceVolumeInitialization,
   type IServiceVolume,
-  type IServiceVolumeInitializationErrorData,
-  type TServiceVolumeInitialization,
-  type TServiceVolumeInitializationErrorCode,
   type TServiceWritableVolume,
 } from '../interfaces/data/servicevolume.js';
 import { snapshotServiceRuntimeStatus, type IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
@@ -40,8 +36,9 @@ import {
   type IReq_Relay_Cloudly_ReportRuntimeNodeSession,
   type IRuntimeSessionReference,
 } from '../interfaces/requests/runtimesession.js';
-import { contractRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
+import { refuse } from '../core/errors.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { WorkQueue } from '../core/workqueue.js';
 import { checkRequestShape, requireRequestShape, isAnyValue, isIdString, isPositiveInteger } from '../core/validation.js';
 import type { IRelaySession } from '../core/relaysessions.js';
 import {
@@ -52,6 +49,14 @@ import {
 } from './claims.js';
 import { isServiceVolumeClaimable, judgeServiceRuntime, type IServiceBindingWaits } from './runtimestatus.js';
 import { boundRelayText } from '../core/relaycalls.js';
+import {
+  decideClaimAnswer,
+  decideRuntimeStatus,
+  decideUncertainRelease,
+  decideVolumeInitialization,
+  isHeldUncertain,
+  volumeRefusal,
+} from './decide.js';
 
 /**
  * Services, their volumes and volume initialization, their runtime verdicts, and the local storage
@@ -115,8 +120,6 @@ const retainedClaimHistory = 16;
 export const claimRetryIntervalMs = 5_000;
 /** How long Cloudly waits for a node's answer to one claim push. */
 export const claimPushTimeoutMs = 15_000;
-/** How often a lost compare-and-swap is re-read before the caller gets `conflict`. */
-const maximumSwapAttempts = 8;
 
 const nodeSessionId = (clusterIdArg: string, nodeIdArg: string): string => `${clusterIdArg}/${nodeIdArg}`;
 
@@ -128,14 +131,6 @@ const nodeSessionId = (clusterIdArg: string, nodeIdArg: string): string => `${cl
 const needsPush = (docArg: IRuntimeLocalStorageClaimDocument): boolean =>
   docArg.current.delivery === 'pending'
   || (docArg.current.claim.lifecycle === 'bound' && docArg.current.nodeState === 'import-required');
-
-/**
- * A claim whose node answered `uncertain` for its current generation, not yet released by an
- * administrator: the node can vouch for the volume neither way, so nothing moves it on.
- */
-const isHeldUncertain = (docArg: IRuntimeLocalStorageClaimDocument): boolean =>
-  docArg.current.nodeState === 'uncertain'
-  && docArg.releasedUncertainGeneration !== docArg.current.claim.generation;
 
 export const toPublicService = (docArg: IServiceDocument): IService => ({
   id: docArg.id,
@@ -149,17 +144,6 @@ export const toPublicService = (docArg: IServiceDocument): IService => ({
   createdAt: docArg.createdAt,
   updatedAt: docArg.updatedAt,
 });
-
-const volumeRefusal = (
-  codeArg: TServiceVolumeInitializationErrorCode,
-  reasonsArg?: string[],
-): ReturnType<typeof contractRefusal> => {
-  const errorData: IServiceVolumeInitializationErrorData = { code: codeArg, retryable: false };
-  if (reasonsArg && reasonsArg.length > 0) {
-    errorData.reasons = reasonsArg;
-  }
-  return contractRefusal('The volume initialization was refused.', errorData);
-};
 
 /** A stored volume from a writable one, keeping what the server manages for that mount path. */
 const toStoredVolume = (writableArg: TServiceWritableVolume, previousArg: IServiceVolume | undefined): IServiceVolume => {
@@ -179,17 +163,6 @@ const toStoredVolume = (writableArg: TServiceWritableVolume, previousArg: IServi
     volume.initialization = snapshotServiceVolumeInitialization(previousArg.initialization);
   }
   return volume;
-};
-
-const sameInitialization = (
-  leftArg: TServiceVolumeInitialization | null | undefined,
-  rightArg: TServiceVolumeInitialization | null | undefined,
-): boolean => {
-  if (leftArg === undefined || leftArg === null || rightArg === undefined || rightArg === null) {
-    return (leftArg ?? null) === (rightArg ?? null);
-  }
-  return canonicalizeJson(snapshotServiceVolumeInitialization(leftArg))
-    === canonicalizeJson(snapshotServiceVolumeInitialization(rightArg));
 };
 
 /**
@@ -226,23 +199,22 @@ const decideVolumeClaims = (
   return decisions;
 };
 
-/** One key's run of `runCoalesced`: whether to go once more, and when it is over. */
-interface ICoalescedRun {
-  again: boolean;
-  done: Promise<void>;
-}
-
 export class ServiceManager {
   private retryTimer: NodeJS.Timeout | null = null;
   private retryRunning = false;
   private stopped = false;
-  /** Claims being pushed right now, and whether another push was asked for meanwhile. */
-  private readonly pushing = new Map<string, ICoalescedRun>();
-  /** Services being reconciled right now, likewise. */
-  private readonly reconciling = new Map<string, ICoalescedRun>();
+  /**
+   * Claim pushes and service reconciles, one run per key at a time; a trigger during a run gets
+   * one more run after it, so the last trigger is always seen. The periodic retry below covers
+   * failures, so the queues themselves do not retry.
+   */
+  private readonly pushes: WorkQueue;
+  private readonly reconciles: WorkQueue;
   private bindingWaitsSource: ((serviceArg: IService) => Promise<IServiceBindingWaits>) | null = null;
 
   constructor(private readonly cloudly: Cloudly) {
+    this.pushes = new WorkQueue({ name: 'claim push', logger: cloudly.logger, process: (claimIdArg) => this.pushOnce(claimIdArg) });
+    this.reconciles = new WorkQueue({ name: 'claim reconcile', logger: cloudly.logger, process: (serviceIdArg) => this.reconcileOnce(serviceIdArg) });
     this.registerServiceHandlers();
     this.registerVolumeHandlers();
     this.registerClaimHandlers();
@@ -251,6 +223,8 @@ export class ServiceManager {
 
   public async start(): Promise<void> {
     this.stopped = false;
+    this.pushes.resume();
+    this.reconciles.resume();
     // Roll forward whatever a previous run decided but did not finish.
     for (const service of await this.cloudly.store.find(serviceKind, {})) {
       await this.reconcileService(service.id);
@@ -267,6 +241,7 @@ export class ServiceManager {
       clearInterval(this.retryTimer);
       this.retryTimer = null;
     }
+    await Promise.all([this.reconciles.drain(), this.pushes.drain()]);
   }
 
   // ------------------------------------------------------------------ reads other managers use
@@ -316,25 +291,9 @@ export class ServiceManager {
       claims,
       bindings: await this.readBindingWaits(service),
     });
-    for (let attempt = 0; attempt < maximumSwapAttempts; attempt++) {
-      const stored = await this.cloudly.store.get(serviceRuntimeStatusKind, serviceIdArg);
-      if (
-        stored
-        && stored.specRevision === service.specRevision
-        && stored.state === verdict.state
-        && stored.reason === verdict.reason
-      ) {
-        return this.toStatus(serviceIdArg, stored);
-      }
-      const next = { specRevision: service.specRevision, state: verdict.state, reason: verdict.reason, changedAt: Date.now() };
-      const written = stored
-        ? await this.cloudly.store.swap(serviceRuntimeStatusKind, serviceIdArg, stored.generation, { set: next })
-        : await this.cloudly.store.insert(serviceRuntimeStatusKind, { id: serviceIdArg, ...next });
-      if (written) {
-        return this.toStatus(serviceIdArg, written);
-      }
-    }
-    throw refuse('conflict', ['the runtime status kept changing while it was computed']);
+    const { doc: status } = await this.cloudly.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
+      decideRuntimeStatus(storedArg, serviceIdArg, { specRevision: service.specRevision, state: verdict.state, reason: verdict.reason }, Date.now()));
+    return this.toStatus(serviceIdArg, status!);
   }
 
   private toStatus(serviceIdArg: string, docArg: IServiceRuntimeStatusDocument): IServiceRuntimeStatus {
@@ -505,48 +464,32 @@ export class ServiceManager {
           throw volumeRefusal('volume-initialization-invalid', invalid);
         }
         const wanted = request.initialization === null ? null : snapshotServiceVolumeInitialization(request.initialization);
-        for (let attempt = 0; attempt < maximumSwapAttempts; attempt++) {
-          const current = await this.cloudly.store.get(serviceKind, request.serviceId);
-          const index = current?.volumes.findIndex((volume) => volume.mountPath === request.mountPath) ?? -1;
-          if (!current || index < 0) {
-            throw volumeRefusal('volume-not-found', [
-              current
-                ? `service ${request.serviceId} has no volume mounted at exactly that path`
-                : `service ${request.serviceId} does not exist`,
-            ]);
-          }
-          const volume = current.volumes[index];
-          if (!sameInitialization(volume.initialization, request.expected)) {
-            throw volumeRefusal('conflict', ['the stored initialization is not the expected one']);
-          }
-          if (current.claimDecisions.some((decision) => decision.mountPath === volume.mountPath)) {
-            throw volumeRefusal('volume-initialization-bound', [
-              'a bound local storage claim of this volume exists; its initialization can no longer change',
-            ]);
-          }
-          const volumes = current.volumes.map((stored, position) => {
-            if (position !== index) {
-              return stored;
+        const change = { serviceId: request.serviceId, mountPath: request.mountPath, expected: request.expected, wanted, now: Date.now() };
+        // The decision's own refusals pass as they are; only running out of rounds is answered here,
+        // in the contract's shape: a write that lost to another one re-reads and decides again, and
+        // if that write changed this volume, the decision answers conflict itself.
+        const decided = new Set<unknown>();
+        let next: IServiceDocument;
+        try {
+          next = (await this.cloudly.store.mutate(serviceKind, request.serviceId, (currentArg) => {
+            const decision = decideVolumeInitialization(currentArg, change, toPublicService, decideVolumeClaims);
+            if (decision.kind === 'refuse') {
+              decided.add(decision.refusal);
             }
-            const { initialization: _old, ...rest } = stored;
-            return wanted === null ? rest : { ...rest, initialization: wanted };
-          });
-          const now = Date.now();
-          const view: IService = { ...toPublicService(current), volumes, updatedAt: now };
-          const next = await this.cloudly.store.swap(serviceKind, current.id, current.generation, {
-            set: { volumes, updatedAt: now, claimDecisions: decideVolumeClaims(view, current.claimDecisions) },
-          });
-          if (next) {
-            this.cloudly.logger.info(
-              { serviceId: next.id, mountPath: request.mountPath, actor: context.identity.userId },
-              'service volume initialization set',
-            );
-            this.scheduleReconcile(next.id);
-            return { service: toPublicService(next) };
+            return decision;
+          })).doc!;
+        } catch (error) {
+          if (decided.has(error)) {
+            throw error;
           }
-          // Another write got in first: read again; if it changed this volume the check above answers conflict.
+          throw volumeRefusal('conflict', ['the service kept changing while the initialization was set']);
         }
-        throw volumeRefusal('conflict', ['the service kept changing while the initialization was set']);
+        this.cloudly.logger.info(
+          { serviceId: next.id, mountPath: request.mountPath, actor: context.identity.userId },
+          'service volume initialization set',
+        );
+        this.scheduleReconcile(next.id);
+        return { service: toPublicService(next) };
       },
     );
   }
@@ -563,28 +506,14 @@ export class ServiceManager {
       'releaseUncertainRuntimeLocalStorageClaim',
       async (request, context) => {
         request = requireRequestShape(request, { required: { claimId: isIdString, generation: isPositiveInteger } });
-        const doc = await this.cloudly.store.get(runtimeLocalStorageClaimKind, request.claimId);
-        if (!doc) {
-          throw refuse('not-found', [`local storage claim ${request.claimId} does not exist`]);
-        }
-        if (doc.current.claim.generation !== request.generation || !isHeldUncertain(doc)) {
-          throw refuse('conflict', [
-            `request.generation ${request.generation} is not a held uncertain generation of the claim `
-              + `(current generation ${doc.current.claim.generation}, node state ${doc.current.nodeState ?? 'none'})`,
-          ]);
-        }
-        const released = await this.cloudly.store.swap(runtimeLocalStorageClaimKind, doc.id, doc.generation, {
-          set: { releasedUncertainGeneration: request.generation },
-        });
-        if (!released) {
-          throw refuse('conflict', ['the claim changed since it was read']);
-        }
+        const released = (await this.cloudly.store.mutate(runtimeLocalStorageClaimKind, request.claimId, (docArg) =>
+          decideUncertainRelease(docArg, request.claimId, request.generation))).doc!;
         this.cloudly.logger.info(
-          { claimId: doc.id, generation: request.generation, actor: context.identity.userId },
+          { claimId: released.id, generation: request.generation, actor: context.identity.userId },
           'uncertain local storage claim released',
         );
         // The held change (a purge or a remount) is issued and pushed after this answer.
-        this.scheduleReconcile(doc.serviceId);
+        this.scheduleReconcile(released.serviceId);
         return { claim: released.current };
       },
     );
@@ -595,20 +524,9 @@ export class ServiceManager {
       });
       const id = nodeSessionId(context.clusterId, request.nodeId);
       const session = { id: request.session.id, generation: request.session.generation };
-      let written = false;
-      for (let attempt = 0; attempt < maximumSwapAttempts && !written; attempt++) {
-        const stored = await this.cloudly.store.get(runtimeNodeSessionKind, id);
-        written = stored
-          ? (await this.cloudly.store.swap(runtimeNodeSessionKind, id, stored.generation, {
-            set: { session, reportedAt: Date.now() },
-          })) !== null
-          : (await this.cloudly.store.insert(runtimeNodeSessionKind, {
-            id, clusterId: context.clusterId, nodeId: request.nodeId, session, reportedAt: Date.now(),
-          })) !== null;
-      }
-      if (!written) {
-        throw refuse('conflict', ['the node session kept changing; report it again']);
-      }
+      await this.cloudly.store.mutate(runtimeNodeSessionKind, id, (storedArg) => (storedArg
+        ? { kind: 'write', change: { set: { session, reportedAt: Date.now() } } }
+        : { kind: 'create', doc: { id, clusterId: context.clusterId, nodeId: request.nodeId, session, reportedAt: Date.now() } }));
       const pending = await this.pendingClaimIds({ clusterId: context.clusterId, nodeId: request.nodeId });
       // Pushed after this answer: the push travels over the same relay socket.
       setImmediate(() => {
@@ -621,48 +539,17 @@ export class ServiceManager {
   }
 
   private scheduleReconcile(serviceIdArg: string): void {
-    void this.reconcileService(serviceIdArg).catch((error: unknown) => {
-      this.cloudly.logger.error({ err: error, serviceId: serviceIdArg }, 'claim reconcile failed');
-    });
+    void this.reconciles.add(serviceIdArg);
   }
 
   /**
    * Rolls a service's claims forward from its document: a first generation for every decision
    * without a claim, a purge generation for every bound claim whose volume is gone, a new bound
-   * generation when a volume's read-only flag changed; then pushes what is pending.
+   * generation when a volume's read-only flag changed; then pushes what is pending. A failure is
+   * logged by the queue ('claim reconcile failed'); the next trigger looks again.
    */
   public async reconcileService(serviceIdArg: string): Promise<void> {
-    await this.runCoalesced(this.reconciling, serviceIdArg, () => this.reconcileOnce(serviceIdArg));
-  }
-
-  /**
-   * Runs `onceArg` for a key unless a run for that key is already going; a call arriving during a
-   * run makes that run go once more instead and waits for it, so the last trigger is always seen,
-   * runs never overlap, and every caller returns only after a run that saw its trigger.
-   */
-  private runCoalesced(
-    runningArg: Map<string, ICoalescedRun>,
-    keyArg: string,
-    onceArg: () => Promise<void>,
-  ): Promise<void> {
-    const running = runningArg.get(keyArg);
-    if (running) {
-      running.again = true;
-      return running.done;
-    }
-    const state: ICoalescedRun = { again: true, done: Promise.resolve() };
-    runningArg.set(keyArg, state);
-    state.done = (async () => {
-      try {
-        while (state.again && !this.stopped) {
-          state.again = false;
-          await onceArg();
-        }
-      } finally {
-        runningArg.delete(keyArg);
-      }
-    })();
-    return state.done;
+    await this.reconciles.add(serviceIdArg);
   }
 
   private async reconcileOnce(serviceIdArg: string): Promise<void> {
@@ -690,28 +577,33 @@ export class ServiceManager {
       });
     }
     for (const claimDoc of await this.cloudly.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg })) {
-      const claim = claimDoc.current.claim;
-      if (claim.lifecycle !== 'bound' || isHeldUncertain(claimDoc)) {
-        continue;
-      }
-      const decided = decisions.some((decision) => decision.claimId === claimDoc.id);
-      const volume = service?.volumes.find((candidate) => candidate.mountPath === claimDoc.mountPath);
-      let next = null;
-      if (!decided) {
-        next = await buildNextClaimGeneration(claim, { lifecycle: 'purge', readOnly: claim.mount.readOnly });
-      } else if (volume && volume.readOnly !== claim.mount.readOnly) {
-        next = await buildNextClaimGeneration(claim, { lifecycle: 'bound', readOnly: volume.readOnly });
-      }
-      if (next) {
-        await this.cloudly.store.swap(runtimeLocalStorageClaimKind, claimDoc.id, claimDoc.generation, {
-          set: {
-            current: pendingClaimRecord(next, Date.now()),
-            history: [...claimDoc.history, claimDoc.current].slice(-retainedClaimHistory),
-          },
-        });
-        // A lost race means another reconcile moved the claim on; the loop in reconcileService
-        // or the next trigger looks again.
-      }
+      // Decided on the claim as it stands: a write that lost to another (an answer being recorded,
+      // another reconcile) reads it again, and a claim already moved on is kept as it is.
+      await this.cloudly.store.mutate(runtimeLocalStorageClaimKind, claimDoc.id, async (latestArg) => {
+        const claim = latestArg?.current.claim;
+        if (!latestArg || !claim || claim.lifecycle !== 'bound' || isHeldUncertain(latestArg)) {
+          return { kind: 'keep' };
+        }
+        const decided = decisions.some((decision) => decision.claimId === latestArg.id);
+        const volume = service?.volumes.find((candidate) => candidate.mountPath === latestArg.mountPath);
+        let next = null;
+        if (!decided) {
+          next = await buildNextClaimGeneration(claim, { lifecycle: 'purge', readOnly: claim.mount.readOnly });
+        } else if (volume && volume.readOnly !== claim.mount.readOnly) {
+          next = await buildNextClaimGeneration(claim, { lifecycle: 'bound', readOnly: volume.readOnly });
+        }
+        return next
+          ? {
+            kind: 'write',
+            change: {
+              set: {
+                current: pendingClaimRecord(next, Date.now()),
+                history: [...latestArg.history, latestArg.current].slice(-retainedClaimHistory),
+              },
+            },
+          }
+          : { kind: 'keep' };
+      });
     }
     for (const claimId of await this.pendingClaimIds({ serviceId: serviceIdArg })) {
       await this.pushClaim(claimId);
@@ -756,11 +648,8 @@ export class ServiceManager {
    * reason recorded; a later trigger sends it again (the node answers a repeat as `replay`).
    */
   public async pushClaim(claimIdArg: string): Promise<void> {
-    try {
-      await this.runCoalesced(this.pushing, claimIdArg, () => this.pushOnce(claimIdArg));
-    } catch (error) {
-      this.cloudly.logger.error({ err: error, claimId: claimIdArg }, 'claim push failed');
-    }
+    // A failure is logged by the queue ('claim push failed'); the periodic retry pushes again.
+    await this.pushes.add(claimIdArg);
   }
 
   private async pushOnce(claimIdArg: string): Promise<void> {
@@ -799,22 +688,9 @@ export class ServiceManager {
       return;
     }
     const now = Date.now();
-    await this.cloudly.store.update(runtimeLocalStorageClaimKind, claimIdArg, (latestArg) =>
-      // A newer generation replaced the one this answer is about: nothing to record.
-      (latestArg.current.claim.generation !== request.claim.generation || latestArg.current.claim.digest !== request.claim.digest
-        ? null
-        : {
-          set: {
-            current: {
-              ...latestArg.current,
-              delivery: 'answered' as const,
-              nodeState: bound.state,
-              answerStatus: bound.status,
-              lastDeliveryError: null,
-              answeredAt: now,
-            },
-          },
-        }), maximumSwapAttempts);
+    // The claim is read afresh: a newer generation that replaced the one this answer is about is kept.
+    await this.cloudly.store.mutate(runtimeLocalStorageClaimKind, claimIdArg, (latestArg) =>
+      decideClaimAnswer(latestArg, request.claim, bound, now));
   }
 
   private async recordDeliveryError(docArg: IRuntimeLocalStorageClaimDocument, reasonArg: string): Promise<void> {

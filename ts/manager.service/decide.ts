@@ -1,0 +1,184 @@
+import type { TDecision } from '../core/store.js';
+import { contractRefusal, refuse } from '../core/errors.js';
+import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
+import type { IService } from '../interfaces/data/service.js';
+import {
+  snapshotServiceVolumeInitialization,
+  type IServiceVolumeInitializationErrorData,
+  type TServiceVolumeInitialization,
+  type TServiceVolumeInitializationErrorCode,
+} from '../interfaces/data/servicevolume.js';
+import type { IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
+import type { IServiceVolumeClaimDecision } from './claims.js';
+import type {
+  IRuntimeLocalStorageClaimDocument,
+  IServiceDocument,
+  IServiceRuntimeStatusDocument,
+} from './service.manager.js';
+
+/**
+ * The service manager's decisions as pure functions over what the store read: each answers the
+ * `store.mutate` decision for one write, so tests call them directly.
+ */
+
+export const volumeRefusal = (
+  codeArg: TServiceVolumeInitializationErrorCode,
+  reasonsArg?: string[],
+): ReturnType<typeof contractRefusal> => {
+  const errorData: IServiceVolumeInitializationErrorData = { code: codeArg, retryable: false };
+  if (reasonsArg && reasonsArg.length > 0) {
+    errorData.reasons = reasonsArg;
+  }
+  return contractRefusal('The volume initialization was refused.', errorData);
+};
+
+export const sameInitialization = (
+  leftArg: TServiceVolumeInitialization | null | undefined,
+  rightArg: TServiceVolumeInitialization | null | undefined,
+): boolean => {
+  if (leftArg === undefined || leftArg === null || rightArg === undefined || rightArg === null) {
+    return (leftArg ?? null) === (rightArg ?? null);
+  }
+  return canonicalizeJson(snapshotServiceVolumeInitialization(leftArg))
+    === canonicalizeJson(snapshotServiceVolumeInitialization(rightArg));
+};
+
+export interface IVolumeInitializationChange {
+  serviceId: string;
+  mountPath: string;
+  /** The initialization the caller read (null: none). */
+  expected: TServiceVolumeInitialization | null;
+  /** The initialization wanted (null: remove it), already a detached copy. */
+  wanted: TServiceVolumeInitialization | null;
+  now: number;
+}
+
+/**
+ * Sets (or removes) one volume's initialization, compare-and-swap on the initialization the
+ * caller read: a missing service or volume, another stored initialization, or a claim already
+ * decided for the volume refuse; otherwise the volumes change and the claim decisions are taken
+ * again for the new state (`decideClaims`, which may issue a claim now).
+ */
+export const decideVolumeInitialization = (
+  currentArg: IServiceDocument | null,
+  changeArg: IVolumeInitializationChange,
+  viewOfArg: (docArg: IServiceDocument) => IService,
+  decideClaimsArg: (serviceArg: IService, existingArg: IServiceVolumeClaimDecision[]) => IServiceVolumeClaimDecision[],
+): TDecision<IServiceDocument> => {
+  const index = currentArg?.volumes.findIndex((volume) => volume.mountPath === changeArg.mountPath) ?? -1;
+  if (!currentArg || index < 0) {
+    return {
+      kind: 'refuse',
+      refusal: volumeRefusal('volume-not-found', [
+        currentArg
+          ? `service ${changeArg.serviceId} has no volume mounted at exactly that path`
+          : `service ${changeArg.serviceId} does not exist`,
+      ]),
+    };
+  }
+  const volume = currentArg.volumes[index];
+  if (!sameInitialization(volume.initialization, changeArg.expected)) {
+    return { kind: 'refuse', refusal: volumeRefusal('conflict', ['the stored initialization is not the expected one']) };
+  }
+  if (currentArg.claimDecisions.some((decision) => decision.mountPath === volume.mountPath)) {
+    return {
+      kind: 'refuse',
+      refusal: volumeRefusal('volume-initialization-bound', [
+        'a bound local storage claim of this volume exists; its initialization can no longer change',
+      ]),
+    };
+  }
+  const volumes = currentArg.volumes.map((stored, position) => {
+    if (position !== index) {
+      return stored;
+    }
+    const { initialization: _old, ...rest } = stored;
+    return changeArg.wanted === null ? rest : { ...rest, initialization: changeArg.wanted };
+  });
+  const view: IService = { ...viewOfArg(currentArg), volumes, updatedAt: changeArg.now };
+  return {
+    kind: 'write',
+    change: { set: { volumes, updatedAt: changeArg.now, claimDecisions: decideClaimsArg(view, currentArg.claimDecisions) } },
+  };
+};
+
+/**
+ * The stored runtime verdict of a service: kept while the spec revision, state and reason are
+ * the stored ones (so `changedAt` moves only when the verdict changes), written otherwise.
+ */
+export const decideRuntimeStatus = (
+  storedArg: IServiceRuntimeStatusDocument | null,
+  serviceIdArg: string,
+  verdictArg: Pick<IServiceRuntimeStatus, 'specRevision' | 'state' | 'reason'>,
+  nowArg: number,
+): TDecision<IServiceRuntimeStatusDocument> => {
+  if (
+    storedArg
+    && storedArg.specRevision === verdictArg.specRevision
+    && storedArg.state === verdictArg.state
+    && storedArg.reason === verdictArg.reason
+  ) {
+    return { kind: 'keep' };
+  }
+  const next = { specRevision: verdictArg.specRevision, state: verdictArg.state, reason: verdictArg.reason, changedAt: nowArg };
+  return storedArg ? { kind: 'write', change: { set: next } } : { kind: 'create', doc: { id: serviceIdArg, ...next } };
+};
+
+/**
+ * Records a node's bound answer on the claim generation it answered: nothing when the claim is
+ * gone or a newer generation (or another digest) replaced the one the answer is about.
+ */
+export const decideClaimAnswer = (
+  latestArg: IRuntimeLocalStorageClaimDocument | null,
+  sentArg: { generation: number; digest: string },
+  answerArg: { state: IRuntimeLocalStorageClaimDocument['current']['nodeState']; status: IRuntimeLocalStorageClaimDocument['current']['answerStatus'] },
+  nowArg: number,
+): TDecision<IRuntimeLocalStorageClaimDocument> => {
+  if (!latestArg || latestArg.current.claim.generation !== sentArg.generation || latestArg.current.claim.digest !== sentArg.digest) {
+    return { kind: 'keep' };
+  }
+  return {
+    kind: 'write',
+    change: {
+      set: {
+        current: {
+          ...latestArg.current,
+          delivery: 'answered',
+          nodeState: answerArg.state,
+          answerStatus: answerArg.status,
+          lastDeliveryError: null,
+          answeredAt: nowArg,
+        },
+      },
+    },
+  };
+};
+
+/**
+ * A claim whose node answered `uncertain` for its current generation, not yet released by an
+ * administrator: the node can vouch for the volume neither way, so nothing moves it on.
+ */
+export const isHeldUncertain = (docArg: IRuntimeLocalStorageClaimDocument): boolean =>
+  docArg.current.nodeState === 'uncertain'
+  && docArg.releasedUncertainGeneration !== docArg.current.claim.generation;
+
+/** An administrator releases the held uncertain generation they name, and only that one. */
+export const decideUncertainRelease = (
+  docArg: IRuntimeLocalStorageClaimDocument | null,
+  claimIdArg: string,
+  generationArg: number,
+): TDecision<IRuntimeLocalStorageClaimDocument> => {
+  if (!docArg) {
+    return { kind: 'refuse', refusal: refuse('not-found', [`local storage claim ${claimIdArg} does not exist`]) };
+  }
+  if (docArg.current.claim.generation !== generationArg || !isHeldUncertain(docArg)) {
+    return {
+      kind: 'refuse',
+      refusal: refuse('conflict', [
+        `request.generation ${generationArg} is not a held uncertain generation of the claim `
+          + `(current generation ${docArg.current.claim.generation}, node state ${docArg.current.nodeState ?? 'none'})`,
+      ]),
+    };
+  }
+  return { kind: 'write', change: { set: { releasedUncertainGeneration: generationArg } } };
+};
