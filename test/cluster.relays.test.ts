@@ -179,7 +179,6 @@ describe('the election across a restart of Cloudly', () => {
       // Simulate a crash: the lease stays held in the database although its socket is gone.
       const lease = (await t.cloudly.store.get(clusterRelayLeaseKind, cluster.id))!;
       assert.notEqual(lease.sessionId, null);
-      t.cloudly.clusterManager.relayElection.timing = { leaseTtlMs: 600_000, heartbeatMs: 600_000 };
       await t.cloudly.store.swap(clusterRelayLeaseKind, cluster.id, lease.generation, {
         set: { instanceId: 'crashed-instance', sessionId: 'gone', expiresAt: Date.now() + 600_000 },
       });

@@ -19,11 +19,11 @@ import type {
   IReq_Relay_Cloudly_GetClusterNodeCorestores,
   IReq_Relay_Cloudly_ReportClusterNode,
 } from '../interfaces/requests/cluster.js';
-import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
 import { refuse } from '../core/errors.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
 import { isArrayOf, isIdString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
 import type { ClusterRelayElection } from './relayelection.js';
+import { decideNodeCorestore, decideNodeRemoval, decideNodeReport } from './decide.js';
 
 /**
  * The nodes of each cluster. Administrators add and remove them and set each node's Corestore
@@ -52,8 +52,6 @@ export const clusterNodeKind = defineDocumentKind<IClusterNodeDocument>('Cloudly
  */
 export const clusterNodeDocumentId = (clusterIdArg: string, nodeIdArg: string): string => `${clusterIdArg}/${nodeIdArg}`;
 
-/** Bounded retries when a write lost only to an unrelated change of the same node (e.g. a report). */
-const maximumNodeWriteRounds = 8;
 /** Most nodes one `getClusterNodeCorestores` may name. Project's own limit. */
 const maximumNodeIdsPerRead = 1024;
 
@@ -77,9 +75,6 @@ export const toPublicClusterNode = (docArg: IClusterNodeDocument): IClusterNode 
   }
   return node;
 };
-
-const sameCorestore = (aArg: IClusterNodeCorestore | null, bArg: IClusterNodeCorestore | null): boolean =>
-  canonicalizeJson(aArg) === canonicalizeJson(bArg);
 
 const isNodeName: TFieldCheck = (valueArg, pathArg) =>
   isClusterNodeName(valueArg)
@@ -129,14 +124,14 @@ export class ClusterNodes {
     cloudly.addAdminHandler<IReq_Any_Cloudly_RemoveClusterNode>('removeClusterNode', async (request, context) => {
       request = requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId } });
       await this.requireCluster(request.clusterId);
-      for (let round = 0; round < maximumNodeWriteRounds; round++) {
-        const current = await this.requireNodeDocument(request.clusterId, request.nodeId);
-        if (await this.cloudly.store.remove(clusterNodeKind, current.id, current.generation)) {
-          this.cloudly.logger.info({ clusterId: request.clusterId, nodeId: request.nodeId, actor: context.identity.userId }, 'cluster node removed');
-          return { node: toPublicClusterNode(current) };
-        }
-      }
-      throw refuse('conflict', [`node ${request.nodeId} kept changing while it was being removed; try again`]);
+      // The answer is the node as it was when its removal committed.
+      const read: { node: IClusterNodeDocument | null } = { node: null };
+      await this.cloudly.store.mutate(clusterNodeKind, clusterNodeDocumentId(request.clusterId, request.nodeId), (currentArg) => {
+        read.node = currentArg;
+        return decideNodeRemoval(currentArg, request.clusterId, request.nodeId);
+      });
+      this.cloudly.logger.info({ clusterId: request.clusterId, nodeId: request.nodeId, actor: context.identity.userId }, 'cluster node removed');
+      return { node: toPublicClusterNode(read.node!) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_SetClusterNodeCorestore>('setClusterNodeCorestore', async (request, context) => {
@@ -208,44 +203,16 @@ export class ClusterNodes {
 
   // ---- writes ---------------------------------------------------------------------------------
 
-  private async requireNodeDocument(clusterIdArg: string, nodeIdArg: string): Promise<IClusterNodeDocument> {
-    const doc = await this.cloudly.store.get(clusterNodeKind, clusterNodeDocumentId(clusterIdArg, nodeIdArg));
-    if (!doc) {
-      throw refuse('not-found', [`node ${nodeIdArg} does not exist in cluster ${clusterIdArg}`]);
-    }
-    return doc;
-  }
-
-  /**
-   * Compare-and-swap on the endpoint value: the write commits only while the stored endpoint is
-   * the one the caller read. A generation that moved for another reason (a report) is re-read and
-   * compared again, so only a real change of the endpoint makes the caller lose.
-   */
+  /** Sets the node's Corestore endpoint, compare-and-swap on the endpoint value (`decideNodeCorestore`). */
   public async swapCorestore(
     clusterIdArg: string,
     nodeIdArg: string,
     expectedArg: IClusterNodeCorestore | null,
     corestoreArg: IClusterNodeCorestore | null,
   ): Promise<IClusterNode> {
-    for (let round = 0; round < maximumNodeWriteRounds; round++) {
-      const current = await this.requireNodeDocument(clusterIdArg, nodeIdArg);
-      if (!sameCorestore(current.corestore ?? null, expectedArg)) {
-        throw refuse('conflict', ['request.expected is not the node\'s current corestore; read the node again']);
-      }
-      if (sameCorestore(current.corestore ?? null, corestoreArg)) {
-        return toPublicClusterNode(current);
-      }
-      const next = await this.cloudly.store.swap(
-        clusterNodeKind,
-        current.id,
-        current.generation,
-        corestoreArg ? { set: { corestore: { endpoint: corestoreArg.endpoint } } } : { unset: ['corestore'] },
-      );
-      if (next) {
-        return toPublicClusterNode(next);
-      }
-    }
-    throw refuse('conflict', [`node ${nodeIdArg} kept changing while its corestore was being set; read it again`]);
+    const { doc } = await this.cloudly.store.mutate(clusterNodeKind, clusterNodeDocumentId(clusterIdArg, nodeIdArg), (currentArg) =>
+      decideNodeCorestore(currentArg, clusterIdArg, nodeIdArg, expectedArg, corestoreArg));
+    return toPublicClusterNode(doc!);
   }
 
   /**
@@ -254,43 +221,8 @@ export class ClusterNodes {
    */
   public async applyReport(clusterIdArg: string, reportArg: IClusterNodeReport): Promise<IClusterNode> {
     const id = clusterNodeDocumentId(clusterIdArg, reportArg.nodeId);
-    for (let round = 0; round < maximumNodeWriteRounds; round++) {
-      const now = Date.now();
-      const current = await this.cloudly.store.get(clusterNodeKind, id);
-      if (!current) {
-        if (reportArg.name === undefined) {
-          throw refuse('invalid-request', [`report.name is required: node ${reportArg.nodeId} is new to cluster ${clusterIdArg}`]);
-        }
-        const doc: Omit<IClusterNodeDocument, 'generation'> = {
-          id,
-          nodeId: reportArg.nodeId,
-          clusterId: clusterIdArg,
-          name: reportArg.name,
-          createdAt: now,
-          source: 'relay-report',
-          reportedAt: now,
-        };
-        if (reportArg.hostAddresses) {
-          doc.hostAddresses = [...reportArg.hostAddresses];
-        }
-        const inserted = await this.cloudly.store.insert(clusterNodeKind, doc);
-        if (inserted) {
-          return toPublicClusterNode(inserted);
-        }
-        continue;
-      }
-      const set: Partial<IClusterNodeDocument> = { reportedAt: now };
-      if (reportArg.name !== undefined) {
-        set.name = reportArg.name;
-      }
-      if (reportArg.hostAddresses) {
-        set.hostAddresses = [...reportArg.hostAddresses];
-      }
-      const next = await this.cloudly.store.swap(clusterNodeKind, id, current.generation, { set });
-      if (next) {
-        return toPublicClusterNode(next);
-      }
-    }
-    throw refuse('conflict', [`node ${reportArg.nodeId} kept changing while the report was applied; report again`]);
+    const { doc } = await this.cloudly.store.mutate(clusterNodeKind, id, (currentArg) =>
+      decideNodeReport(currentArg, id, clusterIdArg, reportArg, Date.now()));
+    return toPublicClusterNode(doc!);
   }
 }

@@ -3,6 +3,8 @@ import type { Cloudly } from '../classes.cloudly.js';
 import type { IRelaySession } from '../core/relaysessions.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
 import { refuse } from '../core/errors.js';
+import { WorkQueue } from '../core/workqueue.js';
+import { decideLeaseElection, decideLeaseRelease } from './decide.js';
 
 /**
  * Elects exactly one relay connection per cluster. The election is a lease document per cluster
@@ -44,9 +46,6 @@ export const defaultRelayElectionTiming: IRelayElectionTiming = Object.freeze({
 /** The reason a relay handler answers (with `unavailable`) on a socket that is not its cluster's elected one. */
 export const relayNotElectedReason = 'relay-not-elected';
 
-/** Bounded retries of a read-compare-swap round that lost to another writer. */
-const maximumLeaseRounds = 8;
-
 interface IHeldLease {
   sessionId: string;
   generation: number;
@@ -56,15 +55,20 @@ interface IHeldLease {
 export class ClusterRelayElection {
   /** This process; leases name it so a restarted or second instance never mistakes them for its own. */
   public readonly instanceId = randomUUID();
-  public timing: IRelayElectionTiming = { ...defaultRelayElectionTiming };
+  public readonly timing: IRelayElectionTiming;
   /** The leases this instance holds, by cluster, as last confirmed by the database. */
   private readonly held = new Map<string, IHeldLease>();
-  /** The election round running for a cluster, so concurrent triggers share one. */
-  private readonly rounds = new Map<string, Promise<void>>();
+  /**
+   * Election rounds by cluster: one at a time per cluster, and a trigger during a round gets one
+   * more round after it (a socket that opened meanwhile is seen). Drained on stop.
+   */
+  private readonly elections: WorkQueue;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private stopped = false;
 
-  constructor(private readonly cloudly: Cloudly) {
+  constructor(private readonly cloudly: Cloudly, optionsArg: { timing?: IRelayElectionTiming } = {}) {
+    this.timing = { ...(optionsArg.timing ?? defaultRelayElectionTiming) };
+    this.elections = new WorkQueue({ name: 'relay election', logger: cloudly.logger, process: (clusterIdArg) => this.runElection(clusterIdArg) });
     cloudly.relays.setSelector((sessionsArg, clusterIdArg) => {
       const elected = this.electedSessionId(clusterIdArg);
       return elected === null ? null : sessionsArg.find((session) => session.id === elected) ?? null;
@@ -73,7 +77,7 @@ export class ClusterRelayElection {
       if (this.electedSessionId(clusterIdArg) === null && cloudly.relays.sessionsOf(clusterIdArg).length > 0) {
         await this.elect(clusterIdArg);
       } else {
-        await this.rounds.get(clusterIdArg);
+        await this.elections.idle(clusterIdArg);
       }
     });
     cloudly.relays.onSessionOpened((sessionArg) => this.elect(sessionArg.clusterId));
@@ -82,6 +86,7 @@ export class ClusterRelayElection {
 
   public async start(): Promise<void> {
     this.stopped = false;
+    this.elections.resume();
     if (this.cloudly.database.embedded) {
       // The embedded database lives inside this process, so no other instance can hold a lease in
       // it: whatever a previous run left behind names sockets that no longer exist.
@@ -96,7 +101,7 @@ export class ClusterRelayElection {
       clearTimeout(this.heartbeatTimer);
       this.heartbeatTimer = null;
     }
-    await Promise.allSettled([...this.rounds.values()]);
+    await this.elections.drain();
     for (const [clusterId, lease] of [...this.held]) {
       await this.release(clusterId, lease.sessionId).catch((error: unknown) =>
         this.cloudly.logger.warn({ err: error, clusterId }, 'relay lease release on stop failed'));
@@ -149,17 +154,12 @@ export class ClusterRelayElection {
     return this.cloudly.store.find(clusterRelayLeaseKind, clusterIdsArg ? { id: { $in: clusterIdsArg } } : {});
   }
 
-  /** Runs (or joins) one election round for the cluster. */
+  /**
+   * Asks for an election round of the cluster and waits for one that started after this call.
+   * A failed round is logged by the queue ('relay election failed'); it never rejects.
+   */
   public elect(clusterIdArg: string): Promise<void> {
-    const running = this.rounds.get(clusterIdArg);
-    if (running) {
-      return running;
-    }
-    const round = this.runElection(clusterIdArg)
-      .catch((error: unknown) => this.cloudly.logger.error({ err: error, clusterId: clusterIdArg }, 'relay election failed'))
-      .finally(() => this.rounds.delete(clusterIdArg));
-    this.rounds.set(clusterIdArg, round);
-    return round;
+    return this.elections.add(clusterIdArg);
   }
 
   /** The oldest open socket of the cluster on this instance is the candidate. */
@@ -168,58 +168,35 @@ export class ClusterRelayElection {
   }
 
   private async runElection(clusterIdArg: string): Promise<void> {
-    for (let round = 0; round < maximumLeaseRounds && !this.stopped; round++) {
+    // What the last decision concluded; the decider runs again on every lost race.
+    let outcome: { winner: IRelaySession | null; heldElsewhere: boolean } = { winner: null, heldElsewhere: false };
+    const result = await this.cloudly.store.mutate(clusterRelayLeaseKind, clusterIdArg, (leaseArg) => {
+      outcome = { winner: null, heldElsewhere: false };
+      const live = this.cloudly.relays.sessionsOf(clusterIdArg);
       const heldSessionId = this.electedSessionId(clusterIdArg);
-      if (heldSessionId !== null && this.cloudly.relays.sessionsOf(clusterIdArg).some((session) => session.id === heldSessionId)) {
-        return;
-      }
       const candidate = this.candidate(clusterIdArg);
-      if (!candidate) {
-        return;
+      if (this.stopped || (heldSessionId !== null && live.some((session) => session.id === heldSessionId)) || !candidate) {
+        return { kind: 'keep' };
       }
-      const now = Date.now();
-      const expiresAt = now + this.timing.leaseTtlMs;
-      const lease = await this.cloudly.store.get(clusterRelayLeaseKind, clusterIdArg);
-      if (!lease) {
-        const inserted = await this.cloudly.store.insert(clusterRelayLeaseKind, {
-          id: clusterIdArg,
-          clusterId: clusterIdArg,
-          sessionId: candidate.id,
-          instanceId: this.instanceId,
-          expiresAt,
-          acquiredAt: now,
-        });
-        if (inserted) {
-          this.adopt(clusterIdArg, inserted, candidate);
-          return;
-        }
-        continue;
-      }
-      const free = lease.sessionId === null || lease.expiresAt <= now;
-      const ours = lease.instanceId === this.instanceId;
-      const ownLiveHolder = ours
-        ? this.cloudly.relays.sessionsOf(clusterIdArg).find((session) => session.id === lease.sessionId) ?? null
-        : null;
-      if (!free && !ours) {
-        // A live socket on another instance holds it.
-        this.held.delete(clusterIdArg);
-        return;
-      }
-      // A socket of ours that still lives keeps the lease (renewed here); otherwise the candidate
-      // takes a lease that is free or that names a socket of ours that is gone.
-      const winner = ownLiveHolder ?? candidate;
-      const next = await this.cloudly.store.swap(clusterRelayLeaseKind, clusterIdArg, lease.generation, {
-        set: {
-          sessionId: winner.id,
-          instanceId: this.instanceId,
-          expiresAt,
-          acquiredAt: winner.id === lease.sessionId ? lease.acquiredAt : now,
-        },
+      const election = decideLeaseElection(leaseArg, {
+        clusterId: clusterIdArg,
+        instanceId: this.instanceId,
+        candidateSessionId: candidate.id,
+        liveSessionIds: live.map((session) => session.id),
+        now: Date.now(),
+        leaseTtlMs: this.timing.leaseTtlMs,
       });
-      if (next) {
-        this.adopt(clusterIdArg, next, winner);
-        return;
-      }
+      outcome = {
+        winner: live.find((session) => session.id === election.winnerSessionId) ?? null,
+        heldElsewhere: election.heldElsewhere,
+      };
+      return election.decision;
+    });
+    if (outcome.heldElsewhere) {
+      // A live socket on another instance holds it.
+      this.held.delete(clusterIdArg);
+    } else if (result.outcome !== 'kept' && result.doc && outcome.winner) {
+      this.adopt(clusterIdArg, result.doc, outcome.winner);
     }
   }
 
@@ -234,7 +211,7 @@ export class ClusterRelayElection {
 
   private async onSessionClosed(sessionArg: IRelaySession): Promise<void> {
     const clusterId = sessionArg.clusterId;
-    await this.rounds.get(clusterId);
+    await this.elections.idle(clusterId);
     if (this.held.get(clusterId)?.sessionId !== sessionArg.id) {
       return;
     }
@@ -247,22 +224,18 @@ export class ClusterRelayElection {
   /** Frees the lease if it still names this socket of this instance. */
   private async release(clusterIdArg: string, sessionIdArg: string): Promise<void> {
     this.held.delete(clusterIdArg);
-    const released = await this.cloudly.store.update(clusterRelayLeaseKind, clusterIdArg, (leaseArg) =>
-      (leaseArg.sessionId === sessionIdArg && leaseArg.instanceId === this.instanceId
-        ? { set: { sessionId: null, instanceId: null, expiresAt: 0 } }
-        : null), maximumLeaseRounds);
-    if (released) {
+    const { outcome } = await this.cloudly.store.mutate(clusterRelayLeaseKind, clusterIdArg, (leaseArg) =>
+      decideLeaseRelease(leaseArg, this.instanceId, sessionIdArg));
+    if (outcome === 'written') {
       this.cloudly.logger.info({ clusterId: clusterIdArg, sessionId: sessionIdArg }, 'relay lease released');
     }
   }
 
   private async releaseAllStale(): Promise<void> {
-    for (const lease of await this.cloudly.store.find(clusterRelayLeaseKind, {})) {
-      if (lease.sessionId !== null) {
-        await this.cloudly.store.swap(clusterRelayLeaseKind, lease.id, lease.generation, {
-          set: { sessionId: null, instanceId: null, expiresAt: 0 },
-        });
-      }
+    for (const stale of await this.cloudly.store.find(clusterRelayLeaseKind, {})) {
+      await this.cloudly.store.mutate(clusterRelayLeaseKind, stale.id, (leaseArg) => (leaseArg && leaseArg.sessionId !== null
+        ? { kind: 'write', change: { set: { sessionId: null, instanceId: null, expiresAt: 0 } } }
+        : { kind: 'keep' }));
     }
   }
 
@@ -281,16 +254,15 @@ export class ClusterRelayElection {
   /** Renews every lease this instance holds and lets unelected sockets try for free leases. */
   public async heartbeat(): Promise<void> {
     for (const [clusterId, held] of [...this.held]) {
-      const expiresAt = Date.now() + this.timing.leaseTtlMs;
-      const lease = await this.cloudly.store.get(clusterRelayLeaseKind, clusterId);
-      if (!lease || lease.sessionId !== held.sessionId || lease.instanceId !== this.instanceId) {
+      const renewed = await this.cloudly.store.mutate(clusterRelayLeaseKind, clusterId, (leaseArg) =>
+        (leaseArg && leaseArg.sessionId === held.sessionId && leaseArg.instanceId === this.instanceId
+          ? { kind: 'write', change: { set: { expiresAt: Date.now() + this.timing.leaseTtlMs } } }
+          : { kind: 'keep' }));
+      if (renewed.outcome !== 'written') {
         // Lost it (it ran out while this instance stalled and someone else took it).
         this.held.delete(clusterId);
-        continue;
-      }
-      const next = await this.cloudly.store.swap(clusterRelayLeaseKind, clusterId, lease.generation, { set: { expiresAt } });
-      if (next && this.held.get(clusterId)?.sessionId === held.sessionId) {
-        this.held.set(clusterId, { sessionId: held.sessionId, generation: next.generation, expiresAt: next.expiresAt });
+      } else if (renewed.doc && this.held.get(clusterId)?.sessionId === held.sessionId) {
+        this.held.set(clusterId, { sessionId: held.sessionId, generation: renewed.doc.generation, expiresAt: renewed.doc.expiresAt });
       }
     }
     const clusters = new Set(this.cloudly.relays.allSessions().map((session) => session.clusterId));

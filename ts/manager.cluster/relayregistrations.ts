@@ -8,7 +8,6 @@ import type {
   IReq_Any_Cloudly_GetClusterRelayRegistrations,
   IReq_Relay_Cloudly_RegisterClusterRelay,
 } from '../interfaces/requests/cluster.js';
-import { refuse } from '../core/errors.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
 import { requireRequestShape } from '../core/validation.js';
 import type { ClusterRelayElection, IClusterRelayLeaseDocument } from './relayelection.js';
@@ -32,8 +31,6 @@ export interface IClusterRelayRegistrationDocument extends IStoredDocument {
 }
 
 export const clusterRelayRegistrationKind = defineDocumentKind<IClusterRelayRegistrationDocument>('CloudlyClusterRelayRegistration');
-
-const maximumRegistrationRounds = 8;
 
 const toPublicRegistration = (docArg: IClusterRelayRegistrationDocument, connectedArg: boolean): IClusterRelayRegistration => ({
   clusterId: docArg.clusterId,
@@ -79,17 +76,13 @@ export class ClusterRelayRegistrations {
       protocol: registrationArg.protocol,
       sessionId: sessionIdArg,
     };
-    for (let round = 0; round < maximumRegistrationRounds; round++) {
+    const { doc } = await this.cloudly.store.mutate(clusterRelayRegistrationKind, clusterIdArg, (currentArg) => {
       const acceptedAt = Date.now();
-      const current = await this.cloudly.store.get(clusterRelayRegistrationKind, clusterIdArg);
-      const stored = current
-        ? await this.cloudly.store.swap(clusterRelayRegistrationKind, clusterIdArg, current.generation, { set: { ...fields, acceptedAt } })
-        : await this.cloudly.store.insert(clusterRelayRegistrationKind, { id: clusterIdArg, ...fields, acceptedAt });
-      if (stored) {
-        return stored;
-      }
-    }
-    throw refuse('conflict', ['the relay registration kept changing while it was accepted; register again']);
+      return currentArg
+        ? { kind: 'write', change: { set: { ...fields, acceptedAt } } }
+        : { kind: 'create', doc: { id: clusterIdArg, ...fields, acceptedAt } };
+    });
+    return doc!;
   }
 
   /** Registrations (all, or of the named clusters) with their live `connected` flag, ordered by cluster. */

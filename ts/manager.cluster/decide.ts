@@ -1,0 +1,175 @@
+import type { TDecision } from '../core/store.js';
+import { refuse } from '../core/errors.js';
+import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
+import type { IClusterNodeCorestore, IClusterNodeReport } from '../interfaces/data/clusternode.js';
+import type { IClusterNodeDocument } from './clusternodes.js';
+import type { IClusterRelayLeaseDocument } from './relayelection.js';
+
+/**
+ * The cluster manager's decisions as pure functions over what the store read: each answers the
+ * `store.mutate` decision for one write, so tests call them directly.
+ */
+
+const nodeNotFound = (clusterIdArg: string, nodeIdArg: string) =>
+  refuse('not-found', [`node ${nodeIdArg} does not exist in cluster ${clusterIdArg}`]);
+
+const sameCorestore = (aArg: IClusterNodeCorestore | null, bArg: IClusterNodeCorestore | null): boolean =>
+  canonicalizeJson(aArg) === canonicalizeJson(bArg);
+
+/** An administrator removes a node that exists. */
+export const decideNodeRemoval = (
+  currentArg: IClusterNodeDocument | null,
+  clusterIdArg: string,
+  nodeIdArg: string,
+): TDecision<IClusterNodeDocument> =>
+  (currentArg ? { kind: 'remove' } : { kind: 'refuse', refusal: nodeNotFound(clusterIdArg, nodeIdArg) });
+
+/**
+ * Compare-and-swap on the endpoint value: the write commits only while the stored endpoint is
+ * the one the caller read. A generation that moved for another reason (a report) is decided
+ * again on the new read, so only a real change of the endpoint makes the caller lose.
+ */
+export const decideNodeCorestore = (
+  currentArg: IClusterNodeDocument | null,
+  clusterIdArg: string,
+  nodeIdArg: string,
+  expectedArg: IClusterNodeCorestore | null,
+  corestoreArg: IClusterNodeCorestore | null,
+): TDecision<IClusterNodeDocument> => {
+  if (!currentArg) {
+    return { kind: 'refuse', refusal: nodeNotFound(clusterIdArg, nodeIdArg) };
+  }
+  if (!sameCorestore(currentArg.corestore ?? null, expectedArg)) {
+    return { kind: 'refuse', refusal: refuse('conflict', ['request.expected is not the node\'s current corestore; read the node again']) };
+  }
+  if (sameCorestore(currentArg.corestore ?? null, corestoreArg)) {
+    return { kind: 'keep' };
+  }
+  return {
+    kind: 'write',
+    change: corestoreArg ? { set: { corestore: { endpoint: corestoreArg.endpoint } } } : { unset: ['corestore'] },
+  };
+};
+
+/**
+ * One relay report on the relay's own cluster: introduces the node when it is new (then `name`
+ * is required), and replaces `name` and `hostAddresses` only where the report states them.
+ */
+export const decideNodeReport = (
+  currentArg: IClusterNodeDocument | null,
+  idArg: string,
+  clusterIdArg: string,
+  reportArg: IClusterNodeReport,
+  nowArg: number,
+): TDecision<IClusterNodeDocument> => {
+  if (!currentArg) {
+    if (reportArg.name === undefined) {
+      return {
+        kind: 'refuse',
+        refusal: refuse('invalid-request', [`report.name is required: node ${reportArg.nodeId} is new to cluster ${clusterIdArg}`]),
+      };
+    }
+    const doc: Omit<IClusterNodeDocument, 'generation'> = {
+      id: idArg,
+      nodeId: reportArg.nodeId,
+      clusterId: clusterIdArg,
+      name: reportArg.name,
+      createdAt: nowArg,
+      source: 'relay-report',
+      reportedAt: nowArg,
+    };
+    if (reportArg.hostAddresses) {
+      doc.hostAddresses = [...reportArg.hostAddresses];
+    }
+    return { kind: 'create', doc };
+  }
+  const set: Partial<IClusterNodeDocument> = { reportedAt: nowArg };
+  if (reportArg.name !== undefined) {
+    set.name = reportArg.name;
+  }
+  if (reportArg.hostAddresses) {
+    set.hostAddresses = [...reportArg.hostAddresses];
+  }
+  return { kind: 'write', change: { set } };
+};
+
+export interface ILeaseElectionFacts {
+  clusterId: string;
+  /** This Cloudly instance. */
+  instanceId: string;
+  /** The socket of this instance that would take the lease (the oldest open one of the cluster). */
+  candidateSessionId: string;
+  /** Every open socket of the cluster on this instance. */
+  liveSessionIds: readonly string[];
+  now: number;
+  leaseTtlMs: number;
+}
+
+export interface ILeaseElection {
+  decision: TDecision<IClusterRelayLeaseDocument>;
+  /** The socket the written lease names, when the decision writes one. */
+  winnerSessionId: string | null;
+  /** A live socket on another instance holds the lease. */
+  heldElsewhere: boolean;
+}
+
+/**
+ * One election round on the cluster's lease: nobody's lease is created for the candidate; a lease
+ * that is unexpired and held by another instance stays; otherwise a socket of this instance that
+ * still lives keeps (renews) the lease, or the candidate takes one that is free or names a socket
+ * of this instance that is gone.
+ */
+export const decideLeaseElection = (leaseArg: IClusterRelayLeaseDocument | null, factsArg: ILeaseElectionFacts): ILeaseElection => {
+  const expiresAt = factsArg.now + factsArg.leaseTtlMs;
+  if (!leaseArg) {
+    return {
+      decision: {
+        kind: 'create',
+        doc: {
+          id: factsArg.clusterId,
+          clusterId: factsArg.clusterId,
+          sessionId: factsArg.candidateSessionId,
+          instanceId: factsArg.instanceId,
+          expiresAt,
+          acquiredAt: factsArg.now,
+        },
+      },
+      winnerSessionId: factsArg.candidateSessionId,
+      heldElsewhere: false,
+    };
+  }
+  const free = leaseArg.sessionId === null || leaseArg.expiresAt <= factsArg.now;
+  const ours = leaseArg.instanceId === factsArg.instanceId;
+  if (!free && !ours) {
+    return { decision: { kind: 'keep' }, winnerSessionId: null, heldElsewhere: true };
+  }
+  const ownLiveHolder = ours && leaseArg.sessionId !== null && factsArg.liveSessionIds.includes(leaseArg.sessionId)
+    ? leaseArg.sessionId
+    : null;
+  const winner = ownLiveHolder ?? factsArg.candidateSessionId;
+  return {
+    decision: {
+      kind: 'write',
+      change: {
+        set: {
+          sessionId: winner,
+          instanceId: factsArg.instanceId,
+          expiresAt,
+          acquiredAt: winner === leaseArg.sessionId ? leaseArg.acquiredAt : factsArg.now,
+        },
+      },
+    },
+    winnerSessionId: winner,
+    heldElsewhere: false,
+  };
+};
+
+/** A lease is released only while it still names this socket of this instance. */
+export const decideLeaseRelease = (
+  leaseArg: IClusterRelayLeaseDocument | null,
+  instanceIdArg: string,
+  sessionIdArg: string,
+): TDecision<IClusterRelayLeaseDocument> =>
+  (leaseArg && leaseArg.sessionId === sessionIdArg && leaseArg.instanceId === instanceIdArg
+    ? { kind: 'write', change: { set: { sessionId: null, instanceId: null, expiresAt: 0 } } }
+    : { kind: 'keep' });
