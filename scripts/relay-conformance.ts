@@ -22,6 +22,8 @@ import { fileURLToPath } from 'node:url';
 import { Cloudly } from '../ts/classes.cloudly.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import type { ITypedContract } from '../ts/interfaces/requests/admin.js';
+import { requireValidRelayAnswer } from '../ts/core/relaycalls.js';
+import { validatePruneClusterNodeArchiveAnswer } from '../ts/manager.backup/relayanswers.js';
 
 type TAnyCall = ITypedContract<string, any, any>;
 
@@ -152,7 +154,14 @@ export const runRelayConformance = async (optionsArg: IRelayConformanceOptions =
       return `reachable: ${inventory.reachable}`;
     });
     await check('answers pruneClusterNodeArchive (archive class, dry run) with { found, result? }', async () => {
-      const answer = await call('adminPruneClusterNodeArchive', { clusterId, nodeId, retention: { keepLast: 1000 }, dryRun: true });
+      const request = { nodeId, retention: { keepLast: 1000 }, dryRun: true };
+      if (cloudly) {
+        // The relay's own dry run, asked directly: an administrator's dryRun would not reach it.
+        const answer = await cloudly.relays.call<Record<string, unknown>>(clusterId, 'pruneClusterNodeArchive', request);
+        requireValidRelayAnswer(validatePruneClusterNodeArchiveAnswer(answer));
+        return `found: ${answer.found}`;
+      }
+      const answer = await call('adminPruneClusterNodeArchive', { clusterId, ...request });
       return `found: ${answer.found}`;
     });
     if (cloudly) {

@@ -2,7 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { WebSocketServer, type WebSocket } from 'ws';
+import { WebSocket, WebSocketServer } from 'ws';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
@@ -105,6 +105,25 @@ describe('socket liveness: pings, missed pongs, and the election', () => {
     freeze(relay.peer.socket);
     await waitFor(async () => (await connected(cluster.id)) === false, 'connected false', deadWithin);
     assert.deepEqual((await refusalOf(() => t.cloudly.relays.call(cluster.id, 'testWhoAmI', {}))).reasons, ['relay-not-connected']);
+  });
+
+  test('any frame counts as a sign of life: a relay that never pongs but keeps sending stays, and goes once it falls silent', async () => {
+    const { cluster, relayToken } = await t.createCluster('no-pongs');
+    const socket = new WebSocket(`${t.baseUrl.replace('http', 'ws')}/typedsocket`, { headers: { authorization: `Bearer ${relayToken}` }, autoPong: false });
+    await new Promise<void>((resolve, reject) => { socket.once('open', resolve); socket.once('error', reject); });
+    clients.push(socket);
+    let pings = 0;
+    socket.on('ping', () => { pings++; });
+    let sent = 0;
+    const chatter = setInterval(() => {
+      sent++;
+      socket.send(JSON.stringify({ method: 'getClusterNodeCorestores', request: {}, response: null, correlation: { id: `c-${sent}`, phase: 'request' } }));
+    }, timing.intervalMs / 2);
+    await waitFor(() => pings >= 6, 'six pings left unanswered');
+    clearInterval(chatter);
+    assert.equal(socket.readyState, socket.OPEN);
+    assert.equal(t.cloudly.relays.sessionsOf(cluster.id).length, 1);
+    await waitFor(() => t.cloudly.relays.sessionsOf(cluster.id).length === 0, 'the silent socket terminated', deadWithin);
   });
 
   test('a frozen admin socket is terminated too', async () => {

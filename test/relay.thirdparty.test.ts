@@ -317,7 +317,7 @@ describe('a third-party relay written from docs/relay-protocol.md', () => {
   });
 
   test('answers the archive, inventory and isolated-restore calls with the documented shapes', async () => {
-    const pruned = await admin('adminPruneClusterNodeArchive', { clusterId, nodeId, retention: { keepLast: 1 }, dryRun: true });
+    const pruned = await admin('adminPruneClusterNodeArchive', { clusterId, nodeId, retention: { keepLast: 1 } });
     assert.equal(pruned.found, true);
     const inventory = await admin('getCorestoreLegacyResources', { clusterId, nodeId });
     assert.equal(inventory.inventory.reachable, false);

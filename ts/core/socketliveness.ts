@@ -4,14 +4,16 @@ import type { WebSocket } from 'ws';
  * WebSocket liveness: a heartbeat of protocol-level pings. A socket whose other end stopped
  * reading (a hung process, a half-open TCP connection) never says so; without pings Cloudly would
  * keep it, its relay election and its pending calls for ever. Both Cloudly (every socket) and the
- * clients (their one socket) run it. Only pongs count as a sign of life: a peer that still sends
- * but no longer reads is as stuck as one that does neither.
+ * clients (their one socket) run it. A pong or any frame from the peer counts as a sign of life:
+ * on a slow link a ping can wait behind megabytes of stream data in either direction, while the
+ * peer's own frames (credit, data, answers) show it is still there. A hung process or a
+ * half-open connection sends nothing at all.
  */
 
 export interface ISocketLivenessTiming {
   /** How often a ping is sent. */
   intervalMs: number;
-  /** Pings in a row that may stay unanswered; at the next tick the socket is terminated. */
+  /** Pings in a row that may stay unanswered (with no other frame meanwhile); at the next tick the socket is terminated. */
   missedPongsAllowed: number;
 }
 
@@ -37,7 +39,7 @@ export const watchSocketLiveness = (
   onDeadArg?: () => void,
 ): (() => void) => {
   let unanswered = 0;
-  const onPong = (): void => {
+  const onLife = (): void => {
     unanswered = 0;
   };
   const timer = setInterval(() => {
@@ -62,10 +64,12 @@ export const watchSocketLiveness = (
   timer.unref();
   const stop = (): void => {
     clearInterval(timer);
-    socketArg.off('pong', onPong);
+    socketArg.off('pong', onLife);
+    socketArg.off('message', onLife);
     socketArg.off('close', stop);
   };
-  socketArg.on('pong', onPong);
+  socketArg.on('pong', onLife);
+  socketArg.on('message', onLife);
   socketArg.on('close', stop);
   return stop;
 };
