@@ -79,6 +79,7 @@ import {
   type IRestoreGrantBinding,
   type IRestoreGrantClaims,
 } from './restoregrants.js';
+import { decideBackupOrder, decideBackupSettlement, decideClosureRecord } from './decide.js';
 
 /**
  * Node-addressed backups, database closures and isolated restores.
@@ -287,37 +288,18 @@ export class BackupManager {
         tags: request.tags ?? {},
         replication: request.replication ?? null,
       });
-      let doc = await this.cloudly.store.insert(serviceBackupKind, {
-        id: backupId,
+      const ordered = await this.cloudly.store.mutate(serviceBackupKind, backupId, (existingArg) => decideBackupOrder(existingArg, {
+        backupId,
         clusterId: request.clusterId,
         nodeId: request.nodeId,
         serviceId: request.serviceId,
-        createdAt: Date.now(),
-        state: 'running',
-        attemptStartedAt: Date.now(),
         orderSha256,
-        snapshots: [],
-      });
-      if (!doc) {
-        const existing = await this.cloudly.store.get(serviceBackupKind, backupId);
-        if (!existing || existing.orderSha256 !== orderSha256) {
-          throw refuse('conflict', [backupRefusalReasons.backupIdInUse]);
-        }
-        if (existing.state === 'completed') {
-          return { backup: toRecord(existing) };
-        }
-        // An attempt older than the relay timeout died with its instance (a crash or restart).
-        if (existing.state === 'running' && Date.now() - existing.attemptStartedAt <= this.cloudly.relays.timeoutOf('backupClusterService')) {
-          throw refuse('conflict', [backupRefusalReasons.backupInProgress]);
-        }
-        // A failed or dead backup is ordered again under the same id.
-        doc = await this.cloudly.store.swap(serviceBackupKind, backupId, existing.generation, {
-          set: { state: 'running', attemptStartedAt: Date.now() },
-          unset: ['failureReason'],
-        });
-        if (!doc) {
-          throw refuse('conflict', [backupRefusalReasons.backupInProgress]);
-        }
+        now: Date.now(),
+        attemptTimeoutMs: this.cloudly.relays.timeoutOf('backupClusterService'),
+      }));
+      if (ordered.outcome === 'kept') {
+        // The same order of a completed backup: answered as it is.
+        return { backup: toRecord(ordered.doc!) };
       }
       this.cloudly.logger.info({ backupId, clusterId: request.clusterId, nodeId: request.nodeId, serviceId: request.serviceId, actor: context.identity.userId }, 'service backup ordered');
       let answer: IReq_Cloudly_Relay_BackupClusterService['response'];
@@ -441,16 +423,15 @@ export class BackupManager {
     });
   }
 
-  /** Records the outcome of a backup on its document, racing only with a closure being recorded. */
+  /**
+   * Records the outcome of a backup on its document, racing only with a closure being recorded;
+   * a backup that is gone by then is `not-found`.
+   */
   private async settleBackup(
     backupIdArg: string,
     setArg: Partial<Pick<IServiceBackupDocument, 'state' | 'snapshots' | 'replication' | 'failureReason'>>,
   ): Promise<IServiceBackupDocument> {
-    const settled = await this.cloudly.store.update(serviceBackupKind, backupIdArg, () => ({ set: setArg }));
-    if (!settled) {
-      throw refuse('conflict', [backupRefusalReasons.backupInProgress]);
-    }
-    return settled;
+    return (await this.cloudly.store.mutate(serviceBackupKind, backupIdArg, (currentArg) => decideBackupSettlement(currentArg, setArg))).doc!;
   }
 
   // ---------------------------------------------------------------- relay
@@ -564,9 +545,8 @@ export class BackupManager {
     backupIdArg: string,
     closureArg: NonNullable<IServiceBackupDocument['closure']>,
   ): Promise<boolean> {
-    const recorded = await this.cloudly.store.update(serviceBackupKind, backupIdArg, (currentArg) =>
-      (currentArg.closure ? null : { set: { closure: closureArg } }));
-    return recorded !== null;
+    const { outcome } = await this.cloudly.store.mutate(serviceBackupKind, backupIdArg, (currentArg) => decideClosureRecord(currentArg, closureArg));
+    return outcome === 'written';
   }
 
   /**
@@ -720,6 +700,8 @@ export class BackupManager {
   }
 
   private async recordRestoreState(restoreIdArg: string, stateArg: IIsolatedRestoreNodeState): Promise<void> {
-    await this.cloudly.store.update(isolatedRestoreKind, restoreIdArg, () => ({ set: { lastState: stateArg } }));
+    // A restore that is gone by then has nothing to record on.
+    await this.cloudly.store.mutate(isolatedRestoreKind, restoreIdArg, (currentArg) =>
+      (currentArg ? { kind: 'write', change: { set: { lastState: stateArg } } } : { kind: 'keep' }));
   }
 }

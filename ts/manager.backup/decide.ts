@@ -1,0 +1,75 @@
+import type { TDecision } from '../core/store.js';
+import { refuse } from '../core/errors.js';
+import { backupRefusalReasons, type IServiceBackupDocument } from './backup.manager.js';
+
+/**
+ * The backup manager's decisions as pure functions over what the store read: each answers the
+ * `store.mutate` decision for one write, so tests call them directly.
+ */
+
+export interface IBackupOrder {
+  backupId: string;
+  clusterId: string;
+  nodeId: string;
+  serviceId: string;
+  /** The digest of what was ordered; one backup id names one order. */
+  orderSha256: string;
+  now: number;
+  /** How long an attempt may run before it counts as dead (the relay's backup timeout). */
+  attemptTimeoutMs: number;
+}
+
+/**
+ * Ordering a backup under an id: a new id creates it running; the same order again answers a
+ * completed backup as it is (kept), refuses while an attempt is alive, and orders a failed or
+ * dead attempt again; another order under the id is refused.
+ */
+export const decideBackupOrder = (
+  existingArg: IServiceBackupDocument | null,
+  orderArg: IBackupOrder,
+): TDecision<IServiceBackupDocument> => {
+  if (!existingArg) {
+    return {
+      kind: 'create',
+      doc: {
+        id: orderArg.backupId,
+        clusterId: orderArg.clusterId,
+        nodeId: orderArg.nodeId,
+        serviceId: orderArg.serviceId,
+        createdAt: orderArg.now,
+        state: 'running',
+        attemptStartedAt: orderArg.now,
+        orderSha256: orderArg.orderSha256,
+        snapshots: [],
+      },
+    };
+  }
+  if (existingArg.orderSha256 !== orderArg.orderSha256) {
+    return { kind: 'refuse', refusal: refuse('conflict', [backupRefusalReasons.backupIdInUse]) };
+  }
+  if (existingArg.state === 'completed') {
+    return { kind: 'keep' };
+  }
+  // An attempt older than the relay timeout died with its instance (a crash or restart).
+  if (existingArg.state === 'running' && orderArg.now - existingArg.attemptStartedAt <= orderArg.attemptTimeoutMs) {
+    return { kind: 'refuse', refusal: refuse('conflict', [backupRefusalReasons.backupInProgress]) };
+  }
+  // A failed or dead backup is ordered again under the same id.
+  return { kind: 'write', change: { set: { state: 'running', attemptStartedAt: orderArg.now }, unset: ['failureReason'] } };
+};
+
+/** Records how a backup ended; a backup that is gone is not found (it is not in progress). */
+export const decideBackupSettlement = (
+  currentArg: IServiceBackupDocument | null,
+  setArg: Partial<Pick<IServiceBackupDocument, 'state' | 'snapshots' | 'replication' | 'failureReason'>>,
+): TDecision<IServiceBackupDocument> =>
+  (currentArg
+    ? { kind: 'write', change: { set: setArg } }
+    : { kind: 'refuse', refusal: refuse('not-found', [backupRefusalReasons.backupNotFound]) });
+
+/** Records a stored closure on its backup, unless the backup is gone or already has one. */
+export const decideClosureRecord = (
+  currentArg: IServiceBackupDocument | null,
+  closureArg: NonNullable<IServiceBackupDocument['closure']>,
+): TDecision<IServiceBackupDocument> =>
+  (currentArg && !currentArg.closure ? { kind: 'write', change: { set: { closure: closureArg } } } : { kind: 'keep' });
