@@ -12,6 +12,7 @@ import { RelaySessions, type IRelaySession } from './core/relaysessions.js';
 import { internalFailure, refuse } from './core/errors.js';
 import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
 import { createHttpServer } from './core/transport.js';
+import { runInOperation, type IOperationContext } from './core/operationcontext.js';
 import { ClusterManager } from './manager.cluster/cluster.manager.js';
 import { ServiceManager } from './manager.service/service.manager.js';
 import { IngressManager } from './manager.ingress/ingress.manager.js';
@@ -19,6 +20,7 @@ import { AdminManager } from './manager.admin/admin.manager.js';
 import { CorestoreManager } from './manager.corestore/corestore.manager.js';
 import { RuntimeNetworkManager } from './manager.runtimenetwork/runtimenetwork.manager.js';
 import { BackupManager } from './manager.backup/backup.manager.js';
+import { AuditManager } from './manager.audit/audit.manager.js';
 
 /**
  * The composition root: configuration → database → router → managers → server. Each manager
@@ -72,6 +74,7 @@ export class Cloudly {
   public readonly corestoreManager: CorestoreManager;
   public readonly runtimeNetworkManager: RuntimeNetworkManager;
   public readonly backupManager: BackupManager;
+  public readonly auditManager: AuditManager;
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
   public generatedAdminPassword: string | null = null;
@@ -105,6 +108,7 @@ export class Cloudly {
     this.corestoreManager = this.addManager(new CorestoreManager(this));
     this.runtimeNetworkManager = this.addManager(new RuntimeNetworkManager(this));
     this.backupManager = this.addManager(new BackupManager(this));
+    this.auditManager = this.addManager(new AuditManager(this));
   }
 
   /** Registers a manager so its start/stop run with Cloudly's. */
@@ -125,6 +129,10 @@ export class Cloudly {
 
   public async start(): Promise<void> {
     await this.database.start();
+    const audit = await this.store.reconcileAudit();
+    if (audit.appended > 0 || audit.removalsFinished > 0) {
+      this.logger.info(audit, 'audit log reconciled: events of changes committed before a crash were appended');
+    }
     await this.auth.start();
     this.generatedAdminPassword = await this.auth.ensureFirstAdmin(this.config.adminUsername, this.config.adminPassword);
     for (const manager of this.managers) {
@@ -171,11 +179,43 @@ export class Cloudly {
   public addAdminHandler<T extends ITypedContract<string, unknown, unknown>>(
     methodArg: T['method'],
     fnArg: (requestArg: T['request'], contextArg: IAdminHandlerContext) => Promise<T['response']>,
+    optionsArg: {
+      /**
+       * The contract defines `dryRun` for this method itself (the archive prune's preview, which
+       * the node computes): it stays in the request and Cloudly runs no dry run of its own.
+       */
+      contractOwnsDryRun?: boolean;
+    } = {},
   ): void {
     this.addGuardedHandler<T>(methodArg, async (requestArg, localDataArg) => {
       requireObjectRequest(requestArg);
       const identity = await this.auth.verifyAdminIdentity((requestArg as { identity?: unknown }).identity);
-      return fnArg(requestArg, { identity, transport: localDataArg.transport === 'socket' ? 'socket' : 'http' });
+      if (optionsArg.contractOwnsDryRun) {
+        const operation: IOperationContext = { actor: { kind: 'admin', id: identity.userId }, method: methodArg, dryRun: false };
+        return runInOperation(operation, () =>
+          fnArg(requestArg, { identity, transport: localDataArg.transport === 'socket' ? 'socket' : 'http' }));
+      }
+      // `dryRun` belongs to every admin request and to none of their shapes: it is taken off here.
+      const { dryRun, ...request } = requestArg as Record<string, unknown>;
+      if (dryRun !== undefined && typeof dryRun !== 'boolean') {
+        throw refuse('invalid-request', ['request.dryRun must be a boolean']);
+      }
+      const operation: IOperationContext = { actor: { kind: 'admin', id: identity.userId }, method: methodArg, dryRun: dryRun === true };
+      const halted = () => ({ dryRun: true, haltedBefore: operation.haltedBefore }) as T['response'];
+      try {
+        const response = await runInOperation(operation, () =>
+          fnArg(request as T['request'], { identity, transport: localDataArg.transport === 'socket' ? 'socket' : 'http' }));
+        if (operation.haltedBefore) {
+          return halted();
+        }
+        return operation.dryRun ? { ...(response as object), dryRun: true } as T['response'] : response;
+      } catch (error) {
+        // A handler may have turned the halt into a refusal of its own; the context still says.
+        if (operation.haltedBefore) {
+          return halted();
+        }
+        throw error;
+      }
     });
   }
 
@@ -190,7 +230,8 @@ export class Cloudly {
         throw refuse('forbidden', [`${methodArg} is served only on an authenticated relay socket`]);
       }
       requireObjectRequest(requestArg);
-      return fnArg(requestArg, { clusterId: session.clusterId, session });
+      const operation = { actor: { kind: 'relay' as const, id: `relay:${session.clusterId}` }, method: methodArg, dryRun: false };
+      return runInOperation(operation, () => fnArg(requestArg, { clusterId: session.clusterId, session }));
     });
   }
 

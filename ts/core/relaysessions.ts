@@ -12,6 +12,7 @@ import {
 } from './relaycalls.js';
 import type { CloudlyMetrics } from './metrics.js';
 import type { TCloudlyLogger } from './logger.js';
+import { currentOperation, haltIfDryRun } from './operationcontext.js';
 
 /**
  * The authenticated relay sockets this instance holds. A session is bound to one cluster for its
@@ -132,6 +133,10 @@ export class RelaySessions {
 
   /** Closes every session of a cluster older than the given token generation. */
   public closeSessionsBefore(clusterIdArg: string, tokenGenerationArg: number): number {
+    if (currentOperation().dryRun) {
+      // A dry-run rotation closes nothing: the token it answers was never stored.
+      return 0;
+    }
     let closed = 0;
     for (const session of this.sessionsOf(clusterIdArg)) {
       if (session.tokenGeneration < tokenGenerationArg) {
@@ -152,6 +157,8 @@ export class RelaySessions {
     requestArg: unknown,
     optionsArg: { timeoutMs?: number } = {},
   ): Promise<TResponse> {
+    // A dry run stops here: it tells what it would commit, and never asks a cluster to act.
+    haltIfDryRun(`relay call ${methodArg}`);
     await this.electionGate?.(clusterIdArg);
     const session = this.activeSession(clusterIdArg);
     if (!session) {
@@ -167,6 +174,7 @@ export class RelaySessions {
     requestArg: unknown,
     optionsArg: { timeoutMs?: number } = {},
   ): Promise<TResponse> {
+    haltIfDryRun(`relay call ${methodArg}`);
     // A method of the table always takes its own timeout, so no call site can drift from it.
     const timeoutMs = isCloudlyToRelayMethod(methodArg) ? this.timeoutOf(methodArg) : optionsArg.timeoutMs ?? this.timeoutOf(methodArg);
     try {

@@ -3,6 +3,7 @@ import { MongoServerError, ObjectId, type Collection, type Document, type Filter
 import type { TypedResponseError } from '@api.global/typedrequest';
 import type { CloudlyDatabase } from './database.js';
 import { refuse } from './errors.js';
+import { currentOperation, type IOperationActor } from './operationcontext.js';
 
 /**
  * The one mechanism every manager uses to keep documents. Every document has an `id` and a
@@ -29,19 +30,63 @@ export interface IDocumentKind<T extends IStoredDocument> {
    * is answered, whatever its kind (docs/storage.md). Kept so existing kind definitions compile.
    */
   readonly snapshotOnWrite: boolean;
+  /**
+   * False for documents whose writes are not changes anyone asked for (relay lease renewals, the
+   * audit events themselves): their writes append no audit event.
+   */
+  readonly audited: boolean;
   /** Phantom member that carries the document type; never set. */
   readonly documentType?: T;
 }
 
+/** Every kind defined in this process, by collection name: the audit reconciliation walks them. */
+const definedKinds = new Map<string, IDocumentKind<IStoredDocument>>();
+
 export const defineDocumentKind = <T extends IStoredDocument>(
   collectionNameArg: string,
-  optionsArg: { snapshotOnWrite?: boolean } = {},
+  optionsArg: { snapshotOnWrite?: boolean; audited?: boolean } = {},
 ): IDocumentKind<T> => {
   if (!/^[A-Za-z][A-Za-z0-9_]{0,62}$/.test(collectionNameArg)) {
     throw new Error(`invalid collection name ${collectionNameArg}`);
   }
-  return Object.freeze({ collectionName: collectionNameArg, snapshotOnWrite: optionsArg.snapshotOnWrite ?? true });
+  const kind = Object.freeze({
+    collectionName: collectionNameArg,
+    snapshotOnWrite: optionsArg.snapshotOnWrite ?? true,
+    audited: optionsArg.audited ?? true,
+  });
+  definedKinds.set(collectionNameArg, kind);
+  return kind;
 };
+
+/** Project's own definition: one committed change, as `getAuditEvents` answers it. */
+export interface IAuditEventDocument extends IStoredDocument {
+  at: number;
+  actor: IOperationActor;
+  method: string;
+  target: { kind: string; id: string };
+  outcome: 'created' | 'updated' | 'removed';
+  generationBefore: number;
+  /** The target's generation after the change; null once removed. */
+  generationAfter: number | null;
+  mutationId?: string;
+}
+
+export const auditEventKind = defineDocumentKind<IAuditEventDocument>('CloudlyAuditEvent', { audited: false });
+
+/**
+ * What a committed write carries about itself, in the same write: who, why, from which
+ * generation. The audit event is derived from it after the commit (and again at start-up, should
+ * the process have died in between), so a committed change never lacks its event.
+ */
+interface IAuditStamp {
+  at: number;
+  actor: IOperationActor;
+  method: string;
+  generationBefore: number;
+  mutationId?: string;
+  /** Set by the first of a removal's two writes; the second deletes the document. */
+  removing?: true;
+}
 
 /** How often `update` and `mutate` read again after losing a race before they give up. */
 export const defaultUpdateRounds = 8;
@@ -84,9 +129,13 @@ export interface IMutationAnswer {
   answer: unknown;
 }
 
-type TStoredShape = Document & { _id: ObjectId; mutations?: IMutationRecord[] };
+type TStoredShape = Document & { _id: ObjectId; mutations?: IMutationRecord[]; _audit?: IAuditStamp; _incarnation?: string };
 
-const hiddenFields = { _id: 0, mutations: 0 } as const;
+const hiddenFields = { _id: 0, mutations: 0, _audit: 0, _incarnation: 0 } as const;
+
+/** The audit event id of one change: the same change always gets the same id, so never two events. */
+const auditEventId = (collectionNameArg: string, idArg: string, incarnationArg: string, generationArg: number | 'removed'): string =>
+  `${collectionNameArg}:${idArg}:${incarnationArg}:${generationArg}`;
 
 /** `_id` derived from the collection and the id, so one id can only ever be inserted once. */
 const documentObjectId = (collectionNameArg: string, idArg: string): ObjectId =>
@@ -99,15 +148,105 @@ const stripStoredFields = <T>(docArg: Document | null): T | null => {
   if (!docArg) {
     return null;
   }
-  const { _id: _ignoredId, mutations: _ignoredMutations, ...rest } = docArg;
+  const { _id: _ignoredId, mutations: _ignoredMutations, _audit: _ignoredAudit, _incarnation: _ignoredIncarnation, ...rest } = docArg;
   return rest as T;
+};
+
+/** A swap's change applied to a copy of the stored document, as the database would: for dry runs. */
+const applyChange = (docArg: Document, setArg: Document, unsetArg: readonly string[]): Document => {
+  const next: Document = { ...docArg, ...setArg };
+  for (const key of unsetArg) {
+    delete next[key];
+  }
+  return next;
 };
 
 export class DocumentStore {
   /** Counts committed writes; `/metrics` and the benchmark read it. */
   public committedWrites = 0;
 
+  /** Audit events that could not be appended after their commit; start-up reconciliation adds them. */
+  public auditAppendFailures = 0;
+
   constructor(private readonly database: CloudlyDatabase) {}
+
+  private auditStamp(kindArg: IDocumentKind<IStoredDocument>, generationBeforeArg: number, mutationArg?: IMutationAnswer): IAuditStamp | null {
+    if (!kindArg.audited) {
+      return null;
+    }
+    const operation = currentOperation();
+    const stamp: IAuditStamp = { at: Date.now(), actor: operation.actor, method: operation.method, generationBefore: generationBeforeArg };
+    if (mutationArg) {
+      stamp.mutationId = mutationArg.mutationId;
+    }
+    return stamp;
+  }
+
+  /** Appends the audit event of a committed change; idempotent by the event's derived id. */
+  private async appendAudit(
+    kindArg: IDocumentKind<IStoredDocument>,
+    idArg: string,
+    incarnationArg: string,
+    stampArg: IAuditStamp,
+    generationAfterArg: number | null,
+  ): Promise<void> {
+    const event: Omit<IAuditEventDocument, 'generation'> = {
+      id: auditEventId(kindArg.collectionName, idArg, incarnationArg, generationAfterArg ?? 'removed'),
+      at: stampArg.at,
+      actor: stampArg.actor,
+      method: stampArg.method,
+      target: { kind: kindArg.collectionName, id: idArg },
+      outcome: generationAfterArg === null ? 'removed' : stampArg.generationBefore === 0 ? 'created' : 'updated',
+      generationBefore: stampArg.generationBefore,
+      generationAfter: generationAfterArg,
+    };
+    if (stampArg.mutationId) {
+      event.mutationId = stampArg.mutationId;
+    }
+    try {
+      await this.insert(auditEventKind, event);
+    } catch {
+      // The change is committed and carries its stamp: start-up reconciliation appends the event.
+      this.auditAppendFailures++;
+    }
+  }
+
+  /**
+   * Appends the audit event of every change whose document still carries a stamp without one,
+   * and finishes removals that were stamped but not yet deleted: what a process that died between
+   * a commit and its audit append left behind. Runs at start-up, before any manager.
+   */
+  public async reconcileAudit(): Promise<{ appended: number; removalsFinished: number }> {
+    let appended = 0;
+    let removalsFinished = 0;
+    for (const kind of definedKinds.values()) {
+      if (!kind.audited) {
+        continue;
+      }
+      const stamped = await this.collection(kind)
+        .find({ _audit: { $exists: true } }, { projection: { id: 1, generation: 1, _audit: 1, _incarnation: 1 } })
+        .toArray();
+      for (const doc of stamped) {
+        const stamp = doc._audit as IAuditStamp;
+        const incarnation = String(doc._incarnation ?? 'none');
+        if (stamp.removing) {
+          const deleted = await this.collection(kind).deleteOne({ id: doc.id, generation: doc.generation } as Filter<TStoredShape>);
+          if (deleted.deletedCount === 1) {
+            removalsFinished++;
+            await this.appendAudit(kind, doc.id as string, incarnation, stamp, null);
+            appended++;
+          }
+          continue;
+        }
+        const eventId = auditEventId(kind.collectionName, doc.id as string, incarnation, doc.generation as number);
+        if (!(await this.get(auditEventKind, eventId))) {
+          await this.appendAudit(kind, doc.id as string, incarnation, stamp, doc.generation as number);
+          appended++;
+        }
+      }
+    }
+    return { appended, removalsFinished };
+  }
 
   public collection<T extends IStoredDocument>(kindArg: IDocumentKind<T>): Collection<TStoredShape> {
     return this.database.mongoDb.collection<TStoredShape>(kindArg.collectionName);
@@ -130,6 +269,15 @@ export class DocumentStore {
     if (optionsArg.mutation) {
       doc.mutations = [{ mutationId: optionsArg.mutation.mutationId, answer: optionsArg.mutation.answer }];
     }
+    if (currentOperation().dryRun) {
+      const existing = await this.collection(kindArg).findOne({ _id: documentObjectId(kindArg.collectionName, docArg.id) }, { projection: { _id: 1 } });
+      return existing ? null : stripStoredFields<T>(doc);
+    }
+    const stamp = this.auditStamp(kindArg as unknown as IDocumentKind<IStoredDocument>, 0, optionsArg.mutation);
+    if (stamp) {
+      doc._audit = stamp;
+      doc._incarnation = new ObjectId().toHexString();
+    }
     try {
       const result = await this.collection(kindArg).updateOne(
         { _id: documentObjectId(kindArg.collectionName, docArg.id) },
@@ -146,6 +294,9 @@ export class DocumentStore {
       throw error;
     }
     this.committed(kindArg);
+    if (stamp) {
+      await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, docArg.id, doc._incarnation as string, stamp, 1);
+    }
     return stripStoredFields<T>(doc);
   }
 
@@ -189,6 +340,15 @@ export class DocumentStore {
     const collection = this.collection(kindArg);
     const filter = { id: idArg, generation: expectedGenerationArg } as Filter<TStoredShape>;
     const set: Document = { ...(changeArg.set ?? {}), generation: expectedGenerationArg + 1 };
+    const unset = (changeArg.unset ?? []) as string[];
+    if (currentOperation().dryRun) {
+      const current = await collection.findOne(filter);
+      return current ? stripStoredFields<T>(applyChange(current, set, unset)) : null;
+    }
+    const stamp = this.auditStamp(kindArg as unknown as IDocumentKind<IStoredDocument>, expectedGenerationArg, optionsArg.mutation);
+    if (stamp) {
+      set._audit = stamp;
+    }
     if (optionsArg.mutation) {
       // The answers ride in the committing write itself; the read below only carries the older
       // answers forward, and the generation filter still decides the race.
@@ -200,14 +360,17 @@ export class DocumentStore {
       set.mutations = [...kept, { mutationId: optionsArg.mutation.mutationId, answer: optionsArg.mutation.answer }];
     }
     const update: Document = { $set: set };
-    if (changeArg.unset && changeArg.unset.length > 0) {
-      update.$unset = Object.fromEntries(changeArg.unset.map((key) => [key as string, '']));
+    if (unset.length > 0) {
+      update.$unset = Object.fromEntries(unset.map((key) => [key, '']));
     }
     const after = await collection.findOneAndUpdate(filter, update, { returnDocument: 'after' });
     if (!after) {
       return null;
     }
     this.committed(kindArg);
+    if (stamp) {
+      await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, String(after._incarnation ?? 'none'), stamp, expectedGenerationArg + 1);
+    }
     return stripStoredFields<T>(after);
   }
 
@@ -297,18 +460,46 @@ export class DocumentStore {
     throw refuse('conflict', [`${kindArg.collectionName} ${idArg} kept changing during ${rounds} attempts; try again`]);
   }
 
-  /** Deletes the document if it still has `expectedGeneration`; false when the race was lost. */
+  /**
+   * Deletes the document if it still has `expectedGeneration`; false when the race was lost. An
+   * audited kind is removed in two writes: the first stamps the removal (and takes the next
+   * generation, so the race is still decided there), the second deletes that generation. A
+   * process that dies between them has its removal finished by start-up reconciliation.
+   */
   public async remove<T extends IStoredDocument>(
     kindArg: IDocumentKind<T>,
     idArg: string,
     expectedGenerationArg: number,
   ): Promise<boolean> {
-    const result = await this.collection(kindArg).deleteOne({ id: idArg, generation: expectedGenerationArg } as Filter<TStoredShape>);
-    if (result.deletedCount === 1) {
-      this.committed(kindArg);
-      return true;
+    const collection = this.collection(kindArg);
+    const filter = { id: idArg, generation: expectedGenerationArg } as Filter<TStoredShape>;
+    if (currentOperation().dryRun) {
+      return (await collection.countDocuments(filter, { limit: 1 })) === 1;
     }
-    return false;
+    const stamp = this.auditStamp(kindArg as unknown as IDocumentKind<IStoredDocument>, expectedGenerationArg);
+    let generation = expectedGenerationArg;
+    let incarnation = 'none';
+    if (stamp) {
+      const marked = await collection.findOneAndUpdate(
+        filter,
+        { $set: { _audit: { ...stamp, removing: true }, generation: expectedGenerationArg + 1 } },
+        { returnDocument: 'after', projection: { _incarnation: 1 } },
+      );
+      if (!marked) {
+        return false;
+      }
+      generation = expectedGenerationArg + 1;
+      incarnation = String(marked._incarnation ?? 'none');
+    }
+    const result = await collection.deleteOne({ id: idArg, generation } as Filter<TStoredShape>);
+    if (result.deletedCount !== 1) {
+      return false;
+    }
+    this.committed(kindArg);
+    if (stamp) {
+      await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, incarnation, stamp, null);
+    }
+    return true;
   }
 
   /** The stored answer of an earlier mutation, and the document that holds it. */

@@ -394,7 +394,7 @@ export class BackupManager {
       requireValidRelayAnswer(validatePruneClusterNodeArchiveAnswer(answer));
       // `found: false` is what the node has, not a failure: it is answered as it is.
       return answer.found && answer.result !== undefined ? { found: true, result: answer.result } : { found: answer.found };
-    });
+    }, { contractOwnsDryRun: true });
 
     this.cloudly.addAdminHandler<IReq_Admin_CreateIsolatedRestore>('createIsolatedRestore', async (request) => {
       request = requireRequestShape(request, {

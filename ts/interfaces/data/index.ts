@@ -20,3 +20,4 @@ export * from './runtimenetworkaddressplan.js';
 export * from './backup.js';
 export * from './isolatedrestore.js';
 export * from './corestoreclosure.js';
+export * from './audit.js';

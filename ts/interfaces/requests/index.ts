@@ -6,3 +6,4 @@ export * as corestore from './corestore.js';
 export * as backup from './backup.js';
 export * as runtimenetwork from './runtimenetwork.js';
 export * as runtimesession from './runtimesession.js';
+export * as audit from './audit.js';

@@ -1,0 +1,94 @@
+/**
+ * Operations benchmark: what the audit log costs a write, and what an admin call costs end to end
+ * with the operation context, in one run on one embedded database.
+ *
+ *   node --import tsx bench/operations.bench.ts
+ *
+ * - `store.mutate` increments on an audited kind against the same on an unaudited kind (the only
+ *   difference: the stamp in the write and the event appended after it), sequential and 32 in flight;
+ * - dry-run `mutate` of the audited kind (reads and decides, writes nothing);
+ * - admin `rotateClusterRelayToken` (a real audited mutation) and `getClusters` over the admin socket.
+ */
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { Cloudly } from '../ts/classes.cloudly.js';
+import { CloudlyAdminClient } from '../ts/client/admin.js';
+import { defineDocumentKind, type IStoredDocument } from '../ts/core/store.js';
+import { runInOperation } from '../ts/core/operationcontext.js';
+import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters, IReq_Any_Cloudly_RotateClusterRelayToken } from '../ts/interfaces/requests/admin.js';
+
+/** Project's own definition: the counters the store phases increment. */
+interface IBenchCounter extends IStoredDocument {
+  value: number;
+}
+
+const auditedKind = defineDocumentKind<IBenchCounter>('CloudlyBenchAudited');
+const unauditedKind = defineDocumentKind<IBenchCounter>('CloudlyBenchUnaudited', { audited: false });
+const phaseMs = 2_500;
+const phaseMaxOps = 10_000;
+
+const rate = async (inFlightArg: number, opArg: (workerArg: number) => Promise<void>): Promise<number> => {
+  let done = 0;
+  const started = performance.now();
+  await Promise.all(Array.from({ length: inFlightArg }, async (_, worker) => {
+    while (performance.now() - started < phaseMs && done < phaseMaxOps) {
+      await opArg(worker);
+      done++;
+    }
+  }));
+  return done / ((performance.now() - started) / 1000);
+};
+
+const main = async (): Promise<void> => {
+  const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-operations-'));
+  const cloudly = new Cloudly({ config: { port: 0, mongoDbUrl: null, dataDir, adminPassword: 'bench-admin-password-0123', logLevel: 'silent', socketRequestsPerSecond: 1_000_000 } });
+  await cloudly.start();
+  const admin = new CloudlyAdminClient(cloudly.baseUrl);
+  try {
+    const { store } = cloudly;
+    const operation = { actor: { kind: 'admin' as const, id: 'bench' }, method: 'bench', dryRun: false };
+    for (const kind of [auditedKind, unauditedKind]) {
+      for (let worker = 0; worker < 32; worker++) {
+        await store.insert(kind, { id: `c-${worker}`, value: 0 });
+      }
+    }
+    const increment = (kindArg: typeof auditedKind, dryRunArg = false) => (workerArg: number) =>
+      runInOperation({ ...operation, dryRun: dryRunArg }, async () => {
+        await store.mutate(kindArg, `c-${workerArg}`, (current) => ({ kind: 'write', change: { set: { value: current!.value + 1 } } }));
+      });
+    await rate(1, increment(auditedKind));
+    await rate(1, increment(unauditedKind));
+    const rows: Array<[string, number, number]> = [];
+    for (const inFlight of [1, 32]) {
+      const unaudited = await rate(inFlight, increment(unauditedKind));
+      const audited = await rate(inFlight, increment(auditedKind));
+      rows.push([`mutate, ${inFlight} in flight`, unaudited, audited]);
+    }
+    const dry = await rate(1, increment(auditedKind, true));
+    process.stdout.write('| writes | unaudited ops/s | audited ops/s | audited/unaudited |\n| --- | --- | --- | --- |\n');
+    for (const [label, unaudited, audited] of rows) {
+      process.stdout.write(`| ${label} | ${unaudited.toFixed(0)} | ${audited.toFixed(0)} | ${(audited / unaudited).toFixed(2)}× |\n`);
+    }
+    process.stdout.write(`\ndry-run mutate of the audited kind, sequential: ${dry.toFixed(0)} ops/s (${(dry / rows[0][2]).toFixed(2)}× the audited write)\n`);
+
+    await admin.login('admin', 'bench-admin-password-0123');
+    await admin.connectSocket();
+    const { cluster } = await admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'bench' });
+    let generation = cluster.generation;
+    const rotations = await rate(1, async () => {
+      generation = (await admin.call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: generation })).cluster.generation;
+    });
+    const reads = await rate(1, async () => {
+      await admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {});
+    });
+    process.stdout.write(`admin socket, sequential: rotateClusterRelayToken ${rotations.toFixed(0)}/s (audited mutation), getClusters ${reads.toFixed(0)}/s\n`);
+  } finally {
+    admin.close();
+    await cloudly.stop();
+    await fsp.rm(dataDir, { recursive: true, force: true });
+  }
+};
+
+await main();

@@ -1,0 +1,219 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
+import { addClusterWorld } from './backup.fixture.js';
+import { auditEventKind } from '../ts/core/store.js';
+import type { IAuditEvent } from '../ts/interfaces/data/audit.js';
+import type { IReq_Admin_GetAuditEvents } from '../ts/interfaces/requests/audit.js';
+import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_RotateClusterRelayToken } from '../ts/interfaces/requests/admin.js';
+import type { IReq_Any_Cloudly_AddClusterNode, IReq_Relay_Cloudly_ReportClusterNode } from '../ts/interfaces/requests/cluster.js';
+import type { IReq_Admin_SetRuntimeNetworkAddressPlan } from '../ts/interfaces/requests/runtimenetwork.js';
+import type { IRuntimeNetworkAddressPlan } from '../ts/interfaces/data/runtimenetworkaddressplan.js';
+import type { IReq_Admin_CreateServiceBackup } from '../ts/interfaces/requests/backup.js';
+
+const auditOf = async (tArg: ITestCloudly, requestArg: Omit<IReq_Admin_GetAuditEvents['request'], 'identity'> = {}) =>
+  tArg.admin.call<IReq_Admin_GetAuditEvents>('getAuditEvents', requestArg);
+
+const eventsFor = async (tArg: ITestCloudly, targetIdArg: string): Promise<IAuditEvent[]> =>
+  (await auditOf(tArg, { filter: { targetId: targetIdArg } })).events;
+
+/** A digest of every stored document outside the relay leases and the audit log itself. */
+const stateDigest = async (tArg: ITestCloudly): Promise<string> => {
+  const hash = createHash('sha256');
+  const names = (await tArg.cloudly.database.mongoDb.listCollections({}, { nameOnly: true }).toArray())
+    .map((info) => info.name).filter((name) => !/lease/i.test(name)).sort();
+  for (const name of names) {
+    hash.update(name).update(JSON.stringify(await tArg.cloudly.database.mongoDb.collection(name).find({}).sort({ _id: 1 }).toArray()));
+  }
+  return hash.digest('hex');
+};
+
+const plan: IRuntimeNetworkAddressPlan = {
+  authorityId: 'authority-1',
+  revision: 1,
+  prefixes: ['192.0.2.0/24'],
+  pools: [{ id: 'workloads', prefix: '192.0.2.128/25' }],
+  vpn: { hubPrefix: '192.0.2.0/28', peerPrefix: '192.0.2.64/26' },
+  hubs: [],
+  platformEndpoints: [{ id: 'corestore', address: '192.0.2.17', protocol: 'tcp', port: 3000 }],
+};
+
+describe('audit log: every committed change, once, with its actor', () => {
+  let t: ITestCloudly;
+  before(async () => { t = await startTestCloudly(); });
+  after(async () => { await t.stop(); });
+
+  test('a creation and an update each appear once, with the admin, the method and the generations; a refused change appears not at all', async () => {
+    const { cluster } = await t.createCluster('audited');
+    const rotated = await t.admin.call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 1 });
+    const stale = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 1 }));
+    assert.equal(stale.code, 'conflict');
+    const events = await eventsFor(t, cluster.id);
+    assert.deepEqual(events.map((event) => [event.method, event.outcome, event.generationBefore, event.generationAfter]), [
+      ['rotateClusterRelayToken', 'updated', 1, 2],
+      ['createCluster', 'created', 0, 1],
+    ]);
+    for (const event of events) {
+      assert.deepEqual(event.actor, { kind: 'admin', id: t.identity.userId });
+      assert.deepEqual(event.target, { kind: 'CloudlyCluster', id: cluster.id });
+    }
+    assert.equal(rotated.cluster.generation, 2);
+    // Never a value of the document: no token hash, no token.
+    assert.equal(JSON.stringify(events).includes(rotated.relayToken), false);
+    assert.equal(JSON.stringify(events).includes('relayTokenHash'), false);
+  });
+
+  test('a relay\'s change is attributed to relay:<clusterId>', async () => {
+    const { cluster, relayToken } = await t.createCluster('relay-actor');
+    await t.admin.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId: cluster.id, name: 'n-1', nodeId: 'relay-actor-n-1' });
+    const relay = await t.connectRelay(relayToken);
+    await relay.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', {
+      report: { nodeId: 'relay-actor-n-1', name: 'n-1', hostAddresses: ['192.0.2.9'] },
+    } as IReq_Relay_Cloudly_ReportClusterNode['request']);
+    const events = (await auditOf(t, { filter: { actorId: `relay:${cluster.id}` } })).events;
+    assert.ok(events.length >= 1, 'the node report is audited');
+    assert.ok(events.every((event) => event.actor.kind === 'relay' && event.method === 'reportClusterNode'));
+  });
+
+  test('pages newest first with a cursor, filters narrow, and a foreign cursor or a bad filter is refused by name', async () => {
+    for (let index = 0; index < 5; index++) {
+      await t.createCluster(`page-${index}`);
+    }
+    const created = (await auditOf(t, { filter: { method: 'createCluster' } })).events;
+    const first = await auditOf(t, { limit: 2, filter: { method: 'createCluster' } });
+    assert.equal(first.events.length, 2);
+    assert.ok(first.nextCursor);
+    const second = await auditOf(t, { limit: 2, cursor: first.nextCursor, filter: { method: 'createCluster' } });
+    const rest = await auditOf(t, { limit: 1000, cursor: second.nextCursor, filter: { method: 'createCluster' } });
+    assert.deepEqual([...first.events, ...second.events, ...rest.events].map((event) => event.id), created.map((event) => event.id));
+    assert.equal(rest.nextCursor, undefined);
+    const times = created.map((event) => event.at);
+    assert.deepEqual(times, [...times].sort((a, b) => b - a));
+    const until = await auditOf(t, { filter: { method: 'createCluster', until: 0 } });
+    assert.deepEqual(until.events, []);
+    const bad = await refusalOf(() => auditOf(t, { cursor: 'not-a-cursor', limit: 0, filter: { colour: 'red' } as never }));
+    assert.deepEqual(bad.reasons, [
+      'request.cursor is not a cursor this server handed out',
+      'request.limit must be an integer from 1 to 1000',
+      'request.filter.colour is not a filter of the audit log',
+    ]);
+  });
+
+  test('events survive a restart, and retention forgets only what is older than it', async () => {
+    const { cluster } = await t.createCluster('kept');
+    await t.restart();
+    assert.equal((await eventsFor(t, cluster.id)).length, 1);
+    assert.equal(await t.cloudly.auditManager.sweep(Date.now()), 0);
+    const retentionMs = t.cloudly.config.auditRetentionDays * 24 * 3600_000;
+    assert.ok(await t.cloudly.auditManager.sweep(Date.now() + retentionMs + 60_000) > 0);
+    assert.deepEqual(await eventsFor(t, cluster.id), []);
+  });
+});
+
+describe('audit log: a change committed just before a crash still gets its event', () => {
+  test('an event missing after the commit is appended at start-up, and a stamped removal is finished', async () => {
+    const t = await startTestCloudly();
+    try {
+      const { cluster } = await t.createCluster('crashy');
+      await t.admin.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId: cluster.id, name: 'gone', nodeId: 'crashy-gone' });
+      const raw = t.cloudly.database.mongoDb;
+      // The state a process leaves when it dies between a commit and its audit append ...
+      const deleted = await raw.collection(auditEventKind.collectionName).deleteMany({ 'target.id': cluster.id });
+      assert.equal(deleted.deletedCount, 1);
+      // ... and between a removal's stamp and its delete.
+      const node = await raw.collection('CloudlyClusterNode').findOne({ nodeId: 'crashy-gone' });
+      await raw.collection('CloudlyClusterNode').updateOne({ nodeId: 'crashy-gone' }, {
+        $set: { generation: (node!.generation as number) + 1, _audit: { at: Date.now(), actor: { kind: 'admin', id: t.identity.userId }, method: 'removeClusterNode', generationBefore: node!.generation, removing: true } },
+      });
+      await t.restart();
+      const clusterEvents = await eventsFor(t, cluster.id);
+      assert.deepEqual(clusterEvents.map((event) => [event.method, event.outcome, event.generationAfter]), [['createCluster', 'created', 1]]);
+      assert.equal(await t.cloudly.database.mongoDb.collection('CloudlyClusterNode').countDocuments({ nodeId: 'crashy-gone' }), 0);
+      const nodeEvents = await eventsFor(t, node!.id as string);
+      assert.deepEqual(nodeEvents.map((event) => [event.method, event.outcome, event.generationAfter]), [
+        ['removeClusterNode', 'removed', null],
+        ['addClusterNode', 'created', 1],
+      ]);
+      // Reconciling again appends nothing twice.
+      await t.restart();
+      assert.equal((await eventsFor(t, cluster.id)).length, 1);
+    } finally {
+      await t.stop();
+    }
+  });
+});
+
+describe('dry run: the same decision, nothing written', () => {
+  let t: ITestCloudly;
+  before(async () => { t = await startTestCloudly(); });
+  after(async () => { await t.stop(); });
+
+  test('each dry-run answer equals the real answer that follows it (bar fresh ids and tokens), and leaves the state and the audit log as they were', async () => {
+    const { cluster } = await t.createCluster('dry');
+    const cases: Array<{ method: string; request: Record<string, unknown>; comparable: (answerArg: Record<string, unknown>) => unknown }> = [
+      {
+        method: 'rotateClusterRelayToken',
+        request: { clusterId: cluster.id, expectedGeneration: 1 },
+        comparable: (answerArg) => ({ ...answerArg, relayToken: typeof answerArg.relayToken }),
+      },
+      {
+        method: 'addClusterNode',
+        request: { clusterId: cluster.id, name: 'dry-node', nodeId: 'dry-node-1' },
+        comparable: (answerArg) => {
+          const { node } = answerArg as { node: Record<string, unknown> };
+          return { node: { ...node, createdAt: typeof node.createdAt } };
+        },
+      },
+      {
+        method: 'setRuntimeNetworkAddressPlan',
+        request: { plan },
+        comparable: (answerArg) => answerArg,
+      },
+      {
+        method: 'createCluster',
+        request: { name: 'dry-created' },
+        comparable: (answerArg) => {
+          const created = answerArg as { cluster: Record<string, unknown>; relayToken: string };
+          return { cluster: { ...created.cluster, id: typeof created.cluster.id, createdAt: typeof created.cluster.createdAt }, relayToken: typeof created.relayToken };
+        },
+      },
+    ];
+    for (const entry of cases) {
+      const before = await stateDigest(t);
+      const auditBefore = (await auditOf(t, { limit: 1000 })).events.length;
+      const dry = await t.admin.call(entry.method, { ...entry.request, dryRun: true }) as Record<string, unknown>;
+      assert.equal(dry.dryRun, true, entry.method);
+      assert.equal(await stateDigest(t), before, `${entry.method}: a dry run wrote`);
+      assert.equal((await auditOf(t, { limit: 1000 })).events.length, auditBefore, `${entry.method}: a dry run was audited`);
+      const real = await t.admin.call(entry.method, entry.request) as Record<string, unknown>;
+      const { dryRun: _dryRun, ...dryAnswer } = dry;
+      assert.deepEqual(entry.comparable(dryAnswer), entry.comparable(real), entry.method);
+    }
+  });
+
+  test('a dry run is refused exactly as the real call would be', async () => {
+    const { cluster } = await t.createCluster('dry-refusals');
+    const dry = await refusalOf(() => t.admin.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 9, dryRun: true }));
+    const real = await refusalOf(() => t.admin.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 9 }));
+    assert.deepEqual(dry, real);
+    const badFlag = await refusalOf(() => t.admin.call('createCluster', { name: 'x', dryRun: 'yes' }));
+    assert.deepEqual(badFlag.reasons, ['request.dryRun must be a boolean']);
+  });
+
+  test('a dry run that would call a relay stops before the call: no relay is asked, nothing is recorded', async () => {
+    const world = await addClusterWorld(t, 'drybackup');
+    let relayCalls = 0;
+    world.relay.addHandler('backupClusterService', async () => {
+      relayCalls++;
+      return { snapshots: [] };
+    });
+    const before = await stateDigest(t);
+    const answer = await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+      clusterId: world.clusterId, serviceId: world.service.id, nodeId: world.nodeId, dryRun: true,
+    } as unknown as IReq_Admin_CreateServiceBackup['request']) as unknown as Record<string, unknown>;
+    assert.deepEqual(answer, { dryRun: true, haltedBefore: 'relay call backupClusterService' });
+    assert.equal(relayCalls, 0);
+    assert.equal(await stateDigest(t), before);
+  });
+});

@@ -1,0 +1,59 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+/**
+ * Who is changing things right now, and whether for real: set once per request by the handler
+ * guards (`Cloudly.addAdminHandler` / `addRelayHandler`) and read by the store, which stamps the
+ * actor into every committed write (the audit log) and writes nothing in a dry run. Work started
+ * from a request (a claim push it queued) keeps its context: it happened because of that call.
+ * Work with no request behind it (start-up roll-forward, timers) is Cloudly's own.
+ */
+
+export type TActorKind = 'admin' | 'relay' | 'cloudly';
+
+export interface IOperationActor {
+  kind: TActorKind;
+  /** The admin's user id, `relay:<clusterId>`, or `cloudly`. */
+  id: string;
+}
+
+export interface IOperationContext {
+  actor: IOperationActor;
+  method: string;
+  /** True while a dry run is decided: the store answers what it would write and writes nothing. */
+  dryRun: boolean;
+  /**
+   * Set by `haltIfDryRun`: the side effect a dry run stopped before. Kept on the context, so the
+   * guard answers the halt even where a handler's own error handling caught the throw.
+   */
+  haltedBefore?: string;
+}
+
+export const cloudlyActor: IOperationActor = Object.freeze({ kind: 'cloudly', id: 'cloudly' });
+
+const contexts = new AsyncLocalStorage<IOperationContext>();
+
+export const runInOperation = <T>(contextArg: IOperationContext, fnArg: () => Promise<T>): Promise<T> => contexts.run(contextArg, fnArg);
+
+/** The context of the operation this code runs for; Cloudly's own when there is none. */
+export const currentOperation = (): IOperationContext =>
+  contexts.getStore() ?? { actor: cloudlyActor, method: 'cloudly', dryRun: false };
+
+/**
+ * Thrown where a dry run would have to act outside the database (call a relay, write a blob):
+ * the guard answers `{ dryRun: true, haltedBefore }` instead of doing it.
+ */
+export class DryRunHalt extends Error {
+  constructor(public readonly haltedBefore: string) {
+    super(`dry run halted before ${haltedBefore}`);
+    this.name = 'DryRunHalt';
+  }
+}
+
+/** Throws `DryRunHalt` when the current operation is a dry run; call it before any side effect. */
+export const haltIfDryRun = (whatArg: string): void => {
+  const operation = currentOperation();
+  if (operation.dryRun) {
+    operation.haltedBefore ??= whatArg;
+    throw new DryRunHalt(whatArg);
+  }
+};

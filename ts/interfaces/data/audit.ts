@@ -1,0 +1,35 @@
+/**
+ * Project's own definition (the upstream contracts name no audit log): one committed change to a
+ * stored document, as `getAuditEvents` answers it. Never holds a value of the document, so never a
+ * secret: who, which method, which document, from which generation to which.
+ */
+export interface IAuditEvent {
+  /** Derived from the target, its incarnation and its generation: one change, one id. */
+  id: string;
+  /** Epoch milliseconds of the commit. */
+  at: number;
+  /** `admin` (the user id), `relay` (`relay:<clusterId>`) or `cloudly` (its own roll-forward and timers). */
+  actor: { kind: 'admin' | 'relay' | 'cloudly'; id: string };
+  /** The method whose handling made the change (`cloudly` for Cloudly's own work). */
+  method: string;
+  /** The document's kind (its collection, e.g. `CloudlyCluster`) and id. */
+  target: { kind: string; id: string };
+  outcome: 'created' | 'updated' | 'removed';
+  /** 0 for a creation. */
+  generationBefore: number;
+  /** null for a removal. */
+  generationAfter: number | null;
+  mutationId?: string;
+}
+
+/** Project's own definition: what `getAuditEvents` may filter on; every member narrows. */
+export interface IAuditEventFilter {
+  targetKind?: string;
+  targetId?: string;
+  actorId?: string;
+  method?: string;
+  /** Epoch milliseconds, inclusive. */
+  since?: number;
+  /** Epoch milliseconds, exclusive. */
+  until?: number;
+}

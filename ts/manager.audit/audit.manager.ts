@@ -1,0 +1,154 @@
+import type { Filter } from 'mongodb';
+import type { Cloudly } from '../classes.cloudly.js';
+import type { IAuditEvent, IAuditEventFilter } from '../interfaces/data/audit.js';
+import type { IReq_Admin_GetAuditEvents } from '../interfaces/requests/audit.js';
+import { refuse } from '../core/errors.js';
+import { auditEventKind, type IAuditEventDocument } from '../core/store.js';
+import { isString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
+
+/**
+ * The audit log's read side and its retention. The events are written by the store itself, in
+ * step with every committed change (see `DocumentStore.appendAudit`); this manager only answers
+ * `getAuditEvents` and forgets events older than `CLOUDLY_AUDIT_RETENTION_DAYS`.
+ */
+
+export const auditPageLimits = Object.freeze({ defaultLimit: 100, maxLimit: 1000 });
+const retentionSweepIntervalMs = 3600_000;
+const dayMs = 24 * 3600_000;
+
+interface IAuditCursor {
+  at: number;
+  id: string;
+}
+
+const encodeCursor = (eventArg: IAuditEvent): string =>
+  Buffer.from(JSON.stringify({ at: eventArg.at, id: eventArg.id })).toString('base64url');
+
+/** The position a cursor names, or null when it is not one this server handed out. */
+export const decodeAuditCursor = (cursorArg: string): IAuditCursor | null => {
+  try {
+    const value = JSON.parse(Buffer.from(cursorArg, 'base64url').toString('utf8')) as Record<string, unknown>;
+    return value && Number.isSafeInteger(value.at) && typeof value.id === 'string' && value.id.length <= 1024
+      ? { at: value.at as number, id: value.id }
+      : null;
+  } catch {
+    return null;
+  }
+};
+
+const isEpochMs: TFieldCheck = (valueArg, pathArg) =>
+  Number.isSafeInteger(valueArg) && (valueArg as number) >= 0 ? [] : [`${pathArg} must be epoch milliseconds (a non-negative integer)`];
+
+const filterChecks: Record<keyof IAuditEventFilter, TFieldCheck> = {
+  targetKind: isString(1, 128),
+  targetId: isString(1, 256),
+  actorId: isString(1, 256),
+  method: isString(1, 128),
+  since: isEpochMs,
+  until: isEpochMs,
+};
+
+const isAuditFilter: TFieldCheck = (valueArg, pathArg) => {
+  if (!valueArg || typeof valueArg !== 'object' || Array.isArray(valueArg)) {
+    return [`${pathArg} must be an object`];
+  }
+  const record = valueArg as Record<string, unknown>;
+  const reasons: string[] = [];
+  for (const key of Object.keys(record)) {
+    const check = (filterChecks as Record<string, TFieldCheck | undefined>)[key];
+    if (!check) {
+      reasons.push(`${pathArg}.${key} is not a filter of the audit log`);
+    } else if (record[key] !== undefined) {
+      reasons.push(...check(record[key], `${pathArg}.${key}`));
+    }
+  }
+  return reasons;
+};
+
+const isLimit: TFieldCheck = (valueArg, pathArg) =>
+  Number.isSafeInteger(valueArg) && (valueArg as number) >= 1 && (valueArg as number) <= auditPageLimits.maxLimit
+    ? []
+    : [`${pathArg} must be an integer from 1 to ${auditPageLimits.maxLimit}`];
+
+const isCursor: TFieldCheck = (valueArg, pathArg) =>
+  typeof valueArg === 'string' && valueArg.length <= 2048 && decodeAuditCursor(valueArg) ? [] : [`${pathArg} is not a cursor this server handed out`];
+
+const toPublicEvent = (docArg: IAuditEventDocument): IAuditEvent => {
+  const event: IAuditEvent = {
+    id: docArg.id,
+    at: docArg.at,
+    actor: { kind: docArg.actor.kind, id: docArg.actor.id },
+    method: docArg.method,
+    target: { kind: docArg.target.kind, id: docArg.target.id },
+    outcome: docArg.outcome,
+    generationBefore: docArg.generationBefore,
+    generationAfter: docArg.generationAfter,
+  };
+  if (docArg.mutationId) {
+    event.mutationId = docArg.mutationId;
+  }
+  return event;
+};
+
+export class AuditManager {
+  private sweepTimer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly cloudly: Cloudly) {
+    cloudly.addAdminHandler<IReq_Admin_GetAuditEvents>('getAuditEvents', async (request) => {
+      request = requireRequestShape(request, { required: {}, optional: { cursor: isCursor, limit: isLimit, filter: isAuditFilter } });
+      const limit = request.limit ?? auditPageLimits.defaultLimit;
+      const query: Record<string, unknown> = {};
+      const filter = request.filter ?? {};
+      if (filter.since !== undefined && filter.until !== undefined && filter.until < filter.since) {
+        throw refuse('invalid-request', ['request.filter.until must not be before request.filter.since']);
+      }
+      if (filter.targetKind !== undefined) query['target.kind'] = filter.targetKind;
+      if (filter.targetId !== undefined) query['target.id'] = filter.targetId;
+      if (filter.actorId !== undefined) query['actor.id'] = filter.actorId;
+      if (filter.method !== undefined) query.method = filter.method;
+      const at: Record<string, number> = {};
+      if (filter.since !== undefined) at.$gte = filter.since;
+      if (filter.until !== undefined) at.$lt = filter.until;
+      const clauses: Array<Record<string, unknown>> = [query];
+      if (Object.keys(at).length > 0) {
+        clauses.push({ at });
+      }
+      if (request.cursor !== undefined) {
+        // Strictly after the cursor's event in the newest-first order: older, or as old with a smaller id.
+        const cursor = decodeAuditCursor(request.cursor)!;
+        clauses.push({ $or: [{ at: { $lt: cursor.at } }, { at: cursor.at, id: { $lt: cursor.id } }] });
+      }
+      const docs = await this.cloudly.store.find(auditEventKind, { $and: clauses } as Filter<IAuditEventDocument>, {
+        sort: { at: -1, id: -1 },
+        limit: limit + 1,
+      });
+      const events = docs.slice(0, limit).map(toPublicEvent);
+      return docs.length > limit ? { events, nextCursor: encodeCursor(events[events.length - 1]) } : { events };
+    });
+  }
+
+  public async start(): Promise<void> {
+    await this.sweep();
+    this.sweepTimer = setInterval(() => {
+      void this.sweep().catch((error: unknown) => this.cloudly.logger.error({ err: error }, 'audit retention sweep failed'));
+    }, retentionSweepIntervalMs);
+    this.sweepTimer.unref();
+  }
+
+  public async stop(): Promise<void> {
+    if (this.sweepTimer) {
+      clearInterval(this.sweepTimer);
+      this.sweepTimer = null;
+    }
+  }
+
+  /** Forgets events older than the retention; safe to run on several instances at once. */
+  public async sweep(nowArg = Date.now()): Promise<number> {
+    const cutoff = nowArg - this.cloudly.config.auditRetentionDays * dayMs;
+    const result = await this.cloudly.store.collection(auditEventKind).deleteMany({ at: { $lt: cutoff } });
+    if (result.deletedCount > 0) {
+      this.cloudly.logger.info({ deleted: result.deletedCount, retentionDays: this.cloudly.config.auditRetentionDays }, 'audit events past retention forgotten');
+    }
+    return result.deletedCount;
+  }
+}
