@@ -84,6 +84,13 @@ describe('registerClusterIngress through the cluster relay', () => {
     assert.deepEqual(accepted, { accepted: true, revision: null, protocol: data.clusterIngressProtocolOffer });
   });
 
+  test('concurrent reports of one node are all recorded, none answered conflict', async () => {
+    // Each lost race re-reads and replaces the report that won it, so every report is one generation.
+    // Every loss is another report committing, so 8 reports fit the store's default of 8 rounds.
+    const answers = await Promise.all(Array.from({ length: 8 }, (_, index) => report(cluster.relay, 'node-raced', `session-raced-${index}`)));
+    assert.deepEqual(answers.map((answer) => answer.generation).sort((a, b) => a - b), Array.from({ length: 8 }, (_, index) => index + 1));
+  });
+
   test('a protocol mismatch is refused first, as a protocol refusal, even with every other fact wrong', async () => {
     const second = await t.connectRelay(cluster.relayToken);
     const errorData = await refusalOf(() => register(second, body({

@@ -56,8 +56,6 @@ import {
 export const clusterIngressBearerBytes = 32;
 /** Most assignments one node report may state. Project's own limit. */
 export const maximumReportedAssignments = 256;
-/** Bounded re-reads when a slot write lost only to an unrelated change of the same slot. */
-const maximumSlotRounds = 8;
 /** How long Cloudly waits for a relay to take a route-table hint. */
 
 const registrationRefusalText = 'The cluster ingress registration was refused.';
@@ -371,9 +369,9 @@ export class IngressManager {
       id: clusterIdArg, generation: 1, clusterId: clusterIdArg, ingressServiceId: ingressServiceIdArg, acceptedAt: Date.now(),
     };
     await this.readSlot(clusterIdArg);
-    const recorded = await this.cloudly.store.update(clusterIngressSlotKind, clusterIdArg, (slotArg) =>
-      (slotArg.kind === 'none' ? { set: { kind: 'fleet-cutover' as const, fleetCutover } } : null), maximumSlotRounds);
-    return recorded ? fleetCutover : null;
+    const { outcome } = await this.cloudly.store.mutate(clusterIngressSlotKind, clusterIdArg, (slotArg) =>
+      (slotArg?.kind === 'none' ? { kind: 'write', change: { set: { kind: 'fleet-cutover' as const, fleetCutover } } } : { kind: 'keep' }));
+    return outcome === 'written' ? fleetCutover : null;
   }
 
   // --- cluster runtime -----------------------------------------------------------------------
@@ -421,10 +419,10 @@ export class IngressManager {
     }
     await this.readSlot(clusterIdArg);
     const runtime = { phase: phaseArg, generation: expectedGenerationArg + 1 };
-    // A lost swap may be a designation that moved the slot: update re-reads and compares the runtime again.
-    const moved = await this.cloudly.store.update(clusterIngressSlotKind, clusterIdArg, (slotArg) =>
-      (slotArg.runtime.generation === expectedGenerationArg ? { set: { runtime } } : null), maximumSlotRounds);
-    return moved ? { id: clusterIdArg, ...runtime } : null;
+    // A lost swap may be a designation that moved the slot: mutate re-reads and compares the runtime again.
+    const { outcome } = await this.cloudly.store.mutate(clusterIngressSlotKind, clusterIdArg, (slotArg) =>
+      (slotArg?.runtime.generation === expectedGenerationArg ? { kind: 'write', change: { set: { runtime } } } : { kind: 'keep' }));
+    return outcome === 'written' ? { id: clusterIdArg, ...runtime } : null;
   }
 
   // --- registration --------------------------------------------------------------------------
@@ -574,14 +572,12 @@ export class IngressManager {
       })),
       reportedAt: Date.now(),
     };
-    const current = await store.get(nodeRuntimeAssignmentsKind, id);
-    const stored = current
-      ? await store.swap(nodeRuntimeAssignmentsKind, id, current.generation, { set: report })
-      : await store.insert(nodeRuntimeAssignmentsKind, { id, ...report });
-    if (!stored) {
-      throw refuse('conflict', ['another report of this node was recorded at the same time; send the latest again']);
-    }
-    return { generation: stored.generation };
+    // A report replaces the last one whole; a write that lost to a concurrent report of the node
+    // reads again and replaces that one, instead of answering conflict to the relay.
+    const { doc } = await store.mutate(nodeRuntimeAssignmentsKind, id, (currentArg) => (currentArg
+      ? { kind: 'write', change: { set: report } }
+      : { kind: 'create', doc: { id, ...report } }));
+    return { generation: doc!.generation };
   }
 
   // --- route table ---------------------------------------------------------------------------
