@@ -34,6 +34,12 @@ const contexts = new AsyncLocalStorage<IOperationContext>();
 
 export const runInOperation = <T>(contextArg: IOperationContext, fnArg: () => Promise<T>): Promise<T> => contexts.run(contextArg, fnArg);
 
+/**
+ * Runs `fnArg` as Cloudly's own work, outside whatever operation called it: background work a
+ * request queued is done (and audited) as Cloudly's, once, whoever asked for it.
+ */
+export const runAsCloudly = <T>(fnArg: () => T): T => contexts.exit(fnArg);
+
 /** The context of the operation this code runs for; Cloudly's own when there is none. */
 export const currentOperation = (): IOperationContext =>
   contexts.getStore() ?? { actor: cloudlyActor, method: 'cloudly', dryRun: false };

@@ -7,6 +7,8 @@
  * policy, added again after a backoff that doubles per consecutive failure of that key.
  */
 
+import { currentOperation, runAsCloudly } from './operationcontext.js';
+
 export interface IWorkQueueLogger {
   error(objectArg: object, messageArg: string): void;
 }
@@ -53,7 +55,8 @@ export class WorkQueue {
    * is draining. Never rejects.
    */
   public add(keyArg: string): Promise<void> {
-    if (this.draining) {
+    // A dry run queues no follow-up work: it answers what it would commit and nothing happens.
+    if (this.draining || currentOperation().dryRun) {
       return Promise.resolve();
     }
     const state = this.stateOf(keyArg);
@@ -62,7 +65,8 @@ export class WorkQueue {
     const seen = new Promise<void>((resolve) => state.waiters.push(resolve));
     state.dirty = true;
     if (!state.loop) {
-      state.loop = this.runLoop(keyArg, state);
+      // The loop is Cloudly's own work whichever request started it (audited as `cloudly`).
+      state.loop = runAsCloudly(() => this.runLoop(keyArg, state));
     }
     return seen;
   }
