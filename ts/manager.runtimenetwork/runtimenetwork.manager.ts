@@ -1,6 +1,6 @@
 import type { Cloudly } from '../classes.cloudly.js';
 import { refuse } from '../core/errors.js';
-import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { defineDocumentKind, type IStoredDocument, type TDecision } from '../core/store.js';
 import { isIdString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
 import { isClusterNodeId } from '../interfaces/data/clusternode.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
@@ -25,7 +25,7 @@ import type {
   IReq_Relay_Cloudly_ReportRuntimeNetworkLeases,
   IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication,
 } from '../interfaces/requests/runtimenetwork.js';
-import { composeNextRuntimeNetworkProjection, type IRuntimeNetworkNodeFacts } from './derive.js';
+import { composeNextRuntimeNetworkProjection, type IRuntimeNetworkNodeFacts, type TRuntimeNetworkProjectionStep } from './derive.js';
 
 /**
  * The runtime network: the authority's address plan (one per Cloudly, written by administrators at
@@ -65,14 +65,37 @@ export const runtimeNetworkLeasesKind = defineDocumentKind<IRuntimeNetworkLeases
 
 /** The authority's plan is a singleton: one Cloudly, one runtime network authority. */
 const addressPlanDocumentId = 'runtime-network-address-plan';
-/** Bounded retries when a projection write loses to a concurrent refresh of the same node. */
-const maximumProjectionRounds = 8;
 
 const isNodeId: TFieldCheck = (valueArg, pathArg) =>
   isClusterNodeId(valueArg) ? [] : [`${pathArg} must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`];
 
 /** A detached plain copy of stored data, so callers never share objects with the driver's documents. */
 const detach = <T>(valueArg: T): T => JSON.parse(JSON.stringify(valueArg)) as T;
+
+/**
+ * What a projection step does to the node's stored projection: an unchanged one is kept; a
+ * blocked one keeps the current projection, and a node that never had one is refused
+ * `unavailable` with the reasons; a next one is written (or created for a node's first).
+ */
+export const decideProjectionWrite = (
+  docArg: IRuntimeNetworkProjectionDocument | null,
+  stepArg: TRuntimeNetworkProjectionStep,
+  targetArg: { id: string; clusterId: string; nodeId: string; now: number },
+): TDecision<IRuntimeNetworkProjectionDocument> => {
+  if (stepArg.kind === 'unchanged') {
+    return { kind: 'keep' };
+  }
+  if (stepArg.kind === 'blocked') {
+    return docArg ? { kind: 'keep' } : { kind: 'refuse', refusal: refuse('unavailable', stepArg.reasons) };
+  }
+  const projection = detach(stepArg.projection);
+  return docArg
+    ? { kind: 'write', change: { set: { projection, computedAt: targetArg.now } } }
+    : {
+      kind: 'create',
+      doc: { id: targetArg.id, clusterId: targetArg.clusterId, nodeId: targetArg.nodeId, projection, computedAt: targetArg.now },
+    };
+};
 
 export class RuntimeNetworkManager {
   constructor(private readonly cloudly: Cloudly) {
@@ -257,30 +280,25 @@ export class RuntimeNetworkManager {
   public async refreshProjection(clusterIdArg: string, nodeIdArg: string): Promise<IRuntimeNetworkProjection> {
     const { store } = this.cloudly;
     const id = clusterNodeDocumentId(clusterIdArg, nodeIdArg);
-    for (let round = 0; round < maximumProjectionRounds; round++) {
-      const doc = await store.get(runtimeNetworkProjectionKind, id);
-      const facts = await this.gatherFacts(clusterIdArg, nodeIdArg);
-      const step = composeNextRuntimeNetworkProjection(doc?.projection ?? null, doc?.application ?? null, facts);
-      if (step.kind === 'unchanged') {
-        return detach(step.projection);
-      }
+    // The facts are gathered afresh for every read: a write that lost to a concurrent refresh of
+    // the same node computes again on what that refresh stored.
+    let step: TRuntimeNetworkProjectionStep | null = null;
+    const result = await store.mutate(runtimeNetworkProjectionKind, id, async (docArg) => {
+      step = composeNextRuntimeNetworkProjection(docArg?.projection ?? null, docArg?.application ?? null,
+        await this.gatherFacts(clusterIdArg, nodeIdArg));
       if (step.kind === 'blocked') {
         this.cloudly.logger.warn({ clusterId: clusterIdArg, nodeId: nodeIdArg, reasons: step.reasons }, 'runtime network projection held back');
-        if (doc) {
-          return detach(doc.projection);
-        }
-        throw refuse('unavailable', step.reasons);
       }
-      const projection = detach(step.projection);
-      const stored = doc
-        ? await store.swap(runtimeNetworkProjectionKind, id, doc.generation, { set: { projection, computedAt: Date.now() } })
-        : await store.insert(runtimeNetworkProjectionKind, { id, clusterId: clusterIdArg, nodeId: nodeIdArg, projection, computedAt: Date.now() });
-      if (stored) {
-        this.cloudly.logger.info({ clusterId: clusterIdArg, nodeId: nodeIdArg, generation: projection.generation }, 'runtime network projection computed');
-        return detach(stored.projection);
-      }
+      return decideProjectionWrite(docArg, step, { id, clusterId: clusterIdArg, nodeId: nodeIdArg, now: Date.now() });
+    });
+    const last = step as TRuntimeNetworkProjectionStep | null;
+    if (last?.kind === 'unchanged') {
+      return detach(last.projection);
     }
-    throw refuse('conflict', [`the projection of node ${nodeIdArg} kept changing while it was computed; read it again`]);
+    if (result.outcome !== 'kept') {
+      this.cloudly.logger.info({ clusterId: clusterIdArg, nodeId: nodeIdArg, generation: result.doc!.projection.generation }, 'runtime network projection computed');
+    }
+    return detach(result.doc!.projection);
   }
 
   /** Refreshes every node of a cluster; a failure of one node is logged and does not stop the others. */
