@@ -4,6 +4,7 @@ import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpe
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import { platformBindingCreationLedgerKind, platformBindingKind } from '../ts/manager.corestore/corestore.manager.js';
 import { derivePlatformBindingId } from '../ts/manager.corestore/adoption.js';
+import { armFailpoint } from '../ts/core/failpoints.js';
 import type {
   ICorestoreLegacyResourceInventoryService,
   IPlatformBinding,
@@ -397,7 +398,8 @@ describe('corestore legacy resource adoption', () => {
     const serviceIds = await createServices(2, 'crash');
     placeServices('node-2', serviceIds.map((serviceId) => legacyService(serviceId)));
     const { inventorySha256 } = await readInventory('node-2');
-    t.cloudly.corestoreManager.testHooks.haltAfterCreationCommit = true;
+    // As a process that died right after committing the creation, before rolling it forward.
+    armFailpoint('corestore.afterCreationCommit', { kind: 'throw' }, { times: 1 });
     const refusal = await refusalOf(() => adopt('node-2', inventorySha256!, serviceIds.flatMap(both)));
     assert.equal(refusal.code, 'internal');
     const ledger = await t.cloudly.store.get(platformBindingCreationLedgerKind, 'platform-binding-creations');
@@ -424,9 +426,8 @@ describe('corestore legacy resource adoption', () => {
     const serviceIds = await createServices(2, 'partial');
     placeServices('node-2', serviceIds.map((serviceId) => legacyService(serviceId)));
     const { inventorySha256 } = await readInventory('node-2');
-    t.cloudly.corestoreManager.testHooks.haltAfterCreationCommit = true;
+    armFailpoint('corestore.afterCreationCommit', { kind: 'throw' }, { times: 1 });
     await refusalOf(() => adopt('node-2', inventorySha256!, serviceIds.flatMap(both)));
-    t.cloudly.corestoreManager.testHooks.haltAfterCreationCommit = false;
     // As if the process died in the middle of rolling forward: one binding of four is stored.
     const ledger = await t.cloudly.store.get(platformBindingCreationLedgerKind, 'platform-binding-creations');
     await t.cloudly.store.insert(platformBindingKind, ledger!.pending!.bindings[0]);

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { TypedResponseError } from '@api.global/typedrequest';
 import type { Cloudly } from '../classes.cloudly.js';
 import { contractRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
-import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { defaultUpdateRounds, defineDocumentKind, type IMutateResult, type IStoredDocument } from '../core/store.js';
+import { failpoint } from '../core/failpoints.js';
 import { checkRequestShape, requireRequestShape, isAnyValue, isIdString, type TFieldCheck } from '../core/validation.js';
 import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
 import { isSha256Hex } from '../interfaces/private/dataproperties.js';
@@ -71,8 +72,12 @@ export const platformBindingCreationLedgerKind =
   defineDocumentKind<IPlatformBindingCreationLedger>('CloudlyPlatformBindingCreationLedger');
 const ledgerId = 'platform-binding-creations';
 
-/** How often a writer retries a lost compare-and-swap before answering `conflict`. */
-const maximumCommitAttempts = 16;
+/**
+ * The rounds of a ledger write, and of a consistent read of bindings: twice the store's one
+ * budget, because every creation of a binding in this Cloudly, for any service, moves the same
+ * single ledger document, so its writers contend far more than those of one service's document.
+ */
+const ledgerRounds = 2 * defaultUpdateRounds;
 
 const isSha256Field: TFieldCheck = (valueArg, pathArg) =>
   isSha256Hex(valueArg) ? [] : [`${pathArg} must be a lowercase hex sha256`];
@@ -93,11 +98,6 @@ type TReachableInventory = Extract<TClusterCorestoreLegacyResourceInventory, { r
 export class CorestoreManager {
   /** Where nodes and services are looked up; tests may replace it. */
   public directory: ICorestoreDirectory;
-  /**
-   * Test hooks. `haltAfterCreationCommit` makes a creation stop right after its operation is
-   * committed, before it is rolled forward, as a process that died at that instant would.
-   */
-  public readonly testHooks: { haltAfterCreationCommit: boolean } = { haltAfterCreationCommit: false };
 
   constructor(private readonly cloudly: Cloudly) {
     this.directory = createManagerDirectory(cloudly);
@@ -159,7 +159,7 @@ export class CorestoreManager {
 
   /** Finishes a creation that was committed but not applied before the last stop. */
   public async start(): Promise<void> {
-    const ledger = await this.rollForward();
+    const ledger = (await this.rollForward()).doc!;
     if (ledger.lastAppliedOperationId) {
       this.cloudly.logger.info({ operationId: ledger.lastAppliedOperationId }, 'platform binding creations are applied');
     }
@@ -180,39 +180,29 @@ export class CorestoreManager {
 
   // ---- the ledger ----
 
-  private async readLedger(): Promise<IPlatformBindingCreationLedger> {
-    const existing = await this.cloudly.store.get(platformBindingCreationLedgerKind, ledgerId);
-    if (existing) {
-      return existing;
+  /** Inserts an operation's bindings; each id is inserted once, so any number of callers may do it. */
+  private async applyCreation(operationArg: IPlatformBindingCreationOperation): Promise<void> {
+    for (const binding of operationArg.bindings) {
+      await this.cloudly.store.insert(platformBindingKind, binding);
     }
-    const created = await this.cloudly.store.insert(platformBindingCreationLedgerKind, {
-      id: ledgerId,
-      pending: null,
-      lastAppliedOperationId: null,
-    });
-    return created ?? (await this.cloudly.store.get(platformBindingCreationLedgerKind, ledgerId))!;
   }
 
   /**
-   * Applies the pending creation, if any, and returns the ledger with nothing pending. Safe to run
-   * from any number of callers at once: each insert happens once per id, and clearing is a CAS.
+   * Applies the pending creation, if any, and returns the ledger with nothing pending (created
+   * empty on first use). Safe to run from any number of callers at once: each insert happens once
+   * per id, and clearing is decided on the ledger as read.
    */
-  private async rollForward(): Promise<IPlatformBindingCreationLedger> {
-    for (;;) {
-      const ledger = await this.readLedger();
-      if (!ledger.pending) {
-        return ledger;
+  private async rollForward(): Promise<IMutateResult<IPlatformBindingCreationLedger>> {
+    return this.cloudly.store.mutate(platformBindingCreationLedgerKind, ledgerId, async (ledgerArg) => {
+      if (!ledgerArg) {
+        return { kind: 'create', doc: { id: ledgerId, pending: null, lastAppliedOperationId: null } };
       }
-      for (const binding of ledger.pending.bindings) {
-        await this.cloudly.store.insert(platformBindingKind, binding);
+      if (!ledgerArg.pending) {
+        return { kind: 'keep' };
       }
-      const cleared = await this.cloudly.store.swap(platformBindingCreationLedgerKind, ledgerId, ledger.generation, {
-        set: { pending: null, lastAppliedOperationId: ledger.pending.operationId },
-      });
-      if (cleared) {
-        return cleared;
-      }
-    }
+      await this.applyCreation(ledgerArg.pending);
+      return { kind: 'write', change: { set: { pending: null, lastAppliedOperationId: ledgerArg.pending.operationId } } };
+    }, { rounds: ledgerRounds });
   }
 
   /**
@@ -220,11 +210,11 @@ export class CorestoreManager {
    * the ledger held nothing pending before it and did not move during it.
    */
   private async readBindings(filterArg: { serviceId?: string; id?: string }): Promise<IPlatformBinding[]> {
-    for (let attempt = 0; attempt < maximumCommitAttempts; attempt++) {
-      const before = await this.rollForward();
+    for (let attempt = 0; attempt < ledgerRounds; attempt++) {
+      const before = (await this.rollForward()).doc!;
       const bindings = await this.cloudly.store.find(platformBindingKind, filterArg);
-      const after = await this.readLedger();
-      if (after.generation === before.generation) {
+      const after = await this.cloudly.store.get(platformBindingCreationLedgerKind, ledgerId);
+      if (after?.generation === before.generation) {
         return bindings;
       }
     }
@@ -236,39 +226,46 @@ export class CorestoreManager {
   }
 
   /**
-   * Commits one creation: `decideArg` runs on the ledger state it is given (nothing pending), and
-   * its bindings are committed only if the ledger has not moved since. Returns the decision's
-   * result once the creation is applied.
+   * Commits one creation: `decideArg` runs on the ledger state it is given, and its bindings are
+   * committed only if the ledger has not moved since. A creation still pending there is applied
+   * first, so the decision's plain reads see every binding that exists, and the new operation
+   * replaces it in the same write. Returns the decision's result once the creation is applied.
    */
   private async commitCreation<TResult>(
     kindArg: IPlatformBindingCreationOperation['kind'],
     decideArg: () => Promise<{ toCreate: IPlatformBinding[]; result: TResult }>,
   ): Promise<TResult> {
-    for (let attempt = 0; attempt < maximumCommitAttempts; attempt++) {
-      const ledger = await this.rollForward();
-      const decision = await decideArg();
-      if (decision.toCreate.length === 0) {
-        return decision.result;
+    // What the last decision concluded; the decider runs again on every lost race.
+    let decided: { result: TResult; operation: IPlatformBindingCreationOperation | null } | null = null;
+    await this.cloudly.store.mutate(platformBindingCreationLedgerKind, ledgerId, async (ledgerArg) => {
+      const applied = ledgerArg?.pending ?? null;
+      if (applied) {
+        await this.applyCreation(applied);
       }
-      const operation: IPlatformBindingCreationOperation = {
+      const decision = await decideArg();
+      const operation: IPlatformBindingCreationOperation | null = decision.toCreate.length === 0 ? null : {
         operationId: `op-${randomUUID()}`,
         kind: kindArg,
         committedAt: Date.now(),
         bindings: decision.toCreate,
       };
-      const committed = await this.cloudly.store.swap(platformBindingCreationLedgerKind, ledgerId, ledger.generation, {
-        set: { pending: operation },
-      });
-      if (!committed) {
-        continue;
+      decided = { result: decision.result, operation };
+      const lastAppliedOperationId = applied?.operationId ?? ledgerArg?.lastAppliedOperationId ?? null;
+      if (!ledgerArg) {
+        return operation ? { kind: 'create', doc: { id: ledgerId, pending: operation, lastAppliedOperationId } } : { kind: 'keep' };
       }
-      if (this.testHooks.haltAfterCreationCommit) {
-        throw new Error(`halted by test hook after committing ${operation.operationId}`);
+      if (!operation) {
+        return applied ? { kind: 'write', change: { set: { pending: null, lastAppliedOperationId } } } : { kind: 'keep' };
       }
+      return { kind: 'write', change: { set: { pending: operation, lastAppliedOperationId } } };
+    }, { rounds: ledgerRounds });
+    const { result, operation } = decided!;
+    if (operation) {
+      // A process that dies here has committed the creation and not applied it: start-up does.
+      await failpoint('corestore.afterCreationCommit');
       await this.rollForward();
-      return decision.result;
     }
-    throw refuse('conflict', ['platform bindings changed concurrently too often; try again']);
+    return result;
   }
 
   // ---- nodes, services and inventories ----
@@ -427,26 +424,22 @@ export class CorestoreManager {
     statusArg: TPlatformBindingStatus,
     statusReasonArg: TPlatformBindingStatusReason | null,
   ): Promise<IPlatformBinding> {
-    for (let attempt = 0; attempt < maximumCommitAttempts; attempt++) {
-      const current = await this.readBinding(bindingIdArg);
-      if (!current) {
-        throw refuse('not-found', [`platform binding ${bindingIdArg} does not exist`]);
+    // Any creation committed so far is applied first, so a binding that exists is found by id.
+    await this.rollForward();
+    const { doc } = await this.cloudly.store.mutate(platformBindingKind, bindingIdArg, async (currentArg) => {
+      if (!currentArg) {
+        return { kind: 'refuse', refusal: refuse('not-found', [`platform binding ${bindingIdArg} does not exist`]) };
       }
       // A binding's node lives in its service's cluster; only that cluster's relay reports on it.
-      const service = (await this.directory.findServices([current.serviceId])).get(current.serviceId);
-      if (current.nodeId === null || !service || service.clusterId !== clusterIdArg) {
-        throw refuse('forbidden', [`platform binding ${bindingIdArg} is not placed on a node of this relay's cluster`]);
+      const service = (await this.directory.findServices([currentArg.serviceId])).get(currentArg.serviceId);
+      if (currentArg.nodeId === null || !service || service.clusterId !== clusterIdArg) {
+        return { kind: 'refuse', refusal: refuse('forbidden', [`platform binding ${bindingIdArg} is not placed on a node of this relay's cluster`]) };
       }
-      if (current.status === statusArg && current.statusReason === statusReasonArg) {
-        return current;
+      if (currentArg.status === statusArg && currentArg.statusReason === statusReasonArg) {
+        return { kind: 'keep' };
       }
-      const next = await this.cloudly.store.swap(platformBindingKind, bindingIdArg, current.generation, {
-        set: { status: statusArg, statusReason: statusReasonArg },
-      });
-      if (next) {
-        return next;
-      }
-    }
-    throw refuse('conflict', ['the binding changed concurrently too often; report again']);
+      return { kind: 'write', change: { set: { status: statusArg, statusReason: statusReasonArg } } };
+    });
+    return doc!;
   }
 }
