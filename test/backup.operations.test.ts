@@ -7,6 +7,7 @@ import { chunked, collect, descriptorOf, sha256Of, startBackupWorld, type IBacku
 import { receiveStagedArchiveObject, sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 import { RestoreGrantRefusedError, verifyRestoreGrant, type IRestoreGrantBinding } from '../ts/manager.backup/restoregrants.js';
 import { identityIssuer } from '../ts/core/auth.js';
+import { serviceBackupKind } from '../ts/manager.backup/backup.manager.js';
 import {
   computeIsolatedRestoreArchiveManifestSha256,
   computeIsolatedRestoreResourceMappingsSha256,
@@ -52,6 +53,11 @@ before(async () => {
   jwks = createLocalJWKSet(await (await fetch(`${world.t.baseUrl}/.well-known/jwks.json`)).json() as JSONWebKeySet);
   relay.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', async (request) => {
     note('backupClusterService', request);
+    if (request.tags?.vanish === 'while-running') {
+      // The backup document disappears while the relay works (as if removed behind Cloudly's back).
+      const doc = (await world.t.cloudly.store.get(serviceBackupKind, request.backupId))!;
+      await world.t.cloudly.store.remove(serviceBackupKind, doc.id, doc.generation);
+    }
     await sendServiceDatabaseClosure(relay, {
       backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId, descriptor: descriptorOf(closureBytes),
     }, chunked(closureBytes));
@@ -121,6 +127,15 @@ test('a backup is ordered on the exact node, with the authoritative service, and
   const again = await backUp('ops-1');
   assert.deepEqual(again.backup, backup, 'repeating a completed order answers the same backup');
   assert.equal(seen.backupClusterService.length, 1, 'and does not back up twice');
+});
+
+test('a backup that is gone when the relay answers is not found, not in progress', async () => {
+  const refusal = await refusalOf(() => world.t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+    clusterId: world.clusterId, nodeId: world.nodeId, serviceId: world.service.id, backupId: 'ops-vanished', tags: { vanish: 'while-running' },
+  }));
+  assert.equal(refusal.code, 'not-found');
+  assert.deepEqual(refusal.reasons, ['backup-not-found']);
+  assert.equal(await world.t.cloudly.store.get(serviceBackupKind, 'ops-vanished'), null, 'settling it did not bring it back');
 });
 
 test('a backup on a node Cloudly does not know, or of a missing service, is refused before the relay is called', async () => {
