@@ -21,6 +21,8 @@ import { CorestoreManager } from './manager.corestore/corestore.manager.js';
 import { RuntimeNetworkManager } from './manager.runtimenetwork/runtimenetwork.manager.js';
 import { BackupManager } from './manager.backup/backup.manager.js';
 import { AuditManager } from './manager.audit/audit.manager.js';
+import { SecretManager } from './manager.secret/secret.manager.js';
+import { SecretBox } from './core/secretbox.js';
 
 /**
  * The composition root: configuration → database → router → managers → server. Each manager
@@ -64,6 +66,8 @@ export class Cloudly {
   public readonly database: CloudlyDatabase;
   public readonly store: DocumentStore;
   public readonly auth: CloudlyAuth;
+  /** Encryption at rest of every secret value Cloudly keeps (docs/secrets.md). */
+  public readonly secrets: SecretBox;
   public readonly relays: RelaySessions;
   public readonly openSockets = new Set<EnvelopePeer>();
   public readonly managers: IManager[] = [];
@@ -75,6 +79,7 @@ export class Cloudly {
   public readonly runtimeNetworkManager: RuntimeNetworkManager;
   public readonly backupManager: BackupManager;
   public readonly auditManager: AuditManager;
+  public readonly secretManager: SecretManager;
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
   public generatedAdminPassword: string | null = null;
@@ -96,8 +101,12 @@ export class Cloudly {
       logger: this.logger,
     });
     this.store = new DocumentStore(this.database);
+    this.secrets = new SecretBox(
+      { dataDir: this.config.dataDir, keyFile: this.config.secretsKeyFile, previousKeyFile: this.config.secretsPreviousKeyFile, logger: this.logger },
+      this.store,
+    );
     this.auth = new CloudlyAuth(
-      { dataDir: this.config.dataDir, identityTtlMs: this.config.identityTtlMs, logger: this.logger },
+      { dataDir: this.config.dataDir, identityTtlMs: this.config.identityTtlMs, logger: this.logger, secrets: this.secrets },
       this.store,
     );
     this.relays = new RelaySessions({ defaultTimeoutMs: this.config.relayCallTimeoutMs, metrics: this.metrics, logger: this.logger });
@@ -109,6 +118,7 @@ export class Cloudly {
     this.runtimeNetworkManager = this.addManager(new RuntimeNetworkManager(this));
     this.backupManager = this.addManager(new BackupManager(this));
     this.auditManager = this.addManager(new AuditManager(this));
+    this.secretManager = this.addManager(new SecretManager(this));
   }
 
   /** Registers a manager so its start/stop run with Cloudly's. */
@@ -133,6 +143,7 @@ export class Cloudly {
     if (audit.appended > 0 || audit.removalsFinished > 0) {
       this.logger.info(audit, 'audit log reconciled: events of changes committed before a crash were appended');
     }
+    await this.secrets.start();
     await this.auth.start();
     this.generatedAdminPassword = await this.auth.ensureFirstAdmin(this.config.adminUsername, this.config.adminPassword);
     for (const manager of this.managers) {
@@ -164,6 +175,7 @@ export class Cloudly {
     for (const manager of [...this.managers].reverse()) {
       await manager.stop?.().catch((error: unknown) => this.logger.error({ err: error }, 'manager stop failed'));
     }
+    this.auth.stop();
     await this.database.stop();
     this.logger.info('cloudly stopped');
   }

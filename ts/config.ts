@@ -50,6 +50,17 @@ export interface ICloudlyConfig {
   databaseTimeoutMs: number;
   /** Test-only failpoint of the embedded journal (a file whose presence makes journal writes fail). */
   journalFailpointFile: string | null;
+  /**
+   * The key-encryption key that wraps the data key of every secret at rest (CLOUDLY_SECRETS_KEY_FILE).
+   * Null: `<dataDir>/keys/secrets-key-encryption-key`, generated with mode 0600 on first start.
+   */
+  secretsKeyFile: string | null;
+  /** The key-encryption key being rotated away from (CLOUDLY_SECRETS_PREVIOUS_KEY_FILE): data keys it wraps are re-wrapped at start. */
+  secretsPreviousKeyFile: string | null;
+  /** How long a begun secret recipient enrollment may be completed (CLOUDLY_SECRET_ENROLLMENT_TTL_MS). */
+  secretEnrollmentTtlMs: number;
+  /** How long a rotated Corestore control credential stays valid beside its successor (CLOUDLY_CORESTORE_CREDENTIAL_GRACE_MS). */
+  corestoreCredentialGraceMs: number;
 }
 
 export class ConfigError extends Error {
@@ -85,6 +96,11 @@ const readInteger = (
 const readOptional = (env: NodeJS.ProcessEnv, name: string): string | null => {
   const raw = env[name];
   return raw === undefined || raw === '' ? null : raw;
+};
+
+const readOptionalPath = (env: NodeJS.ProcessEnv, name: string): string | null => {
+  const raw = readOptional(env, name);
+  return raw === null ? null : path.resolve(raw);
 };
 
 /** Parses the environment; throws ConfigError naming the first bad variable. */
@@ -140,5 +156,9 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     compactIntervalMs: readInteger(env, 'CLOUDLY_COMPACT_INTERVAL_MS', 3_600_000, 1000, 7 * 24 * 3_600_000),
     databaseTimeoutMs: readInteger(env, 'CLOUDLY_DATABASE_TIMEOUT_MS', 2000, 100, 60_000),
     journalFailpointFile: readOptional(env, 'CLOUDLY_TEST_JOURNAL_FAILPOINT'),
+    secretsKeyFile: readOptionalPath(env, 'CLOUDLY_SECRETS_KEY_FILE'),
+    secretsPreviousKeyFile: readOptionalPath(env, 'CLOUDLY_SECRETS_PREVIOUS_KEY_FILE'),
+    secretEnrollmentTtlMs: readInteger(env, 'CLOUDLY_SECRET_ENROLLMENT_TTL_MS', 120_000, 10, 3_600_000),
+    corestoreCredentialGraceMs: readInteger(env, 'CLOUDLY_CORESTORE_CREDENTIAL_GRACE_MS', 15 * 60_000, 0, 7 * 24 * 3_600_000),
   };
 };

@@ -8,10 +8,12 @@ import { refuse } from './errors.js';
 import { sha256Hex } from '../interfaces/private/canonicaljson.js';
 import { defineDocumentKind, type DocumentStore, type IStoredDocument } from './store.js';
 import type { TCloudlyLogger } from './logger.js';
+import type { IEncryptedSecretValue, SecretBox } from './secretbox.js';
 
 /**
- * Identities and keys. Cloudly signs every identity (and every restore grant) with one RS256 key
- * pair kept in the data directory and published in the JWKS; verification always pins the
+ * Identities and keys. Cloudly signs every identity (and every restore grant) with an RS256 key
+ * pair kept in the database (the private key encrypted at rest) and published in the JWKS with
+ * the key the last rotation replaced; verification always pins the
  * algorithm, issuer and audience, so `alg: none`, HS256-with-the-public-key and foreign tokens fail.
  */
 
@@ -20,7 +22,8 @@ const scrypt = promisify(scryptCallback) as (password: string, salt: Buffer, key
 export const identityIssuer = 'serve.zone/cloudly';
 export const adminAudience = 'serve.zone/cloudly/admin';
 const signingAlgorithm = 'RS256';
-const signingKeyFileName = 'identity-signing-key.jwk.json';
+/** Where versions before the keys moved into the database kept the signing key; migrated and deleted at start. */
+export const legacySigningKeyFileName = 'identity-signing-key.jwk.json';
 const scryptParameters = { N: 16384, r: 8, p: 1, keyLength: 64 } as const;
 
 export interface IAdminUser extends IStoredDocument {
@@ -70,69 +73,209 @@ export const constantTimeEquals = (aArg: string, bArg: string): boolean => {
   return timingSafeEqual(a, b) && aArg.length === bArg.length;
 };
 
+/** One identity signing key as stored: the public JWK in clear, the private JWK encrypted at rest. */
+interface IStoredSigningKey {
+  kid: string;
+  publicJwk: jose.JWK;
+  privateJwk: IEncryptedSecretValue;
+  createdAt: number;
+}
+
+/**
+ * The identity signing keys of every instance sharing the database: the current key signs, the
+ * previous one (replaced by the last rotation) still verifies and stays in the JWKS.
+ */
+export interface ISigningKeysDocument extends IStoredDocument {
+  current: IStoredSigningKey;
+  previous: IStoredSigningKey | null;
+}
+
+export const signingKeysKind = defineDocumentKind<ISigningKeysDocument>('CloudlySigningKeys');
+const signingKeysId = 'identity-signing-keys';
+/** How often an instance re-reads the keys, so a rotation made by another instance reaches its JWKS. */
+export const signingKeysRefreshMs = 30_000;
+
+interface ILoadedSigningKey {
+  kid: string;
+  publicJwk: jose.JWK;
+  publicKey: webcrypto.CryptoKey;
+  privateKey: webcrypto.CryptoKey | null;
+}
+
+const signingKeyContext = (kidArg: string): string => `CloudlySigningKeys/${signingKeysId}/${kidArg}`;
+
 export class CloudlyAuth {
-  private privateKey!: webcrypto.CryptoKey;
-  private publicKey!: webcrypto.CryptoKey;
-  public publicJwk!: jose.JWK;
-  public keyId!: string;
+  private current!: ILoadedSigningKey;
+  private previous: ILoadedSigningKey | null = null;
+  private loadedAt = 0;
+  private refreshing: Promise<void> | null = null;
+  private refreshTimer: NodeJS.Timeout | null = null;
 
   constructor(
-    private readonly options: { dataDir: string; identityTtlMs: number; logger: TCloudlyLogger },
+    private readonly options: { dataDir: string; identityTtlMs: number; logger: TCloudlyLogger; secrets: SecretBox },
     private readonly store: DocumentStore,
   ) {}
 
-  public async start(): Promise<void> {
-    await this.loadOrCreateSigningKey();
+  /** The id of the key that signs now. */
+  public get keyId(): string {
+    return this.current.kid;
   }
 
-  private async loadOrCreateSigningKey(): Promise<void> {
-    const keyDir = path.join(this.options.dataDir, 'keys');
-    const keyPath = path.join(keyDir, signingKeyFileName);
-    let privateJwk: jose.JWK;
+  public get publicJwk(): jose.JWK {
+    return this.current.publicJwk;
+  }
+
+  public async start(): Promise<void> {
+    await this.ensureSigningKeys();
+    await this.reload();
+    this.refreshTimer = setInterval(() => {
+      this.refresh().catch((error: unknown) => this.options.logger.warn({ err: error }, 'reading the identity signing keys failed'));
+    }, signingKeysRefreshMs);
+    this.refreshTimer.unref();
+  }
+
+  public stop(): void {
+    if (this.refreshTimer) {
+      clearInterval(this.refreshTimer);
+      this.refreshTimer = null;
+    }
+  }
+
+  /**
+   * Creates the keys document on first start. A key file an earlier version kept in the data
+   * directory becomes the current key (encrypted into the database) and the file is deleted, so
+   * identities issued before the upgrade still verify and no private key stays on disk in clear.
+   */
+  private async ensureSigningKeys(): Promise<void> {
+    if (await this.store.get(signingKeysKind, signingKeysId)) {
+      return;
+    }
+    const legacyPath = path.join(this.options.dataDir, 'keys', legacySigningKeyFileName);
+    let privateJwk: jose.JWK | null = null;
     try {
-      privateJwk = JSON.parse(await fsp.readFile(keyPath, 'utf8')) as jose.JWK;
+      privateJwk = JSON.parse(await fsp.readFile(legacyPath, 'utf8')) as jose.JWK;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') {
-        throw new Error(`signing key ${keyPath} is unreadable: ${(error as Error).message}`);
+        throw new Error(`signing key ${legacyPath} is unreadable: ${(error as Error).message}`);
       }
-      const pair = await jose.generateKeyPair(signingAlgorithm, { extractable: true, modulusLength: 2048 });
-      privateJwk = await jose.exportJWK(pair.privateKey);
-      privateJwk.kid = await jose.calculateJwkThumbprint(privateJwk);
-      privateJwk.alg = signingAlgorithm;
-      await fsp.mkdir(keyDir, { recursive: true, mode: 0o700 });
-      const temporary = `${keyPath}.tmp`;
-      await fsp.writeFile(temporary, JSON.stringify(privateJwk), { mode: 0o600 });
-      await fsp.rename(temporary, keyPath);
-      this.options.logger.info({ kid: privateJwk.kid }, 'created a new identity signing key');
     }
-    this.keyId = privateJwk.kid as string;
-    this.privateKey = (await jose.importJWK(privateJwk, signingAlgorithm)) as webcrypto.CryptoKey;
-    const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...publicJwk } = privateJwk;
-    this.publicJwk = { ...publicJwk, use: 'sig', alg: signingAlgorithm, kid: this.keyId };
-    this.publicKey = (await jose.importJWK(this.publicJwk, signingAlgorithm)) as webcrypto.CryptoKey;
+    const stored = privateJwk ? await this.toStoredKey(privateJwk) : await this.newStoredKey();
+    const { outcome } = await this.store.mutate(signingKeysKind, signingKeysId, (current) =>
+      current ? { kind: 'keep' } : { kind: 'create', doc: { id: signingKeysId, current: stored, previous: null } });
+    if (outcome === 'created') {
+      this.options.logger.info({ kid: stored.kid, migratedFromFile: privateJwk !== null }, 'stored the identity signing key in the database');
+    }
+    if (privateJwk) {
+      await fsp.rm(legacyPath, { force: true });
+    }
   }
 
-  /** The JWKS document served at `/.well-known/jwks.json`. */
+  private async newStoredKey(): Promise<IStoredSigningKey> {
+    const pair = await jose.generateKeyPair(signingAlgorithm, { extractable: true, modulusLength: 2048 });
+    return this.toStoredKey(await jose.exportJWK(pair.privateKey));
+  }
+
+  private async toStoredKey(privateJwkArg: jose.JWK): Promise<IStoredSigningKey> {
+    const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, kid: _kid, alg: _alg, use: _use, ...publicPart } = privateJwkArg;
+    const kid = await jose.calculateJwkThumbprint(publicPart as jose.JWK);
+    const publicJwk: jose.JWK = { ...publicPart, use: 'sig', alg: signingAlgorithm, kid };
+    const privateJwk = { ...privateJwkArg, kid, alg: signingAlgorithm };
+    return { kid, publicJwk, privateJwk: this.options.secrets.encrypt(JSON.stringify(privateJwk), signingKeyContext(kid)), createdAt: Date.now() };
+  }
+
+  private async loadKey(storedArg: IStoredSigningKey, withPrivateArg: boolean): Promise<ILoadedSigningKey> {
+    const privateKey = withPrivateArg
+      ? (await jose.importJWK(JSON.parse(this.options.secrets.decryptText(storedArg.privateJwk, signingKeyContext(storedArg.kid))) as jose.JWK, signingAlgorithm)) as webcrypto.CryptoKey
+      : null;
+    return {
+      kid: storedArg.kid,
+      publicJwk: storedArg.publicJwk,
+      publicKey: (await jose.importJWK(storedArg.publicJwk, signingAlgorithm)) as webcrypto.CryptoKey,
+      privateKey,
+    };
+  }
+
+  /** Reads the keys from the database into memory (only the current private key is decrypted). */
+  private async reload(): Promise<void> {
+    const doc = await this.store.get(signingKeysKind, signingKeysId);
+    if (!doc) {
+      throw new Error('the identity signing keys are missing from the database');
+    }
+    if (this.current?.kid !== doc.current.kid) {
+      this.current = await this.loadKey(doc.current, true);
+    }
+    this.previous = doc.previous ? (this.previous?.kid === doc.previous.kid ? this.previous : await this.loadKey(doc.previous, false)) : null;
+    this.loadedAt = Date.now();
+  }
+
+  /** One reload at a time; callers that find a reload running wait for it. */
+  private refresh(): Promise<void> {
+    if (!this.refreshing) {
+      this.refreshing = this.reload().finally(() => { this.refreshing = null; });
+    }
+    return this.refreshing;
+  }
+
+  /**
+   * Replaces the signing key (compare-and-swap on the current key id): a new key signs from now on,
+   * the replaced one verifies until the next rotation. Identities and grants signed by the key
+   * before that are refused after a second rotation, so rotate at most once per identity lifetime.
+   */
+  public async rotateSigningKey(expectedKeyIdArg: string): Promise<{ currentKeyId: string; previousKeyId: string }> {
+    const fresh = await this.newStoredKey();
+    const { doc } = await this.store.mutate(signingKeysKind, signingKeysId, (current) => {
+      if (!current) {
+        return { kind: 'refuse', refusal: refuse('not-found', ['there is no identity signing key']) };
+      }
+      if (current.current.kid !== expectedKeyIdArg) {
+        return { kind: 'refuse', refusal: refuse('conflict', [`request.expectedKeyId is not the current signing key (${current.current.kid})`]) };
+      }
+      return { kind: 'write', change: { set: { current: fresh, previous: current.current } } };
+    });
+    // A dry run wrote nothing: reading again keeps the keys as they are.
+    await this.refresh();
+    return { currentKeyId: doc!.current.kid, previousKeyId: doc!.previous!.kid };
+  }
+
+  /** The JWKS document served at `/.well-known/jwks.json`: the current key and the previous one. */
   public get jwks(): { keys: jose.JWK[] } {
-    return { keys: [this.publicJwk] };
+    return { keys: [this.current.publicJwk, ...(this.previous ? [this.previous.publicJwk] : [])] };
   }
 
-  /** Signs a compact RS256 JWT with Cloudly's key; used for identities and restore grants. */
+  /** Signs a compact RS256 JWT with Cloudly's current key; used for identities and restore grants. */
   public async signJwt(claimsArg: jose.JWTPayload, optionsArg: { audience: string; subject: string; expiresAtMs: number }): Promise<string> {
+    if (Date.now() - this.loadedAt > signingKeysRefreshMs) {
+      await this.refresh();
+    }
     return new jose.SignJWT(claimsArg)
-      .setProtectedHeader({ alg: signingAlgorithm, kid: this.keyId, typ: 'JWT' })
+      .setProtectedHeader({ alg: signingAlgorithm, kid: this.current.kid, typ: 'JWT' })
       .setIssuer(identityIssuer)
       .setAudience(optionsArg.audience)
       .setSubject(optionsArg.subject)
       .setIssuedAt()
       .setJti(randomUUID())
       .setExpirationTime(Math.floor(optionsArg.expiresAtMs / 1000))
-      .sign(this.privateKey);
+      .sign(this.current.privateKey!);
   }
 
-  /** Verifies a JWT with Cloudly's public key, pinned algorithm, issuer and audience. */
+  /**
+   * Verifies a JWT with the key its `kid` names (current or previous), pinned algorithm, issuer and
+   * audience. A kid this instance does not know makes it read the keys again once (another
+   * instance may have rotated), at most once per second.
+   */
   public async verifyJwt(jwtArg: string, audienceArg: string): Promise<jose.JWTPayload> {
-    const { payload } = await jose.jwtVerify(jwtArg, this.publicKey, {
+    let kid: string | undefined;
+    try {
+      kid = jose.decodeProtectedHeader(jwtArg).kid;
+    } catch {
+      kid = undefined;
+    }
+    const known = (): ILoadedSigningKey | undefined => [this.current, this.previous].find((key) => key !== null && key.kid === kid) ?? undefined;
+    if (kid !== undefined && !known() && Date.now() - this.loadedAt > 1000) {
+      await this.refresh();
+    }
+    const key = known() ?? this.current;
+    const { payload } = await jose.jwtVerify(jwtArg, key.publicKey, {
       algorithms: [signingAlgorithm],
       issuer: identityIssuer,
       audience: audienceArg,

@@ -1,3 +1,5 @@
+import { canonicalizeJson } from '../private/canonicaljson.js';
+
 /**
  * Names one immutable version of a secret without carrying its value. A workload environment
  * entry that points at a secret carries this reference; only the node that runs the workload
@@ -8,4 +10,89 @@ export interface ISecretVersionReference {
   secretId: string;
   /** This exact version; a rotated secret gets a new version id and keeps its secret id. */
   secretVersionId: string;
+}
+
+/**
+ * The key a cluster's relay enrolls so Cloudly can seal secrets to it: an X25519 public key, the
+ * 32 raw bytes in unpadded base64url (43 characters). Project's own definition.
+ */
+export interface ISecretRecipient {
+  algorithm: 'x25519';
+  publicKey: string;
+}
+
+/** An enrolled recipient as Cloudly keeps it for a cluster. Project's own definition. */
+export interface IEnrolledSecretRecipient extends ISecretRecipient {
+  /** `x25519:` and the first 32 hex digits of sha256 over the raw public key. */
+  recipientId: string;
+  enrolledAt: number;
+}
+
+/**
+ * The one HPKE suite (RFC 9180, base mode) every sealed secret uses: DHKEM(X25519, HKDF-SHA256),
+ * HKDF-SHA256, AES-256-GCM. The HPKE `info` is `sealedSecretInfo`. Project's own definition.
+ */
+export const sealedSecretSuite = 'hpke-base-x25519-hkdfsha256-aes256gcm' as const;
+export const sealedSecretInfo = 'serve.zone/cloudly/sealed-secret/v1';
+
+/** What a sealed secret is for; part of its additional data, so one purpose's material opens for no other. */
+export const sealedSecretPurposes = ['recipient-enrollment-challenge', 'corestore-control-credential', 'cluster-ingress-bearer'] as const;
+export type TSealedSecretPurpose = typeof sealedSecretPurposes[number];
+
+/**
+ * What a sealed secret is bound to. Its canonical JSON (`computeSealedSecretAdditionalData`) is the
+ * HPKE additional data: material sealed for one cluster, node, purpose or version does not open
+ * as another's, even with the right private key. `nodeId` is null for cluster-wide secrets;
+ * `secretVersion` is null for an enrollment challenge, which names its `enrollmentId` instead.
+ * Project's own definition.
+ */
+export interface ISealedSecretBinding {
+  clusterId: string;
+  nodeId: string | null;
+  purpose: TSealedSecretPurpose;
+  secretVersion: ISecretVersionReference | null;
+  /** The secret's version counter (1 on creation, +1 per rotation); 0 for an enrollment challenge. */
+  version: number;
+  /** Set only for an enrollment challenge. */
+  enrollmentId: string | null;
+}
+
+/** One secret value sealed to an enrolled recipient. Project's own definition. */
+export interface ISealedSecret {
+  suite: typeof sealedSecretSuite;
+  /** The recipient it is sealed to (`IEnrolledSecretRecipient.recipientId`). */
+  recipientId: string;
+  binding: ISealedSecretBinding;
+  /** HPKE encapsulated key, unpadded base64url. */
+  enc: string;
+  /** HPKE ciphertext (value + AES-GCM tag), unpadded base64url. */
+  ciphertext: string;
+}
+
+/** The HPKE additional data of a binding: UTF-8 of `serve.zone/cloudly/sealed-secret/v1\n` + canonical JSON. */
+export const computeSealedSecretAdditionalData = (bindingArg: ISealedSecretBinding): Uint8Array =>
+  new TextEncoder().encode(`${sealedSecretInfo}\n${canonicalizeJson({
+    clusterId: bindingArg.clusterId,
+    nodeId: bindingArg.nodeId,
+    purpose: bindingArg.purpose,
+    secretVersion: bindingArg.secretVersion
+      ? { secretId: bindingArg.secretVersion.secretId, secretVersionId: bindingArg.secretVersion.secretVersionId }
+      : null,
+    version: bindingArg.version,
+    enrollmentId: bindingArg.enrollmentId,
+  })}`);
+
+/**
+ * What a node's Corestore control credential is, without its value: the secret version a relay
+ * resolves through `getCorestoreControlCredentialMaterial`. Project's own definition.
+ */
+export interface ICorestoreControlCredentialReference {
+  clusterId: string;
+  nodeId: string;
+  secretVersion: ISecretVersionReference;
+  /** 1 on creation, +1 per rotation; a rotation names the version it replaces. */
+  version: number;
+  createdAt: number;
+  /** The version it replaced, accepted until `validUntil` so Corestore and the relay can switch. */
+  previous: { secretVersion: ISecretVersionReference; version: number; validUntil: number } | null;
 }

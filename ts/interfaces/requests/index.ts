@@ -7,3 +7,4 @@ export * as backup from './backup.js';
 export * as runtimenetwork from './runtimenetwork.js';
 export * as runtimesession from './runtimesession.js';
 export * as audit from './audit.js';
+export * as secret from './secret.js';

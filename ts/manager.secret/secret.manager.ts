@@ -1,0 +1,273 @@
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import type { Cloudly, IRelayHandlerContext } from '../classes.cloudly.js';
+import { refuse } from '../core/errors.js';
+import { fromBase64Url, importRecipientPublicKey, sealSecret, secretRecipientId, toBase64Url, x25519PublicKeyPattern } from '../core/sealing.js';
+import { isIdString, isNonNegativeInteger, isString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
+import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
+import { isClusterNodeId } from '../interfaces/data/clusternode.js';
+import type {
+  ICorestoreControlCredentialReference,
+  IEnrolledSecretRecipient,
+  ISealedSecret,
+  ISealedSecretBinding,
+} from '../interfaces/data/secret.js';
+import { readExactDataRecord } from '../interfaces/private/dataproperties.js';
+import type {
+  IReq_Any_Cloudly_GetCorestoreControlCredential,
+  IReq_Any_Cloudly_GetSecretRecipients,
+  IReq_Any_Cloudly_RotateCorestoreControlCredential,
+  IReq_Any_Cloudly_RotateIdentitySigningKey,
+  IReq_Relay_Cloudly_BeginSecretRecipientEnrollment,
+  IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment,
+  IReq_Relay_Cloudly_GetCorestoreControlCredentialMaterial,
+} from '../interfaces/requests/secret.js';
+import {
+  chooseRecipient,
+  decideCredentialChange,
+  decideEnrollmentBegin,
+  decideEnrollmentCompletion,
+  decideRecipientEnrollment,
+  judgeEnrollmentCompletion,
+  secretRefusalReasons,
+} from './decide.js';
+import {
+  corestoreCredentialKind,
+  secretEnrollmentKind,
+  secretRecipientsKind,
+  type ICorestoreCredentialDocument,
+  type ISecretEnrollmentDocument,
+  type IStoredCredentialVersion,
+} from './documents.js';
+
+/**
+ * Secrets that reach relays: a cluster's relay enrolls an X25519 recipient key by proving it can
+ * open a challenge sealed to it; Cloudly then hands out each node's Corestore control credential
+ * (generated here, 256 bits, stored encrypted) sealed to that recipient and bound to cluster, node,
+ * purpose and version. Details: docs/secrets.md.
+ */
+
+/** Bytes of an enrollment challenge and of a generated Corestore control credential (256 bits). */
+export const enrollmentChallengeBytes = 32;
+export const corestoreCredentialBytes = 32;
+
+const isNodeId: TFieldCheck = (valueArg, pathArg) =>
+  isClusterNodeId(valueArg) ? [] : [`${pathArg} must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`];
+
+const isRecipient: TFieldCheck = (valueArg, pathArg) => {
+  const recipient = readExactDataRecord(valueArg, ['algorithm', 'publicKey']);
+  if (!recipient) {
+    return [`${pathArg} must be exactly { algorithm, publicKey }`];
+  }
+  return [
+    ...(recipient.algorithm === 'x25519' ? [] : [`${pathArg}.algorithm must be 'x25519'`]),
+    ...(typeof recipient.publicKey === 'string' && x25519PublicKeyPattern.test(recipient.publicKey)
+      ? []
+      : [`${pathArg}.publicKey must be the 32-byte X25519 public key in unpadded base64url (43 characters)`]),
+  ];
+};
+
+const isProof: TFieldCheck = isString(43, 43, /^[A-Za-z0-9_-]+$/);
+const isRecipientId: TFieldCheck = isString(1, 64, /^x25519:[0-9a-f]{32}$/);
+
+const sha256 = (bytesArg: Uint8Array): Buffer => createHash('sha256').update(bytesArg).digest();
+
+export class SecretManager {
+  constructor(private readonly cloudly: Cloudly) {
+    cloudly.addRelayHandler<IReq_Relay_Cloudly_BeginSecretRecipientEnrollment>('beginSecretRecipientEnrollment', async (request, context) => {
+      request = requireRequestShape(request, { required: { recipient: isRecipient } });
+      await cloudly.clusterManager.requireElected(context.session);
+      return this.beginEnrollment(request.recipient.publicKey, context);
+    });
+
+    cloudly.addRelayHandler<IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment>('completeSecretRecipientEnrollment', async (request, context) => {
+      request = requireRequestShape(request, { required: { enrollmentId: isIdString, proof: isProof } });
+      await cloudly.clusterManager.requireElected(context.session);
+      return this.completeEnrollment(request.enrollmentId, request.proof, context.clusterId);
+    });
+
+    cloudly.addRelayHandler<IReq_Relay_Cloudly_GetCorestoreControlCredentialMaterial>('getCorestoreControlCredentialMaterial', async (request, context) => {
+      request = requireRequestShape(request, { required: { nodeId: isNodeId }, optional: { recipientId: isRecipientId } });
+      await cloudly.clusterManager.requireElected(context.session);
+      return this.corestoreCredentialMaterial(context.clusterId, request.nodeId, request.recipientId);
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_GetSecretRecipients>('getSecretRecipients', async (request) => {
+      request = requireRequestShape(request, { required: { clusterId: isIdString } });
+      await cloudly.clusterManager.requireCluster(request.clusterId);
+      const recipients = await cloudly.store.get(secretRecipientsKind, request.clusterId);
+      return { current: recipients?.current ?? null, previous: recipients?.previous ?? null };
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_GetCorestoreControlCredential>('getCorestoreControlCredential', async (request) => {
+      request = requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId } });
+      await this.requireNode(request.clusterId, request.nodeId, 'request.nodeId');
+      return { credential: toReference(await this.ensureCredential(request.clusterId, request.nodeId)) };
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_RotateCorestoreControlCredential>('rotateCorestoreControlCredential', async (request) => {
+      request = requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId, expectedVersion: isNonNegativeInteger } });
+      await this.requireNode(request.clusterId, request.nodeId, 'request.nodeId');
+      const identity = credentialIdentity(request.clusterId, request.nodeId);
+      const { doc } = await cloudly.store.mutate(corestoreCredentialKind, identity.id, (current) => decideCredentialChange(
+        current,
+        { kind: 'rotate', identity, expectedVersion: request.expectedVersion, now: Date.now(), graceMs: cloudly.config.corestoreCredentialGraceMs },
+        (versionArg) => this.freshCredentialVersion(identity.id, versionArg),
+      ));
+      return { credential: toReference(doc!) };
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', async (request) => {
+      request = requireRequestShape(request, { required: { expectedKeyId: isString(1, 128) } });
+      return cloudly.auth.rotateSigningKey(request.expectedKeyId);
+    });
+  }
+
+  private async requireNode(clusterIdArg: string, nodeIdArg: string, pathArg: string): Promise<void> {
+    await this.cloudly.clusterManager.requireCluster(clusterIdArg);
+    if (!(await this.cloudly.clusterManager.nodes.getNode(clusterIdArg, nodeIdArg))) {
+      throw refuse('not-found', [`${pathArg} names no node of cluster ${clusterIdArg}`]);
+    }
+  }
+
+  // --- enrollment ------------------------------------------------------------------------------
+
+  private async beginEnrollment(publicKeyArg: string, contextArg: IRelayHandlerContext): Promise<IReq_Relay_Cloudly_BeginSecretRecipientEnrollment['response']> {
+    let publicKey;
+    try {
+      publicKey = await importRecipientPublicKey(publicKeyArg);
+    } catch {
+      throw refuse('invalid-request', ['request.recipient.publicKey is not an X25519 public key']);
+    }
+    const enrollmentId = `enr-${randomUUID()}`;
+    const recipientId = secretRecipientId(publicKeyArg);
+    const challengeBytes = randomBytes(enrollmentChallengeBytes);
+    const now = Date.now();
+    const expiresAt = now + this.cloudly.config.secretEnrollmentTtlMs;
+    const enrollment: Omit<ISecretEnrollmentDocument, 'generation'> = {
+      id: enrollmentId,
+      clusterId: contextArg.clusterId,
+      recipient: { algorithm: 'x25519', publicKey: publicKeyArg },
+      recipientId,
+      challengeSha256: sha256(challengeBytes).toString('hex'),
+      createdAt: now,
+      expiresAt,
+      state: 'open',
+    };
+    await this.cloudly.store.mutate(secretEnrollmentKind, enrollmentId, (current) => decideEnrollmentBegin(current, enrollment));
+    const binding: ISealedSecretBinding = {
+      clusterId: contextArg.clusterId, nodeId: null, purpose: 'recipient-enrollment-challenge', secretVersion: null, version: 0, enrollmentId,
+    };
+    const challenge = await sealSecret({ recipientId, publicKey }, binding, challengeBytes);
+    challengeBytes.fill(0);
+    return { enrollmentId, challenge, expiresAt };
+  }
+
+  private async completeEnrollment(
+    enrollmentIdArg: string,
+    proofArg: string,
+    clusterIdArg: string,
+  ): Promise<IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment['response']> {
+    const proof = fromBase64Url(proofArg);
+    let verdict = secretRefusalReasons.enrollmentNotFound as ReturnType<typeof judgeEnrollmentCompletion>;
+    const { doc: enrollment } = await this.cloudly.store.mutate(secretEnrollmentKind, enrollmentIdArg, (current) => {
+      const expected = current ? Buffer.from(current.challengeSha256, 'hex') : Buffer.alloc(32);
+      const facts = {
+        clusterId: clusterIdArg,
+        proofMatches: proof !== null && proof.length === enrollmentChallengeBytes && timingSafeEqual(sha256(proof), expected),
+        now: Date.now(),
+      };
+      verdict = judgeEnrollmentCompletion(current, facts);
+      return decideEnrollmentCompletion(current, facts);
+    });
+    if (verdict === secretRefusalReasons.enrollmentProofRefused) {
+      throw refuse('forbidden', [verdict]);
+    }
+    if (verdict !== 'complete' || !enrollment) {
+      throw refuse('conflict', [verdict]);
+    }
+    const recipient: IEnrolledSecretRecipient = { ...enrollment.recipient, recipientId: enrollment.recipientId, enrolledAt: Date.now() };
+    const { doc } = await this.cloudly.store.mutate(secretRecipientsKind, clusterIdArg, (current) =>
+      decideRecipientEnrollment(current, clusterIdArg, recipient));
+    return { recipient: doc?.current ?? recipient, previous: doc?.previous ?? null };
+  }
+
+  // --- Corestore control credentials -----------------------------------------------------------
+
+  private freshCredentialVersion(documentIdArg: string, versionArg: number): IStoredCredentialVersion {
+    const secretVersionId = `v${versionArg}-${randomBytes(8).toString('hex')}`;
+    const value = randomBytes(corestoreCredentialBytes);
+    const stored = {
+      secretVersionId,
+      version: versionArg,
+      createdAt: Date.now(),
+      value: this.cloudly.secrets.encrypt(toBase64Url(value), credentialContext(documentIdArg, secretVersionId)),
+    };
+    value.fill(0);
+    return stored;
+  }
+
+  /** The node's credential, created at version 1 on first use. */
+  private async ensureCredential(clusterIdArg: string, nodeIdArg: string): Promise<ICorestoreCredentialDocument> {
+    const identity = credentialIdentity(clusterIdArg, nodeIdArg);
+    const { doc } = await this.cloudly.store.mutate(corestoreCredentialKind, identity.id, (current) =>
+      decideCredentialChange(current, { kind: 'ensure', identity }, (versionArg) => this.freshCredentialVersion(identity.id, versionArg)));
+    return doc!;
+  }
+
+  private async corestoreCredentialMaterial(
+    clusterIdArg: string,
+    nodeIdArg: string,
+    recipientIdArg: string | undefined,
+  ): Promise<IReq_Relay_Cloudly_GetCorestoreControlCredentialMaterial['response']> {
+    // Another cluster's node is not a node of this relay's cluster: it reads as missing.
+    if (!(await this.cloudly.clusterManager.nodes.getNode(clusterIdArg, nodeIdArg))) {
+      throw refuse('not-found', [`request.nodeId names no node of this relay's cluster`]);
+    }
+    const recipient = chooseRecipient(await this.cloudly.store.get(secretRecipientsKind, clusterIdArg), recipientIdArg);
+    const credential = await this.ensureCredential(clusterIdArg, nodeIdArg);
+    const publicKey = await importRecipientPublicKey(recipient.publicKey);
+    const seal = async (versionArg: IStoredCredentialVersion): Promise<ISealedSecret> => {
+      const value = this.cloudly.secrets.decrypt(versionArg.value, credentialContext(credential.id, versionArg.secretVersionId));
+      try {
+        return await sealSecret({ recipientId: recipient.recipientId, publicKey }, {
+          clusterId: clusterIdArg,
+          nodeId: nodeIdArg,
+          purpose: 'corestore-control-credential',
+          secretVersion: { secretId: credential.secretId, secretVersionId: versionArg.secretVersionId },
+          version: versionArg.version,
+          enrollmentId: null,
+        }, value);
+      } finally {
+        value.fill(0);
+      }
+    };
+    const previousValid = credential.previous && credential.previous.validUntil > Date.now() ? credential.previous : null;
+    return {
+      credential: toReference(credential),
+      material: await seal(credential.current),
+      previousMaterial: previousValid ? await seal(previousValid) : null,
+    };
+  }
+}
+
+const credentialIdentity = (clusterIdArg: string, nodeIdArg: string) => ({
+  id: clusterNodeDocumentId(clusterIdArg, nodeIdArg),
+  clusterId: clusterIdArg,
+  nodeId: nodeIdArg,
+  secretId: `corestore-control-${createHash('sha256').update(`${clusterIdArg}\u0000${nodeIdArg}`).digest('hex').slice(0, 32)}`,
+});
+
+/** Where a credential version's ciphertext is stored: it decrypts there and nowhere else. */
+const credentialContext = (documentIdArg: string, secretVersionIdArg: string): string =>
+  `CloudlyCorestoreCredential/${documentIdArg}/${secretVersionIdArg}`;
+
+const toReference = (docArg: ICorestoreCredentialDocument): ICorestoreControlCredentialReference => ({
+  clusterId: docArg.clusterId,
+  nodeId: docArg.nodeId,
+  secretVersion: { secretId: docArg.secretId, secretVersionId: docArg.current.secretVersionId },
+  version: docArg.current.version,
+  createdAt: docArg.current.createdAt,
+  previous: docArg.previous
+    ? { secretVersion: { secretId: docArg.secretId, secretVersionId: docArg.previous.secretVersionId }, version: docArg.previous.version, validUntil: docArg.previous.validUntil }
+    : null,
+});
