@@ -8,7 +8,8 @@ import type {
   IReq_Any_Cloudly_GetClusterIngressDesignation,
 } from '../ts/interfaces/requests/ingress.js';
 import type { IReq_Any_Cloudly_CreateService, IReq_Any_Cloudly_UpdateService } from '../ts/interfaces/requests/service.js';
-import { clusterIngressSlotKind } from '../ts/manager.ingress/documents.js';
+import { clusterIngressSlotKind, type IClusterIngressSlotDocument } from '../ts/manager.ingress/documents.js';
+import { ingressBearerContext } from '../ts/manager.ingress/ingress.manager.js';
 
 describe('designateClusterIngress and getClusterIngressDesignation', () => {
   let t: ITestCloudly;
@@ -38,7 +39,18 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
     seen.push(answer);
     return answer.designation;
   };
-  const storedBearer = async (clusterIdArg: string) => (await t.cloudly.store.get(clusterIngressSlotKind, clusterIdArg))?.bearer?.value;
+  /** The stored bearer, decrypted as Cloudly does; it is stored only encrypted. */
+  const decryptBearer = (slotArg: IClusterIngressSlotDocument): string | undefined => {
+    const bearer = slotArg.bearer;
+    assert.equal(bearer?.value, undefined, 'no bearer is stored in clear');
+    return bearer?.encryptedValue
+      ? t.cloudly.secrets.decryptText(bearer.encryptedValue, ingressBearerContext(slotArg.clusterId, bearer.secretVersionId))
+      : undefined;
+  };
+  const storedBearer = async (clusterIdArg: string) => {
+    const slot = await t.cloudly.store.get(clusterIngressSlotKind, clusterIdArg);
+    return slot ? decryptBearer(slot) : undefined;
+  };
 
   test('a cluster without a designation answers null', async () => {
     const cluster = await prepareIngressCluster(t, 'empty');
@@ -257,7 +269,7 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
 
   test('the bearer never appears in an answer, a refusal or a log line', async () => {
     const slots = await t.cloudly.store.find(clusterIngressSlotKind, {});
-    const bearers = slots.map((slot) => slot.bearer?.value).filter((value): value is string => typeof value === 'string');
+    const bearers = slots.map((slot) => decryptBearer(slot)).filter((value): value is string => typeof value === 'string');
     assert.ok(bearers.length >= 5, 'several bearers were minted by the tests above');
     const answers = JSON.stringify(seen);
     const logs = t.logs.join('\n');

@@ -4,6 +4,8 @@ import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpe
 import { connectElectedRelay, designationRequest, prepareIngressCluster, type IIngressCluster } from './ingress.fixture.js';
 import { data, protocol } from '../ts/interfaces/index.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
+import { enrollSecretRecipient, openSealedText } from './helpers/secrets.js';
+import type { ISecretRecipientKeyPair } from '../ts/core/sealing.js';
 import type {
   IReq_Any_Cloudly_DesignateClusterIngress,
   IReq_Any_Cloudly_SetClusterIngressRoutes,
@@ -23,6 +25,21 @@ describe('registerClusterIngress through the cluster relay', () => {
   let cluster: IDesignatedCluster;
   /** Every refusal seen; none may quote a bearer. */
   const refusals: unknown[] = [];
+  /** The recipient each relay enrolled: the bearer reaches a relay only sealed to it. */
+  const recipients = new Map<CloudlyRelayClient, ISecretRecipientKeyPair>();
+
+  const resolveBearer = async (relayArg: CloudlyRelayClient, secretVersionArg: data.ISecretVersionReference): Promise<string> => {
+    let keys = recipients.get(relayArg);
+    if (!keys) {
+      keys = await enrollSecretRecipient(relayArg);
+      recipients.set(relayArg, keys);
+    }
+    const { material } = await relayArg.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
+      'resolveClusterIngressBearer', { secretVersion: secretVersionArg });
+    assert.equal(material.binding.purpose, 'cluster-ingress-bearer');
+    assert.deepEqual(material.binding.secretVersion, secretVersionArg);
+    return openSealedText(keys, material);
+  };
 
   const report = (relayArg: CloudlyRelayClient, nodeIdArg: string, sessionIdArg: string, optionsArg: {
     serviceId?: string; state?: 'ready' | 'pending'; secretVersion?: data.ISecretVersionReference;
@@ -43,8 +60,7 @@ describe('registerClusterIngress through the cluster relay', () => {
     const { designation } = await t.admin.call<IReq_Any_Cloudly_DesignateClusterIngress>(
       'designateClusterIngress', { designation: designationRequest(prepared) });
     // The relay's node resolves the secret reference of the spec into the value it hands the ingress.
-    const { bearer } = await prepared.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
-      'resolveClusterIngressBearer', { secretVersion: designation.credential.secretVersion });
+    const bearer = await resolveBearer(prepared.relay, designation.credential.secretVersion);
     return { ...prepared, designation, bearer };
   };
 
@@ -193,8 +209,7 @@ describe('registerClusterIngress through the cluster relay', () => {
       assignments: [{ assignmentId: 'a', serviceId: rotated.service.id, sessionId: 'session-r', state: 'ready', secretVersions: [next.credential.secretVersion] }],
     });
     assert.equal(await refusedWith(rotated.relay, localBody), 'bearer-refused');
-    const { bearer } = await rotated.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
-      'resolveClusterIngressBearer', { secretVersion: next.credential.secretVersion });
+    const bearer = await resolveBearer(rotated.relay, next.credential.secretVersion);
     assert.equal((await register(rotated.relay, { ...localBody, bearer })).accepted, true);
     const stale = await refusalOf(() => rotated.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
       'resolveClusterIngressBearer', { secretVersion: rotated.designation.credential.secretVersion }));
@@ -231,9 +246,7 @@ describe('registerClusterIngress through the cluster relay', () => {
     assert.match(String((malformed.reasons as string[])[0]), /^request\.secretVersion/);
     refusals.push(foreign, undesignated, malformed);
     // The cluster's own elected relay still gets its own current bearer.
-    const own = await cluster.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
-      'resolveClusterIngressBearer', { secretVersion: cluster.designation.credential.secretVersion });
-    assert.equal(own.bearer, cluster.bearer);
+    assert.equal(await resolveBearer(cluster.relay, cluster.designation.credential.secretVersion), cluster.bearer);
     assert.notEqual(other.bearer, cluster.bearer);
   });
 

@@ -1,4 +1,5 @@
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import type { IEncryptedSecretValue } from '../core/secretbox.js';
 import type { IClusterIngressDesignation, IFleetCutoverIngressDesignation } from '../interfaces/data/clusteringressdesignation.js';
 import type { IClusterIngressPreparedSpec, IClusterIngressRoute } from '../interfaces/data/clusteringress.js';
 import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
@@ -15,8 +16,8 @@ import type { IRuntimeAssignmentStatus } from '../interfaces/data/runtimeassignm
  * fleet-cutover one, never both, so the one-kind rule is a property of a single document. It also
  * holds the cluster's runtime record, so a designation commits against exactly the runtime it was
  * decided on: a runtime change and a designation race on this one document's generation.
- * `bearer` is the value of the current credential's secret version: server-side only, never part
- * of an answer or a log line.
+ * `bearer` is the current credential's secret version with its value encrypted at rest: it leaves
+ * Cloudly only sealed to the cluster's enrolled recipient, never in an answer in clear or a log line.
  */
 export interface IClusterIngressSlotDocument extends IStoredDocument {
   clusterId: string;
@@ -41,7 +42,10 @@ export interface IClusterRuntimeRecord {
 export interface IStoredBearer {
   secretId: string;
   secretVersionId: string;
-  value: string;
+  /** The bearer, AES-256-GCM under the secrets data key (ts/core/secretbox.ts). */
+  encryptedValue?: IEncryptedSecretValue;
+  /** Only in documents written before encryption at rest; encrypted in place at start. */
+  value?: string;
 }
 
 /** What a designation mutation answers and a replay repeats (without `replayed`). */

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Cloudly, IRelayHandlerContext } from '../classes.cloudly.js';
 import { contractRefusal, refuse } from '../core/errors.js';
-import { isAnyValue, isIdString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
+import { isAnyValue, isIdString, isString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
 import type { IRelaySession } from '../core/relaysessions.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import { relayNotElectedReason } from '../manager.cluster/relayelection.js';
@@ -43,6 +43,7 @@ import {
   clusterIngressSlotKind,
   type IClusterIngressRouteTableDocument,
   type IClusterIngressSlotDocument,
+  type IStoredBearer,
   type IStoredDesignationAnswer,
   nodeRuntimeAssignmentsKind,
 } from './documents.js';
@@ -59,6 +60,10 @@ export const maximumReportedAssignments = 256;
 /** How long Cloudly waits for a relay to take a route-table hint. */
 
 const registrationRefusalText = 'The cluster ingress registration was refused.';
+
+/** Where a bearer's ciphertext is stored: it decrypts there and nowhere else. */
+export const ingressBearerContext = (clusterIdArg: string, secretVersionIdArg: string): string =>
+  `CloudlyClusterIngressSlot/${clusterIdArg}/bearer/${secretVersionIdArg}`;
 const protocolRefusalText = 'The protocol offer was refused.';
 
 /** Stable, id-safe tag of a cluster id for names derived from it (ids may be up to 128 characters). */
@@ -197,11 +202,14 @@ export class IngressManager {
       async (request, context) => this.recordAssignments(request, context),
     );
 
-    // The one answer that carries a bearer: only to the elected socket of the relay's own cluster,
-    // only for that cluster's current credential, and never logged. The relay's node needs the
-    // value to fill the ingress workload's secret environment variable.
+    // The one answer that carries a bearer, sealed to the cluster's enrolled recipient: only to the
+    // elected socket of the relay's own cluster, only for that cluster's current credential. The
+    // relay's node opens it to fill the ingress workload's secret environment variable.
     cloudly.addRelayHandler<IReq_Relay_Cloudly_ResolveClusterIngressBearer>('resolveClusterIngressBearer', async (request, context) => {
-      request = requireRequestShape(request, { required: { secretVersion: isSecretVersionReference } });
+      request = requireRequestShape(request, {
+        required: { secretVersion: isSecretVersionReference },
+        optional: { recipientId: isString(1, 64, /^x25519:[0-9a-f]{32}$/) },
+      });
       await this.requireElected(context);
       const slot = await this.cloudly.store.get(clusterIngressSlotKind, context.clusterId);
       const bearer = slot?.kind === 'pallet' ? slot.bearer : null;
@@ -212,14 +220,56 @@ export class IngressManager {
       ) {
         throw refuse('not-found', ['request.secretVersion is not the current ingress credential of this relay\'s cluster']);
       }
-      return { bearer: bearer.value };
+      const value = this.readBearer(context.clusterId, bearer);
+      return {
+        material: await this.cloudly.secretManager.sealToClusterRecipient(context.clusterId, request.recipientId, {
+          clusterId: context.clusterId,
+          nodeId: null,
+          purpose: 'cluster-ingress-bearer',
+          secretVersion: { secretId: bearer.secretId, secretVersionId: bearer.secretVersionId },
+          version: slot!.designation!.credential.generation,
+          enrollmentId: null,
+        }, Buffer.from(value, 'utf8')),
+      };
     });
 
     cloudly.relays.onSessionOpened((sessionArg) => this.hintNewSession(sessionArg));
   }
 
   public async start(): Promise<void> {
+    await this.encryptClearBearers();
     this.running = true;
+  }
+
+  /** The bearer's value, decrypted; a stored bearer that fails authentication is refused (and logged without it). */
+  private readBearer(clusterIdArg: string, bearerArg: IStoredBearer): string {
+    if (bearerArg.encryptedValue) {
+      return this.cloudly.secrets.decryptText(bearerArg.encryptedValue, ingressBearerContext(clusterIdArg, bearerArg.secretVersionId));
+    }
+    // Written by a version that kept it in clear and not yet encrypted by encryptClearBearers.
+    return bearerArg.value ?? '';
+  }
+
+  /** Bearers an earlier version stored in clear are encrypted in place at start. */
+  private async encryptClearBearers(): Promise<void> {
+    const { store } = this.cloudly;
+    const slots = await store.find(clusterIngressSlotKind, { 'bearer.value': { $exists: true } } as never);
+    for (const slot of slots) {
+      await store.mutate(clusterIngressSlotKind, slot.id, (current) => {
+        const bearer = current?.bearer;
+        if (!current || !bearer || bearer.value === undefined) {
+          return { kind: 'keep' };
+        }
+        return {
+          kind: 'write',
+          change: { set: { bearer: {
+            secretId: bearer.secretId,
+            secretVersionId: bearer.secretVersionId,
+            encryptedValue: this.cloudly.secrets.encrypt(bearer.value, ingressBearerContext(current.clusterId, bearer.secretVersionId)),
+          } } },
+        };
+      });
+    }
   }
 
   public async stop(): Promise<void> {
@@ -320,7 +370,10 @@ export class IngressManager {
       digest: await computeClusterIngressDesignationDigest(unsealed),
     };
     const spec = prepareClusterIngressSpec(service, secretVersion, relayOrigin);
-    const bearer = { ...secretVersion, value: randomBytes(clusterIngressBearerBytes).toString('base64url') };
+    const bearer: IStoredBearer = {
+      ...secretVersion,
+      encryptedValue: this.cloudly.secrets.encrypt(randomBytes(clusterIngressBearerBytes).toString('base64url'), ingressBearerContext(clusterId, secretVersion.secretVersionId)),
+    };
     const answer: IStoredDesignationAnswer = { requestDigest, designation, spec };
     const mutation = { mutationId: intentArg.mutationId, answer };
     const stored = await store.swap(clusterIngressSlotKind, clusterId, slot.generation, {
@@ -497,7 +550,7 @@ export class IngressManager {
       node: nodeReport && currentSessionId !== null
         ? { sessionId: currentSessionId, assignments: nodeReport.assignments }
         : null,
-      currentBearer: bearerIsCurrent ? bearer.value : null,
+      currentBearer: bearerIsCurrent ? this.readBearer(clusterId, bearer) : null,
       routeTableRevision: table?.generation ?? null,
       observed,
       reread: observed,

@@ -191,6 +191,20 @@ export class SecretManager {
     return { recipient: doc?.current ?? recipient, previous: doc?.previous ?? null };
   }
 
+  /**
+   * Seals a value to the cluster's enrolled recipient (or the previous one `recipientIdArg`
+   * names) under `bindingArg`; refused `not-found` while the cluster has enrolled none.
+   */
+  public async sealToClusterRecipient(
+    clusterIdArg: string,
+    recipientIdArg: string | undefined,
+    bindingArg: ISealedSecretBinding,
+    valueArg: Uint8Array,
+  ): Promise<ISealedSecret> {
+    const recipient = chooseRecipient(await this.cloudly.store.get(secretRecipientsKind, clusterIdArg), recipientIdArg);
+    return sealSecret({ recipientId: recipient.recipientId, publicKey: recipient.publicKey }, bindingArg, valueArg);
+  }
+
   // --- Corestore control credentials -----------------------------------------------------------
 
   private freshCredentialVersion(documentIdArg: string, versionArg: number): IStoredCredentialVersion {

@@ -14,7 +14,7 @@ import type {
 } from '../data/clusteringressdesignation.js';
 import type { IClusterRuntimeReference } from '../data/clusterruntime.js';
 import type { IRuntimeAssignmentStatus } from '../data/runtimeassignment.js';
-import type { ISecretVersionReference } from '../data/secret.js';
+import type { ISealedSecret, ISecretVersionReference } from '../data/secret.js';
 
 /** Administrator → Cloudly: designate (or re-designate) a Pallet cluster's ingress service. */
 export type IReq_Any_Cloudly_DesignateClusterIngress = ITypedContract<
@@ -82,12 +82,14 @@ export type IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments = ITypedContr
 >;
 
 /**
- * Relay → Cloudly: the value of the ingress bearer secret version the relay's node must hand to
- * the ingress workload. Answered only for the cluster's current designation credential and only on
- * that cluster's elected relay socket. Project's own definition.
+ * Relay → Cloudly: the ingress bearer secret version the relay's node must hand to the ingress
+ * workload, sealed to the cluster's enrolled secret recipient (the current one, or the previous one
+ * when `recipientId` names it) and bound to the cluster, purpose `cluster-ingress-bearer`, the
+ * secret version and the credential generation. Answered only for the cluster's current
+ * designation credential and only on that cluster's elected relay socket. Project's own definition.
  */
 export type IReq_Relay_Cloudly_ResolveClusterIngressBearer = ITypedContract<
   'resolveClusterIngressBearer',
-  { secretVersion: ISecretVersionReference },
-  { bearer: string }
+  { secretVersion: ISecretVersionReference; recipientId?: string },
+  { material: ISealedSecret }
 >;
