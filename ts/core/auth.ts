@@ -91,7 +91,7 @@ export interface ISigningKeysDocument extends IStoredDocument {
 }
 
 export const signingKeysKind = defineDocumentKind<ISigningKeysDocument>('CloudlySigningKeys');
-const signingKeysId = 'identity-signing-keys';
+export const signingKeysId = 'identity-signing-keys';
 /** How often an instance re-reads the keys, so a rotation made by another instance reaches its JWKS. */
 export const signingKeysRefreshMs = 30_000;
 
@@ -102,7 +102,7 @@ interface ILoadedSigningKey {
   privateKey: webcrypto.CryptoKey | null;
 }
 
-const signingKeyContext = (kidArg: string): string => `CloudlySigningKeys/${signingKeysId}/${kidArg}`;
+export const signingKeyContext = (kidArg: string): string => `CloudlySigningKeys/${signingKeysId}/${kidArg}`;
 
 export class CloudlyAuth {
   private current!: ILoadedSigningKey;
