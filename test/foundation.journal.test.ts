@@ -15,7 +15,7 @@ import {
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
 import { snapshotFileName } from '../ts/core/database.js';
-import { listSegments } from '../ts/core/journal.js';
+import { frameHeaderBytes, listSegments } from '../ts/core/journal.js';
 import type {
   IReq_Any_Cloudly_CreateCluster,
   IReq_Any_Cloudly_GetClusters,
@@ -247,7 +247,7 @@ describe('embedded journal: damaged files', () => {
       const segment = (await listSegments(dataDir)).at(-1)!.path;
       const bytes = await fsp.readFile(segment);
       const firstRecordLength = bytes.readUInt32LE(8);
-      const secondRecord = 12 + firstRecordLength;
+      const secondRecord = frameHeaderBytes + firstRecordLength;
       bytes[secondRecord + 20] ^= 0xff;
       await fsp.writeFile(segment, bytes);
       const before = await filesOf(dataDir);

@@ -113,6 +113,8 @@ export class CloudlyDatabase {
   public snapshotLsn = 0;
   /** Count of snapshots written (compactions), for tests and the benchmark. */
   public snapshotsWritten = 0;
+  /** What the last start recovered and how long each step took (embedded database only). */
+  public recovery: Record<string, number> | null = null;
   /** Where the embedded server listens (a Unix socket path). */
   public socketPath: string | null = null;
   private congoServer: congodb.CongoServer | null = null;
@@ -246,8 +248,11 @@ export class CloudlyDatabase {
     try {
       // Everything is read and checked before anything is changed, so a refused start leaves
       // every file as it was.
+      const readStarted = Date.now();
       const snapshot = await this.readNewestSnapshot();
+      const snapshotReadMs = Date.now() - readStarted;
       const journalState = await readJournal(dataDir, snapshot?.lsn ?? 0);
+      const journalReadMs = Date.now() - readStarted - snapshotReadMs;
       const journal = new Journal({
         dir: dataDir,
         logger,
@@ -282,15 +287,15 @@ export class CloudlyDatabase {
       await this.removeLeftoverTemporaries();
       this.journal = journal;
       this.storage = storage;
-      logger.info(
-        {
-          snapshotLsn: this.snapshotLsn,
-          replayedRecords: journalState.records.length,
-          documents: storage.documentCount(),
-          ms: Date.now() - started,
-        },
-        'embedded database recovered from its snapshot and journal',
-      );
+      this.recovery = {
+        snapshotLsn: this.snapshotLsn,
+        replayedRecords: journalState.records.length,
+        documents: storage.documentCount(),
+        snapshotReadMs,
+        journalReadMs,
+        applyMs: Date.now() - started,
+      };
+      logger.info(this.recovery, 'embedded database recovered from its snapshot and journal');
       const url = await this.startEmbeddedServer(storage);
       if (snapshot && snapshot.lsn === 0 && snapshot.collections.some((collection) => collection.db === '')) {
         // Migrated from the pre-journal snapshot: write the new format now.
@@ -373,7 +378,22 @@ export class CloudlyDatabase {
     const server = new congodb.CongoServer({ port: socketPath as unknown as number, host: '127.0.0.1', storage: 'memory' });
     const internals = server as unknown as { storage: unknown; commandRouter: unknown };
     internals.storage = storageArg;
-    internals.commandRouter = new congodb.CommandRouter(storageArg as never, server);
+    const router = new congodb.CommandRouter(storageArg as never, server);
+    const route = router.route.bind(router);
+    const journal = this.journal!;
+    // No answer leaves the server before every journal record appended so far is on the device:
+    // a write is acknowledged only once durable, a read never shows what a crash could take back,
+    // and all the changes of one command share one sync.
+    router.route = async (commandArg) => {
+      const answer = await route(commandArg);
+      try {
+        await journal.whenDurable();
+      } catch (error) {
+        return { ok: 0, errmsg: (error as Error).message, code: journalUnavailableCode, codeName: 'CloudlyJournalUnavailable' };
+      }
+      return answer;
+    };
+    internals.commandRouter = router;
     await server.start();
     this.congoServer = server;
     this.socketPath = socketPath;

@@ -12,14 +12,15 @@ import type { TCloudlyLogger } from './logger.js';
  * that arrive while a sync runs wait for the next one together (group commit), so a burst of
  * concurrent writes costs one sync, not one each.
  *
- * Each record is a frame: magic, CRC-32C of what follows, payload length, then the payload
- * (BSON, so Dates, binary and 64-bit integers keep their types). The journal is a series of
+ * Each record is a frame: magic, CRC-32C of what follows, payload length, the record's sequence
+ * number (lsn), then the payload (BSON, so Dates, binary and 64-bit integers keep their types).
+ * The lsn sits in the header so recovery skips what a snapshot covers without decoding it. The journal is a series of
  * segment files named after the sequence number (lsn) of their first record; compaction starts a
  * new segment and drops the ones a durable snapshot has made unnecessary.
  */
 
 export const frameMagic = 0x314a4c43; // "CLJ1" little-endian
-export const frameHeaderBytes = 12;
+export const frameHeaderBytes = 20;
 /** Larger than any record the embedded server can produce (a MongoDB document is at most 16 MiB). */
 export const maximumFramePayloadBytes = 64 * 1024 * 1024;
 export const journalSegmentPrefix = 'embedded-db.journal.';
@@ -45,11 +46,13 @@ export class StorageDamagedError extends Error {
   }
 }
 
-export const encodeFrame = (payloadArg: Document): Buffer => {
+export const encodeFrame = (payloadArg: Document, lsnArg = 0): Buffer => {
   const payload = BSON.serialize(payloadArg);
   const frame = Buffer.allocUnsafe(frameHeaderBytes + payload.length);
   frame.writeUInt32LE(frameMagic, 0);
   frame.writeUInt32LE(payload.length, 8);
+  frame.writeUIntLE(lsnArg, 12, 6);
+  frame.writeUInt16LE(0, 18);
   frame.set(payload, frameHeaderBytes);
   frame.writeUInt32LE(crc32c(frame, 8), 4);
   return frame;
@@ -58,13 +61,15 @@ export const encodeFrame = (payloadArg: Document): Buffer => {
 export interface IFrame {
   offset: number;
   end: number;
-  payload: Document;
+  lsn: number;
+  /** Null when read with `decodeArg` false. */
+  payload: Document | null;
 }
 
 type TFrameRead = { ok: true; frame: IFrame } | { ok: false; reason: string; truncated: boolean };
 
 /** Reads the frame at `offsetArg`; says why not when it cannot (truncated: it runs past the end). */
-export const readFrameAt = (bytesArg: Buffer, offsetArg: number): TFrameRead => {
+export const readFrameAt = (bytesArg: Buffer, offsetArg: number, decodeArg = true): TFrameRead => {
   if (offsetArg + frameHeaderBytes > bytesArg.length) {
     return { ok: false, reason: 'incomplete frame header', truncated: true };
   }
@@ -82,9 +87,13 @@ export const readFrameAt = (bytesArg: Buffer, offsetArg: number): TFrameRead => 
   if (crc32c(bytesArg, offsetArg + 8, end) !== bytesArg.readUInt32LE(offsetArg + 4)) {
     return { ok: false, reason: 'checksum mismatch', truncated: false };
   }
+  const lsn = bytesArg.readUIntLE(offsetArg + 12, 6);
+  if (!decodeArg) {
+    return { ok: true, frame: { offset: offsetArg, end, lsn, payload: null } };
+  }
   try {
     const payload = BSON.deserialize(bytesArg.subarray(offsetArg + frameHeaderBytes, end), { promoteLongs: false });
-    return { ok: true, frame: { offset: offsetArg, end, payload } };
+    return { ok: true, frame: { offset: offsetArg, end, lsn, payload } };
   } catch (error) {
     return { ok: false, reason: `undecodable payload: ${(error as Error).message}`, truncated: false };
   }
@@ -157,7 +166,7 @@ export const readJournal = async (dirArg: string, afterLsnArg: number): Promise<
     let offset = 0;
     let segmentLsn = segment.firstLsn;
     while (offset < bytes.length) {
-      const read = readFrameAt(bytes, offset);
+      const read = readFrameAt(bytes, offset, segmentLsn > afterLsnArg);
       if (!read.ok) {
         if (isLast && !validFrameFollows(bytes, offset)) {
           tornTail = { path: segment.path, offset, bytes: bytes.length - offset, reason: read.reason };
@@ -165,12 +174,12 @@ export const readJournal = async (dirArg: string, afterLsnArg: number): Promise<
         }
         throw new StorageDamagedError(segment.path, offset, `${read.reason}, and ${isLast ? 'valid records follow it' : 'later segments follow it'}`);
       }
-      const lsn = read.frame.payload.lsn;
-      if (typeof lsn !== 'number' || lsn !== segmentLsn) {
-        throw new StorageDamagedError(segment.path, offset, `record carries sequence number ${String(lsn)}, expected ${segmentLsn}`);
+      const { lsn } = read.frame;
+      if (lsn !== segmentLsn) {
+        throw new StorageDamagedError(segment.path, offset, `record carries sequence number ${lsn}, expected ${segmentLsn}`);
       }
       if (lsn > afterLsnArg) {
-        records.push(read.frame.payload as IJournalRecord);
+        records.push({ ...read.frame.payload!, lsn });
       }
       segmentLsn++;
       offset = read.frame.end;
@@ -261,7 +270,7 @@ export class Journal {
       this.durableLsn = lsn;
       return Promise.resolve();
     }
-    const frame = encodeFrame({ lsn, ...recordArg });
+    const frame = encodeFrame(recordArg, lsn);
     this.nextLsn++;
     if (!this.openBatch) {
       let resolve!: () => void;

@@ -10,11 +10,11 @@ import { JournalUnavailableError, type Journal } from './journal.js';
  * Each change is applied in memory synchronously, in the same turn in which the server's handler
  * read the documents it decided on; that keeps a filtered update (compare-and-swap) atomic, as it
  * is in CongoDB's own memory adapter. The record is appended in that same turn, so the journal's
- * order is the order of the changes, and the adapter answers (and so the server answers the
- * client) only once the record is on the device. A change that depends on another is appended
- * after it, so its acknowledgement implies the earlier one is durable too. Reads may see a change
- * whose sync is still running (like MongoDB's "local" read concern); if that sync fails, the
- * change is rolled back and its writer refused.
+ * order is the order of the changes. The server sends no answer (to a write or a read) before
+ * every record appended until then is on the device (database.ts wraps its command router), so
+ * no client ever sees a change that a crash could take back, and a command that writes many
+ * documents shares one sync. If a sync fails, the changes are rolled back and every command
+ * waiting on them is refused.
  */
 
 export interface IIndexSpec {
@@ -53,11 +53,14 @@ export class JournaledStorage implements IStorageAdapter {
 
   // ------------------------------------------------------------------ journaling
 
-  /** Runs `applyArg` (which returns its undo) and journals `recordArg`; answers when durable. */
-  private commit(recordArg: Document, applyArg: () => () => void): Promise<void> {
+  /**
+   * Runs `applyArg` (which returns its undo) and appends `recordArg`. Durability is awaited where
+   * the server answers, for every change of the command at once.
+   */
+  private commit(recordArg: Document, applyArg: () => () => void): void {
     this.journal.assertWritable();
     const undo = applyArg();
-    return this.journal.append(recordArg, undo);
+    void this.journal.append(recordArg, undo);
   }
 
   /** Applies one journal record during recovery (no journaling, no undo). */
@@ -298,7 +301,7 @@ export class JournaledStorage implements IStorageAdapter {
 
   public async createDatabase(dbArg: string): Promise<void> {
     if (!this.databases.has(dbArg)) {
-      await this.commit({ op: 'cd', db: dbArg }, () => this.applyCreateDatabase(dbArg));
+      this.commit({ op: 'cd', db: dbArg }, () => this.applyCreateDatabase(dbArg));
     }
   }
 
@@ -306,7 +309,7 @@ export class JournaledStorage implements IStorageAdapter {
     if (!this.databases.has(dbArg)) {
       return false;
     }
-    await this.commit({ op: 'dd', db: dbArg }, () => this.applyDropDatabase(dbArg));
+    this.commit({ op: 'dd', db: dbArg }, () => this.applyDropDatabase(dbArg));
     return true;
   }
 
@@ -322,7 +325,7 @@ export class JournaledStorage implements IStorageAdapter {
 
   public async createCollection(dbArg: string, collArg: string): Promise<void> {
     if (!this.databases.get(dbArg)?.has(collArg)) {
-      await this.commit({ op: 'cc', db: dbArg, coll: collArg }, () => this.applyCreateCollection(dbArg, collArg));
+      this.commit({ op: 'cc', db: dbArg, coll: collArg }, () => this.applyCreateCollection(dbArg, collArg));
     }
   }
 
@@ -330,7 +333,7 @@ export class JournaledStorage implements IStorageAdapter {
     if (!this.databases.get(dbArg)?.has(collArg)) {
       return false;
     }
-    await this.commit({ op: 'dc', db: dbArg, coll: collArg }, () => this.applyDropCollection(dbArg, collArg));
+    this.commit({ op: 'dc', db: dbArg, coll: collArg }, () => this.applyDropCollection(dbArg, collArg));
     return true;
   }
 
@@ -339,18 +342,18 @@ export class JournaledStorage implements IStorageAdapter {
   }
 
   public async renameCollection(dbArg: string, oldNameArg: string, newNameArg: string): Promise<void> {
-    await this.commit({ op: 'rc', db: dbArg, coll: oldNameArg, to: newNameArg }, () => this.applyRenameCollection(dbArg, oldNameArg, newNameArg));
+    this.commit({ op: 'rc', db: dbArg, coll: oldNameArg, to: newNameArg }, () => this.applyRenameCollection(dbArg, oldNameArg, newNameArg));
   }
 
   // ------------------------------------------------------------------ documents
 
   public async insertOne(dbArg: string, collArg: string, docArg: Document): Promise<Document & { _id: ObjectId }> {
     const stored = { ...docArg, _id: docArg._id instanceof ObjectId ? docArg._id : new ObjectId(docArg._id) };
-    await this.commit({ op: 'i', db: dbArg, coll: collArg, docs: [stored] }, () => this.applyInsert(dbArg, collArg, stored));
+    this.commit({ op: 'i', db: dbArg, coll: collArg, docs: [stored] }, () => this.applyInsert(dbArg, collArg, stored));
     return stored;
   }
 
-  /** All documents in one record and one sync; a duplicate stops it there, the earlier ones stay (as before). */
+  /** All documents in one record; a duplicate stops it there, the earlier ones stay (as before). */
   public async insertMany(dbArg: string, collArg: string, docsArg: Document[]): Promise<Array<Document & { _id: ObjectId }>> {
     this.journal.assertWritable();
     const stored: Array<Document & { _id: ObjectId }> = [];
@@ -367,7 +370,7 @@ export class JournaledStorage implements IStorageAdapter {
       }
     }
     if (stored.length > 0) {
-      await this.journal.append({ op: 'i', db: dbArg, coll: collArg, docs: stored }, () => {
+      void this.journal.append({ op: 'i', db: dbArg, coll: collArg, docs: stored }, () => {
         for (const undo of undos.reverse()) {
           undo();
         }
@@ -394,7 +397,7 @@ export class JournaledStorage implements IStorageAdapter {
       return false;
     }
     const stored = { ...docArg, _id: idArg };
-    await this.commit({ op: 'u', db: dbArg, coll: collArg, doc: stored }, () => this.applyReplace(dbArg, collArg, stored));
+    this.commit({ op: 'u', db: dbArg, coll: collArg, doc: stored }, () => this.applyReplace(dbArg, collArg, stored));
     return true;
   }
 
@@ -408,7 +411,7 @@ export class JournaledStorage implements IStorageAdapter {
     if (present.length === 0) {
       return 0;
     }
-    await this.commit({ op: 'd', db: dbArg, coll: collArg, ids: present }, () => this.applyDelete(dbArg, collArg, present.map((id) => id.toHexString())));
+    this.commit({ op: 'd', db: dbArg, coll: collArg, ids: present }, () => this.applyDelete(dbArg, collArg, present.map((id) => id.toHexString())));
     return present.length;
   }
 
@@ -420,7 +423,7 @@ export class JournaledStorage implements IStorageAdapter {
 
   public async saveIndex(dbArg: string, collArg: string, nameArg: string, specArg: Omit<IIndexSpec, 'name'>): Promise<void> {
     const index = { name: nameArg, ...specArg } as IIndexSpec;
-    await this.commit({ op: 'si', db: dbArg, coll: collArg, index }, () => this.applySaveIndex(dbArg, collArg, index));
+    this.commit({ op: 'si', db: dbArg, coll: collArg, index }, () => this.applySaveIndex(dbArg, collArg, index));
   }
 
   public async getIndexes(dbArg: string, collArg: string): Promise<IIndexSpec[]> {
@@ -435,7 +438,7 @@ export class JournaledStorage implements IStorageAdapter {
     if (!present) {
       return false;
     }
-    await this.commit({ op: 'di', db: dbArg, coll: collArg, name: nameArg }, () => this.applyDropIndex(dbArg, collArg, nameArg));
+    this.commit({ op: 'di', db: dbArg, coll: collArg, name: nameArg }, () => this.applyDropIndex(dbArg, collArg, nameArg));
     return true;
   }
 

@@ -85,7 +85,7 @@ export const readSnapshotFile = async (pathArg: string): Promise<ISnapshotConten
     if (!read.ok) {
       throw new StorageDamagedError(pathArg, offset, read.truncated && offset === bytes.length ? 'the file ends before its end frame' : read.reason);
     }
-    const payload = read.frame.payload;
+    const payload = read.frame.payload!;
     frames++;
     if (!header) {
       if (payload.format !== snapshotFormat || typeof payload.lsn !== 'number') {
