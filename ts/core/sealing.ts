@@ -1,4 +1,4 @@
-import { Aes256Gcm, CipherSuite, HkdfSha256 } from '@hpke/core';
+import { Aes256Gcm, CipherSuite, DhkemX25519HkdfSha256 as WebCryptoDhkemX25519HkdfSha256, HkdfSha256 } from '@hpke/core';
 import { DhkemX25519HkdfSha256 } from '@hpke/dhkem-x25519';
 import { createHash, type webcrypto } from 'node:crypto';
 import {
@@ -11,13 +11,22 @@ import {
 
 /**
  * Sealing a secret to a relay's enrolled X25519 recipient with HPKE (RFC 9180, base mode):
- * DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-256-GCM, through `@hpke/core` and
- * `@hpke/dhkem-x25519`. The additional data is the canonical binding (cluster, node, purpose,
- * secret version), so material opens only where it was meant to. Relays open with the same suite
- * (`openSealedSecret`), and so do the tests.
+ * DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-256-GCM, through the `@hpke` packages. The
+ * additional data is the canonical binding (cluster, node, purpose, secret version), so material
+ * opens only where it was meant to.
+ *
+ * Cloudly seals with `@hpke/core`'s X25519 KEM, which runs on Node's WebCrypto X25519 (about four
+ * times the seals per CPU second of the pure-JavaScript one, bench/results/secrets.md). The relay
+ * side here (`generateSecretRecipientKeyPair`, `openSealedSecret`, used by the project's relay
+ * client and the tests) uses `@hpke/dhkem-x25519`, an independent X25519 implementation of the
+ * same suite: every test that opens material also proves the two interoperate on RFC 9180's wire
+ * format, as a relay written with another HPKE library must.
  */
 
-const suite = new CipherSuite({ kem: new DhkemX25519HkdfSha256(), kdf: new HkdfSha256(), aead: new Aes256Gcm() });
+/** Cloudly's side: sealing (and importing recipients' public keys). */
+const suite = new CipherSuite({ kem: new WebCryptoDhkemX25519HkdfSha256(), kdf: new HkdfSha256(), aead: new Aes256Gcm() });
+/** The relay's side: key generation and opening. */
+const recipientSuite = new CipherSuite({ kem: new DhkemX25519HkdfSha256(), kdf: new HkdfSha256(), aead: new Aes256Gcm() });
 const info = new TextEncoder().encode(sealedSecretInfo);
 
 /** Raw X25519 public keys are 32 bytes: 43 characters of unpadded base64url. */
@@ -71,8 +80,8 @@ export interface ISecretRecipientKeyPair {
 }
 
 export const generateSecretRecipientKeyPair = async (): Promise<ISecretRecipientKeyPair> => {
-  const keyPair = await suite.kem.generateKeyPair();
-  const publicKey = toBase64Url(await suite.kem.serializePublicKey(keyPair.publicKey));
+  const keyPair = await recipientSuite.kem.generateKeyPair();
+  const publicKey = toBase64Url(await recipientSuite.kem.serializePublicKey(keyPair.publicKey));
   return { keyPair, publicKey, recipientId: secretRecipientId(publicKey) };
 };
 
@@ -91,7 +100,7 @@ export const openSealedSecret = async (
   if (sealedArg.suite !== sealedSecretSuite || !enc || !ciphertext) {
     throw new Error('sealed secret is malformed');
   }
-  const plain = await suite.open(
+  const plain = await recipientSuite.open(
     { recipientKey: keyPairArg, enc, info },
     ciphertext,
     computeSealedSecretAdditionalData(expectedBindingArg ?? sealedArg.binding),
