@@ -384,3 +384,37 @@ test('validators answer reasons for arbitrary input and never throw', async () =
     assert.throws(() => snapshotServiceRuntimeStatus(value), TypeError);
   }), { numRuns: 300 });
 });
+
+test('runtime ports and routes: valid ones are kept exactly, every broken rule is named, and a spec without them keeps its bytes', () => {
+  const base = { image: 'web:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } };
+  const withNetwork = {
+    ...base,
+    ports: [{ name: 'http', port: 8080, protocol: 'tcp' as const }, { name: 'dns', port: 53, protocol: 'udp' as const }],
+    routes: [{ hostname: 'app.example.com', targetPort: 'http' }],
+  };
+  assert.deepEqual(data.validateServiceRuntimeSpec(withNetwork), []);
+  assert.deepEqual(data.snapshotServiceRuntimeSpec(withNetwork), withNetwork);
+  assert.equal(JSON.stringify(data.snapshotServiceRuntimeSpec(base)), JSON.stringify(base));
+  assert.equal(data.isSameServiceRuntimeSpec(base, withNetwork), false);
+  assert.deepEqual(data.validateServiceRuntimeSpec({
+    ...base,
+    ports: [{ name: 'http', port: 8080, protocol: 'tcp' }, { name: 'http', port: 8080, protocol: 'tcp' }, { name: '-bad', port: 0, protocol: 'sctp' }],
+    routes: [
+      { hostname: 'app.example.com', targetPort: 'metrics' },
+      { hostname: 'app.example.com', targetPort: 'http' },
+      { hostname: 'UPPER.example.com', targetPort: 'http' },
+    ],
+  }), [
+    'runtime.ports[1].name repeats the name of an earlier port',
+    'runtime.ports[1] repeats the port and protocol of an earlier port',
+    "runtime.ports[2].name must be 1-15 lowercase letters, digits or '-', not starting or ending with '-'",
+    'runtime.ports[2].port must be an integer from 1 to 65535',
+    'runtime.ports[2].protocol must be tcp or udp',
+    "runtime.routes[0].targetPort must name one of the service's ports",
+    'runtime.routes[1].hostname repeats the hostname of an earlier route',
+    'runtime.routes[2].hostname must be a lowercase DNS name',
+  ]);
+  assert.deepEqual(data.validateServiceRuntimeSpec({
+    ...base, ports: [{ name: 'dns', port: 53, protocol: 'udp' }], routes: [{ hostname: 'a.example', targetPort: 'dns' }],
+  }), ['runtime.routes[0].targetPort must name a tcp port']);
+});

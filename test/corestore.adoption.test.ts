@@ -129,6 +129,7 @@ describe('corestore legacy resource adoption', () => {
     t = await startTestCloudly();
     const { cluster, relayToken } = await t.createCluster('adoption-cluster');
     const other = await t.createCluster('other-cluster');
+    await t.addNodes(other.cluster.id, 'node-1');
     world = {
       clusterId: cluster.id,
       otherClusterId: other.cluster.id,

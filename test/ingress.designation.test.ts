@@ -180,6 +180,7 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
 
   test('a cluster whose relay never registered is unavailable: its relay origin is unknown', async () => {
     const { cluster } = await t.createCluster('no-relay');
+    await t.addNodes(cluster.id, 'node-1');
     const { service } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
       service: {
         name: 'no-relay-ingress', organizationId: 'org-1', clusterId: cluster.id,

@@ -46,6 +46,7 @@ export const connectElectedRelay = async (
 
 export const prepareIngressCluster = async (tArg: ITestCloudly, nameArg: string): Promise<IIngressCluster> => {
   const { cluster, relayToken } = await tArg.createCluster(nameArg);
+  await tArg.addNodes(cluster.id, 'node-1', 'node-2');
   const hints: number[] = [];
   const relay = await connectElectedRelay(tArg, cluster.id, relayToken, hints);
   await relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {

@@ -78,6 +78,7 @@ const setInitialization = (serviceIdArg: string, initializationArg: TServiceVolu
 
 test('a claim is derived, pushed over the relay and the node answer recorded; later generations keep their ownership', async () => {
   const { cluster, relayToken } = await t.createCluster('claims-a');
+  await t.addNodes(cluster.id, 'n1');
   const received: IApplyRuntimeLocalStorageClaimRequest[] = [];
   const relay = await connectRelay(relayToken, received, { fn: honestNode });
   await reportSession(relay);
@@ -143,6 +144,7 @@ test('a claim is derived, pushed over the relay and the node answer recorded; la
 
 test('an answer that does not match the sent claim is rejected and the claim stays pending', async () => {
   const { cluster, relayToken } = await t.createCluster('claims-b');
+  await t.addNodes(cluster.id, 'n1');
   const received: IApplyRuntimeLocalStorageClaimRequest[] = [];
   const answer = {
     fn: ((request) => ({
@@ -180,6 +182,7 @@ test('an answer that does not match the sent claim is rejected and the claim sta
 
 test('an offline relay leaves the claim pending; it is applied when the relay connects again', async () => {
   const { cluster, relayToken } = await t.createCluster('claims-c');
+  await t.addNodes(cluster.id, 'n1');
   const received: IApplyRuntimeLocalStorageClaimRequest[] = [];
   const first = await connectRelay(relayToken, received, { fn: honestNode });
   await reportSession(first);
@@ -210,6 +213,7 @@ test('an offline relay leaves the claim pending; it is applied when the relay co
 
 test('an uncertain volume is neither purged nor remounted until an administrator releases it', async () => {
   const { cluster, relayToken } = await t.createCluster('claims-e');
+  await t.addNodes(cluster.id, 'n1');
   const received: IApplyRuntimeLocalStorageClaimRequest[] = [];
   const answer: { fn: TNodeAnswer } = {
     fn: (request) => ({ status: 'accepted', state: 'uncertain', claim: getRuntimeLocalStorageClaimReference(request.claim) }),

@@ -17,6 +17,7 @@ let clusterId: string;
 before(async () => {
   t = await startTestCloudly();
   clusterId = (await t.createCluster('services')).cluster.id;
+  await t.addNodes(clusterId, 'n1');
 });
 
 after(async () => {

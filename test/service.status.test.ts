@@ -5,6 +5,7 @@ import type {
   IReq_Any_Cloudly_CreateService,
   IReq_Any_Cloudly_GetRuntimeLocalStorageClaims,
   IReq_Any_Cloudly_GetServiceRuntimeStatus,
+  IReq_Any_Cloudly_GetServices,
   IReq_Any_Cloudly_SetServiceVolumeInitialization,
   IReq_Any_Cloudly_UpdateService,
 } from '../ts/interfaces/requests/service.js';
@@ -24,6 +25,7 @@ let clusterId: string;
 before(async () => {
   t = await startTestCloudly();
   clusterId = (await t.createCluster('status')).cluster.id;
+  await t.addNodes(clusterId, 'n1', 'n2');
 });
 
 after(async () => {
@@ -74,11 +76,24 @@ test('each volume refusal is named for the spec revision', async () => {
   }
 });
 
-test('a service on an unknown cluster is refused cluster-runtime-missing', async () => {
-  const service = await create({ clusterId: 'cluster-unknown' });
-  const status = await statusOf(service.id);
-  assert.equal(status.state, 'refused');
-  assert.equal(status.reason, 'cluster-runtime-missing');
+test('a service on an unknown cluster is refused not-found, and one placed on nodes its cluster lacks names each node', async () => {
+  const unknownCluster = await refusalOf(() => create({ clusterId: 'cluster-unknown' }));
+  assert.deepEqual(unknownCluster, { code: 'not-found', retryable: false, reasons: ['request.service.clusterId names no cluster: cluster-unknown'] });
+  const unknownNodes = await refusalOf(() => create({
+    runtime: { image: 'a', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['n1', 'n9', 'n8'] } },
+  }));
+  assert.deepEqual(unknownNodes.reasons, [
+    `request.service.runtime.placement.nodeIds[1] names no node of cluster ${clusterId}: n9`,
+    `request.service.runtime.placement.nodeIds[2] names no node of cluster ${clusterId}: n8`,
+  ]);
+  const before = await t.admin.call<IReq_Any_Cloudly_GetServices>('getServices', {});
+  const service = await create({ volumes: [] });
+  const moved = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    serviceId: service.id, expectedGeneration: service.generation,
+    service: spec({ volumes: [], runtime: { image: 'a', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['gone'] } } }),
+  }));
+  assert.equal(moved.code, 'invalid-request');
+  assert.equal((await t.admin.call<IReq_Any_Cloudly_GetServices>('getServices', {})).services.length, before.services.length + 1);
 });
 
 test('a service with nothing in its way is converging; changedAt moves only with the verdict', async () => {
@@ -99,6 +114,7 @@ test('a service with nothing in its way is converging; changedAt moves only with
 
 test('an import claim whose bytes have not arrived waits storage-import-pending, until the node holds it ready', async () => {
   const { cluster, relayToken } = await t.createCluster('status-import');
+  await t.addNodes(cluster.id, 'n1');
   let bytesArrived = false;
   const relay = await t.connectRelay(relayToken);
   relay.addHandler<IReq_Controller_Pallet_ApplyRuntimeLocalStorageClaim>('applyRuntimeLocalStorageClaim', async (request) => ({

@@ -14,6 +14,7 @@ let clusterId: string;
 before(async () => {
   t = await startTestCloudly();
   clusterId = (await t.createCluster('volumes')).cluster.id;
+  await t.addNodes(clusterId, 'n1');
 });
 
 after(async () => {

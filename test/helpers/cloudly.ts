@@ -29,6 +29,8 @@ export interface ITestCloudly {
   logs: string[];
   createCluster(nameArg?: string): Promise<{ cluster: ICluster; relayToken: string }>;
   connectRelay(relayTokenArg: string, optionsArg?: { timeoutMs?: number }): Promise<CloudlyRelayClient>;
+  /** Adds nodes (by id, named as their id) to a cluster, as an administrator would. */
+  addNodes(clusterIdArg: string, ...nodeIdsArg: string[]): Promise<void>;
   /** Stops gracefully and starts a new Cloudly on the same data directory (new port). */
   restart(): Promise<void>;
   stop(): Promise<void>;
@@ -69,6 +71,11 @@ export const startTestCloudly = async (configArg: Partial<ICloudlyConfig> = {}):
     logs,
     async createCluster(nameArg = 'test-cluster') {
       return handle.admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: nameArg });
+    },
+    async addNodes(clusterIdArg, ...nodeIdsArg) {
+      for (const nodeId of nodeIdsArg) {
+        await handle.admin.call('addClusterNode', { clusterId: clusterIdArg, name: nodeId, nodeId });
+      }
     },
     async connectRelay(relayTokenArg, optionsArg = {}) {
       const relay = await CloudlyRelayClient.connect(handle.baseUrl, relayTokenArg, optionsArg);

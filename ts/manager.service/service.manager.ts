@@ -329,6 +329,7 @@ export class ServiceManager {
   private registerServiceHandlers(): void {
     this.cloudly.addAdminHandler<IReq_Any_Cloudly_CreateService>('createService', async (request, context) => {
       const spec = this.requireWritableSpec(request, {});
+      await this.requireServiceReferences(spec);
       const now = Date.now();
       const id = `svc-${randomUUID()}`;
       const service: IService = {
@@ -368,6 +369,7 @@ export class ServiceManager {
       if (moved.length > 0) {
         throw refuse('invalid-request', moved);
       }
+      await this.requireServiceReferences(spec);
       if (current.generation !== request.expectedGeneration) {
         throw refuse('conflict', ["request.expectedGeneration is not the service's current generation"]);
       }
@@ -427,6 +429,24 @@ export class ServiceManager {
   }
 
   /** Checks the request shape and the writable spec; refuses with every reason, stores nothing. */
+  /**
+   * A service names a cluster that exists and places itself only on nodes that cluster has: an
+   * unknown cluster is `not-found`, every unknown placement node is named in one `invalid-request`.
+   */
+  private async requireServiceReferences(specArg: IServiceWritableSpec): Promise<void> {
+    if (!(await this.cloudly.clusterManager.getCluster(specArg.clusterId))) {
+      throw refuse('not-found', [`request.service.clusterId names no cluster: ${specArg.clusterId}`]);
+    }
+    const known = new Set((await this.cloudly.clusterManager.nodes.listNodes(specArg.clusterId)).map((node) => node.id));
+    const unknown = specArg.runtime.placement.nodeIds
+      .map((nodeId, index) => ({ nodeId, index }))
+      .filter(({ nodeId }) => !known.has(nodeId))
+      .map(({ nodeId, index }) => `request.service.runtime.placement.nodeIds[${index}] names no node of cluster ${specArg.clusterId}: ${nodeId}`);
+    if (unknown.length > 0) {
+      throw refuse('invalid-request', unknown);
+    }
+  }
+
   private requireWritableSpec(
     requestArg: unknown,
     extraFieldsArg: Record<string, (valueArg: unknown, pathArg: string) => string[]>,

@@ -31,12 +31,31 @@ export interface IServicePlacement {
   nodeIds: string[];
 }
 
+/** One port the workload listens on. Project's own definition. */
+export interface IServicePort {
+  /** Names the port for routes: lowercase letters, digits and `-`, 1–15 characters. */
+  name: string;
+  port: number;
+  protocol: 'tcp' | 'udp';
+}
+
+/** One public hostname the cluster ingress routes to a named port of this service. Project's own definition. */
+export interface IServiceRoute {
+  hostname: string;
+  /** The `name` of one of the service's tcp ports. */
+  targetPort: string;
+}
+
 /** Execution policy only; stored exactly. Its changes bump the service's `specRevision`. */
 export interface IServiceRuntimeSpec {
   image: string;
   replicas: number;
   profile: IServiceRuntimeProfile;
   placement: IServicePlacement;
+  /** Project's own member: the ports the workload listens on (absent = none). */
+  ports?: IServicePort[];
+  /** Project's own member: the hostnames the cluster ingress routes to it (absent = none). */
+  routes?: IServiceRoute[];
 }
 
 export interface IService {
@@ -71,7 +90,89 @@ export const serviceSpecLimits = Object.freeze({
   maximumReplicas: 1024,
   maximumPlacementNodes: 64,
   maximumVolumes: 64,
+  maximumPorts: 64,
+  maximumRoutes: 64,
 } as const);
+
+const servicePortNamePattern = /^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$/;
+const serviceRouteHostnamePattern = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+/** Every reason the ports and routes of a runtime spec are not valid, each by path. */
+const validateServicePortsAndRoutes = (recordArg: Record<string, unknown>, pathArg: string): string[] => {
+  const reasons: string[] = [];
+  const portNames = new Map<string, string>();
+  if (Object.hasOwn(recordArg, 'ports')) {
+    const ports = readServiceDataArray(readServiceDataField(recordArg, 'ports'), serviceSpecLimits.maximumPorts);
+    if (ports === null) {
+      reasons.push(`${pathArg}.ports must be an array of at most ${serviceSpecLimits.maximumPorts} ports`);
+    } else {
+      const seenPorts = new Set<string>();
+      ports.forEach((value, index) => {
+        const path = `${pathArg}.ports[${index}]`;
+        const port = readServiceDataRecord(value);
+        if (port === null) {
+          reasons.push(`${path} must be a plain object`);
+          return;
+        }
+        reasons.push(...reasonsForUnknownKeys(port, ['name', 'port', 'protocol'], path));
+        const name = readServiceDataField(port, 'name');
+        const number = readServiceDataField(port, 'port');
+        const protocol = readServiceDataField(port, 'protocol');
+        if (typeof name !== 'string' || !servicePortNamePattern.test(name)) {
+          reasons.push(`${path}.name must be 1-15 lowercase letters, digits or '-', not starting or ending with '-'`);
+        } else if (portNames.has(name)) {
+          reasons.push(`${path}.name repeats the name of an earlier port`);
+        }
+        if (!Number.isSafeInteger(number) || (number as number) < 1 || (number as number) > 65535) {
+          reasons.push(`${path}.port must be an integer from 1 to 65535`);
+        }
+        if (protocol !== 'tcp' && protocol !== 'udp') {
+          reasons.push(`${path}.protocol must be tcp or udp`);
+        }
+        if (typeof name === 'string' && !portNames.has(name)) {
+          portNames.set(name, String(protocol));
+        }
+        const key = `${String(number)}/${String(protocol)}`;
+        if (seenPorts.has(key)) {
+          reasons.push(`${path} repeats the port and protocol of an earlier port`);
+        }
+        seenPorts.add(key);
+      });
+    }
+  }
+  if (Object.hasOwn(recordArg, 'routes')) {
+    const routes = readServiceDataArray(readServiceDataField(recordArg, 'routes'), serviceSpecLimits.maximumRoutes);
+    if (routes === null) {
+      reasons.push(`${pathArg}.routes must be an array of at most ${serviceSpecLimits.maximumRoutes} routes`);
+    } else {
+      const seenHostnames = new Set<string>();
+      routes.forEach((value, index) => {
+        const path = `${pathArg}.routes[${index}]`;
+        const route = readServiceDataRecord(value);
+        if (route === null) {
+          reasons.push(`${path} must be a plain object`);
+          return;
+        }
+        reasons.push(...reasonsForUnknownKeys(route, ['hostname', 'targetPort'], path));
+        const hostname = readServiceDataField(route, 'hostname');
+        const targetPort = readServiceDataField(route, 'targetPort');
+        if (typeof hostname !== 'string' || !serviceRouteHostnamePattern.test(hostname)) {
+          reasons.push(`${path}.hostname must be a lowercase DNS name`);
+        } else if (seenHostnames.has(hostname)) {
+          reasons.push(`${path}.hostname repeats the hostname of an earlier route`);
+        } else {
+          seenHostnames.add(hostname);
+        }
+        if (typeof targetPort !== 'string' || !portNames.has(targetPort)) {
+          reasons.push(`${path}.targetPort must name one of the service's ports`);
+        } else if (portNames.get(targetPort) !== 'tcp') {
+          reasons.push(`${path}.targetPort must name a tcp port`);
+        }
+      });
+    }
+  }
+  return reasons;
+};
 
 const validateRunAs = (valueArg: unknown, pathArg: string): string[] =>
   valueArg === null ? [] : validateServiceRunAsOwner(valueArg, pathArg);
@@ -83,7 +184,7 @@ export const validateServiceRuntimeSpec = (valueArg: unknown, pathArg = 'runtime
     if (record === null) {
       return [`${pathArg} must be a plain object`];
     }
-    const reasons = reasonsForUnknownKeys(record, ['image', 'replicas', 'profile', 'placement'], pathArg);
+    const reasons = reasonsForUnknownKeys(record, ['image', 'replicas', 'profile', 'placement', 'ports', 'routes'], pathArg);
     const image = readServiceDataField(record, 'image');
     if (typeof image !== 'string' || image.length === 0 || image.length > serviceSpecLimits.maximumImageLength) {
       reasons.push(`${pathArg}.image must be a string of 1-${serviceSpecLimits.maximumImageLength} characters`);
@@ -118,6 +219,7 @@ export const validateServiceRuntimeSpec = (valueArg: unknown, pathArg = 'runtime
         }
       }
     }
+    reasons.push(...validateServicePortsAndRoutes(record, pathArg));
     return reasons;
   });
 
@@ -167,6 +269,9 @@ export const snapshotServiceRuntimeSpec = (valueArg: IServiceRuntimeSpec): IServ
       : { user: valueArg.profile.runAs.user, group: valueArg.profile.runAs.group },
   },
   placement: { nodeIds: [...valueArg.placement.nodeIds] },
+  // Absent stays absent, so a spec written before ports and routes existed keeps its exact bytes.
+  ...(valueArg.ports ? { ports: valueArg.ports.map((port) => ({ name: port.name, port: port.port, protocol: port.protocol })) } : {}),
+  ...(valueArg.routes ? { routes: valueArg.routes.map((route) => ({ hostname: route.hostname, targetPort: route.targetPort })) } : {}),
 });
 
 /** True when two runtime specs are the same policy (canonical JSON equality). */
