@@ -6,6 +6,7 @@ import { cloudlyToRelayCalls, defaultRelayCallTimeouts, relayCallFailureReasons 
 import { streamAbortReasons, streamFrameKinds, streamFrameVersion, defaultStreamChunkBytes, maximumOpenStreamsPerChannel } from '../ts/core/streams.js';
 import { backupRefusalReasons } from '../ts/manager.backup/backup.manager.js';
 import { readConfig } from '../ts/config.js';
+import { secretRefusalReasons } from '../ts/manager.secret/decide.js';
 
 /**
  * docs/relay-protocol.md cannot drift: its method tables are read here and held against the
@@ -116,6 +117,7 @@ describe('docs/relay-protocol.md matches the code', () => {
       backupRefusalReasons.closureRecordFailed,
       'closure-blob-too-short', 'closure-blob-too-long', 'closure-blob-sha256-mismatch', 'closure-blob-corrupt',
       'relay-not-elected',
+      ...Object.values(secretRefusalReasons),
     ];
     const missing = reasons.filter((reason) => !doc.includes(`\`${reason}\``));
     assert.deepEqual(missing, []);

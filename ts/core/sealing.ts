@@ -15,8 +15,9 @@ import {
  * additional data is the canonical binding (cluster, node, purpose, secret version), so material
  * opens only where it was meant to.
  *
- * Cloudly seals with `@hpke/core`'s X25519 KEM, which runs on Node's WebCrypto X25519 (about four
- * times the seals per CPU second of the pure-JavaScript one, bench/results/secrets.md). The relay
+ * Cloudly seals with `@hpke/core`'s X25519 KEM, which runs on Node's WebCrypto X25519 (1.2 to 4.9
+ * times the seals per CPU second of the pure-JavaScript one in three runs on a loaded machine,
+ * bench/results/secrets.md). The relay
  * side here (`generateSecretRecipientKeyPair`, `openSealedSecret`, used by the project's relay
  * client and the tests) uses `@hpke/dhkem-x25519`, an independent X25519 implementation of the
  * same suite: every test that opens material also proves the two interoperate on RFC 9180's wire
