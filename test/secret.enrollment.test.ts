@@ -4,6 +4,7 @@ import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpe
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import { generateSecretRecipientKeyPair, openSealedSecret, toBase64Url, type ISecretRecipientKeyPair } from '../ts/core/sealing.js';
 import type { ISealedSecret } from '../ts/interfaces/data/secret.js';
+import { enrollmentRetentionMs } from '../ts/manager.secret/secret.manager.js';
 import type {
   IReq_Any_Cloudly_GetCorestoreControlCredential,
   IReq_Any_Cloudly_GetSecretRecipients,
@@ -203,5 +204,16 @@ describe('secret recipient enrollment and sealed Corestore credentials', () => {
     assert.equal(await openText(keysA, toPrevious.material), await openText(next, current.material));
     const unknown = await refusalOf(() => material(a.relay, 'node-1', keysB.recipientId));
     assert.deepEqual(unknown.reasons, ['secret-recipient-unknown']);
+  });
+
+  test('ended enrollments are swept an hour after they expire; a replay of a swept one is still refused', async () => {
+    const keys = await generateSecretRecipientKeyPair();
+    const { begun, proof } = await enroll(a.relay, keys);
+    await a.relay.fire('completeSecretRecipientEnrollment', { enrollmentId: begun.enrollmentId, proof });
+    assert.equal(await t.cloudly.secretManager.sweepEnrollments(Date.now()), 0, 'nothing is swept before its time');
+    const swept = await t.cloudly.secretManager.sweepEnrollments(begun.expiresAt + enrollmentRetentionMs + 1);
+    assert.ok(swept >= 1);
+    const replayed = await refusalOf(() => a.relay.fire('completeSecretRecipientEnrollment', { enrollmentId: begun.enrollmentId, proof }));
+    assert.deepEqual(replayed.reasons, ['enrollment-not-found']);
   });
 });

@@ -71,7 +71,14 @@ const isRecipientId: TFieldCheck = isString(1, 64, /^x25519:[0-9a-f]{32}$/);
 
 const sha256 = (bytesArg: Uint8Array): Buffer => createHash('sha256').update(bytesArg).digest();
 
+/** How long an ended or expired enrollment is kept (so a replay is answered `enrollment-already-used`), and how often they are swept. */
+export const enrollmentRetentionMs = 3_600_000;
+const enrollmentSweepIntervalMs = 600_000;
+const enrollmentSweepBatch = 1000;
+
 export class SecretManager {
+  private sweepTimer: NodeJS.Timeout | null = null;
+
   constructor(private readonly cloudly: Cloudly) {
     cloudly.addRelayHandler<IReq_Relay_Cloudly_BeginSecretRecipientEnrollment>('beginSecretRecipientEnrollment', async (request, context) => {
       request = requireRequestShape(request, { required: { recipient: isRecipient } });
@@ -120,6 +127,37 @@ export class SecretManager {
       request = requireRequestShape(request, { required: { expectedKeyId: isString(1, 128) } });
       return cloudly.auth.rotateSigningKey(request.expectedKeyId);
     });
+  }
+
+  public async start(): Promise<void> {
+    await this.sweepEnrollments();
+    this.sweepTimer = setInterval(() => {
+      this.sweepEnrollments().catch((error: unknown) => this.cloudly.logger.error({ err: error }, 'secret enrollment sweep failed'));
+    }, enrollmentSweepIntervalMs);
+    this.sweepTimer.unref();
+  }
+
+  public async stop(): Promise<void> {
+    if (this.sweepTimer) {
+      clearInterval(this.sweepTimer);
+      this.sweepTimer = null;
+    }
+  }
+
+  /**
+   * Removes enrollments that expired more than `enrollmentRetentionMs` ago (completed or not): they
+   * can never complete, and a replay of one is then refused as `enrollment-not-found`. Each removal
+   * is an ordinary audited write on the generation read, so it never removes one that changed.
+   */
+  public async sweepEnrollments(nowArg = Date.now()): Promise<number> {
+    const stale = await this.cloudly.store.find(secretEnrollmentKind, { expiresAt: { $lt: nowArg - enrollmentRetentionMs } }, { limit: enrollmentSweepBatch });
+    let removed = 0;
+    for (const enrollment of stale) {
+      if (await this.cloudly.store.remove(secretEnrollmentKind, enrollment.id, enrollment.generation)) {
+        removed++;
+      }
+    }
+    return removed;
   }
 
   private async requireNode(clusterIdArg: string, nodeIdArg: string, pathArg: string): Promise<void> {
