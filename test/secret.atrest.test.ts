@@ -13,6 +13,8 @@ import { generatedKeyFileName } from '../ts/core/secretbox.js';
 import { snapshotFileName } from '../ts/core/database.js';
 import { signingKeyContext, signingKeysId, signingKeysKind } from '../ts/core/auth.js';
 import { corestoreCredentialKind } from '../ts/manager.secret/documents.js';
+import { clusterIngressSlotKind } from '../ts/manager.ingress/documents.js';
+import { ingressBearerContext } from '../ts/manager.ingress/ingress.manager.js';
 import { clusterNodeDocumentId } from '../ts/manager.cluster/clusternodes.js';
 import type {
   IReq_Any_Cloudly_RotateCorestoreControlCredential,
@@ -144,6 +146,25 @@ describe('secrets at rest', () => {
       assert.equal(await openSealedText(world.keys, (await world.material('node-1')).material), first, 'restored, it decrypts again');
       await raw.updateOne({ id: clusterNodeDocumentId(world.clusterId, 'node-2') }, { $set: { 'current.value': original } });
       assert.equal((await refusalOf(() => world.material('node-2'))).code, 'internal');
+    } finally {
+      await t.stop();
+    }
+  });
+
+  test('an ingress bearer an earlier version stored in clear is encrypted in place at the next start', async () => {
+    const t = await startTestCloudly();
+    try {
+      const clear = randomBytes(32).toString('base64url');
+      await t.cloudly.store.insert(clusterIngressSlotKind, {
+        id: 'legacy-cluster', clusterId: 'legacy-cluster', kind: 'pallet', designation: null, fleetCutover: null,
+        bearer: { secretId: 'ingress-bearer-legacy', secretVersionId: 'ingress-bearer-legacy-1', value: clear },
+        runtime: { phase: 'pallet', generation: 1 },
+      });
+      await t.restart();
+      const slot = await t.cloudly.store.get(clusterIngressSlotKind, 'legacy-cluster');
+      assert.equal(slot?.bearer?.value, undefined);
+      assert.equal(JSON.stringify(slot).includes(clear), false);
+      assert.equal(t.cloudly.secrets.decryptText(slot!.bearer!.encryptedValue!, ingressBearerContext('legacy-cluster', 'ingress-bearer-legacy-1')), clear);
     } finally {
       await t.stop();
     }
