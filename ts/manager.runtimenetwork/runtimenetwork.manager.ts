@@ -2,6 +2,7 @@ import type { Cloudly } from '../classes.cloudly.js';
 import { refuse } from '../core/errors.js';
 import { defineDocumentKind, type IStoredDocument, type TDecision } from '../core/store.js';
 import { isIdString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
+import { WorkQueue } from '../core/workqueue.js';
 import { isClusterNodeId } from '../interfaces/data/clusternode.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import {
@@ -98,7 +99,24 @@ export const decideProjectionWrite = (
 };
 
 export class RuntimeNetworkManager {
+  /**
+   * Background refreshes of node projections (after a lease statement or a plan change), keyed by
+   * `clusterNodeDocumentId`: one run per node at a time, a trigger during a run gets one more run
+   * after it, drained on stop. A node whose next projection cannot be published yet fails its
+   * refresh; that is expected, so failures are logged as warnings.
+   */
+  private readonly refreshes: WorkQueue;
+
   constructor(private readonly cloudly: Cloudly) {
+    this.refreshes = new WorkQueue({
+      name: 'runtime network projection refresh',
+      logger: { error: (objectArg, messageArg) => cloudly.logger.warn(objectArg, messageArg) },
+      process: async (keyArg) => {
+        // `/` never occurs in an id, so the first one separates the cluster from the node.
+        const separator = keyArg.indexOf('/');
+        await this.refreshProjection(keyArg.slice(0, separator), keyArg.slice(separator + 1));
+      },
+    });
     cloudly.addAdminHandler<IReq_Admin_GetRuntimeNetworkAddressPlan>('getRuntimeNetworkAddressPlan', async (request) => {
       request = requireRequestShape(request, { required: {} });
       return { plan: await this.getAddressPlan() };
@@ -301,24 +319,27 @@ export class RuntimeNetworkManager {
     return detach(result.doc!.projection);
   }
 
-  /** Refreshes every node of a cluster; a failure of one node is logged and does not stop the others. */
+  public async start(): Promise<void> {
+    this.refreshes.resume();
+  }
+
+  public async stop(): Promise<void> {
+    await this.refreshes.drain();
+  }
+
+  /** Refreshes every node of a cluster, one after another; a failure of one node is logged and does not stop the others. */
   private async refreshCluster(clusterIdArg: string): Promise<void> {
     for (const node of await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)) {
-      await this.refreshProjection(clusterIdArg, node.id).catch((error: unknown) => {
-        this.cloudly.logger.warn({ clusterId: clusterIdArg, nodeId: node.id, err: error }, 'runtime network projection refresh failed');
-      });
+      await this.refreshes.add(clusterNodeDocumentId(clusterIdArg, node.id));
     }
   }
 
   /** After a plan change: refresh every node that already has a projection (best effort, in the background). */
   private async refreshAllStored(): Promise<void> {
     try {
-      const docs = await this.cloudly.store.find(runtimeNetworkProjectionKind, {});
-      for (const doc of docs) {
-        if (!this.cloudly.started) {
-          return;
-        }
-        await this.refreshProjection(doc.clusterId, doc.nodeId).catch(() => undefined);
+      for (const doc of await this.cloudly.store.find(runtimeNetworkProjectionKind, {})) {
+        // After a stop the queue takes no work, so this ends quickly.
+        await this.refreshes.add(doc.id);
       }
     } catch (error) {
       this.cloudly.logger.warn({ err: error }, 'runtime network refresh after a plan change failed');
