@@ -88,6 +88,9 @@ describe('embedded journal: every acknowledged write survives kill -9', () => {
           }
         }, () => undefined));
       await Promise.all(burst);
+      if (!killed) {
+        first.child.kill('SIGKILL');
+      }
       await exitOf(first.child);
       assert.ok(acknowledged.length >= 15);
       const second = await startCloudlyProcess(env);

@@ -12,9 +12,16 @@ import type { ICapturedCollection, IIndexSpec } from './journaledstorage.js';
  */
 
 export const snapshotFormat = 'cloudly-embedded-snapshot/2';
-/** Documents per frame; small enough that serialising one chunk never holds writes up for long. */
-const documentsPerFrame = 256;
-const bytesPerWrite = 4 * 1024 * 1024;
+/**
+ * Documents per frame; serialising one frame is the longest stretch compaction keeps the event
+ * loop, so it stays small (a write needs several turns of the loop to be answered).
+ */
+const documentsPerFrame = 64;
+/**
+ * Written and synced in pieces of this size: the journal's small fdatasync then never queues
+ * behind the flush of a whole snapshot.
+ */
+const bytesPerWrite = 2 * 1024 * 1024;
 
 export interface ISnapshotContents {
   lsn: number;
@@ -49,6 +56,7 @@ export const writeSnapshotFile = async (pathArg: string, lsnArg: number, collect
       pending = [];
       pendingBytes = 0;
       await handle.write(chunk, 0, chunk.length, position);
+      await handle.datasync();
       position += chunk.length;
     }
   };
