@@ -21,6 +21,7 @@ import { CorestoreManager } from './manager.corestore/corestore.manager.js';
 import { RuntimeNetworkManager } from './manager.runtimenetwork/runtimenetwork.manager.js';
 import { BackupManager } from './manager.backup/backup.manager.js';
 import { AuditManager } from './manager.audit/audit.manager.js';
+import { DesiredStateManager } from './manager.desiredstate/desiredstate.manager.js';
 import { SecretManager } from './manager.secret/secret.manager.js';
 import { SecretBox } from './core/secretbox.js';
 
@@ -79,6 +80,7 @@ export class Cloudly {
   public readonly runtimeNetworkManager: RuntimeNetworkManager;
   public readonly backupManager: BackupManager;
   public readonly auditManager: AuditManager;
+  public readonly desiredStateManager: DesiredStateManager;
   public readonly secretManager: SecretManager;
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
@@ -118,6 +120,7 @@ export class Cloudly {
     this.runtimeNetworkManager = this.addManager(new RuntimeNetworkManager(this));
     this.backupManager = this.addManager(new BackupManager(this));
     this.auditManager = this.addManager(new AuditManager(this));
+    this.desiredStateManager = this.addManager(new DesiredStateManager(this));
     this.secretManager = this.addManager(new SecretManager(this));
   }
 

@@ -33,6 +33,7 @@ export const cloudlyToRelayCalls = {
   getClusterCorestoreLegacyResources: 'ordinary',
   applyRuntimeLocalStorageClaim: 'ordinary',
   pushClusterIngressRouteTableChanged: 'hint',
+  pushClusterPlatformDesiredStateChanged: 'hint',
   backupClusterService: 'backup',
   restoreClusterService: 'backup',
   pruneClusterNodeArchive: 'archive',

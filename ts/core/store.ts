@@ -252,8 +252,27 @@ export class DocumentStore {
     return this.database.mongoDb.collection<TStoredShape>(kindArg.collectionName);
   }
 
-  private committed(_kindArg: IDocumentKind<IStoredDocument>): void {
+  private readonly commitListeners = new Set<(kindArg: IDocumentKind<IStoredDocument>, idArg: string) => void>();
+
+  /**
+   * Tells `listenerArg` of every committed write (kind and id) on this instance, after the commit:
+   * how a domain learns that what it derives from another domain's documents changed. A
+   * listener's failure is its own; it never reaches the writer.
+   */
+  public onCommitted(listenerArg: (kindArg: IDocumentKind<IStoredDocument>, idArg: string) => void): () => void {
+    this.commitListeners.add(listenerArg);
+    return () => this.commitListeners.delete(listenerArg);
+  }
+
+  private committed(kindArg: IDocumentKind<IStoredDocument>, idArg: string): void {
     this.committedWrites++;
+    for (const listener of this.commitListeners) {
+      try {
+        listener(kindArg, idArg);
+      } catch {
+        // The write is committed; a listener that fails must not turn it into a failure.
+      }
+    }
   }
 
   /**
@@ -293,7 +312,7 @@ export class DocumentStore {
       }
       throw error;
     }
-    this.committed(kindArg);
+    this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, docArg.id);
     if (stamp) {
       await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, docArg.id, doc._incarnation as string, stamp, 1);
     }
@@ -367,7 +386,7 @@ export class DocumentStore {
     if (!after) {
       return null;
     }
-    this.committed(kindArg);
+    this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg);
     if (stamp) {
       await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, String(after._incarnation ?? 'none'), stamp, expectedGenerationArg + 1);
     }
@@ -495,7 +514,7 @@ export class DocumentStore {
     if (result.deletedCount !== 1) {
       return false;
     }
-    this.committed(kindArg);
+    this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg);
     if (stamp) {
       await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, incarnation, stamp, null);
     }

@@ -10,6 +10,7 @@ import {
   type TServiceRuntimeWaitingReason,
 } from '../interfaces/data/serviceruntimestatus.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../interfaces/data/runtimelocalstorageclaim.js';
+import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
 
 /**
  * The pure part of a service's runtime verdict: Cloudly's own judgement of a spec revision from
@@ -114,4 +115,28 @@ export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRun
     return { state: 'waiting', reason: 'bindings-pending' };
   }
   return { state: 'converging', reason: null };
+};
+
+/**
+ * Whether the relay's observations show the service running as wanted at its current spec
+ * revision: the ready replicas at that revision add up to the wanted ones, on placement nodes.
+ * A service wanted at zero replicas is converged once the relay reported it at that revision and
+ * nothing of it runs.
+ */
+export const isServiceObservedConverged = (
+  serviceArg: { specRevision: number; runtime: { replicas: number; placement: { nodeIds: string[] } } },
+  placementsArg: IServiceObservedPlacement[],
+): boolean => {
+  const current = placementsArg.filter((placement) => placement.specRevision === serviceArg.specRevision);
+  const stale = placementsArg.some((placement) => placement.specRevision !== serviceArg.specRevision && placement.state !== 'stopped');
+  if (current.length === 0 || stale) {
+    return false;
+  }
+  if (serviceArg.runtime.replicas === 0) {
+    return current.every((placement) => placement.state === 'stopped');
+  }
+  const allowed = serviceArg.runtime.placement.nodeIds;
+  const ready = current.filter((placement) => placement.state === 'ready' && (allowed.length === 0 || allowed.includes(placement.nodeId)));
+  const busy = current.some((placement) => placement.state === 'starting' || placement.state === 'failed');
+  return !busy && ready.reduce((sum, placement) => sum + placement.replicas, 0) === serviceArg.runtime.replicas;
 };

@@ -47,7 +47,7 @@ import {
   pendingClaimRecord,
   type IServiceVolumeClaimDecision,
 } from './claims.js';
-import { isServiceVolumeClaimable, judgeServiceRuntime, type IServiceBindingWaits } from './runtimestatus.js';
+import { isServiceObservedConverged, isServiceVolumeClaimable, judgeServiceRuntime, type IServiceBindingWaits } from './runtimestatus.js';
 import { boundRelayText } from '../core/relaycalls.js';
 import {
   decideClaimAnswer,
@@ -79,6 +79,8 @@ export interface IServiceDocument extends IStoredDocument {
   claimDecisions: IServiceVolumeClaimDecision[];
   createdAt: number;
   updatedAt: number;
+  /** Set by `deleteService`: the service has left the desired state and goes once its relay reports it stopped. */
+  deletionRequestedAt?: number;
 }
 
 export interface IRuntimeLocalStorageClaimDocument extends IStoredDocument {
@@ -291,8 +293,14 @@ export class ServiceManager {
       claims,
       bindings: await this.readBindingWaits(service),
     });
+    // Cloudly's own judgement says nothing stands in the way; the relay's observations say whether
+    // it actually runs as wanted at this spec revision.
+    const observed = await this.cloudly.desiredStateManager.observedPlacements(serviceIdArg);
+    const judged = verdict.state === 'converging' && isServiceObservedConverged(service, observed)
+      ? { state: 'converged' as const, reason: null }
+      : verdict;
     const { doc: status } = await this.cloudly.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
-      decideRuntimeStatus(storedArg, serviceIdArg, { specRevision: service.specRevision, state: verdict.state, reason: verdict.reason }, Date.now()));
+      decideRuntimeStatus(storedArg, serviceIdArg, { specRevision: service.specRevision, state: judged.state, reason: judged.reason }, Date.now()));
     return this.toStatus(serviceIdArg, status!);
   }
 
@@ -329,7 +337,7 @@ export class ServiceManager {
   private registerServiceHandlers(): void {
     this.cloudly.addAdminHandler<IReq_Any_Cloudly_CreateService>('createService', async (request, context) => {
       const spec = this.requireWritableSpec(request, {});
-      await this.requireServiceReferences(spec);
+      await this.requireServiceReferences(spec, null);
       const now = Date.now();
       const id = `svc-${randomUUID()}`;
       const service: IService = {
@@ -369,7 +377,10 @@ export class ServiceManager {
       if (moved.length > 0) {
         throw refuse('invalid-request', moved);
       }
-      await this.requireServiceReferences(spec);
+      if (current.deletionRequestedAt !== undefined) {
+        throw refuse('conflict', ['service-pending-removal']);
+      }
+      await this.requireServiceReferences(spec, current.id);
       if (current.generation !== request.expectedGeneration) {
         throw refuse('conflict', ["request.expectedGeneration is not the service's current generation"]);
       }
@@ -406,9 +417,12 @@ export class ServiceManager {
       service: await this.answerForServiceId(request, (serviceIdArg) => this.getService(serviceIdArg)),
     }));
 
-    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', async (request) => ({
-      status: await this.answerForServiceId(request, (serviceIdArg) => this.getServiceRuntimeStatus(serviceIdArg)),
-    }));
+    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', async (request) => {
+      const status = await this.answerForServiceId(request, (serviceIdArg) => this.getServiceRuntimeStatus(serviceIdArg));
+      const placements = await this.cloudly.desiredStateManager.observedPlacements(status.id);
+      const lastReportedAt = placements.reduce<number | null>((latest, placement) => Math.max(latest ?? 0, placement.reportedAt), null);
+      return { status, observed: { placements, lastReportedAt } };
+    });
   }
 
   /**
@@ -433,17 +447,36 @@ export class ServiceManager {
    * A service names a cluster that exists and places itself only on nodes that cluster has: an
    * unknown cluster is `not-found`, every unknown placement node is named in one `invalid-request`.
    */
-  private async requireServiceReferences(specArg: IServiceWritableSpec): Promise<void> {
+  private async requireServiceReferences(specArg: IServiceWritableSpec, serviceIdArg: string | null): Promise<void> {
     if (!(await this.cloudly.clusterManager.getCluster(specArg.clusterId))) {
       throw refuse('not-found', [`request.service.clusterId names no cluster: ${specArg.clusterId}`]);
     }
     const known = new Set((await this.cloudly.clusterManager.nodes.listNodes(specArg.clusterId)).map((node) => node.id));
-    const unknown = specArg.runtime.placement.nodeIds
+    const reasons = specArg.runtime.placement.nodeIds
       .map((nodeId, index) => ({ nodeId, index }))
       .filter(({ nodeId }) => !known.has(nodeId))
       .map(({ nodeId, index }) => `request.service.runtime.placement.nodeIds[${index}] names no node of cluster ${specArg.clusterId}: ${nodeId}`);
-    if (unknown.length > 0) {
-      throw refuse('invalid-request', unknown);
+    // A hostname routes to one service of a cluster. (Checked, not raced: two services claiming a
+    // new hostname at the same instant can both pass; the route table then keeps the older one.)
+    const routes = specArg.runtime.routes ?? [];
+    if (routes.length > 0) {
+      const taken = new Map<string, string>();
+      for (const other of await this.cloudly.store.find(serviceKind, { clusterId: specArg.clusterId })) {
+        if (other.id !== serviceIdArg && other.deletionRequestedAt === undefined) {
+          for (const route of other.runtime.routes ?? []) {
+            taken.set(route.hostname, other.id);
+          }
+        }
+      }
+      routes.forEach((route, index) => {
+        const owner = taken.get(route.hostname);
+        if (owner) {
+          reasons.push(`request.service.runtime.routes[${index}].hostname is routed to service ${owner} already`);
+        }
+      });
+    }
+    if (reasons.length > 0) {
+      throw refuse('invalid-request', reasons);
     }
   }
 

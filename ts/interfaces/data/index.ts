@@ -21,3 +21,4 @@ export * from './backup.js';
 export * from './isolatedrestore.js';
 export * from './corestoreclosure.js';
 export * from './audit.js';
+export * from './desiredstate.js';

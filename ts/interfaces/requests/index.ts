@@ -8,3 +8,4 @@ export * as runtimenetwork from './runtimenetwork.js';
 export * as runtimesession from './runtimesession.js';
 export * as audit from './audit.js';
 export * as secret from './secret.js';
+export * as desiredstate from './desiredstate.js';

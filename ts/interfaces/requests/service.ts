@@ -1,4 +1,5 @@
 import type { ITypedContract } from './admin.js';
+import type { IServiceObservedPlacement } from '../data/desiredstate.js';
 import type { IIdentity } from '../data/user.js';
 import type { IService, IServiceWritableSpec } from '../data/service.js';
 import type { TServiceVolumeInitialization } from '../data/servicevolume.js';
@@ -56,7 +57,11 @@ export type IReq_Any_Cloudly_SetServiceVolumeInitialization = ITypedContract<
 export type IReq_Any_Cloudly_GetServiceRuntimeStatus = ITypedContract<
   'getServiceRuntimeStatus',
   { identity: IIdentity; serviceId: string },
-  { status: IServiceRuntimeStatus }
+  {
+    status: IServiceRuntimeStatus;
+    /** Project's own member, beside the contract's exact status: what the relay last reported, per node. */
+    observed: { placements: IServiceObservedPlacement[]; lastReportedAt: number | null };
+  }
 >;
 
 /** Every local storage claim revision Cloudly issued for the service, with each node answer. Project's own. */

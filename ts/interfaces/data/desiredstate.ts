@@ -1,0 +1,90 @@
+import type { IServiceRuntimeSpec } from './service.js';
+import type { IServiceVolume } from './servicevolume.js';
+import type { IClusterIngressDesignation } from './clusteringressdesignation.js';
+import type { IClusterIngressPreparedSpec } from './clusteringress.js';
+import { computeDomainDigestHex } from '../private/canonicaljson.js';
+
+/**
+ * Project's own definitions (the spec names `getClusterPlatformDesiredState` and
+ * `reportClusterPlatformObservedState` but does not shape them): what a cluster should run, as
+ * one document with a revision and a digest, and what its relay observed running.
+ */
+
+export const clusterPlatformDesiredStateDigestDomain = 'serve.zone/cluster-platform-desired-state';
+
+/** One platform binding a service has, by reference: never a credential. */
+export interface IClusterPlatformDesiredBinding {
+  bindingId: string;
+  capability: string;
+  enabled: boolean;
+  nodeId: string | null;
+}
+
+export interface IClusterPlatformDesiredService {
+  serviceId: string;
+  name: string;
+  organizationId: string;
+  specRevision: number;
+  runtime: IServiceRuntimeSpec;
+  volumes: IServiceVolume[];
+  platformBindings: IClusterPlatformDesiredBinding[];
+}
+
+/** A service that leaves the cluster: the relay stops it and reports it `stopped`. */
+export interface IClusterPlatformDesiredRemoval {
+  serviceId: string;
+  requestedAt: number;
+}
+
+export interface IClusterPlatformDesiredState {
+  clusterId: string;
+  /** Grows by one with every change of the content; never goes back. */
+  revision: number;
+  /** Domain digest (`serve.zone/cluster-platform-desired-state`) of every other member but `revision`. */
+  digest: string;
+  /** Sorted by serviceId. */
+  services: IClusterPlatformDesiredService[];
+  /** The Pallet ingress designation and its prepared per-node spec (secret references only), or null. */
+  ingress: { designation: IClusterIngressDesignation; spec: IClusterIngressPreparedSpec | null } | null;
+  /** Sorted by serviceId. */
+  removals: IClusterPlatformDesiredRemoval[];
+}
+
+export type TClusterPlatformDesiredStateContent = Omit<IClusterPlatformDesiredState, 'revision' | 'digest'>;
+
+export const computeClusterPlatformDesiredStateDigest = (contentArg: TClusterPlatformDesiredStateContent): string =>
+  computeDomainDigestHex(clusterPlatformDesiredStateDigestDomain, contentArg);
+
+export const observedServiceStates = ['starting', 'ready', 'failed', 'stopped'] as const;
+export type TObservedServiceState = (typeof observedServiceStates)[number];
+
+/** What the relay saw of one service on one node. */
+export interface IClusterPlatformObservedService {
+  serviceId: string;
+  nodeId: string;
+  /** The spec revision the node runs. */
+  specRevision: number;
+  /** Replicas running on that node. */
+  replicas: number;
+  state: TObservedServiceState;
+  /** Free text from the relay, at most 256 characters; shown to administrators. */
+  reason?: string;
+}
+
+export interface IClusterPlatformObservedReport {
+  /** The desired-state revision the relay had applied when it observed this. */
+  desiredRevision: number;
+  services: IClusterPlatformObservedService[];
+}
+
+export const observedReportLimits = Object.freeze({ maximumServices: 4096, maximumReasonLength: 256 } as const);
+
+/** The observations of one service that Cloudly keeps beside its runtime status. */
+export interface IServiceObservedPlacement {
+  nodeId: string;
+  specRevision: number;
+  replicas: number;
+  state: TObservedServiceState;
+  reason?: string;
+  reportedAt: number;
+}
