@@ -258,6 +258,14 @@ export class SecretManager {
     return stored;
   }
 
+  /**
+   * The reference (never the value) of a node's Corestore control credential, created at version 1
+   * on first use: what a node's desired state carries so its relay knows which version to fetch.
+   */
+  public async corestoreCredentialReference(clusterIdArg: string, nodeIdArg: string): Promise<ICorestoreControlCredentialReference> {
+    return toReference(await this.ensureCredential(clusterIdArg, nodeIdArg));
+  }
+
   /** The node's credential, created at version 1 on first use. */
   private async ensureCredential(clusterIdArg: string, nodeIdArg: string): Promise<ICorestoreCredentialDocument> {
     const identity = credentialIdentity(clusterIdArg, nodeIdArg);
