@@ -11,6 +11,7 @@ import { CloudlyAdminClient } from '../ts/client/admin.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
 import { previousSnapshotFileName, snapshotFileName, StorageDamagedError } from '../ts/core/database.js';
 import { readSnapshotFile } from '../ts/core/snapshotfile.js';
+import { legacySigningKeyFileName, signingKeysId, signingKeysKind } from '../ts/core/auth.js';
 import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 
 const tempDir = () => fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-durability-'));
@@ -26,6 +27,9 @@ describe('embedded durability: journal and snapshots', () => {
       const clusters = (await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters;
       assert.deepEqual(clusters.map((c) => c.id), [cluster.id]);
       assert.equal(t.cloudly.auth.keyId, kid);
+      // The key survives in the database (encrypted), not as a file of the data directory.
+      assert.ok(await t.cloudly.store.get(signingKeysKind, signingKeysId));
+      await assert.rejects(() => fsp.stat(path.join(t.dataDir, 'keys', legacySigningKeyFileName)));
       // An identity issued before the restart still verifies: same key, same admin.
       const again = await t.admin.fire<IReq_Any_Cloudly_GetClusters>('getClusters', { identity: oldIdentity });
       assert.equal(again.clusters.length, 1);
