@@ -378,15 +378,16 @@ export class Journal {
     let written = 0;
     while (written < batchArg.bytes) {
       const buffers = written === 0 ? batchArg.frames : [Buffer.concat(batchArg.frames).subarray(written)];
-      const result = await handle.writev(buffers, this.handleBytes + written);
+      const result = await handle.writev(buffers, this.handleBytes + written).catch((error: NodeJS.ErrnoException) => {
+        // With O_DSYNC a write also flushes: anything but "no space" leaves the device state
+        // unknown, as a failed fdatasync would.
+        throw Object.assign(error, { syscall: ['ENOSPC', 'EDQUOT', 'EFBIG'].includes(error.code ?? '') ? 'write' : 'fdatasync' });
+      });
       written += result.bytesWritten;
     }
     if (failpoint === 'EIO-SYNC') {
       throw Object.assign(new Error('EIO: injected by the test failpoint'), { code: 'EIO', syscall: 'fdatasync' });
     }
-    await handle.datasync().catch((error: NodeJS.ErrnoException) => {
-      throw Object.assign(error, { syscall: 'fdatasync' });
-    });
     this.handleBytes += batchArg.bytes;
     this.syncs++;
   }
@@ -399,7 +400,9 @@ export class Journal {
     const segmentPath = path.join(this.options.dir, segmentFileName(firstLsnArg));
     // 'w', not 'wx': a segment of this name can only be a leftover of a batch that was refused
     // (its records rolled back), whose bytes nobody was told about.
-    this.handle = await fsp.open(segmentPath, 'w', 0o600);
+    // O_DSYNC: each write returns once its bytes are on the device, as write + fdatasync would,
+    // in one trip to the thread pool instead of two.
+    this.handle = await fsp.open(segmentPath, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_DSYNC, 0o600);
     this.handleBytes = 0;
     await syncDirectory(this.options.dir);
     this.rotateRequested = false;
