@@ -73,6 +73,29 @@ describe('storage isolation: nothing but Cloudly reaches the embedded database',
   });
 });
 
+describe('storage isolation with a long data directory path', () => {
+  test('a socket path too long for a Unix socket goes to a private 0700 directory, and is removed on stop', async () => {
+    const base = await tempDir();
+    const dataDir = path.join(base, 'a-data-directory-whose-path-is-much-longer-than-a-unix-socket-path-may-be-for-sure');
+    try {
+      const t = await startTestCloudly({ dataDir });
+      const socketPath = t.cloudly.database.socketPath!;
+      try {
+        assert.ok(!socketPath.startsWith(dataDir), socketPath);
+        assert.ok(Buffer.byteLength(socketPath) < 100);
+        assert.equal(await modeOf(socketPath), 0o600);
+        assert.equal(await modeOf(path.dirname(socketPath)), 0o700);
+        await t.createCluster('long-path');
+      } finally {
+        await t.stop();
+      }
+      assert.equal(fs.existsSync(path.dirname(socketPath)), false);
+    } finally {
+      await fsp.rm(base, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('signals', () => {
   test('SIGTERM to the `npm start` process stops Cloudly gracefully (no orphaned server)', async () => {
     const dataDir = await tempDir();
