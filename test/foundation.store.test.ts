@@ -55,25 +55,6 @@ describe('store: compare-and-swap on one document, decided by the database', () 
     assert.equal(await t.cloudly.store.findMutation(counterKind, 'never'), null);
   });
 
-  test('update decides against what it read and decides again after a lost race: 20 concurrent increments, none lost', async () => {
-    const { store } = t.cloudly;
-    await store.insert(counterKind, { id: 'increments', value: 0 });
-    const results = await Promise.all(Array.from({ length: 20 }, () =>
-      store.update(counterKind, 'increments', (currentArg) => ({ set: { value: currentArg.value + 1 } }), 100)));
-    assert.ok(results.every((result) => result !== null));
-    const stored = await store.get(counterKind, 'increments');
-    assert.equal(stored?.value, 20);
-    assert.equal(stored?.generation, 21);
-  });
-
-  test('update answers null and changes nothing when the change is declined or the document is gone', async () => {
-    const { store } = t.cloudly;
-    await store.insert(counterKind, { id: 'declined', value: 5 });
-    assert.equal(await store.update(counterKind, 'declined', () => null), null);
-    assert.deepEqual(await store.get(counterKind, 'declined'), { id: 'declined', generation: 1, value: 5 });
-    assert.equal(await store.update(counterKind, 'no-such-counter', () => ({ set: { value: 1 } })), null);
-  });
-
   test('mutate says what it did: created, written, kept, removed, and a refusal leaves as it was decided', async () => {
     const { store } = t.cloudly;
     const created = await store.mutate(counterKind, 'm-1', (current) => (current ? { kind: 'keep' } : { kind: 'create', doc: { id: 'm-1', value: 1 } }));

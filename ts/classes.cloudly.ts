@@ -11,7 +11,7 @@ import { CloudlyMetrics } from './core/metrics.js';
 import { RelaySessions, type IRelaySession } from './core/relaysessions.js';
 import { internalFailure, refuse } from './core/errors.js';
 import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
-import { createHttpServer } from './core/transport.js';
+import { createHttpServer, type ITransportHost } from './core/transport.js';
 import { runInOperation, type IOperationContext } from './core/operationcontext.js';
 import { ClusterManager } from './manager.cluster/cluster.manager.js';
 import { ServiceManager } from './manager.service/service.manager.js';
@@ -152,10 +152,30 @@ export class Cloudly {
     for (const manager of this.managers) {
       await manager.start?.();
     }
-    this.httpServer = await createHttpServer(this);
+    this.httpServer = await createHttpServer(this.transportHost());
     await this.httpServer.listen({ port: this.config.port, host: this.config.host });
     this.started = true;
     this.logger.info({ url: this.baseUrl, database: this.database.embedded ? 'embedded' : 'mongodb' }, 'cloudly is listening');
+  }
+
+  /** The transport's view of this server: the few things HTTP and the sockets need. */
+  private transportHost(): ITransportHost {
+    return {
+      config: this.config,
+      logger: this.logger,
+      dispatch: (envelopeArg, localDataArg) => this.dispatch(envelopeArg, localDataArg),
+      authenticateRelayToken: (tokenArg) => this.clusterManager.authenticateRelayToken(tokenArg),
+      verifyAdminJwt: (jwtArg) => this.auth.verifyAdminJwt(jwtArg),
+      openRelaySession: (clusterIdArg, peerArg, tokenGenerationArg) => this.relays.add(clusterIdArg, peerArg, tokenGenerationArg),
+      trackSocket: (peerArg) => {
+        this.openSockets.add(peerArg);
+        peerArg.onClose(() => this.openSockets.delete(peerArg));
+      },
+      logInternalFailure: (errorArg, whereArg) => this.logInternalFailure(errorArg, whereArg),
+      isReady: async () => this.started && await this.database.isReachable(),
+      metricsText: async () => ({ contentType: this.metrics.registry.contentType, text: await this.metrics.registry.metrics() }),
+      jwks: () => this.auth.jwks,
+    };
   }
 
   /** Graceful stop: stop accepting, close sockets, stop managers, flush the snapshot, close the db. */

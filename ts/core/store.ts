@@ -88,7 +88,7 @@ interface IAuditStamp {
   removing?: true;
 }
 
-/** How often `update` and `mutate` read again after losing a race before they give up. */
+/** How often `mutate` reads again after losing a race before it gives up. */
 export const defaultUpdateRounds = 8;
 
 /**
@@ -391,32 +391,6 @@ export class DocumentStore {
       await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, String(after._incarnation ?? 'none'), stamp, expectedGenerationArg + 1);
     }
     return stripStoredFields<T>(after);
-  }
-
-  /**
-   * Read, decide, swap, until the change lands: reads the document, asks `changeOfArg` for the
-   * change against what it read (null declines), and swaps on that generation; a lost race reads
-   * and decides again, at most `roundsArg` times. Returns the new document, or null when the
-   * document is gone, the change was declined, or every round was lost.
-   */
-  public async update<T extends IStoredDocument>(
-    kindArg: IDocumentKind<T>,
-    idArg: string,
-    changeOfArg: (currentArg: T) => ISwapChange<T> | null,
-    roundsArg = defaultUpdateRounds,
-  ): Promise<T | null> {
-    for (let round = 0; round < roundsArg; round++) {
-      const current = await this.get(kindArg, idArg);
-      const change = current ? changeOfArg(current) : null;
-      if (!current || !change) {
-        return null;
-      }
-      const next = await this.swap(kindArg, idArg, current.generation, change);
-      if (next) {
-        return next;
-      }
-    }
-    return null;
   }
 
   /**

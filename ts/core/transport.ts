@@ -2,7 +2,9 @@ import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import fastifyWebsocket from '@fastify/websocket';
 import { EnvelopePeer, readFrame, refusalEnvelope, type IEnvelope, type ISocketRequestLimits } from './envelopepeer.js';
 import { AttemptLimiter } from './attemptlimiter.js';
-import type { Cloudly } from '../classes.cloudly.js';
+import type { ICloudlyConfig } from '../config.js';
+import type { TCloudlyLogger } from './logger.js';
+import type { IRelaySession } from './relaysessions.js';
 import { watchSocketLiveness } from './socketliveness.js';
 
 /**
@@ -36,29 +38,56 @@ const readBearer = (requestArg: FastifyRequest): string | null => {
   return match ? match[1] : null;
 };
 
+/**
+ * What the transport needs from the server, and nothing more: core's transport imports no manager
+ * and no `Cloudly` (adapters depend on the server, never the reverse). The composition root builds
+ * this from the managers.
+ */
+export interface ITransportHost {
+  config: Pick<ICloudlyConfig,
+    'bodyLimitBytes' | 'relayAnswerLimitBytes' | 'socketRequestsPerSecond' | 'socketPendingRequests'
+    | 'socketPingIntervalMs' | 'socketMissedPongsAllowed'>;
+  logger: TCloudlyLogger;
+  /** Answers one request envelope from any transport. */
+  dispatch(envelopeArg: IEnvelope, localDataArg: Record<string, unknown>): Promise<IEnvelope>;
+  /** The cluster a relay token opens, or null. */
+  authenticateRelayToken(tokenArg: string): Promise<{ clusterId: string; tokenGeneration: number } | null>;
+  /** Resolves when the JWT is a valid admin identity; rejects otherwise. */
+  verifyAdminJwt(jwtArg: string): Promise<unknown>;
+  /** Binds an authenticated relay socket to its cluster for its whole life. */
+  openRelaySession(clusterIdArg: string, peerArg: EnvelopePeer, tokenGenerationArg: number): IRelaySession;
+  /** Keeps the socket until it closes (graceful stop closes every tracked socket). */
+  trackSocket(peerArg: EnvelopePeer): void;
+  logInternalFailure(errorArg: unknown, whereArg: string): string;
+  /** Started and the database answers. */
+  isReady(): Promise<boolean>;
+  metricsText(): Promise<{ contentType: string; text: string }>;
+  jwks(): unknown;
+}
+
 /** Socket upgrades one address may fail in a window before it is refused without a look. */
 export const upgradeFailureLimit = { attempts: 30, windowMs: 60_000 } as const;
 /** Socket upgrades one address may have waiting for authentication at once. */
 export const upgradesInFlightPerAddress = 16;
 
-export const createHttpServer = async (cloudlyArg: Cloudly): Promise<FastifyInstance> => {
+export const createHttpServer = async (hostArg: ITransportHost): Promise<FastifyInstance> => {
   const app = Fastify({
     logger: false,
-    bodyLimit: cloudlyArg.config.bodyLimitBytes,
+    bodyLimit: hostArg.config.bodyLimitBytes,
     // Closing idle keep-alive connections lets a graceful stop finish promptly.
     forceCloseConnections: 'idle',
   });
   const socketLimits = (kindArg: 'relay' | 'admin'): ISocketRequestLimits => ({
-    requestFrameBytes: cloudlyArg.config.bodyLimitBytes,
+    requestFrameBytes: hostArg.config.bodyLimitBytes,
     // Only relays answer Cloudly's calls; an admin socket's answers are never waited for.
-    answerFrameBytes: kindArg === 'relay' ? cloudlyArg.config.relayAnswerLimitBytes : cloudlyArg.config.bodyLimitBytes,
-    framesPerSecond: cloudlyArg.config.socketRequestsPerSecond,
-    frameBurst: cloudlyArg.config.socketRequestsPerSecond * 2,
-    pendingRequests: cloudlyArg.config.socketPendingRequests,
+    answerFrameBytes: kindArg === 'relay' ? hostArg.config.relayAnswerLimitBytes : hostArg.config.bodyLimitBytes,
+    framesPerSecond: hostArg.config.socketRequestsPerSecond,
+    frameBurst: hostArg.config.socketRequestsPerSecond * 2,
+    pendingRequests: hostArg.config.socketPendingRequests,
   });
   // Frames up to twice the largest accepted size are read far enough to be answered and the
   // socket survives them; only beyond that does ws close the socket (1009).
-  const hardFrameLimit = 2 * Math.max(cloudlyArg.config.bodyLimitBytes, cloudlyArg.config.relayAnswerLimitBytes, 512 * 1024);
+  const hardFrameLimit = 2 * Math.max(hostArg.config.bodyLimitBytes, hostArg.config.relayAnswerLimitBytes, 512 * 1024);
   await app.register(fastifyWebsocket, { options: { maxPayload: hardFrameLimit } });
   const upgradeFailures = new AttemptLimiter(upgradeFailureLimit);
   const upgradesInFlight = new Map<string, number>();
@@ -70,14 +99,14 @@ export const createHttpServer = async (cloudlyArg: Cloudly): Promise<FastifyInst
 
   app.setErrorHandler((error: { statusCode?: number; code?: string; message: string }, _request, reply) => {
     if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || error.statusCode === 413) {
-      void reply.code(413).send(transportRefusal(null, null, `body exceeds ${cloudlyArg.config.bodyLimitBytes} bytes`));
+      void reply.code(413).send(transportRefusal(null, null, `body exceeds ${hostArg.config.bodyLimitBytes} bytes`));
       return;
     }
     if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
       void reply.code(error.statusCode).send(transportRefusal(null, null, 'the HTTP request is malformed'));
       return;
     }
-    const errorId = cloudlyArg.logInternalFailure(error, 'http');
+    const errorId = hostArg.logInternalFailure(error, 'http');
     void reply.code(500).send({ error: { text: 'Cloudly failed to answer this request.', data: { code: 'internal', retryable: true, errorId } } });
   });
 
@@ -98,7 +127,7 @@ export const createHttpServer = async (cloudlyArg: Cloudly): Promise<FastifyInst
     if (frame.kind !== 'request') {
       return reply.code(400).send(transportRefusal(frame.correlationId, null, 'envelope phase must be request'));
     }
-    const answer = await cloudlyArg.dispatch(frame.envelope, { transport: 'http', remoteAddress: request.ip });
+    const answer = await hostArg.dispatch(frame.envelope, { transport: 'http', remoteAddress: request.ip });
     return reply.code(200).send(answer);
   });
 
@@ -107,13 +136,13 @@ export const createHttpServer = async (cloudlyArg: Cloudly): Promise<FastifyInst
     if (bearer === null) {
       return null;
     }
-    const relay = await cloudlyArg.clusterManager.authenticateRelayToken(bearer);
+    const relay = await hostArg.authenticateRelayToken(bearer);
     if (relay) {
       return { kind: 'relay', clusterId: relay.clusterId, tokenGeneration: relay.tokenGeneration };
     }
     if (bearer.split('.').length === 3) {
       try {
-        await cloudlyArg.auth.verifyAdminJwt(bearer);
+        await hostArg.verifyAdminJwt(bearer);
         return { kind: 'admin' };
       } catch {
         // Falls through to the refusal.
@@ -156,35 +185,34 @@ export const createHttpServer = async (cloudlyArg: Cloudly): Promise<FastifyInst
     const peer = new EnvelopePeer(socket, {
       localData,
       limits: socketLimits(authentication.kind),
-      route: (envelopeArg) => cloudlyArg.dispatch(envelopeArg, localData),
-      onRouteFailure: (errorArg) => cloudlyArg.logInternalFailure(errorArg, 'socket frame'),
-      onPolicyViolation: (reasonArg) => cloudlyArg.logger.warn(
+      route: (envelopeArg) => hostArg.dispatch(envelopeArg, localData),
+      onRouteFailure: (errorArg) => hostArg.logInternalFailure(errorArg, 'socket frame'),
+      onPolicyViolation: (reasonArg) => hostArg.logger.warn(
         { kind: authentication.kind, clusterId: authentication.clusterId, remoteAddress: request.ip, reason: reasonArg },
         'socket closed for breaking its limits',
       ),
     });
-    watchSocketLiveness(socket, { intervalMs: cloudlyArg.config.socketPingIntervalMs, missedPongsAllowed: cloudlyArg.config.socketMissedPongsAllowed },
-      () => cloudlyArg.logger.warn({ kind: authentication.kind, clusterId: authentication.clusterId }, 'socket missed its pongs: terminated'));
-    cloudlyArg.openSockets.add(peer);
-    peer.onClose(() => cloudlyArg.openSockets.delete(peer));
+    watchSocketLiveness(socket, { intervalMs: hostArg.config.socketPingIntervalMs, missedPongsAllowed: hostArg.config.socketMissedPongsAllowed },
+      () => hostArg.logger.warn({ kind: authentication.kind, clusterId: authentication.clusterId }, 'socket missed its pongs: terminated'));
+    hostArg.trackSocket(peer);
     if (authentication.kind === 'relay') {
-      const session = cloudlyArg.relays.add(authentication.clusterId!, peer, authentication.tokenGeneration!);
+      const session = hostArg.openRelaySession(authentication.clusterId!, peer, authentication.tokenGeneration!);
       localData.relaySession = session;
-      cloudlyArg.logger.info({ clusterId: session.clusterId, sessionId: session.id }, 'relay socket opened');
-      peer.onClose(() => cloudlyArg.logger.info({ clusterId: session.clusterId, sessionId: session.id }, 'relay socket closed'));
+      hostArg.logger.info({ clusterId: session.clusterId, sessionId: session.id }, 'relay socket opened');
+      peer.onClose(() => hostArg.logger.info({ clusterId: session.clusterId, sessionId: session.id }, 'relay socket closed'));
     }
   });
 
   app.get('/livez', async () => ({ status: 'live' }));
   app.get('/readyz', async (_request, reply) => {
-    const reachable = cloudlyArg.started && await cloudlyArg.database.isReachable();
+    const reachable = await hostArg.isReady();
     return reply.code(reachable ? 200 : 503).send({ status: reachable ? 'ready' : 'not-ready', database: reachable ? 'reachable' : 'unreachable' });
   });
   app.get('/metrics', async (_request, reply) => {
-    const text = await cloudlyArg.metrics.registry.metrics();
-    return reply.type(cloudlyArg.metrics.registry.contentType).send(text);
+    const { contentType, text } = await hostArg.metricsText();
+    return reply.type(contentType).send(text);
   });
-  app.get('/.well-known/jwks.json', async () => cloudlyArg.auth.jwks);
+  app.get('/.well-known/jwks.json', async () => hostArg.jwks());
   return app;
 };
 
