@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { refusalOf } from './helpers/cloudly.js';
+import { refusalOf, startTestCloudly } from './helpers/cloudly.js';
 import {
   cloudlyProcessEnv,
   exitOf,
@@ -14,8 +14,9 @@ import {
 } from './helpers/process.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
-import { snapshotFileName } from '../ts/core/database.js';
-import { frameHeaderBytes, listSegments } from '../ts/core/journal.js';
+import { previousSnapshotFileName, snapshotFileName } from '../ts/core/database.js';
+import { readSnapshotFile } from '../ts/core/snapshotfile.js';
+import { frameHeaderBytes, listSegments, readJournal } from '../ts/core/journal.js';
 import type {
   IReq_Any_Cloudly_CreateCluster,
   IReq_Any_Cloudly_GetClusters,
@@ -197,6 +198,31 @@ describe('embedded journal: every acknowledged write survives kill -9', () => {
     } finally {
       await fsp.rm(dataDir, { recursive: true, force: true });
       await fsp.rm(path.dirname(failpoint), { recursive: true, force: true });
+    }
+  });
+});
+
+describe('embedded journal: compaction keeps exactly the journal the previous snapshot needs', () => {
+  test('after each compaction, segments wholly older than the previous snapshot are gone and the rest replays from it', async () => {
+    const t = await startTestCloudly();
+    try {
+      const positions: number[] = [];
+      for (const name of ['one', 'two', 'three']) {
+        await t.createCluster(name);
+        await t.cloudly.database.compact();
+        positions.push(t.cloudly.database.snapshotLsn);
+      }
+      const previousLsn = positions[1];
+      const segments = await listSegments(t.dataDir);
+      assert.ok(segments[0].firstLsn <= previousLsn + 1, 'the journal still reaches back to the previous snapshot');
+      assert.ok(segments.length === 1 || segments[1].firstLsn > previousLsn + 1, 'nothing wholly older than it is kept');
+      const fromPrevious = await readJournal(t.dataDir, previousLsn);
+      assert.equal(fromPrevious.records[0]?.lsn, previousLsn + 1);
+      assert.equal(fromPrevious.lastLsn, t.cloudly.database.journal!.lastAppendedLsn);
+      const previous = await readSnapshotFile(path.join(t.dataDir, previousSnapshotFileName));
+      assert.equal(previous.lsn, previousLsn);
+    } finally {
+      await t.stop();
     }
   });
 });
