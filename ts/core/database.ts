@@ -101,6 +101,8 @@ const defaultCompactIntervalMs = 3_600_000;
 const defaultDatabaseTimeoutMs = 2_000;
 /** `/readyz` answers within about this long, whatever the database does. */
 const readinessTimeoutMs = 800;
+/** Commands that change nothing and answer the driver's monitoring; they never wait for the journal. */
+const handshakeCommands = new Set(['hello', 'ismaster', 'isMaster']);
 /** Unix socket paths are limited to 108 bytes; beyond this the socket goes to a private temp dir. */
 const maximumSocketPathBytes = 100;
 
@@ -386,6 +388,10 @@ export class CloudlyDatabase {
     // and all the changes of one command share one sync.
     router.route = async (commandArg) => {
       const answer = await route(commandArg);
+      if (handshakeCommands.has(commandArg.commandName)) {
+        // The driver's monitoring: a slow disk must not make it declare the server gone.
+        return answer;
+      }
       try {
         await journal.whenDurable();
       } catch (error) {
