@@ -242,6 +242,20 @@ export class CloudlyAuth {
     return { keys: [this.current.publicJwk, ...(this.previous ? [this.previous.publicJwk] : [])] };
   }
 
+  /**
+   * Signs `payloadArg` with Cloudly's current key as a compact RS256 JWS with a detached payload
+   * (`<header>..<signature>`, RFC 7515 appendix F): the verifier holds the bytes already.
+   */
+  public async signDetached(payloadArg: Uint8Array, typArg: string): Promise<string> {
+    if (Date.now() - this.loadedAt > signingKeysRefreshMs) {
+      await this.refresh();
+    }
+    const [header, , signature] = (await new jose.CompactSign(payloadArg)
+      .setProtectedHeader({ alg: signingAlgorithm, kid: this.current.kid, typ: typArg })
+      .sign(this.current.privateKey!)).split('.');
+    return `${header}..${signature}`;
+  }
+
   /** Signs a compact RS256 JWT with Cloudly's current key; used for identities and restore grants. */
   public async signJwt(claimsArg: jose.JWTPayload, optionsArg: { audience: string; subject: string; expiresAtMs: number }): Promise<string> {
     if (Date.now() - this.loadedAt > signingKeysRefreshMs) {

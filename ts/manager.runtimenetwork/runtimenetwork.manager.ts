@@ -27,6 +27,7 @@ import type {
   IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication,
 } from '../interfaces/requests/runtimenetwork.js';
 import { composeNextRuntimeNetworkProjection, type IRuntimeNetworkNodeFacts, type TRuntimeNetworkProjectionStep } from './derive.js';
+import { canonicalRuntimeNetworkProjectionBytes, runtimeNetworkProjectionSignatureType } from '../interfaces/data/runtimenetworksignature.js';
 
 /**
  * The runtime network: the authority's address plan (one per Cloudly, written by administrators at
@@ -107,6 +108,12 @@ export class RuntimeNetworkManager {
    */
   private readonly refreshes: WorkQueue;
 
+  /** A projection with Cloudly's detached signature over its canonical bytes, so a node need not trust the relay. */
+  private async signed(projectionArg: IRuntimeNetworkProjection): Promise<{ projection: IRuntimeNetworkProjection; signature: string }> {
+    const signature = await this.cloudly.auth.signDetached(canonicalRuntimeNetworkProjectionBytes(projectionArg), runtimeNetworkProjectionSignatureType);
+    return { projection: projectionArg, signature };
+  }
+
   constructor(private readonly cloudly: Cloudly) {
     this.refreshes = new WorkQueue({
       name: 'runtime network projection refresh',
@@ -132,7 +139,7 @@ export class RuntimeNetworkManager {
     cloudly.addAdminHandler<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', async (request) => {
       request = requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId } });
       await this.cloudly.clusterManager.requireCluster(request.clusterId);
-      return { projection: await this.refreshProjection(request.clusterId, request.nodeId) };
+      return this.signed(await this.refreshProjection(request.clusterId, request.nodeId));
     });
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', async (request, context) => {
@@ -147,7 +154,7 @@ export class RuntimeNetworkManager {
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_GetRuntimeNetworkProjection>('getClusterNodeRuntimeNetworkProjection', async (request, context) => {
       request = requireRequestShape(request, { required: { nodeId: isNodeId } });
-      return { projection: await this.refreshProjection(context.clusterId, request.nodeId) };
+      return this.signed(await this.refreshProjection(context.clusterId, request.nodeId));
     });
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication>(

@@ -22,3 +22,4 @@ export * from './isolatedrestore.js';
 export * from './corestoreclosure.js';
 export * from './audit.js';
 export * from './desiredstate.js';
+export * from './runtimenetworksignature.js';

@@ -39,7 +39,8 @@ export type IReq_Admin_SetRuntimeNetworkAddressPlan = ITypedContract<
 export type IReq_Admin_GetRuntimeNetworkProjection = ITypedContract<
   'getRuntimeNetworkProjection',
   { identity: IIdentity; clusterId: string; nodeId: string },
-  { projection: IRuntimeNetworkProjection }
+  /** `signature`: project's own member, see `verifyRuntimeNetworkProjectionSignature`. */
+  { projection: IRuntimeNetworkProjection; signature: string }
 >;
 
 /** The relay states the workload address leases one node of its cluster holds (replacing the last statement). */
@@ -53,7 +54,8 @@ export type IReq_Relay_Cloudly_ReportRuntimeNetworkLeases = ITypedContract<
 export type IReq_Relay_Cloudly_GetRuntimeNetworkProjection = ITypedContract<
   'getClusterNodeRuntimeNetworkProjection',
   { nodeId: string },
-  { projection: IRuntimeNetworkProjection }
+  /** `signature`: project's own member, see `verifyRuntimeNetworkProjectionSignature`. */
+  { projection: IRuntimeNetworkProjection; signature: string }
 >;
 
 /**
