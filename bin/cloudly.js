@@ -1,0 +1,24 @@
+#!/usr/bin/env node
+// The `cloudly` executable from a checkout: runs the TypeScript sources through tsx, as `npm start` does.
+// `cloudly server` starts exactly what `npm start` starts (same node flags, same entry, ts/cli.ts).
+import { spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const args = process.argv.slice(2);
+
+if (args[0] === 'server') {
+  const child = spawn(process.execPath, ['--max-semi-space-size=4', '--import', import.meta.resolve('tsx'), join(root, 'ts', 'cli.ts'), ...args.slice(1)], {
+    cwd: process.cwd(),
+    stdio: 'inherit',
+  });
+  for (const signal of ['SIGINT', 'SIGTERM']) {
+    process.on(signal, () => child.kill(signal));
+  }
+  child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+} else {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import(pathToFileURL(join(root, 'ts', 'cli', 'main.ts')).href);
+}

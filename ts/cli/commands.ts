@@ -1,0 +1,732 @@
+import { randomUUID } from 'node:crypto';
+import { Command } from 'commander';
+import { CloudlyAdminClient } from '../client/admin.js';
+import {
+  collect, expectedGeneration, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
+  requireOption, resolveUrl, UsageError, withDryRun, type ICommandContext, type IMutationOptions,
+} from './context.js';
+import { normalizeServerUrl, readCredentials, writeCredentials, credentialsPath } from './credentials.js';
+import { note, printAnswer, waitingLine } from './output.js';
+import { readPassword } from './prompt.js';
+import {
+  auditColumns, backupColumns, bindingColumns, clusterColumns, describeInitialization, listTable, nodeColumns,
+  recordTable, serviceColumns, serviceTable,
+} from './tables.js';
+
+type TOptions = Record<string, any>;
+type TAction = (ctxArg: ICommandContext, optionsArg: TOptions) => Promise<void>;
+
+/** Runs a command that talks to a logged-in server; any failure sets the exit code (context.ts). */
+const run = (actionArg: TAction) => async (...argsArg: unknown[]): Promise<void> => {
+  const command = argsArg[argsArg.length - 1] as Command;
+  const options = command.optsWithGlobals() as TOptions;
+  let url: string | undefined;
+  try {
+    const ctx = await openContext(options);
+    url = ctx.url;
+    await actionArg(ctx, options);
+  } catch (error) {
+    process.exitCode = reportFailure(error, url);
+  }
+};
+
+const mutation = (commandArg: Command): Command => commandArg
+  .option('--dry-run', 'run every check and answer what would happen; change nothing');
+
+const generationExpectation = (commandArg: Command, whatArg: string): Command => mutation(commandArg)
+  .option('--expect <generation>', `the ${whatArg} generation you read (compare-and-swap)`)
+  .option('--expect-current', `read the ${whatArg}'s current generation first and expect that`);
+
+const pageOptions = (commandArg: Command): Command => commandArg
+  .option('--limit <n>', 'at most this many per page')
+  .option('--cursor <cursor>', 'the page after this cursor (from the last answer)');
+
+const pageRequest = (optionsArg: TOptions): Record<string, unknown> => ({
+  ...(optionsArg.limit !== undefined ? { limit: parseInteger(optionsArg.limit, '--limit', 1) } : {}),
+  ...(optionsArg.cursor !== undefined ? { cursor: optionsArg.cursor } : {}),
+});
+
+/** A value compare-and-swap (`expected`): `--expect <json|none>` or `--expect-current`. */
+const expectedValue = async (
+  optionsArg: IMutationOptions,
+  readCurrentArg: () => Promise<unknown>,
+  whatArg: string,
+  parseArg: (textArg: string) => unknown,
+): Promise<unknown> => {
+  if (optionsArg.expect !== undefined && optionsArg.expectCurrent) {
+    throw new UsageError('give either --expect or --expect-current, not both');
+  }
+  if (optionsArg.expect !== undefined) {
+    return optionsArg.expect === 'none' ? null : parseArg(optionsArg.expect);
+  }
+  if (optionsArg.expectCurrent) {
+    const current = (await readCurrentArg()) ?? null;
+    note(`--expect-current: read ${whatArg} as ${current === null ? 'none' : JSON.stringify(current)}; the change applies only if it is still that`);
+    return current;
+  }
+  throw new UsageError(`give --expect <${whatArg} you read, or none> or --expect-current`);
+};
+
+const parseJsonOption = (flagArg: string) => (textArg: string): unknown => {
+  try {
+    return JSON.parse(textArg);
+  } catch {
+    throw new UsageError(`${flagArg} must be JSON or none`);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// login / logout
+// ---------------------------------------------------------------------------------------------
+
+const addSessionCommands = (programArg: Command): void => {
+  programArg.command('login')
+    .description('log in and keep the identity for this server (password from a prompt or stdin)')
+    .option('--username <name>', 'administrator name', 'admin')
+    .action(async (_optionsArg: TOptions, commandArg: Command) => {
+      const options = commandArg.optsWithGlobals() as TOptions;
+      let url: string | undefined;
+      try {
+        parseFormat(options.output);
+        url = options.url || process.env.CLOUDLY_URL ? normalizeServerUrl(options.url ?? process.env.CLOUDLY_URL) : await resolveUrl(options);
+        const password = await readPassword(`password for ${options.username} at ${url}: `);
+        if (!password) {
+          throw new UsageError('no password given (type it at the prompt, or pipe it on stdin)');
+        }
+        const client = new CloudlyAdminClient(url);
+        const identity = await client.login(options.username, password);
+        const credentials = await readCredentials();
+        credentials.servers[url] = { username: options.username, identity, loggedInAt: Date.now() };
+        credentials.current = url;
+        await writeCredentials(credentials);
+        note(`logged in to ${url} as ${identity.name}; identity kept in ${credentialsPath()} until ${new Date(identity.expiresAt).toISOString()}`);
+      } catch (error) {
+        process.exitCode = reportFailure(error instanceof Error && /is not a URL|must be an http/.test(error.message) ? new UsageError(error.message) : error, url);
+      }
+    });
+
+  programArg.command('logout')
+    .description('forget the identity kept for this server (or --all)')
+    .option('--all', 'forget every server')
+    .action(async (_optionsArg: TOptions, commandArg: Command) => {
+      const options = commandArg.optsWithGlobals() as TOptions;
+      try {
+        const credentials = await readCredentials();
+        if (options.all) {
+          await writeCredentials({ current: null, servers: {} });
+          note('logged out of every server');
+          return;
+        }
+        const url = await resolveUrl(options);
+        const known = url in credentials.servers;
+        delete credentials.servers[url];
+        if (credentials.current === url) {
+          credentials.current = Object.keys(credentials.servers)[0] ?? null;
+        }
+        await writeCredentials(credentials);
+        note(known ? `logged out of ${url}` : `not logged in to ${url}`);
+      } catch (error) {
+        process.exitCode = reportFailure(error);
+      }
+    });
+};
+
+// ---------------------------------------------------------------------------------------------
+// clusters, nodes
+// ---------------------------------------------------------------------------------------------
+
+const readCluster = async (ctxArg: ICommandContext, clusterIdArg: string): Promise<Record<string, any>> =>
+  (await ctxArg.call('getClusterById', { clusterId: clusterIdArg })).cluster;
+
+const addClusterCommands = (programArg: Command): void => {
+  const clusters = programArg.command('clusters').description('clusters and their relay tokens');
+  pageOptions(clusters.command('list').description('every cluster'))
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('getClusters', pageRequest(options));
+      printAnswer(answer, ctx.format, () => listTable(answer.clusters, clusterColumns, answer));
+    }));
+  clusters.command('get').description('one cluster')
+    .requiredOption('--cluster <id>', 'cluster id')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('getClusterById', { clusterId: options.cluster });
+      printAnswer(answer, ctx.format, () => recordTable(answer.cluster));
+    }));
+  mutation(clusters.command('create').description('create a cluster; its relay token is shown once'))
+    .requiredOption('--name <name>', 'cluster name')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('createCluster', withDryRun(options, { name: options.name }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => `${recordTable(answer.cluster)}\n\nrelay token (shown once${options.dryRun ? ', dry run: not stored' : ''}):\n${answer.relayToken}`);
+    }));
+  generationExpectation(clusters.command('rotate-relay-token').description('issue a new relay token; the old one stops at once'), 'cluster')
+    .requiredOption('--cluster <id>', 'cluster id')
+    .action(run(async (ctx, options) => {
+      const expected = await expectedGeneration(options, async () => (await readCluster(ctx, options.cluster)).generation, `cluster ${options.cluster}`);
+      const answer = await ctx.call('rotateClusterRelayToken', withDryRun(options, { clusterId: options.cluster, expectedGeneration: expected }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => `${recordTable(answer.cluster)}\n\nnew relay token (shown once${options.dryRun ? ', dry run: not stored' : ''}):\n${answer.relayToken}`);
+    }));
+
+  const nodes = programArg.command('nodes').description('the nodes of a cluster');
+  pageOptions(nodes.command('list').description('every node of a cluster'))
+    .requiredOption('--cluster <id>', 'cluster id')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('getClusterNodes', { clusterId: options.cluster, ...pageRequest(options) });
+      printAnswer(answer, ctx.format, () => listTable(answer.nodes, nodeColumns, answer));
+    }));
+  mutation(nodes.command('add').description('add a node to a cluster'))
+    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--name <name>', 'node name')
+    .option('--node <id>', 'the node id (as its relay reports it); Cloudly picks one when omitted')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('addClusterNode', withDryRun(options, {
+        clusterId: options.cluster, name: options.name, ...(options.node ? { nodeId: options.node } : {}),
+      }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => recordTable(answer.node));
+    }));
+  mutation(nodes.command('remove').description('remove a node (the API takes no expectation here)'))
+    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--node <id>', 'node id')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('removeClusterNode', withDryRun(options, { clusterId: options.cluster, nodeId: options.node }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => recordTable(answer.node));
+    }));
+  mutation(nodes.command('set-corestore').description("set or clear a node's Corestore endpoint (compare-and-swap on the value)"))
+    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--node <id>', 'node id')
+    .option('--endpoint <origin>', 'the Corestore origin, e.g. http://10.20.0.15:3000')
+    .option('--clear', 'remove the endpoint')
+    .option('--expect <endpoint>', 'the endpoint you read, or none')
+    .option('--expect-current', 'read the current endpoint first and expect that')
+    .action(run(async (ctx, options) => {
+      if (Boolean(options.endpoint) === Boolean(options.clear)) {
+        throw new UsageError('give exactly one of --endpoint <origin> or --clear');
+      }
+      const expected = await expectedValue(options, async () => {
+        const list = await ctx.call('getClusterNodes', { clusterId: options.cluster });
+        const node = (list.nodes as Array<Record<string, any>>).find((nodeArg) => nodeArg.id === options.node);
+        if (!node) {
+          throw new UsageError(`cluster ${options.cluster} has no node ${options.node}`);
+        }
+        return node.corestore ?? null;
+      }, 'the corestore', (textArg) => (textArg.startsWith('{') ? parseJsonOption('--expect')(textArg) : { endpoint: textArg }));
+      const answer = await ctx.call('setClusterNodeCorestore', withDryRun(options, {
+        clusterId: options.cluster, nodeId: options.node, expected, corestore: options.clear ? null : { endpoint: options.endpoint },
+      }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => recordTable(answer.node));
+    }));
+};
+
+// ---------------------------------------------------------------------------------------------
+// services
+// ---------------------------------------------------------------------------------------------
+
+const readService = async (ctxArg: ICommandContext, serviceIdArg: string): Promise<Record<string, any>> =>
+  (await ctxArg.call('getServiceById', { serviceId: serviceIdArg })).service;
+
+const parseVolume = (textArg: string): Record<string, unknown> => {
+  const [mountPath, flag] = textArg.split(':');
+  if (!mountPath || (flag !== undefined && flag !== 'ro' && flag !== 'rw')) {
+    throw new UsageError(`--volume ${JSON.stringify(textArg)} must be <mountPath>[:ro|:rw]`);
+  }
+  return { mountPath, readOnly: flag === 'ro', driver: 'local' };
+};
+
+const parseRunAs = (textArg: string | undefined): Record<string, number> | null => {
+  if (textArg === undefined || textArg === 'none') {
+    return null;
+  }
+  const match = /^(\d+):(\d+)$/.exec(textArg);
+  if (!match) {
+    throw new UsageError('--run-as must be <uid>:<gid> or none');
+  }
+  return { user: Number(match[1]), group: Number(match[2]) };
+};
+
+/** The writable spec of a stored service (what updateService takes): no ids, no initializations. */
+const writableSpec = (serviceArg: Record<string, any>): Record<string, any> => ({
+  name: serviceArg.name,
+  organizationId: serviceArg.organizationId,
+  clusterId: serviceArg.clusterId,
+  runtime: serviceArg.runtime,
+  volumes: (serviceArg.volumes as Array<Record<string, unknown>>).map(({ id: _id, initialization: _initialization, ...volume }) => volume),
+});
+
+const specBody = (valueArg: unknown): Record<string, any> => {
+  const value = valueArg as Record<string, any>;
+  return value && typeof value === 'object' && value.service && typeof value.service === 'object' ? value.service : value;
+};
+
+const parseMode = (textArg: string): number => {
+  if (!/^0?[0-7]{3,4}$/.test(textArg)) {
+    throw new UsageError('--mode must be octal, e.g. 0750');
+  }
+  return parseInt(textArg, 8);
+};
+
+const addServiceCommands = (programArg: Command): void => {
+  const services = programArg.command('services').description('services, their volumes and status');
+  pageOptions(services.command('list').description('every service, or those of one cluster'))
+    .option('--cluster <id>', 'only this cluster')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('getServices', { ...(options.cluster ? { clusterId: options.cluster } : {}), ...pageRequest(options) });
+      printAnswer(answer, ctx.format, () => listTable(answer.services, serviceColumns, answer));
+    }));
+  services.command('get').description('one service with its volumes')
+    .requiredOption('--service <id>', 'service id')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('getServiceById', { serviceId: options.service });
+      printAnswer(answer, ctx.format, () => serviceTable(answer.service));
+    }));
+  mutation(services.command('create').description('create a service from flags, or from --file spec.json (- for stdin)'))
+    .option('--file <path>', 'the writable spec as JSON ({ name, organizationId, clusterId, runtime, volumes })')
+    .option('--name <name>', 'service name')
+    .option('--organization <id>', 'organization id')
+    .option('--cluster <id>', 'cluster id')
+    .option('--image <image>', 'container image')
+    .option('--replicas <n>', 'replicas', '1')
+    .option('--node <id>', 'placement: a node (repeatable)', collect, [])
+    .option('--run-as <uid:gid>', 'run the workload as this user and group (default: none)')
+    .option('--volume <mountPath[:ro]>', 'a local volume (repeatable)', collect, [])
+    .action(run(async (ctx, options) => {
+      const service = options.file
+        ? specBody(await readJsonFile(options.file))
+        : {
+          name: requireOption(options.name, '--name (or --file)'),
+          organizationId: requireOption(options.organization, '--organization'),
+          clusterId: requireOption(options.cluster, '--cluster'),
+          runtime: {
+            image: requireOption(options.image, '--image'),
+            replicas: parseInteger(options.replicas, '--replicas', 0),
+            profile: { runAs: parseRunAs(options.runAs) },
+            placement: { nodeIds: options.node },
+          },
+          volumes: (options.volume as string[]).map(parseVolume),
+        };
+      const answer = await ctx.call('createService', withDryRun(options, { service }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => serviceTable(answer.service));
+    }));
+  generationExpectation(services.command('update').description('replace the spec (--file), or change single fields of the stored one'), 'service')
+    .requiredOption('--service <id>', 'service id')
+    .option('--file <path>', 'the whole writable spec as JSON (- for stdin)')
+    .option('--image <image>', 'new image')
+    .option('--replicas <n>', 'new replica count')
+    .option('--node <id>', 'new placement: a node (repeatable)', collect, undefined)
+    .option('--run-as <uid:gid|none>', 'new run-as user and group')
+    .action(run(async (ctx, options) => {
+      let stored: Record<string, any> | null = null;
+      const expected = await expectedGeneration(options, async () => {
+        stored = await readService(ctx, options.service);
+        return stored.generation as number;
+      }, `service ${options.service}`);
+      let service: Record<string, any>;
+      if (options.file) {
+        service = specBody(await readJsonFile(options.file));
+      } else {
+        if (options.image === undefined && options.replicas === undefined && options.node === undefined && options.runAs === undefined) {
+          throw new UsageError('nothing to change: give --file, --image, --replicas, --node or --run-as');
+        }
+        stored ??= await readService(ctx, options.service);
+        if (stored.generation !== expected) {
+          note(`note: the service is at generation ${stored.generation}, not ${expected}; the server will refuse`);
+        }
+        service = writableSpec(stored);
+        service.runtime = {
+          ...service.runtime,
+          ...(options.image !== undefined ? { image: options.image } : {}),
+          ...(options.replicas !== undefined ? { replicas: parseInteger(options.replicas, '--replicas', 0) } : {}),
+          ...(options.node !== undefined ? { placement: { nodeIds: options.node } } : {}),
+          ...(options.runAs !== undefined ? { profile: { ...service.runtime.profile, runAs: parseRunAs(options.runAs) } } : {}),
+        };
+      }
+      const answer = await ctx.call('updateService', withDryRun(options, { serviceId: options.service, expectedGeneration: expected, service }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => serviceTable(answer.service));
+    }));
+  generationExpectation(services.command('delete').description('remove a service from the desired state (deleted once its relay reports it stopped)'), 'service')
+    .requiredOption('--service <id>', 'service id')
+    .option('--force', 'delete at once, without waiting for the relay')
+    .action(run(async (ctx, options) => {
+      const expected = await expectedGeneration(options, async () => (await readService(ctx, options.service)).generation, `service ${options.service}`);
+      const answer = await ctx.call('deleteService', withDryRun(options, {
+        serviceId: options.service, expectedGeneration: expected, ...(options.force ? { force: true } : {}),
+      }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => recordTable(answer));
+    }));
+  services.command('status').description("the service's runtime status verdict")
+    .requiredOption('--service <id>', 'service id')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('getServiceRuntimeStatus', { serviceId: options.service });
+      printAnswer(answer, ctx.format, () => {
+        const placements = (answer.observed?.placements ?? []) as Array<Record<string, unknown>>;
+        return `${recordTable(answer.status)}${placements.length ? `\n\nobserved:\n${listTable(placements, Object.keys(placements[0]).slice(0, 6).map((key) => [key.toUpperCase(), (p) => p[key]]))}` : ''}`;
+      });
+    }));
+  mutation(services.command('set-volume-initialization').description('say how a volume starts: empty (owner, mode) or imported from a Docker volume'))
+    .requiredOption('--service <id>', 'service id')
+    .requiredOption('--mount-path <path>', "the volume's exact mount path")
+    .option('--empty', 'start empty')
+    .option('--mode <octal>', 'directory mode of an empty volume, e.g. 0750')
+    .option('--uid <uid>', 'explicit owner (with --gid); without them the service runs-as user owns it')
+    .option('--gid <gid>', 'explicit group')
+    .option('--import-docker-volume <name>', 'import the Docker volume of exactly this name')
+    .option('--clear', 'remove the initialization')
+    .option('--expect <json>', 'the initialization you read (JSON), or none')
+    .option('--expect-current', 'read the current initialization first and expect that')
+    .action(run(async (ctx, options) => {
+      const chosen = [options.empty, options.importDockerVolume, options.clear].filter(Boolean).length;
+      if (chosen !== 1) {
+        throw new UsageError('give exactly one of --empty, --import-docker-volume <name> or --clear');
+      }
+      let initialization: Record<string, unknown> | null = null;
+      if (options.empty) {
+        const mode = parseMode(requireOption(options.mode, '--mode (with --empty)'));
+        if ((options.uid === undefined) !== (options.gid === undefined)) {
+          throw new UsageError('give --uid and --gid together');
+        }
+        initialization = {
+          kind: 'empty',
+          ownership: options.uid !== undefined
+            ? { kind: 'explicit', uid: parseInteger(options.uid, '--uid'), gid: parseInteger(options.gid, '--gid'), mode }
+            : { kind: 'run-as', mode },
+        };
+      } else if (options.importDockerVolume) {
+        initialization = { kind: 'import', source: { kind: 'docker-volume', volumeName: options.importDockerVolume } };
+      }
+      const expected = await expectedValue(options, async () => {
+        const service = await readService(ctx, options.service);
+        const volume = (service.volumes as Array<Record<string, any>>).find((volumeArg) => volumeArg.mountPath === options.mountPath);
+        if (!volume) {
+          throw new UsageError(`service ${options.service} has no volume at ${options.mountPath}`);
+        }
+        return volume.initialization ?? null;
+      }, 'the initialization', parseJsonOption('--expect'));
+      const answer = await ctx.call('setServiceVolumeInitialization', withDryRun(options, {
+        serviceId: options.service, mountPath: options.mountPath, expected, initialization,
+      }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => {
+        const volume = (answer.service.volumes as Array<Record<string, any>>).find((volumeArg) => volumeArg.mountPath === options.mountPath);
+        return `${options.mountPath}: ${describeInitialization(volume?.initialization)} (service generation ${answer.service.generation})`;
+      });
+    }));
+};
+
+// ---------------------------------------------------------------------------------------------
+// ingress, corestore, bindings
+// ---------------------------------------------------------------------------------------------
+
+const addIngressCommands = (programArg: Command): void => {
+  const ingress = programArg.command('ingress').description("a Pallet cluster's ingress designation and routes");
+  mutation(ingress.command('designate').description('designate (or re-designate) the ingress service of a cluster'))
+    .option('--file <path>', 'the whole designation request as JSON (- for stdin)')
+    .option('--cluster <id>', 'cluster id')
+    .option('--service <id>', 'the ingress service id')
+    .option('--mutation-id <id>', 'makes a repeated call safe (default: a fresh one)')
+    .option('--expect-current', "read the cluster's runtime, the service's spec revision and the current designation first")
+    .action(run(async (ctx, options) => {
+      let designation: Record<string, unknown>;
+      if (options.file) {
+        const body = (await readJsonFile(options.file)) as Record<string, any>;
+        designation = body?.designation ?? body;
+      } else {
+        const clusterId = requireOption(options.cluster, '--cluster (or --file)');
+        const ingressServiceId = requireOption(options.service, '--service');
+        if (!options.expectCurrent) {
+          throw new UsageError('without --file, give --expect-current (the runtime, spec revision and designation are read first)');
+        }
+        const runtime = (await ctx.call('getClusterRuntime', { clusterId })).runtime;
+        const service = await readService(ctx, ingressServiceId);
+        const current = (await ctx.call('getClusterIngressDesignation', { clusterId })).designation as Record<string, any> | null;
+        const expectedDesignation = current ? { id: current.id, generation: current.generation, digest: current.digest } : null;
+        note(`--expect-current: runtime ${JSON.stringify(runtime)}, service spec revision ${service.specRevision}, `
+          + `designation ${expectedDesignation ? `${expectedDesignation.id} at generation ${expectedDesignation.generation}` : 'none'}`);
+        designation = {
+          mutationId: options.mutationId ?? randomUUID(),
+          clusterId,
+          ingressServiceId,
+          currentRuntime: runtime,
+          expectedSpecRevision: service.specRevision,
+          expectedDesignation,
+        };
+      }
+      const answer = await ctx.call('designateClusterIngress', withDryRun(options, { designation }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => `${recordTable(answer.designation)}${answer.replayed ? '\n(replayed: this mutation id was already accepted)' : ''}`);
+    }));
+  ingress.command('show').description("the cluster's current ingress designation")
+    .requiredOption('--cluster <id>', 'cluster id')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('getClusterIngressDesignation', { clusterId: options.cluster });
+      printAnswer(answer, ctx.format, () => (answer.designation ? recordTable(answer.designation) : '(no designation)'));
+    }));
+  mutation(ingress.command('routes').description("replace the routes of the cluster's ingress route table"))
+    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--file <path>', 'the routes as a JSON array (or { routes }); - for stdin')
+    .requiredOption('--expect <revision>', 'the route table revision you read, or none when there is none')
+    .action(run(async (ctx, options) => {
+      const body = (await readJsonFile(options.file)) as any;
+      const routes = Array.isArray(body) ? body : body?.routes;
+      const expectedRevision = options.expect === 'none' ? null : parseInteger(options.expect, '--expect', 0);
+      const answer = await ctx.call('setClusterIngressRoutes', withDryRun(options, { clusterId: options.cluster, expectedRevision, routes }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => recordTable(answer.table));
+    }));
+};
+
+const addCorestoreCommands = (programArg: Command): void => {
+  const corestore = programArg.command('corestore').description("a node's legacy Corestore resources and their adoption");
+  corestore.command('inventory').description("one node's legacy resources and the digest an adoption must quote")
+    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--node <id>', 'node id')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('getCorestoreLegacyResources', { clusterId: options.cluster, nodeId: options.node });
+      printAnswer(answer, ctx.format, () => {
+        const resources = (answer.inventory?.resources ?? []) as Array<Record<string, any>>;
+        return `digest: ${answer.inventorySha256 ?? '-'}\n${recordTable({ ...answer.inventory, resources: undefined })}\n\n${listTable(resources,
+          Object.keys(resources[0] ?? {}).slice(0, 5).map((key) => [key.toUpperCase(), (r) => r[key]]), {}, '(no resources)')}`;
+      });
+    }));
+  mutation(corestore.command('adopt').description('adopt legacy resources: all the selected ones or none'))
+    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--node <id>', 'node id')
+    .requiredOption('--resource <serviceId:capability>', 'a resource to adopt (repeatable)', collect, [])
+    .option('--expect <sha256>', 'the inventory digest you read')
+    .option('--expect-current', 'read the inventory first and quote its digest')
+    .action(run(async (ctx, options) => {
+      const resources = (options.resource as string[]).map((textArg) => {
+        const at = textArg.lastIndexOf(':');
+        if (at <= 0 || at === textArg.length - 1) {
+          throw new UsageError(`--resource ${JSON.stringify(textArg)} must be <serviceId>:<capability>`);
+        }
+        return { serviceId: textArg.slice(0, at), capability: textArg.slice(at + 1) };
+      });
+      if (options.expect !== undefined && options.expectCurrent) {
+        throw new UsageError('give either --expect or --expect-current, not both');
+      }
+      let digest: string = options.expect;
+      if (options.expectCurrent) {
+        const inventory = await ctx.call('getCorestoreLegacyResources', { clusterId: options.cluster, nodeId: options.node });
+        if (!inventory.inventorySha256) {
+          throw new UsageError('the inventory has no digest (the node reported it unreachable)');
+        }
+        digest = inventory.inventorySha256;
+        note(`--expect-current: read the inventory at digest ${digest}; the adoption applies only if it is unchanged`);
+      }
+      requireOption(digest, '--expect <sha256> or --expect-current');
+      const stop = options.dryRun ? () => undefined : waitingLine('adopting: waiting for the relay…');
+      const answer = await ctx.call('adoptCorestoreLegacyResources', withDryRun(options, {
+        clusterId: options.cluster, nodeId: options.node, expectedInventorySha256: digest, resources,
+      })).finally(stop);
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => listTable(answer.platformBindings, bindingColumns, {}, '(no bindings)'));
+    }));
+
+  const bindings = programArg.command('bindings').description('platform bindings (database, object storage) of services');
+  pageOptions(bindings.command('list').description('every binding, or those of one service'))
+    .option('--service <id>', 'only this service')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('getPlatformBindings', { ...(options.service ? { serviceId: options.service } : {}), ...pageRequest(options) });
+      printAnswer(answer, ctx.format, () => listTable(answer.platformBindings, bindingColumns, answer));
+    }));
+  mutation(bindings.command('upsert').description('create or change the binding of a service capability'))
+    .option('--file <path>', 'the binding as JSON ({ serviceId, capability, enabled, nodeId, … }); - for stdin')
+    .option('--service <id>', 'service id')
+    .option('--capability <capability>', 'database or objectstorage')
+    .option('--disabled', 'create or leave it disabled (default: enabled)')
+    .option('--node <id>', 'the node whose Corestore serves it (default: none)')
+    .option('--expect <generation>', 'the binding generation you read, or none to create')
+    .option('--expect-current', 'read the binding first (none when it does not exist)')
+    .action(run(async (ctx, options) => {
+      const platformBinding = options.file
+        ? ((await readJsonFile(options.file)) as Record<string, any>)
+        : {
+          serviceId: requireOption(options.service, '--service (or --file)'),
+          capability: requireOption(options.capability, '--capability'),
+          enabled: !options.disabled,
+          nodeId: options.node ?? null,
+        };
+      if (options.expect !== undefined && options.expectCurrent) {
+        throw new UsageError('give either --expect or --expect-current, not both');
+      }
+      let expected: number | null;
+      if (options.expectCurrent) {
+        const list = await ctx.call('getPlatformBindings', { serviceId: platformBinding.serviceId });
+        const current = (list.platformBindings as Array<Record<string, any>>).find((b) => b.capability === platformBinding.capability);
+        expected = current ? current.generation : null;
+        note(`--expect-current: read the ${platformBinding.capability} binding of ${platformBinding.serviceId} as ${expected === null ? 'absent (creating)' : `generation ${expected}`}`);
+      } else if (options.expect !== undefined) {
+        expected = options.expect === 'none' ? null : parseInteger(options.expect, '--expect', 1);
+      } else {
+        throw new UsageError('give --expect <generation|none> or --expect-current');
+      }
+      const answer = await ctx.call('upsertPlatformBinding', withDryRun(options, { platformBinding, expectedGeneration: expected }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => recordTable(answer.platformBinding));
+    }));
+};
+
+// ---------------------------------------------------------------------------------------------
+// backups, network, audit
+// ---------------------------------------------------------------------------------------------
+
+const addBackupCommands = (programArg: Command): void => {
+  const backups = programArg.command('backups').description('service backups, restores and archive pruning');
+  pageOptions(backups.command('list').description('recorded backups'))
+    .option('--service <id>', 'only this service')
+    .option('--cluster <id>', 'only this cluster')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('getServiceBackups', {
+        ...(options.service ? { serviceId: options.service } : {}), ...(options.cluster ? { clusterId: options.cluster } : {}), ...pageRequest(options),
+      });
+      printAnswer(answer, ctx.format, () => listTable(answer.backups, backupColumns, answer));
+    }));
+  mutation(backups.command('create').description('back up one service on one node (answers when the relay finishes)'))
+    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--node <id>', 'node id')
+    .requiredOption('--service <id>', 'service id')
+    .option('--backup-id <id>', 'your own id: makes the call safe to repeat')
+    .option('--tag <key=value>', 'a tag (repeatable)', collect, [])
+    .option('--replication', 'replicate the backup')
+    .action(run(async (ctx, options) => {
+      const tags: Record<string, string> = {};
+      for (const tag of options.tag as string[]) {
+        const at = tag.indexOf('=');
+        if (at <= 0) {
+          throw new UsageError(`--tag ${JSON.stringify(tag)} must be key=value`);
+        }
+        tags[tag.slice(0, at)] = tag.slice(at + 1);
+      }
+      const stop = options.dryRun ? () => undefined : waitingLine('backing up: waiting for the relay…');
+      const answer = await ctx.call('createServiceBackup', withDryRun(options, {
+        clusterId: options.cluster, nodeId: options.node, serviceId: options.service,
+        ...(options.backupId ? { backupId: options.backupId } : {}),
+        ...((options.tag as string[]).length ? { tags } : {}),
+        ...(options.replication ? { replication: { enabled: true } } : {}),
+      })).finally(stop);
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => (answer.backup ? recordTable(answer.backup) : recordTable(answer)));
+    }));
+  mutation(backups.command('restore').description('restore a recorded backup (answers when the relay finishes)'))
+    .requiredOption('--backup <id>', 'backup id')
+    .option('--node <id>', 'restore onto this node of the cluster (default: where it was taken)')
+    .option('--clear', 'clear the resources before restoring')
+    .option('--resource-type <type>', 'only this resource type (repeatable)', collect, [])
+    .action(run(async (ctx, options) => {
+      const stop = options.dryRun ? () => undefined : waitingLine('restoring: waiting for the relay…');
+      const answer = await ctx.call('restoreServiceBackup', withDryRun(options, {
+        backupId: options.backup,
+        ...(options.node ? { nodeId: options.node } : {}),
+        ...(options.clear ? { clear: true } : {}),
+        ...((options.resourceType as string[]).length ? { resourceTypes: options.resourceType } : {}),
+      })).finally(stop);
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => (answer.backup ? `${recordTable(answer.backup)}\n\nrestored ${answer.restored?.length ?? 0} snapshot(s)` : recordTable(answer)));
+    }));
+  mutation(backups.command('prune').description("prune one node's archive by a retention policy (--dry-run: the relay reports what it would prune)"))
+    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--node <id>', 'node id')
+    .option('--keep-last <n>', 'keep the last n')
+    .option('--keep-daily <n>', 'keep one a day for n days')
+    .option('--keep-weekly <n>', 'keep one a week for n weeks')
+    .option('--keep-monthly <n>', 'keep one a month for n months')
+    .action(run(async (ctx, options) => {
+      const retention: Record<string, number> = {};
+      for (const [flag, key] of [['keepLast', 'keepLast'], ['keepDaily', 'keepDaily'], ['keepWeekly', 'keepWeekly'], ['keepMonthly', 'keepMonthly']] as const) {
+        if (options[flag] !== undefined) {
+          retention[key] = parseInteger(options[flag], `--${flag.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`, 0);
+        }
+      }
+      if (Object.keys(retention).length === 0) {
+        throw new UsageError('give at least one of --keep-last, --keep-daily, --keep-weekly, --keep-monthly');
+      }
+      const stop = waitingLine('pruning: waiting for the relay…');
+      const answer = await ctx.call('adminPruneClusterNodeArchive', {
+        clusterId: options.cluster, nodeId: options.node, retention, ...(options.dryRun ? { dryRun: true } : {}),
+      }).finally(stop);
+      printAnswer(answer, ctx.format, () => (answer.result ? recordTable(answer.result) : recordTable(answer)));
+    }));
+};
+
+const addNetworkCommands = (programArg: Command): void => {
+  const network = programArg.command('network').description('the runtime network address plan and node projections');
+  network.command('plan').description('the current address plan')
+    .action(run(async (ctx) => {
+      const answer = await ctx.call('getRuntimeNetworkAddressPlan', {});
+      printAnswer(answer, ctx.format, () => (answer.plan ? recordTable(answer.plan) : '(no plan yet)'));
+    }));
+  mutation(network.command('set-plan').description('write the next revision of the address plan'))
+    .requiredOption('--file <path>', 'the plan as JSON (- for stdin)')
+    .option('--expect-current', "read the current plan and set the file's revision to the one after it")
+    .action(run(async (ctx, options) => {
+      const body = (await readJsonFile(options.file)) as Record<string, any>;
+      const plan = body?.plan ?? body;
+      if (options.expectCurrent) {
+        const current = (await ctx.call('getRuntimeNetworkAddressPlan', {})).plan as Record<string, any> | null;
+        plan.revision = current ? current.revision + 1 : 1;
+        note(`--expect-current: the current plan is ${current ? `revision ${current.revision}` : 'absent'}; writing revision ${plan.revision}`);
+      }
+      const answer = await ctx.call('setRuntimeNetworkAddressPlan', withDryRun(options, { plan }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => `${recordTable(answer.plan)}${answer.replayed ? '\n(replayed: the stored plan is exactly this)' : ''}`);
+    }));
+  network.command('projection').description("a node's runtime network projection")
+    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--node <id>', 'node id')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('getRuntimeNetworkProjection', { clusterId: options.cluster, nodeId: options.node });
+      printAnswer(answer, ctx.format, () => recordTable(answer.projection));
+    }));
+};
+
+const parseTime = (textArg: string, flagArg: string): number => {
+  const value = /^\d+$/.test(textArg) ? Number(textArg) : Date.parse(textArg);
+  if (!Number.isFinite(value)) {
+    throw new UsageError(`${flagArg} must be epoch milliseconds or a date (2026-11-30T10:00Z)`);
+  }
+  return value;
+};
+
+const addAuditCommand = (programArg: Command): void => {
+  programArg.command('audit').description('the audit log, newest first')
+    .option('--limit <n>', 'events per page (1-1000)')
+    .option('--cursor <cursor>', 'the page after this cursor')
+    .option('--target-kind <kind>', 'e.g. CloudlyCluster')
+    .option('--target-id <id>', 'one document')
+    .option('--actor <id>', 'one actor id')
+    .option('--method <method>', 'one method')
+    .option('--since <time>', 'from (inclusive)')
+    .option('--until <time>', 'until (exclusive)')
+    .action(run(async (ctx, options) => {
+      const filter: Record<string, unknown> = {
+        ...(options.targetKind ? { targetKind: options.targetKind } : {}),
+        ...(options.targetId ? { targetId: options.targetId } : {}),
+        ...(options.actor ? { actorId: options.actor } : {}),
+        ...(options.method ? { method: options.method } : {}),
+        ...(options.since ? { since: parseTime(options.since, '--since') } : {}),
+        ...(options.until ? { until: parseTime(options.until, '--until') } : {}),
+      };
+      const answer = await ctx.call('getAuditEvents', { ...pageRequest(options), ...(Object.keys(filter).length ? { filter } : {}) });
+      printAnswer(answer, ctx.format, () => listTable(answer.events, auditColumns, answer, '(no events)'));
+    }));
+};
+
+export const addCommands = (programArg: Command): void => {
+  programArg.command('server').description('start the Cloudly server (what `npm start` runs; handled by bin/cloudly.js)')
+    .action(() => {
+      throw new UsageError('`cloudly server` is started by bin/cloudly.js; run it through the `cloudly` executable');
+    });
+  addSessionCommands(programArg);
+  addClusterCommands(programArg);
+  addServiceCommands(programArg);
+  addIngressCommands(programArg);
+  addCorestoreCommands(programArg);
+  addBackupCommands(programArg);
+  addNetworkCommands(programArg);
+  addAuditCommand(programArg);
+};

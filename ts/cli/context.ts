@@ -1,0 +1,212 @@
+import * as fsp from 'node:fs/promises';
+import { TypedResponseError } from '@api.global/typedrequest';
+import { CloudlyAdminClient } from '../client/admin.js';
+import { CloudlyTransportError } from '../client/transport.js';
+import type { ITypedContract } from '../interfaces/requests/admin.js';
+import { normalizeServerUrl, readCredentials } from './credentials.js';
+import { note, outputFormats, writeErr, type TOutputFormat } from './output.js';
+
+/** Exit codes of every command (docs/cli.md). */
+export const exitCodes = Object.freeze({ ok: 0, refused: 1, usage: 2, unavailable: 3 } as const);
+
+/** A mistake in the invocation itself: nothing was sent. Exit code 2. */
+export class UsageError extends Error {}
+
+type TLooseContract = ITypedContract<string, Record<string, unknown>, any>;
+
+export interface IGlobalOptions {
+  url?: string;
+  output?: string;
+}
+
+export interface ICommandContext {
+  url: string;
+  format: TOutputFormat;
+  client: CloudlyAdminClient;
+  call<TAnswer = any>(methodArg: string, requestArg: Record<string, unknown>): Promise<TAnswer>;
+}
+
+export const parseFormat = (valueArg: string | undefined): TOutputFormat => {
+  const format = (valueArg ?? 'table') as TOutputFormat;
+  if (!outputFormats.includes(format)) {
+    throw new UsageError(`--output must be one of ${outputFormats.join(', ')}`);
+  }
+  return format;
+};
+
+/** The server to talk to: `--url`, else `$CLOUDLY_URL`, else the server of the last login. */
+export const resolveUrl = async (optionsArg: IGlobalOptions): Promise<string> => {
+  const given = optionsArg.url ?? process.env.CLOUDLY_URL;
+  if (given) {
+    try {
+      return normalizeServerUrl(given);
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
+  }
+  const credentials = await readCredentials();
+  if (!credentials.current) {
+    throw new UsageError('no server: pass --url or run `cloudly login --url <server>` first');
+  }
+  return credentials.current;
+};
+
+/** A logged-in client for the resolved server (its stored identity). */
+export const openContext = async (optionsArg: IGlobalOptions): Promise<ICommandContext> => {
+  const format = parseFormat(optionsArg.output);
+  const url = await resolveUrl(optionsArg);
+  const stored = (await readCredentials()).servers[url];
+  if (!stored) {
+    throw new UsageError(`not logged in to ${url}: run \`cloudly login --url ${url}\``);
+  }
+  if (stored.identity.expiresAt && stored.identity.expiresAt <= Date.now()) {
+    throw new UsageError(`the identity for ${url} expired: run \`cloudly login --url ${url}\` again`);
+  }
+  const client = new CloudlyAdminClient(url);
+  client.identity = stored.identity;
+  return {
+    url,
+    format,
+    client,
+    call: (methodArg, requestArg) => client.call<TLooseContract>(methodArg, requestArg),
+  };
+};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers the commands share
+// ---------------------------------------------------------------------------------------------
+
+export const parseInteger = (valueArg: string, nameArg: string, minimumArg = 0): number => {
+  if (!/^-?\d+$/.test(valueArg) || Number(valueArg) < minimumArg || !Number.isSafeInteger(Number(valueArg))) {
+    throw new UsageError(`${nameArg} must be an integer of at least ${minimumArg}, not ${JSON.stringify(valueArg)}`);
+  }
+  return Number(valueArg);
+};
+
+/** Collects a repeatable option's values. */
+export const collect = (valueArg: string, previousArg: string[] = []): string[] => [...previousArg, valueArg];
+
+export const requireOption = <T>(valueArg: T | undefined, flagArg: string): T => {
+  if (valueArg === undefined || valueArg === null || valueArg === '') {
+    throw new UsageError(`${flagArg} is required`);
+  }
+  return valueArg;
+};
+
+/** Reads a JSON body from a file, or from stdin when the path is `-`. */
+export const readJsonFile = async (pathArg: string): Promise<unknown> => {
+  let text: string;
+  try {
+    if (pathArg === '-') {
+      const chunks: Buffer[] = [];
+      for await (const chunk of process.stdin) {
+        chunks.push(chunk as Buffer);
+      }
+      text = Buffer.concat(chunks).toString('utf8');
+    } else {
+      text = await fsp.readFile(pathArg, 'utf8');
+    }
+  } catch (error) {
+    throw new UsageError(`cannot read ${pathArg}: ${(error as Error).message}`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`${pathArg === '-' ? 'stdin' : pathArg} is not JSON: ${(error as Error).message}`);
+  }
+};
+
+export interface IMutationOptions {
+  dryRun?: boolean;
+  expect?: string;
+  expectCurrent?: boolean;
+}
+
+/**
+ * The compare-and-swap generation of a mutation: `--expect <generation>`, or with
+ * `--expect-current` read first (and said so on stderr).
+ */
+export const expectedGeneration = async (
+  optionsArg: IMutationOptions,
+  readCurrentArg: () => Promise<number>,
+  whatArg: string,
+): Promise<number> => {
+  if (optionsArg.expect !== undefined && optionsArg.expectCurrent) {
+    throw new UsageError('give either --expect or --expect-current, not both');
+  }
+  if (optionsArg.expect !== undefined) {
+    return parseInteger(optionsArg.expect, '--expect', 1);
+  }
+  if (optionsArg.expectCurrent) {
+    const generation = await readCurrentArg();
+    note(`--expect-current: read ${whatArg} at generation ${generation}; the change applies only if it is still at ${generation}`);
+    return generation;
+  }
+  throw new UsageError(`give --expect <generation> (of ${whatArg}) or --expect-current`);
+};
+
+/** Adds `dryRun: true` when asked and says on stderr that nothing changed. */
+export const withDryRun = (optionsArg: IMutationOptions, requestArg: Record<string, unknown>): Record<string, unknown> =>
+  (optionsArg.dryRun ? { ...requestArg, dryRun: true } : requestArg);
+
+export const noteDryRun = (optionsArg: IMutationOptions, answerArg: unknown): void => {
+  if (!optionsArg.dryRun) {
+    return;
+  }
+  const halted = (answerArg as { haltedBefore?: string } | null)?.haltedBefore;
+  note(halted
+    ? `dry run: every check passed; stopped before ${halted}; nothing was changed`
+    : 'dry run: every check passed; nothing was changed');
+};
+
+// ---------------------------------------------------------------------------------------------
+// Failures → stderr and exit codes
+// ---------------------------------------------------------------------------------------------
+
+const isConnectionFailure = (errorArg: unknown): boolean => {
+  const error = errorArg as { name?: string; message?: string; cause?: { code?: string }; code?: string };
+  const code = error?.cause?.code ?? error?.code;
+  return (error?.name === 'TypeError' && error.message === 'fetch failed')
+    || ['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EHOSTUNREACH', 'ETIMEDOUT', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT'].includes(code ?? '');
+};
+
+/** Prints a failure and answers the exit code: refusals 1 (unavailable 3), usage 2, unreachable 3. */
+export const reportFailure = (errorArg: unknown, urlArg?: string): number => {
+  if (errorArg instanceof UsageError) {
+    writeErr(`cloudly: ${errorArg.message}`);
+    return exitCodes.usage;
+  }
+  if (errorArg instanceof TypedResponseError) {
+    const data = (errorArg.errorData ?? {}) as Record<string, unknown>;
+    const code = typeof data.code === 'string' ? data.code : 'refused';
+    const lines = [`refused: ${code}${data.retryable ? ' (retryable)' : ''}`];
+    const reasons = Array.isArray(data.reasons) ? data.reasons : [];
+    for (const reason of reasons) {
+      lines.push(`  ${typeof reason === 'string' ? reason : JSON.stringify(reason)}`);
+    }
+    if (typeof data.retryAfterMs === 'number') {
+      lines.push(`  retry after ${data.retryAfterMs} ms`);
+    }
+    for (const [key, value] of Object.entries(data)) {
+      if (!['code', 'retryable', 'reasons', 'retryAfterMs'].includes(key)) {
+        lines.push(`  ${key}: ${typeof value === 'string' ? value : JSON.stringify(value)}`);
+      }
+    }
+    if (code === 'unauthenticated') {
+      lines.push('  (log in again: cloudly login)');
+    }
+    writeErr(lines.join('\n'));
+    return code === 'unavailable' ? exitCodes.unavailable : exitCodes.refused;
+  }
+  if (errorArg instanceof CloudlyTransportError) {
+    writeErr(`cloudly: ${errorArg.message}`);
+    return errorArg.status >= 500 || errorArg.status === 0 ? exitCodes.unavailable : exitCodes.refused;
+  }
+  if (isConnectionFailure(errorArg)) {
+    const cause = (errorArg as { cause?: { code?: string; message?: string } }).cause;
+    writeErr(`cloudly: unavailable: cannot reach ${urlArg ?? 'the server'} (${cause?.code ?? cause?.message ?? (errorArg as Error).message})`);
+    return exitCodes.unavailable;
+  }
+  writeErr(`cloudly: ${(errorArg as Error)?.message ?? String(errorArg)}`);
+  return exitCodes.refused;
+};
