@@ -3,6 +3,7 @@ import type { Cloudly } from '../classes.cloudly.js';
 import type { IAuditEvent, IAuditEventFilter } from '../interfaces/data/audit.js';
 import type { IReq_Admin_GetAuditEvents } from '../interfaces/requests/audit.js';
 import { refuse } from '../core/errors.js';
+import { decodePageCursor, encodePageCursor, isPageCursorOf, isPageLimit, pageLimits } from '../core/pagination.js';
 import { auditEventKind, type IAuditEventDocument } from '../core/store.js';
 import { isString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
 
@@ -12,7 +13,8 @@ import { isString, requireRequestShape, type TFieldCheck } from '../core/validat
  * `getAuditEvents` and forgets events older than `CLOUDLY_AUDIT_RETENTION_DAYS`.
  */
 
-export const auditPageLimits = Object.freeze({ defaultLimit: 100, maxLimit: 1000 });
+/** The limits every admin list shares (ts/core/pagination.ts). */
+export const auditPageLimits = pageLimits;
 const retentionSweepIntervalMs = 3600_000;
 const dayMs = 24 * 3600_000;
 
@@ -21,19 +23,16 @@ interface IAuditCursor {
   id: string;
 }
 
-const encodeCursor = (eventArg: IAuditEvent): string =>
-  Buffer.from(JSON.stringify({ at: eventArg.at, id: eventArg.id })).toString('base64url');
+// The log is newest first, so its position is (at, id) rather than an id alone; the cursor's
+// envelope is the one every list uses.
+const encodeCursor = (eventArg: IAuditEvent): string => encodePageCursor('getAuditEvents', { at: eventArg.at, id: eventArg.id });
 
 /** The position a cursor names, or null when it is not one this server handed out. */
 export const decodeAuditCursor = (cursorArg: string): IAuditCursor | null => {
-  try {
-    const value = JSON.parse(Buffer.from(cursorArg, 'base64url').toString('utf8')) as Record<string, unknown>;
-    return value && Number.isSafeInteger(value.at) && typeof value.id === 'string' && value.id.length <= 1024
-      ? { at: value.at as number, id: value.id }
-      : null;
-  } catch {
-    return null;
-  }
+  const value = decodePageCursor('getAuditEvents', cursorArg) as Record<string, unknown> | undefined;
+  return value && typeof value === 'object' && Number.isSafeInteger(value.at) && typeof value.id === 'string' && value.id.length <= 1024
+    ? { at: value.at as number, id: value.id }
+    : null;
 };
 
 const isEpochMs: TFieldCheck = (valueArg, pathArg) =>
@@ -65,13 +64,7 @@ const isAuditFilter: TFieldCheck = (valueArg, pathArg) => {
   return reasons;
 };
 
-const isLimit: TFieldCheck = (valueArg, pathArg) =>
-  Number.isSafeInteger(valueArg) && (valueArg as number) >= 1 && (valueArg as number) <= auditPageLimits.maxLimit
-    ? []
-    : [`${pathArg} must be an integer from 1 to ${auditPageLimits.maxLimit}`];
-
-const isCursor: TFieldCheck = (valueArg, pathArg) =>
-  typeof valueArg === 'string' && valueArg.length <= 2048 && decodeAuditCursor(valueArg) ? [] : [`${pathArg} is not a cursor this server handed out`];
+const isCursor: TFieldCheck = isPageCursorOf('getAuditEvents', (valueArg) => (typeof valueArg === 'string' ? decodeAuditCursor(valueArg) ?? undefined : undefined));
 
 const toPublicEvent = (docArg: IAuditEventDocument): IAuditEvent => {
   const event: IAuditEvent = {
@@ -95,7 +88,7 @@ export class AuditManager {
 
   constructor(private readonly cloudly: Cloudly) {
     cloudly.addAdminHandler<IReq_Admin_GetAuditEvents>('getAuditEvents', async (request) => {
-      request = requireRequestShape(request, { required: {}, optional: { cursor: isCursor, limit: isLimit, filter: isAuditFilter } });
+      request = requireRequestShape(request, { required: {}, optional: { cursor: isCursor, limit: isPageLimit, filter: isAuditFilter } });
       const limit = request.limit ?? auditPageLimits.defaultLimit;
       const query: Record<string, unknown> = {};
       const filter = request.filter ?? {};

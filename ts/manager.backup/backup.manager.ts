@@ -80,6 +80,7 @@ import {
   type IRestoreGrantClaims,
 } from './restoregrants.js';
 import { decideBackupOrder, decideBackupSettlement, decideClosureRecord } from './decide.js';
+import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
 
 /**
  * Node-addressed backups, database closures and isolated restores.
@@ -364,13 +365,12 @@ export class BackupManager {
     });
 
     this.cloudly.addAdminHandler<IReq_Admin_GetServiceBackups>('getServiceBackups', async (request) => {
-      request = requireRequestShape(request, { required: {}, optional: { serviceId: isIdString } });
-      const docs = await this.cloudly.store.find(
-        serviceBackupKind,
-        request.serviceId ? { serviceId: request.serviceId } : {},
-        { sort: { createdAt: 1 } },
-      );
-      return { backups: docs.map(toRecord) };
+      request = requireRequestShape(request, { required: {}, optional: { serviceId: isIdString, clusterId: isIdString, ...pageShape('getServiceBackups') } });
+      const filter: Record<string, string> = {};
+      if (request.serviceId !== undefined) filter.serviceId = request.serviceId;
+      if (request.clusterId !== undefined) filter.clusterId = request.clusterId;
+      const page = await findPage(this.cloudly.store, serviceBackupKind, filter, 'getServiceBackups', request, { createdAt: 1 });
+      return { backups: page.items.map(toRecord), ...nextCursorMember(page) };
     });
 
     this.cloudly.addAdminHandler<IReq_Admin_PruneClusterNodeArchive>('adminPruneClusterNodeArchive', async (request) => {

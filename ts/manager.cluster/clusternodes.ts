@@ -24,6 +24,7 @@ import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
 import { isArrayOf, isIdString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
 import type { ClusterRelayElection } from './relayelection.js';
 import { decideNodeCorestore, decideNodeRemoval, decideNodeReport } from './decide.js';
+import { nextCursorMember, pageOf, pageShape } from '../core/pagination.js';
 
 /**
  * The nodes of each cluster. Administrators add and remove them and set each node's Corestore
@@ -94,9 +95,10 @@ export class ClusterNodes {
     private readonly requireCluster: (clusterIdArg: string) => Promise<unknown>,
   ) {
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterNodes>('getClusterNodes', async (request) => {
-      request = requireRequestShape(request, { required: { clusterId: isIdString } });
+      request = requireRequestShape(request, { required: { clusterId: isIdString }, optional: pageShape('getClusterNodes') });
       await this.requireCluster(request.clusterId);
-      return { nodes: await this.listNodes(request.clusterId) };
+      const page = pageOf('getClusterNodes', await this.listNodes(request.clusterId), (nodeArg) => nodeArg.id, request);
+      return { nodes: page.items, ...nextCursorMember(page) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', async (request, context) => {

@@ -11,6 +11,7 @@ import type {
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
 import { requireRequestShape } from '../core/validation.js';
 import type { ClusterRelayElection, IClusterRelayLeaseDocument } from './relayelection.js';
+import { nextCursorMember, pageOf, pageShape } from '../core/pagination.js';
 
 /**
  * What each cluster's relay told Cloudly about itself (where it listens, what it runs), one
@@ -57,9 +58,13 @@ export class ClusterRelayRegistrations {
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterRelayRegistrations>('getClusterRelayRegistrations', async (request) => {
       request = requireRequestShape(request, {
         required: {},
-        optional: { clusterIds: (valueArg, pathArg) => validateClusterRelayRegistrationQueryIds(valueArg, pathArg) },
+        optional: {
+          clusterIds: (valueArg, pathArg) => validateClusterRelayRegistrationQueryIds(valueArg, pathArg),
+          ...pageShape('getClusterRelayRegistrations'),
+        },
       });
-      return { registrations: await this.readRegistrations(request.clusterIds) };
+      const page = pageOf('getClusterRelayRegistrations', await this.readRegistrations(request.clusterIds), (registrationArg) => registrationArg.clusterId, request);
+      return { registrations: page.items, ...nextCursorMember(page) };
     });
   }
 

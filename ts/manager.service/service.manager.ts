@@ -1,3 +1,4 @@
+import { findPage, nextCursorMember, pageOf, pageShape } from '../core/pagination.js';
 import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
 import {
@@ -263,10 +264,13 @@ export class ServiceManager {
 
   /** Every claim revision of a service's volumes (current and retained history). */
   public async listRuntimeLocalStorageClaims(serviceIdArg: string): Promise<IRuntimeLocalStorageClaimRecord[]> {
+    return (await this.readRuntimeLocalStorageClaims(serviceIdArg)).flatMap((doc) => [...doc.history, doc.current]);
+  }
+
+  /** The claim documents of a service, oldest issued first. */
+  private async readRuntimeLocalStorageClaims(serviceIdArg: string) {
     const docs = await this.cloudly.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg });
-    return docs
-      .sort((left, right) => left.current.issuedAt - right.current.issuedAt || left.id.localeCompare(right.id))
-      .flatMap((doc) => [...doc.history, doc.current]);
+    return docs.sort((left, right) => left.current.issuedAt - right.current.issuedAt || left.id.localeCompare(right.id));
   }
 
   /**
@@ -409,8 +413,16 @@ export class ServiceManager {
     });
 
     this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServices>('getServices', async (request) => {
-      request = requireRequestShape(request, { required: {} });
-      return { services: await this.listServices() };
+      request = requireRequestShape(request, { required: {}, optional: { clusterId: isIdString, ...pageShape('getServices') } });
+      const page = await findPage(
+        this.cloudly.store,
+        serviceKind,
+        request.clusterId === undefined ? {} : { clusterId: request.clusterId },
+        'getServices',
+        request,
+        { createdAt: 1 },
+      );
+      return { services: page.items.map(toPublicService), ...nextCursorMember(page) };
     });
 
     this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServiceById>('getServiceById', async (request) => ({
@@ -550,10 +562,15 @@ export class ServiceManager {
   // ------------------------------------------------------------------ local storage claims
 
   private registerClaimHandlers(): void {
-    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetRuntimeLocalStorageClaims>('getRuntimeLocalStorageClaims', async (request) => ({
-      claims: await this.answerForServiceId(request, async (serviceIdArg) =>
-        (await this.cloudly.store.get(serviceKind, serviceIdArg)) ? this.listRuntimeLocalStorageClaims(serviceIdArg) : null),
-    }));
+    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetRuntimeLocalStorageClaims>('getRuntimeLocalStorageClaims', async (request) => {
+      request = requireRequestShape(request, { required: { serviceId: isIdString }, optional: pageShape('getRuntimeLocalStorageClaims') });
+      if (!(await this.cloudly.store.get(serviceKind, request.serviceId))) {
+        throw refuse('not-found', [`service ${request.serviceId} does not exist`]);
+      }
+      // A page counts claims (each with its retained history), ordered by claim id.
+      const page = pageOf('getRuntimeLocalStorageClaims', await this.readRuntimeLocalStorageClaims(request.serviceId), (docArg) => docArg.id, request);
+      return { claims: page.items.flatMap((docArg) => [...docArg.history, docArg.current]), ...nextCursorMember(page) };
+    });
 
     this.cloudly.addAdminHandler<IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim>(
       'releaseUncertainRuntimeLocalStorageClaim',

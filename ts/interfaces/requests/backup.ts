@@ -11,6 +11,7 @@ import type {
 } from '../data/backup.js';
 import type { IIsolatedRestoreNodeState } from '../data/isolatedrestore.js';
 import type { ICorestoreDatabaseClosureDescriptor } from '../data/corestoreclosure.js';
+import type { IPageRequest, IPageAnswer } from './pagination.js';
 
 /**
  * Node-addressed backups, streamed database closures and isolated restores.
@@ -219,8 +220,8 @@ export type IReq_Admin_RestoreServiceBackup = ITypedContract<
 /** Lists recorded backups, optionally of one service. */
 export type IReq_Admin_GetServiceBackups = ITypedContract<
   'getServiceBackups',
-  { identity: IIdentity; serviceId?: string },
-  { backups: IServiceBackupRecord[] }
+  { identity: IIdentity; serviceId?: string; clusterId?: string } & IPageRequest,
+  { backups: IServiceBackupRecord[] } & IPageAnswer
 >;
 
 /** Prunes one exact node's archive through the cluster's relay. */

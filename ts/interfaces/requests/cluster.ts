@@ -2,6 +2,7 @@ import type { ITypedContract } from './admin.js';
 import type { IIdentity } from '../data/user.js';
 import type { IClusterNode, IClusterNodeCorestore, IClusterNodeReport } from '../data/clusternode.js';
 import type { IClusterRelayAnnouncement, IClusterRelayRegistration } from '../data/clusterrelay.js';
+import type { IPageRequest, IPageAnswer } from './pagination.js';
 
 // ---------------------------------------------------------------------------------------------
 // Administrator → Cloudly: nodes of a cluster. Project's own definitions.
@@ -10,8 +11,8 @@ import type { IClusterRelayAnnouncement, IClusterRelayRegistration } from '../da
 /** Every node Cloudly knows for one cluster, whether an administrator added it or a relay reported it. */
 export type IReq_Any_Cloudly_GetClusterNodes = ITypedContract<
   'getClusterNodes',
-  { identity: IIdentity; clusterId: string },
-  { nodes: IClusterNode[] }
+  { identity: IIdentity; clusterId: string } & IPageRequest,
+  { nodes: IClusterNode[] } & IPageAnswer
 >;
 
 /**
@@ -57,8 +58,8 @@ export type IReq_Any_Cloudly_SetClusterNodeCorestore = ITypedContract<
  */
 export type IReq_Any_Cloudly_GetClusterRelayRegistrations = ITypedContract<
   'getClusterRelayRegistrations',
-  { identity: IIdentity; clusterIds?: string[] },
-  { registrations: IClusterRelayRegistration[] }
+  { identity: IIdentity; clusterIds?: string[] } & IPageRequest,
+  { registrations: IClusterRelayRegistration[] } & IPageAnswer
 >;
 
 // ---------------------------------------------------------------------------------------------

@@ -9,3 +9,4 @@ export * as runtimesession from './runtimesession.js';
 export * as audit from './audit.js';
 export * as secret from './secret.js';
 export * as desiredstate from './desiredstate.js';
+export * as pagination from './pagination.js';

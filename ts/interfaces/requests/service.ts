@@ -5,6 +5,7 @@ import type { IService, IServiceWritableSpec } from '../data/service.js';
 import type { TServiceVolumeInitialization } from '../data/servicevolume.js';
 import type { IServiceRuntimeStatus } from '../data/serviceruntimestatus.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../data/runtimelocalstorageclaim.js';
+import type { IPageRequest, IPageAnswer } from './pagination.js';
 
 /** Volumes are `TServiceWritableVolume`: one stating `initialization` is refused by path. */
 export type IReq_Any_Cloudly_CreateService = ITypedContract<
@@ -25,8 +26,8 @@ export type IReq_Any_Cloudly_UpdateService = ITypedContract<
 
 export type IReq_Any_Cloudly_GetServices = ITypedContract<
   'getServices',
-  { identity: IIdentity },
-  { services: IService[] }
+  { identity: IIdentity; clusterId?: string } & IPageRequest,
+  { services: IService[] } & IPageAnswer
 >;
 
 export type IReq_Any_Cloudly_GetServiceById = ITypedContract<
@@ -67,8 +68,8 @@ export type IReq_Any_Cloudly_GetServiceRuntimeStatus = ITypedContract<
 /** Every local storage claim revision Cloudly issued for the service, with each node answer. Project's own. */
 export type IReq_Any_Cloudly_GetRuntimeLocalStorageClaims = ITypedContract<
   'getRuntimeLocalStorageClaims',
-  { identity: IIdentity; serviceId: string },
-  { claims: IRuntimeLocalStorageClaimRecord[] }
+  { identity: IIdentity; serviceId: string } & IPageRequest,
+  { claims: IRuntimeLocalStorageClaimRecord[] } & IPageAnswer
 >;
 
 /**
