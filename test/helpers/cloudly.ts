@@ -36,6 +36,9 @@ export interface ITestCloudly {
   stop(): Promise<void>;
 }
 
+/** Cluster names are unique: each default name is a fresh one. */
+let defaultClusterNames = 0;
+
 export const startTestCloudly = async (configArg: Partial<ICloudlyConfig> = {}): Promise<ITestCloudly> => {
   const dataDir = configArg.dataDir ?? await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-test-'));
   const logs: string[] = [];
@@ -69,7 +72,7 @@ export const startTestCloudly = async (configArg: Partial<ICloudlyConfig> = {}):
     baseUrl: '',
     dataDir,
     logs,
-    async createCluster(nameArg = 'test-cluster') {
+    async createCluster(nameArg = `test-cluster-${++defaultClusterNames}`) {
       return handle.admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: nameArg });
     },
     async addNodes(clusterIdArg, ...nodeIdsArg) {

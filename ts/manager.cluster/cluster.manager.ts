@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
 import type { ICluster } from '../interfaces/data/cluster.js';
 import type {
+  IReq_Admin_DeleteCluster,
   IReq_Any_Cloudly_CreateCluster,
   IReq_Any_Cloudly_GetClusterById,
   IReq_Any_Cloudly_GetClusters,
@@ -16,6 +17,18 @@ import { ClusterRelayElection } from './relayelection.js';
 import { ClusterNodes } from './clusternodes.js';
 import { ClusterRelayRegistrations } from './relayregistrations.js';
 import { defaultRelayCallTimeouts } from '../core/relaycalls.js';
+import {
+  clusterNameReservationId,
+  clusterNameReservationKind,
+  reserveExistingClusterNames,
+  settleAllClusterNameReservations,
+  settleClusterNameReservation,
+} from './clusternames.js';
+import { decideClusterDeletion } from './decide.js';
+import { clusterNodeKind } from './clusternodes.js';
+import { clusterRelayRegistrationKind } from './relayregistrations.js';
+import { currentOperation } from '../core/operationcontext.js';
+import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
 
 /**
  * Clusters and their relay tokens. A relay token is 256 random bits, shown once when it is made
@@ -68,29 +81,67 @@ export class ClusterManager {
     cloudly.addAdminHandler<IReq_Any_Cloudly_CreateCluster>('createCluster', async (request, context) => {
       request = requireRequestShape(request, { required: { name: isString(1, 64, clusterNamePattern) } });
       const relayToken = newRelayToken();
-      const stored = await this.cloudly.store.insert(clusterKind, {
+      const cluster = {
         id: `cluster-${randomUUID()}`,
         name: request.name,
         createdAt: Date.now(),
         relayTokenHash: hashHighEntropySecret(relayToken),
         relayTokenGeneration: 1,
+      };
+      // The name is decided by this one insert (see clusternames.ts for the steps and the crash rules).
+      const reservationId = clusterNameReservationId(request.name);
+      const reservation = await this.cloudly.store.insert(clusterNameReservationKind, {
+        id: reservationId,
+        name: request.name,
+        clusterId: cluster.id,
+        state: 'pending',
+        cluster,
       });
-      if (!stored) {
-        throw refuse('conflict', ['cluster id collided; try again']);
+      if (!reservation) {
+        // Finish or clear what an earlier creator or deleter of this name may have left half done.
+        const settled = await settleClusterNameReservation(this.cloudly.store, clusterKind, reservationId);
+        throw refuse('conflict', [
+          settled === 'released' || settled === 'gone'
+            ? `request.name: a cluster named ${request.name} was being removed; try again`
+            : `request.name: a cluster named ${request.name} already exists`,
+        ]);
       }
+      // Null when a settlement rolled the reservation forward first: the same document, by its id.
+      const stored = (await this.cloudly.store.insert(clusterKind, cluster)) ?? (await this.cloudly.store.get(clusterKind, cluster.id));
+      if (!stored) {
+        throw refuse('conflict', [`request.name: the cluster named ${request.name} was removed while it was being created`]);
+      }
+      await settleClusterNameReservation(this.cloudly.store, clusterKind, reservationId);
       this.cloudly.logger.info({ clusterId: stored.id, actor: context.identity.userId }, 'cluster created');
       return { cluster: toPublicCluster(stored), relayToken };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusters>('getClusters', async (request) => {
-      request = requireRequestShape(request, { required: {} });
-      const clusters = await this.cloudly.store.find(clusterKind, {}, { sort: { createdAt: 1 } });
-      return { clusters: clusters.map(toPublicCluster) };
+      request = requireRequestShape(request, { required: {}, optional: pageShape('getClusters') });
+      const page = await findPage(this.cloudly.store, clusterKind, {}, 'getClusters', request, { createdAt: 1 });
+      return { clusters: page.items.map(toPublicCluster), ...nextCursorMember(page) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterById>('getClusterById', async (request) => {
       request = requireRequestShape(request, { required: { clusterId: isIdString } });
       return { cluster: toPublicCluster(await this.requireCluster(request.clusterId)) };
+    });
+
+    cloudly.addAdminHandler<IReq_Admin_DeleteCluster>('deleteCluster', async (request, context) => {
+      request = requireRequestShape(request, { required: { clusterId: isIdString, expectedGeneration: isNonNegativeInteger } });
+      const existing = await this.requireCluster(request.clusterId);
+      const serviceIds = (await this.cloudly.serviceManager.listServices({ clusterId: request.clusterId })).map((serviceArg) => serviceArg.id);
+      // A reservation still `pending` is bound first, so the cluster removed below is never rolled forward again.
+      await settleClusterNameReservation(this.cloudly.store, clusterKind, clusterNameReservationId(existing.name));
+      const read: { cluster: IClusterDocument | null } = { cluster: null };
+      await this.cloudly.store.mutate(clusterKind, request.clusterId, (currentArg) => {
+        read.cluster = currentArg;
+        return decideClusterDeletion(currentArg, request.clusterId, request.expectedGeneration, serviceIds);
+      });
+      const removed = read.cluster!;
+      const cascade = await this.finishClusterDeletion(removed.id, removed.name);
+      this.cloudly.logger.info({ clusterId: removed.id, actor: context.identity.userId, ...cascade }, 'cluster deleted');
+      return { cluster: toPublicCluster(removed), ...cascade };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', async (request, context) => {
@@ -111,7 +162,53 @@ export class ClusterManager {
     });
   }
 
+  /**
+   * What follows a cluster's removal, each step idempotent: its relay sockets closed (none in a
+   * dry run), its nodes and relay registration removed, its name reservation released. A process
+   * that dies part-way leaves nodes or a registration of a cluster that no longer exists; start-up
+   * removes them (`removeOrphansOfDeletedClusters`) and releases the reservation.
+   */
+  private async finishClusterDeletion(clusterIdArg: string, nameArg: string): Promise<{ removedNodes: number; closedSockets: number }> {
+    const { store } = this.cloudly;
+    const closedSockets = currentOperation().dryRun ? this.cloudly.relays.sessionsOf(clusterIdArg).length
+      : this.cloudly.relays.closeSessionsBefore(clusterIdArg, Number.MAX_SAFE_INTEGER);
+    let removedNodes = 0;
+    for (const node of await store.find(clusterNodeKind, { clusterId: clusterIdArg })) {
+      if (await store.remove(clusterNodeKind, node.id, node.generation)) {
+        removedNodes++;
+      }
+    }
+    const registration = await store.get(clusterRelayRegistrationKind, clusterIdArg);
+    if (registration) {
+      await store.remove(clusterRelayRegistrationKind, registration.id, registration.generation);
+    }
+    const reservation = await store.get(clusterNameReservationKind, clusterNameReservationId(nameArg));
+    if (reservation && reservation.clusterId === clusterIdArg) {
+      await store.remove(clusterNameReservationKind, reservation.id, reservation.generation);
+    }
+    return { removedNodes, closedSockets };
+  }
+
+  /** Nodes and relay registrations whose cluster is gone: what a deletion that died part-way left. */
+  private async removeOrphansOfDeletedClusters(): Promise<void> {
+    const { store } = this.cloudly;
+    const live = new Set((await store.find(clusterKind, {})).map((clusterArg) => clusterArg.id));
+    for (const node of await store.find(clusterNodeKind, {})) {
+      if (!live.has(node.clusterId)) {
+        await store.remove(clusterNodeKind, node.id, node.generation);
+      }
+    }
+    for (const registration of await store.find(clusterRelayRegistrationKind, {})) {
+      if (!live.has(registration.clusterId)) {
+        await store.remove(clusterRelayRegistrationKind, registration.id, registration.generation);
+      }
+    }
+  }
+
   public async start(): Promise<void> {
+    await reserveExistingClusterNames(this.cloudly.store, clusterKind);
+    await settleAllClusterNameReservations(this.cloudly.store, clusterKind);
+    await this.removeOrphansOfDeletedClusters();
     await this.relayElection.start();
   }
 

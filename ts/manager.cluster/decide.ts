@@ -173,3 +173,34 @@ export const decideLeaseRelease = (
   (leaseArg && leaseArg.sessionId === sessionIdArg && leaseArg.instanceId === instanceIdArg
     ? { kind: 'write', change: { set: { sessionId: null, instanceId: null, expiresAt: 0 } } }
     : { kind: 'keep' });
+
+/** Why a cluster that still has services cannot be deleted; the reason names them. */
+export const clusterHasServicesReason = 'cluster-has-services';
+
+/**
+ * An administrator deletes a cluster: it must exist, still have the generation the caller read,
+ * and carry no services (they are deleted first; the cluster's removal does not cascade to them).
+ */
+export const decideClusterDeletion = <TCluster extends { id: string; generation: number }>(
+  currentArg: TCluster | null,
+  clusterIdArg: string,
+  expectedGenerationArg: number,
+  serviceIdsArg: readonly string[],
+): TDecision<TCluster> => {
+  if (!currentArg) {
+    return { kind: 'refuse', refusal: refuse('not-found', [`cluster ${clusterIdArg} does not exist`]) };
+  }
+  if (currentArg.generation !== expectedGenerationArg) {
+    return { kind: 'refuse', refusal: refuse('conflict', ["request.expectedGeneration is not the cluster's current generation"]) };
+  }
+  if (serviceIdsArg.length > 0) {
+    const named = serviceIdsArg.slice(0, 10).join(', ');
+    return {
+      kind: 'refuse',
+      refusal: refuse('conflict', [
+        `${clusterHasServicesReason}: request.clusterId still has ${serviceIdsArg.length} service(s) (${named}${serviceIdsArg.length > 10 ? ', …' : ''}); delete them first`,
+      ]),
+    };
+  }
+  return { kind: 'remove' };
+};

@@ -4,7 +4,7 @@ import type { Cloudly } from '../classes.cloudly.js';
 import { contractRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
 import { defaultUpdateRounds, defineDocumentKind, type IMutateResult, type IStoredDocument } from '../core/store.js';
 import { failpoint } from '../core/failpoints.js';
-import { checkRequestShape, requireRequestShape, isAnyValue, isIdString, type TFieldCheck } from '../core/validation.js';
+import { checkRequestShape, requireRequestShape, isAnyValue, isIdString, isNonNegativeInteger, type TFieldCheck } from '../core/validation.js';
 import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
 import { isSha256Hex } from '../interfaces/private/dataproperties.js';
 import {
@@ -38,6 +38,8 @@ import type {
 import { decideCorestoreLegacyAdoption, derivePlatformBindingId } from './adoption.js';
 import { createManagerDirectory, type ICorestoreDirectory } from './directory.js';
 import { requireValidRelayAnswer } from '../core/relaycalls.js';
+import { nextCursorMember, pageOf, pageShape } from '../core/pagination.js';
+import type { IReq_Admin_DeletePlatformBinding } from '../interfaces/requests/corestore.js';
 
 /**
  * Platform bindings and the adoption of Corestore legacy resources.
@@ -137,9 +139,29 @@ export class CorestoreManager {
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetPlatformBindings>('getPlatformBindings', async (request) => {
-      request = requireRequestShape(request, { required: {}, optional: { serviceId: isIdString } });
+      request = requireRequestShape(request, { required: {}, optional: { serviceId: isIdString, ...pageShape('getPlatformBindings') } });
       const bindings = await this.readBindings(request.serviceId === undefined ? {} : { serviceId: request.serviceId });
-      return { platformBindings: bindings.sort(compareBindings) };
+      const page = pageOf('getPlatformBindings', bindings.sort(compareBindings), (bindingArg) => bindingArg.id, request);
+      return { platformBindings: page.items, ...nextCursorMember(page) };
+    });
+
+    cloudly.addAdminHandler<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', async (request, context) => {
+      request = requireRequestShape(request, { required: { platformBindingId: isIdString, expectedGeneration: isNonNegativeInteger } });
+      // A creation still pending in the ledger is applied first, so the binding removed here is never created again by it.
+      await this.rollForward();
+      const read: { binding: IPlatformBinding | null } = { binding: null };
+      await this.cloudly.store.mutate(platformBindingKind, request.platformBindingId, (currentArg) => {
+        read.binding = currentArg;
+        if (!currentArg) {
+          return { kind: 'refuse', refusal: refuse('not-found', [`platform binding ${request.platformBindingId} does not exist`]) };
+        }
+        if (currentArg.generation !== request.expectedGeneration) {
+          return { kind: 'refuse', refusal: refuse('conflict', ["request.expectedGeneration is not the platform binding's current generation"]) };
+        }
+        return { kind: 'remove' };
+      });
+      this.cloudly.logger.info({ platformBindingId: request.platformBindingId, actor: context.identity.userId }, 'platform binding deleted');
+      return { platformBinding: read.binding! };
     });
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_UpdatePlatformBindingStatus>('updatePlatformBindingStatus', async (request, context) => {

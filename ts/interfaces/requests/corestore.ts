@@ -11,6 +11,7 @@ import type {
 } from '../data/corestorelegacy.js';
 import type { ICorestoreLegacyResourceAdoptionPlanEntry } from '../platform/corestorelegacy.js';
 import type { ITypedContract } from './admin.js';
+import type { IPageRequest, IPageAnswer } from './pagination.js';
 
 /**
  * Cloudly → relay, on the relay's own socket: one node's legacy inventory as read from that
@@ -58,8 +59,8 @@ export type IReq_Any_Cloudly_UpsertPlatformBinding = ITypedContract<
 /** Administrator → Cloudly: the bindings of one service, or all. Project's own. */
 export type IReq_Any_Cloudly_GetPlatformBindings = ITypedContract<
   'getPlatformBindings',
-  { identity: IIdentity; serviceId?: string },
-  { platformBindings: IPlatformBinding[] }
+  { identity: IIdentity; serviceId?: string } & IPageRequest,
+  { platformBindings: IPlatformBinding[] } & IPageAnswer
 >;
 
 /**
@@ -69,5 +70,15 @@ export type IReq_Any_Cloudly_GetPlatformBindings = ITypedContract<
 export type IReq_Relay_Cloudly_UpdatePlatformBindingStatus = ITypedContract<
   'updatePlatformBindingStatus',
   { platformBindingId: string; status: TPlatformBindingStatus; statusReason?: TPlatformBindingStatusReason | null },
+  { platformBinding: IPlatformBinding }
+>;
+
+/**
+ * Project's own definition: removes one platform binding (compare-and-swap on its generation).
+ * Nothing else is removed; the binding leaves the cluster's desired state.
+ */
+export type IReq_Admin_DeletePlatformBinding = ITypedContract<
+  'deletePlatformBinding',
+  { identity: IIdentity; platformBindingId: string; expectedGeneration: number },
   { platformBinding: IPlatformBinding }
 >;
