@@ -209,13 +209,20 @@ describe('runtime network manager over the real server', () => {
     await reportNode(relay, 'node-1');
     await reportNode(relay, 'node-2');
     await reportNode(relay, 'node-3');
+    const { service: unrouted } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+      service: {
+        name: 'rn-unrouted', organizationId: 'org-1', clusterId,
+        runtime: { image: 'registry.example.com/other:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } },
+        volumes: [],
+      },
+    });
     const leases = (entries: Array<[string, string, string]>): IRuntimeNetworkWorkloadLease[] =>
       entries.map(([id, serviceId, address]) => ({ lease: { id, generation: 1 }, serviceId, address }));
     const reportLeases = (nodeIdArg: string, entriesArg: Array<[string, string, string]>) =>
       relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', { nodeId: nodeIdArg, leases: leases(entriesArg) });
     await reportLeases('node-1', [['lease-ingress-1', ingress.service.id, '192.0.2.130']]);
     await reportLeases('node-2', [['lease-web-1', web.id, '192.0.2.131'], ['lease-ingress-2', ingress.service.id, '192.0.2.132']]);
-    await reportLeases('node-3', [['lease-other', 'service-unrouted', '192.0.2.133']]);
+    await reportLeases('node-3', [['lease-other', unrouted.id, '192.0.2.133']]);
 
     const node1 = await getProjection(clusterId, 'node-1');
     assert.deepEqual(node1.workloadIngress, {
@@ -260,7 +267,7 @@ describe('runtime network manager over the real server', () => {
     const judged = getRuntimeNetworkProjectionWorkloadIngressPacketGrants(withdrawn, { previous: node1 });
     assert.equal(judged.valid, true);
 
-    await reportLeases('node-3', [['lease-other', 'service-unrouted', '192.0.2.134']]);
+    await reportLeases('node-3', [['lease-other', unrouted.id, '192.0.2.134']]);
     const carried = await getProjection(clusterId, 'node-1');
     assert.equal(carried.generation, withdrawn.generation, 'nothing new for node-1: the withdrawal stays as it is');
 
@@ -309,5 +316,52 @@ describe('runtime network manager over the real server', () => {
     await t.restart();
     assert.deepEqual(await getPlan(), plan);
     assert.deepEqual(await getProjection(cluster.id, 'node-1'), before);
+  });
+});
+
+describe('lease statements answer to the address plan', () => {
+  test('foreign addresses, platform and host addresses, addresses held by another node, and unknown or foreign services are refused by path; nothing is recorded', async () => {
+    const t = await startTestCloudly();
+    try {
+      await t.admin.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: planAt(1) });
+      const { cluster, relayToken } = await t.createCluster('authority');
+      const other = await t.createCluster('authority-other');
+      const relay = await t.connectRelay(relayToken);
+      await waitFor(() => t.cloudly.relays.sessionsOf(cluster.id).some((session) => t.cloudly.clusterManager.isElected(session)), 'relay elected');
+      await relay.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', { report: { nodeId: 'node-1', name: 'node-1', hostAddresses: ['192.0.2.140'] } });
+      await relay.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', { report: { nodeId: 'node-2', name: 'node-2' } });
+      await t.addNodes(other.cluster.id, 'x');
+      const service = (spec: { clusterId: string; name: string }) => t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+        service: { ...spec, organizationId: 'org-1', runtime: { image: 'a:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } }, volumes: [] },
+      });
+      const mine = (await service({ clusterId: cluster.id, name: 'mine' })).service;
+      const foreign = (await service({ clusterId: other.cluster.id, name: 'foreign' })).service;
+      const report = (nodeIdArg: string, leasesArg: IRuntimeNetworkWorkloadLease[]) =>
+        relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', { nodeId: nodeIdArg, leases: leasesArg });
+      await report('node-2', [{ lease: { id: 'held', generation: 1 }, serviceId: mine.id, address: '192.0.2.150' }]);
+      const refused = await refusalOf(() => report('node-1', [
+        { lease: { id: 'a', generation: 1 }, serviceId: mine.id, address: '8.8.8.8' },
+        { lease: { id: 'b', generation: 1 }, serviceId: foreign.id, address: '192.0.2.151' },
+        { lease: { id: 'c', generation: 1 }, serviceId: 'no-such-service', address: '192.0.2.152' },
+        { lease: { id: 'd', generation: 1 }, serviceId: mine.id, address: '192.0.2.140' },
+        { lease: { id: 'e', generation: 1 }, serviceId: mine.id, address: '192.0.2.150' },
+        { lease: { id: 'f', generation: 1 }, serviceId: mine.id, address: '192.0.2.17' },
+      ]));
+      assert.equal(refused.code, 'invalid-request');
+      assert.deepEqual(refused.reasons, [
+        'request.leases[0].address lies in no workload pool of the address plan',
+        'request.leases[1].serviceId names no service of this cluster',
+        'request.leases[2].serviceId names no service of this cluster',
+        'request.leases[3].address is a node\'s host address',
+        'request.leases[4].address is held by lease held on node node-2',
+        'request.leases[5].address lies in no workload pool of the address plan',
+        'request.leases[5].address is a platform endpoint\'s address',
+      ]);
+      const projection = (await t.admin.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: 'node-1' })).projection;
+      assert.deepEqual(projection.endpoints, [], 'no refused lease became an endpoint');
+      assert.equal(typeof (await report('node-1', [{ lease: { id: 'ok', generation: 1 }, serviceId: mine.id, address: '192.0.2.151' }])).generation, 'number');
+    } finally {
+      await t.stop();
+    }
   });
 });

@@ -19,6 +19,7 @@ import {
 } from '../interfaces/data/runtimenetworkaddressplan.js';
 import { canonicalizeJson, sha256Hex } from '../interfaces/private/canonicaljson.js';
 import { isCanonicalId } from '../interfaces/private/dataproperties.js';
+import { isIpv4InPrefix, parseIpv4Prefix } from '../interfaces/private/ipv4.js';
 
 /**
  * The pure half of the runtime network manager: from the facts Cloudly holds about one node (the
@@ -203,4 +204,49 @@ export const composeNextRuntimeNetworkProjection = (
     platformEndpointIds: factsArg.plan === null ? [] : listRuntimeNetworkPlatformEndpointIds(factsArg.plan),
   });
   return admission.admitted ? { kind: 'next', projection: next } : { kind: 'blocked', reasons: admission.reasons };
+};
+
+/**
+ * Every reason a node's lease statement contradicts what Cloudly knows (the address plan is the
+ * authority): each address must lie in a workload pool of the plan, must not be a platform
+ * endpoint's or a node host's address, and must not be held by a lease of another node of the
+ * cluster; each service must be a live service of the relay's own cluster. Pure: the manager
+ * gathers the facts.
+ */
+export const judgeRuntimeNetworkLeaseStatement = (
+  leasesArg: IRuntimeNetworkWorkloadLease[],
+  factsArg: {
+    plan: IRuntimeNetworkAddressPlan | null;
+    serviceIds: ReadonlySet<string>;
+    hostAddresses: ReadonlySet<string>;
+    /** address → `lease <id> on node <nodeId>` for leases of the cluster's other nodes. */
+    heldElsewhere: ReadonlyMap<string, string>;
+  },
+  pathArg = 'request.leases',
+): string[] => {
+  const reasons: string[] = [];
+  const pools = (factsArg.plan?.pools ?? []).map((pool) => ({ id: pool.id, prefix: parseIpv4Prefix(pool.prefix) }));
+  const platformAddresses = new Set((factsArg.plan?.platformEndpoints ?? []).map((endpoint) => endpoint.address));
+  leasesArg.forEach((lease, index) => {
+    const path = `${pathArg}[${index}]`;
+    if (!factsArg.serviceIds.has(lease.serviceId)) {
+      reasons.push(`${path}.serviceId names no service of this cluster`);
+    }
+    if (factsArg.plan === null) {
+      reasons.push(`${path}.address lies in no workload pool: the address plan does not exist yet`);
+    } else if (!pools.some((pool) => pool.prefix !== null && isIpv4InPrefix(lease.address, pool.prefix))) {
+      reasons.push(`${path}.address lies in no workload pool of the address plan`);
+    }
+    if (platformAddresses.has(lease.address)) {
+      reasons.push(`${path}.address is a platform endpoint's address`);
+    }
+    if (factsArg.hostAddresses.has(lease.address)) {
+      reasons.push(`${path}.address is a node's host address`);
+    }
+    const holder = factsArg.heldElsewhere.get(lease.address);
+    if (holder) {
+      reasons.push(`${path}.address is held by ${holder}`);
+    }
+  });
+  return reasons;
 };

@@ -26,7 +26,7 @@ import type {
   IReq_Relay_Cloudly_ReportRuntimeNetworkLeases,
   IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication,
 } from '../interfaces/requests/runtimenetwork.js';
-import { composeNextRuntimeNetworkProjection, type IRuntimeNetworkNodeFacts, type TRuntimeNetworkProjectionStep } from './derive.js';
+import { composeNextRuntimeNetworkProjection, judgeRuntimeNetworkLeaseStatement, type IRuntimeNetworkNodeFacts, type TRuntimeNetworkProjectionStep } from './derive.js';
 import { canonicalRuntimeNetworkProjectionBytes, runtimeNetworkProjectionSignatureType } from '../interfaces/data/runtimenetworksignature.js';
 
 /**
@@ -227,6 +227,21 @@ export class RuntimeNetworkManager {
   private async recordLeases(clusterIdArg: string, nodeIdArg: string, leasesArg: IRuntimeNetworkWorkloadLease[]): Promise<number> {
     await this.requireNode(clusterIdArg, nodeIdArg);
     const { store } = this.cloudly;
+    // The address plan is the authority: a statement that contradicts it never becomes an endpoint.
+    // (Leases of different nodes are separate documents: two nodes stating one address at the
+    // same instant can both pass this read; the plan's pools make that a relay fault, and the
+    // next statement of either node is refused.)
+    const otherNodes = (await store.find(runtimeNetworkLeasesKind, { clusterId: clusterIdArg })).filter((doc) => doc.nodeId !== nodeIdArg);
+    const nodes = await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg);
+    const reasons = judgeRuntimeNetworkLeaseStatement(leasesArg, {
+      plan: await this.getAddressPlan(),
+      serviceIds: new Set((await this.cloudly.serviceManager.listServices({ clusterId: clusterIdArg })).map((service) => service.id)),
+      hostAddresses: new Set(nodes.flatMap((node) => node.hostAddresses ?? [])),
+      heldElsewhere: new Map(otherNodes.flatMap((doc) => doc.leases.map((entry) => [entry.address, `lease ${entry.lease.id} on node ${doc.nodeId}`] as const))),
+    });
+    if (reasons.length > 0) {
+      throw refuse('invalid-request', reasons);
+    }
     const id = clusterNodeDocumentId(clusterIdArg, nodeIdArg);
     const leases = leasesArg.map((entry) => ({
       lease: { id: entry.lease.id, generation: entry.lease.generation },
