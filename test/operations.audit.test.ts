@@ -1,7 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
+import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { clusterDesiredStateKind } from '../ts/manager.desiredstate/desiredstate.manager.js';
 import { addClusterWorld } from './backup.fixture.js';
 import { auditEventKind } from '../ts/core/store.js';
 import type { IAuditEvent } from '../ts/interfaces/data/audit.js';
@@ -203,6 +204,10 @@ describe('dry run: the same decision, nothing written', () => {
 
   test('a dry run that would call a relay stops before the call: no relay is asked, nothing is recorded', async () => {
     const world = await addClusterWorld(t, 'drybackup');
+    // The relay that just connected has its cluster's desired state published in the background;
+    // let that land before the state digest is taken.
+    await waitFor(async () => (await t.cloudly.store.get(clusterDesiredStateKind, world.clusterId)) !== null, 'desired state published');
+    await t.cloudly.desiredStateManager.currentDesiredState(world.clusterId);
     let relayCalls = 0;
     world.relay.addHandler('backupClusterService', async () => {
       relayCalls++;
