@@ -23,6 +23,7 @@ import { BackupManager } from './manager.backup/backup.manager.js';
 import { AuditManager } from './manager.audit/audit.manager.js';
 import { DesiredStateManager } from './manager.desiredstate/desiredstate.manager.js';
 import { SecretManager } from './manager.secret/secret.manager.js';
+import { WatchManager } from './manager.watch/watch.manager.js';
 import { SecretBox } from './core/secretbox.js';
 
 /**
@@ -39,6 +40,8 @@ export interface IManager {
 export interface IAdminHandlerContext {
   identity: IVerifiedIdentity;
   transport: 'http' | 'socket';
+  /** The transport's per-connection data; on a socket, the same object for every call on it. */
+  localData: Record<string, unknown>;
 }
 
 export interface IRelayHandlerContext {
@@ -122,6 +125,7 @@ export class Cloudly {
     this.auditManager = this.addManager(new AuditManager(this));
     this.desiredStateManager = this.addManager(new DesiredStateManager(this));
     this.secretManager = this.addManager(new SecretManager(this));
+    this.addManager(new WatchManager(this));
   }
 
   /** Registers a manager so its start/stop run with Cloudly's. */
@@ -228,7 +232,7 @@ export class Cloudly {
       if (optionsArg.contractOwnsDryRun) {
         const operation: IOperationContext = { actor: { kind: 'admin', id: identity.userId }, method: methodArg, dryRun: false };
         return runInOperation(operation, () =>
-          fnArg(requestArg, { identity, transport: localDataArg.transport === 'socket' ? 'socket' : 'http' }));
+          fnArg(requestArg, { identity, transport: localDataArg.transport === 'socket' ? 'socket' : 'http', localData: localDataArg }));
       }
       // `dryRun` belongs to every admin request and to none of their shapes: it is taken off here.
       const { dryRun, ...request } = requestArg as Record<string, unknown>;
@@ -239,7 +243,7 @@ export class Cloudly {
       const halted = () => ({ dryRun: true, haltedBefore: operation.haltedBefore }) as T['response'];
       try {
         const response = await runInOperation(operation, () =>
-          fnArg(request as T['request'], { identity, transport: localDataArg.transport === 'socket' ? 'socket' : 'http' }));
+          fnArg(request as T['request'], { identity, transport: localDataArg.transport === 'socket' ? 'socket' : 'http', localData: localDataArg }));
         if (operation.haltedBefore) {
           return halted();
         }

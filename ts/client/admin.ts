@@ -1,6 +1,6 @@
 import type { IIdentity } from '../interfaces/data/user.js';
 import type { ITypedContract, IReq_Admin_LoginWithUsernameAndPassword } from '../interfaces/requests/admin.js';
-import { EnvelopePeer } from '../core/envelopepeer.js';
+import { EnvelopePeer, methodNotServedEnvelope, type IEnvelope } from '../core/envelopepeer.js';
 import { openSocket, postEnvelope } from './transport.js';
 import { defaultSocketLivenessTiming, watchSocketLiveness, type ISocketLivenessTiming } from '../core/socketliveness.js';
 
@@ -14,6 +14,8 @@ type TWithoutIdentity<TRequest> = Omit<TRequest, 'identity'>;
 export class CloudlyAdminClient {
   public identity: IIdentity | null = null;
   private peer: EnvelopePeer | null = null;
+  /** What this client answers when Cloudly calls it on the socket (`changeEvent`, `watchExpired`). */
+  private readonly callHandlers = new Map<string, (requestArg: unknown) => unknown>();
 
   constructor(
     public readonly baseUrl: string,
@@ -54,11 +56,28 @@ export class CloudlyAdminClient {
       throw new Error('log in first');
     }
     const socket = await openSocket(this.baseUrl, this.identity.jwt);
-    this.peer = new EnvelopePeer(socket);
+    this.peer = new EnvelopePeer(socket, { route: (envelopeArg) => this.answerCall(envelopeArg) });
     if (this.options.liveness !== false) {
       // Pings Cloudly as Cloudly pings this socket, so a dead server does not hold calls for ever.
       watchSocketLiveness(socket, this.options.liveness ?? defaultSocketLivenessTiming);
     }
+  }
+
+  /**
+   * Answers the calls Cloudly makes on this client's socket: `changeEvent` and `watchExpired` after
+   * `watchChanges`. The handler's return value is the answer (`{}` when it returns nothing).
+   */
+  public handleCall<T extends TAnyContract>(methodArg: T['method'], handlerArg: (requestArg: T['request']) => T['response'] | void | Promise<T['response'] | void>): void {
+    this.callHandlers.set(methodArg, handlerArg as (requestArg: unknown) => unknown);
+  }
+
+  private async answerCall(envelopeArg: IEnvelope): Promise<IEnvelope> {
+    const handler = this.callHandlers.get(envelopeArg.method);
+    if (!handler) {
+      return methodNotServedEnvelope(envelopeArg);
+    }
+    const response = (await handler(envelopeArg.request)) ?? {};
+    return { method: envelopeArg.method, response, correlation: { id: envelopeArg.correlation.id, phase: 'response' } };
   }
 
   public get socketOpen(): boolean {

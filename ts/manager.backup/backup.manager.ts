@@ -183,7 +183,7 @@ const isResourceType: TFieldCheck = (valueArg, pathArg) =>
 const fromValidator = (validatorArg: (valueArg: unknown, pathArg: string) => string[]): TFieldCheck =>
   (valueArg, pathArg) => validatorArg(valueArg, pathArg);
 
-const toRecord = (docArg: IServiceBackupDocument): IServiceBackupRecord => ({
+export const toRecord = (docArg: IServiceBackupDocument): IServiceBackupRecord => ({
   backupId: docArg.id,
   clusterId: docArg.clusterId,
   nodeId: docArg.nodeId,

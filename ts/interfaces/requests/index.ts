@@ -10,3 +10,4 @@ export * as audit from './audit.js';
 export * as secret from './secret.js';
 export * as desiredstate from './desiredstate.js';
 export * as pagination from './pagination.js';
+export * as watch from './watch.js';

@@ -1,0 +1,116 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, type ITestCloudly } from './helpers/cloudly.js';
+import { CloudlyAdminClient } from '../ts/client/admin.js';
+import type { IChangeEvent, IReq_Admin_WatchChanges, IReq_Cloudly_Admin_ChangeEvent } from '../ts/interfaces/requests/watch.js';
+import type { IReq_Any_Cloudly_RotateClusterRelayToken } from '../ts/interfaces/requests/admin.js';
+
+let t: ITestCloudly;
+
+before(async () => {
+  t = await startTestCloudly();
+});
+
+after(async () => {
+  await t.stop();
+});
+
+const watchedKinds = ['CloudlyCluster', 'CloudlyClusterNode'];
+
+const openWatcher = async (sinceRevisionArg?: number) => {
+  const client = new CloudlyAdminClient(t.baseUrl, { liveness: false });
+  await client.login(testAdminUsername, testAdminPassword);
+  await client.connectSocket();
+  const events: IChangeEvent[] = [];
+  client.handleCall<IReq_Cloudly_Admin_ChangeEvent>('changeEvent', (eventArg) => {
+    events.push(eventArg);
+  });
+  const answer = await client.call<IReq_Admin_WatchChanges>('watchChanges', {
+    kinds: watchedKinds,
+    ...(sinceRevisionArg === undefined ? {} : { sinceRevision: sinceRevisionArg }),
+  });
+  return { client, events, answer };
+};
+
+const waitFor = async (conditionArg: () => boolean, whatArg: string) => {
+  for (let wait = 0; wait < 500 && !conditionArg(); wait++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  assert.ok(conditionArg(), whatArg);
+};
+
+type TExpected = [kind: string, id: string, change: string, generation: number];
+
+/** 200 mutations, one after another, and the change each one makes. */
+const burst = async (expectedArg: TExpected[], prefixArg: string, clustersArg: number) => {
+  const clusters: Array<{ id: string; generation: number }> = [];
+  for (let index = 0; index < clustersArg; index++) {
+    const { cluster } = await t.createCluster(`${prefixArg}-${index}`);
+    clusters.push({ id: cluster.id, generation: cluster.generation });
+    expectedArg.push(['CloudlyCluster', cluster.id, 'created', 1]);
+  }
+  for (const cluster of clusters) {
+    for (let node = 0; node < 4; node++) {
+      await t.addNodes(cluster.id, `n${node}`);
+      expectedArg.push(['CloudlyClusterNode', `${cluster.id}/n${node}`, 'created', 1]);
+    }
+  }
+  for (let round = 0; round < 3; round++) {
+    for (const cluster of clusters) {
+      const { cluster: next } = await t.admin.call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: cluster.generation });
+      cluster.generation = next.generation;
+      expectedArg.push(['CloudlyCluster', cluster.id, 'updated', next.generation]);
+    }
+  }
+  for (const cluster of clusters) {
+    for (const node of ['n0', 'n1']) {
+      await t.admin.call('removeClusterNode', { clusterId: cluster.id, nodeId: node });
+      expectedArg.push(['CloudlyClusterNode', `${cluster.id}/${node}`, 'removed', 2]);
+    }
+  }
+};
+
+test('a watcher sees every change of a 200-mutation burst exactly once, in commit order, public documents only; it resumes after reconnecting', async () => {
+  const first = await openWatcher();
+  const expected: TExpected[] = [];
+  await burst(expected, 'watched', 20);
+  assert.equal(expected.length, 200);
+  await waitFor(() => first.events.length >= 200, 'every change arrived');
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  assert.equal(first.events.length, 200, 'nothing twice');
+  const revisions = first.events.map((event) => event.revision);
+  assert.ok(revisions.every((revision, index) => index === 0 || revision > revisions[index - 1]), 'revisions increase');
+  assert.ok(revisions[0] > first.answer.revision);
+  assert.ok(first.events.every((event) => event.watchId === first.answer.watchId));
+  const actual = first.events.map((event): TExpected => [event.kind, event.id, event.change, event.generation]);
+  assert.deepEqual(actual, expected);
+  const text = JSON.stringify(first.events);
+  assert.ok(!text.includes('relayTokenHash') && !text.includes('szrelay_'), 'no secret in a change event');
+  for (const event of first.events.filter((entry) => entry.change !== 'removed')) {
+    assert.ok(event.document, `${event.kind} ${event.change} carries its public document`);
+  }
+
+  // Reconnect after the socket dropped part-way: resume from the last revision seen.
+  const seenBeforeDrop = first.events.slice(0, 150);
+  first.client.close();
+  const resumed = await openWatcher(seenBeforeDrop[seenBeforeDrop.length - 1].revision);
+  const more: TExpected[] = [];
+  await burst(more, 'resumed', 2);
+  await waitFor(() => resumed.events.length >= 50 + more.length, 'the rest and the new changes arrived');
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  assert.equal(resumed.events.length, 50 + more.length);
+  assert.deepEqual(resumed.events.slice(0, 50).map((event) => event.revision), revisions.slice(150));
+  resumed.client.close();
+});
+
+test('a revision this instance no longer keeps is refused revision-gone: re-list; watchChanges needs the socket', async () => {
+  const watcher = await openWatcher();
+  const gone = await refusalOf(() => watcher.client.call<IReq_Admin_WatchChanges>('watchChanges', { sinceRevision: 1 }));
+  assert.equal(gone.code, 'conflict');
+  assert.match((gone.reasons as string[])[0], /^revision-gone: /);
+  const ahead = await refusalOf(() => watcher.client.call<IReq_Admin_WatchChanges>('watchChanges', { sinceRevision: watcher.answer.revision + 1_000_000 }));
+  assert.equal(ahead.code, 'invalid-request');
+  watcher.client.close();
+  const overHttp = await refusalOf(() => t.admin.call<IReq_Admin_WatchChanges>('watchChanges', {}));
+  assert.deepEqual(overHttp.reasons, ['watchChanges is served only on the admin socket (GET /typedsocket)']);
+});

@@ -1,0 +1,304 @@
+import { randomUUID } from 'node:crypto';
+import type { Cloudly, IAdminHandlerContext } from '../classes.cloudly.js';
+import type { EnvelopePeer, IEnvelopePeerOptions } from '../core/envelopepeer.js';
+import { refuse } from '../core/errors.js';
+import { currentOperation } from '../core/operationcontext.js';
+import { auditEventKind, type IDocumentKind, type IStoredDocument } from '../core/store.js';
+import { isArrayOf, isIdString, isNonNegativeInteger, isString, requireRequestShape } from '../core/validation.js';
+import type {
+  IChangeEvent,
+  IReq_Admin_UnwatchChanges,
+  IReq_Admin_WatchChanges,
+  IReq_Cloudly_Admin_WatchExpired,
+  TWatchedChange,
+} from '../interfaces/requests/watch.js';
+import { clusterKind, toPublicCluster } from '../manager.cluster/cluster.manager.js';
+import { clusterNodeKind, toPublicClusterNode } from '../manager.cluster/clusternodes.js';
+import { serviceKind, toPublicService } from '../manager.service/service.manager.js';
+import { serviceBackupKind, toRecord as toPublicServiceBackup } from '../manager.backup/backup.manager.js';
+import { platformBindingKind } from '../manager.corestore/corestore.manager.js';
+
+/**
+ * `watchChanges` on the admin socket. The source is the audit log as this instance appends it:
+ * every committed change of an audited kind appends exactly one event, and the store tells its
+ * commit listeners of that append (`store.onCommitted` with the audit event's kind). Each append
+ * gets the next revision here, synchronously, so revisions follow the order of the appends; the
+ * event and the document are read afterwards and delivered strictly in revision order.
+ *
+ * Revisions start at the start time in microseconds, so a revision handed out by an earlier run of
+ * this instance is always older than every one of this run and is answered `revision-gone`. The
+ * last `retainedChanges` changes are kept for resuming; older ones mean re-list.
+ *
+ * Only changes committed on this instance are seen (a dashboard watches the instance it lists
+ * from); the multi-instance issue covers a shared change feed.
+ */
+
+/** How many recent changes are kept for `sinceRevision`. */
+export const retainedChanges = 10_000;
+/** Changes a watcher may have queued or unanswered before it is told to re-list. */
+export const maxWatcherBacklog = 5_000;
+/** How long Cloudly lets a `changeEvent` go unanswered before it counts the watcher as gone. */
+const changeEventTimeoutMs = 30_000;
+const maxKinds = 64;
+
+export const revisionGoneReason = 'revision-gone';
+
+interface IResolvedChange {
+  kind: string;
+  id: string;
+  generation: number;
+  change: TWatchedChange;
+  clusterId: string | null;
+  document?: unknown;
+}
+
+interface IChangeEntry {
+  revision: number;
+  resolved: Promise<IResolvedChange | null>;
+}
+
+interface IWatcher {
+  id: string;
+  peer: EnvelopePeer;
+  kinds: Set<string> | null;
+  clusterId: string | null;
+  queue: IChangeEntry[];
+  unanswered: number;
+  pumping: boolean;
+  stopped: boolean;
+  stopListening: () => void;
+}
+
+/** Public shape of each kind that has one; other kinds are watched without a document. */
+interface IPublisher {
+  toPublic: (docArg: never) => unknown;
+  clusterOf: (docArg: never) => string | null;
+}
+
+export class WatchManager {
+  private readonly revisionBase = Date.now() * 1000;
+  private lastRevision = this.revisionBase;
+  private readonly recent: IChangeEntry[] = [];
+  private readonly watchers = new Map<string, IWatcher>();
+  /** The cluster of documents seen, so a removal (which has no document) still matches `clusterId`. */
+  private readonly clusterOfDocument = new Map<string, string>();
+  private readonly publishers = new Map<string, { kind: IDocumentKind<IStoredDocument>; publisher: IPublisher }>();
+  private stopListening: (() => void) | null = null;
+
+  constructor(private readonly cloudly: Cloudly) {
+    const publish = <T extends IStoredDocument>(kindArg: IDocumentKind<T>, publisherArg: { toPublic: (docArg: T) => unknown; clusterOf: (docArg: T) => string | null }) =>
+      this.publishers.set(kindArg.collectionName, { kind: kindArg as unknown as IDocumentKind<IStoredDocument>, publisher: publisherArg as unknown as IPublisher });
+    publish(clusterKind, { toPublic: toPublicCluster, clusterOf: (docArg) => docArg.id });
+    publish(clusterNodeKind, { toPublic: toPublicClusterNode, clusterOf: (docArg) => docArg.clusterId });
+    publish(serviceKind, { toPublic: toPublicService, clusterOf: (docArg) => docArg.clusterId });
+    publish(serviceBackupKind, { toPublic: toPublicServiceBackup, clusterOf: (docArg) => docArg.clusterId });
+    publish(platformBindingKind, { toPublic: (docArg) => docArg, clusterOf: () => null });
+
+    cloudly.addAdminHandler<IReq_Admin_WatchChanges>('watchChanges', async (request, context) => {
+      request = requireRequestShape(request, {
+        required: {},
+        optional: { kinds: isArrayOf(isString(1, 128), maxKinds), clusterId: isIdString, sinceRevision: isNonNegativeInteger },
+      });
+      const peer = this.peerOf(context);
+      if (request.sinceRevision !== undefined) {
+        if (request.sinceRevision > this.lastRevision) {
+          throw refuse('invalid-request', [`request.sinceRevision is ahead of this instance's revision ${this.lastRevision}`]);
+        }
+        const oldestKept = this.recent.length > 0 ? this.recent[0].revision - 1 : this.lastRevision;
+        if (request.sinceRevision < Math.max(oldestKept, this.revisionBase)) {
+          throw refuse('conflict', [`${revisionGoneReason}: request.sinceRevision is older than this instance keeps; list again and watch from the current revision`]);
+        }
+      }
+      const watchId = `watch-${randomUUID()}`;
+      if (currentOperation().dryRun) {
+        return { watchId, revision: this.lastRevision };
+      }
+      // From the check to the registration nothing awaits, so no change falls between replay and live.
+      const watcher: IWatcher = {
+        id: watchId,
+        peer,
+        kinds: request.kinds ? new Set(request.kinds) : null,
+        clusterId: request.clusterId ?? null,
+        queue: request.sinceRevision === undefined ? [] : this.recent.filter((entryArg) => entryArg.revision > request.sinceRevision!),
+        unanswered: 0,
+        pumping: false,
+        stopped: false,
+        stopListening: () => undefined,
+      };
+      watcher.stopListening = peer.onClose(() => this.stopWatcher(watcher));
+      this.watchers.set(watchId, watcher);
+      const revision = this.lastRevision;
+      // The events follow the answer: the first is sent on a later turn of the event loop.
+      setImmediate(() => this.pump(watcher));
+      return { watchId, revision };
+    });
+
+    cloudly.addAdminHandler<IReq_Admin_UnwatchChanges>('unwatchChanges', async (request, context) => {
+      request = requireRequestShape(request, { required: { watchId: isString(1, 128) } });
+      const watcher = this.watchers.get(request.watchId);
+      if (!watcher || watcher.peer !== this.peerOf(context)) {
+        return { stopped: false };
+      }
+      if (!currentOperation().dryRun) {
+        this.stopWatcher(watcher);
+      }
+      return { stopped: true };
+    });
+  }
+
+  public async start(): Promise<void> {
+    this.stopListening = this.cloudly.store.onCommitted((kindArg, idArg) => {
+      if (kindArg === auditEventKind) {
+        this.record(idArg);
+      }
+    });
+  }
+
+  public async stop(): Promise<void> {
+    this.stopListening?.();
+    for (const watcher of [...this.watchers.values()]) {
+      this.stopWatcher(watcher);
+    }
+  }
+
+  /** The current revision: what a list taken now is consistent with. */
+  public get revision(): number {
+    return this.lastRevision;
+  }
+
+  /**
+   * The admin socket the call came on. The transport keeps the socket's per-connection data on the
+   * peer; the handler context carries the same object, which names the peer among the open sockets.
+   */
+  private peerOf(contextArg: IAdminHandlerContext): EnvelopePeer {
+    if (contextArg.transport === 'socket') {
+      for (const peer of this.cloudly.openSockets) {
+        if ((peer as unknown as { options: IEnvelopePeerOptions }).options.localData === contextArg.localData) {
+          return peer;
+        }
+      }
+    }
+    throw refuse('invalid-request', ['watchChanges is served only on the admin socket (GET /typedsocket)']);
+  }
+
+  /** One audit append: the next revision now, the event and its document read afterwards. */
+  private record(auditEventIdArg: string): void {
+    const entry: IChangeEntry = { revision: ++this.lastRevision, resolved: this.resolve(auditEventIdArg) };
+    this.recent.push(entry);
+    if (this.recent.length > retainedChanges) {
+      this.recent.splice(0, this.recent.length - retainedChanges);
+    }
+    for (const watcher of this.watchers.values()) {
+      watcher.queue.push(entry);
+      this.pump(watcher);
+    }
+  }
+
+  private async resolve(auditEventIdArg: string): Promise<IResolvedChange | null> {
+    try {
+      const event = await this.cloudly.store.get(auditEventKind, auditEventIdArg);
+      if (!event) {
+        return null;
+      }
+      const key = `${event.target.kind}\u0000${event.target.id}`;
+      const resolved: IResolvedChange = {
+        kind: event.target.kind,
+        id: event.target.id,
+        // A removal takes the generation after the one it removed (its first write stamps it).
+        generation: event.generationAfter ?? event.generationBefore + 1,
+        change: event.outcome,
+        clusterId: this.clusterOfDocument.get(key) ?? null,
+      };
+      const published = this.publishers.get(event.target.kind);
+      if (published && event.generationAfter !== null) {
+        const doc = await this.cloudly.store.get(published.kind, event.target.id);
+        if (doc) {
+          resolved.clusterId = published.publisher.clusterOf(doc as never);
+          if (resolved.clusterId !== null) {
+            this.clusterOfDocument.set(key, resolved.clusterId);
+          }
+          if (doc.generation === event.generationAfter) {
+            resolved.document = published.publisher.toPublic(doc as never);
+          }
+        }
+      }
+      if (event.outcome === 'removed') {
+        this.clusterOfDocument.delete(key);
+      }
+      return resolved;
+    } catch (error) {
+      this.cloudly.logger.warn({ err: error, auditEventId: auditEventIdArg }, 'watched change could not be read');
+      return null;
+    }
+  }
+
+  private matches(watcherArg: IWatcher, changeArg: IResolvedChange): boolean {
+    if (watcherArg.kinds && !watcherArg.kinds.has(changeArg.kind)) {
+      return false;
+    }
+    return watcherArg.clusterId === null || changeArg.clusterId === watcherArg.clusterId;
+  }
+
+  /** Sends the watcher's queue in revision order; one pump per watcher at a time. */
+  private pump(watcherArg: IWatcher): void {
+    if (watcherArg.pumping || watcherArg.stopped) {
+      return;
+    }
+    if (watcherArg.queue.length + watcherArg.unanswered > maxWatcherBacklog) {
+      this.expire(watcherArg);
+      return;
+    }
+    watcherArg.pumping = true;
+    void (async () => {
+      try {
+        while (!watcherArg.stopped && watcherArg.queue.length > 0) {
+          const entry = watcherArg.queue.shift()!;
+          const change = await entry.resolved;
+          if (!change || !this.matches(watcherArg, change) || watcherArg.stopped) {
+            continue;
+          }
+          const event: IChangeEvent = {
+            watchId: watcherArg.id,
+            revision: entry.revision,
+            kind: change.kind,
+            id: change.id,
+            generation: change.generation,
+            change: change.change,
+            ...(change.document === undefined ? {} : { document: change.document }),
+          };
+          watcherArg.unanswered++;
+          // Frames leave the socket in the order they are sent, so the next event need not wait for this answer.
+          watcherArg.peer.call('changeEvent', event, changeEventTimeoutMs).then(
+            () => { watcherArg.unanswered--; },
+            () => { watcherArg.unanswered--; this.stopWatcher(watcherArg); },
+          );
+          if (watcherArg.unanswered > maxWatcherBacklog) {
+            this.expire(watcherArg);
+          }
+        }
+      } finally {
+        watcherArg.pumping = false;
+      }
+      if (!watcherArg.stopped && watcherArg.queue.length > 0) {
+        this.pump(watcherArg);
+      }
+    })();
+  }
+
+  /** Tells a watcher that fell too far behind to re-list, and drops it. */
+  private expire(watcherArg: IWatcher): void {
+    const request: IReq_Cloudly_Admin_WatchExpired['request'] = { watchId: watcherArg.id, revision: this.lastRevision, reason: 'too-far-behind' };
+    watcherArg.peer.call('watchExpired', request, changeEventTimeoutMs).catch(() => undefined);
+    this.stopWatcher(watcherArg);
+  }
+
+  private stopWatcher(watcherArg: IWatcher): void {
+    if (watcherArg.stopped) {
+      return;
+    }
+    watcherArg.stopped = true;
+    watcherArg.queue = [];
+    watcherArg.stopListening();
+    this.watchers.delete(watcherArg.id);
+  }
+}
