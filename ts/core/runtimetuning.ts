@@ -8,16 +8,14 @@ import * as v8 from 'node:v8';
  * short-lived ArrayBuffer memory per byte received (node's socket reads and the buffers ws
  * assembles frames in). V8 counts external memory allocated since the last full collection
  * against the old generation's limit, and for a small, quiet heap (Cloudly's is ~30 MB) it sets
- * that limit only about 24 MB above the live size. A stream then starts a full collection every
- * few dozen frames: 48–55 mark-compacts per GiB were measured, and the server spent 2.5–3.3 CPU
- * seconds per GiB of backup instead of 1.3–1.4. V8 chooses that factor itself (1.1–4.0, from how
- * fast it collects against how fast the program allocates objects, which says nothing about
- * external memory); `--heap-growing-percent=100` fixes it at 2.0 after every full collection,
- * which brought repeated backups back to 1.34–1.44 s/GiB with the peak resident set in the
- * same range (closure benchmark, readme). A young process gets 2.0 where V8 would have given up
- * to 4.0, so it collects somewhat earlier than before. Since then the blob store frees each
- * received frame's buffer as soon as it has copied the bytes out (memoryrelease.ts), which
- * halves that churn; the socket reads remain, so the factor still matters.
+ * that limit only a little above the live size, so a stream starts a full collection every few
+ * dozen frames and the server spends about twice the CPU per streamed byte. V8 chooses that
+ * factor itself (from how fast it collects objects, which says nothing about external memory);
+ * `--heap-growing-percent=100` fixes it at 2.0 after every full collection. A young process gets
+ * 2.0 where V8 would have given up to 4.0, so it collects somewhat earlier than before. The blob
+ * store also frees each received frame's buffer once it has copied the bytes out
+ * (memoryrelease.ts); the socket reads remain, so the factor still matters. Figures:
+ * bench/results/closure.md.
  */
 export const serverHeapGrowingPercent = 100;
 
@@ -28,10 +26,8 @@ export const serverHeapGrowingPercent = 100;
  *
  * `--max-semi-space-size=4` (MB; node's default is 16): the young generation holds the
  * collector's newest objects in two semi-spaces, and a backup keeps them full of frame wrappers.
- * Smaller semi-spaces cost about 16 MB less resident memory at idle (110–112 against 124–127 MB)
- * and put the peak during 1 GiB closures at 175–192 MB against 183–214 MB, with backups at
- * 628–757 MiB/s against 716–823 (closure benchmark, three runs each; the request benchmarks
- * moved within their noise).
+ * Smaller semi-spaces hold less resident memory at idle and lower the peak during closures at a
+ * small cost in throughput (figures: bench/results/closure.md).
  */
 export const serverNodeFlags: readonly string[] = ['--max-semi-space-size=4'];
 

@@ -44,10 +44,9 @@ export const defaultStreamWindowBytes = 8 * 1024 * 1024;
 /**
  * Largest data payload per frame: 127 KiB, so that a whole frame (payload plus header) stays
  * under 128 KiB. With the production allocator settings (`MALLOC_MMAP_THRESHOLD_=131072`)
- * every larger block is a fresh mmap, and each received frame is one block: at 128 KiB
- * payloads the server paid a map, page faults and an unmap per frame (closure benchmark,
- * alternating runs: 615–753 MiB/s against 684–792 with 127 KiB). Frame plus header must also
- * stay under the socket's maxPayload (1 MiB by default on the server).
+ * every larger block is a fresh mmap, and each received frame is one block, so larger payloads
+ * paid a map, page faults and an unmap per frame (figures: bench/results/closure.md). Frame
+ * plus header must also stay under the socket's maxPayload.
  */
 export const defaultStreamChunkBytes = 127 * 1024;
 /** A stream that makes no progress for this long is aborted. */
