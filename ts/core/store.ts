@@ -4,6 +4,7 @@ import type { TypedResponseError } from '@api.global/typedrequest';
 import type { CloudlyDatabase } from './database.js';
 import { refuse } from './errors.js';
 import { currentOperation, type IOperationActor } from './operationcontext.js';
+import type { IAuditEvent } from '../interfaces/data/audit.js';
 
 /**
  * The one mechanism every manager uses to keep documents. Every document has an `id` and a
@@ -58,18 +59,8 @@ export const defineDocumentKind = <T extends IStoredDocument>(
   return kind;
 };
 
-/** Project's own definition: one committed change, as `getAuditEvents` answers it. */
-export interface IAuditEventDocument extends IStoredDocument {
-  at: number;
-  actor: IOperationActor;
-  method: string;
-  target: { kind: string; id: string };
-  outcome: 'created' | 'updated' | 'removed';
-  generationBefore: number;
-  /** The target's generation after the change; null once removed. */
-  generationAfter: number | null;
-  mutationId?: string;
-}
+/** One committed change as stored: the public audit event (`IAuditEvent`) plus the store's generation. */
+export interface IAuditEventDocument extends IStoredDocument, Omit<IAuditEvent, 'id'> {}
 
 export const auditEventKind = defineDocumentKind<IAuditEventDocument>('CloudlyAuditEvent', { audited: false });
 
