@@ -1,15 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { Command } from 'commander';
-import { CloudlyAdminClient } from '../client/admin.js';
 import {
-  collect, expectedGeneration, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
+  collect, exitCodes, expectedGeneration, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
   requireOption, resolveUrl, UsageError, withDryRun, type ICommandContext, type IMutationOptions,
 } from './context.js';
 import { normalizeServerUrl, readCredentials, writeCredentials, credentialsPath } from './credentials.js';
-import { note, printAnswer, waitingLine } from './output.js';
+import { note, printAnswer, renderYaml, waitingLine, writeOut } from './output.js';
 import { readPassword } from './prompt.js';
 import {
-  auditColumns, backupColumns, bindingColumns, clusterColumns, describeInitialization, listTable, nodeColumns,
+  auditColumns, backupColumns, bindingColumns, clusterColumns, describeInitialization, formatTime, listTable, nodeColumns,
   recordTable, serviceColumns, serviceTable,
 } from './tables.js';
 
@@ -93,7 +92,7 @@ const addSessionCommands = (programArg: Command): void => {
         if (!password) {
           throw new UsageError('no password given (type it at the prompt, or pipe it on stdin)');
         }
-        const client = new CloudlyAdminClient(url);
+        const client = await loadAdminClient(url);
         const identity = await client.login(options.username, password);
         const credentials = await readCredentials();
         credentials.servers[url] = { username: options.username, identity, loggedInAt: Date.now() };
@@ -165,6 +164,15 @@ const addClusterCommands = (programArg: Command): void => {
       const answer = await ctx.call('rotateClusterRelayToken', withDryRun(options, { clusterId: options.cluster, expectedGeneration: expected }));
       noteDryRun(options, answer);
       printAnswer(answer, ctx.format, () => `${recordTable(answer.cluster)}\n\nnew relay token (shown once${options.dryRun ? ', dry run: not stored' : ''}):\n${answer.relayToken}`);
+    }));
+
+  generationExpectation(clusters.command('delete').description('delete a cluster without services: its nodes and registration go, its relay sockets close'), 'cluster')
+    .requiredOption('--cluster <id>', 'cluster id')
+    .action(run(async (ctx, options) => {
+      const expected = await expectedGeneration(options, async () => (await readCluster(ctx, options.cluster)).generation, `cluster ${options.cluster}`);
+      const answer = await ctx.call('deleteCluster', withDryRun(options, { clusterId: options.cluster, expectedGeneration: expected }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => `${recordTable(answer.cluster)}\n\nremoved nodes: ${answer.removedNodes}, closed relay sockets: ${answer.closedSockets}`);
     }));
 
   const nodes = programArg.command('nodes').description('the nodes of a cluster');
@@ -569,6 +577,26 @@ const addCorestoreCommands = (programArg: Command): void => {
       noteDryRun(options, answer);
       printAnswer(answer, ctx.format, () => recordTable(answer.platformBinding));
     }));
+  addBindingDeleteCommand(bindings);
+};
+
+const addBindingDeleteCommand = (bindingsArg: Command): void => {
+  generationExpectation(bindingsArg.command('delete').description('delete a platform binding'), 'binding')
+    .requiredOption('--binding <id>', 'platform binding id')
+    .option('--service <id>', 'with --expect-current: the service the binding belongs to (faster read)')
+    .action(run(async (ctx, options) => {
+      const expected = await expectedGeneration(options, async () => {
+        const list = await ctx.call('getPlatformBindings', options.service ? { serviceId: options.service } : {});
+        const binding = (list.platformBindings as Array<Record<string, any>>).find((b) => b.id === options.binding);
+        if (!binding) {
+          throw new UsageError(`no platform binding ${options.binding}${options.service ? ` on service ${options.service}` : ''}`);
+        }
+        return binding.generation;
+      }, `binding ${options.binding}`);
+      const answer = await ctx.call('deletePlatformBinding', withDryRun(options, { platformBindingId: options.binding, expectedGeneration: expected }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => recordTable(answer.platformBinding));
+    }));
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -716,6 +744,59 @@ const addAuditCommand = (programArg: Command): void => {
     }));
 };
 
+const addWatchCommand = (programArg: Command): void => {
+  programArg.command('watch').description('follow every committed change on the admin socket until Ctrl-C')
+    .option('--kind <kind>', 'only this document kind, e.g. CloudlyService (repeatable)', collect, [])
+    .option('--cluster <id>', 'only changes of this cluster')
+    .option('--since <revision>', 'resume after this revision (from an earlier watch)')
+    .action(run(async (ctx, options) => {
+      await ctx.client.connectSocket();
+      const events: Array<Record<string, any>> = [];
+      let ended: ((codeArg: number) => void) | null = null;
+      const done = new Promise<number>((resolve) => { ended = resolve; });
+      const print = (eventArg: Record<string, any>): void => {
+        if (ctx.format === 'json') {
+          writeOut(JSON.stringify(eventArg));
+        } else if (ctx.format === 'yaml') {
+          writeOut(`---\n${renderYaml(eventArg)}`);
+        } else {
+          writeOut(`${eventArg.revision}  ${formatTime(Date.now())}  ${eventArg.change.padEnd(7)}  ${eventArg.kind}/${eventArg.id}  gen ${eventArg.generation}`);
+        }
+      };
+      ctx.client.handleCall<{ method: string; request: any; response: any }>('changeEvent', (eventArg: Record<string, any>) => {
+        events.push(eventArg);
+        print(eventArg);
+        return {};
+      });
+      ctx.client.handleCall<{ method: string; request: any; response: any }>('watchExpired', (expiryArg: Record<string, any>) => {
+        note(`the watch expired at revision ${expiryArg.revision} (${expiryArg.reason}): list again, then watch again`);
+        ended?.(exitCodes.unavailable);
+        return {};
+      });
+      const answer = await ctx.call('watchChanges', {
+        ...((options.kind as string[]).length ? { kinds: options.kind } : {}),
+        ...(options.cluster ? { clusterId: options.cluster } : {}),
+        ...(options.since !== undefined ? { sinceRevision: parseInteger(options.since, '--since', 0) } : {}),
+      });
+      note(`watching from revision ${answer.revision} (Ctrl-C to stop)`);
+      const stop = (): void => {
+        void ctx.call('unwatchChanges', { watchId: answer.watchId }).catch(() => undefined).finally(() => ended?.(exitCodes.ok));
+      };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+      const closedTimer = setInterval(() => {
+        if (!ctx.client.socketOpen) {
+          note('the server closed the socket');
+          ended?.(exitCodes.unavailable);
+        }
+      }, 500);
+      const code = await done;
+      clearInterval(closedTimer);
+      ctx.client.close();
+      process.exitCode = code;
+    }));
+};
+
 export const addCommands = (programArg: Command): void => {
   programArg.command('server').description('start the Cloudly server (what `npm start` runs; handled by bin/cloudly.js)')
     .action(() => {
@@ -729,4 +810,5 @@ export const addCommands = (programArg: Command): void => {
   addBackupCommands(programArg);
   addNetworkCommands(programArg);
   addAuditCommand(programArg);
+  addWatchCommand(programArg);
 };

@@ -27,16 +27,16 @@ const caseArms = (programArg: Command): string => entries(programArg)
 
 export const bashCompletion = (programArg: Command): string => `# cloudly bash completion: eval "$(cloudly completion bash)"
 _cloudly() {
-  local cur path words i
+  local cur cmdpath words i
   cur="\${COMP_WORDS[COMP_CWORD]}"
-  path=""
+  cmdpath=""
   for ((i = 1; i < COMP_CWORD; i++)); do
     case "\${COMP_WORDS[i]}" in
       -*) break ;;
-      *) path="\${path:+$path }\${COMP_WORDS[i]}" ;;
+      *) cmdpath="\${cmdpath:+$cmdpath }\${COMP_WORDS[i]}" ;;
     esac
   done
-  case "$path" in
+  case "$cmdpath" in
 ${caseArms(programArg)}
     *) words="--help" ;;
   esac
@@ -53,17 +53,17 @@ complete -o default -F _cloudly cloudly
 export const zshCompletion = (programArg: Command): string => `#compdef cloudly
 # cloudly zsh completion: eval "$(cloudly completion zsh)", or save as _cloudly in your $fpath
 _cloudly() {
-  local path="" w words
+  local cmdpath="" w
   local -a candidates
   for w in \${words[2,CURRENT-1]}; do
     [[ "$w" == -* ]] && break
-    path="\${path:+$path }$w"
+    cmdpath="\${cmdpath:+$cmdpath }$w"
   done
   if [[ "\${words[CURRENT-1]}" == "--output" || "\${words[CURRENT-1]}" == "-o" ]]; then
     compadd table json yaml
     return
   fi
-  case "$path" in
+  case "$cmdpath" in
 ${caseArms(programArg).replace(/words=/g, 'w=')}
     *) w="--help" ;;
   esac

@@ -1,7 +1,5 @@
 import * as fsp from 'node:fs/promises';
-import { TypedResponseError } from '@api.global/typedrequest';
-import { CloudlyAdminClient } from '../client/admin.js';
-import { CloudlyTransportError } from '../client/transport.js';
+import type { CloudlyAdminClient } from '../client/admin.js';
 import type { ITypedContract } from '../interfaces/requests/admin.js';
 import { normalizeServerUrl, readCredentials } from './credentials.js';
 import { note, outputFormats, writeErr, type TOutputFormat } from './output.js';
@@ -52,6 +50,15 @@ export const resolveUrl = async (optionsArg: IGlobalOptions): Promise<string> =>
 };
 
 /** A logged-in client for the resolved server (its stored identity). */
+/**
+ * The admin client, loaded only when a command talks to a server: it brings typedrequest, which
+ * costs about a second, so help, usage errors and completion stay quick.
+ */
+export const loadAdminClient = async (urlArg: string): Promise<CloudlyAdminClient> => {
+  const { CloudlyAdminClient: ClientClass } = await import('../client/admin.js');
+  return new ClientClass(urlArg);
+};
+
 export const openContext = async (optionsArg: IGlobalOptions): Promise<ICommandContext> => {
   const format = parseFormat(optionsArg.output);
   const url = await resolveUrl(optionsArg);
@@ -62,7 +69,7 @@ export const openContext = async (optionsArg: IGlobalOptions): Promise<ICommandC
   if (stored.identity.expiresAt && stored.identity.expiresAt <= Date.now()) {
     throw new UsageError(`the identity for ${url} expired: run \`cloudly login --url ${url}\` again`);
   }
-  const client = new CloudlyAdminClient(url);
+  const client = await loadAdminClient(url);
   client.identity = stored.identity;
   return {
     url,
@@ -163,6 +170,14 @@ export const noteDryRun = (optionsArg: IMutationOptions, answerArg: unknown): vo
 // Failures → stderr and exit codes
 // ---------------------------------------------------------------------------------------------
 
+/** typedrequest's TypedResponseError (not an Error subclass): `{ errorText, errorData }`. */
+const isRefusal = (errorArg: unknown): errorArg is { errorText: string; errorData?: unknown } =>
+  typeof errorArg === 'object' && errorArg !== null && 'errorText' in errorArg && 'errorData' in errorArg;
+
+/** The client's CloudlyTransportError: an answer that was not an envelope. */
+const isTransportError = (errorArg: unknown): errorArg is Error & { status: number } =>
+  errorArg instanceof Error && errorArg.name === 'CloudlyTransportError' && typeof (errorArg as { status?: unknown }).status === 'number';
+
 const isConnectionFailure = (errorArg: unknown): boolean => {
   const error = errorArg as { name?: string; message?: string; cause?: { code?: string }; code?: string };
   const code = error?.cause?.code ?? error?.code;
@@ -176,7 +191,7 @@ export const reportFailure = (errorArg: unknown, urlArg?: string): number => {
     writeErr(`cloudly: ${errorArg.message}`);
     return exitCodes.usage;
   }
-  if (errorArg instanceof TypedResponseError) {
+  if (isRefusal(errorArg)) {
     const data = (errorArg.errorData ?? {}) as Record<string, unknown>;
     const code = typeof data.code === 'string' ? data.code : 'refused';
     const lines = [`refused: ${code}${data.retryable ? ' (retryable)' : ''}`];
@@ -198,7 +213,7 @@ export const reportFailure = (errorArg: unknown, urlArg?: string): number => {
     writeErr(lines.join('\n'));
     return code === 'unavailable' ? exitCodes.unavailable : exitCodes.refused;
   }
-  if (errorArg instanceof CloudlyTransportError) {
+  if (isTransportError(errorArg)) {
     writeErr(`cloudly: ${errorArg.message}`);
     return errorArg.status >= 500 || errorArg.status === 0 ? exitCodes.unavailable : exitCodes.refused;
   }

@@ -1,0 +1,174 @@
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startTestCloudly, testAdminPassword, refusalOf, type ITestCloudly } from './helpers/cloudly.js';
+
+/**
+ * The `cloudly` executable, run as a child process (bin/cloudly.js, as `npx cloudly` runs it)
+ * against a real server on a real port. Each child costs about a second under tsx, so the
+ * scenarios share one server and one config directory and run in order.
+ */
+
+const executable = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'cloudly.js');
+
+let t: ITestCloudly;
+let configDir: string;
+
+interface IRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+const cloudly = (argsArg: string[], inputArg = ''): Promise<IRun> => new Promise((resolve, reject) => {
+  const { CLOUDLY_URL: _ignored, ...env } = process.env;
+  const child = spawn(process.execPath, [executable, ...argsArg], {
+    env: { ...env, CLOUDLY_CONFIG_DIR: configDir },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+  child.on('error', reject);
+  child.on('close', (code) => resolve({ code, stdout, stderr }));
+  child.stdin.end(inputArg);
+});
+
+type TLooseContract = { method: string; request: any; response: any };
+const api = (methodArg: string, requestArg: Record<string, unknown>): Promise<any> => t.admin.call<TLooseContract>(methodArg, requestArg);
+
+const json = (runArg: IRun): any => {
+  assert.equal(runArg.code, 0, `exit ${runArg.code}: ${runArg.stderr}`);
+  return JSON.parse(runArg.stdout);
+};
+
+before(async () => {
+  t = await startTestCloudly();
+  configDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-cli-config-'));
+});
+
+after(async () => {
+  await t.stop().catch(() => undefined);
+  await fsp.rm(configDir, { recursive: true, force: true });
+});
+
+test('login reads the password from stdin and keeps the identity in a 0600 file in a 0700 directory', async () => {
+  const run = await cloudly(['login', '--url', `${t.baseUrl}/`, '--username', 'admin'], `${testAdminPassword}\n`);
+  assert.equal(run.code, 0, run.stderr);
+  assert.match(run.stderr, /logged in to http:\/\/127\.0\.0\.1:\d+ as admin/);
+  assert.equal(run.stdout, '');
+  const file = path.join(configDir, 'credentials.json');
+  assert.equal((await fsp.stat(file)).mode & 0o777, 0o600);
+  assert.equal((await fsp.stat(configDir)).mode & 0o777, 0o700);
+  const stored = JSON.parse(await fsp.readFile(file, 'utf8'));
+  assert.equal(stored.current, t.baseUrl, 'the URL is kept without its trailing slash');
+  assert.equal(stored.servers[t.baseUrl].identity.name, 'admin');
+  assert.ok(!(await fsp.readFile(file, 'utf8')).includes(testAdminPassword), 'the password is never stored');
+
+  const wrong = await cloudly(['login', '--url', t.baseUrl], 'not-the-password-at-all\n');
+  assert.equal(wrong.code, 1);
+  assert.match(wrong.stderr, /^refused: unauthenticated/m);
+});
+
+test('usage errors exit 2 and send nothing', async () => {
+  const missing = await cloudly(['clusters', 'create']);
+  assert.equal(missing.code, 2);
+  assert.match(missing.stderr, /--name/);
+  const format = await cloudly(['clusters', 'list', '--output', 'xml']);
+  assert.equal(format.code, 2);
+  const expectation = await cloudly(['clusters', 'rotate-relay-token', '--cluster', 'c1']);
+  assert.equal(expectation.code, 2);
+  assert.match(expectation.stderr, /--expect <generation>.*or --expect-current/);
+  assert.deepEqual((await api('getClusters', {})).clusters, []);
+});
+
+test('clusters create and list: the JSON output is exactly the API answer', async () => {
+  const created = json(await cloudly(['clusters', 'create', '--name', 'cli-alpha', '--output', 'json']));
+  assert.match(created.relayToken, /^szrelay_/);
+  assert.deepEqual(created.cluster, (await api('getClusterById', { clusterId: created.cluster.id })).cluster);
+  const listed = json(await cloudly(['clusters', 'list', '-o', 'json']));
+  assert.deepEqual(listed, await api('getClusters', {}));
+  const table = await cloudly(['clusters', 'list']);
+  assert.equal(table.code, 0);
+  const lines = table.stdout.trimEnd().split('\n');
+  assert.match(lines[0], /^ID\s+NAME\s+GEN\s+CREATED$/);
+  assert.ok(lines[1].startsWith(created.cluster.id), 'the id column is not clipped');
+  assert.ok(lines.every((lineArg) => lineArg.length <= 80), 'the table fits 80 columns');
+  const yaml = await cloudly(['clusters', 'get', '--cluster', created.cluster.id, '-o', 'yaml']);
+  assert.equal(yaml.code, 0);
+  assert.match(yaml.stdout, new RegExp(`^cluster:\\n  id: ${created.cluster.id}\\n  name: cli-alpha\\n  generation: 1\\n`));
+});
+
+test('a dry run changes nothing, the real call does, and a stale expectation is refused with its reason (exit 1)', async () => {
+  const { cluster } = await t.createCluster('cli-rotate');
+  const dry = await cloudly(['clusters', 'rotate-relay-token', '--cluster', cluster.id, '--expect-current', '--dry-run', '-o', 'json']);
+  const dryAnswer = json(dry);
+  assert.equal(dryAnswer.dryRun, true);
+  assert.match(dry.stderr, new RegExp(`--expect-current: read cluster ${cluster.id} at generation 1`));
+  assert.match(dry.stderr, /dry run: every check passed; nothing was changed/);
+  assert.equal((await api('getClusterById', { clusterId: cluster.id })).cluster.generation, 1);
+
+  const real = json(await cloudly(['clusters', 'rotate-relay-token', '--cluster', cluster.id, '--expect', '1', '-o', 'json']));
+  assert.equal(real.cluster.generation, 2);
+  assert.equal(real.dryRun, undefined);
+
+  const stale = await cloudly(['clusters', 'rotate-relay-token', '--cluster', cluster.id, '--expect', '1']);
+  assert.equal(stale.code, 1);
+  assert.equal(stale.stdout, '');
+  const refusal = await refusalOf(() => api('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 1 }));
+  const lines = stale.stderr.trimEnd().split('\n');
+  assert.match(lines[0], new RegExp(`^refused: ${refusal.code}`));
+  assert.ok((refusal.reasons as string[]).length > 0);
+  for (const reason of refusal.reasons as string[]) {
+    assert.ok(lines.includes(`  ${reason}`), `reason printed on its own line: ${reason}`);
+  }
+  assert.equal((await api('getClusterById', { clusterId: cluster.id })).cluster.generation, 2);
+});
+
+test('services: create from flags, set a volume initialization with --expect-current, a value conflict exits 1', async () => {
+  const { cluster } = await t.createCluster('cli-services');
+  await t.addNodes(cluster.id, 'n1');
+  const created = json(await cloudly([
+    'services', 'create', '--name', 'app', '--organization', 'org1', '--cluster', cluster.id, '--image', 'app:1',
+    '--run-as', '1000:1000', '--node', 'n1', '--volume', '/data', '-o', 'json',
+  ]));
+  assert.deepEqual(created.service, (await api('getServiceById', { serviceId: created.service.id })).service);
+  assert.deepEqual(created.service.volumes.map((v: any) => [v.mountPath, v.readOnly, v.driver]), [['/data', false, 'local']]);
+
+  const set = await cloudly(['services', 'set-volume-initialization', '--service', created.service.id, '--mount-path', '/data',
+    '--empty', '--mode', '0750', '--expect-current', '-o', 'json']);
+  const answer = json(set);
+  assert.match(set.stderr, /--expect-current: read the initialization as none/);
+  const stored = (await api('getServiceById', { serviceId: created.service.id })).service;
+  assert.deepEqual(answer.service, stored);
+  assert.deepEqual(stored.volumes[0].initialization, { kind: 'empty', ownership: { kind: 'run-as', mode: 0o750 } });
+
+  const conflict = await cloudly(['services', 'set-volume-initialization', '--service', created.service.id, '--mount-path', '/data',
+    '--import-docker-volume', 'app_data', '--expect', 'none']);
+  assert.equal(conflict.code, 1);
+  assert.match(conflict.stderr, /^refused: conflict\n {2}\S/);
+  assert.deepEqual((await api('getServiceById', { serviceId: created.service.id })).service.volumes[0].initialization,
+    { kind: 'empty', ownership: { kind: 'run-as', mode: 0o750 } });
+});
+
+test('completion scripts for bash and zsh', async () => {
+  const bash = await cloudly(['completion', 'bash']);
+  assert.equal(bash.code, 0);
+  assert.match(bash.stdout, /complete -o default -F _cloudly cloudly/);
+  assert.match(bash.stdout, /"services set-volume-initialization"\) words="[^"]*--mount-path/);
+  const zsh = await cloudly(['completion', 'zsh']);
+  assert.equal(zsh.code, 0);
+  assert.match(zsh.stdout, /^#compdef cloudly/);
+});
+
+test('a stopped server is unavailable: exit 3', async () => {
+  await t.stop();
+  const run = await cloudly(['clusters', 'list']);
+  assert.equal(run.code, 3);
+  assert.match(run.stderr, /^cloudly: unavailable: cannot reach http:\/\/127\.0\.0\.1:\d+/);
+});
