@@ -5,7 +5,8 @@ import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startTestCloudly, testAdminPassword, refusalOf, type ITestCloudly } from './helpers/cloudly.js';
+import { startTestCloudly, testAdminPassword, refusalOf, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { prepareIngressCluster } from './ingress.fixture.js';
 
 /**
  * The `cloudly` executable, run as a child process (bin/cloudly.js, as `npx cloudly` runs it)
@@ -154,6 +155,46 @@ test('services: create from flags, set a volume initialization with --expect-cur
   assert.match(conflict.stderr, /^refused: conflict\n {2}\S/);
   assert.deepEqual((await api('getServiceById', { serviceId: created.service.id })).service.volumes[0].initialization,
     { kind: 'empty', ownership: { kind: 'run-as', mode: 0o750 } });
+});
+
+test('ingress designate: --expect-current reads the facts first, a dry run stores nothing, then the real designation', async () => {
+  const ingress = await prepareIngressCluster(t, 'cli-ingress');
+  const args = ['ingress', 'designate', '--cluster', ingress.clusterId, '--service', ingress.service.id, '--expect-current', '-o', 'json'];
+  const dry = await cloudly([...args, '--dry-run']);
+  const dryAnswer = json(dry);
+  assert.equal(dryAnswer.dryRun, true);
+  assert.match(dry.stderr, /--expect-current: runtime .*service spec revision 1, designation none/);
+  assert.deepEqual(await api('getClusterIngressDesignation', { clusterId: ingress.clusterId }), { designation: null });
+
+  const real = json(await cloudly(args));
+  assert.equal(real.replayed, false);
+  const shown = json(await cloudly(['ingress', 'show', '--cluster', ingress.clusterId, '-o', 'json']));
+  assert.deepEqual(shown, await api('getClusterIngressDesignation', { clusterId: ingress.clusterId }));
+  assert.deepEqual(shown.designation, real.designation);
+});
+
+test('watch prints each change as one JSON line and stops on Ctrl-C with exit 0', async () => {
+  const child = spawn(process.execPath, [executable, 'watch', '--kind', 'CloudlyCluster', '-o', 'json'], {
+    env: { ...process.env, CLOUDLY_CONFIG_DIR: configDir },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+  const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+  try {
+    await waitFor(() => /watching from revision \d+/.test(stderr), `watch started (${stderr})`, 30_000);
+    await t.createCluster('cli-watched');
+    await waitFor(() => stdout.includes('\n'), 'a change printed', 10_000);
+  } finally {
+    child.kill('SIGINT');
+  }
+  assert.equal(await closed, 0, stderr);
+  const events = stdout.trimEnd().split('\n').map((lineArg) => JSON.parse(lineArg));
+  assert.equal(events[0].kind, 'CloudlyCluster');
+  assert.equal(events[0].change, 'created');
+  assert.equal(events[0].document.name, 'cli-watched');
 });
 
 test('completion scripts for bash and zsh', async () => {
