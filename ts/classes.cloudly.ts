@@ -24,6 +24,7 @@ import { AuditManager } from './manager.audit/audit.manager.js';
 import { DesiredStateManager } from './manager.desiredstate/desiredstate.manager.js';
 import { SecretManager } from './manager.secret/secret.manager.js';
 import { WatchManager } from './manager.watch/watch.manager.js';
+import { OverviewManager } from './manager.overview/overview.manager.js';
 import { SecretBox } from './core/secretbox.js';
 
 /**
@@ -126,6 +127,7 @@ export class Cloudly {
     this.desiredStateManager = this.addManager(new DesiredStateManager(this));
     this.secretManager = this.addManager(new SecretManager(this));
     this.addManager(new WatchManager(this));
+    this.addManager(new OverviewManager(this));
   }
 
   /** Registers a manager so its start/stop run with Cloudly's. */

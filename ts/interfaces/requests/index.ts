@@ -11,3 +11,4 @@ export * as secret from './secret.js';
 export * as desiredstate from './desiredstate.js';
 export * as pagination from './pagination.js';
 export * as watch from './watch.js';
+export * as overview from './overview.js';
