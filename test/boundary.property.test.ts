@@ -1,12 +1,12 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import * as v8 from 'node:v8';
 import * as vm from 'node:vm';
 import fc from 'fast-check';
 import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { clusterDesiredStateKind } from '../ts/manager.desiredstate/desiredstate.manager.js';
 import { postText, rawEnvelope, RawSocket, type IWireAnswer } from './helpers/rawwire.js';
+import { stateDigest } from './helpers/state.js';
 import { errorCodes } from '../ts/core/errors.js';
 
 /**
@@ -80,18 +80,6 @@ describe('every served method survives arbitrary JSON', () => {
   });
   after(async () => { await t.stop(); });
 
-  /** A digest of every stored document outside the relay leases, which a heartbeat may renew. */
-  const stateDigest = async (): Promise<string> => {
-    const hash = createHash('sha256');
-    const collections = (await t.cloudly.database.mongoDb.listCollections({}, { nameOnly: true }).toArray())
-      .map((info) => info.name).filter((name) => !/lease/i.test(name)).sort();
-    for (const name of collections) {
-      const docs = await t.cloudly.database.mongoDb.collection(name).find({}).sort({ _id: 1 }).toArray();
-      hash.update(name).update(JSON.stringify(docs));
-    }
-    return hash.digest('hex');
-  };
-
   const assertWellFormed = (answerArg: IWireAnswer, idArg: string, contextArg: string): void => {
     assert.equal(answerArg.correlation?.id, idArg, contextArg);
     assert.equal(answerArg.correlation?.phase, 'response', contextArg);
@@ -133,7 +121,7 @@ describe('every served method survives arbitrary JSON', () => {
       });
       const batches = fc.sample(fc.array(sample, { minLength: 50, maxLength: 50 }), { numRuns: 20, seed: 1303 });
       for (const batch of batches) {
-        const before = await stateDigest();
+        const before = await stateDigest(t);
         let wrote = false;
         for (const entry of batch) {
           const list = methods[entry.kind];
@@ -161,7 +149,7 @@ describe('every served method survives arbitrary JSON', () => {
           }
         }
         if (!wrote) {
-          assert.equal(await stateDigest(), before, 'a batch of refusals and reads changed stored state');
+          assert.equal(await stateDigest(t), before, 'a batch of refusals and reads changed stored state');
         }
       }
       assert.equal(sent, 1000);

@@ -1,9 +1,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { clusterDesiredStateKind } from '../ts/manager.desiredstate/desiredstate.manager.js';
 import { addClusterWorld } from './backup.fixture.js';
+import { stateDigest } from './helpers/state.js';
 import { auditEventKind } from '../ts/core/store.js';
 import type { IAuditEvent } from '../ts/interfaces/data/audit.js';
 import type { IReq_Admin_GetAuditEvents } from '../ts/interfaces/requests/audit.js';
@@ -18,17 +18,6 @@ const auditOf = async (tArg: ITestCloudly, requestArg: Omit<IReq_Admin_GetAuditE
 
 const eventsFor = async (tArg: ITestCloudly, targetIdArg: string): Promise<IAuditEvent[]> =>
   (await auditOf(tArg, { filter: { targetId: targetIdArg } })).events;
-
-/** A digest of every stored document outside the relay leases and the audit log itself. */
-const stateDigest = async (tArg: ITestCloudly): Promise<string> => {
-  const hash = createHash('sha256');
-  const names = (await tArg.cloudly.database.mongoDb.listCollections({}, { nameOnly: true }).toArray())
-    .map((info) => info.name).filter((name) => !/lease/i.test(name)).sort();
-  for (const name of names) {
-    hash.update(name).update(JSON.stringify(await tArg.cloudly.database.mongoDb.collection(name).find({}).sort({ _id: 1 }).toArray()));
-  }
-  return hash.digest('hex');
-};
 
 const plan: IRuntimeNetworkAddressPlan = {
   authorityId: 'authority-1',
