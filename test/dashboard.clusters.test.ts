@@ -4,6 +4,7 @@ import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudl
 import type { IReq_Admin_DeleteCluster, IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 import type { IReq_Any_Cloudly_GetClusterNodes } from '../ts/interfaces/requests/cluster.js';
 import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
+import type { IReq_Admin_DeletePlatformBinding, IReq_Any_Cloudly_GetPlatformBindings, IReq_Any_Cloudly_UpsertPlatformBinding } from '../ts/interfaces/requests/corestore.js';
 import { clusterKind } from '../ts/manager.cluster/cluster.manager.js';
 import { clusterNameReservationId, clusterNameReservationKind } from '../ts/manager.cluster/clusternames.js';
 import { runInOperation } from '../ts/core/operationcontext.js';
@@ -91,4 +92,31 @@ test('deleteCluster: compare-and-swap, refused while services exist, removes nod
   assert.equal(await t.cloudly.store.get(clusterNameReservationKind, clusterNameReservationId('doomed')), null);
   // The name is free again.
   assert.equal((await t.createCluster('doomed')).cluster.name, 'doomed');
+});
+
+test('deletePlatformBinding: compare-and-swap; a dry run removes nothing; the binding is gone after', async () => {
+  const { cluster } = await t.createCluster('bound');
+  await t.addNodes(cluster.id, 'b1');
+  const { service } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+    service: {
+      name: 'bound-svc', organizationId: 'org1', clusterId: cluster.id,
+      runtime: { image: 'app:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['b1'] } },
+      volumes: [],
+    },
+  });
+  const { platformBinding } = await t.admin.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+    platformBinding: { serviceId: service.id, capability: 'objectstorage', enabled: true, nodeId: 'b1' } as never,
+    expectedGeneration: null,
+  });
+  const listed = async () => (await t.admin.call<IReq_Any_Cloudly_GetPlatformBindings>('getPlatformBindings', { serviceId: service.id })).platformBindings;
+  assert.equal((await listed()).length, 1);
+  const stale = await refusalOf(() => t.admin.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation + 1 }));
+  assert.equal(stale.code, 'conflict');
+  const dry = await t.admin.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation, dryRun: true } as never);
+  assert.equal((await listed()).length, 1);
+  const real = await t.admin.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation });
+  assert.deepEqual(real.platformBinding, (dry as unknown as IReq_Admin_DeletePlatformBinding['response']).platformBinding);
+  assert.equal((await listed()).length, 0);
+  const missing = await refusalOf(() => t.admin.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation }));
+  assert.equal(missing.code, 'not-found');
 });
