@@ -226,3 +226,22 @@ describe('desired state to the relay, observed state back, converged', () => {
     assert.equal((await statusOf(service.id)).status.state, 'converged');
   });
 });
+
+describe('runtime status from the facts Cloudly now has', () => {
+  test('a service whose placement nodes have all left the cluster is refused no-eligible-node, and converging again once one is back', async () => {
+    const t = await startTestCloudly();
+    try {
+      const { cluster } = await t.createCluster('nodes-gone');
+      await t.addNodes(cluster.id, 'n1');
+      const { service } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) });
+      const status = async () => (await t.admin.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: service.id })).status;
+      assert.equal((await status()).state, 'converging');
+      await t.admin.call('removeClusterNode', { clusterId: cluster.id, nodeId: 'n1' });
+      assert.deepEqual([(await status()).state, (await status()).reason], ['refused', 'no-eligible-node']);
+      await t.addNodes(cluster.id, 'n1');
+      assert.equal((await status()).state, 'converging');
+    } finally {
+      await t.stop();
+    }
+  });
+});

@@ -37,6 +37,8 @@ export interface IServiceRuntimeFacts {
   service: IService;
   claimMarkers: IServiceVolumeClaimMarker[];
   clusterExists: boolean;
+  /** The ids of the nodes the cluster has now; absent when not gathered (no node check). */
+  clusterNodeIds?: ReadonlySet<string>;
   /** The current revision of every bound claim of the service. */
   claims: IRuntimeLocalStorageClaimRecord[];
   bindings: IServiceBindingWaits;
@@ -87,6 +89,11 @@ export const isServiceVolumeClaimable = (serviceArg: IService, volumeArg: IServi
 export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRuntimeVerdict => {
   if (!factsArg.clusterExists) {
     return { state: 'refused', reason: 'cluster-runtime-missing' };
+  }
+  // A placement whose every node has left the cluster leaves the service nowhere to run.
+  const placement = factsArg.service.runtime.placement.nodeIds;
+  if (factsArg.clusterNodeIds && placement.length > 0 && !placement.some((nodeId) => factsArg.clusterNodeIds!.has(nodeId))) {
+    return { state: 'refused', reason: 'no-eligible-node' };
   }
   const earned = new Set<TServiceRuntimeRefusal>();
   for (const volume of factsArg.service.volumes) {
