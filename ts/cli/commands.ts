@@ -798,9 +798,12 @@ const addWatchCommand = (programArg: Command): void => {
 };
 
 export const addCommands = (programArg: Command): void => {
-  programArg.command('server').description('start the Cloudly server (what `npm start` runs; handled by bin/cloudly.js)')
-    .action(() => {
-      throw new UsageError('`cloudly server` is started by bin/cloudly.js; run it through the `cloudly` executable');
+  programArg.command('server').description('start the Cloudly server (what `npm start` runs)')
+    .action(async () => {
+      // bin/cloudly.js starts the server itself with npm start's node flags; this path serves
+      // `node dist/cli/main.js server` (no node flags: pass --max-semi-space-size=4 yourself).
+      await import('../cli.js');
+      await new Promise<never>(() => undefined);
     });
   addSessionCommands(programArg);
   addClusterCommands(programArg);
