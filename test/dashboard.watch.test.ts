@@ -103,7 +103,7 @@ test('a watcher sees every change of a 200-mutation burst exactly once, in commi
   resumed.client.close();
 });
 
-test('a revision this instance no longer keeps is refused revision-gone: re-list; watchChanges needs the socket', async () => {
+test('changes made while nobody watched are replayed; a revision this instance no longer keeps is refused revision-gone; watchChanges needs the socket', async () => {
   const watcher = await openWatcher();
   const gone = await refusalOf(() => watcher.client.call<IReq_Admin_WatchChanges>('watchChanges', { sinceRevision: 1 }));
   assert.equal(gone.code, 'conflict');
@@ -111,6 +111,18 @@ test('a revision this instance no longer keeps is refused revision-gone: re-list
   const ahead = await refusalOf(() => watcher.client.call<IReq_Admin_WatchChanges>('watchChanges', { sinceRevision: watcher.answer.revision + 1_000_000 }));
   assert.equal(ahead.code, 'invalid-request');
   watcher.client.close();
+  // Changes made while nobody watches are replayed from the revision the watcher had.
+  await waitFor(() => (t.cloudly as unknown as { managers: Array<{ watchers?: Map<string, unknown> }> }).managers.every((manager) => !manager.watchers || manager.watchers.size === 0), 'watchers gone');
+  const unwatched = await t.createCluster('unwatched');
+  await t.addNodes(unwatched.cluster.id, 'u1');
+  const back = await openWatcher(watcher.answer.revision);
+  await waitFor(() => back.events.length >= 2, 'changes made while nobody watched');
+  assert.deepEqual(back.events.map((event) => [event.kind, event.id, event.change]), [
+    ['CloudlyCluster', unwatched.cluster.id, 'created'],
+    ['CloudlyClusterNode', `${unwatched.cluster.id}/u1`, 'created'],
+  ]);
+  assert.equal((back.events[1].document as { id: string }).id, 'u1');
+  back.client.close();
   const overHttp = await refusalOf(() => t.admin.call<IReq_Admin_WatchChanges>('watchChanges', {}));
   assert.deepEqual(overHttp.reasons, ['watchChanges is served only on the admin socket (GET /typedsocket)']);
 });

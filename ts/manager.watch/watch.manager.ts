@@ -54,7 +54,9 @@ interface IResolvedChange {
 
 interface IChangeEntry {
   revision: number;
-  resolved: Promise<IResolvedChange | null>;
+  auditEventId: string;
+  /** The event and its document, read once on first need (at once while anyone watches). */
+  resolved: Promise<IResolvedChange | null> | null;
 }
 
 interface IWatcher {
@@ -183,7 +185,12 @@ export class WatchManager {
 
   /** One audit append: the next revision now, the event and its document read afterwards. */
   private record(auditEventIdArg: string): void {
-    const entry: IChangeEntry = { revision: ++this.lastRevision, resolved: this.resolve(auditEventIdArg) };
+    // Nobody watching: nothing is read now (the write path stays as cheap as without watches); a
+    // later replay reads the event then, and shows the document only if it has not moved since.
+    const entry: IChangeEntry = { revision: ++this.lastRevision, auditEventId: auditEventIdArg, resolved: null };
+    if (this.watchers.size > 0) {
+      this.resolved(entry);
+    }
     this.recent.push(entry);
     if (this.recent.length > retainedChanges) {
       this.recent.splice(0, this.recent.length - retainedChanges);
@@ -192,6 +199,11 @@ export class WatchManager {
       watcher.queue.push(entry);
       this.pump(watcher);
     }
+  }
+
+  private resolved(entryArg: IChangeEntry): Promise<IResolvedChange | null> {
+    entryArg.resolved ??= this.resolve(entryArg.auditEventId);
+    return entryArg.resolved;
   }
 
   private async resolve(auditEventIdArg: string): Promise<IResolvedChange | null> {
@@ -253,7 +265,7 @@ export class WatchManager {
       try {
         while (!watcherArg.stopped && watcherArg.queue.length > 0) {
           const entry = watcherArg.queue.shift()!;
-          const change = await entry.resolved;
+          const change = await this.resolved(entry);
           if (!change || !this.matches(watcherArg, change) || watcherArg.stopped) {
             continue;
           }
