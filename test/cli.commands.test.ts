@@ -100,6 +100,8 @@ test('clusters create and list: the JSON output is exactly the API answer', asyn
   assert.match(lines[0], /^ID\s+NAME\s+GEN\s+CREATED$/);
   assert.ok(lines[1].startsWith(created.cluster.id), 'the id column is not clipped');
   assert.ok(lines.every((lineArg) => lineArg.length <= 80), 'the table fits 80 columns');
+  const overview = json(await cloudly(['clusters', 'overview', '--cluster', created.cluster.id, '-o', 'json']));
+  assert.deepEqual(overview, await api('getClusterOverview', { clusterId: created.cluster.id }));
   const yaml = await cloudly(['clusters', 'get', '--cluster', created.cluster.id, '-o', 'yaml']);
   assert.equal(yaml.code, 0);
   assert.match(yaml.stdout, new RegExp(`^cluster:\\n  id: ${created.cluster.id}\\n  name: cli-alpha\\n  generation: 1\\n`));

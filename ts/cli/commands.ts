@@ -150,6 +150,31 @@ const addClusterCommands = (programArg: Command): void => {
       const answer = await ctx.call('getClusterById', { clusterId: options.cluster });
       printAnswer(answer, ctx.format, () => recordTable(answer.cluster));
     }));
+  clusters.command('overview').description("a cluster's page: relay, nodes, services with status and latest backup, ingress")
+    .requiredOption('--cluster <id>', 'cluster id')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('getClusterOverview', { clusterId: options.cluster });
+      printAnswer(answer, ctx.format, () => {
+        const overview = answer.overview as Record<string, any>;
+        const relay = overview.relay ?? {};
+        const services = (overview.services ?? []) as Array<Record<string, any>>;
+        return [
+          `cluster ${overview.cluster.name} (${overview.cluster.id}), generation ${overview.cluster.generation}`,
+          `relay: ${relay.connected ? 'connected' : 'not connected'}${relay.registration ? `, ${relay.registration.origin} (${relay.registration.version})` : ', never registered'}`,
+          `ingress: ${overview.ingressDesignation ? `service ${overview.ingressDesignation.ingressServiceId}, designation generation ${overview.ingressDesignation.generation}` : 'not designated'}`,
+          '',
+          listTable(overview.nodes, nodeColumns, {}, '(no nodes)'),
+          '',
+          listTable(services, [
+            ['SERVICE', (e) => e.service?.id],
+            ['NAME', (e) => e.service?.name],
+            ['IMAGE', (e) => e.service?.runtime?.image],
+            ['STATUS', (e) => (e.runtimeStatus ? `${e.runtimeStatus.state}${e.runtimeStatus.reason ? ` ${e.runtimeStatus.reason}` : ''}` : '-')],
+            ['BACKUP', (e) => formatTime(e.latestBackup?.createdAt)],
+          ], {}, '(no services)'),
+        ].join('\n');
+      });
+    }));
   mutation(clusters.command('create').description('create a cluster; its relay token is shown once'))
     .requiredOption('--name <name>', 'cluster name')
     .action(run(async (ctx, options) => {
