@@ -97,6 +97,9 @@ describe('desired state to the relay, observed state back, converged', () => {
     assert.equal(first.digest, computeClusterPlatformDesiredStateDigest(content));
     assert.deepEqual(first.services.map((entry) => [entry.serviceId, entry.specRevision, entry.runtime.image]), [[service.id, 1, 'registry.example/web:1']]);
     assert.deepEqual(first.services[0].runtime.routes, [{ hostname: 'web.example.com', targetPort: 'http' }]);
+    // Each node's Corestore control credential travels by reference and version only.
+    assert.deepEqual(first.nodes.map((node) => [node.nodeId, node.corestoreCredential.nodeId, node.corestoreCredential.version]), [['n1', 'n1', 1], ['n2', 'n2', 1]]);
+    assert.deepEqual(Object.keys(first.nodes[0].corestoreCredential).sort(), ['clusterId', 'createdAt', 'nodeId', 'previous', 'secretVersion', 'version']);
     assert.deepEqual(await read(loop.relay, first.revision), { unchanged: true, revision: first.revision, digest: first.digest });
 
     assert.equal((await statusOf(service.id)).status.state, 'converging');

@@ -24,6 +24,8 @@ import { serviceKind, serviceRuntimeStatusKind, toPublicService, type IServiceDo
 import { platformBindingKind } from '../manager.corestore/corestore.manager.js';
 import { clusterIngressSlotKind } from '../manager.ingress/documents.js';
 import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrations.js';
+import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
+import { corestoreCredentialKind } from '../manager.secret/documents.js';
 import { prepareClusterIngressSpec } from '../manager.ingress/ingress.manager.js';
 
 /**
@@ -127,7 +129,8 @@ export class DesiredStateManager {
 
   public async start(): Promise<void> {
     this.unsubscribe = this.cloudly.store.onCommitted((kindArg, idArg) => {
-      if (kindArg === serviceKind || kindArg === clusterIngressSlotKind || kindArg === platformBindingKind || kindArg === clusterRelayRegistrationKind) {
+      if (kindArg === serviceKind || kindArg === clusterIngressSlotKind || kindArg === platformBindingKind
+        || kindArg === clusterRelayRegistrationKind || kindArg === corestoreCredentialKind || kindArg === clusterNodeKind) {
         void this.clusterOfChange(kindArg.collectionName, idArg).then((clusterId) => {
           if (clusterId) {
             void this.refreshes.add(clusterId);
@@ -152,6 +155,13 @@ export class DesiredStateManager {
     // The slot and the relay registration (whose origin the ingress spec carries) are kept per cluster.
     if (collectionArg === clusterIngressSlotKind.collectionName || collectionArg === clusterRelayRegistrationKind.collectionName) {
       return idArg;
+    }
+    if (collectionArg === corestoreCredentialKind.collectionName) {
+      return (await store.get(corestoreCredentialKind, idArg))?.clusterId ?? null;
+    }
+    if (collectionArg === clusterNodeKind.collectionName) {
+      // A node document's id is `<clusterId>/<nodeId>`; `/` never occurs in an id.
+      return idArg.slice(0, idArg.indexOf('/'));
     }
     if (collectionArg === platformBindingKind.collectionName) {
       const binding = await store.get(platformBindingKind, idArg);
@@ -180,8 +190,14 @@ export class DesiredStateManager {
           : null,
       };
     }
+    const nodeIds = (await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)).map((node) => node.id).sort();
+    const nodes: TClusterPlatformDesiredStateContent['nodes'] = [];
+    for (const nodeId of nodeIds) {
+      nodes.push({ nodeId, corestoreCredential: await this.cloudly.secretManager.corestoreCredentialReference(clusterIdArg, nodeId) });
+    }
     return {
       clusterId: clusterIdArg,
+      nodes,
       services: live.map((service) => ({
         serviceId: service.id,
         name: service.name,

@@ -2,6 +2,7 @@ import type { IServiceRuntimeSpec } from './service.js';
 import type { IServiceVolume } from './servicevolume.js';
 import type { IClusterIngressDesignation } from './clusteringressdesignation.js';
 import type { IClusterIngressPreparedSpec } from './clusteringress.js';
+import type { ICorestoreControlCredentialReference } from './secret.js';
 import { computeDomainDigestHex } from '../private/canonicaljson.js';
 
 /**
@@ -44,6 +45,8 @@ export interface IClusterPlatformDesiredState {
   digest: string;
   /** Sorted by serviceId. */
   services: IClusterPlatformDesiredService[];
+  /** Every node of the cluster, sorted by nodeId, with its Corestore control credential by reference (never the value). */
+  nodes: Array<{ nodeId: string; corestoreCredential: ICorestoreControlCredentialReference }>;
   /** The Pallet ingress designation and its prepared per-node spec (secret references only), or null. */
   ingress: { designation: IClusterIngressDesignation; spec: IClusterIngressPreparedSpec | null } | null;
   /** Sorted by serviceId. */
