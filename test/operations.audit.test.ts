@@ -16,8 +16,8 @@ import type { IReq_Admin_CreateServiceBackup } from '../ts/interfaces/requests/b
 const auditOf = async (tArg: ITestCloudly, requestArg: Omit<IReq_Admin_GetAuditEvents['request'], 'identity'> = {}) =>
   tArg.admin.call<IReq_Admin_GetAuditEvents>('getAuditEvents', requestArg);
 
-const eventsFor = async (tArg: ITestCloudly, targetIdArg: string): Promise<IAuditEvent[]> =>
-  (await auditOf(tArg, { filter: { targetId: targetIdArg } })).events;
+const eventsFor = async (tArg: ITestCloudly, targetIdArg: string, targetKindArg?: string): Promise<IAuditEvent[]> =>
+  (await auditOf(tArg, { filter: { targetId: targetIdArg, ...(targetKindArg ? { targetKind: targetKindArg } : {}) } })).events;
 
 const plan: IRuntimeNetworkAddressPlan = {
   authorityId: 'authority-1',
@@ -39,7 +39,7 @@ describe('audit log: every committed change, once, with its actor', () => {
     const rotated = await t.admin.call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 1 });
     const stale = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 1 }));
     assert.equal(stale.code, 'conflict');
-    const events = await eventsFor(t, cluster.id);
+    const events = await eventsFor(t, cluster.id, 'CloudlyCluster');
     assert.deepEqual(events.map((event) => [event.method, event.outcome, event.generationBefore, event.generationAfter]), [
       ['rotateClusterRelayToken', 'updated', 1, 2],
       ['createCluster', 'created', 0, 1],
@@ -93,11 +93,11 @@ describe('audit log: every committed change, once, with its actor', () => {
   test('events survive a restart, and retention forgets only what is older than it', async () => {
     const { cluster } = await t.createCluster('kept');
     await t.restart();
-    assert.equal((await eventsFor(t, cluster.id)).length, 1);
+    assert.equal((await eventsFor(t, cluster.id, 'CloudlyCluster')).length, 1);
     assert.equal(await t.cloudly.auditManager.sweep(Date.now()), 0);
     const retentionMs = t.cloudly.config.auditRetentionDays * 24 * 3600_000;
     assert.ok(await t.cloudly.auditManager.sweep(Date.now() + retentionMs + 60_000) > 0);
-    assert.deepEqual(await eventsFor(t, cluster.id), []);
+    assert.deepEqual(await eventsFor(t, cluster.id, 'CloudlyCluster'), []);
   });
 });
 
@@ -117,17 +117,17 @@ describe('audit log: a change committed just before a crash still gets its event
         $set: { generation: (node!.generation as number) + 1, _audit: { at: Date.now(), actor: { kind: 'admin', id: t.identity.userId }, method: 'removeClusterNode', generationBefore: node!.generation, removing: true } },
       });
       await t.restart();
-      const clusterEvents = await eventsFor(t, cluster.id);
+      const clusterEvents = await eventsFor(t, cluster.id, 'CloudlyCluster');
       assert.deepEqual(clusterEvents.map((event) => [event.method, event.outcome, event.generationAfter]), [['createCluster', 'created', 1]]);
       assert.equal(await t.cloudly.database.mongoDb.collection('CloudlyClusterNode').countDocuments({ nodeId: 'crashy-gone' }), 0);
-      const nodeEvents = await eventsFor(t, node!.id as string);
+      const nodeEvents = await eventsFor(t, node!.id as string, 'CloudlyClusterNode');
       assert.deepEqual(nodeEvents.map((event) => [event.method, event.outcome, event.generationAfter]), [
         ['removeClusterNode', 'removed', null],
         ['addClusterNode', 'created', 1],
       ]);
       // Reconciling again appends nothing twice.
       await t.restart();
-      assert.equal((await eventsFor(t, cluster.id)).length, 1);
+      assert.equal((await eventsFor(t, cluster.id, 'CloudlyCluster')).length, 1);
     } finally {
       await t.stop();
     }
@@ -170,6 +170,8 @@ describe('dry run: the same decision, nothing written', () => {
       },
     ];
     for (const entry of cases) {
+      // The real call of the case before publishes the cluster's desired state in the background.
+      await t.cloudly.desiredStateManager.settled(cluster.id);
       const before = await stateDigest(t);
       const auditBefore = (await auditOf(t, { limit: 1000 })).events.length;
       const dry = await t.admin.call(entry.method, { ...entry.request, dryRun: true }) as Record<string, unknown>;
@@ -196,7 +198,7 @@ describe('dry run: the same decision, nothing written', () => {
     // The relay that just connected has its cluster's desired state published in the background;
     // let that land before the state digest is taken.
     await waitFor(async () => (await t.cloudly.store.get(clusterDesiredStateKind, world.clusterId)) !== null, 'desired state published');
-    await t.cloudly.desiredStateManager.currentDesiredState(world.clusterId);
+    await t.cloudly.desiredStateManager.settled(world.clusterId);
     let relayCalls = 0;
     world.relay.addHandler('backupClusterService', async () => {
       relayCalls++;

@@ -182,7 +182,7 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
   }, (socket, request) => {
     const authentication = request.cloudlySocketAuthentication!;
     const localData: Record<string, unknown> = { transport: 'socket', remoteAddress: request.ip };
-    const peer = new EnvelopePeer(socket, {
+    const peer: EnvelopePeer = new EnvelopePeer(socket, {
       localData,
       limits: socketLimits(authentication.kind),
       route: (envelopeArg) => hostArg.dispatch(envelopeArg, localData),
@@ -194,6 +194,9 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     });
     watchSocketLiveness(socket, { intervalMs: hostArg.config.socketPingIntervalMs, missedPongsAllowed: hostArg.config.socketMissedPongsAllowed },
       () => hostArg.logger.warn({ kind: authentication.kind, clusterId: authentication.clusterId }, 'socket missed its pongs: terminated'));
+    // Handlers that answer on this socket later (a watch) find it here; envelopes never carry it,
+    // so nothing walks it.
+    localData.peer = peer;
     hostArg.trackSocket(peer);
     if (authentication.kind === 'relay') {
       const session = hostArg.openRelaySession(authentication.clusterId!, peer, authentication.tokenGeneration!);

@@ -116,6 +116,8 @@ export class DesiredStateManager {
   /** Clusters whose elected relay must be hinted on their next refresh even if nothing changed. */
   private readonly hintOwed = new Set<string>();
   private unsubscribe: (() => void) | null = null;
+  /** Commits whose cluster is being looked up, before their refresh is queued. */
+  private readonly lookups = new Set<Promise<void>>();
 
   constructor(private readonly cloudly: Cloudly) {
     this.refreshes = new WorkQueue({
@@ -131,11 +133,12 @@ export class DesiredStateManager {
     this.unsubscribe = this.cloudly.store.onCommitted((kindArg, idArg) => {
       if (kindArg === serviceKind || kindArg === clusterIngressSlotKind || kindArg === platformBindingKind
         || kindArg === clusterRelayRegistrationKind || kindArg === corestoreCredentialKind || kindArg === clusterNodeKind) {
-        void this.clusterOfChange(kindArg.collectionName, idArg).then((clusterId) => {
+        const lookup = this.clusterOfChange(kindArg.collectionName, idArg).then((clusterId) => {
           if (clusterId) {
             void this.refreshes.add(clusterId);
           }
-        }, () => undefined);
+        }, () => undefined).finally(() => this.lookups.delete(lookup));
+        this.lookups.add(lookup);
       }
     });
     // A relay that becomes elected is told the current revision, so it converges without polling.
@@ -143,6 +146,14 @@ export class DesiredStateManager {
       this.hintOwed.add(sessionArg.clusterId);
       void this.refreshes.add(sessionArg.clusterId);
     });
+  }
+
+  /** Resolves once every commit seen so far has been turned into a refresh and that refresh has run. */
+  public async settled(clusterIdArg: string): Promise<void> {
+    while (this.lookups.size > 0) {
+      await Promise.all([...this.lookups]);
+    }
+    await this.refreshes.idle(clusterIdArg);
   }
 
   public async stop(): Promise<void> {

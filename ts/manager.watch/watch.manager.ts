@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Cloudly, IAdminHandlerContext } from '../classes.cloudly.js';
-import type { EnvelopePeer, IEnvelopePeerOptions } from '../core/envelopepeer.js';
+import { EnvelopePeer } from '../core/envelopepeer.js';
 import { refuse } from '../core/errors.js';
 import { currentOperation } from '../core/operationcontext.js';
 import { auditEventKind, type IDocumentKind, type IStoredDocument } from '../core/store.js';
@@ -168,17 +168,11 @@ export class WatchManager {
     return this.lastRevision;
   }
 
-  /**
-   * The admin socket the call came on. The transport keeps the socket's per-connection data on the
-   * peer; the handler context carries the same object, which names the peer among the open sockets.
-   */
+  /** The admin socket the call came on: the transport puts it into the socket's per-connection data. */
   private peerOf(contextArg: IAdminHandlerContext): EnvelopePeer {
-    if (contextArg.transport === 'socket') {
-      for (const peer of this.cloudly.openSockets) {
-        if ((peer as unknown as { options: IEnvelopePeerOptions }).options.localData === contextArg.localData) {
-          return peer;
-        }
-      }
+    const peer = contextArg.transport === 'socket' ? contextArg.localData.peer : undefined;
+    if (peer instanceof EnvelopePeer) {
+      return peer;
     }
     throw refuse('invalid-request', ['watchChanges is served only on the admin socket (GET /typedsocket)']);
   }
