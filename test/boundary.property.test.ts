@@ -104,7 +104,7 @@ describe('every served method survives arbitrary JSON', () => {
     // A relay socket that opens has the cluster's desired state published for it in the
     // background; let that settle so the batches below measure only what the requests do.
     await waitFor(async () => (await t.cloudly.store.get(clusterDesiredStateKind, clusterId)) !== null, 'desired state published');
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await t.cloudly.desiredStateManager.settled(clusterId);
     const identity = JSON.stringify(t.identity);
     collectGarbage();
     const heapBefore = process.memoryUsage().heapUsed;
