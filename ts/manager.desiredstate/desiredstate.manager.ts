@@ -202,10 +202,8 @@ export class DesiredStateManager {
       };
     }
     const nodeIds = (await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)).map((node) => node.id).sort();
-    const nodes: TClusterPlatformDesiredStateContent['nodes'] = [];
-    for (const nodeId of nodeIds) {
-      nodes.push({ nodeId, corestoreCredential: await this.cloudly.secretManager.corestoreCredentialReference(clusterIdArg, nodeId) });
-    }
+    const credentials = await this.cloudly.secretManager.corestoreCredentialReferences(clusterIdArg, nodeIds);
+    const nodes: TClusterPlatformDesiredStateContent['nodes'] = nodeIds.map((nodeId) => ({ nodeId, corestoreCredential: credentials.get(nodeId)! }));
     return {
       clusterId: clusterIdArg,
       nodes,

@@ -266,6 +266,21 @@ export class SecretManager {
     return toReference(await this.ensureCredential(clusterIdArg, nodeIdArg));
   }
 
+  /**
+   * The references of every listed node's credential in one read, creating (at version 1) only
+   * those not made yet: what a cluster's desired state carries.
+   */
+  public async corestoreCredentialReferences(clusterIdArg: string, nodeIdsArg: readonly string[]): Promise<Map<string, ICorestoreControlCredentialReference>> {
+    const existing = new Map((await this.cloudly.store.find(corestoreCredentialKind, { clusterId: clusterIdArg }))
+      .map((doc) => [doc.nodeId, toReference(doc)] as const));
+    for (const nodeId of nodeIdsArg) {
+      if (!existing.has(nodeId)) {
+        existing.set(nodeId, await this.corestoreCredentialReference(clusterIdArg, nodeId));
+      }
+    }
+    return existing;
+  }
+
   /** The node's credential, created at version 1 on first use. */
   private async ensureCredential(clusterIdArg: string, nodeIdArg: string): Promise<ICorestoreCredentialDocument> {
     const identity = credentialIdentity(clusterIdArg, nodeIdArg);
