@@ -13,14 +13,10 @@
  * 100 in flight), the figure the issue's aim is stated in.
  */
 import { performance } from 'node:perf_hooks';
-import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
-import * as path from 'node:path';
 import { TypedRouter } from '@api.global/typedrequest';
 import { VirtualStream } from '@api.global/typedrequest/dist_ts/classes.virtualstream.js';
 import { readFrame } from '../ts/core/envelopepeer.js';
-import { Cloudly } from '../ts/classes.cloudly.js';
-import { CloudlyAdminClient } from '../ts/client/admin.js';
+import { ratePerSecond, startBenchCloudly } from './helpers/benchcloudly.js';
 import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 
 const identity = { name: 'admin', userId: 'admin-0123456789abcdef01234567', type: 'user', role: 'admin', expiresAt: 1_800_000_000_000, jwt: 'x'.repeat(700) };
@@ -69,31 +65,13 @@ const micro = (): void => {
 };
 
 const endToEnd = async (): Promise<void> => {
-  const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-boundary-'));
-  const cloudly = new Cloudly({ config: { port: 0, mongoDbUrl: null, dataDir, adminPassword: 'bench-admin-password-0123', logLevel: 'silent', socketRequestsPerSecond: 1_000_000 } });
-  await cloudly.start();
-  const admin = new CloudlyAdminClient(cloudly.baseUrl);
+  const bench = await startBenchCloudly('boundary');
   try {
-    await admin.login('admin', 'bench-admin-password-0123');
-    await admin.connectSocket();
-    const rate = async (inFlightArg: number): Promise<number> => {
-      let done = 0;
-      const started = performance.now();
-      const worker = async () => {
-        while (performance.now() - started < 2_500 && done < 20_000) {
-          await admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {});
-          done++;
-        }
-      };
-      await Promise.all(Array.from({ length: inFlightArg }, worker));
-      return done / ((performance.now() - started) / 1000);
-    };
-    await rate(1);
-    process.stdout.write(`\nadmin getClusters over the admin socket: ${(await rate(1)).toFixed(0)}/s sequential, ${(await rate(100)).toFixed(0)}/s with 100 in flight\n`);
+    const getClusters = () => bench.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {});
+    await ratePerSecond(1, getClusters);
+    process.stdout.write(`\nadmin getClusters over the admin socket: ${(await ratePerSecond(1, getClusters)).toFixed(0)}/s sequential, ${(await ratePerSecond(100, getClusters)).toFixed(0)}/s with 100 in flight\n`);
   } finally {
-    admin.close();
-    await cloudly.stop();
-    await fsp.rm(dataDir, { recursive: true, force: true });
+    await bench.stop();
   }
 };
 

@@ -5,12 +5,8 @@
  *
  *   node --import tsx bench/desiredstate.bench.ts [services]
  */
-import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
-import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { Cloudly } from '../ts/classes.cloudly.js';
-import { CloudlyAdminClient } from '../ts/client/admin.js';
+import { inParallel, startBenchCloudly, timeEach } from './helpers/benchcloudly.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
 import { computeClusterPlatformDesiredStateDigest } from '../ts/interfaces/data/desiredstate.js';
 import type { IReq_Any_Cloudly_CreateCluster } from '../ts/interfaces/requests/admin.js';
@@ -21,47 +17,26 @@ import type { IReq_Relay_Cloudly_GetClusterNodeCorestores } from '../ts/interfac
 const serviceCount = Number(process.argv[2] ?? 1000);
 const nodeCount = 64;
 
-const timeEach = async (countArg: number, fnArg: () => Promise<unknown>): Promise<{ p50: number; mean: number }> => {
-  const samples: number[] = [];
-  for (let index = 0; index < countArg; index++) {
-    const started = performance.now();
-    await fnArg();
-    samples.push(performance.now() - started);
-  }
-  samples.sort((a, b) => a - b);
-  return { p50: samples[Math.floor(samples.length / 2)], mean: samples.reduce((sum, value) => sum + value, 0) / samples.length };
-};
-
 const main = async (): Promise<void> => {
-  const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-desired-'));
-  const cloudly = new Cloudly({ config: { port: 0, mongoDbUrl: null, dataDir, adminPassword: 'bench-admin-password-0123', logLevel: 'silent', socketRequestsPerSecond: 1_000_000 } });
-  await cloudly.start();
-  const admin = new CloudlyAdminClient(cloudly.baseUrl);
+  const bench = await startBenchCloudly('desired');
+  const { cloudly, admin } = bench;
   let relay: CloudlyRelayClient | null = null;
   try {
-    await admin.login('admin', 'bench-admin-password-0123');
-    await admin.connectSocket();
     const { cluster, relayToken } = await admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'bench' });
     for (let index = 0; index < nodeCount; index++) {
       await admin.call('addClusterNode', { clusterId: cluster.id, name: `n${index}`, nodeId: `n${index}` });
     }
     const seeded = performance.now();
-    let next = 0;
-    await Promise.all(Array.from({ length: 32 }, async () => {
-      while (next < serviceCount) {
-        const index = next++;
-        await admin.call<IReq_Any_Cloudly_CreateService>('createService', {
-          service: {
-            name: `svc-${index}`, organizationId: 'org-1', clusterId: cluster.id,
-            runtime: {
-              image: `registry.example/app-${index}:1`, replicas: 1, profile: { runAs: null }, placement: { nodeIds: [`n${index % nodeCount}`] },
-              ports: [{ name: 'http', port: 8080, protocol: 'tcp' }],
-              routes: [{ hostname: `app-${index}.example.com`, targetPort: 'http' }],
-            },
-            volumes: [],
-          },
-        });
-      }
+    await inParallel(serviceCount, 32, (index) => admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+      service: {
+        name: `svc-${index}`, organizationId: 'org-1', clusterId: cluster.id,
+        runtime: {
+          image: `registry.example/app-${index}:1`, replicas: 1, profile: { runAs: null }, placement: { nodeIds: [`n${index % nodeCount}`] },
+          ports: [{ name: 'http', port: 8080, protocol: 'tcp' }],
+          routes: [{ hostname: `app-${index}.example.com`, targetPort: 'http' }],
+        },
+        volumes: [],
+      },
     }));
     process.stdout.write(`seeded ${serviceCount} services on ${nodeCount} nodes in ${((performance.now() - seeded) / 1000).toFixed(1)} s\n`);
 
@@ -95,9 +70,7 @@ const main = async (): Promise<void> => {
       + `(unchanged/baseline ${(unchanged.p50 / baseline.p50).toFixed(2)}×)\n`);
   } finally {
     relay?.close();
-    admin.close();
-    await cloudly.stop();
-    await fsp.rm(dataDir, { recursive: true, force: true });
+    await bench.stop();
   }
 };
 

@@ -9,12 +9,7 @@
  * - dry-run `mutate` of the audited kind (reads and decides, writes nothing);
  * - admin `rotateClusterRelayToken` (a real audited mutation) and `getClusters` over the admin socket.
  */
-import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
-import * as path from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { Cloudly } from '../ts/classes.cloudly.js';
-import { CloudlyAdminClient } from '../ts/client/admin.js';
+import { ratePerSecond, startBenchCloudly } from './helpers/benchcloudly.js';
 import { defineDocumentKind, type IStoredDocument } from '../ts/core/store.js';
 import { runInOperation } from '../ts/core/operationcontext.js';
 import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters, IReq_Any_Cloudly_RotateClusterRelayToken } from '../ts/interfaces/requests/admin.js';
@@ -26,26 +21,12 @@ interface IBenchCounter extends IStoredDocument {
 
 const auditedKind = defineDocumentKind<IBenchCounter>('CloudlyBenchAudited');
 const unauditedKind = defineDocumentKind<IBenchCounter>('CloudlyBenchUnaudited', { audited: false });
-const phaseMs = 2_500;
 const phaseMaxOps = 10_000;
-
-const rate = async (inFlightArg: number, opArg: (workerArg: number) => Promise<void>): Promise<number> => {
-  let done = 0;
-  const started = performance.now();
-  await Promise.all(Array.from({ length: inFlightArg }, async (_, worker) => {
-    while (performance.now() - started < phaseMs && done < phaseMaxOps) {
-      await opArg(worker);
-      done++;
-    }
-  }));
-  return done / ((performance.now() - started) / 1000);
-};
+const rate = (inFlightArg: number, opArg: (workerArg: number) => Promise<unknown>) => ratePerSecond(inFlightArg, opArg, 2_500, phaseMaxOps);
 
 const main = async (): Promise<void> => {
-  const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-operations-'));
-  const cloudly = new Cloudly({ config: { port: 0, mongoDbUrl: null, dataDir, adminPassword: 'bench-admin-password-0123', logLevel: 'silent', socketRequestsPerSecond: 1_000_000 } });
-  await cloudly.start();
-  const admin = new CloudlyAdminClient(cloudly.baseUrl);
+  const bench = await startBenchCloudly('operations');
+  const { cloudly, admin } = bench;
   try {
     const { store } = cloudly;
     const operation = { actor: { kind: 'admin' as const, id: 'bench' }, method: 'bench', dryRun: false };
@@ -73,8 +54,6 @@ const main = async (): Promise<void> => {
     }
     process.stdout.write(`\ndry-run mutate of the audited kind, sequential: ${dry.toFixed(0)} ops/s (${(dry / rows[0][2]).toFixed(2)}× the audited write)\n`);
 
-    await admin.login('admin', 'bench-admin-password-0123');
-    await admin.connectSocket();
     const { cluster } = await admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'bench' });
     let generation = cluster.generation;
     const rotations = await rate(1, async () => {
@@ -85,9 +64,7 @@ const main = async (): Promise<void> => {
     });
     process.stdout.write(`admin socket, sequential: rotateClusterRelayToken ${rotations.toFixed(0)}/s (audited mutation), getClusters ${reads.toFixed(0)}/s\n`);
   } finally {
-    admin.close();
-    await cloudly.stop();
-    await fsp.rm(dataDir, { recursive: true, force: true });
+    await bench.stop();
   }
 };
 

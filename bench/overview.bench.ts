@@ -6,11 +6,9 @@
  *   node --import tsx bench/overview.bench.ts [services]
  */
 import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { Cloudly } from '../ts/classes.cloudly.js';
-import { CloudlyAdminClient } from '../ts/client/admin.js';
+import { inParallel, startBenchCloudly, timeEach } from './helpers/benchcloudly.js';
 import type { IReq_Any_Cloudly_CreateCluster } from '../ts/interfaces/requests/admin.js';
 import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 import type { IReq_Admin_GetClusterOverview } from '../ts/interfaces/requests/overview.js';
@@ -23,38 +21,10 @@ const serviceCount = Number(process.argv[2] ?? 500);
 const nodeCount = 64;
 const rounds = 50;
 
-const timeEach = async (countArg: number, fnArg: () => Promise<unknown>): Promise<{ p50: number; p90: number; mean: number }> => {
-  const samples: number[] = [];
-  for (let index = 0; index < countArg; index++) {
-    const started = performance.now();
-    await fnArg();
-    samples.push(performance.now() - started);
-  }
-  samples.sort((a, b) => a - b);
-  return {
-    p50: samples[Math.floor(samples.length / 2)],
-    p90: samples[Math.floor(samples.length * 0.9)],
-    mean: samples.reduce((sum, value) => sum + value, 0) / samples.length,
-  };
-};
-
-const inParallel = async (countArg: number, widthArg: number, fnArg: (indexArg: number) => Promise<unknown>): Promise<void> => {
-  let next = 0;
-  await Promise.all(Array.from({ length: widthArg }, async () => {
-    while (next < countArg) {
-      await fnArg(next++);
-    }
-  }));
-};
-
 const main = async (): Promise<void> => {
-  const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-overview-'));
-  const cloudly = new Cloudly({ config: { port: 0, mongoDbUrl: null, dataDir, adminPassword: 'bench-admin-password-0123', logLevel: 'silent', socketRequestsPerSecond: 1_000_000 } });
-  await cloudly.start();
-  const admin = new CloudlyAdminClient(cloudly.baseUrl);
+  const bench = await startBenchCloudly('overview');
+  const { cloudly, admin } = bench;
   try {
-    await admin.login('admin', 'bench-admin-password-0123');
-    await admin.connectSocket();
     const { cluster } = await admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'bench' });
     const seeded = performance.now();
     await inParallel(nodeCount, 16, (indexArg) => admin.call('addClusterNode', { clusterId: cluster.id, name: `n${indexArg}`, nodeId: `n${indexArg}` }));
@@ -128,9 +98,7 @@ const main = async (): Promise<void> => {
     await fsp.mkdir(path.join(import.meta.dirname, 'results'), { recursive: true });
     await fsp.writeFile(path.join(import.meta.dirname, 'results', 'overview.md'), lines.join('\n'));
   } finally {
-    admin.close();
-    await cloudly.stop();
-    await fsp.rm(dataDir, { recursive: true, force: true });
+    await bench.stop();
   }
 };
 
