@@ -10,7 +10,7 @@ interface ICounterDoc extends IStoredDocument {
 }
 
 const counterKind = defineDocumentKind<ICounterDoc>('TestCounter');
-const volatileKind = defineDocumentKind<ICounterDoc>('TestVolatile', { snapshotOnWrite: false });
+const volatileKind = defineDocumentKind<ICounterDoc>('TestVolatile', { audited: false });
 
 describe('store: compare-and-swap on one document, decided by the database', () => {
   let t: ITestCloudly;
@@ -114,7 +114,7 @@ describe('store: compare-and-swap on one document, decided by the database', () 
   });
 
   test('every write, of any kind, is synced to the embedded journal before it is answered', async () => {
-    // The per-kind snapshot opt-out is gone: leases are journaled like everything else.
+    // A lease-like kind (no audit events) is journaled like everything else.
     const journal = t.cloudly.database.journal!;
     const beforeVolatile = journal.lastAppendedLsn;
     await t.cloudly.store.insert(volatileKind, { id: 'lease-like', value: 0 });

@@ -43,8 +43,6 @@ export interface IEnvelopePeerOptions {
   router?: TypedRouter;
   /** Extra context handed to handlers as `tools.localData`. */
   localData?: Record<string, unknown>;
-  /** Called for every text frame that is not a valid envelope. */
-  onMalformedFrame?: (reasonArg: string) => void;
   /** Wraps routing, e.g. to count metrics; defaults to routing directly. */
   route?: (envelopeArg: IEnvelope) => Promise<IEnvelope | null>;
   /** Limits on what the other side may send; absent on clients, which only answer Cloudly. */
@@ -414,8 +412,6 @@ export class EnvelopePeer {
     if (phaseArg === 'response') {
       return;
     }
-    const reasons = (refusalArg.errorData as { reasons?: string[] }).reasons ?? [];
-    this.options.onMalformedFrame?.(reasons.join('; '));
     this.sendEnvelope(errorEnvelope(correlationIdArg ?? '', methodArg ?? '', refusalArg));
   }
 

@@ -27,11 +27,6 @@ export interface IStoredDocument {
 export interface IDocumentKind<T extends IStoredDocument> {
   readonly collectionName: string;
   /**
-   * Deprecated and without effect: every write of the embedded database is journaled before it
-   * is answered, whatever its kind (docs/storage.md). Kept so existing kind definitions compile.
-   */
-  readonly snapshotOnWrite: boolean;
-  /**
    * False for documents whose writes are not changes anyone asked for (relay lease renewals, the
    * audit events themselves): their writes append no audit event.
    */
@@ -45,14 +40,13 @@ const definedKinds = new Map<string, IDocumentKind<IStoredDocument>>();
 
 export const defineDocumentKind = <T extends IStoredDocument>(
   collectionNameArg: string,
-  optionsArg: { snapshotOnWrite?: boolean; audited?: boolean } = {},
+  optionsArg: { audited?: boolean } = {},
 ): IDocumentKind<T> => {
   if (!/^[A-Za-z][A-Za-z0-9_]{0,62}$/.test(collectionNameArg)) {
     throw new Error(`invalid collection name ${collectionNameArg}`);
   }
   const kind = Object.freeze({
     collectionName: collectionNameArg,
-    snapshotOnWrite: optionsArg.snapshotOnWrite ?? true,
     audited: optionsArg.audited ?? true,
   });
   definedKinds.set(collectionNameArg, kind);

@@ -29,7 +29,7 @@ export interface IClusterRelayLeaseDocument extends IStoredDocument {
 
 // A lease names sockets of a running process: the heartbeat renews it every few seconds, and the
 // embedded database clears leases at start-up anyway, so its writes need not rewrite the snapshot.
-export const clusterRelayLeaseKind = defineDocumentKind<IClusterRelayLeaseDocument>('CloudlyClusterRelayLease', { snapshotOnWrite: false, audited: false });
+export const clusterRelayLeaseKind = defineDocumentKind<IClusterRelayLeaseDocument>('CloudlyClusterRelayLease', { audited: false });
 
 export interface IRelayElectionTiming {
   /** How long a lease stays valid without renewal. */
