@@ -112,6 +112,23 @@ test('a service with nothing in its way is converging; changedAt moves only with
   assert.ok(refused.changedAt >= first.changedAt);
 });
 
+test('a service on a cluster still on Swarm or in its cutover is refused cluster-runtime-missing, until the cluster reaches Pallet', async () => {
+  const { cluster } = await t.createCluster('status-phase');
+  await t.addNodes(cluster.id, 'n1');
+  const service = await create({ clusterId: cluster.id, volumes: [] });
+  const verdict = async () => statusOf(service.id).then((status) => [status.state, status.reason]);
+  assert.deepEqual(await verdict(), ['converging', null]);
+  const ingress = t.cloudly.ingressManager;
+  let runtime = await ingress.readClusterRuntime(cluster.id);
+  for (const phase of ['swarm', 'cutover'] as const) {
+    runtime = (await ingress.changeClusterRuntimePhase(cluster.id, runtime.generation, phase))!;
+    assert.equal(runtime.phase, phase);
+    assert.deepEqual(await verdict(), ['refused', 'cluster-runtime-missing'], `phase ${phase}`);
+  }
+  runtime = (await ingress.changeClusterRuntimePhase(cluster.id, runtime.generation, 'pallet'))!;
+  assert.deepEqual(await verdict(), ['converging', null]);
+});
+
 test('an import claim whose bytes have not arrived waits storage-import-pending, until the node holds it ready', async () => {
   const { cluster, relayToken } = await t.createCluster('status-import');
   await t.addNodes(cluster.id, 'n1');

@@ -459,6 +459,15 @@ export class IngressManager {
   }
 
   /**
+   * The cluster's runtime phase without creating its slot: a cluster with no slot yet was born on
+   * Pallet and never moved. For readers that must not write (the service runtime verdict).
+   */
+  public async peekClusterRuntimePhase(clusterIdArg: string): Promise<TClusterRuntimePhase> {
+    const slot = await this.cloudly.store.get(clusterIngressSlotKind, clusterIdArg);
+    return slot?.runtime.phase ?? 'pallet';
+  }
+
+  /**
    * Moves the cluster's runtime to a phase (a fleet migration's step), compare-and-swap on the
    * runtime generation the caller read. Null when that generation is no longer current.
    */

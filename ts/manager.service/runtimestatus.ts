@@ -11,6 +11,7 @@ import {
 } from '../interfaces/data/serviceruntimestatus.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../interfaces/data/runtimelocalstorageclaim.js';
 import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
+import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
 
 /**
  * The pure part of a service's runtime verdict: Cloudly's own judgement of a spec revision from
@@ -37,6 +38,11 @@ export interface IServiceRuntimeFacts {
   service: IService;
   claimMarkers: IServiceVolumeClaimMarker[];
   clusterExists: boolean;
+  /**
+   * The cluster's runtime phase. A cluster still on Swarm or in its cutover has no Pallet runtime
+   * to run a service on yet; absent when not gathered (treated as `pallet`).
+   */
+  clusterRuntimePhase?: TClusterRuntimePhase;
   /** The ids of the nodes the cluster has now; absent when not gathered (no node check). */
   clusterNodeIds?: ReadonlySet<string>;
   /** The current revision of every bound claim of the service. */
@@ -87,7 +93,9 @@ export const isServiceVolumeClaimable = (serviceArg: IService, volumeArg: IServi
   judgeServiceVolume(serviceArg, volumeArg, undefined).length === 0;
 
 export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRuntimeVerdict => {
-  if (!factsArg.clusterExists) {
+  // No cluster, or a cluster whose Pallet runtime does not exist yet (still on Swarm, or in the
+  // middle of its cutover): there is no runtime to hand the service to.
+  if (!factsArg.clusterExists || (factsArg.clusterRuntimePhase !== undefined && factsArg.clusterRuntimePhase !== 'pallet')) {
     return { state: 'refused', reason: 'cluster-runtime-missing' };
   }
   // A placement whose every node has left the cluster leaves the service nowhere to run.

@@ -294,6 +294,7 @@ export class ServiceManager {
       service,
       claimMarkers: doc?.claimDecisions ?? [],
       clusterExists: (await this.cloudly.clusterManager.getCluster(service.clusterId)) !== null,
+      clusterRuntimePhase: await this.cloudly.ingressManager.peekClusterRuntimePhase(service.clusterId),
       clusterNodeIds: new Set((await this.cloudly.clusterManager.nodes.listNodes(service.clusterId)).map((node) => node.id)),
       claims,
       bindings: await this.readBindingWaits(service),
