@@ -213,7 +213,6 @@ export class ServiceManager {
    */
   private readonly pushes: WorkQueue;
   private readonly reconciles: WorkQueue;
-  private bindingWaitsSource: ((serviceArg: IService) => Promise<IServiceBindingWaits>) | null = null;
 
   constructor(private readonly cloudly: Cloudly) {
     this.pushes = new WorkQueue({ name: 'claim push', logger: cloudly.logger, process: (claimIdArg) => this.pushOnce(claimIdArg) });
@@ -273,14 +272,6 @@ export class ServiceManager {
     return docs.sort((left, right) => left.current.issuedAt - right.current.issuedAt || left.id.localeCompare(right.id));
   }
 
-  /**
-   * Where the service's binding waits come from. The platform binding owner (manager.corestore)
-   * is read by default (see `readBindingWaits`); a source set here replaces that, null restores it.
-   */
-  public setBindingWaitsSource(sourceArg: ((serviceArg: IService) => Promise<IServiceBindingWaits>) | null): void {
-    this.bindingWaitsSource = sourceArg;
-  }
-
   /** The verdict on the service's current spec revision; `changedAt` moves only when it changes. */
   public async getServiceRuntimeStatus(serviceIdArg: string): Promise<IServiceRuntimeStatus | null> {
     const service = await this.getService(serviceIdArg);
@@ -323,13 +314,9 @@ export class ServiceManager {
   /**
    * The binding waits, read through the platform binding owner's public reads (manager.corestore):
    * a binding reporting `legacy-adoption-pending`, and an enabled binding that is not `ready` yet,
-   * which is when its credentials are not in the service's secret manifest. A source installed
-   * with `setBindingWaitsSource` replaces this.
+   * which is when its credentials are not in the service's secret manifest.
    */
   private async readBindingWaits(serviceArg: IService): Promise<IServiceBindingWaits> {
-    if (this.bindingWaitsSource) {
-      return this.bindingWaitsSource(serviceArg);
-    }
     const corestore = this.cloudly.corestoreManager;
     const bindings = await corestore.getPlatformBindings({ serviceId: serviceArg.id });
     return {
