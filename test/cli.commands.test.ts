@@ -199,11 +199,11 @@ test('watch prints each change as one JSON line and stops on Ctrl-C with exit 0'
   assert.equal(events[0].document.name, 'cli-watched');
 });
 
-test('completion scripts for bash and zsh', async () => {
+test('completion scripts for bash and zsh (run in the shells by test/cli.completion.test.ts)', async () => {
   const bash = await cloudly(['completion', 'bash']);
   assert.equal(bash.code, 0);
   assert.match(bash.stdout, /complete -o default -F _cloudly cloudly/);
-  assert.match(bash.stdout, /"services set-volume-initialization"\) words="[^"]*--mount-path/);
+  assert.match(bash.stdout, /"services set-volume-initialization"\) _cl_words="[^"]*--mount-path/);
   const zsh = await cloudly(['completion', 'zsh']);
   assert.equal(zsh.code, 0);
   assert.match(zsh.stdout, /^#compdef cloudly/);

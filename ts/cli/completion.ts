@@ -1,76 +1,113 @@
-import type { Command } from 'commander';
+import type { Command, Option } from 'commander';
 
 /**
- * Shell completion generated from the command tree itself: commands, subcommands and each
- * command's flags. `cloudly completion bash` / `cloudly completion zsh`.
+ * Shell completion generated from the command tree itself: commands, subcommands, each command's
+ * flags, and the values of `--output`. `cloudly completion bash` / `cloudly completion zsh`.
+ *
+ * Both scripts share one spec function (`_cloudly_spec <path>`, plain `case`, valid in bash and
+ * zsh) that sets the candidates of a command path and the flags of that path that take a value.
+ * The command path is built from the words typed so far that extend a known path: flags, their
+ * values and anything else are skipped, so `cloudly --url http://x clusters rot<TAB>` and
+ * `cloudly clusters create --name x --dr<TAB>` both complete.
  */
 
 interface ICompletionEntry {
   path: string;
   words: string[];
+  valueFlags: string[];
 }
 
+const globalWords = ['--url', '--output', '--help'];
+const globalValueFlags = ['--url', '-u', '--output', '-o'];
+
+const flagNames = (optionArg: Option): string[] => [optionArg.long, optionArg.short].filter((nameArg): nameArg is string => Boolean(nameArg));
+
 const entries = (commandArg: Command, prefixArg: string[] = []): ICompletionEntry[] => {
-  const globals = ['--url', '--output', '--help'];
   const own = commandArg.options.map((optionArg) => optionArg.long).filter((nameArg): nameArg is string => Boolean(nameArg));
+  const valued = commandArg.options.filter((optionArg) => optionArg.required || optionArg.optional).flatMap(flagNames);
   const children = commandArg.commands.map((childArg) => childArg.name());
-  const result: ICompletionEntry[] = [{ path: prefixArg.join(' '), words: [...children, ...own, ...(prefixArg.length ? globals : [])] }];
+  const result: ICompletionEntry[] = [{
+    path: prefixArg.join(' '),
+    words: [...new Set([...children, ...own, ...(prefixArg.length ? globalWords : [])])],
+    valueFlags: [...new Set([...valued, ...globalValueFlags])],
+  }];
   for (const child of commandArg.commands) {
     result.push(...entries(child, [...prefixArg, child.name()]));
   }
   return result;
 };
 
-const caseArms = (programArg: Command): string => entries(programArg)
-  .map((entryArg) => `    "${entryArg.path}") words="${[...new Set(entryArg.words)].join(' ')}" ;;`)
-  .join('\n');
+/** `_cloudly_spec <path>`: sets `_cl_words` and `_cl_values`; answers 1 for an unknown path. */
+const specFunction = (programArg: Command): string => `_cloudly_spec() {
+  case "$1" in
+${entries(programArg).map((entryArg) => `    "${entryArg.path}") _cl_words="${entryArg.words.join(' ')}"; _cl_values=" ${entryArg.valueFlags.join(' ')} " ;;`).join('\n')}
+    *) return 1 ;;
+  esac
+  return 0
+}`;
 
 export const bashCompletion = (programArg: Command): string => `# cloudly bash completion: eval "$(cloudly completion bash)"
+${specFunction(programArg)}
 _cloudly() {
-  local cur cmdpath words i
+  local cur prev cmdpath word next i skip=0 _cl_words _cl_values
   cur="\${COMP_WORDS[COMP_CWORD]}"
+  prev="\${COMP_WORDS[COMP_CWORD-1]}"
   cmdpath=""
+  _cloudly_spec ""
   for ((i = 1; i < COMP_CWORD; i++)); do
-    case "\${COMP_WORDS[i]}" in
-      -*) break ;;
-      *) cmdpath="\${cmdpath:+$cmdpath }\${COMP_WORDS[i]}" ;;
-    esac
+    word="\${COMP_WORDS[i]}"
+    if ((skip)); then skip=0; continue; fi
+    if [[ "$word" == -* ]]; then
+      [[ "$_cl_values" == *" $word "* ]] && skip=1
+      continue
+    fi
+    next="\${cmdpath:+$cmdpath }$word"
+    if _cloudly_spec "$next"; then cmdpath="$next"; else _cloudly_spec "$cmdpath"; fi
   done
-  case "$cmdpath" in
-${caseArms(programArg)}
-    *) words="--help" ;;
-  esac
-  if [[ "$cur" == -* ]]; then
-    COMPREPLY=( $(compgen -W "$words" -- "$cur") )
+  COMPREPLY=()
+  if [[ "$prev" == "--output" || "$prev" == "-o" ]]; then
+    COMPREPLY=( $(compgen -W "table json yaml" -- "$cur") )
+  elif [[ "$prev" == -* && "$_cl_values" == *" $prev "* ]]; then
+    return 0
   else
-    COMPREPLY=( $(compgen -W "$words --output --url" -- "$cur") )
-    [[ "\${COMP_WORDS[COMP_CWORD-1]}" == "--output" || "\${COMP_WORDS[COMP_CWORD-1]}" == "-o" ]] && COMPREPLY=( $(compgen -W "table json yaml" -- "$cur") )
+    COMPREPLY=( $(compgen -W "$_cl_words" -- "$cur") )
   fi
 }
 complete -o default -F _cloudly cloudly
 `;
 
 export const zshCompletion = (programArg: Command): string => `#compdef cloudly
-# cloudly zsh completion: eval "$(cloudly completion zsh)", or save as _cloudly in your $fpath
+# cloudly zsh completion: eval "$(cloudly completion zsh)" after compinit, or save as _cloudly in your $fpath
+${specFunction(programArg)}
 _cloudly() {
-  local cmdpath="" w
+  local cmdpath="" word next prev skip=0 _cl_words _cl_values
   local -a candidates
-  for w in \${words[2,CURRENT-1]}; do
-    [[ "$w" == -* ]] && break
-    cmdpath="\${cmdpath:+$cmdpath }$w"
+  _cloudly_spec ""
+  for word in "\${(@)words[2,CURRENT-1]}"; do
+    if (( skip )); then skip=0; continue; fi
+    if [[ "$word" == -* ]]; then
+      [[ "$_cl_values" == *" $word "* ]] && skip=1
+      continue
+    fi
+    next="\${cmdpath:+$cmdpath }$word"
+    if _cloudly_spec "$next"; then cmdpath="$next"; else _cloudly_spec "$cmdpath"; fi
   done
-  if [[ "\${words[CURRENT-1]}" == "--output" || "\${words[CURRENT-1]}" == "-o" ]]; then
-    compadd table json yaml
+  prev="\${words[CURRENT-1]}"
+  if [[ "$prev" == "--output" || "$prev" == "-o" ]]; then
+    compadd -- table json yaml
     return
   fi
-  case "$cmdpath" in
-${caseArms(programArg).replace(/words=/g, 'w=')}
-    *) w="--help" ;;
-  esac
-  candidates=(\${=w})
+  if [[ "$prev" == -* && "$_cl_values" == *" $prev "* ]]; then
+    _default
+    return
+  fi
+  candidates=(\${=_cl_words})
   compadd -- $candidates
 }
-if [[ "$(whence -w compdef)" == *function* ]]; then
+if [[ "\${zsh_eval_context[-1]}" == loadautofunc ]]; then
+  # Autoloaded from $fpath as _cloudly: this first call completes too.
+  _cloudly "$@"
+elif (( $+functions[compdef] )); then
   compdef _cloudly cloudly
 fi
 `;
