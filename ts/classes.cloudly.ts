@@ -18,6 +18,7 @@ import { ServiceManager } from './manager.service/service.manager.js';
 import { IngressManager } from './manager.ingress/ingress.manager.js';
 import { AdminManager } from './manager.admin/admin.manager.js';
 import { CorestoreManager } from './manager.corestore/corestore.manager.js';
+import { createManagerDirectory } from './manager.corestore/directory.js';
 import { RuntimeNetworkManager } from './manager.runtimenetwork/runtimenetwork.manager.js';
 import { BackupManager } from './manager.backup/backup.manager.js';
 import { AuditManager } from './manager.audit/audit.manager.js';
@@ -120,7 +121,7 @@ export class Cloudly {
     this.clusterManager = this.addManager(new ClusterManager(this));
     this.serviceManager = this.addManager(new ServiceManager(this));
     this.ingressManager = this.addManager(new IngressManager(this));
-    this.corestoreManager = this.addManager(new CorestoreManager(this));
+    this.corestoreManager = this.addManager(new CorestoreManager(this, createManagerDirectory(this)));
     this.runtimeNetworkManager = this.addManager(new RuntimeNetworkManager(this));
     this.backupManager = this.addManager(new BackupManager(this));
     this.auditManager = this.addManager(new AuditManager(this));

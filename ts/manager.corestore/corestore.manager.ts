@@ -36,7 +36,7 @@ import type {
   IReq_Relay_Cloudly_UpdatePlatformBindingStatus,
 } from '../interfaces/requests/corestore.js';
 import { decideCorestoreLegacyAdoption, derivePlatformBindingId } from './adoption.js';
-import { createManagerDirectory, type ICorestoreDirectory } from './directory.js';
+import type { ICorestoreDirectory } from './directory.js';
 import { requireValidRelayAnswer } from '../core/relaycalls.js';
 import { nextCursorMember, pageOf, pageShape } from '../core/pagination.js';
 import type { IReq_Admin_DeletePlatformBinding } from '../interfaces/requests/corestore.js';
@@ -98,12 +98,11 @@ const compareBindings = compareCorestoreLegacyResourceSelections;
 type TReachableInventory = Extract<TClusterCorestoreLegacyResourceInventory, { reachable: true }>;
 
 export class CorestoreManager {
-  /** Where nodes and services are looked up; tests may replace it. */
-  public directory: ICorestoreDirectory;
-
-  constructor(private readonly cloudly: Cloudly) {
-    this.directory = createManagerDirectory(cloudly);
-
+  /**
+   * `directory` is the manager's declared port to the cluster and service domains (where nodes
+   * and services are looked up); the composition root (ts/classes.cloudly.ts) wires it.
+   */
+  constructor(private readonly cloudly: Cloudly, private readonly directory: ICorestoreDirectory) {
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetCorestoreLegacyResources>('getCorestoreLegacyResources', async (request) => {
       request = requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isIdString } });
       await this.requireNodeOfCluster(request.clusterId, request.nodeId);

@@ -25,10 +25,10 @@ export const createManagerDirectory = (cloudlyArg: Cloudly): ICorestoreDirectory
   },
   async findServices(serviceIdsArg) {
     const found = new Map<string, ICorestoreServiceRecord>();
-    for (const serviceId of new Set(serviceIdsArg)) {
-      const service = await cloudlyArg.serviceManager.getService(serviceId);
+    const services = await Promise.all([...new Set(serviceIdsArg)].map((serviceId) => cloudlyArg.serviceManager.getService(serviceId)));
+    for (const service of services) {
       if (service) {
-        found.set(serviceId, { id: service.id, clusterId: service.clusterId });
+        found.set(service.id, { id: service.id, clusterId: service.clusterId });
       }
     }
     return found;
