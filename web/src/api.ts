@@ -1,0 +1,372 @@
+import type { IIdentity } from '../../ts/interfaces/data/user.js';
+import type { IChangeEvent } from '../../ts/interfaces/requests/watch.js';
+
+/**
+ * The dashboard's connection to Cloudly: requests over `POST /typedrequest` (same origin), and one
+ * admin WebSocket for `watchChanges`. The identity lives in sessionStorage (per tab, never a
+ * cookie) and goes into every request body, as every admin client sends it.
+ *
+ * Events: `status` (socket state changed), `change` (one IChangeEvent), `resync` (re-list: the
+ * socket came back or the watch could not resume), `expired` (the identity was refused: log in).
+ */
+
+export type TSocketStatus = 'offline' | 'connecting' | 'live' | 'reconnecting';
+
+/** A refusal as Cloudly answered it, or a transport failure (`code` `transport`). */
+export class ApiError extends Error {
+  constructor(
+    public readonly method: string,
+    public readonly code: string,
+    public readonly text: string,
+    public readonly reasons: string[],
+    public readonly data: unknown,
+  ) {
+    super(`${method}: ${code}${reasons.length ? ` (${reasons.join('; ')})` : ''}`);
+    this.name = 'ApiError';
+  }
+
+  /** The server does not serve this method (yet): used to fall back while a method lands. */
+  public get notServed(): boolean {
+    return this.code === 'invalid-request' && this.reasons.some((reason) => reason === `method ${this.method} is not served`);
+  }
+}
+
+const identityKey = 'cloudly.dashboard.identity';
+/** Methods another part of the project may add; the dashboard uses them once served. */
+export const logoutMethod = 'adminLogout';
+
+const randomId = (): string => crypto.randomUUID();
+
+const toApiError = (methodArg: string, errorArg: { text?: unknown; data?: unknown }): ApiError => {
+  const data = (errorArg.data && typeof errorArg.data === 'object' ? errorArg.data : {}) as Record<string, unknown>;
+  const code = typeof data.code === 'string' ? data.code : 'error';
+  const reasons = Array.isArray(data.reasons) ? data.reasons.filter((reason): reason is string => typeof reason === 'string') : [];
+  return new ApiError(methodArg, code, typeof errorArg.text === 'string' ? errorArg.text : 'refused', reasons, data);
+};
+
+interface IPending {
+  method: string;
+  resolve: (valueArg: unknown) => void;
+  reject: (errorArg: unknown) => void;
+  timer: number;
+}
+
+export class CloudlyApi extends EventTarget {
+  public identity: IIdentity | null = null;
+  public status: TSocketStatus = 'offline';
+  /** The last watch revision handled; a reconnect resumes after it. */
+  public lastRevision: number | null = null;
+  /** Times the socket came back after dropping (shown on the page). */
+  public reconnects = 0;
+  private socket: WebSocket | null = null;
+  private watchId: string | null = null;
+  private readonly pending = new Map<string, IPending>();
+  private attempt = 0;
+  private retryTimer: number | null = null;
+  private expiryTimer: number | null = null;
+  private wanted = false;
+
+  constructor(private readonly baseUrl = '') {
+    super();
+    try {
+      const stored = sessionStorage.getItem(identityKey);
+      const identity = stored ? JSON.parse(stored) as IIdentity : null;
+      if (identity && typeof identity.jwt === 'string' && identity.expiresAt > Date.now()) {
+        this.setIdentity(identity);
+      } else {
+        sessionStorage.removeItem(identityKey);
+      }
+    } catch {
+      this.identity = null;
+    }
+  }
+
+  private setIdentity(identityArg: IIdentity | null): void {
+    this.identity = identityArg;
+    if (this.expiryTimer !== null) {
+      clearTimeout(this.expiryTimer);
+      this.expiryTimer = null;
+    }
+    if (identityArg) {
+      sessionStorage.setItem(identityKey, JSON.stringify(identityArg));
+      // Timers cap at 2^31-1 ms; an identity valid longer is checked again on every refusal anyway.
+      const left = Math.min(identityArg.expiresAt - Date.now(), 2_147_000_000);
+      this.expiryTimer = window.setTimeout(() => this.expire('the identity expired'), Math.max(0, left));
+    } else {
+      sessionStorage.removeItem(identityKey);
+    }
+  }
+
+  public async login(usernameArg: string, passwordArg: string): Promise<IIdentity> {
+    const answer = await this.post<{ identity: IIdentity }>('adminLoginWithUsernameAndPassword', { username: usernameArg, password: passwordArg });
+    this.setIdentity(answer.identity);
+    return answer.identity;
+  }
+
+  /** Ends the session here; tells Cloudly too when it serves a logout. */
+  public async logout(): Promise<void> {
+    const identity = this.identity;
+    this.stopSocket();
+    this.setIdentity(null);
+    if (identity) {
+      await this.post(logoutMethod, { identity }).catch(() => undefined);
+    }
+  }
+
+  private expire(whyArg: string): void {
+    if (!this.identity) {
+      return;
+    }
+    this.stopSocket();
+    this.setIdentity(null);
+    this.dispatchEvent(new CustomEvent('expired', { detail: whyArg }));
+  }
+
+  /** Calls an admin method with the identity; an `unauthenticated` refusal ends the session. */
+  public async call<TResponse = any>(methodArg: string, requestArg: Record<string, unknown> = {}): Promise<TResponse> {
+    if (!this.identity) {
+      throw new ApiError(methodArg, 'unauthenticated', 'Log in first.', ['not logged in'], null);
+    }
+    try {
+      return await this.post<TResponse>(methodArg, { ...requestArg, identity: this.identity });
+    } catch (error) {
+      if (error instanceof ApiError && error.code === 'unauthenticated') {
+        this.expire(error.reasons.join('; ') || error.text);
+      }
+      throw error;
+    }
+  }
+
+  private async post<TResponse>(methodArg: string, requestArg: unknown): Promise<TResponse> {
+    let response: Response;
+    try {
+      response = await fetch(`${this.baseUrl}/typedrequest`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ method: methodArg, request: requestArg, response: null, correlation: { id: randomId(), phase: 'request' } }),
+        credentials: 'omit',
+        cache: 'no-store',
+      });
+    } catch (error) {
+      throw new ApiError(methodArg, 'transport', 'Cloudly could not be reached.', [String((error as Error).message ?? error)], null);
+    }
+    let answer: { response?: unknown; error?: { text?: unknown; data?: unknown } | null };
+    try {
+      answer = await response.json();
+    } catch {
+      throw new ApiError(methodArg, 'transport', `Cloudly answered HTTP ${response.status} without an envelope.`, [], null);
+    }
+    if (answer.error) {
+      throw toApiError(methodArg, answer.error);
+    }
+    if (answer.response === undefined || answer.response === null) {
+      throw new ApiError(methodArg, 'transport', `Cloudly answered HTTP ${response.status} without an answer.`, [], null);
+    }
+    return answer.response as TResponse;
+  }
+
+  // ---- the admin socket and the watch ----
+
+  private setStatus(statusArg: TSocketStatus): void {
+    if (this.status !== statusArg) {
+      this.status = statusArg;
+      this.dispatchEvent(new CustomEvent('status', { detail: statusArg }));
+    }
+  }
+
+  /** Opens the socket and watches every change; reconnects with backoff until `stopSocket`. */
+  public startSocket(): void {
+    this.wanted = true;
+    if (!this.socket && this.retryTimer === null) {
+      this.openSocket();
+    }
+  }
+
+  public stopSocket(): void {
+    this.wanted = false;
+    if (this.retryTimer !== null) {
+      clearTimeout(this.retryTimer);
+      this.retryTimer = null;
+    }
+    const socket = this.socket;
+    this.socket = null;
+    this.watchId = null;
+    this.lastRevision = null;
+    socket?.close(1000, 'logged out');
+    this.failPending('the socket closed');
+    this.setStatus('offline');
+  }
+
+  /** Closes the socket as a network failure would (tests and the "reconnect now" button). */
+  public dropSocket(): void {
+    this.socket?.close(4000, 'dropped by the dashboard');
+  }
+
+  private openSocket(): void {
+    if (!this.identity) {
+      return;
+    }
+    this.setStatus(this.attempt === 0 && this.reconnects === 0 && this.lastRevision === null ? 'connecting' : 'reconnecting');
+    const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/typedsocket`;
+    let socket: WebSocket;
+    try {
+      socket = new WebSocket(url, ['cloudly.dashboard', `cloudly.bearer.${this.identity.jwt}`]);
+    } catch {
+      this.scheduleReconnect();
+      return;
+    }
+    this.socket = socket;
+    socket.addEventListener('open', () => {
+      void this.watch(socket);
+    });
+    socket.addEventListener('message', (event) => this.onMessage(socket, event));
+    socket.addEventListener('close', () => {
+      if (this.socket !== socket) {
+        return;
+      }
+      this.socket = null;
+      this.watchId = null;
+      this.failPending('the socket closed');
+      if (!this.wanted) {
+        this.setStatus('offline');
+        return;
+      }
+      if (this.identity && this.identity.expiresAt <= Date.now()) {
+        this.expire('the identity expired');
+        return;
+      }
+      this.scheduleReconnect();
+    });
+  }
+
+  private scheduleReconnect(): void {
+    this.setStatus('reconnecting');
+    const base = Math.min(15_000, 250 * 2 ** this.attempt);
+    const delay = Math.round(base * (0.5 + Math.random() / 2));
+    this.attempt += 1;
+    this.retryTimer = window.setTimeout(() => {
+      this.retryTimer = null;
+      if (this.wanted) {
+        this.openSocket();
+      }
+    }, delay);
+  }
+
+  private async watch(socketArg: WebSocket): Promise<void> {
+    const since = this.lastRevision;
+    const resumed = this.attempt > 0 || this.reconnects > 0 || since !== null;
+    try {
+      let answer: { watchId: string; revision: number };
+      try {
+        answer = await this.socketCall(socketArg, 'watchChanges', since === null ? {} : { sinceRevision: since });
+      } catch (error) {
+        if (!(error instanceof ApiError) || error.code !== 'conflict') {
+          throw error;
+        }
+        // revision-gone: list again, then watch afresh.
+        this.lastRevision = null;
+        answer = await this.socketCall(socketArg, 'watchChanges', {});
+      }
+      this.watchId = answer.watchId;
+      if (this.lastRevision === null) {
+        this.lastRevision = answer.revision;
+      }
+      if (resumed) {
+        this.reconnects += 1;
+      }
+      this.attempt = 0;
+      this.setStatus('live');
+      if (resumed) {
+        this.dispatchEvent(new CustomEvent('resync', { detail: 'reconnected' }));
+      }
+    } catch (error) {
+      if (error instanceof ApiError && error.code === 'unauthenticated') {
+        this.expire(error.reasons.join('; ') || error.text);
+        return;
+      }
+      socketArg.close(4001, 'watch failed');
+    }
+  }
+
+  private socketCall<TResponse>(socketArg: WebSocket, methodArg: string, requestArg: Record<string, unknown>): Promise<TResponse> {
+    const id = randomId();
+    return new Promise<TResponse>((resolve, reject) => {
+      const timer = window.setTimeout(() => {
+        this.pending.delete(id);
+        reject(new ApiError(methodArg, 'transport', 'No answer on the socket.', ['timeout'], null));
+      }, 15_000);
+      this.pending.set(id, { method: methodArg, resolve: resolve as (valueArg: unknown) => void, reject, timer });
+      socketArg.send(JSON.stringify({
+        method: methodArg,
+        request: { ...requestArg, identity: this.identity },
+        response: null,
+        correlation: { id, phase: 'request' },
+      }));
+    });
+  }
+
+  private failPending(whyArg: string): void {
+    for (const [id, pending] of this.pending) {
+      clearTimeout(pending.timer);
+      pending.reject(new ApiError(pending.method, 'transport', whyArg, [], null));
+      this.pending.delete(id);
+    }
+  }
+
+  private onMessage(socketArg: WebSocket, eventArg: MessageEvent): void {
+    if (typeof eventArg.data !== 'string') {
+      return;
+    }
+    let envelope: { method?: string; request?: any; response?: unknown; error?: { text?: unknown; data?: unknown } | null; correlation?: { id?: string; phase?: string } };
+    try {
+      envelope = JSON.parse(eventArg.data);
+    } catch {
+      return;
+    }
+    const id = envelope.correlation?.id;
+    if (typeof id !== 'string') {
+      return;
+    }
+    if (envelope.correlation?.phase === 'response') {
+      const pending = this.pending.get(id);
+      if (pending) {
+        this.pending.delete(id);
+        clearTimeout(pending.timer);
+        if (envelope.error) {
+          pending.reject(toApiError(pending.method, envelope.error));
+        } else {
+          pending.resolve(envelope.response);
+        }
+      }
+      return;
+    }
+    const method = String(envelope.method ?? '');
+    const answer = (responseArg: unknown, errorArg: { text: string; data: unknown } | null = null) => {
+      if (socketArg.readyState === WebSocket.OPEN) {
+        socketArg.send(JSON.stringify({ method, response: responseArg, error: errorArg, correlation: { id, phase: 'response' } }));
+      }
+    };
+    if (method === 'changeEvent') {
+      const change = envelope.request as IChangeEvent;
+      answer({});
+      if (change && change.watchId === this.watchId && typeof change.revision === 'number') {
+        if (this.lastRevision === null || change.revision > this.lastRevision) {
+          this.lastRevision = change.revision;
+          this.dispatchEvent(new CustomEvent<IChangeEvent>('change', { detail: change }));
+        }
+      }
+      return;
+    }
+    if (method === 'watchExpired') {
+      answer({});
+      // Too far behind: list again, then watch afresh.
+      this.lastRevision = null;
+      this.dispatchEvent(new CustomEvent('resync', { detail: 'watch expired' }));
+      void this.watch(socketArg);
+      return;
+    }
+    answer(null, { text: 'The dashboard serves no such method.', data: { code: 'invalid-request', retryable: false, reasons: [`method ${method} is not served`] } });
+  }
+}
+
+export const api = new CloudlyApi();

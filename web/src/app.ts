@@ -1,0 +1,156 @@
+import { html, nothing, type TemplateResult } from 'lit';
+import { api, type TSocketStatus } from './api.js';
+import { LightElement, refusalView } from './widgets.js';
+
+type TRoute = { page: 'fleet' } | { page: 'cluster'; id: string } | { page: 'service'; id: string } | { page: 'audit' };
+
+export const parseRoute = (hashArg: string): TRoute => {
+  const parts = hashArg.replace(/^#\/?/, '').split('/').map((part) => decodeURIComponent(part));
+  if (parts[0] === 'cluster' && parts[1]) {
+    return { page: 'cluster', id: parts[1] };
+  }
+  if (parts[0] === 'service' && parts[1]) {
+    return { page: 'service', id: parts[1] };
+  }
+  if (parts[0] === 'audit') {
+    return { page: 'audit' };
+  }
+  return { page: 'fleet' };
+};
+
+const statusText: Record<TSocketStatus, string> = {
+  offline: 'Offline: changes are not followed',
+  connecting: 'Connecting to live updates…',
+  live: 'Live: pages follow every change',
+  reconnecting: 'Connection lost: reconnecting…',
+};
+
+/** The shell: login, navigation, the socket's state, the current page. */
+export class CloudlyApp extends LightElement {
+  static properties = {
+    route: { state: true },
+    status: { state: true },
+    loggedIn: { state: true },
+    notice: { state: true },
+    loginError: { state: true },
+    busy: { state: true },
+  };
+
+  declare route: TRoute;
+  declare status: TSocketStatus;
+  declare loggedIn: boolean;
+  declare notice: string;
+  declare loginError: unknown;
+  declare busy: boolean;
+
+  constructor() {
+    super();
+    this.route = parseRoute(location.hash);
+    this.status = api.status;
+    this.loggedIn = api.identity !== null;
+    this.notice = '';
+    this.busy = false;
+  }
+
+  connectedCallback(): void {
+    super.connectedCallback();
+    window.addEventListener('hashchange', () => {
+      this.route = parseRoute(location.hash);
+      // Keyboard and screen-reader users land on the new page's heading.
+      void this.updateComplete.then(() => this.querySelector<HTMLElement>('main h1')?.focus());
+    });
+    api.addEventListener('status', () => {
+      const before = this.status;
+      this.status = api.status;
+      if (before === 'reconnecting' && this.status === 'live') {
+        this.notice = `Reconnected (${api.reconnects} time${api.reconnects === 1 ? '' : 's'} so far); the page was read again.`;
+      }
+    });
+    api.addEventListener('expired', (eventArg) => {
+      this.loggedIn = false;
+      this.notice = `Your session ended (${(eventArg as CustomEvent<string>).detail}). Log in again.`;
+    });
+    if (this.loggedIn) {
+      api.startSocket();
+    }
+  }
+
+  private async login(formArg: HTMLFormElement): Promise<void> {
+    const data = new FormData(formArg);
+    this.busy = true;
+    this.loginError = undefined;
+    try {
+      await api.login(String(data.get('username') ?? ''), String(data.get('password') ?? ''));
+      formArg.reset();
+      this.loggedIn = true;
+      this.notice = '';
+      api.startSocket();
+    } catch (error) {
+      this.loginError = error;
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  private async logout(): Promise<void> {
+    await api.logout();
+    this.loggedIn = false;
+    this.notice = 'Logged out.';
+  }
+
+  private loginView(): TemplateResult {
+    return html`<main class="login" id="main">
+      <form class="login-form" aria-labelledby="login-title" @submit=${(event: Event) => { event.preventDefault(); void this.login(event.target as HTMLFormElement); }}>
+        <h1 id="login-title">Cloudly</h1>
+        <p class="muted">Log in with an administrator's username and password.</p>
+        ${this.notice ? html`<p class="notice" role="status">${this.notice}</p>` : nothing}
+        <label for="login-username">Username</label>
+        <input id="login-username" name="username" autocomplete="username" required autofocus>
+        <label for="login-password">Password</label>
+        <input id="login-password" name="password" type="password" autocomplete="current-password" required>
+        <button type="submit" class="primary" ?disabled=${this.busy}>${this.busy ? 'Logging in…' : 'Log in'}</button>
+        ${this.loginError ? refusalView(this.loginError) : nothing}
+      </form>
+    </main>`;
+  }
+
+  private page(): TemplateResult {
+    switch (this.route.page) {
+      case 'cluster':
+        return html`<cloudly-cluster-page cluster-id=${this.route.id}></cloudly-cluster-page>`;
+      case 'service':
+        return html`<cloudly-service-page service-id=${this.route.id}></cloudly-service-page>`;
+      case 'audit':
+        return html`<cloudly-audit-page></cloudly-audit-page>`;
+      default:
+        return html`<cloudly-fleet-page></cloudly-fleet-page>`;
+    }
+  }
+
+  protected updated(): void {
+    const heading = this.querySelector<HTMLElement>('main h1');
+    heading?.setAttribute('tabindex', '-1');
+  }
+
+  protected render(): TemplateResult {
+    if (!this.loggedIn) {
+      return this.loginView();
+    }
+    const current = this.route.page;
+    return html`<a class="skip" href="#main" @click=${(event: Event) => { event.preventDefault(); this.querySelector<HTMLElement>('main h1')?.focus(); }}>Skip to content</a>
+      <header class="topbar">
+        <span class="brand">Cloudly</span>
+        <nav aria-label="Main">
+          <a href="#/fleet" aria-current=${current === 'fleet' || current === 'cluster' || current === 'service' ? 'page' : 'false'}>Fleet</a>
+          <a href="#/audit" aria-current=${current === 'audit' ? 'page' : 'false'}>Audit log</a>
+        </nav>
+        <span class=${`connection connection-${this.status}`} role="status" aria-live="polite" data-connection=${this.status}>${statusText[this.status]}</span>
+        <span class="who">${api.identity?.name ?? ''}</span>
+        <button type="button" data-action="logout" @click=${() => void this.logout()}>Log out</button>
+      </header>
+      ${this.notice ? html`<p class="notice banner" role="status" data-notice>${this.notice}
+        <button type="button" class="link" @click=${() => { this.notice = ''; }}>Dismiss</button></p>` : nothing}
+      <main id="main">${this.page()}</main>`;
+  }
+}
+customElements.define('cloudly-app', CloudlyApp);

@@ -1,0 +1,8 @@
+/** The dashboard bundle's entry: registers every component; index.html holds <cloudly-app>. */
+import './widgets.js';
+import './secret.js';
+import './pages/fleet.js';
+import './pages/cluster.js';
+import './pages/service.js';
+import './pages/audit.js';
+import './app.js';

@@ -1,0 +1,345 @@
+import { html, nothing, type TemplateResult } from 'lit';
+import type { IClusterOverview, IClusterOverviewService } from '../../../ts/interfaces/requests/overview.js';
+import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
+import type { IClusterNode } from '../../../ts/interfaces/data/clusternode.js';
+import type { TClusterCorestoreLegacyResourceInventory, ICorestoreLegacyResourceSelection } from '../../../ts/interfaces/data/corestorelegacy.js';
+import type { ICorestoreLegacyResourceAdoptionPlanEntry } from '../../../ts/interfaces/platform/corestorelegacy.js';
+import { api } from '../api.js';
+import { explainRuntimeStatus, formatTime } from '../format.js';
+import { LivePage, clusterOfChange } from '../live.js';
+import { CloudlyActionDialog, coalesce, copyText, localPager, pageSlice, refusalView } from '../widgets.js';
+import { relayStateOf, relayStateText } from './fleet.js';
+
+const pageSize = 25;
+
+/**
+ * One cluster: relay connection and registration, ingress designation and what its routes wait
+ * for, nodes with host addresses and Corestore endpoints, services with their runtime state.
+ * Actions: designate the ingress, rotate the relay token, adopt a node's legacy resources.
+ */
+export class CloudlyClusterPage extends LivePage {
+  static properties = {
+    clusterId: { type: String, attribute: 'cluster-id' },
+    overview: { state: true },
+    error: { state: true },
+    nodePage: { state: true },
+    servicePage: { state: true },
+    ingressChoice: { state: true },
+    inventory: { state: true },
+  };
+
+  declare clusterId: string;
+  declare overview: IClusterOverview | null;
+  declare error: unknown;
+  declare nodePage: number;
+  declare servicePage: number;
+  declare ingressChoice: string;
+  declare inventory: { nodeId: string; answer?: { inventory: TClusterCorestoreLegacyResourceInventory; inventorySha256: string | null }; error?: unknown; selected: Set<string> } | null;
+  private loadSerial = 0;
+  private readonly reloadSoon = coalesce(() => void this.load());
+
+  constructor() {
+    super();
+    this.overview = null;
+    this.nodePage = 0;
+    this.servicePage = 0;
+    this.ingressChoice = '';
+    this.inventory = null;
+  }
+
+  protected willUpdate(changedArg: Map<string, unknown>): void {
+    if (changedArg.has('clusterId') && this.clusterId) {
+      this.overview = null;
+      this.inventory = null;
+      void this.load();
+    }
+  }
+
+  private async load(): Promise<void> {
+    const serial = ++this.loadSerial;
+    try {
+      const { overview } = await api.call<{ overview: IClusterOverview }>('getClusterOverview', { clusterId: this.clusterId });
+      if (serial === this.loadSerial) {
+        this.overview = overview;
+        this.error = undefined;
+      }
+    } catch (error) {
+      if (serial === this.loadSerial) {
+        this.error = error;
+      }
+    }
+  }
+
+  protected onChange(changeArg: IChangeEvent): void {
+    if (clusterOfChange(changeArg) === this.clusterId || (changeArg.kind === 'CloudlyServiceRuntimeStatus'
+      && this.overview?.services.some((entry) => entry.service.id === changeArg.id))) {
+      this.reloadSoon();
+    }
+  }
+
+  protected onResync(): void {
+    void this.load();
+  }
+
+  // ---- actions ----
+
+  private designateIngress(): void {
+    const overview = this.overview!;
+    const serviceId = this.ingressChoice || overview.services[0]?.service.id;
+    const entry = overview.services.find((candidate) => candidate.service.id === serviceId);
+    if (!entry) {
+      return;
+    }
+    const mutationId = crypto.randomUUID();
+    let request: Record<string, unknown> | null = null;
+    const buildRequest = async () => {
+      if (!request) {
+        const { runtime } = await api.call('getClusterRuntime', { clusterId: this.clusterId });
+        const current = overview.ingressDesignation;
+        request = {
+          designation: {
+            mutationId,
+            clusterId: this.clusterId,
+            ingressServiceId: entry.service.id,
+            currentRuntime: runtime,
+            expectedSpecRevision: entry.service.specRevision,
+            expectedDesignation: current ? { id: current.id, generation: current.generation, digest: current.digest } : null,
+          },
+        };
+      }
+      return request;
+    };
+    CloudlyActionDialog.open<{ designation: IClusterOverview['ingressDesignation'] & object; replayed: boolean }>({
+      title: `Designate ${entry.service.name} as the ingress`,
+      intro: html`<p>Cluster <strong>${overview.cluster.name}</strong>: the ingress service becomes
+        <strong>${entry.service.name}</strong> (spec revision ${entry.service.specRevision}), replacing
+        ${overview.ingressDesignation ? html`designation generation ${overview.ingressDesignation.generation}` : 'no designation'}.</p>`,
+      dryRun: async () => api.call('designateClusterIngress', { ...(await buildRequest()), dryRun: true }),
+      describe: (answerArg) => html`<p>Cloudly would accept designation generation <strong>${answerArg.designation?.generation}</strong>
+        of service <code>${answerArg.designation?.ingressServiceId}</code>${answerArg.replayed ? ' (a replay of an accepted mutation)' : ''}.</p>`,
+      run: async () => api.call('designateClusterIngress', await buildRequest()),
+      result: (answerArg) => html`<p>Designation generation ${answerArg.designation?.generation} accepted.</p>`,
+      confirmLabel: 'Designate',
+      onDone: () => void this.load(),
+    });
+  }
+
+  private rotateRelayToken(): void {
+    const cluster = this.overview!.cluster;
+    const request = { clusterId: cluster.id, expectedGeneration: cluster.generation };
+    CloudlyActionDialog.open<{ cluster: { relayTokenGeneration: number }; relayToken?: string }>({
+      title: `Rotate the relay token of ${cluster.name}`,
+      intro: html`<p>The current token stops working at once: the relay must be given the new one.</p>`,
+      dryRun: () => api.call('rotateClusterRelayToken', { ...request, dryRun: true }),
+      describe: (answerArg) => html`<p>The relay token would move to generation <strong>${answerArg.cluster?.relayTokenGeneration}</strong>;
+        the relay's open sockets keep running until they reconnect with the old token, which is then refused.</p>`,
+      run: () => api.call('rotateClusterRelayToken', request),
+      result: (answerArg) => html`<cloudly-one-time-secret .secret=${answerArg.relayToken ?? ''} label="New relay token"></cloudly-one-time-secret>`,
+      confirmLabel: 'Rotate token',
+      onDone: () => void this.load(),
+    });
+  }
+
+  private async openInventory(nodeArg: IClusterNode): Promise<void> {
+    this.inventory = { nodeId: nodeArg.id, selected: new Set() };
+    try {
+      const answer = await api.call('getCorestoreLegacyResources', { clusterId: this.clusterId, nodeId: nodeArg.id });
+      this.inventory = { nodeId: nodeArg.id, answer, selected: new Set() };
+    } catch (error) {
+      this.inventory = { nodeId: nodeArg.id, error, selected: new Set() };
+    }
+  }
+
+  private adoptSelected(): void {
+    const inventory = this.inventory!;
+    const resources: ICorestoreLegacyResourceSelection[] = [...inventory.selected].map((key) => {
+      const [serviceId, capability] = key.split('\u0000');
+      return { serviceId, capability: capability as ICorestoreLegacyResourceSelection['capability'] };
+    });
+    const request = {
+      clusterId: this.clusterId,
+      nodeId: inventory.nodeId,
+      expectedInventorySha256: inventory.answer?.inventorySha256 ?? '',
+      resources,
+    };
+    const planView = (planArg: ICorestoreLegacyResourceAdoptionPlanEntry[]) => html`<table class="data" aria-label="Adoption plan">
+      <thead><tr><th scope="col">Service</th><th scope="col">Capability</th><th scope="col">Binding</th></tr></thead>
+      <tbody>${planArg.map((entry) => html`<tr><td><code>${entry.serviceId}</code></td><td>${entry.capability}</td><td><code>${entry.bindingId}</code></td></tr>`)}</tbody>
+    </table>`;
+    CloudlyActionDialog.open<{ plan: ICorestoreLegacyResourceAdoptionPlanEntry[] }>({
+      title: `Adopt ${resources.length} legacy resource(s) on node ${inventory.nodeId}`,
+      intro: html`<p>All or none: Cloudly creates one adopting platform binding per selected resource, against the inventory digest read.</p>`,
+      dryRun: () => api.call('adoptCorestoreLegacyResources', { ...request, dryRun: true }),
+      describe: (answerArg) => html`<p>The plan:</p>${planView(answerArg.plan ?? [])}`,
+      run: () => api.call('adoptCorestoreLegacyResources', request),
+      result: (answerArg) => html`<p>Adopted:</p>${planView(answerArg.plan ?? [])}`,
+      confirmLabel: 'Adopt',
+      onDone: () => {
+        const node = this.overview?.nodes.find((candidate) => candidate.id === inventory.nodeId);
+        if (node) {
+          void this.openInventory(node);
+        }
+      },
+    });
+  }
+
+  // ---- views ----
+
+  private relayView(overviewArg: IClusterOverview): TemplateResult {
+    const state = relayStateOf(overviewArg.relay);
+    const registration = overviewArg.relay.registration as (Record<string, unknown> & { origin?: string; version?: string; protocol?: string }) | null;
+    return html`<section aria-labelledby="relay-title" class="card">
+      <h2 id="relay-title">Relay</h2>
+      <p>State: <span class=${`badge relay-${state}`} data-relay-state=${state}>${relayStateText[state]}</span></p>
+      <dl class="facts">
+        <div><dt>Registration</dt><dd>${registration ? html`${registration.origin} · version ${registration.version} · ${registration.protocol}` : 'none (the relay never registered)'}</dd></div>
+        <div><dt>Sockets open on this instance</dt><dd>${overviewArg.relay.socketsOpenHere.length
+          ? overviewArg.relay.socketsOpenHere.map((socket) => html`<span class="chip">since ${formatTime(socket.connectedAt)}${socket.elected ? ' · elected' : ''}</span>`)
+          : 'none'}</dd></div>
+        <div><dt>Relay token generation</dt><dd>${overviewArg.cluster.relayTokenGeneration}</dd></div>
+      </dl>
+      <button type="button" data-action="rotate-relay-token" @click=${() => this.rotateRelayToken()}>Rotate relay token…</button>
+    </section>`;
+  }
+
+  private ingressView(overviewArg: IClusterOverview): TemplateResult {
+    const designation = overviewArg.ingressDesignation;
+    const ingressEntry = designation ? overviewArg.services.find((entry) => entry.service.id === designation.ingressServiceId) : undefined;
+    const relayRegistered = overviewArg.relay.registration !== null;
+    const converged = ingressEntry?.runtimeStatus?.state === 'converged';
+    const readiness = !designation
+      ? 'No ingress is designated: no route is served.'
+      : !relayRegistered
+        ? 'Not ready: the relay has not registered, so the ingress cannot fetch its route table.'
+        : !converged
+          ? `Not ready: the ingress service is not converged (${explainRuntimeStatus(ingressEntry?.runtimeStatus ?? null)})`
+          : 'Ready: the ingress service is converged and the relay is registered.';
+    return html`<section aria-labelledby="ingress-title" class="card">
+      <h2 id="ingress-title">Ingress</h2>
+      ${designation
+        ? html`<dl class="facts" data-ingress="designated">
+            <div><dt>Ingress service</dt><dd><a href=${`#/service/${encodeURIComponent(designation.ingressServiceId)}`}>${ingressEntry?.service.name ?? designation.ingressServiceId}</a></dd></div>
+            <div><dt>Designation</dt><dd>generation ${designation.generation}, accepted ${formatTime(designation.acceptedAt)} against spec revision ${designation.preparedSpecRevision}</dd></div>
+            <div><dt>Credential</dt><dd>${designation.credential.credentialId} (generation ${designation.credential.generation})</dd></div>
+          </dl>`
+        : html`<p data-ingress="none">Not designated.</p>`}
+      <p class="readiness" data-readiness=${converged && relayRegistered && designation ? 'ready' : 'not-ready'}><strong>Route readiness:</strong> ${readiness}</p>
+      ${overviewArg.services.length
+        ? html`<div class="inline-form">
+            <label>Ingress service
+              <select name="ingress-service" @change=${(event: Event) => { this.ingressChoice = (event.target as HTMLSelectElement).value; }}>
+                ${overviewArg.services.map((entry) => html`<option value=${entry.service.id} ?selected=${entry.service.id === (this.ingressChoice || designation?.ingressServiceId)}>${entry.service.name}</option>`)}
+              </select>
+            </label>
+            <button type="button" data-action="designate-ingress" @click=${() => this.designateIngress()}>Designate ingress…</button>
+          </div>`
+        : html`<p class="muted">The cluster has no service to designate.</p>`}
+    </section>`;
+  }
+
+  private nodesView(overviewArg: IClusterOverview): TemplateResult {
+    const nodes = pageSlice(overviewArg.nodes, this.nodePage, pageSize);
+    return html`<section aria-labelledby="nodes-title" class="card wide">
+      <h2 id="nodes-title">Nodes (${overviewArg.nodes.length})</h2>
+      <table class="data" aria-labelledby="nodes-title">
+        <thead><tr><th scope="col">Node</th><th scope="col">Host addresses</th><th scope="col">Corestore endpoint</th><th scope="col">Known from</th><th scope="col">Last report</th><th scope="col">Legacy resources</th></tr></thead>
+        <tbody>${nodes.map((node) => html`<tr data-node-id=${node.id}>
+          <th scope="row">${node.name}${node.name !== node.id ? html` <code>${node.id}</code>` : nothing}</th>
+          <td>${node.hostAddresses?.length ? node.hostAddresses.join(', ') : html`<span class="muted">not reported</span>`}</td>
+          <td>${node.corestore ? html`<code>${node.corestore.endpoint}</code>` : html`<span class="muted">none</span>`}</td>
+          <td>${node.source === 'admin' ? 'administrator' : 'relay report'}</td>
+          <td>${formatTime(node.reportedAt)}</td>
+          <td>${node.corestore ? html`<button type="button" data-action="inventory" @click=${() => void this.openInventory(node)}>Inventory…</button>` : html`<span class="muted">—</span>`}</td>
+        </tr>`)}</tbody>
+      </table>
+      ${overviewArg.nodes.length === 0 ? html`<p class="muted">No nodes.</p>` : nothing}
+      ${localPager('nodes', overviewArg.nodes.length, this.nodePage, pageSize, (pageArg) => { this.nodePage = pageArg; })}
+      ${this.inventory ? this.inventoryView() : nothing}
+    </section>`;
+  }
+
+  private inventoryView(): TemplateResult {
+    const inventory = this.inventory!;
+    const toggle = (keyArg: string, onArg: boolean) => {
+      const selected = new Set(inventory.selected);
+      if (onArg) {
+        selected.add(keyArg);
+      } else {
+        selected.delete(keyArg);
+      }
+      this.inventory = { ...inventory, selected };
+    };
+    const body = (): TemplateResult => {
+      if (inventory.error) {
+        return refusalView(inventory.error);
+      }
+      if (!inventory.answer) {
+        return html`<p role="status">Reading the node's inventory through the relay…</p>`;
+      }
+      const read = inventory.answer.inventory;
+      if (!read.reachable) {
+        return html`<p role="alert">The relay could not read it: <code>${read.errorCode}</code> (read ${formatTime(read.readAt)}).</p>`;
+      }
+      if (read.services.length === 0) {
+        return html`<p>No legacy resources on this node (read ${formatTime(read.readAt)}).</p>`;
+      }
+      return html`<fieldset><legend>Resources (read ${formatTime(read.readAt)}, digest <code>${(inventory.answer.inventorySha256 ?? '').slice(0, 12)}…</code>)</legend>
+        <table class="data"><thead><tr><th scope="col">Adopt</th><th scope="col">Service</th><th scope="col">Capability</th><th scope="col">Name</th><th scope="col">State</th></tr></thead>
+        <tbody>${read.services.flatMap((service) => service.resources.map((resource) => {
+          const key = `${service.serviceId}\u0000${resource.capability}`;
+          const name = resource.capability === 'database' ? resource.databaseName : resource.bucketName;
+          const adoptable = resource.adoption.state === 'unadopted' && resource.adoption.blocker === null;
+          const id = `adopt-${service.serviceId}-${resource.capability}`;
+          return html`<tr>
+            <td><input type="checkbox" id=${id} ?disabled=${!adoptable} .checked=${inventory.selected.has(key)} @change=${(event: Event) => toggle(key, (event.target as HTMLInputElement).checked)}></td>
+            <td><label for=${id}><code>${service.serviceId}</code></label></td><td>${resource.capability}</td><td>${name}</td>
+            <td>${resource.adoption.state === 'authorized' ? `adopted (binding ${resource.adoption.bindingId})` : resource.adoption.blocker ? `blocked: ${resource.adoption.blocker}` : 'not adopted'}</td>
+          </tr>`;
+        }))}</tbody></table>
+        <button type="button" data-action="adopt" ?disabled=${inventory.selected.size === 0} @click=${() => this.adoptSelected()}>Adopt selected…</button>
+      </fieldset>`;
+    };
+    return html`<section class="inventory" aria-label=${`Legacy inventory of node ${inventory.nodeId}`}>
+      <h3>Legacy Corestore resources on ${inventory.nodeId}</h3>
+      ${body()}
+      <button type="button" @click=${() => { this.inventory = null; }}>Close inventory</button>
+    </section>`;
+  }
+
+  private serviceRow(entryArg: IClusterOverviewService): TemplateResult {
+    const status = entryArg.runtimeStatus;
+    return html`<tr data-service-id=${entryArg.service.id}>
+      <th scope="row"><a href=${`#/service/${encodeURIComponent(entryArg.service.id)}`}>${entryArg.service.name}</a></th>
+      <td><span class=${`badge state-${status?.state ?? 'unjudged'}`}>${status?.state ?? 'not judged'}</span></td>
+      <td>${explainRuntimeStatus(status)}</td>
+      <td>${entryArg.latestBackup ? formatTime(entryArg.latestBackup.createdAt) : html`<span class="muted">none</span>`}</td>
+    </tr>`;
+  }
+
+  private servicesView(overviewArg: IClusterOverview): TemplateResult {
+    return html`<section aria-labelledby="services-title" class="card wide">
+      <h2 id="services-title">Services (${overviewArg.services.length})</h2>
+      <table class="data" aria-labelledby="services-title">
+        <thead><tr><th scope="col">Service</th><th scope="col">State</th><th scope="col">Why</th><th scope="col">Latest backup</th></tr></thead>
+        <tbody>${pageSlice(overviewArg.services, this.servicePage, pageSize).map((entry) => this.serviceRow(entry))}</tbody>
+      </table>
+      ${overviewArg.services.length === 0 ? html`<p class="muted">No services.</p>` : nothing}
+      ${localPager('services', overviewArg.services.length, this.servicePage, pageSize, (pageArg) => { this.servicePage = pageArg; })}
+    </section>`;
+  }
+
+  protected render(): TemplateResult {
+    const overview = this.overview;
+    return html`<section class="page" data-page="cluster" aria-labelledby="cluster-title">
+      <nav class="crumbs" aria-label="Breadcrumb"><a href="#/fleet">Fleet</a> › cluster</nav>
+      <header class="page-header"><h1 id="cluster-title">${overview ? overview.cluster.name : 'Cluster'}</h1>
+        ${overview ? html`<span class="muted">id <code>${overview.cluster.id}</code> · generation ${overview.cluster.generation} · created ${formatTime(overview.cluster.createdAt)}</span>` : nothing}
+      </header>
+      ${this.error ? refusalView(this.error) : nothing}
+      ${overview
+        ? html`<div class="grid">${this.relayView(overview)}${this.ingressView(overview)}${this.nodesView(overview)}${this.servicesView(overview)}</div>`
+        : this.error ? nothing : html`<p role="status">Loading…</p>`}
+    </section>`;
+  }
+}
+customElements.define('cloudly-cluster-page', CloudlyClusterPage);

@@ -1,0 +1,258 @@
+import { html, nothing, type TemplateResult } from 'lit';
+import type { ICluster } from '../../../ts/interfaces/data/cluster.js';
+import type { IClusterOverview } from '../../../ts/interfaces/requests/overview.js';
+import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
+import { api, ApiError } from '../api.js';
+import { LivePage, clusterOfChange } from '../live.js';
+import { coalesce, refusalView, type CloudlyPager } from '../widgets.js';
+
+export type TRelayState = 'connected' | 'unregistered' | 'missing';
+export const runtimeStates = ['converged', 'converging', 'waiting', 'refused', 'unjudged'] as const;
+export type TRuntimeCount = Record<(typeof runtimeStates)[number], number>;
+
+export interface IFleetRow {
+  cluster: ICluster;
+  relay: TRelayState | null;
+  nodes: number | null;
+  services: TRuntimeCount | null;
+  ingressDesignated: boolean | null;
+  error?: unknown;
+}
+
+export const relayStateOf = (relayArg: IClusterOverview['relay']): TRelayState => {
+  if (!relayArg.connected && relayArg.socketsOpenHere.length === 0) {
+    return 'missing';
+  }
+  return relayArg.registration ? 'connected' : 'unregistered';
+};
+
+export const relayStateText: Record<TRelayState, string> = {
+  connected: 'connected',
+  unregistered: 'connected, unregistered',
+  missing: 'missing',
+};
+
+const countServices = (overviewArg: IClusterOverview): TRuntimeCount => {
+  const counts: TRuntimeCount = { converged: 0, converging: 0, waiting: 0, refused: 0, unjudged: 0 };
+  for (const entry of overviewArg.services) {
+    counts[entry.runtimeStatus ? entry.runtimeStatus.state : 'unjudged'] += 1;
+  }
+  return counts;
+};
+
+const rowOfOverview = (overviewArg: IClusterOverview): IFleetRow => ({
+  cluster: overviewArg.cluster,
+  relay: relayStateOf(overviewArg.relay),
+  nodes: overviewArg.nodes.length,
+  services: countServices(overviewArg),
+  ingressDesignated: overviewArg.ingressDesignation !== null,
+});
+
+/** Overviews fetched side by side, a few at a time. */
+const overviewConcurrency = 6;
+
+/**
+ * The fleet: one page of clusters with relay state, node count, services by runtime state and
+ * ingress. Uses `getFleetOverview` when Cloudly serves it; until then the page is assembled from
+ * `getClusters` (paged) and one `getClusterOverview` per cluster on the page, rows filled in as
+ * they arrive.
+ */
+export class CloudlyFleetPage extends LivePage {
+  static properties = {
+    rows: { state: true },
+    error: { state: true },
+    loading: { state: true },
+    nextCursor: { state: true },
+    pageSize: { state: true },
+  };
+
+  declare rows: IFleetRow[];
+  declare error: unknown;
+  declare loading: boolean;
+  declare nextCursor: string | undefined;
+  declare pageSize: number;
+  private cursor: string | undefined = undefined;
+  private static fleetOverviewServed: boolean | null = null;
+  private loadSerial = 0;
+  private readonly dirtyClusters = new Set<string>();
+  private readonly refreshDirty = coalesce(() => void this.refreshClusters());
+  private readonly reloadSoon = coalesce(() => void this.load());
+
+  constructor() {
+    super();
+    this.rows = [];
+    this.loading = true;
+    this.pageSize = 50;
+  }
+
+  connectedCallback(): void {
+    super.connectedCallback();
+    void this.load();
+  }
+
+  private async load(): Promise<void> {
+    const serial = ++this.loadSerial;
+    this.loading = true;
+    try {
+      if (CloudlyFleetPage.fleetOverviewServed !== false) {
+        try {
+          const answer = await api.call<{ clusters: IClusterOverview[]; nextCursor?: string }>('getFleetOverview', { limit: this.pageSize, ...(this.cursor ? { cursor: this.cursor } : {}) });
+          CloudlyFleetPage.fleetOverviewServed = true;
+          if (serial === this.loadSerial) {
+            this.rows = answer.clusters.map((entry) => rowOfOverview(entry));
+            this.nextCursor = answer.nextCursor;
+            this.error = undefined;
+          }
+          return;
+        } catch (error) {
+          if (!(error instanceof ApiError) || !error.notServed) {
+            throw error;
+          }
+          CloudlyFleetPage.fleetOverviewServed = false;
+        }
+      }
+      const answer = await api.call<{ clusters: ICluster[]; nextCursor?: string }>('getClusters', { limit: this.pageSize, ...(this.cursor ? { cursor: this.cursor } : {}) });
+      if (serial !== this.loadSerial) {
+        return;
+      }
+      this.rows = answer.clusters.map((cluster) => ({ cluster, relay: null, nodes: null, services: null, ingressDesignated: null }));
+      this.nextCursor = answer.nextCursor;
+      this.error = undefined;
+      this.loading = false;
+      await this.fillOverviews(answer.clusters.map((cluster) => cluster.id), serial);
+    } catch (error) {
+      if (serial === this.loadSerial) {
+        this.error = error;
+      }
+    } finally {
+      if (serial === this.loadSerial) {
+        this.loading = false;
+      }
+    }
+  }
+
+  private async fillOverviews(clusterIdsArg: string[], serialArg: number): Promise<void> {
+    const queue = [...clusterIdsArg];
+    const worker = async () => {
+      for (let clusterId = queue.shift(); clusterId !== undefined; clusterId = queue.shift()) {
+        let row: IFleetRow | null = null;
+        try {
+          const { overview } = await api.call<{ overview: IClusterOverview }>('getClusterOverview', { clusterId });
+          row = rowOfOverview(overview);
+        } catch (error) {
+          const existing = this.rows.find((entry) => entry.cluster.id === clusterId);
+          if (existing) {
+            row = { ...existing, error };
+          }
+        }
+        if (serialArg !== this.loadSerial || !row) {
+          return;
+        }
+        this.rows = this.rows.map((entry) => (entry.cluster.id === clusterId ? row! : entry));
+      }
+    };
+    await Promise.all(Array.from({ length: overviewConcurrency }, () => worker()));
+  }
+
+  private async refreshClusters(): Promise<void> {
+    const ids = [...this.dirtyClusters].filter((id) => this.rows.some((row) => row.cluster.id === id));
+    this.dirtyClusters.clear();
+    if (CloudlyFleetPage.fleetOverviewServed) {
+      await this.load();
+      return;
+    }
+    await this.fillOverviews(ids, this.loadSerial);
+  }
+
+  protected onChange(changeArg: IChangeEvent): void {
+    if (changeArg.kind === 'CloudlyCluster' && changeArg.change !== 'updated') {
+      this.reloadSoon();
+      return;
+    }
+    const clusterId = clusterOfChange(changeArg);
+    if (clusterId === null) {
+      return;
+    }
+    if (this.rows.some((row) => row.cluster.id === clusterId)) {
+      this.dirtyClusters.add(clusterId);
+      this.refreshDirty();
+    }
+  }
+
+  protected onResync(): void {
+    void this.load();
+  }
+
+  private onPage(eventArg: CustomEvent<{ cursor: string | undefined }>): void {
+    this.cursor = eventArg.detail.cursor;
+    void this.load();
+  }
+
+  private onPageSize(eventArg: Event): void {
+    this.pageSize = Number((eventArg.target as HTMLSelectElement).value);
+    this.cursor = undefined;
+    this.querySelector<CloudlyPager>('cloudly-pager')?.reset();
+    void this.load();
+  }
+
+  private summary(): TemplateResult {
+    const relay = { connected: 0, unregistered: 0, missing: 0 };
+    const services: TRuntimeCount = { converged: 0, converging: 0, waiting: 0, refused: 0, unjudged: 0 };
+    for (const row of this.rows) {
+      if (row.relay) {
+        relay[row.relay] += 1;
+      }
+      for (const state of runtimeStates) {
+        services[state] += row.services?.[state] ?? 0;
+      }
+    }
+    return html`<dl class="summary" aria-label="Totals on this page">
+      <div><dt>Clusters on this page</dt><dd data-summary="clusters">${this.rows.length}</dd></div>
+      <div><dt>Relay connected</dt><dd data-summary="relay-connected">${relay.connected}</dd></div>
+      <div><dt>Connected, unregistered</dt><dd data-summary="relay-unregistered">${relay.unregistered}</dd></div>
+      <div><dt>Relay missing</dt><dd data-summary="relay-missing">${relay.missing}</dd></div>
+      ${runtimeStates.map((state) => html`<div><dt>Services ${state}</dt><dd data-summary=${`services-${state}`}>${services[state]}</dd></div>`)}
+    </dl>`;
+  }
+
+  private row(rowArg: IFleetRow): TemplateResult {
+    const services = rowArg.services;
+    return html`<tr data-cluster-id=${rowArg.cluster.id}>
+      <th scope="row"><a href=${`#/cluster/${encodeURIComponent(rowArg.cluster.id)}`}>${rowArg.cluster.name}</a></th>
+      <td class="relay" data-relay=${rowArg.relay ?? 'loading'}>
+        ${rowArg.relay ? html`<span class=${`badge relay-${rowArg.relay}`}>${relayStateText[rowArg.relay]}</span>` : rowArg.error ? html`<span class="badge bad">unreadable</span>` : html`<span class="muted">…</span>`}
+      </td>
+      <td class="num">${rowArg.nodes ?? '…'}</td>
+      ${runtimeStates.map((state) => html`<td class=${`num state-${state}`}>${services ? services[state] : '…'}</td>`)}
+      <td>${rowArg.ingressDesignated === null ? '…' : rowArg.ingressDesignated ? 'designated' : html`<span class="muted">none</span>`}</td>
+    </tr>`;
+  }
+
+  protected render(): TemplateResult {
+    return html`<section aria-labelledby="fleet-title" class="page" data-page="fleet" data-loading=${this.loading ? 'true' : 'false'}>
+      <header class="page-header">
+        <h1 id="fleet-title">Fleet</h1>
+        <label class="inline">Clusters per page
+          <select @change=${(event: Event) => this.onPageSize(event)} .value=${String(this.pageSize)}>
+            ${[25, 50, 100, 200].map((size) => html`<option value=${size} ?selected=${size === this.pageSize}>${size}</option>`)}
+          </select>
+        </label>
+      </header>
+      ${this.error ? refusalView(this.error) : nothing}
+      ${this.summary()}
+      <table class="data" aria-label="Clusters">
+        <thead><tr>
+          <th scope="col">Cluster</th><th scope="col">Relay</th><th scope="col">Nodes</th>
+          ${runtimeStates.map((state) => html`<th scope="col">${state}</th>`)}
+          <th scope="col">Ingress</th>
+        </tr></thead>
+        <tbody>
+          ${this.rows.map((row) => this.row(row))}
+          ${!this.loading && this.rows.length === 0 ? html`<tr><td colspan="10" class="muted">No clusters.</td></tr>` : nothing}
+        </tbody>
+      </table>
+      <cloudly-pager label="clusters" .nextCursor=${this.nextCursor} @page=${(event: CustomEvent) => this.onPage(event)}></cloudly-pager>
+    </section>`;
+  }
+}
+customElements.define('cloudly-fleet-page', CloudlyFleetPage);

@@ -1,0 +1,436 @@
+import { html, nothing, type TemplateResult } from 'lit';
+import type { IService } from '../../../ts/interfaces/data/service.js';
+import type { IServiceVolume, TServiceVolumeInitialization } from '../../../ts/interfaces/data/servicevolume.js';
+import type { IServiceRuntimeStatus } from '../../../ts/interfaces/data/serviceruntimestatus.js';
+import type { IRuntimeLocalStorageClaimRecord } from '../../../ts/interfaces/data/runtimelocalstorageclaim.js';
+import type { IClusterNode } from '../../../ts/interfaces/data/clusternode.js';
+import type { IServiceBackupRecord } from '../../../ts/interfaces/requests/backup.js';
+import type { IOperation } from '../../../ts/interfaces/requests/operation.js';
+import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
+import { api, ApiError } from '../api.js';
+import { explainRuntimeStatus, formatBytes, formatTime } from '../format.js';
+import { LivePage } from '../live.js';
+import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager } from '../widgets.js';
+
+const listLimit = 20;
+
+export const describeInitialization = (initArg: TServiceVolumeInitialization | undefined): string => {
+  if (!initArg) {
+    return 'not set (the service is refused until it is)';
+  }
+  if (initArg.kind === 'import') {
+    return `import Docker volume “${initArg.source.volumeName}”`;
+  }
+  const owner = initArg.ownership.kind === 'explicit'
+    ? `owner ${initArg.ownership.uid}:${initArg.ownership.gid}`
+    : 'owner from the run-as profile';
+  return `empty, ${owner}, mode ${initArg.ownership.mode.toString(8).padStart(4, '0')}`;
+};
+
+/** The fraction of an operation done, for its progress bar; null while nothing can be said. */
+export const operationFraction = (operationArg: IOperation): number | null => {
+  const progress = operationArg.progress;
+  if (operationArg.state === 'completed' || progress.phase === 'done') {
+    return 1;
+  }
+  if (progress.phase === 'transfer' && progress.bytesTotal) {
+    return 0.1 + 0.8 * Math.min(1, progress.bytesDone / progress.bytesTotal);
+  }
+  return { queued: 0.02, relay: 0.1, transfer: 0.1, recording: 0.95, done: 1 }[progress.phase] ?? null;
+};
+
+const operationLabel = (operationArg: IOperation): string => {
+  const progress = operationArg.progress;
+  const bytes = progress.bytesTotal ? ` ${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}` : '';
+  return `Backup ${operationArg.state}: ${progress.phase}${bytes}`;
+};
+
+const isOperationChange = (changeArg: IChangeEvent): boolean => /operation/i.test(changeArg.kind);
+
+/** Follows an operation through the watch (no polling) until it ends; throws its refusal when it failed. */
+export const followOperation = (operationArg: IOperation, onProgressArg: (operationArg: IOperation) => void): Promise<IOperation> =>
+  new Promise<IOperation>((resolve, reject) => {
+    let settled = false;
+    const check = async () => {
+      if (settled) {
+        return;
+      }
+      try {
+        const { operation } = await api.call<{ operation: IOperation }>('getOperation', { operationId: operationArg.operationId });
+        settle(operation);
+      } catch (error) {
+        finish();
+        reject(error);
+      }
+    };
+    const settle = (operation: IOperation) => {
+      if (settled) {
+        return;
+      }
+      onProgressArg(operation);
+      if (operation.state === 'completed') {
+        finish();
+        resolve(operation);
+      } else if (operation.state === 'failed' || operation.state === 'cancelled') {
+        finish();
+        const error = operation.error;
+        reject(new ApiError(operation.method, error?.code ?? operation.state, `The backup ${operation.state}.`, error?.reasons ?? (operation.reason ? [operation.reason] : []), error ?? null));
+      }
+    };
+    const onChange = (eventArg: Event) => {
+      const change = (eventArg as CustomEvent<IChangeEvent>).detail;
+      if (isOperationChange(change) && change.id === operationArg.operationId) {
+        const document = change.document as IOperation | undefined;
+        if (document && document.operationId === operationArg.operationId) {
+          settle(document);
+        } else {
+          void check();
+        }
+      }
+    };
+    const onResync = () => void check();
+    const finish = () => {
+      settled = true;
+      api.removeEventListener('change', onChange);
+      api.removeEventListener('resync', onResync);
+    };
+    api.addEventListener('change', onChange);
+    api.addEventListener('resync', onResync);
+    settle(operationArg);
+    // The operation may have moved between the answer and the listener: read it once now.
+    void check();
+  });
+
+/**
+ * One service: its spec, volumes with their initialization and local storage claims, the runtime
+ * status in words, backups (and running backup operations with their progress).
+ */
+export class CloudlyServicePage extends LivePage {
+  static properties = {
+    serviceId: { type: String, attribute: 'service-id' },
+    service: { state: true },
+    status: { state: true },
+    statusError: { state: true },
+    claims: { state: true },
+    claimsNext: { state: true },
+    backups: { state: true },
+    backupsNext: { state: true },
+    operations: { state: true },
+    nodes: { state: true },
+    error: { state: true },
+    editing: { state: true },
+  };
+
+  declare serviceId: string;
+  declare service: IService | null;
+  declare status: { status: IServiceRuntimeStatus; observed: { lastReportedAt: number | null } } | null;
+  declare statusError: unknown;
+  declare claims: IRuntimeLocalStorageClaimRecord[];
+  declare claimsNext: string | undefined;
+  declare backups: IServiceBackupRecord[];
+  declare backupsNext: string | undefined;
+  declare operations: IOperation[] | null;
+  declare nodes: IClusterNode[];
+  declare error: unknown;
+  declare editing: string | null;
+  private claimsCursor: string | undefined;
+  private backupsCursor: string | undefined;
+  private readonly reloadSoon = coalesce(() => void this.load());
+  private readonly reloadOperationsSoon = coalesce(() => void this.loadOperations());
+
+  constructor() {
+    super();
+    this.service = null;
+    this.status = null;
+    this.claims = [];
+    this.backups = [];
+    this.operations = null;
+    this.nodes = [];
+    this.editing = null;
+  }
+
+  protected willUpdate(changedArg: Map<string, unknown>): void {
+    if (changedArg.has('serviceId') && this.serviceId) {
+      this.service = null;
+      this.claimsCursor = undefined;
+      this.backupsCursor = undefined;
+      void this.load();
+    }
+  }
+
+  private async load(): Promise<void> {
+    try {
+      const { service } = await api.call<{ service: IService }>('getServiceById', { serviceId: this.serviceId });
+      this.service = service;
+      this.error = undefined;
+    } catch (error) {
+      this.error = error;
+      return;
+    }
+    await Promise.all([this.loadStatus(), this.loadClaims(), this.loadBackups(), this.loadOperations(), this.loadNodes()]);
+  }
+
+  private async loadStatus(): Promise<void> {
+    try {
+      this.status = await api.call('getServiceRuntimeStatus', { serviceId: this.serviceId });
+      this.statusError = undefined;
+    } catch (error) {
+      this.statusError = error;
+    }
+  }
+
+  private async loadClaims(): Promise<void> {
+    try {
+      const answer = await api.call<{ claims: IRuntimeLocalStorageClaimRecord[]; nextCursor?: string }>('getRuntimeLocalStorageClaims',
+        { serviceId: this.serviceId, limit: listLimit, ...(this.claimsCursor ? { cursor: this.claimsCursor } : {}) });
+      this.claims = answer.claims;
+      this.claimsNext = answer.nextCursor;
+    } catch {
+      this.claims = [];
+    }
+  }
+
+  private async loadBackups(): Promise<void> {
+    const answer = await api.call<{ backups: IServiceBackupRecord[]; nextCursor?: string }>('getServiceBackups',
+      { serviceId: this.serviceId, limit: listLimit, ...(this.backupsCursor ? { cursor: this.backupsCursor } : {}) }).catch(() => null);
+    if (answer) {
+      this.backups = answer.backups;
+      this.backupsNext = answer.nextCursor;
+    }
+  }
+
+  private async loadOperations(): Promise<void> {
+    try {
+      const answer = await api.call<{ operations: IOperation[] }>('getOperations', { serviceId: this.serviceId, state: 'running', limit: listLimit });
+      this.operations = answer.operations;
+    } catch {
+      // Cloudly without operations: backups answer when done.
+      this.operations = null;
+    }
+  }
+
+  private async loadNodes(): Promise<void> {
+    if (!this.service) {
+      return;
+    }
+    const answer = await api.call<{ nodes: IClusterNode[] }>('getClusterNodes', { clusterId: this.service.clusterId, limit: 100 }).catch(() => null);
+    this.nodes = answer?.nodes ?? [];
+  }
+
+  protected onChange(changeArg: IChangeEvent): void {
+    if (isOperationChange(changeArg)) {
+      const document = changeArg.document as { serviceId?: string } | undefined;
+      if (!document || document.serviceId === this.serviceId) {
+        this.reloadOperationsSoon();
+        if (changeArg.change !== 'created') {
+          void this.loadBackups();
+        }
+      }
+      return;
+    }
+    if (changeArg.id === this.serviceId) {
+      this.reloadSoon();
+      return;
+    }
+    const document = changeArg.document as { serviceId?: string } | undefined;
+    if (document?.serviceId === this.serviceId) {
+      this.reloadSoon();
+    }
+  }
+
+  protected onResync(): void {
+    void this.load();
+  }
+
+  // ---- actions ----
+
+  private setInitialization(volumeArg: IServiceVolume, formArg: HTMLFormElement): void {
+    const data = new FormData(formArg);
+    const kind = String(data.get('kind'));
+    let initialization: TServiceVolumeInitialization | null = null;
+    if (kind === 'empty') {
+      const mode = Number.parseInt(String(data.get('mode') ?? ''), 8);
+      initialization = String(data.get('owner')) === 'explicit'
+        ? { kind: 'empty', ownership: { kind: 'explicit', uid: Number(data.get('uid')), gid: Number(data.get('gid')), mode } }
+        : { kind: 'empty', ownership: { kind: 'run-as', mode } };
+    } else if (kind === 'import') {
+      initialization = { kind: 'import', source: { kind: 'docker-volume', volumeName: String(data.get('volumeName') ?? '') } };
+    }
+    const request = {
+      serviceId: this.serviceId,
+      mountPath: volumeArg.mountPath,
+      expected: volumeArg.initialization ?? null,
+      initialization,
+    };
+    CloudlyActionDialog.open<{ service: IService }>({
+      title: `Set the initialization of ${volumeArg.mountPath}`,
+      intro: html`<p>From <strong>${describeInitialization(volumeArg.initialization)}</strong> to
+        <strong>${initialization ? describeInitialization(initialization) : 'none (cleared)'}</strong>.</p>`,
+      dryRun: () => api.call('setServiceVolumeInitialization', { ...request, dryRun: true }),
+      describe: (answerArg) => {
+        const volume = answerArg.service?.volumes.find((candidate) => candidate.mountPath === volumeArg.mountPath);
+        return html`<p>The volume would read: <strong>${describeInitialization(volume?.initialization)}</strong> (service generation ${answerArg.service?.generation}).</p>`;
+      },
+      run: () => api.call('setServiceVolumeInitialization', request),
+      confirmLabel: 'Set initialization',
+      onDone: () => {
+        this.editing = null;
+        void this.load();
+      },
+    });
+  }
+
+  private startBackup(formArg: HTMLFormElement): void {
+    const service = this.service!;
+    const nodeId = String(new FormData(formArg).get('nodeId') ?? '');
+    const request = { clusterId: service.clusterId, nodeId, serviceId: service.id, backupId: `backup-${crypto.randomUUID()}` };
+    CloudlyActionDialog.open<{ backup?: IServiceBackupRecord; operation?: IOperation }>({
+      title: `Back up ${service.name}`,
+      intro: html`<p>A backup of <strong>${service.name}</strong> taken on node <strong>${nodeId}</strong> by the cluster's relay.</p>`,
+      dryRun: () => api.call('createServiceBackup', { ...request, dryRun: true }),
+      describe: () => html`<p>Cloudly accepts the order: it would ask the relay for the backup of this service on ${nodeId}.</p>`,
+      run: async (progressArg) => {
+        progressArg(null, 'Starting the backup…');
+        const answer = await api.call<{ backup?: IServiceBackupRecord; operation?: IOperation }>('createServiceBackup', request);
+        if (answer.operation) {
+          const done = await followOperation(answer.operation, (operationArg) => progressArg(operationFraction(operationArg), operationLabel(operationArg)));
+          return { operation: done, backup: done.result?.backup };
+        }
+        return answer;
+      },
+      result: (answerArg) => html`<p>Backup <code>${answerArg.backup?.backupId ?? request.backupId}</code> completed
+        ${answerArg.backup ? html`with ${answerArg.backup.snapshots.length} snapshot(s)` : nothing}.</p>`,
+      confirmLabel: 'Start backup',
+      onDone: () => void this.loadBackups(),
+    });
+  }
+
+  // ---- views ----
+
+  private specView(serviceArg: IService): TemplateResult {
+    const runtime = serviceArg.runtime as unknown as Record<string, any>;
+    return html`<section class="card" aria-labelledby="spec-title">
+      <h2 id="spec-title">Spec</h2>
+      <dl class="facts">
+        <div><dt>Cluster</dt><dd><a href=${`#/cluster/${encodeURIComponent(serviceArg.clusterId)}`}>${serviceArg.clusterId}</a></dd></div>
+        <div><dt>Organization</dt><dd>${serviceArg.organizationId}</dd></div>
+        <div><dt>Image</dt><dd><code>${runtime.image}</code></dd></div>
+        <div><dt>Replicas</dt><dd>${runtime.replicas}</dd></div>
+        <div><dt>Placement</dt><dd>${runtime.placement?.nodeIds?.length ? runtime.placement.nodeIds.join(', ') : 'any node'}</dd></div>
+        <div><dt>Runs as</dt><dd>${runtime.profile?.runAs ? `${runtime.profile.runAs.uid}:${runtime.profile.runAs.gid}` : 'image default'}</dd></div>
+        <div><dt>Spec revision</dt><dd>${serviceArg.specRevision} (generation ${serviceArg.generation})</dd></div>
+        <div><dt>Updated</dt><dd>${formatTime(serviceArg.updatedAt)}</dd></div>
+      </dl>
+    </section>`;
+  }
+
+  private statusView(): TemplateResult {
+    const status = this.status?.status ?? null;
+    return html`<section class="card" aria-labelledby="status-title">
+      <h2 id="status-title">Runtime status</h2>
+      ${this.statusError ? refusalView(this.statusError) : html`
+        <p><span class=${`badge state-${status?.state ?? 'unjudged'}`} data-runtime-state=${status?.state ?? 'unjudged'}>${status?.state ?? 'not judged'}</span>
+          ${status?.reason ? html`<code>${status.reason}</code>` : nothing}</p>
+        <p class="explanation">${explainRuntimeStatus(status)}</p>
+        ${status ? html`<p class="muted">Spec revision ${status.specRevision}, since ${formatTime(status.changedAt)}; relay last reported ${formatTime(this.status?.observed.lastReportedAt)}.</p>` : nothing}`}
+    </section>`;
+  }
+
+  private volumeForm(volumeArg: IServiceVolume): TemplateResult {
+    const current = volumeArg.initialization;
+    const ownership = current?.kind === 'empty' ? current.ownership : null;
+    return html`<form class="volume-form" aria-label=${`Initialization of ${volumeArg.mountPath}`}
+        @submit=${(event: Event) => { event.preventDefault(); this.setInitialization(volumeArg, event.target as HTMLFormElement); }}>
+      <label>Initialization
+        <select name="kind">
+          <option value="empty" ?selected=${!current || current.kind === 'empty'}>empty directory</option>
+          <option value="import" ?selected=${current?.kind === 'import'}>import a Docker volume</option>
+          <option value="clear">none (clear)</option>
+        </select>
+      </label>
+      <label>Owner
+        <select name="owner"><option value="run-as" ?selected=${ownership?.kind !== 'explicit'}>from run-as</option><option value="explicit" ?selected=${ownership?.kind === 'explicit'}>explicit uid/gid</option></select>
+      </label>
+      <label>uid <input name="uid" type="number" min="0" value=${ownership?.kind === 'explicit' ? ownership.uid : 1000}></label>
+      <label>gid <input name="gid" type="number" min="0" value=${ownership?.kind === 'explicit' ? ownership.gid : 1000}></label>
+      <label>mode (octal) <input name="mode" type="text" inputmode="numeric" pattern="[0-7]{3,4}" value=${ownership ? ownership.mode.toString(8).padStart(4, '0') : '0750'}></label>
+      <label>Docker volume <input name="volumeName" type="text" value=${current?.kind === 'import' ? current.source.volumeName : ''}></label>
+      <button type="submit" class="primary" data-action="set-initialization">Review…</button>
+      <button type="button" @click=${() => { this.editing = null; }}>Cancel</button>
+    </form>`;
+  }
+
+  private volumesView(serviceArg: IService): TemplateResult {
+    return html`<section class="card wide" aria-labelledby="volumes-title">
+      <h2 id="volumes-title">Volumes (${serviceArg.volumes.length})</h2>
+      ${serviceArg.volumes.length === 0 ? html`<p class="muted">No volumes.</p>` : html`
+      <table class="data" aria-labelledby="volumes-title">
+        <thead><tr><th scope="col">Mount path</th><th scope="col">Driver</th><th scope="col">Access</th><th scope="col">Initialization</th><th scope="col"></th></tr></thead>
+        <tbody>${serviceArg.volumes.map((volume) => html`<tr data-mount-path=${volume.mountPath}>
+          <th scope="row"><code>${volume.mountPath}</code></th><td>${volume.driver}</td><td>${volume.readOnly ? 'read-only' : 'read-write'}</td>
+          <td>${describeInitialization(volume.initialization)}</td>
+          <td><button type="button" data-action="edit-initialization" @click=${() => { this.editing = volume.mountPath; }}>Set initialization…</button></td>
+        </tr>${this.editing === volume.mountPath ? html`<tr><td colspan="5">${this.volumeForm(volume)}</td></tr>` : nothing}`)}</tbody>
+      </table>`}
+      <h3 id="claims-title">Local storage claims</h3>
+      ${this.claims.length === 0 ? html`<p class="muted">No claims issued.</p>` : html`
+      <table class="data" aria-labelledby="claims-title">
+        <thead><tr><th scope="col">Claim</th><th scope="col">Node</th><th scope="col">Generation</th><th scope="col">Delivery</th><th scope="col">Node state</th><th scope="col">Issued</th></tr></thead>
+        <tbody>${this.claims.map((record) => {
+          const claim = record.claim as unknown as Record<string, any>;
+          return html`<tr>
+            <td><code>${claim.claimId ?? claim.id ?? '—'}</code></td><td>${claim.nodeId ?? '—'}</td><td>${claim.generation ?? '—'}</td>
+            <td>${record.delivery}${record.lastDeliveryError ? html` <span class="muted">(${record.lastDeliveryError})</span>` : nothing}</td>
+            <td>${record.nodeState ?? '—'}</td><td>${formatTime(record.issuedAt)}</td>
+          </tr>`;
+        })}</tbody>
+      </table>`}
+      <cloudly-pager label="claims" .nextCursor=${this.claimsNext}
+        @page=${(event: CustomEvent<{ cursor?: string }>) => { this.claimsCursor = event.detail.cursor; void this.loadClaims(); }}></cloudly-pager>
+    </section>`;
+  }
+
+  private backupsView(serviceArg: IService): TemplateResult {
+    const placement = (serviceArg.runtime as unknown as { placement?: { nodeIds?: string[] } }).placement?.nodeIds ?? [];
+    const nodeIds = this.nodes.length ? this.nodes.map((node) => node.id) : placement;
+    return html`<section class="card wide" aria-labelledby="backups-title">
+      <h2 id="backups-title">Backups</h2>
+      <form class="inline-form" aria-label="Start a backup" @submit=${(event: Event) => { event.preventDefault(); this.startBackup(event.target as HTMLFormElement); }}>
+        <label>Node <select name="nodeId">${nodeIds.map((nodeId) => html`<option value=${nodeId}>${nodeId}</option>`)}</select></label>
+        <button type="submit" data-action="start-backup" ?disabled=${nodeIds.length === 0}>Start backup…</button>
+      </form>
+      ${this.operations?.length ? html`<ul class="operations" aria-label="Running backups">${this.operations.map((operation) => {
+        const fraction = operationFraction(operation);
+        return html`<li data-operation-id=${operation.operationId}><label>${operationLabel(operation)}
+          ${fraction === null ? html`<progress></progress>` : html`<progress max="100" .value=${Math.round(fraction * 100)}>${Math.round(fraction * 100)}%</progress>`}</label></li>`;
+      })}</ul>` : nothing}
+      <table class="data" aria-labelledby="backups-title">
+        <thead><tr><th scope="col">Backup</th><th scope="col">Node</th><th scope="col">Taken</th><th scope="col">Snapshots</th><th scope="col">Closure</th><th scope="col">State</th></tr></thead>
+        <tbody>${this.backups.map((backup) => html`<tr data-backup-id=${backup.backupId}>
+          <td><code>${backup.backupId}</code></td><td>${backup.nodeId}</td><td>${formatTime(backup.createdAt)}</td>
+          <td>${backup.snapshots.length}</td><td>${backup.closure ? `stored ${formatTime(backup.closure.storedAt)}` : html`<span class="muted">none</span>`}</td>
+          <td><span class="badge state-converged" data-backup-state="completed">completed</span></td>
+        </tr>`)}</tbody>
+      </table>
+      ${this.backups.length === 0 ? html`<p class="muted">No backups recorded.</p>` : nothing}
+      <cloudly-pager label="backups" .nextCursor=${this.backupsNext}
+        @page=${(event: CustomEvent<{ cursor?: string }>) => { this.backupsCursor = event.detail.cursor; void this.loadBackups(); }}></cloudly-pager>
+    </section>`;
+  }
+
+  protected render(): TemplateResult {
+    const service = this.service;
+    return html`<section class="page" data-page="service" aria-labelledby="service-title">
+      <nav class="crumbs" aria-label="Breadcrumb"><a href="#/fleet">Fleet</a> ›
+        ${service ? html`<a href=${`#/cluster/${encodeURIComponent(service.clusterId)}`}>cluster</a> ›` : nothing} service</nav>
+      <header class="page-header"><h1 id="service-title">${service?.name ?? 'Service'}</h1>
+        ${service ? html`<span class="muted">id <code>${service.id}</code></span>` : nothing}</header>
+      ${this.error ? refusalView(this.error) : nothing}
+      ${service ? html`<div class="grid">${this.specView(service)}${this.statusView()}${this.volumesView(service)}${this.backupsView(service)}</div>`
+        : this.error ? nothing : html`<p role="status">Loading…</p>`}
+    </section>`;
+  }
+}
+customElements.define('cloudly-service-page', CloudlyServicePage);
+
+export type { CloudlyPager };
