@@ -1,5 +1,6 @@
 import type { IIdentity } from '../interfaces/data/user.js';
 import type { ITypedContract, IReq_Admin_LoginWithUsernameAndPassword } from '../interfaces/requests/admin.js';
+import type { ICloudlyMethods, TCloudlyMethod } from '../interfaces/requests/methodmap.js';
 import { EnvelopePeer, methodNotServedEnvelope, type IEnvelope } from '../core/envelopepeer.js';
 import { openSocket, postEnvelope } from './transport.js';
 import { defaultSocketLivenessTiming, watchSocketLiveness, type ISocketLivenessTiming } from '../core/socketliveness.js';
@@ -39,7 +40,19 @@ export class CloudlyAdminClient {
     return postEnvelope<T['response']>(this.baseUrl, methodArg, requestArg);
   }
 
-  /** Sends the request with the logged-in identity added. */
+  /**
+   * Sends the request with the logged-in identity added. The request and answer types follow from
+   * the method name (`call('getClusters', {})`) through the contracts' method map; a contract type
+   * may still be named explicitly (`call<IReq_…>(…)`).
+   */
+  public async call<M extends TCloudlyMethod>(
+    methodArg: M,
+    requestArg: TWithoutIdentity<ICloudlyMethods[M]['request']>,
+  ): Promise<ICloudlyMethods[M]['response']>;
+  public async call<T extends TAnyContract = never>(
+    methodArg: T['method'],
+    requestArg: TWithoutIdentity<T['request']>,
+  ): Promise<T['response']>;
   public async call<T extends TAnyContract>(
     methodArg: T['method'],
     requestArg: TWithoutIdentity<T['request']>,
