@@ -1,38 +1,119 @@
 import { TypedHandler, TypedResponseError, TypedRouter } from '@api.global/typedrequest';
 import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
 import type { ITypedContract } from '../interfaces/requests/admin.js';
+import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../interfaces/requests/cluster.js';
 import { EnvelopePeer } from '../core/envelopepeer.js';
-import { openSocket } from './transport.js';
+import { CloudlyTransportError, openSocket } from './transport.js';
 import { defaultSocketLivenessTiming, watchSocketLiveness, type ISocketLivenessTiming } from '../core/socketliveness.js';
 
 type TAnyContract = ITypedContract<string, unknown, unknown>;
 
 /**
+ * How a relay reconnects (docs/relay-protocol.md, "Reconnecting"): attempt n (0, 1, 2 …) after
+ * a lost socket waits a random time from 0 to min(capMs, baseMs · 2ⁿ) ("full jitter"), so a
+ * thousand relays that lost one Cloudly at once spread their returns over the whole window
+ * instead of arriving in waves. The attempt count starts again at 0 once a socket is open and
+ * its registration (if any) was accepted.
+ */
+export interface IRelayReconnectPolicy {
+  /** The first window, in ms (default 500). */
+  baseMs?: number;
+  /** The largest window, in ms (default 30 000). */
+  capMs?: number;
+}
+
+export const defaultRelayReconnectPolicy: Required<IRelayReconnectPolicy> = Object.freeze({ baseMs: 500, capMs: 30_000 });
+
+/** The wait before reconnect attempt `attemptArg` (0-based): uniform in [0, min(cap, base · 2^attempt)]. */
+export const reconnectDelayMs = (attemptArg: number, policyArg: IRelayReconnectPolicy = {}, randomArg: () => number = Math.random): number => {
+  const { baseMs, capMs } = { ...defaultRelayReconnectPolicy, ...policyArg };
+  const window = Math.min(capMs, baseMs * 2 ** Math.min(attemptArg, 52));
+  return Math.floor(randomArg() * window);
+};
+
+export type TRelayRegistration = IReq_Relay_Cloudly_RegisterClusterRelay['request']['registration'];
+
+export interface IRelayClientOptions {
+  /** Timeout of the client's own calls to Cloudly (default 30 s). */
+  timeoutMs?: number;
+  liveness?: ISocketLivenessTiming | false;
+  /**
+   * Reconnect by itself when the socket is lost (not after `close()` or `terminate()`), with
+   * exponential backoff and full jitter. Off unless given.
+   */
+  reconnect?: IRelayReconnectPolicy | boolean;
+  /**
+   * Sent as `registerClusterRelay` after every connect (the first one included), retried with the
+   * same backoff while Cloudly answers `relay-not-elected` or is unavailable.
+   */
+  registration?: TRelayRegistration;
+  /** Runs after every connect and registration, e.g. to report nodes again; a failure closes the socket and reconnects. */
+  onConnected?: (clientArg: CloudlyRelayClient) => Promise<void>;
+}
+
+/** Why the client stopped reconnecting: the token was refused (HTTP 401), which is final. */
+export interface IRelayGiveUp {
+  reason: 'token-refused';
+  status: number;
+}
+
+const sleep = (msArg: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, msArg));
+
+/**
  * A cluster relay's connection to Cloudly: one socket authenticated with the relay token. It
  * calls Cloudly with `fire` and answers Cloudly's calls with the handlers added by `addHandler`.
  * Real relays can use it as it is; the tests use it as their relay.
+ *
+ * With `reconnect`, a lost socket is replaced by a new one: the handlers stay (they belong to
+ * the client, not the socket), the registration is sent again, and Cloudly's calls are answered
+ * again on the new socket. `peer` is always the current socket's peer.
  */
 export class CloudlyRelayClient {
   public readonly router = new TypedRouter();
   public peer!: EnvelopePeer;
 
-  private constructor(public readonly baseUrl: string, private readonly options: { timeoutMs: number }) {}
+  /** Set by `close()`/`terminate()`: no more reconnects. */
+  private stopped = false;
+  private givenUp: IRelayGiveUp | null = null;
+  private readonly closeListeners: Array<() => void> = [];
+  private readonly connectedListeners: Array<(countArg: number) => void> = [];
+  private readonly reconnectingListeners: Array<(attemptArg: number, delayMsArg: number) => void> = [];
+  private readonly giveUpListeners: Array<(giveUpArg: IRelayGiveUp) => void> = [];
+  private readonly reconnectPolicy: Required<IRelayReconnectPolicy> | null;
+  /** Sockets opened so far (1 after `connect`). */
+  private connections = 0;
+  private reconnecting: Promise<void> | null = null;
+
+  private constructor(
+    public readonly baseUrl: string,
+    private readonly relayToken: string,
+    private readonly options: IRelayClientOptions & { timeoutMs: number },
+  ) {
+    this.reconnectPolicy = options.reconnect
+      ? { ...defaultRelayReconnectPolicy, ...(options.reconnect === true ? {} : options.reconnect) }
+      : null;
+  }
 
   /**
-   * Opens the socket. The client answers Cloudly's pings (ws does that by itself) and pings
-   * Cloudly too (`liveness`, default every 5 s, terminated after 2 unanswered): a Cloudly that
-   * stopped reading closes the socket, so the relay learns it through `onClose` and can reconnect.
+   * Opens the socket (and registers, when `registration` is given). The client answers Cloudly's
+   * pings (ws does that by itself) and pings Cloudly too (`liveness`, default every 5 s,
+   * terminated after 2 unanswered): a Cloudly that stopped reading closes the socket, so the
+   * relay learns it through `onClose` and, with `reconnect`, opens a new one.
    */
   public static async connect(
     baseUrlArg: string,
     relayTokenArg: string,
-    optionsArg: { timeoutMs?: number; liveness?: ISocketLivenessTiming | false } = {},
+    optionsArg: IRelayClientOptions = {},
   ): Promise<CloudlyRelayClient> {
-    const client = new CloudlyRelayClient(baseUrlArg, { timeoutMs: optionsArg.timeoutMs ?? 30_000 });
-    const socket = await openSocket(baseUrlArg, relayTokenArg);
-    client.peer = new EnvelopePeer(socket, { router: client.router });
-    if (optionsArg.liveness !== false) {
-      watchSocketLiveness(socket, optionsArg.liveness ?? defaultSocketLivenessTiming);
+    const client = new CloudlyRelayClient(baseUrlArg, relayTokenArg, { ...optionsArg, timeoutMs: optionsArg.timeoutMs ?? 30_000 });
+    await client.openOnce();
+    if (client.options.registration || client.options.onConnected) {
+      try {
+        await client.afterConnect();
+      } catch (error) {
+        client.close();
+        throw error;
+      }
     }
     return client;
   }
@@ -69,17 +150,143 @@ export class CloudlyRelayClient {
     return this.peer.isOpen;
   }
 
+  /** How many sockets this client has opened (1 after `connect`, +1 per reconnect). */
+  public get connectionCount(): number {
+    return this.connections;
+  }
+
+  /** Why reconnecting stopped for good, or null. */
+  public get gaveUp(): IRelayGiveUp | null {
+    return this.givenUp;
+  }
+
+  /** Called each time a socket closes (with `reconnect`, a new one may follow). */
   public onClose(listenerArg: () => void): void {
+    this.closeListeners.push(listenerArg);
     this.peer.onClose(listenerArg);
   }
 
-  /** Closes the socket cleanly. */
+  /** Called after each reconnect, once the socket is open and registered (with the connection count). */
+  public onReconnected(listenerArg: (connectionCountArg: number) => void): void {
+    this.connectedListeners.push(listenerArg);
+  }
+
+  /** Called before each reconnect attempt with its number (0-based) and the wait chosen. */
+  public onReconnecting(listenerArg: (attemptArg: number, delayMsArg: number) => void): void {
+    this.reconnectingListeners.push(listenerArg);
+  }
+
+  /** Called once when reconnecting stops for good (the token was refused). */
+  public onGiveUp(listenerArg: (giveUpArg: IRelayGiveUp) => void): void {
+    this.giveUpListeners.push(listenerArg);
+  }
+
+  /** Closes the socket cleanly and stops reconnecting. */
   public close(): void {
+    this.stopped = true;
     this.peer.close();
   }
 
-  /** Drops the socket without a close handshake, as a crashed relay would. */
+  /** Drops the socket without a close handshake, as a crashed relay would; no reconnect follows. */
   public terminate(): void {
+    this.stopped = true;
     this.peer.terminate();
+  }
+
+  /** Opens one socket and makes it the current peer. */
+  private async openOnce(): Promise<void> {
+    const socket = await openSocket(this.baseUrl, this.relayToken);
+    const peer = new EnvelopePeer(socket, { router: this.router });
+    if (this.options.liveness !== false) {
+      watchSocketLiveness(socket, this.options.liveness ?? defaultSocketLivenessTiming);
+    }
+    this.peer = peer;
+    this.connections += 1;
+    for (const listener of this.closeListeners) {
+      peer.onClose(listener);
+    }
+    peer.onClose(() => this.handleLost(peer));
+    if (this.stopped) {
+      peer.close();
+    }
+  }
+
+  /** Registers (retrying while not elected) and runs `onConnected`. */
+  private async afterConnect(): Promise<void> {
+    const registration = this.options.registration;
+    if (registration) {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await this.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', { registration });
+          break;
+        } catch (error) {
+          const data = (error as { errorData?: { code?: string; retryable?: boolean } }).errorData;
+          // Not elected (another socket of this cluster holds it) or unavailable: wait and ask again.
+          if (!this.peer.isOpen || this.stopped || !(data?.code === 'unavailable' && data.retryable)) {
+            throw error;
+          }
+          await sleep(reconnectDelayMs(attempt, this.reconnectPolicy ?? defaultRelayReconnectPolicy) + 1);
+        }
+      }
+    }
+    await this.options.onConnected?.(this);
+  }
+
+  private handleLost(peerArg: EnvelopePeer): void {
+    if (this.stopped || !this.reconnectPolicy || peerArg !== this.peer || this.reconnecting) {
+      return;
+    }
+    this.reconnecting = this.reconnectLoop().finally(() => {
+      this.reconnecting = null;
+      // A socket lost while the loop was finishing: start again.
+      if (!this.stopped && !this.peer.isOpen) {
+        this.handleLost(this.peer);
+      }
+    });
+  }
+
+  /** Opens new sockets with backoff and full jitter until one is open and registered, or the token is refused. */
+  private async reconnectLoop(): Promise<void> {
+    const policy = this.reconnectPolicy!;
+    for (let attempt = 0; !this.stopped; attempt++) {
+      const delay = reconnectDelayMs(attempt, policy);
+      for (const listener of this.reconnectingListeners) {
+        listener(attempt, delay);
+      }
+      await sleep(delay);
+      if (this.stopped) {
+        return;
+      }
+      try {
+        await this.openOnce();
+      } catch (error) {
+        if (error instanceof CloudlyTransportError && error.status === 401) {
+          // The token is wrong or was rotated: final (docs/relay-protocol.md, section 1).
+          this.givenUp = { reason: 'token-refused', status: 401 };
+          this.stopped = true;
+          for (const listener of this.giveUpListeners) {
+            listener(this.givenUp);
+          }
+          return;
+        }
+        continue;
+      }
+      try {
+        await this.afterConnect();
+      } catch {
+        // Registration refused for good or the socket went again: start over on a new socket.
+        if (this.peer.isOpen) {
+          this.peer.close(1011, 'registration failed');
+        }
+        continue;
+      }
+      if (!this.peer.isOpen) {
+        continue;
+      }
+      for (const listener of this.connectedListeners) {
+        listener(this.connections);
+      }
+      return;
+    }
   }
 }
