@@ -71,7 +71,9 @@ export class CloudlyApp extends LightElement {
       this.notice = `Your session ended (${(eventArg as CustomEvent<string>).detail}). Log in again.`;
     });
     if (this.loggedIn) {
-      api.startSocket();
+      // An identity kept from before a reload is tried with one small read before the socket
+      // opens: a refused one goes back to login without a failed socket handshake.
+      void api.call('getClusters', { limit: 1 }).then(() => api.startSocket(), () => undefined);
     }
   }
 

@@ -109,7 +109,7 @@ export class CloudlyAuditPage extends LivePage {
         <label>Since (UTC) <input name="since" type="datetime-local" step="1"></label>
         <label>Until (UTC) <input name="until" type="datetime-local" step="1"></label>
         <button type="submit" class="primary" data-action="filter">Filter</button>
-        <button type="reset" @click=${(event: Event) => { const form = (event.target as HTMLElement).closest('form')!; queueMicrotask(() => this.applyFilter(form)); }}>Clear</button>
+        <button type="button" data-action="clear-filter" @click=${(event: Event) => { const form = (event.target as HTMLElement).closest('form')!; form.reset(); this.applyFilter(form); }}>Clear</button>
       </form>
       ${this.error ? refusalView(this.error) : nothing}
       <table class="data" aria-label="Audit events">

@@ -10,7 +10,7 @@ import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api, ApiError } from '../api.js';
 import { explainRuntimeStatus, formatBytes, formatTime } from '../format.js';
 import { LivePage } from '../live.js';
-import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, refusalView } from '../widgets.js';
 
 const listLimit = 20;
 
@@ -44,6 +44,9 @@ const operationLabel = (operationArg: IOperation): string => {
   const bytes = progress.bytesTotal ? ` ${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}` : '';
   return `Backup ${operationArg.state}: ${progress.phase}${bytes}`;
 };
+
+/** How often a running operation's progress bar reads its progress (see followOperation). */
+const progressReadMs = 500;
 
 const isOperationChange = (changeArg: IChangeEvent): boolean => /operation/i.test(changeArg.kind);
 
@@ -89,8 +92,13 @@ export const followOperation = (operationArg: IOperation, onProgressArg: (operat
       }
     };
     const onResync = () => void check();
+    // The operation's state changes arrive through the watch; its byte progress is written to a
+    // document kind the watch does not carry (not audited), so while this one operation runs and
+    // its dialog is open, its progress is read every half second. Nothing else on a page polls.
+    const progressTimer = window.setInterval(() => void check(), progressReadMs);
     const finish = () => {
       settled = true;
+      window.clearInterval(progressTimer);
       api.removeEventListener('change', onChange);
       api.removeEventListener('resync', onResync);
     };
@@ -390,6 +398,14 @@ export class CloudlyServicePage extends LivePage {
     </section>`;
   }
 
+  private backupState(backupArg: IServiceBackupRecord): TemplateResult {
+    // Backups recorded before operations carry no state: they were recorded when done.
+    const state = (backupArg as { state?: string }).state ?? 'completed';
+    const failure = (backupArg as { failureReason?: string }).failureReason;
+    const badge = state === 'completed' ? 'state-converged' : state === 'running' ? 'state-converging' : 'state-refused';
+    return html`<span class=${`badge ${badge}`} data-backup-state=${state}>${state}</span>${failure ? html` <code>${failure}</code>` : nothing}`;
+  }
+
   private backupsView(serviceArg: IService): TemplateResult {
     const placement = (serviceArg.runtime as unknown as { placement?: { nodeIds?: string[] } }).placement?.nodeIds ?? [];
     const nodeIds = this.nodes.length ? this.nodes.map((node) => node.id) : placement;
@@ -409,7 +425,7 @@ export class CloudlyServicePage extends LivePage {
         <tbody>${this.backups.map((backup) => html`<tr data-backup-id=${backup.backupId}>
           <td><code>${backup.backupId}</code></td><td>${backup.nodeId}</td><td>${formatTime(backup.createdAt)}</td>
           <td>${backup.snapshots.length}</td><td>${backup.closure ? `stored ${formatTime(backup.closure.storedAt)}` : html`<span class="muted">none</span>`}</td>
-          <td><span class="badge state-converged" data-backup-state="completed">completed</span></td>
+          <td>${this.backupState(backup)}</td>
         </tr>`)}</tbody>
       </table>
       ${this.backups.length === 0 ? html`<p class="muted">No backups recorded.</p>` : nothing}
@@ -433,4 +449,3 @@ export class CloudlyServicePage extends LivePage {
 }
 customElements.define('cloudly-service-page', CloudlyServicePage);
 
-export type { CloudlyPager };

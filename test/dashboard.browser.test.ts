@@ -1,0 +1,305 @@
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import type { Page } from 'playwright-core';
+import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, type ITestCloudly } from './helpers/cloudly.js';
+import { chromiumAvailable, chromiumPath, launchBrowser, type IBrowser } from './helpers/browser.js';
+import { connectElectedRelay, relayOrigin } from './ingress.fixture.js';
+import { chunked, descriptorOf } from './backup.fixture.js';
+import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
+import { CloudlyRelayClient } from '../ts/client/relay.js';
+import { dashboardContentSecurityPolicy } from '../ts/core/dashboard.js';
+import type { IService } from '../ts/interfaces/data/service.js';
+import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
+import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../ts/interfaces/requests/cluster.js';
+import type { IReq_Cloudly_Relay_BackupClusterService, IReq_Admin_GetServiceBackups } from '../ts/interfaces/requests/backup.js';
+import type { IReq_Any_Cloudly_GetClusterIngressDesignation } from '../ts/interfaces/requests/ingress.js';
+
+/**
+ * The web dashboard in a real browser: headless Chromium from Debian's package, driven by
+ * playwright-core, against a real Cloudly with the embedded database, a real relay client on the
+ * relay socket and the page's own admin socket. Every request the page makes is recorded.
+ */
+
+/** The page's globals, for the functions that run inside it (the test's own lib has no DOM). */
+declare const window: Record<string, unknown>;
+declare const document: { cookie: string; querySelectorAll(selectorArg: string): ArrayLike<{ getAttribute(nameArg: string): string | null }> };
+declare const sessionStorage: { length: number; getItem(keyArg: string): string | null; setItem(keyArg: string, valueArg: string): void };
+declare const localStorage: { length: number };
+
+const skip = chromiumAvailable() ? false : `${chromiumPath} is missing (apt-get install -y chromium; .ci/run installs it)`;
+
+let t: ITestCloudly;
+let browser: IBrowser;
+let page: Page;
+let clusterId: string;
+let relayToken: string;
+let relay: CloudlyRelayClient;
+let ingressService: IService;
+let dataService: IService;
+const requestUrls: string[] = [];
+const consoleErrors: string[] = [];
+const closureBytes = randomBytes(3 * 1024 * 1024);
+
+const waitForText = async (selectorArg: string, textArg: string | RegExp, timeoutArg = 10_000) => {
+  await page.locator(selectorArg).filter({ hasText: textArg }).first().waitFor({ timeout: timeoutArg });
+};
+
+before(async () => {
+  if (skip) {
+    return;
+  }
+  t = await startTestCloudly();
+  const created = await t.createCluster('alpha');
+  clusterId = created.cluster.id;
+  relayToken = created.relayToken;
+  await t.addNodes(clusterId, 'node-1', 'node-2');
+  ingressService = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+    service: {
+      name: 'alpha-ingress', organizationId: 'org-1', clusterId,
+      runtime: { image: 'registry.example.com/serve.zone/ingress:1', replicas: 2, profile: { runAs: null }, placement: { nodeIds: ['node-1', 'node-2'] } },
+      volumes: [],
+    },
+  })).service;
+  dataService = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+    service: {
+      name: 'alpha-db', organizationId: 'org-1', clusterId,
+      runtime: { image: 'registry.example.com/app/db:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-1'] } },
+      volumes: [{ mountPath: '/data', readOnly: false, driver: 'local' }],
+    },
+  })).service;
+  browser = await launchBrowser();
+  page = browser.page;
+  page.on('request', (requestArg) => requestUrls.push(requestArg.url()));
+  page.on('websocket', (socketArg) => requestUrls.push(socketArg.url()));
+  page.on('console', (messageArg) => {
+    if (messageArg.type() === 'error') {
+      consoleErrors.push(messageArg.text());
+    }
+  });
+  page.on('pageerror', (errorArg) => consoleErrors.push(`pageerror: ${errorArg.message}`));
+});
+
+after(async () => {
+  await browser?.close();
+  await t?.stop();
+});
+
+test('the dashboard is served at /dashboard, same origin, under a strict Content-Security-Policy', { skip }, async () => {
+  const redirect = await fetch(`${t.baseUrl}/dashboard`, { redirect: 'manual' });
+  assert.equal(redirect.status, 302);
+  assert.equal(redirect.headers.get('location'), '/dashboard/');
+  for (const [file, type] of [['', 'text/html'], ['app.js', 'text/javascript'], ['app.css', 'text/css']]) {
+    const response = await fetch(`${t.baseUrl}/dashboard/${file}`);
+    assert.equal(response.status, 200, file);
+    assert.match(response.headers.get('content-type') ?? '', new RegExp(`^${type}`));
+    const csp = response.headers.get('content-security-policy') ?? '';
+    assert.equal(csp, dashboardContentSecurityPolicy);
+    assert.match(csp, /script-src 'self'(;|$)/);
+    assert.match(csp, /style-src 'self'(;|$)/);
+    assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+    assert.match(csp, /frame-ancestors 'none'/);
+    assert.equal(response.headers.get('x-content-type-options'), 'nosniff');
+    assert.equal(response.headers.get('referrer-policy'), 'no-referrer');
+    const body = await response.text();
+    assert.doesNotMatch(body, /https?:\/\/(?!www\.w3\.org)/, `${file || 'index.html'} names no other origin`);
+    if (file === '') {
+      assert.doesNotMatch(body, /<script>|<style|\sstyle=|\son[a-z]+=/i, 'no inline script, style or handler');
+    }
+  }
+  assert.equal((await fetch(`${t.baseUrl}/dashboard/secrets.json`)).status, 404);
+});
+
+test('an administrator logs in; a wrong password is shown refused with its code', { skip }, async () => {
+  const expected = await refusalOf(() => t.admin.fire('adminLoginWithUsernameAndPassword', { username: testAdminUsername, password: 'wrong-password-0000' }));
+  await page.goto(`${t.baseUrl}/dashboard/`);
+  await page.getByLabel('Username').fill(testAdminUsername);
+  await page.getByLabel('Password').fill('wrong-password-0000');
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.locator('.refusal-code').waitFor();
+  assert.equal(await page.locator('.refusal-code').textContent(), expected.code);
+  await page.getByLabel('Password').fill(testAdminPassword);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.locator('[data-page=fleet]').waitFor();
+  await page.locator('[data-connection=live]').waitFor();
+  await page.locator(`tr[data-cluster-id="${clusterId}"] td[data-relay=missing]`).waitFor();
+  const stored = await page.evaluate(() => ({ session: sessionStorage.length, local: localStorage.length, cookie: document.cookie }));
+  assert.equal(stored.session, 1, 'the identity is kept in sessionStorage');
+  assert.equal(stored.local, 0);
+  assert.equal(stored.cookie, '', 'never in a cookie');
+});
+
+test("a cluster's relay turns connected on the fleet page when a test relay connects, without a reload", { skip }, async () => {
+  await page.evaluate(() => { window.samePage = true; });
+  relay = await connectElectedRelay(t, clusterId, relayToken);
+  await relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
+    registration: { origin: relayOrigin, version: '1.0.0', protocol: 'cluster-relay/1' },
+  });
+  await page.locator(`tr[data-cluster-id="${clusterId}"] td[data-relay=connected]`).waitFor({ timeout: 10_000 });
+  assert.equal(await page.evaluate(() => window.samePage), true, 'the page was not reloaded');
+  assert.equal(await page.locator('[data-summary=relay-connected]').textContent(), '1');
+});
+
+test('an ingress is designated through the dry-run confirmation', { skip }, async () => {
+  await page.getByRole('link', { name: 'alpha', exact: true }).click();
+  await page.locator('[data-page=cluster] [data-relay-state=connected]').waitFor();
+  await page.locator('[data-ingress=none]').waitFor();
+  await page.getByLabel('Ingress service').selectOption(ingressService.id);
+  await page.locator('[data-action=designate-ingress]').click();
+  const dialog = page.locator('dialog.action-dialog');
+  await dialog.locator('[data-action=confirm]').waitFor();
+  assert.match(await dialog.locator('.dry-run').textContent() ?? '', /Dry run: what Cloudly would do[\s\S]*generation 1/);
+  const afterDryRun = await t.admin.call<IReq_Any_Cloudly_GetClusterIngressDesignation>('getClusterIngressDesignation', { clusterId });
+  assert.equal(afterDryRun.designation, null, 'the dry run stored nothing');
+  await dialog.locator('[data-action=confirm]').click();
+  await page.locator('dialog.action-dialog[data-phase=done]').waitFor();
+  const stored = await t.admin.call<IReq_Any_Cloudly_GetClusterIngressDesignation>('getClusterIngressDesignation', { clusterId });
+  assert.equal(stored.designation?.ingressServiceId, ingressService.id);
+  assert.equal(stored.designation?.generation, 1);
+  await dialog.locator('[data-action=close]').click();
+  await page.locator('[data-ingress=designated]').waitFor();
+  assert.match(await page.locator('[data-ingress=designated]').textContent() ?? '', /alpha-ingress[\s\S]*generation 1/);
+});
+
+test('a refusal is shown with its code and every reason, and nothing is written', { skip }, async () => {
+  const request = {
+    serviceId: dataService.id, mountPath: '/data', expected: null,
+    initialization: { kind: 'empty' as const, ownership: { kind: 'run-as' as const, mode: 0o7777 } }, dryRun: true,
+  };
+  const expected = await refusalOf(() => t.admin.call('setServiceVolumeInitialization', request));
+  assert.ok(Array.isArray(expected.reasons) && expected.reasons.length > 0);
+  await page.goto(`${t.baseUrl}/dashboard/#/service/${dataService.id}`);
+  await page.locator('[data-page=service] [data-mount-path="/data"]').waitFor();
+  await page.locator('[data-action=edit-initialization]').click();
+  await page.getByLabel('mode (octal)').fill('7777');
+  await page.locator('[data-action=set-initialization]').click();
+  const dialog = page.locator('dialog.action-dialog[data-phase=refused]');
+  await dialog.waitFor();
+  assert.equal(await dialog.locator('.refusal-code').textContent(), expected.code);
+  const shown = await dialog.locator('.refusal-reasons li').allTextContents();
+  assert.deepEqual(shown, expected.reasons, 'every reason, as Cloudly gave them');
+  assert.equal(await dialog.locator('[data-action=confirm]').count(), 0, 'a refused dry run offers no confirmation');
+  await dialog.locator('[data-action=close]').click();
+  const service = (await t.admin.call('getServiceById', { serviceId: dataService.id })).service as IService;
+  assert.equal(service.volumes[0].initialization, undefined);
+});
+
+test("a backup's progress bar reaches completion and the backup is listed completed", { skip }, async (context) => {
+  relay.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', async (request) => {
+    async function* slowly(): AsyncIterable<Buffer> {
+      for await (const chunk of chunked(closureBytes, 256 * 1024)) {
+        await new Promise((resolve) => setTimeout(resolve, 40));
+        yield chunk;
+      }
+    }
+    await sendServiceDatabaseClosure(relay, {
+      backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId, descriptor: descriptorOf(closureBytes),
+    }, slowly());
+    return { snapshots: [{ type: 'database', snapshotId: `snap-${request.backupId}`, resourceName: 'db', databaseName: 'app', createdAt: Date.now(), sizeBytes: closureBytes.byteLength }] };
+  });
+  await page.getByLabel('Node').selectOption('node-1');
+  await page.locator('[data-action=start-backup]').click();
+  const dialog = page.locator('dialog.action-dialog');
+  await dialog.locator('[data-action=confirm]').waitFor();
+  const dryBackups = await t.admin.call<IReq_Admin_GetServiceBackups>('getServiceBackups', { serviceId: dataService.id });
+  assert.equal(dryBackups.backups.length, 0, 'the dry run ordered no backup');
+  await dialog.locator('[data-action=confirm]').click();
+  const seen = new Set<string>();
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline && await page.locator('dialog.action-dialog[data-phase=done]').count() === 0) {
+    const value = await page.locator('dialog.action-dialog progress.action-progress').first().getAttribute('value', { timeout: 1000 }).catch(() => null);
+    seen.add(value ?? 'indeterminate');
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  const done = page.locator('dialog.action-dialog[data-phase=done]');
+  await done.waitFor({ timeout: 1000 });
+  context.diagnostic(`progress values seen: ${[...seen].join(', ')}`);
+  assert.equal(await done.locator('progress.action-progress').getAttribute('value'), '100');
+  const backups = (await t.admin.call<IReq_Admin_GetServiceBackups>('getServiceBackups', { serviceId: dataService.id })).backups;
+  assert.equal(backups.length, 1);
+  assert.equal(backups[0].closure?.descriptor.byteLength, closureBytes.byteLength);
+  if ((backups[0] as { operationId?: string }).operationId) {
+    // Cloudly answered an operation at once: the bar moved through values between 0 and 100.
+    assert.ok([...seen].some((value) => Number(value) > 0 && Number(value) < 100), `progress moved: ${[...seen].join(', ')}`);
+  }
+  await done.locator('[data-action=close]').click();
+  await page.locator(`tr[data-backup-id="${backups[0].backupId}"] [data-backup-state=completed]`).waitFor();
+});
+
+test('the audit log shows the designation, filters, and shows new entries live', { skip }, async () => {
+  await page.getByRole('link', { name: 'Audit log' }).click();
+  await page.locator('[data-page=audit] table[aria-label="Audit events"] tbody tr').first().waitFor();
+  await page.getByLabel('Method').fill('designateClusterIngress');
+  await page.locator('[data-action=filter]').click();
+  await page.locator(`tr[data-audit-method=designateClusterIngress][data-target-id="${clusterId}"]`).waitFor();
+  assert.deepEqual(
+    [...new Set(await page.locator('table[aria-label="Audit events"] tbody tr').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-audit-method'))))],
+    ['designateClusterIngress'],
+    'only the filtered method is listed',
+  );
+  await page.locator('[data-action=clear-filter]').click();
+  const { cluster } = await t.createCluster('audited-live');
+  await page.locator(`tr[data-audit-method=createCluster][data-target-id="${cluster.id}"]`).waitFor({ timeout: 10_000 });
+});
+
+test('a rotated relay token is shown once, and it opens a relay socket', { skip }, async () => {
+  await page.goto(`${t.baseUrl}/dashboard/#/cluster/${clusterId}`);
+  await page.locator('[data-action=rotate-relay-token]').click();
+  const dialog = page.locator('dialog.action-dialog');
+  await dialog.locator('[data-action=confirm]').waitFor();
+  assert.match(await dialog.locator('pre.json').textContent() ?? '', /"relayToken": "\(hidden\)"/, 'the dry run shows no token');
+  await dialog.locator('[data-action=confirm]').click();
+  const secret = dialog.locator('.secret-value');
+  await secret.waitFor();
+  const token = await secret.inputValue();
+  assert.ok(token.length >= 20);
+  const rotated = await CloudlyRelayClient.connect(t.baseUrl, token);
+  rotated.close();
+  await dialog.locator('[data-action=close]').click();
+  assert.equal(await page.locator('.secret-value').count(), 0, 'closed: the token is gone from the page');
+  assert.equal(await page.evaluate(() => JSON.stringify(sessionStorage).includes('relay')), false);
+});
+
+test('the page says so when its socket drops, reconnects, and stays live', { skip }, async () => {
+  await page.goto(`${t.baseUrl}/dashboard/#/fleet`);
+  await page.locator('[data-connection=live]').waitFor();
+  for (const peer of t.cloudly.openSockets) {
+    peer.close(1012, 'test drops every socket');
+  }
+  await waitForText('[data-notice]', /Reconnected/);
+  await page.locator('[data-connection=live]').waitFor();
+  const { cluster } = await t.createCluster('beta');
+  await page.locator(`tr[data-cluster-id="${cluster.id}"]`).waitFor({ timeout: 10_000 });
+});
+
+test('an identity Cloudly refuses sends the operator back to login; logout forgets the identity', { skip }, async () => {
+  await page.evaluate(() => {
+    const key = Object.keys(sessionStorage)[0];
+    const identity = JSON.parse(sessionStorage.getItem(key)!);
+    identity.jwt = `${identity.jwt.slice(0, -8)}AAAAAAAA`;
+    sessionStorage.setItem(key, JSON.stringify(identity));
+  });
+  await page.reload();
+  await page.getByLabel('Username').waitFor();
+  await waitForText('.notice', /session ended/);
+  assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+  await page.getByLabel('Username').fill(testAdminUsername);
+  await page.getByLabel('Password').fill(testAdminPassword);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.locator('[data-connection=live]').waitFor();
+  await page.locator('[data-action=logout]').click();
+  await page.getByLabel('Username').waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+});
+
+test('no page logged a console error, and no request left the origin', { skip }, async () => {
+  const origin = new URL(t.baseUrl);
+  assert.ok(requestUrls.length > 10);
+  for (const url of requestUrls) {
+    const parsed = new URL(url);
+    assert.equal(parsed.host, origin.host, `request to another origin: ${url}`);
+    assert.ok(['http:', 'ws:'].includes(parsed.protocol), url);
+  }
+  assert.ok(requestUrls.some((url) => url.startsWith('ws:')), 'the admin socket was used');
+  assert.deepEqual(consoleErrors, []);
+});

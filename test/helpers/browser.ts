@@ -1,0 +1,52 @@
+import * as fs from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+
+/**
+ * Headless Chromium from Debian's `chromium` package, driven by playwright-core (nothing is
+ * downloaded): a fresh profile directory per launch, removed on close. Used by the dashboard's
+ * browser test, benchmark and screenshot script.
+ */
+
+export const chromiumPath = process.env.CLOUDLY_CHROMIUM ?? '/usr/bin/chromium';
+
+export const chromiumArgs = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+export const chromiumAvailable = (): boolean => fs.existsSync(chromiumPath);
+
+export interface IBrowser {
+  context: BrowserContext;
+  page: Page;
+  close(): Promise<void>;
+}
+
+export const launchBrowser = async (optionsArg: { viewport?: { width: number; height: number } } = {}): Promise<IBrowser> => {
+  const userDataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-chromium-'));
+  // playwright-core takes the profile directory itself (it refuses --user-data-dir in args).
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: chromiumPath,
+    headless: true,
+    args: chromiumArgs,
+    viewport: optionsArg.viewport ?? { width: 1366, height: 768 },
+  });
+  const page = context.pages()[0] ?? await context.newPage();
+  return {
+    context,
+    page,
+    async close() {
+      await context.close().catch(() => undefined);
+      await fsp.rm(userDataDir, { recursive: true, force: true });
+    },
+  };
+};
