@@ -12,6 +12,7 @@
  * there: use a Cloudly meant for testing. Every check prints pass or fail with the reason;
  * the exit code is the number of failed checks (at most 100).
  */
+import { followOperation, outcomeOf } from '../ts/client/operations.js';
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
@@ -103,6 +104,9 @@ export const runRelayConformance = async (optionsArg: IRelayConformanceOptions =
     const admin = new CloudlyAdminClient(baseUrl);
     await admin.login(adminUsername, adminPassword);
     const call = (methodArg: string, requestArg: Record<string, unknown>): Promise<any> => admin.call<TAnyCall>(methodArg, requestArg);
+    /** Backups and restores answer an operation at once: followed to its end, answered as its outcome. */
+    const callToEnd = async (methodArg: string, requestArg: Record<string, unknown>): Promise<any> =>
+      outcomeOf(await followOperation(admin, (await call(methodArg, requestArg)).operation.operationId, { timeoutMs: 15 * 60_000, pollMs: 200 }));
 
     const { cluster, relayToken } = await call('createCluster', { name: `conformance-${randomBytes(3).toString('hex')}` });
     const clusterId: string = cluster.id;
@@ -191,7 +195,7 @@ export const runRelayConformance = async (optionsArg: IRelayConformanceOptions =
     });
     const backupId = `conformance-${randomUUID()}`;
     const backedUp = await check('backs up a service (backupClusterService) and uploads its closure until the receipt', async () => {
-      const { backup } = await call('createServiceBackup', { clusterId, nodeId, serviceId: service.id, backupId });
+      const { backup } = await callToEnd('createServiceBackup', { clusterId, nodeId, serviceId: service.id, backupId });
       if (!backup.closure) {
         throw new Error(`the backup completed with ${backup.snapshots.length} snapshots but no stored closure: call backupServiceDatabaseClosure and stream the bytes before answering`);
       }
@@ -199,7 +203,7 @@ export const runRelayConformance = async (optionsArg: IRelayConformanceOptions =
     });
     if (backedUp) {
       await check('restores the backup (restoreClusterService)', async () => {
-        const { restored } = await call('restoreServiceBackup', { backupId });
+        const { restored } = await callToEnd('restoreServiceBackup', { backupId });
         return `${restored.length} snapshots restored`;
       });
     }

@@ -1,4 +1,5 @@
 import { test, before, after } from 'node:test';
+import { followOperation, outcomeOf } from '../ts/client/operations.js';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import * as fs from 'node:fs/promises';
@@ -14,6 +15,7 @@ import type {
   IReq_Admin_CreateServiceBackup,
   IReq_Cloudly_Relay_BackupClusterService,
   IReq_Relay_Cloudly_BackupServiceDatabaseClosure,
+  IServiceBackupRecord,
 } from '../ts/interfaces/requests/backup.js';
 
 let world: IBackupWorld;
@@ -30,12 +32,16 @@ const serveBackups = (relayArg: CloudlyRelayClient): void => {
   });
 };
 
-const backUp = (backupIdArg: string) => world.t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
-  clusterId: world.clusterId,
-  nodeId: world.nodeId,
-  serviceId: world.service.id,
-  backupId: backupIdArg,
-});
+/** Orders a backup and follows its operation to the end: the finished backup, or the refusal it recorded, thrown. */
+const backUp = async (backupIdArg: string): Promise<{ backup: IServiceBackupRecord }> => {
+  const { operation } = await world.t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+    clusterId: world.clusterId,
+    nodeId: world.nodeId,
+    serviceId: world.service.id,
+    backupId: backupIdArg,
+  });
+  return outcomeOf(await followOperation(world.t.admin, operation!.operationId, { timeoutMs: 20_000 }));
+};
 
 const blobStore = (): FilesystemBlobStore => world.t.cloudly.backupManager.blobStore as FilesystemBlobStore;
 

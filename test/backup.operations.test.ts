@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createLocalJWKSet, type JSONWebKeySet } from 'jose';
 import { refusalOf } from './helpers/cloudly.js';
+import { followOperation, outcomeOf } from '../ts/client/operations.js';
 import { chunked, collect, descriptorOf, sha256Of, startBackupWorld, type IBackupWorld } from './backup.fixture.js';
 import { receiveStagedArchiveObject, sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 import { RestoreGrantRefusedError, verifyRestoreGrant, type IRestoreGrantBinding } from '../ts/manager.backup/restoregrants.js';
@@ -111,9 +112,18 @@ after(async () => {
   await world.t.stop();
 });
 
-const backUp = (backupIdArg: string, nodeIdArg = world.nodeId) => world.t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+/**
+ * Orders a backup (answered at once with its operation), follows the operation until it ends and
+ * answers what it ended with: the finished backup, or the refusal it recorded, thrown.
+ */
+const toCompletion = async <T extends { operation?: { operationId: string } }>(answerArg: Promise<T>) => {
+  const answer = await answerArg;
+  return outcomeOf(await followOperation(world.t.admin, answer.operation!.operationId, { timeoutMs: 20_000 }));
+};
+
+const backUp = (backupIdArg: string, nodeIdArg = world.nodeId) => toCompletion(world.t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
   clusterId: world.clusterId, nodeId: nodeIdArg, serviceId: world.service.id, backupId: backupIdArg, tags: { reason: 'nightly' },
-});
+}));
 
 test('a backup is ordered on the exact node, with the authoritative service, and recorded', async () => {
   const { backup } = await backUp('ops-1');
@@ -126,13 +136,14 @@ test('a backup is ordered on the exact node, with the authoritative service, and
   assert.equal(backup.closure?.descriptor.sha256, sha256Of(closureBytes));
   const again = await backUp('ops-1');
   assert.deepEqual(again.backup, backup, 'repeating a completed order answers the same backup');
+  assert.equal(backup.state, 'completed');
   assert.equal(seen.backupClusterService.length, 1, 'and does not back up twice');
 });
 
 test('a backup that is gone when the relay answers is not found, not in progress', async () => {
-  const refusal = await refusalOf(() => world.t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+  const refusal = await refusalOf(() => toCompletion(world.t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
     clusterId: world.clusterId, nodeId: world.nodeId, serviceId: world.service.id, backupId: 'ops-vanished', tags: { vanish: 'while-running' },
-  }));
+  })));
   assert.equal(refusal.code, 'not-found');
   assert.deepEqual(refusal.reasons, ['backup-not-found']);
   assert.equal(await world.t.cloudly.store.get(serviceBackupKind, 'ops-vanished'), null, 'settling it did not bring it back');
@@ -159,9 +170,9 @@ test('a backup on a node Cloudly does not know, or of a missing service, is refu
 });
 
 test('a restore goes to the exact node with the recorded snapshots', async () => {
-  const { restored, backup } = await world.t.admin.call<IReq_Admin_RestoreServiceBackup>('restoreServiceBackup', {
+  const { restored, backup } = await toCompletion(world.t.admin.call<IReq_Admin_RestoreServiceBackup>('restoreServiceBackup', {
     backupId: 'ops-1', clear: true, resourceTypes: ['database'],
-  });
+  }));
   const request = seen.restoreClusterService.at(-1) as IReq_Cloudly_Relay_RestoreClusterService['request'];
   assert.equal(request.nodeId, world.nodeId);
   assert.equal(request.clear, true);

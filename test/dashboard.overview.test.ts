@@ -1,4 +1,5 @@
 import { after, before, test } from 'node:test';
+import { followOperation, outcomeOf } from '../ts/client/operations.js';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
 import { addClusterWorld } from './backup.fixture.js';
@@ -22,8 +23,13 @@ test('getClusterOverview: the cluster, its relay socket (elected, unregistered),
   const world = await addClusterWorld(t, 'overview');
   world.relay.addHandler('backupClusterService', async () => ({ snapshots: [] }));
   await t.admin.call('getServiceRuntimeStatus', { serviceId: world.service.id });
-  await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', { clusterId: world.clusterId, serviceId: world.service.id, nodeId: world.nodeId });
-  const second = await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', { clusterId: world.clusterId, serviceId: world.service.id, nodeId: world.nodeId });
+  // Each backup answers its operation at once; it is followed to the end before the next.
+  const backUp = async () => {
+    const { operation } = await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', { clusterId: world.clusterId, serviceId: world.service.id, nodeId: world.nodeId });
+    return outcomeOf(await followOperation(t.admin, operation!.operationId, { timeoutMs: 20_000 }));
+  };
+  await backUp();
+  const second = await backUp();
 
   let overview = await overviewOf(world.clusterId);
   for (let wait = 0; wait < 100 && !overview.relay.socketsOpenHere.some((socket) => socket.elected); wait++) {

@@ -1,4 +1,5 @@
 import { after, before, describe, test } from 'node:test';
+import { followOperation, outcomeOf } from '../ts/client/operations.js';
 import assert from 'node:assert/strict';
 import * as fsp from 'node:fs/promises';
 import { TypedResponseError } from '@api.global/typedrequest';
@@ -114,9 +115,13 @@ describe('refusals and answers through the administrator\'s calls', () => {
   const refuseWith = (dataArg: unknown) => async () => { throw new TypedResponseError('refused by the relay', dataArg); };
   const never = () => new Promise(() => undefined);
 
-  const backup = (backupIdArg: string) => () => t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
-    clusterId: world.clusterId, nodeId: world.nodeId, serviceId: world.service.id, backupId: backupIdArg,
-  });
+  /** A backup answers its operation at once; its refusal is the one the operation recorded. */
+  const backup = (backupIdArg: string) => async () => {
+    const { operation } = await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+      clusterId: world.clusterId, nodeId: world.nodeId, serviceId: world.service.id, backupId: backupIdArg,
+    });
+    return outcomeOf(await followOperation(t.admin, operation!.operationId, { timeoutMs: 20_000 }));
+  };
   const prune = () => t.admin.call<IReq_Admin_PruneClusterNodeArchive>('adminPruneClusterNodeArchive', {
     clusterId: world.clusterId, nodeId: world.nodeId, retention: { keepLast: 1 },
   });
@@ -182,7 +187,10 @@ describe('refusals and answers through the administrator\'s calls', () => {
     behaviour.set('backupClusterService', async () => ({ snapshots: [{ type: 'volume', snapshotId: 's1', resourceName: 'data', mountPath: '/data', createdAt: 1, sizeBytes: 0 }] }));
     await backup('backup-for-restore')();
     behaviour.set('restoreClusterService', refuseWith({ code: 'conflict', retryable: true, reasons: ['node is busy'] }));
-    const data = await refusalOf(() => t.admin.call<IReq_Admin_RestoreServiceBackup>('restoreServiceBackup', { backupId: 'backup-for-restore' }));
+    const data = await refusalOf(async () => {
+      const { operation } = await t.admin.call<IReq_Admin_RestoreServiceBackup>('restoreServiceBackup', { backupId: 'backup-for-restore' });
+      return outcomeOf(await followOperation(t.admin, operation.operationId, { timeoutMs: 20_000 }));
+    });
     assert.deepEqual(data, { code: 'unavailable', retryable: true, reasons: ['relay-refused'], relayError: { code: 'conflict', retryable: true, reasons: ['node is busy'] } });
   });
 });

@@ -1,4 +1,5 @@
 import { after, before, describe, test } from 'node:test';
+import { followOperation, outcomeOf } from '../ts/client/operations.js';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
@@ -259,7 +260,13 @@ describe('a third-party relay written from docs/relay-protocol.md', () => {
   const closureOf = (backupIdArg: string): Buffer => (backupIdArg === 'tp-backup-1' ? closure : smallClosure);
   const restoredClosures: Buffer[] = [];
   const stagedObjects: Buffer[] = [];
-  const admin = (methodArg: string, requestArg: TJson): Promise<any> => t.admin.call<TAnyCall>(methodArg, requestArg);
+  /** Backups and restores answer an operation at once: this follows it and answers its outcome, as the call once did. */
+  const admin = async (methodArg: string, requestArg: TJson): Promise<any> => {
+    const answer = await t.admin.call<TAnyCall>(methodArg, requestArg) as any;
+    return methodArg === 'createServiceBackup' || methodArg === 'restoreServiceBackup'
+      ? outcomeOf(await followOperation(t.admin, answer.operation.operationId, { timeoutMs: 20_000 }))
+      : answer;
+  };
 
   before(async () => {
     t = await startTestCloudly({ socketPingIntervalMs: 100 });

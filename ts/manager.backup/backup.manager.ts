@@ -79,8 +79,20 @@ import {
   type IRestoreGrantBinding,
   type IRestoreGrantClaims,
 } from './restoregrants.js';
-import { decideBackupOrder, decideBackupSettlement, decideClosureRecord } from './decide.js';
+import { decideBackupInterrupted, decideBackupOrder, decideBackupSettlement, decideClosureRecord } from './decide.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
+import { haltIfDryRun } from '../core/operationcontext.js';
+import { sha256Hex } from '../interfaces/private/canonicaljson.js';
+import {
+  OperationCancelledError,
+  OperationManager,
+  operationIdOf,
+  operationTiming,
+  type IOperationRun,
+} from '../manager.operation/operation.manager.js';
+import { operationKind, toPublicOperation, type IOperationDocument } from '../manager.operation/documents.js';
+import { operationReasons } from '../manager.operation/decide.js';
+import type { IOperation } from '../interfaces/requests/operation.js';
 
 /**
  * Node-addressed backups, database closures and isolated restores.
@@ -122,6 +134,8 @@ export const backupRefusalReasons = {
   closureRecordFailed: 'closure-record-failed',
   restoreNotFound: 'isolated-restore-not-found',
   restoreIdInUse: 'isolated-restore-id-in-use',
+  backupCancelled: 'operation-cancelled',
+  mutationReused: 'request.mutationId was already used for a different request',
 } as const;
 
 type TBackupState = 'running' | 'completed' | 'failed';
@@ -139,6 +153,8 @@ export interface IServiceBackupDocument extends IStoredDocument {
   snapshots: TBackupSnapshot[];
   replication?: IBackupReplicationResult;
   failureReason?: string;
+  /** The operation of the current (or last) attempt; absent on backups ordered before operations existed. */
+  operationId?: string;
   closure?: { descriptor: ICorestoreDatabaseClosureDescriptor; storedAt: number; blobKey: string };
 }
 
@@ -190,6 +206,9 @@ export const toRecord = (docArg: IServiceBackupDocument): IServiceBackupRecord =
   serviceId: docArg.serviceId,
   createdAt: docArg.createdAt,
   generation: docArg.generation,
+  state: docArg.state,
+  ...(docArg.failureReason !== undefined ? { failureReason: docArg.failureReason } : {}),
+  ...(docArg.operationId !== undefined ? { operationId: docArg.operationId } : {}),
   snapshots: docArg.snapshots,
   ...(docArg.replication ? { replication: docArg.replication } : {}),
   ...(docArg.closure ? { closure: { descriptor: docArg.closure.descriptor, storedAt: docArg.closure.storedAt } } : {}),
@@ -210,14 +229,27 @@ const abortReasonOf = (errorArg: unknown): string => {
   return 'closure-store-failed';
 };
 
+const optionalOperation = (operationArg: IOperation | undefined): { operation?: IOperation } =>
+  (operationArg ? { operation: operationArg } : {});
+
 export class BackupManager {
   public readonly blobStore: IBlobStore & { init?(): Promise<void> };
   /** Closure uploads in flight on this instance, by blob key: one at a time per backup. */
   private readonly uploadsInFlight = new Set<string>();
   /** Background stream work, awaited on stop so no write is cut off mid-way. */
   private readonly streamTasks = new Set<Promise<void>>();
+  /** Long work (backups, restores) as operations; started before this manager, stopped after it. */
+  public readonly operations: OperationManager;
+  /** Running backup operations on this instance, by backup id: the closure upload reports bytes to it. */
+  private readonly backupRuns = new Map<string, IOperationRun>();
+  /** Running restore operations on this instance, by backup id and node: the closure download reports to it. */
+  private readonly restoreRuns = new Map<string, IOperationRun>();
+  /** Closure streams in flight, by backup id (upload) or backup id and node (download): a cancel aborts them. */
+  private readonly openStreams = new Map<string, { abort(reasonArg: string): void; readonly isSettled: boolean }>();
 
   constructor(private readonly cloudly: Cloudly, optionsArg: { blobStore?: IBlobStore } = {}) {
+    this.operations = cloudly.addManager(new OperationManager(cloudly));
+    this.operations.onAbandoned((docArg) => this.settleInterrupted(docArg));
     this.blobStore = optionsArg.blobStore ?? new FilesystemBlobStore(path.join(cloudly.config.dataDir, 'blobs'));
     // Every relay socket gets its stream channel as soon as it opens.
     cloudly.relays.onSessionOpened((sessionArg) => {
@@ -229,6 +261,26 @@ export class BackupManager {
 
   public async start(): Promise<void> {
     await this.blobStore.init?.();
+    // A backup left running by an attempt whose operation ended (or never got recorded) failed with it.
+    for (const backup of await this.cloudly.store.find(serviceBackupKind, { state: 'running' })) {
+      const operation = backup.operationId ? await this.cloudly.store.get(operationKind, backup.operationId) : null;
+      if (backup.operationId && (!operation || operation.state !== 'running')) {
+        await this.cloudly.store.mutate(serviceBackupKind, backup.id, (currentArg) => decideBackupInterrupted(currentArg, backup.operationId!));
+      }
+    }
+  }
+
+  /** The backup of an operation whose instance died fails with it, unless another attempt took it over. */
+  private async settleInterrupted(docArg: IOperationDocument): Promise<void> {
+    if (docArg.kind !== 'service-backup') {
+      return;
+    }
+    await this.cloudly.store.mutate(serviceBackupKind, docArg.backupId, (currentArg) => decideBackupInterrupted(currentArg, docArg.id));
+  }
+
+  /** The public operation, or undefined (a backup ordered before operations existed has none). */
+  private async operationOf(operationIdArg: string | undefined): Promise<IOperation | undefined> {
+    return operationIdArg ? (await this.operations.getPublic(operationIdArg)) ?? undefined : undefined;
   }
 
   public async stop(): Promise<void> {
@@ -274,14 +326,31 @@ export class BackupManager {
     this.cloudly.addAdminHandler<IReq_Admin_CreateServiceBackup>('createServiceBackup', async (request, context) => {
       request = requireRequestShape(request, {
         required: { clusterId: isIdString, nodeId: isIdString, serviceId: isIdString },
-        optional: { backupId: isIdString, tags: isTags, replication: isReplication },
+        optional: { backupId: isIdString, tags: isTags, replication: isReplication, mutationId: isIdString },
       });
+      const requestSha256 = sha256Hex(JSON.stringify(request));
+      if (request.mutationId !== undefined) {
+        // The same mutationId again answers the operation it started, as that operation stands now.
+        const earlier = await this.operations.findByMutation('createServiceBackup', request.mutationId);
+        if (earlier) {
+          if (earlier.requestSha256 !== requestSha256) {
+            throw refuse('invalid-request', [backupRefusalReasons.mutationReused]);
+          }
+          const backup = await this.cloudly.store.get(serviceBackupKind, earlier.backupId);
+          if (!backup) {
+            throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
+          }
+          return { backup: toRecord(backup), operation: (await this.operationOf(earlier.id))! };
+        }
+      }
       const service = await this.requireService(request.serviceId);
       if (service.clusterId !== request.clusterId) {
         throw refuse('invalid-request', [`request.clusterId: ${backupRefusalReasons.clusterMismatch}`]);
       }
       await this.requireNode(request.clusterId, request.nodeId);
-      const backupId = request.backupId ?? `backup-${randomUUID()}`;
+      const operationId = request.mutationId !== undefined ? operationIdOf('createServiceBackup', request.mutationId) : `op-${randomUUID()}`;
+      const backupId = request.backupId
+        ?? (request.mutationId !== undefined ? `backup-${sha256Hex(`createServiceBackup\u0000${request.mutationId}`).slice(0, 32)}` : `backup-${randomUUID()}`);
       const orderSha256 = computeCanonicalJsonSha256Hex({
         clusterId: request.clusterId,
         nodeId: request.nodeId,
@@ -289,6 +358,14 @@ export class BackupManager {
         tags: request.tags ?? {},
         replication: request.replication ?? null,
       });
+      // A repeated order of a backup that is running answers its operation instead of a conflict.
+      const current = await this.cloudly.store.get(serviceBackupKind, backupId);
+      if (current?.state === 'running' && current.orderSha256 === orderSha256 && current.operationId) {
+        const operation = await this.operationOf(current.operationId);
+        if (operation?.state === 'running') {
+          return { backup: toRecord(current), operation };
+        }
+      }
       const ordered = await this.cloudly.store.mutate(serviceBackupKind, backupId, (existingArg) => decideBackupOrder(existingArg, {
         backupId,
         clusterId: request.clusterId,
@@ -297,44 +374,56 @@ export class BackupManager {
         orderSha256,
         now: Date.now(),
         attemptTimeoutMs: this.cloudly.relays.timeoutOf('backupClusterService'),
+        operationId,
       }));
       if (ordered.outcome === 'kept') {
-        // The same order of a completed backup: answered as it is.
-        return { backup: toRecord(ordered.doc!) };
+        // The same order of a completed backup: answered as it is, with the operation that made it.
+        return { backup: toRecord(ordered.doc!), ...optionalOperation(await this.operationOf(ordered.doc!.operationId)) };
       }
-      this.cloudly.logger.info({ backupId, clusterId: request.clusterId, nodeId: request.nodeId, serviceId: request.serviceId, actor: context.identity.userId }, 'service backup ordered');
-      let answer: IReq_Cloudly_Relay_BackupClusterService['response'];
-      try {
-        answer = await this.cloudly.relays.call<IReq_Cloudly_Relay_BackupClusterService['response']>(
-          request.clusterId,
-          'backupClusterService',
-          {
-            nodeId: request.nodeId,
-            backupId,
-            service,
-            ...(request.tags ? { tags: request.tags } : {}),
-            ...(request.replication ? { replication: request.replication } : {}),
-          } satisfies IReq_Cloudly_Relay_BackupClusterService['request'],
-        );
-        requireValidRelayAnswer(validateBackupClusterServiceAnswer(answer));
-      } catch (error) {
-        const reasons = (error as { errorData?: { reasons?: unknown } }).errorData?.reasons;
-        await this.settleBackup(backupId, { state: 'failed', failureReason: Array.isArray(reasons) && typeof reasons[0] === 'string' ? reasons[0] : relayCallFailureReasons.failed });
-        throw error;
-      }
-      const settled = await this.settleBackup(backupId, {
-        state: 'completed',
-        snapshots: answer.snapshots,
-        ...(answer.replication ? { replication: answer.replication } : {}),
+      const { doc: operationDoc } = await this.operations.begin({
+        operationId,
+        kind: 'service-backup',
+        method: 'createServiceBackup',
+        clusterId: request.clusterId,
+        serviceId: request.serviceId,
+        nodeId: request.nodeId,
+        backupId,
+        requestedBy: context.identity.userId,
+        ...(request.mutationId !== undefined ? { mutationId: request.mutationId } : {}),
+        requestSha256,
       });
-      return { backup: toRecord(settled) };
+      // A dry run has decided the order and the operation; it never asks the relay.
+      haltIfDryRun('relay call backupClusterService');
+      this.cloudly.logger.info({ backupId, operationId, clusterId: request.clusterId, nodeId: request.nodeId, serviceId: request.serviceId, actor: context.identity.userId }, 'service backup ordered');
+      this.operations.launch(operationDoc, (runArg) => this.runBackup(runArg, backupId, {
+        nodeId: request.nodeId,
+        backupId,
+        service,
+        ...(request.tags ? { tags: request.tags } : {}),
+        ...(request.replication ? { replication: request.replication } : {}),
+      }));
+      return { backup: toRecord(ordered.doc!), operation: toPublicOperation(operationDoc, null) };
     });
 
-    this.cloudly.addAdminHandler<IReq_Admin_RestoreServiceBackup>('restoreServiceBackup', async (request) => {
+    this.cloudly.addAdminHandler<IReq_Admin_RestoreServiceBackup>('restoreServiceBackup', async (request, context) => {
       request = requireRequestShape(request, {
         required: { backupId: isIdString },
-        optional: { nodeId: isIdString, clear: isBoolean, resourceTypes: isArrayOf(isResourceType, resourceTypes.length) },
+        optional: { nodeId: isIdString, clear: isBoolean, resourceTypes: isArrayOf(isResourceType, resourceTypes.length), mutationId: isIdString },
       });
+      const requestSha256 = sha256Hex(JSON.stringify(request));
+      if (request.mutationId !== undefined) {
+        const earlier = await this.operations.findByMutation('restoreServiceBackup', request.mutationId);
+        if (earlier) {
+          if (earlier.requestSha256 !== requestSha256) {
+            throw refuse('invalid-request', [backupRefusalReasons.mutationReused]);
+          }
+          const recorded = await this.cloudly.store.get(serviceBackupKind, earlier.backupId);
+          if (!recorded) {
+            throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
+          }
+          return { backup: toRecord(recorded), operation: (await this.operationOf(earlier.id))! };
+        }
+      }
       const backup = await this.cloudly.store.get(serviceBackupKind, request.backupId);
       if (!backup) {
         throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
@@ -348,20 +437,47 @@ export class BackupManager {
       const snapshots = request.resourceTypes
         ? backup.snapshots.filter((snapshot) => request.resourceTypes!.includes(snapshot.type))
         : backup.snapshots;
-      const answer = await this.cloudly.relays.call<IReq_Cloudly_Relay_RestoreClusterService['response']>(
-        backup.clusterId,
-        'restoreClusterService',
-        {
-          nodeId,
-          backupId: backup.id,
-          service,
-          snapshots,
-          ...(request.clear !== undefined ? { clear: request.clear } : {}),
-          ...(request.resourceTypes ? { resourceTypes: request.resourceTypes } : {}),
-        } satisfies IReq_Cloudly_Relay_RestoreClusterService['request'],
-      );
-      requireValidRelayAnswer(validateRestoreClusterServiceAnswer(answer));
-      return { backup: toRecord(backup), restored: answer.restored };
+      const { doc: operationDoc, created } = await this.operations.begin({
+        operationId: request.mutationId !== undefined ? operationIdOf('restoreServiceBackup', request.mutationId) : `op-${randomUUID()}`,
+        kind: 'service-restore',
+        method: 'restoreServiceBackup',
+        clusterId: backup.clusterId,
+        serviceId: backup.serviceId,
+        nodeId,
+        backupId: backup.id,
+        requestedBy: context.identity.userId,
+        ...(request.mutationId !== undefined ? { mutationId: request.mutationId } : {}),
+        requestSha256,
+      });
+      if (!created) {
+        return { backup: toRecord(backup), operation: (await this.operationOf(operationDoc.id))! };
+      }
+      haltIfDryRun('relay call restoreClusterService');
+      const relayRequest: IReq_Cloudly_Relay_RestoreClusterService['request'] = {
+        nodeId,
+        backupId: backup.id,
+        service,
+        snapshots,
+        ...(request.clear !== undefined ? { clear: request.clear } : {}),
+        ...(request.resourceTypes ? { resourceTypes: request.resourceTypes } : {}),
+      };
+      this.operations.launch(operationDoc, async (runArg) => {
+        const key = `${backup.id}\u0000${nodeId}`;
+        this.restoreRuns.set(key, runArg);
+        runArg.signal.addEventListener('abort', () => this.abortStream(key), { once: true });
+        runArg.setPhase('relay');
+        try {
+          const answer = await runArg.untilCancelled(this.cloudly.relays.call<IReq_Cloudly_Relay_RestoreClusterService['response']>(
+            backup.clusterId, 'restoreClusterService', relayRequest));
+          requireValidRelayAnswer(validateRestoreClusterServiceAnswer(answer));
+          return { backup: toRecord(backup), restored: answer.restored };
+        } finally {
+          if (this.restoreRuns.get(key) === runArg) {
+            this.restoreRuns.delete(key);
+          }
+        }
+      });
+      return { backup: toRecord(backup), operation: toPublicOperation(operationDoc, null) };
     });
 
     this.cloudly.addAdminHandler<IReq_Admin_GetServiceBackups>('getServiceBackups', async (request) => {
@@ -424,14 +540,67 @@ export class BackupManager {
   }
 
   /**
+   * The work of a backup operation: the relay call (during which the relay streams the closure),
+   * then the outcome recorded on the backup. A cancel stops the wait, aborts a closure upload in
+   * flight and records the backup failed (`operation-cancelled`); the relay's later answer is discarded.
+   */
+  private async runBackup(
+    runArg: IOperationRun,
+    backupIdArg: string,
+    relayRequestArg: IReq_Cloudly_Relay_BackupClusterService['request'],
+  ): Promise<{ backup: IServiceBackupRecord }> {
+    this.backupRuns.set(backupIdArg, runArg);
+    runArg.signal.addEventListener('abort', () => this.abortStream(backupIdArg), { once: true });
+    runArg.setPhase('relay');
+    const backup = await this.cloudly.store.get(serviceBackupKind, backupIdArg);
+    let answer: IReq_Cloudly_Relay_BackupClusterService['response'];
+    try {
+      answer = await runArg.untilCancelled(this.cloudly.relays.call<IReq_Cloudly_Relay_BackupClusterService['response']>(
+        backup?.clusterId ?? '', 'backupClusterService', relayRequestArg));
+      requireValidRelayAnswer(validateBackupClusterServiceAnswer(answer));
+    } catch (error) {
+      const reasons = (error as { errorData?: { reasons?: unknown } }).errorData?.reasons;
+      const failureReason = error instanceof OperationCancelledError || !this.cloudly.started
+        ? (error instanceof OperationCancelledError && error.why === 'cancelled' ? backupRefusalReasons.backupCancelled : operationReasons.interrupted)
+        : Array.isArray(reasons) && typeof reasons[0] === 'string' ? reasons[0] : relayCallFailureReasons.failed;
+      await this.settleBackup(backupIdArg, { state: 'failed', failureReason }, runArg.operationId);
+      throw error;
+    } finally {
+      if (this.backupRuns.get(backupIdArg) === runArg) {
+        this.backupRuns.delete(backupIdArg);
+      }
+    }
+    runArg.setPhase('recording');
+    const settled = await this.settleBackup(backupIdArg, {
+      state: 'completed',
+      snapshots: answer.snapshots,
+      ...(answer.replication ? { replication: answer.replication } : {}),
+    }, runArg.operationId);
+    return { backup: toRecord(settled) };
+  }
+
+  /** Aborts the closure stream of a cancelled operation, if one is open on this instance. */
+  private abortStream(keyArg: string): void {
+    const stream = this.openStreams.get(keyArg);
+    if (stream && !stream.isSettled) {
+      stream.abort(backupRefusalReasons.backupCancelled);
+    }
+  }
+
+  /**
    * Records the outcome of a backup on its document, racing only with a closure being recorded;
    * a backup that is gone by then is `not-found`.
    */
   private async settleBackup(
     backupIdArg: string,
     setArg: Partial<Pick<IServiceBackupDocument, 'state' | 'snapshots' | 'replication' | 'failureReason'>>,
+    operationIdArg: string,
   ): Promise<IServiceBackupDocument> {
-    return (await this.cloudly.store.mutate(serviceBackupKind, backupIdArg, (currentArg) => decideBackupSettlement(currentArg, setArg))).doc!;
+    // An attempt that another order took over (a new operation on the same backup) records nothing.
+    return (await this.cloudly.store.mutate(serviceBackupKind, backupIdArg, (currentArg) =>
+      (currentArg && currentArg.operationId !== undefined && currentArg.operationId !== operationIdArg
+        ? { kind: 'keep' }
+        : decideBackupSettlement(currentArg, setArg)))).doc!;
   }
 
   // ---------------------------------------------------------------- relay
@@ -455,6 +624,9 @@ export class BackupManager {
       }
       if (backup.closure) {
         throw refuse('conflict', [backupRefusalReasons.closureAlreadyStored]);
+      }
+      if (backup.state === 'failed' && backup.failureReason === backupRefusalReasons.backupCancelled) {
+        throw refuse('conflict', [backupRefusalReasons.backupCancelled]);
       }
       const blobKey = closureBlobKey(backup.clusterId, backup.id);
       if (this.uploadsInFlight.has(blobKey)) {
@@ -502,7 +674,18 @@ export class BackupManager {
         throw refuse('unavailable', [backupRefusalReasons.closureBytesMissing]);
       }
       const sender = streamChannelOf(context.session.peer).openSender();
-      this.track(this.sendBlob(sender, backup.closure.blobKey));
+      // A restore operation of this instance follows the bytes sent.
+      const key = `${backup.id}\u0000${request.nodeId}`;
+      const run = this.restoreRuns.get(key);
+      run?.setPhase('transfer', backup.closure.descriptor.byteLength);
+      if (run) {
+        this.openStreams.set(key, sender);
+      }
+      this.track(this.sendBlob(sender, backup.closure.blobKey, run).finally(() => {
+        if (this.openStreams.get(key) === sender) {
+          this.openStreams.delete(key);
+        }
+      }));
       return { descriptor: backup.closure.descriptor, closure: sender.reference('receive') };
     });
   }
@@ -514,8 +697,14 @@ export class BackupManager {
     requestArg: IReq_Relay_Cloudly_BackupServiceDatabaseClosure['request'],
   ): Promise<void> {
     const { descriptor } = requestArg;
+    const run = this.backupRuns.get(requestArg.backupId);
+    run?.setPhase('transfer', descriptor.byteLength);
+    this.openStreams.set(requestArg.backupId, receiverArg);
+    // Progress follows the bytes: the operation manager writes it at most every progressWriteMs.
+    const progressTimer = run ? setInterval(() => run.setBytes(receiverArg.bytesReceived), operationTiming.progressWriteMs / 2) : null;
     try {
       const stored = await this.blobStore.put(blobKeyArg, { byteLength: descriptor.byteLength, sha256: descriptor.sha256 }, receiverArg);
+      run?.setBytes(stored.byteLength);
       const recorded = await this.recordClosure(requestArg.backupId, { descriptor, storedAt: stored.storedAt, blobKey: blobKeyArg });
       if (!recorded) {
         await this.blobStore.delete(blobKeyArg);
@@ -535,8 +724,15 @@ export class BackupManager {
       receiverArg.complete(receipt);
       this.cloudly.logger.info({ backupId: requestArg.backupId, byteLength: stored.byteLength }, 'service database closure stored');
     } catch (error) {
-      receiverArg.abort(abortReasonOf(error));
+      if (!receiverArg.isSettled) {
+        receiverArg.abort(abortReasonOf(error));
+      }
       this.cloudly.logger.warn({ backupId: requestArg.backupId, reason: abortReasonOf(error) }, 'service database closure refused');
+    } finally {
+      if (progressTimer) clearInterval(progressTimer);
+      if (this.openStreams.get(requestArg.backupId) === receiverArg) {
+        this.openStreams.delete(requestArg.backupId);
+      }
     }
   }
 
@@ -554,7 +750,8 @@ export class BackupManager {
    * end. The stream is done once its end is sent: the relay proves length and sha256 itself, and
    * its `complete` (or its abort after the end) is not waited for.
    */
-  private async sendBlob(senderArg: StreamSender, blobKeyArg: string): Promise<void> {
+  private async sendBlob(senderArg: StreamSender, blobKeyArg: string, runArg?: IOperationRun): Promise<void> {
+    const progressTimer = runArg ? setInterval(() => runArg.setBytes(senderArg.bytesSent), operationTiming.progressWriteMs / 2) : null;
     try {
       // The sender copies each chunk into its frame before it asks for the next one.
       await senderArg.pipeFrom(this.blobStore.read(blobKeyArg, { transientChunks: true }), abortReasonOf, { awaitReceipt: false });
@@ -562,6 +759,9 @@ export class BackupManager {
       if (!senderArg.isSettled) {
         senderArg.abort(abortReasonOf(error));
       }
+    } finally {
+      if (progressTimer) clearInterval(progressTimer);
+      runArg?.setBytes(senderArg.bytesSent);
     }
   }
 

@@ -17,6 +17,8 @@ export interface IBackupOrder {
   now: number;
   /** How long an attempt may run before it counts as dead (the relay's backup timeout). */
   attemptTimeoutMs: number;
+  /** The operation that runs this attempt (absent in decisions made before operations existed). */
+  operationId?: string;
 }
 
 /**
@@ -41,6 +43,7 @@ export const decideBackupOrder = (
         attemptStartedAt: orderArg.now,
         orderSha256: orderArg.orderSha256,
         snapshots: [],
+        ...(orderArg.operationId !== undefined ? { operationId: orderArg.operationId } : {}),
       },
     };
   }
@@ -55,7 +58,13 @@ export const decideBackupOrder = (
     return { kind: 'refuse', refusal: refuse('conflict', [backupRefusalReasons.backupInProgress]) };
   }
   // A failed or dead backup is ordered again under the same id.
-  return { kind: 'write', change: { set: { state: 'running', attemptStartedAt: orderArg.now }, unset: ['failureReason'] } };
+  return {
+    kind: 'write',
+    change: {
+      set: { state: 'running', attemptStartedAt: orderArg.now, ...(orderArg.operationId !== undefined ? { operationId: orderArg.operationId } : {}) },
+      unset: ['failureReason'],
+    },
+  };
 };
 
 /** Records how a backup ended; a backup that is gone is not found (it is not in progress). */
@@ -73,3 +82,15 @@ export const decideClosureRecord = (
   closureArg: NonNullable<IServiceBackupDocument['closure']>,
 ): TDecision<IServiceBackupDocument> =>
   (currentArg && !currentArg.closure ? { kind: 'write', change: { set: { closure: closureArg } } } : { kind: 'keep' });
+
+/**
+ * The backup of an operation that ended without settling it (its instance died, or its operation
+ * was never recorded) fails `interrupted`, unless another attempt (operation) has taken it over.
+ */
+export const decideBackupInterrupted = (
+  currentArg: IServiceBackupDocument | null,
+  operationIdArg: string,
+): TDecision<IServiceBackupDocument> =>
+  (currentArg?.state === 'running' && currentArg.operationId === operationIdArg
+    ? { kind: 'write', change: { set: { state: 'failed', failureReason: 'interrupted' } } }
+    : { kind: 'keep' });

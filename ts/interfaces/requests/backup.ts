@@ -1,3 +1,4 @@
+import type { IOperation } from './operation.js';
 import type { ITypedContract } from './admin.js';
 import type { IIdentity } from '../data/user.js';
 import type { IService } from '../data/service.js';
@@ -182,13 +183,24 @@ export interface IServiceBackupRecord {
   serviceId: string;
   createdAt: number;
   generation: number;
+  /** Project's own member: the stored state of the backup's last attempt. */
+  state: 'running' | 'completed' | 'failed';
+  /** Project's own member: why the last attempt failed (`interrupted`, `operation-cancelled`, a relay reason). */
+  failureReason?: string;
+  /** Project's own member: the operation of the last attempt (absent on backups recorded before operations). */
+  operationId?: string;
   snapshots: TBackupSnapshot[];
   replication?: IBackupReplicationResult;
   /** Present once Cloudly durably holds the service's database closure. */
   closure?: { descriptor: ICorestoreDatabaseClosureDescriptor; storedAt: number };
 }
 
-/** Orders a backup of one service on one exact node. */
+/**
+ * Orders a backup of one service on one exact node. Answered at once (project's own shape): the
+ * backup as recorded (`running`) and the operation that runs it (docs/api-dashboard.md); the
+ * finished backup is the operation's `result`. A completed order repeated is answered as it is;
+ * an order repeated while it runs answers its running operation.
+ */
 export type IReq_Admin_CreateServiceBackup = ITypedContract<
   'createServiceBackup',
   {
@@ -200,11 +212,17 @@ export type IReq_Admin_CreateServiceBackup = ITypedContract<
     backupId?: string;
     tags?: Record<string, string>;
     replication?: { enabled: boolean };
+    /** Project's own member: the same mutationId again answers the same operation. */
+    mutationId?: string;
   },
-  { backup: IServiceBackupRecord }
+  /** `operation` is absent only for a backup completed before operations existed. */
+  { backup: IServiceBackupRecord; operation?: IOperation }
 >;
 
-/** Restores a recorded backup onto the node it was taken on, or another node of its cluster. */
+/**
+ * Restores a recorded backup onto the node it was taken on, or another node of its cluster.
+ * Answered at once (project's own shape) with the operation; `restored` is in its `result`.
+ */
 export type IReq_Admin_RestoreServiceBackup = ITypedContract<
   'restoreServiceBackup',
   {
@@ -213,8 +231,10 @@ export type IReq_Admin_RestoreServiceBackup = ITypedContract<
     nodeId?: string;
     clear?: boolean;
     resourceTypes?: Array<TBackupSnapshot['type']>;
+    /** Project's own member: the same mutationId again answers the same operation. */
+    mutationId?: string;
   },
-  { backup: IServiceBackupRecord; restored: TBackupSnapshot[] }
+  { backup: IServiceBackupRecord; operation: IOperation }
 >;
 
 /** Lists recorded backups, optionally of one service. */

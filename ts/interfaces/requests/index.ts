@@ -12,3 +12,5 @@ export * as desiredstate from './desiredstate.js';
 export * as pagination from './pagination.js';
 export * as watch from './watch.js';
 export * as overview from './overview.js';
+export * as operation from './operation.js';
+export * as traffic from './traffic.js';

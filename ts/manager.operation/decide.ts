@@ -1,0 +1,99 @@
+import type { TDecision } from '../core/store.js';
+import { refuse } from '../core/errors.js';
+import type { IOperationDocument, IOperationProgressDocument } from './documents.js';
+import type { IOperationError, IOperationProgress } from '../interfaces/requests/operation.js';
+
+/** Reasons the operation manager gives, defined once. */
+export const operationReasons = {
+  notFound: 'operation-not-found',
+  notRunning: 'operation-not-running',
+  mutationReused: 'request.mutationId was already used for a different request',
+  interrupted: 'interrupted',
+  cancelled: 'cancelled',
+} as const;
+
+/**
+ * Starting an operation under an id: created when new; the same request again (same mutationId,
+ * same digest) answers the one already there (kept); another request under that mutationId is refused.
+ */
+export const decideOperationStart = (
+  existingArg: IOperationDocument | null,
+  docArg: Omit<IOperationDocument, 'generation'>,
+): TDecision<IOperationDocument> => {
+  if (!existingArg) {
+    return { kind: 'create', doc: docArg };
+  }
+  if (existingArg.requestSha256 !== docArg.requestSha256) {
+    return { kind: 'refuse', refusal: refuse('invalid-request', [operationReasons.mutationReused]) };
+  }
+  return { kind: 'keep' };
+};
+
+export interface IOperationEnd {
+  state: 'completed' | 'failed' | 'cancelled';
+  now: number;
+  reason?: string;
+  error?: IOperationError;
+  result?: IOperationDocument['result'];
+}
+
+/** Ends a running operation; one that has ended already (cancelled, interrupted) stays as it is. */
+export const decideOperationEnd = (currentArg: IOperationDocument | null, endArg: IOperationEnd): TDecision<IOperationDocument> => {
+  if (!currentArg || currentArg.state !== 'running') {
+    return { kind: 'keep' };
+  }
+  return {
+    kind: 'write',
+    change: {
+      set: {
+        state: endArg.state,
+        endedAt: endArg.now,
+        ...(endArg.reason !== undefined ? { reason: endArg.reason } : {}),
+        ...(endArg.error !== undefined ? { error: endArg.error } : {}),
+        ...(endArg.result !== undefined ? { result: endArg.result } : {}),
+      },
+    },
+  };
+};
+
+/** An administrator's cancel: only a running operation can be cancelled. */
+export const decideOperationCancel = (currentArg: IOperationDocument | null, nowArg: number): TDecision<IOperationDocument> => {
+  if (!currentArg) {
+    return { kind: 'refuse', refusal: refuse('not-found', [operationReasons.notFound]) };
+  }
+  if (currentArg.state !== 'running') {
+    return { kind: 'refuse', refusal: refuse('conflict', [`${operationReasons.notRunning}: ${currentArg.state}`]) };
+  }
+  return decideOperationEnd(currentArg, { state: 'cancelled', now: nowArg, reason: operationReasons.cancelled, error: { code: 'conflict', retryable: false, reasons: [operationReasons.cancelled] } });
+};
+
+/**
+ * Whether a running operation's instance is gone: its heartbeat is older than the expiry, or the
+ * caller knows its instance is gone (the embedded database's data-directory lock proves a
+ * previous process ended).
+ */
+export const isOperationAbandoned = (
+  docArg: IOperationDocument,
+  progressArg: IOperationProgressDocument | null,
+  optionsArg: { now: number; expiryMs: number; instanceId: string; otherInstancesAreGone: boolean },
+): boolean => {
+  if (docArg.state !== 'running' || docArg.instanceId === optionsArg.instanceId) {
+    return false;
+  }
+  if (optionsArg.otherInstancesAreGone) {
+    return true;
+  }
+  const heartbeatAt = progressArg?.heartbeatAt ?? docArg.startedAt;
+  return optionsArg.now - heartbeatAt > optionsArg.expiryMs;
+};
+
+/** Progress (and heartbeat) of an operation; written whatever the generation (only its runner writes it). */
+export const decideProgress = (
+  currentArg: IOperationProgressDocument | null,
+  idArg: string,
+  progressArg: IOperationProgress,
+  nowArg: number,
+): TDecision<IOperationProgressDocument> =>
+  (currentArg
+    ? { kind: 'write', change: { set: { ...progressArg, heartbeatAt: nowArg } } }
+    : { kind: 'create', doc: { id: idArg, ...progressArg, heartbeatAt: nowArg } });

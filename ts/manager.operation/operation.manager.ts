@@ -1,0 +1,368 @@
+import { randomUUID } from 'node:crypto';
+import type { Cloudly } from '../classes.cloudly.js';
+import { isTypedResponseError, refuse } from '../core/errors.js';
+import { WorkQueue } from '../core/workqueue.js';
+import { requireRequestShape, isIdString } from '../core/validation.js';
+import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
+import { sha256Hex } from '../interfaces/private/canonicaljson.js';
+import {
+  operationStates,
+  type IOperation,
+  type IOperationError,
+  type IOperationProgress,
+  type IReq_Admin_CancelOperation,
+  type IReq_Admin_GetOperation,
+  type IReq_Admin_GetOperations,
+} from '../interfaces/requests/operation.js';
+import {
+  initialProgress,
+  operationKind,
+  operationProgressKind,
+  toPublicOperation,
+  type IOperationDocument,
+  type IOperationProgressDocument,
+} from './documents.js';
+import {
+  decideOperationCancel,
+  decideOperationEnd,
+  decideOperationStart,
+  decideProgress,
+  isOperationAbandoned,
+  operationReasons,
+} from './decide.js';
+
+/**
+ * Long work as operations. A method that starts one answers at once with the operation; the work
+ * runs on this instance's work queue. Progress is written at most every `progressWriteMs`, and
+ * with it a heartbeat; the heartbeat also notices a cancel written by another instance. An
+ * operation whose instance is gone (heartbeat older than `expiryMs`, or any instance before this
+ * one on an embedded database, whose data-directory lock proves the earlier process ended) becomes
+ * `failed` with reason `interrupted`, at start-up and by a periodic sweep on every instance.
+ */
+
+export const operationTiming = Object.freeze({
+  progressWriteMs: 250,
+  heartbeatMs: 2_000,
+  expiryMs: 30_000,
+  sweepMs: 10_000,
+});
+
+/** Thrown into a runner's awaits once its operation is cancelled (or its instance stops). */
+export class OperationCancelledError extends Error {
+  constructor(public readonly why: 'cancelled' | 'interrupted') {
+    super(`operation ${why}`);
+    this.name = 'OperationCancelledError';
+  }
+}
+
+/** What a runner gets: progress setters and a way to stop waiting when the operation is cancelled. */
+export interface IOperationRun {
+  readonly operationId: string;
+  readonly signal: AbortSignal;
+  setPhase(phaseArg: IOperationProgress['phase'], bytesTotalArg?: number | null): void;
+  setBytes(bytesDoneArg: number, bytesTotalArg?: number | null): void;
+  /** `promiseArg`, or an `OperationCancelledError` as soon as the operation is cancelled. */
+  untilCancelled<T>(promiseArg: Promise<T>): Promise<T>;
+}
+
+export interface IOperationStart {
+  /** `op-<uuid>`, or `operationIdOf(method, mutationId)` for a request with a mutationId. */
+  operationId: string;
+  kind: IOperationDocument['kind'];
+  method: string;
+  clusterId: string;
+  serviceId: string;
+  nodeId: string;
+  backupId: string;
+  requestedBy: string;
+  mutationId?: string;
+  /** Digest of everything the request asked for: a reused mutationId must repeat it. */
+  requestSha256: string;
+  input?: Record<string, unknown>;
+}
+
+type TRunner = (runArg: IOperationRun) => Promise<IOperationDocument['result']>;
+
+interface ILocalRun {
+  controller: AbortController;
+  why: 'cancelled' | 'interrupted';
+  progress: IOperationProgress;
+  dirty: boolean;
+  runner: TRunner | null;
+}
+
+/** The id of an operation started under a caller's mutationId: the same id for the same method and mutationId. */
+export const operationIdOf = (methodArg: string, mutationIdArg: string): string =>
+  `op-${sha256Hex(`${methodArg}\u0000${mutationIdArg}`).slice(0, 32)}`;
+
+export class OperationManager {
+  /** This process's id; running operations name the instance that runs them. */
+  public readonly instanceId = randomUUID();
+  private readonly local = new Map<string, ILocalRun>();
+  private readonly abandonedListeners = new Set<(docArg: IOperationDocument) => Promise<void>>();
+  private readonly queue: WorkQueue;
+  private progressTimer: NodeJS.Timeout | null = null;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private sweepTimer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly cloudly: Cloudly) {
+    this.queue = new WorkQueue({ name: 'operations', logger: cloudly.logger, process: (keyArg) => this.runLocal(keyArg) });
+    this.registerHandlers();
+  }
+
+  public async start(): Promise<void> {
+    await this.sweep(true);
+    this.progressTimer = setInterval(() => void this.flushProgress(false), operationTiming.progressWriteMs);
+    this.heartbeatTimer = setInterval(() => void this.flushProgress(true), operationTiming.heartbeatMs);
+    this.sweepTimer = setInterval(() => void this.sweep(false), operationTiming.sweepMs);
+    for (const timer of [this.progressTimer, this.heartbeatTimer, this.sweepTimer]) {
+      timer.unref();
+    }
+  }
+
+  public async stop(): Promise<void> {
+    for (const timer of [this.progressTimer, this.heartbeatTimer, this.sweepTimer]) {
+      if (timer) clearInterval(timer);
+    }
+    // Work still waiting on a relay stops waiting: its operation ends `interrupted`.
+    for (const run of this.local.values()) {
+      run.why = 'interrupted';
+      run.controller.abort();
+    }
+    await this.queue.drain();
+  }
+
+  /** Called when an operation of another instance is found abandoned (after it is marked `interrupted`). */
+  public onAbandoned(listenerArg: (docArg: IOperationDocument) => Promise<void>): void {
+    this.abandonedListeners.add(listenerArg);
+  }
+
+  /**
+   * Starts (records) an operation, or answers the one a repeated mutationId started. `created`
+   * says whether this call made it. A dry run records nothing and answers what it would record.
+   */
+  public async begin(startArg: IOperationStart): Promise<{ doc: IOperationDocument; created: boolean }> {
+    const id = startArg.operationId;
+    const now = Date.now();
+    const result = await this.cloudly.store.mutate(operationKind, id, (existingArg) => decideOperationStart(existingArg, {
+      id,
+      kind: startArg.kind,
+      method: startArg.method,
+      state: 'running',
+      clusterId: startArg.clusterId,
+      serviceId: startArg.serviceId,
+      nodeId: startArg.nodeId,
+      backupId: startArg.backupId,
+      requestedBy: startArg.requestedBy,
+      ...(startArg.mutationId !== undefined ? { mutationId: startArg.mutationId } : {}),
+      requestSha256: startArg.requestSha256,
+      instanceId: this.instanceId,
+      input: startArg.input ?? {},
+      startedAt: now,
+    }));
+    return { doc: result.doc!, created: result.outcome === 'created' };
+  }
+
+  /** An earlier operation started under this method and mutationId, if any. */
+  public async findByMutation(methodArg: string, mutationIdArg: string): Promise<IOperationDocument | null> {
+    return this.cloudly.store.get(operationKind, operationIdOf(methodArg, mutationIdArg));
+  }
+
+  /** Runs the work of an operation this call created, on the work queue; its end is recorded. */
+  public launch(docArg: IOperationDocument, runnerArg: TRunner): void {
+    this.local.set(docArg.id, { controller: new AbortController(), why: 'cancelled', progress: initialProgress(Date.now()), dirty: true, runner: runnerArg });
+    void this.queue.add(docArg.id);
+  }
+
+  public async getPublic(idArg: string): Promise<IOperation | null> {
+    const [doc, progress] = await Promise.all([
+      this.cloudly.store.get(operationKind, idArg),
+      this.cloudly.store.get(operationProgressKind, idArg),
+    ]);
+    return doc ? toPublicOperation(doc, progress) : null;
+  }
+
+  private async runLocal(idArg: string): Promise<void> {
+    const run = this.local.get(idArg);
+    if (!run?.runner) {
+      return;
+    }
+    const runner = run.runner;
+    run.runner = null;
+    const context: IOperationRun = {
+      operationId: idArg,
+      signal: run.controller.signal,
+      setPhase: (phaseArg, bytesTotalArg) => {
+        run.progress = { ...run.progress, phase: phaseArg, ...(bytesTotalArg !== undefined ? { bytesTotal: bytesTotalArg } : {}), updatedAt: Date.now() };
+        run.dirty = true;
+      },
+      setBytes: (bytesDoneArg, bytesTotalArg) => {
+        run.progress = { ...run.progress, bytesDone: bytesDoneArg, ...(bytesTotalArg !== undefined ? { bytesTotal: bytesTotalArg } : {}), updatedAt: Date.now() };
+        run.dirty = true;
+      },
+      untilCancelled: <T>(promiseArg: Promise<T>) => new Promise<T>((resolve, reject) => {
+        const onAbort = () => reject(new OperationCancelledError(run.why));
+        if (run.controller.signal.aborted) {
+          onAbort();
+          return;
+        }
+        run.controller.signal.addEventListener('abort', onAbort, { once: true });
+        promiseArg.then(resolve, reject).finally(() => run.controller.signal.removeEventListener('abort', onAbort));
+      }),
+    };
+    try {
+      const result = await runner(context);
+      await this.writeProgress(idArg, { ...run.progress, phase: 'done', updatedAt: Date.now() });
+      await this.end(idArg, { state: 'completed', now: Date.now(), ...(result ? { result } : {}) });
+    } catch (error) {
+      // An instance that is stopping closed the relay sockets first: its waits end as interrupted.
+      if (!this.cloudly.started && !run.controller.signal.aborted) {
+        run.why = 'interrupted';
+        run.controller.abort();
+      }
+      if (run.controller.signal.aborted) {
+        // A cancel is already recorded; an interruption by this instance's stop is recorded now.
+        if (run.why === 'interrupted') {
+          await this.end(idArg, { state: 'failed', now: Date.now(), reason: operationReasons.interrupted, error: { code: 'unavailable', retryable: true, reasons: [operationReasons.interrupted] } }).catch(() => undefined);
+        }
+      } else {
+        const error_ = operationErrorOf(error, (errorArg) => this.cloudly.logInternalFailure(errorArg, `operation ${idArg}`));
+        await this.end(idArg, { state: 'failed', now: Date.now(), reason: error_.reasons?.[0] ?? error_.code, error: error_ });
+      }
+    } finally {
+      await this.writeProgress(idArg, run.progress).catch(() => undefined);
+      this.local.delete(idArg);
+    }
+  }
+
+  private async end(idArg: string, endArg: Parameters<typeof decideOperationEnd>[1]): Promise<void> {
+    await this.cloudly.store.mutate(operationKind, idArg, (currentArg) => decideOperationEnd(currentArg, endArg));
+  }
+
+  private async writeProgress(idArg: string, progressArg: IOperationProgress): Promise<void> {
+    const now = Date.now();
+    await this.cloudly.store.mutate(operationProgressKind, idArg, (currentArg) => decideProgress(currentArg, idArg, progressArg, now));
+  }
+
+  /**
+   * Writes the progress of local operations that changed (every `progressWriteMs`), or of all of
+   * them as a heartbeat; the heartbeat also reads each operation, so a cancel recorded by another
+   * instance stops the local wait.
+   */
+  private async flushProgress(heartbeatArg: boolean): Promise<void> {
+    for (const [id, run] of this.local) {
+      if (!heartbeatArg && !run.dirty) {
+        continue;
+      }
+      run.dirty = false;
+      try {
+        await this.writeProgress(id, run.progress);
+        if (heartbeatArg) {
+          const doc = await this.cloudly.store.get(operationKind, id);
+          if (doc && doc.state !== 'running' && !run.controller.signal.aborted) {
+            run.controller.abort();
+          }
+        }
+      } catch (error) {
+        run.dirty = true;
+        this.cloudly.logger.warn({ err: error, operationId: id }, 'operation progress not written');
+      }
+    }
+  }
+
+  /** Marks every abandoned running operation `failed` / `interrupted`: one read of each kind. */
+  private async sweep(startingArg: boolean): Promise<void> {
+    try {
+      const running = await this.cloudly.store.find(operationKind, { state: 'running' });
+      if (running.length === 0) {
+        return;
+      }
+      const progress = new Map((await this.cloudly.store.find(operationProgressKind, { id: { $in: running.map((docArg) => docArg.id) } }))
+        .map((docArg) => [docArg.id, docArg]));
+      const now = Date.now();
+      for (const doc of running) {
+        if (!isOperationAbandoned(doc, progress.get(doc.id) ?? null, {
+          now, expiryMs: operationTiming.expiryMs, instanceId: this.instanceId, otherInstancesAreGone: startingArg && this.cloudly.database.embedded,
+        })) {
+          continue;
+        }
+        const ended = await this.cloudly.store.mutate(operationKind, doc.id, (currentArg) =>
+          (currentArg && currentArg.instanceId === doc.instanceId
+            ? decideOperationEnd(currentArg, { state: 'failed', now, reason: operationReasons.interrupted, error: { code: 'unavailable', retryable: true, reasons: [operationReasons.interrupted] } })
+            : { kind: 'keep' }));
+        if (ended.outcome === 'written') {
+          this.cloudly.logger.warn({ operationId: doc.id, kind: doc.kind, instanceId: doc.instanceId }, 'operation interrupted: its instance is gone');
+          for (const listener of this.abandonedListeners) {
+            await listener(ended.doc!).catch((error: unknown) => this.cloudly.logger.warn({ err: error, operationId: doc.id }, 'interrupted operation not settled'));
+          }
+        }
+      }
+    } catch (error) {
+      if (startingArg) {
+        throw error;
+      }
+      this.cloudly.logger.warn({ err: error }, 'operation sweep failed');
+    }
+  }
+
+  private registerHandlers(): void {
+    this.cloudly.addAdminHandler<IReq_Admin_GetOperation>('getOperation', async (request) => {
+      request = requireRequestShape(request, { required: { operationId: isIdString } });
+      const operation = await this.getPublic(request.operationId);
+      if (!operation) {
+        throw refuse('not-found', [operationReasons.notFound]);
+      }
+      return { operation };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Admin_GetOperations>('getOperations', async (request) => {
+      request = requireRequestShape(request, {
+        required: {},
+        optional: {
+          clusterId: isIdString,
+          serviceId: isIdString,
+          state: (valueArg, pathArg) => ((operationStates as readonly unknown[]).includes(valueArg) ? [] : [`${pathArg} must be one of ${operationStates.join(', ')}`]),
+          ...pageShape('getOperations'),
+        },
+      });
+      const filter: Record<string, string> = {};
+      if (request.clusterId !== undefined) filter.clusterId = request.clusterId;
+      if (request.serviceId !== undefined) filter.serviceId = request.serviceId;
+      if (request.state !== undefined) filter.state = request.state;
+      const page = await findPage(this.cloudly.store, operationKind, filter, 'getOperations', request, { startedAt: 1 });
+      const progress = page.items.length === 0
+        ? new Map<string, IOperationProgressDocument>()
+        : new Map((await this.cloudly.store.find(operationProgressKind, { id: { $in: page.items.map((docArg) => docArg.id) } })).map((docArg) => [docArg.id, docArg]));
+      return { operations: page.items.map((docArg) => toPublicOperation(docArg, progress.get(docArg.id) ?? null)), ...nextCursorMember(page) };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Admin_CancelOperation>('cancelOperation', async (request) => {
+      request = requireRequestShape(request, { required: { operationId: isIdString } });
+      const { doc } = await this.cloudly.store.mutate(operationKind, request.operationId, (currentArg) => decideOperationCancel(currentArg, Date.now()));
+      const run = this.local.get(request.operationId);
+      if (run && !run.controller.signal.aborted) {
+        run.why = 'cancelled';
+        run.controller.abort();
+      }
+      this.cloudly.logger.info({ operationId: request.operationId }, 'operation cancelled');
+      return { operation: toPublicOperation(doc!, await this.cloudly.store.get(operationProgressKind, request.operationId)) };
+    });
+  }
+}
+
+/** The error data a failed operation records: a refusal's own data, or `internal` with a logged id. */
+export const operationErrorOf = (errorArg: unknown, logArg: (errorArg: unknown) => string): IOperationError => {
+  if (isTypedResponseError(errorArg)) {
+    const data = errorArg.errorData as Record<string, unknown> | undefined;
+    if (data && typeof data.code === 'string') {
+      return {
+        code: data.code,
+        retryable: data.retryable === true,
+        ...(Array.isArray(data.reasons) ? { reasons: data.reasons.filter((reasonArg): reasonArg is string => typeof reasonArg === 'string') } : {}),
+        ...(data.relayError !== undefined ? { relayError: data.relayError } : {}),
+      };
+    }
+  }
+  const errorId = logArg(errorArg);
+  return { code: 'internal', retryable: true, reasons: [`internal failure ${errorId}`] };
+};
