@@ -7,43 +7,12 @@ import {
 import { normalizeServerUrl, readCredentials, writeCredentials, credentialsPath } from './credentials.js';
 import { note, printAnswer, renderYaml, waitingLine, writeOut } from './output.js';
 import { readPassword } from './prompt.js';
+import { generationExpectation, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
+import { addOperationCommands, finishStartedWork, longWork } from './operations.js';
 import {
   auditColumns, backupColumns, bindingColumns, clusterColumns, describeInitialization, formatTime, listTable, nodeColumns,
   recordTable, serviceColumns, serviceTable,
 } from './tables.js';
-
-type TOptions = Record<string, any>;
-type TAction = (ctxArg: ICommandContext, optionsArg: TOptions) => Promise<void>;
-
-/** Runs a command that talks to a logged-in server; any failure sets the exit code (context.ts). */
-const run = (actionArg: TAction) => async (...argsArg: unknown[]): Promise<void> => {
-  const command = argsArg[argsArg.length - 1] as Command;
-  const options = command.optsWithGlobals() as TOptions;
-  let url: string | undefined;
-  try {
-    const ctx = await openContext(options);
-    url = ctx.url;
-    await actionArg(ctx, options);
-  } catch (error) {
-    process.exitCode = reportFailure(error, url);
-  }
-};
-
-const mutation = (commandArg: Command): Command => commandArg
-  .option('--dry-run', 'run every check and answer what would happen; change nothing');
-
-const generationExpectation = (commandArg: Command, whatArg: string): Command => mutation(commandArg)
-  .option('--expect <generation>', `the ${whatArg} generation you read (compare-and-swap)`)
-  .option('--expect-current', `read the ${whatArg}'s current generation first and expect that`);
-
-const pageOptions = (commandArg: Command): Command => commandArg
-  .option('--limit <n>', 'at most this many per page')
-  .option('--cursor <cursor>', 'the page after this cursor (from the last answer)');
-
-const pageRequest = (optionsArg: TOptions): Record<string, unknown> => ({
-  ...(optionsArg.limit !== undefined ? { limit: parseInteger(optionsArg.limit, '--limit', 1) } : {}),
-  ...(optionsArg.cursor !== undefined ? { cursor: optionsArg.cursor } : {}),
-});
 
 /** A value compare-and-swap (`expected`): `--expect <json|none>` or `--expect-current`. */
 const expectedValue = async (
@@ -639,7 +608,7 @@ const addBackupCommands = (programArg: Command): void => {
       });
       printAnswer(answer, ctx.format, () => listTable(answer.backups, backupColumns, answer));
     }));
-  mutation(backups.command('create').description('back up one service on one node (answers when the relay finishes)'))
+  longWork(mutation(backups.command('create').description('back up one service on one node, following the operation with progress (Ctrl-C detaches)')))
     .requiredOption('--cluster <id>', 'cluster id')
     .requiredOption('--node <id>', 'node id')
     .requiredOption('--service <id>', 'service id')
@@ -655,31 +624,29 @@ const addBackupCommands = (programArg: Command): void => {
         }
         tags[tag.slice(0, at)] = tag.slice(at + 1);
       }
-      const stop = options.dryRun ? () => undefined : waitingLine('backing up: waiting for the relay…');
       const answer = await ctx.call('createServiceBackup', withDryRun(options, {
         clusterId: options.cluster, nodeId: options.node, serviceId: options.service,
         ...(options.backupId ? { backupId: options.backupId } : {}),
         ...((options.tag as string[]).length ? { tags } : {}),
         ...(options.replication ? { replication: { enabled: true } } : {}),
-      })).finally(stop);
-      noteDryRun(options, answer);
-      printAnswer(answer, ctx.format, () => (answer.backup ? recordTable(answer.backup) : recordTable(answer)));
+      }));
+      await finishStartedWork(ctx, options, answer, (answerArg) => (answerArg.backup ? recordTable(answerArg.backup) : recordTable(answerArg)));
     }));
-  mutation(backups.command('restore').description('restore a recorded backup (answers when the relay finishes)'))
+  longWork(mutation(backups.command('restore').description('restore a recorded backup, following the operation with progress (Ctrl-C detaches)')))
     .requiredOption('--backup <id>', 'backup id')
     .option('--node <id>', 'restore onto this node of the cluster (default: where it was taken)')
     .option('--clear', 'clear the resources before restoring')
     .option('--resource-type <type>', 'only this resource type (repeatable)', collect, [])
     .action(run(async (ctx, options) => {
-      const stop = options.dryRun ? () => undefined : waitingLine('restoring: waiting for the relay…');
       const answer = await ctx.call('restoreServiceBackup', withDryRun(options, {
         backupId: options.backup,
         ...(options.node ? { nodeId: options.node } : {}),
         ...(options.clear ? { clear: true } : {}),
         ...((options.resourceType as string[]).length ? { resourceTypes: options.resourceType } : {}),
-      })).finally(stop);
-      noteDryRun(options, answer);
-      printAnswer(answer, ctx.format, () => (answer.backup ? `${recordTable(answer.backup)}\n\nrestored ${answer.restored?.length ?? 0} snapshot(s)` : recordTable(answer)));
+      }));
+      await finishStartedWork(ctx, options, answer, (answerArg) => (answerArg.backup
+        ? `${recordTable(answerArg.backup)}${answerArg.restored ? `\n\nrestored ${answerArg.restored.length} snapshot(s)` : ''}`
+        : recordTable(answerArg)));
     }));
   mutation(backups.command('prune').description("prune one node's archive by a retention policy (--dry-run: the relay reports what it would prune)"))
     .requiredOption('--cluster <id>', 'cluster id')
@@ -836,6 +803,7 @@ export const addCommands = (programArg: Command): void => {
   addIngressCommands(programArg);
   addCorestoreCommands(programArg);
   addBackupCommands(programArg);
+  addOperationCommands(programArg);
   addNetworkCommands(programArg);
   addAuditCommand(programArg);
   addWatchCommand(programArg);

@@ -64,6 +64,7 @@ export const backupColumns: Array<[string, (itemArg: TRow) => unknown]> = [
   ['BACKUP', (b) => b.backupId],
   ['SERVICE', (b) => b.serviceId],
   ['NODE', (b) => b.nodeId],
+  ['STATE', (b) => (b.failureReason ? `${b.state} (${b.failureReason})` : b.state)],
   ['SNAPSHOTS', (b) => b.snapshots?.length],
   ['CLOSURE', (b) => (b.closure ? 'yes' : 'no')],
   ['CREATED', (b) => formatTime(b.createdAt)],
