@@ -13,6 +13,7 @@ import type {
 import type { ITypedContract } from '../ts/interfaces/requests/admin.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import { clusterRelayLeaseKind } from '../ts/manager.cluster/relayelection.js';
+import type { TUntypedContract } from '../ts/client/admin.js';
 
 type IReq_WhoAmI = ITypedContract<'testWhoAmI', Record<string, never>, { relay: string }>;
 
@@ -151,12 +152,12 @@ describe('relay registrations and the election of one relay socket per cluster',
       assert.deepEqual(Object.keys(registration).sort(), ['acceptedAt', 'clusterId', 'connected', 'generation', 'origin', 'protocol', 'version']);
     }
 
-    const invalid = await refusalOf(() => t.admin.call('getClusterRelayRegistrations', { clusterIds: [a.cluster.id, '', a.cluster.id, 7] }));
+    const invalid = await refusalOf(() => t.admin.call<TUntypedContract>('getClusterRelayRegistrations', { clusterIds: [a.cluster.id, '', a.cluster.id, 7] }));
     assert.equal(invalid.code, 'invalid-request');
     assert.deepEqual((invalid.reasons as string[]).map((reason) => reason.split(' ')[0]), [
       'request.clusterIds[1]', 'request.clusterIds[2]', 'request.clusterIds[3]',
     ]);
-    const notArray = await refusalOf(() => t.admin.call('getClusterRelayRegistrations', { clusterIds: a.cluster.id }));
+    const notArray = await refusalOf(() => t.admin.call<TUntypedContract>('getClusterRelayRegistrations', { clusterIds: a.cluster.id }));
     assert.equal(notArray.code, 'invalid-request');
     const badRegistration = await refusalOf(() => relayA.fire('registerClusterRelay', {
       registration: { origin: 'http://u@relay.example/', version: '', protocol: 'p', extra: 1 },

@@ -2,6 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
 import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
+import type { TUntypedContract } from '../ts/client/admin.js';
 
 const postRaw = async (baseUrlArg: string, bodyArg: string) => {
   const response = await fetch(`${baseUrlArg}/typedrequest`, {
@@ -77,7 +78,7 @@ describe('HTTP transport: bad input gets named refusals and changes nothing', ()
     t.cloudly.addAdminHandler('testExplodes', async () => {
       throw new Error('secret internal detail');
     });
-    const data = await refusalOf(() => t.admin.call('testExplodes', {}));
+    const data = await refusalOf(() => t.admin.call<TUntypedContract>('testExplodes', {}));
     assert.equal(data.code, 'internal');
     assert.equal(typeof data.errorId, 'string');
     assert.equal(JSON.stringify(data).includes('secret internal detail'), false);
@@ -86,7 +87,7 @@ describe('HTTP transport: bad input gets named refusals and changes nothing', ()
 
   test('a handler that answers nothing is reported as internal, never as null', async () => {
     t.cloudly.addAdminHandler('testAnswersNothing', async () => null as unknown as object);
-    const data = await refusalOf(() => t.admin.call('testAnswersNothing', {}));
+    const data = await refusalOf(() => t.admin.call<TUntypedContract>('testAnswersNothing', {}));
     assert.equal(data.code, 'internal');
   });
 

@@ -12,6 +12,7 @@ import type { IReq_Any_Cloudly_AddClusterNode, IReq_Relay_Cloudly_ReportClusterN
 import type { IReq_Admin_SetRuntimeNetworkAddressPlan } from '../ts/interfaces/requests/runtimenetwork.js';
 import type { IRuntimeNetworkAddressPlan } from '../ts/interfaces/data/runtimenetworkaddressplan.js';
 import type { IReq_Admin_CreateServiceBackup } from '../ts/interfaces/requests/backup.js';
+import type { TUntypedContract } from '../ts/client/admin.js';
 
 const auditOf = async (tArg: ITestCloudly, requestArg: Omit<IReq_Admin_GetAuditEvents['request'], 'identity'> = {}) =>
   tArg.admin.call<IReq_Admin_GetAuditEvents>('getAuditEvents', requestArg);
@@ -174,11 +175,11 @@ describe('dry run: the same decision, nothing written', () => {
       await t.cloudly.desiredStateManager.settled(cluster.id);
       const before = await stateDigest(t);
       const auditBefore = (await auditOf(t, { limit: 1000 })).events.length;
-      const dry = await t.admin.call(entry.method, { ...entry.request, dryRun: true }) as Record<string, unknown>;
+      const dry = await t.admin.call<TUntypedContract>(entry.method, { ...entry.request, dryRun: true }) as Record<string, unknown>;
       assert.equal(dry.dryRun, true, entry.method);
       assert.equal(await stateDigest(t), before, `${entry.method}: a dry run wrote`);
       assert.equal((await auditOf(t, { limit: 1000 })).events.length, auditBefore, `${entry.method}: a dry run was audited`);
-      const real = await t.admin.call(entry.method, entry.request) as Record<string, unknown>;
+      const real = await t.admin.call<TUntypedContract>(entry.method, entry.request) as Record<string, unknown>;
       const { dryRun: _dryRun, ...dryAnswer } = dry;
       assert.deepEqual(entry.comparable(dryAnswer), entry.comparable(real), entry.method);
     }
@@ -189,7 +190,7 @@ describe('dry run: the same decision, nothing written', () => {
     const dry = await refusalOf(() => t.admin.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 9, dryRun: true }));
     const real = await refusalOf(() => t.admin.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 9 }));
     assert.deepEqual(dry, real);
-    const badFlag = await refusalOf(() => t.admin.call('createCluster', { name: 'x', dryRun: 'yes' }));
+    const badFlag = await refusalOf(() => t.admin.call<TUntypedContract>('createCluster', { name: 'x', dryRun: 'yes' }));
     assert.deepEqual(badFlag.reasons, ['request.dryRun must be a boolean']);
   });
 

@@ -26,6 +26,7 @@ import { DesiredStateManager } from './manager.desiredstate/desiredstate.manager
 import { SecretManager } from './manager.secret/secret.manager.js';
 import { WatchManager } from './manager.watch/watch.manager.js';
 import { OverviewManager } from './manager.overview/overview.manager.js';
+import { TrafficManager } from './manager.traffic/traffic.manager.js';
 import { SecretBox } from './core/secretbox.js';
 
 /**
@@ -129,6 +130,7 @@ export class Cloudly {
     this.secretManager = this.addManager(new SecretManager(this));
     this.addManager(new WatchManager(this));
     this.addManager(new OverviewManager(this));
+    this.addManager(new TrafficManager(this));
   }
 
   /** Registers a manager so its start/stop run with Cloudly's. */

@@ -6,6 +6,8 @@ import { openSocket, postEnvelope } from './transport.js';
 import { defaultSocketLivenessTiming, watchSocketLiveness, type ISocketLivenessTiming } from '../core/socketliveness.js';
 
 type TAnyContract = ITypedContract<string, unknown, unknown>;
+/** Names no contract: `call<TUntypedContract>(…)` sends a request the contracts do not type (hostile-input tests, test-only methods). */
+export type TUntypedContract = TAnyContract;
 type TWithoutIdentity<TRequest> = Omit<TRequest, 'identity'>;
 
 /**
@@ -47,7 +49,7 @@ export class CloudlyAdminClient {
    */
   public async call<M extends TCloudlyMethod>(
     methodArg: M,
-    requestArg: TWithoutIdentity<ICloudlyMethods[M]['request']>,
+    requestArg: TWithoutIdentity<ICloudlyMethods[M]['request']> & { dryRun?: boolean },
   ): Promise<ICloudlyMethods[M]['response']>;
   public async call<T extends TAnyContract = never>(
     methodArg: T['method'],

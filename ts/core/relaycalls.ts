@@ -31,6 +31,7 @@ export const defaultRelayCallTimeouts: IRelayCallTimeouts = Object.freeze({
 /** Every method Cloudly calls on a relay, and its timeout class. */
 export const cloudlyToRelayCalls = {
   getClusterCorestoreLegacyResources: 'ordinary',
+  getClusterTrafficStatistics: 'ordinary',
   applyRuntimeLocalStorageClaim: 'ordinary',
   pushClusterIngressRouteTableChanged: 'hint',
   pushClusterPlatformDesiredStateChanged: 'hint',

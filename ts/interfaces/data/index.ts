@@ -23,3 +23,4 @@ export * from './corestoreclosure.js';
 export * from './audit.js';
 export * from './desiredstate.js';
 export * from './runtimenetworksignature.js';
+export * from './clustertraffic.js';

@@ -6,29 +6,25 @@ import type * as cluster from './cluster.js';
 import type * as corestore from './corestore.js';
 import type * as desiredstate from './desiredstate.js';
 import type * as ingress from './ingress.js';
+import type * as operation from './operation.js';
 import type * as overview from './overview.js';
 import type * as runtimenetwork from './runtimenetwork.js';
 import type * as runtimesession from './runtimesession.js';
 import type * as secret from './secret.js';
 import type * as service from './service.js';
+import type * as traffic from './traffic.js';
 import type * as watch from './watch.js';
 
-/** Every typed contract by its method name: what a call of that method sends and answers. */
+/** Every method Cloudly serves (to administrators and relays), by name: what a call sends and answers. */
 export interface ICloudlyMethods {
   addClusterNode: cluster.IReq_Any_Cloudly_AddClusterNode;
   adminLoginWithUsernameAndPassword: admin.IReq_Admin_LoginWithUsernameAndPassword;
   adminPruneClusterNodeArchive: backup.IReq_Admin_PruneClusterNodeArchive;
   adoptCorestoreLegacyResources: corestore.IReq_Any_Cloudly_AdoptCorestoreLegacyResources;
-  applyRuntimeLocalStorageClaim: runtimesession.IReq_Controller_Pallet_ApplyRuntimeLocalStorageClaim;
-  backupClusterService: backup.IReq_Cloudly_Relay_BackupClusterService;
   backupServiceDatabaseClosure: backup.IReq_Relay_Cloudly_BackupServiceDatabaseClosure;
   beginSecretRecipientEnrollment: secret.IReq_Relay_Cloudly_BeginSecretRecipientEnrollment;
-  changeEvent: watch.IReq_Cloudly_Admin_ChangeEvent;
+  cancelOperation: operation.IReq_Admin_CancelOperation;
   completeSecretRecipientEnrollment: secret.IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment;
-  coreflowCleanupIsolatedRestore: backup.IReq_Cloudly_Coreflow_CleanupIsolatedRestore;
-  coreflowExecuteIsolatedRestore: backup.IReq_Cloudly_Coreflow_ExecuteIsolatedRestore;
-  coreflowGetIsolatedRestoreStatus: backup.IReq_Cloudly_Coreflow_GetIsolatedRestoreStatus;
-  coreflowPrepareIsolatedRestore: backup.IReq_Cloudly_Coreflow_PrepareIsolatedRestore;
   createCluster: admin.IReq_Any_Cloudly_CreateCluster;
   createIsolatedRestore: backup.IReq_Admin_CreateIsolatedRestore;
   createService: service.IReq_Any_Cloudly_CreateService;
@@ -39,7 +35,6 @@ export interface ICloudlyMethods {
   designateClusterIngress: ingress.IReq_Any_Cloudly_DesignateClusterIngress;
   getAuditEvents: audit.IReq_Admin_GetAuditEvents;
   getClusterById: admin.IReq_Any_Cloudly_GetClusterById;
-  getClusterCorestoreLegacyResources: corestore.IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources;
   getClusterIngressDesignation: ingress.IReq_Any_Cloudly_GetClusterIngressDesignation;
   getClusterIngressRouteTable: ingress.IReq_Relay_Cloudly_GetClusterIngressRouteTable;
   getClusterNodeCorestores: cluster.IReq_Relay_Cloudly_GetClusterNodeCorestores;
@@ -51,9 +46,12 @@ export interface ICloudlyMethods {
   getClusterRouteTable: desiredstate.IReq_Relay_Cloudly_GetClusterRouteTable;
   getClusterRuntime: ingress.IReq_Any_Cloudly_GetClusterRuntime;
   getClusters: admin.IReq_Any_Cloudly_GetClusters;
+  getClusterTrafficStatistics: traffic.IReq_Any_Cloudly_GetClusterTrafficStatistics;
   getCorestoreControlCredential: secret.IReq_Any_Cloudly_GetCorestoreControlCredential;
   getCorestoreControlCredentialMaterial: secret.IReq_Relay_Cloudly_GetCorestoreControlCredentialMaterial;
   getCorestoreLegacyResources: corestore.IReq_Any_Cloudly_GetCorestoreLegacyResources;
+  getOperation: operation.IReq_Admin_GetOperation;
+  getOperations: operation.IReq_Admin_GetOperations;
   getPlatformBindings: corestore.IReq_Any_Cloudly_GetPlatformBindings;
   getRuntimeLocalStorageClaims: service.IReq_Any_Cloudly_GetRuntimeLocalStorageClaims;
   getRuntimeNetworkAddressPlan: runtimenetwork.IReq_Admin_GetRuntimeNetworkAddressPlan;
@@ -63,9 +61,6 @@ export interface ICloudlyMethods {
   getServiceById: service.IReq_Any_Cloudly_GetServiceById;
   getServiceRuntimeStatus: service.IReq_Any_Cloudly_GetServiceRuntimeStatus;
   getServices: service.IReq_Any_Cloudly_GetServices;
-  pruneClusterNodeArchive: backup.IReq_Cloudly_Relay_PruneClusterNodeArchive;
-  pushClusterIngressRouteTableChanged: ingress.IReq_Cloudly_Relay_PushClusterIngressRouteTableChanged;
-  pushClusterPlatformDesiredStateChanged: desiredstate.IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged;
   registerClusterIngress: ingress.IReq_Relay_Cloudly_RegisterClusterIngress;
   registerClusterRelay: cluster.IReq_Relay_Cloudly_RegisterClusterRelay;
   releaseUncertainRuntimeLocalStorageClaim: service.IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim;
@@ -77,7 +72,6 @@ export interface ICloudlyMethods {
   reportRuntimeNetworkProjectionApplication: runtimenetwork.IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication;
   reportRuntimeNodeSession: runtimesession.IReq_Relay_Cloudly_ReportRuntimeNodeSession;
   resolveClusterIngressBearer: ingress.IReq_Relay_Cloudly_ResolveClusterIngressBearer;
-  restoreClusterService: backup.IReq_Cloudly_Relay_RestoreClusterService;
   restoreServiceBackup: backup.IReq_Admin_RestoreServiceBackup;
   restoreServiceDatabaseClosure: backup.IReq_Relay_Cloudly_RestoreServiceDatabaseClosure;
   rotateClusterRelayToken: admin.IReq_Any_Cloudly_RotateClusterRelayToken;
@@ -87,14 +81,33 @@ export interface ICloudlyMethods {
   setClusterNodeCorestore: cluster.IReq_Any_Cloudly_SetClusterNodeCorestore;
   setRuntimeNetworkAddressPlan: runtimenetwork.IReq_Admin_SetRuntimeNetworkAddressPlan;
   setServiceVolumeInitialization: service.IReq_Any_Cloudly_SetServiceVolumeInitialization;
-  stageIsolatedRestoreArchive: backup.IReq_Cloudly_Relay_StageIsolatedRestoreArchive;
   stepIsolatedRestore: backup.IReq_Admin_StepIsolatedRestore;
   unwatchChanges: watch.IReq_Admin_UnwatchChanges;
   updatePlatformBindingStatus: corestore.IReq_Relay_Cloudly_UpdatePlatformBindingStatus;
   updateService: service.IReq_Any_Cloudly_UpdateService;
   upsertPlatformBinding: corestore.IReq_Any_Cloudly_UpsertPlatformBinding;
   watchChanges: watch.IReq_Admin_WatchChanges;
-  watchExpired: watch.IReq_Cloudly_Admin_WatchExpired;
 }
 
 export type TCloudlyMethod = keyof ICloudlyMethods;
+
+/** Every method Cloudly calls on a relay, a node controller or an admin socket, by name. */
+export interface ICloudlyOutboundMethods {
+  applyRuntimeLocalStorageClaim: runtimesession.IReq_Controller_Pallet_ApplyRuntimeLocalStorageClaim;
+  backupClusterService: backup.IReq_Cloudly_Relay_BackupClusterService;
+  changeEvent: watch.IReq_Cloudly_Admin_ChangeEvent;
+  coreflowCleanupIsolatedRestore: backup.IReq_Cloudly_Coreflow_CleanupIsolatedRestore;
+  coreflowExecuteIsolatedRestore: backup.IReq_Cloudly_Coreflow_ExecuteIsolatedRestore;
+  coreflowGetIsolatedRestoreStatus: backup.IReq_Cloudly_Coreflow_GetIsolatedRestoreStatus;
+  coreflowPrepareIsolatedRestore: backup.IReq_Cloudly_Coreflow_PrepareIsolatedRestore;
+  getClusterCorestoreLegacyResources: corestore.IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources;
+  getClusterTrafficStatistics: traffic.IReq_Cloudly_Relay_GetClusterTrafficStatistics;
+  pruneClusterNodeArchive: backup.IReq_Cloudly_Relay_PruneClusterNodeArchive;
+  pushClusterIngressRouteTableChanged: ingress.IReq_Cloudly_Relay_PushClusterIngressRouteTableChanged;
+  pushClusterPlatformDesiredStateChanged: desiredstate.IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged;
+  restoreClusterService: backup.IReq_Cloudly_Relay_RestoreClusterService;
+  stageIsolatedRestoreArchive: backup.IReq_Cloudly_Relay_StageIsolatedRestoreArchive;
+  watchExpired: watch.IReq_Cloudly_Admin_WatchExpired;
+}
+
+export type TCloudlyOutboundMethod = keyof ICloudlyOutboundMethods;
