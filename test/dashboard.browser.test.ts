@@ -8,6 +8,7 @@ import { connectElectedRelay, relayOrigin } from './ingress.fixture.js';
 import { chunked, descriptorOf } from './backup.fixture.js';
 import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
+import { postEnvelope } from '../ts/client/transport.js';
 import { dashboardContentSecurityPolicy } from '../ts/core/dashboard.js';
 import type { IService } from '../ts/interfaces/data/service.js';
 import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
@@ -287,9 +288,19 @@ test('an identity Cloudly refuses sends the operator back to login; logout forge
   await page.getByLabel('Password').fill(testAdminPassword);
   await page.getByRole('button', { name: 'Log in' }).click();
   await page.locator('[data-connection=live]').waitFor();
+  const identity = JSON.parse(await page.evaluate(() => sessionStorage.getItem('cloudly.dashboard.identity')) ?? 'null');
+  assert.ok(identity?.jwt);
   await page.locator('[data-action=logout]').click();
   await page.getByLabel('Username').waitFor();
   assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+  const afterLogout = await refusalOf(() => postEnvelope(t.baseUrl, 'getClusters', { identity, limit: 1 })).catch(() => null);
+  if (afterLogout === null) {
+    // The identity still works: only a Cloudly without a logout method may answer so.
+    const logout = await refusalOf(() => postEnvelope(t.baseUrl, 'logout', { identity }));
+    assert.deepEqual(logout.reasons, ['method logout is not served']);
+  } else {
+    assert.equal(afterLogout.code, 'unauthenticated', 'the logged-out identity is refused by Cloudly');
+  }
 });
 
 test('no page logged a console error, and no request left the origin', { skip }, async () => {

@@ -33,7 +33,7 @@ export class ApiError extends Error {
 
 const identityKey = 'cloudly.dashboard.identity';
 /** Methods another part of the project may add; the dashboard uses them once served. */
-export const logoutMethod = 'adminLogout';
+export const logoutMethod = 'logout';
 
 const randomId = (): string => crypto.randomUUID();
 

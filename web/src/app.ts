@@ -57,7 +57,11 @@ export class CloudlyApp extends LightElement {
     window.addEventListener('hashchange', () => {
       this.route = parseRoute(location.hash);
       // Keyboard and screen-reader users land on the new page's heading.
-      void this.updateComplete.then(() => this.querySelector<HTMLElement>('main h1')?.focus());
+      void this.updateComplete.then(() => requestAnimationFrame(() => {
+        const heading = this.querySelector<HTMLElement>('main h1');
+        heading?.setAttribute('tabindex', '-1');
+        heading?.focus();
+      }));
     });
     api.addEventListener('status', () => {
       const before = this.status;
@@ -129,17 +133,12 @@ export class CloudlyApp extends LightElement {
     }
   }
 
-  protected updated(): void {
-    const heading = this.querySelector<HTMLElement>('main h1');
-    heading?.setAttribute('tabindex', '-1');
-  }
-
   protected render(): TemplateResult {
     if (!this.loggedIn) {
       return this.loginView();
     }
     const current = this.route.page;
-    return html`<a class="skip" href="#main" @click=${(event: Event) => { event.preventDefault(); this.querySelector<HTMLElement>('main h1')?.focus(); }}>Skip to content</a>
+    return html`<a class="skip" href="#main" @click=${(event: Event) => { event.preventDefault(); const heading = this.querySelector<HTMLElement>('main h1'); heading?.setAttribute('tabindex', '-1'); heading?.focus(); }}>Skip to content</a>
       <header class="topbar">
         <span class="brand">Cloudly</span>
         <nav aria-label="Main">

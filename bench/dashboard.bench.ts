@@ -1,0 +1,147 @@
+/**
+ * Dashboard benchmark: time to first render of the fleet overview with 1,000 clusters in headless
+ * Chromium (Debian's package, playwright-core), next to the login page's render in the same run
+ * (the baseline: same browser, same bundle, no data), and the bundle's size gzipped.
+ * Writes bench/results/dashboard.md.
+ *
+ *   node --import tsx bench/dashboard.bench.ts [clusters]
+ */
+import * as fsp from 'node:fs/promises';
+import * as path from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { performance } from 'node:perf_hooks';
+import { inParallel, startBenchCloudly, timeEach } from './helpers/benchcloudly.js';
+import { chromiumAvailable, chromiumPath, launchBrowser } from '../test/helpers/browser.js';
+import { dashboardBundleDir, ensureDashboardBundle } from '../ts/core/dashboard.js';
+import { CloudlyAdminClient } from '../ts/client/admin.js';
+
+const clusterCount = Number(process.argv[2] ?? 1000);
+const servicesEvery = 5;
+const rounds = 7;
+const pageSize = 50;
+
+const median = (valuesArg: number[]): number => [...valuesArg].sort((a, b) => a - b)[Math.floor(valuesArg.length / 2)];
+
+const main = async (): Promise<void> => {
+  if (!chromiumAvailable()) {
+    throw new Error(`${chromiumPath} is missing: apt-get install -y chromium`);
+  }
+  const bench = await startBenchCloudly('dashboard');
+  const { cloudly, admin } = bench;
+  const browser = await launchBrowser();
+  try {
+    const seedStarted = performance.now();
+    const clusterIds: string[] = [];
+    await inParallel(clusterCount, 16, async (indexArg) => {
+      const { cluster } = await admin.call('createCluster', { name: `fleet-${String(indexArg).padStart(4, '0')}` });
+      clusterIds.push(cluster.id);
+    });
+    await inParallel(Math.floor(clusterCount / servicesEvery), 16, (indexArg) => admin.call('createService', {
+      service: {
+        name: `svc-${indexArg}`, organizationId: 'org-1', clusterId: clusterIds[indexArg * servicesEvery],
+        runtime: { image: 'registry.example/app:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } },
+        volumes: [],
+      },
+    }));
+    const seedSeconds = (performance.now() - seedStarted) / 1000;
+    // Let the background work the seeding started settle before timing.
+    for (let quiet = 0, writes = -1; quiet < 5;) {
+      quiet = cloudly.store.committedWrites === writes ? quiet + 1 : 0;
+      writes = cloudly.store.committedWrites;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+
+    const bundleStarted = performance.now();
+    await ensureDashboardBundle();
+    const bundleMs = performance.now() - bundleStarted;
+    const sizes: Record<string, { raw: number; gzip: number }> = {};
+    for (const name of ['app.js', 'app.css', 'index.html']) {
+      const bytes = await fsp.readFile(path.join(dashboardBundleDir, name));
+      sizes[name] = { raw: bytes.byteLength, gzip: gzipSync(bytes, { level: 9 }).byteLength };
+    }
+    const gzipTotal = Object.values(sizes).reduce((sum, entry) => sum + entry.gzip, 0);
+
+    // API baselines over HTTP, as the page calls them.
+    const http = new CloudlyAdminClient(cloudly.baseUrl);
+    http.identity = admin.identity;
+    const getClusters = await timeEach(20, () => http.call('getClusters', { limit: pageSize }));
+    const getOverview = await timeEach(20, () => http.call('getClusterOverview', { clusterId: clusterIds[0] }));
+
+    const { page } = browser;
+    const url = `${cloudly.baseUrl}/dashboard/`;
+    // Baseline: the login page (same bundle, no data).
+    const login: number[] = [];
+    for (let round = 0; round < rounds; round++) {
+      const started = performance.now();
+      await page.goto(url);
+      await page.locator('#login-username').waitFor();
+      login.push(performance.now() - started);
+    }
+    await page.getByLabel('Username').fill('admin');
+    await page.getByLabel('Password').fill('bench-admin-password-0123');
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.locator('[data-page=fleet] tr[data-cluster-id]').first().waitFor({ timeout: 30_000 });
+    const firstRows: number[] = [];
+    const filled: number[] = [];
+    for (let round = 0; round < rounds; round++) {
+      const started = performance.now();
+      await page.reload();
+      await page.locator('[data-page=fleet] tr[data-cluster-id]').first().waitFor({ timeout: 30_000 });
+      firstRows.push(performance.now() - started);
+      await page.waitForFunction(() => {
+        const rows = (globalThis as unknown as { document: { querySelectorAll(selectorArg: string): { length: number } } }).document;
+        return rows.querySelectorAll('[data-page=fleet] tr[data-cluster-id]').length > 0
+          && rows.querySelectorAll('[data-page=fleet] td[data-relay=loading]').length === 0;
+      }, undefined, { timeout: 60_000, polling: 'raf' });
+      filled.push(performance.now() - started);
+    }
+    const rowsShown = await page.locator('[data-page=fleet] tr[data-cluster-id]').count();
+    const fleetServed = await http.call('getFleetOverview' as never, { limit: 1 } as never).then(() => true, () => false);
+
+    const first = median(firstRows);
+    const full = median(filled);
+    const base = median(login);
+    const lines = [
+      '# Dashboard: first render of the fleet overview, bundle size',
+      '',
+      `Run \`node --import tsx bench/dashboard.bench.ts\` (${new Date().toISOString().slice(0, 10)}, shared 2-core machine, embedded database,`,
+      `headless Chromium ${browser.context.browser()?.version() ?? ''} from Debian's package via playwright-core, 1366×768).`,
+      `${clusterCount} clusters, ${Math.floor(clusterCount / servicesEvery)} services (one on every ${servicesEvery}th cluster); seeding took ${seedSeconds.toFixed(1)} s.`,
+      `The fleet page lists ${rowsShown} clusters per page (the default); ${fleetServed
+        ? 'Cloudly serves getFleetOverview, so one call answers the page'
+        : `Cloudly does not serve getFleetOverview yet, so the page is getClusters (limit ${pageSize}) and then one getClusterOverview per row, 6 in flight`}.`,
+      'Each figure is the median of ' + rounds + ' loads (page.reload with the identity in sessionStorage), from the reload to the element, measured in the driving process.',
+      '',
+      '| what | median | ratio to baseline |',
+      '| --- | --- | --- |',
+      `| login page rendered (baseline: same bundle, no data) | ${base.toFixed(0)} ms | 1.00 |`,
+      `| fleet overview: first render (the page of clusters in the table) | ${first.toFixed(0)} ms | ${(first / base).toFixed(2)} |`,
+      `| fleet overview: every row filled (relay, nodes, services by state) | ${full.toFixed(0)} ms | ${(full / base).toFixed(2)} |`,
+      '',
+      'API calls behind it, over HTTP from the driving process (p50):',
+      '',
+      '| call | p50 | p90 |',
+      '| --- | --- | --- |',
+      `| getClusters { limit: ${pageSize} } of ${clusterCount} | ${getClusters.p50.toFixed(1)} ms | ${getClusters.p90.toFixed(1)} ms |`,
+      `| getClusterOverview (one small cluster) | ${getOverview.p50.toFixed(1)} ms | ${getOverview.p90.toFixed(1)} ms |`,
+      '',
+      `Bundle (esbuild, minified; built or checked in ${bundleMs.toFixed(0)} ms):`,
+      '',
+      '| file | bytes | gzipped |',
+      '| --- | --- | --- |',
+      ...Object.entries(sizes).map(([name, entry]) => `| ${name} | ${entry.raw} | ${entry.gzip} |`),
+      `| total | ${Object.values(sizes).reduce((sum, entry) => sum + entry.raw, 0)} | ${gzipTotal} (${(gzipTotal / 1024).toFixed(1)} KiB, ${((gzipTotal / (250 * 1024)) * 100).toFixed(0)} % of the 250 KB aim) |`,
+      '',
+      `Aims: first render under 1 s — ${first < 1000 ? 'met' : 'missed'}; bundle under 250 KB gzipped — ${gzipTotal < 250 * 1024 ? 'met' : 'missed'}.`,
+      '',
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
+    await fsp.mkdir(path.join(import.meta.dirname, 'results'), { recursive: true });
+    await fsp.writeFile(path.join(import.meta.dirname, 'results', 'dashboard.md'), lines.join('\n'));
+  } finally {
+    await browser.close();
+    await bench.stop();
+  }
+};
+
+await main();

@@ -1,0 +1,114 @@
+/**
+ * Takes the screenshots in docs/dashboard.md: a real Cloudly (embedded database, fresh data
+ * directory) seeded with a small fleet through the API and a real relay client, then each page in
+ * headless Chromium (Debian's package, playwright-core), 1366×768. Writes docs/images/dashboard-*.png.
+ *
+ *   node --import tsx scripts/dashboard-screenshots.ts
+ */
+import * as fsp from 'node:fs/promises';
+import * as path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { startTestCloudly, testAdminPassword, testAdminUsername } from '../test/helpers/cloudly.js';
+import { launchBrowser } from '../test/helpers/browser.js';
+import { connectElectedRelay, relayOrigin } from '../test/ingress.fixture.js';
+import { chunked, descriptorOf } from '../test/backup.fixture.js';
+import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
+import { projectDir } from '../ts/core/dashboard.js';
+import type { IReq_Cloudly_Relay_BackupClusterService } from '../ts/interfaces/requests/backup.js';
+
+const imagesDir = path.join(projectDir, 'docs', 'images');
+
+const t = await startTestCloudly();
+const browser = await launchBrowser({ viewport: { width: 1366, height: 768 } });
+try {
+  const { page } = browser;
+  const alpha = await t.createCluster('alpha');
+  const clusterId = alpha.cluster.id;
+  await t.addNodes(clusterId, 'node-1', 'node-2');
+  await t.admin.call('setClusterNodeCorestore', { clusterId, nodeId: 'node-1', expected: null, corestore: { endpoint: 'http://10.20.0.11:3000' } });
+  const relay = await connectElectedRelay(t, clusterId, alpha.relayToken);
+  await relay.fire('registerClusterRelay', { registration: { origin: relayOrigin, version: '1.0.0', protocol: 'cluster-relay/1' } });
+  await relay.fire('reportClusterNode', { report: { nodeId: 'node-1', hostAddresses: ['192.0.2.11'] } });
+  await relay.fire('reportClusterNode', { report: { nodeId: 'node-2', hostAddresses: ['192.0.2.12', '198.51.100.12'] } });
+  const ingress = (await t.admin.call('createService', {
+    service: {
+      name: 'edge-ingress', organizationId: 'org-1', clusterId,
+      runtime: { image: 'registry.example.com/serve.zone/ingress:1', replicas: 2, profile: { runAs: null }, placement: { nodeIds: ['node-1', 'node-2'] } },
+      volumes: [],
+    },
+  })).service;
+  const db = (await t.admin.call('createService', {
+    service: {
+      name: 'orders-db', organizationId: 'org-1', clusterId,
+      runtime: { image: 'registry.example.com/shop/orders-db:4', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-1'] } },
+      volumes: [{ mountPath: '/var/lib/data', readOnly: false, driver: 'local' }],
+    },
+  })).service;
+  await t.admin.call('createService', {
+    service: {
+      name: 'storefront', organizationId: 'org-1', clusterId,
+      runtime: { image: 'registry.example.com/shop/storefront:12', replicas: 2, profile: { runAs: null }, placement: { nodeIds: [] } },
+      volumes: [],
+    },
+  });
+  const { runtime } = await t.admin.call('getClusterRuntime', { clusterId });
+  await t.admin.call('designateClusterIngress', {
+    designation: {
+      mutationId: 'screenshot-designation', clusterId, ingressServiceId: ingress.id, currentRuntime: runtime as never,
+      expectedSpecRevision: ingress.specRevision, expectedDesignation: null,
+    },
+  });
+  const closure = randomBytes(512 * 1024);
+  relay.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', async (request) => {
+    await sendServiceDatabaseClosure(relay, { backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId, descriptor: descriptorOf(closure) }, chunked(closure));
+    return { snapshots: [{ type: 'database', snapshotId: `snap-${request.backupId}`, resourceName: 'db', databaseName: 'orders', createdAt: Date.now(), sizeBytes: closure.byteLength }] };
+  });
+  const ordered = await t.admin.call('createServiceBackup', { clusterId, nodeId: 'node-1', serviceId: db.id, backupId: 'backup-nightly-1' }) as { operation?: { operationId: string } };
+  if (ordered.operation) {
+    for (let state = ''; state !== 'completed' && state !== 'failed';) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      state = (await t.admin.call('getOperation' as never, { operationId: ordered.operation.operationId } as never) as { operation: { state: string } }).operation.state;
+    }
+  }
+  const beta = await t.createCluster('beta');
+  await t.connectRelay(beta.relayToken);
+  await t.createCluster('gamma');
+
+  await fsp.mkdir(imagesDir, { recursive: true });
+  const shot = async (nameArg: string, fullPageArg = false) => {
+    await page.waitForTimeout(300);
+    await page.screenshot({ path: path.join(imagesDir, `dashboard-${nameArg}.png`), fullPage: fullPageArg });
+    console.log(`docs/images/dashboard-${nameArg}.png`);
+  };
+  await page.goto(`${t.baseUrl}/dashboard/`);
+  await page.getByLabel('Username').fill(testAdminUsername);
+  await shot('login');
+  await page.getByLabel('Password').fill(testAdminPassword);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.locator('[data-connection=live]').waitFor();
+  await page.waitForFunction(() => (globalThis as unknown as { document: { querySelectorAll(selectorArg: string): { length: number } } }).document.querySelectorAll('td[data-relay=loading]').length === 0);
+  await shot('fleet');
+  await page.goto(`${t.baseUrl}/dashboard/#/cluster/${clusterId}`);
+  await page.locator('[data-ingress=designated]').waitFor();
+  await shot('cluster', true);
+  await page.locator('[data-action=designate-ingress]').click();
+  await page.locator('dialog.action-dialog [data-action=confirm]').waitFor();
+  await page.locator('dialog.action-dialog details').evaluate((detailsArg) => { (detailsArg as unknown as { open: boolean }).open = true; });
+  await shot('dry-run');
+  await page.keyboard.press('Escape');
+  await page.goto(`${t.baseUrl}/dashboard/#/service/${db.id}`);
+  await page.locator('[data-backup-state]').first().waitFor();
+  await page.locator('[data-action=edit-initialization]').click();
+  await shot('service', true);
+  await page.getByLabel('mode (octal)').fill('7777');
+  await page.locator('[data-action=set-initialization]').click();
+  await page.locator('dialog.action-dialog[data-phase=refused]').waitFor();
+  await shot('refusal');
+  await page.keyboard.press('Escape');
+  await page.goto(`${t.baseUrl}/dashboard/#/audit`);
+  await page.locator('table[aria-label="Audit events"] tbody tr').first().waitFor();
+  await shot('audit');
+} finally {
+  await browser.close();
+  await t.stop();
+}
