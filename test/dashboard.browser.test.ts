@@ -1,6 +1,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { WebSocket } from 'ws';
 import type { Page } from 'playwright-core';
 import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, type ITestCloudly } from './helpers/cloudly.js';
 import { chromiumAvailable, chromiumPath, launchBrowser, type IBrowser } from './helpers/browser.js';
@@ -47,9 +48,6 @@ const waitForText = async (selectorArg: string, textArg: string | RegExp, timeou
 };
 
 before(async () => {
-  if (skip) {
-    return;
-  }
   t = await startTestCloudly();
   const created = await t.createCluster('alpha');
   clusterId = created.cluster.id;
@@ -69,6 +67,9 @@ before(async () => {
       volumes: [{ mountPath: '/data', readOnly: false, driver: 'local' }],
     },
   })).service;
+  if (skip) {
+    return;
+  }
   browser = await launchBrowser();
   page = browser.page;
   page.on('request', (requestArg) => requestUrls.push(requestArg.url()));
@@ -86,7 +87,7 @@ after(async () => {
   await t?.stop();
 });
 
-test('the dashboard is served at /dashboard, same origin, under a strict Content-Security-Policy', { skip }, async () => {
+test('the dashboard is served at /dashboard, same origin, under a strict Content-Security-Policy', async () => {
   const redirect = await fetch(`${t.baseUrl}/dashboard`, { redirect: 'manual' });
   assert.equal(redirect.status, 302);
   assert.equal(redirect.headers.get('location'), '/dashboard/');
@@ -109,6 +110,29 @@ test('the dashboard is served at /dashboard, same origin, under a strict Content
     }
   }
   assert.equal((await fetch(`${t.baseUrl}/dashboard/secrets.json`)).status, 404);
+});
+
+/** Opens `/typedsocket` offering protocols; answers the selected protocol or the HTTP status it was refused with. */
+const upgrade = (protocolsArg: string[], originArg: string | undefined, headersArg: Record<string, string> = {}): Promise<{ protocol?: string; status?: number }> =>
+  new Promise((resolve, reject) => {
+    const socket = new WebSocket(`${t.baseUrl.replace(/^http/, 'ws')}/typedsocket`, protocolsArg, { ...(originArg ? { origin: originArg } : {}), headers: headersArg });
+    socket.once('open', () => {
+      resolve({ protocol: socket.protocol });
+      socket.close();
+    });
+    socket.once('unexpected-response', (_request, response) => {
+      resolve({ status: response.statusCode });
+      response.resume();
+    });
+    socket.once('error', reject);
+  });
+
+test("the browser's socket authenticates with its identity as a subprotocol, from the same origin only", async () => {
+  const offered = ['cloudly.dashboard', `cloudly.bearer.${t.identity.jwt}`];
+  assert.deepEqual(await upgrade(offered, t.baseUrl), { protocol: 'cloudly.dashboard' }, 'same origin: an admin socket');
+  assert.deepEqual(await upgrade(offered, 'http://evil.example'), { status: 401 }, 'another origin: refused');
+  assert.deepEqual(await upgrade(offered, undefined), { status: 401 }, 'no origin (not a browser): refused');
+  assert.deepEqual(await upgrade(['cloudly.dashboard', 'cloudly.bearer.not.a.jwt'], t.baseUrl), { status: 401 }, 'a forged bearer: refused');
 });
 
 test('an administrator logs in; a wrong password is shown refused with its code', { skip }, async () => {
