@@ -10,6 +10,7 @@ import type {
 } from '../ts/interfaces/requests/service.js';
 import type {
   IReq_Any_Cloudly_DeleteService,
+  IReq_Any_Cloudly_GetClusterRouteTableResolution,
   IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged,
   IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
   IReq_Relay_Cloudly_GetClusterRouteTable,
@@ -124,8 +125,12 @@ describe('desired state to the relay, observed state back, converged', () => {
     await report(loop.relay, second.revision, [{ serviceId: service.id, nodeId: 'n1', specRevision: 2, replicas: 1, state: 'ready' }]);
     assert.equal((await statusOf(service.id)).status.state, 'converged');
 
+    // Without an ingress the route resolves to no lease address: left out, and the reason is visible to administrators.
     const { table } = await loop.relay.fire<IReq_Relay_Cloudly_GetClusterRouteTable>('getClusterRouteTable', {});
-    assert.deepEqual(table.routes, [{ hostname: 'web.example.com', serviceId: service.id, port: 8080 }]);
+    assert.deepEqual(table.routes, []);
+    const resolution = await t.admin.call<IReq_Any_Cloudly_GetClusterRouteTableResolution>('getClusterRouteTableResolution', { clusterId: loop.clusterId });
+    assert.deepEqual(resolution.unresolved, [{ hostname: 'web.example.com', serviceId: service.id, port: 8080, reason: 'the cluster has no ingress designation' }]);
+    assert.equal(resolution.table.revision, table.revision);
 
     const deletion = await t.admin.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: service.id, expectedGeneration: updated.generation });
     assert.deepEqual(deletion, { serviceId: service.id, deleted: false, pendingRemoval: true });

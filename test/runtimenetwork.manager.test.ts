@@ -191,7 +191,7 @@ describe('runtime network manager over the real server', () => {
     assert.deepEqual(afterChange.hostPlatformEndpointIds, ['zeta']);
   });
 
-  test('workload ingress grants are derived from the designated ingress, the route table and reported leases', async () => {
+  test('workload ingress grants are derived from the designated ingress, the route table and confirmed leases', async () => {
     const ingress = await prepareIngressCluster(t, 'rn-ingress');
     const { clusterId, relay } = ingress;
     await t.admin.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', { designation: designationRequest(ingress) });
@@ -212,62 +212,68 @@ describe('runtime network manager over the real server', () => {
     const { service: unrouted } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
       service: {
         name: 'rn-unrouted', organizationId: 'org-1', clusterId,
-        runtime: { image: 'registry.example.com/other:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } },
+        runtime: { image: 'registry.example.com/other:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-3'] } },
         volumes: [],
       },
     });
-    const leases = (entries: Array<[string, string, string]>): IRuntimeNetworkWorkloadLease[] =>
-      entries.map(([id, serviceId, address]) => ({ lease: { id, generation: 1 }, serviceId, address }));
-    const reportLeases = (nodeIdArg: string, entriesArg: Array<[string, string, string]>) =>
-      relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', { nodeId: nodeIdArg, leases: leases(entriesArg) });
-    await reportLeases('node-1', [['lease-ingress-1', ingress.service.id, '192.0.2.130']]);
-    await reportLeases('node-2', [['lease-web-1', web.id, '192.0.2.131'], ['lease-ingress-2', ingress.service.id, '192.0.2.132']]);
-    await reportLeases('node-3', [['lease-other', unrouted.id, '192.0.2.133']]);
+    // Cloudly allocated every lease; the relay confirms per node what it applied.
+    const allocated = (await t.cloudly.runtimeNetworkManager.allocateCluster(clusterId)).leases;
+    const leaseOf = (serviceIdArg: string, nodeIdArg: string) =>
+      allocated.find((lease) => lease.serviceId === serviceIdArg && lease.nodeId === nodeIdArg)!;
+    const ingress1 = leaseOf(ingress.service.id, 'node-1');
+    const ingress2 = leaseOf(ingress.service.id, 'node-2');
+    const web1 = leaseOf(web.id, 'node-2');
+    const other = leaseOf(unrouted.id, 'node-3');
+    const asStatement = (leaseArg: typeof ingress1): IRuntimeNetworkWorkloadLease => ({ lease: leaseArg.lease, serviceId: leaseArg.serviceId, address: leaseArg.address });
+    const reportLeases = (nodeIdArg: string, leasesArg: Array<typeof ingress1>) =>
+      relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', { nodeId: nodeIdArg, leases: leasesArg.map(asStatement) });
+    await reportLeases('node-1', [ingress1]);
+    await reportLeases('node-2', [web1, ingress2]);
+    await reportLeases('node-3', [other]);
 
     const node1 = await getProjection(clusterId, 'node-1');
     assert.deepEqual(node1.workloadIngress, {
       grants: [{
-        source: { id: 'lease-ingress-1', generation: 1 },
-        destination: { id: 'lease-web-1', generation: 1 },
+        source: ingress1.lease,
+        destination: web1.lease,
         protocol: 'tcp', port: 8080,
         authorization: { kind: 'cluster-ingress-route', routeId: 'app.example.com' },
       }],
     });
-    assert.deepEqual(node1.endpoints.map((endpoint) => [endpoint.lease.id, endpoint.nodeId, endpoint.address]), [
-      ['lease-ingress-1', 'node-1', '192.0.2.130'],
-      ['lease-web-1', 'node-2', '192.0.2.131'],
-    ]);
+    assert.deepEqual(node1.endpoints.map((endpoint) => [endpoint.lease.id, endpoint.nodeId, endpoint.address]),
+      [[ingress1.lease.id, 'node-1', ingress1.address], [web1.lease.id, 'node-2', web1.address]]
+        .sort((a, b) => (a[0] < b[0] ? -1 : 1)));
     const node2 = await getProjection(clusterId, 'node-2');
-    assert.deepEqual(node2.workloadIngress?.grants.map((grant) => `${grant.source.id}->${grant.destination.id}`), [
-      'lease-ingress-1->lease-web-1', 'lease-ingress-2->lease-web-1',
-    ]);
+    assert.deepEqual(node2.workloadIngress?.grants.map((grant) => `${grant.source.id}->${grant.destination.id}`).sort(), [
+      `${ingress1.lease.id}->${web1.lease.id}`, `${ingress2.lease.id}->${web1.lease.id}`,
+    ].sort());
     const node3 = await getProjection(clusterId, 'node-3');
     assert.equal('workloadIngress' in node3, false, 'a node no grant touches carries no workloadIngress member');
 
     // The node decodes its packet grants from the stored projection.
     const packets = getRuntimeNetworkProjectionWorkloadIngressPacketGrants(node1);
     assert.deepEqual(packets.valid ? packets.grants : null, [{
-      source: { id: 'lease-ingress-1', generation: 1 },
-      destination: { lease: { id: 'lease-web-1', generation: 1 }, protocol: 'tcp', port: 8080 },
+      source: ingress1.lease,
+      destination: { lease: web1.lease, protocol: 'tcp', port: 8080 },
     }]);
 
-    // The web workload leaves: the grant is withdrawn explicitly, and the withdrawal is carried
-    // forward until node-1 states it applied that projection.
-    await reportLeases('node-2', [['lease-ingress-2', ingress.service.id, '192.0.2.132']]);
+    // node-2 no longer confirms the web lease: the grant is withdrawn explicitly, and the
+    // withdrawal is carried forward until node-1 states it applied that projection.
+    await reportLeases('node-2', [ingress2]);
     const withdrawn = await getProjection(clusterId, 'node-1');
     assert.equal(withdrawn.generation, node1.generation + 1);
     assert.deepEqual(withdrawn.workloadIngress, {
       grants: [],
       withdrawals: [{
-        source: { id: 'lease-ingress-1', generation: 1 },
-        destination: { id: 'lease-web-1', generation: 1 },
+        source: ingress1.lease,
+        destination: web1.lease,
         protocol: 'tcp', port: 8080, generation: withdrawn.generation,
       }],
     });
     const judged = getRuntimeNetworkProjectionWorkloadIngressPacketGrants(withdrawn, { previous: node1 });
     assert.equal(judged.valid, true);
 
-    await reportLeases('node-3', [['lease-other', unrouted.id, '192.0.2.134']]);
+    await reportLeases('node-3', [other]);
     const carried = await getProjection(clusterId, 'node-1');
     assert.equal(carried.generation, withdrawn.generation, 'nothing new for node-1: the withdrawal stays as it is');
 
@@ -319,47 +325,29 @@ describe('runtime network manager over the real server', () => {
   });
 });
 
-describe('lease statements answer to the address plan', () => {
-  test('foreign addresses, platform and host addresses, addresses held by another node, and unknown or foreign services are refused by path; nothing is recorded', async () => {
+describe('lease statements answer to Cloudly\'s allocation', () => {
+  test('with no address plan Cloudly allocated nothing, so any stated lease is refused and nothing is recorded', async () => {
     const t = await startTestCloudly();
     try {
-      await t.admin.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: planAt(1) });
       const { cluster, relayToken } = await t.createCluster('authority');
-      const other = await t.createCluster('authority-other');
       const relay = await t.connectRelay(relayToken);
       await waitFor(() => t.cloudly.relays.sessionsOf(cluster.id).some((session) => t.cloudly.clusterManager.isElected(session)), 'relay elected');
-      await relay.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', { report: { nodeId: 'node-1', name: 'node-1', hostAddresses: ['192.0.2.140'] } });
-      await relay.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', { report: { nodeId: 'node-2', name: 'node-2' } });
-      await t.addNodes(other.cluster.id, 'x');
-      const service = (spec: { clusterId: string; name: string }) => t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
-        service: { ...spec, organizationId: 'org-1', runtime: { image: 'a:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } }, volumes: [] },
+      await relay.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', { report: { nodeId: 'node-1', name: 'node-1' } });
+      const { service } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+        service: { clusterId: cluster.id, name: 'mine', organizationId: 'org-1', runtime: { image: 'a:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } }, volumes: [] },
       });
-      const mine = (await service({ clusterId: cluster.id, name: 'mine' })).service;
-      const foreign = (await service({ clusterId: other.cluster.id, name: 'foreign' })).service;
-      const report = (nodeIdArg: string, leasesArg: IRuntimeNetworkWorkloadLease[]) =>
-        relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', { nodeId: nodeIdArg, leases: leasesArg });
-      await report('node-2', [{ lease: { id: 'held', generation: 1 }, serviceId: mine.id, address: '192.0.2.150' }]);
-      const refused = await refusalOf(() => report('node-1', [
-        { lease: { id: 'a', generation: 1 }, serviceId: mine.id, address: '8.8.8.8' },
-        { lease: { id: 'b', generation: 1 }, serviceId: foreign.id, address: '192.0.2.151' },
-        { lease: { id: 'c', generation: 1 }, serviceId: 'no-such-service', address: '192.0.2.152' },
-        { lease: { id: 'd', generation: 1 }, serviceId: mine.id, address: '192.0.2.140' },
-        { lease: { id: 'e', generation: 1 }, serviceId: mine.id, address: '192.0.2.150' },
-        { lease: { id: 'f', generation: 1 }, serviceId: mine.id, address: '192.0.2.17' },
-      ]));
+      const refused = await refusalOf(() => relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', {
+        nodeId: 'node-1', leases: [{ lease: { id: 'a', generation: 1 }, serviceId: service.id, address: '192.0.2.150' }],
+      }));
       assert.equal(refused.code, 'invalid-request');
       assert.deepEqual(refused.reasons, [
-        'request.leases[0].address lies in no workload pool of the address plan',
-        'request.leases[1].serviceId names no service of this cluster',
-        'request.leases[2].serviceId names no service of this cluster',
-        'request.leases[3].address is a node\'s host address',
-        'request.leases[4].address is held by lease held on node node-2',
-        'request.leases[5].address lies in no workload pool of the address plan',
-        'request.leases[5].address is a platform endpoint\'s address',
+        'request.leases cannot be confirmed: no address plan exists, so Cloudly allocated no lease',
+        'request.leases[0].lease.id is no lease Cloudly allocated',
       ]);
       const projection = (await t.admin.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: 'node-1' })).projection;
       assert.deepEqual(projection.endpoints, [], 'no refused lease became an endpoint');
-      assert.equal(typeof (await report('node-1', [{ lease: { id: 'ok', generation: 1 }, serviceId: mine.id, address: '192.0.2.151' }])).generation, 'number');
+      // An empty statement (nothing applied) is accepted.
+      assert.equal(typeof (await relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', { nodeId: 'node-1', leases: [] })).generation, 'number');
     } finally {
       await t.stop();
     }

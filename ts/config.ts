@@ -61,6 +61,11 @@ export interface ICloudlyConfig {
   secretEnrollmentTtlMs: number;
   /** How long a rotated Corestore control credential stays valid beside its successor (CLOUDLY_CORESTORE_CREDENTIAL_GRACE_MS). */
   corestoreCredentialGraceMs: number;
+  /**
+   * How long a released workload lease keeps its address out of use before another workload may
+   * get it (CLOUDLY_RUNTIME_NETWORK_WITHDRAWAL_MS), so no node still routes it to the old one.
+   */
+  runtimeNetworkWithdrawalWindowMs: number;
 }
 
 export class ConfigError extends Error {
@@ -160,5 +165,6 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     secretsPreviousKeyFile: readOptionalPath(env, 'CLOUDLY_SECRETS_PREVIOUS_KEY_FILE'),
     secretEnrollmentTtlMs: readInteger(env, 'CLOUDLY_SECRET_ENROLLMENT_TTL_MS', 120_000, 10, 3_600_000),
     corestoreCredentialGraceMs: readInteger(env, 'CLOUDLY_CORESTORE_CREDENTIAL_GRACE_MS', 15 * 60_000, 0, 7 * 24 * 3_600_000),
+    runtimeNetworkWithdrawalWindowMs: readInteger(env, 'CLOUDLY_RUNTIME_NETWORK_WITHDRAWAL_MS', 120_000, 0, 24 * 3_600_000),
   };
 };

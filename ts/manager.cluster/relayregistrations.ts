@@ -29,6 +29,10 @@ export interface IClusterRelayRegistrationDocument extends IStoredDocument {
   acceptedAt: number;
   /** The socket that registered; kept for diagnosis only. */
   sessionId: string;
+  /** The node whose host carries the relay listener and hub, when the relay named it. */
+  nodeId?: string;
+  /** The addresses that host carries, when the relay stated them (only with `nodeId`). */
+  hostAddresses?: string[];
 }
 
 export const clusterRelayRegistrationKind = defineDocumentKind<IClusterRelayRegistrationDocument>('CloudlyClusterRelayRegistration');
@@ -41,6 +45,8 @@ const toPublicRegistration = (docArg: IClusterRelayRegistrationDocument, connect
   acceptedAt: docArg.acceptedAt,
   generation: docArg.generation,
   connected: connectedArg,
+  ...(docArg.nodeId !== undefined ? { nodeId: docArg.nodeId } : {}),
+  ...(docArg.hostAddresses !== undefined ? { hostAddresses: [...docArg.hostAddresses] } : {}),
 });
 
 export class ClusterRelayRegistrations {
@@ -72,7 +78,7 @@ export class ClusterRelayRegistrations {
   private async accept(
     clusterIdArg: string,
     sessionIdArg: string,
-    registrationArg: { origin: string; version: string; protocol: string },
+    registrationArg: { origin: string; version: string; protocol: string; nodeId?: string; hostAddresses?: string[] },
   ): Promise<IClusterRelayRegistrationDocument> {
     const fields = {
       clusterId: clusterIdArg,
@@ -80,11 +86,15 @@ export class ClusterRelayRegistrations {
       version: registrationArg.version,
       protocol: registrationArg.protocol,
       sessionId: sessionIdArg,
+      ...(registrationArg.nodeId !== undefined ? { nodeId: registrationArg.nodeId } : {}),
+      ...(registrationArg.hostAddresses !== undefined ? { hostAddresses: [...registrationArg.hostAddresses] } : {}),
     };
+    // A registration replaces the last one whole: what it no longer names is forgotten.
+    const unset = (['nodeId', 'hostAddresses'] as const).filter((key) => registrationArg[key] === undefined);
     const { doc } = await this.cloudly.store.mutate(clusterRelayRegistrationKind, clusterIdArg, (currentArg) => {
       const acceptedAt = Date.now();
       return currentArg
-        ? { kind: 'write', change: { set: { ...fields, acceptedAt } } }
+        ? { kind: 'write', change: { set: { ...fields, acceptedAt }, unset: unset.filter((key) => currentArg[key] !== undefined) } }
         : { kind: 'create', doc: { id: clusterIdArg, ...fields, acceptedAt } };
     });
     return doc!;
@@ -102,6 +112,12 @@ export class ClusterRelayRegistrations {
       answers.push(toPublicRegistration(doc, await this.election.isClusterConnected(doc.clusterId, leases.get(doc.clusterId) ?? null)));
     }
     return answers;
+  }
+
+  /** The node the cluster's relay registration names and the addresses its host carries, or null. */
+  public async getRelayHost(clusterIdArg: string): Promise<{ nodeId: string; hostAddresses: string[] } | null> {
+    const doc = await this.cloudly.store.get(clusterRelayRegistrationKind, clusterIdArg);
+    return doc?.nodeId !== undefined ? { nodeId: doc.nodeId, hostAddresses: [...(doc.hostAddresses ?? [])] } : null;
   }
 
   /** The cluster's accepted registration with its live flag, or null when its relay never registered. */

@@ -12,9 +12,9 @@ import {
   type IServiceObservedPlacement,
   type TClusterPlatformDesiredStateContent,
 } from '../interfaces/data/desiredstate.js';
-import type { IClusterIngressRoute, IClusterIngressRouteTable } from '../interfaces/data/clusteringress.js';
 import type {
   IReq_Any_Cloudly_DeleteService,
+  IReq_Any_Cloudly_GetClusterRouteTableResolution,
   IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged,
   IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
   IReq_Relay_Cloudly_GetClusterRouteTable,
@@ -27,6 +27,9 @@ import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrati
 import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
 import { corestoreCredentialKind } from '../manager.secret/documents.js';
 import { prepareClusterIngressSpec } from '../manager.ingress/ingress.manager.js';
+import { runtimeNetworkLeasesKind, runtimeNetworkProjectionKind } from '../manager.runtimenetwork/runtimenetwork.manager.js';
+import { deriveClusterRoutes, resolveClusterRoutes } from './routes.js';
+import type { IClusterUnresolvedRoute } from '../interfaces/data/desiredstate.js';
 
 /**
  * The control loop's Cloudly side (Kubernetes' spec/status with generation/observedGeneration):
@@ -96,20 +99,7 @@ const isObservedServices: TFieldCheck = (valueArg, pathArg) => {
   return reasons;
 };
 
-/** The route table the services' declared routes give: one route per hostname, the oldest service's first. */
-export const deriveClusterRoutes = (servicesArg: IServiceDocument[]): IClusterIngressRoute[] => {
-  const routes = new Map<string, IClusterIngressRoute>();
-  const ordered = [...servicesArg].sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1));
-  for (const service of ordered) {
-    for (const route of service.runtime.routes ?? []) {
-      const port = (service.runtime.ports ?? []).find((candidate) => candidate.name === route.targetPort && candidate.protocol === 'tcp');
-      if (port && !routes.has(route.hostname)) {
-        routes.set(route.hostname, { hostname: route.hostname, serviceId: service.id, port: port.port });
-      }
-    }
-  }
-  return [...routes.values()].sort((a, b) => (a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0));
-};
+export { deriveClusterRoutes } from './routes.js';
 
 export class DesiredStateManager {
   private readonly refreshes: WorkQueue;
@@ -118,6 +108,8 @@ export class DesiredStateManager {
   private unsubscribe: (() => void) | null = null;
   /** Commits whose cluster is being looked up, before their refresh is queued. */
   private readonly lookups = new Set<Promise<void>>();
+  /** The last desired state computed per cluster; the route table is answered from it while it is current. */
+  private readonly lastStates = new Map<string, IClusterPlatformDesiredState>();
 
   constructor(private readonly cloudly: Cloudly) {
     this.refreshes = new WorkQueue({
@@ -132,7 +124,8 @@ export class DesiredStateManager {
   public async start(): Promise<void> {
     this.unsubscribe = this.cloudly.store.onCommitted((kindArg, idArg) => {
       if (kindArg === serviceKind || kindArg === clusterIngressSlotKind || kindArg === platformBindingKind
-        || kindArg === clusterRelayRegistrationKind || kindArg === corestoreCredentialKind || kindArg === clusterNodeKind) {
+        || kindArg === clusterRelayRegistrationKind || kindArg === corestoreCredentialKind || kindArg === clusterNodeKind
+        || kindArg === runtimeNetworkProjectionKind || kindArg === runtimeNetworkLeasesKind) {
         const lookup = this.clusterOfChange(kindArg.collectionName, idArg).then((clusterId) => {
           if (clusterId) {
             void this.refreshes.add(clusterId);
@@ -161,6 +154,11 @@ export class DesiredStateManager {
     await this.refreshes.drain();
   }
 
+  /** Queues a refresh of the cluster's desired state (another manager's facts changed). */
+  public requestRefresh(clusterIdArg: string): void {
+    void this.refreshes.add(clusterIdArg);
+  }
+
   private async clusterOfChange(collectionArg: string, idArg: string): Promise<string | null> {
     const { store } = this.cloudly;
     // The slot and the relay registration (whose origin the ingress spec carries) are kept per cluster.
@@ -170,7 +168,8 @@ export class DesiredStateManager {
     if (collectionArg === corestoreCredentialKind.collectionName) {
       return (await store.get(corestoreCredentialKind, idArg))?.clusterId ?? null;
     }
-    if (collectionArg === clusterNodeKind.collectionName) {
+    if (collectionArg === clusterNodeKind.collectionName || collectionArg === runtimeNetworkProjectionKind.collectionName
+      || collectionArg === runtimeNetworkLeasesKind.collectionName) {
       // A node document's id is `<clusterId>/<nodeId>`; `/` never occurs in an id.
       return idArg.slice(0, idArg.indexOf('/'));
     }
@@ -204,6 +203,7 @@ export class DesiredStateManager {
     const nodeIds = (await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)).map((node) => node.id).sort();
     const credentials = await this.cloudly.secretManager.corestoreCredentialReferences(clusterIdArg, nodeIds);
     const nodes: TClusterPlatformDesiredStateContent['nodes'] = nodeIds.map((nodeId) => ({ nodeId, corestoreCredential: credentials.get(nodeId)! }));
+    const { leases, routes } = await this.resolveRoutes(clusterIdArg, live, designation?.ingressServiceId ?? null);
     return {
       clusterId: clusterIdArg,
       nodes,
@@ -220,7 +220,44 @@ export class DesiredStateManager {
       ingress,
       removals: services.filter((service) => service.deletionRequestedAt !== undefined)
         .map((service) => ({ serviceId: service.id, requestedAt: service.deletionRequestedAt! })),
+      leases,
+      routes: routes.routes,
     };
+  }
+
+  /**
+   * The cluster's held leases (allocated first, so the desired state never names a workload
+   * without its lease when the pool has room) and its routes resolved against them, the nodes'
+   * confirmations and the stored projections.
+   */
+  private async resolveRoutes(clusterIdArg: string, liveArg: IServiceDocument[], ingressServiceIdArg: string | null) {
+    const { store } = this.cloudly;
+    const [allocation, confirmations, projections] = await Promise.all([
+      this.cloudly.runtimeNetworkManager.allocateCluster(clusterIdArg),
+      store.find(runtimeNetworkLeasesKind, { clusterId: clusterIdArg }),
+      store.find(runtimeNetworkProjectionKind, { clusterId: clusterIdArg }),
+    ]);
+    const leases = allocation.leases.map((lease) => ({
+      serviceId: lease.serviceId, nodeId: lease.nodeId, replica: lease.replica, lease: lease.lease, address: lease.address,
+    }));
+    const routes = resolveClusterRoutes({
+      routes: deriveClusterRoutes(liveArg),
+      ingressServiceId: ingressServiceIdArg,
+      leases,
+      confirmed: new Set(confirmations.flatMap((doc) => doc.leases.map((lease) => lease.lease.id))),
+      projections: projections.map((doc) => doc.projection),
+    });
+    return { leases, routes };
+  }
+
+  /** The route table and the routes left out of it, for administrators. */
+  public async routeTableResolution(clusterIdArg: string): Promise<IReq_Any_Cloudly_GetClusterRouteTableResolution['response']> {
+    const state = await this.currentDesiredState(clusterIdArg);
+    const live = (await this.cloudly.store.find(serviceKind, { clusterId: clusterIdArg }))
+      .filter((service) => service.deletionRequestedAt === undefined);
+    const { routes } = await this.resolveRoutes(clusterIdArg, live, state.ingress?.designation.ingressServiceId ?? null);
+    const unresolved: IClusterUnresolvedRoute[] = routes.unresolved;
+    return { table: { clusterId: clusterIdArg, revision: state.revision, routes: state.routes }, unresolved };
   }
 
   /**
@@ -236,7 +273,9 @@ export class DesiredStateManager {
       }
       return currentArg.digest === digest ? { kind: 'keep' } : { kind: 'write', change: { set: { revision: currentArg.revision + 1, digest } } };
     });
-    return { ...content, revision: doc!.revision, digest };
+    const state = { ...content, revision: doc!.revision, digest };
+    this.lastStates.set(clusterIdArg, state);
+    return state;
   }
 
   private async refreshAndHint(clusterIdArg: string): Promise<void> {
@@ -246,7 +285,9 @@ export class DesiredStateManager {
     if (!owed && before?.revision === state.revision) {
       return;
     }
-    if (!(await this.cloudly.clusterManager.electedSession(clusterIdArg))) {
+    // Elected here, or on another live instance (the hint is forwarded there: docs/multi-instance.md).
+    if (!(await this.cloudly.clusterManager.electedSession(clusterIdArg))
+      && !(await this.cloudly.clusterManager.relayElection.isClusterConnected(clusterIdArg))) {
       return;
     }
     try {
@@ -289,11 +330,23 @@ export class DesiredStateManager {
     cloudly.addRelayHandler<IReq_Relay_Cloudly_GetClusterRouteTable>('getClusterRouteTable', async (request, context) => {
       requireRequestShape(request, { required: {} });
       await cloudly.clusterManager.requireElected(context.session);
+      // With no refresh under way, the last computed state is current when it is the published
+      // revision (every input is watched): answered without recomputing.
+      const cached = this.lastStates.get(context.clusterId);
+      if (cached && !this.refreshes.isBusy(context.clusterId)) {
+        const published = await cloudly.store.get(clusterDesiredStateKind, context.clusterId);
+        if (published && published.revision === cached.revision && published.digest === cached.digest) {
+          return { table: { clusterId: context.clusterId, revision: cached.revision, routes: cached.routes } };
+        }
+      }
       const state = await this.currentDesiredState(context.clusterId);
-      const services = (await cloudly.store.find(serviceKind, { clusterId: context.clusterId }))
-        .filter((service) => service.deletionRequestedAt === undefined);
-      const table: IClusterIngressRouteTable = { clusterId: context.clusterId, revision: state.revision, routes: deriveClusterRoutes(services) };
-      return { table };
+      return { table: { clusterId: context.clusterId, revision: state.revision, routes: state.routes } };
+    });
+
+    cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterRouteTableResolution>('getClusterRouteTableResolution', async (request) => {
+      request = requireRequestShape(request, { required: { clusterId: isIdString } });
+      await cloudly.clusterManager.requireCluster(request.clusterId);
+      return this.routeTableResolution(request.clusterId);
     });
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportClusterPlatformObservedState>('reportClusterPlatformObservedState', async (request, context) => {

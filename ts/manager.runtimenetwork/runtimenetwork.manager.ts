@@ -18,6 +18,7 @@ import {
   type IRuntimeNetworkAddressPlan,
 } from '../interfaces/data/runtimenetworkaddressplan.js';
 import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
+import { isIpv4InPrefix, parseIpv4Prefix } from '../interfaces/private/ipv4.js';
 import type {
   IReq_Admin_GetRuntimeNetworkAddressPlan,
   IReq_Admin_GetRuntimeNetworkProjection,
@@ -26,7 +27,12 @@ import type {
   IReq_Relay_Cloudly_ReportRuntimeNetworkLeases,
   IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication,
 } from '../interfaces/requests/runtimenetwork.js';
-import { composeNextRuntimeNetworkProjection, judgeRuntimeNetworkLeaseStatement, type IRuntimeNetworkNodeFacts, type TRuntimeNetworkProjectionStep } from './derive.js';
+import { composeNextRuntimeNetworkProjection, type IRuntimeNetworkNodeFacts, type TRuntimeNetworkProjectionStep } from './derive.js';
+import { judgeLeaseConfirmation } from './allocation.js';
+import { WorkloadLeaseAllocator, type IClusterAllocation } from './leases.js';
+import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrations.js';
+import { serviceKind } from '../manager.service/service.manager.js';
+import { deriveClusterRoutes } from '../manager.desiredstate/routes.js';
 import { canonicalRuntimeNetworkProjectionBytes, runtimeNetworkProjectionSignatureType } from '../interfaces/data/runtimenetworksignature.js';
 
 /**
@@ -53,7 +59,10 @@ export interface IRuntimeNetworkProjectionDocument extends IStoredDocument {
   computedAt: number;
 }
 
-/** One node's latest lease statement. Id `cluster/node`. */
+/**
+ * One node's latest lease statement: the leases of Cloudly's allocation the node confirms it
+ * applied. Id `cluster/node`. Only a confirmed lease becomes a projection endpoint.
+ */
 export interface IRuntimeNetworkLeasesDocument extends IStoredDocument {
   clusterId: string;
   nodeId: string;
@@ -99,6 +108,36 @@ export const decideProjectionWrite = (
     };
 };
 
+/** Most stranded leases a refusal names one by one; the rest are counted. */
+const maximumNamedStrandedLeases = 32;
+
+/**
+ * Every reason a plan would strand allocated leases: a lease (held, or withdrawing inside its
+ * window) whose pool the plan no longer has, or has under another prefix. Pure.
+ */
+export const strandedLeaseReasons = (
+  planArg: IRuntimeNetworkAddressPlan,
+  entriesArg: ReadonlyArray<{ poolId: string; address: string; lease: { id: string }; clusterId: string; serviceId: string; nodeId: string; releasedAt?: number }>,
+  nowArg: number,
+  windowMsArg: number,
+): string[] => {
+  const prefixes = new Map(planArg.pools.map((pool) => [pool.id, pool.prefix]));
+  const stranded = entriesArg.filter((entry) => (entry.releasedAt === undefined || entry.releasedAt + windowMsArg > nowArg)
+    && !((): boolean => {
+      const prefix = parseIpv4Prefix(prefixes.get(entry.poolId));
+      return prefix !== null && isIpv4InPrefix(entry.address, prefix);
+    })());
+  if (stranded.length === 0) {
+    return [];
+  }
+  const named = stranded.slice(0, maximumNamedStrandedLeases).map((entry) =>
+    `request.plan would strand lease ${entry.lease.id} (${entry.address} in pool ${entry.poolId}, service ${entry.serviceId}, `
+    + `node ${entry.nodeId}, cluster ${entry.clusterId}${entry.releasedAt !== undefined ? ', withdrawing' : ''})`);
+  return stranded.length > maximumNamedStrandedLeases
+    ? [...named, `request.plan would strand ${stranded.length - maximumNamedStrandedLeases} more leases`]
+    : named;
+};
+
 export class RuntimeNetworkManager {
   /**
    * Background refreshes of node projections (after a lease statement or a plan change), keyed by
@@ -107,6 +146,9 @@ export class RuntimeNetworkManager {
    * refresh; that is expected, so failures are logged as warnings.
    */
   private readonly refreshes: WorkQueue;
+  /** Workload lease allocation from the plan's pools (leases.ts). */
+  public readonly leases: WorkloadLeaseAllocator;
+  private unsubscribe: (() => void) | null = null;
 
   /** A projection with Cloudly's detached signature over its canonical bytes, so a node need not trust the relay. */
   private async signed(projectionArg: IRuntimeNetworkProjection): Promise<{ projection: IRuntimeNetworkProjection; signature: string }> {
@@ -115,6 +157,11 @@ export class RuntimeNetworkManager {
   }
 
   constructor(private readonly cloudly: Cloudly) {
+    this.leases = new WorkloadLeaseAllocator(cloudly, () => this.getAddressPlan());
+    this.leases.onChanged = (clusterIdArg) => {
+      void this.refreshCluster(clusterIdArg).catch(() => undefined);
+      this.cloudly.desiredStateManager.requestRefresh(clusterIdArg);
+    };
     this.refreshes = new WorkQueue({
       name: 'runtime network projection refresh',
       logger: { error: (objectArg, messageArg) => cloudly.logger.warn(objectArg, messageArg) },
@@ -205,8 +252,15 @@ export class RuntimeNetworkManager {
         + (previous === null ? ' (none is stored yet)' : ` (${previous.revision})`)]);
     }
     const admission = admitRuntimeNetworkAddressPlanChange(previous, planArg);
-    if (!admission.admitted) {
-      throw refuse('invalid-request', admission.reasons.map((reason) => reason.replace(/^next/, 'request.plan')));
+    // A revision that drops a pool or changes its prefix would strand the leases drawn from it:
+    // refused, naming every such lease (leases are never migrated by a plan write; see
+    // docs/desired-state.md). The contract's own reasons come first.
+    const stranded = strandedLeaseReasons(planArg, await this.leases.readEntries(), Date.now(), this.leases.windowMs);
+    if (!admission.admitted || stranded.length > 0) {
+      throw refuse('invalid-request', [
+        ...(admission.admitted ? [] : admission.reasons.map((reason) => reason.replace(/^next/, 'request.plan'))),
+        ...stranded,
+      ]);
     }
     const plan = detach(admission.plan);
     const stored = doc
@@ -224,22 +278,29 @@ export class RuntimeNetworkManager {
 
   // ---- leases and applications ------------------------------------------------------------------
 
+  /**
+   * Records a node's lease statement as its confirmation of what it applied. Cloudly allocated every
+   * lease; a statement naming anything else (another address, another node's lease, a lease of an
+   * unknown or foreign service, a lease never allocated or already released) is refused with every
+   * reason and nothing is recorded.
+   */
   private async recordLeases(clusterIdArg: string, nodeIdArg: string, leasesArg: IRuntimeNetworkWorkloadLease[]): Promise<number> {
     await this.requireNode(clusterIdArg, nodeIdArg);
     const { store } = this.cloudly;
-    // The address plan is the authority: a statement that contradicts it never becomes an endpoint.
-    // (Leases of different nodes are separate documents: two nodes stating one address at the
-    // same instant can both pass this read; the plan's pools make that a relay fault, and the
-    // next statement of either node is refused.)
-    const otherNodes = (await store.find(runtimeNetworkLeasesKind, { clusterId: clusterIdArg })).filter((doc) => doc.nodeId !== nodeIdArg);
-    const nodes = await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg);
-    const reasons = judgeRuntimeNetworkLeaseStatement(leasesArg, {
-      plan: await this.getAddressPlan(),
-      serviceIds: new Set((await this.cloudly.serviceManager.listServices({ clusterId: clusterIdArg })).map((service) => service.id)),
-      hostAddresses: new Set(nodes.flatMap((node) => node.hostAddresses ?? [])),
-      heldElsewhere: new Map(otherNodes.flatMap((doc) => doc.leases.map((entry) => [entry.address, `lease ${entry.lease.id} on node ${doc.nodeId}`] as const))),
+    const allocation = await this.leases.allocate(clusterIdArg);
+    const services = await store.find(serviceKind, { clusterId: clusterIdArg });
+    const entries = await this.leases.readEntries();
+    const reasons = judgeLeaseConfirmation(leasesArg, {
+      nodeId: nodeIdArg,
+      allocated: new Map(allocation.leases.map((lease) => [lease.lease.id, lease])),
+      serviceIds: new Set(services.map((service) => service.id)),
+      addressHolders: new Map(entries.filter((entry) => entry.releasedAt === undefined)
+        .map((entry) => [entry.address, entry.clusterId === clusterIdArg ? `lease ${entry.lease.id} on node ${entry.nodeId}` : 'a lease of another cluster'])),
     });
-    if (reasons.length > 0) {
+    if (allocation.managed === false) {
+      reasons.unshift('request.leases cannot be confirmed: no address plan exists, so Cloudly allocated no lease');
+    }
+    if (reasons.length > 0 && leasesArg.length > 0) {
       throw refuse('invalid-request', reasons);
     }
     const id = clusterNodeDocumentId(clusterIdArg, nodeIdArg);
@@ -248,14 +309,16 @@ export class RuntimeNetworkManager {
       serviceId: entry.serviceId,
       address: entry.address,
     }));
-    const current = await store.get(runtimeNetworkLeasesKind, id);
-    const stored = current
-      ? await store.swap(runtimeNetworkLeasesKind, id, current.generation, { set: { leases, reportedAt: Date.now() } })
-      : await store.insert(runtimeNetworkLeasesKind, { id, clusterId: clusterIdArg, nodeId: nodeIdArg, leases, reportedAt: Date.now() });
-    if (!stored) {
-      throw refuse('conflict', ['another lease statement of this node was recorded at the same time; send the latest again']);
-    }
-    return stored.generation;
+    const reportedAt = Date.now();
+    const { doc } = await store.mutate(runtimeNetworkLeasesKind, id, (currentArg) => (currentArg
+      ? { kind: 'write', change: { set: { leases, reportedAt } } }
+      : { kind: 'create', doc: { id, clusterId: clusterIdArg, nodeId: nodeIdArg, leases, reportedAt } }));
+    return doc!.generation;
+  }
+
+  /** The cluster's held leases (allocating what is missing first). */
+  public async allocateCluster(clusterIdArg: string): Promise<IClusterAllocation> {
+    return this.leases.allocate(clusterIdArg);
   }
 
   /** Records that a node applied exactly its current projection; anything else is a conflict. */
@@ -292,22 +355,45 @@ export class RuntimeNetworkManager {
 
   private async gatherFacts(clusterIdArg: string, nodeIdArg: string): Promise<IRuntimeNetworkNodeFacts> {
     const node = await this.requireNode(clusterIdArg, nodeIdArg);
-    const [plan, leaseDocs, designation, table] = await Promise.all([
+    const { store } = this.cloudly;
+    const [plan, leaseDocs, designation, table, allocation, relayHost, services] = await Promise.all([
       this.getAddressPlan(),
-      this.cloudly.store.find(runtimeNetworkLeasesKind, { clusterId: clusterIdArg }, { sort: { nodeId: 1 } }),
+      store.find(runtimeNetworkLeasesKind, { clusterId: clusterIdArg }, { sort: { nodeId: 1 } }),
       this.cloudly.ingressManager.getDesignation(clusterIdArg),
       this.cloudly.ingressManager.getRouteTable(clusterIdArg),
+      this.leases.allocate(clusterIdArg),
+      this.cloudly.clusterManager.relayRegistrations.getRelayHost(clusterIdArg),
+      store.find(serviceKind, { clusterId: clusterIdArg }),
     ]);
     // Lease statements of nodes that were removed since no longer place anything.
     const liveNodes = new Set((await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)).map((entry) => entry.id));
+    // A confirmed lease is an endpoint while Cloudly still holds it for that node, at that address.
+    const held = new Map(allocation.leases.map((lease) => [lease.lease.id, lease]));
+    const isHeld = (nodeIdArg: string, leaseArg: IRuntimeNetworkWorkloadLease) => {
+      const allocated = held.get(leaseArg.lease.id);
+      return allocated !== undefined && allocated.nodeId === nodeIdArg && allocated.address === leaseArg.address
+        && allocated.lease.generation === leaseArg.lease.generation && allocated.serviceId === leaseArg.serviceId;
+    };
+    // The host of the relay's node carries what the registration states, beside the node's own report.
+    const hostAddresses = relayHost !== null && relayHost.nodeId === nodeIdArg && relayHost.hostAddresses.length > 0
+      ? [...new Set([...(node.hostAddresses ?? []), ...relayHost.hostAddresses])].sort()
+      : node.hostAddresses;
+    // Routes: those the services declare, then those an administrator wrote for other hostnames.
+    const declared = deriveClusterRoutes(services.filter((service) => service.deletionRequestedAt === undefined));
+    const declaredHostnames = new Set(declared.map((route) => route.hostname));
+    const routes = table === null && declared.length === 0
+      ? null
+      : [...declared, ...(table?.routes ?? []).filter((route) => !declaredHostnames.has(route.hostname))]
+        .sort((a, b) => (a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0));
     return {
       clusterId: clusterIdArg,
       nodeId: nodeIdArg,
       plan,
-      hostAddresses: node.hostAddresses,
-      leasesByNode: leaseDocs.filter((doc) => liveNodes.has(doc.nodeId)).map((doc) => ({ nodeId: doc.nodeId, leases: doc.leases })),
+      hostAddresses,
+      leasesByNode: leaseDocs.filter((doc) => liveNodes.has(doc.nodeId))
+        .map((doc) => ({ nodeId: doc.nodeId, leases: doc.leases.filter((lease) => isHeld(doc.nodeId, lease)) })),
       ingressServiceId: designation?.ingressServiceId ?? null,
-      routes: table?.routes ?? null,
+      routes,
     };
   }
 
@@ -343,14 +429,23 @@ export class RuntimeNetworkManager {
 
   public async start(): Promise<void> {
     this.refreshes.resume();
+    this.leases.resume();
+    // A relay registration names the node whose host carries the relay: that node's projection changes.
+    this.unsubscribe = this.cloudly.store.onCommitted((kindArg, idArg) => {
+      if (kindArg === clusterRelayRegistrationKind) {
+        void this.refreshCluster(idArg).catch(() => undefined);
+      }
+    });
   }
 
   public async stop(): Promise<void> {
+    this.unsubscribe?.();
+    await this.leases.drain();
     await this.refreshes.drain();
   }
 
   /** Refreshes every node of a cluster, one after another; a failure of one node is logged and does not stop the others. */
-  private async refreshCluster(clusterIdArg: string): Promise<void> {
+  public async refreshCluster(clusterIdArg: string): Promise<void> {
     for (const node of await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)) {
       await this.refreshes.add(clusterNodeDocumentId(clusterIdArg, node.id));
     }

@@ -45,6 +45,12 @@ export interface IServiceRuntimeFacts {
   clusterRuntimePhase?: TClusterRuntimePhase;
   /** The ids of the nodes the cluster has now; absent when not gathered (no node check). */
   clusterNodeIds?: ReadonlySet<string>;
+  /**
+   * The service's workload leases (manager.runtimenetwork): how many of its workloads found no
+   * address, and whether the address plan holds no pool at all. Absent when not gathered, or when
+   * no address plan exists (Cloudly manages no workload address then).
+   */
+  workloadLeases?: { shortfall: number; poolMissing: boolean };
   /** The current revision of every bound claim of the service. */
   claims: IRuntimeLocalStorageClaimRecord[];
   bindings: IServiceBindingWaits;
@@ -102,6 +108,10 @@ export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRun
   const placement = factsArg.service.runtime.placement.nodeIds;
   if (factsArg.clusterNodeIds && placement.length > 0 && !placement.some((nodeId) => factsArg.clusterNodeIds!.has(nodeId))) {
     return { state: 'refused', reason: 'no-eligible-node' };
+  }
+  // A workload without its lease has no address to run at (contract order: before the volume refusals).
+  if (factsArg.workloadLeases && factsArg.workloadLeases.shortfall > 0) {
+    return { state: 'refused', reason: factsArg.workloadLeases.poolMissing ? 'network-workload-pool-missing' : 'network-workload-pool-exhausted' };
   }
   const earned = new Set<TServiceRuntimeRefusal>();
   for (const volume of factsArg.service.volumes) {

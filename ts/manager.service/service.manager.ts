@@ -287,6 +287,7 @@ export class ServiceManager {
       clusterExists: (await this.cloudly.clusterManager.getCluster(service.clusterId)) !== null,
       clusterRuntimePhase: await this.cloudly.ingressManager.peekClusterRuntimePhase(service.clusterId),
       clusterNodeIds: new Set((await this.cloudly.clusterManager.nodes.listNodes(service.clusterId)).map((node) => node.id)),
+      workloadLeases: await this.readWorkloadLeases(service),
       claims,
       bindings: await this.readBindingWaits(service),
     });
@@ -299,6 +300,12 @@ export class ServiceManager {
     const { doc: status } = await this.cloudly.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
       decideRuntimeStatus(storedArg, serviceIdArg, { specRevision: service.specRevision, state: judged.state, reason: judged.reason }, Date.now()));
     return this.toStatus(serviceIdArg, status!);
+  }
+
+  /** The service's lease shortfall from the cluster's allocation pass (undefined while no address plan exists). */
+  private async readWorkloadLeases(serviceArg: IService): Promise<{ shortfall: number; poolMissing: boolean } | undefined> {
+    const allocation = await this.cloudly.runtimeNetworkManager.allocateCluster(serviceArg.clusterId);
+    return allocation.managed ? { shortfall: allocation.shortfall.get(serviceArg.id) ?? 0, poolMissing: allocation.poolMissing } : undefined;
   }
 
   private toStatus(serviceIdArg: string, docArg: IServiceRuntimeStatusDocument): IServiceRuntimeStatus {

@@ -1,6 +1,7 @@
 import { isCanonicalId, isRecord } from '../private/dataproperties.js';
 import { collectCanonicalHttpOriginReasons, parseUrlOrNull } from '../private/httporigin.js';
 import { collectMemberReasons, readBoundedDataList, readOwnDataValue } from '../private/ownproperties.js';
+import { isClusterNodeId, validateClusterNodeHostAddresses } from './clusternode.js';
 
 /** Limits of relay registrations. Project's own definition. */
 export const clusterRelayRegistrationContract = Object.freeze({
@@ -28,6 +29,18 @@ export interface IClusterRelayAnnouncement extends IClusterRelay {
   version: string;
   /** The relay protocol the relay speaks, e.g. `cluster-relay/1`. */
   protocol: string;
+  /**
+   * The node whose host carries the relay listener and the cluster's hub. Optional: a relay that
+   * does not name it states nothing, and no platform endpoint is derived from its registration.
+   */
+  nodeId?: string;
+  /**
+   * The IPv4 addresses that host carries beside the node's own interfaces, as a node report's
+   * `hostAddresses` states them (sorted, unique, 1 to 32 uplink addresses); only with `nodeId`.
+   * Cloudly names every plan platform endpoint at one of them in that node's
+   * `hostPlatformEndpointIds`, and never hands one of them to a workload.
+   */
+  hostAddresses?: string[];
 }
 
 /**
@@ -68,7 +81,7 @@ export const validateClusterRelayOrigin = (valueArg: unknown, pathArg = 'origin'
   return collectCanonicalHttpOriginReasons(parsed, valueArg, pathArg);
 };
 
-const announcementKeys = ['origin', 'version', 'protocol'] as const;
+const announcementKeys = ['origin', 'version', 'protocol', 'nodeId', 'hostAddresses'] as const;
 
 /** Every reason a relay announcement is refused, in the order of its members. */
 export const validateClusterRelayAnnouncement = (valueArg: unknown, pathArg = 'registration'): string[] => {
@@ -83,6 +96,17 @@ export const validateClusterRelayAnnouncement = (valueArg: unknown, pathArg = 'r
   }
   if (!isBoundedText(readOwnDataValue(valueArg, 'protocol'), maximumProtocolLength)) {
     reasons.push(`${pathArg}.protocol must be 1-${maximumProtocolLength} characters without control characters or surrounding spaces`);
+  }
+  const nodeId = readOwnDataValue(valueArg, 'nodeId');
+  if (nodeId !== undefined && !isClusterNodeId(nodeId)) {
+    reasons.push(`${pathArg}.nodeId must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`);
+  }
+  const hostAddresses = readOwnDataValue(valueArg, 'hostAddresses');
+  if (hostAddresses !== undefined) {
+    if (nodeId === undefined) {
+      reasons.push(`${pathArg}.hostAddresses needs ${pathArg}.nodeId: addresses are stated for the node whose host carries them`);
+    }
+    reasons.push(...validateClusterNodeHostAddresses(hostAddresses, `${pathArg}.hostAddresses`));
   }
   return reasons;
 };

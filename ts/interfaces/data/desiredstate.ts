@@ -37,6 +37,50 @@ export interface IClusterPlatformDesiredRemoval {
   requestedAt: number;
 }
 
+/**
+ * One workload lease Cloudly allocated from the address plan's pools: replica `replica` of the
+ * service runs on `nodeId` at `address`. The relay applies it and confirms it with
+ * `reportRuntimeNetworkLeases`.
+ */
+export interface IClusterDesiredLease {
+  serviceId: string;
+  nodeId: string;
+  replica: number;
+  lease: { id: string; generation: number };
+  address: string;
+}
+
+/** Where the ingress sends a route's traffic: one confirmed lease of the routed service the ingress is granted. */
+export interface IClusterRouteTarget {
+  lease: { id: string; generation: number };
+  nodeId: string;
+  address: string;
+  port: number;
+}
+
+/** A route with the lease addresses it resolves to (never empty: a route without a target is left out). */
+export interface IClusterResolvedRoute {
+  hostname: string;
+  serviceId: string;
+  port: number;
+  targets: IClusterRouteTarget[];
+}
+
+/** A route left out of the table, with the reason. */
+export interface IClusterUnresolvedRoute {
+  hostname: string;
+  serviceId: string;
+  port: number;
+  reason: string;
+}
+
+/** The relay's route table: the resolved routes at the desired-state revision. */
+export interface IClusterResolvedRouteTable {
+  clusterId: string;
+  revision: number;
+  routes: IClusterResolvedRoute[];
+}
+
 export interface IClusterPlatformDesiredState {
   clusterId: string;
   /** Grows by one with every change of the content; never goes back. */
@@ -51,6 +95,10 @@ export interface IClusterPlatformDesiredState {
   ingress: { designation: IClusterIngressDesignation; spec: IClusterIngressPreparedSpec | null } | null;
   /** Sorted by serviceId. */
   removals: IClusterPlatformDesiredRemoval[];
+  /** Every lease Cloudly holds for the cluster's workloads, sorted by service, node and replica. */
+  leases: IClusterDesiredLease[];
+  /** The resolved route table (routes with targets only), sorted by hostname. */
+  routes: IClusterResolvedRoute[];
 }
 
 export type TClusterPlatformDesiredStateContent = Omit<IClusterPlatformDesiredState, 'revision' | 'digest'>;

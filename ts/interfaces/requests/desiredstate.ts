@@ -1,6 +1,10 @@
 import type { IIdentity } from '../data/user.js';
-import type { IClusterIngressRouteTable } from '../data/clusteringress.js';
-import type { IClusterPlatformDesiredState, IClusterPlatformObservedReport } from '../data/desiredstate.js';
+import type {
+  IClusterPlatformDesiredState,
+  IClusterPlatformObservedReport,
+  IClusterResolvedRouteTable,
+  IClusterUnresolvedRoute,
+} from '../data/desiredstate.js';
 import type { ITypedContract } from './admin.js';
 
 /**
@@ -29,11 +33,21 @@ export type IReq_Relay_Cloudly_ReportClusterPlatformObservedState = ITypedContra
   { accepted: number; removed: string[] }
 >;
 
-/** Relay → Cloudly: the route table computed from the services' declared routes. */
+/**
+ * Relay → Cloudly: the route table computed from the services' declared routes, each route with the
+ * lease addresses and port it resolves to; a route with no target yet is left out.
+ */
 export type IReq_Relay_Cloudly_GetClusterRouteTable = ITypedContract<
   'getClusterRouteTable',
   Record<string, never>,
-  { table: IClusterIngressRouteTable }
+  { table: IClusterResolvedRouteTable }
+>;
+
+/** Administrator → Cloudly: the same table, and every route left out of it with the reason. */
+export type IReq_Any_Cloudly_GetClusterRouteTableResolution = ITypedContract<
+  'getClusterRouteTableResolution',
+  { identity: IIdentity; clusterId: string },
+  { table: IClusterResolvedRouteTable; unresolved: IClusterUnresolvedRoute[] }
 >;
 
 /** Administrator → Cloudly: remove a service. It leaves the desired state at once and is deleted when its relay reports it stopped, or at once with `force`. */

@@ -44,6 +44,7 @@ export interface ICloudlyMethods {
   getClusterPlatformDesiredState: desiredstate.IReq_Relay_Cloudly_GetClusterPlatformDesiredState;
   getClusterRelayRegistrations: cluster.IReq_Any_Cloudly_GetClusterRelayRegistrations;
   getClusterRouteTable: desiredstate.IReq_Relay_Cloudly_GetClusterRouteTable;
+  getClusterRouteTableResolution: desiredstate.IReq_Any_Cloudly_GetClusterRouteTableResolution;
   getClusterRuntime: ingress.IReq_Any_Cloudly_GetClusterRuntime;
   getClusters: admin.IReq_Any_Cloudly_GetClusters;
   getClusterTrafficStatistics: traffic.IReq_Any_Cloudly_GetClusterTrafficStatistics;

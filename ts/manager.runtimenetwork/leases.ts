@@ -1,0 +1,257 @@
+import type { Cloudly } from '../classes.cloudly.js';
+import { currentOperation } from '../core/operationcontext.js';
+import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { WorkQueue } from '../core/workqueue.js';
+import type { IRuntimeNetworkAddressPlan } from '../interfaces/data/runtimenetworkaddressplan.js';
+import { ipv4ToNumber } from '../interfaces/private/ipv4.js';
+import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
+import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrations.js';
+import { serviceKind } from '../manager.service/service.manager.js';
+import {
+  decideBlock,
+  deriveServiceWorkloads,
+  entryOccupies,
+  entryWorkloadKey,
+  freeInBlock,
+  planPoolBlocks,
+  poolReservedNumbers,
+  toWorkloadLease,
+  type IAddressBlockContent,
+  type IAddressBlockEntry,
+  type IWantedWorkload,
+} from './allocation.js';
+
+/**
+ * Cloudly's allocation of workload leases from the address plan's pools. The address block
+ * documents are the one record of which address is held by which lease: every allocation and
+ * every release is one compare-and-swap on the block that holds the address, so the database
+ * decides any race for an address, within this process and across processes sharing the store.
+ * Passes of one cluster run one at a time (a work queue keyed by cluster, coalescing triggers);
+ * passes of different clusters run side by side and meet only on the blocks.
+ */
+
+export interface IAddressBlockDocument extends IStoredDocument, IAddressBlockContent {}
+
+/** Derived by Cloudly itself on every pass, so its writes append no audit event (the desired state shows every lease). */
+export const addressBlockKind = defineDocumentKind<IAddressBlockDocument>('CloudlyRuntimeNetworkAddressBlock', { audited: false });
+
+/** One held lease of a cluster as the desired state and the projections name it. */
+export interface IAllocatedWorkloadLease {
+  lease: { id: string; generation: number };
+  serviceId: string;
+  nodeId: string;
+  replica: number;
+  address: string;
+}
+
+/** What a pass leaves a cluster with. */
+export interface IClusterAllocation {
+  /** False while no address plan exists: Cloudly allocates nothing and refuses nothing. */
+  managed: boolean;
+  /** True when the plan holds no workload pool. */
+  poolMissing: boolean;
+  /** Held leases of the cluster, sorted by service, node and replica. */
+  leases: IAllocatedWorkloadLease[];
+  /** Workloads that wanted a lease and found no free address, by service. */
+  shortfall: Map<string, number>;
+  /** Whether this pass changed any block (a lease was allocated or released). */
+  changed: boolean;
+}
+
+const compareLeases = (a: IAllocatedWorkloadLease, b: IAllocatedWorkloadLease): number =>
+  (a.serviceId < b.serviceId ? -1 : a.serviceId > b.serviceId ? 1 : 0)
+  || (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0)
+  || a.replica - b.replica;
+
+export class WorkloadLeaseAllocator {
+  private readonly passes: WorkQueue;
+  private readonly results = new Map<string, { allocation?: IClusterAllocation; error?: unknown }>();
+  /** Called after a pass that changed the cluster's leases (the manager refreshes projections). */
+  public onChanged: (clusterIdArg: string) => void = () => undefined;
+
+  constructor(private readonly cloudly: Cloudly, private readonly readPlan: () => Promise<IRuntimeNetworkAddressPlan | null>) {
+    this.passes = new WorkQueue({
+      name: 'workload lease allocation',
+      logger: cloudly.logger,
+      process: async (clusterIdArg) => {
+        try {
+          const allocation = await this.pass(clusterIdArg);
+          this.results.set(clusterIdArg, { allocation });
+          if (allocation.changed) {
+            this.onChanged(clusterIdArg);
+          }
+        } catch (error) {
+          this.results.set(clusterIdArg, { error });
+          throw error;
+        }
+      },
+    });
+  }
+
+  public get windowMs(): number {
+    return this.cloudly.config.runtimeNetworkWithdrawalWindowMs ?? 120_000;
+  }
+
+  public resume(): void {
+    this.passes.resume();
+  }
+
+  public async drain(): Promise<void> {
+    await this.passes.drain();
+  }
+
+  /**
+   * Runs one allocation pass of the cluster that starts after this call (or joins the one that is
+   * owed) and answers its result. A dry run writes nothing: it answers what is held now.
+   */
+  public async allocate(clusterIdArg: string): Promise<IClusterAllocation> {
+    if (currentOperation().dryRun) {
+      return this.pass(clusterIdArg, { write: false });
+    }
+    await this.passes.add(clusterIdArg);
+    const result = this.results.get(clusterIdArg);
+    if (!result) {
+      // The queue is draining (Cloudly stops): answer what is held, write nothing.
+      return this.pass(clusterIdArg, { write: false });
+    }
+    if (result.error !== undefined) {
+      throw result.error;
+    }
+    return result.allocation!;
+  }
+
+  /** Every held or withdrawing entry of every block (authority-wide), for plan checks. */
+  public async readEntries(): Promise<Array<IAddressBlockEntry & { poolId: string }>> {
+    const blocks = await this.cloudly.store.find(addressBlockKind, {});
+    return blocks.flatMap((block) => block.entries.map((entry) => ({ ...entry, poolId: block.poolId })));
+  }
+
+  /** Addresses no workload may get: platform endpoints, hubs, and every address a node's host or a relay's host carries. */
+  private async excludedNumbers(planArg: IRuntimeNetworkAddressPlan): Promise<Set<number>> {
+    const { store } = this.cloudly;
+    const [nodes, registrations] = await Promise.all([
+      store.find(clusterNodeKind, {}),
+      store.find(clusterRelayRegistrationKind, {}),
+    ]);
+    const addresses = [
+      ...planArg.platformEndpoints.map((endpoint) => endpoint.address),
+      ...planArg.hubs.map((hub) => hub.address),
+      ...nodes.flatMap((node) => node.hostAddresses ?? []),
+      ...registrations.flatMap((registration) => registration.hostAddresses ?? []),
+    ];
+    return new Set(addresses.map(ipv4ToNumber));
+  }
+
+  /**
+   * One pass: the cluster's wanted workloads against the held leases of the blocks; releases what
+   * is no longer wanted (kept out of use for the withdrawal window), allocates what is missing at
+   * the lowest free address in plan order, one conditional write per touched block. A block that
+   * changed under the pass is decided again on what is stored (the store's mutate); workloads that
+   * no longer fit there move on to the next block.
+   */
+  private async pass(clusterIdArg: string, optionsArg: { write: boolean } = { write: true }): Promise<IClusterAllocation> {
+    const { store } = this.cloudly;
+    const plan = await this.readPlan();
+    const [services, nodes] = await Promise.all([
+      store.find(serviceKind, { clusterId: clusterIdArg }),
+      store.find(clusterNodeKind, { clusterId: clusterIdArg }),
+    ]);
+    const nodeIds = nodes.map((node) => node.nodeId).sort();
+    const wanted: IWantedWorkload[] = services
+      .filter((service) => service.deletionRequestedAt === undefined)
+      .sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1))
+      .flatMap((service) => deriveServiceWorkloads(service, nodeIds));
+    if (plan === null) {
+      return { managed: false, poolMissing: true, leases: [], shortfall: new Map(), changed: false };
+    }
+    const pools = planPoolBlocks(plan);
+    const now = Date.now();
+    const windowMs = this.windowMs;
+    const blocks = new Map((await store.find(addressBlockKind, {})).map((doc) => [doc.id, doc as IAddressBlockContent & { id: string }]));
+
+    // What the cluster holds now; a workload holding more than one lease (two processes raced
+    // for it) keeps its lowest address and releases the others.
+    const wantedKeys = new Set(wanted.map((workload) => workload.key));
+    const heldByKey = new Map<string, IAddressBlockEntry>();
+    const release = new Set<string>();
+    const held: IAddressBlockEntry[] = [...blocks.values()].flatMap((block) => block.entries)
+      .filter((entry) => entry.clusterId === clusterIdArg && entry.releasedAt === undefined)
+      .sort((a, b) => ipv4ToNumber(a.address) - ipv4ToNumber(b.address));
+    for (const entry of held) {
+      const key = entryWorkloadKey(entry);
+      if (!wantedKeys.has(key) || heldByKey.has(key)) {
+        release.add(entry.lease.id);
+      } else {
+        heldByKey.set(key, entry);
+      }
+    }
+    let remaining = wanted.filter((workload) => !heldByKey.has(workload.key));
+    const placed: IAddressBlockEntry[] = [];
+    let changed = false;
+    if (optionsArg.write && (remaining.length > 0 || release.size > 0)) {
+      const excluded = await this.excludedNumbers(plan);
+      const releasedBlocks = new Set([...blocks.values()]
+        .filter((block) => block.entries.some((entry) => release.has(entry.lease.id))).map((block) => block.id));
+      for (const pool of pools) {
+        const reserved = poolReservedNumbers(pool.prefix);
+        const facts = { clusterId: clusterIdArg, now, windowMs, excluded, reserved };
+        for (const block of pool.blocks) {
+          if (remaining.length === 0 && release.size === 0) {
+            break;
+          }
+          const cached = blocks.get(block.id) ?? null;
+          const free = remaining.length === 0 ? 0 : freeInBlock(cached, block, facts);
+          if (free === 0 && !releasedBlocks.has(block.id)) {
+            continue;
+          }
+          const take = remaining.slice(0, free);
+          let decided: ReturnType<typeof decideBlock> | null = null;
+          const target = { poolId: pool.poolId, poolPrefix: pool.prefix, start: block.start, end: block.end };
+          const result = await store.mutate(addressBlockKind, block.id, (currentArg) => {
+            decided = decideBlock(currentArg, target, { release, place: take }, facts);
+            if (!decided.changed) {
+              return { kind: 'keep' };
+            }
+            return currentArg
+              ? { kind: 'write', change: { set: { entries: decided.content.entries } } }
+              : { kind: 'create', doc: { id: block.id, ...decided.content } };
+          });
+          const outcome = decided as ReturnType<typeof decideBlock> | null;
+          if (result.doc) {
+            blocks.set(block.id, result.doc);
+          }
+          if (outcome && result.outcome !== 'kept') {
+            changed = true;
+            placed.push(...outcome.placed);
+            remaining = [...outcome.unplaced, ...remaining.slice(take.length)];
+          }
+          releasedBlocks.delete(block.id);
+          if (releasedBlocks.size === 0) {
+            release.clear();
+          }
+        }
+      }
+      if (changed) {
+        // Committed before any desired state names them; the log line is what a crash test watches.
+        this.cloudly.logger.info({
+          clusterId: clusterIdArg,
+          allocated: placed.length,
+          unplaced: remaining.length,
+          leases: placed.slice(0, 64).map((entry) => `${entryWorkloadKey(entry)}=${entry.address}`),
+        }, 'workload leases allocated');
+      }
+    }
+    const leases = [...heldByKey.values(), ...placed]
+      .filter((entry) => !release.has(entry.lease.id) && entryOccupies(entry, now, windowMs))
+      .map((entry) => {
+        const { serviceId, nodeId, replica, address, lease } = toWorkloadLease(entry);
+        return { lease, serviceId, nodeId, replica, address };
+      })
+      .sort(compareLeases);
+    const shortfall = new Map<string, number>();
+    for (const workload of remaining) {
+      shortfall.set(workload.serviceId, (shortfall.get(workload.serviceId) ?? 0) + 1);
+    }
+    return { managed: true, poolMissing: pools.length === 0, leases, shortfall, changed };
+  }
+}
