@@ -116,7 +116,7 @@ export class CloudlyClusterPage extends LivePage {
         ${overview.ingressDesignation ? html`designation generation ${overview.ingressDesignation.generation}` : 'no designation'}.</p>`,
       dryRun: async () => api.call('designateClusterIngress', { ...(await buildRequest()), dryRun: true }),
       describe: (answerArg) => html`<p>Cloudly would accept designation generation <strong>${answerArg.designation?.generation}</strong>
-        of service <code>${answerArg.designation?.ingressServiceId}</code>${answerArg.replayed ? ' (a replay of an accepted mutation)' : ''}.</p>`,
+        of service <strong>${overview.services.find((candidate) => candidate.service.id === answerArg.designation?.ingressServiceId)?.service.name ?? answerArg.designation?.ingressServiceId}</strong>${answerArg.replayed ? ' (a replay of an accepted mutation)' : ''}.</p>`,
       run: async () => api.call('designateClusterIngress', await buildRequest()),
       result: (answerArg) => html`<p>Designation generation ${answerArg.designation?.generation} accepted.</p>`,
       confirmLabel: 'Designate',

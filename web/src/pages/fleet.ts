@@ -40,6 +40,12 @@ const countServices = (overviewArg: IClusterOverview): TRuntimeCount => {
   return counts;
 };
 
+const isClusterOverview = (valueArg: unknown): valueArg is IClusterOverview => {
+  const value = valueArg as Partial<IClusterOverview> | null;
+  return !!value && typeof value.cluster?.id === 'string' && typeof value.relay?.connected === 'boolean'
+    && Array.isArray(value.nodes) && Array.isArray(value.services);
+};
+
 const rowOfOverview = (overviewArg: IClusterOverview): IFleetRow => ({
   cluster: overviewArg.cluster,
   relay: relayStateOf(overviewArg.relay),
@@ -97,6 +103,10 @@ export class CloudlyFleetPage extends LivePage {
       if (CloudlyFleetPage.fleetOverviewServed !== false) {
         try {
           const answer = await api.call<{ clusters: IClusterOverview[]; nextCursor?: string }>('getFleetOverview', { limit: this.pageSize, ...(this.cursor ? { cursor: this.cursor } : {}) });
+          if (!Array.isArray(answer.clusters) || !answer.clusters.every(isClusterOverview)) {
+            // An answer of another shape than the one this page was written for: assemble it instead.
+            throw new ApiError('getFleetOverview', 'invalid-request', 'unexpected answer', ['method getFleetOverview is not served'], null);
+          }
           CloudlyFleetPage.fleetOverviewServed = true;
           if (serial === this.loadSerial) {
             this.rows = answer.clusters.map((entry) => rowOfOverview(entry));
