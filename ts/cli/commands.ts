@@ -9,6 +9,7 @@ import { note, printAnswer, renderYaml, waitingLine, writeOut } from './output.j
 import { readPassword } from './prompt.js';
 import { generationExpectation, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { addOperationCommands, finishStartedWork, longWork } from './operations.js';
+import { addUserCommands } from './users.js';
 import {
   auditColumns, backupColumns, bindingColumns, clusterColumns, describeInitialization, formatTime, listTable, nodeColumns,
   recordTable, serviceColumns, serviceTable,
@@ -74,25 +75,44 @@ const addSessionCommands = (programArg: Command): void => {
     });
 
   programArg.command('logout')
-    .description('forget the identity kept for this server (or --all)')
-    .option('--all', 'forget every server')
+    .description('revoke the session on the server and forget the identity kept for it (or --all)')
+    .option('--all', 'log out of every server kept')
+    .option('--all-sessions', "revoke every session of the account, not only this one (the server's logout allSessions)")
     .action(async (_optionsArg: TOptions, commandArg: Command) => {
       const options = commandArg.optsWithGlobals() as TOptions;
       try {
         const credentials = await readCredentials();
-        if (options.all) {
-          await writeCredentials({ current: null, servers: {} });
-          note('logged out of every server');
-          return;
-        }
-        const url = await resolveUrl(options);
-        const known = url in credentials.servers;
-        delete credentials.servers[url];
-        if (credentials.current === url) {
-          credentials.current = Object.keys(credentials.servers)[0] ?? null;
+        const urls = options.all ? Object.keys(credentials.servers) : [await resolveUrl(options)];
+        let failure: number = exitCodes.ok;
+        for (const url of urls) {
+          const kept = credentials.servers[url];
+          if (!kept) {
+            note(`not logged in to ${url}`);
+            continue;
+          }
+          // Revoke first; the identity is forgotten here either way.
+          if (!kept.identity.expiresAt || kept.identity.expiresAt > Date.now()) {
+            try {
+              const client = await loadAdminClient(url);
+              client.identity = kept.identity;
+              const answer = await client.call<{ method: string; request: any; response: any }>('logout', options.allSessions ? { allSessions: true } : {});
+              note(`revoked ${answer.revoked === 'all-sessions' ? 'every session of the account' : 'this session'} at ${url}`);
+            } catch (error) {
+              const unauthenticated = (error as { errorData?: { code?: string } })?.errorData?.code === 'unauthenticated';
+              if (!unauthenticated) {
+                note(`the server was not told (the identity stays valid there until ${new Date(kept.identity.expiresAt).toISOString()}):`);
+                failure = Math.max(failure, reportFailure(error, url));
+              }
+            }
+          }
+          delete credentials.servers[url];
+          if (credentials.current === url) {
+            credentials.current = Object.keys(credentials.servers)[0] ?? null;
+          }
+          note(`logged out of ${url}`);
         }
         await writeCredentials(credentials);
-        note(known ? `logged out of ${url}` : `not logged in to ${url}`);
+        process.exitCode = failure;
       } catch (error) {
         process.exitCode = reportFailure(error);
       }
@@ -804,6 +824,7 @@ export const addCommands = (programArg: Command): void => {
   addCorestoreCommands(programArg);
   addBackupCommands(programArg);
   addOperationCommands(programArg);
+  addUserCommands(programArg);
   addNetworkCommands(programArg);
   addAuditCommand(programArg);
   addWatchCommand(programArg);

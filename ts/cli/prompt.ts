@@ -1,11 +1,11 @@
-/** Reads a password: a hidden prompt on a terminal, otherwise the first line of stdin. Never an argument. */
+/** Reads passwords: a hidden prompt on a terminal, otherwise lines of stdin. Never an argument. */
 
-const readStdinLine = async (): Promise<string> => {
+const readStdinLines = async (): Promise<string[]> => {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) {
     chunks.push(chunk as Buffer);
   }
-  return Buffer.concat(chunks).toString('utf8').split(/\r?\n/)[0] ?? '';
+  return Buffer.concat(chunks).toString('utf8').split(/\r?\n/);
 };
 
 const readHidden = (promptArg: string): Promise<string> => new Promise((resolve, reject) => {
@@ -47,4 +47,23 @@ const readHidden = (promptArg: string): Promise<string> => new Promise((resolve,
 });
 
 export const readPassword = async (promptArg: string): Promise<string> =>
-  (process.stdin.isTTY ? readHidden(promptArg) : readStdinLine());
+  (process.stdin.isTTY ? readHidden(promptArg) : (await readStdinLines())[0] ?? '');
+
+/**
+ * Several secrets: on a terminal one hidden prompt each (`confirmArg` asks the last one twice and
+ * they must match); otherwise one line of stdin each, in order.
+ */
+export const readSecrets = async (promptsArg: string[], confirmArg?: string): Promise<string[]> => {
+  if (!process.stdin.isTTY) {
+    const lines = await readStdinLines();
+    return promptsArg.map((_promptArg, indexArg) => lines[indexArg] ?? '');
+  }
+  const values: string[] = [];
+  for (const prompt of promptsArg) {
+    values.push(await readHidden(prompt));
+  }
+  if (confirmArg && (await readHidden(confirmArg)) !== values.at(-1)) {
+    throw new Error('the two entries differ');
+  }
+  return values;
+};
