@@ -28,6 +28,7 @@ import { WatchManager } from './manager.watch/watch.manager.js';
 import { OverviewManager } from './manager.overview/overview.manager.js';
 import { TrafficManager } from './manager.traffic/traffic.manager.js';
 import { SecretBox } from './core/secretbox.js';
+import { registerDashboard } from './core/dashboard.js';
 
 /**
  * The composition root: configuration → database → router → managers → server. Each manager
@@ -162,6 +163,7 @@ export class Cloudly {
       await manager.start?.();
     }
     this.httpServer = await createHttpServer(this.transportHost());
+    registerDashboard(this.httpServer, { logger: this.logger });
     await this.httpServer.listen({ port: this.config.port, host: this.config.host });
     this.started = true;
     this.logger.info({ url: this.baseUrl, database: this.database.embedded ? 'embedded' : 'mongodb' }, 'cloudly is listening');
