@@ -14,6 +14,7 @@ import type {
   IReq_Relay_Cloudly_ReportRuntimeNodeSession,
 } from '../ts/interfaces/requests/runtimesession.js';
 import type { IReq_Any_Cloudly_UpsertPlatformBinding } from '../ts/interfaces/requests/corestore.js';
+import type { IReq_Admin_CreateUser } from '../ts/interfaces/requests/account.js';
 import type { IService, IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 import type { TServiceVolumeInitialization } from '../ts/interfaces/data/servicevolume.js';
 import { getRuntimeLocalStorageClaimReference } from '../ts/interfaces/data/runtimelocalstorageclaim.js';
@@ -181,13 +182,18 @@ test('legacy-adoption-pending names the wait before bindings-pending (the pure j
   // test/corestore.bindings.test.ts ('the relay reports a status with its paired reason').
 });
 
-test('only administrators read the runtime status; an unknown service is not-found', async () => {
+test('a read-only user reads the runtime status, an identity of no account is refused; an unknown service is not-found', async () => {
   const service = await create({ volumes: [] });
-  const user = await t.cloudly.auth.issueIdentity({ id: 'u2', username: 'viewer', role: 'user' });
+  const ghost = await t.cloudly.auth.issueIdentity({ id: 'u2', username: 'viewer', role: 'user' });
   const refusal = await refusalOf(() => t.admin.fire<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', {
-    identity: user, serviceId: service.id,
+    identity: ghost, serviceId: service.id,
   }));
-  assert.deepEqual(refusal, { code: 'forbidden', retryable: false, reasons: ['identity role must be admin'] });
+  assert.deepEqual(refusal, { code: 'unauthenticated', retryable: false, reasons: ['identity names no account (deleted)'] });
+  // Accounts (docs/api-dashboard.md): a `user` may call every read.
+  await t.admin.call<IReq_Admin_CreateUser>('createUser', { username: 'status-viewer', password: 'status-viewer-password', role: 'user' });
+  const { identity: viewer } = await t.admin.fire('adminLoginWithUsernameAndPassword', { username: 'status-viewer', password: 'status-viewer-password' }) as { identity: typeof ghost };
+  const read = await t.admin.fire<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { identity: viewer, serviceId: service.id });
+  assert.equal(read.status.id, service.id);
   const missing = await refusalOf(() => statusOf('svc-none'));
   assert.equal(missing.code, 'not-found');
 });

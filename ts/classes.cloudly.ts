@@ -158,7 +158,7 @@ export class Cloudly {
     }
     await this.secrets.start();
     await this.auth.start();
-    this.generatedAdminPassword = await this.auth.ensureFirstAdmin(this.config.adminUsername, this.config.adminPassword);
+    this.generatedAdminPassword = await this.adminManager.ensureFirstAdmin(this.config.adminUsername, this.config.adminPassword);
     for (const manager of this.managers) {
       await manager.start?.();
     }
@@ -176,7 +176,7 @@ export class Cloudly {
       logger: this.logger,
       dispatch: (envelopeArg, localDataArg) => this.dispatch(envelopeArg, localDataArg),
       authenticateRelayToken: (tokenArg) => this.clusterManager.authenticateRelayToken(tokenArg),
-      verifyAdminJwt: (jwtArg) => this.auth.verifyAdminJwt(jwtArg),
+      verifyAdminJwt: (jwtArg) => this.adminManager.verifySocketJwt(jwtArg),
       openRelaySession: (clusterIdArg, peerArg, tokenGenerationArg) => this.relays.add(clusterIdArg, peerArg, tokenGenerationArg),
       trackSocket: (peerArg) => {
         this.openSockets.add(peerArg);
@@ -235,7 +235,9 @@ export class Cloudly {
   ): void {
     this.addGuardedHandler<T>(methodArg, async (requestArg, localDataArg) => {
       requireObjectRequest(requestArg);
-      const identity = await this.auth.verifyAdminIdentity((requestArg as { identity?: unknown }).identity);
+      const identity = await this.auth.verifyIdentity((requestArg as { identity?: unknown }).identity);
+      // The role may call the method, and the account and session still stand (one read by id).
+      await this.adminManager.requireAllowed(identity, methodArg);
       if (optionsArg.contractOwnsDryRun) {
         const operation: IOperationContext = { actor: { kind: 'admin', id: identity.userId }, method: methodArg, dryRun: false };
         return runInOperation(operation, () =>

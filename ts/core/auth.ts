@@ -26,15 +26,6 @@ const signingAlgorithm = 'RS256';
 export const legacySigningKeyFileName = 'identity-signing-key.jwk.json';
 const scryptParameters = { N: 16384, r: 8, p: 1, keyLength: 64 } as const;
 
-export interface IAdminUser extends IStoredDocument {
-  username: string;
-  passwordHash: string;
-  role: TIdentityRole;
-  createdAt: number;
-}
-
-export const adminUserKind = defineDocumentKind<IAdminUser>('CloudlyAdminUser');
-
 /** What a verified identity proves. */
 export interface IVerifiedIdentity {
   userId: string;
@@ -42,6 +33,10 @@ export interface IVerifiedIdentity {
   role: TIdentityRole;
   type: IIdentity['type'];
   expiresAt: number;
+  /** The identity's own id (its JWT's `jti`): `logout` revokes it. */
+  sessionId: string;
+  /** The account's session key it was issued under (claim `sk`; '' when it carries none). */
+  sessionKey: string;
 }
 
 export const hashPassword = async (passwordArg: string): Promise<string> => {
@@ -297,10 +292,10 @@ export class CloudlyAuth {
     return payload;
   }
 
-  public async issueIdentity(userArg: { id: string; username: string; role: TIdentityRole }): Promise<IIdentity> {
+  public async issueIdentity(userArg: { id: string; username: string; role: TIdentityRole; sessionKey?: string }): Promise<IIdentity> {
     const expiresAt = Date.now() + this.options.identityTtlMs;
     const jwt = await this.signJwt(
-      { name: userArg.username, role: userArg.role, type: 'user' },
+      { name: userArg.username, role: userArg.role, type: 'user', ...(userArg.sessionKey ? { sk: userArg.sessionKey } : {}) },
       { audience: adminAudience, subject: userArg.id, expiresAtMs: expiresAt },
     );
     return { name: userArg.username, userId: userArg.id, type: 'user', role: userArg.role, expiresAt, jwt };
@@ -320,13 +315,18 @@ export class CloudlyAuth {
 
   /** Verifies a bare admin identity JWT (the socket upgrade carries only the JWT). */
   public async verifyAdminJwt(jwtArg: string): Promise<IVerifiedIdentity> {
+    return this.verifyAdminIdentity(await this.verifyIdentityJwt(jwtArg));
+  }
+
+  /** Verifies a bare identity JWT of any role (the socket upgrade carries only the JWT). */
+  public async verifyIdentityJwt(jwtArg: string): Promise<IVerifiedIdentity> {
     let payload: jose.JWTPayload;
     try {
       payload = await this.verifyJwt(jwtArg, adminAudience);
     } catch {
       throw refuse('unauthenticated', ['identity.jwt failed verification']);
     }
-    return this.verifyAdminIdentity({
+    return this.verifyIdentity({
       jwt: jwtArg, userId: payload.sub, role: payload.role, name: payload.name, type: payload.type,
       expiresAt: typeof payload.exp === 'number' ? payload.exp * 1000 : undefined,
     });
@@ -371,36 +371,11 @@ export class CloudlyAuth {
       role,
       type: 'user',
       expiresAt: (payload.exp ?? 0) * 1000,
+      sessionId: typeof payload.jti === 'string' ? payload.jti : '',
+      sessionKey: typeof payload.sk === 'string' ? payload.sk : '',
     };
-  }
-
-  /** Creates the first admin when none with that name exists. Returns the generated password, if any. */
-  public async ensureFirstAdmin(usernameArg: string, passwordArg: string | null): Promise<string | null> {
-    const existing = await this.store.findOne(adminUserKind, { username: usernameArg });
-    if (existing) {
-      return null;
-    }
-    const generated = passwordArg === null ? randomBytes(18).toString('base64url') : null;
-    await this.store.insert(adminUserKind, {
-      // One admin per name: the id is derived from it, so two instances starting at once create one.
-      id: `admin-${sha256Hex(usernameArg).slice(0, 24)}`,
-      username: usernameArg,
-      passwordHash: await hashPassword(passwordArg ?? generated!),
-      role: 'admin',
-      createdAt: Date.now(),
-    });
-    return generated;
-  }
-
-  public async login(usernameArg: string, passwordArg: string): Promise<IIdentity> {
-    const user = await this.store.findOne(adminUserKind, { username: usernameArg });
-    // Verify against a dummy hash when the user is unknown, so timing does not reveal names.
-    const ok = await verifyPassword(passwordArg, user?.passwordHash ?? dummyPasswordHash);
-    if (!user || !ok) {
-      throw refuse('unauthenticated', ['username or password is wrong']);
-    }
-    return this.issueIdentity({ id: user.id, username: user.username, role: user.role });
   }
 }
 
-const dummyPasswordHash = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA$' + Buffer.alloc(64).toString('base64url');
+/** Verified against when a username is unknown, so timing does not reveal which names exist. */
+export const dummyPasswordHash = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA$' + Buffer.alloc(64).toString('base64url');

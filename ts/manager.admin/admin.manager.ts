@@ -1,26 +1,129 @@
+import { randomBytes } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
 import type { IReq_Admin_LoginWithUsernameAndPassword } from '../interfaces/requests/admin.js';
+import type {
+  IReq_Account_ChangePassword,
+  IReq_Account_Logout,
+  IReq_Admin_CreateUser,
+  IReq_Admin_DeleteUser,
+  IReq_Admin_GetUsers,
+  IReq_Admin_SetUserDisabled,
+  IReq_Admin_SetUserRole,
+} from '../interfaces/requests/account.js';
+import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
 import { isTypedResponseError, readCloudlyErrorData, refuse } from '../core/errors.js';
-import { checkRequestShape, isString } from '../core/validation.js';
+import { checkRequestShape, isBoolean, isIdString, isNonNegativeInteger, isString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
 import { AttemptLimiter, type IAttemptLimit } from '../core/attemptlimiter.js';
+import { dummyPasswordHash, hashPassword, verifyPassword, type IVerifiedIdentity } from '../core/auth.js';
+import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
+import { adminUserKind, toPublicAccount, userIdOf, type IAdminUser } from './users.js';
+import {
+  accountReasons,
+  decideCreateUser,
+  decideDeleteUser,
+  decideReplaceSessionKey,
+  decideRevokeSession,
+  decideSetDisabled,
+  decideSetRole,
+  revocationOf,
+  roleMayCall,
+} from './decide.js';
 
 /**
  * Failed logins allowed before further attempts are refused without a look at the password:
  * per username (guessing one account's password) and per address (trying many accounts).
- * Counted per Cloudly instance.
+ * Counted per Cloudly instance. A wrong old password on `changePassword` counts per username too.
  */
 export const loginFailureLimits: Readonly<Record<'perUsername' | 'perAddress', IAttemptLimit>> = Object.freeze({
   perUsername: { attempts: 10, windowMs: 5 * 60_000 },
   perAddress: { attempts: 30, windowMs: 5 * 60_000 },
 });
 
-/** Administrator login: the one method that needs no identity. */
+export const usernamePattern = /^[A-Za-z0-9][A-Za-z0-9._@-]*$/;
+const isUsername = isString(1, 64, usernamePattern);
+/** A new password: 12 to 1,024 characters. */
+export const passwordLimits = Object.freeze({ minLength: 12, maxLength: 1024 });
+const isNewPassword = isString(passwordLimits.minLength, passwordLimits.maxLength);
+const isRole: TFieldCheck = (valueArg, pathArg) => (valueArg === 'admin' || valueArg === 'user' ? [] : [`${pathArg} must be admin or user`]);
+
+const newSessionKey = (): string => randomBytes(16).toString('base64url');
+
+/**
+ * Accounts and sessions: login, the bootstrap admin, account management, password change, logout
+ * and revocation. Every admin call is checked here after its signature verified
+ * (`requireActiveSession`): one read of the account by id, on every call and every instance, so a
+ * disabled or deleted account, a role change, a password change or a logout is refused from the
+ * next call on (no cache, so the bound is zero).
+ */
 export class AdminManager {
   private readonly usernameFailures = new AttemptLimiter(loginFailureLimits.perUsername);
   private readonly addressFailures = new AttemptLimiter(loginFailureLimits.perAddress);
 
   constructor(private readonly cloudly: Cloudly) {
-    cloudly.addPublicHandler<IReq_Admin_LoginWithUsernameAndPassword>('adminLoginWithUsernameAndPassword', async (request, context) => {
+    this.registerLogin();
+    this.registerAccounts();
+  }
+
+  /** Creates the bootstrap admin when no account has that name. Returns the generated password, if any. */
+  public async ensureFirstAdmin(usernameArg: string, passwordArg: string | null): Promise<string | null> {
+    if (await this.cloudly.store.findOne(adminUserKind, { username: usernameArg })) {
+      return null;
+    }
+    const generated = passwordArg === null ? randomBytes(18).toString('base64url') : null;
+    const passwordHash = await hashPassword(passwordArg ?? generated!);
+    const now = Date.now();
+    // Two instances starting at once create one: the id is derived from the name.
+    const { outcome } = await this.cloudly.store.mutate(adminUserKind, userIdOf(usernameArg), (existingArg) => (existingArg ? { kind: 'keep' } : {
+      kind: 'create',
+      doc: { id: userIdOf(usernameArg), username: usernameArg, passwordHash, role: 'admin' as const, createdAt: now, passwordChangedAt: now, sessionKey: newSessionKey() },
+    }));
+    return outcome === 'created' ? generated : null;
+  }
+
+  /** Logs in: the identity carries the account's session key, so a later revocation reaches it. */
+  public async login(usernameArg: string, passwordArg: string): Promise<IIdentity> {
+    const user = await this.cloudly.store.findOne(adminUserKind, { username: usernameArg });
+    // Verify against a dummy hash when the user is unknown (or has no hash yet), so timing does not reveal names.
+    const ok = await verifyPassword(passwordArg, user?.passwordHash || dummyPasswordHash);
+    if (!user || !user.passwordHash || !ok || user.disabled === true) {
+      throw refuse('unauthenticated', ['username or password is wrong']);
+    }
+    return this.cloudly.auth.issueIdentity({ id: user.id, username: user.username, role: user.role, ...(user.sessionKey ? { sessionKey: user.sessionKey } : {}) });
+  }
+
+  /**
+   * The guard's check after the signature: the role may call the method (`forbidden` otherwise),
+   * and the identity still stands for its account (`unauthenticated` otherwise).
+   */
+  public async requireAllowed(identityArg: IVerifiedIdentity, methodArg: string): Promise<void> {
+    if (!roleMayCall(identityArg.role, methodArg)) {
+      throw refuse('forbidden', ['identity role must be admin']);
+    }
+    await this.requireActiveSession(identityArg);
+  }
+
+  /** Refuses an identity whose account is gone or disabled, or whose session was revoked. */
+  public async requireActiveSession(identityArg: IVerifiedIdentity): Promise<void> {
+    const revoked = revocationOf(await this.cloudly.store.get(adminUserKind, identityArg.userId), identityArg);
+    if (revoked) {
+      throw refuse('unauthenticated', [revoked]);
+    }
+  }
+
+  /** The socket upgrade: a verified JWT of a standing account (either role; each call is checked again). */
+  public async verifySocketJwt(jwtArg: string): Promise<IVerifiedIdentity> {
+    const identity = await this.cloudly.auth.verifyIdentityJwt(jwtArg);
+    await this.requireActiveSession(identity);
+    return identity;
+  }
+
+  private async otherEnabledAdmins(userIdArg: string): Promise<number> {
+    const admins = await this.cloudly.store.find(adminUserKind, { role: 'admin' });
+    return admins.filter((adminArg) => adminArg.id !== userIdArg && adminArg.disabled !== true).length;
+  }
+
+  private registerLogin(): void {
+    this.cloudly.addPublicHandler<IReq_Admin_LoginWithUsernameAndPassword>('adminLoginWithUsernameAndPassword', async (request, context) => {
       const reasons = checkRequestShape(request, {
         required: { username: isString(1, 64), password: isString(1, 1024) },
       });
@@ -37,7 +140,7 @@ export class AdminManager {
         throw refuse('unavailable', ['login-rate-limited'], { retryAfterMs });
       }
       try {
-        const identity = await this.cloudly.auth.login(request.username, request.password);
+        const identity = await this.login(request.username, request.password);
         this.usernameFailures.clear(request.username);
         this.cloudly.logger.info({ username: request.username }, 'administrator logged in');
         return { identity };
@@ -50,4 +153,99 @@ export class AdminManager {
       }
     });
   }
+
+  private registerAccounts(): void {
+    this.cloudly.addAdminHandler<IReq_Admin_CreateUser>('createUser', async (request) => {
+      request = requireRequestShape(request, { required: { username: isUsername, password: isNewPassword, role: isRole } });
+      const id = userIdOf(request.username);
+      const now = Date.now();
+      // Hashed before the write; a dry run hashes too (it answers what the real call would).
+      const passwordHash = await hashPassword(request.password);
+      const { doc } = await this.cloudly.store.mutate(adminUserKind, id, (existingArg) => decideCreateUser(existingArg, {
+        id,
+        username: request.username,
+        passwordHash,
+        role: request.role,
+        createdAt: now,
+        passwordChangedAt: now,
+        sessionKey: newSessionKey(),
+      }));
+      this.cloudly.logger.info({ userId: id, username: request.username, role: request.role }, 'account created');
+      return { user: toPublicAccount(doc!) };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Admin_GetUsers>('getUsers', async (request) => {
+      request = requireRequestShape(request, { required: {}, optional: pageShape('getUsers') });
+      const page = await findPage(this.cloudly.store, adminUserKind, {}, 'getUsers', request, { createdAt: 1 });
+      return { users: page.items.map(toPublicAccount), ...nextCursorMember(page) };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Admin_SetUserDisabled>('setUserDisabled', async (request, context) => {
+      request = requireRequestShape(request, { required: { userId: isIdString, disabled: isBoolean, expectedGeneration: isNonNegativeInteger } });
+      const facts = { otherEnabledAdmins: await this.otherEnabledAdmins(request.userId), actorId: context.identity.userId };
+      const { doc } = await this.cloudly.store.mutate(adminUserKind, request.userId, (currentArg) => decideSetDisabled(currentArg, { ...request, newSessionKey: newSessionKey() }, facts));
+      this.cloudly.logger.info({ userId: request.userId, disabled: request.disabled }, 'account disabled state set');
+      return { user: toPublicAccount(doc!) };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Admin_SetUserRole>('setUserRole', async (request, context) => {
+      request = requireRequestShape(request, { required: { userId: isIdString, role: isRole, expectedGeneration: isNonNegativeInteger } });
+      const facts = { otherEnabledAdmins: await this.otherEnabledAdmins(request.userId), actorId: context.identity.userId };
+      const { doc } = await this.cloudly.store.mutate(adminUserKind, request.userId, (currentArg) =>
+        decideSetRole(currentArg, { role: request.role as TIdentityRole, expectedGeneration: request.expectedGeneration, newSessionKey: newSessionKey() }, facts));
+      this.cloudly.logger.info({ userId: request.userId, role: request.role }, 'account role set');
+      return { user: toPublicAccount(doc!) };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Admin_DeleteUser>('deleteUser', async (request, context) => {
+      request = requireRequestShape(request, { required: { userId: isIdString, expectedGeneration: isNonNegativeInteger } });
+      const before = await this.cloudly.store.get(adminUserKind, request.userId);
+      const facts = { otherEnabledAdmins: await this.otherEnabledAdmins(request.userId), actorId: context.identity.userId };
+      const result = await this.cloudly.store.mutate(adminUserKind, request.userId, (currentArg) => decideDeleteUser(currentArg, request, facts));
+      const removed = result.doc ?? before;
+      if (!removed) {
+        throw refuse('not-found', [accountReasons.userNotFound]);
+      }
+      this.cloudly.logger.info({ userId: request.userId }, 'account deleted');
+      return { user: toPublicAccount(removed) };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Account_ChangePassword>('changePassword', async (request, context) => {
+      request = requireRequestShape(request, { required: { oldPassword: isString(1, passwordLimits.maxLength), newPassword: isNewPassword } });
+      const username = context.identity.name;
+      const retryAfterMs = this.usernameFailures.retryAfterMs(username);
+      if (retryAfterMs > 0) {
+        throw refuse('unavailable', ['login-rate-limited'], { retryAfterMs });
+      }
+      const account = await this.cloudly.store.get(adminUserKind, context.identity.userId);
+      if (!account || !(await verifyPassword(request.oldPassword, account.passwordHash || dummyPasswordHash))) {
+        this.usernameFailures.record(username);
+        throw refuse('invalid-request', [accountReasons.oldPasswordWrong]);
+      }
+      if (request.oldPassword === request.newPassword) {
+        throw refuse('invalid-request', [accountReasons.samePassword]);
+      }
+      const sessionKey = newSessionKey();
+      const passwordHash = await hashPassword(request.newPassword);
+      const { doc } = await this.cloudly.store.mutate(adminUserKind, account.id, (currentArg) =>
+        decideReplaceSessionKey(currentArg, { sessionKey, passwordHash, passwordChangedAt: Date.now() }));
+      this.cloudly.logger.info({ userId: account.id }, 'password changed; every identity of the account revoked');
+      return { identity: await this.cloudly.auth.issueIdentity({ id: doc!.id, username: doc!.username, role: doc!.role, sessionKey: doc!.sessionKey }) };
+    });
+
+    this.cloudly.addAdminHandler<IReq_Account_Logout>('logout', async (request, context) => {
+      request = requireRequestShape(request, { required: {}, optional: { allSessions: isBoolean } });
+      if (request.allSessions === true) {
+        await this.cloudly.store.mutate(adminUserKind, context.identity.userId, (currentArg) => decideReplaceSessionKey(currentArg, { sessionKey: newSessionKey() }));
+        this.cloudly.logger.info({ userId: context.identity.userId }, 'logged out of every session');
+        return { revoked: 'all-sessions' };
+      }
+      await this.cloudly.store.mutate(adminUserKind, context.identity.userId, (currentArg) =>
+        decideRevokeSession(currentArg, { sessionId: context.identity.sessionId, expiresAt: context.identity.expiresAt }, Date.now()));
+      this.cloudly.logger.info({ userId: context.identity.userId }, 'logged out');
+      return { revoked: 'session' };
+    });
+  }
 }
+
+export type { IAdminUser };

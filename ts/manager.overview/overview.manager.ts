@@ -2,8 +2,16 @@ import type { Cloudly } from '../classes.cloudly.js';
 import { isIdString, requireRequestShape } from '../core/validation.js';
 import { snapshotServiceRuntimeStatus, type IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
 import type { IServiceBackupRecord } from '../interfaces/requests/backup.js';
-import type { IClusterOverviewService, IReq_Admin_GetClusterOverview } from '../interfaces/requests/overview.js';
-import { toPublicCluster } from '../manager.cluster/cluster.manager.js';
+import type {
+  IClusterOverviewService,
+  IFleetClusterSummary,
+  IReq_Admin_GetClusterOverview,
+  IReq_Admin_GetFleetOverview,
+  TFleetRelayState,
+} from '../interfaces/requests/overview.js';
+import { clusterKind, toPublicCluster } from '../manager.cluster/cluster.manager.js';
+import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrations.js';
+import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
 import { clusterNodeKind, toPublicClusterNode } from '../manager.cluster/clusternodes.js';
 import { serviceKind, serviceRuntimeStatusKind, toPublicService } from '../manager.service/service.manager.js';
 import { serviceBackupKind, toRecord as toPublicServiceBackup } from '../manager.backup/backup.manager.js';
@@ -22,6 +30,65 @@ export class OverviewManager {
       const cluster = await this.cloudly.clusterManager.requireCluster(request.clusterId);
       return { overview: await this.readOverview(cluster.id, toPublicCluster(cluster)) };
     });
+
+    cloudly.addAdminHandler<IReq_Admin_GetFleetOverview>('getFleetOverview', async (request) => {
+      request = requireRequestShape(request, { required: {}, optional: pageShape('getFleetOverview') });
+      const page = await findPage(this.cloudly.store, clusterKind, {}, 'getFleetOverview', request, { createdAt: 1 });
+      return { clusters: await this.readFleet(page.items.map(toPublicCluster)), ...nextCursorMember(page) };
+    });
+  }
+
+  /**
+   * The fleet page's summaries of `clustersArg`: one read per kind for all of them (nodes,
+   * services, their stored statuses, backups that need attention, relay registrations, leases),
+   * side by side except the statuses, which need the service ids. Counting happens here.
+   */
+  private async readFleet(clustersArg: Array<ReturnType<typeof toPublicCluster>>): Promise<IFleetClusterSummary[]> {
+    if (clustersArg.length === 0) {
+      return [];
+    }
+    const { store, clusterManager } = this.cloudly;
+    const ids = clustersArg.map((clusterArg) => clusterArg.id);
+    const inClusters = { clusterId: { $in: ids } };
+    const [nodeDocs, serviceDocs, backupDocs, registrationDocs, leases] = await Promise.all([
+      store.find(clusterNodeKind, inClusters),
+      store.find(serviceKind, inClusters),
+      store.find(serviceBackupKind, { ...inClusters, state: { $in: ['running', 'failed'] } }),
+      store.find(clusterRelayRegistrationKind, { id: { $in: ids } }),
+      clusterManager.relayElection.readLeases(ids),
+    ]);
+    const statusDocs = serviceDocs.length === 0 ? [] : await store.find(serviceRuntimeStatusKind, { id: { $in: serviceDocs.map((docArg) => docArg.id) } });
+    const stateOf = new Map(statusDocs.map((docArg) => [docArg.id, docArg.state]));
+    const leaseOf = new Map(leases.map((leaseArg) => [leaseArg.clusterId, leaseArg]));
+    const registered = new Set(registrationDocs.map((docArg) => docArg.id));
+    const summaries = new Map<string, IFleetClusterSummary>(clustersArg.map((clusterArg) => [clusterArg.id, {
+      cluster: clusterArg,
+      relay: { state: 'missing', registered: registered.has(clusterArg.id), socketsOpenHere: this.cloudly.relays.sessionsOf(clusterArg.id).length },
+      nodeCount: 0,
+      services: { total: 0, byRuntimeState: { converged: 0, converging: 0, waiting: 0, refused: 0, unjudged: 0 } },
+      backups: { running: 0, failed: 0 },
+    }]));
+    for (const summary of summaries.values()) {
+      const connected = await clusterManager.relayElection.isClusterConnected(summary.cluster.id, leaseOf.get(summary.cluster.id) ?? null);
+      const state: TFleetRelayState = connected || summary.relay.socketsOpenHere > 0
+        ? (summary.relay.registered ? 'connected' : 'unregistered')
+        : 'missing';
+      summary.relay.state = state;
+    }
+    for (const doc of nodeDocs) {
+      summaries.get(doc.clusterId)!.nodeCount++;
+    }
+    for (const doc of serviceDocs) {
+      const summary = summaries.get(doc.clusterId)!;
+      summary.services.total++;
+      summary.services.byRuntimeState[stateOf.get(doc.id) ?? 'unjudged']++;
+    }
+    for (const doc of backupDocs) {
+      const summary = summaries.get(doc.clusterId)!;
+      if (doc.state === 'running') summary.backups.running++;
+      else summary.backups.failed++;
+    }
+    return [...summaries.values()];
   }
 
   private async readOverview(clusterIdArg: string, clusterArg: ReturnType<typeof toPublicCluster>) {

@@ -14,3 +14,4 @@ export * as watch from './watch.js';
 export * as overview from './overview.js';
 export * as operation from './operation.js';
 export * as traffic from './traffic.js';
+export * as account from './account.js';

@@ -7,6 +7,7 @@ import type { IService } from '../data/service.js';
 import type { IServiceRuntimeStatus } from '../data/serviceruntimestatus.js';
 import type { IServiceBackupRecord } from './backup.js';
 import type { ITypedContract } from './admin.js';
+import type { IPageRequest, IPageAnswer } from './pagination.js';
 
 /** Project's own definition: the state of a cluster's relay connection, as the answering instance sees it. */
 export interface IClusterRelayConnectionState {
@@ -43,4 +44,32 @@ export type IReq_Admin_GetClusterOverview = ITypedContract<
   'getClusterOverview',
   { identity: IIdentity; clusterId: string },
   { overview: IClusterOverview }
+>;
+
+/**
+ * Project's own definition: a relay's connection as the fleet page shows it. `connected`: a
+ * registered relay holds the cluster's lease; `unregistered`: a relay socket is connected but its
+ * relay never registered; `missing`: no relay is connected.
+ */
+export type TFleetRelayState = 'connected' | 'unregistered' | 'missing';
+
+/** Project's own definition: one cluster's counts and health on the fleet page. */
+export interface IFleetClusterSummary {
+  cluster: ICluster;
+  relay: { state: TFleetRelayState; registered: boolean; socketsOpenHere: number };
+  nodeCount: number;
+  /** Services by their stored runtime state; `unjudged` for a service never judged yet. */
+  services: { total: number; byRuntimeState: Record<'converged' | 'converging' | 'waiting' | 'refused' | 'unjudged', number> };
+  /** Backups by stored state (only the states that need attention are counted). */
+  backups: { running: number; failed: number };
+}
+
+/**
+ * Project's own definition: every cluster's summary, paged like the cluster list (without `limit`
+ * and `cursor`, every cluster in creation order); one read per kind for the whole page.
+ */
+export type IReq_Admin_GetFleetOverview = ITypedContract<
+  'getFleetOverview',
+  { identity: IIdentity } & IPageRequest,
+  { clusters: IFleetClusterSummary[] } & IPageAnswer
 >;

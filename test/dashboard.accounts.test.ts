@@ -1,0 +1,166 @@
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, type ITestCloudly } from './helpers/cloudly.js';
+import { CloudlyAdminClient } from '../ts/client/admin.js';
+import type { IIdentity } from '../ts/interfaces/data/user.js';
+import type {
+  IAccount,
+  IReq_Account_ChangePassword,
+  IReq_Account_Logout,
+  IReq_Admin_CreateUser,
+  IReq_Admin_DeleteUser,
+  IReq_Admin_GetUsers,
+  IReq_Admin_SetUserDisabled,
+  IReq_Admin_SetUserRole,
+} from '../ts/interfaces/requests/account.js';
+import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
+
+/**
+ * Accounts against a real Cloudly: roles (a `user` reads, every mutation is refused), disable,
+ * delete, role change, password change and logout, each refused on the very next call; passwords
+ * and hashes never leave the server (answers, audit events, log lines).
+ */
+
+let t: ITestCloudly;
+const userPassword = 'viewer-password-0001';
+
+before(async () => {
+  t = await startTestCloudly();
+});
+after(async () => {
+  await t.stop();
+});
+
+const createUser = (usernameArg: string, roleArg: 'admin' | 'user', passwordArg = userPassword) =>
+  t.admin.call<IReq_Admin_CreateUser>('createUser', { username: usernameArg, password: passwordArg, role: roleArg });
+const loginAs = async (usernameArg: string, passwordArg = userPassword): Promise<CloudlyAdminClient> => {
+  const client = new CloudlyAdminClient(t.baseUrl);
+  await client.login(usernameArg, passwordArg);
+  return client;
+};
+const clustersOf = (clientArg: CloudlyAdminClient) => clientArg.call<IReq_Any_Cloudly_GetClusters>('getClusters', {});
+const accountOf = async (userIdArg: string): Promise<IAccount> =>
+  (await t.admin.call<IReq_Admin_GetUsers>('getUsers', {})).users.find((userArg) => userArg.userId === userIdArg)!;
+
+test('an admin creates accounts with roles; a name is taken once, even by ten at once; no password or hash is answered', async () => {
+  const { user } = await createUser('viewer', 'user');
+  assert.deepEqual(Object.keys(user).sort(), ['createdAt', 'disabled', 'generation', 'passwordChangedAt', 'role', 'userId', 'username']);
+  assert.equal(user.role, 'user');
+  assert.equal(user.disabled, false);
+  const racers = await Promise.allSettled(Array.from({ length: 10 }, () => createUser('racer', 'user')));
+  assert.equal(racers.filter((result) => result.status === 'fulfilled').length, 1, 'one creation wins');
+  for (const result of racers.filter((entry) => entry.status === 'rejected')) {
+    assert.deepEqual((result as PromiseRejectedResult).reason.errorData, { code: 'conflict', retryable: true, reasons: ['username-taken'] });
+  }
+  const { users } = await t.admin.call<IReq_Admin_GetUsers>('getUsers', {});
+  assert.deepEqual(users.map((userArg) => userArg.username).sort(), [testAdminUsername, 'racer', 'viewer'].sort());
+  const text = JSON.stringify(users);
+  assert.ok(!text.includes('scrypt') && !text.includes(userPassword) && !text.includes('passwordHash'));
+  const short = await refusalOf(() => createUser('shorty', 'user', 'short'));
+  assert.deepEqual(short.reasons, ['request.password must be a string of 12 to 1024 characters']);
+  const badRole = await refusalOf(() => t.admin.call<IReq_Admin_CreateUser>('createUser', { username: 'x', password: userPassword, role: 'root' as never }));
+  assert.deepEqual(badRole.reasons, ['request.role must be admin or user']);
+});
+
+test('a user reads, and every mutation (a dry run too) is refused forbidden', async () => {
+  const viewer = await loginAs('viewer');
+  await t.createCluster('accounts-cluster');
+  assert.equal((await clustersOf(viewer)).clusters.length, 1, 'a user reads');
+  await viewer.call('getOperations', {});
+  const refused = await refusalOf(() => viewer.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'by-viewer' }));
+  assert.deepEqual(refused, { code: 'forbidden', retryable: false, reasons: ['identity role must be admin'] });
+  const dry = await refusalOf(() => viewer.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'by-viewer', dryRun: true } as never));
+  assert.equal(dry.code, 'forbidden');
+  assert.equal((await refusalOf(() => viewer.call<IReq_Admin_GetUsers>('getUsers', {}))).code, 'forbidden', 'the account list is for admins');
+  assert.equal((await clustersOf(t.admin)).clusters.length, 1, 'nothing was created');
+  // A user may open the admin socket (to watch) and read over it.
+  await viewer.connectSocket();
+  assert.equal((await clustersOf(viewer)).clusters.length, 1);
+  viewer.close();
+});
+
+test('a disabled account is refused on its next call and cannot log in; enabled again, its old identity stays refused', async () => {
+  const viewer = await loginAs('viewer');
+  await clustersOf(viewer);
+  const before = await accountOf(viewer.identity!.userId);
+  const { user } = await t.admin.call<IReq_Admin_SetUserDisabled>('setUserDisabled', { userId: before.userId, disabled: true, expectedGeneration: before.generation });
+  assert.equal(user.disabled, true);
+  assert.deepEqual(await refusalOf(() => clustersOf(viewer)), { code: 'unauthenticated', retryable: false, reasons: ['identity belongs to a disabled account'] });
+  assert.equal((await refusalOf(() => loginAs('viewer'))).code, 'unauthenticated');
+  const stale = await refusalOf(() => t.admin.call<IReq_Admin_SetUserDisabled>('setUserDisabled', { userId: before.userId, disabled: false, expectedGeneration: before.generation }));
+  assert.equal(stale.code, 'conflict');
+  await t.admin.call<IReq_Admin_SetUserDisabled>('setUserDisabled', { userId: before.userId, disabled: false, expectedGeneration: user.generation });
+  assert.equal((await refusalOf(() => clustersOf(viewer))).code, 'unauthenticated');
+  await clustersOf(await loginAs('viewer'));
+});
+
+test('a deleted account is refused on its next call; one re-created under the name does not bring its identities back', async () => {
+  await createUser('leaver', 'user');
+  const leaver = await loginAs('leaver');
+  await clustersOf(leaver);
+  const account = await accountOf(leaver.identity!.userId);
+  const { user } = await t.admin.call<IReq_Admin_DeleteUser>('deleteUser', { userId: account.userId, expectedGeneration: account.generation });
+  assert.equal(user.username, 'leaver');
+  assert.deepEqual((await refusalOf(() => clustersOf(leaver))).reasons, ['identity names no account (deleted)']);
+  await createUser('leaver', 'user', 'another-password-0002');
+  assert.equal((await refusalOf(() => clustersOf(leaver))).code, 'unauthenticated', 'the same name is a new account');
+  const missing = await refusalOf(() => t.admin.call<IReq_Admin_DeleteUser>('deleteUser', { userId: 'admin-none', expectedGeneration: 1 }));
+  assert.deepEqual([missing.code, missing.reasons], ['not-found', ['user-not-found']]);
+});
+
+test('a password change needs the old password, revokes every identity of the account and answers a fresh one', async () => {
+  const first = await loginAs('viewer');
+  const second = await loginAs('viewer');
+  const wrong = await refusalOf(() => first.call<IReq_Account_ChangePassword>('changePassword', { oldPassword: 'not-the-password', newPassword: 'viewer-password-0002' }));
+  assert.deepEqual(wrong.reasons, ['request.oldPassword is wrong']);
+  const { identity } = await first.call<IReq_Account_ChangePassword>('changePassword', { oldPassword: userPassword, newPassword: 'viewer-password-0002' });
+  assert.equal((await refusalOf(() => clustersOf(first))).code, 'unauthenticated', 'the identity that changed it');
+  assert.equal((await refusalOf(() => clustersOf(second))).code, 'unauthenticated', 'and every other one');
+  first.identity = identity;
+  await clustersOf(first);
+  assert.equal((await refusalOf(() => loginAs('viewer'))).code, 'unauthenticated', 'the old password no longer logs in');
+  await clustersOf(await loginAs('viewer', 'viewer-password-0002'));
+  // The audit log names the change, without the password or the hash.
+  const events = JSON.stringify(await t.admin.call('getAuditEvents', { limit: 1000 }));
+  assert.ok(events.includes('changePassword'));
+  assert.ok(!events.includes('viewer-password-000') && !events.includes('scrypt'));
+  const logs = t.logs.join('');
+  assert.ok(!logs.includes('viewer-password-000') && !logs.includes('scrypt$'), 'no password or hash in a log line');
+});
+
+test('logout revokes that identity at once, on HTTP and on the socket; logout of all sessions revokes every one', async () => {
+  const a = await loginAs('viewer', 'viewer-password-0002');
+  const b = await loginAs('viewer', 'viewer-password-0002');
+  await b.connectSocket();
+  assert.deepEqual(await a.call<IReq_Account_Logout>('logout', {}), { revoked: 'session' });
+  assert.deepEqual((await refusalOf(() => clustersOf(a))).reasons, ['identity was revoked (logout)']);
+  await clustersOf(b);
+  const socketJwt = b.identity!.jwt;
+  assert.deepEqual(await b.call<IReq_Account_Logout>('logout', { allSessions: true }), { revoked: 'all-sessions' });
+  assert.equal((await refusalOf(() => clustersOf(b))).code, 'unauthenticated', 'refused on the open socket');
+  b.close();
+  const reopened = new CloudlyAdminClient(t.baseUrl);
+  reopened.identity = { ...b.identity! , jwt: socketJwt } as IIdentity;
+  await assert.rejects(reopened.connectSocket(), 'a revoked identity opens no socket');
+});
+
+test('roles change with compare-and-swap; the last enabled admin and one\'s own account are kept', async () => {
+  const self = await accountOf(t.identity.userId);
+  const lastAdmin = await refusalOf(() => t.admin.call<IReq_Admin_SetUserRole>('setUserRole', { userId: self.userId, role: 'user', expectedGeneration: self.generation }));
+  assert.deepEqual(lastAdmin.reasons, ['last-enabled-admin']);
+  assert.deepEqual((await refusalOf(() => t.admin.call<IReq_Admin_SetUserDisabled>('setUserDisabled', { userId: self.userId, disabled: true, expectedGeneration: self.generation }))).reasons, ['own-account']);
+  assert.deepEqual((await refusalOf(() => t.admin.call<IReq_Admin_DeleteUser>('deleteUser', { userId: self.userId, expectedGeneration: self.generation }))).reasons, ['own-account']);
+  const viewer = await loginAs('viewer', 'viewer-password-0002');
+  const account = await accountOf(viewer.identity!.userId);
+  await t.admin.call<IReq_Admin_SetUserRole>('setUserRole', { userId: account.userId, role: 'admin', expectedGeneration: account.generation });
+  assert.equal((await refusalOf(() => clustersOf(viewer))).code, 'unauthenticated', 'an identity of the old role must log in again');
+  const promoted = await loginAs('viewer', 'viewer-password-0002');
+  assert.equal(promoted.identity!.role, 'admin');
+  await promoted.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'by-promoted' });
+  // Now there is another admin: the bootstrap admin may be demoted by it, and still logs in as a user.
+  const bootstrap = await accountOf(t.identity.userId);
+  await promoted.call<IReq_Admin_SetUserRole>('setUserRole', { userId: bootstrap.userId, role: 'user', expectedGeneration: bootstrap.generation });
+  const demoted = await loginAs(testAdminUsername, testAdminPassword);
+  assert.equal(demoted.identity!.role, 'user');
+  assert.equal((await refusalOf(() => demoted.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'x' }))).code, 'forbidden');
+});
