@@ -143,8 +143,12 @@ test('an administrator logs in; a wrong password is shown refused with its code'
   await page.getByRole('button', { name: 'Log in' }).click();
   await page.locator('.refusal-code').waitFor();
   assert.equal(await page.locator('.refusal-code').textContent(), expected.code);
-  await page.getByLabel('Password').fill(testAdminPassword);
-  await page.getByRole('button', { name: 'Log in' }).click();
+  // The second attempt by keyboard alone: Tab between the fields, Enter submits.
+  await page.getByLabel('Username').focus();
+  await page.keyboard.press('Tab');
+  await page.keyboard.press('Control+A');
+  await page.keyboard.type(testAdminPassword);
+  await page.keyboard.press('Enter');
   await page.locator('[data-page=fleet]').waitFor();
   await page.locator('[data-connection=live]').waitFor();
   await page.locator(`tr[data-cluster-id="${clusterId}"] td[data-relay=missing]`).waitFor();
@@ -204,7 +208,9 @@ test('a refusal is shown with its code and every reason, and nothing is written'
   const shown = await dialog.locator('.refusal-reasons li').allTextContents();
   assert.deepEqual(shown, expected.reasons, 'every reason, as Cloudly gave them');
   assert.equal(await dialog.locator('[data-action=confirm]').count(), 0, 'a refused dry run offers no confirmation');
-  await dialog.locator('[data-action=close]').click();
+  assert.equal(await page.evaluate(() => (globalThis as unknown as { document: { activeElement: { getAttribute(nameArg: string): string | null } | null } }).document.activeElement?.getAttribute('data-action')), 'close', 'focus is on Close');
+  await page.keyboard.press('Escape');
+  await page.locator('dialog.action-dialog').waitFor({ state: 'detached' });
   const service = (await t.admin.call('getServiceById', { serviceId: dataService.id })).service as IService;
   assert.equal(service.volumes[0].initialization, undefined);
 });
