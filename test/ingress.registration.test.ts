@@ -14,6 +14,7 @@ import type {
   IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments,
   IReq_Relay_Cloudly_ResolveClusterIngressBearer,
 } from '../ts/interfaces/requests/ingress.js';
+import type { IReq_Relay_Cloudly_ReportClusterPlatformObservedState } from '../ts/interfaces/requests/desiredstate.js';
 
 interface IDesignatedCluster extends IIngressCluster {
   designation: data.IClusterIngressDesignation;
@@ -105,6 +106,39 @@ describe('registerClusterIngress through the cluster relay', () => {
     // Every loss is another report committing, so 8 reports fit the store's default of 8 rounds.
     const answers = await Promise.all(Array.from({ length: 8 }, (_, index) => report(cluster.relay, 'node-raced', `session-raced-${index}`)));
     assert.deepEqual(answers.map((answer) => answer.generation).sort((a, b) => a - b), Array.from({ length: 8 }, (_, index) => index + 1));
+  });
+
+  test('the observed-state report\'s nodes member writes the one assignment observation the judge reads; all or nothing', async () => {
+    const folded = await designateCluster('folded');
+    const bodyOf = { ...body(), bearer: folded.bearer };
+    const before = await refusalOf(() => register(folded.relay, bodyOf));
+    assert.equal(data.readClusterIngressRegistrationRefusal(before)?.reason, 'assignment-not-running');
+    const assignment = (stateArg: 'ready' | 'pending') => ({
+      assignmentId: 'node-1-ingress', serviceId: folded.service.id, sessionId: 'session-folded', state: stateArg,
+      secretVersions: [folded.designation.credential.secretVersion],
+    });
+    const observe = (nodesArg: unknown) => folded.relay.fire<IReq_Relay_Cloudly_ReportClusterPlatformObservedState>('reportClusterPlatformObservedState', {
+      desiredRevision: 0, services: [], nodes: nodesArg as IReq_Relay_Cloudly_ReportClusterPlatformObservedState['request']['nodes'],
+    });
+    assert.deepEqual(await observe([{ nodeId: 'node-1', sessionId: 'session-folded', assignments: [assignment('ready')] }]), { accepted: 0, removed: [] });
+    assert.equal((await register(folded.relay, bodyOf)).accepted, true, 'the judge reads what the observed-state report stored');
+    // One bad entry refuses the whole report: node-1's pending state is not stored either.
+    const refused = await refusalOf(() => observe([
+      { nodeId: 'node-1', sessionId: 'session-folded', assignments: [assignment('pending')] },
+      { nodeId: 'node-of-nobody', sessionId: 'session-x', assignments: [] },
+      { nodeId: 'node-2', sessionId: 'session-y', assignments: [{ assignmentId: 'a' }], extra: 1 },
+    ]));
+    assert.equal(refused.code, 'invalid-request');
+    assert.ok((refused.reasons as string[]).includes('request.nodes[2].extra is not a field of an observed node'), JSON.stringify(refused.reasons));
+    const unknownNode = await refusalOf(() => observe([
+      { nodeId: 'node-1', sessionId: 'session-folded', assignments: [assignment('pending')] },
+      { nodeId: 'node-of-nobody', sessionId: 'session-x', assignments: [] },
+    ]));
+    assert.deepEqual(unknownNode.reasons, ['request.nodes[1].nodeId names no node of this cluster']);
+    assert.equal((await register(folded.relay, bodyOf)).accepted, true, 'nothing of a refused report was stored');
+    // The separate method writes the same observation: a pending assignment refuses the registration.
+    await report(folded.relay, 'node-1', 'session-folded', { state: 'pending', serviceId: folded.service.id, secretVersion: folded.designation.credential.secretVersion });
+    assert.equal(data.readClusterIngressRegistrationRefusal(await refusalOf(() => register(folded.relay, bodyOf)))?.reason, 'assignment-not-running');
   });
 
   test('a protocol mismatch is refused first, as a protocol refusal, even with every other fact wrong', async () => {

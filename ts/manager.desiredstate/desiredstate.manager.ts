@@ -26,7 +26,7 @@ import { clusterIngressSlotKind } from '../manager.ingress/documents.js';
 import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrations.js';
 import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
 import { corestoreCredentialKind } from '../manager.secret/documents.js';
-import { prepareClusterIngressSpec } from '../manager.ingress/ingress.manager.js';
+import { nodeAssignmentReportShape, prepareClusterIngressSpec } from '../manager.ingress/ingress.manager.js';
 import { runtimeNetworkLeasesKind, runtimeNetworkProjectionKind } from '../manager.runtimenetwork/runtimenetwork.manager.js';
 import { deriveClusterRoutes, resolveClusterRoutes } from './routes.js';
 import type { IClusterUnresolvedRoute } from '../interfaces/data/desiredstate.js';
@@ -100,6 +100,39 @@ const isObservedServices: TFieldCheck = (valueArg, pathArg) => {
 };
 
 export { deriveClusterRoutes } from './routes.js';
+
+/** The optional `nodes` member of an observed-state report: each entry shaped as `reportClusterNodeRuntimeAssignments` is. */
+const isObservedNodes: TFieldCheck = (valueArg, pathArg) => {
+  if (!Array.isArray(valueArg)) {
+    return [`${pathArg} must be an array`];
+  }
+  if (valueArg.length > observedReportLimits.maximumNodes) {
+    return [`${pathArg} must hold at most ${observedReportLimits.maximumNodes} entries`];
+  }
+  const reasons: string[] = [];
+  const seen = new Set<unknown>();
+  valueArg.forEach((entry, index) => {
+    const path = `${pathArg}[${index}]`;
+    if (!entry || typeof entry !== 'object' || Array.isArray(entry)) {
+      reasons.push(`${path} must be an object`);
+      return;
+    }
+    const record = entry as Record<string, unknown>;
+    for (const key of Object.keys(record)) {
+      if (!(key in nodeAssignmentReportShape)) {
+        reasons.push(`${path}.${key} is not a field of an observed node`);
+      }
+    }
+    for (const [key, check] of Object.entries(nodeAssignmentReportShape)) {
+      reasons.push(...check(record[key], `${path}.${key}`));
+    }
+    if (seen.has(record.nodeId)) {
+      reasons.push(`${path} repeats the node of an earlier entry`);
+    }
+    seen.add(record.nodeId);
+  });
+  return reasons;
+};
 
 export class DesiredStateManager {
   private readonly refreshes: WorkQueue;
@@ -350,7 +383,10 @@ export class DesiredStateManager {
     });
 
     cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportClusterPlatformObservedState>('reportClusterPlatformObservedState', async (request, context) => {
-      request = requireRequestShape(request, { required: { desiredRevision: isNonNegativeInteger, services: isObservedServices } });
+      request = requireRequestShape(request, {
+        required: { desiredRevision: isNonNegativeInteger, services: isObservedServices },
+        optional: { nodes: isObservedNodes },
+      });
       await cloudly.clusterManager.requireElected(context.session);
       return this.acceptObservedReport(context.clusterId, request);
     });
@@ -422,6 +458,11 @@ export class DesiredStateManager {
         reasons.push(`${path}.nodeId names no node of this cluster`);
       }
     });
+    (reportArg.nodes ?? []).forEach((entry, index) => {
+      if (!nodes.has(entry.nodeId)) {
+        reasons.push(`request.nodes[${index}].nodeId names no node of this cluster`);
+      }
+    });
     if (reasons.length > 0) {
       throw refuse('invalid-request', reasons);
     }
@@ -436,6 +477,10 @@ export class DesiredStateManager {
         ? { kind: 'keep' }
         : { kind: 'write', change: { set: { observedRevision: reportArg.desiredRevision } } };
     });
+    // The nodes' assignment observations: the one stored observation the ingress judge reads.
+    for (const entry of reportArg.nodes ?? []) {
+      await this.cloudly.ingressManager.storeAssignments(clusterIdArg, entry);
+    }
     const now = Date.now();
     const byService = new Map<string, IClusterPlatformObservedService[]>();
     for (const entry of reportArg.services) {

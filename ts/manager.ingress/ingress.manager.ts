@@ -57,6 +57,18 @@ import {
 export const clusterIngressBearerBytes = 32;
 /** Most assignments one node report may state. Project's own limit. */
 export const maximumReportedAssignments = 256;
+
+/** The shape of one node's assignment report, for `reportClusterNodeRuntimeAssignments` and the observed-state report's `nodes`. */
+export const nodeAssignmentReportShape: Record<'nodeId' | 'sessionId' | 'assignments', TFieldCheck> = {
+  nodeId: isIdString,
+  sessionId: isIdString,
+  assignments: (valueArg, pathArg) => {
+    if (!Array.isArray(valueArg) || valueArg.length > maximumReportedAssignments) {
+      return [`${pathArg} must be an array of at most ${maximumReportedAssignments} assignments`];
+    }
+    return valueArg.flatMap((item, index) => validateRuntimeAssignmentStatus(item, `${pathArg}[${index}]`));
+  },
+};
 /** How long Cloudly waits for a relay to take a route-table hint. */
 
 const registrationRefusalText = 'The cluster ingress registration was refused.';
@@ -604,26 +616,27 @@ export class IngressManager {
     requestArg: IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments['request'],
     contextArg: IRelayHandlerContext,
   ): Promise<IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments['response']> {
-    requestArg = requireRequestShape(requestArg, {
-      required: {
-        nodeId: isIdString,
-        sessionId: isIdString,
-        assignments: (valueArg, pathArg) => {
-          if (!Array.isArray(valueArg) || valueArg.length > maximumReportedAssignments) {
-            return [`${pathArg} must be an array of at most ${maximumReportedAssignments} assignments`];
-          }
-          return valueArg.flatMap((item, index) => validateRuntimeAssignmentStatus(item, `${pathArg}[${index}]`));
-        },
-      },
-    });
+    requestArg = requireRequestShape(requestArg, { required: nodeAssignmentReportShape });
     await this.requireElected(contextArg);
+    return { generation: await this.storeAssignments(contextArg.clusterId, requestArg) };
+  }
+
+  /**
+   * Stores one node's assignment observation, replacing the last one whole: the one source of
+   * truth the registration judge reads, written by `reportClusterNodeRuntimeAssignments` and by the
+   * observed-state report's `nodes` member alike (docs/desired-state.md). The caller validated it.
+   */
+  public async storeAssignments(
+    clusterIdArg: string,
+    reportArg: IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments['request'],
+  ): Promise<number> {
     const { store } = this.cloudly;
-    const id = clusterNodeDocumentId(contextArg.clusterId, requestArg.nodeId);
+    const id = clusterNodeDocumentId(clusterIdArg, reportArg.nodeId);
     const report = {
-      clusterId: contextArg.clusterId,
-      nodeId: requestArg.nodeId,
-      sessionId: requestArg.sessionId,
-      assignments: requestArg.assignments.map((assignment) => ({
+      clusterId: clusterIdArg,
+      nodeId: reportArg.nodeId,
+      sessionId: reportArg.sessionId,
+      assignments: reportArg.assignments.map((assignment) => ({
         assignmentId: assignment.assignmentId,
         serviceId: assignment.serviceId,
         sessionId: assignment.sessionId,
@@ -639,7 +652,7 @@ export class IngressManager {
     const { doc } = await store.mutate(nodeRuntimeAssignmentsKind, id, (currentArg) => (currentArg
       ? { kind: 'write', change: { set: report } }
       : { kind: 'create', doc: { id, ...report } }));
-    return { generation: doc!.generation };
+    return doc!.generation;
   }
 
   // --- route table ---------------------------------------------------------------------------

@@ -4,6 +4,7 @@ import type { IClusterIngressDesignation } from './clusteringressdesignation.js'
 import type { IClusterIngressPreparedSpec } from './clusteringress.js';
 import type { ICorestoreControlCredentialReference } from './secret.js';
 import { computeDomainDigestHex } from '../private/canonicaljson.js';
+import type { IRuntimeAssignmentStatus } from './runtimeassignment.js';
 
 /**
  * Project's own definitions (the spec names `getClusterPlatformDesiredState` and
@@ -126,9 +127,22 @@ export interface IClusterPlatformObservedReport {
   /** The desired-state revision the relay had applied when it observed this. */
   desiredRevision: number;
   services: IClusterPlatformObservedService[];
+  /**
+   * Optional: each node's runtime assignments under its session, stored as
+   * `reportClusterNodeRuntimeAssignments` stores them (one source of truth; the ingress
+   * registration judge reads it). A node an entry names replaces its last assignment report.
+   */
+  nodes?: IClusterPlatformObservedNode[];
 }
 
-export const observedReportLimits = Object.freeze({ maximumServices: 4096, maximumReasonLength: 256 } as const);
+/** One node's assignment observation inside an observed-state report. */
+export interface IClusterPlatformObservedNode {
+  nodeId: string;
+  sessionId: string;
+  assignments: IRuntimeAssignmentStatus[];
+}
+
+export const observedReportLimits = Object.freeze({ maximumServices: 4096, maximumReasonLength: 256, maximumNodes: 1024 } as const);
 
 /** The observations of one service that Cloudly keeps beside its runtime status. */
 export interface IServiceObservedPlacement {
