@@ -111,3 +111,16 @@ export const assertRefusedLikeApi = (runArg: ICliRun, refusalArg: Record<string,
     }
   }
 };
+
+/**
+ * A `getOperation` answer without its progress write time: the server's last progress write can
+ * land just after the operation is recorded ended (it then stamps `progress.updatedAt` again, with
+ * the same phase and bytes), so an answer read a moment later may differ in that member only.
+ */
+export const withoutProgressStamp = (answerArg: any): any => {
+  const copy = structuredClone(answerArg);
+  if (copy?.operation?.progress) {
+    delete copy.operation.progress.updatedAt;
+  }
+  return copy;
+};
