@@ -21,6 +21,7 @@ import { CorestoreManager } from './manager.corestore/corestore.manager.js';
 import { createManagerDirectory } from './manager.corestore/directory.js';
 import { RuntimeNetworkManager } from './manager.runtimenetwork/runtimenetwork.manager.js';
 import { BackupManager } from './manager.backup/backup.manager.js';
+import { blobStoreFromConfig } from './core/s3blobstore.js';
 import { AuditManager } from './manager.audit/audit.manager.js';
 import { DesiredStateManager } from './manager.desiredstate/desiredstate.manager.js';
 import { SecretManager } from './manager.secret/secret.manager.js';
@@ -125,7 +126,7 @@ export class Cloudly {
     this.ingressManager = this.addManager(new IngressManager(this));
     this.corestoreManager = this.addManager(new CorestoreManager(this, createManagerDirectory(this)));
     this.runtimeNetworkManager = this.addManager(new RuntimeNetworkManager(this));
-    this.backupManager = this.addManager(new BackupManager(this));
+    this.backupManager = this.addManager(new BackupManager(this, { blobStore: blobStoreFromConfig(this.config) }));
     this.auditManager = this.addManager(new AuditManager(this));
     this.desiredStateManager = this.addManager(new DesiredStateManager(this));
     this.secretManager = this.addManager(new SecretManager(this));

@@ -66,6 +66,22 @@ export interface ICloudlyConfig {
    * get it (CLOUDLY_RUNTIME_NETWORK_WITHDRAWAL_MS), so no node still routes it to the old one.
    */
   runtimeNetworkWithdrawalWindowMs: number;
+  /** Where blobs (database closures) live (CLOUDLY_BLOB_STORE): `filesystem` under dataDir (default) or `s3`. */
+  blobStore: 'filesystem' | 's3';
+  /** The S3 store's settings when `blobStore` is `s3` (CLOUDLY_S3_*, AWS_*), else null. See docs/blobstore.md. */
+  s3: ICloudlyS3Config | null;
+}
+
+export interface ICloudlyS3Config {
+  bucket: string;
+  /** Key prefix inside the bucket: '' or ending in '/'. */
+  prefix: string;
+  region: string;
+  /** An S3-compatible endpoint URL; null means AWS. */
+  endpoint: string | null;
+  forcePathStyle: boolean;
+  /** From AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN; null: the SDK's default chain. */
+  credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string } | null;
 }
 
 export class ConfigError extends Error {
@@ -106,6 +122,78 @@ const readOptional = (env: NodeJS.ProcessEnv, name: string): string | null => {
 const readOptionalPath = (env: NodeJS.ProcessEnv, name: string): string | null => {
   const raw = readOptional(env, name);
   return raw === null ? null : path.resolve(raw);
+};
+
+const readBoolean = (env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean => {
+  const raw = readOptional(env, name);
+  if (raw === null) {
+    return fallback;
+  }
+  if (!['true', 'false', '1', '0'].includes(raw)) {
+    throw new ConfigError(name, `must be true, false, 1 or 0, got "${raw}"`);
+  }
+  return raw === 'true' || raw === '1';
+};
+
+/** The blob store's selection and, for `s3`, its settings (docs/blobstore.md). */
+const readBlobStoreConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'blobStore' | 's3'> => {
+  const blobStore = readOptional(env, 'CLOUDLY_BLOB_STORE') ?? 'filesystem';
+  if (blobStore !== 'filesystem' && blobStore !== 's3') {
+    throw new ConfigError('CLOUDLY_BLOB_STORE', `must be filesystem or s3, got "${blobStore}"`);
+  }
+  if (blobStore === 'filesystem') {
+    return { blobStore, s3: null };
+  }
+  const bucket = readOptional(env, 'CLOUDLY_S3_BUCKET');
+  if (bucket === null) {
+    throw new ConfigError('CLOUDLY_S3_BUCKET', 'is required when CLOUDLY_BLOB_STORE=s3');
+  }
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) {
+    throw new ConfigError('CLOUDLY_S3_BUCKET', 'must be a bucket name of 3-63 lowercase letters, digits, "." or "-"');
+  }
+  const rawPrefix = readOptional(env, 'CLOUDLY_S3_PREFIX') ?? '';
+  const prefix = rawPrefix === '' || rawPrefix.endsWith('/') ? rawPrefix : `${rawPrefix}/`;
+  if (prefix !== '' && (prefix.length > 256 || !/^([A-Za-z0-9._-]+\/)+$/.test(prefix) || prefix.split('/').some((segment) => segment === '.' || segment === '..'))) {
+    throw new ConfigError('CLOUDLY_S3_PREFIX', 'must be up to 256 characters of path segments of letters, digits, ".", "_" or "-"');
+  }
+  const endpoint = readOptional(env, 'CLOUDLY_S3_ENDPOINT');
+  if (endpoint !== null) {
+    let parsed: URL | null;
+    try {
+      parsed = new URL(endpoint);
+    } catch {
+      parsed = null;
+    }
+    if (!parsed || !['http:', 'https:'].includes(parsed.protocol) || parsed.username || parsed.password || parsed.search || parsed.hash) {
+      throw new ConfigError('CLOUDLY_S3_ENDPOINT', 'must be an http(s) URL without credentials, query or fragment');
+    }
+  }
+  const region = readOptional(env, 'CLOUDLY_S3_REGION') ?? readOptional(env, 'AWS_REGION');
+  if (region === null) {
+    throw new ConfigError('CLOUDLY_S3_REGION', 'is required when CLOUDLY_BLOB_STORE=s3 (or set AWS_REGION)');
+  }
+  if (!/^[a-z0-9-]{1,64}$/.test(region)) {
+    throw new ConfigError('CLOUDLY_S3_REGION', 'must be a region name of lowercase letters, digits and "-"');
+  }
+  const accessKeyId = readOptional(env, 'AWS_ACCESS_KEY_ID');
+  const secretAccessKey = readOptional(env, 'AWS_SECRET_ACCESS_KEY');
+  const sessionToken = readOptional(env, 'AWS_SESSION_TOKEN');
+  if ((accessKeyId === null) !== (secretAccessKey === null)) {
+    throw new ConfigError(accessKeyId === null ? 'AWS_ACCESS_KEY_ID' : 'AWS_SECRET_ACCESS_KEY', 'AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together');
+  }
+  return {
+    blobStore,
+    s3: {
+      bucket,
+      prefix,
+      region,
+      endpoint,
+      forcePathStyle: readBoolean(env, 'CLOUDLY_S3_FORCE_PATH_STYLE', endpoint !== null),
+      credentials: accessKeyId !== null && secretAccessKey !== null
+        ? { accessKeyId, secretAccessKey, ...(sessionToken !== null ? { sessionToken } : {}) }
+        : null,
+    },
+  };
 };
 
 /** Parses the environment; throws ConfigError naming the first bad variable. */
@@ -166,5 +254,6 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     secretEnrollmentTtlMs: readInteger(env, 'CLOUDLY_SECRET_ENROLLMENT_TTL_MS', 120_000, 10, 3_600_000),
     corestoreCredentialGraceMs: readInteger(env, 'CLOUDLY_CORESTORE_CREDENTIAL_GRACE_MS', 15 * 60_000, 0, 7 * 24 * 3_600_000),
     runtimeNetworkWithdrawalWindowMs: readInteger(env, 'CLOUDLY_RUNTIME_NETWORK_WITHDRAWAL_MS', 120_000, 0, 24 * 3_600_000),
+    ...readBlobStoreConfig(env),
   };
 };

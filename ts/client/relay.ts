@@ -248,8 +248,11 @@ export class CloudlyRelayClient {
   /** Opens new sockets with backoff and full jitter until one is open and registered, or the token is refused. */
   private async reconnectLoop(): Promise<void> {
     const policy = this.reconnectPolicy!;
+    /** At least this long before the next attempt: Cloudly's `Retry-After` on a 429. */
+    let notBeforeMs = 0;
     for (let attempt = 0; !this.stopped; attempt++) {
-      const delay = reconnectDelayMs(attempt, policy);
+      const delay = Math.max(reconnectDelayMs(attempt, policy), notBeforeMs);
+      notBeforeMs = 0;
       for (const listener of this.reconnectingListeners) {
         listener(attempt, delay);
       }
@@ -268,6 +271,9 @@ export class CloudlyRelayClient {
             listener(this.givenUp);
           }
           return;
+        }
+        if (error instanceof CloudlyTransportError && error.retryAfterMs !== null) {
+          notBeforeMs = error.retryAfterMs;
         }
         continue;
       }

@@ -14,7 +14,12 @@ export const buildRequestEnvelope = (methodArg: string, requestArg: unknown): IE
 
 /** Thrown when the server answered with a status and body that are not an envelope. */
 export class CloudlyTransportError extends Error {
-  constructor(public readonly status: number, public readonly body: string) {
+  constructor(
+    public readonly status: number,
+    public readonly body: string,
+    /** The answer's `Retry-After` in ms (e.g. a `429` for too many refused upgrades), or null. */
+    public readonly retryAfterMs: number | null = null,
+  ) {
     super(`cloudly answered HTTP ${status}: ${body.slice(0, 200)}`);
     this.name = 'CloudlyTransportError';
   }
@@ -53,7 +58,8 @@ export const openSocket = (baseUrlArg: string, bearerArg: string): Promise<WebSo
   socket.once('unexpected-response', (_request, response) => {
     let body = '';
     response.on('data', (chunk: Buffer) => { body += chunk.toString(); });
-    response.on('end', () => reject(new CloudlyTransportError(response.statusCode ?? 0, body)));
+    const retryAfter = Number(response.headers['retry-after']);
+    response.on('end', () => reject(new CloudlyTransportError(response.statusCode ?? 0, body, Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter * 1000 : null)));
   });
   socket.once('error', (error) => reject(error));
 });

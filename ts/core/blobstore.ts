@@ -32,6 +32,12 @@ export const blobStoreErrorCodes = [
   'blob-exists',
   'blob-corrupt',
   'blob-key-invalid',
+  /** A read's `offset`/`length` reach outside the blob. */
+  'blob-range-invalid',
+  /** The store did not answer (unreachable, timed out, throttled, a server error): retry later. */
+  'blob-store-unavailable',
+  /** The store answered with a refusal of its own (e.g. access denied, no such bucket). */
+  'blob-store-failed',
 ] as const;
 export type TBlobStoreErrorCode = (typeof blobStoreErrorCodes)[number];
 
@@ -78,6 +84,13 @@ export interface IBlobReadOptions {
    * not set this.
    */
   transientChunks?: boolean;
+  /**
+   * A range: the bytes from `offset` (default 0), `length` of them (default: to the end). A
+   * range that is not the whole blob proves only its length, not the sha256; a range outside
+   * the blob is refused with `blob-range-invalid`.
+   */
+  offset?: number;
+  length?: number;
 }
 
 /** Longest blob key. */
@@ -385,6 +398,10 @@ export class FilesystemBlobStore implements IBlobStore {
       throw new BlobStoreError('blob-not-found', `blob ${keyArg} is not stored`);
     }
     const blobPath = this.pathsOf(keyArg).blobPath;
+    if (optionsArg.offset !== undefined || optionsArg.length !== undefined) {
+      yield* this.readRange(keyArg, blobPath, record, optionsArg.offset ?? 0, optionsArg.length);
+      return;
+    }
     const handle = await fs.open(blobPath, 'r');
     let directHandle: fs.FileHandle | null = null;
     try {
@@ -438,6 +455,28 @@ export class FilesystemBlobStore implements IBlobStore {
       }
     } finally {
       await directHandle?.close();
+      await handle.close();
+    }
+  }
+
+  /** A range of a blob: only its length is proven (a part of the bytes has no sha256 to check). */
+  private async *readRange(keyArg: string, blobPathArg: string, recordArg: IStoredBlobRecord, offsetArg: number, lengthArg?: number): AsyncIterable<Buffer> {
+    const end = lengthArg === undefined ? recordArg.byteLength : offsetArg + lengthArg;
+    if (!Number.isSafeInteger(offsetArg) || !Number.isSafeInteger(end) || offsetArg < 0 || end < offsetArg || end > recordArg.byteLength) {
+      throw new BlobStoreError('blob-range-invalid', `blob ${keyArg} has ${recordArg.byteLength} bytes; the range asked for is outside`);
+    }
+    const handle = await fs.open(blobPathArg, 'r');
+    try {
+      for (let position = offsetArg; position < end;) {
+        const target = Buffer.allocUnsafeSlow(Math.min(readChunkBytes, end - position));
+        const { bytesRead } = await handle.read(target, 0, target.byteLength, position);
+        if (bytesRead === 0) {
+          throw new BlobStoreError('blob-corrupt', `blob ${keyArg} is shorter than its record`);
+        }
+        position += bytesRead;
+        yield bytesRead === target.byteLength ? target : target.subarray(0, bytesRead);
+      }
+    } finally {
       await handle.close();
     }
   }

@@ -219,6 +219,10 @@ export const closureBlobKey = (clusterIdArg: string, backupIdArg: string): strin
   `closures/${clusterIdArg}/${backupIdArg}`;
 
 /** What a stream failure is called on the wire: the blob store's code or the stream's reason. */
+/** A blob store failure before any byte moved, as a refusal (e.g. `closure-blob-store-unavailable` while S3 is down). */
+const blobRefusalOf = (errorArg: unknown): unknown =>
+  (errorArg instanceof BlobStoreError ? refuse('unavailable', [`closure-${errorArg.code}`]) : errorArg);
+
 const abortReasonOf = (errorArg: unknown): string => {
   if (errorArg instanceof BlobStoreError) {
     return `closure-${errorArg.code}`;
@@ -641,7 +645,7 @@ export class BackupManager {
         }
       } catch (error) {
         this.uploadsInFlight.delete(blobKey);
-        throw error;
+        throw blobRefusalOf(error);
       }
       let receiver: StreamReceiver;
       try {
@@ -669,7 +673,9 @@ export class BackupManager {
         throw refuse('not-found', [backupRefusalReasons.closureNotStored]);
       }
       await this.requireNode(context.clusterId, request.nodeId);
-      const stored = await this.blobStore.stat(backup.closure.blobKey);
+      const stored = await this.blobStore.stat(backup.closure.blobKey).catch((error: unknown) => {
+        throw blobRefusalOf(error);
+      });
       if (!stored || stored.byteLength !== backup.closure.descriptor.byteLength || stored.sha256 !== backup.closure.descriptor.sha256) {
         throw refuse('unavailable', [backupRefusalReasons.closureBytesMissing]);
       }
