@@ -65,6 +65,8 @@ export class CloudlyApi extends EventTarget {
   private retryTimer: number | null = null;
   private expiryTimer: number | null = null;
   private wanted = false;
+  /** Whether Cloudly accepted the identity at least once (a kept identity is unproven until then). */
+  public verified = false;
 
   constructor(private readonly baseUrl = '') {
     super();
@@ -83,6 +85,7 @@ export class CloudlyApi extends EventTarget {
 
   private setIdentity(identityArg: IIdentity | null): void {
     this.identity = identityArg;
+    this.verified = false;
     if (this.expiryTimer !== null) {
       clearTimeout(this.expiryTimer);
       this.expiryTimer = null;
@@ -100,6 +103,7 @@ export class CloudlyApi extends EventTarget {
   public async login(usernameArg: string, passwordArg: string): Promise<IIdentity> {
     const answer = await this.post<{ identity: IIdentity }>('adminLoginWithUsernameAndPassword', { username: usernameArg, password: passwordArg });
     this.setIdentity(answer.identity);
+    this.verified = true;
     return answer.identity;
   }
 
@@ -128,7 +132,12 @@ export class CloudlyApi extends EventTarget {
       throw new ApiError(methodArg, 'unauthenticated', 'Log in first.', ['not logged in'], null);
     }
     try {
-      return await this.post<TResponse>(methodArg, { ...requestArg, identity: this.identity });
+      const answer = await this.post<TResponse>(methodArg, { ...requestArg, identity: this.identity });
+      if (!this.verified) {
+        this.verified = true;
+        this.dispatchEvent(new CustomEvent('verified'));
+      }
+      return answer;
     } catch (error) {
       if (error instanceof ApiError && error.code === 'unauthenticated') {
         this.expire(error.reasons.join('; ') || error.text);

@@ -75,9 +75,10 @@ export class CloudlyApp extends LightElement {
       this.notice = `Your session ended (${(eventArg as CustomEvent<string>).detail}). Log in again.`;
     });
     if (this.loggedIn) {
-      // An identity kept from before a reload is tried with one small read before the socket
-      // opens: a refused one goes back to login without a failed socket handshake.
-      void api.call('getClusters', { limit: 1 }).then(() => api.startSocket(), () => undefined);
+      // An identity kept from before a reload opens the socket once the page's first read was
+      // answered: a refused one goes back to login without a failed socket handshake, and the
+      // first page's data does not wait behind the socket.
+      api.addEventListener('verified', () => api.startSocket(), { once: true });
     }
   }
 

@@ -1,6 +1,6 @@
 import { html, nothing, type TemplateResult } from 'lit';
 import type { ICluster } from '../../../ts/interfaces/data/cluster.js';
-import type { IClusterOverview } from '../../../ts/interfaces/requests/overview.js';
+import type { IClusterOverview, IFleetClusterSummary } from '../../../ts/interfaces/requests/overview.js';
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api, ApiError } from '../api.js';
 import { LivePage, clusterOfChange } from '../live.js';
@@ -15,7 +15,8 @@ export interface IFleetRow {
   relay: TRelayState | null;
   nodes: number | null;
   services: TRuntimeCount | null;
-  ingressDesignated: boolean | null;
+  /** Backups that need attention: running and failed. */
+  backups: { running: number; failed: number } | null;
   error?: unknown;
 }
 
@@ -40,26 +41,43 @@ const countServices = (overviewArg: IClusterOverview): TRuntimeCount => {
   return counts;
 };
 
-const isClusterOverview = (valueArg: unknown): valueArg is IClusterOverview => {
-  const value = valueArg as Partial<IClusterOverview> | null;
-  return !!value && typeof value.cluster?.id === 'string' && typeof value.relay?.connected === 'boolean'
-    && Array.isArray(value.nodes) && Array.isArray(value.services);
+const isFleetSummary = (valueArg: unknown): valueArg is IFleetClusterSummary => {
+  const value = valueArg as Partial<IFleetClusterSummary> | null;
+  return !!value && typeof value.cluster?.id === 'string' && typeof value.relay?.state === 'string'
+    && typeof value.nodeCount === 'number' && typeof value.services?.byRuntimeState === 'object' && typeof value.backups?.running === 'number';
 };
 
-const rowOfOverview = (overviewArg: IClusterOverview): IFleetRow => ({
-  cluster: overviewArg.cluster,
-  relay: relayStateOf(overviewArg.relay),
-  nodes: overviewArg.nodes.length,
-  services: countServices(overviewArg),
-  ingressDesignated: overviewArg.ingressDesignation !== null,
+const rowOfSummary = (summaryArg: IFleetClusterSummary): IFleetRow => ({
+  cluster: summaryArg.cluster,
+  relay: summaryArg.relay.state,
+  nodes: summaryArg.nodeCount,
+  services: { ...summaryArg.services.byRuntimeState },
+  backups: { ...summaryArg.backups },
 });
+
+const rowOfOverview = (overviewArg: IClusterOverview): IFleetRow => {
+  const backups = { running: 0, failed: 0 };
+  for (const entry of overviewArg.services) {
+    const state = (entry.latestBackup as { state?: string } | null)?.state;
+    if (state === 'running' || state === 'failed') {
+      backups[state] += 1;
+    }
+  }
+  return {
+    cluster: overviewArg.cluster,
+    relay: relayStateOf(overviewArg.relay),
+    nodes: overviewArg.nodes.length,
+    services: countServices(overviewArg),
+    backups,
+  };
+};
 
 /** Overviews fetched side by side, a few at a time. */
 const overviewConcurrency = 6;
 
 /**
  * The fleet: one page of clusters with relay state, node count, services by runtime state and
- * ingress. Uses `getFleetOverview` when Cloudly serves it; until then the page is assembled from
+ * backups running or failed. Uses `getFleetOverview` (one call per page) when Cloudly serves it; otherwise the page is assembled from
  * `getClusters` (paged) and one `getClusterOverview` per cluster on the page, rows filled in as
  * they arrive.
  */
@@ -102,14 +120,14 @@ export class CloudlyFleetPage extends LivePage {
     try {
       if (CloudlyFleetPage.fleetOverviewServed !== false) {
         try {
-          const answer = await api.call<{ clusters: IClusterOverview[]; nextCursor?: string }>('getFleetOverview', { limit: this.pageSize, ...(this.cursor ? { cursor: this.cursor } : {}) });
-          if (!Array.isArray(answer.clusters) || !answer.clusters.every(isClusterOverview)) {
+          const answer = await api.call<{ clusters: IFleetClusterSummary[]; nextCursor?: string }>('getFleetOverview', { limit: this.pageSize, ...(this.cursor ? { cursor: this.cursor } : {}) });
+          if (!Array.isArray(answer.clusters) || !answer.clusters.every(isFleetSummary)) {
             // An answer of another shape than the one this page was written for: assemble it instead.
             throw new ApiError('getFleetOverview', 'invalid-request', 'unexpected answer', ['method getFleetOverview is not served'], null);
           }
           CloudlyFleetPage.fleetOverviewServed = true;
           if (serial === this.loadSerial) {
-            this.rows = answer.clusters.map((entry) => rowOfOverview(entry));
+            this.rows = answer.clusters.map((entry) => rowOfSummary(entry));
             this.nextCursor = answer.nextCursor;
             this.error = undefined;
           }
@@ -125,7 +143,7 @@ export class CloudlyFleetPage extends LivePage {
       if (serial !== this.loadSerial) {
         return;
       }
-      this.rows = answer.clusters.map((cluster) => ({ cluster, relay: null, nodes: null, services: null, ingressDesignated: null }));
+      this.rows = answer.clusters.map((cluster) => ({ cluster, relay: null, nodes: null, services: null, backups: null }));
       this.nextCursor = answer.nextCursor;
       this.error = undefined;
       this.loading = false;
@@ -234,7 +252,9 @@ export class CloudlyFleetPage extends LivePage {
       </td>
       <td class="num">${rowArg.nodes ?? '…'}</td>
       ${runtimeStates.map((state) => html`<td class=${`num state-${state}`}>${services ? services[state] : '…'}</td>`)}
-      <td>${rowArg.ingressDesignated === null ? '…' : rowArg.ingressDesignated ? 'designated' : html`<span class="muted">none</span>`}</td>
+      <td class="backups">${rowArg.backups === null ? '…' : rowArg.backups.running + rowArg.backups.failed === 0
+        ? html`<span class="muted">none</span>`
+        : html`${rowArg.backups.running ? html`<span class="badge state-converging">${rowArg.backups.running} running</span> ` : nothing}${rowArg.backups.failed ? html`<span class="badge state-refused">${rowArg.backups.failed} failed</span>` : nothing}`}</td>
     </tr>`;
   }
 
@@ -254,7 +274,7 @@ export class CloudlyFleetPage extends LivePage {
         <thead><tr>
           <th scope="col">Cluster</th><th scope="col">Relay</th><th scope="col">Nodes</th>
           ${runtimeStates.map((state) => html`<th scope="col">${state}</th>`)}
-          <th scope="col">Ingress</th>
+          <th scope="col">Backups needing attention</th>
         </tr></thead>
         <tbody>
           ${this.rows.map((row) => this.row(row))}
