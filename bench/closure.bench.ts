@@ -1,9 +1,13 @@
 /**
- * Closure streaming benchmark: relay → Cloudly → durable blob store, and back, against raw
- * binary WebSocket frames between the same two processes in the same run.
+ * Closure streaming benchmark: relay → Cloudly → durable blob store, and back, against two
+ * baselines measured between the same processes in the same run: raw binary WebSocket frames,
+ * and a bare WebSocket receiver that does the unavoidable work too (every byte hashed with
+ * sha256 and written durably through the same blob store, fsync or completed S3 upload included;
+ * back: read from that store with its proof, hashed again by the relay).
  *
- *   node --import tsx bench/closure.bench.ts [sizeMiB]        (default 1024 = 1 GiB)
- *   CLOSURE_BENCH_MIB=256 node --import tsx bench/closure.bench.ts
+ *   node --import tsx bench/closure.bench.ts [sizeMiB]        (default 256 MiB)
+ *   CLOSURE_BENCH_MIB=1024 node --import tsx bench/closure.bench.ts     (1 GiB)
+ *   CLOSURE_BENCH_STORE=filesystem|s3|both                    (default both; s3 = s3rver, started here)
  *   CLOSURE_BENCH_SERVER=tsx|compiled|both                     (default both)
  *   CLOSURE_BENCH_ROUNDS=3                                     rounds per server mode (default 3)
  *   CLOSURE_BENCH_UNTUNED=1            servers without the V8 tuning of ts/core/runtimetuning.ts
@@ -64,10 +68,12 @@ interface IServerReady {
 
 type TParentMessage =
   | { kind: 'stop' }
+  | { kind: 'store-send'; key: string }
   | { kind: 'raw-send'; bytes: number; frameBytes: number }
   | { kind: 'order-backup'; backupId: string };
 type TChildMessage =
   | IServerReady
+  | { kind: 's3-ready'; endpoint: string }
   | { kind: 'raw-ready'; port: number }
   | { kind: 'stopped' }
   | { kind: 'backup-done'; error?: string };
@@ -87,7 +93,7 @@ const runServer = async (): Promise<void> => {
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-closure-bench-'));
   const password = randomBytes(16).toString('hex');
   const cloudly = new Cloudly({
-    config: { port: 0, host: '127.0.0.1', mongoDbUrl: null, dataDir, adminUsername: 'admin', adminPassword: password, logLevel: 'warn' },
+    config: { port: 0, host: '127.0.0.1', mongoDbUrl: null, dataDir, adminUsername: 'admin', adminPassword: password, logLevel: 'warn', ...(await benchBlobStoreConfig()) },
     logDestination: new Writable({ write: (_chunk, _encoding, callback) => callback() }),
   });
   await cloudly.start();
@@ -132,6 +138,107 @@ const runServer = async (): Promise<void> => {
   });
 };
 
+// ---------------------------------------------------------------- blob stores
+
+type TBenchStore = 'filesystem' | 's3';
+const s3BenchBucket = 'cloudly-bench';
+
+/** The S3 settings of the store under test (s3rver started by the parent), or nothing for the filesystem. */
+const benchBlobStoreConfig = async (): Promise<Record<string, unknown>> => {
+  if (process.env.CLOSURE_BENCH_STORE_KIND !== 's3') {
+    return {};
+  }
+  return {
+    blobStore: 's3',
+    s3: {
+      bucket: s3BenchBucket, prefix: `cloudly-${randomBytes(4).toString('hex')}/`, region: 'us-east-1',
+      endpoint: process.env.CLOSURE_BENCH_S3_ENDPOINT, forcePathStyle: true,
+      credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+    },
+  };
+};
+
+/** The work baseline's filesystem store directory, removed when the bench stops. */
+let baselineDir: string | null = null;
+
+/** The work baseline's store: the same kind and settings Cloudly uses in this run. */
+const openBaselineStore = async (): Promise<import('../ts/core/blobstore.js').IBlobStore> => {
+  const { FilesystemBlobStore } = await import('../ts/core/blobstore.js');
+  const { S3BlobStore, s3BlobStoreOptionsOf } = await import('../ts/core/s3blobstore.js');
+  const settings = await benchBlobStoreConfig();
+  const store = settings.s3
+    ? new S3BlobStore(s3BlobStoreOptionsOf(settings.s3 as import('../ts/config.js').ICloudlyS3Config))
+    : new FilesystemBlobStore(baselineDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-closure-baseline-')));
+  await store.init();
+  return store;
+};
+
+/**
+ * Received frames as a blob source: frames queue until the store takes them, the socket is
+ * paused while more than 8 MiB wait (as a stream's credit window would), and each frame is
+ * freed once the store copied it out.
+ */
+class FrameFeed implements AsyncIterable<Uint8Array> {
+  private readonly queue: Buffer[] = [];
+  private queued = 0;
+  private received = 0;
+  private wake: (() => void) | null = null;
+
+  constructor(private readonly socket: WebSocket, private readonly total: number) {}
+
+  push(frameArg: Buffer): void {
+    this.queue.push(frameArg);
+    this.queued += frameArg.byteLength;
+    this.received += frameArg.byteLength;
+    if (this.queued > 8 * mebibyte) {
+      this.socket.pause();
+    }
+    this.wake?.();
+  }
+
+  release(chunkArg: Uint8Array): void {
+    releaseOwnMemory(chunkArg as Buffer);
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
+    let delivered = 0;
+    while (delivered < this.total) {
+      const frame = this.queue.shift();
+      if (!frame) {
+        await new Promise<void>((resolve) => {
+          this.wake = resolve;
+        });
+        this.wake = null;
+        continue;
+      }
+      this.queued -= frame.byteLength;
+      if (this.queued <= 8 * mebibyte) {
+        this.socket.resume();
+      }
+      delivered += frame.byteLength;
+      yield frame;
+    }
+  }
+}
+
+/** s3rver for the S3 runs, in a process of its own so its work is nobody's measured CPU. */
+const runS3Server = async (): Promise<void> => {
+  const { startTestS3Server } = await import('../test/helpers/s3server.js');
+  const server = await startTestS3Server(s3BenchBucket);
+  // Gone with the parent, whatever way it ended.
+  process.once('disconnect', () => {
+    void server.destroy().finally(() => process.exit(0));
+  });
+  process.on('message', async (messageArg: TParentMessage) => {
+    if (messageArg.kind === 'stop') {
+      await server.destroy();
+      process.send!({ kind: 'stopped' } satisfies TChildMessage);
+      process.exit(0);
+    }
+  });
+  process.send!({ kind: 's3-ready', endpoint: server.endpoint } satisfies TChildMessage);
+};
+
 // ---------------------------------------------------------------- raw baseline child
 
 /**
@@ -143,12 +250,32 @@ const runRawServer = async (): Promise<void> => {
   const wss = new WebSocketServer({ host: '127.0.0.1', port: 0, maxPayload: 64 * mebibyte });
   await new Promise<void>((resolve) => wss.once('listening', resolve));
   let rawSocket: WebSocket | null = null;
+  const store = await openBaselineStore();
   wss.on('connection', (socket) => {
     rawSocket = socket;
     let received = 0;
+    /** The blob store put fed by the binary frames while a store baseline runs. */
+    let feeding: FrameFeed | null = null;
     socket.on('message', (data, isBinary) => {
+      if (feeding && isBinary) {
+        feeding.push(data as Buffer);
+        return;
+      }
       if (!isBinary) {
         received = 0;
+        const text = (data as Buffer).toString();
+        if (text.startsWith('{')) {
+          // The work baseline: every frame goes into the blob store, which hashes it and writes it durably.
+          const order = JSON.parse(text) as { put: string; byteLength: number; sha256: string };
+          const feed = new FrameFeed(socket, order.byteLength);
+          feeding = feed;
+          void store.put(order.put, { byteLength: order.byteLength, sha256: order.sha256 }, feed).then(
+            () => socket.send('stored'),
+            (error: unknown) => socket.send(`failed: ${String((error as Error).message ?? error)}`),
+          ).finally(() => {
+            feeding = null;
+          });
+        }
         return;
       }
       received += (data as Buffer).byteLength;
@@ -161,13 +288,22 @@ const runRawServer = async (): Promise<void> => {
     });
   });
   process.on('message', async (messageArg: TParentMessage) => {
-    if (messageArg.kind === 'raw-send' && rawSocket) {
+    if (messageArg.kind === 'store-send' && rawSocket) {
+      // The work baseline back: the blob read with its proof, each chunk sent as one frame.
+      const socket = rawSocket as WebSocket;
+      for await (const chunk of store.read(messageArg.key, { transientChunks: true })) {
+        await new Promise<void>((resolve, reject) => socket.send(chunk, { binary: true }, (error) => (error ? reject(error) : resolve())));
+      }
+    } else if (messageArg.kind === 'raw-send' && rawSocket) {
       const frame = randomBytes(messageArg.frameBytes);
       for (let sent = 0; sent < messageArg.bytes; sent += messageArg.frameBytes) {
         await new Promise<void>((resolve, reject) => rawSocket!.send(frame, { binary: true }, (error) => (error ? reject(error) : resolve())));
       }
     } else if (messageArg.kind === 'stop') {
       wss.close();
+      if (baselineDir) {
+        await fsp.rm(baselineDir, { recursive: true, force: true });
+      }
       process.send!({ kind: 'stopped' } satisfies TChildMessage);
       process.exit(0);
     }
@@ -294,10 +430,14 @@ interface IRound {
   restore: IPhase;
   rawUp: Map<number, IPhase>;
   rawDown: Map<number, IPhase>;
+  /** The work baseline: bare ws + sha256 + the same durable store, each way. */
+  workUp: IPhase;
+  workDown: IPhase;
 }
 
 interface IRunFigures {
   mode: TServerMode;
+  store: TBenchStore;
   allocatorEnv: Record<string, string>;
   idleRss: number;
   startPeak: number;
@@ -306,13 +446,17 @@ interface IRunFigures {
 
 const pause = (msArg: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, msArg));
 
-const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: number): Promise<IRunFigures> => {
+const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: number, storeArg: TBenchStore, s3EndpointArg: string | null): Promise<IRunFigures> => {
   const benchFile = fileURLToPath(import.meta.url);
   const childFlags = (process.env.CLOSURE_BENCH_CHILD_FLAGS ?? '').split(' ').filter(Boolean);
   const allocatorEnv = await allocatorEnvFor(modeArg);
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([nameArg]) => !nameArg.startsWith('MALLOC_')));
-  const env = { ...inherited, ...allocatorEnv, CLOSURE_BENCH_BYTES: String(totalBytes), MONGOMS_DISABLE_POSTINSTALL: '1' };
+  const env = {
+    ...inherited, ...allocatorEnv, CLOSURE_BENCH_BYTES: String(totalBytes), MONGOMS_DISABLE_POSTINSTALL: '1',
+    CLOSURE_BENCH_STORE_KIND: storeArg, ...(s3EndpointArg ? { CLOSURE_BENCH_S3_ENDPOINT: s3EndpointArg } : {}),
+  };
   const compiled = modeArg === 'compiled' ? await compileServer() : null;
+  const runTag = randomBytes(4).toString('hex');
   // The node flags `npm start` and `npm run start:prod` pass (unless CLOSURE_BENCH_UNTUNED).
   const { serverNodeFlags } = await import('../ts/core/runtimetuning.js');
   const nodeFlags = [...(process.env.CLOSURE_BENCH_UNTUNED ? [] : serverNodeFlags), ...childFlags];
@@ -348,15 +492,22 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: numb
     receipt: { receiptId: 'bench-export', receiptSha256: sha256 },
   };
   const relay = await CloudlyRelayClient.connect(ready.baseUrl, ready.relayToken, { timeoutMs: 60 * 60_000 });
-  let backup: IPhase | null = null;
+  /** Settled by the relay's handler once Cloudly's receipt is in (the admin's order may answer before: backups run as operations). */
+  let backupMeasured: { resolve: (phaseArg: IPhase) => void; reject: (errorArg: Error) => void } | null = null;
   relay.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', async (requestArg) => {
     const endBackup = startPhase(pid);
-    const sent = await sendServiceDatabaseClosure(relay, {
-      backupId: requestArg.backupId, serviceId: requestArg.service.id, nodeId: requestArg.nodeId, descriptor,
-    }, patternStream(pattern, totalBytes));
-    backup = endBackup(totalBytes);
-    if (sent.receipt?.sha256 !== sha256 || sent.receipt.byteLength !== totalBytes) {
-      throw new Error('receipt does not match the closure');
+    try {
+      const sent = await sendServiceDatabaseClosure(relay, {
+        backupId: requestArg.backupId, serviceId: requestArg.service.id, nodeId: requestArg.nodeId, descriptor,
+      }, patternStream(pattern, totalBytes));
+      const phase = endBackup(totalBytes);
+      if (sent.receipt?.sha256 !== sha256 || sent.receipt.byteLength !== totalBytes) {
+        throw new Error('receipt does not match the closure');
+      }
+      backupMeasured?.resolve(phase);
+    } catch (error) {
+      backupMeasured?.reject(error as Error);
+      throw error;
     }
     return { snapshots: [] };
   });
@@ -370,14 +521,17 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: numb
 
   /** An administrator orders the backup; Cloudly calls the relay, whose handler measures it. */
   const backupOnce = async (backupIdArg: string): Promise<IPhase> => {
-    backup = null;
+    const measured = new Promise<IPhase>((resolve, reject) => {
+      backupMeasured = { resolve, reject };
+    });
     command({ kind: 'order-backup', backupId: backupIdArg });
     const ordered = await nextMessage(child, 'backup-done');
-    const measured = backup as IPhase | null;
-    if (ordered.error || !measured) {
+    if (ordered.error) {
       throw new Error(`backup failed: ${ordered.error}`);
     }
-    return measured;
+    const phase = await measured;
+    backupMeasured = null;
+    return phase;
   };
   const restoreOnce = async (backupIdArg: string): Promise<IPhase> => {
     const endRestore = startPhase(pid);
@@ -428,6 +582,53 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: numb
     return endRaw(rawReceived);
   };
 
+  /** The work baseline up: closure-sized frames into the bare receiver's blob store, until it answers `stored`. */
+  const frameBytes = defaultStreamChunkBytes;
+  const workUpOnce = async (keyArg: string): Promise<IPhase> => {
+    const stored = new Promise<string>((resolve) => raw.once('message', (dataArg: Buffer) => resolve(dataArg.toString())));
+    raw.send(JSON.stringify({ put: keyArg, byteLength: totalBytes, sha256 }));
+    const endWork = startPhase(rawPid);
+    for await (const chunk of patternStream(pattern, totalBytes)) {
+      for (let offset = 0; offset < chunk.byteLength; offset += frameBytes) {
+        const frame = chunk.subarray(offset, offset + frameBytes);
+        await new Promise<void>((resolve, reject) => raw.send(frame, { binary: true }, (error) => (error ? reject(error) : resolve())));
+      }
+    }
+    const answer = await stored;
+    if (answer !== 'stored') {
+      throw new Error(`work baseline put failed: ${answer}`);
+    }
+    return endWork(totalBytes);
+  };
+  /** The work baseline down: the blob read with its proof and sent; the relay hashes every byte, as a restore does. */
+  const workDownOnce = async (keyArg: string): Promise<IPhase> => {
+    const hashDown = createHash('sha256');
+    let received = 0;
+    let listener: (dataArg: Buffer, isBinaryArg: boolean) => void = () => undefined;
+    const done = new Promise<void>((resolve) => {
+      listener = (dataArg, isBinaryArg) => {
+        if (isBinaryArg) {
+          hashDown.update(dataArg);
+          received += dataArg.byteLength;
+          releaseOwnMemory(dataArg);
+          if (received >= totalBytes) {
+            resolve();
+          }
+        }
+      };
+      raw.on('message', listener);
+    });
+    const endWork = startPhase(rawPid);
+    rawChild.send({ kind: 'store-send', key: keyArg } satisfies TParentMessage);
+    await done;
+    raw.off('message', listener);
+    const phase = endWork(received);
+    if (received !== totalBytes || hashDown.digest('hex') !== sha256) {
+      throw new Error('work baseline read returned other bytes');
+    }
+    return phase;
+  };
+
   const rounds: IRound[] = [];
   for (let round = 1; round <= roundsArg; round++) {
     const backupId = `bench-backup-${round}`;
@@ -438,7 +639,7 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: numb
       await pause(1000);
       return { backup: backupPhase, restore: restorePhase };
     };
-    const rawPhases = async (): Promise<Pick<IRound, 'rawUp' | 'rawDown'>> => {
+    const rawPhases = async (): Promise<Pick<IRound, 'rawUp' | 'rawDown' | 'workUp' | 'workDown'>> => {
       const rawUp = new Map<number, IPhase>();
       const rawDown = new Map<number, IPhase>();
       for (const size of rawFrameSizes) {
@@ -447,7 +648,12 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: numb
         rawDown.set(size, await rawDownOnce(size));
         await pause(500);
       }
-      return { rawUp, rawDown };
+      const workKey = `baseline-${runTag}/${round}`;
+      const workUp = await workUpOnce(workKey);
+      await pause(1000);
+      const workDown = await workDownOnce(workKey);
+      await pause(1000);
+      return { rawUp, rawDown, workUp, workDown };
     };
     if (round % 2 === 1) {
       const closure = await closurePhases();
@@ -463,7 +669,7 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: numb
   await nextMessage(rawChild, 'stopped');
   command({ kind: 'stop' });
   await nextMessage(child, 'stopped');
-  return { mode: modeArg, allocatorEnv, idleRss, startPeak, rounds };
+  return { mode: modeArg, store: storeArg, allocatorEnv, idleRss, startPeak, rounds };
 };
 
 const mb = (bytesArg: number): string => `${(bytesArg / 1e6).toFixed(0)} MB`;
@@ -489,7 +695,7 @@ const summarize = (phasesArg: IPhase[]): { mibPerSecond: number; text: string } 
 };
 
 const runRelay = async (): Promise<void> => {
-  const sizeMiB = Number(process.argv[2] ?? process.env.CLOSURE_BENCH_MIB ?? 1024);
+  const sizeMiB = Number(process.argv[2] ?? process.env.CLOSURE_BENCH_MIB ?? 256);
   if (!Number.isSafeInteger(sizeMiB) || sizeMiB < 1) {
     throw new Error('size must be a whole number of MiB');
   }
@@ -502,41 +708,75 @@ const runRelay = async (): Promise<void> => {
   if (!modes.every((modeArg) => modeArg === 'tsx' || modeArg === 'compiled')) {
     throw new Error('CLOSURE_BENCH_SERVER must be tsx, compiled or both');
   }
+  const storeSetting = process.env.CLOSURE_BENCH_STORE ?? 'both';
+  const stores: TBenchStore[] = storeSetting === 'both' ? ['filesystem', 's3'] : [storeSetting as TBenchStore];
+  if (!stores.every((storeArg) => storeArg === 'filesystem' || storeArg === 's3')) {
+    throw new Error('CLOSURE_BENCH_STORE must be filesystem, s3 or both');
+  }
   const percent = (valueArg: number, baseArg: number): string => `${((valueArg / baseArg) * 100).toFixed(0)}%`;
   const kib = (bytesArg: number): string => `${(bytesArg / 1024).toFixed(bytesArg % 1024 === 0 ? 0 : 1)} KiB`;
   console.log(`closure size: ${sizeMiB} MiB, ${rounds} rounds, stream chunks of ${kib(defaultStreamChunkBytes)}, `
     + `raw frames of ${rawFrameSizes.map(kib).join(' and ')}, ${os.cpus().length} cores, node ${process.version}, load ${os.loadavg()[0].toFixed(2)}`);
   console.log('figures: median MiB/s (lowest–highest) over the rounds, median CPU seconds per GiB, highest peak server RSS;');
-  console.log('for raw frames "server" is the bare ws server, a process of its own started the same way as Cloudly');
+  console.log('for raw frames "server" is the bare ws server, a process of its own started the same way as Cloudly;');
+  console.log('the work baseline is that bare ws server doing the unavoidable work too: sha256 over every byte and the same');
+  console.log('durable blob store (fsynced file, or completed S3 upload), and back a read with its proof that the relay hashes again');
+  // s3rver in a process of its own, under tsx whatever the server mode (it is not what is measured).
+  let s3Child: ChildProcess | null = null;
+  let s3Endpoint: string | null = null;
+  if (stores.includes('s3')) {
+    s3Child = fork(fileURLToPath(import.meta.url).replace(/\.js$/, '.ts'), ['--s3-server'], {
+      execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    s3Endpoint = (await nextMessage(s3Child, 's3-ready')).endpoint;
+    console.log(`S3 store: s3rver ${s3Endpoint} on the same 2 cores (a filesystem-backed test server, not a production S3)`);
+  }
   for (const mode of modes) {
-    const figures = await runOnce(mode, sizeMiB * mebibyte, rounds);
-    console.log(`server started ${mode === 'tsx' ? 'under tsx (node --import tsx)' : 'as transpiled JS (plain node)'}: `
-      + `idle RSS ${mb(figures.idleRss)} (start-up peak ${mb(figures.startPeak)})`);
-    const allocatorText = Object.entries(figures.allocatorEnv).map(([nameArg, valueArg]) => `${nameArg}=${valueArg}`).join(' ');
-    console.log(`  server allocator environment: ${allocatorText || '(glibc defaults, no MALLOC_* set)'}`);
-    /** The raw direction's figures per frame size, and the size with the higher median. */
-    const baselineOf = (pickArg: (roundArg: IRound) => Map<number, IPhase>, labelArg: string): IPhase[] => {
-      let best: { phases: IPhase[]; mibPerSecond: number } | null = null;
-      for (const size of rawFrameSizes) {
-        const phases = figures.rounds.map((roundArg) => pickArg(roundArg).get(size)!);
-        const summary = summarize(phases);
-        console.log(`  raw ws frames ${labelArg}, ${kib(size)} frames: ${summary.text}`);
-        if (!best || summary.mibPerSecond > best.mibPerSecond) {
-          best = { phases, mibPerSecond: summary.mibPerSecond };
+    for (const store of stores) {
+      const figures = await runOnce(mode, sizeMiB * mebibyte, rounds, store, s3Endpoint);
+      console.log(`server started ${mode === 'tsx' ? 'under tsx (node --import tsx)' : 'as transpiled JS (plain node)'}, blob store ${store}: `
+        + `idle RSS ${mb(figures.idleRss)} (start-up peak ${mb(figures.startPeak)})`);
+      const allocatorText = Object.entries(figures.allocatorEnv).map(([nameArg, valueArg]) => `${nameArg}=${valueArg}`).join(' ');
+      console.log(`  server allocator environment: ${allocatorText || '(glibc defaults, no MALLOC_* set)'}`);
+      /** The raw direction's figures per frame size, and the size with the higher median. */
+      const baselineOf = (pickArg: (roundArg: IRound) => Map<number, IPhase>, labelArg: string): IPhase[] => {
+        let best: { phases: IPhase[]; mibPerSecond: number } | null = null;
+        for (const size of rawFrameSizes) {
+          const phases = figures.rounds.map((roundArg) => pickArg(roundArg).get(size)!);
+          const summary = summarize(phases);
+          console.log(`  raw ws frames ${labelArg}, ${kib(size)} frames: ${summary.text}`);
+          if (!best || summary.mibPerSecond > best.mibPerSecond) {
+            best = { phases, mibPerSecond: summary.mibPerSecond };
+          }
         }
-      }
-      return best!.phases;
-    };
-    const rawUp = baselineOf((roundArg) => roundArg.rawUp, 'relay → server');
-    const rawDown = baselineOf((roundArg) => roundArg.rawDown, 'server → relay');
-    const compare = (labelArg: string, phasesArg: IPhase[], baselineArg: IPhase[]): void => {
-      const perRound = phasesArg.map((phaseArg, indexArg) => percent(phaseArg.mibPerSecond, baselineArg[indexArg].mibPerSecond)).join(', ');
-      const summary = summarize(phasesArg);
-      const baselineMedian = median(baselineArg.map((phaseArg) => phaseArg.mibPerSecond));
-      console.log(`  ${labelArg}: ${summary.text}; ${percent(summary.mibPerSecond, baselineMedian)} of the raw median (per round: ${perRound})`);
-    };
-    compare('closure backup relay → Cloudly → fsynced blob', figures.rounds.map((roundArg) => roundArg.backup), rawUp);
-    compare('closure restore blob → Cloudly → relay, sha256 checked at both ends', figures.rounds.map((roundArg) => roundArg.restore), rawDown);
+        return best!.phases;
+      };
+      const rawUp = baselineOf((roundArg) => roundArg.rawUp, 'relay → server');
+      const rawDown = baselineOf((roundArg) => roundArg.rawDown, 'server → relay');
+      const compare = (labelArg: string, phasesArg: IPhase[], baselineArg: IPhase[]): void => {
+        const perRound = phasesArg.map((phaseArg, indexArg) => percent(phaseArg.mibPerSecond, baselineArg[indexArg].mibPerSecond)).join(', ');
+        const summary = summarize(phasesArg);
+        const baselineMedian = median(baselineArg.map((phaseArg) => phaseArg.mibPerSecond));
+        console.log(`  ${labelArg}: ${summary.text}; ${percent(summary.mibPerSecond, baselineMedian)} of the raw median (per round: ${perRound})`);
+      };
+      compare('closure backup relay → Cloudly → durable blob', figures.rounds.map((roundArg) => roundArg.backup), rawUp);
+      compare('closure restore blob → Cloudly → relay, sha256 checked at both ends', figures.rounds.map((roundArg) => roundArg.restore), rawDown);
+      const workUp = figures.rounds.map((roundArg) => roundArg.workUp);
+      const workDown = figures.rounds.map((roundArg) => roundArg.workDown);
+      console.log(`  work baseline relay → bare ws → sha256 + durable ${store} write: ${summarize(workUp).text}`);
+      console.log(`  work baseline ${store} read with proof → bare ws → relay sha256: ${summarize(workDown).text}`);
+      const against = (labelArg: string, phasesArg: IPhase[], baselineArg: IPhase[]): void => {
+        const ratio = median(phasesArg.map((phaseArg) => phaseArg.mibPerSecond)) / median(baselineArg.map((phaseArg) => phaseArg.mibPerSecond));
+        const perRound = phasesArg.map((phaseArg, indexArg) => `${(phaseArg.mibPerSecond / baselineArg[indexArg].mibPerSecond).toFixed(2)}×`).join(', ');
+        console.log(`  ${labelArg}: ${ratio.toFixed(2)}× the work baseline (per round: ${perRound}; aim ≥ 0.6×)`);
+      };
+      against(`closure backup (${store})`, figures.rounds.map((roundArg) => roundArg.backup), workUp);
+      against(`closure restore (${store})`, figures.rounds.map((roundArg) => roundArg.restore), workDown);
+    }
+  }
+  if (s3Child) {
+    s3Child.send({ kind: 'stop' } satisfies TParentMessage);
+    await nextMessage(s3Child, 'stopped');
   }
 };
 
@@ -544,6 +784,8 @@ if (process.argv.includes('--server')) {
   await runServer();
 } else if (process.argv.includes('--raw-server')) {
   await runRawServer();
+} else if (process.argv.includes('--s3-server')) {
+  await runS3Server();
 } else {
   await runRelay();
 }
