@@ -9,6 +9,7 @@
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import { gzipSync } from 'node:zlib';
+import * as os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { inParallel, startBenchCloudly, timeEach } from './helpers/benchcloudly.js';
 import { chromiumAvailable, chromiumPath, launchBrowser } from '../test/helpers/browser.js';
@@ -99,6 +100,7 @@ const main = async (): Promise<void> => {
     }
     const rowsShown = await page.locator('[data-page=fleet] tr[data-cluster-id]').count();
 
+    const load = os.loadavg().map((value) => value.toFixed(1)).join(', ');
     const first = median(firstRows);
     const full = median(filled);
     const base = median(login);
@@ -106,7 +108,8 @@ const main = async (): Promise<void> => {
       '# Dashboard: first render of the fleet overview, bundle size',
       '',
       `Run \`node --import tsx bench/dashboard.bench.ts\` (${new Date().toISOString().slice(0, 10)}, shared 2-core machine, embedded database,`,
-      `headless Chromium ${browser.context.browser()?.version() ?? ''} from Debian's package via playwright-core, 1366×768).`,
+      `headless Chromium ${browser.context.browser()?.version() ?? ''} from Debian's package via playwright-core, 1366×768;`,
+      `load average ${load} on ${os.cpus().length} cores at the end of the run: other work shared the machine).`,
       `${clusterCount} clusters, ${Math.floor(clusterCount / servicesEvery)} services (one on every ${servicesEvery}th cluster); seeding took ${seedSeconds.toFixed(1)} s.`,
       `The fleet page lists ${rowsShown} clusters per page (the default); ${fleetServed
         ? 'Cloudly serves getFleetOverview, so one call answers the page (first render and every row filled are the same moment)'
