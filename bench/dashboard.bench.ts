@@ -73,12 +73,22 @@ const main = async (): Promise<void> => {
     const { page } = browser;
     const url = `${cloudly.baseUrl}/dashboard/`;
     // Baseline: the login page (same bundle, no data).
+    /** A User Timing mark the page set, in ms since its navigation started (the browser's own clock). */
+    const markOf = async (nameArg: string): Promise<number> => {
+      const handle = await page.waitForFunction((markArg) => {
+        const entry = (globalThis as unknown as { performance: { getEntriesByName(nameArg: string): Array<{ startTime: number }> } }).performance.getEntriesByName(markArg)[0];
+        return entry ? entry.startTime : null;
+      }, nameArg, { timeout: 60_000 });
+      return Number(await handle.jsonValue());
+    };
     const login: number[] = [];
+    const loginMarks: number[] = [];
     for (let round = 0; round < rounds; round++) {
       const started = performance.now();
       await page.goto(url);
       await page.locator('#login-username').waitFor();
       login.push(performance.now() - started);
+      loginMarks.push(await markOf('cloudly:login-render'));
     }
     await page.getByLabel('Username').fill('admin');
     await page.getByLabel('Password').fill('bench-admin-password-0123');
@@ -86,11 +96,15 @@ const main = async (): Promise<void> => {
     await page.locator('[data-page=fleet] tr[data-cluster-id]').first().waitFor({ timeout: 30_000 });
     const firstRows: number[] = [];
     const filled: number[] = [];
+    const firstMarks: number[] = [];
+    const filledMarks: number[] = [];
     for (let round = 0; round < rounds; round++) {
       const started = performance.now();
       await page.reload();
       await page.locator('[data-page=fleet] tr[data-cluster-id]').first().waitFor({ timeout: 30_000 });
       firstRows.push(performance.now() - started);
+      firstMarks.push(await markOf('cloudly:fleet-first-render'));
+      filledMarks.push(await markOf('cloudly:fleet-filled'));
       await page.waitForFunction(() => {
         const rows = (globalThis as unknown as { document: { querySelectorAll(selectorArg: string): { length: number } } }).document;
         return rows.querySelectorAll('[data-page=fleet] tr[data-cluster-id]').length > 0
@@ -101,9 +115,10 @@ const main = async (): Promise<void> => {
     const rowsShown = await page.locator('[data-page=fleet] tr[data-cluster-id]').count();
 
     const load = os.loadavg().map((value) => value.toFixed(1)).join(', ');
-    const first = median(firstRows);
-    const full = median(filled);
-    const base = median(login);
+    const first = median(firstMarks);
+    const full = median(filledMarks);
+    const base = median(loginMarks);
+    const driver = { first: median(firstRows), full: median(filled), base: median(login) };
     const lines = [
       '# Dashboard: first render of the fleet overview, bundle size',
       '',
@@ -114,13 +129,15 @@ const main = async (): Promise<void> => {
       `The fleet page lists ${rowsShown} clusters per page (the default); ${fleetServed
         ? 'Cloudly serves getFleetOverview, so one call answers the page (first render and every row filled are the same moment)'
         : `Cloudly does not serve getFleetOverview yet, so the page is getClusters (limit ${pageSize}) and then one getClusterOverview per row, 6 in flight`}.`,
-      'Each figure is the median of ' + rounds + ' loads (page.reload with the identity in sessionStorage), from the reload to the element, measured in the driving process.',
+      `Each figure is the median of ${rounds} loads (page.reload with the identity in sessionStorage). "In the page": the User Timing mark`,
+      'the page sets when it rendered, in ms since its navigation started (the browser\'s clock); "seen by the driver": from the reload call',
+      'until playwright saw the element (adds the driver\'s round trips, large on a loaded machine).',
       '',
-      '| what | median | ratio to baseline |',
-      '| --- | --- | --- |',
-      `| login page rendered (baseline: same bundle, no data) | ${base.toFixed(0)} ms | 1.00 |`,
-      `| fleet overview: first render (the page of clusters in the table) | ${first.toFixed(0)} ms | ${(first / base).toFixed(2)} |`,
-      `| fleet overview: every row filled (relay, nodes, services by state) | ${full.toFixed(0)} ms | ${(full / base).toFixed(2)} |`,
+      '| what | in the page (median) | ratio to baseline | seen by the driver (median) |',
+      '| --- | --- | --- | --- |',
+      `| login page rendered (baseline: same bundle, no data) | ${base.toFixed(0)} ms | 1.00 | ${driver.base.toFixed(0)} ms |`,
+      `| fleet overview: first render (the page of clusters in the table) | ${first.toFixed(0)} ms | ${(first / base).toFixed(2)} | ${driver.first.toFixed(0)} ms |`,
+      `| fleet overview: every row filled (relay, nodes, services by state) | ${full.toFixed(0)} ms | ${(full / base).toFixed(2)} | ${driver.full.toFixed(0)} ms |`,
       '',
       'API calls behind it, over HTTP from the driving process (p50):',
       '',

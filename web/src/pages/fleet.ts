@@ -192,6 +192,20 @@ export class CloudlyFleetPage extends LivePage {
     await this.fillOverviews(ids, this.loadSerial);
   }
 
+  private marked = { rendered: false, filled: false };
+
+  /** User Timing marks of the first render and of every row filled (read by bench/dashboard.bench.ts). */
+  protected updated(): void {
+    if (!this.marked.rendered && this.rows.length > 0) {
+      this.marked.rendered = true;
+      performance.mark('cloudly:fleet-first-render');
+    }
+    if (!this.marked.filled && this.rows.length > 0 && this.rows.every((row) => row.relay !== null || row.error)) {
+      this.marked.filled = true;
+      performance.mark('cloudly:fleet-filled');
+    }
+  }
+
   protected onChange(changeArg: IChangeEvent): void {
     if (changeArg.kind === 'CloudlyCluster' && changeArg.change !== 'updated') {
       this.reloadSoon();

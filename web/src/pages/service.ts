@@ -47,6 +47,8 @@ const operationLabel = (operationArg: IOperation): string => {
 
 /** How often a running operation's progress bar reads its progress (see followOperation). */
 const progressReadMs = 500;
+/** How often the service page reads the progress of its running backups. */
+const runningProgressReadMs = 1000;
 
 const isOperationChange = (changeArg: IChangeEvent): boolean => /operation/i.test(changeArg.kind);
 
@@ -145,6 +147,7 @@ export class CloudlyServicePage extends LivePage {
   private backupsCursor: string | undefined;
   private readonly reloadSoon = coalesce(() => void this.load());
   private readonly reloadOperationsSoon = coalesce(() => void this.loadOperations());
+  private progressTimer: number | null = null;
 
   constructor() {
     super();
@@ -210,11 +213,39 @@ export class CloudlyServicePage extends LivePage {
   private async loadOperations(): Promise<void> {
     try {
       const answer = await api.call<{ operations: IOperation[] }>('getOperations', { serviceId: this.serviceId, state: 'running', limit: listLimit });
+      const ended = (this.operations?.length ?? 0) > answer.operations.length;
       this.operations = answer.operations;
+      if (ended) {
+        void this.loadBackups();
+      }
     } catch {
       // Cloudly without operations: backups answer when done.
       this.operations = null;
     }
+    this.followRunning();
+  }
+
+  /**
+   * While backups of this service run, their byte progress is read every second (see
+   * followOperation: progress is not carried by the watch); the reads stop when none runs or the
+   * page is left.
+   */
+  private followRunning(): void {
+    const running = (this.operations?.length ?? 0) > 0 && this.isConnected;
+    if (running && this.progressTimer === null) {
+      this.progressTimer = window.setInterval(() => void this.loadOperations(), runningProgressReadMs);
+    } else if (!running && this.progressTimer !== null) {
+      window.clearInterval(this.progressTimer);
+      this.progressTimer = null;
+    }
+  }
+
+  disconnectedCallback(): void {
+    if (this.progressTimer !== null) {
+      window.clearInterval(this.progressTimer);
+      this.progressTimer = null;
+    }
+    super.disconnectedCallback();
   }
 
   private async loadNodes(): Promise<void> {
