@@ -241,11 +241,18 @@ describe('Cloudly with CLOUDLY_BLOB_STORE=s3', () => {
       // More than one 8 MiB part: a multipart upload.
       const bytes = randomBytes(9 * 1024 * 1024 + 77);
       let receipt: unknown = null;
+      let streamFailure: unknown = null;
+      /** What the relay streams for the next backup (the closure by default). */
+      let source: () => AsyncIterable<Buffer> = () => chunked(bytes);
       world.relay.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', async (request) => {
-        const sent = await sendServiceDatabaseClosure(world.relay, {
-          backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId, descriptor: descriptorOf(bytes),
-        }, chunked(bytes));
-        receipt = sent.receipt;
+        try {
+          const sent = await sendServiceDatabaseClosure(world.relay, {
+            backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId, descriptor: descriptorOf(bytes),
+          }, source());
+          receipt = sent.receipt;
+        } catch (error) {
+          streamFailure = error;
+        }
         return { snapshots: [{ type: 'database', snapshotId: 'snap-s3', resourceName: 'db', databaseName: 'app', createdAt: Date.now(), sizeBytes: bytes.byteLength }] };
       });
       await t.admin.call('createServiceBackup', { clusterId: world.clusterId, nodeId: world.nodeId, serviceId: world.service.id, backupId: 'b-s3' });
@@ -268,6 +275,25 @@ describe('Cloudly with CLOUDLY_BLOB_STORE=s3', () => {
         return collect(fetched.bytes);
       };
       assert.ok((await restore(world.relay)).equals(bytes));
+
+      // The S3 server stops in the middle of a backup: the relay's stream is aborted with a named
+      // reason, nothing is recorded, and Cloudly goes on answering.
+      source = async function* stopsMidway() {
+        yield bytes.subarray(0, 8.5 * 1024 * 1024);
+        await s3.stop();
+        yield bytes.subarray(8.5 * 1024 * 1024);
+      };
+      try {
+        await t.admin.call('createServiceBackup', { clusterId: world.clusterId, nodeId: world.nodeId, serviceId: world.service.id, backupId: 'b-s3-down' })
+          .catch(() => undefined);
+        await waitFor(() => streamFailure !== null, 'the relay learned the outcome', 30_000);
+      } finally {
+        await s3.start();
+      }
+      assert.equal((streamFailure as { reason?: string }).reason, 'closure-blob-store-unavailable');
+      assert.equal((await t.cloudly.store.get(serviceBackupKind, 'b-s3-down'))?.closure, undefined);
+      assert.ok(!(await s3.objectKeys()).includes(`${prefix}closures/${world.clusterId}/b-s3-down`));
+      assert.ok((await restore(world.relay)).equals(bytes), 'the stored closure is still served');
       // A new process over the same database reads the closure from the bucket.
       await t.restart();
       const relay = await t.connectRelay(world.relayToken);
