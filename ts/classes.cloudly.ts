@@ -29,6 +29,7 @@ import { WatchManager } from './manager.watch/watch.manager.js';
 import { OverviewManager } from './manager.overview/overview.manager.js';
 import { TrafficManager } from './manager.traffic/traffic.manager.js';
 import { SecretBox } from './core/secretbox.js';
+import type { IAdminHandlerContext, IRelayHandlerContext } from './core/operations.js';
 import { registerDashboard } from './core/dashboard.js';
 
 /**
@@ -42,17 +43,9 @@ export interface IManager {
   stop?(): Promise<void>;
 }
 
-export interface IAdminHandlerContext {
-  identity: IVerifiedIdentity;
-  transport: 'http' | 'socket';
-  /** The transport's per-connection data; on a socket, the same object for every call on it. */
-  localData: Record<string, unknown>;
-}
-
-export interface IRelayHandlerContext {
-  clusterId: string;
-  session: IRelaySession;
-}
+// The handler contexts belong to the operation pipeline (ts/core/operations.ts); re-exported here
+// for the handlers that still register themselves.
+export type { IAdminHandlerContext, IRelayHandlerContext } from './core/operations.js';
 
 export interface ICloudlyOptions {
   config?: Partial<ICloudlyConfig>;

@@ -1,63 +1,29 @@
-import { randomBytes, randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
-import type { ICluster } from '../interfaces/data/cluster.js';
-import type {
-  IReq_Admin_DeleteCluster,
-  IReq_Any_Cloudly_CreateCluster,
-  IReq_Any_Cloudly_GetClusterById,
-  IReq_Any_Cloudly_GetClusters,
-  IReq_Any_Cloudly_RotateClusterRelayToken,
-} from '../interfaces/requests/admin.js';
 import { refuse } from '../core/errors.js';
-import { hashHighEntropySecret } from '../core/auth.js';
-import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
-import { requireRequestShape, isIdString, isNonNegativeInteger, isString } from '../core/validation.js';
 import type { IRelaySession } from '../core/relaysessions.js';
+import { registerOperations } from '../core/operations.js';
 import { ClusterRelayElection } from './relayelection.js';
-import { ClusterNodes } from './clusternodes.js';
-import { ClusterRelayRegistrations } from './relayregistrations.js';
+import { ClusterNodes, clusterNodeKind } from './clusternodes.js';
+import { ClusterRelayRegistrations, clusterRelayRegistrationKind } from './relayregistrations.js';
 import { defaultRelayCallTimeouts } from '../core/relaycalls.js';
 import {
   clusterNameReservationId,
   clusterNameReservationKind,
   reserveExistingClusterNames,
   settleAllClusterNameReservations,
-  settleClusterNameReservation,
 } from './clusternames.js';
-import { decideClusterDeletion } from './decide.js';
-import { clusterNodeKind } from './clusternodes.js';
-import { clusterRelayRegistrationKind } from './relayregistrations.js';
 import { currentOperation } from '../core/operationcontext.js';
-import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
+import { clusterKind, type IClusterDocument } from './documents.js';
+import { clusterOperations, relayTokenPrefix } from './operations.js';
+import { hashHighEntropySecret } from '../core/auth.js';
 
 /**
- * Clusters and their relay tokens. A relay token is 256 random bits, shown once when it is made
- * and stored only as its sha256 (a guess of a 256-bit secret is hopeless, so a slow hash buys
- * nothing). Rotating it closes every socket opened with the old one.
+ * Clusters and their relay tokens, nodes, relay registrations and election. The methods are
+ * declared operations (./operations.ts); this class wires their ports and owns the background
+ * work (orphan clean-up, name reservations) and the reads other domains use.
  */
 
-export interface IClusterDocument extends IStoredDocument {
-  name: string;
-  createdAt: number;
-  relayTokenHash: string;
-  relayTokenGeneration: number;
-}
-
-export const clusterKind = defineDocumentKind<IClusterDocument>('CloudlyCluster');
-
-export const relayTokenPrefix = 'szrelay_';
-const relayTokenBytes = 32;
-const clusterNamePattern = /^[A-Za-z0-9][A-Za-z0-9._ -]*$/;
-
-const newRelayToken = (): string => `${relayTokenPrefix}${randomBytes(relayTokenBytes).toString('base64url')}`;
-
-export const toPublicCluster = (docArg: IClusterDocument): ICluster => ({
-  id: docArg.id,
-  name: docArg.name,
-  generation: docArg.generation,
-  createdAt: docArg.createdAt,
-  relayTokenGeneration: docArg.relayTokenGeneration,
-});
+export { clusterKind, toPublicCluster, type IClusterDocument } from './documents.js';
 
 export class ClusterManager {
   /** Which relay socket of each cluster carries its calls (a lease in the database). */
@@ -76,90 +42,21 @@ export class ClusterManager {
       backup: cloudly.config.relayBackupCallTimeoutMs,
     });
     this.relayElection = new ClusterRelayElection(cloudly);
-    this.nodes = new ClusterNodes(cloudly, this.relayElection, (clusterIdArg) => this.requireCluster(clusterIdArg));
+    this.nodes = new ClusterNodes(cloudly);
     this.relayRegistrations = new ClusterRelayRegistrations(cloudly, this.relayElection);
-    cloudly.addAdminHandler<IReq_Any_Cloudly_CreateCluster>('createCluster', async (request, context) => {
-      request = requireRequestShape(request, { required: { name: isString(1, 64, clusterNamePattern) } });
-      const relayToken = newRelayToken();
-      const cluster = {
-        id: `cluster-${randomUUID()}`,
-        name: request.name,
-        createdAt: Date.now(),
-        relayTokenHash: hashHighEntropySecret(relayToken),
-        relayTokenGeneration: 1,
-      };
-      // The name is decided by this one insert (see clusternames.ts for the steps and the crash rules).
-      const reservationId = clusterNameReservationId(request.name);
-      const reservation = await this.cloudly.store.insert(clusterNameReservationKind, {
-        id: reservationId,
-        name: request.name,
-        clusterId: cluster.id,
-        state: 'pending',
-        cluster,
-      });
-      if (!reservation) {
-        // Finish or clear what an earlier creator or deleter of this name may have left half done.
-        const settled = await settleClusterNameReservation(this.cloudly.store, clusterKind, reservationId);
-        throw refuse('conflict', [
-          settled === 'released' || settled === 'gone'
-            ? `request.name: a cluster named ${request.name} was being removed; try again`
-            : `request.name: a cluster named ${request.name} already exists`,
-        ]);
-      }
-      // Null when a settlement rolled the reservation forward first: the same document, by its id.
-      const stored = (await this.cloudly.store.insert(clusterKind, cluster)) ?? (await this.cloudly.store.get(clusterKind, cluster.id));
-      if (!stored) {
-        throw refuse('conflict', [`request.name: the cluster named ${request.name} was removed while it was being created`]);
-      }
-      await settleClusterNameReservation(this.cloudly.store, clusterKind, reservationId);
-      this.cloudly.logger.info({ clusterId: stored.id, actor: context.identity.userId }, 'cluster created');
-      return { cluster: toPublicCluster(stored), relayToken };
-    });
-
-    cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusters>('getClusters', async (request) => {
-      request = requireRequestShape(request, { required: {}, optional: pageShape('getClusters') });
-      const page = await findPage(this.cloudly.store, clusterKind, {}, 'getClusters', request, { createdAt: 1 });
-      return { clusters: page.items.map(toPublicCluster), ...nextCursorMember(page) };
-    });
-
-    cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterById>('getClusterById', async (request) => {
-      request = requireRequestShape(request, { required: { clusterId: isIdString } });
-      return { cluster: toPublicCluster(await this.requireCluster(request.clusterId)) };
-    });
-
-    cloudly.addAdminHandler<IReq_Admin_DeleteCluster>('deleteCluster', async (request, context) => {
-      request = requireRequestShape(request, { required: { clusterId: isIdString, expectedGeneration: isNonNegativeInteger } });
-      const existing = await this.requireCluster(request.clusterId);
-      const serviceIds = (await this.cloudly.serviceManager.listServices({ clusterId: request.clusterId })).map((serviceArg) => serviceArg.id);
-      // A reservation still `pending` is bound first, so the cluster removed below is never rolled forward again.
-      await settleClusterNameReservation(this.cloudly.store, clusterKind, clusterNameReservationId(existing.name));
-      const read: { cluster: IClusterDocument | null } = { cluster: null };
-      await this.cloudly.store.mutate(clusterKind, request.clusterId, (currentArg) => {
-        read.cluster = currentArg;
-        return decideClusterDeletion(currentArg, request.clusterId, request.expectedGeneration, serviceIds);
-      });
-      const removed = read.cluster!;
-      const cascade = await this.finishClusterDeletion(removed.id, removed.name);
-      this.cloudly.logger.info({ clusterId: removed.id, actor: context.identity.userId, ...cascade }, 'cluster deleted');
-      return { cluster: toPublicCluster(removed), ...cascade };
-    });
-
-    cloudly.addAdminHandler<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', async (request, context) => {
-      request = requireRequestShape(request, {
-        required: { clusterId: isIdString, expectedGeneration: isNonNegativeInteger },
-      });
-      const current = await this.requireCluster(request.clusterId);
-      const relayToken = newRelayToken();
-      const next = await this.cloudly.store.swap(clusterKind, current.id, request.expectedGeneration, {
-        set: { relayTokenHash: hashHighEntropySecret(relayToken), relayTokenGeneration: current.relayTokenGeneration + 1 },
-      });
-      if (!next) {
-        throw refuse('conflict', ['request.expectedGeneration is not the cluster\'s current generation']);
-      }
-      const closed = this.cloudly.relays.closeSessionsBefore(next.id, next.relayTokenGeneration);
-      this.cloudly.logger.info({ clusterId: next.id, actor: context.identity.userId, closedSessions: closed }, 'relay token rotated');
-      return { cluster: toPublicCluster(next), relayToken };
-    });
+    registerOperations(cloudly, [
+      ...clusterOperations({
+        store: cloudly.store,
+        logger: cloudly.logger,
+        requireCluster: (clusterIdArg) => this.requireCluster(clusterIdArg),
+        listNodes: (clusterIdArg) => this.nodes.listNodes(clusterIdArg),
+        listServiceIds: async (clusterIdArg) =>
+          (await cloudly.serviceManager.listServices({ clusterId: clusterIdArg })).map((serviceArg) => serviceArg.id),
+        requireElected: (sessionArg) => this.relayElection.requireElected(sessionArg),
+        closeRelaySessionsBefore: (clusterIdArg, generationArg) => cloudly.relays.closeSessionsBefore(clusterIdArg, generationArg),
+        finishClusterDeletion: (clusterIdArg, nameArg) => this.finishClusterDeletion(clusterIdArg, nameArg),
+      }),
+    ]);
   }
 
   /**

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { defineDocumentKind, type DocumentStore, type IDocumentKind, type IStoredDocument } from '../core/store.js';
-import type { IClusterDocument } from './cluster.manager.js';
+import type { IClusterDocument } from './documents.js';
 
 /**
  * Unique cluster names, decided by the database. The embedded database enforces no unique index,

@@ -204,3 +204,34 @@ export const decideClusterDeletion = <TCluster extends { id: string; generation:
   }
   return { kind: 'remove' };
 };
+
+/** An administrator adds a node under an id no node of the cluster has yet. */
+export const decideNodeCreation = (
+  currentArg: IClusterNodeDocument | null,
+  nodeArg: Omit<IClusterNodeDocument, 'generation'>,
+): TDecision<IClusterNodeDocument> =>
+  (currentArg
+    ? { kind: 'refuse', refusal: refuse('conflict', [`request.nodeId: node ${nodeArg.nodeId} already exists in cluster ${nodeArg.clusterId}`]) }
+    : { kind: 'create', doc: nodeArg });
+
+/**
+ * An administrator rotates a cluster's relay token: compare-and-swap on the generation the caller
+ * read; the new token's hash and the next token generation are written together.
+ */
+export const decideRelayTokenRotation = <TCluster extends { id: string; generation: number; relayTokenGeneration: number }>(
+  currentArg: TCluster | null,
+  clusterIdArg: string,
+  expectedGenerationArg: number,
+  relayTokenHashArg: string,
+): TDecision<TCluster> => {
+  if (!currentArg) {
+    return { kind: 'refuse', refusal: refuse('not-found', [`cluster ${clusterIdArg} does not exist`]) };
+  }
+  if (currentArg.generation !== expectedGenerationArg) {
+    return { kind: 'refuse', refusal: refuse('conflict', ["request.expectedGeneration is not the cluster's current generation"]) };
+  }
+  return {
+    kind: 'write',
+    change: { set: { relayTokenHash: relayTokenHashArg, relayTokenGeneration: currentArg.relayTokenGeneration + 1 } as unknown as Partial<TCluster> },
+  };
+};

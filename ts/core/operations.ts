@@ -1,0 +1,198 @@
+import { refuse } from './errors.js';
+import { currentOperation } from './operationcontext.js';
+import type { IVerifiedIdentity } from './auth.js';
+import type { IRelaySession } from './relaysessions.js';
+import type { TCloudlyLogger } from './logger.js';
+import type { DocumentStore, IDocumentKind, IMutateResult, IStoredDocument, TDecision } from './store.js';
+import { requireRequestShape, type IRequestShape } from './validation.js';
+import type { ICloudlyMethods, TCloudlyMethod } from '../interfaces/requests/methodmap.js';
+
+/**
+ * Operations as values (the shape of Kubernetes' generic registry and of tRPC procedures): a
+ * domain declares each method it serves as a value, and one pipeline, written here once, runs
+ * every one of them:
+ *
+ *   guard (identity or relay socket, by the host) → shape (every reason, one `invalid-request`)
+ *   → cross-field checks → facts (reads through the domain's ports) → `store.mutate` on the one
+ *   target document with the pure `decide` → answer → `after` (follow-up work).
+ *
+ * Dry-run and the audit log need nothing from a domain: the host's admin guard runs the operation
+ * in a dry-run context in which `store.mutate` decides without writing, and every committed write
+ * carries its audit stamp (ts/core/store.ts).
+ *
+ * Four kinds:
+ * - `adminQuery`: a read; `run` answers from the request.
+ * - `adminMutation`: a change of one document, decided by a pure function of what was read.
+ * - `adminOrchestration`: a change of several documents, or one that calls a relay (intent →
+ *   call → settle); `run` does the steps, each one a `store.mutate` of its own.
+ * - `relayMutation` / `relayQuery`: the same pipeline for a method an elected relay calls; the
+ *   socket names the cluster.
+ */
+
+export interface IAdminHandlerContext {
+  identity: IVerifiedIdentity;
+  transport: 'http' | 'socket';
+  /** The transport's per-connection data; on a socket, the same object for every call on it. */
+  localData: Record<string, unknown>;
+}
+
+export interface IRelayHandlerContext {
+  clusterId: string;
+  session: IRelaySession;
+}
+
+/** What a request of a method looks like once the guard has taken the identity off. */
+export type TOperationRequest<M extends TCloudlyMethod> = Omit<ICloudlyMethods[M]['request'], 'identity'>;
+export type TOperationAnswer<M extends TCloudlyMethod> = ICloudlyMethods[M]['response'];
+
+/** Where operations are registered: the composition root, by its guarded handler methods. */
+export interface IOperationHost {
+  readonly store: DocumentStore;
+  addAdminHandler(
+    methodArg: string,
+    fnArg: (requestArg: unknown, contextArg: IAdminHandlerContext) => Promise<unknown>,
+    optionsArg?: { contractOwnsDryRun?: boolean },
+  ): void;
+  addRelayHandler(methodArg: string, fnArg: (requestArg: unknown, contextArg: IRelayHandlerContext) => Promise<unknown>): void;
+}
+
+interface IShaped<M extends TCloudlyMethod> {
+  method: M;
+  /** The request's members and their checks (ts/core/validation.ts). */
+  input: IRequestShape;
+  /** Reasons that need more than one member (a range whose end is before its start); all are named. */
+  check?: (requestArg: TOperationRequest<M>) => string[];
+}
+
+export interface IAdminQueryDef<M extends TCloudlyMethod> extends IShaped<M> {
+  run: (requestArg: TOperationRequest<M>, contextArg: IAdminHandlerContext) => Promise<TOperationAnswer<M>>;
+}
+
+export interface IAdminOrchestrationDef<M extends TCloudlyMethod> extends IShaped<M> {
+  run: (requestArg: TOperationRequest<M>, contextArg: IAdminHandlerContext) => Promise<TOperationAnswer<M>>;
+}
+
+/** What `decide`, `answer` and `after` of a one-document mutation see. */
+export interface IMutationStep<M extends TCloudlyMethod, TFacts> {
+  request: TOperationRequest<M>;
+  facts: TFacts;
+  /** When the decision is made, epoch ms (one clock reading per attempt). */
+  now: number;
+}
+
+export interface IMutationOutcome<T extends IStoredDocument> extends IMutateResult<T> {
+  /** The document the committed decision was made on (null when there was none). */
+  previous: T | null;
+}
+
+interface IOneDocumentMutation<M extends TCloudlyMethod, T extends IStoredDocument, TFacts, TContext> extends IShaped<M> {
+  /** Reads of other domains (through the domain's ports) the decision needs; run once, before the mutate. */
+  facts?: (requestArg: TOperationRequest<M>, contextArg: TContext) => Promise<TFacts>;
+  /** The one document the mutation decides on. */
+  target: (requestArg: TOperationRequest<M>, factsArg: TFacts, contextArg: TContext) => { kind: IDocumentKind<T>; id: string };
+  /** Pure: what to do with the document as it was read (ts/manager.<domain>/decide.ts). */
+  decide: (currentArg: T | null, stepArg: IMutationStep<M, TFacts>) => TDecision<T>;
+  answer: (outcomeArg: IMutationOutcome<T>, stepArg: IMutationStep<M, TFacts>, contextArg: TContext) => TOperationAnswer<M> | Promise<TOperationAnswer<M>>;
+  /** Follow-up work once the change committed (queue a push, log); skipped when nothing changed and in a dry run. */
+  after?: (outcomeArg: IMutationOutcome<T>, stepArg: IMutationStep<M, TFacts>, contextArg: TContext) => void | Promise<void>;
+}
+
+export type IAdminMutationDef<M extends TCloudlyMethod, T extends IStoredDocument, TFacts> =
+  IOneDocumentMutation<M, T, TFacts, IAdminHandlerContext>;
+
+export type IRelayMutationDef<M extends TCloudlyMethod, T extends IStoredDocument, TFacts> =
+  IOneDocumentMutation<M, T, TFacts, IRelayHandlerContext>;
+
+export interface IRelayQueryDef<M extends TCloudlyMethod> extends IShaped<M> {
+  run: (requestArg: TOperationRequest<M>, contextArg: IRelayHandlerContext) => Promise<TOperationAnswer<M>>;
+}
+
+export type IAdminQuery<M extends TCloudlyMethod> = IAdminQueryDef<M> & { kind: 'admin-query' };
+export type IAdminOrchestration<M extends TCloudlyMethod> = IAdminOrchestrationDef<M> & { kind: 'admin-orchestration' };
+export type IAdminMutation<M extends TCloudlyMethod, T extends IStoredDocument, TFacts> = IAdminMutationDef<M, T, TFacts> & { kind: 'admin-mutation' };
+export type IRelayMutation<M extends TCloudlyMethod, T extends IStoredDocument, TFacts> = IRelayMutationDef<M, T, TFacts> & { kind: 'relay-mutation' };
+export type IRelayQuery<M extends TCloudlyMethod> = IRelayQueryDef<M> & { kind: 'relay-query' };
+
+/** Any declared operation, as the registry holds it. */
+export type TOperation =
+  // The method, document and fact types are the declaring domain's business; the pipeline passes them along.
+  | IAdminQuery<any> | IAdminOrchestration<any> | IAdminMutation<any, any, any> | IRelayMutation<any, any, any> | IRelayQuery<any>;
+
+// Each declaration takes its definition whole (no mapped type around it), so the method name's
+// literal type is inferred and every callback's request and answer follow from the method map.
+export const adminQuery = <M extends TCloudlyMethod>(defArg: IAdminQueryDef<M>): IAdminQuery<M> =>
+  ({ kind: 'admin-query', ...defArg });
+
+export const adminOrchestration = <M extends TCloudlyMethod>(defArg: IAdminOrchestrationDef<M>): IAdminOrchestration<M> =>
+  ({ kind: 'admin-orchestration', ...defArg });
+
+export const adminMutation = <M extends TCloudlyMethod, T extends IStoredDocument, TFacts = undefined>(
+  defArg: IAdminMutationDef<M, T, TFacts>,
+): IAdminMutation<M, T, TFacts> => ({ kind: 'admin-mutation', ...defArg });
+
+export const relayMutation = <M extends TCloudlyMethod, T extends IStoredDocument, TFacts = undefined>(
+  defArg: IRelayMutationDef<M, T, TFacts>,
+): IRelayMutation<M, T, TFacts> => ({ kind: 'relay-mutation', ...defArg });
+
+export const relayQuery = <M extends TCloudlyMethod>(defArg: IRelayQueryDef<M>): IRelayQuery<M> =>
+  ({ kind: 'relay-query', ...defArg });
+
+/** Shape, then the cross-field checks: one refusal naming every reason. */
+const readRequest = <M extends TCloudlyMethod>(operationArg: IShaped<M>, requestArg: unknown): TOperationRequest<M> => {
+  const request = requireRequestShape(requestArg, operationArg.input) as TOperationRequest<M>;
+  const reasons = operationArg.check?.(request) ?? [];
+  if (reasons.length > 0) {
+    throw refuse('invalid-request', reasons);
+  }
+  return request;
+};
+
+const runOneDocumentMutation = async <M extends TCloudlyMethod, T extends IStoredDocument, TFacts, TContext>(
+  storeArg: DocumentStore,
+  operationArg: IOneDocumentMutation<M, T, TFacts, TContext>,
+  requestArg: unknown,
+  contextArg: TContext,
+): Promise<TOperationAnswer<M>> => {
+  const request = readRequest(operationArg, requestArg);
+  const facts = (operationArg.facts ? await operationArg.facts(request, contextArg) : undefined) as TFacts;
+  const target = operationArg.target(request, facts, contextArg);
+  let previous: T | null = null;
+  let step: IMutationStep<M, TFacts> = { request, facts, now: Date.now() };
+  const result = await storeArg.mutate(target.kind, target.id, (currentArg) => {
+    previous = currentArg;
+    step = { request, facts, now: Date.now() };
+    return operationArg.decide(currentArg, step);
+  });
+  const outcome: IMutationOutcome<T> = { ...result, previous };
+  const answer = await operationArg.answer(outcome, step, contextArg);
+  // A dry run has no follow-ups: nothing was written for them to follow.
+  if (operationArg.after && outcome.outcome !== 'kept' && !currentOperation().dryRun) {
+    await operationArg.after(outcome, step, contextArg);
+  }
+  return answer;
+};
+
+/** Registers every operation on the host: the one pipeline. */
+export const registerOperations = (hostArg: IOperationHost, operationsArg: readonly TOperation[]): void => {
+  for (const operation of operationsArg) {
+    switch (operation.kind) {
+      case 'admin-query':
+      case 'admin-orchestration':
+        hostArg.addAdminHandler(operation.method, async (requestArg, contextArg) =>
+          operation.run(readRequest(operation, requestArg), contextArg));
+        break;
+      case 'admin-mutation':
+        hostArg.addAdminHandler(operation.method, async (requestArg, contextArg) =>
+          runOneDocumentMutation(hostArg.store, operation, requestArg, contextArg));
+        break;
+      case 'relay-mutation':
+        hostArg.addRelayHandler(operation.method, async (requestArg, contextArg) =>
+          runOneDocumentMutation(hostArg.store, operation, requestArg, contextArg));
+        break;
+      case 'relay-query':
+        hostArg.addRelayHandler(operation.method, async (requestArg, contextArg) =>
+          operation.run(readRequest(operation, requestArg), contextArg));
+        break;
+    }
+  }
+};

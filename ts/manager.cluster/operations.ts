@@ -1,0 +1,277 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { refuse } from '../core/errors.js';
+import { hashHighEntropySecret } from '../core/auth.js';
+import type { TCloudlyLogger } from '../core/logger.js';
+import {
+  adminMutation,
+  adminOrchestration,
+  adminQuery,
+  relayMutation,
+  relayQuery,
+  type TOperation,
+} from '../core/operations.js';
+import type { DocumentStore } from '../core/store.js';
+import type { IRelaySession } from '../core/relaysessions.js';
+import { isArrayOf, isIdString, isNonNegativeInteger, isString, type TFieldCheck } from '../core/validation.js';
+import { findPage, nextCursorMember, pageOf, pageShape } from '../core/pagination.js';
+import {
+  isClusterNodeId,
+  isClusterNodeName,
+  maximumClusterNodeNameLength,
+  validateClusterNodeCorestore,
+  validateClusterNodeReport,
+  type IClusterNode,
+} from '../interfaces/data/clusternode.js';
+import {
+  decideClusterDeletion,
+  decideNodeCorestore,
+  decideNodeCreation,
+  decideNodeRemoval,
+  decideNodeReport,
+  decideRelayTokenRotation,
+} from './decide.js';
+import { clusterKind, toPublicCluster, type IClusterDocument } from './documents.js';
+import { clusterNodeDocumentId, clusterNodeKind, toPublicClusterNode } from './clusternodes.js';
+import {
+  clusterNameReservationId,
+  clusterNameReservationKind,
+  settleClusterNameReservation,
+} from './clusternames.js';
+
+/**
+ * The cluster domain's methods as declared operations (ts/core/operations.ts runs them): clusters,
+ * relay tokens and nodes. Each names its input, and a one-document change names its target and
+ * its pure decision (./decide.ts); what it needs from elsewhere comes through `IClusterPorts`.
+ */
+
+export const relayTokenPrefix = 'szrelay_';
+const relayTokenBytes = 32;
+const clusterNamePattern = /^[A-Za-z0-9][A-Za-z0-9._ -]*$/;
+
+/** Most nodes one `getClusterNodeCorestores` may name. Project's own limit. */
+const maximumNodeIdsPerRead = 1024;
+
+export const newRelayToken = (): string => `${relayTokenPrefix}${randomBytes(relayTokenBytes).toString('base64url')}`;
+
+const isNodeName: TFieldCheck = (valueArg, pathArg) =>
+  isClusterNodeName(valueArg)
+    ? []
+    : [`${pathArg} must be 1-${maximumClusterNodeNameLength} characters without control characters or surrounding spaces`];
+
+const isNodeId: TFieldCheck = (valueArg, pathArg) =>
+  isClusterNodeId(valueArg) ? [] : [`${pathArg} must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`];
+
+const isCorestoreOrNull: TFieldCheck = (valueArg, pathArg) =>
+  valueArg === null ? [] : validateClusterNodeCorestore(valueArg, pathArg);
+
+/** What the cluster domain's operations need, wired by the manager from the composition root's parts. */
+export interface IClusterPorts {
+  store: DocumentStore;
+  logger: TCloudlyLogger;
+  /** The cluster document, or `not-found`. */
+  requireCluster(clusterIdArg: string): Promise<IClusterDocument>;
+  /** Every node of a cluster, ordered by id. */
+  listNodes(clusterIdArg: string): Promise<IClusterNode[]>;
+  /** The ids of the services on a cluster (the service domain's read). */
+  listServiceIds(clusterIdArg: string): Promise<string[]>;
+  /** Refuses a relay socket that is not its cluster's elected one. */
+  requireElected(sessionArg: IRelaySession): Promise<void>;
+  /** Closes the cluster's relay sockets opened with a token generation below the given one; how many. */
+  closeRelaySessionsBefore(clusterIdArg: string, tokenGenerationArg: number): number;
+  /** What follows a cluster's removal (sockets, nodes, registration, name reservation). */
+  finishClusterDeletion(clusterIdArg: string, nameArg: string): Promise<{ removedNodes: number; closedSockets: number }>;
+}
+
+export const clusterOperations = (portsArg: IClusterPorts) => [
+  adminOrchestration({
+    method: 'createCluster',
+    input: { required: { name: isString(1, 64, clusterNamePattern) } },
+    // Two documents: the name reservation decides the name, then the cluster (clusternames.ts
+    // has the steps and the crash rules).
+    async run(request, context) {
+      const { store } = portsArg;
+      const relayToken = newRelayToken();
+      const cluster = {
+        id: `cluster-${randomUUID()}`,
+        name: request.name,
+        createdAt: Date.now(),
+        relayTokenHash: hashHighEntropySecret(relayToken),
+        relayTokenGeneration: 1,
+      };
+      const reservationId = clusterNameReservationId(request.name);
+      const reservation = await store.insert(clusterNameReservationKind, {
+        id: reservationId,
+        name: request.name,
+        clusterId: cluster.id,
+        state: 'pending',
+        cluster,
+      });
+      if (!reservation) {
+        // Finish or clear what an earlier creator or deleter of this name may have left half done.
+        const settled = await settleClusterNameReservation(store, clusterKind, reservationId);
+        throw refuse('conflict', [
+          settled === 'released' || settled === 'gone'
+            ? `request.name: a cluster named ${request.name} was being removed; try again`
+            : `request.name: a cluster named ${request.name} already exists`,
+        ]);
+      }
+      // Null when a settlement rolled the reservation forward first: the same document, by its id.
+      const stored = (await store.insert(clusterKind, cluster)) ?? (await store.get(clusterKind, cluster.id));
+      if (!stored) {
+        throw refuse('conflict', [`request.name: the cluster named ${request.name} was removed while it was being created`]);
+      }
+      await settleClusterNameReservation(store, clusterKind, reservationId);
+      portsArg.logger.info({ clusterId: stored.id, actor: context.identity.userId }, 'cluster created');
+      return { cluster: toPublicCluster(stored), relayToken };
+    },
+  }),
+
+  adminQuery({
+    method: 'getClusters',
+    input: { required: {}, optional: pageShape('getClusters') },
+    async run(request) {
+      const page = await findPage(portsArg.store, clusterKind, {}, 'getClusters', request, { createdAt: 1 });
+      return { clusters: page.items.map(toPublicCluster), ...nextCursorMember(page) };
+    },
+  }),
+
+  adminQuery({
+    method: 'getClusterById',
+    input: { required: { clusterId: isIdString } },
+    async run(request) {
+      return { cluster: toPublicCluster(await portsArg.requireCluster(request.clusterId)) };
+    },
+  }),
+
+  adminMutation({
+    method: 'rotateClusterRelayToken',
+    input: { required: { clusterId: isIdString, expectedGeneration: isNonNegativeInteger } },
+    // The token is this call's own fact: made once, so a lost race retries with the same token.
+    facts: async () => ({ relayToken: newRelayToken() }),
+    target: (request) => ({ kind: clusterKind, id: request.clusterId }),
+    decide: (current, { request, facts }) =>
+      decideRelayTokenRotation(current, request.clusterId, request.expectedGeneration, hashHighEntropySecret(facts.relayToken)),
+    answer: ({ doc }, { facts }) => ({ cluster: toPublicCluster(doc!), relayToken: facts.relayToken }),
+    after({ doc }, _step, context) {
+      // Sockets opened with the old token close (none in a dry run: nothing was written).
+      const closed = portsArg.closeRelaySessionsBefore(doc!.id, doc!.relayTokenGeneration);
+      portsArg.logger.info({ clusterId: doc!.id, actor: context.identity.userId, closedSessions: closed }, 'relay token rotated');
+    },
+  }),
+
+  adminOrchestration({
+    method: 'deleteCluster',
+    input: { required: { clusterId: isIdString, expectedGeneration: isNonNegativeInteger } },
+    // The cluster's removal, then its cascade (each step idempotent; start-up finishes one that died).
+    async run(request, context) {
+      const existing = await portsArg.requireCluster(request.clusterId);
+      const serviceIds = await portsArg.listServiceIds(request.clusterId);
+      // A reservation still `pending` is bound first, so the cluster removed below is never rolled forward again.
+      await settleClusterNameReservation(portsArg.store, clusterKind, clusterNameReservationId(existing.name));
+      let removed: IClusterDocument | null = null;
+      await portsArg.store.mutate(clusterKind, request.clusterId, (current) => {
+        removed = current;
+        return decideClusterDeletion(current, request.clusterId, request.expectedGeneration, serviceIds);
+      });
+      const cluster = removed as unknown as IClusterDocument;
+      const cascade = await portsArg.finishClusterDeletion(cluster.id, cluster.name);
+      portsArg.logger.info({ clusterId: cluster.id, actor: context.identity.userId, ...cascade }, 'cluster deleted');
+      return { cluster: toPublicCluster(cluster), ...cascade };
+    },
+  }),
+
+  adminQuery({
+    method: 'getClusterNodes',
+    input: { required: { clusterId: isIdString }, optional: pageShape('getClusterNodes') },
+    async run(request) {
+      await portsArg.requireCluster(request.clusterId);
+      const page = pageOf('getClusterNodes', await portsArg.listNodes(request.clusterId), (nodeArg) => nodeArg.id, request);
+      return { nodes: page.items, ...nextCursorMember(page) };
+    },
+  }),
+
+  adminMutation({
+    method: 'addClusterNode',
+    input: { required: { clusterId: isIdString, name: isNodeName }, optional: { nodeId: isNodeId } },
+    async facts(request) {
+      await portsArg.requireCluster(request.clusterId);
+      return { nodeId: request.nodeId ?? `node-${randomUUID()}` };
+    },
+    target: (request, facts) => ({ kind: clusterNodeKind, id: clusterNodeDocumentId(request.clusterId, facts.nodeId) }),
+    decide: (current, { request, facts, now }) => decideNodeCreation(current, {
+      id: clusterNodeDocumentId(request.clusterId, facts.nodeId),
+      nodeId: facts.nodeId,
+      clusterId: request.clusterId,
+      name: request.name,
+      createdAt: now,
+      source: 'admin',
+    }),
+    answer: ({ doc }) => ({ node: toPublicClusterNode(doc!) }),
+    after({ doc }, _step, context) {
+      portsArg.logger.info({ clusterId: doc!.clusterId, nodeId: doc!.nodeId, actor: context.identity.userId }, 'cluster node added');
+    },
+  }),
+
+  adminMutation({
+    method: 'removeClusterNode',
+    input: { required: { clusterId: isIdString, nodeId: isNodeId } },
+    facts: async (request) => { await portsArg.requireCluster(request.clusterId); },
+    target: (request) => ({ kind: clusterNodeKind, id: clusterNodeDocumentId(request.clusterId, request.nodeId) }),
+    decide: (current, { request }) => decideNodeRemoval(current, request.clusterId, request.nodeId),
+    // The answer is the node as it was when its removal committed.
+    answer: ({ previous }) => ({ node: toPublicClusterNode(previous!) }),
+    after(_outcome, { request }, context) {
+      portsArg.logger.info({ clusterId: request.clusterId, nodeId: request.nodeId, actor: context.identity.userId }, 'cluster node removed');
+    },
+  }),
+
+  adminMutation({
+    method: 'setClusterNodeCorestore',
+    input: { required: { clusterId: isIdString, nodeId: isNodeId, expected: isCorestoreOrNull, corestore: isCorestoreOrNull } },
+    facts: async (request) => { await portsArg.requireCluster(request.clusterId); },
+    target: (request) => ({ kind: clusterNodeKind, id: clusterNodeDocumentId(request.clusterId, request.nodeId) }),
+    decide: (current, { request }) => decideNodeCorestore(current, request.clusterId, request.nodeId, request.expected, request.corestore),
+    answer: ({ doc }) => ({ node: toPublicClusterNode(doc!) }),
+    after({ doc }, _step, context) {
+      portsArg.logger.info({
+        clusterId: doc!.clusterId,
+        nodeId: doc!.nodeId,
+        actor: context.identity.userId,
+        corestore: doc!.corestore?.endpoint ?? null,
+      }, 'cluster node corestore set');
+    },
+  }),
+
+  relayMutation({
+    method: 'reportClusterNode',
+    input: { required: { report: (valueArg, pathArg) => validateClusterNodeReport(valueArg, pathArg) } },
+    async facts(request, context) {
+      await portsArg.requireElected(context.session);
+      // Every read and write of a relay is confined to the cluster of its own socket.
+      return { clusterId: context.clusterId, id: clusterNodeDocumentId(context.clusterId, request.report.nodeId) };
+    },
+    target: (_request, facts) => ({ kind: clusterNodeKind, id: facts.id }),
+    decide: (current, { request, facts, now }) => decideNodeReport(current, facts.id, facts.clusterId, request.report, now),
+    answer: ({ doc }) => ({ node: toPublicClusterNode(doc!) }),
+  }),
+
+  relayQuery({
+    method: 'getClusterNodeCorestores',
+    input: { required: {}, optional: { nodeIds: isArrayOf(isNodeId, maximumNodeIdsPerRead) } },
+    async run(request, context) {
+      const nodes = await portsArg.listNodes(context.clusterId);
+      let selected = nodes;
+      if (request.nodeIds) {
+        const byId = new Map(nodes.map((node) => [node.id, node]));
+        const missing = request.nodeIds.filter((nodeId) => !byId.has(nodeId));
+        if (missing.length > 0) {
+          throw refuse('not-found', missing.map((nodeId) => `node ${nodeId} is not a node of this relay's cluster`));
+        }
+        selected = [...new Set(request.nodeIds)].map((nodeId) => byId.get(nodeId)!);
+      }
+      return {
+        nodes: selected.map((node) => ({ nodeId: node.id, corestore: node.corestore ? { endpoint: node.corestore.endpoint } : null })),
+      };
+    },
+  }),
+];
