@@ -218,7 +218,7 @@ export const runRelayConformance = async (optionsArg: IRelayConformanceOptions =
             databaseAllocation: { purpose: 'scratch-rehearsal', rehearsalId: 'conformance', allocationId: 'a'.repeat(64), generation: 1, bindingSha256: 'b'.repeat(64), receiptSha256: 'c'.repeat(64) },
           },
         }];
-        const created = await call('createIsolatedRestore', { backupId, targetNodeName: nodeId, restoreId, mappings });
+        const created = await callToEnd('createIsolatedRestore', { backupId, targetNodeName: nodeId, restoreId, mappings });
         const status = await call('stepIsolatedRestore', { restoreId, operation: 'status' });
         const executed = await call('stepIsolatedRestore', { restoreId, operation: 'execute', expectedRevision: status.state.revision });
         const cleaned = await call('stepIsolatedRestore', { restoreId, operation: 'cleanup', expectedRevision: executed.state.revision });

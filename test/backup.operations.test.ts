@@ -210,10 +210,13 @@ const mappings: TIsolatedRestoreResourceMapping[] = [{
 }];
 
 test('an isolated restore carries a verifiable grant per operation and stages the closure bytes exactly', async () => {
-  const created = await world.t.admin.call<IReq_Admin_CreateIsolatedRestore>('createIsolatedRestore', {
+  const started = world.t.admin.call<IReq_Admin_CreateIsolatedRestore>('createIsolatedRestore', {
     backupId: 'ops-1', targetNodeName: world.nodeId, restoreId: 'restore-1', mappings,
   });
-  assert.equal(created.state.phase, 'ready');
+  assert.equal((await started).restoreId, 'restore-1');
+  const created = await toCompletion(started);
+  assert.equal(created.restoreId, 'restore-1');
+  assert.equal(created.state!.phase, 'ready');
   const prepare = seen.coreflowPrepareIsolatedRestore.at(-1) as IReq_Cloudly_Coreflow_PrepareIsolatedRestore['request'];
   assert.deepEqual(prepare.mappings, mappings);
   assert.deepEqual(prepare.manifest, [{ path: 'closure/database.closure', size: closureBytes.byteLength, sha256: sha256Of(closureBytes) }]);

@@ -263,7 +263,7 @@ describe('a third-party relay written from docs/relay-protocol.md', () => {
   /** Backups and restores answer an operation at once: this follows it and answers its outcome, as the call once did. */
   const admin = async (methodArg: string, requestArg: TJson): Promise<any> => {
     const answer = await t.admin.call<TAnyCall>(methodArg, requestArg) as any;
-    return methodArg === 'createServiceBackup' || methodArg === 'restoreServiceBackup'
+    return methodArg === 'createServiceBackup' || methodArg === 'restoreServiceBackup' || methodArg === 'createIsolatedRestore'
       ? outcomeOf(await followOperation(t.admin, answer.operation.operationId, { timeoutMs: 20_000 }))
       : answer;
   };

@@ -516,16 +516,16 @@ export class BackupManager {
       return answer.found && answer.result !== undefined ? { found: true, result: answer.result } : { found: answer.found };
     }, { contractOwnsDryRun: true });
 
-    this.cloudly.addAdminHandler<IReq_Admin_CreateIsolatedRestore>('createIsolatedRestore', async (request) => {
+    this.cloudly.addAdminHandler<IReq_Admin_CreateIsolatedRestore>('createIsolatedRestore', async (request, context) => {
       request = requireRequestShape(request, {
         required: {
           backupId: isIdString,
           targetNodeName: isIdString,
           mappings: fromValidator(validateIsolatedRestoreResourceMappings),
         },
-        optional: { restoreId: isIdString },
+        optional: { restoreId: isIdString, mutationId: isIdString },
       });
-      return this.createIsolatedRestore(request);
+      return this.createIsolatedRestore(request, context.identity.userId);
     });
 
     this.cloudly.addAdminHandler<IReq_Admin_StepIsolatedRestore>('stepIsolatedRestore', async (request) => {
@@ -792,9 +792,24 @@ export class BackupManager {
     };
   }
 
+  /**
+   * Creates the restore record and answers at once with the operation that prepares it and stages
+   * every manifest object (the closure bytes: the long part) on the node.
+   */
   private async createIsolatedRestore(
     requestArg: IReq_Admin_CreateIsolatedRestore['request'],
+    actorIdArg: string,
   ): Promise<IReq_Admin_CreateIsolatedRestore['response']> {
+    const requestSha256 = sha256Hex(JSON.stringify(requestArg));
+    if (requestArg.mutationId !== undefined) {
+      const earlier = await this.operations.findByMutation('createIsolatedRestore', requestArg.mutationId);
+      if (earlier) {
+        if (earlier.requestSha256 !== requestSha256) {
+          throw refuse('invalid-request', [backupRefusalReasons.mutationReused]);
+        }
+        return { restoreId: String(earlier.input.restoreId), operation: (await this.operationOf(earlier.id))! };
+      }
+    }
     const backup = await this.cloudly.store.get(serviceBackupKind, requestArg.backupId);
     if (!backup) {
       throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
@@ -803,7 +818,8 @@ export class BackupManager {
       throw refuse('conflict', [backupRefusalReasons.backupNotCompleted]);
     }
     await this.requireNode(backup.clusterId, requestArg.targetNodeName);
-    const restoreId = requestArg.restoreId ?? `restore-${randomUUID()}`;
+    const restoreId = requestArg.restoreId
+      ?? (requestArg.mutationId !== undefined ? `restore-${sha256Hex(`createIsolatedRestore\u0000${requestArg.mutationId}`).slice(0, 32)}` : `restore-${randomUUID()}`);
     const doc = await this.cloudly.store.insert(isolatedRestoreKind, {
       id: restoreId,
       backupId: backup.id,
@@ -817,26 +833,47 @@ export class BackupManager {
     if (!doc) {
       throw refuse('conflict', [backupRefusalReasons.restoreIdInUse]);
     }
-    const routing = { clusterId: doc.clusterId, targetNodeName: doc.targetNodeName, restoreId };
-    let { state } = await this.cloudly.relays.call<IReq_Cloudly_Coreflow_PrepareIsolatedRestore['response']>(
-      doc.clusterId,
-      'coreflowPrepareIsolatedRestore',
-      {
-        restoreGrant: await this.signRestoreGrant(this.bindingOf(doc, 'prepare')),
-        ...routing,
-        mappings: doc.mappings,
-        manifest: doc.manifest,
-      } satisfies IReq_Cloudly_Coreflow_PrepareIsolatedRestore['request'],
-    ).then((answerArg) => {
-      requireValidRelayAnswer(validateIsolatedRestoreStateAnswer(answerArg, routing));
-      return answerArg;
+    const { doc: operationDoc } = await this.operations.begin({
+      operationId: requestArg.mutationId !== undefined ? operationIdOf('createIsolatedRestore', requestArg.mutationId) : `op-${randomUUID()}`,
+      kind: 'isolated-restore',
+      method: 'createIsolatedRestore',
+      clusterId: backup.clusterId,
+      serviceId: backup.serviceId,
+      nodeId: requestArg.targetNodeName,
+      backupId: backup.id,
+      requestedBy: actorIdArg,
+      ...(requestArg.mutationId !== undefined ? { mutationId: requestArg.mutationId } : {}),
+      requestSha256,
+      input: { restoreId },
     });
-    // One object per call, each under its own write-object grant.
-    for (const object of doc.manifest) {
-      state = await this.stageArchiveObject(doc, object, backup.closure.blobKey, state.revision);
-    }
-    await this.recordRestoreState(restoreId, state);
-    return { restoreId, state };
+    haltIfDryRun('relay call coreflowPrepareIsolatedRestore');
+    const blobKey = backup.closure.blobKey;
+    this.operations.launch(operationDoc, async (runArg) => {
+      const routing = { clusterId: doc.clusterId, targetNodeName: doc.targetNodeName, restoreId };
+      runArg.setPhase('relay');
+      runArg.signal.addEventListener('abort', () => this.abortStream(`stage\u0000${restoreId}`), { once: true });
+      let { state } = await runArg.untilCancelled(this.cloudly.relays.call<IReq_Cloudly_Coreflow_PrepareIsolatedRestore['response']>(
+        doc.clusterId,
+        'coreflowPrepareIsolatedRestore',
+        {
+          restoreGrant: await this.signRestoreGrant(this.bindingOf(doc, 'prepare')),
+          ...routing,
+          mappings: doc.mappings,
+          manifest: doc.manifest,
+        } satisfies IReq_Cloudly_Coreflow_PrepareIsolatedRestore['request'],
+      ));
+      requireValidRelayAnswer(validateIsolatedRestoreStateAnswer({ state }, routing));
+      // One object per call, each under its own write-object grant; its bytes are the progress.
+      for (const object of doc.manifest) {
+        runArg.setPhase('transfer', object.size);
+        runArg.setBytes(0, object.size);
+        state = await runArg.untilCancelled(this.stageArchiveObject(doc, object, blobKey, state.revision, runArg));
+      }
+      runArg.setPhase('recording');
+      await this.recordRestoreState(restoreId, state);
+      return { backup: toRecord(backup), restoreId, state };
+    });
+    return { restoreId, operation: toPublicOperation(operationDoc, null) };
   }
 
   private async stageArchiveObject(
@@ -844,13 +881,20 @@ export class BackupManager {
     objectArg: IBackupArchiveObject,
     blobKeyArg: string,
     expectedRevisionArg: number,
+    runArg?: IOperationRun,
   ): Promise<IIsolatedRestoreNodeState> {
     const session = this.cloudly.relays.activeSession(docArg.clusterId);
     if (!session) {
       throw refuse('unavailable', ['relay-not-connected']);
     }
     const sender = streamChannelOf(session.peer).openSender();
-    const sending = this.sendBlob(sender, blobKeyArg);
+    const streamKey = `stage\u0000${docArg.id}`;
+    this.openStreams.set(streamKey, sender);
+    const sending = this.sendBlob(sender, blobKeyArg, runArg).finally(() => {
+      if (this.openStreams.get(streamKey) === sender) {
+        this.openStreams.delete(streamKey);
+      }
+    });
     this.track(sending);
     try {
       const answer = await this.cloudly.relays.callSession<IReq_Cloudly_Relay_StageIsolatedRestoreArchive['response']>(

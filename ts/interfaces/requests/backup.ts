@@ -260,7 +260,8 @@ export type IReq_Admin_PruneClusterNodeArchive = ITypedContract<
 /**
  * Starts an isolated restore of a recorded backup on one node: Cloudly derives the cluster
  * and source service from the backup, prepares the restore and stages every manifest
- * object, each call under its own restore grant.
+ * object, each call under its own restore grant. Answered at once (project's own shape) with the
+ * restore's id and the operation that prepares and stages it; the node's state is in its `result`.
  */
 export type IReq_Admin_CreateIsolatedRestore = ITypedContract<
   'createIsolatedRestore',
@@ -270,8 +271,10 @@ export type IReq_Admin_CreateIsolatedRestore = ITypedContract<
     targetNodeName: string;
     restoreId?: string;
     mappings: TIsolatedRestoreResourceMapping[];
+    /** Project's own member: the same mutationId again answers the same operation. */
+    mutationId?: string;
   },
-  { restoreId: string; state: IIsolatedRestoreNodeState }
+  { restoreId: string; operation: IOperation }
 >;
 
 /** Reads, executes or cleans up an isolated restore, under a fresh grant for that operation. */

@@ -1,5 +1,6 @@
 import type { IIdentity } from '../data/user.js';
 import type { TBackupSnapshot } from '../data/backup.js';
+import type { IIsolatedRestoreNodeState } from '../data/isolatedrestore.js';
 import type { ITypedContract } from './admin.js';
 import type { IPageRequest, IPageAnswer } from './pagination.js';
 import type { IServiceBackupRecord } from './backup.js';
@@ -14,7 +15,7 @@ import type { IServiceBackupRecord } from './backup.js';
 export const operationStates = ['running', 'completed', 'failed', 'cancelled'] as const;
 export type TOperationState = typeof operationStates[number];
 
-export const operationKinds = ['service-backup', 'service-restore'] as const;
+export const operationKinds = ['service-backup', 'service-restore', 'isolated-restore'] as const;
 export type TOperationKind = typeof operationKinds[number];
 
 /** Where an operation is; bytes are the closure bytes moved between Cloudly and the relay. */
@@ -43,7 +44,7 @@ export interface IOperationError {
 export interface IOperation {
   operationId: string;
   kind: TOperationKind;
-  /** The admin method that started it. */
+  /** The admin method that started it. For an isolated restore, `nodeId` is its target node. */
   method: string;
   state: TOperationState;
   /** Why it failed or was cancelled (the first reason; `interrupted` when its instance died). */
@@ -60,8 +61,12 @@ export interface IOperation {
   startedAt: number;
   endedAt?: number;
   generation: number;
-  /** What the blocking call used to answer, once completed. */
-  result?: { backup: IServiceBackupRecord; restored?: TBackupSnapshot[] };
+  /**
+   * What the blocking call used to answer, once completed: the backup (for an isolated restore,
+   * the one restored from), `restored` of a restore, `restoreId` and the node's `state` of an
+   * isolated restore.
+   */
+  result?: { backup: IServiceBackupRecord; restored?: TBackupSnapshot[]; restoreId?: string; state?: IIsolatedRestoreNodeState };
 }
 
 /** One operation by id. */
