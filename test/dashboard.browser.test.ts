@@ -188,6 +188,8 @@ test('an ingress is designated through the dry-run confirmation', { skip }, asyn
   await dialog.locator('[data-action=close]').click();
   await page.locator('[data-ingress=designated]').waitFor();
   assert.match(await page.locator('[data-ingress=designated]').textContent() ?? '', /alpha-ingress[\s\S]*generation 1/);
+  // Route readiness comes from getClusterRouteTableResolution: no service here declares a route.
+  await waitForText('#routes-title', /Routes \(0 of 0 ready/);
 });
 
 test('a refusal is shown with its code and every reason, and nothing is written', { skip }, async () => {

@@ -4,7 +4,8 @@ import { LightElement } from './widgets.js';
 
 /** The cluster a change belongs to, when the event says so. */
 export const clusterOfChange = (changeArg: IChangeEvent): string | null => {
-  if (changeArg.kind === 'CloudlyCluster' || changeArg.kind === 'CloudlyClusterRelayRegistration' || changeArg.kind === 'CloudlyClusterIngressSlot') {
+  // These kinds are stored under their cluster's id.
+  if (['CloudlyCluster', 'CloudlyClusterRelayRegistration', 'CloudlyClusterIngressSlot', 'CloudlyClusterDesiredState'].includes(changeArg.kind)) {
     return changeArg.id;
   }
   const document = changeArg.document as { clusterId?: unknown } | undefined;

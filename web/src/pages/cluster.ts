@@ -4,6 +4,7 @@ import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import type { IClusterNode } from '../../../ts/interfaces/data/clusternode.js';
 import type { TClusterCorestoreLegacyResourceInventory, ICorestoreLegacyResourceSelection } from '../../../ts/interfaces/data/corestorelegacy.js';
 import type { ICorestoreLegacyResourceAdoptionPlanEntry } from '../../../ts/interfaces/platform/corestorelegacy.js';
+import type { IClusterResolvedRouteTable, IClusterUnresolvedRoute } from '../../../ts/interfaces/data/desiredstate.js';
 import { api } from '../api.js';
 import { explainRuntimeStatus, formatTime } from '../format.js';
 import { LivePage, clusterOfChange } from '../live.js';
@@ -26,6 +27,7 @@ export class CloudlyClusterPage extends LivePage {
     servicePage: { state: true },
     ingressChoice: { state: true },
     inventory: { state: true },
+    routes: { state: true },
   };
 
   declare clusterId: string;
@@ -34,6 +36,8 @@ export class CloudlyClusterPage extends LivePage {
   declare nodePage: number;
   declare servicePage: number;
   declare ingressChoice: string;
+  /** The route table and the routes left out with their reasons; null while unread or when not served. */
+  declare routes: { table: IClusterResolvedRouteTable; unresolved: IClusterUnresolvedRoute[] } | null;
   declare inventory: { nodeId: string; answer?: { inventory: TClusterCorestoreLegacyResourceInventory; inventorySha256: string | null }; error?: unknown; selected: Set<string> } | null;
   private loadSerial = 0;
   private readonly reloadSoon = coalesce(() => void this.load());
@@ -58,9 +62,15 @@ export class CloudlyClusterPage extends LivePage {
   private async load(): Promise<void> {
     const serial = ++this.loadSerial;
     try {
-      const { overview } = await api.call<{ overview: IClusterOverview }>('getClusterOverview', { clusterId: this.clusterId });
+      const [{ overview }, routes] = await Promise.all([
+        api.call<{ overview: IClusterOverview }>('getClusterOverview', { clusterId: this.clusterId }),
+        // Older Cloudly without the route resolution read: readiness is then derived (below).
+        api.call<{ table: IClusterResolvedRouteTable; unresolved: IClusterUnresolvedRoute[] }>('getClusterRouteTableResolution', { clusterId: this.clusterId })
+          .catch(() => null),
+      ]);
       if (serial === this.loadSerial) {
         this.overview = overview;
+        this.routes = routes;
         this.error = undefined;
       }
     } catch (error) {
@@ -223,7 +233,8 @@ export class CloudlyClusterPage extends LivePage {
             <div><dt>Credential</dt><dd>${designation.credential.credentialId} (generation ${designation.credential.generation})</dd></div>
           </dl>`
         : html`<p data-ingress="none">Not designated.</p>`}
-      <p class="readiness" data-readiness=${converged && relayRegistered && designation ? 'ready' : 'not-ready'}><strong>Route readiness:</strong> ${readiness}</p>
+      <p class="readiness" data-readiness=${converged && relayRegistered && designation ? 'ready' : 'not-ready'}><strong>Ingress readiness:</strong> ${readiness}</p>
+      ${this.routesView(overviewArg)}
       ${overviewArg.services.length
         ? html`<div class="inline-form">
             <label>Ingress service
@@ -235,6 +246,29 @@ export class CloudlyClusterPage extends LivePage {
           </div>`
         : html`<p class="muted">The cluster has no service to designate.</p>`}
     </section>`;
+  }
+
+  /** Every declared route: resolved to its targets, or left out with Cloudly's reason. */
+  private routesView(overviewArg: IClusterOverview): TemplateResult {
+    if (!this.routes) {
+      return html``;
+    }
+    const nameOf = (serviceIdArg: string) => overviewArg.services.find((entry) => entry.service.id === serviceIdArg)?.service.name ?? serviceIdArg;
+    const rows = [
+      ...this.routes.table.routes.map((route) => ({ hostname: route.hostname, serviceId: route.serviceId, port: route.port, ready: true,
+        detail: `ready: ${route.targets.length} target${route.targets.length === 1 ? '' : 's'} (${route.targets.map((target) => `${target.address}:${target.port}`).join(', ')})` })),
+      ...this.routes.unresolved.map((route) => ({ hostname: route.hostname, serviceId: route.serviceId, port: route.port, ready: false, detail: `not ready: ${route.reason}` })),
+    ].sort((left, right) => (left.hostname < right.hostname ? -1 : left.hostname > right.hostname ? 1 : 0));
+    const ready = this.routes.table.routes.length;
+    return html`<h3 id="routes-title">Routes (${ready} of ${rows.length} ready, desired-state revision ${this.routes.table.revision})</h3>
+      ${rows.length === 0 ? html`<p class="muted">No service declares a route.</p>` : html`
+      <table class="data" aria-labelledby="routes-title">
+        <thead><tr><th scope="col">Hostname</th><th scope="col">Service</th><th scope="col">Port</th><th scope="col">Readiness</th></tr></thead>
+        <tbody>${rows.map((row) => html`<tr data-route=${row.hostname} data-route-ready=${row.ready ? 'true' : 'false'}>
+          <th scope="row">${row.hostname}</th><td>${nameOf(row.serviceId)}</td><td>${row.port}</td>
+          <td><span class=${`badge ${row.ready ? 'state-converged' : 'state-waiting'}`}>${row.ready ? 'ready' : 'not ready'}</span> ${row.detail.replace(/^(not )?ready: /, '')}</td>
+        </tr>`)}</tbody>
+      </table>`}`;
   }
 
   private nodesView(overviewArg: IClusterOverview): TemplateResult {
