@@ -1,5 +1,11 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
+import { findFreePort } from '../ts/core/database.js';
 import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, type ITestCloudly } from './helpers/cloudly.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import type { IIdentity } from '../ts/interfaces/data/user.js';
@@ -163,4 +169,37 @@ test('roles change with compare-and-swap; the last enabled admin and one\'s own 
   const demoted = await loginAs(testAdminUsername, testAdminPassword);
   assert.equal(demoted.identity!.role, 'user');
   assert.equal((await refusalOf(() => demoted.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'x' }))).code, 'forbidden');
+});
+
+test('two instances sharing a database: a disable or logout made through one is refused on the other at the next call', async () => {
+  const port = await findFreePort();
+  const database = new congodb.CongoServer({ port, host: '127.0.0.1', storage: 'memory' });
+  await database.start();
+  const keyDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-accounts-'));
+  const keyFile = path.join(keyDir, 'kek');
+  await fsp.writeFile(keyFile, randomBytes(32).toString('hex'), { mode: 0o600 });
+  const shared = { mongoDbUrl: `mongodb://127.0.0.1:${port}/?serverMonitoringMode=poll&directConnection=true`, secretsKeyFile: keyFile };
+  const a = await startTestCloudly(shared);
+  const b = await startTestCloudly(shared);
+  try {
+    await a.admin.call<IReq_Admin_CreateUser>('createUser', { username: 'roaming', password: userPassword, role: 'user' });
+    const onA = new CloudlyAdminClient(a.baseUrl);
+    const identity = await onA.login('roaming', userPassword);
+    const onB = new CloudlyAdminClient(b.baseUrl);
+    onB.identity = identity;
+    await onB.call<IReq_Any_Cloudly_GetClusters>('getClusters', {});
+    await onA.call<IReq_Account_Logout>('logout', {});
+    assert.deepEqual((await refusalOf(() => onB.call<IReq_Any_Cloudly_GetClusters>('getClusters', {}))).reasons, ['identity was revoked (logout)'], 'refused on the other instance');
+    onB.identity = await onB.login('roaming', userPassword);
+    await onB.call<IReq_Any_Cloudly_GetClusters>('getClusters', {});
+    const account = (await b.admin.call<IReq_Admin_GetUsers>('getUsers', {})).users.find((userArg) => userArg.username === 'roaming')!;
+    await b.admin.call<IReq_Admin_SetUserDisabled>('setUserDisabled', { userId: account.userId, disabled: true, expectedGeneration: account.generation });
+    onA.identity = onB.identity;
+    assert.deepEqual((await refusalOf(() => onA.call<IReq_Any_Cloudly_GetClusters>('getClusters', {}))).reasons, ['identity belongs to a disabled account']);
+  } finally {
+    await a.stop();
+    await b.stop();
+    await database.stop();
+    await fsp.rm(keyDir, { recursive: true, force: true });
+  }
 });
