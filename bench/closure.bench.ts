@@ -48,6 +48,7 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
+import { followOperation, outcomeOf } from '../ts/client/operations.js';
 import { releaseOwnMemory } from '../ts/core/memoryrelease.js';
 import { defaultStreamChunkBytes, streamFrameHeaderLength } from '../ts/core/streams.js';
 import type { IReq_Cloudly_Relay_BackupClusterService } from '../ts/interfaces/requests/backup.js';
@@ -118,9 +119,11 @@ const runServer = async (): Promise<void> => {
       (globalThis as { gc?: () => void }).gc?.();
       // An administrator orders the backup; Cloudly then calls the relay, which streams the closure.
       try {
-        await admin.call('createServiceBackup', {
+        // The order answers its operation at once; the backup is done when the operation is.
+        const { operation } = await admin.call('createServiceBackup', {
           clusterId: cluster.id, nodeId: 'bench-node', serviceId: service.id, backupId: messageArg.backupId,
-        });
+        }) as { operation: { operationId: string } };
+        outcomeOf(await followOperation(admin, operation.operationId, { timeoutMs: 60 * 60_000, pollMs: 20 }));
         send({ kind: 'backup-done' });
       } catch (error) {
         send({ kind: 'backup-done', error: String((error as { errorData?: unknown }).errorData ? JSON.stringify((error as { errorData?: unknown }).errorData) : error) });
