@@ -113,10 +113,20 @@ export type IAdminMutation<M extends TCloudlyMethod, T extends IStoredDocument, 
 export type IRelayMutation<M extends TCloudlyMethod, T extends IStoredDocument, TFacts> = IRelayMutationDef<M, T, TFacts> & { kind: 'relay-mutation' };
 export type IRelayQuery<M extends TCloudlyMethod> = IRelayQueryDef<M> & { kind: 'relay-query' };
 
-/** Any declared operation, as the registry holds it. */
-export type TOperation =
+/** Any declared operation, as the pipeline reads it. */
+type TAnyOperation =
   // The method, document and fact types are the declaring domain's business; the pipeline passes them along.
   | IAdminQuery<any> | IAdminOrchestration<any> | IAdminMutation<any, any, any> | IRelayMutation<any, any, any> | IRelayQuery<any>;
+
+/**
+ * A declared operation as a domain hands it to the root. Deliberately carries no method type
+ * parameter: a list of operations typed by it gives the declarations no contextual type, so each
+ * one infers its own method name (and from it, its request and answer).
+ */
+export interface IDeclaredOperation {
+  readonly kind: TAnyOperation['kind'];
+  readonly method: TCloudlyMethod;
+}
 
 // Each declaration takes its definition whole (no mapped type around it), so the method name's
 // literal type is inferred and every callback's request and answer follow from the method map.
@@ -173,8 +183,8 @@ const runOneDocumentMutation = async <M extends TCloudlyMethod, T extends IStore
 };
 
 /** Registers every operation on the host: the one pipeline. */
-export const registerOperations = (hostArg: IOperationHost, operationsArg: readonly TOperation[]): void => {
-  for (const operation of operationsArg) {
+export const registerOperations = (hostArg: IOperationHost, operationsArg: readonly IDeclaredOperation[]): void => {
+  for (const operation of operationsArg as readonly TAnyOperation[]) {
     switch (operation.kind) {
       case 'admin-query':
       case 'admin-orchestration':

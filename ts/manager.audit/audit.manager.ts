@@ -1,11 +1,11 @@
 import type { Filter } from 'mongodb';
 import type { Cloudly } from '../classes.cloudly.js';
 import type { IAuditEvent, IAuditEventFilter } from '../interfaces/data/audit.js';
-import type { IReq_Admin_GetAuditEvents } from '../interfaces/requests/audit.js';
 import { refuse } from '../core/errors.js';
 import { decodePageCursor, encodePageCursor, isPageCursorOf, isPageLimit, pageLimits } from '../core/pagination.js';
 import { auditEventKind, type IAuditEventDocument } from '../core/store.js';
-import { isString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
+import { isString, type TFieldCheck } from '../core/validation.js';
+import { adminQuery, registerOperations, type TOperationRequest, type TOperationAnswer } from '../core/operations.js';
 
 /**
  * The audit log's read side and its retention. The events are written by the store itself, in
@@ -87,37 +87,43 @@ export class AuditManager {
   private sweepTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly cloudly: Cloudly) {
-    cloudly.addAdminHandler<IReq_Admin_GetAuditEvents>('getAuditEvents', async (request) => {
-      request = requireRequestShape(request, { required: {}, optional: { cursor: isCursor, limit: isPageLimit, filter: isAuditFilter } });
-      const limit = request.limit ?? auditPageLimits.defaultLimit;
-      const query: Record<string, unknown> = {};
-      const filter = request.filter ?? {};
-      if (filter.since !== undefined && filter.until !== undefined && filter.until < filter.since) {
-        throw refuse('invalid-request', ['request.filter.until must not be before request.filter.since']);
-      }
-      if (filter.targetKind !== undefined) query['target.kind'] = filter.targetKind;
-      if (filter.targetId !== undefined) query['target.id'] = filter.targetId;
-      if (filter.actorId !== undefined) query['actor.id'] = filter.actorId;
-      if (filter.method !== undefined) query.method = filter.method;
-      const at: Record<string, number> = {};
-      if (filter.since !== undefined) at.$gte = filter.since;
-      if (filter.until !== undefined) at.$lt = filter.until;
-      const clauses: Array<Record<string, unknown>> = [query];
-      if (Object.keys(at).length > 0) {
-        clauses.push({ at });
-      }
-      if (request.cursor !== undefined) {
-        // Strictly after the cursor's event in the newest-first order: older, or as old with a smaller id.
-        const cursor = decodeAuditCursor(request.cursor)!;
-        clauses.push({ $or: [{ at: { $lt: cursor.at } }, { at: cursor.at, id: { $lt: cursor.id } }] });
-      }
-      const docs = await this.cloudly.store.find(auditEventKind, { $and: clauses } as Filter<IAuditEventDocument>, {
-        sort: { at: -1, id: -1 },
-        limit: limit + 1,
-      });
-      const events = docs.slice(0, limit).map(toPublicEvent);
-      return docs.length > limit ? { events, nextCursor: encodeCursor(events[events.length - 1]) } : { events };
+    registerOperations(cloudly, [adminQuery({
+      method: 'getAuditEvents',
+      input: { required: {}, optional: { cursor: isCursor, limit: isPageLimit, filter: isAuditFilter } },
+      check: (request) => (request.filter?.since !== undefined && request.filter.until !== undefined && request.filter.until < request.filter.since
+        ? ['request.filter.until must not be before request.filter.since']
+        : []),
+      run: (request) => this.readEvents(request),
+    })]);
+  }
+
+  /** One page of the log, newest first, under the request's filter. */
+  private async readEvents(request: TOperationRequest<'getAuditEvents'>): Promise<TOperationAnswer<'getAuditEvents'>> {
+    const limit = request.limit ?? auditPageLimits.defaultLimit;
+    const query: Record<string, unknown> = {};
+    const filter = request.filter ?? {};
+    if (filter.targetKind !== undefined) query['target.kind'] = filter.targetKind;
+    if (filter.targetId !== undefined) query['target.id'] = filter.targetId;
+    if (filter.actorId !== undefined) query['actor.id'] = filter.actorId;
+    if (filter.method !== undefined) query.method = filter.method;
+    const at: Record<string, number> = {};
+    if (filter.since !== undefined) at.$gte = filter.since;
+    if (filter.until !== undefined) at.$lt = filter.until;
+    const clauses: Array<Record<string, unknown>> = [query];
+    if (Object.keys(at).length > 0) {
+      clauses.push({ at });
+    }
+    if (request.cursor !== undefined) {
+      // Strictly after the cursor's event in the newest-first order: older, or as old with a smaller id.
+      const cursor = decodeAuditCursor(request.cursor)!;
+      clauses.push({ $or: [{ at: { $lt: cursor.at } }, { at: cursor.at, id: { $lt: cursor.id } }] });
+    }
+    const docs = await this.cloudly.store.find(auditEventKind, { $and: clauses } as Filter<IAuditEventDocument>, {
+      sort: { at: -1, id: -1 },
+      limit: limit + 1,
     });
+    const events = docs.slice(0, limit).map(toPublicEvent);
+    return docs.length > limit ? { events, nextCursor: encodeCursor(events[events.length - 1]) } : { events };
   }
 
   public async start(): Promise<void> {

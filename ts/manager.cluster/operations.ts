@@ -8,7 +8,7 @@ import {
   adminQuery,
   relayMutation,
   relayQuery,
-  type TOperation,
+  type IDeclaredOperation,
 } from '../core/operations.js';
 import type { DocumentStore } from '../core/store.js';
 import type { IRelaySession } from '../core/relaysessions.js';
@@ -82,7 +82,7 @@ export interface IClusterPorts {
   finishClusterDeletion(clusterIdArg: string, nameArg: string): Promise<{ removedNodes: number; closedSockets: number }>;
 }
 
-export const clusterOperations = (portsArg: IClusterPorts) => [
+export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[] => [
   adminOrchestration({
     method: 'createCluster',
     input: { required: { name: isString(1, 64, clusterNamePattern) } },

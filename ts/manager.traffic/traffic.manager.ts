@@ -1,7 +1,8 @@
 import type { Cloudly } from '../classes.cloudly.js';
 import { refuse } from '../core/errors.js';
 import { requireValidRelayAnswer } from '../core/relaycalls.js';
-import { isIdString, isString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
+import { isIdString, isString, type TFieldCheck } from '../core/validation.js';
+import { adminQuery, registerOperations } from '../core/operations.js';
 import {
   clusterTrafficStatisticsContract as contract,
   readUtcDay,
@@ -34,36 +35,37 @@ const isCursor = isString(1, contract.maximumCursorLength);
  */
 export class TrafficManager {
   constructor(private readonly cloudly: Cloudly) {
-    cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterTrafficStatistics>('getClusterTrafficStatistics', async (request) => {
-      request = requireRequestShape(request, {
+    registerOperations(cloudly, [adminQuery({
+      method: 'getClusterTrafficStatistics',
+      input: {
         required: { clusterId: isIdString, fromDayUtc: isUtcDay, toDayUtc: isUtcDay },
         optional: { cursor: isCursor, limit: isLimit },
-      });
-      const from = readUtcDay(request.fromDayUtc)!;
-      const to = readUtcDay(request.toDayUtc)!;
-      const reasons: string[] = [];
-      if (to < from) {
-        reasons.push('request.toDayUtc must not be before request.fromDayUtc');
-      } else if ((to - from) / dayMs + 1 > contract.maximumRangeDays) {
-        reasons.push(`request spans ${(to - from) / dayMs + 1} days; at most ${contract.maximumRangeDays} days per read`);
-      }
-      if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
-      }
-      if (!(await cloudly.clusterManager.getCluster(request.clusterId))) {
-        throw refuse('not-found', [`cluster ${request.clusterId} does not exist`]);
-      }
-      const ask: IReq_Cloudly_Relay_GetClusterTrafficStatistics['request'] = {
-        fromDayUtc: request.fromDayUtc,
-        toDayUtc: request.toDayUtc,
-        limit: request.limit ?? contract.defaultLimit,
-        ...(request.cursor !== undefined ? { cursor: request.cursor } : {}),
-      };
-      const answer: unknown = await cloudly.relays.call<IReq_Cloudly_Relay_GetClusterTrafficStatistics['response']>(
-        request.clusterId, 'getClusterTrafficStatistics', ask);
-      const nodeIds = new Set((await cloudly.clusterManager.nodes.listNodes(request.clusterId)).map((node) => node.id));
-      return this.readAnswer(answer, ask, from, to, nodeIds);
-    });
+      },
+      check(request) {
+        const from = readUtcDay(request.fromDayUtc)!;
+        const to = readUtcDay(request.toDayUtc)!;
+        if (to < from) {
+          return ['request.toDayUtc must not be before request.fromDayUtc'];
+        }
+        const days = (to - from) / dayMs + 1;
+        return days > contract.maximumRangeDays ? [`request spans ${days} days; at most ${contract.maximumRangeDays} days per read`] : [];
+      },
+      run: async (request) => {
+        if (!(await cloudly.clusterManager.getCluster(request.clusterId))) {
+          throw refuse('not-found', [`cluster ${request.clusterId} does not exist`]);
+        }
+        const ask: IReq_Cloudly_Relay_GetClusterTrafficStatistics['request'] = {
+          fromDayUtc: request.fromDayUtc,
+          toDayUtc: request.toDayUtc,
+          limit: request.limit ?? contract.defaultLimit,
+          ...(request.cursor !== undefined ? { cursor: request.cursor } : {}),
+        };
+        const answer: unknown = await cloudly.relays.call<IReq_Cloudly_Relay_GetClusterTrafficStatistics['response']>(
+          request.clusterId, 'getClusterTrafficStatistics', ask);
+        const nodeIds = new Set((await cloudly.clusterManager.nodes.listNodes(request.clusterId)).map((node) => node.id));
+        return this.readAnswer(answer, ask, readUtcDay(request.fromDayUtc)!, readUtcDay(request.toDayUtc)!, nodeIds);
+      },
+    })]);
   }
 
   /** The relay's answer checked against what was asked; any flaw is `relay-answer-invalid`, naming it. */
