@@ -49,17 +49,33 @@ const isRole: TFieldCheck = (valueArg, pathArg) => (valueArg === 'admin' || valu
 const newSessionKey = (): string => randomBytes(16).toString('base64url');
 
 /**
+ * How long the revocation check may reuse a read of an account. A change committed on this
+ * instance drops the entry at once; a change committed on another instance is seen here within
+ * this bound. Reads of one account are also shared while one is in flight.
+ */
+export const accountCheckCacheMs = 1_000;
+const accountCacheLimit = 10_000;
+
+/**
  * Accounts and sessions: login, the bootstrap admin, account management, password change, logout
  * and revocation. Every admin call is checked here after its signature verified
- * (`requireActiveSession`): one read of the account by id, on every call and every instance, so a
- * disabled or deleted account, a role change, a password change or a logout is refused from the
- * next call on (no cache, so the bound is zero).
+ * (`requireActiveSession`) against the account read by id: a disabled or deleted account, a role
+ * change, a password change or a logout is refused from the next call on this instance, and
+ * within `accountCheckCacheMs` on every other instance (a read of an account is reused for at
+ * most that long; a local commit of the account drops it at once).
  */
 export class AdminManager {
   private readonly usernameFailures = new AttemptLimiter(loginFailureLimits.perUsername);
   private readonly addressFailures = new AttemptLimiter(loginFailureLimits.perAddress);
+  /** Recent reads of accounts for the revocation check, by user id (the read's start time and its promise). */
+  private readonly accountReads = new Map<string, { at: number; read: Promise<IAdminUser | null> }>();
 
   constructor(private readonly cloudly: Cloudly) {
+    cloudly.store.onCommitted((kindArg, idArg) => {
+      if (kindArg === (adminUserKind as unknown)) {
+        this.accountReads.delete(idArg);
+      }
+    });
     this.registerLogin();
     this.registerAccounts();
   }
@@ -104,10 +120,30 @@ export class AdminManager {
 
   /** Refuses an identity whose account is gone or disabled, or whose session was revoked. */
   public async requireActiveSession(identityArg: IVerifiedIdentity): Promise<void> {
-    const revoked = revocationOf(await this.cloudly.store.get(adminUserKind, identityArg.userId), identityArg);
+    const revoked = revocationOf(await this.readAccount(identityArg.userId), identityArg);
     if (revoked) {
       throw refuse('unauthenticated', [revoked]);
     }
+  }
+
+  /** The account as read at most `accountCheckCacheMs` ago (a read in flight is shared). */
+  private readAccount(userIdArg: string): Promise<IAdminUser | null> {
+    const now = Date.now();
+    const recent = this.accountReads.get(userIdArg);
+    if (recent && now - recent.at < accountCheckCacheMs) {
+      return recent.read;
+    }
+    if (this.accountReads.size >= accountCacheLimit) {
+      this.accountReads.clear();
+    }
+    const read = this.cloudly.store.get(adminUserKind, userIdArg);
+    this.accountReads.set(userIdArg, { at: now, read });
+    read.catch(() => {
+      if (this.accountReads.get(userIdArg)?.read === read) {
+        this.accountReads.delete(userIdArg);
+      }
+    });
+    return read;
   }
 
   /** The socket upgrade: a verified JWT of a standing account (either role; each call is checked again). */
