@@ -1,0 +1,81 @@
+/**
+ * The cost of the declared-operation pipeline (ts/core/operations.ts) against the same work
+ * registered as a hand-written handler, in one run on one server: `getClusterById` (an
+ * adminQuery) and `removeClusterNode`-style one-document writes (`setClusterNodeCorestore`, an
+ * adminMutation) against handlers that do exactly the same reads and writes directly.
+ * Aim (issue 15): within 5%. Figures are printed; nothing is asserted.
+ *
+ *   node --import tsx bench/pipeline.bench.ts
+ */
+import { refuse } from '../ts/core/errors.js';
+import { isIdString, requireRequestShape } from '../ts/core/validation.js';
+import { clusterKind, toPublicCluster } from '../ts/manager.cluster/documents.js';
+import { clusterNodeDocumentId, clusterNodeKind, toPublicClusterNode } from '../ts/manager.cluster/clusternodes.js';
+import { decideNodeCorestore } from '../ts/manager.cluster/decide.js';
+import type { TUntypedContract } from '../ts/client/admin.js';
+import { ratePerSecond, startBenchCloudly, timeEach } from './helpers/benchcloudly.js';
+
+const rounds = Number(process.env.PIPELINE_BENCH_ROUNDS ?? 3);
+
+const main = async (): Promise<void> => {
+  const bench = await startBenchCloudly('pipeline');
+  const { cloudly, admin } = bench;
+  try {
+    // The hand-written baselines: the handler bodies the methods had before they were declared.
+    cloudly.addAdminHandler<TUntypedContract>('benchDirectGetClusterById', async (requestArg) => {
+      const request = requireRequestShape(requestArg as { clusterId: string }, { required: { clusterId: isIdString } });
+      const doc = await cloudly.store.get(clusterKind, request.clusterId);
+      if (!doc) {
+        throw refuse('not-found', [`cluster ${request.clusterId} does not exist`]);
+      }
+      return { cluster: toPublicCluster(doc) };
+    });
+    cloudly.addAdminHandler<TUntypedContract>('benchDirectSetClusterNodeCorestore', async (requestArg) => {
+      const request = requestArg as { clusterId: string; nodeId: string; expected: { endpoint: string } | null; corestore: { endpoint: string } | null };
+      if (!(await cloudly.store.get(clusterKind, request.clusterId))) {
+        throw refuse('not-found', [`cluster ${request.clusterId} does not exist`]);
+      }
+      const { doc } = await cloudly.store.mutate(clusterNodeKind, clusterNodeDocumentId(request.clusterId, request.nodeId), (current) =>
+        decideNodeCorestore(current, request.clusterId, request.nodeId, request.expected, request.corestore));
+      return { node: toPublicClusterNode(doc!) };
+    });
+
+    const { cluster } = await admin.call('createCluster', { name: 'pipeline' });
+    await admin.call('addClusterNode', { clusterId: cluster.id, name: 'declared', nodeId: 'declared' });
+    await admin.call('addClusterNode', { clusterId: cluster.id, name: 'direct', nodeId: 'direct' });
+    const endpoints = ['https://corestore-a.example:7443', 'https://corestore-b.example:7443'];
+    const flip = (stateArg: { next: number }) => {
+      const expected = stateArg.next === 0 ? null : { endpoint: endpoints[(stateArg.next - 1) % 2] };
+      const corestore = { endpoint: endpoints[stateArg.next % 2] };
+      stateArg.next++;
+      return { expected, corestore };
+    };
+    const declaredState = { next: 0 };
+    const directState = { next: 0 };
+
+    console.log(`pipeline bench: ${rounds} alternating rounds, admin socket, embedded database`);
+    const reads = { declared: [] as number[], direct: [] as number[] };
+    const writes = { declared: [] as number[], direct: [] as number[] };
+    for (let round = 0; round < rounds; round++) {
+      reads.declared.push(await ratePerSecond(8, () => admin.call('getClusterById', { clusterId: cluster.id }), 2_000));
+      reads.direct.push(await ratePerSecond(8, () => admin.call<TUntypedContract>('benchDirectGetClusterById', { clusterId: cluster.id }), 2_000));
+      writes.declared.push(1000 / (await timeEach(300, () =>
+        admin.call('setClusterNodeCorestore', { clusterId: cluster.id, nodeId: 'declared', ...flip(declaredState) }))).mean);
+      writes.direct.push(1000 / (await timeEach(300, () =>
+        admin.call<TUntypedContract>('benchDirectSetClusterNodeCorestore', { clusterId: cluster.id, nodeId: 'direct', ...flip(directState) }))).mean);
+    }
+    const median = (valuesArg: number[]) => [...valuesArg].sort((a, b) => a - b)[Math.floor(valuesArg.length / 2)];
+    const line = (nameArg: string, pairArg: { declared: number[]; direct: number[] }) => {
+      const declared = median(pairArg.declared);
+      const direct = median(pairArg.direct);
+      console.log(`${nameArg}: declared ${declared.toFixed(0)}/s, hand-written ${direct.toFixed(0)}/s, ratio ${(declared / direct).toFixed(3)} `
+        + `(rounds: ${pairArg.declared.map((value, index) => (value / pairArg.direct[index]).toFixed(3)).join(', ')})`);
+    };
+    line('getClusterById, 8 in flight', reads);
+    line('setClusterNodeCorestore, sequential (audited write)', writes);
+  } finally {
+    await bench.stop();
+  }
+};
+
+await main();
