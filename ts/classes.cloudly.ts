@@ -159,6 +159,7 @@ export class Cloudly {
     this.httpServer = await createHttpServer(this.transportHost());
     registerDashboard(this.httpServer, { logger: this.logger });
     await this.httpServer.listen({ port: this.config.port, host: this.config.host });
+    await this.clusterManager.relayElection.startRegistry(this.config.internalUrl ?? this.baseUrl);
     this.started = true;
     this.logger.info({ url: this.baseUrl, database: this.database.embedded ? 'embedded' : 'mongodb' }, 'cloudly is listening');
   }
@@ -180,6 +181,7 @@ export class Cloudly {
       isReady: async () => this.started && await this.database.isReachable(),
       metricsText: async () => ({ contentType: this.metrics.registry.contentType, text: await this.metrics.registry.metrics() }),
       jwks: () => this.auth.jwks,
+      serveForwardedRelayCall: (bearerArg, bodyArg) => this.clusterManager.relayElection.serveForwarded(bearerArg, bodyArg),
     };
   }
 

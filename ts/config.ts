@@ -66,6 +66,17 @@ export interface ICloudlyConfig {
    * get it (CLOUDLY_RUNTIME_NETWORK_WITHDRAWAL_MS), so no node still routes it to the old one.
    */
   runtimeNetworkWithdrawalWindowMs: number;
+  /**
+   * Where the other Cloudly instances sharing the database reach this one (CLOUDLY_INTERNAL_URL),
+   * for forwarded relay calls (docs/multi-instance.md). Null: the URL this instance listens on.
+   */
+  internalUrl: string | null;
+  /** How long a relay election lease stays valid without renewal (CLOUDLY_RELAY_LEASE_TTL_MS). */
+  relayLeaseTtlMs: number;
+  /** How often the holder renews its leases and this instance's registry entry (CLOUDLY_RELAY_LEASE_HEARTBEAT_MS). */
+  relayLeaseHeartbeatMs: number;
+  /** How often an instance sharing the database reads the audit log for other instances' changes (CLOUDLY_SHARED_POLL_MS). */
+  sharedPollMs: number;
   /** Where blobs (database closures) live (CLOUDLY_BLOB_STORE): `filesystem` under dataDir (default) or `s3`. */
   blobStore: 'filesystem' | 's3';
   /** The S3 store's settings when `blobStore` is `s3` (CLOUDLY_S3_*, AWS_*), else null. See docs/blobstore.md. */
@@ -122,6 +133,25 @@ const readOptional = (env: NodeJS.ProcessEnv, name: string): string | null => {
 const readOptionalPath = (env: NodeJS.ProcessEnv, name: string): string | null => {
   const raw = readOptional(env, name);
   return raw === null ? null : path.resolve(raw);
+};
+
+/** The settings of several instances over one database (docs/multi-instance.md). */
+const readMultiInstanceConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'internalUrl' | 'relayLeaseTtlMs' | 'relayLeaseHeartbeatMs' | 'sharedPollMs'> => {
+  const internalUrl = readOptional(env, 'CLOUDLY_INTERNAL_URL');
+  if (internalUrl !== null && !/^https?:\/\/[^\s/?#]+\/?$/.test(internalUrl)) {
+    throw new ConfigError('CLOUDLY_INTERNAL_URL', 'must be http(s)://host[:port] without a path');
+  }
+  const relayLeaseTtlMs = readInteger(env, 'CLOUDLY_RELAY_LEASE_TTL_MS', 15_000, 500, 600_000);
+  const relayLeaseHeartbeatMs = readInteger(env, 'CLOUDLY_RELAY_LEASE_HEARTBEAT_MS', 5_000, 100, 300_000);
+  if (relayLeaseHeartbeatMs * 2 > relayLeaseTtlMs) {
+    throw new ConfigError('CLOUDLY_RELAY_LEASE_HEARTBEAT_MS', `must be at most half of CLOUDLY_RELAY_LEASE_TTL_MS (${relayLeaseTtlMs})`);
+  }
+  return {
+    internalUrl: internalUrl === null ? null : internalUrl.replace(/\/$/, ''),
+    relayLeaseTtlMs,
+    relayLeaseHeartbeatMs,
+    sharedPollMs: readInteger(env, 'CLOUDLY_SHARED_POLL_MS', 250, 20, 60_000),
+  };
 };
 
 const readBoolean = (env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean => {
@@ -254,6 +284,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     secretEnrollmentTtlMs: readInteger(env, 'CLOUDLY_SECRET_ENROLLMENT_TTL_MS', 120_000, 10, 3_600_000),
     corestoreCredentialGraceMs: readInteger(env, 'CLOUDLY_CORESTORE_CREDENTIAL_GRACE_MS', 15 * 60_000, 0, 7 * 24 * 3_600_000),
     runtimeNetworkWithdrawalWindowMs: readInteger(env, 'CLOUDLY_RUNTIME_NETWORK_WITHDRAWAL_MS', 120_000, 0, 24 * 3_600_000),
+    ...readMultiInstanceConfig(env),
     ...readBlobStoreConfig(env),
   };
 };

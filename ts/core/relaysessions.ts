@@ -32,6 +32,28 @@ export interface IRelaySession {
 
 export type TRelaySessionSelector = (sessionsArg: IRelaySession[], clusterIdArg: string) => IRelaySession | null;
 
+/**
+ * Where a call goes when this instance holds no elected socket of the cluster: to the instance
+ * that does (ts/core/instances.ts). Null means nobody else holds it either; a refusal is thrown
+ * as it is; otherwise the holder's answer.
+ */
+export type TRemoteRelayRoute = (
+  clusterIdArg: string,
+  methodArg: string,
+  requestArg: unknown,
+  timeoutMsArg: number,
+) => Promise<{ answer: unknown } | null>;
+
+export interface IRelayCallOptions {
+  /** Only for methods outside the table (tests, extensions); a table method takes its own. */
+  timeoutMs?: number;
+  /**
+   * Set on a call another instance forwarded here: it is answered with a socket of this instance
+   * or not at all (never forwarded again), and waits at most this long (the caller's remaining time).
+   */
+  forwardedTimeoutMs?: number;
+}
+
 type TSessionListener = (sessionArg: IRelaySession) => void | Promise<void>;
 
 export class RelaySessions {
@@ -69,6 +91,12 @@ export class RelaySessions {
 
   public setElectionGate(gateArg: (clusterIdArg: string) => Promise<void>): void {
     this.electionGate = gateArg;
+  }
+
+  private remoteRoute: TRemoteRelayRoute | null = null;
+
+  public setRemoteRoute(routeArg: TRemoteRelayRoute): void {
+    this.remoteRoute = routeArg;
   }
 
   public onSessionOpened(listenerArg: TSessionListener): void {
@@ -149,34 +177,48 @@ export class RelaySessions {
 
   /**
    * Calls a method on the cluster's relay; always ends within the method's timeout from the table
-   * (`timeoutMs` overrides it only for methods outside the table, e.g. in tests).
+   * (`timeoutMs` overrides it only for methods outside the table, e.g. in tests). When another
+   * live instance holds the cluster's elected socket, the call is forwarded there and its answer
+   * or refusal comes back unchanged.
    */
   public async call<TResponse = unknown>(
     clusterIdArg: string,
     methodArg: string,
     requestArg: unknown,
-    optionsArg: { timeoutMs?: number } = {},
+    optionsArg: IRelayCallOptions = {},
   ): Promise<TResponse> {
     // A dry run stops here: it tells what it would commit, and never asks a cluster to act.
     haltIfDryRun(`relay call ${methodArg}`);
     await this.electionGate?.(clusterIdArg);
     const session = this.activeSession(clusterIdArg);
     if (!session) {
+      if (optionsArg.forwardedTimeoutMs === undefined && this.remoteRoute) {
+        const remote = await this.remoteRoute(clusterIdArg, methodArg, requestArg, this.effectiveTimeoutMs(methodArg, optionsArg));
+        if (remote) {
+          return remote.answer as TResponse;
+        }
+      }
       this.options.metrics.relayCalls.inc({ method: methodArg, outcome: relayCallFailureReasons.notConnected });
       throw relayUnavailable([relayCallFailureReasons.notConnected]);
     }
     return this.callSession<TResponse>(session, methodArg, requestArg, optionsArg);
   }
 
+  /** The table's timeout of a method (or `timeoutMs` outside the table), cut to a forwarded caller's remaining time. */
+  private effectiveTimeoutMs(methodArg: string, optionsArg: IRelayCallOptions): number {
+    // A method of the table always takes its own timeout, so no call site can drift from it.
+    const own = isCloudlyToRelayMethod(methodArg) ? this.timeoutOf(methodArg) : optionsArg.timeoutMs ?? this.timeoutOf(methodArg);
+    return optionsArg.forwardedTimeoutMs === undefined ? own : Math.max(1, Math.min(own, optionsArg.forwardedTimeoutMs));
+  }
+
   public async callSession<TResponse = unknown>(
     sessionArg: IRelaySession,
     methodArg: string,
     requestArg: unknown,
-    optionsArg: { timeoutMs?: number } = {},
+    optionsArg: IRelayCallOptions = {},
   ): Promise<TResponse> {
     haltIfDryRun(`relay call ${methodArg}`);
-    // A method of the table always takes its own timeout, so no call site can drift from it.
-    const timeoutMs = isCloudlyToRelayMethod(methodArg) ? this.timeoutOf(methodArg) : optionsArg.timeoutMs ?? this.timeoutOf(methodArg);
+    const timeoutMs = this.effectiveTimeoutMs(methodArg, optionsArg);
     try {
       const response = await sessionArg.peer.call<TResponse>(methodArg, requestArg, timeoutMs);
       this.options.metrics.relayCalls.inc({ method: methodArg, outcome: 'ok' });

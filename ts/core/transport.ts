@@ -6,6 +6,7 @@ import type { ICloudlyConfig } from '../config.js';
 import type { TCloudlyLogger } from './logger.js';
 import type { IRelaySession } from './relaysessions.js';
 import { watchSocketLiveness } from './socketliveness.js';
+import { internalRelayCallPath } from './instances.js';
 
 /**
  * The HTTP and WebSocket surface: `POST /typedrequest`, `GET /typedsocket`, health, metrics and
@@ -63,6 +64,11 @@ export interface ITransportHost {
   isReady(): Promise<boolean>;
   metricsText(): Promise<{ contentType: string; text: string }>;
   jwks(): unknown;
+  /**
+   * `POST /internal/relaycall` (docs/multi-instance.md): a relay call another instance forwarded
+   * here, with its bearer (an internal token) and its parsed body.
+   */
+  serveForwardedRelayCall(bearerArg: string | null, bodyArg: unknown): Promise<{ status: number; answer: unknown }>;
 }
 
 /** Socket upgrades one address may fail in a window before it is refused without a look. */
@@ -204,6 +210,17 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
       hostArg.logger.info({ clusterId: session.clusterId, sessionId: session.id }, 'relay socket opened');
       peer.onClose(() => hostArg.logger.info({ clusterId: session.clusterId, sessionId: session.id }, 'relay socket closed'));
     }
+  });
+
+  app.post(internalRelayCallPath, async (request, reply) => {
+    let body: unknown = null;
+    try {
+      body = JSON.parse(typeof request.body === 'string' ? request.body : '');
+    } catch {
+      body = null;
+    }
+    const { status, answer } = await hostArg.serveForwardedRelayCall(readBearer(request), body);
+    return reply.code(status).header('cache-control', 'no-store').send(answer);
   });
 
   app.get('/livez', async () => ({ status: 'live' }));

@@ -5,6 +5,9 @@ import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
 import { refuse } from '../core/errors.js';
 import { WorkQueue } from '../core/workqueue.js';
 import { decideLeaseElection, decideLeaseRelease } from './decide.js';
+import { InstanceRegistry, instanceFailureReasons, readForwardedRelayCall, type TForwardedRelayAnswer } from '../core/instances.js';
+import { isTypedResponseError } from '../core/errors.js';
+import { runAsCloudly } from '../core/operationcontext.js';
 
 /**
  * Elects exactly one relay connection per cluster. The election is a lease document per cluster
@@ -13,6 +16,11 @@ import { decideLeaseElection, decideLeaseRelease } from './decide.js';
  * agree on a single holder. The holder renews the lease on a heartbeat; a lease whose instance
  * died simply runs out and the next live socket of the cluster takes it. When the elected socket
  * closes, its instance releases the lease at once and elects another live socket if it holds one.
+ *
+ * With several instances over one database (docs/multi-instance.md), a call for a cluster whose
+ * lease another live instance holds is forwarded to it (the instance registry, ts/core/instances.ts);
+ * an instance whose socket lost the race to another instance's tries again the moment that lease
+ * would run out, so a dead holder is replaced within the lease time.
  */
 
 export interface IClusterRelayLeaseDocument extends IStoredDocument {
@@ -65,16 +73,35 @@ export class ClusterRelayElection {
   private readonly elections: WorkQueue;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private stopped = false;
+  /** Until when another instance's socket holds the lease, as the last round read it, by cluster. */
+  private readonly elsewhere = new Map<string, number>();
+  /** Elections to try again when a lease held elsewhere runs out, by cluster. */
+  private readonly retryTimers = new Map<string, NodeJS.Timeout>();
+  /** The instances sharing the database (only used when the database is not embedded). */
+  public readonly instances: InstanceRegistry;
+  private registryStarted = false;
 
   constructor(private readonly cloudly: Cloudly, optionsArg: { timing?: IRelayElectionTiming } = {}) {
-    this.timing = { ...(optionsArg.timing ?? defaultRelayElectionTiming) };
+    this.timing = { ...(optionsArg.timing ?? {
+      leaseTtlMs: cloudly.config.relayLeaseTtlMs ?? defaultRelayElectionTiming.leaseTtlMs,
+      heartbeatMs: cloudly.config.relayLeaseHeartbeatMs ?? defaultRelayElectionTiming.heartbeatMs,
+    }) };
+    this.instances = new InstanceRegistry({
+      instanceId: this.instanceId,
+      store: cloudly.store,
+      auth: cloudly.auth,
+      logger: cloudly.logger,
+      heartbeatMs: this.timing.heartbeatMs,
+      ttlMs: this.timing.leaseTtlMs,
+    });
+    cloudly.relays.setRemoteRoute((clusterIdArg, methodArg, requestArg, timeoutMsArg) => this.routeElsewhere(clusterIdArg, methodArg, requestArg, timeoutMsArg));
     this.elections = new WorkQueue({ name: 'relay election', logger: cloudly.logger, process: (clusterIdArg) => this.runElection(clusterIdArg) });
     cloudly.relays.setSelector((sessionsArg, clusterIdArg) => {
       const elected = this.electedSessionId(clusterIdArg);
       return elected === null ? null : sessionsArg.find((session) => session.id === elected) ?? null;
     });
     cloudly.relays.setElectionGate(async (clusterIdArg) => {
-      if (this.electedSessionId(clusterIdArg) === null && cloudly.relays.sessionsOf(clusterIdArg).length > 0) {
+      if (this.electedSessionId(clusterIdArg) === null && cloudly.relays.sessionsOf(clusterIdArg).length > 0 && !this.heldElsewhere(clusterIdArg)) {
         await this.elect(clusterIdArg);
       } else {
         await this.elections.idle(clusterIdArg);
@@ -95,11 +122,31 @@ export class ClusterRelayElection {
     this.scheduleHeartbeat();
   }
 
+  /**
+   * Once the server listens: registers this instance where the others find it. Only with a shared
+   * database; the embedded one has exactly one instance.
+   */
+  public async startRegistry(internalUrlArg: string): Promise<void> {
+    if (this.cloudly.database.embedded || this.stopped) {
+      return;
+    }
+    await this.instances.start(internalUrlArg);
+    this.registryStarted = true;
+  }
+
   public async stop(): Promise<void> {
     this.stopped = true;
     if (this.heartbeatTimer) {
       clearTimeout(this.heartbeatTimer);
       this.heartbeatTimer = null;
+    }
+    for (const timer of this.retryTimers.values()) {
+      clearTimeout(timer);
+    }
+    this.retryTimers.clear();
+    if (this.registryStarted) {
+      this.registryStarted = false;
+      await this.instances.stop();
     }
     await this.elections.drain();
     for (const [clusterId, lease] of [...this.held]) {
@@ -121,17 +168,31 @@ export class ClusterRelayElection {
 
   /** Like `isElected`, but first waits for an election of the socket's cluster still in flight. */
   public async confirmElected(sessionArg: IRelaySession): Promise<boolean> {
-    if (!this.isElected(sessionArg) && sessionArg.peer.isOpen) {
+    if (!this.isElected(sessionArg) && sessionArg.peer.isOpen && !this.heldElsewhere(sessionArg.clusterId)) {
       await this.elect(sessionArg.clusterId);
     }
     return this.isElected(sessionArg);
   }
 
-  /** `confirmElected`, or the `unavailable` refusal every relay handler answers a socket that is not elected. */
+  /**
+   * `confirmElected`, or the `unavailable` refusal every relay handler answers a socket that is
+   * not elected; when another instance's socket holds the lease, `retryAfterMs` says when it runs
+   * out (should that instance be dead, this socket is elected then).
+   */
   public async requireElected(sessionArg: IRelaySession): Promise<void> {
     if (!(await this.confirmElected(sessionArg))) {
-      throw refuse('unavailable', [relayNotElectedReason]);
+      const until = this.elsewhere.get(sessionArg.clusterId) ?? 0;
+      throw refuse('unavailable', [relayNotElectedReason], until > Date.now() ? { retryAfterMs: until - Date.now() + 100 } : {});
     }
+  }
+
+  /**
+   * Whether the last round found the lease held by another instance's socket, and it has not run
+   * out since: calls and registrations then skip a round of their own (the heartbeat still tries
+   * once per beat, should that instance have let it go).
+   */
+  private heldElsewhere(clusterIdArg: string): boolean {
+    return (this.elsewhere.get(clusterIdArg) ?? 0) > Date.now();
   }
 
   /**
@@ -148,6 +209,63 @@ export class ClusterRelayElection {
     }
     return this.cloudly.relays.sessionsOf(clusterIdArg).some((session) => session.id === lease.sessionId)
       && this.electedSessionId(clusterIdArg) === lease.sessionId;
+  }
+
+  /**
+   * A call for a cluster with no elected socket here: forwarded to the live instance whose socket
+   * holds the lease. Null when no other instance holds it (the caller answers `relay-not-connected`);
+   * `unavailable` with `retryAfterMs` (until the lease runs out) when the holder is gone or silent.
+   */
+  private async routeElsewhere(clusterIdArg: string, methodArg: string, requestArg: unknown, timeoutMsArg: number): Promise<{ answer: unknown } | null> {
+    if (!this.registryStarted) {
+      return null;
+    }
+    const lease = await this.cloudly.store.get(clusterRelayLeaseKind, clusterIdArg);
+    const now = Date.now();
+    if (!lease || lease.sessionId === null || lease.instanceId === null || lease.instanceId === this.instanceId || lease.expiresAt <= now) {
+      return null;
+    }
+    const retryAfterMs = lease.expiresAt - now + 100;
+    const holder = await this.instances.liveInstance(lease.instanceId);
+    if (!holder) {
+      throw refuse('unavailable', [instanceFailureReasons.holderGone], { retryAfterMs });
+    }
+    const answer = await this.instances.forward(holder, { clusterId: clusterIdArg, method: methodArg, request: requestArg, timeoutMs: timeoutMsArg }, retryAfterMs);
+    return { answer };
+  }
+
+  /**
+   * `POST /internal/relaycall`: a call another instance forwarded for a socket this instance
+   * holds. Only a valid internal token made for this instance is served; the call is made here
+   * (never forwarded again) within the caller's remaining time, and its answer or refusal goes
+   * back as it is.
+   */
+  public async serveForwarded(bearerArg: string | null, bodyArg: unknown): Promise<{ status: number; answer: TForwardedRelayAnswer }> {
+    const refusal = (statusArg: number, errorArg: { errorText: string; errorData: unknown }) =>
+      ({ status: statusArg, answer: { error: { text: errorArg.errorText, data: errorArg.errorData } } });
+    if (!this.registryStarted) {
+      return refusal(404, refuse('forbidden', ['forwarded relay calls are served only by instances sharing a database']));
+    }
+    try {
+      await this.instances.verifyInternalToken(bearerArg);
+    } catch (error) {
+      return refusal(401, error as { errorText: string; errorData: unknown });
+    }
+    const call = readForwardedRelayCall(bodyArg);
+    if (!call) {
+      return refusal(400, refuse('invalid-request', ['the body must be { clusterId, method, request, timeoutMs }']));
+    }
+    this.instances.servedForwardedCalls++;
+    try {
+      const response = await runAsCloudly(() => this.cloudly.relays.call(call.clusterId, call.method, call.request, { forwardedTimeoutMs: call.timeoutMs }));
+      return { status: 200, answer: { response } };
+    } catch (error) {
+      if (isTypedResponseError(error)) {
+        return refusal(200, error);
+      }
+      const errorId = this.cloudly.logInternalFailure(error, 'forwarded relay call');
+      return { status: 200, answer: { error: { text: 'Cloudly failed to answer this request.', data: { code: 'internal', retryable: true, errorId } } } };
+    }
   }
 
   public async readLeases(clusterIdsArg?: string[]): Promise<IClusterRelayLeaseDocument[]> {
@@ -169,9 +287,9 @@ export class ClusterRelayElection {
 
   private async runElection(clusterIdArg: string): Promise<void> {
     // What the last decision concluded; the decider runs again on every lost race.
-    let outcome: { winner: IRelaySession | null; heldElsewhere: boolean } = { winner: null, heldElsewhere: false };
+    let outcome: { winner: IRelaySession | null; heldElsewhere: boolean; elsewhereUntil: number } = { winner: null, heldElsewhere: false, elsewhereUntil: 0 };
     const result = await this.cloudly.store.mutate(clusterRelayLeaseKind, clusterIdArg, (leaseArg) => {
-      outcome = { winner: null, heldElsewhere: false };
+      outcome = { winner: null, heldElsewhere: false, elsewhereUntil: 0 };
       const live = this.cloudly.relays.sessionsOf(clusterIdArg);
       const heldSessionId = this.electedSessionId(clusterIdArg);
       const candidate = this.candidate(clusterIdArg);
@@ -189,15 +307,37 @@ export class ClusterRelayElection {
       outcome = {
         winner: live.find((session) => session.id === election.winnerSessionId) ?? null,
         heldElsewhere: election.heldElsewhere,
+        elsewhereUntil: election.heldElsewhere && leaseArg ? leaseArg.expiresAt : 0,
       };
       return election.decision;
     });
     if (outcome.heldElsewhere) {
-      // A live socket on another instance holds it.
+      // A live socket on another instance holds it; should that instance be dead, its lease runs
+      // out at `elsewhereUntil`: this instance's socket tries again right then.
       this.held.delete(clusterIdArg);
-    } else if (result.outcome !== 'kept' && result.doc && outcome.winner) {
+      this.elsewhere.set(clusterIdArg, outcome.elsewhereUntil);
+      this.retryWhenFree(clusterIdArg, outcome.elsewhereUntil);
+      return;
+    }
+    this.elsewhere.delete(clusterIdArg);
+    if (result.outcome !== 'kept' && result.doc && outcome.winner) {
       this.adopt(clusterIdArg, result.doc, outcome.winner);
     }
+  }
+
+  private retryWhenFree(clusterIdArg: string, expiresAtArg: number): void {
+    if (this.stopped || this.retryTimers.has(clusterIdArg)) {
+      return;
+    }
+    // A little after the expiry (clocks of instances on different hosts differ by a little).
+    const timer = setTimeout(() => {
+      this.retryTimers.delete(clusterIdArg);
+      if (!this.stopped && this.cloudly.relays.sessionsOf(clusterIdArg).length > 0 && this.electedSessionId(clusterIdArg) === null) {
+        void this.elect(clusterIdArg);
+      }
+    }, Math.max(10, expiresAtArg - Date.now() + 25 + Math.floor(Math.random() * 50)));
+    timer.unref();
+    this.retryTimers.set(clusterIdArg, timer);
   }
 
   private adopt(clusterIdArg: string, leaseArg: IClusterRelayLeaseDocument, sessionArg: IRelaySession): void {
@@ -251,18 +391,34 @@ export class ClusterRelayElection {
     this.heartbeatTimer.unref();
   }
 
-  /** Renews every lease this instance holds and lets unelected sockets try for free leases. */
+  /**
+   * Renews every lease this instance holds and lets unelected sockets try for free leases. The
+   * renewals are one conditional write for all of them (each lease only while it still names this
+   * instance, its generation bumped), then one read confirms which are still held: a thousand
+   * leases cost two database round trips, not two thousand.
+   */
   public async heartbeat(): Promise<void> {
-    for (const [clusterId, held] of [...this.held]) {
-      const renewed = await this.cloudly.store.mutate(clusterRelayLeaseKind, clusterId, (leaseArg) =>
-        (leaseArg && leaseArg.sessionId === held.sessionId && leaseArg.instanceId === this.instanceId
-          ? { kind: 'write', change: { set: { expiresAt: Date.now() + this.timing.leaseTtlMs } } }
-          : { kind: 'keep' }));
-      if (renewed.outcome !== 'written') {
-        // Lost it (it ran out while this instance stalled and someone else took it).
-        this.held.delete(clusterId);
-      } else if (renewed.doc && this.held.get(clusterId)?.sessionId === held.sessionId) {
-        this.held.set(clusterId, { sessionId: held.sessionId, generation: renewed.doc.generation, expiresAt: renewed.doc.expiresAt });
+    const heldNow = [...this.held.entries()];
+    if (heldNow.length > 0) {
+      const ids = heldNow.map(([clusterId]) => clusterId);
+      const expiresAt = Date.now() + this.timing.leaseTtlMs;
+      await this.cloudly.store.collection(clusterRelayLeaseKind).updateMany(
+        { id: { $in: ids }, instanceId: this.instanceId, sessionId: { $ne: null } },
+        { $set: { expiresAt }, $inc: { generation: 1 } },
+      );
+      const confirmed = new Map((await this.readLeases(ids)).map((lease) => [lease.clusterId, lease]));
+      for (const [clusterId, held] of heldNow) {
+        const lease = confirmed.get(clusterId);
+        if (this.held.get(clusterId)?.sessionId !== held.sessionId) {
+          // Re-elected meanwhile: that round recorded what it holds.
+          continue;
+        }
+        if (!lease || lease.instanceId !== this.instanceId || lease.sessionId !== held.sessionId) {
+          // Lost it (it ran out while this instance stalled and someone else took it).
+          this.held.delete(clusterId);
+        } else {
+          this.held.set(clusterId, { sessionId: held.sessionId, generation: lease.generation, expiresAt: lease.expiresAt });
+        }
       }
     }
     const clusters = new Set(this.cloudly.relays.allSessions().map((session) => session.clusterId));

@@ -29,8 +29,13 @@ import { platformBindingKind } from '../manager.corestore/corestore.manager.js';
  * this instance is always older than every one of this run and is answered `revision-gone`. The
  * last `retainedChanges` changes are kept for resuming; older ones mean re-list.
  *
- * Only changes committed on this instance are seen (a dashboard watches the instance it lists
- * from); the multi-instance issue covers a shared change feed.
+ * With several instances over one database (docs/multi-instance.md) the audit log is shared: while
+ * anyone watches here, this instance also reads the events other instances appended (every
+ * `sharedPollMs`, looking back `sharedLookbackMs` for appends that came late) and numbers each
+ * new one like a local one. Revisions stay this instance's own. A change committed elsewhere
+ * reaches a watcher here within `sharedPollMs` plus one read of the log. While nobody watches
+ * here, the log is not read: a `sinceRevision` from before such a pause is answered `revision-gone`
+ * (list again), since changes made elsewhere during it were not numbered.
  */
 
 /** How many recent changes are kept for `sinceRevision`. */
@@ -40,6 +45,8 @@ export const maxWatcherBacklog = 5_000;
 /** How long Cloudly lets a `changeEvent` go unanswered before it counts the watcher as gone. */
 const changeEventTimeoutMs = 30_000;
 const maxKinds = 64;
+/** How far back each read of the shared log looks (an event is appended just after its commit's stamp). */
+export const sharedLookbackMs = 5_000;
 
 export const revisionGoneReason = 'revision-gone';
 
@@ -75,6 +82,8 @@ interface IWatcher {
 interface IPublisher {
   toPublic: (docArg: never) => unknown;
   clusterOf: (docArg: never) => string | null;
+  /** The cluster a document id alone names (for removals, which have no document), when it does. */
+  clusterOfId?: (idArg: string) => string | null;
 }
 
 export class WatchManager {
@@ -86,15 +95,32 @@ export class WatchManager {
   private readonly clusterOfDocument = new Map<string, string>();
   private readonly publishers = new Map<string, { kind: IDocumentKind<IStoredDocument>; publisher: IPublisher }>();
   private stopListening: (() => void) | null = null;
+  /** Audit events already numbered here, with their time: a local commit and a read of the shared log never number one twice. */
+  private readonly seen = new Map<string, number>();
+  /** Shared log: the newest event time read so far, the timer, and the revision from which changes made elsewhere are known. */
+  private sharedWatermark = Date.now();
+  private sharedTimer: NodeJS.Timeout | null = null;
+  private sharedReading = false;
+  private sharedKnownSince = this.lastRevision;
+  private running = false;
 
   constructor(private readonly cloudly: Cloudly) {
-    const publish = <T extends IStoredDocument>(kindArg: IDocumentKind<T>, publisherArg: { toPublic: (docArg: T) => unknown; clusterOf: (docArg: T) => string | null }) =>
+    const publish = <T extends IStoredDocument>(
+      kindArg: IDocumentKind<T>,
+      publisherArg: { toPublic: (docArg: T) => unknown; clusterOf: (docArg: T) => string | null; clusterOfId?: (idArg: string) => string | null },
+    ) =>
       this.publishers.set(kindArg.collectionName, { kind: kindArg as unknown as IDocumentKind<IStoredDocument>, publisher: publisherArg as unknown as IPublisher });
-    publish(clusterKind, { toPublic: toPublicCluster, clusterOf: (docArg) => docArg.id });
-    publish(clusterNodeKind, { toPublic: toPublicClusterNode, clusterOf: (docArg) => docArg.clusterId });
+    publish(clusterKind, { toPublic: toPublicCluster, clusterOf: (docArg) => docArg.id, clusterOfId: (idArg) => idArg });
+    publish(clusterNodeKind, {
+      toPublic: toPublicClusterNode,
+      clusterOf: (docArg) => docArg.clusterId,
+      // A node's document id is `<clusterId>/<nodeId>` (clusterNodeDocumentId).
+      clusterOfId: (idArg) => (idArg.includes('/') ? idArg.slice(0, idArg.indexOf('/')) : null),
+    });
     publish(serviceKind, { toPublic: toPublicService, clusterOf: (docArg) => docArg.clusterId });
     publish(serviceBackupKind, { toPublic: toPublicServiceBackup, clusterOf: (docArg) => docArg.clusterId });
     publish(platformBindingKind, { toPublic: (docArg) => docArg, clusterOf: () => null });
+    const publishedOfCluster = [serviceKind, serviceBackupKind] as Array<IDocumentKind<IStoredDocument & { clusterId: string }>>;
 
     cloudly.addAdminHandler<IReq_Admin_WatchChanges>('watchChanges', async (request, context) => {
       request = requireRequestShape(request, {
@@ -107,13 +133,24 @@ export class WatchManager {
           throw refuse('invalid-request', [`request.sinceRevision is ahead of this instance's revision ${this.lastRevision}`]);
         }
         const oldestKept = this.recent.length > 0 ? this.recent[0].revision - 1 : this.lastRevision;
-        if (request.sinceRevision < Math.max(oldestKept, this.revisionBase)) {
+        // Reading the shared log (re)starts with this watcher: changes made elsewhere before now were not numbered.
+        const sharedKnownSince = this.shared && !this.sharedTimer ? this.lastRevision : this.sharedKnownSince;
+        if (request.sinceRevision < Math.max(oldestKept, this.revisionBase, sharedKnownSince)) {
           throw refuse('conflict', [`${revisionGoneReason}: request.sinceRevision is older than this instance keeps; list again and watch from the current revision`]);
         }
       }
       const watchId = `watch-${randomUUID()}`;
       if (currentOperation().dryRun) {
         return { watchId, revision: this.lastRevision };
+      }
+      if (request.clusterId !== undefined) {
+        // A removal carries no document: learn which cluster the cluster's current documents
+        // belong to now, so their removals still match the filter.
+        for (const kind of publishedOfCluster) {
+          for (const doc of await this.cloudly.store.find(kind, { clusterId: request.clusterId })) {
+            this.clusterOfDocument.set(`${kind.collectionName}\u0000${doc.id}`, doc.clusterId);
+          }
+        }
       }
       // From the check to the registration nothing awaits, so no change falls between replay and live.
       const watcher: IWatcher = {
@@ -129,6 +166,7 @@ export class WatchManager {
       };
       watcher.stopListening = peer.onClose(() => this.stopWatcher(watcher));
       this.watchers.set(watchId, watcher);
+      this.startSharedReads();
       const revision = this.lastRevision;
       // The events follow the answer: the first is sent on a later turn of the event loop.
       setImmediate(() => this.pump(watcher));
@@ -149,6 +187,7 @@ export class WatchManager {
   }
 
   public async start(): Promise<void> {
+    this.running = true;
     this.stopListening = this.cloudly.store.onCommitted((kindArg, idArg) => {
       if (kindArg === auditEventKind) {
         this.record(idArg);
@@ -157,6 +196,8 @@ export class WatchManager {
   }
 
   public async stop(): Promise<void> {
+    this.running = false;
+    this.stopSharedReads();
     this.stopListening?.();
     for (const watcher of [...this.watchers.values()]) {
       this.stopWatcher(watcher);
@@ -177,8 +218,84 @@ export class WatchManager {
     throw refuse('invalid-request', ['watchChanges is served only on the admin socket (GET /typedsocket)']);
   }
 
+  /** Whether other instances may append to the audit log: the database is not the embedded one. */
+  private get shared(): boolean {
+    return !this.cloudly.database.embedded;
+  }
+
+  /** Starts reading the shared log, from now, when the first watcher registers. */
+  private startSharedReads(): void {
+    if (!this.shared || this.sharedTimer || !this.running) {
+      return;
+    }
+    // Changes made elsewhere while nobody watched here were not numbered: resuming from before now is `revision-gone`.
+    this.sharedKnownSince = this.lastRevision;
+    this.sharedWatermark = Date.now();
+    const tick = (): void => {
+      this.sharedTimer = setTimeout(() => {
+        void this.readShared().finally(() => {
+          if (this.sharedTimer && this.watchers.size > 0 && this.running) {
+            tick();
+          } else {
+            this.sharedTimer = null;
+          }
+        });
+      }, this.cloudly.config.sharedPollMs ?? 250);
+      this.sharedTimer.unref();
+    };
+    tick();
+  }
+
+  private stopSharedReads(): void {
+    if (this.sharedTimer) {
+      clearTimeout(this.sharedTimer);
+      this.sharedTimer = null;
+    }
+  }
+
+  /** One read of the shared log: every event appended since the watermark (minus the lookback) not yet numbered here. */
+  private async readShared(): Promise<void> {
+    if (this.sharedReading) {
+      return;
+    }
+    this.sharedReading = true;
+    try {
+      const from = this.sharedWatermark - sharedLookbackMs;
+      const events = await this.cloudly.store.collection(auditEventKind)
+        .find({ at: { $gte: from } }, { projection: { _id: 0, id: 1, at: 1 } })
+        .sort({ at: 1 })
+        .toArray();
+      for (const event of events) {
+        const id = String(event.id);
+        const at = Number(event.at);
+        if (at > this.sharedWatermark) {
+          this.sharedWatermark = at;
+        }
+        if (!this.seen.has(id)) {
+          this.record(id, at);
+        }
+      }
+      for (const [id, at] of this.seen) {
+        if (at >= from - sharedLookbackMs) {
+          break;
+        }
+        this.seen.delete(id);
+      }
+    } catch (error) {
+      this.cloudly.logger.warn({ err: error }, 'shared audit log could not be read for watchers');
+    } finally {
+      this.sharedReading = false;
+    }
+  }
+
   /** One audit append: the next revision now, the event and its document read afterwards. */
-  private record(auditEventIdArg: string): void {
+  private record(auditEventIdArg: string, atArg: number = Date.now()): void {
+    if (this.shared) {
+      if (this.seen.has(auditEventIdArg)) {
+        return;
+      }
+      this.seen.set(auditEventIdArg, atArg);
+    }
     // Nobody watching: nothing is read now (the write path stays as cheap as without watches); a
     // later replay reads the event then, and shows the document only if it has not moved since.
     const entry: IChangeEntry = { revision: ++this.lastRevision, auditEventId: auditEventIdArg, resolved: null };
@@ -216,6 +333,9 @@ export class WatchManager {
         clusterId: this.clusterOfDocument.get(key) ?? null,
       };
       const published = this.publishers.get(event.target.kind);
+      if (resolved.clusterId === null && published?.publisher.clusterOfId) {
+        resolved.clusterId = published.publisher.clusterOfId(event.target.id);
+      }
       if (published && event.generationAfter !== null) {
         const doc = await this.cloudly.store.get(published.kind, event.target.id);
         if (doc) {

@@ -1,0 +1,241 @@
+import { TypedResponseError } from '@api.global/typedrequest';
+import { hostname } from 'node:os';
+import { defineDocumentKind, type DocumentStore, type IStoredDocument } from './store.js';
+import { refuse } from './errors.js';
+import type { CloudlyAuth } from './auth.js';
+import type { TCloudlyLogger } from './logger.js';
+
+/**
+ * The instance registry: every Cloudly process sharing one database keeps a document here that
+ * says where the others reach it (its internal URL) and until when it counts as alive (renewed on
+ * a heartbeat, like the relay leases). A relay call for a cluster whose elected socket another
+ * live instance holds is forwarded to that instance over `POST /internal/relaycall`, with a
+ * short-lived JWT signed by the shared signing key, audience `internalAudience`: an admin
+ * identity (another audience) is refused there, and so is a token made for another instance.
+ * docs/multi-instance.md describes the whole arrangement.
+ */
+
+export interface ICloudlyInstanceDocument extends IStoredDocument {
+  /** Equal to `id`; the relay election's instance id. */
+  instanceId: string;
+  /** Where the other instances send forwarded calls. */
+  internalUrl: string;
+  host: string;
+  pid: number;
+  startedAt: number;
+  heartbeatAt: number;
+  /** Epoch milliseconds; after this the instance counts as gone. */
+  expiresAt: number;
+}
+
+// Heartbeats are not changes anyone asked for: no audit event.
+export const cloudlyInstanceKind = defineDocumentKind<ICloudlyInstanceDocument>('CloudlyInstance', { audited: false });
+
+export const internalAudience = 'serve.zone/cloudly/internal';
+export const internalRelayCallPath = '/internal/relaycall';
+/** How long one internal token is valid; it is reused for half of that. */
+export const internalTokenTtlMs = 60_000;
+/** Reasons of the `unavailable` answer when the holder of a cluster's socket cannot be asked. */
+export const instanceFailureReasons = {
+  /** The lease names an instance whose registry entry ran out or is gone: it died; the lease runs out next. */
+  holderGone: 'relay-holder-gone',
+  /** The holder is registered but did not answer the forwarded call. */
+  holderUnreachable: 'relay-holder-unreachable',
+} as const;
+
+/** What travels in the body of a forwarded call. */
+export interface IForwardedRelayCall {
+  clusterId: string;
+  method: string;
+  request: unknown;
+  /** What is left of the caller's timeout; the holder never waits longer. */
+  timeoutMs: number;
+}
+
+/** The holder's answer: the relay's response, or the refusal exactly as the holder would answer it. */
+export type TForwardedRelayAnswer = { response: unknown } | { error: { text: string; data: unknown } };
+
+/** How long a registry read is reused when deciding where to forward. */
+const registryCacheMs = 500;
+/** Time on top of the caller's timeout the HTTP exchange itself may take. */
+const forwardingSlackMs = 1_000;
+
+export class InstanceRegistry {
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private stopped = true;
+  private internalUrl = '';
+  private readonly startedAt = Date.now();
+  private readonly cache = new Map<string, { doc: ICloudlyInstanceDocument | null; readAt: number }>();
+  private readonly tokens = new Map<string, { token: string; reuseUntil: number }>();
+  /** Forwarded calls made and served, for the benchmark and `/metrics`-like diagnosis. */
+  public forwardedCalls = 0;
+  public servedForwardedCalls = 0;
+
+  constructor(
+    private readonly options: {
+      instanceId: string;
+      store: DocumentStore;
+      auth: CloudlyAuth;
+      logger: TCloudlyLogger;
+      heartbeatMs: number;
+      ttlMs: number;
+    },
+  ) {}
+
+  public get instanceId(): string {
+    return this.options.instanceId;
+  }
+
+  /** Registers this instance (its URL reachable by the others) and renews it on the heartbeat. */
+  public async start(internalUrlArg: string): Promise<void> {
+    this.internalUrl = internalUrlArg;
+    this.stopped = false;
+    await this.renew();
+    this.scheduleHeartbeat();
+    this.options.logger.info({ instanceId: this.instanceId, internalUrl: internalUrlArg }, 'instance registered');
+  }
+
+  public async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.heartbeatTimer) {
+      clearTimeout(this.heartbeatTimer);
+      this.heartbeatTimer = null;
+    }
+    await this.options.store.mutate(cloudlyInstanceKind, this.instanceId, (currentArg) => (currentArg ? { kind: 'remove' } : { kind: 'keep' }))
+      .catch((error: unknown) => this.options.logger.warn({ err: error }, 'instance registry entry not removed on stop'));
+  }
+
+  private scheduleHeartbeat(): void {
+    if (this.stopped) {
+      return;
+    }
+    this.heartbeatTimer = setTimeout(() => {
+      this.renew()
+        .catch((error: unknown) => this.options.logger.warn({ err: error }, 'instance heartbeat failed'))
+        .finally(() => this.scheduleHeartbeat());
+    }, this.options.heartbeatMs);
+    this.heartbeatTimer.unref();
+  }
+
+  private async renew(): Promise<void> {
+    const now = Date.now();
+    const fields = {
+      instanceId: this.instanceId,
+      internalUrl: this.internalUrl,
+      host: hostname(),
+      pid: process.pid,
+      startedAt: this.startedAt,
+      heartbeatAt: now,
+      expiresAt: now + this.options.ttlMs,
+    };
+    await this.options.store.mutate(cloudlyInstanceKind, this.instanceId, (currentArg) => (currentArg
+      ? { kind: 'write', change: { set: fields } }
+      : { kind: 'create', doc: { id: this.instanceId, ...fields } }));
+  }
+
+  /** Every registered instance that has not run out, this one included. */
+  public async liveInstances(): Promise<ICloudlyInstanceDocument[]> {
+    return this.options.store.find(cloudlyInstanceKind, { expiresAt: { $gt: Date.now() } });
+  }
+
+  /** The instance if it is registered and alive (a read at most `registryCacheMs` old), else null. */
+  public async liveInstance(instanceIdArg: string): Promise<ICloudlyInstanceDocument | null> {
+    const cached = this.cache.get(instanceIdArg);
+    let doc: ICloudlyInstanceDocument | null;
+    if (cached && Date.now() - cached.readAt < registryCacheMs) {
+      doc = cached.doc;
+    } else {
+      doc = await this.options.store.get(cloudlyInstanceKind, instanceIdArg);
+      this.cache.set(instanceIdArg, { doc, readAt: Date.now() });
+      if (this.cache.size > 1024) {
+        this.cache.delete(this.cache.keys().next().value!);
+      }
+    }
+    return doc && doc.expiresAt > Date.now() ? doc : null;
+  }
+
+  /** A token only the named instance accepts, signed with the shared key; reused for half its life. */
+  public async internalToken(targetInstanceIdArg: string): Promise<string> {
+    const cached = this.tokens.get(targetInstanceIdArg);
+    if (cached && cached.reuseUntil > Date.now()) {
+      return cached.token;
+    }
+    const now = Date.now();
+    const token = await this.options.auth.signJwt(
+      { target: targetInstanceIdArg },
+      { audience: internalAudience, subject: `instance:${this.instanceId}`, expiresAtMs: now + internalTokenTtlMs },
+    );
+    this.tokens.set(targetInstanceIdArg, { token, reuseUntil: now + internalTokenTtlMs / 2 });
+    return token;
+  }
+
+  /**
+   * Verifies the bearer of a forwarded call: the shared key's signature, issuer, the internal
+   * audience, not expired, made for this instance by an instance. Anything else is refused
+   * `unauthenticated` (an admin identity carries the admin audience and fails here).
+   */
+  public async verifyInternalToken(bearerArg: string | null): Promise<void> {
+    if (bearerArg === null) {
+      throw refuse('unauthenticated', ['the internal endpoint needs Authorization: Bearer <internal token>']);
+    }
+    let payload: Record<string, unknown>;
+    try {
+      payload = await this.options.auth.verifyJwt(bearerArg, internalAudience) as Record<string, unknown>;
+    } catch {
+      throw refuse('unauthenticated', ['the internal token is not valid (signature, issuer, audience or expiry)']);
+    }
+    if (payload.target !== this.instanceId || typeof payload.sub !== 'string' || !payload.sub.startsWith('instance:')) {
+      throw refuse('unauthenticated', ['the internal token was not made for this instance']);
+    }
+  }
+
+  /**
+   * Sends one relay call to the instance that holds the cluster's elected socket and returns its
+   * answer, or throws its refusal unchanged. An instance that does not answer is `unavailable`
+   * (`relay-holder-unreachable`) with `retryAfterMs`: until the holder's lease runs out.
+   */
+  public async forward<TResponse>(
+    holderArg: ICloudlyInstanceDocument,
+    callArg: IForwardedRelayCall,
+    retryAfterMsArg: number,
+  ): Promise<TResponse> {
+    this.forwardedCalls++;
+    let answer: TForwardedRelayAnswer;
+    try {
+      const token = await this.internalToken(holderArg.instanceId);
+      const response = await fetch(`${holderArg.internalUrl}${internalRelayCallPath}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify(callArg),
+        signal: AbortSignal.timeout(callArg.timeoutMs + forwardingSlackMs),
+      });
+      const text = await response.text();
+      answer = JSON.parse(text) as TForwardedRelayAnswer;
+      if (response.status !== 200 || !answer || typeof answer !== 'object') {
+        throw new Error(`internal endpoint answered HTTP ${response.status}`);
+      }
+    } catch (error) {
+      this.cache.delete(holderArg.instanceId);
+      this.options.logger.warn({ err: error, holder: holderArg.instanceId, clusterId: callArg.clusterId, method: callArg.method }, 'forwarded relay call got no answer');
+      throw refuse('unavailable', [instanceFailureReasons.holderUnreachable], { retryAfterMs: retryAfterMsArg });
+    }
+    if ('error' in answer) {
+      throw new TypedResponseError(answer.error.text, answer.error.data as object);
+    }
+    return answer.response as TResponse;
+  }
+}
+
+/** Reads a forwarded call's body; null when it is not one. */
+export const readForwardedRelayCall = (bodyArg: unknown): IForwardedRelayCall | null => {
+  if (!bodyArg || typeof bodyArg !== 'object' || Array.isArray(bodyArg)) {
+    return null;
+  }
+  const body = bodyArg as Record<string, unknown>;
+  if (typeof body.clusterId !== 'string' || body.clusterId.length === 0 || body.clusterId.length > 256
+    || typeof body.method !== 'string' || !/^[A-Za-z][A-Za-z0-9_]{0,127}$/.test(body.method)
+    || !Number.isSafeInteger(body.timeoutMs) || (body.timeoutMs as number) < 1 || !('request' in body)) {
+    return null;
+  }
+  return { clusterId: body.clusterId, method: body.method, request: body.request, timeoutMs: body.timeoutMs as number };
+};
