@@ -184,6 +184,9 @@ test('a cancel stops the wait at once, aborts the upload in flight, and what the
   const { operation } = await order('op-cancel');
   await uploading;
   await waitFor(async () => (await operationOf(operation!.operationId)).progress.bytesDone > 0, 'bytes moved');
+  const dry = await world.t.admin.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: operation!.operationId, dryRun: true } as never) as unknown as { dryRun: boolean; operation: IOperation };
+  assert.deepEqual([dry.dryRun, dry.operation.state], [true, 'cancelled'], 'a dry run answers the cancel it would record');
+  assert.equal((await operationOf(operation!.operationId)).state, 'running', 'and cancels nothing');
   const cancelled = await world.t.admin.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: operation!.operationId });
   assert.equal(cancelled.operation.state, 'cancelled');
   assert.equal(cancelled.operation.reason, 'cancelled');

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
 import { isTypedResponseError, refuse } from '../core/errors.js';
 import { WorkQueue } from '../core/workqueue.js';
+import { currentOperation } from '../core/operationcontext.js';
 import { requireRequestShape, isIdString } from '../core/validation.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
 import { sha256Hex } from '../interfaces/private/canonicaljson.js';
@@ -340,7 +341,8 @@ export class OperationManager {
       request = requireRequestShape(request, { required: { operationId: isIdString } });
       const { doc } = await this.cloudly.store.mutate(operationKind, request.operationId, (currentArg) => decideOperationCancel(currentArg, Date.now()));
       const run = this.local.get(request.operationId);
-      if (run && !run.controller.signal.aborted) {
+      // A dry run answers the cancel it would record and leaves the work running.
+      if (run && !run.controller.signal.aborted && !currentOperation().dryRun) {
         run.why = 'cancelled';
         run.controller.abort();
       }
