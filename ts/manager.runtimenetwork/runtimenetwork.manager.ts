@@ -108,6 +108,9 @@ export const decideProjectionWrite = (
     };
 };
 
+/** How long a read of the address plan is trusted (writes of other processes sharing the store). */
+const planCacheTtlMs = 5_000;
+
 /** Most stranded leases a refusal names one by one; the rest are counted. */
 const maximumNamedStrandedLeases = 32;
 
@@ -149,6 +152,7 @@ export class RuntimeNetworkManager {
   /** Workload lease allocation from the plan's pools (leases.ts). */
   public readonly leases: WorkloadLeaseAllocator;
   private unsubscribe: (() => void) | null = null;
+  private planCache: { plan: IRuntimeNetworkAddressPlan | null; readAt: number } | null = null;
 
   /** A projection with Cloudly's detached signature over its canonical bytes, so a node need not trust the relay. */
   private async signed(projectionArg: IRuntimeNetworkProjection): Promise<{ projection: IRuntimeNetworkProjection; signature: string }> {
@@ -157,7 +161,7 @@ export class RuntimeNetworkManager {
   }
 
   constructor(private readonly cloudly: Cloudly) {
-    this.leases = new WorkloadLeaseAllocator(cloudly, () => this.getAddressPlan());
+    this.leases = new WorkloadLeaseAllocator(cloudly, () => this.readPlanCached());
     this.leases.onChanged = (clusterIdArg) => {
       void this.refreshCluster(clusterIdArg).catch(() => undefined);
       this.cloudly.desiredStateManager.requestRefresh(clusterIdArg);
@@ -227,8 +231,21 @@ export class RuntimeNetworkManager {
   // ---- address plan ---------------------------------------------------------------------------
 
   public async getAddressPlan(): Promise<IRuntimeNetworkAddressPlan | null> {
+    return detach(await this.readPlanCached());
+  }
+
+  /**
+   * The plan as last read, trusted for `planCacheTtlMs` (every write of this process replaces it;
+   * another process's write is seen after at most that long). Callers must not change it.
+   */
+  private async readPlanCached(): Promise<IRuntimeNetworkAddressPlan | null> {
+    const now = Date.now();
+    if (this.planCache && now - this.planCache.readAt < planCacheTtlMs) {
+      return this.planCache.plan;
+    }
     const doc = await this.cloudly.store.get(runtimeNetworkAddressPlanKind, addressPlanDocumentId);
-    return doc ? detach(doc.plan) : null;
+    this.planCache = { plan: doc ? detach(doc.plan) : null, readAt: now };
+    return this.planCache.plan;
   }
 
   /**
@@ -271,6 +288,7 @@ export class RuntimeNetworkManager {
     if (!stored) {
       throw refuse('conflict', [`another plan revision ${expectedRevision} was written at the same time; read the plan again`]);
     }
+    this.planCache = { plan: detach(stored.plan), readAt: Date.now() };
     this.cloudly.logger.info({ revision: plan.revision, actor: actorArg }, 'runtime network address plan written');
     void this.refreshAllStored();
     return { plan: detach(stored.plan), replayed: false };
@@ -289,7 +307,7 @@ export class RuntimeNetworkManager {
     const { store } = this.cloudly;
     const allocation = await this.leases.allocate(clusterIdArg);
     const services = await store.find(serviceKind, { clusterId: clusterIdArg });
-    const entries = await this.leases.readEntries();
+    const entries = await this.leases.readEntries({ cached: true });
     const reasons = judgeLeaseConfirmation(leasesArg, {
       nodeId: nodeIdArg,
       allocated: new Map(allocation.leases.map((lease) => [lease.lease.id, lease])),
