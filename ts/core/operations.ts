@@ -25,8 +25,8 @@ import type { ICloudlyMethods, TCloudlyMethod } from '../interfaces/requests/met
  * - `adminMutation`: a change of one document, decided by a pure function of what was read.
  * - `adminOrchestration`: a change of several documents, or one that calls a relay (intent →
  *   call → settle); `run` does the steps, each one a `store.mutate` of its own.
- * - `relayMutation` / `relayQuery`: the same pipeline for a method an elected relay calls; the
- *   socket names the cluster.
+ * - `relayMutation` / `relayQuery` / `relayOrchestration`: the same for a method a relay calls;
+ *   the socket names the cluster.
  */
 
 export interface IAdminHandlerContext {
@@ -103,6 +103,10 @@ export type IAdminMutationDef<M extends TCloudlyMethod, T extends IStoredDocumen
 export type IRelayMutationDef<M extends TCloudlyMethod, T extends IStoredDocument, TFacts> =
   IOneDocumentMutation<M, T, TFacts, IRelayHandlerContext>;
 
+export interface IRelayOrchestrationDef<M extends TCloudlyMethod> extends IShaped<M> {
+  run: (requestArg: TOperationRequest<M>, contextArg: IRelayHandlerContext) => Promise<TOperationAnswer<M>>;
+}
+
 export interface IRelayQueryDef<M extends TCloudlyMethod> extends IShaped<M> {
   run: (requestArg: TOperationRequest<M>, contextArg: IRelayHandlerContext) => Promise<TOperationAnswer<M>>;
 }
@@ -112,11 +116,13 @@ export type IAdminOrchestration<M extends TCloudlyMethod> = IAdminOrchestrationD
 export type IAdminMutation<M extends TCloudlyMethod, T extends IStoredDocument, TFacts> = IAdminMutationDef<M, T, TFacts> & { kind: 'admin-mutation' };
 export type IRelayMutation<M extends TCloudlyMethod, T extends IStoredDocument, TFacts> = IRelayMutationDef<M, T, TFacts> & { kind: 'relay-mutation' };
 export type IRelayQuery<M extends TCloudlyMethod> = IRelayQueryDef<M> & { kind: 'relay-query' };
+export type IRelayOrchestration<M extends TCloudlyMethod> = IRelayOrchestrationDef<M> & { kind: 'relay-orchestration' };
 
 /** Any declared operation, as the pipeline reads it. */
 type TAnyOperation =
   // The method, document and fact types are the declaring domain's business; the pipeline passes them along.
-  | IAdminQuery<any> | IAdminOrchestration<any> | IAdminMutation<any, any, any> | IRelayMutation<any, any, any> | IRelayQuery<any>;
+  | IAdminQuery<any> | IAdminOrchestration<any> | IAdminMutation<any, any, any>
+  | IRelayMutation<any, any, any> | IRelayQuery<any> | IRelayOrchestration<any>;
 
 /**
  * A declared operation as a domain hands it to the root. Deliberately carries no method type
@@ -146,6 +152,9 @@ export const relayMutation = <M extends TCloudlyMethod, T extends IStoredDocumen
 
 export const relayQuery = <M extends TCloudlyMethod>(defArg: IRelayQueryDef<M>): IRelayQuery<M> =>
   ({ kind: 'relay-query', ...defArg });
+
+export const relayOrchestration = <M extends TCloudlyMethod>(defArg: IRelayOrchestrationDef<M>): IRelayOrchestration<M> =>
+  ({ kind: 'relay-orchestration', ...defArg });
 
 /** Shape, then the cross-field checks: one refusal naming every reason. */
 const readRequest = <M extends TCloudlyMethod>(operationArg: IShaped<M>, requestArg: unknown): TOperationRequest<M> => {
@@ -200,6 +209,7 @@ export const registerOperations = (hostArg: IOperationHost, operationsArg: reado
           runOneDocumentMutation(hostArg.store, operation, requestArg, contextArg));
         break;
       case 'relay-query':
+      case 'relay-orchestration':
         hostArg.addRelayHandler(operation.method, async (requestArg, contextArg) =>
           operation.run(readRequest(operation, requestArg), contextArg));
         break;

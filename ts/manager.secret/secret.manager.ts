@@ -2,7 +2,8 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypt
 import type { Cloudly, IRelayHandlerContext } from '../classes.cloudly.js';
 import { refuse } from '../core/errors.js';
 import { fromBase64Url, importRecipientPublicKey, sealSecret, secretRecipientId, toBase64Url, x25519PublicKeyPattern } from '../core/sealing.js';
-import { isIdString, isNonNegativeInteger, isString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
+import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayOrchestration } from '../core/operations.js';
+import { isIdString, isNonNegativeInteger, isString, type TFieldCheck } from '../core/validation.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import { isClusterNodeId } from '../interfaces/data/clusternode.js';
 import type {
@@ -13,10 +14,6 @@ import type {
 } from '../interfaces/data/secret.js';
 import { readExactDataRecord } from '../interfaces/private/dataproperties.js';
 import type {
-  IReq_Any_Cloudly_GetCorestoreControlCredential,
-  IReq_Any_Cloudly_GetSecretRecipients,
-  IReq_Any_Cloudly_RotateCorestoreControlCredential,
-  IReq_Any_Cloudly_RotateIdentitySigningKey,
   IReq_Relay_Cloudly_BeginSecretRecipientEnrollment,
   IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment,
   IReq_Relay_Cloudly_GetCorestoreControlCredentialMaterial,
@@ -80,53 +77,72 @@ export class SecretManager {
   private sweepTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly cloudly: Cloudly) {
-    cloudly.addRelayHandler<IReq_Relay_Cloudly_BeginSecretRecipientEnrollment>('beginSecretRecipientEnrollment', async (request, context) => {
-      request = requireRequestShape(request, { required: { recipient: isRecipient } });
-      await cloudly.clusterManager.requireElected(context.session);
-      return this.beginEnrollment(request.recipient.publicKey, context);
-    });
-
-    cloudly.addRelayHandler<IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment>('completeSecretRecipientEnrollment', async (request, context) => {
-      request = requireRequestShape(request, { required: { enrollmentId: isIdString, proof: isProof } });
-      await cloudly.clusterManager.requireElected(context.session);
-      return this.completeEnrollment(request.enrollmentId, request.proof, context.clusterId);
-    });
-
-    cloudly.addRelayHandler<IReq_Relay_Cloudly_GetCorestoreControlCredentialMaterial>('getCorestoreControlCredentialMaterial', async (request, context) => {
-      request = requireRequestShape(request, { required: { nodeId: isNodeId }, optional: { recipientId: isRecipientId } });
-      await cloudly.clusterManager.requireElected(context.session);
-      return this.corestoreCredentialMaterial(context.clusterId, request.nodeId, request.recipientId);
-    });
-
-    cloudly.addAdminHandler<IReq_Any_Cloudly_GetSecretRecipients>('getSecretRecipients', async (request) => {
-      request = requireRequestShape(request, { required: { clusterId: isIdString } });
-      await cloudly.clusterManager.requireCluster(request.clusterId);
-      const recipients = await cloudly.store.get(secretRecipientsKind, request.clusterId);
-      return { current: recipients?.current ?? null, previous: recipients?.previous ?? null };
-    });
-
-    cloudly.addAdminHandler<IReq_Any_Cloudly_GetCorestoreControlCredential>('getCorestoreControlCredential', async (request) => {
-      request = requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId } });
-      await this.requireNode(request.clusterId, request.nodeId, 'request.nodeId');
-      return { credential: toReference(await this.ensureCredential(request.clusterId, request.nodeId)) };
-    });
-
-    cloudly.addAdminHandler<IReq_Any_Cloudly_RotateCorestoreControlCredential>('rotateCorestoreControlCredential', async (request) => {
-      request = requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId, expectedVersion: isNonNegativeInteger } });
-      await this.requireNode(request.clusterId, request.nodeId, 'request.nodeId');
-      const identity = credentialIdentity(request.clusterId, request.nodeId);
-      const { doc } = await cloudly.store.mutate(corestoreCredentialKind, identity.id, (current) => decideCredentialChange(
-        current,
-        { kind: 'rotate', identity, expectedVersion: request.expectedVersion, now: Date.now(), graceMs: cloudly.config.corestoreCredentialGraceMs },
-        (versionArg) => this.freshCredentialVersion(identity.id, versionArg),
-      ));
-      return { credential: toReference(doc!) };
-    });
-
-    cloudly.addAdminHandler<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', async (request) => {
-      request = requireRequestShape(request, { required: { expectedKeyId: isString(1, 128) } });
-      return cloudly.auth.rotateSigningKey(request.expectedKeyId);
-    });
+    registerOperations(cloudly, [
+      relayOrchestration({
+        method: 'beginSecretRecipientEnrollment',
+        input: { required: { recipient: isRecipient } },
+        run: async (request, context) => {
+          await cloudly.clusterManager.requireElected(context.session);
+          return this.beginEnrollment(request.recipient.publicKey, context);
+        },
+      }),
+      relayOrchestration({
+        method: 'completeSecretRecipientEnrollment',
+        input: { required: { enrollmentId: isIdString, proof: isProof } },
+        run: async (request, context) => {
+          await cloudly.clusterManager.requireElected(context.session);
+          return this.completeEnrollment(request.enrollmentId, request.proof, context.clusterId);
+        },
+      }),
+      relayOrchestration({
+        method: 'getCorestoreControlCredentialMaterial',
+        input: { required: { nodeId: isNodeId }, optional: { recipientId: isRecipientId } },
+        run: async (request, context) => {
+          await cloudly.clusterManager.requireElected(context.session);
+          return this.corestoreCredentialMaterial(context.clusterId, request.nodeId, request.recipientId);
+        },
+      }),
+      adminQuery({
+        method: 'getSecretRecipients',
+        input: { required: { clusterId: isIdString } },
+        run: async (request) => {
+          await cloudly.clusterManager.requireCluster(request.clusterId);
+          const recipients = await cloudly.store.get(secretRecipientsKind, request.clusterId);
+          return { current: recipients?.current ?? null, previous: recipients?.previous ?? null };
+        },
+      }),
+      // A read that makes the credential on first use (version 1): an orchestration, not a query.
+      adminOrchestration({
+        method: 'getCorestoreControlCredential',
+        input: { required: { clusterId: isIdString, nodeId: isNodeId } },
+        run: async (request) => {
+          await this.requireNode(request.clusterId, request.nodeId, 'request.nodeId');
+          return { credential: toReference(await this.ensureCredential(request.clusterId, request.nodeId)) };
+        },
+      }),
+      adminMutation({
+        method: 'rotateCorestoreControlCredential',
+        input: { required: { clusterId: isIdString, nodeId: isNodeId, expectedVersion: isNonNegativeInteger } },
+        facts: async (request) => {
+          await this.requireNode(request.clusterId, request.nodeId, 'request.nodeId');
+          const identity = credentialIdentity(request.clusterId, request.nodeId);
+          // The fresh value is made only for the version the decision settles on.
+          return { identity, fresh: (versionArg: number) => this.freshCredentialVersion(identity.id, versionArg) };
+        },
+        target: (_request, facts) => ({ kind: corestoreCredentialKind, id: facts.identity.id }),
+        decide: (current, { request, facts, now }) => decideCredentialChange(
+          current,
+          { kind: 'rotate', identity: facts.identity, expectedVersion: request.expectedVersion, now, graceMs: cloudly.config.corestoreCredentialGraceMs },
+          facts.fresh,
+        ),
+        answer: ({ doc }) => ({ credential: toReference(doc!) }),
+      }),
+      adminOrchestration({
+        method: 'rotateIdentitySigningKey',
+        input: { required: { expectedKeyId: isString(1, 128) } },
+        run: (request) => cloudly.auth.rotateSigningKey(request.expectedKeyId),
+      }),
+    ]);
   }
 
   public async start(): Promise<void> {
