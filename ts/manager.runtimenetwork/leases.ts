@@ -82,6 +82,8 @@ export interface IClusterAllocation {
   shortfall: Map<string, number>;
   /** Whether this pass changed any block (a lease was allocated or released). */
   changed: boolean;
+  /** When the earliest withdrawal window of any address ends (null when none is withdrawing). */
+  nextWithdrawalEndsAt: number | null;
 }
 
 /** How long the allocator trusts its copy of the blocks before reading them again (writes of other processes). */
@@ -96,6 +98,8 @@ export class WorkloadLeaseAllocator {
   private readonly passes: WorkQueue;
   private readonly results = new Map<string, { allocation?: IClusterAllocation; error?: unknown }>();
   private cache: { blocks: Map<string, IAddressBlock>; readAt: number } | null = null;
+  private readonly retryTimers = new Map<string, NodeJS.Timeout>();
+  private stopped = false;
   /** Called after a pass that changed the cluster's leases (the manager refreshes projections). */
   public onChanged: (clusterIdArg: string) => void = () => undefined;
 
@@ -110,6 +114,7 @@ export class WorkloadLeaseAllocator {
           if (allocation.changed) {
             this.onChanged(clusterIdArg);
           }
+          this.retryAfterWithdrawal(clusterIdArg, allocation);
         } catch (error) {
           this.results.set(clusterIdArg, { error });
           throw error;
@@ -124,10 +129,36 @@ export class WorkloadLeaseAllocator {
 
   public resume(): void {
     this.passes.resume();
+    this.stopped = false;
   }
 
   public async drain(): Promise<void> {
+    this.stopped = true;
+    for (const timer of this.retryTimers.values()) {
+      clearTimeout(timer);
+    }
+    this.retryTimers.clear();
     await this.passes.drain();
+  }
+
+  /**
+   * A cluster short of addresses while some address is withdrawing gets another pass (through its
+   * desired state) once the earliest withdrawal window ends, so a released address reaches a
+   * refused workload without anyone asking again.
+   */
+  private retryAfterWithdrawal(clusterIdArg: string, allocationArg: IClusterAllocation): void {
+    if (this.stopped || allocationArg.shortfall.size === 0 || allocationArg.nextWithdrawalEndsAt === null
+      || this.retryTimers.has(clusterIdArg)) {
+      return;
+    }
+    const timer = setTimeout(() => {
+      this.retryTimers.delete(clusterIdArg);
+      if (!this.stopped) {
+        this.onChanged(clusterIdArg);
+      }
+    }, Math.max(0, allocationArg.nextWithdrawalEndsAt - Date.now()) + 10);
+    timer.unref();
+    this.retryTimers.set(clusterIdArg, timer);
   }
 
   /**
@@ -214,7 +245,7 @@ export class WorkloadLeaseAllocator {
       .sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1))
       .flatMap((service) => deriveServiceWorkloads(service, nodeIds));
     if (plan === null) {
-      return { managed: false, poolMissing: true, leases: [], shortfall: new Map(), changed: false };
+      return { managed: false, poolMissing: true, leases: [], shortfall: new Map(), changed: false, nextWithdrawalEndsAt: null };
     }
     const pools = planPoolBlocks(plan);
     const now = Date.now();
@@ -328,6 +359,17 @@ export class WorkloadLeaseAllocator {
     for (const workload of remaining) {
       shortfall.set(workload.serviceId, (shortfall.get(workload.serviceId) ?? 0) + 1);
     }
-    return { managed: true, poolMissing: pools.length === 0, leases, shortfall, changed };
+    let nextWithdrawalEndsAt: number | null = null;
+    if (shortfall.size > 0) {
+      for (const block of blocks.values()) {
+        for (const entry of block.entries) {
+          if (entry.releasedAt !== undefined && entry.releasedAt + windowMs > now
+            && (nextWithdrawalEndsAt === null || entry.releasedAt + windowMs < nextWithdrawalEndsAt)) {
+            nextWithdrawalEndsAt = entry.releasedAt + windowMs;
+          }
+        }
+      }
+    }
+    return { managed: true, poolMissing: pools.length === 0, leases, shortfall, changed, nextWithdrawalEndsAt };
   }
 }
