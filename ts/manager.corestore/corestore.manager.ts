@@ -4,7 +4,9 @@ import type { Cloudly } from '../classes.cloudly.js';
 import { contractRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
 import { defaultUpdateRounds, defineDocumentKind, type IMutateResult, type IStoredDocument } from '../core/store.js';
 import { failpoint } from '../core/failpoints.js';
-import { checkRequestShape, requireRequestShape, isAnyValue, isIdString, isNonNegativeInteger, type TFieldCheck } from '../core/validation.js';
+import { isAnyValue, isIdString, isNonNegativeInteger, type TFieldCheck } from '../core/validation.js';
+import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayOrchestration } from '../core/operations.js';
+import { decidePlatformBindingDeletion } from './decide.js';
 import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
 import { isSha256Hex } from '../interfaces/private/dataproperties.js';
 import {
@@ -29,17 +31,12 @@ import {
 } from '../interfaces/data/platformbinding.js';
 import type {
   IReq_Any_Cloudly_AdoptCorestoreLegacyResources,
-  IReq_Any_Cloudly_GetCorestoreLegacyResources,
-  IReq_Any_Cloudly_GetPlatformBindings,
-  IReq_Any_Cloudly_UpsertPlatformBinding,
   IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources,
-  IReq_Relay_Cloudly_UpdatePlatformBindingStatus,
 } from '../interfaces/requests/corestore.js';
 import { decideCorestoreLegacyAdoption, derivePlatformBindingId } from './adoption.js';
 import type { ICorestoreDirectory } from './directory.js';
 import { requireValidRelayAnswer } from '../core/relaycalls.js';
 import { nextCursorMember, pageOf, pageShape } from '../core/pagination.js';
-import type { IReq_Admin_DeletePlatformBinding } from '../interfaces/requests/corestore.js';
 
 /**
  * Platform bindings and the adoption of Corestore legacy resources.
@@ -103,79 +100,80 @@ export class CorestoreManager {
    * and services are looked up); the composition root (ts/classes.cloudly.ts) wires it.
    */
   constructor(private readonly cloudly: Cloudly, private readonly directory: ICorestoreDirectory) {
-    cloudly.addAdminHandler<IReq_Any_Cloudly_GetCorestoreLegacyResources>('getCorestoreLegacyResources', async (request) => {
-      request = requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isIdString } });
-      await this.requireNodeOfCluster(request.clusterId, request.nodeId);
-      const inventory = await this.readInventory(request.clusterId, request.nodeId);
-      return { inventory, inventorySha256: computeClusterCorestoreLegacyResourceInventorySha256(inventory) };
-    });
-
-    cloudly.addAdminHandler<IReq_Any_Cloudly_AdoptCorestoreLegacyResources>('adoptCorestoreLegacyResources', async (request, context) => {
-      request = requireRequestShape(request, {
-        required: {
-          clusterId: isIdString,
-          nodeId: isIdString,
-          expectedInventorySha256: isSha256Field,
-          resources: (valueArg, pathArg) => validateCorestoreLegacyResourceSelections(valueArg, pathArg),
+    registerOperations(cloudly, [
+      adminQuery({
+        method: 'getCorestoreLegacyResources',
+        input: { required: { clusterId: isIdString, nodeId: isIdString } },
+        run: async (request) => {
+          await this.requireNodeOfCluster(request.clusterId, request.nodeId);
+          const inventory = await this.readInventory(request.clusterId, request.nodeId);
+          return { inventory, inventorySha256: computeClusterCorestoreLegacyResourceInventorySha256(inventory) };
         },
-      });
-      const answer = await this.adopt(request.clusterId, request.nodeId, request.expectedInventorySha256, request.resources);
-      this.cloudly.logger.info(
-        { clusterId: request.clusterId, nodeId: request.nodeId, actor: context.identity.userId, bindings: answer.platformBindings.length },
-        'corestore legacy resources adopted',
-      );
-      return answer;
-    });
-
-    cloudly.addAdminHandler<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', async (request) => {
-      request = requireRequestShape(request, {
-        required: {
-          platformBinding: (valueArg, pathArg) => validatePlatformBindingUpsert(valueArg, pathArg),
-          expectedGeneration: isExpectedGeneration,
+      }),
+      adminOrchestration({
+        method: 'adoptCorestoreLegacyResources',
+        input: {
+          required: {
+            clusterId: isIdString,
+            nodeId: isIdString,
+            expectedInventorySha256: isSha256Field,
+            resources: (valueArg, pathArg) => validateCorestoreLegacyResourceSelections(valueArg, pathArg),
+          },
         },
-      });
-      return { platformBinding: await this.upsert(request.platformBinding, request.expectedGeneration) };
-    });
-
-    cloudly.addAdminHandler<IReq_Any_Cloudly_GetPlatformBindings>('getPlatformBindings', async (request) => {
-      request = requireRequestShape(request, { required: {}, optional: { serviceId: isIdString, ...pageShape('getPlatformBindings') } });
-      const bindings = await this.readBindings(request.serviceId === undefined ? {} : { serviceId: request.serviceId });
-      const page = pageOf('getPlatformBindings', bindings.sort(compareBindings), (bindingArg) => bindingArg.id, request);
-      return { platformBindings: page.items, ...nextCursorMember(page) };
-    });
-
-    cloudly.addAdminHandler<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', async (request, context) => {
-      request = requireRequestShape(request, { required: { platformBindingId: isIdString, expectedGeneration: isNonNegativeInteger } });
-      // A creation still pending in the ledger is applied first, so the binding removed here is never created again by it.
-      await this.rollForward();
-      const read: { binding: IPlatformBinding | null } = { binding: null };
-      await this.cloudly.store.mutate(platformBindingKind, request.platformBindingId, (currentArg) => {
-        read.binding = currentArg;
-        if (!currentArg) {
-          return { kind: 'refuse', refusal: refuse('not-found', [`platform binding ${request.platformBindingId} does not exist`]) };
-        }
-        if (currentArg.generation !== request.expectedGeneration) {
-          return { kind: 'refuse', refusal: refuse('conflict', ["request.expectedGeneration is not the platform binding's current generation"]) };
-        }
-        return { kind: 'remove' };
-      });
-      this.cloudly.logger.info({ platformBindingId: request.platformBindingId, actor: context.identity.userId }, 'platform binding deleted');
-      return { platformBinding: read.binding! };
-    });
-
-    cloudly.addRelayHandler<IReq_Relay_Cloudly_UpdatePlatformBindingStatus>('updatePlatformBindingStatus', async (request, context) => {
-      const reasons = checkRequestShape(request, {
-        required: { platformBindingId: isIdString, status: isAnyValue },
-        optional: { statusReason: isAnyValue },
-      });
-      reasons.push(...validatePlatformBindingStatusReason(request.status, request.statusReason, 'request'));
-      if (reasons.length > 0 || !isPlatformBindingStatus(request.status)) {
-        throw refuse('invalid-request', reasons);
-      }
-      return {
-        platformBinding: await this.updateStatus(context.clusterId, request.platformBindingId, request.status, request.statusReason ?? null),
-      };
-    });
+        run: async (request, context) => {
+          const answer = await this.adopt(request.clusterId, request.nodeId, request.expectedInventorySha256, request.resources);
+          this.cloudly.logger.info(
+            { clusterId: request.clusterId, nodeId: request.nodeId, actor: context.identity.userId, bindings: answer.platformBindings.length },
+            'corestore legacy resources adopted',
+          );
+          return answer;
+        },
+      }),
+      // Through the creation ledger (several documents, rolled forward after a crash): an orchestration.
+      adminOrchestration({
+        method: 'upsertPlatformBinding',
+        input: {
+          required: {
+            platformBinding: (valueArg, pathArg) => validatePlatformBindingUpsert(valueArg, pathArg),
+            expectedGeneration: isExpectedGeneration,
+          },
+        },
+        run: async (request) => ({ platformBinding: await this.upsert(request.platformBinding, request.expectedGeneration) }),
+      }),
+      adminQuery({
+        method: 'getPlatformBindings',
+        input: { required: {}, optional: { serviceId: isIdString, ...pageShape('getPlatformBindings') } },
+        run: async (request) => {
+          const bindings = await this.readBindings(request.serviceId === undefined ? {} : { serviceId: request.serviceId });
+          const page = pageOf('getPlatformBindings', bindings.sort(compareBindings), (bindingArg) => bindingArg.id, request);
+          return { platformBindings: page.items, ...nextCursorMember(page) };
+        },
+      }),
+      adminMutation({
+        method: 'deletePlatformBinding',
+        input: { required: { platformBindingId: isIdString, expectedGeneration: isNonNegativeInteger } },
+        // A creation still pending in the ledger is applied first, so the binding removed here is never created again by it.
+        facts: () => this.rollForward(),
+        target: (request) => ({ kind: platformBindingKind, id: request.platformBindingId }),
+        decide: (current, { request }) => decidePlatformBindingDeletion(current, request.platformBindingId, request.expectedGeneration),
+        // The binding as it was when its removal committed.
+        answer: ({ previous }) => ({ platformBinding: previous! }),
+        after: (_outcome, { request }, context) => {
+          this.cloudly.logger.info({ platformBindingId: request.platformBindingId, actor: context.identity.userId }, 'platform binding deleted');
+        },
+      }),
+      relayOrchestration({
+        method: 'updatePlatformBindingStatus',
+        input: { required: { platformBindingId: isIdString, status: isAnyValue }, optional: { statusReason: isAnyValue } },
+        check: (request) => {
+          const reasons = validatePlatformBindingStatusReason(request.status, request.statusReason, 'request');
+          return reasons.length === 0 && !isPlatformBindingStatus(request.status) ? ['request.status is not a platform binding status'] : reasons;
+        },
+        run: async (request, context) => ({
+          platformBinding: await this.updateStatus(context.clusterId, request.platformBindingId, request.status, request.statusReason ?? null),
+        }),
+      }),
+    ]);
   }
 
   /** Finishes a creation that was committed but not applied before the last stop. */
