@@ -90,6 +90,8 @@ interface ILocalRun {
   progress: IOperationProgress;
   dirty: boolean;
   runner: TRunner | null;
+  /** Progress writes of this operation, one after another, so an older one never lands last. */
+  writing: Promise<void>;
 }
 
 /** The id of an operation started under a caller's mutationId: the same id for the same method and mutationId. */
@@ -171,7 +173,7 @@ export class OperationManager {
 
   /** Runs the work of an operation this call created, on the work queue; its end is recorded. */
   public launch(docArg: IOperationDocument, runnerArg: TRunner): void {
-    this.local.set(docArg.id, { controller: new AbortController(), why: 'cancelled', progress: initialProgress(Date.now()), dirty: true, runner: runnerArg });
+    this.local.set(docArg.id, { controller: new AbortController(), why: 'cancelled', progress: initialProgress(Date.now()), dirty: true, runner: runnerArg, writing: Promise.resolve() });
     void this.queue.add(docArg.id);
   }
 
@@ -213,9 +215,12 @@ export class OperationManager {
     };
     try {
       const result = await runner(context);
-      await this.writeProgress(idArg, { ...run.progress, phase: 'done', updatedAt: Date.now() });
+      run.progress = { ...run.progress, phase: 'done', updatedAt: Date.now() };
+      await this.finalProgress(idArg, run);
       await this.end(idArg, { state: 'completed', now: Date.now(), ...(result ? { result } : {}) });
     } catch (error) {
+      // The last progress is written before the end, so a reader of the ended operation sees it.
+      await this.finalProgress(idArg, run).catch(() => undefined);
       // An instance that is stopping closed the relay sockets first: its waits end as interrupted.
       if (!this.cloudly.started && !run.controller.signal.aborted) {
         run.why = 'interrupted';
@@ -231,9 +236,17 @@ export class OperationManager {
         await this.end(idArg, { state: 'failed', now: Date.now(), reason: error_.reasons?.[0] ?? error_.code, error: error_ });
       }
     } finally {
-      await this.writeProgress(idArg, run.progress).catch(() => undefined);
       this.local.delete(idArg);
     }
+  }
+
+  /** The last progress write of a run: queued after any write in flight, and no flush after it. */
+  private async finalProgress(idArg: string, runArg: ILocalRun): Promise<void> {
+    runArg.dirty = false;
+    this.local.delete(idArg);
+    const write = runArg.writing.then(() => this.writeProgress(idArg, runArg.progress));
+    runArg.writing = write.catch(() => undefined);
+    await write;
   }
 
   private async end(idArg: string, endArg: Parameters<typeof decideOperationEnd>[1]): Promise<void> {
@@ -257,7 +270,9 @@ export class OperationManager {
       }
       run.dirty = false;
       try {
-        await this.writeProgress(id, run.progress);
+        const write = run.writing.then(() => this.writeProgress(id, run.progress));
+        run.writing = write.catch(() => undefined);
+        await write;
         if (heartbeatArg) {
           const doc = await this.cloudly.store.get(operationKind, id);
           if (doc && doc.state !== 'running' && !run.controller.signal.aborted) {
