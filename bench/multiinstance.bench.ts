@@ -227,6 +227,10 @@ const main = async (): Promise<void> => {
     const forwarded = await timeEach(300, read(adminA));
     say(`relay call through the admin socket: local on B p50 ${local.p50.toFixed(2)} ms p90 ${local.p90.toFixed(2)} ms; forwarded from A to B p50 ${forwarded.p50.toFixed(2)} ms p90 ${forwarded.p90.toFixed(2)} ms; `
       + `added at p50 ${(forwarded.p50 - local.p50).toFixed(2)} ms (ratio ${(forwarded.p50 / local.p50).toFixed(2)})`);
+  } catch (error) {
+    const tail = (textArg: string) => textArg.split('\n').filter((line) => !line.includes('"level":30')).slice(-40).join('\n');
+    console.error(`failed; A's last lines:\n${a ? tail(a.output()) : '(stopped)'}\nB's last lines (exit ${b.child.exitCode} ${b.child.signalCode}):\n${tail(b.output())}`);
+    throw error;
   } finally {
     for (const relay of relays) {
       relay.close();

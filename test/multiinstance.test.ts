@@ -13,6 +13,11 @@ import type { IIdentity } from '../ts/interfaces/data/user.js';
 import { internalAudience, internalRelayCallPath } from '../ts/core/instances.js';
 import { identityIssuer } from '../ts/core/auth.js';
 import { killHard } from './helpers/process.js';
+import { startTestS3Server, type ITestS3Server } from './helpers/s3server.js';
+import { fetchServiceDatabaseClosure, sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
+import type { IReq_Cloudly_Relay_BackupClusterService } from '../ts/interfaces/requests/backup.js';
+import { chunked, collect, descriptorOf, sha256Of } from './backup.fixture.js';
+import { randomBytes } from 'node:crypto';
 import { refusalOf, waitFor } from './helpers/cloudly.js';
 import {
   FailoverRelay,
@@ -41,6 +46,7 @@ const instanceEnv = {
 };
 
 let workDir: string;
+let s3: ITestS3Server;
 let database: IDevDatabaseProcess;
 let a: IInstanceProcess;
 let b: IInstanceProcess;
@@ -95,9 +101,12 @@ describe('several Cloudly instances over one database', () => {
   before(async () => {
     workDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-multiinstance-'));
     database = await startDevDatabase(path.join(workDir, 'database'));
+    // One bucket every instance keeps closures in.
+    s3 = await startTestS3Server('cloudly-multi');
+    const env = { ...instanceEnv, ...s3.env('multi/') };
     // A first: it creates the shared keys and the first administrator; B and C find them.
-    a = await startInstance(database, 'a', instanceEnv);
-    [b, c] = await Promise.all([startInstance(database, 'b', instanceEnv), startInstance(database, 'c', instanceEnv)]);
+    a = await startInstance(database, 'a', env);
+    [b, c] = await Promise.all([startInstance(database, 'b', env), startInstance(database, 'c', env)]);
     alive = [a.baseUrl, b.baseUrl, c.baseUrl];
     const login = new CloudlyAdminClient(a.baseUrl);
     identity = await login.login('admin', multiInstanceAdminPassword);
@@ -112,6 +121,7 @@ describe('several Cloudly instances over one database', () => {
     }
     await Promise.all([a, b, c].filter(Boolean).map((instance) => stopInstance(instance)));
     await database?.stop();
+    await s3?.destroy();
     await fsp.rm(workDir, { recursive: true, force: true });
   });
 
@@ -191,6 +201,46 @@ describe('several Cloudly instances over one database', () => {
     assert.deepEqual(revisions, [...revisions].sort((x, y) => x - y), 'revisions ascend');
     assert.ok(events.every((eventArg) => eventArg.id === cluster.id || eventArg.id.startsWith(`${cluster.id}/`)), 'only the watched cluster');
     watcher.close();
+  });
+
+  test('a backup written through A is restored through C (one S3 bucket for every instance)', async () => {
+    const { cluster, relayToken } = await createClusterWithNode(a, 'backups', ['node-a']);
+    const { service } = await adminOf(a).call('createService', {
+      service: {
+        name: 'backups-db',
+        organizationId: 'org-1',
+        clusterId: cluster.id,
+        runtime: { image: 'registry.example/db:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } },
+        volumes: [],
+      },
+    });
+    const bytes = randomBytes(3 * 1024 * 1024 + 5);
+    let receipt: unknown = null;
+    const onA = new FailoverRelay(cluster.id, relayToken, () => [a.baseUrl], 0, (clientArg) => {
+      clientArg.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', async (request) => {
+        const sent = await sendServiceDatabaseClosure(clientArg, {
+          backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId, descriptor: descriptorOf(bytes),
+        }, chunked(bytes));
+        receipt = sent.receipt;
+        return { snapshots: [{ type: 'database', snapshotId: 'snap-multi', resourceName: 'db', databaseName: 'app', createdAt: Date.now(), sizeBytes: bytes.byteLength }] };
+      });
+    }, { register: true });
+    relays.push(onA);
+    await onA.connect();
+    await waitFor(() => onA.registered, 'the relay is elected on A', 20_000);
+    await adminOf(a).call('createServiceBackup', { clusterId: cluster.id, nodeId: 'node-a', serviceId: service.id, backupId: 'b-multi' });
+    await waitFor(() => receipt !== null, 'the closure is stored through A', 30_000);
+    assert.equal((receipt as { sha256?: string }).sha256, sha256Of(bytes));
+    assert.ok((await s3.objectKeys()).some((key) => key.endsWith(`closures/${cluster.id}/b-multi`)), 'the closure is in the shared bucket');
+    // The relay moves to C; A releases the lease as its socket closes.
+    onA.close();
+    const onC = new FailoverRelay(cluster.id, relayToken, () => [c.baseUrl], 0, () => undefined, { register: true });
+    relays.push(onC);
+    await onC.connect();
+    await waitFor(() => onC.registered, 'the relay is elected on C', 20_000);
+    const fetched = await fetchServiceDatabaseClosure(onC.client!, { backupId: 'b-multi', serviceId: service.id, nodeId: 'node-a' }, { transientChunks: false });
+    assert.equal(fetched.descriptor.sha256, sha256Of(bytes));
+    assert.ok((await collect(fetched.bytes)).equals(bytes), 'C restores exactly the closure A stored');
   });
 
   test('kill -9 of the instance holding 100 relay sockets: relays move, every cluster is elected again within the lease time, no call hangs, no acknowledged write is lost', async () => {

@@ -51,6 +51,12 @@ export const defaultRelayElectionTiming: IRelayElectionTiming = Object.freeze({
   heartbeatMs: 5_000,
 });
 
+/** How soon a socket whose cluster's lease another instance holds looks again (the holder may release it early). */
+const elsewhereRecheckMs = 1_000;
+
+/** How long a call reuses the lease it read to forward to its holder (a moved lease is read again). */
+const forwardingLeaseCacheMs = 1_000;
+
 /** The reason a relay handler answers (with `unavailable`) on a socket that is not its cluster's elected one. */
 export const relayNotElectedReason = 'relay-not-elected';
 
@@ -73,6 +79,8 @@ export class ClusterRelayElection {
   private readonly elections: WorkQueue;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private stopped = false;
+  /** The lease a forwarded call last read, by cluster, reused for `forwardingLeaseCacheMs`. */
+  private readonly forwardingLeases = new Map<string, { lease: IClusterRelayLeaseDocument; until: number }>();
   /** Until when another instance's socket holds the lease, as the last round read it, by cluster. */
   private readonly elsewhere = new Map<string, number>();
   /** Elections to try again when a lease held elsewhere runs out, by cluster. */
@@ -149,10 +157,45 @@ export class ClusterRelayElection {
       await this.instances.stop();
     }
     await this.elections.drain();
-    for (const [clusterId, lease] of [...this.held]) {
-      await this.release(clusterId, lease.sessionId).catch((error: unknown) =>
-        this.cloudly.logger.warn({ err: error, clusterId }, 'relay lease release on stop failed'));
+    await this.releaseClosedOnStop();
+    if (this.held.size > 0) {
+      const released = [...this.held.keys()];
+      this.held.clear();
+      await this.releaseMany(released).catch((error: unknown) =>
+        this.cloudly.logger.warn({ err: error, leases: released.length }, 'relay lease release on stop failed'));
     }
+  }
+
+  /**
+   * Frees the leases of these clusters that still name this instance, in one conditional write
+   * (generation bumped, so a concurrent election still loses its compare-and-swap).
+   */
+  private async releaseMany(clusterIdsArg: string[]): Promise<void> {
+    await this.cloudly.store.collection(clusterRelayLeaseKind).updateMany(
+      { id: { $in: clusterIdsArg }, instanceId: this.instanceId },
+      { $set: { sessionId: null, instanceId: null, expiresAt: 0 }, $inc: { generation: 1 } },
+    );
+    this.cloudly.logger.info({ leases: clusterIdsArg.length }, 'relay leases released');
+  }
+
+  /** Clusters whose elected socket closed while Cloudly stops: released together, promptly. */
+  private readonly closingOnStop = new Set<string>();
+  private closingFlush: Promise<void> | null = null;
+
+  private releaseClosedOnStop(): Promise<void> {
+    this.closingFlush ??= new Promise<void>((resolve) => setTimeout(resolve, 10)).then(async () => {
+      const clusters = [...this.closingOnStop];
+      this.closingOnStop.clear();
+      this.closingFlush = null;
+      for (const clusterId of clusters) {
+        this.held.delete(clusterId);
+      }
+      if (clusters.length > 0) {
+        await this.releaseMany(clusters).catch((error: unknown) =>
+          this.cloudly.logger.warn({ err: error, leases: clusters.length }, 'relay lease release on stop failed'));
+      }
+    });
+    return this.closingFlush;
   }
 
   /** The socket id this instance holds the unexpired lease for, or null. */
@@ -192,7 +235,7 @@ export class ClusterRelayElection {
    * once per beat, should that instance have let it go).
    */
   private heldElsewhere(clusterIdArg: string): boolean {
-    return (this.elsewhere.get(clusterIdArg) ?? 0) > Date.now();
+    return (this.elsewhere.get(clusterIdArg) ?? 0) > Date.now() && this.retryTimers.has(clusterIdArg);
   }
 
   /**
@@ -220,18 +263,37 @@ export class ClusterRelayElection {
     if (!this.registryStarted) {
       return null;
     }
-    const lease = await this.cloudly.store.get(clusterRelayLeaseKind, clusterIdArg);
+    const cached = this.forwardingLeases.get(clusterIdArg);
+    const fromCache = cached !== undefined && cached.until > Date.now();
+    const lease = fromCache ? cached.lease : await this.cloudly.store.get(clusterRelayLeaseKind, clusterIdArg);
     const now = Date.now();
     if (!lease || lease.sessionId === null || lease.instanceId === null || lease.instanceId === this.instanceId || lease.expiresAt <= now) {
+      this.forwardingLeases.delete(clusterIdArg);
       return null;
+    }
+    if (!fromCache) {
+      this.forwardingLeases.set(clusterIdArg, { lease, until: Math.min(now + forwardingLeaseCacheMs, lease.expiresAt) });
+      if (this.forwardingLeases.size > 10_000) {
+        this.forwardingLeases.delete(this.forwardingLeases.keys().next().value!);
+      }
     }
     const retryAfterMs = lease.expiresAt - now + 100;
     const holder = await this.instances.liveInstance(lease.instanceId);
     if (!holder) {
+      this.forwardingLeases.delete(clusterIdArg);
       throw refuse('unavailable', [instanceFailureReasons.holderGone], { retryAfterMs });
     }
-    const answer = await this.instances.forward(holder, { clusterId: clusterIdArg, method: methodArg, request: requestArg, timeoutMs: timeoutMsArg }, retryAfterMs);
-    return { answer };
+    try {
+      return { answer: await this.instances.forward(holder, { clusterId: clusterIdArg, method: methodArg, request: requestArg, timeoutMs: timeoutMsArg }, retryAfterMs) };
+    } catch (error) {
+      this.forwardingLeases.delete(clusterIdArg);
+      const reasons = (error as { errorData?: { reasons?: unknown } }).errorData?.reasons;
+      if (fromCache && Array.isArray(reasons) && reasons[0] === 'relay-not-connected') {
+        // The lease moved since it was read: once more with the lease as it is now.
+        return this.routeElsewhere(clusterIdArg, methodArg, requestArg, timeoutMsArg);
+      }
+      throw error;
+    }
   }
 
   /**
@@ -316,7 +378,8 @@ export class ClusterRelayElection {
       // out at `elsewhereUntil`: this instance's socket tries again right then.
       this.held.delete(clusterIdArg);
       this.elsewhere.set(clusterIdArg, outcome.elsewhereUntil);
-      this.retryWhenFree(clusterIdArg, outcome.elsewhereUntil);
+      // Looked at again when it runs out, or within a second should its holder let it go sooner.
+      this.retryWhenFree(clusterIdArg, Math.min(outcome.elsewhereUntil, Date.now() + elsewhereRecheckMs));
       return;
     }
     this.elsewhere.delete(clusterIdArg);
@@ -351,6 +414,13 @@ export class ClusterRelayElection {
 
   private async onSessionClosed(sessionArg: IRelaySession): Promise<void> {
     const clusterId = sessionArg.clusterId;
+    if (!this.cloudly.started && this.held.get(clusterId)?.sessionId === sessionArg.id) {
+      // Cloudly is stopping and closes every socket: their leases go back in one write, at once,
+      // so the relays' new sockets on other instances are elected as soon as they connect.
+      this.closingOnStop.add(clusterId);
+      await this.releaseClosedOnStop();
+      return;
+    }
     await this.elections.idle(clusterId);
     if (this.held.get(clusterId)?.sessionId !== sessionArg.id) {
       return;
