@@ -19,28 +19,18 @@ import {
 } from '../interfaces/data/servicevolume.js';
 import { snapshotServiceRuntimeStatus, type IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../interfaces/data/runtimelocalstorageclaim.js';
-import type {
-  IReq_Any_Cloudly_CreateService,
-  IReq_Any_Cloudly_GetRuntimeLocalStorageClaims,
-  IReq_Any_Cloudly_GetServiceById,
-  IReq_Any_Cloudly_GetServiceRuntimeStatus,
-  IReq_Any_Cloudly_GetServices,
-  IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim,
-  IReq_Any_Cloudly_SetServiceVolumeInitialization,
-  IReq_Any_Cloudly_UpdateService,
-} from '../interfaces/requests/service.js';
 import {
   bindApplyRuntimeLocalStorageClaimResponse,
   validateRuntimeSessionReference,
   type IApplyRuntimeLocalStorageClaimRequest,
   type IReq_Controller_Pallet_ApplyRuntimeLocalStorageClaim,
-  type IReq_Relay_Cloudly_ReportRuntimeNodeSession,
   type IRuntimeSessionReference,
 } from '../interfaces/requests/runtimesession.js';
 import { refuse } from '../core/errors.js';
-import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { defineDocumentKind, type IStoredDocument, type TDecision } from '../core/store.js';
+import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayMutation } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
-import { checkRequestShape, requireRequestShape, isAnyValue, isIdString, isPositiveInteger } from '../core/validation.js';
+import { isAnyValue, isIdString, isPositiveInteger, type TFieldCheck } from '../core/validation.js';
 import type { IRelaySession } from '../core/relaysessions.js';
 import {
   buildFirstClaimGeneration,
@@ -126,6 +116,20 @@ export const claimPushTimeoutMs = 15_000;
 
 const nodeSessionId = (clusterIdArg: string, nodeIdArg: string): string => `${clusterIdArg}/${nodeIdArg}`;
 
+/** A relay states a node's current runtime session: recorded as stated, created on first report. */
+const decideNodeSessionReport = (
+  currentArg: IRuntimeNodeSessionDocument | null,
+  clusterIdArg: string,
+  nodeIdArg: string,
+  sessionArg: IRuntimeSessionReference,
+  nowArg: number,
+): TDecision<IRuntimeNodeSessionDocument> => {
+  const session = { id: sessionArg.id, generation: sessionArg.generation };
+  return currentArg
+    ? { kind: 'write', change: { set: { session, reportedAt: nowArg } } }
+    : { kind: 'create', doc: { id: nodeSessionId(clusterIdArg, nodeIdArg), clusterId: clusterIdArg, nodeId: nodeIdArg, session, reportedAt: nowArg } };
+};
+
 /**
  * A claim is pushed while no bound answer arrived, and an import claim is asked again while its
  * node still waits for the bytes: the node answers the repeat as `replay` with its current state,
@@ -168,6 +172,60 @@ const toStoredVolume = (writableArg: TServiceWritableVolume, previousArg: IServi
   return volume;
 };
 
+const newClaimId = (): string => `lsc-${randomUUID()}`;
+
+/**
+ * The update of a service an administrator asked for, decided on the document as read: it must
+ * exist, stay in its cluster and organization, not be on its way out, and still have the
+ * generation the caller read. The spec revision moves only when the runtime spec changed; every
+ * newly eligible volume gets its claim decision in the same write.
+ */
+const decideServiceUpdate = (
+  currentArg: IServiceDocument | null,
+  requestArg: { serviceId: string; expectedGeneration: number; service: IServiceWritableSpec },
+  nowArg: number,
+  newClaimIdArg: () => string,
+): TDecision<IServiceDocument> => {
+  const spec = requestArg.service;
+  if (!currentArg) {
+    return { kind: 'refuse', refusal: refuse('not-found', [`service ${requestArg.serviceId} does not exist`]) };
+  }
+  const moved: string[] = [];
+  if (spec.clusterId !== currentArg.clusterId) {
+    moved.push('request.service.clusterId cannot change: a service does not move between clusters');
+  }
+  if (spec.organizationId !== currentArg.organizationId) {
+    moved.push('request.service.organizationId cannot change');
+  }
+  if (moved.length > 0) {
+    return { kind: 'refuse', refusal: refuse('invalid-request', moved) };
+  }
+  if (currentArg.deletionRequestedAt !== undefined) {
+    return { kind: 'refuse', refusal: refuse('conflict', ['service-pending-removal']) };
+  }
+  if (currentArg.generation !== requestArg.expectedGeneration) {
+    return { kind: 'refuse', refusal: refuse('conflict', ["request.expectedGeneration is not the service's current generation"]) };
+  }
+  const runtime = snapshotServiceRuntimeSpec(spec.runtime);
+  const volumes = spec.volumes.map((volume) =>
+    toStoredVolume(volume, currentArg.volumes.find((stored) => stored.mountPath === volume.mountPath)));
+  const specRevision = isSameServiceRuntimeSpec(currentArg.runtime, runtime) ? currentArg.specRevision : currentArg.specRevision + 1;
+  const view: IService = { ...toPublicService(currentArg), name: spec.name, runtime, volumes, specRevision, updatedAt: nowArg };
+  return {
+    kind: 'write',
+    change: {
+      set: { name: spec.name, runtime, volumes, specRevision, updatedAt: nowArg, claimDecisions: decideVolumeClaims(view, currentArg.claimDecisions, newClaimIdArg) },
+    },
+  };
+};
+
+/** A new service under a fresh id: a collision with an existing document is refused. */
+const decideServiceCreation = (
+  currentArg: IServiceDocument | null,
+  docArg: Omit<IServiceDocument, 'generation'>,
+): TDecision<IServiceDocument> =>
+  (currentArg ? { kind: 'refuse', refusal: refuse('conflict', ['service id collided; try again']) } : { kind: 'create', doc: docArg });
+
 /**
  * Claim decisions for a service state: existing ones are kept while their mount path exists, and
  * every eligible volume without one gets one now, from the derive rule. Decisions of removed
@@ -176,6 +234,7 @@ const toStoredVolume = (writableArg: TServiceWritableVolume, previousArg: IServi
 const decideVolumeClaims = (
   serviceArg: IService,
   existingArg: IServiceVolumeClaimDecision[],
+  newClaimIdArg: () => string = newClaimId,
 ): IServiceVolumeClaimDecision[] => {
   const mountPaths = new Set(serviceArg.volumes.map((volume) => volume.mountPath));
   const decisions = existingArg.filter((decision) => mountPaths.has(decision.mountPath));
@@ -192,7 +251,7 @@ const decideVolumeClaims = (
     }
     decisions.push({
       mountPath: volume.mountPath,
-      claimId: `lsc-${randomUUID()}`,
+      claimId: newClaimIdArg(),
       nodeId: serviceArg.runtime.placement.nodeIds[0],
       volumeId: volume.id,
       initialization: derived.initialization,
@@ -335,122 +394,95 @@ export class ServiceManager {
   // ------------------------------------------------------------------ services
 
   private registerServiceHandlers(): void {
-    this.cloudly.addAdminHandler<IReq_Any_Cloudly_CreateService>('createService', async (request, context) => {
-      const spec = this.requireWritableSpec(request, {});
-      await this.requireServiceReferences(spec, null);
-      const now = Date.now();
-      const id = `svc-${randomUUID()}`;
-      const service: IService = {
-        id,
-        name: spec.name,
-        organizationId: spec.organizationId,
-        clusterId: spec.clusterId,
-        generation: 1,
-        specRevision: 1,
-        runtime: snapshotServiceRuntimeSpec(spec.runtime),
-        volumes: spec.volumes.map((volume) => toStoredVolume(volume, undefined)),
-        createdAt: now,
-        updatedAt: now,
-      };
-      const { generation: _generation, ...fields } = service;
-      const stored = await this.cloudly.store.insert(serviceKind, { ...fields, claimDecisions: [] });
-      if (!stored) {
-        throw refuse('conflict', ['service id collided; try again']);
-      }
-      this.cloudly.logger.info({ serviceId: id, actor: context.identity.userId }, 'service created');
-      return { service: toPublicService(stored) };
-    });
-
-    this.cloudly.addAdminHandler<IReq_Any_Cloudly_UpdateService>('updateService', async (request, context) => {
-      const spec = this.requireWritableSpec(request, { serviceId: isIdString, expectedGeneration: isPositiveInteger });
-      const current = await this.cloudly.store.get(serviceKind, request.serviceId);
-      if (!current) {
-        throw refuse('not-found', [`service ${request.serviceId} does not exist`]);
-      }
-      const moved: string[] = [];
-      if (spec.clusterId !== current.clusterId) {
-        moved.push('request.service.clusterId cannot change: a service does not move between clusters');
-      }
-      if (spec.organizationId !== current.organizationId) {
-        moved.push('request.service.organizationId cannot change');
-      }
-      if (moved.length > 0) {
-        throw refuse('invalid-request', moved);
-      }
-      if (current.deletionRequestedAt !== undefined) {
-        throw refuse('conflict', ['service-pending-removal']);
-      }
-      await this.requireServiceReferences(spec, current.id);
-      if (current.generation !== request.expectedGeneration) {
-        throw refuse('conflict', ["request.expectedGeneration is not the service's current generation"]);
-      }
-      const runtime = snapshotServiceRuntimeSpec(spec.runtime);
-      const volumes = spec.volumes.map((volume) =>
-        toStoredVolume(volume, current.volumes.find((stored) => stored.mountPath === volume.mountPath)));
-      const specRevision = isSameServiceRuntimeSpec(current.runtime, runtime) ? current.specRevision : current.specRevision + 1;
-      const now = Date.now();
-      const view: IService = { ...toPublicService(current), name: spec.name, runtime, volumes, specRevision, updatedAt: now };
-      const next = await this.cloudly.store.swap(serviceKind, current.id, request.expectedGeneration, {
-        set: {
-          name: spec.name,
-          runtime,
-          volumes,
-          specRevision,
-          updatedAt: now,
-          claimDecisions: decideVolumeClaims(view, current.claimDecisions),
+    const isWritableSpec: TFieldCheck = (valueArg, pathArg) => validateServiceWritableSpec(valueArg, pathArg);
+    const isServiceRead = { required: { serviceId: isIdString } };
+    registerOperations(this.cloudly, [
+      adminMutation({
+        method: 'createService',
+        input: { required: { service: isWritableSpec } },
+        facts: async (request) => {
+          await this.requireServiceReferences(request.service, null);
+          return { id: `svc-${randomUUID()}` };
         },
-      });
-      if (!next) {
-        throw refuse('conflict', ["request.expectedGeneration is not the service's current generation"]);
-      }
-      this.cloudly.logger.info({ serviceId: next.id, actor: context.identity.userId, specRevision }, 'service updated');
-      this.scheduleReconcile(next.id);
-      return { service: toPublicService(next) };
-    });
-
-    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServices>('getServices', async (request) => {
-      request = requireRequestShape(request, { required: {}, optional: { clusterId: isIdString, ...pageShape('getServices') } });
-      const page = await findPage(
-        this.cloudly.store,
-        serviceKind,
-        request.clusterId === undefined ? {} : { clusterId: request.clusterId },
-        'getServices',
-        request,
-        { createdAt: 1 },
-      );
-      return { services: page.items.map(toPublicService), ...nextCursorMember(page) };
-    });
-
-    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServiceById>('getServiceById', async (request) => ({
-      service: await this.answerForServiceId(request, (serviceIdArg) => this.getService(serviceIdArg)),
-    }));
-
-    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', async (request) => {
-      const status = await this.answerForServiceId(request, (serviceIdArg) => this.getServiceRuntimeStatus(serviceIdArg));
-      const placements = await this.cloudly.desiredStateManager.observedPlacements(status.id);
-      const lastReportedAt = placements.reduce<number | null>((latest, placement) => Math.max(latest ?? 0, placement.reportedAt), null);
-      return { status, observed: { placements, lastReportedAt } };
-    });
+        target: (_request, facts) => ({ kind: serviceKind, id: facts.id }),
+        decide: (current, { request, facts, now }) => decideServiceCreation(current, {
+          id: facts.id,
+          name: request.service.name,
+          organizationId: request.service.organizationId,
+          clusterId: request.service.clusterId,
+          specRevision: 1,
+          runtime: snapshotServiceRuntimeSpec(request.service.runtime),
+          volumes: request.service.volumes.map((volume) => toStoredVolume(volume, undefined)),
+          claimDecisions: [],
+          createdAt: now,
+          updatedAt: now,
+        }),
+        answer: ({ doc }) => ({ service: toPublicService(doc!) }),
+        after: ({ doc }, _step, context) => {
+          this.cloudly.logger.info({ serviceId: doc!.id, actor: context.identity.userId }, 'service created');
+        },
+      }),
+      adminMutation({
+        method: 'updateService',
+        input: { required: { serviceId: isIdString, expectedGeneration: isPositiveInteger, service: isWritableSpec } },
+        facts: async (request) => {
+          // A move between clusters or organizations is named before the references of the new spec are judged.
+          const current = await this.cloudly.store.get(serviceKind, request.serviceId);
+          if (current && current.clusterId === request.service.clusterId && current.organizationId === request.service.organizationId) {
+            await this.requireServiceReferences(request.service, current.id);
+          }
+          return { newClaimId };
+        },
+        target: (request) => ({ kind: serviceKind, id: request.serviceId }),
+        decide: (current, { request, facts, now }) => decideServiceUpdate(current, request, now, facts.newClaimId),
+        answer: ({ doc }) => ({ service: toPublicService(doc!) }),
+        after: ({ doc }, _step, context) => {
+          this.cloudly.logger.info({ serviceId: doc!.id, actor: context.identity.userId, specRevision: doc!.specRevision }, 'service updated');
+          this.scheduleReconcile(doc!.id);
+        },
+      }),
+      adminQuery({
+        method: 'getServices',
+        input: { required: {}, optional: { clusterId: isIdString, ...pageShape('getServices') } },
+        run: async (request) => {
+          const page = await findPage(
+            this.cloudly.store,
+            serviceKind,
+            request.clusterId === undefined ? {} : { clusterId: request.clusterId },
+            'getServices',
+            request,
+            { createdAt: 1 },
+          );
+          return { services: page.items.map(toPublicService), ...nextCursorMember(page) };
+        },
+      }),
+      adminQuery({
+        method: 'getServiceById',
+        input: isServiceRead,
+        run: async (request) => ({ service: await this.requireFound(request.serviceId, await this.getService(request.serviceId)) }),
+      }),
+      // Writes the verdict when it changed (so `changedAt` moves only with it): an orchestration.
+      adminOrchestration({
+        method: 'getServiceRuntimeStatus',
+        input: isServiceRead,
+        run: async (request) => {
+          const status = await this.requireFound(request.serviceId, await this.getServiceRuntimeStatus(request.serviceId));
+          const placements = await this.cloudly.desiredStateManager.observedPlacements(status.id);
+          const lastReportedAt = placements.reduce<number | null>((latest, placement) => Math.max(latest ?? 0, placement.reportedAt), null);
+          return { status, observed: { placements, lastReportedAt } };
+        },
+      }),
+    ]);
   }
 
-  /**
-   * The common path of a `{ identity, serviceId }` read: checks the request shape, runs the read,
-   * and refuses `not-found` when it finds no such service (the read answers null).
-   */
-  private async answerForServiceId<TAnswer>(
-    requestArg: unknown,
-    readArg: (serviceIdArg: string) => Promise<TAnswer | null>,
-  ): Promise<TAnswer> {
-    requestArg = requireRequestShape(requestArg, { required: { serviceId: isIdString } });
-    const serviceId = (requestArg as { serviceId: string }).serviceId;
-    const answer = await readArg(serviceId);
-    if (answer === null) {
-      throw refuse('not-found', [`service ${serviceId} does not exist`]);
+  /** The answer of a `{ identity, serviceId }` read, or `not-found` when the read found no such service. */
+  private async requireFound<TAnswer>(serviceIdArg: string, answerArg: TAnswer | null): Promise<TAnswer> {
+    if (answerArg === null) {
+      throw refuse('not-found', [`service ${serviceIdArg} does not exist`]);
     }
-    return answer;
+    return answerArg;
   }
 
-  /** Checks the request shape and the writable spec; refuses with every reason, stores nothing. */
   /**
    * A service names a cluster that exists and places itself only on nodes that cluster has: an
    * unknown cluster is `not-found`, every unknown placement node is named in one `invalid-request`.
@@ -488,33 +520,16 @@ export class ServiceManager {
     }
   }
 
-  private requireWritableSpec(
-    requestArg: unknown,
-    extraFieldsArg: Record<string, (valueArg: unknown, pathArg: string) => string[]>,
-  ): IServiceWritableSpec {
-    const reasons = checkRequestShape(requestArg, { required: { ...extraFieldsArg, service: isAnyValue } });
-    const service = (requestArg as { service?: unknown }).service;
-    if (service !== undefined) {
-      reasons.push(...validateServiceWritableSpec(service, 'request.service'));
-    }
-    if (reasons.length > 0) {
-      throw refuse('invalid-request', reasons);
-    }
-    return service as IServiceWritableSpec;
-  }
-
   // ------------------------------------------------------------------ volume initialization
 
   private registerVolumeHandlers(): void {
-    this.cloudly.addAdminHandler<IReq_Any_Cloudly_SetServiceVolumeInitialization>(
-      'setServiceVolumeInitialization',
-      async (request, context) => {
-        const shape = checkRequestShape(request, {
-          required: { serviceId: isIdString, mountPath: isAnyValue, expected: isAnyValue, initialization: isAnyValue },
-        });
-        if (shape.length > 0) {
-          throw refuse('invalid-request', shape);
-        }
+    registerOperations(this.cloudly, [adminOrchestration({
+      method: 'setServiceVolumeInitialization',
+      input: { required: { serviceId: isIdString, mountPath: isAnyValue, expected: isAnyValue, initialization: isAnyValue } },
+      // The contract answers an invalid initialization and running out of rounds in its own
+      // refusal shape (volumeRefusal), so the steps are written out here rather than left to the
+      // pipeline's invalid-request and conflict.
+      run: async (request, context) => {
         const invalid = [
           ...(request.expected === null ? [] : validateServiceVolumeInitialization(request.expected, 'request.expected')),
           ...(request.initialization === null
@@ -552,56 +567,59 @@ export class ServiceManager {
         this.scheduleReconcile(next.id);
         return { service: toPublicService(next) };
       },
-    );
+    })]);
   }
 
   // ------------------------------------------------------------------ local storage claims
 
   private registerClaimHandlers(): void {
-    this.cloudly.addAdminHandler<IReq_Any_Cloudly_GetRuntimeLocalStorageClaims>('getRuntimeLocalStorageClaims', async (request) => {
-      request = requireRequestShape(request, { required: { serviceId: isIdString }, optional: pageShape('getRuntimeLocalStorageClaims') });
-      if (!(await this.cloudly.store.get(serviceKind, request.serviceId))) {
-        throw refuse('not-found', [`service ${request.serviceId} does not exist`]);
-      }
-      // A page counts claims (each with its retained history), ordered by claim id.
-      const page = pageOf('getRuntimeLocalStorageClaims', await this.readRuntimeLocalStorageClaims(request.serviceId), (docArg) => docArg.id, request);
-      return { claims: page.items.flatMap((docArg) => [...docArg.history, docArg.current]), ...nextCursorMember(page) };
-    });
-
-    this.cloudly.addAdminHandler<IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim>(
-      'releaseUncertainRuntimeLocalStorageClaim',
-      async (request, context) => {
-        request = requireRequestShape(request, { required: { claimId: isIdString, generation: isPositiveInteger } });
-        const released = (await this.cloudly.store.mutate(runtimeLocalStorageClaimKind, request.claimId, (docArg) =>
-          decideUncertainRelease(docArg, request.claimId, request.generation))).doc!;
-        this.cloudly.logger.info(
-          { claimId: released.id, generation: request.generation, actor: context.identity.userId },
-          'uncertain local storage claim released',
-        );
-        // The held change (a purge or a remount) is issued and pushed after this answer.
-        this.scheduleReconcile(released.serviceId);
-        return { claim: released.current };
-      },
-    );
-
-    this.cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNodeSession>('reportRuntimeNodeSession', async (request, context) => {
-      request = requireRequestShape(request, {
-        required: { nodeId: isIdString, session: (value, path) => validateRuntimeSessionReference(value, path) },
-      });
-      const id = nodeSessionId(context.clusterId, request.nodeId);
-      const session = { id: request.session.id, generation: request.session.generation };
-      await this.cloudly.store.mutate(runtimeNodeSessionKind, id, (storedArg) => (storedArg
-        ? { kind: 'write', change: { set: { session, reportedAt: Date.now() } } }
-        : { kind: 'create', doc: { id, clusterId: context.clusterId, nodeId: request.nodeId, session, reportedAt: Date.now() } }));
-      const pending = await this.pendingClaimIds({ clusterId: context.clusterId, nodeId: request.nodeId });
-      // Pushed after this answer: the push travels over the same relay socket.
-      setImmediate(() => {
-        for (const claimId of pending) {
-          void this.pushClaim(claimId);
-        }
-      });
-      return { accepted: true, pushedClaims: pending.length };
-    });
+    registerOperations(this.cloudly, [
+      adminQuery({
+        method: 'getRuntimeLocalStorageClaims',
+        input: { required: { serviceId: isIdString }, optional: pageShape('getRuntimeLocalStorageClaims') },
+        run: async (request) => {
+          if (!(await this.cloudly.store.get(serviceKind, request.serviceId))) {
+            throw refuse('not-found', [`service ${request.serviceId} does not exist`]);
+          }
+          // A page counts claims (each with its retained history), ordered by claim id.
+          const page = pageOf('getRuntimeLocalStorageClaims', await this.readRuntimeLocalStorageClaims(request.serviceId), (docArg) => docArg.id, request);
+          return { claims: page.items.flatMap((docArg) => [...docArg.history, docArg.current]), ...nextCursorMember(page) };
+        },
+      }),
+      adminMutation({
+        method: 'releaseUncertainRuntimeLocalStorageClaim',
+        input: { required: { claimId: isIdString, generation: isPositiveInteger } },
+        target: (request) => ({ kind: runtimeLocalStorageClaimKind, id: request.claimId }),
+        decide: (current, { request }) => decideUncertainRelease(current, request.claimId, request.generation),
+        answer: ({ doc }) => ({ claim: doc!.current }),
+        after: ({ doc }, { request }, context) => {
+          this.cloudly.logger.info(
+            { claimId: doc!.id, generation: request.generation, actor: context.identity.userId },
+            'uncertain local storage claim released',
+          );
+          // The held change (a purge or a remount) is issued and pushed after this answer.
+          this.scheduleReconcile(doc!.serviceId);
+        },
+      }),
+      relayMutation({
+        method: 'reportRuntimeNodeSession',
+        input: { required: { nodeId: isIdString, session: (value, path) => validateRuntimeSessionReference(value, path) } },
+        // The socket names the cluster: every report is confined to the relay's own cluster.
+        facts: async (_request, context) => ({ clusterId: context.clusterId }),
+        target: (request, facts) => ({ kind: runtimeNodeSessionKind, id: nodeSessionId(facts.clusterId, request.nodeId) }),
+        decide: (current, { request, facts, now }) => decideNodeSessionReport(current, facts.clusterId, request.nodeId, request.session, now),
+        answer: async ({ doc }) => {
+          const pending = await this.pendingClaimIds({ clusterId: doc!.clusterId, nodeId: doc!.nodeId });
+          // Pushed after this answer: the push travels over the same relay socket.
+          setImmediate(() => {
+            for (const claimId of pending) {
+              void this.pushClaim(claimId);
+            }
+          });
+          return { accepted: true, pushedClaims: pending.length };
+        },
+      }),
+    ]);
   }
 
   private scheduleReconcile(serviceIdArg: string): void {
