@@ -10,7 +10,10 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY scripts ./scripts
 COPY ts ./ts
-RUN npm run build && npm prune --omit=dev --no-audit --no-fund
+COPY web ./web
+# The dashboard bundle goes to dist/dashboard after the server build (which clears dist/); the
+# run stage has no web/, so /dashboard serves this prebuilt bundle as it is.
+RUN npm run build && npm run build:dashboard && npm prune --omit=dev --no-audit --no-fund
 
 # ---- run: plain node on the transpiled files (no TypeScript loader in the process).
 FROM node:20-slim
