@@ -1,21 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
 import type { IReq_Admin_LoginWithUsernameAndPassword } from '../interfaces/requests/admin.js';
-import type {
-  IReq_Account_ChangePassword,
-  IReq_Account_Logout,
-  IReq_Admin_CreateUser,
-  IReq_Admin_DeleteUser,
-  IReq_Admin_GetUsers,
-  IReq_Admin_SetUserDisabled,
-  IReq_Admin_SetUserRole,
-} from '../interfaces/requests/account.js';
 import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
 import { isTypedResponseError, readCloudlyErrorData, refuse } from '../core/errors.js';
-import { checkRequestShape, isBoolean, isIdString, isNonNegativeInteger, isString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
+import { checkRequestShape, isBoolean, isIdString, isNonNegativeInteger, isString, type TFieldCheck } from '../core/validation.js';
 import { AttemptLimiter, type IAttemptLimit } from '../core/attemptlimiter.js';
 import { dummyPasswordHash, hashPassword, verifyPassword, type IVerifiedIdentity } from '../core/auth.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
+import { adminMutation, adminOrchestration, adminQuery, registerOperations } from '../core/operations.js';
 import { adminUserKind, toPublicAccount, userIdOf, type IAdminUser } from './users.js';
 import {
   accountReasons,
@@ -191,96 +183,120 @@ export class AdminManager {
   }
 
   private registerAccounts(): void {
-    this.cloudly.addAdminHandler<IReq_Admin_CreateUser>('createUser', async (request) => {
-      request = requireRequestShape(request, { required: { username: isUsername, password: isNewPassword, role: isRole } });
-      const id = userIdOf(request.username);
-      const now = Date.now();
-      // Hashed before the write; a dry run hashes too (it answers what the real call would).
-      const passwordHash = await hashPassword(request.password);
-      const { doc } = await this.cloudly.store.mutate(adminUserKind, id, (existingArg) => decideCreateUser(existingArg, {
-        id,
-        username: request.username,
-        passwordHash,
-        role: request.role,
-        createdAt: now,
-        passwordChangedAt: now,
-        sessionKey: newSessionKey(),
-      }));
-      this.cloudly.logger.info({ userId: id, username: request.username, role: request.role }, 'account created');
-      return { user: toPublicAccount(doc!) };
+    /** The facts every decision that could lock administrators out needs. */
+    const guardFacts = async (userIdArg: string, actorIdArg: string) => ({
+      otherEnabledAdmins: await this.otherEnabledAdmins(userIdArg),
+      actorId: actorIdArg,
+      newSessionKey: newSessionKey(),
     });
-
-    this.cloudly.addAdminHandler<IReq_Admin_GetUsers>('getUsers', async (request) => {
-      request = requireRequestShape(request, { required: {}, optional: pageShape('getUsers') });
-      const page = await findPage(this.cloudly.store, adminUserKind, {}, 'getUsers', request, { createdAt: 1 });
-      return { users: page.items.map(toPublicAccount), ...nextCursorMember(page) };
-    });
-
-    this.cloudly.addAdminHandler<IReq_Admin_SetUserDisabled>('setUserDisabled', async (request, context) => {
-      request = requireRequestShape(request, { required: { userId: isIdString, disabled: isBoolean, expectedGeneration: isNonNegativeInteger } });
-      const facts = { otherEnabledAdmins: await this.otherEnabledAdmins(request.userId), actorId: context.identity.userId };
-      const { doc } = await this.cloudly.store.mutate(adminUserKind, request.userId, (currentArg) => decideSetDisabled(currentArg, { ...request, newSessionKey: newSessionKey() }, facts));
-      this.cloudly.logger.info({ userId: request.userId, disabled: request.disabled }, 'account disabled state set');
-      return { user: toPublicAccount(doc!) };
-    });
-
-    this.cloudly.addAdminHandler<IReq_Admin_SetUserRole>('setUserRole', async (request, context) => {
-      request = requireRequestShape(request, { required: { userId: isIdString, role: isRole, expectedGeneration: isNonNegativeInteger } });
-      const facts = { otherEnabledAdmins: await this.otherEnabledAdmins(request.userId), actorId: context.identity.userId };
-      const { doc } = await this.cloudly.store.mutate(adminUserKind, request.userId, (currentArg) =>
-        decideSetRole(currentArg, { role: request.role as TIdentityRole, expectedGeneration: request.expectedGeneration, newSessionKey: newSessionKey() }, facts));
-      this.cloudly.logger.info({ userId: request.userId, role: request.role }, 'account role set');
-      return { user: toPublicAccount(doc!) };
-    });
-
-    this.cloudly.addAdminHandler<IReq_Admin_DeleteUser>('deleteUser', async (request, context) => {
-      request = requireRequestShape(request, { required: { userId: isIdString, expectedGeneration: isNonNegativeInteger } });
-      const before = await this.cloudly.store.get(adminUserKind, request.userId);
-      const facts = { otherEnabledAdmins: await this.otherEnabledAdmins(request.userId), actorId: context.identity.userId };
-      const result = await this.cloudly.store.mutate(adminUserKind, request.userId, (currentArg) => decideDeleteUser(currentArg, request, facts));
-      const removed = result.doc ?? before;
-      if (!removed) {
-        throw refuse('not-found', [accountReasons.userNotFound]);
-      }
-      this.cloudly.logger.info({ userId: request.userId }, 'account deleted');
-      return { user: toPublicAccount(removed) };
-    });
-
-    this.cloudly.addAdminHandler<IReq_Account_ChangePassword>('changePassword', async (request, context) => {
-      request = requireRequestShape(request, { required: { oldPassword: isString(1, passwordLimits.maxLength), newPassword: isNewPassword } });
-      const username = context.identity.name;
-      const retryAfterMs = this.usernameFailures.retryAfterMs(username);
-      if (retryAfterMs > 0) {
-        throw refuse('unavailable', ['login-rate-limited'], { retryAfterMs });
-      }
-      const account = await this.cloudly.store.get(adminUserKind, context.identity.userId);
-      if (!account || !(await verifyPassword(request.oldPassword, account.passwordHash || dummyPasswordHash))) {
-        this.usernameFailures.record(username);
-        throw refuse('invalid-request', [accountReasons.oldPasswordWrong]);
-      }
-      if (request.oldPassword === request.newPassword) {
-        throw refuse('invalid-request', [accountReasons.samePassword]);
-      }
-      const sessionKey = newSessionKey();
-      const passwordHash = await hashPassword(request.newPassword);
-      const { doc } = await this.cloudly.store.mutate(adminUserKind, account.id, (currentArg) =>
-        decideReplaceSessionKey(currentArg, { sessionKey, passwordHash, passwordChangedAt: Date.now() }));
-      this.cloudly.logger.info({ userId: account.id }, 'password changed; every identity of the account revoked');
-      return { identity: await this.cloudly.auth.issueIdentity({ id: doc!.id, username: doc!.username, role: doc!.role, sessionKey: doc!.sessionKey }) };
-    });
-
-    this.cloudly.addAdminHandler<IReq_Account_Logout>('logout', async (request, context) => {
-      request = requireRequestShape(request, { required: {}, optional: { allSessions: isBoolean } });
-      if (request.allSessions === true) {
-        await this.cloudly.store.mutate(adminUserKind, context.identity.userId, (currentArg) => decideReplaceSessionKey(currentArg, { sessionKey: newSessionKey() }));
-        this.cloudly.logger.info({ userId: context.identity.userId }, 'logged out of every session');
-        return { revoked: 'all-sessions' };
-      }
-      await this.cloudly.store.mutate(adminUserKind, context.identity.userId, (currentArg) =>
-        decideRevokeSession(currentArg, { sessionId: context.identity.sessionId, expiresAt: context.identity.expiresAt }, Date.now()));
-      this.cloudly.logger.info({ userId: context.identity.userId }, 'logged out');
-      return { revoked: 'session' };
-    });
+    registerOperations(this.cloudly, [
+      adminMutation({
+        method: 'createUser',
+        input: { required: { username: isUsername, password: isNewPassword, role: isRole } },
+        // Hashed before the write; a dry run hashes too (it answers what the real call would).
+        facts: async (request) => ({ passwordHash: await hashPassword(request.password), sessionKey: newSessionKey() }),
+        target: (request) => ({ kind: adminUserKind, id: userIdOf(request.username) }),
+        decide: (existing, { request, facts, now }) => decideCreateUser(existing, {
+          id: userIdOf(request.username),
+          username: request.username,
+          passwordHash: facts.passwordHash,
+          role: request.role,
+          createdAt: now,
+          passwordChangedAt: now,
+          sessionKey: facts.sessionKey,
+        }),
+        answer: ({ doc }) => ({ user: toPublicAccount(doc!) }),
+        after: ({ doc }) => {
+          this.cloudly.logger.info({ userId: doc!.id, username: doc!.username, role: doc!.role }, 'account created');
+        },
+      }),
+      adminQuery({
+        method: 'getUsers',
+        input: { required: {}, optional: pageShape('getUsers') },
+        run: async (request) => {
+          const page = await findPage(this.cloudly.store, adminUserKind, {}, 'getUsers', request, { createdAt: 1 });
+          return { users: page.items.map(toPublicAccount), ...nextCursorMember(page) };
+        },
+      }),
+      adminMutation({
+        method: 'setUserDisabled',
+        input: { required: { userId: isIdString, disabled: isBoolean, expectedGeneration: isNonNegativeInteger } },
+        facts: (request, context) => guardFacts(request.userId, context.identity.userId),
+        target: (request) => ({ kind: adminUserKind, id: request.userId }),
+        decide: (current, { request, facts }) => decideSetDisabled(current, { ...request, newSessionKey: facts.newSessionKey }, facts),
+        answer: ({ doc }) => ({ user: toPublicAccount(doc!) }),
+        after: (_outcome, { request }) => {
+          this.cloudly.logger.info({ userId: request.userId, disabled: request.disabled }, 'account disabled state set');
+        },
+      }),
+      adminMutation({
+        method: 'setUserRole',
+        input: { required: { userId: isIdString, role: isRole, expectedGeneration: isNonNegativeInteger } },
+        facts: (request, context) => guardFacts(request.userId, context.identity.userId),
+        target: (request) => ({ kind: adminUserKind, id: request.userId }),
+        decide: (current, { request, facts }) =>
+          decideSetRole(current, { role: request.role as TIdentityRole, expectedGeneration: request.expectedGeneration, newSessionKey: facts.newSessionKey }, facts),
+        answer: ({ doc }) => ({ user: toPublicAccount(doc!) }),
+        after: (_outcome, { request }) => {
+          this.cloudly.logger.info({ userId: request.userId, role: request.role }, 'account role set');
+        },
+      }),
+      adminMutation({
+        method: 'deleteUser',
+        input: { required: { userId: isIdString, expectedGeneration: isNonNegativeInteger } },
+        facts: (request, context) => guardFacts(request.userId, context.identity.userId),
+        target: (request) => ({ kind: adminUserKind, id: request.userId }),
+        decide: (current, { request, facts }) => decideDeleteUser(current, request, facts),
+        // The account as it was when its removal committed (a removal already done is not-found).
+        answer: ({ previous }) => {
+          if (!previous) {
+            throw refuse('not-found', [accountReasons.userNotFound]);
+          }
+          return { user: toPublicAccount(previous) };
+        },
+        after: (_outcome, { request }) => {
+          this.cloudly.logger.info({ userId: request.userId }, 'account deleted');
+        },
+      }),
+      // Checks the old password (rate-limited like a login), then replaces the hash and the session key.
+      adminOrchestration({
+        method: 'changePassword',
+        input: { required: { oldPassword: isString(1, passwordLimits.maxLength), newPassword: isNewPassword } },
+        check: (request) => (request.oldPassword === request.newPassword ? [accountReasons.samePassword] : []),
+        run: async (request, context) => {
+          const username = context.identity.name;
+          const retryAfterMs = this.usernameFailures.retryAfterMs(username);
+          if (retryAfterMs > 0) {
+            throw refuse('unavailable', ['login-rate-limited'], { retryAfterMs });
+          }
+          const account = await this.cloudly.store.get(adminUserKind, context.identity.userId);
+          if (!account || !(await verifyPassword(request.oldPassword, account.passwordHash || dummyPasswordHash))) {
+            this.usernameFailures.record(username);
+            throw refuse('invalid-request', [accountReasons.oldPasswordWrong]);
+          }
+          const sessionKey = newSessionKey();
+          const passwordHash = await hashPassword(request.newPassword);
+          const { doc } = await this.cloudly.store.mutate(adminUserKind, account.id, (currentArg) =>
+            decideReplaceSessionKey(currentArg, { sessionKey, passwordHash, passwordChangedAt: Date.now() }));
+          this.cloudly.logger.info({ userId: account.id }, 'password changed; every identity of the account revoked');
+          return { identity: await this.cloudly.auth.issueIdentity({ id: doc!.id, username: doc!.username, role: doc!.role, sessionKey: doc!.sessionKey }) };
+        },
+      }),
+      adminMutation({
+        method: 'logout',
+        input: { required: {}, optional: { allSessions: isBoolean } },
+        // The session is the caller's own: this identity's session, or every one of its account.
+        facts: async (_request, context) => ({
+          sessionKey: newSessionKey(),
+          session: { sessionId: context.identity.sessionId, expiresAt: context.identity.expiresAt },
+        }),
+        target: (_request, _facts, context) => ({ kind: adminUserKind, id: context.identity.userId }),
+        decide: (current, { request, facts, now }) => (request.allSessions === true
+          ? decideReplaceSessionKey(current, { sessionKey: facts.sessionKey })
+          : decideRevokeSession(current, facts.session, now)),
+        answer: (_outcome, { request }) => ({ revoked: request.allSessions === true ? 'all-sessions' as const : 'session' as const }),
+      }),
+    ]);
   }
 }
 
