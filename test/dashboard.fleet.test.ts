@@ -101,7 +101,10 @@ test('getFleetOverview pages by id without losing or repeating a cluster, and re
   const small = await countingReads(() => fleet({ limit: 2 }));
   const large = await countingReads(() => fleet({ limit: 10 }));
   assert.equal(large.result.clusters.length, 10);
-  assert.deepEqual(large.finds.sort(), small.finds.sort(), 'the same reads for 2 clusters as for 10');
+  // Which clusters land on the 2-cluster page depends on their random ids; a page whose clusters
+  // have no services needs no runtime status read. No kind is read more than once either way.
+  assert.ok(small.finds.every((kind) => large.finds.includes(kind)), `no read for 2 clusters that 10 do not need: ${small.finds.join(', ')} / ${large.finds.join(', ')}`);
+  assert.equal(new Set(small.finds).size, small.finds.length, `one read per kind: ${small.finds.join(', ')}`);
   assert.equal(new Set(large.finds).size, large.finds.length, `one read per kind: ${large.finds.join(', ')}`);
   assert.deepEqual(large.gets, [], 'no read per cluster');
   const badLimit = await refusalOf(() => fleet({ limit: 0 }));
