@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
 import { isTypedResponseError, refuse } from '../core/errors.js';
 import { WorkQueue } from '../core/workqueue.js';
-import { currentOperation } from '../core/operationcontext.js';
-import { requireRequestShape, isIdString } from '../core/validation.js';
+import { isIdString } from '../core/validation.js';
+import { adminMutation, adminQuery, registerOperations } from '../core/operations.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
 import { sha256Hex } from '../interfaces/private/canonicaljson.js';
 import {
@@ -11,9 +11,6 @@ import {
   type IOperation,
   type IOperationError,
   type IOperationProgress,
-  type IReq_Admin_CancelOperation,
-  type IReq_Admin_GetOperation,
-  type IReq_Admin_GetOperations,
 } from '../interfaces/requests/operation.js';
 import {
   initialProgress,
@@ -322,48 +319,59 @@ export class OperationManager {
   }
 
   private registerHandlers(): void {
-    this.cloudly.addAdminHandler<IReq_Admin_GetOperation>('getOperation', async (request) => {
-      request = requireRequestShape(request, { required: { operationId: isIdString } });
-      const operation = await this.getPublic(request.operationId);
-      if (!operation) {
-        throw refuse('not-found', [operationReasons.notFound]);
-      }
-      return { operation };
-    });
-
-    this.cloudly.addAdminHandler<IReq_Admin_GetOperations>('getOperations', async (request) => {
-      request = requireRequestShape(request, {
-        required: {},
-        optional: {
-          clusterId: isIdString,
-          serviceId: isIdString,
-          state: (valueArg, pathArg) => ((operationStates as readonly unknown[]).includes(valueArg) ? [] : [`${pathArg} must be one of ${operationStates.join(', ')}`]),
-          ...pageShape('getOperations'),
+    registerOperations(this.cloudly, [
+      adminQuery({
+        method: 'getOperation',
+        input: { required: { operationId: isIdString } },
+        run: async (request) => {
+          const operation = await this.getPublic(request.operationId);
+          if (!operation) {
+            throw refuse('not-found', [operationReasons.notFound]);
+          }
+          return { operation };
         },
-      });
-      const filter: Record<string, string> = {};
-      if (request.clusterId !== undefined) filter.clusterId = request.clusterId;
-      if (request.serviceId !== undefined) filter.serviceId = request.serviceId;
-      if (request.state !== undefined) filter.state = request.state;
-      const page = await findPage(this.cloudly.store, operationKind, filter, 'getOperations', request, { startedAt: 1 });
-      const progress = page.items.length === 0
-        ? new Map<string, IOperationProgressDocument>()
-        : new Map((await this.cloudly.store.find(operationProgressKind, { id: { $in: page.items.map((docArg) => docArg.id) } })).map((docArg) => [docArg.id, docArg]));
-      return { operations: page.items.map((docArg) => toPublicOperation(docArg, progress.get(docArg.id) ?? null)), ...nextCursorMember(page) };
-    });
-
-    this.cloudly.addAdminHandler<IReq_Admin_CancelOperation>('cancelOperation', async (request) => {
-      request = requireRequestShape(request, { required: { operationId: isIdString } });
-      const { doc } = await this.cloudly.store.mutate(operationKind, request.operationId, (currentArg) => decideOperationCancel(currentArg, Date.now()));
-      const run = this.local.get(request.operationId);
-      // A dry run answers the cancel it would record and leaves the work running.
-      if (run && !run.controller.signal.aborted && !currentOperation().dryRun) {
-        run.why = 'cancelled';
-        run.controller.abort();
-      }
-      this.cloudly.logger.info({ operationId: request.operationId }, 'operation cancelled');
-      return { operation: toPublicOperation(doc!, await this.cloudly.store.get(operationProgressKind, request.operationId)) };
-    });
+      }),
+      adminQuery({
+        method: 'getOperations',
+        input: {
+          required: {},
+          optional: {
+            clusterId: isIdString,
+            serviceId: isIdString,
+            state: (valueArg, pathArg) => ((operationStates as readonly unknown[]).includes(valueArg) ? [] : [`${pathArg} must be one of ${operationStates.join(', ')}`]),
+            ...pageShape('getOperations'),
+          },
+        },
+        run: async (request) => {
+          const filter: Record<string, string> = {};
+          if (request.clusterId !== undefined) filter.clusterId = request.clusterId;
+          if (request.serviceId !== undefined) filter.serviceId = request.serviceId;
+          if (request.state !== undefined) filter.state = request.state;
+          const page = await findPage(this.cloudly.store, operationKind, filter, 'getOperations', request, { startedAt: 1 });
+          const progress = page.items.length === 0
+            ? new Map<string, IOperationProgressDocument>()
+            : new Map((await this.cloudly.store.find(operationProgressKind, { id: { $in: page.items.map((docArg) => docArg.id) } })).map((docArg) => [docArg.id, docArg]));
+          return { operations: page.items.map((docArg) => toPublicOperation(docArg, progress.get(docArg.id) ?? null)), ...nextCursorMember(page) };
+        },
+      }),
+      adminMutation({
+        method: 'cancelOperation',
+        input: { required: { operationId: isIdString } },
+        target: (request) => ({ kind: operationKind, id: request.operationId }),
+        decide: (current, { now }) => decideOperationCancel(current, now),
+        answer: async ({ doc }, { request }) =>
+          ({ operation: toPublicOperation(doc!, await this.cloudly.store.get(operationProgressKind, request.operationId)) }),
+        // The work this instance runs stops waiting (a dry run records nothing and leaves it running).
+        after: (_outcome, { request }) => {
+          const run = this.local.get(request.operationId);
+          if (run && !run.controller.signal.aborted) {
+            run.why = 'cancelled';
+            run.controller.abort();
+          }
+          this.cloudly.logger.info({ operationId: request.operationId }, 'operation cancelled');
+        },
+      }),
+    ]);
   }
 }
 

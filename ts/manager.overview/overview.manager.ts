@@ -1,12 +1,11 @@
 import type { Cloudly } from '../classes.cloudly.js';
-import { isIdString, requireRequestShape } from '../core/validation.js';
+import { isIdString } from '../core/validation.js';
+import { adminQuery, registerOperations } from '../core/operations.js';
 import { snapshotServiceRuntimeStatus, type IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
 import type { IServiceBackupRecord } from '../interfaces/requests/backup.js';
 import type {
   IClusterOverviewService,
   IFleetClusterSummary,
-  IReq_Admin_GetClusterOverview,
-  IReq_Admin_GetFleetOverview,
   TFleetRelayState,
 } from '../interfaces/requests/overview.js';
 import { clusterKind, toPublicCluster } from '../manager.cluster/cluster.manager.js';
@@ -25,17 +24,24 @@ import { serviceBackupKind, toRecord as toPublicServiceBackup } from '../manager
  */
 export class OverviewManager {
   constructor(private readonly cloudly: Cloudly) {
-    cloudly.addAdminHandler<IReq_Admin_GetClusterOverview>('getClusterOverview', async (request) => {
-      request = requireRequestShape(request, { required: { clusterId: isIdString } });
-      const cluster = await this.cloudly.clusterManager.requireCluster(request.clusterId);
-      return { overview: await this.readOverview(cluster.id, toPublicCluster(cluster)) };
-    });
-
-    cloudly.addAdminHandler<IReq_Admin_GetFleetOverview>('getFleetOverview', async (request) => {
-      request = requireRequestShape(request, { required: {}, optional: pageShape('getFleetOverview') });
-      const page = await findPage(this.cloudly.store, clusterKind, {}, 'getFleetOverview', request, { createdAt: 1 });
-      return { clusters: await this.readFleet(page.items.map(toPublicCluster)), ...nextCursorMember(page) };
-    });
+    registerOperations(cloudly, [
+      adminQuery({
+        method: 'getClusterOverview',
+        input: { required: { clusterId: isIdString } },
+        run: async (request) => {
+          const cluster = await this.cloudly.clusterManager.requireCluster(request.clusterId);
+          return { overview: await this.readOverview(cluster.id, toPublicCluster(cluster)) };
+        },
+      }),
+      adminQuery({
+        method: 'getFleetOverview',
+        input: { required: {}, optional: pageShape('getFleetOverview') },
+        run: async (request) => {
+          const page = await findPage(this.cloudly.store, clusterKind, {}, 'getFleetOverview', request, { createdAt: 1 });
+          return { clusters: await this.readFleet(page.items.map(toPublicCluster)), ...nextCursorMember(page) };
+        },
+      }),
+    ]);
   }
 
   /**
