@@ -79,7 +79,7 @@ import {
   type IRestoreGrantBinding,
   type IRestoreGrantClaims,
 } from './restoregrants.js';
-import { decideBackupInterrupted, decideBackupOrder, decideBackupSettlement, decideClosureRecord } from './decide.js';
+import { backupRefusalReasons, decideBackupInterrupted, decideBackupOrder, decideBackupSettlement, decideClosureRecord } from './decide.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
 import { haltIfDryRun } from '../core/operationcontext.js';
 import { sha256Hex } from '../interfaces/private/canonicaljson.js';
@@ -118,25 +118,7 @@ const maximumTagValueLength = 256;
 export const closureArchiveObjectPath = 'closure/database.closure';
 
 /** Reasons this manager gives, defined once. */
-export const backupRefusalReasons = {
-  serviceNotFound: 'service-not-found',
-  nodeNotFound: 'node-not-found',
-  clusterNotFound: 'cluster-not-found',
-  clusterMismatch: 'service-not-in-cluster',
-  backupNotFound: 'backup-not-found',
-  backupInProgress: 'backup-in-progress',
-  backupIdInUse: 'backup-id-in-use',
-  backupNotCompleted: 'backup-not-completed',
-  closureAlreadyStored: 'closure-already-stored',
-  closureUploadInProgress: 'closure-upload-in-progress',
-  closureNotStored: 'closure-not-stored',
-  closureBytesMissing: 'closure-bytes-missing',
-  closureRecordFailed: 'closure-record-failed',
-  restoreNotFound: 'isolated-restore-not-found',
-  restoreIdInUse: 'isolated-restore-id-in-use',
-  backupCancelled: 'operation-cancelled',
-  mutationReused: 'request.mutationId was already used for a different request',
-} as const;
+export { backupRefusalReasons } from './decide.js';
 
 type TBackupState = 'running' | 'completed' | 'failed';
 

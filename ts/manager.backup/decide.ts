@@ -1,6 +1,27 @@
 import type { TDecision } from '../core/store.js';
 import { refuse } from '../core/errors.js';
-import { backupRefusalReasons, type IServiceBackupDocument } from './backup.manager.js';
+import type { IServiceBackupDocument } from './backup.manager.js';
+
+/** The machine tokens of the backup domain's refusals, defined once (a refusal's first reason). */
+export const backupRefusalReasons = {
+  serviceNotFound: 'service-not-found',
+  nodeNotFound: 'node-not-found',
+  clusterNotFound: 'cluster-not-found',
+  clusterMismatch: 'service-not-in-cluster',
+  backupNotFound: 'backup-not-found',
+  backupInProgress: 'backup-in-progress',
+  backupIdInUse: 'backup-id-in-use',
+  backupNotCompleted: 'backup-not-completed',
+  closureAlreadyStored: 'closure-already-stored',
+  closureUploadInProgress: 'closure-upload-in-progress',
+  closureNotStored: 'closure-not-stored',
+  closureBytesMissing: 'closure-bytes-missing',
+  closureRecordFailed: 'closure-record-failed',
+  restoreNotFound: 'isolated-restore-not-found',
+  restoreIdInUse: 'isolated-restore-id-in-use',
+  backupCancelled: 'operation-cancelled',
+  mutationReused: 'request.mutationId was already used for a different request',
+} as const;
 
 /**
  * The backup manager's decisions as pure functions over what the store read: each answers the
