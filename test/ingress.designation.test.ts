@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
+import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { armFailpoint } from '../ts/core/failpoints.js';
 import { designationRequest, prepareIngressCluster, relayOrigin, type IIngressCluster } from './ingress.fixture.js';
 import { data } from '../ts/interfaces/index.js';
 import type {
@@ -150,22 +151,19 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
   test('a runtime change that lands while the designation is decided makes it lose: conflict, nothing stored', async () => {
     const cluster = await prepareIngressCluster(t, 'runtime-race');
     const manager = t.cloudly.ingressManager;
-    const original = manager.dependencies;
-    manager.dependencies = {
-      ...original,
-      async getService(serviceIdArg) {
-        // After the runtime was checked and before the designation is written, a migration step
-        // moves the cluster's runtime on.
-        manager.dependencies = original;
-        assert.ok(await manager.changeClusterRuntimePhase(cluster.clusterId, cluster.runtime.generation, 'cutover'));
-        return original.getService(serviceIdArg);
-      },
-    };
+    // After the runtime was checked and before the designation is written, a migration step moves
+    // the cluster's runtime on.
+    let release!: () => void;
+    const point = armFailpoint('ingress.designation.beforeServiceRead', { kind: 'pause', until: new Promise<void>((resolve) => { release = resolve; }) }, { times: 1 });
     try {
-      const refusal = await refusedDesignation(designationRequest(cluster));
-      assert.equal(refusal.code, 'conflict');
+      const refused = refusedDesignation(designationRequest(cluster));
+      await waitFor(async () => point.hits() === 1, 'the designation reached the service read');
+      assert.ok(await manager.changeClusterRuntimePhase(cluster.clusterId, cluster.runtime.generation, 'cutover'));
+      release();
+      assert.equal((await refused).code, 'conflict');
     } finally {
-      manager.dependencies = original;
+      release();
+      point.disarm();
     }
     assert.equal(await current(cluster.clusterId), null);
     const slot = await t.cloudly.store.get(clusterIngressSlotKind, cluster.clusterId);

@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { armFailpoint } from '../ts/core/failpoints.js';
 import { connectElectedRelay, designationRequest, prepareIngressCluster, type IIngressCluster } from './ingress.fixture.js';
 import { data, protocol } from '../ts/interfaces/index.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
@@ -205,24 +206,18 @@ describe('registerClusterIngress through the cluster relay', () => {
   });
 
   test('conflict when the node session changes while the registration is judged', async () => {
-    const manager = t.cloudly.ingressManager;
-    const original = manager.dependencies;
-    let calls = 0;
-    manager.dependencies = {
-      ...original,
-      async getService(serviceIdArg) {
-        calls++;
-        if (calls === 1) {
-          // After the facts were read and before they are re-read, the node restarts under a new session.
-          await report(cluster.relay, 'node-1', 'session-1b');
-        }
-        return original.getService(serviceIdArg);
-      },
-    };
+    // After the facts were read and before they are re-read, the node restarts under a new session.
+    let release!: () => void;
+    const point = armFailpoint('ingress.registration.beforeReread', { kind: 'pause', until: new Promise<void>((resolve) => { release = resolve; }) }, { times: 1 });
     try {
-      assert.equal(await refusedWith(cluster.relay, body()), 'conflict');
+      const refused = refusedWith(cluster.relay, body());
+      await waitFor(async () => point.hits() === 1, 'the registration read its facts');
+      await report(cluster.relay, 'node-1', 'session-1b');
+      release();
+      assert.equal(await refused, 'conflict');
     } finally {
-      manager.dependencies = original;
+      release();
+      point.disarm();
     }
     assert.equal((await register(cluster.relay, body())).accepted, true, 'the retry judges the new session');
   });

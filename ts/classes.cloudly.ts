@@ -16,6 +16,7 @@ import { runInOperation, type IOperationContext } from './core/operationcontext.
 import { ClusterManager } from './manager.cluster/cluster.manager.js';
 import { ServiceManager } from './manager.service/service.manager.js';
 import { IngressManager } from './manager.ingress/ingress.manager.js';
+import { cloudlyIngressDependencies } from './manager.ingress/dependencies.js';
 import { AdminManager } from './manager.admin/admin.manager.js';
 import { CorestoreManager } from './manager.corestore/corestore.manager.js';
 import { createManagerDirectory } from './manager.corestore/directory.js';
@@ -116,7 +117,7 @@ export class Cloudly {
     this.adminManager = this.addManager(new AdminManager(this));
     this.clusterManager = this.addManager(new ClusterManager(this));
     this.serviceManager = this.addManager(new ServiceManager(this));
-    this.ingressManager = this.addManager(new IngressManager(this));
+    this.ingressManager = this.addManager(new IngressManager(this, cloudlyIngressDependencies(this)));
     this.corestoreManager = this.addManager(new CorestoreManager(this, createManagerDirectory(this)));
     this.runtimeNetworkManager = this.addManager(new RuntimeNetworkManager(this));
     this.backupManager = this.addManager(new BackupManager(this, { blobStore: blobStoreFromConfig(this.config) }));

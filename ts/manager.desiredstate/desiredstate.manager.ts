@@ -225,7 +225,7 @@ export class DesiredStateManager {
     let ingress: TClusterPlatformDesiredStateContent['ingress'] = null;
     if (designation) {
       const ingressService = live.find((service) => service.id === designation.ingressServiceId);
-      const origin = await this.cloudly.ingressManager.dependencies.getRelayOrigin(clusterIdArg);
+      const origin = (await this.cloudly.clusterManager.relayRegistrations.getRegistration(clusterIdArg))?.origin ?? null;
       ingress = {
         designation,
         spec: ingressService && origin !== null

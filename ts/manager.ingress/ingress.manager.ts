@@ -37,7 +37,8 @@ import type {
   IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments,
   IReq_Relay_Cloudly_ResolveClusterIngressBearer,
 } from '../interfaces/requests/ingress.js';
-import { cloudlyIngressDependencies, type IIngressDependencies } from './dependencies.js';
+import type { IIngressDependencies } from './dependencies.js';
+import { failpoint } from '../core/failpoints.js';
 import {
   clusterIngressRouteTableKind,
   clusterIngressSlotKind,
@@ -159,12 +160,13 @@ export const prepareClusterIngressSpec = (
 });
 
 export class IngressManager {
-  /** Replaceable so the manager can be wired to the cluster and service managers as they grow. */
-  public dependencies: IIngressDependencies;
   private running = false;
 
-  constructor(private readonly cloudly: Cloudly) {
-    this.dependencies = cloudlyIngressDependencies(cloudly);
+  /**
+   * `dependencies` is the manager's declared port to the cluster and service domains, wired by the
+   * composition root (ts/classes.cloudly.ts); tests reach the races they need through failpoints.
+   */
+  constructor(private readonly cloudly: Cloudly, private readonly dependencies: IIngressDependencies) {
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', async (request, context) => {
       request = requireRequestShape(request, { required: { designation: isAnyValue } });
@@ -326,6 +328,7 @@ export class IngressManager {
     // lands between this read and the write is harmless: it reads nothing of the slot, so the
     // outcome equals designating first and updating after, and the designation names the exact
     // revision it prepared.
+    await failpoint('ingress.designation.beforeServiceRead');
     const service = await this.dependencies.getService(intentArg.ingressServiceId);
     if (!service || service.clusterId !== clusterId) {
       throw refuse('not-found', ['request.designation.ingressServiceId names no service of this cluster']);
@@ -583,6 +586,7 @@ export class IngressManager {
     contextArg: IRelayHandlerContext,
   ): Promise<IReq_Relay_Cloudly_RegisterClusterIngress['response']> {
     const facts = await this.gatherRegistrationFacts(bodyArg, contextArg);
+    await failpoint('ingress.registration.beforeReread');
     let verdict = judgeClusterIngressRegistration(facts);
     if (verdict.outcome === 'accepted') {
       // The facts came from several documents; judge again against a second read so a change
