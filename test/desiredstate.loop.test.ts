@@ -91,6 +91,9 @@ describe('desired state to the relay, observed state back, converged', () => {
   test('create → read → report ready → converged; update → converging → converged; delete → gone once stopped', async () => {
     const loop = await prepareLoop('loop');
     const service = await create(loop.clusterId);
+    // The publication the commit starts runs first: a relay that read the new revision itself
+    // before the publisher looked would need (and get) no hint for it.
+    await t.cloudly.desiredStateManager.settled(loop.clusterId);
     const first = await desired(loop.relay);
     // The relay is told of the revision that holds the service (hints may also name earlier ones).
     await waitFor(() => loop.hints.some((hint) => hint.revision === first.revision && hint.digest === first.digest), 'a hint of the revision with the service');
