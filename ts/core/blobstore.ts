@@ -48,6 +48,57 @@ export class BlobStoreError extends Error {
   }
 }
 
+/** Where a blob's bytes go while it is written: staged, then proven by `finish` (its sha256). */
+export interface IBlobStaging {
+  push(chunkArg: Uint8Array): Promise<void>;
+  /** The sha256 (hex) of everything pushed, once the last write is done. */
+  finish(): Promise<string>;
+  /** Resolves once nothing is in flight any more (also after a failure). */
+  settle(): Promise<unknown>;
+}
+
+/**
+ * Copies a source into a staging sink and proves it: never more than the expected length, exactly
+ * that length at the end, and the expected sha256. Each chunk goes back to its source once copied.
+ * Shared by the filesystem and the S3 store; the staging is settled before any failure leaves here,
+ * so a caller never closes a file or aborts an upload that a write or a part still uses.
+ */
+export const drainProvenBlob = async (
+  keyArg: string,
+  sourceArg: IBlobSource,
+  expectedArg: { byteLength: number; sha256: string },
+  stagingArg: IBlobStaging,
+): Promise<void> => {
+  let written = 0;
+  let sha256: string;
+  const iterator = sourceArg[Symbol.asyncIterator]();
+  try {
+    for (;;) {
+      const next = await iterator.next();
+      if (next.done) {
+        break;
+      }
+      const chunk = next.value;
+      if (written + chunk.byteLength > expectedArg.byteLength) {
+        throw new BlobStoreError('blob-too-long', `blob ${keyArg} has more than ${expectedArg.byteLength} bytes`);
+      }
+      written += chunk.byteLength;
+      await stagingArg.push(chunk);
+      sourceArg.release?.(chunk);
+    }
+    sha256 = await stagingArg.finish();
+  } finally {
+    // Nothing may still be in flight when the caller cleans up.
+    await stagingArg.settle().catch(() => undefined);
+  }
+  if (written < expectedArg.byteLength) {
+    throw new BlobStoreError('blob-too-short', `blob ${keyArg} has ${written} of ${expectedArg.byteLength} bytes`);
+  }
+  if (sha256 !== expectedArg.sha256) {
+    throw new BlobStoreError('blob-sha256-mismatch', `blob ${keyArg} does not match its sha256`);
+  }
+};
+
 /**
  * The bytes `put` stores. A source may ask for each chunk back once the store has copied it
  * out (`release`), e.g. to free the chunk's memory at once; the store never touches a chunk
@@ -319,34 +370,7 @@ export class FilesystemBlobStore implements IBlobStore {
     let writer: StagedFileWriter | null = null;
     try {
       writer = await StagedFileWriter.open(tmpPath, handle, this.directIo);
-      let written = 0;
-      let sha256: string;
-      const iterator = sourceArg[Symbol.asyncIterator]();
-      try {
-        for (;;) {
-          const next = await iterator.next();
-          if (next.done) {
-            break;
-          }
-          const chunk = next.value;
-          if (written + chunk.byteLength > expectedArg.byteLength) {
-            throw new BlobStoreError('blob-too-long', `blob ${keyArg} has more than ${expectedArg.byteLength} bytes`);
-          }
-          written += chunk.byteLength;
-          await writer.push(chunk);
-          sourceArg.release?.(chunk);
-        }
-        sha256 = await writer.finish();
-      } finally {
-        // Never close the file with a write or sync still running on it.
-        await writer.settle().catch(() => undefined);
-      }
-      if (written < expectedArg.byteLength) {
-        throw new BlobStoreError('blob-too-short', `blob ${keyArg} has ${written} of ${expectedArg.byteLength} bytes`);
-      }
-      if (sha256 !== expectedArg.sha256) {
-        throw new BlobStoreError('blob-sha256-mismatch', `blob ${keyArg} does not match its sha256`);
-      }
+      await drainProvenBlob(keyArg, sourceArg, expectedArg, writer);
       // fsync of the inode covers the direct writes too (and flushes the device cache).
       await handle.sync();
       await writer.close();

@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import type { ICloudlyConfig, ICloudlyS3Config } from '../config.js';
 import {
   BlobStoreError,
+  drainProvenBlob,
   FilesystemBlobStore,
   isBlobKey,
   type IBlobExpectation,
@@ -198,34 +199,7 @@ export class S3BlobStore implements IBlobStore {
       },
     );
     try {
-      let written = 0;
-      let sha256: string;
-      const iterator = sourceArg[Symbol.asyncIterator]();
-      try {
-        for (;;) {
-          const next = await iterator.next();
-          if (next.done) {
-            break;
-          }
-          const chunk = next.value;
-          if (written + chunk.byteLength > expectedArg.byteLength) {
-            throw new BlobStoreError('blob-too-long', `blob ${keyArg} has more than ${expectedArg.byteLength} bytes`);
-          }
-          written += chunk.byteLength;
-          await staging.push(chunk);
-          sourceArg.release?.(chunk);
-        }
-        sha256 = await staging.finish();
-      } finally {
-        // Never abort the upload with a part still being sent.
-        await staging.settle().catch(() => undefined);
-      }
-      if (written < expectedArg.byteLength) {
-        throw new BlobStoreError('blob-too-short', `blob ${keyArg} has ${written} of ${expectedArg.byteLength} bytes`);
-      }
-      if (sha256 !== expectedArg.sha256) {
-        throw new BlobStoreError('blob-sha256-mismatch', `blob ${keyArg} does not match its sha256`);
-      }
+      await drainProvenBlob(keyArg, sourceArg, expectedArg, staging);
       // Proven: only now does the object come into existence.
       try {
         if (currentUpload === null) {
