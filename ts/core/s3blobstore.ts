@@ -40,16 +40,8 @@ const partSlots = 3;
 /** Multipart uploads older than this under the prefix are aborted by the start-up sweep. */
 const staleUploadAgeMs = 24 * 3600 * 1000;
 
-export interface IS3BlobStoreOptions {
-  bucket: string;
-  /** Key prefix inside the bucket ('' or ending in '/'). */
-  prefix: string;
-  region: string;
-  /** An S3-compatible endpoint (MinIO, Ceph, s3rver …); null means AWS. */
-  endpoint: string | null;
-  forcePathStyle: boolean;
-  /** Null: the SDK's default credential chain (environment, profile, instance role …). */
-  credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string } | null;
+/** The store's settings: the configured bucket (ts/config.ts) and the store's own knobs. */
+export interface IS3BlobStoreOptions extends ICloudlyS3Config {
   /** Bytes per multipart part (default 8 MiB; S3 refuses parts under 5 MiB except the last). */
   partBytes?: number;
   /** Attempts per request, the SDK's retries included (default 3). */
