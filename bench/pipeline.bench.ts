@@ -57,12 +57,30 @@ const main = async (): Promise<void> => {
     const reads = { declared: [] as number[], direct: [] as number[] };
     const writes = { declared: [] as number[], direct: [] as number[] };
     for (let round = 0; round < rounds; round++) {
-      reads.declared.push(await ratePerSecond(8, () => admin.call('getClusterById', { clusterId: cluster.id }), 2_000));
-      reads.direct.push(await ratePerSecond(8, () => admin.call<TUntypedContract>('benchDirectGetClusterById', { clusterId: cluster.id }), 2_000));
-      writes.declared.push(1000 / (await timeEach(300, () =>
-        admin.call('setClusterNodeCorestore', { clusterId: cluster.id, nodeId: 'declared', ...flip(declaredState) }))).mean);
-      writes.direct.push(1000 / (await timeEach(300, () =>
-        admin.call<TUntypedContract>('benchDirectSetClusterNodeCorestore', { clusterId: cluster.id, nodeId: 'direct', ...flip(directState) }))).mean);
+      // Odd rounds run the hand-written side first, so neither side always follows the other's garbage.
+      const pair = async (firstArg: () => Promise<void>, secondArg: () => Promise<void>) => {
+        if (round % 2 === 0) {
+          await firstArg();
+          await secondArg();
+        } else {
+          await secondArg();
+          await firstArg();
+        }
+      };
+      await pair(
+        async () => { reads.declared.push(await ratePerSecond(8, () => admin.call('getClusterById', { clusterId: cluster.id }), 2_000)); },
+        async () => { reads.direct.push(await ratePerSecond(8, () => admin.call<TUntypedContract>('benchDirectGetClusterById', { clusterId: cluster.id }), 2_000)); },
+      );
+      await pair(
+        async () => {
+          writes.declared.push(1000 / (await timeEach(300, () =>
+            admin.call('setClusterNodeCorestore', { clusterId: cluster.id, nodeId: 'declared', ...flip(declaredState) }))).mean);
+        },
+        async () => {
+          writes.direct.push(1000 / (await timeEach(300, () =>
+            admin.call<TUntypedContract>('benchDirectSetClusterNodeCorestore', { clusterId: cluster.id, nodeId: 'direct', ...flip(directState) }))).mean);
+        },
+      );
     }
     const median = (valuesArg: number[]) => [...valuesArg].sort((a, b) => a - b)[Math.floor(valuesArg.length / 2)];
     const line = (nameArg: string, pairArg: { declared: number[]; direct: number[] }) => {
