@@ -289,6 +289,8 @@ test('a rotated relay token is shown once, and it opens a relay socket', { skip 
   const rotated = await CloudlyRelayClient.connect(t.baseUrl, token);
   rotated.close();
   await dialog.locator('[data-action=close]').click();
+  // The dialog re-renders after the click (Lit updates asynchronously): wait for the field to go.
+  await page.locator('.secret-value').waitFor({ state: 'detached', timeout: 5_000 }).catch(() => undefined);
   assert.equal(await page.locator('.secret-value').count(), 0, 'closed: the token is gone from the page');
   assert.equal(await page.evaluate(() => JSON.stringify(sessionStorage).includes('relay')), false);
 });
