@@ -13,6 +13,7 @@ import {
 import type { CloudlyMetrics } from './metrics.js';
 import type { TCloudlyLogger } from './logger.js';
 import { currentOperation, haltIfDryRun } from './operationcontext.js';
+import type { ICloudlyOutboundMethods, TCloudlyOutboundMethod } from '../interfaces/requests/methodmap.js';
 
 /**
  * The authenticated relay sockets this instance holds. A session is bound to one cluster for its
@@ -181,6 +182,20 @@ export class RelaySessions {
    * live instance holds the cluster's elected socket, the call is forwarded there and its answer
    * or refusal comes back unchanged.
    */
+  /**
+   * A call whose request is typed by the method map (`ICloudlyOutboundMethods`): the method name
+   * alone checks the request. The answer stays `unknown`: what a relay says is read with the
+   * contract's validators before anything uses it.
+   */
+  public async ask<M extends TCloudlyOutboundMethod>(
+    clusterIdArg: string,
+    methodArg: M,
+    requestArg: ICloudlyOutboundMethods[M]['request'],
+    optionsArg: IRelayCallOptions = {},
+  ): Promise<unknown> {
+    return this.call<unknown>(clusterIdArg, methodArg, requestArg, optionsArg);
+  }
+
   public async call<TResponse = unknown>(
     clusterIdArg: string,
     methodArg: string,

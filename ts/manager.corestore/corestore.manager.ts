@@ -29,10 +29,7 @@ import {
   type TPlatformBindingStatus,
   type TPlatformBindingStatusReason,
 } from '../interfaces/data/platformbinding.js';
-import type {
-  IReq_Any_Cloudly_AdoptCorestoreLegacyResources,
-  IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources,
-} from '../interfaces/requests/corestore.js';
+import type { IReq_Any_Cloudly_AdoptCorestoreLegacyResources } from '../interfaces/requests/corestore.js';
 import { decideCorestoreLegacyAdoption, derivePlatformBindingId } from './adoption.js';
 import type { ICorestoreDirectory } from './directory.js';
 import { requireValidRelayAnswer } from '../core/relaycalls.js';
@@ -308,11 +305,7 @@ export class CorestoreManager {
    * that does not match the contract is `unavailable` `relay-answer-invalid`, naming each member.
    */
   private async readInventory(clusterIdArg: string, nodeIdArg: string): Promise<TClusterCorestoreLegacyResourceInventory> {
-    const answer: unknown = await this.cloudly.relays.call<IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources['response']>(
-      clusterIdArg,
-      'getClusterCorestoreLegacyResources',
-      { nodeId: nodeIdArg } satisfies IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources['request'],
-    );
+    const answer = await this.cloudly.relays.ask(clusterIdArg, 'getClusterCorestoreLegacyResources', { nodeId: nodeIdArg });
     const reasons = validateClusterCorestoreLegacyResourceInventory(answer, 'answer');
     const inventory = answer as TClusterCorestoreLegacyResourceInventory;
     if (reasons.length === 0 && inventory.nodeId !== nodeIdArg) {

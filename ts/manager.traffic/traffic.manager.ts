@@ -60,8 +60,7 @@ export class TrafficManager {
           limit: request.limit ?? contract.defaultLimit,
           ...(request.cursor !== undefined ? { cursor: request.cursor } : {}),
         };
-        const answer: unknown = await cloudly.relays.call<IReq_Cloudly_Relay_GetClusterTrafficStatistics['response']>(
-          request.clusterId, 'getClusterTrafficStatistics', ask);
+        const answer = await cloudly.relays.ask(request.clusterId, 'getClusterTrafficStatistics', ask);
         const nodeIds = new Set((await cloudly.clusterManager.nodes.listNodes(request.clusterId)).map((node) => node.id));
         return this.readAnswer(answer, ask, readUtcDay(request.fromDayUtc)!, readUtcDay(request.toDayUtc)!, nodeIds);
       },
