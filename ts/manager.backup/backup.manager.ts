@@ -308,6 +308,33 @@ export class BackupManager {
 
   // ---------------------------------------------------------------- admin
 
+  /**
+   * The same mutationId again answers the operation it started, as that operation stands now,
+   * with its backup; null when the mutationId is absent or new. Another request under a used
+   * mutationId is refused.
+   */
+  private async replayBackupOperation(
+    methodArg: 'createServiceBackup' | 'restoreServiceBackup',
+    mutationIdArg: string | undefined,
+    requestSha256Arg: string,
+  ): Promise<{ backup: IServiceBackupRecord; operation: IOperation } | null> {
+    if (mutationIdArg === undefined) {
+      return null;
+    }
+    const earlier = await this.operations.findByMutation(methodArg, mutationIdArg);
+    if (!earlier) {
+      return null;
+    }
+    if (earlier.requestSha256 !== requestSha256Arg) {
+      throw refuse('invalid-request', [backupRefusalReasons.mutationReused]);
+    }
+    const backup = await this.cloudly.store.get(serviceBackupKind, earlier.backupId);
+    if (!backup) {
+      throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
+    }
+    return { backup: toRecord(backup), operation: (await this.operationOf(earlier.id))! };
+  }
+
   private registerAdminHandlers(): void {
     this.cloudly.addAdminHandler<IReq_Admin_CreateServiceBackup>('createServiceBackup', async (request, context) => {
       request = requireRequestShape(request, {
@@ -315,19 +342,9 @@ export class BackupManager {
         optional: { backupId: isIdString, tags: isTags, replication: isReplication, mutationId: isIdString },
       });
       const requestSha256 = sha256Hex(JSON.stringify(request));
-      if (request.mutationId !== undefined) {
-        // The same mutationId again answers the operation it started, as that operation stands now.
-        const earlier = await this.operations.findByMutation('createServiceBackup', request.mutationId);
-        if (earlier) {
-          if (earlier.requestSha256 !== requestSha256) {
-            throw refuse('invalid-request', [backupRefusalReasons.mutationReused]);
-          }
-          const backup = await this.cloudly.store.get(serviceBackupKind, earlier.backupId);
-          if (!backup) {
-            throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
-          }
-          return { backup: toRecord(backup), operation: (await this.operationOf(earlier.id))! };
-        }
+      const replayed = await this.replayBackupOperation('createServiceBackup', request.mutationId, requestSha256);
+      if (replayed) {
+        return replayed;
       }
       const service = await this.requireService(request.serviceId);
       if (service.clusterId !== request.clusterId) {
@@ -397,18 +414,9 @@ export class BackupManager {
         optional: { nodeId: isIdString, clear: isBoolean, resourceTypes: isArrayOf(isResourceType, resourceTypes.length), mutationId: isIdString },
       });
       const requestSha256 = sha256Hex(JSON.stringify(request));
-      if (request.mutationId !== undefined) {
-        const earlier = await this.operations.findByMutation('restoreServiceBackup', request.mutationId);
-        if (earlier) {
-          if (earlier.requestSha256 !== requestSha256) {
-            throw refuse('invalid-request', [backupRefusalReasons.mutationReused]);
-          }
-          const recorded = await this.cloudly.store.get(serviceBackupKind, earlier.backupId);
-          if (!recorded) {
-            throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
-          }
-          return { backup: toRecord(recorded), operation: (await this.operationOf(earlier.id))! };
-        }
+      const replayed = await this.replayBackupOperation('restoreServiceBackup', request.mutationId, requestSha256);
+      if (replayed) {
+        return replayed;
       }
       const backup = await this.cloudly.store.get(serviceBackupKind, request.backupId);
       if (!backup) {
