@@ -23,6 +23,7 @@ import {
   StorageDamagedError,
 } from './journal.js';
 import { JournaledStorage } from './journaledstorage.js';
+import { commandFiltersOf, withCommandFilters } from './storageindex.js';
 import { readLegacySnapshotFile, readSnapshotFile, writeSnapshotFile, type ISnapshotContents } from './snapshotfile.js';
 import type { TCloudlyLogger } from './logger.js';
 
@@ -387,7 +388,9 @@ export class CloudlyDatabase {
     // a write is acknowledged only once durable, a read never shows what a crash could take back,
     // and all the changes of one command share one sync.
     router.route = async (commandArg) => {
-      const answer = await route(commandArg);
+      // The command's filters travel with it, so the storage can answer its reads from an index.
+      const filters = commandFiltersOf(commandArg.commandName, commandArg.database, commandArg.command);
+      const answer = await withCommandFilters(filters, () => route(commandArg));
       if (handshakeCommands.has(commandArg.commandName)) {
         // The driver's monitoring: a slow disk must not make it declare the server gone.
         return answer;

@@ -1,6 +1,7 @@
 import { ObjectId, type Document } from 'mongodb';
 import type { IStorageAdapter } from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
 import { JournalUnavailableError, type Journal } from './journal.js';
+import { CollectionIndex, currentFiltersFor } from './storageindex.js';
 
 /**
  * The embedded server's storage: documents in memory, every change journaled. It replaces the
@@ -34,6 +35,9 @@ export interface ICapturedCollection {
   indexes: IIndexSpec[];
 }
 
+/** Below this many documents a scan costs less than keeping an index. */
+const minimumIndexedCollection = 32;
+
 const defaultIndexes = (): IIndexSpec[] => [{ name: '_id_', key: { _id: 1 }, unique: true }];
 
 const copyIndexes = (indexesArg: IIndexSpec[]): IIndexSpec[] => indexesArg.map((index) => ({ ...index, key: { ...index.key } }));
@@ -43,6 +47,12 @@ const hexOf = (idArg: unknown): string => (idArg instanceof ObjectId ? idArg.toH
 export class JournaledStorage implements IStorageAdapter {
   private readonly databases = new Map<string, Map<string, TCollection>>();
   private readonly indexes = new Map<string, Map<string, IIndexSpec[]>>();
+  /** Equality indexes of the collections a narrowable read has asked about (storageindex.ts). */
+  private readonly collectionIndexes = new WeakMap<TCollection, CollectionIndex>();
+  /** Reads answered from an index instead of the whole collection (for tests and benchmarks). */
+  public narrowedReads = 0;
+  /** Bench-only: false answers every read from the whole collection, as before the index existed. */
+  public equalityIndex = true;
   private opLog: Array<{ ts: { toNumber(): number; greaterThan(other: unknown): boolean }; ns: string; o: Document; o2?: Document }> = [];
 
   constructor(private readonly journal: Journal) {}
@@ -102,7 +112,7 @@ export class JournaledStorage implements IStorageAdapter {
   public load(dbArg: string, collArg: string, docsArg: Document[], indexesArg: IIndexSpec[] | null): void {
     const collection = this.ensureCollection(dbArg, collArg);
     for (const doc of docsArg) {
-      collection.set(hexOf(doc._id), doc);
+      this.setDoc(collection, hexOf(doc._id), doc);
     }
     if (indexesArg) {
       this.indexes.get(dbArg)!.set(collArg, copyIndexes(indexesArg));
@@ -120,6 +130,22 @@ export class JournaledStorage implements IStorageAdapter {
   }
 
   // ------------------------------------------------------------------ in-memory changes
+
+  /** Every change of a collection's documents goes through these two, so its index stays exact. */
+  private setDoc(collectionArg: TCollection, hexArg: string, docArg: Document): void {
+    const previous = collectionArg.get(hexArg);
+    collectionArg.set(hexArg, docArg);
+    this.collectionIndexes.get(collectionArg)?.onSet(hexArg, previous, docArg);
+  }
+
+  private deleteDoc(collectionArg: TCollection, hexArg: string): void {
+    const doc = collectionArg.get(hexArg);
+    if (doc === undefined) {
+      return;
+    }
+    collectionArg.delete(hexArg);
+    this.collectionIndexes.get(collectionArg)?.onDelete(hexArg, doc);
+  }
 
   private ensureCollection(dbArg: string, collArg: string): TCollection {
     this.applyCreateDatabase(dbArg);
@@ -224,9 +250,9 @@ export class JournaledStorage implements IStorageAdapter {
       undoCollection();
       throw Object.assign(new Error(`Duplicate key error: _id ${id}`), { code: 11000 });
     }
-    collection.set(id, docArg);
+    this.setDoc(collection, id, docArg);
     return () => {
-      collection.delete(id);
+      this.deleteDoc(collection, id);
       undoCollection();
     };
   }
@@ -238,9 +264,9 @@ export class JournaledStorage implements IStorageAdapter {
     if (!collection || !previous) {
       return () => undefined;
     }
-    collection.set(id, docArg);
+    this.setDoc(collection, id, docArg);
     return () => {
-      collection.set(id, previous);
+      this.setDoc(collection, id, previous);
     };
   }
 
@@ -250,13 +276,13 @@ export class JournaledStorage implements IStorageAdapter {
     for (const id of idsArg) {
       const doc = collection?.get(id);
       if (collection && doc) {
-        collection.delete(id);
+        this.deleteDoc(collection, id);
         removed.push([id, doc]);
       }
     }
     return () => {
       for (const [id, doc] of removed) {
-        collection!.set(id, doc);
+        this.setDoc(collection!, id, doc);
       }
     };
   }
@@ -382,9 +408,29 @@ export class JournaledStorage implements IStorageAdapter {
     return stored;
   }
 
+  /**
+   * The server's handlers filter what this returns, so a read, update or delete whose filter has a
+   * top-level string equality gets only the documents that can match (storageindex.ts).
+   */
   public async findAll(dbArg: string, collArg: string): Promise<Array<Document & { _id: ObjectId }>> {
     const collection = this.databases.get(dbArg)?.get(collArg);
-    return collection ? Array.from(collection.values()) as Array<Document & { _id: ObjectId }> : [];
+    if (!collection) {
+      return [];
+    }
+    const filters = this.equalityIndex && collection.size >= minimumIndexedCollection ? currentFiltersFor(dbArg, collArg) : null;
+    if (filters) {
+      let index = this.collectionIndexes.get(collection);
+      if (!index) {
+        index = new CollectionIndex(collection);
+        this.collectionIndexes.set(collection, index);
+      }
+      const narrowed = index.narrow(filters);
+      if (narrowed) {
+        this.narrowedReads += 1;
+        return narrowed as Array<Document & { _id: ObjectId }>;
+      }
+    }
+    return Array.from(collection.values()) as Array<Document & { _id: ObjectId }>;
   }
 
   public async findById(dbArg: string, collArg: string, idArg: ObjectId): Promise<(Document & { _id: ObjectId }) | null> {
