@@ -1,137 +1,56 @@
 import type { Cloudly } from '../classes.cloudly.js';
-import { refuse } from '../core/errors.js';
-import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
-import { isBoolean, isIdString, isNonNegativeInteger, isPositiveInteger, requireRequestShape, type TFieldCheck } from '../core/validation.js';
+import { registerOperations } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
+import { requireValidRelayAnswer } from '../core/relaycalls.js';
 import {
   computeClusterPlatformDesiredStateDigest,
-  observedReportLimits,
-  observedServiceStates,
   type IClusterPlatformDesiredState,
-  type IClusterPlatformObservedService,
   type IServiceObservedPlacement,
   type TClusterPlatformDesiredStateContent,
 } from '../interfaces/data/desiredstate.js';
-import type {
-  IReq_Any_Cloudly_DeleteService,
-  IReq_Any_Cloudly_GetClusterRouteTableResolution,
-  IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged,
-  IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
-  IReq_Relay_Cloudly_GetClusterRouteTable,
-  IReq_Relay_Cloudly_ReportClusterPlatformObservedState,
-} from '../interfaces/requests/desiredstate.js';
+import type { IReq_Any_Cloudly_GetClusterRouteTableResolution } from '../interfaces/requests/desiredstate.js';
 import { serviceKind, serviceRuntimeStatusKind, toPublicService, type IServiceDocument } from '../manager.service/service.manager.js';
 import { platformBindingKind } from '../manager.corestore/corestore.manager.js';
 import { clusterIngressSlotKind } from '../manager.ingress/documents.js';
 import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrations.js';
 import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
 import { corestoreCredentialKind } from '../manager.secret/documents.js';
-import { nodeAssignmentReportShape, prepareClusterIngressSpec } from '../manager.ingress/ingress.manager.js';
-import { runtimeNetworkLeasesKind, runtimeNetworkProjectionKind } from '../manager.runtimenetwork/runtimenetwork.manager.js';
+import { prepareClusterIngressSpec } from '../manager.ingress/ingress.manager.js';
+import { runtimeNetworkLeasesKind, runtimeNetworkProjectionKind } from '../manager.runtimenetwork/documents.js';
 import { deriveClusterRoutes, resolveClusterRoutes } from './routes.js';
 import type { IClusterUnresolvedRoute } from '../interfaces/data/desiredstate.js';
+import { decideDesiredStatePublication, decideForget } from './decide.js';
+import { clusterDesiredStateKind, serviceObservedStateKind } from './documents.js';
+import { desiredStateOperations } from './operations.js';
 
 /**
  * The control loop's Cloudly side (Kubernetes' spec/status with generation/observedGeneration):
  * Cloudly publishes each cluster's desired state as one document with a revision and a digest,
  * hints the elected relay when it changes, and keeps what the relay reports it observed, from
  * which a service's runtime status becomes `converged`. A deleted service leaves the desired
- * state at once and its document goes when the relay reports it stopped.
+ * state at once and its document goes when the relay reports it stopped. The methods are declared
+ * operations (./operations.ts, decisions in ./decide.ts); this class wires their ports and owns
+ * the refresh queue and the hints.
  */
 
-/** Per cluster: the revision and digest of the last desired state Cloudly published. */
-export interface IClusterDesiredStateDocument extends IStoredDocument {
-  revision: number;
-  digest: string;
-  /** The highest `desiredRevision` a relay report was accepted at; older reports are stale. */
-  observedRevision: number;
-}
-
-/** Per service: what the relay last reported of it, per node. */
-export interface IServiceObservedStateDocument extends IStoredDocument {
-  clusterId: string;
-  placements: IServiceObservedPlacement[];
-}
-
-export const clusterDesiredStateKind = defineDocumentKind<IClusterDesiredStateDocument>('CloudlyClusterDesiredState');
-export const serviceObservedStateKind = defineDocumentKind<IServiceObservedStateDocument>('CloudlyServiceObservedState');
-
-const isObservedService: TFieldCheck = (valueArg, pathArg) => {
-  if (!valueArg || typeof valueArg !== 'object' || Array.isArray(valueArg)) {
-    return [`${pathArg} must be an object`];
-  }
-  const record = valueArg as Record<string, unknown>;
-  const reasons: string[] = [];
-  for (const key of Object.keys(record)) {
-    if (!['serviceId', 'nodeId', 'specRevision', 'replicas', 'state', 'reason'].includes(key)) {
-      reasons.push(`${pathArg}.${key} is not a field of an observed service`);
-    }
-  }
-  reasons.push(...isIdString(record.serviceId, `${pathArg}.serviceId`));
-  reasons.push(...isIdString(record.nodeId, `${pathArg}.nodeId`));
-  reasons.push(...isPositiveInteger(record.specRevision, `${pathArg}.specRevision`));
-  reasons.push(...isNonNegativeInteger(record.replicas, `${pathArg}.replicas`));
-  if (!(observedServiceStates as readonly unknown[]).includes(record.state)) {
-    reasons.push(`${pathArg}.state must be one of ${observedServiceStates.join(', ')}`);
-  }
-  if (record.reason !== undefined && (typeof record.reason !== 'string' || record.reason.length > observedReportLimits.maximumReasonLength)) {
-    reasons.push(`${pathArg}.reason must be a string of at most ${observedReportLimits.maximumReasonLength} characters`);
-  }
-  return reasons;
-};
-
-const isObservedServices: TFieldCheck = (valueArg, pathArg) => {
-  if (!Array.isArray(valueArg)) {
-    return [`${pathArg} must be an array`];
-  }
-  if (valueArg.length > observedReportLimits.maximumServices) {
-    return [`${pathArg} must hold at most ${observedReportLimits.maximumServices} entries`];
-  }
-  const reasons = valueArg.flatMap((entry, index) => isObservedService(entry, `${pathArg}[${index}]`));
-  const seen = new Set<string>();
-  valueArg.forEach((entry, index) => {
-    const key = `${(entry as IClusterPlatformObservedService)?.serviceId}/${(entry as IClusterPlatformObservedService)?.nodeId}`;
-    if (seen.has(key)) {
-      reasons.push(`${pathArg}[${index}] repeats the service and node of an earlier entry`);
-    }
-    seen.add(key);
-  });
-  return reasons;
-};
-
+export {
+  clusterDesiredStateKind,
+  serviceObservedStateKind,
+  type IClusterDesiredStateDocument,
+  type IServiceObservedStateDocument,
+} from './documents.js';
 export { deriveClusterRoutes } from './routes.js';
 
-/** The optional `nodes` member of an observed-state report: each entry shaped as `reportClusterNodeRuntimeAssignments` is. */
-const isObservedNodes: TFieldCheck = (valueArg, pathArg) => {
-  if (!Array.isArray(valueArg)) {
-    return [`${pathArg} must be an array`];
+/** What is wrong with a relay's answer to the desired-state hint (`{ acknowledged: boolean }`), member by member. */
+export const hintAnswerReasons = (answerArg: unknown): string[] => {
+  if (!answerArg || typeof answerArg !== 'object' || Array.isArray(answerArg)) {
+    return ['answer must be { acknowledged }'];
   }
-  if (valueArg.length > observedReportLimits.maximumNodes) {
-    return [`${pathArg} must hold at most ${observedReportLimits.maximumNodes} entries`];
-  }
-  const reasons: string[] = [];
-  const seen = new Set<unknown>();
-  valueArg.forEach((entry, index) => {
-    const path = `${pathArg}[${index}]`;
-    if (!entry || typeof entry !== 'object' || Array.isArray(entry)) {
-      reasons.push(`${path} must be an object`);
-      return;
-    }
-    const record = entry as Record<string, unknown>;
-    for (const key of Object.keys(record)) {
-      if (!(key in nodeAssignmentReportShape)) {
-        reasons.push(`${path}.${key} is not a field of an observed node`);
-      }
-    }
-    for (const [key, check] of Object.entries(nodeAssignmentReportShape)) {
-      reasons.push(...check(record[key], `${path}.${key}`));
-    }
-    if (seen.has(record.nodeId)) {
-      reasons.push(`${path} repeats the node of an earlier entry`);
-    }
-    seen.add(record.nodeId);
-  });
-  return reasons;
+  const answer = answerArg as Record<string, unknown>;
+  return [
+    ...Object.keys(answer).filter((key) => key !== 'acknowledged').map((key) => `answer.${key} is not a member of the answer`),
+    ...(typeof Object.getOwnPropertyDescriptor(answer, 'acknowledged')?.value === 'boolean' ? [] : ['answer.acknowledged must be a boolean']),
+  ];
 };
 
 export class DesiredStateManager {
@@ -151,7 +70,19 @@ export class DesiredStateManager {
       process: (clusterIdArg) => this.refreshAndHint(clusterIdArg),
       retry: { maximumRetries: 5, baseDelayMs: 200, maximumDelayMs: 5_000 },
     });
-    this.registerHandlers();
+    registerOperations(cloudly, desiredStateOperations({
+      store: cloudly.store,
+      requireCluster: (clusterIdArg) => cloudly.clusterManager.requireCluster(clusterIdArg),
+      requireElected: (sessionArg) => cloudly.clusterManager.requireElected(sessionArg),
+      listNodeIds: async (clusterIdArg) => (await cloudly.clusterManager.nodes.listNodes(clusterIdArg)).map((node) => node.id),
+      storeAssignments: (clusterIdArg, entryArg) => cloudly.ingressManager.storeAssignments(clusterIdArg, entryArg),
+      isRefreshBusy: (clusterIdArg) => this.refreshes.isBusy(clusterIdArg),
+      lastState: (clusterIdArg) => this.lastStates.get(clusterIdArg),
+      currentDesiredState: (clusterIdArg) => this.currentDesiredState(clusterIdArg),
+      routeTableResolution: (clusterIdArg) => this.routeTableResolution(clusterIdArg),
+      forgetService: (serviceIdArg) => this.forgetService(serviceIdArg),
+      requestRefresh: (clusterIdArg) => this.requestRefresh(clusterIdArg),
+    }));
   }
 
   public async start(): Promise<void> {
@@ -300,12 +231,8 @@ export class DesiredStateManager {
   public async currentDesiredState(clusterIdArg: string): Promise<IClusterPlatformDesiredState> {
     const content = await this.computeContent(clusterIdArg);
     const digest = computeClusterPlatformDesiredStateDigest(content);
-    const { doc } = await this.cloudly.store.mutate(clusterDesiredStateKind, clusterIdArg, (currentArg) => {
-      if (!currentArg) {
-        return { kind: 'create', doc: { id: clusterIdArg, revision: 1, digest, observedRevision: 0 } };
-      }
-      return currentArg.digest === digest ? { kind: 'keep' } : { kind: 'write', change: { set: { revision: currentArg.revision + 1, digest } } };
-    });
+    const { doc } = await this.cloudly.store.mutate(clusterDesiredStateKind, clusterIdArg, (currentArg) =>
+      decideDesiredStatePublication(currentArg, clusterIdArg, digest));
     const state = { ...content, revision: doc!.revision, digest };
     this.lastStates.set(clusterIdArg, state);
     return state;
@@ -324,11 +251,11 @@ export class DesiredStateManager {
       return;
     }
     try {
-      await this.cloudly.relays.call<IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged['response']>(
-        clusterIdArg,
-        'pushClusterPlatformDesiredStateChanged',
-        { revision: state.revision, digest: state.digest } satisfies IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged['request'],
-      );
+      const answer = await this.cloudly.relays.ask(clusterIdArg, 'pushClusterPlatformDesiredStateChanged', {
+        revision: state.revision,
+        digest: state.digest,
+      });
+      requireValidRelayAnswer(hintAnswerReasons(answer));
     } catch (error) {
       // A hint is only a hint: the relay converges by reading.
       this.cloudly.logger.debug({ clusterId: clusterIdArg, revision: state.revision, err: error }, 'desired-state hint not delivered');
@@ -340,182 +267,11 @@ export class DesiredStateManager {
     return (await this.cloudly.store.get(serviceObservedStateKind, serviceIdArg))?.placements ?? [];
   }
 
-  private registerHandlers(): void {
-    const { cloudly } = this;
-    cloudly.addRelayHandler<IReq_Relay_Cloudly_GetClusterPlatformDesiredState>('getClusterPlatformDesiredState', async (request, context) => {
-      request = requireRequestShape(request, { required: {}, optional: { knownRevision: isNonNegativeInteger } });
-      await cloudly.clusterManager.requireElected(context.session);
-      if (request.knownRevision !== undefined && !this.refreshes.isBusy(context.clusterId)) {
-        // Every input of the desired state is watched (commits of services, bindings, the ingress
-        // slot and the relay registration queue a refresh that publishes a new revision), so with
-        // no refresh under way the published revision is current: answered without recomputing.
-        const published = await cloudly.store.get(clusterDesiredStateKind, context.clusterId);
-        if (published && published.revision === request.knownRevision) {
-          return { unchanged: true, revision: published.revision, digest: published.digest };
-        }
-      }
-      const state = await this.currentDesiredState(context.clusterId);
-      return request.knownRevision === state.revision
-        ? { unchanged: true, revision: state.revision, digest: state.digest }
-        : { unchanged: false, desiredState: state };
-    });
-
-    cloudly.addRelayHandler<IReq_Relay_Cloudly_GetClusterRouteTable>('getClusterRouteTable', async (request, context) => {
-      requireRequestShape(request, { required: {} });
-      await cloudly.clusterManager.requireElected(context.session);
-      // With no refresh under way, the last computed state is current when it is the published
-      // revision (every input is watched): answered without recomputing.
-      const cached = this.lastStates.get(context.clusterId);
-      if (cached && !this.refreshes.isBusy(context.clusterId)) {
-        const published = await cloudly.store.get(clusterDesiredStateKind, context.clusterId);
-        if (published && published.revision === cached.revision && published.digest === cached.digest) {
-          return { table: { clusterId: context.clusterId, revision: cached.revision, routes: cached.routes } };
-        }
-      }
-      const state = await this.currentDesiredState(context.clusterId);
-      return { table: { clusterId: context.clusterId, revision: state.revision, routes: state.routes } };
-    });
-
-    cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterRouteTableResolution>('getClusterRouteTableResolution', async (request) => {
-      request = requireRequestShape(request, { required: { clusterId: isIdString } });
-      await cloudly.clusterManager.requireCluster(request.clusterId);
-      return this.routeTableResolution(request.clusterId);
-    });
-
-    cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportClusterPlatformObservedState>('reportClusterPlatformObservedState', async (request, context) => {
-      request = requireRequestShape(request, {
-        required: { desiredRevision: isNonNegativeInteger, services: isObservedServices },
-        optional: { nodes: isObservedNodes },
-      });
-      await cloudly.clusterManager.requireElected(context.session);
-      return this.acceptObservedReport(context.clusterId, request);
-    });
-
-    cloudly.addAdminHandler<IReq_Any_Cloudly_DeleteService>('deleteService', async (request) => {
-      request = requireRequestShape(request, { required: { serviceId: isIdString, expectedGeneration: isPositiveInteger }, optional: { force: isBoolean } });
-      const now = Date.now();
-      let clusterId: string | null = null;
-      const { outcome } = await cloudly.store.mutate(serviceKind, request.serviceId, (currentArg) => {
-        if (!currentArg) {
-          return { kind: 'refuse', refusal: refuse('not-found', [`request.serviceId names no service: ${request.serviceId}`]) };
-        }
-        if (currentArg.generation !== request.expectedGeneration) {
-          return { kind: 'refuse', refusal: refuse('conflict', ["request.expectedGeneration is not the service's current generation"]) };
-        }
-        clusterId = currentArg.clusterId;
-        if (request.force) {
-          return { kind: 'remove' };
-        }
-        return currentArg.deletionRequestedAt !== undefined ? { kind: 'keep' } : { kind: 'write', change: { set: { deletionRequestedAt: now } } };
-      });
-      if (outcome === 'removed') {
-        await this.forgetService(request.serviceId);
-      }
-      if (clusterId !== null) {
-        void this.refreshes.add(clusterId);
-      }
-      return { serviceId: request.serviceId, deleted: outcome === 'removed', pendingRemoval: outcome !== 'removed' };
-    });
-  }
-
   /** Removes what Cloudly derived from a service that is gone: its observations and runtime status. */
   private async forgetService(serviceIdArg: string): Promise<void> {
     const { store } = this.cloudly;
     for (const kind of [serviceObservedStateKind, serviceRuntimeStatusKind] as const) {
-      await store.mutate(kind as typeof serviceObservedStateKind, serviceIdArg, (currentArg) => (currentArg ? { kind: 'remove' } : { kind: 'keep' }));
+      await store.mutate(kind as typeof serviceObservedStateKind, serviceIdArg, decideForget);
     }
-  }
-
-  private async acceptObservedReport(
-    clusterIdArg: string,
-    reportArg: IReq_Relay_Cloudly_ReportClusterPlatformObservedState['request'],
-  ): Promise<IReq_Relay_Cloudly_ReportClusterPlatformObservedState['response']> {
-    const { store } = this.cloudly;
-    const published = await store.get(clusterDesiredStateKind, clusterIdArg);
-    const currentRevision = published?.revision ?? 0;
-    if (reportArg.desiredRevision > currentRevision) {
-      throw refuse('invalid-request', [`request.desiredRevision is ahead of the cluster's desired-state revision ${currentRevision}`]);
-    }
-    if (published && reportArg.desiredRevision < published.observedRevision) {
-      throw refuse('conflict', ['desired-revision-stale']);
-    }
-    const services = new Map((await store.find(serviceKind, { clusterId: clusterIdArg })).map((service) => [service.id, service]));
-    const nodes = new Set((await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)).map((node) => node.id));
-    const reasons: string[] = [];
-    reportArg.services.forEach((entry, index) => {
-      const path = `request.services[${index}]`;
-      const service = services.get(entry.serviceId);
-      if (!service) {
-        reasons.push(`${path}.serviceId names no service of this cluster`);
-      } else {
-        if (entry.specRevision > service.specRevision) {
-          reasons.push(`${path}.specRevision is ahead of the service's spec revision ${service.specRevision}`);
-        } else if (entry.specRevision === service.specRevision && entry.replicas > service.runtime.replicas) {
-          reasons.push(`${path}.replicas contradicts the spec: more than the ${service.runtime.replicas} wanted`);
-        }
-      }
-      if (!nodes.has(entry.nodeId)) {
-        reasons.push(`${path}.nodeId names no node of this cluster`);
-      }
-    });
-    (reportArg.nodes ?? []).forEach((entry, index) => {
-      if (!nodes.has(entry.nodeId)) {
-        reasons.push(`request.nodes[${index}].nodeId names no node of this cluster`);
-      }
-    });
-    if (reasons.length > 0) {
-      throw refuse('invalid-request', reasons);
-    }
-    await store.mutate(clusterDesiredStateKind, clusterIdArg, (currentArg) => {
-      if (!currentArg) {
-        return { kind: 'keep' };
-      }
-      if (reportArg.desiredRevision < currentArg.observedRevision) {
-        return { kind: 'refuse', refusal: refuse('conflict', ['desired-revision-stale']) };
-      }
-      return currentArg.observedRevision === reportArg.desiredRevision
-        ? { kind: 'keep' }
-        : { kind: 'write', change: { set: { observedRevision: reportArg.desiredRevision } } };
-    });
-    // The nodes' assignment observations: the one stored observation the ingress judge reads.
-    for (const entry of reportArg.nodes ?? []) {
-      await this.cloudly.ingressManager.storeAssignments(clusterIdArg, entry);
-    }
-    const now = Date.now();
-    const byService = new Map<string, IClusterPlatformObservedService[]>();
-    for (const entry of reportArg.services) {
-      byService.set(entry.serviceId, [...(byService.get(entry.serviceId) ?? []), entry]);
-    }
-    const removed: string[] = [];
-    for (const [serviceId, entries] of byService) {
-      const { doc } = await store.mutate(serviceObservedStateKind, serviceId, (currentArg) => {
-        const kept = (currentArg?.placements ?? []).filter((placement) => !entries.some((entry) => entry.nodeId === placement.nodeId));
-        const placements = [...kept, ...entries.map((entry) => ({
-          nodeId: entry.nodeId,
-          specRevision: entry.specRevision,
-          replicas: entry.replicas,
-          state: entry.state,
-          ...(entry.reason !== undefined ? { reason: entry.reason } : {}),
-          reportedAt: now,
-        }))].sort((a, b) => (a.nodeId < b.nodeId ? -1 : 1));
-        return currentArg
-          ? { kind: 'write', change: { set: { placements } } }
-          : { kind: 'create', doc: { id: serviceId, clusterId: clusterIdArg, placements } };
-      });
-      const service = services.get(serviceId)!;
-      // A service pending removal goes once nothing of it runs anywhere the relay reported.
-      if (service.deletionRequestedAt !== undefined && doc && doc.placements.every((placement) => placement.state === 'stopped')) {
-        const { outcome } = await store.mutate(serviceKind, serviceId, (currentArg) =>
-          (currentArg && currentArg.deletionRequestedAt !== undefined ? { kind: 'remove' } : { kind: 'keep' }));
-        if (outcome === 'removed') {
-          await this.forgetService(serviceId);
-          removed.push(serviceId);
-        }
-      }
-    }
-    if (removed.length > 0) {
-      void this.refreshes.add(clusterIdArg);
-    }
-    return { accepted: reportArg.services.length, removed };
   }
 }

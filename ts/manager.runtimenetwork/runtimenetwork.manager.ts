@@ -1,145 +1,48 @@
 import type { Cloudly } from '../classes.cloudly.js';
 import { refuse } from '../core/errors.js';
-import { defineDocumentKind, type IStoredDocument, type TDecision } from '../core/store.js';
-import { isIdString, requireRequestShape, type TFieldCheck } from '../core/validation.js';
+import { registerOperations } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
-import { isClusterNodeId } from '../interfaces/data/clusternode.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
-import {
-  validateRuntimeNetworkProjectionApplication,
-  validateRuntimeNetworkWorkloadLeases,
-  type IRuntimeNetworkProjection,
-  type IRuntimeNetworkProjectionApplication,
-  type IRuntimeNetworkWorkloadLease,
-} from '../interfaces/data/runtimenetwork.js';
-import {
-  admitRuntimeNetworkAddressPlanChange,
-  validateRuntimeNetworkAddressPlan,
-  type IRuntimeNetworkAddressPlan,
-} from '../interfaces/data/runtimenetworkaddressplan.js';
-import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
-import { isIpv4InPrefix, parseIpv4Prefix } from '../interfaces/private/ipv4.js';
-import type {
-  IReq_Admin_GetRuntimeNetworkAddressPlan,
-  IReq_Admin_GetRuntimeNetworkProjection,
-  IReq_Admin_SetRuntimeNetworkAddressPlan,
-  IReq_Relay_Cloudly_GetRuntimeNetworkProjection,
-  IReq_Relay_Cloudly_ReportRuntimeNetworkLeases,
-  IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication,
-} from '../interfaces/requests/runtimenetwork.js';
+import type { IRuntimeNetworkProjection, IRuntimeNetworkWorkloadLease } from '../interfaces/data/runtimenetwork.js';
+import type { IRuntimeNetworkAddressPlan } from '../interfaces/data/runtimenetworkaddressplan.js';
 import { composeNextRuntimeNetworkProjection, type IRuntimeNetworkNodeFacts, type TRuntimeNetworkProjectionStep } from './derive.js';
-import { judgeLeaseConfirmation } from './allocation.js';
 import { WorkloadLeaseAllocator, type IClusterAllocation } from './leases.js';
 import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrations.js';
 import { serviceKind } from '../manager.service/service.manager.js';
 import { deriveClusterRoutes } from '../manager.desiredstate/routes.js';
 import { canonicalRuntimeNetworkProjectionBytes, runtimeNetworkProjectionSignatureType } from '../interfaces/data/runtimenetworksignature.js';
+import { decideProjectionWrite } from './decide.js';
+import {
+  addressPlanDocumentId,
+  detach,
+  runtimeNetworkAddressPlanKind,
+  runtimeNetworkLeasesKind,
+  runtimeNetworkProjectionKind,
+} from './documents.js';
+import { runtimeNetworkOperations } from './operations.js';
 
 /**
  * The runtime network: the authority's address plan (one per Cloudly, written by administrators at
  * the next revision only) and one projection per node, computed by Cloudly from the plan, the
  * node's reported host addresses, the workload leases the cluster's relay reports and the cluster's
  * ingress routes. A projection is brought up to date whenever it is read and after every lease
- * report, and a new generation is stored only when its content changes.
+ * report, and a new generation is stored only when its content changes. The methods are declared
+ * operations (./operations.ts, decisions in ./decide.ts); this class wires their ports and owns the
+ * projection refreshes and the lease allocator.
  */
 
-/** The one address plan document. */
-export interface IRuntimeNetworkAddressPlanDocument extends IStoredDocument {
-  plan: IRuntimeNetworkAddressPlan;
-  writtenAt: number;
-  writtenBy: string;
-}
-
-/** One node's current projection and the node's latest application of it. Id `cluster/node`. */
-export interface IRuntimeNetworkProjectionDocument extends IStoredDocument {
-  clusterId: string;
-  nodeId: string;
-  projection: IRuntimeNetworkProjection;
-  application?: IRuntimeNetworkProjectionApplication;
-  computedAt: number;
-}
-
-/**
- * One node's latest lease statement: the leases of Cloudly's allocation the node confirms it
- * applied. Id `cluster/node`. Only a confirmed lease becomes a projection endpoint.
- */
-export interface IRuntimeNetworkLeasesDocument extends IStoredDocument {
-  clusterId: string;
-  nodeId: string;
-  leases: IRuntimeNetworkWorkloadLease[];
-  reportedAt: number;
-}
-
-export const runtimeNetworkAddressPlanKind = defineDocumentKind<IRuntimeNetworkAddressPlanDocument>('CloudlyRuntimeNetworkAddressPlan');
-export const runtimeNetworkProjectionKind = defineDocumentKind<IRuntimeNetworkProjectionDocument>('CloudlyRuntimeNetworkProjection');
-export const runtimeNetworkLeasesKind = defineDocumentKind<IRuntimeNetworkLeasesDocument>('CloudlyRuntimeNetworkLeases');
-
-/** The authority's plan is a singleton: one Cloudly, one runtime network authority. */
-const addressPlanDocumentId = 'runtime-network-address-plan';
-
-const isNodeId: TFieldCheck = (valueArg, pathArg) =>
-  isClusterNodeId(valueArg) ? [] : [`${pathArg} must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`];
-
-/** A detached plain copy of stored data, so callers never share objects with the driver's documents. */
-const detach = <T>(valueArg: T): T => JSON.parse(JSON.stringify(valueArg)) as T;
-
-/**
- * What a projection step does to the node's stored projection: an unchanged one is kept; a
- * blocked one keeps the current projection, and a node that never had one is refused
- * `unavailable` with the reasons; a next one is written (or created for a node's first).
- */
-export const decideProjectionWrite = (
-  docArg: IRuntimeNetworkProjectionDocument | null,
-  stepArg: TRuntimeNetworkProjectionStep,
-  targetArg: { id: string; clusterId: string; nodeId: string; now: number },
-): TDecision<IRuntimeNetworkProjectionDocument> => {
-  if (stepArg.kind === 'unchanged') {
-    return { kind: 'keep' };
-  }
-  if (stepArg.kind === 'blocked') {
-    return docArg ? { kind: 'keep' } : { kind: 'refuse', refusal: refuse('unavailable', stepArg.reasons) };
-  }
-  const projection = detach(stepArg.projection);
-  return docArg
-    ? { kind: 'write', change: { set: { projection, computedAt: targetArg.now } } }
-    : {
-      kind: 'create',
-      doc: { id: targetArg.id, clusterId: targetArg.clusterId, nodeId: targetArg.nodeId, projection, computedAt: targetArg.now },
-    };
-};
+export {
+  runtimeNetworkAddressPlanKind,
+  runtimeNetworkLeasesKind,
+  runtimeNetworkProjectionKind,
+  type IRuntimeNetworkAddressPlanDocument,
+  type IRuntimeNetworkLeasesDocument,
+  type IRuntimeNetworkProjectionDocument,
+} from './documents.js';
+export { decideProjectionWrite, strandedLeaseReasons } from './decide.js';
 
 /** How long a read of the address plan is trusted (writes of other processes sharing the store). */
 const planCacheTtlMs = 5_000;
-
-/** Most stranded leases a refusal names one by one; the rest are counted. */
-const maximumNamedStrandedLeases = 32;
-
-/**
- * Every reason a plan would strand allocated leases: a lease (held, or withdrawing inside its
- * window) whose pool the plan no longer has, or has under another prefix. Pure.
- */
-export const strandedLeaseReasons = (
-  planArg: IRuntimeNetworkAddressPlan,
-  entriesArg: ReadonlyArray<{ poolId: string; address: string; lease: { id: string }; clusterId: string; serviceId: string; nodeId: string; releasedAt?: number }>,
-  nowArg: number,
-  windowMsArg: number,
-): string[] => {
-  const prefixes = new Map(planArg.pools.map((pool) => [pool.id, pool.prefix]));
-  const stranded = entriesArg.filter((entry) => (entry.releasedAt === undefined || entry.releasedAt + windowMsArg > nowArg)
-    && !((): boolean => {
-      const prefix = parseIpv4Prefix(prefixes.get(entry.poolId));
-      return prefix !== null && isIpv4InPrefix(entry.address, prefix);
-    })());
-  if (stranded.length === 0) {
-    return [];
-  }
-  const named = stranded.slice(0, maximumNamedStrandedLeases).map((entry) =>
-    `request.plan would strand lease ${entry.lease.id} (${entry.address} in pool ${entry.poolId}, service ${entry.serviceId}, `
-    + `node ${entry.nodeId}, cluster ${entry.clusterId}${entry.releasedAt !== undefined ? ', withdrawing' : ''})`);
-  return stranded.length > maximumNamedStrandedLeases
-    ? [...named, `request.plan would strand ${stranded.length - maximumNamedStrandedLeases} more leases`]
-    : named;
-};
 
 export class RuntimeNetworkManager {
   /**
@@ -175,49 +78,24 @@ export class RuntimeNetworkManager {
         await this.refreshProjection(keyArg.slice(0, separator), keyArg.slice(separator + 1));
       },
     });
-    cloudly.addAdminHandler<IReq_Admin_GetRuntimeNetworkAddressPlan>('getRuntimeNetworkAddressPlan', async (request) => {
-      request = requireRequestShape(request, { required: {} });
-      return { plan: await this.getAddressPlan() };
-    });
-
-    cloudly.addAdminHandler<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', async (request, context) => {
-      request = requireRequestShape(request, {
-        required: { plan: (valueArg, pathArg) => validateRuntimeNetworkAddressPlan(valueArg, pathArg) },
-      });
-      return this.writeAddressPlan(request.plan, context.identity.userId);
-    });
-
-    cloudly.addAdminHandler<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', async (request) => {
-      request = requireRequestShape(request, { required: { clusterId: isIdString, nodeId: isNodeId } });
-      await this.cloudly.clusterManager.requireCluster(request.clusterId);
-      return this.signed(await this.refreshProjection(request.clusterId, request.nodeId));
-    });
-
-    cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', async (request, context) => {
-      request = requireRequestShape(request, {
-        required: { nodeId: isNodeId, leases: (valueArg, pathArg) => validateRuntimeNetworkWorkloadLeases(valueArg, pathArg) },
-      });
-      await this.cloudly.clusterManager.requireElected(context.session);
-      const generation = await this.recordLeases(context.clusterId, request.nodeId, request.leases);
-      await this.refreshCluster(context.clusterId);
-      return { generation };
-    });
-
-    cloudly.addRelayHandler<IReq_Relay_Cloudly_GetRuntimeNetworkProjection>('getClusterNodeRuntimeNetworkProjection', async (request, context) => {
-      request = requireRequestShape(request, { required: { nodeId: isNodeId } });
-      return this.signed(await this.refreshProjection(context.clusterId, request.nodeId));
-    });
-
-    cloudly.addRelayHandler<IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication>(
-      'reportRuntimeNetworkProjectionApplication',
-      async (request, context) => {
-        request = requireRequestShape(request, {
-          required: { application: (valueArg, pathArg) => validateRuntimeNetworkProjectionApplication(valueArg, pathArg) },
-        });
-        await this.cloudly.clusterManager.requireElected(context.session);
-        return { application: await this.recordApplication(context.clusterId, request.application) };
+    registerOperations(cloudly, runtimeNetworkOperations({
+      logger: cloudly.logger,
+      requireCluster: (clusterIdArg) => cloudly.clusterManager.requireCluster(clusterIdArg),
+      requireNode: (clusterIdArg, nodeIdArg) => this.requireNode(clusterIdArg, nodeIdArg),
+      requireElected: (sessionArg) => cloudly.clusterManager.requireElected(sessionArg),
+      getAddressPlan: () => this.getAddressPlan(),
+      readLeaseEntries: (optionsArg) => this.leases.readEntries(optionsArg),
+      withdrawalWindowMs: () => this.leases.windowMs,
+      allocateCluster: (clusterIdArg) => this.leases.allocate(clusterIdArg),
+      listServiceIds: async (clusterIdArg) => (await cloudly.store.find(serviceKind, { clusterId: clusterIdArg })).map((service) => service.id),
+      refreshProjection: (clusterIdArg, nodeIdArg) => this.refreshProjection(clusterIdArg, nodeIdArg),
+      refreshCluster: (clusterIdArg) => this.refreshCluster(clusterIdArg),
+      signed: (projectionArg) => this.signed(projectionArg),
+      planWritten: (planArg) => {
+        this.planCache = { plan: detach(planArg), readAt: Date.now() };
+        void this.refreshAllStored();
       },
-    );
+    }));
   }
 
   private async requireNode(clusterIdArg: string, nodeIdArg: string) {
@@ -248,125 +126,11 @@ export class RuntimeNetworkManager {
     return this.planCache.plan;
   }
 
-  /**
-   * Writes the plan at exactly the next revision. The revision is the compare-and-swap token: the
-   * stored document must still hold the previous revision when the write commits, so of two
-   * administrators writing the same next revision exactly one wins and the other gets `conflict`.
-   */
-  public async writeAddressPlan(
-    planArg: IRuntimeNetworkAddressPlan,
-    actorArg: string,
-  ): Promise<IReq_Admin_SetRuntimeNetworkAddressPlan['response']> {
-    const { store } = this.cloudly;
-    const doc = await store.get(runtimeNetworkAddressPlanKind, addressPlanDocumentId);
-    const previous = doc?.plan ?? null;
-    if (previous !== null && canonicalizeJson(previous) === canonicalizeJson(planArg)) {
-      return { plan: detach(previous), replayed: true };
-    }
-    const expectedRevision = previous === null ? 1 : previous.revision + 1;
-    if (planArg.revision !== expectedRevision) {
-      throw refuse('conflict', [`request.plan.revision must be ${expectedRevision}, the revision after the stored plan`
-        + (previous === null ? ' (none is stored yet)' : ` (${previous.revision})`)]);
-    }
-    const admission = admitRuntimeNetworkAddressPlanChange(previous, planArg);
-    // A revision that drops a pool or changes its prefix would strand the leases drawn from it:
-    // refused, naming every such lease (leases are never migrated by a plan write; see
-    // docs/desired-state.md). The contract's own reasons come first.
-    const stranded = strandedLeaseReasons(planArg, await this.leases.readEntries(), Date.now(), this.leases.windowMs);
-    if (!admission.admitted || stranded.length > 0) {
-      throw refuse('invalid-request', [
-        ...(admission.admitted ? [] : admission.reasons.map((reason) => reason.replace(/^next/, 'request.plan'))),
-        ...stranded,
-      ]);
-    }
-    const plan = detach(admission.plan);
-    const stored = doc
-      ? await store.swap(runtimeNetworkAddressPlanKind, addressPlanDocumentId, doc.generation, {
-        set: { plan, writtenAt: Date.now(), writtenBy: actorArg },
-      })
-      : await store.insert(runtimeNetworkAddressPlanKind, { id: addressPlanDocumentId, plan, writtenAt: Date.now(), writtenBy: actorArg });
-    if (!stored) {
-      throw refuse('conflict', [`another plan revision ${expectedRevision} was written at the same time; read the plan again`]);
-    }
-    this.planCache = { plan: detach(stored.plan), readAt: Date.now() };
-    this.cloudly.logger.info({ revision: plan.revision, actor: actorArg }, 'runtime network address plan written');
-    void this.refreshAllStored();
-    return { plan: detach(stored.plan), replayed: false };
-  }
-
-  // ---- leases and applications ------------------------------------------------------------------
-
-  /**
-   * Records a node's lease statement as its confirmation of what it applied. Cloudly allocated every
-   * lease; a statement naming anything else (another address, another node's lease, a lease of an
-   * unknown or foreign service, a lease never allocated or already released) is refused with every
-   * reason and nothing is recorded.
-   */
-  private async recordLeases(clusterIdArg: string, nodeIdArg: string, leasesArg: IRuntimeNetworkWorkloadLease[]): Promise<number> {
-    await this.requireNode(clusterIdArg, nodeIdArg);
-    const { store } = this.cloudly;
-    const allocation = await this.leases.allocate(clusterIdArg);
-    const services = await store.find(serviceKind, { clusterId: clusterIdArg });
-    const entries = await this.leases.readEntries({ cached: true });
-    const reasons = judgeLeaseConfirmation(leasesArg, {
-      nodeId: nodeIdArg,
-      allocated: new Map(allocation.leases.map((lease) => [lease.lease.id, lease])),
-      serviceIds: new Set(services.map((service) => service.id)),
-      addressHolders: new Map(entries.filter((entry) => entry.releasedAt === undefined)
-        .map((entry) => [entry.address, entry.clusterId === clusterIdArg ? `lease ${entry.lease.id} on node ${entry.nodeId}` : 'a lease of another cluster'])),
-    });
-    if (allocation.managed === false) {
-      reasons.unshift('request.leases cannot be confirmed: no address plan exists, so Cloudly allocated no lease');
-    }
-    if (reasons.length > 0 && leasesArg.length > 0) {
-      throw refuse('invalid-request', reasons);
-    }
-    const id = clusterNodeDocumentId(clusterIdArg, nodeIdArg);
-    const leases = leasesArg.map((entry) => ({
-      lease: { id: entry.lease.id, generation: entry.lease.generation },
-      serviceId: entry.serviceId,
-      address: entry.address,
-    }));
-    const reportedAt = Date.now();
-    const { doc } = await store.mutate(runtimeNetworkLeasesKind, id, (currentArg) => (currentArg
-      ? { kind: 'write', change: { set: { leases, reportedAt } } }
-      : { kind: 'create', doc: { id, clusterId: clusterIdArg, nodeId: nodeIdArg, leases, reportedAt } }));
-    return doc!.generation;
-  }
+  // ---- leases ------------------------------------------------------------------------------------
 
   /** The cluster's held leases (allocating what is missing first). */
   public async allocateCluster(clusterIdArg: string): Promise<IClusterAllocation> {
     return this.leases.allocate(clusterIdArg);
-  }
-
-  /** Records that a node applied exactly its current projection; anything else is a conflict. */
-  private async recordApplication(
-    clusterIdArg: string,
-    applicationArg: IRuntimeNetworkProjectionApplication,
-  ): Promise<IRuntimeNetworkProjectionApplication> {
-    const application = {
-      projectionId: applicationArg.projectionId,
-      nodeId: applicationArg.nodeId,
-      generation: applicationArg.generation,
-      digest: applicationArg.digest,
-    };
-    await this.requireNode(clusterIdArg, application.nodeId);
-    const { store } = this.cloudly;
-    const id = clusterNodeDocumentId(clusterIdArg, application.nodeId);
-    const doc = await store.get(runtimeNetworkProjectionKind, id);
-    const projection = doc?.projection;
-    if (!doc || !projection || projection.id !== application.projectionId || projection.generation !== application.generation
-      || projection.digest !== application.digest) {
-      throw refuse('conflict', ['request.application does not name the node\'s current projection; read it again']);
-    }
-    if (doc.application && canonicalizeJson(doc.application) === canonicalizeJson(application)) {
-      return application;
-    }
-    const stored = await store.swap(runtimeNetworkProjectionKind, id, doc.generation, { set: { application } });
-    if (!stored) {
-      throw refuse('conflict', ['the node\'s projection changed while the application was recorded; read it again']);
-    }
-    return application;
   }
 
   // ---- projections ------------------------------------------------------------------------------

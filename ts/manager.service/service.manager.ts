@@ -23,7 +23,6 @@ import {
   bindApplyRuntimeLocalStorageClaimResponse,
   validateRuntimeSessionReference,
   type IApplyRuntimeLocalStorageClaimRequest,
-  type IReq_Controller_Pallet_ApplyRuntimeLocalStorageClaim,
   type IRuntimeSessionReference,
 } from '../interfaces/requests/runtimesession.js';
 import { refuse } from '../core/errors.js';
@@ -749,11 +748,8 @@ export class ServiceManager {
     const request: IApplyRuntimeLocalStorageClaimRequest = { session: sessionDoc.session, claim: doc.current.claim };
     let response: unknown;
     try {
-      response = await this.cloudly.relays.call<IReq_Controller_Pallet_ApplyRuntimeLocalStorageClaim['response']>(
-        doc.clusterId,
-        'applyRuntimeLocalStorageClaim',
-        request,
-      );
+      // Read only through the contract's binding below: the answer stays unknown until then.
+      response = await this.cloudly.relays.ask(doc.clusterId, 'applyRuntimeLocalStorageClaim', request);
     } catch (error) {
       // The one relay-call mapping names the failure first; a relay's own refusal adds its code.
       const data = (error as { errorData?: { reasons?: string[]; relayError?: { code: string | null } } }).errorData;

@@ -1,0 +1,19 @@
+import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
+
+/** Per cluster: the revision and digest of the last desired state Cloudly published. */
+export interface IClusterDesiredStateDocument extends IStoredDocument {
+  revision: number;
+  digest: string;
+  /** The highest `desiredRevision` a relay report was accepted at; older reports are stale. */
+  observedRevision: number;
+}
+
+/** Per service: what the relay last reported of it, per node. */
+export interface IServiceObservedStateDocument extends IStoredDocument {
+  clusterId: string;
+  placements: IServiceObservedPlacement[];
+}
+
+export const clusterDesiredStateKind = defineDocumentKind<IClusterDesiredStateDocument>('CloudlyClusterDesiredState');
+export const serviceObservedStateKind = defineDocumentKind<IServiceObservedStateDocument>('CloudlyServiceObservedState');

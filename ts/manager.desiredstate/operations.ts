@@ -1,0 +1,246 @@
+import { refuse } from '../core/errors.js';
+import { adminMutation, adminQuery, relayOrchestration, relayQuery, type IDeclaredOperation } from '../core/operations.js';
+import type { IRelaySession } from '../core/relaysessions.js';
+import type { DocumentStore } from '../core/store.js';
+import { isBoolean, isIdString, isNonNegativeInteger, isPositiveInteger, type TFieldCheck } from '../core/validation.js';
+import {
+  observedReportLimits,
+  observedServiceStates,
+  type IClusterPlatformDesiredState,
+  type IClusterPlatformObservedNode,
+  type IClusterPlatformObservedService,
+} from '../interfaces/data/desiredstate.js';
+import type { IReq_Any_Cloudly_GetClusterRouteTableResolution } from '../interfaces/requests/desiredstate.js';
+import { nodeAssignmentReportShape } from '../manager.ingress/ingress.manager.js';
+import { serviceKind } from '../manager.service/service.manager.js';
+import {
+  decideObservedPlacements,
+  decideObservedRevision,
+  decidePendingRemoval,
+  decideServiceDeletion,
+  judgeObservedReport,
+} from './decide.js';
+import { clusterDesiredStateKind, serviceObservedStateKind } from './documents.js';
+
+/**
+ * The desired-state loop's methods as declared operations (ts/core/operations.ts runs them): the
+ * relay's reads of the desired state and the route table, its observed-state report, the
+ * administrators' route table resolution and service deletion. Decisions are in ./decide.ts; what
+ * the operations need from the manager and other domains comes through `IDesiredStatePorts`.
+ */
+
+const isObservedService: TFieldCheck = (valueArg, pathArg) => {
+  if (!valueArg || typeof valueArg !== 'object' || Array.isArray(valueArg)) {
+    return [`${pathArg} must be an object`];
+  }
+  const record = valueArg as Record<string, unknown>;
+  const reasons: string[] = [];
+  for (const key of Object.keys(record)) {
+    if (!['serviceId', 'nodeId', 'specRevision', 'replicas', 'state', 'reason'].includes(key)) {
+      reasons.push(`${pathArg}.${key} is not a field of an observed service`);
+    }
+  }
+  reasons.push(...isIdString(record.serviceId, `${pathArg}.serviceId`));
+  reasons.push(...isIdString(record.nodeId, `${pathArg}.nodeId`));
+  reasons.push(...isPositiveInteger(record.specRevision, `${pathArg}.specRevision`));
+  reasons.push(...isNonNegativeInteger(record.replicas, `${pathArg}.replicas`));
+  if (!(observedServiceStates as readonly unknown[]).includes(record.state)) {
+    reasons.push(`${pathArg}.state must be one of ${observedServiceStates.join(', ')}`);
+  }
+  if (record.reason !== undefined && (typeof record.reason !== 'string' || record.reason.length > observedReportLimits.maximumReasonLength)) {
+    reasons.push(`${pathArg}.reason must be a string of at most ${observedReportLimits.maximumReasonLength} characters`);
+  }
+  return reasons;
+};
+
+const isObservedServices: TFieldCheck = (valueArg, pathArg) => {
+  if (!Array.isArray(valueArg)) {
+    return [`${pathArg} must be an array`];
+  }
+  if (valueArg.length > observedReportLimits.maximumServices) {
+    return [`${pathArg} must hold at most ${observedReportLimits.maximumServices} entries`];
+  }
+  const reasons = valueArg.flatMap((entry, index) => isObservedService(entry, `${pathArg}[${index}]`));
+  const seen = new Set<string>();
+  valueArg.forEach((entry, index) => {
+    const key = `${(entry as IClusterPlatformObservedService)?.serviceId}/${(entry as IClusterPlatformObservedService)?.nodeId}`;
+    if (seen.has(key)) {
+      reasons.push(`${pathArg}[${index}] repeats the service and node of an earlier entry`);
+    }
+    seen.add(key);
+  });
+  return reasons;
+};
+
+/** The optional `nodes` member of an observed-state report: each entry shaped as `reportClusterNodeRuntimeAssignments` is. */
+const isObservedNodes: TFieldCheck = (valueArg, pathArg) => {
+  if (!Array.isArray(valueArg)) {
+    return [`${pathArg} must be an array`];
+  }
+  if (valueArg.length > observedReportLimits.maximumNodes) {
+    return [`${pathArg} must hold at most ${observedReportLimits.maximumNodes} entries`];
+  }
+  const reasons: string[] = [];
+  const seen = new Set<unknown>();
+  valueArg.forEach((entry, index) => {
+    const path = `${pathArg}[${index}]`;
+    if (!entry || typeof entry !== 'object' || Array.isArray(entry)) {
+      reasons.push(`${path} must be an object`);
+      return;
+    }
+    const record = entry as Record<string, unknown>;
+    for (const key of Object.keys(record)) {
+      if (!(key in nodeAssignmentReportShape)) {
+        reasons.push(`${path}.${key} is not a field of an observed node`);
+      }
+    }
+    for (const [key, check] of Object.entries(nodeAssignmentReportShape)) {
+      reasons.push(...check(record[key], `${path}.${key}`));
+    }
+    if (seen.has(record.nodeId)) {
+      reasons.push(`${path} repeats the node of an earlier entry`);
+    }
+    seen.add(record.nodeId);
+  });
+  return reasons;
+};
+
+/** What the desired-state operations need, wired by the manager. */
+export interface IDesiredStatePorts {
+  store: DocumentStore;
+  /** The cluster, or `not-found`. */
+  requireCluster(clusterIdArg: string): Promise<unknown>;
+  /** Refuses a relay socket that is not its cluster's elected one. */
+  requireElected(sessionArg: IRelaySession): Promise<void>;
+  /** The ids of the cluster's nodes. */
+  listNodeIds(clusterIdArg: string): Promise<string[]>;
+  /** Stores one node's runtime assignments (the ingress domain's one stored observation). */
+  storeAssignments(clusterIdArg: string, entryArg: IClusterPlatformObservedNode): Promise<unknown>;
+  /** True while a refresh of the cluster's desired state is queued or running. */
+  isRefreshBusy(clusterIdArg: string): boolean;
+  /** The last desired state computed for the cluster on this instance, if any. */
+  lastState(clusterIdArg: string): IClusterPlatformDesiredState | undefined;
+  /** The cluster's desired state, computed now and published when it changed. */
+  currentDesiredState(clusterIdArg: string): Promise<IClusterPlatformDesiredState>;
+  /** The route table and the routes left out of it. */
+  routeTableResolution(clusterIdArg: string): Promise<IReq_Any_Cloudly_GetClusterRouteTableResolution['response']>;
+  /** Removes what Cloudly derived from a service that is gone. */
+  forgetService(serviceIdArg: string): Promise<void>;
+  /** Queues a refresh of the cluster's desired state. */
+  requestRefresh(clusterIdArg: string): void;
+}
+
+export const desiredStateOperations = (portsArg: IDesiredStatePorts): IDeclaredOperation[] => [
+  relayQuery({
+    method: 'getClusterPlatformDesiredState',
+    input: { required: {}, optional: { knownRevision: isNonNegativeInteger } },
+    async run(request, context) {
+      await portsArg.requireElected(context.session);
+      if (request.knownRevision !== undefined && !portsArg.isRefreshBusy(context.clusterId)) {
+        // Every input of the desired state is watched (commits of services, bindings, the ingress
+        // slot and the relay registration queue a refresh that publishes a new revision), so with
+        // no refresh under way the published revision is current: answered without recomputing.
+        const published = await portsArg.store.get(clusterDesiredStateKind, context.clusterId);
+        if (published && published.revision === request.knownRevision) {
+          return { unchanged: true, revision: published.revision, digest: published.digest };
+        }
+      }
+      const state = await portsArg.currentDesiredState(context.clusterId);
+      return request.knownRevision === state.revision
+        ? { unchanged: true, revision: state.revision, digest: state.digest }
+        : { unchanged: false, desiredState: state };
+    },
+  }),
+
+  relayQuery({
+    method: 'getClusterRouteTable',
+    input: { required: {} },
+    async run(_request, context) {
+      await portsArg.requireElected(context.session);
+      // With no refresh under way, the last computed state is current when it is the published
+      // revision (every input is watched): answered without recomputing.
+      const cached = portsArg.lastState(context.clusterId);
+      if (cached && !portsArg.isRefreshBusy(context.clusterId)) {
+        const published = await portsArg.store.get(clusterDesiredStateKind, context.clusterId);
+        if (published && published.revision === cached.revision && published.digest === cached.digest) {
+          return { table: { clusterId: context.clusterId, revision: cached.revision, routes: cached.routes } };
+        }
+      }
+      const state = await portsArg.currentDesiredState(context.clusterId);
+      return { table: { clusterId: context.clusterId, revision: state.revision, routes: state.routes } };
+    },
+  }),
+
+  adminQuery({
+    method: 'getClusterRouteTableResolution',
+    input: { required: { clusterId: isIdString } },
+    async run(request) {
+      await portsArg.requireCluster(request.clusterId);
+      return portsArg.routeTableResolution(request.clusterId);
+    },
+  }),
+
+  relayOrchestration({
+    method: 'reportClusterPlatformObservedState',
+    input: {
+      required: { desiredRevision: isNonNegativeInteger, services: isObservedServices },
+      optional: { nodes: isObservedNodes },
+    },
+    // Several documents: the cluster's accepted revision, the nodes' assignments, each service's
+    // observations, and the removal of services pending removal that stopped everywhere.
+    async run(request, context) {
+      await portsArg.requireElected(context.session);
+      const { store } = portsArg;
+      const { clusterId } = context;
+      const published = await store.get(clusterDesiredStateKind, clusterId);
+      const services = new Map((await store.find(serviceKind, { clusterId })).map((service) => [service.id, service]));
+      const nodeIds = new Set(await portsArg.listNodeIds(clusterId));
+      const verdict = judgeObservedReport(request, published, services, nodeIds);
+      if (verdict) {
+        throw refuse(verdict.code, verdict.reasons);
+      }
+      await store.mutate(clusterDesiredStateKind, clusterId, (currentArg) => decideObservedRevision(currentArg, request.desiredRevision));
+      // The nodes' assignment observations: the one stored observation the ingress judge reads.
+      for (const entry of request.nodes ?? []) {
+        await portsArg.storeAssignments(clusterId, entry);
+      }
+      const now = Date.now();
+      const byService = new Map<string, IClusterPlatformObservedService[]>();
+      for (const entry of request.services) {
+        byService.set(entry.serviceId, [...(byService.get(entry.serviceId) ?? []), entry]);
+      }
+      const removed: string[] = [];
+      for (const [serviceId, entries] of byService) {
+        const { doc } = await store.mutate(serviceObservedStateKind, serviceId, (currentArg) =>
+          decideObservedPlacements(currentArg, { serviceId, clusterId }, entries, now));
+        // A service pending removal goes once nothing of it runs anywhere the relay reported.
+        if (services.get(serviceId)!.deletionRequestedAt !== undefined && doc && doc.placements.every((placement) => placement.state === 'stopped')) {
+          const { outcome } = await store.mutate(serviceKind, serviceId, decidePendingRemoval);
+          if (outcome === 'removed') {
+            await portsArg.forgetService(serviceId);
+            removed.push(serviceId);
+          }
+        }
+      }
+      if (removed.length > 0) {
+        portsArg.requestRefresh(clusterId);
+      }
+      return { accepted: request.services.length, removed };
+    },
+  }),
+
+  adminMutation({
+    method: 'deleteService',
+    input: { required: { serviceId: isIdString, expectedGeneration: isPositiveInteger }, optional: { force: isBoolean } },
+    target: (request) => ({ kind: serviceKind, id: request.serviceId }),
+    decide: (current, { request, now }) => decideServiceDeletion(current, request, now),
+    answer: ({ outcome }, { request }) => ({ serviceId: request.serviceId, deleted: outcome === 'removed', pendingRemoval: outcome !== 'removed' }),
+    // A removed service's observations and status go; the cluster's desired state drops it.
+    async after({ outcome, previous }, { request }) {
+      if (outcome === 'removed') {
+        await portsArg.forgetService(request.serviceId);
+      }
+      portsArg.requestRefresh(previous!.clusterId);
+    },
+  }),
+];

@@ -1,0 +1,145 @@
+import type { TCloudlyLogger } from '../core/logger.js';
+import { adminMutation, adminQuery, relayMutation, relayQuery, type IDeclaredOperation } from '../core/operations.js';
+import type { IRelaySession } from '../core/relaysessions.js';
+import { isIdString, type TFieldCheck } from '../core/validation.js';
+import { isClusterNodeId } from '../interfaces/data/clusternode.js';
+import {
+  validateRuntimeNetworkProjectionApplication,
+  validateRuntimeNetworkWorkloadLeases,
+  type IRuntimeNetworkProjection,
+} from '../interfaces/data/runtimenetwork.js';
+import { validateRuntimeNetworkAddressPlan, type IRuntimeNetworkAddressPlan } from '../interfaces/data/runtimenetworkaddressplan.js';
+import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
+import {
+  applicationOf,
+  decideAddressPlanWrite,
+  decideLeaseStatement,
+  decideProjectionApplication,
+  type IAllocatedLeaseEntry,
+} from './decide.js';
+import { addressPlanDocumentId, detach, runtimeNetworkAddressPlanKind, runtimeNetworkLeasesKind, runtimeNetworkProjectionKind } from './documents.js';
+import type { IClusterAllocation } from './leases.js';
+
+/**
+ * The runtime network's methods as declared operations (ts/core/operations.ts runs them): the
+ * address plan (administrators), the node projections (administrators and the cluster's relay),
+ * and the relay's lease statements and projection applications. One-document changes decide in
+ * ./decide.ts; what they need from elsewhere comes through `IRuntimeNetworkPorts`.
+ */
+
+const isNodeId: TFieldCheck = (valueArg, pathArg) =>
+  isClusterNodeId(valueArg) ? [] : [`${pathArg} must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`];
+
+/** What the runtime network's operations need, wired by the manager. */
+export interface IRuntimeNetworkPorts {
+  logger: TCloudlyLogger;
+  /** The cluster, or `not-found`. */
+  requireCluster(clusterIdArg: string): Promise<unknown>;
+  /** The node of the cluster, or `not-found`. */
+  requireNode(clusterIdArg: string, nodeIdArg: string): Promise<unknown>;
+  /** Refuses a relay socket that is not its cluster's elected one. */
+  requireElected(sessionArg: IRelaySession): Promise<void>;
+  /** The stored plan, detached (null while none is written). */
+  getAddressPlan(): Promise<IRuntimeNetworkAddressPlan | null>;
+  /** Every lease entry of the allocation (cached: the allocator's copy). */
+  readLeaseEntries(optionsArg?: { cached?: boolean }): Promise<ReadonlyArray<IAllocatedLeaseEntry>>;
+  /** The withdrawal window of released addresses, ms. */
+  withdrawalWindowMs(): number;
+  /** The cluster's held leases (allocating what is missing first). */
+  allocateCluster(clusterIdArg: string): Promise<IClusterAllocation>;
+  /** The ids of the cluster's services (live or pending removal). */
+  listServiceIds(clusterIdArg: string): Promise<string[]>;
+  /** Brings a node's projection up to date and answers it. */
+  refreshProjection(clusterIdArg: string, nodeIdArg: string): Promise<IRuntimeNetworkProjection>;
+  /** Refreshes every node of the cluster (queued, one node at a time). */
+  refreshCluster(clusterIdArg: string): Promise<void>;
+  /** The projection with Cloudly's detached signature. */
+  signed(projectionArg: IRuntimeNetworkProjection): Promise<{ projection: IRuntimeNetworkProjection; signature: string }>;
+  /** After a committed plan write: the cached plan is replaced and stored projections refresh. */
+  planWritten(planArg: IRuntimeNetworkAddressPlan): void;
+}
+
+export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDeclaredOperation[] => [
+  adminQuery({
+    method: 'getRuntimeNetworkAddressPlan',
+    input: { required: {} },
+    run: async () => ({ plan: await portsArg.getAddressPlan() }),
+  }),
+
+  adminMutation({
+    method: 'setRuntimeNetworkAddressPlan',
+    input: { required: { plan: (valueArg, pathArg) => validateRuntimeNetworkAddressPlan(valueArg, pathArg) } },
+    // The allocation's leases (a plan must not strand them) and the writer, read once before deciding.
+    facts: async (_request, context) => ({
+      entries: await portsArg.readLeaseEntries(),
+      windowMs: portsArg.withdrawalWindowMs(),
+      actor: context.identity.userId,
+    }),
+    target: () => ({ kind: runtimeNetworkAddressPlanKind, id: addressPlanDocumentId }),
+    decide: (current, { request, facts, now }) => decideAddressPlanWrite(current, request.plan, facts, now),
+    // Kept: the request is exactly the stored plan.
+    answer: ({ outcome, doc }) => ({ plan: detach(doc!.plan), replayed: outcome === 'kept' }),
+    after({ doc }, { facts }) {
+      portsArg.planWritten(doc!.plan);
+      portsArg.logger.info({ revision: doc!.plan.revision, actor: facts.actor }, 'runtime network address plan written');
+    },
+  }),
+
+  adminQuery({
+    method: 'getRuntimeNetworkProjection',
+    input: { required: { clusterId: isIdString, nodeId: isNodeId } },
+    async run(request) {
+      await portsArg.requireCluster(request.clusterId);
+      return portsArg.signed(await portsArg.refreshProjection(request.clusterId, request.nodeId));
+    },
+  }),
+
+  relayMutation({
+    method: 'reportRuntimeNetworkLeases',
+    input: { required: { nodeId: isNodeId, leases: (valueArg, pathArg) => validateRuntimeNetworkWorkloadLeases(valueArg, pathArg) } },
+    // What the statement is judged against: Cloudly's allocation of the relay's own cluster.
+    async facts(request, context) {
+      await portsArg.requireElected(context.session);
+      const { clusterId } = context;
+      await portsArg.requireNode(clusterId, request.nodeId);
+      const allocation = await portsArg.allocateCluster(clusterId);
+      const serviceIds = await portsArg.listServiceIds(clusterId);
+      const entries = await portsArg.readLeaseEntries({ cached: true });
+      return {
+        id: clusterNodeDocumentId(clusterId, request.nodeId),
+        clusterId,
+        nodeId: request.nodeId,
+        managed: allocation.managed,
+        allocated: new Map(allocation.leases.map((lease) => [lease.lease.id, lease])),
+        serviceIds: new Set(serviceIds),
+        addressHolders: new Map(entries.filter((entry) => entry.releasedAt === undefined)
+          .map((entry) => [entry.address, entry.clusterId === clusterId ? `lease ${entry.lease.id} on node ${entry.nodeId}` : 'a lease of another cluster'])),
+      };
+    },
+    target: (_request, facts) => ({ kind: runtimeNetworkLeasesKind, id: facts.id }),
+    decide: (current, { request, facts, now }) => decideLeaseStatement(current, request.leases, facts, now),
+    answer: ({ doc }) => ({ generation: doc!.generation }),
+    // The confirmed leases become endpoints of the cluster's projections.
+    after: async (_outcome, _step, context) => { await portsArg.refreshCluster(context.clusterId); },
+  }),
+
+  relayQuery({
+    method: 'getClusterNodeRuntimeNetworkProjection',
+    input: { required: { nodeId: isNodeId } },
+    run: async (request, context) => portsArg.signed(await portsArg.refreshProjection(context.clusterId, request.nodeId)),
+  }),
+
+  relayMutation({
+    method: 'reportRuntimeNetworkProjectionApplication',
+    input: { required: { application: (valueArg, pathArg) => validateRuntimeNetworkProjectionApplication(valueArg, pathArg) } },
+    async facts(request, context) {
+      await portsArg.requireElected(context.session);
+      const application = applicationOf(request.application);
+      await portsArg.requireNode(context.clusterId, application.nodeId);
+      return { application };
+    },
+    target: (_request, facts, context) => ({ kind: runtimeNetworkProjectionKind, id: clusterNodeDocumentId(context.clusterId, facts.application.nodeId) }),
+    decide: (current, { facts }) => decideProjectionApplication(current, facts.application),
+    answer: (_outcome, { facts }) => ({ application: facts.application }),
+  }),
+];
