@@ -37,6 +37,8 @@ ENV NODE_ENV=production \
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
+# The launcher (mode 755 in git; COPY keeps it).
+COPY bin/cloudly-server ./bin/cloudly-server
 
 RUN mkdir -p /data && chown node:node /data
 USER node
@@ -47,5 +49,5 @@ HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.CLOUDLY_PORT || 3000) + '/livez').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 
 ENTRYPOINT ["/usr/bin/tini", "--"]
-# --max-semi-space-size: serverNodeFlags in ts/core/runtimetuning.ts (a test keeps them in step).
-CMD ["node", "--max-semi-space-size=4", "dist/cli.js"]
+# The launcher passes the server's node flags and execs node on dist/cli.js (npm run start:prod).
+CMD ["/app/bin/cloudly-server"]

@@ -10,7 +10,7 @@
  *   CLOSURE_BENCH_STORE=filesystem|s3|both                    (default both; s3 = s3rver, started here)
  *   CLOSURE_BENCH_SERVER=tsx|compiled|both                     (default both)
  *   CLOSURE_BENCH_ROUNDS=3                                     rounds per server mode (default 3)
- *   CLOSURE_BENCH_UNTUNED=1            servers without the V8 tuning of ts/core/runtimetuning.ts
+ *   CLOSURE_BENCH_UNTUNED=1            servers under plain node, without the node flags of bin/cloudly-server
  *   CLOSURE_BENCH_CHILD_FLAGS=--expose-gc                      server collects fully before each backup
  *   CLOSURE_BENCH_ALLOCATOR=default    compiled server without the production allocator env
  *   CLOSURE_BENCH_KEEP_CHUNKS=1        the relay leaves restored chunks to its collector
@@ -39,7 +39,7 @@
  * round's own ratio is listed beside it. CPU seconds per GiB (user + system, all threads) are
  * printed beside the speeds: on a shared machine they move less than MiB/s.
  */
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
@@ -82,12 +82,6 @@ type TChildMessage =
 // ---------------------------------------------------------------- server child
 
 const runServer = async (): Promise<void> => {
-  // As the CLI does before it starts Cloudly (CLOSURE_BENCH_UNTUNED=1 leaves V8 as it is; the
-  // node flags of serverNodeFlags come from the parent's fork).
-  if (!process.env.CLOSURE_BENCH_UNTUNED) {
-    const { tuneServerRuntime } = await import('../ts/core/runtimetuning.js');
-    tuneServerRuntime();
-  }
   const { Cloudly } = await import('../ts/classes.cloudly.js');
   const { CloudlyAdminClient } = await import('../ts/client/admin.js');
   const { Writable } = await import('node:stream');
@@ -460,12 +454,14 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: numb
   };
   const compiled = modeArg === 'compiled' ? await compileServer() : null;
   const runTag = randomBytes(4).toString('hex');
-  // The node flags `npm start` and `npm run start:prod` pass (unless CLOSURE_BENCH_UNTUNED).
-  const { serverNodeFlags } = await import('../ts/core/runtimetuning.js');
-  const nodeFlags = [...(process.env.CLOSURE_BENCH_UNTUNED ? [] : serverNodeFlags), ...childFlags];
-  const start = (roleArg: '--server' | '--raw-server'): ChildProcess => (compiled
-    ? fork(compiled, [roleArg], { execArgv: nodeFlags, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-    : fork(benchFile, [roleArg], { execArgv: ['--import', 'tsx', ...nodeFlags], env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
+  // Both children start through bin/cloudly-server, as `npm start` and `npm run start:prod` do: it
+  // adds the server's node flags and execs node, so the child's pid is the measured process.
+  // CLOSURE_BENCH_UNTUNED=1 runs them under plain node instead.
+  const serverLauncher = path.join((await import('../scripts/build.js')).projectDir, 'bin', 'cloudly-server');
+  const nodeArguments = compiled ? [...childFlags, compiled] : ['--import', 'tsx', ...childFlags, benchFile];
+  const start = (roleArg: '--server' | '--raw-server'): ChildProcess => (process.env.CLOSURE_BENCH_UNTUNED
+    ? spawn(process.execPath, [...nodeArguments, roleArg], { env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    : spawn(serverLauncher, ['--node', ...nodeArguments, roleArg], { env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
   const child = start('--server');
   const pid = child.pid!;
   const ready = await nextMessage(child, 'ready');

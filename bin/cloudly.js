@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The `cloudly` executable from a checkout: runs the TypeScript sources through tsx, as `npm start` does.
-// `cloudly server` starts exactly what `npm start` starts (same node flags, same entry, ts/cli.ts).
+// `cloudly server` starts exactly what `npm start` starts: bin/cloudly-server --source (the server's
+// node flags, ts/cli.ts under tsx).
 import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -9,7 +10,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
 
 if (args[0] === 'server') {
-  const child = spawn(process.execPath, ['--max-semi-space-size=4', '--import', import.meta.resolve('tsx'), join(root, 'ts', 'cli.ts'), ...args.slice(1)], {
+  const child = spawn(join(root, 'bin', 'cloudly-server'), ['--source', ...args.slice(1)], {
     cwd: process.cwd(),
     stdio: 'inherit',
   });

@@ -17,7 +17,6 @@ import { existsSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { serverNodeFlags } from '../ts/core/runtimetuning.js';
 
 const projectRoot = path.resolve(import.meta.dirname, '..');
 
@@ -79,7 +78,8 @@ const main = async (): Promise<void> => {
     await fsp.mkdir(dataDir, { recursive: true, mode: 0o700 });
     // The first instance creates the shared keys and the first administrator; the others find them.
     await new Promise((resolve) => setTimeout(resolve, index === 0 ? 0 : 1500));
-    const child = spawn(process.execPath, [...serverNodeFlags, '--import', 'tsx', 'ts/cli.ts'], {
+    // As `npm start` starts the server (the launcher holds the node flags).
+    const child = spawn(path.join(projectRoot, 'bin', 'cloudly-server'), ['--source'], {
       cwd: projectRoot,
       env: {
         ...process.env,

@@ -14,7 +14,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { productionAllocatorEnv, projectDir } from '../scripts/build.js';
-import { serverNodeFlags } from '../ts/core/runtimetuning.js';
+import { serverLauncher } from './helpers/process.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 import { snapshotFileName } from '../ts/core/database.js';
@@ -36,7 +36,8 @@ test('the transpiled server starts under plain node, serves an admin, and stops 
     const cliSource = await fsp.readFile(path.join(outdir, 'cli.js'), 'utf8');
     assert.match(cliSource, /from "\.\/classes\.cloudly\.js"/, '.js import specifiers are kept');
 
-    const spawned = spawn(process.execPath, [...serverNodeFlags, path.join(outdir, 'cli.js')], {
+    // Through the launcher, as `npm run start:prod` and the Dockerfile start dist/cli.js.
+    const spawned = spawn(serverLauncher, ['--node', path.join(outdir, 'cli.js')], {
       cwd: projectDir,
       // No tsx loader anywhere: the built files must run on their own.
       env: {

@@ -1,11 +1,9 @@
 import { Cloudly } from './classes.cloudly.js';
 import { ConfigError } from './config.js';
 import { DataDirectoryLockedError, StorageDamagedError } from './core/database.js';
-import { tuneServerRuntime } from './core/runtimetuning.js';
 
-/** `npm start`: read the configuration, start Cloudly, stop it gracefully on SIGTERM/SIGINT. */
+/** `npm start` (through bin/cloudly-server, which passes the node flags): read the configuration, start Cloudly, stop it gracefully on SIGTERM/SIGINT. */
 const main = async (): Promise<void> => {
-  tuneServerRuntime();
   let cloudly: Cloudly;
   try {
     cloudly = new Cloudly();

@@ -1,12 +1,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
-import { serverNodeFlags } from '../../ts/core/runtimetuning.js';
 
 /** Runs `npm start`'s entry point as a real child process, for crash and start-up tests. */
 
 const projectRoot = path.resolve(import.meta.dirname, '..', '..');
-/** node's arguments for the CLI, as `npm start` gives them. */
-const cliArguments = [...serverNodeFlags, '--import', 'tsx', 'ts/cli.ts'];
+/**
+ * The launcher every start goes through (it holds the server's node flags and execs node, so the
+ * child is the server process itself): `--source` is what `npm start` runs, `--node <args>`
+ * runs node with the same flags on other arguments.
+ */
+export const serverLauncher = path.join(projectRoot, 'bin', 'cloudly-server');
+/** The launcher's arguments for the CLI, as `npm start` gives them. */
+const cliArguments = ['--source'];
 
 export interface ICloudlyProcess {
   child: ChildProcess;
@@ -27,7 +32,7 @@ export const cloudlyProcessEnv = (dataDirArg: string, extraArg: Record<string, s
 
 /** Starts the CLI and waits for its "listening" line; rejects with its output if it exits first. */
 export const startCloudlyProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> =>
-  startListening(process.execPath, cliArguments, envArg);
+  startListening(serverLauncher, cliArguments, envArg);
 
 /** Starts Cloudly the way the readme says, `npm start`; the child is the npm process. */
 export const startNpmStartProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> =>
@@ -51,7 +56,7 @@ const startListening = (commandArg: string, argsArg: string[], envArg: NodeJS.Pr
 /** Runs the CLI to completion (for start-up refusals); resolves with its exit code and output. */
 export const runCloudlyProcessToExit = (envArg: NodeJS.ProcessEnv, timeoutMsArg = 30_000): Promise<{ code: number | null; output: string }> =>
   new Promise((resolve) => {
-    const child = spawn(process.execPath, cliArguments, { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(serverLauncher, cliArguments, { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
     child.stderr.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });

@@ -812,8 +812,8 @@ const addWatchCommand = (programArg: Command): void => {
 export const addCommands = (programArg: Command): void => {
   programArg.command('server').description('start the Cloudly server (what `npm start` runs)')
     .action(async () => {
-      // bin/cloudly.js starts the server itself with npm start's node flags; this path serves
-      // `node dist/cli/main.js server` (no node flags: pass --max-semi-space-size=4 yourself).
+      // bin/cloudly.js starts the server through bin/cloudly-server (the node flags); this path
+      // serves `node dist/cli/main.js server`, which runs without them.
       await import('../cli.js');
       await new Promise<never>(() => undefined);
     });

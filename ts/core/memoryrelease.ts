@@ -6,7 +6,7 @@ import * as vm from 'node:vm';
  *
  * Why: a stream's data frames arrive in buffers ws allocates per frame. The stream consumer
  * copies each one out at once, yet the memory stays allocated until V8 finds the buffer dead,
- * and V8 starts full collections when such external memory piles up (see runtimetuning.ts).
+ * and V8 starts full collections when such external memory piles up (see bin/cloudly-server).
  * Detaching the buffer releases its memory and takes it off V8's external-memory account on
  * the spot, so frames the consumer is done with no longer drive full collections.
  *
