@@ -2,8 +2,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { clusterDesiredStateKind } from '../ts/manager.desiredstate/desiredstate.manager.js';
-import { addClusterWorld } from './backup.fixture.js';
+import { addClusterWorld, chunked, descriptorOf } from './backup.fixture.js';
 import { stateDigest } from './helpers/state.js';
+import { designationRequest, prepareIngressCluster } from './ingress.fixture.js';
 import { auditEventKind } from '../ts/core/store.js';
 import type { IAuditEvent } from '../ts/interfaces/data/audit.js';
 import type { IReq_Admin_GetAuditEvents } from '../ts/interfaces/requests/audit.js';
@@ -11,8 +12,14 @@ import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_RotateClusterRela
 import type { IReq_Any_Cloudly_AddClusterNode, IReq_Relay_Cloudly_ReportClusterNode } from '../ts/interfaces/requests/cluster.js';
 import type { IReq_Admin_SetRuntimeNetworkAddressPlan } from '../ts/interfaces/requests/runtimenetwork.js';
 import type { IRuntimeNetworkAddressPlan } from '../ts/interfaces/data/runtimenetworkaddressplan.js';
-import type { IReq_Admin_CreateServiceBackup } from '../ts/interfaces/requests/backup.js';
+import type {
+  IReq_Admin_CreateServiceBackup,
+  IReq_Cloudly_Relay_BackupClusterService,
+  IServiceBackupRecord,
+} from '../ts/interfaces/requests/backup.js';
 import type { TUntypedContract } from '../ts/client/admin.js';
+import { followOperation, outcomeOf } from '../ts/client/operations.js';
+import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 
 const auditOf = async (tArg: ITestCloudly, requestArg: Omit<IReq_Admin_GetAuditEvents['request'], 'identity'> = {}) =>
   tArg.admin.call<IReq_Admin_GetAuditEvents>('getAuditEvents', requestArg);
@@ -67,6 +74,39 @@ describe('audit log: every committed change, once, with its actor', () => {
     assert.ok(events.every((event) => event.actor.kind === 'relay' && event.method === 'reportClusterNode'));
   });
 
+  test('an address plan write and a service deletion each appear once; a replay or a refusal does not', async () => {
+    const setPlan = (planArg: IRuntimeNetworkAddressPlan) =>
+      t.admin.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: planArg });
+    assert.equal((await setPlan(plan)).replayed, false);
+    assert.equal((await setPlan(plan)).replayed, true);
+    assert.equal((await refusalOf(() => setPlan({ ...plan, revision: 5 }))).code, 'conflict');
+    const planEvents = await eventsFor(t, 'runtime-network-address-plan', 'CloudlyRuntimeNetworkAddressPlan');
+    assert.deepEqual(planEvents.map((event) => [event.method, event.outcome, event.generationBefore, event.generationAfter, event.actor.id]), [
+      ['setRuntimeNetworkAddressPlan', 'created', 0, 1, t.identity.userId],
+    ]);
+
+    const { cluster } = await t.createCluster('audited-deletions');
+    const create = async (nameArg: string) => (await t.admin.call<TUntypedContract>('createService', {
+      service: { name: nameArg, organizationId: 'org-1', clusterId: cluster.id, runtime: { image: 'registry.example/app:1', replicas: 0, profile: { runAs: null }, placement: { nodeIds: [] } }, volumes: [] },
+    }) as { service: { id: string; generation: number } }).service;
+    const pending = await create('audited-pending');
+    const forced = await create('audited-forced');
+    await t.admin.call<TUntypedContract>('deleteService', { serviceId: pending.id, expectedGeneration: pending.generation });
+    // Asked again at the generation that is gone: refused, and not audited.
+    assert.equal((await refusalOf(() => t.admin.call<TUntypedContract>('deleteService', { serviceId: pending.id, expectedGeneration: pending.generation }))).code, 'conflict');
+    await t.admin.call<TUntypedContract>('deleteService', { serviceId: forced.id, expectedGeneration: forced.generation, force: true });
+    const outcomes = async (serviceIdArg: string) => (await eventsFor(t, serviceIdArg, 'CloudlyService'))
+      .map((event) => [event.method, event.outcome, event.generationBefore, event.generationAfter, event.actor.id]);
+    assert.deepEqual(await outcomes(pending.id), [
+      ['deleteService', 'updated', 1, 2, t.identity.userId],
+      ['createService', 'created', 0, 1, t.identity.userId],
+    ]);
+    assert.deepEqual(await outcomes(forced.id), [
+      ['deleteService', 'removed', 1, null, t.identity.userId],
+      ['createService', 'created', 0, 1, t.identity.userId],
+    ]);
+  });
+
   test('pages newest first with a cursor, filters narrow, and a foreign cursor or a bad filter is refused by name', async () => {
     for (let index = 0; index < 5; index++) {
       await t.createCluster(`page-${index}`);
@@ -89,6 +129,26 @@ describe('audit log: every committed change, once, with its actor', () => {
       'request.limit must be an integer from 1 to 1000',
       'request.filter.colour is not a filter of the audit log',
     ]);
+  });
+
+  test('a backup order appears once per document it commits, with the admin; a refused order appears not at all', async () => {
+    const world = await addClusterWorld(t, 'audit-backup');
+    world.relay.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', async () => ({ snapshots: [] }));
+    const ordered = await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+      clusterId: world.clusterId, serviceId: world.service.id, nodeId: world.nodeId, backupId: 'audited-backup',
+    });
+    await followOperation(t.admin, ordered.operation!.operationId, { timeoutMs: 20_000 });
+    const created = (await eventsFor(t, 'audited-backup', 'CloudlyServiceBackup')).filter((event) => event.outcome === 'created');
+    assert.deepEqual(created.map((event) => [event.method, event.actor, event.generationBefore, event.generationAfter]), [
+      ['createServiceBackup', { kind: 'admin', id: t.identity.userId }, 0, 1],
+    ]);
+    const operationEvents = (await eventsFor(t, ordered.operation!.operationId)).filter((event) => event.outcome === 'created');
+    assert.equal(operationEvents.length, 1, 'the operation is recorded once');
+    const refused = await refusalOf(() => t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+      clusterId: world.clusterId, serviceId: world.service.id, nodeId: 'audit-backup-missing', backupId: 'audited-refused',
+    }));
+    assert.deepEqual(refused.reasons, ['node-not-found']);
+    assert.deepEqual(await eventsFor(t, 'audited-refused'), []);
   });
 
   test('events survive a restart, and retention forgets only what is older than it', async () => {
@@ -142,6 +202,13 @@ describe('dry run: the same decision, nothing written', () => {
 
   test('each dry-run answer equals the real answer that follows it (bar fresh ids and tokens), and leaves the state and the audit log as they were', async () => {
     const { cluster } = await t.createCluster('dry');
+    // Services with no replicas: deleting them changes no lease and no projection in the background.
+    const dryService = async (nameArg: string) => (await t.admin.call<TUntypedContract>('createService', {
+      service: { name: nameArg, organizationId: 'org-1', clusterId: cluster.id, runtime: { image: 'registry.example/app:1', replicas: 0, profile: { runAs: null }, placement: { nodeIds: [] } }, volumes: [] },
+    }) as { service: { id: string; generation: number } }).service;
+    const pendingDeletion = await dryService('dry-pending');
+    const forcedDeletion = await dryService('dry-forced');
+    const ingress = await prepareIngressCluster(t, 'dry-ingress');
     const cases: Array<{ method: string; request: Record<string, unknown>; comparable: (answerArg: Record<string, unknown>) => unknown }> = [
       {
         method: 'rotateClusterRelayToken',
@@ -162,6 +229,21 @@ describe('dry run: the same decision, nothing written', () => {
         comparable: (answerArg) => answerArg,
       },
       {
+        method: 'designateClusterIngress',
+        request: { designation: designationRequest(ingress) },
+        comparable: (answerArg) => {
+          const { designation, ...rest } = answerArg as { designation: { acceptedAt: number; digest: string; credential: { secretVersion: { secretVersionId: string } } } };
+          const minted = designation.credential.secretVersion.secretVersionId;
+          const masked = { ...rest, designation: { ...designation, acceptedAt: typeof designation.acceptedAt, digest: typeof designation.digest } };
+          return JSON.parse(JSON.stringify(masked).replaceAll(minted, 'minted-secret-version'));
+        },
+      },
+      {
+        method: 'setClusterIngressRoutes',
+        request: { clusterId: ingress.clusterId, expectedRevision: null, routes: [{ hostname: 'dry.example.com', serviceId: ingress.service.id, port: 8080 }] },
+        comparable: (answerArg) => answerArg,
+      },
+      {
         method: 'createCluster',
         request: { name: 'dry-created' },
         comparable: (answerArg) => {
@@ -169,11 +251,28 @@ describe('dry run: the same decision, nothing written', () => {
           return { cluster: { ...created.cluster, id: typeof created.cluster.id, createdAt: typeof created.cluster.createdAt }, relayToken: typeof created.relayToken };
         },
       },
+      {
+        method: 'deleteService',
+        request: { serviceId: pendingDeletion.id, expectedGeneration: pendingDeletion.generation },
+        comparable: (answerArg) => answerArg,
+      },
+      {
+        method: 'deleteService',
+        request: { serviceId: forcedDeletion.id, expectedGeneration: forcedDeletion.generation, force: true },
+        comparable: (answerArg) => answerArg,
+      },
     ];
     for (const entry of cases) {
       // The real call of the case before publishes the cluster's desired state in the background.
       await t.cloudly.desiredStateManager.settled(cluster.id);
-      const before = await stateDigest(t);
+      await t.cloudly.desiredStateManager.settled(ingress.clusterId);
+      // ... and the address plan's refresh of the ingress cluster's node projections: wait until nothing moves.
+      let before = await stateDigest(t);
+      for (let earlier = ''; earlier !== before;) {
+        earlier = before;
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        before = await stateDigest(t);
+      }
       const auditBefore = (await auditOf(t, { limit: 1000 })).events.length;
       const dry = await t.admin.call<TUntypedContract>(entry.method, { ...entry.request, dryRun: true }) as Record<string, unknown>;
       assert.equal(dry.dryRun, true, entry.method);
@@ -212,5 +311,62 @@ describe('dry run: the same decision, nothing written', () => {
     assert.deepEqual(answer, { dryRun: true, haltedBefore: 'relay call backupClusterService' });
     assert.equal(relayCalls, 0);
     assert.equal(await stateDigest(t), before);
+  });
+
+  test('every backup orchestration stops a dry run before its relay call, and refuses a dry run exactly as the real call', async () => {
+    const world = await addClusterWorld(t, 'drybackups');
+    await waitFor(async () => (await t.cloudly.store.get(clusterDesiredStateKind, world.clusterId)) !== null, 'desired state published');
+    const closureBytes = Buffer.from('a closure to restore from');
+    const relayCalls: string[] = [];
+    world.relay.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', async (request) => {
+      relayCalls.push('backupClusterService');
+      await sendServiceDatabaseClosure(world.relay, {
+        backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId, descriptor: descriptorOf(closureBytes),
+      }, chunked(closureBytes));
+      return { snapshots: [{ type: 'database', snapshotId: 's1', resourceName: 'db', databaseName: 'app', createdAt: 1, sizeBytes: closureBytes.byteLength }] };
+    });
+    for (const method of ['restoreClusterService', 'coreflowPrepareIsolatedRestore', 'coreflowExecuteIsolatedRestore']) {
+      world.relay.addHandler(method, async () => {
+        relayCalls.push(method);
+        throw new Error('a dry run must not reach the relay');
+      });
+    }
+    const ordered = await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+      clusterId: world.clusterId, serviceId: world.service.id, nodeId: world.nodeId, backupId: 'dry-source',
+    });
+    const { backup } = outcomeOf<{ backup: IServiceBackupRecord }>(await followOperation(t.admin, ordered.operation!.operationId, { timeoutMs: 20_000 }));
+    assert.equal(backup.state, 'completed');
+    assert.ok(backup.closure, 'the closure is stored');
+    await t.cloudly.desiredStateManager.settled(world.clusterId);
+    relayCalls.length = 0;
+    const mappings = [{ type: 'volume', source: { resourceName: 'data', mountPath: '/data' }, target: { resourceName: 'scratch', mountPath: '/scratch' } }];
+    const halting: Array<{ method: string; request: Record<string, unknown>; haltedBefore: string }> = [
+      { method: 'restoreServiceBackup', request: { backupId: 'dry-source', clear: true }, haltedBefore: 'relay call restoreClusterService' },
+      { method: 'createIsolatedRestore', request: { backupId: 'dry-source', targetNodeName: world.nodeId, restoreId: 'dry-restore', mappings }, haltedBefore: 'relay call coreflowPrepareIsolatedRestore' },
+    ];
+    for (const entry of halting) {
+      const before = await stateDigest(t);
+      const auditBefore = (await auditOf(t, { limit: 1000 })).events.length;
+      const answer = await t.admin.call<TUntypedContract>(entry.method, { ...entry.request, dryRun: true });
+      assert.deepEqual(answer, { dryRun: true, haltedBefore: entry.haltedBefore }, entry.method);
+      assert.equal(await stateDigest(t), before, `${entry.method}: a dry run wrote`);
+      assert.equal((await auditOf(t, { limit: 1000 })).events.length, auditBefore, `${entry.method}: a dry run was audited`);
+    }
+    assert.deepEqual(relayCalls, []);
+    // Refusals: the same code and reasons with and without dryRun.
+    const refused: Array<{ method: string; request: Record<string, unknown> }> = [
+      { method: 'createServiceBackup', request: { clusterId: world.clusterId, serviceId: 'svc-missing', nodeId: world.nodeId } },
+      { method: 'createServiceBackup', request: { clusterId: world.clusterId, serviceId: world.service.id, nodeId: 'node-missing' } },
+      { method: 'restoreServiceBackup', request: { backupId: 'backup-missing' } },
+      { method: 'createIsolatedRestore', request: { backupId: 'backup-missing', targetNodeName: world.nodeId, mappings } },
+      { method: 'stepIsolatedRestore', request: { restoreId: 'restore-missing', operation: 'status' } },
+      { method: 'stepIsolatedRestore', request: { restoreId: 'dry-restore', operation: 'execute' } },
+    ];
+    for (const entry of refused) {
+      const dry = await refusalOf(() => t.admin.call<TUntypedContract>(entry.method, { ...entry.request, dryRun: true }));
+      const real = await refusalOf(() => t.admin.call<TUntypedContract>(entry.method, entry.request));
+      assert.deepEqual(dry, real, entry.method);
+    }
+    assert.deepEqual(relayCalls, []);
   });
 });

@@ -58,8 +58,12 @@ export interface IOperationHost {
 
 interface IShaped<M extends TCloudlyMethod> {
   method: M;
-  /** The request's members and their checks (ts/core/validation.ts). */
-  input: IRequestShape;
+  /**
+   * The request's members and their checks (ts/core/validation.ts); `'judged'` for a body that is
+   * a contract value the operation judges whole itself, with refusals of that contract's own
+   * (the ingress registration), so no `invalid-request` comes before its verdict.
+   */
+  input: IRequestShape | 'judged';
   /** Reasons that need more than one member (a range whose end is before its start); all are named. */
   check?: (requestArg: TOperationRequest<M>) => string[];
 }
@@ -70,6 +74,11 @@ export interface IAdminQueryDef<M extends TCloudlyMethod> extends IShaped<M> {
 
 export interface IAdminOrchestrationDef<M extends TCloudlyMethod> extends IShaped<M> {
   run: (requestArg: TOperationRequest<M>, contextArg: IAdminHandlerContext) => Promise<TOperationAnswer<M>>;
+  /**
+   * The contract defines `dryRun` for this method itself (the archive prune's preview, which the
+   * node computes): it stays in the request and the host runs no dry run of its own.
+   */
+  contractOwnsDryRun?: boolean;
 }
 
 /** What `decide`, `answer` and `after` of a one-document mutation see. */
@@ -158,6 +167,9 @@ export const relayOrchestration = <M extends TCloudlyMethod>(defArg: IRelayOrche
 
 /** Shape, then the cross-field checks: one refusal naming every reason. */
 const readRequest = <M extends TCloudlyMethod>(operationArg: IShaped<M>, requestArg: unknown): TOperationRequest<M> => {
+  if (operationArg.input === 'judged') {
+    return requestArg as TOperationRequest<M>;
+  }
   const request = requireRequestShape(requestArg, operationArg.input) as TOperationRequest<M>;
   const reasons = operationArg.check?.(request) ?? [];
   if (reasons.length > 0) {
@@ -196,9 +208,13 @@ export const registerOperations = (hostArg: IOperationHost, operationsArg: reado
   for (const operation of operationsArg as readonly TAnyOperation[]) {
     switch (operation.kind) {
       case 'admin-query':
-      case 'admin-orchestration':
         hostArg.addAdminHandler(operation.method, async (requestArg, contextArg) =>
           operation.run(readRequest(operation, requestArg), contextArg));
+        break;
+      case 'admin-orchestration':
+        hostArg.addAdminHandler(operation.method, async (requestArg, contextArg) =>
+          operation.run(readRequest(operation, requestArg), contextArg),
+        operation.contractOwnsDryRun ? { contractOwnsDryRun: true } : undefined);
         break;
       case 'admin-mutation':
         hostArg.addAdminHandler(operation.method, async (requestArg, contextArg) =>

@@ -1,22 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import type { Cloudly, IAdminHandlerContext } from '../classes.cloudly.js';
-import { EnvelopePeer } from '../core/envelopepeer.js';
+import type { Cloudly } from '../classes.cloudly.js';
+import type { EnvelopePeer } from '../core/envelopepeer.js';
+import { registerOperations } from '../core/operations.js';
 import { refuse } from '../core/errors.js';
 import { currentOperation } from '../core/operationcontext.js';
 import { auditEventKind, type IDocumentKind, type IStoredDocument } from '../core/store.js';
-import { isArrayOf, isIdString, isNonNegativeInteger, isString, requireRequestShape } from '../core/validation.js';
-import type {
-  IChangeEvent,
-  IReq_Admin_UnwatchChanges,
-  IReq_Admin_WatchChanges,
-  IReq_Cloudly_Admin_WatchExpired,
-  TWatchedChange,
-} from '../interfaces/requests/watch.js';
+import type { IChangeEvent, IReq_Cloudly_Admin_WatchExpired, TWatchedChange } from '../interfaces/requests/watch.js';
 import { clusterKind, toPublicCluster } from '../manager.cluster/cluster.manager.js';
 import { clusterNodeKind, toPublicClusterNode } from '../manager.cluster/clusternodes.js';
 import { serviceKind, toPublicService } from '../manager.service/service.manager.js';
 import { serviceBackupKind, toRecord as toPublicServiceBackup } from '../manager.backup/backup.manager.js';
 import { platformBindingKind } from '../manager.corestore/corestore.manager.js';
+import { type TWatchRequest, watchOperations } from './operations.js';
 
 /**
  * `watchChanges` on the admin socket. The source is the audit log as this instance appends it:
@@ -44,7 +39,6 @@ export const retainedChanges = 10_000;
 export const maxWatcherBacklog = 5_000;
 /** How long Cloudly lets a `changeEvent` go unanswered before it counts the watcher as gone. */
 const changeEventTimeoutMs = 30_000;
-const maxKinds = 64;
 /** How far back each read of the shared log looks (an event is appended just after its commit's stamp). */
 export const sharedLookbackMs = 5_000;
 
@@ -103,6 +97,8 @@ export class WatchManager {
   private sharedReading = false;
   private sharedKnownSince = this.lastRevision;
   private running = false;
+  /** Kinds whose documents name their cluster: a cluster filter learns their clusters before their removals. */
+  private readonly publishedOfCluster: Array<IDocumentKind<IStoredDocument & { clusterId: string }>>;
 
   constructor(private readonly cloudly: Cloudly) {
     const publish = <T extends IStoredDocument>(
@@ -120,70 +116,70 @@ export class WatchManager {
     publish(serviceKind, { toPublic: toPublicService, clusterOf: (docArg) => docArg.clusterId });
     publish(serviceBackupKind, { toPublic: toPublicServiceBackup, clusterOf: (docArg) => docArg.clusterId });
     publish(platformBindingKind, { toPublic: (docArg) => docArg, clusterOf: () => null });
-    const publishedOfCluster = [serviceKind, serviceBackupKind] as Array<IDocumentKind<IStoredDocument & { clusterId: string }>>;
+    this.publishedOfCluster = [serviceKind, serviceBackupKind] as Array<IDocumentKind<IStoredDocument & { clusterId: string }>>;
+    registerOperations(cloudly, watchOperations({
+      watch: (requestArg, peerArg) => this.watch(requestArg, peerArg),
+      unwatch: (watchIdArg, peerArg) => this.unwatch(watchIdArg, peerArg),
+    }));
+  }
 
-    cloudly.addAdminHandler<IReq_Admin_WatchChanges>('watchChanges', async (request, context) => {
-      request = requireRequestShape(request, {
-        required: {},
-        optional: { kinds: isArrayOf(isString(1, 128), maxKinds), clusterId: isIdString, sinceRevision: isNonNegativeInteger },
-      });
-      const peer = this.peerOf(context);
-      if (request.sinceRevision !== undefined) {
-        if (request.sinceRevision > this.lastRevision) {
-          throw refuse('invalid-request', [`request.sinceRevision is ahead of this instance's revision ${this.lastRevision}`]);
-        }
-        const oldestKept = this.recent.length > 0 ? this.recent[0].revision - 1 : this.lastRevision;
-        // Reading the shared log (re)starts with this watcher: changes made elsewhere before now were not numbered.
-        const sharedKnownSince = this.shared && !this.sharedTimer ? this.lastRevision : this.sharedKnownSince;
-        if (request.sinceRevision < Math.max(oldestKept, this.revisionBase, sharedKnownSince)) {
-          throw refuse('conflict', [`${revisionGoneReason}: request.sinceRevision is older than this instance keeps; list again and watch from the current revision`]);
-        }
+  /** Registers a watcher on the socket (none in a dry run): its events follow the answer. */
+  private async watch(request: TWatchRequest, peerArg: EnvelopePeer): Promise<{ watchId: string; revision: number }> {
+    if (request.sinceRevision !== undefined) {
+      if (request.sinceRevision > this.lastRevision) {
+        throw refuse('invalid-request', [`request.sinceRevision is ahead of this instance's revision ${this.lastRevision}`]);
       }
-      const watchId = `watch-${randomUUID()}`;
-      if (currentOperation().dryRun) {
-        return { watchId, revision: this.lastRevision };
+      const oldestKept = this.recent.length > 0 ? this.recent[0].revision - 1 : this.lastRevision;
+      // Reading the shared log (re)starts with this watcher: changes made elsewhere before now were not numbered.
+      const sharedKnownSince = this.shared && !this.sharedTimer ? this.lastRevision : this.sharedKnownSince;
+      if (request.sinceRevision < Math.max(oldestKept, this.revisionBase, sharedKnownSince)) {
+        throw refuse('conflict', [`${revisionGoneReason}: request.sinceRevision is older than this instance keeps; list again and watch from the current revision`]);
       }
-      if (request.clusterId !== undefined) {
-        // A removal carries no document: learn which cluster the cluster's current documents
-        // belong to now, so their removals still match the filter.
-        for (const kind of publishedOfCluster) {
-          for (const doc of await this.cloudly.store.find(kind, { clusterId: request.clusterId })) {
-            this.clusterOfDocument.set(`${kind.collectionName}\u0000${doc.id}`, doc.clusterId);
-          }
+    }
+    const watchId = `watch-${randomUUID()}`;
+    if (currentOperation().dryRun) {
+      return { watchId, revision: this.lastRevision };
+    }
+    if (request.clusterId !== undefined) {
+      // A removal carries no document: learn which cluster the cluster's current documents
+      // belong to now, so their removals still match the filter.
+      for (const kind of this.publishedOfCluster) {
+        for (const doc of await this.cloudly.store.find(kind, { clusterId: request.clusterId })) {
+          this.clusterOfDocument.set(`${kind.collectionName}\u0000${doc.id}`, doc.clusterId);
         }
       }
-      // From the check to the registration nothing awaits, so no change falls between replay and live.
-      const watcher: IWatcher = {
-        id: watchId,
-        peer,
-        kinds: request.kinds ? new Set(request.kinds) : null,
-        clusterId: request.clusterId ?? null,
-        queue: request.sinceRevision === undefined ? [] : this.recent.filter((entryArg) => entryArg.revision > request.sinceRevision!),
-        unanswered: 0,
-        pumping: false,
-        stopped: false,
-        stopListening: () => undefined,
-      };
-      watcher.stopListening = peer.onClose(() => this.stopWatcher(watcher));
-      this.watchers.set(watchId, watcher);
-      this.startSharedReads();
-      const revision = this.lastRevision;
-      // The events follow the answer: the first is sent on a later turn of the event loop.
-      setImmediate(() => this.pump(watcher));
-      return { watchId, revision };
-    });
+    }
+    // From the check to the registration nothing awaits, so no change falls between replay and live.
+    const watcher: IWatcher = {
+      id: watchId,
+      peer: peerArg,
+      kinds: request.kinds ? new Set(request.kinds) : null,
+      clusterId: request.clusterId ?? null,
+      queue: request.sinceRevision === undefined ? [] : this.recent.filter((entryArg) => entryArg.revision > request.sinceRevision!),
+      unanswered: 0,
+      pumping: false,
+      stopped: false,
+      stopListening: () => undefined,
+    };
+    watcher.stopListening = peerArg.onClose(() => this.stopWatcher(watcher));
+    this.watchers.set(watchId, watcher);
+    this.startSharedReads();
+    const revision = this.lastRevision;
+    // The events follow the answer: the first is sent on a later turn of the event loop.
+    setImmediate(() => this.pump(watcher));
+    return { watchId, revision };
+  }
 
-    cloudly.addAdminHandler<IReq_Admin_UnwatchChanges>('unwatchChanges', async (request, context) => {
-      request = requireRequestShape(request, { required: { watchId: isString(1, 128) } });
-      const watcher = this.watchers.get(request.watchId);
-      if (!watcher || watcher.peer !== this.peerOf(context)) {
-        return { stopped: false };
-      }
-      if (!currentOperation().dryRun) {
-        this.stopWatcher(watcher);
-      }
-      return { stopped: true };
-    });
+  /** Stops a watcher of this socket (not in a dry run); false when the socket has no such watcher. */
+  private unwatch(watchIdArg: string, peerArg: () => EnvelopePeer): boolean {
+    const watcher = this.watchers.get(watchIdArg);
+    if (!watcher || watcher.peer !== peerArg()) {
+      return false;
+    }
+    if (!currentOperation().dryRun) {
+      this.stopWatcher(watcher);
+    }
+    return true;
   }
 
   public async start(): Promise<void> {
@@ -207,15 +203,6 @@ export class WatchManager {
   /** The current revision: what a list taken now is consistent with. */
   public get revision(): number {
     return this.lastRevision;
-  }
-
-  /** The admin socket the call came on: the transport puts it into the socket's per-connection data. */
-  private peerOf(contextArg: IAdminHandlerContext): EnvelopePeer {
-    const peer = contextArg.transport === 'socket' ? contextArg.localData.peer : undefined;
-    if (peer instanceof EnvelopePeer) {
-      return peer;
-    }
-    throw refuse('invalid-request', ['watchChanges is served only on the admin socket (GET /typedsocket)']);
   }
 
   /** Whether other instances may append to the audit log: the database is not the embedded one. */

@@ -1,0 +1,505 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { contractRefusal, refuse } from '../core/errors.js';
+import type { TCloudlyLogger } from '../core/logger.js';
+import { currentOperation } from '../core/operationcontext.js';
+import {
+  adminMutation,
+  adminOrchestration,
+  adminQuery,
+  relayMutation,
+  relayQuery,
+  type IDeclaredOperation,
+  type IRelayHandlerContext,
+} from '../core/operations.js';
+import type { DocumentStore } from '../core/store.js';
+import type { IEncryptedSecretValue } from '../core/secretbox.js';
+import { failpoint } from '../core/failpoints.js';
+import { isAnyValue, isIdString, isString, type TFieldCheck } from '../core/validation.js';
+import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
+import { relayNotElectedReason } from '../manager.cluster/relayelection.js';
+import {
+  clusterIngressProtocolOffer,
+  type IClusterIngressRouteTable,
+  validateClusterIngressRoutes,
+} from '../interfaces/data/clusteringress.js';
+import {
+  type IClusterIngressDesignation,
+  type IClusterIngressDesignationRequest,
+  snapshotClusterIngressDesignationRequest,
+} from '../interfaces/data/clusteringressdesignation.js';
+import type { IClusterRuntimeReference } from '../interfaces/data/clusterruntime.js';
+import { validateRuntimeAssignmentStatus } from '../interfaces/data/runtimeassignment.js';
+import type { ISealedSecret, ISealedSecretBinding } from '../interfaces/data/secret.js';
+import { computeCanonicalJsonSha256Hex } from '../interfaces/private/canonicaljson.js';
+import { isCanonicalId, isCounter, isRecord, readExactDataRecord } from '../interfaces/private/dataproperties.js';
+import { readOwnDataValue } from '../interfaces/private/ownproperties.js';
+import type { IReq_Any_Cloudly_DesignateClusterIngress } from '../interfaces/requests/ingress.js';
+import type { IIngressDependencies } from './dependencies.js';
+import {
+  clusterIngressRouteTableKind,
+  clusterIngressSlotKind,
+  type IClusterIngressRouteTableDocument,
+  type IClusterIngressSlotDocument,
+  type IStoredBearer,
+  type IStoredDesignationAnswer,
+  nodeRuntimeAssignmentsKind,
+} from './documents.js';
+import { clusterIngressTag, decideAssignmentReport, decideDesignation, decideDesignationCommit, decideRouteTable } from './decide.js';
+import { type IClusterIngressJudgedGenerations, type IClusterIngressRegistrationFacts, judgeClusterIngressRegistration } from './judge.js';
+
+/**
+ * The ingress domain's methods as declared operations (ts/core/operations.ts runs them): the
+ * designation, the cluster runtime, the route table, node assignment reports, the registration
+ * judge and the bearer. Pure decisions are in ./decide.ts and ./judge.ts; what the domain needs
+ * from elsewhere comes through `IIngressPorts`.
+ */
+
+/** Bytes of randomness in a generated ingress bearer (256 bits). */
+export const clusterIngressBearerBytes = 32;
+/** Most assignments one node report may state. Project's own limit. */
+export const maximumReportedAssignments = 256;
+
+/** The shape of one node's assignment report, for `reportClusterNodeRuntimeAssignments` and the observed-state report's `nodes`. */
+export const nodeAssignmentReportShape: Record<'nodeId' | 'sessionId' | 'assignments', TFieldCheck> = {
+  nodeId: isIdString,
+  sessionId: isIdString,
+  assignments: (valueArg, pathArg) => {
+    if (!Array.isArray(valueArg) || valueArg.length > maximumReportedAssignments) {
+      return [`${pathArg} must be an array of at most ${maximumReportedAssignments} assignments`];
+    }
+    return valueArg.flatMap((item, index) => validateRuntimeAssignmentStatus(item, `${pathArg}[${index}]`));
+  },
+};
+
+const registrationRefusalText = 'The cluster ingress registration was refused.';
+const protocolRefusalText = 'The protocol offer was refused.';
+
+const isSecretVersionReference: TFieldCheck = (valueArg, pathArg) => {
+  const reference = readExactDataRecord(valueArg, ['secretId', 'secretVersionId']);
+  return reference !== null && isCanonicalId(readOwnDataValue(reference, 'secretId'))
+    && isCanonicalId(readOwnDataValue(reference, 'secretVersionId'))
+    ? []
+    : [`${pathArg} must be exactly { secretId, secretVersionId } with two ids`];
+};
+
+const isRevisionOrNull: TFieldCheck = (valueArg, pathArg) =>
+  valueArg === null || isCounter(valueArg) ? [] : [`${pathArg} must be null or a non-negative integer`];
+
+/**
+ * Explains why a designation request does not snapshot, member by member; the snapshot itself
+ * only says that it failed.
+ */
+const describeDesignationRequest = (valueArg: unknown, pathArg: string): string[] => {
+  if (!isRecord(valueArg)) {
+    return [`${pathArg} must be an object`];
+  }
+  const reasons: string[] = [];
+  const members = ['mutationId', 'clusterId', 'ingressServiceId', 'currentRuntime', 'expectedSpecRevision', 'expectedDesignation'];
+  for (const key of Object.keys(valueArg)) {
+    if (!members.includes(key)) {
+      reasons.push(`${pathArg}.${key} is not a member of a designation request`);
+    }
+  }
+  for (const key of ['mutationId', 'clusterId', 'ingressServiceId']) {
+    if (!isCanonicalId(readOwnDataValue(valueArg, key))) {
+      reasons.push(`${pathArg}.${key} must be an id`);
+    }
+  }
+  const runtime = readOwnDataValue(valueArg, 'currentRuntime');
+  if (
+    !isRecord(runtime) || Object.keys(runtime).length !== 3
+    || readOwnDataValue(runtime, 'id') !== readOwnDataValue(valueArg, 'clusterId')
+    || readOwnDataValue(runtime, 'phase') !== 'pallet'
+    || !Number.isSafeInteger(readOwnDataValue(runtime, 'generation'))
+    || (readOwnDataValue(runtime, 'generation') as number) < 1
+  ) {
+    reasons.push(`${pathArg}.currentRuntime must be { id, phase: 'pallet', generation } of the named cluster`);
+  }
+  if (!isCounter(readOwnDataValue(valueArg, 'expectedSpecRevision'))) {
+    reasons.push(`${pathArg}.expectedSpecRevision must be a non-negative integer`);
+  }
+  const expected = readOwnDataValue(valueArg, 'expectedDesignation');
+  if (expected !== null) {
+    const valid = isRecord(expected) && Object.keys(expected).length === 3
+      && isCanonicalId(readOwnDataValue(expected, 'id'))
+      && Number.isSafeInteger(readOwnDataValue(expected, 'generation'))
+      && (readOwnDataValue(expected, 'generation') as number) >= 1
+      && /^[0-9a-f]{64}$/.test(String(readOwnDataValue(expected, 'digest')));
+    if (!valid) {
+      reasons.push(`${pathArg}.expectedDesignation must be null or { id, generation, digest }`);
+    }
+  }
+  return reasons.length > 0 ? reasons : [`${pathArg} must use the exact designation request schema`];
+};
+
+/** The snapshot of a designation request, or every reason it is not one. */
+const readDesignationRequest = (valueArg: unknown): { intent: IClusterIngressDesignationRequest } | { reasons: string[] } => {
+  try {
+    return { intent: snapshotClusterIngressDesignationRequest(valueArg) };
+  } catch {
+    return { reasons: describeDesignationRequest(valueArg, 'request.designation') };
+  }
+};
+
+/** Where a bearer's ciphertext is stored: it decrypts there and nowhere else. */
+export const ingressBearerContext = (clusterIdArg: string, secretVersionIdArg: string): string =>
+  `CloudlyClusterIngressSlot/${clusterIdArg}/bearer/${secretVersionIdArg}`;
+
+export const toRouteTable = (docArg: IClusterIngressRouteTableDocument): IClusterIngressRouteTable =>
+  ({ clusterId: docArg.clusterId, revision: docArg.generation, routes: docArg.routes });
+
+/** What the ingress operations need, wired by the manager from the composition root's parts. */
+export interface IIngressPorts {
+  store: DocumentStore;
+  logger: TCloudlyLogger;
+  /** The cluster and service domains' facts (./dependencies.ts). */
+  needs: IIngressDependencies;
+  /** Whether the domain runs and Cloudly serves: registrations are judged only then. */
+  isReady(): boolean;
+  /** The cluster's slot, created on first read. */
+  readSlot(clusterIdArg: string): Promise<IClusterIngressSlotDocument>;
+  /** Encrypts a bearer where it is stored (the slot, under its secret version). */
+  encryptBearer(clusterIdArg: string, secretVersionIdArg: string, valueArg: string): IEncryptedSecretValue;
+  /** The stored bearer's value; one that fails authentication is refused. */
+  readBearer(clusterIdArg: string, bearerArg: IStoredBearer): string;
+  /** Seals a value to the cluster's enrolled secret recipient (the secret domain). */
+  sealToClusterRecipient(clusterIdArg: string, recipientIdArg: string | undefined, bindingArg: ISealedSecretBinding, valueArg: Uint8Array): Promise<ISealedSecret>;
+  /** Tells the cluster's relay a newer route table exists; a lost hint costs nothing. */
+  hintRelay(clusterIdArg: string, revisionArg: number): void;
+}
+
+const requireCluster = async (portsArg: IIngressPorts, clusterIdArg: string, pathArg: string): Promise<void> => {
+  if (!(await portsArg.needs.clusterExists(clusterIdArg))) {
+    throw refuse('not-found', [`${pathArg} names no cluster`]);
+  }
+};
+
+const requireElected = async (portsArg: IIngressPorts, contextArg: IRelayHandlerContext): Promise<void> => {
+  if (!(await portsArg.needs.isElectedRelaySession(contextArg.session))) {
+    throw refuse('unavailable', [relayNotElectedReason]);
+  }
+};
+
+/** The cluster's Pallet ingress designation, or null (also when it holds a fleet-cutover one). */
+export const readClusterIngressDesignation = async (storeArg: DocumentStore, clusterIdArg: string): Promise<IClusterIngressDesignation | null> => {
+  const slot = await storeArg.get(clusterIngressSlotKind, clusterIdArg);
+  return slot?.kind === 'pallet' ? slot.designation : null;
+};
+
+export const readClusterRuntimeReference = async (portsArg: Pick<IIngressPorts, 'readSlot'>, clusterIdArg: string): Promise<IClusterRuntimeReference> => {
+  const { runtime } = await portsArg.readSlot(clusterIdArg);
+  return { id: clusterIdArg, phase: runtime.phase, generation: runtime.generation };
+};
+
+// --- designation: replay → facts → pure decision → one write on the slot read ------------------
+
+/** The stored answer of an earlier call with this mutationId; a different request under it is refused. */
+const findDesignationReplay = async (
+  portsArg: IIngressPorts,
+  intentArg: IClusterIngressDesignationRequest,
+  requestDigestArg: string,
+): Promise<IReq_Any_Cloudly_DesignateClusterIngress['response'] | null> => {
+  const replay = await portsArg.store.findMutation(clusterIngressSlotKind, intentArg.mutationId);
+  if (!replay) {
+    return null;
+  }
+  const answer = replay.answer as IStoredDesignationAnswer;
+  if (replay.doc.id !== intentArg.clusterId || answer.requestDigest !== requestDigestArg) {
+    throw refuse('invalid-request', ['request.designation.mutationId was already used for a different request']);
+  }
+  return { designation: answer.designation, spec: answer.spec, replayed: true };
+};
+
+const designate = async (
+  portsArg: IIngressPorts,
+  intentArg: IClusterIngressDesignationRequest,
+  actorIdArg: string,
+): Promise<IReq_Any_Cloudly_DesignateClusterIngress['response']> => {
+  const { store } = portsArg;
+  const clusterId = intentArg.clusterId;
+  const requestDigest = computeCanonicalJsonSha256Hex(intentArg);
+  const replay = await findDesignationReplay(portsArg, intentArg, requestDigest);
+  if (replay) {
+    return replay;
+  }
+  await requireCluster(portsArg, clusterId, 'request.designation.clusterId');
+  // The runtime is read from the slot the designation commits to, so a phase change that lands
+  // before the write moves the slot's generation and the write loses (`conflict`).
+  const slot = await store.get(clusterIngressSlotKind, clusterId);
+  // The service is another domain's document and cannot join this write. An update of it that
+  // lands between this read and the write is harmless: it reads nothing of the slot, so the
+  // outcome equals designating first and updating after, and the designation names the exact
+  // revision it prepared.
+  await failpoint('ingress.designation.beforeServiceRead');
+  const service = await portsArg.needs.getService(intentArg.ingressServiceId);
+  const relayOrigin = await portsArg.needs.getRelayOrigin(clusterId);
+  // This call's own randomness and clock: the decision below is a pure function of them.
+  const tag = clusterIngressTag(clusterId);
+  const secretVersion = { secretId: `ingress-bearer-${tag}`, secretVersionId: `ingress-bearer-${tag}-${randomUUID()}` };
+  const bearerValue = randomBytes(clusterIngressBearerBytes).toString('base64url');
+  const { decision, answer } = decideDesignation({
+    intent: intentArg,
+    requestDigest,
+    actorId: actorIdArg,
+    slot,
+    service,
+    relayOrigin,
+    minted: {
+      secretVersion,
+      bearer: { ...secretVersion, encryptedValue: portsArg.encryptBearer(clusterId, secretVersion.secretVersionId, bearerValue) },
+    },
+    now: Date.now(),
+  });
+  if (decision.kind === 'refuse') {
+    throw decision.refusal;
+  }
+  try {
+    await store.mutate(clusterIngressSlotKind, clusterId, (currentArg) => decideDesignationCommit(currentArg, slot, decision), {
+      mutation: { mutationId: intentArg.mutationId, answer },
+    });
+  } catch (error) {
+    // The same mutation may have won in a concurrent call: that one's answer is this one's too.
+    const concurrent = await findDesignationReplay(portsArg, intentArg, requestDigest);
+    if (concurrent) {
+      return concurrent;
+    }
+    throw error;
+  }
+  const { designation, spec } = answer!;
+  if (!currentOperation().dryRun) {
+    portsArg.logger.info({
+      clusterId, designationGeneration: designation.generation, ingressServiceId: designation.ingressServiceId,
+      credentialGeneration: designation.credential.generation,
+    }, 'cluster ingress designated');
+  }
+  return { designation, spec, replayed: false };
+};
+
+// --- registration: facts → pure judge → re-read → judge again -----------------------------------
+
+const readJudgedGenerations = async (
+  portsArg: IIngressPorts,
+  clusterIdArg: string,
+  nodeIdArg: string | null,
+): Promise<IClusterIngressJudgedGenerations> => {
+  const [slot, nodeReport, nodeSessionId] = await Promise.all([
+    portsArg.store.get(clusterIngressSlotKind, clusterIdArg),
+    nodeIdArg ? portsArg.store.get(nodeRuntimeAssignmentsKind, clusterNodeDocumentId(clusterIdArg, nodeIdArg)) : null,
+    nodeIdArg ? portsArg.needs.getNodeSessionId(clusterIdArg, nodeIdArg) : null,
+  ]);
+  return {
+    designation: slot?.kind === 'pallet' ? slot.designation?.generation ?? null : null,
+    nodeReport: nodeReport?.generation ?? null,
+    nodeSessionId: nodeSessionId ?? nodeReport?.sessionId ?? null,
+  };
+};
+
+/** Gathers every fact the judge needs. The facts hold the bearer: they are never logged. */
+const gatherRegistrationFacts = async (
+  portsArg: IIngressPorts,
+  bodyArg: unknown,
+  contextArg: IRelayHandlerContext,
+): Promise<IClusterIngressRegistrationFacts> => {
+  const clusterId = contextArg.clusterId;
+  const ready = portsArg.isReady();
+  const nodeIdValue = isRecord(bodyArg) ? readOwnDataValue(bodyArg, 'nodeId') : undefined;
+  const nodeId = isCanonicalId(nodeIdValue) ? nodeIdValue : null;
+  const empty: IClusterIngressJudgedGenerations = { designation: null, nodeReport: null, nodeSessionId: null };
+  const facts: IClusterIngressRegistrationFacts = {
+    ownOffer: clusterIngressProtocolOffer,
+    body: bodyArg,
+    ready,
+    relaySessionId: contextArg.session.id,
+    electedRelaySessionId: null,
+    designation: null,
+    placementNodeIds: null,
+    node: null,
+    currentBearer: null,
+    routeTableRevision: null,
+    observed: empty,
+    reread: empty,
+  };
+  if (!ready) {
+    return facts;
+  }
+  const { store } = portsArg;
+  const [elected, slot, nodeReport, nodeSessionId, table] = await Promise.all([
+    portsArg.needs.isElectedRelaySession(contextArg.session),
+    store.get(clusterIngressSlotKind, clusterId),
+    nodeId ? store.get(nodeRuntimeAssignmentsKind, clusterNodeDocumentId(clusterId, nodeId)) : null,
+    nodeId ? portsArg.needs.getNodeSessionId(clusterId, nodeId) : null,
+    store.get(clusterIngressRouteTableKind, clusterId),
+  ]);
+  const designation = slot?.kind === 'pallet' ? slot.designation : null;
+  const service = designation ? await portsArg.needs.getService(designation.ingressServiceId) : null;
+  const bearer = slot?.bearer ?? null;
+  const bearerIsCurrent = designation !== null && bearer !== null
+    && bearer.secretId === designation.credential.secretVersion.secretId
+    && bearer.secretVersionId === designation.credential.secretVersion.secretVersionId;
+  // The node's current session is the one the service domain recorded for it; a node it has
+  // no record of is judged by the session its own assignment report states.
+  const currentSessionId = nodeSessionId ?? nodeReport?.sessionId ?? null;
+  const observed: IClusterIngressJudgedGenerations = {
+    designation: designation?.generation ?? null,
+    nodeReport: nodeReport?.generation ?? null,
+    nodeSessionId: currentSessionId,
+  };
+  return {
+    ...facts,
+    electedRelaySessionId: elected ? contextArg.session.id : null,
+    designation,
+    placementNodeIds: service && service.clusterId === clusterId ? service.runtime.placement.nodeIds : null,
+    node: nodeReport && currentSessionId !== null
+      ? { sessionId: currentSessionId, assignments: nodeReport.assignments }
+      : null,
+    currentBearer: bearerIsCurrent ? portsArg.readBearer(clusterId, bearer) : null,
+    routeTableRevision: table?.generation ?? null,
+    observed,
+    reread: observed,
+  };
+};
+
+export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[] => [
+  adminOrchestration({
+    method: 'designateClusterIngress',
+    input: { required: { designation: isAnyValue } },
+    check: (request) => {
+      const read = readDesignationRequest(request.designation);
+      return 'reasons' in read ? read.reasons : [];
+    },
+    // One document, but an idempotent one: a repeated mutationId answers the stored answer
+    // (before the decision, and after a lost race to a concurrent call of the same mutation), and
+    // the answer is stored in the committing write itself.
+    async run(request, context) {
+      const read = readDesignationRequest(request.designation);
+      if ('reasons' in read) {
+        throw refuse('invalid-request', read.reasons);
+      }
+      return designate(portsArg, read.intent, context.identity.userId);
+    },
+  }),
+
+  adminQuery({
+    method: 'getClusterIngressDesignation',
+    input: { required: { clusterId: isIdString } },
+    async run(request) {
+      await requireCluster(portsArg, request.clusterId, 'request.clusterId');
+      return { designation: await readClusterIngressDesignation(portsArg.store, request.clusterId) };
+    },
+  }),
+
+  adminQuery({
+    method: 'getClusterRuntime',
+    input: { required: { clusterId: isIdString } },
+    // A cluster's first read creates its slot (born on Pallet, runtime generation 1).
+    async run(request) {
+      await requireCluster(portsArg, request.clusterId, 'request.clusterId');
+      return { runtime: await readClusterRuntimeReference(portsArg, request.clusterId) };
+    },
+  }),
+
+  adminMutation({
+    method: 'setClusterIngressRoutes',
+    input: {
+      required: {
+        clusterId: isIdString,
+        expectedRevision: isRevisionOrNull,
+        routes: (valueArg, pathArg) => validateClusterIngressRoutes(valueArg, pathArg),
+      },
+    },
+    facts: (request) => requireCluster(portsArg, request.clusterId, 'request.clusterId'),
+    target: (request) => ({ kind: clusterIngressRouteTableKind, id: request.clusterId }),
+    decide: (current, { request, now }) => decideRouteTable(current, request.clusterId, request.expectedRevision, request.routes, now),
+    answer: ({ doc }) => ({ table: toRouteTable(doc!) }),
+    // Not awaited: the relay pulls the table anyway, so the answer does not wait for the hint.
+    after: ({ doc }) => portsArg.hintRelay(doc!.clusterId, doc!.generation),
+  }),
+
+  relayQuery({
+    method: 'registerClusterIngress',
+    // The body is the registration contract's value: its judge reads it whole and refuses it in
+    // the contract's own terms (protocol first), never as `invalid-request`.
+    input: 'judged',
+    async run(request, context) {
+      const facts = await gatherRegistrationFacts(portsArg, request, context);
+      await failpoint('ingress.registration.beforeReread');
+      let verdict = judgeClusterIngressRegistration(facts);
+      if (verdict.outcome === 'accepted') {
+        // The facts came from several documents; judge again against a second read so a change
+        // that raced the first one is answered as `conflict`, not accepted on stale facts.
+        const reread = await readJudgedGenerations(portsArg, context.clusterId, request.nodeId);
+        verdict = judgeClusterIngressRegistration({ ...facts, reread });
+      }
+      const nodeId = isRecord(request) ? readOwnDataValue(request, 'nodeId') : undefined;
+      const logged = { clusterId: context.clusterId, nodeId: isCanonicalId(nodeId) ? nodeId : null };
+      switch (verdict.outcome) {
+        case 'accepted':
+          portsArg.logger.info({ ...logged, revision: verdict.acceptance.revision }, 'cluster ingress registration accepted');
+          return verdict.acceptance;
+        case 'protocol-refused':
+          portsArg.logger.info({ ...logged, reason: verdict.refusal.reason }, 'cluster ingress protocol refused');
+          throw contractRefusal(protocolRefusalText, verdict.refusal);
+        case 'refused':
+          portsArg.logger.info({ ...logged, reason: verdict.refusal.reason }, 'cluster ingress registration refused');
+          throw contractRefusal(registrationRefusalText, verdict.refusal);
+      }
+    },
+  }),
+
+  relayQuery({
+    method: 'getClusterIngressRouteTable',
+    input: { required: { knownRevision: isRevisionOrNull } },
+    async run(_request, context) {
+      const doc = await portsArg.store.get(clusterIngressRouteTableKind, context.clusterId);
+      return { table: doc ? toRouteTable(doc) : null };
+    },
+  }),
+
+  relayMutation({
+    method: 'reportClusterNodeRuntimeAssignments',
+    input: { required: nodeAssignmentReportShape },
+    // Only the cluster's elected relay writes its nodes' reports.
+    async facts(_request, context) {
+      await requireElected(portsArg, context);
+      return { clusterId: context.clusterId };
+    },
+    target: (request, facts) => ({ kind: nodeRuntimeAssignmentsKind, id: clusterNodeDocumentId(facts.clusterId, request.nodeId) }),
+    decide: (current, { request, facts, now }) =>
+      decideAssignmentReport(current, clusterNodeDocumentId(facts.clusterId, request.nodeId), facts.clusterId, request, now),
+    answer: ({ doc }) => ({ generation: doc!.generation }),
+  }),
+
+  // The one answer that carries a bearer, sealed to the cluster's enrolled recipient: only to the
+  // elected socket of the relay's own cluster, only for that cluster's current credential. The
+  // relay's node opens it to fill the ingress workload's secret environment variable.
+  relayQuery({
+    method: 'resolveClusterIngressBearer',
+    input: {
+      required: { secretVersion: isSecretVersionReference },
+      optional: { recipientId: isString(1, 64, /^x25519:[0-9a-f]{32}$/) },
+    },
+    async run(request, context) {
+      await requireElected(portsArg, context);
+      const slot = await portsArg.store.get(clusterIngressSlotKind, context.clusterId);
+      const bearer = slot?.kind === 'pallet' ? slot.bearer : null;
+      if (
+        !bearer
+        || request.secretVersion.secretId !== bearer.secretId
+        || request.secretVersion.secretVersionId !== bearer.secretVersionId
+      ) {
+        throw refuse('not-found', ['request.secretVersion is not the current ingress credential of this relay\'s cluster']);
+      }
+      const value = portsArg.readBearer(context.clusterId, bearer);
+      return {
+        material: await portsArg.sealToClusterRecipient(context.clusterId, request.recipientId, {
+          clusterId: context.clusterId,
+          nodeId: null,
+          purpose: 'cluster-ingress-bearer',
+          secretVersion: { secretId: bearer.secretId, secretVersionId: bearer.secretVersionId },
+          version: slot!.designation!.credential.generation,
+          enrollmentId: null,
+        }, Buffer.from(value, 'utf8')),
+      };
+    },
+  }),
+];
