@@ -1,6 +1,8 @@
+import type { TypedResponseError } from '@api.global/typedrequest';
 import type { TDecision } from '../core/store.js';
 import { refuse } from '../core/errors.js';
-import type { IServiceBackupDocument } from './backup.manager.js';
+import type { IIsolatedRestoreNodeState } from '../interfaces/data/isolatedrestore.js';
+import type { IIsolatedRestoreDocument, IServiceBackupDocument } from './documents.js';
 
 /** The machine tokens of the backup domain's refusals, defined once (a refusal's first reason). */
 export const backupRefusalReasons = {
@@ -24,8 +26,9 @@ export const backupRefusalReasons = {
 } as const;
 
 /**
- * The backup manager's decisions as pure functions over what the store read: each answers the
- * `store.mutate` decision for one write, so tests call them directly.
+ * The backup domain's decisions as pure functions over what the store read, so tests call them
+ * directly: each `decide*` answers the `store.mutate` decision for one write, each `*Refusal`
+ * names why a request may not go on (or null).
  */
 
 export interface IBackupOrder {
@@ -88,14 +91,24 @@ export const decideBackupOrder = (
   };
 };
 
-/** Records how a backup ended; a backup that is gone is not found (it is not in progress). */
+/**
+ * Records how a backup ended; a backup that is gone is not found (it is not in progress). Given
+ * the attempt's operation, an attempt that another order took over (a new operation on the same
+ * backup) records nothing.
+ */
 export const decideBackupSettlement = (
   currentArg: IServiceBackupDocument | null,
   setArg: Partial<Pick<IServiceBackupDocument, 'state' | 'snapshots' | 'replication' | 'failureReason'>>,
-): TDecision<IServiceBackupDocument> =>
-  (currentArg
-    ? { kind: 'write', change: { set: setArg } }
-    : { kind: 'refuse', refusal: refuse('not-found', [backupRefusalReasons.backupNotFound]) });
+  operationIdArg?: string,
+): TDecision<IServiceBackupDocument> => {
+  if (!currentArg) {
+    return { kind: 'refuse', refusal: refuse('not-found', [backupRefusalReasons.backupNotFound]) };
+  }
+  if (operationIdArg !== undefined && currentArg.operationId !== undefined && currentArg.operationId !== operationIdArg) {
+    return { kind: 'keep' };
+  }
+  return { kind: 'write', change: { set: setArg } };
+};
 
 /** Records a stored closure on its backup, unless the backup is gone or already has one. */
 export const decideClosureRecord = (
@@ -115,3 +128,80 @@ export const decideBackupInterrupted = (
   (currentArg?.state === 'running' && currentArg.operationId === operationIdArg
     ? { kind: 'write', change: { set: { state: 'failed', failureReason: 'interrupted' } } }
     : { kind: 'keep' });
+
+/**
+ * Why a backup cannot be restored from, or null: it must exist and be completed; an isolated
+ * restore also needs its closure stored.
+ */
+export const backupRestoreRefusal = (
+  backupArg: IServiceBackupDocument | null,
+  optionsArg: { needsClosure: boolean },
+): TypedResponseError | null => {
+  if (!backupArg) {
+    return refuse('not-found', [backupRefusalReasons.backupNotFound]);
+  }
+  if (backupArg.state !== 'completed' || (optionsArg.needsClosure && !backupArg.closure)) {
+    return refuse('conflict', [backupRefusalReasons.backupNotCompleted]);
+  }
+  return null;
+};
+
+/** What a relay names when it sends or fetches a closure; the socket names the cluster. */
+export interface IClosureAddress {
+  clusterId: string;
+  serviceId: string;
+  nodeId: string;
+}
+
+/**
+ * Why a relay may not send a backup's closure, or null. Another cluster's backup (or one of
+ * another service or node) is answered exactly like a missing one.
+ */
+export const closureUploadRefusal = (
+  backupArg: IServiceBackupDocument | null,
+  addressArg: IClosureAddress,
+): TypedResponseError | null => {
+  if (!backupArg || backupArg.clusterId !== addressArg.clusterId || backupArg.serviceId !== addressArg.serviceId || backupArg.nodeId !== addressArg.nodeId) {
+    return refuse('not-found', [backupRefusalReasons.backupNotFound]);
+  }
+  if (backupArg.closure) {
+    return refuse('conflict', [backupRefusalReasons.closureAlreadyStored]);
+  }
+  if (backupArg.state === 'failed' && backupArg.failureReason === backupRefusalReasons.backupCancelled) {
+    return refuse('conflict', [backupRefusalReasons.backupCancelled]);
+  }
+  return null;
+};
+
+/**
+ * Why a relay may not fetch a backup's closure, or null: another cluster's backup (or another
+ * service's) is answered like a missing one; a closure restores onto any node of its cluster.
+ */
+export const closureDownloadRefusal = (
+  backupArg: IServiceBackupDocument | null,
+  addressArg: Omit<IClosureAddress, 'nodeId'>,
+): TypedResponseError | null => {
+  if (!backupArg || backupArg.clusterId !== addressArg.clusterId || backupArg.serviceId !== addressArg.serviceId) {
+    return refuse('not-found', [backupRefusalReasons.backupNotFound]);
+  }
+  if (!backupArg.closure) {
+    return refuse('not-found', [backupRefusalReasons.closureNotStored]);
+  }
+  return null;
+};
+
+/** Creates an isolated restore under its id; an id already taken is refused. */
+export const decideIsolatedRestoreCreation = (
+  currentArg: IIsolatedRestoreDocument | null,
+  docArg: Omit<IIsolatedRestoreDocument, 'generation'>,
+): TDecision<IIsolatedRestoreDocument> =>
+  (currentArg
+    ? { kind: 'refuse', refusal: refuse('conflict', [backupRefusalReasons.restoreIdInUse]) }
+    : { kind: 'create', doc: docArg });
+
+/** Records the node's last answered state on its restore; a restore that is gone has nothing to record on. */
+export const decideRestoreStateRecord = (
+  currentArg: IIsolatedRestoreDocument | null,
+  stateArg: IIsolatedRestoreNodeState,
+): TDecision<IIsolatedRestoreDocument> =>
+  (currentArg ? { kind: 'write', change: { set: { lastState: stateArg } } } : { kind: 'keep' });

@@ -1,4 +1,7 @@
+import { requireValidRelayAnswer } from '../core/relaycalls.js';
 import { isPlainDataRecord } from '../interfaces/private/dataproperties.js';
+import type { IIsolatedRestoreNodeState } from '../interfaces/data/isolatedrestore.js';
+import type { ICloudlyOutboundMethods } from '../interfaces/requests/methodmap.js';
 
 /**
  * Checks of what a relay answers to Cloudly's backup, restore, prune and isolated-restore calls.
@@ -152,4 +155,33 @@ export const validateIsolatedRestoreStateAnswer = (
     reasons.push(`${statePath}.reason must be a string when present`);
   }
   return reasons;
+};
+
+// ---- readers: what `relays.ask` answered (unknown), checked, as the contract's answer ----
+// A malformed answer is refused `unavailable` `relay-answer-invalid`, naming every member.
+
+type TAnswerOf<M extends keyof ICloudlyOutboundMethods> = ICloudlyOutboundMethods[M]['response'];
+
+export const readBackupClusterServiceAnswer = (answerArg: unknown): TAnswerOf<'backupClusterService'> => {
+  requireValidRelayAnswer(validateBackupClusterServiceAnswer(answerArg));
+  return answerArg as TAnswerOf<'backupClusterService'>;
+};
+
+export const readRestoreClusterServiceAnswer = (answerArg: unknown): TAnswerOf<'restoreClusterService'> => {
+  requireValidRelayAnswer(validateRestoreClusterServiceAnswer(answerArg));
+  return answerArg as TAnswerOf<'restoreClusterService'>;
+};
+
+export const readPruneClusterNodeArchiveAnswer = (answerArg: unknown): TAnswerOf<'pruneClusterNodeArchive'> => {
+  requireValidRelayAnswer(validatePruneClusterNodeArchiveAnswer(answerArg));
+  return answerArg as TAnswerOf<'pruneClusterNodeArchive'>;
+};
+
+/** Any isolated-restore call's answer: the state of exactly the restore Cloudly asked about. */
+export const readIsolatedRestoreStateAnswer = (
+  answerArg: unknown,
+  expectedArg: { clusterId: string; targetNodeName: string; restoreId: string },
+): IIsolatedRestoreNodeState => {
+  requireValidRelayAnswer(validateIsolatedRestoreStateAnswer(answerArg, expectedArg));
+  return (answerArg as { state: IIsolatedRestoreNodeState }).state;
 };
