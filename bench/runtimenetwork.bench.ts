@@ -13,6 +13,8 @@
  */
 import { performance } from 'node:perf_hooks';
 import { startBenchCloudly, timeEach } from './helpers/benchcloudly.js';
+import { LegacyWorkloadLeaseAllocator } from './helpers/runtimenetwork.legacyallocator.js';
+import type { IClusterAllocation } from '../ts/manager.runtimenetwork/leases.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
 import { resolveClusterRoutes } from '../ts/manager.desiredstate/routes.js';
 import { decideBlock } from '../ts/manager.runtimenetwork/allocation.js';
@@ -132,89 +134,153 @@ const plan: IRuntimeNetworkAddressPlan = {
 };
 
 const bench = await startBenchCloudly('runtimenetwork');
+// The allocator as it was before the incremental pass, on a Cloudly of its own (own embedded
+// database), measured beside the current one in the same run.
+const legacyBench = await startBenchCloudly('runtimenetwork-legacy');
 const { cloudly, admin } = bench;
 try {
-  // The desired-state manager would run an allocation pass after every commit while seeding; it is
-  // stopped so the passes below are the only ones, and each is timed by itself.
-  await cloudly.desiredStateManager.stop();
-  await admin.call('setRuntimeNetworkAddressPlan', { plan });
   const nodeIds = Array.from({ length: 64 }, (_, index) => `node-${String(index).padStart(3, '0')}`);
-  const { cluster } = await admin.call('createCluster', { name: 'bench-allocation' });
-  for (const nodeId of nodeIds) {
-    await admin.call('addClusterNode', { clusterId: cluster.id, name: nodeId, nodeId });
+  /** One Cloudly seeded with 100 services × 100 replicas on 64 nodes, its desired-state manager stopped. */
+  const seed = async (benchArg: typeof bench) => {
+    // The desired-state manager would run an allocation pass after every commit while seeding; it is
+    // stopped so the passes below are the only ones, and each is timed by itself.
+    await benchArg.cloudly.desiredStateManager.stop();
+    await benchArg.admin.call('setRuntimeNetworkAddressPlan', { plan });
+    const { cluster } = await benchArg.admin.call('createCluster', { name: 'bench-allocation' });
+    for (const nodeId of nodeIds) {
+      await benchArg.admin.call('addClusterNode', { clusterId: cluster.id, name: nodeId, nodeId });
+    }
+    const serviceIds: string[] = [];
+    for (let index = 0; index < 100; index++) {
+      const { service } = await benchArg.admin.call('createService', {
+        service: {
+          name: `bulk-${index}`, organizationId: 'org-1', clusterId: cluster.id,
+          runtime: { image: 'registry.example/app:1', replicas: 100, profile: { runAs: null }, placement: { nodeIds: [] } },
+          volumes: [],
+        },
+      });
+      serviceIds.push(service.id);
+    }
+    return { clusterId: cluster.id as string, serviceIds };
+  };
+  interface ISide {
+    name: string;
+    clusterId: string;
+    serviceIds: string[];
+    cloudly: typeof cloudly;
+    allocator: { allocate(clusterIdArg: string): Promise<IClusterAllocation>; onChanged: (clusterIdArg: string) => void };
+    replicas: number;
   }
-  const serviceIds: string[] = [];
-  for (let index = 0; index < 100; index++) {
-    const { service } = await admin.call('createService', {
-      service: {
-        name: `bulk-${index}`, organizationId: 'org-1', clusterId: cluster.id,
-        runtime: { image: 'registry.example/app:1', replicas: 100, profile: { runAs: null }, placement: { nodeIds: [] } },
-        volumes: [],
-      },
-    });
-    serviceIds.push(service.id);
-  }
-  const { runtimeNetworkManager, store } = cloudly;
+  const current: ISide = { name: 'current', ...(await seed(bench)), cloudly, allocator: cloudly.runtimeNetworkManager.leases, replicas: 100 };
+  const legacyAllocator = new LegacyWorkloadLeaseAllocator(legacyBench.cloudly,
+    () => (legacyBench.cloudly.runtimeNetworkManager as unknown as { readPlanCached(): Promise<IRuntimeNetworkAddressPlan | null> }).readPlanCached());
+  // Swapped in whole: the projections and the desired state of that Cloudly use it as they used the old one.
+  legacyAllocator.onChanged = legacyBench.cloudly.runtimeNetworkManager.leases.onChanged;
+  (legacyBench.cloudly.runtimeNetworkManager as unknown as { leases: unknown }).leases = legacyAllocator;
+  const legacy: ISide = { name: 'before', ...(await seed(legacyBench)), cloudly: legacyBench.cloudly, allocator: legacyAllocator, replicas: 100 };
+  const sides = [legacy, current];
+  const { store, runtimeNetworkManager } = cloudly;
+  // Each pass is timed by itself: what a change triggers afterwards (every node's projection is
+  // refreshed, each refresh running a pass) is switched off, and measured separately below.
+  const background = new Map(sides.map((side) => [side, side.allocator.onChanged]));
+  const quiet = (onArg: boolean) => {
+    for (const side of sides) {
+      side.allocator.onChanged = onArg ? background.get(side)! : () => undefined;
+    }
+  };
+  quiet(false);
 
   // Baseline: one journaled compare-and-swap of a small document (the cost every committed write pays).
   interface IBenchCounter extends IStoredDocument { count: number }
   const counterKind = defineDocumentKind<IBenchCounter>('BenchRuntimeNetworkCounter', { audited: false });
   await store.mutate(counterKind, 'counter', () => ({ kind: 'create', doc: { id: 'counter', count: 0 } }));
-  const cas = await timeEach(50, () => store.mutate(counterKind, 'counter', (current) => ({ kind: 'write', change: { set: { count: current!.count + 1 } } })));
+  const cas = await timeEach(50, () => store.mutate(counterKind, 'counter', (currentArg) => ({ kind: 'write', change: { set: { count: currentArg!.count + 1 } } })));
 
-  const firstStarted = performance.now();
-  const first = await runtimeNetworkManager.allocateCluster(cluster.id);
-  const firstMs = performance.now() - firstStarted;
-  if (first.leases.length !== 10_000 || first.shortfall.size !== 0) {
-    throw new Error(`the first pass allocated ${first.leases.length} leases`);
-  }
-  const blocks = new Set(first.leases.map((lease) => lease.address.split('.').slice(0, 3).join('.'))).size;
-
-  const noop = await timeEach(30, () => runtimeNetworkManager.allocateCluster(cluster.id));
-  // Later allocations: one more replica of one service, then the pass that allocates its lease.
-  let replicas = 100;
-  const later = await timeEach(30, async () => {
-    replicas++;
-    await store.mutate(serviceKind, serviceIds[0], (current) => ({
-      kind: 'write', change: { set: { runtime: { ...current!.runtime, replicas } } },
-    }));
+  const firstMs = new Map<ISide, number>();
+  let blocks = 0;
+  for (const side of sides) {
     const started = performance.now();
-    const allocation = await runtimeNetworkManager.allocateCluster(cluster.id);
-    if (allocation.leases.length !== 10_000 + (replicas - 100)) {
-      throw new Error('a later pass did not allocate exactly one lease');
+    const first = await side.allocator.allocate(side.clusterId);
+    firstMs.set(side, performance.now() - started);
+    if (first.leases.length !== 10_000 || first.shortfall.size !== 0) {
+      throw new Error(`the ${side.name} first pass allocated ${first.leases.length} leases`);
     }
+    blocks = new Set(first.leases.map((lease) => lease.address.split('.').slice(0, 3).join('.'))).size;
+  }
+
+  /** Alternating between the two sides, `countArg` samples each of `fnArg`; p50 and p90 per side. */
+  const alternate = async (countArg: number, fnArg: (sideArg: ISide) => Promise<number>) => {
+    const samples = new Map(sides.map((side) => [side, [] as number[]]));
+    for (let index = 0; index < countArg; index++) {
+      for (const side of index % 2 === 0 ? sides : [...sides].reverse()) {
+        samples.get(side)!.push(await fnArg(side));
+      }
+    }
+    return new Map([...samples].map(([side, list]) => {
+      list.sort((a, b) => a - b);
+      return [side, { p50: list[Math.floor(list.length / 2)], p90: list[Math.floor(list.length * 0.9)] }];
+    }));
+  };
+  const timed = async (fnArg: () => Promise<unknown>): Promise<number> => {
+    const started = performance.now();
+    await fnArg();
     return performance.now() - started;
-  });
-  // timeEach includes the service write; time the pass alone as well.
-  const passOnly: number[] = [];
-  for (let index = 0; index < 30; index++) {
-    replicas++;
-    await store.mutate(serviceKind, serviceIds[0], (current) => ({
-      kind: 'write', change: { set: { runtime: { ...current!.runtime, replicas } } },
+  };
+  const noop = await alternate(30, (side) => timed(() => side.allocator.allocate(side.clusterId)));
+  // Later allocations: one more replica of one service, then the pass that allocates its lease.
+  const laterPass = async (side: ISide): Promise<number> => {
+    side.replicas++;
+    await side.cloudly.store.mutate(serviceKind, side.serviceIds[0], (currentArg) => ({
+      kind: 'write', change: { set: { runtime: { ...currentArg!.runtime, replicas: side.replicas } } },
     }));
     const started = performance.now();
-    await runtimeNetworkManager.allocateCluster(cluster.id);
-    passOnly.push(performance.now() - started);
+    const allocation = await side.allocator.allocate(side.clusterId);
+    const ms = performance.now() - started;
+    if (allocation.leases.length !== 10_000 + (side.replicas - 100) || allocation.shortfall.size !== 0) {
+      throw new Error(`a later ${side.name} pass did not allocate exactly one lease`);
+    }
+    return ms;
+  };
+  const later = await alternate(30, laterPass);
+  // The same with every node's projection refreshed after each change, as a running Cloudly does:
+  // one side at a time (both Cloudlys share this process), the refreshes of one change still running
+  // while the next change is allocated, as when changes come back to back; settled before the other side.
+  quiet(true);
+  const laterBusy = new Map<ISide, { p50: number; p90: number }>();
+  for (const side of sides) {
+    const samples: number[] = [];
+    for (let index = 0; index < 15; index++) {
+      samples.push(await laterPass(side));
+    }
+    await side.cloudly.runtimeNetworkManager.refreshCluster(side.clusterId);
+    samples.sort((a, b) => a - b);
+    laterBusy.set(side, { p50: samples[7], p90: samples[13] });
   }
-  passOnly.sort((a, b) => a - b);
-  const laterPass = { p50: passOnly[15], p90: passOnly[27] };
+  quiet(false);
 
   // The decision alone: one more workload into a block that holds 255 entries (pure, in memory).
   const fullBlock = { poolId: 'workloads', poolPrefix: plan.pools[0].prefix, start: 0x0a400000, entries: Array.from({ length: 255 }, (_, index) => ({
-    address: `10.64.0.${index}`, lease: { id: `wl-${index}`, generation: 1 }, clusterId: cluster.id, serviceId: 's', nodeId: 'n', replica: index, allocatedAt: 1,
+    address: `10.64.0.${index}`, lease: { id: `wl-${index}`, generation: 1 }, clusterId: current.clusterId, serviceId: 's', nodeId: 'n', replica: index, allocatedAt: 1,
   })) };
   const decideOne = measure(() => decideBlock(fullBlock, { poolId: 'workloads', poolPrefix: plan.pools[0].prefix, start: 0x0a400000, end: 0x0a4000ff },
     { release: new Set(), place: [{ key: 's/n/999', serviceId: 's', nodeId: 'n', replica: 999 }] },
-    { clusterId: cluster.id, now: 2, windowMs: 120_000, excluded: new Set(), reserved: new Set([0x0a400000]) }), 200);
+    { clusterId: current.clusterId, now: 2, windowMs: 120_000, excluded: new Set(), reserved: new Set([0x0a400000]) }), 200);
 
-  console.log('\nworkload lease allocation, one cluster, 100 services × 100 replicas on 64 nodes, pool /17');
+  const ratio = (beforeArg: number, afterArg: number): string => `${(beforeArg / afterArg).toFixed(1)}× faster`;
+  const row = (labelArg: string, figuresArg: Map<ISide, { p50: number; p90: number }>) => {
+    const before = figuresArg.get(legacy)!;
+    const after = figuresArg.get(current)!;
+    console.log(`  ${labelArg}: before p50 ${before.p50.toFixed(2)} ms p90 ${before.p90.toFixed(2)} ms; now p50 ${after.p50.toFixed(2)} ms `
+      + `p90 ${after.p90.toFixed(2)} ms (${ratio(before.p50, after.p50)}; now ${(after.p50 / cas.p50).toFixed(1)}× one CAS)`);
+  };
+  console.log('\nworkload lease allocation, one cluster, 100 services × 100 replicas on 64 nodes, pool /17; before = the previous allocator, same run');
   console.log(`  the decision alone (one lease into a block of 255, in memory): median ${(decideOne * 1000).toFixed(1)} µs`);
   console.log(`  baseline: one journaled compare-and-swap of a small document  p50 ${cas.p50.toFixed(2)} ms`);
-  console.log(`  first pass, 10,000 leases into ${blocks} blocks: ${firstMs.toFixed(0)} ms total, ${(firstMs * 1000 / 10_000).toFixed(1)} µs per lease `
-    + `(${(firstMs / cas.p50).toFixed(0)}× one CAS; ${(firstMs / (cas.p50 * 10_000) * 100).toFixed(1)}% of 10,000 CAS)`);
-  console.log(`  pass with nothing to allocate: p50 ${noop.p50.toFixed(2)} ms p90 ${noop.p90.toFixed(2)} ms (${(noop.p50 / cas.p50).toFixed(1)}× one CAS)`);
-  console.log(`  later pass allocating one lease: p50 ${laterPass.p50.toFixed(2)} ms p90 ${laterPass.p90.toFixed(2)} ms (${(laterPass.p50 / cas.p50).toFixed(1)}× one CAS); `
-    + `with the service write before it p50 ${later.p50.toFixed(2)} ms`);
+  console.log(`  first pass, 10,000 leases into ${blocks} blocks: before ${firstMs.get(legacy)!.toFixed(0)} ms, now ${firstMs.get(current)!.toFixed(0)} ms total `
+    + `(${(firstMs.get(current)! * 1000 / 10_000).toFixed(1)} µs per lease, ${(firstMs.get(current)! / cas.p50).toFixed(0)}× one CAS; ${ratio(firstMs.get(legacy)!, firstMs.get(current)!)})`);
+  row('pass with nothing to allocate', noop);
+  row('later pass allocating one lease', later);
+  row('later pass while the previous change\'s 64 projection refreshes run', laterBusy);
 
   // ---- route table of 1,000 routes -----------------------------------------------------------
   const routed = await admin.call('createCluster', { name: 'bench-routes' });
@@ -290,4 +356,5 @@ try {
   relay.close();
 } finally {
   await bench.stop();
+  await legacyBench.stop();
 }

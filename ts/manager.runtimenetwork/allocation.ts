@@ -63,26 +63,70 @@ export const numberToIpv4 = (valueArg: number): string =>
 export const addressBlockIdFor = (poolIdArg: string, startArg: number): string => `${poolIdArg}@${numberToIpv4(startArg)}`;
 
 /**
- * The service's workloads: replica r runs on the r-th eligible node, round robin, where the
- * eligible nodes are the placement's nodes the cluster has (every node of the cluster when the
- * placement names none), sorted. A service with no eligible node or no replicas wants nothing.
+ * Where each replica of a service runs, stable across node changes. A replica that holds a lease
+ * on a node that is still eligible stays there (`heldArg`: replica → that node); every other
+ * replica, in replica order, goes to the eligible node that runs the fewest of the service's
+ * replicas so far, ties broken round robin (the first such node at or after the r-th eligible
+ * node, cyclically). With nothing held this is exactly round robin: replica r on the r-th eligible
+ * node. Adding a node moves no replica (new replicas fill it first); removing one moves only the
+ * replicas it ran. The eligible nodes are the placement's nodes the cluster has (every node of
+ * the cluster when the placement names none), sorted. Pure and deterministic.
+ */
+export const placeServiceReplicas = (
+  replicasArg: number,
+  eligibleArg: readonly string[],
+  heldArg: ReadonlyMap<number, string> = new Map(),
+): string[] => {
+  const count = eligibleArg.length;
+  if (count === 0 || replicasArg <= 0) {
+    return [];
+  }
+  const index = new Map(eligibleArg.map((nodeId, position) => [nodeId, position]));
+  const load = new Array<number>(count).fill(0);
+  const assigned = new Array<string | undefined>(replicasArg);
+  for (const [replica, nodeId] of heldArg) {
+    const position = index.get(nodeId);
+    if (replica >= 0 && replica < replicasArg && position !== undefined && assigned[replica] === undefined) {
+      assigned[replica] = nodeId;
+      load[position]++;
+    }
+  }
+  for (let replica = 0; replica < replicasArg; replica++) {
+    if (assigned[replica] !== undefined) {
+      continue;
+    }
+    let best = replica % count;
+    for (let step = 1; step < count; step++) {
+      const candidate = (replica + step) % count;
+      if (load[candidate] < load[best]) {
+        best = candidate;
+      }
+    }
+    assigned[replica] = eligibleArg[best];
+    load[best]++;
+  }
+  return assigned as string[];
+};
+
+/** The eligible nodes of a service, sorted: the placement's nodes the cluster has, or every node of the cluster. */
+export const eligibleNodesOf = (placementNodeIdsArg: readonly string[], clusterNodeIdsArg: readonly string[]): string[] => {
+  const cluster = new Set(clusterNodeIdsArg);
+  return (placementNodeIdsArg.length > 0 ? placementNodeIdsArg.filter((nodeId) => cluster.has(nodeId)) : [...clusterNodeIdsArg])
+    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+};
+
+/**
+ * The service's workloads when it holds no lease yet: replica r runs on the r-th eligible node,
+ * round robin (`placeServiceReplicas` with nothing held). A service with no eligible node or no
+ * replicas wants nothing.
  */
 export const deriveServiceWorkloads = (
   serviceArg: { id: string; runtime: { replicas: number; placement: { nodeIds: string[] } } },
   clusterNodeIdsArg: readonly string[],
-): IWantedWorkload[] => {
-  const placement = serviceArg.runtime.placement.nodeIds;
-  const cluster = new Set(clusterNodeIdsArg);
-  const eligible = (placement.length > 0 ? placement.filter((nodeId) => cluster.has(nodeId)) : [...clusterNodeIdsArg])
-    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-  if (eligible.length === 0) {
-    return [];
-  }
-  return Array.from({ length: serviceArg.runtime.replicas }, (_, replica) => {
-    const nodeId = eligible[replica % eligible.length];
-    return { key: workloadKeyOf(serviceArg.id, nodeId, replica), serviceId: serviceArg.id, nodeId, replica };
-  });
-};
+  heldArg: ReadonlyMap<number, string> = new Map(),
+): IWantedWorkload[] =>
+  placeServiceReplicas(serviceArg.runtime.replicas, eligibleNodesOf(serviceArg.runtime.placement.nodeIds, clusterNodeIdsArg), heldArg)
+    .map((nodeId, replica) => ({ key: workloadKeyOf(serviceArg.id, nodeId, replica), serviceId: serviceArg.id, nodeId, replica }));
 
 /** A pool as the allocator walks it: its blocks in address order. */
 export interface IPoolBlocks {
@@ -133,15 +177,17 @@ export interface IBlockIntent {
  * The next content of one block for one cluster's pass, decided on the block as it is stored now:
  * entries of `releaseArg` lease ids are marked released, entries past their withdrawal window are
  * dropped, and each workload of `placeArg` takes the lowest address of the block that is free
- * (not held, not withdrawing, not reserved, not excluded). Workloads that find no free address are
- * answered in `unplaced`, for the next block. Pure and deterministic for equal inputs.
+ * (not held, not withdrawing, not reserved, not excluded). A workload that already holds an
+ * address of this block (another allocator placed it since this one last read the block) is not
+ * placed again: it is answered in `present`. Workloads that find no free address are answered in
+ * `unplaced`, for the next block. Pure and deterministic for equal inputs.
  */
 export const decideBlock = (
   currentArg: IAddressBlockContent | null,
   blockArg: { poolId: string; poolPrefix: string; start: number; end: number },
   intentArg: IBlockIntent,
   factsArg: { clusterId: string; now: number; windowMs: number; excluded: ReadonlySet<number>; reserved: ReadonlySet<number> },
-): { content: IAddressBlockContent; placed: IAddressBlockEntry[]; unplaced: IWantedWorkload[]; changed: boolean } => {
+): { content: IAddressBlockContent; placed: IAddressBlockEntry[]; present: IAddressBlockEntry[]; unplaced: IWantedWorkload[]; changed: boolean } => {
   let changed = false;
   const entries: IAddressBlockEntry[] = [];
   for (const entry of currentArg?.entries ?? []) {
@@ -157,10 +203,22 @@ export const decideBlock = (
     entries.push(entry);
   }
   const taken = new Set(entries.map((entry) => ipv4ToNumber(entry.address)));
+  const heldHere = new Map<string, IAddressBlockEntry>();
+  for (const entry of entries) {
+    if (entry.releasedAt === undefined && entry.clusterId === factsArg.clusterId) {
+      heldHere.set(entryWorkloadKey(entry), entry);
+    }
+  }
   const placed: IAddressBlockEntry[] = [];
+  const present: IAddressBlockEntry[] = [];
   const unplaced: IWantedWorkload[] = [];
   let cursor = blockArg.start;
   for (const workload of intentArg.place) {
+    const already = heldHere.get(workload.key);
+    if (already !== undefined) {
+      present.push(already);
+      continue;
+    }
     while (cursor <= blockArg.end && (taken.has(cursor) || factsArg.excluded.has(cursor) || factsArg.reserved.has(cursor))) {
       cursor++;
     }
@@ -183,10 +241,13 @@ export const decideBlock = (
     entries.push(entry);
     changed = true;
   }
-  entries.sort((a, b) => ipv4ToNumber(a.address) - ipv4ToNumber(b.address));
+  if (placed.length > 0) {
+    entries.sort((a, b) => ipv4ToNumber(a.address) - ipv4ToNumber(b.address));
+  }
   return {
     content: { poolId: blockArg.poolId, poolPrefix: blockArg.poolPrefix, start: blockArg.start, entries },
     placed,
+    present,
     unplaced,
     changed,
   };

@@ -18,7 +18,7 @@ import {
   type IAllocatedLeaseEntry,
 } from './decide.js';
 import { addressPlanDocumentId, detach, runtimeNetworkAddressPlanKind, runtimeNetworkLeasesKind, runtimeNetworkProjectionKind } from './documents.js';
-import type { IClusterAllocation } from './leases.js';
+import { leaseIndexOf, type IClusterAllocation } from './leases.js';
 
 /**
  * The runtime network's methods as declared operations (ts/core/operations.ts runs them): the
@@ -110,7 +110,7 @@ export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDecla
         clusterId,
         nodeId: request.nodeId,
         managed: allocation.managed,
-        allocated: new Map(allocation.leases.map((lease) => [lease.lease.id, lease])),
+        allocated: leaseIndexOf(allocation),
         serviceIds: new Set(serviceIds),
         addressHolders: new Map(entries.filter((entry) => entry.releasedAt === undefined)
           .map((entry) => [entry.address, entry.clusterId === clusterId ? `lease ${entry.lease.id} on node ${entry.nodeId}` : 'a lease of another cluster'])),

@@ -6,7 +6,7 @@ import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import type { IRuntimeNetworkProjection, IRuntimeNetworkWorkloadLease } from '../interfaces/data/runtimenetwork.js';
 import type { IRuntimeNetworkAddressPlan } from '../interfaces/data/runtimenetworkaddressplan.js';
 import { composeNextRuntimeNetworkProjection, type IRuntimeNetworkNodeFacts, type TRuntimeNetworkProjectionStep } from './derive.js';
-import { WorkloadLeaseAllocator, type IClusterAllocation } from './leases.js';
+import { leaseIndexOf, WorkloadLeaseAllocator, type IClusterAllocation } from './leases.js';
 import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrations.js';
 import { serviceKind } from '../manager.service/service.manager.js';
 import { deriveClusterRoutes } from '../manager.desiredstate/routes.js';
@@ -150,7 +150,7 @@ export class RuntimeNetworkManager {
     // Lease statements of nodes that were removed since no longer place anything.
     const liveNodes = new Set((await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)).map((entry) => entry.id));
     // A confirmed lease is an endpoint while Cloudly still holds it for that node, at that address.
-    const held = new Map(allocation.leases.map((lease) => [lease.lease.id, lease]));
+    const held = leaseIndexOf(allocation);
     const isHeld = (nodeIdArg: string, leaseArg: IRuntimeNetworkWorkloadLease) => {
       const allocated = held.get(leaseArg.lease.id);
       return allocated !== undefined && allocated.nodeId === nodeIdArg && allocated.address === leaseArg.address
