@@ -14,6 +14,7 @@ import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEn
 import { createHttpServer, type ITransportHost } from './core/transport.js';
 import { runInOperation, type IOperationContext } from './core/operationcontext.js';
 import { ClusterManager } from './manager.cluster/cluster.manager.js';
+import { cloudlyRelaySessionPorts } from './manager.cluster/relayelection.js';
 import { ServiceManager } from './manager.service/service.manager.js';
 import { IngressManager } from './manager.ingress/ingress.manager.js';
 import { cloudlyIngressDependencies } from './manager.ingress/dependencies.js';
@@ -113,7 +114,12 @@ export class Cloudly {
       { dataDir: this.config.dataDir, identityTtlMs: this.config.identityTtlMs, logger: this.logger, secrets: this.secrets },
       this.store,
     );
-    this.relays = new RelaySessions({ defaultTimeoutMs: this.config.relayCallTimeoutMs, metrics: this.metrics, logger: this.logger });
+    // The sessions' port to the relay election (selection, in-flight election, forwarding); it reads
+    // the election when called, so it may be passed before the cluster manager that builds it.
+    this.relays = new RelaySessions(
+      { defaultTimeoutMs: this.config.relayCallTimeoutMs, metrics: this.metrics, logger: this.logger },
+      cloudlyRelaySessionPorts(this),
+    );
     this.adminManager = this.addManager(new AdminManager(this));
     this.clusterManager = this.addManager(new ClusterManager(this));
     this.serviceManager = this.addManager(new ServiceManager(this));

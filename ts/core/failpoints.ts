@@ -8,7 +8,10 @@
 export const failpointNames = [
   /** A platform binding creation is committed to the ledger and not yet rolled forward. */
   'corestore.afterCreationCommit',
-  /** A designation checked the cluster's runtime and is about to read the ingress service (then it writes). */
+  /**
+   * A designation read the cluster's ingress slot (the runtime it is judged on, and the generation
+   * its write commits on) and is about to read the ingress service; then it decides and writes.
+   */
   'ingress.designation.beforeServiceRead',
   /** A registration read its facts and is about to re-read the generations they were judged on. */
   'ingress.registration.beforeReread',

@@ -31,8 +31,6 @@ export interface IRelaySession {
   tokenGeneration: number;
 }
 
-export type TRelaySessionSelector = (sessionsArg: IRelaySession[], clusterIdArg: string) => IRelaySession | null;
-
 /**
  * Where a call goes when this instance holds no elected socket of the cluster: to the instance
  * that does (ts/core/instances.ts). Null means nobody else holds it either; a refusal is thrown
@@ -44,6 +42,31 @@ export type TRemoteRelayRoute = (
   requestArg: unknown,
   timeoutMsArg: number,
 ) => Promise<{ answer: unknown } | null>;
+
+/**
+ * What the sessions ask of the domain that elects a cluster's socket: a port declared here, in
+ * core, implemented by the relay election (ts/manager.cluster/relayelection.ts) and handed over by
+ * the composition root (ts/classes.cloudly.ts) when it builds the sessions. Core imports nothing
+ * above it.
+ */
+export interface IRelaySessionPorts {
+  /** Which live session of the cluster carries calls to it right now, or null (none elected here). */
+  selectSession(sessionsArg: IRelaySession[], clusterIdArg: string): IRelaySession | null;
+  /** Awaited by `call` before it selects, so a call does not miss an election still in flight. */
+  awaitElection(clusterIdArg: string): Promise<void>;
+  /** Where a call goes when no session here is selected (another instance's socket), or null. */
+  routeElsewhere: TRemoteRelayRoute;
+}
+
+/**
+ * The ports of sessions with no election (one process, no other instance): the oldest open
+ * session carries the calls, nothing is awaited and nothing is forwarded.
+ */
+export const unelectedRelaySessionPorts: IRelaySessionPorts = Object.freeze({
+  selectSession: (sessionsArg: IRelaySession[]) => [...sessionsArg].sort((a, b) => a.connectedAt - b.connectedAt)[0] ?? null,
+  awaitElection: async () => undefined,
+  routeElsewhere: async () => null,
+});
 
 export interface IRelayCallOptions {
   /** Only for methods outside the table (tests, extensions); a table method takes its own. */
@@ -61,15 +84,14 @@ export class RelaySessions {
   private readonly byCluster = new Map<string, Map<string, IRelaySession>>();
   private readonly openListeners = new Set<TSessionListener>();
   private readonly closeListeners = new Set<TSessionListener>();
-  /** Picks which live session carries calls to a cluster; the election replaces the default. */
-  private selector: TRelaySessionSelector = (sessionsArg) =>
-    [...sessionsArg].sort((a, b) => a.connectedAt - b.connectedAt)[0] ?? null;
 
   /** Timeouts by class; the ordinary class starts as the configured default until `setCallTimeouts`. */
   private timeouts: IRelayCallTimeouts;
 
   constructor(
     private readonly options: { defaultTimeoutMs: number; metrics: CloudlyMetrics; logger: TCloudlyLogger },
+    /** The election's port (selection, in-flight election, forwarding); without one, the oldest session carries calls. */
+    private readonly ports: IRelaySessionPorts = unelectedRelaySessionPorts,
   ) {
     this.timeouts = { ...defaultRelayCallTimeouts, ordinary: options.defaultTimeoutMs };
   }
@@ -81,23 +103,6 @@ export class RelaySessions {
   /** How long a call of this method may take (the table in relaycalls.ts). */
   public timeoutOf(methodArg: string): number {
     return relayCallTimeoutMs(methodArg, this.timeouts);
-  }
-
-  public setSelector(selectorArg: TRelaySessionSelector): void {
-    this.selector = selectorArg;
-  }
-
-  /** Awaited by `call` before it selects, so a call does not miss an election still in flight. */
-  private electionGate: ((clusterIdArg: string) => Promise<void>) | null = null;
-
-  public setElectionGate(gateArg: (clusterIdArg: string) => Promise<void>): void {
-    this.electionGate = gateArg;
-  }
-
-  private remoteRoute: TRemoteRelayRoute | null = null;
-
-  public setRemoteRoute(routeArg: TRemoteRelayRoute): void {
-    this.remoteRoute = routeArg;
   }
 
   public onSessionOpened(listenerArg: TSessionListener): void {
@@ -157,7 +162,7 @@ export class RelaySessions {
   /** The session that carries calls to this cluster right now, or null. */
   public activeSession(clusterIdArg: string): IRelaySession | null {
     const sessions = this.sessionsOf(clusterIdArg);
-    return sessions.length === 0 ? null : this.selector(sessions, clusterIdArg);
+    return sessions.length === 0 ? null : this.ports.selectSession(sessions, clusterIdArg);
   }
 
   /** Closes every session of a cluster older than the given token generation. */
@@ -204,11 +209,11 @@ export class RelaySessions {
   ): Promise<TResponse> {
     // A dry run stops here: it tells what it would commit, and never asks a cluster to act.
     haltIfDryRun(`relay call ${methodArg}`);
-    await this.electionGate?.(clusterIdArg);
+    await this.ports.awaitElection(clusterIdArg);
     const session = this.activeSession(clusterIdArg);
     if (!session) {
-      if (optionsArg.forwardedTimeoutMs === undefined && this.remoteRoute) {
-        const remote = await this.remoteRoute(clusterIdArg, methodArg, requestArg, this.effectiveTimeoutMs(methodArg, optionsArg));
+      if (optionsArg.forwardedTimeoutMs === undefined) {
+        const remote = await this.ports.routeElsewhere(clusterIdArg, methodArg, requestArg, this.effectiveTimeoutMs(methodArg, optionsArg));
         if (remote) {
           return remote.answer as TResponse;
         }

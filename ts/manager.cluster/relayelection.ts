@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
-import type { IRelaySession } from '../core/relaysessions.js';
+import type { IRelaySession, IRelaySessionPorts } from '../core/relaysessions.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
 import { refuse } from '../core/errors.js';
 import { WorkQueue } from '../core/workqueue.js';
@@ -66,7 +66,19 @@ interface IHeldLease {
   expiresAt: number;
 }
 
-export class ClusterRelayElection {
+/**
+ * The relay sessions' port (ts/core/relaysessions.ts) as this Cloudly's election provides it; the
+ * composition root passes it when it builds the sessions. Each member reads the election when it
+ * is called, so the sessions can be built before the cluster manager that owns the election.
+ */
+export const cloudlyRelaySessionPorts = (cloudlyArg: Cloudly): IRelaySessionPorts => ({
+  selectSession: (sessionsArg, clusterIdArg) => cloudlyArg.clusterManager.relayElection.selectSession(sessionsArg, clusterIdArg),
+  awaitElection: (clusterIdArg) => cloudlyArg.clusterManager.relayElection.awaitElection(clusterIdArg),
+  routeElsewhere: (clusterIdArg, methodArg, requestArg, timeoutMsArg) =>
+    cloudlyArg.clusterManager.relayElection.routeElsewhere(clusterIdArg, methodArg, requestArg, timeoutMsArg),
+});
+
+export class ClusterRelayElection implements IRelaySessionPorts {
   /** This process; leases name it so a restarted or second instance never mistakes them for its own. */
   public readonly instanceId = randomUUID();
   public readonly timing: IRelayElectionTiming;
@@ -102,19 +114,7 @@ export class ClusterRelayElection {
       heartbeatMs: this.timing.heartbeatMs,
       ttlMs: this.timing.leaseTtlMs,
     });
-    cloudly.relays.setRemoteRoute((clusterIdArg, methodArg, requestArg, timeoutMsArg) => this.routeElsewhere(clusterIdArg, methodArg, requestArg, timeoutMsArg));
     this.elections = new WorkQueue({ name: 'relay election', logger: cloudly.logger, process: (clusterIdArg) => this.runElection(clusterIdArg) });
-    cloudly.relays.setSelector((sessionsArg, clusterIdArg) => {
-      const elected = this.electedSessionId(clusterIdArg);
-      return elected === null ? null : sessionsArg.find((session) => session.id === elected) ?? null;
-    });
-    cloudly.relays.setElectionGate(async (clusterIdArg) => {
-      if (this.electedSessionId(clusterIdArg) === null && cloudly.relays.sessionsOf(clusterIdArg).length > 0 && !this.heldElsewhere(clusterIdArg)) {
-        await this.elect(clusterIdArg);
-      } else {
-        await this.elections.idle(clusterIdArg);
-      }
-    });
     cloudly.relays.onSessionOpened((sessionArg) => this.elect(sessionArg.clusterId));
     cloudly.relays.onSessionClosed((sessionArg) => this.onSessionClosed(sessionArg));
   }
@@ -198,6 +198,24 @@ export class ClusterRelayElection {
     return this.closingFlush;
   }
 
+  /** The port's selection: only the socket this instance holds the cluster's lease for carries calls. */
+  public selectSession(sessionsArg: IRelaySession[], clusterIdArg: string): IRelaySession | null {
+    const elected = this.electedSessionId(clusterIdArg);
+    return elected === null ? null : sessionsArg.find((session) => session.id === elected) ?? null;
+  }
+
+  /**
+   * The port's gate before a call selects: with no socket elected here but one open (and the lease
+   * not known to be held elsewhere), a round runs and is awaited; otherwise a round in flight is.
+   */
+  public async awaitElection(clusterIdArg: string): Promise<void> {
+    if (this.electedSessionId(clusterIdArg) === null && this.cloudly.relays.sessionsOf(clusterIdArg).length > 0 && !this.heldElsewhere(clusterIdArg)) {
+      await this.elect(clusterIdArg);
+    } else {
+      await this.elections.idle(clusterIdArg);
+    }
+  }
+
   /** The socket id this instance holds the unexpired lease for, or null. */
   public electedSessionId(clusterIdArg: string): string | null {
     const lease = this.held.get(clusterIdArg);
@@ -259,7 +277,7 @@ export class ClusterRelayElection {
    * holds the lease. Null when no other instance holds it (the caller answers `relay-not-connected`);
    * `unavailable` with `retryAfterMs` (until the lease runs out) when the holder is gone or silent.
    */
-  private async routeElsewhere(clusterIdArg: string, methodArg: string, requestArg: unknown, timeoutMsArg: number): Promise<{ answer: unknown } | null> {
+  public async routeElsewhere(clusterIdArg: string, methodArg: string, requestArg: unknown, timeoutMsArg: number): Promise<{ answer: unknown } | null> {
     if (!this.registryStarted) {
       return null;
     }
