@@ -120,6 +120,11 @@ export class ClusterRelayRegistrations {
     return doc?.nodeId !== undefined ? { nodeId: doc.nodeId, hostAddresses: [...(doc.hostAddresses ?? [])] } : null;
   }
 
+  /** The origin of the cluster's accepted registration (one read, no live flag), or null. */
+  public async getOrigin(clusterIdArg: string): Promise<string | null> {
+    return (await this.cloudly.store.get(clusterRelayRegistrationKind, clusterIdArg))?.origin ?? null;
+  }
+
   /** The cluster's accepted registration with its live flag, or null when its relay never registered. */
   public async getRegistration(clusterIdArg: string): Promise<IClusterRelayRegistration | null> {
     return (await this.readRegistrations([clusterIdArg]))[0] ?? null;

@@ -53,6 +53,12 @@ export const hintAnswerReasons = (answerArg: unknown): string[] => {
   ];
 };
 
+/** How long a newly opened socket's refresh waits for the registration's (which carries the hint instead). */
+const sessionHintDelayMs = 200;
+
+/** The last computation of a cluster used no registration origin (the cluster has no ingress designation). */
+const originNotUsed = Symbol('origin not used');
+
 export class DesiredStateManager {
   private readonly refreshes: WorkQueue;
   /** Clusters whose elected relay must be hinted on their next refresh even if nothing changed. */
@@ -62,6 +68,16 @@ export class DesiredStateManager {
   private readonly lookups = new Set<Promise<void>>();
   /** The last desired state computed per cluster; the route table is answered from it while it is current. */
   private readonly lastStates = new Map<string, IClusterPlatformDesiredState>();
+  /**
+   * The relay registration's origin the last computation of each cluster used (`originNotUsed`
+   * when the cluster has no ingress designation): a registration commit that leaves it as it was
+   * queues no refresh.
+   */
+  private readonly originsUsed = new Map<string, string | null | typeof originNotUsed>();
+  /** Computations running per cluster: one that started before a registration commit may have read the old origin. */
+  private readonly computing = new Map<string, number>();
+  /** Refreshes owed to newly opened sockets, waiting for `sessionHintDelayMs`. */
+  private readonly hintTimers = new Set<NodeJS.Timeout>();
 
   constructor(private readonly cloudly: Cloudly) {
     this.refreshes = new WorkQueue({
@@ -99,9 +115,18 @@ export class DesiredStateManager {
       }
     });
     // A relay that becomes elected is told the current revision, so it converges without polling.
+    // A relay registers right after it connects, and that commit refreshes the cluster too: the
+    // refresh for the new socket waits a moment and is dropped when one already carried the hint.
     this.cloudly.relays.onSessionOpened((sessionArg) => {
-      this.hintOwed.add(sessionArg.clusterId);
-      void this.refreshes.add(sessionArg.clusterId);
+      const { clusterId } = sessionArg;
+      this.hintOwed.add(clusterId);
+      const timer = setTimeout(() => {
+        this.hintTimers.delete(timer);
+        if (this.hintOwed.has(clusterId)) {
+          void this.refreshes.add(clusterId);
+        }
+      }, sessionHintDelayMs);
+      this.hintTimers.add(timer);
     });
   }
 
@@ -115,6 +140,10 @@ export class DesiredStateManager {
 
   public async stop(): Promise<void> {
     this.unsubscribe?.();
+    for (const timer of this.hintTimers) {
+      clearTimeout(timer);
+    }
+    this.hintTimers.clear();
     await this.refreshes.drain();
   }
 
@@ -125,9 +154,21 @@ export class DesiredStateManager {
 
   private async clusterOfChange(collectionArg: string, idArg: string): Promise<string | null> {
     const { store } = this.cloudly;
-    // The slot and the relay registration (whose origin the ingress spec carries) are kept per cluster.
-    if (collectionArg === clusterIngressSlotKind.collectionName || collectionArg === clusterRelayRegistrationKind.collectionName) {
+    if (collectionArg === clusterIngressSlotKind.collectionName) {
       return idArg;
+    }
+    // The relay registration matters only for its origin, which the ingress spec carries: a relay
+    // that registers again (every reconnect) changes nothing the last computation used.
+    if (collectionArg === clusterRelayRegistrationKind.collectionName) {
+      // A computation running now may have read the registration before this commit: refresh.
+      const used = this.originsUsed.get(idArg);
+      if (used === undefined || (this.computing.get(idArg) ?? 0) > 0) {
+        return idArg;
+      }
+      if (used === originNotUsed) {
+        return null;
+      }
+      return (await this.cloudly.clusterManager.relayRegistrations.getOrigin(idArg)) === used ? null : idArg;
     }
     if (collectionArg === corestoreCredentialKind.collectionName) {
       return (await store.get(corestoreCredentialKind, idArg))?.clusterId ?? null;
@@ -146,6 +187,22 @@ export class DesiredStateManager {
 
   /** The desired content of a cluster, computed from what is stored now. */
   public async computeContent(clusterIdArg: string): Promise<TClusterPlatformDesiredStateContent> {
+    this.computing.set(clusterIdArg, (this.computing.get(clusterIdArg) ?? 0) + 1);
+    try {
+      const { content, originUsed } = await this.readContent(clusterIdArg);
+      this.originsUsed.set(clusterIdArg, originUsed);
+      return content;
+    } finally {
+      const left = this.computing.get(clusterIdArg)! - 1;
+      if (left === 0) {
+        this.computing.delete(clusterIdArg);
+      } else {
+        this.computing.set(clusterIdArg, left);
+      }
+    }
+  }
+
+  private async readContent(clusterIdArg: string): Promise<{ content: TClusterPlatformDesiredStateContent; originUsed: string | null | typeof originNotUsed }> {
     const { store } = this.cloudly;
     const services = (await store.find(serviceKind, { clusterId: clusterIdArg })).sort((a, b) => (a.id < b.id ? -1 : 1));
     const live = services.filter((service) => service.deletionRequestedAt === undefined);
@@ -154,9 +211,11 @@ export class DesiredStateManager {
       .sort((a, b) => (a.id < b.id ? -1 : 1));
     const designation = await this.cloudly.ingressManager.getDesignation(clusterIdArg);
     let ingress: TClusterPlatformDesiredStateContent['ingress'] = null;
+    let originUsed: string | null | typeof originNotUsed = originNotUsed;
     if (designation) {
       const ingressService = live.find((service) => service.id === designation.ingressServiceId);
-      const origin = (await this.cloudly.clusterManager.relayRegistrations.getRegistration(clusterIdArg))?.origin ?? null;
+      const origin = await this.cloudly.clusterManager.relayRegistrations.getOrigin(clusterIdArg);
+      originUsed = origin;
       ingress = {
         designation,
         spec: ingressService && origin !== null
@@ -168,7 +227,7 @@ export class DesiredStateManager {
     const credentials = await this.cloudly.secretManager.corestoreCredentialReferences(clusterIdArg, nodeIds);
     const nodes: TClusterPlatformDesiredStateContent['nodes'] = nodeIds.map((nodeId) => ({ nodeId, corestoreCredential: credentials.get(nodeId)! }));
     const { leases, routes } = await this.resolveRoutes(clusterIdArg, live, designation?.ingressServiceId ?? null);
-    return {
+    const content: TClusterPlatformDesiredStateContent = {
       clusterId: clusterIdArg,
       nodes,
       services: live.map((service) => ({
@@ -187,6 +246,7 @@ export class DesiredStateManager {
       leases,
       routes: routes.routes,
     };
+    return { content, originUsed };
   }
 
   /**
@@ -229,20 +289,24 @@ export class DesiredStateManager {
    * digest differs from the last published one (one conditional write; readers race safely).
    */
   public async currentDesiredState(clusterIdArg: string): Promise<IClusterPlatformDesiredState> {
+    return (await this.publish(clusterIdArg)).state;
+  }
+
+  /** Computes the desired state and publishes it when its digest changed; says whether it did. */
+  private async publish(clusterIdArg: string): Promise<{ state: IClusterPlatformDesiredState; published: boolean }> {
     const content = await this.computeContent(clusterIdArg);
     const digest = computeClusterPlatformDesiredStateDigest(content);
-    const { doc } = await this.cloudly.store.mutate(clusterDesiredStateKind, clusterIdArg, (currentArg) =>
+    const { doc, outcome } = await this.cloudly.store.mutate(clusterDesiredStateKind, clusterIdArg, (currentArg) =>
       decideDesiredStatePublication(currentArg, clusterIdArg, digest));
     const state = { ...content, revision: doc!.revision, digest };
     this.lastStates.set(clusterIdArg, state);
-    return state;
+    return { state, published: outcome !== 'kept' };
   }
 
   private async refreshAndHint(clusterIdArg: string): Promise<void> {
-    const before = await this.cloudly.store.get(clusterDesiredStateKind, clusterIdArg);
-    const state = await this.currentDesiredState(clusterIdArg);
+    const { state, published } = await this.publish(clusterIdArg);
     const owed = this.hintOwed.delete(clusterIdArg);
-    if (!owed && before?.revision === state.revision) {
+    if (!owed && !published) {
       return;
     }
     // Elected here, or on another live instance (the hint is forwarded there: docs/multi-instance.md).
