@@ -22,6 +22,11 @@ export interface ICloudlyConfig {
   /** How long audit events are kept. */
   auditRetentionDays: number;
   /**
+   * How stale an administrator's list read (`getClusters`) may be for writes made on another
+   * instance; this instance's own writes are always seen. 0 reads the database every time.
+   */
+  readCacheMs: number;
+  /**
    * Timeout of the ordinary Cloudly → relay calls (inventory reads, claim pushes, isolated-restore
    * status); the per-method table is `cloudlyToRelayCalls` in ts/core/relaycalls.ts.
    */
@@ -266,6 +271,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     bodyLimitBytes: readInteger(env, 'CLOUDLY_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     identityTtlMs: readInteger(env, 'CLOUDLY_IDENTITY_TTL_MS', 12 * 3600 * 1000, 1000, 30 * 24 * 3600 * 1000),
     auditRetentionDays: readInteger(env, 'CLOUDLY_AUDIT_RETENTION_DAYS', 90, 1, 36_500),
+    readCacheMs: readInteger(env, 'CLOUDLY_READ_CACHE_MS', 1000, 0, 60_000),
     relayCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_CALL_TIMEOUT_MS', 15_000, 10, 3_600_000),
     relayArchiveCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_ARCHIVE_CALL_TIMEOUT_MS', 5 * 60_000, 10, 3_600_000),
     relayBackupCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_BACKUP_CALL_TIMEOUT_MS', 15 * 60_000, 10, 6 * 3_600_000),

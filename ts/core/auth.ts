@@ -22,6 +22,9 @@ const scrypt = promisify(scryptCallback) as (password: string, salt: Buffer, key
 export const identityIssuer = 'serve.zone/cloudly';
 export const adminAudience = 'serve.zone/cloudly/admin';
 const signingAlgorithm = 'RS256';
+/** A verified JWT is trusted again without a signature check for at most this long (and never past its expiry or its key). */
+const verifiedJwtCacheMs = 60_000;
+const verifiedJwtCacheEntries = 10_000;
 /** Where versions before the keys moved into the database kept the signing key; migrated and deleted at start. */
 export const legacySigningKeyFileName = 'identity-signing-key.jwk.json';
 const scryptParameters = { N: 16384, r: 8, p: 1, keyLength: 64 } as const;
@@ -102,6 +105,8 @@ export const signingKeyContext = (kidArg: string): string => `CloudlySigningKeys
 export class CloudlyAuth {
   private current!: ILoadedSigningKey;
   private previous: ILoadedSigningKey | null = null;
+  /** JWTs verified recently, by audience and the exact token text: their claims, key id and how long to trust them. */
+  private readonly verifiedJwts = new Map<string, { payload: jose.JWTPayload; kid: string; until: number }>();
   private loadedAt = 0;
   private refreshing: Promise<void> | null = null;
   private refreshTimer: NodeJS.Timeout | null = null;
@@ -284,11 +289,24 @@ export class CloudlyAuth {
       await this.refresh();
     }
     const key = known() ?? this.current;
+    // A JWT verified before, whose key is still one of ours and which has not expired, is not
+    // verified again (the signature check is most of an admin call's work on a cached read).
+    const cacheKey = `${audienceArg} ${jwtArg}`;
+    const cached = this.verifiedJwts.get(cacheKey);
+    if (cached && cached.kid === kid && known() !== undefined && Date.now() < cached.until) {
+      return cached.payload;
+    }
     const { payload } = await jose.jwtVerify(jwtArg, key.publicKey, {
       algorithms: [signingAlgorithm],
       issuer: identityIssuer,
       audience: audienceArg,
     });
+    if (typeof payload.exp === 'number' && kid !== undefined && known() !== undefined) {
+      if (this.verifiedJwts.size >= verifiedJwtCacheEntries) {
+        this.verifiedJwts.delete(this.verifiedJwts.keys().next().value!);
+      }
+      this.verifiedJwts.set(cacheKey, { payload, kid, until: Math.min(payload.exp * 1000, Date.now() + verifiedJwtCacheMs) });
+    }
     return payload;
   }
 

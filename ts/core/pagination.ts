@@ -1,5 +1,6 @@
 import type { Filter } from 'mongodb';
-import type { DocumentStore, IDocumentKind, IStoredDocument } from './store.js';
+import type { IDocumentKind, IStoredDocument } from './store.js';
+import type { IListReader } from './readcache.js';
 import type { TFieldCheck } from './validation.js';
 
 /**
@@ -97,7 +98,7 @@ export const pageOf = <T>(listArg: string, itemsArg: readonly T[], idOfArg: (ite
  * `cursor`, every matching document in `wholeListSortArg` order.
  */
 export const findPage = async <T extends IStoredDocument>(
-  storeArg: DocumentStore,
+  storeArg: IListReader,
   kindArg: IDocumentKind<T>,
   filterArg: Filter<T>,
   listArg: string,

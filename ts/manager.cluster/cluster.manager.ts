@@ -3,6 +3,7 @@ import { refuse } from '../core/errors.js';
 import type { IRelaySession } from '../core/relaysessions.js';
 import { registerOperations } from '../core/operations.js';
 import { ClusterRelayElection } from './relayelection.js';
+import { SnapshotReadCache } from '../core/readcache.js';
 import { ClusterNodes, clusterNodeKind } from './clusternodes.js';
 import { ClusterRelayRegistrations, clusterRelayRegistrationKind } from './relayregistrations.js';
 import { defaultRelayCallTimeouts } from '../core/relaycalls.js';
@@ -32,6 +33,8 @@ export class ClusterManager {
   public readonly nodes: ClusterNodes;
   /** What each cluster's relay registered about itself. */
   public readonly relayRegistrations: ClusterRelayRegistrations;
+  /** Administrators' cluster lists, from a snapshot (ts/core/readcache.ts). */
+  public readonly listReader: SnapshotReadCache;
 
   constructor(private readonly cloudly: Cloudly) {
     // The per-method timeouts of calls to relays (the table in relaycalls.ts), by class from the config.
@@ -41,12 +44,14 @@ export class ClusterManager {
       archive: cloudly.config.relayArchiveCallTimeoutMs,
       backup: cloudly.config.relayBackupCallTimeoutMs,
     });
+    this.listReader = new SnapshotReadCache(cloudly.store, [clusterKind], cloudly.config.readCacheMs);
     this.relayElection = new ClusterRelayElection(cloudly);
     this.nodes = new ClusterNodes(cloudly);
     this.relayRegistrations = new ClusterRelayRegistrations(cloudly, this.relayElection);
     registerOperations(cloudly, [
       ...clusterOperations({
         store: cloudly.store,
+        listReader: this.listReader,
         logger: cloudly.logger,
         requireCluster: (clusterIdArg) => this.requireCluster(clusterIdArg),
         listNodes: (clusterIdArg) => this.nodes.listNodes(clusterIdArg),

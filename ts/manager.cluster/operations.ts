@@ -11,6 +11,7 @@ import {
   type IDeclaredOperation,
 } from '../core/operations.js';
 import type { DocumentStore } from '../core/store.js';
+import type { IListReader } from '../core/readcache.js';
 import type { IRelaySession } from '../core/relaysessions.js';
 import { isArrayOf, isIdString, isNonNegativeInteger, isString, type TFieldCheck } from '../core/validation.js';
 import { findPage, nextCursorMember, pageOf, pageShape } from '../core/pagination.js';
@@ -67,6 +68,8 @@ const isCorestoreOrNull: TFieldCheck = (valueArg, pathArg) =>
 /** What the cluster domain's operations need, wired by the manager from the composition root's parts. */
 export interface IClusterPorts {
   store: DocumentStore;
+  /** Where administrators' cluster lists are read (a snapshot kept fresh within a bound: ts/core/readcache.ts). */
+  listReader: IListReader;
   logger: TCloudlyLogger;
   /** The cluster document, or `not-found`. */
   requireCluster(clusterIdArg: string): Promise<IClusterDocument>;
@@ -130,7 +133,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
     method: 'getClusters',
     input: { required: {}, optional: pageShape('getClusters') },
     async run(request) {
-      const page = await findPage(portsArg.store, clusterKind, {}, 'getClusters', request, { createdAt: 1 });
+      const page = await findPage(portsArg.listReader, clusterKind, {}, 'getClusters', request, { createdAt: 1 });
       return { clusters: page.items.map(toPublicCluster), ...nextCursorMember(page) };
     },
   }),

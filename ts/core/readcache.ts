@@ -1,0 +1,121 @@
+import type { Filter } from 'mongodb';
+import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
+import type { DocumentStore, IDocumentKind, IStoredDocument } from './store.js';
+
+/**
+ * Administrator list reads from memory: a snapshot of one kind's whole collection, answered with
+ * the same filter, sort and limit engine the embedded database uses, instead of a database round
+ * trip per call (the way Kubernetes' apiserver serves lists from its watch cache).
+ *
+ * Freshness (docs/multi-instance.md, "Read path"):
+ * - a write committed on this instance marks the snapshot stale at once, so a caller always reads
+ *   its own writes and every write this instance made before the read began;
+ * - a write committed on another instance is seen within `stalenessMs` (the snapshot is read again
+ *   when it is older than that, measured from when its read started);
+ * - decisions never read from here: mutations read the database (`store.mutate`).
+ *
+ * A read that finds the snapshot stale reads the collection once; readers arriving meanwhile share
+ * that read unless a commit happened after it started (then they read again).
+ */
+
+interface ISnapshot {
+  docs: IStoredDocument[];
+  /** When the read that produced it started (ms). */
+  readStartedAt: number;
+  /** The kind's commit count when that read started. */
+  version: number;
+}
+
+interface IKindState {
+  /** Commits of this kind on this instance. */
+  version: number;
+  snapshot: ISnapshot | null;
+  loading: { promise: Promise<ISnapshot>; version: number } | null;
+}
+
+export interface IFindOptions {
+  sort?: Record<string, 1 | -1>;
+  limit?: number;
+}
+
+/** What a list read needs: `DocumentStore.find`'s shape. */
+export interface IListReader {
+  find<T extends IStoredDocument>(kindArg: IDocumentKind<T>, filterArg?: Filter<T>, optionsArg?: IFindOptions): Promise<T[]>;
+}
+
+export class SnapshotReadCache implements IListReader {
+  private readonly kinds = new Map<string, IKindState>();
+  private readonly unsubscribe: () => void;
+  /** Reads answered from a snapshot, and reads of a whole collection into one (for tests and benchmarks). */
+  public hits = 0;
+  public loads = 0;
+
+  constructor(
+    private readonly store: DocumentStore,
+    kindsArg: Array<IDocumentKind<IStoredDocument>>,
+    private readonly stalenessMs: number,
+  ) {
+    for (const kind of kindsArg) {
+      this.kinds.set(kind.collectionName, { version: 0, snapshot: null, loading: null });
+    }
+    this.unsubscribe = store.onCommitted((kindArg) => {
+      const state = this.kinds.get(kindArg.collectionName);
+      if (state) {
+        state.version += 1;
+      }
+    });
+  }
+
+  public stop(): void {
+    this.unsubscribe();
+  }
+
+  public async find<T extends IStoredDocument>(kindArg: IDocumentKind<T>, filterArg: Filter<T> = {}, optionsArg: IFindOptions = {}): Promise<T[]> {
+    const state = this.kinds.get(kindArg.collectionName);
+    if (!state || this.stalenessMs <= 0) {
+      return this.store.find(kindArg, filterArg, optionsArg);
+    }
+    const snapshot = await this.current(kindArg, state);
+    let docs = congodb.QueryEngine.filter(snapshot.docs as never[], filterArg as never) as unknown as T[];
+    if (optionsArg.sort) {
+      docs = congodb.QueryEngine.sort(docs as never[], optionsArg.sort) as unknown as T[];
+    }
+    if (optionsArg.limit) {
+      docs = docs.slice(0, optionsArg.limit);
+    }
+    // Callers may change what they get: each answer is its own copy.
+    return structuredClone(docs);
+  }
+
+  private async current(kindArg: IDocumentKind<IStoredDocument>, stateArg: IKindState): Promise<ISnapshot> {
+    const wantedVersion = stateArg.version;
+    const snapshot = stateArg.snapshot;
+    if (snapshot && snapshot.version === wantedVersion && Date.now() - snapshot.readStartedAt < this.stalenessMs) {
+      this.hits += 1;
+      return snapshot;
+    }
+    // A read that started after every commit this caller must see is as good as a new one.
+    if (stateArg.loading && stateArg.loading.version === wantedVersion) {
+      return stateArg.loading.promise;
+    }
+    const readStartedAt = Date.now();
+    const promise = this.store.find(kindArg, {}).then((docs) => {
+      const loaded: ISnapshot = { docs, readStartedAt, version: wantedVersion };
+      // Installed only if no commit came in while it was read (else the next reader reads again).
+      if (stateArg.version === wantedVersion && (!stateArg.snapshot || stateArg.snapshot.readStartedAt <= readStartedAt)) {
+        stateArg.snapshot = loaded;
+      }
+      return loaded;
+    });
+    this.loads += 1;
+    const loading = { promise, version: wantedVersion };
+    stateArg.loading = loading;
+    try {
+      return await promise;
+    } finally {
+      if (stateArg.loading === loading) {
+        stateArg.loading = null;
+      }
+    }
+  }
+}
