@@ -1,13 +1,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
-import * as path from 'node:path';
-import { randomBytes } from 'node:crypto';
-import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
-import { findFreePort } from '../ts/core/database.js';
 import { accountCheckCacheMs } from '../ts/manager.admin/admin.manager.js';
-import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, type ITestCloudly } from './helpers/cloudly.js';
+import { refusalOf, startSharedDatabase, startTestCloudly, testAdminPassword, testAdminUsername, type ITestCloudly } from './helpers/cloudly.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import type { IIdentity } from '../ts/interfaces/data/user.js';
 import type {
@@ -186,13 +180,7 @@ const refusedWithin = async (callArg: () => Promise<unknown>, sinceArg: number):
 };
 
 test('two instances sharing a database: a disable or logout made through one is refused on the other within the stated bound', async () => {
-  const port = await findFreePort();
-  const database = new congodb.CongoServer({ port, host: '127.0.0.1', storage: 'memory' });
-  await database.start();
-  const keyDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-accounts-'));
-  const keyFile = path.join(keyDir, 'kek');
-  await fsp.writeFile(keyFile, randomBytes(32).toString('hex'), { mode: 0o600 });
-  const shared = { mongoDbUrl: `mongodb://127.0.0.1:${port}/?serverMonitoringMode=poll&directConnection=true`, secretsKeyFile: keyFile };
+  const { shared, stop: stopDatabase } = await startSharedDatabase();
   const a = await startTestCloudly(shared);
   const b = await startTestCloudly(shared);
   try {
@@ -222,7 +210,6 @@ test('two instances sharing a database: a disable or logout made through one is 
   } finally {
     await a.stop();
     await b.stop();
-    await database.stop();
-    await fsp.rm(keyDir, { recursive: true, force: true });
+    await stopDatabase();
   }
 });

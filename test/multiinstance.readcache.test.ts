@@ -1,12 +1,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
-import * as path from 'node:path';
-import { randomBytes } from 'node:crypto';
-import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
-import { findFreePort } from '../ts/core/database.js';
-import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { startSharedDatabase, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 
 /**
  * Administrators' cluster lists come from a snapshot (ts/core/readcache.ts): this instance's own
@@ -17,17 +11,11 @@ import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.
 const clusterNames = async (tArg: ITestCloudly): Promise<string[]> =>
   (await tArg.admin.call('getClusters', {})).clusters.map((cluster) => cluster.name).sort();
 
-/** Two Cloudly instances over one database (an in-memory CongoDB on a TCP port), with their own read bounds. */
+/** Two Cloudly instances over one database, with their own read bounds. */
 const twoInstances = async (aMsArg: number, bMsArg: number) => {
-  const port = await findFreePort();
-  const database = new congodb.CongoServer({ port, host: '127.0.0.1', storage: 'memory' });
-  await database.start();
-  const keyDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-readcache-'));
-  const keyFile = path.join(keyDir, 'kek');
-  await fsp.writeFile(keyFile, randomBytes(32).toString('hex'), { mode: 0o600 });
-  const shared = { mongoDbUrl: `mongodb://127.0.0.1:${port}/?serverMonitoringMode=poll&directConnection=true`, secretsKeyFile: keyFile };
-  const a = await startTestCloudly({ ...shared, readCacheMs: aMsArg });
-  const b = await startTestCloudly({ ...shared, readCacheMs: bMsArg });
+  const database = await startSharedDatabase();
+  const a = await startTestCloudly({ ...database.shared, readCacheMs: aMsArg });
+  const b = await startTestCloudly({ ...database.shared, readCacheMs: bMsArg });
   return {
     a,
     b,
@@ -35,7 +23,6 @@ const twoInstances = async (aMsArg: number, bMsArg: number) => {
       await a.stop();
       await b.stop();
       await database.stop();
-      await fsp.rm(keyDir, { recursive: true, force: true });
     },
   };
 };

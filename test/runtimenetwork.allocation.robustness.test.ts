@@ -3,10 +3,7 @@ import assert from 'node:assert/strict';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { randomBytes } from 'node:crypto';
-import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
-import { findFreePort } from '../ts/core/database.js';
-import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { startSharedDatabase, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { placeServiceReplicas, deriveServiceWorkloads, type IAddressBlockEntry } from '../ts/manager.runtimenetwork/allocation.js';
 import { addressBlockKind, deriveServiceAllocation, type IAddressBlockDocument } from '../ts/manager.runtimenetwork/leases.js';
 import { serviceKind } from '../ts/manager.service/service.manager.js';
@@ -109,13 +106,7 @@ describe('a released address becomes free after its withdrawal window across a r
 
 describe('two Cloudly instances allocating for the same workloads at once', () => {
   test('each workload holds exactly one lease and both instances answer the same leases', { timeout: 120_000 }, async () => {
-    const port = await findFreePort();
-    const database = new congodb.CongoServer({ port, host: '127.0.0.1', storage: 'memory' });
-    await database.start();
-    const keyDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-rn-two-'));
-    const keyFile = path.join(keyDir, 'kek');
-    await fsp.writeFile(keyFile, randomBytes(32).toString('hex'), { mode: 0o600 });
-    const shared = { mongoDbUrl: `mongodb://127.0.0.1:${port}/?serverMonitoringMode=poll&directConnection=true`, secretsKeyFile: keyFile };
+    const { shared, stop: stopDatabase } = await startSharedDatabase();
     const a = await startTestCloudly(shared);
     const b = await startTestCloudly(shared);
     try {
@@ -180,8 +171,7 @@ describe('two Cloudly instances allocating for the same workloads at once', () =
     } finally {
       await a.stop();
       await b.stop();
-      await database.stop();
-      await fsp.rm(keyDir, { recursive: true, force: true });
+      await stopDatabase();
     }
   });
 });

@@ -3,11 +3,8 @@ import assert from 'node:assert/strict';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import * as jose from 'jose';
-import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
-import { refusalOf, startTestCloudly, waitFor } from './helpers/cloudly.js';
-import { findFreePort } from '../ts/core/database.js';
+import { refusalOf, startSharedDatabase, startTestCloudly, waitFor } from './helpers/cloudly.js';
 import { legacySigningKeyFileName, signingKeysId, signingKeysKind } from '../ts/core/auth.js';
 import type { IIdentity } from '../ts/interfaces/data/user.js';
 import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
@@ -91,13 +88,7 @@ describe('identity signing keys', () => {
   });
 
   test('two instances sharing a database verify each other\'s identities, also after one of them rotates', async () => {
-    const port = await findFreePort();
-    const database = new congodb.CongoServer({ port, host: '127.0.0.1', storage: 'memory' });
-    await database.start();
-    const keyDir = await tempDir();
-    const keyFile = path.join(keyDir, 'kek');
-    await fsp.writeFile(keyFile, randomBytes(32).toString('hex'), { mode: 0o600 });
-    const shared = { mongoDbUrl: `mongodb://127.0.0.1:${port}/?serverMonitoringMode=poll&directConnection=true`, secretsKeyFile: keyFile };
+    const { shared, stop: stopDatabase } = await startSharedDatabase();
     const a = await startTestCloudly(shared);
     const b = await startTestCloudly(shared);
     try {
@@ -122,8 +113,7 @@ describe('identity signing keys', () => {
     } finally {
       await a.stop();
       await b.stop();
-      await database.stop();
-      await fsp.rm(keyDir, { recursive: true, force: true });
+      await stopDatabase();
     }
   });
 });

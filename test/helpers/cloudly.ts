@@ -2,6 +2,9 @@ import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Writable } from 'node:stream';
+import { randomBytes } from 'node:crypto';
+import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
+import { findFreePort } from '../../ts/core/database.js';
 import { Cloudly } from '../../ts/classes.cloudly.js';
 import type { ICloudlyConfig } from '../../ts/config.js';
 import { CloudlyAdminClient } from '../../ts/client/admin.js';
@@ -132,4 +135,24 @@ export const refusalOf = async (fnArg: () => Promise<unknown>): Promise<Record<s
     throw error;
   }
   throw new Error('expected a refusal, but the call succeeded');
+};
+
+/**
+ * One in-memory CongoDB on a loopback TCP port and one key-encryption key file: what several
+ * in-process Cloudly instances share (pass `shared` into each `startTestCloudly`).
+ */
+export const startSharedDatabase = async (): Promise<{ shared: Partial<ICloudlyConfig>; stop(): Promise<void> }> => {
+  const port = await findFreePort();
+  const database = new congodb.CongoServer({ port, host: '127.0.0.1', storage: 'memory' });
+  await database.start();
+  const keyDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-shared-'));
+  const keyFile = path.join(keyDir, 'kek');
+  await fsp.writeFile(keyFile, randomBytes(32).toString('hex'), { mode: 0o600 });
+  return {
+    shared: { mongoDbUrl: `mongodb://127.0.0.1:${port}/?serverMonitoringMode=poll&directConnection=true`, secretsKeyFile: keyFile },
+    async stop() {
+      await database.stop();
+      await fsp.rm(keyDir, { recursive: true, force: true });
+    },
+  };
 };

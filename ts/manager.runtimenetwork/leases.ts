@@ -16,6 +16,7 @@ import {
   placeServiceReplicas,
   planPoolBlocks,
   poolReservedNumbers,
+  toWorkloadLease,
   workloadKeyOf,
   type IAddressBlockContent,
   type IAddressBlockEntry,
@@ -169,14 +170,6 @@ interface IClusterFacts {
   assembled: { leases: IAllocatedWorkloadLease[]; shortfall: Map<string, number> } | null;
 }
 
-const toAllocatedLease = (entryArg: IAddressBlockEntry): IAllocatedWorkloadLease => ({
-  lease: { id: entryArg.lease.id, generation: entryArg.lease.generation },
-  serviceId: entryArg.serviceId,
-  nodeId: entryArg.nodeId,
-  replica: entryArg.replica,
-  address: entryArg.address,
-});
-
 /**
  * What a service holds and wants: each replica below the wanted count keeps the lowest-addressed
  * lease it holds on an eligible node (stable placement: `placeServiceReplicas`); every other
@@ -220,7 +213,7 @@ export const deriveServiceAllocation = (
   for (let replica = 0; replica < replicas; replica++) {
     const entry = kept.get(replica);
     if (entry !== undefined) {
-      leases.push(toAllocatedLease(entry));
+      leases.push(toWorkloadLease(entry));
     } else {
       missing.push({ key: workloadKeyOf(serviceArg.id, nodes[replica], replica), serviceId: serviceArg.id, nodeId: nodes[replica], replica });
     }
