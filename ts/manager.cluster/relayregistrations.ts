@@ -58,7 +58,9 @@ export class ClusterRelayRegistrations {
       await this.election.requireElected(context.session);
       const stored = await this.accept(context.clusterId, context.session.id, request.registration);
       this.cloudly.logger.info({ clusterId: context.clusterId, origin: stored.origin, version: stored.version }, 'relay registration accepted');
-      return { registration: toPublicRegistration(stored, await this.election.isClusterConnected(context.clusterId)) };
+      // Elected here a moment ago: connected, unless the socket has closed since (then read the lease).
+      const connected = this.election.isElected(context.session) || await this.election.isClusterConnected(context.clusterId);
+      return { registration: toPublicRegistration(stored, connected) };
     });
 
     cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterRelayRegistrations>('getClusterRelayRegistrations', async (request) => {

@@ -207,7 +207,7 @@ export class DesiredStateManager {
     const services = (await store.find(serviceKind, { clusterId: clusterIdArg })).sort((a, b) => (a.id < b.id ? -1 : 1));
     const live = services.filter((service) => service.deletionRequestedAt === undefined);
     const serviceIds = new Set(live.map((service) => service.id));
-    const bindings = (await store.find(platformBindingKind, {})).filter((binding) => serviceIds.has(binding.serviceId))
+    const bindings = (serviceIds.size === 0 ? [] : await store.find(platformBindingKind, { serviceId: { $in: [...serviceIds] } }))
       .sort((a, b) => (a.id < b.id ? -1 : 1));
     const designation = await this.cloudly.ingressManager.getDesignation(clusterIdArg);
     let ingress: TClusterPlatformDesiredStateContent['ingress'] = null;
