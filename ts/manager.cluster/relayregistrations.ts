@@ -2,14 +2,11 @@ import type { Cloudly } from '../classes.cloudly.js';
 import {
   validateClusterRelayAnnouncement,
   validateClusterRelayRegistrationQueryIds,
+  type IClusterRelayAnnouncement,
   type IClusterRelayRegistration,
 } from '../interfaces/data/clusterrelay.js';
-import type {
-  IReq_Any_Cloudly_GetClusterRelayRegistrations,
-  IReq_Relay_Cloudly_RegisterClusterRelay,
-} from '../interfaces/requests/cluster.js';
-import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
-import { requireRequestShape } from '../core/validation.js';
+import { defineDocumentKind, type IStoredDocument, type TDecision } from '../core/store.js';
+import { adminQuery, registerOperations, relayMutation } from '../core/operations.js';
 import type { ClusterRelayElection, IClusterRelayLeaseDocument } from './relayelection.js';
 import { nextCursorMember, pageOf, pageShape } from '../core/pagination.js';
 
@@ -49,57 +46,67 @@ const toPublicRegistration = (docArg: IClusterRelayRegistrationDocument, connect
   ...(docArg.hostAddresses !== undefined ? { hostAddresses: [...docArg.hostAddresses] } : {}),
 });
 
+/** The registration a relay's announcement makes: it replaces the last one whole. Pure. */
+export const decideRelayRegistration = (
+  currentArg: IClusterRelayRegistrationDocument | null,
+  clusterIdArg: string,
+  sessionIdArg: string,
+  registrationArg: IClusterRelayAnnouncement,
+  nowArg: number,
+): TDecision<IClusterRelayRegistrationDocument> => {
+  const fields = {
+    clusterId: clusterIdArg,
+    origin: registrationArg.origin,
+    version: registrationArg.version,
+    protocol: registrationArg.protocol,
+    sessionId: sessionIdArg,
+    acceptedAt: nowArg,
+    ...(registrationArg.nodeId !== undefined ? { nodeId: registrationArg.nodeId } : {}),
+    ...(registrationArg.hostAddresses !== undefined ? { hostAddresses: [...registrationArg.hostAddresses] } : {}),
+  };
+  if (!currentArg) {
+    return { kind: 'create', doc: { id: clusterIdArg, ...fields } };
+  }
+  // What the new registration no longer names is forgotten.
+  const unset = (['nodeId', 'hostAddresses'] as const).filter((key) => registrationArg[key] === undefined && currentArg[key] !== undefined);
+  return { kind: 'write', change: { set: fields, unset } };
+};
+
 export class ClusterRelayRegistrations {
   constructor(private readonly cloudly: Cloudly, private readonly election: ClusterRelayElection) {
-    cloudly.addRelayHandler<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', async (request, context) => {
-      request = requireRequestShape(request, {
-        required: { registration: (valueArg, pathArg) => validateClusterRelayAnnouncement(valueArg, pathArg) },
-      });
-      await this.election.requireElected(context.session);
-      const stored = await this.accept(context.clusterId, context.session.id, request.registration);
-      this.cloudly.logger.info({ clusterId: context.clusterId, origin: stored.origin, version: stored.version }, 'relay registration accepted');
-      // Elected here a moment ago: connected, unless the socket has closed since (then read the lease).
-      const connected = this.election.isElected(context.session) || await this.election.isClusterConnected(context.clusterId);
-      return { registration: toPublicRegistration(stored, connected) };
-    });
-
-    cloudly.addAdminHandler<IReq_Any_Cloudly_GetClusterRelayRegistrations>('getClusterRelayRegistrations', async (request) => {
-      request = requireRequestShape(request, {
-        required: {},
-        optional: {
-          clusterIds: (valueArg, pathArg) => validateClusterRelayRegistrationQueryIds(valueArg, pathArg),
-          ...pageShape('getClusterRelayRegistrations'),
+    registerOperations(cloudly, [
+      relayMutation({
+        method: 'registerClusterRelay',
+        input: { required: { registration: (valueArg, pathArg) => validateClusterRelayAnnouncement(valueArg, pathArg) } },
+        facts: async (_request, context) => {
+          // Only the elected socket registers, so a stale or duplicate relay cannot overwrite the live one.
+          await this.election.requireElected(context.session);
+          return { clusterId: context.clusterId, sessionId: context.session.id };
         },
-      });
-      const page = pageOf('getClusterRelayRegistrations', await this.readRegistrations(request.clusterIds), (registrationArg) => registrationArg.clusterId, request);
-      return { registrations: page.items, ...nextCursorMember(page) };
-    });
-  }
-
-  /** Stores the registration as the cluster's current one (insert, or swap on the generation read). */
-  private async accept(
-    clusterIdArg: string,
-    sessionIdArg: string,
-    registrationArg: { origin: string; version: string; protocol: string; nodeId?: string; hostAddresses?: string[] },
-  ): Promise<IClusterRelayRegistrationDocument> {
-    const fields = {
-      clusterId: clusterIdArg,
-      origin: registrationArg.origin,
-      version: registrationArg.version,
-      protocol: registrationArg.protocol,
-      sessionId: sessionIdArg,
-      ...(registrationArg.nodeId !== undefined ? { nodeId: registrationArg.nodeId } : {}),
-      ...(registrationArg.hostAddresses !== undefined ? { hostAddresses: [...registrationArg.hostAddresses] } : {}),
-    };
-    // A registration replaces the last one whole: what it no longer names is forgotten.
-    const unset = (['nodeId', 'hostAddresses'] as const).filter((key) => registrationArg[key] === undefined);
-    const { doc } = await this.cloudly.store.mutate(clusterRelayRegistrationKind, clusterIdArg, (currentArg) => {
-      const acceptedAt = Date.now();
-      return currentArg
-        ? { kind: 'write', change: { set: { ...fields, acceptedAt }, unset: unset.filter((key) => currentArg[key] !== undefined) } }
-        : { kind: 'create', doc: { id: clusterIdArg, ...fields, acceptedAt } };
-    });
-    return doc!;
+        target: (_request, facts) => ({ kind: clusterRelayRegistrationKind, id: facts.clusterId }),
+        decide: (current, { request, facts, now }) => decideRelayRegistration(current, facts.clusterId, facts.sessionId, request.registration, now),
+        answer: async ({ doc }, _step, context) => {
+          this.cloudly.logger.info({ clusterId: context.clusterId, origin: doc!.origin, version: doc!.version }, 'relay registration accepted');
+          // Elected here a moment ago: connected, unless the socket has closed since (then read the lease).
+          const connected = this.election.isElected(context.session) || await this.election.isClusterConnected(context.clusterId);
+          return { registration: toPublicRegistration(doc!, connected) };
+        },
+      }),
+      adminQuery({
+        method: 'getClusterRelayRegistrations',
+        input: {
+          required: {},
+          optional: {
+            clusterIds: (valueArg, pathArg) => validateClusterRelayRegistrationQueryIds(valueArg, pathArg),
+            ...pageShape('getClusterRelayRegistrations'),
+          },
+        },
+        run: async (request) => {
+          const page = pageOf('getClusterRelayRegistrations', await this.readRegistrations(request.clusterIds), (registrationArg) => registrationArg.clusterId, request);
+          return { registrations: page.items, ...nextCursorMember(page) };
+        },
+      }),
+    ]);
   }
 
   /** Registrations (all, or of the named clusters) with their live `connected` flag, ordered by cluster. */
