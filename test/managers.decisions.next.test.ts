@@ -9,6 +9,7 @@ import type { IIsolatedRestoreNodeState } from '../ts/interfaces/data/isolatedre
 import type { IRuntimeNetworkAddressPlan } from '../ts/interfaces/data/runtimenetworkaddressplan.js';
 import type { IRuntimeNetworkProjection, IRuntimeNetworkWorkloadLease } from '../ts/interfaces/data/runtimenetwork.js';
 import type { IClusterPlatformObservedReport } from '../ts/interfaces/data/desiredstate.js';
+import { decideRelayRegistration, type IClusterRelayRegistrationDocument } from '../ts/manager.cluster/relayregistrations.js';
 import {
   clusterIngressTag,
   decideAssignmentReport,
@@ -772,5 +773,36 @@ describe('desired-state decisions', () => {
     assert.deepEqual(decideObservedPlacements(null, { serviceId: 'svc-1', clusterId: 'c-1' }, [entries[0]], 9), {
       kind: 'create', doc: { id: 'svc-1', clusterId: 'c-1', placements: [{ nodeId: 'n-2', specRevision: 2, replicas: 1, state: 'starting', reportedAt: 9 }] },
     });
+  });
+});
+
+describe('relay registration decision', () => {
+  const announcement = { origin: 'http://192.0.2.10:8080', version: '1.2.0', protocol: 'cluster-relay/1' };
+
+  test('a first registration creates the document with the socket, the time and the node it names', () => {
+    const decision = decideRelayRegistration(null, 'c1', 's1', { ...announcement, nodeId: 'n1', hostAddresses: ['10.0.0.1'] }, 1_000);
+    assert.deepEqual(decision, {
+      kind: 'create',
+      doc: { id: 'c1', clusterId: 'c1', origin: announcement.origin, version: '1.2.0', protocol: 'cluster-relay/1', sessionId: 's1', acceptedAt: 1_000, nodeId: 'n1', hostAddresses: ['10.0.0.1'] },
+    });
+  });
+
+  test('a later registration replaces the last one whole: a node it no longer names is forgotten', () => {
+    const current: IClusterRelayRegistrationDocument = {
+      id: 'c1', generation: 3, clusterId: 'c1', origin: 'http://192.0.2.9:8080', version: '1.1.0', protocol: 'cluster-relay/1',
+      sessionId: 's0', acceptedAt: 500, nodeId: 'n1', hostAddresses: ['10.0.0.1'],
+    };
+    assert.deepEqual(decideRelayRegistration(current, 'c1', 's2', announcement, 2_000), {
+      kind: 'write',
+      change: {
+        set: { clusterId: 'c1', origin: announcement.origin, version: '1.2.0', protocol: 'cluster-relay/1', sessionId: 's2', acceptedAt: 2_000 },
+        unset: ['nodeId', 'hostAddresses'],
+      },
+    });
+    const withoutNode = { ...current, nodeId: undefined, hostAddresses: undefined };
+    delete withoutNode.nodeId;
+    delete withoutNode.hostAddresses;
+    assert.deepEqual((decideRelayRegistration(withoutNode, 'c1', 's2', announcement, 2_000) as { change: { unset: string[] } }).change.unset, [],
+      'nothing to forget when the stored registration named no node');
   });
 });
