@@ -21,6 +21,8 @@ export interface ICloudlyConfig {
   identityTtlMs: number;
   /** How long audit events are kept. */
   auditRetentionDays: number;
+  /** How long a finished operation is kept after it ended (CLOUDLY_OPERATION_RETENTION_DAYS); running ones are always kept. */
+  operationRetentionDays: number;
   /**
    * How stale an administrator's list read (`getClusters`) may be for writes made on another
    * instance; this instance's own writes are always seen. 0 reads the database every time.
@@ -271,6 +273,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     bodyLimitBytes: readInteger(env, 'CLOUDLY_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     identityTtlMs: readInteger(env, 'CLOUDLY_IDENTITY_TTL_MS', 12 * 3600 * 1000, 1000, 30 * 24 * 3600 * 1000),
     auditRetentionDays: readInteger(env, 'CLOUDLY_AUDIT_RETENTION_DAYS', 90, 1, 36_500),
+    operationRetentionDays: readInteger(env, 'CLOUDLY_OPERATION_RETENTION_DAYS', 30, 1, 36_500),
     readCacheMs: readInteger(env, 'CLOUDLY_READ_CACHE_MS', 1000, 0, 60_000),
     relayCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_CALL_TIMEOUT_MS', 15_000, 10, 3_600_000),
     relayArchiveCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_ARCHIVE_CALL_TIMEOUT_MS', 5 * 60_000, 10, 3_600_000),

@@ -97,3 +97,16 @@ export const decideProgress = (
   (currentArg
     ? { kind: 'write', change: { set: { ...progressArg, heartbeatAt: nowArg } } }
     : { kind: 'create', doc: { id: idArg, ...progressArg, heartbeatAt: nowArg } });
+
+/** The states an operation ends in; only these are ever forgotten by retention. */
+export const finishedOperationStates = ['completed', 'failed', 'cancelled'] as const satisfies readonly IOperationDocument['state'][];
+
+/**
+ * Whether retention may forget an operation (Kubernetes' TTL after finished): it ended (an
+ * interrupted one is `failed`), and it ended before `cutoffArg`. A running operation never is,
+ * however old it is.
+ */
+export const isOperationPastRetention = (docArg: IOperationDocument, cutoffArg: number): boolean =>
+  (finishedOperationStates as readonly string[]).includes(docArg.state)
+  && typeof docArg.endedAt === 'number'
+  && docArg.endedAt < cutoffArg;

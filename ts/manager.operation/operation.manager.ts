@@ -4,6 +4,7 @@ import { isTypedResponseError, refuse } from '../core/errors.js';
 import { WorkQueue } from '../core/workqueue.js';
 import { isIdString } from '../core/validation.js';
 import { adminMutation, adminQuery, registerOperations } from '../core/operations.js';
+import { cloudlyActor, runInOperation } from '../core/operationcontext.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
 import { sha256Hex } from '../interfaces/private/canonicaljson.js';
 import {
@@ -25,7 +26,9 @@ import {
   decideOperationEnd,
   decideOperationStart,
   decideProgress,
+  finishedOperationStates,
   isOperationAbandoned,
+  isOperationPastRetention,
   operationReasons,
 } from './decide.js';
 
@@ -36,6 +39,11 @@ import {
  * operation whose instance is gone (heartbeat older than `expiryMs`, or any instance before this
  * one on an embedded database, whose data-directory lock proves the earlier process ended) becomes
  * `failed` with reason `interrupted`, at start-up and by a periodic sweep on every instance.
+ *
+ * Retention (Kubernetes' TTL after finished): an operation that ended more than
+ * `CLOUDLY_OPERATION_RETENTION_DAYS` ago is deleted, with its progress, at start-up and every
+ * hour. Each deletion is conditional on the generation the sweep read in an ended state, so an
+ * operation that changed meanwhile is kept; several instances may sweep at once.
  */
 
 export const operationTiming = Object.freeze({
@@ -44,6 +52,18 @@ export const operationTiming = Object.freeze({
   expiryMs: 30_000,
   sweepMs: 10_000,
 });
+
+/** How often retention runs, and how many operations one read of it takes. */
+export const operationRetentionTiming = Object.freeze({
+  sweepMs: 3_600_000,
+  batch: 200,
+});
+const dayMs = 24 * 3_600_000;
+
+/** Test seam of a retention sweep: runs after each read of candidates, before their deletions. */
+export interface IRetentionSweepOptions {
+  afterRead?: (candidatesArg: readonly IOperationDocument[]) => Promise<void>;
+}
 
 /** Thrown into a runner's awaits once its operation is cancelled (or its instance stops). */
 export class OperationCancelledError extends Error {
@@ -104,6 +124,7 @@ export class OperationManager {
   private progressTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private sweepTimer: NodeJS.Timeout | null = null;
+  private retentionTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly cloudly: Cloudly) {
     this.queue = new WorkQueue({ name: 'operations', logger: cloudly.logger, process: (keyArg) => this.runLocal(keyArg) });
@@ -112,18 +133,23 @@ export class OperationManager {
 
   public async start(): Promise<void> {
     await this.sweep(true);
+    await this.sweepRetention();
     this.progressTimer = setInterval(() => void this.flushProgress(false), operationTiming.progressWriteMs);
     this.heartbeatTimer = setInterval(() => void this.flushProgress(true), operationTiming.heartbeatMs);
     this.sweepTimer = setInterval(() => void this.sweep(false), operationTiming.sweepMs);
-    for (const timer of [this.progressTimer, this.heartbeatTimer, this.sweepTimer]) {
+    this.retentionTimer = setInterval(() => {
+      void this.sweepRetention().catch((error: unknown) => this.cloudly.logger.warn({ err: error }, 'operation retention sweep failed'));
+    }, operationRetentionTiming.sweepMs);
+    for (const timer of [this.progressTimer, this.heartbeatTimer, this.sweepTimer, this.retentionTimer]) {
       timer.unref();
     }
   }
 
   public async stop(): Promise<void> {
-    for (const timer of [this.progressTimer, this.heartbeatTimer, this.sweepTimer]) {
+    for (const timer of [this.progressTimer, this.heartbeatTimer, this.sweepTimer, this.retentionTimer]) {
       if (timer) clearInterval(timer);
     }
+    this.progressTimer = this.heartbeatTimer = this.sweepTimer = this.retentionTimer = null;
     // Work still waiting on a relay stops waiting: its operation ends `interrupted`.
     for (const run of this.local.values()) {
       run.why = 'interrupted';
@@ -315,6 +341,77 @@ export class OperationManager {
         throw error;
       }
       this.cloudly.logger.warn({ err: error }, 'operation sweep failed');
+    }
+  }
+
+  /**
+   * Deletes every operation that ended before `nowArg` minus the retention, and its progress;
+   * answers how many this call deleted. Candidates are read in (endedAt, id) order, a batch at a
+   * time; each is deleted only if it still has the generation read (the store's conditional
+   * remove), so one that changed since is kept until a later sweep judges it again, and one
+   * another instance deleted first is simply not counted. Running operations are never read.
+   */
+  public async sweepRetention(nowArg = Date.now(), optionsArg: IRetentionSweepOptions = {}): Promise<number> {
+    const retentionDays = this.cloudly.config.operationRetentionDays;
+    const cutoff = nowArg - retentionDays * dayMs;
+    // The deletions are Cloudly's own work: their audit events name it and this sweep.
+    return runInOperation({ actor: cloudlyActor, method: 'operationRetention', dryRun: false }, async () => {
+      let deleted = 0;
+      let after: { endedAt: number; id: string } | null = null;
+      for (;;) {
+        const clauses: Array<Record<string, unknown>> = [{ state: { $in: [...finishedOperationStates] }, endedAt: { $lt: cutoff } }];
+        if (after) {
+          clauses.push({ $or: [{ endedAt: { $gt: after.endedAt } }, { endedAt: after.endedAt, id: { $gt: after.id } }] });
+        }
+        const candidates = await this.cloudly.store.find(operationKind, { $and: clauses }, {
+          sort: { endedAt: 1, id: 1 },
+          limit: operationRetentionTiming.batch,
+        });
+        if (candidates.length === 0) {
+          break;
+        }
+        await optionsArg.afterRead?.(candidates);
+        for (const doc of candidates) {
+          if (isOperationPastRetention(doc, cutoff) && await this.cloudly.store.remove(operationKind, doc.id, doc.generation)) {
+            deleted++;
+            await this.forgetProgress(doc.id);
+          }
+        }
+        if (candidates.length < operationRetentionTiming.batch) {
+          break;
+        }
+        const last = candidates[candidates.length - 1];
+        after = { endedAt: last.endedAt!, id: last.id };
+      }
+      await this.forgetOrphanedProgress(cutoff);
+      if (deleted > 0) {
+        this.cloudly.logger.info({ deleted, retentionDays }, 'operations past retention deleted');
+      }
+      return deleted;
+    });
+  }
+
+  /** Deletes the progress of an operation that is gone (whatever its generation: nothing else writes it then). */
+  private async forgetProgress(idArg: string): Promise<void> {
+    try {
+      await this.cloudly.store.mutate(operationProgressKind, idArg, () => ({ kind: 'remove' }));
+    } catch (error) {
+      // Left for `forgetOrphanedProgress` of a later sweep.
+      this.cloudly.logger.warn({ err: error, operationId: idArg }, 'progress of a deleted operation not deleted');
+    }
+  }
+
+  /** Progress whose operation is gone (an instance died between the two deletions), last written before the cutoff. */
+  private async forgetOrphanedProgress(cutoffArg: number): Promise<void> {
+    const stale = await this.cloudly.store.find(operationProgressKind, { heartbeatAt: { $lt: cutoffArg } }, { limit: operationRetentionTiming.batch });
+    if (stale.length === 0) {
+      return;
+    }
+    const kept = new Set((await this.cloudly.store.find(operationKind, { id: { $in: stale.map((docArg) => docArg.id) } })).map((docArg) => docArg.id));
+    for (const progress of stale) {
+      if (!kept.has(progress.id)) {
+        await this.forgetProgress(progress.id);
+      }
     }
   }
 
