@@ -68,6 +68,23 @@ describe('cluster list read path', () => {
     }
   });
 
+  test('past half its bound the snapshot is read again in the background: the reader is answered from the old one, the next from the new', async () => {
+    const { a, b, stop } = await twoInstances(0, 2_000);
+    try {
+      const reader = b.cloudly.clusterManager.listReader;
+      assert.deepEqual(await clusterNames(b), []);
+      const loadsAfterFirst = reader.loads;
+      await a.createCluster('ahead');
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      assert.deepEqual(await clusterNames(b), [], 'answered from the snapshot it had, within its bound');
+      assert.equal(reader.loads, loadsAfterFirst + 1, 'and that read started one read of the collection');
+      await waitFor(async () => (await clusterNames(b)).includes('ahead'), 'the background read is installed', 5_000);
+      assert.equal(reader.loads, loadsAfterFirst + 1, 'no reader had to read the collection itself');
+    } finally {
+      await stop();
+    }
+  });
+
   test('with a short bound, another instance\'s write reaches the list without any write on this instance', async () => {
     const { a, b, stop } = await twoInstances(1_000, 300);
     try {

@@ -20,6 +20,8 @@ import type { DocumentStore, IDocumentKind, IStoredDocument } from './store.js';
 
 interface ISnapshot {
   docs: IStoredDocument[];
+  /** The whole collection in the order of a sort spec, by the spec's JSON (lists mostly ask the same one). */
+  sorted: Map<string, IStoredDocument[]>;
   /** When the read that produced it started (ms). */
   readStartedAt: number;
   /** The kind's commit count when that read started. */
@@ -76,9 +78,21 @@ export class SnapshotReadCache implements IListReader {
       return this.store.find(kindArg, filterArg, optionsArg);
     }
     const snapshot = await this.current(kindArg, state);
-    let docs = congodb.QueryEngine.filter(snapshot.docs as never[], filterArg as never) as unknown as T[];
-    if (optionsArg.sort) {
-      docs = congodb.QueryEngine.sort(docs as never[], optionsArg.sort) as unknown as T[];
+    let docs: T[];
+    if (optionsArg.sort && Object.keys(filterArg).length === 0) {
+      // An unfiltered list: the snapshot sorted once per sort spec, not once per call.
+      const key = JSON.stringify(optionsArg.sort);
+      let sorted = snapshot.sorted.get(key);
+      if (!sorted) {
+        sorted = congodb.QueryEngine.sort(snapshot.docs as never[], optionsArg.sort) as unknown as IStoredDocument[];
+        snapshot.sorted.set(key, sorted);
+      }
+      docs = sorted as T[];
+    } else {
+      docs = congodb.QueryEngine.filter(snapshot.docs as never[], filterArg as never) as unknown as T[];
+      if (optionsArg.sort) {
+        docs = congodb.QueryEngine.sort(docs as never[], optionsArg.sort) as unknown as T[];
+      }
     }
     if (optionsArg.limit) {
       docs = docs.slice(0, optionsArg.limit);
@@ -90,17 +104,28 @@ export class SnapshotReadCache implements IListReader {
   private async current(kindArg: IDocumentKind<IStoredDocument>, stateArg: IKindState): Promise<ISnapshot> {
     const wantedVersion = stateArg.version;
     const snapshot = stateArg.snapshot;
-    if (snapshot && snapshot.version === wantedVersion && Date.now() - snapshot.readStartedAt < this.stalenessMs) {
+    const age = snapshot ? Date.now() - snapshot.readStartedAt : Infinity;
+    if (snapshot && snapshot.version === wantedVersion && age < this.stalenessMs) {
       this.hits += 1;
+      // Past half its bound, the snapshot is read again in the background, so readers seldom wait
+      // for the database (a busy database would make them wait the longest).
+      if (age >= this.stalenessMs / 2 && !stateArg.loading) {
+        void this.load(kindArg, stateArg, wantedVersion).catch(() => undefined);
+      }
       return snapshot;
     }
     // A read that started after every commit this caller must see is as good as a new one.
     if (stateArg.loading && stateArg.loading.version === wantedVersion) {
       return stateArg.loading.promise;
     }
+    return this.load(kindArg, stateArg, wantedVersion);
+  }
+
+  /** Reads the whole collection into a snapshot; installs it unless a commit came in meanwhile. */
+  private async load(kindArg: IDocumentKind<IStoredDocument>, stateArg: IKindState, wantedVersion: number): Promise<ISnapshot> {
     const readStartedAt = Date.now();
     const promise = this.store.find(kindArg, {}).then((docs) => {
-      const loaded: ISnapshot = { docs, readStartedAt, version: wantedVersion };
+      const loaded: ISnapshot = { docs, sorted: new Map(), readStartedAt, version: wantedVersion };
       // Installed only if no commit came in while it was read (else the next reader reads again).
       if (stateArg.version === wantedVersion && (!stateArg.snapshot || stateArg.snapshot.readStartedAt <= readStartedAt)) {
         stateArg.snapshot = loaded;
