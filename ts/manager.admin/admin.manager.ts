@@ -60,7 +60,7 @@ export class AdminManager {
   private readonly usernameFailures = new AttemptLimiter(loginFailureLimits.perUsername);
   private readonly addressFailures = new AttemptLimiter(loginFailureLimits.perAddress);
   /** Recent reads of accounts for the revocation check, by user id (the read's start time and its promise). */
-  private readonly accountReads = new Map<string, { at: number; read: Promise<IAdminUser | null> }>();
+  private readonly accountReads = new Map<string, { at: number; read: Promise<IAdminUser | null>; refreshing?: boolean }>();
 
   constructor(private readonly cloudly: Cloudly) {
     cloudly.store.onCommitted((kindArg, idArg) => {
@@ -118,11 +118,27 @@ export class AdminManager {
     }
   }
 
-  /** The account as read at most `accountCheckCacheMs` ago (a read in flight is shared). */
+  /**
+   * The account as read at most `accountCheckCacheMs` ago (a read in flight is shared). Past half
+   * that, the account is read again in the background and the answer installed when it lands, so
+   * a call seldom waits for the database (during a relay storm it may be slow) and the bound holds.
+   */
   private readAccount(userIdArg: string): Promise<IAdminUser | null> {
     const now = Date.now();
     const recent = this.accountReads.get(userIdArg);
     if (recent && now - recent.at < accountCheckCacheMs) {
+      if (now - recent.at >= accountCheckCacheMs / 2 && !recent.refreshing) {
+        recent.refreshing = true;
+        const refresh = this.cloudly.store.get(adminUserKind, userIdArg);
+        refresh.then((accountArg) => {
+          // Only over the entry it refreshes: a local change (delete) or a newer read wins.
+          if (this.accountReads.get(userIdArg) === recent) {
+            this.accountReads.set(userIdArg, { at: now, read: Promise.resolve(accountArg) });
+          }
+        }, () => {
+          recent.refreshing = false;
+        });
+      }
       return recent.read;
     }
     if (this.accountReads.size >= accountCacheLimit) {
