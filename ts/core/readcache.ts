@@ -47,7 +47,6 @@ export interface IListReader {
 
 export class SnapshotReadCache implements IListReader {
   private readonly kinds = new Map<string, IKindState>();
-  private readonly unsubscribe: () => void;
   /** Reads answered from a snapshot, and reads of a whole collection into one (for tests and benchmarks). */
   public hits = 0;
   public loads = 0;
@@ -60,16 +59,14 @@ export class SnapshotReadCache implements IListReader {
     for (const kind of kindsArg) {
       this.kinds.set(kind.collectionName, { version: 0, snapshot: null, loading: null });
     }
-    this.unsubscribe = store.onCommitted((kindArg) => {
+    // Listens as long as the store lives (they belong to the same Cloudly; a restarted manager
+    // keeps counting commits).
+    store.onCommitted((kindArg) => {
       const state = this.kinds.get(kindArg.collectionName);
       if (state) {
         state.version += 1;
       }
     });
-  }
-
-  public stop(): void {
-    this.unsubscribe();
   }
 
   public async find<T extends IStoredDocument>(kindArg: IDocumentKind<T>, filterArg: Filter<T> = {}, optionsArg: IFindOptions = {}): Promise<T[]> {
