@@ -15,6 +15,8 @@ export const failpointNames = [
   'ingress.designation.beforeServiceRead',
   /** A registration read its facts and is about to re-read the generations they were judged on. */
   'ingress.registration.beforeReread',
+  /** A desired-state computation of a cluster with an ingress designation read the relay's origin. */
+  'desiredstate.compute.afterOriginRead',
 ] as const;
 
 export type TFailpointName = (typeof failpointNames)[number];

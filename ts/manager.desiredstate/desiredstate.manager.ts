@@ -1,6 +1,7 @@
 import type { Cloudly } from '../classes.cloudly.js';
 import { registerOperations } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
+import { failpoint } from '../core/failpoints.js';
 import { requireValidRelayAnswer } from '../core/relaycalls.js';
 import {
   computeClusterPlatformDesiredStateDigest,
@@ -74,8 +75,13 @@ export class DesiredStateManager {
    * queues no refresh.
    */
   private readonly originsUsed = new Map<string, string | null | typeof originNotUsed>();
-  /** Computations running per cluster: one that started before a registration commit may have read the old origin. */
-  private readonly computing = new Map<string, number>();
+  /**
+   * Computations running per cluster, and who waits for them to end: a registration commit waits
+   * for the ones that may have read the origin before it, then compares what they used.
+   */
+  private readonly computing = new Map<string, { running: number; ended: Array<() => void> }>();
+  /** Desired-state computations this instance made (each costs about ten database reads). */
+  public computations = 0;
   /** Refreshes owed to newly opened sockets, waiting for `sessionHintDelayMs`. */
   private readonly hintTimers = new Set<NodeJS.Timeout>();
 
@@ -160,9 +166,12 @@ export class DesiredStateManager {
     // The relay registration matters only for its origin, which the ingress spec carries: a relay
     // that registers again (every reconnect) changes nothing the last computation used.
     if (collectionArg === clusterRelayRegistrationKind.collectionName) {
-      // A computation running now may have read the registration before this commit: refresh.
+      // A computation running now may have read the registration before this commit or after it:
+      // once it has ended, what it used is compared with what is stored now. During a reconnect
+      // storm the new socket's refresh is usually still running when the registration commits.
+      await this.computationsEnded(idArg);
       const used = this.originsUsed.get(idArg);
-      if (used === undefined || (this.computing.get(idArg) ?? 0) > 0) {
+      if (used === undefined) {
         return idArg;
       }
       if (used === originNotUsed) {
@@ -187,19 +196,28 @@ export class DesiredStateManager {
 
   /** The desired content of a cluster, computed from what is stored now. */
   public async computeContent(clusterIdArg: string): Promise<TClusterPlatformDesiredStateContent> {
-    this.computing.set(clusterIdArg, (this.computing.get(clusterIdArg) ?? 0) + 1);
+    this.computations++;
+    const computing = this.computing.get(clusterIdArg) ?? { running: 0, ended: [] };
+    computing.running++;
+    this.computing.set(clusterIdArg, computing);
     try {
       const { content, originUsed } = await this.readContent(clusterIdArg);
       this.originsUsed.set(clusterIdArg, originUsed);
       return content;
     } finally {
-      const left = this.computing.get(clusterIdArg)! - 1;
-      if (left === 0) {
+      if (--computing.running === 0) {
         this.computing.delete(clusterIdArg);
-      } else {
-        this.computing.set(clusterIdArg, left);
+        for (const resolve of computing.ended) {
+          resolve();
+        }
       }
     }
+  }
+
+  /** Resolves once no computation of the cluster is running (at once when none is). */
+  private computationsEnded(clusterIdArg: string): Promise<void> {
+    const computing = this.computing.get(clusterIdArg);
+    return computing ? new Promise((resolve) => computing.ended.push(resolve)) : Promise.resolve();
   }
 
   private async readContent(clusterIdArg: string): Promise<{ content: TClusterPlatformDesiredStateContent; originUsed: string | null | typeof originNotUsed }> {
@@ -216,6 +234,7 @@ export class DesiredStateManager {
       const ingressService = live.find((service) => service.id === designation.ingressServiceId);
       const origin = await this.cloudly.clusterManager.relayRegistrations.getOrigin(clusterIdArg);
       originUsed = origin;
+      await failpoint('desiredstate.compute.afterOriginRead');
       ingress = {
         designation,
         spec: ingressService && origin !== null

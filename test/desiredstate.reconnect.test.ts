@@ -1,0 +1,109 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { armFailpoint } from '../ts/core/failpoints.js';
+import { designationRequest, prepareIngressCluster, relayOrigin, type IIngressCluster } from './ingress.fixture.js';
+import type { CloudlyRelayClient } from '../ts/client/relay.js';
+import type { IReq_Any_Cloudly_DesignateClusterIngress } from '../ts/interfaces/requests/ingress.js';
+import type {
+  IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged,
+  IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
+} from '../ts/interfaces/requests/desiredstate.js';
+import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../ts/interfaces/requests/cluster.js';
+import { clusterIngressEnvironmentNames } from '../ts/interfaces/data/clusteringress.js';
+
+/**
+ * A relay's registration carries its origin, which the ingress part of the desired state uses.
+ * A registration that commits while a computation of its cluster runs must leave the published
+ * desired state (and the relay's last hint) matching the origin stored last, and a relay that
+ * reconnects with the origin it had must cost one computation, not two: during a reconnect storm
+ * the new socket's refresh is usually still computing when the registration commits.
+ */
+
+type THint = { revision: number; digest: string };
+
+describe('desired state when a relay registers during a computation', () => {
+  let t: ITestCloudly;
+  before(async () => { t = await startTestCloudly(); });
+  after(async () => { await t.stop(); });
+
+  const hintedRelay = async (clusterIdArg: string, tokenArg: string, hintsArg: THint[]): Promise<CloudlyRelayClient> => {
+    const relay = await t.connectRelay(tokenArg);
+    relay.addHandler<IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged>('pushClusterPlatformDesiredStateChanged', async (request) => {
+      hintsArg.push(request);
+      return { acknowledged: true };
+    });
+    await waitFor(() => t.cloudly.relays.sessionsOf(clusterIdArg).some((session) => t.cloudly.clusterManager.isElected(session)), 'relay elected');
+    return relay;
+  };
+  const register = (relayArg: CloudlyRelayClient, originArg: string) =>
+    relayArg.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
+      registration: { origin: originArg, version: '1.0.0', protocol: 'cluster-relay/1' },
+    });
+  const designated = async (nameArg: string): Promise<IIngressCluster> => {
+    const cluster = await prepareIngressCluster(t, nameArg);
+    await t.admin.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', { designation: designationRequest(cluster) });
+    await t.cloudly.desiredStateManager.settled(cluster.clusterId);
+    return cluster;
+  };
+  const fresh = async (relayArg: CloudlyRelayClient) => {
+    const answer = await relayArg.fire<IReq_Relay_Cloudly_GetClusterPlatformDesiredState>('getClusterPlatformDesiredState', {});
+    assert.equal(answer.unchanged, false);
+    return (answer as Extract<typeof answer, { unchanged: false }>).desiredState;
+  };
+  const originIn = (stateArg: Awaited<ReturnType<typeof fresh>>): unknown =>
+    stateArg.ingress?.spec?.nodes[0].environment[clusterIngressEnvironmentNames.relayOrigin];
+  const paused = () => {
+    let release!: () => void;
+    const point = armFailpoint('desiredstate.compute.afterOriginRead', { kind: 'pause', until: new Promise<void>((resolve) => { release = resolve; }) }, { times: 1 });
+    return { point, release };
+  };
+
+  test('an origin changed back while a computation that read the other one runs: the last hint carries the origin stored last', async () => {
+    const cluster = await designated('back-and-forth');
+    const hints: THint[] = [];
+    cluster.relay.close();
+    const relay = await hintedRelay(cluster.clusterId, cluster.relayToken, hints);
+    await register(relay, relayOrigin);
+    await t.cloudly.desiredStateManager.settled(cluster.clusterId);
+    assert.deepEqual(originIn(await fresh(relay)), { value: relayOrigin }, 'the desired state starts with the first origin');
+
+    // The change to another origin computes and stops right after reading it; meanwhile the relay
+    // registers its first origin again. That commit must not be judged against what the earlier
+    // computation used while the running one, which read the other origin, can still publish.
+    const { point, release } = paused();
+    await register(relay, 'https://relay.moved.example.com');
+    await waitFor(() => point.hits() === 1, 'the computation read the moved origin');
+    await register(relay, relayOrigin);
+    release();
+    await t.cloudly.desiredStateManager.settled(cluster.clusterId);
+
+    const state = await fresh(relay);
+    assert.deepEqual(originIn(state), { value: relayOrigin }, 'the desired state names the origin registered last');
+    await waitFor(() => hints.at(-1)?.digest === state.digest, 'the last hint carries the current digest');
+    assert.equal(hints.at(-1)!.revision, state.revision);
+  });
+
+  test('a relay reconnecting with its origin unchanged costs one computation, even when it registers while the new socket\'s refresh computes', async () => {
+    const cluster = await designated('reconnect');
+    const manager = t.cloudly.desiredStateManager;
+    cluster.relay.close();
+    await waitFor(() => t.cloudly.relays.sessionsOf(cluster.clusterId).length === 0, 'the old socket gone');
+    await manager.settled(cluster.clusterId);
+
+    const { point, release } = paused();
+    const before = manager.computations;
+    const hints: THint[] = [];
+    const relay = await hintedRelay(cluster.clusterId, cluster.relayToken, hints);
+    // The new socket's refresh computes and stops after reading the origin; the registration
+    // commits meanwhile.
+    await waitFor(() => point.hits() === 1, 'the new socket\'s refresh is computing');
+    await register(relay, relayOrigin);
+    release();
+    await waitFor(() => hints.length > 0, 'the new socket is hinted');
+    await manager.settled(cluster.clusterId);
+    assert.equal(manager.computations - before, 1, 'one computation for the reconnect');
+    const state = await fresh(relay);
+    assert.equal(hints.at(-1)!.digest, state.digest, 'and the hint it got is current');
+  });
+});
