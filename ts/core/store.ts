@@ -3,6 +3,7 @@ import { MongoServerError, ObjectId, type Collection, type Document, type Filter
 import type { TypedResponseError } from '@api.global/typedrequest';
 import type { CloudlyDatabase } from './database.js';
 import { refuse } from './errors.js';
+import { batchableEquality, ReadBatcher } from './readbatcher.js';
 import { currentOperation, type IOperationActor } from './operationcontext.js';
 import type { IAuditEvent } from '../interfaces/data/audit.js';
 
@@ -152,6 +153,9 @@ export class DocumentStore {
 
   /** Audit events that could not be appended after their commit; start-up reconciliation adds them. */
   public auditAppendFailures = 0;
+
+  /** Reads by one field's value, coalesced across callers (ts/core/readbatcher.ts). */
+  public readonly reads = new ReadBatcher({ projection: hiddenFields });
 
   constructor(private readonly database: CloudlyDatabase) {}
 
@@ -309,6 +313,11 @@ export class DocumentStore {
   }
 
   public async findOne<T extends IStoredDocument>(kindArg: IDocumentKind<T>, filterArg: Filter<T>): Promise<T | null> {
+    const equality = this.reads.enabled ? batchableEquality(filterArg as Document) : null;
+    if (equality) {
+      const [doc] = await this.reads.read(this.collection(kindArg) as unknown as Collection<Document>, equality.field, equality.value, { first: true });
+      return stripStoredFields<T>(doc ?? null);
+    }
     const doc = await this.collection(kindArg).findOne(filterArg as Filter<TStoredShape>, { projection: hiddenFields });
     return stripStoredFields<T>(doc);
   }
@@ -318,6 +327,11 @@ export class DocumentStore {
     filterArg: Filter<T> = {},
     optionsArg: { sort?: Record<string, 1 | -1>; limit?: number } = {},
   ): Promise<T[]> {
+    const equality = this.reads.enabled && !optionsArg.limit ? batchableEquality(filterArg as Document) : null;
+    if (equality) {
+      const docs = await this.reads.read(this.collection(kindArg) as unknown as Collection<Document>, equality.field, equality.value, { first: false, sort: optionsArg.sort });
+      return docs.map((doc) => stripStoredFields<T>(doc) as T);
+    }
     let cursor = this.collection(kindArg).find(filterArg as Filter<TStoredShape>, { projection: hiddenFields });
     if (optionsArg.sort) {
       cursor = cursor.sort(optionsArg.sort);

@@ -1,0 +1,126 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { ObjectId, type Document } from 'mongodb';
+import { CloudlyDatabase } from '../ts/core/database.js';
+import { createLogger } from '../ts/core/logger.js';
+import { defineDocumentKind, DocumentStore, type IStoredDocument } from '../ts/core/store.js';
+
+/**
+ * Reads by one field's value asked for at once are sent as one `$in` read and split by value
+ * (ts/core/readbatcher.ts). These tests ask many reads at once through the real store on the real
+ * embedded database and compare every answer with the same read made alone, batching off.
+ */
+
+interface IProbe extends IStoredDocument {
+  clusterId?: unknown;
+  state: string;
+  n: number;
+  tags: string[];
+}
+
+const probeKind = defineDocumentKind<IProbe>('ReadBatchProbe', { audited: false });
+
+const generator = (seedArg: number) => {
+  let state = seedArg >>> 0;
+  const next = (): number => {
+    state = (state * 1664525 + 1013904223) >>> 0;
+    return state / 2 ** 32;
+  };
+  return { next, pick: <T>(listArg: readonly T[]): T => listArg[Math.floor(next() * listArg.length)] };
+};
+
+const clusters = ['c1', 'c2', 'c3', 'c4', 'c-none'];
+
+const probeOf = (randomArg: ReturnType<typeof generator>, numberArg: number): Document => {
+  const roll = randomArg.next();
+  const doc: Document = { _id: new ObjectId(), id: `p-${numberArg}`, generation: 1, state: randomArg.pick(['new', 'ready']), n: Math.floor(randomArg.next() * 50), tags: ['a'] };
+  // Mostly a string, sometimes what an equality on a string still matches (an array) or does not.
+  if (roll < 0.8) {
+    doc.clusterId = randomArg.pick(clusters.slice(0, 4));
+  } else if (roll < 0.9) {
+    doc.clusterId = [randomArg.pick(clusters), randomArg.pick(clusters)];
+  } else if (roll < 0.95) {
+    doc.clusterId = 7;
+  }
+  return doc;
+};
+
+type TRead = { label: string; run: (storeArg: DocumentStore) => Promise<unknown> };
+
+const readOf = (randomArg: ReturnType<typeof generator>, idsArg: string[]): TRead => {
+  const id = randomArg.next() < 0.9 ? randomArg.pick(idsArg) : 'p-missing';
+  const cluster = randomArg.pick(clusters);
+  const state = randomArg.pick(['new', 'ready', 'gone']);
+  switch (Math.floor(randomArg.next() * 6)) {
+    case 0: return { label: `get ${id}`, run: (store) => store.get(probeKind, id) };
+    case 1: return { label: `findOne clusterId ${cluster}`, run: (store) => store.findOne(probeKind, { clusterId: cluster }) };
+    case 2: return { label: `find clusterId ${cluster}`, run: (store) => store.find(probeKind, { clusterId: cluster }) };
+    case 3: return { label: `find clusterId ${cluster} by n`, run: (store) => store.find(probeKind, { clusterId: cluster }, { sort: { n: -1, id: 1 } }) };
+    case 4: return { label: `find state ${state}`, run: (store) => store.find(probeKind, { state }) };
+    default: return { label: `find clusterId ${cluster} limit 2`, run: (store) => store.find(probeKind, { clusterId: cluster }, { limit: 2 }) };
+  }
+};
+
+const withStore = async (fnArg: (storeArg: DocumentStore, databaseArg: CloudlyDatabase) => Promise<void>): Promise<void> => {
+  const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-readbatch-'));
+  const database = new CloudlyDatabase({ mongoDbUrl: null, mongoDbName: 'cloudly', dataDir, logger: createLogger('error') });
+  await database.start();
+  try {
+    await fnArg(new DocumentStore(database), database);
+  } finally {
+    await database.stop();
+    await fsp.rm(dataDir, { recursive: true, force: true });
+  }
+};
+
+describe('read batching', () => {
+  test('reads asked at once answer exactly what each read alone answers, in fewer commands', async () => {
+    await withStore(async (store, database) => {
+      const collection = database.mongoDb.collection(probeKind.collectionName);
+      for (const seed of [11, 12, 13]) {
+        const random = generator(seed);
+        await collection.deleteMany({});
+        const docs = Array.from({ length: 200 }, (_, index) => probeOf(random, seed * 1000 + index));
+        await collection.insertMany(docs);
+        const ids = docs.map((doc) => doc.id as string);
+        for (let round = 0; round < 4; round++) {
+          const reads = Array.from({ length: 150 }, () => readOf(random, ids));
+          store.reads.enabled = true;
+          const commandsBefore = store.reads.commands;
+          const readsBefore = store.reads.reads;
+          const together = await Promise.all(reads.map((read) => read.run(store)));
+          const commands = store.reads.commands - commandsBefore;
+          const batched = store.reads.reads - readsBefore;
+          assert.ok(batched > 100, `most reads were batchable (${batched})`);
+          assert.ok(commands <= 12, `${batched} reads went out in ${commands} commands`);
+          store.reads.enabled = false;
+          for (const [index, read] of reads.entries()) {
+            assert.deepEqual(together[index], await read.run(store), `seed ${seed} round ${round}: ${read.label}`);
+          }
+          // Change some documents between rounds; the next round must read the changes.
+          for (let change = 0; change < 20; change++) {
+            const clusterId = random.next() < 0.8 ? random.pick(clusters) : [random.pick(clusters)];
+            await collection.updateOne({ id: random.pick(ids) }, { $set: { clusterId, state: random.pick(['new', 'ready']) }, $inc: { generation: 1 } });
+          }
+        }
+      }
+    });
+  });
+
+  test('two callers of one value get their own copies, and a lone read is answered too', async () => {
+    await withStore(async (store, database) => {
+      await database.mongoDb.collection(probeKind.collectionName).insertOne({ _id: new ObjectId(), id: 'shared', generation: 1, clusterId: 'c1', state: 'new', n: 1, tags: ['a'] });
+      const [first, second, list] = await Promise.all([store.get(probeKind, 'shared'), store.get(probeKind, 'shared'), store.find(probeKind, { clusterId: 'c1' })]);
+      first!.tags.push('changed by the first caller');
+      assert.deepEqual(second!.tags, ['a']);
+      assert.deepEqual(list.map((doc) => doc.tags), [['a']]);
+      const before = store.reads.commands;
+      assert.equal((await store.get(probeKind, 'shared'))!.id, 'shared');
+      assert.equal(await store.get(probeKind, 'nobody'), null);
+      assert.equal(store.reads.commands - before, 2, 'one command per lone read');
+    });
+  });
+});
