@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
-import { MongoServerError, ObjectId, type Collection, type Document, type Filter } from 'mongodb';
+import { ObjectId, type Collection, type Document, type Filter } from 'mongodb';
 import type { TypedResponseError } from '@api.global/typedrequest';
 import type { CloudlyDatabase } from './database.js';
 import { refuse } from './errors.js';
 import { batchableEquality, ReadBatcher } from './readbatcher.js';
+import { InsertBatcher } from './insertbatcher.js';
 import { currentOperation, type IOperationActor } from './operationcontext.js';
 import type { IAuditEvent } from '../interfaces/data/audit.js';
 
@@ -127,9 +128,6 @@ const auditEventId = (collectionNameArg: string, idArg: string, incarnationArg: 
 const documentObjectId = (collectionNameArg: string, idArg: string): ObjectId =>
   new ObjectId(createHash('sha256').update(`${collectionNameArg}\u0000${idArg}`).digest().subarray(0, 12));
 
-const isDuplicateKeyError = (errorArg: unknown): boolean =>
-  errorArg instanceof MongoServerError && errorArg.code === 11000;
-
 const stripStoredFields = <T>(docArg: Document | null): T | null => {
   if (!docArg) {
     return null;
@@ -156,6 +154,8 @@ export class DocumentStore {
 
   /** Reads by one field's value, coalesced across callers (ts/core/readbatcher.ts). */
   public readonly reads = new ReadBatcher({ projection: hiddenFields });
+  /** Create-once writes, coalesced across callers (ts/core/insertbatcher.ts). */
+  public readonly inserts = new InsertBatcher();
 
   constructor(private readonly database: CloudlyDatabase) {}
 
@@ -286,20 +286,13 @@ export class DocumentStore {
       doc._audit = stamp;
       doc._incarnation = new ObjectId().toHexString();
     }
-    try {
-      const result = await this.collection(kindArg).updateOne(
-        { _id: documentObjectId(kindArg.collectionName, docArg.id) },
-        { $setOnInsert: doc },
-        { upsert: true },
-      );
-      if (result.upsertedCount !== 1) {
-        return null;
-      }
-    } catch (error) {
-      if (isDuplicateKeyError(error)) {
-        return null;
-      }
-      throw error;
+    const inserted = await this.inserts.insertIfAbsent(
+      this.collection(kindArg) as unknown as Collection<Document>,
+      documentObjectId(kindArg.collectionName, docArg.id),
+      doc,
+    );
+    if (!inserted) {
+      return null;
     }
     this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, docArg.id);
     if (stamp) {

@@ -10,8 +10,9 @@ import { defineDocumentKind, DocumentStore, type IStoredDocument } from '../ts/c
 
 /**
  * Reads by one field's value asked for at once are sent as one `$in` read and split by value
- * (ts/core/readbatcher.ts). These tests ask many reads at once through the real store on the real
- * embedded database and compare every answer with the same read made alone, batching off.
+ * (ts/core/readbatcher.ts), and creates asked for at once as one unordered command
+ * (ts/core/insertbatcher.ts). These tests ask many at once through the real store on the real
+ * embedded database and compare every answer with the same call made alone, batching off.
  */
 
 interface IProbe extends IStoredDocument {
@@ -121,6 +122,37 @@ describe('read batching', () => {
       assert.equal((await store.get(probeKind, 'shared'))!.id, 'shared');
       assert.equal(await store.get(probeKind, 'nobody'), null);
       assert.equal(store.reads.commands - before, 2, 'one command per lone read');
+    });
+  });
+
+  test('creates asked at once: exactly one winner per id, every caller told its own outcome, in one command', async () => {
+    await withStore(async (store) => {
+      await store.insert(probeKind, { id: 'exists', state: 'new', n: 0, tags: [] });
+      const created: string[] = [];
+      store.onCommitted((kindArg, idArg) => {
+        if (kindArg === probeKind) {
+          created.push(idArg);
+        }
+      });
+      // Each new id asked three times, and the existing one twice, all in the same turn.
+      const ids = [...Array.from({ length: 40 }, (_, index) => `new-${index}`), 'exists'];
+      const asks = ids.flatMap((id) => (id === 'exists' ? [id, id] : [id, id, id]));
+      const commandsBefore = store.inserts.commands;
+      const answers = await Promise.all(asks.map((id, index) => store.insert(probeKind, { id, state: `ask-${index}`, n: index, tags: [] })));
+      assert.equal(store.inserts.commands - commandsBefore, 1, `${asks.length} creates in one command`);
+      for (const id of ids) {
+        const winners = answers.filter((answer, index) => asks[index] === id && answer !== null);
+        assert.equal(winners.length, id === 'exists' ? 0 : 1, `${id}: ${winners.length} winners`);
+        const stored = await store.get(probeKind, id);
+        assert.equal(stored!.generation, 1);
+        if (id !== 'exists') {
+          assert.deepEqual(stored, winners[0], `${id}: the winner's answer is what was stored`);
+        }
+      }
+      assert.deepEqual(created.sort(), ids.filter((id) => id !== 'exists').sort(), 'one commit per created document');
+      store.inserts.enabled = false;
+      assert.equal(await store.insert(probeKind, { id: 'exists', state: 'again', n: 0, tags: [] }), null);
+      assert.notEqual(await store.insert(probeKind, { id: 'alone', state: 'new', n: 0, tags: [] }), null);
     });
   });
 });
