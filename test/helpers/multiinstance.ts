@@ -31,10 +31,15 @@ export const startDevDatabase = (dataDirArg: string): Promise<IDevDatabaseProces
   });
   let output = '';
   let errors = '';
+  let readySeen = false;
   child.stdout!.on('data', (chunkArg: Buffer) => {
+    if (readySeen) {
+      return;
+    }
     output += chunkArg.toString();
     const line = output.split('\n').find((candidate) => candidate.startsWith('{"ready":true'));
     if (line) {
+      readySeen = true;
       const ready = JSON.parse(line) as { mongoDbUrl: string; secretsKeyFile: string; dataDir: string };
       resolve({
         child,

@@ -41,10 +41,14 @@ export const startNpmStartProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudl
 const startListening = (commandArg: string, argsArg: string[], envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> => new Promise((resolve, reject) => {
   const child = spawn(commandArg, argsArg, { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
+  let listening = false;
   const onData = (chunkArg: Buffer) => {
     output += chunkArg.toString();
-    const match = /"url":"(http:\/\/[^"]+)".*cloudly is listening/.exec(output);
+    // Only until the line is seen: a busy server writes megabytes of log lines, and scanning all
+    // of them again on every chunk would cost the machine more than the server does.
+    const match = listening ? null : /"url":"(http:\/\/[^"]+)".*cloudly is listening/.exec(output);
     if (match) {
+      listening = true;
       resolve({ child, baseUrl: match[1], output: () => output });
     }
   };
