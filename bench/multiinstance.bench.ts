@@ -42,6 +42,13 @@ const percentile = (samplesArg: number[], pArg: number): number => {
   return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * pArg))];
 };
 
+/** User plus system CPU seconds a process has used so far. */
+const cpuSeconds = async (pidArg: number): Promise<number> => {
+  const fields = (await fsp.readFile(`/proc/${pidArg}/stat`, 'utf8')).split(') ')[1].split(' ');
+  // After "pid (comm) ", utime and stime are the 12th and 13th fields, in clock ticks (100 per second).
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+};
+
 const rssMiB = async (pidArg: number): Promise<number> => {
   const status = await fsp.readFile(`/proc/${pidArg}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
@@ -203,6 +210,7 @@ const main = async (): Promise<void> => {
     for (const relay of relays) {
       relay.moveTo(b.baseUrl);
     }
+    const cpuBefore = { b: await cpuSeconds(b.child.pid!), database: await cpuSeconds(database.child.pid!), bench: process.cpuUsage() };
     const stopping = performance.now();
     a.child.kill('SIGTERM');
     await exitOf(a.child);
@@ -210,9 +218,16 @@ const main = async (): Promise<void> => {
     a = null;
     const second = await storm(relays, 'B', adminB, clusterIds);
     const rss = await rssMiB(b.child.pid!);
+    const benchCpu = process.cpuUsage(cpuBefore.bench);
+    const cpu = {
+      b: await cpuSeconds(b.child.pid!) - cpuBefore.b,
+      database: await cpuSeconds(database.child.pid!) - cpuBefore.database,
+      bench: (benchCpu.user + benchCpu.system) / 1e6,
+    };
     say(`restart storm, ${relayCount} relays from A (stopped) to B: all registered ${(second.registeredMs / 1000).toFixed(2)} s, all shown connected ${(second.connectedMs / 1000).toFixed(2)} s `
       + `(A's stop included: ${((performance.now() - stopping) / 1000).toFixed(2)} s until measured); `
-      + `getClusters on B during it p50 ${second.readP50.toFixed(1)} ms p99 ${second.readP99.toFixed(1)} ms against quiet p50 ${quiet.p50.toFixed(1)} ms p90 ${quiet.p90.toFixed(1)} ms; B's RSS ${rss.toFixed(0)} MiB`);
+      + `getClusters on B during it p50 ${second.readP50.toFixed(1)} ms p99 ${second.readP99.toFixed(1)} ms against quiet p50 ${quiet.p50.toFixed(1)} ms p90 ${quiet.p90.toFixed(1)} ms; B's RSS ${rss.toFixed(0)} MiB; `
+      + `CPU from A's stop until measured: B ${cpu.b.toFixed(2)} s (${(cpu.b * 1000 / relayCount).toFixed(2)} ms per relay), the database process ${cpu.database.toFixed(2)} s, the bench process (relays, admin reader) ${cpu.bench.toFixed(2)} s`);
 
     // Forwarding: A again; B holds every relay.
     a = await startInstance(database, 'a2', instanceEnv);
