@@ -290,6 +290,11 @@ const main = async (): Promise<void> => {
     await bench.stop();
   }
 
+  // The list of this run replaces the previous run's; what follows it in the file is kept by hand.
+  const resultsPath = path.join(import.meta.dirname, 'results', 'multiinstance.md');
+  const keptMarker = 'The bench overwrites the list above on each run.';
+  const previous = await fsp.readFile(resultsPath, 'utf8').catch(() => '');
+  const kept = previous.includes(keptMarker) ? previous.slice(previous.indexOf(keptMarker)) : `${keptMarker} The rest of this file is kept by hand.\n`;
   const results = [
     '# Multi-instance benchmark',
     '',
@@ -298,9 +303,10 @@ const main = async (): Promise<void> => {
     '',
     ...lines.map((line) => `- ${line}`),
     '',
+    kept,
   ].join('\n');
-  await fsp.mkdir(path.join(import.meta.dirname, 'results'), { recursive: true });
-  await fsp.writeFile(path.join(import.meta.dirname, 'results', 'multiinstance.md'), results);
+  await fsp.mkdir(path.dirname(resultsPath), { recursive: true });
+  await fsp.writeFile(resultsPath, results);
 };
 
 main().then(() => process.exit(0), (error: unknown) => {
