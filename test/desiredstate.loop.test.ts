@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { connectHintedRelay } from './helpers/desiredstate.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IService, IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 import type {
@@ -11,7 +12,6 @@ import type {
 import type {
   IReq_Any_Cloudly_DeleteService,
   IReq_Any_Cloudly_GetClusterRouteTableResolution,
-  IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged,
   IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
   IReq_Relay_Cloudly_GetClusterRouteTable,
   IReq_Relay_Cloudly_ReportClusterPlatformObservedState,
@@ -53,15 +53,8 @@ describe('desired state to the relay, observed state back, converged', () => {
   before(async () => { t = await startTestCloudly(); });
   after(async () => { await t.stop(); });
 
-  const connectElected = async (clusterIdArg: string, tokenArg: string, hintsArg: ILoop['hints']): Promise<CloudlyRelayClient> => {
-    const relay = await t.connectRelay(tokenArg);
-    relay.addHandler<IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged>('pushClusterPlatformDesiredStateChanged', async (request) => {
-      hintsArg.push(request);
-      return { acknowledged: true };
-    });
-    await waitFor(() => t.cloudly.relays.sessionsOf(clusterIdArg).some((session) => t.cloudly.clusterManager.isElected(session)), 'relay elected');
-    return relay;
-  };
+  const connectElected = (clusterIdArg: string, tokenArg: string, hintsArg: ILoop['hints']): Promise<CloudlyRelayClient> =>
+    connectHintedRelay(t, clusterIdArg, tokenArg, hintsArg);
 
   const prepareLoop = async (nameArg: string): Promise<ILoop> => {
     const { cluster, relayToken } = await t.createCluster(nameArg);

@@ -2,13 +2,11 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { armFailpoint } from '../ts/core/failpoints.js';
+import { connectHintedRelay, type TDesiredStateHint } from './helpers/desiredstate.js';
 import { designationRequest, prepareIngressCluster, relayOrigin, type IIngressCluster } from './ingress.fixture.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IReq_Any_Cloudly_DesignateClusterIngress } from '../ts/interfaces/requests/ingress.js';
-import type {
-  IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged,
-  IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
-} from '../ts/interfaces/requests/desiredstate.js';
+import type { IReq_Relay_Cloudly_GetClusterPlatformDesiredState } from '../ts/interfaces/requests/desiredstate.js';
 import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../ts/interfaces/requests/cluster.js';
 import { clusterIngressEnvironmentNames } from '../ts/interfaces/data/clusteringress.js';
 
@@ -20,22 +18,15 @@ import { clusterIngressEnvironmentNames } from '../ts/interfaces/data/clustering
  * the new socket's refresh is usually still computing when the registration commits.
  */
 
-type THint = { revision: number; digest: string };
+type THint = TDesiredStateHint;
 
 describe('desired state when a relay registers during a computation', () => {
   let t: ITestCloudly;
   before(async () => { t = await startTestCloudly(); });
   after(async () => { await t.stop(); });
 
-  const hintedRelay = async (clusterIdArg: string, tokenArg: string, hintsArg: THint[]): Promise<CloudlyRelayClient> => {
-    const relay = await t.connectRelay(tokenArg);
-    relay.addHandler<IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged>('pushClusterPlatformDesiredStateChanged', async (request) => {
-      hintsArg.push(request);
-      return { acknowledged: true };
-    });
-    await waitFor(() => t.cloudly.relays.sessionsOf(clusterIdArg).some((session) => t.cloudly.clusterManager.isElected(session)), 'relay elected');
-    return relay;
-  };
+  const hintedRelay = (clusterIdArg: string, tokenArg: string, hintsArg: THint[]): Promise<CloudlyRelayClient> =>
+    connectHintedRelay(t, clusterIdArg, tokenArg, hintsArg);
   const register = (relayArg: CloudlyRelayClient, originArg: string) =>
     relayArg.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
       registration: { origin: originArg, version: '1.0.0', protocol: 'cluster-relay/1' },
