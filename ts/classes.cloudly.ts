@@ -189,6 +189,7 @@ export class Cloudly {
       metricsText: async () => ({ contentType: this.metrics.registry.contentType, text: await this.metrics.registry.metrics() }),
       jwks: () => this.auth.jwks,
       serveForwardedRelayCall: (bearerArg, bodyArg) => this.clusterManager.relayElection.serveForwarded(bearerArg, bodyArg),
+      refuseInternalBearer: (bearerArg) => this.clusterManager.relayElection.refuseInternalBearer(bearerArg),
     };
   }
 

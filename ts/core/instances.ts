@@ -4,13 +4,19 @@ import { defineDocumentKind, type DocumentStore, type IStoredDocument } from './
 import { refuse } from './errors.js';
 import type { CloudlyAuth } from './auth.js';
 import type { TCloudlyLogger } from './logger.js';
+import { InstanceLinks, type IForwardedRelayCall, type TForwardedRelayAnswer } from './instancelinks.js';
+
+// The forwarded call and its answer are declared with the link, which carries them without
+// knowing this registry; the HTTP endpoint carries the very same shapes.
+export type { IForwardedRelayCall, TForwardedRelayAnswer };
 
 /**
  * The instance registry: every Cloudly process sharing one database keeps a document here that
  * says where the others reach it (its internal URL) and until when it counts as alive (renewed on
  * a heartbeat, like the relay leases). A relay call for a cluster whose elected socket another
- * live instance holds is forwarded to that instance over `POST /internal/relaycall`, with a
- * short-lived JWT signed by the shared signing key, audience `internalAudience`: an admin
+ * live instance holds is forwarded to that instance over the link to it (`GET /internal/link`,
+ * ts/core/instancelinks.ts), or over `POST /internal/relaycall` when no link can be opened; both
+ * carry a short-lived JWT signed by the shared signing key, audience `internalAudience`: an admin
  * identity (another audience) is refused there, and so is a token made for another instance.
  * docs/multi-instance.md describes the whole arrangement.
  */
@@ -43,21 +49,9 @@ export const instanceFailureReasons = {
   holderUnreachable: 'relay-holder-unreachable',
 } as const;
 
-/** What travels in the body of a forwarded call. */
-export interface IForwardedRelayCall {
-  clusterId: string;
-  method: string;
-  request: unknown;
-  /** What is left of the caller's timeout; the holder never waits longer. */
-  timeoutMs: number;
-}
-
-/** The holder's answer: the relay's response, or the refusal exactly as the holder would answer it. */
-export type TForwardedRelayAnswer = { response: unknown } | { error: { text: string; data: unknown } };
-
 /** How long a registry read is reused when deciding where to forward. */
 const registryCacheMs = 500;
-/** Time on top of the caller's timeout the HTTP exchange itself may take. */
+/** Time on top of the caller's timeout the exchange with the holder (link or HTTP) may take. */
 const forwardingSlackMs = 1_000;
 
 export class InstanceRegistry {
@@ -66,7 +60,9 @@ export class InstanceRegistry {
   private internalUrl = '';
   private readonly startedAt = Date.now();
   private readonly cache = new Map<string, { doc: ICloudlyInstanceDocument | null; readAt: number }>();
-  private readonly tokens = new Map<string, { token: string; reuseUntil: number }>();
+  private readonly tokens = new Map<string, { token: string; reuseUntil: number; expiresAt: number }>();
+  /** The links to the holders this instance forwards to, opened by the first call to each. */
+  public readonly links: InstanceLinks;
   /** Forwarded calls made and served, for the benchmark and `/metrics`-like diagnosis. */
   public forwardedCalls = 0;
   public servedForwardedCalls = 0;
@@ -80,7 +76,12 @@ export class InstanceRegistry {
       heartbeatMs: number;
       ttlMs: number;
     },
-  ) {}
+  ) {
+    this.links = new InstanceLinks({
+      token: (targetArg, expiringAfterArg) => this.internalToken(targetArg, expiringAfterArg),
+      logger: options.logger,
+    });
+  }
 
   public get instanceId(): string {
     return this.options.instanceId;
@@ -97,6 +98,7 @@ export class InstanceRegistry {
 
   public async stop(): Promise<void> {
     this.stopped = true;
+    this.links.close();
     if (this.heartbeatTimer) {
       clearTimeout(this.heartbeatTimer);
       this.heartbeatTimer = null;
@@ -154,18 +156,23 @@ export class InstanceRegistry {
     return doc && doc.expiresAt > Date.now() ? doc : null;
   }
 
-  /** A token only the named instance accepts, signed with the shared key; reused for half its life. */
-  public async internalToken(targetInstanceIdArg: string): Promise<string> {
+  /**
+   * A token only the named instance accepts, signed with the shared key; reused for half its life.
+   * A link replacing its token asks for one that expires after `expiringAfterArg` (epoch ms).
+   */
+  public async internalToken(targetInstanceIdArg: string, expiringAfterArg = 0): Promise<string> {
     const cached = this.tokens.get(targetInstanceIdArg);
-    if (cached && cached.reuseUntil > Date.now()) {
+    if (cached && cached.reuseUntil > Date.now() && cached.expiresAt > expiringAfterArg) {
       return cached.token;
     }
     const now = Date.now();
+    // The JWT's expiry has whole seconds: the cache keeps what the holder will read.
+    const expiresAt = Math.floor((now + internalTokenTtlMs) / 1000) * 1000;
     const token = await this.options.auth.signJwt(
       { target: targetInstanceIdArg },
-      { audience: internalAudience, subject: `instance:${this.instanceId}`, expiresAtMs: now + internalTokenTtlMs },
+      { audience: internalAudience, subject: `instance:${this.instanceId}`, expiresAtMs: expiresAt },
     );
-    this.tokens.set(targetInstanceIdArg, { token, reuseUntil: now + internalTokenTtlMs / 2 });
+    this.tokens.set(targetInstanceIdArg, { token, reuseUntil: now + internalTokenTtlMs / 2, expiresAt });
     return token;
   }
 
@@ -191,8 +198,10 @@ export class InstanceRegistry {
 
   /**
    * Sends one relay call to the instance that holds the cluster's elected socket and returns its
-   * answer, or throws its refusal unchanged. An instance that does not answer is `unavailable`
-   * (`relay-holder-unreachable`) with `retryAfterMs`: until the holder's lease runs out.
+   * answer, or throws its refusal unchanged. The call travels over the link to the holder, or over
+   * HTTP when no link can carry it. An instance that does not answer (the link drops, nothing comes
+   * back in time) is `unavailable` (`relay-holder-unreachable`) with `retryAfterMs`: until the
+   * holder's lease runs out.
    */
   public async forward<TResponse>(
     holderArg: ICloudlyInstanceDocument,
@@ -200,20 +209,10 @@ export class InstanceRegistry {
     retryAfterMsArg: number,
   ): Promise<TResponse> {
     this.forwardedCalls++;
+    const deadline = Date.now() + callArg.timeoutMs + forwardingSlackMs;
     let answer: TForwardedRelayAnswer;
     try {
-      const token = await this.internalToken(holderArg.instanceId);
-      const response = await fetch(`${holderArg.internalUrl}${internalRelayCallPath}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-        body: JSON.stringify(callArg),
-        signal: AbortSignal.timeout(callArg.timeoutMs + forwardingSlackMs),
-      });
-      const text = await response.text();
-      answer = JSON.parse(text) as TForwardedRelayAnswer;
-      if (response.status !== 200 || !answer || typeof answer !== 'object') {
-        throw new Error(`internal endpoint answered HTTP ${response.status}`);
-      }
+      answer = await this.links.call(holderArg, callArg, deadline) ?? await this.forwardOverHttp(holderArg, callArg, deadline);
     } catch (error) {
       this.cache.delete(holderArg.instanceId);
       this.options.logger.warn({ err: error, holder: holderArg.instanceId, clusterId: callArg.clusterId, method: callArg.method }, 'forwarded relay call got no answer');
@@ -223,6 +222,23 @@ export class InstanceRegistry {
       throw new TypedResponseError(answer.error.text, answer.error.data as object);
     }
     return answer.response as TResponse;
+  }
+
+  /** `POST /internal/relaycall`: the way to a holder no link reaches (e.g. an instance without links). */
+  private async forwardOverHttp(holderArg: ICloudlyInstanceDocument, callArg: IForwardedRelayCall, deadlineArg: number): Promise<TForwardedRelayAnswer> {
+    const token = await this.internalToken(holderArg.instanceId);
+    const response = await fetch(`${holderArg.internalUrl}${internalRelayCallPath}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify(callArg),
+      signal: AbortSignal.timeout(Math.max(1, deadlineArg - Date.now())),
+    });
+    const text = await response.text();
+    const answer = JSON.parse(text) as TForwardedRelayAnswer;
+    if (response.status !== 200 || !answer || typeof answer !== 'object') {
+      throw new Error(`internal endpoint answered HTTP ${response.status}`);
+    }
+    return answer;
   }
 }
 

@@ -7,6 +7,7 @@ import type { TCloudlyLogger } from './logger.js';
 import type { IRelaySession } from './relaysessions.js';
 import { watchSocketLiveness } from './socketliveness.js';
 import { internalRelayCallPath } from './instances.js';
+import { instanceLinkLimits, internalLinkPath, serveInstanceLink } from './instancelinks.js';
 
 /**
  * The HTTP and WebSocket surface: `POST /typedrequest`, `GET /typedsocket`, health, metrics and
@@ -23,6 +24,8 @@ interface ISocketAuthentication {
 declare module 'fastify' {
   interface FastifyRequest {
     cloudlySocketAuthentication?: ISocketAuthentication;
+    /** The internal token a `GET /internal/link` upgrade was authenticated with. */
+    cloudlyInternalLinkBearer?: string;
   }
 }
 
@@ -66,9 +69,15 @@ export interface ITransportHost {
   jwks(): unknown;
   /**
    * `POST /internal/relaycall` (docs/multi-instance.md): a relay call another instance forwarded
-   * here, with its bearer (an internal token) and its parsed body.
+   * here, with its bearer (an internal token) and its parsed body. Every call on an instance link
+   * (`GET /internal/link`) is served through it too, with the link's bearer.
    */
   serveForwardedRelayCall(bearerArg: string | null, bodyArg: unknown): Promise<{ status: number; answer: unknown }>;
+  /**
+   * The refusal an internal bearer gets, with the checks of `POST /internal/relaycall` (404 where
+   * no forwarded calls are served, 401 for a token that fails), or null when it passes.
+   */
+  refuseInternalBearer(bearerArg: string | null): Promise<{ status: number; answer: unknown } | null>;
 }
 
 /** Socket upgrades one address may fail in a window before it is refused without a look. */
@@ -221,6 +230,40 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     }
     const { status, answer } = await hostArg.serveForwardedRelayCall(readBearer(request), body);
     return reply.code(status).header('cache-control', 'no-store').send(answer);
+  });
+
+  // An instance link (ts/core/instancelinks.ts): another instance's persistent socket for the
+  // relay calls it forwards here, authenticated on the upgrade like the HTTP endpoint.
+  app.get(internalLinkPath, {
+    websocket: true,
+    preValidation: async (request, reply) => {
+      const retryAfterMs = upgradeFailures.retryAfterMs(request.ip);
+      if (retryAfterMs > 0) {
+        return reply.code(429).header('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000)))).send({ error: 'too many socket upgrades from this address' });
+      }
+      const bearer = readBearer(request);
+      const refused = await hostArg.refuseInternalBearer(bearer);
+      if (!refused && bearer !== null) {
+        request.cloudlyInternalLinkBearer = bearer;
+        return;
+      }
+      const { status, answer } = refused ?? { status: 401, answer: null };
+      if (status !== 404) {
+        upgradeFailures.record(request.ip);
+      }
+      return reply.code(status).header('cache-control', 'no-store').send(answer);
+    },
+  }, (socket, request) => {
+    serveInstanceLink(socket, {
+      bearer: request.cloudlyInternalLinkBearer!,
+      authenticate: async (bearerArg) => (await hostArg.refuseInternalBearer(bearerArg)) === null,
+      serve: (bearerArg, callArg) => hostArg.serveForwardedRelayCall(bearerArg, callArg),
+      requestFrameBytes: hostArg.config.bodyLimitBytes + instanceLinkLimits.requestFrameOverheadBytes,
+      liveness: { intervalMs: hostArg.config.socketPingIntervalMs, missedPongsAllowed: hostArg.config.socketMissedPongsAllowed },
+      logger: hostArg.logger,
+      onInternalFailure: (errorArg) => hostArg.logInternalFailure(errorArg, 'instance link frame'),
+      remoteAddress: request.ip,
+    });
   });
 
   app.get('/livez', async () => ({ status: 'live' }));

@@ -60,6 +60,10 @@ const forwardingLeaseCacheMs = 1_000;
 /** The reason a relay handler answers (with `unavailable`) on a socket that is not its cluster's elected one. */
 export const relayNotElectedReason = 'relay-not-elected';
 
+/** A forwarded call's refusal as the holder answers it, with its HTTP status. */
+const forwardedRefusal = (statusArg: number, errorArg: { errorText: string; errorData: unknown }): { status: number; answer: TForwardedRelayAnswer } =>
+  ({ status: statusArg, answer: { error: { text: errorArg.errorText, data: errorArg.errorData } } });
+
 interface IHeldLease {
   sessionId: string;
   generation: number;
@@ -320,20 +324,30 @@ export class ClusterRelayElection implements IRelaySessionPorts {
    * (never forwarded again) within the caller's remaining time, and its answer or refusal goes
    * back as it is.
    */
-  public async serveForwarded(bearerArg: string | null, bodyArg: unknown): Promise<{ status: number; answer: TForwardedRelayAnswer }> {
-    const refusal = (statusArg: number, errorArg: { errorText: string; errorData: unknown }) =>
-      ({ status: statusArg, answer: { error: { text: errorArg.errorText, data: errorArg.errorData } } });
+  /**
+   * The refusal the bearer of a forwarded call or an instance link gets (404 where no forwarded
+   * calls are served, 401 for a token that fails a check), or null when it may go on.
+   */
+  public async refuseInternalBearer(bearerArg: string | null): Promise<{ status: number; answer: TForwardedRelayAnswer } | null> {
     if (!this.registryStarted) {
-      return refusal(404, refuse('forbidden', ['forwarded relay calls are served only by instances sharing a database']));
+      return forwardedRefusal(404, refuse('forbidden', ['forwarded relay calls are served only by instances sharing a database']));
     }
     try {
       await this.instances.verifyInternalToken(bearerArg);
+      return null;
     } catch (error) {
-      return refusal(401, error as { errorText: string; errorData: unknown });
+      return forwardedRefusal(401, error as { errorText: string; errorData: unknown });
+    }
+  }
+
+  public async serveForwarded(bearerArg: string | null, bodyArg: unknown): Promise<{ status: number; answer: TForwardedRelayAnswer }> {
+    const refused = await this.refuseInternalBearer(bearerArg);
+    if (refused) {
+      return refused;
     }
     const call = readForwardedRelayCall(bodyArg);
     if (!call) {
-      return refusal(400, refuse('invalid-request', ['the body must be { clusterId, method, request, timeoutMs }']));
+      return forwardedRefusal(400, refuse('invalid-request', ['the body must be { clusterId, method, request, timeoutMs }']));
     }
     this.instances.servedForwardedCalls++;
     try {
@@ -341,7 +355,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
       return { status: 200, answer: { response } };
     } catch (error) {
       if (isTypedResponseError(error)) {
-        return refusal(200, error);
+        return forwardedRefusal(200, error);
       }
       const errorId = this.cloudly.logInternalFailure(error, 'forwarded relay call');
       return { status: 200, answer: { error: { text: 'Cloudly failed to answer this request.', data: { code: 'internal', retryable: true, errorId } } } };
