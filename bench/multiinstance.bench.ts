@@ -58,6 +58,8 @@ const rssMiB = async (pidArg: number): Promise<number> => {
 class BenchRelay {
   public peer: EnvelopePeer | null = null;
   public registered = false;
+  /** Whether this socket got its desired-state hint (every newly elected socket is owed one). */
+  public hinted = false;
   private target = '';
   private closed = false;
   private readonly router = new TypedRouter();
@@ -65,6 +67,10 @@ class BenchRelay {
   constructor(private readonly token: string, private readonly localAddress: string) {
     this.router.addTypedHandler(new TypedHandler<ITypedRequest>('getClusterCorestoreLegacyResources', async (requestArg) =>
       ({ reachable: true, nodeId: (requestArg as unknown as { nodeId: string }).nodeId, readAt: Date.now(), services: [] }) as never));
+    this.router.addTypedHandler(new TypedHandler<ITypedRequest>('pushClusterPlatformDesiredStateChanged', async () => {
+      this.hinted = true;
+      return { acknowledged: true } as never;
+    }));
   }
 
   public moveTo(urlArg: string): void {
@@ -89,6 +95,7 @@ class BenchRelay {
         const peer = new EnvelopePeer(socket, { router: this.router });
         this.peer = peer;
         this.registered = false;
+        this.hinted = false;
         peer.onClose(() => {
           if (this.peer === peer) {
             this.peer = null;
@@ -167,7 +174,14 @@ const storm = async (relaysArg: BenchRelay[], targetArg: string, adminArg: Cloud
   const connectedMs = performance.now() - started;
   done = true;
   const samples = await reads;
-  return { registeredMs, connectedMs, readP50: percentile(samples, 0.5), readP99: percentile(samples, 0.99), reads: samples.length };
+  while (!relaysArg.every((relay) => relay.hinted)) {
+    if (performance.now() - started > 180_000) {
+      throw new Error(`storm to ${targetArg}: ${relaysArg.filter((relay) => relay.hinted).length} relays hinted`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const hintedMs = performance.now() - started;
+  return { registeredMs, connectedMs, hintedMs, readP50: percentile(samples, 0.5), readP99: percentile(samples, 0.99), reads: samples.length };
 };
 
 const main = async (): Promise<void> => {
@@ -224,7 +238,7 @@ const main = async (): Promise<void> => {
       database: await cpuSeconds(database.child.pid!) - cpuBefore.database,
       bench: (benchCpu.user + benchCpu.system) / 1e6,
     };
-    say(`restart storm, ${relayCount} relays from A (stopped) to B: all registered ${(second.registeredMs / 1000).toFixed(2)} s, all shown connected ${(second.connectedMs / 1000).toFixed(2)} s `
+    say(`restart storm, ${relayCount} relays from A (stopped) to B: all registered ${(second.registeredMs / 1000).toFixed(2)} s, all shown connected ${(second.connectedMs / 1000).toFixed(2)} s, all hinted their desired state ${(second.hintedMs / 1000).toFixed(2)} s `
       + `(A's stop included: ${((performance.now() - stopping) / 1000).toFixed(2)} s until measured); `
       + `getClusters on B during it p50 ${second.readP50.toFixed(1)} ms p99 ${second.readP99.toFixed(1)} ms against quiet p50 ${quiet.p50.toFixed(1)} ms p90 ${quiet.p90.toFixed(1)} ms; B's RSS ${rss.toFixed(0)} MiB; `
       + `CPU from A's stop until measured: B ${cpu.b.toFixed(2)} s (${(cpu.b * 1000 / relayCount).toFixed(2)} ms per relay), the database process ${cpu.database.toFixed(2)} s, the bench process (relays, admin reader) ${cpu.bench.toFixed(2)} s`);

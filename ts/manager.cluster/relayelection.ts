@@ -241,13 +241,17 @@ export class ClusterRelayElection implements IRelaySessionPorts {
 
   /**
    * `confirmElected`, or the `unavailable` refusal every relay handler answers a socket that is
-   * not elected; when another instance's socket holds the lease, `retryAfterMs` says when it runs
-   * out (should that instance be dead, this socket is elected then).
+   * not elected. When another instance's socket holds the lease, `retryAfterMs` says when this
+   * instance looks again: when that lease runs out (should that instance be dead, this socket is
+   * elected then), or within `elsewhereRecheckMs` (its holder may release it sooner, as a stopping
+   * instance does). A relay told to wait for the whole lease would wait out a release that came a
+   * moment later.
    */
   public async requireElected(sessionArg: IRelaySession): Promise<void> {
     if (!(await this.confirmElected(sessionArg))) {
       const until = this.elsewhere.get(sessionArg.clusterId) ?? 0;
-      throw refuse('unavailable', [relayNotElectedReason], until > Date.now() ? { retryAfterMs: until - Date.now() + 100 } : {});
+      const now = Date.now();
+      throw refuse('unavailable', [relayNotElectedReason], until > now ? { retryAfterMs: Math.min(until - now, elsewhereRecheckMs) + 100 } : {});
     }
   }
 
