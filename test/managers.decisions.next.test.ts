@@ -1,5 +1,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { upstreamExamplePlan } from './runtimenetwork.fixture.js';
 import { TypedResponseError } from '@api.global/typedrequest';
 import type { IStoredDocument, TDecision } from '../ts/core/store.js';
 import type { IService, IServiceRuntimeSpec } from '../ts/interfaces/data/service.js';
@@ -430,18 +431,7 @@ describe('backup decisions (orchestration steps)', () => {
 // Runtime network
 
 describe('runtime network decisions', () => {
-  const basePlan = (): IRuntimeNetworkAddressPlan => ({
-    authorityId: 'authority-1',
-    revision: 1,
-    prefixes: ['192.0.2.0/24', '198.51.100.0/24'],
-    pools: [{ id: 'workloads', prefix: '192.0.2.128/25' }],
-    vpn: { hubPrefix: '192.0.2.0/28', peerPrefix: '192.0.2.64/26' },
-    hubs: [{ clusterId: 'cluster-1', address: '192.0.2.1' }],
-    platformEndpoints: [
-      { id: 'corestore', address: '192.0.2.17', protocol: 'tcp', port: 3000 },
-      { id: 'relay', address: '192.0.2.17', protocol: 'tcp', port: 443 },
-    ],
-  });
+  const basePlan = upstreamExamplePlan;
   const planAt = (revisionArg: number, editArg: (planArg: IRuntimeNetworkAddressPlan) => void = () => {}): IRuntimeNetworkAddressPlan => {
     const plan = basePlan();
     plan.revision = revisionArg;
