@@ -52,6 +52,7 @@ import { followOperation, outcomeOf } from '../ts/client/operations.js';
 import { releaseOwnMemory } from '../ts/core/memoryrelease.js';
 import { defaultStreamChunkBytes, streamFrameHeaderLength } from '../ts/core/streams.js';
 import type { IReq_Cloudly_Relay_BackupClusterService } from '../ts/interfaces/requests/backup.js';
+import { cpuSecondsOf, memoryOf, ownCpuSeconds } from './helpers/processstats.js';
 
 const mebibyte = 1024 * 1024;
 /** Raw baseline frame sizes: the closure's own data frames, and 256 KiB. */
@@ -312,27 +313,6 @@ const runRawServer = async (): Promise<void> => {
 
 type TServerMode = 'tsx' | 'compiled';
 
-/** The kernel's view of a process's memory: current and peak resident set, in bytes. */
-const memoryOf = (pidArg: number): { rss: number; peak: number } => {
-  const status = fs.readFileSync(`/proc/${pidArg}/status`, 'utf8');
-  const kib = (fieldArg: string): number => Number(new RegExp(`^${fieldArg}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
-  return { rss: kib('VmRSS'), peak: kib('VmHWM') };
-};
-
-/** CPU seconds (user + system) a process has used so far. */
-const cpuSecondsOf = (pidArg: number): number => {
-  const stat = fs.readFileSync(`/proc/${pidArg}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // utime and stime are fields 14 and 15 of the whole line, in clock ticks (100 per second on Linux).
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-};
-
-/** CPU seconds this process (the relay) has used so far. */
-const ownCpuSeconds = (): number => {
-  const usage = process.cpuUsage();
-  return (usage.user + usage.system) / 1e6;
-};
-
 /** Resets the process's peak RSS to its current RSS (Linux: `5` in clear_refs). */
 const resetPeak = (pidArg: number): void => {
   fs.writeFileSync(`/proc/${pidArg}/clear_refs`, '5');
@@ -365,7 +345,9 @@ async function* patternStream(patternArg: Buffer, totalArg: number): AsyncIterab
 const compileServer = async (): Promise<string> => {
   const { transpileSources, projectDir } = await import('../scripts/build.js');
   const outdir = path.join(projectDir, 'node_modules', '.cache', 'cloudly-closure-bench');
-  await transpileSources({ outdir, outbase: projectDir, extraEntryPoints: [fileURLToPath(import.meta.url)] });
+  // This file runs as the compiled server's parent too, so it and the helper it imports are built alongside.
+  const benchFile = fileURLToPath(import.meta.url);
+  await transpileSources({ outdir, outbase: projectDir, extraEntryPoints: [benchFile, path.join(path.dirname(benchFile), 'helpers', 'processstats.ts')] });
   return path.join(outdir, 'bench', 'closure.bench.js');
 };
 

@@ -29,6 +29,7 @@ import { readCloudlyErrorData } from '../ts/core/errors.js';
 import { inParallel, ratePerSecond, startBenchCloudly, timeEach } from './helpers/benchcloudly.js';
 import { multiInstanceAdminPassword, startDevDatabase, startInstance, stopInstance, type IInstanceProcess } from '../test/helpers/multiinstance.js';
 import { exitOf } from '../test/helpers/process.js';
+import { cpuSecondsOf, memoryOf, ownCpuSeconds } from './helpers/processstats.js';
 
 const relayCount = Number(process.argv[2] ?? 1000);
 const instanceEnv = {
@@ -40,18 +41,6 @@ const instanceEnv = {
 const percentile = (samplesArg: number[], pArg: number): number => {
   const sorted = [...samplesArg].sort((x, y) => x - y);
   return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * pArg))];
-};
-
-/** User plus system CPU seconds a process has used so far. */
-const cpuSeconds = async (pidArg: number): Promise<number> => {
-  const fields = (await fsp.readFile(`/proc/${pidArg}/stat`, 'utf8')).split(') ')[1].split(' ');
-  // After "pid (comm) ", utime and stime are the 12th and 13th fields, in clock ticks (100 per second).
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-};
-
-const rssMiB = async (pidArg: number): Promise<number> => {
-  const status = await fsp.readFile(`/proc/${pidArg}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
 };
 
 /** A minimal relay: its own source address, one socket, registers until accepted, answers inventory reads. */
@@ -224,19 +213,18 @@ const main = async (): Promise<void> => {
     for (const relay of relays) {
       relay.moveTo(b.baseUrl);
     }
-    const cpuBefore = { b: await cpuSeconds(b.child.pid!), database: await cpuSeconds(database.child.pid!), bench: process.cpuUsage() };
+    const cpuBefore = { b: cpuSecondsOf(b.child.pid!), database: cpuSecondsOf(database.child.pid!), bench: ownCpuSeconds() };
     const stopping = performance.now();
     a.child.kill('SIGTERM');
     await exitOf(a.child);
     await stopInstance(a);
     a = null;
     const second = await storm(relays, 'B', adminB, clusterIds);
-    const rss = await rssMiB(b.child.pid!);
-    const benchCpu = process.cpuUsage(cpuBefore.bench);
+    const rss = memoryOf(b.child.pid!).rss / 1024 / 1024;
     const cpu = {
-      b: await cpuSeconds(b.child.pid!) - cpuBefore.b,
-      database: await cpuSeconds(database.child.pid!) - cpuBefore.database,
-      bench: (benchCpu.user + benchCpu.system) / 1e6,
+      b: cpuSecondsOf(b.child.pid!) - cpuBefore.b,
+      database: cpuSecondsOf(database.child.pid!) - cpuBefore.database,
+      bench: ownCpuSeconds() - cpuBefore.bench,
     };
     say(`restart storm, ${relayCount} relays from A (stopped) to B: all registered ${(second.registeredMs / 1000).toFixed(2)} s, all shown connected ${(second.connectedMs / 1000).toFixed(2)} s, all hinted their desired state ${(second.hintedMs / 1000).toFixed(2)} s `
       + `(A's stop included: ${((performance.now() - stopping) / 1000).toFixed(2)} s until measured); `
