@@ -1,3 +1,4 @@
+import type { IReq_Any_Cloudly_GetServiceRuntimeStatus } from '../ts/interfaces/requests/service.js';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
@@ -133,8 +134,9 @@ describe('platform bindings', () => {
     assert.equal(pending.platformBinding.statusReason, 'legacy-adoption-pending');
     assert.equal(pending.platformBinding.generation, 2);
     assert.equal(await t.cloudly.corestoreManager.isLegacyAdoptionPending(ids['svc-2']), true);
-    const waiting = await t.cloudly.serviceManager.getServiceRuntimeStatus(ids['svc-2']);
-    assert.deepEqual([waiting?.state, waiting?.reason], ['waiting', 'legacy-adoption-pending'], 'the service waits on the adoption, not on bindings');
+    // The relay's report is an input of the verdict: the reconciler judges it again, the read only reads.
+    const { status: waiting } = await t.admin.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: ids['svc-2'] });
+    assert.deepEqual([waiting.state, waiting.reason], ['waiting', 'legacy-adoption-pending'], 'the service waits on the adoption, not on bindings');
 
     const mismatched = await refusalOf(() => report(relay, { platformBindingId: platformBinding.id, status: 'ready', statusReason: 'legacy-adoption-mismatch' }));
     assert.equal(mismatched.code, 'invalid-request');

@@ -53,7 +53,7 @@ test('getFleetOverview: relay state, node count, services by runtime state and b
   await registered.relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
     registration: { origin: 'http://192.0.2.10:8080', version: '1.0.0', protocol: 'cluster-relay/1' },
   });
-  await t.admin.call('getServiceRuntimeStatus', { serviceId: registered.service.id });
+  // Nobody reads either service's status: the reconciler judges both on its own.
   // A backup that fails at the relay, and one the relay holds (running).
   registered.relay.addHandler('backupClusterService', async () => { throw Object.assign(new Error('no'), {}); });
   const failed = await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', { clusterId: registered.clusterId, nodeId: registered.nodeId, serviceId: registered.service.id });
@@ -62,6 +62,8 @@ test('getFleetOverview: relay state, node count, services by runtime state and b
   await waitFor(async () => (await t.admin.call('getClusterOverview', { clusterId: unregistered.clusterId }) as { overview: { relay: { connected: boolean } } }).overview.relay.connected, 'relay b elected', 10_000);
   await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', { clusterId: unregistered.clusterId, nodeId: unregistered.nodeId, serviceId: unregistered.service.id });
 
+  // The reconciler judges in the background: wait (bounded) until no service of the fleet is unjudged.
+  await waitFor(async () => (await fleet()).clusters.every((summary) => summary.services.byRuntimeState.unjudged === 0), 'every service judged', 10_000);
   const { clusters, nextCursor } = await fleet();
   assert.equal(nextCursor, undefined);
   const byId = new Map<string, IFleetClusterSummary>(clusters.map((summary) => [summary.cluster.id, summary]));
@@ -76,7 +78,8 @@ test('getFleetOverview: relay state, node count, services by runtime state and b
   assert.deepEqual(a.backups, { running: 0, failed: 1 });
   const b = byId.get(unregistered.clusterId)!;
   assert.deepEqual(b.relay, { state: 'unregistered', registered: false, socketsOpenHere: 1 });
-  assert.deepEqual(b.services.byRuntimeState, { converged: 0, converging: 0, waiting: 0, refused: 0, unjudged: 1 });
+  assert.deepEqual(b.services.byRuntimeState, { converged: 0, converging: 1, waiting: 0, refused: 0, unjudged: 0 },
+    'a service nobody read is judged all the same');
   assert.deepEqual(b.backups, { running: 1, failed: 0 });
   const c = byId.get(missing.cluster.id)!;
   assert.deepEqual(c.relay, { state: 'missing', registered: false, socketsOpenHere: 0 });

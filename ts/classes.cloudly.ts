@@ -30,6 +30,7 @@ import { SecretManager } from './manager.secret/secret.manager.js';
 import { WatchManager } from './manager.watch/watch.manager.js';
 import { OverviewManager } from './manager.overview/overview.manager.js';
 import { TrafficManager } from './manager.traffic/traffic.manager.js';
+import { Reconciler } from './manager.reconciler/reconciler.manager.js';
 import { SecretBox } from './core/secretbox.js';
 import type { IAdminHandlerContext, IRelayHandlerContext } from './core/operations.js';
 import { registerDashboard } from './core/dashboard.js';
@@ -85,6 +86,7 @@ export class Cloudly {
   public readonly auditManager: AuditManager;
   public readonly desiredStateManager: DesiredStateManager;
   public readonly secretManager: SecretManager;
+  public readonly reconciler: Reconciler;
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
   public generatedAdminPassword: string | null = null;
@@ -133,6 +135,8 @@ export class Cloudly {
     this.addManager(new WatchManager(this));
     this.addManager(new OverviewManager(this));
     this.addManager(new TrafficManager(this));
+    // Last: it starts once every domain it reads is started, and stops first.
+    this.reconciler = this.addManager(new Reconciler(this));
   }
 
   /** Registers a manager so its start/stop run with Cloudly's. */

@@ -84,6 +84,13 @@ export interface ICloudlyConfig {
   relayLeaseHeartbeatMs: number;
   /** How often an instance sharing the database reads the audit log for other instances' changes (CLOUDLY_SHARED_POLL_MS). */
   sharedPollMs: number;
+  /**
+   * How often the reconciler looks at every service again, whatever triggered (CLOUDLY_RECONCILE_RESYNC_MS):
+   * the bound within which a change whose trigger was lost still reaches its verdict (docs/reconciler.md).
+   */
+  reconcileResyncMs: number;
+  /** How many keys the reconciler works on at once (CLOUDLY_RECONCILE_CONCURRENCY). */
+  reconcileConcurrency: number;
   /** Where blobs (database closures) live (CLOUDLY_BLOB_STORE): `filesystem` under dataDir (default) or `s3`. */
   blobStore: 'filesystem' | 's3';
   /** The S3 store's settings when `blobStore` is `s3` (CLOUDLY_S3_*, AWS_*), else null. See docs/blobstore.md. */
@@ -143,7 +150,7 @@ const readOptionalPath = (env: NodeJS.ProcessEnv, name: string): string | null =
 };
 
 /** The settings of several instances over one database (docs/multi-instance.md). */
-const readMultiInstanceConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'internalUrl' | 'relayLeaseTtlMs' | 'relayLeaseHeartbeatMs' | 'sharedPollMs'> => {
+const readMultiInstanceConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'internalUrl' | 'relayLeaseTtlMs' | 'relayLeaseHeartbeatMs' | 'sharedPollMs' | 'reconcileResyncMs' | 'reconcileConcurrency'> => {
   const internalUrl = readOptional(env, 'CLOUDLY_INTERNAL_URL');
   if (internalUrl !== null && !/^https?:\/\/[^\s/?#]+\/?$/.test(internalUrl)) {
     throw new ConfigError('CLOUDLY_INTERNAL_URL', 'must be http(s)://host[:port] without a path');
@@ -158,6 +165,8 @@ const readMultiInstanceConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, '
     relayLeaseTtlMs,
     relayLeaseHeartbeatMs,
     sharedPollMs: readInteger(env, 'CLOUDLY_SHARED_POLL_MS', 250, 20, 60_000),
+    reconcileResyncMs: readInteger(env, 'CLOUDLY_RECONCILE_RESYNC_MS', 60_000, 200, 3_600_000),
+    reconcileConcurrency: readInteger(env, 'CLOUDLY_RECONCILE_CONCURRENCY', 8, 1, 256),
   };
 };
 

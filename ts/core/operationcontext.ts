@@ -26,6 +26,8 @@ export interface IOperationContext {
    * guard answers the halt even where a handler's own error handling caught the throw.
    */
   haltedBefore?: string;
+  /** For Cloudly's own reconciles: the input change that made it look again (kept in the audit event). */
+  cause?: { kind: string; id: string };
 }
 
 export const cloudlyActor: IOperationActor = Object.freeze({ kind: 'cloudly', id: 'cloudly' });

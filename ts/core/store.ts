@@ -71,6 +71,7 @@ interface IAuditStamp {
   method: string;
   generationBefore: number;
   mutationId?: string;
+  cause?: { kind: string; id: string };
   /** Set by the first of a removal's two writes; the second deletes the document. */
   removing?: true;
 }
@@ -145,6 +146,18 @@ const applyChange = (docArg: Document, setArg: Document, unsetArg: readonly stri
   return next;
 };
 
+/**
+ * Whom a committed document belongs to, as far as it says (its `serviceId` and `clusterId`
+ * members): enough for a listener to know what the change affects without reading it again,
+ * removals included.
+ */
+export interface ICommittedOwners {
+  serviceId?: string;
+  clusterId?: string;
+}
+
+export type TCommitListener = (kindArg: IDocumentKind<IStoredDocument>, idArg: string, ownersArg: ICommittedOwners) => void;
+
 export class DocumentStore {
   /** Counts committed writes; `/metrics` and the benchmark read it. */
   public committedWrites = 0;
@@ -167,6 +180,9 @@ export class DocumentStore {
     const stamp: IAuditStamp = { at: Date.now(), actor: operation.actor, method: operation.method, generationBefore: generationBeforeArg };
     if (mutationArg) {
       stamp.mutationId = mutationArg.mutationId;
+    }
+    if (operation.cause) {
+      stamp.cause = { kind: operation.cause.kind, id: operation.cause.id };
     }
     return stamp;
   }
@@ -191,6 +207,9 @@ export class DocumentStore {
     };
     if (stampArg.mutationId) {
       event.mutationId = stampArg.mutationId;
+    }
+    if (stampArg.cause) {
+      event.cause = stampArg.cause;
     }
     try {
       await this.insert(auditEventKind, event);
@@ -241,23 +260,26 @@ export class DocumentStore {
     return this.database.mongoDb.collection<TStoredShape>(kindArg.collectionName);
   }
 
-  private readonly commitListeners = new Set<(kindArg: IDocumentKind<IStoredDocument>, idArg: string) => void>();
+  private readonly commitListeners = new Set<TCommitListener>();
 
   /**
    * Tells `listenerArg` of every committed write (kind and id) on this instance, after the commit:
    * how a domain learns that what it derives from another domain's documents changed. A
    * listener's failure is its own; it never reaches the writer.
    */
-  public onCommitted(listenerArg: (kindArg: IDocumentKind<IStoredDocument>, idArg: string) => void): () => void {
+  public onCommitted(listenerArg: TCommitListener): () => void {
     this.commitListeners.add(listenerArg);
     return () => this.commitListeners.delete(listenerArg);
   }
 
-  private committed(kindArg: IDocumentKind<IStoredDocument>, idArg: string): void {
+  private committed(kindArg: IDocumentKind<IStoredDocument>, idArg: string, docArg: Document | null): void {
     this.committedWrites++;
+    const owners: ICommittedOwners = docArg
+      ? { ...(typeof docArg.serviceId === 'string' ? { serviceId: docArg.serviceId } : {}), ...(typeof docArg.clusterId === 'string' ? { clusterId: docArg.clusterId } : {}) }
+      : {};
     for (const listener of this.commitListeners) {
       try {
-        listener(kindArg, idArg);
+        listener(kindArg, idArg, owners);
       } catch {
         // The write is committed; a listener that fails must not turn it into a failure.
       }
@@ -294,7 +316,7 @@ export class DocumentStore {
     if (!inserted) {
       return null;
     }
-    this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, docArg.id);
+    this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, docArg.id, doc);
     if (stamp) {
       await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, docArg.id, doc._incarnation as string, stamp, 1);
     }
@@ -378,7 +400,7 @@ export class DocumentStore {
     if (!after) {
       return null;
     }
-    this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg);
+    this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, after);
     if (stamp) {
       await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, String(after._incarnation ?? 'none'), stamp, expectedGenerationArg + 1);
     }
@@ -464,23 +486,25 @@ export class DocumentStore {
     const stamp = this.auditStamp(kindArg as unknown as IDocumentKind<IStoredDocument>, expectedGenerationArg);
     let generation = expectedGenerationArg;
     let incarnation = 'none';
+    let owners: Document | null = null;
     if (stamp) {
       const marked = await collection.findOneAndUpdate(
         filter,
         { $set: { _audit: { ...stamp, removing: true }, generation: expectedGenerationArg + 1 } },
-        { returnDocument: 'after', projection: { _incarnation: 1 } },
+        { returnDocument: 'after', projection: { _incarnation: 1, serviceId: 1, clusterId: 1 } },
       );
       if (!marked) {
         return false;
       }
       generation = expectedGenerationArg + 1;
       incarnation = String(marked._incarnation ?? 'none');
+      owners = marked;
     }
     const result = await collection.deleteOne({ id: idArg, generation } as Filter<TStoredShape>);
     if (result.deletedCount !== 1) {
       return false;
     }
-    this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg);
+    this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, owners);
     if (stamp) {
       await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, incarnation, stamp, null);
     }

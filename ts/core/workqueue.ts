@@ -29,6 +29,8 @@ export interface IWorkQueueOptions {
   /** Processes one key. A throw is a failure: logged, and retried when `retry` is set. */
   process: (keyArg: string) => Promise<void>;
   retry?: IWorkQueueRetry;
+  /** How many keys may run at once; unlimited when absent. Keys over the limit wait their turn, still coalescing adds. */
+  concurrency?: number;
 }
 
 interface IKeyState {
@@ -41,11 +43,16 @@ interface IKeyState {
   /** Consecutive failures, for the backoff; kept while a retry waits, reset by a success. */
   failures: number;
   retryTimer: NodeJS.Timeout | null;
+  /** When the key became owed a run it has not started yet (for the age of the oldest pending key); null while none is owed. */
+  pendingSince: number | null;
 }
 
 export class WorkQueue {
   private readonly keys = new Map<string, IKeyState>();
   private draining = false;
+  /** Runs in progress, and the loops waiting for a free slot (only with `concurrency`). */
+  private running = 0;
+  private readonly slotWaiters: Array<() => void> = [];
 
   constructor(private readonly options: IWorkQueueOptions) {}
 
@@ -64,6 +71,7 @@ export class WorkQueue {
     this.clearRetry(state);
     const seen = new Promise<void>((resolve) => state.waiters.push(resolve));
     state.dirty = true;
+    state.pendingSince ??= Date.now();
     if (!state.loop) {
       // The loop is Cloudly's own work whichever request started it (audited as `cloudly`).
       state.loop = runAsCloudly(() => this.runLoop(keyArg, state));
@@ -80,6 +88,39 @@ export class WorkQueue {
       }
       await loop;
     }
+  }
+
+  /** How many keys are owed a run that has not started yet. */
+  public get depth(): number {
+    let count = 0;
+    for (const state of this.keys.values()) {
+      if (state.pendingSince !== null) {
+        count++;
+      }
+    }
+    return count;
+  }
+
+  /** How many keys are running or owed a run. */
+  public get busyKeys(): number {
+    let count = 0;
+    for (const state of this.keys.values()) {
+      if (state.loop) {
+        count++;
+      }
+    }
+    return count;
+  }
+
+  /** When the longest-waiting owed run was asked for (epoch ms), or null when nothing waits. */
+  public oldestPendingAt(): number | null {
+    let oldest: number | null = null;
+    for (const state of this.keys.values()) {
+      if (state.pendingSince !== null && (oldest === null || state.pendingSince < oldest)) {
+        oldest = state.pendingSince;
+      }
+    }
+    return oldest;
   }
 
   /** Whether the key is running or owed a run right now. */
@@ -114,7 +155,7 @@ export class WorkQueue {
   private stateOf(keyArg: string): IKeyState {
     let state = this.keys.get(keyArg);
     if (!state) {
-      state = { dirty: false, loop: null, waiters: [], failures: 0, retryTimer: null };
+      state = { dirty: false, loop: null, waiters: [], failures: 0, retryTimer: null, pendingSince: null };
       this.keys.set(keyArg, state);
     }
     return state;
@@ -131,7 +172,14 @@ export class WorkQueue {
     // Start on a later tick, so every add of this tick is folded into the first run.
     await Promise.resolve();
     while (stateArg.dirty && !this.draining) {
+      // Adds that arrive while the key waits for a slot fold into the run it is waiting for.
+      await this.acquireSlot();
+      if (this.draining) {
+        this.releaseSlot();
+        break;
+      }
       stateArg.dirty = false;
+      stateArg.pendingSince = null;
       const waiters = stateArg.waiters.splice(0);
       try {
         await this.options.process(keyArg);
@@ -144,12 +192,14 @@ export class WorkQueue {
         );
         this.scheduleRetry(keyArg, stateArg);
       } finally {
+        this.releaseSlot();
         for (const resolve of waiters) {
           resolve();
         }
       }
     }
     stateArg.loop = null;
+    stateArg.pendingSince = null;
     // Dropped by a drain: nobody runs them, so nobody may wait for them.
     for (const resolve of stateArg.waiters.splice(0)) {
       resolve();
@@ -157,6 +207,25 @@ export class WorkQueue {
     stateArg.dirty = false;
     if (!stateArg.retryTimer) {
       this.keys.delete(keyArg);
+    }
+  }
+
+  private async acquireSlot(): Promise<void> {
+    const limit = this.options.concurrency;
+    if (limit === undefined || this.running < limit) {
+      this.running++;
+      return;
+    }
+    // The releasing run hands its slot over: `running` stays as it is.
+    await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+  }
+
+  private releaseSlot(): void {
+    const next = this.slotWaiters.shift();
+    if (next) {
+      next();
+    } else {
+      this.running--;
     }
   }
 

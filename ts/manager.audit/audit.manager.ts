@@ -80,6 +80,9 @@ const toPublicEvent = (docArg: IAuditEventDocument): IAuditEvent => {
   if (docArg.mutationId) {
     event.mutationId = docArg.mutationId;
   }
+  if (docArg.cause) {
+    event.cause = { kind: docArg.cause.kind, id: docArg.cause.id };
+  }
   return event;
 };
 

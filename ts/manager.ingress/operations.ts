@@ -44,7 +44,7 @@ import {
   type IStoredDesignationAnswer,
   nodeRuntimeAssignmentsKind,
 } from './documents.js';
-import { clusterIngressTag, decideAssignmentReport, decideDesignation, decideDesignationCommit, decideRouteTable } from './decide.js';
+import { clusterIngressTag, emptyClusterIngressSlot, decideAssignmentReport, decideDesignation, decideDesignationCommit, decideRouteTable } from './decide.js';
 import { type IClusterIngressJudgedGenerations, type IClusterIngressRegistrationFacts, judgeClusterIngressRegistration } from './judge.js';
 
 /**
@@ -188,6 +188,15 @@ export const readClusterIngressDesignation = async (storeArg: DocumentStore, clu
 
 export const readClusterRuntimeReference = async (portsArg: Pick<IIngressPorts, 'readSlot'>, clusterIdArg: string): Promise<IClusterRuntimeReference> => {
   const { runtime } = await portsArg.readSlot(clusterIdArg);
+  return { id: clusterIdArg, phase: runtime.phase, generation: runtime.generation };
+};
+
+/**
+ * The cluster's runtime reference as stored, writing nothing: a cluster whose slot was never
+ * created was born on Pallet at runtime generation 1, exactly what creating the slot would store.
+ */
+export const peekClusterRuntimeReference = async (storeArg: DocumentStore, clusterIdArg: string): Promise<IClusterRuntimeReference> => {
+  const { runtime } = await storeArg.get(clusterIngressSlotKind, clusterIdArg) ?? emptyClusterIngressSlot(clusterIdArg);
   return { id: clusterIdArg, phase: runtime.phase, generation: runtime.generation };
 };
 
@@ -391,10 +400,10 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
   adminQuery({
     method: 'getClusterRuntime',
     input: { required: { clusterId: isIdString } },
-    // A cluster's first read creates its slot (born on Pallet, runtime generation 1).
+    // A read writes nothing: a cluster without a slot yet answers what its slot will start as.
     async run(request) {
       await requireCluster(portsArg, request.clusterId, 'request.clusterId');
-      return { runtime: await readClusterRuntimeReference(portsArg, request.clusterId) };
+      return { runtime: await peekClusterRuntimeReference(portsArg.store, request.clusterId) };
     },
   }),
 

@@ -6,7 +6,7 @@ import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import type { IRuntimeNetworkProjection, IRuntimeNetworkWorkloadLease } from '../interfaces/data/runtimenetwork.js';
 import type { IRuntimeNetworkAddressPlan } from '../interfaces/data/runtimenetworkaddressplan.js';
 import { composeNextRuntimeNetworkProjection, type IRuntimeNetworkNodeFacts, type TRuntimeNetworkProjectionStep } from './derive.js';
-import { leaseIndexOf, WorkloadLeaseAllocator, type IClusterAllocation } from './leases.js';
+import { addressBlockKind, leaseIndexOf, WorkloadLeaseAllocator, type IClusterAllocation } from './leases.js';
 import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrations.js';
 import { serviceKind } from '../manager.service/service.manager.js';
 import { deriveClusterRoutes } from '../manager.desiredstate/routes.js';
@@ -68,6 +68,8 @@ export class RuntimeNetworkManager {
     this.leases.onChanged = (clusterIdArg) => {
       void this.refreshCluster(clusterIdArg).catch(() => undefined);
       this.cloudly.desiredStateManager.requestRefresh(clusterIdArg);
+      // Leases are verdict inputs (a workload without one is refused): the cluster's services are judged again.
+      this.cloudly.reconciler.clusterChanged(clusterIdArg, { kind: addressBlockKind.collectionName, id: clusterIdArg });
     };
     this.refreshes = new WorkQueue({
       name: 'runtime network projection refresh',

@@ -111,13 +111,22 @@ export class SecretManager {
           return { current: recipients?.current ?? null, previous: recipients?.previous ?? null };
         },
       }),
-      // A read that makes the credential on first use (version 1): an orchestration, not a query.
-      adminOrchestration({
+      // A pure read: the reconciler makes every node's credential (version 1) once the node exists.
+      adminQuery({
         method: 'getCorestoreControlCredential',
         input: { required: { clusterId: isIdString, nodeId: isNodeId } },
         run: async (request) => {
           await this.requireNode(request.clusterId, request.nodeId, 'request.nodeId');
-          return { credential: toReference(await this.ensureCredential(request.clusterId, request.nodeId)) };
+          const identity = credentialIdentity(request.clusterId, request.nodeId);
+          let credential = await this.cloudly.store.get(corestoreCredentialKind, identity.id);
+          if (!credential) {
+            await this.cloudly.reconciler.settledCluster(request.clusterId);
+            credential = await this.cloudly.store.get(corestoreCredentialKind, identity.id);
+          }
+          if (!credential) {
+            throw refuse('unavailable', ['corestore-credential-not-made-yet'], { retryAfterMs: 1_000 });
+          }
+          return { credential: toReference(credential) };
         },
       }),
       adminMutation({
@@ -298,6 +307,16 @@ export class SecretManager {
   }
 
   /** The node's credential, created at version 1 on first use. */
+  /** Makes the credential (version 1) of every node of the cluster that has none yet: the reconciler's step for a cluster. */
+  public async ensureCorestoreCredentials(clusterIdArg: string): Promise<void> {
+    const made = new Set((await this.cloudly.store.find(corestoreCredentialKind, { clusterId: clusterIdArg })).map((doc) => doc.nodeId));
+    for (const node of await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)) {
+      if (!made.has(node.id)) {
+        await this.ensureCredential(clusterIdArg, node.id);
+      }
+    }
+  }
+
   private async ensureCredential(clusterIdArg: string, nodeIdArg: string): Promise<ICorestoreCredentialDocument> {
     const identity = credentialIdentity(clusterIdArg, nodeIdArg);
     const { doc } = await this.cloudly.store.mutate(corestoreCredentialKind, identity.id, (current) =>

@@ -330,18 +330,30 @@ export class ServiceManager {
     return docs.sort((left, right) => left.current.issuedAt - right.current.issuedAt || left.id.localeCompare(right.id));
   }
 
-  /** The verdict on the service's current spec revision; `changedAt` moves only when it changes. */
-  public async getServiceRuntimeStatus(serviceIdArg: string): Promise<IServiceRuntimeStatus | null> {
-    const service = await this.getService(serviceIdArg);
-    if (!service) {
-      return null;
-    }
+  /** The stored verdict on the service (null when none is stored yet): a pure read, the reconciler keeps it current. */
+  public async readServiceRuntimeStatus(serviceIdArg: string): Promise<IServiceRuntimeStatus | null> {
+    const doc = await this.cloudly.store.get(serviceRuntimeStatusKind, serviceIdArg);
+    return doc ? this.toStatus(serviceIdArg, doc) : null;
+  }
+
+  /**
+   * The reconciler's step for one service (ts/manager.reconciler): judges its current spec revision
+   * from every fact Cloudly holds and stores the verdict when it changed, so `changedAt` moves only
+   * with it. A service that is gone has no verdict: a stored one is removed. Never called on a read.
+   */
+  public async reconcileServiceRuntimeStatus(serviceIdArg: string): Promise<'written' | 'created' | 'kept' | 'removed'> {
     const doc = await this.cloudly.store.get(serviceKind, serviceIdArg);
+    if (!doc) {
+      const { outcome } = await this.cloudly.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
+        (storedArg ? { kind: 'remove' } : { kind: 'keep' }));
+      return outcome === 'removed' ? 'removed' : 'kept';
+    }
+    const service = toPublicService(doc);
     const claims = (await this.cloudly.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg }))
       .map((claimDoc) => claimDoc.current);
     const verdict = judgeServiceRuntime({
       service,
-      claimMarkers: doc?.claimDecisions ?? [],
+      claimMarkers: doc.claimDecisions ?? [],
       clusterExists: (await this.cloudly.clusterManager.getCluster(service.clusterId)) !== null,
       clusterRuntimePhase: await this.cloudly.ingressManager.peekClusterRuntimePhase(service.clusterId),
       clusterNodeIds: new Set((await this.cloudly.clusterManager.nodes.listNodes(service.clusterId)).map((node) => node.id)),
@@ -355,9 +367,9 @@ export class ServiceManager {
     const judged = verdict.state === 'converging' && isServiceObservedConverged(service, observed)
       ? { state: 'converged' as const, reason: null }
       : verdict;
-    const { doc: status } = await this.cloudly.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
+    const { outcome } = await this.cloudly.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
       decideRuntimeStatus(storedArg, serviceIdArg, { specRevision: service.specRevision, state: judged.state, reason: judged.reason }, Date.now()));
-    return this.toStatus(serviceIdArg, status!);
+    return outcome;
   }
 
   /** The service's lease shortfall from the cluster's allocation pass (undefined while no address plan exists). */
@@ -460,12 +472,19 @@ export class ServiceManager {
         input: isServiceRead,
         run: async (request) => ({ service: await this.requireFound(request.serviceId, await this.getService(request.serviceId)) }),
       }),
-      // Writes the verdict when it changed (so `changedAt` moves only with it): an orchestration.
-      adminOrchestration({
+      // A pure read of what the reconciler stored. A change this instance committed just before
+      // (the caller's own write) is waited for, so a caller reads its own writes.
+      adminQuery({
         method: 'getServiceRuntimeStatus',
         input: isServiceRead,
         run: async (request) => {
-          const status = await this.requireFound(request.serviceId, await this.getServiceRuntimeStatus(request.serviceId));
+          const service = await this.requireFound(request.serviceId, await this.getService(request.serviceId));
+          await this.cloudly.reconciler.settled(service);
+          const status = await this.readServiceRuntimeStatus(service.id);
+          if (!status) {
+            // Only while the reconciler has not reached a new service yet (or another instance reconciles it).
+            throw refuse('unavailable', ['runtime-status-not-judged-yet'], { retryAfterMs: 1_000 });
+          }
           const placements = await this.cloudly.desiredStateManager.observedPlacements(status.id);
           const lastReportedAt = placements.reduce<number | null>((latest, placement) => Math.max(latest ?? 0, placement.reportedAt), null);
           return { status, observed: { placements, lastReportedAt } };

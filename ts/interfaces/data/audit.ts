@@ -20,6 +20,11 @@ export interface IAuditEvent {
   /** null for a removal. */
   generationAfter: number | null;
   mutationId?: string;
+  /**
+   * Project's own member, on Cloudly's own reconciles (`method` `reconcile`): the input change
+   * that made it look again (a document's kind and id, or `CloudlyReconcilerResync` for a resync).
+   */
+  cause?: { kind: string; id: string };
 }
 
 /** Project's own definition: what `getAuditEvents` may filter on; every member narrows. */

@@ -1,0 +1,211 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { stateDigest } from './helpers/state.js';
+import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
+import type { IReq_Any_Cloudly_UpsertPlatformBinding } from '../ts/interfaces/requests/corestore.js';
+import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
+import type { IAuditEvent } from '../ts/interfaces/data/audit.js';
+import type { IClusterOverviewService } from '../ts/interfaces/requests/overview.js';
+import { serviceKind } from '../ts/manager.service/service.manager.js';
+import type { ICloudlyMethods } from '../ts/interfaces/requests/methodmap.js';
+import { currentOperation } from '../ts/core/operationcontext.js';
+import { reconcileKeysOf } from '../ts/manager.reconciler/triggers.js';
+import { decideReconcilerLease } from '../ts/manager.reconciler/leadership.js';
+
+/**
+ * The reconciler keeps every verdict current without anyone reading it, its writes are Cloudly's
+ * own, and reads write nothing.
+ */
+
+let t: ITestCloudly;
+let clusterId: string;
+
+before(async () => {
+  // A short resync, so the test of a lost trigger waits a fraction of a second, not a minute.
+  t = await startTestCloudly({ reconcileResyncMs: 400 });
+  clusterId = (await t.createCluster('reconciled')).cluster.id;
+  await t.addNodes(clusterId, 'n1');
+});
+
+after(async () => {
+  await t.stop();
+});
+
+const spec = (nameArg: string): IServiceWritableSpec => ({
+  name: nameArg,
+  organizationId: 'org1',
+  clusterId,
+  runtime: { image: 'app:1', replicas: 1, profile: { runAs: { user: 1000, group: 1000 } }, placement: { nodeIds: ['n1'] } },
+  volumes: [],
+});
+
+const createService = async (nameArg: string) =>
+  (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(nameArg) })).service;
+
+/** The verdict the cluster page shows (a read of stored state; nobody reads the service itself). */
+const overviewVerdict = async (serviceIdArg: string): Promise<[string, string | null] | null> => {
+  const { overview } = await t.admin.call('getClusterOverview', { clusterId }) as { overview: { services: IClusterOverviewService[] } };
+  const status = overview.services.find((entry) => entry.service.id === serviceIdArg)?.runtimeStatus ?? null;
+  return status ? [status.state, status.reason] : null;
+};
+
+const waitForVerdict = async (serviceIdArg: string, expectedArg: [string, string | null]): Promise<void> => {
+  await waitFor(async () => JSON.stringify(await overviewVerdict(serviceIdArg)) === JSON.stringify(expectedArg),
+    `verdict ${expectedArg.join('/')} on the cluster page`, 10_000);
+};
+
+const reconcilerIdle = () => waitFor(() => t.cloudly.reconciler.busyKeys === 0, 'the reconciler is idle', 10_000);
+
+test('the trigger table: each input names the keys it affects, and the verdict itself triggers nothing', () => {
+  assert.deepEqual(reconcileKeysOf('CloudlyService', 'svc-1'), ['service:svc-1']);
+  assert.deepEqual(reconcileKeysOf('CloudlyPlatformBinding', 'pb-1', { serviceId: 'svc-1' }), ['service:svc-1']);
+  assert.deepEqual(reconcileKeysOf('CloudlyPlatformBinding', 'pb-1', {}), [], 'an owner it cannot name is left to the resync');
+  assert.deepEqual(reconcileKeysOf('CloudlyClusterNode', 'c1/n1'), ['cluster:c1']);
+  assert.deepEqual(reconcileKeysOf('CloudlyRuntimeNetworkAddressPlan', 'plan'), ['all']);
+  assert.deepEqual(reconcileKeysOf('CloudlyServiceRuntimeStatus', 'svc-1'), []);
+  assert.deepEqual(reconcileKeysOf('CloudlyAdminUser', 'u1'), []);
+});
+
+test('the reconciler lease: free or expired is taken, our own is renewed, another live holder keeps it', () => {
+  assert.equal(decideReconcilerLease(null, 'a', 1_000, 500).kind, 'create');
+  const held = { id: 'reconciler', generation: 3, holder: 'b', expiresAt: 2_000 };
+  assert.equal(decideReconcilerLease(held, 'a', 1_999, 500).kind, 'keep');
+  assert.deepEqual(decideReconcilerLease(held, 'a', 2_000, 500), { kind: 'write', change: { set: { holder: 'a', expiresAt: 2_500 } } });
+  assert.deepEqual(decideReconcilerLease(held, 'b', 1_500, 500), { kind: 'write', change: { set: { holder: 'b', expiresAt: 2_000 } } });
+});
+
+test('a verdict is judged without anyone reading the service: a binding moves it to waiting and back, on the cluster page', async () => {
+  const service = await createService('unread');
+  await waitForVerdict(service.id, ['converging', null]);
+  const { platformBinding } = await t.admin.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+    platformBinding: { serviceId: service.id, capability: 'database', enabled: true, nodeId: 'n1' } as unknown as IReq_Any_Cloudly_UpsertPlatformBinding['request']['platformBinding'],
+    expectedGeneration: null,
+  });
+  await waitForVerdict(service.id, ['waiting', 'bindings-pending']);
+  // A removal still names its owner, so the service is judged again at once.
+  await t.admin.call('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation });
+  await waitForVerdict(service.id, ['converging', null]);
+});
+
+test("the reconciler's writes are Cloudly's own, with the input change that caused them", async () => {
+  const service = await createService('audited');
+  await waitForVerdict(service.id, ['converging', null]);
+  const { events } = await t.admin.call('getAuditEvents', { filter: { targetKind: 'CloudlyServiceRuntimeStatus', targetId: service.id } }) as { events: IAuditEvent[] };
+  assert.equal(events.length, 1, 'one verdict, one write');
+  assert.deepEqual(events[0].actor, { kind: 'cloudly', id: 'cloudly' });
+  assert.equal(events[0].method, 'reconcile');
+  assert.deepEqual(events[0].cause, { kind: 'CloudlyService', id: service.id });
+  assert.equal(events[0].outcome, 'created');
+});
+
+test('every query method reads stored state and writes nothing: no document, no audit event', async () => {
+  const service = await createService('read-only');
+  await waitForVerdict(service.id, ['converging', null]);
+  await reconcilerIdle();
+  const writes: string[] = [];
+  const stopListening = t.cloudly.store.onCommitted((kindArg, idArg) => {
+    // Heartbeats renew leases and the instance entry on their own schedule; everything else counts.
+    if (!/Lease|Instance/.test(kindArg.collectionName)) {
+      writes.push(`${kindArg.collectionName}/${idArg} (${currentOperation().method})`);
+    }
+  });
+  const before = await stateDigest(t, /lease|instance/i);
+  const queries: Array<[keyof ICloudlyMethods, Record<string, unknown>]> = [
+    ['getClusters', {}],
+    ['getClusterById', { clusterId }],
+    ['getClusterNodes', { clusterId }],
+    ['getClusterRuntime', { clusterId }],
+    ['getClusterIngressDesignation', { clusterId }],
+    ['getClusterRouteTableResolution', { clusterId }],
+    ['getClusterRelayRegistrations', {}],
+    ['getClusterOverview', { clusterId }],
+    ['getFleetOverview', {}],
+    ['getServices', {}],
+    ['getServiceById', { serviceId: service.id }],
+    ['getServiceRuntimeStatus', { serviceId: service.id }],
+    ['getRuntimeLocalStorageClaims', { serviceId: service.id }],
+    ['getPlatformBindings', {}],
+    ['getServiceBackups', {}],
+    ['getOperations', {}],
+    ['getAuditEvents', {}],
+    ['getUsers', {}],
+    ['getSecretRecipients', { clusterId }],
+    ['getCorestoreControlCredential', { clusterId, nodeId: 'n1' }],
+    ['getRuntimeNetworkAddressPlan', {}],
+  ];
+  for (const [method, request] of queries) {
+    await t.admin.call(method, request as never);
+  }
+  await reconcilerIdle();
+  stopListening();
+  assert.deepEqual(writes, [], 'no query committed a write');
+  assert.equal(await stateDigest(t, /lease|instance/i), before, 'the stored state is exactly as it was');
+  const { events } = await t.admin.call('getAuditEvents', { limit: 500 }) as { events: IAuditEvent[] };
+  const readers = new Set<string>(queries.map(([method]) => method));
+  assert.deepEqual(events.filter((event) => readers.has(event.method)).map((event) => event.method), [], 'no audit event names a query');
+});
+
+test('a change whose trigger was lost is judged by the next resync', async () => {
+  const service = await createService('resynced');
+  await waitForVerdict(service.id, ['converging', null]);
+  // Straight into the database, past the store: no trigger fires (as after a crash between commit and enqueue).
+  await t.cloudly.store.collection(serviceKind).updateOne({ id: service.id }, { $set: { 'runtime.placement.nodeIds': ['gone-node'] } });
+  await waitForVerdict(service.id, ['refused', 'no-eligible-node']);
+});
+
+test('a reconcile that fails is logged with its key, counted, and retried with backoff until it succeeds', async () => {
+  const serviceManager = t.cloudly.serviceManager;
+  const original = serviceManager.reconcileServiceRuntimeStatus.bind(serviceManager);
+  let failures = 0;
+  serviceManager.reconcileServiceRuntimeStatus = async (serviceIdArg: string) => {
+    if (failures < 2) {
+      failures++;
+      throw new Error('injected reconcile failure');
+    }
+    return original(serviceIdArg);
+  };
+  try {
+    const service = await createService('retried');
+    await waitForVerdict(service.id, ['converging', null]);
+    assert.equal(failures, 2);
+    assert.ok(t.logs.some((line) => line.includes('injected reconcile failure') && line.includes(`service:${service.id}`)), 'the failure is logged with its key');
+    const metrics = await (await fetch(`${t.baseUrl}/metrics`)).text();
+    const failed = /cloudly_reconciles_total\{scope="service",outcome="failed"\} (\d+)/.exec(metrics);
+    assert.ok(failed && Number(failed[1]) >= 2, 'failures are counted');
+    for (const name of ['cloudly_reconcile_queue_depth', 'cloudly_reconcile_oldest_pending_seconds', 'cloudly_reconcile_duration_seconds_bucket', 'cloudly_reconcile_leader 1']) {
+      assert.ok(metrics.includes(name), `/metrics shows ${name}`);
+    }
+  } finally {
+    serviceManager.reconcileServiceRuntimeStatus = original;
+  }
+});
+
+test('a service that is gone is skipped: nothing is judged or written for it', async () => {
+  assert.equal(await t.cloudly.serviceManager.reconcileServiceRuntimeStatus('svc-none'), 'kept');
+  assert.equal((await refusalOf(() => t.admin.call('getServiceRuntimeStatus', { serviceId: 'svc-none' }))).code, 'not-found');
+});
+
+test('after a restart the start-up pass judges every service again', async () => {
+  // Its own Cloudly with an hour-long resync: only the start-up pass can catch what changed.
+  const own = await startTestCloudly({ reconcileResyncMs: 3_600_000 });
+  try {
+    const ownCluster = (await own.createCluster('restarted')).cluster.id;
+    await own.addNodes(ownCluster, 'n1');
+    const { service } = await own.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: { ...spec('restarted'), clusterId: ownCluster } });
+    const verdict = async () => {
+      const { overview } = await own.admin.call('getClusterOverview', { clusterId: ownCluster }) as { overview: { services: IClusterOverviewService[] } };
+      const status = overview.services[0]?.runtimeStatus;
+      return status ? `${status.state}/${status.reason}` : 'unjudged';
+    };
+    await waitFor(async () => (await verdict()) === 'converging/null', 'judged before the restart', 10_000);
+    // Past the store, so no trigger fires: the lost trigger of a crash between commit and enqueue.
+    await own.cloudly.store.collection(serviceKind).updateOne({ id: service.id }, { $set: { 'runtime.placement.nodeIds': ['gone-node'] } });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(await verdict(), 'converging/null', 'nothing judged it again before the restart');
+    await own.restart();
+    await waitFor(async () => (await verdict()) === 'refused/no-eligible-node', 'judged by the start-up pass', 10_000);
+  } finally {
+    await own.stop();
+  }
+});

@@ -1,0 +1,75 @@
+import { defineDocumentKind, type DocumentStore, type IStoredDocument, type TDecision } from '../core/store.js';
+
+/**
+ * Which instance reconciles: one at a time, like kube-controller-manager's leader election on a
+ * Lease object. The lease is one document; taking it over and renewing it are compare-and-swaps on
+ * its generation, so the database decides between instances. The holder renews it every
+ * heartbeat; when the holder dies, another instance takes it once it has run out (the relay lease
+ * timing: 15 s by default). A holder that cannot renew stops counting itself the leader when its
+ * own lease runs out, before anyone else may take it.
+ */
+
+export interface IReconcilerLeaseDocument extends IStoredDocument {
+  /** The instance holding the lease (its relay election instance id). */
+  holder: string;
+  /** Epoch milliseconds; after this anyone may take the lease. */
+  expiresAt: number;
+}
+
+// Renewals are not changes anyone asked for: no audit event.
+export const reconcilerLeaseKind = defineDocumentKind<IReconcilerLeaseDocument>('CloudlyReconcilerLease', { audited: false });
+const leaseId = 'reconciler';
+
+/** The decision on the lease for `instanceArg` at `nowArg`: take or renew it when it is ours or free. */
+export const decideReconcilerLease = (
+  currentArg: IReconcilerLeaseDocument | null,
+  instanceArg: string,
+  nowArg: number,
+  ttlMsArg: number,
+): TDecision<IReconcilerLeaseDocument> => {
+  if (!currentArg) {
+    return { kind: 'create', doc: { id: leaseId, holder: instanceArg, expiresAt: nowArg + ttlMsArg } };
+  }
+  if (currentArg.holder === instanceArg || currentArg.expiresAt <= nowArg) {
+    return { kind: 'write', change: { set: { holder: instanceArg, expiresAt: nowArg + ttlMsArg } } };
+  }
+  return { kind: 'keep' };
+};
+
+export class ReconcilerLeadership {
+  /** Until when this instance's lease is known to hold (0: not the leader). */
+  private heldUntil = 0;
+
+  constructor(
+    private readonly store: DocumentStore,
+    private readonly instanceId: string,
+    private readonly ttlMs: number,
+  ) {}
+
+  /** True while this instance holds an unexpired lease, as last confirmed by the database. */
+  public get isLeader(): boolean {
+    return this.heldUntil > Date.now();
+  }
+
+  /**
+   * Takes or renews the lease; answers whether this instance holds it now. A database failure
+   * leaves the last confirmed state, which runs out by itself.
+   */
+  public async renew(): Promise<boolean> {
+    const now = Date.now();
+    const { doc } = await this.store.mutate(reconcilerLeaseKind, leaseId, (currentArg) =>
+      decideReconcilerLease(currentArg, this.instanceId, now, this.ttlMs));
+    this.heldUntil = doc && doc.holder === this.instanceId ? doc.expiresAt : 0;
+    return this.isLeader;
+  }
+
+  /** Gives the lease up (on stop), so another instance takes over at once instead of after the TTL. */
+  public async release(): Promise<void> {
+    if (this.heldUntil === 0) {
+      return;
+    }
+    this.heldUntil = 0;
+    await this.store.mutate(reconcilerLeaseKind, leaseId, (currentArg) =>
+      (currentArg && currentArg.holder === this.instanceId ? { kind: 'write', change: { set: { expiresAt: 0 } } } : { kind: 'keep' }));
+  }
+}
