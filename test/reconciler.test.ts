@@ -102,7 +102,6 @@ test("the reconciler's writes are Cloudly's own, with the input change that caus
 test('every query method reads stored state and writes nothing: no document, no audit event', async () => {
   const service = await createService('read-only');
   await waitForVerdict(service.id, ['converging', null]);
-  await reconcilerIdle();
   const writes: string[] = [];
   const stopListening = t.cloudly.store.onCommitted((kindArg, idArg) => {
     // Heartbeats renew leases and the instance entry on their own schedule; everything else counts.
@@ -110,6 +109,18 @@ test('every query method reads stored state and writes nothing: no document, no 
       writes.push(`${kindArg.collectionName}/${idArg} (${currentOperation().method})`);
     }
   });
+  // Background work of the earlier writes (the reconciler, desired-state refreshes) ends first: 500 ms
+  // without a write. (The resync runs every 400 ms here and, with nothing changed, writes nothing.)
+  let quietSince = Date.now();
+  let seen = 0;
+  await waitFor(() => {
+    if (writes.length !== seen) {
+      seen = writes.length;
+      quietSince = Date.now();
+    }
+    return Date.now() - quietSince >= 500;
+  }, 'no background write for 500 ms', 15_000);
+  writes.length = 0;
   const before = await stateDigest(t, /lease|instance/i);
   const queries: Array<[keyof ICloudlyMethods, Record<string, unknown>]> = [
     ['getClusters', {}],

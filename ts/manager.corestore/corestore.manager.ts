@@ -188,6 +188,11 @@ export class CorestoreManager {
     return (await this.readBindings(filterArg)).sort(compareBindings);
   }
 
+  /** The bindings of the listed services, in one read (the reconciler judges a cluster's services at once). */
+  public async getPlatformBindingsOfServices(serviceIdsArg: string[]): Promise<IPlatformBinding[]> {
+    return this.readBindings({ serviceId: { $in: serviceIdsArg } });
+  }
+
   /** True while a binding of the service reports `legacy-adoption-pending` (runtime status waits on it). */
   public async isLegacyAdoptionPending(serviceIdArg: string): Promise<boolean> {
     const bindings = await this.readBindings({ serviceId: serviceIdArg });
@@ -225,7 +230,7 @@ export class CorestoreManager {
    * Reads bindings so that a creation is seen whole or not at all: the read is accepted only when
    * the ledger held nothing pending before it and did not move during it.
    */
-  private async readBindings(filterArg: { serviceId?: string; id?: string }): Promise<IPlatformBinding[]> {
+  private async readBindings(filterArg: { serviceId?: string | { $in: string[] }; id?: string }): Promise<IPlatformBinding[]> {
     for (let attempt = 0; attempt < ledgerRounds; attempt++) {
       const before = (await this.rollForward()).doc!;
       const bindings = await this.cloudly.store.find(platformBindingKind, filterArg);

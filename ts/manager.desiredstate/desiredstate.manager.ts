@@ -21,7 +21,7 @@ import { runtimeNetworkLeasesKind, runtimeNetworkProjectionKind } from '../manag
 import { deriveClusterRoutes, resolveClusterRoutes } from './routes.js';
 import type { IClusterUnresolvedRoute } from '../interfaces/data/desiredstate.js';
 import { decideDesiredStatePublication, decideForget } from './decide.js';
-import { clusterDesiredStateKind, serviceObservedStateKind } from './documents.js';
+import { clusterDesiredStateKind, serviceObservedStateKind, type IServiceObservedStateDocument } from './documents.js';
 import { desiredStateOperations } from './operations.js';
 
 /**
@@ -348,6 +348,11 @@ export class DesiredStateManager {
   /** The observations of a service, newest report per node; empty when the relay reported none. */
   public async observedPlacements(serviceIdArg: string): Promise<IServiceObservedPlacement[]> {
     return (await this.cloudly.store.get(serviceObservedStateKind, serviceIdArg))?.placements ?? [];
+  }
+
+  /** What the relay last reported of every service of a cluster, in one read. */
+  public async observedStatesOfCluster(clusterIdArg: string): Promise<IServiceObservedStateDocument[]> {
+    return this.cloudly.store.find(serviceObservedStateKind, { clusterId: clusterIdArg });
   }
 
   /** Removes what Cloudly derived from a service that is gone: its observations and runtime status. */

@@ -4,7 +4,6 @@ import { cloudlyActor, runInOperation } from '../core/operationcontext.js';
 import { auditEventKind, type ICommittedOwners, type IDocumentKind, type IStoredDocument } from '../core/store.js';
 import { WorkQueue } from '../core/workqueue.js';
 import { clusterKind } from '../manager.cluster/documents.js';
-import { serviceKind } from '../manager.service/service.manager.js';
 import { ReconcilerLeadership } from './leadership.js';
 import {
   allServicesKey,
@@ -126,11 +125,7 @@ export class Reconciler {
     const heartbeatMs = this.cloudly.config.relayLeaseHeartbeatMs ?? 5_000;
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), heartbeatMs);
     this.heartbeatTimer.unref();
-    this.resyncTimer = setInterval(() => {
-      if (this.leadership.isLeader) {
-        this.enqueue(allServicesKey, { kind: resyncCauseKind, id: 'resync' });
-      }
-    }, this.cloudly.config.reconcileResyncMs ?? 60_000);
+    this.resyncTimer = setInterval(() => this.resync(), this.cloudly.config.reconcileResyncMs ?? 60_000);
     this.resyncTimer.unref();
     if (!this.cloudly.database.embedded) {
       this.sharedWatermark = Date.now();
@@ -188,6 +183,13 @@ export class Reconciler {
     })();
     await Promise.race([owed, bound]);
     clearTimeout(timer);
+  }
+
+  /** Asks for a pass over every cluster and service now, as the periodic resync does (on the leader only). */
+  public resync(idArg = 'resync'): void {
+    if (this.leadership.isLeader) {
+      this.enqueue(allServicesKey, { kind: resyncCauseKind, id: idArg });
+    }
   }
 
   /** Something outside the documents changed a cluster's inputs (its lease allocation changed). */
@@ -254,9 +256,9 @@ export class Reconciler {
         }
         // What a cluster's nodes are owed before anyone asks: their Corestore control credential.
         await this.cloudly.secretManager.ensureCorestoreCredentials(parsed.id);
-        const services = await this.cloudly.store.collection(serviceKind).find({ clusterId: parsed.id }, { projection: { _id: 0, id: 1 } }).toArray();
-        for (const service of services) {
-          this.enqueue(serviceKey(String(service.id)), cause);
+        // One read per kind for the whole cluster; only services whose verdict moved get a run of their own.
+        for (const serviceId of await this.cloudly.serviceManager.judgeClusterRuntimeStatuses(parsed.id)) {
+          this.enqueue(serviceKey(serviceId), cause);
         }
         return 'expanded';
       });

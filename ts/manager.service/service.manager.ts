@@ -37,7 +37,11 @@ import {
   pendingClaimRecord,
   type IServiceVolumeClaimDecision,
 } from './claims.js';
-import { isServiceObservedConverged, isServiceVolumeClaimable, judgeServiceRuntime, type IServiceBindingWaits } from './runtimestatus.js';
+import { isServiceObservedConverged, isServiceVolumeClaimable, judgeServiceRuntime } from './runtimestatus.js';
+import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
+import type { IPlatformBinding } from '../interfaces/data/platformbinding.js';
+import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
+import type { IClusterAllocation } from '../manager.runtimenetwork/leases.js';
 import { boundRelayText } from '../core/relaycalls.js';
 import {
   decideClaimAnswer,
@@ -260,6 +264,59 @@ const decideVolumeClaims = (
   return decisions;
 };
 
+/** What every service of a cluster shares in its verdict. */
+interface IClusterVerdictFacts {
+  exists: boolean;
+  runtimePhase: TClusterRuntimePhase;
+  nodeIds: ReadonlySet<string>;
+  allocation: IClusterAllocation;
+}
+
+const groupBy = <T>(itemsArg: T[], keyArg: (itemArg: T) => string): Map<string, T[]> => {
+  const groups = new Map<string, T[]>();
+  for (const item of itemsArg) {
+    const key = keyArg(item);
+    groups.set(key, [...(groups.get(key) ?? []), item]);
+  }
+  return groups;
+};
+
+/**
+ * The verdict on a service's current spec revision from the facts gathered for it: Cloudly's own
+ * judgement (`judgeServiceRuntime`), then, when nothing stands in the way, the relay's
+ * observations decide between `converging` and `converged`. Pure.
+ */
+const judgeServiceVerdict = (
+  docArg: IServiceDocument,
+  clusterArg: IClusterVerdictFacts,
+  claimDocsArg: IRuntimeLocalStorageClaimDocument[],
+  bindingsArg: IPlatformBinding[],
+  observedArg: IServiceObservedPlacement[],
+): Pick<IServiceRuntimeStatus, 'specRevision' | 'state' | 'reason'> => {
+  const service = toPublicService(docArg);
+  const verdict = judgeServiceRuntime({
+    service,
+    claimMarkers: docArg.claimDecisions ?? [],
+    clusterExists: clusterArg.exists,
+    clusterRuntimePhase: clusterArg.runtimePhase,
+    clusterNodeIds: clusterArg.nodeIds,
+    // No address plan: Cloudly manages no workload address and refuses nothing for it.
+    workloadLeases: clusterArg.allocation.managed
+      ? { shortfall: clusterArg.allocation.shortfall.get(service.id) ?? 0, poolMissing: clusterArg.allocation.poolMissing }
+      : undefined,
+    claims: claimDocsArg.map((claimDoc) => claimDoc.current),
+    // An enabled binding that is not `ready` yet has no credentials in the service's secret manifest.
+    bindings: {
+      bindingsPending: bindingsArg.some((binding) => binding.enabled && binding.status !== 'ready'),
+      legacyAdoptionPending: bindingsArg.some((binding) => binding.statusReason === 'legacy-adoption-pending'),
+    },
+  });
+  const judged = verdict.state === 'converging' && isServiceObservedConverged(service, observedArg)
+    ? { state: 'converged' as const, reason: null }
+    : verdict;
+  return { specRevision: service.specRevision, state: judged.state, reason: judged.reason };
+};
+
 export class ServiceManager {
   private retryTimer: NodeJS.Timeout | null = null;
   private retryRunning = false;
@@ -348,34 +405,58 @@ export class ServiceManager {
         (storedArg ? { kind: 'remove' } : { kind: 'keep' }));
       return outcome === 'removed' ? 'removed' : 'kept';
     }
-    const service = toPublicService(doc);
-    const claims = (await this.cloudly.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg }))
-      .map((claimDoc) => claimDoc.current);
-    const verdict = judgeServiceRuntime({
-      service,
-      claimMarkers: doc.claimDecisions ?? [],
-      clusterExists: (await this.cloudly.clusterManager.getCluster(service.clusterId)) !== null,
-      clusterRuntimePhase: await this.cloudly.ingressManager.peekClusterRuntimePhase(service.clusterId),
-      clusterNodeIds: new Set((await this.cloudly.clusterManager.nodes.listNodes(service.clusterId)).map((node) => node.id)),
-      workloadLeases: await this.readWorkloadLeases(service),
-      claims,
-      bindings: await this.readBindingWaits(service),
-    });
-    // Cloudly's own judgement says nothing stands in the way; the relay's observations say whether
-    // it actually runs as wanted at this spec revision.
-    const observed = await this.cloudly.desiredStateManager.observedPlacements(serviceIdArg);
-    const judged = verdict.state === 'converging' && isServiceObservedConverged(service, observed)
-      ? { state: 'converged' as const, reason: null }
-      : verdict;
+    const [cluster, claims, bindings, observed] = await Promise.all([
+      this.readClusterVerdictFacts(doc.clusterId),
+      this.cloudly.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg }),
+      this.cloudly.corestoreManager.getPlatformBindingsOfServices([serviceIdArg]),
+      this.cloudly.desiredStateManager.observedPlacements(serviceIdArg),
+    ]);
+    const judged = judgeServiceVerdict(doc, cluster, claims, bindings, observed);
     const { outcome } = await this.cloudly.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
-      decideRuntimeStatus(storedArg, serviceIdArg, { specRevision: service.specRevision, state: judged.state, reason: judged.reason }, Date.now()));
+      decideRuntimeStatus(storedArg, serviceIdArg, judged, Date.now()));
     return outcome;
   }
 
-  /** The service's lease shortfall from the cluster's allocation pass (undefined while no address plan exists). */
-  private async readWorkloadLeases(serviceArg: IService): Promise<{ shortfall: number; poolMissing: boolean } | undefined> {
-    const allocation = await this.cloudly.runtimeNetworkManager.allocateCluster(serviceArg.clusterId);
-    return allocation.managed ? { shortfall: allocation.shortfall.get(serviceArg.id) ?? 0, poolMissing: allocation.poolMissing } : undefined;
+  /**
+   * The reconciler's look at a whole cluster (a resync, a node change): every service judged from
+   * one read per kind, answering the ids whose stored verdict differs from the judged one. Nothing
+   * is written here: each of them is then reconciled on its own, from facts read afresh, so a
+   * change that lands meanwhile is never overwritten by this older look.
+   */
+  public async judgeClusterRuntimeStatuses(clusterIdArg: string): Promise<string[]> {
+    const { store } = this.cloudly;
+    const services = await store.find(serviceKind, { clusterId: clusterIdArg });
+    if (services.length === 0) {
+      return [];
+    }
+    const ids = services.map((service) => service.id);
+    const [cluster, claims, bindings, observedDocs, statuses] = await Promise.all([
+      this.readClusterVerdictFacts(clusterIdArg),
+      store.find(runtimeLocalStorageClaimKind, { clusterId: clusterIdArg }),
+      this.cloudly.corestoreManager.getPlatformBindingsOfServices(ids),
+      this.cloudly.desiredStateManager.observedStatesOfCluster(clusterIdArg),
+      store.find(serviceRuntimeStatusKind, { id: { $in: ids } }),
+    ]);
+    const storedOf = new Map(statuses.map((status) => [status.id, status]));
+    const observedOf = new Map(observedDocs.map((observed) => [observed.id, observed.placements]));
+    const claimsOf = groupBy(claims, (claim) => claim.serviceId);
+    const bindingsOf = groupBy(bindings, (binding) => binding.serviceId);
+    return services.filter((service) => {
+      const judged = judgeServiceVerdict(service, cluster, claimsOf.get(service.id) ?? [], bindingsOf.get(service.id) ?? [], observedOf.get(service.id) ?? []);
+      const stored = storedOf.get(service.id);
+      return !stored || stored.specRevision !== judged.specRevision || stored.state !== judged.state || stored.reason !== judged.reason;
+    }).map((service) => service.id);
+  }
+
+  /** What every service of a cluster shares in its verdict, read once. */
+  private async readClusterVerdictFacts(clusterIdArg: string): Promise<IClusterVerdictFacts> {
+    const [cluster, runtimePhase, nodes, allocation] = await Promise.all([
+      this.cloudly.clusterManager.getCluster(clusterIdArg),
+      this.cloudly.ingressManager.peekClusterRuntimePhase(clusterIdArg),
+      this.cloudly.clusterManager.nodes.listNodes(clusterIdArg),
+      this.cloudly.runtimeNetworkManager.allocateCluster(clusterIdArg),
+    ]);
+    return { exists: cluster !== null, runtimePhase, nodeIds: new Set(nodes.map((node) => node.id)), allocation };
   }
 
   private toStatus(serviceIdArg: string, docArg: IServiceRuntimeStatusDocument): IServiceRuntimeStatus {
@@ -386,20 +467,6 @@ export class ServiceManager {
       reason: docArg.reason,
       changedAt: docArg.changedAt,
     });
-  }
-
-  /**
-   * The binding waits, read through the platform binding owner's public reads (manager.corestore):
-   * a binding reporting `legacy-adoption-pending`, and an enabled binding that is not `ready` yet,
-   * which is when its credentials are not in the service's secret manifest.
-   */
-  private async readBindingWaits(serviceArg: IService): Promise<IServiceBindingWaits> {
-    const corestore = this.cloudly.corestoreManager;
-    const bindings = await corestore.getPlatformBindings({ serviceId: serviceArg.id });
-    return {
-      bindingsPending: bindings.some((binding) => binding.enabled && binding.status !== 'ready'),
-      legacyAdoptionPending: await corestore.isLegacyAdoptionPending(serviceArg.id),
-    };
   }
 
   // ------------------------------------------------------------------ services

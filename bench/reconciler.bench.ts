@@ -1,0 +1,203 @@
+/**
+ * Reconciler benchmark. Three figures, each with its baseline measured in the same run:
+ *
+ * 1. Input change → stored verdict: `services` services on `clusters` clusters; a steady stream of
+ *    `rate` image updates per second (each a new spec revision to judge), for `seconds` s. The
+ *    latency runs from just before the administrator's call to the commit of the new verdict.
+ *    Baseline: the administrator's call itself.
+ * 2. Full pass: every stored verdict removed, then one resync; time until every service has its
+ *    verdict again, at `services` and at `passServices` (the latter seeded straight into the store).
+ * 3. A read of one verdict: `getServiceRuntimeStatus` now (a read of what is stored), against what
+ *    the same read cost before the reconciler (judging the service on the read path: the
+ *    reconcile step plus the read), both in the process, and `getServiceById` over the socket.
+ *
+ *   node --import tsx bench/reconciler.bench.ts [services] [clusters] [rate] [seconds] [passServices]
+ *   node --import tsx bench/reconciler.bench.ts --smoke
+ */
+import * as fsp from 'node:fs/promises';
+import * as path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { inParallel, startBenchCloudly, timeEach } from './helpers/benchcloudly.js';
+import type { IReq_Any_Cloudly_CreateCluster } from '../ts/interfaces/requests/admin.js';
+import type { IReq_Any_Cloudly_CreateService, IReq_Any_Cloudly_UpdateService } from '../ts/interfaces/requests/service.js';
+import { runInOperation } from '../ts/core/operationcontext.js';
+import { serviceKind, serviceRuntimeStatusKind } from '../ts/manager.service/service.manager.js';
+
+const smoke = process.argv.includes('--smoke');
+const args = process.argv.slice(2).filter((arg) => arg !== '--smoke').map(Number);
+const serviceCount = args[0] ?? (smoke ? 20 : 1_000);
+const clusterCount = args[1] ?? (smoke ? 2 : 100);
+const rate = args[2] ?? (smoke ? 20 : 100);
+const seconds = args[3] ?? (smoke ? 1 : 10);
+const passServices = args[4] ?? (smoke ? 40 : 10_000);
+
+const percentile = (samplesArg: number[], pArg: number): number => {
+  const sorted = [...samplesArg].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * pArg))] ?? NaN;
+};
+
+const main = async (): Promise<void> => {
+  const bench = await startBenchCloudly('reconciler');
+  const { cloudly, admin } = bench;
+  const waitIdle = async (): Promise<void> => {
+    while (cloudly.reconciler.busyKeys > 0) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  };
+  const statusCount = () => cloudly.store.collection(serviceRuntimeStatusKind).countDocuments({});
+  try {
+    const seeded = performance.now();
+    const clusterIds: string[] = [];
+    for (let index = 0; index < clusterCount; index++) {
+      const { cluster } = await admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: `bench-${index}` });
+      clusterIds.push(cluster.id);
+    }
+    await inParallel(clusterCount, 16, (indexArg) => admin.call('addClusterNode', { clusterId: clusterIds[indexArg], name: 'n1', nodeId: 'n1' }));
+    const serviceIds: string[] = [];
+    await inParallel(serviceCount, 32, async (indexArg) => {
+      const { service } = await admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+        service: {
+          name: `svc-${indexArg}`,
+          organizationId: 'org1',
+          clusterId: clusterIds[indexArg % clusterCount],
+          runtime: { image: 'nginx:1', replicas: 1, profile: { runAs: { user: 101, group: 101 } }, placement: { nodeIds: ['n1'] } },
+          volumes: [],
+        },
+      });
+      serviceIds.push(service.id);
+    });
+    await waitIdle();
+    const seedSeconds = (performance.now() - seeded) / 1000;
+
+    // 1. A steady stream of input changes (a new image: a new spec revision to judge); the latency to each stored verdict.
+    const specs = new Map((await cloudly.store.find(serviceKind, {})).map((doc) => [doc.id, doc]));
+    const startedAt = new Map<string, number>();
+    const latencies: number[] = [];
+    const stopListening = cloudly.store.onCommitted((kindArg, idArg) => {
+      const started = kindArg === serviceRuntimeStatusKind ? startedAt.get(idArg) : undefined;
+      if (started !== undefined) {
+        latencies.push(performance.now() - started);
+        startedAt.delete(idArg);
+      }
+    });
+    const callTimes: number[] = [];
+    const changes = Math.min(serviceIds.length, Math.round(rate * seconds));
+    const streamStarted = performance.now();
+    const calls: Array<Promise<unknown>> = [];
+    for (let index = 0; index < changes; index++) {
+      const due = streamStarted + (index * 1000) / rate;
+      const wait = due - performance.now();
+      if (wait > 0) {
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+      const serviceId = serviceIds[index];
+      const began = performance.now();
+      startedAt.set(serviceId, began);
+      const current = specs.get(serviceId)!;
+      calls.push(admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+        serviceId,
+        expectedGeneration: current.generation,
+        service: {
+          name: current.name,
+          organizationId: current.organizationId,
+          clusterId: current.clusterId,
+          runtime: { ...current.runtime, image: 'nginx:2' },
+          volumes: [],
+        },
+      } as never).then(() => callTimes.push(performance.now() - began)));
+    }
+    await Promise.all(calls);
+    await waitIdle();
+    stopListening();
+    const streamSeconds = (performance.now() - streamStarted) / 1000;
+
+    // 2. Full passes: at the seeded size, then at `passServices` (the rest inserted straight into the store).
+    const fullPass = async (): Promise<number> => {
+      await cloudly.store.collection(serviceRuntimeStatusKind).deleteMany({});
+      const total = await cloudly.store.collection(serviceKind).countDocuments({});
+      const began = performance.now();
+      cloudly.reconciler.resync('bench');
+      while ((await statusCount()) < total || cloudly.reconciler.busyKeys > 0) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      return (performance.now() - began) / 1000;
+    };
+    const passSmall = await fullPass();
+    const template = await cloudly.store.get(serviceKind, serviceIds[0]);
+    const extra = Math.max(0, passServices - serviceIds.length);
+    await inParallel(extra, 64, (indexArg) => runInOperation({ actor: { kind: 'cloudly', id: 'cloudly' }, method: 'bench', dryRun: false }, () =>
+      cloudly.store.insert(serviceKind, {
+        ...template!,
+        id: `svc-bench-${indexArg}`,
+        name: `bench-${indexArg}`,
+        clusterId: clusterIds[indexArg % clusterCount],
+      } as never)));
+    await waitIdle();
+    const passLarge = await fullPass();
+
+    // 3. The cost of a read, before (judged on the read path) and now (a read of what is stored).
+    const sample = serviceIds[serviceIds.length - 1];
+    const baseline = await timeEach(200, () => admin.call('getServiceById', { serviceId: sample }));
+    const readNow = await timeEach(200, () => admin.call('getServiceRuntimeStatus', { serviceId: sample }));
+    const judgedInProcess = await timeEach(200, async () => {
+      await runInOperation({ actor: { kind: 'cloudly', id: 'cloudly' }, method: 'bench', dryRun: false }, () =>
+        cloudly.serviceManager.reconcileServiceRuntimeStatus(sample));
+      await cloudly.serviceManager.readServiceRuntimeStatus(sample);
+      await cloudly.desiredStateManager.observedPlacements(sample);
+    });
+    const readInProcess = await timeEach(200, async () => {
+      await cloudly.serviceManager.readServiceRuntimeStatus(sample);
+      await cloudly.desiredStateManager.observedPlacements(sample);
+    });
+
+    const p50 = percentile(latencies, 0.5);
+    const p99 = percentile(latencies, 0.99);
+    const lines = [
+      '# Reconciler',
+      '',
+      `Run \`node --import tsx bench/reconciler.bench.ts${smoke ? ' --smoke' : ''}\` (${new Date().toISOString().slice(0, 10)}, shared 2-core machine, embedded database, admin socket).`,
+      `${serviceCount} services on ${clusterCount} clusters (one node each); seeding took ${seedSeconds.toFixed(1)} s.`,
+      '',
+      '## Input change → stored verdict',
+      '',
+      `${changes} image updates at ${rate}/s (${streamSeconds.toFixed(1)} s); each is a new spec revision of one service.`,
+      '',
+      '| | p50 | p99 | samples |',
+      '| --- | --- | --- | --- |',
+      `| updateService answered (baseline) | ${percentile(callTimes, 0.5).toFixed(1)} ms | ${percentile(callTimes, 0.99).toFixed(1)} ms | ${callTimes.length} |`,
+      `| verdict stored | ${p50.toFixed(1)} ms | ${p99.toFixed(1)} ms | ${latencies.length} |`,
+      '',
+      `Aim: p99 under 1 s — ${p99 < 1000 ? 'met' : 'missed'}.`,
+      '',
+      '## Full pass (start-up, resync)',
+      '',
+      '| services | every verdict stored after | per service |',
+      '| --- | --- | --- |',
+      `| ${serviceCount} | ${passSmall.toFixed(2)} s | ${((passSmall * 1000) / serviceCount).toFixed(2)} ms |`,
+      `| ${serviceCount + extra} | ${passLarge.toFixed(2)} s | ${((passLarge * 1000) / (serviceCount + extra)).toFixed(2)} ms |`,
+      '',
+      `Aim: 10,000 services under 10 s — ${serviceCount + extra >= 10_000 ? (passLarge < 10 ? 'met' : 'missed') : 'not run at that size'}.`,
+      '',
+      '## A read of one verdict',
+      '',
+      '| | p50 | p90 | mean |',
+      '| --- | --- | --- | --- |',
+      `| getServiceById over the socket (round-trip baseline) | ${baseline.p50.toFixed(2)} ms | ${baseline.p90.toFixed(2)} ms | ${baseline.mean.toFixed(2)} ms |`,
+      `| getServiceRuntimeStatus over the socket, now | ${readNow.p50.toFixed(2)} ms | ${readNow.p90.toFixed(2)} ms | ${readNow.mean.toFixed(2)} ms |`,
+      `| in process: judged on the read, as before | ${judgedInProcess.p50.toFixed(2)} ms | ${judgedInProcess.p90.toFixed(2)} ms | ${judgedInProcess.mean.toFixed(2)} ms |`,
+      `| in process: the stored verdict, now | ${readInProcess.p50.toFixed(2)} ms | ${readInProcess.p90.toFixed(2)} ms | ${readInProcess.mean.toFixed(2)} ms |`,
+      '',
+      `The read now costs ${(readInProcess.p50 / judgedInProcess.p50).toFixed(2)}× what judging on the read cost (in process, p50).`,
+      '',
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
+    if (!smoke) {
+      await fsp.mkdir(path.join(import.meta.dirname, 'results'), { recursive: true });
+      await fsp.writeFile(path.join(import.meta.dirname, 'results', 'reconciler.md'), lines.join('\n'));
+    }
+  } finally {
+    await bench.stop();
+  }
+};
+
+await main();
