@@ -1,6 +1,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { CloudlyAdminClient } from '../ts/client/admin.js';
+import type { IChangeEvent, IReq_Cloudly_Admin_ChangeEvent } from '../ts/interfaces/requests/watch.js';
 import { stateDigest } from './helpers/state.js';
 import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 import type { IReq_Any_Cloudly_UpsertPlatformBinding } from '../ts/interfaces/requests/corestore.js';
@@ -99,6 +101,28 @@ test("the reconciler's writes are Cloudly's own, with the input change that caus
   assert.equal(events[0].outcome, 'created');
 });
 
+test("a watcher of the cluster sees the reconciler's verdict change, with the status and the cluster named", async () => {
+  const client = new CloudlyAdminClient(t.baseUrl, { liveness: false });
+  await client.login(testAdminUsername, testAdminPassword);
+  await client.connectSocket();
+  const events: IChangeEvent[] = [];
+  client.handleCall<IReq_Cloudly_Admin_ChangeEvent>('changeEvent', (eventArg) => {
+    events.push(eventArg);
+  });
+  try {
+    await client.call('watchChanges', { clusterId });
+    const service = await createService('watched');
+    await waitFor(() => events.some((event) => event.kind === 'CloudlyServiceRuntimeStatus' && event.id === service.id), 'the verdict change reaches the watcher', 10_000);
+    const verdict = events.find((event) => event.kind === 'CloudlyServiceRuntimeStatus' && event.id === service.id)!;
+    assert.equal(verdict.clusterId, clusterId);
+    assert.equal(verdict.change, 'created');
+    const document = verdict.document as { state: string; reason: string | null; specRevision: number };
+    assert.deepEqual([document.state, document.reason, document.specRevision], ['converging', null, 1]);
+  } finally {
+    client.close();
+  }
+});
+
 test('every query method reads stored state and writes nothing: no document, no audit event', async () => {
   const service = await createService('read-only');
   await waitForVerdict(service.id, ['converging', null]);
@@ -144,6 +168,7 @@ test('every query method reads stored state and writes nothing: no document, no 
     ['getSecretRecipients', { clusterId }],
     ['getCorestoreControlCredential', { clusterId, nodeId: 'n1' }],
     ['getRuntimeNetworkAddressPlan', {}],
+    ['getRuntimeNetworkProjection', { clusterId, nodeId: 'n1' }],
   ];
   for (const [method, request] of queries) {
     await t.admin.call(method, request as never);

@@ -10,6 +10,7 @@ import {
   clusterKey,
   isReconcileInput,
   parseReconcileKey,
+  projectionsKey,
   reconcileKeysOf,
   serviceKey,
 } from './triggers.js';
@@ -100,14 +101,14 @@ export class Reconciler {
     });
     this.durations = new promClient.Histogram({
       name: 'cloudly_reconcile_duration_seconds',
-      help: 'Time one reconcile run took, by scope (service, cluster, all).',
+      help: 'Time one reconcile run took, by scope (service, cluster, projections, all).',
       labelNames: ['scope'],
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers,
     });
     this.outcomes = new promClient.Counter({
       name: 'cloudly_reconciles_total',
-      help: 'Reconcile runs by scope and outcome (written, created, removed, kept, expanded, skipped, failed).',
+      help: 'Reconcile runs by scope and outcome (written, created, removed, kept, expanded, refreshed, failed).',
       labelNames: ['scope', 'outcome'],
       registers,
     });
@@ -163,6 +164,11 @@ export class Reconciler {
   /** Like `settled`, for what a cluster's own run makes (its nodes' credentials). */
   public async settledCluster(clusterIdArg: string): Promise<void> {
     await this.settledKeys([allServicesKey, clusterKey(clusterIdArg)]);
+  }
+
+  /** Like `settled`, for a cluster's node projections. */
+  public async settledProjections(clusterIdArg: string): Promise<void> {
+    await this.settledKeys([allServicesKey, clusterKey(clusterIdArg), projectionsKey(clusterIdArg)]);
   }
 
   /** Keys that are running or owed a run right now (tests and benchmarks wait for 0). */
@@ -247,6 +253,12 @@ export class Reconciler {
         if (parsed.scope === 'service') {
           return this.cloudly.serviceManager.reconcileServiceRuntimeStatus(parsed.id);
         }
+        if (parsed.scope === 'projections') {
+          // Each node's projection is written only when its content changed; a node that cannot have
+          // one yet is logged by the refresh and looked at again with the next change.
+          await this.cloudly.runtimeNetworkManager.refreshCluster(parsed.id);
+          return 'refreshed';
+        }
         if (parsed.scope === 'all') {
           const clusters = await this.cloudly.store.collection(clusterKind).find({}, { projection: { _id: 0, id: 1 } }).toArray();
           for (const cluster of clusters) {
@@ -260,6 +272,7 @@ export class Reconciler {
         for (const serviceId of await this.cloudly.serviceManager.judgeClusterRuntimeStatuses(parsed.id)) {
           this.enqueue(serviceKey(serviceId), cause);
         }
+        this.enqueue(projectionsKey(parsed.id), cause);
         return 'expanded';
       });
       this.outcomes.inc({ scope: parsed.scope, outcome });

@@ -6,7 +6,8 @@
  * - `service:<id>`: the service's runtime verdict (which also runs its cluster's lease allocation);
  * - `cluster:<id>`: every service of the cluster, for inputs they all share (nodes, runtime phase,
  *   leases);
- * - `all`: every service, for the address plan and for the start-up pass and resyncs.
+ * - `projections:<id>`: the signed runtime network projection of every node of the cluster;
+ * - `all`: every cluster, for the address plan and for the start-up pass and resyncs.
  */
 
 import type { ICommittedOwners } from '../core/store.js';
@@ -14,10 +15,12 @@ import type { ICommittedOwners } from '../core/store.js';
 export const allServicesKey = 'all';
 export const serviceKey = (serviceIdArg: string): string => `service:${serviceIdArg}`;
 export const clusterKey = (clusterIdArg: string): string => `cluster:${clusterIdArg}`;
+export const projectionsKey = (clusterIdArg: string): string => `projections:${clusterIdArg}`;
 
 export type TParsedReconcileKey =
   | { scope: 'service'; id: string }
   | { scope: 'cluster'; id: string }
+  | { scope: 'projections'; id: string }
   | { scope: 'all' };
 
 export const parseReconcileKey = (keyArg: string): TParsedReconcileKey | null => {
@@ -27,7 +30,7 @@ export const parseReconcileKey = (keyArg: string): TParsedReconcileKey | null =>
   const separator = keyArg.indexOf(':');
   const scope = keyArg.slice(0, separator);
   const id = keyArg.slice(separator + 1);
-  if (separator < 0 || id === '' || (scope !== 'service' && scope !== 'cluster')) {
+  if (separator < 0 || id === '' || (scope !== 'service' && scope !== 'cluster' && scope !== 'projections')) {
     return null;
   }
   return { scope, id };
@@ -44,6 +47,8 @@ type TTrigger = (idArg: string, ownersArg: ICommittedOwners) => string[];
 const ofService: TTrigger = (idArg) => [serviceKey(idArg)];
 const ofOwningService: TTrigger = (_idArg, ownersArg) => (ownersArg.serviceId ? [serviceKey(ownersArg.serviceId)] : []);
 const ofCluster: TTrigger = (idArg) => [clusterKey(idArg)];
+const ofClusterProjections: TTrigger = (idArg) => [projectionsKey(idArg)];
+const ofOwningClusterProjections: TTrigger = (_idArg, ownersArg) => (ownersArg.clusterId ? [projectionsKey(ownersArg.clusterId)] : []);
 const ofNodeCluster: TTrigger = (idArg, ownersArg) => {
   const clusterId = ownersArg.clusterId ?? clusterOfNodeDocument(idArg);
   return clusterId ? [clusterKey(clusterId)] : [];
@@ -55,8 +60,8 @@ const ofNodeCluster: TTrigger = (idArg, ownersArg) => {
  * triggers itself.
  */
 const triggersByKind: Readonly<Record<string, TTrigger>> = {
-  // The spec, its volumes, their initialization and the claim decisions.
-  CloudlyService: ofService,
+  // The spec, its volumes, their initialization and the claim decisions; its routes and replicas reach the projections.
+  CloudlyService: (idArg, ownersArg) => [...ofService(idArg, ownersArg), ...ofOwningClusterProjections(idArg, ownersArg)],
   // What the relay last reported running (converging → converged).
   CloudlyServiceObservedState: ofService,
   // A claim's node answer (storage import pending).
@@ -70,6 +75,10 @@ const triggersByKind: Readonly<Record<string, TTrigger>> = {
   CloudlyClusterNode: ofNodeCluster,
   // The relay's lease statements.
   CloudlyRuntimeNetworkLeases: ofNodeCluster,
+  // What only the node projections carry: the hand-written routes, the relay's host, a node's applied projection.
+  CloudlyClusterIngressRouteTable: ofClusterProjections,
+  CloudlyClusterRelayRegistration: ofClusterProjections,
+  CloudlyRuntimeNetworkProjection: ofOwningClusterProjections,
   // The address plan: every cluster's leases.
   CloudlyRuntimeNetworkAddressPlan: () => [allServicesKey],
 };

@@ -1,3 +1,4 @@
+import { refuse } from '../core/errors.js';
 import type { TCloudlyLogger } from '../core/logger.js';
 import { adminMutation, adminQuery, relayMutation, relayQuery, type IDeclaredOperation } from '../core/operations.js';
 import type { IRelaySession } from '../core/relaysessions.js';
@@ -49,6 +50,8 @@ export interface IRuntimeNetworkPorts {
   allocateCluster(clusterIdArg: string): Promise<IClusterAllocation>;
   /** The ids of the cluster's services (live or pending removal). */
   listServiceIds(clusterIdArg: string): Promise<string[]>;
+  /** The node's stored projection after the reconciler's owed runs (null while none was published). */
+  readPublishedProjection(clusterIdArg: string, nodeIdArg: string): Promise<IRuntimeNetworkProjection | null>;
   /** Brings a node's projection up to date and answers it. */
   refreshProjection(clusterIdArg: string, nodeIdArg: string): Promise<IRuntimeNetworkProjection>;
   /** Refreshes every node of the cluster (queued, one node at a time). */
@@ -85,12 +88,19 @@ export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDecla
     },
   }),
 
+  // A pure read of what the reconciler published; a change this instance committed just before is waited for.
   adminQuery({
     method: 'getRuntimeNetworkProjection',
     input: { required: { clusterId: isIdString, nodeId: isNodeId } },
     async run(request) {
       await portsArg.requireCluster(request.clusterId);
-      return portsArg.signed(await portsArg.refreshProjection(request.clusterId, request.nodeId));
+      await portsArg.requireNode(request.clusterId, request.nodeId);
+      const projection = await portsArg.readPublishedProjection(request.clusterId, request.nodeId);
+      if (!projection) {
+        // Not computed yet, or held back (the log says why): nothing is made up.
+        throw refuse('unavailable', ['runtime-network-projection-not-published-yet'], { retryAfterMs: 1_000 });
+      }
+      return portsArg.signed(projection);
     },
   }),
 

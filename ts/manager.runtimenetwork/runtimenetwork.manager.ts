@@ -90,6 +90,11 @@ export class RuntimeNetworkManager {
       withdrawalWindowMs: () => this.leases.windowMs,
       allocateCluster: (clusterIdArg) => this.leases.allocate(clusterIdArg),
       listServiceIds: async (clusterIdArg) => (await cloudly.store.find(serviceKind, { clusterId: clusterIdArg })).map((service) => service.id),
+      readPublishedProjection: async (clusterIdArg, nodeIdArg) => {
+        await cloudly.reconciler.settledProjections(clusterIdArg);
+        const doc = await cloudly.store.get(runtimeNetworkProjectionKind, clusterNodeDocumentId(clusterIdArg, nodeIdArg));
+        return doc ? detach(doc.projection) : null;
+      },
       refreshProjection: (clusterIdArg, nodeIdArg) => this.refreshProjection(clusterIdArg, nodeIdArg),
       refreshCluster: (clusterIdArg) => this.refreshCluster(clusterIdArg),
       signed: (projectionArg) => this.signed(projectionArg),

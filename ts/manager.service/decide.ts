@@ -109,7 +109,7 @@ export const decideVolumeInitialization = (
 export const decideRuntimeStatus = (
   storedArg: IServiceRuntimeStatusDocument | null,
   serviceIdArg: string,
-  verdictArg: Pick<IServiceRuntimeStatus, 'specRevision' | 'state' | 'reason'>,
+  verdictArg: Pick<IServiceRuntimeStatus, 'specRevision' | 'state' | 'reason'> & { clusterId?: string },
   nowArg: number,
 ): TDecision<IServiceRuntimeStatusDocument> => {
   if (
@@ -120,7 +120,13 @@ export const decideRuntimeStatus = (
   ) {
     return { kind: 'keep' };
   }
-  const next = { specRevision: verdictArg.specRevision, state: verdictArg.state, reason: verdictArg.reason, changedAt: nowArg };
+  const next = {
+    ...(verdictArg.clusterId === undefined ? {} : { clusterId: verdictArg.clusterId }),
+    specRevision: verdictArg.specRevision,
+    state: verdictArg.state,
+    reason: verdictArg.reason,
+    changedAt: nowArg,
+  };
   return storedArg ? { kind: 'write', change: { set: next } } : { kind: 'create', doc: { id: serviceIdArg, ...next } };
 };
 

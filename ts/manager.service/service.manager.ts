@@ -100,6 +100,8 @@ export interface IRuntimeNodeSessionDocument extends IStoredDocument {
 }
 
 export interface IServiceRuntimeStatusDocument extends IStoredDocument {
+  /** The service's cluster (absent on verdicts stored before the reconciler): watchers and the fleet page find the cluster by it. */
+  clusterId?: string;
   specRevision: number;
   state: IServiceRuntimeStatus['state'];
   reason: IServiceRuntimeStatus['reason'];
@@ -413,7 +415,7 @@ export class ServiceManager {
     ]);
     const judged = judgeServiceVerdict(doc, cluster, claims, bindings, observed);
     const { outcome } = await this.cloudly.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
-      decideRuntimeStatus(storedArg, serviceIdArg, judged, Date.now()));
+      decideRuntimeStatus(storedArg, serviceIdArg, { ...judged, clusterId: doc.clusterId }, Date.now()));
     return outcome;
   }
 

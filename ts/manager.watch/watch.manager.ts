@@ -8,7 +8,8 @@ import { auditEventKind, type IDocumentKind, type IStoredDocument } from '../cor
 import type { IChangeEvent, IReq_Cloudly_Admin_WatchExpired, TWatchedChange } from '../interfaces/requests/watch.js';
 import { clusterKind, toPublicCluster } from '../manager.cluster/cluster.manager.js';
 import { clusterNodeKind, toPublicClusterNode } from '../manager.cluster/clusternodes.js';
-import { serviceKind, toPublicService } from '../manager.service/service.manager.js';
+import { serviceKind, serviceRuntimeStatusKind, toPublicService } from '../manager.service/service.manager.js';
+import { snapshotServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
 import { serviceBackupKind, toRecord as toPublicServiceBackup } from '../manager.backup/backup.manager.js';
 import { platformBindingKind } from '../manager.corestore/corestore.manager.js';
 import { type TWatchRequest, watchOperations } from './operations.js';
@@ -116,6 +117,11 @@ export class WatchManager {
     publish(serviceKind, { toPublic: toPublicService, clusterOf: (docArg) => docArg.clusterId });
     publish(serviceBackupKind, { toPublic: toPublicServiceBackup, clusterOf: (docArg) => docArg.clusterId });
     publish(platformBindingKind, { toPublic: (docArg) => docArg, clusterOf: () => null });
+    // A verdict the reconciler stored: its public status, and its service's cluster for filters and pages.
+    publish(serviceRuntimeStatusKind, {
+      toPublic: (docArg) => snapshotServiceRuntimeStatus({ id: docArg.id, specRevision: docArg.specRevision, state: docArg.state, reason: docArg.reason, changedAt: docArg.changedAt }),
+      clusterOf: (docArg) => docArg.clusterId ?? null,
+    });
     this.publishedOfCluster = [serviceKind, serviceBackupKind] as Array<IDocumentKind<IStoredDocument & { clusterId: string }>>;
     registerOperations(cloudly, watchOperations({
       watch: (requestArg, peerArg) => this.watch(requestArg, peerArg),
@@ -377,6 +383,7 @@ export class WatchManager {
             id: change.id,
             generation: change.generation,
             change: change.change,
+            ...(change.clusterId === null ? {} : { clusterId: change.clusterId }),
             ...(change.document === undefined ? {} : { document: change.document }),
           };
           watcherArg.unanswered++;

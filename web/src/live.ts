@@ -8,6 +8,9 @@ export const clusterOfChange = (changeArg: IChangeEvent): string | null => {
   if (['CloudlyCluster', 'CloudlyClusterRelayRegistration', 'CloudlyClusterIngressSlot', 'CloudlyClusterDesiredState'].includes(changeArg.kind)) {
     return changeArg.id;
   }
+  if (typeof changeArg.clusterId === 'string') {
+    return changeArg.clusterId;
+  }
   const document = changeArg.document as { clusterId?: unknown } | undefined;
   return typeof document?.clusterId === 'string' ? document.clusterId : null;
 };

@@ -22,6 +22,8 @@ export interface IChangeEvent {
   /** The document's generation after the change; for a removal, the generation the removal took. */
   generation: number;
   change: TWatchedChange;
+  /** The cluster the document belongs to, when Cloudly knows one (a service's verdict names its service's cluster). */
+  clusterId?: string;
   /**
    * The public shape of the document at this generation (never secrets). Absent for a removal,
    * for kinds that have no public shape, and when the document changed again before the event was
