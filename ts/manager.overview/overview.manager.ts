@@ -19,8 +19,7 @@ import { serviceBackupKind, toRecord as toPublicServiceBackup } from '../manager
  * `getClusterOverview`: a dashboard's cluster page in one call. Every kind is read once for the
  * whole cluster (nodes, services, stored runtime statuses, backups, the relay registration with
  * its lease, the ingress slot), the reads run side by side, and nothing is written: the runtime
- * status is the one last judged and stored (`getServiceRuntimeStatus` judges it afresh for one
- * service).
+ * status is the one the reconciler stored (docs/reconciler.md), current within its bound.
  */
 export class OverviewManager {
   constructor(private readonly cloudly: Cloudly) {
