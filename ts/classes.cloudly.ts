@@ -101,6 +101,7 @@ export class Cloudly {
       snapshotDebounceMs: this.config.snapshotDebounceMs,
       compactBytes: this.config.journalCompactBytes,
       compactIntervalMs: this.config.compactIntervalMs,
+      compactRetryMs: this.config.compactRetryMs,
       databaseTimeoutMs: this.config.databaseTimeoutMs,
       journalFailpointFile: this.config.journalFailpointFile,
       logger: this.logger,

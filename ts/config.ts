@@ -53,6 +53,8 @@ export interface ICloudlyConfig {
   journalCompactBytes: number;
   /** Embedded database: the longest time between compactions while anything was journaled. */
   compactIntervalMs: number;
+  /** The first pause before a failed compaction is tried again (it doubles, up to 5 minutes). */
+  compactRetryMs: number;
   /** How long a call waits for an unreachable database before it is answered `unavailable`. */
   databaseTimeoutMs: number;
   /** Test-only failpoint of the embedded journal (a file whose presence makes journal writes fail). */
@@ -286,6 +288,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     snapshotDebounceMs: readInteger(env, 'CLOUDLY_SNAPSHOT_DEBOUNCE_MS', 250, 0, 1000),
     journalCompactBytes: readInteger(env, 'CLOUDLY_JOURNAL_COMPACT_BYTES', 64 * 1024 * 1024, 4096, 16 * 1024 * 1024 * 1024),
     compactIntervalMs: readInteger(env, 'CLOUDLY_COMPACT_INTERVAL_MS', 3_600_000, 1000, 7 * 24 * 3_600_000),
+    compactRetryMs: readInteger(env, 'CLOUDLY_COMPACT_RETRY_MS', 5_000, 100, 3_600_000),
     databaseTimeoutMs: readInteger(env, 'CLOUDLY_DATABASE_TIMEOUT_MS', 2000, 100, 60_000),
     journalFailpointFile: readOptional(env, 'CLOUDLY_TEST_JOURNAL_FAILPOINT'),
     secretsKeyFile: readOptionalPath(env, 'CLOUDLY_SECRETS_KEY_FILE'),
