@@ -11,7 +11,7 @@ import { CloudlyMetrics } from './core/metrics.js';
 import { RelaySessions, type IRelaySession } from './core/relaysessions.js';
 import { internalFailure, refuse } from './core/errors.js';
 import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
-import { createHttpServer, type ITransportHost } from './core/transport.js';
+import { closeHttpServerWithin, createHttpServer, type ITransportHost } from './core/transport.js';
 import { runInOperation, type IOperationContext } from './core/operationcontext.js';
 import { ClusterManager } from './manager.cluster/cluster.manager.js';
 import { cloudlyRelaySessionPorts } from './manager.cluster/relayelection.js';
@@ -209,7 +209,14 @@ export class Cloudly {
       peer.close(1001, 'cloudly is stopping');
     }
     if (this.httpServer) {
-      await this.httpServer.close();
+      const graceMs = this.config.shutdownGraceMs;
+      const closed = await closeHttpServerWithin(this.httpServer, graceMs);
+      if (closed.graceElapsed) {
+        this.logger.warn(
+          { graceMs, terminatedSockets: closed.terminatedSockets, endedConnections: closed.closedConnections },
+          'shutdown grace elapsed: ended the sockets and requests still open',
+        );
+      }
     }
     for (const manager of [...this.managers].reverse()) {
       await manager.stop?.().catch((error: unknown) => this.logger.error({ err: error }, 'manager stop failed'));

@@ -60,6 +60,11 @@ export interface ICloudlyConfig {
   /** Test-only failpoint of the embedded journal (a file whose presence makes journal writes fail). */
   journalFailpointFile: string | null;
   /**
+   * How long a stop (SIGTERM) waits for in-flight calls, streams and sockets to finish after the
+   * sockets were asked to close (1001), before it ends what is left (CLOUDLY_SHUTDOWN_GRACE_MS).
+   */
+  shutdownGraceMs: number;
+  /**
    * The key-encryption key that wraps the data key of every secret at rest (CLOUDLY_SECRETS_KEY_FILE).
    * Null: `<dataDir>/keys/secrets-key-encryption-key`, generated with mode 0600 on first start.
    */
@@ -291,6 +296,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     compactRetryMs: readInteger(env, 'CLOUDLY_COMPACT_RETRY_MS', 5_000, 100, 3_600_000),
     databaseTimeoutMs: readInteger(env, 'CLOUDLY_DATABASE_TIMEOUT_MS', 2000, 100, 60_000),
     journalFailpointFile: readOptional(env, 'CLOUDLY_TEST_JOURNAL_FAILPOINT'),
+    shutdownGraceMs: readInteger(env, 'CLOUDLY_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     secretsKeyFile: readOptionalPath(env, 'CLOUDLY_SECRETS_KEY_FILE'),
     secretsPreviousKeyFile: readOptionalPath(env, 'CLOUDLY_SECRETS_PREVIOUS_KEY_FILE'),
     secretEnrollmentTtlMs: readInteger(env, 'CLOUDLY_SECRET_ENROLLMENT_TTL_MS', 120_000, 10, 3_600_000),

@@ -279,3 +279,50 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
   return app;
 };
 
+
+/**
+ * Stops the HTTP server within `graceMsArg`: it stops accepting at once and waits for in-flight
+ * requests and streams and for the sockets (already asked to close with 1001) to end; once the
+ * grace has passed, it ends what is left (a peer that stopped reading never answers the close
+ * handshake, which ws would otherwise wait 30 s for). Says what it had to end.
+ */
+export const closeHttpServerWithin = async (
+  appArg: FastifyInstance,
+  graceMsArg: number,
+): Promise<{ graceElapsed: boolean; terminatedSockets: number; closedConnections: number }> => {
+  const closing = appArg.close();
+  let timer: NodeJS.Timeout | null = null;
+  const inTime = await Promise.race([
+    closing.then(() => true),
+    new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), graceMsArg);
+    }),
+  ]);
+  if (timer) {
+    clearTimeout(timer);
+  }
+  if (inTime) {
+    return { graceElapsed: false, terminatedSockets: 0, closedConnections: 0 };
+  }
+  let terminatedSockets = 0;
+  const clients = (appArg as unknown as { websocketServer?: { clients?: Set<{ readyState: number; terminate(): void }> } }).websocketServer?.clients;
+  for (const client of clients ?? []) {
+    // 3: CLOSED. CLOSING sockets are the ones waiting for a close answer that may never come.
+    if (client.readyState !== 3) {
+      client.terminate();
+      terminatedSockets++;
+    }
+  }
+  const server = appArg.server as { closeAllConnections?: () => void; getConnections?: (callbackArg: (errorArg: Error | null, countArg: number) => void) => void };
+  const closedConnections = await new Promise<number>((resolve) => {
+    if (!server.getConnections) {
+      resolve(0);
+      return;
+    }
+    server.getConnections((errorArg, countArg) => resolve(errorArg ? 0 : countArg));
+  });
+  // In-flight HTTP requests and streams past the grace: their connections are ended too.
+  server.closeAllConnections?.();
+  await closing;
+  return { graceElapsed: true, terminatedSockets, closedConnections };
+};
