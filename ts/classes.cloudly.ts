@@ -187,6 +187,12 @@ export class Cloudly {
       },
       logInternalFailure: (errorArg, whereArg) => this.logInternalFailure(errorArg, whereArg),
       isReady: async () => this.started && await this.database.isReachable(),
+      connectionLimits: {
+        refused: (reasonArg) => this.metrics.connectionRefusals.inc({ reason: reasonArg }),
+        pending: (countArg) => {
+          this.metrics.pendingConnections = countArg;
+        },
+      },
       metricsText: async () => ({ contentType: this.metrics.registry.contentType, text: await this.metrics.registry.metrics() }),
       jwks: () => this.auth.jwks,
       serveForwardedRelayCall: (bearerArg, bodyArg) => this.clusterManager.relayElection.serveForwarded(bearerArg, bodyArg),

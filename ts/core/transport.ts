@@ -1,5 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import type { Socket } from 'node:net';
 import fastifyWebsocket from '@fastify/websocket';
+import { PendingConnectionGuard, type TConnectionRefusalReason } from './connectionlimits.js';
 import { EnvelopePeer, readFrame, refusalEnvelope, type IEnvelope, type ISocketRequestLimits } from './envelopepeer.js';
 import { AttemptLimiter } from './attemptlimiter.js';
 import type { ICloudlyConfig } from '../config.js';
@@ -50,7 +52,10 @@ const readBearer = (requestArg: FastifyRequest): string | null => {
 export interface ITransportHost {
   config: Pick<ICloudlyConfig,
     'bodyLimitBytes' | 'relayAnswerLimitBytes' | 'socketRequestsPerSecond' | 'socketPendingRequests'
-    | 'socketPingIntervalMs' | 'socketMissedPongsAllowed'>;
+    | 'socketPingIntervalMs' | 'socketMissedPongsAllowed' | 'headersTimeoutMs' | 'pendingConnectionsPerAddress'
+    | 'pendingConnectionsTotal' | 'keepAliveTimeoutMs' | 'trustedProxies'>;
+  /** Counts a connection ended before its first request (connectionlimits.ts), and tells the pending count. */
+  connectionLimits?: { refused(reasonArg: TConnectionRefusalReason): void; pending(countArg: () => number): void };
   logger: TCloudlyLogger;
   /** Answers one request envelope from any transport. */
   dispatch(envelopeArg: IEnvelope, localDataArg: Record<string, unknown>): Promise<IEnvelope>;
@@ -91,7 +96,23 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     bodyLimit: hostArg.config.bodyLimitBytes,
     // Closing idle keep-alive connections lets a graceful stop finish promptly.
     forceCloseConnections: 'idle',
+    keepAliveTimeout: hostArg.config.keepAliveTimeoutMs,
+    // request.ip (every per-address limit after the headers) is the client behind a listed proxy.
+    trustProxy: hostArg.config.trustedProxies.length > 0 ? hostArg.config.trustedProxies : false,
   });
+  const connectionGuard = new PendingConnectionGuard({
+    headersTimeoutMs: hostArg.config.headersTimeoutMs,
+    pendingPerAddress: hostArg.config.pendingConnectionsPerAddress,
+    pendingTotal: hostArg.config.pendingConnectionsTotal,
+    trustedProxies: hostArg.config.trustedProxies,
+  }, (reasonArg, addressArg) => {
+    hostArg.connectionLimits?.refused(reasonArg);
+    hostArg.logger.debug({ reason: reasonArg, remoteAddress: addressArg }, 'connection ended before a request');
+  });
+  connectionGuard.attach(app.server);
+  hostArg.connectionLimits?.pending(() => connectionGuard.pendingCount);
+  // Node's own bound, for the headers of later requests on a kept-alive connection.
+  app.server.headersTimeout = hostArg.config.headersTimeoutMs;
   const socketLimits = (kindArg: 'relay' | 'admin'): ISocketRequestLimits => ({
     requestFrameBytes: hostArg.config.bodyLimitBytes,
     // Only relays answer Cloudly's calls; an admin socket's answers are never waited for.
@@ -104,6 +125,8 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
   // socket survives them; only beyond that does ws close the socket (1009).
   const hardFrameLimit = 2 * Math.max(hostArg.config.bodyLimitBytes, hostArg.config.relayAnswerLimitBytes, 512 * 1024);
   await app.register(fastifyWebsocket, { options: { maxPayload: hardFrameLimit } });
+  // The handshake is done: the connection is a socket now, bounded by its liveness checks.
+  app.websocketServer.on('connection', (_socketArg: unknown, requestArg: { socket: Socket }) => connectionGuard.upgraded(requestArg.socket));
   const upgradeFailures = new AttemptLimiter(upgradeFailureLimit);
   const upgradesInFlight = new Map<string, number>();
 
