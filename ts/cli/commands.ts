@@ -10,6 +10,7 @@ import { readPassword } from './prompt.js';
 import { generationExpectation, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { addOperationCommands, finishStartedWork, longWork } from './operations.js';
 import { addUserCommands } from './users.js';
+import { addStorageCommands } from './storage.js';
 import {
   auditColumns, backupColumns, bindingColumns, clusterColumns, describeInitialization, formatTime, listTable, nodeColumns,
   recordTable, serviceColumns, serviceTable,
@@ -825,6 +826,7 @@ export const addCommands = (programArg: Command): void => {
   addBackupCommands(programArg);
   addOperationCommands(programArg);
   addUserCommands(programArg);
+  addStorageCommands(programArg);
   addNetworkCommands(programArg);
   addAuditCommand(programArg);
   addWatchCommand(programArg);
