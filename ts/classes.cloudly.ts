@@ -187,6 +187,27 @@ export class Cloudly {
       },
       logInternalFailure: (errorArg, whereArg) => this.logInternalFailure(errorArg, whereArg),
       isReady: async () => this.started && await this.database.isReachable(),
+      snapshotDownload: {
+        authorize: async (bearerArg) => {
+          if (bearerArg === null) {
+            return { ok: false, status: 401, reason: 'Authorization: Bearer <admin identity JWT> is required' };
+          }
+          let identity: IVerifiedIdentity;
+          try {
+            identity = await this.adminManager.verifySocketJwt(bearerArg);
+          } catch {
+            return { ok: false, status: 401, reason: 'the identity is not valid' };
+          }
+          if (identity.role !== 'admin') {
+            return { ok: false, status: 403, reason: 'only an administrator may save the control plane' };
+          }
+          if (!this.database.embedded) {
+            return { ok: false, status: 409, reason: 'Cloudly runs on MongoDB (MONGODB_URL): save it with mongodump (docs/storage.md)' };
+          }
+          return { ok: true, actor: identity.userId };
+        },
+        export: (sinkArg, onStartArg) => this.database.exportSnapshot(sinkArg, onStartArg),
+      },
       connectionLimits: {
         refused: (reasonArg) => this.metrics.connectionRefusals.inc({ reason: reasonArg }),
         pending: (countArg) => {

@@ -11,6 +11,7 @@ import { generationExpectation, mutation, pageOptions, pageRequest, run, type TO
 import { addOperationCommands, finishStartedWork, longWork } from './operations.js';
 import { addUserCommands } from './users.js';
 import { addStorageCommands } from './storage.js';
+import { addSnapshotCommands } from './snapshot.js';
 import {
   auditColumns, backupColumns, bindingColumns, clusterColumns, describeInitialization, formatTime, listTable, nodeColumns,
   recordTable, serviceColumns, serviceTable,
@@ -827,6 +828,7 @@ export const addCommands = (programArg: Command): void => {
   addOperationCommands(programArg);
   addUserCommands(programArg);
   addStorageCommands(programArg);
+  addSnapshotCommands(programArg);
   addNetworkCommands(programArg);
   addAuditCommand(programArg);
   addWatchCommand(programArg);

@@ -24,7 +24,7 @@ import {
 } from './journal.js';
 import { JournaledStorage } from './journaledstorage.js';
 import { commandFiltersOf, withCommandFilters } from './storageindex.js';
-import { readLegacySnapshotFile, readSnapshotFile, verifySnapshotFile, writeSnapshotFile, type ISnapshotContents } from './snapshotfile.js';
+import { readLegacySnapshotFile, readSnapshotFile, serializeSnapshot, verifySnapshotFile, writeSnapshotFile, type ISnapshotContents } from './snapshotfile.js';
 import { StorageFaults } from './storagefaults.js';
 import type { TCloudlyLogger } from './logger.js';
 
@@ -216,6 +216,33 @@ export class CloudlyDatabase {
       });
     }
     return this.compacting;
+  }
+
+  /**
+   * A consistent copy of the whole embedded database, for `cloudly snapshot save`: captured at one
+   * journal position exactly as compaction captures it (synchronously, once everything up to it
+   * is durable), then serialised in snapshot frames to `sinkArg` while writes go on. `onStartArg`
+   * learns the position and document count before the first byte.
+   */
+  public async exportSnapshot(
+    sinkArg: (chunkArg: Buffer) => Promise<void>,
+    onStartArg: (infoArg: { lsn: number; documents: number }) => void,
+  ): Promise<{ lsn: number; documents: number; frames: number; bytes: number }> {
+    const journal = this.journal;
+    const storage = this.storage;
+    if (!this.embedded || !journal || !storage) {
+      throw new Error('only the embedded database can be saved this way; with MongoDB use mongodump (docs/storage.md)');
+    }
+    const rollbacksBefore = journal.rollbacks;
+    const lsn = journal.lastAppendedLsn;
+    const captured = storage.capture();
+    await journal.whenDurable();
+    if (journal.rollbacks !== rollbacksBefore) {
+      throw new JournalUnavailableError('a journal write was refused while the snapshot was captured; try again');
+    }
+    onStartArg({ lsn, documents: captured.reduce((sum, collection) => sum + collection.docs.length, 0) });
+    const written = await serializeSnapshot(lsn, captured, sinkArg);
+    return { lsn, ...written };
   }
 
   public async stop(): Promise<void> {

@@ -51,11 +51,46 @@ export const writeSnapshotFile = async (
 ): Promise<{ documents: number; frames: number; bytes: number }> => {
   const faults = optionsArg.faults ?? noStorageFaults;
   const handle = await fsp.open(pathArg, 'w', 0o600);
+  let position = 0;
+  try {
+    const written = await serializeSnapshot(lsnArg, collectionsArg, async (chunkArg) => {
+      await writeFully(handle, chunkArg, position, faults, 'snapshot.write');
+      faults.throwIfArmed('snapshot.sync', 'fdatasync');
+      await handle.datasync();
+      position += chunkArg.length;
+    });
+    faults.throwIfArmed('snapshot.sync', 'fsync');
+    await handle.sync();
+    return written;
+  } finally {
+    await handle.close();
+  }
+};
+
+/**
+ * Serialises a captured point in time as snapshot frames and hands them to `sinkArg` in chunks of
+ * about 2 MiB (the file writer, or a download), yielding to the event loop between frames so
+ * writes keep being answered meanwhile.
+ */
+export const serializeSnapshot = async (
+  lsnArg: number,
+  collectionsArg: ICapturedCollection[],
+  sinkArg: (chunkArg: Buffer) => Promise<void>,
+): Promise<{ documents: number; frames: number; bytes: number }> => {
   let pending: Buffer[] = [];
   let pendingBytes = 0;
-  let position = 0;
+  let bytes = 0;
   let documents = 0;
   let frames = 0;
+  const flush = async () => {
+    if (pendingBytes > 0) {
+      const chunk = Buffer.concat(pending, pendingBytes);
+      pending = [];
+      pendingBytes = 0;
+      await sinkArg(chunk);
+      bytes += chunk.length;
+    }
+  };
   const push = async (payloadArg: Document) => {
     const frame = encodeFrame(payloadArg);
     pending.push(frame);
@@ -65,36 +100,19 @@ export const writeSnapshotFile = async (
       await flush();
     }
   };
-  const flush = async () => {
-    if (pendingBytes > 0) {
-      const chunk = Buffer.concat(pending, pendingBytes);
-      pending = [];
-      pendingBytes = 0;
-      await writeFully(handle, chunk, position, faults, 'snapshot.write');
-      faults.throwIfArmed('snapshot.sync', 'fdatasync');
-      await handle.datasync();
-      position += chunk.length;
+  await push({ format: snapshotFormat, lsn: lsnArg, writtenAt: Date.now() });
+  for (const collection of collectionsArg) {
+    await push({ db: collection.db, coll: collection.name, indexes: collection.indexes, docs: [] });
+    for (let start = 0; start < collection.docs.length; start += documentsPerFrame) {
+      const docs = collection.docs.slice(start, start + documentsPerFrame);
+      await push({ db: collection.db, coll: collection.name, docs });
+      documents += docs.length;
+      await nextTurn();
     }
-  };
-  try {
-    await push({ format: snapshotFormat, lsn: lsnArg, writtenAt: Date.now() });
-    for (const collection of collectionsArg) {
-      await push({ db: collection.db, coll: collection.name, indexes: collection.indexes, docs: [] });
-      for (let start = 0; start < collection.docs.length; start += documentsPerFrame) {
-        const docs = collection.docs.slice(start, start + documentsPerFrame);
-        await push({ db: collection.db, coll: collection.name, docs });
-        documents += docs.length;
-        await nextTurn();
-      }
-    }
-    await push({ end: true, documents, frames: frames + 1 });
-    await flush();
-    faults.throwIfArmed('snapshot.sync', 'fsync');
-    await handle.sync();
-  } finally {
-    await handle.close();
   }
-  return { documents, frames, bytes: position };
+  await push({ end: true, documents, frames: frames + 1 });
+  await flush();
+  return { documents, frames, bytes };
 };
 
 /** Frames checked between two turns of the event loop while a snapshot is read back. */

@@ -54,6 +54,14 @@ export interface ITransportHost {
     'bodyLimitBytes' | 'relayAnswerLimitBytes' | 'socketRequestsPerSecond' | 'socketPendingRequests'
     | 'socketPingIntervalMs' | 'socketMissedPongsAllowed' | 'headersTimeoutMs' | 'pendingConnectionsPerAddress'
     | 'pendingConnectionsTotal' | 'keepAliveTimeoutMs' | 'trustedProxies'>;
+  /**
+   * `GET /admin/snapshot` (`cloudly snapshot save`): who may download the control plane's
+   * snapshot (an administrator's identity JWT as bearer), and the download itself.
+   */
+  snapshotDownload?: {
+    authorize(bearerArg: string | null): Promise<{ ok: true; actor: string } | { ok: false; status: number; reason: string }>;
+    export(sinkArg: (chunkArg: Buffer) => Promise<void>, onStartArg: (infoArg: { lsn: number; documents: number }) => void): Promise<{ lsn: number; documents: number; bytes: number }>;
+  };
   /** Counts a connection ended before its first request (connectionlimits.ts), and tells the pending count. */
   connectionLimits?: { refused(reasonArg: TConnectionRefusalReason): void; pending(countArg: () => number): void };
   logger: TCloudlyLogger;
@@ -89,6 +97,9 @@ export interface ITransportHost {
 export const upgradeFailureLimit = { attempts: 30, windowMs: 60_000 } as const;
 /** Socket upgrades one address may have waiting for authentication at once. */
 export const upgradesInFlightPerAddress = 16;
+
+/** `cloudly snapshot save` downloads the control plane's snapshot here (docs/storage.md). */
+export const snapshotDownloadPath = '/admin/snapshot';
 
 export const createHttpServer = async (hostArg: ITransportHost): Promise<FastifyInstance> => {
   const app = Fastify({
@@ -241,6 +252,62 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
       localData.relaySession = session;
       hostArg.logger.info({ clusterId: session.clusterId, sessionId: session.id }, 'relay socket opened');
       peer.onClose(() => hostArg.logger.info({ clusterId: session.clusterId, sessionId: session.id }, 'relay socket closed'));
+    }
+  });
+
+  app.get(snapshotDownloadPath, async (request, reply) => {
+    const download = hostArg.snapshotDownload;
+    if (!download) {
+      return reply.code(404).send({ error: 'snapshot download is not served here' });
+    }
+    const authorized = await download.authorize(readBearer(request));
+    if (!authorized.ok) {
+      return reply.code(authorized.status).header('cache-control', 'no-store').send({ error: authorized.reason });
+    }
+    void reply.hijack();
+    const raw = reply.raw;
+    let started = false;
+    let gone = false;
+    raw.once('close', () => {
+      gone = true;
+    });
+    try {
+      const summary = await download.export(async (chunkArg) => {
+        if (gone) {
+          throw new Error('the client went away');
+        }
+        if (!raw.write(chunkArg)) {
+          // Backpressure: the next chunk is serialised only once this one is on its way.
+          await new Promise<void>((resolve) => {
+            const done = () => {
+              raw.off('drain', done);
+              raw.off('close', done);
+              resolve();
+            };
+            raw.on('drain', done);
+            raw.on('close', done);
+          });
+        }
+      }, (infoArg) => {
+        raw.writeHead(200, {
+          'content-type': 'application/octet-stream',
+          'cache-control': 'no-store',
+          'x-cloudly-snapshot-lsn': String(infoArg.lsn),
+          'x-cloudly-snapshot-documents': String(infoArg.documents),
+        });
+        started = true;
+      });
+      raw.end();
+      hostArg.logger.info({ actor: authorized.actor, lsn: summary.lsn, documents: summary.documents, bytes: summary.bytes }, 'control-plane snapshot downloaded');
+    } catch (error) {
+      hostArg.logger.warn({ err: error, actor: authorized.actor }, 'control-plane snapshot download failed');
+      if (!started && !gone) {
+        raw.writeHead(503, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+        raw.end(JSON.stringify({ error: (error as Error).message }));
+      } else {
+        // Cut off mid-stream: the client sees a file without its end frame, which it refuses.
+        raw.destroy();
+      }
     }
   });
 
