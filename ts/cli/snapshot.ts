@@ -88,7 +88,7 @@ const save = async (fileArg: string, optionsArg: { url?: string; output?: string
   return { file: target, lsn, documents, bytes };
 };
 
-const restore = async (fileArg: string, dataDirArg: string): Promise<Record<string, unknown>> => {
+export const restoreSnapshotFile = async (fileArg: string, dataDirArg: string): Promise<Record<string, unknown>> => {
   const source = path.resolve(fileArg);
   const dataDir = path.resolve(dataDirArg);
   let summary;
@@ -144,7 +144,7 @@ export const addSnapshotCommands = (programArg: Command): void => {
     .requiredOption('--data-dir <dir>', 'the empty data directory to restore into')
     .action(async (fileArg: string, _options: unknown, commandArg: Command) => {
       const options = commandArg.optsWithGlobals() as { dataDir: string; output: 'table' | 'json' | 'yaml' };
-      await runSnapshotCommand(() => restore(fileArg, options.dataDir), options.output,
+      await runSnapshotCommand(() => restoreSnapshotFile(fileArg, options.dataDir), options.output,
         (answerArg) => `restored ${answerArg.documents} documents (record ${answerArg.lsn}) into ${answerArg.dataDir}\nkey-encryption key: ${answerArg.keyEncryptionKey}`);
     });
 };
