@@ -2,7 +2,9 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as http from 'node:http';
 import * as net from 'node:net';
-import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { startTestCloudly, testAdminPassword, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { rawEnvelope, type IWireAnswer } from './helpers/rawwire.js';
+import { loginFailureLimits } from '../ts/manager.admin/admin.manager.js';
 
 /**
  * Connections that have not completed their headers are bounded in time, per address and in
@@ -146,6 +148,41 @@ describe('bounded connections', () => {
     } finally {
       connections.forEach((one) => one.socket.destroy());
       await t.stop();
+    }
+  });
+
+  test('behind a trusted proxy, per-address limits count the client named in X-Forwarded-For; from anyone else the header is ignored', async () => {
+    const login = async (tArg: ITestCloudly, clientArg: string, usernameArg: string, passwordArg: string): Promise<IWireAnswer> => {
+      const response = await fetch(`${tArg.cloudly.baseUrl}/typedrequest`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-forwarded-for': clientArg },
+        body: rawEnvelope('adminLoginWithUsernameAndPassword', JSON.stringify({ username: usernameArg, password: passwordArg })),
+      });
+      return (await response.json()) as IWireAnswer;
+    };
+    const exhaust = async (tArg: ITestCloudly, clientArg: string) => {
+      // Distinct usernames: only the per-address limit is reached.
+      for (let index = 0; index < loginFailureLimits.perAddress.attempts; index++) {
+        assert.equal((await login(tArg, clientArg, `nobody-${index}`, 'wrong-password-000')).error?.data.code, 'unauthenticated');
+      }
+      assert.deepEqual((await login(tArg, clientArg, 'nobody-else', 'wrong-password-000')).error?.data.reasons, ['login-rate-limited']);
+    };
+    const behindProxy = await startTestCloudly({ trustedProxies: ['127.0.0.1'], logLevel: 'silent' });
+    try {
+      await exhaust(behindProxy, '203.0.113.7');
+      // Another client behind the same proxy is not limited by the first one's failures.
+      const other = await login(behindProxy, '203.0.113.8', 'admin', testAdminPassword);
+      assert.equal(other.error ?? null, null, JSON.stringify(other.error));
+    } finally {
+      await behindProxy.stop();
+    }
+    const direct = await startTestCloudly({ logLevel: 'silent' });
+    try {
+      await exhaust(direct, '203.0.113.7');
+      // Not a trusted proxy: the header is the client's own claim and changes nothing.
+      assert.deepEqual((await login(direct, '203.0.113.8', 'admin', testAdminPassword)).error?.data.reasons, ['login-rate-limited']);
+    } finally {
+      await direct.stop();
     }
   });
 });
