@@ -5,7 +5,9 @@ import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { waitFor } from './helpers/cloudly.js';
-import { exitOf } from './helpers/process.js';
+import { cloudlyProcessEnv, exitOf, serverLauncher, startCloudlyProcess } from './helpers/process.js';
+import { CloudlyAdminClient } from '../ts/client/admin.js';
+import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 import { DataDirectoryLock, DataDirectoryLockedError, lockFileName, processState } from '../ts/core/datadirlock.js';
 
 /**
@@ -54,6 +56,46 @@ describe('data directory lock: a zombie owner is no owner', () => {
       assert.equal(replacedStalePid, pid);
       assert.equal(JSON.parse(await fsp.readFile(lockPath, 'utf8')).pid, process.pid);
       await lock.release();
+    } finally {
+      parent.kill('SIGKILL');
+      await exitOf(parent);
+      await fsp.rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('a Cloudly killed with kill -9 whose parent does not reap it (a zombie) does not keep the next start out', async () => {
+    if (process.platform !== 'linux') {
+      return;
+    }
+    const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-lock-zombie-'));
+    const env = cloudlyProcessEnv(dataDir);
+    // The shell starts Cloudly in the background, prints its pid and becomes `sleep`, which never reaps it.
+    const parent = spawn('sh', ['-c', `"${serverLauncher}" --source & echo "pid=$!"; exec sleep 300`], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    parent.stdout!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+    parent.stderr!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+    try {
+      await waitFor(() => /cloudly is listening/.test(output), 'the first Cloudly listens', 60_000);
+      const pid = Number(/pid=(\d+)/.exec(output)![1]);
+      const baseUrl = /"url":"(http:\/\/[^"]+)"/.exec(output)![1];
+      const admin = new CloudlyAdminClient(baseUrl);
+      await admin.login('admin', 'process-admin-password');
+      await admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'before-the-zombie' });
+      admin.close();
+      process.kill(pid, 'SIGKILL');
+      await waitFor(() => processState(pid) === 'Z', 'the killed Cloudly is a zombie', 10_000);
+      const second = await startCloudlyProcess(env);
+      try {
+        assert.match(second.output(), new RegExp(`"stalePid":${pid}.*replaced the lock of a Cloudly that is no longer running`));
+        const admin2 = new CloudlyAdminClient(second.baseUrl);
+        await admin2.login('admin', 'process-admin-password');
+        const names = (await admin2.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.map((cluster) => cluster.name);
+        assert.deepEqual(names, ['before-the-zombie']);
+        admin2.close();
+      } finally {
+        second.child.kill('SIGTERM');
+        assert.equal(await exitOf(second.child), 0);
+      }
     } finally {
       parent.kill('SIGKILL');
       await exitOf(parent);
