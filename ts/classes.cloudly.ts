@@ -11,7 +11,7 @@ import { CloudlyMetrics } from './core/metrics.js';
 import { RelaySessions, type IRelaySession } from './core/relaysessions.js';
 import { internalFailure, refuse } from './core/errors.js';
 import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
-import { createHttpServer, type ITransportHost } from './core/transport.js';
+import { closeHttpServerWithin, createHttpServer, type ITransportHost } from './core/transport.js';
 import { runInOperation, type IOperationContext } from './core/operationcontext.js';
 import { ClusterManager } from './manager.cluster/cluster.manager.js';
 import { cloudlyRelaySessionPorts } from './manager.cluster/relayelection.js';
@@ -103,6 +103,7 @@ export class Cloudly {
       snapshotDebounceMs: this.config.snapshotDebounceMs,
       compactBytes: this.config.journalCompactBytes,
       compactIntervalMs: this.config.compactIntervalMs,
+      compactRetryMs: this.config.compactRetryMs,
       databaseTimeoutMs: this.config.databaseTimeoutMs,
       journalFailpointFile: this.config.journalFailpointFile,
       logger: this.logger,
@@ -190,6 +191,33 @@ export class Cloudly {
       },
       logInternalFailure: (errorArg, whereArg) => this.logInternalFailure(errorArg, whereArg),
       isReady: async () => this.started && await this.database.isReachable(),
+      snapshotDownload: {
+        authorize: async (bearerArg) => {
+          if (bearerArg === null) {
+            return { ok: false, status: 401, reason: 'Authorization: Bearer <admin identity JWT> is required' };
+          }
+          let identity: IVerifiedIdentity;
+          try {
+            identity = await this.adminManager.verifySocketJwt(bearerArg);
+          } catch {
+            return { ok: false, status: 401, reason: 'the identity is not valid' };
+          }
+          if (identity.role !== 'admin') {
+            return { ok: false, status: 403, reason: 'only an administrator may save the control plane' };
+          }
+          if (!this.database.embedded) {
+            return { ok: false, status: 409, reason: 'Cloudly runs on MongoDB (MONGODB_URL): save it with mongodump (docs/storage.md)' };
+          }
+          return { ok: true, actor: identity.userId };
+        },
+        export: (sinkArg, onStartArg) => this.database.exportSnapshot(sinkArg, onStartArg),
+      },
+      connectionLimits: {
+        refused: (reasonArg) => this.metrics.connectionRefusals.inc({ reason: reasonArg }),
+        pending: (countArg) => {
+          this.metrics.pendingConnections = countArg;
+        },
+      },
       metricsText: async () => ({ contentType: this.metrics.registry.contentType, text: await this.metrics.registry.metrics() }),
       jwks: () => this.auth.jwks,
       serveForwardedRelayCall: (bearerArg, bodyArg) => this.clusterManager.relayElection.serveForwarded(bearerArg, bodyArg),
@@ -212,7 +240,14 @@ export class Cloudly {
       peer.close(1001, 'cloudly is stopping');
     }
     if (this.httpServer) {
-      await this.httpServer.close();
+      const graceMs = this.config.shutdownGraceMs;
+      const closed = await closeHttpServerWithin(this.httpServer, graceMs);
+      if (closed.graceElapsed) {
+        this.logger.warn(
+          { graceMs, terminatedSockets: closed.terminatedSockets, endedConnections: closed.closedConnections },
+          'shutdown grace elapsed: ended the sockets and requests still open',
+        );
+      }
     }
     for (const manager of [...this.managers].reverse()) {
       await manager.stop?.().catch((error: unknown) => this.logger.error({ err: error }, 'manager stop failed'));

@@ -33,12 +33,15 @@ const main = async (): Promise<void> => {
     );
   }
   let stopping = false;
-  const shutdown = (signalArg: string): void => {
+  const shutdown = (signalArg: 'SIGTERM' | 'SIGINT'): void => {
     if (stopping) {
-      return;
+      // A second signal: the operator will not wait for the grace. Every acknowledged write is
+      // already in the journal, so ending now loses none; the next start replays it.
+      process.stderr.write(`cloudly: second ${signalArg} while stopping: stopping at once\n`);
+      process.exit(signalArg === 'SIGTERM' ? 143 : 130);
     }
     stopping = true;
-    cloudly.logger.info({ signal: signalArg }, 'stopping');
+    cloudly.logger.info({ signal: signalArg, graceMs: cloudly.config.shutdownGraceMs }, 'stopping');
     cloudly.stop().then(() => process.exit(0), (error: unknown) => {
       process.stderr.write(`cloudly: stop failed: ${(error as Error).message}\n`);
       process.exit(1);

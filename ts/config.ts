@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import * as path from 'node:path';
 
 /**
@@ -53,10 +54,31 @@ export interface ICloudlyConfig {
   journalCompactBytes: number;
   /** Embedded database: the longest time between compactions while anything was journaled. */
   compactIntervalMs: number;
+  /** The first pause before a failed compaction is tried again (it doubles, up to 5 minutes). */
+  compactRetryMs: number;
   /** How long a call waits for an unreachable database before it is answered `unavailable`. */
   databaseTimeoutMs: number;
   /** Test-only failpoint of the embedded journal (a file whose presence makes journal writes fail). */
   journalFailpointFile: string | null;
+  /**
+   * How long a stop (SIGTERM) waits for in-flight calls, streams and sockets to finish after the
+   * sockets were asked to close (1001), before it ends what is left (CLOUDLY_SHUTDOWN_GRACE_MS).
+   */
+  shutdownGraceMs: number;
+  /** How long a new connection may take to complete its headers or WebSocket upgrade (CLOUDLY_HEADERS_TIMEOUT_MS). */
+  headersTimeoutMs: number;
+  /** Connections one address may have that have not completed headers or upgrade (CLOUDLY_PENDING_CONNECTIONS_PER_ADDRESS). */
+  pendingConnectionsPerAddress: number;
+  /** Such pending connections in total (CLOUDLY_PENDING_CONNECTIONS_TOTAL). */
+  pendingConnectionsTotal: number;
+  /** How long an idle HTTP keep-alive connection is kept (CLOUDLY_KEEP_ALIVE_TIMEOUT_MS). */
+  keepAliveTimeoutMs: number;
+  /**
+   * Addresses of reverse proxies / load balancers (CLOUDLY_TRUSTED_PROXIES, comma-separated IPs):
+   * a request from one of them is taken to come from the last address of its X-Forwarded-For,
+   * and its connections are not limited per address (docs/connections.md).
+   */
+  trustedProxies: string[];
   /**
    * The key-encryption key that wraps the data key of every secret at rest (CLOUDLY_SECRETS_KEY_FILE).
    * Null: `<dataDir>/keys/secrets-key-encryption-key`, generated with mode 0600 on first start.
@@ -142,6 +164,20 @@ const readInteger = (
 const readOptional = (env: NodeJS.ProcessEnv, name: string): string | null => {
   const raw = env[name];
   return raw === undefined || raw === '' ? null : raw;
+};
+
+/** A comma-separated list of IP addresses; empty when unset. */
+const readAddressList = (env: NodeJS.ProcessEnv, name: string): string[] => {
+  const raw = readOptional(env, name);
+  if (raw === null) {
+    return [];
+  }
+  const addresses = raw.split(',').map((one) => one.trim()).filter((one) => one !== '');
+  const invalid = addresses.filter((one) => isIP(one) === 0);
+  if (invalid.length > 0) {
+    throw new ConfigError(name, `must be IP addresses separated by commas; not addresses: ${invalid.map((one) => `"${one}"`).join(', ')}`);
+  }
+  return addresses;
 };
 
 const readOptionalPath = (env: NodeJS.ProcessEnv, name: string): string | null => {
@@ -295,8 +331,15 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     snapshotDebounceMs: readInteger(env, 'CLOUDLY_SNAPSHOT_DEBOUNCE_MS', 250, 0, 1000),
     journalCompactBytes: readInteger(env, 'CLOUDLY_JOURNAL_COMPACT_BYTES', 64 * 1024 * 1024, 4096, 16 * 1024 * 1024 * 1024),
     compactIntervalMs: readInteger(env, 'CLOUDLY_COMPACT_INTERVAL_MS', 3_600_000, 1000, 7 * 24 * 3_600_000),
+    compactRetryMs: readInteger(env, 'CLOUDLY_COMPACT_RETRY_MS', 5_000, 100, 3_600_000),
     databaseTimeoutMs: readInteger(env, 'CLOUDLY_DATABASE_TIMEOUT_MS', 2000, 100, 60_000),
     journalFailpointFile: readOptional(env, 'CLOUDLY_TEST_JOURNAL_FAILPOINT'),
+    shutdownGraceMs: readInteger(env, 'CLOUDLY_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    headersTimeoutMs: readInteger(env, 'CLOUDLY_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
+    pendingConnectionsPerAddress: readInteger(env, 'CLOUDLY_PENDING_CONNECTIONS_PER_ADDRESS', 256, 1, 1_000_000),
+    pendingConnectionsTotal: readInteger(env, 'CLOUDLY_PENDING_CONNECTIONS_TOTAL', 4096, 1, 1_000_000),
+    keepAliveTimeoutMs: readInteger(env, 'CLOUDLY_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
+    trustedProxies: readAddressList(env, 'CLOUDLY_TRUSTED_PROXIES'),
     secretsKeyFile: readOptionalPath(env, 'CLOUDLY_SECRETS_KEY_FILE'),
     secretsPreviousKeyFile: readOptionalPath(env, 'CLOUDLY_SECRETS_PREVIOUS_KEY_FILE'),
     secretEnrollmentTtlMs: readInteger(env, 'CLOUDLY_SECRET_ENROLLMENT_TTL_MS', 120_000, 10, 3_600_000),

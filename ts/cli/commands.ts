@@ -10,6 +10,8 @@ import { readPassword } from './prompt.js';
 import { generationExpectation, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { addOperationCommands, finishStartedWork, longWork } from './operations.js';
 import { addUserCommands } from './users.js';
+import { addStorageCommands } from './storage.js';
+import { addSnapshotCommands } from './snapshot.js';
 import {
   auditColumns, backupColumns, bindingColumns, clusterColumns, describeInitialization, formatTime, listTable, nodeColumns,
   recordTable, serviceColumns, serviceTable,
@@ -825,6 +827,8 @@ export const addCommands = (programArg: Command): void => {
   addBackupCommands(programArg);
   addOperationCommands(programArg);
   addUserCommands(programArg);
+  addStorageCommands(programArg);
+  addSnapshotCommands(programArg);
   addNetworkCommands(programArg);
   addAuditCommand(programArg);
   addWatchCommand(programArg);

@@ -24,7 +24,8 @@ import {
 } from './journal.js';
 import { JournaledStorage } from './journaledstorage.js';
 import { commandFiltersOf, withCommandFilters } from './storageindex.js';
-import { readLegacySnapshotFile, readSnapshotFile, writeSnapshotFile, type ISnapshotContents } from './snapshotfile.js';
+import { readLegacySnapshotFile, readSnapshotFile, serializeSnapshot, verifySnapshotFile, writeSnapshotFile, type ISnapshotContents } from './snapshotfile.js';
+import { StorageFaults } from './storagefaults.js';
 import type { TCloudlyLogger } from './logger.js';
 
 /**
@@ -91,6 +92,8 @@ export interface ICloudlyDatabaseOptions {
   compactIntervalMs?: number;
   /** How long a call waits for an unreachable MongoDB before it is answered `unavailable`. */
   databaseTimeoutMs?: number;
+  /** The first pause before a failed compaction is tried again (doubling up to 5 minutes). */
+  compactRetryMs?: number;
   /** Test-only: see IJournalOptions.failpointFile. */
   journalFailpointFile?: string | null;
   /** Bench-only: false runs the embedded database without a journal (nothing is durable). */
@@ -99,6 +102,9 @@ export interface ICloudlyDatabaseOptions {
 
 const defaultCompactBytes = 64 * 1024 * 1024;
 const defaultCompactIntervalMs = 3_600_000;
+/** The first retry of a failed compaction; each further failure doubles it, up to the maximum. */
+const defaultCompactRetryMs = 5_000;
+const compactRetryMaximumMs = 300_000;
 const defaultDatabaseTimeoutMs = 2_000;
 /** `/readyz` answers within about this long, whatever the database does. */
 const readinessTimeoutMs = 800;
@@ -124,12 +130,21 @@ export class CloudlyDatabase {
   private readonly lock: DataDirectoryLock;
   private compacting: Promise<void> | null = null;
   private compactTimer: NodeJS.Timeout | null = null;
+  private compactRetryTimer: NodeJS.Timeout | null = null;
+  /** Failures in a row; the retry pause doubles with each. */
+  private compactionFailures = 0;
+  /** Compactions that failed (each left the files recovery needs as they were), for tests and /metrics. */
+  public compactionsFailed = 0;
+  /** How long reading the last snapshot back took, in ms. */
+  public lastVerifyMs = 0;
+  private readonly faults: StorageFaults;
   private privateSocketDir: string | null = null;
   private closed = false;
 
   constructor(private readonly options: ICloudlyDatabaseOptions) {
     this.embedded = options.mongoDbUrl === null;
     this.lock = new DataDirectoryLock(options.dataDir);
+    this.faults = new StorageFaults(options.journalFailpointFile ?? null);
   }
 
   public get snapshotPath(): string {
@@ -193,11 +208,41 @@ export class CloudlyDatabase {
       return Promise.resolve();
     }
     if (!this.compacting) {
-      this.compacting = this.compactOnce().finally(() => {
+      this.compacting = this.compactOnce().catch((error: unknown) => {
+        this.scheduleCompactionRetry();
+        throw error;
+      }).finally(() => {
         this.compacting = null;
       });
     }
     return this.compacting;
+  }
+
+  /**
+   * A consistent copy of the whole embedded database, for `cloudly snapshot save`: captured at one
+   * journal position exactly as compaction captures it (synchronously, once everything up to it
+   * is durable), then serialised in snapshot frames to `sinkArg` while writes go on. `onStartArg`
+   * learns the position and document count before the first byte.
+   */
+  public async exportSnapshot(
+    sinkArg: (chunkArg: Buffer) => Promise<void>,
+    onStartArg: (infoArg: { lsn: number; documents: number }) => void,
+  ): Promise<{ lsn: number; documents: number; frames: number; bytes: number }> {
+    const journal = this.journal;
+    const storage = this.storage;
+    if (!this.embedded || !journal || !storage) {
+      throw new Error('only the embedded database can be saved this way; with MongoDB use mongodump (docs/storage.md)');
+    }
+    const rollbacksBefore = journal.rollbacks;
+    const lsn = journal.lastAppendedLsn;
+    const captured = storage.capture();
+    await journal.whenDurable();
+    if (journal.rollbacks !== rollbacksBefore) {
+      throw new JournalUnavailableError('a journal write was refused while the snapshot was captured; try again');
+    }
+    onStartArg({ lsn, documents: captured.reduce((sum, collection) => sum + collection.docs.length, 0) });
+    const written = await serializeSnapshot(lsn, captured, sinkArg);
+    return { lsn, ...written };
   }
 
   public async stop(): Promise<void> {
@@ -208,6 +253,10 @@ export class CloudlyDatabase {
     if (this.compactTimer) {
       clearInterval(this.compactTimer);
       this.compactTimer = null;
+    }
+    if (this.compactRetryTimer) {
+      clearTimeout(this.compactRetryTimer);
+      this.compactRetryTimer = null;
     }
     try {
       await this.compacting?.catch(() => undefined);
@@ -419,8 +468,7 @@ export class CloudlyDatabase {
    * its temporary snapshot and renaming it into place, so a test can kill the process right there.
    */
   private async pauseForTestFailpoint(): Promise<void> {
-    const file = this.options.journalFailpointFile;
-    const paused = () => Boolean(file) && fs.existsSync(file!) && fs.readFileSync(file!, 'utf8').trim() === 'PAUSE-COMPACTION';
+    const paused = () => this.faults.command() === 'PAUSE-COMPACTION';
     if (!paused()) {
       return;
     }
@@ -430,10 +478,39 @@ export class CloudlyDatabase {
     }
   }
 
+  /**
+   * A failed compaction changed nothing that recovery needs; it is tried again after a pause
+   * that doubles with each failure (a full disk is not freed in a second), up to a limit.
+   */
+  private scheduleCompactionRetry(): void {
+    if (this.closed || this.compactRetryTimer) {
+      return;
+    }
+    this.compactionFailures++;
+    const delayMs = Math.min(compactRetryMaximumMs, (this.options.compactRetryMs ?? defaultCompactRetryMs) * 2 ** (this.compactionFailures - 1));
+    this.compactRetryTimer = setTimeout(() => {
+      this.compactRetryTimer = null;
+      if (!this.closed && this.journal && this.journal.lastAppendedLsn > this.snapshotLsn) {
+        this.compact().catch((error: unknown) => this.options.logger.error({ err: error }, 'embedded database compaction failed'));
+      }
+    }, delayMs);
+    this.compactRetryTimer.unref();
+  }
+
+  /**
+   * One compaction, in an order that keeps a complete, checked snapshot plus the journal it needs
+   * at every instant: write the new snapshot to a temporary file and fsync it; read it back and
+   * check every frame and count against what was written; only then keep the current snapshot as
+   * the previous one and rename the new one into place; only after the directory is synced drop
+   * the journal the previous snapshot no longer needs. A failure at any step before the rename
+   * removes the temporary file (it may be what fills the disk) and leaves every other file as it
+   * was; the caller retries later.
+   */
   private async compactOnce(): Promise<void> {
     const journal = this.journal!;
     const storage = this.storage!;
     const { dataDir } = this.options;
+    const faults = this.faults;
     journal.requestRotation();
     const rollbacksBefore = journal.rollbacks;
     // Captured synchronously: the snapshot holds exactly the records up to `lsn`.
@@ -445,34 +522,61 @@ export class CloudlyDatabase {
     }
     const started = Date.now();
     const temporaryPath = `${this.snapshotPath}.${process.pid}.tmp`;
-    const documents = await writeSnapshotFile(temporaryPath, lsn, captured);
-    await this.pauseForTestFailpoint();
-    // Keep the previous snapshot: hard-link the current one under a temporary name, then rename
-    // it, so at every instant a complete current snapshot exists under the current name.
-    if (fs.existsSync(this.snapshotPath)) {
-      const previousTemporary = `${this.previousSnapshotPath}.${process.pid}.tmp`;
-      await fsp.rm(previousTemporary, { force: true });
-      await fsp.link(this.snapshotPath, previousTemporary);
-      await fsp.rename(previousTemporary, this.previousSnapshotPath);
+    const previousTemporary = `${this.previousSnapshotPath}.${process.pid}.tmp`;
+    let written: { documents: number; frames: number; bytes: number };
+    try {
+      written = await writeSnapshotFile(temporaryPath, lsn, captured, { faults });
+      const verifyStarted = Date.now();
+      await verifySnapshotFile(temporaryPath, { lsn, ...written });
+      this.lastVerifyMs = Date.now() - verifyStarted;
+      await this.pauseForTestFailpoint();
+      // Keep the previous snapshot: hard-link the current one under a temporary name, then rename
+      // it, so at every instant a complete current snapshot exists under the current name.
+      if (fs.existsSync(this.snapshotPath)) {
+        await fsp.rm(previousTemporary, { force: true });
+        faults.throwIfArmed('snapshot.link', 'link');
+        await fsp.link(this.snapshotPath, previousTemporary);
+        faults.throwIfArmed('snapshot.rename', 'rename');
+        await fsp.rename(previousTemporary, this.previousSnapshotPath);
+      }
+      faults.throwIfArmed('snapshot.rename', 'rename');
+      await fsp.rename(temporaryPath, this.snapshotPath);
+    } catch (error) {
+      // Nothing recovery reads was changed (at worst the previous snapshot is now a second name
+      // of the current one, which needs less journal); free the space the attempt took.
+      await fsp.rm(temporaryPath, { force: true }).catch(() => undefined);
+      await fsp.rm(previousTemporary, { force: true }).catch(() => undefined);
+      this.compactionsFailed++;
+      throw error;
     }
-    await fsp.rename(temporaryPath, this.snapshotPath);
+    // Until the directory is on the device, the rename may not be: drop no journal before.
     await syncDirectory(dataDir);
     const previousLsn = this.snapshotLsn;
     this.snapshotLsn = lsn;
     this.snapshotsWritten++;
+    this.compactionFailures = 0;
     // The journal after the previous snapshot stays, so that snapshot plus the journal can still
-    // rebuild everything should the new one ever be damaged; older segments go.
+    // rebuild everything should the new one ever be damaged; older segments go. A segment that
+    // cannot be removed now only costs space: the next compaction tries again.
     const segments = await listSegments(dataDir);
     let dropped = 0;
     for (let index = 0; index + 1 < segments.length; index++) {
       if (segments[index + 1].firstLsn <= previousLsn + 1) {
-        await fsp.rm(segments[index].path, { force: true });
-        dropped++;
+        try {
+          faults.throwIfArmed('journal.unlink', 'unlink');
+          await fsp.rm(segments[index].path, { force: true });
+          dropped++;
+        } catch (error) {
+          this.options.logger.warn({ err: error, file: segments[index].path }, 'could not remove a journal segment the snapshots no longer need; the next compaction tries again');
+          break;
+        }
       }
     }
     if (dropped > 0) {
-      await syncDirectory(dataDir);
+      await syncDirectory(dataDir).catch((error: unknown) => {
+        this.options.logger.warn({ err: error }, 'could not sync the data directory after removing journal segments');
+      });
     }
-    this.options.logger.info({ lsn, documents, droppedSegments: dropped, ms: Date.now() - started }, 'embedded database compacted');
+    this.options.logger.info({ lsn, documents: written.documents, droppedSegments: dropped, verifyMs: this.lastVerifyMs, ms: Date.now() - started }, 'embedded database compacted');
   }
 }

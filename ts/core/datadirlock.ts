@@ -5,7 +5,8 @@ import * as path from 'node:path';
 /**
  * One Cloudly per data directory: two processes replaying and appending one journal would
  * destroy it. The lock file holds the owner's pid and its start time (from /proc, so a recycled
- * pid is not mistaken for the owner); a lock whose owner is gone (kill -9) is stale and taken over.
+ * pid is not mistaken for the owner); a lock whose owner is gone (kill -9) or a zombie (ended, not
+ * yet reaped by its parent) is stale and taken over.
  */
 
 export const lockFileName = 'cloudly.lock';
@@ -33,11 +34,31 @@ const processStartTime = (pidArg: number): string | null => {
   }
 };
 
+/**
+ * The kernel's state letter of a process (field 3 of /proc/<pid>/stat), or null where unknown.
+ * The command name before it is in parentheses and may itself hold spaces and parentheses, so the
+ * fields are counted from the last ')'.
+ */
+export const processState = (pidArg: number): string | null => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pidArg}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] || null;
+  } catch {
+    return null;
+  }
+};
+
 const ownerIsAlive = (ownerArg: ILockContents): boolean => {
   try {
     process.kill(ownerArg.pid, 0);
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  // A zombie (Z) or dying (X) process has ended and holds nothing; it only waits for its parent
+  // to collect its exit status, which a killed Cloudly whose parent died first may wait long for.
+  const state = processState(ownerArg.pid);
+  if (state === 'Z' || state === 'X') {
+    return false;
   }
   const startTime = processStartTime(ownerArg.pid);
   return ownerArg.startTime === null || startTime === null || startTime === ownerArg.startTime;

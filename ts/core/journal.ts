@@ -3,7 +3,8 @@ import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import { BSON, type Document } from 'mongodb';
 import { crc32c } from './crc32c.js';
-import { syncDirectory } from './durablefiles.js';
+import { noProgressError, syncDirectory } from './durablefiles.js';
+import { injectedError, StorageFaults } from './storagefaults.js';
 import type { TCloudlyLogger } from './logger.js';
 
 /**
@@ -211,8 +212,8 @@ export interface IJournalOptions {
   /** Sequence number of the next record. */
   nextLsn: number;
   /**
-   * Test-only failpoint: when this file exists at the moment a batch is written, the write fails
-   * with the error code the file names (`ENOSPC`, `EIO`; `EIO-SYNC` fails the sync instead).
+   * Test-only failpoint file: the faults it names (storagefaults.ts) are injected at the journal's
+   * steps while it exists.
    */
   failpointFile?: string | null;
   /** Bench-only: keep the in-memory order and batching, but never touch the disk. */
@@ -237,10 +238,13 @@ export class Journal {
   private flushing = false;
   private handle: fsp.FileHandle | null = null;
   private handleBytes = 0;
+  private handlePath: string | null = null;
+  private readonly faults: StorageFaults;
   private rotateRequested = true;
   private closed = false;
 
   constructor(private readonly options: IJournalOptions) {
+    this.faults = new StorageFaults(options.failpointFile ?? null);
     this.nextLsn = options.nextLsn;
     this.durableLsn = options.nextLsn - 1;
   }
@@ -358,36 +362,36 @@ export class Journal {
     }
   }
 
-  private failpoint(): string | null {
-    const file = this.options.failpointFile;
-    if (!file || !fs.existsSync(file)) {
-      return null;
-    }
-    return fs.readFileSync(file, 'utf8').trim() || 'EIO';
-  }
-
   private async writeBatch(batchArg: IBatch): Promise<void> {
     if (this.rotateRequested || !this.handle) {
       await this.openSegment(batchArg.firstLsn);
     }
-    const failpoint = this.failpoint();
-    if (failpoint === 'ENOSPC' || failpoint === 'EIO') {
-      throw Object.assign(new Error(`${failpoint}: injected by the test failpoint`), { code: failpoint, syscall: 'write' });
-    }
+    const faults = this.faults;
     const handle = this.handle!;
     let written = 0;
     while (written < batchArg.bytes) {
-      const buffers = written === 0 ? batchArg.frames : [Buffer.concat(batchArg.frames).subarray(written)];
+      let buffers = written === 0 ? batchArg.frames : [Buffer.concat(batchArg.frames).subarray(written)];
+      const fault = faults.at('journal.write');
+      if (fault === 'ENOSPC' || fault === 'EIO') {
+        throw injectedError(fault, 'write', 'journal.write');
+      }
+      if (fault === 'SHORT' || fault === 'SILENT') {
+        // What a nearly full file system does: the call stores part of the bytes and says so.
+        const rest = Buffer.concat(buffers);
+        buffers = [rest.subarray(0, Math.ceil(rest.length / 2))];
+      }
       const result = await handle.writev(buffers, this.handleBytes + written).catch((error: NodeJS.ErrnoException) => {
         // With O_DSYNC a write also flushes: anything but "no space" leaves the device state
         // unknown, as a failed fdatasync would.
         throw Object.assign(error, { syscall: ['ENOSPC', 'EDQUOT', 'EFBIG'].includes(error.code ?? '') ? 'write' : 'fdatasync' });
       });
+      if (result.bytesWritten <= 0) {
+        // A write that stores nothing and reports no error would loop for ever: a full disk.
+        throw noProgressError(path.basename(this.handlePath ?? 'journal'));
+      }
       written += result.bytesWritten;
     }
-    if (failpoint === 'EIO-SYNC') {
-      throw Object.assign(new Error('EIO: injected by the test failpoint'), { code: 'EIO', syscall: 'fdatasync' });
-    }
+    faults.throwIfArmed('journal.sync', 'fdatasync');
     this.handleBytes += batchArg.bytes;
     this.syncs++;
   }
@@ -402,6 +406,7 @@ export class Journal {
     // (its records rolled back), whose bytes nobody was told about.
     // O_DSYNC: each write returns once its bytes are on the device, as write + fdatasync would,
     // in one trip to the thread pool instead of two.
+    this.handlePath = segmentPath;
     this.handle = await fsp.open(segmentPath, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_DSYNC, 0o600);
     this.handleBytes = 0;
     await syncDirectory(this.options.dir);

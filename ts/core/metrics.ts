@@ -7,6 +7,9 @@ export class CloudlyMetrics {
   public readonly latency: promClient.Histogram<'method'>;
   public readonly relaySockets: promClient.Gauge;
   public readonly relayCalls: promClient.Counter<'method' | 'outcome'>;
+  public readonly connectionRefusals: promClient.Counter<'reason'>;
+  /** Set by the transport: connections that have not completed headers or upgrade right now. */
+  public pendingConnections: () => number = () => 0;
 
   constructor() {
     this.calls = new promClient.Counter({
@@ -32,6 +35,24 @@ export class CloudlyMetrics {
       help: 'Calls Cloudly made on relay sockets, by method and outcome.',
       labelNames: ['method', 'outcome'],
       registers: [this.registry],
+    });
+    this.connectionRefusals = new promClient.Counter({
+      name: 'cloudly_connections_refused_total',
+      help: 'Connections ended before a request: pending-per-address, pending-total (refused at accept) or headers-timeout.',
+      labelNames: ['reason'],
+      registers: [this.registry],
+    });
+    for (const reason of ['pending-per-address', 'pending-total', 'headers-timeout']) {
+      this.connectionRefusals.inc({ reason }, 0);
+    }
+    const metrics = this;
+    new promClient.Gauge({
+      name: 'cloudly_connections_pending',
+      help: 'Connections that have not completed their headers or WebSocket upgrade yet.',
+      registers: [this.registry],
+      collect() {
+        this.set(metrics.pendingConnections());
+      },
     });
     promClient.collectDefaultMetrics({ register: this.registry, prefix: 'cloudly_' });
   }

@@ -4,6 +4,7 @@ import { createCipheriv, createDecipheriv, createHash, randomBytes, randomUUID }
 import { ConfigError } from '../config.js';
 import { defineDocumentKind, type DocumentStore, type IStoredDocument } from './store.js';
 import type { TCloudlyLogger } from './logger.js';
+import { syncDirectory, writeFully } from './durablefiles.js';
 
 /**
  * Encryption at rest. Every secret value Cloudly keeps (Corestore control credentials, ingress
@@ -197,14 +198,22 @@ export class SecretBox {
     const temporary = `${file}.${process.pid}.tmp`;
     const handle = await fsp.open(temporary, 'wx', 0o600);
     try {
-      await handle.writeFile(`${key.toString('hex')}\n`);
+      await writeFully(handle, Buffer.from(`${key.toString('hex')}\n`), 0);
       await handle.sync();
     } finally {
       await handle.close();
     }
+    // Read back before it is linked into place: a key file cut short by a full disk would make
+    // every later start refuse, and every secret sealed under it unreadable.
+    const writtenBack = parseKeyEncryptionKey(await fsp.readFile(temporary));
+    if (!writtenBack || !writtenBack.equals(key)) {
+      await fsp.rm(temporary, { force: true });
+      throw new Error(`the key-encryption key written to ${temporary} did not read back intact; nothing was linked into place`);
+    }
     // A link, not a rename: two instances generating at once keep the first file and both use it.
     try {
       await fsp.link(temporary, file);
+      await syncDirectory(path.dirname(file));
       this.options.logger.info({ file }, `generated a key-encryption key for secrets at rest (set ${secretsKeyVariable} to keep it elsewhere)`);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {

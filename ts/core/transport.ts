@@ -1,5 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import type { Socket } from 'node:net';
 import fastifyWebsocket from '@fastify/websocket';
+import { PendingConnectionGuard, type TConnectionRefusalReason } from './connectionlimits.js';
 import { EnvelopePeer, readFrame, refusalEnvelope, type IEnvelope, type ISocketRequestLimits } from './envelopepeer.js';
 import { AttemptLimiter } from './attemptlimiter.js';
 import type { ICloudlyConfig } from '../config.js';
@@ -50,7 +52,18 @@ const readBearer = (requestArg: FastifyRequest): string | null => {
 export interface ITransportHost {
   config: Pick<ICloudlyConfig,
     'bodyLimitBytes' | 'relayAnswerLimitBytes' | 'socketRequestsPerSecond' | 'socketPendingRequests'
-    | 'socketPingIntervalMs' | 'socketMissedPongsAllowed'>;
+    | 'socketPingIntervalMs' | 'socketMissedPongsAllowed' | 'headersTimeoutMs' | 'pendingConnectionsPerAddress'
+    | 'pendingConnectionsTotal' | 'keepAliveTimeoutMs' | 'trustedProxies'>;
+  /**
+   * `GET /admin/snapshot` (`cloudly snapshot save`): who may download the control plane's
+   * snapshot (an administrator's identity JWT as bearer), and the download itself.
+   */
+  snapshotDownload?: {
+    authorize(bearerArg: string | null): Promise<{ ok: true; actor: string } | { ok: false; status: number; reason: string }>;
+    export(sinkArg: (chunkArg: Buffer) => Promise<void>, onStartArg: (infoArg: { lsn: number; documents: number }) => void): Promise<{ lsn: number; documents: number; bytes: number }>;
+  };
+  /** Counts a connection ended before its first request (connectionlimits.ts), and tells the pending count. */
+  connectionLimits?: { refused(reasonArg: TConnectionRefusalReason): void; pending(countArg: () => number): void };
   logger: TCloudlyLogger;
   /** Answers one request envelope from any transport. */
   dispatch(envelopeArg: IEnvelope, localDataArg: Record<string, unknown>): Promise<IEnvelope>;
@@ -85,13 +98,32 @@ export const upgradeFailureLimit = { attempts: 30, windowMs: 60_000 } as const;
 /** Socket upgrades one address may have waiting for authentication at once. */
 export const upgradesInFlightPerAddress = 16;
 
+/** `cloudly snapshot save` downloads the control plane's snapshot here (docs/storage.md). */
+export const snapshotDownloadPath = '/admin/snapshot';
+
 export const createHttpServer = async (hostArg: ITransportHost): Promise<FastifyInstance> => {
   const app = Fastify({
     logger: false,
     bodyLimit: hostArg.config.bodyLimitBytes,
     // Closing idle keep-alive connections lets a graceful stop finish promptly.
     forceCloseConnections: 'idle',
+    keepAliveTimeout: hostArg.config.keepAliveTimeoutMs,
+    // request.ip (every per-address limit after the headers) is the client behind a listed proxy.
+    trustProxy: hostArg.config.trustedProxies.length > 0 ? hostArg.config.trustedProxies : false,
   });
+  const connectionGuard = new PendingConnectionGuard({
+    headersTimeoutMs: hostArg.config.headersTimeoutMs,
+    pendingPerAddress: hostArg.config.pendingConnectionsPerAddress,
+    pendingTotal: hostArg.config.pendingConnectionsTotal,
+    trustedProxies: hostArg.config.trustedProxies,
+  }, (reasonArg, addressArg) => {
+    hostArg.connectionLimits?.refused(reasonArg);
+    hostArg.logger.debug({ reason: reasonArg, remoteAddress: addressArg }, 'connection ended before a request');
+  });
+  connectionGuard.attach(app.server);
+  hostArg.connectionLimits?.pending(() => connectionGuard.pendingCount);
+  // Node's own bound, for the headers of later requests on a kept-alive connection.
+  app.server.headersTimeout = hostArg.config.headersTimeoutMs;
   const socketLimits = (kindArg: 'relay' | 'admin'): ISocketRequestLimits => ({
     requestFrameBytes: hostArg.config.bodyLimitBytes,
     // Only relays answer Cloudly's calls; an admin socket's answers are never waited for.
@@ -104,6 +136,8 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
   // socket survives them; only beyond that does ws close the socket (1009).
   const hardFrameLimit = 2 * Math.max(hostArg.config.bodyLimitBytes, hostArg.config.relayAnswerLimitBytes, 512 * 1024);
   await app.register(fastifyWebsocket, { options: { maxPayload: hardFrameLimit } });
+  // The handshake is done: the connection is a socket now, bounded by its liveness checks.
+  app.websocketServer.on('connection', (_socketArg: unknown, requestArg: { socket: Socket }) => connectionGuard.upgraded(requestArg.socket));
   const upgradeFailures = new AttemptLimiter(upgradeFailureLimit);
   const upgradesInFlight = new Map<string, number>();
 
@@ -221,6 +255,62 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     }
   });
 
+  app.get(snapshotDownloadPath, async (request, reply) => {
+    const download = hostArg.snapshotDownload;
+    if (!download) {
+      return reply.code(404).send({ error: 'snapshot download is not served here' });
+    }
+    const authorized = await download.authorize(readBearer(request));
+    if (!authorized.ok) {
+      return reply.code(authorized.status).header('cache-control', 'no-store').send({ error: authorized.reason });
+    }
+    void reply.hijack();
+    const raw = reply.raw;
+    let started = false;
+    let gone = false;
+    raw.once('close', () => {
+      gone = true;
+    });
+    try {
+      const summary = await download.export(async (chunkArg) => {
+        if (gone) {
+          throw new Error('the client went away');
+        }
+        if (!raw.write(chunkArg)) {
+          // Backpressure: the next chunk is serialised only once this one is on its way.
+          await new Promise<void>((resolve) => {
+            const done = () => {
+              raw.off('drain', done);
+              raw.off('close', done);
+              resolve();
+            };
+            raw.on('drain', done);
+            raw.on('close', done);
+          });
+        }
+      }, (infoArg) => {
+        raw.writeHead(200, {
+          'content-type': 'application/octet-stream',
+          'cache-control': 'no-store',
+          'x-cloudly-snapshot-lsn': String(infoArg.lsn),
+          'x-cloudly-snapshot-documents': String(infoArg.documents),
+        });
+        started = true;
+      });
+      raw.end();
+      hostArg.logger.info({ actor: authorized.actor, lsn: summary.lsn, documents: summary.documents, bytes: summary.bytes }, 'control-plane snapshot downloaded');
+    } catch (error) {
+      hostArg.logger.warn({ err: error, actor: authorized.actor }, 'control-plane snapshot download failed');
+      if (!started && !gone) {
+        raw.writeHead(503, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+        raw.end(JSON.stringify({ error: (error as Error).message }));
+      } else {
+        // Cut off mid-stream: the client sees a file without its end frame, which it refuses.
+        raw.destroy();
+      }
+    }
+  });
+
   app.post(internalRelayCallPath, async (request, reply) => {
     let body: unknown = null;
     try {
@@ -279,3 +369,50 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
   return app;
 };
 
+
+/**
+ * Stops the HTTP server within `graceMsArg`: it stops accepting at once and waits for in-flight
+ * requests and streams and for the sockets (already asked to close with 1001) to end; once the
+ * grace has passed, it ends what is left (a peer that stopped reading never answers the close
+ * handshake, which ws would otherwise wait 30 s for). Says what it had to end.
+ */
+export const closeHttpServerWithin = async (
+  appArg: FastifyInstance,
+  graceMsArg: number,
+): Promise<{ graceElapsed: boolean; terminatedSockets: number; closedConnections: number }> => {
+  const closing = appArg.close();
+  let timer: NodeJS.Timeout | null = null;
+  const inTime = await Promise.race([
+    closing.then(() => true),
+    new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), graceMsArg);
+    }),
+  ]);
+  if (timer) {
+    clearTimeout(timer);
+  }
+  if (inTime) {
+    return { graceElapsed: false, terminatedSockets: 0, closedConnections: 0 };
+  }
+  let terminatedSockets = 0;
+  const clients = (appArg as unknown as { websocketServer?: { clients?: Set<{ readyState: number; terminate(): void }> } }).websocketServer?.clients;
+  for (const client of clients ?? []) {
+    // 3: CLOSED. CLOSING sockets are the ones waiting for a close answer that may never come.
+    if (client.readyState !== 3) {
+      client.terminate();
+      terminatedSockets++;
+    }
+  }
+  const server = appArg.server as { closeAllConnections?: () => void; getConnections?: (callbackArg: (errorArg: Error | null, countArg: number) => void) => void };
+  const closedConnections = await new Promise<number>((resolve) => {
+    if (!server.getConnections) {
+      resolve(0);
+      return;
+    }
+    server.getConnections((errorArg, countArg) => resolve(errorArg ? 0 : countArg));
+  });
+  // In-flight HTTP requests and streams past the grace: their connections are ended too.
+  server.closeAllConnections?.();
+  await closing;
+  return { graceElapsed: true, terminatedSockets, closedConnections };
+};

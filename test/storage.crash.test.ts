@@ -1,0 +1,197 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { cloudlyProcessEnv, exitOf, killHard, startCloudlyProcess, type ICloudlyProcess } from './helpers/process.js';
+import { CloudlyAdminClient } from '../ts/client/admin.js';
+import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
+
+/**
+ * A real Cloudly child process meets a fault at each storage step (injected through the fault
+ * file, storagefaults.ts, or a really full file system), is killed with SIGKILL, and is started
+ * again: every write it acknowledged is there, none it refused is.
+ */
+
+const tempDir = (prefixArg: string) => fsp.mkdtemp(path.join(os.tmpdir(), prefixArg));
+
+const loggedIn = async (processArg: ICloudlyProcess): Promise<CloudlyAdminClient> => {
+  const admin = new CloudlyAdminClient(processArg.baseUrl);
+  await admin.login('admin', 'process-admin-password');
+  return admin;
+};
+
+const namesOf = async (adminArg: CloudlyAdminClient): Promise<string[]> =>
+  (await adminArg.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.map((cluster) => cluster.name).sort();
+
+const countOf = (textArg: string, patternArg: RegExp): number => (textArg.match(new RegExp(patternArg.source, 'g')) ?? []).length;
+
+/** Creates a cluster; true when acknowledged, false when refused `unavailable` (anything else fails the test). */
+const tryCreate = async (adminArg: CloudlyAdminClient, nameArg: string): Promise<boolean> => {
+  try {
+    await adminArg.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: nameArg });
+    return true;
+  } catch (error) {
+    const data = (error as { errorData?: { code?: string } }).errorData;
+    assert.equal(data?.code, 'unavailable', `${nameArg} was refused with ${JSON.stringify(data) ?? String(error)}`);
+    return false;
+  }
+};
+
+interface IChainCase {
+  fault: string;
+  /** What the fault makes visible: a refused write, or a failed / completed compaction. */
+  shows: 'refusal' | 'acknowledged' | 'compactionFailed' | 'compacted';
+}
+
+const chain: IChainCase[] = [
+  { fault: 'journal.write=ENOSPC', shows: 'refusal' },
+  { fault: 'journal.write=EIO', shows: 'refusal' },
+  { fault: 'journal.write=SHORT', shows: 'acknowledged' },
+  { fault: 'journal.sync=EIO', shows: 'refusal' },
+  { fault: 'snapshot.write=ENOSPC', shows: 'compactionFailed' },
+  { fault: 'snapshot.write=EIO', shows: 'compactionFailed' },
+  { fault: 'snapshot.write=SHORT', shows: 'compacted' },
+  { fault: 'snapshot.write=SILENT', shows: 'compactionFailed' },
+  { fault: 'snapshot.sync=EIO', shows: 'compactionFailed' },
+  { fault: 'snapshot.link=ENOSPC', shows: 'compactionFailed' },
+  { fault: 'snapshot.rename=EIO', shows: 'compactionFailed' },
+  { fault: 'journal.unlink=EIO', shows: 'compacted' },
+];
+
+describe('kill -9 after a fault at each storage step loses no acknowledged write', () => {
+  test('one data directory through every fault in turn, each followed by kill -9 and a restart', async () => {
+    const dataDir = await tempDir('cloudly-crash-chain-');
+    const faultDir = await tempDir('cloudly-faults-');
+    const faultFile = path.join(faultDir, 'faults');
+    const env = cloudlyProcessEnv(dataDir, {
+      CLOUDLY_TEST_JOURNAL_FAILPOINT: faultFile,
+      CLOUDLY_JOURNAL_COMPACT_BYTES: '4096',
+      CLOUDLY_COMPACT_RETRY_MS: '200',
+    });
+    const acknowledged: string[] = [];
+    const refused: string[] = [];
+    let running = await startCloudlyProcess(env);
+    try {
+      let serial = 0;
+      const create = async (adminArg: CloudlyAdminClient): Promise<boolean> => {
+        const name = `c-${++serial}`;
+        const ok = await tryCreate(adminArg, name);
+        (ok ? acknowledged : refused).push(name);
+        return ok;
+      };
+      for (const { fault, shows } of chain) {
+        const admin = await loggedIn(running);
+        await create(admin);
+        await fsp.writeFile(faultFile, fault);
+        if (shows === 'refusal') {
+          assert.equal(await create(admin), false, `${fault}: the write is refused`);
+        } else if (shows === 'acknowledged') {
+          assert.equal(await create(admin), true, `${fault}: the short write is continued and the write answered`);
+        } else {
+          const pattern = shows === 'compacted' ? /embedded database compacted/ : /embedded database compaction failed/;
+          const before = countOf(running.output(), pattern);
+          for (let attempt = 0; countOf(running.output(), pattern) === before; attempt++) {
+            assert.ok(attempt < 300, `${fault}: a compaction ${shows === 'compacted' ? 'completed' : 'failed'}`);
+            await create(admin);
+          }
+          // Writes are still answered while compaction fails.
+          assert.equal(await create(admin), true, `${fault}: writes go on`);
+        }
+        admin.close();
+        await killHard(running.child);
+        await fsp.rm(faultFile, { force: true });
+        running = await startCloudlyProcess(env);
+        const names = await namesOf(await loggedIn(running));
+        for (const name of acknowledged) {
+          assert.ok(names.includes(name), `${fault}: acknowledged ${name} survived kill -9`);
+        }
+        for (const name of refused) {
+          assert.ok(!names.includes(name), `${fault}: refused ${name} did not come back`);
+        }
+      }
+    } finally {
+      running.child.kill('SIGTERM');
+      await exitOf(running.child);
+      await fsp.rm(dataDir, { recursive: true, force: true });
+      await fsp.rm(faultDir, { recursive: true, force: true });
+    }
+  });
+});
+
+const canMountTmpfs = (): string | null => {
+  if (process.platform !== 'linux') {
+    return 'needs Linux tmpfs';
+  }
+  if (process.getuid?.() !== 0) {
+    return 'needs root to mount a small tmpfs (run as root to include the real full-disk test)';
+  }
+  return null;
+};
+
+describe('a really full file system', () => {
+  const skip = canMountTmpfs();
+  test('a 6 MiB tmpfs filled to 40 KiB free: writes are refused or kept, compaction never replaces a good snapshot with a short one, and kill -9 loses nothing', { skip: skip ?? false }, async (t) => {
+    const mountPoint = await tempDir('cloudly-fulldisk-');
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=6m,mode=0700', 'tmpfs', mountPoint]);
+    } catch (error) {
+      t.skip(`could not mount a tmpfs here: ${(error as Error).message}`);
+      await fsp.rm(mountPoint, { recursive: true, force: true });
+      return;
+    }
+    const dataDir = path.join(mountPoint, 'data');
+    const filler = path.join(mountPoint, 'filler');
+    const env = cloudlyProcessEnv(dataDir, { CLOUDLY_JOURNAL_COMPACT_BYTES: '65536', CLOUDLY_COMPACT_RETRY_MS: '200' });
+    let running: ICloudlyProcess | null = null;
+    try {
+      running = await startCloudlyProcess(env);
+      const acknowledged: string[] = [];
+      const refused: string[] = [];
+      let admin = await loggedIn(running);
+      for (let index = 0; index < 50; index++) {
+        assert.equal(await tryCreate(admin, `before-${index}`), true);
+        acknowledged.push(`before-${index}`);
+      }
+      const free = () => {
+        const stats = fs.statfsSync(mountPoint);
+        return stats.bavail * stats.bsize;
+      };
+      fs.writeFileSync(filler, Buffer.alloc(Math.max(0, free() - 40 * 1024)));
+      const compactionsFailedBefore = countOf(running.output(), /embedded database compaction failed/);
+      for (let index = 0; index < 200; index++) {
+        const name = `full-${index}`;
+        (await tryCreate(admin, name) ? acknowledged : refused).push(name);
+      }
+      assert.ok(refused.length > 0, 'the full disk refused some writes');
+      assert.ok(countOf(running.output(), /embedded database compaction failed/) > compactionsFailedBefore, 'a compaction met the full disk and failed');
+      assert.equal((await fetch(`${running.baseUrl}/livez`)).status, 200);
+      assert.ok((await namesOf(admin)).length >= 50, 'reads are served while the disk is full');
+      admin.close();
+      await killHard(running.child);
+      running = null;
+      await fsp.rm(filler);
+      running = await startCloudlyProcess(env);
+      admin = await loggedIn(running);
+      const names = await namesOf(admin);
+      for (const name of acknowledged) {
+        assert.ok(names.includes(name), `acknowledged ${name} survived the full disk and kill -9`);
+      }
+      // A refused createCluster is not asserted absent here: on a really full disk its first
+      // document (the name reservation) may have been kept and its second refused, and the
+      // reservation's crash rules then finish it on the next start, as for any answer lost.
+      assert.ok(names.every((name) => acknowledged.includes(name) || refused.includes(name)), 'nothing else appeared');
+      assert.equal(await tryCreate(admin, 'after-space-returned'), true);
+      admin.close();
+    } finally {
+      if (running) {
+        running.child.kill('SIGTERM');
+        await exitOf(running.child);
+      }
+      execFileSync('umount', [mountPoint]);
+      await fsp.rm(mountPoint, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,154 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { startTestCloudly } from './helpers/cloudly.js';
+import { cliExecutable } from './cli.fixture.js';
+import { previousSnapshotFileName, snapshotFileName } from '../ts/core/database.js';
+import { frameHeaderBytes, listSegments } from '../ts/core/journal.js';
+import type { IStorageReport } from '../ts/core/storageverify.js';
+import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
+
+/**
+ * `cloudly storage verify` (the real executable) on data directories a real Cloudly wrote and a
+ * test then damaged; its recovery advice is followed and a real Cloudly started on the result.
+ */
+
+const verify = (dataDirArg: string, outputArg: 'table' | 'json' = 'table'): Promise<{ code: number | null; stdout: string; stderr: string }> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [cliExecutable, '-o', outputArg, 'storage', 'verify', '--data-dir', dataDirArg], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
+    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+
+/** A data directory with two snapshots and journal after them: clusters a1, a2 in snapshots, b1, b2 only in the journal. */
+const writtenDataDir = async (): Promise<string> => {
+  const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-verify-'));
+  const t = await startTestCloudly({ dataDir, logLevel: 'silent' });
+  try {
+    await t.createCluster('a1');
+    await t.cloudly.database.compact();
+    await t.createCluster('a2');
+    await t.cloudly.database.compact();
+    await t.createCluster('b1');
+    await t.createCluster('b2');
+    // A crash image: the journal after the last snapshot is what holds b1 and b2.
+    const image = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-verify-image-'));
+    await fsp.cp(dataDir, image, { recursive: true, filter: (source) => !/\.sock$|cloudly\.lock$/.test(source) });
+    return image;
+  } finally {
+    await t.stop();
+    await fsp.rm(dataDir, { recursive: true, force: true });
+  }
+};
+
+const clusterNamesAfterStart = async (dataDirArg: string): Promise<string[]> => {
+  const t = await startTestCloudly({ dataDir: dataDirArg, logLevel: 'silent' });
+  try {
+    return (await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.map((cluster) => cluster.name).sort();
+  } finally {
+    await t.stop();
+  }
+};
+
+describe('cloudly storage verify', () => {
+  test('an intact data directory: exit 0, every file named ok, and what a start would load', async () => {
+    const dataDir = await writtenDataDir();
+    try {
+      const table = await verify(dataDir);
+      assert.equal(table.code, 0, table.stderr);
+      assert.match(table.stdout, /ok {7}embedded-db\.snapshot: records up to \d+/);
+      assert.match(table.stdout, /ok {7}embedded-db\.snapshot\.previous:/);
+      assert.match(table.stdout, /start: {3}starts from embedded-db\.snapshot/);
+      assert.match(table.stdout, /verdict: intact/);
+      const json = JSON.parse((await verify(dataDir, 'json')).stdout) as IStorageReport;
+      assert.equal(json.healthy, true);
+      assert.ok(json.segments.length >= 1);
+      assert.ok(json.segments.every((segment) => segment.state === 'ok'));
+    } finally {
+      await fsp.rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('a snapshot cut short (as a full disk left it): exit 1, names file and offset; following the advice starts with every write', async () => {
+    const dataDir = await writtenDataDir();
+    try {
+      const snapshotPath = path.join(dataDir, snapshotFileName);
+      const bytes = await fsp.readFile(snapshotPath);
+      await fsp.writeFile(snapshotPath, bytes.subarray(0, bytes.length - 40));
+      const before = await fsp.readFile(snapshotPath);
+      const result = await verify(dataDir);
+      assert.equal(result.code, 1);
+      assert.match(result.stdout, /DAMAGED {2}embedded-db\.snapshot: at byte offset \d+: (frame runs past the end of the file|incomplete frame header)/);
+      assert.match(result.stdout, /start: {3}refused: .*embedded-db\.snapshot is damaged/);
+      const advice = /recover: nothing is lost: move (\S+) out of the data directory/.exec(result.stdout);
+      assert.ok(advice, result.stdout);
+      assert.equal(advice[1], snapshotPath);
+      assert.deepEqual(await fsp.readFile(snapshotPath), before, 'verify changed nothing');
+      await fsp.rename(snapshotPath, `${dataDir}.damaged-snapshot`);
+      assert.deepEqual(await clusterNamesAfterStart(dataDir), ['a1', 'a2', 'b1', 'b2']);
+    } finally {
+      await fsp.rm(dataDir, { recursive: true, force: true });
+      await fsp.rm(`${dataDir}.damaged-snapshot`, { force: true });
+    }
+  });
+
+  test('a damaged journal record with valid records after it: names segment and offset, counts what follows, and the provably intact part starts', async () => {
+    const dataDir = await writtenDataDir();
+    try {
+      const segment = (await listSegments(dataDir)).at(-1)!;
+      const bytes = await fsp.readFile(segment.path);
+      // The last segment holds b1's and b2's records; damage its second record.
+      const secondRecord = frameHeaderBytes + bytes.readUInt32LE(8);
+      bytes[secondRecord + frameHeaderBytes + 2] ^= 0xff;
+      await fsp.writeFile(segment.path, bytes);
+      const json = JSON.parse((await verify(dataDir, 'json')).stdout) as IStorageReport;
+      const report = json.segments.find((one) => one.file === segment.path)!;
+      assert.equal(report.state, 'damaged');
+      assert.equal(report.damage!.offset, secondRecord);
+      assert.equal(report.damage!.reason, 'checksum mismatch');
+      assert.ok(report.damage!.validRecordsAfter >= 1);
+      assert.equal(report.intactRecords, 1);
+      const result = await verify(dataDir);
+      assert.equal(result.code, 1);
+      assert.ok(result.stdout.includes(`DAMAGED  ${path.basename(segment.path)}`), result.stdout);
+      const truncate = new RegExp(`truncate ${segment.path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} to (\\d+) bytes`).exec(result.stdout);
+      assert.ok(truncate, result.stdout);
+      assert.equal(Number(truncate[1]), secondRecord);
+      // Following it: the snapshots' clusters and the records before the damage are kept.
+      await fsp.truncate(segment.path, Number(truncate[1]));
+      assert.equal((await verify(dataDir)).code, 0);
+      const names = await clusterNamesAfterStart(dataDir);
+      assert.ok(names.includes('a1') && names.includes('a2'), names.join(','));
+    } finally {
+      await fsp.rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('both snapshots damaged but the journal reaches back to the first record: rebuild from the journal alone', async () => {
+    const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-verify-'));
+    const t = await startTestCloudly({ dataDir, logLevel: 'silent' });
+    try {
+      await t.createCluster('only');
+      await t.cloudly.database.compact();
+    } finally {
+      await t.stop();
+    }
+    try {
+      // One snapshot exists (graceful stop adds no second when nothing changed): the journal from record 1 is kept.
+      await fsp.writeFile(path.join(dataDir, snapshotFileName), 'not a snapshot');
+      await fsp.rm(path.join(dataDir, previousSnapshotFileName), { force: true });
+      const result = await verify(dataDir);
+      assert.equal(result.code, 1);
+      assert.match(result.stdout, /recover: nothing is lost: move .*embedded-db\.snapshot out of the data directory .*starts from an empty database plus the journal/);
+    } finally {
+      await fsp.rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,33 @@
+import type { Command } from 'commander';
+import { exitCodes, UsageError } from './context.js';
+import { printAnswer, writeErr } from './output.js';
+import { formatStorageReport, verifyDataDirectory } from '../core/storageverify.js';
+
+/**
+ * `cloudly storage …`: offline tools for the embedded database's files (docs/storage.md). They
+ * read the data directory directly and need no server and no login.
+ */
+
+/** The data directory as the server finds it: --data-dir, else $CLOUDLY_DATA_DIR, else the default. */
+const dataDirOf = (optionsArg: { dataDir?: string }): string => optionsArg.dataDir ?? process.env.CLOUDLY_DATA_DIR ?? './.nogit/data';
+
+export const addStorageCommands = (programArg: Command): void => {
+  const storage = programArg.command('storage').description('offline checks of the embedded database files (no server needed)');
+  storage.command('verify')
+    .description('check every snapshot and journal segment; name what is damaged and what can be recovered (changes nothing); exit 0 intact, 1 damaged')
+    .option('--data-dir <dir>', 'the data directory (default: $CLOUDLY_DATA_DIR, else ./.nogit/data)')
+    .action(async (_options: unknown, commandArg: Command) => {
+      const options = commandArg.optsWithGlobals() as { dataDir?: string; output: 'table' | 'json' | 'yaml' };
+      try {
+        const report = await verifyDataDirectory(dataDirOf(options));
+        printAnswer(report, options.output, () => formatStorageReport(report));
+        process.exitCode = report.healthy ? exitCodes.ok : exitCodes.refused;
+      } catch (error) {
+        if (error instanceof UsageError) {
+          throw error;
+        }
+        writeErr(`cloudly: ${(error as Error).message}`);
+        process.exitCode = exitCodes.refused;
+      }
+    });
+};
