@@ -5,8 +5,9 @@
  *    `rate` image updates per second (each a new spec revision to judge), for `seconds` s. The
  *    latency runs from just before the administrator's call to the commit of the new verdict.
  *    Baseline: the administrator's call itself.
- * 2. Full pass: every stored verdict removed, then one resync; time until every service has its
- *    verdict again, at `services` and at `passServices` (the latter seeded straight into the store).
+ * 2. Full pass: one resync, with every stored verdict removed first (a start-up after an upgrade) and
+ *    with every verdict current (a resync, a restart); time until every verdict is current, at
+ *    `services` and at `passServices` (the latter seeded straight into the store).
  * 3. A read of one verdict: `getServiceRuntimeStatus` now (a read of what is stored), against what
  *    the same read cost before the reconciler (judging the service on the read path: the
  *    reconcile step plus the read), both in the process, and `getServiceById` over the socket.
@@ -112,17 +113,25 @@ const main = async (): Promise<void> => {
     const streamSeconds = (performance.now() - streamStarted) / 1000;
 
     // 2. Full passes: at the seeded size, then at `passServices` (the rest inserted straight into the store).
-    const fullPass = async (): Promise<number> => {
-      await cloudly.store.collection(serviceRuntimeStatusKind).deleteMany({});
+    // A resync finds every verdict current (judging only); a start-up after an upgrade finds none (every one created).
+    const fullPass = async (dropVerdictsArg: boolean): Promise<number> => {
+      if (dropVerdictsArg) {
+        await cloudly.store.collection(serviceRuntimeStatusKind).deleteMany({});
+      }
       const total = await cloudly.store.collection(serviceKind).countDocuments({});
+      const runsBefore = cloudly.store.committedWrites;
       const began = performance.now();
       cloudly.reconciler.resync('bench');
+      await new Promise((resolve) => setTimeout(resolve, 5));
       while ((await statusCount()) < total || cloudly.reconciler.busyKeys > 0) {
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
-      return (performance.now() - began) / 1000;
+      const seconds = (performance.now() - began) / 1000;
+      writesOfPass.push(cloudly.store.committedWrites - runsBefore);
+      return seconds;
     };
-    const passSmall = await fullPass();
+    const writesOfPass: number[] = [];
+    const passSmall = await fullPass(true);
     const template = await cloudly.store.get(serviceKind, serviceIds[0]);
     const extra = Math.max(0, passServices - serviceIds.length);
     await inParallel(extra, 64, (indexArg) => runInOperation({ actor: { kind: 'cloudly', id: 'cloudly' }, method: 'bench', dryRun: false }, () =>
@@ -133,7 +142,8 @@ const main = async (): Promise<void> => {
         clusterId: clusterIds[indexArg % clusterCount],
       } as never)));
     await waitIdle();
-    const passLarge = await fullPass();
+    const passLargeDropped = await fullPass(true);
+    const passLargeCurrent = await fullPass(false);
 
     // 3. The cost of a read, before (judged on the read path) and now (a read of what is stored).
     const sample = serviceIds[serviceIds.length - 1];
@@ -171,12 +181,13 @@ const main = async (): Promise<void> => {
       '',
       '## Full pass (start-up, resync)',
       '',
-      '| services | every verdict stored after | per service |',
-      '| --- | --- | --- |',
-      `| ${serviceCount} | ${passSmall.toFixed(2)} s | ${((passSmall * 1000) / serviceCount).toFixed(2)} ms |`,
-      `| ${serviceCount + extra} | ${passLarge.toFixed(2)} s | ${((passLarge * 1000) / (serviceCount + extra)).toFixed(2)} ms |`,
+      '| services | verdicts before the pass | every verdict current after | per service | writes |',
+      '| --- | --- | --- | --- | --- |',
+      `| ${serviceCount} | none (start-up after an upgrade) | ${passSmall.toFixed(2)} s | ${((passSmall * 1000) / serviceCount).toFixed(2)} ms | ${writesOfPass[0]} |`,
+      `| ${serviceCount + extra} | none (start-up after an upgrade) | ${passLargeDropped.toFixed(2)} s | ${((passLargeDropped * 1000) / (serviceCount + extra)).toFixed(2)} ms | ${writesOfPass[1]} |`,
+      `| ${serviceCount + extra} | all current (a resync, a restart) | ${passLargeCurrent.toFixed(2)} s | ${((passLargeCurrent * 1000) / (serviceCount + extra)).toFixed(2)} ms | ${writesOfPass[2]} |`,
       '',
-      `Aim: 10,000 services under 10 s — ${serviceCount + extra >= 10_000 ? (passLarge < 10 ? 'met' : 'missed') : 'not run at that size'}.`,
+      `Aim: 10,000 services under 10 s — ${serviceCount + extra >= 10_000 ? `${passLargeCurrent < 10 ? 'met' : 'missed'} with every verdict current, ${passLargeDropped < 10 ? 'met' : 'missed'} with none` : 'not run at that size'}.`,
       '',
       '## A read of one verdict',
       '',

@@ -268,12 +268,14 @@ export class Reconciler {
         }
         // What a cluster's nodes are owed before anyone asks: their Corestore control credential.
         await this.cloudly.secretManager.ensureCorestoreCredentials(parsed.id);
-        // One read per kind for the whole cluster; only services whose verdict moved get a run of their own.
-        for (const serviceId of await this.cloudly.serviceManager.judgeClusterRuntimeStatuses(parsed.id)) {
+        // One read per kind for the whole cluster: verdicts never judged are created at once, and only
+        // services whose stored verdict moved get a run of their own.
+        const { created, owed } = await this.cloudly.serviceManager.judgeClusterRuntimeStatuses(parsed.id);
+        for (const serviceId of owed) {
           this.enqueue(serviceKey(serviceId), cause);
         }
         this.enqueue(projectionsKey(parsed.id), cause);
-        return 'expanded';
+        return created > 0 ? 'created' : 'expanded';
       });
       this.outcomes.inc({ scope: parsed.scope, outcome });
     } catch (error) {

@@ -421,15 +421,16 @@ export class ServiceManager {
 
   /**
    * The reconciler's look at a whole cluster (a resync, a node change): every service judged from
-   * one read per kind, answering the ids whose stored verdict differs from the judged one. Nothing
-   * is written here: each of them is then reconciled on its own, from facts read afresh, so a
-   * change that lands meanwhile is never overwritten by this older look.
+   * one read per kind. A service that has no verdict yet gets it here, by a create-only insert (a
+   * run of its own that got there first wins, and the service is then owed a run). The ids whose
+   * stored verdict differs from the judged one are answered, not written: each is reconciled on its
+   * own from facts read afresh, so this older look never overwrites a newer verdict.
    */
-  public async judgeClusterRuntimeStatuses(clusterIdArg: string): Promise<string[]> {
+  public async judgeClusterRuntimeStatuses(clusterIdArg: string): Promise<{ created: number; owed: string[] }> {
     const { store } = this.cloudly;
     const services = await store.find(serviceKind, { clusterId: clusterIdArg });
     if (services.length === 0) {
-      return [];
+      return { created: 0, owed: [] };
     }
     const ids = services.map((service) => service.id);
     const [cluster, claims, bindings, observedDocs, statuses] = await Promise.all([
@@ -443,11 +444,25 @@ export class ServiceManager {
     const observedOf = new Map(observedDocs.map((observed) => [observed.id, observed.placements]));
     const claimsOf = groupBy(claims, (claim) => claim.serviceId);
     const bindingsOf = groupBy(bindings, (binding) => binding.serviceId);
-    return services.filter((service) => {
+    const owed: string[] = [];
+    const now = Date.now();
+    const created = await Promise.all(services.map(async (service) => {
       const judged = judgeServiceVerdict(service, cluster, claimsOf.get(service.id) ?? [], bindingsOf.get(service.id) ?? [], observedOf.get(service.id) ?? []);
       const stored = storedOf.get(service.id);
-      return !stored || stored.specRevision !== judged.specRevision || stored.state !== judged.state || stored.reason !== judged.reason;
-    }).map((service) => service.id);
+      if (!stored) {
+        // Inserts asked at once go to the database as one command (ts/core/insertbatcher.ts).
+        const inserted = await store.insert(serviceRuntimeStatusKind, { id: service.id, clusterId: clusterIdArg, ...judged, changedAt: now });
+        if (!inserted) {
+          owed.push(service.id);
+        }
+        return inserted ? 1 : 0;
+      }
+      if (stored.specRevision !== judged.specRevision || stored.state !== judged.state || stored.reason !== judged.reason) {
+        owed.push(service.id);
+      }
+      return 0;
+    }));
+    return { created: created.reduce<number>((sum, one) => sum + one, 0), owed };
   }
 
   /** What every service of a cluster shares in its verdict, read once. */
