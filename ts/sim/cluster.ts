@@ -96,8 +96,16 @@ export class SimulatedCluster {
   private syncing: Promise<void> | null = null;
   private syncAgain = false;
   private reportTimer: NodeJS.Timeout | null = null;
+  private reporting = false;
+  /** The credential references of the last desired state read. */
+  private credentialRefs: Pick<IClusterPlatformDesiredState, 'nodes' | 'ingress'> | null = null;
+  private reportAgain = false;
   private stopped = false;
   private handlersAdded = false;
+  /** The first connect (with its registration) while it runs. */
+  private starting: Promise<void> | null = null;
+  /** Ends the wait between first-connect attempts (on stop). */
+  private wakeRetry: (() => void) | null = null;
 
   constructor(
     public readonly name: string,
@@ -127,7 +135,12 @@ export class SimulatedCluster {
    * on the relay client reconnects by itself. Resolves once the first registration was accepted,
    * or the token was refused.
    */
-  public async start(): Promise<void> {
+  public start(): Promise<void> {
+    this.starting ??= this.connectLoop();
+    return this.starting;
+  }
+
+  private async connectLoop(): Promise<void> {
     const policy = { baseMs: this.config.reconnectBaseMs, capMs: this.config.reconnectCapMs };
     let advisedMs: number | null = null;
     for (let attempt = 0; !this.stopped; attempt++) {
@@ -174,14 +187,23 @@ export class SimulatedCluster {
         if (attempt === 0 || attempt % 10 === 0) {
           this.context.log({ cluster: this.name, attempt, delayMs, error: errorText(error) }, `cluster ${this.name}: cannot connect yet`);
         }
-        await new Promise((resolve) => setTimeout(resolve, delayMs));
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, delayMs);
+          this.wakeRetry = () => { clearTimeout(timer); resolve(); };
+        });
+        this.wakeRetry = null;
       }
     }
   }
 
-  /** Closes the socket with a normal close code (1000) and stops every timer. */
-  public stop(): void {
+  /**
+   * Closes the socket with a normal close code (1000) and stops every timer. A first connect still
+   * under way (registered, reporting its nodes) is waited for (at most 10 s), so its socket is
+   * closed normally too rather than cut when the process exits.
+   */
+  public async stop(): Promise<void> {
     this.stopped = true;
+    this.wakeRetry?.();
     for (const service of this.services.values()) {
       if (service.timer) {
         clearTimeout(service.timer);
@@ -190,13 +212,29 @@ export class SimulatedCluster {
     if (this.reportTimer) {
       clearTimeout(this.reportTimer);
     }
+    const bound = (promiseArg: Promise<unknown>) => {
+      let timer: NodeJS.Timeout | undefined;
+      return Promise.race([promiseArg, new Promise((resolve) => { timer = setTimeout(resolve, 10_000); })]).finally(() => clearTimeout(timer));
+    };
+    if (this.starting) {
+      await bound(this.starting.catch(() => undefined));
+    }
+    const socket = this.relay?.peer.socket;
+    const closed = socket && socket.readyState !== socket.CLOSED
+      ? new Promise<void>((resolve) => socket.once('close', () => resolve()))
+      : Promise.resolve();
     this.relay?.close();
     this.setState('stopped');
+    // The close handshake: Cloudly answers the close frame, then the socket is closed.
+    await bound(closed);
   }
 
   /** After every connect and registration: handlers, nodes, the secret recipient, the desired state. */
   private async afterConnect(clientArg: CloudlyRelayClient): Promise<void> {
     this.context.counters.registrations++;
+    // The client is known from its first registration on (before connect() returns), so a stop
+    // during the first node reports closes it.
+    this.relay = clientArg;
     if (!this.handlersAdded) {
       this.addHandlers(clientArg);
       this.handlersAdded = true;
@@ -208,7 +246,12 @@ export class SimulatedCluster {
     this.setState('registered');
     // Everything after the registration is the cluster's own work: a failure there is logged, and
     // must not close the socket (which a throwing onConnected would).
-    void this.enroll(clientArg).then(() => this.requestSync());
+    // After a reconnect the desired state is often unchanged; the report that follows tells the
+    // (possibly restarted) Cloudly what runs and moves this cluster back to its converged state.
+    void this.enroll(clientArg).then(() => {
+      this.requestSync();
+      this.scheduleReport(0);
+    });
   }
 
   private addHandlers(clientArg: CloudlyRelayClient): void {
@@ -297,9 +340,9 @@ export class SimulatedCluster {
           }
         });
       } while (this.syncAgain && !this.stopped);
-    })().finally(() => {
+      // Cleared in the same turn as the last check: a hint after it starts a new loop, not a lost flag.
       this.syncing = null;
-    });
+    })();
   }
 
   private async sync(): Promise<void> {
@@ -311,6 +354,11 @@ export class SimulatedCluster {
     const answer = await client.fire<TAnyCall>('getClusterPlatformDesiredState', this.appliedRevision === null ? {} : { knownRevision: this.appliedRevision });
     if (answer.unchanged) {
       this.context.counters.desiredStateUnchanged++;
+      // A hint may have run the first read before the secret recipient was enrolled: open what
+      // that read named now.
+      if (this.credentialRefs) {
+        await this.openCredentials(client, this.credentialRefs);
+      }
       return;
     }
     const desired = answer.desiredState as IClusterPlatformDesiredState;
@@ -320,7 +368,9 @@ export class SimulatedCluster {
     this.scheduleReport(0);
     await this.confirmLeases(client, desired);
     await this.applyProjections(client);
-    await this.openCredentials(client, desired);
+    // Only what the credentials need is kept, not the whole desired state.
+    this.credentialRefs = { nodes: desired.nodes, ingress: desired.ingress };
+    await this.openCredentials(client, this.credentialRefs);
   }
 
   /** Where each replica of a service runs: Cloudly's leases when it allocated, else round robin over the placement. */
@@ -402,8 +452,29 @@ export class SimulatedCluster {
     }, delayMsArg);
   }
 
-  /** One observed-state report of everything the cluster runs, at the revision it applied. */
+  /**
+   * Reports one at a time: two reports of the same revision in flight could be stored in the
+   * other order, and an older observation ("starting") would then overwrite a newer ("ready").
+   * A report asked for while one is in flight is sent after it, with the state of that moment.
+   */
   private async report(): Promise<void> {
+    if (this.reporting) {
+      this.reportAgain = true;
+      return;
+    }
+    this.reporting = true;
+    try {
+      do {
+        this.reportAgain = false;
+        await this.reportOnce();
+      } while (this.reportAgain && !this.stopped);
+    } finally {
+      this.reporting = false;
+    }
+  }
+
+  /** One observed-state report of everything the cluster runs, at the revision it applied. */
+  private async reportOnce(): Promise<void> {
     const client = this.client;
     if (!client?.isOpen || this.appliedRevision === null) {
       return;
@@ -519,7 +590,7 @@ export class SimulatedCluster {
   }
 
   /** Opens each node's sealed Corestore credential (and the ingress bearer) when a new version is named. */
-  private async openCredentials(clientArg: CloudlyRelayClient, desiredArg: IClusterPlatformDesiredState): Promise<void> {
+  private async openCredentials(clientArg: CloudlyRelayClient, desiredArg: Pick<IClusterPlatformDesiredState, 'nodes' | 'ingress'>): Promise<void> {
     if (!this.enrolled || !this.keys) {
       return;
     }
