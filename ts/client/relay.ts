@@ -106,9 +106,9 @@ const sleep = (msArg: number): Promise<void> => new Promise((resolve) => setTime
  * calls Cloudly with `fire` and answers Cloudly's calls with the handlers added by `addHandler`.
  * Real relays can use it as it is; the tests use it as their relay.
  *
- * By default (`reconnect` not `false`), a lost socket is replaced by a new one: the handlers stay (they belong to
- * the client, not the socket), the registration is sent again, and Cloudly's calls are answered
- * again on the new socket. `peer` is always the current socket's peer.
+ * By default (`reconnect` not `false`), a lost socket is replaced by a new one: the handlers stay
+ * (they belong to the client, not the socket), the registration is sent again, and Cloudly's
+ * calls are answered again on the new socket. `peer` is always the current socket's peer.
  */
 export class CloudlyRelayClient {
   public readonly router = new TypedRouter();
