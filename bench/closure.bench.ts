@@ -472,7 +472,7 @@ const runOnce = async (modeArg: TServerMode, totalBytes: number, roundsArg: numb
     sha256,
     receipt: { receiptId: 'bench-export', receiptSha256: sha256 },
   };
-  const relay = await CloudlyRelayClient.connect(ready.baseUrl, ready.relayToken, { timeoutMs: 60 * 60_000 });
+  const relay = await CloudlyRelayClient.connect(ready.baseUrl, ready.relayToken, { timeoutMs: 60 * 60_000, reconnect: false });
   /** Settled by the relay's handler once Cloudly's receipt is in (the admin's order may answer before: backups run as operations). */
   let backupMeasured: { resolve: (phaseArg: IPhase) => void; reject: (errorArg: Error) => void } | null = null;
   relay.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', async (requestArg) => {

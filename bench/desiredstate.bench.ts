@@ -50,7 +50,7 @@ const main = async (): Promise<void> => {
     process.stdout.write(`| digest (canonical JSON + sha256) | ${digest.p50.toFixed(1)} ms | ${digest.mean.toFixed(1)} ms |\n`);
     process.stdout.write(`| compute + digest + publish check | ${publish.p50.toFixed(1)} ms | ${publish.mean.toFixed(1)} ms |\n`);
 
-    relay = await CloudlyRelayClient.connect(cloudly.baseUrl, relayToken);
+    relay = await CloudlyRelayClient.connect(cloudly.baseUrl, relayToken, { reconnect: false });
     const deadline = Date.now() + 5_000;
     while (!cloudly.relays.sessionsOf(cluster.id).some((session) => cloudly.clusterManager.isElected(session)) && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 20));

@@ -247,7 +247,7 @@ const main = async (): Promise<void> => {
     }
 
     // ------------------------------------------------------------ relay round trips
-    relay = await CloudlyRelayClient.connect(cloudly.baseUrl, relayToken);
+    relay = await CloudlyRelayClient.connect(cloudly.baseUrl, relayToken, { reconnect: false });
     relay.addHandler<IReq_Bench_Echo>('benchEcho', async (requestArg) => ({ sequence: requestArg.sequence }));
     const openDeadline = Date.now() + 5_000;
     while (!cloudly.relays.activeSession(clusterId)) {

@@ -288,7 +288,7 @@ try {
   for (const nodeId of nodeIds.slice(0, 8)) {
     await admin.call('addClusterNode', { clusterId: routedId, name: nodeId, nodeId });
   }
-  const relay = await CloudlyRelayClient.connect(cloudly.baseUrl, routed.relayToken);
+  const relay = await CloudlyRelayClient.connect(cloudly.baseUrl, routed.relayToken, { reconnect: false });
   for (let wait = 0; wait < 200 && !cloudly.relays.sessionsOf(routedId).some((session) => cloudly.clusterManager.isElected(session)); wait++) {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }

@@ -286,7 +286,7 @@ test('a rotated relay token is shown once, and it opens a relay socket', { skip 
   await secret.waitFor();
   const token = await secret.inputValue();
   assert.ok(token.length >= 20);
-  const rotated = await CloudlyRelayClient.connect(t.baseUrl, token);
+  const rotated = await CloudlyRelayClient.connect(t.baseUrl, token, { reconnect: false });
   rotated.close();
   await dialog.locator('[data-action=close]').click();
   // The dialog re-renders after the click (Lit updates asynchronously): wait for the field to go.

@@ -273,7 +273,7 @@ test('an operation of a Cloudly killed with SIGKILL mid-backup is failed `interr
     const { service } = await admin.call<IReq_Any_Cloudly_CreateService>('createService', {
       service: { name: 'crash-db', organizationId: 'org-1', clusterId: cluster.id, runtime: { image: 'registry.example/db:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } }, volumes: [] },
     });
-    relay = await CloudlyRelayClient.connect(child.baseUrl, relayToken);
+    relay = await CloudlyRelayClient.connect(child.baseUrl, relayToken, { reconnect: false });
     let asked!: () => void;
     const relayAsked = new Promise<void>((resolve) => { asked = resolve; });
     relay.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', () => { asked(); return new Promise(() => undefined); });

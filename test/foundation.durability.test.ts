@@ -132,7 +132,7 @@ describe('embedded durability: journal and snapshots', () => {
         await admin2.login('admin', 'process-admin-password');
         const clusters = (await admin2.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters;
         assert.deepEqual(clusters.map((c) => c.id), [cluster.id]);
-        const relay = await CloudlyRelayClient.connect(second.baseUrl, relayToken);
+        const relay = await CloudlyRelayClient.connect(second.baseUrl, relayToken, { reconnect: false });
         assert.equal(relay.isOpen, true);
         relay.close();
       } finally {

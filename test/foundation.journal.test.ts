@@ -111,7 +111,7 @@ describe('embedded journal: every acknowledged write survives kill -9', () => {
           assert.equal(cluster.generation, 1);
         }
         // A relay token handed out before the crash still opens a socket.
-        const relay = await CloudlyRelayClient.connect(second.baseUrl, acknowledged[0].relayToken);
+        const relay = await CloudlyRelayClient.connect(second.baseUrl, acknowledged[0].relayToken, { reconnect: false });
         relay.close();
       } finally {
         await stopGracefully(second);
@@ -142,9 +142,9 @@ describe('embedded journal: every acknowledged write survives kill -9', () => {
         const [stored] = await clustersOf(admin2);
         assert.deepEqual(stored, winner.cluster);
         assert.equal(stored.generation, cluster.generation + 1);
-        const relay = await CloudlyRelayClient.connect(second.baseUrl, winner.relayToken);
+        const relay = await CloudlyRelayClient.connect(second.baseUrl, winner.relayToken, { reconnect: false });
         relay.close();
-        await assert.rejects(() => CloudlyRelayClient.connect(second.baseUrl, originalToken));
+        await assert.rejects(() => CloudlyRelayClient.connect(second.baseUrl, originalToken, { reconnect: false }));
         // The race is still decided once after the restart.
         const again = await Promise.all(Array.from({ length: 50 }, () => admin2
           .call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: stored.generation })

@@ -150,7 +150,7 @@ describe('relay sockets: authentication on the upgrade, calls both ways, named f
     await closed;
     assert.equal(await upgradeStatus(t.baseUrl, relayToken), 401);
     const fresh = (winners[0] as PromiseFulfilledResult<{ relayToken: string }>).value.relayToken;
-    const relay2 = await CloudlyRelayClient.connect(t.baseUrl, fresh);
+    const relay2 = await CloudlyRelayClient.connect(t.baseUrl, fresh, { reconnect: false });
     assert.deepEqual(await relay2.fire<IReq_TestEcho>('testEcho', { value: 9 }), { value: 9, clusterId });
     relay2.close();
     relayToken = fresh;

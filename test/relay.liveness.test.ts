@@ -45,7 +45,7 @@ describe('socket liveness: pings, missed pongs, and the election', () => {
 
   const connect = async (tokenArg: string, nameArg: string): Promise<CloudlyRelayClient> => {
     // The relay pings slowly here, so only Cloudly's heartbeat decides.
-    const relay = await CloudlyRelayClient.connect(t.baseUrl, tokenArg, { liveness: { intervalMs: 60_000, missedPongsAllowed: 2 } });
+    const relay = await CloudlyRelayClient.connect(t.baseUrl, tokenArg, { liveness: { intervalMs: 60_000, missedPongsAllowed: 2 }, reconnect: false });
     clients.push(relay);
     relay.addHandler<IReq_WhoAmI>('testWhoAmI', async () => ({ relay: nameArg }));
     return relay;
@@ -146,6 +146,7 @@ describe('socket liveness: pings, missed pongs, and the election', () => {
     try {
       const relay = await CloudlyRelayClient.connect(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, 'szrelay_x', {
         liveness: { intervalMs: 50, missedPongsAllowed: 2 },
+        reconnect: false,
       });
       const closed = new Promise<void>((resolve) => relay.onClose(resolve));
       await closed;

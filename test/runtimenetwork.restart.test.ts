@@ -91,7 +91,7 @@ test('a restart between lease allocation and desired-state publication hands no 
       const admin = new CloudlyAdminClient(child.baseUrl);
       await admin.login('admin', 'process-admin-password');
       const services = (await admin.call('getServices', {})).services.filter((service) => service.clusterId === clusterId);
-      const relay = await CloudlyRelayClient.connect(child.baseUrl, relayToken);
+      const relay = await CloudlyRelayClient.connect(child.baseUrl, relayToken, { reconnect: false });
       let desired: IClusterPlatformDesiredState | null = null;
       for (let attempt = 0; attempt < 100 && desired === null; attempt++) {
         try {

@@ -84,7 +84,7 @@ export const startTestCloudly = async (configArg: Partial<ICloudlyConfig> = {}):
       }
     },
     async connectRelay(relayTokenArg, optionsArg = {}) {
-      const relay = await CloudlyRelayClient.connect(handle.baseUrl, relayTokenArg, optionsArg);
+      const relay = await CloudlyRelayClient.connect(handle.baseUrl, relayTokenArg, { reconnect: false, ...optionsArg });
       relays.push(relay);
       return relay;
     },

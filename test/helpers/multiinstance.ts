@@ -121,7 +121,7 @@ export class FailoverRelay {
       const url = urls[this.next % urls.length];
       this.next++;
       try {
-        const client = await CloudlyRelayClient.connect(url, this.relayToken, { liveness: false });
+        const client = await CloudlyRelayClient.connect(url, this.relayToken, { liveness: false, reconnect: false });
         this.setup(client);
         this.client = client;
         this.connectedTo = url;

@@ -13,10 +13,12 @@ type TAnyContract = ITypedContract<string, unknown, unknown>;
  * a lost socket waits a random time from 0 to min(capMs, baseMs · 2ⁿ) ("full jitter"), so a
  * thousand relays that lost one Cloudly at once spread their returns over the whole window
  * instead of arriving in waves. The attempt count starts again at 0 once a socket is open and
- * its registration (if any) was accepted.
+ * its registration (if any) was accepted. When Cloudly advises a wait (`retryAfterMs` of a
+ * `relay-not-elected` refusal, `Retry-After` of a 429), the advice replaces the growing window:
+ * see `reconnectDelayMs`.
  */
 export interface IRelayReconnectPolicy {
-  /** The first window, in ms (default 500). */
+  /** The first window, in ms (default 500); also the jitter added on top of Cloudly's advice. */
   baseMs?: number;
   /** The largest window, in ms (default 30 000). */
   capMs?: number;
@@ -24,11 +26,36 @@ export interface IRelayReconnectPolicy {
 
 export const defaultRelayReconnectPolicy: Required<IRelayReconnectPolicy> = Object.freeze({ baseMs: 500, capMs: 30_000 });
 
-/** The wait before reconnect attempt `attemptArg` (0-based): uniform in [0, min(cap, base · 2^attempt)]. */
-export const reconnectDelayMs = (attemptArg: number, policyArg: IRelayReconnectPolicy = {}, randomArg: () => number = Math.random): number => {
+/**
+ * The wait before retry `attemptArg` (0-based).
+ *
+ * - Without advice: uniform in [0, min(cap, base · 2^attempt)) (full jitter).
+ * - With Cloudly's advice `retryAfterMsArg` (a finite number ≥ 0): the advice plus a uniform
+ *   jitter in [0, min(base, cap)). Cloudly knows when asking again makes sense (the instance looks
+ *   at the election lease again within about a second, a 429 names its window), so the wait is
+ *   never shorter than the advice (asking earlier is refused again) and does not grow with the
+ *   attempt count (growing it made relays wait up to the 30 s cap for a lease that was free after
+ *   one second); the jitter keeps relays that got the same advice at once from returning as one.
+ */
+export const reconnectDelayMs = (
+  attemptArg: number,
+  policyArg: IRelayReconnectPolicy = {},
+  randomArg: () => number = Math.random,
+  retryAfterMsArg: number | null = null,
+): number => {
   const { baseMs, capMs } = { ...defaultRelayReconnectPolicy, ...policyArg };
+  if (retryAfterMsArg !== null && Number.isFinite(retryAfterMsArg) && retryAfterMsArg >= 0) {
+    return Math.ceil(retryAfterMsArg) + Math.floor(randomArg() * Math.min(baseMs, capMs));
+  }
   const window = Math.min(capMs, baseMs * 2 ** Math.min(attemptArg, 52));
   return Math.floor(randomArg() * window);
+};
+
+/** Cloudly's advice on a refusal (`errorData.retryAfterMs`), or null. */
+export const retryAfterMsOf = (errorArg: unknown): number | null => {
+  const data = (errorArg as { errorData?: { retryAfterMs?: unknown } } | null)?.errorData;
+  const advice = data?.retryAfterMs;
+  return typeof advice === 'number' && Number.isFinite(advice) && advice >= 0 ? advice : null;
 };
 
 export type TRelayRegistration = IReq_Relay_Cloudly_RegisterClusterRelay['request']['registration'];
@@ -39,7 +66,8 @@ export interface IRelayClientOptions {
   liveness?: ISocketLivenessTiming | false;
   /**
    * Reconnect by itself when the socket is lost (not after `close()` or `terminate()`), with
-   * exponential backoff and full jitter. Off unless given.
+   * exponential backoff and full jitter, honouring Cloudly's retry advice. On by default (with
+   * `defaultRelayReconnectPolicy`); `false` turns it off, so a lost socket stays lost.
    */
   reconnect?: IRelayReconnectPolicy | boolean;
   /**
@@ -47,8 +75,22 @@ export interface IRelayClientOptions {
    * same backoff while Cloudly answers `relay-not-elected` or is unavailable.
    */
   registration?: TRelayRegistration;
+  /** Told about each registration retry (also those inside `connect`, before a listener could be added). */
+  onRegistrationRetry?: (retryArg: IRelayRegistrationRetry) => void;
   /** Runs after every connect and registration, e.g. to report nodes again; a failure closes the socket and reconnects. */
   onConnected?: (clientArg: CloudlyRelayClient) => Promise<void>;
+}
+
+/** One registration retry: Cloudly refused it as retryable (`relay-not-elected`, …) and the client waits. */
+export interface IRelayRegistrationRetry {
+  /** 0-based count of refusals in a row on this socket. */
+  attempt: number;
+  /** The wait chosen before asking again. */
+  delayMs: number;
+  /** Cloudly's advice on the refusal, or null when it gave none. */
+  retryAfterMs: number | null;
+  /** The refusal's first reason, e.g. `relay-not-elected`. */
+  reason: string | null;
 }
 
 /** Why the client stopped reconnecting: the token was refused (HTTP 401), which is final. */
@@ -64,9 +106,9 @@ const sleep = (msArg: number): Promise<void> => new Promise((resolve) => setTime
  * calls Cloudly with `fire` and answers Cloudly's calls with the handlers added by `addHandler`.
  * Real relays can use it as it is; the tests use it as their relay.
  *
- * With `reconnect`, a lost socket is replaced by a new one: the handlers stay (they belong to
- * the client, not the socket), the registration is sent again, and Cloudly's calls are answered
- * again on the new socket. `peer` is always the current socket's peer.
+ * By default (`reconnect` not `false`), a lost socket is replaced by a new one: the handlers stay
+ * (they belong to the client, not the socket), the registration is sent again, and Cloudly's
+ * calls are answered again on the new socket. `peer` is always the current socket's peer.
  */
 export class CloudlyRelayClient {
   public readonly router = new TypedRouter();
@@ -79,6 +121,7 @@ export class CloudlyRelayClient {
   private readonly connectedListeners: Array<(countArg: number) => void> = [];
   private readonly reconnectingListeners: Array<(attemptArg: number, delayMsArg: number) => void> = [];
   private readonly giveUpListeners: Array<(giveUpArg: IRelayGiveUp) => void> = [];
+  private readonly registrationRetryListeners: Array<(retryArg: IRelayRegistrationRetry) => void> = [];
   private readonly reconnectPolicy: Required<IRelayReconnectPolicy> | null;
   /** Sockets opened so far (1 after `connect`). */
   private connections = 0;
@@ -89,8 +132,9 @@ export class CloudlyRelayClient {
     private readonly relayToken: string,
     private readonly options: IRelayClientOptions & { timeoutMs: number },
   ) {
-    this.reconnectPolicy = options.reconnect
-      ? { ...defaultRelayReconnectPolicy, ...(options.reconnect === true ? {} : options.reconnect) }
+    const reconnect = options.reconnect ?? true;
+    this.reconnectPolicy = reconnect
+      ? { ...defaultRelayReconnectPolicy, ...(reconnect === true ? {} : reconnect) }
       : null;
   }
 
@@ -176,6 +220,16 @@ export class CloudlyRelayClient {
     this.reconnectingListeners.push(listenerArg);
   }
 
+  /** Called before each new registration attempt after a retryable refusal, with the wait chosen and Cloudly's advice. */
+  public onRegistrationRetry(listenerArg: (retryArg: IRelayRegistrationRetry) => void): void {
+    this.registrationRetryListeners.push(listenerArg);
+  }
+
+  /** Whether the client reconnects by itself (the `reconnect` option; on unless `false`). */
+  public get reconnects(): boolean {
+    return this.reconnectPolicy !== null;
+  }
+
   /** Called once when reconnecting stops for good (the token was refused). */
   public onGiveUp(listenerArg: (giveUpArg: IRelayGiveUp) => void): void {
     this.giveUpListeners.push(listenerArg);
@@ -225,7 +279,15 @@ export class CloudlyRelayClient {
           if (!this.peer.isOpen || this.stopped || !(data?.code === 'unavailable' && data.retryable)) {
             throw error;
           }
-          await sleep(reconnectDelayMs(attempt, this.reconnectPolicy ?? defaultRelayReconnectPolicy) + 1);
+          // Cloudly says when asking again makes sense (relay-not-elected while another
+          // instance holds the lease): follow it instead of the growing window.
+          const retryAfterMs = retryAfterMsOf(error);
+          const delayMs = reconnectDelayMs(attempt, this.reconnectPolicy ?? defaultRelayReconnectPolicy, Math.random, retryAfterMs) + 1;
+          const reason = (data as { reasons?: unknown }).reasons;
+          for (const listener of [...(this.options.onRegistrationRetry ? [this.options.onRegistrationRetry] : []), ...this.registrationRetryListeners]) {
+            listener({ attempt, delayMs, retryAfterMs, reason: Array.isArray(reason) && typeof reason[0] === 'string' ? reason[0] : null });
+          }
+          await sleep(delayMs);
         }
       }
     }
@@ -248,11 +310,11 @@ export class CloudlyRelayClient {
   /** Opens new sockets with backoff and full jitter until one is open and registered, or the token is refused. */
   private async reconnectLoop(): Promise<void> {
     const policy = this.reconnectPolicy!;
-    /** At least this long before the next attempt: Cloudly's `Retry-After` on a 429. */
-    let notBeforeMs = 0;
+    /** Cloudly's `Retry-After` on a 429: the next wait follows it. */
+    let advisedMs: number | null = null;
     for (let attempt = 0; !this.stopped; attempt++) {
-      const delay = Math.max(reconnectDelayMs(attempt, policy), notBeforeMs);
-      notBeforeMs = 0;
+      const delay = reconnectDelayMs(attempt, policy, Math.random, advisedMs);
+      advisedMs = null;
       for (const listener of this.reconnectingListeners) {
         listener(attempt, delay);
       }
@@ -273,7 +335,7 @@ export class CloudlyRelayClient {
           return;
         }
         if (error instanceof CloudlyTransportError && error.retryAfterMs !== null) {
-          notBeforeMs = error.retryAfterMs;
+          advisedMs = error.retryAfterMs;
         }
         continue;
       }

@@ -1,0 +1,180 @@
+/**
+ * `npm run demo`: Cloudly on the embedded database plus a simulated fleet (cloudly-sim), in one
+ * command. It honours the environment `npm start` reads (CLOUDLY_PORT, CLOUDLY_HOST,
+ * CLOUDLY_DATA_DIR, CLOUDLY_ADMIN_USERNAME, CLOUDLY_ADMIN_PASSWORD, …), prints the dashboard URL
+ * and the administrator's password, waits until every simulated service is converged, runs one
+ * backup and restore per cluster, and stops everything on Ctrl-C or SIGTERM.
+ *
+ *   npm run demo                       # 3 clusters × 2 nodes × 2 services
+ *   npm run demo -- --clusters 10 --failure-rate 0.1   # any cloudly-sim option is passed on
+ *
+ * Without CLOUDLY_DATA_DIR the data goes to ./.nogit/demo-data (not ./.nogit/data, which
+ * `npm start` uses). Without CLOUDLY_ADMIN_PASSWORD the demo makes one up on its first run and
+ * keeps it in <data dir>.admin-password (mode 0600), so the next run logs in again.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CloudlyAdminClient } from '../ts/client/admin.js';
+import { followOperation, outcomeOf } from '../ts/client/operations.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const say = (lineArg: string): void => { process.stdout.write(`[demo] ${lineArg}\n`); };
+
+const dataDir = path.resolve(process.env.CLOUDLY_DATA_DIR ?? path.join(root, '.nogit', 'demo-data'));
+const adminUsername = process.env.CLOUDLY_ADMIN_USERNAME ?? 'admin';
+const passwordFile = `${dataDir}.admin-password`;
+const adminPassword = process.env.CLOUDLY_ADMIN_PASSWORD ?? (() => {
+  if (fs.existsSync(passwordFile)) {
+    return fs.readFileSync(passwordFile, 'utf8').trim();
+  }
+  const made = randomBytes(15).toString('base64url');
+  fs.mkdirSync(path.dirname(passwordFile), { recursive: true });
+  fs.writeFileSync(passwordFile, `${made}\n`, { mode: 0o600 });
+  return made;
+})();
+const prefix = 'demo';
+const simArguments = [
+  '--bootstrap', '--name-prefix', prefix, '--clusters', '3', '--nodes', '2', '--services', '2', '--replicas', '2',
+  '--address-plan', '--start-delay-ms', '2000',
+  // The user's own options come last and win (cloudly-sim takes the last value of an option).
+  ...process.argv.slice(2),
+];
+
+const children: ChildProcess[] = [];
+let stopping = false;
+
+/** Stops the simulator first (its relays close normally), then Cloudly; exits with `codeArg`. */
+const stopAll = async (codeArg: number): Promise<void> => {
+  if (stopping) {
+    return;
+  }
+  stopping = true;
+  say('stopping the simulator and Cloudly');
+  for (const child of [...children].reverse()) {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 15_000))]);
+    }
+  }
+  process.exit(codeArg);
+};
+process.on('SIGINT', () => void stopAll(0));
+process.on('SIGTERM', () => void stopAll(0));
+
+/** A child that ends while the demo runs ends the demo. */
+const watch = (childArg: ChildProcess, nameArg: string): void => {
+  children.push(childArg);
+  childArg.once('exit', (code, signal) => {
+    if (!stopping) {
+      say(`${nameArg} exited (${code ?? signal}); stopping`);
+      void stopAll(1);
+    }
+  });
+};
+
+const startCloudly = (): Promise<string> => new Promise((resolve, reject) => {
+  fs.mkdirSync(dataDir, { recursive: true });
+  const logFile = `${dataDir}.cloudly.log`;
+  const log = fs.createWriteStream(logFile, { flags: 'a' });
+  const child = spawn(path.join(root, 'bin', 'cloudly-server'), ['--source'], {
+    cwd: root,
+    env: { ...process.env, CLOUDLY_DATA_DIR: dataDir, CLOUDLY_ADMIN_USERNAME: adminUsername, CLOUDLY_ADMIN_PASSWORD: adminPassword },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  watch(child, 'Cloudly');
+  let seen = '';
+  child.stdout!.on('data', (chunkArg: Buffer) => {
+    log.write(chunkArg);
+    if (seen !== null) {
+      seen += chunkArg.toString();
+      const match = /"url":"(http:\/\/[^"]+)".*cloudly is listening/.exec(seen);
+      if (match) {
+        seen = null as unknown as string;
+        say(`Cloudly's log: ${logFile}`);
+        resolve(match[1]);
+      }
+    }
+  });
+  child.stderr!.on('data', (chunkArg: Buffer) => { log.write(chunkArg); process.stderr.write(chunkArg); });
+  child.once('exit', (code) => reject(new Error(`Cloudly exited with ${code} before listening (see ${logFile})`)));
+});
+
+const startSimulator = (urlArg: string): void => {
+  const child = spawn(process.execPath, [path.join(root, 'bin', 'cloudly-sim.js'), '--url', urlArg, ...simArguments], {
+    cwd: root,
+    env: { ...process.env, CLOUDLY_ADMIN_USERNAME: adminUsername, CLOUDLY_ADMIN_PASSWORD: adminPassword },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  watch(child, 'cloudly-sim');
+};
+
+/** Waits until every service of the demo clusters is converged (or 3 minutes), then backs one up per cluster and restores it. */
+const showBackups = async (urlArg: string): Promise<void> => {
+  const admin = new CloudlyAdminClient(urlArg);
+  await admin.login(adminUsername, adminPassword);
+  const deadline = Date.now() + 180_000;
+  let services: Array<{ id: string; clusterId: string; name: string }> = [];
+  let converged = false;
+  while (!stopping && Date.now() < deadline) {
+    const clusters = (await admin.call('getClusters', { limit: 500 })).clusters.filter((clusterArg) => clusterArg.name.startsWith(`${prefix}-`));
+    const ids = new Set(clusters.map((clusterArg) => clusterArg.id));
+    services = (await admin.call('getServices', { limit: 500 })).services.filter((serviceArg) => ids.has(serviceArg.clusterId));
+    const states = await Promise.all(services.map(async (serviceArg) => (await admin.call('getServiceRuntimeStatus', { serviceId: serviceArg.id })).status.state));
+    if (services.length > 0 && states.every((stateArg) => stateArg === 'converged')) {
+      converged = true;
+      break;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  if (stopping) {
+    return;
+  }
+  say(converged ? `all ${services.length} services converged` : 'not every service converged within 3 minutes (see the dashboard)');
+  const firstPerCluster = new Map<string, { id: string; clusterId: string; name: string }>();
+  for (const service of services) {
+    if (!firstPerCluster.has(service.clusterId)) {
+      firstPerCluster.set(service.clusterId, service);
+    }
+  }
+  for (const service of firstPerCluster.values()) {
+    if (stopping) {
+      return;
+    }
+    try {
+      const backupId = `demo-${randomBytes(8).toString('hex')}`;
+      const { operation } = await admin.call('createServiceBackup', { clusterId: service.clusterId, nodeId: 'node-1', serviceId: service.id, backupId });
+      if (!operation) {
+        throw new Error('createServiceBackup answered no operation');
+      }
+      const { backup } = outcomeOf<{ backup: { closure?: { descriptor: { byteLength: number } } } }>(await followOperation(admin, operation.operationId, { timeoutMs: 120_000, pollMs: 250 }));
+      const restore = await admin.call('restoreServiceBackup', { backupId });
+      outcomeOf(await followOperation(admin, restore.operation.operationId, { timeoutMs: 120_000, pollMs: 250 }));
+      say(`backup ${backupId} of ${service.name}: ${backup.closure?.descriptor.byteLength ?? 0} closure bytes stored and restored byte for byte`);
+    } catch (error) {
+      const data = (error as { errorData?: unknown }).errorData;
+      say(`backup of ${service.name} failed: ${data ? JSON.stringify(data) : (error as Error).message}`);
+    }
+  }
+  admin.close();
+};
+
+const main = async (): Promise<void> => {
+  say(`starting Cloudly (data: ${dataDir})`);
+  const url = await startCloudly();
+  say('');
+  say(`dashboard:     ${url}/dashboard/`);
+  say(`administrator: ${adminUsername} / ${adminPassword}`);
+  say('Ctrl-C stops the simulator and Cloudly');
+  say('');
+  startSimulator(url);
+  await showBackups(url);
+};
+
+main().catch((error: unknown) => {
+  say(`failed: ${(error as Error).message}`);
+  void stopAll(1);
+});
