@@ -16,11 +16,17 @@ import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/adm
  * secrets stay sealed, and the restored Cloudly serves at once (login, relay token).
  */
 
-/** SHA-256 of every collection's documents (sorted by _id, canonical Extended JSON). */
+/**
+ * SHA-256 of every collection's documents (sorted by _id, canonical Extended JSON), leases aside:
+ * a running Cloudly renews those on its own clock (the reconciler's lease is taken at every start).
+ */
 const digestOf = async (tArg: ITestCloudly): Promise<Record<string, string>> => {
   const db = tArg.cloudly.database.mongoDb;
   const result: Record<string, string> = {};
   for (const { name } of await db.listCollections().toArray()) {
+    if (/Lease$/.test(name)) {
+      continue;
+    }
     const docs = await db.collection(name).find({}).sort({ _id: 1 }).toArray();
     result[name] = createHash('sha256').update(BSON.EJSON.stringify(docs, { relaxed: false })).digest('hex');
   }

@@ -132,16 +132,21 @@ describe('cloudly storage verify', () => {
   });
 
   test('both snapshots damaged but the journal reaches back to the first record: rebuild from the journal alone', async () => {
-    const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-verify-'));
-    const t = await startTestCloudly({ dataDir, logLevel: 'silent' });
+    const running = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-verify-'));
+    const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-verify-image-'));
+    const t = await startTestCloudly({ dataDir: running, logLevel: 'silent' });
     try {
       await t.createCluster('only');
       await t.cloudly.database.compact();
+      // A crash image right after the first compaction (a graceful stop would write a second
+      // snapshot: releasing the reconciler's lease is a write).
+      await fsp.cp(running, dataDir, { recursive: true, filter: (source) => !/\.sock$|cloudly\.lock$/.test(source) });
     } finally {
       await t.stop();
+      await fsp.rm(running, { recursive: true, force: true });
     }
     try {
-      // One snapshot exists (graceful stop adds no second when nothing changed): the journal from record 1 is kept.
+      // One snapshot exists: the journal from record 1 is kept.
       await fsp.writeFile(path.join(dataDir, snapshotFileName), 'not a snapshot');
       await fsp.rm(path.join(dataDir, previousSnapshotFileName), { force: true });
       const result = await verify(dataDir);
