@@ -147,6 +147,10 @@ const main = async (): Promise<number> => {
   const started = Date.now();
   const code = await new Promise<number>((resolve, reject) => {
     const child = spawn(process.execPath, nodeArgs, { cwd: projectDir, stdio: 'inherit' });
+    // Ctrl-C reaches the runner's child (which ends its test files) instead of orphaning it.
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      process.on(signal, () => child.kill(signal));
+    }
     child.once('error', reject);
     child.once('exit', (codeArg, signalArg) => resolve(codeArg ?? (signalArg ? 1 : 0)));
   });
