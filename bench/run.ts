@@ -6,6 +6,8 @@
  *
  *   npm run bench
  *   node --import tsx bench/run.ts [name-filter]     e.g. `bench/run.ts foundation`
+ *   npm run bench -- --smoke [name-filter]            tiny sizes: each bench runs to its end in seconds
+ *                                                     (CI runs this; figures mean nothing, no results file is written)
  */
 import { spawn } from 'node:child_process';
 import * as fsp from 'node:fs/promises';
@@ -16,11 +18,14 @@ import { fileURLToPath } from 'node:url';
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
 const projectDir = path.dirname(benchDir);
 
+const args = process.argv.slice(2);
+const smoke = args.includes('--smoke');
+
 const runOne = (fileArg: string): Promise<{ code: number | null; signal: NodeJS.Signals | null }> =>
   new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', fileArg], {
       cwd: projectDir,
-      env: process.env,
+      env: smoke ? { ...process.env, CLOUDLY_BENCH_SMOKE: '1' } : process.env,
       stdio: 'inherit',
     });
     child.once('error', reject);
@@ -28,7 +33,7 @@ const runOne = (fileArg: string): Promise<{ code: number | null; signal: NodeJS.
   });
 
 const main = async (): Promise<number> => {
-  const filter = process.argv[2];
+  const filter = args.find((argArg) => !argArg.startsWith('--'));
   const files = (await fsp.readdir(benchDir))
     .filter((name) => name.endsWith('.bench.ts'))
     .filter((name) => !filter || name.includes(filter))

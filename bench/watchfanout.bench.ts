@@ -18,9 +18,10 @@ import { inParallel, startBenchCloudly, type IBenchCloudly } from './helpers/ben
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import type { IReq_Any_Cloudly_CreateCluster } from '../ts/interfaces/requests/admin.js';
 import type { IChangeEvent, IReq_Admin_WatchChanges, IReq_Cloudly_Admin_ChangeEvent, IReq_Cloudly_Admin_WatchExpired } from '../ts/interfaces/requests/watch.js';
+import { sized } from './helpers/smoke.js';
 
-const watcherCount = Number(process.argv[2] ?? 50);
-const eventCount = Number(process.argv[3] ?? 1000);
+const watcherCount = Number(process.argv[2] ?? sized(50, 3));
+const eventCount = Number(process.argv[3] ?? sized(1000, 20));
 const inFlight = 16;
 
 interface IWatcher {
