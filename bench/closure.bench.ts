@@ -345,10 +345,12 @@ async function* patternStream(patternArg: Buffer, totalArg: number): AsyncIterab
  */
 const compileServer = async (): Promise<string> => {
   const { transpileSources, projectDir } = await import('../scripts/build.js');
-  const outdir = path.join(projectDir, 'node_modules', '.cache', 'cloudly-closure-bench');
+  // In this checkout (git-ignored), not in node_modules, which checkouts may share: its packages
+  // still resolve by walking up to the checkout's node_modules.
+  const outdir = path.join(projectDir, '.nogit', 'closure-bench-build');
   // This file runs as the compiled server's parent too, so it and the helper it imports are built alongside.
   const benchFile = fileURLToPath(import.meta.url);
-  await transpileSources({ outdir, outbase: projectDir, extraEntryPoints: [benchFile, path.join(path.dirname(benchFile), 'helpers', 'processstats.ts')] });
+  await transpileSources({ outdir, outbase: projectDir, extraEntryPoints: [benchFile, path.join(path.dirname(benchFile), 'helpers', 'processstats.ts'), path.join(path.dirname(benchFile), 'helpers', 'smoke.ts')] });
   return path.join(outdir, 'bench', 'closure.bench.js');
 };
 
