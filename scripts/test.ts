@@ -5,13 +5,13 @@
  *   npm run test:unit                 pure functions: no server, no socket (enforced, see test/helpers/lane.ts)
  *   npm run test:integration          a real Cloudly in the test's process (in-process calls or its own port)
  *   npm run test:e2e                  child processes, crashes, several instances, the CLI binary, the browser
- *   node --import tsx scripts/test.ts <lane|all> [more node --test flags, e.g. --test-name-pattern=…]
+ *   node --import tsx scripts/test.ts <lane|all> [node test flags, e.g. --test-name-pattern=…, --test-concurrency=2]
  *   node --import tsx scripts/test.ts --list [lane]   the files of a lane, one a line
  *
  * A file lands in a lane by its name: the `unit` and `e2e` patterns below, everything else is
- * `integration`. Files run in parallel, each in its own process (node:test's isolation), with
- * its own port, data directory and config directory; the slowest files start first so the run
- * does not end on one long file.
+ * `integration`. Files run in parallel, each in its own process, with its own port, data
+ * directory and config directory; the slowest files start first so the run does not end on one
+ * long file. Each file's output is printed whole when it ends, then a summary.
  */
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -120,6 +120,43 @@ export const defaultConcurrency = (): number => {
   return Math.max(2, Math.ceil(cores * 1.5));
 };
 
+interface IFileRun {
+  file: string;
+  code: number;
+  seconds: number;
+  output: string;
+}
+
+/** One test file in its own process (node:test runs it in process and exits non-zero on a failure). */
+const runFile = (fileArg: string, nodeFlagsArg: string[]): Promise<IFileRun> => new Promise((resolve) => {
+  const started = Date.now();
+  const child = spawn(process.execPath, ['--import', 'tsx', '--import', './test/helpers/lane.ts', ...nodeFlagsArg, fileArg], {
+    cwd: projectDir,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  running.add(child);
+  let output = '';
+  child.stdout.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  child.stderr.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  const finish = (codeArg: number, extraArg = '') => {
+    running.delete(child);
+    resolve({ file: fileArg, code: codeArg, seconds: (Date.now() - started) / 1000, output: output + extraArg });
+  };
+  child.once('error', (errorArg) => finish(1, `\ncould not start: ${errorArg.message}\n`));
+  child.once('close', (codeArg, signalArg) => finish(codeArg ?? 1, signalArg ? `\nended by ${signalArg}\n` : ''));
+});
+
+const running = new Set<ReturnType<typeof spawn>>();
+
+/** Sums node:test's own closing counts (spec `ℹ pass 3` or TAP `# pass 3`) over the files. */
+const countsOf = (outputArg: string): Record<string, number> => {
+  const counts: Record<string, number> = {};
+  for (const match of outputArg.matchAll(/^(?:ℹ|#) (tests|pass|fail|cancelled|skipped|todo) (\d+)$/gm)) {
+    counts[match[1]] = Number(match[2]);
+  }
+  return counts;
+};
+
 const main = async (): Promise<number> => {
   const args = process.argv.slice(2);
   if (args[0] === '--list') {
@@ -131,31 +168,51 @@ const main = async (): Promise<number> => {
   }
   const lane = (args[0] ?? 'all') as TLane | 'all';
   if (lane !== 'all' && !lanes.includes(lane)) {
-    console.error(`usage: scripts/test.ts <${lanes.join('|')}|all> [node --test flags]`);
+    console.error(`usage: scripts/test.ts <${lanes.join('|')}|all> [node test flags, e.g. --test-name-pattern=…]`);
     return 2;
   }
+  // The files are scheduled here (slowest first, a fixed number at once) rather than by
+  // `node --test`, which sorts its files by name; each file still runs in its own process.
+  const concurrencyFlag = args.slice(1).find((argArg) => argArg.startsWith('--test-concurrency='));
+  const concurrency = concurrencyFlag ? Math.max(1, Number(concurrencyFlag.split('=')[1]) || 1) : defaultConcurrency();
+  const nodeFlags = args.slice(1).filter((argArg) => !argArg.startsWith('--test-concurrency'));
+  if (!nodeFlags.some((argArg) => argArg.startsWith('--test-reporter'))) {
+    nodeFlags.push('--test-reporter=spec');
+  }
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      for (const child of running) {
+        child.kill(signal);
+      }
+      process.exit(1);
+    });
+  }
   const files = testFiles(lane);
-  const hasConcurrency = args.some((argArg) => argArg.startsWith('--test-concurrency'));
-  const nodeArgs = [
-    '--import', 'tsx',
-    '--import', './test/helpers/lane.ts',
-    '--test',
-    ...(hasConcurrency ? [] : [`--test-concurrency=${defaultConcurrency()}`]),
-    ...args.slice(1),
-    ...files,
-  ];
+  const queue = [...files];
+  const results: IFileRun[] = [];
   const started = Date.now();
-  const code = await new Promise<number>((resolve, reject) => {
-    const child = spawn(process.execPath, nodeArgs, { cwd: projectDir, stdio: 'inherit' });
-    // Ctrl-C reaches the runner's child (which ends its test files) instead of orphaning it.
-    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-      process.on(signal, () => child.kill(signal));
+  console.log(`# lane ${lane}: ${files.length} files, ${concurrency} at once`);
+  await Promise.all(Array.from({ length: Math.min(concurrency, files.length) }, async () => {
+    for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
+      const result = await runFile(file, nodeFlags);
+      results.push(result);
+      process.stdout.write(`\n# ${result.code === 0 ? 'ok    ' : 'FAILED'} ${result.file} (${result.seconds.toFixed(1)} s)\n${result.output}`);
     }
-    child.once('error', reject);
-    child.once('exit', (codeArg, signalArg) => resolve(codeArg ?? (signalArg ? 1 : 0)));
-  });
-  console.log(`# lane ${lane}: ${files.length} files in ${((Date.now() - started) / 1000).toFixed(1)} s (exit ${code})`);
-  return code;
+  }));
+  const totals: Record<string, number> = {};
+  for (const result of results) {
+    for (const [key, value] of Object.entries(countsOf(result.output))) {
+      totals[key] = (totals[key] ?? 0) + value;
+    }
+  }
+  const failed = results.filter((result) => result.code !== 0);
+  console.log(`\n# lane ${lane}: ${files.length} files, ${concurrency} at once, ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  console.log(`# tests ${totals.tests ?? 0}, pass ${totals.pass ?? 0}, fail ${totals.fail ?? 0}, cancelled ${totals.cancelled ?? 0}, skipped ${totals.skipped ?? 0}, todo ${totals.todo ?? 0}`);
+  console.log(`# slowest: ${[...results].sort((a, b) => b.seconds - a.seconds).slice(0, 8).map((result) => `${path.basename(result.file, '.test.ts')} ${result.seconds.toFixed(0)} s`).join(', ')}`);
+  for (const result of failed) {
+    console.log(`# FAILED ${result.file} (exit ${result.code})`);
+  }
+  return failed.length === 0 ? 0 : 1;
 };
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
