@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Cloudly } from '../../ts/classes.cloudly.js';
 import { CloudlyAdminClient } from '../../ts/client/admin.js';
-import { benchSocketLimits } from './smoke.js';
+import { benchSocketLimits, sized } from './smoke.js';
 
 /** Pieces the request benchmarks share: a real Cloudly with a logged-in admin socket, and timers. */
 
@@ -72,7 +72,7 @@ export const ratePerSecond = async (
   let done = 0;
   const started = performance.now();
   await Promise.all(Array.from({ length: inFlightArg }, async (_, worker) => {
-    while (performance.now() - started < budgetMsArg && done < maxOpsArg) {
+    while (performance.now() - started < sized(budgetMsArg, 100) && done < sized(maxOpsArg, 100)) {
       await opArg(worker);
       done++;
     }
