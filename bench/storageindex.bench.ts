@@ -18,7 +18,7 @@ import { performance } from 'node:perf_hooks';
 import { CloudlyDatabase } from '../ts/core/database.js';
 import { createLogger } from '../ts/core/logger.js';
 import { defineDocumentKind, DocumentStore } from '../ts/core/store.js';
-import { sized } from './helpers/smoke.js';
+import { sized, smoke } from './helpers/smoke.js';
 
 interface IProbeDocument {
   id: string;
@@ -113,8 +113,10 @@ const main = async (): Promise<void> => {
     ...lines.map((line) => `- ${line}`),
     '',
   ].join('\n');
-  await fsp.mkdir(path.join(import.meta.dirname, 'results'), { recursive: true });
-  await fsp.writeFile(path.join(import.meta.dirname, 'results', 'storageindex.md'), results);
+  if (!smoke) {
+    await fsp.mkdir(path.join(import.meta.dirname, 'results'), { recursive: true });
+    await fsp.writeFile(path.join(import.meta.dirname, 'results', 'storageindex.md'), results);
+  }
 };
 
 main().then(() => process.exit(0), (error: unknown) => {
