@@ -18,6 +18,7 @@ import { VirtualStream } from '@api.global/typedrequest/dist_ts/classes.virtuals
 import { readFrame } from '../ts/core/envelopepeer.js';
 import { ratePerSecond, startBenchCloudly } from './helpers/benchcloudly.js';
 import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
+import { sized } from './helpers/smoke.js';
 
 const identity = { name: 'admin', userId: 'admin-0123456789abcdef01234567', type: 'user', role: 'admin', expiresAt: 1_800_000_000_000, jwt: 'x'.repeat(700) };
 
@@ -30,12 +31,12 @@ const requestOf = (itemsArg: number) => ({
 const envelopeText = (requestArg: unknown) => JSON.stringify({ method: 'benchMethod', request: requestArg, response: null, correlation: { id: 'c-1', phase: 'request' } });
 
 const timePerCall = (fnArg: () => void, budgetMsArg: number): number => {
-  for (let index = 0; index < 50; index++) {
+  for (let index = 0; index < sized(50, 2); index++) {
     fnArg();
   }
   let calls = 0;
   const started = performance.now();
-  while (performance.now() - started < budgetMsArg) {
+  while (performance.now() - started < sized(budgetMsArg, 20)) {
     fnArg();
     calls++;
   }

@@ -13,10 +13,11 @@ import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Cloudly } from '../ts/classes.cloudly.js';
+import { sized } from './helpers/smoke.js';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const executable = path.join(root, 'bin', 'cloudly.js');
-const runs = Number(process.env.CLI_BENCH_RUNS ?? 5);
+const runs = Number(process.env.CLI_BENCH_RUNS ?? sized(5, 1));
 const password = 'bench-cli-password-0123';
 
 const timeChild = (argsArg: string[], envArg: NodeJS.ProcessEnv, inputArg = ''): Promise<number> => new Promise((resolve, reject) => {

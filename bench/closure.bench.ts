@@ -53,6 +53,7 @@ import { releaseOwnMemory } from '../ts/core/memoryrelease.js';
 import { defaultStreamChunkBytes, streamFrameHeaderLength } from '../ts/core/streams.js';
 import type { IReq_Cloudly_Relay_BackupClusterService } from '../ts/interfaces/requests/backup.js';
 import { cpuSecondsOf, memoryOf, ownCpuSeconds } from './helpers/processstats.js';
+import { benchSocketLimits, sized } from './helpers/smoke.js';
 
 const mebibyte = 1024 * 1024;
 /** Raw baseline frame sizes: the closure's own data frames, and 256 KiB. */
@@ -89,7 +90,7 @@ const runServer = async (): Promise<void> => {
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-closure-bench-'));
   const password = randomBytes(16).toString('hex');
   const cloudly = new Cloudly({
-    config: { port: 0, host: '127.0.0.1', mongoDbUrl: null, dataDir, adminUsername: 'admin', adminPassword: password, logLevel: 'warn', ...(await benchBlobStoreConfig()) },
+    config: { port: 0, host: '127.0.0.1', mongoDbUrl: null, dataDir, adminUsername: 'admin', adminPassword: password, logLevel: 'warn', ...benchSocketLimits, ...(await benchBlobStoreConfig()) },
     logDestination: new Writable({ write: (_chunk, _encoding, callback) => callback() }),
   });
   await cloudly.start();
@@ -344,10 +345,12 @@ async function* patternStream(patternArg: Buffer, totalArg: number): AsyncIterab
  */
 const compileServer = async (): Promise<string> => {
   const { transpileSources, projectDir } = await import('../scripts/build.js');
-  const outdir = path.join(projectDir, 'node_modules', '.cache', 'cloudly-closure-bench');
+  // In this checkout (git-ignored), not in node_modules, which checkouts may share: its packages
+  // still resolve by walking up to the checkout's node_modules.
+  const outdir = path.join(projectDir, '.nogit', 'closure-bench-build');
   // This file runs as the compiled server's parent too, so it and the helper it imports are built alongside.
   const benchFile = fileURLToPath(import.meta.url);
-  await transpileSources({ outdir, outbase: projectDir, extraEntryPoints: [benchFile, path.join(path.dirname(benchFile), 'helpers', 'processstats.ts')] });
+  await transpileSources({ outdir, outbase: projectDir, extraEntryPoints: [benchFile, path.join(path.dirname(benchFile), 'helpers', 'processstats.ts'), path.join(path.dirname(benchFile), 'helpers', 'smoke.ts')] });
   return path.join(outdir, 'bench', 'closure.bench.js');
 };
 
@@ -676,11 +679,11 @@ const summarize = (phasesArg: IPhase[]): { mibPerSecond: number; text: string } 
 };
 
 const runRelay = async (): Promise<void> => {
-  const sizeMiB = Number(process.argv[2] ?? process.env.CLOSURE_BENCH_MIB ?? 256);
+  const sizeMiB = Number(process.argv[2] ?? process.env.CLOSURE_BENCH_MIB ?? sized(256, 4));
   if (!Number.isSafeInteger(sizeMiB) || sizeMiB < 1) {
     throw new Error('size must be a whole number of MiB');
   }
-  const rounds = Number(process.env.CLOSURE_BENCH_ROUNDS ?? 3);
+  const rounds = Number(process.env.CLOSURE_BENCH_ROUNDS ?? sized(3, 1));
   if (!Number.isSafeInteger(rounds) || rounds < 1) {
     throw new Error('CLOSURE_BENCH_ROUNDS must be a whole number ≥ 1');
   }

@@ -15,10 +15,11 @@ import { inParallel, startBenchCloudly, timeEach } from './helpers/benchcloudly.
 import { chromiumAvailable, chromiumPath, launchBrowser } from '../test/helpers/browser.js';
 import { dashboardBundleDir, ensureDashboardBundle } from '../ts/core/dashboard.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
+import { sized, smoke } from './helpers/smoke.js';
 
-const clusterCount = Number(process.argv[2] ?? 1000);
+const clusterCount = Number(process.argv[2] ?? sized(1000, 20));
 const servicesEvery = 5;
-const rounds = 7;
+const rounds = sized(7, 1);
 const pageSize = 50;
 
 const median = (valuesArg: number[]): number => [...valuesArg].sort((a, b) => a - b)[Math.floor(valuesArg.length / 2)];
@@ -158,8 +159,10 @@ const main = async (): Promise<void> => {
       '',
     ];
     process.stdout.write(`${lines.join('\n')}\n`);
-    await fsp.mkdir(path.join(import.meta.dirname, 'results'), { recursive: true });
-    await fsp.writeFile(path.join(import.meta.dirname, 'results', 'dashboard.md'), lines.join('\n'));
+    if (!smoke) {
+      await fsp.mkdir(path.join(import.meta.dirname, 'results'), { recursive: true });
+      await fsp.writeFile(path.join(import.meta.dirname, 'results', 'dashboard.md'), lines.join('\n'));
+    }
   } finally {
     await browser.close();
     await bench.stop();

@@ -13,9 +13,10 @@ import type { IReq_Any_Cloudly_CreateCluster } from '../ts/interfaces/requests/a
 import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 import type { IReq_Relay_Cloudly_GetClusterPlatformDesiredState } from '../ts/interfaces/requests/desiredstate.js';
 import type { IReq_Relay_Cloudly_GetClusterNodeCorestores } from '../ts/interfaces/requests/cluster.js';
+import { sized } from './helpers/smoke.js';
 
-const serviceCount = Number(process.argv[2] ?? 1000);
-const nodeCount = 64;
+const serviceCount = Number(process.argv[2] ?? sized(1000, 20));
+const nodeCount = sized(64, 4);
 
 const main = async (): Promise<void> => {
   const bench = await startBenchCloudly('desired');

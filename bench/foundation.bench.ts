@@ -30,6 +30,7 @@ import type {
   IReq_Any_Cloudly_CreateCluster,
   IReq_Any_Cloudly_GetClusters,
 } from '../ts/interfaces/requests/admin.js';
+import { benchSocketLimits, sized } from './helpers/smoke.js';
 
 /** Project's own definition: the echo method the bench relay answers. */
 type IReq_Bench_Echo = ITypedContract<'benchEcho', { sequence: number }, { sequence: number }>;
@@ -46,9 +47,9 @@ const benchDocKind = defineDocumentKind<IBenchDoc>('CloudlyBenchFoundation');
 const rawCollectionName = 'CloudlyBenchFoundationRaw';
 
 /** Per phase: stop after this many operations or this many milliseconds, whichever comes first. */
-const phaseMaxOps = 20_000;
-const phaseMaxMs = 2_500;
-const warmupOps = 200;
+const phaseMaxOps = sized(20_000, 200);
+const phaseMaxMs = sized(2_500, 200);
+const warmupOps = sized(200, 20);
 const parallelDocuments = 32;
 
 interface IRate {
@@ -107,6 +108,7 @@ const main = async (): Promise<void> => {
       adminUsername: 'admin',
       adminPassword: password,
       logLevel: 'warn',
+      ...benchSocketLimits,
     },
     logDestination: process.stderr,
   });

@@ -26,6 +26,7 @@ import { performance } from 'node:perf_hooks';
 import { CloudlyDatabase } from '../ts/core/database.js';
 import { createLogger } from '../ts/core/logger.js';
 import { defineDocumentKind, DocumentStore } from '../ts/core/store.js';
+import { sized } from './helpers/smoke.js';
 
 /** Project's own definition: the document the CAS phases write. */
 interface IBenchDoc {
@@ -37,10 +38,10 @@ interface IBenchDoc {
 
 /** Not audited: each swap is exactly one conditional write (an audited kind adds its event's insert). */
 const benchKind = defineDocumentKind<IBenchDoc>('CloudlyBenchJournal', { audited: false });
-const phaseMs = 2_500;
+const phaseMs = sized(2_500, 200);
 const inFlight = 50;
-const bulkDocuments = 100_000;
-const journalTargetBytes = 50 * 1024 * 1024;
+const bulkDocuments = sized(100_000, 2_000);
+const journalTargetBytes = sized(50, 1) * 1024 * 1024;
 
 const logger = createLogger(process.env.JOURNAL_BENCH_LOG ?? 'error');
 const phase = (nameArg: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${nameArg}\n`);

@@ -13,6 +13,7 @@ import { ratePerSecond, startBenchCloudly } from './helpers/benchcloudly.js';
 import { defineDocumentKind, type IStoredDocument } from '../ts/core/store.js';
 import { runInOperation } from '../ts/core/operationcontext.js';
 import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters, IReq_Any_Cloudly_RotateClusterRelayToken } from '../ts/interfaces/requests/admin.js';
+import { sized } from './helpers/smoke.js';
 
 /** Project's own definition: the counters the store phases increment. */
 interface IBenchCounter extends IStoredDocument {
@@ -21,7 +22,7 @@ interface IBenchCounter extends IStoredDocument {
 
 const auditedKind = defineDocumentKind<IBenchCounter>('CloudlyBenchAudited');
 const unauditedKind = defineDocumentKind<IBenchCounter>('CloudlyBenchUnaudited', { audited: false });
-const phaseMaxOps = 10_000;
+const phaseMaxOps = sized(10_000, 100);
 const rate = (inFlightArg: number, opArg: (workerArg: number) => Promise<unknown>) => ratePerSecond(inFlightArg, opArg, 2_500, phaseMaxOps);
 
 const main = async (): Promise<void> => {

@@ -14,8 +14,9 @@ import { clusterNodeDocumentId, clusterNodeKind, toPublicClusterNode } from '../
 import { decideNodeCorestore } from '../ts/manager.cluster/decide.js';
 import type { TUntypedContract } from '../ts/client/admin.js';
 import { ratePerSecond, startBenchCloudly, timeEach } from './helpers/benchcloudly.js';
+import { sized } from './helpers/smoke.js';
 
-const rounds = Number(process.env.PIPELINE_BENCH_ROUNDS ?? 3);
+const rounds = Number(process.env.PIPELINE_BENCH_ROUNDS ?? sized(3, 1));
 
 const main = async (): Promise<void> => {
   const bench = await startBenchCloudly('pipeline');

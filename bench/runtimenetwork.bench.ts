@@ -31,6 +31,7 @@ import {
   type IRuntimeNetworkProjection,
   type IRuntimeNetworkWorkloadIngressWithdrawal,
 } from '../ts/interfaces/data/index.js';
+import { sized } from './helpers/smoke.js';
 
 const pad = (valueArg: number): string => String(valueArg).padStart(5, '0');
 
@@ -73,6 +74,11 @@ const buildProjection = (grantCountArg: number, withdrawalCountArg: number, host
       : {}),
   });
 };
+
+/** The allocation scenario's size: 100 services × 100 replicas (smoke: 5 × 5). */
+const seededServices = sized(100, 5);
+const seededReplicas = sized(100, 5);
+const seededLeases = seededServices * seededReplicas;
 
 /** Median milliseconds of `runsArg` calls after a warm-up. */
 const measure = (fnArg: () => unknown, runsArg: number): number => {
@@ -139,7 +145,7 @@ const bench = await startBenchCloudly('runtimenetwork');
 const legacyBench = await startBenchCloudly('runtimenetwork-legacy');
 const { cloudly, admin } = bench;
 try {
-  const nodeIds = Array.from({ length: 64 }, (_, index) => `node-${String(index).padStart(3, '0')}`);
+  const nodeIds = Array.from({ length: sized(64, 8) }, (_, index) => `node-${String(index).padStart(3, '0')}`);
   /** One Cloudly seeded with 100 services × 100 replicas on 64 nodes, its desired-state manager stopped. */
   const seed = async (benchArg: typeof bench) => {
     // The desired-state manager would run an allocation pass after every commit while seeding; it is
@@ -151,11 +157,11 @@ try {
       await benchArg.admin.call('addClusterNode', { clusterId: cluster.id, name: nodeId, nodeId });
     }
     const serviceIds: string[] = [];
-    for (let index = 0; index < 100; index++) {
+    for (let index = 0; index < seededServices; index++) {
       const { service } = await benchArg.admin.call('createService', {
         service: {
           name: `bulk-${index}`, organizationId: 'org-1', clusterId: cluster.id,
-          runtime: { image: 'registry.example/app:1', replicas: 100, profile: { runAs: null }, placement: { nodeIds: [] } },
+          runtime: { image: 'registry.example/app:1', replicas: seededReplicas, profile: { runAs: null }, placement: { nodeIds: [] } },
           volumes: [],
         },
       });
@@ -171,13 +177,13 @@ try {
     allocator: { allocate(clusterIdArg: string): Promise<IClusterAllocation>; onChanged: (clusterIdArg: string) => void };
     replicas: number;
   }
-  const current: ISide = { name: 'current', ...(await seed(bench)), cloudly, allocator: cloudly.runtimeNetworkManager.leases, replicas: 100 };
+  const current: ISide = { name: 'current', ...(await seed(bench)), cloudly, allocator: cloudly.runtimeNetworkManager.leases, replicas: seededReplicas };
   const legacyAllocator = new LegacyWorkloadLeaseAllocator(legacyBench.cloudly,
     () => (legacyBench.cloudly.runtimeNetworkManager as unknown as { readPlanCached(): Promise<IRuntimeNetworkAddressPlan | null> }).readPlanCached());
   // Swapped in whole: the projections and the desired state of that Cloudly use it as they used the old one.
   legacyAllocator.onChanged = legacyBench.cloudly.runtimeNetworkManager.leases.onChanged;
   (legacyBench.cloudly.runtimeNetworkManager as unknown as { leases: unknown }).leases = legacyAllocator;
-  const legacy: ISide = { name: 'before', ...(await seed(legacyBench)), cloudly: legacyBench.cloudly, allocator: legacyAllocator, replicas: 100 };
+  const legacy: ISide = { name: 'before', ...(await seed(legacyBench)), cloudly: legacyBench.cloudly, allocator: legacyAllocator, replicas: seededReplicas };
   const sides = [legacy, current];
   const { store, runtimeNetworkManager } = cloudly;
   // Each pass is timed by itself: what a change triggers afterwards (every node's projection is
@@ -194,7 +200,7 @@ try {
   interface IBenchCounter extends IStoredDocument { count: number }
   const counterKind = defineDocumentKind<IBenchCounter>('BenchRuntimeNetworkCounter', { audited: false });
   await store.mutate(counterKind, 'counter', () => ({ kind: 'create', doc: { id: 'counter', count: 0 } }));
-  const cas = await timeEach(50, () => store.mutate(counterKind, 'counter', (currentArg) => ({ kind: 'write', change: { set: { count: currentArg!.count + 1 } } })));
+  const cas = await timeEach(sized(50, 5), () => store.mutate(counterKind, 'counter', (currentArg) => ({ kind: 'write', change: { set: { count: currentArg!.count + 1 } } })));
 
   const firstMs = new Map<ISide, number>();
   let blocks = 0;
@@ -202,7 +208,7 @@ try {
     const started = performance.now();
     const first = await side.allocator.allocate(side.clusterId);
     firstMs.set(side, performance.now() - started);
-    if (first.leases.length !== 10_000 || first.shortfall.size !== 0) {
+    if (first.leases.length !== seededLeases || first.shortfall.size !== 0) {
       throw new Error(`the ${side.name} first pass allocated ${first.leases.length} leases`);
     }
     blocks = new Set(first.leases.map((lease) => lease.address.split('.').slice(0, 3).join('.'))).size;
@@ -226,7 +232,7 @@ try {
     await fnArg();
     return performance.now() - started;
   };
-  const noop = await alternate(30, (side) => timed(() => side.allocator.allocate(side.clusterId)));
+  const noop = await alternate(sized(30, 2), (side) => timed(() => side.allocator.allocate(side.clusterId)));
   // Later allocations: one more replica of one service, then the pass that allocates its lease.
   const laterPass = async (side: ISide): Promise<number> => {
     side.replicas++;
@@ -236,12 +242,12 @@ try {
     const started = performance.now();
     const allocation = await side.allocator.allocate(side.clusterId);
     const ms = performance.now() - started;
-    if (allocation.leases.length !== 10_000 + (side.replicas - 100) || allocation.shortfall.size !== 0) {
+    if (allocation.leases.length !== seededLeases + (side.replicas - seededReplicas) || allocation.shortfall.size !== 0) {
       throw new Error(`a later ${side.name} pass did not allocate exactly one lease`);
     }
     return ms;
   };
-  const later = await alternate(30, laterPass);
+  const later = await alternate(sized(30, 2), laterPass);
   // The same with every node's projection refreshed after each change, as a running Cloudly does:
   // one side at a time (both Cloudlys share this process), the refreshes of one change still running
   // while the next change is allocated, as when changes come back to back; settled before the other side.
@@ -249,12 +255,13 @@ try {
   const laterBusy = new Map<ISide, { p50: number; p90: number }>();
   for (const side of sides) {
     const samples: number[] = [];
-    for (let index = 0; index < 15; index++) {
+    for (let index = 0; index < sized(15, 2); index++) {
       samples.push(await laterPass(side));
     }
     await side.cloudly.runtimeNetworkManager.refreshCluster(side.clusterId);
     samples.sort((a, b) => a - b);
-    laterBusy.set(side, { p50: samples[7], p90: samples[13] });
+    // Indices 7 and 13 of the full run's 15 samples; the smoke run's 2 samples have no index 13.
+    laterBusy.set(side, { p50: samples[Math.floor(samples.length / 2)], p90: samples[Math.min(samples.length - 1, Math.floor(samples.length * 0.9))] });
   }
   quiet(false);
 
@@ -277,7 +284,7 @@ try {
   console.log(`  the decision alone (one lease into a block of 255, in memory): median ${(decideOne * 1000).toFixed(1)} µs`);
   console.log(`  baseline: one journaled compare-and-swap of a small document  p50 ${cas.p50.toFixed(2)} ms`);
   console.log(`  first pass, 10,000 leases into ${blocks} blocks: before ${firstMs.get(legacy)!.toFixed(0)} ms, now ${firstMs.get(current)!.toFixed(0)} ms total `
-    + `(${(firstMs.get(current)! * 1000 / 10_000).toFixed(1)} µs per lease, ${(firstMs.get(current)! / cas.p50).toFixed(0)}× one CAS; ${ratio(firstMs.get(legacy)!, firstMs.get(current)!)})`);
+    + `(${(firstMs.get(current)! * 1000 / seededLeases).toFixed(1)} µs per lease, ${(firstMs.get(current)! / cas.p50).toFixed(0)}× one CAS; ${ratio(firstMs.get(legacy)!, firstMs.get(current)!)})`);
   row('pass with nothing to allocate', noop);
   row('later pass allocating one lease', later);
   row('later pass while the previous change\'s 64 projection refreshes run', laterBusy);
@@ -308,7 +315,7 @@ try {
       expectedSpecRevision: ingressService.specRevision, expectedDesignation: null,
     },
   });
-  for (let index = 0; index < 100; index++) {
+  for (let index = 0; index < sized(100, 5); index++) {
     await admin.call('createService', {
       service: {
         name: `web-${index}`, organizationId: 'org-1', clusterId: routedId,
@@ -330,7 +337,7 @@ try {
   }
   await runtimeNetworkManager.refreshProjection(routedId, 'node-000');
   const state = await cloudly.desiredStateManager.currentDesiredState(routedId);
-  if (state.routes.length !== 1_000) {
+  if (state.routes.length !== sized(100, 5) * 10) {
     throw new Error(`only ${state.routes.length} of 1,000 routes resolved`);
   }
   const services = (await store.find(serviceKind, { clusterId: routedId }));
@@ -345,9 +352,9 @@ try {
   };
   const pure = measure(() => resolveClusterRoutes(facts), 50);
   const derive = measure(() => deriveClusterRoutes(services), 50);
-  const compute = await timeEach(20, () => cloudly.desiredStateManager.currentDesiredState(routedId));
-  const roundTrip = await timeEach(100, () => relay.fire('getClusterNodeCorestores', { nodeIds: ['node-000'] }));
-  const served = await timeEach(100, () => relay.fire('getClusterRouteTable', {}));
+  const compute = await timeEach(sized(20, 2), () => cloudly.desiredStateManager.currentDesiredState(routedId));
+  const roundTrip = await timeEach(sized(100, 5), () => relay.fire('getClusterNodeCorestores', { nodeIds: ['node-000'] }));
+  const served = await timeEach(sized(100, 5), () => relay.fire('getClusterRouteTable', {}));
   console.log('\nroute table, 1,000 routes (100 services × 10 hostnames/ports) resolved to lease addresses');
   console.log(`  pure resolution (grant index + 1,000 routes): median ${pure.toFixed(3)} ms; deriving the routes from 101 services ${derive.toFixed(3)} ms`);
   console.log(`  full desired-state computation (allocation pass, reads, resolution, digest, publish check): p50 ${compute.p50.toFixed(1)} ms`);

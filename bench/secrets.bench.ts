@@ -23,6 +23,7 @@ import { Cloudly } from '../ts/classes.cloudly.js';
 import { defineDocumentKind, type IStoredDocument } from '../ts/core/store.js';
 import { generateSecretRecipientKeyPair, importRecipientPublicKey, openSealedSecret, sealSecret } from '../ts/core/sealing.js';
 import type { ISealedSecretBinding } from '../ts/interfaces/data/secret.js';
+import { benchSocketLimits, sized } from './helpers/smoke.js';
 
 /** Project's own definition: a document shaped like the ingress slot. */
 interface IBenchSlot extends IStoredDocument {
@@ -32,7 +33,7 @@ interface IBenchSlot extends IStoredDocument {
 
 const clearKind = defineDocumentKind<IBenchSlot>('CloudlyBenchSlotClear');
 const encryptedKind = defineDocumentKind<IBenchSlot>('CloudlyBenchSlotEncrypted');
-const phaseMs = 2_000;
+const phaseMs = sized(2_000, 100);
 
 /**
  * Runs one operation after another for `phaseMs`. Answers operations per wall second and per CPU
@@ -82,7 +83,7 @@ const main = async (): Promise<void> => {
   }
 
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-secrets-'));
-  const cloudly = new Cloudly({ config: { port: 0, mongoDbUrl: null, dataDir, adminPassword: 'bench-admin-password-0123', logLevel: 'silent' } });
+  const cloudly = new Cloudly({ config: { port: 0, mongoDbUrl: null, dataDir, adminPassword: 'bench-admin-password-0123', logLevel: 'silent', ...benchSocketLimits } });
   await cloudly.start();
   try {
     const { store, secrets } = cloudly;
@@ -109,7 +110,7 @@ const main = async (): Promise<void> => {
         return { kind: 'write', change: { set: { designation, bearer } } };
       });
     };
-    const rounds = 4;
+    const rounds = sized(4, 1);
     const clear: Array<{ wall: number; cpu: number }> = [];
     const encrypted: Array<{ wall: number; cpu: number }> = [];
     for (let round = 0; round < rounds; round++) {

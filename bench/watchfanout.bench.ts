@@ -18,9 +18,10 @@ import { inParallel, startBenchCloudly, type IBenchCloudly } from './helpers/ben
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import type { IReq_Any_Cloudly_CreateCluster } from '../ts/interfaces/requests/admin.js';
 import type { IChangeEvent, IReq_Admin_WatchChanges, IReq_Cloudly_Admin_ChangeEvent, IReq_Cloudly_Admin_WatchExpired } from '../ts/interfaces/requests/watch.js';
+import { sized, smoke } from './helpers/smoke.js';
 
-const watcherCount = Number(process.argv[2] ?? 50);
-const eventCount = Number(process.argv[3] ?? 1000);
+const watcherCount = Number(process.argv[2] ?? sized(50, 3));
+const eventCount = Number(process.argv[3] ?? sized(1000, 20));
 const inFlight = 16;
 
 interface IWatcher {
@@ -161,9 +162,11 @@ const main = async (): Promise<void> => {
     `Load average when the run ended: ${loadAverage().map((valueArg) => valueArg.toFixed(1)).join(' / ')}.`,
     '',
   ];
-  const file = path.join(path.dirname(new URL(import.meta.url).pathname), 'results', 'watchfanout.md');
-  await fsp.writeFile(file, lines.join('\n'));
-  console.log(`wrote ${file}`);
+  if (!smoke) {
+    const file = path.join(path.dirname(new URL(import.meta.url).pathname), 'results', 'watchfanout.md');
+    await fsp.writeFile(file, lines.join('\n'));
+    console.log(`wrote ${file}`);
+  }
 };
 
 main().then(() => process.exit(0), (error: unknown) => {

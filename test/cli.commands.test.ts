@@ -1,44 +1,25 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { startTestCloudly, testAdminPassword, refusalOf, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { prepareIngressCluster } from './ingress.fixture.js';
+import { createCli, type ICli, type ICliRun } from './cli.fixture.js';
 
 /**
- * The `cloudly` executable, run as a child process (bin/cloudly.js, as `npx cloudly` runs it)
- * against a real server on a real port. Each child costs about a second under tsx, so the
- * scenarios share one server and one config directory and run in order.
+ * The `cloudly` commands against a real server on a real port, run in this process through the
+ * command runner (test/cli.fixture.ts: own stdout, stderr, stdin, environment and signals; real
+ * HTTP and socket to the server). The scenarios share one server and one config directory and
+ * run in order. test/cli.binary.test.ts runs the real executable as a child process.
  */
 
-const executable = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'cloudly.js');
-
 let t: ITestCloudly;
+let cli: ICli;
 let configDir: string;
 
-interface IRun {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+type IRun = ICliRun;
 
-const cloudly = (argsArg: string[], inputArg = ''): Promise<IRun> => new Promise((resolve, reject) => {
-  const { CLOUDLY_URL: _ignored, ...env } = process.env;
-  const child = spawn(process.execPath, [executable, ...argsArg], {
-    env: { ...env, CLOUDLY_CONFIG_DIR: configDir },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
-  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
-  child.on('error', reject);
-  child.on('close', (code) => resolve({ code, stdout, stderr }));
-  child.stdin.end(inputArg);
-});
+const cloudly = (argsArg: string[], inputArg = ''): Promise<IRun> => cli.run(argsArg, inputArg);
 
 type TLooseContract = { method: string; request: any; response: any };
 const api = (methodArg: string, requestArg: Record<string, unknown>): Promise<any> => t.admin.call<TLooseContract>(methodArg, requestArg);
@@ -50,12 +31,13 @@ const json = (runArg: IRun): any => {
 
 before(async () => {
   t = await startTestCloudly();
-  configDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-cli-config-'));
+  cli = await createCli();
+  configDir = cli.configDir;
 });
 
 after(async () => {
   await t.stop().catch(() => undefined);
-  await fsp.rm(configDir, { recursive: true, force: true });
+  await cli.dispose();
 });
 
 test('login reads the password from stdin and keeps the identity in a 0600 file in a 0700 directory', async () => {
@@ -176,23 +158,17 @@ test('ingress designate: --expect-current reads the facts first, a dry run store
 });
 
 test('watch prints each change as one JSON line and stops on Ctrl-C with exit 0', async () => {
-  const child = spawn(process.execPath, [executable, 'watch', '--kind', 'CloudlyCluster', '-o', 'json'], {
-    env: { ...process.env, CLOUDLY_CONFIG_DIR: configDir },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
-  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
-  const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+  const running = cli.start(['watch', '--kind', 'CloudlyCluster', '-o', 'json']);
+  running.child.stdin.end();
   try {
-    await waitFor(() => /watching from revision \d+/.test(stderr), `watch started (${stderr})`, 30_000);
+    await waitFor(() => /watching from revision \d+/.test(running.stderr), `watch started (${running.stderr})`, 30_000);
     await t.createCluster('cli-watched');
-    await waitFor(() => stdout.includes('\n'), 'a change printed', 10_000);
+    await waitFor(() => running.stdout.includes('\n'), 'a change printed', 10_000);
   } finally {
-    child.kill('SIGINT');
+    running.child.kill('SIGINT');
   }
-  assert.equal(await closed, 0, stderr);
+  const { code, stdout, stderr } = await running.closed;
+  assert.equal(code, 0, stderr);
   const events = stdout.trimEnd().split('\n').map((lineArg) => JSON.parse(lineArg));
   assert.equal(events[0].kind, 'CloudlyCluster');
   assert.equal(events[0].change, 'created');

@@ -1,14 +1,24 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { EventEmitter } from 'node:events';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { testAdminPassword, type ITestCloudly } from './helpers/cloudly.js';
+import { createCaller, testAdminPassword, type ITestCloudly } from './helpers/cloudly.js';
+import { runCli } from '../ts/cli/run.js';
+import { CloudlyAdminClient } from '../ts/client/admin.js';
 
 /**
- * Running the real `cloudly` executable (bin/cloudly.js, as `npx cloudly` runs it) as a child
- * process with its own config directory, for the CLI tests against a real server.
+ * Running `cloudly …` for the CLI tests against a real server, with its own config directory:
+ *
+ * - in process (the default): the command runner (ts/cli/run.ts) is called in the test's
+ *   process with its own stdout, stderr, stdin, environment and signals; its calls to the logged-in
+ *   test server go through `cloudly.dispatch` (helpers/cloudly.ts, `createCaller`), its sockets
+ *   (`watch`) to the server's real port. Everything the binary does but starting a process.
+ * - `{ binary: true }`: the real executable (bin/cloudly.js, as `npx cloudly` runs it) as a child
+ *   process; test/cli.binary.test.ts keeps the paths only a process shows (exit codes as the
+ *   shell sees them, real stdin, signals, an unreachable server).
  */
 
 export const cliExecutable = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'cloudly.js');
@@ -20,8 +30,14 @@ export interface ICliRun {
   stderr: string;
 }
 
+/** A running command: its stdin (left open by `start`) and a way to send it a signal. */
+export interface ICliProcess {
+  stdin: { end(inputArg?: string): void };
+  kill(signalArg?: NodeJS.Signals): boolean;
+}
+
 export interface ICliChild {
-  child: ChildProcessWithoutNullStreams;
+  child: ICliProcess;
   /** Output so far. */
   readonly stdout: string;
   readonly stderr: string;
@@ -32,7 +48,7 @@ export interface ICli {
   configDir: string;
   /** Runs `cloudly <args>` to its end, `inputArg` on stdin. */
   run(argsArg: string[], inputArg?: string): Promise<ICliRun>;
-  /** Starts `cloudly <args>` and hands back the running child (stdin left open). */
+  /** Starts `cloudly <args>` and hands back the running command (stdin left open). */
   start(argsArg: string[], envArg?: Record<string, string>): ICliChild;
   /** Logs in to the server as the test administrator. */
   login(tArg: ITestCloudly): Promise<void>;
@@ -44,25 +60,75 @@ const childEnv = (configDirArg: string, extraArg: Record<string, string> = {}): 
   return { ...env, CLOUDLY_CONFIG_DIR: configDirArg, ...extraArg };
 };
 
-export const createCli = async (): Promise<ICli> => {
+/** The real executable as a child process. */
+const startBinary = (configDirArg: string, argsArg: string[], envArg: Record<string, string> = {}): ICliChild => {
+  const child = spawn(process.execPath, [cliExecutable, ...argsArg], { env: childEnv(configDirArg, envArg), stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+  const closed = new Promise<ICliRun>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+  return {
+    child,
+    get stdout() { return stdout; },
+    get stderr() { return stderr; },
+    closed,
+  };
+};
+
+/** stdin of an in-process run: nothing is read until `end` gives the whole input. */
+const pipedStdin = () => {
+  let give: (valueArg: string) => void = () => undefined;
+  const input = new Promise<string>((resolve) => { give = resolve; });
+  return {
+    stream: {
+      isTTY: false,
+      async *[Symbol.asyncIterator]() {
+        const text = await input;
+        if (text) {
+          yield Buffer.from(text);
+        }
+      },
+    },
+    end: (inputArg = '') => give(inputArg),
+  };
+};
+
+export const createCli = async (optionsArg: { binary?: boolean } = {}): Promise<ICli> => {
   const configDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-cli-config-'));
-  const start = (argsArg: string[], envArg: Record<string, string> = {}): ICliChild => {
-    const child = spawn(process.execPath, [cliExecutable, ...argsArg], { env: childEnv(configDir, envArg), stdio: ['pipe', 'pipe', 'pipe'] });
+  /** The test server whose calls go through dispatch (set by `login`). */
+  let server: ITestCloudly | null = null;
+  const startInProcess = (argsArg: string[], envArg: Record<string, string> = {}): ICliChild => {
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
-    const closed = new Promise<ICliRun>((resolve, reject) => {
-      child.on('error', reject);
-      child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
-    });
+    const stdin = pipedStdin();
+    const signals = new EventEmitter();
+    const closed = runCli(argsArg, {
+      stdout: { write: (textArg: string) => { stdout += textArg; return true; } },
+      stderr: { write: (textArg: string) => { stderr += textArg; return true; } },
+      stdin: stdin.stream,
+      env: childEnv(configDir, envArg),
+      signals,
+      createClient: (urlArg) => (server && urlArg === server.baseUrl
+        ? createCaller(server.cloudly)
+        : new CloudlyAdminClient(urlArg)),
+    }).then((codeArg) => ({ code: codeArg, signal: null, stdout, stderr }));
     return {
-      child,
+      child: {
+        stdin: { end: stdin.end },
+        kill: (signalArg: NodeJS.Signals = 'SIGTERM') => signals.emit(signalArg),
+      },
       get stdout() { return stdout; },
       get stderr() { return stderr; },
       closed,
     };
   };
+  const start = (argsArg: string[], envArg: Record<string, string> = {}): ICliChild => (optionsArg.binary
+    ? startBinary(configDir, argsArg, envArg)
+    : startInProcess(argsArg, envArg));
   const cli: ICli = {
     configDir,
     start,
@@ -72,6 +138,7 @@ export const createCli = async (): Promise<ICli> => {
       return running.closed;
     },
     async login(tArg) {
+      server = tArg;
       const login = await cli.run(['login', '--url', tArg.baseUrl, '--username', 'admin'], `${testAdminPassword}\n`);
       assert.equal(login.code, 0, login.stderr);
     },

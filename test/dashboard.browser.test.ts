@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { WebSocket } from 'ws';
 import type { Page } from 'playwright-core';
-import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, type ITestCloudly } from './helpers/cloudly.js';
+import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { chromiumAvailable, chromiumPath, launchBrowser, type IBrowser } from './helpers/browser.js';
 import { connectElectedRelay, relayOrigin } from './ingress.fixture.js';
 import { chunked, descriptorOf } from './backup.fixture.js';
@@ -264,12 +264,13 @@ test('the audit log shows the designation, filters, and shows new entries live',
   await page.locator('[data-page=audit] table[aria-label="Audit events"] tbody tr').first().waitFor();
   await page.getByLabel('Method').fill('designateClusterIngress');
   await page.locator('[data-action=filter]').click();
+  // The designation's row is on the page before the filter applies too (the unfiltered list holds
+  // it), so its presence says nothing: wait until the list holds only the filtered method.
+  const listedMethods = async () => [...new Set(await page.locator('table[aria-label="Audit events"] tbody tr')
+    .evaluateAll((rows) => rows.map((row) => row.getAttribute('data-audit-method'))))];
+  await waitFor(async () => (await listedMethods()).join() === 'designateClusterIngress', 'the filtered audit list', 10_000).catch(() => undefined);
   await page.locator(`tr[data-audit-method=designateClusterIngress][data-target-id="${clusterId}"]`).waitFor();
-  assert.deepEqual(
-    [...new Set(await page.locator('table[aria-label="Audit events"] tbody tr').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-audit-method'))))],
-    ['designateClusterIngress'],
-    'only the filtered method is listed',
-  );
+  assert.deepEqual(await listedMethods(), ['designateClusterIngress'], 'only the filtered method is listed');
   await page.locator('[data-action=clear-filter]').click();
   const { cluster } = await t.createCluster('audited-live');
   await page.locator(`tr[data-audit-method=createCluster][data-target-id="${cluster.id}"]`).waitFor({ timeout: 10_000 });

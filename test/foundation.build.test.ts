@@ -62,7 +62,8 @@ test('the transpiled server starts under plain node, serves an admin, and stops 
     });
     const baseUrl = await new Promise<string>((resolve, reject) => {
       let stdout = '';
-      const timer = setTimeout(() => reject(new Error(`no "listening" line within 10 s:\n${stdout}${output}`)), 10_000);
+      // Bounded generously: a loaded machine (test files run in parallel) starts a process slowly.
+      const timer = setTimeout(() => reject(new Error(`no "listening" line within 60 s:\n${stdout}${output}`)), 60_000);
       spawned.stdout!.on('data', (chunkArg: Buffer) => {
         stdout += chunkArg.toString('utf8');
         const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"[^\n]*"msg":"cloudly is listening"/.exec(stdout)?.[1];

@@ -12,7 +12,7 @@ import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { cloudlyProcessEnv, exitOf, killHard, serverLauncher, startCloudlyProcess, startNpmStartProcess } from './helpers/process.js';
+import { cloudlyProcessEnv, exitOf, killHard, processStartBoundMs, serverLauncher, startCloudlyProcess, startNpmStartProcess } from './helpers/process.js';
 
 const projectRoot = path.resolve(import.meta.dirname, '..');
 /** The node flags the server must run with (their values are the launcher's to choose). */
@@ -217,7 +217,7 @@ test('`npm start` and `cloudly server` start the server through the launcher; SI
     let output = '';
     cli.stdout!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
     cli.stderr!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + processStartBoundMs;
     while (!/cloudly is listening/.test(output)) {
       assert.ok(Date.now() < deadline && cli.exitCode === null, `cloudly server did not start:\n${output}`);
       await new Promise((resolve) => setTimeout(resolve, 50));

@@ -11,6 +11,7 @@ import {
   maximumRelayErrorReasonLength,
   maximumRelayErrorReasons,
   relayCallRefusal,
+  type IRelayCallTimeouts,
 } from '../ts/core/relaycalls.js';
 import { PeerUnavailableError } from '../ts/core/envelopepeer.js';
 import { readConfig } from '../ts/config.js';
@@ -95,9 +96,19 @@ describe('refusals and answers through the administrator\'s calls', () => {
   let relay: CloudlyRelayClient;
   /** What the relay does next for each method. */
   const behaviour = new Map<string, () => Promise<unknown>>();
+  let configuredTimeouts: IRelayCallTimeouts;
 
   before(async () => {
     t = await startTestCloudly({ relayCallTimeoutMs: 150, relayArchiveCallTimeoutMs: 200, relayBackupCallTimeoutMs: 250, relayAnswerLimitBytes: 64 * 1024, bodyLimitBytes: 64 * 1024 });
+    // The short configured timeouts are for the timeout test; every other test here waits for an
+    // answer, which a loaded machine (files run in parallel) can hold back past 150 ms.
+    configuredTimeouts = {
+      hint: t.cloudly.relays.timeoutOf('pushClusterIngressRouteTableChanged'),
+      ordinary: t.cloudly.relays.timeoutOf('getClusterCorestoreLegacyResources'),
+      archive: t.cloudly.relays.timeoutOf('pruneClusterNodeArchive'),
+      backup: t.cloudly.relays.timeoutOf('backupClusterService'),
+    };
+    t.cloudly.relays.setCallTimeouts({ ...defaultRelayCallTimeouts });
     world = await addClusterWorld(t, 'refusals');
     relay = world.relay;
     for (const method of ['backupClusterService', 'restoreClusterService', 'pruneClusterNodeArchive', 'getClusterCorestoreLegacyResources']) {
@@ -156,7 +167,9 @@ describe('refusals and answers through the administrator\'s calls', () => {
     assert.ok(reasons.slice(1).every((reason) => reason.startsWith('answer')), reasons.join(' | '));
   });
 
-  test('each timeout class ends its calls as relay-timeout (short configured timeouts)', async () => {
+  test('each timeout class ends its calls as relay-timeout (short configured timeouts)', async (context) => {
+    t.cloudly.relays.setCallTimeouts(configuredTimeouts);
+    context.after(() => t.cloudly.relays.setCallTimeouts({ ...defaultRelayCallTimeouts }));
     behaviour.set('getClusterCorestoreLegacyResources', never);
     behaviour.set('pruneClusterNodeArchive', never);
     behaviour.set('backupClusterService', never);

@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Cloudly } from '../../ts/classes.cloudly.js';
 import { CloudlyAdminClient } from '../../ts/client/admin.js';
+import { benchSocketLimits, sized } from './smoke.js';
 
 /** Pieces the request benchmarks share: a real Cloudly with a logged-in admin socket, and timers. */
 
@@ -19,7 +20,7 @@ export interface IBenchCloudly {
 /** A real Cloudly on a free loopback port with the embedded database in a fresh data directory; no socket rate limit. */
 export const startBenchCloudly = async (nameArg: string): Promise<IBenchCloudly> => {
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), `cloudly-bench-${nameArg}-`));
-  const cloudly = new Cloudly({ config: { port: 0, mongoDbUrl: null, dataDir, adminPassword: benchAdminPassword, logLevel: 'silent', socketRequestsPerSecond: 1_000_000 } });
+  const cloudly = new Cloudly({ config: { port: 0, mongoDbUrl: null, dataDir, adminPassword: benchAdminPassword, logLevel: 'silent', ...benchSocketLimits } });
   await cloudly.start();
   const admin = new CloudlyAdminClient(cloudly.baseUrl);
   await admin.login('admin', benchAdminPassword);
@@ -71,7 +72,7 @@ export const ratePerSecond = async (
   let done = 0;
   const started = performance.now();
   await Promise.all(Array.from({ length: inFlightArg }, async (_, worker) => {
-    while (performance.now() - started < budgetMsArg && done < maxOpsArg) {
+    while (performance.now() - started < sized(budgetMsArg, 100) && done < sized(maxOpsArg, 100)) {
       await opArg(worker);
       done++;
     }

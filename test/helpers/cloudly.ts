@@ -12,6 +12,9 @@ import { CloudlyRelayClient } from '../../ts/client/relay.js';
 import type { IIdentity } from '../../ts/interfaces/data/user.js';
 import type { ICluster } from '../../ts/interfaces/data/cluster.js';
 import type { IReq_Any_Cloudly_CreateCluster } from '../../ts/interfaces/requests/admin.js';
+import { TypedResponseError } from '@api.global/typedrequest';
+import { readFrame, refusalEnvelope, type IEnvelope } from '../../ts/core/envelopepeer.js';
+import { buildRequestEnvelope } from '../../ts/client/transport.js';
 
 /**
  * Starts a real Cloudly on a free port with the embedded database and a fresh data directory,
@@ -27,6 +30,11 @@ export interface ITestCloudly {
   baseUrl: string;
   dataDir: string;
   admin: CloudlyAdminClient;
+  /**
+   * The same administrator's client, calling `cloudly.dispatch` in this process (no HTTP): the
+   * whole request pipeline from the boundary parser on (see `dispatchInProcess`).
+   */
+  caller: CloudlyAdminClient;
   identity: IIdentity;
   /** Every log line written so far (JSON text). */
   logs: string[];
@@ -68,7 +76,7 @@ export const startTestCloudly = async (configArg: Partial<ICloudlyConfig> = {}):
     await cloudly.start();
     const admin = new CloudlyAdminClient(cloudly.baseUrl);
     const identity = await admin.login(testAdminUsername, testAdminPassword);
-    return { cloudly, admin, identity };
+    return { cloudly, admin, identity, caller: createCaller(cloudly, identity) };
   };
   const handle: ITestCloudly = {
     ...(await boot()),
@@ -110,6 +118,41 @@ export const startTestCloudly = async (configArg: Partial<ICloudlyConfig> = {}):
   };
   handle.baseUrl = handle.cloudly.baseUrl;
   return handle;
+};
+
+/**
+ * One request through Cloudly's request pipeline in this process, as `inject()` does for fastify:
+ * the envelope is written as the wire carries it, read by the same boundary parser as an HTTP
+ * body (`readFrame`), routed by `cloudly.dispatch` (guards, identity checks, validation, metrics)
+ * and its answer read back from JSON. A refusal is thrown as the HTTP client throws it
+ * (TypedResponseError with the contract's error data); only the socket and HTTP layers are skipped.
+ */
+export const dispatchInProcess = (cloudlyArg: Cloudly) => async (methodArg: string, requestArg: unknown): Promise<unknown> => {
+  const frame = readFrame(JSON.stringify(buildRequestEnvelope(methodArg, requestArg)), 'body');
+  const answer: IEnvelope = frame.kind === 'request'
+    ? await cloudlyArg.dispatch(frame.envelope, { transport: 'http', remoteAddress: '127.0.0.1' })
+    : frame.kind === 'refused'
+      ? refusalEnvelope(frame.correlationId ?? '', frame.method ?? '', frame.reasons)
+      : refusalEnvelope(frame.correlationId, methodArg, ['envelope phase must be request']);
+  const wire = JSON.parse(JSON.stringify(answer)) as IEnvelope;
+  if (wire.error) {
+    throw new TypedResponseError(wire.error.text, wire.error.data);
+  }
+  if (wire.response === undefined) {
+    throw new Error(`in-process call ${methodArg} answered no response`);
+  }
+  return wire.response;
+};
+
+/**
+ * An admin client whose calls go through `dispatchInProcess` (like tRPC's `createCaller`), with
+ * an identity already issued (e.g. `t.identity`); without one, `login` issues it in process too.
+ * Its socket methods (`connectSocket`) still open a real socket to `cloudly.baseUrl`.
+ */
+export const createCaller = (cloudlyArg: Cloudly, identityArg: IIdentity | null = null): CloudlyAdminClient => {
+  const caller = new CloudlyAdminClient(cloudlyArg.baseUrl, { post: dispatchInProcess(cloudlyArg) });
+  caller.identity = identityArg;
+  return caller;
 };
 
 /** Waits until `predicateArg` holds, polling; fails with `messageArg` after `timeoutMsArg`. */

@@ -57,8 +57,15 @@ const startListening = (commandArg: string, argsArg: string[], envArg: NodeJS.Pr
   child.once('exit', (code) => reject(Object.assign(new Error(`cloudly exited with ${code}`), { code, output })));
 });
 
+/**
+ * The bound on a child Cloudly process starting (or refusing to start). About 6 s on a quiet
+ * 2-core machine; test files run in parallel and the machine may be shared, so the bound is far
+ * above that. Only a hung process waits this long.
+ */
+export const processStartBoundMs = 120_000;
+
 /** Runs the CLI to completion (for start-up refusals); resolves with its exit code and output. */
-export const runCloudlyProcessToExit = (envArg: NodeJS.ProcessEnv, timeoutMsArg = 30_000): Promise<{ code: number | null; output: string }> =>
+export const runCloudlyProcessToExit = (envArg: NodeJS.ProcessEnv, timeoutMsArg = processStartBoundMs): Promise<{ code: number | null; output: string }> =>
   new Promise((resolve) => {
     const child = spawn(serverLauncher, cliArguments, { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
@@ -86,7 +93,7 @@ export const killHard = async (childArg: ChildProcess): Promise<void> => {
 };
 
 /** Waits until the process's output matches `patternArg`; fails with the output after `timeoutMsArg`. */
-export const waitForOutput = async (processArg: ICloudlyProcess, patternArg: RegExp, timeoutMsArg = 10_000): Promise<void> => {
+export const waitForOutput = async (processArg: ICloudlyProcess, patternArg: RegExp, timeoutMsArg = 60_000): Promise<void> => {
   const deadline = Date.now() + timeoutMsArg;
   while (!patternArg.test(processArg.output())) {
     if (Date.now() > deadline) {

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { openContext, parseInteger, reportFailure, type ICommandContext } from './context.js';
+import { setExitCode } from './io.js';
 
 /** What every subcommand is built from: the action wrapper and the shared options. */
 
@@ -17,7 +18,7 @@ export const run = (actionArg: TAction) => async (...argsArg: unknown[]): Promis
     url = ctx.url;
     await actionArg(ctx, options);
   } catch (error) {
-    process.exitCode = reportFailure(error, url);
+    setExitCode(reportFailure(error, url));
   }
 };
 

@@ -16,6 +16,7 @@ import {
   auditColumns, backupColumns, bindingColumns, clusterColumns, describeInitialization, formatTime, listTable, nodeColumns,
   recordTable, serviceColumns, serviceTable,
 } from './tables.js';
+import { cliIo, setExitCode } from './io.js';
 
 /** A value compare-and-swap (`expected`): `--expect <json|none>` or `--expect-current`. */
 const expectedValue = async (
@@ -59,7 +60,7 @@ const addSessionCommands = (programArg: Command): void => {
       let url: string | undefined;
       try {
         parseFormat(options.output);
-        url = options.url || process.env.CLOUDLY_URL ? normalizeServerUrl(options.url ?? process.env.CLOUDLY_URL) : await resolveUrl(options);
+        url = options.url || cliIo().env.CLOUDLY_URL ? normalizeServerUrl(options.url ?? cliIo().env.CLOUDLY_URL) : await resolveUrl(options);
         const password = await readPassword(`password for ${options.username} at ${url}: `);
         if (!password) {
           throw new UsageError('no password given (type it at the prompt, or pipe it on stdin)');
@@ -72,7 +73,7 @@ const addSessionCommands = (programArg: Command): void => {
         await writeCredentials(credentials);
         note(`logged in to ${url} as ${identity.name}; identity kept in ${credentialsPath()} until ${new Date(identity.expiresAt).toISOString()}`);
       } catch (error) {
-        process.exitCode = reportFailure(error instanceof Error && /is not a URL|must be an http/.test(error.message) ? new UsageError(error.message) : error, url);
+        setExitCode(reportFailure(error instanceof Error && /is not a URL|must be an http/.test(error.message) ? new UsageError(error.message) : error, url));
       }
     });
 
@@ -114,9 +115,9 @@ const addSessionCommands = (programArg: Command): void => {
           note(`logged out of ${url}`);
         }
         await writeCredentials(credentials);
-        process.exitCode = failure;
+        setExitCode(failure);
       } catch (error) {
-        process.exitCode = reportFailure(error);
+        setExitCode(reportFailure(error));
       }
     });
 };
@@ -796,8 +797,9 @@ const addWatchCommand = (programArg: Command): void => {
       const stop = (): void => {
         void ctx.call('unwatchChanges', { watchId: answer.watchId }).catch(() => undefined).finally(() => ended?.(exitCodes.ok));
       };
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
+      const { signals } = cliIo();
+      signals.once('SIGINT', stop);
+      signals.once('SIGTERM', stop);
       const closedTimer = setInterval(() => {
         if (!ctx.client.socketOpen) {
           note('the server closed the socket');
@@ -807,7 +809,7 @@ const addWatchCommand = (programArg: Command): void => {
       const code = await done;
       clearInterval(closedTimer);
       ctx.client.close();
-      process.exitCode = code;
+      setExitCode(code);
     }));
 };
 

@@ -1,4 +1,5 @@
 import type { Command, Option } from 'commander';
+import { cliIo } from './io.js';
 
 /**
  * Shell completion generated from the command tree itself: commands, subcommands, each command's
@@ -120,6 +121,6 @@ export const addCompletionCommand = (programArg: Command): void => {
       if (shellArg !== 'bash' && shellArg !== 'zsh') {
         programArg.error(`completion: shell must be bash or zsh, not ${JSON.stringify(shellArg)}`, { exitCode: 2, code: 'cloudly.usage' });
       }
-      process.stdout.write(shellArg === 'bash' ? bashCompletion(programArg) : zshCompletion(programArg));
+      cliIo().stdout.write(shellArg === 'bash' ? bashCompletion(programArg) : zshCompletion(programArg));
     });
 };

@@ -3,6 +3,7 @@ import type { CloudlyAdminClient } from '../client/admin.js';
 import type { ITypedContract } from '../interfaces/requests/admin.js';
 import { normalizeServerUrl, readCredentials } from './credentials.js';
 import { note, outputFormats, writeErr, type TOutputFormat } from './output.js';
+import { cliIo } from './io.js';
 
 /** Exit codes of every command (docs/cli.md). */
 export const exitCodes = Object.freeze({ ok: 0, refused: 1, usage: 2, unavailable: 3 } as const);
@@ -34,7 +35,7 @@ export const parseFormat = (valueArg: string | undefined): TOutputFormat => {
 
 /** The server to talk to: `--url`, else `$CLOUDLY_URL`, else the server of the last login. */
 export const resolveUrl = async (optionsArg: IGlobalOptions): Promise<string> => {
-  const given = optionsArg.url ?? process.env.CLOUDLY_URL;
+  const given = optionsArg.url ?? cliIo().env.CLOUDLY_URL;
   if (given) {
     try {
       return normalizeServerUrl(given);
@@ -55,6 +56,10 @@ export const resolveUrl = async (optionsArg: IGlobalOptions): Promise<string> =>
  * costs about a second, so help, usage errors and completion stay quick.
  */
 export const loadAdminClient = async (urlArg: string): Promise<CloudlyAdminClient> => {
+  const { createClient } = cliIo();
+  if (createClient) {
+    return createClient(urlArg);
+  }
   const { CloudlyAdminClient: ClientClass } = await import('../client/admin.js');
   return new ClientClass(urlArg);
 };
@@ -106,8 +111,8 @@ export const readJsonFile = async (pathArg: string): Promise<unknown> => {
   try {
     if (pathArg === '-') {
       const chunks: Buffer[] = [];
-      for await (const chunk of process.stdin) {
-        chunks.push(chunk as Buffer);
+      for await (const chunk of cliIo().stdin) {
+        chunks.push(Buffer.from(chunk));
       }
       text = Buffer.concat(chunks).toString('utf8');
     } else {

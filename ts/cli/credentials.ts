@@ -3,6 +3,7 @@ import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { IIdentity } from '../interfaces/data/user.js';
+import { cliIo } from './io.js';
 
 /**
  * The identities `cloudly login` keeps, one per server URL, in the user's config directory:
@@ -17,11 +18,12 @@ export interface ICredentialsFile {
 }
 
 export const configDirectory = (): string => {
-  if (process.env.CLOUDLY_CONFIG_DIR) {
-    return path.resolve(process.env.CLOUDLY_CONFIG_DIR);
+  const { env } = cliIo();
+  if (env.CLOUDLY_CONFIG_DIR) {
+    return path.resolve(env.CLOUDLY_CONFIG_DIR);
   }
-  const base = process.env.XDG_CONFIG_HOME && path.isAbsolute(process.env.XDG_CONFIG_HOME)
-    ? process.env.XDG_CONFIG_HOME
+  const base = env.XDG_CONFIG_HOME && path.isAbsolute(env.XDG_CONFIG_HOME)
+    ? env.XDG_CONFIG_HOME
     : path.join(os.homedir(), '.config');
   return path.join(base, 'cloudly');
 };

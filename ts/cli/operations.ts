@@ -4,6 +4,7 @@ import { mutation, pageOptions, pageRequest, run, type TOptions } from './comman
 import { note, printAnswer, writeErr } from './output.js';
 import { createProgressView, describeSample, formatBytes } from './progress.js';
 import { formatTime, listTable, recordTable } from './tables.js';
+import { cliIo, setExitCode } from './io.js';
 
 /**
  * Long work the server answers at once with an operation (backups, restores): the CLI follows it
@@ -118,7 +119,8 @@ export const followOperation = async (
     }
     wake?.();
   };
-  process.on('SIGINT', onSignal);
+  const { signals } = cliIo();
+  signals.on('SIGINT', onSignal);
   try {
     for (;;) {
       const operation = answer.operation as TOperation;
@@ -128,7 +130,7 @@ export const followOperation = async (
       if (operation.state !== 'running') {
         view.finish(operation.state === 'completed' ? 'completed' : `${operation.state}${operation.reason ? ` (${operation.reason})` : ''}`);
         printAnswer(answer, ctxArg.format, () => tableArg(operation));
-        process.exitCode = reportEnd(operation);
+        setExitCode(reportEnd(operation));
         return;
       }
       if (interrupted === 'detach') {
@@ -136,7 +138,7 @@ export const followOperation = async (
         note([`detached: operation ${operation.operationId} goes on on the server (${operation.progress ? describeSample(operation.progress, null) : operation.state})`,
           ...followHints(operation.operationId)].join('\n'));
         printAnswer(answer, ctxArg.format, () => tableArg(operation));
-        process.exitCode = exitCodes.ok;
+        setExitCode(exitCodes.ok);
         return;
       }
       if (interrupted === 'cancel' && cancelling === null) {
@@ -161,7 +163,7 @@ export const followOperation = async (
     note(`following operation ${operationIdArg} stopped; it may still be running:\n${followHints(operationIdArg).join('\n')}`);
     throw error;
   } finally {
-    process.removeListener('SIGINT', onSignal);
+    signals.removeListener('SIGINT', onSignal);
   }
 };
 

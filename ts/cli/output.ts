@@ -3,22 +3,27 @@
  * notes, progress) to stderr. Tables, JSON (exactly the API answer) and a small YAML emitter.
  */
 
+import { cliIo } from './io.js';
+
 export type TOutputFormat = 'table' | 'json' | 'yaml';
 export const outputFormats: TOutputFormat[] = ['table', 'json', 'yaml'];
 
 export const writeOut = (textArg: string): void => {
-  process.stdout.write(textArg.endsWith('\n') ? textArg : `${textArg}\n`);
+  cliIo().stdout.write(textArg.endsWith('\n') ? textArg : `${textArg}\n`);
 };
 
 export const writeErr = (textArg: string): void => {
-  process.stderr.write(textArg.endsWith('\n') ? textArg : `${textArg}\n`);
+  cliIo().stderr.write(textArg.endsWith('\n') ? textArg : `${textArg}\n`);
 };
 
 /** A note about what the command did (read first, dry run …): stderr, so stdout stays the answer. */
 export const note = (textArg: string): void => writeErr(textArg);
 
 /** The terminal width tables must fit: the terminal's own, or 80 when stdout is not a terminal. */
-export const tableWidth = (): number => (process.stdout.isTTY && process.stdout.columns ? process.stdout.columns : 80);
+export const tableWidth = (): number => {
+  const { stdout } = cliIo();
+  return stdout.isTTY && stdout.columns ? stdout.columns : 80;
+};
 
 const cellText = (valueArg: unknown): string => {
   if (valueArg === undefined || valueArg === null) {
@@ -133,19 +138,20 @@ export const printAnswer = (answerArg: unknown, formatArg: TOutputFormat, tableA
 /** A plain "waiting" line for work that has no progress to report (the relay answers when done). */
 export const waitingLine = (textArg: string): (() => void) => {
   const started = Date.now();
-  if (!process.stderr.isTTY) {
+  const { stderr } = cliIo();
+  if (!stderr.isTTY) {
     writeErr(`${textArg}`);
     return () => writeErr(`done after ${((Date.now() - started) / 1000).toFixed(1)} s`);
   }
   const frames = ['|', '/', '-', '\\'];
   let frame = 0;
   const draw = (): void => {
-    process.stderr.write(`\r${frames[frame++ % frames.length]} ${textArg} ${((Date.now() - started) / 1000).toFixed(0)} s`);
+    stderr.write(`\r${frames[frame++ % frames.length]} ${textArg} ${((Date.now() - started) / 1000).toFixed(0)} s`);
   };
   draw();
   const timer = setInterval(draw, 250);
   return () => {
     clearInterval(timer);
-    process.stderr.write(`\r${textArg} done after ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+    stderr.write(`\r${textArg} done after ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
   };
 };

@@ -1,3 +1,5 @@
+import { cliIo, type ICliOutputStream } from './io.js';
+
 /**
  * Progress of an operation on stderr: a bar redrawn in place on a terminal (bytes, percent, rate,
  * phase, elapsed time), plain lines otherwise (one per phase change, then at most one a second
@@ -78,7 +80,7 @@ export const describeSample = (sampleArg: IProgressSample, rateArg: number | nul
 
 export const createProgressView = (
   labelArg: string,
-  streamArg: NodeJS.WriteStream = process.stderr,
+  streamArg: ICliOutputStream = cliIo().stderr,
   nowArg: () => number = Date.now,
 ): IProgressView => {
   const started = nowArg();

@@ -1,9 +1,14 @@
-/** Reads passwords: a hidden prompt on a terminal, otherwise lines of stdin. Never an argument. */
+import { cliIo } from './io.js';
+
+/**
+ * Reads passwords: a hidden prompt on a terminal, otherwise lines of stdin. Never an argument.
+ * A hidden prompt needs the process's own terminal (raw mode), so it reads process.stdin.
+ */
 
 const readStdinLines = async (): Promise<string[]> => {
   const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) {
-    chunks.push(chunk as Buffer);
+  for await (const chunk of cliIo().stdin) {
+    chunks.push(Buffer.from(chunk));
   }
   return Buffer.concat(chunks).toString('utf8').split(/\r?\n/);
 };
@@ -47,14 +52,14 @@ const readHidden = (promptArg: string): Promise<string> => new Promise((resolve,
 });
 
 export const readPassword = async (promptArg: string): Promise<string> =>
-  (process.stdin.isTTY ? readHidden(promptArg) : (await readStdinLines())[0] ?? '');
+  (cliIo().stdin.isTTY ? readHidden(promptArg) : (await readStdinLines())[0] ?? '');
 
 /**
  * Several secrets: on a terminal one hidden prompt each (`confirmArg` asks the last one twice and
  * they must match); otherwise one line of stdin each, in order.
  */
 export const readSecrets = async (promptsArg: string[], confirmArg?: string): Promise<string[]> => {
-  if (!process.stdin.isTTY) {
+  if (!cliIo().stdin.isTTY) {
     const lines = await readStdinLines();
     return promptsArg.map((_promptArg, indexArg) => lines[indexArg] ?? '');
   }

@@ -1,0 +1,15 @@
+/**
+ * `npm run bench -- --smoke` (bench/run.ts sets CLOUDLY_BENCH_SMOKE=1): every bench runs with tiny
+ * sizes, so CI proves each one still runs to its end in seconds. Smoke figures mean nothing and
+ * are written nowhere (no bench/results file is touched).
+ */
+export const smoke = process.env.CLOUDLY_BENCH_SMOKE === '1';
+
+/** The full size, or the smoke size in a smoke run. */
+export const sized = <T>(fullArg: T, smokeArg: T): T => (smoke ? smokeArg : fullArg);
+
+/**
+ * Per-socket request limits for a bench's own Cloudly: the limits guard against a hostile peer;
+ * a bench's load is the point, so they are set out of its way.
+ */
+export const benchSocketLimits = { socketRequestsPerSecond: 1_000_000, socketPendingRequests: 100_000 } as const;

@@ -1,0 +1,45 @@
+import { Command, CommanderError, Option } from 'commander';
+import { addCommands } from './commands.js';
+import { addCompletionCommand } from './completion.js';
+import { exitCodes } from './context.js';
+import { cliIo, withCliIo, type ICliIo } from './io.js';
+import { writeErr, writeOut } from './output.js';
+
+/**
+ * One `cloudly …` invocation: builds the command tree, runs the arguments (without `node` and
+ * the script) and answers the exit code: 0 ok, 1 refused, 2 usage, 3 unavailable (docs/cli.md).
+ * main.ts runs it with the process's own streams; given an `ICliIo`, it runs with those instead
+ * (the tests run commands in their own process this way).
+ */
+
+const buildProgram = (): Command => {
+  const program = new Command('cloudly')
+    .description('Operate a Cloudly control plane: clusters, nodes, services, ingress, Corestore, backups.')
+    .addOption(new Option('-u, --url <url>', 'the server (default: $CLOUDLY_URL, else the server of the last login)'))
+    .addOption(new Option('-o, --output <format>', 'table, json (exactly the API answer) or yaml').choices(['table', 'json', 'yaml']).default('table'))
+    .showHelpAfterError('(add --help for usage)')
+    .configureOutput({ writeOut: (textArg) => writeOut(textArg), writeErr: (textArg) => writeErr(textArg) })
+    .exitOverride();
+  addCommands(program);
+  addCompletionCommand(program);
+  program.addHelpText('after', '\nExit codes: 0 ok, 1 refused, 2 usage error, 3 server unavailable.');
+  return program;
+};
+
+const runHere = async (argsArg: string[]): Promise<number> => {
+  try {
+    await buildProgram().parseAsync(argsArg, { from: 'user' });
+    const code = cliIo().exitCode;
+    return typeof code === 'number' ? code : exitCodes.ok;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      const ok = ['commander.helpDisplayed', 'commander.version'].includes(error.code);
+      return ok ? exitCodes.ok : exitCodes.usage;
+    }
+    writeErr(`cloudly: ${(error as Error)?.message ?? String(error)}`);
+    return exitCodes.refused;
+  }
+};
+
+export const runCli = (argsArg: string[], ioArg?: ICliIo): Promise<number> =>
+  (ioArg ? withCliIo(ioArg, () => runHere(argsArg)) : runHere(argsArg));
