@@ -13,7 +13,7 @@
  *    reconcile step plus the read), both in the process, and `getServiceById` over the socket.
  *
  *   node --import tsx bench/reconciler.bench.ts [services] [clusters] [rate] [seconds] [passServices]
- *   node --import tsx bench/reconciler.bench.ts --smoke
+ *   npm run bench -- --smoke reconciler      (tiny sizes; no results file)
  */
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
@@ -22,10 +22,10 @@ import { inParallel, startBenchCloudly, timeEach } from './helpers/benchcloudly.
 import type { IReq_Any_Cloudly_CreateCluster } from '../ts/interfaces/requests/admin.js';
 import type { IReq_Any_Cloudly_CreateService, IReq_Any_Cloudly_UpdateService } from '../ts/interfaces/requests/service.js';
 import { runInOperation } from '../ts/core/operationcontext.js';
+import { smoke } from './helpers/smoke.js';
 import { serviceKind, serviceRuntimeStatusKind } from '../ts/manager.service/service.manager.js';
 
-const smoke = process.argv.includes('--smoke');
-const args = process.argv.slice(2).filter((arg) => arg !== '--smoke').map(Number);
+const args = process.argv.slice(2).map(Number);
 const serviceCount = args[0] ?? (smoke ? 20 : 1_000);
 const clusterCount = args[1] ?? (smoke ? 2 : 100);
 const rate = args[2] ?? (smoke ? 20 : 100);
@@ -165,7 +165,7 @@ const main = async (): Promise<void> => {
     const lines = [
       '# Reconciler',
       '',
-      `Run \`node --import tsx bench/reconciler.bench.ts${smoke ? ' --smoke' : ''}\` (${new Date().toISOString().slice(0, 10)}, shared 2-core machine, embedded database, admin socket).`,
+      `Run \`node --import tsx bench/reconciler.bench.ts\` (${new Date().toISOString().slice(0, 10)}, shared 2-core machine, embedded database, admin socket).`,
       `${serviceCount} services on ${clusterCount} clusters (one node each); seeding took ${seedSeconds.toFixed(1)} s.`,
       '',
       '## Input change → stored verdict',

@@ -20,8 +20,9 @@ import { createLogger } from '../ts/core/logger.js';
 import { writeFully } from '../ts/core/durablefiles.js';
 import { verifySnapshotFile } from '../ts/core/snapshotfile.js';
 import { restoreSnapshotFile } from '../ts/cli/snapshot.js';
+import { sized } from './helpers/smoke.js';
 
-const documents = 100_000;
+const documents = sized(100_000, 2_000);
 const phase = (nameArg: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${nameArg}\n`);
 const max = (valuesArg: number[]) => valuesArg.reduce((a, b) => Math.max(a, b), 0);
 const p50 = (valuesArg: number[]) => [...valuesArg].sort((a, b) => a - b)[Math.floor(valuesArg.length / 2)] ?? NaN;
@@ -55,7 +56,7 @@ const main = async (): Promise<void> => {
     const bulk = cloudly.database.mongoDb.collection('CloudlyBenchBulk');
     const payload = 'p'.repeat(256);
     for (let start = 0; start < documents; start += 1000) {
-      await bulk.insertMany(Array.from({ length: 1000 }, (_, index) => ({ id: `bulk-${start + index}`, generation: 1, payload, at: new Date() })));
+      await bulk.insertMany(Array.from({ length: Math.min(1000, documents) }, (_, index) => ({ id: `bulk-${start + index}`, generation: 1, payload, at: new Date() })));
     }
     const admin = new CloudlyAdminClient(cloudly.baseUrl);
     const identity = await admin.login('admin', 'bench-admin-password-1');

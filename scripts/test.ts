@@ -55,6 +55,8 @@ const e2ePatterns: RegExp[] = [
   /^boundary\./,
   /^streams\./,
   /^backup\.(s3|relayclosures)\./,
+  /^storage\.(crash|lock|shutdown|verify|snapshot)\./,
+  /^sim\./,
 ];
 
 export const laneOf = (fileArg: string): TLane => {
@@ -75,6 +77,8 @@ export const laneOf = (fileArg: string): TLane => {
  * name order.
  */
 const slowFirst = [
+  'storage.crash',
+  'sim.fleet',
   'foundation.journal',
   'multiinstance',
   'multiinstance.forwarding',
@@ -86,6 +90,7 @@ const slowFirst = [
   'backup.s3',
   'secret.atrest',
   'foundation.launcher',
+  'multiinstance.reconciler',
   'runtimenetwork.restart',
   'cli.binary',
   'operations.audit',

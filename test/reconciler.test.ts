@@ -12,8 +12,6 @@ import type { IClusterOverviewService } from '../ts/interfaces/requests/overview
 import { serviceKind } from '../ts/manager.service/service.manager.js';
 import type { ICloudlyMethods } from '../ts/interfaces/requests/methodmap.js';
 import { currentOperation } from '../ts/core/operationcontext.js';
-import { reconcileKeysOf } from '../ts/manager.reconciler/triggers.js';
-import { decideReconcilerLease } from '../ts/manager.reconciler/leadership.js';
 
 /**
  * The reconciler keeps every verdict current without anyone reading it, its writes are Cloudly's
@@ -58,24 +56,6 @@ const waitForVerdict = async (serviceIdArg: string, expectedArg: [string, string
 };
 
 const reconcilerIdle = () => waitFor(() => t.cloudly.reconciler.busyKeys === 0, 'the reconciler is idle', 10_000);
-
-test('the trigger table: each input names the keys it affects, and the verdict itself triggers nothing', () => {
-  assert.deepEqual(reconcileKeysOf('CloudlyService', 'svc-1'), ['service:svc-1']);
-  assert.deepEqual(reconcileKeysOf('CloudlyPlatformBinding', 'pb-1', { serviceId: 'svc-1' }), ['service:svc-1']);
-  assert.deepEqual(reconcileKeysOf('CloudlyPlatformBinding', 'pb-1', {}), [], 'an owner it cannot name is left to the resync');
-  assert.deepEqual(reconcileKeysOf('CloudlyClusterNode', 'c1/n1'), ['cluster:c1']);
-  assert.deepEqual(reconcileKeysOf('CloudlyRuntimeNetworkAddressPlan', 'plan'), ['all']);
-  assert.deepEqual(reconcileKeysOf('CloudlyServiceRuntimeStatus', 'svc-1'), []);
-  assert.deepEqual(reconcileKeysOf('CloudlyAdminUser', 'u1'), []);
-});
-
-test('the reconciler lease: free or expired is taken, our own is renewed, another live holder keeps it', () => {
-  assert.equal(decideReconcilerLease(null, 'a', 1_000, 500).kind, 'create');
-  const held = { id: 'reconciler', generation: 3, holder: 'b', expiresAt: 2_000 };
-  assert.equal(decideReconcilerLease(held, 'a', 1_999, 500).kind, 'keep');
-  assert.deepEqual(decideReconcilerLease(held, 'a', 2_000, 500), { kind: 'write', change: { set: { holder: 'a', expiresAt: 2_500 } } });
-  assert.deepEqual(decideReconcilerLease(held, 'b', 1_500, 500), { kind: 'write', change: { set: { holder: 'b', expiresAt: 2_000 } } });
-});
 
 test('a verdict is judged without anyone reading the service: a binding moves it to waiting and back, on the cluster page', async () => {
   const service = await createService('unread');
