@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import type { Command } from 'commander';
+import { setExitCode } from './io.js';
 import { exitCodes, resolveUrl, UsageError } from './context.js';
 import { readCredentials } from './credentials.js';
 import { printAnswer, writeErr } from './output.js';
@@ -160,10 +161,10 @@ const runSnapshotCommand = async (
   } catch (error) {
     if (error instanceof UsageError) {
       writeErr(`cloudly: ${error.message}`);
-      process.exitCode = exitCodes.usage;
+      setExitCode(exitCodes.usage);
       return;
     }
     writeErr(`cloudly: ${(error as Error).message}`);
-    process.exitCode = error instanceof SnapshotError ? error.exitCode : exitCodes.refused;
+    setExitCode(error instanceof SnapshotError ? error.exitCode : exitCodes.refused);
   }
 };

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { cliIo, setExitCode } from './io.js';
 import { exitCodes, UsageError } from './context.js';
 import { printAnswer, writeErr } from './output.js';
 import { formatStorageReport, verifyDataDirectory } from '../core/storageverify.js';
@@ -9,7 +10,7 @@ import { formatStorageReport, verifyDataDirectory } from '../core/storageverify.
  */
 
 /** The data directory as the server finds it: --data-dir, else $CLOUDLY_DATA_DIR, else the default. */
-const dataDirOf = (optionsArg: { dataDir?: string }): string => optionsArg.dataDir ?? process.env.CLOUDLY_DATA_DIR ?? './.nogit/data';
+const dataDirOf = (optionsArg: { dataDir?: string }): string => optionsArg.dataDir ?? cliIo().env.CLOUDLY_DATA_DIR ?? './.nogit/data';
 
 export const addStorageCommands = (programArg: Command): void => {
   const storage = programArg.command('storage').description('offline checks of the embedded database files (no server needed)');
@@ -21,13 +22,13 @@ export const addStorageCommands = (programArg: Command): void => {
       try {
         const report = await verifyDataDirectory(dataDirOf(options));
         printAnswer(report, options.output, () => formatStorageReport(report));
-        process.exitCode = report.healthy ? exitCodes.ok : exitCodes.refused;
+        setExitCode(report.healthy ? exitCodes.ok : exitCodes.refused);
       } catch (error) {
         if (error instanceof UsageError) {
           throw error;
         }
         writeErr(`cloudly: ${(error as Error).message}`);
-        process.exitCode = exitCodes.refused;
+        setExitCode(exitCodes.refused);
       }
     });
 };
