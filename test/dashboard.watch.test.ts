@@ -1,8 +1,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, type ITestCloudly } from './helpers/cloudly.js';
-import { CloudlyAdminClient } from '../ts/client/admin.js';
-import type { IChangeEvent, IReq_Admin_WatchChanges, IReq_Cloudly_Admin_ChangeEvent } from '../ts/interfaces/requests/watch.js';
+import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
+import { openWatcher as openWatcherAt } from './helpers/watch.js';
+import type { IReq_Admin_WatchChanges } from '../ts/interfaces/requests/watch.js';
 import type { IReq_Any_Cloudly_RotateClusterRelayToken } from '../ts/interfaces/requests/admin.js';
 
 let t: ITestCloudly;
@@ -17,20 +17,10 @@ after(async () => {
 
 const watchedKinds = ['CloudlyCluster', 'CloudlyClusterNode'];
 
-const openWatcher = async (sinceRevisionArg?: number) => {
-  const client = new CloudlyAdminClient(t.baseUrl, { liveness: false });
-  await client.login(testAdminUsername, testAdminPassword);
-  await client.connectSocket();
-  const events: IChangeEvent[] = [];
-  client.handleCall<IReq_Cloudly_Admin_ChangeEvent>('changeEvent', (eventArg) => {
-    events.push(eventArg);
-  });
-  const answer = await client.call<IReq_Admin_WatchChanges>('watchChanges', {
-    kinds: watchedKinds,
-    ...(sinceRevisionArg === undefined ? {} : { sinceRevision: sinceRevisionArg }),
-  });
-  return { client, events, answer };
-};
+const openWatcher = (sinceRevisionArg?: number) => openWatcherAt(t.baseUrl, {
+  kinds: watchedKinds,
+  ...(sinceRevisionArg === undefined ? {} : { sinceRevision: sinceRevisionArg }),
+});
 
 const waitFor = async (conditionArg: () => boolean, whatArg: string) => {
   for (let wait = 0; wait < 500 && !conditionArg(); wait++) {

@@ -1,8 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type ITestCloudly } from './helpers/cloudly.js';
-import { CloudlyAdminClient } from '../ts/client/admin.js';
-import type { IChangeEvent, IReq_Cloudly_Admin_ChangeEvent } from '../ts/interfaces/requests/watch.js';
+import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { openWatcher } from './helpers/watch.js';
 import { stateDigest } from './helpers/state.js';
 import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 import type { IReq_Any_Cloudly_UpsertPlatformBinding } from '../ts/interfaces/requests/corestore.js';
@@ -82,15 +81,8 @@ test("the reconciler's writes are Cloudly's own, with the input change that caus
 });
 
 test("a watcher of the cluster sees the reconciler's verdict change, with the status and the cluster named", async () => {
-  const client = new CloudlyAdminClient(t.baseUrl, { liveness: false });
-  await client.login(testAdminUsername, testAdminPassword);
-  await client.connectSocket();
-  const events: IChangeEvent[] = [];
-  client.handleCall<IReq_Cloudly_Admin_ChangeEvent>('changeEvent', (eventArg) => {
-    events.push(eventArg);
-  });
+  const { client, events } = await openWatcher(t.baseUrl, { clusterId });
   try {
-    await client.call('watchChanges', { clusterId });
     const service = await createService('watched');
     await waitFor(() => events.some((event) => event.kind === 'CloudlyServiceRuntimeStatus' && event.id === service.id), 'the verdict change reaches the watcher', 10_000);
     const verdict = events.find((event) => event.kind === 'CloudlyServiceRuntimeStatus' && event.id === service.id)!;

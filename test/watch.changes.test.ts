@@ -1,8 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type ITestCloudly } from './helpers/cloudly.js';
-import { CloudlyAdminClient } from '../ts/client/admin.js';
-import type { IChangeEvent, IReq_Cloudly_Admin_ChangeEvent } from '../ts/interfaces/requests/watch.js';
+import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { openWatcher as openWatcherAt } from './helpers/watch.js';
 
 /**
  * Updates and removals reach a watcher, also with a cluster filter for documents created before
@@ -21,14 +20,7 @@ after(async () => {
 });
 
 const openWatcher = async (requestArg: Record<string, unknown>) => {
-  const client = new CloudlyAdminClient(t.baseUrl, { liveness: false });
-  await client.login(testAdminUsername, testAdminPassword);
-  await client.connectSocket();
-  const events: IChangeEvent[] = [];
-  client.handleCall<IReq_Cloudly_Admin_ChangeEvent>('changeEvent', (eventArg) => {
-    events.push(eventArg);
-  });
-  await client.call('watchChanges', requestArg);
+  const { client, events } = await openWatcherAt(t.baseUrl, requestArg);
   const lines = () => events.map((eventArg) => `${eventArg.kind} ${eventArg.id} ${eventArg.change} ${eventArg.generation}`);
   return { client, events, lines };
 };

@@ -1,0 +1,19 @@
+import { CloudlyAdminClient } from '../../ts/client/admin.js';
+import type { IChangeEvent, IReq_Admin_WatchChanges, IReq_Cloudly_Admin_ChangeEvent } from '../../ts/interfaces/requests/watch.js';
+import { testAdminPassword, testAdminUsername } from './cloudly.js';
+
+/**
+ * A watcher on its own admin socket (the test administrator's login): every `changeEvent` it
+ * receives is kept in `events`, in arrival order, and `answer` is what `watchChanges` answered.
+ */
+export const openWatcher = async (baseUrlArg: string, requestArg: IReq_Admin_WatchChanges['request'] | Record<string, unknown>) => {
+  const client = new CloudlyAdminClient(baseUrlArg, { liveness: false });
+  await client.login(testAdminUsername, testAdminPassword);
+  await client.connectSocket();
+  const events: IChangeEvent[] = [];
+  client.handleCall<IReq_Cloudly_Admin_ChangeEvent>('changeEvent', (eventArg) => {
+    events.push(eventArg);
+  });
+  const answer = await client.call<IReq_Admin_WatchChanges>('watchChanges', requestArg as never);
+  return { client, events, answer };
+};
