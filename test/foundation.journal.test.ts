@@ -132,8 +132,13 @@ describe('embedded journal: every acknowledged write survives kill -9', () => {
         .call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: cluster.generation })
         .then((answer) => ({ won: answer }), (error: { errorData?: { code?: string } }) => ({ refused: error.errorData?.code }))));
       const winners = outcomes.filter((outcome) => 'won' in outcome);
+      const refusals = [...new Set(outcomes.filter((outcome) => !('won' in outcome)).map((outcome) => String((outcome as { refused?: string }).refused)))];
+      if (winners.length !== 1 || refusals.some((code) => code !== 'conflict')) {
+        // A failed assertion must not leave the server running (it would keep this file's process alive).
+        await killHard(first.child);
+      }
       assert.equal(winners.length, 1);
-      assert.ok(outcomes.every((outcome) => 'won' in outcome || outcome.refused === 'conflict'));
+      assert.deepEqual(refusals, ['conflict'], 'every loser is refused conflict');
       const winner = (winners[0] as { won: { cluster: ICluster; relayToken: string } }).won;
       await killHard(first.child);
       const second = await startCloudlyProcess(env);
@@ -374,13 +379,18 @@ describe('embedded journal: one Cloudly per data directory', () => {
     try {
       const env = cloudlyProcessEnv(dataDir);
       const first = await startCloudlyProcess(env);
-      const [cluster] = await createClusters(await loggedIn(first), ['locked']);
-      const files = await filesOf(dataDir);
-      const refused = await runCloudlyProcessToExit(env);
-      assert.equal(refused.code, 1);
-      assert.match(refused.output, new RegExp(`data directory ${dataDir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is in use by another Cloudly \\(pid ${first.child.pid}`));
-      assert.deepEqual(await filesOf(dataDir), files, 'the refused start changed nothing');
-      await killHard(first.child);
+      let cluster: ICluster;
+      try {
+        [cluster] = await createClusters(await loggedIn(first), ['locked']);
+        const files = await filesOf(dataDir);
+        const refused = await runCloudlyProcessToExit(env);
+        assert.equal(refused.code, 1);
+        assert.match(refused.output, new RegExp(`data directory ${dataDir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is in use by another Cloudly \\(pid ${first.child.pid}`));
+        assert.deepEqual(await filesOf(dataDir), files, 'the refused start changed nothing');
+      } finally {
+        // Also when an assertion failed: a server left running would keep this file's process alive.
+        await killHard(first.child);
+      }
       const second = await startCloudlyProcess(env);
       try {
         assert.match(second.output(), /replaced the lock of a Cloudly that is no longer running/);

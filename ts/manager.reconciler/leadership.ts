@@ -40,15 +40,21 @@ export class ReconcilerLeadership {
   /** Until when this instance's lease is known to hold (0: not the leader). */
   private heldUntil = 0;
 
+  /**
+   * `soleInstanceArg`: the embedded database lives inside this process and its data directory is
+   * locked to it, so no other instance can exist: this one reconciles, and no lease is written
+   * (an idle installation writes nothing).
+   */
   constructor(
     private readonly store: DocumentStore,
     private readonly instanceId: string,
     private readonly ttlMs: number,
+    private readonly soleInstanceArg = false,
   ) {}
 
   /** True while this instance holds an unexpired lease, as last confirmed by the database. */
   public get isLeader(): boolean {
-    return this.heldUntil > Date.now();
+    return this.soleInstanceArg || this.heldUntil > Date.now();
   }
 
   /**
@@ -56,6 +62,9 @@ export class ReconcilerLeadership {
    * leaves the last confirmed state, which runs out by itself.
    */
   public async renew(): Promise<boolean> {
+    if (this.soleInstanceArg) {
+      return true;
+    }
     const now = Date.now();
     const { doc } = await this.store.mutate(reconcilerLeaseKind, leaseId, (currentArg) =>
       decideReconcilerLease(currentArg, this.instanceId, now, this.ttlMs));
@@ -65,7 +74,7 @@ export class ReconcilerLeadership {
 
   /** Gives the lease up (on stop), so another instance takes over at once instead of after the TTL. */
   public async release(): Promise<void> {
-    if (this.heldUntil === 0) {
+    if (this.soleInstanceArg || this.heldUntil === 0) {
       return;
     }
     this.heldUntil = 0;

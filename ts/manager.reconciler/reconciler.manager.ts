@@ -58,6 +58,8 @@ export class Reconciler {
   private sharedWatermark = 0;
   private readonly sharedSeen = new Map<string, number>();
   private stopped = true;
+  /** Set by the first heartbeat of a start: before it, nobody has looked at everything yet. */
+  private started = false;
   private readonly durations: promClient.Histogram<'scope'>;
   private readonly outcomes: promClient.Counter<'scope' | 'outcome'>;
 
@@ -74,6 +76,7 @@ export class Reconciler {
       cloudly.store,
       cloudly.clusterManager.relayElection.instanceId,
       cloudly.config.relayLeaseTtlMs ?? 15_000,
+      cloudly.database.embedded,
     );
     const registers = [cloudly.metrics.registry];
     const queue = this.queue;
@@ -120,6 +123,7 @@ export class Reconciler {
 
   public async start(): Promise<void> {
     this.stopped = false;
+    this.started = false;
     this.queue.resume();
     this.unsubscribe = this.cloudly.store.onCommitted((kindArg, idArg, ownersArg) => this.onCommitted(kindArg, idArg, ownersArg));
     await this.heartbeat();
@@ -222,7 +226,7 @@ export class Reconciler {
 
   /** Takes or renews the lease; a new leader looks at every service once (it may have missed anything). */
   private async heartbeat(): Promise<void> {
-    const wasLeader = this.leadership.isLeader;
+    const wasLeader = this.started && this.leadership.isLeader;
     let leader = wasLeader;
     try {
       leader = await this.leadership.renew();
@@ -230,6 +234,7 @@ export class Reconciler {
       this.cloudly.logger.warn({ err: error }, 'reconciler lease could not be renewed');
       return;
     }
+    this.started = true;
     if (leader && !wasLeader && !this.stopped) {
       this.cloudly.logger.info({ instanceId: this.cloudly.clusterManager.relayElection.instanceId }, 'this instance reconciles');
       // Whatever changed while nobody (or another instance) reconciled is judged now.
