@@ -21,8 +21,8 @@ let t: ITestCloudly;
 let clusterId: string;
 
 before(async () => {
-  // A short resync, so the test of a lost trigger waits a fraction of a second, not a minute.
-  t = await startTestCloudly({ reconcileResyncMs: 400 });
+  // An hour-long resync: every verdict here comes from its trigger (the resync has tests of its own).
+  t = await startTestCloudly({ reconcileResyncMs: 3_600_000 });
   clusterId = (await t.createCluster('reconciled')).cluster.id;
   await t.addNodes(clusterId, 'n1');
 });
@@ -52,6 +52,13 @@ const overviewVerdict = async (serviceIdArg: string): Promise<[string, string | 
 const waitForVerdict = async (serviceIdArg: string, expectedArg: [string, string | null]): Promise<void> => {
   await waitFor(async () => JSON.stringify(await overviewVerdict(serviceIdArg)) === JSON.stringify(expectedArg),
     `verdict ${expectedArg.join('/')} on the cluster page`, 10_000);
+};
+
+/** The verdict of a cluster's first service as its cluster page shows it, `state/reason` (or `unjudged`). */
+const firstVerdictOf = async (tArg: ITestCloudly, clusterIdArg: string): Promise<string> => {
+  const { overview } = await tArg.admin.call('getClusterOverview', { clusterId: clusterIdArg }) as { overview: { services: IClusterOverviewService[] } };
+  const status = overview.services[0]?.runtimeStatus;
+  return status ? `${status.state}/${status.reason}` : 'unjudged';
 };
 
 const reconcilerIdle = () => waitFor(() => t.cloudly.reconciler.busyKeys === 0, 'the reconciler is idle', 10_000);
@@ -155,28 +162,47 @@ test('every query method reads stored state and writes nothing: no document, no 
 });
 
 test('a change whose trigger was lost is judged by the next resync', async () => {
-  const service = await createService('resynced');
-  await waitForVerdict(service.id, ['converging', null]);
-  // Straight into the database, past the store: no trigger fires (as after a crash between commit and enqueue).
-  await t.cloudly.store.collection(serviceKind).updateOne({ id: service.id }, { $set: { 'runtime.placement.nodeIds': ['gone-node'] } });
-  await waitForVerdict(service.id, ['refused', 'no-eligible-node']);
+  // Its own Cloudly with a short resync, so the wait is a fraction of a second, not a minute.
+  const own = await startTestCloudly({ reconcileResyncMs: 400 });
+  try {
+    const ownCluster = (await own.createCluster('resynced')).cluster.id;
+    await own.addNodes(ownCluster, 'n1');
+    const { service } = await own.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: { ...spec('resynced'), clusterId: ownCluster } });
+    const verdict = () => firstVerdictOf(own, ownCluster);
+    await waitFor(async () => (await verdict()) === 'converging/null', 'judged from its trigger', 10_000);
+    // Straight into the database, past the store: no trigger fires (as after a crash between commit and enqueue).
+    await own.cloudly.store.collection(serviceKind).updateOne({ id: service.id }, { $set: { 'runtime.placement.nodeIds': ['gone-node'] } });
+    await waitFor(async () => (await verdict()) === 'refused/no-eligible-node', 'judged by the resync', 10_000);
+  } finally {
+    await own.stop();
+  }
 });
 
 test('a reconcile that fails is logged with its key, counted, and retried with backoff until it succeeds', async () => {
   const serviceManager = t.cloudly.serviceManager;
   const original = serviceManager.reconcileServiceRuntimeStatus.bind(serviceManager);
-  let failures = 0;
+  // Only the new service's runs fail (the resync looks at the earlier ones too); its first two runs throw.
+  const earlier = new Set((await t.cloudly.store.find(serviceKind, {})).map((doc) => doc.id));
+  const runs: string[] = [];
   serviceManager.reconcileServiceRuntimeStatus = async (serviceIdArg: string) => {
-    if (failures < 2) {
-      failures++;
+    if (earlier.has(serviceIdArg)) {
+      return original(serviceIdArg);
+    }
+    if (runs.filter((run) => run === 'failed').length < 2) {
+      runs.push('failed');
       throw new Error('injected reconcile failure');
     }
-    return original(serviceIdArg);
+    const outcome = await original(serviceIdArg);
+    runs.push(outcome);
+    return outcome;
   };
   try {
     const service = await createService('retried');
+    // The key is retried after 200 ms, then 400 ms; the run after the second failure succeeds.
+    await waitFor(() => runs.length >= 3, 'two failed runs and one after them', 10_000);
+    assert.deepEqual(runs.slice(0, 2), ['failed', 'failed']);
+    assert.ok(['created', 'written', 'kept'].includes(runs[2]), `the retry succeeded (${runs[2]})`);
     await waitForVerdict(service.id, ['converging', null]);
-    assert.equal(failures, 2);
     assert.ok(t.logs.some((line) => line.includes('injected reconcile failure') && line.includes(`service:${service.id}`)), 'the failure is logged with its key');
     const metrics = await (await fetch(`${t.baseUrl}/metrics`)).text();
     const failed = /cloudly_reconciles_total\{scope="service",outcome="failed"\} (\d+)/.exec(metrics);
@@ -201,11 +227,7 @@ test('after a restart the start-up pass judges every service again', async () =>
     const ownCluster = (await own.createCluster('restarted')).cluster.id;
     await own.addNodes(ownCluster, 'n1');
     const { service } = await own.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: { ...spec('restarted'), clusterId: ownCluster } });
-    const verdict = async () => {
-      const { overview } = await own.admin.call('getClusterOverview', { clusterId: ownCluster }) as { overview: { services: IClusterOverviewService[] } };
-      const status = overview.services[0]?.runtimeStatus;
-      return status ? `${status.state}/${status.reason}` : 'unjudged';
-    };
+    const verdict = () => firstVerdictOf(own, ownCluster);
     await waitFor(async () => (await verdict()) === 'converging/null', 'judged before the restart', 10_000);
     // Past the store, so no trigger fires: the lost trigger of a crash between commit and enqueue.
     await own.cloudly.store.collection(serviceKind).updateOne({ id: service.id }, { $set: { 'runtime.placement.nodeIds': ['gone-node'] } });
