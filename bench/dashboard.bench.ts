@@ -15,7 +15,7 @@ import { inParallel, startBenchCloudly, timeEach } from './helpers/benchcloudly.
 import { chromiumAvailable, chromiumPath, launchBrowser } from '../test/helpers/browser.js';
 import { dashboardBundleDir, ensureDashboardBundle } from '../ts/core/dashboard.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
-import { sized, smoke } from './helpers/smoke.js';
+import { reportResults, sized } from './helpers/smoke.js';
 
 const clusterCount = Number(process.argv[2] ?? sized(1000, 20));
 const servicesEvery = 5;
@@ -158,11 +158,7 @@ const main = async (): Promise<void> => {
       `Aims: first render under 1 s — ${first < 1000 ? 'met' : 'missed'}; bundle under 250 KB gzipped — ${gzipTotal < 250 * 1024 ? 'met' : 'missed'}.`,
       '',
     ];
-    process.stdout.write(`${lines.join('\n')}\n`);
-    if (!smoke) {
-      await fsp.mkdir(path.join(import.meta.dirname, 'results'), { recursive: true });
-      await fsp.writeFile(path.join(import.meta.dirname, 'results', 'dashboard.md'), lines.join('\n'));
-    }
+    await reportResults('dashboard.md', lines);
   } finally {
     await browser.close();
     await bench.stop();

@@ -5,8 +5,6 @@
  *
  *   node --import tsx bench/overview.bench.ts [services]
  */
-import * as fsp from 'node:fs/promises';
-import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { inParallel, startBenchCloudly, timeEach } from './helpers/benchcloudly.js';
 import type { IReq_Any_Cloudly_CreateCluster } from '../ts/interfaces/requests/admin.js';
@@ -16,7 +14,7 @@ import { serviceBackupKind } from '../ts/manager.backup/backup.manager.js';
 import { runInOperation } from '../ts/core/operationcontext.js';
 import { serviceKind, serviceRuntimeStatusKind } from '../ts/manager.service/service.manager.js';
 import { clusterNodeKind } from '../ts/manager.cluster/clusternodes.js';
-import { sized, smoke } from './helpers/smoke.js';
+import { reportResults, sized } from './helpers/smoke.js';
 
 const serviceCount = Number(process.argv[2] ?? sized(500, 20));
 const nodeCount = sized(64, 4);
@@ -95,11 +93,7 @@ const main = async (): Promise<void> => {
       `Aim: p50 under 50 ms — ${overview.p50 < 50 ? 'met' : 'missed'}.`,
       '',
     ];
-    process.stdout.write(`${lines.join('\n')}\n`);
-    if (!smoke) {
-      await fsp.mkdir(path.join(import.meta.dirname, 'results'), { recursive: true });
-      await fsp.writeFile(path.join(import.meta.dirname, 'results', 'overview.md'), lines.join('\n'));
-    }
+    await reportResults('overview.md', lines);
   } finally {
     await bench.stop();
   }

@@ -15,14 +15,12 @@
  *   node --import tsx bench/reconciler.bench.ts [services] [clusters] [rate] [seconds] [passServices]
  *   npm run bench -- --smoke reconciler      (tiny sizes; no results file)
  */
-import * as fsp from 'node:fs/promises';
-import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { inParallel, startBenchCloudly, timeEach } from './helpers/benchcloudly.js';
 import type { IReq_Any_Cloudly_CreateCluster } from '../ts/interfaces/requests/admin.js';
 import type { IReq_Any_Cloudly_CreateService, IReq_Any_Cloudly_UpdateService } from '../ts/interfaces/requests/service.js';
 import { runInOperation } from '../ts/core/operationcontext.js';
-import { smoke } from './helpers/smoke.js';
+import { reportResults, smoke } from './helpers/smoke.js';
 import { serviceKind, serviceRuntimeStatusKind } from '../ts/manager.service/service.manager.js';
 
 const args = process.argv.slice(2).map(Number);
@@ -201,11 +199,7 @@ const main = async (): Promise<void> => {
       `The read now costs ${(readInProcess.p50 / judgedInProcess.p50).toFixed(2)}× what judging on the read cost (in process, p50).`,
       '',
     ];
-    process.stdout.write(`${lines.join('\n')}\n`);
-    if (!smoke) {
-      await fsp.mkdir(path.join(import.meta.dirname, 'results'), { recursive: true });
-      await fsp.writeFile(path.join(import.meta.dirname, 'results', 'reconciler.md'), lines.join('\n'));
-    }
+    await reportResults('reconciler.md', lines);
   } finally {
     await bench.stop();
   }

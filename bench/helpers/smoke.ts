@@ -1,3 +1,6 @@
+import * as fsp from 'node:fs/promises';
+import * as path from 'node:path';
+
 /**
  * `npm run bench -- --smoke` (bench/run.ts sets CLOUDLY_BENCH_SMOKE=1): every bench runs with tiny
  * sizes, so CI proves each one still runs to its end in seconds. Smoke figures mean nothing and
@@ -13,3 +16,13 @@ export const sized = <T>(fullArg: T, smokeArg: T): T => (smoke ? smokeArg : full
  * a bench's load is the point, so they are set out of its way.
  */
 export const benchSocketLimits = { socketRequestsPerSecond: 1_000_000, socketPendingRequests: 100_000 } as const;
+
+/** Prints a bench's results and, unless this is a smoke run, keeps them as bench/results/<fileName>. */
+export const reportResults = async (fileNameArg: string, linesArg: string[]): Promise<void> => {
+  process.stdout.write(`${linesArg.join('\n')}\n`);
+  if (!smoke) {
+    const directory = path.join(import.meta.dirname, '..', 'results');
+    await fsp.mkdir(directory, { recursive: true });
+    await fsp.writeFile(path.join(directory, fileNameArg), linesArg.join('\n'));
+  }
+};
