@@ -231,7 +231,6 @@ test('after a restart the start-up pass judges every service again', async () =>
     await waitFor(async () => (await verdict()) === 'converging/null', 'judged before the restart', 10_000);
     // Past the store, so no trigger fires: the lost trigger of a crash between commit and enqueue.
     await own.cloudly.store.collection(serviceKind).updateOne({ id: service.id }, { $set: { 'runtime.placement.nodeIds': ['gone-node'] } });
-    await new Promise((resolve) => setTimeout(resolve, 300));
     assert.equal(await verdict(), 'converging/null', 'nothing judged it again before the restart');
     await own.restart();
     await waitFor(async () => (await verdict()) === 'refused/no-eligible-node', 'judged by the start-up pass', 10_000);
