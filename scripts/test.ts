@@ -13,7 +13,8 @@
  * directory and config directory; the slowest files start first so the run does not end on one
  * long file. Each file's output is printed whole when it ends, then a summary.
  */
-import { spawn } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
+import type { IFileDone } from '../test/helpers/filereporter.js';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -138,30 +139,149 @@ interface IFileRun {
   code: number;
   seconds: number;
   output: string;
+  counts: Record<string, number>;
 }
+
+/**
+ * Files that run alone, each in its own process: they measure the process itself (heap growth,
+ * array buffers) or change process-wide state, so a shared process would blur what they prove.
+ */
+const isolatedPatterns: RegExp[] = [
+  /^boundary\.property\./,
+  /^foundation\.memoryrelease\./,
+  /^foundation\.launcher\./,
+];
+export const runsIsolated = (fileArg: string): boolean => isolatedPatterns.some((patternArg) => patternArg.test(path.basename(fileArg)));
+
+/** A file may hang (a lost wakeup, a handle never closed); past this it fails and its process is killed. */
+const fileTimeoutMs = Number(process.env.CLOUDLY_TEST_FILE_TIMEOUT_MS) || 10 * 60_000;
+
+const running = new Set<ChildProcess>();
+
+const testProcessArgs = (nodeFlagsArg: string[]): string[] => ['--import', 'tsx', '--import', './test/helpers/lane.ts', ...nodeFlagsArg];
 
 /** One test file in its own process (node:test runs it in process and exits non-zero on a failure). */
 const runFile = (fileArg: string, nodeFlagsArg: string[]): Promise<IFileRun> => new Promise((resolve) => {
   const started = Date.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', '--import', './test/helpers/lane.ts', ...nodeFlagsArg, fileArg], {
+  const child = spawn(process.execPath, [...testProcessArgs(nodeFlagsArg), fileArg], {
     cwd: projectDir,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.add(child);
   let output = '';
-  child.stdout.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
-  child.stderr.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  child.stdout!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  child.stderr!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  const timer = setTimeout(() => {
+    output += `\nstill running after ${fileTimeoutMs} ms: killed\n`;
+    child.kill('SIGKILL');
+  }, fileTimeoutMs);
   const finish = (codeArg: number, extraArg = '') => {
+    clearTimeout(timer);
     running.delete(child);
-    resolve({ file: fileArg, code: codeArg, seconds: (Date.now() - started) / 1000, output: output + extraArg });
+    const text = output + extraArg;
+    resolve({ file: fileArg, code: codeArg, seconds: (Date.now() - started) / 1000, output: text, counts: countsOf(text) });
   };
   child.once('error', (errorArg) => finish(1, `\ncould not start: ${errorArg.message}\n`));
   child.once('close', (codeArg, signalArg) => finish(codeArg ?? 1, signalArg ? `\nended by ${signalArg}\n` : ''));
 });
 
-const running = new Set<ReturnType<typeof spawn>>();
+/**
+ * A long-lived test process that runs the files it is sent one after another
+ * (test/helpers/worker.ts): most files pay their start-up once per worker instead of once each.
+ * The unit lane has workers of its own, where sockets are refused.
+ */
+class SharedWorker {
+  private child: ChildProcess;
+  private loose = '';
+  private current: { file: string; started: number; resolve: (runArg: IFileRun) => void; timer: NodeJS.Timeout } | null = null;
+  private exited = false;
+  private readyPromise: Promise<void>;
 
-/** Sums node:test's own closing counts (spec `ℹ pass 3` or TAP `# pass 3`) over the files. */
+  constructor(public kind: 'unit' | 'shared', nodeFlagsArg: string[]) {
+    this.child = fork(path.join(projectDir, 'test/helpers/worker.ts'), [], {
+      cwd: projectDir,
+      execArgv: [
+        ...testProcessArgs(nodeFlagsArg),
+        '--test-reporter=./test/helpers/filereporter.ts', '--test-reporter-destination=stdout',
+      ],
+      env: { ...process.env, ...(kind === 'unit' ? { CLOUDLY_TEST_LANE: 'unit' } : {}) },
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    });
+    running.add(this.child);
+    // What the tests print themselves (and anything the process prints on its way out) is kept
+    // and handed out with the file that was running.
+    this.child.stdout!.on('data', (chunkArg: Buffer) => { this.loose += chunkArg.toString(); });
+    this.child.stderr!.on('data', (chunkArg: Buffer) => { this.loose += chunkArg.toString(); });
+    let markReady: () => void;
+    this.readyPromise = new Promise<void>((resolve) => { markReady = resolve; });
+    this.child.on('message', (messageArg: { ready?: boolean } & Partial<IFileDone>) => {
+      if (messageArg.ready) {
+        markReady();
+        return;
+      }
+      if (this.current && messageArg.done === this.current.file) {
+        this.settle(messageArg.ok ? 0 : 1, messageArg.output ?? '', { ...messageArg.counts });
+      }
+    });
+    this.child.once('exit', (codeArg, signalArg) => {
+      this.exited = true;
+      running.delete(this.child);
+      markReady();
+      if (this.current) {
+        // The process died under a file (a crash, an exit): that file failed.
+        this.settle(1, `\nthe shared test process ended (${signalArg ?? `exit ${codeArg}`}) while this file ran\n`, {});
+      }
+    });
+  }
+
+  get alive(): boolean {
+    return !this.exited;
+  }
+
+  private settle(codeArg: number, outputArg: string, countsArg: Record<string, number>): void {
+    const current = this.current!;
+    this.current = null;
+    clearTimeout(current.timer);
+    const output = this.loose + outputArg;
+    this.loose = '';
+    current.resolve({ file: current.file, code: codeArg, seconds: (Date.now() - current.started) / 1000, output, counts: countsArg });
+  }
+
+  async run(fileArg: string): Promise<IFileRun> {
+    await this.readyPromise;
+    const started = Date.now();
+    if (this.exited) {
+      return { file: fileArg, code: 1, seconds: 0, output: `the shared test process had ended before this file\n${this.loose}`, counts: {} };
+    }
+    return new Promise<IFileRun>((resolve) => {
+      const timer = setTimeout(() => {
+        this.loose += `\nstill running after ${fileTimeoutMs} ms: its process was killed\n`;
+        this.child.kill('SIGKILL');
+      }, fileTimeoutMs);
+      this.current = { file: fileArg, started, resolve, timer };
+      this.child.send({ file: fileArg });
+    });
+  }
+
+  /** Asks the process to end once its event loop is empty; kills it if it keeps a handle open. */
+  async finish(): Promise<string> {
+    if (this.exited) {
+      return '';
+    }
+    const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
+    this.child.send({ finish: true });
+    const graceMs = 15_000;
+    const lingered = await Promise.race([exited.then(() => false), new Promise<boolean>((resolve) => setTimeout(() => resolve(true), graceMs).unref())]);
+    if (lingered) {
+      this.child.kill('SIGKILL');
+      await exited;
+      return `# warning: a shared test process still held open handles ${graceMs / 1000} s after its last file; killed\n${this.loose}`;
+    }
+    return '';
+  }
+}
+
+/** Sums node:test's own closing counts (spec `ℹ pass 3` or TAP `# pass 3`) in one file's output. */
 const countsOf = (outputArg: string): Record<string, number> => {
   const counts: Record<string, number> = {};
   for (const match of outputArg.matchAll(/^(?:ℹ|#) (tests|pass|fail|cancelled|skipped|todo) (\d+)$/gm)) {
@@ -185,10 +305,15 @@ const main = async (): Promise<number> => {
     return 2;
   }
   // The files are scheduled here (slowest first, a fixed number at once) rather than by
-  // `node --test`, which sorts its files by name; each file still runs in its own process.
-  const concurrencyFlag = args.slice(1).find((argArg) => argArg.startsWith('--test-concurrency='));
+  // `node --test`, which sorts its files by name and starts a process for every file.
+  const flags = args.slice(1);
+  const concurrencyFlag = flags.find((argArg) => argArg.startsWith('--test-concurrency='));
   const concurrency = concurrencyFlag ? Math.max(1, Number(concurrencyFlag.split('=')[1]) || 1) : defaultConcurrency();
-  const nodeFlags = args.slice(1).filter((argArg) => !argArg.startsWith('--test-concurrency'));
+  // `--isolate` (or CLOUDLY_TEST_ISOLATE=1) runs every file in its own process, as before workers.
+  const isolateAll = flags.includes('--isolate') || process.env.CLOUDLY_TEST_ISOLATE === '1';
+  const nodeFlags = flags.filter((argArg) => !argArg.startsWith('--test-concurrency') && argArg !== '--isolate');
+  // A shared process reports through test/helpers/filereporter.ts (spec output, per file).
+  const workerFlags = nodeFlags.filter((argArg) => !argArg.startsWith('--test-reporter'));
   if (!nodeFlags.some((argArg) => argArg.startsWith('--test-reporter'))) {
     nodeFlags.push('--test-reporter=spec');
   }
@@ -204,17 +329,39 @@ const main = async (): Promise<number> => {
   const queue = [...files];
   const results: IFileRun[] = [];
   const started = Date.now();
-  console.log(`# lane ${lane}: ${files.length} files, ${concurrency} at once`);
+  const notes: string[] = [];
+  console.log(`# lane ${lane}: ${files.length} files, ${concurrency} at once${isolateAll ? ', each in its own process' : ', in shared processes'}`);
   await Promise.all(Array.from({ length: Math.min(concurrency, files.length) }, async () => {
+    // Each slot keeps at most one shared process of each kind and reuses it for its next files.
+    const workers = new Map<'unit' | 'shared', SharedWorker>();
+    const workerFor = (kindArg: 'unit' | 'shared'): SharedWorker => {
+      let worker = workers.get(kindArg);
+      if (!worker || !worker.alive) {
+        worker = new SharedWorker(kindArg, workerFlags);
+        workers.set(kindArg, worker);
+      }
+      return worker;
+    };
     for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
-      const result = await runFile(file, nodeFlags);
+      const result = isolateAll || runsIsolated(file)
+        ? await runFile(file, nodeFlags)
+        : await workerFor(laneOf(file) === 'unit' ? 'unit' : 'shared').run(file);
       results.push(result);
       process.stdout.write(`\n# ${result.code === 0 ? 'ok    ' : 'FAILED'} ${result.file} (${result.seconds.toFixed(1)} s)\n${result.output}`);
     }
+    for (const worker of workers.values()) {
+      const note = await worker.finish();
+      if (note) {
+        notes.push(note);
+      }
+    }
   }));
+  for (const note of notes) {
+    process.stdout.write(`\n${note}`);
+  }
   const totals: Record<string, number> = {};
   for (const result of results) {
-    for (const [key, value] of Object.entries(countsOf(result.output))) {
+    for (const [key, value] of Object.entries(result.counts)) {
       totals[key] = (totals[key] ?? 0) + value;
     }
   }

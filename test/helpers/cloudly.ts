@@ -156,7 +156,7 @@ export const createCaller = (cloudlyArg: Cloudly, identityArg: IIdentity | null 
 };
 
 /** Waits until `predicateArg` holds, polling; fails with `messageArg` after `timeoutMsArg`. */
-export const waitFor = async (predicateArg: () => boolean | Promise<boolean>, messageArg: string, timeoutMsArg = 5000): Promise<void> => {
+export const waitFor = async (predicateArg: () => boolean | Promise<boolean>, messageArg: string, timeoutMsArg = 30_000): Promise<void> => {
   const deadline = Date.now() + timeoutMsArg;
   while (!(await predicateArg())) {
     if (Date.now() > deadline) {

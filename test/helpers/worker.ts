@@ -1,0 +1,23 @@
+import { describe } from 'node:test';
+import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+/**
+ * A shared test process (scripts/test.ts): it runs the test files the runner sends it, one after
+ * another, each as a top-level suite named after the file, so a file's own top-level hooks
+ * (`before`, `after`) stay scoped to its tests. What this saves is the start-up every file paid
+ * alone (Node with tsx, then importing the server's module graph: seconds a file). The file
+ * reporter (test/helpers/filereporter.ts) tells the runner when a file has finished.
+ */
+process.on('message', (messageArg: { file?: string; finish?: boolean }) => {
+  if (typeof messageArg.file === 'string') {
+    const file = messageArg.file;
+    describe(file, async () => {
+      await import(pathToFileURL(path.resolve(file)).href);
+    });
+  } else if (messageArg.finish) {
+    // Nothing more comes: the process ends when the last file's servers and timers are gone.
+    process.disconnect();
+  }
+});
+process.send?.({ ready: true });
