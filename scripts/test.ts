@@ -15,6 +15,7 @@
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import type { IFileDone } from '../test/helpers/filereporter.js';
+import { buildTestServer, testServerEnvName } from './testserver.js';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -326,6 +327,17 @@ const main = async (): Promise<number> => {
     });
   }
   const files = testFiles(lane);
+  if (files.some((fileArg) => laneOf(fileArg) !== 'unit') && !process.env[testServerEnvName]) {
+    // Crash and start-up tests start the server as a child dozens of times: bundled once here,
+    // each start costs a fraction of one through tsx (scripts/testserver.ts).
+    const bundling = Date.now();
+    try {
+      process.env[testServerEnvName] = await buildTestServer();
+      console.log(`# bundled the test server in ${((Date.now() - bundling) / 1000).toFixed(1)} s`);
+    } catch (error) {
+      console.log(`# warning: could not bundle the test server (${(error as Error).message}); child servers start through tsx`);
+    }
+  }
   const queue = [...files];
   const results: IFileRun[] = [];
   const started = Date.now();

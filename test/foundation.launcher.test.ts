@@ -12,7 +12,7 @@ import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { cloudlyProcessEnv, exitOf, killHard, processStartBoundMs, serverLauncher, startCloudlyProcess, startNpmStartProcess } from './helpers/process.js';
+import { cloudlyProcessEnv, exitOf, killHard, processStartBoundMs, serverLauncher, startSourceCloudlyProcess, startNpmStartProcess } from './helpers/process.js';
 
 const projectRoot = path.resolve(import.meta.dirname, '..');
 /** The node flags the server must run with (their values are the launcher's to choose). */
@@ -168,9 +168,9 @@ test('the launcher execs node on dist/cli.js (and on ts/cli.ts with --source) wi
 
 test('the server started through the launcher is the node process with the flags on its command line; SIGTERM stops it with 0', async () => {
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-launcher-server-'));
-  let started: Awaited<ReturnType<typeof startCloudlyProcess>> | null = null;
+  let started: Awaited<ReturnType<typeof startSourceCloudlyProcess>> | null = null;
   try {
-    started = await startCloudlyProcess(cloudlyProcessEnv(dataDir));
+    started = await startSourceCloudlyProcess(cloudlyProcessEnv(dataDir));
     assertServerFlags(commandLineOf(started.child.pid!), 'ts/cli.ts');
     assert.equal((await fetch(`${started.baseUrl}/readyz`)).status, 200);
     started.child.kill('SIGTERM');

@@ -264,7 +264,7 @@ describe('a third-party relay written from docs/relay-protocol.md', () => {
   const admin = async (methodArg: string, requestArg: TJson): Promise<any> => {
     const answer = await t.admin.call<TAnyCall>(methodArg, requestArg) as any;
     return methodArg === 'createServiceBackup' || methodArg === 'restoreServiceBackup' || methodArg === 'createIsolatedRestore'
-      ? outcomeOf(await followOperation(t.admin, answer.operation.operationId, { timeoutMs: 20_000 }))
+      ? outcomeOf(await followOperation(t.admin, answer.operation.operationId, { timeoutMs: 60_000 }))
       : answer;
   };
 

@@ -5,7 +5,7 @@ import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { waitFor } from './helpers/cloudly.js';
-import { cloudlyProcessEnv, exitOf, serverLauncher, startCloudlyProcess } from './helpers/process.js';
+import { cloudlyProcessEnv, exitOf, processStartBoundMs, serverLauncher, startCloudlyProcess } from './helpers/process.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 import { DataDirectoryLock, DataDirectoryLockedError, lockFileName, processState } from '../ts/core/datadirlock.js';
@@ -75,7 +75,7 @@ describe('data directory lock: a zombie owner is no owner', () => {
     parent.stdout!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
     parent.stderr!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
     try {
-      await waitFor(() => /cloudly is listening/.test(output), 'the first Cloudly listens', 60_000);
+      await waitFor(() => /cloudly is listening/.test(output), 'the first Cloudly listens', processStartBoundMs);
       const pid = Number(/pid=(\d+)/.exec(output)![1]);
       const baseUrl = /"url":"(http:\/\/[^"]+)"/.exec(output)![1];
       const admin = new CloudlyAdminClient(baseUrl);
