@@ -365,7 +365,7 @@ export class CloudlyClusterPage extends LivePage {
   protected render(): TemplateResult {
     const overview = this.overview;
     return html`<section class="page" data-page="cluster" aria-labelledby="cluster-title">
-      <nav class="crumbs" aria-label="Breadcrumb"><a href="#/fleet">Fleet</a> › cluster</nav>
+      <nav class="crumbs" aria-label="Breadcrumb"><a href="#/fleet">Fleet</a> › <span aria-current="page" data-crumb="cluster">${overview?.cluster.name ?? this.clusterId}</span></nav>
       <header class="page-header"><h1 id="cluster-title">${overview ? overview.cluster.name : 'Cluster'}</h1>
         ${overview ? html`<span class="muted">id <code>${overview.cluster.id}</code> · generation ${overview.cluster.generation} · created ${formatTime(overview.cluster.createdAt)}</span>` : nothing}
       </header>

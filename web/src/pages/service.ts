@@ -2,6 +2,8 @@ import { html, nothing, type TemplateResult } from 'lit';
 import type { IService } from '../../../ts/interfaces/data/service.js';
 import type { IServiceVolume, TServiceVolumeInitialization } from '../../../ts/interfaces/data/servicevolume.js';
 import type { IServiceRuntimeStatus } from '../../../ts/interfaces/data/serviceruntimestatus.js';
+import type { IServiceObservedPlacement } from '../../../ts/interfaces/data/desiredstate.js';
+import type { ICluster } from '../../../ts/interfaces/data/cluster.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../../../ts/interfaces/data/runtimelocalstorageclaim.js';
 import type { IClusterNode } from '../../../ts/interfaces/data/clusternode.js';
 import type { IServiceBackupRecord } from '../../../ts/interfaces/requests/backup.js';
@@ -11,6 +13,7 @@ import { api, ApiError } from '../api.js';
 import { explainRuntimeStatus, formatBytes, formatTime } from '../format.js';
 import { LivePage } from '../live.js';
 import { CloudlyActionDialog, coalesce, refusalView } from '../widgets.js';
+import { decideBackupNodeChoices, describeRunAs, sortBackupsByTime } from '../decide.js';
 
 const listLimit = 20;
 
@@ -129,11 +132,14 @@ export class CloudlyServicePage extends LivePage {
     nodes: { state: true },
     error: { state: true },
     editing: { state: true },
+    clusterName: { state: true },
   };
 
   declare serviceId: string;
   declare service: IService | null;
-  declare status: { status: IServiceRuntimeStatus; observed: { lastReportedAt: number | null } } | null;
+  declare status: { status: IServiceRuntimeStatus; observed: { placements: IServiceObservedPlacement[]; lastReportedAt: number | null } } | null;
+  /** The cluster's name for the breadcrumb; null until read (the id is shown meanwhile). */
+  declare clusterName: string | null;
   declare statusError: unknown;
   declare claims: IRuntimeLocalStorageClaimRecord[];
   declare claimsNext: string | undefined;
@@ -158,6 +164,7 @@ export class CloudlyServicePage extends LivePage {
     this.operations = null;
     this.nodes = [];
     this.editing = null;
+    this.clusterName = null;
   }
 
   protected willUpdate(changedArg: Map<string, unknown>): void {
@@ -178,7 +185,16 @@ export class CloudlyServicePage extends LivePage {
       this.error = error;
       return;
     }
-    await Promise.all([this.loadStatus(), this.loadClaims(), this.loadBackups(), this.loadOperations(), this.loadNodes()]);
+    await Promise.all([this.loadStatus(), this.loadClaims(), this.loadBackups(), this.loadOperations(), this.loadNodes(), this.loadClusterName()]);
+  }
+
+  private async loadClusterName(): Promise<void> {
+    const clusterId = this.service?.clusterId;
+    if (!clusterId) {
+      return;
+    }
+    const answer = await api.call<{ cluster: ICluster }>('getClusterById', { clusterId }).catch(() => null);
+    this.clusterName = answer?.cluster.name ?? null;
   }
 
   private async loadStatus(): Promise<void> {
@@ -358,7 +374,7 @@ export class CloudlyServicePage extends LivePage {
         <div><dt>Placement</dt><dd>${runtime.placement?.nodeIds?.length ? runtime.placement.nodeIds.join(', ') : 'any node'}</dd></div>
         <div><dt>Ports</dt><dd>${runtime.ports?.length ? runtime.ports.map((port: { name: string; port: number; protocol: string }) => `${port.name} ${port.port}/${port.protocol}`).join(', ') : 'none'}</dd></div>
         <div><dt>Routes</dt><dd>${runtime.routes?.length ? runtime.routes.map((route: { hostname: string; targetPort: string }) => `${route.hostname} → ${route.targetPort}`).join(', ') : 'none'}</dd></div>
-        <div><dt>Runs as</dt><dd>${runtime.profile?.runAs ? `${runtime.profile.runAs.uid}:${runtime.profile.runAs.gid}` : 'image default'}</dd></div>
+        <div><dt>Runs as</dt><dd data-run-as>${describeRunAs(serviceArg.runtime.profile?.runAs)}</dd></div>
         <div><dt>Spec revision</dt><dd>${serviceArg.specRevision} (generation ${serviceArg.generation})</dd></div>
         <div><dt>Updated</dt><dd>${formatTime(serviceArg.updatedAt)}</dd></div>
       </dl>
@@ -440,12 +456,12 @@ export class CloudlyServicePage extends LivePage {
   }
 
   private backupsView(serviceArg: IService): TemplateResult {
-    const placement = (serviceArg.runtime as unknown as { placement?: { nodeIds?: string[] } }).placement?.nodeIds ?? [];
-    const nodeIds = this.nodes.length ? this.nodes.map((node) => node.id) : placement;
+    const choices = decideBackupNodeChoices(this.nodes.map((node) => node.id), serviceArg.runtime.placement?.nodeIds ?? [], this.status?.observed.placements ?? []);
+    const nodeIds = choices.nodeIds;
     return html`<section class="card wide" aria-labelledby="backups-title">
       <h2 id="backups-title">Backups</h2>
       <form class="inline-form" aria-label="Start a backup" @submit=${(event: Event) => { event.preventDefault(); this.startBackup(event.target as HTMLFormElement); }}>
-        <label>Node <select name="nodeId">${nodeIds.map((nodeId) => html`<option value=${nodeId}>${nodeId}</option>`)}</select></label>
+        <label>Node <select name="nodeId">${nodeIds.map((nodeId) => html`<option value=${nodeId} ?selected=${nodeId === choices.defaultNodeId}>${nodeId}</option>`)}</select></label>
         <button type="submit" data-action="start-backup" ?disabled=${nodeIds.length === 0}>Start backup…</button>
       </form>
       ${this.operations?.length ? html`<ul class="operations" aria-label="Running backups">${this.operations.map((operation) => {
@@ -455,7 +471,7 @@ export class CloudlyServicePage extends LivePage {
       })}</ul>` : nothing}
       <table class="data" aria-labelledby="backups-title">
         <thead><tr><th scope="col">Backup</th><th scope="col">Node</th><th scope="col">Taken</th><th scope="col">Snapshots</th><th scope="col">Closure</th><th scope="col">State</th></tr></thead>
-        <tbody>${this.backups.map((backup) => html`<tr data-backup-id=${backup.backupId}>
+        <tbody>${sortBackupsByTime(this.backups).map((backup) => html`<tr data-backup-id=${backup.backupId}>
           <td><code>${backup.backupId}</code></td><td>${backup.nodeId}</td><td>${formatTime(backup.createdAt)}</td>
           <td>${backup.snapshots.length}</td><td>${backup.closure ? `stored ${formatTime(backup.closure.storedAt)}` : html`<span class="muted">none</span>`}</td>
           <td>${this.backupState(backup)}</td>
@@ -471,7 +487,7 @@ export class CloudlyServicePage extends LivePage {
     const service = this.service;
     return html`<section class="page" data-page="service" aria-labelledby="service-title">
       <nav class="crumbs" aria-label="Breadcrumb"><a href="#/fleet">Fleet</a> ›
-        ${service ? html`<a href=${`#/cluster/${encodeURIComponent(service.clusterId)}`}>cluster</a> ›` : nothing} service</nav>
+        ${service ? html`<a href=${`#/cluster/${encodeURIComponent(service.clusterId)}`} data-crumb="cluster">${this.clusterName ?? service.clusterId}</a> ›` : nothing} <span aria-current="page">${service?.name ?? 'service'}</span></nav>
       <header class="page-header"><h1 id="service-title">${service?.name ?? 'Service'}</h1>
         ${service ? html`<span class="muted">id <code>${service.id}</code></span>` : nothing}</header>
       ${this.error ? refusalView(this.error) : nothing}
