@@ -31,6 +31,8 @@ let clusterId: string;
 let relay: CloudlyRelayClient;
 let service: IService;
 const consoleErrors: string[] = [];
+/** The relay answers a backup once this settles; a test replaces it to keep one running. */
+let holdBackups: Promise<void> = Promise.resolve();
 
 const waitForText = async (selectorArg: string, textArg: string | RegExp, timeoutArg = 10_000) => {
   await page.locator(selectorArg).filter({ hasText: textArg }).first().waitFor({ timeout: timeoutArg });
@@ -61,6 +63,7 @@ before(async () => {
   relay = await t.connectRelay(created.relayToken);
   const closure = randomBytes(64 * 1024);
   relay.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', async (request) => {
+    await holdBackups;
     await sendServiceDatabaseClosure(relay, {
       backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId, descriptor: descriptorOf(closure),
     }, chunked(closure));
@@ -122,4 +125,219 @@ test('the backup node picker defaults to a node the service runs on; backups are
   assert.equal(await page.getByLabel('Node').inputValue(), 'node-2');
   const listed = await page.locator('tr[data-backup-id]').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-backup-id')));
   assert.deepEqual(listed, ['backup-a', 'backup-b', 'backup-c']);
+});
+
+// ---- the operator's flows ----
+
+/** Waits for the dialog's dry run, checks nothing was written by it, confirms, waits for the end. */
+const confirmAfterDryRun = async (unchangedArg: () => Promise<void>) => {
+  const dialog = page.locator('dialog.action-dialog');
+  await dialog.locator('[data-action=confirm]').waitFor();
+  assert.match(await dialog.locator('.dry-run').textContent() ?? '', /Dry run/);
+  await unchangedArg();
+  await dialog.locator('[data-action=confirm]').click();
+  await page.locator('dialog.action-dialog[data-phase=done]').waitFor({ timeout: 15_000 });
+  return dialog;
+};
+
+const closeDialog = async () => {
+  await page.locator('dialog.action-dialog [data-action=close]').click();
+  await page.locator('dialog.action-dialog').waitFor({ state: 'detached' });
+};
+
+const clusterNames = async () => (await t.admin.call('getClusters', { limit: 100 })).clusters.map((cluster: { name: string }) => cluster.name) as string[];
+
+test('a cluster is created from the fleet page: its name checked as typed, the relay token shown once and working', { skip }, async () => {
+  await page.goto(`${t.baseUrl}/dashboard/#/fleet`);
+  await page.locator('[data-action=new-cluster]').click();
+  await page.getByLabel('Cluster name').fill('Bad Name!');
+  await page.locator('[data-form-reasons]').waitFor();
+  assert.match(await page.locator('[data-form-reasons]').textContent() ?? '', /name has characters that are not allowed/);
+  assert.equal(await page.locator('[data-action=create-cluster]').isDisabled(), true, 'a name Cloudly would refuse cannot be sent');
+  await page.getByLabel('Cluster name').fill('beta');
+  assert.equal(await page.locator('[data-form-reasons]').count(), 0);
+  await page.locator('[data-action=create-cluster]').click();
+  const dialog = await confirmAfterDryRun(async () => assert.ok(!(await clusterNames()).includes('beta'), 'the dry run created nothing'));
+  const token = await dialog.locator('.secret-value').inputValue();
+  assert.ok(token.length >= 20);
+  assert.equal(await dialog.locator('[data-action=copy]').count(), 1, 'a Copy button');
+  const created = await t.connectRelay(token);
+  created.close();
+  await closeDialog();
+  assert.equal(await page.locator('.secret-value').count(), 0, 'closed: the token is gone');
+  await waitForText('[data-page=fleet] table[aria-label=Clusters] th a', 'beta');
+});
+
+test('nodes are added and removed on the cluster page; a refused dry run shows its code and reasons', { skip }, async () => {
+  const beta = (await t.admin.call('getClusters', { limit: 100 })).clusters.find((cluster: { name: string }) => cluster.name === 'beta');
+  assert.ok(beta, 'the cluster the test before created');
+  await page.goto(`${t.baseUrl}/dashboard/#/cluster/${beta.id}`);
+  await page.locator('[data-action=new-node]').click();
+  await page.getByLabel('Node name').fill('edge one');
+  await page.getByLabel('Node id (optional)').fill('-bad');
+  await page.locator('[data-form-reasons]').waitFor();
+  assert.equal(await page.locator('[data-action=add-node]').isDisabled(), true);
+  await page.getByLabel('Node id (optional)').fill('edge-1');
+  await page.locator('[data-action=add-node]').click();
+  await confirmAfterDryRun(async () => assert.equal((await t.admin.call('getClusterNodes', { clusterId: beta.id })).nodes.length, 0, 'the dry run added nothing'));
+  await closeDialog();
+  await page.locator('tr[data-node-id=edge-1]').waitFor();
+  // The same id again: Cloudly refuses the dry run, and the dialog says how.
+  await page.locator('[data-action=new-node]').click();
+  await page.getByLabel('Node name').fill('edge again');
+  await page.getByLabel('Node id (optional)').fill('edge-1');
+  await page.locator('[data-action=add-node]').click();
+  const expected = await refusalOf(() => t.admin.call('addClusterNode', { clusterId: beta.id, name: 'edge again', nodeId: 'edge-1', dryRun: true }));
+  const refused = page.locator('dialog.action-dialog[data-phase=refused]');
+  await refused.waitFor();
+  assert.equal(await refused.locator('.refusal-code').textContent(), expected.code);
+  assert.deepEqual(await refused.locator('.refusal-reasons li').allTextContents(), expected.reasons ?? []);
+  await closeDialog();
+  await page.locator('tr[data-node-id=edge-1] [data-action=remove-node]').click();
+  await confirmAfterDryRun(async () => assert.equal((await t.admin.call('getClusterNodes', { clusterId: beta.id })).nodes.length, 1, 'the dry run removed nothing'));
+  await closeDialog();
+  await page.locator('tr[data-node-id=edge-1]').waitFor({ state: 'detached' });
+});
+
+test('a cluster is deleted from its page after its dry run, and the fleet no longer lists it', { skip }, async () => {
+  await page.locator('[data-action=delete-cluster]').click();
+  await confirmAfterDryRun(async () => assert.ok((await clusterNames()).includes('beta'), 'the dry run deleted nothing'));
+  await closeDialog();
+  await page.locator('[data-page=fleet]').waitFor();
+  assert.ok(!(await clusterNames()).includes('beta'));
+  await page.locator('[data-page=fleet] table[aria-label=Clusters] th a').filter({ hasText: 'beta' }).waitFor({ state: 'detached' });
+});
+
+test('a service is created with ports, routes, run-as, placement and a volume; the form checks it as typed with the contract rules', { skip }, async () => {
+  await page.goto(`${t.baseUrl}/dashboard/#/cluster/${clusterId}`);
+  await page.locator('[data-action=new-service]').click();
+  const form = page.locator('cloudly-service-form');
+  await form.locator('#service-form-name').fill('daily-web');
+  await form.locator('#service-form-organizationId').fill('org-1');
+  await form.locator('#service-form-image').fill('registry.example.com/app/web:2');
+  await form.locator('#service-form-replicas').fill('2');
+  await form.locator('#service-form-runAs').fill('1000:1000');
+  await form.getByLabel('node-1').check();
+  await form.locator('#service-form-ports').fill('http 8080/tcp');
+  // A route to a port the service does not declare: the contract's validator names it.
+  await form.locator('#service-form-routes').fill('web.example.com https');
+  await form.locator('#service-form-volumes').fill('/srv/data');
+  await form.locator('[data-form-reasons]').waitFor();
+  assert.match(await form.locator('[data-form-reasons]').textContent() ?? '', /service\.runtime\.routes\[0\]/);
+  assert.equal(await form.locator('[data-action=review-service]').isDisabled(), true);
+  await form.locator('#service-form-routes').fill('web.example.com http');
+  assert.equal(await form.locator('[data-form-reasons]').count(), 0);
+  await form.locator('[data-action=review-service]').click();
+  const names = async () => (await t.admin.call('getServices', { clusterId, limit: 100 })).services.map((entry: IService) => entry.name) as string[];
+  const dialog = await confirmAfterDryRun(async () => assert.ok(!(await names()).includes('daily-web'), 'the dry run stored nothing'));
+  const createdId = await dialog.locator('[data-created-service]').getAttribute('data-created-service');
+  assert.ok(createdId, 'the result links the new service');
+  const stored = (await t.admin.call('getServiceById', { serviceId: createdId })).service as IService;
+  assert.deepEqual(stored.runtime.profile.runAs, { user: 1000, group: 1000 });
+  assert.deepEqual(stored.runtime.placement.nodeIds, ['node-1']);
+  assert.equal(stored.runtime.replicas, 2);
+  assert.deepEqual(stored.runtime.ports, [{ name: 'http', port: 8080, protocol: 'tcp' }]);
+  assert.deepEqual(stored.runtime.routes, [{ hostname: 'web.example.com', targetPort: 'http' }]);
+  assert.deepEqual(stored.volumes.map((volume) => volume.mountPath), ['/srv/data']);
+  await closeDialog();
+  await page.locator(`tr[data-service-id="${createdId}"]`).waitFor();
+});
+
+test('a service is edited (a new spec revision) and deleted, each after its dry run', { skip }, async () => {
+  const created = (await t.admin.call('getServices', { clusterId, limit: 100 })).services.find((entry: IService) => entry.name === 'daily-web') as IService;
+  await page.goto(`${t.baseUrl}/dashboard/#/service/${created.id}`);
+  await page.locator('[data-action=edit-service]').click();
+  const form = page.locator('cloudly-service-form');
+  assert.equal(await form.locator('#service-form-ports').inputValue(), 'http 8080/tcp', 'the form holds the stored spec');
+  await form.locator('#service-form-replicas').fill('3');
+  await form.locator('[data-action=review-service]').click();
+  await confirmAfterDryRun(async () => assert.equal((await t.admin.call('getServiceById', { serviceId: created.id })).service.runtime.replicas, 2, 'the dry run changed nothing'));
+  await closeDialog();
+  const edited = (await t.admin.call('getServiceById', { serviceId: created.id })).service as IService;
+  assert.equal(edited.runtime.replicas, 3);
+  assert.equal(edited.specRevision, created.specRevision + 1);
+  assert.deepEqual(edited.volumes.map((volume) => volume.mountPath), ['/srv/data'], 'the volumes went back as they were');
+  await page.locator('[data-action=delete-service]').click();
+  const dialog = await confirmAfterDryRun(async () => assert.ok((await t.admin.call('getServiceById', { serviceId: created.id })).service, 'the dry run deleted nothing'));
+  // The relay is connected, so Cloudly may wait for it to report the service stopped: either
+  // answer is a committed deletion, and the audit log holds exactly the real call.
+  const said = await dialog.locator('.action-done').textContent() ?? '';
+  const gone = await refusalOf(() => t.admin.call('getServiceById', { serviceId: created.id })).catch(() => null);
+  if (/Deleted\./.test(said)) {
+    assert.equal(gone?.code, 'not-found');
+  } else {
+    assert.match(said, /Marked for removal/);
+  }
+  const audited = (await t.admin.call('getAuditEvents', { filter: { method: 'deleteService', targetId: created.id } })).events;
+  assert.equal(audited.length, 1, 'one deletion committed (the dry run wrote none)');
+  await closeDialog();
+});
+
+test('the operations page lists running and recent operations, and cancels a running one after its dry run', { skip }, async () => {
+  let release!: () => void;
+  holdBackups = new Promise<void>((resolve) => { release = resolve; });
+  try {
+    await t.admin.call('createServiceBackup', { clusterId, nodeId: 'node-2', serviceId: service.id, backupId: 'backup-held' });
+    await page.goto(`${t.baseUrl}/dashboard/#/operations`);
+    const row = page.locator('tr[data-operation-state=running]').filter({ hasText: 'backup-held' });
+    await row.waitFor();
+    assert.equal(await page.locator('tr[data-operation-state=completed]').count(), 3, 'the three finished backups are listed');
+    await row.locator('[data-action=cancel-operation]').click();
+    const operationId = await row.getAttribute('data-operation-id');
+    assert.ok(operationId);
+    await confirmAfterDryRun(async () => assert.equal((await t.admin.call('getOperation', { operationId })).operation.state, 'running', 'the dry run cancelled nothing'));
+    await closeDialog();
+    assert.equal((await t.admin.call('getOperation', { operationId })).operation.state, 'cancelled');
+    await page.locator(`tr[data-operation-id="${operationId}"][data-operation-state=cancelled]`).waitFor();
+  } finally {
+    release();
+    holdBackups = Promise.resolve();
+  }
+});
+
+test('an administrator manages accounts and roles; a read-only account sees no Users page', { skip }, async () => {
+  await page.goto(`${t.baseUrl}/dashboard/#/users`);
+  await page.locator(`tr[data-user="${testAdminUsername}"]`).waitFor();
+  await page.locator('[data-action=new-user]').click();
+  await page.locator('#new-user-name').fill('reader');
+  await page.locator('#new-user-password').fill('short');
+  await page.locator('[data-form-reasons]').waitFor();
+  assert.match(await page.locator('[data-form-reasons]').textContent() ?? '', /password must be a string of 12/);
+  const password = 'reader-password-0123';
+  await page.locator('#new-user-password').fill(password);
+  await page.locator('[data-action=create-user]').click();
+  const usernames = async () => (await t.admin.call('getUsers', { limit: 100 })).users.map((user: { username: string }) => user.username) as string[];
+  await confirmAfterDryRun(async () => assert.ok(!(await usernames()).includes('reader'), 'the dry run created nothing'));
+  await closeDialog();
+  const row = page.locator('tr[data-user=reader]');
+  await row.waitFor();
+  assert.equal(await row.locator('[data-role]').textContent(), 'user');
+  await row.locator('[data-action=set-role]').click();
+  await confirmAfterDryRun(async () => undefined);
+  await closeDialog();
+  await waitForText('tr[data-user=reader] [data-role]', 'admin');
+  await page.locator('tr[data-user=reader] [data-action=set-role]').click();
+  await confirmAfterDryRun(async () => undefined);
+  await closeDialog();
+  await waitForText('tr[data-user=reader] [data-role]', 'user');
+  // The read-only account: no Users link, and the page refuses with Cloudly's code.
+  await page.locator('[data-action=logout]').click();
+  await page.getByLabel('Username').fill('reader');
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.locator('[data-read-only]').waitFor();
+  assert.equal(await page.getByRole('link', { name: 'Users' }).count(), 0);
+  await page.goto(`${t.baseUrl}/dashboard/#/users`);
+  await page.locator('[data-page=users] .refusal[data-code=forbidden]').waitFor();
+  await page.locator('[data-action=logout]').click();
+  await login();
+  await page.goto(`${t.baseUrl}/dashboard/#/users`);
+  await page.locator('tr[data-user=reader] [data-action=delete-user]').click();
+  await confirmAfterDryRun(async () => assert.ok((await usernames()).includes('reader')));
+  await closeDialog();
+  await page.locator('tr[data-user=reader]').waitFor({ state: 'detached' });
+});
+
+test('no page of the day logged a console error', { skip }, () => {
+  assert.deepEqual(consoleErrors, []);
 });

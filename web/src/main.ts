@@ -4,5 +4,8 @@ import './secret.js';
 import './pages/fleet.js';
 import './pages/cluster.js';
 import './pages/service.js';
+import './forms.js';
 import './pages/audit.js';
+import './pages/operations.js';
+import './pages/users.js';
 import './app.js';

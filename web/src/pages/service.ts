@@ -13,7 +13,8 @@ import { api, ApiError } from '../api.js';
 import { explainRuntimeStatus, formatBytes, formatTime } from '../format.js';
 import { LivePage } from '../live.js';
 import { CloudlyActionDialog, coalesce, refusalView } from '../widgets.js';
-import { decideBackupNodeChoices, describeRunAs, sortBackupsByTime } from '../decide.js';
+import { decideBackupNodeChoices, describeRunAs, serviceFormOfSpec, sortBackupsByTime, writableSpecOf } from '../decide.js';
+import type { IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
 
 const listLimit = 20;
 
@@ -133,6 +134,7 @@ export class CloudlyServicePage extends LivePage {
     error: { state: true },
     editing: { state: true },
     clusterName: { state: true },
+    editingSpec: { state: true },
   };
 
   declare serviceId: string;
@@ -140,6 +142,8 @@ export class CloudlyServicePage extends LivePage {
   declare status: { status: IServiceRuntimeStatus; observed: { placements: IServiceObservedPlacement[]; lastReportedAt: number | null } } | null;
   /** The cluster's name for the breadcrumb; null until read (the id is shown meanwhile). */
   declare clusterName: string | null;
+  /** Whether the spec form is open. */
+  declare editingSpec: boolean;
   declare statusError: unknown;
   declare claims: IRuntimeLocalStorageClaimRecord[];
   declare claimsNext: string | undefined;
@@ -165,6 +169,7 @@ export class CloudlyServicePage extends LivePage {
     this.nodes = [];
     this.editing = null;
     this.clusterName = null;
+    this.editingSpec = false;
   }
 
   protected willUpdate(changedArg: Map<string, unknown>): void {
@@ -335,6 +340,48 @@ export class CloudlyServicePage extends LivePage {
     });
   }
 
+  /** Replaces the spec, compare-and-swap on the generation read (a change meanwhile is refused `conflict`). */
+  private updateService(specArg: IServiceWritableSpec): void {
+    const service = this.service!;
+    const request = { serviceId: service.id, expectedGeneration: service.generation, service: specArg };
+    CloudlyActionDialog.open<{ service?: IService }>({
+      title: `Change ${service.name}`,
+      intro: html`<p>Replaces the spec read at generation ${service.generation}; a change by someone else since then is refused.</p>`,
+      dryRun: () => api.call('updateService', { ...request, dryRun: true }),
+      describe: (answerArg) => html`<p>The service would move to spec revision <strong>${answerArg.service?.specRevision ?? '—'}</strong>
+        (now ${service.specRevision}${answerArg.service?.specRevision === service.specRevision ? ': the runtime is unchanged' : ''}).</p>`,
+      run: () => api.call('updateService', request),
+      result: (answerArg) => html`<p>Stored at generation ${answerArg.service?.generation}, spec revision ${answerArg.service?.specRevision}.</p>`,
+      confirmLabel: 'Save changes',
+      onDone: () => {
+        this.editingSpec = false;
+        void this.load();
+      },
+    });
+  }
+
+  private deleteService(): void {
+    const service = this.service!;
+    const request = { serviceId: service.id, expectedGeneration: service.generation };
+    CloudlyActionDialog.open<{ deleted?: boolean; pendingRemoval?: boolean }>({
+      title: `Delete ${service.name}`,
+      intro: html`<p>The service leaves the cluster's desired state; it is removed once its relay reports it stopped
+        (at once when no node runs it). Its backups stay.</p>`,
+      dryRun: () => api.call('deleteService', { ...request, dryRun: true }),
+      describe: (answerArg) => html`<p>${answerArg.deleted ? 'Cloudly would remove it at once.' : 'Cloudly would mark it for removal and wait for its nodes to stop it.'}</p>`,
+      run: () => api.call('deleteService', request),
+      result: (answerArg) => html`<p>${answerArg.deleted ? 'Deleted.' : 'Marked for removal: it goes when its nodes report it stopped.'}</p>`,
+      confirmLabel: 'Delete service',
+      onDone: (answerArg) => {
+        if (answerArg.deleted) {
+          location.hash = `#/cluster/${encodeURIComponent(service.clusterId)}`;
+        } else {
+          void this.load();
+        }
+      },
+    });
+  }
+
   private startBackup(formArg: HTMLFormElement): void {
     const service = this.service!;
     const nodeId = String(new FormData(formArg).get('nodeId') ?? '');
@@ -378,6 +425,14 @@ export class CloudlyServicePage extends LivePage {
         <div><dt>Spec revision</dt><dd>${serviceArg.specRevision} (generation ${serviceArg.generation})</dd></div>
         <div><dt>Updated</dt><dd>${formatTime(serviceArg.updatedAt)}</dd></div>
       </dl>
+      ${this.editingSpec
+        ? html`<cloudly-service-form mode="edit" cluster-id=${serviceArg.clusterId} .nodeIds=${this.nodes.map((node) => node.id)}
+            .initial=${serviceFormOfSpec(writableSpecOf(serviceArg))}
+            @spec=${(event: CustomEvent<IServiceWritableSpec>) => this.updateService(event.detail)} @cancel=${() => { this.editingSpec = false; }}></cloudly-service-form>`
+        : html`<div class="dialog-buttons">
+            <button type="button" data-action="edit-service" @click=${() => { this.editingSpec = true; }}>Edit service…</button>
+            <button type="button" class="danger" data-action="delete-service" @click=${() => this.deleteService()}>Delete service…</button>
+          </div>`}
     </section>`;
   }
 
