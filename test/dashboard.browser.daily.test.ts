@@ -9,7 +9,8 @@ import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IService } from '../ts/interfaces/data/service.js';
 import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
-import type { IReq_Cloudly_Relay_BackupClusterService, IReq_Admin_GetServiceBackups } from '../ts/interfaces/requests/backup.js';
+import type { IReq_Cloudly_Relay_BackupClusterService, IReq_Cloudly_Relay_RestoreClusterService, IReq_Admin_GetServiceBackups } from '../ts/interfaces/requests/backup.js';
+import { upstreamExamplePlan } from './runtimenetwork.fixture.js';
 
 /**
  * The operator's day in the dashboard, in headless Chromium against a real Cloudly (embedded
@@ -33,6 +34,8 @@ let service: IService;
 const consoleErrors: string[] = [];
 /** The relay answers a backup once this settles; a test replaces it to keep one running. */
 let holdBackups: Promise<void> = Promise.resolve();
+/** The backups the relay was asked to restore. */
+const restoresAsked: string[] = [];
 
 const waitForText = async (selectorArg: string, textArg: string | RegExp, timeoutArg = 10_000) => {
   await page.locator(selectorArg).filter({ hasText: textArg }).first().waitFor({ timeout: timeoutArg });
@@ -68,6 +71,10 @@ before(async () => {
       backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId, descriptor: descriptorOf(closure),
     }, chunked(closure));
     return { snapshots: [{ type: 'database', snapshotId: `snap-${request.backupId}`, resourceName: 'db', databaseName: 'app', createdAt: Date.now(), sizeBytes: closure.byteLength }] };
+  });
+  relay.addHandler<IReq_Cloudly_Relay_RestoreClusterService>('restoreClusterService', async (request) => {
+    restoresAsked.push(request.backupId);
+    return { restored: request.snapshots };
   });
   if (skip) {
     return;
@@ -336,6 +343,80 @@ test('an administrator manages accounts and roles; a read-only account sees no U
   await confirmAfterDryRun(async () => assert.ok((await usernames()).includes('reader')));
   await closeDialog();
   await page.locator('tr[data-user=reader]').waitFor({ state: 'detached' });
+});
+
+test('a backup is restored from the service page after its dry run, its operation followed to completion', { skip }, async () => {
+  await page.goto(`${t.baseUrl}/dashboard/#/service/${service.id}`);
+  await page.locator('tr[data-backup-id=backup-b] [data-action=restore-backup]').click();
+  await confirmAfterDryRun(async () => assert.deepEqual(restoresAsked, [], 'the dry run asked the relay for nothing'));
+  assert.match(await page.locator('dialog.action-dialog .action-done').textContent() ?? '', /Restore completed: 1 snapshot\(s\) restored/);
+  assert.deepEqual(restoresAsked, ['backup-b']);
+  await closeDialog();
+});
+
+test('an isolated restore checks its mappings as typed with the contract validator, and asks for its dry run', { skip }, async () => {
+  await page.locator('tr[data-backup-id=backup-b] [data-action=isolated-restore]').click();
+  await page.getByLabel('Resource mappings (JSON)').fill('[{"type":"volume"}]');
+  await page.locator('[data-form-reasons]').waitFor();
+  assert.match(await page.locator('[data-form-reasons]').textContent() ?? '', /mappings\[0\]/);
+  assert.equal(await page.locator('[data-action=review-isolated-restore]').isDisabled(), true);
+  const mappings = [{ type: 'volume', source: { resourceName: 'data', mountPath: '/data' }, target: { resourceName: 'data-copy', mountPath: '/data-copy' } }];
+  await page.getByLabel('Resource mappings (JSON)').fill(JSON.stringify(mappings));
+  await page.getByLabel('Target node').fill('node-2');
+  assert.equal(await page.locator('.isolated-form [data-form-reasons]').count(), 0);
+  const isolatedOperations = async () => (await t.admin.call('getOperations', { serviceId: service.id, limit: 100 })).operations
+    .filter((operation: { kind: string }) => operation.kind === 'isolated-restore').length;
+  await page.locator('[data-action=review-isolated-restore]').click();
+  const dialog = page.locator('dialog.action-dialog');
+  await dialog.locator('[data-action=confirm]').waitFor();
+  assert.equal(await isolatedOperations(), 0, 'the dry run started nothing');
+  // Running it needs a node's coreflow (docs/dashboard.md): the flow stops at the confirmation here.
+  await dialog.locator('[data-action=cancel]').click();
+  await page.locator('dialog.action-dialog').waitFor({ state: 'detached' });
+  assert.equal(await isolatedOperations(), 0);
+  await page.locator('.isolated-form button', { hasText: 'Cancel' }).click();
+});
+
+test('platform bindings of a service are created, changed and deleted from its page', { skip }, async () => {
+  const bindings = async () => (await t.admin.call('getPlatformBindings', { serviceId: service.id })).platformBindings;
+  await page.locator('[data-action=new-binding]').click();
+  await page.locator('#binding-node').selectOption('node-2');
+  await page.locator('[data-action=save-binding]').click();
+  await confirmAfterDryRun(async () => assert.deepEqual(await bindings(), [], 'the dry run stored nothing'));
+  await closeDialog();
+  await page.locator('tr[data-binding-capability=database]').waitFor();
+  assert.equal((await bindings())[0].nodeId, 'node-2');
+  await page.locator('tr[data-binding-capability=database] [data-action=edit-binding]').click();
+  await page.locator('#binding-node').selectOption('node-1');
+  await page.locator('[data-action=save-binding]').click();
+  await confirmAfterDryRun(async () => assert.equal((await bindings())[0].nodeId, 'node-2'));
+  await closeDialog();
+  await waitForText('tr[data-binding-capability=database]', 'node-1');
+  await page.locator('tr[data-binding-capability=database] [data-action=delete-binding]').click();
+  await confirmAfterDryRun(async () => assert.equal((await bindings()).length, 1));
+  await closeDialog();
+  await page.locator('tr[data-binding-capability=database]').waitFor({ state: 'detached' });
+  assert.deepEqual(await bindings(), []);
+});
+
+test('the address plan is written and read on its page; a broken plan is named before it is sent', { skip }, async () => {
+  await page.goto(`${t.baseUrl}/dashboard/#/network`);
+  await page.locator('[data-plan-revision=none]').waitFor();
+  await page.locator('[data-action=edit-plan]').click();
+  const broken = { ...upstreamExamplePlan(), pools: [{ id: 'workloads', prefix: '10.0.0.0/8' }] };
+  await page.getByLabel(/Plan \(JSON/).fill(JSON.stringify(broken, null, 2));
+  await page.locator('[data-form-reasons]').waitFor();
+  assert.equal(await page.locator('[data-action=review-plan]').isDisabled(), true);
+  await page.getByLabel(/Plan \(JSON/).fill(JSON.stringify(upstreamExamplePlan(), null, 2));
+  assert.equal(await page.locator('[data-form-reasons]').count(), 0);
+  await page.locator('[data-action=review-plan]').click();
+  await confirmAfterDryRun(async () => assert.equal((await t.admin.call('getRuntimeNetworkAddressPlan', {})).plan, null, 'the dry run wrote nothing'));
+  await closeDialog();
+  await page.locator('[data-plan-revision="1"]').waitFor();
+  assert.match(await page.locator('[data-plan-revision="1"]').textContent() ?? '', /workloads 192\.0\.2\.128\/25/);
+  // The editor starts at the next revision: the compare-and-swap token is not the operator's job.
+  await page.locator('[data-action=edit-plan]').click();
+  assert.match(await page.getByLabel(/Plan \(JSON/).inputValue(), /"revision": 2/);
 });
 
 test('no page of the day logged a console error', { skip }, () => {

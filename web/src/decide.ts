@@ -17,6 +17,7 @@ export type TRoute =
   | { page: 'audit' }
   | { page: 'operations' }
   | { page: 'users' }
+  | { page: 'network' }
   | { page: 'not-found'; path: string };
 
 /**
@@ -40,7 +41,7 @@ export const parseRoute = (hashArg: string): TRoute => {
     if ((first === 'cluster' || first === 'service') && second) {
       return { page: first, id: second };
     }
-    if (second === undefined && (first === 'fleet' || first === 'audit' || first === 'operations' || first === 'users')) {
+    if (second === undefined && (first === 'fleet' || first === 'audit' || first === 'operations' || first === 'users' || first === 'network')) {
       return { page: first };
     }
   }

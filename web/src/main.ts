@@ -8,4 +8,5 @@ import './forms.js';
 import './pages/audit.js';
 import './pages/operations.js';
 import './pages/users.js';
+import './pages/network.js';
 import './app.js';
