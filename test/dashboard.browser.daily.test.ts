@@ -289,6 +289,7 @@ test('the operations page lists running and recent operations, and cancels a run
     const row = page.locator('tr[data-operation-state=running]').filter({ hasText: 'backup-held' });
     await row.waitFor();
     assert.equal(await page.locator('tr[data-operation-state=completed]').count(), 3, 'the three finished backups are listed');
+    await waitForText('tr[data-operation-state=completed] [data-requested-by]', testAdminUsername);
     await row.locator('[data-action=cancel-operation]').click();
     const operationId = await row.getAttribute('data-operation-id');
     assert.ok(operationId);

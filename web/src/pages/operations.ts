@@ -29,6 +29,8 @@ export class CloudlyOperationsPage extends LivePage {
   declare nextCursor: string | undefined;
   declare stateFilter: TOperationState | '';
   declare error: unknown;
+  /** Usernames by user id, when this account may list accounts (administrators); ids otherwise. */
+  private usernames = new Map<string, string>();
   private cursor: string | undefined;
   private progressTimer: number | null = null;
   private readonly reloadSoon = coalesce(() => void this.load());
@@ -42,6 +44,15 @@ export class CloudlyOperationsPage extends LivePage {
   connectedCallback(): void {
     super.connectedCallback();
     void this.load();
+    void this.loadUsernames();
+  }
+
+  private async loadUsernames(): Promise<void> {
+    const answer = await api.call<{ users: Array<{ userId: string; username: string }> }>('getUsers', { limit: 500 }).catch(() => null);
+    if (answer) {
+      this.usernames = new Map(answer.users.map((user) => [user.userId, user.username]));
+      this.requestUpdate();
+    }
   }
 
   disconnectedCallback(): void {
@@ -121,7 +132,7 @@ export class CloudlyOperationsPage extends LivePage {
         : html`${progress.bytesTotal ? formatBytes(progress.bytesDone) : '—'}`}</td>
       <td>${formatTime(operationArg.startedAt)}</td>
       <td>${ended === null ? html`<span class="muted">running ${formatDuration(Date.now() - operationArg.startedAt)}</span>` : formatDuration(ended - operationArg.startedAt)}</td>
-      <td>${operationArg.requestedBy}</td>
+      <td data-requested-by>${this.usernames.get(operationArg.requestedBy) ?? operationArg.requestedBy}</td>
       <td>${operationArg.state === 'running' ? html`<button type="button" data-action="cancel-operation" @click=${() => this.cancel(operationArg)}>Cancel…</button>` : nothing}</td>
     </tr>`;
   }
