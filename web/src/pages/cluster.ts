@@ -8,7 +8,7 @@ import type { IClusterResolvedRouteTable, IClusterUnresolvedRoute } from '../../
 import { api } from '../api.js';
 import { explainRuntimeStatus, formatTime } from '../format.js';
 import { LivePage, clusterOfChange } from '../live.js';
-import { CloudlyActionDialog, coalesce, copyText, localPager, pageSlice, refusalView } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, copyText, localPager, pageSlice, refusalView, markFirstRender } from '../widgets.js';
 import { relayStateOf, relayStateText } from './fleet.js';
 import { isClusterNodeId, isClusterNodeName } from '../../../ts/interfaces/data/clusternode.js';
 import type { IService, IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
@@ -479,6 +479,12 @@ export class CloudlyClusterPage extends LivePage {
             @spec=${(event: CustomEvent<IServiceWritableSpec>) => this.createService(event.detail)} @cancel=${() => { this.newService = false; }}></cloudly-service-form>`
         : html`<button type="button" data-action="new-service" @click=${() => { this.newService = true; }}>New service…</button>`}
     </section>`;
+  }
+
+  protected updated(): void {
+    if (this.overview !== null) {
+      markFirstRender('cluster');
+    }
   }
 
   protected render(): TemplateResult {

@@ -3,7 +3,7 @@ import { validateRuntimeNetworkAddressPlan, type IRuntimeNetworkAddressPlan } fr
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api } from '../api.js';
 import { LivePage } from '../live.js';
-import { CloudlyActionDialog, coalesce, refusalView } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, refusalView, markFirstRender } from '../widgets.js';
 import { formReasonsView } from '../forms.js';
 
 /** The plan an authority without one starts from in the editor: every member present, nothing assumed. */
@@ -35,6 +35,8 @@ export class CloudlyNetworkPage extends LivePage {
   /** The JSON being edited; null while the editor is closed. */
   declare draft: string | null;
   private readonly reloadSoon = coalesce(() => void this.load());
+  /** Whether the first read was answered (its answer may be empty). */
+  private loaded = false;
 
   constructor() {
     super();
@@ -50,6 +52,9 @@ export class CloudlyNetworkPage extends LivePage {
   private async load(): Promise<void> {
     try {
       this.plan = (await api.call<{ plan: IRuntimeNetworkAddressPlan | null }>('getRuntimeNetworkAddressPlan', {})).plan;
+      this.loaded = true;
+      // An answer equal to the state before (no plan, still none) re-renders nothing by itself.
+      this.requestUpdate();
       this.error = undefined;
     } catch (error) {
       this.error = error;
@@ -109,6 +114,12 @@ export class CloudlyNetworkPage extends LivePage {
       <div><dt>Hubs</dt><dd>${planArg.hubs.length ? planArg.hubs.map((hub) => `${hub.clusterId} at ${hub.address}`).join(', ') : 'none'}</dd></div>
       <div><dt>Platform endpoints</dt><dd>${planArg.platformEndpoints.length ? planArg.platformEndpoints.map((endpoint) => `${endpoint.id} ${endpoint.address}:${endpoint.port}/${endpoint.protocol}`).join(', ') : 'none'}</dd></div>
     </dl>`;
+  }
+
+  protected updated(): void {
+    if (this.loaded) {
+      markFirstRender('network');
+    }
   }
 
   protected render(): TemplateResult {

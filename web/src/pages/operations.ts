@@ -4,7 +4,7 @@ import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api } from '../api.js';
 import { formatBytes, formatTime } from '../format.js';
 import { LivePage } from '../live.js';
-import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager, markFirstRender } from '../widgets.js';
 import { formatDuration, sortOperations } from '../decide.js';
 import { operationFraction } from './service.js';
 
@@ -34,6 +34,8 @@ export class CloudlyOperationsPage extends LivePage {
   private cursor: string | undefined;
   private progressTimer: number | null = null;
   private readonly reloadSoon = coalesce(() => void this.load());
+  /** Whether the first read was answered (its answer may be empty). */
+  private loaded = false;
 
   constructor() {
     super();
@@ -68,6 +70,9 @@ export class CloudlyOperationsPage extends LivePage {
         ...(this.cursor ? { cursor: this.cursor } : {}),
       });
       this.operations = sortOperations(answer.operations);
+      this.loaded = true;
+      // An answer equal to the state before (no plan, still none) re-renders nothing by itself.
+      this.requestUpdate();
       this.nextCursor = answer.nextCursor;
       this.error = undefined;
     } catch (error) {
@@ -135,6 +140,12 @@ export class CloudlyOperationsPage extends LivePage {
       <td data-requested-by>${this.usernames.get(operationArg.requestedBy) ?? operationArg.requestedBy}</td>
       <td>${operationArg.state === 'running' ? html`<button type="button" data-action="cancel-operation" @click=${() => this.cancel(operationArg)}>Cancel…</button>` : nothing}</td>
     </tr>`;
+  }
+
+  protected updated(): void {
+    if (this.loaded) {
+      markFirstRender('operations');
+    }
   }
 
   protected render(): TemplateResult {

@@ -15,7 +15,7 @@ import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api, ApiError } from '../api.js';
 import { explainRuntimeStatus, formatBytes, formatTime } from '../format.js';
 import { LivePage } from '../live.js';
-import { CloudlyActionDialog, coalesce, refusalView } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, refusalView, markFirstRender } from '../widgets.js';
 import { decideBackupNodeChoices, describeRunAs, serviceFormOfSpec, sortBackupsByTime, writableSpecOf } from '../decide.js';
 import type { IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
 
@@ -709,6 +709,12 @@ export class CloudlyServicePage extends LivePage {
       <cloudly-pager label="backups" .nextCursor=${this.backupsNext}
         @page=${(event: CustomEvent<{ cursor?: string }>) => { this.backupsCursor = event.detail.cursor; void this.loadBackups(); }}></cloudly-pager>
     </section>`;
+  }
+
+  protected updated(): void {
+    if (this.service !== null) {
+      markFirstRender('service');
+    }
   }
 
   protected render(): TemplateResult {

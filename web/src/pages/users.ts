@@ -5,7 +5,7 @@ import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api } from '../api.js';
 import { formatTime } from '../format.js';
 import { LivePage } from '../live.js';
-import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager, markFirstRender } from '../widgets.js';
 import { formReasonsView } from '../forms.js';
 
 /**
@@ -137,6 +137,12 @@ export class CloudlyUsersPage extends LivePage {
           `The account ${userArg.username} is removed; its sessions are refused from their next call.`, 'Delete account')}>Delete…</button>
       </td>
     </tr>`;
+  }
+
+  protected updated(): void {
+    if (this.users.length > 0) {
+      markFirstRender('users');
+    }
   }
 
   protected render(): TemplateResult {
