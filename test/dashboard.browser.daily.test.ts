@@ -11,6 +11,7 @@ import type { IService } from '../ts/interfaces/data/service.js';
 import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 import type { IReq_Cloudly_Relay_BackupClusterService, IReq_Cloudly_Relay_RestoreClusterService, IReq_Admin_GetServiceBackups } from '../ts/interfaces/requests/backup.js';
 import { upstreamExamplePlan } from './runtimenetwork.fixture.js';
+import type { IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources } from '../ts/interfaces/requests/corestore.js';
 
 /**
  * The operator's day in the dashboard, in headless Chromium against a real Cloudly (embedded
@@ -34,6 +35,8 @@ let service: IService;
 const consoleErrors: string[] = [];
 /** The relay answers a backup once this settles; a test replaces it to keep one running. */
 let holdBackups: Promise<void> = Promise.resolve();
+/** The service whose database the relay's legacy inventory lists on node-1 (set by its test). */
+let legacyServiceId: string | null = null;
 /** The backups the relay was asked to restore. */
 const restoresAsked: string[] = [];
 
@@ -72,6 +75,12 @@ before(async () => {
     }, chunked(closure));
     return { snapshots: [{ type: 'database', snapshotId: `snap-${request.backupId}`, resourceName: 'db', databaseName: 'app', createdAt: Date.now(), sizeBytes: closure.byteLength }] };
   });
+  relay.addHandler<IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources>('getClusterCorestoreLegacyResources', async ({ nodeId }) => ({
+    reachable: true, nodeId, readAt: Date.now(),
+    services: legacyServiceId && nodeId === 'node-1'
+      ? [{ serviceId: legacyServiceId, resources: [{ capability: 'database', databaseName: 'legacy_db', adoption: { state: 'unadopted', blocker: null } }] }]
+      : [],
+  }));
   relay.addHandler<IReq_Cloudly_Relay_RestoreClusterService>('restoreClusterService', async (request) => {
     restoresAsked.push(request.backupId);
     return { restored: request.snapshots };
@@ -398,6 +407,32 @@ test('platform bindings of a service are created, changed and deleted from its p
   await closeDialog();
   await page.locator('tr[data-binding-capability=database]').waitFor({ state: 'detached' });
   assert.deepEqual(await bindings(), []);
+});
+
+test("a node's legacy Corestore resources are read and adopted from the cluster page after the plan's dry run", { skip }, async () => {
+  legacyServiceId = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+    service: {
+      name: 'legacy-app', organizationId: 'org-1', clusterId,
+      runtime: { image: 'registry.example.com/app/legacy:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-1'] } },
+      volumes: [],
+    },
+  })).service.id;
+  await t.admin.call('setClusterNodeCorestore', { clusterId, nodeId: 'node-1', expected: null, corestore: { endpoint: 'http://10.20.0.11:3000' } });
+  const adopted = async () => (await t.admin.call('getPlatformBindings', { serviceId: legacyServiceId! })).platformBindings;
+  await page.goto(`${t.baseUrl}/dashboard/#/cluster/${clusterId}`);
+  await page.locator('tr[data-node-id=node-1] [data-action=inventory]').click();
+  await page.getByLabel(legacyServiceId).check();
+  await page.locator('[data-action=adopt]').click();
+  const dialog = await confirmAfterDryRun(async () => {
+    assert.match(await page.locator('dialog.action-dialog table[aria-label="Adoption plan"]').textContent() ?? '', new RegExp(`${legacyServiceId}[\\s\\S]*database`));
+    assert.deepEqual(await adopted(), [], 'the dry run adopted nothing');
+  });
+  assert.match(await dialog.locator('.action-done').textContent() ?? '', /Adopted/);
+  const bindings = await adopted();
+  assert.equal(bindings.length, 1);
+  assert.equal(bindings[0].capability, 'database');
+  assert.ok(bindings[0].corestoreLegacyAdoption, 'a binding created by the adoption');
+  await closeDialog();
 });
 
 test('the address plan is written and read on its page; a broken plan is named before it is sent', { skip }, async () => {

@@ -1,7 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
+  countNodeSources,
   decideBackupNodeChoices,
+  describeRelayKind,
   describeRunAs,
   formatDuration,
   parseRoute,
@@ -114,4 +116,11 @@ test('the cluster-name and account rules the forms share with Cloudly', () => {
     'password must be a string of 12 to 1024 characters',
     'role must be admin or user',
   ]);
+});
+
+test('a relay is told apart from the simulator by its registered version', () => {
+  assert.equal(describeRelayKind('cloudly-sim/1'), 'simulated');
+  assert.equal(describeRelayKind('1.0.0'), 'cluster');
+  assert.equal(describeRelayKind(null), 'unknown');
+  assert.deepEqual(countNodeSources([{ source: 'relay-report' }, { source: 'admin' }, { source: 'relay-report' }]), { reported: 2, added: 1 });
 });

@@ -224,3 +224,18 @@ export const formatDuration = (msArg: number): string => {
   const seconds = Math.floor((msArg % 60_000) / 1000);
   return `${minutes} min ${String(seconds).padStart(2, '0')} s`;
 };
+
+// ---- relays ----
+
+/**
+ * What kind of relay a registration says it is: the simulator (`cloudly-sim`, docs/simulator.md)
+ * registers with version `cloudly-sim/<n>`; anything else is taken for a real cluster's relay.
+ */
+export const describeRelayKind = (versionArg: string | null | undefined): 'simulated' | 'cluster' | 'unknown' =>
+  typeof versionArg !== 'string' ? 'unknown' : /^cloudly-sim\//.test(versionArg) ? 'simulated' : 'cluster';
+
+/** How many of a cluster's nodes its relay reports, and how many only an administrator added. */
+export const countNodeSources = (nodesArg: ReadonlyArray<{ source: string }>): { reported: number; added: number } => ({
+  reported: nodesArg.filter((node) => node.source === 'relay-report').length,
+  added: nodesArg.filter((node) => node.source !== 'relay-report').length,
+});

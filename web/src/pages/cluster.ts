@@ -13,6 +13,7 @@ import { relayStateOf, relayStateText } from './fleet.js';
 import { isClusterNodeId, isClusterNodeName } from '../../../ts/interfaces/data/clusternode.js';
 import type { IService, IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
 import { describeDryRun, formReasonsView } from '../forms.js';
+import { countNodeSources, describeRelayKind } from '../decide.js';
 
 const pageSize = 25;
 
@@ -302,6 +303,8 @@ export class CloudlyClusterPage extends LivePage {
         <div><dt>Sockets open on this instance</dt><dd>${overviewArg.relay.socketsOpenHere.length
           ? overviewArg.relay.socketsOpenHere.map((socket) => html`<span class="chip">since ${formatTime(socket.connectedAt)}${socket.elected ? ' · elected' : ''}</span>`)
           : 'none'}</dd></div>
+        <div><dt>Relay kind</dt><dd data-relay-kind=${describeRelayKind(registration?.version)}>${{ simulated: 'simulated (cloudly-sim: nothing runs behind it)', cluster: 'a cluster\u2019s relay', unknown: 'not known until it registers' }[describeRelayKind(registration?.version)]}</dd></div>
+        <div><dt>Nodes</dt><dd>${countNodeSources(overviewArg.nodes).reported} reported by the relay, ${countNodeSources(overviewArg.nodes).added} added by an administrator only</dd></div>
         <div><dt>Relay token generation</dt><dd>${overviewArg.cluster.relayTokenGeneration}</dd></div>
       </dl>
       <button type="button" data-action="rotate-relay-token" @click=${() => this.rotateRelayToken()}>Rotate relay token…</button>
