@@ -424,7 +424,7 @@ test("a node's legacy Corestore resources are read and adopted from the cluster 
   await page.getByLabel(legacyServiceId).check();
   await page.locator('[data-action=adopt]').click();
   const dialog = await confirmAfterDryRun(async () => {
-    assert.match(await page.locator('dialog.action-dialog table[aria-label="Adoption plan"]').textContent() ?? '', new RegExp(`${legacyServiceId}[\\s\\S]*database`));
+    assert.match(await page.locator('dialog.action-dialog .dry-run table').textContent() ?? '', new RegExp(`${legacyServiceId}[\\s\\S]*database`));
     assert.deepEqual(await adopted(), [], 'the dry run adopted nothing');
   });
   assert.match(await dialog.locator('.action-done').textContent() ?? '', /Adopted/);

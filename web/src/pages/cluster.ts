@@ -277,7 +277,14 @@ export class CloudlyClusterPage extends LivePage {
       title: `Adopt ${resources.length} legacy resource(s) on node ${inventory.nodeId}`,
       intro: html`<p>All or none: Cloudly creates one adopting platform binding per selected resource, against the inventory digest read.</p>`,
       dryRun: () => api.call('adoptCorestoreLegacyResources', { ...request, dryRun: true }),
-      describe: (answerArg) => html`<p>The plan:</p>${planView(answerArg.plan ?? [])}`,
+      // Cloudly's dry run of this orchestration halts before the relay is asked again, so it may
+      // answer no plan: the selection is then what the confirmation would adopt.
+      describe: (answerArg) => (answerArg.plan?.length
+        ? html`<p>The plan:</p>${planView(answerArg.plan)}`
+        : html`${describeDryRun(answerArg)}<table class="data" aria-label="Selected resources">
+            <thead><tr><th scope="col">Service</th><th scope="col">Capability</th></tr></thead>
+            <tbody>${resources.map((entry) => html`<tr><td><code>${entry.serviceId}</code></td><td>${entry.capability}</td></tr>`)}</tbody>
+          </table>`),
       run: () => api.call('adoptCorestoreLegacyResources', request),
       result: (answerArg) => html`<p>Adopted:</p>${planView(answerArg.plan ?? [])}`,
       confirmLabel: 'Adopt',
