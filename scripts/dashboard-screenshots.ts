@@ -16,6 +16,7 @@ import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 import { projectDir } from '../ts/core/dashboard.js';
 import type { IReq_Cloudly_Relay_BackupClusterService, IReq_Cloudly_Relay_RestoreClusterService } from '../ts/interfaces/requests/backup.js';
 import { upstreamExamplePlan } from '../test/runtimenetwork.fixture.js';
+import type { IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources } from '../ts/interfaces/requests/corestore.js';
 import type { Locator } from 'playwright-core';
 
 const imagesDir = path.join(projectDir, 'docs', 'images');
@@ -76,6 +77,10 @@ try {
     }
   }
   relay.addHandler<IReq_Cloudly_Relay_RestoreClusterService>('restoreClusterService', async (request) => ({ restored: request.snapshots }));
+  relay.addHandler<IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources>('getClusterCorestoreLegacyResources', async ({ nodeId }) => ({
+    reachable: true, nodeId, readAt: Date.now(),
+    services: nodeId === 'node-1' ? [{ serviceId: db.id, resources: [{ capability: 'objectstorage', bucketName: 'orders-exports', retention: null, adoption: { state: 'unadopted', blocker: null } }] }] : [],
+  }));
   await t.admin.call('upsertPlatformBinding', { platformBinding: { serviceId: db.id, capability: 'database', enabled: true, nodeId: 'node-1' }, expectedGeneration: null });
   await t.admin.call('createUser', { username: 'night-shift', password: 'night-shift-password-1', role: 'user' });
   await t.admin.call('setRuntimeNetworkAddressPlan', { plan: { ...upstreamExamplePlan(), hubs: [{ clusterId, address: '192.0.2.1' }] } });
@@ -150,6 +155,13 @@ try {
   await page.locator('[data-action=add-node]').click();
   await dialog.locator('[data-action=confirm]').waitFor();
   await shotOf('add-node', dialog);
+  await closeDialog();
+  await page.locator('tr[data-node-id=node-1] [data-action=inventory]').click();
+  await page.getByLabel(db.id).check();
+  await shotOf('inventory', page.locator('section.inventory'));
+  await page.locator('[data-action=adopt]').click();
+  await dialog.locator('[data-action=confirm]').waitFor();
+  await shotOf('adoption', dialog);
   await closeDialog();
   await page.locator('[data-action=new-service]').click();
   const form = page.locator('cloudly-service-form');
