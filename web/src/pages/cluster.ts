@@ -10,7 +10,7 @@ import { explainRuntimeStatus, formatTime } from '../format.js';
 import { LivePage, clusterOfChange } from '../live.js';
 import { CloudlyActionDialog, coalesce, copyText, localPager, pageSlice, refusalView, markFirstRender } from '../widgets.js';
 import { relayStateOf, relayStateText } from './fleet.js';
-import { isClusterNodeId, isClusterNodeName } from '../../../ts/interfaces/data/clusternode.js';
+import { isClusterNodeId, isClusterNodeName, maximumClusterNodeNameLength } from '../../../ts/interfaces/data/clusternode.js';
 import type { IService, IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
 import { describeDryRun, formReasonsView } from '../forms.js';
 import { countNodeSources, describeRelayKind } from '../decide.js';
@@ -178,7 +178,7 @@ export class CloudlyClusterPage extends LivePage {
     });
   }
 
-  /** Every reason the "Add node" fields are not what `addClusterNode` admits (the contract's rules). */
+  /** Every reason the "Add node" fields are not what `addClusterNode` admits: the contract's rules, in Cloudly's words (ts/manager.cluster/operations.ts). */
   private newNodeReasons(): string[] {
     const fields = this.newNode;
     if (!fields) {
@@ -186,10 +186,10 @@ export class CloudlyClusterPage extends LivePage {
     }
     const reasons: string[] = [];
     if (fields.name !== '' && !isClusterNodeName(fields.name)) {
-      reasons.push('name must be 1-128 characters, without control characters or surrounding spaces');
+      reasons.push(`name must be 1-${maximumClusterNodeNameLength} characters without control characters or surrounding spaces`);
     }
     if (fields.nodeId !== '' && !isClusterNodeId(fields.nodeId)) {
-      reasons.push('nodeId must start with a letter or digit and hold at most 128 letters, digits, ".", "_" or "-"');
+      reasons.push("nodeId must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)");
     }
     return reasons;
   }
