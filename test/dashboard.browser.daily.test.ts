@@ -4,8 +4,16 @@ import { randomBytes } from 'node:crypto';
 import type { Page } from 'playwright-core';
 import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { chromiumAvailable, chromiumPath, launchBrowser, type IBrowser } from './helpers/browser.js';
-import { chunked, descriptorOf } from './backup.fixture.js';
-import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
+import { chunked, collect, descriptorOf } from './backup.fixture.js';
+import { receiveStagedArchiveObject, sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
+import type { IIsolatedRestoreNodeState } from '../ts/interfaces/data/isolatedrestore.js';
+import type {
+  IReq_Cloudly_Coreflow_CleanupIsolatedRestore,
+  IReq_Cloudly_Coreflow_ExecuteIsolatedRestore,
+  IReq_Cloudly_Coreflow_GetIsolatedRestoreStatus,
+  IReq_Cloudly_Coreflow_PrepareIsolatedRestore,
+  IReq_Cloudly_Relay_StageIsolatedRestoreArchive,
+} from '../ts/interfaces/requests/backup.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IService } from '../ts/interfaces/data/service.js';
 import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
@@ -37,6 +45,8 @@ const consoleErrors: string[] = [];
 let holdBackups: Promise<void> = Promise.resolve();
 /** The service whose database the relay's legacy inventory lists on node-1 (set by its test). */
 let legacyServiceId: string | null = null;
+/** The isolated restore steps the node was asked to take. */
+const restoreSteps: string[] = [];
 /** The backups the relay was asked to restore. */
 const restoresAsked: string[] = [];
 
@@ -81,6 +91,24 @@ before(async () => {
       ? [{ serviceId: legacyServiceId, resources: [{ capability: 'database', databaseName: 'legacy_db', adoption: { state: 'unadopted', blocker: null } }] }]
       : [],
   }));
+  // The node's side of an isolated restore (a coreflow stand-in): prepared, staged, then each step.
+  const nodeState = (requestArg: { clusterId: string; targetNodeName: string; restoreId: string }, revisionArg: number, phaseArg: IIsolatedRestoreNodeState['phase']): IIsolatedRestoreNodeState => ({
+    clusterId: requestArg.clusterId, targetNodeName: requestArg.targetNodeName, restoreId: requestArg.restoreId, revision: revisionArg, phase: phaseArg, stagedObjects: [],
+  });
+  relay.addHandler<IReq_Cloudly_Coreflow_PrepareIsolatedRestore>('coreflowPrepareIsolatedRestore', async (request) => ({ state: nodeState(request, 1, 'prepared') }));
+  relay.addHandler<IReq_Cloudly_Relay_StageIsolatedRestoreArchive>('stageIsolatedRestoreArchive', async (request) => {
+    await collect(receiveStagedArchiveObject(relay, request.archive, request.object));
+    return { state: { ...nodeState(request, request.expectedRevision + 1, 'ready'), stagedObjects: [request.object] } };
+  });
+  relay.addHandler<IReq_Cloudly_Coreflow_GetIsolatedRestoreStatus>('coreflowGetIsolatedRestoreStatus', async (request) => ({ state: nodeState(request, 2, 'ready') }));
+  relay.addHandler<IReq_Cloudly_Coreflow_ExecuteIsolatedRestore>('coreflowExecuteIsolatedRestore', async (request) => {
+    restoreSteps.push('execute');
+    return { state: nodeState(request, request.expectedRevision + 1, 'executed') };
+  });
+  relay.addHandler<IReq_Cloudly_Coreflow_CleanupIsolatedRestore>('coreflowCleanupIsolatedRestore', async (request) => {
+    restoreSteps.push('cleanup');
+    return { state: nodeState(request, request.expectedRevision + 1, 'cleaned-up') };
+  });
   relay.addHandler<IReq_Cloudly_Relay_RestoreClusterService>('restoreClusterService', async (request) => {
     restoresAsked.push(request.backupId);
     return { restored: request.snapshots };
@@ -364,27 +392,46 @@ test('a backup is restored from the service page after its dry run, its operatio
   await closeDialog();
 });
 
-test('an isolated restore checks its mappings as typed with the contract validator, and asks for its dry run', { skip }, async () => {
+test('an isolated restore: mappings checked as typed, started after its dry run, then executed and cleaned up from the operations page', { skip }, async () => {
   await page.locator('tr[data-backup-id=backup-b] [data-action=isolated-restore]').click();
   await page.getByLabel('Resource mappings (JSON)').fill('[{"type":"volume"}]');
   await page.locator('[data-form-reasons]').waitFor();
   assert.match(await page.locator('[data-form-reasons]').textContent() ?? '', /mappings\[0\]/);
   assert.equal(await page.locator('[data-action=review-isolated-restore]').isDisabled(), true);
-  const mappings = [{ type: 'volume', source: { resourceName: 'data', mountPath: '/data' }, target: { resourceName: 'data-copy', mountPath: '/data-copy' } }];
+  // The backup's database snapshot (resource db, database app) into a scratch rehearsal database.
+  const mappings = [{
+    type: 'database',
+    source: { resourceName: 'db', databaseName: 'app' },
+    target: {
+      resourceName: 'scratch', databaseName: 'app_rehearsal',
+      databaseAllocation: { purpose: 'scratch-rehearsal', rehearsalId: 'rehearsal-1', allocationId: 'a'.repeat(64), generation: 1, bindingSha256: 'b'.repeat(64), receiptSha256: 'c'.repeat(64) },
+    },
+  }];
   await page.getByLabel('Resource mappings (JSON)').fill(JSON.stringify(mappings));
   await page.getByLabel('Target node').fill('node-2');
   assert.equal(await page.locator('.isolated-form [data-form-reasons]').count(), 0);
   const isolatedOperations = async () => (await t.admin.call('getOperations', { serviceId: service.id, limit: 100 })).operations
-    .filter((operation: { kind: string }) => operation.kind === 'isolated-restore').length;
+    .filter((operation: { kind: string }) => operation.kind === 'isolated-restore');
   await page.locator('[data-action=review-isolated-restore]').click();
-  const dialog = page.locator('dialog.action-dialog');
-  await dialog.locator('[data-action=confirm]').waitFor();
-  assert.equal(await isolatedOperations(), 0, 'the dry run started nothing');
-  // Running it needs a node's coreflow (docs/dashboard.md): the flow stops at the confirmation here.
-  await dialog.locator('[data-action=cancel]').click();
-  await page.locator('dialog.action-dialog').waitFor({ state: 'detached' });
-  assert.equal(await isolatedOperations(), 0);
-  await page.locator('.isolated-form button', { hasText: 'Cancel' }).click();
+  await confirmAfterDryRun(async () => assert.equal((await isolatedOperations()).length, 0, 'the dry run started nothing'));
+  const operations = await isolatedOperations();
+  assert.equal(operations.length, 1);
+  assert.equal(operations[0].state, 'completed');
+  await closeDialog();
+  // Its steps, on the operations page: status, execute, clean up, each change after its dry run.
+  await page.goto(`${t.baseUrl}/dashboard/#/operations`);
+  await page.locator(`tr[data-operation-id="${operations[0].operationId}"] [data-action=restore-steps]`).click();
+  await page.locator('[data-restore-id] [data-restore-phase=ready]').waitFor();
+  await page.locator('[data-action=execute-restore]').click();
+  await confirmAfterDryRun(async () => assert.deepEqual(restoreSteps, [], 'the dry run asked the node nothing'));
+  await closeDialog();
+  await page.locator('[data-restore-id] [data-restore-phase=executed]').waitFor();
+  await page.locator('[data-action=cleanup-restore]').click();
+  await confirmAfterDryRun(async () => assert.deepEqual(restoreSteps, ['execute']));
+  await closeDialog();
+  await page.locator('[data-restore-id] [data-restore-phase=cleaned-up]').waitFor();
+  assert.deepEqual(restoreSteps, ['execute', 'cleanup']);
+  await page.goto(`${t.baseUrl}/dashboard/#/service/${service.id}`);
 });
 
 test('platform bindings of a service are created, changed and deleted from its page', { skip }, async () => {

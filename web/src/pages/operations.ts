@@ -1,12 +1,14 @@
 import { html, nothing, type TemplateResult } from 'lit';
 import type { IOperation, TOperationState } from '../../../ts/interfaces/requests/operation.js';
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
+import type { IIsolatedRestoreNodeState } from '../../../ts/interfaces/data/isolatedrestore.js';
 import { api } from '../api.js';
 import { formatBytes, formatTime } from '../format.js';
 import { LivePage } from '../live.js';
 import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager, markFirstRender } from '../widgets.js';
 import { formatDuration, sortOperations } from '../decide.js';
 import { operationFraction } from './service.js';
+import { describeDryRun } from '../forms.js';
 
 const pageLimit = 50;
 /** How often running operations' byte progress is read (progress writes are not on the watch). */
@@ -23,12 +25,15 @@ export class CloudlyOperationsPage extends LivePage {
     nextCursor: { state: true },
     stateFilter: { state: true },
     error: { state: true },
+    steps: { state: true },
   };
 
   declare operations: IOperation[];
   declare nextCursor: string | undefined;
   declare stateFilter: TOperationState | '';
   declare error: unknown;
+  /** The isolated restore whose node state is shown (read with `stepIsolatedRestore status`); null while closed. */
+  declare steps: { restoreId: string; state?: IIsolatedRestoreNodeState; error?: unknown } | null;
   /** Usernames by user id, when this account may list accounts (administrators); ids otherwise. */
   private usernames = new Map<string, string>();
   private cursor: string | undefined;
@@ -41,6 +46,7 @@ export class CloudlyOperationsPage extends LivePage {
     super();
     this.operations = [];
     this.stateFilter = '';
+    this.steps = null;
   }
 
   connectedCallback(): void {
@@ -121,6 +127,52 @@ export class CloudlyOperationsPage extends LivePage {
     });
   }
 
+  /** Reads an isolated restore's state on its node (through the relay, under a fresh grant). */
+  private async readRestore(restoreIdArg: string): Promise<void> {
+    this.steps = { restoreId: restoreIdArg };
+    try {
+      const { state } = await api.call<{ state: IIsolatedRestoreNodeState }>('stepIsolatedRestore', { restoreId: restoreIdArg, operation: 'status' });
+      this.steps = { restoreId: restoreIdArg, state };
+    } catch (error) {
+      this.steps = { restoreId: restoreIdArg, error };
+    }
+  }
+
+  /** Executes or cleans up an isolated restore, against the revision of the state read. */
+  private stepRestore(operationArg: 'execute' | 'cleanup'): void {
+    const steps = this.steps!;
+    const request = { restoreId: steps.restoreId, operation: operationArg, expectedRevision: steps.state!.revision };
+    CloudlyActionDialog.open<{ state?: IIsolatedRestoreNodeState }>({
+      title: `${operationArg === 'execute' ? 'Execute' : 'Clean up'} isolated restore ${steps.restoreId}`,
+      intro: html`<p>${operationArg === 'execute'
+        ? 'The node restores the staged backup into the scratch resources of the mappings.'
+        : 'The node removes the scratch resources and the staged archive.'} Against node state revision ${request.expectedRevision}.</p>`,
+      dryRun: () => api.call('stepIsolatedRestore', { ...request, dryRun: true }),
+      describe: (answerArg) => describeDryRun(answerArg),
+      run: () => api.call('stepIsolatedRestore', request),
+      result: (answerArg) => html`<p>The node reports phase <strong data-restore-phase=${answerArg.state?.phase ?? ''}>${answerArg.state?.phase}</strong> (revision ${answerArg.state?.revision}).</p>`,
+      confirmLabel: operationArg === 'execute' ? 'Execute' : 'Clean up',
+      onDone: (answerArg) => { this.steps = { restoreId: steps.restoreId, state: answerArg.state }; },
+    });
+  }
+
+  private stepsView(): TemplateResult {
+    const steps = this.steps!;
+    const phase = steps.state?.phase;
+    return html`<section class="card wide" aria-labelledby="restore-steps-title" data-restore-id=${steps.restoreId}>
+      <h2 id="restore-steps-title">Isolated restore <code>${steps.restoreId}</code></h2>
+      ${steps.error ? refusalView(steps.error) : !steps.state ? html`<p role="status">Asking the node…</p>` : html`
+        <p>Node <strong>${steps.state.targetNodeName}</strong>: phase <strong data-restore-phase=${steps.state.phase}>${steps.state.phase}</strong>
+          (revision ${steps.state.revision}), ${steps.state.stagedObjects.length} object(s) staged${steps.state.reason ? html`, <code>${steps.state.reason}</code>` : nothing}.</p>
+        <div class="dialog-buttons">
+          <button type="button" data-action="execute-restore" ?disabled=${phase !== 'ready'} @click=${() => this.stepRestore('execute')}>Execute…</button>
+          <button type="button" data-action="cleanup-restore" ?disabled=${phase === 'cleaned-up'} @click=${() => this.stepRestore('cleanup')}>Clean up…</button>
+          <button type="button" @click=${() => void this.readRestore(steps.restoreId)}>Read again</button>
+          <button type="button" @click=${() => { this.steps = null; }}>Close</button>
+        </div>`}
+    </section>`;
+  }
+
   private row(operationArg: IOperation): TemplateResult {
     const progress = operationArg.progress;
     const fraction = operationFraction(operationArg);
@@ -138,7 +190,9 @@ export class CloudlyOperationsPage extends LivePage {
       <td>${formatTime(operationArg.startedAt)}</td>
       <td>${ended === null ? html`<span class="muted">running ${formatDuration(Date.now() - operationArg.startedAt)}</span>` : formatDuration(ended - operationArg.startedAt)}</td>
       <td data-requested-by>${this.usernames.get(operationArg.requestedBy) ?? operationArg.requestedBy}</td>
-      <td>${operationArg.state === 'running' ? html`<button type="button" data-action="cancel-operation" @click=${() => this.cancel(operationArg)}>Cancel…</button>` : nothing}</td>
+      <td>${operationArg.state === 'running' ? html`<button type="button" data-action="cancel-operation" @click=${() => this.cancel(operationArg)}>Cancel…</button>` : nothing}
+        ${operationArg.kind === 'isolated-restore' && operationArg.state === 'completed' && operationArg.result?.restoreId
+          ? html`<button type="button" data-action="restore-steps" @click=${() => void this.readRestore(operationArg.result!.restoreId!)}>Steps…</button>` : nothing}</td>
     </tr>`;
   }
 
@@ -171,6 +225,7 @@ export class CloudlyOperationsPage extends LivePage {
         <tbody>${this.operations.map((operation) => this.row(operation))}</tbody>
       </table>
       ${this.operations.length === 0 ? html`<p class="muted">No operations.</p>` : nothing}
+      ${this.steps ? this.stepsView() : nothing}
       <cloudly-pager label="operations" .nextCursor=${this.nextCursor}
         @page=${(event: CustomEvent<{ cursor?: string }>) => { this.cursor = event.detail.cursor; void this.load(); }}></cloudly-pager>
     </section>`;
