@@ -14,7 +14,10 @@ import { connectElectedRelay, relayOrigin } from '../test/ingress.fixture.js';
 import { chunked, descriptorOf } from '../test/backup.fixture.js';
 import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 import { projectDir } from '../ts/core/dashboard.js';
-import type { IReq_Cloudly_Relay_BackupClusterService } from '../ts/interfaces/requests/backup.js';
+import type { IReq_Cloudly_Relay_BackupClusterService, IReq_Cloudly_Relay_RestoreClusterService } from '../ts/interfaces/requests/backup.js';
+import { upstreamExamplePlan } from '../test/runtimenetwork.fixture.js';
+import type { IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources } from '../ts/interfaces/requests/corestore.js';
+import type { Locator } from 'playwright-core';
 
 const imagesDir = path.join(projectDir, 'docs', 'images');
 
@@ -73,6 +76,14 @@ try {
       state = (await t.admin.call('getOperation' as never, { operationId: ordered.operation.operationId } as never) as { operation: { state: string } }).operation.state;
     }
   }
+  relay.addHandler<IReq_Cloudly_Relay_RestoreClusterService>('restoreClusterService', async (request) => ({ restored: request.snapshots }));
+  relay.addHandler<IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources>('getClusterCorestoreLegacyResources', async ({ nodeId }) => ({
+    reachable: true, nodeId, readAt: Date.now(),
+    services: nodeId === 'node-1' ? [{ serviceId: db.id, resources: [{ capability: 'objectstorage', bucketName: 'orders-exports', retention: null, adoption: { state: 'unadopted', blocker: null } }] }] : [],
+  }));
+  await t.admin.call('upsertPlatformBinding', { platformBinding: { serviceId: db.id, capability: 'database', enabled: true, nodeId: 'node-1' }, expectedGeneration: null });
+  await t.admin.call('createUser', { username: 'night-shift', password: 'night-shift-password-1', role: 'user' });
+  await t.admin.call('setRuntimeNetworkAddressPlan', { plan: { ...upstreamExamplePlan(), hubs: [{ clusterId, address: '192.0.2.1' }] } });
   const beta = await t.createCluster('beta');
   await t.connectRelay(beta.relayToken);
   await t.createCluster('gamma');
@@ -82,6 +93,17 @@ try {
     await page.waitForTimeout(300);
     await page.screenshot({ path: path.join(imagesDir, `dashboard-${nameArg}.png`), fullPage: fullPageArg });
     console.log(`docs/images/dashboard-${nameArg}.png`);
+  };
+  /** One part of the page only: the images stay small and show what the text is about. */
+  const shotOf = async (nameArg: string, locatorArg: Locator) => {
+    await page.waitForTimeout(300);
+    await locatorArg.screenshot({ path: path.join(imagesDir, `dashboard-${nameArg}.png`) });
+    console.log(`docs/images/dashboard-${nameArg}.png`);
+  };
+  const dialog = page.locator('dialog.action-dialog');
+  const closeDialog = async () => {
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'detached' });
   };
   await page.goto(`${t.baseUrl}/dashboard/`);
   await page.getByLabel('Username').fill(testAdminUsername);
@@ -111,6 +133,69 @@ try {
   await page.goto(`${t.baseUrl}/dashboard/#/audit`);
   await page.locator('table[aria-label="Audit events"] tbody tr').first().waitFor();
   await shot('audit');
+
+  // The operator's day: each page and flow beyond reading.
+  await page.goto(`${t.baseUrl}/dashboard/#/nope`);
+  await page.locator('[data-page=not-found]').waitFor();
+  await shotOf('not-found', page.locator('main'));
+  await page.goto(`${t.baseUrl}/dashboard/#/fleet`);
+  await page.locator('[data-action=new-cluster]').click();
+  await page.getByLabel('Cluster name').fill('Bad Name!');
+  await shotOf('new-cluster-check', page.locator('[data-page=fleet] .page-header'));
+  await page.getByLabel('Cluster name').fill('delta');
+  await page.locator('[data-action=create-cluster]').click();
+  await dialog.locator('[data-action=confirm]').click();
+  await page.locator('dialog.action-dialog[data-phase=done]').waitFor();
+  await shotOf('new-cluster-token', dialog);
+  await closeDialog();
+  await page.goto(`${t.baseUrl}/dashboard/#/cluster/${clusterId}`);
+  await page.locator('[data-action=new-node]').click();
+  await page.getByLabel('Node name').fill('node-3');
+  await page.getByLabel('Node id (optional)').fill('node-3');
+  await page.locator('[data-action=add-node]').click();
+  await dialog.locator('[data-action=confirm]').waitFor();
+  await shotOf('add-node', dialog);
+  await closeDialog();
+  await page.locator('tr[data-node-id=node-1] [data-action=inventory]').click();
+  await page.getByLabel(db.id).check();
+  await shotOf('inventory', page.locator('section.inventory'));
+  await page.locator('[data-action=adopt]').click();
+  await dialog.locator('[data-action=confirm]').waitFor();
+  await shotOf('adoption', dialog);
+  await closeDialog();
+  await page.locator('[data-action=new-service]').click();
+  const form = page.locator('cloudly-service-form');
+  await form.locator('#service-form-name').fill('billing');
+  await form.locator('#service-form-organizationId').fill('org-1');
+  await form.locator('#service-form-image').fill('registry.example.com/shop/billing:3');
+  await form.locator('#service-form-runAs').fill('1000:1000');
+  await form.locator('#service-form-ports').fill('http 8080/tcp');
+  await form.locator('#service-form-routes').fill('billing.example.com https');
+  await form.locator('#service-form-volumes').fill('/var/lib/billing');
+  await shotOf('new-service', form);
+  await page.goto(`${t.baseUrl}/dashboard/#/service/${db.id}`);
+  await page.locator('[data-action=edit-service]').click();
+  await shotOf('edit-service', page.locator('section[aria-labelledby=spec-title]'));
+  await page.locator('cloudly-service-form button', { hasText: 'Cancel' }).click();
+  await shotOf('bindings', page.locator('section[aria-labelledby=bindings-title]'));
+  await page.locator('tr[data-backup-id=backup-nightly-1] [data-action=restore-backup]').click();
+  await dialog.locator('[data-action=confirm]').click();
+  await page.locator('dialog.action-dialog[data-phase=done]').waitFor();
+  await shotOf('restore', dialog);
+  await closeDialog();
+  await page.locator('tr[data-backup-id=backup-nightly-1] [data-action=isolated-restore]').click();
+  await page.getByLabel('Resource mappings (JSON)').fill('[{"type":"volume","source":{"resourceName":"data","mountPath":"/var/lib/data"}}]');
+  await shotOf('isolated-restore', page.locator('.isolated-form'));
+  await page.goto(`${t.baseUrl}/dashboard/#/operations`);
+  await page.locator('tr[data-operation-id]').first().waitFor();
+  await shot('operations');
+  await page.goto(`${t.baseUrl}/dashboard/#/users`);
+  await page.locator('tr[data-user=night-shift]').waitFor();
+  await shot('users');
+  await page.goto(`${t.baseUrl}/dashboard/#/network`);
+  await page.locator('[data-plan-revision="1"]').waitFor();
+  await page.locator('[data-action=edit-plan]').click();
+  await shot('address-plan');
 } finally {
   await browser.close();
   await t.stop();

@@ -88,6 +88,7 @@ const slowFirst = [
   'runtimenetwork.leases',
   'relay.liveness',
   'dashboard.browser',
+  'dashboard.browser.daily',
   'dashboard.watch',
   'backup.s3',
   'secret.atrest',

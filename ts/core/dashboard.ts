@@ -107,6 +107,14 @@ export const buildDashboardBundle = async (optionsArg: { sourceDir?: string; out
       tsconfig: path.join(sourceDir, 'tsconfig.json'),
       logLevel: 'silent',
       define: { 'process.env.NODE_ENV': '"production"' },
+      // The forms reuse the contracts' validators (ts/interfaces); their modules import
+      // node:crypto for hashing the forms never do, so the browser gets a stand-in.
+      plugins: [{
+        name: 'node-crypto-shim',
+        setup(buildArg) {
+          buildArg.onResolve({ filter: /^(node:)?crypto$/ }, () => ({ path: path.join(sourceDir, 'src', 'shims', 'node-crypto.ts') }));
+        },
+      }],
     });
     await esbuild.build({
       entryPoints: { app: path.join(sourceDir, 'styles.css') },

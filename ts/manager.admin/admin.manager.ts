@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { accountRules } from '../interfaces/requests/account.js';
 import type { Cloudly } from '../classes.cloudly.js';
 import type { IReq_Admin_LoginWithUsernameAndPassword } from '../interfaces/requests/admin.js';
 import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
@@ -31,10 +32,11 @@ export const loginFailureLimits: Readonly<Record<'perUsername' | 'perAddress', I
   perAddress: { attempts: 30, windowMs: 5 * 60_000 },
 });
 
-export const usernamePattern = /^[A-Za-z0-9][A-Za-z0-9._@-]*$/;
-const isUsername = isString(1, 64, usernamePattern);
+// The rules live with the contract (accountRules), so the dashboard's form checks the same ones.
+export const usernamePattern = accountRules.usernamePattern;
+const isUsername = isString(1, accountRules.usernameMaxLength, usernamePattern);
 /** A new password: 12 to 1,024 characters. */
-export const passwordLimits = Object.freeze({ minLength: 12, maxLength: 1024 });
+export const passwordLimits = Object.freeze({ minLength: accountRules.passwordMinLength, maxLength: accountRules.passwordMaxLength });
 const isNewPassword = isString(passwordLimits.minLength, passwordLimits.maxLength);
 const isRole: TFieldCheck = (valueArg, pathArg) => (valueArg === 'admin' || valueArg === 'user' ? [] : [`${pathArg} must be admin or user`]);
 

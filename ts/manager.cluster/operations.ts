@@ -32,6 +32,7 @@ import {
   decideRelayTokenRotation,
 } from './decide.js';
 import { clusterKind, toPublicCluster, type IClusterDocument } from './documents.js';
+import { clusterNameRule } from '../interfaces/data/cluster.js';
 import { clusterNodeDocumentId, clusterNodeKind, toPublicClusterNode } from './clusternodes.js';
 import {
   clusterNameReservationId,
@@ -47,7 +48,8 @@ import {
 
 export const relayTokenPrefix = 'szrelay_';
 const relayTokenBytes = 32;
-const clusterNamePattern = /^[A-Za-z0-9][A-Za-z0-9._ -]*$/;
+// The rule lives with the contract, so the dashboard's form checks the same one as you type.
+const clusterNamePattern = clusterNameRule.pattern;
 
 /** Most nodes one `getClusterNodeCorestores` may name. Project's own limit. */
 const maximumNodeIdsPerRead = 1024;
@@ -88,7 +90,7 @@ export interface IClusterPorts {
 export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[] => [
   adminOrchestration({
     method: 'createCluster',
-    input: { required: { name: isString(1, 64, clusterNamePattern) } },
+    input: { required: { name: isString(clusterNameRule.minimumLength, clusterNameRule.maximumLength, clusterNamePattern) } },
     // Two documents: the name reservation decides the name, then the cluster (clusternames.ts
     // has the steps and the crash rules).
     async run(request, context) {

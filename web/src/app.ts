@@ -1,22 +1,9 @@
 import { html, nothing, type TemplateResult } from 'lit';
 import { api, type TSocketStatus } from './api.js';
 import { LightElement, refusalView } from './widgets.js';
+import { parseRoute, type TRoute } from './decide.js';
 
-type TRoute = { page: 'fleet' } | { page: 'cluster'; id: string } | { page: 'service'; id: string } | { page: 'audit' };
-
-export const parseRoute = (hashArg: string): TRoute => {
-  const parts = hashArg.replace(/^#\/?/, '').split('/').map((part) => decodeURIComponent(part));
-  if (parts[0] === 'cluster' && parts[1]) {
-    return { page: 'cluster', id: parts[1] };
-  }
-  if (parts[0] === 'service' && parts[1]) {
-    return { page: 'service', id: parts[1] };
-  }
-  if (parts[0] === 'audit') {
-    return { page: 'audit' };
-  }
-  return { page: 'fleet' };
-};
+export { parseRoute };
 
 const statusText: Record<TSocketStatus, string> = {
   offline: 'Offline: changes are not followed',
@@ -116,7 +103,7 @@ export class CloudlyApp extends LightElement {
     return html`<main class="login" id="main">
       <form class="login-form" aria-labelledby="login-title" @submit=${(event: Event) => { event.preventDefault(); void this.login(event.target as HTMLFormElement); }}>
         <h1 id="login-title">Cloudly</h1>
-        <p class="muted">Log in with an administrator's username and password.</p>
+        <p class="muted" data-login-hint>Log in with your Cloudly username and password. Administrators can change things; read-only accounts see every page.</p>
         ${this.notice ? html`<p class="notice" role="status">${this.notice}</p>` : nothing}
         <label for="login-username">Username</label>
         <input id="login-username" name="username" autocomplete="username" required autofocus>
@@ -129,15 +116,29 @@ export class CloudlyApp extends LightElement {
   }
 
   private page(): TemplateResult {
-    switch (this.route.page) {
+    const route = this.route;
+    switch (route.page) {
+      case 'fleet':
+        return html`<cloudly-fleet-page></cloudly-fleet-page>`;
       case 'cluster':
-        return html`<cloudly-cluster-page cluster-id=${this.route.id}></cloudly-cluster-page>`;
+        return html`<cloudly-cluster-page cluster-id=${route.id}></cloudly-cluster-page>`;
       case 'service':
-        return html`<cloudly-service-page service-id=${this.route.id}></cloudly-service-page>`;
+        return html`<cloudly-service-page service-id=${route.id}></cloudly-service-page>`;
       case 'audit':
         return html`<cloudly-audit-page></cloudly-audit-page>`;
-      default:
-        return html`<cloudly-fleet-page></cloudly-fleet-page>`;
+      case 'operations':
+        return html`<cloudly-operations-page></cloudly-operations-page>`;
+      case 'users':
+        return html`<cloudly-users-page></cloudly-users-page>`;
+      case 'network':
+        return html`<cloudly-network-page></cloudly-network-page>`;
+      case 'not-found':
+        // Named, not silently replaced by the fleet: a mistyped or stale link should be noticed.
+        return html`<section class="page" data-page="not-found" aria-labelledby="not-found-title">
+          <h1 id="not-found-title">Page not found</h1>
+          <p>The dashboard has no page <code>#/${route.path}</code>.</p>
+          <p><a href="#/fleet">Go to the fleet</a></p>
+        </section>`;
     }
   }
 
@@ -151,7 +152,10 @@ export class CloudlyApp extends LightElement {
         <span class="brand">Cloudly</span>
         <nav aria-label="Main">
           <a href="#/fleet" aria-current=${current === 'fleet' || current === 'cluster' || current === 'service' ? 'page' : 'false'}>Fleet</a>
+          <a href="#/operations" aria-current=${current === 'operations' ? 'page' : 'false'}>Operations</a>
+          <a href="#/network" aria-current=${current === 'network' ? 'page' : 'false'}>Address plan</a>
           <a href="#/audit" aria-current=${current === 'audit' ? 'page' : 'false'}>Audit log</a>
+          ${api.identity?.role === 'admin' ? html`<a href="#/users" aria-current=${current === 'users' ? 'page' : 'false'}>Users</a>` : nothing}
         </nav>
         <span class=${`connection connection-${this.status}`} role="status" aria-live="polite" data-connection=${this.status}>${statusText[this.status]}</span>
         <span class="who">${api.identity?.name ?? ''}</span>

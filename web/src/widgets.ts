@@ -254,3 +254,14 @@ export const coalesce = (fnArg: () => void, msArg = 120): (() => void) => {
     }
   };
 };
+
+/**
+ * A User Timing mark of a page's first render with its data, once per document (read by
+ * bench/dashboard.bench.ts, which reloads the page for each figure).
+ */
+export const markFirstRender = (pageArg: string): void => {
+  const name = `cloudly:${pageArg}-first-render`;
+  if (performance.getEntriesByName(name).length === 0) {
+    performance.mark(name);
+  }
+};

@@ -78,3 +78,32 @@ export type IReq_Account_Logout = ITypedContract<
   { identity: IIdentity; allSessions?: boolean },
   { revoked: 'session' | 'all-sessions' }
 >;
+
+/**
+ * Project's own rules for a new account, shared by Cloudly's `createUser` and the dashboard's
+ * form (which checks them as the administrator types).
+ */
+export const accountRules = Object.freeze({
+  usernamePattern: /^[A-Za-z0-9][A-Za-z0-9._@-]*$/,
+  usernameMaxLength: 64,
+  passwordMinLength: 12,
+  passwordMaxLength: 1024,
+});
+
+/** Every reason a new account's fields are not admissible, in the server's words (ts/core/validation.ts isString). */
+export const validateNewAccount = (valueArg: { username: unknown; password: unknown; role: unknown }): string[] => {
+  const reasons: string[] = [];
+  const { username, password, role } = valueArg;
+  if (typeof username !== 'string' || username.length < 1 || username.length > accountRules.usernameMaxLength) {
+    reasons.push(`username must be a string of 1 to ${accountRules.usernameMaxLength} characters`);
+  } else if (!accountRules.usernamePattern.test(username)) {
+    reasons.push('username has characters that are not allowed');
+  }
+  if (typeof password !== 'string' || password.length < accountRules.passwordMinLength || password.length > accountRules.passwordMaxLength) {
+    reasons.push(`password must be a string of ${accountRules.passwordMinLength} to ${accountRules.passwordMaxLength} characters`);
+  }
+  if (role !== 'admin' && role !== 'user') {
+    reasons.push('role must be admin or user');
+  }
+  return reasons;
+};

@@ -3,7 +3,7 @@ import type { IAuditEvent, IAuditEventFilter } from '../../../ts/interfaces/data
 import { api } from '../api.js';
 import { formatTime } from '../format.js';
 import { LivePage } from '../live.js';
-import { coalesce, refusalView, type CloudlyPager } from '../widgets.js';
+import { coalesce, refusalView, type CloudlyPager, markFirstRender } from '../widgets.js';
 
 const knownKinds = ['CloudlyCluster', 'CloudlyClusterNode', 'CloudlyClusterRelayRegistration', 'CloudlyClusterIngressSlot', 'CloudlyService',
   'CloudlyServiceBackup', 'CloudlyPlatformBinding', 'CloudlyRuntimeLocalStorageClaim', 'CloudlyServiceRuntimeStatus', 'CloudlyOperation', 'CloudlyAdminUser'];
@@ -95,6 +95,12 @@ export class CloudlyAuditPage extends LivePage {
     this.cursor = undefined;
     this.querySelector<CloudlyPager>('cloudly-pager')?.reset();
     void this.load();
+  }
+
+  protected updated(): void {
+    if (!this.loading && this.events.length > 0) {
+      markFirstRender('audit');
+    }
   }
 
   protected render(): TemplateResult {

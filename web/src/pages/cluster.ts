@@ -8,8 +8,12 @@ import type { IClusterResolvedRouteTable, IClusterUnresolvedRoute } from '../../
 import { api } from '../api.js';
 import { explainRuntimeStatus, formatTime } from '../format.js';
 import { LivePage, clusterOfChange } from '../live.js';
-import { CloudlyActionDialog, coalesce, copyText, localPager, pageSlice, refusalView } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, copyText, localPager, pageSlice, refusalView, markFirstRender } from '../widgets.js';
 import { relayStateOf, relayStateText } from './fleet.js';
+import { isClusterNodeId, isClusterNodeName, maximumClusterNodeNameLength } from '../../../ts/interfaces/data/clusternode.js';
+import type { IService, IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
+import { describeDryRun, formReasonsView } from '../forms.js';
+import { countNodeSources, describeRelayKind } from '../decide.js';
 
 const pageSize = 25;
 
@@ -28,6 +32,8 @@ export class CloudlyClusterPage extends LivePage {
     ingressChoice: { state: true },
     inventory: { state: true },
     routes: { state: true },
+    newNode: { state: true },
+    newService: { state: true },
   };
 
   declare clusterId: string;
@@ -39,6 +45,10 @@ export class CloudlyClusterPage extends LivePage {
   /** The route table and the routes left out with their reasons; null while unread or when not served. */
   declare routes: { table: IClusterResolvedRouteTable; unresolved: IClusterUnresolvedRoute[] } | null;
   declare inventory: { nodeId: string; answer?: { inventory: TClusterCorestoreLegacyResourceInventory; inventorySha256: string | null }; error?: unknown; selected: Set<string> } | null;
+  /** The "Add node" form's fields; null while it is closed. */
+  declare newNode: { name: string; nodeId: string } | null;
+  /** Whether the "New service" form is open. */
+  declare newService: boolean;
   private loadSerial = 0;
   private readonly reloadSoon = coalesce(() => void this.load());
 
@@ -49,6 +59,8 @@ export class CloudlyClusterPage extends LivePage {
     this.servicePage = 0;
     this.ingressChoice = '';
     this.inventory = null;
+    this.newNode = null;
+    this.newService = false;
   }
 
   protected willUpdate(changedArg: Map<string, unknown>): void {
@@ -150,6 +162,91 @@ export class CloudlyClusterPage extends LivePage {
     });
   }
 
+  private deleteCluster(): void {
+    const cluster = this.overview!.cluster;
+    const request = { clusterId: cluster.id, expectedGeneration: cluster.generation };
+    CloudlyActionDialog.open<{ cluster?: { name: string }; removedNodes?: number; closedSockets?: number }>({
+      title: `Delete cluster ${cluster.name}`,
+      intro: html`<p>Removes the cluster, its nodes and its relay registration, and closes its relay sockets. Cloudly
+        refuses while services exist on it (delete them first).</p>`,
+      dryRun: () => api.call('deleteCluster', { ...request, dryRun: true }),
+      describe: (answerArg) => describeDryRun(answerArg),
+      run: () => api.call('deleteCluster', request),
+      result: (answerArg) => html`<p>Deleted: ${answerArg.removedNodes ?? 0} node(s) removed, ${answerArg.closedSockets ?? 0} relay socket(s) closed.</p>`,
+      confirmLabel: 'Delete cluster',
+      onDone: () => { location.hash = '#/fleet'; },
+    });
+  }
+
+  /** Every reason the "Add node" fields are not what `addClusterNode` admits: the contract's rules, in Cloudly's words (ts/manager.cluster/operations.ts). */
+  private newNodeReasons(): string[] {
+    const fields = this.newNode;
+    if (!fields) {
+      return [];
+    }
+    const reasons: string[] = [];
+    if (fields.name !== '' && !isClusterNodeName(fields.name)) {
+      reasons.push(`name must be 1-${maximumClusterNodeNameLength} characters without control characters or surrounding spaces`);
+    }
+    if (fields.nodeId !== '' && !isClusterNodeId(fields.nodeId)) {
+      reasons.push("nodeId must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)");
+    }
+    return reasons;
+  }
+
+  private addNode(): void {
+    const fields = this.newNode!;
+    const request = { clusterId: this.clusterId, name: fields.name, ...(fields.nodeId ? { nodeId: fields.nodeId } : {}) };
+    CloudlyActionDialog.open<{ node?: IClusterNode }>({
+      title: `Add node ${fields.name}`,
+      intro: html`<p>Adds a node to <strong>${this.overview?.cluster.name}</strong>${fields.nodeId ? html` with id <code>${fields.nodeId}</code> (the id its relay reports it under)` : ' with an id Cloudly chooses'}.</p>`,
+      dryRun: () => api.call('addClusterNode', { ...request, dryRun: true }),
+      describe: (answerArg) => html`<p>Cloudly would add node <strong>${answerArg.node?.name ?? fields.name}</strong> (id <code>${answerArg.node?.id ?? '—'}</code>).</p>`,
+      run: () => api.call('addClusterNode', request),
+      result: (answerArg) => html`<p>Node <code>${answerArg.node?.id}</code> added.</p>`,
+      confirmLabel: 'Add node',
+      onDone: () => {
+        this.newNode = null;
+        void this.load();
+      },
+    });
+  }
+
+  private removeNode(nodeArg: IClusterNode): void {
+    const request = { clusterId: this.clusterId, nodeId: nodeArg.id };
+    const placed = this.overview?.services.filter((entry) => entry.service.runtime.placement?.nodeIds?.includes(nodeArg.id)) ?? [];
+    CloudlyActionDialog.open<{ node?: IClusterNode }>({
+      title: `Remove node ${nodeArg.name}`,
+      intro: html`<p>Removes node <code>${nodeArg.id}</code> from the cluster.
+        ${placed.length ? html`<strong>${placed.length} service(s) are placed on it</strong> (${placed.map((entry) => entry.service.name).join(', ')}): they are refused until their placement names another node.` : 'No service is placed on it.'}
+        A relay that still reports it adds it back.</p>`,
+      dryRun: () => api.call('removeClusterNode', { ...request, dryRun: true }),
+      describe: () => html`<p>Cloudly would remove node <code>${nodeArg.id}</code>.</p>`,
+      run: () => api.call('removeClusterNode', request),
+      result: () => html`<p>Node <code>${nodeArg.id}</code> removed.</p>`,
+      confirmLabel: 'Remove node',
+      onDone: () => void this.load(),
+    });
+  }
+
+  private createService(specArg: IServiceWritableSpec): void {
+    CloudlyActionDialog.open<{ service?: IService }>({
+      title: `Create service ${specArg.name}`,
+      intro: html`<p>Image <code>${specArg.runtime.image}</code>, ${specArg.runtime.replicas} replica(s) on
+        ${specArg.runtime.placement.nodeIds.length ? specArg.runtime.placement.nodeIds.join(', ') : 'any node'}.</p>`,
+      dryRun: () => api.call('createService', { service: specArg, dryRun: true }),
+      describe: (answerArg) => html`<p>Cloudly would store service <strong>${answerArg.service?.name ?? specArg.name}</strong>
+        ${answerArg.service ? html`at spec revision ${answerArg.service.specRevision}` : nothing}.</p>`,
+      run: () => api.call('createService', { service: specArg }),
+      result: (answerArg) => html`<p>Service <a href=${`#/service/${encodeURIComponent(answerArg.service?.id ?? '')}`} data-created-service=${answerArg.service?.id ?? ''}>${answerArg.service?.name}</a> created.</p>`,
+      confirmLabel: 'Create service',
+      onDone: () => {
+        this.newService = false;
+        void this.load();
+      },
+    });
+  }
+
   private async openInventory(nodeArg: IClusterNode): Promise<void> {
     this.inventory = { nodeId: nodeArg.id, selected: new Set() };
     try {
@@ -180,7 +277,14 @@ export class CloudlyClusterPage extends LivePage {
       title: `Adopt ${resources.length} legacy resource(s) on node ${inventory.nodeId}`,
       intro: html`<p>All or none: Cloudly creates one adopting platform binding per selected resource, against the inventory digest read.</p>`,
       dryRun: () => api.call('adoptCorestoreLegacyResources', { ...request, dryRun: true }),
-      describe: (answerArg) => html`<p>The plan:</p>${planView(answerArg.plan ?? [])}`,
+      // Cloudly's dry run of this orchestration halts before the relay is asked again, so it may
+      // answer no plan: the selection is then what the confirmation would adopt.
+      describe: (answerArg) => (answerArg.plan?.length
+        ? html`<p>The plan:</p>${planView(answerArg.plan)}`
+        : html`${describeDryRun(answerArg)}<table class="data" aria-label="Selected resources">
+            <thead><tr><th scope="col">Service</th><th scope="col">Capability</th></tr></thead>
+            <tbody>${resources.map((entry) => html`<tr><td><code>${entry.serviceId}</code></td><td>${entry.capability}</td></tr>`)}</tbody>
+          </table>`),
       run: () => api.call('adoptCorestoreLegacyResources', request),
       result: (answerArg) => html`<p>Adopted:</p>${planView(answerArg.plan ?? [])}`,
       confirmLabel: 'Adopt',
@@ -206,6 +310,8 @@ export class CloudlyClusterPage extends LivePage {
         <div><dt>Sockets open on this instance</dt><dd>${overviewArg.relay.socketsOpenHere.length
           ? overviewArg.relay.socketsOpenHere.map((socket) => html`<span class="chip">since ${formatTime(socket.connectedAt)}${socket.elected ? ' · elected' : ''}</span>`)
           : 'none'}</dd></div>
+        <div><dt>Relay kind</dt><dd data-relay-kind=${describeRelayKind(registration?.version)}>${{ simulated: 'simulated (cloudly-sim: nothing runs behind it)', cluster: 'a cluster\u2019s relay', unknown: 'not known until it registers' }[describeRelayKind(registration?.version)]}</dd></div>
+        <div><dt>Nodes</dt><dd>${countNodeSources(overviewArg.nodes).reported} reported by the relay, ${countNodeSources(overviewArg.nodes).added} added by an administrator only</dd></div>
         <div><dt>Relay token generation</dt><dd>${overviewArg.cluster.relayTokenGeneration}</dd></div>
       </dl>
       <button type="button" data-action="rotate-relay-token" @click=${() => this.rotateRelayToken()}>Rotate relay token…</button>
@@ -276,7 +382,7 @@ export class CloudlyClusterPage extends LivePage {
     return html`<section aria-labelledby="nodes-title" class="card wide">
       <h2 id="nodes-title">Nodes (${overviewArg.nodes.length})</h2>
       <table class="data" aria-labelledby="nodes-title">
-        <thead><tr><th scope="col">Node</th><th scope="col">Host addresses</th><th scope="col">Corestore endpoint</th><th scope="col">Known from</th><th scope="col">Last report</th><th scope="col">Legacy resources</th></tr></thead>
+        <thead><tr><th scope="col">Node</th><th scope="col">Host addresses</th><th scope="col">Corestore endpoint</th><th scope="col">Known from</th><th scope="col">Last report</th><th scope="col">Legacy resources</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
         <tbody>${nodes.map((node) => html`<tr data-node-id=${node.id}>
           <th scope="row">${node.name}${node.name !== node.id ? html` <code>${node.id}</code>` : nothing}</th>
           <td>${node.hostAddresses?.length ? node.hostAddresses.join(', ') : html`<span class="muted">not reported</span>`}</td>
@@ -284,12 +390,31 @@ export class CloudlyClusterPage extends LivePage {
           <td>${node.source === 'admin' ? 'administrator' : 'relay report'}</td>
           <td>${formatTime(node.reportedAt)}</td>
           <td>${node.corestore ? html`<button type="button" data-action="inventory" @click=${() => void this.openInventory(node)}>Inventory…</button>` : html`<span class="muted">—</span>`}</td>
+          <td><button type="button" data-action="remove-node" aria-label=${`Remove node ${node.name}`} @click=${() => this.removeNode(node)}>Remove…</button></td>
         </tr>`)}</tbody>
       </table>
       ${overviewArg.nodes.length === 0 ? html`<p class="muted">No nodes.</p>` : nothing}
       ${localPager('nodes', overviewArg.nodes.length, this.nodePage, pageSize, (pageArg) => { this.nodePage = pageArg; })}
+      ${this.addNodeView()}
       ${this.inventory ? this.inventoryView() : nothing}
     </section>`;
+  }
+
+  private addNodeView(): TemplateResult {
+    if (!this.newNode) {
+      return html`<button type="button" data-action="new-node" @click=${() => { this.newNode = { name: '', nodeId: '' }; }}>Add node…</button>`;
+    }
+    const fields = this.newNode;
+    const reasons = this.newNodeReasons();
+    return html`<form class="inline-form" aria-label="Add node" @submit=${(event: Event) => { event.preventDefault(); if (fields.name && reasons.length === 0) { this.addNode(); } }}>
+      <label for="new-node-name">Node name</label>
+      <input id="new-node-name" .value=${fields.name} @input=${(event: Event) => { this.newNode = { ...fields, name: (event.target as HTMLInputElement).value }; }}>
+      <label for="new-node-id">Node id (optional)</label>
+      <input id="new-node-id" .value=${fields.nodeId} @input=${(event: Event) => { this.newNode = { ...fields, nodeId: (event.target as HTMLInputElement).value }; }}>
+      <button type="submit" class="primary" data-action="add-node" ?disabled=${fields.name === '' || reasons.length > 0}>Review…</button>
+      <button type="button" @click=${() => { this.newNode = null; }}>Cancel</button>
+      ${formReasonsView(reasons)}
+    </form>`;
   }
 
   private inventoryView(): TemplateResult {
@@ -359,15 +484,26 @@ export class CloudlyClusterPage extends LivePage {
       </table>
       ${overviewArg.services.length === 0 ? html`<p class="muted">No services.</p>` : nothing}
       ${localPager('services', overviewArg.services.length, this.servicePage, pageSize, (pageArg) => { this.servicePage = pageArg; })}
+      ${this.newService
+        ? html`<cloudly-service-form mode="create" cluster-id=${this.clusterId} .nodeIds=${overviewArg.nodes.map((node) => node.id)}
+            @spec=${(event: CustomEvent<IServiceWritableSpec>) => this.createService(event.detail)} @cancel=${() => { this.newService = false; }}></cloudly-service-form>`
+        : html`<button type="button" data-action="new-service" @click=${() => { this.newService = true; }}>New service…</button>`}
     </section>`;
+  }
+
+  protected updated(): void {
+    if (this.overview !== null) {
+      markFirstRender('cluster');
+    }
   }
 
   protected render(): TemplateResult {
     const overview = this.overview;
     return html`<section class="page" data-page="cluster" aria-labelledby="cluster-title">
-      <nav class="crumbs" aria-label="Breadcrumb"><a href="#/fleet">Fleet</a> › cluster</nav>
+      <nav class="crumbs" aria-label="Breadcrumb"><a href="#/fleet">Fleet</a> › <span aria-current="page" data-crumb="cluster">${overview?.cluster.name ?? this.clusterId}</span></nav>
       <header class="page-header"><h1 id="cluster-title">${overview ? overview.cluster.name : 'Cluster'}</h1>
-        ${overview ? html`<span class="muted">id <code>${overview.cluster.id}</code> · generation ${overview.cluster.generation} · created ${formatTime(overview.cluster.createdAt)}</span>` : nothing}
+        ${overview ? html`<span class="muted">id <code>${overview.cluster.id}</code> · generation ${overview.cluster.generation} · created ${formatTime(overview.cluster.createdAt)}</span>
+          <button type="button" class="danger" data-action="delete-cluster" @click=${() => this.deleteCluster()}>Delete cluster…</button>` : nothing}
       </header>
       ${this.error ? refusalView(this.error) : nothing}
       ${overview

@@ -4,7 +4,9 @@ import type { IClusterOverview, IFleetClusterSummary } from '../../../ts/interfa
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api, ApiError } from '../api.js';
 import { LivePage, clusterOfChange } from '../live.js';
-import { coalesce, refusalView, type CloudlyPager } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager } from '../widgets.js';
+import { validateClusterName } from '../../../ts/interfaces/data/cluster.js';
+import { describeDryRun, formReasonsView } from '../forms.js';
 
 export type TRelayState = 'connected' | 'unregistered' | 'missing';
 export const runtimeStates = ['converged', 'converging', 'waiting', 'refused', 'unjudged'] as const;
@@ -88,6 +90,7 @@ export class CloudlyFleetPage extends LivePage {
     loading: { state: true },
     nextCursor: { state: true },
     pageSize: { state: true },
+    newClusterName: { state: true },
   };
 
   declare rows: IFleetRow[];
@@ -95,6 +98,8 @@ export class CloudlyFleetPage extends LivePage {
   declare loading: boolean;
   declare nextCursor: string | undefined;
   declare pageSize: number;
+  /** The name typed into "New cluster"; null while the form is closed. */
+  declare newClusterName: string | null;
   private cursor: string | undefined = undefined;
   private static fleetOverviewServed: boolean | null = null;
   private loadSerial = 0;
@@ -107,6 +112,40 @@ export class CloudlyFleetPage extends LivePage {
     this.rows = [];
     this.loading = true;
     this.pageSize = 50;
+    this.newClusterName = null;
+  }
+
+  /** Creates a cluster after its dry run; its relay token is shown once, with a Copy button. */
+  private createCluster(): void {
+    const name = this.newClusterName ?? '';
+    CloudlyActionDialog.open<{ cluster?: ICluster; relayToken?: string }>({
+      title: `Create cluster ${name}`,
+      intro: html`<p>A new cluster named <strong>${name}</strong>. Its relay token is shown once, after creation: copy it to the relay.</p>`,
+      dryRun: () => api.call('createCluster', { name, dryRun: true }),
+      describe: (answerArg) => describeDryRun(answerArg),
+      run: () => api.call('createCluster', { name }),
+      result: (answerArg) => html`<p>Cluster <a href=${`#/cluster/${encodeURIComponent(answerArg.cluster?.id ?? '')}`} data-created-cluster=${answerArg.cluster?.id ?? ''}>${answerArg.cluster?.name}</a> created.</p>
+        <cloudly-one-time-secret .secret=${answerArg.relayToken ?? ''} label="Relay token"></cloudly-one-time-secret>`,
+      confirmLabel: 'Create cluster',
+      onDone: () => {
+        this.newClusterName = null;
+        void this.load();
+      },
+    });
+  }
+
+  private newClusterView(): TemplateResult {
+    if (this.newClusterName === null) {
+      return html`<button type="button" data-action="new-cluster" @click=${() => { this.newClusterName = ''; }}>New cluster…</button>`;
+    }
+    const reasons = this.newClusterName === '' ? [] : validateClusterName(this.newClusterName);
+    return html`<form class="inline-form" aria-label="New cluster" @submit=${(event: Event) => { event.preventDefault(); if (this.newClusterName && reasons.length === 0) { this.createCluster(); } }}>
+      <label for="new-cluster-name">Cluster name</label>
+      <input id="new-cluster-name" name="name" .value=${this.newClusterName} @input=${(event: Event) => { this.newClusterName = (event.target as HTMLInputElement).value; }}>
+      <button type="submit" class="primary" data-action="create-cluster" ?disabled=${this.newClusterName === '' || reasons.length > 0}>Review…</button>
+      <button type="button" @click=${() => { this.newClusterName = null; }}>Cancel</button>
+      ${formReasonsView(reasons)}
+    </form>`;
   }
 
   connectedCallback(): void {
@@ -276,6 +315,7 @@ export class CloudlyFleetPage extends LivePage {
     return html`<section aria-labelledby="fleet-title" class="page" data-page="fleet" data-loading=${this.loading ? 'true' : 'false'}>
       <header class="page-header">
         <h1 id="fleet-title">Fleet</h1>
+        ${this.newClusterView()}
         <label class="inline">Clusters per page
           <select @change=${(event: Event) => this.onPageSize(event)} .value=${String(this.pageSize)}>
             ${[25, 50, 100, 200].map((size) => html`<option value=${size} ?selected=${size === this.pageSize}>${size}</option>`)}

@@ -2,6 +2,11 @@ import { html, nothing, type TemplateResult } from 'lit';
 import type { IService } from '../../../ts/interfaces/data/service.js';
 import type { IServiceVolume, TServiceVolumeInitialization } from '../../../ts/interfaces/data/servicevolume.js';
 import type { IServiceRuntimeStatus } from '../../../ts/interfaces/data/serviceruntimestatus.js';
+import type { IServiceObservedPlacement } from '../../../ts/interfaces/data/desiredstate.js';
+import type { ICluster } from '../../../ts/interfaces/data/cluster.js';
+import { platformBindingCapabilities, validatePlatformBindingUpsert, type IPlatformBinding, type IPlatformBindingUpsert, type TPlatformBindingCapability } from '../../../ts/interfaces/data/platformbinding.js';
+import { validateIsolatedRestoreResourceMappings } from '../../../ts/interfaces/data/isolatedrestore.js';
+import { describeDryRun, formReasonsView } from '../forms.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../../../ts/interfaces/data/runtimelocalstorageclaim.js';
 import type { IClusterNode } from '../../../ts/interfaces/data/clusternode.js';
 import type { IServiceBackupRecord } from '../../../ts/interfaces/requests/backup.js';
@@ -10,7 +15,9 @@ import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api, ApiError } from '../api.js';
 import { explainRuntimeStatus, formatBytes, formatTime } from '../format.js';
 import { LivePage } from '../live.js';
-import { CloudlyActionDialog, coalesce, refusalView } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, refusalView, markFirstRender } from '../widgets.js';
+import { decideBackupNodeChoices, describeRunAs, serviceFormOfSpec, sortBackupsByTime, writableSpecOf } from '../decide.js';
+import type { IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
 
 const listLimit = 20;
 
@@ -42,7 +49,8 @@ export const operationFraction = (operationArg: IOperation): number | null => {
 const operationLabel = (operationArg: IOperation): string => {
   const progress = operationArg.progress;
   const bytes = progress.bytesTotal ? ` ${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}` : '';
-  return `Backup ${operationArg.state}: ${progress.phase}${bytes}`;
+  const kind = { 'service-backup': 'Backup', 'service-restore': 'Restore', 'isolated-restore': 'Isolated restore' }[operationArg.kind] ?? operationArg.kind;
+  return `${kind} ${operationArg.state}: ${progress.phase}${bytes}`;
 };
 
 /** How often a running operation's progress bar reads its progress (see followOperation). */
@@ -79,7 +87,7 @@ export const followOperation = (operationArg: IOperation, onProgressArg: (operat
       } else if (operation.state === 'failed' || operation.state === 'cancelled') {
         finish();
         const error = operation.error;
-        reject(new ApiError(operation.method, error?.code ?? operation.state, `The backup ${operation.state}.`, error?.reasons ?? (operation.reason ? [operation.reason] : []), error ?? null));
+        reject(new ApiError(operation.method, error?.code ?? operation.state, `The operation ${operation.state}.`, error?.reasons ?? (operation.reason ? [operation.reason] : []), error ?? null));
       }
     };
     const onChange = (eventArg: Event) => {
@@ -129,11 +137,26 @@ export class CloudlyServicePage extends LivePage {
     nodes: { state: true },
     error: { state: true },
     editing: { state: true },
+    clusterName: { state: true },
+    editingSpec: { state: true },
+    bindings: { state: true },
+    bindingForm: { state: true },
+    isolated: { state: true },
   };
 
   declare serviceId: string;
   declare service: IService | null;
-  declare status: { status: IServiceRuntimeStatus; observed: { lastReportedAt: number | null } } | null;
+  declare status: { status: IServiceRuntimeStatus; observed: { placements: IServiceObservedPlacement[]; lastReportedAt: number | null } } | null;
+  /** The cluster's name for the breadcrumb; null until read (the id is shown meanwhile). */
+  declare clusterName: string | null;
+  /** Whether the spec form is open. */
+  declare editingSpec: boolean;
+  /** The service's platform bindings; null when Cloudly refused or does not serve the read. */
+  declare bindings: IPlatformBinding[] | null;
+  /** The binding form's fields (a new binding, or the one being changed); null while closed. */
+  declare bindingForm: { capability: TPlatformBindingCapability; enabled: boolean; nodeId: string; expectedGeneration: number | null } | null;
+  /** The isolated restore form of one backup; null while closed. `mappings` is the JSON typed. */
+  declare isolated: { backupId: string; targetNodeName: string; mappings: string } | null;
   declare statusError: unknown;
   declare claims: IRuntimeLocalStorageClaimRecord[];
   declare claimsNext: string | undefined;
@@ -158,6 +181,11 @@ export class CloudlyServicePage extends LivePage {
     this.operations = null;
     this.nodes = [];
     this.editing = null;
+    this.clusterName = null;
+    this.editingSpec = false;
+    this.bindings = null;
+    this.bindingForm = null;
+    this.isolated = null;
   }
 
   protected willUpdate(changedArg: Map<string, unknown>): void {
@@ -178,7 +206,21 @@ export class CloudlyServicePage extends LivePage {
       this.error = error;
       return;
     }
-    await Promise.all([this.loadStatus(), this.loadClaims(), this.loadBackups(), this.loadOperations(), this.loadNodes()]);
+    await Promise.all([this.loadStatus(), this.loadClaims(), this.loadBackups(), this.loadOperations(), this.loadNodes(), this.loadClusterName(), this.loadBindings()]);
+  }
+
+  private async loadBindings(): Promise<void> {
+    const answer = await api.call<{ platformBindings: IPlatformBinding[] }>('getPlatformBindings', { serviceId: this.serviceId, limit: 100 }).catch(() => null);
+    this.bindings = answer?.platformBindings ?? null;
+  }
+
+  private async loadClusterName(): Promise<void> {
+    const clusterId = this.service?.clusterId;
+    if (!clusterId) {
+      return;
+    }
+    const answer = await api.call<{ cluster: ICluster }>('getClusterById', { clusterId }).catch(() => null);
+    this.clusterName = answer?.cluster.name ?? null;
   }
 
   private async loadStatus(): Promise<void> {
@@ -319,6 +361,196 @@ export class CloudlyServicePage extends LivePage {
     });
   }
 
+  /** Replaces the spec, compare-and-swap on the generation read (a change meanwhile is refused `conflict`). */
+  private updateService(specArg: IServiceWritableSpec): void {
+    const service = this.service!;
+    const request = { serviceId: service.id, expectedGeneration: service.generation, service: specArg };
+    CloudlyActionDialog.open<{ service?: IService }>({
+      title: `Change ${service.name}`,
+      intro: html`<p>Replaces the spec read at generation ${service.generation}; a change by someone else since then is refused.</p>`,
+      dryRun: () => api.call('updateService', { ...request, dryRun: true }),
+      describe: (answerArg) => html`<p>The service would move to spec revision <strong>${answerArg.service?.specRevision ?? '—'}</strong>
+        (now ${service.specRevision}${answerArg.service?.specRevision === service.specRevision ? ': the runtime is unchanged' : ''}).</p>`,
+      run: () => api.call('updateService', request),
+      result: (answerArg) => html`<p>Stored at generation ${answerArg.service?.generation}, spec revision ${answerArg.service?.specRevision}.</p>`,
+      confirmLabel: 'Save changes',
+      onDone: () => {
+        this.editingSpec = false;
+        void this.load();
+      },
+    });
+  }
+
+  private deleteService(): void {
+    const service = this.service!;
+    const request = { serviceId: service.id, expectedGeneration: service.generation };
+    CloudlyActionDialog.open<{ deleted?: boolean; pendingRemoval?: boolean }>({
+      title: `Delete ${service.name}`,
+      intro: html`<p>The service leaves the cluster's desired state; it is removed once its relay reports it stopped
+        (at once when no node runs it). Its backups stay.</p>`,
+      dryRun: () => api.call('deleteService', { ...request, dryRun: true }),
+      describe: (answerArg) => html`<p>${answerArg.deleted ? 'Cloudly would remove it at once.' : 'Cloudly would mark it for removal and wait for its nodes to stop it.'}</p>`,
+      run: () => api.call('deleteService', request),
+      result: (answerArg) => html`<p>${answerArg.deleted ? 'Deleted.' : 'Marked for removal: it goes when its nodes report it stopped.'}</p>`,
+      confirmLabel: 'Delete service',
+      onDone: (answerArg) => {
+        if (answerArg.deleted) {
+          location.hash = `#/cluster/${encodeURIComponent(service.clusterId)}`;
+        } else {
+          void this.load();
+        }
+      },
+    });
+  }
+
+  /** Restores a backup onto the node it was taken on; the operation's progress is followed. */
+  private restoreBackup(backupArg: IServiceBackupRecord): void {
+    const request = { backupId: backupArg.backupId, nodeId: backupArg.nodeId, mutationId: crypto.randomUUID() };
+    CloudlyActionDialog.open<{ operation?: IOperation }>({
+      title: `Restore backup ${backupArg.backupId}`,
+      intro: html`<p>The relay writes the backup's ${backupArg.snapshots.length} snapshot(s) back into <strong>${this.service?.name}</strong> on node
+        <strong>${backupArg.nodeId}</strong>, over what is there now.</p>`,
+      dryRun: () => api.call('restoreServiceBackup', { ...request, dryRun: true }),
+      describe: (answerArg) => describeDryRun(answerArg),
+      run: async (progressArg) => {
+        progressArg(null, 'Starting the restore…');
+        const answer = await api.call<{ operation?: IOperation }>('restoreServiceBackup', request);
+        return answer.operation
+          ? { operation: await followOperation(answer.operation, (operationArg) => progressArg(operationFraction(operationArg), operationLabel(operationArg))) }
+          : answer;
+      },
+      result: (answerArg) => html`<p>Restore ${answerArg.operation?.state ?? 'done'}${answerArg.operation?.result?.restored ? `: ${answerArg.operation.result.restored.length} snapshot(s) restored` : ''}.</p>`,
+      confirmLabel: 'Restore',
+      onDone: () => void this.loadOperations(),
+    });
+  }
+
+  /** The isolated restore form's request and every reason it is not valid yet (the contract's validator). */
+  private isolatedRequest(): { request: Record<string, unknown>; reasons: string[] } {
+    const form = this.isolated!;
+    let mappings: unknown;
+    try {
+      mappings = JSON.parse(form.mappings);
+    } catch {
+      return { request: {}, reasons: ['mappings must be JSON: an array of resource mappings'] };
+    }
+    const reasons = validateIsolatedRestoreResourceMappings(mappings, 'mappings');
+    if (form.targetNodeName.trim() === '') {
+      reasons.unshift('targetNodeName must name the node to restore on');
+    }
+    return { request: { backupId: form.backupId, targetNodeName: form.targetNodeName, mappings, mutationId: crypto.randomUUID() }, reasons };
+  }
+
+  private startIsolatedRestore(): void {
+    const { request } = this.isolatedRequest();
+    CloudlyActionDialog.open<{ restoreId?: string; operation?: IOperation }>({
+      title: `Isolated restore of ${String(request.backupId)}`,
+      intro: html`<p>The backup is restored into a scratch namespace on node <strong>${String(request.targetNodeName)}</strong>; the running service is not touched.</p>`,
+      dryRun: () => api.call('createIsolatedRestore', { ...request, dryRun: true }),
+      describe: (answerArg) => describeDryRun(answerArg),
+      run: async (progressArg) => {
+        progressArg(null, 'Starting the isolated restore…');
+        const answer = await api.call<{ restoreId?: string; operation?: IOperation }>('createIsolatedRestore', request);
+        return answer.operation
+          ? { restoreId: answer.restoreId, operation: await followOperation(answer.operation, (operationArg) => progressArg(operationFraction(operationArg), operationLabel(operationArg))) }
+          : answer;
+      },
+      result: (answerArg) => html`<p>Isolated restore <code>${answerArg.restoreId}</code> ${answerArg.operation?.state ?? 'started'}.</p>`,
+      confirmLabel: 'Start isolated restore',
+      onDone: () => { this.isolated = null; },
+    });
+  }
+
+  private isolatedRestoreView(): TemplateResult {
+    const form = this.isolated!;
+    const { reasons } = this.isolatedRequest();
+    return html`<form class="inline-form isolated-form" aria-label="Isolated restore" @submit=${(event: Event) => { event.preventDefault(); if (reasons.length === 0) { this.startIsolatedRestore(); } }}>
+      <h3>Isolated restore of <code>${form.backupId}</code></h3>
+      <label for="isolated-node">Target node</label>
+      <input id="isolated-node" .value=${form.targetNodeName} @input=${(event: Event) => { this.isolated = { ...form, targetNodeName: (event.target as HTMLInputElement).value }; }}>
+      <label for="isolated-mappings">Resource mappings (JSON)</label>
+      <textarea id="isolated-mappings" rows="4" .value=${form.mappings} @input=${(event: Event) => { this.isolated = { ...form, mappings: (event.target as HTMLTextAreaElement).value }; }}></textarea>
+      <button type="submit" class="primary" data-action="review-isolated-restore" ?disabled=${reasons.length > 0}>Review…</button>
+      <button type="button" @click=${() => { this.isolated = null; }}>Cancel</button>
+      ${formReasonsView(reasons)}
+    </form>`;
+  }
+
+  // ---- platform bindings ----
+
+  private bindingUpsert(): IPlatformBindingUpsert {
+    const form = this.bindingForm!;
+    return { serviceId: this.serviceId, capability: form.capability, enabled: form.enabled, nodeId: form.nodeId === '' ? null : form.nodeId };
+  }
+
+  private saveBinding(): void {
+    const platformBinding = this.bindingUpsert();
+    const request = { platformBinding, expectedGeneration: this.bindingForm!.expectedGeneration };
+    CloudlyActionDialog.open<{ platformBinding?: IPlatformBinding }>({
+      title: `${request.expectedGeneration === null ? 'Create' : 'Change'} the ${platformBinding.capability} binding`,
+      intro: html`<p>${platformBinding.enabled ? 'Enabled' : 'Disabled'}, on ${platformBinding.nodeId ? html`node <strong>${platformBinding.nodeId}</strong>` : 'no node yet'}.</p>`,
+      dryRun: () => api.call('upsertPlatformBinding', { ...request, dryRun: true }),
+      describe: (answerArg) => html`<p>Cloudly would store binding <code>${answerArg.platformBinding?.id ?? '—'}</code> (generation ${answerArg.platformBinding?.generation ?? '—'}).</p>`,
+      run: () => api.call('upsertPlatformBinding', request),
+      result: (answerArg) => html`<p>Binding <code>${answerArg.platformBinding?.id}</code> stored.</p>`,
+      confirmLabel: 'Save binding',
+      onDone: () => {
+        this.bindingForm = null;
+        void this.loadBindings();
+      },
+    });
+  }
+
+  private deleteBinding(bindingArg: IPlatformBinding): void {
+    const request = { platformBindingId: bindingArg.id, expectedGeneration: bindingArg.generation };
+    CloudlyActionDialog.open<{ platformBinding?: IPlatformBinding }>({
+      title: `Delete the ${bindingArg.capability} binding`,
+      intro: html`<p>The binding leaves the cluster's desired state; the data on the node is not removed.</p>`,
+      dryRun: () => api.call('deletePlatformBinding', { ...request, dryRun: true }),
+      describe: (answerArg) => describeDryRun(answerArg),
+      run: () => api.call('deletePlatformBinding', request),
+      confirmLabel: 'Delete binding',
+      onDone: () => void this.loadBindings(),
+    });
+  }
+
+  private bindingsView(serviceArg: IService): TemplateResult {
+    const form = this.bindingForm;
+    const reasons = form ? validatePlatformBindingUpsert(this.bindingUpsert(), 'platformBinding') : [];
+    const nodeIds = [...new Set([...this.nodes.map((node) => node.id), ...(serviceArg.runtime.placement?.nodeIds ?? [])])];
+    return html`<section class="card wide" aria-labelledby="bindings-title">
+      <h2 id="bindings-title">Platform bindings</h2>
+      ${this.bindings === null ? html`<p class="muted">Cloudly did not answer the bindings of this service.</p>` : html`
+      <table class="data" aria-labelledby="bindings-title">
+        <thead><tr><th scope="col">Capability</th><th scope="col">Node</th><th scope="col">Enabled</th><th scope="col">Status</th><th scope="col">Adopted from</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+        <tbody>${this.bindings.map((binding) => html`<tr data-binding-capability=${binding.capability}>
+          <th scope="row">${binding.capability}</th><td>${binding.nodeId ?? html`<span class="muted">unplaced</span>`}</td><td>${binding.enabled ? 'yes' : 'no'}</td>
+          <td>${binding.status}${binding.statusReason ? html` <code>${binding.statusReason}</code>` : nothing}</td>
+          <td>${binding.corestoreLegacyAdoption ? 'legacy Corestore resource' : html`<span class="muted">—</span>`}</td>
+          <td class="actions"><button type="button" data-action="edit-binding" @click=${() => { this.bindingForm = { capability: binding.capability, enabled: binding.enabled, nodeId: binding.nodeId ?? '', expectedGeneration: binding.generation }; }}>Change…</button>
+            <button type="button" class="danger" data-action="delete-binding" @click=${() => this.deleteBinding(binding)}>Delete…</button></td>
+        </tr>`)}</tbody>
+      </table>
+      ${this.bindings.length === 0 ? html`<p class="muted">No bindings: the service has no database or bucket from the platform.</p>` : nothing}`}
+      ${form ? html`<form class="inline-form" aria-label="Platform binding" @submit=${(event: Event) => { event.preventDefault(); if (reasons.length === 0) { this.saveBinding(); } }}>
+          <label for="binding-capability">Capability</label>
+          <select id="binding-capability" ?disabled=${form.expectedGeneration !== null} @change=${(event: Event) => { this.bindingForm = { ...form, capability: (event.target as HTMLSelectElement).value as TPlatformBindingCapability }; }}>
+            ${platformBindingCapabilities.map((capability) => html`<option value=${capability} ?selected=${capability === form.capability}>${capability}</option>`)}
+          </select>
+          <label for="binding-node">Node</label>
+          <select id="binding-node" @change=${(event: Event) => { this.bindingForm = { ...form, nodeId: (event.target as HTMLSelectElement).value }; }}>
+            <option value="" ?selected=${form.nodeId === ''}>none yet</option>
+            ${nodeIds.map((nodeId) => html`<option value=${nodeId} ?selected=${nodeId === form.nodeId}>${nodeId}</option>`)}
+          </select>
+          <label class="inline"><input type="checkbox" .checked=${form.enabled} @change=${(event: Event) => { this.bindingForm = { ...form, enabled: (event.target as HTMLInputElement).checked }; }}> enabled</label>
+          <button type="submit" class="primary" data-action="save-binding" ?disabled=${reasons.length > 0}>Review…</button>
+          <button type="button" @click=${() => { this.bindingForm = null; }}>Cancel</button>
+          ${formReasonsView(reasons)}
+        </form>`
+        : this.bindings === null ? nothing : html`<button type="button" data-action="new-binding" @click=${() => { this.bindingForm = { capability: 'database', enabled: true, nodeId: nodeIds[0] ?? '', expectedGeneration: null }; }}>New binding…</button>`}
+    </section>`;
+  }
+
   private startBackup(formArg: HTMLFormElement): void {
     const service = this.service!;
     const nodeId = String(new FormData(formArg).get('nodeId') ?? '');
@@ -358,10 +590,18 @@ export class CloudlyServicePage extends LivePage {
         <div><dt>Placement</dt><dd>${runtime.placement?.nodeIds?.length ? runtime.placement.nodeIds.join(', ') : 'any node'}</dd></div>
         <div><dt>Ports</dt><dd>${runtime.ports?.length ? runtime.ports.map((port: { name: string; port: number; protocol: string }) => `${port.name} ${port.port}/${port.protocol}`).join(', ') : 'none'}</dd></div>
         <div><dt>Routes</dt><dd>${runtime.routes?.length ? runtime.routes.map((route: { hostname: string; targetPort: string }) => `${route.hostname} → ${route.targetPort}`).join(', ') : 'none'}</dd></div>
-        <div><dt>Runs as</dt><dd>${runtime.profile?.runAs ? `${runtime.profile.runAs.uid}:${runtime.profile.runAs.gid}` : 'image default'}</dd></div>
+        <div><dt>Runs as</dt><dd data-run-as>${describeRunAs(serviceArg.runtime.profile?.runAs)}</dd></div>
         <div><dt>Spec revision</dt><dd>${serviceArg.specRevision} (generation ${serviceArg.generation})</dd></div>
         <div><dt>Updated</dt><dd>${formatTime(serviceArg.updatedAt)}</dd></div>
       </dl>
+      ${this.editingSpec
+        ? html`<cloudly-service-form mode="edit" cluster-id=${serviceArg.clusterId} .nodeIds=${this.nodes.map((node) => node.id)}
+            .initial=${serviceFormOfSpec(writableSpecOf(serviceArg))}
+            @spec=${(event: CustomEvent<IServiceWritableSpec>) => this.updateService(event.detail)} @cancel=${() => { this.editingSpec = false; }}></cloudly-service-form>`
+        : html`<div class="dialog-buttons">
+            <button type="button" data-action="edit-service" @click=${() => { this.editingSpec = true; }}>Edit service…</button>
+            <button type="button" class="danger" data-action="delete-service" @click=${() => this.deleteService()}>Delete service…</button>
+          </div>`}
     </section>`;
   }
 
@@ -440,12 +680,12 @@ export class CloudlyServicePage extends LivePage {
   }
 
   private backupsView(serviceArg: IService): TemplateResult {
-    const placement = (serviceArg.runtime as unknown as { placement?: { nodeIds?: string[] } }).placement?.nodeIds ?? [];
-    const nodeIds = this.nodes.length ? this.nodes.map((node) => node.id) : placement;
+    const choices = decideBackupNodeChoices(this.nodes.map((node) => node.id), serviceArg.runtime.placement?.nodeIds ?? [], this.status?.observed.placements ?? []);
+    const nodeIds = choices.nodeIds;
     return html`<section class="card wide" aria-labelledby="backups-title">
       <h2 id="backups-title">Backups</h2>
       <form class="inline-form" aria-label="Start a backup" @submit=${(event: Event) => { event.preventDefault(); this.startBackup(event.target as HTMLFormElement); }}>
-        <label>Node <select name="nodeId">${nodeIds.map((nodeId) => html`<option value=${nodeId}>${nodeId}</option>`)}</select></label>
+        <label>Node <select name="nodeId">${nodeIds.map((nodeId) => html`<option value=${nodeId} ?selected=${nodeId === choices.defaultNodeId}>${nodeId}</option>`)}</select></label>
         <button type="submit" data-action="start-backup" ?disabled=${nodeIds.length === 0}>Start backup…</button>
       </form>
       ${this.operations?.length ? html`<ul class="operations" aria-label="Running backups">${this.operations.map((operation) => {
@@ -454,28 +694,38 @@ export class CloudlyServicePage extends LivePage {
           ${fraction === null ? html`<progress></progress>` : html`<progress max="100" .value=${Math.round(fraction * 100)}>${Math.round(fraction * 100)}%</progress>`}</label></li>`;
       })}</ul>` : nothing}
       <table class="data" aria-labelledby="backups-title">
-        <thead><tr><th scope="col">Backup</th><th scope="col">Node</th><th scope="col">Taken</th><th scope="col">Snapshots</th><th scope="col">Closure</th><th scope="col">State</th></tr></thead>
-        <tbody>${this.backups.map((backup) => html`<tr data-backup-id=${backup.backupId}>
+        <thead><tr><th scope="col">Backup</th><th scope="col">Node</th><th scope="col">Taken</th><th scope="col">Snapshots</th><th scope="col">Closure</th><th scope="col">State</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+        <tbody>${sortBackupsByTime(this.backups).map((backup) => html`<tr data-backup-id=${backup.backupId}>
           <td><code>${backup.backupId}</code></td><td>${backup.nodeId}</td><td>${formatTime(backup.createdAt)}</td>
           <td>${backup.snapshots.length}</td><td>${backup.closure ? `stored ${formatTime(backup.closure.storedAt)}` : html`<span class="muted">none</span>`}</td>
           <td>${this.backupState(backup)}</td>
+          <td class="actions">${((backup as { state?: string }).state ?? 'completed') === 'completed' ? html`
+            <button type="button" data-action="restore-backup" @click=${() => this.restoreBackup(backup)}>Restore…</button>
+            <button type="button" data-action="isolated-restore" @click=${() => { this.isolated = { backupId: backup.backupId, targetNodeName: backup.nodeId, mappings: '[]' }; }}>Isolated restore…</button>` : nothing}</td>
         </tr>`)}</tbody>
       </table>
       ${this.backups.length === 0 ? html`<p class="muted">No backups recorded.</p>` : nothing}
+      ${this.isolated ? this.isolatedRestoreView() : nothing}
       <cloudly-pager label="backups" .nextCursor=${this.backupsNext}
         @page=${(event: CustomEvent<{ cursor?: string }>) => { this.backupsCursor = event.detail.cursor; void this.loadBackups(); }}></cloudly-pager>
     </section>`;
+  }
+
+  protected updated(): void {
+    if (this.service !== null) {
+      markFirstRender('service');
+    }
   }
 
   protected render(): TemplateResult {
     const service = this.service;
     return html`<section class="page" data-page="service" aria-labelledby="service-title">
       <nav class="crumbs" aria-label="Breadcrumb"><a href="#/fleet">Fleet</a> ›
-        ${service ? html`<a href=${`#/cluster/${encodeURIComponent(service.clusterId)}`}>cluster</a> ›` : nothing} service</nav>
+        ${service ? html`<a href=${`#/cluster/${encodeURIComponent(service.clusterId)}`} data-crumb="cluster">${this.clusterName ?? service.clusterId}</a> ›` : nothing} <span aria-current="page">${service?.name ?? 'service'}</span></nav>
       <header class="page-header"><h1 id="service-title">${service?.name ?? 'Service'}</h1>
         ${service ? html`<span class="muted">id <code>${service.id}</code></span>` : nothing}</header>
       ${this.error ? refusalView(this.error) : nothing}
-      ${service ? html`<div class="grid">${this.specView(service)}${this.statusView()}${this.volumesView(service)}${this.backupsView(service)}</div>`
+      ${service ? html`<div class="grid">${this.specView(service)}${this.statusView()}${this.volumesView(service)}${this.bindingsView(service)}${this.backupsView(service)}</div>`
         : this.error ? nothing : html`<p role="status">Loading…</p>`}
     </section>`;
   }

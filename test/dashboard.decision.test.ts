@@ -1,0 +1,126 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  countNodeSources,
+  decideBackupNodeChoices,
+  describeRelayKind,
+  describeRunAs,
+  formatDuration,
+  parseRoute,
+  serviceFormOfSpec,
+  serviceSpecOfForm,
+  sortBackupsByTime,
+  sortOperations,
+  writableSpecOf,
+  type IServiceFormFields,
+} from '../web/src/decide.js';
+import { validateServiceWritableSpec, type IService } from '../ts/interfaces/data/service.js';
+import { validateClusterName } from '../ts/interfaces/data/cluster.js';
+import { validateNewAccount } from '../ts/interfaces/requests/account.js';
+import type { IServiceBackupRecord } from '../ts/interfaces/requests/backup.js';
+import type { IOperation } from '../ts/interfaces/requests/operation.js';
+
+/** The dashboard's pure decisions (web/src/decide.ts) and the contract rules its forms share. */
+
+test('routes: known pages by name, an empty hash is the fleet, anything else is not found', () => {
+  assert.deepEqual(parseRoute(''), { page: 'fleet' });
+  assert.deepEqual(parseRoute('#/'), { page: 'fleet' });
+  assert.deepEqual(parseRoute('#/fleet'), { page: 'fleet' });
+  assert.deepEqual(parseRoute('#/cluster/c%2D1'), { page: 'cluster', id: 'c-1' });
+  assert.deepEqual(parseRoute('#/service/s-1'), { page: 'service', id: 's-1' });
+  assert.deepEqual(parseRoute('#/operations'), { page: 'operations' });
+  assert.deepEqual(parseRoute('#/users'), { page: 'users' });
+  assert.deepEqual(parseRoute('#/network'), { page: 'network' });
+  assert.deepEqual(parseRoute('#/nope'), { page: 'not-found', path: 'nope' });
+  assert.deepEqual(parseRoute('#/cluster'), { page: 'not-found', path: 'cluster' });
+  assert.deepEqual(parseRoute('#/audit/extra'), { page: 'not-found', path: 'audit/extra' });
+  assert.deepEqual(parseRoute('#/cluster/%E0%A4%A'), { page: 'not-found', path: 'cluster/%E0%A4%A' });
+});
+
+test("run-as is said with the contract's user and group", () => {
+  assert.equal(describeRunAs({ user: 1000, group: 1001 }), '1000:1001');
+  assert.equal(describeRunAs(null), 'image default');
+});
+
+test('backups are listed newest first whatever their ids', () => {
+  const backup = (backupIdArg: string, createdAtArg: number) => ({ backupId: backupIdArg, createdAt: createdAtArg }) as IServiceBackupRecord;
+  assert.deepEqual(sortBackupsByTime([backup('a', 1), backup('c', 3), backup('b', 2), backup('d', 3)]).map((entry) => entry.backupId), ['c', 'd', 'b', 'a']);
+});
+
+test('the backup node picker offers nodes running the service first, then its placement, then the rest', () => {
+  const observed = [{ nodeId: 'n-3', specRevision: 1, replicas: 1, state: 'running', reportedAt: 1 }, { nodeId: 'n-4', specRevision: 1, replicas: 0, state: 'stopped', reportedAt: 1 }] as never[];
+  assert.deepEqual(decideBackupNodeChoices(['n-1', 'n-2', 'n-3', 'n-4'], ['n-2'], observed), { nodeIds: ['n-3', 'n-2', 'n-1', 'n-4'], defaultNodeId: 'n-3' });
+  assert.deepEqual(decideBackupNodeChoices(['n-1', 'n-2'], ['n-2'], []), { nodeIds: ['n-2', 'n-1'], defaultNodeId: 'n-2' });
+  assert.deepEqual(decideBackupNodeChoices([], [], []), { nodeIds: [], defaultNodeId: null });
+});
+
+const fields = (overridesArg: Partial<IServiceFormFields> = {}): IServiceFormFields => ({
+  name: 'web', organizationId: 'org-1', clusterId: 'cluster-1', image: 'registry.example.com/app:1', replicas: '2', runAs: '1000:1000',
+  placementNodeIds: ['node-1'], ports: 'http 8080/tcp\nmetrics 9090', routes: 'web.example.com http', volumes: '/data\n/config:ro', ...overridesArg,
+});
+
+test('the service form reads into a spec the contract accepts, and back into the same fields', () => {
+  const { spec, reasons } = serviceSpecOfForm(fields());
+  assert.deepEqual(reasons, []);
+  assert.deepEqual(validateServiceWritableSpec(spec), []);
+  assert.deepEqual(spec.runtime.profile.runAs, { user: 1000, group: 1000 });
+  assert.deepEqual(spec.runtime.ports, [{ name: 'http', port: 8080, protocol: 'tcp' }, { name: 'metrics', port: 9090, protocol: 'tcp' }]);
+  assert.deepEqual(spec.volumes, [{ mountPath: '/data', readOnly: false, driver: 'local' }, { mountPath: '/config', readOnly: true, driver: 'local' }]);
+  assert.deepEqual(serviceFormOfSpec(spec), { ...fields(), ports: 'http 8080/tcp\nmetrics 9090/tcp' });
+  const empty = serviceSpecOfForm(fields({ runAs: '', ports: '', routes: '' })).spec;
+  assert.equal(empty.runtime.profile.runAs, null);
+  assert.equal('ports' in empty.runtime, false, 'no ports: the member is left out, as the CLI does');
+});
+
+test('the service form names every line it cannot read, by path; the contract names the rest', () => {
+  const { spec, reasons } = serviceSpecOfForm(fields({ runAs: 'root', ports: 'http', routes: 'only-a-hostname', replicas: 'two' }));
+  assert.deepEqual(reasons, [
+    'service.runtime.profile.runAs must be written user:group (two numbers), or left empty',
+    'service.runtime.ports[0] must be written "name port/protocol", e.g. "http 8080/tcp"',
+    'service.runtime.routes[0] must be written "hostname port-name", e.g. "app.example.com http"',
+  ]);
+  const contract = validateServiceWritableSpec(spec);
+  assert.ok(contract.some((reason) => reason.startsWith('service.runtime.replicas')), contract.join('; '));
+});
+
+test('an edited service goes back without the members the server owns', () => {
+  const stored = {
+    ...serviceSpecOfForm(fields()).spec,
+    volumes: [{ id: 'vol-1', mountPath: '/data', readOnly: false, driver: 'local', initialization: { kind: 'import', source: { kind: 'docker-volume', volumeName: 'x' } } }],
+  } as unknown as IService;
+  assert.deepEqual(writableSpecOf(stored).volumes, [{ mountPath: '/data', readOnly: false, driver: 'local' }]);
+  assert.deepEqual(validateServiceWritableSpec(writableSpecOf(stored)), []);
+});
+
+test('operations: running first (longest waiting first), then the ended ones newest first', () => {
+  const operation = (idArg: string, stateArg: IOperation['state'], startedArg: number, endedArg?: number) =>
+    ({ operationId: idArg, state: stateArg, startedAt: startedArg, endedAt: endedArg }) as IOperation;
+  const sorted = sortOperations([operation('done-old', 'completed', 1, 2), operation('run-new', 'running', 9), operation('failed-new', 'failed', 3, 8), operation('run-old', 'running', 4)]);
+  assert.deepEqual(sorted.map((entry) => entry.operationId), ['run-old', 'run-new', 'failed-new', 'done-old']);
+});
+
+test('durations read in the unit that fits', () => {
+  assert.equal(formatDuration(850), '850 ms');
+  assert.equal(formatDuration(7_240), '7.2 s');
+  assert.equal(formatDuration(184_000), '3 min 04 s');
+  assert.equal(formatDuration(-1), '—');
+});
+
+test('the cluster-name and account rules the forms share with Cloudly', () => {
+  assert.deepEqual(validateClusterName('alpha 1'), []);
+  assert.deepEqual(validateClusterName('Bad Name!'), ['name has characters that are not allowed']);
+  assert.deepEqual(validateClusterName(''), ['name must be a string of 1 to 64 characters']);
+  assert.deepEqual(validateNewAccount({ username: 'reader', password: 'long-enough-password', role: 'user' }), []);
+  assert.deepEqual(validateNewAccount({ username: ' x', password: 'short', role: 'root' }), [
+    'username has characters that are not allowed',
+    'password must be a string of 12 to 1024 characters',
+    'role must be admin or user',
+  ]);
+});
+
+test('a relay is told apart from the simulator by its registered version', () => {
+  assert.equal(describeRelayKind('cloudly-sim/1'), 'simulated');
+  assert.equal(describeRelayKind('1.0.0'), 'cluster');
+  assert.equal(describeRelayKind(null), 'unknown');
+  assert.deepEqual(countNodeSources([{ source: 'relay-report' }, { source: 'admin' }, { source: 'relay-report' }]), { reported: 2, added: 1 });
+});

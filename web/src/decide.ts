@@ -1,0 +1,241 @@
+/**
+ * The dashboard's decisions as pure functions: data in, data out, no DOM and no Lit, so the unit
+ * lane tests them (test/dashboard.decision.test.ts) and the pages stay views.
+ */
+import type { IServiceRunAs, IServicePort, IServiceRoute, IServiceRuntimeSpec, IServiceWritableSpec } from '../../ts/interfaces/data/service.js';
+import type { IServiceObservedPlacement } from '../../ts/interfaces/data/desiredstate.js';
+import type { IServiceBackupRecord } from '../../ts/interfaces/requests/backup.js';
+import type { TServiceWritableVolume } from '../../ts/interfaces/data/servicevolume.js';
+import type { IOperation } from '../../ts/interfaces/requests/operation.js';
+
+// ---- routes ----
+
+export type TRoute =
+  | { page: 'fleet' }
+  | { page: 'cluster'; id: string }
+  | { page: 'service'; id: string }
+  | { page: 'audit' }
+  | { page: 'operations' }
+  | { page: 'users' }
+  | { page: 'network' }
+  | { page: 'not-found'; path: string };
+
+/**
+ * The page a location hash names. An empty hash is the fleet; anything the dashboard does not
+ * know is a not-found page that names it (showing the fleet instead hid a mistyped link).
+ */
+export const parseRoute = (hashArg: string): TRoute => {
+  const raw = hashArg.replace(/^#\/?/, '');
+  if (raw === '') {
+    return { page: 'fleet' };
+  }
+  let parts: string[];
+  try {
+    parts = raw.split('/').map((part) => decodeURIComponent(part));
+  } catch {
+    // A malformed percent escape is not a page either.
+    return { page: 'not-found', path: raw };
+  }
+  const [first, second, ...rest] = parts;
+  if (rest.length === 0) {
+    if ((first === 'cluster' || first === 'service') && second) {
+      return { page: first, id: second };
+    }
+    if (second === undefined && (first === 'fleet' || first === 'audit' || first === 'operations' || first === 'users' || first === 'network')) {
+      return { page: first };
+    }
+  }
+  return { page: 'not-found', path: raw };
+};
+
+// ---- service facts ----
+
+/** How the spec page states who the workload runs as (the contract's members are `user`/`group`). */
+export const describeRunAs = (runAsArg: IServiceRunAs | null | undefined): string =>
+  runAsArg ? `${runAsArg.user}:${runAsArg.group}` : 'image default';
+
+/** Backups newest first by the time they were taken (ids are random, so id order says nothing). */
+export const sortBackupsByTime = (backupsArg: readonly IServiceBackupRecord[]): IServiceBackupRecord[] =>
+  [...backupsArg].sort((left, right) => right.createdAt - left.createdAt || (left.backupId < right.backupId ? -1 : left.backupId > right.backupId ? 1 : 0));
+
+/**
+ * The nodes offered for a backup and the one chosen first: a backup reads the service's data on
+ * a node it runs on, so nodes the relay reports it running on come first, then its placement,
+ * then the cluster's other nodes. The default is the first of those.
+ */
+export const decideBackupNodeChoices = (
+  clusterNodeIdsArg: readonly string[],
+  placementArg: readonly string[],
+  observedArg: readonly IServiceObservedPlacement[],
+): { nodeIds: string[]; defaultNodeId: string | null } => {
+  const running = observedArg.filter((entry) => entry.replicas > 0).map((entry) => entry.nodeId);
+  const ordered: string[] = [];
+  for (const nodeId of [...running, ...placementArg, ...clusterNodeIdsArg]) {
+    if (!ordered.includes(nodeId)) {
+      ordered.push(nodeId);
+    }
+  }
+  return { nodeIds: ordered, defaultNodeId: ordered[0] ?? null };
+};
+
+// ---- the service form ----
+
+/** What the service form holds, as typed (strings), before it becomes a spec. */
+export interface IServiceFormFields {
+  name: string;
+  organizationId: string;
+  clusterId: string;
+  image: string;
+  replicas: string;
+  /** `user:group`, or empty for the image's own user. */
+  runAs: string;
+  placementNodeIds: string[];
+  /** One a line: `name port/protocol`, e.g. `http 8080/tcp`. */
+  ports: string;
+  /** One a line: `hostname portname`, e.g. `app.example.com http`. */
+  routes: string;
+  /** One a line: a mount path, `:ro` at the end for read-only. */
+  volumes: string;
+}
+
+const lines = (textArg: string): string[] => textArg.split('\n').map((line) => line.trim()).filter((line) => line.length > 0);
+
+/**
+ * Where ports and routes sit in a runtime spec. Today they are members of `runtime`; issue 34
+ * moves them beside it, and this function (with `portsAndRoutesOf`) is the one place to change.
+ */
+export const placePortsAndRoutes = (runtimeArg: Omit<IServiceRuntimeSpec, 'ports' | 'routes'>, portsArg: IServicePort[], routesArg: IServiceRoute[]): IServiceRuntimeSpec => ({
+  ...runtimeArg,
+  ...(portsArg.length ? { ports: portsArg } : {}),
+  ...(routesArg.length ? { routes: routesArg } : {}),
+});
+
+/** The ports and routes of a stored service (the counterpart of `placePortsAndRoutes`). */
+export const portsAndRoutesOf = (serviceArg: { runtime: IServiceRuntimeSpec }): { ports: IServicePort[]; routes: IServiceRoute[] } => ({
+  ports: serviceArg.runtime.ports ?? [],
+  routes: serviceArg.runtime.routes ?? [],
+});
+
+/**
+ * The form's text read into a writable spec, and the reasons a line could not be read at all
+ * (with the field's path, like the server's). What can be read is left to the contract's
+ * validator, so the form and Cloudly refuse with the same words.
+ */
+export const serviceSpecOfForm = (fieldsArg: IServiceFormFields): { spec: IServiceWritableSpec; reasons: string[] } => {
+  const reasons: string[] = [];
+  const toNumber = (textArg: string): number => (/^\s*-?\d+\s*$/.test(textArg) ? Number(textArg) : Number.NaN);
+  let runAs: IServiceRunAs | null = null;
+  if (fieldsArg.runAs.trim() !== '') {
+    const match = /^\s*(\d+):(\d+)\s*$/.exec(fieldsArg.runAs);
+    if (match) {
+      runAs = { user: Number(match[1]), group: Number(match[2]) };
+    } else {
+      reasons.push('service.runtime.profile.runAs must be written user:group (two numbers), or left empty');
+    }
+  }
+  const ports: IServicePort[] = lines(fieldsArg.ports).map((line, index) => {
+    const match = /^(\S+)\s+(\d+)(?:\/(\S+))?$/.exec(line);
+    if (!match) {
+      reasons.push(`service.runtime.ports[${index}] must be written "name port/protocol", e.g. "http 8080/tcp"`);
+      return { name: line, port: Number.NaN, protocol: 'tcp' };
+    }
+    return { name: match[1], port: Number(match[2]), protocol: (match[3] ?? 'tcp') as IServicePort['protocol'] };
+  });
+  const routes: IServiceRoute[] = lines(fieldsArg.routes).map((line, index) => {
+    const match = /^(\S+)\s+(\S+)$/.exec(line);
+    if (!match) {
+      reasons.push(`service.runtime.routes[${index}] must be written "hostname port-name", e.g. "app.example.com http"`);
+      return { hostname: line, targetPort: '' };
+    }
+    return { hostname: match[1], targetPort: match[2] };
+  });
+  const volumes: TServiceWritableVolume[] = lines(fieldsArg.volumes).map((line) => {
+    const readOnly = line.endsWith(':ro');
+    return { mountPath: readOnly ? line.slice(0, -3) : line, readOnly, driver: 'local' } as TServiceWritableVolume;
+  });
+  const spec: IServiceWritableSpec = {
+    name: fieldsArg.name,
+    organizationId: fieldsArg.organizationId.trim(),
+    clusterId: fieldsArg.clusterId,
+    runtime: placePortsAndRoutes({
+      image: fieldsArg.image.trim(),
+      replicas: toNumber(fieldsArg.replicas),
+      profile: { runAs },
+      placement: { nodeIds: fieldsArg.placementNodeIds },
+    }, ports, routes),
+    volumes,
+  };
+  return { spec, reasons };
+};
+
+/** The form's fields of a stored service (to edit it). */
+export const serviceFormOfSpec = (specArg: IServiceWritableSpec & { runtime: IServiceRuntimeSpec }): IServiceFormFields => {
+  const { ports, routes } = portsAndRoutesOf(specArg);
+  const runAs = specArg.runtime.profile?.runAs ?? null;
+  return {
+    name: specArg.name,
+    organizationId: specArg.organizationId,
+    clusterId: specArg.clusterId,
+    image: specArg.runtime.image,
+    replicas: String(specArg.runtime.replicas),
+    runAs: runAs ? `${runAs.user}:${runAs.group}` : '',
+    placementNodeIds: [...(specArg.runtime.placement?.nodeIds ?? [])],
+    ports: ports.map((port) => `${port.name} ${port.port}/${port.protocol}`).join('\n'),
+    routes: routes.map((route) => `${route.hostname} ${route.targetPort}`).join('\n'),
+    volumes: specArg.volumes.map((volume) => `${volume.mountPath}${volume.readOnly ? ':ro' : ''}`).join('\n'),
+  };
+};
+
+/** The writable part of a stored service (what `updateService` takes back). */
+export const writableSpecOf = (serviceArg: IServiceWritableSpec & { volumes: Array<TServiceWritableVolume & { initialization?: unknown; id?: unknown }> }): IServiceWritableSpec => ({
+  name: serviceArg.name,
+  organizationId: serviceArg.organizationId,
+  clusterId: serviceArg.clusterId,
+  runtime: serviceArg.runtime,
+  // The server owns `id` and `initialization`; every other member goes back as read.
+  volumes: serviceArg.volumes.map(({ initialization: _initialization, id: _id, ...writable }: TServiceWritableVolume & { initialization?: unknown; id?: unknown }) => writable),
+});
+
+// ---- operations ----
+
+/** Operations running first (oldest start first: the one waiting longest), then the others newest first. */
+export const sortOperations = (operationsArg: readonly IOperation[]): IOperation[] =>
+  [...operationsArg].sort((left, right) => {
+    const leftRunning = left.state === 'running' ? 0 : 1;
+    const rightRunning = right.state === 'running' ? 0 : 1;
+    if (leftRunning !== rightRunning) {
+      return leftRunning - rightRunning;
+    }
+    return leftRunning === 0 ? left.startedAt - right.startedAt : (right.endedAt ?? right.startedAt) - (left.endedAt ?? left.startedAt);
+  });
+
+/** A duration in words for a table cell: `850 ms`, `7.2 s`, `3 min 04 s`. */
+export const formatDuration = (msArg: number): string => {
+  if (!Number.isFinite(msArg) || msArg < 0) {
+    return '—';
+  }
+  if (msArg < 1000) {
+    return `${Math.round(msArg)} ms`;
+  }
+  if (msArg < 60_000) {
+    return `${(msArg / 1000).toFixed(1)} s`;
+  }
+  const minutes = Math.floor(msArg / 60_000);
+  const seconds = Math.floor((msArg % 60_000) / 1000);
+  return `${minutes} min ${String(seconds).padStart(2, '0')} s`;
+};
+
+// ---- relays ----
+
+/**
+ * What kind of relay a registration says it is: the simulator (`cloudly-sim`, docs/simulator.md)
+ * registers with version `cloudly-sim/<n>`; anything else is taken for a real cluster's relay.
+ */
+export const describeRelayKind = (versionArg: string | null | undefined): 'simulated' | 'cluster' | 'unknown' =>
+  typeof versionArg !== 'string' ? 'unknown' : /^cloudly-sim\//.test(versionArg) ? 'simulated' : 'cluster';
+
+/** How many of a cluster's nodes its relay reports, and how many only an administrator added. */
+export const countNodeSources = (nodesArg: ReadonlyArray<{ source: string }>): { reported: number; added: number } => ({
+  reported: nodesArg.filter((node) => node.source === 'relay-report').length,
+  added: nodesArg.filter((node) => node.source !== 'relay-report').length,
+});

@@ -1,0 +1,128 @@
+import { html, nothing, type TemplateResult } from 'lit';
+import { validateServiceWritableSpec, type IServiceWritableSpec } from '../../ts/interfaces/data/service.js';
+import { LightElement } from './widgets.js';
+import { serviceSpecOfForm, type IServiceFormFields } from './decide.js';
+
+/**
+ * Forms that check as the operator types, with the contract's own validators (ts/interfaces), so
+ * the reasons shown before a request are the ones Cloudly would answer. A form with reasons
+ * cannot be submitted; Cloudly still judges the dry run (facts the form cannot know: a taken
+ * name, a missing node).
+ */
+
+/** The reasons a form has now, listed under it; empty renders nothing. */
+export const formReasonsView = (reasonsArg: string[]): TemplateResult =>
+  reasonsArg.length === 0
+    ? html``
+    : html`<ul class="form-reasons" data-form-reasons aria-live="polite">${reasonsArg.map((reason) => html`<li>${reason}</li>`)}</ul>`;
+
+/** Any answer of a dry run in words: an orchestration answers where it halted. */
+export const describeDryRun = (answerArg: unknown): TemplateResult => {
+  const halted = (answerArg as { haltedBefore?: unknown } | null)?.haltedBefore;
+  return typeof halted === 'string'
+    ? html`<p>Cloudly checked the request and would go on with <code>${halted}</code>; nothing was written.</p>`
+    : html`<p>Cloudly accepts the request; nothing was written by the dry run.</p>`;
+};
+
+const emptyFields = (clusterIdArg: string): IServiceFormFields => ({
+  name: '', organizationId: '', clusterId: clusterIdArg, image: '', replicas: '1', runAs: '',
+  placementNodeIds: [], ports: '', routes: '', volumes: '',
+});
+
+/**
+ * A service's spec: name, organization, image, replicas, run-as, placement, ports, routes and
+ * volumes. Fires `spec` with the writable spec when submitted without reasons; `cancel` on Cancel.
+ */
+export class CloudlyServiceForm extends LightElement {
+  static properties = {
+    fields: { state: true },
+    nodeIds: { attribute: false },
+    mode: { type: String },
+    clusterId: { type: String, attribute: 'cluster-id' },
+  };
+
+  declare fields: IServiceFormFields;
+  declare nodeIds: string[];
+  declare mode: 'create' | 'edit';
+  declare clusterId: string;
+
+  constructor() {
+    super();
+    this.nodeIds = [];
+    this.mode = 'create';
+    this.clusterId = '';
+  }
+
+  public set initial(fieldsArg: IServiceFormFields) {
+    this.fields = { ...fieldsArg, placementNodeIds: [...fieldsArg.placementNodeIds] };
+  }
+
+  protected willUpdate(): void {
+    if (!this.fields) {
+      this.fields = emptyFields(this.clusterId);
+    }
+  }
+
+  /** The spec the fields make and every reason it is not valid yet (the form's and the contract's). */
+  public judge(): { spec: IServiceWritableSpec; reasons: string[] } {
+    const { spec, reasons } = serviceSpecOfForm(this.fields);
+    return { spec, reasons: [...reasons, ...validateServiceWritableSpec(spec, 'service')] };
+  }
+
+  private set(nameArg: keyof IServiceFormFields, valueArg: string): void {
+    this.fields = { ...this.fields, [nameArg]: valueArg };
+  }
+
+  private togglePlacement(nodeIdArg: string, onArg: boolean): void {
+    const placement = this.fields.placementNodeIds.filter((nodeId) => nodeId !== nodeIdArg);
+    this.fields = { ...this.fields, placementNodeIds: onArg ? [...placement, nodeIdArg] : placement };
+  }
+
+  private submit(eventArg: Event): void {
+    eventArg.preventDefault();
+    const { spec, reasons } = this.judge();
+    if (reasons.length === 0) {
+      this.dispatchEvent(new CustomEvent<IServiceWritableSpec>('spec', { detail: spec }));
+    }
+  }
+
+  private text(nameArg: keyof IServiceFormFields, labelArg: string, extraArg: { placeholder?: string; multiline?: boolean; hint?: string } = {}): TemplateResult {
+    const id = `service-form-${nameArg}`;
+    const value = String(this.fields[nameArg]);
+    const onInput = (event: Event) => this.set(nameArg, (event.target as HTMLInputElement).value);
+    return html`<label for=${id}>${labelArg}</label>
+      ${extraArg.multiline
+        ? html`<textarea id=${id} name=${nameArg} rows="3" placeholder=${extraArg.placeholder ?? ''} .value=${value} @input=${onInput}></textarea>`
+        : html`<input id=${id} name=${nameArg} placeholder=${extraArg.placeholder ?? ''} .value=${value} @input=${onInput}>`}
+      ${extraArg.hint ? html`<span class="hint">${extraArg.hint}</span>` : nothing}`;
+  }
+
+  protected render(): TemplateResult {
+    const { reasons } = this.judge();
+    // Nodes the spec names that the cluster no longer lists stay visible (and selectable off).
+    const nodeIds = [...new Set([...this.nodeIds, ...this.fields.placementNodeIds])];
+    return html`<form class="service-form" aria-label=${this.mode === 'create' ? 'New service' : 'Edit service'} @submit=${(event: Event) => this.submit(event)}>
+      <div class="form-grid">
+        ${this.text('name', 'Name')}
+        ${this.text('organizationId', 'Organization id', { placeholder: 'org-1' })}
+        ${this.text('image', 'Image', { placeholder: 'registry.example.com/team/app:1.2.3' })}
+        ${this.text('replicas', 'Replicas')}
+        ${this.text('runAs', 'Run as (user:group)', { placeholder: 'empty: the image default', hint: 'Needed for a volume owned "from run-as".' })}
+        <fieldset class="placement"><legend>Placement (none checked: any node)</legend>
+          ${nodeIds.length === 0 ? html`<span class="muted">The cluster has no nodes.</span>` : nodeIds.map((nodeId) => html`<label class="inline">
+            <input type="checkbox" name="placement" value=${nodeId} .checked=${this.fields.placementNodeIds.includes(nodeId)}
+              @change=${(event: Event) => this.togglePlacement(nodeId, (event.target as HTMLInputElement).checked)}> ${nodeId}</label>`)}
+        </fieldset>
+        ${this.text('ports', 'Ports (one a line)', { multiline: true, placeholder: 'http 8080/tcp' })}
+        ${this.text('routes', 'Routes (one a line)', { multiline: true, placeholder: 'app.example.com http' })}
+        ${this.text('volumes', 'Volumes (mount paths, one a line; :ro for read-only)', { multiline: true, placeholder: '/data' })}
+      </div>
+      ${formReasonsView(reasons)}
+      <div class="dialog-buttons">
+        <button type="submit" class="primary" data-action="review-service" ?disabled=${reasons.length > 0}>Review…</button>
+        <button type="button" @click=${() => this.dispatchEvent(new CustomEvent('cancel'))}>Cancel</button>
+      </div>
+    </form>`;
+  }
+}
+customElements.define('cloudly-service-form', CloudlyServiceForm);
