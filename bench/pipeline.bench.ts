@@ -30,7 +30,7 @@ const main = async (): Promise<void> => {
         throw refuse('not-found', [`cluster ${request.clusterId} does not exist`]);
       }
       return { cluster: toPublicCluster(doc) };
-    });
+    }, { access: 'read' });
     cloudly.addAdminHandler<TUntypedContract>('benchDirectSetClusterNodeCorestore', async (requestArg) => {
       const request = requestArg as { clusterId: string; nodeId: string; expected: { endpoint: string } | null; corestore: { endpoint: string } | null };
       if (!(await cloudly.store.get(clusterKind, request.clusterId))) {
@@ -39,7 +39,7 @@ const main = async (): Promise<void> => {
       const { doc } = await cloudly.store.mutate(clusterNodeKind, clusterNodeDocumentId(request.clusterId, request.nodeId), (current) =>
         decideNodeCorestore(current, request.clusterId, request.nodeId, request.expected, request.corestore));
       return { node: toPublicClusterNode(doc!) };
-    });
+    }, { access: 'write' });
 
     const { cluster } = await admin.call('createCluster', { name: 'pipeline' });
     await admin.call('addClusterNode', { clusterId: cluster.id, name: 'declared', nodeId: 'declared' });

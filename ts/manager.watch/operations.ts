@@ -36,6 +36,7 @@ const peerOf = (contextArg: IAdminHandlerContext): EnvelopePeer => {
 export const watchOperations = (portsArg: IWatchPorts): IDeclaredOperation[] => [
   adminQuery({
     method: 'watchChanges',
+    access: 'read',
     input: {
       required: {},
       optional: { kinds: isArrayOf(isString(1, 128), maxKinds), clusterId: isIdString, sinceRevision: isNonNegativeInteger },
@@ -45,6 +46,7 @@ export const watchOperations = (portsArg: IWatchPorts): IDeclaredOperation[] => 
 
   adminQuery({
     method: 'unwatchChanges',
+    access: 'read',
     input: { required: { watchId: isString(1, 128) } },
     run: async (request, context) => ({ stopped: portsArg.unwatch(request.watchId, () => peerOf(context)) }),
   }),
