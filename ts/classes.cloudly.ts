@@ -35,6 +35,7 @@ import { SecretBox } from './core/secretbox.js';
 import type { IAdminHandlerContext, IRelayHandlerContext } from './core/operations.js';
 import { registerDashboard } from './core/dashboard.js';
 import type { IServedMethod, TAdminAccess } from './core/access.js';
+import { buildServedSchema, registerSchemaRoute } from './core/schema.js';
 
 /**
  * The composition root: configuration → database → router → managers → server. Each manager
@@ -173,6 +174,9 @@ export class Cloudly {
     }
     this.httpServer = await createHttpServer(this.transportHost());
     registerDashboard(this.httpServer, { logger: this.logger });
+    // Built once here: a served method without a contract stops the start rather than serve a schema that lies.
+    const servedSchema = buildServedSchema(this.servedMethods.values());
+    registerSchemaRoute(this.httpServer, () => servedSchema);
     await this.httpServer.listen({ port: this.config.port, host: this.config.host });
     await this.clusterManager.relayElection.startRegistry(this.config.internalUrl ?? this.baseUrl);
     this.started = true;
