@@ -34,6 +34,7 @@ after(async () => {
 
 test('GET /schema lists every served method with its caller, access, request and answer schemas and refusal codes', () => {
   assert.equal(served.$schema, 'https://json-schema.org/draft/2020-12/schema');
+  assert.deepEqual(served.untyped, [], 'every served method is in the committed schema (run scripts/contract-schema.ts)');
   assert.deepEqual(Object.keys(served.methods).sort(), [...t.cloudly.servedMethods.keys()].sort());
   for (const [method, entry] of Object.entries(served.methods)) {
     const declared = t.cloudly.servedMethods.get(method)!;

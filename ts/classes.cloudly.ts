@@ -174,8 +174,11 @@ export class Cloudly {
     }
     this.httpServer = await createHttpServer(this.transportHost());
     registerDashboard(this.httpServer, { logger: this.logger });
-    // Built once here: a served method without a contract stops the start rather than serve a schema that lies.
+    // Built once here, after every manager registered its methods.
     const servedSchema = buildServedSchema(this.servedMethods.values());
+    if (servedSchema.untyped.length > 0) {
+      this.logger.warn({ methods: servedSchema.untyped }, 'served methods missing from the contract schema: run node --import tsx scripts/contract-schema.ts');
+    }
     registerSchemaRoute(this.httpServer, () => servedSchema);
     await this.httpServer.listen({ port: this.config.port, host: this.config.host });
     await this.clusterManager.relayElection.startRegistry(this.config.internalUrl ?? this.baseUrl);
