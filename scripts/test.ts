@@ -79,6 +79,7 @@ export const laneOf = (fileArg: string): TLane => {
  * name order.
  */
 const slowFirst = [
+  'contracts.schema',
   'storage.crash',
   'sim.fleet',
   'foundation.journal',

@@ -77,7 +77,7 @@ describe('HTTP transport: bad input gets named refusals and changes nothing', ()
   test('an unexpected handler failure leaves as internal with an error id, no stack, and is logged', async () => {
     t.cloudly.addAdminHandler('testExplodes', async () => {
       throw new Error('secret internal detail');
-    });
+    }, { access: 'write' });
     const data = await refusalOf(() => t.admin.call<TUntypedContract>('testExplodes', {}));
     assert.equal(data.code, 'internal');
     assert.equal(typeof data.errorId, 'string');
@@ -86,7 +86,7 @@ describe('HTTP transport: bad input gets named refusals and changes nothing', ()
   });
 
   test('a handler that answers nothing is reported as internal, never as null', async () => {
-    t.cloudly.addAdminHandler('testAnswersNothing', async () => null as unknown as object);
+    t.cloudly.addAdminHandler('testAnswersNothing', async () => null as unknown as object, { access: 'write' });
     const data = await refusalOf(() => t.admin.call<TUntypedContract>('testAnswersNothing', {}));
     assert.equal(data.code, 'internal');
   });

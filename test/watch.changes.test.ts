@@ -1,6 +1,6 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { openWatcher as openWatcherAt } from './helpers/watch.js';
 
 /**
@@ -72,4 +72,19 @@ test('a service created before the watch: its removal matches the cluster filter
   assert.equal(answer.deleted, true);
   await waitFor(() => watcher.lines().some((line) => line.startsWith(`CloudlyService ${service.id} removed`)), `service removal: ${watcher.lines().join(', ')}`);
   watcher.client.close();
+});
+
+test('a watch of a kind no change can carry is refused, naming the kind and its path; document kinds are accepted', async () => {
+  const refused = await refusalOf(() => openWatcherAt(t.baseUrl, { kinds: ['CloudlyCluster', 'cluster'] }));
+  assert.deepEqual(refused, {
+    code: 'invalid-request',
+    retryable: false,
+    reasons: ['request.kinds[1] names no watchable kind: "cluster" (kinds are document kinds such as CloudlyCluster)'],
+  });
+  const { client, answer } = await openWatcherAt(t.baseUrl, { kinds: ['CloudlyCluster', 'CloudlyService'] });
+  try {
+    assert.equal(typeof answer.watchId, 'string');
+  } finally {
+    client.close();
+  }
 });

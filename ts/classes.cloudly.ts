@@ -34,6 +34,8 @@ import { Reconciler } from './manager.reconciler/reconciler.manager.js';
 import { SecretBox } from './core/secretbox.js';
 import type { IAdminHandlerContext, IRelayHandlerContext } from './core/operations.js';
 import { registerDashboard } from './core/dashboard.js';
+import type { IServedMethod, TAdminAccess } from './core/access.js';
+import { buildServedSchema, registerSchemaRoute } from './core/schema.js';
 
 /**
  * The composition root: configuration → database → router → managers → server. Each manager
@@ -68,6 +70,8 @@ export class Cloudly {
   public readonly logger: TCloudlyLogger;
   public readonly metrics = new CloudlyMetrics();
   public readonly router = new TypedRouter();
+  /** Every method this server serves, with its caller and declared access (GET /schema, the role tests). */
+  public readonly servedMethods = new Map<string, IServedMethod>();
   public readonly database: CloudlyDatabase;
   public readonly store: DocumentStore;
   public readonly auth: CloudlyAuth;
@@ -170,6 +174,12 @@ export class Cloudly {
     }
     this.httpServer = await createHttpServer(this.transportHost());
     registerDashboard(this.httpServer, { logger: this.logger });
+    // Built once here, after every manager registered its methods.
+    const servedSchema = buildServedSchema(this.servedMethods.values());
+    if (servedSchema.untyped.length > 0) {
+      this.logger.warn({ methods: servedSchema.untyped }, 'served methods missing from the contract schema: run node --import tsx scripts/contract-schema.ts');
+    }
+    registerSchemaRoute(this.httpServer, () => servedSchema);
     await this.httpServer.listen({ port: this.config.port, host: this.config.host });
     await this.clusterManager.relayElection.startRegistry(this.config.internalUrl ?? this.baseUrl);
     this.started = true;
@@ -269,18 +279,20 @@ export class Cloudly {
     methodArg: T['method'],
     fnArg: (requestArg: T['request'], contextArg: IAdminHandlerContext) => Promise<T['response']>,
     optionsArg: {
+      /** Who may call it (ts/core/access.ts); the guard refuses every other role with `forbidden`. */
+      access: TAdminAccess;
       /**
        * The contract defines `dryRun` for this method itself (the archive prune's preview, which
        * the node computes): it stays in the request and Cloudly runs no dry run of its own.
        */
       contractOwnsDryRun?: boolean;
-    } = {},
+    },
   ): void {
-    this.addGuardedHandler<T>(methodArg, async (requestArg, localDataArg) => {
+    this.addGuardedHandler<T>({ method: methodArg, caller: 'admin', access: optionsArg.access }, async (requestArg, localDataArg) => {
       requireObjectRequest(requestArg);
       const identity = await this.auth.verifyIdentity((requestArg as { identity?: unknown }).identity);
-      // The role may call the method, and the account and session still stand (one read by id).
-      await this.adminManager.requireAllowed(identity, methodArg);
+      // The role may call the method's access, and the account and session still stand (one read by id).
+      await this.adminManager.requireAllowed(identity, optionsArg.access);
       if (optionsArg.contractOwnsDryRun) {
         const operation: IOperationContext = { actor: { kind: 'admin', id: identity.userId }, method: methodArg, dryRun: false };
         return runInOperation(operation, () =>
@@ -315,7 +327,7 @@ export class Cloudly {
     methodArg: T['method'],
     fnArg: (requestArg: T['request'], contextArg: IRelayHandlerContext) => Promise<T['response']>,
   ): void {
-    this.addGuardedHandler<T>(methodArg, async (requestArg, localDataArg) => {
+    this.addGuardedHandler<T>({ method: methodArg, caller: 'relay', access: 'relay' }, async (requestArg, localDataArg) => {
       const session = localDataArg.relaySession as IRelaySession | undefined;
       if (!session) {
         throw refuse('forbidden', [`${methodArg} is served only on an authenticated relay socket`]);
@@ -331,7 +343,8 @@ export class Cloudly {
     methodArg: T['method'],
     fnArg: (requestArg: T['request'], contextArg: { remoteAddress?: unknown }) => Promise<T['response']>,
   ): void {
-    this.addGuardedHandler<T>(methodArg, async (requestArg, localDataArg) => fnArg(requestArg, { remoteAddress: localDataArg.remoteAddress }));
+    this.addGuardedHandler<T>({ method: methodArg, caller: 'public', access: 'public' }, async (requestArg, localDataArg) =>
+      fnArg(requestArg, { remoteAddress: localDataArg.remoteAddress }));
   }
 
   /**
@@ -339,9 +352,14 @@ export class Cloudly {
    * data; an unexpected failure becomes `internal` with a logged error id and nothing else.
    */
   private addGuardedHandler<T extends ITypedContract<string, unknown, unknown>>(
-    methodArg: string,
+    servedArg: IServedMethod,
     fnArg: (requestArg: T['request'], localDataArg: Record<string, unknown>) => Promise<T['response']>,
   ): void {
+    const methodArg = servedArg.method;
+    if (this.servedMethods.has(methodArg)) {
+      throw new Error(`method ${methodArg} is registered twice`);
+    }
+    this.servedMethods.set(methodArg, servedArg);
     this.router.addTypedHandler(new TypedHandler<ITypedRequest>(methodArg, async (requestArg, toolsArg) => {
       try {
         const context = (toolsArg?.localData ?? {}) as Record<string, unknown>;

@@ -352,6 +352,10 @@ export class EnvelopePeer {
       return;
     }
     if (frame.kind === 'refused') {
+      if (frame.phase === null && frame.correlationId === null) {
+        this.settleUnreadableFrame(textArg, frame.reasons);
+        return;
+      }
       this.refuseFrame(frame.correlationId, frame.method, frame.phase, refuse('invalid-request', frame.reasons));
       return;
     }
@@ -401,6 +405,30 @@ export class EnvelopePeer {
     } else {
       call.resolve(responseArg);
     }
+  }
+
+  /**
+   * A frame whose envelope could not be read at all (not JSON, not an object): it may be the answer
+   * a call is waiting for, so no call is left to wait for its timeout. The correlation id is looked
+   * for in the text; when it names a pending call, that call fails at once. When nothing can be
+   * attributed, every call pending on this socket fails at once: the other side broke the protocol
+   * and none of its answers can be told apart. The sender is answered as for any unreadable frame.
+   */
+  private settleUnreadableFrame(textArg: string, reasonsArg: string[]): void {
+    const peeked = peekEnvelopeTop(textArg);
+    if (peeked.correlationId !== null && this.pending.has(peeked.correlationId)) {
+      this.settleCall(peeked.correlationId, null, undefined, reasonsArg);
+      return;
+    }
+    if (peeked.correlationId === null && peeked.phase !== 'request') {
+      for (const correlationId of [...this.pending.keys()]) {
+        this.settleCall(correlationId, null, undefined, ['answer frame names no pending call', ...reasonsArg]);
+      }
+    }
+    if (peeked.phase === 'response') {
+      return;
+    }
+    this.sendEnvelope(errorEnvelope(peeked.correlationId ?? '', peeked.method ?? '', refuse('invalid-request', reasonsArg)));
   }
 
   /** A frame that cannot be served: a broken answer fails its call, a broken request is answered. */

@@ -5,6 +5,7 @@ import type { IRelaySession } from './relaysessions.js';
 import type { TCloudlyLogger } from './logger.js';
 import type { DocumentStore, IDocumentKind, IMutateResult, IStoredDocument, TDecision } from './store.js';
 import { requireRequestShape, type IRequestShape } from './validation.js';
+import { isMethodAccess, missingAccessMessage, type TAdminAccess } from './access.js';
 import type { ICloudlyMethods, TCloudlyMethod } from '../interfaces/requests/methodmap.js';
 
 /**
@@ -51,13 +52,19 @@ export interface IOperationHost {
   addAdminHandler(
     methodArg: string,
     fnArg: (requestArg: unknown, contextArg: IAdminHandlerContext) => Promise<unknown>,
-    optionsArg?: { contractOwnsDryRun?: boolean },
+    optionsArg: { access: TAdminAccess; contractOwnsDryRun?: boolean },
   ): void;
   addRelayHandler(methodArg: string, fnArg: (requestArg: unknown, contextArg: IRelayHandlerContext) => Promise<unknown>): void;
 }
 
 interface IShaped<M extends TCloudlyMethod> {
   method: M;
+  /**
+   * Who may call it (ts/core/access.ts): `read`, `own-session`, `write` or `admin-only` for an
+   * administrator's method, `relay` for a relay's. Required: the guard enforces it, and a
+   * declaration without one neither type-checks nor starts.
+   */
+  access: TAdminAccess | 'relay';
   /**
    * The request's members and their checks (ts/core/validation.ts); `'judged'` for a body that is
    * a contract value the operation judges whole itself, with refusals of that contract's own
@@ -69,10 +76,12 @@ interface IShaped<M extends TCloudlyMethod> {
 }
 
 export interface IAdminQueryDef<M extends TCloudlyMethod> extends IShaped<M> {
+  access: TAdminAccess;
   run: (requestArg: TOperationRequest<M>, contextArg: IAdminHandlerContext) => Promise<TOperationAnswer<M>>;
 }
 
 export interface IAdminOrchestrationDef<M extends TCloudlyMethod> extends IShaped<M> {
+  access: TAdminAccess;
   run: (requestArg: TOperationRequest<M>, contextArg: IAdminHandlerContext) => Promise<TOperationAnswer<M>>;
   /**
    * The contract defines `dryRun` for this method itself (the archive prune's preview, which the
@@ -107,16 +116,18 @@ interface IOneDocumentMutation<M extends TCloudlyMethod, T extends IStoredDocume
 }
 
 export type IAdminMutationDef<M extends TCloudlyMethod, T extends IStoredDocument, TFacts> =
-  IOneDocumentMutation<M, T, TFacts, IAdminHandlerContext>;
+  IOneDocumentMutation<M, T, TFacts, IAdminHandlerContext> & { access: TAdminAccess };
 
 export type IRelayMutationDef<M extends TCloudlyMethod, T extends IStoredDocument, TFacts> =
-  IOneDocumentMutation<M, T, TFacts, IRelayHandlerContext>;
+  IOneDocumentMutation<M, T, TFacts, IRelayHandlerContext> & { access: 'relay' };
 
 export interface IRelayOrchestrationDef<M extends TCloudlyMethod> extends IShaped<M> {
+  access: 'relay';
   run: (requestArg: TOperationRequest<M>, contextArg: IRelayHandlerContext) => Promise<TOperationAnswer<M>>;
 }
 
 export interface IRelayQueryDef<M extends TCloudlyMethod> extends IShaped<M> {
+  access: 'relay';
   run: (requestArg: TOperationRequest<M>, contextArg: IRelayHandlerContext) => Promise<TOperationAnswer<M>>;
 }
 
@@ -141,7 +152,26 @@ type TAnyOperation =
 export interface IDeclaredOperation {
   readonly kind: TAnyOperation['kind'];
   readonly method: TCloudlyMethod;
+  readonly access: TAdminAccess | 'relay';
 }
+
+const relayKinds: ReadonlySet<TAnyOperation['kind']> = new Set(['relay-mutation', 'relay-query', 'relay-orchestration']);
+
+/**
+ * The access a declaration names, checked once at registration: a missing or foreign value (a
+ * declaration merged without one, or one cast past the type checker) stops the start with a
+ * sentence saying what to add, and a relay method cannot claim an administrator's access.
+ */
+export const requireDeclaredAccess = (operationArg: { kind: TAnyOperation['kind']; method: string; access?: unknown }): TAdminAccess | 'relay' => {
+  const access = operationArg.access;
+  if (!isMethodAccess(access) || access === 'public') {
+    throw new Error(missingAccessMessage(operationArg.method, access));
+  }
+  if (relayKinds.has(operationArg.kind) !== (access === 'relay')) {
+    throw new Error(`method ${operationArg.method} is a ${operationArg.kind} but declares access '${access}': a relay's method declares 'relay', an administrator's one of 'read' | 'own-session' | 'write' | 'admin-only'`);
+  }
+  return access;
+};
 
 // Each declaration takes its definition whole (no mapped type around it), so the method name's
 // literal type is inferred and every callback's request and answer follow from the method map.
@@ -206,19 +236,20 @@ const runOneDocumentMutation = async <M extends TCloudlyMethod, T extends IStore
 /** Registers every operation on the host: the one pipeline. */
 export const registerOperations = (hostArg: IOperationHost, operationsArg: readonly IDeclaredOperation[]): void => {
   for (const operation of operationsArg as readonly TAnyOperation[]) {
+    requireDeclaredAccess(operation);
     switch (operation.kind) {
       case 'admin-query':
         hostArg.addAdminHandler(operation.method, async (requestArg, contextArg) =>
-          operation.run(readRequest(operation, requestArg), contextArg));
+          operation.run(readRequest(operation, requestArg), contextArg), { access: operation.access });
         break;
       case 'admin-orchestration':
         hostArg.addAdminHandler(operation.method, async (requestArg, contextArg) =>
           operation.run(readRequest(operation, requestArg), contextArg),
-        operation.contractOwnsDryRun ? { contractOwnsDryRun: true } : undefined);
+        { access: operation.access, ...(operation.contractOwnsDryRun ? { contractOwnsDryRun: true } : {}) });
         break;
       case 'admin-mutation':
         hostArg.addAdminHandler(operation.method, async (requestArg, contextArg) =>
-          runOneDocumentMutation(hostArg.store, operation, requestArg, contextArg));
+          runOneDocumentMutation(hostArg.store, operation, requestArg, contextArg), { access: operation.access });
         break;
       case 'relay-mutation':
         hostArg.addRelayHandler(operation.method, async (requestArg, contextArg) =>

@@ -55,6 +55,10 @@ export const defineDocumentKind = <T extends IStoredDocument>(
   return kind;
 };
 
+/** The collection names of the audited kinds: every kind whose changes the audit log (and a watch) carries. */
+export const auditedKindNames = (): string[] =>
+  [...definedKinds.values()].filter((kindArg) => kindArg.audited).map((kindArg) => kindArg.collectionName).sort();
+
 /** One committed change as stored: the public audit event (`IAuditEvent`) plus the store's generation. */
 export interface IAuditEventDocument extends IStoredDocument, Omit<IAuditEvent, 'id'> {}
 

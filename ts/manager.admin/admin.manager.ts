@@ -5,6 +5,7 @@ import type { IReq_Admin_LoginWithUsernameAndPassword } from '../interfaces/requ
 import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
 import { isTypedResponseError, readCloudlyErrorData, refuse } from '../core/errors.js';
 import { checkRequestShape, isBoolean, isIdString, isNonNegativeInteger, isString, type TFieldCheck } from '../core/validation.js';
+import type { TAdminAccess } from '../core/access.js';
 import { AttemptLimiter, type IAttemptLimit } from '../core/attemptlimiter.js';
 import { dummyPasswordHash, hashPassword, verifyPassword, type IVerifiedIdentity } from '../core/auth.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
@@ -105,8 +106,8 @@ export class AdminManager {
    * The guard's check after the signature: the role may call the method (`forbidden` otherwise),
    * and the identity still stands for its account (`unauthenticated` otherwise).
    */
-  public async requireAllowed(identityArg: IVerifiedIdentity, methodArg: string): Promise<void> {
-    if (!roleMayCall(identityArg.role, methodArg)) {
+  public async requireAllowed(identityArg: IVerifiedIdentity, accessArg: TAdminAccess): Promise<void> {
+    if (!roleMayCall(identityArg.role, accessArg)) {
       throw refuse('forbidden', ['identity role must be admin']);
     }
     await this.requireActiveSession(identityArg);
@@ -210,6 +211,7 @@ export class AdminManager {
     registerOperations(this.cloudly, [
       adminMutation({
         method: 'createUser',
+        access: 'write',
         input: { required: { username: isUsername, password: isNewPassword, role: isRole } },
         // Hashed before the write; a dry run hashes too (it answers what the real call would).
         facts: async (request) => ({ passwordHash: await hashPassword(request.password), sessionKey: newSessionKey() }),
@@ -230,6 +232,7 @@ export class AdminManager {
       }),
       adminQuery({
         method: 'getUsers',
+        access: 'admin-only',
         input: { required: {}, optional: pageShape('getUsers') },
         run: async (request) => {
           const page = await findPage(this.cloudly.store, adminUserKind, {}, 'getUsers', request, { createdAt: 1 });
@@ -238,6 +241,7 @@ export class AdminManager {
       }),
       adminMutation({
         method: 'setUserDisabled',
+        access: 'write',
         input: { required: { userId: isIdString, disabled: isBoolean, expectedGeneration: isNonNegativeInteger } },
         facts: (request, context) => guardFacts(request.userId, context.identity.userId),
         target: (request) => ({ kind: adminUserKind, id: request.userId }),
@@ -249,6 +253,7 @@ export class AdminManager {
       }),
       adminMutation({
         method: 'setUserRole',
+        access: 'write',
         input: { required: { userId: isIdString, role: isRole, expectedGeneration: isNonNegativeInteger } },
         facts: (request, context) => guardFacts(request.userId, context.identity.userId),
         target: (request) => ({ kind: adminUserKind, id: request.userId }),
@@ -261,6 +266,7 @@ export class AdminManager {
       }),
       adminMutation({
         method: 'deleteUser',
+        access: 'write',
         input: { required: { userId: isIdString, expectedGeneration: isNonNegativeInteger } },
         facts: (request, context) => guardFacts(request.userId, context.identity.userId),
         target: (request) => ({ kind: adminUserKind, id: request.userId }),
@@ -279,6 +285,7 @@ export class AdminManager {
       // Checks the old password (rate-limited like a login), then replaces the hash and the session key.
       adminOrchestration({
         method: 'changePassword',
+        access: 'own-session',
         input: { required: { oldPassword: isString(1, passwordLimits.maxLength), newPassword: isNewPassword } },
         check: (request) => (request.oldPassword === request.newPassword ? [accountReasons.samePassword] : []),
         run: async (request, context) => {
@@ -302,6 +309,7 @@ export class AdminManager {
       }),
       adminMutation({
         method: 'logout',
+        access: 'own-session',
         input: { required: {}, optional: { allSessions: isBoolean } },
         // The session is the caller's own: this identity's session, or every one of its account.
         facts: async (_request, context) => ({

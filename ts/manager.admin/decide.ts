@@ -1,6 +1,7 @@
 import type { TDecision } from '../core/store.js';
 import { refuse } from '../core/errors.js';
 import type { TIdentityRole } from '../interfaces/data/user.js';
+import { readOnlyAccesses, type TAdminAccess } from '../core/access.js';
 import type { IAdminUser } from './users.js';
 
 /** Reasons the account methods give, defined once. */
@@ -20,14 +21,12 @@ export const accountReasons = {
   roleChanged: 'identity role is no longer the account\'s role; log in again',
 } as const;
 
-/** The role a method needs: `user` accounts may only read. */
-export const readOnlyMethods: ReadonlySet<string> = new Set([
-  'watchChanges', 'unwatchChanges', 'getOperation', 'getOperations', 'changePassword', 'logout',
-]);
-
-/** Whether an identity of `roleArg` may call `methodArg` (every `get*` read but `getUsers`, and the set above). */
-export const roleMayCall = (roleArg: TIdentityRole, methodArg: string): boolean =>
-  roleArg === 'admin' || readOnlyMethods.has(methodArg) || (/^get[A-Z]/.test(methodArg) && methodArg !== 'getUsers');
+/**
+ * Whether an identity of `roleArg` may call a method of `accessArg` (its declaration says which):
+ * an administrator every administrator's method, a read-only `user` the `read` and `own-session` ones.
+ */
+export const roleMayCall = (roleArg: TIdentityRole, accessArg: TAdminAccess): boolean =>
+  roleArg === 'admin' || readOnlyAccesses.has(accessArg);
 
 /** A new account under a name-derived id: a second one with the name is refused by the database. */
 export const decideCreateUser = (existingArg: IAdminUser | null, docArg: Omit<IAdminUser, 'generation'>): TDecision<IAdminUser> =>

@@ -92,6 +92,7 @@ export class AuditManager {
   constructor(private readonly cloudly: Cloudly) {
     registerOperations(cloudly, [adminQuery({
       method: 'getAuditEvents',
+      access: 'read',
       input: { required: {}, optional: { cursor: isCursor, limit: isPageLimit, filter: isAuditFilter } },
       check: (request) => (request.filter?.since !== undefined && request.filter.until !== undefined && request.filter.until < request.filter.since
         ? ['request.filter.until must not be before request.filter.since']

@@ -264,6 +264,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
   return [
     adminOrchestration({
       method: 'createServiceBackup',
+      access: 'write',
       input: {
         required: { clusterId: isIdString, nodeId: isIdString, serviceId: isIdString },
         optional: { backupId: isIdString, tags: isTags, replication: isReplication, mutationId: isIdString },
@@ -341,6 +342,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
 
     adminOrchestration({
       method: 'restoreServiceBackup',
+      access: 'write',
       input: {
         required: { backupId: isIdString },
         optional: { nodeId: isIdString, clear: isBoolean, resourceTypes: isArrayOf(isResourceType, resourceTypes.length), mutationId: isIdString },
@@ -405,6 +407,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
 
     adminQuery({
       method: 'getServiceBackups',
+      access: 'read',
       input: { required: {}, optional: { serviceId: isIdString, clusterId: isIdString, ...pageShape('getServiceBackups') } },
       async run(request) {
         const filter: Record<string, string> = {};
@@ -417,6 +420,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
 
     adminOrchestration({
       method: 'adminPruneClusterNodeArchive',
+      access: 'write',
       input: {
         required: { clusterId: isIdString, nodeId: isIdString, retention: validateArchiveRetentionPolicy },
         optional: { dryRun: isBoolean },
@@ -438,6 +442,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
 
     adminOrchestration({
       method: 'createIsolatedRestore',
+      access: 'write',
       input: {
         required: { backupId: isIdString, targetNodeName: isIdString, mappings: validateIsolatedRestoreResourceMappings },
         optional: { restoreId: isIdString, mutationId: isIdString },
@@ -516,6 +521,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
 
     adminOrchestration({
       method: 'stepIsolatedRestore',
+      access: 'write',
       input: {
         required: { restoreId: isIdString, operation: isStepOperation },
         optional: { expectedRevision: isPositiveInteger },
@@ -542,6 +548,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
 
     relayOrchestration({
       method: 'backupServiceDatabaseClosure',
+      access: 'relay',
       // Everything is checked before the receiver attaches, so no byte moves for a bad request.
       input: {
         required: {
@@ -565,6 +572,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
 
     relayQuery({
       method: 'restoreServiceDatabaseClosure',
+      access: 'relay',
       input: { required: { backupId: isIdString, serviceId: isIdString, nodeId: isIdString } },
       async run(request, context) {
         const backup = await store.get(serviceBackupKind, request.backupId);

@@ -90,6 +90,7 @@ export interface IClusterPorts {
 export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[] => [
   adminOrchestration({
     method: 'createCluster',
+    access: 'write',
     input: { required: { name: isString(clusterNameRule.minimumLength, clusterNameRule.maximumLength, clusterNamePattern) } },
     // Two documents: the name reservation decides the name, then the cluster (clusternames.ts
     // has the steps and the crash rules).
@@ -133,6 +134,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
 
   adminQuery({
     method: 'getClusters',
+    access: 'read',
     input: { required: {}, optional: pageShape('getClusters') },
     async run(request) {
       const page = await findPage(portsArg.listReader, clusterKind, {}, 'getClusters', request, { createdAt: 1 });
@@ -142,6 +144,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
 
   adminQuery({
     method: 'getClusterById',
+    access: 'read',
     input: { required: { clusterId: isIdString } },
     async run(request) {
       return { cluster: toPublicCluster(await portsArg.requireCluster(request.clusterId)) };
@@ -150,6 +153,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
 
   adminMutation({
     method: 'rotateClusterRelayToken',
+    access: 'write',
     input: { required: { clusterId: isIdString, expectedGeneration: isNonNegativeInteger } },
     // The token is this call's own fact: made once, so a lost race retries with the same token.
     facts: async () => ({ relayToken: newRelayToken() }),
@@ -166,6 +170,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
 
   adminOrchestration({
     method: 'deleteCluster',
+    access: 'write',
     input: { required: { clusterId: isIdString, expectedGeneration: isNonNegativeInteger } },
     // The cluster's removal, then its cascade (each step idempotent; start-up finishes one that died).
     async run(request, context) {
@@ -187,6 +192,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
 
   adminQuery({
     method: 'getClusterNodes',
+    access: 'read',
     input: { required: { clusterId: isIdString }, optional: pageShape('getClusterNodes') },
     async run(request) {
       await portsArg.requireCluster(request.clusterId);
@@ -197,6 +203,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
 
   adminMutation({
     method: 'addClusterNode',
+    access: 'write',
     input: { required: { clusterId: isIdString, name: isNodeName }, optional: { nodeId: isNodeId } },
     async facts(request) {
       await portsArg.requireCluster(request.clusterId);
@@ -219,6 +226,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
 
   adminMutation({
     method: 'removeClusterNode',
+    access: 'write',
     input: { required: { clusterId: isIdString, nodeId: isNodeId } },
     facts: async (request) => { await portsArg.requireCluster(request.clusterId); },
     target: (request) => ({ kind: clusterNodeKind, id: clusterNodeDocumentId(request.clusterId, request.nodeId) }),
@@ -232,6 +240,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
 
   adminMutation({
     method: 'setClusterNodeCorestore',
+    access: 'write',
     input: { required: { clusterId: isIdString, nodeId: isNodeId, expected: isCorestoreOrNull, corestore: isCorestoreOrNull } },
     facts: async (request) => { await portsArg.requireCluster(request.clusterId); },
     target: (request) => ({ kind: clusterNodeKind, id: clusterNodeDocumentId(request.clusterId, request.nodeId) }),
@@ -249,6 +258,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
 
   relayMutation({
     method: 'reportClusterNode',
+    access: 'relay',
     input: { required: { report: (valueArg, pathArg) => validateClusterNodeReport(valueArg, pathArg) } },
     async facts(request, context) {
       await portsArg.requireElected(context.session);
@@ -262,6 +272,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
 
   relayQuery({
     method: 'getClusterNodeCorestores',
+    access: 'relay',
     input: { required: {}, optional: { nodeIds: isArrayOf(isNodeId, maximumNodeIdsPerRead) } },
     async run(request, context) {
       const nodes = await portsArg.listNodes(context.clusterId);

@@ -77,6 +77,7 @@ export class ClusterRelayRegistrations {
     registerOperations(cloudly, [
       relayMutation({
         method: 'registerClusterRelay',
+        access: 'relay',
         input: { required: { registration: (valueArg, pathArg) => validateClusterRelayAnnouncement(valueArg, pathArg) } },
         facts: async (_request, context) => {
           // Only the elected socket registers, so a stale or duplicate relay cannot overwrite the live one.
@@ -94,6 +95,7 @@ export class ClusterRelayRegistrations {
       }),
       adminQuery({
         method: 'getClusterRelayRegistrations',
+        access: 'read',
         input: {
           required: {},
           optional: {

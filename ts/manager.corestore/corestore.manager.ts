@@ -100,6 +100,7 @@ export class CorestoreManager {
     registerOperations(cloudly, [
       adminQuery({
         method: 'getCorestoreLegacyResources',
+        access: 'read',
         input: { required: { clusterId: isIdString, nodeId: isIdString } },
         run: async (request) => {
           await this.requireNodeOfCluster(request.clusterId, request.nodeId);
@@ -109,6 +110,7 @@ export class CorestoreManager {
       }),
       adminOrchestration({
         method: 'adoptCorestoreLegacyResources',
+        access: 'write',
         input: {
           required: {
             clusterId: isIdString,
@@ -129,6 +131,7 @@ export class CorestoreManager {
       // Through the creation ledger (several documents, rolled forward after a crash): an orchestration.
       adminOrchestration({
         method: 'upsertPlatformBinding',
+        access: 'write',
         input: {
           required: {
             platformBinding: (valueArg, pathArg) => validatePlatformBindingUpsert(valueArg, pathArg),
@@ -139,6 +142,7 @@ export class CorestoreManager {
       }),
       adminQuery({
         method: 'getPlatformBindings',
+        access: 'read',
         input: { required: {}, optional: { serviceId: isIdString, ...pageShape('getPlatformBindings') } },
         run: async (request) => {
           const bindings = await this.readBindings(request.serviceId === undefined ? {} : { serviceId: request.serviceId });
@@ -148,6 +152,7 @@ export class CorestoreManager {
       }),
       adminMutation({
         method: 'deletePlatformBinding',
+        access: 'write',
         input: { required: { platformBindingId: isIdString, expectedGeneration: isNonNegativeInteger } },
         // A creation still pending in the ledger is applied first, so the binding removed here is never created again by it.
         facts: () => this.rollForward(),
@@ -161,6 +166,7 @@ export class CorestoreManager {
       }),
       relayOrchestration({
         method: 'updatePlatformBindingStatus',
+        access: 'relay',
         input: { required: { platformBindingId: isIdString, status: isAnyValue }, optional: { statusReason: isAnyValue } },
         check: (request) => {
           const reasons = validatePlatformBindingStatusReason(request.status, request.statusReason, 'request');

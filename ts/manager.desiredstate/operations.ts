@@ -133,6 +133,7 @@ export interface IDesiredStatePorts {
 export const desiredStateOperations = (portsArg: IDesiredStatePorts): IDeclaredOperation[] => [
   relayQuery({
     method: 'getClusterPlatformDesiredState',
+    access: 'relay',
     input: { required: {}, optional: { knownRevision: isNonNegativeInteger } },
     async run(request, context) {
       await portsArg.requireElected(context.session);
@@ -154,6 +155,7 @@ export const desiredStateOperations = (portsArg: IDesiredStatePorts): IDeclaredO
 
   relayQuery({
     method: 'getClusterRouteTable',
+    access: 'relay',
     input: { required: {} },
     async run(_request, context) {
       await portsArg.requireElected(context.session);
@@ -173,6 +175,7 @@ export const desiredStateOperations = (portsArg: IDesiredStatePorts): IDeclaredO
 
   adminQuery({
     method: 'getClusterRouteTableResolution',
+    access: 'read',
     input: { required: { clusterId: isIdString } },
     async run(request) {
       await portsArg.requireCluster(request.clusterId);
@@ -182,6 +185,7 @@ export const desiredStateOperations = (portsArg: IDesiredStatePorts): IDeclaredO
 
   relayOrchestration({
     method: 'reportClusterPlatformObservedState',
+    access: 'relay',
     input: {
       required: { desiredRevision: isNonNegativeInteger, services: isObservedServices },
       optional: { nodes: isObservedNodes },
@@ -231,6 +235,7 @@ export const desiredStateOperations = (portsArg: IDesiredStatePorts): IDeclaredO
 
   adminMutation({
     method: 'deleteService',
+    access: 'write',
     input: { required: { serviceId: isIdString, expectedGeneration: isPositiveInteger }, optional: { force: isBoolean } },
     target: (request) => ({ kind: serviceKind, id: request.serviceId }),
     decide: (current, { request, now }) => decideServiceDeletion(current, request, now),

@@ -371,6 +371,7 @@ const gatherRegistrationFacts = async (
 export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[] => [
   adminOrchestration({
     method: 'designateClusterIngress',
+    access: 'write',
     input: { required: { designation: isAnyValue } },
     check: (request) => {
       const read = readDesignationRequest(request.designation);
@@ -390,6 +391,7 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
 
   adminQuery({
     method: 'getClusterIngressDesignation',
+    access: 'read',
     input: { required: { clusterId: isIdString } },
     async run(request) {
       await requireCluster(portsArg, request.clusterId, 'request.clusterId');
@@ -399,6 +401,7 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
 
   adminQuery({
     method: 'getClusterRuntime',
+    access: 'read',
     input: { required: { clusterId: isIdString } },
     // A read writes nothing: a cluster without a slot yet answers what its slot will start as.
     async run(request) {
@@ -409,6 +412,7 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
 
   adminMutation({
     method: 'setClusterIngressRoutes',
+    access: 'write',
     input: {
       required: {
         clusterId: isIdString,
@@ -426,6 +430,7 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
 
   relayQuery({
     method: 'registerClusterIngress',
+    access: 'relay',
     // The body is the registration contract's value: its judge reads it whole and refuses it in
     // the contract's own terms (protocol first), never as `invalid-request`.
     input: 'judged',
@@ -457,6 +462,7 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
 
   relayQuery({
     method: 'getClusterIngressRouteTable',
+    access: 'relay',
     input: { required: { knownRevision: isRevisionOrNull } },
     async run(_request, context) {
       const doc = await portsArg.store.get(clusterIngressRouteTableKind, context.clusterId);
@@ -466,6 +472,7 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
 
   relayMutation({
     method: 'reportClusterNodeRuntimeAssignments',
+    access: 'relay',
     input: { required: nodeAssignmentReportShape },
     // Only the cluster's elected relay writes its nodes' reports.
     async facts(_request, context) {
@@ -483,6 +490,7 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
   // relay's node opens it to fill the ingress workload's secret environment variable.
   relayQuery({
     method: 'resolveClusterIngressBearer',
+    access: 'relay',
     input: {
       required: { secretVersion: isSecretVersionReference },
       optional: { recipientId: isString(1, 64, /^x25519:[0-9a-f]{32}$/) },

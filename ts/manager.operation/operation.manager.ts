@@ -419,6 +419,7 @@ export class OperationManager {
     registerOperations(this.cloudly, [
       adminQuery({
         method: 'getOperation',
+        access: 'read',
         input: { required: { operationId: isIdString } },
         run: async (request) => {
           const operation = await this.getPublic(request.operationId);
@@ -430,6 +431,7 @@ export class OperationManager {
       }),
       adminQuery({
         method: 'getOperations',
+        access: 'read',
         input: {
           required: {},
           optional: {
@@ -453,6 +455,7 @@ export class OperationManager {
       }),
       adminMutation({
         method: 'cancelOperation',
+        access: 'write',
         input: { required: { operationId: isIdString } },
         target: (request) => ({ kind: operationKind, id: request.operationId }),
         decide: (current, { now }) => decideOperationCancel(current, now),

@@ -26,6 +26,7 @@ export class OverviewManager {
     registerOperations(cloudly, [
       adminQuery({
         method: 'getClusterOverview',
+        access: 'read',
         input: { required: { clusterId: isIdString } },
         run: async (request) => {
           const cluster = await this.cloudly.clusterManager.requireCluster(request.clusterId);
@@ -34,6 +35,7 @@ export class OverviewManager {
       }),
       adminQuery({
         method: 'getFleetOverview',
+        access: 'read',
         input: { required: {}, optional: pageShape('getFleetOverview') },
         run: async (request) => {
           const page = await findPage(this.cloudly.store, clusterKind, {}, 'getFleetOverview', request, { createdAt: 1 });

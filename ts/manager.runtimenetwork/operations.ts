@@ -65,12 +65,14 @@ export interface IRuntimeNetworkPorts {
 export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDeclaredOperation[] => [
   adminQuery({
     method: 'getRuntimeNetworkAddressPlan',
+    access: 'read',
     input: { required: {} },
     run: async () => ({ plan: await portsArg.getAddressPlan() }),
   }),
 
   adminMutation({
     method: 'setRuntimeNetworkAddressPlan',
+    access: 'write',
     input: { required: { plan: (valueArg, pathArg) => validateRuntimeNetworkAddressPlan(valueArg, pathArg) } },
     // The allocation's leases (a plan must not strand them) and the writer, read once before deciding.
     facts: async (_request, context) => ({
@@ -91,6 +93,7 @@ export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDecla
   // A pure read of what the reconciler published; a change this instance committed just before is waited for.
   adminQuery({
     method: 'getRuntimeNetworkProjection',
+    access: 'read',
     input: { required: { clusterId: isIdString, nodeId: isNodeId } },
     async run(request) {
       await portsArg.requireCluster(request.clusterId);
@@ -106,6 +109,7 @@ export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDecla
 
   relayMutation({
     method: 'reportRuntimeNetworkLeases',
+    access: 'relay',
     input: { required: { nodeId: isNodeId, leases: (valueArg, pathArg) => validateRuntimeNetworkWorkloadLeases(valueArg, pathArg) } },
     // What the statement is judged against: Cloudly's allocation of the relay's own cluster.
     async facts(request, context) {
@@ -135,12 +139,14 @@ export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDecla
 
   relayQuery({
     method: 'getClusterNodeRuntimeNetworkProjection',
+    access: 'relay',
     input: { required: { nodeId: isNodeId } },
     run: async (request, context) => portsArg.signed(await portsArg.refreshProjection(context.clusterId, request.nodeId)),
   }),
 
   relayMutation({
     method: 'reportRuntimeNetworkProjectionApplication',
+    access: 'relay',
     input: { required: { application: (valueArg, pathArg) => validateRuntimeNetworkProjectionApplication(valueArg, pathArg) } },
     async facts(request, context) {
       await portsArg.requireElected(context.session);

@@ -80,6 +80,7 @@ export class SecretManager {
     registerOperations(cloudly, [
       relayOrchestration({
         method: 'beginSecretRecipientEnrollment',
+        access: 'relay',
         input: { required: { recipient: isRecipient } },
         run: async (request, context) => {
           await cloudly.clusterManager.requireElected(context.session);
@@ -88,6 +89,7 @@ export class SecretManager {
       }),
       relayOrchestration({
         method: 'completeSecretRecipientEnrollment',
+        access: 'relay',
         input: { required: { enrollmentId: isIdString, proof: isProof } },
         run: async (request, context) => {
           await cloudly.clusterManager.requireElected(context.session);
@@ -96,6 +98,7 @@ export class SecretManager {
       }),
       relayOrchestration({
         method: 'getCorestoreControlCredentialMaterial',
+        access: 'relay',
         input: { required: { nodeId: isNodeId }, optional: { recipientId: isRecipientId } },
         run: async (request, context) => {
           await cloudly.clusterManager.requireElected(context.session);
@@ -104,6 +107,7 @@ export class SecretManager {
       }),
       adminQuery({
         method: 'getSecretRecipients',
+        access: 'read',
         input: { required: { clusterId: isIdString } },
         run: async (request) => {
           await cloudly.clusterManager.requireCluster(request.clusterId);
@@ -114,6 +118,7 @@ export class SecretManager {
       // A pure read: the reconciler makes every node's credential (version 1) once the node exists.
       adminQuery({
         method: 'getCorestoreControlCredential',
+        access: 'read',
         input: { required: { clusterId: isIdString, nodeId: isNodeId } },
         run: async (request) => {
           await this.requireNode(request.clusterId, request.nodeId, 'request.nodeId');
@@ -131,6 +136,7 @@ export class SecretManager {
       }),
       adminMutation({
         method: 'rotateCorestoreControlCredential',
+        access: 'write',
         input: { required: { clusterId: isIdString, nodeId: isNodeId, expectedVersion: isNonNegativeInteger } },
         facts: async (request) => {
           await this.requireNode(request.clusterId, request.nodeId, 'request.nodeId');
@@ -148,6 +154,7 @@ export class SecretManager {
       }),
       adminOrchestration({
         method: 'rotateIdentitySigningKey',
+        access: 'write',
         input: { required: { expectedKeyId: isString(1, 128) } },
         run: (request) => cloudly.auth.rotateSigningKey(request.expectedKeyId),
       }),

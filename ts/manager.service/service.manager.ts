@@ -494,6 +494,7 @@ export class ServiceManager {
     registerOperations(this.cloudly, [
       adminMutation({
         method: 'createService',
+        access: 'write',
         input: { required: { service: isWritableSpec } },
         facts: async (request) => {
           await this.requireServiceReferences(request.service, null);
@@ -519,6 +520,7 @@ export class ServiceManager {
       }),
       adminMutation({
         method: 'updateService',
+        access: 'write',
         input: { required: { serviceId: isIdString, expectedGeneration: isPositiveInteger, service: isWritableSpec } },
         facts: async (request) => {
           // A move between clusters or organizations is named before the references of the new spec are judged.
@@ -538,6 +540,7 @@ export class ServiceManager {
       }),
       adminQuery({
         method: 'getServices',
+        access: 'read',
         input: { required: {}, optional: { clusterId: isIdString, ...pageShape('getServices') } },
         run: async (request) => {
           const page = await findPage(
@@ -553,6 +556,7 @@ export class ServiceManager {
       }),
       adminQuery({
         method: 'getServiceById',
+        access: 'read',
         input: isServiceRead,
         run: async (request) => ({ service: await this.requireFound(request.serviceId, await this.getService(request.serviceId)) }),
       }),
@@ -560,6 +564,7 @@ export class ServiceManager {
       // (the caller's own write) is waited for, so a caller reads its own writes.
       adminQuery({
         method: 'getServiceRuntimeStatus',
+        access: 'read',
         input: isServiceRead,
         run: async (request) => {
           const service = await this.requireFound(request.serviceId, await this.getService(request.serviceId));
@@ -627,6 +632,7 @@ export class ServiceManager {
   private registerVolumeHandlers(): void {
     registerOperations(this.cloudly, [adminOrchestration({
       method: 'setServiceVolumeInitialization',
+      access: 'write',
       input: { required: { serviceId: isIdString, mountPath: isAnyValue, expected: isAnyValue, initialization: isAnyValue } },
       // The contract answers an invalid initialization and running out of rounds in its own
       // refusal shape (volumeRefusal), so the steps are written out here rather than left to the
@@ -678,6 +684,7 @@ export class ServiceManager {
     registerOperations(this.cloudly, [
       adminQuery({
         method: 'getRuntimeLocalStorageClaims',
+        access: 'read',
         input: { required: { serviceId: isIdString }, optional: pageShape('getRuntimeLocalStorageClaims') },
         run: async (request) => {
           if (!(await this.cloudly.store.get(serviceKind, request.serviceId))) {
@@ -690,6 +697,7 @@ export class ServiceManager {
       }),
       adminMutation({
         method: 'releaseUncertainRuntimeLocalStorageClaim',
+        access: 'write',
         input: { required: { claimId: isIdString, generation: isPositiveInteger } },
         target: (request) => ({ kind: runtimeLocalStorageClaimKind, id: request.claimId }),
         decide: (current, { request }) => decideUncertainRelease(current, request.claimId, request.generation),
@@ -705,6 +713,7 @@ export class ServiceManager {
       }),
       relayMutation({
         method: 'reportRuntimeNodeSession',
+        access: 'relay',
         input: { required: { nodeId: isIdString, session: (value, path) => validateRuntimeSessionReference(value, path) } },
         // The socket names the cluster: every report is confined to the relay's own cluster.
         facts: async (_request, context) => ({ clusterId: context.clusterId }),

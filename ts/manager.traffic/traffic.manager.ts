@@ -37,6 +37,7 @@ export class TrafficManager {
   constructor(private readonly cloudly: Cloudly) {
     registerOperations(cloudly, [adminQuery({
       method: 'getClusterTrafficStatistics',
+      access: 'read',
       input: {
         required: { clusterId: isIdString, fromDayUtc: isUtcDay, toDayUtc: isUtcDay },
         optional: { cursor: isCursor, limit: isLimit },

@@ -22,7 +22,18 @@ export interface IWatchPorts {
   watch(requestArg: TWatchRequest, peerArg: EnvelopePeer): Promise<{ watchId: string; revision: number }>;
   /** Stops the socket's watcher (not in a dry run); false when the socket has no such watcher. The socket is read only when the watcher exists. */
   unwatch(watchIdArg: string, peerArg: () => EnvelopePeer): boolean;
+  /** The kinds a change can carry (the audited document kinds): a watch of any other kind would match nothing. */
+  watchableKinds(): ReadonlySet<string>;
 }
+
+/**
+ * Every named kind that no change can carry, by its path: `cluster` for `CloudlyCluster` would
+ * be accepted and silently match nothing, so it is refused.
+ */
+export const judgeWatchKinds = (kindsArg: readonly string[] | undefined, watchableArg: ReadonlySet<string>): string[] =>
+  (kindsArg ?? []).flatMap((kindArg, indexArg) => (watchableArg.has(kindArg)
+    ? []
+    : [`request.kinds[${indexArg}] names no watchable kind: ${JSON.stringify(kindArg)} (kinds are document kinds such as CloudlyCluster)`]));
 
 /** The admin socket the call came on: the transport puts it into the socket's per-connection data. */
 const peerOf = (contextArg: IAdminHandlerContext): EnvelopePeer => {
@@ -36,15 +47,18 @@ const peerOf = (contextArg: IAdminHandlerContext): EnvelopePeer => {
 export const watchOperations = (portsArg: IWatchPorts): IDeclaredOperation[] => [
   adminQuery({
     method: 'watchChanges',
+    access: 'read',
     input: {
       required: {},
       optional: { kinds: isArrayOf(isString(1, 128), maxKinds), clusterId: isIdString, sinceRevision: isNonNegativeInteger },
     },
+    check: (request) => judgeWatchKinds(request.kinds, portsArg.watchableKinds()),
     run: async (request, context) => portsArg.watch(request, peerOf(context)),
   }),
 
   adminQuery({
     method: 'unwatchChanges',
+    access: 'read',
     input: { required: { watchId: isString(1, 128) } },
     run: async (request, context) => ({ stopped: portsArg.unwatch(request.watchId, () => peerOf(context)) }),
   }),

@@ -4,7 +4,7 @@ import type { EnvelopePeer } from '../core/envelopepeer.js';
 import { registerOperations } from '../core/operations.js';
 import { refuse } from '../core/errors.js';
 import { currentOperation } from '../core/operationcontext.js';
-import { auditEventKind, type IDocumentKind, type IStoredDocument } from '../core/store.js';
+import { auditEventKind, auditedKindNames, type IDocumentKind, type IStoredDocument } from '../core/store.js';
 import type { IChangeEvent, IReq_Cloudly_Admin_WatchExpired, TWatchedChange } from '../interfaces/requests/watch.js';
 import { clusterKind, toPublicCluster } from '../manager.cluster/cluster.manager.js';
 import { clusterNodeKind, toPublicClusterNode } from '../manager.cluster/clusternodes.js';
@@ -98,6 +98,8 @@ export class WatchManager {
   private sharedReading = false;
   private sharedKnownSince = this.lastRevision;
   private running = false;
+  /** Read on the first watch: every kind is defined by then (kinds are defined as their modules load). */
+  private watchableKinds: ReadonlySet<string> | null = null;
   /** Kinds whose documents name their cluster: a cluster filter learns their clusters before their removals. */
   private readonly publishedOfCluster: Array<IDocumentKind<IStoredDocument & { clusterId: string }>>;
 
@@ -126,6 +128,7 @@ export class WatchManager {
     registerOperations(cloudly, watchOperations({
       watch: (requestArg, peerArg) => this.watch(requestArg, peerArg),
       unwatch: (watchIdArg, peerArg) => this.unwatch(watchIdArg, peerArg),
+      watchableKinds: () => (this.watchableKinds ??= new Set(auditedKindNames())),
     }));
   }
 

@@ -33,7 +33,9 @@ export const serviceRuntimeVolumeRefusals = Object.freeze([
   'volume-ownership-unknown',
 ] as const);
 
-export const serviceRuntimeRefusals = Object.freeze([
+// The refusals other than the volume ones, as a plain literal: the schema generator reads a
+// literal tuple's members, not the result of a call with a spread (docs/foundation.md, the contract schema).
+const serviceRuntimeNonVolumeRefusals = [
   'cluster-runtime-missing',
   'organization-missing',
   'image-plan-missing',
@@ -51,10 +53,11 @@ export const serviceRuntimeRefusals = Object.freeze([
   'network-policy-mismatch',
   'network-workload-pool-missing',
   'network-workload-pool-exhausted',
-  ...serviceRuntimeVolumeRefusals,
-] as const);
+] as const;
 
-export type TServiceRuntimeRefusal = (typeof serviceRuntimeRefusals)[number];
+export const serviceRuntimeRefusals = Object.freeze([...serviceRuntimeNonVolumeRefusals, ...serviceRuntimeVolumeRefusals] as const);
+
+export type TServiceRuntimeRefusal = (typeof serviceRuntimeNonVolumeRefusals)[number] | (typeof serviceRuntimeVolumeRefusals)[number];
 
 export type TServiceRuntimeState = 'converged' | 'converging' | 'waiting' | 'refused';
 

@@ -4,8 +4,8 @@ import type { IPageRequest, IPageAnswer } from './pagination.js';
 
 /**
  * Project's own definitions (the contract text defines only the login): accounts of people who
- * operate Cloudly. `admin` may call every method; `user` is read-only (the `get*` reads,
- * `watchChanges`, `getOperation(s)`, and its own `changePassword` / `logout`); every other method
+ * operate Cloudly. `admin` may call every method; `user` is read-only (the methods declared
+ * `read`, and its own `changePassword` / `logout`, declared `own-session`); every other method
  * is refused `forbidden`. docs/api-dashboard.md describes the revocation rules.
  */
 

@@ -1,0 +1,60 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { RawSocket, type IWireAnswer } from './helpers/rawwire.js';
+
+/**
+ * A relay's answer frame that cannot be read ends the call it answers at once with
+ * `relay-answer-invalid` (docs/relay-protocol.md §6): the administrator is not left waiting for
+ * `relay-timeout`. The relay here is a raw socket, so it can write frames no client library would.
+ */
+
+let t: ITestCloudly;
+let relay: RawSocket;
+let clusterId: string;
+
+before(async () => {
+  // The traffic call's timeout is 15 s: a call that ended with anything but relay-timeout ended because of the frame.
+  t = await startTestCloudly();
+  const created = await t.createCluster('unreadable-answers');
+  clusterId = created.cluster.id;
+  relay = await RawSocket.open(t.baseUrl, created.relayToken);
+});
+
+after(async () => {
+  relay.close();
+  await t.stop();
+});
+
+const askTraffic = () => t.admin.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2026-01-01', toDayUtc: '2026-01-02' });
+
+/** Starts the admin call and waits until Cloudly's call reached the relay; answers the call's request. */
+const callReachingRelay = async (): Promise<{ refusal: Promise<Record<string, unknown>>; request: IWireAnswer }> => {
+  const seen = relay.requests.length;
+  const refusal = refusalOf(askTraffic);
+  await waitFor(() => relay.requests.length > seen, 'the traffic call reached the relay', 10_000);
+  return { refusal, request: relay.requests[seen] };
+};
+
+test('an answer frame that is not JSON ends the pending call at once with relay-answer-invalid', async () => {
+  const { refusal, request } = await callReachingRelay();
+  assert.equal(request.method, 'getClusterTrafficStatistics');
+  relay.socket.send("{'correlation': 'python repr, not JSON'}");
+  const data = await refusal;
+  assert.equal(data.code, 'unavailable');
+  const reasons = data.reasons as string[];
+  assert.equal(reasons[0], 'relay-answer-invalid');
+  assert.equal(reasons[1], 'answer frame names no pending call');
+  assert.ok(reasons.length > 2, 'the parser\'s own reason follows');
+});
+
+test('an unreadable answer that names its call ends exactly that call, and the socket stays', async () => {
+  const { refusal, request } = await callReachingRelay();
+  const id = request.correlation!.id;
+  relay.socket.send(`{"method":"getClusterTrafficStatistics","correlation":{"id":"${id}","phase":"response"},"response":{"statistics":[`);
+  const data = await refusal;
+  assert.equal(data.code, 'unavailable');
+  assert.equal((data.reasons as string[])[0], 'relay-answer-invalid');
+  assert.equal((data.reasons as string[]).includes('answer frame names no pending call'), false);
+  assert.equal(relay.closeCode, null);
+});
