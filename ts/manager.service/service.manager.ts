@@ -37,7 +37,7 @@ import {
   pendingClaimRecord,
   type IServiceVolumeClaimDecision,
 } from './claims.js';
-import { isServiceObservedConverged, isServiceVolumeClaimable, judgeServiceRuntime } from './runtimestatus.js';
+import { isServiceObservedConverged, isServiceVolumeClaimable, judgeServiceImagePlan, judgeServiceRuntime } from './runtimestatus.js';
 import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
 import type { IPlatformBinding } from '../interfaces/data/platformbinding.js';
 import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
@@ -294,8 +294,10 @@ const judgeServiceVerdict = (
   claimDocsArg: IRuntimeLocalStorageClaimDocument[],
   bindingsArg: IPlatformBinding[],
   observedArg: IServiceObservedPlacement[],
+  heldImageVersionsArg: ReadonlySet<string>,
 ): Pick<IServiceRuntimeStatus, 'specRevision' | 'state' | 'reason'> => {
   const service = toPublicService(docArg);
+  const imagePlan = judgeServiceImagePlan(service, (digestArg) => heldImageVersionsArg.has(`${service.id}/${digestArg}`));
   const verdict = judgeServiceRuntime({
     service,
     claimMarkers: docArg.claimDecisions ?? [],
@@ -312,6 +314,7 @@ const judgeServiceVerdict = (
       bindingsPending: bindingsArg.some((binding) => binding.enabled && binding.status !== 'ready'),
       legacyAdoptionPending: bindingsArg.some((binding) => binding.statusReason === 'legacy-adoption-pending'),
     },
+    ...(imagePlan === 'registry' ? {} : { imageVersionHeld: imagePlan === 'held' }),
   });
   const judged = verdict.state === 'converging' && isServiceObservedConverged(service, observedArg)
     ? { state: 'converged' as const, reason: null }
@@ -407,13 +410,14 @@ export class ServiceManager {
         (storedArg ? { kind: 'remove' } : { kind: 'keep' }));
       return outcome === 'removed' ? 'removed' : 'kept';
     }
-    const [cluster, claims, bindings, observed] = await Promise.all([
+    const [cluster, claims, bindings, observed, heldImages] = await Promise.all([
       this.readClusterVerdictFacts(doc.clusterId),
       this.cloudly.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg }),
       this.cloudly.corestoreManager.getPlatformBindingsOfServices([serviceIdArg]),
       this.cloudly.desiredStateManager.observedPlacements(serviceIdArg),
+      this.cloudly.imageManager.heldImageVersionsOf([serviceIdArg]),
     ]);
-    const judged = judgeServiceVerdict(doc, cluster, claims, bindings, observed);
+    const judged = judgeServiceVerdict(doc, cluster, claims, bindings, observed, heldImages);
     const { outcome } = await this.cloudly.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
       decideRuntimeStatus(storedArg, serviceIdArg, { ...judged, clusterId: doc.clusterId }, Date.now()));
     return outcome;
@@ -433,12 +437,13 @@ export class ServiceManager {
       return { created: 0, owed: [] };
     }
     const ids = services.map((service) => service.id);
-    const [cluster, claims, bindings, observedDocs, statuses] = await Promise.all([
+    const [cluster, claims, bindings, observedDocs, statuses, heldImages] = await Promise.all([
       this.readClusterVerdictFacts(clusterIdArg),
       store.find(runtimeLocalStorageClaimKind, { clusterId: clusterIdArg }),
       this.cloudly.corestoreManager.getPlatformBindingsOfServices(ids),
       this.cloudly.desiredStateManager.observedStatesOfCluster(clusterIdArg),
       store.find(serviceRuntimeStatusKind, { id: { $in: ids } }),
+      this.cloudly.imageManager.heldImageVersionsOf(ids),
     ]);
     const storedOf = new Map(statuses.map((status) => [status.id, status]));
     const observedOf = new Map(observedDocs.map((observed) => [observed.id, observed.placements]));
@@ -447,7 +452,7 @@ export class ServiceManager {
     const owed: string[] = [];
     const now = Date.now();
     const created = await Promise.all(services.map(async (service) => {
-      const judged = judgeServiceVerdict(service, cluster, claimsOf.get(service.id) ?? [], bindingsOf.get(service.id) ?? [], observedOf.get(service.id) ?? []);
+      const judged = judgeServiceVerdict(service, cluster, claimsOf.get(service.id) ?? [], bindingsOf.get(service.id) ?? [], observedOf.get(service.id) ?? [], heldImages);
       const stored = storedOf.get(service.id);
       if (!stored) {
         // Inserts asked at once go to the database as one command (ts/core/insertbatcher.ts).
