@@ -43,6 +43,7 @@ import type { IPlatformBinding } from '../interfaces/data/platformbinding.js';
 import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
 import type { IClusterAllocation } from '../manager.runtimenetwork/leases.js';
 import { boundRelayText } from '../core/relaycalls.js';
+import { imageVersionId } from '../manager.image/documents.js';
 import {
   decideClaimAnswer,
   decideRuntimeStatus,
@@ -297,7 +298,7 @@ const judgeServiceVerdict = (
   heldImageVersionsArg: ReadonlySet<string>,
 ): Pick<IServiceRuntimeStatus, 'specRevision' | 'state' | 'reason'> => {
   const service = toPublicService(docArg);
-  const imagePlan = judgeServiceImagePlan(service, (digestArg) => heldImageVersionsArg.has(`${service.id}/${digestArg}`));
+  const imagePlan = judgeServiceImagePlan(service, (digestArg) => heldImageVersionsArg.has(imageVersionId(service.id, digestArg)));
   const verdict = judgeServiceRuntime({
     service,
     claimMarkers: docArg.claimDecisions ?? [],
