@@ -150,6 +150,11 @@ export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRun
   if (refusal) {
     return { state: 'refused', reason: refusal };
   }
+  // A node holding a newer generation of a claim than Cloudly issued: Cloudly and the node disagree
+  // about the volume, and nothing moves until an administrator supersedes the node's generation.
+  if (factsArg.claims.some((record) => record.answerStatus === 'historical')) {
+    return { state: 'waiting', reason: 'conflict' };
+  }
   const importPending = factsArg.claims.some((record) =>
     record.claim.lifecycle === 'bound'
     && record.claim.initialization === 'import'

@@ -33,6 +33,7 @@ import { isAnyValue, isIdString, isPositiveInteger, type TFieldCheck } from '../
 import type { IRelaySession } from '../core/relaysessions.js';
 import {
   buildFirstClaimGeneration,
+  buildClaimOverNodeGeneration,
   buildNextClaimGeneration,
   pendingClaimRecord,
   type IServiceVolumeClaimDecision,
@@ -47,8 +48,10 @@ import { imageVersionId } from '../manager.image/documents.js';
 import {
   decideClaimAnswer,
   decideRuntimeStatus,
+  decideHistoricalSupersession,
   decideUncertainRelease,
   decideVolumeInitialization,
+  isHeldHistorical,
   isHeldUncertain,
   volumeRefusal,
 } from './decide.js';
@@ -709,6 +712,30 @@ export class ServiceManager {
           this.scheduleReconcile(doc!.serviceId);
         },
       }),
+      adminMutation({
+        method: 'supersedeHistoricalRuntimeLocalStorageClaim',
+        input: { required: { claimId: isIdString, generation: isPositiveInteger } },
+        // The next generation is sealed (async) from the claim as read; the decision checks it still applies.
+        facts: async (request) => {
+          const doc = await this.cloudly.store.get(runtimeLocalStorageClaimKind, request.claimId);
+          const nodeClaim = doc?.current.nodeClaim;
+          return {
+            next: doc && nodeClaim && isHeldHistorical(doc)
+              ? pendingClaimRecord(await buildClaimOverNodeGeneration(doc.current.claim, nodeClaim), Date.now())
+              : null,
+          };
+        },
+        target: (request) => ({ kind: runtimeLocalStorageClaimKind, id: request.claimId }),
+        decide: (current, { request, facts }) => decideHistoricalSupersession(current, request, facts.next, retainedClaimHistory),
+        answer: ({ doc }) => ({ claim: doc!.current }),
+        after: ({ doc }, { request }, context) => {
+          this.cloudly.logger.info(
+            { claimId: doc!.id, generation: request.generation, issuedGeneration: doc!.current.claim.generation, actor: context.identity.userId },
+            'historical local storage claim superseded over the node\'s generation',
+          );
+          void this.pushClaim(doc!.id);
+        },
+      }),
       relayMutation({
         method: 'reportRuntimeNodeSession',
         input: { required: { nodeId: isIdString, session: (value, path) => validateRuntimeSessionReference(value, path) } },
@@ -773,7 +800,7 @@ export class ServiceManager {
       // another reconcile) reads it again, and a claim already moved on is kept as it is.
       await this.cloudly.store.mutate(runtimeLocalStorageClaimKind, claimDoc.id, async (latestArg) => {
         const claim = latestArg?.current.claim;
-        if (!latestArg || !claim || claim.lifecycle !== 'bound' || isHeldUncertain(latestArg)) {
+        if (!latestArg || !claim || claim.lifecycle !== 'bound' || isHeldUncertain(latestArg) || isHeldHistorical(latestArg)) {
           return { kind: 'keep' };
         }
         const decided = decisions.some((decision) => decision.claimId === latestArg.id);
@@ -878,8 +905,15 @@ export class ServiceManager {
     }
     const now = Date.now();
     // The claim is read afresh: a newer generation that replaced the one this answer is about is kept.
-    await this.cloudly.store.mutate(runtimeLocalStorageClaimKind, claimIdArg, (latestArg) =>
+    const { outcome } = await this.cloudly.store.mutate(runtimeLocalStorageClaimKind, claimIdArg, (latestArg) =>
       decideClaimAnswer(latestArg, request.claim, bound, now));
+    if (bound.status === 'historical' && outcome === 'written') {
+      // Nothing more is pushed for this claim: an operator must know, and the verdict says `conflict`.
+      this.cloudly.logger.warn(
+        { claimId: claimIdArg, serviceId: doc.serviceId, nodeId: doc.nodeId, issuedGeneration: request.claim.generation, nodeGeneration: bound.claim.generation },
+        'node holds a newer local storage claim generation than Cloudly issued; pushes stop until an administrator supersedes it (supersedeHistoricalRuntimeLocalStorageClaim)',
+      );
+    }
   }
 
   private async recordDeliveryError(docArg: IRuntimeLocalStorageClaimDocument, reasonArg: string): Promise<void> {

@@ -96,6 +96,7 @@ export interface ICloudlyMethods {
   setUserDisabled: account.IReq_Admin_SetUserDisabled;
   setUserRole: account.IReq_Admin_SetUserRole;
   stepIsolatedRestore: backup.IReq_Admin_StepIsolatedRestore;
+  supersedeHistoricalRuntimeLocalStorageClaim: service.IReq_Any_Cloudly_SupersedeHistoricalRuntimeLocalStorageClaim;
   unwatchChanges: watch.IReq_Admin_UnwatchChanges;
   updatePlatformBindingStatus: corestore.IReq_Relay_Cloudly_UpdatePlatformBindingStatus;
   updateService: service.IReq_Any_Cloudly_UpdateService;
