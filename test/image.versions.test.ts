@@ -103,6 +103,26 @@ test('a relay dropped mid-push leaves nothing held', async () => {
   await waitFor(() => world.t.cloudly.relays.activeSession(world.clusterId) !== null, 'relay elected');
 });
 
+test('a second push of a version while the first is still streaming is refused conflict; the first completes', async () => {
+  const bytes = randomBytes(1024 * 1024);
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => { release = resolve; });
+  let firstChunkSent!: () => void;
+  const started = new Promise<void>((resolve) => { firstChunkSent = resolve; });
+  async function* gated(): AsyncIterable<Buffer> {
+    yield bytes.subarray(0, 1024);
+    firstChunkSent();
+    await gate;
+    yield bytes.subarray(1024);
+  }
+  const first = push(bytes, {}, gated());
+  await started;
+  const second = await refusalOf(() => push(bytes));
+  assert.deepEqual([second.code, second.reasons], ['conflict', ['image-version-push-in-progress']]);
+  release();
+  assert.equal((await first).outcome, 'stored');
+});
+
 test('a bad push is refused with every reason before any byte moves', async () => {
   const refusal = await refusalOf(() => world.relay.fire('pushImageVersion', {
     serviceId: world.service.id, digest: 'ABC', byteLength: 0,

@@ -15,7 +15,7 @@ export const imageRefusalReasons = Object.freeze({
   /** The bytes are held in the blob store no longer (or no longer match their record). */
   imageBytesMissing: 'image-version-bytes-missing',
   pushInProgress: 'image-version-push-in-progress',
-  /** The version was recorded by another push between this one's check and its record. */
+  /** The stored bytes could not be recorded as the version they were pushed as. */
   recordFailed: 'image-version-record-failed',
 } as const);
 

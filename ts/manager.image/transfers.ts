@@ -75,9 +75,12 @@ export class ImageTransfers {
       throw refuse('conflict', [imageRefusalReasons.pushInProgress]);
     }
     this.pushesInFlight.add(blobKey);
-    // The caller saw no record: bytes under the key are an attempt that never committed.
+    // Bytes under the key without a record are an attempt that never committed. The record is read
+    // again just before: another instance may have recorded the version since the caller looked, and
+    // its bytes must stay (this push then ends `image-version-blob-exists`; a retry is answered held).
     try {
-      if (await this.ports.blobStore.stat(blobKey)) {
+      const recorded = await this.ports.store.get(imageVersionKind, imageVersionId(pushArg.serviceId, pushArg.digest));
+      if (!recorded && await this.ports.blobStore.stat(blobKey)) {
         await this.ports.blobStore.delete(blobKey);
       }
     } catch (error) {
@@ -109,9 +112,11 @@ export class ImageTransfers {
         blobKey: blobKeyArg,
         pushedByClusterId: pushArg.clusterId,
       };
-      const { outcome } = await this.ports.store.mutate(imageVersionKind, record.id, (currentArg) => decideImageVersionRecord(currentArg, record));
-      if (outcome !== 'created') {
-        // Another instance recorded the same version meanwhile; its record names these same bytes.
+      const { outcome, doc } = await this.ports.store.mutate(imageVersionKind, record.id, (currentArg) => decideImageVersionRecord(currentArg, record));
+      // A version recorded meanwhile by another push names the same digest, so the same bytes: it is
+      // what Cloudly holds, and the receipt says so.
+      const held = outcome === 'created' ? record : doc;
+      if (!held || held.digest !== pushArg.digest || held.byteLength !== stored.byteLength) {
         receiverArg.abort(imageRefusalReasons.recordFailed);
         return;
       }
@@ -120,8 +125,8 @@ export class ImageTransfers {
       const receipt: IImageVersionReceipt = {
         serviceId: pushArg.serviceId,
         digest: pushArg.digest,
-        byteLength: stored.byteLength,
-        storedAt: stored.storedAt,
+        byteLength: held.byteLength,
+        storedAt: held.storedAt,
       };
       receiverArg.complete(receipt);
       this.ports.logger.info({ serviceId: pushArg.serviceId, digest: pushArg.digest, byteLength: stored.byteLength }, 'image version stored');
