@@ -5,6 +5,7 @@ import { refusalOf, waitFor } from './helpers/cloudly.js';
 import { chunked, descriptorOf, sha256Of, startBackupWorld, type IBackupWorld } from './backup.fixture.js';
 import { assertRefusedLikeApi, createCli, jsonOf, withoutProgressStamp, type ICli } from './cli.fixture.js';
 import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
+import { pushImageVersion } from '../ts/client/relayimages.js';
 import type { ICorestoreLegacyResourceInventoryService } from '../ts/interfaces/data/index.js';
 import type {
   IReq_Cloudly_Relay_BackupClusterService,
@@ -112,6 +113,21 @@ test('backups list: JSON is exactly the API answer; the table fits 80 columns', 
   assert.equal(lines.length, 2);
   assert.ok(lines[1].startsWith('cli-1'), lines[1]);
   assert.ok(lines.every((lineArg) => lineArg.length <= 80), table.stdout);
+});
+
+test('images list: JSON is exactly the API answer; the table shows the version the relay pushed', async () => {
+  const image = randomBytes(48 * 1024);
+  await pushImageVersion(world.relay, { serviceId: world.service.id, digest: sha256Of(image), byteLength: image.byteLength }, chunked(image));
+  const listed = jsonOf(await cli.run(['images', 'list', '--service', world.service.id, '-o', 'json']));
+  assert.deepEqual(listed, await api('getServiceImageVersions', { serviceId: world.service.id }));
+  assert.deepEqual(listed.imageVersions.map((version: { digest: string }) => version.digest), [sha256Of(image)]);
+  const table = await cli.run(['images', 'list', '--service', world.service.id]);
+  assert.equal(table.code, 0, table.stderr);
+  const lines = table.stdout.trimEnd().split('\n');
+  assert.equal(lines.length, 2);
+  assert.ok(lines[1].startsWith(sha256Of(image).slice(0, 16)), lines[1]);
+  assert.ok(lines.every((lineArg) => lineArg.length <= 80), table.stdout);
+  assertRefusedLikeApi(await cli.run(['images', 'list', '--service', 'svc-nobody']), await refusalOf(() => api('getServiceImageVersions', { serviceId: 'svc-nobody' })));
 });
 
 test('backups restore: a dry run calls no relay, the real restore answers what the relay restored', async () => {

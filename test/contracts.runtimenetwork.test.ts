@@ -5,6 +5,7 @@ import {
   admitRuntimeNetworkAddressPlanChange,
   admitRuntimeNetworkProjection,
   computeRuntimeNetworkProjectionDigest,
+  deriveRuntimeNetworkWorkloadGrantWithdrawals,
   deriveRuntimeNetworkWorkloadIngressWithdrawals,
   describeRuntimeNetworkProjectionApplication,
   getRuntimeNetworkProjectionWorkloadIngressPacketGrants,
@@ -17,6 +18,7 @@ import {
   type IRuntimeNetworkAddressPlan,
   type IRuntimeNetworkEndpoint,
   type IRuntimeNetworkProjection,
+  type IRuntimeNetworkWorkloadGrant,
   type IRuntimeNetworkWorkloadIngressGrant,
   type IRuntimeNetworkWorkloadIngressWithdrawal,
   type TRuntimeNetworkProjectionContent,
@@ -62,6 +64,10 @@ const withdrawal = (
   source: lease(sourceId), destination: lease(destinationId), protocol, port, generation,
 });
 
+const meshGrant = (sourceId: string, destinationId: string, port = 8080, protocol: 'tcp' | 'udp' = 'tcp', sourceGeneration = 1): IRuntimeNetworkWorkloadGrant => ({
+  source: lease(sourceId, sourceGeneration), destination: lease(destinationId), protocol, port,
+});
+
 const baseContent = (): TRuntimeNetworkProjectionContent => ({
   id: 'cluster-1.node-a',
   generation: 1,
@@ -69,7 +75,7 @@ const baseContent = (): TRuntimeNetworkProjectionContent => ({
   controller: { kind: 'cloudly' },
   nodeId: 'node-a',
   endpoints: baseEndpoints(),
-  grants: [{ source: lease('api'), destination: lease('web') }],
+  grants: [meshGrant('api', 'web')],
 });
 
 const seal = (contentArg: Partial<TRuntimeNetworkProjectionContent> = {}): IRuntimeNetworkProjection =>
@@ -80,7 +86,7 @@ const follow = (
   previousArg: IRuntimeNetworkProjection,
   contentArg: Partial<TRuntimeNetworkProjectionContent>,
 ): IRuntimeNetworkProjection => {
-  const { digest: _digest, workloadIngress: _ingress, hostPlatformEndpointIds: _host, ...rest } = previousArg;
+  const { digest: _digest, workloadIngress: _ingress, hostPlatformEndpointIds: _host, withdrawals: _withdrawals, ...rest } = previousArg;
   return sealRuntimeNetworkProjection({
     ...rest,
     generation: previousArg.generation + 1,
@@ -186,14 +192,21 @@ describe('runtime network projection: endpoints and full-mesh grants', () => {
     assertOnlyReason(seal({ endpoints: duplicated, grants: [] }), /^projection\.endpoints\[1\]\.lease\.id must name each lease once/);
   });
 
-  test('full-mesh grants join two different endpoints, unique and ordered', () => {
-    assertOnlyReason(seal({ grants: [{ source: lease('api'), destination: lease('api') }] }), /^projection\.grants\[0\]\.destination must be a different lease/);
-    assertOnlyReason(seal({ grants: [{ source: lease('api'), destination: lease('gone') }] }), /^projection\.grants\[0\]\.destination must be exactly the lease of one of the projection's endpoints/);
-    assertOnlyReason(seal({ grants: [{ source: lease('api', 2), destination: lease('web') }] }), /^projection\.grants\[0\]\.source must be exactly the lease/);
-    const pair = { source: lease('api'), destination: lease('web') };
+  test('full-mesh grants join two different endpoints on one declared port, unique and ordered', () => {
+    assertOnlyReason(seal({ grants: [meshGrant('api', 'api')] }), /^projection\.grants\[0\]\.destination must be a different lease/);
+    assertOnlyReason(seal({ grants: [meshGrant('api', 'gone')] }), /^projection\.grants\[0\]\.destination must be exactly the lease of one of the projection's endpoints/);
+    assertOnlyReason(seal({ grants: [meshGrant('api', 'web', 8080, 'tcp', 2)] }), /^projection\.grants\[0\]\.source must be exactly the lease/);
+    const pair = meshGrant('api', 'web');
     assertOnlyReason(seal({ grants: [pair, pair] }), /^projection\.grants\[1\] repeats the grant before it/);
-    assertOnlyReason(seal({ grants: [pair, { source: lease('api'), destination: lease('far') }] }), /^projection\.grants\[1\] must follow the grant before it/);
-    assertOnlyReason(seal({ grants: [{ source: lease('api') }] as never }), /^projection\.grants\[0\] must be an object with exactly the keys source, destination/);
+    assertOnlyReason(seal({ grants: [pair, meshGrant('api', 'far')] }), /^projection\.grants\[1\] must follow the grant before it in \[source\.id, destination\.id, protocol, port\] order/);
+    assertOnlyReason(seal({ grants: [meshGrant('api', 'web', 9090), meshGrant('api', 'web', 8080)] }), /^projection\.grants\[1\] must follow the grant before it/);
+    assertOnlyReason(seal({ grants: [{ source: lease('api'), destination: lease('web') }] as never }), /^projection\.grants\[0\] must be an object with exactly the keys source, destination, protocol, port/);
+    assertOnlyReason(seal({ grants: [meshGrant('api', 'web', 0)] }), /^projection\.grants\[0\]\.port must be the destination's listening port/);
+    assertOnlyReason(seal({ grants: [meshGrant('api', 'web', 80, 'sctp' as never)] }), /^projection\.grants\[0\]\.protocol must be one of/);
+  });
+
+  test('a full-mesh grant between two endpoints of other nodes is refused: one end must be on the projection\'s node', () => {
+    assertOnlyReason(seal({ grants: [meshGrant('far', 'web')] }), /^projection\.grants\[0\] must have its source or its destination placed on the projection's node/);
   });
 });
 
@@ -321,6 +334,47 @@ const manyWithdrawals = (countArg: number, generationArg: number): IRuntimeNetwo
   Array.from({ length: countArg }, (_, index) =>
     withdrawal('ingress', `gone-${String(index).padStart(5, '0')}`, 'tcp', 8080, generationArg));
 
+describe('runtime network projection: withdrawals of full-mesh grants', () => {
+  const meshWithdrawal = (sourceId: string, destinationId: string, generation: number, port = 8080) => ({ ...meshGrant(sourceId, destinationId, port), generation });
+
+  test('a withdrawn full-mesh grant is stamped, may name gone leases, never denies a carried grant, and is ordered', () => {
+    const first = seal();
+    assert.deepEqual(validateRuntimeNetworkProjection(follow(first, { grants: [], withdrawals: [meshWithdrawal('api', 'web', 2)] })), []);
+    assert.deepEqual(validateRuntimeNetworkProjection(follow(first, { withdrawals: [meshWithdrawal('api', 'gone', 2)] })), []);
+    assertOnlyReason(follow(first, { withdrawals: [meshWithdrawal('api', 'web', 2)] }), /^projection\.withdrawals\[0\] denies a grant the projection still carries/);
+    assertOnlyReason(follow(first, { grants: [], withdrawals: [meshWithdrawal('api', 'web', 3)] }), /^projection\.withdrawals\[0\]\.generation must name a generation from 2/);
+    assertOnlyReason(follow(first, { withdrawals: [] }), /^projection\.withdrawals must be omitted or a list of 1 to 4096 withdrawals/);
+    assertOnlyReason(follow(first, { withdrawals: [meshWithdrawal('api', 'gone', 2, 90), meshWithdrawal('api', 'gone', 2, 80)] }), /^projection\.withdrawals\[1\] must follow the withdrawal before it/);
+  });
+
+  test('an omitted full-mesh grant needs its exact withdrawal; the derived withdrawals are admitted', () => {
+    const first = seal({ grants: [meshGrant('api', 'web', 8080), meshGrant('web', 'api', 9090)] });
+    const silent = follow(first, { grants: [meshGrant('web', 'api', 9090)] });
+    assert.deepEqual(admitRuntimeNetworkProjection(first, silent), {
+      admitted: false, reasons: ['next.withdrawals must withdraw the omitted grant api -> web tcp/8080 at generation 2'],
+    });
+    const withdrawals = deriveRuntimeNetworkWorkloadGrantWithdrawals(first, [meshGrant('web', 'api', 9090)], 2, null);
+    assert.deepEqual(withdrawals, [meshWithdrawal('api', 'web', 2)]);
+    assert.equal(admitRuntimeNetworkProjection(first, follow(first, { grants: [meshGrant('web', 'api', 9090)], withdrawals: withdrawals! })).admitted, true);
+  });
+
+  test('mesh withdrawals carry forward until the node applied the projection that first carried them', () => {
+    const first = seal();
+    const second = follow(first, { grants: [], withdrawals: [meshWithdrawal('api', 'web', 2)] });
+    const dropped = follow(second, { grants: [] });
+    assert.deepEqual(admitRuntimeNetworkProjection(second, dropped), {
+      admitted: false,
+      reasons: ['next.withdrawals must carry forward the withdrawal of api -> web tcp/8080 (generation 2) until the preceding projection\'s application is supplied'],
+    });
+    assert.deepEqual(deriveRuntimeNetworkWorkloadGrantWithdrawals(second, [], 3, null), [meshWithdrawal('api', 'web', 2)]);
+    const application = describeRuntimeNetworkProjectionApplication(second);
+    assert.deepEqual(deriveRuntimeNetworkWorkloadGrantWithdrawals(second, [], 3, application), []);
+    assert.equal(admitRuntimeNetworkProjection(second, dropped, { application }).admitted, true);
+    // Granted again: the withdrawal is not carried, and none is needed.
+    assert.deepEqual(deriveRuntimeNetworkWorkloadGrantWithdrawals(second, [meshGrant('api', 'web')], 3, null), []);
+  });
+});
+
 describe('runtime network projection: hostPlatformEndpointIds', () => {
   test('sorted, unique, never empty, canonical ids, each a current platform endpoint', () => {
     assert.deepEqual(validateRuntimeNetworkProjection(seal({ hostPlatformEndpointIds: ['corestore', 'relay'] })), []);
@@ -343,14 +397,17 @@ describe('runtime network projection: canonical bytes and digest', () => {
       controller: { kind: 'cloudly' },
       nodeId: 'node-a',
       endpoints: baseEndpoints(),
-      grants: [{ source: lease('api'), destination: lease('web') }],
+      grants: [{ source: lease('api'), destination: lease('web'), protocol: 'tcp', port: 8080 }],
     };
     const { digest, ...content } = projection;
     assert.equal(canonicalizeJson(content), canonicalizeJson(baseLiteral));
     assert.equal(digest, computeDomainDigestHex('serve.zone/runtime-network-projection', baseLiteral));
     assert.equal(digest, computeRuntimeNetworkProjectionDigest(baseLiteral as TRuntimeNetworkProjectionContent));
     // Pinned: a change to the canonical form or the domain would silently re-digest every projection.
-    assert.equal(digest, 'b5bf913ec16934e1aa28285aee6ced39f481d103bedef2a6c5a4d763ff9342ae');
+    assert.equal(digest, 'd41767bde2bf0df2939481f7212373851440ebb1603a60822e30613898acb8b8');
+    // The pin from before full-mesh grants named their port: the same bytes still give the same digest.
+    const beforePorts = { ...baseLiteral, grants: [{ source: lease('api'), destination: lease('web') }] };
+    assert.equal(computeDomainDigestHex('serve.zone/runtime-network-projection', beforePorts), 'b5bf913ec16934e1aa28285aee6ced39f481d103bedef2a6c5a4d763ff9342ae');
   });
 
   test('adding the optional members changes the digest; omitting them restores it exactly', () => {
@@ -477,7 +534,7 @@ describe('admitRuntimeNetworkProjection', () => {
 
   test('the next generation naming its exact predecessor is admitted', () => {
     const first = seal();
-    const second = follow(first, { grants: [] });
+    const second = follow(first, {});
     const answer = admitRuntimeNetworkProjection(first, second);
     assert.equal(answer.admitted, true);
     assert.equal(answer.admitted && answer.replayed, false);
@@ -495,7 +552,7 @@ describe('admitRuntimeNetworkProjection', () => {
 
   test('gaps, regressions and forks are refused', () => {
     const first = seal();
-    const second = follow(first, { grants: [] });
+    const second = follow(first, {});
     const third = follow(second, {});
     assert.deepEqual(admitRuntimeNetworkProjection(first, third), {
       admitted: false, reasons: ['next.generation must be 2, the generation after the preceding projection'],

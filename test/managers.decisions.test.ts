@@ -16,7 +16,16 @@ import {
 } from '../ts/manager.cluster/decide.js';
 import type { IClusterNodeDocument } from '../ts/manager.cluster/clusternodes.js';
 import type { IClusterRelayLeaseDocument } from '../ts/manager.cluster/relayelection.js';
-import { decideRuntimeStatus, decideUncertainRelease, decideVolumeInitialization } from '../ts/manager.service/decide.js';
+import {
+  decideClaimAnswer,
+  decideHistoricalSupersession,
+  decideRuntimeStatus,
+  decideUncertainRelease,
+  decideVolumeInitialization,
+  isHeldHistorical,
+} from '../ts/manager.service/decide.js';
+import { judgeServiceRuntime } from '../ts/manager.service/runtimestatus.js';
+import type { IRuntimeLocalStorageClaimRecord } from '../ts/interfaces/data/runtimelocalstorageclaim.js';
 import type { IRuntimeLocalStorageClaimDocument, IServiceDocument, IServiceRuntimeStatusDocument } from '../ts/manager.service/service.manager.js';
 
 /**
@@ -186,5 +195,39 @@ describe('service decisions', () => {
     assert.equal(refusalOf(decideUncertainRelease(claim('uncertain'), 'lsc-1', 1))?.code, 'conflict');
     assert.equal(refusalOf(decideUncertainRelease(claim('uncertain', 2), 'lsc-1', 2))?.code, 'conflict');
     assert.equal(refusalOf(decideUncertainRelease(claim('bound'), 'lsc-1', 2))?.code, 'conflict');
+  });
+
+  test('a claim answered historical makes the verdict wait on conflict, before an import that is pending', () => {
+    const service = { id: 'svc-1', volumes: [], runtime: { image: 'x:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } } } as unknown as IService;
+    const record = (overridesArg: object) => ({ claim: { lifecycle: 'bound', initialization: 'import' }, nodeState: null, answerStatus: null, ...overridesArg }) as unknown as IRuntimeLocalStorageClaimRecord;
+    const judge = (claimsArg: IRuntimeLocalStorageClaimRecord[]) => judgeServiceRuntime({
+      service, claimMarkers: [], clusterExists: true, claims: claimsArg, bindings: { bindingsPending: false, legacyAdoptionPending: false },
+    });
+    assert.deepEqual(judge([record({ answerStatus: 'historical', nodeState: 'import-required' })]), { state: 'waiting', reason: 'conflict' });
+    assert.deepEqual(judge([record({ answerStatus: 'accepted', nodeState: 'import-required' })]), { state: 'waiting', reason: 'storage-import-pending' });
+  });
+
+  test('a historical answer records the node\'s generation and holds the claim; only its generation is superseded, over the node\'s exact generation', () => {
+    const sent = { generation: 2, digest: 'c'.repeat(64) };
+    const nodeClaim = { id: 'lsc-1', generation: 7, digest: 'd'.repeat(64) };
+    const doc = { id: 'lsc-1', generation: 4, history: [], current: { claim: { id: 'lsc-1', ...sent }, delivery: 'pending', nodeState: null, answerStatus: null } } as unknown as IRuntimeLocalStorageClaimDocument;
+    const answered = decideClaimAnswer(doc, sent, { state: 'ready', status: 'historical', claim: nodeClaim }, 5);
+    assert.equal(answered.kind, 'write');
+    const recorded = { ...doc, current: (answered as { change: { set: { current: IRuntimeLocalStorageClaimDocument['current'] } } }).change.set.current };
+    assert.deepEqual([recorded.current.answerStatus, recorded.current.nodeClaim], ['historical', nodeClaim]);
+    assert.equal(isHeldHistorical(recorded), true);
+    // An accepted answer later clears the node's generation: nothing is held.
+    const accepted = decideClaimAnswer(recorded, sent, { state: 'ready', status: 'accepted', claim: { id: 'lsc-1', ...sent } }, 6);
+    assert.equal('nodeClaim' in (accepted as { change: { set: { current: object } } }).change.set.current, false);
+
+    const next = { claim: { generation: 8, previous: nodeClaim } } as unknown as IRuntimeLocalStorageClaimDocument['current'];
+    assert.deepEqual(decideHistoricalSupersession(recorded, { claimId: 'lsc-1', generation: 2 }, next, 4), {
+      kind: 'write', change: { set: { current: next, history: [recorded.current] } },
+    });
+    assert.equal(refusalOf(decideHistoricalSupersession(null, { claimId: 'lsc-1', generation: 2 }, next, 4))?.code, 'not-found');
+    assert.equal(refusalOf(decideHistoricalSupersession(recorded, { claimId: 'lsc-1', generation: 1 }, next, 4))?.code, 'conflict');
+    assert.equal(refusalOf(decideHistoricalSupersession(doc, { claimId: 'lsc-1', generation: 2 }, next, 4))?.code, 'conflict', 'not historical');
+    const overOther = { claim: { generation: 9, previous: { ...nodeClaim, generation: 8 } } } as unknown as IRuntimeLocalStorageClaimDocument['current'];
+    assert.equal(refusalOf(decideHistoricalSupersession(recorded, { claimId: 'lsc-1', generation: 2 }, overOther, 4))?.code, 'conflict', 'built over another generation');
   });
 });

@@ -287,6 +287,57 @@ describe('runtime network manager over the real server', () => {
     assert.equal('workloadIngress' in applied, false, 'once applied, the withdrawal is no longer carried');
   });
 
+  test('full-mesh grants: workloads of one organization reach each other on the declared ports, through the relay\'s projection; a port no longer declared is withdrawn', async () => {
+    const { cluster, relayToken } = await t.createCluster('rn-mesh');
+    const relay = await electedRelay(cluster.id, relayToken);
+    await reportNode(relay, 'node-1');
+    await reportNode(relay, 'node-2');
+    const serviceSpec = (nameArg: string, organizationArg: string, nodeArg: string, portsArg: Array<{ name: string; port: number; protocol: 'tcp' | 'udp' }>) => ({
+      name: nameArg, organizationId: organizationArg, clusterId: cluster.id,
+      runtime: { image: 'registry.example.com/app:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [nodeArg] }, ports: portsArg },
+      volumes: [],
+    });
+    const create = async (...argsArg: Parameters<typeof serviceSpec>) =>
+      (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: serviceSpec(...argsArg) })).service;
+    const api = await create('mesh-api', 'org-a', 'node-1', [{ name: 'http', port: 8080, protocol: 'tcp' }, { name: 'dns', port: 53, protocol: 'udp' }]);
+    const db = await create('mesh-db', 'org-a', 'node-2', [{ name: 'pg', port: 5432, protocol: 'tcp' }]);
+    const stranger = await create('mesh-other', 'org-b', 'node-2', [{ name: 'http', port: 8080, protocol: 'tcp' }]);
+    const allocated = (await t.cloudly.runtimeNetworkManager.allocateCluster(cluster.id)).leases;
+    const leaseOf = (serviceIdArg: string) => allocated.find((lease) => lease.serviceId === serviceIdArg)!;
+    const [apiLease, dbLease, strangerLease] = [leaseOf(api.id), leaseOf(db.id), leaseOf(stranger.id)];
+    const statement = (leaseArg: typeof apiLease): IRuntimeNetworkWorkloadLease => ({ lease: leaseArg.lease, serviceId: leaseArg.serviceId, address: leaseArg.address });
+    await relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', { nodeId: 'node-1', leases: [statement(apiLease)] });
+    await relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', { nodeId: 'node-2', leases: [statement(dbLease), statement(strangerLease)] });
+
+    const readByRelay = async (nodeIdArg: string) =>
+      (await relay.fire<IReq_Relay_Cloudly_GetRuntimeNetworkProjection>('getClusterNodeRuntimeNetworkProjection', { nodeId: nodeIdArg })).projection;
+    const grantsOf = (projectionArg: IRuntimeNetworkProjection) =>
+      projectionArg.grants.map((grant) => `${grant.source.id}->${grant.destination.id} ${grant.protocol}/${grant.port}`);
+    const node1 = await readByRelay('node-1');
+    // api and db (org-a) reach each other on what each declares; the org-b workload is reached by nobody and reaches nobody.
+    assert.deepEqual(grantsOf(node1).sort(), [
+      `${apiLease.lease.id}->${dbLease.lease.id} tcp/5432`,
+      `${dbLease.lease.id}->${apiLease.lease.id} tcp/8080`,
+      `${dbLease.lease.id}->${apiLease.lease.id} udp/53`,
+    ].sort());
+    // Valid as the node judges it, contract order included.
+    assert.deepEqual(validateRuntimeNetworkProjection(node1), []);
+    assert.ok(!node1.endpoints.some((endpoint) => endpoint.lease.id === strangerLease.lease.id), 'no grant names the other organization\'s lease');
+    const node2 = await readByRelay('node-2');
+    assert.ok(!grantsOf(node2).some((grant) => grant.includes(strangerLease.lease.id)));
+    assert.equal(grantsOf(node2).length, 3);
+
+    // db stops declaring its port: node-1's next projection withdraws that grant explicitly.
+    const current = (await t.admin.call('getServiceById', { serviceId: db.id })) as { service: { generation: number } };
+    await t.admin.call('updateService', { serviceId: db.id, expectedGeneration: current.service.generation, service: serviceSpec('mesh-db', 'org-a', 'node-2', []) });
+    await waitFor(async () => (await readByRelay('node-1')).generation > node1.generation, 'node-1 projection recomputed after the port was dropped', 10_000);
+    const withdrawn = await readByRelay('node-1');
+    assert.deepEqual(grantsOf(withdrawn).sort(), [`${dbLease.lease.id}->${apiLease.lease.id} tcp/8080`, `${dbLease.lease.id}->${apiLease.lease.id} udp/53`].sort());
+    assert.deepEqual(withdrawn.withdrawals, [{ source: apiLease.lease, destination: dbLease.lease, protocol: 'tcp', port: 5432, generation: withdrawn.generation }]);
+    assert.deepEqual(validateRuntimeNetworkProjection(withdrawn), []);
+    await relay.close();
+  });
+
   test('lease statements are validated and confined to the relay\'s own cluster', async () => {
     const { cluster, relayToken } = await t.createCluster('lease-checks');
     const relay = await electedRelay(cluster.id, relayToken);

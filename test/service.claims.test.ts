@@ -5,7 +5,9 @@ import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type {
   IReq_Any_Cloudly_CreateService,
   IReq_Any_Cloudly_GetRuntimeLocalStorageClaims,
+  IReq_Any_Cloudly_GetServiceRuntimeStatus,
   IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim,
+  IReq_Any_Cloudly_SupersedeHistoricalRuntimeLocalStorageClaim,
   IReq_Any_Cloudly_SetServiceVolumeInitialization,
   IReq_Any_Cloudly_UpdateService,
 } from '../ts/interfaces/requests/service.js';
@@ -254,6 +256,53 @@ test('an uncertain volume is neither purged nor remounted until an administrator
   assert.equal(purge.claim.lifecycle, 'purge');
   assert.deepEqual(purge.claim.previous, getRuntimeLocalStorageClaimReference(held.claim));
   assert.equal((await refusalOf(() => release(held.claim.id, 1))).code, 'conflict', 'a generation is released once');
+});
+
+test('a node holding a newer claim generation than Cloudly issued is flagged: the verdict waits on conflict, a warning is logged, pushes stop, and an administrator supersedes it', async () => {
+  const { cluster, relayToken } = await t.createCluster('claims-h');
+  await t.addNodes(cluster.id, 'n1');
+  const received: IApplyRuntimeLocalStorageClaimRequest[] = [];
+  const nodeHolds = (request: IApplyRuntimeLocalStorageClaimRequest) => ({ id: request.claim.id, generation: 5, digest: 'ab'.repeat(32) });
+  const answer: { fn: TNodeAnswer } = {
+    fn: (request) => ({ status: 'historical', state: 'ready', claim: nodeHolds(request) }),
+  };
+  const relay = await connectRelay(relayToken, received, answer);
+  await reportSession(relay);
+  const service = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
+  await setInitialization(service.id, { kind: 'empty', ownership: { kind: 'explicit', uid: 5, gid: 5, mode: 0o700 } });
+  await waitFor(async () => (await latestOf(service.id))?.answerStatus === 'historical', 'historical answer recorded');
+  const held = (await latestOf(service.id))!;
+  assert.equal(held.claim.generation, 1);
+  assert.deepEqual(held.nodeClaim, { id: held.claim.id, generation: 5, digest: 'ab'.repeat(32) });
+
+  // Operator-visible: the verdict, and a warning naming the way out.
+  const verdict = async () => (await t.admin.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: service.id })).status;
+  await waitFor(async () => (await verdict()).reason === 'conflict', 'the verdict waits on conflict', 10_000);
+  assert.equal((await verdict()).state, 'waiting');
+  assert.ok(t.logs.some((line) => line.includes('node holds a newer local storage claim generation') && line.includes(held.claim.id)), 'a warning names the claim');
+
+  // Nothing more is pushed for the claim, whatever triggers a push.
+  const pushedBefore = received.length;
+  await t.cloudly.serviceManager.reconcileService(service.id);
+  await t.cloudly.serviceManager.pushPendingClaims({ clusterId: cluster.id });
+  assert.equal(received.length, pushedBefore);
+
+  // The way out, refused when it names the wrong thing.
+  const supersede = (claimId: string, generation: number) =>
+    t.admin.call<IReq_Any_Cloudly_SupersedeHistoricalRuntimeLocalStorageClaim>('supersedeHistoricalRuntimeLocalStorageClaim', { claimId, generation });
+  assert.equal((await refusalOf(() => supersede('lsc-none', 1))).code, 'not-found');
+  assert.equal((await refusalOf(() => supersede(held.claim.id, 2))).code, 'conflict');
+
+  // Superseded: Cloudly's claim is issued as generation 6, chained to the node's generation 5, and pushed.
+  answer.fn = honestNode;
+  const superseded = await supersede(held.claim.id, 1);
+  assert.equal(superseded.claim.claim.generation, 6);
+  assert.deepEqual(superseded.claim.claim.previous, { id: held.claim.id, generation: 5, digest: 'ab'.repeat(32) });
+  assert.deepEqual(await validateRuntimeLocalStorageClaim(superseded.claim.claim), []);
+  await waitFor(async () => (await latestOf(service.id))?.answerStatus === 'accepted', 'the superseding generation answered');
+  assert.equal(received.at(-1)?.claim.generation, 6);
+  await waitFor(async () => (await verdict()).reason !== 'conflict', 'the verdict leaves conflict', 10_000);
+  assert.equal((await refusalOf(() => supersede(held.claim.id, 1))).code, 'conflict', 'a historical generation is superseded once');
 });
 
 test('a relay may not report sessions of another shape', async () => {

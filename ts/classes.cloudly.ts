@@ -23,6 +23,7 @@ import { CorestoreManager } from './manager.corestore/corestore.manager.js';
 import { createManagerDirectory } from './manager.corestore/directory.js';
 import { RuntimeNetworkManager } from './manager.runtimenetwork/runtimenetwork.manager.js';
 import { BackupManager } from './manager.backup/backup.manager.js';
+import { ImageManager } from './manager.image/image.manager.js';
 import { blobStoreFromConfig } from './core/s3blobstore.js';
 import { AuditManager } from './manager.audit/audit.manager.js';
 import { DesiredStateManager } from './manager.desiredstate/desiredstate.manager.js';
@@ -87,6 +88,7 @@ export class Cloudly {
   public readonly corestoreManager: CorestoreManager;
   public readonly runtimeNetworkManager: RuntimeNetworkManager;
   public readonly backupManager: BackupManager;
+  public readonly imageManager: ImageManager;
   public readonly auditManager: AuditManager;
   public readonly desiredStateManager: DesiredStateManager;
   public readonly secretManager: SecretManager;
@@ -134,6 +136,7 @@ export class Cloudly {
     this.corestoreManager = this.addManager(new CorestoreManager(this, createManagerDirectory(this)));
     this.runtimeNetworkManager = this.addManager(new RuntimeNetworkManager(this));
     this.backupManager = this.addManager(new BackupManager(this, { blobStore: blobStoreFromConfig(this.config) }));
+    this.imageManager = this.addManager(new ImageManager(this));
     this.auditManager = this.addManager(new AuditManager(this));
     this.desiredStateManager = this.addManager(new DesiredStateManager(this));
     this.secretManager = this.addManager(new SecretManager(this));

@@ -13,7 +13,7 @@ import { addUserCommands } from './users.js';
 import { addStorageCommands } from './storage.js';
 import { addSnapshotCommands } from './snapshot.js';
 import {
-  auditColumns, backupColumns, bindingColumns, clusterColumns, describeInitialization, formatTime, listTable, nodeColumns,
+  auditColumns, backupColumns, bindingColumns, imageVersionColumns, clusterColumns, describeInitialization, formatTime, listTable, nodeColumns,
   recordTable, serviceColumns, serviceTable,
 } from './tables.js';
 import { cliIo, setExitCode } from './io.js';
@@ -620,6 +620,16 @@ const addBindingDeleteCommand = (bindingsArg: Command): void => {
 // backups, network, audit
 // ---------------------------------------------------------------------------------------------
 
+const addImageCommands = (programArg: Command): void => {
+  const images = programArg.command('images').description('image versions pushed to Cloudly (docs/api/images.md)');
+  pageOptions(images.command('list').description('the image versions Cloudly holds for a service'))
+    .requiredOption('--service <id>', 'service id')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('getServiceImageVersions', { serviceId: options.service, ...pageRequest(options) });
+      printAnswer(answer, ctx.format, () => listTable(answer.imageVersions, imageVersionColumns, answer));
+    }));
+};
+
 const addBackupCommands = (programArg: Command): void => {
   const backups = programArg.command('backups').description('service backups, restores and archive pruning');
   pageOptions(backups.command('list').description('recorded backups'))
@@ -827,6 +837,7 @@ export const addCommands = (programArg: Command): void => {
   addIngressCommands(programArg);
   addCorestoreCommands(programArg);
   addBackupCommands(programArg);
+  addImageCommands(programArg);
   addOperationCommands(programArg);
   addUserCommands(programArg);
   addStorageCommands(programArg);

@@ -70,6 +70,13 @@ export const backupColumns: Array<[string, (itemArg: TRow) => unknown]> = [
   ['CREATED', (b) => formatTime(b.createdAt)],
 ];
 
+export const imageVersionColumns: Array<[string, (itemArg: TRow) => unknown]> = [
+  ['DIGEST', (v) => String(v.digest).slice(0, 16)],
+  ['BYTES', (v) => v.byteLength],
+  ['PUSHED BY', (v) => v.pushedByClusterId ?? 'admin'],
+  ['STORED', (v) => formatTime(v.storedAt)],
+];
+
 export const auditColumns: Array<[string, (itemArg: TRow) => unknown]> = [
   ['AT', (e) => formatTime(e.at)],
   ['ACTOR', (e) => `${e.actor?.kind}:${e.actor?.id}`],

@@ -66,6 +66,8 @@ const triggersByKind: Readonly<Record<string, TTrigger>> = {
   CloudlyServiceObservedState: ofService,
   // A claim's node answer (storage import pending).
   CloudlyRuntimeLocalStorageClaim: ofOwningService,
+  // An image version stored for the service (image plan missing → held).
+  CloudlyImageVersion: ofOwningService,
   // Platform bindings and their status (bindings / legacy adoption pending).
   CloudlyPlatformBinding: ofOwningService,
   // The cluster itself, and its runtime phase (kept in the ingress slot).

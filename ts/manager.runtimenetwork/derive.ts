@@ -2,13 +2,16 @@ import type { IClusterIngressRoute } from '../interfaces/data/clusteringress.js'
 import {
   admitRuntimeNetworkProjection,
   compareRuntimeNetworkWorkloadIngressGrants,
+  deriveRuntimeNetworkWorkloadGrantWithdrawals,
   deriveRuntimeNetworkWorkloadIngressWithdrawals,
+  runtimeNetworkProjectionContract,
   describeRuntimeNetworkProjectionApplication,
   runtimeNetworkWorkloadIngressContract,
   sealRuntimeNetworkProjection,
   type IRuntimeNetworkEndpoint,
   type IRuntimeNetworkProjection,
   type IRuntimeNetworkProjectionApplication,
+  type IRuntimeNetworkWorkloadGrant,
   type IRuntimeNetworkWorkloadIngressGrant,
   type IRuntimeNetworkWorkloadLease,
   type TRuntimeNetworkProjectionContent,
@@ -16,6 +19,7 @@ import {
 import {
   listRuntimeNetworkPlatformEndpointIds,
   type IRuntimeNetworkAddressPlan,
+  type TRuntimeNetworkProtocol,
 } from '../interfaces/data/runtimenetworkaddressplan.js';
 import { canonicalizeJson, sha256Hex } from '../interfaces/private/canonicaljson.js';
 import { isCanonicalId } from '../interfaces/private/dataproperties.js';
@@ -40,6 +44,19 @@ export interface IRuntimeNetworkNodeFacts {
   ingressServiceId: string | null;
   /** The cluster's route table, or null when none was computed yet. */
   routes: readonly IClusterIngressRoute[] | null;
+  /** The cluster's live services as the full mesh sees them: who owns each workload and what it declares. */
+  workloads: readonly IRuntimeNetworkMeshWorkload[];
+}
+
+/**
+ * A service as the full mesh sees it. The organization is the service's `organizationId` as stored
+ * (Cloudly keeps no organization registry: two services of one organization are two services naming
+ * the same id); the ports are the ones it declares.
+ */
+export interface IRuntimeNetworkMeshWorkload {
+  serviceId: string;
+  organizationId: string;
+  ports: ReadonlyArray<{ protocol: TRuntimeNetworkProtocol; port: number }>;
 }
 
 /** The projection id of a node: readable when it fits the id rule, otherwise a digest of the pair. */
@@ -109,6 +126,44 @@ export const deriveWorkloadIngressGrants = (
   return [...grants.values()].sort(compareRuntimeNetworkWorkloadIngressGrants);
 };
 
+/**
+ * The full-mesh workload grants a node's projection carries: between every two leases of services of
+ * one organization (two replicas of one service too), one grant per port the destination's service
+ * declares, wherever at least one of the two is placed on this node: the admission rule of workload
+ * ingress grants. A lease of a service the mesh does not know (deleted, or of another cluster) gets
+ * nothing. Sorted in the contract's order.
+ */
+export const deriveWorkloadMeshGrants = (
+  nodeIdArg: string,
+  leasesArg: readonly TPlacedLease[],
+  workloadsArg: readonly IRuntimeNetworkMeshWorkload[],
+): IRuntimeNetworkWorkloadGrant[] => {
+  const workloads = new Map(workloadsArg.map((workload) => [workload.serviceId, workload]));
+  const grants: IRuntimeNetworkWorkloadGrant[] = [];
+  for (const destination of leasesArg) {
+    const target = workloads.get(destination.serviceId);
+    if (!target || target.ports.length === 0) {
+      continue;
+    }
+    for (const source of leasesArg) {
+      const origin = workloads.get(source.serviceId);
+      if (!origin || origin.organizationId !== target.organizationId || source.lease.id === destination.lease.id
+        || (source.nodeId !== nodeIdArg && destination.nodeId !== nodeIdArg)) {
+        continue;
+      }
+      for (const port of target.ports) {
+        grants.push({
+          source: { id: source.lease.id, generation: source.lease.generation },
+          destination: { id: destination.lease.id, generation: destination.lease.generation },
+          protocol: port.protocol,
+          port: port.port,
+        });
+      }
+    }
+  }
+  return grants.sort(compareRuntimeNetworkWorkloadIngressGrants);
+};
+
 export type TRuntimeNetworkProjectionStep =
   | { kind: 'unchanged'; projection: IRuntimeNetworkProjection }
   | { kind: 'next'; projection: IRuntimeNetworkProjection }
@@ -168,14 +223,20 @@ export const composeNextRuntimeNetworkProjection = (
     return { kind: 'blocked', reasons: [`the node would carry ${grants.length} workload ingress grants, more than `
       + `${runtimeNetworkWorkloadIngressContract.maximumGrants}`] };
   }
+  const meshGrants = deriveWorkloadMeshGrants(factsArg.nodeId, placed, factsArg.workloads);
+  if (meshGrants.length > runtimeNetworkProjectionContract.maximumWorkloadGrants) {
+    return { kind: 'blocked', reasons: [`the node would carry ${meshGrants.length} full-mesh workload grants, more than `
+      + `${runtimeNetworkProjectionContract.maximumWorkloadGrants}`] };
+  }
   const generation = previousArg === null ? 1 : previousArg.generation + 1;
   const withdrawals = deriveRuntimeNetworkWorkloadIngressWithdrawals(previousArg, grants, generation, application);
-  if (withdrawals === null) {
+  const meshWithdrawals = deriveRuntimeNetworkWorkloadGrantWithdrawals(previousArg, meshGrants, generation, application);
+  if (withdrawals === null || meshWithdrawals === null) {
     return { kind: 'blocked', reasons: [`the node must apply projection generation ${previousArg?.generation} before `
       + `more than ${runtimeNetworkWorkloadIngressContract.maximumRetainedWithdrawals} withdrawals can be carried`] };
   }
   // Endpoints: every lease placed on this node, and every lease on another node a grant names.
-  const granted = new Set(grants.flatMap((grant) => [grant.source.id, grant.destination.id]));
+  const granted = new Set([...grants, ...meshGrants].flatMap((grant) => [grant.source.id, grant.destination.id]));
   const endpoints: IRuntimeNetworkEndpoint[] = placed
     .filter((lease) => lease.nodeId === factsArg.nodeId || granted.has(lease.lease.id))
     .map((lease) => ({ lease: { id: lease.lease.id, generation: lease.lease.generation }, nodeId: lease.nodeId, address: lease.address }))
@@ -188,8 +249,8 @@ export const composeNextRuntimeNetworkProjection = (
     controller: { kind: 'cloudly' },
     nodeId: factsArg.nodeId,
     endpoints,
-    // Full-mesh workload grants need organizations and private networks Cloudly does not model yet.
-    grants: [],
+    grants: meshGrants,
+    ...(meshWithdrawals.length > 0 ? { withdrawals: meshWithdrawals } : {}),
     ...(grants.length > 0 || withdrawals.length > 0
       ? { workloadIngress: withdrawals.length > 0 ? { grants, withdrawals } : { grants } }
       : {}),

@@ -5,10 +5,15 @@ import { WorkQueue } from '../core/workqueue.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import type { IRuntimeNetworkProjection, IRuntimeNetworkWorkloadLease } from '../interfaces/data/runtimenetwork.js';
 import type { IRuntimeNetworkAddressPlan } from '../interfaces/data/runtimenetworkaddressplan.js';
-import { composeNextRuntimeNetworkProjection, type IRuntimeNetworkNodeFacts, type TRuntimeNetworkProjectionStep } from './derive.js';
+import {
+  composeNextRuntimeNetworkProjection,
+  type IRuntimeNetworkMeshWorkload,
+  type IRuntimeNetworkNodeFacts,
+  type TRuntimeNetworkProjectionStep,
+} from './derive.js';
 import { addressBlockKind, leaseIndexOf, WorkloadLeaseAllocator, type IClusterAllocation } from './leases.js';
 import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrations.js';
-import { serviceKind } from '../manager.service/service.manager.js';
+import { serviceKind, type IServiceDocument } from '../manager.service/service.manager.js';
 import { deriveClusterRoutes } from '../manager.desiredstate/routes.js';
 import { canonicalRuntimeNetworkProjectionBytes, runtimeNetworkProjectionSignatureType } from '../interfaces/data/runtimenetworksignature.js';
 import { decideProjectionWrite } from './decide.js';
@@ -43,6 +48,13 @@ export { decideProjectionWrite, strandedLeaseReasons } from './decide.js';
 
 /** How long a read of the address plan is trusted (writes of other processes sharing the store). */
 const planCacheTtlMs = 5_000;
+
+/** A service as the full mesh sees it: its organization and the ports it declares. */
+const meshWorkloadOf = (serviceArg: IServiceDocument): IRuntimeNetworkMeshWorkload => ({
+  serviceId: serviceArg.id,
+  organizationId: serviceArg.organizationId,
+  ports: (serviceArg.runtime.ports ?? []).map((port) => ({ protocol: port.protocol, port: port.port })),
+});
 
 export class RuntimeNetworkManager {
   /**
@@ -167,8 +179,9 @@ export class RuntimeNetworkManager {
     const hostAddresses = relayHost !== null && relayHost.nodeId === nodeIdArg && relayHost.hostAddresses.length > 0
       ? [...new Set([...(node.hostAddresses ?? []), ...relayHost.hostAddresses])].sort()
       : node.hostAddresses;
+    const liveServices = services.filter((service) => service.deletionRequestedAt === undefined);
     // Routes: those the services declare, then those an administrator wrote for other hostnames.
-    const declared = deriveClusterRoutes(services.filter((service) => service.deletionRequestedAt === undefined));
+    const declared = deriveClusterRoutes(liveServices);
     const declaredHostnames = new Set(declared.map((route) => route.hostname));
     const routes = table === null && declared.length === 0
       ? null
@@ -183,6 +196,7 @@ export class RuntimeNetworkManager {
         .map((doc) => ({ nodeId: doc.nodeId, leases: doc.leases.filter((lease) => isHeld(doc.nodeId, lease)) })),
       ingressServiceId: designation?.ingressServiceId ?? null,
       routes,
+      workloads: liveServices.map(meshWorkloadOf),
     };
   }
 

@@ -7,6 +7,7 @@ import {
   type IRuntimeLocalStorageClaimController,
   type IRuntimeLocalStorageClaimOwnership,
   type IRuntimeLocalStorageClaimRecord,
+  type IRuntimeLocalStorageClaimReference,
   type TRuntimeLocalStorageClaimUnsealed,
 } from '../interfaces/data/runtimelocalstorageclaim.js';
 
@@ -79,6 +80,23 @@ export const buildNextClaimGeneration = async (
     previous: getRuntimeLocalStorageClaimReference(currentArg),
     mount: { mountPath: currentArg.mount.mountPath, readOnly: changeArg.readOnly },
     lifecycle: changeArg.lifecycle,
+  } as TRuntimeLocalStorageClaimUnsealed);
+};
+
+/**
+ * Cloudly's claim re-issued over a newer generation its node holds (after a `historical` answer):
+ * Cloudly's own intent (identity, initialization, ownership, mount, lifecycle) as the generation after
+ * the node's, chained to it by `previous`, so the node can accept it as the next step of its chain.
+ */
+export const buildClaimOverNodeGeneration = async (
+  currentArg: IRuntimeLocalStorageClaim,
+  nodeClaimArg: IRuntimeLocalStorageClaimReference,
+): Promise<IRuntimeLocalStorageClaim> => {
+  const { digest: _digest, ...rest } = currentArg;
+  return sealRuntimeLocalStorageClaim({
+    ...rest,
+    generation: nodeClaimArg.generation + 1,
+    previous: { id: nodeClaimArg.id, generation: nodeClaimArg.generation, digest: nodeClaimArg.digest },
   } as TRuntimeLocalStorageClaimUnsealed);
 };
 

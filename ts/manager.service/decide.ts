@@ -9,6 +9,7 @@ import {
   type TServiceVolumeInitializationErrorCode,
 } from '../interfaces/data/servicevolume.js';
 import type { IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
+import type { IRuntimeLocalStorageClaimRecord, IRuntimeLocalStorageClaimReference } from '../interfaces/data/runtimelocalstorageclaim.js';
 import type { IServiceVolumeClaimDecision } from './claims.js';
 import type {
   IRuntimeLocalStorageClaimDocument,
@@ -137,26 +138,74 @@ export const decideRuntimeStatus = (
 export const decideClaimAnswer = (
   latestArg: IRuntimeLocalStorageClaimDocument | null,
   sentArg: { generation: number; digest: string },
-  answerArg: { state: IRuntimeLocalStorageClaimDocument['current']['nodeState']; status: IRuntimeLocalStorageClaimDocument['current']['answerStatus'] },
+  answerArg: {
+    state: IRuntimeLocalStorageClaimDocument['current']['nodeState'];
+    status: IRuntimeLocalStorageClaimDocument['current']['answerStatus'];
+    claim: IRuntimeLocalStorageClaimReference;
+  },
   nowArg: number,
 ): TDecision<IRuntimeLocalStorageClaimDocument> => {
   if (!latestArg || latestArg.current.claim.generation !== sentArg.generation || latestArg.current.claim.digest !== sentArg.digest) {
     return { kind: 'keep' };
   }
+  const { nodeClaim: _earlier, ...current } = latestArg.current;
   return {
     kind: 'write',
     change: {
       set: {
         current: {
-          ...latestArg.current,
+          ...current,
           delivery: 'answered',
           nodeState: answerArg.state,
           answerStatus: answerArg.status,
           lastDeliveryError: null,
           answeredAt: nowArg,
+          // The node's newer generation is what an administrator supersedes (decideHistoricalSupersession).
+          ...(answerArg.status === 'historical' ? { nodeClaim: { ...answerArg.claim } } : {}),
         },
       },
     },
+  };
+};
+
+/**
+ * A claim whose node answered `historical`: the node holds a newer generation than the one Cloudly
+ * issued (another controller wrote it, or Cloudly's database went back in time). Pushing Cloudly's
+ * older generations again would only be answered `historical` again, so nothing moves the claim on
+ * until an administrator supersedes the node's generation.
+ */
+export const isHeldHistorical = (docArg: IRuntimeLocalStorageClaimDocument): boolean =>
+  docArg.current.answerStatus === 'historical' && docArg.current.nodeClaim !== undefined;
+
+/**
+ * An administrator supersedes the node's newer generation of a held historical claim: Cloudly issues
+ * `nextArg`, its own current intent chained to the node's generation (built beforehand from the claim
+ * as read), provided the claim is still held historical at exactly the generation the administrator
+ * named and the node still holds the generation `nextArg` chains to.
+ */
+export const decideHistoricalSupersession = (
+  docArg: IRuntimeLocalStorageClaimDocument | null,
+  requestArg: { claimId: string; generation: number },
+  nextArg: IRuntimeLocalStorageClaimRecord | null,
+  retainedHistoryArg: number,
+): TDecision<IRuntimeLocalStorageClaimDocument> => {
+  if (!docArg) {
+    return { kind: 'refuse', refusal: refuse('not-found', [`local storage claim ${requestArg.claimId} does not exist`]) };
+  }
+  const nodeClaim = docArg.current.nodeClaim;
+  if (docArg.current.claim.generation !== requestArg.generation || !isHeldHistorical(docArg) || nextArg === null
+    || nodeClaim === undefined || nextArg.claim.previous?.generation !== nodeClaim.generation || nextArg.claim.previous.digest !== nodeClaim.digest) {
+    return {
+      kind: 'refuse',
+      refusal: refuse('conflict', [
+        `request.generation ${requestArg.generation} is not a generation of the claim its node answered historical `
+          + `(current generation ${docArg.current.claim.generation}, answer ${docArg.current.answerStatus ?? 'none'})`,
+      ]),
+    };
+  }
+  return {
+    kind: 'write',
+    change: { set: { current: nextArg, history: [...docArg.history, docArg.current].slice(-retainedHistoryArg) } },
   };
 };
 

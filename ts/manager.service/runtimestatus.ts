@@ -12,6 +12,7 @@ import {
 import type { IRuntimeLocalStorageClaimRecord } from '../interfaces/data/runtimelocalstorageclaim.js';
 import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
 import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
+import { parseServiceImageName } from '../interfaces/data/imageversion.js';
 
 /**
  * The pure part of a service's runtime verdict: Cloudly's own judgement of a spec revision from
@@ -54,7 +55,27 @@ export interface IServiceRuntimeFacts {
   /** The current revision of every bound claim of the service. */
   claims: IRuntimeLocalStorageClaimRecord[];
   bindings: IServiceBindingWaits;
+  /**
+   * Whether Cloudly holds the image version the service names (`cloudly:sha256:<digest>`); absent
+   * when not gathered. A registry image is never judged here: only the runtime can pull it.
+   */
+  imageVersionHeld?: boolean;
 }
+
+/**
+ * What a service's image plan rests on: a registry image (the runtime's business), or a pushed
+ * image version that Cloudly holds or does not hold. `heldArg` answers for a digest of this service.
+ */
+export const judgeServiceImagePlan = (
+  serviceArg: { runtime: { image: string } },
+  heldArg: (digestArg: string) => boolean,
+): 'registry' | 'held' | 'missing' => {
+  const named = parseServiceImageName(serviceArg.runtime.image);
+  if (named.kind === 'registry') {
+    return 'registry';
+  }
+  return heldArg(named.digest) ? 'held' : 'missing';
+};
 
 export type TServiceRuntimeVerdict =
   | { state: 'converging'; reason: null }
@@ -104,6 +125,10 @@ export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRun
   if (!factsArg.clusterExists || (factsArg.clusterRuntimePhase !== undefined && factsArg.clusterRuntimePhase !== 'pallet')) {
     return { state: 'refused', reason: 'cluster-runtime-missing' };
   }
+  // A service naming an image version Cloudly does not hold has nothing a node could run.
+  if (factsArg.imageVersionHeld === false) {
+    return { state: 'refused', reason: 'image-plan-missing' };
+  }
   // A placement whose every node has left the cluster leaves the service nowhere to run.
   const placement = factsArg.service.runtime.placement.nodeIds;
   if (factsArg.clusterNodeIds && placement.length > 0 && !placement.some((nodeId) => factsArg.clusterNodeIds!.has(nodeId))) {
@@ -124,6 +149,11 @@ export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRun
   const refusal = serviceRuntimeVolumeRefusals.find((candidate) => earned.has(candidate));
   if (refusal) {
     return { state: 'refused', reason: refusal };
+  }
+  // A node holding a newer generation of a claim than Cloudly issued: Cloudly and the node disagree
+  // about the volume, and nothing moves until an administrator supersedes the node's generation.
+  if (factsArg.claims.some((record) => record.answerStatus === 'historical')) {
+    return { state: 'waiting', reason: 'conflict' };
   }
   const importPending = factsArg.claims.some((record) =>
     record.claim.lifecycle === 'bound'

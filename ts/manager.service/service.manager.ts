@@ -33,21 +33,25 @@ import { isAnyValue, isIdString, isPositiveInteger, type TFieldCheck } from '../
 import type { IRelaySession } from '../core/relaysessions.js';
 import {
   buildFirstClaimGeneration,
+  buildClaimOverNodeGeneration,
   buildNextClaimGeneration,
   pendingClaimRecord,
   type IServiceVolumeClaimDecision,
 } from './claims.js';
-import { isServiceObservedConverged, isServiceVolumeClaimable, judgeServiceRuntime } from './runtimestatus.js';
+import { isServiceObservedConverged, isServiceVolumeClaimable, judgeServiceImagePlan, judgeServiceRuntime } from './runtimestatus.js';
 import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
 import type { IPlatformBinding } from '../interfaces/data/platformbinding.js';
 import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
 import type { IClusterAllocation } from '../manager.runtimenetwork/leases.js';
 import { boundRelayText } from '../core/relaycalls.js';
+import { imageVersionId } from '../manager.image/documents.js';
 import {
   decideClaimAnswer,
   decideRuntimeStatus,
+  decideHistoricalSupersession,
   decideUncertainRelease,
   decideVolumeInitialization,
+  isHeldHistorical,
   isHeldUncertain,
   volumeRefusal,
 } from './decide.js';
@@ -294,8 +298,10 @@ const judgeServiceVerdict = (
   claimDocsArg: IRuntimeLocalStorageClaimDocument[],
   bindingsArg: IPlatformBinding[],
   observedArg: IServiceObservedPlacement[],
+  heldImageVersionsArg: ReadonlySet<string>,
 ): Pick<IServiceRuntimeStatus, 'specRevision' | 'state' | 'reason'> => {
   const service = toPublicService(docArg);
+  const imagePlan = judgeServiceImagePlan(service, (digestArg) => heldImageVersionsArg.has(imageVersionId(service.id, digestArg)));
   const verdict = judgeServiceRuntime({
     service,
     claimMarkers: docArg.claimDecisions ?? [],
@@ -312,6 +318,7 @@ const judgeServiceVerdict = (
       bindingsPending: bindingsArg.some((binding) => binding.enabled && binding.status !== 'ready'),
       legacyAdoptionPending: bindingsArg.some((binding) => binding.statusReason === 'legacy-adoption-pending'),
     },
+    ...(imagePlan === 'registry' ? {} : { imageVersionHeld: imagePlan === 'held' }),
   });
   const judged = verdict.state === 'converging' && isServiceObservedConverged(service, observedArg)
     ? { state: 'converged' as const, reason: null }
@@ -407,13 +414,14 @@ export class ServiceManager {
         (storedArg ? { kind: 'remove' } : { kind: 'keep' }));
       return outcome === 'removed' ? 'removed' : 'kept';
     }
-    const [cluster, claims, bindings, observed] = await Promise.all([
+    const [cluster, claims, bindings, observed, heldImages] = await Promise.all([
       this.readClusterVerdictFacts(doc.clusterId),
       this.cloudly.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg }),
       this.cloudly.corestoreManager.getPlatformBindingsOfServices([serviceIdArg]),
       this.cloudly.desiredStateManager.observedPlacements(serviceIdArg),
+      this.cloudly.imageManager.heldImageVersionsOf([serviceIdArg]),
     ]);
-    const judged = judgeServiceVerdict(doc, cluster, claims, bindings, observed);
+    const judged = judgeServiceVerdict(doc, cluster, claims, bindings, observed, heldImages);
     const { outcome } = await this.cloudly.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
       decideRuntimeStatus(storedArg, serviceIdArg, { ...judged, clusterId: doc.clusterId }, Date.now()));
     return outcome;
@@ -433,12 +441,13 @@ export class ServiceManager {
       return { created: 0, owed: [] };
     }
     const ids = services.map((service) => service.id);
-    const [cluster, claims, bindings, observedDocs, statuses] = await Promise.all([
+    const [cluster, claims, bindings, observedDocs, statuses, heldImages] = await Promise.all([
       this.readClusterVerdictFacts(clusterIdArg),
       store.find(runtimeLocalStorageClaimKind, { clusterId: clusterIdArg }),
       this.cloudly.corestoreManager.getPlatformBindingsOfServices(ids),
       this.cloudly.desiredStateManager.observedStatesOfCluster(clusterIdArg),
       store.find(serviceRuntimeStatusKind, { id: { $in: ids } }),
+      this.cloudly.imageManager.heldImageVersionsOf(ids),
     ]);
     const storedOf = new Map(statuses.map((status) => [status.id, status]));
     const observedOf = new Map(observedDocs.map((observed) => [observed.id, observed.placements]));
@@ -447,7 +456,7 @@ export class ServiceManager {
     const owed: string[] = [];
     const now = Date.now();
     const created = await Promise.all(services.map(async (service) => {
-      const judged = judgeServiceVerdict(service, cluster, claimsOf.get(service.id) ?? [], bindingsOf.get(service.id) ?? [], observedOf.get(service.id) ?? []);
+      const judged = judgeServiceVerdict(service, cluster, claimsOf.get(service.id) ?? [], bindingsOf.get(service.id) ?? [], observedOf.get(service.id) ?? [], heldImages);
       const stored = storedOf.get(service.id);
       if (!stored) {
         // Inserts asked at once go to the database as one command (ts/core/insertbatcher.ts).
@@ -711,6 +720,30 @@ export class ServiceManager {
           this.scheduleReconcile(doc!.serviceId);
         },
       }),
+      adminMutation({
+        method: 'supersedeHistoricalRuntimeLocalStorageClaim',
+        input: { required: { claimId: isIdString, generation: isPositiveInteger } },
+        // The next generation is sealed (async) from the claim as read; the decision checks it still applies.
+        facts: async (request) => {
+          const doc = await this.cloudly.store.get(runtimeLocalStorageClaimKind, request.claimId);
+          const nodeClaim = doc?.current.nodeClaim;
+          return {
+            next: doc && nodeClaim && isHeldHistorical(doc)
+              ? pendingClaimRecord(await buildClaimOverNodeGeneration(doc.current.claim, nodeClaim), Date.now())
+              : null,
+          };
+        },
+        target: (request) => ({ kind: runtimeLocalStorageClaimKind, id: request.claimId }),
+        decide: (current, { request, facts }) => decideHistoricalSupersession(current, request, facts.next, retainedClaimHistory),
+        answer: ({ doc }) => ({ claim: doc!.current }),
+        after: ({ doc }, { request }, context) => {
+          this.cloudly.logger.info(
+            { claimId: doc!.id, generation: request.generation, issuedGeneration: doc!.current.claim.generation, actor: context.identity.userId },
+            'historical local storage claim superseded over the node\'s generation',
+          );
+          void this.pushClaim(doc!.id);
+        },
+      }),
       relayMutation({
         method: 'reportRuntimeNodeSession',
         access: 'relay',
@@ -776,7 +809,7 @@ export class ServiceManager {
       // another reconcile) reads it again, and a claim already moved on is kept as it is.
       await this.cloudly.store.mutate(runtimeLocalStorageClaimKind, claimDoc.id, async (latestArg) => {
         const claim = latestArg?.current.claim;
-        if (!latestArg || !claim || claim.lifecycle !== 'bound' || isHeldUncertain(latestArg)) {
+        if (!latestArg || !claim || claim.lifecycle !== 'bound' || isHeldUncertain(latestArg) || isHeldHistorical(latestArg)) {
           return { kind: 'keep' };
         }
         const decided = decisions.some((decision) => decision.claimId === latestArg.id);
@@ -881,8 +914,15 @@ export class ServiceManager {
     }
     const now = Date.now();
     // The claim is read afresh: a newer generation that replaced the one this answer is about is kept.
-    await this.cloudly.store.mutate(runtimeLocalStorageClaimKind, claimIdArg, (latestArg) =>
+    const { outcome } = await this.cloudly.store.mutate(runtimeLocalStorageClaimKind, claimIdArg, (latestArg) =>
       decideClaimAnswer(latestArg, request.claim, bound, now));
+    if (bound.status === 'historical' && outcome === 'written') {
+      // Nothing more is pushed for this claim: an operator must know, and the verdict says `conflict`.
+      this.cloudly.logger.warn(
+        { claimId: claimIdArg, serviceId: doc.serviceId, nodeId: doc.nodeId, issuedGeneration: request.claim.generation, nodeGeneration: bound.claim.generation },
+        'node holds a newer local storage claim generation than Cloudly issued; pushes stop until an administrator supersedes it (supersedeHistoricalRuntimeLocalStorageClaim)',
+      );
+    }
   }
 
   private async recordDeliveryError(docArg: IRuntimeLocalStorageClaimDocument, reasonArg: string): Promise<void> {

@@ -2,7 +2,7 @@
 
 const waitingReasons: Record<string, string> = {
   'node-network-pending': 'Waiting for the runtime network of its node(s) to be ready.',
-  conflict: 'Waiting: another change to the same resources is being applied first.',
+  conflict: 'Waiting on a conflict: a node holds a newer claim of one of its volumes than Cloudly issued (see Local storage claims: an administrator supersedes it), or another change to the same resources comes first.',
   'failure-backoff': 'Waiting after a failure before the next attempt (backoff).',
   'storage-import-pending': 'Waiting for a volume import onto the node to finish.',
   'bindings-pending': 'Waiting for its platform bindings (databases, buckets…) to be ready.',

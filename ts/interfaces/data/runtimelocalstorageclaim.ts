@@ -435,4 +435,9 @@ export interface IRuntimeLocalStorageClaimRecord {
   lastDeliveryError: string | null;
   issuedAt: number;
   answeredAt: number | null;
+  /**
+   * With a `historical` answer only: the newer generation the node holds (Cloudly issued an older
+   * one). Cloudly pushes nothing more for the claim until an administrator supersedes that generation.
+   */
+  nodeClaim?: IRuntimeLocalStorageClaimReference;
 }

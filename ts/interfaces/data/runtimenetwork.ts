@@ -64,10 +64,28 @@ export interface IRuntimeNetworkEndpoint {
   address: string;
 }
 
-/** A full-mesh workload grant between two endpoints of the projection. Project's own definition. */
+/**
+ * A full-mesh workload grant: `source` may open connections to one declared listening port of
+ * `destination`, two workloads of one organization. One grant per declared port of the destination,
+ * so a node installs exactly what the destination declared and nothing more. Project's own definition.
+ */
 export interface IRuntimeNetworkWorkloadGrant {
   source: IRuntimeNetworkLeaseReference;
   destination: IRuntimeNetworkLeaseReference;
+  protocol: TRuntimeNetworkProtocol;
+  port: number;
+}
+
+/**
+ * The explicit withdrawal of a full-mesh grant an earlier generation carried, with the generation
+ * that first omitted it: the same host rules as workload ingress withdrawals. Project's own definition.
+ */
+export interface IRuntimeNetworkWorkloadGrantWithdrawal {
+  source: IRuntimeNetworkLeaseReference;
+  destination: IRuntimeNetworkLeaseReference;
+  protocol: TRuntimeNetworkProtocol;
+  port: number;
+  generation: number;
 }
 
 /**
@@ -130,8 +148,14 @@ export interface IRuntimeNetworkProjection {
   nodeId: string;
   /** Sorted by `lease.id`, unique by lease id and by address. */
   endpoints: IRuntimeNetworkEndpoint[];
-  /** Sorted by `[source.id, destination.id]`, unique. */
+  /** Sorted by `[source.id, destination.id, protocol, port]`, unique. */
   grants: IRuntimeNetworkWorkloadGrant[];
+  /**
+   * Withdrawals of full-mesh grants, ordered like workload ingress withdrawals. Omitted when there is
+   * nothing to withdraw (never empty when present), so a projection without it keeps its canonical
+   * bytes. Project's own definition.
+   */
+  withdrawals?: IRuntimeNetworkWorkloadGrantWithdrawal[];
   workloadIngress?: IRuntimeNetworkWorkloadIngress;
   /** Platform endpoint ids whose address this node's host carries: sorted, unique, never empty. */
   hostPlatformEndpointIds?: string[];
@@ -174,7 +198,7 @@ export interface IRuntimeNetworkProjectionJudgingOptions {
 }
 
 const projectionRequiredKeys = ['id', 'generation', 'previous', 'controller', 'nodeId', 'endpoints', 'grants', 'digest'] as const;
-const projectionOptionalKeys = ['workloadIngress', 'hostPlatformEndpointIds'] as const;
+const projectionOptionalKeys = ['withdrawals', 'workloadIngress', 'hostPlatformEndpointIds'] as const;
 
 const isLeaseReference = (valueArg: unknown): valueArg is IRuntimeNetworkLeaseReference =>
   isRecord(valueArg) && hasKeysWithin(valueArg, ['id', 'generation'], [])
@@ -278,14 +302,22 @@ const judgeProjectionData = (
     reasons.push(`${pathArg}.nodeId must be a canonical id`);
   }
   const endpoints = judgeEndpoints(projection.endpoints, `${pathArg}.endpoints`, reasons);
-  judgeWorkloadGrants(projection.grants, `${pathArg}.grants`, endpoints, reasons);
+  // A node id that is itself refused places nothing: the grants are not judged against it.
+  const nodeId = isCanonicalId(projection.nodeId) ? projection.nodeId as string : null;
+  const meshGrants = judgeWorkloadGrants(projection.grants, `${pathArg}.grants`, { endpoints, nodeId }, reasons);
+  if (Object.hasOwn(projection, 'withdrawals')) {
+    judgeWithdrawalList(projection.withdrawals, `${pathArg}.withdrawals`, {
+      current: meshGrants,
+      generation: generationValid ? projection.generation as number : null,
+    }, reasons);
+  }
   if (Object.hasOwn(projection, 'workloadIngress')) {
     if (controllerKind !== null && controllerKind !== 'cloudly') {
       reasons.push(`${pathArg}.workloadIngress is allowed only on cloudly projections, not on ${controllerKind}`);
     }
     judgeWorkloadIngress(projection.workloadIngress, `${pathArg}.workloadIngress`, {
       endpoints,
-      nodeId: typeof projection.nodeId === 'string' ? projection.nodeId : null,
+      nodeId,
       generation: generationValid ? projection.generation as number : null,
     }, reasons);
   }
@@ -385,38 +417,62 @@ const judgeEndpoints = (valueArg: unknown, pathArg: string, reasonsArg: string[]
   return index;
 };
 
+/** Where a grant list is judged: the projection's endpoints and its node. */
+interface IGrantListContext {
+  endpoints: TEndpointIndex;
+  nodeId: string | null;
+}
+
+/**
+ * Judges the full-mesh grants under the rules of workload ingress grants (except the authorization,
+ * which they do not carry); answers the identity keys of the valid ones, for the withdrawals.
+ */
 const judgeWorkloadGrants = (
   valueArg: unknown,
   pathArg: string,
-  endpointsArg: TEndpointIndex,
+  contextArg: IGrantListContext,
   reasonsArg: string[],
-): void => {
+): Set<string> => {
+  const current = new Set<string>();
   if (!Array.isArray(valueArg) || valueArg.length > runtimeNetworkProjectionContract.maximumWorkloadGrants) {
     reasonsArg.push(`${pathArg} must be a list of at most ${runtimeNetworkProjectionContract.maximumWorkloadGrants} grants`);
-    return;
+    return current;
   }
   let previous: IRuntimeNetworkWorkloadGrant | null = null;
   valueArg.forEach((entry: unknown, position) => {
     const path = `${pathArg}[${position}]`;
-    if (!isRecord(entry) || !hasKeysWithin(entry, ['source', 'destination'], [])) {
-      reasonsArg.push(`${path} must be an object with exactly the keys source, destination`);
-      return;
-    }
-    const grant = judgeLeasePair(entry, path, endpointsArg, reasonsArg);
+    const grant = judgeIngressEntry(entry, path, null, contextArg.endpoints, reasonsArg);
     if (grant === null) {
       return;
     }
+    judgePlacedOnNode(grant, path, contextArg, reasonsArg);
     if (previous !== null) {
-      const order = compareCodeUnits(previous.source.id, grant.source.id)
-        || compareCodeUnits(previous.destination.id, grant.destination.id);
+      const order = compareRuntimeNetworkWorkloadIngressGrants(previous, grant);
       if (order === 0) {
         reasonsArg.push(`${path} repeats the grant before it`);
       } else if (order > 0) {
-        reasonsArg.push(`${path} must follow the grant before it in [source.id, destination.id] order`);
+        reasonsArg.push(`${path} must follow the grant before it in [source.id, destination.id, protocol, port] order`);
       }
     }
     previous = grant;
+    current.add(ingressIdentityKey(grant));
   });
+  return current;
+};
+
+/** A grant concerns the projection's node: its source or its destination is placed there. */
+const judgePlacedOnNode = (
+  grantArg: { source: IRuntimeNetworkLeaseReference; destination: IRuntimeNetworkLeaseReference },
+  pathArg: string,
+  contextArg: IGrantListContext,
+  reasonsArg: string[],
+): void => {
+  const sourceNode = contextArg.endpoints.get(leaseKey(grantArg.source))?.nodeId;
+  const destinationNode = contextArg.endpoints.get(leaseKey(grantArg.destination))?.nodeId;
+  if (contextArg.nodeId !== null && sourceNode !== undefined && destinationNode !== undefined
+    && sourceNode !== contextArg.nodeId && destinationNode !== contextArg.nodeId) {
+    reasonsArg.push(`${pathArg} must have its source or its destination placed on the projection's node`);
+  }
 };
 
 /** Judges `source` and `destination` as two different endpoints of the projection. */
@@ -469,12 +525,7 @@ const judgeWorkloadIngress = (
       if (grant === null) {
         return;
       }
-      const sourceNode = contextArg.endpoints.get(leaseKey(grant.source))?.nodeId;
-      const destinationNode = contextArg.endpoints.get(leaseKey(grant.destination))?.nodeId;
-      if (contextArg.nodeId !== null && sourceNode !== undefined && destinationNode !== undefined
-        && sourceNode !== contextArg.nodeId && destinationNode !== contextArg.nodeId) {
-        reasonsArg.push(`${path} must have its source or its destination placed on the projection's node`);
-      }
+      judgePlacedOnNode(grant, path, contextArg, reasonsArg);
       if (previous !== null) {
         const order = compareRuntimeNetworkWorkloadIngressGrants(previous, grant);
         if (order === 0) {
@@ -487,19 +538,32 @@ const judgeWorkloadIngress = (
       current.add(ingressIdentityKey(grant));
     });
   }
-  if (!Object.hasOwn(valueArg, 'withdrawals')) {
-    return;
+  if (Object.hasOwn(valueArg, 'withdrawals')) {
+    judgeWithdrawalList(valueArg.withdrawals, `${pathArg}.withdrawals`, { current, generation: contextArg.generation }, reasonsArg);
   }
-  const withdrawals = valueArg.withdrawals;
+};
+
+/**
+ * Judges a list of withdrawals (of workload ingress or of full-mesh grants): 1 to 4,096, each
+ * stamped with a generation from 2 to the projection's own, none denying a grant still carried
+ * (`currentArg` holds the carried grants' identity keys), unique and ordered.
+ */
+const judgeWithdrawalList = (
+  valueArg: unknown,
+  pathArg: string,
+  contextArg: { current: ReadonlySet<string>; generation: number | null },
+  reasonsArg: string[],
+): void => {
+  const withdrawals = valueArg;
   if (!Array.isArray(withdrawals) || withdrawals.length === 0
     || withdrawals.length > runtimeNetworkWorkloadIngressContract.maximumRetainedWithdrawals) {
-    reasonsArg.push(`${pathArg}.withdrawals must be omitted or a list of 1 to `
+    reasonsArg.push(`${pathArg} must be omitted or a list of 1 to `
       + `${runtimeNetworkWorkloadIngressContract.maximumRetainedWithdrawals} withdrawals`);
     return;
   }
   let previous: IRuntimeNetworkWorkloadIngressWithdrawal | null = null;
   withdrawals.forEach((entry: unknown, position) => {
-    const path = `${pathArg}.withdrawals[${position}]`;
+    const path = `${pathArg}[${position}]`;
     const withdrawal = judgeIngressEntry(entry, path, 'generation', null, reasonsArg);
     if (withdrawal === null) {
       return;
@@ -509,7 +573,7 @@ const judgeWorkloadIngress = (
       || (contextArg.generation !== null && generation > contextArg.generation)) {
       reasonsArg.push(`${path}.generation must name a generation from 2 to the projection's own`);
     }
-    if (current.has(ingressIdentityKey(withdrawal))) {
+    if (contextArg.current.has(ingressIdentityKey(withdrawal))) {
       reasonsArg.push(`${path} denies a grant the projection still carries`);
     }
     if (previous !== null) {
@@ -526,17 +590,18 @@ const judgeWorkloadIngress = (
 };
 
 /**
- * Judges the members a grant and a withdrawal share; `extraKeyArg` is the one they do not
- * (`authorization` or `generation`). Endpoint membership is judged only for grants.
+ * Judges the members every grant and withdrawal shares; `extraKeyArg` is the one a workload ingress
+ * grant (`authorization`) or a withdrawal (`generation`) adds, null for a full-mesh grant. Endpoint
+ * membership is judged only for grants.
  */
 const judgeIngressEntry = (
   entryArg: unknown,
   pathArg: string,
-  extraKeyArg: 'authorization' | 'generation',
+  extraKeyArg: 'authorization' | 'generation' | null,
   endpointsArg: TEndpointIndex | null,
   reasonsArg: string[],
 ): { source: IRuntimeNetworkLeaseReference; destination: IRuntimeNetworkLeaseReference; protocol: TRuntimeNetworkProtocol; port: number } | null => {
-  const keys = ['source', 'destination', 'protocol', 'port', extraKeyArg];
+  const keys = ['source', 'destination', 'protocol', 'port', ...(extraKeyArg === null ? [] : [extraKeyArg])];
   if (!isRecord(entryArg) || !hasKeysWithin(entryArg, keys, [])) {
     reasonsArg.push(`${pathArg} must be an object with exactly the keys ${keys.join(', ')}`);
     return null;
@@ -674,12 +739,38 @@ const ingressGrantsOf = (projectionArg: IRuntimeNetworkProjection): readonly IRu
 const ingressWithdrawalsOf = (projectionArg: IRuntimeNetworkProjection): readonly IRuntimeNetworkWorkloadIngressWithdrawal[] =>
   projectionArg.workloadIngress?.withdrawals ?? [];
 
+/** The grant identity every grant and withdrawal shares. */
+type TGrantIdentity = Pick<IRuntimeNetworkWorkloadIngressGrant, 'source' | 'destination' | 'protocol' | 'port'>;
+
+/**
+ * One list of grants with its withdrawals: workload ingress (`workloadIngress.grants` /
+ * `.withdrawals`) or the full mesh (`grants` / `withdrawals`). Both follow the same host rules.
+ */
+interface IGrantLane {
+  /** How the withdrawals are named in reasons, e.g. `next.workloadIngress.withdrawals`. */
+  withdrawalsPath: string;
+  grantsOf(projectionArg: IRuntimeNetworkProjection): readonly TGrantIdentity[];
+  withdrawalsOf(projectionArg: IRuntimeNetworkProjection): readonly IRuntimeNetworkWorkloadIngressWithdrawal[];
+}
+
+const ingressLane: IGrantLane = {
+  withdrawalsPath: 'next.workloadIngress.withdrawals',
+  grantsOf: ingressGrantsOf,
+  withdrawalsOf: ingressWithdrawalsOf,
+};
+
+const meshLane: IGrantLane = {
+  withdrawalsPath: 'next.withdrawals',
+  grantsOf: (projectionArg) => projectionArg.grants,
+  withdrawalsOf: (projectionArg) => projectionArg.withdrawals ?? [],
+};
+
 const withdrawalKey = (entryArg: IRuntimeNetworkWorkloadIngressWithdrawal): string =>
   `${ingressIdentityKey(entryArg)}\u0001${entryArg.generation}`;
 
 /**
- * The host rules for workload ingress withdrawals between two valid projections where `next`
- * directly follows `previous`:
+ * The host rules for withdrawals (of workload ingress or of full-mesh grants, `laneArg`) between two
+ * valid projections where `next` directly follows `previous`:
  * - a grant `previous` carried and `next` omits needs its exact withdrawal in `next`, stamped with
  *   `next`'s generation;
  * - a withdrawal stamped with `next`'s generation must withdraw such an omitted grant, and an older
@@ -687,45 +778,46 @@ const withdrawalKey = (entryArg: IRuntimeNetworkWorkloadIngressWithdrawal): stri
  * - until the exact joined application of `previous` is supplied, every withdrawal of `previous`
  *   whose grant `next` does not carry again must carry forward (at most 4,096 in all).
  */
-const judgeIngressWithdrawalTransition = (
+const judgeWithdrawalTransition = (
+  laneArg: IGrantLane,
   previousArg: IRuntimeNetworkProjection,
   nextArg: IRuntimeNetworkProjection,
   applicationArg: IRuntimeNetworkProjectionApplication | null,
 ): string[] => {
   const reasons: string[] = [];
-  const nextGrantKeys = new Set(ingressGrantsOf(nextArg).map(ingressIdentityKey));
-  const omitted = new Map<string, IRuntimeNetworkWorkloadIngressGrant>();
-  for (const grant of ingressGrantsOf(previousArg)) {
+  const nextGrantKeys = new Set(laneArg.grantsOf(nextArg).map(ingressIdentityKey));
+  const omitted = new Map<string, TGrantIdentity>();
+  for (const grant of laneArg.grantsOf(previousArg)) {
     const key = ingressIdentityKey(grant);
     if (!nextGrantKeys.has(key)) {
       omitted.set(key, grant);
     }
   }
-  const previousWithdrawals = new Set(ingressWithdrawalsOf(previousArg).map(withdrawalKey));
+  const previousWithdrawals = new Set(laneArg.withdrawalsOf(previousArg).map(withdrawalKey));
   const nextWithdrawals = new Set<string>();
-  ingressWithdrawalsOf(nextArg).forEach((withdrawal, position) => {
+  laneArg.withdrawalsOf(nextArg).forEach((withdrawal, position) => {
     const key = withdrawalKey(withdrawal);
     nextWithdrawals.add(key);
     const known = withdrawal.generation === nextArg.generation
       ? omitted.has(ingressIdentityKey(withdrawal))
       : previousWithdrawals.has(key);
     if (!known) {
-      reasons.push(`next.workloadIngress.withdrawals[${position}] withdraws a grant the preceding projection `
+      reasons.push(`${laneArg.withdrawalsPath}[${position}] withdraws a grant the preceding projection `
         + 'neither carried nor withdrew (unknown denial)');
     }
   });
   for (const grant of omitted.values()) {
     const exact = withdrawalKey({ ...grant, generation: nextArg.generation });
     if (!nextWithdrawals.has(exact)) {
-      reasons.push(`next.workloadIngress.withdrawals must withdraw the omitted grant `
+      reasons.push(`${laneArg.withdrawalsPath} must withdraw the omitted grant `
         + `${grant.source.id} -> ${grant.destination.id} ${grant.protocol}/${grant.port} at generation ${nextArg.generation}`);
     }
   }
   const applied = applicationArg !== null && isJoinedApplication(applicationArg, previousArg);
   if (!applied) {
-    for (const withdrawal of ingressWithdrawalsOf(previousArg)) {
+    for (const withdrawal of laneArg.withdrawalsOf(previousArg)) {
       if (!nextGrantKeys.has(ingressIdentityKey(withdrawal)) && !nextWithdrawals.has(withdrawalKey(withdrawal))) {
-        reasons.push(`next.workloadIngress.withdrawals must carry forward the withdrawal of `
+        reasons.push(`${laneArg.withdrawalsPath} must carry forward the withdrawal of `
           + `${withdrawal.source.id} -> ${withdrawal.destination.id} ${withdrawal.protocol}/${withdrawal.port} `
           + `(generation ${withdrawal.generation}) until the preceding projection's application is supplied`);
       }
@@ -745,6 +837,28 @@ export const deriveRuntimeNetworkWorkloadIngressWithdrawals = (
   nextGrantsArg: readonly IRuntimeNetworkWorkloadIngressGrant[],
   nextGenerationArg: number,
   applicationArg: IRuntimeNetworkProjectionApplication | null,
+): IRuntimeNetworkWorkloadIngressWithdrawal[] | null =>
+  deriveWithdrawals(ingressLane, previousArg, nextGrantsArg, nextGenerationArg, applicationArg);
+
+/**
+ * The same for full-mesh grants: the `withdrawals` a projection of `nextGenerationArg` carrying
+ * `nextGrantsArg` as its `grants` must publish after `previousArg`, or null beyond 4,096. Project's
+ * own definition.
+ */
+export const deriveRuntimeNetworkWorkloadGrantWithdrawals = (
+  previousArg: IRuntimeNetworkProjection | null,
+  nextGrantsArg: readonly IRuntimeNetworkWorkloadGrant[],
+  nextGenerationArg: number,
+  applicationArg: IRuntimeNetworkProjectionApplication | null,
+): IRuntimeNetworkWorkloadGrantWithdrawal[] | null =>
+  deriveWithdrawals(meshLane, previousArg, nextGrantsArg, nextGenerationArg, applicationArg);
+
+const deriveWithdrawals = (
+  laneArg: IGrantLane,
+  previousArg: IRuntimeNetworkProjection | null,
+  nextGrantsArg: readonly TGrantIdentity[],
+  nextGenerationArg: number,
+  applicationArg: IRuntimeNetworkProjectionApplication | null,
 ): IRuntimeNetworkWorkloadIngressWithdrawal[] | null => {
   if (previousArg === null) {
     return [];
@@ -753,13 +867,13 @@ export const deriveRuntimeNetworkWorkloadIngressWithdrawals = (
   const withdrawals: IRuntimeNetworkWorkloadIngressWithdrawal[] = [];
   const applied = applicationArg !== null && isJoinedApplication(applicationArg, previousArg);
   if (!applied) {
-    for (const withdrawal of ingressWithdrawalsOf(previousArg)) {
+    for (const withdrawal of laneArg.withdrawalsOf(previousArg)) {
       if (!nextGrantKeys.has(ingressIdentityKey(withdrawal))) {
         withdrawals.push(withdrawal);
       }
     }
   }
-  for (const grant of ingressGrantsOf(previousArg)) {
+  for (const grant of laneArg.grantsOf(previousArg)) {
     if (!nextGrantKeys.has(ingressIdentityKey(grant))) {
       withdrawals.push({
         source: grant.source,
@@ -790,7 +904,8 @@ export type TRuntimeNetworkProjectionAdmission =
  * - otherwise `next` is exactly the following generation of the same projection id, node and
  *   controller, naming `previous`'s generation and digest as its predecessor;
  * - an endpoint lease keeps its address while it exists (addresses are immutable keys);
- * - workload ingress withdrawals follow the host rules (see `deriveRuntimeNetworkWorkloadIngressWithdrawals`).
+ * - withdrawals of full-mesh grants and of workload ingress grants follow the host rules (see
+ *   `deriveRuntimeNetworkWorkloadGrantWithdrawals`, `deriveRuntimeNetworkWorkloadIngressWithdrawals`).
  * Regressed membership or readiness evidence is not modelled by this projection and is not judged.
  */
 export const admitRuntimeNetworkProjection = (
@@ -813,7 +928,8 @@ export const admitRuntimeNetworkProjection = (
     return { admitted: true, replayed: true, projection: previous };
   }
   if (reasons.length === 0) {
-    reasons.push(...judgeIngressWithdrawalTransition(previous, next, application));
+    reasons.push(...judgeWithdrawalTransition(meshLane, previous, next, application));
+    reasons.push(...judgeWithdrawalTransition(ingressLane, previous, next, application));
   }
   return reasons.length === 0 ? { admitted: true, replayed: false, projection: next } : { admitted: false, reasons };
 };
@@ -939,7 +1055,7 @@ export const getRuntimeNetworkProjectionWorkloadIngressPacketGrants = (
   if (previous !== null) {
     const succession = judgeSuccession(previous, next);
     if (succession !== 'replay') {
-      const reasons = succession.length > 0 ? succession : judgeIngressWithdrawalTransition(previous, next, application);
+      const reasons = succession.length > 0 ? succession : judgeWithdrawalTransition(ingressLane, previous, next, application);
       if (reasons.length > 0) {
         return { valid: false, reasons };
       }

@@ -15,3 +15,4 @@ export * as overview from './overview.js';
 export * as operation from './operation.js';
 export * as traffic from './traffic.js';
 export * as account from './account.js';
+export * as image from './image.js';

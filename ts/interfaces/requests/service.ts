@@ -82,3 +82,15 @@ export type IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim = ITypedCo
   { identity: IIdentity; claimId: string; generation: number },
   { claim: IRuntimeLocalStorageClaimRecord }
 >;
+
+/**
+ * The way out of a claim whose node answered `historical` (it holds a newer generation than Cloudly
+ * issued): Cloudly issues its own current intent as the generation after the node's, chained to it,
+ * and pushes it. `generation` names Cloudly's generation that was answered historical. Project's own
+ * method (docs/api/services.md).
+ */
+export type IReq_Any_Cloudly_SupersedeHistoricalRuntimeLocalStorageClaim = ITypedContract<
+  'supersedeHistoricalRuntimeLocalStorageClaim',
+  { identity: IIdentity; claimId: string; generation: number },
+  { claim: IRuntimeLocalStorageClaimRecord }
+>;

@@ -662,7 +662,9 @@ export class CloudlyServicePage extends LivePage {
           return html`<tr>
             <td><code>${claim.claimId ?? claim.id ?? '—'}</code></td><td>${claim.nodeId ?? '—'}</td><td>${claim.generation ?? '—'}</td>
             <td>${record.delivery}${record.lastDeliveryError ? html` <span class="muted">(${record.lastDeliveryError})</span>` : nothing}</td>
-            <td>${record.nodeState ?? '—'}</td><td>${formatTime(record.issuedAt)}</td>
+            <td>${record.nodeState ?? '—'}${record.answerStatus === 'historical' && record.nodeClaim
+              ? html` <span class="badge state-refused" data-claim-historical=${record.nodeClaim.generation}>node holds generation ${record.nodeClaim.generation}: newer than Cloudly issued, nothing more is pushed until an administrator supersedes it (<code>supersedeHistoricalRuntimeLocalStorageClaim</code>)</span>`
+              : nothing}</td><td>${formatTime(record.issuedAt)}</td>
           </tr>`;
         })}</tbody>
       </table>`}

@@ -1,0 +1,94 @@
+import { refuse } from '../core/errors.js';
+import { adminQuery, relayOrchestration, relayQuery, type IDeclaredOperation } from '../core/operations.js';
+import type { DocumentStore } from '../core/store.js';
+import { validateStreamReference } from '../core/streams.js';
+import { isIdString, type TFieldCheck } from '../core/validation.js';
+import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
+import { isSha256Digest } from '../interfaces/data/immutableimage.js';
+import { imageVersionLimits } from '../interfaces/data/imageversion.js';
+import type { IService } from '../interfaces/data/service.js';
+import { imageRefusalReasons, judgeRelayImageAccess } from './decide.js';
+import { imageVersionId, imageVersionKind, toPublicImageVersion } from './documents.js';
+import type { ImageTransfers } from './transfers.js';
+
+/** The image domain's methods as declared operations (ts/core/operations.ts runs them). */
+
+export interface IImageOperationPorts {
+  store: DocumentStore;
+  transfers: ImageTransfers;
+  getService(serviceIdArg: string): Promise<IService | null>;
+}
+
+const isImageDigest: TFieldCheck = (valueArg, pathArg) =>
+  (isSha256Digest(valueArg) ? [] : [`${pathArg} must be 64 lowercase hex digits (the sha256 of the tar stream)`]);
+
+const isImageByteLength: TFieldCheck = (valueArg, pathArg) =>
+  (Number.isSafeInteger(valueArg) && (valueArg as number) >= 1 && (valueArg as number) <= imageVersionLimits.maximumByteLength
+    ? []
+    : [`${pathArg} must be an integer from 1 to ${imageVersionLimits.maximumByteLength}`]);
+
+export const imageOperations = (portsArg: IImageOperationPorts): IDeclaredOperation[] => {
+  const { store, transfers } = portsArg;
+  return [
+    relayOrchestration({
+      method: 'pushImageVersion',
+      // Everything is checked before the receiver attaches, so no byte moves for a bad request.
+      input: {
+        required: {
+          serviceId: isIdString,
+          digest: isImageDigest,
+          byteLength: isImageByteLength,
+          image: (valueArg, pathArg) => validateStreamReference(valueArg, 'send', pathArg),
+        },
+      },
+      // Accepted now; the bytes are stored, then recorded, then receipted (./transfers.ts).
+      async run(request, context) {
+        const refusal = judgeRelayImageAccess(await portsArg.getService(request.serviceId), context.clusterId);
+        if (refusal) {
+          throw refusal;
+        }
+        const held = await store.get(imageVersionKind, imageVersionId(request.serviceId, request.digest));
+        if (held) {
+          // Held already (a retry whose receipt was lost): nothing needs to move again.
+          return { accepted: false, imageVersion: toPublicImageVersion(held) };
+        }
+        return transfers.acceptPush(context.session, {
+          serviceId: request.serviceId,
+          digest: request.digest,
+          byteLength: request.byteLength,
+          streamId: request.image.streamId,
+          clusterId: context.clusterId,
+        });
+      },
+    }),
+
+    relayQuery({
+      method: 'pullImageVersion',
+      input: { required: { serviceId: isIdString, digest: isImageDigest } },
+      async run(request, context) {
+        const refusal = judgeRelayImageAccess(await portsArg.getService(request.serviceId), context.clusterId);
+        if (refusal) {
+          throw refusal;
+        }
+        const held = await store.get(imageVersionKind, imageVersionId(request.serviceId, request.digest));
+        if (!held) {
+          throw refuse('not-found', [imageRefusalReasons.imageVersionNotHeld]);
+        }
+        const { image } = await transfers.offerPull(context.session, held);
+        return { imageVersion: toPublicImageVersion(held), image };
+      },
+    }),
+
+    adminQuery({
+      method: 'getServiceImageVersions',
+      input: { required: { serviceId: isIdString }, optional: pageShape('getServiceImageVersions') },
+      async run(request) {
+        if (!(await portsArg.getService(request.serviceId))) {
+          throw refuse('not-found', [imageRefusalReasons.serviceNotFound]);
+        }
+        const page = await findPage(store, imageVersionKind, { serviceId: request.serviceId }, 'getServiceImageVersions', request, { storedAt: 1, id: 1 });
+        return { imageVersions: page.items.map(toPublicImageVersion), ...nextCursorMember(page) };
+      },
+    }),
+  ];
+};
