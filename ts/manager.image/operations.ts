@@ -32,6 +32,7 @@ export const imageOperations = (portsArg: IImageOperationPorts): IDeclaredOperat
   return [
     relayOrchestration({
       method: 'pushImageVersion',
+      access: 'relay',
       // Everything is checked before the receiver attaches, so no byte moves for a bad request.
       input: {
         required: {
@@ -64,6 +65,7 @@ export const imageOperations = (portsArg: IImageOperationPorts): IDeclaredOperat
 
     relayQuery({
       method: 'pullImageVersion',
+      access: 'relay',
       input: { required: { serviceId: isIdString, digest: isImageDigest } },
       async run(request, context) {
         const refusal = judgeRelayImageAccess(await portsArg.getService(request.serviceId), context.clusterId);
@@ -81,6 +83,7 @@ export const imageOperations = (portsArg: IImageOperationPorts): IDeclaredOperat
 
     adminQuery({
       method: 'getServiceImageVersions',
+      access: 'read',
       input: { required: { serviceId: isIdString }, optional: pageShape('getServiceImageVersions') },
       async run(request) {
         if (!(await portsArg.getService(request.serviceId))) {

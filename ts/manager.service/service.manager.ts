@@ -722,6 +722,7 @@ export class ServiceManager {
       }),
       adminMutation({
         method: 'supersedeHistoricalRuntimeLocalStorageClaim',
+        access: 'write',
         input: { required: { claimId: isIdString, generation: isPositiveInteger } },
         // The next generation is sealed (async) from the claim as read; the decision checks it still applies.
         facts: async (request) => {
