@@ -52,11 +52,17 @@ const widePool = { id: 'wide', prefix: '192.0.2.192/26' };
 
 const withdrawalMs = 1_500;
 
-const serviceSpec = (clusterIdArg: string, nameArg: string, runtimeArg: Partial<IServiceWritableSpec['runtime']> = {}): IServiceWritableSpec => ({
+const serviceSpec = (
+  clusterIdArg: string,
+  nameArg: string,
+  runtimeArg: Partial<IServiceWritableSpec['runtime']> = {},
+  networkArg: Pick<IServiceWritableSpec, 'ports' | 'routes'> = {},
+): IServiceWritableSpec => ({
   name: nameArg,
   organizationId: 'org-1',
   clusterId: clusterIdArg,
   runtime: { image: 'registry.example/app:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] }, ...runtimeArg },
+  ...networkArg,
   volumes: [],
 });
 
@@ -382,8 +388,7 @@ describe('routes resolve to lease addresses once the ingress grant exists', () =
       });
       const resolution = () => t.admin.call<IReq_Any_Cloudly_GetClusterRouteTableResolution>('getClusterRouteTableResolution', { clusterId });
       const web = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
-        service: serviceSpec(clusterId, 'web', {
-          placement: { nodeIds: ['node-2'] },
+        service: serviceSpec(clusterId, 'web', { placement: { nodeIds: ['node-2'] } }, {
           ports: [{ name: 'http', port: 8080, protocol: 'tcp' }],
           routes: [{ hostname: 'app.example.com', targetPort: 'http' }],
         }),

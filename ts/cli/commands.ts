@@ -277,6 +277,9 @@ const writableSpec = (serviceArg: Record<string, any>): Record<string, any> => (
   organizationId: serviceArg.organizationId,
   clusterId: serviceArg.clusterId,
   runtime: serviceArg.runtime,
+  // Beside the runtime spec: an update that left them out would remove them.
+  ports: serviceArg.ports ?? [],
+  routes: serviceArg.routes ?? [],
   volumes: (serviceArg.volumes as Array<Record<string, unknown>>).map(({ id: _id, initialization: _initialization, ...volume }) => volume),
 });
 
@@ -307,7 +310,7 @@ const addServiceCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => serviceTable(answer.service));
     }));
   mutation(services.command('create').description('create a service from flags, or from --file spec.json (- for stdin)'))
-    .option('--file <path>', 'the writable spec as JSON ({ name, organizationId, clusterId, runtime, volumes })')
+    .option('--file <path>', 'the writable spec as JSON ({ name, organizationId, clusterId, runtime, ports?, routes?, volumes })')
     .option('--name <name>', 'service name')
     .option('--organization <id>', 'organization id')
     .option('--cluster <id>', 'cluster id')

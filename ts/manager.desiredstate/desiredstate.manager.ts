@@ -19,6 +19,7 @@ import { corestoreCredentialKind } from '../manager.secret/documents.js';
 import { prepareClusterIngressSpec } from '../manager.ingress/ingress.manager.js';
 import { runtimeNetworkLeasesKind, runtimeNetworkProjectionKind } from '../manager.runtimenetwork/documents.js';
 import { deriveClusterRoutes, resolveClusterRoutes } from './routes.js';
+import { snapshotServicePorts, snapshotServiceRoutes, snapshotServiceRuntimeSpec } from '../interfaces/data/service.js';
 import type { IClusterUnresolvedRoute } from '../interfaces/data/desiredstate.js';
 import { decideDesiredStatePublication, decideForget } from './decide.js';
 import { clusterDesiredStateKind, serviceObservedStateKind, type IServiceObservedStateDocument } from './documents.js';
@@ -254,7 +255,9 @@ export class DesiredStateManager {
         name: service.name,
         organizationId: service.organizationId,
         specRevision: service.specRevision,
-        runtime: service.runtime,
+        runtime: snapshotServiceRuntimeSpec(service.runtime),
+        ports: snapshotServicePorts(service.ports ?? []),
+        routes: snapshotServiceRoutes(service.routes ?? []),
         volumes: service.volumes,
         platformBindings: bindings.filter((binding) => binding.serviceId === service.id)
           .map((binding) => ({ bindingId: binding.id, capability: binding.capability, enabled: binding.enabled, nodeId: binding.nodeId })),

@@ -2,10 +2,14 @@ import { findPage, nextCursorMember, pageOf, pageShape } from '../core/paginatio
 import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
 import {
-  isSameServiceRuntimeSpec,
+  isSameServiceExecution,
+  snapshotServicePorts,
+  snapshotServiceRoutes,
   snapshotServiceRuntimeSpec,
   validateServiceWritableSpec,
   type IService,
+  type IServicePort,
+  type IServiceRoute,
   type IServiceRuntimeSpec,
   type IServiceWritableSpec,
 } from '../interfaces/data/service.js';
@@ -43,6 +47,7 @@ import type { IPlatformBinding } from '../interfaces/data/platformbinding.js';
 import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
 import type { IClusterAllocation } from '../manager.runtimenetwork/leases.js';
 import { boundRelayText } from '../core/relaycalls.js';
+import { migrateServiceShapes } from './migrate.js';
 import {
   decideClaimAnswer,
   decideRuntimeStatus,
@@ -69,6 +74,13 @@ export interface IServiceDocument extends IStoredDocument {
   clusterId: string;
   specRevision: number;
   runtime: IServiceRuntimeSpec;
+  /**
+   * Beside `runtime`, not in it (absent on documents written before they existed, read as none).
+   * Documents from before the move carry them inside `runtime`; `migrateServiceShapes` moves them
+   * at start (ts/manager.service/migrate.ts).
+   */
+  ports?: IServicePort[];
+  routes?: IServiceRoute[];
   volumes: IServiceVolume[];
   claimDecisions: IServiceVolumeClaimDecision[];
   createdAt: number;
@@ -152,6 +164,8 @@ export const toPublicService = (docArg: IServiceDocument): IService => ({
   generation: docArg.generation,
   specRevision: docArg.specRevision,
   runtime: snapshotServiceRuntimeSpec(docArg.runtime),
+  ports: snapshotServicePorts(docArg.ports ?? []),
+  routes: snapshotServiceRoutes(docArg.routes ?? []),
   volumes: docArg.volumes.map((volume) => ({ ...volume })),
   createdAt: docArg.createdAt,
   updatedAt: docArg.updatedAt,
@@ -212,14 +226,27 @@ const decideServiceUpdate = (
     return { kind: 'refuse', refusal: refuse('conflict', ["request.expectedGeneration is not the service's current generation"]) };
   }
   const runtime = snapshotServiceRuntimeSpec(spec.runtime);
+  const ports = snapshotServicePorts(spec.ports ?? []);
+  const routes = snapshotServiceRoutes(spec.routes ?? []);
   const volumes = spec.volumes.map((volume) =>
     toStoredVolume(volume, currentArg.volumes.find((stored) => stored.mountPath === volume.mountPath)));
-  const specRevision = isSameServiceRuntimeSpec(currentArg.runtime, runtime) ? currentArg.specRevision : currentArg.specRevision + 1;
-  const view: IService = { ...toPublicService(currentArg), name: spec.name, runtime, volumes, specRevision, updatedAt: nowArg };
+  const specRevision = isSameServiceExecution(toPublicService(currentArg), { runtime, ports, routes })
+    ? currentArg.specRevision
+    : currentArg.specRevision + 1;
+  const view: IService = { ...toPublicService(currentArg), name: spec.name, runtime, ports, routes, volumes, specRevision, updatedAt: nowArg };
   return {
     kind: 'write',
     change: {
-      set: { name: spec.name, runtime, volumes, specRevision, updatedAt: nowArg, claimDecisions: decideVolumeClaims(view, currentArg.claimDecisions, newClaimIdArg) },
+      set: {
+        name: spec.name,
+        runtime,
+        ports,
+        routes,
+        volumes,
+        specRevision,
+        updatedAt: nowArg,
+        claimDecisions: decideVolumeClaims(view, currentArg.claimDecisions, newClaimIdArg),
+      },
     },
   };
 };
@@ -344,6 +371,9 @@ export class ServiceManager {
     this.stopped = false;
     this.pushes.resume();
     this.reconciles.resume();
+    // Documents written before ports and routes moved out of the runtime spec are moved first, so
+    // nothing after this point reads the old shape.
+    await migrateServiceShapes(this.cloudly.store, this.cloudly.logger);
     // Roll forward whatever a previous run decided but did not finish.
     for (const service of await this.cloudly.store.find(serviceKind, {})) {
       await this.reconcileService(service.id);
@@ -507,6 +537,8 @@ export class ServiceManager {
           clusterId: request.service.clusterId,
           specRevision: 1,
           runtime: snapshotServiceRuntimeSpec(request.service.runtime),
+          ports: snapshotServicePorts(request.service.ports ?? []),
+          routes: snapshotServiceRoutes(request.service.routes ?? []),
           volumes: request.service.volumes.map((volume) => toStoredVolume(volume, undefined)),
           claimDecisions: [],
           createdAt: now,
@@ -600,12 +632,12 @@ export class ServiceManager {
       .map(({ nodeId, index }) => `request.service.runtime.placement.nodeIds[${index}] names no node of cluster ${specArg.clusterId}: ${nodeId}`);
     // A hostname routes to one service of a cluster. (Checked, not raced: two services claiming a
     // new hostname at the same instant can both pass; the route table then keeps the older one.)
-    const routes = specArg.runtime.routes ?? [];
+    const routes = specArg.routes ?? [];
     if (routes.length > 0) {
       const taken = new Map<string, string>();
       for (const other of await this.cloudly.store.find(serviceKind, { clusterId: specArg.clusterId })) {
         if (other.id !== serviceIdArg && other.deletionRequestedAt === undefined) {
-          for (const route of other.runtime.routes ?? []) {
+          for (const route of other.routes ?? []) {
             taken.set(route.hostname, other.id);
           }
         }
@@ -613,7 +645,7 @@ export class ServiceManager {
       routes.forEach((route, index) => {
         const owner = taken.get(route.hostname);
         if (owner) {
-          reasons.push(`request.service.runtime.routes[${index}].hostname is routed to service ${owner} already`);
+          reasons.push(`request.service.routes[${index}].hostname is routed to service ${owner} already`);
         }
       });
     }

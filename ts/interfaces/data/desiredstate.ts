@@ -1,4 +1,4 @@
-import type { IServiceRuntimeSpec } from './service.js';
+import type { IServicePort, IServiceRoute, IServiceRuntimeSpec } from './service.js';
 import type { IServiceVolume } from './servicevolume.js';
 import type { IClusterIngressDesignation } from './clusteringressdesignation.js';
 import type { IClusterIngressPreparedSpec } from './clusteringress.js';
@@ -27,7 +27,12 @@ export interface IClusterPlatformDesiredService {
   name: string;
   organizationId: string;
   specRevision: number;
+  /** Execution policy only, exactly as stored. */
   runtime: IServiceRuntimeSpec;
+  /** The ports the workload listens on (beside the runtime spec, not in it). */
+  ports: IServicePort[];
+  /** The hostnames the service declares; the resolved table is `routes` of the desired state. */
+  routes: IServiceRoute[];
   volumes: IServiceVolume[];
   platformBindings: IClusterPlatformDesiredBinding[];
 }
