@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { data, requests } from '../ts/interfaces/index.js';
+import { commitinfo, data, mirroredInterfacesVersion, requests } from '../ts/interfaces/index.js';
 import { computeDomainDigestHex } from '../ts/interfaces/private/canonicaljson.js';
 import { bindApplyRuntimeLocalStorageClaimRequest, bindApplyRuntimeLocalStorageClaimResponse } from '../ts/interfaces/requests/runtimesession.js';
 
@@ -424,4 +424,15 @@ test('service ports and routes sit beside the runtime spec: valid ones are kept 
   assert.deepEqual(data.validateServiceWritableSpec({
     ...base, ports: [{ name: 'dns', port: 53, protocol: 'udp' }], routes: [{ hostname: 'a.example', targetPort: 'dns' }],
   }), ['service.routes[0].targetPort must name a tcp port']);
+});
+
+test('the contracts module states the upstream releases it mirrors: 31.6.0 for backup and Corestore, 32.23.0 for the rest', () => {
+  assert.deepEqual(commitinfo.mirrors.map((mirror) => [mirror.package, mirror.from, mirror.version]), [
+    ['@serve.zone/interfaces', '31.4.0', '31.6.0'],
+    ['@serve.zone/interfaces', '32.21.0', '32.23.0'],
+  ]);
+  assert.equal(mirroredInterfacesVersion('backup'), '31.6.0');
+  assert.equal(mirroredInterfacesVersion('corestore'), '31.6.0');
+  assert.equal(mirroredInterfacesVersion('ingress'), '32.23.0');
+  assert.ok(Object.isFrozen(commitinfo) && Object.isFrozen(commitinfo.mirrors));
 });
