@@ -17,6 +17,7 @@ import {
   recordTable, serviceColumns, serviceTable,
 } from './tables.js';
 import { cliIo, setExitCode } from './io.js';
+import type { IReq_Any_Cloudly_GetClusterRouteTableResolution } from '../interfaces/requests/desiredstate.js';
 
 /** A value compare-and-swap (`expected`): `--expect <json|none>` or `--expect-current`. */
 const expectedValue = async (
@@ -493,17 +494,22 @@ const addIngressCommands = (programArg: Command): void => {
       const answer = await ctx.call('getClusterIngressDesignation', { clusterId: options.cluster });
       printAnswer(answer, ctx.format, () => (answer.designation ? recordTable(answer.designation) : '(no designation)'));
     }));
-  mutation(ingress.command('routes').description("replace the routes of the cluster's ingress route table"))
+  // Routes are declared on services (services update --file with `routes`); this shows the one
+  // route table they give and every route not in it yet, with the reason.
+  ingress.command('routes').description("the cluster's route table and the routes not resolved yet")
     .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--file <path>', 'the routes as a JSON array (or { routes }); - for stdin')
-    .requiredOption('--expect <revision>', 'the route table revision you read, or none when there is none')
     .action(run(async (ctx, options) => {
-      const body = (await readJsonFile(options.file)) as any;
-      const routes = Array.isArray(body) ? body : body?.routes;
-      const expectedRevision = options.expect === 'none' ? null : parseInteger(options.expect, '--expect', 0);
-      const answer = await ctx.call('setClusterIngressRoutes', withDryRun(options, { clusterId: options.cluster, expectedRevision, routes }));
-      noteDryRun(options, answer);
-      printAnswer(answer, ctx.format, () => recordTable(answer.table));
+      const answer = await ctx.call<IReq_Any_Cloudly_GetClusterRouteTableResolution['response']>('getClusterRouteTableResolution', { clusterId: options.cluster });
+      const rows = [
+        ...answer.table.routes.map((route) => ({ ...route, state: `${route.targets.length} target(s)` })),
+        ...answer.unresolved.map((route) => ({ ...route, state: `unresolved: ${route.reason}` })),
+      ];
+      printAnswer(answer, ctx.format, () => `revision ${answer.table.revision}\n${listTable(rows, [
+        ['HOSTNAME', (row) => row.hostname],
+        ['SERVICE', (row) => row.serviceId],
+        ['PORT', (row) => row.port],
+        ['STATE', (row) => row.state],
+      ])}`);
     }));
 };
 

@@ -103,6 +103,7 @@ export class DesiredStateManager {
       lastState: (clusterIdArg) => this.lastStates.get(clusterIdArg),
       currentDesiredState: (clusterIdArg) => this.currentDesiredState(clusterIdArg),
       routeTableResolution: (clusterIdArg) => this.routeTableResolution(clusterIdArg),
+      routeTable: (clusterIdArg) => cloudly.ingressManager.getRouteTable(clusterIdArg),
       forgetService: (serviceIdArg) => this.forgetService(serviceIdArg),
       requestRefresh: (clusterIdArg) => this.requestRefresh(clusterIdArg),
     }));
@@ -303,7 +304,9 @@ export class DesiredStateManager {
       .filter((service) => service.deletionRequestedAt === undefined);
     const { routes } = await this.resolveRoutes(clusterIdArg, live, state.ingress?.designation.ingressServiceId ?? null);
     const unresolved: IClusterUnresolvedRoute[] = routes.unresolved;
-    return { table: { clusterId: clusterIdArg, revision: state.revision, routes: state.routes }, unresolved };
+    // The one table, as the computation above recorded it (its own revision, the ingress's too).
+    const table = await this.cloudly.ingressManager.getRouteTable(clusterIdArg);
+    return { table: table ?? { clusterId: clusterIdArg, revision: 0, routes: [] }, unresolved };
   }
 
   /**
@@ -321,6 +324,9 @@ export class DesiredStateManager {
     const { doc, outcome } = await this.cloudly.store.mutate(clusterDesiredStateKind, clusterIdArg, (currentArg) =>
       decideDesiredStatePublication(currentArg, clusterIdArg, digest));
     const state = { ...content, revision: doc!.revision, digest };
+    // The resolved routes are the cluster's one route table: recorded under its own revision (moving
+    // only when the routes change) and hinted to the ingress through the relay.
+    await this.cloudly.ingressManager.recordComputedRouteTable(clusterIdArg, content.routes);
     this.lastStates.set(clusterIdArg, state);
     return { state, published: outcome !== 'kept' };
   }

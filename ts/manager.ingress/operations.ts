@@ -20,7 +20,6 @@ import { relayNotElectedReason } from '../manager.cluster/relayelection.js';
 import {
   clusterIngressProtocolOffer,
   type IClusterIngressRouteTable,
-  validateClusterIngressRoutes,
 } from '../interfaces/data/clusteringress.js';
 import {
   type IClusterIngressDesignation,
@@ -44,7 +43,7 @@ import {
   type IStoredDesignationAnswer,
   nodeRuntimeAssignmentsKind,
 } from './documents.js';
-import { clusterIngressTag, emptyClusterIngressSlot, decideAssignmentReport, decideDesignation, decideDesignationCommit, decideRouteTable } from './decide.js';
+import { clusterIngressTag, emptyClusterIngressSlot, decideAssignmentReport, decideDesignation, decideDesignationCommit } from './decide.js';
 import { type IClusterIngressJudgedGenerations, type IClusterIngressRegistrationFacts, judgeClusterIngressRegistration } from './judge.js';
 
 /**
@@ -148,6 +147,10 @@ export const ingressBearerContext = (clusterIdArg: string, secretVersionIdArg: s
 export const toRouteTable = (docArg: IClusterIngressRouteTableDocument): IClusterIngressRouteTable =>
   ({ clusterId: docArg.clusterId, revision: docArg.generation, routes: docArg.routes });
 
+/** False for a table an administrator wrote with the retired `setClusterIngressRoutes` (routes without targets). */
+export const isComputedRouteTable = (docArg: IClusterIngressRouteTableDocument): boolean =>
+  docArg.routes.every((route) => Array.isArray((route as { targets?: unknown }).targets));
+
 /** What the ingress operations need, wired by the manager from the composition root's parts. */
 export interface IIngressPorts {
   store: DocumentStore;
@@ -164,8 +167,6 @@ export interface IIngressPorts {
   readBearer(clusterIdArg: string, bearerArg: IStoredBearer): string;
   /** Seals a value to the cluster's enrolled secret recipient (the secret domain). */
   sealToClusterRecipient(clusterIdArg: string, recipientIdArg: string | undefined, bindingArg: ISealedSecretBinding, valueArg: Uint8Array): Promise<ISealedSecret>;
-  /** Tells the cluster's relay a newer route table exists; a lost hint costs nothing. */
-  hintRelay(clusterIdArg: string, revisionArg: number): void;
 }
 
 const requireCluster = async (portsArg: IIngressPorts, clusterIdArg: string, pathArg: string): Promise<void> => {
@@ -362,7 +363,8 @@ const gatherRegistrationFacts = async (
       ? { sessionId: currentSessionId, assignments: nodeReport.assignments }
       : null,
     currentBearer: bearerIsCurrent ? portsArg.readBearer(clusterId, bearer) : null,
-    routeTableRevision: table?.generation ?? null,
+    // A table a retired administrator write left (routes without targets) is no computed table.
+    routeTableRevision: table && isComputedRouteTable(table) ? table.generation : null,
     observed,
     reread: observed,
   };
@@ -407,23 +409,6 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
     },
   }),
 
-  adminMutation({
-    method: 'setClusterIngressRoutes',
-    input: {
-      required: {
-        clusterId: isIdString,
-        expectedRevision: isRevisionOrNull,
-        routes: (valueArg, pathArg) => validateClusterIngressRoutes(valueArg, pathArg),
-      },
-    },
-    facts: (request) => requireCluster(portsArg, request.clusterId, 'request.clusterId'),
-    target: (request) => ({ kind: clusterIngressRouteTableKind, id: request.clusterId }),
-    decide: (current, { request, now }) => decideRouteTable(current, request.clusterId, request.expectedRevision, request.routes, now),
-    answer: ({ doc }) => ({ table: toRouteTable(doc!) }),
-    // Not awaited: the relay pulls the table anyway, so the answer does not wait for the hint.
-    after: ({ doc }) => portsArg.hintRelay(doc!.clusterId, doc!.generation),
-  }),
-
   relayQuery({
     method: 'registerClusterIngress',
     // The body is the registration contract's value: its judge reads it whole and refuses it in
@@ -458,9 +443,12 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
   relayQuery({
     method: 'getClusterIngressRouteTable',
     input: { required: { knownRevision: isRevisionOrNull } },
+    // A pure read of the one table the desired-state computation keeps (docs/api/ingress.md):
+    // `null` until Cloudly computed one for the cluster. A stored table from before routes carried
+    // targets is not answered as if it had them: it is `null` until the first computation.
     async run(_request, context) {
       const doc = await portsArg.store.get(clusterIngressRouteTableKind, context.clusterId);
-      return { table: doc ? toRouteTable(doc) : null };
+      return { table: doc && isComputedRouteTable(doc) ? toRouteTable(doc) : null };
     },
   }),
 

@@ -85,7 +85,6 @@ export interface ICloudlyMethods {
   rotateClusterRelayToken: admin.IReq_Any_Cloudly_RotateClusterRelayToken;
   rotateCorestoreControlCredential: secret.IReq_Any_Cloudly_RotateCorestoreControlCredential;
   rotateIdentitySigningKey: secret.IReq_Any_Cloudly_RotateIdentitySigningKey;
-  setClusterIngressRoutes: ingress.IReq_Any_Cloudly_SetClusterIngressRoutes;
   setClusterNodeCorestore: cluster.IReq_Any_Cloudly_SetClusterNodeCorestore;
   setRuntimeNetworkAddressPlan: runtimenetwork.IReq_Admin_SetRuntimeNetworkAddressPlan;
   setServiceVolumeInitialization: service.IReq_Any_Cloudly_SetServiceVolumeInitialization;
