@@ -48,6 +48,9 @@ import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.
 import type { IClusterAllocation } from '../manager.runtimenetwork/leases.js';
 import { boundRelayText } from '../core/relaycalls.js';
 import { migrateServiceShapes } from './migrate.js';
+import type { IClusterRelayCapabilities } from '../interfaces/data/clusterrelay.js';
+import { deriveClusterRoutes } from '../manager.desiredstate/routes.js';
+import { runtimeNetworkLeasesKind } from '../manager.runtimenetwork/documents.js';
 import {
   decideClaimAnswer,
   decideRuntimeStatus,
@@ -299,6 +302,12 @@ interface IClusterVerdictFacts {
   runtimePhase: TClusterRuntimePhase;
   nodeIds: ReadonlySet<string>;
   allocation: IClusterAllocation;
+  /** What the cluster's relay stated its runtime supports (null: nothing stated). */
+  relayCapabilities: IClusterRelayCapabilities | null;
+  /** Which live service the route table gives each declared hostname (the oldest declaring it). */
+  routeOwners: ReadonlyMap<string, string>;
+  /** Every lease id a node of the cluster confirmed it applied. */
+  confirmedLeaseIds: ReadonlySet<string>;
 }
 
 const groupBy = <T>(itemsArg: T[], keyArg: (itemArg: T) => string): Map<string, T[]> => {
@@ -323,7 +332,20 @@ const judgeServiceVerdict = (
   observedArg: IServiceObservedPlacement[],
 ): Pick<IServiceRuntimeStatus, 'specRevision' | 'state' | 'reason'> => {
   const service = toPublicService(docArg);
+  const heldLeaseIds = new Map<string, string[]>();
+  for (const lease of clusterArg.allocation.leases) {
+    if (lease.serviceId === service.id) {
+      heldLeaseIds.set(lease.nodeId, [...(heldLeaseIds.get(lease.nodeId) ?? []), lease.lease.id]);
+    }
+  }
   const verdict = judgeServiceRuntime({
+    relayCapabilities: clusterArg.relayCapabilities,
+    bindingCapabilities: bindingsArg.filter((binding) => binding.enabled).map((binding) => binding.capability),
+    routesTakenByOthers: service.routes
+      .map((route) => route.hostname)
+      .filter((hostname) => (clusterArg.routeOwners.get(hostname) ?? service.id) !== service.id),
+    nodeNetwork: clusterArg.allocation.managed ? { heldLeaseIds, confirmedLeaseIds: clusterArg.confirmedLeaseIds } : undefined,
+    observed: observedArg,
     service,
     claimMarkers: docArg.claimDecisions ?? [],
     clusterExists: clusterArg.exists,
@@ -497,13 +519,27 @@ export class ServiceManager {
 
   /** What every service of a cluster shares in its verdict, read once. */
   private async readClusterVerdictFacts(clusterIdArg: string): Promise<IClusterVerdictFacts> {
-    const [cluster, runtimePhase, nodes, allocation] = await Promise.all([
+    const [cluster, runtimePhase, nodes, allocation, relayCapabilities, services, confirmations] = await Promise.all([
       this.cloudly.clusterManager.getCluster(clusterIdArg),
       this.cloudly.ingressManager.peekClusterRuntimePhase(clusterIdArg),
       this.cloudly.clusterManager.nodes.listNodes(clusterIdArg),
       this.cloudly.runtimeNetworkManager.allocateCluster(clusterIdArg),
+      this.cloudly.clusterManager.relayRegistrations.getCapabilities(clusterIdArg),
+      this.cloudly.store.find(serviceKind, { clusterId: clusterIdArg }),
+      this.cloudly.store.find(runtimeNetworkLeasesKind, { clusterId: clusterIdArg }),
     ]);
-    return { exists: cluster !== null, runtimePhase, nodeIds: new Set(nodes.map((node) => node.id)), allocation };
+    // The same rule the route table uses: one service per hostname, the oldest live one declaring it.
+    const routeOwners = new Map(deriveClusterRoutes(services.filter((service) => service.deletionRequestedAt === undefined))
+      .map((route) => [route.hostname, route.serviceId]));
+    return {
+      exists: cluster !== null,
+      runtimePhase,
+      nodeIds: new Set(nodes.map((node) => node.id)),
+      allocation,
+      relayCapabilities,
+      routeOwners,
+      confirmedLeaseIds: new Set(confirmations.flatMap((doc) => doc.leases.map((lease) => lease.lease.id))),
+    };
   }
 
   private toStatus(serviceIdArg: string, docArg: IServiceRuntimeStatusDocument): IServiceRuntimeStatus {

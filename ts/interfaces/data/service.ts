@@ -101,7 +101,8 @@ export const serviceSpecLimits = Object.freeze({
   maximumReplicas: 1024,
   maximumPlacementNodes: 64,
   maximumVolumes: 64,
-  maximumPorts: 64,
+  // Beyond the runtime config's 64 target ports (`ports-too-many` is a runtime verdict, not an input refusal).
+  maximumPorts: 1024,
   maximumRoutes: 64,
 } as const);
 
