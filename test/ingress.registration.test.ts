@@ -286,6 +286,22 @@ describe('registerClusterIngress through the cluster relay', () => {
     assert.notEqual(other.bearer, cluster.bearer);
   });
 
+  test('a cluster holding a fleet-cutover designation has its registrations judged like any designation, never ingress-not-designated', async () => {
+    const cutover = await prepareIngressCluster(t, 'cutover-registration');
+    const fleet = await t.cloudly.ingressManager.recordFleetCutoverIngressDesignation(cutover.clusterId, cutover.service.id);
+    assert.ok(fleet?.credential, 'Cloudly minted the credential the cut-over ingress registers with');
+    // The relay's node resolves it as it resolves a Pallet designation's: sealed to its recipient.
+    const bearer = await resolveBearer(cutover.relay, fleet.credential.secretVersion);
+    const cutoverBody = (overridesArg: Record<string, unknown> = {}) => body({ bearer, ...overridesArg });
+    assert.equal(await refusedWith(cutover.relay, cutoverBody({ nodeId: 'node-9' })), 'node-mismatch');
+    assert.equal(await refusedWith(cutover.relay, cutoverBody()), 'assignment-not-running');
+    await report(cutover.relay, 'node-1', 'session-cutover', { serviceId: cutover.service.id, secretVersion: fleet.credential.secretVersion });
+    assert.equal(await refusedWith(cutover.relay, cutoverBody({ bearer: 'w'.repeat(43) })), 'bearer-refused');
+    const accepted = await register(cutover.relay, cutoverBody());
+    assert.equal(accepted.accepted, true);
+    assert.equal(accepted.revision, (await t.cloudly.ingressManager.getRouteTable(cutover.clusterId))?.revision ?? null);
+  });
+
   let tableRevision = 0;
 
   test('route table: one table computed from the services, never served without targets, its revision hinted to the relay', async () => {

@@ -245,12 +245,17 @@ describe('ingress decisions', () => {
     }
   });
 
-  test('a fleet cutover writes only into a slot that holds no designation of either kind', () => {
-    const fleetCutover: IFleetCutoverIngressDesignation = { id: 'fc-1', generation: 1, clusterId, ingressServiceId: 'svc-ingress', acceptedAt: 9 };
-    assert.deepEqual(decideFleetCutover(slot(), fleetCutover), { kind: 'write', change: { set: { kind: 'fleet-cutover', fleetCutover } } });
-    assert.deepEqual(decideFleetCutover(slot({ kind: 'pallet' }), fleetCutover), { kind: 'keep' });
-    assert.deepEqual(decideFleetCutover(slot({ kind: 'fleet-cutover' }), fleetCutover), { kind: 'keep' });
-    assert.deepEqual(decideFleetCutover(null, fleetCutover), { kind: 'keep' });
+  test('a fleet cutover writes only into a slot that holds no designation of either kind, with the bearer Cloudly minted for it', () => {
+    const secretVersion = { secretId: 'ingress-bearer-x', secretVersionId: 'ingress-bearer-x-1' };
+    const fleetCutover: IFleetCutoverIngressDesignation = {
+      id: 'fc-1', generation: 1, clusterId, ingressServiceId: 'svc-ingress', acceptedAt: 9,
+      credential: { credentialId: 'ingress-credential-x', generation: 1, secretVersion },
+    };
+    const bearer = { ...secretVersion, encryptedValue: { v: 1 } as never };
+    assert.deepEqual(decideFleetCutover(slot(), fleetCutover, bearer), { kind: 'write', change: { set: { kind: 'fleet-cutover', fleetCutover, bearer } } });
+    assert.deepEqual(decideFleetCutover(slot({ kind: 'pallet' }), fleetCutover, bearer), { kind: 'keep' });
+    assert.deepEqual(decideFleetCutover(slot({ kind: 'fleet-cutover' }), fleetCutover, bearer), { kind: 'keep' });
+    assert.deepEqual(decideFleetCutover(null, fleetCutover, bearer), { kind: 'keep' });
   });
 
   test('a runtime phase change writes the next runtime generation only on the one the caller read', () => {

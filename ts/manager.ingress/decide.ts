@@ -178,8 +178,11 @@ export const decideDesignationCommit = (
 export const decideFleetCutover = (
   currentArg: IClusterIngressSlotDocument | null,
   fleetCutoverArg: IFleetCutoverIngressDesignation,
+  bearerArg: IStoredBearer,
 ): TDecision<IClusterIngressSlotDocument> =>
-  (currentArg?.kind === 'none' ? { kind: 'write', change: { set: { kind: 'fleet-cutover', fleetCutover: fleetCutoverArg } } } : { kind: 'keep' });
+  (currentArg?.kind === 'none'
+    ? { kind: 'write', change: { set: { kind: 'fleet-cutover', fleetCutover: fleetCutoverArg, bearer: bearerArg } } }
+    : { kind: 'keep' });
 
 /** A runtime phase change, compare-and-swap on the runtime generation the caller read (not the slot's). */
 export const decideRuntimePhase = (

@@ -17,7 +17,9 @@ import {
   type IStoredBearer,
   nodeRuntimeAssignmentsKind,
 } from './documents.js';
+import { randomBytes, randomUUID } from 'node:crypto';
 import {
+  clusterIngressTag,
   decideAssignmentReport,
   decideFleetCutover,
   decideRouteTableComputation,
@@ -25,6 +27,7 @@ import {
   emptyClusterIngressSlot,
 } from './decide.js';
 import {
+  clusterIngressBearerBytes,
   ingressBearerContext,
   ingressOperations,
   type IIngressPorts,
@@ -130,11 +133,19 @@ export class IngressManager {
     clusterIdArg: string,
     ingressServiceIdArg: string,
   ): Promise<IFleetCutoverIngressDesignation | null> {
+    // The ingress of a cut-over cluster registers as a Pallet one does, with a bearer Cloudly can
+    // check: minted here like a designation's, kept encrypted in the slot, handed out only sealed.
+    const tag = clusterIngressTag(clusterIdArg);
+    const secretVersion = { secretId: `ingress-bearer-${tag}`, secretVersionId: `ingress-bearer-${tag}-${randomUUID()}` };
+    const bearerValue = randomBytes(clusterIngressBearerBytes).toString('base64url');
     const fleetCutover: IFleetCutoverIngressDesignation = {
       id: clusterIdArg, generation: 1, clusterId: clusterIdArg, ingressServiceId: ingressServiceIdArg, acceptedAt: Date.now(),
+      credential: { credentialId: `ingress-credential-${tag}`, generation: 1, secretVersion },
     };
+    const bearer = { ...secretVersion, encryptedValue: this.ports.encryptBearer(clusterIdArg, secretVersion.secretVersionId, bearerValue) };
     await this.readSlot(clusterIdArg);
-    const { outcome } = await this.cloudly.store.mutate(clusterIngressSlotKind, clusterIdArg, (slotArg) => decideFleetCutover(slotArg, fleetCutover));
+    const { outcome } = await this.cloudly.store.mutate(clusterIngressSlotKind, clusterIdArg, (slotArg) =>
+      decideFleetCutover(slotArg, fleetCutover, bearer));
     return outcome === 'written' ? fleetCutover : null;
   }
 

@@ -287,6 +287,14 @@ const designate = async (
 
 // --- registration: facts → pure judge → re-read → judge again -----------------------------------
 
+/** The generation of whichever designation the slot holds (Pallet or fleet-cutover), null for none. */
+const heldDesignationGeneration = (slotArg: IClusterIngressSlotDocument | null): number | null => {
+  if (slotArg?.kind === 'pallet') {
+    return slotArg.designation?.generation ?? null;
+  }
+  return slotArg?.kind === 'fleet-cutover' ? slotArg.fleetCutover?.generation ?? null : null;
+};
+
 const readJudgedGenerations = async (
   portsArg: IIngressPorts,
   clusterIdArg: string,
@@ -298,7 +306,7 @@ const readJudgedGenerations = async (
     nodeIdArg ? portsArg.needs.getNodeSessionId(clusterIdArg, nodeIdArg) : null,
   ]);
   return {
-    designation: slot?.kind === 'pallet' ? slot.designation?.generation ?? null : null,
+    designation: heldDesignationGeneration(slot),
     nodeReport: nodeReport?.generation ?? null,
     nodeSessionId: nodeSessionId ?? nodeReport?.sessionId ?? null,
   };
@@ -341,16 +349,21 @@ const gatherRegistrationFacts = async (
     store.get(clusterIngressRouteTableKind, clusterId),
   ]);
   const designation = slot?.kind === 'pallet' ? slot.designation : null;
-  const service = designation ? await portsArg.needs.getService(designation.ingressServiceId) : null;
+  // A cluster that came from a Swarm fleet holds a fleet-cutover designation instead: a designation
+  // all the same (spec 001:392), judged by the same facts (its service, its credential).
+  const fleetCutover = slot?.kind === 'fleet-cutover' ? slot.fleetCutover : null;
+  const ingressServiceId = designation?.ingressServiceId ?? fleetCutover?.ingressServiceId ?? null;
+  const credentialVersion = designation?.credential.secretVersion ?? fleetCutover?.credential?.secretVersion ?? null;
+  const service = ingressServiceId ? await portsArg.needs.getService(ingressServiceId) : null;
   const bearer = slot?.bearer ?? null;
-  const bearerIsCurrent = designation !== null && bearer !== null
-    && bearer.secretId === designation.credential.secretVersion.secretId
-    && bearer.secretVersionId === designation.credential.secretVersion.secretVersionId;
+  const bearerIsCurrent = credentialVersion !== null && bearer !== null
+    && bearer.secretId === credentialVersion.secretId
+    && bearer.secretVersionId === credentialVersion.secretVersionId;
   // The node's current session is the one the service domain recorded for it; a node it has
   // no record of is judged by the session its own assignment report states.
   const currentSessionId = nodeSessionId ?? nodeReport?.sessionId ?? null;
   const observed: IClusterIngressJudgedGenerations = {
-    designation: designation?.generation ?? null,
+    designation: heldDesignationGeneration(slot),
     nodeReport: nodeReport?.generation ?? null,
     nodeSessionId: currentSessionId,
   };
@@ -358,6 +371,7 @@ const gatherRegistrationFacts = async (
     ...facts,
     electedRelaySessionId: elected ? contextArg.session.id : null,
     designation,
+    fleetCutover,
     placementNodeIds: service && service.clusterId === clusterId ? service.runtime.placement.nodeIds : null,
     node: nodeReport && currentSessionId !== null
       ? { sessionId: currentSessionId, assignments: nodeReport.assignments }
@@ -478,7 +492,11 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
     async run(request, context) {
       await requireElected(portsArg, context);
       const slot = await portsArg.store.get(clusterIngressSlotKind, context.clusterId);
-      const bearer = slot?.kind === 'pallet' ? slot.bearer : null;
+      // The bearer of either kind of designation (a fleet-cutover one's is minted when it is recorded).
+      const credentialGeneration = slot?.kind === 'pallet'
+        ? slot.designation?.credential.generation ?? null
+        : slot?.kind === 'fleet-cutover' ? slot.fleetCutover?.credential?.generation ?? null : null;
+      const bearer = credentialGeneration !== null ? slot!.bearer : null;
       if (
         !bearer
         || request.secretVersion.secretId !== bearer.secretId
@@ -493,7 +511,7 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
           nodeId: null,
           purpose: 'cluster-ingress-bearer',
           secretVersion: { secretId: bearer.secretId, secretVersionId: bearer.secretVersionId },
-          version: slot!.designation!.credential.generation,
+          version: credentialGeneration!,
           enrollmentId: null,
         }, Buffer.from(value, 'utf8')),
       };
