@@ -7,6 +7,7 @@ import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 import type { IClusterRelayCapabilities } from '../ts/interfaces/data/clusterrelay.js';
 import type { IReq_Any_Cloudly_CreateService, IReq_Any_Cloudly_GetServiceRuntimeStatus } from '../ts/interfaces/requests/service.js';
 import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../ts/interfaces/requests/cluster.js';
+import { serviceKind } from '../ts/manager.service/service.manager.js';
 import type {
   IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
   IReq_Relay_Cloudly_ReportClusterPlatformObservedState,
@@ -109,4 +110,25 @@ test('an observed failure at the current revision waits failure-backoff until th
   await waitForVerdict(service.id, ['waiting', 'failure-backoff']);
   await report('ready');
   await waitForVerdict(service.id, ['converged', null]);
+});
+
+test('a hostname two services raced for waits conflict on the newer one until it lets the hostname go', async () => {
+  const ports = [{ name: 'http', port: 8080, protocol: 'tcp' as const }];
+  const older = await create({ name: 'older', ports, routes: [{ hostname: 'raced.example.com', targetPort: 'http' }] });
+  const newer = await create({ name: 'newer', ports, routes: [{ hostname: 'newer.example.com', targetPort: 'http' }] });
+  await waitForVerdict(newer.id, ['converging', null]);
+  // Two writes that both passed the hostname check before either committed: written directly, as
+  // the losing one would have landed.
+  const stored = (await t.cloudly.store.get(serviceKind, newer.id))!;
+  await t.cloudly.store.swap(serviceKind, newer.id, stored.generation, {
+    set: { routes: [{ hostname: 'raced.example.com', targetPort: 'http' }], specRevision: stored.specRevision + 1 },
+  });
+  await waitForVerdict(newer.id, ['waiting', 'conflict']);
+  assert.deepEqual(await verdictOf(older.id), ['converging', null], 'the older service keeps the hostname');
+  const current = (await t.admin.call('getServiceById', { serviceId: newer.id })).service;
+  await t.admin.call('updateService', {
+    serviceId: newer.id, expectedGeneration: current.generation,
+    service: { ...spec({ name: 'newer', ports }), routes: [{ hostname: 'other.example.com', targetPort: 'http' }] },
+  });
+  await waitForVerdict(newer.id, ['converging', null]);
 });

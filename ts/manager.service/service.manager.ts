@@ -459,8 +459,12 @@ export class ServiceManager {
         (storedArg ? { kind: 'remove' } : { kind: 'keep' }));
       return outcome === 'removed' ? 'removed' : 'kept';
     }
+    // Only the services declaring one of this service's hostnames can own it: read those, not the cluster.
+    const hostnames = (doc.routes ?? []).map((route) => route.hostname);
     const [cluster, claims, bindings, observed] = await Promise.all([
-      this.readClusterVerdictFacts(doc.clusterId),
+      this.readClusterVerdictFacts(doc.clusterId, hostnames.length === 0
+        ? Promise.resolve([])
+        : this.cloudly.store.find(serviceKind, { clusterId: doc.clusterId, 'routes.hostname': { $in: hostnames } } as never)),
       this.cloudly.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg }),
       this.cloudly.corestoreManager.getPlatformBindingsOfServices([serviceIdArg]),
       this.cloudly.desiredStateManager.observedPlacements(serviceIdArg),
@@ -486,7 +490,7 @@ export class ServiceManager {
     }
     const ids = services.map((service) => service.id);
     const [cluster, claims, bindings, observedDocs, statuses] = await Promise.all([
-      this.readClusterVerdictFacts(clusterIdArg),
+      this.readClusterVerdictFacts(clusterIdArg, Promise.resolve(services)),
       store.find(runtimeLocalStorageClaimKind, { clusterId: clusterIdArg }),
       this.cloudly.corestoreManager.getPlatformBindingsOfServices(ids),
       this.cloudly.desiredStateManager.observedStatesOfCluster(clusterIdArg),
@@ -517,15 +521,19 @@ export class ServiceManager {
     return { created: created.reduce<number>((sum, one) => sum + one, 0), owed };
   }
 
-  /** What every service of a cluster shares in its verdict, read once. */
-  private async readClusterVerdictFacts(clusterIdArg: string): Promise<IClusterVerdictFacts> {
+  /**
+   * What every service of a cluster shares in its verdict, read once. `routedArg` are the services
+   * whose routes decide the hostnames judged (the whole cluster for a cluster pass, only those
+   * declaring one service's hostnames for a service's own run).
+   */
+  private async readClusterVerdictFacts(clusterIdArg: string, routedArg: Promise<IServiceDocument[]>): Promise<IClusterVerdictFacts> {
     const [cluster, runtimePhase, nodes, allocation, relayCapabilities, services, confirmations] = await Promise.all([
       this.cloudly.clusterManager.getCluster(clusterIdArg),
       this.cloudly.ingressManager.peekClusterRuntimePhase(clusterIdArg),
       this.cloudly.clusterManager.nodes.listNodes(clusterIdArg),
       this.cloudly.runtimeNetworkManager.allocateCluster(clusterIdArg),
       this.cloudly.clusterManager.relayRegistrations.getCapabilities(clusterIdArg),
-      this.cloudly.store.find(serviceKind, { clusterId: clusterIdArg }),
+      routedArg,
       this.cloudly.store.find(runtimeNetworkLeasesKind, { clusterId: clusterIdArg }),
     ]);
     // The same rule the route table uses: one service per hostname, the oldest live one declaring it.
