@@ -27,6 +27,7 @@ const service = (overridesArg: Partial<IService> = {}): IService => ({
 
 const base = (overridesArg: Partial<IServiceRuntimeFacts> = {}): IServiceRuntimeFacts => ({
   service: service(),
+  organizationRegistered: true,
   claimMarkers: [],
   clusterExists: true,
   clusterRuntimePhase: 'pallet',
@@ -49,6 +50,7 @@ test('the base facts judge converging: nothing is refused or waited for', () => 
 });
 
 const refusals: Array<[string, Partial<IServiceRuntimeFacts>]> = [
+  ['organization-missing', { organizationRegistered: false }],
   ['platform-unsupported', { relayCapabilities: { ...everything, platforms: ['objectstorage'] } }],
   ['secrets-unsupported', { relayCapabilities: { ...everything, secrets: false } }],
   ['volumes-unsupported', { relayCapabilities: { ...everything, volumes: false }, service: service({ volumes: [volume] }) }],

@@ -5,7 +5,13 @@ import { connectHintedRelay } from './helpers/desiredstate.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 import type { IClusterRelayCapabilities } from '../ts/interfaces/data/clusterrelay.js';
-import type { IReq_Any_Cloudly_CreateService, IReq_Any_Cloudly_GetServiceRuntimeStatus } from '../ts/interfaces/requests/service.js';
+import type {
+  IReq_Admin_CreateOrganization,
+  IReq_Admin_DeleteOrganization,
+  IReq_Admin_GetOrganizations,
+  IReq_Any_Cloudly_CreateService,
+  IReq_Any_Cloudly_GetServiceRuntimeStatus,
+} from '../ts/interfaces/requests/service.js';
 import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../ts/interfaces/requests/cluster.js';
 import { serviceKind } from '../ts/manager.service/service.manager.js';
 import type {
@@ -131,4 +137,21 @@ test('a hostname two services raced for waits conflict on the newer one until it
     service: { ...spec({ name: 'newer', ports }), routes: [{ hostname: 'other.example.com', targetPort: 'http' }] },
   });
   await waitForVerdict(newer.id, ['converging', null]);
+});
+
+test('a service whose organization was removed from the registry is refused organization-missing until it is registered again', async () => {
+  const service = await create({ name: 'orphan', organizationId: 'org-transient' });
+  await waitForVerdict(service.id, ['converging', null]);
+  // Creating the service registered the organization it named.
+  const { organizations } = await t.admin.call<IReq_Admin_GetOrganizations>('getOrganizations', {});
+  const registered = organizations.find((organization) => organization.id === 'org-transient');
+  assert.ok(registered, 'the organization the service named is registered');
+  await t.admin.call<IReq_Admin_DeleteOrganization>('deleteOrganization', { organizationId: 'org-transient', expectedGeneration: registered.generation });
+  await waitForVerdict(service.id, ['refused', 'organization-missing']);
+  const again = await t.admin.call<IReq_Admin_CreateOrganization>('createOrganization', { organization: { id: 'org-transient', name: 'Transient' } });
+  assert.equal(again.organization.name, 'Transient');
+  await waitForVerdict(service.id, ['converging', null]);
+  const taken = await t.admin.call<IReq_Admin_CreateOrganization>('createOrganization', { organization: { id: 'org-transient', name: 'Twice' } })
+    .then(() => null, (error: { errorData?: { code?: string } }) => error.errorData?.code);
+  assert.equal(taken, 'conflict');
 });

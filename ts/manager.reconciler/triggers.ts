@@ -81,6 +81,8 @@ const triggersByKind: Readonly<Record<string, TTrigger>> = {
   // What only the node projections carry: a node's applied projection. (The route table is derived
   // from the services and written by the desired-state computation; it is no input.)
   CloudlyRuntimeNetworkProjection: ofOwningClusterProjections,
+  // The organization registry: every service naming it, in whichever cluster (organization-missing).
+  CloudlyOrganization: () => [allServicesKey],
   // The address plan: every cluster's leases.
   CloudlyRuntimeNetworkAddressPlan: () => [allServicesKey],
 };

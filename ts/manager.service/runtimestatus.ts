@@ -73,6 +73,8 @@ export interface IServiceRuntimeFacts {
   nodeNetwork?: { heldLeaseIds: ReadonlyMap<string, readonly string[]>; confirmedLeaseIds: ReadonlySet<string> };
   /** The relay's observations of the service; absent when not gathered. */
   observed?: readonly IServiceObservedPlacement[];
+  /** Whether the organization registry holds the service's organization; absent when not gathered. */
+  organizationRegistered?: boolean;
 }
 
 export type TServiceRuntimeVerdict =
@@ -188,6 +190,9 @@ export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRun
   // middle of its cutover): there is no runtime to hand the service to.
   if (!factsArg.clusterExists || (factsArg.clusterRuntimePhase !== undefined && factsArg.clusterRuntimePhase !== 'pallet')) {
     return { state: 'refused', reason: 'cluster-runtime-missing' };
+  }
+  if (factsArg.organizationRegistered === false) {
+    return { state: 'refused', reason: 'organization-missing' };
   }
   const admission = judgeServiceAdmission(factsArg);
   if (admission) {

@@ -48,6 +48,8 @@ import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.
 import type { IClusterAllocation } from '../manager.runtimenetwork/leases.js';
 import { boundRelayText } from '../core/relaycalls.js';
 import { migrateServiceShapes } from './migrate.js';
+import { organizationKind, organizationOperations, registerNamedOrganizations } from './organizations.js';
+import { currentOperation } from '../core/operationcontext.js';
 import type { IClusterRelayCapabilities } from '../interfaces/data/clusterrelay.js';
 import { deriveClusterRoutes } from '../manager.desiredstate/routes.js';
 import { runtimeNetworkLeasesKind } from '../manager.runtimenetwork/documents.js';
@@ -330,6 +332,7 @@ const judgeServiceVerdict = (
   claimDocsArg: IRuntimeLocalStorageClaimDocument[],
   bindingsArg: IPlatformBinding[],
   observedArg: IServiceObservedPlacement[],
+  organizationRegisteredArg: boolean,
 ): Pick<IServiceRuntimeStatus, 'specRevision' | 'state' | 'reason'> => {
   const service = toPublicService(docArg);
   const heldLeaseIds = new Map<string, string[]>();
@@ -339,6 +342,7 @@ const judgeServiceVerdict = (
     }
   }
   const verdict = judgeServiceRuntime({
+    organizationRegistered: organizationRegisteredArg,
     relayCapabilities: clusterArg.relayCapabilities,
     bindingCapabilities: bindingsArg.filter((binding) => binding.enabled).map((binding) => binding.capability),
     routesTakenByOthers: service.routes
@@ -384,6 +388,7 @@ export class ServiceManager {
     this.pushes = new WorkQueue({ name: 'claim push', logger: cloudly.logger, process: (claimIdArg) => this.pushOnce(claimIdArg) });
     this.reconciles = new WorkQueue({ name: 'claim reconcile', logger: cloudly.logger, process: (serviceIdArg) => this.reconcileOnce(serviceIdArg) });
     this.registerServiceHandlers();
+    registerOperations(cloudly, organizationOperations(cloudly));
     this.registerVolumeHandlers();
     this.registerClaimHandlers();
     cloudly.relays.onSessionOpened((sessionArg: IRelaySession) => this.pushPendingClaims({ clusterId: sessionArg.clusterId }));
@@ -396,6 +401,13 @@ export class ServiceManager {
     // Documents written before ports and routes moved out of the runtime spec are moved first, so
     // nothing after this point reads the old shape.
     await migrateServiceShapes(this.cloudly.store, this.cloudly.logger);
+    // Services stored before the organization registry existed name organizations it does not hold
+    // yet: registered now, so an upgrade refuses nothing that ran before.
+    const named = (await this.cloudly.store.find(serviceKind, {})).map((service) => service.organizationId);
+    const registered = await registerNamedOrganizations(this.cloudly.store, named);
+    if (registered > 0) {
+      this.cloudly.logger.info({ registered }, 'registered the organizations stored services name');
+    }
     // Roll forward whatever a previous run decided but did not finish.
     for (const service of await this.cloudly.store.find(serviceKind, {})) {
       await this.reconcileService(service.id);
@@ -461,15 +473,16 @@ export class ServiceManager {
     }
     // Only the services declaring one of this service's hostnames can own it: read those, not the cluster.
     const hostnames = (doc.routes ?? []).map((route) => route.hostname);
-    const [cluster, claims, bindings, observed] = await Promise.all([
+    const [cluster, claims, bindings, observed, organization] = await Promise.all([
       this.readClusterVerdictFacts(doc.clusterId, hostnames.length === 0
         ? Promise.resolve([])
         : this.cloudly.store.find(serviceKind, { clusterId: doc.clusterId, 'routes.hostname': { $in: hostnames } } as never)),
       this.cloudly.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg }),
       this.cloudly.corestoreManager.getPlatformBindingsOfServices([serviceIdArg]),
       this.cloudly.desiredStateManager.observedPlacements(serviceIdArg),
+      this.cloudly.store.get(organizationKind, doc.organizationId),
     ]);
-    const judged = judgeServiceVerdict(doc, cluster, claims, bindings, observed);
+    const judged = judgeServiceVerdict(doc, cluster, claims, bindings, observed, organization !== null);
     const { outcome } = await this.cloudly.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
       decideRuntimeStatus(storedArg, serviceIdArg, { ...judged, clusterId: doc.clusterId }, Date.now()));
     return outcome;
@@ -489,13 +502,15 @@ export class ServiceManager {
       return { created: 0, owed: [] };
     }
     const ids = services.map((service) => service.id);
-    const [cluster, claims, bindings, observedDocs, statuses] = await Promise.all([
+    const [cluster, claims, bindings, observedDocs, statuses, organizations] = await Promise.all([
       this.readClusterVerdictFacts(clusterIdArg, Promise.resolve(services)),
       store.find(runtimeLocalStorageClaimKind, { clusterId: clusterIdArg }),
       this.cloudly.corestoreManager.getPlatformBindingsOfServices(ids),
       this.cloudly.desiredStateManager.observedStatesOfCluster(clusterIdArg),
       store.find(serviceRuntimeStatusKind, { id: { $in: ids } }),
+      store.find(organizationKind, { id: { $in: [...new Set(services.map((service) => service.organizationId))] } }),
     ]);
+    const registered = new Set(organizations.map((organization) => organization.id));
     const storedOf = new Map(statuses.map((status) => [status.id, status]));
     const observedOf = new Map(observedDocs.map((observed) => [observed.id, observed.placements]));
     const claimsOf = groupBy(claims, (claim) => claim.serviceId);
@@ -503,7 +518,10 @@ export class ServiceManager {
     const owed: string[] = [];
     const now = Date.now();
     const created = await Promise.all(services.map(async (service) => {
-      const judged = judgeServiceVerdict(service, cluster, claimsOf.get(service.id) ?? [], bindingsOf.get(service.id) ?? [], observedOf.get(service.id) ?? []);
+      const judged = judgeServiceVerdict(
+        service, cluster, claimsOf.get(service.id) ?? [], bindingsOf.get(service.id) ?? [], observedOf.get(service.id) ?? [],
+        registered.has(service.organizationId),
+      );
       const stored = storedOf.get(service.id);
       if (!stored) {
         // Inserts asked at once go to the database as one command (ts/core/insertbatcher.ts).
@@ -571,6 +589,11 @@ export class ServiceManager {
         input: { required: { service: isWritableSpec } },
         facts: async (request) => {
           await this.requireServiceReferences(request.service, null);
+          // Naming an organization the registry does not hold yet registers it (create-only, so a
+          // concurrent registration is the same fact); it is committed before the service is.
+          if (!currentOperation().dryRun) {
+            await registerNamedOrganizations(this.cloudly.store, [request.service.organizationId]);
+          }
           return { id: `svc-${randomUUID()}` };
         },
         target: (_request, facts) => ({ kind: serviceKind, id: facts.id }),

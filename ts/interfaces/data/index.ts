@@ -24,3 +24,4 @@ export * from './audit.js';
 export * from './desiredstate.js';
 export * from './runtimenetworksignature.js';
 export * from './clustertraffic.js';
+export * from './organization.js';
