@@ -33,9 +33,9 @@ const main = async (): Promise<void> => {
         name: `svc-${index}`, organizationId: 'org-1', clusterId: cluster.id,
         runtime: {
           image: `registry.example/app-${index}:1`, replicas: 1, profile: { runAs: null }, placement: { nodeIds: [`n${index % nodeCount}`] },
-          ports: [{ name: 'http', port: 8080, protocol: 'tcp' }],
-          routes: [{ hostname: `app-${index}.example.com`, targetPort: 'http' }],
         },
+        ports: [{ name: 'http', port: 8080, protocol: 'tcp' }],
+        routes: [{ hostname: `app-${index}.example.com`, targetPort: 'http' }],
         volumes: [],
       },
     }));

@@ -321,9 +321,9 @@ try {
         name: `web-${index}`, organizationId: 'org-1', clusterId: routedId,
         runtime: {
           image: 'registry.example/web:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [nodeIds[1 + (index % 7)]] },
-          ports: Array.from({ length: 10 }, (_, port) => ({ name: `p${port}`, port: 8000 + port, protocol: 'tcp' as const })),
-          routes: Array.from({ length: 10 }, (_, port) => ({ hostname: `h${port}.web-${index}.bench.example.com`, targetPort: `p${port}` })),
         },
+        ports: Array.from({ length: 10 }, (_, port) => ({ name: `p${port}`, port: 8000 + port, protocol: 'tcp' as const })),
+        routes: Array.from({ length: 10 }, (_, port) => ({ hostname: `h${port}.web-${index}.bench.example.com`, targetPort: `p${port}` })),
         volumes: [],
       },
     });

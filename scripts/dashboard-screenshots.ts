@@ -52,8 +52,8 @@ try {
       name: 'storefront', organizationId: 'org-1', clusterId,
       runtime: {
         image: 'registry.example.com/shop/storefront:12', replicas: 2, profile: { runAs: null }, placement: { nodeIds: [] },
-        ports: [{ name: 'http', port: 8080, protocol: 'tcp' }], routes: [{ hostname: 'shop.example.com', targetPort: 'http' }],
       },
+      ports: [{ name: 'http', port: 8080, protocol: 'tcp' }], routes: [{ hostname: 'shop.example.com', targetPort: 'http' }],
       volumes: [],
     },
   });

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { data, requests } from '../ts/interfaces/index.js';
+import { commitinfo, data, mirroredInterfacesVersion, requests } from '../ts/interfaces/index.js';
 import { computeDomainDigestHex } from '../ts/interfaces/private/canonicaljson.js';
 import { bindApplyRuntimeLocalStorageClaimRequest, bindApplyRuntimeLocalStorageClaimResponse } from '../ts/interfaces/requests/runtimesession.js';
 
@@ -385,18 +385,25 @@ test('validators answer reasons for arbitrary input and never throw', async () =
   }), { numRuns: 300 });
 });
 
-test('runtime ports and routes: valid ones are kept exactly, every broken rule is named, and a spec without them keeps its bytes', () => {
-  const base = { image: 'web:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } };
-  const withNetwork = {
-    ...base,
+test('service ports and routes sit beside the runtime spec: valid ones are kept exactly, every broken rule is named, and the runtime spec refuses them', () => {
+  const runtime = { image: 'web:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } };
+  const base = { name: 'web', organizationId: 'org-1', clusterId: 'c-1', runtime, volumes: [] };
+  const network = {
     ports: [{ name: 'http', port: 8080, protocol: 'tcp' as const }, { name: 'dns', port: 53, protocol: 'udp' as const }],
     routes: [{ hostname: 'app.example.com', targetPort: 'http' }],
   };
-  assert.deepEqual(data.validateServiceRuntimeSpec(withNetwork), []);
-  assert.deepEqual(data.snapshotServiceRuntimeSpec(withNetwork), withNetwork);
-  assert.equal(JSON.stringify(data.snapshotServiceRuntimeSpec(base)), JSON.stringify(base));
-  assert.equal(data.isSameServiceRuntimeSpec(base, withNetwork), false);
-  assert.deepEqual(data.validateServiceRuntimeSpec({
+  assert.deepEqual(data.validateServiceWritableSpec({ ...base, ...network }), []);
+  assert.deepEqual(data.snapshotServicePorts(network.ports), network.ports);
+  assert.deepEqual(data.snapshotServiceRoutes(network.routes), network.routes);
+  // The runtime spec is execution policy only: a member of the project's own there is refused by path.
+  assert.deepEqual(data.validateServiceRuntimeSpec({ ...runtime, ports: network.ports }), ['runtime.ports is not a known member']);
+  assert.equal(JSON.stringify(data.snapshotServiceRuntimeSpec(runtime)), JSON.stringify(runtime));
+  // A change of ports or routes is a change of what the nodes run (a new spec revision).
+  const service = { runtime, ports: [], routes: [] };
+  assert.equal(data.isSameServiceExecution(service, { runtime, ports: [], routes: [] }), true);
+  assert.equal(data.isSameServiceExecution(service, { runtime, ...network }), false);
+  assert.equal(data.isSameServiceExecution(service, { runtime, ports: [], routes: [{ hostname: 'a.example', targetPort: 'http' }] }), false);
+  assert.deepEqual(data.validateServiceWritableSpec({
     ...base,
     ports: [{ name: 'http', port: 8080, protocol: 'tcp' }, { name: 'http', port: 8080, protocol: 'tcp' }, { name: '-bad', port: 0, protocol: 'sctp' }],
     routes: [
@@ -405,16 +412,27 @@ test('runtime ports and routes: valid ones are kept exactly, every broken rule i
       { hostname: 'UPPER.example.com', targetPort: 'http' },
     ],
   }), [
-    'runtime.ports[1].name repeats the name of an earlier port',
-    'runtime.ports[1] repeats the port and protocol of an earlier port',
-    "runtime.ports[2].name must be 1-15 lowercase letters, digits or '-', not starting or ending with '-'",
-    'runtime.ports[2].port must be an integer from 1 to 65535',
-    'runtime.ports[2].protocol must be tcp or udp',
-    "runtime.routes[0].targetPort must name one of the service's ports",
-    'runtime.routes[1].hostname repeats the hostname of an earlier route',
-    'runtime.routes[2].hostname must be a lowercase DNS name',
+    'service.ports[1].name repeats the name of an earlier port',
+    'service.ports[1] repeats the port and protocol of an earlier port',
+    "service.ports[2].name must be 1-15 lowercase letters, digits or '-', not starting or ending with '-'",
+    'service.ports[2].port must be an integer from 1 to 65535',
+    'service.ports[2].protocol must be tcp or udp',
+    "service.routes[0].targetPort must name one of the service's ports",
+    'service.routes[1].hostname repeats the hostname of an earlier route',
+    'service.routes[2].hostname must be a lowercase DNS name',
   ]);
-  assert.deepEqual(data.validateServiceRuntimeSpec({
+  assert.deepEqual(data.validateServiceWritableSpec({
     ...base, ports: [{ name: 'dns', port: 53, protocol: 'udp' }], routes: [{ hostname: 'a.example', targetPort: 'dns' }],
-  }), ['runtime.routes[0].targetPort must name a tcp port']);
+  }), ['service.routes[0].targetPort must name a tcp port']);
+});
+
+test('the contracts module states the upstream releases it mirrors: 31.6.0 for backup and Corestore, 32.23.0 for the rest', () => {
+  assert.deepEqual(commitinfo.mirrors.map((mirror) => [mirror.package, mirror.from, mirror.version]), [
+    ['@serve.zone/interfaces', '31.4.0', '31.6.0'],
+    ['@serve.zone/interfaces', '32.21.0', '32.23.0'],
+  ]);
+  assert.equal(mirroredInterfacesVersion('backup'), '31.6.0');
+  assert.equal(mirroredInterfacesVersion('corestore'), '31.6.0');
+  assert.equal(mirroredInterfacesVersion('ingress'), '32.23.0');
+  assert.ok(Object.isFrozen(commitinfo) && Object.isFrozen(commitinfo.mirrors));
 });

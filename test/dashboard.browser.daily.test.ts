@@ -280,8 +280,8 @@ test('a service is created with ports, routes, run-as, placement and a volume; t
   assert.deepEqual(stored.runtime.profile.runAs, { user: 1000, group: 1000 });
   assert.deepEqual(stored.runtime.placement.nodeIds, ['node-1']);
   assert.equal(stored.runtime.replicas, 2);
-  assert.deepEqual(stored.runtime.ports, [{ name: 'http', port: 8080, protocol: 'tcp' }]);
-  assert.deepEqual(stored.runtime.routes, [{ hostname: 'web.example.com', targetPort: 'http' }]);
+  assert.deepEqual(stored.ports, [{ name: 'http', port: 8080, protocol: 'tcp' }]);
+  assert.deepEqual(stored.routes, [{ hostname: 'web.example.com', targetPort: 'http' }]);
   assert.deepEqual(stored.volumes.map((volume) => volume.mountPath), ['/srv/data']);
   await closeDialog();
   await page.locator(`tr[data-service-id="${createdId}"]`).waitFor();

@@ -64,12 +64,12 @@ test('the service form reads into a spec the contract accepts, and back into the
   assert.deepEqual(reasons, []);
   assert.deepEqual(validateServiceWritableSpec(spec), []);
   assert.deepEqual(spec.runtime.profile.runAs, { user: 1000, group: 1000 });
-  assert.deepEqual(spec.runtime.ports, [{ name: 'http', port: 8080, protocol: 'tcp' }, { name: 'metrics', port: 9090, protocol: 'tcp' }]);
+  assert.deepEqual(spec.ports, [{ name: 'http', port: 8080, protocol: 'tcp' }, { name: 'metrics', port: 9090, protocol: 'tcp' }]);
   assert.deepEqual(spec.volumes, [{ mountPath: '/data', readOnly: false, driver: 'local' }, { mountPath: '/config', readOnly: true, driver: 'local' }]);
   assert.deepEqual(serviceFormOfSpec(spec), { ...fields(), ports: 'http 8080/tcp\nmetrics 9090/tcp' });
   const empty = serviceSpecOfForm(fields({ runAs: '', ports: '', routes: '' })).spec;
   assert.equal(empty.runtime.profile.runAs, null);
-  assert.equal('ports' in empty.runtime, false, 'no ports: the member is left out, as the CLI does');
+  assert.equal('ports' in empty, false, 'no ports: the member is left out, as the CLI does');
 });
 
 test('the service form names every line it cannot read, by path; the contract names the rest', () => {

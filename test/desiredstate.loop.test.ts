@@ -41,10 +41,10 @@ const spec = (clusterIdArg: string, overridesArg: Partial<IServiceWritableSpec['
     replicas: 1,
     profile: { runAs: null },
     placement: { nodeIds: ['n1'] },
-    ports: [{ name: 'http', port: 8080, protocol: 'tcp' }],
-    routes: [{ hostname: 'web.example.com', targetPort: 'http' }],
     ...overridesArg,
   },
+  ports: [{ name: 'http', port: 8080, protocol: 'tcp' }],
+  routes: [{ hostname: 'web.example.com', targetPort: 'http' }],
   volumes: [],
 });
 
@@ -93,7 +93,9 @@ describe('desired state to the relay, observed state back, converged', () => {
     const { revision: _revision, digest: _digest, ...content } = first;
     assert.equal(first.digest, computeClusterPlatformDesiredStateDigest(content));
     assert.deepEqual(first.services.map((entry) => [entry.serviceId, entry.specRevision, entry.runtime.image]), [[service.id, 1, 'registry.example/web:1']]);
-    assert.deepEqual(first.services[0].runtime.routes, [{ hostname: 'web.example.com', targetPort: 'http' }]);
+    assert.deepEqual(first.services[0].routes, [{ hostname: 'web.example.com', targetPort: 'http' }]);
+    // The runtime spec carries execution policy only: its exact upstream members and nothing else.
+    assert.deepEqual(Object.keys(first.services[0].runtime).sort(), ['image', 'placement', 'profile', 'replicas']);
     // Each node's Corestore control credential travels by reference and version only.
     assert.deepEqual(first.nodes.map((node) => [node.nodeId, node.corestoreCredential.nodeId, node.corestoreCredential.version]), [['n1', 'n1', 1], ['n2', 'n2', 1]]);
     assert.deepEqual(Object.keys(first.nodes[0].corestoreCredential).sort(), ['clusterId', 'createdAt', 'nodeId', 'previous', 'secretVersion', 'version']);

@@ -67,6 +67,42 @@ const reasonOf = (factsArg: TFacts): string => {
   return verdict.outcome === 'refused' ? verdict.refusal.reason : verdict.outcome;
 };
 
+/** The same facts for a cluster that holds a fleet-cutover designation instead of a Pallet one. */
+const fleetCutoverFacts = (credentialArg = true): IClusterIngressRegistrationFacts => ({
+  ...acceptableFacts(),
+  designation: null,
+  fleetCutover: {
+    id: 'cluster-1', generation: 1, clusterId: 'cluster-1', ingressServiceId: 'ingress', acceptedAt: 1,
+    ...(credentialArg ? { credential: { credentialId: 'credential-1', generation: 1, secretVersion } } : {}),
+  },
+});
+
+describe('judgeClusterIngressRegistration for a fleet-cutover designation', () => {
+  it('is a designation: accepted with every fact in place, never ingress-not-designated', () => {
+    assert.deepEqual(judgeClusterIngressRegistration(fleetCutoverFacts()), {
+      outcome: 'accepted', acceptance: { accepted: true, revision: 7, protocol: ownOffer },
+    });
+  });
+
+  it('is judged by the same reasons after the designation: node, assignment, bearer, conflict', () => {
+    const reasons = breaks
+      .filter(([reason]) => !['not-ready', 'registration-invalid', 'relay-not-connected', 'ingress-not-designated'].includes(reason))
+      .map(([reason, broken]) => [reason, reasonOf(broken(fleetCutoverFacts()))]);
+    assert.deepEqual(reasons, [
+      ['node-mismatch', 'node-mismatch'],
+      ['assignment-not-running', 'assignment-not-running'],
+      ['bearer-refused', 'bearer-refused'],
+      ['conflict', 'conflict'],
+    ]);
+    assert.equal(reasonOf({ ...fleetCutoverFacts(), fleetCutover: null }), 'ingress-not-designated');
+  });
+
+  it('a record without a credential Cloudly minted is judged up to the bearer, which it cannot check', () => {
+    assert.equal(reasonOf({ ...fleetCutoverFacts(false), currentBearer: null }), 'bearer-refused');
+    assert.equal(reasonOf({ ...fleetCutoverFacts(false), placementNodeIds: ['node-2'] }), 'node-mismatch');
+  });
+});
+
 describe('judgeClusterIngressRegistration', () => {
   it('accepts a registration with every fact in place and answers the revision and its own offer', () => {
     const verdict = judgeClusterIngressRegistration(acceptableFacts());

@@ -9,13 +9,16 @@ import { enrollSecretRecipient, openSealedText } from './helpers/secrets.js';
 import type { ISecretRecipientKeyPair } from '../ts/core/sealing.js';
 import type {
   IReq_Any_Cloudly_DesignateClusterIngress,
-  IReq_Any_Cloudly_SetClusterIngressRoutes,
   IReq_Relay_Cloudly_GetClusterIngressRouteTable,
   IReq_Relay_Cloudly_RegisterClusterIngress,
   IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments,
   IReq_Relay_Cloudly_ResolveClusterIngressBearer,
 } from '../ts/interfaces/requests/ingress.js';
-import type { IReq_Relay_Cloudly_ReportClusterPlatformObservedState } from '../ts/interfaces/requests/desiredstate.js';
+import type {
+  IReq_Relay_Cloudly_GetClusterRouteTable,
+  IReq_Relay_Cloudly_ReportClusterPlatformObservedState,
+} from '../ts/interfaces/requests/desiredstate.js';
+import { clusterIngressRouteTableKind } from '../ts/manager.ingress/documents.js';
 
 interface IDesignatedCluster extends IIngressCluster {
   designation: data.IClusterIngressDesignation;
@@ -98,8 +101,12 @@ describe('registerClusterIngress through the cluster relay', () => {
   });
 
   test('a registration with every fact in place is accepted with the current revision and Cloudly\'s offer', async () => {
+    // The designation's desired-state computation records the route table (empty: no service
+    // declares a route); its revision is the one an accepted registration answers.
+    await waitFor(async () => (await t.cloudly.ingressManager.getRouteTable(cluster.clusterId)) !== null, 'the route table computed');
+    const table = (await t.cloudly.ingressManager.getRouteTable(cluster.clusterId))!;
     const accepted = await register(cluster.relay, body());
-    assert.deepEqual(accepted, { accepted: true, revision: null, protocol: data.clusterIngressProtocolOffer });
+    assert.deepEqual(accepted, { accepted: true, revision: table.revision, protocol: data.clusterIngressProtocolOffer });
   });
 
   test('concurrent reports of one node are all recorded, none answered conflict', async () => {
@@ -279,36 +286,61 @@ describe('registerClusterIngress through the cluster relay', () => {
     assert.notEqual(other.bearer, cluster.bearer);
   });
 
-  test('route table: null until computed, then revisions with a hint to the relay', async () => {
+  test('a cluster holding a fleet-cutover designation has its registrations judged like any designation, never ingress-not-designated', async () => {
+    const cutover = await prepareIngressCluster(t, 'cutover-registration');
+    const fleet = await t.cloudly.ingressManager.recordFleetCutoverIngressDesignation(cutover.clusterId, cutover.service.id);
+    assert.ok(fleet?.credential, 'Cloudly minted the credential the cut-over ingress registers with');
+    // The relay's node resolves it as it resolves a Pallet designation's: sealed to its recipient.
+    const bearer = await resolveBearer(cutover.relay, fleet.credential.secretVersion);
+    const cutoverBody = (overridesArg: Record<string, unknown> = {}) => body({ bearer, ...overridesArg });
+    assert.equal(await refusedWith(cutover.relay, cutoverBody({ nodeId: 'node-9' })), 'node-mismatch');
+    assert.equal(await refusedWith(cutover.relay, cutoverBody()), 'assignment-not-running');
+    await report(cutover.relay, 'node-1', 'session-cutover', { serviceId: cutover.service.id, secretVersion: fleet.credential.secretVersion });
+    assert.equal(await refusedWith(cutover.relay, cutoverBody({ bearer: 'w'.repeat(43) })), 'bearer-refused');
+    const accepted = await register(cutover.relay, cutoverBody());
+    assert.equal(accepted.accepted, true);
+    assert.equal(accepted.revision, (await t.cloudly.ingressManager.getRouteTable(cutover.clusterId))?.revision ?? null);
+  });
+
+  let tableRevision = 0;
+
+  test('route table: one table computed from the services, never served without targets, its revision hinted to the relay', async () => {
     const read = (knownRevisionArg: number | null) => cluster.relay.fire<IReq_Relay_Cloudly_GetClusterIngressRouteTable>(
       'getClusterIngressRouteTable', { knownRevision: knownRevisionArg });
+    // The desired-state computation records the table: no service declares a route, so it is empty, not null.
+    await t.cloudly.desiredStateManager.currentDesiredState(cluster.clusterId);
+    const computed = (await read(null)).table;
+    assert.ok(computed, 'a computed table exists');
+    assert.deepEqual(computed.routes, []);
+    // A table an administrator wrote with the retired setClusterIngressRoutes has routes without
+    // targets: it is not served as if the ingress could route them.
+    const stored = (await t.cloudly.store.get(clusterIngressRouteTableKind, cluster.clusterId))!;
+    await t.cloudly.store.swap(clusterIngressRouteTableKind, cluster.clusterId, stored.generation, {
+      set: { routes: [{ hostname: 'legacy.example.com', serviceId: cluster.service.id, port: 8080 }] as never },
+    });
     assert.deepEqual(await read(null), { table: null });
-    const routes = [{ hostname: 'app.example.com', serviceId: cluster.service.id, port: 8080 }];
-    const { table } = await t.admin.call<IReq_Any_Cloudly_SetClusterIngressRoutes>('setClusterIngressRoutes', {
-      clusterId: cluster.clusterId, expectedRevision: null, routes,
-    });
-    assert.deepEqual(table, { clusterId: cluster.clusterId, revision: 1, routes });
-    await waitFor(() => cluster.hints.includes(1), 'the relay got the hint for revision 1');
-    assert.deepEqual(await read(null), { table });
-    assert.equal((await register(cluster.relay, body())).revision, 1);
-
-    const stale = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_SetClusterIngressRoutes>('setClusterIngressRoutes', {
-      clusterId: cluster.clusterId, expectedRevision: null, routes: [],
-    }));
-    assert.equal(stale.code, 'conflict');
-    const invalid = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_SetClusterIngressRoutes>('setClusterIngressRoutes', {
-      clusterId: cluster.clusterId, expectedRevision: 1, routes: [{ hostname: 'B.example.com', serviceId: 'x', port: 0 }],
-    }));
-    assert.equal(invalid.code, 'invalid-request');
-    assert.equal((invalid.reasons as string[]).length, 2);
-
-    const next = await t.admin.call<IReq_Any_Cloudly_SetClusterIngressRoutes>('setClusterIngressRoutes', {
-      clusterId: cluster.clusterId, expectedRevision: 1, routes: [],
-    });
-    assert.equal(next.table.revision, 2);
-    await waitFor(() => cluster.hints.includes(2), 'the relay got the hint for revision 2');
-    assert.deepEqual((await read(1)).table, next.table, 'an empty table that exists is not null');
+    // The next computation replaces it; the revision keeps growing from the legacy one's.
+    await t.cloudly.desiredStateManager.currentDesiredState(cluster.clusterId);
+    const { table } = await read(computed.revision);
+    assert.deepEqual(table, { clusterId: cluster.clusterId, revision: computed.revision + 2, routes: [] });
+    await waitFor(() => cluster.hints.includes(table!.revision), 'the relay got the hint for the new revision');
+    assert.equal((await register(cluster.relay, body())).revision, table!.revision);
+    // The relay's own read answers the same table, at the same revision.
+    const relayTable = await cluster.relay.fire<IReq_Relay_Cloudly_GetClusterRouteTable>('getClusterRouteTable', {});
+    assert.deepEqual(relayTable.table, table);
+    // A computation that changes nothing keeps the revision.
+    await t.cloudly.desiredStateManager.currentDesiredState(cluster.clusterId);
+    assert.deepEqual((await read(table!.revision)).table, table);
     assert.deepEqual(cluster.hints.map((revision) => data.validateClusterIngressRouteTableChange({ revision })).flat(), []);
+    tableRevision = table!.revision;
+  });
+
+  test('routes have no administrator write: setClusterIngressRoutes is retired', async () => {
+    const retired = await refusalOf(() => t.admin.call('setClusterIngressRoutes' as never, {
+      clusterId: cluster.clusterId, expectedRevision: null, routes: [{ hostname: 'app.example.com', serviceId: 'svc-missing', port: 8080 }],
+    } as never));
+    assert.notEqual(retired.code, undefined);
+    assert.equal((await t.cloudly.ingressManager.getRouteTable(cluster.clusterId))!.revision, tableRevision, 'nothing was written');
   });
 
   test('a relay that connects again is told the current revision', async () => {
@@ -316,7 +348,7 @@ describe('registerClusterIngress through the cluster relay', () => {
     await waitFor(() => t.cloudly.relays.sessionsOf(cluster.clusterId).length === 0, 'old relay gone');
     const hints: number[] = [];
     cluster.relay = await connectElectedRelay(t, cluster.clusterId, cluster.relayToken, hints);
-    await waitFor(() => hints.includes(2), 'the reconnected relay got the current revision');
+    await waitFor(() => hints.includes(tableRevision), 'the reconnected relay got the current revision');
   });
 
   test('no refusal and no log line quotes a bearer', () => {

@@ -17,7 +17,7 @@ import {
   decideDesignation,
   decideDesignationCommit,
   decideFleetCutover,
-  decideRouteTable,
+  decideRouteTableComputation,
   decideRuntimePhase,
   sealClusterIngressDesignation,
   type IDesignationFacts,
@@ -92,7 +92,7 @@ describe('ingress decisions', () => {
   const service = (overridesArg: Partial<IService> = {}): IService => ({
     id: 'svc-ingress', name: 'ingress', organizationId: 'org', clusterId, generation: 4, specRevision: 3,
     runtime: { placement: { nodeIds: ['n-2', 'n-1'] } } as unknown as IServiceRuntimeSpec,
-    volumes: [], createdAt: 1, updatedAt: 1, ...overridesArg,
+    ports: [], routes: [], volumes: [], createdAt: 1, updatedAt: 1, ...overridesArg,
   });
   const intent = (overridesArg: Partial<IClusterIngressDesignationRequest> = {}): IClusterIngressDesignationRequest => ({
     mutationId: 'm-1', clusterId, ingressServiceId: 'svc-ingress',
@@ -245,12 +245,17 @@ describe('ingress decisions', () => {
     }
   });
 
-  test('a fleet cutover writes only into a slot that holds no designation of either kind', () => {
-    const fleetCutover: IFleetCutoverIngressDesignation = { id: 'fc-1', generation: 1, clusterId, ingressServiceId: 'svc-ingress', acceptedAt: 9 };
-    assert.deepEqual(decideFleetCutover(slot(), fleetCutover), { kind: 'write', change: { set: { kind: 'fleet-cutover', fleetCutover } } });
-    assert.deepEqual(decideFleetCutover(slot({ kind: 'pallet' }), fleetCutover), { kind: 'keep' });
-    assert.deepEqual(decideFleetCutover(slot({ kind: 'fleet-cutover' }), fleetCutover), { kind: 'keep' });
-    assert.deepEqual(decideFleetCutover(null, fleetCutover), { kind: 'keep' });
+  test('a fleet cutover writes only into a slot that holds no designation of either kind, with the bearer Cloudly minted for it', () => {
+    const secretVersion = { secretId: 'ingress-bearer-x', secretVersionId: 'ingress-bearer-x-1' };
+    const fleetCutover: IFleetCutoverIngressDesignation = {
+      id: 'fc-1', generation: 1, clusterId, ingressServiceId: 'svc-ingress', acceptedAt: 9,
+      credential: { credentialId: 'ingress-credential-x', generation: 1, secretVersion },
+    };
+    const bearer = { ...secretVersion, encryptedValue: { v: 1 } as never };
+    assert.deepEqual(decideFleetCutover(slot(), fleetCutover, bearer), { kind: 'write', change: { set: { kind: 'fleet-cutover', fleetCutover, bearer } } });
+    assert.deepEqual(decideFleetCutover(slot({ kind: 'pallet' }), fleetCutover, bearer), { kind: 'keep' });
+    assert.deepEqual(decideFleetCutover(slot({ kind: 'fleet-cutover' }), fleetCutover, bearer), { kind: 'keep' });
+    assert.deepEqual(decideFleetCutover(null, fleetCutover, bearer), { kind: 'keep' });
   });
 
   test('a runtime phase change writes the next runtime generation only on the one the caller read', () => {
@@ -259,26 +264,28 @@ describe('ingress decisions', () => {
     assert.deepEqual(decideRuntimePhase(null, 1, 'cutover'), { kind: 'keep' });
   });
 
-  describe('the route table', () => {
-    const route = { hostname: 'a.example', serviceId: 'svc-1', port: 8080 };
-    const table = (generationArg: number): IClusterIngressRouteTableDocument =>
-      ({ id: clusterId, generation: generationArg, clusterId, routes: [], computedAt: 1 });
-    const conflict = { code: 'conflict', retryable: true, reasons: ["request.expectedRevision is not the route table's current revision"] };
+  describe('the one route table, recorded from a computation', () => {
+    const target = { lease: { id: 'wl-1', generation: 2 }, nodeId: 'n-1', address: '10.0.0.5', port: 8080 };
+    const route = { hostname: 'a.example', serviceId: 'svc-1', port: 8080, targets: [target] };
+    const table = (generationArg: number, routesArg: IClusterIngressRouteTableDocument['routes'] = []): IClusterIngressRouteTableDocument =>
+      ({ id: clusterId, generation: generationArg, clusterId, routes: routesArg, computedAt: 1 });
 
-    test('none yet and none expected: created, with only the three members of each route', () => {
-      assert.deepEqual(decideRouteTable(null, clusterId, null, [{ ...route, extra: true } as typeof route], 3), {
+    test('the first computation creates it, with only the members of each route and target', () => {
+      const extra = { ...route, extra: true, targets: [{ ...target, extra: 1 }] } as unknown as typeof route;
+      assert.deepEqual(decideRouteTableComputation(null, clusterId, [extra], 3), {
         kind: 'create', doc: { id: clusterId, clusterId, routes: [route], computedAt: 3 },
       });
     });
 
-    test('the revision read: written', () => {
-      assert.deepEqual(decideRouteTable(table(4), clusterId, 4, [route], 3), { kind: 'write', change: { set: { routes: [route], computedAt: 3 } } });
+    test('changed routes are written (the revision moves); equal routes are kept (it does not)', () => {
+      assert.deepEqual(decideRouteTableComputation(table(4), clusterId, [route], 3), { kind: 'write', change: { set: { routes: [route], computedAt: 3 } } });
+      assert.deepEqual(decideRouteTableComputation(table(4, [route]), clusterId, [route], 3), { kind: 'keep' });
+      assert.deepEqual(decideRouteTableComputation(table(4, [route]), clusterId, [], 3), { kind: 'write', change: { set: { routes: [], computedAt: 3 } } });
     });
 
-    test('another revision, a table where none was expected, or none where one was: refused', () => {
-      assert.deepEqual(refusalOf(decideRouteTable(table(4), clusterId, 3, [route], 3)).data, conflict);
-      assert.deepEqual(refusalOf(decideRouteTable(table(4), clusterId, null, [route], 3)).data, conflict);
-      assert.deepEqual(refusalOf(decideRouteTable(null, clusterId, 1, [route], 3)).data, conflict);
+    test('a legacy administrator table (routes without targets) is replaced by the first computation', () => {
+      const legacy = table(7, [{ hostname: 'a.example', serviceId: 'svc-1', port: 8080 }] as never);
+      assert.deepEqual(decideRouteTableComputation(legacy, clusterId, [route], 3), { kind: 'write', change: { set: { routes: [route], computedAt: 3 } } });
     });
   });
 

@@ -239,11 +239,6 @@ describe('dry run: the same decision, nothing written', () => {
         },
       },
       {
-        method: 'setClusterIngressRoutes',
-        request: { clusterId: ingress.clusterId, expectedRevision: null, routes: [{ hostname: 'dry.example.com', serviceId: ingress.service.id, port: 8080 }] },
-        comparable: (answerArg) => answerArg,
-      },
-      {
         method: 'createCluster',
         request: { name: 'dry-created' },
         comparable: (answerArg) => {

@@ -7,7 +7,10 @@ import { decideReconcilerLease } from '../ts/manager.reconciler/leadership.js';
 
 test('the trigger table: each input names the keys it affects, and the verdict itself triggers nothing', () => {
   assert.deepEqual(reconcileKeysOf('CloudlyService', 'svc-1', { clusterId: 'c1' }), ['service:svc-1', 'projections:c1']);
-  assert.deepEqual(reconcileKeysOf('CloudlyClusterIngressRouteTable', 'c1'), ['projections:c1']);
+  // The route table is derived (written by the desired-state computation), not an input.
+  assert.deepEqual(reconcileKeysOf('CloudlyClusterIngressRouteTable', 'c1'), []);
+  // A relay registration states the runtime's capabilities (every verdict) and the relay's host (projections).
+  assert.deepEqual(reconcileKeysOf('CloudlyClusterRelayRegistration', 'c1'), ['cluster:c1', 'projections:c1']);
   assert.deepEqual(reconcileKeysOf('CloudlyPlatformBinding', 'pb-1', { serviceId: 'svc-1' }), ['service:svc-1']);
   assert.deepEqual(reconcileKeysOf('CloudlyPlatformBinding', 'pb-1', {}), [], 'an owner it cannot name is left to the resync');
   assert.deepEqual(reconcileKeysOf('CloudlyClusterNode', 'c1/n1'), ['cluster:c1']);

@@ -24,7 +24,7 @@ import type {
 } from '../ts/interfaces/requests/runtimenetwork.js';
 import type { IReq_Relay_Cloudly_ReportClusterNode } from '../ts/interfaces/requests/cluster.js';
 import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
-import type { IReq_Any_Cloudly_DesignateClusterIngress, IReq_Any_Cloudly_SetClusterIngressRoutes } from '../ts/interfaces/requests/ingress.js';
+import type { IReq_Any_Cloudly_DesignateClusterIngress } from '../ts/interfaces/requests/ingress.js';
 
 /** The upstream example: hub 192.0.2.1 in 192.0.2.0/28, relay and Corestore on 192.0.2.17. */
 const planAt = (revisionArg: number, editArg: (plan: IRuntimeNetworkAddressPlan) => void = () => {}): IRuntimeNetworkAddressPlan => {
@@ -199,12 +199,11 @@ describe('runtime network manager over the real server', () => {
       service: {
         name: 'rn-web', organizationId: 'org-1', clusterId,
         runtime: { image: 'registry.example.com/web:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-2'] } },
+        // The one source of routes: what the service declares.
+        ports: [{ name: 'http', port: 8080, protocol: 'tcp' }],
+        routes: [{ hostname: 'app.example.com', targetPort: 'http' }],
         volumes: [],
       },
-    });
-    await t.admin.call<IReq_Any_Cloudly_SetClusterIngressRoutes>('setClusterIngressRoutes', {
-      clusterId, expectedRevision: null,
-      routes: [{ hostname: 'app.example.com', serviceId: web.id, port: 8080 }],
     });
     await reportNode(relay, 'node-1');
     await reportNode(relay, 'node-2');

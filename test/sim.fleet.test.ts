@@ -32,7 +32,7 @@ const statusesOf = async (tArg: ITestCloudly, clusterIdsArg: Set<string>) => {
   const mine = services.filter((serviceArg) => clusterIdsArg.has(serviceArg.clusterId));
   return Promise.all(mine.map(async (serviceArg) => {
     const answer = await tArg.admin.call('getServiceRuntimeStatus', { serviceId: serviceArg.id });
-    return { service: serviceArg, state: answer.status.state, observed: answer.observed.placements.map((placementArg) => placementArg.state) };
+    return { service: serviceArg, state: answer.status.state, reason: answer.status.reason, observed: answer.observed.placements.map((placementArg) => placementArg.state) };
   }));
 };
 
@@ -145,7 +145,10 @@ describe('cloudly-sim against a real Cloudly', () => {
       const failing = await run('fails', ['--failure-rate', '1']);
       // A failed start keeps the service from converging; the observation says failed.
       await waitFor(async () => (await statusesOf(t, failing.clusterIds)).every((entryArg) => entryArg.observed.includes('failed')), 'the service reported failed', 15_000);
-      assert.deepEqual((await statusesOf(t, failing.clusterIds)).map((entryArg) => entryArg.state), ['converging']);
+      // The verdict follows the observation asynchronously (the reconciler): a failed start at the
+      // current revision waits failure-backoff while the relay retries.
+      await waitFor(async () => (await statusesOf(t, failing.clusterIds)).every((entryArg) => entryArg.state === 'waiting'), 'the failure judged', 15_000);
+      assert.deepEqual((await statusesOf(t, failing.clusterIds)).map((entryArg) => [entryArg.state, entryArg.reason]), [['waiting', 'failure-backoff']]);
       await waitFor(() => failing.fleet.states().degraded === 1, 'the cluster says degraded');
     } finally {
       for (const fleet of fleets) {

@@ -17,6 +17,7 @@ import {
   recordTable, serviceColumns, serviceTable,
 } from './tables.js';
 import { cliIo, setExitCode } from './io.js';
+import type { IReq_Any_Cloudly_GetClusterRouteTableResolution } from '../interfaces/requests/desiredstate.js';
 
 /** A value compare-and-swap (`expected`): `--expect <json|none>` or `--expect-current`. */
 const expectedValue = async (
@@ -277,6 +278,9 @@ const writableSpec = (serviceArg: Record<string, any>): Record<string, any> => (
   organizationId: serviceArg.organizationId,
   clusterId: serviceArg.clusterId,
   runtime: serviceArg.runtime,
+  // Beside the runtime spec: an update that left them out would remove them.
+  ports: serviceArg.ports ?? [],
+  routes: serviceArg.routes ?? [],
   volumes: (serviceArg.volumes as Array<Record<string, unknown>>).map(({ id: _id, initialization: _initialization, ...volume }) => volume),
 });
 
@@ -307,7 +311,7 @@ const addServiceCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => serviceTable(answer.service));
     }));
   mutation(services.command('create').description('create a service from flags, or from --file spec.json (- for stdin)'))
-    .option('--file <path>', 'the writable spec as JSON ({ name, organizationId, clusterId, runtime, volumes })')
+    .option('--file <path>', 'the writable spec as JSON ({ name, organizationId, clusterId, runtime, ports?, routes?, volumes })')
     .option('--name <name>', 'service name')
     .option('--organization <id>', 'organization id')
     .option('--cluster <id>', 'cluster id')
@@ -490,17 +494,22 @@ const addIngressCommands = (programArg: Command): void => {
       const answer = await ctx.call('getClusterIngressDesignation', { clusterId: options.cluster });
       printAnswer(answer, ctx.format, () => (answer.designation ? recordTable(answer.designation) : '(no designation)'));
     }));
-  mutation(ingress.command('routes').description("replace the routes of the cluster's ingress route table"))
+  // Routes are declared on services (services update --file with `routes`); this shows the one
+  // route table they give and every route not in it yet, with the reason.
+  ingress.command('routes').description("the cluster's route table and the routes not resolved yet")
     .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--file <path>', 'the routes as a JSON array (or { routes }); - for stdin')
-    .requiredOption('--expect <revision>', 'the route table revision you read, or none when there is none')
     .action(run(async (ctx, options) => {
-      const body = (await readJsonFile(options.file)) as any;
-      const routes = Array.isArray(body) ? body : body?.routes;
-      const expectedRevision = options.expect === 'none' ? null : parseInteger(options.expect, '--expect', 0);
-      const answer = await ctx.call('setClusterIngressRoutes', withDryRun(options, { clusterId: options.cluster, expectedRevision, routes }));
-      noteDryRun(options, answer);
-      printAnswer(answer, ctx.format, () => recordTable(answer.table));
+      const answer = await ctx.call<IReq_Any_Cloudly_GetClusterRouteTableResolution['response']>('getClusterRouteTableResolution', { clusterId: options.cluster });
+      const rows = [
+        ...answer.table.routes.map((route) => ({ ...route, state: `${route.targets.length} target(s)` })),
+        ...answer.unresolved.map((route) => ({ ...route, state: `unresolved: ${route.reason}` })),
+      ];
+      printAnswer(answer, ctx.format, () => `revision ${answer.table.revision}\n${listTable(rows, [
+        ['HOSTNAME', (row) => row.hostname],
+        ['SERVICE', (row) => row.serviceId],
+        ['PORT', (row) => row.port],
+        ['STATE', (row) => row.state],
+      ])}`);
     }));
 };
 

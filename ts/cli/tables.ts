@@ -110,6 +110,8 @@ export const serviceTable = (serviceArg: TRow): string => {
     replicas: serviceArg.runtime?.replicas,
     runAs: serviceArg.runtime?.profile?.runAs ? `${serviceArg.runtime.profile.runAs.user}:${serviceArg.runtime.profile.runAs.group}` : null,
     placement: (serviceArg.runtime?.placement?.nodeIds ?? []).join(',') || null,
+    ports: ((serviceArg.ports ?? []) as TRow[]).map((port) => `${port.name} ${port.port}/${port.protocol}`).join(', ') || null,
+    routes: ((serviceArg.routes ?? []) as TRow[]).map((route) => `${route.hostname} -> ${route.targetPort}`).join(', ') || null,
     updatedAt: serviceArg.updatedAt,
   });
   const volumes = (serviceArg.volumes ?? []) as TRow[];

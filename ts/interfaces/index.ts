@@ -7,6 +7,7 @@ export * as data from './data/index.js';
 export * as requests from './requests/index.js';
 export * as platform from './platform/index.js';
 export * as protocol from './protocol/index.js';
+export { commitinfo, mirroredInterfacesVersion, type IContractsMirror } from './commitinfo.js';
 export {
   canonicalizeJson,
   computeDomainDigestHex,

@@ -1,8 +1,10 @@
 import type { Cloudly } from '../classes.cloudly.js';
 import {
   validateClusterRelayAnnouncement,
+  snapshotClusterRelayCapabilities,
   validateClusterRelayRegistrationQueryIds,
   type IClusterRelayAnnouncement,
+  type IClusterRelayCapabilities,
   type IClusterRelayRegistration,
 } from '../interfaces/data/clusterrelay.js';
 import { defineDocumentKind, type IStoredDocument, type TDecision } from '../core/store.js';
@@ -30,6 +32,8 @@ export interface IClusterRelayRegistrationDocument extends IStoredDocument {
   nodeId?: string;
   /** The addresses that host carries, when the relay stated them (only with `nodeId`). */
   hostAddresses?: string[];
+  /** What the cluster's runtime supports, when the relay stated it (the runtime verdict reads it). */
+  capabilities?: IClusterRelayCapabilities;
 }
 
 export const clusterRelayRegistrationKind = defineDocumentKind<IClusterRelayRegistrationDocument>('CloudlyClusterRelayRegistration');
@@ -44,6 +48,7 @@ const toPublicRegistration = (docArg: IClusterRelayRegistrationDocument, connect
   connected: connectedArg,
   ...(docArg.nodeId !== undefined ? { nodeId: docArg.nodeId } : {}),
   ...(docArg.hostAddresses !== undefined ? { hostAddresses: [...docArg.hostAddresses] } : {}),
+  ...(docArg.capabilities !== undefined ? { capabilities: snapshotClusterRelayCapabilities(docArg.capabilities) } : {}),
 });
 
 /** The registration a relay's announcement makes: it replaces the last one whole. Pure. */
@@ -63,12 +68,13 @@ export const decideRelayRegistration = (
     acceptedAt: nowArg,
     ...(registrationArg.nodeId !== undefined ? { nodeId: registrationArg.nodeId } : {}),
     ...(registrationArg.hostAddresses !== undefined ? { hostAddresses: [...registrationArg.hostAddresses] } : {}),
+    ...(registrationArg.capabilities !== undefined ? { capabilities: snapshotClusterRelayCapabilities(registrationArg.capabilities) } : {}),
   };
   if (!currentArg) {
     return { kind: 'create', doc: { id: clusterIdArg, ...fields } };
   }
   // What the new registration no longer names is forgotten.
-  const unset = (['nodeId', 'hostAddresses'] as const).filter((key) => registrationArg[key] === undefined && currentArg[key] !== undefined);
+  const unset = (['nodeId', 'hostAddresses', 'capabilities'] as const).filter((key) => registrationArg[key] === undefined && currentArg[key] !== undefined);
   return { kind: 'write', change: { set: fields, unset } };
 };
 
@@ -129,6 +135,12 @@ export class ClusterRelayRegistrations {
   public async getRelayHost(clusterIdArg: string): Promise<{ nodeId: string; hostAddresses: string[] } | null> {
     const doc = await this.cloudly.store.get(clusterRelayRegistrationKind, clusterIdArg);
     return doc?.nodeId !== undefined ? { nodeId: doc.nodeId, hostAddresses: [...(doc.hostAddresses ?? [])] } : null;
+  }
+
+  /** What the cluster's relay stated its runtime supports, or null when it stated nothing. */
+  public async getCapabilities(clusterIdArg: string): Promise<IClusterRelayCapabilities | null> {
+    const doc = await this.cloudly.store.get(clusterRelayRegistrationKind, clusterIdArg);
+    return doc?.capabilities ? snapshotClusterRelayCapabilities(doc.capabilities) : null;
   }
 
   /** The origin of the cluster's accepted registration (one read, no live flag), or null. */

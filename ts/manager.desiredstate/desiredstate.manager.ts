@@ -19,6 +19,7 @@ import { corestoreCredentialKind } from '../manager.secret/documents.js';
 import { prepareClusterIngressSpec } from '../manager.ingress/ingress.manager.js';
 import { runtimeNetworkLeasesKind, runtimeNetworkProjectionKind } from '../manager.runtimenetwork/documents.js';
 import { deriveClusterRoutes, resolveClusterRoutes } from './routes.js';
+import { snapshotServicePorts, snapshotServiceRoutes, snapshotServiceRuntimeSpec } from '../interfaces/data/service.js';
 import type { IClusterUnresolvedRoute } from '../interfaces/data/desiredstate.js';
 import { decideDesiredStatePublication, decideForget } from './decide.js';
 import { clusterDesiredStateKind, serviceObservedStateKind, type IServiceObservedStateDocument } from './documents.js';
@@ -102,6 +103,7 @@ export class DesiredStateManager {
       lastState: (clusterIdArg) => this.lastStates.get(clusterIdArg),
       currentDesiredState: (clusterIdArg) => this.currentDesiredState(clusterIdArg),
       routeTableResolution: (clusterIdArg) => this.routeTableResolution(clusterIdArg),
+      routeTable: (clusterIdArg) => cloudly.ingressManager.getRouteTable(clusterIdArg),
       forgetService: (serviceIdArg) => this.forgetService(serviceIdArg),
       requestRefresh: (clusterIdArg) => this.requestRefresh(clusterIdArg),
     }));
@@ -254,7 +256,9 @@ export class DesiredStateManager {
         name: service.name,
         organizationId: service.organizationId,
         specRevision: service.specRevision,
-        runtime: service.runtime,
+        runtime: snapshotServiceRuntimeSpec(service.runtime),
+        ports: snapshotServicePorts(service.ports ?? []),
+        routes: snapshotServiceRoutes(service.routes ?? []),
         volumes: service.volumes,
         platformBindings: bindings.filter((binding) => binding.serviceId === service.id)
           .map((binding) => ({ bindingId: binding.id, capability: binding.capability, enabled: binding.enabled, nodeId: binding.nodeId })),
@@ -300,7 +304,9 @@ export class DesiredStateManager {
       .filter((service) => service.deletionRequestedAt === undefined);
     const { routes } = await this.resolveRoutes(clusterIdArg, live, state.ingress?.designation.ingressServiceId ?? null);
     const unresolved: IClusterUnresolvedRoute[] = routes.unresolved;
-    return { table: { clusterId: clusterIdArg, revision: state.revision, routes: state.routes }, unresolved };
+    // The one table, as the computation above recorded it (its own revision, the ingress's too).
+    const table = await this.cloudly.ingressManager.getRouteTable(clusterIdArg);
+    return { table: table ?? { clusterId: clusterIdArg, revision: 0, routes: [] }, unresolved };
   }
 
   /**
@@ -318,6 +324,9 @@ export class DesiredStateManager {
     const { doc, outcome } = await this.cloudly.store.mutate(clusterDesiredStateKind, clusterIdArg, (currentArg) =>
       decideDesiredStatePublication(currentArg, clusterIdArg, digest));
     const state = { ...content, revision: doc!.revision, digest };
+    // The resolved routes are the cluster's one route table: recorded under its own revision (moving
+    // only when the routes change) and hinted to the ingress through the relay.
+    await this.cloudly.ingressManager.recordComputedRouteTable(clusterIdArg, content.routes);
     this.lastStates.set(clusterIdArg, state);
     return { state, published: outcome !== 'kept' };
   }

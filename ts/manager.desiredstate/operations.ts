@@ -9,6 +9,7 @@ import {
   type IClusterPlatformDesiredState,
   type IClusterPlatformObservedNode,
   type IClusterPlatformObservedService,
+  type IClusterResolvedRouteTable,
 } from '../interfaces/data/desiredstate.js';
 import type { IReq_Any_Cloudly_GetClusterRouteTableResolution } from '../interfaces/requests/desiredstate.js';
 import { nodeAssignmentReportShape } from '../manager.ingress/ingress.manager.js';
@@ -122,6 +123,8 @@ export interface IDesiredStatePorts {
   lastState(clusterIdArg: string): IClusterPlatformDesiredState | undefined;
   /** The cluster's desired state, computed now and published when it changed. */
   currentDesiredState(clusterIdArg: string): Promise<IClusterPlatformDesiredState>;
+  /** The cluster's one route table as last recorded, or null when none was computed yet. */
+  routeTable(clusterIdArg: string): Promise<IClusterResolvedRouteTable | null>;
   /** The route table and the routes left out of it. */
   routeTableResolution(clusterIdArg: string): Promise<IReq_Any_Cloudly_GetClusterRouteTableResolution['response']>;
   /** Removes what Cloudly derived from a service that is gone. */
@@ -161,15 +164,18 @@ export const desiredStateOperations = (portsArg: IDesiredStatePorts): IDeclaredO
       await portsArg.requireElected(context.session);
       // With no refresh under way, the last computed state is current when it is the published
       // revision (every input is watched): answered without recomputing.
+      // The answer is the one route table (the same document and revision the ingress pulls).
       const cached = portsArg.lastState(context.clusterId);
       if (cached && !portsArg.isRefreshBusy(context.clusterId)) {
         const published = await portsArg.store.get(clusterDesiredStateKind, context.clusterId);
-        if (published && published.revision === cached.revision && published.digest === cached.digest) {
-          return { table: { clusterId: context.clusterId, revision: cached.revision, routes: cached.routes } };
+        const table = await portsArg.routeTable(context.clusterId);
+        if (table && published && published.revision === cached.revision && published.digest === cached.digest) {
+          return { table };
         }
       }
-      const state = await portsArg.currentDesiredState(context.clusterId);
-      return { table: { clusterId: context.clusterId, revision: state.revision, routes: state.routes } };
+      await portsArg.currentDesiredState(context.clusterId);
+      const table = await portsArg.routeTable(context.clusterId);
+      return { table: table ?? { clusterId: context.clusterId, revision: 0, routes: [] } };
     },
   }),
 

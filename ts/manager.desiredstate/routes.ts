@@ -11,7 +11,9 @@ import type { IRuntimeNetworkProjection } from '../interfaces/data/runtimenetwor
 export interface IRoutedService {
   id: string;
   createdAt: number;
-  runtime: { ports?: Array<{ name: string; port: number; protocol: string }>; routes?: Array<{ hostname: string; targetPort: string }> };
+  /** Beside the runtime spec, absent on documents from before they existed. */
+  ports?: Array<{ name: string; port: number; protocol: string }>;
+  routes?: Array<{ hostname: string; targetPort: string }>;
 }
 
 /** The route table the services' declared routes give: one route per hostname, the oldest service's first. */
@@ -19,8 +21,8 @@ export const deriveClusterRoutes = (servicesArg: readonly IRoutedService[]): ICl
   const routes = new Map<string, IClusterIngressRoute>();
   const ordered = [...servicesArg].sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1));
   for (const service of ordered) {
-    for (const route of service.runtime.routes ?? []) {
-      const port = (service.runtime.ports ?? []).find((candidate) => candidate.name === route.targetPort && candidate.protocol === 'tcp');
+    for (const route of service.routes ?? []) {
+      const port = (service.ports ?? []).find((candidate) => candidate.name === route.targetPort && candidate.protocol === 'tcp');
       if (port && !routes.has(route.hostname)) {
         routes.set(route.hostname, { hostname: route.hostname, serviceId: service.id, port: port.port });
       }

@@ -3,7 +3,7 @@ import type { TDecision } from '../core/store.js';
 import {
   clusterIngressEnvironmentNames,
   type IClusterIngressPreparedSpec,
-  type IClusterIngressRoute,
+  type IClusterIngressResolvedRoute,
 } from '../interfaces/data/clusteringress.js';
 import {
   clusterIngressDesignationContract,
@@ -14,7 +14,7 @@ import {
 import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
 import type { ISecretVersionReference } from '../interfaces/data/secret.js';
 import type { IService } from '../interfaces/data/service.js';
-import { computeDomainDigestHex, sha256Hex } from '../interfaces/private/canonicaljson.js';
+import { canonicalizeJson, computeDomainDigestHex, sha256Hex } from '../interfaces/private/canonicaljson.js';
 import type {
   IClusterIngressRouteTableDocument,
   IClusterIngressSlotDocument,
@@ -178,8 +178,11 @@ export const decideDesignationCommit = (
 export const decideFleetCutover = (
   currentArg: IClusterIngressSlotDocument | null,
   fleetCutoverArg: IFleetCutoverIngressDesignation,
+  bearerArg: IStoredBearer,
 ): TDecision<IClusterIngressSlotDocument> =>
-  (currentArg?.kind === 'none' ? { kind: 'write', change: { set: { kind: 'fleet-cutover', fleetCutover: fleetCutoverArg } } } : { kind: 'keep' });
+  (currentArg?.kind === 'none'
+    ? { kind: 'write', change: { set: { kind: 'fleet-cutover', fleetCutover: fleetCutoverArg, bearer: bearerArg } } }
+    : { kind: 'keep' });
 
 /** A runtime phase change, compare-and-swap on the runtime generation the caller read (not the slot's). */
 export const decideRuntimePhase = (
@@ -193,21 +196,35 @@ export const decideRuntimePhase = (
 
 // --- route table and node reports --------------------------------------------------------------
 
-/** Replaces the routes, compare-and-swap on the revision the caller read (null: none may exist yet). */
-export const decideRouteTable = (
+/**
+ * The one route table after the desired state was computed: written (its revision, the document's
+ * generation, moves by one) only when the resolved routes differ from the stored ones, created on
+ * the first computation. Equal routes keep the table, so a recomputation that changed nothing else
+ * costs the ingress no pull. Routes arrive sorted and detached from the resolution.
+ */
+export const decideRouteTableComputation = (
   currentArg: IClusterIngressRouteTableDocument | null,
   clusterIdArg: string,
-  expectedRevisionArg: number | null,
-  routesArg: readonly IClusterIngressRoute[],
+  routesArg: readonly IClusterIngressResolvedRoute[],
   nowArg: number,
 ): TDecision<IClusterIngressRouteTableDocument> => {
-  const routes = routesArg.map((route) => ({ hostname: route.hostname, serviceId: route.serviceId, port: route.port }));
-  if (expectedRevisionArg === null ? currentArg !== null : currentArg?.generation !== expectedRevisionArg) {
-    return { kind: 'refuse', refusal: refuse('conflict', ['request.expectedRevision is not the route table\'s current revision']) };
+  const routes = routesArg.map((route) => ({
+    hostname: route.hostname,
+    serviceId: route.serviceId,
+    port: route.port,
+    targets: route.targets.map((target) => ({
+      lease: { id: target.lease.id, generation: target.lease.generation },
+      nodeId: target.nodeId,
+      address: target.address,
+      port: target.port,
+    })),
+  }));
+  if (!currentArg) {
+    return { kind: 'create', doc: { id: clusterIdArg, clusterId: clusterIdArg, routes, computedAt: nowArg } };
   }
-  return currentArg
-    ? { kind: 'write', change: { set: { routes, computedAt: nowArg } } }
-    : { kind: 'create', doc: { id: clusterIdArg, clusterId: clusterIdArg, routes, computedAt: nowArg } };
+  return canonicalizeJson(currentArg.routes) === canonicalizeJson(routes)
+    ? { kind: 'keep' }
+    : { kind: 'write', change: { set: { routes, computedAt: nowArg } } };
 };
 
 export type TNodeAssignmentReport = Omit<INodeRuntimeAssignmentsDocument, 'id' | 'generation' | 'clusterId' | 'reportedAt'>;

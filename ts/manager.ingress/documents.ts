@@ -1,7 +1,7 @@
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
 import type { IEncryptedSecretValue } from '../core/secretbox.js';
 import type { IClusterIngressDesignation, IFleetCutoverIngressDesignation } from '../interfaces/data/clusteringressdesignation.js';
-import type { IClusterIngressPreparedSpec, IClusterIngressRoute } from '../interfaces/data/clusteringress.js';
+import type { IClusterIngressPreparedSpec, IClusterIngressResolvedRoute } from '../interfaces/data/clusteringress.js';
 import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
 import type { IRuntimeAssignmentStatus } from '../interfaces/data/runtimeassignment.js';
 
@@ -58,10 +58,15 @@ export interface IStoredDesignationAnswer {
 
 export const clusterIngressSlotKind = defineDocumentKind<IClusterIngressSlotDocument>('CloudlyClusterIngressSlot');
 
-/** The cluster's ingress route table; its `generation` is the table's revision. */
+/**
+ * The cluster's one route table, written only by the desired-state computation (never by a request):
+ * its `generation` is the table's revision. Documents an administrator wrote with the retired
+ * `setClusterIngressRoutes` carry routes without `targets`; the first computation replaces them and
+ * the revision keeps growing from theirs, so an ingress never sees it go back.
+ */
 export interface IClusterIngressRouteTableDocument extends IStoredDocument {
   clusterId: string;
-  routes: IClusterIngressRoute[];
+  routes: IClusterIngressResolvedRoute[];
   computedAt: number;
 }
 

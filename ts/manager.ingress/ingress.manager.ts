@@ -2,7 +2,7 @@ import type { Cloudly } from '../classes.cloudly.js';
 import { registerOperations } from '../core/operations.js';
 import type { IRelaySession } from '../core/relaysessions.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
-import type { IClusterIngressRouteTable } from '../interfaces/data/clusteringress.js';
+import type { IClusterIngressResolvedRoute, IClusterIngressRouteTable } from '../interfaces/data/clusteringress.js';
 import type { IClusterIngressDesignation, IFleetCutoverIngressDesignation } from '../interfaces/data/clusteringressdesignation.js';
 import { clusterRuntimePhases, type IClusterRuntimeReference, type TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
 import type {
@@ -17,12 +17,22 @@ import {
   type IStoredBearer,
   nodeRuntimeAssignmentsKind,
 } from './documents.js';
-import { decideAssignmentReport, decideFleetCutover, decideRuntimePhase, emptyClusterIngressSlot } from './decide.js';
+import { randomBytes, randomUUID } from 'node:crypto';
 import {
+  clusterIngressTag,
+  decideAssignmentReport,
+  decideFleetCutover,
+  decideRouteTableComputation,
+  decideRuntimePhase,
+  emptyClusterIngressSlot,
+} from './decide.js';
+import {
+  clusterIngressBearerBytes,
   ingressBearerContext,
   ingressOperations,
   type IIngressPorts,
   readClusterIngressDesignation,
+  isComputedRouteTable,
   readClusterRuntimeReference,
   toRouteTable,
 } from './operations.js';
@@ -62,7 +72,6 @@ export class IngressManager {
       readBearer: (clusterIdArg, bearerArg) => this.readBearer(clusterIdArg, bearerArg),
       sealToClusterRecipient: (clusterIdArg, recipientIdArg, bindingArg, valueArg) =>
         cloudly.secretManager.sealToClusterRecipient(clusterIdArg, recipientIdArg, bindingArg, valueArg),
-      hintRelay: (clusterIdArg, revisionArg) => void this.hintRelay(clusterIdArg, revisionArg),
     };
     registerOperations(cloudly, ingressOperations(this.ports));
     cloudly.relays.onSessionOpened((sessionArg) => this.hintNewSession(sessionArg));
@@ -124,11 +133,19 @@ export class IngressManager {
     clusterIdArg: string,
     ingressServiceIdArg: string,
   ): Promise<IFleetCutoverIngressDesignation | null> {
+    // The ingress of a cut-over cluster registers as a Pallet one does, with a bearer Cloudly can
+    // check: minted here like a designation's, kept encrypted in the slot, handed out only sealed.
+    const tag = clusterIngressTag(clusterIdArg);
+    const secretVersion = { secretId: `ingress-bearer-${tag}`, secretVersionId: `ingress-bearer-${tag}-${randomUUID()}` };
+    const bearerValue = randomBytes(clusterIngressBearerBytes).toString('base64url');
     const fleetCutover: IFleetCutoverIngressDesignation = {
       id: clusterIdArg, generation: 1, clusterId: clusterIdArg, ingressServiceId: ingressServiceIdArg, acceptedAt: Date.now(),
+      credential: { credentialId: `ingress-credential-${tag}`, generation: 1, secretVersion },
     };
+    const bearer = { ...secretVersion, encryptedValue: this.ports.encryptBearer(clusterIdArg, secretVersion.secretVersionId, bearerValue) };
     await this.readSlot(clusterIdArg);
-    const { outcome } = await this.cloudly.store.mutate(clusterIngressSlotKind, clusterIdArg, (slotArg) => decideFleetCutover(slotArg, fleetCutover));
+    const { outcome } = await this.cloudly.store.mutate(clusterIngressSlotKind, clusterIdArg, (slotArg) =>
+      decideFleetCutover(slotArg, fleetCutover, bearer));
     return outcome === 'written' ? fleetCutover : null;
   }
 
@@ -195,10 +212,28 @@ export class IngressManager {
     return doc!.generation;
   }
 
-  /** The cluster's route table, or null when none was computed yet (never an empty stand-in). */
+  /** The cluster's one route table, or null when none was computed yet (never an empty stand-in). */
   public async getRouteTable(clusterIdArg: string): Promise<IClusterIngressRouteTable | null> {
     const doc = await this.cloudly.store.get(clusterIngressRouteTableKind, clusterIdArg);
-    return doc ? toRouteTable(doc) : null;
+    return doc && isComputedRouteTable(doc) ? toRouteTable(doc) : null;
+  }
+
+  /**
+   * Stores the routes the desired-state computation resolved as the cluster's one route table (one
+   * compare-and-swap write, only when they changed) and hints the relay of the new revision. The
+   * only writer of the table. Answers the table as it stands.
+   */
+  public async recordComputedRouteTable(
+    clusterIdArg: string,
+    routesArg: readonly IClusterIngressResolvedRoute[],
+  ): Promise<IClusterIngressRouteTable> {
+    const { outcome, doc } = await this.cloudly.store.mutate(clusterIngressRouteTableKind, clusterIdArg, (currentArg) =>
+      decideRouteTableComputation(currentArg, clusterIdArg, routesArg, Date.now()));
+    if (outcome !== 'kept') {
+      // Not awaited: the ingress pulls the table anyway, so nothing waits for the hint.
+      void this.hintRelay(clusterIdArg, doc!.generation);
+    }
+    return toRouteTable(doc!);
   }
 
   // --- route-table hints -----------------------------------------------------------------------
@@ -224,7 +259,7 @@ export class IngressManager {
       return;
     }
     const doc = await this.cloudly.store.get(clusterIngressRouteTableKind, sessionArg.clusterId);
-    if (doc) {
+    if (doc && isComputedRouteTable(doc)) {
       await this.hintRelay(sessionArg.clusterId, doc.generation, sessionArg);
     }
   }

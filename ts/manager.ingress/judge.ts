@@ -6,7 +6,7 @@ import {
   type TClusterIngressRegistrationRefusalReason,
   validateClusterIngressRegistration,
 } from '../interfaces/data/clusteringress.js';
-import type { IClusterIngressDesignation } from '../interfaces/data/clusteringressdesignation.js';
+import type { IClusterIngressDesignation, IFleetCutoverIngressDesignation } from '../interfaces/data/clusteringressdesignation.js';
 import type { IRuntimeAssignmentStatus } from '../interfaces/data/runtimeassignment.js';
 import { type IProtocolOffer, type IProtocolRefusal, negotiateProtocol } from '../interfaces/protocol/protocol.js';
 import { readOwnDataValue } from '../interfaces/private/ownproperties.js';
@@ -51,6 +51,12 @@ export interface IClusterIngressRegistrationFacts {
   electedRelaySessionId: string | null;
   /** The cluster's current Pallet ingress designation, `null` when it has none. */
   designation: IClusterIngressDesignation | null;
+  /**
+   * The cluster's fleet-cutover designation, when it holds that kind instead (absent or null: none).
+   * It is a designation too: its registrations are judged by the same reasons, against its service
+   * and its credential.
+   */
+  fleetCutover?: IFleetCutoverIngressDesignation | null;
   /** The node ids the ingress service's placement names, `null` when the service is unknown. */
   placementNodeIds: readonly string[] | null;
   /** The named node's current session and the assignments it reported under it. */
@@ -101,7 +107,14 @@ export const judgeClusterIngressRegistration = (
   if (factsArg.electedRelaySessionId === null || factsArg.electedRelaySessionId !== factsArg.relaySessionId) {
     return refused('relay-not-connected');
   }
-  const designation = factsArg.designation;
+  // Whichever kind the cluster holds: the service it designates and the credential it names (a
+  // fleet-cutover record from before Cloudly minted one names none).
+  const fleetCutover = factsArg.fleetCutover ?? null;
+  const designation = factsArg.designation !== null
+    ? { ingressServiceId: factsArg.designation.ingressServiceId, secretVersion: factsArg.designation.credential.secretVersion }
+    : fleetCutover !== null
+      ? { ingressServiceId: fleetCutover.ingressServiceId, secretVersion: fleetCutover.credential?.secretVersion ?? null }
+      : null;
   if (designation === null) {
     return refused('ingress-not-designated');
   }
@@ -109,14 +122,16 @@ export const judgeClusterIngressRegistration = (
     return refused('node-mismatch');
   }
   const node = factsArg.node;
-  const secretVersion = designation.credential.secretVersion;
+  const secretVersion = designation.secretVersion;
   const running = node !== null && node.assignments.some((assignment) => (
     assignment.serviceId === designation.ingressServiceId
     && assignment.state === 'ready'
     && assignment.sessionId === node.sessionId
-    && assignment.secretVersions.some((version) => (
+    // Without a known credential there is nothing the assignment could be checked to carry; the
+    // bearer check below refuses such a registration.
+    && (secretVersion === null || assignment.secretVersions.some((version) => (
       version.secretId === secretVersion.secretId && version.secretVersionId === secretVersion.secretVersionId
-    ))
+    )))
   ));
   if (!running) {
     return refused('assignment-not-running');

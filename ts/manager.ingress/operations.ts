@@ -20,7 +20,6 @@ import { relayNotElectedReason } from '../manager.cluster/relayelection.js';
 import {
   clusterIngressProtocolOffer,
   type IClusterIngressRouteTable,
-  validateClusterIngressRoutes,
 } from '../interfaces/data/clusteringress.js';
 import {
   type IClusterIngressDesignation,
@@ -44,7 +43,7 @@ import {
   type IStoredDesignationAnswer,
   nodeRuntimeAssignmentsKind,
 } from './documents.js';
-import { clusterIngressTag, emptyClusterIngressSlot, decideAssignmentReport, decideDesignation, decideDesignationCommit, decideRouteTable } from './decide.js';
+import { clusterIngressTag, emptyClusterIngressSlot, decideAssignmentReport, decideDesignation, decideDesignationCommit } from './decide.js';
 import { type IClusterIngressJudgedGenerations, type IClusterIngressRegistrationFacts, judgeClusterIngressRegistration } from './judge.js';
 
 /**
@@ -148,6 +147,10 @@ export const ingressBearerContext = (clusterIdArg: string, secretVersionIdArg: s
 export const toRouteTable = (docArg: IClusterIngressRouteTableDocument): IClusterIngressRouteTable =>
   ({ clusterId: docArg.clusterId, revision: docArg.generation, routes: docArg.routes });
 
+/** False for a table an administrator wrote with the retired `setClusterIngressRoutes` (routes without targets). */
+export const isComputedRouteTable = (docArg: IClusterIngressRouteTableDocument): boolean =>
+  docArg.routes.every((route) => Array.isArray((route as { targets?: unknown }).targets));
+
 /** What the ingress operations need, wired by the manager from the composition root's parts. */
 export interface IIngressPorts {
   store: DocumentStore;
@@ -164,8 +167,6 @@ export interface IIngressPorts {
   readBearer(clusterIdArg: string, bearerArg: IStoredBearer): string;
   /** Seals a value to the cluster's enrolled secret recipient (the secret domain). */
   sealToClusterRecipient(clusterIdArg: string, recipientIdArg: string | undefined, bindingArg: ISealedSecretBinding, valueArg: Uint8Array): Promise<ISealedSecret>;
-  /** Tells the cluster's relay a newer route table exists; a lost hint costs nothing. */
-  hintRelay(clusterIdArg: string, revisionArg: number): void;
 }
 
 const requireCluster = async (portsArg: IIngressPorts, clusterIdArg: string, pathArg: string): Promise<void> => {
@@ -286,6 +287,14 @@ const designate = async (
 
 // --- registration: facts → pure judge → re-read → judge again -----------------------------------
 
+/** The generation of whichever designation the slot holds (Pallet or fleet-cutover), null for none. */
+const heldDesignationGeneration = (slotArg: IClusterIngressSlotDocument | null): number | null => {
+  if (slotArg?.kind === 'pallet') {
+    return slotArg.designation?.generation ?? null;
+  }
+  return slotArg?.kind === 'fleet-cutover' ? slotArg.fleetCutover?.generation ?? null : null;
+};
+
 const readJudgedGenerations = async (
   portsArg: IIngressPorts,
   clusterIdArg: string,
@@ -297,7 +306,7 @@ const readJudgedGenerations = async (
     nodeIdArg ? portsArg.needs.getNodeSessionId(clusterIdArg, nodeIdArg) : null,
   ]);
   return {
-    designation: slot?.kind === 'pallet' ? slot.designation?.generation ?? null : null,
+    designation: heldDesignationGeneration(slot),
     nodeReport: nodeReport?.generation ?? null,
     nodeSessionId: nodeSessionId ?? nodeReport?.sessionId ?? null,
   };
@@ -340,16 +349,21 @@ const gatherRegistrationFacts = async (
     store.get(clusterIngressRouteTableKind, clusterId),
   ]);
   const designation = slot?.kind === 'pallet' ? slot.designation : null;
-  const service = designation ? await portsArg.needs.getService(designation.ingressServiceId) : null;
+  // A cluster that came from a Swarm fleet holds a fleet-cutover designation instead: a designation
+  // all the same (spec 001:392), judged by the same facts (its service, its credential).
+  const fleetCutover = slot?.kind === 'fleet-cutover' ? slot.fleetCutover : null;
+  const ingressServiceId = designation?.ingressServiceId ?? fleetCutover?.ingressServiceId ?? null;
+  const credentialVersion = designation?.credential.secretVersion ?? fleetCutover?.credential?.secretVersion ?? null;
+  const service = ingressServiceId ? await portsArg.needs.getService(ingressServiceId) : null;
   const bearer = slot?.bearer ?? null;
-  const bearerIsCurrent = designation !== null && bearer !== null
-    && bearer.secretId === designation.credential.secretVersion.secretId
-    && bearer.secretVersionId === designation.credential.secretVersion.secretVersionId;
+  const bearerIsCurrent = credentialVersion !== null && bearer !== null
+    && bearer.secretId === credentialVersion.secretId
+    && bearer.secretVersionId === credentialVersion.secretVersionId;
   // The node's current session is the one the service domain recorded for it; a node it has
   // no record of is judged by the session its own assignment report states.
   const currentSessionId = nodeSessionId ?? nodeReport?.sessionId ?? null;
   const observed: IClusterIngressJudgedGenerations = {
-    designation: designation?.generation ?? null,
+    designation: heldDesignationGeneration(slot),
     nodeReport: nodeReport?.generation ?? null,
     nodeSessionId: currentSessionId,
   };
@@ -357,12 +371,14 @@ const gatherRegistrationFacts = async (
     ...facts,
     electedRelaySessionId: elected ? contextArg.session.id : null,
     designation,
+    fleetCutover,
     placementNodeIds: service && service.clusterId === clusterId ? service.runtime.placement.nodeIds : null,
     node: nodeReport && currentSessionId !== null
       ? { sessionId: currentSessionId, assignments: nodeReport.assignments }
       : null,
     currentBearer: bearerIsCurrent ? portsArg.readBearer(clusterId, bearer) : null,
-    routeTableRevision: table?.generation ?? null,
+    // A table a retired administrator write left (routes without targets) is no computed table.
+    routeTableRevision: table && isComputedRouteTable(table) ? table.generation : null,
     observed,
     reread: observed,
   };
@@ -410,24 +426,6 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
     },
   }),
 
-  adminMutation({
-    method: 'setClusterIngressRoutes',
-    access: 'write',
-    input: {
-      required: {
-        clusterId: isIdString,
-        expectedRevision: isRevisionOrNull,
-        routes: (valueArg, pathArg) => validateClusterIngressRoutes(valueArg, pathArg),
-      },
-    },
-    facts: (request) => requireCluster(portsArg, request.clusterId, 'request.clusterId'),
-    target: (request) => ({ kind: clusterIngressRouteTableKind, id: request.clusterId }),
-    decide: (current, { request, now }) => decideRouteTable(current, request.clusterId, request.expectedRevision, request.routes, now),
-    answer: ({ doc }) => ({ table: toRouteTable(doc!) }),
-    // Not awaited: the relay pulls the table anyway, so the answer does not wait for the hint.
-    after: ({ doc }) => portsArg.hintRelay(doc!.clusterId, doc!.generation),
-  }),
-
   relayQuery({
     method: 'registerClusterIngress',
     access: 'relay',
@@ -464,9 +462,12 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
     method: 'getClusterIngressRouteTable',
     access: 'relay',
     input: { required: { knownRevision: isRevisionOrNull } },
+    // A pure read of the one table the desired-state computation keeps (docs/api/ingress.md):
+    // `null` until Cloudly computed one for the cluster. A stored table from before routes carried
+    // targets is not answered as if it had them: it is `null` until the first computation.
     async run(_request, context) {
       const doc = await portsArg.store.get(clusterIngressRouteTableKind, context.clusterId);
-      return { table: doc ? toRouteTable(doc) : null };
+      return { table: doc && isComputedRouteTable(doc) ? toRouteTable(doc) : null };
     },
   }),
 
@@ -498,7 +499,11 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
     async run(request, context) {
       await requireElected(portsArg, context);
       const slot = await portsArg.store.get(clusterIngressSlotKind, context.clusterId);
-      const bearer = slot?.kind === 'pallet' ? slot.bearer : null;
+      // The bearer of either kind of designation (a fleet-cutover one's is minted when it is recorded).
+      const credentialGeneration = slot?.kind === 'pallet'
+        ? slot.designation?.credential.generation ?? null
+        : slot?.kind === 'fleet-cutover' ? slot.fleetCutover?.credential?.generation ?? null : null;
+      const bearer = credentialGeneration !== null ? slot!.bearer : null;
       if (
         !bearer
         || request.secretVersion.secretId !== bearer.secretId
@@ -513,7 +518,7 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
           nodeId: null,
           purpose: 'cluster-ingress-bearer',
           secretVersion: { secretId: bearer.secretId, secretVersionId: bearer.secretVersionId },
-          version: slot!.designation!.credential.generation,
+          version: credentialGeneration!,
           enrollmentId: null,
         }, Buffer.from(value, 'utf8')),
       };

@@ -77,10 +77,14 @@ const triggersByKind: Readonly<Record<string, TTrigger>> = {
   CloudlyClusterNode: ofNodeCluster,
   // The relay's lease statements.
   CloudlyRuntimeNetworkLeases: ofNodeCluster,
-  // What only the node projections carry: the hand-written routes, the relay's host, a node's applied projection.
-  CloudlyClusterIngressRouteTable: ofClusterProjections,
-  CloudlyClusterRelayRegistration: ofClusterProjections,
+  // The relay's registration: its host reaches the projections, its stated capabilities every
+  // verdict of the cluster (the *-unsupported refusals).
+  CloudlyClusterRelayRegistration: (idArg, ownersArg) => [...ofCluster(idArg, ownersArg), ...ofClusterProjections(idArg, ownersArg)],
+  // What only the node projections carry: a node's applied projection. (The route table is derived
+  // from the services and written by the desired-state computation; it is no input.)
   CloudlyRuntimeNetworkProjection: ofOwningClusterProjections,
+  // The organization registry: every service naming it, in whichever cluster (organization-missing).
+  CloudlyOrganization: () => [allServicesKey],
   // The address plan: every cluster's leases.
   CloudlyRuntimeNetworkAddressPlan: () => [allServicesKey],
 };

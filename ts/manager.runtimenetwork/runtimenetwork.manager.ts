@@ -53,7 +53,7 @@ const planCacheTtlMs = 5_000;
 const meshWorkloadOf = (serviceArg: IServiceDocument): IRuntimeNetworkMeshWorkload => ({
   serviceId: serviceArg.id,
   organizationId: serviceArg.organizationId,
-  ports: (serviceArg.runtime.ports ?? []).map((port) => ({ protocol: port.protocol, port: port.port })),
+  ports: (serviceArg.ports ?? []).map((port) => ({ protocol: port.protocol, port: port.port })),
 });
 
 export class RuntimeNetworkManager {
@@ -157,11 +157,10 @@ export class RuntimeNetworkManager {
   private async gatherFacts(clusterIdArg: string, nodeIdArg: string): Promise<IRuntimeNetworkNodeFacts> {
     const node = await this.requireNode(clusterIdArg, nodeIdArg);
     const { store } = this.cloudly;
-    const [plan, leaseDocs, designation, table, allocation, relayHost, services] = await Promise.all([
+    const [plan, leaseDocs, designation, allocation, relayHost, services] = await Promise.all([
       this.getAddressPlan(),
       store.find(runtimeNetworkLeasesKind, { clusterId: clusterIdArg }, { sort: { nodeId: 1 } }),
       this.cloudly.ingressManager.getDesignation(clusterIdArg),
-      this.cloudly.ingressManager.getRouteTable(clusterIdArg),
       this.leases.allocate(clusterIdArg),
       this.cloudly.clusterManager.relayRegistrations.getRelayHost(clusterIdArg),
       store.find(serviceKind, { clusterId: clusterIdArg }),
@@ -180,13 +179,10 @@ export class RuntimeNetworkManager {
       ? [...new Set([...(node.hostAddresses ?? []), ...relayHost.hostAddresses])].sort()
       : node.hostAddresses;
     const liveServices = services.filter((service) => service.deletionRequestedAt === undefined);
-    // Routes: those the services declare, then those an administrator wrote for other hostnames.
+    // Routes have one source: what the live services declare (docs/api/ingress.md). The grants
+    // are derived from them, and the route table resolves them against those grants.
     const declared = deriveClusterRoutes(liveServices);
-    const declaredHostnames = new Set(declared.map((route) => route.hostname));
-    const routes = table === null && declared.length === 0
-      ? null
-      : [...declared, ...(table?.routes ?? []).filter((route) => !declaredHostnames.has(route.hostname))]
-        .sort((a, b) => (a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0));
+    const routes = declared.length === 0 ? null : declared;
     return {
       clusterId: clusterIdArg,
       nodeId: nodeIdArg,

@@ -5,10 +5,12 @@ import {
   type IServiceVolume,
 } from '../interfaces/data/servicevolume.js';
 import {
+  runtimeConfigContract,
   serviceRuntimeVolumeRefusals,
   type TServiceRuntimeRefusal,
   type TServiceRuntimeWaitingReason,
 } from '../interfaces/data/serviceruntimestatus.js';
+import type { IClusterRelayCapabilities } from '../interfaces/data/clusterrelay.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../interfaces/data/runtimelocalstorageclaim.js';
 import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
 import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
@@ -60,6 +62,25 @@ export interface IServiceRuntimeFacts {
    * when not gathered. A registry image is never judged here: only the runtime can pull it.
    */
   imageVersionHeld?: boolean;
+  /**
+   * What the cluster's relay stated its runtime supports; null or absent when it stated nothing,
+   * and then nothing is refused as unsupported (there is nothing to judge against).
+   */
+  relayCapabilities?: IClusterRelayCapabilities | null;
+  /** The capabilities (`database`, `objectstorage`) of the service's enabled platform bindings. */
+  bindingCapabilities?: readonly string[];
+  /** Hostnames the service declares that the route table gives to another (older) service. */
+  routesTakenByOthers?: readonly string[];
+  /**
+   * The network side of each node the relay observed running the service at its current spec
+   * revision: the leases Cloudly holds for the service on that node and the ones its node
+   * confirmed it applied. Absent when not gathered, or when Cloudly manages no workload address.
+   */
+  nodeNetwork?: { heldLeaseIds: ReadonlyMap<string, readonly string[]>; confirmedLeaseIds: ReadonlySet<string> };
+  /** The relay's observations of the service; absent when not gathered. */
+  observed?: readonly IServiceObservedPlacement[];
+  /** Whether the organization registry holds the service's organization; absent when not gathered. */
+  organizationRegistered?: boolean;
 }
 
 /**
@@ -119,20 +140,100 @@ export const judgeServiceVolume = (
 export const isServiceVolumeClaimable = (serviceArg: IService, volumeArg: IServiceVolume): boolean =>
   judgeServiceVolume(serviceArg, volumeArg, undefined).length === 0;
 
+/**
+ * The refusals that compare the service with what its cluster's runtime can run (the relay's stated
+ * capabilities) and with the runtime config's limits, in contract order; the first one is the
+ * verdict. Pure; each reason is earned by one fact.
+ */
+export const judgeServiceAdmission = (
+  factsArg: Pick<IServiceRuntimeFacts, 'service' | 'relayCapabilities' | 'bindingCapabilities'>,
+): TServiceRuntimeRefusal | null => {
+  const { service } = factsArg;
+  const capabilities = factsArg.relayCapabilities ?? null;
+  const bindingCapabilities = factsArg.bindingCapabilities ?? [];
+  if (capabilities !== null) {
+    // A platform binding the runtime cannot serve.
+    if (bindingCapabilities.some((capability) => !capabilities.platforms.includes(capability))) {
+      return 'platform-unsupported';
+    }
+    // An enabled binding's credentials reach the workload as secrets.
+    if (bindingCapabilities.length > 0 && !capabilities.secrets) {
+      return 'secrets-unsupported';
+    }
+    if (service.volumes.length > 0 && !capabilities.volumes) {
+      return 'volumes-unsupported';
+    }
+    if (service.ports.some((port) => !capabilities.portProtocols.includes(port.protocol))) {
+      return 'port-protocol-unsupported';
+    }
+  }
+  if (service.ports.length > runtimeConfigContract.maximumTargetPorts) {
+    return 'ports-too-many';
+  }
+  return null;
+};
+
+/** `replica-limit`: more replicas than one runtime config carries. Pure. */
+export const judgeServiceReplicaLimit = (serviceArg: Pick<IService, 'runtime'>): TServiceRuntimeRefusal | null =>
+  (serviceArg.runtime.replicas > runtimeConfigContract.maximumReplicas ? 'replica-limit' : null);
+
+/**
+ * The waits of the spec's own three, in contract order, from what the relay observed and what the
+ * route table and the nodes' lease statements say. Pure.
+ *
+ * - `node-network-pending`: a node runs the service at its current revision, but has not confirmed
+ *   every lease Cloudly holds for the service on it, so the workload has no address there yet.
+ * - `conflict`: a hostname the service declares is routed to another, older service (two writes
+ *   raced past the hostname check; the route table keeps the older one until one of them changes).
+ * - `failure-backoff`: the relay reports the current revision `failed` on a node; it retries with
+ *   its own backoff, and the wait holds until a report says otherwise.
+ */
+export const judgeServiceWaits = (
+  factsArg: Pick<IServiceRuntimeFacts, 'service' | 'routesTakenByOthers' | 'nodeNetwork' | 'observed'> & { claims?: IServiceRuntimeFacts['claims'] },
+): TServiceRuntimeWaitingReason | null => {
+  const current = (factsArg.observed ?? []).filter((placement) => placement.specRevision === factsArg.service.specRevision);
+  const network = factsArg.nodeNetwork;
+  if (network && current.some((placement) => (placement.state === 'starting' || placement.state === 'ready')
+    && (network.heldLeaseIds.get(placement.nodeId) ?? []).some((leaseId) => !network.confirmedLeaseIds.has(leaseId)))) {
+    return 'node-network-pending';
+  }
+  // Another (older) service holds a hostname this one declares; or a node holds a newer generation
+  // of a claim than Cloudly issued (it answered `historical`), so Cloudly and the node disagree about
+  // the volume and nothing moves until an administrator supersedes the node's generation.
+  if ((factsArg.routesTakenByOthers ?? []).length > 0 || (factsArg.claims ?? []).some((record) => record.answerStatus === 'historical')) {
+    return 'conflict';
+  }
+  if (current.some((placement) => placement.state === 'failed')) {
+    return 'failure-backoff';
+  }
+  return null;
+};
+
 export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRuntimeVerdict => {
   // No cluster, or a cluster whose Pallet runtime does not exist yet (still on Swarm, or in the
   // middle of its cutover): there is no runtime to hand the service to.
   if (!factsArg.clusterExists || (factsArg.clusterRuntimePhase !== undefined && factsArg.clusterRuntimePhase !== 'pallet')) {
     return { state: 'refused', reason: 'cluster-runtime-missing' };
   }
+  if (factsArg.organizationRegistered === false) {
+    return { state: 'refused', reason: 'organization-missing' };
+  }
   // A service naming an image version Cloudly does not hold has nothing a node could run.
   if (factsArg.imageVersionHeld === false) {
     return { state: 'refused', reason: 'image-plan-missing' };
+  }
+  const admission = judgeServiceAdmission(factsArg);
+  if (admission) {
+    return { state: 'refused', reason: admission };
   }
   // A placement whose every node has left the cluster leaves the service nowhere to run.
   const placement = factsArg.service.runtime.placement.nodeIds;
   if (factsArg.clusterNodeIds && placement.length > 0 && !placement.some((nodeId) => factsArg.clusterNodeIds!.has(nodeId))) {
     return { state: 'refused', reason: 'no-eligible-node' };
+  }
+  const replicaLimit = judgeServiceReplicaLimit(factsArg.service);
+  if (replicaLimit) {
+    return { state: 'refused', reason: replicaLimit };
   }
   // A workload without its lease has no address to run at (contract order: before the volume refusals).
   if (factsArg.workloadLeases && factsArg.workloadLeases.shortfall > 0) {
@@ -150,10 +251,9 @@ export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRun
   if (refusal) {
     return { state: 'refused', reason: refusal };
   }
-  // A node holding a newer generation of a claim than Cloudly issued: Cloudly and the node disagree
-  // about the volume, and nothing moves until an administrator supersedes the node's generation.
-  if (factsArg.claims.some((record) => record.answerStatus === 'historical')) {
-    return { state: 'waiting', reason: 'conflict' };
+  const wait = judgeServiceWaits(factsArg);
+  if (wait) {
+    return { state: 'waiting', reason: wait };
   }
   const importPending = factsArg.claims.some((record) =>
     record.claim.lifecycle === 'bound'

@@ -2,10 +2,14 @@ import { findPage, nextCursorMember, pageOf, pageShape } from '../core/paginatio
 import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
 import {
-  isSameServiceRuntimeSpec,
+  isSameServiceExecution,
+  snapshotServicePorts,
+  snapshotServiceRoutes,
   snapshotServiceRuntimeSpec,
   validateServiceWritableSpec,
   type IService,
+  type IServicePort,
+  type IServiceRoute,
   type IServiceRuntimeSpec,
   type IServiceWritableSpec,
 } from '../interfaces/data/service.js';
@@ -45,6 +49,12 @@ import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.
 import type { IClusterAllocation } from '../manager.runtimenetwork/leases.js';
 import { boundRelayText } from '../core/relaycalls.js';
 import { imageVersionId } from '../manager.image/documents.js';
+import { migrateServiceShapes } from './migrate.js';
+import { organizationKind, organizationOperations, registerNamedOrganizations } from './organizations.js';
+import { currentOperation } from '../core/operationcontext.js';
+import type { IClusterRelayCapabilities } from '../interfaces/data/clusterrelay.js';
+import { deriveClusterRoutes } from '../manager.desiredstate/routes.js';
+import { runtimeNetworkLeasesKind } from '../manager.runtimenetwork/documents.js';
 import {
   decideClaimAnswer,
   decideRuntimeStatus,
@@ -73,6 +83,13 @@ export interface IServiceDocument extends IStoredDocument {
   clusterId: string;
   specRevision: number;
   runtime: IServiceRuntimeSpec;
+  /**
+   * Beside `runtime`, not in it (absent on documents written before they existed, read as none).
+   * Documents from before the move carry them inside `runtime`; `migrateServiceShapes` moves them
+   * at start (ts/manager.service/migrate.ts).
+   */
+  ports?: IServicePort[];
+  routes?: IServiceRoute[];
   volumes: IServiceVolume[];
   claimDecisions: IServiceVolumeClaimDecision[];
   createdAt: number;
@@ -156,6 +173,8 @@ export const toPublicService = (docArg: IServiceDocument): IService => ({
   generation: docArg.generation,
   specRevision: docArg.specRevision,
   runtime: snapshotServiceRuntimeSpec(docArg.runtime),
+  ports: snapshotServicePorts(docArg.ports ?? []),
+  routes: snapshotServiceRoutes(docArg.routes ?? []),
   volumes: docArg.volumes.map((volume) => ({ ...volume })),
   createdAt: docArg.createdAt,
   updatedAt: docArg.updatedAt,
@@ -216,14 +235,27 @@ const decideServiceUpdate = (
     return { kind: 'refuse', refusal: refuse('conflict', ["request.expectedGeneration is not the service's current generation"]) };
   }
   const runtime = snapshotServiceRuntimeSpec(spec.runtime);
+  const ports = snapshotServicePorts(spec.ports ?? []);
+  const routes = snapshotServiceRoutes(spec.routes ?? []);
   const volumes = spec.volumes.map((volume) =>
     toStoredVolume(volume, currentArg.volumes.find((stored) => stored.mountPath === volume.mountPath)));
-  const specRevision = isSameServiceRuntimeSpec(currentArg.runtime, runtime) ? currentArg.specRevision : currentArg.specRevision + 1;
-  const view: IService = { ...toPublicService(currentArg), name: spec.name, runtime, volumes, specRevision, updatedAt: nowArg };
+  const specRevision = isSameServiceExecution(toPublicService(currentArg), { runtime, ports, routes })
+    ? currentArg.specRevision
+    : currentArg.specRevision + 1;
+  const view: IService = { ...toPublicService(currentArg), name: spec.name, runtime, ports, routes, volumes, specRevision, updatedAt: nowArg };
   return {
     kind: 'write',
     change: {
-      set: { name: spec.name, runtime, volumes, specRevision, updatedAt: nowArg, claimDecisions: decideVolumeClaims(view, currentArg.claimDecisions, newClaimIdArg) },
+      set: {
+        name: spec.name,
+        runtime,
+        ports,
+        routes,
+        volumes,
+        specRevision,
+        updatedAt: nowArg,
+        claimDecisions: decideVolumeClaims(view, currentArg.claimDecisions, newClaimIdArg),
+      },
     },
   };
 };
@@ -276,6 +308,12 @@ interface IClusterVerdictFacts {
   runtimePhase: TClusterRuntimePhase;
   nodeIds: ReadonlySet<string>;
   allocation: IClusterAllocation;
+  /** What the cluster's relay stated its runtime supports (null: nothing stated). */
+  relayCapabilities: IClusterRelayCapabilities | null;
+  /** Which live service the route table gives each declared hostname (the oldest declaring it). */
+  routeOwners: ReadonlyMap<string, string>;
+  /** Every lease id a node of the cluster confirmed it applied. */
+  confirmedLeaseIds: ReadonlySet<string>;
 }
 
 const groupBy = <T>(itemsArg: T[], keyArg: (itemArg: T) => string): Map<string, T[]> => {
@@ -298,11 +336,26 @@ const judgeServiceVerdict = (
   claimDocsArg: IRuntimeLocalStorageClaimDocument[],
   bindingsArg: IPlatformBinding[],
   observedArg: IServiceObservedPlacement[],
+  organizationRegisteredArg: boolean,
   heldImageVersionsArg: ReadonlySet<string>,
 ): Pick<IServiceRuntimeStatus, 'specRevision' | 'state' | 'reason'> => {
   const service = toPublicService(docArg);
   const imagePlan = judgeServiceImagePlan(service, (digestArg) => heldImageVersionsArg.has(imageVersionId(service.id, digestArg)));
+  const heldLeaseIds = new Map<string, string[]>();
+  for (const lease of clusterArg.allocation.leases) {
+    if (lease.serviceId === service.id) {
+      heldLeaseIds.set(lease.nodeId, [...(heldLeaseIds.get(lease.nodeId) ?? []), lease.lease.id]);
+    }
+  }
   const verdict = judgeServiceRuntime({
+    organizationRegistered: organizationRegisteredArg,
+    relayCapabilities: clusterArg.relayCapabilities,
+    bindingCapabilities: bindingsArg.filter((binding) => binding.enabled).map((binding) => binding.capability),
+    routesTakenByOthers: service.routes
+      .map((route) => route.hostname)
+      .filter((hostname) => (clusterArg.routeOwners.get(hostname) ?? service.id) !== service.id),
+    nodeNetwork: clusterArg.allocation.managed ? { heldLeaseIds, confirmedLeaseIds: clusterArg.confirmedLeaseIds } : undefined,
+    observed: observedArg,
     service,
     claimMarkers: docArg.claimDecisions ?? [],
     clusterExists: clusterArg.exists,
@@ -342,6 +395,7 @@ export class ServiceManager {
     this.pushes = new WorkQueue({ name: 'claim push', logger: cloudly.logger, process: (claimIdArg) => this.pushOnce(claimIdArg) });
     this.reconciles = new WorkQueue({ name: 'claim reconcile', logger: cloudly.logger, process: (serviceIdArg) => this.reconcileOnce(serviceIdArg) });
     this.registerServiceHandlers();
+    registerOperations(cloudly, organizationOperations(cloudly));
     this.registerVolumeHandlers();
     this.registerClaimHandlers();
     cloudly.relays.onSessionOpened((sessionArg: IRelaySession) => this.pushPendingClaims({ clusterId: sessionArg.clusterId }));
@@ -351,6 +405,16 @@ export class ServiceManager {
     this.stopped = false;
     this.pushes.resume();
     this.reconciles.resume();
+    // Documents written before ports and routes moved out of the runtime spec are moved first, so
+    // nothing after this point reads the old shape.
+    await migrateServiceShapes(this.cloudly.store, this.cloudly.logger);
+    // Services stored before the organization registry existed name organizations it does not hold
+    // yet: registered now, so an upgrade refuses nothing that ran before.
+    const named = (await this.cloudly.store.find(serviceKind, {})).map((service) => service.organizationId);
+    const registered = await registerNamedOrganizations(this.cloudly.store, named);
+    if (registered > 0) {
+      this.cloudly.logger.info({ registered }, 'registered the organizations stored services name');
+    }
     // Roll forward whatever a previous run decided but did not finish.
     for (const service of await this.cloudly.store.find(serviceKind, {})) {
       await this.reconcileService(service.id);
@@ -414,14 +478,19 @@ export class ServiceManager {
         (storedArg ? { kind: 'remove' } : { kind: 'keep' }));
       return outcome === 'removed' ? 'removed' : 'kept';
     }
-    const [cluster, claims, bindings, observed, heldImages] = await Promise.all([
-      this.readClusterVerdictFacts(doc.clusterId),
+    // Only the services declaring one of this service's hostnames can own it: read those, not the cluster.
+    const hostnames = (doc.routes ?? []).map((route) => route.hostname);
+    const [cluster, claims, bindings, observed, organization, heldImages] = await Promise.all([
+      this.readClusterVerdictFacts(doc.clusterId, hostnames.length === 0
+        ? Promise.resolve([])
+        : this.cloudly.store.find(serviceKind, { clusterId: doc.clusterId, 'routes.hostname': { $in: hostnames } } as never)),
       this.cloudly.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg }),
       this.cloudly.corestoreManager.getPlatformBindingsOfServices([serviceIdArg]),
       this.cloudly.desiredStateManager.observedPlacements(serviceIdArg),
+      this.cloudly.store.get(organizationKind, doc.organizationId),
       this.cloudly.imageManager.heldImageVersionsOf([serviceIdArg]),
     ]);
-    const judged = judgeServiceVerdict(doc, cluster, claims, bindings, observed, heldImages);
+    const judged = judgeServiceVerdict(doc, cluster, claims, bindings, observed, organization !== null, heldImages);
     const { outcome } = await this.cloudly.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
       decideRuntimeStatus(storedArg, serviceIdArg, { ...judged, clusterId: doc.clusterId }, Date.now()));
     return outcome;
@@ -441,14 +510,16 @@ export class ServiceManager {
       return { created: 0, owed: [] };
     }
     const ids = services.map((service) => service.id);
-    const [cluster, claims, bindings, observedDocs, statuses, heldImages] = await Promise.all([
-      this.readClusterVerdictFacts(clusterIdArg),
+    const [cluster, claims, bindings, observedDocs, statuses, organizations, heldImages] = await Promise.all([
+      this.readClusterVerdictFacts(clusterIdArg, Promise.resolve(services)),
       store.find(runtimeLocalStorageClaimKind, { clusterId: clusterIdArg }),
       this.cloudly.corestoreManager.getPlatformBindingsOfServices(ids),
       this.cloudly.desiredStateManager.observedStatesOfCluster(clusterIdArg),
       store.find(serviceRuntimeStatusKind, { id: { $in: ids } }),
+      store.find(organizationKind, { id: { $in: [...new Set(services.map((service) => service.organizationId))] } }),
       this.cloudly.imageManager.heldImageVersionsOf(ids),
     ]);
+    const registered = new Set(organizations.map((organization) => organization.id));
     const storedOf = new Map(statuses.map((status) => [status.id, status]));
     const observedOf = new Map(observedDocs.map((observed) => [observed.id, observed.placements]));
     const claimsOf = groupBy(claims, (claim) => claim.serviceId);
@@ -456,7 +527,10 @@ export class ServiceManager {
     const owed: string[] = [];
     const now = Date.now();
     const created = await Promise.all(services.map(async (service) => {
-      const judged = judgeServiceVerdict(service, cluster, claimsOf.get(service.id) ?? [], bindingsOf.get(service.id) ?? [], observedOf.get(service.id) ?? [], heldImages);
+      const judged = judgeServiceVerdict(
+        service, cluster, claimsOf.get(service.id) ?? [], bindingsOf.get(service.id) ?? [], observedOf.get(service.id) ?? [],
+        registered.has(service.organizationId), heldImages,
+      );
       const stored = storedOf.get(service.id);
       if (!stored) {
         // Inserts asked at once go to the database as one command (ts/core/insertbatcher.ts).
@@ -474,15 +548,33 @@ export class ServiceManager {
     return { created: created.reduce<number>((sum, one) => sum + one, 0), owed };
   }
 
-  /** What every service of a cluster shares in its verdict, read once. */
-  private async readClusterVerdictFacts(clusterIdArg: string): Promise<IClusterVerdictFacts> {
-    const [cluster, runtimePhase, nodes, allocation] = await Promise.all([
+  /**
+   * What every service of a cluster shares in its verdict, read once. `routedArg` are the services
+   * whose routes decide the hostnames judged (the whole cluster for a cluster pass, only those
+   * declaring one service's hostnames for a service's own run).
+   */
+  private async readClusterVerdictFacts(clusterIdArg: string, routedArg: Promise<IServiceDocument[]>): Promise<IClusterVerdictFacts> {
+    const [cluster, runtimePhase, nodes, allocation, relayCapabilities, services, confirmations] = await Promise.all([
       this.cloudly.clusterManager.getCluster(clusterIdArg),
       this.cloudly.ingressManager.peekClusterRuntimePhase(clusterIdArg),
       this.cloudly.clusterManager.nodes.listNodes(clusterIdArg),
       this.cloudly.runtimeNetworkManager.allocateCluster(clusterIdArg),
+      this.cloudly.clusterManager.relayRegistrations.getCapabilities(clusterIdArg),
+      routedArg,
+      this.cloudly.store.find(runtimeNetworkLeasesKind, { clusterId: clusterIdArg }),
     ]);
-    return { exists: cluster !== null, runtimePhase, nodeIds: new Set(nodes.map((node) => node.id)), allocation };
+    // The same rule the route table uses: one service per hostname, the oldest live one declaring it.
+    const routeOwners = new Map(deriveClusterRoutes(services.filter((service) => service.deletionRequestedAt === undefined))
+      .map((route) => [route.hostname, route.serviceId]));
+    return {
+      exists: cluster !== null,
+      runtimePhase,
+      nodeIds: new Set(nodes.map((node) => node.id)),
+      allocation,
+      relayCapabilities,
+      routeOwners,
+      confirmedLeaseIds: new Set(confirmations.flatMap((doc) => doc.leases.map((lease) => lease.lease.id))),
+    };
   }
 
   private toStatus(serviceIdArg: string, docArg: IServiceRuntimeStatusDocument): IServiceRuntimeStatus {
@@ -507,6 +599,11 @@ export class ServiceManager {
         input: { required: { service: isWritableSpec } },
         facts: async (request) => {
           await this.requireServiceReferences(request.service, null);
+          // Naming an organization the registry does not hold yet registers it (create-only, so a
+          // concurrent registration is the same fact); it is committed before the service is.
+          if (!currentOperation().dryRun) {
+            await registerNamedOrganizations(this.cloudly.store, [request.service.organizationId]);
+          }
           return { id: `svc-${randomUUID()}` };
         },
         target: (_request, facts) => ({ kind: serviceKind, id: facts.id }),
@@ -517,6 +614,8 @@ export class ServiceManager {
           clusterId: request.service.clusterId,
           specRevision: 1,
           runtime: snapshotServiceRuntimeSpec(request.service.runtime),
+          ports: snapshotServicePorts(request.service.ports ?? []),
+          routes: snapshotServiceRoutes(request.service.routes ?? []),
           volumes: request.service.volumes.map((volume) => toStoredVolume(volume, undefined)),
           claimDecisions: [],
           createdAt: now,
@@ -614,12 +713,12 @@ export class ServiceManager {
       .map(({ nodeId, index }) => `request.service.runtime.placement.nodeIds[${index}] names no node of cluster ${specArg.clusterId}: ${nodeId}`);
     // A hostname routes to one service of a cluster. (Checked, not raced: two services claiming a
     // new hostname at the same instant can both pass; the route table then keeps the older one.)
-    const routes = specArg.runtime.routes ?? [];
+    const routes = specArg.routes ?? [];
     if (routes.length > 0) {
       const taken = new Map<string, string>();
       for (const other of await this.cloudly.store.find(serviceKind, { clusterId: specArg.clusterId })) {
         if (other.id !== serviceIdArg && other.deletionRequestedAt === undefined) {
-          for (const route of other.runtime.routes ?? []) {
+          for (const route of other.routes ?? []) {
             taken.set(route.hostname, other.id);
           }
         }
@@ -627,7 +726,7 @@ export class ServiceManager {
       routes.forEach((route, index) => {
         const owner = taken.get(route.hostname);
         if (owner) {
-          reasons.push(`request.service.runtime.routes[${index}].hostname is routed to service ${owner} already`);
+          reasons.push(`request.service.routes[${index}].hostname is routed to service ${owner} already`);
         }
       });
     }

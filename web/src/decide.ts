@@ -100,20 +100,16 @@ export interface IServiceFormFields {
 
 const lines = (textArg: string): string[] => textArg.split('\n').map((line) => line.trim()).filter((line) => line.length > 0);
 
-/**
- * Where ports and routes sit in a runtime spec. Today they are members of `runtime`; issue 34
- * moves them beside it, and this function (with `portsAndRoutesOf`) is the one place to change.
- */
-export const placePortsAndRoutes = (runtimeArg: Omit<IServiceRuntimeSpec, 'ports' | 'routes'>, portsArg: IServicePort[], routesArg: IServiceRoute[]): IServiceRuntimeSpec => ({
-  ...runtimeArg,
+/** Ports and routes sit beside `runtime` in a service spec (the runtime spec is execution policy only). */
+export const placePortsAndRoutes = (portsArg: IServicePort[], routesArg: IServiceRoute[]): Pick<IServiceWritableSpec, 'ports' | 'routes'> => ({
   ...(portsArg.length ? { ports: portsArg } : {}),
   ...(routesArg.length ? { routes: routesArg } : {}),
 });
 
 /** The ports and routes of a stored service (the counterpart of `placePortsAndRoutes`). */
-export const portsAndRoutesOf = (serviceArg: { runtime: IServiceRuntimeSpec }): { ports: IServicePort[]; routes: IServiceRoute[] } => ({
-  ports: serviceArg.runtime.ports ?? [],
-  routes: serviceArg.runtime.routes ?? [],
+export const portsAndRoutesOf = (serviceArg: Pick<IServiceWritableSpec, 'ports' | 'routes'>): { ports: IServicePort[]; routes: IServiceRoute[] } => ({
+  ports: serviceArg.ports ?? [],
+  routes: serviceArg.routes ?? [],
 });
 
 /**
@@ -157,12 +153,13 @@ export const serviceSpecOfForm = (fieldsArg: IServiceFormFields): { spec: IServi
     name: fieldsArg.name,
     organizationId: fieldsArg.organizationId.trim(),
     clusterId: fieldsArg.clusterId,
-    runtime: placePortsAndRoutes({
+    runtime: {
       image: fieldsArg.image.trim(),
       replicas: toNumber(fieldsArg.replicas),
       profile: { runAs },
       placement: { nodeIds: fieldsArg.placementNodeIds },
-    }, ports, routes),
+    },
+    ...placePortsAndRoutes(ports, routes),
     volumes,
   };
   return { spec, reasons };
@@ -192,6 +189,7 @@ export const writableSpecOf = (serviceArg: IServiceWritableSpec & { volumes: Arr
   organizationId: serviceArg.organizationId,
   clusterId: serviceArg.clusterId,
   runtime: serviceArg.runtime,
+  ...placePortsAndRoutes(serviceArg.ports ?? [], serviceArg.routes ?? []),
   // The server owns `id` and `initialization`; every other member goes back as read.
   volumes: serviceArg.volumes.map(({ initialization: _initialization, id: _id, ...writable }: TServiceWritableVolume & { initialization?: unknown; id?: unknown }) => writable),
 });

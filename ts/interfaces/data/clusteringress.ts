@@ -1,9 +1,7 @@
 import {
   isCanonicalId,
   isCounter,
-  isPositiveCounter,
   isRecord,
-  readExactDataRecord,
   type TPlainRecord,
 } from '../private/dataproperties.js';
 import { isOwnDataProperty, readExactDataRecordOrNull, readOwnDataValue } from '../private/ownproperties.js';
@@ -265,7 +263,10 @@ export const validateClusterIngressRouteTableChange = (
     : [`${pathArg}.revision must be a non-negative safe integer`];
 };
 
-/** One public hostname the ingress serves and the service behind it. Project's own definition. */
+/**
+ * One public hostname the ingress serves and the service behind it, as a service declares it
+ * (`service.routes`, resolved to the port it names). Project's own definition.
+ */
 export interface IClusterIngressRoute {
   hostname: string;
   serviceId: string;
@@ -273,66 +274,35 @@ export interface IClusterIngressRoute {
   port: number;
 }
 
+/** Where the ingress sends a route's traffic: one confirmed lease of the routed service the ingress is granted. Project's own definition. */
+export interface IClusterIngressRouteTarget {
+  lease: { id: string; generation: number };
+  nodeId: string;
+  address: string;
+  port: number;
+}
+
 /**
- * The route table Cloudly computed for a cluster. `revision` grows by one with every change; a
- * table that exists is never replaced by `null`. Project's own definition.
+ * A route with the lease addresses Cloudly routes it to: only once a workload ingress grant from
+ * the ingress to that lease exists (spec: Cloudly routes a cluster ingress route to the target
+ * lease address and port once the grant exists). Never empty: a route without a target is not in
+ * the table yet. Project's own definition.
+ */
+export interface IClusterIngressResolvedRoute extends IClusterIngressRoute {
+  targets: IClusterIngressRouteTarget[];
+}
+
+/**
+ * The cluster's one route table: the routes its live services declare, resolved to lease targets.
+ * `revision` grows by one with every change of `routes` and never goes back; a table that exists is
+ * never replaced by `null` (`null` is "Cloudly has computed none yet"). Project's own definition.
  */
 export interface IClusterIngressRouteTable {
   clusterId: string;
   revision: number;
   /** Sorted by hostname, one route per hostname. */
-  routes: IClusterIngressRoute[];
+  routes: IClusterIngressResolvedRoute[];
 }
-
-const hostnamePattern = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
-
-export const clusterIngressRouteTableLimits = Object.freeze({
-  maximumRoutes: 4096,
-} as const);
-
-/** Names every reason a list is not the routes of one table. Never throws. */
-export const validateClusterIngressRoutes = (valueArg: unknown, pathArg = 'routes'): string[] => {
-  try {
-    if (!Array.isArray(valueArg) || Object.getPrototypeOf(valueArg) !== Array.prototype) {
-      return [`${pathArg} must be an array`];
-    }
-    if (valueArg.length > clusterIngressRouteTableLimits.maximumRoutes) {
-      return [`${pathArg} must hold at most ${clusterIngressRouteTableLimits.maximumRoutes} routes`];
-    }
-    const reasons: string[] = [];
-    let previousHostname: string | null = null;
-    for (let index = 0; index < valueArg.length; index += 1) {
-      const route = readExactDataRecord(
-        Object.getOwnPropertyDescriptor(valueArg, index)?.value,
-        ['hostname', 'serviceId', 'port'],
-      );
-      const path = `${pathArg}[${index}]`;
-      if (route === null) {
-        reasons.push(`${path} must be a record of exactly hostname, serviceId and port`);
-        continue;
-      }
-      const hostname = readOwnDataValue(route, 'hostname');
-      if (typeof hostname !== 'string' || !hostnamePattern.test(hostname)) {
-        reasons.push(`${path}.hostname must be a lowercase DNS name`);
-      } else {
-        if (previousHostname !== null && hostname <= previousHostname) {
-          reasons.push(`${path}.hostname must sort after the previous route's hostname`);
-        }
-        previousHostname = hostname;
-      }
-      if (!isCanonicalId(readOwnDataValue(route, 'serviceId'))) {
-        reasons.push(`${path}.serviceId must be a service id`);
-      }
-      const port = readOwnDataValue(route, 'port');
-      if (!isPositiveCounter(port) || port > 65535) {
-        reasons.push(`${path}.port must be an integer from 1 to 65535`);
-      }
-    }
-    return reasons;
-  } catch {
-    return [`${pathArg} could not be read as plain data`];
-  }
-};
 
 /**
  * One environment value of a prepared workload spec: a literal, or a reference to a secret version

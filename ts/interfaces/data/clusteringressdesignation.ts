@@ -71,6 +71,13 @@ export interface IFleetCutoverIngressDesignation {
   clusterId: string;
   ingressServiceId: string;
   acceptedAt: number;
+  /**
+   * The credential the ingress registers with, minted by Cloudly when it records the designation
+   * (its value is kept like a Pallet designation's bearer and reaches the relay only sealed).
+   * Absent on records made before Cloudly minted one: registrations under such a record are judged
+   * as far as the facts go and then refused `bearer-refused`, since no bearer can be checked.
+   */
+  credential?: IClusterIngressCredentialReference;
 }
 
 export const clusterIngressDesignationContract = Object.freeze({

@@ -41,7 +41,87 @@ export interface IClusterRelayAnnouncement extends IClusterRelay {
    * `hostPlatformEndpointIds`, and never hands one of them to a workload.
    */
   hostAddresses?: string[];
+  /**
+   * What the cluster's runtime can run, as its relay states it. Optional: a relay that does not
+   * state it claims nothing, and Cloudly refuses nothing on it (the `*-unsupported` runtime
+   * refusals need a stated capability to judge against).
+   */
+  capabilities?: IClusterRelayCapabilities;
 }
+
+/** The protocols a workload port can have. */
+export const clusterRelayPortProtocols = Object.freeze(['tcp', 'udp'] as const);
+
+/**
+ * What a cluster's runtime supports, stated by its relay. Project's own definition: the spec
+ * names the `platform-unsupported`, `secrets-unsupported`, `volumes-unsupported` and
+ * `port-protocol-unsupported` refusals but not where the producer learns what is supported.
+ */
+export interface IClusterRelayCapabilities {
+  /** The platform binding capabilities (`database`, `objectstorage`) its nodes can serve. */
+  platforms: string[];
+  /** Whether it delivers secrets (a binding's credentials) to workloads. */
+  secrets: boolean;
+  /** Whether it mounts volumes (local storage claims). */
+  volumes: boolean;
+  /** The port protocols its workloads may listen on. */
+  portProtocols: Array<(typeof clusterRelayPortProtocols)[number]>;
+}
+
+const capabilityKeys = ['platforms', 'secrets', 'volumes', 'portProtocols'] as const;
+const platformNamePattern = /^[a-z][a-z0-9-]{0,63}$/;
+
+/** Every reason a value is not a relay's capability statement, in the order of its members. */
+export const validateClusterRelayCapabilities = (valueArg: unknown, pathArg = 'capabilities'): string[] => {
+  if (!isRecord(valueArg)) {
+    return [`${pathArg} must be an object`];
+  }
+  const reasons = collectMemberReasons(valueArg, capabilityKeys, pathArg, 'relay capabilities');
+  const platforms = readBoundedDataList(readOwnDataValue(valueArg, 'platforms'), 32, `${pathArg}.platforms`, {
+    entries: 'platform names',
+    notArray: 'must be an array of platform names',
+  });
+  if ('reason' in platforms) {
+    reasons.push(platforms.reason);
+  } else {
+    platforms.entries.forEach((entry, index) => {
+      if (typeof entry !== 'string' || !platformNamePattern.test(entry)) {
+        reasons.push(`${pathArg}.platforms[${index}] must be a lowercase platform name`);
+      } else if (platforms.entries.indexOf(entry) !== index) {
+        reasons.push(`${pathArg}.platforms[${index}] repeats a platform`);
+      }
+    });
+  }
+  for (const key of ['secrets', 'volumes'] as const) {
+    if (typeof readOwnDataValue(valueArg, key) !== 'boolean') {
+      reasons.push(`${pathArg}.${key} must be true or false`);
+    }
+  }
+  const protocols = readBoundedDataList(readOwnDataValue(valueArg, 'portProtocols'), clusterRelayPortProtocols.length, `${pathArg}.portProtocols`, {
+    entries: 'port protocols',
+    notArray: 'must be an array of port protocols',
+  });
+  if ('reason' in protocols) {
+    reasons.push(protocols.reason);
+  } else {
+    protocols.entries.forEach((entry, index) => {
+      if (!(clusterRelayPortProtocols as readonly unknown[]).includes(entry)) {
+        reasons.push(`${pathArg}.portProtocols[${index}] must be tcp or udp`);
+      } else if (protocols.entries.indexOf(entry) !== index) {
+        reasons.push(`${pathArg}.portProtocols[${index}] repeats a protocol`);
+      }
+    });
+  }
+  return reasons;
+};
+
+/** A detached copy of a valid capability statement. */
+export const snapshotClusterRelayCapabilities = (valueArg: IClusterRelayCapabilities): IClusterRelayCapabilities => ({
+  platforms: [...valueArg.platforms],
+  secrets: valueArg.secrets,
+  volumes: valueArg.volumes,
+  portProtocols: [...valueArg.portProtocols],
+});
 
 /**
  * A relay registration Cloudly accepted, one per cluster (the latest replaces the previous).
@@ -81,7 +161,7 @@ export const validateClusterRelayOrigin = (valueArg: unknown, pathArg = 'origin'
   return collectCanonicalHttpOriginReasons(parsed, valueArg, pathArg);
 };
 
-const announcementKeys = ['origin', 'version', 'protocol', 'nodeId', 'hostAddresses'] as const;
+const announcementKeys = ['origin', 'version', 'protocol', 'nodeId', 'hostAddresses', 'capabilities'] as const;
 
 /** Every reason a relay announcement is refused, in the order of its members. */
 export const validateClusterRelayAnnouncement = (valueArg: unknown, pathArg = 'registration'): string[] => {
@@ -107,6 +187,10 @@ export const validateClusterRelayAnnouncement = (valueArg: unknown, pathArg = 'r
       reasons.push(`${pathArg}.hostAddresses needs ${pathArg}.nodeId: addresses are stated for the node whose host carries them`);
     }
     reasons.push(...validateClusterNodeHostAddresses(hostAddresses, `${pathArg}.hostAddresses`));
+  }
+  const capabilities = readOwnDataValue(valueArg, 'capabilities');
+  if (capabilities !== undefined) {
+    reasons.push(...validateClusterRelayCapabilities(capabilities, `${pathArg}.capabilities`));
   }
   return reasons;
 };

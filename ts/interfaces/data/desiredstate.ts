@@ -1,7 +1,12 @@
-import type { IServiceRuntimeSpec } from './service.js';
+import type { IServicePort, IServiceRoute, IServiceRuntimeSpec } from './service.js';
 import type { IServiceVolume } from './servicevolume.js';
 import type { IClusterIngressDesignation } from './clusteringressdesignation.js';
-import type { IClusterIngressPreparedSpec } from './clusteringress.js';
+import type {
+  IClusterIngressPreparedSpec,
+  IClusterIngressResolvedRoute,
+  IClusterIngressRouteTable,
+  IClusterIngressRouteTarget,
+} from './clusteringress.js';
 import type { ICorestoreControlCredentialReference } from './secret.js';
 import { computeDomainDigestHex } from '../private/canonicaljson.js';
 import type { IRuntimeAssignmentStatus } from './runtimeassignment.js';
@@ -27,7 +32,12 @@ export interface IClusterPlatformDesiredService {
   name: string;
   organizationId: string;
   specRevision: number;
+  /** Execution policy only, exactly as stored. */
   runtime: IServiceRuntimeSpec;
+  /** The ports the workload listens on (beside the runtime spec, not in it). */
+  ports: IServicePort[];
+  /** The hostnames the service declares; the resolved table is `routes` of the desired state. */
+  routes: IServiceRoute[];
   volumes: IServiceVolume[];
   platformBindings: IClusterPlatformDesiredBinding[];
 }
@@ -51,21 +61,11 @@ export interface IClusterDesiredLease {
   address: string;
 }
 
-/** Where the ingress sends a route's traffic: one confirmed lease of the routed service the ingress is granted. */
-export interface IClusterRouteTarget {
-  lease: { id: string; generation: number };
-  nodeId: string;
-  address: string;
-  port: number;
-}
+/** The route target of the one route table (see `IClusterIngressRouteTarget`). */
+export type IClusterRouteTarget = IClusterIngressRouteTarget;
 
-/** A route with the lease addresses it resolves to (never empty: a route without a target is left out). */
-export interface IClusterResolvedRoute {
-  hostname: string;
-  serviceId: string;
-  port: number;
-  targets: IClusterRouteTarget[];
-}
+/** A route of the one route table (see `IClusterIngressResolvedRoute`). */
+export type IClusterResolvedRoute = IClusterIngressResolvedRoute;
 
 /** A route left out of the table, with the reason. */
 export interface IClusterUnresolvedRoute {
@@ -75,12 +75,11 @@ export interface IClusterUnresolvedRoute {
   reason: string;
 }
 
-/** The relay's route table: the resolved routes at the desired-state revision. */
-export interface IClusterResolvedRouteTable {
-  clusterId: string;
-  revision: number;
-  routes: IClusterResolvedRoute[];
-}
+/**
+ * The one route table, as `getClusterRouteTable` answers it to the relay: the same document, with
+ * the same revision, that `getClusterIngressRouteTable` answers the ingress.
+ */
+export type IClusterResolvedRouteTable = IClusterIngressRouteTable;
 
 export interface IClusterPlatformDesiredState {
   clusterId: string;

@@ -25,3 +25,4 @@ export * from './desiredstate.js';
 export * from './runtimenetworksignature.js';
 export * from './clustertraffic.js';
 export * from './imageversion.js';
+export * from './organization.js';

@@ -46,16 +46,16 @@ export interface IServiceRoute {
   targetPort: string;
 }
 
-/** Execution policy only; stored exactly. Its changes bump the service's `specRevision`. */
+/**
+ * Execution policy only, stored exactly: a relay that checks upstream's exact schema refuses a
+ * runtime spec with any member it does not know, so nothing of the project's own goes in here
+ * (ports and routes sit beside it, on the service). Its changes bump the service's `specRevision`.
+ */
 export interface IServiceRuntimeSpec {
   image: string;
   replicas: number;
   profile: IServiceRuntimeProfile;
   placement: IServicePlacement;
-  /** Project's own member: the ports the workload listens on (absent = none). */
-  ports?: IServicePort[];
-  /** Project's own member: the hostnames the cluster ingress routes to it (absent = none). */
-  routes?: IServiceRoute[];
 }
 
 export interface IService {
@@ -66,9 +66,16 @@ export interface IService {
   clusterId: string;
   /** Server-managed; bumps on every committed change (compare-and-swap token). */
   generation: number;
-  /** Server-managed; starts at 1 and bumps when `runtime` changes. */
+  /**
+   * Server-managed; starts at 1 and bumps when what the nodes run changes: `runtime`, `ports` or
+   * `routes` (the same three that bumped it when ports and routes still sat inside `runtime`).
+   */
   specRevision: number;
   runtime: IServiceRuntimeSpec;
+  /** Project's own member: the ports the workload listens on, beside the runtime spec. */
+  ports: IServicePort[];
+  /** Project's own member: the hostnames the cluster ingress routes to a port of it. */
+  routes: IServiceRoute[];
   volumes: IServiceVolume[];
   createdAt: number;
   updatedAt: number;
@@ -80,6 +87,10 @@ export interface IServiceWritableSpec {
   organizationId: string;
   clusterId: string;
   runtime: IServiceRuntimeSpec;
+  /** Absent means none. */
+  ports?: IServicePort[];
+  /** Absent means none; each names one of `ports` by name, and that port must be tcp. */
+  routes?: IServiceRoute[];
   volumes: TServiceWritableVolume[];
 }
 
@@ -90,14 +101,15 @@ export const serviceSpecLimits = Object.freeze({
   maximumReplicas: 1024,
   maximumPlacementNodes: 64,
   maximumVolumes: 64,
-  maximumPorts: 64,
+  // Beyond the runtime config's 64 target ports (`ports-too-many` is a runtime verdict, not an input refusal).
+  maximumPorts: 1024,
   maximumRoutes: 64,
 } as const);
 
 const servicePortNamePattern = /^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$/;
 const serviceRouteHostnamePattern = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
-/** Every reason the ports and routes of a runtime spec are not valid, each by path. */
+/** Every reason the ports and routes of a writable service spec are not valid, each by path. */
 const validateServicePortsAndRoutes = (recordArg: Record<string, unknown>, pathArg: string): string[] => {
   const reasons: string[] = [];
   const portNames = new Map<string, string>();
@@ -184,7 +196,7 @@ export const validateServiceRuntimeSpec = (valueArg: unknown, pathArg = 'runtime
     if (record === null) {
       return [`${pathArg} must be a plain object`];
     }
-    const reasons = reasonsForUnknownKeys(record, ['image', 'replicas', 'profile', 'placement', 'ports', 'routes'], pathArg);
+    const reasons = reasonsForUnknownKeys(record, ['image', 'replicas', 'profile', 'placement'], pathArg);
     const image = readServiceDataField(record, 'image');
     if (typeof image !== 'string' || image.length === 0 || image.length > serviceSpecLimits.maximumImageLength) {
       reasons.push(`${pathArg}.image must be a string of 1-${serviceSpecLimits.maximumImageLength} characters`);
@@ -219,7 +231,6 @@ export const validateServiceRuntimeSpec = (valueArg: unknown, pathArg = 'runtime
         }
       }
     }
-    reasons.push(...validateServicePortsAndRoutes(record, pathArg));
     return reasons;
   });
 
@@ -230,7 +241,7 @@ export const validateServiceWritableSpec = (valueArg: unknown, pathArg = 'servic
     if (record === null) {
       return [`${pathArg} must be a plain object`];
     }
-    const reasons = reasonsForUnknownKeys(record, ['name', 'organizationId', 'clusterId', 'runtime', 'volumes'], pathArg);
+    const reasons = reasonsForUnknownKeys(record, ['name', 'organizationId', 'clusterId', 'runtime', 'ports', 'routes', 'volumes'], pathArg);
     const name = readServiceDataField(record, 'name');
     if (typeof name !== 'string' || name.trim().length === 0 || name.length > serviceSpecLimits.maximumNameLength) {
       reasons.push(`${pathArg}.name must be a non-blank string of at most ${serviceSpecLimits.maximumNameLength} characters`);
@@ -238,6 +249,7 @@ export const validateServiceWritableSpec = (valueArg: unknown, pathArg = 'servic
     reasons.push(...validateServiceCanonicalId(readServiceDataField(record, 'organizationId'), `${pathArg}.organizationId`));
     reasons.push(...validateServiceCanonicalId(readServiceDataField(record, 'clusterId'), `${pathArg}.clusterId`));
     reasons.push(...validateServiceRuntimeSpec(readServiceDataField(record, 'runtime'), `${pathArg}.runtime`));
+    reasons.push(...validateServicePortsAndRoutes(record, pathArg));
     const volumes = readServiceDataArray(readServiceDataField(record, 'volumes'), serviceSpecLimits.maximumVolumes);
     if (volumes === null) {
       reasons.push(`${pathArg}.volumes must be an array of at most ${serviceSpecLimits.maximumVolumes} volumes`);
@@ -269,11 +281,28 @@ export const snapshotServiceRuntimeSpec = (valueArg: IServiceRuntimeSpec): IServ
       : { user: valueArg.profile.runAs.user, group: valueArg.profile.runAs.group },
   },
   placement: { nodeIds: [...valueArg.placement.nodeIds] },
-  // Absent stays absent, so a spec written before ports and routes existed keeps its exact bytes.
-  ...(valueArg.ports ? { ports: valueArg.ports.map((port) => ({ name: port.name, port: port.port, protocol: port.protocol })) } : {}),
-  ...(valueArg.routes ? { routes: valueArg.routes.map((route) => ({ hostname: route.hostname, targetPort: route.targetPort })) } : {}),
 });
 
 /** True when two runtime specs are the same policy (canonical JSON equality). */
 export const isSameServiceRuntimeSpec = (leftArg: IServiceRuntimeSpec, rightArg: IServiceRuntimeSpec): boolean =>
   canonicalizeJson(snapshotServiceRuntimeSpec(leftArg)) === canonicalizeJson(snapshotServiceRuntimeSpec(rightArg));
+
+/** Detached copies of valid ports (member order fixed). */
+export const snapshotServicePorts = (portsArg: readonly IServicePort[]): IServicePort[] =>
+  portsArg.map((port) => ({ name: port.name, port: port.port, protocol: port.protocol }));
+
+/** Detached copies of valid routes (member order fixed). */
+export const snapshotServiceRoutes = (routesArg: readonly IServiceRoute[]): IServiceRoute[] =>
+  routesArg.map((route) => ({ hostname: route.hostname, targetPort: route.targetPort }));
+
+/**
+ * True when two services ask the nodes for the same thing: the same runtime spec, ports and routes.
+ * A difference in any of them is a new `specRevision`.
+ */
+export const isSameServiceExecution = (
+  leftArg: Pick<IService, 'runtime' | 'ports' | 'routes'>,
+  rightArg: Pick<IService, 'runtime' | 'ports' | 'routes'>,
+): boolean =>
+  isSameServiceRuntimeSpec(leftArg.runtime, rightArg.runtime)
+  && canonicalizeJson(snapshotServicePorts(leftArg.ports)) === canonicalizeJson(snapshotServicePorts(rightArg.ports))
+  && canonicalizeJson(snapshotServiceRoutes(leftArg.routes)) === canonicalizeJson(snapshotServiceRoutes(rightArg.routes));

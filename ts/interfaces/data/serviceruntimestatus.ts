@@ -59,6 +59,17 @@ export const serviceRuntimeRefusals = Object.freeze([...serviceRuntimeNonVolumeR
 
 export type TServiceRuntimeRefusal = (typeof serviceRuntimeNonVolumeRefusals)[number] | (typeof serviceRuntimeVolumeRefusals)[number];
 
+/**
+ * The limits a runtime config carries. `maximumTargetPorts` is the spec's (64): a service declaring
+ * more target ports is refused `ports-too-many`. `maximumReplicas` is the project's own: the spec
+ * names `replica-limit` without the number, so one service runs at most 256 replicas (the writable
+ * spec admits up to 1,024, so the limit is a runtime verdict, not an input refusal).
+ */
+export const runtimeConfigContract = Object.freeze({
+  maximumTargetPorts: 64,
+  maximumReplicas: 256,
+} as const);
+
 export type TServiceRuntimeState = 'converged' | 'converging' | 'waiting' | 'refused';
 
 interface IServiceRuntimeStatusBase {

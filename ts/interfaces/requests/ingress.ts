@@ -4,7 +4,6 @@ import type {
   IClusterIngressPreparedSpec,
   IClusterIngressRegistration,
   IClusterIngressRegistrationAcceptance,
-  IClusterIngressRoute,
   IClusterIngressRouteTable,
   IClusterIngressRouteTableChange,
 } from '../data/clusteringress.js';
@@ -40,16 +39,6 @@ export type IReq_Any_Cloudly_GetClusterRuntime = ITypedContract<
   { runtime: IClusterRuntimeReference }
 >;
 
-/**
- * Administrator → Cloudly: replace the routes of a cluster's ingress route table, compare-and-swap
- * on the revision the caller read (`null` when none exists). Project's own definition.
- */
-export type IReq_Any_Cloudly_SetClusterIngressRoutes = ITypedContract<
-  'setClusterIngressRoutes',
-  { identity: IIdentity; clusterId: string; expectedRevision: number | null; routes: IClusterIngressRoute[] },
-  { table: IClusterIngressRouteTable }
->;
-
 /** Ingress → relay → Cloudly, on the relay's socket: the ingress announces itself. */
 export type IReq_Relay_Cloudly_RegisterClusterIngress = ITypedContract<
   'registerClusterIngress',
@@ -57,7 +46,11 @@ export type IReq_Relay_Cloudly_RegisterClusterIngress = ITypedContract<
   IClusterIngressRegistrationAcceptance
 >;
 
-/** Ingress → relay (→ Cloudly): the current route table, `null` when none is computed yet. */
+/**
+ * Ingress → relay (→ Cloudly): the cluster's one route table (the routes its services declare,
+ * resolved to lease targets), `null` while Cloudly has computed none. There is no administrator
+ * write of it: routes are declared on services (`service.routes`).
+ */
 export type IReq_Relay_Cloudly_GetClusterIngressRouteTable = ITypedContract<
   'getClusterIngressRouteTable',
   { knownRevision: number | null },

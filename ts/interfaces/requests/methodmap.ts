@@ -30,10 +30,12 @@ export interface ICloudlyMethods {
   completeSecretRecipientEnrollment: secret.IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment;
   createCluster: admin.IReq_Any_Cloudly_CreateCluster;
   createIsolatedRestore: backup.IReq_Admin_CreateIsolatedRestore;
+  createOrganization: service.IReq_Admin_CreateOrganization;
   createService: service.IReq_Any_Cloudly_CreateService;
   createServiceBackup: backup.IReq_Admin_CreateServiceBackup;
   createUser: account.IReq_Admin_CreateUser;
   deleteCluster: admin.IReq_Admin_DeleteCluster;
+  deleteOrganization: service.IReq_Admin_DeleteOrganization;
   deletePlatformBinding: corestore.IReq_Admin_DeletePlatformBinding;
   deleteService: desiredstate.IReq_Any_Cloudly_DeleteService;
   deleteUser: account.IReq_Admin_DeleteUser;
@@ -59,6 +61,7 @@ export interface ICloudlyMethods {
   getFleetOverview: overview.IReq_Admin_GetFleetOverview;
   getOperation: operation.IReq_Admin_GetOperation;
   getOperations: operation.IReq_Admin_GetOperations;
+  getOrganizations: service.IReq_Admin_GetOrganizations;
   getPlatformBindings: corestore.IReq_Any_Cloudly_GetPlatformBindings;
   getRuntimeLocalStorageClaims: service.IReq_Any_Cloudly_GetRuntimeLocalStorageClaims;
   getRuntimeNetworkAddressPlan: runtimenetwork.IReq_Admin_GetRuntimeNetworkAddressPlan;
@@ -89,7 +92,6 @@ export interface ICloudlyMethods {
   rotateClusterRelayToken: admin.IReq_Any_Cloudly_RotateClusterRelayToken;
   rotateCorestoreControlCredential: secret.IReq_Any_Cloudly_RotateCorestoreControlCredential;
   rotateIdentitySigningKey: secret.IReq_Any_Cloudly_RotateIdentitySigningKey;
-  setClusterIngressRoutes: ingress.IReq_Any_Cloudly_SetClusterIngressRoutes;
   setClusterNodeCorestore: cluster.IReq_Any_Cloudly_SetClusterNodeCorestore;
   setRuntimeNetworkAddressPlan: runtimenetwork.IReq_Admin_SetRuntimeNetworkAddressPlan;
   setServiceVolumeInitialization: service.IReq_Any_Cloudly_SetServiceVolumeInitialization;

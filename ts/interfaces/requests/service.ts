@@ -2,6 +2,7 @@ import type { ITypedContract } from './admin.js';
 import type { IServiceObservedPlacement } from '../data/desiredstate.js';
 import type { IIdentity } from '../data/user.js';
 import type { IService, IServiceWritableSpec } from '../data/service.js';
+import type { IOrganization, IOrganizationWritable } from '../data/organization.js';
 import type { TServiceVolumeInitialization } from '../data/servicevolume.js';
 import type { IServiceRuntimeStatus } from '../data/serviceruntimestatus.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../data/runtimelocalstorageclaim.js';
@@ -93,4 +94,31 @@ export type IReq_Any_Cloudly_SupersedeHistoricalRuntimeLocalStorageClaim = IType
   'supersedeHistoricalRuntimeLocalStorageClaim',
   { identity: IIdentity; claimId: string; generation: number },
   { claim: IRuntimeLocalStorageClaimRecord }
+>;
+
+/**
+ * Registers an organization (project's own method). An id already registered is `conflict`. A
+ * service created in an organization the registry does not hold registers it with its id as name.
+ */
+export type IReq_Admin_CreateOrganization = ITypedContract<
+  'createOrganization',
+  { identity: IIdentity; organization: IOrganizationWritable },
+  { organization: IOrganization }
+>;
+
+/** Every registered organization, by id (project's own method). */
+export type IReq_Admin_GetOrganizations = ITypedContract<
+  'getOrganizations',
+  { identity: IIdentity } & IPageRequest,
+  { organizations: IOrganization[] } & IPageAnswer
+>;
+
+/**
+ * Removes an organization from the registry, compare-and-swap on its generation (project's own
+ * method). Its services stay and are refused `organization-missing` until it is registered again.
+ */
+export type IReq_Admin_DeleteOrganization = ITypedContract<
+  'deleteOrganization',
+  { identity: IIdentity; organizationId: string; expectedGeneration: number },
+  { organizationId: string; deleted: true }
 >;

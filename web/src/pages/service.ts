@@ -588,8 +588,8 @@ export class CloudlyServicePage extends LivePage {
         <div><dt>Image</dt><dd><code>${runtime.image}</code></dd></div>
         <div><dt>Replicas</dt><dd>${runtime.replicas}</dd></div>
         <div><dt>Placement</dt><dd>${runtime.placement?.nodeIds?.length ? runtime.placement.nodeIds.join(', ') : 'any node'}</dd></div>
-        <div><dt>Ports</dt><dd>${runtime.ports?.length ? runtime.ports.map((port: { name: string; port: number; protocol: string }) => `${port.name} ${port.port}/${port.protocol}`).join(', ') : 'none'}</dd></div>
-        <div><dt>Routes</dt><dd>${runtime.routes?.length ? runtime.routes.map((route: { hostname: string; targetPort: string }) => `${route.hostname} → ${route.targetPort}`).join(', ') : 'none'}</dd></div>
+        <div><dt>Ports</dt><dd>${serviceArg.ports?.length ? serviceArg.ports.map((port) => `${port.name} ${port.port}/${port.protocol}`).join(', ') : 'none'}</dd></div>
+        <div><dt>Routes</dt><dd>${serviceArg.routes?.length ? serviceArg.routes.map((route) => `${route.hostname} → ${route.targetPort}`).join(', ') : 'none'}</dd></div>
         <div><dt>Runs as</dt><dd data-run-as>${describeRunAs(serviceArg.runtime.profile?.runAs)}</dd></div>
         <div><dt>Spec revision</dt><dd>${serviceArg.specRevision} (generation ${serviceArg.generation})</dd></div>
         <div><dt>Updated</dt><dd>${formatTime(serviceArg.updatedAt)}</dd></div>

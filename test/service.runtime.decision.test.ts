@@ -1,0 +1,141 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { judgeServiceRuntime, type IServiceRuntimeFacts } from '../ts/manager.service/runtimestatus.js';
+import { decideServiceShapeMigration } from '../ts/manager.service/migrate.js';
+import type { IService } from '../ts/interfaces/data/service.js';
+import type { IClusterRelayCapabilities } from '../ts/interfaces/data/clusterrelay.js';
+import { data } from '../ts/interfaces/index.js';
+import type { IServiceDocument } from '../ts/manager.service/service.manager.js';
+
+/**
+ * The runtime verdict's refusals and waits as pure judgements: one base of facts that judges
+ * `converging`, and for each reason the one fact that breaks it. Order follows the contract: a
+ * refusal before a wait, and among refusals (and among waits) the contract's order.
+ */
+
+const everything: IClusterRelayCapabilities = { platforms: ['database', 'objectstorage'], secrets: true, volumes: true, portProtocols: ['tcp', 'udp'] };
+
+const service = (overridesArg: Partial<IService> = {}): IService => ({
+  id: 'svc-1', name: 'web', organizationId: 'org-1', clusterId: 'c-1', generation: 3, specRevision: 2,
+  runtime: { image: 'registry.example/web:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['n-1'] } },
+  ports: [{ name: 'http', port: 8080, protocol: 'tcp' }, { name: 'dns', port: 53, protocol: 'udp' }],
+  routes: [{ hostname: 'web.example.com', targetPort: 'http' }],
+  volumes: [],
+  createdAt: 1, updatedAt: 1,
+  ...overridesArg,
+});
+
+const base = (overridesArg: Partial<IServiceRuntimeFacts> = {}): IServiceRuntimeFacts => ({
+  service: service(),
+  organizationRegistered: true,
+  claimMarkers: [],
+  clusterExists: true,
+  clusterRuntimePhase: 'pallet',
+  clusterNodeIds: new Set(['n-1']),
+  workloadLeases: { shortfall: 0, poolMissing: false },
+  claims: [],
+  bindings: { bindingsPending: false, legacyAdoptionPending: false },
+  relayCapabilities: everything,
+  bindingCapabilities: ['database'],
+  routesTakenByOthers: [],
+  nodeNetwork: { heldLeaseIds: new Map([['n-1', ['wl-1']]]), confirmedLeaseIds: new Set(['wl-1']) },
+  observed: [{ nodeId: 'n-1', specRevision: 2, replicas: 1, state: 'ready', reportedAt: 10 }],
+  ...overridesArg,
+});
+
+const volume = { id: 'vol-1', mountPath: '/data', readOnly: false, driver: 'local', initialization: { kind: 'empty' as const, ownership: { kind: 'explicit' as const, uid: 1, gid: 1, mode: 0o750 } } };
+
+test('the base facts judge converging: nothing is refused or waited for', () => {
+  assert.deepEqual(judgeServiceRuntime(base()), { state: 'converging', reason: null });
+});
+
+const refusals: Array<[string, Partial<IServiceRuntimeFacts>]> = [
+  ['organization-missing', { organizationRegistered: false }],
+  ['platform-unsupported', { relayCapabilities: { ...everything, platforms: ['objectstorage'] } }],
+  ['secrets-unsupported', { relayCapabilities: { ...everything, secrets: false } }],
+  ['volumes-unsupported', { relayCapabilities: { ...everything, volumes: false }, service: service({ volumes: [volume] }) }],
+  ['port-protocol-unsupported', { relayCapabilities: { ...everything, portProtocols: ['tcp'] } }],
+  ['ports-too-many', {
+    service: service({
+      routes: [],
+      ports: Array.from({ length: data.runtimeConfigContract.maximumTargetPorts + 1 }, (_, index) => ({ name: `p${index}`, port: 1000 + index, protocol: 'tcp' as const })),
+    }),
+  }],
+  ['replica-limit', { service: service({ runtime: { ...service().runtime, replicas: data.runtimeConfigContract.maximumReplicas + 1 } }) }],
+];
+
+for (const [reason, broken] of refusals) {
+  test(`one broken fact refuses ${reason}`, () => {
+    assert.deepEqual(judgeServiceRuntime(base(broken)), { state: 'refused', reason });
+  });
+}
+
+const waits: Array<[string, Partial<IServiceRuntimeFacts>]> = [
+  ['node-network-pending', { nodeNetwork: { heldLeaseIds: new Map([['n-1', ['wl-1']]]), confirmedLeaseIds: new Set() } }],
+  ['conflict', { routesTakenByOthers: ['web.example.com'] }],
+  ['failure-backoff', { observed: [{ nodeId: 'n-1', specRevision: 2, replicas: 0, state: 'failed', reason: 'exit 1', reportedAt: 10 }] }],
+];
+
+for (const [reason, broken] of waits) {
+  test(`one broken fact waits ${reason}`, () => {
+    assert.deepEqual(judgeServiceRuntime(base(broken)), { state: 'waiting', reason });
+  });
+}
+
+test('facts that do not break: no stated capabilities refuse nothing, an older revision failing or unconfirmed waits for nothing', () => {
+  assert.deepEqual(judgeServiceRuntime(base({ relayCapabilities: null, service: service({ volumes: [volume] }) })), { state: 'converging', reason: null });
+  assert.deepEqual(judgeServiceRuntime(base({ relayCapabilities: { ...everything, secrets: false }, bindingCapabilities: [] })), { state: 'converging', reason: null });
+  assert.deepEqual(judgeServiceRuntime(base({ observed: [{ nodeId: 'n-1', specRevision: 1, replicas: 0, state: 'failed', reportedAt: 1 }] })), { state: 'converging', reason: null });
+  // A lease nobody runs yet (the relay has not started the workload) is no network wait: not started is converging.
+  assert.deepEqual(judgeServiceRuntime(base({ observed: [], nodeNetwork: { heldLeaseIds: new Map([['n-1', ['wl-1']]]), confirmedLeaseIds: new Set() } })),
+    { state: 'converging', reason: null });
+  assert.deepEqual(judgeServiceRuntime(base({ service: service({ ports: [{ name: 'http', port: 80, protocol: 'tcp' }], routes: [] }) })), { state: 'converging', reason: null });
+});
+
+test('contract order: among refusals the earlier reason names the verdict, and any refusal comes before any wait', () => {
+  assert.deepEqual(judgeServiceRuntime(base({ relayCapabilities: { ...everything, platforms: [], secrets: false } })), { state: 'refused', reason: 'platform-unsupported' });
+  assert.deepEqual(judgeServiceRuntime(base({ relayCapabilities: { ...everything, portProtocols: [] }, routesTakenByOthers: ['web.example.com'] })),
+    { state: 'refused', reason: 'port-protocol-unsupported' });
+  assert.deepEqual(judgeServiceRuntime(base({ clusterExists: false, relayCapabilities: { ...everything, volumes: false } })), { state: 'refused', reason: 'cluster-runtime-missing' });
+  assert.deepEqual(judgeServiceRuntime(base({
+    routesTakenByOthers: ['web.example.com'],
+    observed: [{ nodeId: 'n-1', specRevision: 2, replicas: 0, state: 'failed', reportedAt: 10 }],
+  })), { state: 'waiting', reason: 'conflict' });
+  // Every reason judged here belongs to its state in the contract's pairing.
+  for (const [reason] of refusals) {
+    assert.ok((data.serviceRuntimeRefusals as readonly string[]).includes(reason), reason);
+  }
+  for (const [reason] of waits) {
+    assert.ok((data.serviceRuntimeWaitingReasons as readonly string[]).includes(reason), reason);
+  }
+});
+
+test('relay capabilities: a valid statement is admitted, every broken member is named by path', () => {
+  assert.deepEqual(data.validateClusterRelayCapabilities(everything), []);
+  assert.deepEqual(data.validateClusterRelayCapabilities({ platforms: ['database', 'database', 'X'], secrets: 'yes', portProtocols: ['sctp'], extra: 1 }), [
+    'capabilities.extra is not a member of relay capabilities',
+    'capabilities.platforms[1] repeats a platform',
+    'capabilities.platforms[2] must be a lowercase platform name',
+    'capabilities.secrets must be true or false',
+    'capabilities.volumes must be true or false',
+    'capabilities.portProtocols[0] must be tcp or udp',
+  ]);
+});
+
+test('the shape migration moves ports and routes out of an old runtime spec and keeps everything else', () => {
+  const doc = {
+    id: 'svc-1', generation: 4, name: 'web', organizationId: 'org-1', clusterId: 'c-1', specRevision: 7,
+    runtime: { ...service().runtime, ports: service().ports, routes: service().routes },
+    volumes: [], claimDecisions: [], createdAt: 1, updatedAt: 2,
+  } as unknown as IServiceDocument;
+  assert.deepEqual(decideServiceShapeMigration(doc), {
+    kind: 'write',
+    change: { set: { runtime: service().runtime, ports: service().ports, routes: service().routes } },
+  });
+  const moved = { ...doc, runtime: service().runtime, ports: service().ports, routes: service().routes } as IServiceDocument;
+  assert.deepEqual(decideServiceShapeMigration(moved), { kind: 'keep' });
+  assert.deepEqual(decideServiceShapeMigration(null), { kind: 'keep' });
+  // Only routes left inside: ports beside it were written by this version and stay.
+  const half = { ...doc, runtime: { ...service().runtime, routes: [] }, ports: [] } as unknown as IServiceDocument;
+  assert.deepEqual(decideServiceShapeMigration(half), { kind: 'write', change: { set: { runtime: service().runtime, ports: [], routes: [] } } });
+});

@@ -1,0 +1,157 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { connectHintedRelay } from './helpers/desiredstate.js';
+import type { CloudlyRelayClient } from '../ts/client/relay.js';
+import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
+import type { IClusterRelayCapabilities } from '../ts/interfaces/data/clusterrelay.js';
+import type {
+  IReq_Admin_CreateOrganization,
+  IReq_Admin_DeleteOrganization,
+  IReq_Admin_GetOrganizations,
+  IReq_Any_Cloudly_CreateService,
+  IReq_Any_Cloudly_GetServiceRuntimeStatus,
+} from '../ts/interfaces/requests/service.js';
+import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../ts/interfaces/requests/cluster.js';
+import { serviceKind } from '../ts/manager.service/service.manager.js';
+import type {
+  IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
+  IReq_Relay_Cloudly_ReportClusterPlatformObservedState,
+} from '../ts/interfaces/requests/desiredstate.js';
+
+/**
+ * A representative few of the runtime refusals and waits, through the server: the relay states its
+ * runtime's capabilities in its registration and the verdicts of the cluster follow it (the
+ * registration is an input of the reconciler); the limits of the runtime config; an observed
+ * failure waits `failure-backoff` until the relay reports the revision ready.
+ */
+
+let t: ITestCloudly;
+let clusterId: string;
+let relay: CloudlyRelayClient;
+
+const everything: IClusterRelayCapabilities = { platforms: ['database', 'objectstorage'], secrets: true, volumes: true, portProtocols: ['tcp', 'udp'] };
+
+const register = (capabilitiesArg?: IClusterRelayCapabilities) =>
+  relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
+    registration: { origin: 'https://relay.reasons.example.com', version: '1.0.0', protocol: 'cluster-relay/1', ...(capabilitiesArg ? { capabilities: capabilitiesArg } : {}) },
+  });
+
+const spec = (overridesArg: Partial<IServiceWritableSpec> = {}): IServiceWritableSpec => ({
+  name: 'app',
+  organizationId: 'org-1',
+  clusterId,
+  runtime: { image: 'registry.example/app:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['n1'] } },
+  volumes: [],
+  ...overridesArg,
+});
+
+const create = async (overridesArg: Partial<IServiceWritableSpec> = {}) =>
+  (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(overridesArg) })).service;
+
+const verdictOf = async (serviceIdArg: string): Promise<[string, string | null]> => {
+  const { status } = await t.admin.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: serviceIdArg });
+  return [status.state, status.reason];
+};
+
+/** The reconciler judges asynchronously after a change commits: wait, bounded, for the verdict. */
+const waitForVerdict = async (serviceIdArg: string, expectedArg: [string, string | null]) => {
+  await waitFor(async () => {
+    try {
+      const [state, reason] = await verdictOf(serviceIdArg);
+      return state === expectedArg[0] && reason === expectedArg[1];
+    } catch {
+      return false;
+    }
+  }, `service ${serviceIdArg} judged ${expectedArg.join(' ')}`, 10_000);
+};
+
+before(async () => {
+  t = await startTestCloudly();
+  const created = await t.createCluster('reasons');
+  clusterId = created.cluster.id;
+  await t.addNodes(clusterId, 'n1');
+  relay = await connectHintedRelay(t, clusterId, created.relayToken, []);
+});
+
+after(async () => { await t.stop(); });
+
+test('what the relay states its runtime supports refuses a service it cannot run, and a new statement judges it again', async () => {
+  await register({ ...everything, portProtocols: ['tcp'], volumes: false });
+  const udp = await create({ name: 'dns', ports: [{ name: 'dns', port: 53, protocol: 'udp' }] });
+  await waitForVerdict(udp.id, ['refused', 'port-protocol-unsupported']);
+  const withVolume = await create({ name: 'files', volumes: [{ mountPath: '/data', readOnly: false, driver: 'local' }] });
+  await waitForVerdict(withVolume.id, ['refused', 'volumes-unsupported']);
+
+  // The relay now states it runs udp and volumes: both are judged again without any change of theirs.
+  await register(everything);
+  await waitForVerdict(udp.id, ['converging', null]);
+  await waitForVerdict(withVolume.id, ['refused', 'volume-initialization-unknown']);
+
+  // A relay that states nothing claims nothing: nothing is refused as unsupported.
+  await register();
+  const tcp = await create({ name: 'web', ports: [{ name: 'http', port: 80, protocol: 'tcp' }] });
+  await waitForVerdict(tcp.id, ['converging', null]);
+});
+
+test('the runtime config limits: more than 64 target ports and more replicas than one config carries are refused', async () => {
+  const ports = Array.from({ length: 65 }, (_, index) => ({ name: `p${index}`, port: 2000 + index, protocol: 'tcp' as const }));
+  const wide = await create({ name: 'wide', ports });
+  await waitForVerdict(wide.id, ['refused', 'ports-too-many']);
+  const many = await create({ name: 'many', runtime: { ...spec().runtime, replicas: 257, placement: { nodeIds: [] } } });
+  await waitForVerdict(many.id, ['refused', 'replica-limit']);
+});
+
+test('an observed failure at the current revision waits failure-backoff until the relay reports it ready', async () => {
+  const service = await create({ name: 'flaky' });
+  await waitForVerdict(service.id, ['converging', null]);
+  await t.cloudly.desiredStateManager.settled(clusterId);
+  const answer = await relay.fire<IReq_Relay_Cloudly_GetClusterPlatformDesiredState>('getClusterPlatformDesiredState', {});
+  const revision = answer.unchanged ? answer.revision : answer.desiredState.revision;
+  const report = (stateArg: 'failed' | 'ready') => relay.fire<IReq_Relay_Cloudly_ReportClusterPlatformObservedState>('reportClusterPlatformObservedState', {
+    desiredRevision: revision,
+    services: [{ serviceId: service.id, nodeId: 'n1', specRevision: 1, replicas: stateArg === 'ready' ? 1 : 0, state: stateArg, reason: 'exit status 1' }],
+  });
+  await report('failed');
+  await waitForVerdict(service.id, ['waiting', 'failure-backoff']);
+  await report('ready');
+  await waitForVerdict(service.id, ['converged', null]);
+});
+
+test('a hostname two services raced for waits conflict on the newer one until it lets the hostname go', async () => {
+  const ports = [{ name: 'http', port: 8080, protocol: 'tcp' as const }];
+  const older = await create({ name: 'older', ports, routes: [{ hostname: 'raced.example.com', targetPort: 'http' }] });
+  const newer = await create({ name: 'newer', ports, routes: [{ hostname: 'newer.example.com', targetPort: 'http' }] });
+  await waitForVerdict(newer.id, ['converging', null]);
+  // Two writes that both passed the hostname check before either committed: written directly, as
+  // the losing one would have landed.
+  const stored = (await t.cloudly.store.get(serviceKind, newer.id))!;
+  await t.cloudly.store.swap(serviceKind, newer.id, stored.generation, {
+    set: { routes: [{ hostname: 'raced.example.com', targetPort: 'http' }], specRevision: stored.specRevision + 1 },
+  });
+  await waitForVerdict(newer.id, ['waiting', 'conflict']);
+  assert.deepEqual(await verdictOf(older.id), ['converging', null], 'the older service keeps the hostname');
+  const current = (await t.admin.call('getServiceById', { serviceId: newer.id })).service;
+  await t.admin.call('updateService', {
+    serviceId: newer.id, expectedGeneration: current.generation,
+    service: { ...spec({ name: 'newer', ports }), routes: [{ hostname: 'other.example.com', targetPort: 'http' }] },
+  });
+  await waitForVerdict(newer.id, ['converging', null]);
+});
+
+test('a service whose organization was removed from the registry is refused organization-missing until it is registered again', async () => {
+  const service = await create({ name: 'orphan', organizationId: 'org-transient' });
+  await waitForVerdict(service.id, ['converging', null]);
+  // Creating the service registered the organization it named.
+  const { organizations } = await t.admin.call<IReq_Admin_GetOrganizations>('getOrganizations', {});
+  const registered = organizations.find((organization) => organization.id === 'org-transient');
+  assert.ok(registered, 'the organization the service named is registered');
+  await t.admin.call<IReq_Admin_DeleteOrganization>('deleteOrganization', { organizationId: 'org-transient', expectedGeneration: registered.generation });
+  await waitForVerdict(service.id, ['refused', 'organization-missing']);
+  const again = await t.admin.call<IReq_Admin_CreateOrganization>('createOrganization', { organization: { id: 'org-transient', name: 'Transient' } });
+  assert.equal(again.organization.name, 'Transient');
+  await waitForVerdict(service.id, ['converging', null]);
+  const taken = await t.admin.call<IReq_Admin_CreateOrganization>('createOrganization', { organization: { id: 'org-transient', name: 'Twice' } })
+    .then(() => null, (error: { errorData?: { code?: string } }) => error.errorData?.code);
+  assert.equal(taken, 'conflict');
+});
