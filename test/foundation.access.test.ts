@@ -12,6 +12,9 @@ import { dispatchInProcess, startTestCloudly, testAdminPassword, testAdminUserna
  * server: a method whose access changes, or a new method, must change this table too.
  */
 const declaredAccess: Record<string, TMethodAccess> = {
+  createOrganization: 'write', getOrganizations: 'read', deleteOrganization: 'write',
+  pushImageVersion: 'relay', pullImageVersion: 'relay', getServiceImageVersions: 'read',
+  supersedeHistoricalRuntimeLocalStorageClaim: 'write',
   addClusterNode: 'write', adminLoginWithUsernameAndPassword: 'public', adminPruneClusterNodeArchive: 'write',
   adoptCorestoreLegacyResources: 'write', backupServiceDatabaseClosure: 'relay', beginSecretRecipientEnrollment: 'relay',
   cancelOperation: 'write', changePassword: 'own-session', completeSecretRecipientEnrollment: 'relay',
@@ -33,7 +36,7 @@ const declaredAccess: Record<string, TMethodAccess> = {
   reportRuntimeNetworkLeases: 'relay', reportRuntimeNetworkProjectionApplication: 'relay',
   reportRuntimeNodeSession: 'relay', resolveClusterIngressBearer: 'relay', restoreServiceBackup: 'write',
   restoreServiceDatabaseClosure: 'relay', rotateClusterRelayToken: 'write', rotateCorestoreControlCredential: 'write',
-  rotateIdentitySigningKey: 'write', setClusterIngressRoutes: 'write', setClusterNodeCorestore: 'write',
+  rotateIdentitySigningKey: 'write', setClusterNodeCorestore: 'write',
   setRuntimeNetworkAddressPlan: 'write', setServiceVolumeInitialization: 'write', setUserDisabled: 'write',
   setUserRole: 'write', stepIsolatedRestore: 'write', unwatchChanges: 'read', updatePlatformBindingStatus: 'relay',
   updateService: 'write', upsertPlatformBinding: 'write', watchChanges: 'read',

@@ -750,7 +750,7 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
-  "IClusterIngressRoute": {
+  "IClusterIngressResolvedRoute": {
    "type": "object",
    "properties": {
     "hostname": {
@@ -761,12 +761,19 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "port": {
      "type": "number"
+    },
+    "targets": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IClusterIngressRouteTarget"
+     }
     }
    },
    "required": [
     "hostname",
+    "port",
     "serviceId",
-    "port"
+    "targets"
    ],
    "additionalProperties": false
   },
@@ -782,7 +789,7 @@ export const contractSchema: IContractSchemaDocument = {
     "routes": {
      "type": "array",
      "items": {
-      "$ref": "#/$defs/IClusterIngressRoute"
+      "$ref": "#/$defs/IClusterIngressResolvedRoute"
      }
     }
    },
@@ -802,6 +809,43 @@ export const contractSchema: IContractSchemaDocument = {
    },
    "required": [
     "revision"
+   ],
+   "additionalProperties": false
+  },
+  "IClusterIngressRouteTarget": {
+   "type": "object",
+   "properties": {
+    "lease": {
+     "type": "object",
+     "properties": {
+      "id": {
+       "type": "string"
+      },
+      "generation": {
+       "type": "number"
+      }
+     },
+     "required": [
+      "id",
+      "generation"
+     ],
+     "additionalProperties": false
+    },
+    "nodeId": {
+     "type": "string"
+    },
+    "address": {
+     "type": "string"
+    },
+    "port": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "lease",
+    "nodeId",
+    "address",
+    "port"
    ],
    "additionalProperties": false
   },
@@ -1041,6 +1085,18 @@ export const contractSchema: IContractSchemaDocument = {
     "runtime": {
      "$ref": "#/$defs/IServiceRuntimeSpec"
     },
+    "ports": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IServicePort"
+     }
+    },
+    "routes": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IServiceRoute"
+     }
+    },
     "volumes": {
      "type": "array",
      "items": {
@@ -1060,6 +1116,8 @@ export const contractSchema: IContractSchemaDocument = {
     "organizationId",
     "specRevision",
     "runtime",
+    "ports",
+    "routes",
     "volumes",
     "platformBindings"
    ],
@@ -1263,12 +1321,49 @@ export const contractSchema: IContractSchemaDocument = {
      "items": {
       "type": "string"
      }
+    },
+    "capabilities": {
+     "$ref": "#/$defs/IClusterRelayCapabilities"
     }
    },
    "required": [
     "origin",
     "protocol",
     "version"
+   ],
+   "additionalProperties": false
+  },
+  "IClusterRelayCapabilities": {
+   "type": "object",
+   "properties": {
+    "platforms": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    },
+    "secrets": {
+     "type": "boolean"
+    },
+    "volumes": {
+     "type": "boolean"
+    },
+    "portProtocols": {
+     "type": "array",
+     "items": {
+      "type": "string",
+      "enum": [
+       "tcp",
+       "udp"
+      ]
+     }
+    }
+   },
+   "required": [
+    "platforms",
+    "secrets",
+    "volumes",
+    "portProtocols"
    ],
    "additionalProperties": false
   },
@@ -1340,6 +1435,9 @@ export const contractSchema: IContractSchemaDocument = {
       "type": "string"
      }
     },
+    "capabilities": {
+     "$ref": "#/$defs/IClusterRelayCapabilities"
+    },
     "clusterId": {
      "type": "string"
     },
@@ -1365,91 +1463,10 @@ export const contractSchema: IContractSchemaDocument = {
    "additionalProperties": false
   },
   "IClusterResolvedRoute": {
-   "type": "object",
-   "properties": {
-    "hostname": {
-     "type": "string"
-    },
-    "serviceId": {
-     "type": "string"
-    },
-    "port": {
-     "type": "number"
-    },
-    "targets": {
-     "type": "array",
-     "items": {
-      "$ref": "#/$defs/IClusterRouteTarget"
-     }
-    }
-   },
-   "required": [
-    "hostname",
-    "serviceId",
-    "port",
-    "targets"
-   ],
-   "additionalProperties": false
+   "$ref": "#/$defs/IClusterIngressResolvedRoute"
   },
   "IClusterResolvedRouteTable": {
-   "type": "object",
-   "properties": {
-    "clusterId": {
-     "type": "string"
-    },
-    "revision": {
-     "type": "number"
-    },
-    "routes": {
-     "type": "array",
-     "items": {
-      "$ref": "#/$defs/IClusterResolvedRoute"
-     }
-    }
-   },
-   "required": [
-    "clusterId",
-    "revision",
-    "routes"
-   ],
-   "additionalProperties": false
-  },
-  "IClusterRouteTarget": {
-   "type": "object",
-   "properties": {
-    "lease": {
-     "type": "object",
-     "properties": {
-      "id": {
-       "type": "string"
-      },
-      "generation": {
-       "type": "number"
-      }
-     },
-     "required": [
-      "id",
-      "generation"
-     ],
-     "additionalProperties": false
-    },
-    "nodeId": {
-     "type": "string"
-    },
-    "address": {
-     "type": "string"
-    },
-    "port": {
-     "type": "number"
-    }
-   },
-   "required": [
-    "lease",
-    "nodeId",
-    "address",
-    "port"
-   ],
-   "additionalProperties": false
+   "$ref": "#/$defs/IClusterIngressRouteTable"
   },
   "IClusterRuntimeReference": {
    "type": "object",
@@ -1950,6 +1967,46 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IImageVersion": {
+   "type": "object",
+   "properties": {
+    "serviceId": {
+     "type": "string"
+    },
+    "digest": {
+     "$ref": "#/$defs/TSha256Digest"
+    },
+    "name": {
+     "type": "string"
+    },
+    "format": {
+     "type": "string",
+     "const": "image-tar-v1"
+    },
+    "byteLength": {
+     "type": "number"
+    },
+    "storedAt": {
+     "type": "number"
+    },
+    "pushedByClusterId": {
+     "type": [
+      "string",
+      "null"
+     ]
+    }
+   },
+   "required": [
+    "serviceId",
+    "digest",
+    "name",
+    "format",
+    "byteLength",
+    "storedAt",
+    "pushedByClusterId"
+   ],
+   "additionalProperties": false
+  },
   "IIsolatedRestoreNodeState": {
    "type": "object",
    "properties": {
@@ -2162,6 +2219,46 @@ export const contractSchema: IContractSchemaDocument = {
     "bytesDone",
     "bytesTotal",
     "updatedAt"
+   ],
+   "additionalProperties": false
+  },
+  "IOrganization": {
+   "type": "object",
+   "properties": {
+    "id": {
+     "type": "string"
+    },
+    "name": {
+     "type": "string"
+    },
+    "generation": {
+     "type": "number"
+    },
+    "createdAt": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "id",
+    "name",
+    "generation",
+    "createdAt"
+   ],
+   "additionalProperties": false
+  },
+  "IOrganizationWritable": {
+   "type": "object",
+   "properties": {
+    "id": {
+     "type": "string"
+    },
+    "name": {
+     "type": "string"
+    }
+   },
+   "required": [
+    "id",
+    "name"
    ],
    "additionalProperties": false
   },
@@ -2678,6 +2775,9 @@ export const contractSchema: IContractSchemaDocument = {
       "number",
       "null"
      ]
+    },
+    "nodeClaim": {
+     "$ref": "#/$defs/IRuntimeLocalStorageClaimReference"
     }
    },
    "required": [
@@ -2888,6 +2988,12 @@ export const contractSchema: IContractSchemaDocument = {
       "$ref": "#/$defs/IRuntimeNetworkWorkloadGrant"
      }
     },
+    "withdrawals": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IRuntimeNetworkWorkloadGrantWithdrawal"
+     }
+    },
     "workloadIngress": {
      "$ref": "#/$defs/IRuntimeNetworkWorkloadIngress"
     },
@@ -2989,11 +3095,47 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "destination": {
      "$ref": "#/$defs/IRuntimeNetworkLeaseReference"
+    },
+    "protocol": {
+     "$ref": "#/$defs/TRuntimeNetworkProtocol"
+    },
+    "port": {
+     "type": "number"
     }
    },
    "required": [
     "source",
-    "destination"
+    "destination",
+    "protocol",
+    "port"
+   ],
+   "additionalProperties": false
+  },
+  "IRuntimeNetworkWorkloadGrantWithdrawal": {
+   "type": "object",
+   "properties": {
+    "source": {
+     "$ref": "#/$defs/IRuntimeNetworkLeaseReference"
+    },
+    "destination": {
+     "$ref": "#/$defs/IRuntimeNetworkLeaseReference"
+    },
+    "protocol": {
+     "$ref": "#/$defs/TRuntimeNetworkProtocol"
+    },
+    "port": {
+     "type": "number"
+    },
+    "generation": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "source",
+    "destination",
+    "protocol",
+    "port",
+    "generation"
    ],
    "additionalProperties": false
   },
@@ -3258,6 +3400,18 @@ export const contractSchema: IContractSchemaDocument = {
     "runtime": {
      "$ref": "#/$defs/IServiceRuntimeSpec"
     },
+    "ports": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IServicePort"
+     }
+    },
+    "routes": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IServiceRoute"
+     }
+    },
     "volumes": {
      "type": "array",
      "items": {
@@ -3279,6 +3433,8 @@ export const contractSchema: IContractSchemaDocument = {
     "generation",
     "specRevision",
     "runtime",
+    "ports",
+    "routes",
     "volumes",
     "createdAt",
     "updatedAt"
@@ -3493,18 +3649,6 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "placement": {
      "$ref": "#/$defs/IServicePlacement"
-    },
-    "ports": {
-     "type": "array",
-     "items": {
-      "$ref": "#/$defs/IServicePort"
-     }
-    },
-    "routes": {
-     "type": "array",
-     "items": {
-      "$ref": "#/$defs/IServiceRoute"
-     }
     }
    },
    "required": [
@@ -3721,6 +3865,18 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "runtime": {
      "$ref": "#/$defs/IServiceRuntimeSpec"
+    },
+    "ports": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IServicePort"
+     }
+    },
+    "routes": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IServiceRoute"
+     }
     },
     "volumes": {
      "type": "array",
@@ -5264,6 +5420,38 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "createOrganization.answer": {
+   "type": "object",
+   "properties": {
+    "organization": {
+     "$ref": "#/$defs/IOrganization"
+    }
+   },
+   "required": [
+    "organization"
+   ],
+   "additionalProperties": false
+  },
+  "createOrganization.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "organization": {
+     "$ref": "#/$defs/IOrganizationWritable"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "organization"
+   ],
+   "additionalProperties": false
+  },
   "createService.answer": {
    "type": "object",
    "properties": {
@@ -5443,6 +5631,47 @@ export const contractSchema: IContractSchemaDocument = {
    "required": [
     "identity",
     "clusterId",
+    "expectedGeneration"
+   ],
+   "additionalProperties": false
+  },
+  "deleteOrganization.answer": {
+   "type": "object",
+   "properties": {
+    "organizationId": {
+     "type": "string"
+    },
+    "deleted": {
+     "type": "boolean",
+     "const": true
+    }
+   },
+   "required": [
+    "organizationId",
+    "deleted"
+   ],
+   "additionalProperties": false
+  },
+  "deleteOrganization.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "organizationId": {
+     "type": "string"
+    },
+    "expectedGeneration": {
+     "type": "number"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "organizationId",
     "expectedGeneration"
    ],
    "additionalProperties": false
@@ -6405,6 +6634,46 @@ export const contractSchema: IContractSchemaDocument = {
     "identity"
    ]
   },
+  "getOrganizations.answer": {
+   "type": "object",
+   "additionalProperties": false,
+   "properties": {
+    "nextCursor": {
+     "type": "string"
+    },
+    "organizations": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IOrganization"
+     }
+    }
+   },
+   "required": [
+    "organizations"
+   ]
+  },
+  "getOrganizations.request": {
+   "type": "object",
+   "additionalProperties": false,
+   "properties": {
+    "limit": {
+     "type": "number"
+    },
+    "cursor": {
+     "type": "string"
+    },
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity"
+   ]
+  },
   "getPlatformBindings.answer": {
    "type": "object",
    "additionalProperties": false,
@@ -6695,6 +6964,50 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "getServiceImageVersions.answer": {
+   "type": "object",
+   "additionalProperties": false,
+   "properties": {
+    "nextCursor": {
+     "type": "string"
+    },
+    "imageVersions": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IImageVersion"
+     }
+    }
+   },
+   "required": [
+    "imageVersions"
+   ]
+  },
+  "getServiceImageVersions.request": {
+   "type": "object",
+   "additionalProperties": false,
+   "properties": {
+    "limit": {
+     "type": "number"
+    },
+    "cursor": {
+     "type": "string"
+    },
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "serviceId": {
+     "type": "string"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "serviceId"
+   ]
+  },
   "getServiceRuntimeStatus.answer": {
    "type": "object",
    "properties": {
@@ -6865,6 +7178,77 @@ export const contractSchema: IContractSchemaDocument = {
    },
    "required": [
     "identity"
+   ],
+   "additionalProperties": false
+  },
+  "pullImageVersion.answer": {
+   "type": "object",
+   "properties": {
+    "imageVersion": {
+     "$ref": "#/$defs/IImageVersion"
+    },
+    "image": {
+     "$ref": "#/$defs/TVirtualStream%3C%22receive%22%3E"
+    }
+   },
+   "required": [
+    "imageVersion",
+    "image"
+   ],
+   "additionalProperties": false
+  },
+  "pullImageVersion.request": {
+   "type": "object",
+   "properties": {
+    "serviceId": {
+     "type": "string"
+    },
+    "digest": {
+     "type": "string"
+    }
+   },
+   "required": [
+    "serviceId",
+    "digest"
+   ],
+   "additionalProperties": false
+  },
+  "pushImageVersion.answer": {
+   "type": "object",
+   "properties": {
+    "accepted": {
+     "type": "boolean"
+    },
+    "imageVersion": {
+     "$ref": "#/$defs/IImageVersion"
+    }
+   },
+   "required": [
+    "accepted"
+   ],
+   "additionalProperties": false
+  },
+  "pushImageVersion.request": {
+   "type": "object",
+   "properties": {
+    "serviceId": {
+     "type": "string"
+    },
+    "digest": {
+     "type": "string"
+    },
+    "byteLength": {
+     "type": "number"
+    },
+    "image": {
+     "$ref": "#/$defs/TVirtualStream%3C%22send%22%3E"
+    }
+   },
+   "required": [
+    "serviceId",
+    "digest",
+    "byteLength",
+    "image"
    ],
    "additionalProperties": false
   },
@@ -7374,52 +7758,6 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
-  "setClusterIngressRoutes.answer": {
-   "type": "object",
-   "properties": {
-    "table": {
-     "$ref": "#/$defs/IClusterIngressRouteTable"
-    }
-   },
-   "required": [
-    "table"
-   ],
-   "additionalProperties": false
-  },
-  "setClusterIngressRoutes.request": {
-   "type": "object",
-   "properties": {
-    "identity": {
-     "$ref": "#/$defs/IIdentity"
-    },
-    "clusterId": {
-     "type": "string"
-    },
-    "expectedRevision": {
-     "type": [
-      "number",
-      "null"
-     ]
-    },
-    "routes": {
-     "type": "array",
-     "items": {
-      "$ref": "#/$defs/IClusterIngressRoute"
-     }
-    },
-    "dryRun": {
-     "type": "boolean",
-     "description": "Decide without writing (every administrator mutation)."
-    }
-   },
-   "required": [
-    "identity",
-    "clusterId",
-    "expectedRevision",
-    "routes"
-   ],
-   "additionalProperties": false
-  },
   "setClusterNodeCorestore.answer": {
    "type": "object",
    "properties": {
@@ -7696,6 +8034,42 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "supersedeHistoricalRuntimeLocalStorageClaim.answer": {
+   "type": "object",
+   "properties": {
+    "claim": {
+     "$ref": "#/$defs/IRuntimeLocalStorageClaimRecord"
+    }
+   },
+   "required": [
+    "claim"
+   ],
+   "additionalProperties": false
+  },
+  "supersedeHistoricalRuntimeLocalStorageClaim.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "claimId": {
+     "type": "string"
+    },
+    "generation": {
+     "type": "number"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "claimId",
+    "generation"
+   ],
+   "additionalProperties": false
+  },
   "unwatchChanges.answer": {
    "type": "object",
    "properties": {
@@ -7902,10 +8276,12 @@ export const contractSchema: IContractSchemaDocument = {
   "completeSecretRecipientEnrollment",
   "createCluster",
   "createIsolatedRestore",
+  "createOrganization",
   "createService",
   "createServiceBackup",
   "createUser",
   "deleteCluster",
+  "deleteOrganization",
   "deletePlatformBinding",
   "deleteService",
   "deleteUser",
@@ -7931,6 +8307,7 @@ export const contractSchema: IContractSchemaDocument = {
   "getFleetOverview",
   "getOperation",
   "getOperations",
+  "getOrganizations",
   "getPlatformBindings",
   "getRuntimeLocalStorageClaims",
   "getRuntimeNetworkAddressPlan",
@@ -7938,10 +8315,13 @@ export const contractSchema: IContractSchemaDocument = {
   "getSecretRecipients",
   "getServiceBackups",
   "getServiceById",
+  "getServiceImageVersions",
   "getServiceRuntimeStatus",
   "getServices",
   "getUsers",
   "logout",
+  "pullImageVersion",
+  "pushImageVersion",
   "registerClusterIngress",
   "registerClusterRelay",
   "releaseUncertainRuntimeLocalStorageClaim",
@@ -7958,13 +8338,13 @@ export const contractSchema: IContractSchemaDocument = {
   "rotateClusterRelayToken",
   "rotateCorestoreControlCredential",
   "rotateIdentitySigningKey",
-  "setClusterIngressRoutes",
   "setClusterNodeCorestore",
   "setRuntimeNetworkAddressPlan",
   "setServiceVolumeInitialization",
   "setUserDisabled",
   "setUserRole",
   "stepIsolatedRestore",
+  "supersedeHistoricalRuntimeLocalStorageClaim",
   "unwatchChanges",
   "updatePlatformBindingStatus",
   "updateService",
