@@ -91,6 +91,7 @@ const slowFirst = [
   'secret.atrest',
   'foundation.launcher',
   'multiinstance.reconciler',
+  'multiinstance.backupprogress',
   'runtimenetwork.restart',
   'cli.binary',
   'operations.audit',
