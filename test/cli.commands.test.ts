@@ -76,12 +76,12 @@ test('clusters create and list: the JSON output is exactly the API answer', asyn
   assert.deepEqual(created.cluster, (await api('getClusterById', { clusterId: created.cluster.id })).cluster);
   const listed = json(await cloudly(['clusters', 'list', '-o', 'json']));
   assert.deepEqual(listed, await api('getClusters', {}));
-  const table = await cloudly(['clusters', 'list']);
+  const table = await cli.run(['clusters', 'list'], '', { terminalColumns: 80 });
   assert.equal(table.code, 0);
   const lines = table.stdout.trimEnd().split('\n');
   assert.match(lines[0], /^ID\s+NAME\s+GEN\s+CREATED$/);
   assert.ok(lines[1].startsWith(created.cluster.id), 'the id column is not clipped');
-  assert.ok(lines.every((lineArg) => lineArg.length <= 80), 'the table fits 80 columns');
+  assert.ok(lines.every((lineArg) => lineArg.length <= 80), 'the table fits an 80-column terminal');
   const overview = json(await cloudly(['clusters', 'overview', '--cluster', created.cluster.id, '-o', 'json']));
   assert.deepEqual(overview, await api('getClusterOverview', { clusterId: created.cluster.id }));
   const yaml = await cloudly(['clusters', 'get', '--cluster', created.cluster.id, '-o', 'yaml']);
@@ -155,6 +155,17 @@ test('ingress designate: --expect-current reads the facts first, a dry run store
   const shown = json(await cloudly(['ingress', 'show', '--cluster', ingress.clusterId, '-o', 'json']));
   assert.deepEqual(shown, await api('getClusterIngressDesignation', { clusterId: ingress.clusterId }));
   assert.deepEqual(shown.designation, real.designation);
+  // On an 80-column terminal the designation is shown whole: nested members that do not fit on
+  // their row follow as YAML, times are formatted, nothing is clipped.
+  const table = await cli.run(['ingress', 'show', '--cluster', ingress.clusterId], '', { terminalColumns: 80 });
+  assert.equal(table.code, 0, table.stderr);
+  assert.doesNotMatch(table.stdout, /…/, table.stdout);
+  assert.doesNotMatch(table.stdout, /\b1\d{12}\b/, `no epoch milliseconds in the table: ${table.stdout}`);
+  for (const [key, value] of Object.entries(real.designation as Record<string, unknown>)) {
+    if (typeof value === 'string') {
+      assert.ok(table.stdout.includes(value), `${key} shown whole: ${table.stdout}`);
+    }
+  }
 });
 
 test('watch prints each change as one JSON line and stops on Ctrl-C with exit 0', async () => {

@@ -107,7 +107,7 @@ export const followOperation = async (
 ): Promise<void> => {
   let answer = await ctxArg.call('getOperation', { operationId: operationIdArg });
   const label = operationLabel(answer.operation);
-  const view = createProgressView(label);
+  const view = createProgressView(label, undefined, undefined, answer.operation.startedAt);
   let interrupted: 'detach' | 'cancel' | null = null;
   let cancelling: Promise<unknown> | null = null;
   let wake: (() => void) | null = null;
@@ -128,7 +128,7 @@ export const followOperation = async (
         view.update(operation.progress);
       }
       if (operation.state !== 'running') {
-        view.finish(operation.state === 'completed' ? 'completed' : `${operation.state}${operation.reason ? ` (${operation.reason})` : ''}`);
+        view.finish(operation.state === 'completed' ? 'completed' : `${operation.state}${operation.reason ? ` (${operation.reason})` : ''}`, operation.endedAt);
         printAnswer(answer, ctxArg.format, () => tableArg(operation));
         setExitCode(reportEnd(operation));
         return;

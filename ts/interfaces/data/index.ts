@@ -9,6 +9,7 @@ export * from './runtimeassignment.js';
 export * from './secret.js';
 export * from './immutableimage.js';
 export * from './service.js';
+export * from './servicenaming.js';
 export * from './servicevolume.js';
 export * from './serviceruntimestatus.js';
 export * from './runtimelocalstorageclaim.js';
