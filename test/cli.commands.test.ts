@@ -141,6 +141,32 @@ test('services: create from flags, set a volume initialization with --expect-cur
     { kind: 'empty', ownership: { kind: 'run-as', mode: 0o750 } });
 });
 
+test('services: an initialization the service cannot use is warned about before the call, with what would work', async () => {
+  const { cluster } = await t.createCluster('cli-init-warning');
+  await t.addNodes(cluster.id, 'n1');
+  const created = json(await cloudly([
+    'services', 'create', '--name', 'no-run-as', '--organization', 'org1', '--cluster', cluster.id, '--image', 'app:1',
+    '--node', 'n1', '--volume', '/data', '-o', 'json',
+  ]));
+  assert.equal(created.service.runtime.profile.runAs, null);
+  const args = ['services', 'set-volume-initialization', '--service', created.service.id, '--mount-path', '/data', '--expect', 'none'];
+
+  const fromRunAs = await cloudly([...args, '--empty', '--mode', '0750', '--dry-run', '-o', 'json']);
+  assert.equal(fromRunAs.code, 0, fromRunAs.stderr);
+  const lines = fromRunAs.stderr.split('\n');
+  const at = lines.findIndex((lineArg) => lineArg.startsWith(`warning: service ${created.service.id} cannot use this initialization`));
+  assert.ok(at >= 0, fromRunAs.stderr);
+  assert.match(lines[at], /run-as, and the service has none \(the runtime would refuse it: volume-ownership-unknown\)$/);
+  assert.match(lines[at + 1], /^ {2}instead: give an explicit owner \(uid and gid\), or give the service a run-as .*--uid <uid> --gid <gid>\)$/);
+  assert.ok(at < lines.findIndex((lineArg) => lineArg.startsWith('dry run:')), 'the warning comes before the answer');
+
+  const explicit = await cloudly([...args, '--empty', '--mode', '0750', '--uid', '1000', '--gid', '1000', '--dry-run', '-o', 'json']);
+  assert.equal(explicit.code, 0, explicit.stderr);
+  assert.doesNotMatch(explicit.stderr, /warning:/);
+  const cleared = await cloudly([...args, '--clear', '--dry-run', '-o', 'json']);
+  assert.match(cleared.stderr, /the runtime would refuse it: volume-initialization-unknown/);
+});
+
 test('ingress designate: --expect-current reads the facts first, a dry run stores nothing, then the real designation', async () => {
   const ingress = await prepareIngressCluster(t, 'cli-ingress');
   const args = ['ingress', 'designate', '--cluster', ingress.clusterId, '--service', ingress.service.id, '--expect-current', '-o', 'json'];

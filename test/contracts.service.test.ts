@@ -22,6 +22,7 @@ const {
   validateServiceWritableSpec,
   validateServiceName,
   validateServiceImageReference,
+  judgeServiceVolumeInitializationUse,
 } = data;
 
 // ---------------------------------------------------------------- derive rule, row by row
@@ -168,6 +169,29 @@ test('writable spec: every reason in order, mount path rule included', () => {
     'service.volumes[3].mountPath must not overlap /run/secrets',
     'service.volumes[3].mountPath repeats the mount path of an earlier volume',
   ]);
+});
+
+test('initialization use: judged usable exactly when the runtime derivation would not refuse it, with the same reason', () => {
+  const initializations = [
+    null,
+    { kind: 'empty', ownership: { kind: 'run-as', mode: 0o750 } },
+    { kind: 'empty', ownership: { kind: 'explicit', uid: 1000, gid: 1000, mode: 0o700 } },
+    { kind: 'import', source: { kind: 'docker-volume', volumeName: 'app_data' } },
+  ] as const;
+  for (const runAs of [null, { user: 1000, group: 1000 }]) {
+    for (const initialization of initializations) {
+      const judged = judgeServiceVolumeInitializationUse(initialization as any, runAs);
+      const derived = deriveServiceVolumeClaimInitialization((initialization ?? undefined) as any, runAs);
+      assert.equal(judged.usable, !derived.refused, JSON.stringify({ initialization, runAs }));
+      if (!judged.usable && derived.refused) {
+        assert.equal(judged.reason, derived.reason);
+        assert.ok(judged.instead.length > 0);
+      }
+    }
+  }
+  const ownerUnknown = judgeServiceVolumeInitializationUse({ kind: 'empty', ownership: { kind: 'run-as', mode: 0o750 } }, null);
+  assert.equal(ownerUnknown.usable, false);
+  assert.match(!ownerUnknown.usable ? ownerUnknown.instead : '', /explicit owner \(uid and gid\)/);
 });
 
 test('service names are DNS labels; images are image references', () => {

@@ -18,6 +18,8 @@ import {
 } from './tables.js';
 import { cliIo, setExitCode } from './io.js';
 import { isAuditReadMethod } from '../interfaces/data/audit.js';
+import { judgeServiceVolumeInitializationUse } from '../interfaces/data/servicevolumeuse.js';
+import type { TServiceVolumeInitialization } from '../interfaces/data/servicevolume.js';
 
 /** A value compare-and-swap (`expected`): `--expect <json|none>` or `--expect-current`. */
 const expectedValue = async (
@@ -424,8 +426,18 @@ const addServiceCommands = (programArg: Command): void => {
       } else if (options.importDockerVolume) {
         initialization = { kind: 'import', source: { kind: 'docker-volume', volumeName: options.importDockerVolume } };
       }
+      // Said before the call: an accepted initialization the runtime cannot use leaves the
+      // service refused, under a new reason.
+      const target = await readService(ctx, options.service);
+      const use = judgeServiceVolumeInitializationUse(initialization as TServiceVolumeInitialization | null, target.runtime?.profile?.runAs ?? null);
+      if (!use.usable) {
+        note([
+          `warning: service ${options.service} cannot use this initialization: ${use.why} (the runtime would refuse it: ${use.reason})`,
+          `  instead: ${use.instead}${use.reason === 'volume-ownership-unknown' ? ` (--empty --mode ${options.mode} --uid <uid> --gid <gid>)` : ''}`,
+        ].join('\n'));
+      }
       const expected = await expectedValue(options, async () => {
-        const service = await readService(ctx, options.service);
+        const service = target;
         const volume = (service.volumes as Array<Record<string, any>>).find((volumeArg) => volumeArg.mountPath === options.mountPath);
         if (!volume) {
           throw new UsageError(`service ${options.service} has no volume at ${options.mountPath}`);
