@@ -49,7 +49,7 @@ const e2ePatterns: RegExp[] = [
   /^multiinstance\.(?!config\.)/,
   /\.reconnect\./,
   /\.restart\./,
-  /^foundation\.(launcher|build|durability|journal|storage|http|relay)\./,
+  /^foundation\.(launcher|build|durability|journal|storage|http|relay|quietstart)\./,
   /^relay\.(liveness|protocol|thirdparty|conformance)\./,
   /^secret\.atrest\./,
   /^boundary\./,
