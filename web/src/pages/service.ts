@@ -146,7 +146,7 @@ export class CloudlyServicePage extends LivePage {
   declare error: unknown;
   declare editing: string | null;
   /** What the open initialization form says so far (kind and owner), judged as it changes. */
-  declare initializationChoice: { mountPath: string; kind: string; owner: string } | null;
+  declare initializationChoice: { serviceId: string; mountPath: string; kind: string; owner: string } | null;
   private claimsCursor: string | undefined;
   private backupsCursor: string | undefined;
   private readonly reloadSoon = coalesce(() => void this.load());
@@ -387,7 +387,7 @@ export class CloudlyServicePage extends LivePage {
    */
   private initializationWarning(volumeArg: IServiceVolume, runAsArg: IServiceRunAs | null): TemplateResult | typeof nothing {
     const current = volumeArg.initialization;
-    const choice = this.initializationChoice?.mountPath === volumeArg.mountPath
+    const choice = this.initializationChoice?.serviceId === this.serviceId && this.initializationChoice.mountPath === volumeArg.mountPath
       ? this.initializationChoice
       : { kind: current?.kind ?? 'empty', owner: current?.kind === 'empty' && current.ownership.kind === 'explicit' ? 'explicit' : 'run-as' };
     const sketch: TServiceVolumeInitialization | null = choice.kind === 'clear'
@@ -406,7 +406,7 @@ export class CloudlyServicePage extends LivePage {
     return html`<form class="volume-form" aria-label=${`Initialization of ${volumeArg.mountPath}`}
         @change=${(event: Event) => {
           const data = new FormData(event.currentTarget as HTMLFormElement);
-          this.initializationChoice = { mountPath: volumeArg.mountPath, kind: String(data.get('kind')), owner: String(data.get('owner')) };
+          this.initializationChoice = { serviceId: this.serviceId, mountPath: volumeArg.mountPath, kind: String(data.get('kind')), owner: String(data.get('owner')) };
         }}
         @submit=${(event: Event) => { event.preventDefault(); this.setInitialization(volumeArg, event.target as HTMLFormElement); }}>
       <label>Initialization
