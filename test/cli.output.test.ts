@@ -67,6 +67,8 @@ test('-o wide adds columns; -o json is the raw answer with epoch milliseconds', 
   const wide = linesOf((await cli.run(['clusters', 'list', '-o', 'wide'])).stdout)[0];
   assert.match(plain, /^ID\s+NAME\s+GEN\s+CREATED$/);
   assert.match(wide, /^ID\s+NAME\s+GEN\s+CREATED\s+UPDATED$/);
+  const users = linesOf((await cli.run(['users', 'list', '-o', 'wide'])).stdout)[0];
+  assert.match(users, /\sCREATED\s+PASSWORD CHANGED$/);
   const listed = jsonOf(await cli.run(['clusters', 'list', '-o', 'json']));
   assert.deepEqual(listed, await api('getClusters', {}));
   assert.equal(typeof listed.clusters[0].createdAt, 'number');
