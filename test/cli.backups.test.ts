@@ -103,16 +103,19 @@ test('backups create: a dry run stores nothing and calls no relay, then the real
   assert.deepEqual((await api('getServiceBackups', { serviceId: world.service.id })).backups, [operation.result.backup]);
 });
 
-test('backups list: JSON is exactly the API answer; the table fits 80 columns', async () => {
+test('backups list: JSON is exactly the API answer; the table fits a 100-column terminal, and on 80 the ids stay whole', async () => {
   const listed = jsonOf(await cli.run(['backups', 'list', '--service', world.service.id, '-o', 'json']));
   assert.deepEqual(listed, await api('getServiceBackups', { serviceId: world.service.id }));
   assert.equal(listed.backups.length, 1);
-  const table = await cli.run(['backups', 'list', '--cluster', world.clusterId]);
+  const table = await cli.run(['backups', 'list', '--cluster', world.clusterId], '', { terminalColumns: 100 });
   assert.equal(table.code, 0, table.stderr);
   const lines = table.stdout.trimEnd().split('\n');
   assert.equal(lines.length, 2);
   assert.ok(lines[1].startsWith('cli-1'), lines[1]);
-  assert.ok(lines.every((lineArg) => lineArg.length <= 80), table.stdout);
+  assert.ok(lines.every((lineArg) => lineArg.length <= 100), table.stdout);
+  // Too narrow for the ids and the rest: the other columns give way, the ids do not.
+  const narrow = await cli.run(['backups', 'list', '--cluster', world.clusterId], '', { terminalColumns: 80 });
+  assert.match(narrow.stdout, new RegExp(`^cli-1\\s+${world.service.id}\\s+${world.nodeId}\\s`, 'm'), narrow.stdout);
 });
 
 test('images list: JSON is exactly the API answer; the table shows the version the relay pushed', async () => {
@@ -208,6 +211,13 @@ test('corestore inventory and adopt: a dry run binds nothing, the adoption is th
   assert.deepEqual({ ...inventory, inventory: { ...inventory.inventory, readAt: 0 } }, { ...fromApi, inventory: { ...fromApi.inventory, readAt: 0 } },
     'the same inventory (read at another moment)');
   assert.match(inventory.inventorySha256, /^[0-9a-f]{64}$/);
+  // The table shows the resources the contract nests under inventory.services[].resources.
+  const table = await cli.run(['corestore', 'inventory', '--cluster', world.clusterId, '--node', world.nodeId]);
+  assert.equal(table.code, 0, table.stderr);
+  assert.doesNotMatch(table.stdout, /\(no resources\)/);
+  assert.match(table.stdout, new RegExp(`^digest\\s+${inventory.inventorySha256}$`, 'm'));
+  assert.match(table.stdout, new RegExp(`^${world.service.id}\\s+database\\s+legacy_db\\s+unadopted\\s+-$`, 'm'), table.stdout);
+  assert.match(table.stdout, new RegExp(`^${world.service.id}\\s+objectstorage\\s+legacy-bucket\\s+unadopted\\s+governance 7d$`, 'm'), table.stdout);
 
   const args = ['corestore', 'adopt', '--cluster', world.clusterId, '--node', world.nodeId,
     '--resource', `${world.service.id}:database`, '--resource', `${world.service.id}:objectstorage`, '-o', 'json'];

@@ -76,12 +76,12 @@ test('clusters create and list: the JSON output is exactly the API answer', asyn
   assert.deepEqual(created.cluster, (await api('getClusterById', { clusterId: created.cluster.id })).cluster);
   const listed = json(await cloudly(['clusters', 'list', '-o', 'json']));
   assert.deepEqual(listed, await api('getClusters', {}));
-  const table = await cloudly(['clusters', 'list']);
+  const table = await cli.run(['clusters', 'list'], '', { terminalColumns: 80 });
   assert.equal(table.code, 0);
   const lines = table.stdout.trimEnd().split('\n');
   assert.match(lines[0], /^ID\s+NAME\s+GEN\s+CREATED$/);
   assert.ok(lines[1].startsWith(created.cluster.id), 'the id column is not clipped');
-  assert.ok(lines.every((lineArg) => lineArg.length <= 80), 'the table fits 80 columns');
+  assert.ok(lines.every((lineArg) => lineArg.length <= 80), 'the table fits an 80-column terminal');
   const overview = json(await cloudly(['clusters', 'overview', '--cluster', created.cluster.id, '-o', 'json']));
   assert.deepEqual(overview, await api('getClusterOverview', { clusterId: created.cluster.id }));
   const yaml = await cloudly(['clusters', 'get', '--cluster', created.cluster.id, '-o', 'yaml']);
@@ -141,6 +141,32 @@ test('services: create from flags, set a volume initialization with --expect-cur
     { kind: 'empty', ownership: { kind: 'run-as', mode: 0o750 } });
 });
 
+test('services: an initialization the service cannot use is warned about before the call, with what would work', async () => {
+  const { cluster } = await t.createCluster('cli-init-warning');
+  await t.addNodes(cluster.id, 'n1');
+  const created = json(await cloudly([
+    'services', 'create', '--name', 'no-run-as', '--organization', 'org1', '--cluster', cluster.id, '--image', 'app:1',
+    '--node', 'n1', '--volume', '/data', '-o', 'json',
+  ]));
+  assert.equal(created.service.runtime.profile.runAs, null);
+  const args = ['services', 'set-volume-initialization', '--service', created.service.id, '--mount-path', '/data', '--expect', 'none'];
+
+  const fromRunAs = await cloudly([...args, '--empty', '--mode', '0750', '--dry-run', '-o', 'json']);
+  assert.equal(fromRunAs.code, 0, fromRunAs.stderr);
+  const lines = fromRunAs.stderr.split('\n');
+  const at = lines.findIndex((lineArg) => lineArg.startsWith(`warning: service ${created.service.id} cannot use this initialization`));
+  assert.ok(at >= 0, fromRunAs.stderr);
+  assert.match(lines[at], /run-as, and the service has none \(the runtime would refuse it: volume-ownership-unknown\)$/);
+  assert.match(lines[at + 1], /^ {2}instead: give an explicit owner \(uid and gid\), or give the service a run-as .*--uid <uid> --gid <gid>\)$/);
+  assert.ok(at < lines.findIndex((lineArg) => lineArg.startsWith('dry run:')), 'the warning comes before the answer');
+
+  const explicit = await cloudly([...args, '--empty', '--mode', '0750', '--uid', '1000', '--gid', '1000', '--dry-run', '-o', 'json']);
+  assert.equal(explicit.code, 0, explicit.stderr);
+  assert.doesNotMatch(explicit.stderr, /warning:/);
+  const cleared = await cloudly([...args, '--clear', '--dry-run', '-o', 'json']);
+  assert.match(cleared.stderr, /the runtime would refuse it: volume-initialization-unknown/);
+});
+
 test('ingress designate: --expect-current reads the facts first, a dry run stores nothing, then the real designation', async () => {
   const ingress = await prepareIngressCluster(t, 'cli-ingress');
   const args = ['ingress', 'designate', '--cluster', ingress.clusterId, '--service', ingress.service.id, '--expect-current', '-o', 'json'];
@@ -155,6 +181,17 @@ test('ingress designate: --expect-current reads the facts first, a dry run store
   const shown = json(await cloudly(['ingress', 'show', '--cluster', ingress.clusterId, '-o', 'json']));
   assert.deepEqual(shown, await api('getClusterIngressDesignation', { clusterId: ingress.clusterId }));
   assert.deepEqual(shown.designation, real.designation);
+  // On an 80-column terminal the designation is shown whole: nested members that do not fit on
+  // their row follow as YAML, times are formatted, nothing is clipped.
+  const table = await cli.run(['ingress', 'show', '--cluster', ingress.clusterId], '', { terminalColumns: 80 });
+  assert.equal(table.code, 0, table.stderr);
+  assert.doesNotMatch(table.stdout, /…/, table.stdout);
+  assert.doesNotMatch(table.stdout, /\b1\d{12}\b/, `no epoch milliseconds in the table: ${table.stdout}`);
+  for (const [key, value] of Object.entries(real.designation as Record<string, unknown>)) {
+    if (typeof value === 'string') {
+      assert.ok(table.stdout.includes(value), `${key} shown whole: ${table.stdout}`);
+    }
+  }
 });
 
 test('watch prints each change as one JSON line and stops on Ctrl-C with exit 0', async () => {

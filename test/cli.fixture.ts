@@ -44,12 +44,20 @@ export interface ICliChild {
   closed: Promise<ICliRun>;
 }
 
+export interface ICliRunOptions {
+  env?: Record<string, string>;
+  terminalColumns?: number;
+}
+
 export interface ICli {
   configDir: string;
-  /** Runs `cloudly <args>` to its end, `inputArg` on stdin. */
-  run(argsArg: string[], inputArg?: string): Promise<ICliRun>;
+  /**
+   * Runs `cloudly <args>` to its end, `inputArg` on stdin; `optionsArg.env` adds to its environment
+   * and `optionsArg.terminalColumns` makes its stdout a terminal that wide (in process only).
+   */
+  run(argsArg: string[], inputArg?: string, optionsArg?: ICliRunOptions): Promise<ICliRun>;
   /** Starts `cloudly <args>` and hands back the running command (stdin left open). */
-  start(argsArg: string[], envArg?: Record<string, string>): ICliChild;
+  start(argsArg: string[], envArg?: Record<string, string>, optionsArg?: Omit<ICliRunOptions, 'env'>): ICliChild;
   /** Logs in to the server as the test administrator. */
   login(tArg: ITestCloudly): Promise<void>;
   dispose(): Promise<void>;
@@ -101,13 +109,16 @@ export const createCli = async (optionsArg: { binary?: boolean } = {}): Promise<
   const configDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-cli-config-'));
   /** The test server whose calls go through dispatch (set by `login`). */
   let server: ITestCloudly | null = null;
-  const startInProcess = (argsArg: string[], envArg: Record<string, string> = {}): ICliChild => {
+  const startInProcess = (argsArg: string[], envArg: Record<string, string> = {}, terminalColumnsArg?: number): ICliChild => {
     let stdout = '';
     let stderr = '';
     const stdin = pipedStdin();
     const signals = new EventEmitter();
     const closed = runCli(argsArg, {
-      stdout: { write: (textArg: string) => { stdout += textArg; return true; } },
+      stdout: {
+        write: (textArg: string) => { stdout += textArg; return true; },
+        ...(terminalColumnsArg !== undefined ? { isTTY: true, columns: terminalColumnsArg } : {}),
+      },
       stderr: { write: (textArg: string) => { stderr += textArg; return true; } },
       stdin: stdin.stream,
       env: childEnv(configDir, envArg),
@@ -126,14 +137,18 @@ export const createCli = async (optionsArg: { binary?: boolean } = {}): Promise<
       closed,
     };
   };
-  const start = (argsArg: string[], envArg: Record<string, string> = {}): ICliChild => (optionsArg.binary
-    ? startBinary(configDir, argsArg, envArg)
-    : startInProcess(argsArg, envArg));
+  const start = (argsArg: string[], envArg: Record<string, string> = {}, startOptionsArg: Omit<ICliRunOptions, 'env'> = {}): ICliChild => {
+    if (optionsArg.binary) {
+      assert.equal(startOptionsArg.terminalColumns, undefined, 'a terminal is given to commands run in process only');
+      return startBinary(configDir, argsArg, envArg);
+    }
+    return startInProcess(argsArg, envArg, startOptionsArg.terminalColumns);
+  };
   const cli: ICli = {
     configDir,
     start,
-    async run(argsArg, inputArg = '') {
-      const running = start(argsArg);
+    async run(argsArg, inputArg = '', runOptionsArg = {}) {
+      const running = start(argsArg, runOptionsArg.env ?? {}, { terminalColumns: runOptionsArg.terminalColumns });
       running.child.stdin.end(inputArg);
       return running.closed;
     },

@@ -73,11 +73,11 @@ test('users create: the password only on stdin; a dry run creates nothing; the a
   assert.match(noPassword.stderr, /no password given/);
 });
 
-test('users list: JSON is exactly the API answer; the table fits 80 columns', async () => {
+test('users list: JSON is exactly the API answer; the table fits an 80-column terminal', async () => {
   const listed = jsonOf(await admin.run(['users', 'list', '-o', 'json']));
   assert.deepEqual(listed, await api('getUsers', {}));
   assert.deepEqual(listed.users.map((userArg: any) => userArg.username).sort(), ['admin', 'operator']);
-  const table = await admin.run(['users', 'list']);
+  const table = await admin.run(['users', 'list'], '', { terminalColumns: 80 });
   assert.equal(table.code, 0, table.stderr);
   const lines = table.stdout.trimEnd().split('\n');
   assert.match(lines[0], /^USER\s+NAME\s+ROLE\s+DISABLED\s+GEN\s+CREATED$/);

@@ -20,6 +20,9 @@ const {
   sealRuntimeLocalStorageClaim,
   validateServiceWritableVolume,
   validateServiceWritableSpec,
+  validateServiceName,
+  validateServiceImageReference,
+  judgeServiceVolumeInitializationUse,
 } = data;
 
 // ---------------------------------------------------------------- derive rule, row by row
@@ -155,7 +158,7 @@ test('writable spec: every reason in order, mount path rule included', () => {
     ],
   });
   assert.deepEqual(reasons, [
-    'service.name must be a non-blank string of at most 128 characters',
+    'service.name must be a string of 1-63 characters',
     "service.organizationId must be an id of 1-128 letters, digits, '.', '_' or '-' starting with a letter or digit",
     'service.runtime.profile.runAs must be stated ({ user, group } or null)',
     'service.runtime.placement.nodeIds must not repeat a node',
@@ -166,6 +169,49 @@ test('writable spec: every reason in order, mount path rule included', () => {
     'service.volumes[3].mountPath must not overlap /run/secrets',
     'service.volumes[3].mountPath repeats the mount path of an earlier volume',
   ]);
+});
+
+test('initialization use: judged usable exactly when the runtime derivation would not refuse it, with the same reason', () => {
+  const initializations = [
+    null,
+    { kind: 'empty', ownership: { kind: 'run-as', mode: 0o750 } },
+    { kind: 'empty', ownership: { kind: 'explicit', uid: 1000, gid: 1000, mode: 0o700 } },
+    { kind: 'import', source: { kind: 'docker-volume', volumeName: 'app_data' } },
+  ] as const;
+  for (const runAs of [null, { user: 1000, group: 1000 }]) {
+    for (const initialization of initializations) {
+      const judged = judgeServiceVolumeInitializationUse(initialization as any, runAs);
+      const derived = deriveServiceVolumeClaimInitialization((initialization ?? undefined) as any, runAs);
+      assert.equal(judged.usable, !derived.refused, JSON.stringify({ initialization, runAs }));
+      if (!judged.usable && derived.refused) {
+        assert.equal(judged.reason, derived.reason);
+        assert.ok(judged.instead.length > 0);
+      }
+    }
+  }
+  const ownerUnknown = judgeServiceVolumeInitializationUse({ kind: 'empty', ownership: { kind: 'run-as', mode: 0o750 } }, null);
+  assert.equal(ownerUnknown.usable, false);
+  assert.match(!ownerUnknown.usable ? ownerUnknown.instead : '', /explicit owner \(uid and gid\)/);
+});
+
+test('service names are DNS labels; images are image references', () => {
+  for (const name of ['app', 'web-1', 'a', '0db', 'x'.repeat(63)]) {
+    assert.deepEqual(validateServiceName(name), [], name);
+  }
+  for (const name of ['Bad Name!', 'Web', '-web', 'web-', 'web_1', 'web.1', 'x'.repeat(64), '', 7]) {
+    assert.equal(validateServiceName(name, 'service.name').length, 1, String(name));
+  }
+  assert.deepEqual(validateServiceName('Bad Name!', 'service.name'),
+    ["service.name must be lowercase letters, digits and '-', starting and ending with a letter or digit (a DNS label)"]);
+  for (const image of ['nginx', 'nginx:1.27', 'library/nginx:latest', 'registry.example.com/shop/web:2', 'localhost:5000/a/b_c__d:v1.0-rc',
+    `registry.example.com:5000/web@sha256:${'a'.repeat(64)}`, `web:1@sha256:${'0'.repeat(64)}`, '[::1]:5000/x:1']) {
+    assert.deepEqual(validateServiceImageReference(image), [], image);
+  }
+  for (const image of ['registry.example.com/<b>x</b>:1', 'Nginx', 'nginx:', 'nginx:-x', 'a//b', 'web:1 ', 'https://registry/x', `web:${'t'.repeat(129)}`, '']) {
+    assert.equal(validateServiceImageReference(image, 'service.runtime.image').length, 1, image);
+  }
+  assert.deepEqual(validateServiceImageReference('registry.example.com/<b>x</b>:1', 'service.runtime.image'),
+    ['service.runtime.image must be an image reference: [registry[:port]/]lowercase/path[:tag][@digest]']);
 });
 
 // ---------------------------------------------------------------- runtime status pairing

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
-import { createLogger } from '../ts/core/logger.js';
+import { createLogger, formatLogLine, judgeLogFormat } from '../ts/core/logger.js';
 
 test('the logger removes every secret field at any depth it logs', () => {
   const lines: string[] = [];
@@ -20,4 +20,22 @@ test('the logger removes every secret field at any depth it logs', () => {
   }
   assert.ok(line.includes('visible-7'));
   assert.equal((line.match(/\[redacted\]/g) ?? []).length, 6);
+});
+
+test('log format: readable lines on a terminal by default, JSON otherwise, either when asked', () => {
+  assert.equal(judgeLogFormat('auto', true), 'pretty');
+  assert.equal(judgeLogFormat('auto', false), 'json');
+  assert.equal(judgeLogFormat('json', true), 'json');
+  assert.equal(judgeLogFormat('pretty', false), 'pretty');
+});
+
+test('a readable line: time, level and message, then the other members; secrets are already gone', () => {
+  const lines: string[] = [];
+  const destination = new Writable({ write(chunkArg, _encodingArg, callbackArg) { lines.push(chunkArg.toString()); callbackArg(); } });
+  createLogger('info', destination).warn({ clusterId: 'c-1', password: 'p-1', reason: 'two words' }, 'relay refused');
+  const formatted = formatLogLine(lines.join('').trim());
+  assert.match(formatted, /^\d{2}:\d{2}:\d{2}\.\d{3} WARN  relay refused clusterId=c-1 password=\[redacted\] reason="two words"\n$/);
+  assert.equal(formatLogLine('not json'), 'not json\n', 'anything else passes through');
+  const withError = formatLogLine(JSON.stringify({ level: 50, time: 0, msg: 'failed', err: { type: 'Error', message: 'boom', stack: 'Error: boom\n at x' } }));
+  assert.equal(withError, '00:00:00.000 ERROR failed err="Error: boom"\n');
 });

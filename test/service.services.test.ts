@@ -160,7 +160,20 @@ test('createService refuses an invalid spec with every reason', async () => {
   }));
   assert.equal(refusal.code, 'invalid-request');
   assert.deepEqual(refusal.reasons, [
-    'request.service.name must be a non-blank string of at most 128 characters',
+    'request.service.name must be a string of 1-63 characters',
     'request.service.volumes[0].mountPath must be an absolute path',
   ]);
+});
+
+test('createService refuses a name that is not a DNS label and an image that is not an image reference, by path; nothing is stored', async () => {
+  const before = (await t.admin.call<IReq_Any_Cloudly_GetServices>('getServices', {})).services.length;
+  const refusal = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+    service: { ...spec(), name: 'Bad Name!', runtime: { ...spec().runtime, image: 'registry.example.com/<b>x</b>:1' } },
+  }));
+  assert.equal(refusal.code, 'invalid-request');
+  assert.deepEqual(refusal.reasons, [
+    "request.service.name must be lowercase letters, digits and '-', starting and ending with a letter or digit (a DNS label)",
+    'request.service.runtime.image must be an image reference: [registry[:port]/]lowercase/path[:tag][@digest]',
+  ]);
+  assert.equal((await t.admin.call<IReq_Any_Cloudly_GetServices>('getServices', {})).services.length, before);
 });

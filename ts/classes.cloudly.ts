@@ -4,6 +4,7 @@ import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
 import type { ITypedContract } from './interfaces/requests/admin.js';
 import { readConfig, type ICloudlyConfig } from './config.js';
 import { createLogger, type TCloudlyLogger } from './core/logger.js';
+import { routeDependencyLogs } from './core/dependencylogs.js';
 import { CloudlyDatabase, isDatabaseUnavailableError } from './core/database.js';
 import { DocumentStore } from './core/store.js';
 import { CloudlyAuth, type IVerifiedIdentity } from './core/auth.js';
@@ -101,7 +102,8 @@ export class Cloudly {
 
   constructor(optionsArg: ICloudlyOptions = {}) {
     this.config = { ...readConfig(process.env), ...(optionsArg.config ?? {}) };
-    this.logger = createLogger(this.config.logLevel, optionsArg.logDestination);
+    this.logger = createLogger(this.config.logLevel, optionsArg.logDestination, this.config.logFormat);
+    routeDependencyLogs(this.logger);
     this.database = new CloudlyDatabase({
       mongoDbUrl: this.config.mongoDbUrl,
       mongoDbName: this.config.mongoDbName,

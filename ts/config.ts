@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import * as path from 'node:path';
+import { logFormats, type TLogFormat } from './core/logger.js';
 
 /**
  * Every environment variable Cloudly reads, parsed and validated in one place. A bad value stops
@@ -16,6 +17,8 @@ export interface ICloudlyConfig {
   /** Null means "generate one and print it once". */
   adminPassword: string | null;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** CLOUDLY_LOG_FORMAT: `auto` (readable lines on a terminal, JSON lines otherwise), `json` or `pretty`. */
+  logFormat: TLogFormat;
   /** Largest accepted request body in bytes. */
   bodyLimitBytes: number;
   /** How long an admin identity stays valid. */
@@ -306,6 +309,10 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
   if (!(logLevels as readonly string[]).includes(logLevelRaw)) {
     throw new ConfigError('CLOUDLY_LOG_LEVEL', `must be one of ${logLevels.join(', ')}`);
   }
+  const logFormatRaw = readOptional(env, 'CLOUDLY_LOG_FORMAT') ?? 'auto';
+  if (!(logFormats as readonly string[]).includes(logFormatRaw)) {
+    throw new ConfigError('CLOUDLY_LOG_FORMAT', `must be one of ${logFormats.join(', ')}`);
+  }
   return {
     port,
     host,
@@ -315,6 +322,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     adminUsername,
     adminPassword,
     logLevel: logLevelRaw as ICloudlyConfig['logLevel'],
+    logFormat: logFormatRaw as TLogFormat,
     bodyLimitBytes: readInteger(env, 'CLOUDLY_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     identityTtlMs: readInteger(env, 'CLOUDLY_IDENTITY_TTL_MS', 12 * 3600 * 1000, 1000, 30 * 24 * 3600 * 1000),
     auditRetentionDays: readInteger(env, 'CLOUDLY_AUDIT_RETENTION_DAYS', 90, 1, 36_500),

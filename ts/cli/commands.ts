@@ -13,11 +13,14 @@ import { addUserCommands } from './users.js';
 import { addStorageCommands } from './storage.js';
 import { addSnapshotCommands } from './snapshot.js';
 import {
-  auditColumns, backupColumns, bindingColumns, imageVersionColumns, clusterColumns, describeInitialization, formatTime, listTable, nodeColumns,
+  auditColumns, backupColumns, bindingColumns, clusterColumns, corestoreInventoryTable, describeInitialization, formatTime, imageVersionColumns, listTable, nodeColumns,
   recordTable, serviceColumns, serviceTable,
 } from './tables.js';
 import { cliIo, setExitCode } from './io.js';
 import type { IReq_Any_Cloudly_GetClusterRouteTableResolution } from '../interfaces/requests/desiredstate.js';
+import { isAuditReadMethod } from '../interfaces/data/audit.js';
+import { judgeServiceVolumeInitializationUse } from '../interfaces/data/servicevolumeuse.js';
+import type { TServiceVolumeInitialization } from '../interfaces/data/servicevolume.js';
 
 /** A value compare-and-swap (`expected`): `--expect <json|none>` or `--expect-current`. */
 const expectedValue = async (
@@ -427,8 +430,18 @@ const addServiceCommands = (programArg: Command): void => {
       } else if (options.importDockerVolume) {
         initialization = { kind: 'import', source: { kind: 'docker-volume', volumeName: options.importDockerVolume } };
       }
+      // Said before the call: an accepted initialization the runtime cannot use leaves the
+      // service refused, under a new reason.
+      const target = await readService(ctx, options.service);
+      const use = judgeServiceVolumeInitializationUse(initialization as TServiceVolumeInitialization | null, target.runtime?.profile?.runAs ?? null);
+      if (!use.usable) {
+        note([
+          `warning: service ${options.service} cannot use this initialization: ${use.why} (the runtime would refuse it: ${use.reason})`,
+          `  instead: ${use.instead}${use.reason === 'volume-ownership-unknown' ? ` (--empty --mode ${options.mode} --uid <uid> --gid <gid>)` : ''}`,
+        ].join('\n'));
+      }
       const expected = await expectedValue(options, async () => {
-        const service = await readService(ctx, options.service);
+        const service = target;
         const volume = (service.volumes as Array<Record<string, any>>).find((volumeArg) => volumeArg.mountPath === options.mountPath);
         if (!volume) {
           throw new UsageError(`service ${options.service} has no volume at ${options.mountPath}`);
@@ -520,11 +533,7 @@ const addCorestoreCommands = (programArg: Command): void => {
     .requiredOption('--node <id>', 'node id')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getCorestoreLegacyResources', { clusterId: options.cluster, nodeId: options.node });
-      printAnswer(answer, ctx.format, () => {
-        const resources = (answer.inventory?.resources ?? []) as Array<Record<string, any>>;
-        return `digest: ${answer.inventorySha256 ?? '-'}\n${recordTable({ ...answer.inventory, resources: undefined })}\n\n${listTable(resources,
-          Object.keys(resources[0] ?? {}).slice(0, 5).map((key) => [key.toUpperCase(), (r) => r[key]]), {}, '(no resources)')}`;
-      });
+      printAnswer(answer, ctx.format, () => corestoreInventoryTable(answer));
     }));
   mutation(corestore.command('adopt').description('adopt legacy resources: all the selected ones or none'))
     .requiredOption('--cluster <id>', 'cluster id')
@@ -755,7 +764,7 @@ const parseTime = (textArg: string, flagArg: string): number => {
 };
 
 const addAuditCommand = (programArg: Command): void => {
-  programArg.command('audit').description('the audit log, newest first')
+  programArg.command('audit').description('the audit log, newest first (changes made by reads are hidden unless --include-reads)')
     .option('--limit <n>', 'events per page (1-1000)')
     .option('--cursor <cursor>', 'the page after this cursor')
     .option('--target-kind <kind>', 'e.g. CloudlyCluster')
@@ -764,6 +773,7 @@ const addAuditCommand = (programArg: Command): void => {
     .option('--method <method>', 'one method')
     .option('--since <time>', 'from (inclusive)')
     .option('--until <time>', 'until (exclusive)')
+    .option('--include-reads', 'also show events of methods that only read (get…, list…, watch…)')
     .action(run(async (ctx, options) => {
       const filter: Record<string, unknown> = {
         ...(options.targetKind ? { targetKind: options.targetKind } : {}),
@@ -774,8 +784,52 @@ const addAuditCommand = (programArg: Command): void => {
         ...(options.until ? { until: parseTime(options.until, '--until') } : {}),
       };
       const answer = await ctx.call('getAuditEvents', { ...pageRequest(options), ...(Object.keys(filter).length ? { filter } : {}) });
-      printAnswer(answer, ctx.format, () => listTable(answer.events, auditColumns, answer, '(no events)'));
+      if (ctx.format === 'json' || ctx.format === 'yaml') {
+        // JSON and YAML are the API's answer, exactly.
+        printAnswer(answer, ctx.format, () => '');
+        return;
+      }
+      const { shown, hidden } = judgeAuditEventsShown(answer.events, Boolean(options.includeReads) || options.method !== undefined);
+      const usernames = await usernamesOf(ctx, shown);
+      printAnswer(answer, ctx.format, () => listTable(shown, auditColumns(usernames), answer, '(no events)'));
+      if (hidden > 0) {
+        note(`${hidden} event(s) of methods that only read are hidden on this page (--include-reads shows them)`);
+      }
     }));
+};
+
+/** The events a table shows: all of them, or (by default) all but those of methods that only read. */
+export const judgeAuditEventsShown = <T extends { method: string }>(eventsArg: T[], includeReadsArg: boolean): { shown: T[]; hidden: number } => {
+  const shown = includeReadsArg ? eventsArg : eventsArg.filter((eventArg) => !isAuditReadMethod(eventArg.method));
+  return { shown, hidden: eventsArg.length - shown.length };
+};
+
+/**
+ * Usernames of the administrators among the actors, by user id. Only administrators may list the
+ * accounts: for anyone else (or when the list cannot be read) the log shows user ids.
+ */
+const usernamesOf = async (ctxArg: ICommandContext, eventsArg: Array<Record<string, any>>): Promise<Map<string, string>> => {
+  const names = new Map<string, string>();
+  if (!eventsArg.some((eventArg) => eventArg.actor?.kind === 'admin')) {
+    return names;
+  }
+  try {
+    let cursor: string | undefined;
+    // A bounded walk: a log view is not worth more than a few pages of accounts.
+    for (let page = 0; page < 10; page++) {
+      const answer = await ctxArg.call('getUsers', { limit: 1000, ...(cursor ? { cursor } : {}) });
+      for (const user of answer.users ?? []) {
+        names.set(user.userId, user.username);
+      }
+      cursor = answer.nextCursor;
+      if (!cursor) {
+        break;
+      }
+    }
+  } catch {
+    // Not an administrator, or the accounts are unavailable: ids are shown instead.
+  }
+  return names;
 };
 
 const addWatchCommand = (programArg: Command): void => {

@@ -67,7 +67,7 @@ _cloudly() {
   done
   COMPREPLY=()
   if [[ "$prev" == "--output" || "$prev" == "-o" ]]; then
-    COMPREPLY=( $(compgen -W "table json yaml" -- "$cur") )
+    COMPREPLY=( $(compgen -W "table wide json yaml" -- "$cur") )
   elif [[ "$prev" == -* && "$_cl_values" == *" $prev "* ]]; then
     return 0
   else
@@ -95,7 +95,7 @@ _cloudly() {
   done
   prev="\${words[CURRENT-1]}"
   if [[ "$prev" == "--output" || "$prev" == "-o" ]]; then
-    compadd -- table json yaml
+    compadd -- table wide json yaml
     return
   fi
   if [[ "$prev" == -* && "$_cl_values" == *" $prev "* ]]; then

@@ -3,7 +3,7 @@ import { exitCodes, noteDryRun, UsageError, withDryRun, type ICommandContext } f
 import { mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { note, printAnswer, writeErr } from './output.js';
 import { createProgressView, describeSample, formatBytes } from './progress.js';
-import { formatTime, listTable, recordTable } from './tables.js';
+import { formatTime, listTable, recordTable, type TColumn } from './tables.js';
 import { cliIo, setExitCode } from './io.js';
 
 /**
@@ -38,7 +38,7 @@ const progressText = (operationArg: TOperation): string => {
   return progress.bytesTotal ? `${formatBytes(progress.bytesDone)}/${formatBytes(progress.bytesTotal)}` : formatBytes(progress.bytesDone);
 };
 
-export const operationColumns: Array<[string, (itemArg: TOperation) => unknown]> = [
+export const operationColumns: Array<TColumn<TOperation>> = [
   ['OPERATION', (o) => o.operationId],
   ['KIND', (o) => kindLabels[o.kind] ?? o.kind],
   ['STATE', (o) => (o.reason ? `${o.state} (${o.reason})` : o.state)],
@@ -46,6 +46,11 @@ export const operationColumns: Array<[string, (itemArg: TOperation) => unknown]>
   ['PHASE', (o) => o.progress?.phase],
   ['BYTES', progressText],
   ['STARTED', (o) => formatTime(o.startedAt)],
+  ['ENDED', (o) => formatTime(o.endedAt), 'wide'],
+  ['CLUSTER', (o) => o.clusterId, 'wide'],
+  ['SERVICE', (o) => o.serviceId, 'wide'],
+  ['NODE', (o) => o.nodeId, 'wide'],
+  ['REQUESTED BY', (o) => o.requestedBy, 'wide'],
 ];
 
 export const operationTable = (operationArg: TOperation): string => {
@@ -107,7 +112,7 @@ export const followOperation = async (
 ): Promise<void> => {
   let answer = await ctxArg.call('getOperation', { operationId: operationIdArg });
   const label = operationLabel(answer.operation);
-  const view = createProgressView(label);
+  const view = createProgressView(label, undefined, undefined, answer.operation.startedAt);
   let interrupted: 'detach' | 'cancel' | null = null;
   let cancelling: Promise<unknown> | null = null;
   let wake: (() => void) | null = null;
@@ -128,7 +133,7 @@ export const followOperation = async (
         view.update(operation.progress);
       }
       if (operation.state !== 'running') {
-        view.finish(operation.state === 'completed' ? 'completed' : `${operation.state}${operation.reason ? ` (${operation.reason})` : ''}`);
+        view.finish(operation.state === 'completed' ? 'completed' : `${operation.state}${operation.reason ? ` (${operation.reason})` : ''}`, operation.endedAt);
         printAnswer(answer, ctxArg.format, () => tableArg(operation));
         setExitCode(reportEnd(operation));
         return;

@@ -5,8 +5,13 @@
 
 import { cliIo } from './io.js';
 
-export type TOutputFormat = 'table' | 'json' | 'yaml';
-export const outputFormats: TOutputFormat[] = ['table', 'json', 'yaml'];
+/** `wide` is the table with every column (those marked wide too) and nothing clipped. */
+export type TOutputFormat = 'table' | 'wide' | 'json' | 'yaml';
+export const outputFormats: TOutputFormat[] = ['table', 'wide', 'json', 'yaml'];
+
+/** Set while `printAnswer` draws a `-o wide` table: the table views read it (tables.ts). */
+let drawingWide = false;
+export const isDrawingWide = (): boolean => drawingWide;
 
 export const writeOut = (textArg: string): void => {
   cliIo().stdout.write(textArg.endsWith('\n') ? textArg : `${textArg}\n`);
@@ -19,11 +24,30 @@ export const writeErr = (textArg: string): void => {
 /** A note about what the command did (read first, dry run …): stderr, so stdout stays the answer. */
 export const note = (textArg: string): void => writeErr(textArg);
 
-/** The terminal width tables must fit: the terminal's own, or 80 when stdout is not a terminal. */
+/**
+ * The width tables must fit. A terminal's own width (or `COLUMNS` when it says none); piped
+ * output is read by programs and people with their own pagers, so it is clipped only when
+ * `COLUMNS` asks for a width, and otherwise never. A `-o wide` table is never clipped.
+ */
 export const tableWidth = (): number => {
-  const { stdout } = cliIo();
-  return stdout.isTTY && stdout.columns ? stdout.columns : 80;
+  const { stdout, env } = cliIo();
+  if (drawingWide) {
+    return Number.POSITIVE_INFINITY;
+  }
+  const fromEnv = /^[1-9][0-9]{0,4}$/.test(env.COLUMNS ?? '') ? Number(env.COLUMNS) : null;
+  if (stdout.isTTY) {
+    return stdout.columns || fromEnv || 80;
+  }
+  return fromEnv ?? Number.POSITIVE_INFINITY;
 };
+
+/**
+ * Columns that hold identifiers are never clipped: a cut id (`createService…`) cannot be copied
+ * and may name another thing. The first column is always one.
+ */
+const wholeColumnHeaders = new Set(['ID', 'OPERATION', 'BACKUP', 'SERVICE', 'CLUSTER', 'NODE', 'METHOD', 'USERNAME']);
+const isWholeColumn = (headerArg: string, indexArg: number): boolean =>
+  indexArg === 0 || wholeColumnHeaders.has(headerArg) || headerArg.endsWith(' ID');
 
 const cellText = (valueArg: unknown): string => {
   if (valueArg === undefined || valueArg === null) {
@@ -41,7 +65,10 @@ const cellText = (valueArg: unknown): string => {
 const clip = (textArg: string, widthArg: number): string =>
   textArg.length <= widthArg ? textArg : widthArg <= 1 ? textArg.slice(0, widthArg) : `${textArg.slice(0, widthArg - 1)}…`;
 
-/** Columns separated by two spaces; the widest columns are clipped (with `…`) until the table fits. */
+/**
+ * Columns separated by two spaces; the widest columns that hold no identifier are clipped (with
+ * `…`) until the table fits. When only identifiers are left, the line is left longer than the width.
+ */
 export const renderTable = (headersArg: string[], rowsArg: unknown[][], widthArg = tableWidth()): string => {
   const cells = rowsArg.map((rowArg) => rowArg.map(cellText));
   const widths = headersArg.map((headerArg, indexArg) =>
@@ -49,16 +76,13 @@ export const renderTable = (headersArg: string[], rowsArg: unknown[][], widthArg
   const gap = 2;
   const total = (): number => widths.reduce((sumArg, widthEntry) => sumArg + widthEntry, 0) + gap * (widths.length - 1);
   const minimum = (indexArg: number): number => Math.max(4, headersArg[indexArg].length);
-  // The first column (an id, to copy) is clipped last: the widest other column shrinks first.
   while (total() > widthArg) {
     const candidates = widths.map((widthEntry, indexArg) => ({ widthEntry, indexArg }))
-      .filter(({ widthEntry, indexArg }) => indexArg > 0 && widthEntry > minimum(indexArg));
-    const pick = candidates.length
-      ? candidates.reduce((bestArg, entryArg) => (entryArg.widthEntry > bestArg.widthEntry ? entryArg : bestArg)).indexArg
-      : (widths[0] > minimum(0) ? 0 : -1);
-    if (pick < 0) {
+      .filter(({ widthEntry, indexArg }) => !isWholeColumn(headersArg[indexArg], indexArg) && widthEntry > minimum(indexArg));
+    if (candidates.length === 0) {
       break;
     }
+    const pick = candidates.reduce((bestArg, entryArg) => (entryArg.widthEntry > bestArg.widthEntry ? entryArg : bestArg)).indexArg;
     widths[pick] -= 1;
   }
   const line = (valuesArg: string[]): string => valuesArg
@@ -70,9 +94,30 @@ export const renderTable = (headersArg: string[], rowsArg: unknown[][], widthArg
   return [line(headersArg), ...cells.map(line)].join('\n');
 };
 
-/** One object as FIELD / VALUE rows (nested values as compact JSON). */
-export const renderRecord = (recordArg: Record<string, unknown>, widthArg = tableWidth()): string =>
-  renderTable(['FIELD', 'VALUE'], Object.entries(recordArg).map(([key, value]) => [key, value]), widthArg);
+/**
+ * One object as FIELD / VALUE rows. Values are never clipped (a record is read, not scanned): a
+ * nested value is compact JSON on its row when that fits the width, and otherwise a YAML block
+ * under the table, whole.
+ */
+export const renderRecord = (recordArg: Record<string, unknown>, widthArg = tableWidth()): string => {
+  const fieldWidth = Math.max(5, ...Object.keys(recordArg).map((keyArg) => keyArg.length));
+  const rows: unknown[][] = [];
+  const blocks: string[] = [];
+  for (const [key, value] of Object.entries(recordArg)) {
+    if (value === undefined) {
+      continue;
+    }
+    const nested = typeof value === 'object' && value !== null;
+    if (nested && fieldWidth + 2 + JSON.stringify(value).length > widthArg) {
+      rows.push([key, '(below)']);
+      blocks.push(`${key}:\n${renderYaml(value, 2)}`);
+    } else {
+      rows.push([key, value]);
+    }
+  }
+  const table = renderTable(['FIELD', 'VALUE'], rows, Number.POSITIVE_INFINITY);
+  return blocks.length ? `${table}\n\n${blocks.join('\n\n')}` : table;
+};
 
 const plainYamlString = /^[A-Za-z0-9_./@:+-][A-Za-z0-9 _./@:+-]*$/;
 const yamlReserved = /^(true|false|yes|no|on|off|null|~|y|n)$/i;
@@ -131,7 +176,12 @@ export const printAnswer = (answerArg: unknown, formatArg: TOutputFormat, tableA
   } else if (formatArg === 'yaml') {
     writeOut(renderYaml(answerArg));
   } else {
-    writeOut(tableArg());
+    drawingWide = formatArg === 'wide';
+    try {
+      writeOut(tableArg());
+    } finally {
+      drawingWide = false;
+    }
   }
 };
 

@@ -26,8 +26,8 @@ export const formatBytes = (bytesArg: number): string => {
 export const formatRate = (bytesPerSecondArg: number | null): string =>
   (bytesPerSecondArg === null ? '-' : `${formatBytes(Math.round(bytesPerSecondArg))}/s`);
 
-const formatElapsed = (msArg: number): string => {
-  const seconds = Math.floor(msArg / 1000);
+export const formatElapsed = (msArg: number): string => {
+  const seconds = Math.max(0, Math.floor(msArg / 1000));
   return seconds < 60 ? `${seconds}s` : `${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, '0')}s`;
 };
 
@@ -60,8 +60,12 @@ export class RateMeter {
 
 export interface IProgressView {
   update(sampleArg: IProgressSample): void;
-  /** Ends the view: the bar's line is finished with `finalArg`, or a last plain line is written. */
-  finish(finalArg: string): void;
+  /**
+   * Ends the view: the bar's line is finished with `finalArg`, or a last plain line is written.
+   * `endedAtArg` is when the work ended (the server's clock, as the start given to the view);
+   * without it the work ends now.
+   */
+  finish(finalArg: string, endedAtArg?: number): void;
   /** Takes the bar off the line (before a note is written), it is drawn again on the next update. */
   clear(): void;
 }
@@ -78,12 +82,17 @@ export const describeSample = (sampleArg: IProgressSample, rateArg: number | nul
   return `${sampleArg.phase} ${bytes}${rateArg !== null ? ` at ${formatRate(rateArg)}` : ''}`;
 };
 
+/**
+ * `startedAtArg` is when the work began (an operation's `startedAt`): a view opened on work that
+ * is already running or over counts its time from there, not from when someone started watching.
+ */
 export const createProgressView = (
   labelArg: string,
   streamArg: ICliOutputStream = cliIo().stderr,
   nowArg: () => number = Date.now,
+  startedAtArg?: number,
 ): IProgressView => {
-  const started = nowArg();
+  const started = startedAtArg ?? nowArg();
   const meter = new RateMeter();
   let last: IProgressSample | null = null;
   if (!streamArg.isTTY) {
@@ -103,8 +112,8 @@ export const createProgressView = (
           lastBytes = sampleArg.bytesDone;
         }
       },
-      finish(finalArg) {
-        streamArg.write(`${labelArg}: ${finalArg}${last ? ` (${formatBytes(last.bytesDone)} in ${formatElapsed(nowArg() - started)})` : ''}\n`);
+      finish(finalArg, endedAtArg) {
+        streamArg.write(`${labelArg}: ${finalArg}${last ? ` (${formatBytes(last.bytesDone)} in ${formatElapsed((endedAtArg ?? nowArg()) - started)})` : ''}\n`);
       },
       clear() {},
     };
@@ -137,6 +146,7 @@ export const createProgressView = (
     finish(finalArg) {
       clearInterval(timer);
       draw();
+      // The bar above already says the bytes and the time.
       streamArg.write(`${drawn ? '\n' : ''}${labelArg}: ${finalArg}\n`);
       drawn = false;
     },

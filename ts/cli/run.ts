@@ -3,7 +3,7 @@ import { addCommands } from './commands.js';
 import { addCompletionCommand } from './completion.js';
 import { exitCodes } from './context.js';
 import { cliIo, withCliIo, type ICliIo } from './io.js';
-import { writeErr, writeOut } from './output.js';
+import { outputFormats, writeErr, writeOut } from './output.js';
 
 /**
  * One `cloudly …` invocation: builds the command tree, runs the arguments (without `node` and
@@ -16,7 +16,7 @@ const buildProgram = (): Command => {
   const program = new Command('cloudly')
     .description('Operate a Cloudly control plane: clusters, nodes, services, ingress, Corestore, backups.')
     .addOption(new Option('-u, --url <url>', 'the server (default: $CLOUDLY_URL, else the server of the last login)'))
-    .addOption(new Option('-o, --output <format>', 'table, json (exactly the API answer) or yaml').choices(['table', 'json', 'yaml']).default('table'))
+    .addOption(new Option('-o, --output <format>', 'table, wide (every column, nothing clipped), json (exactly the API answer) or yaml').choices(outputFormats).default('table'))
     .showHelpAfterError('(add --help for usage)')
     .configureOutput({ writeOut: (textArg) => writeOut(textArg), writeErr: (textArg) => writeErr(textArg) })
     .exitOverride();

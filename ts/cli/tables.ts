@@ -1,18 +1,40 @@
-import { renderRecord, renderTable } from './output.js';
+import { isDrawingWide, renderRecord, renderTable } from './output.js';
 
-/** Table views of the API's answers. JSON and YAML output never go through here. */
+/** Table views of the API's answers. JSON and YAML output never go through here (they keep raw values). */
 
 type TRow = Record<string, any>;
 
+/**
+ * A column: its header, what it shows, and `'wide'` when only `-o wide` shows it. A type of
+ * its own so the lists of every command say the same thing.
+ */
+export type TColumn<T = TRow> = [string, (itemArg: T) => unknown, 'wide'?];
+
+/** Every time the tables show, in one form: UTC to the second, as `2026-12-01 17:02:03`. */
 export const formatTime = (epochMsArg: unknown): string =>
-  (typeof epochMsArg === 'number' ? new Date(epochMsArg).toISOString().slice(0, 16).replace('T', ' ') : '-');
+  (typeof epochMsArg === 'number' && Number.isFinite(epochMsArg) ? new Date(epochMsArg).toISOString().slice(0, 19).replace('T', ' ') : '-');
+
+/** The contract names every epoch-milliseconds member `…At` (createdAt, readAt, heartbeatAt, …). */
+const isTimeKey = (keyArg: string): boolean => keyArg === 'at' || /[a-z]At$/.test(keyArg);
+
+/** A copy of an answer for the eye: every `…At` number, however deep, as `formatTime` writes it. */
+export const withFormattedTimes = (valueArg: unknown): unknown => {
+  if (Array.isArray(valueArg)) {
+    return valueArg.map(withFormattedTimes);
+  }
+  if (typeof valueArg === 'object' && valueArg !== null) {
+    return Object.fromEntries(Object.entries(valueArg).map(([key, value]) =>
+      [key, isTimeKey(key) && typeof value === 'number' ? formatTime(value) : withFormattedTimes(value)]));
+  }
+  return valueArg;
+};
 
 const pageFooter = (answerArg: TRow): string =>
   (typeof answerArg.nextCursor === 'string' ? `\n(more: --cursor ${answerArg.nextCursor})` : '');
 
-export const listTable = (
-  itemsArg: TRow[] | undefined,
-  columnsArg: Array<[string, (itemArg: TRow) => unknown]>,
+export const listTable = <T extends TRow>(
+  itemsArg: T[] | undefined,
+  columnsArg: Array<TColumn<T>>,
   answerArg: TRow = {},
   emptyArg = '(none)',
 ): string => {
@@ -20,27 +42,32 @@ export const listTable = (
   if (items.length === 0) {
     return `${emptyArg}${pageFooter(answerArg)}`;
   }
-  return renderTable(columnsArg.map(([header]) => header), items.map((itemArg) => columnsArg.map(([, pick]) => pick(itemArg))))
+  const wide = isDrawingWide();
+  const columns = columnsArg.filter(([, , onlyWide]) => wide || onlyWide !== 'wide');
+  return renderTable(columns.map(([header]) => header), items.map((itemArg) => columns.map(([, pick]) => pick(itemArg))))
     + pageFooter(answerArg);
 };
 
-export const clusterColumns: Array<[string, (itemArg: TRow) => unknown]> = [
+export const clusterColumns: TColumn[] = [
   ['ID', (c) => c.id],
   ['NAME', (c) => c.name],
   ['GEN', (c) => c.generation],
   ['CREATED', (c) => formatTime(c.createdAt)],
+  ['UPDATED', (c) => formatTime(c.updatedAt), 'wide'],
 ];
 
-export const nodeColumns: Array<[string, (itemArg: TRow) => unknown]> = [
+export const nodeColumns: TColumn[] = [
   ['ID', (n) => n.id],
   ['NAME', (n) => n.name],
   ['SOURCE', (n) => n.source],
   ['GEN', (n) => n.generation],
   ['CORESTORE', (n) => n.corestore?.endpoint],
   ['ADDRESSES', (n) => n.hostAddresses?.join(',')],
+  ['CLUSTER', (n) => n.clusterId, 'wide'],
+  ['CREATED', (n) => formatTime(n.createdAt), 'wide'],
 ];
 
-export const serviceColumns: Array<[string, (itemArg: TRow) => unknown]> = [
+export const serviceColumns: TColumn[] = [
   ['ID', (s) => s.id],
   ['NAME', (s) => s.name],
   ['CLUSTER', (s) => s.clusterId],
@@ -48,9 +75,14 @@ export const serviceColumns: Array<[string, (itemArg: TRow) => unknown]> = [
   ['REPL', (s) => s.runtime?.replicas],
   ['GEN', (s) => s.generation],
   ['REV', (s) => s.specRevision],
+  ['ORGANIZATION', (s) => s.organizationId, 'wide'],
+  ['RUN AS', (s) => (s.runtime?.profile?.runAs ? `${s.runtime.profile.runAs.user}:${s.runtime.profile.runAs.group}` : null), 'wide'],
+  ['PLACEMENT', (s) => (s.runtime?.placement?.nodeIds ?? []).join(',') || null, 'wide'],
+  ['VOLUMES', (s) => s.volumes?.length ?? 0, 'wide'],
+  ['UPDATED', (s) => formatTime(s.updatedAt), 'wide'],
 ];
 
-export const bindingColumns: Array<[string, (itemArg: TRow) => unknown]> = [
+export const bindingColumns: TColumn[] = [
   ['ID', (b) => b.id],
   ['SERVICE', (b) => b.serviceId],
   ['CAPABILITY', (b) => b.capability],
@@ -58,9 +90,11 @@ export const bindingColumns: Array<[string, (itemArg: TRow) => unknown]> = [
   ['NODE', (b) => b.nodeId],
   ['STATUS', (b) => (b.statusReason ? `${b.status} (${b.statusReason})` : b.status)],
   ['GEN', (b) => b.generation],
+  ['CLUSTER', (b) => b.clusterId, 'wide'],
+  ['UPDATED', (b) => formatTime(b.updatedAt), 'wide'],
 ];
 
-export const backupColumns: Array<[string, (itemArg: TRow) => unknown]> = [
+export const backupColumns: TColumn[] = [
   ['BACKUP', (b) => b.backupId],
   ['SERVICE', (b) => b.serviceId],
   ['NODE', (b) => b.nodeId],
@@ -68,34 +102,40 @@ export const backupColumns: Array<[string, (itemArg: TRow) => unknown]> = [
   ['SNAPSHOTS', (b) => b.snapshots?.length],
   ['CLOSURE', (b) => (b.closure ? 'yes' : 'no')],
   ['CREATED', (b) => formatTime(b.createdAt)],
+  ['CLUSTER', (b) => b.clusterId, 'wide'],
+  ['CLOSURE BYTES', (b) => b.closure?.descriptor?.byteLength, 'wide'],
+  ['TAGS', (b) => Object.entries(b.tags ?? {}).map(([key, value]) => `${key}=${value}`).join(',') || null, 'wide'],
 ];
 
-export const imageVersionColumns: Array<[string, (itemArg: TRow) => unknown]> = [
+export const imageVersionColumns: TColumn[] = [
   ['DIGEST', (v) => String(v.digest).slice(0, 16)],
   ['BYTES', (v) => v.byteLength],
   ['PUSHED BY', (v) => v.pushedByClusterId ?? 'admin'],
   ['STORED', (v) => formatTime(v.storedAt)],
 ];
 
-export const auditColumns: Array<[string, (itemArg: TRow) => unknown]> = [
+/**
+ * The audit log's columns. `usernamesArg` names the administrators by user id: an admin actor is
+ * shown by username (its id only with `-o wide`), relays and Cloudly itself by kind.
+ */
+export const auditColumns = (usernamesArg: ReadonlyMap<string, string> = new Map()): TColumn[] => [
   ['AT', (e) => formatTime(e.at)],
-  ['ACTOR', (e) => `${e.actor?.kind}:${e.actor?.id}`],
+  ['ACTOR', (e) => (e.actor?.kind === 'admin' ? usernamesArg.get(e.actor.id) ?? e.actor.id : e.actor?.kind === 'cloudly' ? 'cloudly' : e.actor?.id)],
   ['METHOD', (e) => e.method],
   ['TARGET', (e) => `${e.target?.kind}/${e.target?.id}`],
   ['OUTCOME', (e) => e.outcome],
   ['GEN', (e) => `${e.generationBefore}->${e.generationAfter ?? 'x'}`],
+  ['ACTOR ID', (e) => `${e.actor?.kind}:${e.actor?.id}`, 'wide'],
+  ['MUTATION ID', (e) => e.mutationId, 'wide'],
+  ['CAUSE', (e) => (e.cause ? `${e.cause.kind}/${e.cause.id}` : null), 'wide'],
 ];
 
-/** One object: its scalar members as FIELD/VALUE rows, nested ones as compact JSON. */
-export const recordTable = (recordArg: TRow | null | undefined, timeKeysArg: string[] = ['createdAt', 'updatedAt', 'acceptedAt', 'changedAt', 'reportedAt', 'expiresAt', 'at']): string => {
+/** One object: its members as FIELD/VALUE rows (output.ts, renderRecord), every time formatted. */
+export const recordTable = (recordArg: TRow | null | undefined): string => {
   if (!recordArg) {
     return '(none)';
   }
-  const shown: TRow = {};
-  for (const [key, value] of Object.entries(recordArg)) {
-    shown[key] = timeKeysArg.includes(key) && typeof value === 'number' ? formatTime(value) : value;
-  }
-  return renderRecord(shown);
+  return renderRecord(withFormattedTimes(recordArg) as TRow);
 };
 
 export const serviceTable = (serviceArg: TRow): string => {
@@ -138,4 +178,41 @@ export const describeInitialization = (initializationArg: TRow | undefined | nul
   return ownership.kind === 'explicit'
     ? `empty ${ownership.uid}:${ownership.gid} ${mode}`
     : `empty run-as ${mode}`;
+};
+
+/** A legacy resource's adoption in a word or two: `unadopted`, `unadopted (blocker)`, `authorized <binding>`. */
+const describeAdoption = (adoptionArg: TRow | undefined): string => {
+  if (!adoptionArg) {
+    return '-';
+  }
+  if (adoptionArg.state === 'authorized') {
+    return `authorized ${adoptionArg.bindingId}`;
+  }
+  return adoptionArg.blocker ? `${adoptionArg.state} (${adoptionArg.blocker})` : String(adoptionArg.state);
+};
+
+/**
+ * `getCorestoreLegacyResources` as a table: the node's read (digest, reachability, when) and one
+ * row per resource of every service (the contract nests them under `inventory.services[].resources`).
+ */
+export const corestoreInventoryTable = (answerArg: TRow): string => {
+  const inventory = (answerArg.inventory ?? {}) as TRow;
+  const services = (Array.isArray(inventory.services) ? inventory.services : []) as TRow[];
+  const summary = recordTable({
+    digest: answerArg.inventorySha256 ?? null,
+    nodeId: inventory.nodeId,
+    reachable: inventory.reachable,
+    ...(inventory.reachable === false ? { errorCode: inventory.errorCode } : {}),
+    readAt: inventory.readAt,
+    services: services.length,
+  });
+  const rows = services.flatMap((serviceArg) => ((serviceArg.resources ?? []) as TRow[])
+    .map((resourceArg): TRow => ({ serviceId: serviceArg.serviceId, ...resourceArg })));
+  return `${summary}\n\n${listTable(rows, [
+    ['SERVICE', (r) => r.serviceId],
+    ['CAPABILITY', (r) => r.capability],
+    ['NAME', (r) => (r.capability === 'database' ? r.databaseName : r.bucketName)],
+    ['ADOPTION', (r) => describeAdoption(r.adoption)],
+    ['RETENTION', (r) => (r.retention ? `${r.retention.mode} ${r.retention.days}d` : '-')],
+  ], {}, inventory.reachable === false ? '(the node\'s Corestore could not be read)' : '(no resources)')}`;
 };

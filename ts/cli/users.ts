@@ -4,7 +4,7 @@ import { generationExpectation, mutation, pageOptions, pageRequest, run, type TO
 import { readCredentials, writeCredentials } from './credentials.js';
 import { note, printAnswer } from './output.js';
 import { readSecrets } from './prompt.js';
-import { formatTime, listTable, recordTable } from './tables.js';
+import { formatTime, listTable, recordTable, type TColumn } from './tables.js';
 
 /**
  * `cloudly users …`: the accounts of people who operate Cloudly (`admin` may do everything,
@@ -15,13 +15,14 @@ type TAccount = Record<string, any>;
 
 const roles = ['admin', 'user'];
 
-export const userColumns: Array<[string, (itemArg: TAccount) => unknown]> = [
+export const userColumns: Array<TColumn<TAccount>> = [
   ['USER', (u) => u.userId],
   ['NAME', (u) => u.username],
   ['ROLE', (u) => u.role],
   ['DISABLED', (u) => (u.disabled ? 'yes' : 'no')],
   ['GEN', (u) => u.generation],
   ['CREATED', (u) => formatTime(u.createdAt)],
+  ['PASSWORD CHANGED', (u) => formatTime(u.passwordChangedAt), 'wide'],
 ];
 
 const userTable = (userArg: TAccount): string => recordTable({ ...userArg, passwordChangedAt: formatTime(userArg.passwordChangedAt) });

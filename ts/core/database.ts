@@ -3,6 +3,8 @@ import * as fsp from 'node:fs/promises';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
+// Loaded first: smartdata's console lines go to Cloudly's logger from its first document on.
+import './dependencylogs.js';
 import { SmartdataDb } from '@push.rocks/smartdata';
 import {
   MongoError,

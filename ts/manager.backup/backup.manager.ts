@@ -71,6 +71,7 @@ export class BackupManager {
       store: cloudly.store,
       logger: cloudly.logger,
       flushSnapshot: () => cloudly.database.flushSnapshot(),
+      reportRemoteTransfer: (operationIdArg) => this.operations.reportRemoteTransfer(operationIdArg),
     });
     // Every relay socket gets its stream channel as soon as it opens.
     cloudly.relays.onSessionOpened((sessionArg) => {

@@ -9,7 +9,7 @@ import {
 import type { DocumentStore } from '../core/store.js';
 import type { TCloudlyLogger } from '../core/logger.js';
 import type { IRelaySession } from '../core/relaysessions.js';
-import { operationTiming, type IOperationRun } from '../manager.operation/operation.manager.js';
+import { operationTiming, type IOperationRun, type IOperationTransferReport } from '../manager.operation/operation.manager.js';
 import type { ICloudlyMethods } from '../interfaces/requests/methodmap.js';
 import type { IServiceDatabaseClosureReceipt, TVirtualStream } from '../interfaces/requests/backup.js';
 import { backupRefusalReasons, decideClosureRecord } from './decide.js';
@@ -49,6 +49,8 @@ export interface IClosureTransferPorts {
   logger: TCloudlyLogger;
   /** Makes the database's last writes durable (the embedded database writes its snapshot lazily). */
   flushSnapshot(): Promise<void>;
+  /** Where the bytes of an operation another instance runs are reported (OperationManager.reportRemoteTransfer). */
+  reportRemoteTransfer(operationIdArg: string): IOperationTransferReport;
 }
 
 export class ClosureTransfers {
@@ -141,14 +143,18 @@ export class ClosureTransfers {
         ? refuse('unavailable', [error.reason])
         : refuse('invalid-request', ['request.closure.streamId is already in use on this socket']);
     }
-    this.track(this.receiveClosure(receiver, blobKey, requestArg).finally(() => this.uploadsInFlight.delete(blobKey)));
+    this.track(this.receiveClosure(receiver, blobKey, requestArg, backupArg.operationId).finally(() => this.uploadsInFlight.delete(blobKey)));
     return { accepted: true };
   }
 
   /** Stores the streamed closure, records it, and only then answers the stream with the receipt. */
-  private async receiveClosure(receiverArg: StreamReceiver, blobKeyArg: string, requestArg: TClosureUpload): Promise<void> {
+  private async receiveClosure(receiverArg: StreamReceiver, blobKeyArg: string, requestArg: TClosureUpload, operationIdArg: string | undefined): Promise<void> {
     const { descriptor } = requestArg;
-    const run = this.backupRuns.get(requestArg.backupId);
+    // The backup may run on another instance (it was ordered there and its relay call forwarded
+    // here): its bytes are then reported through the progress document, where its runner reads them.
+    const localRun = this.backupRuns.get(requestArg.backupId);
+    const remote = !localRun && operationIdArg !== undefined ? this.ports.reportRemoteTransfer(operationIdArg) : null;
+    const run: Pick<IOperationRun, 'setPhase' | 'setBytes'> | null = localRun ?? remote;
     run?.setPhase('transfer', descriptor.byteLength);
     this.openStreams.set(requestArg.backupId, receiverArg);
     // Progress follows the bytes: the operation manager writes it at most every progressWriteMs.
@@ -156,6 +162,8 @@ export class ClosureTransfers {
     try {
       const stored = await this.ports.blobStore.put(blobKeyArg, { byteLength: descriptor.byteLength, sha256: descriptor.sha256 }, receiverArg);
       run?.setBytes(stored.byteLength);
+      // The relay answers its backup call after the receipt: the bytes are written before it.
+      await remote?.flush();
       // Recorded on the backup unless it is gone or already has one.
       const { outcome } = await this.ports.store.mutate(serviceBackupKind, requestArg.backupId, (currentArg) =>
         decideClosureRecord(currentArg, { descriptor, storedAt: stored.storedAt, blobKey: blobKeyArg }));

@@ -1,6 +1,6 @@
 import type { TDecision } from '../core/store.js';
 import { refuse } from '../core/errors.js';
-import type { IOperationDocument, IOperationProgressDocument } from './documents.js';
+import type { IOperationDocument, IOperationProgressDocument, IOperationRemoteTransfer } from './documents.js';
 import type { IOperationError, IOperationProgress } from '../interfaces/requests/operation.js';
 
 /** Reasons the operation manager gives, defined once. */
@@ -97,6 +97,20 @@ export const decideProgress = (
   (currentArg
     ? { kind: 'write', change: { set: { ...progressArg, heartbeatAt: nowArg } } }
     : { kind: 'create', doc: { id: idArg, ...progressArg, heartbeatAt: nowArg } });
+
+/**
+ * The bytes this instance moved for an operation another instance runs: only the `transfer`
+ * member, so the runner's own progress and heartbeat stay as the runner wrote them.
+ */
+export const decideRemoteTransfer = (
+  currentArg: IOperationProgressDocument | null,
+  idArg: string,
+  transferArg: IOperationRemoteTransfer,
+  nowArg: number,
+): TDecision<IOperationProgressDocument> =>
+  (currentArg
+    ? { kind: 'write', change: { set: { transfer: transferArg } } }
+    : { kind: 'create', doc: { id: idArg, phase: 'transfer', bytesDone: 0, bytesTotal: null, updatedAt: nowArg, heartbeatAt: nowArg, transfer: transferArg } });
 
 /** The states an operation ends in; only these are ever forgotten by retention. */
 export const finishedOperationStates = ['completed', 'failed', 'cancelled'] as const satisfies readonly IOperationDocument['state'][];

@@ -35,15 +35,45 @@ export interface IOperationDocument extends IStoredDocument {
   result?: IOperation['result'];
 }
 
+/**
+ * Closure bytes another instance moves for an operation: the relay's stream arrives on the socket
+ * of the instance that holds the relay, which need not be the instance that runs the operation.
+ */
+export interface IOperationRemoteTransfer {
+  bytesDone: number;
+  bytesTotal: number | null;
+  updatedAt: number;
+  /** The instance whose socket carries the stream. */
+  instanceId: string;
+}
+
 export interface IOperationProgressDocument extends IStoredDocument, IOperationProgress {
   /** Renewed by the running instance; an operation whose heartbeat stops is interrupted. */
   heartbeatAt: number;
+  /** Written only by the instance that moves the bytes when it is not the runner; the runner never writes it. */
+  transfer?: IOperationRemoteTransfer;
 }
 
 export const operationKind = defineDocumentKind<IOperationDocument>('CloudlyOperation');
 export const operationProgressKind = defineDocumentKind<IOperationProgressDocument>('CloudlyOperationProgress', { audited: false });
 
 export const initialProgress = (nowArg: number): IOperationProgress => ({ phase: 'queued', bytesDone: 0, bytesTotal: null, updatedAt: nowArg });
+
+/**
+ * The progress a reader sees: the runner's own, with the bytes another instance moved when the
+ * runner has none of its own. While that transfer is the newest news it is the phase too.
+ */
+export const judgeOperationProgress = (progressArg: IOperationProgressDocument): IOperationProgress => {
+  const own: IOperationProgress = { phase: progressArg.phase, bytesDone: progressArg.bytesDone, bytesTotal: progressArg.bytesTotal, updatedAt: progressArg.updatedAt };
+  const remote = progressArg.transfer;
+  if (!remote) {
+    return own;
+  }
+  if (remote.updatedAt >= own.updatedAt && own.phase !== 'recording' && own.phase !== 'done') {
+    return { phase: 'transfer', bytesDone: remote.bytesDone, bytesTotal: remote.bytesTotal, updatedAt: remote.updatedAt };
+  }
+  return own.bytesDone > 0 ? own : { ...own, bytesDone: remote.bytesDone, bytesTotal: own.bytesTotal ?? remote.bytesTotal };
+};
 
 /** The public operation: the document's members and its latest progress. */
 export const toPublicOperation = (docArg: IOperationDocument, progressArg: IOperationProgressDocument | null): IOperation => ({
@@ -58,7 +88,7 @@ export const toPublicOperation = (docArg: IOperationDocument, progressArg: IOper
   nodeId: docArg.nodeId,
   backupId: docArg.backupId,
   progress: progressArg
-    ? { phase: docArg.state === 'completed' ? 'done' : progressArg.phase, bytesDone: progressArg.bytesDone, bytesTotal: progressArg.bytesTotal, updatedAt: progressArg.updatedAt }
+    ? { ...judgeOperationProgress(progressArg), ...(docArg.state === 'completed' ? { phase: 'done' as const } : {}) }
     : { ...initialProgress(docArg.startedAt), ...(docArg.state === 'completed' ? { phase: 'done' as const } : {}) },
   requestedBy: docArg.requestedBy,
   ...(docArg.mutationId !== undefined ? { mutationId: docArg.mutationId } : {}),

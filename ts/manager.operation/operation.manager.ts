@@ -20,12 +20,14 @@ import {
   toPublicOperation,
   type IOperationDocument,
   type IOperationProgressDocument,
+  type IOperationRemoteTransfer,
 } from './documents.js';
 import {
   decideOperationCancel,
   decideOperationEnd,
   decideOperationStart,
   decideProgress,
+  decideRemoteTransfer,
   finishedOperationStates,
   isOperationAbandoned,
   isOperationPastRetention,
@@ -100,6 +102,14 @@ export interface IOperationStart {
 }
 
 type TRunner = (runArg: IOperationRun) => Promise<IOperationDocument['result']>;
+
+/**
+ * Where an instance reports the bytes it moves for an operation that another instance runs:
+ * the setters of a run, and `flush`, which resolves once the last bytes set are written.
+ */
+export interface IOperationTransferReport extends Pick<IOperationRun, 'setPhase' | 'setBytes'> {
+  flush(): Promise<void>;
+}
 
 interface ILocalRun {
   controller: AbortController;
@@ -206,6 +216,54 @@ export class OperationManager {
       this.cloudly.store.get(operationProgressKind, idArg),
     ]);
     return doc ? toPublicOperation(doc, progress) : null;
+  }
+
+  /**
+   * Reports the bytes of a stream this instance carries for an operation another instance runs
+   * (a relay on this instance's socket uploads the closure of a backup ordered elsewhere): they
+   * go to the progress document's `transfer` member, at most one write in flight, the newest last.
+   */
+  public reportRemoteTransfer(operationIdArg: string): IOperationTransferReport {
+    let latest: IOperationRemoteTransfer = { bytesDone: 0, bytesTotal: null, updatedAt: Date.now(), instanceId: this.instanceId };
+    let dirty = false;
+    let writing: Promise<void> | null = null;
+    // One write at a time: changes made meanwhile are written together right after it.
+    const write = (): Promise<void> => {
+      if (writing) {
+        return writing;
+      }
+      if (!dirty) {
+        return Promise.resolve();
+      }
+      writing = (async () => {
+        while (dirty) {
+          dirty = false;
+          const transfer = latest;
+          try {
+            await this.cloudly.store.mutate(operationProgressKind, operationIdArg, (currentArg) => decideRemoteTransfer(currentArg, operationIdArg, transfer, Date.now()));
+          } catch (error) {
+            this.cloudly.logger.warn({ err: error, operationId: operationIdArg }, 'transfer progress not written');
+          }
+        }
+        writing = null;
+      })();
+      return writing;
+    };
+    const change = (bytesDoneArg: number | null, bytesTotalArg: number | null | undefined): void => {
+      latest = {
+        ...latest,
+        ...(bytesDoneArg !== null ? { bytesDone: bytesDoneArg } : {}),
+        ...(bytesTotalArg !== undefined ? { bytesTotal: bytesTotalArg } : {}),
+        updatedAt: Date.now(),
+      };
+      dirty = true;
+      void write();
+    };
+    return {
+      setPhase: (_phaseArg, bytesTotalArg) => change(null, bytesTotalArg),
+      setBytes: (bytesDoneArg, bytesTotalArg) => change(bytesDoneArg, bytesTotalArg),
+      flush: () => write(),
+    };
   }
 
   private async runLocal(idArg: string): Promise<void> {

@@ -38,3 +38,10 @@ export interface IAuditEventFilter {
   /** Epoch milliseconds, exclusive. */
   until?: number;
 }
+
+/**
+ * Project's own rule: a method that only reads (`get…`, `list…`, `watch…`, `unwatch…`). Reads never
+ * change anything, but what they keep for themselves (a watch's registration, an inventory's
+ * digest) can reach the log; views of the log hide such events unless asked to show them.
+ */
+export const isAuditReadMethod = (methodArg: string): boolean => /^(get|list|watch|unwatch)[A-Z]/.test(methodArg);

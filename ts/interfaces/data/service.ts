@@ -10,6 +10,7 @@ import { collectValidatorReasons } from '../private/dataproperties.js';
 import { canonicalizeJson } from '../private/canonicaljson.js';
 import type { IServiceVolume, TServiceWritableVolume } from './servicevolume.js';
 import { validateServiceWritableVolume } from './servicevolume.js';
+import { serviceNamingLimits, validateServiceImageReference, validateServiceName } from './servicenaming.js';
 
 /**
  * A service as Cloudly stores it. Project's own minimal definition: the members the service
@@ -96,8 +97,8 @@ export interface IServiceWritableSpec {
 
 /** Project's own limits for the writable spec. */
 export const serviceSpecLimits = Object.freeze({
-  maximumNameLength: 128,
-  maximumImageLength: 1024,
+  maximumNameLength: serviceNamingLimits.maximumNameLength,
+  maximumImageLength: serviceNamingLimits.maximumImageLength,
   maximumReplicas: 1024,
   maximumPlacementNodes: 64,
   maximumVolumes: 64,
@@ -197,10 +198,7 @@ export const validateServiceRuntimeSpec = (valueArg: unknown, pathArg = 'runtime
       return [`${pathArg} must be a plain object`];
     }
     const reasons = reasonsForUnknownKeys(record, ['image', 'replicas', 'profile', 'placement'], pathArg);
-    const image = readServiceDataField(record, 'image');
-    if (typeof image !== 'string' || image.length === 0 || image.length > serviceSpecLimits.maximumImageLength) {
-      reasons.push(`${pathArg}.image must be a string of 1-${serviceSpecLimits.maximumImageLength} characters`);
-    }
+    reasons.push(...validateServiceImageReference(readServiceDataField(record, 'image'), `${pathArg}.image`));
     const replicas = readServiceDataField(record, 'replicas');
     if (!Number.isSafeInteger(replicas) || (replicas as number) < 0 || (replicas as number) > serviceSpecLimits.maximumReplicas) {
       reasons.push(`${pathArg}.replicas must be an integer from 0 to ${serviceSpecLimits.maximumReplicas}`);
@@ -242,10 +240,7 @@ export const validateServiceWritableSpec = (valueArg: unknown, pathArg = 'servic
       return [`${pathArg} must be a plain object`];
     }
     const reasons = reasonsForUnknownKeys(record, ['name', 'organizationId', 'clusterId', 'runtime', 'ports', 'routes', 'volumes'], pathArg);
-    const name = readServiceDataField(record, 'name');
-    if (typeof name !== 'string' || name.trim().length === 0 || name.length > serviceSpecLimits.maximumNameLength) {
-      reasons.push(`${pathArg}.name must be a non-blank string of at most ${serviceSpecLimits.maximumNameLength} characters`);
-    }
+    reasons.push(...validateServiceName(readServiceDataField(record, 'name'), `${pathArg}.name`));
     reasons.push(...validateServiceCanonicalId(readServiceDataField(record, 'organizationId'), `${pathArg}.organizationId`));
     reasons.push(...validateServiceCanonicalId(readServiceDataField(record, 'clusterId'), `${pathArg}.clusterId`));
     reasons.push(...validateServiceRuntimeSpec(readServiceDataField(record, 'runtime'), `${pathArg}.runtime`));

@@ -1,5 +1,6 @@
 import { html, nothing, type TemplateResult } from 'lit';
-import type { IService } from '../../../ts/interfaces/data/service.js';
+import type { IService, IServiceRunAs } from '../../../ts/interfaces/data/service.js';
+import { judgeServiceVolumeInitializationUse } from '../../../ts/interfaces/data/servicevolumeuse.js';
 import type { IServiceVolume, TServiceVolumeInitialization } from '../../../ts/interfaces/data/servicevolume.js';
 import type { IServiceRuntimeStatus } from '../../../ts/interfaces/data/serviceruntimestatus.js';
 import type { IServiceObservedPlacement } from '../../../ts/interfaces/data/desiredstate.js';
@@ -142,6 +143,7 @@ export class CloudlyServicePage extends LivePage {
     bindings: { state: true },
     bindingForm: { state: true },
     isolated: { state: true },
+    initializationChoice: { state: true },
   };
 
   declare serviceId: string;
@@ -166,6 +168,8 @@ export class CloudlyServicePage extends LivePage {
   declare nodes: IClusterNode[];
   declare error: unknown;
   declare editing: string | null;
+  /** What the open initialization form says so far (kind and owner), judged as it changes. */
+  declare initializationChoice: { serviceId: string; mountPath: string; kind: string; owner: string } | null;
   private claimsCursor: string | undefined;
   private backupsCursor: string | undefined;
   private readonly reloadSoon = coalesce(() => void this.load());
@@ -617,10 +621,33 @@ export class CloudlyServicePage extends LivePage {
     </section>`;
   }
 
-  private volumeForm(volumeArg: IServiceVolume): TemplateResult {
+  /**
+   * The form's warning, before any call: the same judgement the CLI makes
+   * (ts/interfaces/data/servicevolumeuse.ts), e.g. an owner from run-as for a service without one.
+   */
+  private initializationWarning(volumeArg: IServiceVolume, runAsArg: IServiceRunAs | null): TemplateResult | typeof nothing {
+    const current = volumeArg.initialization;
+    const choice = this.initializationChoice?.serviceId === this.serviceId && this.initializationChoice.mountPath === volumeArg.mountPath
+      ? this.initializationChoice
+      : { kind: current?.kind ?? 'empty', owner: current?.kind === 'empty' && current.ownership.kind === 'explicit' ? 'explicit' : 'run-as' };
+    const sketch: TServiceVolumeInitialization | null = choice.kind === 'clear'
+      ? null
+      : choice.kind === 'import'
+        ? { kind: 'import', source: { kind: 'docker-volume', volumeName: 'volume' } }
+        : { kind: 'empty', ownership: choice.owner === 'explicit' ? { kind: 'explicit', uid: 0, gid: 0, mode: 0o750 } : { kind: 'run-as', mode: 0o750 } };
+    const use = judgeServiceVolumeInitializationUse(sketch, runAsArg);
+    return use.usable ? nothing : html`<p class="warning" role="status" data-initialization-warning=${use.reason}>This service cannot use this
+      initialization: ${use.why} (<code>${use.reason}</code>). Instead: ${use.instead}.</p>`;
+  }
+
+  private volumeForm(volumeArg: IServiceVolume, runAsArg: IServiceRunAs | null): TemplateResult {
     const current = volumeArg.initialization;
     const ownership = current?.kind === 'empty' ? current.ownership : null;
     return html`<form class="volume-form" aria-label=${`Initialization of ${volumeArg.mountPath}`}
+        @change=${(event: Event) => {
+          const data = new FormData(event.currentTarget as HTMLFormElement);
+          this.initializationChoice = { serviceId: this.serviceId, mountPath: volumeArg.mountPath, kind: String(data.get('kind')), owner: String(data.get('owner')) };
+        }}
         @submit=${(event: Event) => { event.preventDefault(); this.setInitialization(volumeArg, event.target as HTMLFormElement); }}>
       <label>Initialization
         <select name="kind">
@@ -636,6 +663,7 @@ export class CloudlyServicePage extends LivePage {
       <label>gid <input name="gid" type="number" min="0" value=${ownership?.kind === 'explicit' ? ownership.gid : 1000}></label>
       <label>mode (octal) <input name="mode" type="text" inputmode="numeric" pattern="[0-7]{3,4}" value=${ownership ? ownership.mode.toString(8).padStart(4, '0') : '0750'}></label>
       <label>Docker volume <input name="volumeName" type="text" value=${current?.kind === 'import' ? current.source.volumeName : ''}></label>
+      ${this.initializationWarning(volumeArg, runAsArg)}
       <button type="submit" class="primary" data-action="set-initialization">Review…</button>
       <button type="button" @click=${() => { this.editing = null; }}>Cancel</button>
     </form>`;
@@ -651,7 +679,7 @@ export class CloudlyServicePage extends LivePage {
           <th scope="row"><code>${volume.mountPath}</code></th><td>${volume.driver}</td><td>${volume.readOnly ? 'read-only' : 'read-write'}</td>
           <td>${describeInitialization(volume.initialization)}</td>
           <td><button type="button" data-action="edit-initialization" @click=${() => { this.editing = volume.mountPath; }}>Set initialization…</button></td>
-        </tr>${this.editing === volume.mountPath ? html`<tr><td colspan="5">${this.volumeForm(volume)}</td></tr>` : nothing}`)}</tbody>
+        </tr>${this.editing === volume.mountPath ? html`<tr><td colspan="5">${this.volumeForm(volume, serviceArg.runtime.profile?.runAs ?? null)}</td></tr>` : nothing}`)}</tbody>
       </table>`}
       <h3 id="claims-title">Local storage claims</h3>
       ${this.claims.length === 0 ? html`<p class="muted">No claims issued.</p>` : html`

@@ -1,0 +1,38 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { cloudlyProcessEnv, exitOf, killHard, startCloudlyProcess } from './helpers/process.js';
+
+/**
+ * The first minutes of an operator: a Cloudly started as a process and stopped again writes only
+ * its own log, one JSON object a line (its output is piped here, not a terminal), and no line of
+ * a dependency's own console output (smartdata's `__# debug: called svDb() …`).
+ */
+
+test('a start and a stop write only JSON log lines, and none of smartdata\'s console lines', async () => {
+  const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-quiet-'));
+  let started: Awaited<ReturnType<typeof startCloudlyProcess>> | null = null;
+  try {
+    started = await startCloudlyProcess(cloudlyProcessEnv(dataDir, { CLOUDLY_LOG_LEVEL: 'info' }));
+    const health = await fetch(`${started.baseUrl}/readyz`);
+    assert.equal(health.status, 200);
+    started.child.kill('SIGTERM');
+    assert.equal(await exitOf(started.child), 0);
+    const lines = started.output().split('\n').filter((lineArg) => lineArg.trim().length > 0);
+    assert.ok(lines.length > 0);
+    assert.deepEqual(lines.filter((lineArg) => lineArg.includes('__#')), [], 'no smartdata console lines');
+    for (const line of lines) {
+      let record: unknown;
+      assert.doesNotThrow(() => { record = JSON.parse(line); }, `a JSON line: ${line}`);
+      assert.equal(typeof record, 'object', line);
+    }
+    assert.ok(lines.some((lineArg) => /cloudly is listening/.test(lineArg)));
+  } finally {
+    if (started) {
+      await killHard(started.child);
+    }
+    await fsp.rm(dataDir, { recursive: true, force: true });
+  }
+});
