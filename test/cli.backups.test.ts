@@ -118,18 +118,18 @@ test('backups list: JSON is exactly the API answer; the table fits a 100-column 
   assert.match(narrow.stdout, new RegExp(`^cli-1\\s+${world.service.id}\\s+${world.nodeId}\\s`, 'm'), narrow.stdout);
 });
 
-test('images list: JSON is exactly the API answer; the table shows the version the relay pushed', async () => {
+test('images list: JSON is exactly the API answer; the table shows the version the relay pushed and fits a 100-column terminal', async () => {
   const image = randomBytes(48 * 1024);
   await pushImageVersion(world.relay, { serviceId: world.service.id, digest: sha256Of(image), byteLength: image.byteLength }, chunked(image));
   const listed = jsonOf(await cli.run(['images', 'list', '--service', world.service.id, '-o', 'json']));
   assert.deepEqual(listed, await api('getServiceImageVersions', { serviceId: world.service.id }));
   assert.deepEqual(listed.imageVersions.map((version: { digest: string }) => version.digest), [sha256Of(image)]);
-  const table = await cli.run(['images', 'list', '--service', world.service.id]);
+  const table = await cli.run(['images', 'list', '--service', world.service.id], '', { terminalColumns: 100 });
   assert.equal(table.code, 0, table.stderr);
   const lines = table.stdout.trimEnd().split('\n');
   assert.equal(lines.length, 2);
   assert.ok(lines[1].startsWith(sha256Of(image).slice(0, 16)), lines[1]);
-  assert.ok(lines.every((lineArg) => lineArg.length <= 80), table.stdout);
+  assert.ok(lines.every((lineArg) => lineArg.length <= 100), table.stdout);
   assertRefusedLikeApi(await cli.run(['images', 'list', '--service', 'svc-nobody']), await refusalOf(() => api('getServiceImageVersions', { serviceId: 'svc-nobody' })));
 });
 

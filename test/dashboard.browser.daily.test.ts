@@ -267,7 +267,7 @@ test('a service is created with ports, routes, run-as, placement and a volume; t
   await form.locator('#service-form-routes').fill('web.example.com https');
   await form.locator('#service-form-volumes').fill('/srv/data');
   await form.locator('[data-form-reasons]').waitFor();
-  assert.match(await form.locator('[data-form-reasons]').textContent() ?? '', /service\.runtime\.routes\[0\]/);
+  assert.match(await form.locator('[data-form-reasons]').textContent() ?? '', /service\.routes\[0\]/);
   assert.equal(await form.locator('[data-action=review-service]').isDisabled(), true);
   await form.locator('#service-form-routes').fill('web.example.com http');
   assert.equal(await form.locator('[data-form-reasons]').count(), 0);

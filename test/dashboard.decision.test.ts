@@ -76,8 +76,8 @@ test('the service form names every line it cannot read, by path; the contract na
   const { spec, reasons } = serviceSpecOfForm(fields({ runAs: 'root', ports: 'http', routes: 'only-a-hostname', replicas: 'two' }));
   assert.deepEqual(reasons, [
     'service.runtime.profile.runAs must be written user:group (two numbers), or left empty',
-    'service.runtime.ports[0] must be written "name port/protocol", e.g. "http 8080/tcp"',
-    'service.runtime.routes[0] must be written "hostname port-name", e.g. "app.example.com http"',
+    'service.ports[0] must be written "name port/protocol", e.g. "http 8080/tcp"',
+    'service.routes[0] must be written "hostname port-name", e.g. "app.example.com http"',
   ]);
   const contract = validateServiceWritableSpec(spec);
   assert.ok(contract.some((reason) => reason.startsWith('service.runtime.replicas')), contract.join('; '));

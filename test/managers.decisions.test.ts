@@ -198,7 +198,7 @@ describe('service decisions', () => {
   });
 
   test('a claim answered historical makes the verdict wait on conflict, before an import that is pending', () => {
-    const service = { id: 'svc-1', volumes: [], runtime: { image: 'x:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } } } as unknown as IService;
+    const service = { id: 'svc-1', volumes: [], ports: [], routes: [], runtime: { image: 'x:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } } } as unknown as IService;
     const record = (overridesArg: object) => ({ claim: { lifecycle: 'bound', initialization: 'import' }, nodeState: null, answerStatus: null, ...overridesArg }) as unknown as IRuntimeLocalStorageClaimRecord;
     const judge = (claimsArg: IRuntimeLocalStorageClaimRecord[]) => judgeServiceRuntime({
       service, claimMarkers: [], clusterExists: true, claims: claimsArg, bindings: { bindingsPending: false, legacyAdoptionPending: false },

@@ -293,7 +293,8 @@ describe('runtime network manager over the real server', () => {
     await reportNode(relay, 'node-2');
     const serviceSpec = (nameArg: string, organizationArg: string, nodeArg: string, portsArg: Array<{ name: string; port: number; protocol: 'tcp' | 'udp' }>) => ({
       name: nameArg, organizationId: organizationArg, clusterId: cluster.id,
-      runtime: { image: 'registry.example.com/app:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [nodeArg] }, ports: portsArg },
+      runtime: { image: 'registry.example.com/app:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [nodeArg] } },
+      ports: portsArg,
       volumes: [],
     });
     const create = async (...argsArg: Parameters<typeof serviceSpec>) =>

@@ -1,6 +1,9 @@
 import { isIP } from 'node:net';
 import * as path from 'node:path';
-import { logFormats, type TLogFormat } from './core/logger.js';
+
+/** How log lines are written (ts/core/logger.ts): `auto` is readable on a terminal, JSON lines otherwise. */
+export type TLogFormat = 'auto' | 'json' | 'pretty';
+export const logFormats: readonly TLogFormat[] = ['auto', 'json', 'pretty'];
 
 /**
  * Every environment variable Cloudly reads, parsed and validated in one place. A bad value stops

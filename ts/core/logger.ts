@@ -1,4 +1,7 @@
 import { pino, type Logger } from 'pino';
+import { logFormats, type TLogFormat } from '../config.js';
+
+export { logFormats, type TLogFormat };
 
 /**
  * Every field name that can carry a secret, at any of the depths Cloudly logs them. pino removes
@@ -14,10 +17,6 @@ const redactPaths = secretFieldNames.flatMap((name) => [
 ]);
 
 export type TCloudlyLogger = Logger;
-
-/** `json`: one JSON object a line; `pretty`: a line for the eye; `auto`: pretty on a terminal, JSON otherwise. */
-export type TLogFormat = 'auto' | 'json' | 'pretty';
-export const logFormats: readonly TLogFormat[] = ['auto', 'json', 'pretty'];
 
 const levelNames: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
 /** Members every line carries that a reader on a terminal does not need to see. */

@@ -132,7 +132,7 @@ export const serviceSpecOfForm = (fieldsArg: IServiceFormFields): { spec: IServi
   const ports: IServicePort[] = lines(fieldsArg.ports).map((line, index) => {
     const match = /^(\S+)\s+(\d+)(?:\/(\S+))?$/.exec(line);
     if (!match) {
-      reasons.push(`service.runtime.ports[${index}] must be written "name port/protocol", e.g. "http 8080/tcp"`);
+      reasons.push(`service.ports[${index}] must be written "name port/protocol", e.g. "http 8080/tcp"`);
       return { name: line, port: Number.NaN, protocol: 'tcp' };
     }
     return { name: match[1], port: Number(match[2]), protocol: (match[3] ?? 'tcp') as IServicePort['protocol'] };
@@ -140,7 +140,7 @@ export const serviceSpecOfForm = (fieldsArg: IServiceFormFields): { spec: IServi
   const routes: IServiceRoute[] = lines(fieldsArg.routes).map((line, index) => {
     const match = /^(\S+)\s+(\S+)$/.exec(line);
     if (!match) {
-      reasons.push(`service.runtime.routes[${index}] must be written "hostname port-name", e.g. "app.example.com http"`);
+      reasons.push(`service.routes[${index}] must be written "hostname port-name", e.g. "app.example.com http"`);
       return { hostname: line, targetPort: '' };
     }
     return { hostname: match[1], targetPort: match[2] };

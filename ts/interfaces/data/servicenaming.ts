@@ -1,3 +1,4 @@
+import { imageVersionNamePrefix } from './imageversion.js';
 /**
  * Project's own rules for what names a service and what it runs: a service name is a DNS label
  * (it becomes part of host names, container and volume names on the nodes), and an image is a
@@ -43,7 +44,9 @@ export const validateServiceImageReference = (valueArg: unknown, pathArg = 'imag
   if (typeof valueArg !== 'string' || valueArg.length === 0 || valueArg.length > serviceNamingLimits.maximumImageLength) {
     return [`${pathArg} must be a string of 1-${serviceNamingLimits.maximumImageLength} characters`];
   }
-  if (!isServiceImageReference(valueArg)) {
+  // A pushed image version (`cloudly:sha256:<digest>`, data/imageversion.ts) is not a registry
+  // reference; its digest is judged by the runtime verdict (`image-plan-missing`), not here.
+  if (!valueArg.startsWith(imageVersionNamePrefix) && !isServiceImageReference(valueArg)) {
     return [`${pathArg} must be an image reference: [registry[:port]/]lowercase/path[:tag][@digest]`];
   }
   return [];
