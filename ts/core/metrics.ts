@@ -38,11 +38,11 @@ export class CloudlyMetrics {
     });
     this.connectionRefusals = new promClient.Counter({
       name: 'cloudly_connections_refused_total',
-      help: 'Connections ended before a request: pending-per-address, pending-total (refused at accept) or headers-timeout.',
+      help: 'Connections ended before a request: pending-per-address, pending-total (refused at accept), headers-timeout, or relay-capacity (a relay upgrade beyond CLOUDLY_MAX_RELAYS_PER_INSTANCE).',
       labelNames: ['reason'],
       registers: [this.registry],
     });
-    for (const reason of ['pending-per-address', 'pending-total', 'headers-timeout']) {
+    for (const reason of ['pending-per-address', 'pending-total', 'headers-timeout', 'relay-capacity']) {
       this.connectionRefusals.inc({ reason }, 0);
     }
     const metrics = this;
