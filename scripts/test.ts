@@ -78,6 +78,7 @@ export const laneOf = (fileArg: string): TLane => {
  */
 const slowFirst = [
   'storage.crash',
+  'connections.fleet',
   'sim.fleet',
   'foundation.journal',
   'multiinstance',
