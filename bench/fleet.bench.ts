@@ -151,6 +151,143 @@ const oneInstanceStorm = async (relaysArg: number, envArg: Record<string, string
   }
 };
 
+
+interface IInstance {
+  name: string;
+  port: number;
+  dataDir: string;
+  process: ICloudlyProcess | null;
+}
+
+const startFleetInstance = async (databaseArg: IDevDatabaseProcess, instanceArg: IInstance, envArg: Record<string, string>): Promise<void> => {
+  instanceArg.process = await startCloudlyProcess(cloudlyProcessEnv(instanceArg.dataDir, {
+    MONGODB_URL: databaseArg.mongoDbUrl,
+    CLOUDLY_SECRETS_KEY_FILE: databaseArg.secretsKeyFile,
+    CLOUDLY_PORT: String(instanceArg.port),
+    ...instanceEnv(envArg),
+  }));
+};
+
+const stopFleetInstance = async (instanceArg: IInstance, signalArg: NodeJS.Signals): Promise<void> => {
+  const child = instanceArg.process?.child;
+  instanceArg.process = null;
+  if (child && child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill(signalArg);
+    const forced = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    await exited;
+    clearTimeout(forced);
+  }
+};
+
+/** Database commands an instance has sent so far (`cloudly_database_commands_total`). */
+const databaseCommands = async (instanceArg: IInstance): Promise<number> => {
+  const text = await (await fetch(`http://127.0.0.1:${instanceArg.port}/metrics`)).text();
+  return Number(/^cloudly_database_commands_total (\d+)/m.exec(text)?.[1] ?? NaN);
+};
+
+const aim = (okArg: boolean): string => (okArg ? 'met' : 'NOT met');
+const ms = (valueArg: number): string => `${(valueArg / 1000).toFixed(1)} s`;
+
+/** Three instances over one shared database process, the fleet spread over their three addresses. */
+const threeInstances = async (relaysArg: number): Promise<void> => {
+  const workDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-fleet-'));
+  const database = await startDevDatabase(path.join(workDir, 'database'));
+  const leaseTtlMs = 15_000;
+  const env = { CLOUDLY_RELAY_LEASE_TTL_MS: String(leaseTtlMs), CLOUDLY_RELAY_LEASE_HEARTBEAT_MS: '5000' };
+  const instances: IInstance[] = [];
+  for (const name of ['a', 'b', 'c']) {
+    instances.push({ name, port: await freePort(), dataDir: await fsp.mkdtemp(path.join(workDir, `${name}-`)), process: null });
+  }
+  const fleet = new FleetProcess();
+  const pids = (): number[] => instances.flatMap((instance) => (instance.process ? [instance.process.child.pid!] : []));
+  try {
+    await Promise.all(instances.map((instance) => startFleetInstance(database, instance, env)));
+    const urls = instances.map((instance) => `http://127.0.0.1:${instance.port}`);
+    const seeder = await adminSocket(urls[0]);
+    const seedStarted = performance.now();
+    const tokens = await seedClusters(seeder, relaysArg, 'fleet');
+    seeder.close();
+    say(`- ${relaysArg} relays over 3 instances (ports ${instances.map((instance) => instance.port).join(', ')}), one shared database process; seeded in ${ms(performance.now() - seedStarted)}; load ${load()}`);
+    const idleRss = pids().reduce((sum, pid) => sum + memoryOf(pid).rss, 0);
+
+    // 1. Cold start, with an administrator reading and writing on B meanwhile.
+    const during = async (phaseArg: string, stormArg: () => Promise<IStormFigure>): Promise<IStormFigure & { readP99: number; writeP99: number }> => {
+      const admin = await adminSocket(urls[1]);
+      let stop = false;
+      const loadRun = adminLoad(admin, () => stop);
+      const figure = await stormArg();
+      stop = true;
+      const { reads, writes } = await loadRun;
+      admin.close();
+      const readP99 = percentile(reads, 0.99);
+      const writeP99 = percentile(writes, 0.99);
+      say(`  - ${phaseArg}: ${describeStorm(figure, relaysArg)}; admin reads p99 ${readP99.toFixed(0)} ms (${reads.length}), mutations p99 ${writeP99.toFixed(0)} ms (${writes.length}); load ${load()}`);
+      return { ...figure, readP99, writeP99 };
+    };
+    fleet.start(urls, tokens);
+    const cold = await during('cold start', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000)));
+    await sleep(sized(3000, 200));
+    const connectedRss = pids().reduce((sum, pid) => sum + memoryOf(pid).rss, 0);
+    const perRelayKb = (connectedRss - idleRss) / relaysArg / 1024;
+    say(`  - memory: the three instances' RSS ${(idleRss / 2 ** 20).toFixed(0)} MiB before, ${(connectedRss / 2 ** 20).toFixed(0)} MiB with every relay connected: ${perRelayKb.toFixed(1)} KB per idle relay (compression ${process.env.CLOUDLY_WEBSOCKET_COMPRESSION ?? 'off'})`);
+
+    // 2. Steady state: every relay reports an unchanged observed state every 30 s.
+    const reportMs = 30_000;
+    const windowMs = sized(30_000, 2_000);
+    fleet.report(reportMs);
+    await sleep(sized(5_000, 500));
+    const commandsBefore = (await Promise.all(instances.map(databaseCommands))).reduce((sum, value) => sum + value, 0);
+    const cpuBefore = pids().reduce((sum, pid) => sum + cpuSecondsOf(pid), 0);
+    const reportsBefore = (await fleet.stats()).reports;
+    await sleep(windowMs);
+    const cpuSteady = pids().reduce((sum, pid) => sum + cpuSecondsOf(pid), 0) - cpuBefore;
+    const reports = (await fleet.stats()).reports - reportsBefore;
+    const commands = (await Promise.all(instances.map(databaseCommands))).reduce((sum, value) => sum + value, 0) - commandsBefore;
+    const cores = cpuSteady / (windowMs / 1000);
+    const perReport = reports > 0 ? commands / reports : NaN;
+    say(`  - steady state (each relay reports every 30 s, ${ms(windowMs)} window): ${reports} reports, the three instances ${cores.toFixed(2)} cores, ${commands} database commands (${perReport.toFixed(2)} per report, heartbeats included); load ${load()}`);
+    fleet.report(0);
+
+    // 3. All three restart at once (SIGTERM, started again on the same ports).
+    const restartStarted = performance.now();
+    await Promise.all(instances.map((instance) => stopFleetInstance(instance, 'SIGTERM')));
+    await fleet.waitFor((statsArg) => statsArg.registered === 0, 30_000);
+    await Promise.all(instances.map((instance) => startFleetInstance(database, instance, env)));
+    const listeningAfterMs = performance.now() - restartStarted;
+    const restart = await during('all three restarted (from listening again)', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000)));
+    say(`    (the instances took ${ms(listeningAfterMs)} to stop and listen again)`);
+
+    // 4. One of three killed (SIGKILL): its relays go to the other two once its leases run out.
+    const killStarted = performance.now();
+    await stopFleetInstance(instances[0], 'SIGKILL');
+    // The relays learn of the kill when their sockets close; the storm is measured from the kill.
+    await fleet.waitFor((statsArg) => statsArg.registered < relaysArg, 10_000);
+    const moved = await during('one of three killed', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000)));
+    const movedMs = performance.now() - killStarted;
+    say(`    (every relay registered again ${ms(movedMs)} after the kill)`);
+
+    say('');
+    say('| aim | measured | |');
+    say('| --- | --- | --- |');
+    say(`| ${relaysArg} relays registered from cold start < 15 s | ${ms(cold.ms)} | ${aim(cold.reached && cold.ms < 15_000)} |`);
+    say(`| after all three restart < 15 s (from listening again) | ${ms(restart.ms)} | ${aim(restart.reached && restart.ms < 15_000)} |`);
+    say(`| after one of three is killed: registered elsewhere < lease ${ms(leaseTtlMs)} + 5 s | ${ms(movedMs)} | ${aim(moved.reached && movedMs < leaseTtlMs + 5_000)} |`);
+    const readP99 = Math.max(cold.readP99, restart.readP99, moved.readP99);
+    const writeP99 = Math.max(cold.writeP99, restart.writeP99, moved.writeP99);
+    say(`| admin reads p99 < 250 ms during each storm | worst ${readP99.toFixed(0)} ms | ${aim(readP99 < 250)} |`);
+    say(`| mutations p99 < 1 s during each storm | worst ${writeP99.toFixed(0)} ms | ${aim(writeP99 < 1000)} |`);
+    say(`| memory per idle relay < 30 KB | ${perRelayKb.toFixed(1)} KB | ${aim(perRelayKb < 30)} |`);
+    say(`| steady state CPU of the three < 1 core | ${cores.toFixed(2)} cores | ${aim(cores < 1)} |`);
+    say(`| database commands per unchanged report ≤ 2 | ${perReport.toFixed(2)} | ${aim(perReport <= 2)} |`);
+  } finally {
+    await fleet.stop();
+    await Promise.all(instances.map((instance) => stopFleetInstance(instance, 'SIGTERM')));
+    await database.stop();
+    await fsp.rm(workDir, { recursive: true, force: true });
+  }
+};
+
 const main = async (): Promise<void> => {
   say('# Fleet benchmark');
   say('');
@@ -164,6 +301,9 @@ const main = async (): Promise<void> => {
         await oneInstanceStorm(size, compare, JSON.stringify(compare));
       }
     }
+  }
+  if (!oneInstance) {
+    await threeInstances(sizes[0] ?? sized(10_000, 30));
   }
   await reportResults(oneInstance ? 'fleet-one.md' : 'fleet.md', lines);
 };

@@ -109,6 +109,7 @@ export class Cloudly {
       journalFailpointFile: this.config.journalFailpointFile,
       logger: this.logger,
     });
+    this.metrics.databaseCommands = () => this.database.commandsStarted;
     this.store = new DocumentStore(this.database);
     this.secrets = new SecretBox(
       { dataDir: this.config.dataDir, keyFile: this.config.secretsKeyFile, previousKeyFile: this.config.secretsPreviousKeyFile, logger: this.logger },

@@ -73,6 +73,11 @@ export class FleetProcess {
     this.child.send({ kind: 'start', urls: urlsArg, tokens: tokensArg, ...optionsArg });
   }
 
+  /** Every relay reports an unchanged observed state every `periodMsArg` ms (0: stop reporting). */
+  public report(periodMsArg: number): void {
+    this.child.send({ kind: 'report', reportMs: periodMsArg });
+  }
+
   public stats(resetFailuresArg = false): Promise<IFleetStats> {
     return new Promise((resolve) => {
       this.waiting.push(resolve);

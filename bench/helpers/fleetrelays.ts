@@ -38,6 +38,7 @@ export interface IFleetStats {
 
 type TParentMessage =
   | { kind: 'start'; urls: string[]; tokens: string[]; reportMs?: number; rampMs?: number }
+  | { kind: 'report'; reportMs: number }
   | { kind: 'stats'; resetFailures?: boolean }
   | { kind: 'stop' };
 
@@ -180,6 +181,35 @@ const stats = (): IFleetStats => {
   };
 };
 
+/**
+ * Each relay reports every `periodMsArg`, spread evenly over the period (a fleet's reports do not
+ * arrive in step); 0 stops the reports.
+ */
+const startReporting = (periodMsArg: number): void => {
+  if (reportTimer) {
+    clearInterval(reportTimer);
+    reportTimer = null;
+  }
+  if (periodMsArg <= 0 || relays.length === 0) {
+    return;
+  }
+  const tickMs = 100;
+  let cursor = 0;
+  let owed = 0;
+  reportTimer = setInterval(() => {
+    owed += (relays.length * tickMs) / periodMsArg;
+    for (; owed >= 1; owed--) {
+      const relay = relays[cursor % relays.length];
+      cursor++;
+      void relay.report().then((sentArg) => {
+        if (sentArg) {
+          reports++;
+        }
+      });
+    }
+  }, tickMs);
+};
+
 process.on('message', (messageArg: TParentMessage) => {
   if (messageArg.kind === 'start') {
     relays = messageArg.tokens.map((token, index) => new FleetRelay(token, messageArg.urls, index));
@@ -190,25 +220,9 @@ process.on('message', (messageArg: TParentMessage) => {
       const at = rampMs > 0 ? Math.floor((index / relays.length) * rampMs) : 0;
       setTimeout(() => void relay.run(), Math.max(0, at - (performance.now() - started)));
     }
-    if (messageArg.reportMs) {
-      // Each relay reports every reportMs, spread evenly over the period (a fleet's reports do not
-      // arrive in step).
-      const periodMs = messageArg.reportMs;
-      const tickMs = 100;
-      let cursor = 0;
-      reportTimer = setInterval(() => {
-        const perTick = Math.max(1, Math.round((relays.length * tickMs) / periodMs));
-        for (let i = 0; i < perTick; i++) {
-          const relay = relays[cursor % relays.length];
-          cursor++;
-          void relay.report().then((sentArg) => {
-            if (sentArg) {
-              reports++;
-            }
-          });
-        }
-      }, tickMs);
-    }
+    startReporting(messageArg.reportMs ?? 0);
+  } else if (messageArg.kind === 'report') {
+    startReporting(messageArg.reportMs);
   } else if (messageArg.kind === 'stats') {
     const answer = stats();
     if (messageArg.resetFailures) {

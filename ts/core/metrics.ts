@@ -10,6 +10,8 @@ export class CloudlyMetrics {
   public readonly connectionRefusals: promClient.Counter<'reason'>;
   /** Set by the transport: connections that have not completed headers or upgrade right now. */
   public pendingConnections: () => number = () => 0;
+  /** Set by the server: database commands sent so far. */
+  public databaseCommands: () => number = () => 0;
 
   constructor() {
     this.calls = new promClient.Counter({
@@ -52,6 +54,15 @@ export class CloudlyMetrics {
       registers: [this.registry],
       collect() {
         this.set(metrics.pendingConnections());
+      },
+    });
+    new promClient.Counter({
+      name: 'cloudly_database_commands_total',
+      help: 'Database commands this instance has sent (the driver\'s command monitoring).',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(metrics.databaseCommands());
       },
     });
     promClient.collectDefaultMetrics({ register: this.registry, prefix: 'cloudly_' });
