@@ -28,8 +28,11 @@ const oneInstance = args.includes('--one');
 const sizes = args.filter((arg) => /^\d+$/.test(arg)).map(Number);
 
 const lines: string[] = [];
+/** Where the hand-kept part of bench/results/fleet.md begins. */
+const keptMarker = '## Where a storm\'s seconds go';
 const say = (lineArg: string): void => {
-  console.log(lineArg);
+  // Progress on stderr; the whole list is printed (and kept) by reportResults at the end.
+  console.error(lineArg);
   lines.push(lineArg);
 };
 const load = (): string => os.loadavg().map((value) => value.toFixed(1)).join(' ');
@@ -235,18 +238,29 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
     // 2. Steady state: every relay reports an unchanged observed state every 30 s.
     const reportMs = 30_000;
     const windowMs = sized(30_000, 2_000);
+    const totals = async (): Promise<{ commands: number; cpu: number; reports: number }> => ({
+      commands: (await Promise.all(instances.map(databaseCommands))).reduce((sum, value) => sum + value, 0),
+      cpu: pids().reduce((sum, pid) => sum + cpuSecondsOf(pid), 0),
+      reports: (await fleet.stats()).reports,
+    });
+    // The same window without reports first: heartbeats, lease renewals and liveness cost
+    // commands and CPU whatever the relays report, and are subtracted per report.
+    const quietBefore = await totals();
+    await sleep(windowMs);
+    const quietAfter = await totals();
     fleet.report(reportMs);
     await sleep(sized(5_000, 500));
-    const commandsBefore = (await Promise.all(instances.map(databaseCommands))).reduce((sum, value) => sum + value, 0);
-    const cpuBefore = pids().reduce((sum, pid) => sum + cpuSecondsOf(pid), 0);
-    const reportsBefore = (await fleet.stats()).reports;
+    const before = await totals();
     await sleep(windowMs);
-    const cpuSteady = pids().reduce((sum, pid) => sum + cpuSecondsOf(pid), 0) - cpuBefore;
-    const reports = (await fleet.stats()).reports - reportsBefore;
-    const commands = (await Promise.all(instances.map(databaseCommands))).reduce((sum, value) => sum + value, 0) - commandsBefore;
-    const cores = cpuSteady / (windowMs / 1000);
-    const perReport = reports > 0 ? commands / reports : NaN;
-    say(`  - steady state (each relay reports every 30 s, ${ms(windowMs)} window): ${reports} reports, the three instances ${cores.toFixed(2)} cores, ${commands} database commands (${perReport.toFixed(2)} per report, heartbeats included); load ${load()}`);
+    const after = await totals();
+    const reports = after.reports - before.reports;
+    const commands = after.commands - before.commands;
+    const quietCommands = quietAfter.commands - quietBefore.commands;
+    const cores = (after.cpu - before.cpu) / (windowMs / 1000);
+    const quietCores = (quietAfter.cpu - quietBefore.cpu) / (windowMs / 1000);
+    const perReport = reports > 0 ? (commands - quietCommands) / reports : NaN;
+    say(`  - steady state (each relay reports every 30 s, ${ms(windowMs)} windows): ${reports} reports; the three instances ${cores.toFixed(2)} cores (${quietCores.toFixed(2)} without reports); `
+      + `${commands} database commands (${quietCommands} without reports): ${perReport.toFixed(2)} per report; load ${load()}`);
     fleet.report(0);
 
     // 3. All three restart at once (SIGTERM, started again on the same ports).
@@ -304,6 +318,12 @@ const main = async (): Promise<void> => {
   }
   if (!oneInstance) {
     await threeInstances(sizes[0] ?? sized(10_000, 30));
+    // The analysis below the figures is kept by hand: a run rewrites only the list above it.
+    const kept = await fsp.readFile(path.join(import.meta.dirname, 'results', 'fleet.md'), 'utf8').catch(() => '');
+    const marker = kept.indexOf(keptMarker);
+    if (marker >= 0) {
+      lines.push('', kept.slice(marker).trimEnd());
+    }
   }
   await reportResults(oneInstance ? 'fleet-one.md' : 'fleet.md', lines);
 };
