@@ -134,10 +134,14 @@ const oneInstanceStorm = async (relaysArg: number, envArg: Record<string, string
     const tokens = await seedClusters(admin, relaysArg, 'one');
     admin.close();
     say(`- ${labelArg}, ${relaysArg} relays (load ${load()}):`);
+    const rssBefore = memoryOf(server.child.pid!).rss;
     fleet.start([server.baseUrl], tokens);
     const cold = await measureStorm(fleet, relaysArg, () => [server!.child.pid!], sized(240_000, 30_000));
     say(`  - cold start: ${describeStorm(cold, relaysArg)}`);
+    // The storm's garbage settles before the connected figure is read.
+    await sleep(sized(5000, 200));
     const idleRss = memoryOf(server.child.pid!).rss;
+    say(`  - memory: RSS ${(rssBefore / 2 ** 20).toFixed(0)} MiB before the relays, ${(idleRss / 2 ** 20).toFixed(0)} MiB with all connected and idle: ${((idleRss - rssBefore) / relaysArg / 1024).toFixed(1)} KB per idle relay`);
     server.child.kill('SIGTERM');
     await new Promise((resolve) => server!.child.once('exit', resolve));
     server = await startCloudlyProcess(env);

@@ -380,6 +380,9 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
       const refused = await hostArg.refuseInternalBearer(bearer);
       if (!refused && bearer !== null) {
         request.cloudlyInternalLinkBearer = bearer;
+        // Links carry relay answers between instances on one network: never compressed, whatever
+        // CLOUDLY_WEBSOCKET_COMPRESSION says for relay and admin sockets.
+        delete request.raw.headers['sec-websocket-extensions'];
         return;
       }
       const { status, answer } = refused ?? { status: 401, answer: null };
