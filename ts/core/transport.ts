@@ -275,14 +275,17 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     const authentication = request.cloudlySocketAuthentication!;
     // The relay is counted as an open socket from here on (openRelaySession below).
     request.cloudlyRelayAdmissionSettle?.();
-    const localData: Record<string, unknown> = { transport: 'socket', remoteAddress: request.ip };
+    // Nothing below keeps `request` (the upgrade's request and its raw message, headers included)
+    // in a closure that lives as long as the socket: per idle relay that was memory for nothing.
+    const remoteAddress = request.ip;
+    const localData: Record<string, unknown> = { transport: 'socket', remoteAddress };
     const peer: EnvelopePeer = new EnvelopePeer(socket, {
       localData,
       limits: socketLimits(authentication.kind),
       route: (envelopeArg) => hostArg.dispatch(envelopeArg, localData),
       onRouteFailure: (errorArg) => hostArg.logInternalFailure(errorArg, 'socket frame'),
       onPolicyViolation: (reasonArg) => hostArg.logger.warn(
-        { kind: authentication.kind, clusterId: authentication.clusterId, remoteAddress: request.ip, reason: reasonArg },
+        { kind: authentication.kind, clusterId: authentication.clusterId, remoteAddress, reason: reasonArg },
         'socket closed for breaking its limits',
       ),
     });
