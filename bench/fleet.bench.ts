@@ -200,8 +200,9 @@ const ms = (valueArg: number): string => `${(valueArg / 1000).toFixed(1)} s`;
 const threeInstances = async (relaysArg: number): Promise<void> => {
   const workDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-fleet-'));
   const database = await startDevDatabase(path.join(workDir, 'database'));
-  const leaseTtlMs = 15_000;
-  const env = { CLOUDLY_RELAY_LEASE_TTL_MS: String(leaseTtlMs), CLOUDLY_RELAY_LEASE_HEARTBEAT_MS: '5000' };
+  // The default lease (15 s) in a full run; a smoke run takes a 3 s one, so the kill phase ends in seconds.
+  const leaseTtlMs = sized(15_000, 3_000);
+  const env = { CLOUDLY_RELAY_LEASE_TTL_MS: String(leaseTtlMs), CLOUDLY_RELAY_LEASE_HEARTBEAT_MS: String(leaseTtlMs / 3) };
   const instances: IInstance[] = [];
   for (const name of ['a', 'b', 'c']) {
     instances.push({ name, port: await freePort(), dataDir: await fsp.mkdtemp(path.join(workDir, `${name}-`)), process: null });
