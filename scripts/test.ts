@@ -81,6 +81,7 @@ export const laneOf = (fileArg: string): TLane => {
 const slowFirst = [
   'contracts.schema',
   'storage.crash',
+  'connections.fleet',
   'sim.fleet',
   'foundation.journal',
   'multiinstance',

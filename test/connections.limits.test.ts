@@ -32,6 +32,9 @@ const slowHeaderSender = async (portArg: number, localAddressArg: string): Promi
     socket.once('error', reject);
   });
   socket.write('GET /livez HTTP/1.1\r\nHost: cloudly\r\nX-Slow: ');
+  // Reads (and drops) what the server sends, as any client does: a refusal at accept is a 503
+  // followed by the server's close, which a socket that never reads would never see.
+  socket.resume();
   return { socket, closed: () => closed, whenClosed };
 };
 

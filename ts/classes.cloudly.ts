@@ -1,3 +1,4 @@
+import { judgeKernelLimits, readKernelLimits } from './core/kernellimits.js';
 import type { FastifyInstance } from 'fastify';
 import { TypedHandler, TypedResponseError, TypedRouter } from '@api.global/typedrequest';
 import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
@@ -116,6 +117,7 @@ export class Cloudly {
       journalFailpointFile: this.config.journalFailpointFile,
       logger: this.logger,
     });
+    this.metrics.databaseCommands = () => this.database.commandsStarted;
     this.store = new DocumentStore(this.database);
     this.secrets = new SecretBox(
       { dataDir: this.config.dataDir, keyFile: this.config.secretsKeyFile, previousKeyFile: this.config.secretsPreviousKeyFile, logger: this.logger },
@@ -185,7 +187,10 @@ export class Cloudly {
       this.logger.warn({ methods: servedSchema.untyped }, 'served methods missing from the contract schema: run node --import tsx scripts/contract-schema.ts');
     }
     registerSchemaRoute(this.httpServer, () => servedSchema);
-    await this.httpServer.listen({ port: this.config.port, host: this.config.host });
+    await this.httpServer.listen({ port: this.config.port, host: this.config.host, backlog: this.config.listenBacklog });
+    for (const warning of judgeKernelLimits(this.config, readKernelLimits())) {
+      this.logger.warn(warning, 'a kernel limit is below what this configuration needs (docs/multi-instance.md, "Kernel limits")');
+    }
     await this.clusterManager.relayElection.startRegistry(this.config.internalUrl ?? this.baseUrl);
     this.started = true;
     this.logger.info({ url: this.baseUrl, database: this.database.embedded ? 'embedded' : 'mongodb' }, 'cloudly is listening');
@@ -197,6 +202,7 @@ export class Cloudly {
       config: this.config,
       logger: this.logger,
       dispatch: (envelopeArg, localDataArg) => this.dispatch(envelopeArg, localDataArg),
+      relaySocketCount: () => this.relays.socketCount,
       authenticateRelayToken: (tokenArg) => this.clusterManager.authenticateRelayToken(tokenArg),
       verifyAdminJwt: (jwtArg) => this.adminManager.verifySocketJwt(jwtArg),
       openRelaySession: (clusterIdArg, peerArg, tokenGenerationArg) => this.relays.add(clusterIdArg, peerArg, tokenGenerationArg),

@@ -86,6 +86,32 @@ export interface ICloudlyConfig {
    */
   trustedProxies: string[];
   /**
+   * The listen backlog (CLOUDLY_LISTEN_BACKLOG): connections the kernel completes and holds until
+   * Cloudly accepts them. The kernel caps it at net.core.somaxconn. When it overflows, the kernel
+   * drops the handshake and the client retransmits its SYN after 1 s, 3 s, 7 s …: a reconnect
+   * storm larger than the backlog then takes seconds per overflow (docs/multi-instance.md).
+   */
+  listenBacklog: number;
+  /**
+   * Socket upgrades one address may have authenticating at once (CLOUDLY_SOCKET_UPGRADES_PER_ADDRESS);
+   * further upgrades from that address wait in line (still pending connections, so bounded by
+   * the pending limits and the headers timeout).
+   */
+  socketUpgradesPerAddress: number;
+  /**
+   * Relay sockets this instance holds at most (CLOUDLY_MAX_RELAYS_PER_INSTANCE, 0: no limit). A relay
+   * beyond it is answered 503 `unavailable` `instance-relay-capacity` with `retryAfterMs`, so a
+   * load balancer's next pick spreads the fleet over the instances.
+   */
+  maxRelaysPerInstance: number;
+  /** How long a relay refused for capacity is told to wait (CLOUDLY_RELAY_CAPACITY_RETRY_MS). */
+  relayCapacityRetryMs: number;
+  /**
+   * Socket kinds that may negotiate permessage-deflate (CLOUDLY_WEBSOCKET_COMPRESSION: a
+   * comma-separated list of `relay`, `admin`; empty: none). Measured in bench/results/fleet.md.
+   */
+  webSocketCompression: Array<'relay' | 'admin'>;
+  /**
    * The key-encryption key that wraps the data key of every secret at rest (CLOUDLY_SECRETS_KEY_FILE).
    * Null: `<dataDir>/keys/secrets-key-encryption-key`, generated with mode 0600 on first start.
    */
@@ -170,6 +196,20 @@ const readInteger = (
 const readOptional = (env: NodeJS.ProcessEnv, name: string): string | null => {
   const raw = env[name];
   return raw === undefined || raw === '' ? null : raw;
+};
+
+const socketKinds = ['relay', 'admin'] as const;
+const readSocketKinds = (env: NodeJS.ProcessEnv, name: string): Array<'relay' | 'admin'> => {
+  const raw = readOptional(env, name);
+  if (raw === null) {
+    return [];
+  }
+  const kinds = raw.split(',').map((part) => part.trim()).filter((part) => part.length > 0);
+  const unknown = kinds.filter((kind) => !(socketKinds as readonly string[]).includes(kind));
+  if (unknown.length > 0) {
+    throw new ConfigError(name, `must be a comma-separated list of ${socketKinds.join(', ')}; unknown: ${unknown.join(', ')}`);
+  }
+  return [...new Set(kinds)] as Array<'relay' | 'admin'>;
 };
 
 /** A comma-separated list of IP addresses; empty when unset. */
@@ -351,6 +391,11 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     pendingConnectionsTotal: readInteger(env, 'CLOUDLY_PENDING_CONNECTIONS_TOTAL', 4096, 1, 1_000_000),
     keepAliveTimeoutMs: readInteger(env, 'CLOUDLY_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
     trustedProxies: readAddressList(env, 'CLOUDLY_TRUSTED_PROXIES'),
+    listenBacklog: readInteger(env, 'CLOUDLY_LISTEN_BACKLOG', 4096, 1, 65_535),
+    socketUpgradesPerAddress: readInteger(env, 'CLOUDLY_SOCKET_UPGRADES_PER_ADDRESS', 16, 1, 100_000),
+    maxRelaysPerInstance: readInteger(env, 'CLOUDLY_MAX_RELAYS_PER_INSTANCE', 0, 0, 10_000_000),
+    relayCapacityRetryMs: readInteger(env, 'CLOUDLY_RELAY_CAPACITY_RETRY_MS', 5_000, 100, 600_000),
+    webSocketCompression: readSocketKinds(env, 'CLOUDLY_WEBSOCKET_COMPRESSION'),
     secretsKeyFile: readOptionalPath(env, 'CLOUDLY_SECRETS_KEY_FILE'),
     secretsPreviousKeyFile: readOptionalPath(env, 'CLOUDLY_SECRETS_PREVIOUS_KEY_FILE'),
     secretEnrollmentTtlMs: readInteger(env, 'CLOUDLY_SECRET_ENROLLMENT_TTL_MS', 120_000, 10, 3_600_000),

@@ -22,9 +22,23 @@ export interface IRelayReconnectPolicy {
   baseMs?: number;
   /** The largest window, in ms (default 30 000). */
   capMs?: number;
+  /**
+   * The largest window while connections are refused (ECONNREFUSED: nothing listens at the
+   * address), in ms (default 4 000). A refused connection costs Cloudly nothing (the kernel
+   * answers it), and an instance that restarts listens again within seconds; with the 30 s cap a
+   * fleet whose instances restarted came back over up to 30 s after they listened again
+   * (bench/results/fleet.md).
+   */
+  refusedCapMs?: number;
 }
 
-export const defaultRelayReconnectPolicy: Required<IRelayReconnectPolicy> = Object.freeze({ baseMs: 500, capMs: 30_000 });
+export const defaultRelayReconnectPolicy: Required<IRelayReconnectPolicy> = Object.freeze({ baseMs: 500, capMs: 30_000, refusedCapMs: 4_000 });
+
+/** The policy for the next wait: after a refused connection, the window stops growing at `refusedCapMs`. */
+export const policyAfterFailure = (policyArg: Required<IRelayReconnectPolicy>, errorArg: unknown): Required<IRelayReconnectPolicy> =>
+  (errorArg as { code?: unknown } | null)?.code === 'ECONNREFUSED'
+    ? { ...policyArg, capMs: Math.min(policyArg.capMs, policyArg.refusedCapMs) }
+    : policyArg;
 
 /**
  * The wait before retry `attemptArg` (0-based).
@@ -310,11 +324,13 @@ export class CloudlyRelayClient {
   /** Opens new sockets with backoff and full jitter until one is open and registered, or the token is refused. */
   private async reconnectLoop(): Promise<void> {
     const policy = this.reconnectPolicy!;
-    /** Cloudly's `Retry-After` on a 429: the next wait follows it. */
+    /** Cloudly's `Retry-After` on a 429 or 503: the next wait follows it. */
     let advisedMs: number | null = null;
+    let lastError: unknown = null;
     for (let attempt = 0; !this.stopped; attempt++) {
-      const delay = reconnectDelayMs(attempt, policy, Math.random, advisedMs);
+      const delay = reconnectDelayMs(attempt, policyAfterFailure(policy, lastError), Math.random, advisedMs);
       advisedMs = null;
+      lastError = null;
       for (const listener of this.reconnectingListeners) {
         listener(attempt, delay);
       }
@@ -325,6 +341,7 @@ export class CloudlyRelayClient {
       try {
         await this.openOnce();
       } catch (error) {
+        lastError = error;
         if (error instanceof CloudlyTransportError && error.status === 401) {
           // The token is wrong or was rotated: final (docs/relay-protocol.md, section 1).
           this.givenUp = { reason: 'token-refused', status: 401 };

@@ -17,7 +17,7 @@ import type { Socket } from 'node:net';
  * connection.
  */
 
-export type TConnectionRefusalReason = 'pending-per-address' | 'pending-total' | 'headers-timeout';
+export type TConnectionRefusalReason = 'pending-per-address' | 'pending-total' | 'headers-timeout' | 'relay-capacity';
 
 export interface IConnectionLimits {
   headersTimeoutMs: number;
@@ -26,6 +26,22 @@ export interface IConnectionLimits {
   /** Addresses whose connections are not limited per address (CLOUDLY_TRUSTED_PROXIES). */
   trustedProxies: string[];
 }
+
+/**
+ * The `Retry-After` (whole seconds) for a connection refused at accept because too many are
+ * pending. A storm larger than the limit is refused in bulk; told to come back all after the same
+ * second, the refused would return as one wave and be refused again. So the advice spreads them
+ * over as many seconds as the limit needs to take them in: the refusals of the last second divided
+ * by the limit (each second about one limit's worth gets through), at least 1 s, at most 30 s.
+ */
+export const decideRefusalRetryAfterSeconds = (refusedLastSecondArg: number, limitArg: number, randomArg: () => number): number => {
+  const spreadSeconds = Math.min(30, Math.max(1, Math.ceil(refusedLastSecondArg / Math.max(1, limitArg))));
+  return 1 + Math.floor(randomArg() * spreadSeconds);
+};
+
+/** What a refused connection is answered: a bare 503 with the advice, then the connection is ended. */
+export const refusalResponse = (retryAfterSecondsArg: number): string =>
+  `HTTP/1.1 503 Service Unavailable\r\nRetry-After: ${retryAfterSecondsArg}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`;
 
 interface IPending {
   address: string;
@@ -40,6 +56,8 @@ export class PendingConnectionGuard {
   private readonly pending = new Map<Socket, IPending>();
   private readonly perAddress = new Map<string, number>();
   private readonly trusted: Set<string>;
+  /** Refusals at accept in the current second, for the spread of their advice. */
+  private refusedWindow = { startedAt: 0, count: 0, previous: 0 };
 
   constructor(
     private readonly limits: IConnectionLimits,
@@ -112,7 +130,85 @@ export class PendingConnectionGuard {
 
   private refuse(socketArg: Socket, reasonArg: TConnectionRefusalReason, addressArg: string): void {
     this.onRefusal(reasonArg, addressArg);
-    // No HTTP answer: nothing was read that could be answered, and answering a flood costs more.
-    socketArg.destroy();
+    if (reasonArg === 'headers-timeout') {
+      // A client that sent no complete request in time is not waiting for an answer.
+      socketArg.destroy();
+      return;
+    }
+    // Refused at accept: a 503 with Retry-After written before anything is read (one small write,
+    // no parsing). Without it a relay saw a reset, backed off exponentially and, in a storm larger
+    // than the limit, came back seconds after there was room (bench/results/fleet.md).
+    const now = Date.now();
+    if (now - this.refusedWindow.startedAt >= 1000) {
+      this.refusedWindow = { startedAt: now, count: 0, previous: this.refusedWindow.count };
+    }
+    this.refusedWindow.count++;
+    const limit = reasonArg === 'pending-total' ? this.limits.pendingTotal : this.limits.pendingPerAddress;
+    const seconds = decideRefusalRetryAfterSeconds(Math.max(this.refusedWindow.count, this.refusedWindow.previous), limit, Math.random);
+    socketArg.on('error', () => undefined);
+    socketArg.end(refusalResponse(seconds));
+    // A peer that never reads must not keep the connection: it is destroyed shortly after.
+    setTimeout(() => socketArg.destroy(), 1000).unref();
+  }
+}
+
+/**
+ * Socket upgrades of one address authenticating at once are bounded (`perAddressArg`); the rest
+ * wait in line, first come first served, instead of being refused. A waiting upgrade is still a
+ * pending connection, so the line is bounded by the pending limits and the headers timeout. A
+ * refusal (the old 429) cost a relay its advice's second plus jitter and a new TCP handshake;
+ * waiting costs it only its turn.
+ */
+export class UpgradeLine {
+  private readonly active = new Map<string, number>();
+  private readonly waiting = new Map<string, Array<() => void>>();
+
+  constructor(private readonly perAddressArg: number) {}
+
+  /** Resolves with the release function once the address has a free place. */
+  public async enter(addressArg: string): Promise<() => void> {
+    const active = this.active.get(addressArg) ?? 0;
+    if (active < this.perAddressArg) {
+      this.active.set(addressArg, active + 1);
+      return this.releaser(addressArg);
+    }
+    await new Promise<void>((resolve) => {
+      const line = this.waiting.get(addressArg) ?? [];
+      line.push(resolve);
+      this.waiting.set(addressArg, line);
+    });
+    // The place was handed over by a release: the active count already includes it.
+    return this.releaser(addressArg);
+  }
+
+  /** Upgrades of this address waiting in line right now. */
+  public waitingCount(addressArg: string): number {
+    return this.waiting.get(addressArg)?.length ?? 0;
+  }
+
+  private releaser(addressArg: string): () => void {
+    let released = false;
+    return () => {
+      if (released) {
+        return;
+      }
+      released = true;
+      const line = this.waiting.get(addressArg);
+      const next = line?.shift();
+      if (line && line.length === 0) {
+        this.waiting.delete(addressArg);
+      }
+      if (next) {
+        // The place passes straight to the next in line.
+        next();
+        return;
+      }
+      const left = (this.active.get(addressArg) ?? 1) - 1;
+      if (left > 0) {
+        this.active.set(addressArg, left);
+      } else {
+        this.active.delete(addressArg);
+      }
+    };
   }
 }

@@ -164,14 +164,24 @@ export class CloudlyDatabase {
     }
     // smartdata passes serverSelectionTimeoutMS to the driver (its type does not list it): a
     // MongoDB that is gone fails a call within it instead of the driver's 30 s default.
+    // Command monitoring lets /metrics count database commands (cloudly_database_commands_total):
+    // what a relay's report or reconnect costs the database is a fleet's capacity figure.
+    url = `${url!}${url!.includes('?') ? '&' : '?'}monitorCommands=true`;
     const descriptor = {
-      mongoDbUrl: url!,
+      mongoDbUrl: url,
       mongoDbName: this.options.mongoDbName,
       serverSelectionTimeoutMS: this.options.databaseTimeoutMs ?? defaultDatabaseTimeoutMs,
     };
     this.smartdataDb = new SmartdataDb(descriptor as ConstructorParameters<typeof SmartdataDb>[0]);
     await this.smartdataDb.init();
+    const client = (this.smartdataDb as unknown as { mongoDbClient?: { on(eventArg: 'commandStarted', listenerArg: () => void): void } }).mongoDbClient;
+    client?.on('commandStarted', () => {
+      this.commandsStarted++;
+    });
   }
+
+  /** Database commands this instance has sent since it started (with command monitoring on). */
+  public commandsStarted = 0;
 
   public get mongoDb() {
     return this.smartdataDb.mongoDb;

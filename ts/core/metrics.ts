@@ -10,6 +10,8 @@ export class CloudlyMetrics {
   public readonly connectionRefusals: promClient.Counter<'reason'>;
   /** Set by the transport: connections that have not completed headers or upgrade right now. */
   public pendingConnections: () => number = () => 0;
+  /** Set by the server: database commands sent so far. */
+  public databaseCommands: () => number = () => 0;
 
   constructor() {
     this.calls = new promClient.Counter({
@@ -38,11 +40,11 @@ export class CloudlyMetrics {
     });
     this.connectionRefusals = new promClient.Counter({
       name: 'cloudly_connections_refused_total',
-      help: 'Connections ended before a request: pending-per-address, pending-total (refused at accept) or headers-timeout.',
+      help: 'Connections ended before a request: pending-per-address, pending-total (refused at accept), headers-timeout, or relay-capacity (a relay upgrade beyond CLOUDLY_MAX_RELAYS_PER_INSTANCE).',
       labelNames: ['reason'],
       registers: [this.registry],
     });
-    for (const reason of ['pending-per-address', 'pending-total', 'headers-timeout']) {
+    for (const reason of ['pending-per-address', 'pending-total', 'headers-timeout', 'relay-capacity']) {
       this.connectionRefusals.inc({ reason }, 0);
     }
     const metrics = this;
@@ -52,6 +54,15 @@ export class CloudlyMetrics {
       registers: [this.registry],
       collect() {
         this.set(metrics.pendingConnections());
+      },
+    });
+    new promClient.Counter({
+      name: 'cloudly_database_commands_total',
+      help: 'Database commands this instance has sent (the driver\'s command monitoring).',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(metrics.databaseCommands());
       },
     });
     promClient.collectDefaultMetrics({ register: this.registry, prefix: 'cloudly_' });

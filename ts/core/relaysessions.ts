@@ -84,6 +84,8 @@ export class RelaySessions {
   private readonly byCluster = new Map<string, Map<string, IRelaySession>>();
   private readonly openListeners = new Set<TSessionListener>();
   private readonly closeListeners = new Set<TSessionListener>();
+  /** Relay sockets open on this instance (the capacity check reads it on every relay upgrade). */
+  private openCount = 0;
 
   /** Timeouts by class; the ordinary class starts as the configured default until `setCallTimeouts`. */
   private timeouts: IRelayCallTimeouts;
@@ -103,6 +105,11 @@ export class RelaySessions {
   /** How long a call of this method may take (the table in relaycalls.ts). */
   public timeoutOf(methodArg: string): number {
     return relayCallTimeoutMs(methodArg, this.timeouts);
+  }
+
+  /** Relay sockets open on this instance right now. */
+  public get socketCount(): number {
+    return this.openCount;
   }
 
   public onSessionOpened(listenerArg: TSessionListener): void {
@@ -128,10 +135,12 @@ export class RelaySessions {
       this.byCluster.set(clusterIdArg, sessions);
     }
     sessions.set(session.id, session);
+    this.openCount++;
     this.options.metrics.relaySockets.inc();
     peerArg.onClose(() => {
       const current = this.byCluster.get(clusterIdArg);
       if (current?.delete(session.id)) {
+        this.openCount--;
         this.options.metrics.relaySockets.dec();
         if (current.size === 0) {
           this.byCluster.delete(clusterIdArg);

@@ -1,7 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
 import fastifyWebsocket from '@fastify/websocket';
-import { PendingConnectionGuard, type TConnectionRefusalReason } from './connectionlimits.js';
+import { PendingConnectionGuard, UpgradeLine, type TConnectionRefusalReason } from './connectionlimits.js';
 import { EnvelopePeer, readFrame, refusalEnvelope, type IEnvelope, type ISocketRequestLimits } from './envelopepeer.js';
 import { AttemptLimiter } from './attemptlimiter.js';
 import type { ICloudlyConfig } from '../config.js';
@@ -28,6 +28,8 @@ declare module 'fastify' {
     cloudlySocketAuthentication?: ISocketAuthentication;
     /** The internal token a `GET /internal/link` upgrade was authenticated with. */
     cloudlyInternalLinkBearer?: string;
+    /** Ends the count of a relay upgrade admitted under the capacity limit (its socket is open or gone). */
+    cloudlyRelayAdmissionSettle?: () => void;
   }
 }
 
@@ -53,7 +55,10 @@ export interface ITransportHost {
   config: Pick<ICloudlyConfig,
     'bodyLimitBytes' | 'relayAnswerLimitBytes' | 'socketRequestsPerSecond' | 'socketPendingRequests'
     | 'socketPingIntervalMs' | 'socketMissedPongsAllowed' | 'headersTimeoutMs' | 'pendingConnectionsPerAddress'
-    | 'pendingConnectionsTotal' | 'keepAliveTimeoutMs' | 'trustedProxies'>;
+    | 'pendingConnectionsTotal' | 'keepAliveTimeoutMs' | 'trustedProxies' | 'socketUpgradesPerAddress' | 'maxRelaysPerInstance'
+    | 'relayCapacityRetryMs' | 'webSocketCompression'>;
+  /** Relay sockets open on this instance right now (the capacity check, CLOUDLY_MAX_RELAYS_PER_INSTANCE). */
+  relaySocketCount(): number;
   /**
    * `GET /admin/snapshot` (`cloudly snapshot save`): who may download the control plane's
    * snapshot (an administrator's identity JWT as bearer), and the download itself.
@@ -95,8 +100,13 @@ export interface ITransportHost {
 
 /** Socket upgrades one address may fail in a window before it is refused without a look. */
 export const upgradeFailureLimit = { attempts: 30, windowMs: 60_000 } as const;
-/** Socket upgrades one address may have waiting for authentication at once. */
-export const upgradesInFlightPerAddress = 16;
+/**
+ * Whether one more relay socket fits on this instance (CLOUDLY_MAX_RELAYS_PER_INSTANCE, 0: no
+ * limit). `heldArg` counts the open relay sockets and the relay upgrades admitted but not open yet,
+ * so a storm cannot overshoot the limit by the upgrades in flight.
+ */
+export const decideRelayAdmission = (heldArg: number, maxArg: number, retryAfterMsArg: number): { admit: true } | { admit: false; retryAfterMs: number } =>
+  maxArg === 0 || heldArg < maxArg ? { admit: true } : { admit: false, retryAfterMs: retryAfterMsArg };
 
 /** `cloudly snapshot save` downloads the control plane's snapshot here (docs/storage.md). */
 export const snapshotDownloadPath = '/admin/snapshot';
@@ -135,11 +145,21 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
   // Frames up to twice the largest accepted size are read far enough to be answered and the
   // socket survives them; only beyond that does ws close the socket (1009).
   const hardFrameLimit = 2 * Math.max(hostArg.config.bodyLimitBytes, hostArg.config.relayAnswerLimitBytes, 512 * 1024);
-  await app.register(fastifyWebsocket, { options: { maxPayload: hardFrameLimit } });
+  const compression = new Set(hostArg.config.webSocketCompression);
+  // permessage-deflate keeps a zlib context per socket; it is offered only to the kinds listed
+  // (the upgrade of any other kind has its extension offer removed before ws reads it).
+  await app.register(fastifyWebsocket, {
+    options: {
+      maxPayload: hardFrameLimit,
+      perMessageDeflate: compression.size > 0 ? { threshold: 1024, serverNoContextTakeover: false, clientNoContextTakeover: false } : false,
+    },
+  });
   // The handshake is done: the connection is a socket now, bounded by its liveness checks.
   app.websocketServer.on('connection', (_socketArg: unknown, requestArg: { socket: Socket }) => connectionGuard.upgraded(requestArg.socket));
   const upgradeFailures = new AttemptLimiter(upgradeFailureLimit);
-  const upgradesInFlight = new Map<string, number>();
+  const upgradeLine = new UpgradeLine(hostArg.config.socketUpgradesPerAddress);
+  /** Relay upgrades admitted under the capacity limit whose socket is not open (or gone) yet. */
+  let relayUpgradesAdmitted = 0;
 
   // Cloudly reads the body itself, so malformed JSON is answered as a named refusal envelope
   // rather than the framework's own error shape.
@@ -205,39 +225,67 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     preValidation: async (request, reply) => {
       const address = request.ip;
       const retryAfterMs = upgradeFailures.retryAfterMs(address);
-      const inFlight = upgradesInFlight.get(address) ?? 0;
-      if (retryAfterMs > 0 || inFlight >= upgradesInFlightPerAddress) {
-        const seconds = Math.max(1, Math.ceil((retryAfterMs || 1000) / 1000));
+      if (retryAfterMs > 0) {
+        const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
         return reply.code(429).header('retry-after', String(seconds)).send({ error: 'too many socket upgrades from this address' });
       }
-      upgradesInFlight.set(address, inFlight + 1);
+      const release = await upgradeLine.enter(address);
+      let authentication: ISocketAuthentication | null;
       try {
-        const authentication = await authenticateUpgrade(request);
-        if (authentication) {
-          request.cloudlySocketAuthentication = authentication;
-          return;
-        }
+        authentication = request.raw.socket.destroyed ? null : await authenticateUpgrade(request);
       } finally {
-        const left = (upgradesInFlight.get(address) ?? 1) - 1;
-        if (left > 0) {
-          upgradesInFlight.set(address, left);
-        } else {
-          upgradesInFlight.delete(address);
-        }
+        release();
       }
-      upgradeFailures.record(address);
-      return reply.code(401).send({ error: 'Authorization: Bearer <relay token or admin identity JWT> is required, and this one is not valid' });
+      if (!authentication) {
+        if (request.raw.socket.destroyed) {
+          // Gone while waiting in line (the headers timeout, or the client gave up): nothing to answer.
+          return reply.code(408).send({ error: 'the connection closed during the upgrade' });
+        }
+        upgradeFailures.record(address);
+        return reply.code(401).send({ error: 'Authorization: Bearer <relay token or admin identity JWT> is required, and this one is not valid' });
+      }
+      if (authentication.kind === 'relay') {
+        const admission = decideRelayAdmission(hostArg.relaySocketCount() + relayUpgradesAdmitted, hostArg.config.maxRelaysPerInstance, hostArg.config.relayCapacityRetryMs);
+        if (!admission.admit) {
+          hostArg.connectionLimits?.refused('relay-capacity');
+          return reply.code(503).header('retry-after', String(Math.max(1, Math.ceil(admission.retryAfterMs / 1000)))).send({
+            error: {
+              text: 'this instance holds as many relays as it may; connect again (through the load balancer) after retryAfterMs',
+              data: { code: 'unavailable', retryable: true, reasons: ['instance-relay-capacity'], retryAfterMs: admission.retryAfterMs },
+            },
+          });
+        }
+        relayUpgradesAdmitted++;
+        let counted = true;
+        const settle = (): void => {
+          if (counted) {
+            counted = false;
+            relayUpgradesAdmitted--;
+          }
+        };
+        request.cloudlyRelayAdmissionSettle = settle;
+        request.raw.socket.once('close', settle);
+      }
+      if (!compression.has(authentication.kind)) {
+        delete request.raw.headers['sec-websocket-extensions'];
+      }
+      request.cloudlySocketAuthentication = authentication;
     },
   }, (socket, request) => {
     const authentication = request.cloudlySocketAuthentication!;
-    const localData: Record<string, unknown> = { transport: 'socket', remoteAddress: request.ip };
+    // The relay is counted as an open socket from here on (openRelaySession below).
+    request.cloudlyRelayAdmissionSettle?.();
+    // Nothing below keeps `request` (the upgrade's request and its raw message, headers included)
+    // in a closure that lives as long as the socket: per idle relay that was memory for nothing.
+    const remoteAddress = request.ip;
+    const localData: Record<string, unknown> = { transport: 'socket', remoteAddress };
     const peer: EnvelopePeer = new EnvelopePeer(socket, {
       localData,
       limits: socketLimits(authentication.kind),
       route: (envelopeArg) => hostArg.dispatch(envelopeArg, localData),
       onRouteFailure: (errorArg) => hostArg.logInternalFailure(errorArg, 'socket frame'),
       onPolicyViolation: (reasonArg) => hostArg.logger.warn(
-        { kind: authentication.kind, clusterId: authentication.clusterId, remoteAddress: request.ip, reason: reasonArg },
+        { kind: authentication.kind, clusterId: authentication.clusterId, remoteAddress, reason: reasonArg },
         'socket closed for breaking its limits',
       ),
     });
@@ -335,6 +383,9 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
       const refused = await hostArg.refuseInternalBearer(bearer);
       if (!refused && bearer !== null) {
         request.cloudlyInternalLinkBearer = bearer;
+        // Links carry relay answers between instances on one network: never compressed, whatever
+        // CLOUDLY_WEBSOCKET_COMPRESSION says for relay and admin sockets.
+        delete request.raw.headers['sec-websocket-extensions'];
         return;
       }
       const { status, answer } = refused ?? { status: 401, answer: null };

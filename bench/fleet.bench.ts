@@ -1,0 +1,339 @@
+/**
+ * Fleet scale (docs/multi-instance.md, "Fleet scale"): relays reconnecting in a storm, against the
+ * aims of issue 36. Writes bench/results/fleet.md.
+ *
+ *   node --import tsx bench/fleet.bench.ts [relays]            three instances (default 10000)
+ *   node --import tsx bench/fleet.bench.ts --one [relays…]     one instance, embedded database:
+ *                                                              where a storm's seconds go, per size
+ *   npm run bench -- --smoke fleet                             tiny sizes, seconds
+ *
+ * The relays are the project's relay client in a child process of their own
+ * (bench/helpers/fleetrelays.ts), all from 127.0.0.1 (one address, the worst case for per-address
+ * limits), all starting at the same moment, reconnecting with the client's full jitter.
+ */
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { CloudlyAdminClient } from '../ts/client/admin.js';
+import { inParallel } from './helpers/benchcloudly.js';
+import { counterDelta, FleetProcess, freePort, kernelTcpCounters, percentile, sleep } from './helpers/fleet.js';
+import { cpuSecondsOf, memoryOf } from './helpers/processstats.js';
+import { reportResults, sized, smoke } from './helpers/smoke.js';
+import { cloudlyProcessEnv, startCloudlyProcess, type ICloudlyProcess } from '../test/helpers/process.js';
+import { multiInstanceAdminPassword, startDevDatabase, type IDevDatabaseProcess } from '../test/helpers/multiinstance.js';
+
+const args = process.argv.slice(2);
+const oneInstance = args.includes('--one');
+const sizes = args.filter((arg) => /^\d+$/.test(arg)).map(Number);
+
+const lines: string[] = [];
+/** Where the hand-kept part of bench/results/fleet.md begins. */
+const keptMarker = '## Where a storm\'s seconds go';
+const say = (lineArg: string): void => {
+  // Progress on stderr; the whole list is printed (and kept) by reportResults at the end.
+  console.error(lineArg);
+  lines.push(lineArg);
+};
+const load = (): string => os.loadavg().map((value) => value.toFixed(1)).join(' ');
+
+/** The instance settings every bench instance shares; `extraArg` adds the ones a run compares. */
+const instanceEnv = (extraArg: Record<string, string>): Record<string, string> => ({
+  // The default log level (info: a line per relay socket opened and closed), as installed.
+  CLOUDLY_LOG_LEVEL: 'info',
+  CLOUDLY_SOCKET_REQUESTS_PER_SECOND: '1000000',
+  ...extraArg,
+});
+
+const adminSocket = async (urlArg: string): Promise<CloudlyAdminClient> => {
+  const client = new CloudlyAdminClient(urlArg, { liveness: false });
+  await client.login('admin', multiInstanceAdminPassword);
+  await client.connectSocket();
+  return client;
+};
+
+/** Creates `countArg` clusters (16 calls in flight) and answers their relay tokens. */
+const seedClusters = async (adminArg: CloudlyAdminClient, countArg: number, prefixArg: string): Promise<string[]> => {
+  const tokens: string[] = new Array(countArg);
+  await inParallel(countArg, 16, async (indexArg) => {
+    const { relayToken } = await adminArg.call('createCluster', { name: `${prefixArg}-${indexArg}` });
+    tokens[indexArg] = relayToken;
+  });
+  return tokens;
+};
+
+/** Admin reads (`getClusters`) and mutations (`updateCluster`-like: a label change) timed while `stopArg` is false. */
+const adminLoad = (adminArg: CloudlyAdminClient, stopArg: () => boolean): Promise<{ reads: number[]; writes: number[] }> => (async () => {
+  const reads: number[] = [];
+  const writes: number[] = [];
+  let round = 0;
+  while (!stopArg()) {
+    const started = performance.now();
+    await adminArg.call('getClusters', { limit: 3 });
+    reads.push(performance.now() - started);
+    if (round++ % 4 === 0) {
+      const written = performance.now();
+      // A mutation that commits (a new cluster) and so goes through the store's compare-and-swap path.
+      await adminArg.call('createCluster', { name: `storm-probe-${round}-${Math.floor(Math.random() * 1e9)}` });
+      writes.push(performance.now() - written);
+    }
+    await sleep(20);
+  }
+  return { reads, writes };
+})();
+
+interface IStormFigure {
+  ms: number;
+  reached: boolean;
+  registered: number;
+  failures: Record<string, number>;
+  attemptsMax: number;
+  attemptsP99: number;
+  waitedMs: number;
+  kernel: string;
+  serverCpuS: number;
+}
+
+/** Waits for every relay to be registered; answers what happened on the way. */
+const measureStorm = async (fleetArg: FleetProcess, relaysArg: number, serverPidsArg: () => number[], boundMsArg: number): Promise<IStormFigure> => {
+  const kernelBefore = kernelTcpCounters();
+  const cpuBefore = serverPidsArg().reduce((sum, pid) => sum + cpuSecondsOf(pid), 0);
+  const done = await fleetArg.waitFor((statsArg) => statsArg.registered === relaysArg, boundMsArg);
+  const cpuAfter = serverPidsArg().reduce((sum, pid) => sum + cpuSecondsOf(pid), 0);
+  const stats = await fleetArg.stats(true);
+  return {
+    ms: done.ms,
+    reached: done.reached,
+    registered: done.stats.registered,
+    failures: stats.failures,
+    attemptsMax: stats.attemptsMax,
+    attemptsP99: stats.attemptsP99,
+    waitedMs: stats.waitedMs,
+    kernel: counterDelta(kernelBefore, kernelTcpCounters()),
+    serverCpuS: cpuAfter - cpuBefore,
+  };
+};
+
+const describeStorm = (figureArg: IStormFigure, relaysArg: number): string => {
+  const failures = Object.entries(figureArg.failures).map(([kind, count]) => `${kind} ${count}`).join(', ') || 'none';
+  return `${figureArg.reached ? 'all' : `only ${figureArg.registered} of`} ${relaysArg} registered in ${(figureArg.ms / 1000).toFixed(1)} s; `
+    + `server CPU ${figureArg.serverCpuS.toFixed(1)} s (${((figureArg.serverCpuS * 1000) / figureArg.ms * 100).toFixed(0)}% of a core); `
+    + `failed attempts: ${failures}; attempts per relay p99 ${figureArg.attemptsP99} max ${figureArg.attemptsMax}; `
+    + `relays' backoff waits summed ${(figureArg.waitedMs / 1000).toFixed(0)} s; kernel: ${figureArg.kernel}`;
+};
+
+/** One instance, embedded database: a cold start of N relays, then a restart storm. */
+const oneInstanceStorm = async (relaysArg: number, envArg: Record<string, string>, labelArg: string): Promise<void> => {
+  const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-fleet-one-'));
+  const port = await freePort();
+  const env = cloudlyProcessEnv(dataDir, { CLOUDLY_PORT: String(port), ...instanceEnv(envArg) });
+  let server: ICloudlyProcess | null = await startCloudlyProcess(env);
+  const fleet = new FleetProcess();
+  try {
+    const admin = await adminSocket(server.baseUrl);
+    const tokens = await seedClusters(admin, relaysArg, 'one');
+    admin.close();
+    say(`- ${labelArg}, ${relaysArg} relays (load ${load()}):`);
+    const rssBefore = memoryOf(server.child.pid!).rss;
+    fleet.start([server.baseUrl], tokens);
+    const cold = await measureStorm(fleet, relaysArg, () => [server!.child.pid!], sized(240_000, 30_000));
+    say(`  - cold start: ${describeStorm(cold, relaysArg)}`);
+    // The storm's garbage settles before the connected figure is read.
+    await sleep(sized(5000, 200));
+    const idleRss = memoryOf(server.child.pid!).rss;
+    say(`  - memory: RSS ${(rssBefore / 2 ** 20).toFixed(0)} MiB before the relays, ${(idleRss / 2 ** 20).toFixed(0)} MiB with all connected and idle: ${((idleRss - rssBefore) / relaysArg / 1024).toFixed(1)} KB per idle relay`);
+    server.child.kill('SIGTERM');
+    await new Promise((resolve) => server!.child.once('exit', resolve));
+    server = await startCloudlyProcess(env);
+    const restart = await measureStorm(fleet, relaysArg, () => [server!.child.pid!], sized(240_000, 30_000));
+    const memory = memoryOf(server.child.pid!);
+    say(`  - restart: ${describeStorm(restart, relaysArg)}; RSS with all connected ${(idleRss / 2 ** 20).toFixed(0)} MiB before the restart, peak ${(memory.peak / 2 ** 20).toFixed(0)} MiB after`);
+  } finally {
+    await fleet.stop();
+    if (server && server.child.exitCode === null) {
+      server.child.kill('SIGTERM');
+      await new Promise((resolve) => server!.child.once('exit', resolve));
+    }
+    await fsp.rm(dataDir, { recursive: true, force: true });
+  }
+};
+
+
+interface IInstance {
+  name: string;
+  port: number;
+  dataDir: string;
+  process: ICloudlyProcess | null;
+}
+
+const startFleetInstance = async (databaseArg: IDevDatabaseProcess, instanceArg: IInstance, envArg: Record<string, string>): Promise<void> => {
+  instanceArg.process = await startCloudlyProcess(cloudlyProcessEnv(instanceArg.dataDir, {
+    MONGODB_URL: databaseArg.mongoDbUrl,
+    CLOUDLY_SECRETS_KEY_FILE: databaseArg.secretsKeyFile,
+    CLOUDLY_PORT: String(instanceArg.port),
+    ...instanceEnv(envArg),
+  }));
+};
+
+const stopFleetInstance = async (instanceArg: IInstance, signalArg: NodeJS.Signals): Promise<void> => {
+  const child = instanceArg.process?.child;
+  instanceArg.process = null;
+  if (child && child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill(signalArg);
+    const forced = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    await exited;
+    clearTimeout(forced);
+  }
+};
+
+/** Database commands an instance has sent so far (`cloudly_database_commands_total`). */
+const databaseCommands = async (instanceArg: IInstance): Promise<number> => {
+  const text = await (await fetch(`http://127.0.0.1:${instanceArg.port}/metrics`)).text();
+  return Number(/^cloudly_database_commands_total (\d+)/m.exec(text)?.[1] ?? NaN);
+};
+
+const aim = (okArg: boolean): string => (okArg ? 'met' : 'NOT met');
+const ms = (valueArg: number): string => `${(valueArg / 1000).toFixed(1)} s`;
+
+/** Three instances over one shared database process, the fleet spread over their three addresses. */
+const threeInstances = async (relaysArg: number): Promise<void> => {
+  const workDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-fleet-'));
+  const database = await startDevDatabase(path.join(workDir, 'database'));
+  // The default lease (15 s) in a full run; a smoke run takes a 3 s one, so the kill phase ends in seconds.
+  const leaseTtlMs = sized(15_000, 3_000);
+  const env = { CLOUDLY_RELAY_LEASE_TTL_MS: String(leaseTtlMs), CLOUDLY_RELAY_LEASE_HEARTBEAT_MS: String(leaseTtlMs / 3) };
+  const instances: IInstance[] = [];
+  for (const name of ['a', 'b', 'c']) {
+    instances.push({ name, port: await freePort(), dataDir: await fsp.mkdtemp(path.join(workDir, `${name}-`)), process: null });
+  }
+  const fleet = new FleetProcess();
+  const pids = (): number[] => instances.flatMap((instance) => (instance.process ? [instance.process.child.pid!] : []));
+  try {
+    await Promise.all(instances.map((instance) => startFleetInstance(database, instance, env)));
+    const urls = instances.map((instance) => `http://127.0.0.1:${instance.port}`);
+    const seeder = await adminSocket(urls[0]);
+    const seedStarted = performance.now();
+    const tokens = await seedClusters(seeder, relaysArg, 'fleet');
+    seeder.close();
+    say(`- ${relaysArg} relays over 3 instances (ports ${instances.map((instance) => instance.port).join(', ')}), one shared database process; seeded in ${ms(performance.now() - seedStarted)}; load ${load()}`);
+    const idleRss = pids().reduce((sum, pid) => sum + memoryOf(pid).rss, 0);
+
+    // 1. Cold start, with an administrator reading and writing on B meanwhile.
+    const during = async (phaseArg: string, stormArg: () => Promise<IStormFigure>): Promise<IStormFigure & { readP99: number; writeP99: number }> => {
+      const admin = await adminSocket(urls[1]);
+      let stop = false;
+      const loadRun = adminLoad(admin, () => stop);
+      const figure = await stormArg();
+      stop = true;
+      const { reads, writes } = await loadRun;
+      admin.close();
+      const readP99 = percentile(reads, 0.99);
+      const writeP99 = percentile(writes, 0.99);
+      say(`  - ${phaseArg}: ${describeStorm(figure, relaysArg)}; admin reads p99 ${readP99.toFixed(0)} ms (${reads.length}), mutations p99 ${writeP99.toFixed(0)} ms (${writes.length}); load ${load()}`);
+      return { ...figure, readP99, writeP99 };
+    };
+    fleet.start(urls, tokens);
+    const cold = await during('cold start', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000)));
+    await sleep(sized(3000, 200));
+    const connectedRss = pids().reduce((sum, pid) => sum + memoryOf(pid).rss, 0);
+    const perRelayKb = (connectedRss - idleRss) / relaysArg / 1024;
+    say(`  - memory: the three instances' RSS ${(idleRss / 2 ** 20).toFixed(0)} MiB before, ${(connectedRss / 2 ** 20).toFixed(0)} MiB with every relay connected: ${perRelayKb.toFixed(1)} KB per idle relay (compression ${process.env.CLOUDLY_WEBSOCKET_COMPRESSION ?? 'off'})`);
+
+    // 2. Steady state: every relay reports an unchanged observed state every 30 s.
+    const reportMs = 30_000;
+    const windowMs = sized(30_000, 2_000);
+    const totals = async (): Promise<{ commands: number; cpu: number; reports: number }> => ({
+      commands: (await Promise.all(instances.map(databaseCommands))).reduce((sum, value) => sum + value, 0),
+      cpu: pids().reduce((sum, pid) => sum + cpuSecondsOf(pid), 0),
+      reports: (await fleet.stats()).reports,
+    });
+    // The same window without reports first: heartbeats, lease renewals and liveness cost
+    // commands and CPU whatever the relays report, and are subtracted per report.
+    const quietBefore = await totals();
+    await sleep(windowMs);
+    const quietAfter = await totals();
+    fleet.report(reportMs);
+    await sleep(sized(5_000, 500));
+    const before = await totals();
+    await sleep(windowMs);
+    const after = await totals();
+    const reports = after.reports - before.reports;
+    const commands = after.commands - before.commands;
+    const quietCommands = quietAfter.commands - quietBefore.commands;
+    const cores = (after.cpu - before.cpu) / (windowMs / 1000);
+    const quietCores = (quietAfter.cpu - quietBefore.cpu) / (windowMs / 1000);
+    const perReport = reports > 0 ? (commands - quietCommands) / reports : NaN;
+    say(`  - steady state (each relay reports every 30 s, ${ms(windowMs)} windows): ${reports} reports; the three instances ${cores.toFixed(2)} cores (${quietCores.toFixed(2)} without reports); `
+      + `${commands} database commands (${quietCommands} without reports): ${perReport.toFixed(2)} per report; load ${load()}`);
+    fleet.report(0);
+
+    // 3. All three restart at once (SIGTERM, started again on the same ports).
+    const restartStarted = performance.now();
+    await Promise.all(instances.map((instance) => stopFleetInstance(instance, 'SIGTERM')));
+    await fleet.waitFor((statsArg) => statsArg.registered === 0, 30_000);
+    await Promise.all(instances.map((instance) => startFleetInstance(database, instance, env)));
+    const listeningAfterMs = performance.now() - restartStarted;
+    const restart = await during('all three restarted (from listening again)', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000)));
+    say(`    (the instances took ${ms(listeningAfterMs)} to stop and listen again)`);
+
+    // 4. One of three killed (SIGKILL): its relays go to the other two once its leases run out.
+    const killStarted = performance.now();
+    await stopFleetInstance(instances[0], 'SIGKILL');
+    // The relays learn of the kill when their sockets close; the storm is measured from the kill.
+    await fleet.waitFor((statsArg) => statsArg.registered < relaysArg, 10_000);
+    const moved = await during('one of three killed', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000)));
+    const movedMs = performance.now() - killStarted;
+    say(`    (every relay registered again ${ms(movedMs)} after the kill)`);
+
+    say('');
+    say('| aim | measured | |');
+    say('| --- | --- | --- |');
+    say(`| ${relaysArg} relays registered from cold start < 15 s | ${ms(cold.ms)} | ${aim(cold.reached && cold.ms < 15_000)} |`);
+    say(`| after all three restart < 15 s (from listening again) | ${ms(restart.ms)} | ${aim(restart.reached && restart.ms < 15_000)} |`);
+    say(`| after one of three is killed: registered elsewhere < lease ${ms(leaseTtlMs)} + 5 s | ${ms(movedMs)} | ${aim(moved.reached && movedMs < leaseTtlMs + 5_000)} |`);
+    const readP99 = Math.max(cold.readP99, restart.readP99, moved.readP99);
+    const writeP99 = Math.max(cold.writeP99, restart.writeP99, moved.writeP99);
+    say(`| admin reads p99 < 250 ms during each storm | worst ${readP99.toFixed(0)} ms | ${aim(readP99 < 250)} |`);
+    say(`| mutations p99 < 1 s during each storm | worst ${writeP99.toFixed(0)} ms | ${aim(writeP99 < 1000)} |`);
+    say(`| memory per idle relay < 30 KB | ${perRelayKb.toFixed(1)} KB | ${aim(perRelayKb < 30)} |`);
+    say(`| steady state CPU of the three < 1 core | ${cores.toFixed(2)} cores | ${aim(cores < 1)} |`);
+    say(`| database commands per unchanged report ≤ 2 | ${perReport.toFixed(2)} | ${aim(perReport <= 2)} |`);
+  } finally {
+    await fleet.stop();
+    await Promise.all(instances.map((instance) => stopFleetInstance(instance, 'SIGTERM')));
+    await database.stop();
+    await fsp.rm(workDir, { recursive: true, force: true });
+  }
+};
+
+const main = async (): Promise<void> => {
+  say('# Fleet benchmark');
+  say('');
+  say(`\`node --import tsx bench/fleet.bench.ts ${args.join(' ')}\` on ${os.cpus().length} cores, ${new Date().toISOString()}.`);
+  say('');
+  if (oneInstance) {
+    const compare = process.env.FLEET_COMPARE_ENV ? JSON.parse(process.env.FLEET_COMPARE_ENV) as Record<string, string> : null;
+    for (const size of sizes.length > 0 ? sizes : [sized(1000, 20)]) {
+      await oneInstanceStorm(size, {}, 'defaults');
+      if (compare) {
+        await oneInstanceStorm(size, compare, JSON.stringify(compare));
+      }
+    }
+  }
+  if (!oneInstance) {
+    await threeInstances(sizes[0] ?? sized(10_000, 30));
+    // The analysis below the figures is kept by hand: a run rewrites only the list above it.
+    const kept = await fsp.readFile(path.join(import.meta.dirname, 'results', 'fleet.md'), 'utf8').catch(() => '');
+    const marker = kept.indexOf(keptMarker);
+    if (marker >= 0) {
+      lines.push('', kept.slice(marker).trimEnd());
+    }
+  }
+  await reportResults(oneInstance ? 'fleet-one.md' : 'fleet.md', lines);
+};
+
+main().then(() => process.exit(0), (error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
