@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import type { Page } from 'playwright-core';
 import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type ITestCloudly } from './helpers/cloudly.js';
-import { chromiumAvailable, chromiumPath, launchBrowser, type IBrowser } from './helpers/browser.js';
+import { chromiumAvailable, chromiumPath, launchBrowser, recordPageErrors, type IBrowser } from './helpers/browser.js';
 import { chunked, collect, descriptorOf } from './backup.fixture.js';
 import { receiveStagedArchiveObject, sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 import type { IIsolatedRestoreNodeState } from '../ts/interfaces/data/isolatedrestore.js';
@@ -118,12 +118,7 @@ before(async () => {
   }
   browser = await launchBrowser();
   page = browser.page;
-  page.on('console', (messageArg) => {
-    if (messageArg.type() === 'error') {
-      consoleErrors.push(messageArg.text());
-    }
-  });
-  page.on('pageerror', (errorArg) => consoleErrors.push(`pageerror: ${errorArg.message}`));
+  recordPageErrors(page, consoleErrors);
 });
 
 after(async () => {

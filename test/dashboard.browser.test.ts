@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { WebSocket } from 'ws';
 import type { Page } from 'playwright-core';
 import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type ITestCloudly } from './helpers/cloudly.js';
-import { chromiumAvailable, chromiumPath, launchBrowser, type IBrowser } from './helpers/browser.js';
+import { chromiumAvailable, chromiumPath, launchBrowser, recordPageErrors, type IBrowser } from './helpers/browser.js';
 import { connectElectedRelay, relayOrigin } from './ingress.fixture.js';
 import { chunked, descriptorOf } from './backup.fixture.js';
 import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
@@ -74,12 +74,7 @@ before(async () => {
   page = browser.page;
   page.on('request', (requestArg) => requestUrls.push(requestArg.url()));
   page.on('websocket', (socketArg) => requestUrls.push(socketArg.url()));
-  page.on('console', (messageArg) => {
-    if (messageArg.type() === 'error') {
-      consoleErrors.push(messageArg.text());
-    }
-  });
-  page.on('pageerror', (errorArg) => consoleErrors.push(`pageerror: ${errorArg.message}`));
+  recordPageErrors(page, consoleErrors);
 });
 
 after(async () => {

@@ -50,3 +50,13 @@ export const launchBrowser = async (optionsArg: { viewport?: { width: number; he
     },
   };
 };
+
+/** Collects every console error and uncaught page error of `pageArg` into `sinkArg` (a test asserts it stays empty). */
+export const recordPageErrors = (pageArg: Page, sinkArg: string[]): void => {
+  pageArg.on('console', (messageArg) => {
+    if (messageArg.type() === 'error') {
+      sinkArg.push(messageArg.text());
+    }
+  });
+  pageArg.on('pageerror', (errorArg) => sinkArg.push(`pageerror: ${errorArg.message}`));
+};
