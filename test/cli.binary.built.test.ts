@@ -1,9 +1,9 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import { cliExecutable } from './cli.fixture.js';
+import { runNodeToExit, type IProcessRun } from './helpers/process.js';
 
 /**
  * The `cloudly` executable runs the command line from a bundle it builds on first use and builds
@@ -20,20 +20,10 @@ after(async () => {
   await fsp.rm(path.dirname(cacheDir), { recursive: true, force: true });
 });
 
-const cloudly = (argsArg: string[], envArg: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> =>
-  new Promise((resolve, reject) => {
-    const { CLOUDLY_URL: _url, CLOUDLY_CLI_SOURCE: _source, ...env } = process.env;
-    const child = spawn(process.execPath, [cliExecutable, ...argsArg], {
-      env: { ...env, CLOUDLY_CLI_CACHE_DIR: cacheDir, ...envArg },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+const cloudly = (argsArg: string[], envArg: Record<string, string> = {}): Promise<IProcessRun> => {
+  const { CLOUDLY_URL: _url, CLOUDLY_CLI_SOURCE: _source, ...env } = process.env;
+  return runNodeToExit([cliExecutable, ...argsArg], { ...env, CLOUDLY_CLI_CACHE_DIR: cacheDir, ...envArg });
+};
 
 test('first use builds the bundle; later runs use it; a changed source builds it again; the answers are the sources\' own', async () => {
   const fromSource = await cloudly(['--help'], { CLOUDLY_CLI_SOURCE: '1' });

@@ -1,11 +1,11 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { startTestCloudly } from './helpers/cloudly.js';
 import { cliExecutable } from './cli.fixture.js';
+import { runNodeToExit, type IProcessRun } from './helpers/process.js';
 import { previousSnapshotFileName, snapshotFileName } from '../ts/core/database.js';
 import { frameHeaderBytes, listSegments } from '../ts/core/journal.js';
 import type { IStorageReport } from '../ts/core/storageverify.js';
@@ -16,16 +16,8 @@ import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/adm
  * test then damaged; its recovery advice is followed and a real Cloudly started on the result.
  */
 
-const verify = (dataDirArg: string, outputArg: 'table' | 'json' = 'table'): Promise<{ code: number | null; stdout: string; stderr: string }> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cliExecutable, '-o', outputArg, 'storage', 'verify', '--data-dir', dataDirArg], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+const verify = (dataDirArg: string, outputArg: 'table' | 'json' = 'table'): Promise<IProcessRun> =>
+  runNodeToExit([cliExecutable, '-o', outputArg, 'storage', 'verify', '--data-dir', dataDirArg]);
 
 /** A data directory with two snapshots and journal after them: clusters a1, a2 in snapshots, b1, b2 only in the journal. */
 const writtenDataDir = async (): Promise<string> => {

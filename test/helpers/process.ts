@@ -112,3 +112,21 @@ export const waitForOutput = async (processArg: ICloudlyProcess, patternArg: Reg
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 };
+
+export interface IProcessRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `node <argsArg>` to its end (stdin closed) and answers its exit code and both outputs. */
+export const runNodeToExit = (argsArg: string[], envArg?: NodeJS.ProcessEnv): Promise<IProcessRun> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, argsArg, { ...(envArg ? { env: envArg } : {}), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunkArg: Buffer) => { stdout += chunkArg.toString(); });
+    child.stderr.on('data', (chunkArg: Buffer) => { stderr += chunkArg.toString(); });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
