@@ -61,3 +61,16 @@ export const startBackupWorld = async (): Promise<IBackupWorld> => {
   const t = await startTestCloudly();
   return { t, ...(await addClusterWorld(t, 'alpha')) };
 };
+
+/**
+ * One isolated-restore mapping: the backup's database snapshot (resource db, database app) into a
+ * scratch rehearsal database, with a well-formed allocation.
+ */
+export const scratchRehearsalMappings = () => [{
+  type: 'database',
+  source: { resourceName: 'db', databaseName: 'app' },
+  target: {
+    resourceName: 'scratch', databaseName: 'app_rehearsal',
+    databaseAllocation: { purpose: 'scratch-rehearsal', rehearsalId: 'rehearsal-1', allocationId: 'a'.repeat(64), generation: 1, bindingSha256: 'b'.repeat(64), receiptSha256: 'c'.repeat(64) },
+  },
+}];

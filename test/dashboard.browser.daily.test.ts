@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import type { Page } from 'playwright-core';
 import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { chromiumAvailable, chromiumPath, launchBrowser, recordPageErrors, type IBrowser } from './helpers/browser.js';
-import { chunked, collect, descriptorOf } from './backup.fixture.js';
+import { chunked, collect, descriptorOf, scratchRehearsalMappings } from './backup.fixture.js';
 import { receiveStagedArchiveObject, sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 import type { IIsolatedRestoreNodeState } from '../ts/interfaces/data/isolatedrestore.js';
 import type {
@@ -394,14 +394,7 @@ test('an isolated restore: mappings checked as typed, started after its dry run,
   assert.match(await page.locator('[data-form-reasons]').textContent() ?? '', /mappings\[0\]/);
   assert.equal(await page.locator('[data-action=review-isolated-restore]').isDisabled(), true);
   // The backup's database snapshot (resource db, database app) into a scratch rehearsal database.
-  const mappings = [{
-    type: 'database',
-    source: { resourceName: 'db', databaseName: 'app' },
-    target: {
-      resourceName: 'scratch', databaseName: 'app_rehearsal',
-      databaseAllocation: { purpose: 'scratch-rehearsal', rehearsalId: 'rehearsal-1', allocationId: 'a'.repeat(64), generation: 1, bindingSha256: 'b'.repeat(64), receiptSha256: 'c'.repeat(64) },
-    },
-  }];
+  const mappings = scratchRehearsalMappings();
   await page.getByLabel('Resource mappings (JSON)').fill(JSON.stringify(mappings));
   await page.getByLabel('Target node').fill('node-2');
   assert.equal(await page.locator('.isolated-form [data-form-reasons]').count(), 0);

@@ -6,6 +6,7 @@ import type { Socket } from 'node:net';
 import { WebSocket, type RawData } from 'ws';
 import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { runRelayConformance } from '../scripts/relay-conformance.js';
+import { scratchRehearsalMappings } from './backup.fixture.js';
 
 /**
  * A relay as another team would write it from docs/relay-protocol.md alone: plain `ws`, JSON and
@@ -328,14 +329,7 @@ describe('a third-party relay written from docs/relay-protocol.md', () => {
     assert.equal(pruned.found, true);
     const inventory = await admin('getCorestoreLegacyResources', { clusterId, nodeId });
     assert.equal(inventory.inventory.reachable, false);
-    const mappings = [{
-      type: 'database',
-      source: { resourceName: 'db', databaseName: 'app' },
-      target: {
-        resourceName: 'scratch', databaseName: 'app_rehearsal',
-        databaseAllocation: { purpose: 'scratch-rehearsal', rehearsalId: 'rehearsal-1', allocationId: 'a'.repeat(64), generation: 1, bindingSha256: 'b'.repeat(64), receiptSha256: 'c'.repeat(64) },
-      },
-    }];
+    const mappings = scratchRehearsalMappings();
     const created = await admin('createIsolatedRestore', { backupId: 'tp-backup-1', targetNodeName: nodeId, restoreId: 'tp-restore-1', mappings });
     assert.equal(created.state.phase, 'ready');
     assert.ok(stagedObjects.at(-1)!.equals(closure));
