@@ -145,6 +145,8 @@ interface IFileRun {
   file: string;
   code: number;
   seconds: number;
+  /** CPU seconds of the file's process and the children it reaped (Linux; shared processes only). */
+  cpuSeconds?: number;
   output: string;
   counts: Record<string, number>;
 }
@@ -164,6 +166,21 @@ export const runsIsolated = (fileArg: string): boolean => isolatedPatterns.some(
 const fileTimeoutMs = Number(process.env.CLOUDLY_TEST_FILE_TIMEOUT_MS) || 10 * 60_000;
 
 const running = new Set<ChildProcess>();
+
+/**
+ * CPU seconds a process has used, with the children it has reaped (utime, stime, cutime and
+ * cstime in /proc/<pid>/stat), or undefined where there is no /proc.
+ */
+const cpuSecondsOf = (pidArg: number | undefined): number | undefined => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pidArg}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+    return ticks / 100;
+  } catch {
+    return undefined;
+  }
+};
 
 const testProcessArgs = (nodeFlagsArg: string[]): string[] => ['--import', 'tsx', '--import', './test/helpers/lane.ts', ...nodeFlagsArg];
 
@@ -200,7 +217,7 @@ const runFile = (fileArg: string, nodeFlagsArg: string[]): Promise<IFileRun> => 
 class SharedWorker {
   private child: ChildProcess;
   private loose = '';
-  private current: { file: string; started: number; resolve: (runArg: IFileRun) => void; timer: NodeJS.Timeout } | null = null;
+  private current: { file: string; started: number; cpuAtStart?: number; resolve: (runArg: IFileRun) => void; timer: NodeJS.Timeout } | null = null;
   private exited = false;
   private readyPromise: Promise<void>;
 
@@ -208,7 +225,9 @@ class SharedWorker {
     this.child = fork(path.join(projectDir, 'test/helpers/worker.ts'), [], {
       cwd: projectDir,
       execArgv: [
-        ...testProcessArgs(nodeFlagsArg),
+        // Before node:test loads: the harness's process-wide async hook is left out (see the file).
+        '--import', 'tsx', '--import', './test/helpers/harnesshook.ts',
+        ...testProcessArgs(nodeFlagsArg).slice(2),
         '--test-reporter=./test/helpers/filereporter.ts', '--test-reporter-destination=stdout',
       ],
       env: { ...process.env, ...(kind === 'unit' ? { CLOUDLY_TEST_LANE: 'unit' } : {}) },
@@ -248,10 +267,12 @@ class SharedWorker {
   private settle(codeArg: number, outputArg: string, countsArg: Record<string, number>): void {
     const current = this.current!;
     this.current = null;
+    const cpuNow = cpuSecondsOf(this.child.pid);
+    const cpuSeconds = cpuNow !== undefined && current.cpuAtStart !== undefined ? cpuNow - current.cpuAtStart : undefined;
     clearTimeout(current.timer);
     const output = this.loose + outputArg;
     this.loose = '';
-    current.resolve({ file: current.file, code: codeArg, seconds: (Date.now() - current.started) / 1000, output, counts: countsArg });
+    current.resolve({ file: current.file, code: codeArg, seconds: (Date.now() - current.started) / 1000, cpuSeconds, output, counts: countsArg });
   }
 
   async run(fileArg: string): Promise<IFileRun> {
@@ -265,7 +286,7 @@ class SharedWorker {
         this.loose += `\nstill running after ${fileTimeoutMs} ms: its process was killed\n`;
         this.child.kill('SIGKILL');
       }, fileTimeoutMs);
-      this.current = { file: fileArg, started, resolve, timer };
+      this.current = { file: fileArg, started, cpuAtStart: cpuSecondsOf(this.child.pid), resolve, timer };
       this.child.send({ file: fileArg });
     });
   }
@@ -365,7 +386,8 @@ const main = async (): Promise<number> => {
         ? await runFile(file, nodeFlags)
         : await workerFor(laneOf(file) === 'unit' ? 'unit' : 'shared').run(file);
       results.push(result);
-      process.stdout.write(`\n# ${result.code === 0 ? 'ok    ' : 'FAILED'} ${result.file} (${result.seconds.toFixed(1)} s)\n${result.output}`);
+      const cpu = result.cpuSeconds === undefined ? '' : `, ${result.cpuSeconds.toFixed(1)} s CPU`;
+      process.stdout.write(`\n# ${result.code === 0 ? 'ok    ' : 'FAILED'} ${result.file} (${result.seconds.toFixed(1)} s${cpu})\n${result.output}`);
     }
     for (const worker of workers.values()) {
       const note = await worker.finish();
@@ -387,6 +409,11 @@ const main = async (): Promise<number> => {
   console.log(`\n# lane ${lane}: ${files.length} files, ${concurrency} at once, ${((Date.now() - started) / 1000).toFixed(1)} s`);
   console.log(`# tests ${totals.tests ?? 0}, pass ${totals.pass ?? 0}, fail ${totals.fail ?? 0}, cancelled ${totals.cancelled ?? 0}, skipped ${totals.skipped ?? 0}, todo ${totals.todo ?? 0}`);
   console.log(`# slowest: ${[...results].sort((a, b) => b.seconds - a.seconds).slice(0, 8).map((result) => `${path.basename(result.file, '.test.ts')} ${result.seconds.toFixed(0)} s`).join(', ')}`);
+  const measured = results.filter((result) => result.cpuSeconds !== undefined);
+  if (measured.length > 0) {
+    const cpuTotal = measured.reduce((sumArg, result) => sumArg + result.cpuSeconds!, 0);
+    console.log(`# CPU of the files in shared processes: ${cpuTotal.toFixed(0)} s; most: ${[...measured].sort((a, b) => b.cpuSeconds! - a.cpuSeconds!).slice(0, 8).map((result) => `${path.basename(result.file, '.test.ts')} ${result.cpuSeconds!.toFixed(0)} s`).join(', ')}`);
+  }
   for (const result of failed) {
     console.log(`# FAILED ${result.file} (exit ${result.code})`);
   }

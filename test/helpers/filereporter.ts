@@ -1,4 +1,5 @@
 import { spec as SpecReporter } from 'node:test/reporters';
+import { takeStrayErrors } from './harnesshook.js';
 
 /**
  * The reporter of a shared test process (test/helpers/worker.ts). Every file there is one
@@ -58,7 +59,12 @@ export default async function* fileReporter(sourceArg: AsyncIterable<ITestEvent>
     if (data.nesting === 0) {
       // Let the spec transform flush what this event produced before the output is handed on.
       await new Promise<void>((resolve) => setImmediate(resolve));
-      const done: IFileDone = { done: data.name, ok: event.type === 'test:pass', durationMs: data.details?.duration_ms ?? 0, counts, output };
+      // An error no test caught while the file ran fails the file (test/helpers/harnesshook.ts).
+      const stray = takeStrayErrors();
+      for (const text of stray) {
+        output += `\n# ${text}\n`;
+      }
+      const done: IFileDone = { done: data.name, ok: event.type === 'test:pass' && stray.length === 0, durationMs: data.details?.duration_ms ?? 0, counts, output };
       process.send?.(done);
       output = '';
       counts = emptyCounts();

@@ -1,6 +1,7 @@
 import { describe } from 'node:test';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { trackTestDeclarations } from './harnesshook.js';
 
 /**
  * A shared test process (scripts/test.ts): it runs the test files the runner sends it, one after
@@ -12,8 +13,15 @@ import { pathToFileURL } from 'node:url';
 process.on('message', (messageArg: { file?: string; finish?: boolean }) => {
   if (typeof messageArg.file === 'string') {
     const file = messageArg.file;
+    // Node's test-context tracking is needed only while the file declares its tests
+    // (test/helpers/harnesshook.ts).
+    trackTestDeclarations(true);
     describe(file, async () => {
-      await import(pathToFileURL(path.resolve(file)).href);
+      try {
+        await import(pathToFileURL(path.resolve(file)).href);
+      } finally {
+        trackTestDeclarations(false);
+      }
     });
   } else if (messageArg.finish) {
     // Nothing more comes: the process ends when the last file's servers and timers are gone.
