@@ -51,7 +51,7 @@ const e2ePatterns: RegExp[] = [
   /^multiinstance\.(?!config\.)/,
   /\.reconnect\./,
   /\.restart\./,
-  /^foundation\.(launcher|build|durability|journal|storage|http|relay|quietstart)\./,
+  /^foundation\.(launcher|build|durability|journal|storage|http|relay|quietstart|testrunner)\./,
   /^relay\.(liveness|protocol|thirdparty|conformance)\./,
   /^secret\.atrest\./,
   /^boundary\./,
@@ -214,7 +214,7 @@ const runFile = (fileArg: string, nodeFlagsArg: string[]): Promise<IFileRun> => 
  * (test/helpers/worker.ts): most files pay their start-up once per worker instead of once each.
  * The unit lane has workers of its own, where sockets are refused.
  */
-class SharedWorker {
+export class SharedWorker {
   private child: ChildProcess;
   private loose = '';
   private current: { file: string; started: number; cpuAtStart?: number; resolve: (runArg: IFileRun) => void; timer: NodeJS.Timeout } | null = null;
@@ -230,7 +230,9 @@ class SharedWorker {
         ...testProcessArgs(nodeFlagsArg).slice(2),
         '--test-reporter=./test/helpers/filereporter.ts', '--test-reporter-destination=stdout',
       ],
-      env: { ...process.env, ...(kind === 'unit' ? { CLOUDLY_TEST_LANE: 'unit' } : {}) },
+      // NODE_TEST_CONTEXT is set when the runner itself runs under `node --test` (its own test):
+      // a process that inherits it reports to a parent runner instead of through its reporter.
+      env: { ...process.env, NODE_TEST_CONTEXT: undefined, ...(kind === 'unit' ? { CLOUDLY_TEST_LANE: 'unit' } : {}) },
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     running.add(this.child);
