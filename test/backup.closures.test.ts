@@ -34,7 +34,7 @@ const serveBackups = (relayArg: CloudlyRelayClient): void => {
 
 /** Orders a backup and follows its operation to the end: the finished backup, or the refusal it recorded, thrown. */
 const backUp = async (backupIdArg: string): Promise<{ backup: IServiceBackupRecord }> => {
-  const { operation } = await world.t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+  const { operation } = await world.t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
     clusterId: world.clusterId,
     nodeId: world.nodeId,
     serviceId: world.service.id,

@@ -43,8 +43,8 @@ export const collect = async (sourceArg: AsyncIterable<Buffer>): Promise<Buffer>
 export const addClusterWorld = async (tArg: ITestCloudly, nameArg: string): Promise<Omit<IBackupWorld, 't'>> => {
   const { cluster, relayToken } = await tArg.createCluster(nameArg);
   const nodeId = `${nameArg}-node-a`;
-  await tArg.admin.call('addClusterNode', { clusterId: cluster.id, name: nodeId, nodeId });
-  const { service } = await tArg.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+  await tArg.caller.call('addClusterNode', { clusterId: cluster.id, name: nodeId, nodeId });
+  const { service } = await tArg.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
     service: {
       name: `${nameArg}-db`,
       organizationId: 'org-1',

@@ -28,7 +28,7 @@ const relayCalls: Record<string, unknown[]> = {};
 const corestore: ICorestoreLegacyResourceInventoryService[] = [];
 
 type TLooseContract = { method: string; request: any; response: any };
-const api = (methodArg: string, requestArg: Record<string, unknown>): Promise<any> => world.t.admin.call<TLooseContract>(methodArg, requestArg);
+const api = (methodArg: string, requestArg: Record<string, unknown>): Promise<any> => world.t.caller.call<TLooseContract>(methodArg, requestArg);
 const callsOf = (methodArg: string): unknown[] => (relayCalls[methodArg] ??= []);
 
 before(async () => {

@@ -22,7 +22,7 @@ type IRun = ICliRun;
 const cloudly = (argsArg: string[], inputArg = ''): Promise<IRun> => cli.run(argsArg, inputArg);
 
 type TLooseContract = { method: string; request: any; response: any };
-const api = (methodArg: string, requestArg: Record<string, unknown>): Promise<any> => t.admin.call<TLooseContract>(methodArg, requestArg);
+const api = (methodArg: string, requestArg: Record<string, unknown>): Promise<any> => t.caller.call<TLooseContract>(methodArg, requestArg);
 
 const json = (runArg: IRun): any => {
   assert.equal(runArg.code, 0, `exit ${runArg.code}: ${runArg.stderr}`);

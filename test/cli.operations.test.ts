@@ -27,7 +27,7 @@ const gateWaits = new Map<string, Promise<void>>();
 const relayAnswered = new Map<string, Promise<void>>();
 
 type TLooseContract = { method: string; request: any; response: any };
-const api = (methodArg: string, requestArg: Record<string, unknown>): Promise<any> => world.t.admin.call<TLooseContract>(methodArg, requestArg);
+const api = (methodArg: string, requestArg: Record<string, unknown>): Promise<any> => world.t.caller.call<TLooseContract>(methodArg, requestArg);
 
 /** The relay holds this backup's second half until `openGate(backupId)`. */
 const gateFor = (backupIdArg: string): Promise<void> => {

@@ -18,7 +18,7 @@ const longName = `a-cluster-with-a-rather-long-name-${'x'.repeat(30)}`;
 let clusterId: string;
 
 type TLooseContract = { method: string; request: any; response: any };
-const api = (methodArg: string, requestArg: Record<string, unknown>): Promise<any> => t.admin.call<TLooseContract>(methodArg, requestArg);
+const api = (methodArg: string, requestArg: Record<string, unknown>): Promise<any> => t.caller.call<TLooseContract>(methodArg, requestArg);
 
 before(async () => {
   t = await startTestCloudly();

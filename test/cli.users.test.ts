@@ -19,7 +19,7 @@ const operatorPassword = 'operator-password-0123';
 const newOperatorPassword = 'operator-password-4567';
 
 type TLooseContract = { method: string; request: any; response: any };
-const api = (methodArg: string, requestArg: Record<string, unknown>): Promise<any> => t.admin.call<TLooseContract>(methodArg, requestArg);
+const api = (methodArg: string, requestArg: Record<string, unknown>): Promise<any> => t.caller.call<TLooseContract>(methodArg, requestArg);
 
 const storedIdentity = async (cliArg: ICli): Promise<any> => {
   const file = JSON.parse(await fsp.readFile(path.join(cliArg.configDir, 'credentials.json'), 'utf8'));

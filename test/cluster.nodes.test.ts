@@ -23,9 +23,9 @@ describe('cluster nodes and their Corestore endpoints', () => {
   after(async () => { await t.stop(); });
 
   const addNode = (nameArg: string, nodeIdArg?: string) =>
-    t.admin.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId, name: nameArg, ...(nodeIdArg ? { nodeId: nodeIdArg } : {}) });
+    t.caller.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId, name: nameArg, ...(nodeIdArg ? { nodeId: nodeIdArg } : {}) });
   const listNodes = async (clusterIdArg = clusterId) =>
-    (await t.admin.call<IReq_Any_Cloudly_GetClusterNodes>('getClusterNodes', { clusterId: clusterIdArg })).nodes;
+    (await t.caller.call<IReq_Any_Cloudly_GetClusterNodes>('getClusterNodes', { clusterId: clusterIdArg })).nodes;
   const setCorestore = (nodeIdArg: string, expectedArg: { endpoint: string } | null, corestoreArg: unknown) =>
     t.admin.fire<IReq_Any_Cloudly_SetClusterNodeCorestore>('setClusterNodeCorestore', {
       identity: t.identity,
@@ -55,10 +55,10 @@ describe('cluster nodes and their Corestore endpoints', () => {
     const duplicate = await refusalOf(() => addNode('again', 'worker-1'));
     assert.equal(duplicate.code, 'conflict');
 
-    const removed = await t.admin.call<IReq_Any_Cloudly_RemoveClusterNode>('removeClusterNode', { clusterId, nodeId: generated.id });
+    const removed = await t.caller.call<IReq_Any_Cloudly_RemoveClusterNode>('removeClusterNode', { clusterId, nodeId: generated.id });
     assert.equal(removed.node.id, generated.id);
     assert.deepEqual((await listNodes()).map((n) => n.id), ['worker-1']);
-    const gone = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_RemoveClusterNode>('removeClusterNode', { clusterId, nodeId: generated.id }));
+    const gone = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_RemoveClusterNode>('removeClusterNode', { clusterId, nodeId: generated.id }));
     assert.equal(gone.code, 'not-found');
   });
 

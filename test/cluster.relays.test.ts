@@ -25,7 +25,7 @@ describe('relay registrations and the election of one relay socket per cluster',
   after(async () => { await t.stop(); });
 
   const registrations = async (clusterIdsArg?: string[]) =>
-    (await t.admin.call<IReq_Any_Cloudly_GetClusterRelayRegistrations>(
+    (await t.caller.call<IReq_Any_Cloudly_GetClusterRelayRegistrations>(
       'getClusterRelayRegistrations',
       clusterIdsArg ? { clusterIds: clusterIdsArg } : {},
     )).registrations;
@@ -152,12 +152,12 @@ describe('relay registrations and the election of one relay socket per cluster',
       assert.deepEqual(Object.keys(registration).sort(), ['acceptedAt', 'clusterId', 'connected', 'generation', 'origin', 'protocol', 'version']);
     }
 
-    const invalid = await refusalOf(() => t.admin.call<TUntypedContract>('getClusterRelayRegistrations', { clusterIds: [a.cluster.id, '', a.cluster.id, 7] }));
+    const invalid = await refusalOf(() => t.caller.call<TUntypedContract>('getClusterRelayRegistrations', { clusterIds: [a.cluster.id, '', a.cluster.id, 7] }));
     assert.equal(invalid.code, 'invalid-request');
     assert.deepEqual((invalid.reasons as string[]).map((reason) => reason.split(' ')[0]), [
       'request.clusterIds[1]', 'request.clusterIds[2]', 'request.clusterIds[3]',
     ]);
-    const notArray = await refusalOf(() => t.admin.call<TUntypedContract>('getClusterRelayRegistrations', { clusterIds: a.cluster.id }));
+    const notArray = await refusalOf(() => t.caller.call<TUntypedContract>('getClusterRelayRegistrations', { clusterIds: a.cluster.id }));
     assert.equal(notArray.code, 'invalid-request');
     const badRegistration = await refusalOf(() => relayA.fire('registerClusterRelay', {
       registration: { origin: 'http://u@relay.example/', version: '', protocol: 'p', extra: 1 },
@@ -184,7 +184,7 @@ describe('the election across a restart of Cloudly', () => {
         set: { instanceId: 'crashed-instance', sessionId: 'gone', expiresAt: Date.now() + 600_000 },
       });
       await t.restart();
-      const [registration] = (await t.admin.call<IReq_Any_Cloudly_GetClusterRelayRegistrations>('getClusterRelayRegistrations', { clusterIds: [cluster.id] })).registrations;
+      const [registration] = (await t.caller.call<IReq_Any_Cloudly_GetClusterRelayRegistrations>('getClusterRelayRegistrations', { clusterIds: [cluster.id] })).registrations;
       assert.equal(registration.connected, false);
       assert.equal(registration.origin, 'http://192.0.2.40:8080');
       const back = await t.connectRelay(relayToken);
@@ -216,7 +216,7 @@ describe('node reports with hostAddresses, and cluster isolation', () => {
   const report = (relayArg: CloudlyRelayClient, reportArg: unknown) =>
     relayArg.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', { report: reportArg as IReq_Relay_Cloudly_ReportClusterNode['request']['report'] });
   const nodesOf = async (clusterIdArg: string) =>
-    (await t.admin.call<IReq_Any_Cloudly_GetClusterNodes>('getClusterNodes', { clusterId: clusterIdArg })).nodes;
+    (await t.caller.call<IReq_Any_Cloudly_GetClusterNodes>('getClusterNodes', { clusterId: clusterIdArg })).nodes;
 
   test('a report introduces a node, stores hostAddresses, and an absent list states nothing', async () => {
     const first = await report(relayA, { nodeId: 'reported-1', name: 'reported one' });
@@ -271,8 +271,8 @@ describe('node reports with hostAddresses, and cluster isolation', () => {
   });
 
   test('a relay of cluster A never reads or writes the nodes of cluster B', async () => {
-    await t.admin.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId: clusterB, name: 'b node', nodeId: 'b-node' });
-    await t.admin.call<IReq_Any_Cloudly_SetClusterNodeCorestore>('setClusterNodeCorestore', {
+    await t.caller.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId: clusterB, name: 'b node', nodeId: 'b-node' });
+    await t.caller.call<IReq_Any_Cloudly_SetClusterNodeCorestore>('setClusterNodeCorestore', {
       clusterId: clusterB, nodeId: 'b-node', expected: null, corestore: { endpoint: 'http://10.50.0.1:3000' },
     });
     const before = (await nodesOf(clusterB)).find((node) => node.id === 'b-node')!;

@@ -16,12 +16,12 @@ test('a method name alone types a call of the admin client: request members chec
   assert.equal(sameContract, true);
   const t = await startTestCloudly();
   try {
-    const created = await t.admin.call('createCluster', { name: 'inferred' });
-    const listed = await t.admin.call('getClusters', {});
+    const created = await t.caller.call('createCluster', { name: 'inferred' });
+    const listed = await t.caller.call('getClusters', {});
     // Inferred answer types: `cluster.id` and `clusters` would not compile on an untyped answer.
     assert.ok(listed.clusters.some((cluster) => cluster.id === created.cluster.id));
     // @ts-expect-error a member the contract does not declare does not compile
-    await t.admin.call('getClusters', { clusterName: 'x' }).catch(() => undefined);
+    await t.caller.call('getClusters', { clusterName: 'x' }).catch(() => undefined);
   } finally {
     await t.stop();
   }

@@ -39,11 +39,11 @@ let world: IWorld;
 const ids: Record<string, string> = {};
 
 const addNode = (clusterIdArg: string, nodeIdArg: string) =>
-  t.admin.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId: clusterIdArg, name: nodeIdArg, nodeId: nodeIdArg });
+  t.caller.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId: clusterIdArg, name: nodeIdArg, nodeId: nodeIdArg });
 
 /** A real service in Cloudly; its id is Cloudly's own. */
 const createService = async (nameArg: string, clusterIdArg = world.clusterId): Promise<string> =>
-  (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+  (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
     service: {
       name: nameArg,
       organizationId: 'org1',
@@ -97,7 +97,7 @@ const placeServices = (nodeIdArg: string, servicesArg: ICorestoreLegacyResourceI
 };
 
 const readInventory = (nodeIdArg: string, clusterIdArg = world.clusterId) =>
-  t.admin.call<IReq_Any_Cloudly_GetCorestoreLegacyResources>('getCorestoreLegacyResources', { clusterId: clusterIdArg, nodeId: nodeIdArg });
+  t.caller.call<IReq_Any_Cloudly_GetCorestoreLegacyResources>('getCorestoreLegacyResources', { clusterId: clusterIdArg, nodeId: nodeIdArg });
 
 const adopt = (
   nodeIdArg: string,
@@ -105,7 +105,7 @@ const adopt = (
   resourcesArg: IReq_Any_Cloudly_AdoptCorestoreLegacyResources['request']['resources'],
   clusterIdArg = world.clusterId,
 ) =>
-  t.admin.call<IReq_Any_Cloudly_AdoptCorestoreLegacyResources>('adoptCorestoreLegacyResources', {
+  t.caller.call<IReq_Any_Cloudly_AdoptCorestoreLegacyResources>('adoptCorestoreLegacyResources', {
     clusterId: clusterIdArg,
     nodeId: nodeIdArg,
     expectedInventorySha256: shaArg,
@@ -113,7 +113,7 @@ const adopt = (
   });
 
 const bindingsOf = async (serviceIdArg: string): Promise<IPlatformBinding[]> =>
-  (await t.admin.call<IReq_Any_Cloudly_GetPlatformBindings>('getPlatformBindings', { serviceId: serviceIdArg })).platformBindings;
+  (await t.caller.call<IReq_Any_Cloudly_GetPlatformBindings>('getPlatformBindings', { serviceId: serviceIdArg })).platformBindings;
 
 /** Counts stored bindings straight from the collection, past every reader's roll-forward. */
 const storedBindingCount = async (filterArg: Record<string, unknown> = {}) =>
@@ -291,7 +291,7 @@ describe('corestore legacy resource adoption', () => {
 
   test('a service capability that already has a binding of its own is refused', async () => {
     placeServices('node-1', [legacyService(ids['svc-bound'])]);
-    await t.admin.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+    await t.caller.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
       platformBinding: { serviceId: ids['svc-bound'], capability: 'objectstorage', enabled: true, nodeId: 'node-1' },
       expectedGeneration: null,
     });
@@ -375,7 +375,7 @@ describe('corestore legacy resource adoption', () => {
       const { inventorySha256 } = await readInventory('node-2');
       const [adoption, upsert] = await Promise.allSettled([
         adopt('node-2', inventorySha256!, both(serviceId)),
-        t.admin.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+        t.caller.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
           platformBinding: { serviceId, capability: 'database', enabled: true, nodeId: 'node-2' },
           expectedGeneration: null,
         }),

@@ -33,7 +33,7 @@ after(async () => {
 });
 
 const createUser = (usernameArg: string, roleArg: 'admin' | 'user', passwordArg = userPassword) =>
-  t.admin.call<IReq_Admin_CreateUser>('createUser', { username: usernameArg, password: passwordArg, role: roleArg });
+  t.caller.call<IReq_Admin_CreateUser>('createUser', { username: usernameArg, password: passwordArg, role: roleArg });
 const loginAs = async (usernameArg: string, passwordArg = userPassword): Promise<CloudlyAdminClient> => {
   const client = new CloudlyAdminClient(t.baseUrl);
   await client.login(usernameArg, passwordArg);
@@ -41,7 +41,7 @@ const loginAs = async (usernameArg: string, passwordArg = userPassword): Promise
 };
 const clustersOf = (clientArg: CloudlyAdminClient) => clientArg.call<IReq_Any_Cloudly_GetClusters>('getClusters', {});
 const accountOf = async (userIdArg: string): Promise<IAccount> =>
-  (await t.admin.call<IReq_Admin_GetUsers>('getUsers', {})).users.find((userArg) => userArg.userId === userIdArg)!;
+  (await t.caller.call<IReq_Admin_GetUsers>('getUsers', {})).users.find((userArg) => userArg.userId === userIdArg)!;
 
 test('an admin creates accounts with roles; a name is taken once, even by ten at once; no password or hash is answered', async () => {
   const { user } = await createUser('viewer', 'user');
@@ -53,13 +53,13 @@ test('an admin creates accounts with roles; a name is taken once, even by ten at
   for (const result of racers.filter((entry) => entry.status === 'rejected')) {
     assert.deepEqual((result as PromiseRejectedResult).reason.errorData, { code: 'conflict', retryable: true, reasons: ['username-taken'] });
   }
-  const { users } = await t.admin.call<IReq_Admin_GetUsers>('getUsers', {});
+  const { users } = await t.caller.call<IReq_Admin_GetUsers>('getUsers', {});
   assert.deepEqual(users.map((userArg) => userArg.username).sort(), [testAdminUsername, 'racer', 'viewer'].sort());
   const text = JSON.stringify(users);
   assert.ok(!text.includes('scrypt') && !text.includes(userPassword) && !text.includes('passwordHash'));
   const short = await refusalOf(() => createUser('shorty', 'user', 'short'));
   assert.deepEqual(short.reasons, ['request.password must be a string of 12 to 1024 characters']);
-  const badRole = await refusalOf(() => t.admin.call<IReq_Admin_CreateUser>('createUser', { username: 'x', password: userPassword, role: 'root' as never }));
+  const badRole = await refusalOf(() => t.caller.call<IReq_Admin_CreateUser>('createUser', { username: 'x', password: userPassword, role: 'root' as never }));
   assert.deepEqual(badRole.reasons, ['request.role must be admin or user']);
 });
 
@@ -84,13 +84,13 @@ test('a disabled account is refused on its next call and cannot log in; enabled 
   const viewer = await loginAs('viewer');
   await clustersOf(viewer);
   const before = await accountOf(viewer.identity!.userId);
-  const { user } = await t.admin.call<IReq_Admin_SetUserDisabled>('setUserDisabled', { userId: before.userId, disabled: true, expectedGeneration: before.generation });
+  const { user } = await t.caller.call<IReq_Admin_SetUserDisabled>('setUserDisabled', { userId: before.userId, disabled: true, expectedGeneration: before.generation });
   assert.equal(user.disabled, true);
   assert.deepEqual(await refusalOf(() => clustersOf(viewer)), { code: 'unauthenticated', retryable: false, reasons: ['identity belongs to a disabled account'] });
   assert.equal((await refusalOf(() => loginAs('viewer'))).code, 'unauthenticated');
-  const stale = await refusalOf(() => t.admin.call<IReq_Admin_SetUserDisabled>('setUserDisabled', { userId: before.userId, disabled: false, expectedGeneration: before.generation }));
+  const stale = await refusalOf(() => t.caller.call<IReq_Admin_SetUserDisabled>('setUserDisabled', { userId: before.userId, disabled: false, expectedGeneration: before.generation }));
   assert.equal(stale.code, 'conflict');
-  await t.admin.call<IReq_Admin_SetUserDisabled>('setUserDisabled', { userId: before.userId, disabled: false, expectedGeneration: user.generation });
+  await t.caller.call<IReq_Admin_SetUserDisabled>('setUserDisabled', { userId: before.userId, disabled: false, expectedGeneration: user.generation });
   assert.equal((await refusalOf(() => clustersOf(viewer))).code, 'unauthenticated');
   await clustersOf(await loginAs('viewer'));
 });
@@ -100,12 +100,12 @@ test('a deleted account is refused on its next call; one re-created under the na
   const leaver = await loginAs('leaver');
   await clustersOf(leaver);
   const account = await accountOf(leaver.identity!.userId);
-  const { user } = await t.admin.call<IReq_Admin_DeleteUser>('deleteUser', { userId: account.userId, expectedGeneration: account.generation });
+  const { user } = await t.caller.call<IReq_Admin_DeleteUser>('deleteUser', { userId: account.userId, expectedGeneration: account.generation });
   assert.equal(user.username, 'leaver');
   assert.deepEqual((await refusalOf(() => clustersOf(leaver))).reasons, ['identity names no account (deleted)']);
   await createUser('leaver', 'user', 'another-password-0002');
   assert.equal((await refusalOf(() => clustersOf(leaver))).code, 'unauthenticated', 'the same name is a new account');
-  const missing = await refusalOf(() => t.admin.call<IReq_Admin_DeleteUser>('deleteUser', { userId: 'admin-none', expectedGeneration: 1 }));
+  const missing = await refusalOf(() => t.caller.call<IReq_Admin_DeleteUser>('deleteUser', { userId: 'admin-none', expectedGeneration: 1 }));
   assert.deepEqual([missing.code, missing.reasons], ['not-found', ['user-not-found']]);
 });
 
@@ -122,7 +122,7 @@ test('a password change needs the old password, revokes every identity of the ac
   assert.equal((await refusalOf(() => loginAs('viewer'))).code, 'unauthenticated', 'the old password no longer logs in');
   await clustersOf(await loginAs('viewer', 'viewer-password-0002'));
   // The audit log names the change, without the password or the hash.
-  const events = JSON.stringify(await t.admin.call('getAuditEvents', { limit: 1000 }));
+  const events = JSON.stringify(await t.caller.call('getAuditEvents', { limit: 1000 }));
   assert.ok(events.includes('changePassword'));
   assert.ok(!events.includes('viewer-password-000') && !events.includes('scrypt'));
   const logs = t.logs.join('');
@@ -147,13 +147,13 @@ test('logout revokes that identity at once, on HTTP and on the socket; logout of
 
 test('roles change with compare-and-swap; the last enabled admin and one\'s own account are kept', async () => {
   const self = await accountOf(t.identity.userId);
-  const lastAdmin = await refusalOf(() => t.admin.call<IReq_Admin_SetUserRole>('setUserRole', { userId: self.userId, role: 'user', expectedGeneration: self.generation }));
+  const lastAdmin = await refusalOf(() => t.caller.call<IReq_Admin_SetUserRole>('setUserRole', { userId: self.userId, role: 'user', expectedGeneration: self.generation }));
   assert.deepEqual(lastAdmin.reasons, ['last-enabled-admin']);
-  assert.deepEqual((await refusalOf(() => t.admin.call<IReq_Admin_SetUserDisabled>('setUserDisabled', { userId: self.userId, disabled: true, expectedGeneration: self.generation }))).reasons, ['own-account']);
-  assert.deepEqual((await refusalOf(() => t.admin.call<IReq_Admin_DeleteUser>('deleteUser', { userId: self.userId, expectedGeneration: self.generation }))).reasons, ['own-account']);
+  assert.deepEqual((await refusalOf(() => t.caller.call<IReq_Admin_SetUserDisabled>('setUserDisabled', { userId: self.userId, disabled: true, expectedGeneration: self.generation }))).reasons, ['own-account']);
+  assert.deepEqual((await refusalOf(() => t.caller.call<IReq_Admin_DeleteUser>('deleteUser', { userId: self.userId, expectedGeneration: self.generation }))).reasons, ['own-account']);
   const viewer = await loginAs('viewer', 'viewer-password-0002');
   const account = await accountOf(viewer.identity!.userId);
-  await t.admin.call<IReq_Admin_SetUserRole>('setUserRole', { userId: account.userId, role: 'admin', expectedGeneration: account.generation });
+  await t.caller.call<IReq_Admin_SetUserRole>('setUserRole', { userId: account.userId, role: 'admin', expectedGeneration: account.generation });
   assert.equal((await refusalOf(() => clustersOf(viewer))).code, 'unauthenticated', 'an identity of the old role must log in again');
   const promoted = await loginAs('viewer', 'viewer-password-0002');
   assert.equal(promoted.identity!.role, 'admin');

@@ -20,11 +20,11 @@ after(async () => {
 });
 
 const clustersNamed = async (nameArg: string) =>
-  (await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.filter((cluster) => cluster.name === nameArg);
+  (await t.caller.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.filter((cluster) => cluster.name === nameArg);
 
 test('50 concurrent createCluster of one name make exactly one cluster; the others are refused conflict', async () => {
   const outcomes = await Promise.allSettled(Array.from({ length: 50 }, () =>
-    t.admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'contended' })));
+    t.caller.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'contended' })));
   const created = outcomes.filter((outcome) => outcome.status === 'fulfilled');
   assert.equal(created.length, 1);
   for (const outcome of outcomes) {
@@ -59,34 +59,34 @@ test('deleteCluster: compare-and-swap, refused while services exist, removes nod
   const { cluster, relayToken } = await t.createCluster('doomed');
   await t.addNodes(cluster.id, 'd1', 'd2');
   const relay = await t.connectRelay(relayToken);
-  const { service } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const { service } = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
     service: {
       name: 'web', organizationId: 'org1', clusterId: cluster.id,
       runtime: { image: 'nginx:1', replicas: 1, profile: { runAs: { user: 101, group: 101 } }, placement: { nodeIds: ['d1'] } },
       volumes: [],
     },
   });
-  const withServices = await refusalOf(() => t.admin.call<IReq_Admin_DeleteCluster>('deleteCluster', { clusterId: cluster.id, expectedGeneration: cluster.generation }));
+  const withServices = await refusalOf(() => t.caller.call<IReq_Admin_DeleteCluster>('deleteCluster', { clusterId: cluster.id, expectedGeneration: cluster.generation }));
   assert.equal(withServices.code, 'conflict');
   assert.match((withServices.reasons as string[])[0], /^cluster-has-services: request\.clusterId still has 1 service\(s\) \(/);
-  await t.admin.call('deleteService', { serviceId: service.id, expectedGeneration: service.generation, force: true });
-  const stale = await refusalOf(() => t.admin.call<IReq_Admin_DeleteCluster>('deleteCluster', { clusterId: cluster.id, expectedGeneration: cluster.generation + 5 }));
+  await t.caller.call('deleteService', { serviceId: service.id, expectedGeneration: service.generation, force: true });
+  const stale = await refusalOf(() => t.caller.call<IReq_Admin_DeleteCluster>('deleteCluster', { clusterId: cluster.id, expectedGeneration: cluster.generation + 5 }));
   assert.deepEqual(stale.reasons, ["request.expectedGeneration is not the cluster's current generation"]);
-  const current = (await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.find((entry) => entry.id === cluster.id)!;
+  const current = (await t.caller.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.find((entry) => entry.id === cluster.id)!;
 
-  const dry = await t.admin.call<IReq_Admin_DeleteCluster>('deleteCluster', { clusterId: cluster.id, expectedGeneration: current.generation, dryRun: true } as never) as Record<string, unknown>;
+  const dry = await t.caller.call<IReq_Admin_DeleteCluster>('deleteCluster', { clusterId: cluster.id, expectedGeneration: current.generation, dryRun: true } as never) as Record<string, unknown>;
   assert.equal(dry.dryRun, true);
   assert.equal(dry.removedNodes, 2);
   assert.equal(relay.isOpen, true, 'a dry run closes no socket');
-  assert.equal((await t.admin.call<IReq_Any_Cloudly_GetClusterNodes>('getClusterNodes', { clusterId: cluster.id })).nodes.length, 2);
+  assert.equal((await t.caller.call<IReq_Any_Cloudly_GetClusterNodes>('getClusterNodes', { clusterId: cluster.id })).nodes.length, 2);
 
-  const real = await t.admin.call<IReq_Admin_DeleteCluster>('deleteCluster', { clusterId: cluster.id, expectedGeneration: current.generation });
+  const real = await t.caller.call<IReq_Admin_DeleteCluster>('deleteCluster', { clusterId: cluster.id, expectedGeneration: current.generation });
   const { dryRun: _dryRun, ...dryAnswer } = dry;
   assert.deepEqual(real, dryAnswer, 'the dry answer is the real answer');
   assert.equal(real.closedSockets, 1);
   for (let wait = 0; wait < 100 && relay.isOpen; wait++) await new Promise((resolve) => setTimeout(resolve, 20));
   assert.equal(relay.isOpen, false, 'the relay socket is closed');
-  assert.equal((await refusalOf(() => t.admin.call('getClusterById', { clusterId: cluster.id }))).code, 'not-found');
+  assert.equal((await refusalOf(() => t.caller.call('getClusterById', { clusterId: cluster.id }))).code, 'not-found');
   assert.equal((await t.cloudly.store.find(clusterKind, { id: cluster.id })).length, 0);
   assert.equal((await t.cloudly.clusterManager.nodes.listNodes(cluster.id)).length, 0);
   assert.equal(await t.cloudly.store.get(clusterNameReservationKind, clusterNameReservationId('doomed')), null);
@@ -97,26 +97,26 @@ test('deleteCluster: compare-and-swap, refused while services exist, removes nod
 test('deletePlatformBinding: compare-and-swap; a dry run removes nothing; the binding is gone after', async () => {
   const { cluster } = await t.createCluster('bound');
   await t.addNodes(cluster.id, 'b1');
-  const { service } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const { service } = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
     service: {
       name: 'bound-svc', organizationId: 'org1', clusterId: cluster.id,
       runtime: { image: 'app:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['b1'] } },
       volumes: [],
     },
   });
-  const { platformBinding } = await t.admin.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+  const { platformBinding } = await t.caller.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
     platformBinding: { serviceId: service.id, capability: 'objectstorage', enabled: true, nodeId: 'b1' } as never,
     expectedGeneration: null,
   });
-  const listed = async () => (await t.admin.call<IReq_Any_Cloudly_GetPlatformBindings>('getPlatformBindings', { serviceId: service.id })).platformBindings;
+  const listed = async () => (await t.caller.call<IReq_Any_Cloudly_GetPlatformBindings>('getPlatformBindings', { serviceId: service.id })).platformBindings;
   assert.equal((await listed()).length, 1);
-  const stale = await refusalOf(() => t.admin.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation + 1 }));
+  const stale = await refusalOf(() => t.caller.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation + 1 }));
   assert.equal(stale.code, 'conflict');
-  const dry = await t.admin.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation, dryRun: true } as never);
+  const dry = await t.caller.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation, dryRun: true } as never);
   assert.equal((await listed()).length, 1);
-  const real = await t.admin.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation });
+  const real = await t.caller.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation });
   assert.deepEqual(real.platformBinding, (dry as unknown as IReq_Admin_DeletePlatformBinding['response']).platformBinding);
   assert.equal((await listed()).length, 0);
-  const missing = await refusalOf(() => t.admin.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation }));
+  const missing = await refusalOf(() => t.caller.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation }));
   assert.equal(missing.code, 'not-found');
 });

@@ -20,7 +20,7 @@ before(async () => { t = await startTestCloudly(); });
 after(async () => { await t.stop(); });
 
 const fleet = async (requestArg: Omit<IReq_Admin_GetFleetOverview['request'], 'identity'> = {}) =>
-  t.admin.call<IReq_Admin_GetFleetOverview>('getFleetOverview', requestArg);
+  t.caller.call<IReq_Admin_GetFleetOverview>('getFleetOverview', requestArg);
 
 /** Counts the store's finds and gets made for `getFleetOverview` calls (not background work) while `fnArg` runs. */
 const countingReads = async <T>(fnArg: () => Promise<T>): Promise<{ result: T; finds: string[]; gets: string[] }> => {
@@ -56,11 +56,11 @@ test('getFleetOverview: relay state, node count, services by runtime state and b
   // Nobody reads either service's status: the reconciler judges both on its own.
   // A backup that fails at the relay, and one the relay holds (running).
   registered.relay.addHandler('backupClusterService', async () => { throw Object.assign(new Error('no'), {}); });
-  const failed = await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', { clusterId: registered.clusterId, nodeId: registered.nodeId, serviceId: registered.service.id });
+  const failed = await t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', { clusterId: registered.clusterId, nodeId: registered.nodeId, serviceId: registered.service.id });
   await followOperation(t.admin, failed.operation!.operationId, { timeoutMs: 20_000 });
   unregistered.relay.addHandler('backupClusterService', () => new Promise(() => undefined));
-  await waitFor(async () => (await t.admin.call('getClusterOverview', { clusterId: unregistered.clusterId }) as { overview: { relay: { connected: boolean } } }).overview.relay.connected, 'relay b elected', 10_000);
-  await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', { clusterId: unregistered.clusterId, nodeId: unregistered.nodeId, serviceId: unregistered.service.id });
+  await waitFor(async () => (await t.caller.call('getClusterOverview', { clusterId: unregistered.clusterId }) as { overview: { relay: { connected: boolean } } }).overview.relay.connected, 'relay b elected', 10_000);
+  await t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', { clusterId: unregistered.clusterId, nodeId: unregistered.nodeId, serviceId: unregistered.service.id });
 
   // The reconciler judges in the background: wait (bounded) until no service of the fleet is unjudged.
   await waitFor(async () => (await fleet()).clusters.every((summary) => summary.services.byRuntimeState.unjudged === 0), 'every service judged', 10_000);

@@ -61,13 +61,13 @@ async function* slowly(bytesArg: Buffer, chunkArg: number, pauseMsArg: number): 
 }
 
 const order = (backupIdArg: string, extraArg: Partial<IReq_Admin_CreateServiceBackup['request']> = {}) =>
-  world.t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+  world.t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
     clusterId: world.clusterId, nodeId: world.nodeId, serviceId: world.service.id, backupId: backupIdArg, ...extraArg,
   });
 const operationOf = async (operationIdArg: string): Promise<IOperation> =>
-  (await world.t.admin.call<IReq_Admin_GetOperation>('getOperation', { operationId: operationIdArg })).operation;
+  (await world.t.caller.call<IReq_Admin_GetOperation>('getOperation', { operationId: operationIdArg })).operation;
 const backupOf = async (backupIdArg: string) =>
-  (await world.t.admin.call<IReq_Admin_GetServiceBackups>('getServiceBackups', { serviceId: world.service.id })).backups.find((backupArg) => backupArg.backupId === backupIdArg)!;
+  (await world.t.caller.call<IReq_Admin_GetServiceBackups>('getServiceBackups', { serviceId: world.service.id })).backups.find((backupArg) => backupArg.backupId === backupIdArg)!;
 
 before(async () => {
   world = await startBackupWorld();
@@ -118,7 +118,7 @@ test('a backup answers at once and is observed from running to completed with gr
 });
 
 test('a restore is an operation too, with the bytes sent as progress and `restored` in its result', async () => {
-  const { operation } = await world.t.admin.call<IReq_Admin_RestoreServiceBackup>('restoreServiceBackup', { backupId: 'op-progress' });
+  const { operation } = await world.t.caller.call<IReq_Admin_RestoreServiceBackup>('restoreServiceBackup', { backupId: 'op-progress' });
   assert.equal(operation.state, 'running');
   assert.equal(operation.kind, 'service-restore');
   const seen: IOperation[] = [];
@@ -184,10 +184,10 @@ test('a cancel stops the wait at once, aborts the upload in flight, and what the
   const { operation } = await order('op-cancel');
   await uploading;
   await waitFor(async () => (await operationOf(operation!.operationId)).progress.bytesDone > 0, 'bytes moved');
-  const dry = await world.t.admin.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: operation!.operationId, dryRun: true } as never) as unknown as { dryRun: boolean; operation: IOperation };
+  const dry = await world.t.caller.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: operation!.operationId, dryRun: true } as never) as unknown as { dryRun: boolean; operation: IOperation };
   assert.deepEqual([dry.dryRun, dry.operation.state], [true, 'cancelled'], 'a dry run answers the cancel it would record');
   assert.equal((await operationOf(operation!.operationId)).state, 'running', 'and cancels nothing');
-  const cancelled = await world.t.admin.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: operation!.operationId });
+  const cancelled = await world.t.caller.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: operation!.operationId });
   assert.equal(cancelled.operation.state, 'cancelled');
   assert.equal(cancelled.operation.reason, 'cancelled');
   const outcome = await relayOutcome;
@@ -201,10 +201,10 @@ test('a cancel stops the wait at once, aborts the upload in flight, and what the
   assert.equal((await operationOf(operation!.operationId)).state, 'cancelled');
   assert.equal((await backupOf('op-cancel')).state, 'failed');
   assert.throws(() => outcomeOf(cancelled.operation), (error: unknown) => error instanceof TypedResponseError);
-  const again = await refusalOf(() => world.t.admin.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: operation!.operationId }));
+  const again = await refusalOf(() => world.t.caller.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: operation!.operationId }));
   assert.equal(again.code, 'conflict');
   assert.deepEqual(again.reasons, ['operation-not-running: cancelled']);
-  const missing = await refusalOf(() => world.t.admin.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: 'op-missing' }));
+  const missing = await refusalOf(() => world.t.caller.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: 'op-missing' }));
   assert.deepEqual([missing.code, missing.reasons], ['not-found', ['operation-not-found']]);
 });
 
@@ -220,23 +220,23 @@ test('a relay refusal fails the operation with the refusal the call would have t
 });
 
 test('getOperations filters by cluster, service and state, and pages without losing or repeating one', async () => {
-  const all = (await world.t.admin.call<IReq_Admin_GetOperations>('getOperations', {})).operations;
+  const all = (await world.t.caller.call<IReq_Admin_GetOperations>('getOperations', {})).operations;
   assert.ok(all.length >= 6);
-  const byService = (await world.t.admin.call<IReq_Admin_GetOperations>('getOperations', { serviceId: world.service.id })).operations;
+  const byService = (await world.t.caller.call<IReq_Admin_GetOperations>('getOperations', { serviceId: world.service.id })).operations;
   assert.equal(byService.length, all.length);
-  assert.deepEqual((await world.t.admin.call<IReq_Admin_GetOperations>('getOperations', { clusterId: 'cluster-none' })).operations, []);
-  const failed = (await world.t.admin.call<IReq_Admin_GetOperations>('getOperations', { state: 'failed' })).operations;
+  assert.deepEqual((await world.t.caller.call<IReq_Admin_GetOperations>('getOperations', { clusterId: 'cluster-none' })).operations, []);
+  const failed = (await world.t.caller.call<IReq_Admin_GetOperations>('getOperations', { state: 'failed' })).operations;
   assert.ok(failed.length >= 1 && failed.every((operationArg) => operationArg.state === 'failed'));
   const paged: string[] = [];
   let cursor: string | undefined;
   do {
-    const page = await world.t.admin.call<IReq_Admin_GetOperations>('getOperations', { limit: 2, ...(cursor ? { cursor } : {}) });
+    const page = await world.t.caller.call<IReq_Admin_GetOperations>('getOperations', { limit: 2, ...(cursor ? { cursor } : {}) });
     assert.ok(page.operations.length <= 2);
     paged.push(...page.operations.map((operationArg) => operationArg.operationId));
     cursor = page.nextCursor;
   } while (cursor);
   assert.deepEqual([...paged].sort(), all.map((operationArg) => operationArg.operationId).sort());
-  const badState = await refusalOf(() => world.t.admin.call<IReq_Admin_GetOperations>('getOperations', { state: 'sleeping' as never }));
+  const badState = await refusalOf(() => world.t.caller.call<IReq_Admin_GetOperations>('getOperations', { state: 'sleeping' as never }));
   assert.deepEqual(badState.reasons, ['request.state must be one of running, completed, failed, cancelled']);
 });
 
@@ -254,7 +254,7 @@ test('an instance that stops while an operation runs marks it failed `interrupte
   world.relay = await world.t.connectRelay(world.relayToken);
   serveRelay(world.relay);
   onBackup = async () => ({ snapshots: [] });
-  await waitFor(async () => (await world.t.admin.call('getClusterOverview', { clusterId: world.clusterId }) as { overview: { relay: { connected: boolean } } }).overview.relay.connected, 'relay back', 10_000);
+  await waitFor(async () => (await world.t.caller.call('getClusterOverview', { clusterId: world.clusterId }) as { overview: { relay: { connected: boolean } } }).overview.relay.connected, 'relay back', 10_000);
   const again = await order('op-crash');
   assert.notEqual(again.operation!.operationId, operation!.operationId);
   assert.equal((await followOperation(world.t.admin, again.operation!.operationId, { timeoutMs: 20_000 })).state, 'completed');
@@ -290,11 +290,11 @@ test('an operation of a Cloudly killed with SIGKILL mid-backup is failed `interr
   }
   const t = await startTestCloudly({ dataDir });
   try {
-    const { operation } = await t.admin.call<IReq_Admin_GetOperation>('getOperation', { operationId });
+    const { operation } = await t.caller.call<IReq_Admin_GetOperation>('getOperation', { operationId });
     assert.equal(operation.state, 'failed');
     assert.equal(operation.reason, 'interrupted');
     assert.deepEqual(operation.error, { code: 'unavailable', retryable: true, reasons: ['interrupted'] });
-    const { backups } = await t.admin.call<IReq_Admin_GetServiceBackups>('getServiceBackups', {});
+    const { backups } = await t.caller.call<IReq_Admin_GetServiceBackups>('getServiceBackups', {});
     assert.deepEqual([backups[0].state, backups[0].failureReason], ['failed', 'interrupted']);
   } finally {
     await t.stop();

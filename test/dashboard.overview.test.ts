@@ -17,15 +17,15 @@ after(async () => {
 });
 
 const overviewOf = async (clusterIdArg: string) =>
-  (await t.admin.call<IReq_Admin_GetClusterOverview>('getClusterOverview', { clusterId: clusterIdArg })).overview;
+  (await t.caller.call<IReq_Admin_GetClusterOverview>('getClusterOverview', { clusterId: clusterIdArg })).overview;
 
 test('getClusterOverview: the cluster, its relay socket (elected, unregistered), nodes, services with status and latest backup, ingress designation', async () => {
   const world = await addClusterWorld(t, 'overview');
   world.relay.addHandler('backupClusterService', async () => ({ snapshots: [] }));
-  await t.admin.call('getServiceRuntimeStatus', { serviceId: world.service.id });
+  await t.caller.call('getServiceRuntimeStatus', { serviceId: world.service.id });
   // Each backup answers its operation at once; it is followed to the end before the next.
   const backUp = async () => {
-    const { operation } = await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', { clusterId: world.clusterId, serviceId: world.service.id, nodeId: world.nodeId });
+    const { operation } = await t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', { clusterId: world.clusterId, serviceId: world.service.id, nodeId: world.nodeId });
     return outcomeOf(await followOperation(t.admin, operation!.operationId, { timeoutMs: 20_000 }));
   };
   await backUp();

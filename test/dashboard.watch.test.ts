@@ -47,14 +47,14 @@ const burst = async (expectedArg: TExpected[], prefixArg: string, clustersArg: n
   }
   for (let round = 0; round < 3; round++) {
     for (const cluster of clusters) {
-      const { cluster: next } = await t.admin.call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: cluster.generation });
+      const { cluster: next } = await t.caller.call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: cluster.generation });
       cluster.generation = next.generation;
       expectedArg.push(['CloudlyCluster', cluster.id, 'updated', next.generation]);
     }
   }
   for (const cluster of clusters) {
     for (const node of ['n0', 'n1']) {
-      await t.admin.call('removeClusterNode', { clusterId: cluster.id, nodeId: node });
+      await t.caller.call('removeClusterNode', { clusterId: cluster.id, nodeId: node });
       expectedArg.push(['CloudlyClusterNode', `${cluster.id}/${node}`, 'removed', 2]);
     }
   }
@@ -113,6 +113,6 @@ test('changes made while nobody watched are replayed; a revision this instance n
   ]);
   assert.equal((back.events[1].document as { id: string }).id, 'u1');
   back.client.close();
-  const overHttp = await refusalOf(() => t.admin.call<IReq_Admin_WatchChanges>('watchChanges', {}));
+  const overHttp = await refusalOf(() => t.caller.call<IReq_Admin_WatchChanges>('watchChanges', {}));
   assert.deepEqual(overHttp.reasons, ['watchChanges is served only on the admin socket (GET /typedsocket)']);
 });

@@ -77,9 +77,9 @@ describe('desired state to the relay, observed state back, converged', () => {
       desiredRevision: desiredRevisionArg, services: servicesArg,
     });
   const statusOf = (serviceIdArg: string) =>
-    t.admin.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: serviceIdArg });
+    t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: serviceIdArg });
   const create = async (clusterIdArg: string, overridesArg: Partial<IServiceWritableSpec['runtime']> = {}): Promise<IService> =>
-    (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(clusterIdArg, overridesArg) })).service;
+    (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(clusterIdArg, overridesArg) })).service;
 
   test('create → read → report ready → converged; update → converging → converged; delete → gone once stopped', async () => {
     const loop = await prepareLoop('loop');
@@ -111,7 +111,7 @@ describe('desired state to the relay, observed state back, converged', () => {
     assert.deepEqual(converged.observed.placements.map((placement) => [placement.nodeId, placement.specRevision, placement.state]), [['n1', 1, 'ready']]);
     assert.equal(typeof converged.observed.lastReportedAt, 'number');
 
-    const updated = (await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    const updated = (await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
       serviceId: service.id, expectedGeneration: service.generation, service: spec(loop.clusterId, { image: 'registry.example/web:2' }),
     })).service;
     assert.equal(updated.specRevision, 2);
@@ -126,11 +126,11 @@ describe('desired state to the relay, observed state back, converged', () => {
     // Without an ingress the route resolves to no lease address: left out, and the reason is visible to administrators.
     const { table } = await loop.relay.fire<IReq_Relay_Cloudly_GetClusterRouteTable>('getClusterRouteTable', {});
     assert.deepEqual(table.routes, []);
-    const resolution = await t.admin.call<IReq_Any_Cloudly_GetClusterRouteTableResolution>('getClusterRouteTableResolution', { clusterId: loop.clusterId });
+    const resolution = await t.caller.call<IReq_Any_Cloudly_GetClusterRouteTableResolution>('getClusterRouteTableResolution', { clusterId: loop.clusterId });
     assert.deepEqual(resolution.unresolved, [{ hostname: 'web.example.com', serviceId: service.id, port: 8080, reason: 'the cluster has no ingress designation' }]);
     assert.equal(resolution.table.revision, table.revision);
 
-    const deletion = await t.admin.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: service.id, expectedGeneration: updated.generation });
+    const deletion = await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: service.id, expectedGeneration: updated.generation });
     assert.deepEqual(deletion, { serviceId: service.id, deleted: false, pendingRemoval: true });
     const third = await desired(loop.relay);
     assert.deepEqual(third.services, []);
@@ -170,7 +170,7 @@ describe('desired state to the relay, observed state back, converged', () => {
     assert.deepEqual((await statusOf(service.id)).observed.placements, []);
 
     // A newer report is accepted; one made against an older revision afterwards is stale.
-    await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
       serviceId: service.id, expectedGeneration: service.generation, service: spec(loop.clusterId, { replicas: 2 }),
     });
     const newer = await desired(loop.relay);
@@ -194,7 +194,7 @@ describe('desired state to the relay, observed state back, converged', () => {
     const service = await create(loop.clusterId);
     const before = await desired(loop.relay);
     const results = await Promise.allSettled(Array.from({ length: 10 }, (_, index) =>
-      t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+      t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
         serviceId: service.id, expectedGeneration: service.generation, service: spec(loop.clusterId, { image: `registry.example/web:${index + 10}` }),
       })));
     assert.equal(results.filter((result) => result.status === 'fulfilled').length, 1);
@@ -206,12 +206,12 @@ describe('desired state to the relay, observed state back, converged', () => {
   test('a forced delete removes at once; a service cannot be updated while its removal is pending', async () => {
     const loop = await prepareLoop('forced');
     const pending = await create(loop.clusterId);
-    await t.admin.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: pending.id, expectedGeneration: pending.generation });
-    const blocked = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: pending.id, expectedGeneration: pending.generation });
+    const blocked = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
       serviceId: pending.id, expectedGeneration: pending.generation + 1, service: spec(loop.clusterId),
     }));
     assert.deepEqual(blocked.reasons, ['service-pending-removal']);
-    const forced = await t.admin.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: pending.id, expectedGeneration: pending.generation + 1, force: true });
+    const forced = await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: pending.id, expectedGeneration: pending.generation + 1, force: true });
     assert.deepEqual(forced, { serviceId: pending.id, deleted: true, pendingRemoval: false });
     assert.deepEqual((await desired(loop.relay)).removals, []);
   });
@@ -239,10 +239,10 @@ describe('runtime status from the facts Cloudly now has', () => {
     try {
       const { cluster } = await t.createCluster('nodes-gone');
       await t.addNodes(cluster.id, 'n1');
-      const { service } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) });
-      const status = async () => (await t.admin.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: service.id })).status;
+      const { service } = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) });
+      const status = async () => (await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: service.id })).status;
       assert.equal((await status()).state, 'converging');
-      await t.admin.call('removeClusterNode', { clusterId: cluster.id, nodeId: 'n1' });
+      await t.caller.call('removeClusterNode', { clusterId: cluster.id, nodeId: 'n1' });
       assert.deepEqual([(await status()).state, (await status()).reason], ['refused', 'no-eligible-node']);
       await t.addNodes(cluster.id, 'n1');
       assert.equal((await status()).state, 'converging');

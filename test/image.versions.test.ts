@@ -44,7 +44,7 @@ test('a pushed image version is stored durably, receipted exactly, listed for it
     key: `images/${world.service.id}/${digest}`, byteLength: bytes.byteLength, sha256: digest, storedAt: receipt!.storedAt,
   });
 
-  const { imageVersions } = await world.t.admin.call('getServiceImageVersions', { serviceId: world.service.id });
+  const { imageVersions } = await world.t.caller.call('getServiceImageVersions', { serviceId: world.service.id });
   assert.deepEqual(imageVersions, [{
     serviceId: world.service.id, digest, name: imageVersionNameOf(digest), format: 'image-tar-v1',
     byteLength: bytes.byteLength, storedAt: receipt!.storedAt, pushedByClusterId: world.clusterId,
@@ -83,7 +83,7 @@ for (const [label, declare, reason] of [
     assert.equal(await heldRecord(digest), null);
     assert.equal(await blobStore().stat(`images/${world.service.id}/${digest}`), null);
     await waitFor(async () => (await blobStore().listTemporaryFiles()).length === 0, 'temporary file removed');
-    const { imageVersions } = await world.t.admin.call('getServiceImageVersions', { serviceId: world.service.id });
+    const { imageVersions } = await world.t.caller.call('getServiceImageVersions', { serviceId: world.service.id });
     assert.ok(!imageVersions.some((version) => version.digest === digest));
   });
 }
@@ -151,24 +151,24 @@ test('a relay of another cluster can neither push nor pull the images of this cl
 });
 
 test('image versions are listed a page at a time, each exactly once', async () => {
-  const { imageVersions: all } = await world.t.admin.call('getServiceImageVersions', { serviceId: world.service.id });
+  const { imageVersions: all } = await world.t.caller.call('getServiceImageVersions', { serviceId: world.service.id });
   assert.ok(all.length >= 3);
   const seen: string[] = [];
   let cursor: string | undefined;
   do {
-    const page = await world.t.admin.call('getServiceImageVersions', { serviceId: world.service.id, limit: 2, ...(cursor ? { cursor } : {}) });
+    const page = await world.t.caller.call('getServiceImageVersions', { serviceId: world.service.id, limit: 2, ...(cursor ? { cursor } : {}) });
     assert.ok(page.imageVersions.length <= 2);
     seen.push(...page.imageVersions.map((version) => version.digest));
     cursor = page.nextCursor;
   } while (cursor);
   assert.deepEqual(seen, all.map((version) => version.digest).sort());
-  const unknown = await refusalOf(() => world.t.admin.call('getServiceImageVersions', { serviceId: 'svc-nobody' }));
+  const unknown = await refusalOf(() => world.t.caller.call('getServiceImageVersions', { serviceId: 'svc-nobody' }));
   assert.deepEqual([unknown.code, unknown.reasons], ['not-found', ['service-not-found']]);
 });
 
 /** The verdict the cluster page shows for a service: a read of stored state. */
 const verdictOf = async (serviceIdArg: string): Promise<string> => {
-  const { overview } = await world.t.admin.call('getClusterOverview', { clusterId: world.clusterId }) as { overview: { services: IClusterOverviewService[] } };
+  const { overview } = await world.t.caller.call('getClusterOverview', { clusterId: world.clusterId }) as { overview: { services: IClusterOverviewService[] } };
   const status = overview.services.find((entry) => entry.service.id === serviceIdArg)?.runtimeStatus;
   return status ? `${status.state}/${status.reason}` : 'unjudged';
 };
@@ -176,7 +176,7 @@ const verdictOf = async (serviceIdArg: string): Promise<string> => {
 test('a service naming an image version Cloudly does not hold is refused image-plan-missing until the version is pushed', async () => {
   const bytes = randomBytes(256 * 1024);
   const digest = sha256Of(bytes);
-  const { service } = await world.t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const { service } = await world.t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
     service: {
       name: 'pushed-image', organizationId: 'org-1', clusterId: world.clusterId,
       runtime: { image: imageVersionNameOf(digest), replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } },

@@ -25,18 +25,18 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
   });
 
   const designate = async (requestArg: data.IClusterIngressDesignationRequest) => {
-    const answer = await t.admin.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', { designation: requestArg });
+    const answer = await t.caller.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', { designation: requestArg });
     seen.push(answer);
     return answer;
   };
   const refusedDesignation = async (requestArg: unknown) => {
-    const refusal = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_DesignateClusterIngress>(
+    const refusal = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_DesignateClusterIngress>(
       'designateClusterIngress', { designation: requestArg as data.IClusterIngressDesignationRequest }));
     seen.push(refusal);
     return refusal;
   };
   const current = async (clusterIdArg: string) => {
-    const answer = await t.admin.call<IReq_Any_Cloudly_GetClusterIngressDesignation>('getClusterIngressDesignation', { clusterId: clusterIdArg });
+    const answer = await t.caller.call<IReq_Any_Cloudly_GetClusterIngressDesignation>('getClusterIngressDesignation', { clusterId: clusterIdArg });
     seen.push(answer);
     return answer.designation;
   };
@@ -56,7 +56,7 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
   test('a cluster without a designation answers null', async () => {
     const cluster = await prepareIngressCluster(t, 'empty');
     assert.equal(await current(cluster.clusterId), null);
-    const missing = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_GetClusterIngressDesignation>(
+    const missing = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_GetClusterIngressDesignation>(
       'getClusterIngressDesignation', { clusterId: 'cluster-missing' }));
     assert.equal(missing.code, 'not-found');
   });
@@ -130,7 +130,7 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
     const staleSpec = await refusedDesignation(designationRequest(fresh, { expectedSpecRevision: cluster.service.specRevision + 1 }));
     assert.equal(staleSpec.code, 'conflict');
     assert.match(String((staleSpec.reasons as string[])[0]), /expectedSpecRevision/);
-    const { service: updated } = await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    const { service: updated } = await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
       serviceId: cluster.service.id,
       expectedGeneration: cluster.service.generation,
       service: {
@@ -179,7 +179,7 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
   test('a cluster whose relay never registered is unavailable: its relay origin is unknown', async () => {
     const { cluster } = await t.createCluster('no-relay');
     await t.addNodes(cluster.id, 'node-1');
-    const { service } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+    const { service } = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
       service: {
         name: 'no-relay-ingress', organizationId: 'org-1', clusterId: cluster.id,
         runtime: { image: 'registry.example.com/serve.zone/ingress:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-1'] } },

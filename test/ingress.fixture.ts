@@ -52,7 +52,7 @@ export const prepareIngressCluster = async (tArg: ITestCloudly, nameArg: string)
   await relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
     registration: { origin: relayOrigin, version: '1.0.0', protocol: 'cluster-relay/1' },
   });
-  const { service } = await tArg.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const { service } = await tArg.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
     service: {
       name: `${nameArg}-ingress`,
       organizationId: 'org-1',
@@ -66,7 +66,7 @@ export const prepareIngressCluster = async (tArg: ITestCloudly, nameArg: string)
       volumes: [],
     },
   });
-  const { runtime } = await tArg.admin.call<IReq_Any_Cloudly_GetClusterRuntime>('getClusterRuntime', { clusterId: cluster.id });
+  const { runtime } = await tArg.caller.call<IReq_Any_Cloudly_GetClusterRuntime>('getClusterRuntime', { clusterId: cluster.id });
   return { clusterId: cluster.id, relayToken, relay, hints, service, runtime: runtime as IIngressCluster['runtime'] };
 };
 

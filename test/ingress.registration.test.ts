@@ -62,7 +62,7 @@ describe('registerClusterIngress through the cluster relay', () => {
 
   const designateCluster = async (nameArg: string): Promise<IDesignatedCluster> => {
     const prepared = await prepareIngressCluster(t, nameArg);
-    const { designation } = await t.admin.call<IReq_Any_Cloudly_DesignateClusterIngress>(
+    const { designation } = await t.caller.call<IReq_Any_Cloudly_DesignateClusterIngress>(
       'designateClusterIngress', { designation: designationRequest(prepared) });
     // The relay's node resolves the secret reference of the spec into the value it hands the ingress.
     const bearer = await resolveBearer(prepared.relay, designation.credential.secretVersion);
@@ -236,7 +236,7 @@ describe('registerClusterIngress through the cluster relay', () => {
     });
     const localBody = { ...body(), bearer: rotated.bearer };
     assert.equal((await register(rotated.relay, localBody)).accepted, true);
-    const { designation: next } = await t.admin.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', {
+    const { designation: next } = await t.caller.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', {
       designation: designationRequest(rotated, { expectedDesignation: data.referenceClusterIngressDesignation(rotated.designation) }),
     });
     assert.equal(await refusedWith(rotated.relay, localBody), 'assignment-not-running');
@@ -336,7 +336,7 @@ describe('registerClusterIngress through the cluster relay', () => {
   });
 
   test('routes have no administrator write: setClusterIngressRoutes is retired', async () => {
-    const retired = await refusalOf(() => t.admin.call('setClusterIngressRoutes' as never, {
+    const retired = await refusalOf(() => t.caller.call('setClusterIngressRoutes' as never, {
       clusterId: cluster.clusterId, expectedRevision: null, routes: [{ hostname: 'app.example.com', serviceId: 'svc-missing', port: 8080 }],
     } as never));
     assert.notEqual(retired.code, undefined);

@@ -22,7 +22,7 @@ import { followOperation, outcomeOf } from '../ts/client/operations.js';
 import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 
 const auditOf = async (tArg: ITestCloudly, requestArg: Omit<IReq_Admin_GetAuditEvents['request'], 'identity'> = {}) =>
-  tArg.admin.call<IReq_Admin_GetAuditEvents>('getAuditEvents', requestArg);
+  tArg.caller.call<IReq_Admin_GetAuditEvents>('getAuditEvents', requestArg);
 
 const eventsFor = async (tArg: ITestCloudly, targetIdArg: string, targetKindArg?: string): Promise<IAuditEvent[]> =>
   (await auditOf(tArg, { filter: { targetId: targetIdArg, ...(targetKindArg ? { targetKind: targetKindArg } : {}) } })).events;
@@ -44,8 +44,8 @@ describe('audit log: every committed change, once, with its actor', () => {
 
   test('a creation and an update each appear once, with the admin, the method and the generations; a refused change appears not at all', async () => {
     const { cluster } = await t.createCluster('audited');
-    const rotated = await t.admin.call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 1 });
-    const stale = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 1 }));
+    const rotated = await t.caller.call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 1 });
+    const stale = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 1 }));
     assert.equal(stale.code, 'conflict');
     const events = await eventsFor(t, cluster.id, 'CloudlyCluster');
     assert.deepEqual(events.map((event) => [event.method, event.outcome, event.generationBefore, event.generationAfter]), [
@@ -64,7 +64,7 @@ describe('audit log: every committed change, once, with its actor', () => {
 
   test('a relay\'s change is attributed to relay:<clusterId>', async () => {
     const { cluster, relayToken } = await t.createCluster('relay-actor');
-    await t.admin.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId: cluster.id, name: 'n-1', nodeId: 'relay-actor-n-1' });
+    await t.caller.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId: cluster.id, name: 'n-1', nodeId: 'relay-actor-n-1' });
     const relay = await t.connectRelay(relayToken);
     await relay.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', {
       report: { nodeId: 'relay-actor-n-1', name: 'n-1', hostAddresses: ['192.0.2.9'] },
@@ -76,7 +76,7 @@ describe('audit log: every committed change, once, with its actor', () => {
 
   test('an address plan write and a service deletion each appear once; a replay or a refusal does not', async () => {
     const setPlan = (planArg: IRuntimeNetworkAddressPlan) =>
-      t.admin.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: planArg });
+      t.caller.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: planArg });
     assert.equal((await setPlan(plan)).replayed, false);
     assert.equal((await setPlan(plan)).replayed, true);
     assert.equal((await refusalOf(() => setPlan({ ...plan, revision: 5 }))).code, 'conflict');
@@ -86,15 +86,15 @@ describe('audit log: every committed change, once, with its actor', () => {
     ]);
 
     const { cluster } = await t.createCluster('audited-deletions');
-    const create = async (nameArg: string) => (await t.admin.call<TUntypedContract>('createService', {
+    const create = async (nameArg: string) => (await t.caller.call<TUntypedContract>('createService', {
       service: { name: nameArg, organizationId: 'org-1', clusterId: cluster.id, runtime: { image: 'registry.example/app:1', replicas: 0, profile: { runAs: null }, placement: { nodeIds: [] } }, volumes: [] },
     }) as { service: { id: string; generation: number } }).service;
     const pending = await create('audited-pending');
     const forced = await create('audited-forced');
-    await t.admin.call<TUntypedContract>('deleteService', { serviceId: pending.id, expectedGeneration: pending.generation });
+    await t.caller.call<TUntypedContract>('deleteService', { serviceId: pending.id, expectedGeneration: pending.generation });
     // Asked again at the generation that is gone: refused, and not audited.
-    assert.equal((await refusalOf(() => t.admin.call<TUntypedContract>('deleteService', { serviceId: pending.id, expectedGeneration: pending.generation }))).code, 'conflict');
-    await t.admin.call<TUntypedContract>('deleteService', { serviceId: forced.id, expectedGeneration: forced.generation, force: true });
+    assert.equal((await refusalOf(() => t.caller.call<TUntypedContract>('deleteService', { serviceId: pending.id, expectedGeneration: pending.generation }))).code, 'conflict');
+    await t.caller.call<TUntypedContract>('deleteService', { serviceId: forced.id, expectedGeneration: forced.generation, force: true });
     const outcomes = async (serviceIdArg: string) => (await eventsFor(t, serviceIdArg, 'CloudlyService'))
       .map((event) => [event.method, event.outcome, event.generationBefore, event.generationAfter, event.actor.id]);
     assert.deepEqual(await outcomes(pending.id), [
@@ -134,7 +134,7 @@ describe('audit log: every committed change, once, with its actor', () => {
   test('a backup order appears once per document it commits, with the admin; a refused order appears not at all', async () => {
     const world = await addClusterWorld(t, 'audit-backup');
     world.relay.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', async () => ({ snapshots: [] }));
-    const ordered = await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+    const ordered = await t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
       clusterId: world.clusterId, serviceId: world.service.id, nodeId: world.nodeId, backupId: 'audited-backup',
     });
     await followOperation(t.admin, ordered.operation!.operationId, { timeoutMs: 20_000 });
@@ -144,7 +144,7 @@ describe('audit log: every committed change, once, with its actor', () => {
     ]);
     const operationEvents = (await eventsFor(t, ordered.operation!.operationId)).filter((event) => event.outcome === 'created');
     assert.equal(operationEvents.length, 1, 'the operation is recorded once');
-    const refused = await refusalOf(() => t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+    const refused = await refusalOf(() => t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
       clusterId: world.clusterId, serviceId: world.service.id, nodeId: 'audit-backup-missing', backupId: 'audited-refused',
     }));
     assert.deepEqual(refused.reasons, ['node-not-found']);
@@ -167,7 +167,7 @@ describe('audit log: a change committed just before a crash still gets its event
     const t = await startTestCloudly();
     try {
       const { cluster } = await t.createCluster('crashy');
-      await t.admin.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId: cluster.id, name: 'gone', nodeId: 'crashy-gone' });
+      await t.caller.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId: cluster.id, name: 'gone', nodeId: 'crashy-gone' });
       const raw = t.cloudly.database.mongoDb;
       // The state a process leaves when it dies between a commit and its audit append ...
       const deleted = await raw.collection(auditEventKind.collectionName).deleteMany({ 'target.id': cluster.id });
@@ -203,7 +203,7 @@ describe('dry run: the same decision, nothing written', () => {
   test('each dry-run answer equals the real answer that follows it (bar fresh ids and tokens), and leaves the state and the audit log as they were', async () => {
     const { cluster } = await t.createCluster('dry');
     // Services with no replicas: deleting them changes no lease and no projection in the background.
-    const dryService = async (nameArg: string) => (await t.admin.call<TUntypedContract>('createService', {
+    const dryService = async (nameArg: string) => (await t.caller.call<TUntypedContract>('createService', {
       service: { name: nameArg, organizationId: 'org-1', clusterId: cluster.id, runtime: { image: 'registry.example/app:1', replicas: 0, profile: { runAs: null }, placement: { nodeIds: [] } }, volumes: [] },
     }) as { service: { id: string; generation: number } }).service;
     const pendingDeletion = await dryService('dry-pending');
@@ -269,11 +269,11 @@ describe('dry run: the same decision, nothing written', () => {
         before = await stateDigest(t);
       }
       const auditBefore = (await auditOf(t, { limit: 1000 })).events.length;
-      const dry = await t.admin.call<TUntypedContract>(entry.method, { ...entry.request, dryRun: true }) as Record<string, unknown>;
+      const dry = await t.caller.call<TUntypedContract>(entry.method, { ...entry.request, dryRun: true }) as Record<string, unknown>;
       assert.equal(dry.dryRun, true, entry.method);
       assert.equal(await stateDigest(t), before, `${entry.method}: a dry run wrote`);
       assert.equal((await auditOf(t, { limit: 1000 })).events.length, auditBefore, `${entry.method}: a dry run was audited`);
-      const real = await t.admin.call<TUntypedContract>(entry.method, entry.request) as Record<string, unknown>;
+      const real = await t.caller.call<TUntypedContract>(entry.method, entry.request) as Record<string, unknown>;
       const { dryRun: _dryRun, ...dryAnswer } = dry;
       assert.deepEqual(entry.comparable(dryAnswer), entry.comparable(real), entry.method);
     }
@@ -281,10 +281,10 @@ describe('dry run: the same decision, nothing written', () => {
 
   test('a dry run is refused exactly as the real call would be', async () => {
     const { cluster } = await t.createCluster('dry-refusals');
-    const dry = await refusalOf(() => t.admin.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 9, dryRun: true }));
-    const real = await refusalOf(() => t.admin.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 9 }));
+    const dry = await refusalOf(() => t.caller.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 9, dryRun: true }));
+    const real = await refusalOf(() => t.caller.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 9 }));
     assert.deepEqual(dry, real);
-    const badFlag = await refusalOf(() => t.admin.call<TUntypedContract>('createCluster', { name: 'x', dryRun: 'yes' }));
+    const badFlag = await refusalOf(() => t.caller.call<TUntypedContract>('createCluster', { name: 'x', dryRun: 'yes' }));
     assert.deepEqual(badFlag.reasons, ['request.dryRun must be a boolean']);
   });
 
@@ -300,7 +300,7 @@ describe('dry run: the same decision, nothing written', () => {
       return { snapshots: [] };
     });
     const before = await stateDigest(t);
-    const answer = await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+    const answer = await t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
       clusterId: world.clusterId, serviceId: world.service.id, nodeId: world.nodeId, dryRun: true,
     } as unknown as IReq_Admin_CreateServiceBackup['request']) as unknown as Record<string, unknown>;
     assert.deepEqual(answer, { dryRun: true, haltedBefore: 'relay call backupClusterService' });
@@ -326,7 +326,7 @@ describe('dry run: the same decision, nothing written', () => {
         throw new Error('a dry run must not reach the relay');
       });
     }
-    const ordered = await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+    const ordered = await t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
       clusterId: world.clusterId, serviceId: world.service.id, nodeId: world.nodeId, backupId: 'dry-source',
     });
     const { backup } = outcomeOf<{ backup: IServiceBackupRecord }>(await followOperation(t.admin, ordered.operation!.operationId, { timeoutMs: 20_000 }));
@@ -342,7 +342,7 @@ describe('dry run: the same decision, nothing written', () => {
     for (const entry of halting) {
       const before = await stateDigest(t);
       const auditBefore = (await auditOf(t, { limit: 1000 })).events.length;
-      const answer = await t.admin.call<TUntypedContract>(entry.method, { ...entry.request, dryRun: true });
+      const answer = await t.caller.call<TUntypedContract>(entry.method, { ...entry.request, dryRun: true });
       assert.deepEqual(answer, { dryRun: true, haltedBefore: entry.haltedBefore }, entry.method);
       assert.equal(await stateDigest(t), before, `${entry.method}: a dry run wrote`);
       assert.equal((await auditOf(t, { limit: 1000 })).events.length, auditBefore, `${entry.method}: a dry run was audited`);
@@ -358,8 +358,8 @@ describe('dry run: the same decision, nothing written', () => {
       { method: 'stepIsolatedRestore', request: { restoreId: 'dry-restore', operation: 'execute' } },
     ];
     for (const entry of refused) {
-      const dry = await refusalOf(() => t.admin.call<TUntypedContract>(entry.method, { ...entry.request, dryRun: true }));
-      const real = await refusalOf(() => t.admin.call<TUntypedContract>(entry.method, entry.request));
+      const dry = await refusalOf(() => t.caller.call<TUntypedContract>(entry.method, { ...entry.request, dryRun: true }));
+      const real = await refusalOf(() => t.caller.call<TUntypedContract>(entry.method, entry.request));
       assert.deepEqual(dry, real, entry.method);
     }
     assert.deepEqual(relayCalls, []);

@@ -45,14 +45,14 @@ const afterDays = (daysArg: number): number => Date.now() + daysArg * dayMs + 60
 const pastRetention = (): number => afterDays(world.t.cloudly.config.operationRetentionDays);
 
 const order = (backupIdArg: string | undefined, extraArg: Partial<IReq_Admin_CreateServiceBackup['request']> = {}) =>
-  world.t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+  world.t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
     clusterId: world.clusterId, nodeId: world.nodeId, serviceId: world.service.id, ...(backupIdArg !== undefined ? { backupId: backupIdArg } : {}), ...extraArg,
   });
 const operationOf = async (operationIdArg: string): Promise<IOperation> =>
-  (await world.t.admin.call<IReq_Admin_GetOperation>('getOperation', { operationId: operationIdArg })).operation;
+  (await world.t.caller.call<IReq_Admin_GetOperation>('getOperation', { operationId: operationIdArg })).operation;
 const follow = (operationIdArg: string): Promise<IOperation> => followOperation(world.t.admin, operationIdArg, { timeoutMs: 20_000, pollMs: 40 });
 const backupIds = async (): Promise<string[]> =>
-  (await world.t.admin.call<IReq_Admin_GetServiceBackups>('getServiceBackups', { serviceId: world.service.id })).backups.map((backupArg) => backupArg.backupId);
+  (await world.t.caller.call<IReq_Admin_GetServiceBackups>('getServiceBackups', { serviceId: world.service.id })).backups.map((backupArg) => backupArg.backupId);
 const assertGone = async (operationIdArg: string, messageArg: string): Promise<void> => {
   const refusal = await refusalOf(() => operationOf(operationIdArg));
   assert.deepEqual([refusal.code, refusal.reasons], ['not-found', ['operation-not-found']], messageArg);
@@ -88,7 +88,7 @@ test('finished operations past the retention are deleted with their progress; ru
   await world.t.restart();
   world.relay = await world.t.connectRelay(world.relayToken);
   serveRelay(world.relay);
-  await waitFor(async () => (await world.t.admin.call('getClusterOverview', { clusterId: world.clusterId }) as { overview: { relay: { connected: boolean } } }).overview.relay.connected, 'relay back', 10_000);
+  await waitFor(async () => (await world.t.caller.call('getClusterOverview', { clusterId: world.clusterId }) as { overview: { relay: { connected: boolean } } }).overview.relay.connected, 'relay back', 10_000);
   assert.deepEqual([(await operationOf(interrupted.operationId)).state, (await operationOf(interrupted.operationId)).reason], ['failed', 'interrupted']);
 
   onBackup = async () => ({ snapshots: [] });
@@ -102,7 +102,7 @@ test('finished operations past the retention are deleted with their progress; ru
   const cancelHold = heldRelay();
   onBackup = cancelHold.answer;
   const cancelled = (await order('ret-cancelled')).operation!;
-  assert.equal((await world.t.admin.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: cancelled.operationId })).operation.state, 'cancelled');
+  assert.equal((await world.t.caller.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: cancelled.operationId })).operation.state, 'cancelled');
   cancelHold.release();
 
   const runningHold = heldRelay();
@@ -128,12 +128,12 @@ test('finished operations past the retention are deleted with their progress; ru
   }
   assert.equal((await operationOf(running.operationId)).state, 'running');
   assert.notEqual(await world.t.cloudly.store.get(operationProgressKind, running.operationId), null, 'the running operation keeps its progress');
-  const listed = (await world.t.admin.call<IReq_Admin_GetOperations>('getOperations', {})).operations.map((operationArg) => operationArg.operationId);
+  const listed = (await world.t.caller.call<IReq_Admin_GetOperations>('getOperations', {})).operations.map((operationArg) => operationArg.operationId);
   assert.deepEqual(listed, [running.operationId], 'getOperations lists only what is kept');
   // The backups those operations made are not operations: they stay.
   assert.deepEqual((await backupIds()).filter((idArg) => idArg.startsWith('ret-')).sort(), ['ret-cancelled', 'ret-completed', 'ret-failed', 'ret-interrupted', 'ret-running']);
   // Each deletion is audited as Cloudly's own work.
-  const { events } = await world.t.admin.call('getAuditEvents', { filter: { targetKind: 'CloudlyOperation', targetId: completed.operationId } });
+  const { events } = await world.t.caller.call('getAuditEvents', { filter: { targetKind: 'CloudlyOperation', targetId: completed.operationId } });
   const removals = events.filter((eventArg) => eventArg.outcome === 'removed');
   assert.deepEqual(removals.map((eventArg) => [eventArg.actor.kind, eventArg.method]), [['cloudly', 'operationRetention']]);
   // A second sweep finds nothing more to delete.

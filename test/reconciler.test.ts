@@ -40,11 +40,11 @@ const spec = (nameArg: string): IServiceWritableSpec => ({
 });
 
 const createService = async (nameArg: string) =>
-  (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(nameArg) })).service;
+  (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(nameArg) })).service;
 
 /** The verdict the cluster page shows (a read of stored state; nobody reads the service itself). */
 const overviewVerdict = async (serviceIdArg: string): Promise<[string, string | null] | null> => {
-  const { overview } = await t.admin.call('getClusterOverview', { clusterId }) as { overview: { services: IClusterOverviewService[] } };
+  const { overview } = await t.caller.call('getClusterOverview', { clusterId }) as { overview: { services: IClusterOverviewService[] } };
   const status = overview.services.find((entry) => entry.service.id === serviceIdArg)?.runtimeStatus ?? null;
   return status ? [status.state, status.reason] : null;
 };
@@ -56,7 +56,7 @@ const waitForVerdict = async (serviceIdArg: string, expectedArg: [string, string
 
 /** The verdict of a cluster's first service as its cluster page shows it, `state/reason` (or `unjudged`). */
 const firstVerdictOf = async (tArg: ITestCloudly, clusterIdArg: string): Promise<string> => {
-  const { overview } = await tArg.admin.call('getClusterOverview', { clusterId: clusterIdArg }) as { overview: { services: IClusterOverviewService[] } };
+  const { overview } = await tArg.caller.call('getClusterOverview', { clusterId: clusterIdArg }) as { overview: { services: IClusterOverviewService[] } };
   const status = overview.services[0]?.runtimeStatus;
   return status ? `${status.state}/${status.reason}` : 'unjudged';
 };
@@ -66,20 +66,20 @@ const reconcilerIdle = () => waitFor(() => t.cloudly.reconciler.busyKeys === 0, 
 test('a verdict is judged without anyone reading the service: a binding moves it to waiting and back, on the cluster page', async () => {
   const service = await createService('unread');
   await waitForVerdict(service.id, ['converging', null]);
-  const { platformBinding } = await t.admin.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+  const { platformBinding } = await t.caller.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
     platformBinding: { serviceId: service.id, capability: 'database', enabled: true, nodeId: 'n1' } as unknown as IReq_Any_Cloudly_UpsertPlatformBinding['request']['platformBinding'],
     expectedGeneration: null,
   });
   await waitForVerdict(service.id, ['waiting', 'bindings-pending']);
   // A removal still names its owner, so the service is judged again at once.
-  await t.admin.call('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation });
+  await t.caller.call('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation });
   await waitForVerdict(service.id, ['converging', null]);
 });
 
 test("the reconciler's writes are Cloudly's own, with the input change that caused them", async () => {
   const service = await createService('audited');
   await waitForVerdict(service.id, ['converging', null]);
-  const { events } = await t.admin.call('getAuditEvents', { filter: { targetKind: 'CloudlyServiceRuntimeStatus', targetId: service.id } }) as { events: IAuditEvent[] };
+  const { events } = await t.caller.call('getAuditEvents', { filter: { targetKind: 'CloudlyServiceRuntimeStatus', targetId: service.id } }) as { events: IAuditEvent[] };
   assert.equal(events.length, 1, 'one verdict, one write');
   assert.deepEqual(events[0].actor, { kind: 'cloudly', id: 'cloudly' });
   assert.equal(events[0].method, 'reconcile');
@@ -150,13 +150,13 @@ test('every query method reads stored state and writes nothing: no document, no 
     ['getRuntimeNetworkProjection', { clusterId, nodeId: 'n1' }],
   ];
   for (const [method, request] of queries) {
-    await t.admin.call(method, request as never);
+    await t.caller.call(method, request as never);
   }
   await reconcilerIdle();
   stopListening();
   assert.deepEqual(writes, [], 'no query committed a write');
   assert.equal(await stateDigest(t, /lease|instance/i), before, 'the stored state is exactly as it was');
-  const { events } = await t.admin.call('getAuditEvents', { limit: 500 }) as { events: IAuditEvent[] };
+  const { events } = await t.caller.call('getAuditEvents', { limit: 500 }) as { events: IAuditEvent[] };
   const readers = new Set<string>(queries.map(([method]) => method));
   assert.deepEqual(events.filter((event) => readers.has(event.method)).map((event) => event.method), [], 'no audit event names a query');
 });
@@ -217,7 +217,7 @@ test('a reconcile that fails is logged with its key, counted, and retried with b
 
 test('a service that is gone is skipped: nothing is judged or written for it', async () => {
   assert.equal(await t.cloudly.serviceManager.reconcileServiceRuntimeStatus('svc-none'), 'kept');
-  assert.equal((await refusalOf(() => t.admin.call('getServiceRuntimeStatus', { serviceId: 'svc-none' }))).code, 'not-found');
+  assert.equal((await refusalOf(() => t.caller.call('getServiceRuntimeStatus', { serviceId: 'svc-none' }))).code, 'not-found');
 });
 
 test('after a restart the start-up pass judges every service again', async () => {

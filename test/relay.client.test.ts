@@ -14,7 +14,7 @@ import { startSharedDatabase, startTestCloudly, waitFor, type ITestCloudly } fro
 const registration = { origin: 'http://192.0.2.61:8080', version: '1.0.0', protocol: 'cluster-relay/1' };
 
 const registrationOf = async (tArg: ITestCloudly, clusterIdArg: string) =>
-  (await tArg.admin.call<IReq_Any_Cloudly_GetClusterRelayRegistrations>('getClusterRelayRegistrations', { clusterIds: [clusterIdArg] })).registrations[0];
+  (await tArg.caller.call<IReq_Any_Cloudly_GetClusterRelayRegistrations>('getClusterRelayRegistrations', { clusterIds: [clusterIdArg] })).registrations[0];
 
 describe('the relay client\'s retry delay', () => {
   test('Cloudly\'s advice replaces the growing window: at least the advice, plus at most one base window of jitter, whatever the attempt', () => {

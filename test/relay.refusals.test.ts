@@ -128,15 +128,15 @@ describe('refusals and answers through the administrator\'s calls', () => {
 
   /** A backup answers its operation at once; its refusal is the one the operation recorded. */
   const backup = (backupIdArg: string) => async () => {
-    const { operation } = await t.admin.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+    const { operation } = await t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
       clusterId: world.clusterId, nodeId: world.nodeId, serviceId: world.service.id, backupId: backupIdArg,
     });
     return outcomeOf(await followOperation(t.admin, operation!.operationId, { timeoutMs: 20_000 }));
   };
-  const prune = () => t.admin.call<IReq_Admin_PruneClusterNodeArchive>('adminPruneClusterNodeArchive', {
+  const prune = () => t.caller.call<IReq_Admin_PruneClusterNodeArchive>('adminPruneClusterNodeArchive', {
     clusterId: world.clusterId, nodeId: world.nodeId, retention: { keepLast: 1 },
   });
-  const inventory = () => t.admin.call<IReq_Any_Cloudly_GetCorestoreLegacyResources>('getCorestoreLegacyResources', {
+  const inventory = () => t.caller.call<IReq_Any_Cloudly_GetCorestoreLegacyResources>('getCorestoreLegacyResources', {
     clusterId: world.clusterId, nodeId: world.nodeId,
   });
 
@@ -201,7 +201,7 @@ describe('refusals and answers through the administrator\'s calls', () => {
     await backup('backup-for-restore')();
     behaviour.set('restoreClusterService', refuseWith({ code: 'conflict', retryable: true, reasons: ['node is busy'] }));
     const data = await refusalOf(async () => {
-      const { operation } = await t.admin.call<IReq_Admin_RestoreServiceBackup>('restoreServiceBackup', { backupId: 'backup-for-restore' });
+      const { operation } = await t.caller.call<IReq_Admin_RestoreServiceBackup>('restoreServiceBackup', { backupId: 'backup-for-restore' });
       return outcomeOf(await followOperation(t.admin, operation.operationId, { timeoutMs: 20_000 }));
     });
     assert.deepEqual(data, { code: 'unavailable', retryable: true, reasons: ['relay-refused'], relayError: { code: 'conflict', retryable: true, reasons: ['node is busy'] } });

@@ -26,7 +26,7 @@ after(async () => {
   await t.stop();
 });
 
-const askTraffic = () => t.admin.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2026-01-01', toDayUtc: '2026-01-02' });
+const askTraffic = () => t.caller.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2026-01-01', toDayUtc: '2026-01-02' });
 
 /** Starts the admin call and waits until Cloudly's call reached the relay; answers the call's request. */
 const callReachingRelay = async (): Promise<{ refusal: Promise<Record<string, unknown>>; request: IWireAnswer }> => {

@@ -40,7 +40,7 @@ const serviceSpec = (clusterIdArg: string, nameArg: string, replicasArg: number)
 });
 
 const createService = async (tArg: ITestCloudly, clusterIdArg: string, nameArg: string, replicasArg: number): Promise<IService> =>
-  (await tArg.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: serviceSpec(clusterIdArg, nameArg, replicasArg) })).service;
+  (await tArg.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: serviceSpec(clusterIdArg, nameArg, replicasArg) })).service;
 
 /** Sets the replica count directly in the store (no desired-state refresh needed for the allocator to see it). */
 const setReplicas = async (tArg: ITestCloudly, serviceIdArg: string, replicasArg: number): Promise<void> => {
@@ -56,7 +56,7 @@ describe('a released address becomes free after its withdrawal window across a r
   const withdrawalMs = 1_500;
 
   const fillAndRelease = async (tArg: ITestCloudly) => {
-    await tArg.admin.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan });
+    await tArg.caller.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan });
     const { cluster } = await tArg.createCluster('restart');
     await tArg.addNodes(cluster.id, 'n1');
     const first = await createService(tArg, cluster.id, 'first', 6);
@@ -220,7 +220,7 @@ describe('replica placement', () => {
   test('on a running Cloudly: adding and removing a node keeps every lease whose node remains', { timeout: 60_000 }, async () => {
     const t = await startTestCloudly({ runtimeNetworkWithdrawalWindowMs: 1_000 });
     try {
-      await t.admin.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: widePlan });
+      await t.caller.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: widePlan });
       const { cluster } = await t.createCluster('placement');
       await t.addNodes(cluster.id, 'a', 'b', 'c');
       const service = await createService(t, cluster.id, 'web', 7);
@@ -231,7 +231,7 @@ describe('replica placement', () => {
       await t.addNodes(cluster.id, 'd');
       const added = (await runtimeNetworkManager.allocateCluster(cluster.id)).leases;
       assert.deepEqual(added.map((lease) => lease.lease.id).sort(), before.map((lease) => lease.lease.id).sort(), 'no lease moved when a node was added');
-      await t.admin.call('removeClusterNode', { clusterId: cluster.id, nodeId: 'b' });
+      await t.caller.call('removeClusterNode', { clusterId: cluster.id, nodeId: 'b' });
       const removed = (await runtimeNetworkManager.allocateCluster(cluster.id)).leases;
       const kept = new Set(removed.map((lease) => lease.lease.id));
       for (const lease of before) {

@@ -72,11 +72,11 @@ describe('workload leases from the address plan', () => {
   after(async () => { await t.stop(); });
 
   const setPlan = (planArg: IRuntimeNetworkAddressPlan) =>
-    t.admin.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: planArg });
+    t.caller.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: planArg });
   const create = async (clusterIdArg: string, nameArg: string, runtimeArg: Partial<IServiceWritableSpec['runtime']> = {}): Promise<IService> =>
-    (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: serviceSpec(clusterIdArg, nameArg, runtimeArg) })).service;
+    (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: serviceSpec(clusterIdArg, nameArg, runtimeArg) })).service;
   const statusOf = async (serviceIdArg: string) => {
-    const { status } = await t.admin.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: serviceIdArg });
+    const { status } = await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: serviceIdArg });
     return [status.state, status.reason];
   };
   const desired = async (relayArg: CloudlyRelayClient) => {
@@ -99,7 +99,7 @@ describe('workload leases from the address plan', () => {
   const removeAll = async (servicesArg: IService[]) => {
     for (const service of servicesArg) {
       const current = (await t.cloudly.serviceManager.getService(service.id))!;
-      await t.admin.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: service.id, expectedGeneration: current.generation, force: true });
+      await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: service.id, expectedGeneration: current.generation, force: true });
       await t.cloudly.runtimeNetworkManager.allocateCluster(service.clusterId);
     }
   };
@@ -124,7 +124,7 @@ describe('workload leases from the address plan', () => {
     assert.deepEqual(leases.map((lease) => [lease.nodeId, lease.replica, lease.address, lease.lease.generation]), [['n1', 0, '192.0.2.129', 1]]);
     assert.match(leases[0].lease.id, /^wl-[0-9a-f]{32}$/);
     // Deleting it at once (force) releases the lease: the address is withdrawing, not held.
-    await t.admin.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: service.id, expectedGeneration: service.generation, force: true });
+    await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: service.id, expectedGeneration: service.generation, force: true });
     await t.cloudly.runtimeNetworkManager.allocateCluster(cluster.id);
     const entry = (await t.cloudly.runtimeNetworkManager.leases.readEntries()).find((candidate) => candidate.lease.id === leases[0].lease.id);
     assert.equal(typeof entry?.releasedAt, 'number', 'the deleted service\'s lease is released');
@@ -152,7 +152,7 @@ describe('workload leases from the address plan', () => {
     await assertNoAddressTwice();
 
     // Lower the first service to one replica: two leases are released into their withdrawal window.
-    const lowered = (await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    const lowered = (await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
       serviceId: first.id, expectedGeneration: first.generation, service: serviceSpec(cluster.id, 'first', { replicas: 1 }),
     })).service;
     assert.equal(lowered.runtime.replicas, 1);
@@ -189,7 +189,7 @@ describe('workload leases from the address plan', () => {
     const service = await create(cluster.id, 'mover', { placement: { nodeIds: ['a'] } });
     const [before] = await leasesOf(relay, service.id);
     assert.equal(before.nodeId, 'a');
-    await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
       serviceId: service.id, expectedGeneration: service.generation, service: serviceSpec(cluster.id, 'mover', { placement: { nodeIds: ['b'] } }),
     });
     const after = await leasesOf(relay, service.id);
@@ -229,7 +229,7 @@ describe('workload leases from the address plan', () => {
     assert.equal(leases.filter((lease) => racers.some((racer) => racer.id === lease.serviceId)).length, 1);
     await assertNoAddressTwice();
     // Removing the filler frees its addresses (after the window) for the others.
-    await t.admin.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: filler.id, expectedGeneration: filler.generation, force: true });
+    await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: filler.id, expectedGeneration: filler.generation, force: true });
     await waitFor(async () => (await Promise.all(racers.map((racer) => statusOf(racer.id)))).every(([state]) => state === 'converging'),
       'every racer has a lease once the filler\'s addresses left their window', withdrawalMs + 8_000);
     await assertNoAddressTwice();
@@ -300,7 +300,7 @@ describe('workload leases from the address plan', () => {
     const otherGeneration = await refusalOf(() => report('n1', [{ lease: { id: onN1.lease.id, generation: 2 }, serviceId: mine.id, address: onN1.address }]));
     assert.deepEqual(otherGeneration.reasons, ['request.leases[0].lease.generation must be 1, the allocated generation']);
     const projection = async (nodeIdArg: string) =>
-      (await t.admin.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: nodeIdArg }));
+      (await t.caller.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: nodeIdArg }));
     assert.deepEqual((await projection('n1')).projection.endpoints, [], 'no refused statement became an endpoint');
 
     // The statement that agrees is recorded, and the confirmed lease is an endpoint at Cloudly's address.
@@ -315,7 +315,7 @@ describe('workload leases from the address plan', () => {
     assert.deepEqual(await verifyRuntimeNetworkProjectionSignature(tampered, signature, jwks), { ok: false, reason: 'signature does not verify' });
 
     // Once the lease is released (the service leaves), the confirmation no longer makes it an endpoint.
-    await t.admin.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: mine.id, expectedGeneration: mine.generation, force: true });
+    await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: mine.id, expectedGeneration: mine.generation, force: true });
     await t.cloudly.runtimeNetworkManager.allocateCluster(cluster.id);
     assert.deepEqual((await projection('n1')).projection.endpoints, []);
     const stale = await refusalOf(() => report('n1', [{ lease: onN1.lease, serviceId: mine.id, address: onN1.address }]));
@@ -380,7 +380,7 @@ describe('routes resolve to lease addresses once the ingress grant exists', () =
   test('left out with its reason until then; each step pushes the desired-state hint; then the route carries the lease address and port', async () => {
     const t = await startTestCloudly();
     try {
-      await t.admin.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: planAt(1, [widePool]) });
+      await t.caller.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: planAt(1, [widePool]) });
       const ingress = await prepareIngressCluster(t, 'resolve');
       const { clusterId, relay } = ingress;
       const hints: number[] = [];
@@ -388,8 +388,8 @@ describe('routes resolve to lease addresses once the ingress grant exists', () =
         hints.push(request.revision);
         return { acknowledged: true };
       });
-      const resolution = () => t.admin.call<IReq_Any_Cloudly_GetClusterRouteTableResolution>('getClusterRouteTableResolution', { clusterId });
-      const web = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+      const resolution = () => t.caller.call<IReq_Any_Cloudly_GetClusterRouteTableResolution>('getClusterRouteTableResolution', { clusterId });
+      const web = (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
         service: serviceSpec(clusterId, 'web', { placement: { nodeIds: ['node-2'] } }, {
           ports: [{ name: 'http', port: 8080, protocol: 'tcp' }],
           routes: [{ hostname: 'app.example.com', targetPort: 'http' }],
@@ -397,7 +397,7 @@ describe('routes resolve to lease addresses once the ingress grant exists', () =
       })).service;
       const route = { hostname: 'app.example.com', serviceId: web.id, port: 8080 };
       assert.deepEqual((await resolution()).unresolved, [{ ...route, reason: 'the cluster has no ingress designation' }]);
-      await t.admin.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', { designation: designationRequest(ingress) });
+      await t.caller.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', { designation: designationRequest(ingress) });
       assert.deepEqual((await resolution()).unresolved, [{ ...route, reason: 'no node has confirmed a lease of the ingress service yet' }]);
 
       const answer = await relay.fire<IReq_Relay_Cloudly_GetClusterPlatformDesiredState>('getClusterPlatformDesiredState', {});
@@ -429,7 +429,7 @@ describe('routes resolve to lease addresses once the ingress grant exists', () =
       assert.deepEqual(ingressRead.table, table);
       await waitFor(() => ingress.hints.includes(table.revision), 'a route-table hint of the revision that carries the targets');
       // The grant the route rests on is in the ingress node's projection.
-      const node1 = (await t.admin.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId, nodeId: 'node-1' })).projection;
+      const node1 = (await t.caller.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId, nodeId: 'node-1' })).projection;
       assert.ok(node1.workloadIngress?.grants.some((grant) => grant.destination.id === webLease.lease.id && grant.port === 8080));
     } finally {
       await t.stop();

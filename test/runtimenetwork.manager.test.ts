@@ -51,10 +51,10 @@ describe('runtime network manager over the real server', () => {
   after(async () => { await t.stop(); });
 
   const setPlan = (planArg: unknown) =>
-    t.admin.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: planArg as IRuntimeNetworkAddressPlan });
-  const getPlan = async () => (await t.admin.call<IReq_Admin_GetRuntimeNetworkAddressPlan>('getRuntimeNetworkAddressPlan', {})).plan;
+    t.caller.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: planArg as IRuntimeNetworkAddressPlan });
+  const getPlan = async () => (await t.caller.call<IReq_Admin_GetRuntimeNetworkAddressPlan>('getRuntimeNetworkAddressPlan', {})).plan;
   const getProjection = async (clusterIdArg: string, nodeIdArg: string): Promise<IRuntimeNetworkProjection> =>
-    (await t.admin.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: clusterIdArg, nodeId: nodeIdArg })).projection;
+    (await t.caller.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: clusterIdArg, nodeId: nodeIdArg })).projection;
 
   const electedRelay = async (clusterIdArg: string, tokenArg: string): Promise<CloudlyRelayClient> => {
     const relay = await t.connectRelay(tokenArg);
@@ -166,7 +166,7 @@ describe('runtime network manager over the real server', () => {
 
     const unknown = await refusalOf(() => getProjection(cluster.id, 'node-9'));
     assert.equal(unknown.code, 'not-found');
-    const bad = await refusalOf(() => t.admin.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: 'no spaces' }));
+    const bad = await refusalOf(() => t.caller.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: 'no spaces' }));
     assert.equal(bad.code, 'invalid-request');
   });
 
@@ -194,8 +194,8 @@ describe('runtime network manager over the real server', () => {
   test('workload ingress grants are derived from the designated ingress, the route table and confirmed leases', async () => {
     const ingress = await prepareIngressCluster(t, 'rn-ingress');
     const { clusterId, relay } = ingress;
-    await t.admin.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', { designation: designationRequest(ingress) });
-    const { service: web } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+    await t.caller.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', { designation: designationRequest(ingress) });
+    const { service: web } = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
       service: {
         name: 'rn-web', organizationId: 'org-1', clusterId,
         runtime: { image: 'registry.example.com/web:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-2'] } },
@@ -208,7 +208,7 @@ describe('runtime network manager over the real server', () => {
     await reportNode(relay, 'node-1');
     await reportNode(relay, 'node-2');
     await reportNode(relay, 'node-3');
-    const { service: unrouted } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+    const { service: unrouted } = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
       service: {
         name: 'rn-unrouted', organizationId: 'org-1', clusterId,
         runtime: { image: 'registry.example.com/other:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-3'] } },
@@ -298,7 +298,7 @@ describe('runtime network manager over the real server', () => {
       volumes: [],
     });
     const create = async (...argsArg: Parameters<typeof serviceSpec>) =>
-      (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: serviceSpec(...argsArg) })).service;
+      (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: serviceSpec(...argsArg) })).service;
     const api = await create('mesh-api', 'org-a', 'node-1', [{ name: 'http', port: 8080, protocol: 'tcp' }, { name: 'dns', port: 53, protocol: 'udp' }]);
     const db = await create('mesh-db', 'org-a', 'node-2', [{ name: 'pg', port: 5432, protocol: 'tcp' }]);
     const stranger = await create('mesh-other', 'org-b', 'node-2', [{ name: 'http', port: 8080, protocol: 'tcp' }]);
@@ -328,8 +328,8 @@ describe('runtime network manager over the real server', () => {
     assert.equal(grantsOf(node2).length, 3);
 
     // db stops declaring its port: node-1's next projection withdraws that grant explicitly.
-    const current = (await t.admin.call('getServiceById', { serviceId: db.id })) as { service: { generation: number } };
-    await t.admin.call('updateService', { serviceId: db.id, expectedGeneration: current.service.generation, service: serviceSpec('mesh-db', 'org-a', 'node-2', []) });
+    const current = (await t.caller.call('getServiceById', { serviceId: db.id })) as { service: { generation: number } };
+    await t.caller.call('updateService', { serviceId: db.id, expectedGeneration: current.service.generation, service: serviceSpec('mesh-db', 'org-a', 'node-2', []) });
     await waitFor(async () => (await readByRelay('node-1')).generation > node1.generation, 'node-1 projection recomputed after the port was dropped', 10_000);
     const withdrawn = await readByRelay('node-1');
     assert.deepEqual(grantsOf(withdrawn).sort(), [`${dbLease.lease.id}->${apiLease.lease.id} tcp/8080`, `${dbLease.lease.id}->${apiLease.lease.id} udp/53`].sort());
@@ -358,7 +358,7 @@ describe('runtime network manager over the real server', () => {
       nodeId: 'node-of-another-cluster', leases: [],
     }));
     assert.equal(foreign.code, 'not-found');
-    const notRelay = await refusalOf(() => t.admin.call<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', {
+    const notRelay = await refusalOf(() => t.caller.call<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', {
       nodeId: 'node-1', leases: [],
     }));
     assert.equal(notRelay.code, 'forbidden');
@@ -384,7 +384,7 @@ describe('lease statements answer to Cloudly\'s allocation', () => {
       const relay = await t.connectRelay(relayToken);
       await waitFor(() => t.cloudly.relays.sessionsOf(cluster.id).some((session) => t.cloudly.clusterManager.isElected(session)), 'relay elected');
       await relay.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', { report: { nodeId: 'node-1', name: 'node-1' } });
-      const { service } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+      const { service } = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
         service: { clusterId: cluster.id, name: 'mine', organizationId: 'org-1', runtime: { image: 'a:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } }, volumes: [] },
       });
       const refused = await refusalOf(() => relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', {
@@ -395,7 +395,7 @@ describe('lease statements answer to Cloudly\'s allocation', () => {
         'request.leases cannot be confirmed: no address plan exists, so Cloudly allocated no lease',
         'request.leases[0].lease.id is no lease Cloudly allocated',
       ]);
-      const projection = (await t.admin.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: 'node-1' })).projection;
+      const projection = (await t.caller.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: 'node-1' })).projection;
       assert.deepEqual(projection.endpoints, [], 'no refused lease became an endpoint');
       // An empty statement (nothing applied) is accepted.
       assert.equal(typeof (await relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', { nodeId: 'node-1', leases: [] })).generation, 'number');

@@ -29,7 +29,7 @@ interface IWorld {
 const connectElected = async (tArg: ITestCloudly, nameArg: string, nodeIdsArg: string[]): Promise<IWorld> => {
   const { cluster, relayToken } = await tArg.createCluster(nameArg);
   for (const nodeId of nodeIdsArg) {
-    await tArg.admin.call('addClusterNode', { clusterId: cluster.id, name: nodeId, nodeId });
+    await tArg.caller.call('addClusterNode', { clusterId: cluster.id, name: nodeId, nodeId });
   }
   const relay = await tArg.connectRelay(relayToken);
   await waitFor(() => tArg.cloudly.relays.sessionsOf(cluster.id).some((session) => tArg.cloudly.clusterManager.isElected(session)), 'relay elected');
@@ -82,7 +82,7 @@ describe('secret recipient enrollment and sealed Corestore credentials', () => {
     assert.equal(done.recipient.recipientId, keysA.recipientId);
     assert.equal(done.recipient.publicKey, keysA.publicKey);
     assert.equal(done.previous, null);
-    const recipients = await t.admin.call<IReq_Any_Cloudly_GetSecretRecipients>('getSecretRecipients', { clusterId: a.clusterId });
+    const recipients = await t.caller.call<IReq_Any_Cloudly_GetSecretRecipients>('getSecretRecipients', { clusterId: a.clusterId });
     assert.equal(recipients.current?.recipientId, keysA.recipientId);
     // Replayed: the same completion again is refused.
     const replayed = await refusalOf(() => a.relay.fire('completeSecretRecipientEnrollment', { enrollmentId: begun.enrollmentId, proof }));
@@ -106,7 +106,7 @@ describe('secret recipient enrollment and sealed Corestore credentials', () => {
     assert.equal(crossed.code, 'not-found');
     assert.deepEqual(crossed.reasons, ['enrollment-not-found']);
     // None of these made the key a recipient of cluster b.
-    const recipients = await t.admin.call<IReq_Any_Cloudly_GetSecretRecipients>('getSecretRecipients', { clusterId: b.clusterId });
+    const recipients = await t.caller.call<IReq_Any_Cloudly_GetSecretRecipients>('getSecretRecipients', { clusterId: b.clusterId });
     assert.equal(recipients.current, null);
   });
 
@@ -140,7 +140,7 @@ describe('secret recipient enrollment and sealed Corestore credentials', () => {
       "request.recipient.algorithm must be 'x25519'",
       'request.recipient.publicKey must be the 32-byte X25519 public key in unpadded base64url (43 characters)',
     ]);
-    const viaAdmin = await refusalOf(() => t.admin.call('getCorestoreControlCredentialMaterial', { nodeId: 'node-1' }));
+    const viaAdmin = await refusalOf(() => t.caller.call('getCorestoreControlCredentialMaterial', { nodeId: 'node-1' }));
     assert.equal(viaAdmin.code, 'forbidden');
   });
 
@@ -165,7 +165,7 @@ describe('secret recipient enrollment and sealed Corestore credentials', () => {
     await assert.rejects(() => openSealedSecret(keysA.keyPair, { ...answer.material, binding: { ...answer.material.binding, purpose: 'cluster-ingress-bearer' } }));
     await assert.rejects(() => openSealedSecret(keysA.keyPair, { ...answer.material, binding: { ...answer.material.binding, clusterId: b.clusterId } }));
     // The admin sees the reference and version, never the value.
-    const reference = await t.admin.call<IReq_Any_Cloudly_GetCorestoreControlCredential>('getCorestoreControlCredential', { clusterId: a.clusterId, nodeId: 'node-1' });
+    const reference = await t.caller.call<IReq_Any_Cloudly_GetCorestoreControlCredential>('getCorestoreControlCredential', { clusterId: a.clusterId, nodeId: 'node-1' });
     assert.deepEqual(reference.credential, answer.credential);
     assert.ok(!JSON.stringify(reference).includes(credential));
   });
@@ -183,16 +183,16 @@ describe('secret recipient enrollment and sealed Corestore credentials', () => {
   test('rotation: compare-and-swap on the version, the old credential stays deliverable for the grace period', async () => {
     const before = await material(a.relay, 'node-1');
     const oldValue = await openText(keysA, before.material);
-    const stale = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_RotateCorestoreControlCredential>('rotateCorestoreControlCredential', {
+    const stale = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_RotateCorestoreControlCredential>('rotateCorestoreControlCredential', {
       clusterId: a.clusterId, nodeId: 'node-1', expectedVersion: 7,
     }));
     assert.equal(stale.code, 'conflict');
-    const dry = await t.admin.call<IReq_Any_Cloudly_RotateCorestoreControlCredential>('rotateCorestoreControlCredential', {
+    const dry = await t.caller.call<IReq_Any_Cloudly_RotateCorestoreControlCredential>('rotateCorestoreControlCredential', {
       clusterId: a.clusterId, nodeId: 'node-1', expectedVersion: 1, dryRun: true,
     } as never);
     assert.equal(dry.credential.version, 2);
     assert.equal((await material(a.relay, 'node-1')).credential.version, 1, 'a dry run rotates nothing');
-    const rotated = await t.admin.call<IReq_Any_Cloudly_RotateCorestoreControlCredential>('rotateCorestoreControlCredential', {
+    const rotated = await t.caller.call<IReq_Any_Cloudly_RotateCorestoreControlCredential>('rotateCorestoreControlCredential', {
       clusterId: a.clusterId, nodeId: 'node-1', expectedVersion: 1,
     });
     assert.equal(rotated.credential.version, 2);

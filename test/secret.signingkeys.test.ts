@@ -28,14 +28,14 @@ describe('identity signing keys', () => {
       const first = t.cloudly.auth.keyId;
       const identityOfFirst = t.identity;
       assert.deepEqual((await jwksOf(t.baseUrl)).keys.map((key) => key.kid), [first]);
-      const stale = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', { expectedKeyId: 'not-the-key' }));
+      const stale = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', { expectedKeyId: 'not-the-key' }));
       assert.equal(stale.code, 'conflict');
-      const dry = await t.admin.call<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', { expectedKeyId: first, dryRun: true } as never);
+      const dry = await t.caller.call<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', { expectedKeyId: first, dryRun: true } as never);
       assert.equal(dry.previousKeyId, first);
       assert.equal(t.cloudly.auth.keyId, first, 'a dry run rotates nothing');
       assert.deepEqual((await jwksOf(t.baseUrl)).keys.map((key) => key.kid), [first]);
 
-      const rotated = await t.admin.call<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', { expectedKeyId: first });
+      const rotated = await t.caller.call<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', { expectedKeyId: first });
       assert.equal(rotated.previousKeyId, first);
       assert.notEqual(rotated.currentKeyId, first);
       assert.equal(t.cloudly.auth.keyId, rotated.currentKeyId);
@@ -49,7 +49,7 @@ describe('identity signing keys', () => {
       await jose.jwtVerify(identityOfSecond.jwt, jose.createLocalJWKSet(jwks), { algorithms: ['RS256'] });
 
       // A second rotation drops the first key: its identities are refused, the second key's still verify.
-      const again = await t.admin.call<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', { expectedKeyId: rotated.currentKeyId });
+      const again = await t.caller.call<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', { expectedKeyId: rotated.currentKeyId });
       assert.deepEqual((await jwksOf(t.baseUrl)).keys.map((key) => key.kid), [again.currentKeyId, rotated.currentKeyId]);
       const refused = await refusalOf(() => clustersWith(identityOfFirst));
       assert.equal(refused.code, 'unauthenticated');

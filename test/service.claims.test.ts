@@ -69,12 +69,12 @@ const spec = (clusterIdArg: string, overrides: Partial<IServiceWritableSpec> = {
 });
 
 const claimsOf = async (serviceIdArg: string): Promise<IRuntimeLocalStorageClaimRecord[]> =>
-  (await t.admin.call<IReq_Any_Cloudly_GetRuntimeLocalStorageClaims>('getRuntimeLocalStorageClaims', { serviceId: serviceIdArg })).claims;
+  (await t.caller.call<IReq_Any_Cloudly_GetRuntimeLocalStorageClaims>('getRuntimeLocalStorageClaims', { serviceId: serviceIdArg })).claims;
 
 const latestOf = async (serviceIdArg: string) => (await claimsOf(serviceIdArg)).at(-1);
 
 const setInitialization = (serviceIdArg: string, initializationArg: TServiceVolumeInitialization) =>
-  t.admin.call<IReq_Any_Cloudly_SetServiceVolumeInitialization>('setServiceVolumeInitialization', {
+  t.caller.call<IReq_Any_Cloudly_SetServiceVolumeInitialization>('setServiceVolumeInitialization', {
     serviceId: serviceIdArg, mountPath: '/var/lib/postgresql/data', expected: null, initialization: initializationArg,
   });
 
@@ -84,7 +84,7 @@ test('a claim is derived, pushed over the relay and the node answer recorded; la
   const received: IApplyRuntimeLocalStorageClaimRequest[] = [];
   const relay = await connectRelay(relayToken, received, { fn: honestNode });
   await reportSession(relay);
-  const service = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
+  const service = (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
   assert.deepEqual(await claimsOf(service.id), [], 'no claim without an initialization');
 
   await setInitialization(service.id, { kind: 'empty', ownership: { kind: 'run-as', mode: 0o700 } });
@@ -112,7 +112,7 @@ test('a claim is derived, pushed over the relay and the node answer recorded; la
 
   // runAs goes away and the volume turns read-only: the next generation keeps the claim's owner.
   const current = (await t.cloudly.serviceManager.getService(service.id))!;
-  await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
     serviceId: service.id,
     expectedGeneration: current.generation,
     service: spec(cluster.id, {
@@ -132,7 +132,7 @@ test('a claim is derived, pushed over the relay and the node answer recorded; la
 
   // The volume is removed: its claim is ordered purged, after the bound generations.
   const again = (await t.cloudly.serviceManager.getService(service.id))!;
-  await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
     serviceId: service.id, expectedGeneration: again.generation,
     service: spec(cluster.id, { runtime: again.runtime, volumes: [] }),
   });
@@ -157,7 +157,7 @@ test('an answer that does not match the sent claim is rejected and the claim sta
   };
   const relay = await connectRelay(relayToken, received, answer);
   await reportSession(relay);
-  const service = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
+  const service = (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
   await setInitialization(service.id, { kind: 'empty', ownership: { kind: 'explicit', uid: 70, gid: 70, mode: 0o750 } });
   await waitFor(async () => (await latestOf(service.id))?.lastDeliveryError?.startsWith('answer-rejected') === true, 'mismatch recorded');
   const pending = (await latestOf(service.id))!;
@@ -191,7 +191,7 @@ test('an offline relay leaves the claim pending; it is applied when the relay co
   first.close();
   await waitFor(() => t.cloudly.relays.sessionsOf(cluster.id).length === 0, 'relay gone');
 
-  const service = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
+  const service = (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
   await setInitialization(service.id, { kind: 'import', source: { kind: 'docker-volume', volumeName: 'pg_data' } });
   await waitFor(async () => (await latestOf(service.id))?.lastDeliveryError === 'relay-not-connected', 'offline recorded');
   const pending = (await latestOf(service.id))!;
@@ -222,7 +222,7 @@ test('an uncertain volume is neither purged nor remounted until an administrator
   };
   const relay = await connectRelay(relayToken, received, answer);
   await reportSession(relay);
-  const service = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
+  const service = (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
   await setInitialization(service.id, { kind: 'empty', ownership: { kind: 'explicit', uid: 5, gid: 5, mode: 0o700 } });
   await waitFor(async () => (await latestOf(service.id))?.nodeState === 'uncertain', 'uncertain recorded');
   const held = (await latestOf(service.id))!;
@@ -230,7 +230,7 @@ test('an uncertain volume is neither purged nor remounted until an administrator
 
   // The administrator removes the volume: the uncertain claim is held, no purge goes out.
   const current = (await t.cloudly.serviceManager.getService(service.id))!;
-  await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
     serviceId: service.id, expectedGeneration: current.generation,
     service: spec(cluster.id, { runtime: current.runtime, volumes: [] }),
   });
@@ -241,7 +241,7 @@ test('an uncertain volume is neither purged nor remounted until an administrator
 
   // Release refusals name what is wrong and change nothing.
   const release = (claimId: string, generation: number) =>
-    t.admin.call<IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim>('releaseUncertainRuntimeLocalStorageClaim', { claimId, generation });
+    t.caller.call<IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim>('releaseUncertainRuntimeLocalStorageClaim', { claimId, generation });
   assert.equal((await refusalOf(() => release('lsc-none', 1))).code, 'not-found');
   const stale = await refusalOf(() => release(held.claim.id, 2));
   assert.equal(stale.code, 'conflict');
@@ -268,7 +268,7 @@ test('a node holding a newer claim generation than Cloudly issued is flagged: th
   };
   const relay = await connectRelay(relayToken, received, answer);
   await reportSession(relay);
-  const service = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
+  const service = (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
   await setInitialization(service.id, { kind: 'empty', ownership: { kind: 'explicit', uid: 5, gid: 5, mode: 0o700 } });
   await waitFor(async () => (await latestOf(service.id))?.answerStatus === 'historical', 'historical answer recorded');
   const held = (await latestOf(service.id))!;
@@ -276,7 +276,7 @@ test('a node holding a newer claim generation than Cloudly issued is flagged: th
   assert.deepEqual(held.nodeClaim, { id: held.claim.id, generation: 5, digest: 'ab'.repeat(32) });
 
   // Operator-visible: the verdict, and a warning naming the way out.
-  const verdict = async () => (await t.admin.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: service.id })).status;
+  const verdict = async () => (await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: service.id })).status;
   await waitFor(async () => (await verdict()).reason === 'conflict', 'the verdict waits on conflict', 10_000);
   assert.equal((await verdict()).state, 'waiting');
   assert.ok(t.logs.some((line) => line.includes('node holds a newer local storage claim generation') && line.includes(held.claim.id)), 'a warning names the claim');
@@ -289,7 +289,7 @@ test('a node holding a newer claim generation than Cloudly issued is flagged: th
 
   // The way out, refused when it names the wrong thing.
   const supersede = (claimId: string, generation: number) =>
-    t.admin.call<IReq_Any_Cloudly_SupersedeHistoricalRuntimeLocalStorageClaim>('supersedeHistoricalRuntimeLocalStorageClaim', { claimId, generation });
+    t.caller.call<IReq_Any_Cloudly_SupersedeHistoricalRuntimeLocalStorageClaim>('supersedeHistoricalRuntimeLocalStorageClaim', { claimId, generation });
   assert.equal((await refusalOf(() => supersede('lsc-none', 1))).code, 'not-found');
   assert.equal((await refusalOf(() => supersede(held.claim.id, 2))).code, 'conflict');
 

@@ -47,10 +47,10 @@ const spec = (overridesArg: Partial<IServiceWritableSpec> = {}): IServiceWritabl
 });
 
 const create = async (overridesArg: Partial<IServiceWritableSpec> = {}) =>
-  (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(overridesArg) })).service;
+  (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(overridesArg) })).service;
 
 const verdictOf = async (serviceIdArg: string): Promise<[string, string | null]> => {
-  const { status } = await t.admin.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: serviceIdArg });
+  const { status } = await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: serviceIdArg });
   return [status.state, status.reason];
 };
 
@@ -131,8 +131,8 @@ test('a hostname two services raced for waits conflict on the newer one until it
   });
   await waitForVerdict(newer.id, ['waiting', 'conflict']);
   assert.deepEqual(await verdictOf(older.id), ['converging', null], 'the older service keeps the hostname');
-  const current = (await t.admin.call('getServiceById', { serviceId: newer.id })).service;
-  await t.admin.call('updateService', {
+  const current = (await t.caller.call('getServiceById', { serviceId: newer.id })).service;
+  await t.caller.call('updateService', {
     serviceId: newer.id, expectedGeneration: current.generation,
     service: { ...spec({ name: 'newer', ports }), routes: [{ hostname: 'other.example.com', targetPort: 'http' }] },
   });
@@ -143,15 +143,15 @@ test('a service whose organization was removed from the registry is refused orga
   const service = await create({ name: 'orphan', organizationId: 'org-transient' });
   await waitForVerdict(service.id, ['converging', null]);
   // Creating the service registered the organization it named.
-  const { organizations } = await t.admin.call<IReq_Admin_GetOrganizations>('getOrganizations', {});
+  const { organizations } = await t.caller.call<IReq_Admin_GetOrganizations>('getOrganizations', {});
   const registered = organizations.find((organization) => organization.id === 'org-transient');
   assert.ok(registered, 'the organization the service named is registered');
-  await t.admin.call<IReq_Admin_DeleteOrganization>('deleteOrganization', { organizationId: 'org-transient', expectedGeneration: registered.generation });
+  await t.caller.call<IReq_Admin_DeleteOrganization>('deleteOrganization', { organizationId: 'org-transient', expectedGeneration: registered.generation });
   await waitForVerdict(service.id, ['refused', 'organization-missing']);
-  const again = await t.admin.call<IReq_Admin_CreateOrganization>('createOrganization', { organization: { id: 'org-transient', name: 'Transient' } });
+  const again = await t.caller.call<IReq_Admin_CreateOrganization>('createOrganization', { organization: { id: 'org-transient', name: 'Transient' } });
   assert.equal(again.organization.name, 'Transient');
   await waitForVerdict(service.id, ['converging', null]);
-  const taken = await t.admin.call<IReq_Admin_CreateOrganization>('createOrganization', { organization: { id: 'org-transient', name: 'Twice' } })
+  const taken = await t.caller.call<IReq_Admin_CreateOrganization>('createOrganization', { organization: { id: 'org-transient', name: 'Twice' } })
     .then(() => null, (error: { errorData?: { code?: string } }) => error.errorData?.code);
   assert.equal(taken, 'conflict');
 });

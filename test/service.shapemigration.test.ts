@@ -21,7 +21,7 @@ const routes = [{ hostname: 'old.example.com', targetPort: 'http' }];
 test('an old-shaped service is moved at start, keeps its spec revision and verdict, and the next update judges revisions on the new shape', async () => {
   const { cluster } = await t.createCluster('shape-migration');
   await t.addNodes(cluster.id, 'n1');
-  const created = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const created = (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
     service: {
       name: 'legacy', organizationId: 'org-1', clusterId: cluster.id,
       runtime: { image: 'registry.example/legacy:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['n1'] } },
@@ -50,14 +50,14 @@ test('an old-shaped service is moved at start, keeps its spec revision and verdi
   assert.equal(raw.specRevision, 3, 'the move is not a new spec revision');
   assert.ok(t.logs.some((line) => line.includes('moved service ports and routes out of the runtime spec')));
 
-  const { service } = await t.admin.call('getServiceById', { serviceId: created.id });
+  const { service } = await t.caller.call('getServiceById', { serviceId: created.id });
   assert.deepEqual(service.ports, ports);
   assert.deepEqual(service.routes, routes);
   assert.equal(service.specRevision, 3);
   assert.equal((await t.cloudly.store.get(serviceRuntimeStatusKind, created.id))!.specRevision, 3, 'the stored verdict still names the revision');
 
   // The hostname the moved service declares is still its own: another service cannot take it.
-  const taken = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const taken = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
     service: {
       name: 'thief', organizationId: 'org-1', clusterId: cluster.id,
       runtime: { image: 'registry.example/thief:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } },
@@ -69,9 +69,9 @@ test('an old-shaped service is moved at start, keeps its spec revision and verdi
 
   // Writing the same spec back in the new shape is no new revision; changing a route is one.
   const writable = { name: service.name, organizationId: service.organizationId, clusterId: service.clusterId, runtime: service.runtime, ports, routes, volumes: [] };
-  const same = (await t.admin.call('updateService', { serviceId: created.id, expectedGeneration: service.generation, service: writable })).service;
+  const same = (await t.caller.call('updateService', { serviceId: created.id, expectedGeneration: service.generation, service: writable })).service;
   assert.equal(same.specRevision, 3);
-  const moved = (await t.admin.call('updateService', {
+  const moved = (await t.caller.call('updateService', {
     serviceId: created.id,
     expectedGeneration: same.generation,
     service: { ...writable, routes: [{ hostname: 'new.example.com', targetPort: 'http' }] },
@@ -86,7 +86,7 @@ test('an old-shaped service is moved at start, keeps its spec revision and verdi
 
 test('the runtime spec refuses ports and routes inside it, by path', async () => {
   const { cluster } = await t.createCluster('shape-refusal');
-  const refused = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const refused = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
     service: {
       name: 'inside', organizationId: 'org-1', clusterId: cluster.id,
       runtime: { image: 'registry.example/x:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] }, ports, routes } as never,

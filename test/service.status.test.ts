@@ -43,13 +43,13 @@ const spec = (overrides: Partial<IServiceWritableSpec> = {}): IServiceWritableSp
 });
 
 const create = async (overrides: Partial<IServiceWritableSpec> = {}) =>
-  (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(overrides) })).service;
+  (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(overrides) })).service;
 
 const statusOf = async (serviceIdArg: string) =>
-  (await t.admin.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: serviceIdArg })).status;
+  (await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: serviceIdArg })).status;
 
 const initialize = (serviceIdArg: string, initializationArg: TServiceVolumeInitialization) =>
-  t.admin.call<IReq_Any_Cloudly_SetServiceVolumeInitialization>('setServiceVolumeInitialization', {
+  t.caller.call<IReq_Any_Cloudly_SetServiceVolumeInitialization>('setServiceVolumeInitialization', {
     serviceId: serviceIdArg, mountPath: '/data', expected: null, initialization: initializationArg,
   });
 
@@ -87,14 +87,14 @@ test('a service on an unknown cluster is refused not-found, and one placed on no
     `request.service.runtime.placement.nodeIds[1] names no node of cluster ${clusterId}: n9`,
     `request.service.runtime.placement.nodeIds[2] names no node of cluster ${clusterId}: n8`,
   ]);
-  const before = await t.admin.call<IReq_Any_Cloudly_GetServices>('getServices', {});
+  const before = await t.caller.call<IReq_Any_Cloudly_GetServices>('getServices', {});
   const service = await create({ volumes: [] });
-  const moved = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  const moved = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
     serviceId: service.id, expectedGeneration: service.generation,
     service: spec({ volumes: [], runtime: { image: 'a', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['gone'] } } }),
   }));
   assert.equal(moved.code, 'invalid-request');
-  assert.equal((await t.admin.call<IReq_Any_Cloudly_GetServices>('getServices', {})).services.length, before.services.length + 1);
+  assert.equal((await t.caller.call<IReq_Any_Cloudly_GetServices>('getServices', {})).services.length, before.services.length + 1);
 });
 
 test('a service with nothing in its way is converging; changedAt moves only with the verdict', async () => {
@@ -103,7 +103,7 @@ test('a service with nothing in its way is converging; changedAt moves only with
   assert.deepEqual({ state: first.state, reason: first.reason }, { state: 'converging', reason: null });
   const again = await statusOf(service.id);
   assert.equal(again.changedAt, first.changedAt);
-  const updated = (await t.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  const updated = (await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
     serviceId: service.id, expectedGeneration: service.generation,
     service: spec({ volumes: [{ mountPath: '/data', readOnly: false, driver: 'nfs' }] }),
   })).service;
@@ -146,7 +146,7 @@ test('an import claim whose bytes have not arrived waits storage-import-pending,
   const service = await create({ clusterId: cluster.id });
   await initialize(service.id, { kind: 'import', source: { kind: 'docker-volume', volumeName: 'app_data' } });
   const claims = async () =>
-    (await t.admin.call<IReq_Any_Cloudly_GetRuntimeLocalStorageClaims>('getRuntimeLocalStorageClaims', { serviceId: service.id })).claims;
+    (await t.caller.call<IReq_Any_Cloudly_GetRuntimeLocalStorageClaims>('getRuntimeLocalStorageClaims', { serviceId: service.id })).claims;
   await waitFor(async () => (await claims()).at(-1)?.nodeState === 'import-required', 'import required');
   assert.deepEqual(
     await statusOf(service.id).then((status) => [status.state, status.reason]),
@@ -160,7 +160,7 @@ test('an import claim whose bytes have not arrived waits storage-import-pending,
 
 test('an enabled platform binding that is not ready yet waits bindings-pending', async () => {
   const service = await create({ volumes: [] });
-  await t.admin.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+  await t.caller.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
     platformBinding: { serviceId: service.id, capability: 'database', enabled: true, nodeId: null },
     expectedGeneration: null,
   });
@@ -190,7 +190,7 @@ test('a read-only user reads the runtime status, an identity of no account is re
   }));
   assert.deepEqual(refusal, { code: 'unauthenticated', retryable: false, reasons: ['identity names no account (deleted)'] });
   // Accounts (docs/api-dashboard.md): a `user` may call every read.
-  await t.admin.call<IReq_Admin_CreateUser>('createUser', { username: 'status-viewer', password: 'status-viewer-password', role: 'user' });
+  await t.caller.call<IReq_Admin_CreateUser>('createUser', { username: 'status-viewer', password: 'status-viewer-password', role: 'user' });
   const { identity: viewer } = await t.admin.fire('adminLoginWithUsernameAndPassword', { username: 'status-viewer', password: 'status-viewer-password' }) as { identity: typeof ghost };
   const read = await t.admin.fire<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { identity: viewer, serviceId: service.id });
   assert.equal(read.status.id, service.id);

@@ -23,7 +23,7 @@ after(async () => {
 
 /** Two replicas keep the volume unclaimable, so initialization stays writable. */
 const create = async (replicas = 2, overrides: Partial<IServiceWritableSpec> = {}) =>
-  (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+  (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
     service: {
       name: 'app',
       organizationId: 'org1',
@@ -39,7 +39,7 @@ const setInitialization = (
   mountPath: string,
   expected: TServiceVolumeInitialization | null,
   initialization: TServiceVolumeInitialization | null,
-) => t.admin.call<IReq_Any_Cloudly_SetServiceVolumeInitialization>('setServiceVolumeInitialization', {
+) => t.caller.call<IReq_Any_Cloudly_SetServiceVolumeInitialization>('setServiceVolumeInitialization', {
   serviceId, mountPath, expected, initialization,
 });
 
@@ -125,7 +125,7 @@ test('50 concurrent writes with the same expected value: one wins, the rest conf
 });
 
 test('a request of the wrong shape is refused before anything is read', async () => {
-  const refusal = await refusalOf(() => t.admin.call<IReq_Any_Cloudly_SetServiceVolumeInitialization>(
+  const refusal = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_SetServiceVolumeInitialization>(
     'setServiceVolumeInitialization',
     { serviceId: 'svc-x', mountPath: '/data', initialization: null } as never,
   ));

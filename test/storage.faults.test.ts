@@ -23,7 +23,7 @@ const tempDir = (prefixArg: string) => fsp.mkdtemp(path.join(os.tmpdir(), prefix
 const fileBytes = async (fileArg: string): Promise<Buffer | null> => fsp.readFile(fileArg).catch(() => null);
 
 const clusterNames = async (tArg: ITestCloudly): Promise<string[]> =>
-  (await tArg.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.map((cluster) => cluster.name).sort();
+  (await tArg.caller.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.map((cluster) => cluster.name).sort();
 
 describe('snapshot writer: every byte is checked', () => {
   test('a short write is continued: the snapshot is complete and reads back', async () => {

@@ -45,15 +45,15 @@ test('an administrator pages a cluster\'s traffic statistics through its relay, 
     return start + request.limit < inRange.length ? { statistics: page, nextCursor: `at-${start + request.limit}` } : { statistics: page };
   });
   try {
-    const first = await t.admin.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2026-11-27', toDayUtc: '2026-11-30', limit: 2 });
+    const first = await t.caller.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2026-11-27', toDayUtc: '2026-11-30', limit: 2 });
     assert.deepEqual(first.statistics, held.slice(0, 2));
     assert.equal(first.nextCursor, 'at-2');
-    const second = await t.admin.call('getClusterTrafficStatistics', {
+    const second = await t.caller.call('getClusterTrafficStatistics', {
       clusterId, fromDayUtc: '2026-11-27', toDayUtc: '2026-11-30', limit: 2, cursor: first.nextCursor,
     });
     assert.deepEqual(second.statistics, held.slice(2));
     assert.equal(Object.hasOwn(second, 'nextCursor'), false);
-    const defaulted = await t.admin.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2026-11-28', toDayUtc: '2026-11-28' });
+    const defaulted = await t.caller.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2026-11-28', toDayUtc: '2026-11-28' });
     assert.deepEqual(defaulted.statistics, held.slice(1, 3));
     assert.deepEqual(asked, [
       { fromDayUtc: '2026-11-27', toDayUtc: '2026-11-30', limit: 2 },
@@ -69,7 +69,7 @@ test('a relay answer outside the asked range, from a foreign node, over the limi
   const relay = await t.connectRelay(relayToken);
   let answer: unknown = null;
   relay.addHandler<IReq_Cloudly_Relay_GetClusterTrafficStatistics>('getClusterTrafficStatistics', async () => answer as never);
-  const read = () => refusalOf(() => t.admin.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2026-11-28', toDayUtc: '2026-11-29', limit: 2 }));
+  const read = () => refusalOf(() => t.caller.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2026-11-28', toDayUtc: '2026-11-29', limit: 2 }));
   try {
     answer = { statistics: [record('2026-11-01', 'n1', 'shop.example.com', 1), record('2026-11-28', 'n9', 'shop.example.com', 1)] };
     let refusal = await read();
@@ -93,7 +93,7 @@ test('a relay answer outside the asked range, from a foreign node, over the limi
 });
 
 test('bad requests are refused with every reason before any relay is asked; an unknown cluster is not-found; no relay is relay-not-connected', async () => {
-  const bad = await refusalOf(() => t.admin.call('getClusterTrafficStatistics', {
+  const bad = await refusalOf(() => t.caller.call('getClusterTrafficStatistics', {
     clusterId, fromDayUtc: '2026-02-31', toDayUtc: 'yesterday', limit: 5000, cursor: '',
   }));
   assert.equal(bad.code, 'invalid-request');
@@ -101,14 +101,14 @@ test('bad requests are refused with every reason before any relay is asked; an u
   for (const expected of ['request.fromDayUtc', 'request.toDayUtc', 'request.cursor', 'request.limit']) {
     assert.ok(reasonsOf(bad).some((reason) => reason.startsWith(expected)), `${expected} in ${String(bad.reasons)}`);
   }
-  const backwards = await refusalOf(() => t.admin.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2026-11-29', toDayUtc: '2026-11-28' }));
+  const backwards = await refusalOf(() => t.caller.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2026-11-29', toDayUtc: '2026-11-28' }));
   assert.deepEqual(backwards.reasons, ['request.toDayUtc must not be before request.fromDayUtc']);
-  const tooLong = await refusalOf(() => t.admin.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2025-01-01', toDayUtc: '2026-11-28' }));
+  const tooLong = await refusalOf(() => t.caller.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2025-01-01', toDayUtc: '2026-11-28' }));
   assert.equal(tooLong.code, 'invalid-request');
   assert.match(reasonsOf(tooLong)[0] ?? '', /at most 366 days/);
-  const unknown = await refusalOf(() => t.admin.call('getClusterTrafficStatistics', { clusterId: 'cluster-nope', fromDayUtc: '2026-11-28', toDayUtc: '2026-11-28' }));
+  const unknown = await refusalOf(() => t.caller.call('getClusterTrafficStatistics', { clusterId: 'cluster-nope', fromDayUtc: '2026-11-28', toDayUtc: '2026-11-28' }));
   assert.equal(unknown.code, 'not-found');
-  const noRelay = await refusalOf(() => t.admin.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2026-11-28', toDayUtc: '2026-11-28' }));
+  const noRelay = await refusalOf(() => t.caller.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2026-11-28', toDayUtc: '2026-11-28' }));
   assert.equal(noRelay.code, 'unavailable');
   assert.ok(reasonsOf(noRelay).includes('relay-not-connected'), String(noRelay.reasons));
 });

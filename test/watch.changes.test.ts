@@ -32,10 +32,10 @@ test('a cluster created before the watch: its update, its nodes\' removal and it
   await t.addNodes(other.cluster.id, 'x1');
   const filtered = await openWatcher({ clusterId: cluster.id });
   const unfiltered = await openWatcher({});
-  const rotated = await t.admin.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: cluster.generation });
-  await t.admin.call('removeClusterNode', { clusterId: cluster.id, nodeId: 'n1' });
-  await t.admin.call('removeClusterNode', { clusterId: other.cluster.id, nodeId: 'x1' });
-  await t.admin.call('deleteCluster', { clusterId: cluster.id, expectedGeneration: rotated.cluster.generation });
+  const rotated = await t.caller.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: cluster.generation });
+  await t.caller.call('removeClusterNode', { clusterId: cluster.id, nodeId: 'n1' });
+  await t.caller.call('removeClusterNode', { clusterId: other.cluster.id, nodeId: 'x1' });
+  await t.caller.call('deleteCluster', { clusterId: cluster.id, expectedGeneration: rotated.cluster.generation });
   // The deletion removes the cluster, then its remaining nodes (the cascade).
   const expected = [
     `CloudlyCluster ${cluster.id} updated 2`,
@@ -58,7 +58,7 @@ test('a cluster created before the watch: its update, its nodes\' removal and it
 test('a service created before the watch: its removal matches the cluster filter', async () => {
   const { cluster } = await t.createCluster('watched-services');
   await t.addNodes(cluster.id, 'n1');
-  const { service } = await t.admin.call('createService', {
+  const { service } = await t.caller.call('createService', {
     service: {
       name: 'web',
       organizationId: 'org1',
@@ -68,7 +68,7 @@ test('a service created before the watch: its removal matches the cluster filter
     },
   } as never) as { service: { id: string; generation: number } };
   const watcher = await openWatcher({ clusterId: cluster.id, kinds: ['CloudlyService'] });
-  const answer = await t.admin.call('deleteService', { serviceId: service.id, expectedGeneration: service.generation, force: true } as never) as { deleted: boolean };
+  const answer = await t.caller.call('deleteService', { serviceId: service.id, expectedGeneration: service.generation, force: true } as never) as { deleted: boolean };
   assert.equal(answer.deleted, true);
   await waitFor(() => watcher.lines().some((line) => line.startsWith(`CloudlyService ${service.id} removed`)), `service removal: ${watcher.lines().join(', ')}`);
   watcher.client.close();

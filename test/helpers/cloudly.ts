@@ -84,11 +84,11 @@ export const startTestCloudly = async (configArg: Partial<ICloudlyConfig> = {}):
     dataDir,
     logs,
     async createCluster(nameArg = `test-cluster-${++defaultClusterNames}`) {
-      return handle.admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: nameArg });
+      return handle.caller.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: nameArg });
     },
     async addNodes(clusterIdArg, ...nodeIdsArg) {
       for (const nodeId of nodeIdsArg) {
-        await handle.admin.call('addClusterNode', { clusterId: clusterIdArg, name: nodeId, nodeId });
+        await handle.caller.call('addClusterNode', { clusterId: clusterIdArg, name: nodeId, nodeId });
       }
     },
     async connectRelay(relayTokenArg, optionsArg = {}) {
