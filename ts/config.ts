@@ -36,6 +36,12 @@ export interface ICloudlyConfig {
    */
   readCacheMs: number;
   /**
+   * How long an unchanged observed-state report of the same relay socket is answered without
+   * storing it again; the first one after that stores it whole (renewing `reportedAt`). 0 stores
+   * every report.
+   */
+  observedRefreshMs: number;
+  /**
    * Timeout of the ordinary Cloudly → relay calls (inventory reads, claim pushes, isolated-restore
    * status); the per-method table is `cloudlyToRelayCalls` in ts/core/relaycalls.ts.
    */
@@ -371,6 +377,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     auditRetentionDays: readInteger(env, 'CLOUDLY_AUDIT_RETENTION_DAYS', 90, 1, 36_500),
     operationRetentionDays: readInteger(env, 'CLOUDLY_OPERATION_RETENTION_DAYS', 30, 1, 36_500),
     readCacheMs: readInteger(env, 'CLOUDLY_READ_CACHE_MS', 1000, 0, 60_000),
+    observedRefreshMs: readInteger(env, 'CLOUDLY_OBSERVED_REFRESH_MS', 300_000, 0, 3_600_000),
     relayCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_CALL_TIMEOUT_MS', 15_000, 10, 3_600_000),
     relayArchiveCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_ARCHIVE_CALL_TIMEOUT_MS', 5 * 60_000, 10, 3_600_000),
     relayBackupCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_BACKUP_CALL_TIMEOUT_MS', 15 * 60_000, 10, 6 * 3_600_000),

@@ -46,6 +46,7 @@ export const refusalResponse = (retryAfterSecondsArg: number): string =>
 interface IPending {
   address: string;
   timer: NodeJS.Timeout;
+  onClose: () => void;
 }
 
 /** `::ffff:127.0.0.1` and `127.0.0.1` are one address. */
@@ -104,11 +105,13 @@ export class PendingConnectionGuard {
       }
     }, this.limits.headersTimeoutMs);
     timer.unref();
-    this.pending.set(socketArg, { address: counted ? address : '', timer });
+    // Removed when the connection settles: an open socket keeps no listener of the guard.
+    const onClose = (): void => this.settle(socketArg);
+    this.pending.set(socketArg, { address: counted ? address : '', timer, onClose });
     if (counted) {
       this.perAddress.set(address, (this.perAddress.get(address) ?? 0) + 1);
     }
-    socketArg.once('close', () => this.settle(socketArg));
+    socketArg.once('close', onClose);
   }
 
   private settle(socketArg: Socket): void {
@@ -118,6 +121,7 @@ export class PendingConnectionGuard {
     }
     this.pending.delete(socketArg);
     clearTimeout(entry.timer);
+    socketArg.removeListener('close', entry.onClose);
     if (entry.address) {
       const left = (this.perAddress.get(entry.address) ?? 1) - 1;
       if (left > 0) {

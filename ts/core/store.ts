@@ -416,17 +416,19 @@ export class DocumentStore {
    * `decideArg` what to do with it, and commits that decision with one conditional write on the
    * generation it read. A lost race reads and decides again, at most `rounds` times; then the
    * operation is refused `conflict`. A `refuse` decision is thrown as it is. Never answers an
-   * ambiguous null: the outcome says what happened.
+   * ambiguous null: the outcome says what happened. `read`: the document as the caller just read
+   * it, decided on in the first round instead of reading it again (the write's generation filter
+   * still decides the race; a lost one reads again).
    */
   public async mutate<T extends IStoredDocument>(
     kindArg: IDocumentKind<T>,
     idArg: string,
     decideArg: (currentArg: T | null) => TDecision<T> | Promise<TDecision<T>>,
-    optionsArg: { rounds?: number; mutation?: IMutationAnswer } = {},
+    optionsArg: { rounds?: number; mutation?: IMutationAnswer; read?: T | null } = {},
   ): Promise<IMutateResult<T>> {
     const rounds = optionsArg.rounds ?? defaultUpdateRounds;
     for (let round = 0; round < rounds; round++) {
-      const current = await this.get(kindArg, idArg);
+      const current = round === 0 && optionsArg.read !== undefined ? optionsArg.read : await this.get(kindArg, idArg);
       const decision = await decideArg(current);
       const previousGeneration = current?.generation ?? 0;
       switch (decision.kind) {

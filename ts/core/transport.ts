@@ -1,5 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
+import type { ServerResponse } from 'node:http';
+import type { WebSocket } from 'ws';
 import fastifyWebsocket from '@fastify/websocket';
 import { PendingConnectionGuard, UpgradeLine, type TConnectionRefusalReason } from './connectionlimits.js';
 import { EnvelopePeer, readFrame, refusalEnvelope, type IEnvelope, type ISocketRequestLimits } from './envelopepeer.js';
@@ -110,6 +112,20 @@ export const decideRelayAdmission = (heldArg: number, maxArg: number, retryAfter
 
 /** `cloudly snapshot save` downloads the control plane's snapshot here (docs/storage.md). */
 export const snapshotDownloadPath = '/admin/snapshot';
+
+/**
+ * Lets go of what the WebSocket plugin (@fastify/websocket) keeps of an upgrade for the socket's
+ * whole life: the connection's `_httpMessage` is the stand-in response the plugin routed the
+ * upgrade with (and through it the request, headers included), and the plugin's 'error' listener
+ * closes over the framework's request and reply. Its listener only terminated the socket (its
+ * logger is off here), which the one put in its place does too.
+ */
+const releaseUpgradeRequest = (socketArg: WebSocket, connectionArg: Socket): void => {
+  const connection = connectionArg as Socket & { _httpMessage?: ServerResponse | null };
+  connection._httpMessage?.detachSocket(connection);
+  socketArg.removeAllListeners('error');
+  socketArg.on('error', () => socketArg.terminate());
+};
 
 export const createHttpServer = async (hostArg: ITransportHost): Promise<FastifyInstance> => {
   const app = Fastify({
@@ -263,8 +279,13 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
             relayUpgradesAdmitted--;
           }
         };
-        request.cloudlyRelayAdmissionSettle = settle;
-        request.raw.socket.once('close', settle);
+        const connection = request.raw.socket;
+        const settleOnce = (): void => {
+          connection.removeListener('close', settleOnce);
+          settle();
+        };
+        request.cloudlyRelayAdmissionSettle = settleOnce;
+        connection.on('close', settleOnce);
       }
       if (!compression.has(authentication.kind)) {
         delete request.raw.headers['sec-websocket-extensions'];
@@ -277,6 +298,7 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     request.cloudlyRelayAdmissionSettle?.();
     // Nothing below keeps `request` (the upgrade's request and its raw message, headers included)
     // in a closure that lives as long as the socket: per idle relay that was memory for nothing.
+    releaseUpgradeRequest(socket, request.raw.socket);
     const remoteAddress = request.ip;
     const localData: Record<string, unknown> = { transport: 'socket', remoteAddress };
     const peer: EnvelopePeer = new EnvelopePeer(socket, {

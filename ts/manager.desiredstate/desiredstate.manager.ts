@@ -1,6 +1,7 @@
 import type { Cloudly } from '../classes.cloudly.js';
 import { registerOperations } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
+import type { ICommittedOwners, IDocumentKind, IStoredDocument } from '../core/store.js';
 import { failpoint } from '../core/failpoints.js';
 import { requireValidRelayAnswer } from '../core/relaycalls.js';
 import {
@@ -24,6 +25,10 @@ import type { IClusterUnresolvedRoute } from '../interfaces/data/desiredstate.js
 import { decideDesiredStatePublication, decideForget } from './decide.js';
 import { clusterDesiredStateKind, serviceObservedStateKind, type IServiceObservedStateDocument } from './documents.js';
 import { desiredStateOperations } from './operations.js';
+import { ObservedReportMemo } from './observedmemo.js';
+import { currentOperation } from '../core/operationcontext.js';
+import { clusterKind } from '../manager.cluster/documents.js';
+import { nodeRuntimeAssignmentsKind } from '../manager.ingress/documents.js';
 
 /**
  * The control loop's Cloudly side (Kubernetes' spec/status with generation/observedGeneration):
@@ -85,6 +90,9 @@ export class DesiredStateManager {
   public computations = 0;
   /** Refreshes owed to newly opened sockets, waiting for `sessionHintDelayMs`. */
   private readonly hintTimers = new Set<NodeJS.Timeout>();
+  /** What this instance last stored of each cluster's observed-state report (./observedmemo.ts). */
+  public readonly observedMemo: ObservedReportMemo;
+  private unsubscribeMemo: (() => void) | null = null;
 
   constructor(private readonly cloudly: Cloudly) {
     this.refreshes = new WorkQueue({
@@ -93,8 +101,10 @@ export class DesiredStateManager {
       process: (clusterIdArg) => this.refreshAndHint(clusterIdArg),
       retry: { maximumRetries: 5, baseDelayMs: 200, maximumDelayMs: 5_000 },
     });
+    this.observedMemo = new ObservedReportMemo(cloudly.config.observedRefreshMs);
     registerOperations(cloudly, desiredStateOperations({
       store: cloudly.store,
+      observedMemo: this.observedMemo,
       requireCluster: (clusterIdArg) => cloudly.clusterManager.requireCluster(clusterIdArg),
       requireElected: (sessionArg) => cloudly.clusterManager.requireElected(sessionArg),
       listNodeIds: async (clusterIdArg) => (await cloudly.clusterManager.nodes.listNodes(clusterIdArg)).map((node) => node.id),
@@ -110,6 +120,13 @@ export class DesiredStateManager {
   }
 
   public async start(): Promise<void> {
+    this.unsubscribeMemo = this.cloudly.store.onCommitted((kindArg, idArg, ownersArg) => {
+      const clusterId = this.memoClusterOf(kindArg, idArg, ownersArg);
+      if (clusterId !== undefined) {
+        this.observedMemo.invalidate(clusterId);
+      }
+    });
+    this.cloudly.relays.onSessionClosed((sessionArg) => this.observedMemo.forgetCluster(sessionArg.clusterId));
     this.unsubscribe = this.cloudly.store.onCommitted((kindArg, idArg) => {
       if (kindArg === serviceKind || kindArg === clusterIngressSlotKind || kindArg === platformBindingKind
         || kindArg === clusterRelayRegistrationKind || kindArg === corestoreCredentialKind || kindArg === clusterNodeKind
@@ -148,11 +165,38 @@ export class DesiredStateManager {
 
   public async stop(): Promise<void> {
     this.unsubscribe?.();
+    this.unsubscribeMemo?.();
     for (const timer of this.hintTimers) {
       clearTimeout(timer);
     }
     this.hintTimers.clear();
     await this.refreshes.drain();
+  }
+
+  /**
+   * The cluster whose remembered observed-state report a commit may make wrong: undefined when it
+   * cannot (another kind, or a report's own writes), null when its cluster is not known (a
+   * removal: every entry goes).
+   */
+  private memoClusterOf(kindArg: IDocumentKind<IStoredDocument>, idArg: string, ownersArg: ICommittedOwners): string | null | undefined {
+    if (kindArg === clusterKind) {
+      return idArg;
+    }
+    if (kindArg === clusterNodeKind) {
+      return idArg.slice(0, idArg.indexOf('/'));
+    }
+    if (kindArg === serviceKind) {
+      return ownersArg.clusterId ?? null;
+    }
+    if (kindArg === clusterDesiredStateKind || kindArg === serviceObservedStateKind || kindArg === nodeRuntimeAssignmentsKind) {
+      if (currentOperation().method === 'reportClusterPlatformObservedState') {
+        // A report's own writes (its accepted revision, observations, assignments): the report
+        // remembers what it stored, and a concurrent report of the cluster began after it.
+        return undefined;
+      }
+      return kindArg === clusterDesiredStateKind ? idArg : ownersArg.clusterId ?? null;
+    }
+    return undefined;
   }
 
   /** Queues a refresh of the cluster's desired state (another manager's facts changed). */

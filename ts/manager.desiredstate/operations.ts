@@ -22,6 +22,7 @@ import {
   judgeObservedReport,
 } from './decide.js';
 import { clusterDesiredStateKind, serviceObservedStateKind } from './documents.js';
+import { ObservedReportMemo } from './observedmemo.js';
 
 /**
  * The desired-state loop's methods as declared operations (ts/core/operations.ts runs them): the
@@ -109,6 +110,8 @@ const isObservedNodes: TFieldCheck = (valueArg, pathArg) => {
 /** What the desired-state operations need, wired by the manager. */
 export interface IDesiredStatePorts {
   store: DocumentStore;
+  /** What this instance last stored of each cluster's observed-state report. */
+  observedMemo: ObservedReportMemo;
   /** The cluster, or `not-found`. */
   requireCluster(clusterIdArg: string): Promise<unknown>;
   /** Refuses a relay socket that is not its cluster's elected one. */
@@ -197,45 +200,65 @@ export const desiredStateOperations = (portsArg: IDesiredStatePorts): IDeclaredO
       optional: { nodes: isObservedNodes },
     },
     // Several documents: the cluster's accepted revision, the nodes' assignments, each service's
-    // observations, and the removal of services pending removal that stopped everywhere.
+    // observations, and the removal of services pending removal that stopped everywhere. A report
+    // the same socket made before, unchanged, against the same published desired state, is
+    // answered from what this instance stored last (./observedmemo.ts): one read.
     async run(request, context) {
       await portsArg.requireElected(context.session);
-      const { store } = portsArg;
+      const { store, observedMemo } = portsArg;
       const { clusterId } = context;
+      const digest = ObservedReportMemo.digestOf(request);
       const published = await store.get(clusterDesiredStateKind, clusterId);
-      const services = new Map((await store.find(serviceKind, { clusterId })).map((service) => [service.id, service]));
-      const nodeIds = new Set(await portsArg.listNodeIds(clusterId));
-      const verdict = judgeObservedReport(request, published, services, nodeIds);
-      if (verdict) {
-        throw refuse(verdict.code, verdict.reasons);
+      if (observedMemo.matches(clusterId, context.session.id, digest, published?.generation ?? null, Date.now())) {
+        return { accepted: request.services.length, removed: [] };
       }
-      await store.mutate(clusterDesiredStateKind, clusterId, (currentArg) => decideObservedRevision(currentArg, request.desiredRevision));
-      // The nodes' assignment observations: the one stored observation the ingress judge reads.
-      for (const entry of request.nodes ?? []) {
-        await portsArg.storeAssignments(clusterId, entry);
-      }
-      const now = Date.now();
-      const byService = new Map<string, IClusterPlatformObservedService[]>();
-      for (const entry of request.services) {
-        byService.set(entry.serviceId, [...(byService.get(entry.serviceId) ?? []), entry]);
-      }
-      const removed: string[] = [];
-      for (const [serviceId, entries] of byService) {
-        const { doc } = await store.mutate(serviceObservedStateKind, serviceId, (currentArg) =>
-          decideObservedPlacements(currentArg, { serviceId, clusterId }, entries, now));
-        // A service pending removal goes once nothing of it runs anywhere the relay reported.
-        if (services.get(serviceId)!.deletionRequestedAt !== undefined && doc && doc.placements.every((placement) => placement.state === 'stopped')) {
-          const { outcome } = await store.mutate(serviceKind, serviceId, decidePendingRemoval);
-          if (outcome === 'removed') {
-            await portsArg.forgetService(serviceId);
-            removed.push(serviceId);
+      const token = observedMemo.begin(clusterId);
+      let remembered: Parameters<ObservedReportMemo['finish']>[2] = null;
+      try {
+        // The services and nodes are read only when an entry names one.
+        const entries = request.services.length + (request.nodes?.length ?? 0);
+        const [serviceList, nodeIdList] = await Promise.all([
+          request.services.length > 0 ? store.find(serviceKind, { clusterId }) : [],
+          entries > 0 ? portsArg.listNodeIds(clusterId) : [],
+        ]);
+        const services = new Map(serviceList.map((service) => [service.id, service]));
+        const nodeIds = new Set(nodeIdList);
+        const verdict = judgeObservedReport(request, published, services, nodeIds);
+        if (verdict) {
+          throw refuse(verdict.code, verdict.reasons);
+        }
+        const accepted = await store.mutate(clusterDesiredStateKind, clusterId, (currentArg) => decideObservedRevision(currentArg, request.desiredRevision), { read: published });
+        // The nodes' assignment observations: the one stored observation the ingress judge reads.
+        for (const entry of request.nodes ?? []) {
+          await portsArg.storeAssignments(clusterId, entry);
+        }
+        const now = Date.now();
+        const byService = new Map<string, IClusterPlatformObservedService[]>();
+        for (const entry of request.services) {
+          byService.set(entry.serviceId, [...(byService.get(entry.serviceId) ?? []), entry]);
+        }
+        const removed: string[] = [];
+        for (const [serviceId, serviceEntries] of byService) {
+          const { doc } = await store.mutate(serviceObservedStateKind, serviceId, (currentArg) =>
+            decideObservedPlacements(currentArg, { serviceId, clusterId }, serviceEntries, now));
+          // A service pending removal goes once nothing of it runs anywhere the relay reported.
+          if (services.get(serviceId)!.deletionRequestedAt !== undefined && doc && doc.placements.every((placement) => placement.state === 'stopped')) {
+            const { outcome } = await store.mutate(serviceKind, serviceId, decidePendingRemoval);
+            if (outcome === 'removed') {
+              await portsArg.forgetService(serviceId);
+              removed.push(serviceId);
+            }
           }
         }
+        if (removed.length > 0) {
+          portsArg.requestRefresh(clusterId);
+        } else if (accepted.doc) {
+          remembered = { sessionId: context.session.id, digest, publishedGeneration: accepted.doc.generation, storedAt: now };
+        }
+        return { accepted: request.services.length, removed };
+      } finally {
+        observedMemo.finish(clusterId, token, remembered);
       }
-      if (removed.length > 0) {
-        portsArg.requestRefresh(clusterId);
-      }
-      return { accepted: request.services.length, removed };
     },
   }),
 

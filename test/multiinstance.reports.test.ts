@@ -1,0 +1,65 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { refusalOf, startSharedDatabase, startTestCloudly } from './helpers/cloudly.js';
+import { connectHintedRelay, type TDesiredStateHint } from './helpers/desiredstate.js';
+import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
+import type {
+  IReq_Any_Cloudly_DeleteService,
+  IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
+  IReq_Relay_Cloudly_ReportClusterPlatformObservedState,
+} from '../ts/interfaces/requests/desiredstate.js';
+
+/**
+ * An unchanged observed-state report is answered from what the instance holding the relay stored
+ * last (docs/desired-state.md); a change committed on another instance reaches it with that
+ * instance's publication of the desired state, and the same report is judged again.
+ */
+
+describe('an unchanged report and a change made on another instance', () => {
+  test('a service deleted through B: once B published, the report A remembered is judged again and refused', async () => {
+    const database = await startSharedDatabase();
+    const a = await startTestCloudly({ ...database.shared });
+    const b = await startTestCloudly({ ...database.shared });
+    try {
+      const { cluster, relayToken } = await a.createCluster('across');
+      await a.addNodes(cluster.id, 'n1');
+      const { service } = await a.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+        service: {
+          name: 'web',
+          organizationId: 'org-1',
+          clusterId: cluster.id,
+          runtime: { image: 'registry.example/web:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['n1'] } },
+          ports: [],
+          routes: [],
+          volumes: [],
+        },
+      });
+      await a.cloudly.desiredStateManager.settled(cluster.id);
+      const hints: TDesiredStateHint[] = [];
+      const relay = await connectHintedRelay(a, cluster.id, relayToken, hints);
+      const answer = await relay.fire<IReq_Relay_Cloudly_GetClusterPlatformDesiredState>('getClusterPlatformDesiredState', {});
+      assert.equal(answer.unchanged, false);
+      const report: IReq_Relay_Cloudly_ReportClusterPlatformObservedState['request'] = {
+        desiredRevision: (answer as Extract<typeof answer, { unchanged: false }>).desiredState.revision,
+        services: [{ serviceId: service.id, nodeId: 'n1', specRevision: 1, replicas: 1, state: 'ready' }],
+      };
+      const fire = () => relay.fire<IReq_Relay_Cloudly_ReportClusterPlatformObservedState>('reportClusterPlatformObservedState', report);
+      assert.deepEqual(await fire(), { accepted: 1, removed: [] });
+      const memo = a.cloudly.desiredStateManager.observedMemo;
+      const hits = memo.hits;
+      assert.deepEqual(await fire(), { accepted: 1, removed: [] });
+      assert.equal(memo.hits, hits + 1, 'the repeated report was answered from what A stored');
+
+      await b.admin.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: service.id, expectedGeneration: service.generation, force: true });
+      await b.cloudly.desiredStateManager.settled(cluster.id);
+      const refusal = await refusalOf(fire);
+      assert.equal(refusal.code, 'invalid-request');
+      assert.deepEqual(refusal.reasons, ['request.services[0].serviceId names no service of this cluster']);
+      assert.equal(memo.hits, hits + 1, 'the report after the change was not answered from memory');
+    } finally {
+      await a.stop();
+      await b.stop();
+      await database.stop();
+    }
+  });
+});
