@@ -367,7 +367,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
   }
 
   public async readLeases(clusterIdsArg?: string[]): Promise<IClusterRelayLeaseDocument[]> {
-    return this.cloudly.store.find(clusterRelayLeaseKind, clusterIdsArg ? { id: { $in: clusterIdsArg } } : {});
+    return clusterIdsArg ? this.cloudly.store.findIn(clusterRelayLeaseKind, 'id', clusterIdsArg) : this.cloudly.store.find(clusterRelayLeaseKind, {});
   }
 
   /**
