@@ -101,6 +101,8 @@ const main = async (): Promise<void> => {
     http.identity = admin.identity;
     const getClusters = await timeEach(20, () => http.call('getClusters', { limit: pageSize }));
     const getOverview = await timeEach(20, () => http.call('getClusterOverview', { clusterId: clusterIds[0] }));
+    const getAudit = await timeEach(20, () => http.call('getAuditEvents', { limit: pageSize }));
+    const getRouteTable = await timeEach(20, () => http.call('getClusterRouteTableResolution', { clusterId: clusterIds[0] }));
     const fleetServed = await http.call('getFleetOverview', { limit: 1 }).then(() => true, () => false);
     const getFleet = fleetServed ? await timeEach(20, () => http.call('getFleetOverview', { limit: pageSize })) : null;
 
@@ -179,6 +181,7 @@ const main = async (): Promise<void> => {
     const full = median(filledMarks);
     const base = median(loginMarks);
     const driver = { first: median(firstRows), full: median(filled), base: median(login) };
+    const aimOf = (msArg: number): string => (msArg < 1000 ? 'met' : '**not met**');
     const lines = [
       '# Dashboard: first render of every page, bundle size',
       '',
@@ -193,12 +196,12 @@ const main = async (): Promise<void> => {
       'the page sets when it rendered, in ms since its navigation started (the browser\'s clock); "seen by the driver": from the reload call',
       'until playwright saw the element (adds the driver\'s round trips, large on a loaded machine).',
       '',
-      '| what | in the page (median) | ratio to baseline | seen by the driver (median) |',
-      '| --- | --- | --- | --- |',
-      `| login page rendered (baseline: same bundle, no data) | ${base.toFixed(0)} ms | 1.00 | ${driver.base.toFixed(0)} ms |`,
-      `| fleet overview: first render (the page of clusters in the table) | ${first.toFixed(0)} ms | ${(first / base).toFixed(2)} | ${driver.first.toFixed(0)} ms |`,
-      `| fleet overview: every row filled (relay, nodes, services by state) | ${full.toFixed(0)} ms | ${(full / base).toFixed(2)} | ${driver.full.toFixed(0)} ms |`,
-      ...pageFigures.map((entry) => `| ${entry.what}: first render | ${entry.mark.toFixed(0)} ms | ${(entry.mark / base).toFixed(2)} | ${entry.driver.toFixed(0)} ms |`),
+      '| what | in the page (median) | aim < 1 s | ratio to baseline | seen by the driver (median) |',
+      '| --- | --- | --- | --- | --- |',
+      `| login page rendered (baseline: same bundle, no data) | ${base.toFixed(0)} ms | ${aimOf(base)} | 1.00 | ${driver.base.toFixed(0)} ms |`,
+      `| fleet overview: first render (the page of clusters in the table) | ${first.toFixed(0)} ms | ${aimOf(first)} | ${(first / base).toFixed(2)} | ${driver.first.toFixed(0)} ms |`,
+      `| fleet overview: every row filled (relay, nodes, services by state) | ${full.toFixed(0)} ms | ${aimOf(full)} | ${(full / base).toFixed(2)} | ${driver.full.toFixed(0)} ms |`,
+      ...pageFigures.map((entry) => `| ${entry.what}: first render | ${entry.mark.toFixed(0)} ms | ${aimOf(entry.mark)} | ${(entry.mark / base).toFixed(2)} | ${entry.driver.toFixed(0)} ms |`),
       '',
       'API calls behind it, over HTTP from the driving process (p50):',
       '',
@@ -206,6 +209,8 @@ const main = async (): Promise<void> => {
       '| --- | --- | --- |',
       `| getClusters { limit: ${pageSize} } of ${clusterCount} | ${getClusters.p50.toFixed(1)} ms | ${getClusters.p90.toFixed(1)} ms |`,
       `| getClusterOverview (one small cluster) | ${getOverview.p50.toFixed(1)} ms | ${getOverview.p90.toFixed(1)} ms |`,
+      `| getClusterRouteTableResolution (the same cluster) | ${getRouteTable.p50.toFixed(1)} ms | ${getRouteTable.p90.toFixed(1)} ms |`,
+      `| getAuditEvents { limit: ${pageSize} }, newest first | ${getAudit.p50.toFixed(1)} ms | ${getAudit.p90.toFixed(1)} ms |`,
       ...(getFleet ? [`| getFleetOverview { limit: ${pageSize} } of ${clusterCount} | ${getFleet.p50.toFixed(1)} ms | ${getFleet.p90.toFixed(1)} ms |`] : []),
       '',
       `Bundle (esbuild, minified; built or checked in ${bundleMs.toFixed(0)} ms):`,
