@@ -17,11 +17,16 @@ import { chromiumAvailable, chromiumPath, launchBrowser } from '../test/helpers/
 import { dashboardBundleDir, ensureDashboardBundle } from '../ts/core/dashboard.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import { reportResults, sized } from './helpers/smoke.js';
+import { randomUUID } from 'node:crypto';
+import { clusterKind } from '../ts/manager.cluster/documents.js';
+import { serviceKind } from '../ts/manager.service/service.manager.js';
 
 const clusterCount = Number(process.argv[2] ?? sized(1000, 20));
 const serviceCount = Number(process.argv[3] ?? sized(10_000, 40));
 const rounds = sized(7, 1);
 const pageSize = 50;
+/** Store inserts in flight while seeding: the store sends what is pending together. */
+const seedWidth = 256;
 
 const median = (valuesArg: number[]): number => [...valuesArg].sort((a, b) => a - b)[Math.floor(valuesArg.length / 2)];
 
@@ -33,31 +38,53 @@ const main = async (): Promise<void> => {
   const { cloudly, admin } = bench;
   const browser = await launchBrowser();
   try {
+    // Seeding: one cluster and one service through the API, as an administrator creates them; the
+    // rest are copies of those stored documents (new id, name, cluster, times) written through the
+    // store itself, many at once, so its insert batching and audit events apply as to any write.
+    // Through the API one at a time this took minutes (a name reservation, validation and a
+    // synced journal write per call).
     const seedStarted = performance.now();
     const clusterIds: string[] = [];
-    await inParallel(clusterCount, 16, async (indexArg) => {
-      const { cluster } = await admin.call('createCluster', { name: `fleet-${String(indexArg).padStart(4, '0')}` });
-      clusterIds.push(cluster.id);
+    const { cluster: firstCluster } = await admin.call('createCluster', { name: 'fleet-0000' });
+    clusterIds.push(firstCluster.id);
+    const clusterTemplate = (await cloudly.store.get(clusterKind, firstCluster.id))!;
+    await inParallel(clusterCount - 1, seedWidth, async (indexArg) => {
+      const id = `cluster-${randomUUID()}`;
+      await cloudly.store.insert(clusterKind, { ...clusterTemplate, id, name: `fleet-${String(indexArg + 1).padStart(4, '0')}`, createdAt: Date.now() });
+      clusterIds.push(id);
     });
     // Spread evenly: every cluster holds serviceCount / clusterCount services.
     const serviceIds: string[] = [];
-    await inParallel(serviceCount, 16, async (indexArg) => {
-      const { service } = await admin.call('createService', {
-        service: {
-          name: `svc-${indexArg}`, organizationId: 'org-1', clusterId: clusterIds[indexArg % clusterIds.length],
-          runtime: { image: 'registry.example/app:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } },
-          volumes: [],
-        },
+    const { service: firstService } = await admin.call('createService', {
+      service: {
+        name: 'svc-0', organizationId: 'org-1', clusterId: clusterIds[0],
+        runtime: { image: 'registry.example/app:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } },
+        volumes: [],
+      },
+    });
+    serviceIds.push(firstService.id);
+    const serviceTemplate = (await cloudly.store.get(serviceKind, firstService.id))!;
+    await inParallel(serviceCount - 1, seedWidth, async (indexArg) => {
+      const id = `svc-${randomUUID()}`;
+      const now = Date.now();
+      await cloudly.store.insert(serviceKind, {
+        ...serviceTemplate, id, name: `svc-${indexArg + 1}`, clusterId: clusterIds[(indexArg + 1) % clusterIds.length], createdAt: now, updatedAt: now,
       });
-      serviceIds.push(service.id);
+      serviceIds.push(id);
     });
     const seedSeconds = (performance.now() - seedStarted) / 1000;
-    // Let the background work the seeding started settle before timing.
+    // Let the background work the seeding started settle before timing: the reconciler owes no
+    // run and nothing was committed for a second.
+    const settleStarted = performance.now();
     for (let quiet = 0, writes = -1; quiet < 5;) {
-      quiet = cloudly.store.committedWrites === writes ? quiet + 1 : 0;
+      quiet = cloudly.store.committedWrites === writes && cloudly.reconciler.busyKeys === 0 ? quiet + 1 : 0;
       writes = cloudly.store.committedWrites;
+      if (performance.now() - settleStarted > 600_000) {
+        throw new Error(`the seeded Cloudly did not settle in 10 minutes (${cloudly.reconciler.busyKeys} reconciler keys busy)`);
+      }
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
+    const settleSeconds = (performance.now() - settleStarted) / 1000;
 
     const bundleStarted = performance.now();
     await ensureDashboardBundle();
@@ -74,6 +101,8 @@ const main = async (): Promise<void> => {
     http.identity = admin.identity;
     const getClusters = await timeEach(20, () => http.call('getClusters', { limit: pageSize }));
     const getOverview = await timeEach(20, () => http.call('getClusterOverview', { clusterId: clusterIds[0] }));
+    const getAudit = await timeEach(20, () => http.call('getAuditEvents', { limit: pageSize }));
+    const getRouteTable = await timeEach(20, () => http.call('getClusterRouteTableResolution', { clusterId: clusterIds[0] }));
     const fleetServed = await http.call('getFleetOverview', { limit: 1 }).then(() => true, () => false);
     const getFleet = fleetServed ? await timeEach(20, () => http.call('getFleetOverview', { limit: pageSize })) : null;
 
@@ -152,13 +181,14 @@ const main = async (): Promise<void> => {
     const full = median(filledMarks);
     const base = median(loginMarks);
     const driver = { first: median(firstRows), full: median(filled), base: median(login) };
+    const aimOf = (msArg: number): string => (msArg < 1000 ? 'met' : '**not met**');
     const lines = [
       '# Dashboard: first render of every page, bundle size',
       '',
       `Run \`node --import tsx bench/dashboard.bench.ts\` (${new Date().toISOString().slice(0, 10)}, shared 2-core machine, embedded database,`,
       `headless Chromium ${browser.context.browser()?.version() ?? ''} from Debian's package via playwright-core, 1366×768;`,
       `load average ${load} on ${os.cpus().length} cores at the end of the run: other work shared the machine).`,
-      `${clusterCount} clusters, ${serviceCount} services (spread evenly over the clusters); seeding through the API took ${seedSeconds.toFixed(1)} s.`,
+      `${clusterCount} clusters, ${serviceCount} services (spread evenly over the clusters); seeding (one cluster and one service through the API, the rest copied through the store, ${seedWidth} at once) took ${seedSeconds.toFixed(1)} s; the background work it started (the reconciler judging every service) settled ${settleSeconds.toFixed(1)} s later.`,
       `The fleet page lists ${rowsShown} clusters per page (the default); ${fleetServed
         ? 'Cloudly serves getFleetOverview, so one call answers the page (first render and every row filled are the same moment)'
         : `Cloudly does not serve getFleetOverview yet, so the page is getClusters (limit ${pageSize}) and then one getClusterOverview per row, 6 in flight`}.`,
@@ -166,12 +196,12 @@ const main = async (): Promise<void> => {
       'the page sets when it rendered, in ms since its navigation started (the browser\'s clock); "seen by the driver": from the reload call',
       'until playwright saw the element (adds the driver\'s round trips, large on a loaded machine).',
       '',
-      '| what | in the page (median) | ratio to baseline | seen by the driver (median) |',
-      '| --- | --- | --- | --- |',
-      `| login page rendered (baseline: same bundle, no data) | ${base.toFixed(0)} ms | 1.00 | ${driver.base.toFixed(0)} ms |`,
-      `| fleet overview: first render (the page of clusters in the table) | ${first.toFixed(0)} ms | ${(first / base).toFixed(2)} | ${driver.first.toFixed(0)} ms |`,
-      `| fleet overview: every row filled (relay, nodes, services by state) | ${full.toFixed(0)} ms | ${(full / base).toFixed(2)} | ${driver.full.toFixed(0)} ms |`,
-      ...pageFigures.map((entry) => `| ${entry.what}: first render | ${entry.mark.toFixed(0)} ms | ${(entry.mark / base).toFixed(2)} | ${entry.driver.toFixed(0)} ms |`),
+      '| what | in the page (median) | aim < 1 s | ratio to baseline | seen by the driver (median) |',
+      '| --- | --- | --- | --- | --- |',
+      `| login page rendered (baseline: same bundle, no data) | ${base.toFixed(0)} ms | ${aimOf(base)} | 1.00 | ${driver.base.toFixed(0)} ms |`,
+      `| fleet overview: first render (the page of clusters in the table) | ${first.toFixed(0)} ms | ${aimOf(first)} | ${(first / base).toFixed(2)} | ${driver.first.toFixed(0)} ms |`,
+      `| fleet overview: every row filled (relay, nodes, services by state) | ${full.toFixed(0)} ms | ${aimOf(full)} | ${(full / base).toFixed(2)} | ${driver.full.toFixed(0)} ms |`,
+      ...pageFigures.map((entry) => `| ${entry.what}: first render | ${entry.mark.toFixed(0)} ms | ${aimOf(entry.mark)} | ${(entry.mark / base).toFixed(2)} | ${entry.driver.toFixed(0)} ms |`),
       '',
       'API calls behind it, over HTTP from the driving process (p50):',
       '',
@@ -179,6 +209,8 @@ const main = async (): Promise<void> => {
       '| --- | --- | --- |',
       `| getClusters { limit: ${pageSize} } of ${clusterCount} | ${getClusters.p50.toFixed(1)} ms | ${getClusters.p90.toFixed(1)} ms |`,
       `| getClusterOverview (one small cluster) | ${getOverview.p50.toFixed(1)} ms | ${getOverview.p90.toFixed(1)} ms |`,
+      `| getClusterRouteTableResolution (the same cluster) | ${getRouteTable.p50.toFixed(1)} ms | ${getRouteTable.p90.toFixed(1)} ms |`,
+      `| getAuditEvents { limit: ${pageSize} }, newest first | ${getAudit.p50.toFixed(1)} ms | ${getAudit.p90.toFixed(1)} ms |`,
       ...(getFleet ? [`| getFleetOverview { limit: ${pageSize} } of ${clusterCount} | ${getFleet.p50.toFixed(1)} ms | ${getFleet.p90.toFixed(1)} ms |`] : []),
       '',
       `Bundle (esbuild, minified; built or checked in ${bundleMs.toFixed(0)} ms):`,

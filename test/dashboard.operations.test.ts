@@ -6,6 +6,7 @@ import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, waitFor } from './helpers/cloudly.js';
+import { CloudlyRefusal } from '../ts/core/refusal.js';
 import { cloudlyProcessEnv, killHard, startCloudlyProcess } from './helpers/process.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
@@ -200,7 +201,7 @@ test('a cancel stops the wait at once, aborts the upload in flight, and what the
   await new Promise((resolve) => setTimeout(resolve, 300));
   assert.equal((await operationOf(operation!.operationId)).state, 'cancelled');
   assert.equal((await backupOf('op-cancel')).state, 'failed');
-  assert.throws(() => outcomeOf(cancelled.operation), (error: unknown) => error instanceof TypedResponseError);
+  assert.throws(() => outcomeOf(cancelled.operation), (error: unknown) => error instanceof CloudlyRefusal);
   const again = await refusalOf(() => world.t.caller.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: operation!.operationId }));
   assert.equal(again.code, 'conflict');
   assert.deepEqual(again.reasons, ['operation-not-running: cancelled']);

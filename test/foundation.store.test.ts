@@ -35,6 +35,23 @@ describe('store: compare-and-swap on one document, decided by the database', () 
     assert.equal((await t.cloudly.store.find(counterKind, { id: 'single' })).length, 1);
   });
 
+  test('findIn answers the documents one $in query answers, over lists longer than a chunk, with duplicates and a filter', async () => {
+    const { store } = t.cloudly;
+    await Promise.all(Array.from({ length: 90 }, (_, index) =>
+      store.insert(counterKind, { id: `in-${index}`, value: index, ...(index % 3 === 0 ? { note: 'third' } : {}) })));
+    const wanted = [...Array.from({ length: 80 }, (_, index) => `in-${index * 1}`), 'in-5', 'in-missing'];
+    const sorted = (docsArg: ICounterDoc[]) => docsArg.map((doc) => doc.id).sort();
+    const direct = await store.find(counterKind, { id: { $in: wanted } });
+    const chunked = await store.findIn(counterKind, 'id', wanted);
+    assert.equal(direct.length, 80);
+    assert.deepEqual(sorted(chunked), sorted(direct));
+    assert.deepEqual(chunked.find((doc) => doc.id === 'in-7'), direct.find((doc) => doc.id === 'in-7'));
+    const filtered = await store.findIn(counterKind, 'id', wanted, { note: 'third' });
+    assert.deepEqual(sorted(filtered), sorted(await store.find(counterKind, { id: { $in: wanted }, note: 'third' })));
+    assert.equal(filtered.length, 27);
+    assert.deepEqual(await store.findIn(counterKind, 'id', []), []);
+  });
+
   test('a stale generation changes nothing; unset removes a field', async () => {
     await t.cloudly.store.insert(counterKind, { id: 'stale', value: 1, note: 'x' });
     assert.equal(await t.cloudly.store.swap(counterKind, 'stale', 7, { set: { value: 99 } }), null);

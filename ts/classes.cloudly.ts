@@ -11,7 +11,7 @@ import { DocumentStore } from './core/store.js';
 import { CloudlyAuth, type IVerifiedIdentity } from './core/auth.js';
 import { CloudlyMetrics } from './core/metrics.js';
 import { RelaySessions, type IRelaySession } from './core/relaysessions.js';
-import { internalFailure, refuse } from './core/errors.js';
+import { asTypedResponseError, internalFailure, isRefusal, refuse } from './core/errors.js';
 import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
 import { closeHttpServerWithin, createHttpServer, type ITransportHost } from './core/transport.js';
 import { runInOperation, type IOperationContext } from './core/operationcontext.js';
@@ -380,8 +380,9 @@ export class Cloudly {
         }
         return response as ITypedRequest['response'];
       } catch (error) {
-        if (error instanceof TypedResponseError) {
-          throw error;
+        if (isRefusal(error)) {
+          // A socket call's refusal (a relay's, another instance's) arrives as a CloudlyRefusal.
+          throw asTypedResponseError(error);
         }
         if (isDatabaseUnavailableError(error)) {
           // The database is unreachable or could not make the write durable: retryable, nothing answered as done.

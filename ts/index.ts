@@ -2,4 +2,5 @@ export { Cloudly, type ICloudlyOptions, type IAdminHandlerContext, type IRelayHa
 export { readConfig, type ICloudlyConfig } from './config.js';
 export { CloudlyAdminClient } from './client/admin.js';
 export { CloudlyRelayClient } from './client/relay.js';
+export { CloudlyRefusal, type IRefusal } from './core/refusal.js';
 export * as contracts from './interfaces/index.js';

@@ -12,9 +12,9 @@ import { CloudlyRelayClient } from '../../ts/client/relay.js';
 import type { IIdentity } from '../../ts/interfaces/data/user.js';
 import type { ICluster } from '../../ts/interfaces/data/cluster.js';
 import type { IReq_Any_Cloudly_CreateCluster } from '../../ts/interfaces/requests/admin.js';
-import { TypedResponseError } from '@api.global/typedrequest';
 import { readFrame, refusalEnvelope, type IEnvelope } from '../../ts/core/envelopepeer.js';
 import { buildRequestEnvelope } from '../../ts/client/transport.js';
+import { CloudlyRefusal } from '../../ts/core/refusal.js';
 
 /**
  * Starts a real Cloudly on a free port with the embedded database and a fresh data directory,
@@ -125,7 +125,7 @@ export const startTestCloudly = async (configArg: Partial<ICloudlyConfig> = {}):
  * the envelope is written as the wire carries it, read by the same boundary parser as an HTTP
  * body (`readFrame`), routed by `cloudly.dispatch` (guards, identity checks, validation, metrics)
  * and its answer read back from JSON. A refusal is thrown as the HTTP client throws it
- * (TypedResponseError with the contract's error data); only the socket and HTTP layers are skipped.
+ * (a CloudlyRefusal with the contract's error data); only the socket and HTTP layers are skipped.
  */
 export const dispatchInProcess = (cloudlyArg: Cloudly) => async (methodArg: string, requestArg: unknown): Promise<unknown> => {
   const frame = readFrame(JSON.stringify(buildRequestEnvelope(methodArg, requestArg)), 'body');
@@ -136,7 +136,7 @@ export const dispatchInProcess = (cloudlyArg: Cloudly) => async (methodArg: stri
       : refusalEnvelope(frame.correlationId, methodArg, ['envelope phase must be request']);
   const wire = JSON.parse(JSON.stringify(answer)) as IEnvelope;
   if (wire.error) {
-    throw new TypedResponseError(wire.error.text, wire.error.data);
+    throw new CloudlyRefusal(wire.error.text, wire.error.data);
   }
   if (wire.response === undefined) {
     throw new Error(`in-process call ${methodArg} answered no response`);

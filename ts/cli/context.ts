@@ -175,7 +175,7 @@ export const noteDryRun = (optionsArg: IMutationOptions, answerArg: unknown): vo
 // Failures → stderr and exit codes
 // ---------------------------------------------------------------------------------------------
 
-/** typedrequest's TypedResponseError (not an Error subclass): `{ errorText, errorData }`. */
+/** A refusal (`CloudlyRefusal`, or anything of its shape: not an Error subclass): `{ errorText, errorData }`. */
 const isRefusal = (errorArg: unknown): errorArg is { errorText: string; errorData?: unknown } =>
   typeof errorArg === 'object' && errorArg !== null && 'errorText' in errorArg && 'errorData' in errorArg;
 
@@ -223,8 +223,9 @@ export const reportFailure = (errorArg: unknown, urlArg?: string): number => {
     return errorArg.status >= 500 || errorArg.status === 0 ? exitCodes.unavailable : exitCodes.refused;
   }
   if (isConnectionFailure(errorArg)) {
-    const cause = (errorArg as { cause?: { code?: string; message?: string } }).cause;
-    writeErr(`cloudly: unavailable: cannot reach ${urlArg ?? 'the server'} (${cause?.code ?? cause?.message ?? (errorArg as Error).message})`);
+    // fetch's failure carries node's error as its cause; node's own HTTP client rejects with it.
+    const error = errorArg as { code?: string; message?: string; cause?: { code?: string; message?: string } };
+    writeErr(`cloudly: unavailable: cannot reach ${urlArg ?? 'the server'} (${error.cause?.code ?? error.cause?.message ?? error.code ?? error.message})`);
     return exitCodes.unavailable;
   }
   writeErr(`cloudly: ${(errorArg as Error)?.message ?? String(errorArg)}`);

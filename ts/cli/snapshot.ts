@@ -7,15 +7,25 @@ import { exitCodes, resolveUrl, UsageError } from './context.js';
 import { readCredentials } from './credentials.js';
 import { printAnswer, writeErr } from './output.js';
 import { formatBytes } from './progress.js';
-import { syncDirectory, writeFully } from '../core/durablefiles.js';
-import { verifySnapshotFile } from '../core/snapshotfile.js';
-import { snapshotFileNames } from '../core/storageverify.js';
 
 /**
  * `cloudly snapshot save <file>` (online: a consistent copy of the embedded database through the
  * API, by an administrator) and `cloudly snapshot restore <file> --data-dir <dir>` (offline: into
  * an empty data directory). docs/storage.md, "Saving and restoring the control plane".
  */
+
+/**
+ * The embedded database's file code, loaded by the two commands that use it: it reads BSON through
+ * the mongodb driver, which every other command would otherwise load at start for nothing.
+ */
+const loadFileTools = async () => {
+  const [{ syncDirectory, writeFully }, { verifySnapshotFile }, { snapshotFileNames }] = await Promise.all([
+    import('../core/durablefiles.js'),
+    import('../core/snapshotfile.js'),
+    import('../core/storageverify.js'),
+  ]);
+  return { syncDirectory, writeFully, verifySnapshotFile, snapshotFileNames };
+};
 
 /** A failure with a message for the operator; exit code 1 (3 when the server cannot be reached). */
 class SnapshotError extends Error {
@@ -25,6 +35,7 @@ class SnapshotError extends Error {
 }
 
 const save = async (fileArg: string, optionsArg: { url?: string; output?: string }): Promise<Record<string, unknown>> => {
+  const { syncDirectory, writeFully, verifySnapshotFile } = await loadFileTools();
   const url = await resolveUrl(optionsArg);
   const stored = (await readCredentials()).servers[url];
   if (!stored) {
@@ -90,6 +101,7 @@ const save = async (fileArg: string, optionsArg: { url?: string; output?: string
 };
 
 export const restoreSnapshotFile = async (fileArg: string, dataDirArg: string): Promise<Record<string, unknown>> => {
+  const { syncDirectory, writeFully, verifySnapshotFile, snapshotFileNames } = await loadFileTools();
   const source = path.resolve(fileArg);
   const dataDir = path.resolve(dataDirArg);
   let summary;

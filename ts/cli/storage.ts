@@ -2,7 +2,6 @@ import type { Command } from 'commander';
 import { cliIo, setExitCode } from './io.js';
 import { exitCodes, UsageError } from './context.js';
 import { printAnswer, writeErr } from './output.js';
-import { formatStorageReport, verifyDataDirectory } from '../core/storageverify.js';
 
 /**
  * `cloudly storage …`: offline tools for the embedded database's files (docs/storage.md). They
@@ -20,6 +19,8 @@ export const addStorageCommands = (programArg: Command): void => {
     .action(async (_options: unknown, commandArg: Command) => {
       const options = commandArg.optsWithGlobals() as { dataDir?: string; output: 'table' | 'json' | 'yaml' };
       try {
+        // Loaded here: the storage code reads BSON through the mongodb driver (see snapshot.ts).
+        const { formatStorageReport, verifyDataDirectory } = await import('../core/storageverify.js');
         const report = await verifyDataDirectory(dataDirOf(options));
         printAnswer(report, options.output, () => formatStorageReport(report));
         setExitCode(report.healthy ? exitCodes.ok : exitCodes.refused);

@@ -1,4 +1,4 @@
-import { TypedResponseError } from '@api.global/typedrequest';
+import { CloudlyRefusal } from '../core/refusal.js';
 import type { IOperation, IReq_Admin_GetOperation } from '../interfaces/requests/operation.js';
 import type { IIdentity } from '../interfaces/data/user.js';
 
@@ -40,7 +40,7 @@ export const followOperation = async (
 
 /**
  * What the blocking call used to answer: the result of a completed operation, or the refusal a
- * failed or cancelled one recorded, thrown as the same TypedResponseError the call would have thrown.
+ * failed or cancelled one recorded, thrown as the same refusal (a CloudlyRefusal) the call would have thrown.
  */
 export const outcomeOf = <TResult = NonNullable<IOperation['result']>>(operationArg: IOperation): TResult => {
   if (operationArg.state === 'completed') {
@@ -49,5 +49,5 @@ export const outcomeOf = <TResult = NonNullable<IOperation['result']>>(operation
   if (operationArg.state === 'running') {
     throw new Error(`operation ${operationArg.operationId} is still running`);
   }
-  throw new TypedResponseError(`operation ${operationArg.operationId} ${operationArg.state}`, operationArg.error ?? { code: 'internal', retryable: true, reasons: [operationArg.reason ?? operationArg.state] });
+  throw new CloudlyRefusal(`operation ${operationArg.operationId} ${operationArg.state}`, operationArg.error ?? { code: 'internal', retryable: true, reasons: [operationArg.reason ?? operationArg.state] });
 };

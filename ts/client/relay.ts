@@ -3,6 +3,7 @@ import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
 import type { ITypedContract } from '../interfaces/requests/admin.js';
 import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../interfaces/requests/cluster.js';
 import { EnvelopePeer } from '../core/envelopepeer.js';
+import { CloudlyRefusal } from '../core/refusal.js';
 import { CloudlyTransportError, openSocket } from './transport.js';
 import { defaultSocketLivenessTiming, watchSocketLiveness, type ISocketLivenessTiming } from '../core/socketliveness.js';
 
@@ -190,6 +191,10 @@ export class CloudlyRelayClient {
       } catch (error) {
         if (error instanceof TypedResponseError) {
           throw error;
+        }
+        if (error instanceof CloudlyRefusal) {
+          // A refusal this relay was given (by Cloudly, on its own call) and passes on as it is.
+          throw new TypedResponseError(error.errorText, error.errorData);
         }
         throw new TypedResponseError('relay handler failed', { code: 'internal', retryable: true });
       }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { TypedResponseError } from '@api.global/typedrequest';
-import { WebSocket } from 'ws';
+import type { WebSocket } from 'ws';
 import type { IEnvelope } from '../core/envelopepeer.js';
+import { CloudlyRefusal } from '../core/refusal.js';
 
 /** Client-side transport pieces shared by the admin and the relay client. */
 
@@ -25,32 +25,59 @@ export class CloudlyTransportError extends Error {
   }
 }
 
-/** POSTs one envelope to `/typedrequest`; throws the answer's error as a TypedResponseError. */
-export const postEnvelope = async <TResponse>(baseUrlArg: string, methodArg: string, requestArg: unknown): Promise<TResponse> => {
-  const response = await fetch(`${baseUrlArg}/typedrequest`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(buildRequestEnvelope(methodArg, requestArg)),
+/**
+ * One POST through node's own HTTP client: `fetch` would load undici (and compile its parser) on the
+ * first call of every process, which a one-shot command like `cloudly clusters list` pays in full.
+ * Connections are kept alive by node's global agent as `fetch` kept them. A connection failure
+ * rejects with node's error (`code` ECONNREFUSED, ENOTFOUND, …).
+ */
+const postText = async (urlArg: string, bodyArg: string): Promise<{ status: number; text: string }> => {
+  const url = new URL(urlArg);
+  const { request } = url.protocol === 'https:' ? await import('node:https') : await import('node:http');
+  return new Promise((resolve, reject) => {
+    const outgoing = request(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(bodyArg) },
+    }, (incoming) => {
+      const chunks: Buffer[] = [];
+      incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
+      incoming.on('error', reject);
+      incoming.on('end', () => resolve({ status: incoming.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+    });
+    outgoing.on('error', reject);
+    outgoing.end(bodyArg);
   });
-  const text = await response.text();
+};
+
+/** POSTs one envelope to `/typedrequest`; throws the answer's error as a CloudlyRefusal. */
+export const postEnvelope = async <TResponse>(baseUrlArg: string, methodArg: string, requestArg: unknown): Promise<TResponse> => {
+  const { status, text } = await postText(`${baseUrlArg}/typedrequest`, JSON.stringify(buildRequestEnvelope(methodArg, requestArg)));
   let answer: IEnvelope;
   try {
     answer = JSON.parse(text) as IEnvelope;
   } catch {
-    throw new CloudlyTransportError(response.status, text);
+    throw new CloudlyTransportError(status, text);
   }
   if (answer?.error) {
-    throw new TypedResponseError(answer.error.text, answer.error.data);
+    throw new CloudlyRefusal(answer.error.text, answer.error.data);
   }
-  if (!response.ok || answer?.response === undefined) {
-    throw new CloudlyTransportError(response.status, text);
+  if (status < 200 || status > 299 || answer?.response === undefined) {
+    throw new CloudlyTransportError(status, text);
   }
   return answer.response as TResponse;
 };
 
-/** Opens `/typedsocket` with a bearer; rejects with the HTTP status when the upgrade is refused. */
-export const openSocket = (baseUrlArg: string, bearerArg: string): Promise<WebSocket> => new Promise((resolve, reject) => {
-  const socket = new WebSocket(`${baseUrlArg.replace(/^http/, 'ws')}/typedsocket`, {
+/**
+ * Opens `/typedsocket` with a bearer; rejects with the HTTP status when the upgrade is refused.
+ * `ws` is loaded here, on the first socket, so a command that only POSTs never loads it.
+ */
+export const openSocket = async (baseUrlArg: string, bearerArg: string): Promise<WebSocket> => {
+  const { WebSocket } = await import('ws');
+  return openSocketWith(WebSocket, baseUrlArg, bearerArg);
+};
+
+const openSocketWith = (socketClassArg: typeof WebSocket, baseUrlArg: string, bearerArg: string): Promise<WebSocket> => new Promise((resolve, reject) => {
+  const socket = new socketClassArg(`${baseUrlArg.replace(/^http/, 'ws')}/typedsocket`, {
     headers: { authorization: `Bearer ${bearerArg}` },
     maxPayload: 64 * 1024 * 1024,
   });

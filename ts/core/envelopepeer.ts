@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { TypedResponseError, type TypedRouter } from '@api.global/typedrequest';
+import type { TypedRouter } from '@api.global/typedrequest';
 import type { WebSocket, RawData } from 'ws';
 import { parseBoundaryJson } from './boundary.js';
-import { refuse } from './errors.js';
+import { CloudlyRefusal, refusalFor, type IRefusal } from './refusal.js';
 
 /**
  * One side of a typedrequest conversation over a WebSocket: one JSON envelope per text frame in
@@ -19,7 +19,8 @@ export interface IEnvelope {
   localData?: unknown;
 }
 
-export class PeerCallError extends TypedResponseError {}
+/** The other side's refusal of a call this side made, with its text and error data as they came. */
+export class PeerCallError extends CloudlyRefusal {}
 
 /** The reason a call through a peer ended without an answer. */
 export type TPeerFailure = 'timeout' | 'disconnected' | 'not-open';
@@ -174,10 +175,10 @@ export const readFrame = (textArg: string, textNameArg = 'frame'): TFrame => {
  * echoed: it may hold a password or an identity.
  */
 export const refusalEnvelope = (correlationIdArg: string, methodArg: string, reasonsArg: string[]): IEnvelope =>
-  errorEnvelope(correlationIdArg, methodArg, refuse('invalid-request', reasonsArg));
+  errorEnvelope(correlationIdArg, methodArg, refusalFor('invalid-request', reasonsArg));
 
 /** The answer envelope carrying one refusal. */
-export const errorEnvelope = (correlationIdArg: string, methodArg: string, errorArg: TypedResponseError): IEnvelope => ({
+export const errorEnvelope = (correlationIdArg: string, methodArg: string, errorArg: IRefusal): IEnvelope => ({
   method: methodArg,
   response: null,
   error: { text: errorArg.errorText, data: errorArg.errorData },
@@ -343,7 +344,7 @@ export class EnvelopePeer {
       // Not parsed at all: too large for anything this socket accepts. The top of the envelope is
       // peeked so the sender's call fails at once instead of timing out, and the socket stays.
       const peeked = peekEnvelopeTop(textArg);
-      this.refuseFrame(peeked.correlationId, peeked.method, peeked.phase, refuse('invalid-request', [`frame exceeds ${Math.max(limits.requestFrameBytes, limits.answerFrameBytes)} bytes`]));
+      this.refuseFrame(peeked.correlationId, peeked.method, peeked.phase, refusalFor('invalid-request', [`frame exceeds ${Math.max(limits.requestFrameBytes, limits.answerFrameBytes)} bytes`]));
       return;
     }
     const frame = readFrame(textArg);
@@ -356,7 +357,7 @@ export class EnvelopePeer {
         this.settleUnreadableFrame(textArg, frame.reasons);
         return;
       }
-      this.refuseFrame(frame.correlationId, frame.method, frame.phase, refuse('invalid-request', frame.reasons));
+      this.refuseFrame(frame.correlationId, frame.method, frame.phase, refusalFor('invalid-request', frame.reasons));
       return;
     }
     const { envelope } = frame;
@@ -378,7 +379,7 @@ export class EnvelopePeer {
     } catch (error) {
       // A failure while routing one frame answers that frame; the socket and the process go on.
       const errorId = this.options.onRouteFailure?.(error) ?? randomUUID();
-      answer = errorEnvelope(envelope.correlation.id, envelope.method, new TypedResponseError(
+      answer = errorEnvelope(envelope.correlation.id, envelope.method, new CloudlyRefusal(
         'Cloudly failed to answer this request.', { code: 'internal', retryable: true, errorId },
       ));
     } finally {
@@ -428,11 +429,11 @@ export class EnvelopePeer {
     if (peeked.phase === 'response') {
       return;
     }
-    this.sendEnvelope(errorEnvelope(peeked.correlationId ?? '', peeked.method ?? '', refuse('invalid-request', reasonsArg)));
+    this.sendEnvelope(errorEnvelope(peeked.correlationId ?? '', peeked.method ?? '', refusalFor('invalid-request', reasonsArg)));
   }
 
   /** A frame that cannot be served: a broken answer fails its call, a broken request is answered. */
-  private refuseFrame(correlationIdArg: string | null, methodArg: string | null, phaseArg: 'request' | 'response' | null, refusalArg: TypedResponseError): void {
+  private refuseFrame(correlationIdArg: string | null, methodArg: string | null, phaseArg: 'request' | 'response' | null, refusalArg: IRefusal): void {
     if (phaseArg === 'response' && correlationIdArg !== null && this.pending.has(correlationIdArg)) {
       this.settleCall(correlationIdArg, null, undefined, (refusalArg.errorData as { reasons?: string[] }).reasons ?? []);
       return;
@@ -449,7 +450,7 @@ export class EnvelopePeer {
    * once. A refused request is answered `unavailable` with `retryAfterMs`; a socket that keeps
    * sending after a burst's worth of refusals is closed (1008, policy violation).
    */
-  private admitRequest(limitsArg: ISocketRequestLimits): TypedResponseError | null {
+  private admitRequest(limitsArg: ISocketRequestLimits): IRefusal | null {
     const now = Date.now();
     this.tokens = Math.min(limitsArg.frameBurst, this.tokens + ((now - this.tokensAt) * limitsArg.framesPerSecond) / 1000);
     this.tokensAt = now;
@@ -471,7 +472,7 @@ export class EnvelopePeer {
       this.options.onPolicyViolation?.('socket kept sending after being refused');
       this.close(1008, 'request flood');
     }
-    return refuse('unavailable', [reason], { retryAfterMs });
+    return refusalFor('unavailable', [reason], { retryAfterMs });
   }
 
   private sendEnvelope(envelopeArg: IEnvelope): void {

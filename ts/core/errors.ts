@@ -1,66 +1,31 @@
 import { TypedResponseError } from '@api.global/typedrequest';
 import { randomUUID } from 'node:crypto';
+import { CloudlyRefusal, errorCodes, errorTexts, refusalData, type ICloudlyErrorData, type TErrorCode } from './refusal.js';
 
-/**
- * The one catalogue of refusal codes. Contract-specific error data (ingress refusals, volume
- * initialization errors, adoption errors ...) travels as defined by the contract; everything else
- * uses these codes.
- */
-export const errorCodes = [
-  'unauthenticated',
-  'forbidden',
-  'invalid-request',
-  'not-found',
-  'conflict',
-  'unavailable',
-  'internal',
-] as const;
-
-export type TErrorCode = typeof errorCodes[number];
-
-export interface ICloudlyErrorData {
-  code: TErrorCode;
-  retryable: boolean;
-  reasons?: string[];
-  errorId?: string;
-  /** On `unavailable` refusals of a limit: how long to wait before trying again. */
-  retryAfterMs?: number;
-}
-
-const retryableCodes: ReadonlySet<TErrorCode> = new Set(['conflict', 'unavailable']);
-
-const errorTexts: Record<TErrorCode, string> = {
-  unauthenticated: 'The request carries no valid identity.',
-  forbidden: 'The identity may not do this.',
-  'invalid-request': 'The request was refused.',
-  'not-found': 'The named object does not exist.',
-  conflict: 'The object changed since it was read.',
-  unavailable: 'The service needed for this request is unavailable.',
-  internal: 'Cloudly failed to answer this request.',
-};
+export { errorCodes, type ICloudlyErrorData, type TErrorCode } from './refusal.js';
 
 /** A refusal with the catalogue's error data; `throw refuse(...)`. */
 export const refuse = (
   codeArg: TErrorCode,
   reasonsArg?: string[],
   extraArg: Pick<ICloudlyErrorData, 'retryAfterMs'> = {},
-): TypedResponseError => {
-  const errorData: ICloudlyErrorData = { code: codeArg, retryable: retryableCodes.has(codeArg) };
-  if (reasonsArg && reasonsArg.length > 0) {
-    errorData.reasons = reasonsArg;
-  }
-  if (extraArg.retryAfterMs !== undefined) {
-    errorData.retryAfterMs = Math.max(1, Math.ceil(extraArg.retryAfterMs));
-  }
-  return new TypedResponseError(errorTexts[codeArg], errorData);
-};
+): TypedResponseError => new TypedResponseError(errorTexts[codeArg], refusalData(codeArg, reasonsArg, extraArg));
 
 /** A refusal whose error data the contract defines itself. */
 export const contractRefusal = (textArg: string, errorDataArg: object): TypedResponseError =>
   new TypedResponseError(textArg, errorDataArg);
 
-export const isTypedResponseError = (valueArg: unknown): valueArg is TypedResponseError =>
-  valueArg instanceof TypedResponseError;
+/**
+ * A refusal of either class: typedrequest's (what the server's own code throws) or a
+ * `CloudlyRefusal` (what a socket call or a client throws, e.g. a relay's or another instance's
+ * refusal).
+ */
+export const isRefusal = (valueArg: unknown): valueArg is TypedResponseError =>
+  valueArg instanceof TypedResponseError || valueArg instanceof CloudlyRefusal;
+
+/** The refusal as typedrequest's class, the only one its router answers as an error. */
+export const asTypedResponseError = (refusalArg: TypedResponseError | CloudlyRefusal): TypedResponseError =>
+  (refusalArg instanceof TypedResponseError ? refusalArg : new TypedResponseError(refusalArg.errorText, refusalArg.errorData));
 
 /** The `internal` answer for an unexpected failure, with an id the log line carries too. */
 export const internalFailure = (): { error: TypedResponseError; errorId: string } => {

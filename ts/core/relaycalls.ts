@@ -1,5 +1,6 @@
 import { TypedResponseError } from '@api.global/typedrequest';
 import { PeerUnavailableError } from './envelopepeer.js';
+import { isRefusal } from './errors.js';
 
 /**
  * Everything Cloudly calls on a relay, in one table: each method's timeout class, and the one
@@ -117,7 +118,7 @@ export const relayCallRefusal = (errorArg: unknown): TypedResponseError => {
       ? relayCallFailureReasons.timeout
       : errorArg.failure === 'not-open' ? relayCallFailureReasons.notConnected : relayCallFailureReasons.disconnected]);
   }
-  if (errorArg instanceof TypedResponseError) {
+  if (isRefusal(errorArg)) {
     return relayUnavailable([relayCallFailureReasons.refused], readRelayErrorData(errorArg.errorData));
   }
   // The socket's answer reader refused the answer itself (too large, not an envelope): read by

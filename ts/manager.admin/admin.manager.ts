@@ -3,7 +3,7 @@ import { accountRules } from '../interfaces/requests/account.js';
 import type { Cloudly } from '../classes.cloudly.js';
 import type { IReq_Admin_LoginWithUsernameAndPassword } from '../interfaces/requests/admin.js';
 import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
-import { isTypedResponseError, readCloudlyErrorData, refuse } from '../core/errors.js';
+import { isRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
 import { checkRequestShape, isBoolean, isIdString, isNonNegativeInteger, isString, type TFieldCheck } from '../core/validation.js';
 import type { TAdminAccess } from '../core/access.js';
 import { AttemptLimiter, type IAttemptLimit } from '../core/attemptlimiter.js';
@@ -192,7 +192,7 @@ export class AdminManager {
         this.cloudly.logger.info({ username: request.username }, 'administrator logged in');
         return { identity };
       } catch (error) {
-        if (isTypedResponseError(error) && readCloudlyErrorData(error.errorData)?.code === 'unauthenticated') {
+        if (isRefusal(error) && readCloudlyErrorData(error.errorData)?.code === 'unauthenticated') {
           this.usernameFailures.record(request.username);
           this.addressFailures.record(address);
         }

@@ -6,7 +6,7 @@ import { refuse } from '../core/errors.js';
 import { WorkQueue } from '../core/workqueue.js';
 import { decideLeaseElection, decideLeaseRelease } from './decide.js';
 import { InstanceRegistry, instanceFailureReasons, readForwardedRelayCall, type TForwardedRelayAnswer } from '../core/instances.js';
-import { isTypedResponseError } from '../core/errors.js';
+import { isRefusal } from '../core/errors.js';
 import { runAsCloudly } from '../core/operationcontext.js';
 
 /**
@@ -358,7 +358,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
       const response = await runAsCloudly(() => this.cloudly.relays.call(call.clusterId, call.method, call.request, { forwardedTimeoutMs: call.timeoutMs }));
       return { status: 200, answer: { response } };
     } catch (error) {
-      if (isTypedResponseError(error)) {
+      if (isRefusal(error)) {
         return forwardedRefusal(200, error);
       }
       const errorId = this.cloudly.logInternalFailure(error, 'forwarded relay call');
@@ -367,7 +367,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
   }
 
   public async readLeases(clusterIdsArg?: string[]): Promise<IClusterRelayLeaseDocument[]> {
-    return this.cloudly.store.find(clusterRelayLeaseKind, clusterIdsArg ? { id: { $in: clusterIdsArg } } : {});
+    return clusterIdsArg ? this.cloudly.store.findIn(clusterRelayLeaseKind, 'id', clusterIdsArg) : this.cloudly.store.find(clusterRelayLeaseKind, {});
   }
 
   /**

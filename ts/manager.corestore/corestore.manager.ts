@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { TypedResponseError } from '@api.global/typedrequest';
 import type { Cloudly } from '../classes.cloudly.js';
-import { contractRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
+import { contractRefusal, isRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
 import { defaultUpdateRounds, defineDocumentKind, type IMutateResult, type IStoredDocument } from '../core/store.js';
 import { failpoint } from '../core/failpoints.js';
 import { isAnyValue, isIdString, isNonNegativeInteger, type TFieldCheck } from '../core/validation.js';
@@ -339,7 +339,7 @@ export class CorestoreManager {
     try {
       inventory = await this.readInventory(clusterIdArg, nodeIdArg);
     } catch (error) {
-      const reasons = error instanceof TypedResponseError ? readCloudlyErrorData(error.errorData)?.reasons ?? [] : [];
+      const reasons = isRefusal(error) ? readCloudlyErrorData(error.errorData)?.reasons ?? [] : [];
       throw adoptionRefusal('legacy-inventory-unreachable', `The inventory of node ${nodeIdArg} could not be read (${reasons.join(', ') || 'relay failed'}).`);
     }
     if (inventory.reachable !== true) {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
-import { isTypedResponseError, refuse } from '../core/errors.js';
+import { isRefusal, refuse } from '../core/errors.js';
 import { WorkQueue } from '../core/workqueue.js';
 import { isIdString } from '../core/validation.js';
 import { adminMutation, adminQuery, registerOperations } from '../core/operations.js';
@@ -535,7 +535,7 @@ export class OperationManager {
 
 /** The error data a failed operation records: a refusal's own data, or `internal` with a logged id. */
 export const operationErrorOf = (errorArg: unknown, logArg: (errorArg: unknown) => string): IOperationError => {
-  if (isTypedResponseError(errorArg)) {
+  if (isRefusal(errorArg)) {
     const data = errorArg.errorData as Record<string, unknown> | undefined;
     if (data && typeof data.code === 'string') {
       return {

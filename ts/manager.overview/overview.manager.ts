@@ -56,15 +56,14 @@ export class OverviewManager {
     }
     const { store, clusterManager } = this.cloudly;
     const ids = clustersArg.map((clusterArg) => clusterArg.id);
-    const inClusters = { clusterId: { $in: ids } };
     const [nodeDocs, serviceDocs, backupDocs, registrationDocs, leases] = await Promise.all([
-      store.find(clusterNodeKind, inClusters),
-      store.find(serviceKind, inClusters),
-      store.find(serviceBackupKind, { ...inClusters, state: { $in: ['running', 'failed'] } }),
-      store.find(clusterRelayRegistrationKind, { id: { $in: ids } }),
+      store.findIn(clusterNodeKind, 'clusterId', ids),
+      store.findIn(serviceKind, 'clusterId', ids),
+      store.findIn(serviceBackupKind, 'clusterId', ids, { state: { $in: ['running', 'failed'] } }),
+      store.findIn(clusterRelayRegistrationKind, 'id', ids),
       clusterManager.relayElection.readLeases(ids),
     ]);
-    const statusDocs = serviceDocs.length === 0 ? [] : await store.find(serviceRuntimeStatusKind, { id: { $in: serviceDocs.map((docArg) => docArg.id) } });
+    const statusDocs = serviceDocs.length === 0 ? [] : await store.findIn(serviceRuntimeStatusKind, 'id', serviceDocs.map((docArg) => docArg.id));
     const stateOf = new Map(statusDocs.map((docArg) => [docArg.id, docArg.state]));
     const leaseOf = new Map(leases.map((leaseArg) => [leaseArg.clusterId, leaseArg]));
     const registered = new Set(registrationDocs.map((docArg) => docArg.id));
@@ -107,7 +106,7 @@ export class OverviewManager {
       clusterManager.relayRegistrations.getRegistration(clusterIdArg),
       this.cloudly.ingressManager.getDesignation(clusterIdArg),
     ]);
-    const statusDocs = serviceDocs.length === 0 ? [] : await store.find(serviceRuntimeStatusKind, { id: { $in: serviceDocs.map((doc) => doc.id) } });
+    const statusDocs = serviceDocs.length === 0 ? [] : await store.findIn(serviceRuntimeStatusKind, 'id', serviceDocs.map((doc) => doc.id));
     const statuses = new Map<string, IServiceRuntimeStatus>(statusDocs.map((doc) => [doc.id, snapshotServiceRuntimeStatus({
       id: doc.id, specRevision: doc.specRevision, state: doc.state, reason: doc.reason, changedAt: doc.changedAt,
     })]));
