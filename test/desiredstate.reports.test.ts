@@ -1,12 +1,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
-import { connectHintedRelay, type TDesiredStateHint } from './helpers/desiredstate.js';
+import { reportingCluster } from './helpers/desiredstate.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
-import type { IReq_Any_Cloudly_CreateService, IReq_Any_Cloudly_GetServiceRuntimeStatus } from '../ts/interfaces/requests/service.js';
+import type { IReq_Any_Cloudly_GetServiceRuntimeStatus } from '../ts/interfaces/requests/service.js';
 import type {
   IReq_Any_Cloudly_DeleteService,
-  IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
   IReq_Relay_Cloudly_ReportClusterPlatformObservedState,
 } from '../ts/interfaces/requests/desiredstate.js';
 import { nodeRuntimeAssignmentsKind } from '../ts/manager.ingress/documents.js';
@@ -34,25 +33,7 @@ describe('an unchanged observed-state report', () => {
   };
 
   const prepare = async (nameArg: string): Promise<{ clusterId: string; relay: CloudlyRelayClient; serviceId: string; serviceGeneration: number; revision: number }> => {
-    const { cluster, relayToken } = await t.createCluster(nameArg);
-    await t.addNodes(cluster.id, 'n1', 'n2');
-    const { service } = await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
-      service: {
-        name: 'web',
-        organizationId: 'org-1',
-        clusterId: cluster.id,
-        runtime: { image: 'registry.example/web:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['n1'] } },
-        ports: [],
-        routes: [],
-        volumes: [],
-      },
-    });
-    await t.cloudly.desiredStateManager.settled(cluster.id);
-    const hints: TDesiredStateHint[] = [];
-    const relay = await connectHintedRelay(t, cluster.id, relayToken, hints);
-    const answer = await relay.fire<IReq_Relay_Cloudly_GetClusterPlatformDesiredState>('getClusterPlatformDesiredState', {});
-    assert.equal(answer.unchanged, false);
-    const { revision } = (answer as Extract<typeof answer, { unchanged: false }>).desiredState;
+    const { cluster, service, relay, revision } = await reportingCluster(t, nameArg, ['n1', 'n2']);
     return { clusterId: cluster.id, relay, serviceId: service.id, serviceGeneration: service.generation, revision };
   };
 
@@ -68,7 +49,7 @@ describe('an unchanged observed-state report', () => {
     };
     // The first report is new: stored whole.
     assert.deepEqual(await report(loop.relay, ready), { accepted: 1, removed: [] });
-    const stored = await t.admin.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: loop.serviceId });
+    const stored = await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: loop.serviceId });
     assert.deepEqual(stored.observed.placements.map((placement) => [placement.nodeId, placement.state]), [['n1', 'ready']]);
 
     // What the stored report set off (the ingress and desired-state follow-ups) ends first.
@@ -84,13 +65,13 @@ describe('an unchanged observed-state report', () => {
     assert.ok(spent <= 2 * reports, `${reports} unchanged reports cost ${spent} database commands (at most ${2 * reports})`);
 
     // Nothing was rewritten: the observation is the one the first report stored.
-    const unchanged = await t.admin.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: loop.serviceId });
+    const unchanged = await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: loop.serviceId });
     assert.equal(unchanged.observed.lastReportedAt, stored.observed.lastReportedAt);
 
     // A change is stored at once, and is then the report that costs little.
     const failed: TReport = { ...ready, services: [{ ...ready.services[0], replicas: 0, state: 'failed', reason: 'exit 1' }] };
     assert.deepEqual(await report(loop.relay, failed), { accepted: 1, removed: [] });
-    const changed = await t.admin.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: loop.serviceId });
+    const changed = await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: loop.serviceId });
     assert.deepEqual(changed.observed.placements.map((placement) => [placement.nodeId, placement.state, placement.reason]), [['n1', 'failed', 'exit 1']]);
     const hitsBefore = t.cloudly.desiredStateManager.observedMemo.hits;
     assert.deepEqual(await report(loop.relay, failed), { accepted: 1, removed: [] });
@@ -116,7 +97,7 @@ describe('an unchanged observed-state report', () => {
     assert.equal((await assignments()).sessionId, 'session-1');
 
     // The service is deleted at once (force): the same report now names a service the cluster does not have.
-    await t.admin.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: loop.serviceId, expectedGeneration: loop.serviceGeneration, force: true });
+    await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: loop.serviceId, expectedGeneration: loop.serviceGeneration, force: true });
     const refusal = await refusalOf(() => report(loop.relay, ready));
     assert.equal(refusal.code, 'invalid-request');
     assert.deepEqual(refusal.reasons, ['request.services[0].serviceId names no service of this cluster']);

@@ -1,11 +1,9 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startSharedDatabase, startTestCloudly } from './helpers/cloudly.js';
-import { connectHintedRelay, type TDesiredStateHint } from './helpers/desiredstate.js';
-import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
+import { reportingCluster } from './helpers/desiredstate.js';
 import type {
   IReq_Any_Cloudly_DeleteService,
-  IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
   IReq_Relay_Cloudly_ReportClusterPlatformObservedState,
 } from '../ts/interfaces/requests/desiredstate.js';
 
@@ -21,26 +19,9 @@ describe('an unchanged report and a change made on another instance', () => {
     const a = await startTestCloudly({ ...database.shared });
     const b = await startTestCloudly({ ...database.shared });
     try {
-      const { cluster, relayToken } = await a.createCluster('across');
-      await a.addNodes(cluster.id, 'n1');
-      const { service } = await a.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
-        service: {
-          name: 'web',
-          organizationId: 'org-1',
-          clusterId: cluster.id,
-          runtime: { image: 'registry.example/web:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['n1'] } },
-          ports: [],
-          routes: [],
-          volumes: [],
-        },
-      });
-      await a.cloudly.desiredStateManager.settled(cluster.id);
-      const hints: TDesiredStateHint[] = [];
-      const relay = await connectHintedRelay(a, cluster.id, relayToken, hints);
-      const answer = await relay.fire<IReq_Relay_Cloudly_GetClusterPlatformDesiredState>('getClusterPlatformDesiredState', {});
-      assert.equal(answer.unchanged, false);
+      const { cluster, service, relay, revision } = await reportingCluster(a, 'across', ['n1']);
       const report: IReq_Relay_Cloudly_ReportClusterPlatformObservedState['request'] = {
-        desiredRevision: (answer as Extract<typeof answer, { unchanged: false }>).desiredState.revision,
+        desiredRevision: revision,
         services: [{ serviceId: service.id, nodeId: 'n1', specRevision: 1, replicas: 1, state: 'ready' }],
       };
       const fire = () => relay.fire<IReq_Relay_Cloudly_ReportClusterPlatformObservedState>('reportClusterPlatformObservedState', report);

@@ -1,6 +1,12 @@
 import { waitFor, type ITestCloudly } from './cloudly.js';
 import type { CloudlyRelayClient } from '../../ts/client/relay.js';
-import type { IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged } from '../../ts/interfaces/requests/desiredstate.js';
+import type {
+  IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged,
+  IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
+} from '../../ts/interfaces/requests/desiredstate.js';
+import type { IReq_Any_Cloudly_CreateService } from '../../ts/interfaces/requests/service.js';
+import type { ICluster } from '../../ts/interfaces/data/cluster.js';
+import type { IService } from '../../ts/interfaces/data/service.js';
 
 /** What a relay was hinted: the revision and digest of a newer desired state. */
 export type TDesiredStateHint = { revision: number; digest: string };
@@ -22,4 +28,36 @@ export const connectHintedRelay = async (
   });
   await waitFor(() => tArg.cloudly.relays.sessionsOf(clusterIdArg).some((session) => tArg.cloudly.clusterManager.isElected(session)), 'relay elected');
   return relay;
+};
+
+/**
+ * A cluster with the given nodes, one service `web` placed on the first of them, and its relay
+ * connected, elected and holding the first desired state: where a relay's reports start.
+ */
+export const reportingCluster = async (
+  tArg: ITestCloudly,
+  nameArg: string,
+  nodeIdsArg: string[],
+): Promise<{ cluster: ICluster; service: IService; relay: CloudlyRelayClient; revision: number; hints: TDesiredStateHint[] }> => {
+  const { cluster, relayToken } = await tArg.createCluster(nameArg);
+  await tArg.addNodes(cluster.id, ...nodeIdsArg);
+  const { service } = await tArg.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+    service: {
+      name: 'web',
+      organizationId: 'org-1',
+      clusterId: cluster.id,
+      runtime: { image: 'registry.example/web:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [nodeIdsArg[0]] } },
+      ports: [],
+      routes: [],
+      volumes: [],
+    },
+  });
+  await tArg.cloudly.desiredStateManager.settled(cluster.id);
+  const hints: TDesiredStateHint[] = [];
+  const relay = await connectHintedRelay(tArg, cluster.id, relayToken, hints);
+  const answer = await relay.fire<IReq_Relay_Cloudly_GetClusterPlatformDesiredState>('getClusterPlatformDesiredState', {});
+  if (answer.unchanged) {
+    throw new Error('a relay that never read the desired state was told it is unchanged');
+  }
+  return { cluster, service, relay, revision: answer.desiredState.revision, hints };
 };
