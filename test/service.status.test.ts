@@ -188,7 +188,7 @@ test('a read-only user reads the runtime status, an identity of no account is re
   const refusal = await refusalOf(() => t.admin.fire<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', {
     identity: ghost, serviceId: service.id,
   }));
-  assert.deepEqual(refusal, { code: 'unauthenticated', retryable: false, reasons: ['identity names no account (deleted)'] });
+  assert.deepEqual(refusal, { code: 'unauthenticated', retryable: false, reasons: ['account-deleted'], causes: [{ path: 'identity', message: 'names no account (deleted)' }] });
   // Accounts (docs/api-dashboard.md): a `user` may call every read.
   await t.admin.call<IReq_Admin_CreateUser>('createUser', { username: 'status-viewer', password: 'status-viewer-password', role: 'user' });
   const { identity: viewer } = await t.admin.fire('adminLoginWithUsernameAndPassword', { username: 'status-viewer', password: 'status-viewer-password' }) as { identity: typeof ghost };

@@ -4,7 +4,7 @@ import { randomBytes, randomUUID, scrypt as scryptCallback, timingSafeEqual, cre
 import { promisify } from 'node:util';
 import * as jose from 'jose';
 import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
-import { refuse } from './errors.js';
+import { accessDeniedRefusal, refuse } from './errors.js';
 import { sha256Hex } from '../interfaces/private/canonicaljson.js';
 import { defineDocumentKind, type DocumentStore, type IStoredDocument } from './store.js';
 import type { TCloudlyLogger } from './logger.js';
@@ -326,7 +326,7 @@ export class CloudlyAuth {
   public async verifyAdminIdentity(identityArg: unknown): Promise<IVerifiedIdentity> {
     const verified = await this.verifyIdentity(identityArg);
     if (verified.role !== 'admin') {
-      throw refuse('forbidden', ['identity role must be admin']);
+      throw accessDeniedRefusal();
     }
     return verified;
   }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { TypedResponseError, type TypedRouter } from '@api.global/typedrequest';
 import type { WebSocket, RawData } from 'ws';
 import { parseBoundaryJson } from './boundary.js';
-import { refuse } from './errors.js';
+import { methodNotServedReason, refuse } from './errors.js';
 
 /**
  * One side of a typedrequest conversation over a WebSocket: one JSON envelope per text frame in
@@ -184,9 +184,11 @@ export const errorEnvelope = (correlationIdArg: string, methodArg: string, error
   correlation: { id: correlationIdArg, phase: 'response' },
 });
 
-/** The refusal of a method this side does not serve. */
+/** The refusal of a method this side does not serve: the token, and the method named for people. */
 export const methodNotServedEnvelope = (envelopeArg: IEnvelope): IEnvelope =>
-  refusalEnvelope(envelopeArg.correlation.id, envelopeArg.method, [`method ${envelopeArg.method} is not served`]);
+  errorEnvelope(envelopeArg.correlation.id, envelopeArg.method, refuse('invalid-request', [methodNotServedReason], {
+    causes: [{ path: 'method', message: `method ${envelopeArg.method} is not served` }],
+  }));
 
 /**
  * Runs the router's handler for one request envelope and builds the answer, or null when the

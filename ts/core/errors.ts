@@ -18,10 +18,17 @@ export const errorCodes = [
 
 export type TErrorCode = typeof errorCodes[number];
 
+import type { IRefusalCause } from '../interfaces/data/refusal.js';
+
+import { mutationIdReusedReason } from '../interfaces/data/refusal.js';
+export { isRefusalReasonToken, methodNotServedReason, mutationIdReusedReason, refusalReasonTokenPattern, type IRefusalCause } from '../interfaces/data/refusal.js';
+
 export interface ICloudlyErrorData {
   code: TErrorCode;
   retryable: boolean;
   reasons?: string[];
+  /** What a person reads about the refusal; clients may show it and never branch on it. */
+  causes?: IRefusalCause[];
   errorId?: string;
   /** On `unavailable` refusals of a limit: how long to wait before trying again. */
   retryAfterMs?: number;
@@ -43,11 +50,14 @@ const errorTexts: Record<TErrorCode, string> = {
 export const refuse = (
   codeArg: TErrorCode,
   reasonsArg?: string[],
-  extraArg: Pick<ICloudlyErrorData, 'retryAfterMs'> = {},
+  extraArg: Pick<ICloudlyErrorData, 'retryAfterMs' | 'causes'> = {},
 ): TypedResponseError => {
   const errorData: ICloudlyErrorData = { code: codeArg, retryable: retryableCodes.has(codeArg) };
   if (reasonsArg && reasonsArg.length > 0) {
     errorData.reasons = reasonsArg;
+  }
+  if (extraArg.causes && extraArg.causes.length > 0) {
+    errorData.causes = extraArg.causes;
   }
   if (extraArg.retryAfterMs !== undefined) {
     errorData.retryAfterMs = Math.max(1, Math.ceil(extraArg.retryAfterMs));
@@ -79,3 +89,14 @@ export const readCloudlyErrorData = (valueArg: unknown): ICloudlyErrorData | nul
     ? (data as unknown as ICloudlyErrorData)
     : null;
 };
+
+/** The reason an identity whose role may not call a method is refused with (`forbidden`). */
+export const accessDeniedReason = 'role-not-allowed';
+
+/** The `forbidden` answer to a role that may not call the method. */
+export const accessDeniedRefusal = (): TypedResponseError =>
+  refuse('forbidden', [accessDeniedReason], { causes: [{ path: 'identity.role', message: 'must be admin' }] });
+
+/** The refusal of a mutation id already used by a different request of the method (`invalid-request`). */
+export const mutationIdReusedRefusal = (pathArg = 'request.mutationId'): TypedResponseError =>
+  refuse('invalid-request', [mutationIdReusedReason], { causes: [{ path: pathArg, message: 'was already used for a different request' }] });

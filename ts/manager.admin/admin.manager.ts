@@ -3,7 +3,7 @@ import { accountRules } from '../interfaces/requests/account.js';
 import type { Cloudly } from '../classes.cloudly.js';
 import type { IReq_Admin_LoginWithUsernameAndPassword } from '../interfaces/requests/admin.js';
 import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
-import { isTypedResponseError, readCloudlyErrorData, refuse } from '../core/errors.js';
+import { accessDeniedRefusal, isTypedResponseError, readCloudlyErrorData, refuse } from '../core/errors.js';
 import { checkRequestShape, isBoolean, isIdString, isNonNegativeInteger, isString, type TFieldCheck } from '../core/validation.js';
 import type { TAdminAccess } from '../core/access.js';
 import { AttemptLimiter, type IAttemptLimit } from '../core/attemptlimiter.js';
@@ -13,6 +13,7 @@ import { adminMutation, adminOrchestration, adminQuery, registerOperations } fro
 import { adminUserKind, toPublicAccount, userIdOf, type IAdminUser } from './users.js';
 import {
   accountReasons,
+  accountRefusal,
   decideCreateUser,
   decideDeleteUser,
   decideReplaceSessionKey,
@@ -108,7 +109,7 @@ export class AdminManager {
    */
   public async requireAllowed(identityArg: IVerifiedIdentity, accessArg: TAdminAccess): Promise<void> {
     if (!roleMayCall(identityArg.role, accessArg)) {
-      throw refuse('forbidden', ['identity role must be admin']);
+      throw accessDeniedRefusal();
     }
     await this.requireActiveSession(identityArg);
   }
@@ -117,7 +118,7 @@ export class AdminManager {
   public async requireActiveSession(identityArg: IVerifiedIdentity): Promise<void> {
     const revoked = revocationOf(await this.readAccount(identityArg.userId), identityArg);
     if (revoked) {
-      throw refuse('unauthenticated', [revoked]);
+      throw accountRefusal('unauthenticated', revoked);
     }
   }
 
@@ -274,7 +275,7 @@ export class AdminManager {
         // The account as it was when its removal committed (a removal already done is not-found).
         answer: ({ previous }) => {
           if (!previous) {
-            throw refuse('not-found', [accountReasons.userNotFound]);
+            throw accountRefusal('not-found', accountReasons.userNotFound);
           }
           return { user: toPublicAccount(previous) };
         },
@@ -287,8 +288,10 @@ export class AdminManager {
         method: 'changePassword',
         access: 'own-session',
         input: { required: { oldPassword: isString(1, passwordLimits.maxLength), newPassword: isNewPassword } },
-        check: (request) => (request.oldPassword === request.newPassword ? [accountReasons.samePassword] : []),
         run: async (request, context) => {
+          if (request.oldPassword === request.newPassword) {
+            throw accountRefusal('invalid-request', accountReasons.samePassword);
+          }
           const username = context.identity.name;
           const retryAfterMs = this.usernameFailures.retryAfterMs(username);
           if (retryAfterMs > 0) {
@@ -297,7 +300,7 @@ export class AdminManager {
           const account = await this.cloudly.store.get(adminUserKind, context.identity.userId);
           if (!account || !(await verifyPassword(request.oldPassword, account.passwordHash || dummyPasswordHash))) {
             this.usernameFailures.record(username);
-            throw refuse('invalid-request', [accountReasons.oldPasswordWrong]);
+            throw accountRefusal('invalid-request', accountReasons.oldPasswordWrong);
           }
           const sessionKey = newSessionKey();
           const passwordHash = await hashPassword(request.newPassword);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { refuse } from '../core/errors.js';
+import { mutationIdReusedRefusal, refuse } from '../core/errors.js';
 import { haltIfDryRun } from '../core/operationcontext.js';
 import {
   adminOrchestration,
@@ -181,7 +181,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
       return null;
     }
     if (earlier.requestSha256 !== requestSha256Arg) {
-      throw refuse('invalid-request', [backupRefusalReasons.mutationReused]);
+      throw mutationIdReusedRefusal();
     }
     const backup = await store.get(serviceBackupKind, earlier.backupId);
     if (!backup) {
@@ -455,7 +455,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
           const earlier = await operations.findByMutation('createIsolatedRestore', request.mutationId);
           if (earlier) {
             if (earlier.requestSha256 !== requestSha256) {
-              throw refuse('invalid-request', [backupRefusalReasons.mutationReused]);
+              throw mutationIdReusedRefusal();
             }
             return { restoreId: String(earlier.input.restoreId), operation: (await operationOf(earlier.id))! };
           }

@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { contractRefusal, refuse } from '../core/errors.js';
+import { contractRefusal, mutationIdReusedRefusal, refuse } from '../core/errors.js';
 import type { TCloudlyLogger } from '../core/logger.js';
 import { currentOperation } from '../core/operationcontext.js';
 import {
@@ -215,7 +215,7 @@ const findDesignationReplay = async (
   }
   const answer = replay.answer as IStoredDesignationAnswer;
   if (replay.doc.id !== intentArg.clusterId || answer.requestDigest !== requestDigestArg) {
-    throw refuse('invalid-request', ['request.designation.mutationId was already used for a different request']);
+    throw mutationIdReusedRefusal('request.designation.mutationId');
   }
   return { designation: answer.designation, spec: answer.spec, replayed: true };
 };

@@ -6,6 +6,7 @@ import { api, ApiError } from '../api.js';
 import { LivePage, clusterOfChange } from '../live.js';
 import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager } from '../widgets.js';
 import { validateClusterName } from '../../../ts/interfaces/data/cluster.js';
+import { methodNotServedReason } from '../../../ts/interfaces/data/refusal.js';
 import { describeDryRun, formReasonsView } from '../forms.js';
 
 export type TRelayState = 'connected' | 'unregistered' | 'missing';
@@ -162,7 +163,7 @@ export class CloudlyFleetPage extends LivePage {
           const answer = await api.call<{ clusters: IFleetClusterSummary[]; nextCursor?: string }>('getFleetOverview', { limit: this.pageSize, ...(this.cursor ? { cursor: this.cursor } : {}) });
           if (!Array.isArray(answer.clusters) || !answer.clusters.every(isFleetSummary)) {
             // An answer of another shape than the one this page was written for: assemble it instead.
-            throw new ApiError('getFleetOverview', 'invalid-request', 'unexpected answer', ['method getFleetOverview is not served'], null);
+            throw new ApiError('getFleetOverview', 'invalid-request', 'unexpected answer', [methodNotServedReason], null);
           }
           CloudlyFleetPage.fleetOverviewServed = true;
           if (serial === this.loadSerial) {
