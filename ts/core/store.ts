@@ -103,6 +103,16 @@ export interface IMutateResult<T extends IStoredDocument> {
   previousGeneration: number;
 }
 
+/** The refusals `mutate` threw because every round lost its race (a decision's own refusals are not among them). */
+const lostEveryRound = new WeakSet<object>();
+
+/**
+ * Whether a refusal is `mutate`'s own "lost every compare-and-swap round", as opposed to one a
+ * decision made: the pipeline answers the former in a contract's own shape where one defines it.
+ */
+export const isLostEveryRound = (errorArg: unknown): boolean =>
+  typeof errorArg === 'object' && errorArg !== null && lostEveryRound.has(errorArg);
+
 /** How many recent mutation answers a document keeps for replays. */
 export const retainedMutationAnswers = 64;
 
@@ -468,7 +478,9 @@ export class DocumentStore {
         }
       }
     }
-    throw refuse('conflict', [`${kindArg.collectionName} ${idArg} kept changing during ${rounds} attempts; try again`]);
+    const lost = refuse('conflict', [`${kindArg.collectionName} ${idArg} kept changing during ${rounds} attempts; try again`]);
+    lostEveryRound.add(lost);
+    throw lost;
   }
 
   /**
