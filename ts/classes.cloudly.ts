@@ -35,7 +35,7 @@ import { OverviewManager } from './manager.overview/overview.manager.js';
 import { TrafficManager } from './manager.traffic/traffic.manager.js';
 import { Reconciler } from './manager.reconciler/reconciler.manager.js';
 import { SecretBox } from './core/secretbox.js';
-import type { IAdminHandlerContext, IRelayHandlerContext } from './core/operations.js';
+import type { IAdminHandlerContext, IOperationDeclaration, IRelayHandlerContext } from './core/operations.js';
 import { registerDashboard } from './core/dashboard.js';
 import type { IServedMethod, TAdminAccess } from './core/access.js';
 import { buildServedSchema, registerSchemaRoute } from './core/schema.js';
@@ -75,6 +75,8 @@ export class Cloudly {
   public readonly router = new TypedRouter();
   /** Every method this server serves, with its caller and declared access (GET /schema, the role tests). */
   public readonly servedMethods = new Map<string, IServedMethod>();
+  /** Every declared operation's kind, and each orchestration's reason (test/foundation.pipeline.test.ts). */
+  public readonly declaredOperations = new Map<string, IOperationDeclaration>();
   public readonly database: CloudlyDatabase;
   public readonly store: DocumentStore;
   public readonly auth: CloudlyAuth;

@@ -61,6 +61,17 @@ export interface IOperationHost {
     optionsArg: { access: TAdminAccess; contractOwnsDryRun?: boolean },
   ): void;
   addRelayHandler(methodArg: string, fnArg: (requestArg: unknown, contextArg: IRelayHandlerContext) => Promise<unknown>): void;
+  /** Keeps what each registered declaration is (its kind, and an orchestration's reason), for tests and tools. */
+  readonly declaredOperations?: Map<string, IOperationDeclaration>;
+}
+
+/** A registered declaration as the host keeps it. */
+export interface IOperationDeclaration {
+  method: string;
+  kind: TAnyOperation['kind'];
+  access: TAdminAccess | 'relay';
+  /** An orchestration's one line on why it is not a one-document mutation. */
+  why?: string;
 }
 
 interface IShaped<M extends TCloudlyMethod> {
@@ -100,7 +111,15 @@ export interface IAdminQueryDef<M extends TCloudlyMethod> extends IShaped<M> {
   run: (requestArg: TOperationRequest<M>, contextArg: IAdminHandlerContext) => Promise<TOperationAnswer<M>>;
 }
 
-export interface IAdminOrchestrationDef<M extends TCloudlyMethod> extends IShaped<M> {
+/**
+ * What an orchestration must say: in one line, why it is not a one-document mutation (the
+ * documents it coordinates, or the relay call it makes). Required, and checked at registration.
+ */
+interface IOrchestrationReason {
+  why: string;
+}
+
+export interface IAdminOrchestrationDef<M extends TCloudlyMethod> extends IShaped<M>, IOrchestrationReason {
   access: TAdminAccess;
   run: (requestArg: TOperationRequest<M>, contextArg: IAdminHandlerContext) => Promise<TOperationAnswer<M>>;
   /**
@@ -168,7 +187,7 @@ export type IAdminMutationDef<M extends TCloudlyMethod, T extends IStoredDocumen
 export type IRelayMutationDef<M extends TCloudlyMethod, T extends IStoredDocument, TFacts> =
   IOneDocumentMutation<M, T, TFacts, IRelayHandlerContext> & { access: 'relay' };
 
-export interface IRelayOrchestrationDef<M extends TCloudlyMethod> extends IShaped<M> {
+export interface IRelayOrchestrationDef<M extends TCloudlyMethod> extends IShaped<M>, IOrchestrationReason {
   access: 'relay';
   run: (requestArg: TOperationRequest<M>, contextArg: IRelayHandlerContext) => Promise<TOperationAnswer<M>>;
 }
@@ -203,6 +222,25 @@ export interface IDeclaredOperation {
 }
 
 const relayKinds: ReadonlySet<TAnyOperation['kind']> = new Set(['relay-mutation', 'relay-query', 'relay-orchestration']);
+const orchestrationKinds: ReadonlySet<TAnyOperation['kind']> = new Set(['admin-orchestration', 'relay-orchestration']);
+
+/** The longest reason an orchestration may give: one line. */
+export const maximumOrchestrationReasonLength = 200;
+
+/**
+ * An orchestration's reason, checked once at registration: one that gives none (a declaration
+ * merged or cast past the type checker) stops the start with a sentence saying what to add.
+ */
+export const requireOrchestrationReason = (operationArg: { kind: TAnyOperation['kind']; method: string; why?: unknown }): string | undefined => {
+  if (!orchestrationKinds.has(operationArg.kind)) {
+    return undefined;
+  }
+  const why = operationArg.why;
+  if (typeof why !== 'string' || why.trim() === '' || why.includes('\n') || why.length > maximumOrchestrationReasonLength) {
+    throw new Error(`method ${operationArg.method} is a free-form ${operationArg.kind} but says not why in one line: add why: '<the documents it coordinates or the relay call it makes>' (at most ${maximumOrchestrationReasonLength} characters), or declare it as a one-document mutation`);
+  }
+  return why;
+};
 
 /**
  * The access a declaration names, checked once at registration: a missing or foreign value (a
@@ -334,7 +372,9 @@ const runOneDocumentMutation = async <M extends TCloudlyMethod, T extends IStore
 /** Registers every operation on the host: the one pipeline. */
 export const registerOperations = (hostArg: IOperationHost, operationsArg: readonly IDeclaredOperation[]): void => {
   for (const operation of operationsArg as readonly TAnyOperation[]) {
-    requireDeclaredAccess(operation);
+    const access = requireDeclaredAccess(operation);
+    const why = requireOrchestrationReason(operation);
+    hostArg.declaredOperations?.set(operation.method, { method: operation.method, kind: operation.kind, access, ...(why ? { why } : {}) });
     switch (operation.kind) {
       case 'admin-query':
         hostArg.addAdminHandler(operation.method, async (requestArg, contextArg) =>

@@ -9,7 +9,7 @@ import type { TAdminAccess } from '../core/access.js';
 import { AttemptLimiter, type IAttemptLimit } from '../core/attemptlimiter.js';
 import { dummyPasswordHash, hashPassword, verifyPassword, type IVerifiedIdentity } from '../core/auth.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
-import { adminMutation, adminOrchestration, adminQuery, registerOperations } from '../core/operations.js';
+import { adminMutation, adminQuery, registerOperations } from '../core/operations.js';
 import { adminUserKind, toPublicAccount, userIdOf, type IAdminUser } from './users.js';
 import {
   accountReasons,
@@ -283,15 +283,15 @@ export class AdminManager {
           this.cloudly.logger.info({ userId: request.userId }, 'account deleted');
         },
       }),
-      // Checks the old password (rate-limited like a login), then replaces the hash and the session key.
-      adminOrchestration({
+      // The old password is checked (rate-limited like a login) and the new one hashed before the
+      // one write, which replaces the hash and the session key (every identity of the account revoked).
+      adminMutation({
         method: 'changePassword',
         access: 'own-session',
         input: { required: { oldPassword: isString(1, passwordLimits.maxLength), newPassword: isNewPassword } },
-        run: async (request, context) => {
-          if (request.oldPassword === request.newPassword) {
-            throw accountRefusal('invalid-request', accountReasons.samePassword);
-          }
+        check: (request) => (request.oldPassword === request.newPassword ? [accountReasons.samePassword] : []),
+        refusals: { invalid: () => accountRefusal('invalid-request', accountReasons.samePassword) },
+        facts: async (request, context) => {
           const username = context.identity.name;
           const retryAfterMs = this.usernameFailures.retryAfterMs(username);
           if (retryAfterMs > 0) {
@@ -302,12 +302,15 @@ export class AdminManager {
             this.usernameFailures.record(username);
             throw accountRefusal('invalid-request', accountReasons.oldPasswordWrong);
           }
-          const sessionKey = newSessionKey();
-          const passwordHash = await hashPassword(request.newPassword);
-          const { doc } = await this.cloudly.store.mutate(adminUserKind, account.id, (currentArg) =>
-            decideReplaceSessionKey(currentArg, { sessionKey, passwordHash, passwordChangedAt: Date.now() }));
-          this.cloudly.logger.info({ userId: account.id }, 'password changed; every identity of the account revoked');
-          return { identity: await this.cloudly.auth.issueIdentity({ id: doc!.id, username: doc!.username, role: doc!.role, sessionKey: doc!.sessionKey }) };
+          return { sessionKey: newSessionKey(), passwordHash: await hashPassword(request.newPassword) };
+        },
+        target: (_request, _facts, context) => ({ kind: adminUserKind, id: context.identity.userId }),
+        decide: (current, { facts, now }) => decideReplaceSessionKey(current, { ...facts, passwordChangedAt: now }),
+        answer: async ({ doc }) => ({
+          identity: await this.cloudly.auth.issueIdentity({ id: doc!.id, username: doc!.username, role: doc!.role, sessionKey: doc!.sessionKey }),
+        }),
+        after: ({ doc }) => {
+          this.cloudly.logger.info({ userId: doc!.id }, 'password changed; every identity of the account revoked');
         },
       }),
       adminMutation({

@@ -110,6 +110,7 @@ export class CorestoreManager {
       }),
       adminOrchestration({
         method: 'adoptCorestoreLegacyResources',
+        why: 'reads the node\'s legacy inventory through the relay, then creates every adopting binding through the creation ledger',
         access: 'write',
         input: {
           required: {
@@ -131,6 +132,7 @@ export class CorestoreManager {
       // Through the creation ledger (several documents, rolled forward after a crash): an orchestration.
       adminOrchestration({
         method: 'upsertPlatformBinding',
+        why: 'a creation goes through the creation ledger (the ledger and the binding, rolled forward after a crash)',
         access: 'write',
         input: {
           required: {
@@ -166,6 +168,7 @@ export class CorestoreManager {
       }),
       relayOrchestration({
         method: 'updatePlatformBindingStatus',
+        why: 'rolls the binding creation ledger forward first (several documents), then decides on the binding with its service\'s cluster',
         access: 'relay',
         input: { required: { platformBindingId: isIdString, status: isAnyValue }, optional: { statusReason: isAnyValue } },
         check: (request) => {

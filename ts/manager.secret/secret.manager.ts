@@ -80,6 +80,7 @@ export class SecretManager {
     registerOperations(cloudly, [
       relayOrchestration({
         method: 'beginSecretRecipientEnrollment',
+        why: 'one enrollment document, around the asynchronous import of the recipient\'s X25519 key and a fresh challenge',
         access: 'relay',
         input: { required: { recipient: isRecipient } },
         run: async (request, context) => {
@@ -89,6 +90,7 @@ export class SecretManager {
       }),
       relayOrchestration({
         method: 'completeSecretRecipientEnrollment',
+        why: 'two documents: the enrollment used up, then the cluster\'s recipients written',
         access: 'relay',
         input: { required: { enrollmentId: isIdString, proof: isProof } },
         run: async (request, context) => {
@@ -98,6 +100,7 @@ export class SecretManager {
       }),
       relayOrchestration({
         method: 'getCorestoreControlCredentialMaterial',
+        why: 'ensures the node\'s credential document, reads the cluster\'s recipients and seals each credential version to one',
         access: 'relay',
         input: { required: { nodeId: isNodeId }, optional: { recipientId: isRecipientId } },
         run: async (request, context) => {
@@ -154,6 +157,7 @@ export class SecretManager {
       }),
       adminOrchestration({
         method: 'rotateIdentitySigningKey',
+        why: 'core\'s signing-key document, then the process\'s key cache reloaded so new identities use the new key',
         access: 'write',
         input: { required: { expectedKeyId: isString(1, 128) } },
         run: (request) => cloudly.auth.rotateSigningKey(request.expectedKeyId),
