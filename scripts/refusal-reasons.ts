@@ -4,7 +4,8 @@
  * Two readings, both syntactic (the TypeScript parser, no type checking, no import of the server):
  * - dictionaries: every exported `const …Reason` / `…Reasons` whose value is a string, an object
  *   or an array literal (through `as const` and `Object.freeze`); each string in it is a reason;
- * - inline reasons: string and template literals written straight into `refuse(code, [ … ])`.
+ * - inline reasons: string and template literals written straight into `refuse(code, [ … ])`, and
+ *   the reason of `refuseNamed(code, reason, message)` (which must be a literal token).
  *
  * `node --import tsx scripts/refusal-reasons.ts` prints both; test/contracts.reasons.test.ts holds
  * the dictionaries to tokens and the inline prose to its recorded count.
@@ -93,6 +94,12 @@ export const findReasonsInSource = (fileArg: string, sourceArg: string): { dicti
           inline.push({ ...found(element, 'refuse', text), token: literalText(element) !== null && refusalReasonTokenPattern.test(text) });
         }
       }
+    }
+    // `refuseNamed(code, reason, message, path?)`: the reason is one token, the message its sentence.
+    if (ts.isCallExpression(nodeArg) && ts.isIdentifier(nodeArg.expression) && nodeArg.expression.text === 'refuseNamed' && nodeArg.arguments[1]) {
+      const reason = nodeArg.arguments[1];
+      const text = literalText(reason) ?? reason.getText(source);
+      inline.push({ ...found(reason, 'refuseNamed', text), token: literalText(reason) !== null && refusalReasonTokenPattern.test(text) });
     }
     ts.forEachChild(nodeArg, visit);
   };

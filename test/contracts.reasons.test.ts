@@ -23,25 +23,20 @@ const inlineSentencesPerFile: Record<string, number> = {
   'ts/manager.admin/admin.manager.ts': 1,
   'ts/manager.backup/operations.ts': 1,
   'ts/manager.backup/transfers.ts': 2,
-  'ts/manager.cluster/cluster.manager.ts': 1,
-  'ts/manager.cluster/decide.ts': 9,
+  'ts/manager.cluster/decide.ts': 4,
   'ts/manager.cluster/operations.ts': 1,
   'ts/manager.cluster/relayelection.ts': 2,
-  'ts/manager.corestore/corestore.manager.ts': 10,
-  'ts/manager.corestore/decide.ts': 2,
-  'ts/manager.desiredstate/decide.ts': 2,
+  'ts/manager.corestore/corestore.manager.ts': 7,
+  'ts/manager.desiredstate/decide.ts': 1,
   'ts/manager.image/transfers.ts': 2,
   'ts/manager.ingress/decide.ts': 4,
   'ts/manager.ingress/operations.ts': 2,
   'ts/manager.operation/decide.ts': 1,
   'ts/manager.runtimenetwork/decide.ts': 1,
-  'ts/manager.runtimenetwork/runtimenetwork.manager.ts': 1,
   'ts/manager.secret/decide.ts': 3,
   'ts/manager.secret/secret.manager.ts': 3,
-  'ts/manager.service/decide.ts': 2,
-  'ts/manager.service/organizations.ts': 3,
-  'ts/manager.service/service.manager.ts': 6,
-  'ts/manager.traffic/traffic.manager.ts': 1,
+  'ts/manager.service/organizations.ts': 1,
+  'ts/manager.service/service.manager.ts': 2,
   'ts/manager.watch/operations.ts': 1,
   'ts/manager.watch/watch.manager.ts': 2,
   'ts/sim/cluster.ts': 1,
@@ -62,11 +57,13 @@ test('the check names prose in a dictionary, a single reason constant and an inl
     "export const exampleReason = 'example reason';",
     'const notExported = { reasons: \'not looked at\' };',
     "throw refuse('conflict', ['example-busy', 'example is busy', `example ${id} is busy`]);",
+    "throw refuseNamed('not-found', 'example-gone', `example ${id} is gone`, 'request.id');",
+    "throw refuseNamed('not-found', 'Example gone', 'gone');",
   ].join('\n'));
   assert.deepEqual(dictionaries.filter((reasonArg) => !reasonArg.token).map((reasonArg) => reasonArg.where),
     ['exampleReasons.busy', 'exampleListReasons[1]', 'exampleReason']);
   assert.equal(dictionaries.filter((reasonArg) => reasonArg.token).length, 2);
-  assert.deepEqual(inline.map((reasonArg) => reasonArg.token), [true, false, false]);
+  assert.deepEqual(inline.map((reasonArg) => reasonArg.token), [true, false, false, true, false]);
 });
 
 test('the reasons the dashboard and the CLI branch on are tokens', () => {

@@ -71,7 +71,8 @@ test('deleteCluster: compare-and-swap, refused while services exist, removes nod
   assert.match((withServices.reasons as string[])[0], /^cluster-has-services: request\.clusterId still has 1 service\(s\) \(/);
   await t.admin.call('deleteService', { serviceId: service.id, expectedGeneration: service.generation, force: true });
   const stale = await refusalOf(() => t.admin.call<IReq_Admin_DeleteCluster>('deleteCluster', { clusterId: cluster.id, expectedGeneration: cluster.generation + 5 }));
-  assert.deepEqual(stale.reasons, ["request.expectedGeneration is not the cluster's current generation"]);
+  assert.deepEqual(stale.reasons, ['generation-mismatch']);
+  assert.deepEqual(stale.causes, [{ path: 'request.expectedGeneration', message: "is not the cluster's current generation" }]);
   const current = (await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.find((entry) => entry.id === cluster.id)!;
 
   const dry = await t.admin.call<IReq_Admin_DeleteCluster>('deleteCluster', { clusterId: cluster.id, expectedGeneration: current.generation, dryRun: true } as never) as Record<string, unknown>;

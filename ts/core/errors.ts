@@ -100,3 +100,7 @@ export const accessDeniedRefusal = (): TypedResponseError =>
 /** The refusal of a mutation id already used by a different request of the method (`invalid-request`). */
 export const mutationIdReusedRefusal = (pathArg = 'request.mutationId'): TypedResponseError =>
   refuse('invalid-request', [mutationIdReusedReason], { causes: [{ path: pathArg, message: 'was already used for a different request' }] });
+
+/** A refusal with one reason token and its sentence for people apart (`causes`), naming `pathArg` when given. */
+export const refuseNamed = (codeArg: TErrorCode, reasonArg: string, messageArg: string, pathArg?: string): TypedResponseError =>
+  refuse(codeArg, [reasonArg], { causes: [{ ...(pathArg ? { path: pathArg } : {}), message: messageArg }] });

@@ -29,7 +29,7 @@ import {
   type IApplyRuntimeLocalStorageClaimRequest,
   type IRuntimeSessionReference,
 } from '../interfaces/requests/runtimesession.js';
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import { defineDocumentKind, type IStoredDocument, type TDecision } from '../core/store.js';
 import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayMutation } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
@@ -216,7 +216,7 @@ const decideServiceUpdate = (
 ): TDecision<IServiceDocument> => {
   const spec = requestArg.service;
   if (!currentArg) {
-    return { kind: 'refuse', refusal: refuse('not-found', [`service ${requestArg.serviceId} does not exist`]) };
+    return { kind: 'refuse', refusal: refuseNamed('not-found', 'service-not-found', `service ${requestArg.serviceId} does not exist`) };
   }
   const moved: string[] = [];
   if (spec.clusterId !== currentArg.clusterId) {
@@ -232,7 +232,7 @@ const decideServiceUpdate = (
     return { kind: 'refuse', refusal: refuse('conflict', ['service-pending-removal']) };
   }
   if (currentArg.generation !== requestArg.expectedGeneration) {
-    return { kind: 'refuse', refusal: refuse('conflict', ["request.expectedGeneration is not the service's current generation"]) };
+    return { kind: 'refuse', refusal: refuseNamed('conflict', 'generation-mismatch', "is not the service's current generation", 'request.expectedGeneration') };
   }
   const runtime = snapshotServiceRuntimeSpec(spec.runtime);
   const ports = snapshotServicePorts(spec.ports ?? []);
@@ -693,7 +693,7 @@ export class ServiceManager {
   /** The answer of a `{ identity, serviceId }` read, or `not-found` when the read found no such service. */
   private async requireFound<TAnswer>(serviceIdArg: string, answerArg: TAnswer | null): Promise<TAnswer> {
     if (answerArg === null) {
-      throw refuse('not-found', [`service ${serviceIdArg} does not exist`]);
+      throw refuseNamed('not-found', 'service-not-found', `service ${serviceIdArg} does not exist`);
     }
     return answerArg;
   }
@@ -780,7 +780,7 @@ export class ServiceManager {
         input: { required: { serviceId: isIdString }, optional: pageShape('getRuntimeLocalStorageClaims') },
         run: async (request) => {
           if (!(await this.cloudly.store.get(serviceKind, request.serviceId))) {
-            throw refuse('not-found', [`service ${request.serviceId} does not exist`]);
+            throw refuseNamed('not-found', 'service-not-found', `service ${request.serviceId} does not exist`);
           }
           // A page counts claims (each with its retained history), ordered by claim id.
           const page = pageOf('getRuntimeLocalStorageClaims', await this.readRuntimeLocalStorageClaims(request.serviceId), (docArg) => docArg.id, request);
