@@ -152,6 +152,13 @@ export class CloudlyApi extends EventTarget {
    */
   public async call<M extends TCloudlyMethod>(methodArg: M, requestArg: TDashboardRequest<M>): Promise<ICloudlyMethods[M]['response']>;
   public async call<TResponse = any>(methodArg: string, requestArg?: Record<string, unknown>): Promise<TResponse>;
+  /**
+   * Calls Cloudly with the identity added. The request and answer types follow from the method name
+   * (`api.call('getClusters', { limit: 50 })`) through the contracts' method map; the second form
+   * names the answer type itself, for a method this dashboard may meet before it is served.
+   */
+  public async call<M extends TCloudlyMethod>(methodArg: M, requestArg: TDashboardRequest<M>): Promise<ICloudlyMethods[M]['response']>;
+  public async call<TResponse>(methodArg: string, requestArg?: object): Promise<TResponse>;
   public async call<TResponse>(methodArg: string, requestArg: object = {}): Promise<TResponse> {
     if (!this.identity) {
       throw new ApiError(methodArg, 'unauthenticated', 'Log in first.', ['not logged in'], null);

@@ -179,7 +179,7 @@ export class CloudlyFleetPage extends LivePage {
           CloudlyFleetPage.fleetOverviewServed = false;
         }
       }
-      const answer = await api.call<{ clusters: ICluster[]; nextCursor?: string }>('getClusters', { limit: this.pageSize, ...(this.cursor ? { cursor: this.cursor } : {}) });
+      const answer = await api.call('getClusters', { limit: this.pageSize, ...(this.cursor ? { cursor: this.cursor } : {}) });
       if (serial !== this.loadSerial) {
         return;
       }
@@ -205,7 +205,7 @@ export class CloudlyFleetPage extends LivePage {
       for (let clusterId = queue.shift(); clusterId !== undefined; clusterId = queue.shift()) {
         let row: IFleetRow | null = null;
         try {
-          const { overview } = await api.call<{ overview: IClusterOverview }>('getClusterOverview', { clusterId });
+          const { overview } = await api.call('getClusterOverview', { clusterId });
           row = rowOfOverview(overview);
         } catch (error) {
           const existing = this.rows.find((entry) => entry.cluster.id === clusterId);
