@@ -2,7 +2,7 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypt
 import type { Cloudly, IRelayHandlerContext } from '../classes.cloudly.js';
 import { refuse } from '../core/errors.js';
 import { fromBase64Url, importRecipientPublicKey, sealSecret, secretRecipientId, toBase64Url, x25519PublicKeyPattern } from '../core/sealing.js';
-import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayOrchestration } from '../core/operations.js';
+import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayMutation, relayOrchestration } from '../core/operations.js';
 import { isIdString, isNonNegativeInteger, isString, type TFieldCheck } from '../core/validation.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import { isClusterNodeId } from '../interfaces/data/clusternode.js';
@@ -14,7 +14,6 @@ import type {
 } from '../interfaces/data/secret.js';
 import { readExactDataRecord } from '../interfaces/private/dataproperties.js';
 import type {
-  IReq_Relay_Cloudly_BeginSecretRecipientEnrollment,
   IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment,
   IReq_Relay_Cloudly_GetCorestoreControlCredentialMaterial,
 } from '../interfaces/requests/secret.js';
@@ -78,14 +77,28 @@ export class SecretManager {
 
   constructor(private readonly cloudly: Cloudly) {
     registerOperations(cloudly, [
-      relayOrchestration({
+      // One enrollment document; the recipient's key, the challenge and the ids are this call's facts.
+      relayMutation({
         method: 'beginSecretRecipientEnrollment',
-        why: 'one enrollment document, around the asynchronous import of the recipient\'s X25519 key and a fresh challenge',
         access: 'relay',
         input: { required: { recipient: isRecipient } },
-        run: async (request, context) => {
+        facts: async (request, context) => {
           await cloudly.clusterManager.requireElected(context.session);
-          return this.beginEnrollment(request.recipient.publicKey, context);
+          return this.enrollmentFacts(request.recipient.publicKey, context.clusterId);
+        },
+        target: (_request, facts) => ({ kind: secretEnrollmentKind, id: facts.enrollment.id }),
+        decide: (current, { facts }) => decideEnrollmentBegin(current, facts.enrollment),
+        answer: async (_outcome, { facts }, context) => {
+          const { enrollment, publicKey, challengeBytes } = facts;
+          const binding: ISealedSecretBinding = {
+            clusterId: context.clusterId, nodeId: null, purpose: 'recipient-enrollment-challenge', secretVersion: null, version: 0, enrollmentId: enrollment.id,
+          };
+          try {
+            const challenge = await sealSecret({ recipientId: enrollment.recipientId, publicKey }, binding, challengeBytes);
+            return { enrollmentId: enrollment.id, challenge, expiresAt: enrollment.expiresAt };
+          } finally {
+            challengeBytes.fill(0);
+          }
         },
       }),
       relayOrchestration({
@@ -205,35 +218,27 @@ export class SecretManager {
 
   // --- enrollment ------------------------------------------------------------------------------
 
-  private async beginEnrollment(publicKeyArg: string, contextArg: IRelayHandlerContext): Promise<IReq_Relay_Cloudly_BeginSecretRecipientEnrollment['response']> {
+  /** What a new enrollment is made of: the recipient's key (refused when it is not X25519), fresh ids and a challenge. */
+  private async enrollmentFacts(publicKeyArg: string, clusterIdArg: string) {
     let publicKey;
     try {
       publicKey = await importRecipientPublicKey(publicKeyArg);
     } catch {
       throw refuse('invalid-request', ['request.recipient.publicKey is not an X25519 public key']);
     }
-    const enrollmentId = `enr-${randomUUID()}`;
-    const recipientId = secretRecipientId(publicKeyArg);
     const challengeBytes = randomBytes(enrollmentChallengeBytes);
     const now = Date.now();
-    const expiresAt = now + this.cloudly.config.secretEnrollmentTtlMs;
     const enrollment: Omit<ISecretEnrollmentDocument, 'generation'> = {
-      id: enrollmentId,
-      clusterId: contextArg.clusterId,
+      id: `enr-${randomUUID()}`,
+      clusterId: clusterIdArg,
       recipient: { algorithm: 'x25519', publicKey: publicKeyArg },
-      recipientId,
+      recipientId: secretRecipientId(publicKeyArg),
       challengeSha256: sha256(challengeBytes).toString('hex'),
       createdAt: now,
-      expiresAt,
+      expiresAt: now + this.cloudly.config.secretEnrollmentTtlMs,
       state: 'open',
     };
-    await this.cloudly.store.mutate(secretEnrollmentKind, enrollmentId, (current) => decideEnrollmentBegin(current, enrollment));
-    const binding: ISealedSecretBinding = {
-      clusterId: contextArg.clusterId, nodeId: null, purpose: 'recipient-enrollment-challenge', secretVersion: null, version: 0, enrollmentId,
-    };
-    const challenge = await sealSecret({ recipientId, publicKey }, binding, challengeBytes);
-    challengeBytes.fill(0);
-    return { enrollmentId, challenge, expiresAt };
+    return { enrollment, publicKey, challengeBytes };
   }
 
   private async completeEnrollment(
