@@ -2,7 +2,8 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypt
 import type { Cloudly, IRelayHandlerContext } from '../classes.cloudly.js';
 import { refuse } from '../core/errors.js';
 import { fromBase64Url, importRecipientPublicKey, sealSecret, secretRecipientId, toBase64Url, x25519PublicKeyPattern } from '../core/sealing.js';
-import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayMutation, relayOrchestration } from '../core/operations.js';
+import { adminMutation, adminQuery, registerOperations, relayMutation, relayOrchestration } from '../core/operations.js';
+import { decideSigningKeyRotation, signingKeysId, signingKeysKind } from '../core/auth.js';
 import { isIdString, isNonNegativeInteger, isString, type TFieldCheck } from '../core/validation.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import { isClusterNodeId } from '../interfaces/data/clusternode.js';
@@ -168,12 +169,16 @@ export class SecretManager {
         ),
         answer: ({ doc }) => ({ credential: toReference(doc!) }),
       }),
-      adminOrchestration({
+      // One document (core's signing keys); this instance reloads them once the rotation committed.
+      adminMutation({
         method: 'rotateIdentitySigningKey',
-        why: 'core\'s signing-key document, then the process\'s key cache reloaded so new identities use the new key',
         access: 'write',
         input: { required: { expectedKeyId: isString(1, 128) } },
-        run: (request) => cloudly.auth.rotateSigningKey(request.expectedKeyId),
+        facts: async () => ({ fresh: await cloudly.auth.mintSigningKey() }),
+        target: () => ({ kind: signingKeysKind, id: signingKeysId }),
+        decide: (current, { request, facts }) => decideSigningKeyRotation(current, request.expectedKeyId, facts.fresh),
+        answer: ({ doc }) => ({ currentKeyId: doc!.current.kid, previousKeyId: doc!.previous!.kid }),
+        after: () => cloudly.auth.reloadSigningKeys(),
       }),
     ]);
   }
