@@ -4,6 +4,10 @@ import { findReasons, findReasonsInSource, type IFoundReason } from '../scripts/
 import { accessDeniedReason, isRefusalReasonToken, methodNotServedReason, mutationIdReusedReason } from '../ts/core/errors.js';
 import { accountReasons } from '../ts/manager.admin/decide.js';
 
+/** The whole source is parsed once for the tests below. */
+let foundOnce: ReturnType<typeof findReasons> | null = null;
+const foundReasons = (): ReturnType<typeof findReasons> => (foundOnce ??= findReasons());
+
 const described = (reasonsArg: IFoundReason[]): string[] =>
   reasonsArg.map((reasonArg) => `${reasonArg.file}:${reasonArg.line} ${reasonArg.where} ${JSON.stringify(reasonArg.text)}`);
 
@@ -43,7 +47,7 @@ const inlineSentencesPerFile: Record<string, number> = {
 };
 
 test('every reason in every refusal dictionary of the server and the dashboard is a machine token', (t) => {
-  const { dictionaries } = findReasons();
+  const { dictionaries } = foundReasons();
   t.diagnostic(`${dictionaries.length} dictionary reasons checked`);
   // The dictionaries of every domain are found, not only a few: the count is far above any one of them.
   assert.ok(dictionaries.length >= 80, `found only ${dictionaries.length} dictionary reasons`);
@@ -73,7 +77,7 @@ test('the reasons the dashboard and the CLI branch on are tokens', () => {
 });
 
 test('sentences written inline into refuse() do not grow: each file holds at most, and exactly, its recorded count', (t) => {
-  const { inline } = findReasons();
+  const { inline } = foundReasons();
   const counts: Record<string, number> = {};
   for (const reason of inline.filter((reasonArg) => !reasonArg.token)) {
     counts[reason.file] = (counts[reason.file] ?? 0) + 1;
