@@ -11,7 +11,7 @@ import { DocumentStore } from './core/store.js';
 import { CloudlyAuth, type IVerifiedIdentity } from './core/auth.js';
 import { CloudlyMetrics } from './core/metrics.js';
 import { RelaySessions, type IRelaySession } from './core/relaysessions.js';
-import { internalFailure, refuse } from './core/errors.js';
+import { internalFailure, refuse, refuseNamed } from './core/errors.js';
 import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
 import { closeHttpServerWithin, createHttpServer, type ITransportHost } from './core/transport.js';
 import { runInOperation, type IOperationContext } from './core/operationcontext.js';
@@ -343,7 +343,7 @@ export class Cloudly {
     this.addGuardedHandler<T>({ method: methodArg, caller: 'relay', access: 'relay' }, async (requestArg, localDataArg) => {
       const session = localDataArg.relaySession as IRelaySession | undefined;
       if (!session) {
-        throw refuse('forbidden', [`${methodArg} is served only on an authenticated relay socket`]);
+        throw refuseNamed('forbidden', 'relay-socket-only', `${methodArg} is served only on an authenticated relay socket`, 'method');
       }
       requireObjectRequest(requestArg);
       const operation = { actor: { kind: 'relay' as const, id: `relay:${session.clusterId}` }, method: methodArg, dryRun: false };

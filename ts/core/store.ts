@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { ObjectId, type Collection, type Document, type Filter } from 'mongodb';
 import type { TypedResponseError } from '@api.global/typedrequest';
 import type { CloudlyDatabase } from './database.js';
-import { refuse } from './errors.js';
+import { refuseNamed } from './errors.js';
 import { batchableEquality, ReadBatcher } from './readbatcher.js';
 import { InsertBatcher } from './insertbatcher.js';
 import { currentOperation, type IOperationActor } from './operationcontext.js';
@@ -478,7 +478,7 @@ export class DocumentStore {
         }
       }
     }
-    const lost = refuse('conflict', [`${kindArg.collectionName} ${idArg} kept changing during ${rounds} attempts; try again`]);
+    const lost = refuseNamed('conflict', 'kept-changing', `${kindArg.collectionName} ${idArg} kept changing during ${rounds} attempts; try again`);
     lostEveryRound.add(lost);
     throw lost;
   }
