@@ -69,7 +69,7 @@ describe('every served method survives arbitrary JSON', () => {
     for (const handler of t.cloudly.router.handlerMap.getArray()) {
       const answer = await postText(t.baseUrl, rawEnvelope(handler.method, '{}'));
       const reasons = answer.body.error?.data.reasons ?? [];
-      if (reasons.some((reason) => reason.includes('served only on an authenticated relay socket'))) {
+      if (reasons.includes('relay-socket-only')) {
         methods.relay.push(handler.method);
       } else if (answer.body.error?.data.code === 'unauthenticated' && reasons.some((reason) => reason.startsWith('identity'))) {
         methods.admin.push(handler.method);

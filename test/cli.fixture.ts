@@ -186,9 +186,14 @@ export const assertRefusedLikeApi = (runArg: ICliRun, refusalArg: Record<string,
     const text = typeof reason === 'string' ? reason : JSON.stringify(reason);
     assert.ok(lines.includes(`  ${text}`), `reason on its own line: ${text}\n${runArg.stderr}`);
   }
+  // The causes (sentences apart from the tokens) follow, each as `path: message`.
+  for (const cause of (refusalArg.causes ?? []) as Array<{ path?: string; message: string }>) {
+    const text = `  ${cause.path ? `${cause.path}: ` : ''}${cause.message}`;
+    assert.ok(lines.includes(text), `cause on its own line: ${text}\n${runArg.stderr}`);
+  }
   // Every other member of the error data follows on its own line.
   for (const [key, value] of Object.entries(refusalArg)) {
-    if (!['code', 'retryable', 'reasons', 'retryAfterMs'].includes(key)) {
+    if (!['code', 'retryable', 'reasons', 'causes', 'retryAfterMs'].includes(key)) {
       assert.ok(lines.includes(`  ${key}: ${typeof value === 'string' ? value : JSON.stringify(value)}`), `${key} printed\n${runArg.stderr}`);
     }
   }

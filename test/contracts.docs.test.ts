@@ -1,8 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { computeDomainDigestHex, canonicalizeJson } from '../ts/interfaces/index.js';
 import { contractSchema } from '../ts/interfaces/schema/contract.generated.js';
+import { findMethodStatements, type IMethodStatement } from '../scripts/doc-members.js';
 
 /**
  * The documents a relay author works from, checked against the generated contract schema: a
@@ -77,4 +78,55 @@ test('the digest example in docs/relay-protocol.md is what computeDomainDigestHe
   const [, domain, valueText, canonical, digest] = example;
   assert.equal(canonicalizeJson(JSON.parse(valueText)), canonical);
   assert.equal(computeDomainDigestHex(domain, JSON.parse(valueText)), digest);
+});
+
+/** The API reference: every docs/api/*.md file, the dashboard's API and the secrets reference. */
+const referenceFiles = [...readdirSync('docs/api').filter((nameArg) => nameArg.endsWith('.md')).map((nameArg) => `docs/api/${nameArg}`), 'docs/api-dashboard.md', 'docs/secrets.md'];
+/** Every administrator request carries these; docs/api/overview.md states them once for all. */
+const statedOnceForAll = new Set(['identity', 'dryRun']);
+const servedMethods = new Set(contractSchema.served);
+
+/** The members of the method's request (and answer, where the statement gives one) that the statement does not name. */
+const statementGaps = (statementArg: IMethodStatement): string[] => {
+  const unnamed = (textArg: string, definitionArg: string): string[] => membersOf(definitionArg)
+    .filter((memberArg) => !statedOnceForAll.has(memberArg) && !new RegExp(`\\b${memberArg}\\b`).test(textArg));
+  const where = `${statementArg.file}:${statementArg.line} ${statementArg.method}`;
+  return [
+    ...unnamed(statementArg.request, `${statementArg.method}.request`).map((memberArg) => `${where}: request member ${memberArg}`),
+    ...(statementArg.answer === null ? [] : unnamed(statementArg.answer, `${statementArg.method}.answer`).map((memberArg) => `${where}: answer member ${memberArg}`)),
+  ];
+};
+
+test('every request and answer the API reference states names every member the contract schema gives it', (t) => {
+  const statements = referenceFiles.flatMap((fileArg) => findMethodStatements(fileArg, read(fileArg), servedMethods));
+  t.diagnostic(`${statements.length} method statements in ${referenceFiles.length} files`);
+  assert.ok(statements.length >= 90, `found only ${statements.length} statements`);
+  assert.deepEqual(statements.flatMap(statementGaps), []);
+});
+
+test('every administrator method is stated in the API reference with its request and its answer', () => {
+  const statements = referenceFiles.flatMap((fileArg) => findMethodStatements(fileArg, read(fileArg), servedMethods));
+  const adminMethods = contractSchema.served.filter((methodArg) => membersOf(`${methodArg}.request`).includes('identity'));
+  assert.ok(adminMethods.length >= 60);
+  assert.deepEqual(adminMethods.filter((methodArg) => !statements.some((statementArg) => statementArg.method === methodArg && statementArg.answer !== null)), []);
+});
+
+test('the statement reader finds each form, and a member a statement leaves out', () => {
+  const text = [
+    '`getClusterNodes { identity, clusterId }` → `{ nodes }`',
+    '| `getClusters` | `{ identity, limit?, cursor? }` | `{ clusters, nextCursor? }` |',
+    '| `getServiceById` | admin | `{ identity, serviceId }` → `{ service }` |',
+    '| `getOperation { operationId }` | `{ operation }` |',
+    '`getAuditEvents { identity, cursor?, limit? } →',
+    '{ events, nextCursor? }`',
+  ].join('\n');
+  const statements = findMethodStatements('example.md', text, servedMethods);
+  assert.deepEqual(statements.map((statementArg) => [statementArg.method, statementArg.answer !== null]),
+    [['getClusterNodes', true], ['getOperation', true], ['getAuditEvents', true], ['getClusters', true], ['getServiceById', true]]);
+  assert.deepEqual(statements.flatMap(statementGaps), [
+    'example.md:1 getClusterNodes: request member limit',
+    'example.md:1 getClusterNodes: request member cursor',
+    'example.md:1 getClusterNodes: answer member nextCursor',
+    'example.md:5 getAuditEvents: request member filter',
+  ]);
 });

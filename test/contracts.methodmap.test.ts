@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { methodMapFile, renderMethodMap } from '../scripts/method-map.js';
-import type { ICloudlyMethods } from '../ts/interfaces/requests/methodmap.js';
+import type { ICloudlyMethods, ICloudlyOutboundMethods } from '../ts/interfaces/requests/methodmap.js';
+import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IReq_Any_Cloudly_CreateCluster } from '../ts/interfaces/requests/admin.js';
 import { startTestCloudly } from './helpers/cloudly.js';
 
@@ -25,4 +26,16 @@ test('a method name alone types a call of the admin client: request members chec
   } finally {
     await t.stop();
   }
+});
+
+test('a method name alone types the relay client\'s calls and handlers', () => {
+  type TSame<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+  const fired = (relayArg: CloudlyRelayClient) => relayArg.fire('reportRuntimeNodeSession', { nodeId: 'node-1', session: { id: 's', generation: 1 } });
+  const sameFire: TSame<Awaited<ReturnType<typeof fired>>, ICloudlyMethods['reportRuntimeNodeSession']['response']> = true;
+  // The handler's request is typed by the outbound method map: this compiles only if it is.
+  const handled = (relayArg: CloudlyRelayClient) => relayArg.addHandler('pushClusterPlatformDesiredStateChanged', async (requestArg) => {
+    const typed: ICloudlyOutboundMethods['pushClusterPlatformDesiredStateChanged']['request'] = requestArg;
+    return { acknowledged: typed.revision >= 0 };
+  });
+  assert.deepEqual([sameFire, typeof handled], [true, 'function']);
 });

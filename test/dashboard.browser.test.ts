@@ -327,7 +327,7 @@ test('an identity Cloudly refuses sends the operator back to login; logout forge
   if (afterLogout === null) {
     // The identity still works: only a Cloudly without a logout method may answer so.
     const logout = await refusalOf(() => postEnvelope(t.baseUrl, 'logout', { identity }));
-    assert.deepEqual(logout.reasons, ['method logout is not served']);
+    assert.deepEqual(logout.reasons, ['method-not-served']);
   } else {
     assert.equal(afterLogout.code, 'unauthenticated', 'the logged-out identity is refused by Cloudly');
   }

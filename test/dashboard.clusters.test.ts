@@ -1,10 +1,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
-import type { IReq_Admin_DeleteCluster, IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
-import type { IReq_Any_Cloudly_GetClusterNodes } from '../ts/interfaces/requests/cluster.js';
-import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
-import type { IReq_Admin_DeletePlatformBinding, IReq_Any_Cloudly_GetPlatformBindings, IReq_Any_Cloudly_UpsertPlatformBinding } from '../ts/interfaces/requests/corestore.js';
+
+import type { IReq_Admin_DeletePlatformBinding } from '../ts/interfaces/requests/corestore.js';
 import { clusterKind } from '../ts/manager.cluster/cluster.manager.js';
 import { clusterNameReservationId, clusterNameReservationKind } from '../ts/manager.cluster/clusternames.js';
 import { runInOperation } from '../ts/core/operationcontext.js';
@@ -20,11 +18,11 @@ after(async () => {
 });
 
 const clustersNamed = async (nameArg: string) =>
-  (await t.caller.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.filter((cluster) => cluster.name === nameArg);
+  (await t.caller.call('getClusters', {})).clusters.filter((cluster) => cluster.name === nameArg);
 
 test('50 concurrent createCluster of one name make exactly one cluster; the others are refused conflict', async () => {
   const outcomes = await Promise.allSettled(Array.from({ length: 50 }, () =>
-    t.caller.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'contended' })));
+    t.caller.call('createCluster', { name: 'contended' })));
   const created = outcomes.filter((outcome) => outcome.status === 'fulfilled');
   assert.equal(created.length, 1);
   for (const outcome of outcomes) {
@@ -59,28 +57,29 @@ test('deleteCluster: compare-and-swap, refused while services exist, removes nod
   const { cluster, relayToken } = await t.createCluster('doomed');
   await t.addNodes(cluster.id, 'd1', 'd2');
   const relay = await t.connectRelay(relayToken);
-  const { service } = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const { service } = await t.caller.call('createService', {
     service: {
       name: 'web', organizationId: 'org1', clusterId: cluster.id,
       runtime: { image: 'nginx:1', replicas: 1, profile: { runAs: { user: 101, group: 101 } }, placement: { nodeIds: ['d1'] } },
       volumes: [],
     },
   });
-  const withServices = await refusalOf(() => t.caller.call<IReq_Admin_DeleteCluster>('deleteCluster', { clusterId: cluster.id, expectedGeneration: cluster.generation }));
+  const withServices = await refusalOf(() => t.caller.call('deleteCluster', { clusterId: cluster.id, expectedGeneration: cluster.generation }));
   assert.equal(withServices.code, 'conflict');
   assert.match((withServices.reasons as string[])[0], /^cluster-has-services: request\.clusterId still has 1 service\(s\) \(/);
   await t.caller.call('deleteService', { serviceId: service.id, expectedGeneration: service.generation, force: true });
-  const stale = await refusalOf(() => t.caller.call<IReq_Admin_DeleteCluster>('deleteCluster', { clusterId: cluster.id, expectedGeneration: cluster.generation + 5 }));
-  assert.deepEqual(stale.reasons, ["request.expectedGeneration is not the cluster's current generation"]);
-  const current = (await t.caller.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.find((entry) => entry.id === cluster.id)!;
+  const stale = await refusalOf(() => t.caller.call('deleteCluster', { clusterId: cluster.id, expectedGeneration: cluster.generation + 5 }));
+  assert.deepEqual(stale.reasons, ['generation-mismatch']);
+  assert.deepEqual(stale.causes, [{ path: 'request.expectedGeneration', message: "is not the cluster's current generation" }]);
+  const current = (await t.caller.call('getClusters', {})).clusters.find((entry) => entry.id === cluster.id)!;
 
-  const dry = await t.caller.call<IReq_Admin_DeleteCluster>('deleteCluster', { clusterId: cluster.id, expectedGeneration: current.generation, dryRun: true } as never) as Record<string, unknown>;
+  const dry = await t.caller.call('deleteCluster', { clusterId: cluster.id, expectedGeneration: current.generation, dryRun: true } as never) as Record<string, unknown>;
   assert.equal(dry.dryRun, true);
   assert.equal(dry.removedNodes, 2);
   assert.equal(relay.isOpen, true, 'a dry run closes no socket');
-  assert.equal((await t.caller.call<IReq_Any_Cloudly_GetClusterNodes>('getClusterNodes', { clusterId: cluster.id })).nodes.length, 2);
+  assert.equal((await t.caller.call('getClusterNodes', { clusterId: cluster.id })).nodes.length, 2);
 
-  const real = await t.caller.call<IReq_Admin_DeleteCluster>('deleteCluster', { clusterId: cluster.id, expectedGeneration: current.generation });
+  const real = await t.caller.call('deleteCluster', { clusterId: cluster.id, expectedGeneration: current.generation });
   const { dryRun: _dryRun, ...dryAnswer } = dry;
   assert.deepEqual(real, dryAnswer, 'the dry answer is the real answer');
   assert.equal(real.closedSockets, 1);
@@ -97,26 +96,26 @@ test('deleteCluster: compare-and-swap, refused while services exist, removes nod
 test('deletePlatformBinding: compare-and-swap; a dry run removes nothing; the binding is gone after', async () => {
   const { cluster } = await t.createCluster('bound');
   await t.addNodes(cluster.id, 'b1');
-  const { service } = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const { service } = await t.caller.call('createService', {
     service: {
       name: 'bound-svc', organizationId: 'org1', clusterId: cluster.id,
       runtime: { image: 'app:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['b1'] } },
       volumes: [],
     },
   });
-  const { platformBinding } = await t.caller.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+  const { platformBinding } = await t.caller.call('upsertPlatformBinding', {
     platformBinding: { serviceId: service.id, capability: 'objectstorage', enabled: true, nodeId: 'b1' } as never,
     expectedGeneration: null,
   });
-  const listed = async () => (await t.caller.call<IReq_Any_Cloudly_GetPlatformBindings>('getPlatformBindings', { serviceId: service.id })).platformBindings;
+  const listed = async () => (await t.caller.call('getPlatformBindings', { serviceId: service.id })).platformBindings;
   assert.equal((await listed()).length, 1);
-  const stale = await refusalOf(() => t.caller.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation + 1 }));
+  const stale = await refusalOf(() => t.caller.call('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation + 1 }));
   assert.equal(stale.code, 'conflict');
-  const dry = await t.caller.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation, dryRun: true } as never);
+  const dry = await t.caller.call('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation, dryRun: true } as never);
   assert.equal((await listed()).length, 1);
-  const real = await t.caller.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation });
+  const real = await t.caller.call('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation });
   assert.deepEqual(real.platformBinding, (dry as unknown as IReq_Admin_DeletePlatformBinding['response']).platformBinding);
   assert.equal((await listed()).length, 0);
-  const missing = await refusalOf(() => t.caller.call<IReq_Admin_DeletePlatformBinding>('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation }));
+  const missing = await refusalOf(() => t.caller.call('deletePlatformBinding', { platformBindingId: platformBinding.id, expectedGeneration: platformBinding.generation }));
   assert.equal(missing.code, 'not-found');
 });

@@ -151,7 +151,7 @@ test('the same mutationId answers the same operation; another request under it i
   assert.equal(calls, 1, 'the relay was asked once');
   const reused = await refusalOf(() => order(undefined as never, { mutationId, backupId: undefined, tags: { other: 'request' } }));
   assert.equal(reused.code, 'invalid-request');
-  assert.deepEqual(reused.reasons, ['request.mutationId was already used for a different request']);
+  assert.deepEqual(reused.reasons, ['mutation-id-reused']);
   // Without a mutationId, repeating a running order answers its running operation instead of a conflict.
   onBackup = async () => {
     await new Promise((resolve) => setTimeout(resolve, 300));

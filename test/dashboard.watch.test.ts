@@ -114,5 +114,5 @@ test('changes made while nobody watched are replayed; a revision this instance n
   assert.equal((back.events[1].document as { id: string }).id, 'u1');
   back.client.close();
   const overHttp = await refusalOf(() => t.caller.call<IReq_Admin_WatchChanges>('watchChanges', {}));
-  assert.deepEqual(overHttp.reasons, ['watchChanges is served only on the admin socket (GET /typedsocket)']);
+  assert.deepEqual(overHttp.reasons, ['admin-socket-only']);
 });

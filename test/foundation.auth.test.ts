@@ -99,7 +99,7 @@ describe('admin identities: every forged or stale identity is refused by name', 
   test('a user identity on an admin method is forbidden and changes nothing', async () => {
     const userIdentity = await t.cloudly.auth.issueIdentity({ id: 'user-2', username: 'viewer', role: 'user' });
     const data = await refusalOf(() => t.admin.fire('createCluster', { identity: userIdentity, name: 'sneaky' }));
-    assert.deepEqual(data, { code: 'forbidden', retryable: false, reasons: ['identity role must be admin'] });
+    assert.deepEqual(data, { code: 'forbidden', retryable: false, reasons: ['role-not-allowed'], causes: [{ path: 'identity.role', message: 'must be admin' }] });
     assert.equal((await clustersWith(t.identity)).clusters.length, 1);
   });
 

@@ -10,7 +10,7 @@ const postRaw = async (baseUrlArg: string, bodyArg: string) => {
     headers: { 'content-type': 'application/json' },
     body: bodyArg,
   });
-  return { status: response.status, body: await response.json() as { error?: { data: { code: string; reasons?: string[] } }; response?: unknown } };
+  return { status: response.status, body: await response.json() as { error?: { data: { code: string; reasons?: string[]; causes?: Array<{ path?: string; message: string }> } }; response?: unknown } };
 };
 
 const envelope = (methodArg: string, requestArg: unknown) => JSON.stringify({
@@ -44,7 +44,8 @@ describe('HTTP transport: bad input gets named refusals and changes nothing', ()
   test('an unknown method is refused by name', async () => {
     const answer = await postRaw(t.baseUrl, envelope('noSuchMethod', {}));
     assert.equal(answer.body.error?.data.code, 'invalid-request');
-    assert.deepEqual(answer.body.error?.data.reasons, ['method noSuchMethod is not served']);
+    assert.deepEqual(answer.body.error?.data.reasons, ['method-not-served']);
+    assert.deepEqual(answer.body.error?.data.causes, [{ path: 'method', message: 'method noSuchMethod is not served' }]);
   });
 
   test('missing, extra and mistyped fields are all named in one refusal, nothing stored', async () => {

@@ -249,7 +249,8 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
 
     const reused = await refusedDesignation({ ...request, expectedSpecRevision: request.expectedSpecRevision + 1 });
     assert.equal(reused.code, 'invalid-request');
-    assert.match(String((reused.reasons as string[])[0]), /mutationId/);
+    assert.deepEqual(reused.reasons, ['mutation-id-reused']);
+    assert.deepEqual(reused.causes, [{ path: 'request.designation.mutationId', message: 'was already used for a different request' }]);
   });
 
   test('a cluster holding a fleet-cutover designation is refused, and the reverse', async () => {

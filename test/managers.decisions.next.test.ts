@@ -657,11 +657,11 @@ describe('desired-state decisions', () => {
     },
     {
       name: 'another generation: conflict', current: service(), request: { expectedGeneration: 3 },
-      data: { code: 'conflict', retryable: true, reasons: ["request.expectedGeneration is not the service's current generation"] },
+      data: { code: 'conflict', retryable: true, reasons: ['generation-mismatch'], causes: [{ path: 'request.expectedGeneration', message: "is not the service's current generation" }] },
     },
     {
       name: 'another generation with force: still conflict', current: service(), request: { expectedGeneration: 3, force: true },
-      data: { code: 'conflict', retryable: true, reasons: ["request.expectedGeneration is not the service's current generation"] },
+      data: { code: 'conflict', retryable: true, reasons: ['generation-mismatch'], causes: [{ path: 'request.expectedGeneration', message: "is not the service's current generation" }] },
     },
     { name: 'force: removed at once', current: service(), request: { expectedGeneration: 4, force: true }, decision: { kind: 'remove' } },
     { name: 'a first request: deletion requested now', current: service(), request: { expectedGeneration: 4 }, decision: { kind: 'write', change: { set: { deletionRequestedAt: 9 } } } },

@@ -99,7 +99,7 @@ class ThirdPartyRelay {
     const handler = this.handlers.get(method);
     try {
       if (!handler) {
-        throw new RelayRefusal({ code: 'invalid-request', retryable: false, reasons: [`method ${method} is not served`] });
+        throw new RelayRefusal({ code: 'invalid-request', retryable: false, reasons: ['method-not-served'], causes: [{ path: 'method', message: `method ${method} is not served` }] });
       }
       answer.response = await handler(envelopeArg.request);
     } catch (error) {

@@ -1,20 +1,6 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
-import type {
-  IReq_Any_Cloudly_CreateService,
-  IReq_Any_Cloudly_GetRuntimeLocalStorageClaims,
-  IReq_Any_Cloudly_GetServiceRuntimeStatus,
-  IReq_Any_Cloudly_GetServices,
-  IReq_Any_Cloudly_SetServiceVolumeInitialization,
-  IReq_Any_Cloudly_UpdateService,
-} from '../ts/interfaces/requests/service.js';
-import type {
-  IReq_Controller_Pallet_ApplyRuntimeLocalStorageClaim,
-  IReq_Relay_Cloudly_ReportRuntimeNodeSession,
-} from '../ts/interfaces/requests/runtimesession.js';
-import type { IReq_Any_Cloudly_UpsertPlatformBinding } from '../ts/interfaces/requests/corestore.js';
-import type { IReq_Admin_CreateUser } from '../ts/interfaces/requests/account.js';
 import type { IService, IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 import type { TServiceVolumeInitialization } from '../ts/interfaces/data/servicevolume.js';
 import { getRuntimeLocalStorageClaimReference } from '../ts/interfaces/data/runtimelocalstorageclaim.js';
@@ -43,13 +29,13 @@ const spec = (overrides: Partial<IServiceWritableSpec> = {}): IServiceWritableSp
 });
 
 const create = async (overrides: Partial<IServiceWritableSpec> = {}) =>
-  (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(overrides) })).service;
+  (await t.caller.call('createService', { service: spec(overrides) })).service;
 
 const statusOf = async (serviceIdArg: string) =>
-  (await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: serviceIdArg })).status;
+  (await t.caller.call('getServiceRuntimeStatus', { serviceId: serviceIdArg })).status;
 
 const initialize = (serviceIdArg: string, initializationArg: TServiceVolumeInitialization) =>
-  t.caller.call<IReq_Any_Cloudly_SetServiceVolumeInitialization>('setServiceVolumeInitialization', {
+  t.caller.call('setServiceVolumeInitialization', {
     serviceId: serviceIdArg, mountPath: '/data', expected: null, initialization: initializationArg,
   });
 
@@ -87,14 +73,14 @@ test('a service on an unknown cluster is refused not-found, and one placed on no
     `request.service.runtime.placement.nodeIds[1] names no node of cluster ${clusterId}: n9`,
     `request.service.runtime.placement.nodeIds[2] names no node of cluster ${clusterId}: n8`,
   ]);
-  const before = await t.caller.call<IReq_Any_Cloudly_GetServices>('getServices', {});
+  const before = await t.caller.call('getServices', {});
   const service = await create({ volumes: [] });
-  const moved = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  const moved = await refusalOf(() => t.caller.call('updateService', {
     serviceId: service.id, expectedGeneration: service.generation,
     service: spec({ volumes: [], runtime: { image: 'a', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['gone'] } } }),
   }));
   assert.equal(moved.code, 'invalid-request');
-  assert.equal((await t.caller.call<IReq_Any_Cloudly_GetServices>('getServices', {})).services.length, before.services.length + 1);
+  assert.equal((await t.caller.call('getServices', {})).services.length, before.services.length + 1);
 });
 
 test('a service with nothing in its way is converging; changedAt moves only with the verdict', async () => {
@@ -103,7 +89,7 @@ test('a service with nothing in its way is converging; changedAt moves only with
   assert.deepEqual({ state: first.state, reason: first.reason }, { state: 'converging', reason: null });
   const again = await statusOf(service.id);
   assert.equal(again.changedAt, first.changedAt);
-  const updated = (await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  const updated = (await t.caller.call('updateService', {
     serviceId: service.id, expectedGeneration: service.generation,
     service: spec({ volumes: [{ mountPath: '/data', readOnly: false, driver: 'nfs' }] }),
   })).service;
@@ -135,18 +121,18 @@ test('an import claim whose bytes have not arrived waits storage-import-pending,
   await t.addNodes(cluster.id, 'n1');
   let bytesArrived = false;
   const relay = await t.connectRelay(relayToken);
-  relay.addHandler<IReq_Controller_Pallet_ApplyRuntimeLocalStorageClaim>('applyRuntimeLocalStorageClaim', async (request) => ({
+  relay.addHandler('applyRuntimeLocalStorageClaim', async (request) => ({
     status: 'accepted',
     state: bytesArrived ? 'ready' : 'import-required',
     claim: getRuntimeLocalStorageClaimReference(request.claim),
   }));
-  await relay.fire<IReq_Relay_Cloudly_ReportRuntimeNodeSession>('reportRuntimeNodeSession', {
+  await relay.fire('reportRuntimeNodeSession', {
     nodeId: 'n1', session: { id: 's1', generation: 1 },
   });
   const service = await create({ clusterId: cluster.id });
   await initialize(service.id, { kind: 'import', source: { kind: 'docker-volume', volumeName: 'app_data' } });
   const claims = async () =>
-    (await t.caller.call<IReq_Any_Cloudly_GetRuntimeLocalStorageClaims>('getRuntimeLocalStorageClaims', { serviceId: service.id })).claims;
+    (await t.caller.call('getRuntimeLocalStorageClaims', { serviceId: service.id })).claims;
   await waitFor(async () => (await claims()).at(-1)?.nodeState === 'import-required', 'import required');
   assert.deepEqual(
     await statusOf(service.id).then((status) => [status.state, status.reason]),
@@ -160,7 +146,7 @@ test('an import claim whose bytes have not arrived waits storage-import-pending,
 
 test('an enabled platform binding that is not ready yet waits bindings-pending', async () => {
   const service = await create({ volumes: [] });
-  await t.caller.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+  await t.caller.call('upsertPlatformBinding', {
     platformBinding: { serviceId: service.id, capability: 'database', enabled: true, nodeId: null },
     expectedGeneration: null,
   });
@@ -185,14 +171,14 @@ test('legacy-adoption-pending names the wait before bindings-pending (the pure j
 test('a read-only user reads the runtime status, an identity of no account is refused; an unknown service is not-found', async () => {
   const service = await create({ volumes: [] });
   const ghost = await t.cloudly.auth.issueIdentity({ id: 'u2', username: 'viewer', role: 'user' });
-  const refusal = await refusalOf(() => t.admin.fire<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', {
+  const refusal = await refusalOf(() => t.admin.fire('getServiceRuntimeStatus', {
     identity: ghost, serviceId: service.id,
   }));
-  assert.deepEqual(refusal, { code: 'unauthenticated', retryable: false, reasons: ['identity names no account (deleted)'] });
+  assert.deepEqual(refusal, { code: 'unauthenticated', retryable: false, reasons: ['account-deleted'], causes: [{ path: 'identity', message: 'names no account (deleted)' }] });
   // Accounts (docs/api-dashboard.md): a `user` may call every read.
-  await t.caller.call<IReq_Admin_CreateUser>('createUser', { username: 'status-viewer', password: 'status-viewer-password', role: 'user' });
+  await t.caller.call('createUser', { username: 'status-viewer', password: 'status-viewer-password', role: 'user' });
   const { identity: viewer } = await t.admin.fire('adminLoginWithUsernameAndPassword', { username: 'status-viewer', password: 'status-viewer-password' }) as { identity: typeof ghost };
-  const read = await t.admin.fire<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { identity: viewer, serviceId: service.id });
+  const read = await t.admin.fire('getServiceRuntimeStatus', { identity: viewer, serviceId: service.id });
   assert.equal(read.status.id, service.id);
   const missing = await refusalOf(() => statusOf('svc-none'));
   assert.equal(missing.code, 'not-found');

@@ -139,6 +139,6 @@ test('a non-admin identity is refused', async () => {
   const refusal = await refusalOf(() => t.admin.fire<IReq_Any_Cloudly_SetServiceVolumeInitialization>('setServiceVolumeInitialization', {
     identity: user, serviceId: service.id, mountPath: '/data', expected: null, initialization: empty(0o700),
   }));
-  assert.deepEqual(refusal, { code: 'forbidden', retryable: false, reasons: ['identity role must be admin'] });
+  assert.deepEqual(refusal, { code: 'forbidden', retryable: false, reasons: ['role-not-allowed'], causes: [{ path: 'identity.role', message: 'must be admin' }] });
   assert.equal((await t.cloudly.serviceManager.getService(service.id))?.volumes[0].initialization, undefined);
 });

@@ -11,7 +11,7 @@ import { DocumentStore } from './core/store.js';
 import { CloudlyAuth, type IVerifiedIdentity } from './core/auth.js';
 import { CloudlyMetrics } from './core/metrics.js';
 import { RelaySessions, type IRelaySession } from './core/relaysessions.js';
-import { asTypedResponseError, internalFailure, isRefusal, refuse } from './core/errors.js';
+import { asTypedResponseError, internalFailure, isRefusal, refuse, refuseNamed } from './core/errors.js';
 import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
 import { closeHttpServerWithin, createHttpServer, type ITransportHost } from './core/transport.js';
 import { runInOperation, type IOperationContext } from './core/operationcontext.js';
@@ -35,7 +35,7 @@ import { OverviewManager } from './manager.overview/overview.manager.js';
 import { TrafficManager } from './manager.traffic/traffic.manager.js';
 import { Reconciler } from './manager.reconciler/reconciler.manager.js';
 import { SecretBox } from './core/secretbox.js';
-import type { IAdminHandlerContext, IRelayHandlerContext } from './core/operations.js';
+import type { IAdminHandlerContext, IOperationDeclaration, IRelayHandlerContext } from './core/operations.js';
 import { registerDashboard } from './core/dashboard.js';
 import type { IServedMethod, TAdminAccess } from './core/access.js';
 import { buildServedSchema, registerSchemaRoute } from './core/schema.js';
@@ -75,6 +75,8 @@ export class Cloudly {
   public readonly router = new TypedRouter();
   /** Every method this server serves, with its caller and declared access (GET /schema, the role tests). */
   public readonly servedMethods = new Map<string, IServedMethod>();
+  /** Every declared operation's kind, and each orchestration's reason (test/foundation.pipeline.test.ts). */
+  public readonly declaredOperations = new Map<string, IOperationDeclaration>();
   public readonly database: CloudlyDatabase;
   public readonly store: DocumentStore;
   public readonly auth: CloudlyAuth;
@@ -341,7 +343,7 @@ export class Cloudly {
     this.addGuardedHandler<T>({ method: methodArg, caller: 'relay', access: 'relay' }, async (requestArg, localDataArg) => {
       const session = localDataArg.relaySession as IRelaySession | undefined;
       if (!session) {
-        throw refuse('forbidden', [`${methodArg} is served only on an authenticated relay socket`]);
+        throw refuseNamed('forbidden', 'relay-socket-only', `${methodArg} is served only on an authenticated relay socket`, 'method');
       }
       requireObjectRequest(requestArg);
       const operation = { actor: { kind: 'relay' as const, id: `relay:${session.clusterId}` }, method: methodArg, dryRun: false };

@@ -204,11 +204,17 @@ export const reportFailure = (errorArg: unknown, urlArg?: string): number => {
     for (const reason of reasons) {
       lines.push(`  ${typeof reason === 'string' ? reason : JSON.stringify(reason)}`);
     }
+    // Causes are the sentences for people that travel apart from the tokens.
+    const causes = Array.isArray(data.causes) ? data.causes as Array<{ path?: unknown; message?: unknown }> : [];
+    for (const cause of causes) {
+      const message = typeof cause?.message === 'string' ? cause.message : JSON.stringify(cause);
+      lines.push(`  ${typeof cause?.path === 'string' ? `${cause.path}: ` : ''}${message}`);
+    }
     if (typeof data.retryAfterMs === 'number') {
       lines.push(`  retry after ${data.retryAfterMs} ms`);
     }
     for (const [key, value] of Object.entries(data)) {
-      if (!['code', 'retryable', 'reasons', 'retryAfterMs'].includes(key)) {
+      if (!['code', 'retryable', 'reasons', 'causes', 'retryAfterMs'].includes(key)) {
         lines.push(`  ${key}: ${typeof value === 'string' ? value : JSON.stringify(value)}`);
       }
     }

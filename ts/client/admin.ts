@@ -42,7 +42,12 @@ export class CloudlyAdminClient {
     return answer.identity;
   }
 
-  /** Sends the request as given, over the socket when one is open, otherwise over HTTP. */
+  /**
+   * Sends the request as given (identity included), over the socket when one is open, otherwise
+   * over HTTP; its types follow from the method name like `call`'s, or from a contract named explicitly.
+   */
+  public async fire<M extends TCloudlyMethod>(methodArg: M, requestArg: ICloudlyMethods[M]['request']): Promise<ICloudlyMethods[M]['response']>;
+  public async fire<T extends TAnyContract = TAnyContract>(methodArg: T['method'], requestArg: T['request']): Promise<T['response']>;
   public async fire<T extends TAnyContract>(methodArg: T['method'], requestArg: T['request']): Promise<T['response']> {
     if (this.peer?.isOpen) {
       return this.peer.call<T['response']>(methodArg, requestArg, this.options.socketTimeoutMs ?? 30_000);

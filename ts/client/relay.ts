@@ -2,6 +2,7 @@ import { TypedHandler, TypedResponseError, TypedRouter } from '@api.global/typed
 import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
 import type { ITypedContract } from '../interfaces/requests/admin.js';
 import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../interfaces/requests/cluster.js';
+import type { ICloudlyMethods, ICloudlyOutboundMethods, TCloudlyMethod, TCloudlyOutboundMethod } from '../interfaces/requests/methodmap.js';
 import { EnvelopePeer } from '../core/envelopepeer.js';
 import { CloudlyRefusal } from '../core/refusal.js';
 import { CloudlyTransportError, openSocket } from './transport.js';
@@ -181,6 +182,15 @@ export class CloudlyRelayClient {
    * Answers calls from Cloudly. A handler's unexpected failure is answered as `internal`, so
    * Cloudly never waits for an answer that typedrequest would otherwise drop.
    */
+  public addHandler<M extends TCloudlyOutboundMethod>(
+    methodArg: M,
+    fnArg: (requestArg: ICloudlyOutboundMethods[M]['request']) => Promise<ICloudlyOutboundMethods[M]['response']>,
+  ): void;
+  /** A contract named explicitly (`addHandler<IReq_…>(…)`), or a method or request the contracts do not type. */
+  public addHandler<T extends TAnyContract = TAnyContract>(
+    methodArg: T['method'],
+    fnArg: (requestArg: T['request']) => Promise<T['response']>,
+  ): void;
   public addHandler<T extends TAnyContract>(
     methodArg: T['method'],
     fnArg: (requestArg: T['request']) => Promise<T['response']>,
@@ -201,6 +211,22 @@ export class CloudlyRelayClient {
     }));
   }
 
+  /**
+   * Calls Cloudly on this socket. The request and answer types follow from the method name
+   * (`fire('reportClusterNode', {…})`) through the contracts' method map; a contract may still be
+   * named explicitly (`fire<IReq_…>(…)`).
+   */
+  public async fire<M extends TCloudlyMethod>(
+    methodArg: M,
+    requestArg: ICloudlyMethods[M]['request'],
+    timeoutMsArg?: number,
+  ): Promise<ICloudlyMethods[M]['response']>;
+  /** A contract named explicitly (`fire<IReq_…>(…)`), or a method or request the contracts do not type (hostile-input tests). */
+  public async fire<T extends TAnyContract = TAnyContract>(
+    methodArg: T['method'],
+    requestArg: T['request'],
+    timeoutMsArg?: number,
+  ): Promise<T['response']>;
   public async fire<T extends TAnyContract>(
     methodArg: T['method'],
     requestArg: T['request'],

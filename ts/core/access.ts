@@ -27,7 +27,7 @@ export const isMethodAccess = (valueArg: unknown): valueArg is TMethodAccess =>
 export const readOnlyAccesses: ReadonlySet<TMethodAccess> = new Set<TMethodAccess>(['read', 'own-session']);
 
 /** The refusal reason token for a role that may not call a method of some access. */
-export const accessDeniedReason = 'identity role must be admin';
+export { accessDeniedReason } from './errors.js';
 
 /**
  * Thrown at registration when a declaration names no access, so a method added without one

@@ -4,9 +4,9 @@ import { randomBytes, randomUUID, scrypt as scryptCallback, timingSafeEqual, cre
 import { promisify } from 'node:util';
 import * as jose from 'jose';
 import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
-import { refuse } from './errors.js';
+import { accessDeniedRefusal, refuse } from './errors.js';
 import { sha256Hex } from '../interfaces/private/canonicaljson.js';
-import { defineDocumentKind, type DocumentStore, type IStoredDocument } from './store.js';
+import { defineDocumentKind, type DocumentStore, type IStoredDocument, type TDecision } from './store.js';
 import type { TCloudlyLogger } from './logger.js';
 import type { IEncryptedSecretValue, SecretBox } from './secretbox.js';
 
@@ -72,7 +72,7 @@ export const constantTimeEquals = (aArg: string, bArg: string): boolean => {
 };
 
 /** One identity signing key as stored: the public JWK in clear, the private JWK encrypted at rest. */
-interface IStoredSigningKey {
+export interface IStoredSigningKey {
   kid: string;
   publicJwk: jose.JWK;
   privateJwk: IEncryptedSecretValue;
@@ -99,6 +99,21 @@ interface ILoadedSigningKey {
   publicKey: webcrypto.CryptoKey;
   privateKey: webcrypto.CryptoKey | null;
 }
+
+/** A rotation, compare-and-swap on the current key id: the fresh key signs, the replaced one still verifies. */
+export const decideSigningKeyRotation = (
+  currentArg: ISigningKeysDocument | null,
+  expectedKeyIdArg: string,
+  freshArg: IStoredSigningKey,
+): TDecision<ISigningKeysDocument> => {
+  if (!currentArg) {
+    return { kind: 'refuse', refusal: refuse('not-found', ['there is no identity signing key']) };
+  }
+  if (currentArg.current.kid !== expectedKeyIdArg) {
+    return { kind: 'refuse', refusal: refuse('conflict', [`request.expectedKeyId is not the current signing key (${currentArg.current.kid})`]) };
+  }
+  return { kind: 'write', change: { set: { current: freshArg, previous: currentArg.current } } };
+};
 
 export const signingKeyContext = (kidArg: string): string => `CloudlySigningKeys/${signingKeysId}/${kidArg}`;
 
@@ -222,19 +237,21 @@ export class CloudlyAuth {
    * before that are refused after a second rotation, so rotate at most once per identity lifetime.
    */
   public async rotateSigningKey(expectedKeyIdArg: string): Promise<{ currentKeyId: string; previousKeyId: string }> {
-    const fresh = await this.newStoredKey();
-    const { doc } = await this.store.mutate(signingKeysKind, signingKeysId, (current) => {
-      if (!current) {
-        return { kind: 'refuse', refusal: refuse('not-found', ['there is no identity signing key']) };
-      }
-      if (current.current.kid !== expectedKeyIdArg) {
-        return { kind: 'refuse', refusal: refuse('conflict', [`request.expectedKeyId is not the current signing key (${current.current.kid})`]) };
-      }
-      return { kind: 'write', change: { set: { current: fresh, previous: current.current } } };
-    });
+    const fresh = await this.mintSigningKey();
+    const { doc } = await this.store.mutate(signingKeysKind, signingKeysId, (current) => decideSigningKeyRotation(current, expectedKeyIdArg, fresh));
     // A dry run wrote nothing: reading again keeps the keys as they are.
     await this.refresh();
     return { currentKeyId: doc!.current.kid, previousKeyId: doc!.previous!.kid };
+  }
+
+  /** A new signing key pair, its private half encrypted where it is stored (a fact of a rotation). */
+  public mintSigningKey(): Promise<IStoredSigningKey> {
+    return this.newStoredKey();
+  }
+
+  /** Reads the keys again after a committed rotation, so this instance signs with the new key at once. */
+  public reloadSigningKeys(): Promise<void> {
+    return this.refresh();
   }
 
   /** The JWKS document served at `/.well-known/jwks.json`: the current key and the previous one. */
@@ -326,7 +343,7 @@ export class CloudlyAuth {
   public async verifyAdminIdentity(identityArg: unknown): Promise<IVerifiedIdentity> {
     const verified = await this.verifyIdentity(identityArg);
     if (verified.role !== 'admin') {
-      throw refuse('forbidden', ['identity role must be admin']);
+      throw accessDeniedRefusal();
     }
     return verified;
   }

@@ -3,6 +3,7 @@ import type { TypedRouter } from '@api.global/typedrequest';
 import type { WebSocket, RawData } from 'ws';
 import { parseBoundaryJson } from './boundary.js';
 import { CloudlyRefusal, refusalFor, type IRefusal } from './refusal.js';
+import { methodNotServedReason } from '../interfaces/data/refusal.js';
 
 /**
  * One side of a typedrequest conversation over a WebSocket: one JSON envelope per text frame in
@@ -185,9 +186,11 @@ export const errorEnvelope = (correlationIdArg: string, methodArg: string, error
   correlation: { id: correlationIdArg, phase: 'response' },
 });
 
-/** The refusal of a method this side does not serve. */
+/** The refusal of a method this side does not serve: the token, and the method named for people. */
 export const methodNotServedEnvelope = (envelopeArg: IEnvelope): IEnvelope =>
-  refusalEnvelope(envelopeArg.correlation.id, envelopeArg.method, [`method ${envelopeArg.method} is not served`]);
+  errorEnvelope(envelopeArg.correlation.id, envelopeArg.method, refusalFor('invalid-request', [methodNotServedReason], {
+    causes: [{ path: 'method', message: `method ${envelopeArg.method} is not served` }],
+  }));
 
 /**
  * Runs the router's handler for one request envelope and builds the answer, or null when the

@@ -3,12 +3,14 @@ import { randomUUID } from 'node:crypto';
 import { CloudlyRefusal, errorCodes, errorTexts, refusalData, type ICloudlyErrorData, type TErrorCode } from './refusal.js';
 
 export { errorCodes, type ICloudlyErrorData, type TErrorCode } from './refusal.js';
+import { mutationIdReusedReason } from '../interfaces/data/refusal.js';
+export { isRefusalReasonToken, methodNotServedReason, mutationIdReusedReason, refusalReasonTokenPattern, type IRefusalCause } from '../interfaces/data/refusal.js';
 
 /** A refusal with the catalogue's error data; `throw refuse(...)`. */
 export const refuse = (
   codeArg: TErrorCode,
   reasonsArg?: string[],
-  extraArg: Pick<ICloudlyErrorData, 'retryAfterMs'> = {},
+  extraArg: Pick<ICloudlyErrorData, 'retryAfterMs' | 'causes'> = {},
 ): TypedResponseError => new TypedResponseError(errorTexts[codeArg], refusalData(codeArg, reasonsArg, extraArg));
 
 /** A refusal whose error data the contract defines itself. */
@@ -44,3 +46,18 @@ export const readCloudlyErrorData = (valueArg: unknown): ICloudlyErrorData | nul
     ? (data as unknown as ICloudlyErrorData)
     : null;
 };
+
+/** The reason an identity whose role may not call a method is refused with (`forbidden`). */
+export const accessDeniedReason = 'role-not-allowed';
+
+/** The `forbidden` answer to a role that may not call the method. */
+export const accessDeniedRefusal = (): TypedResponseError =>
+  refuse('forbidden', [accessDeniedReason], { causes: [{ path: 'identity.role', message: 'must be admin' }] });
+
+/** The refusal of a mutation id already used by a different request of the method (`invalid-request`). */
+export const mutationIdReusedRefusal = (pathArg = 'request.mutationId'): TypedResponseError =>
+  refuse('invalid-request', [mutationIdReusedReason], { causes: [{ path: pathArg, message: 'was already used for a different request' }] });
+
+/** A refusal with one reason token and its sentence for people apart (`causes`), naming `pathArg` when given. */
+export const refuseNamed = (codeArg: TErrorCode, reasonArg: string, messageArg: string, pathArg?: string): TypedResponseError =>
+  refuse(codeArg, [reasonArg], { causes: [{ ...(pathArg ? { path: pathArg } : {}), message: messageArg }] });

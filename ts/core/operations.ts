@@ -1,9 +1,10 @@
-import { refuse } from './errors.js';
+import type { TypedResponseError } from '@api.global/typedrequest';
+import { mutationIdReusedRefusal, refuse } from './errors.js';
 import { currentOperation } from './operationcontext.js';
 import type { IVerifiedIdentity } from './auth.js';
 import type { IRelaySession } from './relaysessions.js';
 import type { TCloudlyLogger } from './logger.js';
-import type { DocumentStore, IDocumentKind, IMutateResult, IStoredDocument, TDecision } from './store.js';
+import { isLostEveryRound, type DocumentStore, type IDocumentKind, type IMutateResult, type IMutationAnswer, type IStoredDocument, type TDecision } from './store.js';
 import { requireRequestShape, type IRequestShape } from './validation.js';
 import { isMethodAccess, missingAccessMessage, type TAdminAccess } from './access.js';
 import type { ICloudlyMethods, TCloudlyMethod } from '../interfaces/requests/methodmap.js';
@@ -14,8 +15,13 @@ import type { ICloudlyMethods, TCloudlyMethod } from '../interfaces/requests/met
  * every one of them:
  *
  *   guard (identity or relay socket, by the host) → shape (every reason, one `invalid-request`)
- *   → cross-field checks → facts (reads through the domain's ports) → `store.mutate` on the one
- *   target document with the pure `decide` → answer → `after` (follow-up work).
+ *   → parse (a contract value read whole) → cross-field checks → replay by `mutationId` → facts
+ *   (reads through the domain's ports) → `store.mutate` on the one target document with the pure
+ *   `decide` (recording the answer a replay repeats in the same write) → answer → `after`.
+ *
+ * A contract that answers in its own error data says so in `refusals`: `invalid` for the reasons
+ * of the parse and the checks, `conflict` for a mutation that lost every compare-and-swap round
+ * (the decision's own refusals pass as they are).
  *
  * Dry-run and the audit log need nothing from a domain: the host's admin guard runs the operation
  * in a dry-run context in which `store.mutate` decides without writing, and every committed write
@@ -55,6 +61,17 @@ export interface IOperationHost {
     optionsArg: { access: TAdminAccess; contractOwnsDryRun?: boolean },
   ): void;
   addRelayHandler(methodArg: string, fnArg: (requestArg: unknown, contextArg: IRelayHandlerContext) => Promise<unknown>): void;
+  /** Keeps what each registered declaration is (its kind, and an orchestration's reason), for tests and tools. */
+  readonly declaredOperations?: Map<string, IOperationDeclaration>;
+}
+
+/** A registered declaration as the host keeps it. */
+export interface IOperationDeclaration {
+  method: string;
+  kind: TAnyOperation['kind'];
+  access: TAdminAccess | 'relay';
+  /** An orchestration's one line on why it is not a one-document mutation. */
+  why?: string;
 }
 
 interface IShaped<M extends TCloudlyMethod> {
@@ -71,8 +88,22 @@ interface IShaped<M extends TCloudlyMethod> {
    * (the ingress registration), so no `invalid-request` comes before its verdict.
    */
   input: IRequestShape | 'judged';
+  /**
+   * A member the shape admits as any value but the contract defines whole (a designation request):
+   * read once into the typed request every later step sees, or every reason it is refused.
+   */
+  parse?: (requestArg: TOperationRequest<M>) => { request: TOperationRequest<M> } | { reasons: string[] };
   /** Reasons that need more than one member (a range whose end is before its start); all are named. */
   check?: (requestArg: TOperationRequest<M>) => string[];
+  /** Refusals in the contract's own error data instead of the catalogue's (see the file comment). */
+  refusals?: IContractRefusals;
+}
+
+export interface IContractRefusals {
+  /** The parse's and the checks' reasons, answered instead of `invalid-request`. */
+  invalid?: (reasonsArg: string[]) => TypedResponseError;
+  /** A one-document mutation that lost every compare-and-swap round, answered instead of `conflict`. */
+  conflict?: () => TypedResponseError;
 }
 
 export interface IAdminQueryDef<M extends TCloudlyMethod> extends IShaped<M> {
@@ -80,7 +111,15 @@ export interface IAdminQueryDef<M extends TCloudlyMethod> extends IShaped<M> {
   run: (requestArg: TOperationRequest<M>, contextArg: IAdminHandlerContext) => Promise<TOperationAnswer<M>>;
 }
 
-export interface IAdminOrchestrationDef<M extends TCloudlyMethod> extends IShaped<M> {
+/**
+ * What an orchestration must say: in one line, why it is not a one-document mutation (the
+ * documents it coordinates, or the relay call it makes). Required, and checked at registration.
+ */
+interface IOrchestrationReason {
+  why: string;
+}
+
+export interface IAdminOrchestrationDef<M extends TCloudlyMethod> extends IShaped<M>, IOrchestrationReason {
   access: TAdminAccess;
   run: (requestArg: TOperationRequest<M>, contextArg: IAdminHandlerContext) => Promise<TOperationAnswer<M>>;
   /**
@@ -101,6 +140,31 @@ export interface IMutationStep<M extends TCloudlyMethod, TFacts> {
 export interface IMutationOutcome<T extends IStoredDocument> extends IMutateResult<T> {
   /** The document the committed decision was made on (null when there was none). */
   previous: T | null;
+  /** What the committing write recorded for replays (a declaration with `replay`), else undefined. */
+  recorded?: unknown;
+}
+
+/**
+ * A decision of a mutation with `replay`: a write or a create carries `record`, what the write
+ * stores under the mutation id and a replay answers from (decided with the write, never after it).
+ */
+export type TRecordedDecision<T extends IStoredDocument> = TDecision<T> & { record?: unknown };
+
+/**
+ * Idempotence by a mutation id the request carries: the same id with the same request answers
+ * what was recorded, also after a restart and to a concurrent call that lost to it; the id with
+ * another request is refused `mutation-id-reused` (naming `path`).
+ */
+export interface IMutationReplay<M extends TCloudlyMethod, T extends IStoredDocument> {
+  /** The kind of the target document, where the answers are recorded. */
+  kind: IDocumentKind<T>;
+  mutationId: (requestArg: TOperationRequest<M>) => string;
+  /** Where the id is in the request, as the reuse refusal names it. */
+  path: string;
+  /** Whether a recorded answer (and the document holding it) was made for this very request. */
+  matches: (recordArg: { doc: T; answer: unknown }, requestArg: TOperationRequest<M>) => boolean;
+  /** The answer a replay gives from what was recorded. */
+  replayed: (recordedArg: unknown) => TOperationAnswer<M>;
 }
 
 interface IOneDocumentMutation<M extends TCloudlyMethod, T extends IStoredDocument, TFacts, TContext> extends IShaped<M> {
@@ -109,7 +173,9 @@ interface IOneDocumentMutation<M extends TCloudlyMethod, T extends IStoredDocume
   /** The one document the mutation decides on. */
   target: (requestArg: TOperationRequest<M>, factsArg: TFacts, contextArg: TContext) => { kind: IDocumentKind<T>; id: string };
   /** Pure: what to do with the document as it was read (ts/manager.<domain>/decide.ts). */
-  decide: (currentArg: T | null, stepArg: IMutationStep<M, TFacts>) => TDecision<T>;
+  decide: (currentArg: T | null, stepArg: IMutationStep<M, TFacts>) => TRecordedDecision<T>;
+  /** Replays by the request's mutation id (see IMutationReplay); the decision records the answer. */
+  replay?: IMutationReplay<M, T>;
   answer: (outcomeArg: IMutationOutcome<T>, stepArg: IMutationStep<M, TFacts>, contextArg: TContext) => TOperationAnswer<M> | Promise<TOperationAnswer<M>>;
   /** Follow-up work once the change committed (queue a push, log); skipped when nothing changed and in a dry run. */
   after?: (outcomeArg: IMutationOutcome<T>, stepArg: IMutationStep<M, TFacts>, contextArg: TContext) => void | Promise<void>;
@@ -121,7 +187,7 @@ export type IAdminMutationDef<M extends TCloudlyMethod, T extends IStoredDocumen
 export type IRelayMutationDef<M extends TCloudlyMethod, T extends IStoredDocument, TFacts> =
   IOneDocumentMutation<M, T, TFacts, IRelayHandlerContext> & { access: 'relay' };
 
-export interface IRelayOrchestrationDef<M extends TCloudlyMethod> extends IShaped<M> {
+export interface IRelayOrchestrationDef<M extends TCloudlyMethod> extends IShaped<M>, IOrchestrationReason {
   access: 'relay';
   run: (requestArg: TOperationRequest<M>, contextArg: IRelayHandlerContext) => Promise<TOperationAnswer<M>>;
 }
@@ -156,6 +222,25 @@ export interface IDeclaredOperation {
 }
 
 const relayKinds: ReadonlySet<TAnyOperation['kind']> = new Set(['relay-mutation', 'relay-query', 'relay-orchestration']);
+const orchestrationKinds: ReadonlySet<TAnyOperation['kind']> = new Set(['admin-orchestration', 'relay-orchestration']);
+
+/** The longest reason an orchestration may give: one line. */
+export const maximumOrchestrationReasonLength = 200;
+
+/**
+ * An orchestration's reason, checked once at registration: one that gives none (a declaration
+ * merged or cast past the type checker) stops the start with a sentence saying what to add.
+ */
+export const requireOrchestrationReason = (operationArg: { kind: TAnyOperation['kind']; method: string; why?: unknown }): string | undefined => {
+  if (!orchestrationKinds.has(operationArg.kind)) {
+    return undefined;
+  }
+  const why = operationArg.why;
+  if (typeof why !== 'string' || why.trim() === '' || why.includes('\n') || why.length > maximumOrchestrationReasonLength) {
+    throw new Error(`method ${operationArg.method} is a free-form ${operationArg.kind} but says not why in one line: add why: '<the documents it coordinates or the relay call it makes>' (at most ${maximumOrchestrationReasonLength} characters), or declare it as a one-document mutation`);
+  }
+  return why;
+};
 
 /**
  * The access a declaration names, checked once at registration: a missing or foreign value (a
@@ -195,17 +280,41 @@ export const relayQuery = <M extends TCloudlyMethod>(defArg: IRelayQueryDef<M>):
 export const relayOrchestration = <M extends TCloudlyMethod>(defArg: IRelayOrchestrationDef<M>): IRelayOrchestration<M> =>
   ({ kind: 'relay-orchestration', ...defArg });
 
-/** Shape, then the cross-field checks: one refusal naming every reason. */
+/** Shape, then the parse and the cross-field checks: one refusal naming every reason. */
 const readRequest = <M extends TCloudlyMethod>(operationArg: IShaped<M>, requestArg: unknown): TOperationRequest<M> => {
   if (operationArg.input === 'judged') {
     return requestArg as TOperationRequest<M>;
   }
-  const request = requireRequestShape(requestArg, operationArg.input) as TOperationRequest<M>;
+  let request = requireRequestShape(requestArg, operationArg.input) as TOperationRequest<M>;
+  const parsed = operationArg.parse?.(request);
+  if (parsed && 'reasons' in parsed) {
+    throw refuseInvalid(operationArg, parsed.reasons);
+  }
+  request = parsed?.request ?? request;
   const reasons = operationArg.check?.(request) ?? [];
   if (reasons.length > 0) {
-    throw refuse('invalid-request', reasons);
+    throw refuseInvalid(operationArg, reasons);
   }
   return request;
+};
+
+const refuseInvalid = <M extends TCloudlyMethod>(operationArg: IShaped<M>, reasonsArg: string[]): TypedResponseError =>
+  operationArg.refusals?.invalid?.(reasonsArg) ?? refuse('invalid-request', reasonsArg);
+
+/** The recorded answer of an earlier call under the request's mutation id, or null; another request under it is refused. */
+const findReplay = async <M extends TCloudlyMethod, T extends IStoredDocument>(
+  storeArg: DocumentStore,
+  replayArg: IMutationReplay<M, T>,
+  requestArg: TOperationRequest<M>,
+): Promise<{ answer: TOperationAnswer<M> } | null> => {
+  const found = await storeArg.findMutation(replayArg.kind, replayArg.mutationId(requestArg));
+  if (!found) {
+    return null;
+  }
+  if (!replayArg.matches(found, requestArg)) {
+    throw mutationIdReusedRefusal(replayArg.path);
+  }
+  return { answer: replayArg.replayed(found.answer) };
 };
 
 const runOneDocumentMutation = async <M extends TCloudlyMethod, T extends IStoredDocument, TFacts, TContext>(
@@ -215,16 +324,43 @@ const runOneDocumentMutation = async <M extends TCloudlyMethod, T extends IStore
   contextArg: TContext,
 ): Promise<TOperationAnswer<M>> => {
   const request = readRequest(operationArg, requestArg);
+  const replay = operationArg.replay;
+  const earlier = replay ? await findReplay(storeArg, replay, request) : null;
+  if (earlier) {
+    return earlier.answer;
+  }
   const facts = (operationArg.facts ? await operationArg.facts(request, contextArg) : undefined) as TFacts;
   const target = operationArg.target(request, facts, contextArg);
   let previous: T | null = null;
   let step: IMutationStep<M, TFacts> = { request, facts, now: Date.now() };
-  const result = await storeArg.mutate(target.kind, target.id, (currentArg) => {
-    previous = currentArg;
-    step = { request, facts, now: Date.now() };
-    return operationArg.decide(currentArg, step);
-  });
-  const outcome: IMutationOutcome<T> = { ...result, previous };
+  // The store reads the answer to record when it writes, so each round's decision fills it in first.
+  const recording: IMutationAnswer | undefined = replay ? { mutationId: replay.mutationId(request), answer: undefined } : undefined;
+  let result: IMutateResult<T>;
+  try {
+    result = await storeArg.mutate(target.kind, target.id, (currentArg) => {
+      previous = currentArg;
+      step = { request, facts, now: Date.now() };
+      const decision = operationArg.decide(currentArg, step);
+      if (recording && (decision.kind === 'write' || decision.kind === 'create')) {
+        if (decision.record === undefined) {
+          throw new Error(`method ${operationArg.method} declares replay but its ${decision.kind} decision records no answer`);
+        }
+        recording.answer = decision.record;
+      }
+      return decision;
+    }, recording ? { mutation: recording } : {});
+  } catch (error) {
+    // The same mutation may have committed in a concurrent call: its answer is this call's too.
+    const concurrent = replay ? await findReplay(storeArg, replay, request) : null;
+    if (concurrent) {
+      return concurrent.answer;
+    }
+    if (operationArg.refusals?.conflict && isLostEveryRound(error)) {
+      throw operationArg.refusals.conflict();
+    }
+    throw error;
+  }
+  const outcome: IMutationOutcome<T> = { ...result, previous, ...(recording ? { recorded: recording.answer } : {}) };
   const answer = await operationArg.answer(outcome, step, contextArg);
   // A dry run has no follow-ups: nothing was written for them to follow.
   if (operationArg.after && outcome.outcome !== 'kept' && !currentOperation().dryRun) {
@@ -236,7 +372,9 @@ const runOneDocumentMutation = async <M extends TCloudlyMethod, T extends IStore
 /** Registers every operation on the host: the one pipeline. */
 export const registerOperations = (hostArg: IOperationHost, operationsArg: readonly IDeclaredOperation[]): void => {
   for (const operation of operationsArg as readonly TAnyOperation[]) {
-    requireDeclaredAccess(operation);
+    const access = requireDeclaredAccess(operation);
+    const why = requireOrchestrationReason(operation);
+    hostArg.declaredOperations?.set(operation.method, { method: operation.method, kind: operation.kind, access, ...(why ? { why } : {}) });
     switch (operation.kind) {
       case 'admin-query':
         hostArg.addAdminHandler(operation.method, async (requestArg, contextArg) =>

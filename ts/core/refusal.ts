@@ -8,6 +8,8 @@
  * keeps the command line from loading it (and the ~900 files behind it) for a plain HTTP call.
  */
 
+import type { IRefusalCause } from '../interfaces/data/refusal.js';
+
 /**
  * The one catalogue of refusal codes. Contract-specific error data (ingress refusals, volume
  * initialization errors, adoption errors ...) travels as defined by the contract; everything else
@@ -29,6 +31,8 @@ export interface ICloudlyErrorData {
   code: TErrorCode;
   retryable: boolean;
   reasons?: string[];
+  /** What a person reads about the refusal; clients may show it and never branch on it. */
+  causes?: IRefusalCause[];
   errorId?: string;
   /** On `unavailable` refusals of a limit: how long to wait before trying again. */
   retryAfterMs?: number;
@@ -50,11 +54,14 @@ export const errorTexts: Record<TErrorCode, string> = {
 export const refusalData = (
   codeArg: TErrorCode,
   reasonsArg?: string[],
-  extraArg: Pick<ICloudlyErrorData, 'retryAfterMs'> = {},
+  extraArg: Pick<ICloudlyErrorData, 'retryAfterMs' | 'causes'> = {},
 ): ICloudlyErrorData => {
   const errorData: ICloudlyErrorData = { code: codeArg, retryable: retryableCodes.has(codeArg) };
   if (reasonsArg && reasonsArg.length > 0) {
     errorData.reasons = reasonsArg;
+  }
+  if (extraArg.causes && extraArg.causes.length > 0) {
+    errorData.causes = extraArg.causes;
   }
   if (extraArg.retryAfterMs !== undefined) {
     errorData.retryAfterMs = Math.max(1, Math.ceil(extraArg.retryAfterMs));
@@ -84,5 +91,5 @@ export class CloudlyRefusal implements IRefusal {
 export const refusalFor = (
   codeArg: TErrorCode,
   reasonsArg?: string[],
-  extraArg: Pick<ICloudlyErrorData, 'retryAfterMs'> = {},
+  extraArg: Pick<ICloudlyErrorData, 'retryAfterMs' | 'causes'> = {},
 ): CloudlyRefusal => new CloudlyRefusal(errorTexts[codeArg], refusalData(codeArg, reasonsArg, extraArg));

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { ObjectId, type Collection, type Document, type Filter } from 'mongodb';
 import type { TypedResponseError } from '@api.global/typedrequest';
 import type { CloudlyDatabase } from './database.js';
-import { refuse } from './errors.js';
+import { refuseNamed } from './errors.js';
 import { batchableEquality, ReadBatcher } from './readbatcher.js';
 import { InsertBatcher } from './insertbatcher.js';
 import { currentOperation, type IOperationActor } from './operationcontext.js';
@@ -105,6 +105,16 @@ export interface IMutateResult<T extends IStoredDocument> {
   /** The generation the decision was made on (0 when there was no document). */
   previousGeneration: number;
 }
+
+/** The refusals `mutate` threw because every round lost its race (a decision's own refusals are not among them). */
+const lostEveryRound = new WeakSet<object>();
+
+/**
+ * Whether a refusal is `mutate`'s own "lost every compare-and-swap round", as opposed to one a
+ * decision made: the pipeline answers the former in a contract's own shape where one defines it.
+ */
+export const isLostEveryRound = (errorArg: unknown): boolean =>
+  typeof errorArg === 'object' && errorArg !== null && lostEveryRound.has(errorArg);
 
 /** How many recent mutation answers a document keeps for replays. */
 export const retainedMutationAnswers = 64;
@@ -494,7 +504,9 @@ export class DocumentStore {
         }
       }
     }
-    throw refuse('conflict', [`${kindArg.collectionName} ${idArg} kept changing during ${rounds} attempts; try again`]);
+    const lost = refuseNamed('conflict', 'kept-changing', `${kindArg.collectionName} ${idArg} kept changing during ${rounds} attempts; try again`);
+    lostEveryRound.add(lost);
+    throw lost;
   }
 
   /**

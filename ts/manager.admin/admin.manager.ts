@@ -3,16 +3,17 @@ import { accountRules } from '../interfaces/requests/account.js';
 import type { Cloudly } from '../classes.cloudly.js';
 import type { IReq_Admin_LoginWithUsernameAndPassword } from '../interfaces/requests/admin.js';
 import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
-import { isRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
+import { accessDeniedRefusal, isRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
 import { checkRequestShape, isBoolean, isIdString, isNonNegativeInteger, isString, type TFieldCheck } from '../core/validation.js';
 import type { TAdminAccess } from '../core/access.js';
 import { AttemptLimiter, type IAttemptLimit } from '../core/attemptlimiter.js';
 import { dummyPasswordHash, hashPassword, verifyPassword, type IVerifiedIdentity } from '../core/auth.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
-import { adminMutation, adminOrchestration, adminQuery, registerOperations } from '../core/operations.js';
+import { adminMutation, adminQuery, registerOperations } from '../core/operations.js';
 import { adminUserKind, toPublicAccount, userIdOf, type IAdminUser } from './users.js';
 import {
   accountReasons,
+  accountRefusal,
   decideCreateUser,
   decideDeleteUser,
   decideReplaceSessionKey,
@@ -108,7 +109,7 @@ export class AdminManager {
    */
   public async requireAllowed(identityArg: IVerifiedIdentity, accessArg: TAdminAccess): Promise<void> {
     if (!roleMayCall(identityArg.role, accessArg)) {
-      throw refuse('forbidden', ['identity role must be admin']);
+      throw accessDeniedRefusal();
     }
     await this.requireActiveSession(identityArg);
   }
@@ -117,7 +118,7 @@ export class AdminManager {
   public async requireActiveSession(identityArg: IVerifiedIdentity): Promise<void> {
     const revoked = revocationOf(await this.readAccount(identityArg.userId), identityArg);
     if (revoked) {
-      throw refuse('unauthenticated', [revoked]);
+      throw accountRefusal('unauthenticated', revoked);
     }
   }
 
@@ -274,7 +275,7 @@ export class AdminManager {
         // The account as it was when its removal committed (a removal already done is not-found).
         answer: ({ previous }) => {
           if (!previous) {
-            throw refuse('not-found', [accountReasons.userNotFound]);
+            throw accountRefusal('not-found', accountReasons.userNotFound);
           }
           return { user: toPublicAccount(previous) };
         },
@@ -282,13 +283,15 @@ export class AdminManager {
           this.cloudly.logger.info({ userId: request.userId }, 'account deleted');
         },
       }),
-      // Checks the old password (rate-limited like a login), then replaces the hash and the session key.
-      adminOrchestration({
+      // The old password is checked (rate-limited like a login) and the new one hashed before the
+      // one write, which replaces the hash and the session key (every identity of the account revoked).
+      adminMutation({
         method: 'changePassword',
         access: 'own-session',
         input: { required: { oldPassword: isString(1, passwordLimits.maxLength), newPassword: isNewPassword } },
         check: (request) => (request.oldPassword === request.newPassword ? [accountReasons.samePassword] : []),
-        run: async (request, context) => {
+        refusals: { invalid: () => accountRefusal('invalid-request', accountReasons.samePassword) },
+        facts: async (request, context) => {
           const username = context.identity.name;
           const retryAfterMs = this.usernameFailures.retryAfterMs(username);
           if (retryAfterMs > 0) {
@@ -297,14 +300,17 @@ export class AdminManager {
           const account = await this.cloudly.store.get(adminUserKind, context.identity.userId);
           if (!account || !(await verifyPassword(request.oldPassword, account.passwordHash || dummyPasswordHash))) {
             this.usernameFailures.record(username);
-            throw refuse('invalid-request', [accountReasons.oldPasswordWrong]);
+            throw accountRefusal('invalid-request', accountReasons.oldPasswordWrong);
           }
-          const sessionKey = newSessionKey();
-          const passwordHash = await hashPassword(request.newPassword);
-          const { doc } = await this.cloudly.store.mutate(adminUserKind, account.id, (currentArg) =>
-            decideReplaceSessionKey(currentArg, { sessionKey, passwordHash, passwordChangedAt: Date.now() }));
-          this.cloudly.logger.info({ userId: account.id }, 'password changed; every identity of the account revoked');
-          return { identity: await this.cloudly.auth.issueIdentity({ id: doc!.id, username: doc!.username, role: doc!.role, sessionKey: doc!.sessionKey }) };
+          return { sessionKey: newSessionKey(), passwordHash: await hashPassword(request.newPassword) };
+        },
+        target: (_request, _facts, context) => ({ kind: adminUserKind, id: context.identity.userId }),
+        decide: (current, { facts, now }) => decideReplaceSessionKey(current, { ...facts, passwordChangedAt: now }),
+        answer: async ({ doc }) => ({
+          identity: await this.cloudly.auth.issueIdentity({ id: doc!.id, username: doc!.username, role: doc!.role, sessionKey: doc!.sessionKey }),
+        }),
+        after: ({ doc }) => {
+          this.cloudly.logger.info({ userId: doc!.id }, 'password changed; every identity of the account revoked');
         },
       }),
       adminMutation({

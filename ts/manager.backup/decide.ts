@@ -1,6 +1,6 @@
 import type { TypedResponseError } from '@api.global/typedrequest';
 import type { TDecision } from '../core/store.js';
-import { refuse } from '../core/errors.js';
+import { mutationIdReusedReason, refuse } from '../core/errors.js';
 import type { IIsolatedRestoreNodeState } from '../interfaces/data/isolatedrestore.js';
 import type { IIsolatedRestoreDocument, IServiceBackupDocument } from './documents.js';
 
@@ -22,7 +22,7 @@ export const backupRefusalReasons = {
   restoreNotFound: 'isolated-restore-not-found',
   restoreIdInUse: 'isolated-restore-id-in-use',
   backupCancelled: 'operation-cancelled',
-  mutationReused: 'request.mutationId was already used for a different request',
+  mutationReused: mutationIdReusedReason,
 } as const;
 
 /**

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { refuse } from '../core/errors.js';
+import { mutationIdReusedRefusal, refuse } from '../core/errors.js';
 import { haltIfDryRun } from '../core/operationcontext.js';
 import {
   adminOrchestration,
@@ -181,7 +181,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
       return null;
     }
     if (earlier.requestSha256 !== requestSha256Arg) {
-      throw refuse('invalid-request', [backupRefusalReasons.mutationReused]);
+      throw mutationIdReusedRefusal();
     }
     const backup = await store.get(serviceBackupKind, earlier.backupId);
     if (!backup) {
@@ -264,6 +264,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
   return [
     adminOrchestration({
       method: 'createServiceBackup',
+      why: 'the backup and its operation documents, then the relay\'s backup call as the operation\'s work, settled on both',
       access: 'write',
       input: {
         required: { clusterId: isIdString, nodeId: isIdString, serviceId: isIdString },
@@ -342,6 +343,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
 
     adminOrchestration({
       method: 'restoreServiceBackup',
+      why: 'an operation document whose work is the relay\'s restore call, during which the relay fetches the stored closure',
       access: 'write',
       input: {
         required: { backupId: isIdString },
@@ -420,6 +422,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
 
     adminOrchestration({
       method: 'adminPruneClusterNodeArchive',
+      why: 'a relay call: the node prunes its archive (or previews it, the contract\'s own dry run); Cloudly stores nothing',
       access: 'write',
       input: {
         required: { clusterId: isIdString, nodeId: isIdString, retention: validateArchiveRetentionPolicy },
@@ -442,6 +445,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
 
     adminOrchestration({
       method: 'createIsolatedRestore',
+      why: 'the isolated restore and its operation documents, then signed grants and the relay\'s staging and restore calls',
       access: 'write',
       input: {
         required: { backupId: isIdString, targetNodeName: isIdString, mappings: validateIsolatedRestoreResourceMappings },
@@ -455,7 +459,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
           const earlier = await operations.findByMutation('createIsolatedRestore', request.mutationId);
           if (earlier) {
             if (earlier.requestSha256 !== requestSha256) {
-              throw refuse('invalid-request', [backupRefusalReasons.mutationReused]);
+              throw mutationIdReusedRefusal();
             }
             return { restoreId: String(earlier.input.restoreId), operation: (await operationOf(earlier.id))! };
           }
@@ -521,6 +525,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
 
     adminOrchestration({
       method: 'stepIsolatedRestore',
+      why: 'a relay call under a signed restore grant, then the node\'s answered state recorded on the restore',
       access: 'write',
       input: {
         required: { restoreId: isIdString, operation: isStepOperation },
@@ -548,6 +553,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
 
     relayOrchestration({
       method: 'backupServiceDatabaseClosure',
+      why: 'closure bytes stream from the relay into the blob store, then the closure is recorded on the backup',
       access: 'relay',
       // Everything is checked before the receiver attaches, so no byte moves for a bad request.
       input: {

@@ -1,5 +1,5 @@
 import type { Cloudly } from '../classes.cloudly.js';
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import type { IRelaySession } from '../core/relaysessions.js';
 import { registerOperations } from '../core/operations.js';
 import { ClusterRelayElection } from './relayelection.js';
@@ -152,7 +152,7 @@ export class ClusterManager {
   public async requireCluster(clusterIdArg: string): Promise<IClusterDocument> {
     const cluster = await this.getCluster(clusterIdArg);
     if (!cluster) {
-      throw refuse('not-found', [`cluster ${clusterIdArg} does not exist`]);
+      throw refuseNamed('not-found', 'cluster-not-found', `cluster ${clusterIdArg} does not exist`);
     }
     return cluster;
   }

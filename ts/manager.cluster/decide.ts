@@ -1,5 +1,5 @@
 import type { TDecision } from '../core/store.js';
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
 import type { IClusterNodeCorestore, IClusterNodeReport } from '../interfaces/data/clusternode.js';
 import type { IClusterNodeDocument } from './clusternodes.js';
@@ -11,7 +11,7 @@ import type { IClusterRelayLeaseDocument } from './relayelection.js';
  */
 
 const nodeNotFound = (clusterIdArg: string, nodeIdArg: string) =>
-  refuse('not-found', [`node ${nodeIdArg} does not exist in cluster ${clusterIdArg}`]);
+  refuseNamed('not-found', 'node-not-found', `node ${nodeIdArg} does not exist in cluster ${clusterIdArg}`);
 
 const sameCorestore = (aArg: IClusterNodeCorestore | null, bArg: IClusterNodeCorestore | null): boolean =>
   canonicalizeJson(aArg) === canonicalizeJson(bArg);
@@ -188,10 +188,10 @@ export const decideClusterDeletion = <TCluster extends { id: string; generation:
   serviceIdsArg: readonly string[],
 ): TDecision<TCluster> => {
   if (!currentArg) {
-    return { kind: 'refuse', refusal: refuse('not-found', [`cluster ${clusterIdArg} does not exist`]) };
+    return { kind: 'refuse', refusal: refuseNamed('not-found', 'cluster-not-found', `cluster ${clusterIdArg} does not exist`) };
   }
   if (currentArg.generation !== expectedGenerationArg) {
-    return { kind: 'refuse', refusal: refuse('conflict', ["request.expectedGeneration is not the cluster's current generation"]) };
+    return { kind: 'refuse', refusal: refuseNamed('conflict', 'generation-mismatch', "is not the cluster's current generation", 'request.expectedGeneration') };
   }
   if (serviceIdsArg.length > 0) {
     const named = serviceIdsArg.slice(0, 10).join(', ');
@@ -225,10 +225,10 @@ export const decideRelayTokenRotation = <TCluster extends { id: string; generati
   relayTokenHashArg: string,
 ): TDecision<TCluster> => {
   if (!currentArg) {
-    return { kind: 'refuse', refusal: refuse('not-found', [`cluster ${clusterIdArg} does not exist`]) };
+    return { kind: 'refuse', refusal: refuseNamed('not-found', 'cluster-not-found', `cluster ${clusterIdArg} does not exist`) };
   }
   if (currentArg.generation !== expectedGenerationArg) {
-    return { kind: 'refuse', refusal: refuse('conflict', ["request.expectedGeneration is not the cluster's current generation"]) };
+    return { kind: 'refuse', refusal: refuseNamed('conflict', 'generation-mismatch', "is not the cluster's current generation", 'request.expectedGeneration') };
   }
   return {
     kind: 'write',

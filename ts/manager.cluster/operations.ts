@@ -90,6 +90,7 @@ export interface IClusterPorts {
 export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[] => [
   adminOrchestration({
     method: 'createCluster',
+    why: 'two documents: the name reservation decides the name, then the cluster (clusternames.ts has the crash rules)',
     access: 'write',
     input: { required: { name: isString(clusterNameRule.minimumLength, clusterNameRule.maximumLength, clusterNamePattern) } },
     // Two documents: the name reservation decides the name, then the cluster (clusternames.ts
@@ -170,6 +171,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
 
   adminOrchestration({
     method: 'deleteCluster',
+    why: 'the name reservation settled, the cluster removed, then its nodes, tokens and sockets (the cascade, finished at start-up)',
     access: 'write',
     input: { required: { clusterId: isIdString, expectedGeneration: isNonNegativeInteger } },
     // The cluster's removal, then its cascade (each step idempotent; start-up finishes one that died).

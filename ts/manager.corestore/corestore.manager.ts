@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { TypedResponseError } from '@api.global/typedrequest';
 import type { Cloudly } from '../classes.cloudly.js';
-import { contractRefusal, isRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
+import { contractRefusal, isRefusal, readCloudlyErrorData, refuse, refuseNamed } from '../core/errors.js';
 import { defaultUpdateRounds, defineDocumentKind, type IMutateResult, type IStoredDocument } from '../core/store.js';
 import { failpoint } from '../core/failpoints.js';
 import { isAnyValue, isIdString, isNonNegativeInteger, type TFieldCheck } from '../core/validation.js';
@@ -110,6 +110,7 @@ export class CorestoreManager {
       }),
       adminOrchestration({
         method: 'adoptCorestoreLegacyResources',
+        why: 'reads the node\'s legacy inventory through the relay, then creates every adopting binding through the creation ledger',
         access: 'write',
         input: {
           required: {
@@ -131,6 +132,7 @@ export class CorestoreManager {
       // Through the creation ledger (several documents, rolled forward after a crash): an orchestration.
       adminOrchestration({
         method: 'upsertPlatformBinding',
+        why: 'a creation goes through the creation ledger (the ledger and the binding, rolled forward after a crash)',
         access: 'write',
         input: {
           required: {
@@ -166,6 +168,7 @@ export class CorestoreManager {
       }),
       relayOrchestration({
         method: 'updatePlatformBindingStatus',
+        why: 'rolls the binding creation ledger forward first (several documents), then decides on the binding with its service\'s cluster',
         access: 'relay',
         input: { required: { platformBindingId: isIdString, status: isAnyValue }, optional: { statusReason: isAnyValue } },
         check: (request) => {
@@ -378,7 +381,7 @@ export class CorestoreManager {
   private async upsert(upsertArg: IPlatformBindingUpsert, expectedGenerationArg: number | null): Promise<IPlatformBinding> {
     const service = (await this.directory.findServices([upsertArg.serviceId])).get(upsertArg.serviceId);
     if (!service) {
-      throw refuse('not-found', [`service ${upsertArg.serviceId} does not exist`]);
+      throw refuseNamed('not-found', 'service-not-found', `service ${upsertArg.serviceId} does not exist`);
     }
     if (upsertArg.nodeId !== null && !(await this.directory.hasNode(service.clusterId, upsertArg.nodeId))) {
       throw refuse('not-found', [`node ${upsertArg.nodeId} is not a node of the service's cluster ${service.clusterId}`]);
@@ -410,7 +413,7 @@ export class CorestoreManager {
       throw refuse('not-found', [`service ${upsertArg.serviceId} has no ${upsertArg.capability} binding`]);
     }
     if (current.generation !== expectedGenerationArg) {
-      throw refuse('conflict', [`request.expectedGeneration ${expectedGenerationArg} is not the binding's generation ${current.generation}`]);
+      throw refuseNamed('conflict', 'generation-mismatch', `${expectedGenerationArg} is not the binding's generation ${current.generation}`, 'request.expectedGeneration');
     }
     const adoption = current.corestoreLegacyAdoption;
     if (adoption) {
@@ -451,7 +454,7 @@ export class CorestoreManager {
     await this.rollForward();
     const { doc } = await this.cloudly.store.mutate(platformBindingKind, bindingIdArg, async (currentArg) => {
       if (!currentArg) {
-        return { kind: 'refuse', refusal: refuse('not-found', [`platform binding ${bindingIdArg} does not exist`]) };
+        return { kind: 'refuse', refusal: refuseNamed('not-found', 'platform-binding-not-found', `platform binding ${bindingIdArg} does not exist`) };
       }
       // A binding's node lives in its service's cluster; only that cluster's relay reports on it.
       const service = (await this.directory.findServices([currentArg.serviceId])).get(currentArg.serviceId);

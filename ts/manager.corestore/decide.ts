@@ -1,4 +1,4 @@
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import type { TDecision } from '../core/store.js';
 import type { IPlatformBinding } from '../interfaces/data/platformbinding.js';
 
@@ -14,10 +14,10 @@ export const decidePlatformBindingDeletion = <TBinding extends IPlatformBinding>
   expectedGenerationArg: number,
 ): TDecision<TBinding> => {
   if (!currentArg) {
-    return { kind: 'refuse', refusal: refuse('not-found', [`platform binding ${platformBindingIdArg} does not exist`]) };
+    return { kind: 'refuse', refusal: refuseNamed('not-found', 'platform-binding-not-found', `platform binding ${platformBindingIdArg} does not exist`) };
   }
   if (currentArg.generation !== expectedGenerationArg) {
-    return { kind: 'refuse', refusal: refuse('conflict', ["request.expectedGeneration is not the platform binding's current generation"]) };
+    return { kind: 'refuse', refusal: refuseNamed('conflict', 'generation-mismatch', "is not the platform binding's current generation", 'request.expectedGeneration') };
   }
   return { kind: 'remove' };
 };

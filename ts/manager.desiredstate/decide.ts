@@ -1,4 +1,4 @@
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import type { IStoredDocument, TDecision } from '../core/store.js';
 import type { IClusterPlatformObservedReport, IClusterPlatformObservedService } from '../interfaces/data/desiredstate.js';
 import type { IServiceDocument } from '../manager.service/service.manager.js';
@@ -37,7 +37,7 @@ export const decideServiceDeletion = (
     return { kind: 'refuse', refusal: refuse('not-found', [`request.serviceId names no service: ${requestArg.serviceId}`]) };
   }
   if (currentArg.generation !== requestArg.expectedGeneration) {
-    return { kind: 'refuse', refusal: refuse('conflict', ["request.expectedGeneration is not the service's current generation"]) };
+    return { kind: 'refuse', refusal: refuseNamed('conflict', 'generation-mismatch', "is not the service's current generation", 'request.expectedGeneration') };
   }
   if (requestArg.force) {
     return { kind: 'remove' };

@@ -194,6 +194,7 @@ export const desiredStateOperations = (portsArg: IDesiredStatePorts): IDeclaredO
 
   relayOrchestration({
     method: 'reportClusterPlatformObservedState',
+    why: 'several documents: the accepted revision, the nodes\' assignments, each service\'s observations and the removal of stopped services',
     access: 'relay',
     input: {
       required: { desiredRevision: isNonNegativeInteger, services: isObservedServices },

@@ -32,6 +32,7 @@ export const imageOperations = (portsArg: IImageOperationPorts): IDeclaredOperat
   return [
     relayOrchestration({
       method: 'pushImageVersion',
+      why: 'image bytes stream from the relay into the blob store, then the version is recorded',
       access: 'relay',
       // Everything is checked before the receiver attaches, so no byte moves for a bad request.
       input: {

@@ -1,15 +1,14 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { contractRefusal, refuse } from '../core/errors.js';
+import { contractRefusal, mutationIdReusedRefusal, refuse } from '../core/errors.js';
 import type { TCloudlyLogger } from '../core/logger.js';
-import { currentOperation } from '../core/operationcontext.js';
 import {
   adminMutation,
-  adminOrchestration,
   adminQuery,
   relayMutation,
   relayQuery,
   type IDeclaredOperation,
   type IRelayHandlerContext,
+  type TRecordedDecision,
 } from '../core/operations.js';
 import type { DocumentStore } from '../core/store.js';
 import type { IEncryptedSecretValue } from '../core/secretbox.js';
@@ -32,7 +31,6 @@ import type { ISealedSecret, ISealedSecretBinding } from '../interfaces/data/sec
 import { computeCanonicalJsonSha256Hex } from '../interfaces/private/canonicaljson.js';
 import { isCanonicalId, isCounter, isRecord, readExactDataRecord } from '../interfaces/private/dataproperties.js';
 import { readOwnDataValue } from '../interfaces/private/ownproperties.js';
-import type { IReq_Any_Cloudly_DesignateClusterIngress } from '../interfaces/requests/ingress.js';
 import type { IIngressDependencies } from './dependencies.js';
 import {
   clusterIngressRouteTableKind,
@@ -43,7 +41,8 @@ import {
   type IStoredDesignationAnswer,
   nodeRuntimeAssignmentsKind,
 } from './documents.js';
-import { clusterIngressTag, emptyClusterIngressSlot, decideAssignmentReport, decideDesignation, decideDesignationCommit } from './decide.js';
+import { clusterIngressTag, emptyClusterIngressSlot, decideAssignmentReport, decideDesignation, decideDesignationCommit, type IDesignationFacts } from './decide.js';
+import type { IService } from '../interfaces/data/service.js';
 import { type IClusterIngressJudgedGenerations, type IClusterIngressRegistrationFacts, judgeClusterIngressRegistration } from './judge.js';
 
 /**
@@ -203,39 +202,26 @@ export const peekClusterRuntimeReference = async (storeArg: DocumentStore, clust
 
 // --- designation: replay → facts → pure decision → one write on the slot read ------------------
 
-/** The stored answer of an earlier call with this mutationId; a different request under it is refused. */
-const findDesignationReplay = async (
-  portsArg: IIngressPorts,
-  intentArg: IClusterIngressDesignationRequest,
-  requestDigestArg: string,
-): Promise<IReq_Any_Cloudly_DesignateClusterIngress['response'] | null> => {
-  const replay = await portsArg.store.findMutation(clusterIngressSlotKind, intentArg.mutationId);
-  if (!replay) {
-    return null;
-  }
-  const answer = replay.answer as IStoredDesignationAnswer;
-  if (replay.doc.id !== intentArg.clusterId || answer.requestDigest !== requestDigestArg) {
-    throw refuse('invalid-request', ['request.designation.mutationId was already used for a different request']);
-  }
-  return { designation: answer.designation, spec: answer.spec, replayed: true };
-};
+/** What a designation is decided on besides the request: read and minted once, before the write. */
+interface IDesignationCallFacts {
+  /** The cluster's slot as read before the service; the write commits only on this read. */
+  slot: IClusterIngressSlotDocument | null;
+  service: IService | null;
+  relayOrigin: string | null;
+  minted: IDesignationFacts['minted'];
+  actorId: string;
+}
 
-const designate = async (
+const gatherDesignationFacts = async (
   portsArg: IIngressPorts,
   intentArg: IClusterIngressDesignationRequest,
   actorIdArg: string,
-): Promise<IReq_Any_Cloudly_DesignateClusterIngress['response']> => {
-  const { store } = portsArg;
+): Promise<IDesignationCallFacts> => {
   const clusterId = intentArg.clusterId;
-  const requestDigest = computeCanonicalJsonSha256Hex(intentArg);
-  const replay = await findDesignationReplay(portsArg, intentArg, requestDigest);
-  if (replay) {
-    return replay;
-  }
   await requireCluster(portsArg, clusterId, 'request.designation.clusterId');
   // The runtime is read from the slot the designation commits to, so a phase change that lands
   // before the write moves the slot's generation and the write loses (`conflict`).
-  const slot = await store.get(clusterIngressSlotKind, clusterId);
+  const slot = await portsArg.store.get(clusterIngressSlotKind, clusterId);
   // The service is another domain's document and cannot join this write. An update of it that
   // lands between this read and the write is harmless: it reads nothing of the slot, so the
   // outcome equals designating first and updating after, and the designation names the exact
@@ -243,46 +229,31 @@ const designate = async (
   await failpoint('ingress.designation.beforeServiceRead');
   const service = await portsArg.needs.getService(intentArg.ingressServiceId);
   const relayOrigin = await portsArg.needs.getRelayOrigin(clusterId);
-  // This call's own randomness and clock: the decision below is a pure function of them.
+  // This call's own randomness: the decision is a pure function of it.
   const tag = clusterIngressTag(clusterId);
   const secretVersion = { secretId: `ingress-bearer-${tag}`, secretVersionId: `ingress-bearer-${tag}-${randomUUID()}` };
   const bearerValue = randomBytes(clusterIngressBearerBytes).toString('base64url');
-  const { decision, answer } = decideDesignation({
-    intent: intentArg,
-    requestDigest,
-    actorId: actorIdArg,
+  return {
     slot,
     service,
     relayOrigin,
-    minted: {
-      secretVersion,
-      bearer: { ...secretVersion, encryptedValue: portsArg.encryptBearer(clusterId, secretVersion.secretVersionId, bearerValue) },
-    },
-    now: Date.now(),
+    minted: { secretVersion, bearer: { ...secretVersion, encryptedValue: portsArg.encryptBearer(clusterId, secretVersion.secretVersionId, bearerValue) } },
+    actorId: actorIdArg,
+  };
+};
+
+/** The designation's decision on the slot as it stands, with the answer a replay repeats. */
+const decideDesignationWrite = (
+  currentArg: IClusterIngressSlotDocument | null,
+  intentArg: IClusterIngressDesignationRequest,
+  factsArg: IDesignationCallFacts,
+  nowArg: number,
+): TRecordedDecision<IClusterIngressSlotDocument> => {
+  const { decision, answer } = decideDesignation({
+    ...factsArg, intent: intentArg, requestDigest: computeCanonicalJsonSha256Hex(intentArg), now: nowArg,
   });
-  if (decision.kind === 'refuse') {
-    throw decision.refusal;
-  }
-  try {
-    await store.mutate(clusterIngressSlotKind, clusterId, (currentArg) => decideDesignationCommit(currentArg, slot, decision), {
-      mutation: { mutationId: intentArg.mutationId, answer },
-    });
-  } catch (error) {
-    // The same mutation may have won in a concurrent call: that one's answer is this one's too.
-    const concurrent = await findDesignationReplay(portsArg, intentArg, requestDigest);
-    if (concurrent) {
-      return concurrent;
-    }
-    throw error;
-  }
-  const { designation, spec } = answer!;
-  if (!currentOperation().dryRun) {
-    portsArg.logger.info({
-      clusterId, designationGeneration: designation.generation, ingressServiceId: designation.ingressServiceId,
-      credentialGeneration: designation.credential.generation,
-    }, 'cluster ingress designated');
-  }
-  return { designation, spec, replayed: false };
+  const committed = decision.kind === 'refuse' ? decision : decideDesignationCommit(currentArg, factsArg.slot, decision);
+  return committed.kind === 'refuse' ? committed : { ...committed, record: answer };
 };
 
 // --- registration: facts → pure judge → re-read → judge again -----------------------------------
@@ -385,23 +356,42 @@ const gatherRegistrationFacts = async (
 };
 
 export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[] => [
-  adminOrchestration({
+  adminMutation({
     method: 'designateClusterIngress',
     access: 'write',
     input: { required: { designation: isAnyValue } },
-    check: (request) => {
+    // The designation request is a contract value, read whole once into the typed request.
+    parse: (request) => {
       const read = readDesignationRequest(request.designation);
-      return 'reasons' in read ? read.reasons : [];
+      return 'reasons' in read ? read : { request: { designation: read.intent } };
     },
-    // One document, but an idempotent one: a repeated mutationId answers the stored answer
-    // (before the decision, and after a lost race to a concurrent call of the same mutation), and
-    // the answer is stored in the committing write itself.
-    async run(request, context) {
-      const read = readDesignationRequest(request.designation);
-      if ('reasons' in read) {
-        throw refuse('invalid-request', read.reasons);
-      }
-      return designate(portsArg, read.intent, context.identity.userId);
+    // One document, but an idempotent one: a repeated mutationId answers the recorded answer
+    // (before the decision, and after a lost race to a concurrent call of the same mutation); the
+    // answer is recorded in the committing write itself.
+    replay: {
+      kind: clusterIngressSlotKind,
+      mutationId: (request) => request.designation.mutationId,
+      path: 'request.designation.mutationId',
+      matches: ({ doc, answer }, request) => doc.id === request.designation.clusterId
+        && (answer as IStoredDesignationAnswer).requestDigest === computeCanonicalJsonSha256Hex(request.designation),
+      replayed: (recorded) => {
+        const { designation, spec } = recorded as IStoredDesignationAnswer;
+        return { designation, spec, replayed: true };
+      },
+    },
+    facts: (request, context) => gatherDesignationFacts(portsArg, request.designation, context.identity.userId),
+    target: (request) => ({ kind: clusterIngressSlotKind, id: request.designation.clusterId }),
+    decide: (current, { request, facts, now }) => decideDesignationWrite(current, request.designation, facts, now),
+    answer: ({ recorded }) => {
+      const { designation, spec } = recorded as IStoredDesignationAnswer;
+      return { designation, spec, replayed: false };
+    },
+    after: ({ recorded }, { request }) => {
+      const { designation } = recorded as IStoredDesignationAnswer;
+      portsArg.logger.info({
+        clusterId: request.designation.clusterId, designationGeneration: designation.generation, ingressServiceId: designation.ingressServiceId,
+        credentialGeneration: designation.credential.generation,
+      }, 'cluster ingress designated');
     },
   }),
 

@@ -1,5 +1,5 @@
 import type { TDecision } from '../core/store.js';
-import { refuse } from '../core/errors.js';
+import { mutationIdReusedReason, mutationIdReusedRefusal, refuse } from '../core/errors.js';
 import type { IOperationDocument, IOperationProgressDocument, IOperationRemoteTransfer } from './documents.js';
 import type { IOperationError, IOperationProgress } from '../interfaces/requests/operation.js';
 
@@ -7,7 +7,7 @@ import type { IOperationError, IOperationProgress } from '../interfaces/requests
 export const operationReasons = {
   notFound: 'operation-not-found',
   notRunning: 'operation-not-running',
-  mutationReused: 'request.mutationId was already used for a different request',
+  mutationReused: mutationIdReusedReason,
   interrupted: 'interrupted',
   cancelled: 'cancelled',
 } as const;
@@ -24,7 +24,7 @@ export const decideOperationStart = (
     return { kind: 'create', doc: docArg };
   }
   if (existingArg.requestSha256 !== docArg.requestSha256) {
-    return { kind: 'refuse', refusal: refuse('invalid-request', [operationReasons.mutationReused]) };
+    return { kind: 'refuse', refusal: mutationIdReusedRefusal() };
   }
   return { kind: 'keep' };
 };

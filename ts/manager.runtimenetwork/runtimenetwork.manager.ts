@@ -1,5 +1,5 @@
 import type { Cloudly } from '../classes.cloudly.js';
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import { registerOperations } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
@@ -120,7 +120,7 @@ export class RuntimeNetworkManager {
   private async requireNode(clusterIdArg: string, nodeIdArg: string) {
     const node = await this.cloudly.clusterManager.nodes.getNode(clusterIdArg, nodeIdArg);
     if (!node) {
-      throw refuse('not-found', [`node ${nodeIdArg} does not exist in cluster ${clusterIdArg}`]);
+      throw refuseNamed('not-found', 'node-not-found', `node ${nodeIdArg} does not exist in cluster ${clusterIdArg}`);
     }
     return node;
   }

@@ -2,7 +2,8 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypt
 import type { Cloudly, IRelayHandlerContext } from '../classes.cloudly.js';
 import { refuse } from '../core/errors.js';
 import { fromBase64Url, importRecipientPublicKey, sealSecret, secretRecipientId, toBase64Url, x25519PublicKeyPattern } from '../core/sealing.js';
-import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayOrchestration } from '../core/operations.js';
+import { adminMutation, adminQuery, registerOperations, relayMutation, relayOrchestration } from '../core/operations.js';
+import { decideSigningKeyRotation, signingKeysId, signingKeysKind } from '../core/auth.js';
 import { isIdString, isNonNegativeInteger, isString, type TFieldCheck } from '../core/validation.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import { isClusterNodeId } from '../interfaces/data/clusternode.js';
@@ -14,7 +15,6 @@ import type {
 } from '../interfaces/data/secret.js';
 import { readExactDataRecord } from '../interfaces/private/dataproperties.js';
 import type {
-  IReq_Relay_Cloudly_BeginSecretRecipientEnrollment,
   IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment,
   IReq_Relay_Cloudly_GetCorestoreControlCredentialMaterial,
 } from '../interfaces/requests/secret.js';
@@ -78,17 +78,33 @@ export class SecretManager {
 
   constructor(private readonly cloudly: Cloudly) {
     registerOperations(cloudly, [
-      relayOrchestration({
+      // One enrollment document; the recipient's key, the challenge and the ids are this call's facts.
+      relayMutation({
         method: 'beginSecretRecipientEnrollment',
         access: 'relay',
         input: { required: { recipient: isRecipient } },
-        run: async (request, context) => {
+        facts: async (request, context) => {
           await cloudly.clusterManager.requireElected(context.session);
-          return this.beginEnrollment(request.recipient.publicKey, context);
+          return this.enrollmentFacts(request.recipient.publicKey, context.clusterId);
+        },
+        target: (_request, facts) => ({ kind: secretEnrollmentKind, id: facts.enrollment.id }),
+        decide: (current, { facts }) => decideEnrollmentBegin(current, facts.enrollment),
+        answer: async (_outcome, { facts }, context) => {
+          const { enrollment, publicKey, challengeBytes } = facts;
+          const binding: ISealedSecretBinding = {
+            clusterId: context.clusterId, nodeId: null, purpose: 'recipient-enrollment-challenge', secretVersion: null, version: 0, enrollmentId: enrollment.id,
+          };
+          try {
+            const challenge = await sealSecret({ recipientId: enrollment.recipientId, publicKey }, binding, challengeBytes);
+            return { enrollmentId: enrollment.id, challenge, expiresAt: enrollment.expiresAt };
+          } finally {
+            challengeBytes.fill(0);
+          }
         },
       }),
       relayOrchestration({
         method: 'completeSecretRecipientEnrollment',
+        why: 'two documents: the enrollment used up, then the cluster\'s recipients written',
         access: 'relay',
         input: { required: { enrollmentId: isIdString, proof: isProof } },
         run: async (request, context) => {
@@ -98,6 +114,7 @@ export class SecretManager {
       }),
       relayOrchestration({
         method: 'getCorestoreControlCredentialMaterial',
+        why: 'ensures the node\'s credential document, reads the cluster\'s recipients and seals each credential version to one',
         access: 'relay',
         input: { required: { nodeId: isNodeId }, optional: { recipientId: isRecipientId } },
         run: async (request, context) => {
@@ -152,11 +169,16 @@ export class SecretManager {
         ),
         answer: ({ doc }) => ({ credential: toReference(doc!) }),
       }),
-      adminOrchestration({
+      // One document (core's signing keys); this instance reloads them once the rotation committed.
+      adminMutation({
         method: 'rotateIdentitySigningKey',
         access: 'write',
         input: { required: { expectedKeyId: isString(1, 128) } },
-        run: (request) => cloudly.auth.rotateSigningKey(request.expectedKeyId),
+        facts: async () => ({ fresh: await cloudly.auth.mintSigningKey() }),
+        target: () => ({ kind: signingKeysKind, id: signingKeysId }),
+        decide: (current, { request, facts }) => decideSigningKeyRotation(current, request.expectedKeyId, facts.fresh),
+        answer: ({ doc }) => ({ currentKeyId: doc!.current.kid, previousKeyId: doc!.previous!.kid }),
+        after: () => cloudly.auth.reloadSigningKeys(),
       }),
     ]);
   }
@@ -201,35 +223,27 @@ export class SecretManager {
 
   // --- enrollment ------------------------------------------------------------------------------
 
-  private async beginEnrollment(publicKeyArg: string, contextArg: IRelayHandlerContext): Promise<IReq_Relay_Cloudly_BeginSecretRecipientEnrollment['response']> {
+  /** What a new enrollment is made of: the recipient's key (refused when it is not X25519), fresh ids and a challenge. */
+  private async enrollmentFacts(publicKeyArg: string, clusterIdArg: string) {
     let publicKey;
     try {
       publicKey = await importRecipientPublicKey(publicKeyArg);
     } catch {
       throw refuse('invalid-request', ['request.recipient.publicKey is not an X25519 public key']);
     }
-    const enrollmentId = `enr-${randomUUID()}`;
-    const recipientId = secretRecipientId(publicKeyArg);
     const challengeBytes = randomBytes(enrollmentChallengeBytes);
     const now = Date.now();
-    const expiresAt = now + this.cloudly.config.secretEnrollmentTtlMs;
     const enrollment: Omit<ISecretEnrollmentDocument, 'generation'> = {
-      id: enrollmentId,
-      clusterId: contextArg.clusterId,
+      id: `enr-${randomUUID()}`,
+      clusterId: clusterIdArg,
       recipient: { algorithm: 'x25519', publicKey: publicKeyArg },
-      recipientId,
+      recipientId: secretRecipientId(publicKeyArg),
       challengeSha256: sha256(challengeBytes).toString('hex'),
       createdAt: now,
-      expiresAt,
+      expiresAt: now + this.cloudly.config.secretEnrollmentTtlMs,
       state: 'open',
     };
-    await this.cloudly.store.mutate(secretEnrollmentKind, enrollmentId, (current) => decideEnrollmentBegin(current, enrollment));
-    const binding: ISealedSecretBinding = {
-      clusterId: contextArg.clusterId, nodeId: null, purpose: 'recipient-enrollment-challenge', secretVersion: null, version: 0, enrollmentId,
-    };
-    const challenge = await sealSecret({ recipientId, publicKey }, binding, challengeBytes);
-    challengeBytes.fill(0);
-    return { enrollmentId, challenge, expiresAt };
+    return { enrollment, publicKey, challengeBytes };
   }
 
   private async completeEnrollment(

@@ -1,5 +1,5 @@
 import type { TDecision } from '../core/store.js';
-import { contractRefusal, refuse } from '../core/errors.js';
+import { contractRefusal, refuse, refuseNamed } from '../core/errors.js';
 import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
 import type { IService } from '../interfaces/data/service.js';
 import {
@@ -190,7 +190,7 @@ export const decideHistoricalSupersession = (
   retainedHistoryArg: number,
 ): TDecision<IRuntimeLocalStorageClaimDocument> => {
   if (!docArg) {
-    return { kind: 'refuse', refusal: refuse('not-found', [`local storage claim ${requestArg.claimId} does not exist`]) };
+    return { kind: 'refuse', refusal: refuseNamed('not-found', 'claim-not-found', `local storage claim ${requestArg.claimId} does not exist`) };
   }
   const nodeClaim = docArg.current.nodeClaim;
   if (docArg.current.claim.generation !== requestArg.generation || !isHeldHistorical(docArg) || nextArg === null
@@ -224,7 +224,7 @@ export const decideUncertainRelease = (
   generationArg: number,
 ): TDecision<IRuntimeLocalStorageClaimDocument> => {
   if (!docArg) {
-    return { kind: 'refuse', refusal: refuse('not-found', [`local storage claim ${claimIdArg} does not exist`]) };
+    return { kind: 'refuse', refusal: refuseNamed('not-found', 'claim-not-found', `local storage claim ${claimIdArg} does not exist`) };
   }
   if (docArg.current.claim.generation !== generationArg || !isHeldUncertain(docArg)) {
     return {

@@ -1,5 +1,5 @@
 import type { Cloudly } from '../classes.cloudly.js';
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import { adminMutation, adminQuery, type IDeclaredOperation } from '../core/operations.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
 import { defineDocumentKind, type DocumentStore, type IStoredDocument, type TDecision } from '../core/store.js';
@@ -41,10 +41,10 @@ export const decideOrganizationDeletion = (
   requestArg: { organizationId: string; expectedGeneration: number },
 ): TDecision<IOrganizationDocument> => {
   if (!currentArg) {
-    return { kind: 'refuse', refusal: refuse('not-found', [`organization ${requestArg.organizationId} does not exist`]) };
+    return { kind: 'refuse', refusal: refuseNamed('not-found', 'organization-not-found', `organization ${requestArg.organizationId} does not exist`) };
   }
   if (currentArg.generation !== requestArg.expectedGeneration) {
-    return { kind: 'refuse', refusal: refuse('conflict', ["request.expectedGeneration is not the organization's current generation"]) };
+    return { kind: 'refuse', refusal: refuseNamed('conflict', 'generation-mismatch', "is not the organization's current generation", 'request.expectedGeneration') };
   }
   return { kind: 'remove' };
 };

@@ -29,7 +29,7 @@ import {
   type IApplyRuntimeLocalStorageClaimRequest,
   type IRuntimeSessionReference,
 } from '../interfaces/requests/runtimesession.js';
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import { defineDocumentKind, type IStoredDocument, type TDecision } from '../core/store.js';
 import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayMutation } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
@@ -216,7 +216,7 @@ const decideServiceUpdate = (
 ): TDecision<IServiceDocument> => {
   const spec = requestArg.service;
   if (!currentArg) {
-    return { kind: 'refuse', refusal: refuse('not-found', [`service ${requestArg.serviceId} does not exist`]) };
+    return { kind: 'refuse', refusal: refuseNamed('not-found', 'service-not-found', `service ${requestArg.serviceId} does not exist`) };
   }
   const moved: string[] = [];
   if (spec.clusterId !== currentArg.clusterId) {
@@ -232,7 +232,7 @@ const decideServiceUpdate = (
     return { kind: 'refuse', refusal: refuse('conflict', ['service-pending-removal']) };
   }
   if (currentArg.generation !== requestArg.expectedGeneration) {
-    return { kind: 'refuse', refusal: refuse('conflict', ["request.expectedGeneration is not the service's current generation"]) };
+    return { kind: 'refuse', refusal: refuseNamed('conflict', 'generation-mismatch', "is not the service's current generation", 'request.expectedGeneration') };
   }
   const runtime = snapshotServiceRuntimeSpec(spec.runtime);
   const ports = snapshotServicePorts(spec.ports ?? []);
@@ -693,7 +693,7 @@ export class ServiceManager {
   /** The answer of a `{ identity, serviceId }` read, or `not-found` when the read found no such service. */
   private async requireFound<TAnswer>(serviceIdArg: string, answerArg: TAnswer | null): Promise<TAnswer> {
     if (answerArg === null) {
-      throw refuse('not-found', [`service ${serviceIdArg} does not exist`]);
+      throw refuseNamed('not-found', 'service-not-found', `service ${serviceIdArg} does not exist`);
     }
     return answerArg;
   }
@@ -738,50 +738,34 @@ export class ServiceManager {
   // ------------------------------------------------------------------ volume initialization
 
   private registerVolumeHandlers(): void {
-    registerOperations(this.cloudly, [adminOrchestration({
+    registerOperations(this.cloudly, [adminMutation({
       method: 'setServiceVolumeInitialization',
       access: 'write',
       input: { required: { serviceId: isIdString, mountPath: isAnyValue, expected: isAnyValue, initialization: isAnyValue } },
-      // The contract answers an invalid initialization and running out of rounds in its own
-      // refusal shape (volumeRefusal), so the steps are written out here rather than left to the
-      // pipeline's invalid-request and conflict.
-      run: async (request, context) => {
-        const invalid = [
-          ...(request.expected === null ? [] : validateServiceVolumeInitialization(request.expected, 'request.expected')),
-          ...(request.initialization === null
-            ? []
-            : validateServiceVolumeInitialization(request.initialization, 'request.initialization')),
-        ];
-        if (invalid.length > 0) {
-          throw volumeRefusal('volume-initialization-invalid', invalid);
-        }
-        const wanted = request.initialization === null ? null : snapshotServiceVolumeInitialization(request.initialization);
-        const change = { serviceId: request.serviceId, mountPath: request.mountPath, expected: request.expected, wanted, now: Date.now() };
-        // The decision's own refusals pass as they are; only running out of rounds is answered here,
-        // in the contract's shape: a write that lost to another one re-reads and decides again, and
-        // if that write changed this volume, the decision answers conflict itself.
-        const decided = new Set<unknown>();
-        let next: IServiceDocument;
-        try {
-          next = (await this.cloudly.store.mutate(serviceKind, request.serviceId, (currentArg) => {
-            const decision = decideVolumeInitialization(currentArg, change, toPublicService, decideVolumeClaims);
-            if (decision.kind === 'refuse') {
-              decided.add(decision.refusal);
-            }
-            return decision;
-          })).doc!;
-        } catch (error) {
-          if (decided.has(error)) {
-            throw error;
-          }
-          throw volumeRefusal('conflict', ['the service kept changing while the initialization was set']);
-        }
-        this.cloudly.logger.info(
-          { serviceId: next.id, mountPath: request.mountPath, actor: context.identity.userId },
-          'service volume initialization set',
-        );
-        this.scheduleReconcile(next.id);
-        return { service: toPublicService(next) };
+      // Both values are checked whole; their reasons travel in the contract's error data.
+      check: (request) => [
+        ...(request.expected === null ? [] : validateServiceVolumeInitialization(request.expected, 'request.expected')),
+        ...(request.initialization === null ? [] : validateServiceVolumeInitialization(request.initialization, 'request.initialization')),
+      ],
+      // The contract answers in IServiceVolumeInitializationErrorData: an invalid value, and a write
+      // that lost every round (a lost round re-reads and decides again; a write that changed this
+      // volume meanwhile is answered `conflict` by the decision itself).
+      refusals: {
+        invalid: (reasons) => volumeRefusal('volume-initialization-invalid', reasons),
+        conflict: () => volumeRefusal('conflict', ['the service kept changing while the initialization was set']),
+      },
+      target: (request) => ({ kind: serviceKind, id: request.serviceId }),
+      decide: (current, { request, now }) => decideVolumeInitialization(current, {
+        serviceId: request.serviceId,
+        mountPath: request.mountPath,
+        expected: request.expected,
+        wanted: request.initialization === null ? null : snapshotServiceVolumeInitialization(request.initialization),
+        now,
+      }, toPublicService, decideVolumeClaims),
+      answer: ({ doc }) => ({ service: toPublicService(doc!) }),
+      after: ({ doc }, { request }, context) => {
+        this.cloudly.logger.info({ serviceId: doc!.id, mountPath: request.mountPath, actor: context.identity.userId }, 'service volume initialization set');
+        this.scheduleReconcile(doc!.id);
       },
     })]);
   }
@@ -796,7 +780,7 @@ export class ServiceManager {
         input: { required: { serviceId: isIdString }, optional: pageShape('getRuntimeLocalStorageClaims') },
         run: async (request) => {
           if (!(await this.cloudly.store.get(serviceKind, request.serviceId))) {
-            throw refuse('not-found', [`service ${request.serviceId} does not exist`]);
+            throw refuseNamed('not-found', 'service-not-found', `service ${request.serviceId} does not exist`);
           }
           // A page counts claims (each with its retained history), ordered by claim id.
           const page = pageOf('getRuntimeLocalStorageClaims', await this.readRuntimeLocalStorageClaims(request.serviceId), (docArg) => docArg.id, request);

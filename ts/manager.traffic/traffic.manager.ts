@@ -1,5 +1,5 @@
 import type { Cloudly } from '../classes.cloudly.js';
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import { requireValidRelayAnswer } from '../core/relaycalls.js';
 import { isIdString, isString, type TFieldCheck } from '../core/validation.js';
 import { adminQuery, registerOperations } from '../core/operations.js';
@@ -53,7 +53,7 @@ export class TrafficManager {
       },
       run: async (request) => {
         if (!(await cloudly.clusterManager.getCluster(request.clusterId))) {
-          throw refuse('not-found', [`cluster ${request.clusterId} does not exist`]);
+          throw refuseNamed('not-found', 'cluster-not-found', `cluster ${request.clusterId} does not exist`);
         }
         const ask: IReq_Cloudly_Relay_GetClusterTrafficStatistics['request'] = {
           fromDayUtc: request.fromDayUtc,

@@ -1,5 +1,5 @@
 import { EnvelopePeer } from '../core/envelopepeer.js';
-import { refuse } from '../core/errors.js';
+import { refuseNamed } from '../core/errors.js';
 import { adminQuery, type IAdminHandlerContext, type IDeclaredOperation, type TOperationRequest } from '../core/operations.js';
 import { isArrayOf, isIdString, isNonNegativeInteger, isString } from '../core/validation.js';
 
@@ -41,7 +41,7 @@ const peerOf = (contextArg: IAdminHandlerContext): EnvelopePeer => {
   if (peer instanceof EnvelopePeer) {
     return peer;
   }
-  throw refuse('invalid-request', ['watchChanges is served only on the admin socket (GET /typedsocket)']);
+  throw refuseNamed('invalid-request', 'admin-socket-only', 'watchChanges is served only on the admin socket (GET /typedsocket)', 'method');
 };
 
 export const watchOperations = (portsArg: IWatchPorts): IDeclaredOperation[] => [

@@ -1,6 +1,7 @@
 import type { IIdentity } from '../../ts/interfaces/data/user.js';
 import type { IChangeEvent } from '../../ts/interfaces/requests/watch.js';
 import type { ICloudlyMethods, TCloudlyMethod } from '../../ts/interfaces/requests/methodmap.js';
+import { methodNotServedReason, type IRefusalCause } from '../../ts/interfaces/data/refusal.js';
 
 /** A method's request as the dashboard passes it: the identity is added by `call`. */
 export type TDashboardRequest<M extends TCloudlyMethod> = Omit<ICloudlyMethods[M]['request'], 'identity'> & { dryRun?: boolean };
@@ -29,9 +30,23 @@ export class ApiError extends Error {
     this.name = 'ApiError';
   }
 
-  /** The server does not serve this method (yet): used to fall back while a method lands. */
+  /** The server does not serve this method (yet): used to fall back while a method lands. Decided by the token. */
   public get notServed(): boolean {
-    return this.code === 'invalid-request' && this.reasons.some((reason) => reason === `method ${this.method} is not served`);
+    return this.code === 'invalid-request' && this.reasons.includes(methodNotServedReason);
+  }
+
+  /** The sentences for people the refusal carries apart from its tokens (shown, never branched on). */
+  public get causes(): IRefusalCause[] {
+    const causes = (this.data as { causes?: unknown } | null)?.causes;
+    return Array.isArray(causes)
+      ? causes.filter((causeArg): causeArg is IRefusalCause => !!causeArg && typeof (causeArg as IRefusalCause).message === 'string')
+      : [];
+  }
+
+  /** What to tell a person: the causes' sentences when there are any, else the reasons, else the text. */
+  public get explanation(): string {
+    const causes = this.causes.map((causeArg) => causeArg.message);
+    return (causes.length ? causes : this.reasons).join('; ') || this.text;
   }
 }
 
@@ -137,6 +152,13 @@ export class CloudlyApi extends EventTarget {
    */
   public async call<M extends TCloudlyMethod>(methodArg: M, requestArg: TDashboardRequest<M>): Promise<ICloudlyMethods[M]['response']>;
   public async call<TResponse = any>(methodArg: string, requestArg?: Record<string, unknown>): Promise<TResponse>;
+  /**
+   * Calls Cloudly with the identity added. The request and answer types follow from the method name
+   * (`api.call('getClusters', { limit: 50 })`) through the contracts' method map; the second form
+   * names the answer type itself, for a method this dashboard may meet before it is served.
+   */
+  public async call<M extends TCloudlyMethod>(methodArg: M, requestArg: TDashboardRequest<M>): Promise<ICloudlyMethods[M]['response']>;
+  public async call<TResponse>(methodArg: string, requestArg?: object): Promise<TResponse>;
   public async call<TResponse>(methodArg: string, requestArg: object = {}): Promise<TResponse> {
     if (!this.identity) {
       throw new ApiError(methodArg, 'unauthenticated', 'Log in first.', ['not logged in'], null);
@@ -150,7 +172,7 @@ export class CloudlyApi extends EventTarget {
       return answer;
     } catch (error) {
       if (error instanceof ApiError && error.code === 'unauthenticated') {
-        this.expire(error.reasons.join('; ') || error.text);
+        this.expire(error.explanation);
       }
       throw error;
     }
@@ -300,7 +322,7 @@ export class CloudlyApi extends EventTarget {
       }
     } catch (error) {
       if (error instanceof ApiError && error.code === 'unauthenticated') {
-        this.expire(error.reasons.join('; ') || error.text);
+        this.expire(error.explanation);
         return;
       }
       socketArg.close(4001, 'watch failed');
@@ -384,7 +406,7 @@ export class CloudlyApi extends EventTarget {
       void this.watch(socketArg);
       return;
     }
-    answer(null, { text: 'The dashboard serves no such method.', data: { code: 'invalid-request', retryable: false, reasons: [`method ${method} is not served`] } });
+    answer(null, { text: 'The dashboard serves no such method.', data: { code: 'invalid-request', retryable: false, reasons: [methodNotServedReason], causes: [{ path: 'method', message: `method ${method} is not served` }] } });
   }
 }
 

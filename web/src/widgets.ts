@@ -20,6 +20,9 @@ export const refusalView = (errorArg: unknown): TemplateResult => {
       ${errorArg.reasons.length
         ? html`<ul class="refusal-reasons">${errorArg.reasons.map((reason) => html`<li>${reason}</li>`)}</ul>`
         : nothing}
+      ${errorArg.causes.length
+        ? html`<ul class="refusal-causes">${errorArg.causes.map((causeArg) => html`<li>${causeArg.path ? html`<code>${causeArg.path}</code>: ` : nothing}${causeArg.message}</li>`)}</ul>`
+        : nothing}
       ${errorArg.notServed ? html`<p class="hint">This Cloudly does not serve <code>${errorArg.method}</code>.</p>` : nothing}
     </div>`;
   }

@@ -28,3 +28,4 @@ export * from './runtimenetworksignature.js';
 export * from './clustertraffic.js';
 export * from './imageversion.js';
 export * from './organization.js';
+export * from './refusal.js';

@@ -6,6 +6,7 @@ import { api, ApiError } from '../api.js';
 import { LivePage, clusterOfChange } from '../live.js';
 import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager } from '../widgets.js';
 import { validateClusterName } from '../../../ts/interfaces/data/cluster.js';
+import { methodNotServedReason } from '../../../ts/interfaces/data/refusal.js';
 import { describeDryRun, formReasonsView } from '../forms.js';
 
 export type TRelayState = 'connected' | 'unregistered' | 'missing';
@@ -162,7 +163,7 @@ export class CloudlyFleetPage extends LivePage {
           const answer = await api.call<{ clusters: IFleetClusterSummary[]; nextCursor?: string }>('getFleetOverview', { limit: this.pageSize, ...(this.cursor ? { cursor: this.cursor } : {}) });
           if (!Array.isArray(answer.clusters) || !answer.clusters.every(isFleetSummary)) {
             // An answer of another shape than the one this page was written for: assemble it instead.
-            throw new ApiError('getFleetOverview', 'invalid-request', 'unexpected answer', ['method getFleetOverview is not served'], null);
+            throw new ApiError('getFleetOverview', 'invalid-request', 'unexpected answer', [methodNotServedReason], null);
           }
           CloudlyFleetPage.fleetOverviewServed = true;
           if (serial === this.loadSerial) {
@@ -178,7 +179,7 @@ export class CloudlyFleetPage extends LivePage {
           CloudlyFleetPage.fleetOverviewServed = false;
         }
       }
-      const answer = await api.call<{ clusters: ICluster[]; nextCursor?: string }>('getClusters', { limit: this.pageSize, ...(this.cursor ? { cursor: this.cursor } : {}) });
+      const answer = await api.call('getClusters', { limit: this.pageSize, ...(this.cursor ? { cursor: this.cursor } : {}) });
       if (serial !== this.loadSerial) {
         return;
       }
@@ -204,7 +205,7 @@ export class CloudlyFleetPage extends LivePage {
       for (let clusterId = queue.shift(); clusterId !== undefined; clusterId = queue.shift()) {
         let row: IFleetRow | null = null;
         try {
-          const { overview } = await api.call<{ overview: IClusterOverview }>('getClusterOverview', { clusterId });
+          const { overview } = await api.call('getClusterOverview', { clusterId });
           row = rowOfOverview(overview);
         } catch (error) {
           const existing = this.rows.find((entry) => entry.cluster.id === clusterId);
