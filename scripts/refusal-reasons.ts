@@ -4,7 +4,7 @@
  * Two readings, both syntactic (the TypeScript parser, no type checking, no import of the server):
  * - dictionaries: every exported `const …Reason` / `…Reasons` whose value is a string, an object
  *   or an array literal (through `as const` and `Object.freeze`); each string in it is a reason;
- * - inline reasons: string and template literals written straight into `refuse(code, [ … ])`, and
+ * - inline reasons: string and template literals written straight into `refuse(code, [ … ])` (or `refusalFor`, its `CloudlyRefusal` twin), and
  *   the reason of `refuseNamed(code, reason, message)` (which must be a literal token).
  *
  * `node --import tsx scripts/refusal-reasons.ts` prints both; test/contracts.reasons.test.ts holds
@@ -86,7 +86,7 @@ export const findReasonsInSource = (fileArg: string, sourceArg: string): { dicti
         }
       }
     }
-    if (ts.isCallExpression(nodeArg) && ts.isIdentifier(nodeArg.expression) && nodeArg.expression.text === 'refuse'
+    if (ts.isCallExpression(nodeArg) && ts.isIdentifier(nodeArg.expression) && (nodeArg.expression.text === 'refuse' || nodeArg.expression.text === 'refusalFor')
       && nodeArg.arguments[1] && ts.isArrayLiteralExpression(nodeArg.arguments[1])) {
       for (const element of nodeArg.arguments[1].elements) {
         const text = literalText(element) ?? (ts.isTemplateExpression(element) ? element.getText(source) : null);

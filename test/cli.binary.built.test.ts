@@ -92,7 +92,7 @@ test('`clusters list` from the bundle loads commander and no other package (not 
     // A refusal reads as before (code, reasons, exit 1) and loads no more.
     const refused = await traced(['clusters', 'get', '--cluster', 'no-such-cluster']);
     assert.equal(refused.run.code, 1);
-    assert.equal(refused.run.stderr, 'refused: not-found\n  cluster no-such-cluster does not exist\n');
+    assert.equal(refused.run.stderr, 'refused: not-found\n  cluster-not-found\n  cluster no-such-cluster does not exist\n');
     assert.deepEqual(packagesIn(refused.modules), ['commander']);
   } finally {
     await t.stop();
