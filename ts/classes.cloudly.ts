@@ -11,6 +11,7 @@ import { DocumentStore } from './core/store.js';
 import { CloudlyAuth, type IVerifiedIdentity } from './core/auth.js';
 import { CloudlyMetrics } from './core/metrics.js';
 import { RelaySessions, type IRelaySession } from './core/relaysessions.js';
+import { defaultRelayWorkConcurrency, WorkGate } from './core/workgate.js';
 import { internalFailure, refuse } from './core/errors.js';
 import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
 import { closeHttpServerWithin, createHttpServer, type ITransportHost } from './core/transport.js';
@@ -62,6 +63,20 @@ export interface ICloudlyOptions {
 }
 
 /** Admin and relay requests are JSON objects; anything else is refused before a handler runs. */
+/**
+ * The relay calls every relay makes when it (re)connects and while it idles: they go through the
+ * relay call gate. Calls that may run long (transfers, restores) do not, so they never hold a slot.
+ */
+const stormRelayMethods: ReadonlySet<string> = new Set([
+  'registerClusterRelay',
+  'reportClusterPlatformObservedState',
+  'getClusterPlatformDesiredState',
+  'reportClusterNode',
+  'registerClusterIngress',
+  'getClusterIngressRouteTable',
+  'getClusterRouteTable',
+]);
+
 const requireObjectRequest = (requestArg: unknown): void => {
   if (!requestArg || typeof requestArg !== 'object' || Array.isArray(requestArg)) {
     throw refuse('invalid-request', ['request must be an object']);
@@ -81,6 +96,11 @@ export class Cloudly {
   /** Encryption at rest of every secret value Cloudly keeps (docs/secrets.md). */
   public readonly secrets: SecretBox;
   public readonly relays: RelaySessions;
+  /**
+   * The lane of the relay calls a storm makes (`stormRelayMethods`): at most
+   * CLOUDLY_RELAY_WORK_CONCURRENCY at once, so an administrator's calls interleave with a storm.
+   */
+  public readonly relayCallGate: WorkGate;
   public readonly openSockets = new Set<EnvelopePeer>();
   public readonly managers: IManager[] = [];
   public readonly adminManager: AdminManager;
@@ -118,6 +138,7 @@ export class Cloudly {
       logger: this.logger,
     });
     this.metrics.databaseCommands = () => this.database.commandsStarted;
+    this.metrics.relayCallGate = () => ({ queued: this.relayCallGate.queued, waitedTotal: this.relayCallGate.waitedTotal });
     this.store = new DocumentStore(this.database);
     this.secrets = new SecretBox(
       { dataDir: this.config.dataDir, keyFile: this.config.secretsKeyFile, previousKeyFile: this.config.secretsPreviousKeyFile, logger: this.logger },
@@ -129,6 +150,7 @@ export class Cloudly {
     );
     // The sessions' port to the relay election (selection, in-flight election, forwarding); it reads
     // the election when called, so it may be passed before the cluster manager that builds it.
+    this.relayCallGate = new WorkGate(this.config.relayWorkConcurrency ?? defaultRelayWorkConcurrency);
     this.relays = new RelaySessions(
       { defaultTimeoutMs: this.config.relayCallTimeoutMs, metrics: this.metrics, logger: this.logger },
       cloudlyRelaySessionPorts(this),
@@ -345,7 +367,8 @@ export class Cloudly {
       }
       requireObjectRequest(requestArg);
       const operation = { actor: { kind: 'relay' as const, id: `relay:${session.clusterId}` }, method: methodArg, dryRun: false };
-      return runInOperation(operation, () => fnArg(requestArg, { clusterId: session.clusterId, session }));
+      const run = (): Promise<T['response']> => runInOperation(operation, () => fnArg(requestArg, { clusterId: session.clusterId, session }));
+      return stormRelayMethods.has(methodArg) ? this.relayCallGate.run(run) : run();
     });
   }
 
