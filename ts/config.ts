@@ -1,9 +1,12 @@
 import { isIP } from 'node:net';
 import * as path from 'node:path';
-import { defaultRelayWorkConcurrency } from './core/workgate.js';
 
 /** How log lines are written (ts/core/logger.ts): `auto` is readable on a terminal, JSON lines otherwise. */
 export type TLogFormat = 'auto' | 'json' | 'pretty';
+
+/** CLOUDLY_RELAY_WORK_CONCURRENCY's default (docs/multi-instance.md, "Admin calls during a storm"). */
+export const defaultRelayWorkConcurrency = 8;
+
 export const logFormats: readonly TLogFormat[] = ['auto', 'json', 'pretty'];
 
 /**

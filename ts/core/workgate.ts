@@ -5,9 +5,6 @@
  * the storm's database commands in flight stay bounded, so an administrator's commands find a
  * short line in the database too (docs/multi-instance.md, "Admin calls during a storm").
  */
-/** CLOUDLY_RELAY_WORK_CONCURRENCY's default. */
-export const defaultRelayWorkConcurrency = 8;
-
 export class WorkGate {
   private running = 0;
   private readonly waiting: Array<() => void> = [];

@@ -4,7 +4,7 @@ import type { IRelaySession, IRelaySessionPorts } from '../core/relaysessions.js
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
 import { refuse } from '../core/errors.js';
 import { WorkQueue } from '../core/workqueue.js';
-import { defaultRelayWorkConcurrency } from '../core/workgate.js';
+import { defaultRelayWorkConcurrency } from '../config.js';
 import { decideLeaseElection, decideLeaseRelease } from './decide.js';
 import { InstanceRegistry, instanceFailureReasons, readForwardedRelayCall, type TForwardedRelayAnswer } from '../core/instances.js';
 import { isTypedResponseError } from '../core/errors.js';

@@ -1,6 +1,6 @@
 import type { Cloudly } from '../classes.cloudly.js';
 import { registerOperations } from '../core/operations.js';
-import { defaultRelayWorkConcurrency } from '../core/workgate.js';
+import { defaultRelayWorkConcurrency } from '../config.js';
 import { WorkQueue } from '../core/workqueue.js';
 import type { ICommittedOwners, IDocumentKind, IStoredDocument } from '../core/store.js';
 import { failpoint } from '../core/failpoints.js';
