@@ -62,7 +62,6 @@ export interface ICloudlyOptions {
   logDestination?: NodeJS.WritableStream;
 }
 
-/** Admin and relay requests are JSON objects; anything else is refused before a handler runs. */
 /**
  * The relay calls every relay makes when it (re)connects and while it idles: they go through the
  * relay call gate. Calls that may run long (transfers, restores) do not, so they never hold a slot.
@@ -77,6 +76,7 @@ const stormRelayMethods: ReadonlySet<string> = new Set([
   'getClusterRouteTable',
 ]);
 
+/** Admin and relay requests are JSON objects; anything else is refused before a handler runs. */
 const requireObjectRequest = (requestArg: unknown): void => {
   if (!requestArg || typeof requestArg !== 'object' || Array.isArray(requestArg)) {
     throw refuse('invalid-request', ['request must be an object']);
@@ -148,9 +148,9 @@ export class Cloudly {
       { dataDir: this.config.dataDir, identityTtlMs: this.config.identityTtlMs, logger: this.logger, secrets: this.secrets },
       this.store,
     );
+    this.relayCallGate = new WorkGate(this.config.relayWorkConcurrency ?? defaultRelayWorkConcurrency);
     // The sessions' port to the relay election (selection, in-flight election, forwarding); it reads
     // the election when called, so it may be passed before the cluster manager that builds it.
-    this.relayCallGate = new WorkGate(this.config.relayWorkConcurrency ?? defaultRelayWorkConcurrency);
     this.relays = new RelaySessions(
       { defaultTimeoutMs: this.config.relayCallTimeoutMs, metrics: this.metrics, logger: this.logger },
       cloudlyRelaySessionPorts(this),
