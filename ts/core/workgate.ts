@@ -1,9 +1,10 @@
 /**
- * A bounded lane for work a relay storm makes (relay calls, relay elections, desired-state
- * refreshes): at most `limit` run at once, the rest wait their turn in arrival order. Work that
- * does not go through a gate (an administrator's call) never waits behind the queued storm, and
- * the storm's database commands in flight stay bounded, so an administrator's commands find a
- * short line in the database too (docs/multi-instance.md, "Admin calls during a storm").
+ * A bounded lane for the relay calls a reconnect storm makes (relay elections and desired-state
+ * refreshes are bounded the same way by their work queues' `concurrency`): at most `limit` run at
+ * once, the rest wait their turn in arrival order. Work that does not go through the gate (an
+ * administrator's call) never waits behind the queued storm, and the storm's database commands in
+ * flight stay bounded, so an administrator's commands find a short line in the database too
+ * (docs/multi-instance.md, "Admin calls during a storm").
  */
 export class WorkGate {
   private running = 0;
