@@ -6,6 +6,7 @@
  *   node --import tsx bench/fleet.bench.ts --one [relays…]     one instance, embedded database:
  *                                                              where a storm's seconds go, per size
  *   npm run bench -- --smoke fleet                             tiny sizes, seconds
+ *   FLEET_CPU_PROFILE_DIR=dir …                                instance B writes CPU profiles there
  *
  * The relays are the project's relay client in a child process of their own
  * (bench/helpers/fleetrelays.ts), all from 127.0.0.1 (one address, the worst case for per-address
@@ -42,6 +43,8 @@ const instanceEnv = (extraArg: Record<string, string>): Record<string, string> =
   // The default log level (info: a line per relay socket opened and closed), as installed.
   CLOUDLY_LOG_LEVEL: 'info',
   CLOUDLY_SOCKET_REQUESTS_PER_SECOND: '1000000',
+  // Passed on when set, so one tree can be measured with the storm's work bounded and without (0).
+  ...(process.env.CLOUDLY_RELAY_WORK_CONCURRENCY ? { CLOUDLY_RELAY_WORK_CONCURRENCY: process.env.CLOUDLY_RELAY_WORK_CONCURRENCY } : {}),
   ...extraArg,
 });
 
@@ -216,6 +219,18 @@ const serverSide = async (instanceArg: IInstance): Promise<{ sums: Record<string
 const aim = (okArg: boolean): string => (okArg ? 'met' : 'NOT met');
 const ms = (valueArg: number): string => `${(valueArg / 1000).toFixed(1)} s`;
 
+/**
+ * With FLEET_CPU_PROFILE_DIR set, instance B (the one the administrator calls) records a V8 CPU
+ * profile (bench/helpers/cpuprofile.mjs) and writes it there each time it stops: where its event
+ * loop went.
+ */
+const profileEnv = (instanceArg: IInstance): Record<string, string> => (process.env.FLEET_CPU_PROFILE_DIR && instanceArg.name === 'b'
+  ? {
+    NODE_OPTIONS: `--import ${path.join(import.meta.dirname, 'helpers', 'cpuprofile.mjs')}`,
+    CLOUDLY_BENCH_PROFILE_DIR: path.resolve(process.env.FLEET_CPU_PROFILE_DIR),
+  }
+  : {});
+
 /** Three instances over one shared database process, the fleet spread over their three addresses. */
 const threeInstances = async (relaysArg: number): Promise<void> => {
   const workDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-fleet-'));
@@ -230,7 +245,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
   const fleet = new FleetProcess();
   const pids = (): number[] => instances.flatMap((instance) => (instance.process ? [instance.process.child.pid!] : []));
   try {
-    await Promise.all(instances.map((instance) => startFleetInstance(database, instance, env)));
+    await Promise.all(instances.map((instance) => startFleetInstance(database, instance, { ...env, ...profileEnv(instance) })));
     const urls = instances.map((instance) => `http://127.0.0.1:${instance.port}`);
     const seeder = await adminSocket(urls[0]);
     const seedStarted = performance.now();
@@ -301,7 +316,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
     const restartStarted = performance.now();
     await Promise.all(instances.map((instance) => stopFleetInstance(instance, 'SIGTERM')));
     await fleet.waitFor((statsArg) => statsArg.registered === 0, 30_000);
-    await Promise.all(instances.map((instance) => startFleetInstance(database, instance, env)));
+    await Promise.all(instances.map((instance) => startFleetInstance(database, instance, { ...env, ...profileEnv(instance) })));
     const listeningAfterMs = performance.now() - restartStarted;
     const restart = await during('all three restarted (from listening again)', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000)));
     say(`    (the instances took ${ms(listeningAfterMs)} to stop and listen again)`);
@@ -341,7 +356,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
 const main = async (): Promise<void> => {
   say('# Fleet benchmark');
   say('');
-  say(`\`node --import tsx bench/fleet.bench.ts ${args.join(' ')}\` on ${os.cpus().length} cores, ${new Date().toISOString()}.`);
+  say(`\`${process.env.CLOUDLY_RELAY_WORK_CONCURRENCY ? `CLOUDLY_RELAY_WORK_CONCURRENCY=${process.env.CLOUDLY_RELAY_WORK_CONCURRENCY} ` : ''}node --import tsx bench/fleet.bench.ts ${args.join(' ')}\` on ${os.cpus().length} cores, ${new Date().toISOString()}.`);
   say('');
   if (oneInstance) {
     const compare = process.env.FLEET_COMPARE_ENV ? JSON.parse(process.env.FLEET_COMPARE_ENV) as Record<string, string> : null;

@@ -5,6 +5,8 @@ import { WebSocket } from 'ws';
 import { startTestCloudly, waitFor } from './helpers/cloudly.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
 import { CloudlyTransportError } from '../ts/client/transport.js';
+import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../ts/interfaces/requests/cluster.js';
+import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 
 /**
  * The settings a fleet needs (docs/multi-instance.md, "Fleet scale"), with real sockets: an
@@ -117,6 +119,36 @@ describe('fleet settings', () => {
       assert.match(admin.extensions, /^permessage-deflate/);
     } finally {
       sockets.forEach((socket) => socket.terminate());
+      await t.stop();
+    }
+  });
+  test('with CLOUDLY_RELAY_WORK_CONCURRENCY 1 a relay registration waits its turn while an administrator\'s reads and writes do not', async () => {
+    const t = await startTestCloudly({ relayWorkConcurrency: 1, logLevel: 'silent' });
+    let release!: () => void;
+    const held = t.cloudly.relayCallGate.run(() => new Promise<void>((resolve) => { release = resolve; }));
+    try {
+      const { cluster, relayToken } = await t.createCluster();
+      const relay = await t.connectRelay(relayToken);
+      // The one slot is taken: the registration waits in line.
+      const registered = relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', { registration });
+      await waitFor(() => t.cloudly.relayCallGate.queued === 1, 'the registration waits for its turn');
+      // An administrator's calls go past the line, over HTTP.
+      const { clusters } = await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {});
+      assert.ok(clusters.some((listed) => listed.id === cluster.id));
+      const created = await t.admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'made-while-relays-wait' });
+      assert.equal(created.cluster.name, 'made-while-relays-wait');
+      assert.equal(t.cloudly.relayCallGate.queued, 1, 'the registration still waits');
+      const metrics = await (await fetch(`${t.cloudly.baseUrl}/metrics`)).text();
+      assert.match(metrics, /^cloudly_relay_calls_queued 1$/m);
+      release();
+      const answer = await registered;
+      assert.equal(answer.registration.clusterId, cluster.id);
+      assert.equal(answer.registration.connected, true);
+      assert.equal(t.cloudly.relayCallGate.queued, 0);
+      assert.match(await (await fetch(`${t.cloudly.baseUrl}/metrics`)).text(), /^cloudly_relay_calls_queued_total 1$/m);
+    } finally {
+      release();
+      await held;
       await t.stop();
     }
   });

@@ -57,6 +57,7 @@ describe('fleet decisions', () => {
     assert.equal(defaults.maxRelaysPerInstance, 0);
     assert.equal(defaults.relayCapacityRetryMs, 5000);
     assert.deepEqual(defaults.webSocketCompression, []);
+    assert.equal(defaults.relayWorkConcurrency, 8);
     const set = readConfig({
       CLOUDLY_LISTEN_BACKLOG: '8192',
       CLOUDLY_SOCKET_UPGRADES_PER_ADDRESS: '64',
@@ -71,5 +72,7 @@ describe('fleet decisions', () => {
     assert.throws(() => readConfig({ CLOUDLY_WEBSOCKET_COMPRESSION: 'relay,dashboard' }), (error: unknown) =>
       error instanceof ConfigError && error.variable === 'CLOUDLY_WEBSOCKET_COMPRESSION' && /unknown: dashboard/.test(error.message));
     assert.throws(() => readConfig({ CLOUDLY_LISTEN_BACKLOG: '0' }), ConfigError);
+    assert.equal(readConfig({ CLOUDLY_RELAY_WORK_CONCURRENCY: '0' }).relayWorkConcurrency, 0);
+    assert.throws(() => readConfig({ CLOUDLY_RELAY_WORK_CONCURRENCY: '-1' }), ConfigError);
   });
 });

@@ -1,6 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { WorkQueue, type IWorkQueueRetry } from '../ts/core/workqueue.js';
+import { WorkGate } from '../ts/core/workgate.js';
 import { armFailpoint, failpoint } from '../ts/core/failpoints.js';
 
 /** A gate a test opens by hand, so a run can be held in the middle without any timing. */
@@ -205,5 +206,45 @@ describe('failpoints', () => {
     paused.disarm();
     await failpoint('corestore.afterCreationCommit');
     assert.equal(paused.hits(), 1);
+  });
+});
+
+describe('the relay work gate', () => {
+  test('runs at most its limit at once, the rest in arrival order, and hands on the slot of a run that failed', async () => {
+    const lane = new WorkGate(2);
+    const holds = [gate(), gate(), gate(), gate()];
+    const started: number[] = [];
+    const runs = holds.map((hold, index) => lane.run(async () => {
+      started.push(index);
+      await hold.opened;
+      if (index === 0) {
+        throw new Error('run 0 failed');
+      }
+      return index;
+    }));
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    assert.deepEqual(started, [0, 1]);
+    assert.deepEqual([lane.active, lane.queued, lane.waitedTotal], [2, 2, 2]);
+    holds[0].open();
+    await assert.rejects(runs[0], /run 0 failed/);
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    assert.deepEqual(started, [0, 1, 2]);
+    assert.deepEqual([lane.active, lane.queued], [2, 1]);
+    holds[1].open();
+    holds[2].open();
+    holds[3].open();
+    assert.deepEqual(await Promise.all(runs.slice(1)), [1, 2, 3]);
+    assert.deepEqual(started, [0, 1, 2, 3]);
+    assert.deepEqual([lane.active, lane.queued, lane.waitedTotal], [0, 0, 2]);
+  });
+
+  test('a limit of 0 lets every run through at once', async () => {
+    const lane = new WorkGate(0);
+    const hold = gate();
+    const runs = [1, 2, 3].map((value) => lane.run(async () => { await hold.opened; return value; }));
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    assert.deepEqual([lane.queued, lane.waitedTotal], [0, 0]);
+    hold.open();
+    assert.deepEqual(await Promise.all(runs), [1, 2, 3]);
   });
 });

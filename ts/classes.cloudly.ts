@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { TypedHandler, TypedResponseError, TypedRouter } from '@api.global/typedrequest';
 import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
 import type { ITypedContract } from './interfaces/requests/admin.js';
-import { readConfig, type ICloudlyConfig } from './config.js';
+import { defaultRelayWorkConcurrency, readConfig, type ICloudlyConfig } from './config.js';
 import { createLogger, type TCloudlyLogger } from './core/logger.js';
 import { routeDependencyLogs } from './core/dependencylogs.js';
 import { CloudlyDatabase, isDatabaseUnavailableError } from './core/database.js';
@@ -11,6 +11,7 @@ import { DocumentStore } from './core/store.js';
 import { CloudlyAuth, type IVerifiedIdentity } from './core/auth.js';
 import { CloudlyMetrics } from './core/metrics.js';
 import { RelaySessions, type IRelaySession } from './core/relaysessions.js';
+import { WorkGate } from './core/workgate.js';
 import { asTypedResponseError, internalFailure, isRefusal, refuse, refuseNamed } from './core/errors.js';
 import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
 import { closeHttpServerWithin, createHttpServer, type ITransportHost } from './core/transport.js';
@@ -61,6 +62,20 @@ export interface ICloudlyOptions {
   logDestination?: NodeJS.WritableStream;
 }
 
+/**
+ * The relay calls every relay makes when it (re)connects and while it idles: they go through the
+ * relay call gate. Calls that may run long (transfers, restores) do not, so they never hold a slot.
+ */
+const stormRelayMethods: ReadonlySet<string> = new Set([
+  'registerClusterRelay',
+  'reportClusterPlatformObservedState',
+  'getClusterPlatformDesiredState',
+  'reportClusterNode',
+  'registerClusterIngress',
+  'getClusterIngressRouteTable',
+  'getClusterRouteTable',
+]);
+
 /** Admin and relay requests are JSON objects; anything else is refused before a handler runs. */
 const requireObjectRequest = (requestArg: unknown): void => {
   if (!requestArg || typeof requestArg !== 'object' || Array.isArray(requestArg)) {
@@ -83,6 +98,11 @@ export class Cloudly {
   /** Encryption at rest of every secret value Cloudly keeps (docs/secrets.md). */
   public readonly secrets: SecretBox;
   public readonly relays: RelaySessions;
+  /**
+   * The lane of the relay calls a storm makes (`stormRelayMethods`): at most
+   * CLOUDLY_RELAY_WORK_CONCURRENCY at once, so an administrator's calls interleave with a storm.
+   */
+  public readonly relayCallGate: WorkGate;
   public readonly openSockets = new Set<EnvelopePeer>();
   public readonly managers: IManager[] = [];
   public readonly adminManager: AdminManager;
@@ -120,6 +140,7 @@ export class Cloudly {
       logger: this.logger,
     });
     this.metrics.databaseCommands = () => this.database.commandsStarted;
+    this.metrics.relayCallGate = () => ({ queued: this.relayCallGate.queued, waitedTotal: this.relayCallGate.waitedTotal });
     this.store = new DocumentStore(this.database);
     this.secrets = new SecretBox(
       { dataDir: this.config.dataDir, keyFile: this.config.secretsKeyFile, previousKeyFile: this.config.secretsPreviousKeyFile, logger: this.logger },
@@ -129,6 +150,7 @@ export class Cloudly {
       { dataDir: this.config.dataDir, identityTtlMs: this.config.identityTtlMs, logger: this.logger, secrets: this.secrets },
       this.store,
     );
+    this.relayCallGate = new WorkGate(this.config.relayWorkConcurrency ?? defaultRelayWorkConcurrency);
     // The sessions' port to the relay election (selection, in-flight election, forwarding); it reads
     // the election when called, so it may be passed before the cluster manager that builds it.
     this.relays = new RelaySessions(
@@ -347,7 +369,8 @@ export class Cloudly {
       }
       requireObjectRequest(requestArg);
       const operation = { actor: { kind: 'relay' as const, id: `relay:${session.clusterId}` }, method: methodArg, dryRun: false };
-      return runInOperation(operation, () => fnArg(requestArg, { clusterId: session.clusterId, session }));
+      const run = (): Promise<T['response']> => runInOperation(operation, () => fnArg(requestArg, { clusterId: session.clusterId, session }));
+      return stormRelayMethods.has(methodArg) ? this.relayCallGate.run(run) : run();
     });
   }
 

@@ -3,6 +3,10 @@ import * as path from 'node:path';
 
 /** How log lines are written (ts/core/logger.ts): `auto` is readable on a terminal, JSON lines otherwise. */
 export type TLogFormat = 'auto' | 'json' | 'pretty';
+
+/** CLOUDLY_RELAY_WORK_CONCURRENCY's default (docs/multi-instance.md, "Admin calls during a storm"). */
+export const defaultRelayWorkConcurrency = 8;
+
 export const logFormats: readonly TLogFormat[] = ['auto', 'json', 'pretty'];
 
 /**
@@ -112,6 +116,12 @@ export interface ICloudlyConfig {
   maxRelaysPerInstance: number;
   /** How long a relay refused for capacity is told to wait (CLOUDLY_RELAY_CAPACITY_RETRY_MS). */
   relayCapacityRetryMs: number;
+  /**
+   * How many of each kind of a relay storm's work run at once (CLOUDLY_RELAY_WORK_CONCURRENCY, 0: no
+   * bound): relay calls of the storm's methods, relay elections, desired-state refreshes. The rest
+   * wait their turn; administrators' calls never wait behind them (docs/multi-instance.md).
+   */
+  relayWorkConcurrency: number;
   /**
    * Socket kinds that may negotiate permessage-deflate (CLOUDLY_WEBSOCKET_COMPRESSION: a
    * comma-separated list of `relay`, `admin`; empty: none). Measured in bench/results/fleet.md.
@@ -402,6 +412,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     socketUpgradesPerAddress: readInteger(env, 'CLOUDLY_SOCKET_UPGRADES_PER_ADDRESS', 16, 1, 100_000),
     maxRelaysPerInstance: readInteger(env, 'CLOUDLY_MAX_RELAYS_PER_INSTANCE', 0, 0, 10_000_000),
     relayCapacityRetryMs: readInteger(env, 'CLOUDLY_RELAY_CAPACITY_RETRY_MS', 5_000, 100, 600_000),
+    relayWorkConcurrency: readInteger(env, 'CLOUDLY_RELAY_WORK_CONCURRENCY', defaultRelayWorkConcurrency, 0, 10_000),
     webSocketCompression: readSocketKinds(env, 'CLOUDLY_WEBSOCKET_COMPRESSION'),
     secretsKeyFile: readOptionalPath(env, 'CLOUDLY_SECRETS_KEY_FILE'),
     secretsPreviousKeyFile: readOptionalPath(env, 'CLOUDLY_SECRETS_PREVIOUS_KEY_FILE'),

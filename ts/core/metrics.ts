@@ -12,6 +12,8 @@ export class CloudlyMetrics {
   public pendingConnections: () => number = () => 0;
   /** Set by the server: database commands sent so far. */
   public databaseCommands: () => number = () => 0;
+  /** Set by the server: relay calls of a storm waiting for a slot now, and those that waited so far (CLOUDLY_RELAY_WORK_CONCURRENCY). */
+  public relayCallGate: () => { queued: number; waitedTotal: number } = () => ({ queued: 0, waitedTotal: 0 });
 
   constructor() {
     this.calls = new promClient.Counter({
@@ -48,6 +50,23 @@ export class CloudlyMetrics {
       this.connectionRefusals.inc({ reason }, 0);
     }
     const metrics = this;
+    new promClient.Gauge({
+      name: 'cloudly_relay_calls_queued',
+      help: 'Relay calls of a reconnect storm waiting for their turn (CLOUDLY_RELAY_WORK_CONCURRENCY) right now.',
+      registers: [this.registry],
+      collect() {
+        this.set(metrics.relayCallGate().queued);
+      },
+    });
+    new promClient.Counter({
+      name: 'cloudly_relay_calls_queued_total',
+      help: 'Relay calls of a reconnect storm that waited for their turn (CLOUDLY_RELAY_WORK_CONCURRENCY).',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(metrics.relayCallGate().waitedTotal);
+      },
+    });
     new promClient.Gauge({
       name: 'cloudly_connections_pending',
       help: 'Connections that have not completed their headers or WebSocket upgrade yet.',

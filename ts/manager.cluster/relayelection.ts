@@ -4,6 +4,7 @@ import type { IRelaySession, IRelaySessionPorts } from '../core/relaysessions.js
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
 import { refuse } from '../core/errors.js';
 import { WorkQueue } from '../core/workqueue.js';
+import { defaultRelayWorkConcurrency } from '../config.js';
 import { decideLeaseElection, decideLeaseRelease } from './decide.js';
 import { InstanceRegistry, instanceFailureReasons, readForwardedRelayCall, type TForwardedRelayAnswer } from '../core/instances.js';
 import { isRefusal } from '../core/errors.js';
@@ -118,7 +119,15 @@ export class ClusterRelayElection implements IRelaySessionPorts {
       heartbeatMs: this.timing.heartbeatMs,
       ttlMs: this.timing.leaseTtlMs,
     });
-    this.elections = new WorkQueue({ name: 'relay election', logger: cloudly.logger, process: (clusterIdArg) => this.runElection(clusterIdArg) });
+    // Bounded like the storm's relay calls (CLOUDLY_RELAY_WORK_CONCURRENCY), so a storm of new
+    // sockets elects a few at a time and an administrator's calls interleave with it.
+    const concurrency = cloudly.config.relayWorkConcurrency ?? defaultRelayWorkConcurrency;
+    this.elections = new WorkQueue({
+      name: 'relay election',
+      logger: cloudly.logger,
+      process: (clusterIdArg) => this.runElection(clusterIdArg),
+      ...(concurrency > 0 ? { concurrency } : {}),
+    });
     cloudly.relays.onSessionOpened((sessionArg) => this.elect(sessionArg.clusterId));
     cloudly.relays.onSessionClosed((sessionArg) => this.onSessionClosed(sessionArg));
   }

@@ -1,5 +1,6 @@
 import type { Cloudly } from '../classes.cloudly.js';
 import { registerOperations } from '../core/operations.js';
+import { defaultRelayWorkConcurrency } from '../config.js';
 import { WorkQueue } from '../core/workqueue.js';
 import type { ICommittedOwners, IDocumentKind, IStoredDocument } from '../core/store.js';
 import { failpoint } from '../core/failpoints.js';
@@ -95,11 +96,14 @@ export class DesiredStateManager {
   private unsubscribeMemo: (() => void) | null = null;
 
   constructor(private readonly cloudly: Cloudly) {
+    const refreshConcurrency = cloudly.config.relayWorkConcurrency ?? defaultRelayWorkConcurrency;
     this.refreshes = new WorkQueue({
       name: 'desired-state refresh',
       logger: cloudly.logger,
       process: (clusterIdArg) => this.refreshAndHint(clusterIdArg),
       retry: { maximumRetries: 5, baseDelayMs: 200, maximumDelayMs: 5_000 },
+      // A storm refreshes every reconnected cluster: a few at a time (CLOUDLY_RELAY_WORK_CONCURRENCY).
+      ...(refreshConcurrency > 0 ? { concurrency: refreshConcurrency } : {}),
     });
     this.observedMemo = new ObservedReportMemo(cloudly.config.observedRefreshMs);
     registerOperations(cloudly, desiredStateOperations({
