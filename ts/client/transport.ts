@@ -31,7 +31,7 @@ export class CloudlyTransportError extends Error {
  * Connections are kept alive by node's global agent as `fetch` kept them. A connection failure
  * rejects with node's error (`code` ECONNREFUSED, ENOTFOUND, …).
  */
-const postText = async (urlArg: string, bodyArg: string): Promise<{ status: number; text: string }> => {
+const postText = async (urlArg: string, bodyArg: string): Promise<{ status: number; text: string; retryAfterMs: number | null }> => {
   const url = new URL(urlArg);
   const { request } = url.protocol === 'https:' ? await import('node:https') : await import('node:http');
   return new Promise((resolve, reject) => {
@@ -40,29 +40,54 @@ const postText = async (urlArg: string, bodyArg: string): Promise<{ status: numb
       headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(bodyArg) },
     }, (incoming) => {
       const chunks: Buffer[] = [];
+      const retryAfter = Number(incoming.headers['retry-after']);
       incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
       incoming.on('error', reject);
-      incoming.on('end', () => resolve({ status: incoming.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+      incoming.on('end', () => resolve({
+        status: incoming.statusCode ?? 0,
+        text: Buffer.concat(chunks).toString('utf8'),
+        retryAfterMs: incoming.headers['retry-after'] !== undefined && Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter * 1000 : null,
+      }));
     });
     outgoing.on('error', reject);
     outgoing.end(bodyArg);
   });
 };
 
+/**
+ * A connection Cloudly refused at accept (too many connections waiting, docs/connections.md) is
+ * answered `503` with a `Retry-After` and no body before anything of the request was read, so the
+ * request never reached a handler and sending it again is safe whatever the method. The client
+ * waits as told (at most `acceptRetryCapMs`, with jitter so a crowd of clients spreads out) and
+ * tries again, `acceptRetries` times; then the refusal reaches the caller with its `retryAfterMs`.
+ */
+const acceptRetries = 3;
+const acceptRetryCapMs = 5_000;
+
+const refusedAtAccept = (answerArg: { status: number; text: string; retryAfterMs: number | null }): boolean =>
+  answerArg.status === 503 && answerArg.text === '' && answerArg.retryAfterMs !== null;
+
 /** POSTs one envelope to `/typedrequest`; throws the answer's error as a CloudlyRefusal. */
 export const postEnvelope = async <TResponse>(baseUrlArg: string, methodArg: string, requestArg: unknown): Promise<TResponse> => {
-  const { status, text } = await postText(`${baseUrlArg}/typedrequest`, JSON.stringify(buildRequestEnvelope(methodArg, requestArg)));
+  const body = JSON.stringify(buildRequestEnvelope(methodArg, requestArg));
+  let answered = await postText(`${baseUrlArg}/typedrequest`, body);
+  for (let retry = 0; retry < acceptRetries && refusedAtAccept(answered); retry++) {
+    const waitMs = Math.min(answered.retryAfterMs!, acceptRetryCapMs) * (0.5 + Math.random() / 2);
+    await new Promise((resolve) => setTimeout(resolve, waitMs));
+    answered = await postText(`${baseUrlArg}/typedrequest`, body);
+  }
+  const { status, text, retryAfterMs } = answered;
   let answer: IEnvelope;
   try {
     answer = JSON.parse(text) as IEnvelope;
   } catch {
-    throw new CloudlyTransportError(status, text);
+    throw new CloudlyTransportError(status, text, retryAfterMs);
   }
   if (answer?.error) {
     throw new CloudlyRefusal(answer.error.text, answer.error.data);
   }
   if (status < 200 || status > 299 || answer?.response === undefined) {
-    throw new CloudlyTransportError(status, text);
+    throw new CloudlyTransportError(status, text, retryAfterMs);
   }
   return answer.response as TResponse;
 };
