@@ -307,9 +307,15 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
     const quietCommands = quietAfter.commands - quietBefore.commands;
     const cores = (after.cpu - before.cpu) / (windowMs / 1000);
     const quietCores = (quietAfter.cpu - quietBefore.cpu) / (windowMs / 1000);
-    const perReport = reports > 0 ? (commands - quietCommands) / reports : NaN;
+    // Every command of the reporting window counted against a report: an upper bound that holds
+    // whatever else ran. The window without reports comes right after the storm, and after a large
+    // storm the work still trailing it (reconciler runs, elections) can make it the costlier one,
+    // so the difference is printed only as a figure, never judged.
+    const perReport = reports > 0 ? commands / reports : NaN;
+    const perReportNet = reports > 0 ? (commands - quietCommands) / reports : NaN;
     say(`  - steady state (each relay reports every 30 s, ${ms(windowMs)} windows): ${reports} reports; the three instances ${cores.toFixed(2)} cores (${quietCores.toFixed(2)} without reports); `
-      + `${commands} database commands (${quietCommands} without reports): ${perReport.toFixed(2)} per report; load ${load()}`);
+      + `${commands} database commands (${quietCommands} without reports): at most ${perReport.toFixed(2)} per report `
+      + `(${perReportNet.toFixed(2)} net of the window without reports${perReportNet < 0 ? ', which still held the storm\'s trailing work' : ''}); load ${load()}`);
     fleet.report(0);
 
     // 3. All three restart at once (SIGTERM, started again on the same ports).
@@ -344,7 +350,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
     // full collections) is bench/relaymemory.bench.ts's figure.
     say(`| memory per idle relay < 30 KB (RSS growth over the cold storm) | ${perRelayKb.toFixed(1)} KB | ${aim(perRelayKb < 30)} |`);
     say(`| steady state CPU of the three < 1 core | ${cores.toFixed(2)} cores | ${aim(cores < 1)} |`);
-    say(`| database commands per unchanged report ≤ 2 | ${perReport.toFixed(2)} | ${aim(perReport <= 2)} |`);
+    say(`| database commands per unchanged report ≤ 2 (every command of the window counted) | at most ${perReport.toFixed(2)} | ${aim(perReport <= 2)} |`);
   } finally {
     await fleet.stop();
     await Promise.all(instances.map((instance) => stopFleetInstance(instance, 'SIGTERM')));
