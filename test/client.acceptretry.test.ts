@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as http from 'node:http';
 import * as net from 'node:net';
-import { startTestCloudly, testAdminPassword, testAdminUsername, waitFor } from './helpers/cloudly.js';
+import { startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import { CloudlyTransportError } from '../ts/client/transport.js';
 
@@ -14,7 +14,7 @@ import { CloudlyTransportError } from '../ts/client/transport.js';
  * with its retryAfterMs.
  */
 
-const refusalsOf = async (tArg: Awaited<ReturnType<typeof startTestCloudly>>): Promise<number> => {
+const refusalsOf = async (tArg: ITestCloudly): Promise<number> => {
   const metric = await tArg.cloudly.metrics.connectionRefusals.get();
   return metric.values.filter((valueArg) => valueArg.labels.reason === 'pending-per-address').reduce((sumArg, valueArg) => sumArg + valueArg.value, 0);
 };
@@ -27,45 +27,45 @@ const holdThePlace = async (portArg: number): Promise<net.Socket> => {
   return holder;
 };
 
-test('an administrator\'s call refused at accept is sent again after the advised wait and lands once there is room', async () => {
+/**
+ * A Cloudly that takes one pending connection per address, a logged-in client whose next call
+ * must open a new connection (as a call during a storm would), and that one place held by a
+ * connection from the client's address; `bodyArg` gets them with the refusal count before the call.
+ */
+const withThePlaceHeld = async (
+  bodyArg: (worldArg: { t: ITestCloudly; client: CloudlyAdminClient; holder: net.Socket; refusalsBefore: number }) => Promise<void>,
+): Promise<void> => {
   const t = await startTestCloudly({ pendingConnectionsPerAddress: 1, headersTimeoutMs: 60_000, logLevel: 'silent' });
   let holder: net.Socket | null = null;
   try {
     const client = new CloudlyAdminClient(t.cloudly.baseUrl);
     await client.login(testAdminUsername, testAdminPassword);
-    // The next call must open a new connection, as a call during a storm would.
     http.globalAgent.destroy();
     holder = await holdThePlace(Number(new URL(t.cloudly.baseUrl).port));
     await waitFor(() => t.cloudly.metrics.pendingConnections() === 1, 'the holder is pending');
-    const before = await refusalsOf(t);
-    const call = client.call('getClusters', {});
-    await waitFor(async () => await refusalsOf(t) > before, 'the call was refused at accept');
-    holder.destroy();
-    const answer = await call;
-    assert.ok(Array.isArray(answer.clusters), 'the call was answered after its retry');
+    await bodyArg({ t, client, holder, refusalsBefore: await refusalsOf(t) });
   } finally {
     holder?.destroy();
     await t.stop();
   }
+};
+
+test('an administrator\'s call refused at accept is sent again after the advised wait and lands once there is room', async () => {
+  await withThePlaceHeld(async ({ t, client, holder, refusalsBefore }) => {
+    const call = client.call('getClusters', {});
+    await waitFor(async () => await refusalsOf(t) > refusalsBefore, 'the call was refused at accept');
+    holder.destroy();
+    const answer = await call;
+    assert.ok(Array.isArray(answer.clusters), 'the call was answered after its retry');
+  });
 });
 
 test('when there is never room, the refusal reaches the caller with its Retry-After, after the client\'s retries', async () => {
-  const t = await startTestCloudly({ pendingConnectionsPerAddress: 1, headersTimeoutMs: 60_000, logLevel: 'silent' });
-  let holder: net.Socket | null = null;
-  try {
-    const client = new CloudlyAdminClient(t.cloudly.baseUrl);
-    await client.login(testAdminUsername, testAdminPassword);
-    http.globalAgent.destroy();
-    holder = await holdThePlace(Number(new URL(t.cloudly.baseUrl).port));
-    await waitFor(() => t.cloudly.metrics.pendingConnections() === 1, 'the holder is pending');
-    const before = await refusalsOf(t);
+  await withThePlaceHeld(async ({ t, client, refusalsBefore }) => {
     const error = await client.call('getClusters', {}).then(() => null, (errorArg: unknown) => errorArg);
     assert.ok(error instanceof CloudlyTransportError, `a transport error, got ${String(error)}`);
     assert.equal(error.status, 503);
     assert.ok(error.retryAfterMs !== null && error.retryAfterMs >= 1000, `retryAfterMs from the answer, got ${error.retryAfterMs}`);
-    assert.equal(await refusalsOf(t) - before, 4, 'the first attempt and three retries were each refused');
-  } finally {
-    holder?.destroy();
-    await t.stop();
-  }
+    assert.equal(await refusalsOf(t) - refusalsBefore, 4, 'the first attempt and three retries were each refused');
+  });
 });
