@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { WebSocket } from 'ws';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { IEnvelope } from '../core/envelopepeer.js';
 import { CloudlyRefusal } from '../core/refusal.js';
 
@@ -25,6 +26,12 @@ export class CloudlyTransportError extends Error {
   }
 }
 
+/** An answer's `Retry-After` (whole seconds) in ms, or null when it has none. */
+const retryAfterMsOf = (headersArg: IncomingHttpHeaders): number | null => {
+  const seconds = Number(headersArg['retry-after']);
+  return Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : null;
+};
+
 /**
  * One POST through node's own HTTP client: `fetch` would load undici (and compile its parser) on the
  * first call of every process, which a one-shot command like `cloudly clusters list` pays in full.
@@ -40,13 +47,12 @@ const postText = async (urlArg: string, bodyArg: string): Promise<{ status: numb
       headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(bodyArg) },
     }, (incoming) => {
       const chunks: Buffer[] = [];
-      const retryAfter = Number(incoming.headers['retry-after']);
       incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
       incoming.on('error', reject);
       incoming.on('end', () => resolve({
         status: incoming.statusCode ?? 0,
         text: Buffer.concat(chunks).toString('utf8'),
-        retryAfterMs: incoming.headers['retry-after'] !== undefined && Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter * 1000 : null,
+        retryAfterMs: retryAfterMsOf(incoming.headers),
       }));
     });
     outgoing.on('error', reject);
@@ -110,8 +116,7 @@ const openSocketWith = (socketClassArg: typeof WebSocket, baseUrlArg: string, be
   socket.once('unexpected-response', (_request, response) => {
     let body = '';
     response.on('data', (chunk: Buffer) => { body += chunk.toString(); });
-    const retryAfter = Number(response.headers['retry-after']);
-    response.on('end', () => reject(new CloudlyTransportError(response.statusCode ?? 0, body, Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter * 1000 : null)));
+    response.on('end', () => reject(new CloudlyTransportError(response.statusCode ?? 0, body, retryAfterMsOf(response.headers))));
   });
   socket.once('error', (error) => reject(error));
 });
