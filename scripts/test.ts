@@ -182,7 +182,9 @@ const cpuSecondsOf = (pidArg: number | undefined): number | undefined => {
   }
 };
 
-const testProcessArgs = (nodeFlagsArg: string[]): string[] => ['--import', 'tsx', '--import', './test/helpers/lane.ts', ...nodeFlagsArg];
+/** Node's arguments for a test process; `preloadsArg` load after tsx and before the lane guard. */
+const testProcessArgs = (nodeFlagsArg: string[], preloadsArg: string[] = []): string[] =>
+  ['--import', 'tsx', ...preloadsArg.flatMap((preloadArg) => ['--import', preloadArg]), '--import', './test/helpers/lane.ts', ...nodeFlagsArg];
 
 /** One test file in its own process (node:test runs it in process and exits non-zero on a failure). */
 const runFile = (fileArg: string, nodeFlagsArg: string[]): Promise<IFileRun> => new Promise((resolve) => {
@@ -225,9 +227,8 @@ export class SharedWorker {
     this.child = fork(path.join(projectDir, 'test/helpers/worker.ts'), [], {
       cwd: projectDir,
       execArgv: [
-        // Before node:test loads: the harness's process-wide async hook is left out (see the file).
-        '--import', 'tsx', '--import', './test/helpers/harnesshook.ts',
-        ...testProcessArgs(nodeFlagsArg).slice(2),
+        // Before node:test loads: the harness's process-wide async hook is switched while tests run (see the file).
+        ...testProcessArgs(nodeFlagsArg, ['./test/helpers/harnesshook.ts']),
         '--test-reporter=./test/helpers/filereporter.ts', '--test-reporter-destination=stdout',
       ],
       // NODE_TEST_CONTEXT is set when the runner itself runs under `node --test` (its own test):
