@@ -5,14 +5,18 @@
  * - dictionaries: every exported `const …Reason` / `…Reasons` whose value is a string, an object
  *   or an array literal (through `as const` and `Object.freeze`); each string in it is a reason;
  * - inline reasons: string and template literals written straight into `refuse(code, [ … ])` (or `refusalFor`, its `CloudlyRefusal` twin), and
- *   the reason of `refuseNamed(code, reason, message)` (which must be a literal token).
+ *   the reason of `refuseNamed(code, reason, message)` (which must be a literal token);
+ * - opaque input refusals: `refuse('invalid-request', list)` whose reasons are not a literal list (a
+ *   variable, a call, a spread): how an input check's sentences reached `reasons` before every
+ *   input check answered field problems (`refuseFields`, ts/core/validation.ts, the one place that
+ *   gathers the `field-…` tokens of typed problems, is not counted).
  *
  * `node --import tsx scripts/refusal-reasons.ts` prints both; test/contracts.reasons.test.ts holds
  * the dictionaries to tokens and the inline prose to its recorded count.
  */
 import ts from 'typescript';
 import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { refusalReasonTokenPattern } from '../ts/interfaces/data/refusal.js';
 
@@ -52,10 +56,11 @@ const literalText = (nodeArg: ts.Node): string | null =>
   (ts.isStringLiteral(nodeArg) || ts.isNoSubstitutionTemplateLiteral(nodeArg) ? nodeArg.text : null);
 
 /** Every reason of one source text (its path is only for the report). */
-export const findReasonsInSource = (fileArg: string, sourceArg: string): { dictionaries: IFoundReason[]; inline: IFoundReason[] } => {
+export const findReasonsInSource = (fileArg: string, sourceArg: string): { dictionaries: IFoundReason[]; inline: IFoundReason[]; opaque: IFoundReason[] } => {
   const source = ts.createSourceFile(fileArg, sourceArg, ts.ScriptTarget.Latest, true);
   const dictionaries: IFoundReason[] = [];
   const inline: IFoundReason[] = [];
+  const opaque: IFoundReason[] = [];
   const found = (nodeArg: ts.Node, whereArg: string, textArg: string): IFoundReason => ({
     file: fileArg,
     line: source.getLineAndCharacterOfPosition(nodeArg.getStart(source)).line + 1,
@@ -95,6 +100,15 @@ export const findReasonsInSource = (fileArg: string, sourceArg: string): { dicti
         }
       }
     }
+    // `refuse('invalid-request', reasons)` with reasons that are not written out: an input check's sentences could hide there.
+    if (ts.isCallExpression(nodeArg) && ts.isIdentifier(nodeArg.expression) && nodeArg.expression.text === 'refuse'
+      && nodeArg.arguments[0] && literalText(nodeArg.arguments[0]) === 'invalid-request' && nodeArg.arguments[1]
+      && fileArg.split(sep).join('/') !== 'ts/core/validation.ts') {
+      const list = nodeArg.arguments[1];
+      if (!ts.isArrayLiteralExpression(list) || list.elements.some((elementArg) => ts.isSpreadElement(elementArg))) {
+        opaque.push({ ...found(list, 'refuse', list.getText(source)), token: false });
+      }
+    }
     // `refuseNamed(code, reason, message, path?)`: the reason is one token, the message its sentence.
     if (ts.isCallExpression(nodeArg) && ts.isIdentifier(nodeArg.expression) && nodeArg.expression.text === 'refuseNamed' && nodeArg.arguments[1]) {
       const reason = nodeArg.arguments[1];
@@ -104,23 +118,25 @@ export const findReasonsInSource = (fileArg: string, sourceArg: string): { dicti
     ts.forEachChild(nodeArg, visit);
   };
   visit(source);
-  return { dictionaries, inline };
+  return { dictionaries, inline, opaque };
 };
 
 /** Every reason in the server's and the dashboard's source (ts/, web/src/). */
-export const findReasons = (rootArg: string = repositoryRoot): { dictionaries: IFoundReason[]; inline: IFoundReason[] } => {
+export const findReasons = (rootArg: string = repositoryRoot): { dictionaries: IFoundReason[]; inline: IFoundReason[]; opaque: IFoundReason[] } => {
   const dictionaries: IFoundReason[] = [];
   const inline: IFoundReason[] = [];
+  const opaque: IFoundReason[] = [];
   for (const file of [...sourceFilesUnder(join(rootArg, 'ts')), ...sourceFilesUnder(join(rootArg, 'web', 'src'))]) {
     const found = findReasonsInSource(relative(rootArg, file), readFileSync(file, 'utf8'));
     dictionaries.push(...found.dictionaries);
     inline.push(...found.inline);
+    opaque.push(...found.opaque);
   }
-  return { dictionaries, inline };
+  return { dictionaries, inline, opaque };
 };
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const { dictionaries, inline } = findReasons();
+  const { dictionaries, inline, opaque } = findReasons();
   const prose = (listArg: IFoundReason[]): IFoundReason[] => listArg.filter((reasonArg) => !reasonArg.token);
   console.log(`dictionaries: ${dictionaries.length} reasons, ${prose(dictionaries).length} not tokens`);
   for (const reason of prose(dictionaries)) {
@@ -128,6 +144,10 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   }
   console.log(`inline in refuse(…): ${inline.length} literals, ${prose(inline).length} not tokens`);
   for (const reason of prose(inline)) {
+    console.log(`  ${reason.file}:${reason.line} ${reason.text.slice(0, 100)}`);
+  }
+  console.log(`invalid-request refusals with reasons not written out: ${opaque.length}`);
+  for (const reason of opaque) {
     console.log(`  ${reason.file}:${reason.line} ${reason.text.slice(0, 100)}`);
   }
 }

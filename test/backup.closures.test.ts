@@ -17,6 +17,7 @@ import type {
   IReq_Relay_Cloudly_BackupServiceDatabaseClosure,
   IServiceBackupRecord,
 } from '../ts/interfaces/requests/backup.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 let world: IBackupWorld;
 type TBackupRequest = IReq_Cloudly_Relay_BackupClusterService['request'];
@@ -104,9 +105,9 @@ test('a bad descriptor is refused with every reason before any byte moves', asyn
   };
   const { backup } = await backUp('b-bad-descriptor');
   assert.equal(refusal.code, 'invalid-request');
-  assert.deepEqual(refusal.reasons, [
-    'request.descriptor.byteLength must be an integer from 1 to 68719476736',
-    'request.descriptor.sha256 must be 64 lowercase hex digits',
+  assertFieldProblems(refusal, [
+    ['request.descriptor.byteLength', 'field-invalid', 'must be an integer from 1 to 68719476736'],
+    ['request.descriptor.sha256', 'field-invalid', 'must be 64 lowercase hex digits'],
   ]);
   assert.equal(bytesSent, 0, 'no credit was granted, so no byte moved');
   assert.equal(backup.closure, undefined);

@@ -30,6 +30,7 @@ import type {
   IReq_Cloudly_Relay_RestoreClusterService,
   IReq_Cloudly_Relay_StageIsolatedRestoreArchive,
 } from '../ts/interfaces/requests/backup.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 let world: IBackupWorld;
 const closureBytes = randomBytes(1024 * 1024 + 7);
@@ -162,9 +163,9 @@ test('a backup on a node Cloudly does not know, or of a missing service, is refu
     clusterId: world.clusterId, nodeId: '', serviceId: world.service.id, replication: { enabled: 'yes' } as never,
   }));
   assert.equal(badShape.code, 'invalid-request');
-  assert.deepEqual(badShape.reasons, [
-    'request.nodeId must be a string of 1 to 128 characters',
-    'request.replication must be exactly { enabled: boolean }',
+  assertFieldProblems(badShape, [
+    ['request.nodeId', 'field-invalid', 'must be a string of 1 to 128 characters'],
+    ['request.replication', 'field-invalid', 'must be exactly { enabled: boolean }'],
   ]);
   assert.equal(seen.backupClusterService.length, before);
 });
@@ -194,7 +195,9 @@ test('prune names the exact node; found: false is answered as a fact, not a fail
   const badRetention = await refusalOf(() => world.t.caller.call<IReq_Admin_PruneClusterNodeArchive>('adminPruneClusterNodeArchive', {
     clusterId: world.clusterId, nodeId: world.nodeId, retention: {},
   }));
-  assert.deepEqual(badRetention.reasons, ['request.retention must set at least one of keepLast, keepDaily, keepWeekly, keepMonthly']);
+  assertFieldProblems(badRetention, [
+    ['request.retention', 'field-invalid', 'must set at least one of keepLast, keepDaily, keepWeekly, keepMonthly'],
+  ]);
 });
 
 const mappings: TIsolatedRestoreResourceMapping[] = [{
@@ -268,5 +271,7 @@ test('an isolated restore with a mistyped allocation reference is refused naming
     backupId: 'ops-1', targetNodeName: world.nodeId, mappings: bad as never,
   }));
   assert.equal(refusal.code, 'invalid-request');
-  assert.deepEqual(refusal.reasons, ['request.mappings[0].target.databaseAllocation.generation must be a safe integer of at least 1']);
+  assertFieldProblems(refusal, [
+    ['request.mappings[0].target.databaseAllocation.generation', 'field-invalid', 'must be a safe integer of at least 1'],
+  ]);
 });

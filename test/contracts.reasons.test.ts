@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { findReasons, findReasonsInSource, type IFoundReason } from '../scripts/refusal-reasons.js';
 import { accessDeniedReason, isRefusalReasonToken, methodNotServedReason, mutationIdReusedReason } from '../ts/core/errors.js';
 import { accountReasons } from '../ts/manager.admin/decide.js';
+import { fieldProblemReasons } from '../ts/core/validation.js';
 
 /** The whole source is parsed once for the tests below. */
 let foundOnce: ReturnType<typeof findReasons> | null = null;
@@ -18,29 +19,28 @@ const described = (reasonsArg: IFoundReason[]): string[] =>
  * `causes`), and a file that lost some must lower its count so it cannot grow back unseen.
  */
 const inlineSentencesPerFile: Record<string, number> = {
-  'ts/classes.cloudly.ts': 2,
   'ts/core/auth.ts': 6,
   'ts/core/envelopepeer.ts': 1,
   'ts/core/instancelinks.ts': 1,
   'ts/core/instances.ts': 3,
   'ts/manager.admin/admin.manager.ts': 1,
   'ts/manager.backup/operations.ts': 1,
-  'ts/manager.backup/transfers.ts': 2,
-  'ts/manager.cluster/decide.ts': 4,
+  'ts/manager.backup/transfers.ts': 1,
+  'ts/manager.cluster/decide.ts': 3,
   'ts/manager.cluster/operations.ts': 1,
   'ts/manager.cluster/relayelection.ts': 2,
   'ts/manager.corestore/corestore.manager.ts': 7,
   'ts/manager.desiredstate/decide.ts': 1,
-  'ts/manager.image/transfers.ts': 2,
+  'ts/manager.image/transfers.ts': 1,
   'ts/manager.ingress/decide.ts': 4,
   'ts/manager.ingress/operations.ts': 2,
   'ts/manager.operation/decide.ts': 1,
   'ts/manager.runtimenetwork/decide.ts': 1,
   'ts/manager.secret/decide.ts': 3,
-  'ts/manager.secret/secret.manager.ts': 3,
+  'ts/manager.secret/secret.manager.ts': 2,
   'ts/manager.service/organizations.ts': 1,
   'ts/manager.service/service.manager.ts': 2,
-  'ts/manager.watch/watch.manager.ts': 2,
+  'ts/manager.watch/watch.manager.ts': 1,
   'ts/sim/cluster.ts': 1,
 };
 
@@ -69,9 +69,25 @@ test('the check names prose in a dictionary, a single reason constant and an inl
 });
 
 test('the reasons the dashboard and the CLI branch on are tokens', () => {
-  for (const reason of [methodNotServedReason, mutationIdReusedReason, accessDeniedReason, ...Object.values(accountReasons)]) {
+  for (const reason of [methodNotServedReason, mutationIdReusedReason, accessDeniedReason, ...Object.values(accountReasons), ...Object.values(fieldProblemReasons)]) {
     assert.ok(isRefusalReasonToken(reason), reason);
   }
+});
+
+test('no input refusal hands its reasons over unwritten: invalid-request reasons are literal lists or the field tokens of refuseFields', () => {
+  const { opaque } = foundReasons();
+  assert.deepEqual(described(opaque), [], 'refuse the problems with refuseFields (ts/core/validation.ts): tokens in reasons, sentences in causes');
+});
+
+test('the check names an invalid-request refusal whose reasons are a variable, a call or a spread', () => {
+  const { opaque } = findReasonsInSource('example.ts', [
+    "throw refuse('invalid-request', reasons);",
+    "throw refuse('invalid-request', validate(request));",
+    "throw refuse('invalid-request', ['field-invalid', ...more]);",
+    "throw refuse('invalid-request', ['field-invalid']);",
+    "throw refuse('conflict', reasons);",
+  ].join('\n'));
+  assert.deepEqual(opaque.map((reasonArg) => reasonArg.text), ['reasons', 'validate(request)', "['field-invalid', ...more]"]);
 });
 
 test('sentences written inline into refuse() do not grow: each file holds at most, and exactly, its recorded count', (t) => {

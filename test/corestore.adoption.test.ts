@@ -18,6 +18,7 @@ import type {
 } from '../ts/interfaces/requests/corestore.js';
 import type { IReq_Any_Cloudly_AddClusterNode } from '../ts/interfaces/requests/cluster.js';
 import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 /**
  * Adoption of Corestore legacy resources against a real Cloudly, a real relay client answering
@@ -308,7 +309,9 @@ describe('corestore legacy resource adoption', () => {
       { serviceId: 'svc-a', capability: 'database' },
     ]));
     assert.equal(refusal.code, 'invalid-request');
-    assert.deepEqual(refusal.reasons, ['request.resources[1] must sort after service svc-b capability database']);
+    assertFieldProblems(refusal, [
+      ['request.resources[1]', 'field-invalid', 'must sort after service svc-b capability database'],
+    ]);
   });
 
   test('racing adoptions of the same inventory create exactly one set of bindings', async () => {

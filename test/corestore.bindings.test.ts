@@ -14,6 +14,7 @@ import type {
 import type { IReq_Any_Cloudly_AddClusterNode } from '../ts/interfaces/requests/cluster.js';
 import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 import type { IPlatformBinding } from '../ts/interfaces/data/index.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 /**
  * Platform bindings: the administrator's upsert (server-managed fields refused, compare-and-swap
@@ -79,10 +80,10 @@ describe('platform bindings', () => {
       statusReason: 'legacy-adoption-pending',
     }, null));
     assert.equal(refusal.code, 'invalid-request');
-    assert.deepEqual(refusal.reasons, [
-      'request.platformBinding.objectstorageBucketName is server-managed and cannot be written',
-      'request.platformBinding.corestoreLegacyAdoption is server-managed and cannot be written',
-      'request.platformBinding.statusReason is server-managed and cannot be written',
+    assertFieldProblems(refusal, [
+      ['request.platformBinding.objectstorageBucketName', 'field-invalid', 'is server-managed and cannot be written'],
+      ['request.platformBinding.corestoreLegacyAdoption', 'field-invalid', 'is server-managed and cannot be written'],
+      ['request.platformBinding.statusReason', 'field-invalid', 'is server-managed and cannot be written'],
     ]);
     assert.deepEqual(await stored(ids['svc-1']), []);
   });
@@ -140,7 +141,9 @@ describe('platform bindings', () => {
 
     const mismatched = await refusalOf(() => report(relay, { platformBindingId: platformBinding.id, status: 'ready', statusReason: 'legacy-adoption-mismatch' }));
     assert.equal(mismatched.code, 'invalid-request');
-    assert.deepEqual(mismatched.reasons, ['request.statusReason legacy-adoption-mismatch is only reported with status failed']);
+    assertFieldProblems(mismatched, [
+      ['request.statusReason', 'field-invalid', 'legacy-adoption-mismatch is only reported with status failed'],
+    ]);
 
     const failed = await report(relay, { platformBindingId: platformBinding.id, status: 'failed', statusReason: 'legacy-adoption-conflict' });
     assert.equal(failed.platformBinding.statusReason, 'legacy-adoption-conflict');
@@ -186,8 +189,10 @@ describe('platform bindings', () => {
     const moved = await refusalOf(() => upsert({
       serviceId: ids['svc-adopted'], capability: 'objectstorage', enabled: true, nodeId: null,
     }, binding.generation));
-    assert.equal(moved.code, 'invalid-request');
-    assert.equal((moved.reasons as string[]).length, 2);
+    assertFieldProblems(moved, [
+      ['request.platformBinding.nodeId', 'field-invalid', 'must stay node-a: the binding adopts a legacy resource there'],
+      ['request.platformBinding.objectstorageRetention', 'field-invalid', 'must stay as adopted from the legacy bucket'],
+    ]);
     const disabled = await upsert({
       serviceId: ids['svc-adopted'], capability: 'objectstorage', enabled: false, nodeId: 'node-a',
       objectstorageRetention: { intent: { mode: 'governance', days: 3 } },

@@ -5,6 +5,7 @@ import { refusalOf, startSharedDatabase, startTestCloudly, testAdminPassword, te
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import type { IIdentity } from '../ts/interfaces/data/user.js';
 import type { IAccount } from '../ts/interfaces/requests/account.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 /**
  * Accounts against a real Cloudly: roles (a `user` reads, every mutation is refused), disable,
@@ -48,9 +49,9 @@ test('an admin creates accounts with roles; a name is taken once, even by ten at
   const text = JSON.stringify(users);
   assert.ok(!text.includes('scrypt') && !text.includes(userPassword) && !text.includes('passwordHash'));
   const short = await refusalOf(() => createUser('shorty', 'user', 'short'));
-  assert.deepEqual(short.reasons, ['request.password must be a string of 12 to 1024 characters']);
+  assertFieldProblems(short, [['request.password', 'field-invalid', 'must be a string of 12 to 1024 characters']]);
   const badRole = await refusalOf(() => t.caller.call('createUser', { username: 'x', password: userPassword, role: 'root' as never }));
-  assert.deepEqual(badRole.reasons, ['request.role must be admin or user']);
+  assertFieldProblems(badRole, [['request.role', 'field-invalid', 'must be admin or user']]);
 });
 
 test('a user reads, and every mutation (a dry run too) is refused forbidden', async () => {

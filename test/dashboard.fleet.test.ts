@@ -8,6 +8,7 @@ import type { IReq_Admin_CreateServiceBackup } from '../ts/interfaces/requests/b
 import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../ts/interfaces/requests/cluster.js';
 import type { DocumentStore, IDocumentKind, IStoredDocument } from '../ts/core/store.js';
 import { currentOperation } from '../ts/core/operationcontext.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 /**
  * `getFleetOverview` against a real Cloudly: three clusters — a registered relay, a connected but
@@ -111,5 +112,5 @@ test('getFleetOverview pages by id without losing or repeating a cluster, and re
   assert.equal(new Set(large.finds).size, large.finds.length, `one read per kind: ${large.finds.join(', ')}`);
   assert.deepEqual(large.gets, [], 'no read per cluster');
   const badLimit = await refusalOf(() => fleet({ limit: 0 }));
-  assert.deepEqual(badLimit.reasons, ['request.limit must be an integer from 1 to 1000']);
+  assertFieldProblems(badLimit, [['request.limit', 'field-invalid', 'must be an integer from 1 to 1000']]);
 });

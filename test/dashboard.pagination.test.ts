@@ -4,6 +4,7 @@ import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudl
 import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 import type { IReq_Any_Cloudly_GetClusterNodes } from '../ts/interfaces/requests/cluster.js';
 import type { IReq_Any_Cloudly_CreateService, IReq_Any_Cloudly_GetServices } from '../ts/interfaces/requests/service.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 let t: ITestCloudly;
 
@@ -83,16 +84,16 @@ test('without limit or cursor a list answers everything as before; with a limit,
 test('limit and cursor are checked by path; a cursor of another list is refused', async () => {
   const refusal = await refusalOf(() => t.caller.call('getClusters', { limit: 0, cursor: 'nope' }));
   assert.equal(refusal.code, 'invalid-request');
-  assert.deepEqual(refusal.reasons, [
-    'request.limit must be an integer from 1 to 1000',
-    'request.cursor is not a cursor this server handed out',
+  assertFieldProblems(refusal, [
+    ['request.limit', 'field-invalid', 'must be an integer from 1 to 1000'],
+    ['request.cursor', 'field-invalid', 'is not a cursor this server handed out'],
   ]);
   const { cluster } = await t.createCluster('cursor-source');
   await t.addNodes(cluster.id, 'c1', 'c2');
   const page = await t.caller.call<IReq_Any_Cloudly_GetClusterNodes>('getClusterNodes', { clusterId: cluster.id, limit: 1 });
   assert.ok(page.nextCursor);
   const foreign = await refusalOf(() => t.caller.call('getClusters', { cursor: page.nextCursor }));
-  assert.deepEqual(foreign.reasons, ['request.cursor is not a cursor this server handed out']);
+  assertFieldProblems(foreign, [['request.cursor', 'field-invalid', 'is not a cursor this server handed out']]);
   assert.equal((await refusalOf(() => t.caller.call('getClusters', { limit: 1001 }))).code, 'invalid-request');
 });
 

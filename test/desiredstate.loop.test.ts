@@ -18,6 +18,7 @@ import type {
 } from '../ts/interfaces/requests/desiredstate.js';
 import type { IClusterPlatformObservedService } from '../ts/interfaces/data/desiredstate.js';
 import { computeClusterPlatformDesiredStateDigest } from '../ts/interfaces/data/desiredstate.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 /**
  * The control loop end to end with a real relay client: create a service, the relay reads the
@@ -151,7 +152,9 @@ describe('desired state to the relay, observed state back, converged', () => {
     const foreign = await create(other.clusterId);
     const state = await desired(loop.relay);
     const future = await refusalOf(() => report(loop.relay, state.revision + 5, []));
-    assert.deepEqual(future.reasons, [`request.desiredRevision is ahead of the cluster's desired-state revision ${state.revision}`]);
+    assertFieldProblems(future, [
+      ['request.desiredRevision', 'field-invalid', `is ahead of the cluster's desired-state revision ${state.revision}`],
+    ]);
     const bad = await refusalOf(() => report(loop.relay, state.revision, [
       { serviceId: foreign.id, nodeId: 'n1', specRevision: 1, replicas: 1, state: 'ready' },
       { serviceId: service.id, nodeId: 'n9', specRevision: 1, replicas: 1, state: 'ready' },
@@ -159,14 +162,16 @@ describe('desired state to the relay, observed state back, converged', () => {
       { serviceId: service.id, nodeId: 'n1', specRevision: 7, replicas: 1, state: 'ready' },
     ]));
     assert.equal(bad.code, 'invalid-request');
-    assert.deepEqual(bad.reasons, [
-      'request.services[0].serviceId names no service of this cluster',
-      'request.services[1].nodeId names no node of this cluster',
-      'request.services[2].replicas contradicts the spec: more than the 1 wanted',
-      'request.services[3].specRevision is ahead of the service\'s spec revision 1',
+    assertFieldProblems(bad, [
+      ['request.services[0].serviceId', 'field-not-found', 'names no service of this cluster'],
+      ['request.services[1].nodeId', 'field-not-found', 'names no node of this cluster'],
+      ['request.services[2].replicas', 'field-invalid', 'contradicts the spec: more than the 1 wanted'],
+      ['request.services[3].specRevision', 'field-invalid', "is ahead of the service's spec revision 1"],
     ]);
     const shape = await refusalOf(() => report(loop.relay, state.revision, [{ serviceId: service.id, nodeId: 'n1', specRevision: 1, replicas: 1, state: 'dancing' } as never]));
-    assert.deepEqual(shape.reasons, ['request.services[0].state must be one of starting, ready, failed, stopped']);
+    assertFieldProblems(shape, [
+      ['request.services[0].state', 'field-not-supported', 'must be one of starting, ready, failed, stopped'],
+    ]);
     assert.deepEqual((await statusOf(service.id)).observed.placements, []);
 
     // A newer report is accepted; one made against an older revision afterwards is stale.

@@ -9,6 +9,7 @@ import type {
   IReq_Relay_Cloudly_ReportClusterPlatformObservedState,
 } from '../ts/interfaces/requests/desiredstate.js';
 import { nodeRuntimeAssignmentsKind } from '../ts/manager.ingress/documents.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 /**
  * A relay's steady state is the same observed-state report every 30 s. An unchanged report costs
@@ -100,6 +101,6 @@ describe('an unchanged observed-state report', () => {
     await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: loop.serviceId, expectedGeneration: loop.serviceGeneration, force: true });
     const refusal = await refusalOf(() => report(loop.relay, ready));
     assert.equal(refusal.code, 'invalid-request');
-    assert.deepEqual(refusal.reasons, ['request.services[0].serviceId names no service of this cluster']);
+    assertFieldProblems(refusal, [['request.services[0].serviceId', 'field-not-found', 'names no service of this cluster']]);
   });
 });

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
 import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 import type { TUntypedContract } from '../ts/client/admin.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 const postRaw = async (baseUrlArg: string, bodyArg: string) => {
   const response = await fetch(`${baseUrlArg}/typedrequest`, {
@@ -52,12 +53,12 @@ describe('HTTP transport: bad input gets named refusals and changes nothing', ()
     const before = await clusterCount();
     const data = await refusalOf(() => t.admin.fire('createCluster', { identity: t.identity, name: 42, colour: 'red' }));
     assert.equal(data.code, 'invalid-request');
-    assert.deepEqual(data.reasons, [
-      'request.name must be a string of 1 to 64 characters',
-      'request.colour is not a field of this request',
+    assertFieldProblems(data, [
+      ['request.name', 'field-invalid', 'must be a string of 1 to 64 characters'],
+      ['request.colour', 'field-unknown', 'is not a field of this request'],
     ]);
     const missing = await refusalOf(() => t.admin.fire('createCluster', { identity: t.identity }));
-    assert.deepEqual(missing.reasons, ['request.name is required']);
+    assertFieldProblems(missing, [['request.name', 'field-required', 'is required']]);
     assert.equal(await clusterCount(), before);
   });
 

@@ -10,6 +10,7 @@ import { imageVersionKind } from '../ts/manager.image/image.manager.js';
 import { imageVersionNameOf } from '../ts/interfaces/data/imageversion.js';
 import type { IClusterOverviewService } from '../ts/interfaces/requests/overview.js';
 import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 let world: IBackupWorld;
 
@@ -129,11 +130,11 @@ test('a bad push is refused with every reason before any byte moves', async () =
     image: { kind: 'cloudly-byte-stream', streamId: 'nope', direction: 'receive' },
   }));
   assert.equal(refusal.code, 'invalid-request');
-  assert.deepEqual(refusal.reasons, [
-    'request.digest must be 64 lowercase hex digits (the sha256 of the tar stream)',
-    `request.byteLength must be an integer from 1 to ${64 * 1024 * 1024 * 1024}`,
-    'request.image.streamId must be 32 lowercase hex digits',
-    'request.image.direction must be send',
+  assertFieldProblems(refusal, [
+    ['request.digest', 'field-invalid', 'must be 64 lowercase hex digits (the sha256 of the tar stream)'],
+    ['request.byteLength', 'field-invalid', `must be an integer from 1 to ${64 * 1024 * 1024 * 1024}`],
+    ['request.image.streamId', 'field-invalid', 'must be 32 lowercase hex digits'],
+    ['request.image.direction', 'field-invalid', 'must be send'],
   ]);
 });
 

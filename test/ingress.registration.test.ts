@@ -19,6 +19,7 @@ import type {
   IReq_Relay_Cloudly_ReportClusterPlatformObservedState,
 } from '../ts/interfaces/requests/desiredstate.js';
 import { clusterIngressRouteTableKind } from '../ts/manager.ingress/documents.js';
+import { assertFieldProblems, assertHasFieldProblem } from './helpers/refusals.js';
 
 interface IDesignatedCluster extends IIngressCluster {
   designation: data.IClusterIngressDesignation;
@@ -137,12 +138,12 @@ describe('registerClusterIngress through the cluster relay', () => {
       { nodeId: 'node-2', sessionId: 'session-y', assignments: [{ assignmentId: 'a' }], extra: 1 },
     ]));
     assert.equal(refused.code, 'invalid-request');
-    assert.ok((refused.reasons as string[]).includes('request.nodes[2].extra is not a field of an observed node'), JSON.stringify(refused.reasons));
+    assertHasFieldProblem(refused, ['request.nodes[2].extra', 'field-unknown', 'is not a field of an observed node']);
     const unknownNode = await refusalOf(() => observe([
       { nodeId: 'node-1', sessionId: 'session-folded', assignments: [assignment('pending')] },
       { nodeId: 'node-of-nobody', sessionId: 'session-x', assignments: [] },
     ]));
-    assert.deepEqual(unknownNode.reasons, ['request.nodes[1].nodeId names no node of this cluster']);
+    assertFieldProblems(unknownNode, [['request.nodes[1].nodeId', 'field-not-found', 'names no node of this cluster']]);
     assert.equal((await register(folded.relay, bodyOf)).accepted, true, 'nothing of a refused report was stored');
     // The separate method writes the same observation: a pending assignment refuses the registration.
     await report(folded.relay, 'node-1', 'session-folded', { state: 'pending', serviceId: folded.service.id, secretVersion: folded.designation.credential.secretVersion });
@@ -279,7 +280,7 @@ describe('registerClusterIngress through the cluster relay', () => {
     const malformed = await refusalOf(() => cluster.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
       'resolveClusterIngressBearer', { secretVersion: { ...cluster.designation.credential.secretVersion, extra: 1 } as never }));
     assert.equal(malformed.code, 'invalid-request');
-    assert.match(String((malformed.reasons as string[])[0]), /^request\.secretVersion/);
+    assertFieldProblems(malformed, [['request.secretVersion', 'field-invalid', 'must be exactly { secretId, secretVersionId } with two ids']]);
     refusals.push(foreign, undesignated, malformed);
     // The cluster's own elected relay still gets its own current bearer.
     assert.equal(await resolveBearer(cluster.relay, cluster.designation.credential.secretVersion), cluster.bearer);

@@ -65,6 +65,7 @@ import {
 } from '../ts/manager.desiredstate/decide.js';
 import type { IClusterDesiredStateDocument, IServiceObservedStateDocument } from '../ts/manager.desiredstate/documents.js';
 import type { IServiceDocument } from '../ts/manager.service/service.manager.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 /**
  * The decisions of the domains converted last (ingress, backup's orchestration steps, runtime
@@ -514,14 +515,10 @@ describe('runtime network decisions', () => {
 
     test('a plan that breaks the contract and strands a lease is refused with every reason, the contract\'s first, under request.plan', () => {
       const next = planAt(2, (planArg) => { planArg.pools = [{ id: 'other', prefix: '198.51.100.0/25' }]; });
-      assert.deepEqual(refusalOf(decideAddressPlanWrite(stored(basePlan()), next, { ...noLeases, entries: [entry()] }, 9)).data, {
-        code: 'invalid-request',
-        retryable: false,
-        reasons: [
-          'request.plan.pools must keep pool workloads: leases drawn from it outlive a plan revision',
-          'request.plan would strand lease lease-1 (192.0.2.130 in pool workloads, service svc-1, node n-1, cluster cluster-1)',
-        ],
-      });
+      assertFieldProblems(refusalOf(decideAddressPlanWrite(stored(basePlan()), next, { ...noLeases, entries: [entry()] }, 9)).data, [
+        ['request.plan.pools', 'field-invalid', 'must keep pool workloads: leases drawn from it outlive a plan revision'],
+        ['request.plan', 'field-invalid', 'would strand lease lease-1 (192.0.2.130 in pool workloads, service svc-1, node n-1, cluster cluster-1)'],
+      ]);
     });
   });
 
@@ -599,14 +596,10 @@ describe('runtime network decisions', () => {
     });
 
     test('a lease with no address plan is refused, that reason first', () => {
-      assert.deepEqual(refusalOf(decideLeaseStatement(existing, [lease()], facts({ managed: false, allocated: new Map() }), 5)).data, {
-        code: 'invalid-request',
-        retryable: false,
-        reasons: [
-          'request.leases cannot be confirmed: no address plan exists, so Cloudly allocated no lease',
-          'request.leases[0].lease.id is no lease Cloudly allocated',
-        ],
-      });
+      assertFieldProblems(refusalOf(decideLeaseStatement(existing, [lease()], facts({ managed: false, allocated: new Map() }), 5)).data, [
+        ['request.leases', 'field-invalid', 'cannot be confirmed: no address plan exists, so Cloudly allocated no lease'],
+        ['request.leases[0].lease.id', 'field-not-found', 'is no lease Cloudly allocated'],
+      ]);
     });
 
     test('a statement naming anything Cloudly did not allocate is refused with every reason', () => {
@@ -615,18 +608,14 @@ describe('runtime network decisions', () => {
         lease({ lease: { id: 'lease-7', generation: 1 }, serviceId: 'svc-x', address: '192.0.2.140' }),
       ];
       const others = facts({ allocated: new Map([['lease-1', { ...lease(), nodeId: 'n-2' }]]) });
-      assert.deepEqual(refusalOf(decideLeaseStatement(existing, stated, others, 5)).data, {
-        code: 'invalid-request',
-        retryable: false,
-        reasons: [
-          'request.leases[0] names a lease Cloudly allocated on node n-2, not n-1',
-          'request.leases[0].lease.generation must be 1, the allocated generation',
-          'request.leases[0].serviceId must be svc-1, the service the lease was allocated to',
-          'request.leases[0].address must be 192.0.2.130, the allocated address',
-          'request.leases[1].serviceId names no service of this cluster',
-          'request.leases[1].lease.id is no lease Cloudly allocated; 192.0.2.140 is held by lease lease-9 of service svc-2',
-        ],
-      });
+      assertFieldProblems(refusalOf(decideLeaseStatement(existing, stated, others, 5)).data, [
+        ['request.leases[0]', 'field-invalid', 'names a lease Cloudly allocated on node n-2, not n-1'],
+        ['request.leases[0].lease.generation', 'field-invalid', 'must be 1, the allocated generation'],
+        ['request.leases[0].serviceId', 'field-invalid', 'must be svc-1, the service the lease was allocated to'],
+        ['request.leases[0].address', 'field-invalid', 'must be 192.0.2.130, the allocated address'],
+        ['request.leases[1].serviceId', 'field-not-found', 'names no service of this cluster'],
+        ['request.leases[1].lease.id', 'field-not-found', 'is no lease Cloudly allocated; 192.0.2.140 is held by lease lease-9 of service svc-2'],
+      ]);
     });
   });
 });

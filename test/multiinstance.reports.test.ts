@@ -6,6 +6,7 @@ import type {
   IReq_Any_Cloudly_DeleteService,
   IReq_Relay_Cloudly_ReportClusterPlatformObservedState,
 } from '../ts/interfaces/requests/desiredstate.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 /**
  * An unchanged observed-state report is answered from what the instance holding the relay stored
@@ -35,7 +36,7 @@ describe('an unchanged report and a change made on another instance', () => {
       await b.cloudly.desiredStateManager.settled(cluster.id);
       const refusal = await refusalOf(fire);
       assert.equal(refusal.code, 'invalid-request');
-      assert.deepEqual(refusal.reasons, ['request.services[0].serviceId names no service of this cluster']);
+      assertFieldProblems(refusal, [['request.services[0].serviceId', 'field-not-found', 'names no service of this cluster']]);
       assert.equal(memo.hits, hits + 1, 'the report after the change was not answered from memory');
     } finally {
       await a.stop();

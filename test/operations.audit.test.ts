@@ -20,6 +20,7 @@ import type {
 import type { TUntypedContract } from '../ts/client/admin.js';
 import { followOperation, outcomeOf } from '../ts/client/operations.js';
 import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 const auditOf = async (tArg: ITestCloudly, requestArg: Omit<IReq_Admin_GetAuditEvents['request'], 'identity'> = {}) =>
   tArg.caller.call<IReq_Admin_GetAuditEvents>('getAuditEvents', requestArg);
@@ -124,10 +125,10 @@ describe('audit log: every committed change, once, with its actor', () => {
     const until = await auditOf(t, { filter: { method: 'createCluster', until: 0 } });
     assert.deepEqual(until.events, []);
     const bad = await refusalOf(() => auditOf(t, { cursor: 'not-a-cursor', limit: 0, filter: { colour: 'red' } as never }));
-    assert.deepEqual(bad.reasons, [
-      'request.cursor is not a cursor this server handed out',
-      'request.limit must be an integer from 1 to 1000',
-      'request.filter.colour is not a filter of the audit log',
+    assertFieldProblems(bad, [
+      ['request.cursor', 'field-invalid', 'is not a cursor this server handed out'],
+      ['request.limit', 'field-invalid', 'must be an integer from 1 to 1000'],
+      ['request.filter.colour', 'field-unknown', 'is not a filter of the audit log'],
     ]);
   });
 
@@ -285,7 +286,7 @@ describe('dry run: the same decision, nothing written', () => {
     const real = await refusalOf(() => t.caller.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 9 }));
     assert.deepEqual(dry, real);
     const badFlag = await refusalOf(() => t.caller.call<TUntypedContract>('createCluster', { name: 'x', dryRun: 'yes' }));
-    assert.deepEqual(badFlag.reasons, ['request.dryRun must be a boolean']);
+    assertFieldProblems(badFlag, [['request.dryRun', 'field-invalid', 'must be a boolean']]);
   });
 
   test('a dry run that would call a relay stops before the call: no relay is asked, nothing is recorded', async () => {

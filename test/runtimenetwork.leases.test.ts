@@ -27,6 +27,7 @@ import type {
 } from '../ts/interfaces/requests/service.js';
 import type { IReq_Relay_Cloudly_RegisterClusterRelay, IReq_Relay_Cloudly_ReportClusterNode } from '../ts/interfaces/requests/cluster.js';
 import type { IReq_Any_Cloudly_DesignateClusterIngress, IReq_Relay_Cloudly_GetClusterIngressRouteTable } from '../ts/interfaces/requests/ingress.js';
+import { assertFieldProblems, assertHasFieldProblem, problemsOf } from './helpers/refusals.js';
 
 /**
  * Cloudly allocates every workload lease from the address plan's pools: exhaustion and release,
@@ -289,16 +290,18 @@ describe('workload leases from the address plan', () => {
       { lease: { id: 'made-up', generation: 1 }, serviceId: 'no-such-service', address: '192.0.2.200' },
     ]));
     assert.equal(refused.code, 'invalid-request');
-    assert.deepEqual(refused.reasons, [
-      'request.leases[0].address must be ' + onN1.address + ', the allocated address',
-      'request.leases[1] names a lease Cloudly allocated on node n2, not n1',
-      'request.leases[2].serviceId names no service of this cluster',
-      'request.leases[2].lease.id is no lease Cloudly allocated; ' + foreignLease.address + ' is held by a lease of another cluster',
-      'request.leases[3].serviceId names no service of this cluster',
-      'request.leases[3].lease.id is no lease Cloudly allocated',
+    assertFieldProblems(refused, [
+      ['request.leases[0].address', 'field-invalid', `must be ${onN1.address}, the allocated address`],
+      ['request.leases[1]', 'field-invalid', 'names a lease Cloudly allocated on node n2, not n1'],
+      ['request.leases[2].serviceId', 'field-not-found', 'names no service of this cluster'],
+      ['request.leases[2].lease.id', 'field-not-found', `is no lease Cloudly allocated; ${foreignLease.address} is held by a lease of another cluster`],
+      ['request.leases[3].serviceId', 'field-not-found', 'names no service of this cluster'],
+      ['request.leases[3].lease.id', 'field-not-found', 'is no lease Cloudly allocated'],
     ]);
     const otherGeneration = await refusalOf(() => report('n1', [{ lease: { id: onN1.lease.id, generation: 2 }, serviceId: mine.id, address: onN1.address }]));
-    assert.deepEqual(otherGeneration.reasons, ['request.leases[0].lease.generation must be 1, the allocated generation']);
+    assertFieldProblems(otherGeneration, [
+      ['request.leases[0].lease.generation', 'field-invalid', 'must be 1, the allocated generation'],
+    ]);
     const projection = async (nodeIdArg: string) =>
       (await t.caller.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: nodeIdArg }));
     assert.deepEqual((await projection('n1')).projection.endpoints, [], 'no refused statement became an endpoint');
@@ -334,10 +337,9 @@ describe('workload leases from the address plan', () => {
     const poolId = pool.poolId;
     const refused = await refusalOf(() => setPlan({ ...current, revision: current.revision + 1, pools: current.pools.filter((candidate) => candidate.id !== poolId) }));
     assert.equal(refused.code, 'invalid-request');
-    const reasons = refused.reasons as string[];
-    assert.equal(reasons[0], `request.plan.pools must keep pool ${poolId}: leases drawn from it outlive a plan revision`);
-    assert.ok(reasons.includes(`request.plan would strand lease ${lease.lease.id} (${lease.address} in pool ${poolId}, service ${service.id}, node n1, cluster ${cluster.id})`),
-      reasons.join('\n'));
+    assert.deepEqual(problemsOf(refused)[0], ['request.plan.pools', 'field-invalid', `must keep pool ${poolId}: leases drawn from it outlive a plan revision`]);
+    assertHasFieldProblem(refused,
+      ['request.plan', 'field-invalid', `would strand lease ${lease.lease.id} (${lease.address} in pool ${poolId}, service ${service.id}, node n1, cluster ${cluster.id})`]);
     assert.equal((await t.cloudly.runtimeNetworkManager.getAddressPlan())?.revision, current.revision);
     await removeAll([service]);
   });
@@ -349,7 +351,9 @@ describe('workload leases from the address plan', () => {
     const invalid = await refusalOf(() => relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
       registration: { origin: 'https://relay.example.com', version: '1', protocol: 'cluster-relay/1', hostAddresses: ['192.0.2.17'] },
     }));
-    assert.deepEqual(invalid.reasons, ['request.registration.hostAddresses needs request.registration.nodeId: addresses are stated for the node whose host carries them']);
+    assertFieldProblems(invalid, [
+      ['request.registration.hostAddresses', 'field-invalid', 'needs request.registration.nodeId: addresses are stated for the node whose host carries them'],
+    ]);
     // The relay's host carries the lowest address of the wide pool nothing occupies: the next lease would get it.
     const occupied = new Set(await occupiedAddresses());
     let host = 193;

@@ -25,6 +25,7 @@ import type {
 import type { IReq_Relay_Cloudly_ReportClusterNode } from '../ts/interfaces/requests/cluster.js';
 import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 import type { IReq_Any_Cloudly_DesignateClusterIngress } from '../ts/interfaces/requests/ingress.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 /** The upstream example: hub 192.0.2.1 in 192.0.2.0/28, relay and Corestore on 192.0.2.17. */
 const planAt = (revisionArg: number, editArg: (plan: IRuntimeNetworkAddressPlan) => void = () => {}): IRuntimeNetworkAddressPlan => {
@@ -78,9 +79,9 @@ describe('runtime network manager over the real server', () => {
       p.platformEndpoints[2].port = 3000;
     })));
     assert.equal(broken.code, 'invalid-request');
-    assert.deepEqual(broken.reasons, [
-      'request.plan.platformEndpoints[1].address must lie outside every pool',
-      'request.plan.platformEndpoints[2] repeats 192.0.2.17:3000:tcp: each address:port:protocol must be unique',
+    assertFieldProblems(broken, [
+      ['request.plan.platformEndpoints[1].address', 'field-invalid', 'must lie outside every pool'],
+      ['request.plan.platformEndpoints[2]', 'field-duplicate', 'repeats 192.0.2.17:3000:tcp: each address:port:protocol must be unique'],
     ]);
 
     const first = await setPlan(planAt(1));
@@ -94,12 +95,16 @@ describe('runtime network manager over the real server', () => {
 
     const vpnMoved = await refusalOf(() => setPlan(planAt(2, (p) => { p.vpn.peerPrefix = '192.0.2.32/28'; })));
     assert.equal(vpnMoved.code, 'invalid-request');
-    assert.deepEqual(vpnMoved.reasons, ['request.plan.vpn.peerPrefix must not change: the managed VPN outlives a plan revision']);
+    assertFieldProblems(vpnMoved, [
+      ['request.plan.vpn.peerPrefix', 'field-invalid', 'must not change: the managed VPN outlives a plan revision'],
+    ]);
 
     const withHub = planAt(2, (p) => { p.hubs = [{ clusterId: 'cluster-x', address: '192.0.2.1' }]; });
     assert.deepEqual(await setPlan(withHub), { plan: withHub, replayed: false });
     const movedHub = await refusalOf(() => setPlan(planAt(3, (p) => { p.hubs = [{ clusterId: 'cluster-x', address: '192.0.2.2' }]; })));
-    assert.deepEqual(movedHub.reasons, ['request.plan.hubs hub of cluster cluster-x must keep address 192.0.2.1']);
+    assertFieldProblems(movedHub, [
+      ['request.plan.hubs', 'field-invalid', 'hub of cluster cluster-x must keep address 192.0.2.1'],
+    ]);
     assert.equal((await getPlan())?.revision, 2, 'refused writes left the stored plan alone');
   });
 
@@ -350,9 +355,9 @@ describe('runtime network manager over the real server', () => {
       ],
     }));
     assert.equal(refused.code, 'invalid-request');
-    assert.deepEqual(refused.reasons, [
-      'request.leases[1].lease.id must name each lease once',
-      'request.leases[1].address must differ from every other lease\'s address',
+    assertFieldProblems(refused, [
+      ['request.leases[1].lease.id', 'field-invalid', 'must name each lease once'],
+      ['request.leases[1].address', 'field-invalid', "must differ from every other lease's address"],
     ]);
     const foreign = await refusalOf(() => relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', {
       nodeId: 'node-of-another-cluster', leases: [],
@@ -391,9 +396,9 @@ describe('lease statements answer to Cloudly\'s allocation', () => {
         nodeId: 'node-1', leases: [{ lease: { id: 'a', generation: 1 }, serviceId: service.id, address: '192.0.2.150' }],
       }));
       assert.equal(refused.code, 'invalid-request');
-      assert.deepEqual(refused.reasons, [
-        'request.leases cannot be confirmed: no address plan exists, so Cloudly allocated no lease',
-        'request.leases[0].lease.id is no lease Cloudly allocated',
+      assertFieldProblems(refused, [
+        ['request.leases', 'field-invalid', 'cannot be confirmed: no address plan exists, so Cloudly allocated no lease'],
+        ['request.leases[0].lease.id', 'field-invalid', 'is no lease Cloudly allocated'],
       ]);
       const projection = (await t.caller.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: 'node-1' })).projection;
       assert.deepEqual(projection.endpoints, [], 'no refused lease became an endpoint');

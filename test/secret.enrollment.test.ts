@@ -13,6 +13,7 @@ import type {
   IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment,
   IReq_Relay_Cloudly_GetCorestoreControlCredentialMaterial,
 } from '../ts/interfaces/requests/secret.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 /**
  * A relay enrolls an X25519 recipient with a real HPKE exchange (the same library on both sides)
@@ -136,9 +137,9 @@ describe('secret recipient enrollment and sealed Corestore credentials', () => {
     assert.deepEqual((await refusalOf(() => material(a.second, 'node-1'))).reasons, ['relay-not-elected']);
     const bad = await refusalOf(() => a.relay.fire('beginSecretRecipientEnrollment', { recipient: { algorithm: 'p256', publicKey: 'x' } }));
     assert.equal(bad.code, 'invalid-request');
-    assert.deepEqual(bad.reasons, [
-      "request.recipient.algorithm must be 'x25519'",
-      'request.recipient.publicKey must be the 32-byte X25519 public key in unpadded base64url (43 characters)',
+    assertFieldProblems(bad, [
+      ['request.recipient.algorithm', 'field-invalid', "must be 'x25519'"],
+      ['request.recipient.publicKey', 'field-invalid', 'must be the 32-byte X25519 public key in unpadded base64url (43 characters)'],
     ]);
     const viaAdmin = await refusalOf(() => t.caller.call('getCorestoreControlCredentialMaterial', { nodeId: 'node-1' }));
     assert.equal(viaAdmin.code, 'forbidden');

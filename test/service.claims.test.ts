@@ -24,6 +24,7 @@ import {
   validateRuntimeLocalStorageClaim,
   type IRuntimeLocalStorageClaimRecord,
 } from '../ts/interfaces/data/runtimelocalstorageclaim.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 let t: ITestCloudly;
 
@@ -314,9 +315,9 @@ test('a relay may not report sessions of another shape', async () => {
     }),
     (error: { errorData?: { code?: string; reasons?: string[] } }) => {
       assert.equal(error.errorData?.code, 'invalid-request');
-      assert.deepEqual(error.errorData?.reasons, [
-        "request.session.id must be an id of 1-128 letters, digits, '.', '_' or '-' starting with a letter or digit",
-        'request.session.generation must be a positive integer',
+      assertFieldProblems((error.errorData ?? {}) as Record<string, unknown>, [
+        ['request.session.id', 'field-invalid', "must be an id of 1-128 letters, digits, '.', '_' or '-' starting with a letter or digit"],
+        ['request.session.generation', 'field-invalid', 'must be a positive integer'],
       ]);
       return true;
     },

@@ -10,6 +10,7 @@ import type {
 } from '../ts/interfaces/requests/service.js';
 import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 import { getServiceVolumeId } from '../ts/interfaces/data/servicevolume.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 let t: ITestCloudly;
 let clusterId: string;
@@ -68,8 +69,8 @@ test('createService stating a volume initialization is refused naming the path a
     }),
   }));
   assert.equal(refusal.code, 'invalid-request');
-  assert.deepEqual(refusal.reasons, [
-    'request.service.volumes[0].initialization is server-managed: set it with setServiceVolumeInitialization',
+  assertFieldProblems(refusal, [
+    ['request.service.volumes[0].initialization', 'field-invalid', 'is server-managed: set it with setServiceVolumeInitialization'],
   ]);
   const afterCount = (await t.caller.call<IReq_Any_Cloudly_GetServices>('getServices', {})).services.length;
   assert.equal(afterCount, before);
@@ -89,8 +90,8 @@ test('updateService stating a volume initialization is refused and changes nothi
     }),
   }));
   assert.equal(refusal.code, 'invalid-request');
-  assert.deepEqual(refusal.reasons, [
-    'request.service.volumes[0].initialization is server-managed: set it with setServiceVolumeInitialization',
+  assertFieldProblems(refusal, [
+    ['request.service.volumes[0].initialization', 'field-invalid', 'is server-managed: set it with setServiceVolumeInitialization'],
   ]);
   assert.deepEqual(await t.cloudly.serviceManager.getService(service.id), service);
 });
@@ -159,9 +160,9 @@ test('createService refuses an invalid spec with every reason', async () => {
     service: { ...spec(), name: '', volumes: [{ mountPath: 'data', readOnly: false, driver: 'local' }] },
   }));
   assert.equal(refusal.code, 'invalid-request');
-  assert.deepEqual(refusal.reasons, [
-    'request.service.name must be a string of 1-63 characters',
-    'request.service.volumes[0].mountPath must be an absolute path',
+  assertFieldProblems(refusal, [
+    ['request.service.name', 'field-invalid', 'must be a string of 1-63 characters'],
+    ['request.service.volumes[0].mountPath', 'field-invalid', 'must be an absolute path'],
   ]);
 });
 
@@ -171,9 +172,9 @@ test('createService refuses a name that is not a DNS label and an image that is 
     service: { ...spec(), name: 'Bad Name!', runtime: { ...spec().runtime, image: 'registry.example.com/<b>x</b>:1' } },
   }));
   assert.equal(refusal.code, 'invalid-request');
-  assert.deepEqual(refusal.reasons, [
-    "request.service.name must be lowercase letters, digits and '-', starting and ending with a letter or digit (a DNS label)",
-    'request.service.runtime.image must be an image reference: [registry[:port]/]lowercase/path[:tag][@digest]',
+  assertFieldProblems(refusal, [
+    ['request.service.name', 'field-invalid', "must be lowercase letters, digits and '-', starting and ending with a letter or digit (a DNS label)"],
+    ['request.service.runtime.image', 'field-invalid', 'must be an image reference: [registry[:port]/]lowercase/path[:tag][@digest]'],
   ]);
   assert.equal((await t.caller.call<IReq_Any_Cloudly_GetServices>('getServices', {})).services.length, before);
 });

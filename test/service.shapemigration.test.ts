@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { serviceKind, serviceRuntimeStatusKind } from '../ts/manager.service/service.manager.js';
 import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 /**
  * Services stored while `ports` and `routes` sat inside the runtime spec are moved beside it at
@@ -64,8 +65,8 @@ test('an old-shaped service is moved at start, keeps its spec revision and verdi
       ports, routes,
       volumes: [],
     },
-  }).then(() => null, (error: { errorData?: { reasons?: string[] } }) => error.errorData?.reasons ?? []);
-  assert.deepEqual(taken, [`request.service.routes[0].hostname is routed to service ${created.id} already`]);
+  }).then(() => null, (error: { errorData?: Record<string, unknown> }) => error.errorData ?? {});
+  assertFieldProblems(taken ?? {}, [['request.service.routes[0].hostname', 'field-duplicate', `repeats the hostname of a route of service ${created.id}`]]);
 
   // Writing the same spec back in the new shape is no new revision; changing a route is one.
   const writable = { name: service.name, organizationId: service.organizationId, clusterId: service.clusterId, runtime: service.runtime, ports, routes, volumes: [] };
@@ -94,5 +95,8 @@ test('the runtime spec refuses ports and routes inside it, by path', async () =>
     },
   }).then(() => null, (error: { errorData?: { code?: string; reasons?: string[] } }) => error.errorData);
   assert.equal(refused?.code, 'invalid-request');
-  assert.deepEqual(refused?.reasons, ['request.service.runtime.ports is not a known member', 'request.service.runtime.routes is not a known member']);
+  assertFieldProblems((refused ?? {}) as Record<string, unknown>, [
+    ['request.service.runtime.ports', 'field-unknown', 'is not a known member'],
+    ['request.service.runtime.routes', 'field-unknown', 'is not a known member'],
+  ]);
 });

@@ -5,6 +5,7 @@ import type { IService, IServiceWritableSpec } from '../ts/interfaces/data/servi
 import type { TServiceVolumeInitialization } from '../ts/interfaces/data/servicevolume.js';
 import { getRuntimeLocalStorageClaimReference } from '../ts/interfaces/data/runtimelocalstorageclaim.js';
 import { judgeServiceRuntime, type IServiceRuntimeFacts } from '../ts/manager.service/runtimestatus.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 let t: ITestCloudly;
 let clusterId: string;
@@ -69,9 +70,9 @@ test('a service on an unknown cluster is refused not-found, and one placed on no
   const unknownNodes = await refusalOf(() => create({
     runtime: { image: 'a', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['n1', 'n9', 'n8'] } },
   }));
-  assert.deepEqual(unknownNodes.reasons, [
-    `request.service.runtime.placement.nodeIds[1] names no node of cluster ${clusterId}: n9`,
-    `request.service.runtime.placement.nodeIds[2] names no node of cluster ${clusterId}: n8`,
+  assertFieldProblems(unknownNodes, [
+    ['request.service.runtime.placement.nodeIds[1]', 'field-not-found', `names no node of cluster ${clusterId}: n9`],
+    ['request.service.runtime.placement.nodeIds[2]', 'field-not-found', `names no node of cluster ${clusterId}: n8`],
   ]);
   const before = await t.caller.call('getServices', {});
   const service = await create({ volumes: [] });

@@ -7,6 +7,7 @@ import type {
 } from '../ts/interfaces/requests/service.js';
 import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 import type { TServiceVolumeInitialization } from '../ts/interfaces/data/servicevolume.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 let t: ITestCloudly;
 let clusterId: string;
@@ -130,7 +131,7 @@ test('a request of the wrong shape is refused before anything is read', async ()
     { serviceId: 'svc-x', mountPath: '/data', initialization: null } as never,
   ));
   assert.equal(refusal.code, 'invalid-request');
-  assert.deepEqual(refusal.reasons, ['request.expected is required']);
+  assertFieldProblems(refusal, [['request.expected', 'field-required', 'is required']]);
 });
 
 test('a non-admin identity is refused', async () => {

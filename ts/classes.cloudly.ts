@@ -13,6 +13,7 @@ import { CloudlyMetrics } from './core/metrics.js';
 import { RelaySessions, type IRelaySession } from './core/relaysessions.js';
 import { WorkGate } from './core/workgate.js';
 import { asTypedResponseError, internalFailure, isRefusal, refuse, refuseNamed } from './core/errors.js';
+import { invalidField, refuseFields } from './core/validation.js';
 import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
 import { closeHttpServerWithin, createHttpServer, type ITransportHost } from './core/transport.js';
 import { runInOperation, type IOperationContext } from './core/operationcontext.js';
@@ -79,7 +80,7 @@ const stormRelayMethods: ReadonlySet<string> = new Set([
 /** Admin and relay requests are JSON objects; anything else is refused before a handler runs. */
 const requireObjectRequest = (requestArg: unknown): void => {
   if (!requestArg || typeof requestArg !== 'object' || Array.isArray(requestArg)) {
-    throw refuse('invalid-request', ['request must be an object']);
+    throw refuseFields([invalidField('request', 'must be an object')]);
   }
 };
 
@@ -336,7 +337,7 @@ export class Cloudly {
       // `dryRun` belongs to every admin request and to none of their shapes: it is taken off here.
       const { dryRun, ...request } = requestArg as Record<string, unknown>;
       if (dryRun !== undefined && typeof dryRun !== 'boolean') {
-        throw refuse('invalid-request', ['request.dryRun must be a boolean']);
+        throw refuseFields([invalidField('request.dryRun', 'must be a boolean')]);
       }
       const operation: IOperationContext = { actor: { kind: 'admin', id: identity.userId }, method: methodArg, dryRun: dryRun === true };
       const halted = () => ({ dryRun: true, haltedBefore: operation.haltedBefore }) as T['response'];

@@ -190,6 +190,16 @@ const isConnectionFailure = (errorArg: unknown): boolean => {
     || ['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EHOSTUNREACH', 'ETIMEDOUT', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT'].includes(code ?? '');
 };
 
+/**
+ * The causes of a refusal, one line each (`  path: message`): the sentences for people that travel
+ * apart from the reason tokens, each after the member it is about. Shown, never branched on.
+ */
+export const causeLines = (causesArg: unknown): string[] => (Array.isArray(causesArg) ? causesArg : []).map((causeArg) => {
+  const cause = (causeArg ?? {}) as { path?: unknown; message?: unknown };
+  const message = typeof cause.message === 'string' ? cause.message : JSON.stringify(causeArg);
+  return `  ${typeof cause.path === 'string' ? `${cause.path}: ` : ''}${message}`;
+});
+
 /** Prints a failure and answers the exit code: refusals 1 (unavailable 3), usage 2, unreachable 3. */
 export const reportFailure = (errorArg: unknown, urlArg?: string): number => {
   if (errorArg instanceof UsageError) {
@@ -204,12 +214,7 @@ export const reportFailure = (errorArg: unknown, urlArg?: string): number => {
     for (const reason of reasons) {
       lines.push(`  ${typeof reason === 'string' ? reason : JSON.stringify(reason)}`);
     }
-    // Causes are the sentences for people that travel apart from the tokens.
-    const causes = Array.isArray(data.causes) ? data.causes as Array<{ path?: unknown; message?: unknown }> : [];
-    for (const cause of causes) {
-      const message = typeof cause?.message === 'string' ? cause.message : JSON.stringify(cause);
-      lines.push(`  ${typeof cause?.path === 'string' ? `${cause.path}: ` : ''}${message}`);
-    }
+    lines.push(...causeLines(data.causes));
     if (typeof data.retryAfterMs === 'number') {
       lines.push(`  retry after ${data.retryAfterMs} ms`);
     }

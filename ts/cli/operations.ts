@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { exitCodes, noteDryRun, UsageError, withDryRun, type ICommandContext } from './context.js';
+import { causeLines, exitCodes, noteDryRun, UsageError, withDryRun, type ICommandContext } from './context.js';
 import { mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { note, printAnswer, writeErr } from './output.js';
 import { createProgressView, describeSample, formatBytes } from './progress.js';
@@ -91,6 +91,7 @@ const reportEnd = (operationArg: TOperation): number => {
   for (const reason of reasons) {
     lines.push(`  ${typeof reason === 'string' ? reason : JSON.stringify(reason)}`);
   }
+  lines.push(...causeLines(error.causes));
   if (error.relayError !== undefined) {
     lines.push(`  relayError: ${JSON.stringify(error.relayError)}`);
   }

@@ -1,11 +1,11 @@
 import type { TypedResponseError } from '@api.global/typedrequest';
-import { mutationIdReusedRefusal, refuse } from './errors.js';
+import { mutationIdReusedRefusal } from './errors.js';
 import { currentOperation } from './operationcontext.js';
 import type { IVerifiedIdentity } from './auth.js';
 import type { IRelaySession } from './relaysessions.js';
 import type { TCloudlyLogger } from './logger.js';
 import { isLostEveryRound, type DocumentStore, type IDocumentKind, type IMutateResult, type IMutationAnswer, type IStoredDocument, type TDecision } from './store.js';
-import { requireRequestShape, type IRequestShape } from './validation.js';
+import { refuseFields, requireRequestShape, type IFieldProblem, type IRequestShape } from './validation.js';
 import { isMethodAccess, missingAccessMessage, type TAdminAccess } from './access.js';
 import type { ICloudlyMethods, TCloudlyMethod } from '../interfaces/requests/methodmap.js';
 
@@ -90,18 +90,18 @@ interface IShaped<M extends TCloudlyMethod> {
   input: IRequestShape | 'judged';
   /**
    * A member the shape admits as any value but the contract defines whole (a designation request):
-   * read once into the typed request every later step sees, or every reason it is refused.
+   * read once into the typed request every later step sees, or every problem it is refused for.
    */
-  parse?: (requestArg: TOperationRequest<M>) => { request: TOperationRequest<M> } | { reasons: string[] };
-  /** Reasons that need more than one member (a range whose end is before its start); all are named. */
-  check?: (requestArg: TOperationRequest<M>) => string[];
+  parse?: (requestArg: TOperationRequest<M>) => { request: TOperationRequest<M> } | { problems: IFieldProblem[] };
+  /** Problems that need more than one member (a range whose end is before its start); all are named. */
+  check?: (requestArg: TOperationRequest<M>) => IFieldProblem[];
   /** Refusals in the contract's own error data instead of the catalogue's (see the file comment). */
   refusals?: IContractRefusals;
 }
 
 export interface IContractRefusals {
-  /** The parse's and the checks' reasons, answered instead of `invalid-request`. */
-  invalid?: (reasonsArg: string[]) => TypedResponseError;
+  /** The parse's and the checks' problems, answered instead of `invalid-request` (`sentenceOfProblem` words each as the contract does). */
+  invalid?: (problemsArg: IFieldProblem[]) => TypedResponseError;
   /** A one-document mutation that lost every compare-and-swap round, answered instead of `conflict`. */
   conflict?: () => TypedResponseError;
 }
@@ -287,19 +287,19 @@ const readRequest = <M extends TCloudlyMethod>(operationArg: IShaped<M>, request
   }
   let request = requireRequestShape(requestArg, operationArg.input) as TOperationRequest<M>;
   const parsed = operationArg.parse?.(request);
-  if (parsed && 'reasons' in parsed) {
-    throw refuseInvalid(operationArg, parsed.reasons);
+  if (parsed && 'problems' in parsed) {
+    throw refuseInvalid(operationArg, parsed.problems);
   }
   request = parsed?.request ?? request;
-  const reasons = operationArg.check?.(request) ?? [];
-  if (reasons.length > 0) {
-    throw refuseInvalid(operationArg, reasons);
+  const problems = operationArg.check?.(request) ?? [];
+  if (problems.length > 0) {
+    throw refuseInvalid(operationArg, problems);
   }
   return request;
 };
 
-const refuseInvalid = <M extends TCloudlyMethod>(operationArg: IShaped<M>, reasonsArg: string[]): TypedResponseError =>
-  operationArg.refusals?.invalid?.(reasonsArg) ?? refuse('invalid-request', reasonsArg);
+const refuseInvalid = <M extends TCloudlyMethod>(operationArg: IShaped<M>, problemsArg: IFieldProblem[]): TypedResponseError =>
+  operationArg.refusals?.invalid?.(problemsArg) ?? refuseFields(problemsArg);
 
 /** The recorded answer of an earlier call under the request's mutation id, or null; another request under it is refused. */
 const findReplay = async <M extends TCloudlyMethod, T extends IStoredDocument>(

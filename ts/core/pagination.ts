@@ -1,7 +1,7 @@
 import type { Filter } from 'mongodb';
 import type { IDocumentKind, IStoredDocument } from './store.js';
 import type { IListReader } from './readcache.js';
-import type { TFieldCheck } from './validation.js';
+import { invalidField, type TFieldCheck } from './validation.js';
 
 /**
  * Pages of admin lists. A page is ordered by id and starts strictly after the id its cursor names,
@@ -53,11 +53,11 @@ const decodeIdCursor = (listArg: string, cursorArg: unknown): string | undefined
 export const isPageLimit: TFieldCheck = (valueArg, pathArg) =>
   Number.isSafeInteger(valueArg) && (valueArg as number) >= 1 && (valueArg as number) <= pageLimits.maxLimit
     ? []
-    : [`${pathArg} must be an integer from 1 to ${pageLimits.maxLimit}`];
+    : [invalidField(pathArg, `must be an integer from 1 to ${pageLimits.maxLimit}`)];
 
 /** A cursor check for a list whose positions are ids. */
 export const isPageCursorOf = (listArg: string, decodeArg: (cursorArg: unknown) => unknown = (cursorArg) => decodeIdCursor(listArg, cursorArg)): TFieldCheck =>
-  (valueArg, pathArg) => decodeArg(valueArg) === undefined ? [`${pathArg} is not a cursor this server handed out`] : [];
+  (valueArg, pathArg) => decodeArg(valueArg) === undefined ? [invalidField(pathArg, `is not a cursor this server handed out`)] : [];
 
 /** The `optional` shape members of a paged list: `limit` and `cursor`, checked by path. */
 export const pageShape = (listArg: string): Record<string, TFieldCheck> => ({ limit: isPageLimit, cursor: isPageCursorOf(listArg) });

@@ -1,57 +1,129 @@
 import { refuse } from './errors.js';
+import { fieldProblemReasons, type IFieldProblem, type TFieldProblemReason } from '../interfaces/data/refusal.js';
+
+export { fieldProblemReasons, type IFieldProblem, type TFieldProblemReason } from '../interfaces/data/refusal.js';
 
 /**
- * Request shape checks shared by handlers: they collect every reason, each naming its path, in
- * the order the fields are declared, so one refusal tells the caller everything that is wrong.
+ * Request shape checks shared by handlers: they collect every problem, each naming its path, its
+ * reason token (`fieldProblemReasons`) and its sentence, in the order the fields are declared, so
+ * one refusal tells the caller everything that is wrong.
  */
 
-export type TFieldCheck = (valueArg: unknown, pathArg: string) => string[];
+export type TFieldCheck = (valueArg: unknown, pathArg: string) => IFieldProblem[];
 
 export interface IRequestShape {
   required: Record<string, TFieldCheck>;
   optional?: Record<string, TFieldCheck>;
 }
 
+/** One problem of the member at `pathArg`. */
+export const fieldProblem = (pathArg: string, reasonArg: TFieldProblemReason, messageArg: string): IFieldProblem =>
+  ({ path: pathArg, reason: reasonArg, message: messageArg });
+
+/** The most common problem: the value has the wrong type, form or range. */
+export const invalidField = (pathArg: string, messageArg: string): IFieldProblem =>
+  fieldProblem(pathArg, fieldProblemReasons.invalid, messageArg);
+
+/** The sentence a contract validator would give for the problem: the path, then the message. */
+export const sentenceOfProblem = (problemArg: IFieldProblem): string => `${problemArg.path} ${problemArg.message}`;
+
+/**
+ * The reason token of a contract validator's sentence (the part after the path), read from its
+ * wording; whatever matches none of the kinds below is `field-invalid`.
+ */
+const reasonOfMessage = (messageArg: string): TFieldProblemReason => {
+  if (/^is required\b/.test(messageArg)) {
+    return fieldProblemReasons.required;
+  }
+  if (/^is not (a|an) ([a-z]+ )*(field|member|key|filter)\b/.test(messageArg)) {
+    return fieldProblemReasons.unknown;
+  }
+  if (/^must be one of\b/.test(messageArg)) {
+    return fieldProblemReasons.notSupported;
+  }
+  if (/^must (have|hold) at most\b/.test(messageArg)) {
+    return fieldProblemReasons.tooMany;
+  }
+  if (/^repeats\b|\bmust be unique\b/.test(messageArg)) {
+    return fieldProblemReasons.duplicate;
+  }
+  if (/^(names no|is no)\b/.test(messageArg)) {
+    return fieldProblemReasons.notFound;
+  }
+  if (/^(must be omitted|is only carried)\b/.test(messageArg)) {
+    return fieldProblemReasons.forbidden;
+  }
+  return fieldProblemReasons.invalid;
+};
+
+/**
+ * Sentences of a contract validator (`ts/interfaces/`, which words its reasons as the seed does,
+ * `<path> <message>`) as problems: the path is the sentence's first word when it lies at or under
+ * `pathArg`, else `pathArg` itself with the whole sentence as the message. `sentenceOfProblem`
+ * gives each sentence back unchanged when it begins with its path.
+ */
+export const problemsOfSentences = (sentencesArg: readonly string[], pathArg: string): IFieldProblem[] =>
+  sentencesArg.map((sentenceArg) => {
+    const space = sentenceArg.indexOf(' ');
+    const head = space < 0 ? sentenceArg : sentenceArg.slice(0, space);
+    const under = head === pathArg || head.startsWith(`${pathArg}.`) || head.startsWith(`${pathArg}[`);
+    if (!under || space < 0) {
+      return fieldProblem(pathArg, reasonOfMessage(sentenceArg), sentenceArg);
+    }
+    const message = sentenceArg.slice(space + 1);
+    return fieldProblem(head, reasonOfMessage(message), message);
+  });
+
+/** A contract validator `(value, path) => sentences` as a field check. */
+export const sentenceCheck = (validateArg: (valueArg: unknown, pathArg: string) => string[]): TFieldCheck =>
+  (valueArg, pathArg) => problemsOfSentences(validateArg(valueArg, pathArg), pathArg);
+
+/** The `invalid-request` refusal of every problem: the distinct reason tokens in order, every problem a cause. */
+export const refuseFields = (problemsArg: readonly IFieldProblem[]) =>
+  refuse('invalid-request', [...new Set(problemsArg.map((problemArg) => problemArg.reason))], {
+    causes: problemsArg.map((problemArg) => ({ path: problemArg.path, reason: problemArg.reason, message: problemArg.message })),
+  });
+
 /** Fields every admin request carries and the shape check leaves to the identity verifier. */
 const identityField = 'identity';
 
-export const checkRequestShape = (requestArg: unknown, shapeArg: IRequestShape, pathArg = 'request'): string[] => {
+export const checkRequestShape = (requestArg: unknown, shapeArg: IRequestShape, pathArg = 'request'): IFieldProblem[] => {
   if (!requestArg || typeof requestArg !== 'object' || Array.isArray(requestArg)) {
-    return [`${pathArg} must be an object`];
+    return [invalidField(pathArg, 'must be an object')];
   }
   const request = requestArg as Record<string, unknown>;
-  const reasons: string[] = [];
+  const problems: IFieldProblem[] = [];
   const known = new Set([identityField, ...Object.keys(shapeArg.required), ...Object.keys(shapeArg.optional ?? {})]);
   for (const [field, check] of Object.entries(shapeArg.required)) {
     if (!Object.hasOwn(request, field) || request[field] === undefined) {
-      reasons.push(`${pathArg}.${field} is required`);
+      problems.push(fieldProblem(`${pathArg}.${field}`, fieldProblemReasons.required, 'is required'));
     } else {
-      reasons.push(...check(request[field], `${pathArg}.${field}`));
+      problems.push(...check(request[field], `${pathArg}.${field}`));
     }
   }
   for (const [field, check] of Object.entries(shapeArg.optional ?? {})) {
     if (Object.hasOwn(request, field) && request[field] !== undefined) {
-      reasons.push(...check(request[field], `${pathArg}.${field}`));
+      problems.push(...check(request[field], `${pathArg}.${field}`));
     }
   }
   for (const field of Object.keys(request)) {
     if (!known.has(field)) {
-      reasons.push(`${pathArg}.${field} is not a field of this request`);
+      problems.push(fieldProblem(`${pathArg}.${field}`, fieldProblemReasons.unknown, 'is not a field of this request'));
     }
   }
-  return reasons;
+  return problems;
 };
 
 /**
- * `checkRequestShape`, throwing one `invalid-request` refusal with every reason when there is any.
+ * `checkRequestShape`, throwing one `invalid-request` refusal with every problem when there is any.
  * Answers a fresh object holding exactly the declared fields the request has (and `identity`),
  * read as own properties: handlers go on with that copy, so nothing inherited or undeclared can
  * reach them.
  */
 export const requireRequestShape = <T>(requestArg: T, shapeArg: IRequestShape, pathArg = 'request'): T => {
-  const reasons = checkRequestShape(requestArg, shapeArg, pathArg);
-  if (reasons.length > 0) {
-    throw refuse('invalid-request', reasons);
+  const problems = checkRequestShape(requestArg, shapeArg, pathArg);
+  if (problems.length > 0) {
+    throw refuseFields(problems);
   }
   const request = requestArg as Record<string, unknown>;
   const copy: Record<string, unknown> = {};
@@ -65,28 +137,33 @@ export const requireRequestShape = <T>(requestArg: T, shapeArg: IRequestShape, p
 
 export const isString = (minArg: number, maxArg: number, patternArg?: RegExp): TFieldCheck => (valueArg, pathArg) => {
   if (typeof valueArg !== 'string' || valueArg.length < minArg || valueArg.length > maxArg) {
-    return [`${pathArg} must be a string of ${minArg} to ${maxArg} characters`];
+    const tooLong = typeof valueArg === 'string' && valueArg.length > maxArg;
+    return [fieldProblem(pathArg, tooLong ? fieldProblemReasons.tooLong : fieldProblemReasons.invalid, `must be a string of ${minArg} to ${maxArg} characters`)];
   }
-  return patternArg && !patternArg.test(valueArg) ? [`${pathArg} has characters that are not allowed`] : [];
+  return patternArg && !patternArg.test(valueArg) ? [invalidField(pathArg, 'has characters that are not allowed')] : [];
 };
 
 export const isIdString: TFieldCheck = isString(1, 128, /^[A-Za-z0-9][A-Za-z0-9._-]*$/);
 
 export const isNonNegativeInteger: TFieldCheck = (valueArg, pathArg) =>
-  Number.isSafeInteger(valueArg) && (valueArg as number) >= 0 ? [] : [`${pathArg} must be a non-negative integer`];
+  Number.isSafeInteger(valueArg) && (valueArg as number) >= 0 ? [] : [invalidField(pathArg, 'must be a non-negative integer')];
 
 export const isPositiveInteger: TFieldCheck = (valueArg, pathArg) =>
-  Number.isSafeInteger(valueArg) && (valueArg as number) >= 1 ? [] : [`${pathArg} must be a positive integer`];
+  Number.isSafeInteger(valueArg) && (valueArg as number) >= 1 ? [] : [invalidField(pathArg, 'must be a positive integer')];
 
 export const isBoolean: TFieldCheck = (valueArg, pathArg) =>
-  typeof valueArg === 'boolean' ? [] : [`${pathArg} must be a boolean`];
+  typeof valueArg === 'boolean' ? [] : [invalidField(pathArg, 'must be a boolean')];
+
+/** A value that must be one of `valuesArg`; the message lists them (`must be one of a, b, c`). */
+export const isOneOf = (valuesArg: readonly unknown[], messageArg = `must be one of ${valuesArg.join(', ')}`): TFieldCheck =>
+  (valueArg, pathArg) => (valuesArg.includes(valueArg) ? [] : [fieldProblem(pathArg, fieldProblemReasons.notSupported, messageArg)]);
 
 export const isArrayOf = (itemArg: TFieldCheck, maxArg: number): TFieldCheck => (valueArg, pathArg) => {
   if (!Array.isArray(valueArg)) {
-    return [`${pathArg} must be an array`];
+    return [invalidField(pathArg, 'must be an array')];
   }
   if (valueArg.length > maxArg) {
-    return [`${pathArg} must have at most ${maxArg} items`];
+    return [fieldProblem(pathArg, fieldProblemReasons.tooMany, `must have at most ${maxArg} items`)];
   }
   return valueArg.flatMap((item, index) => itemArg(item, `${pathArg}[${index}]`));
 };

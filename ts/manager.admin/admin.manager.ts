@@ -4,7 +4,7 @@ import type { Cloudly } from '../classes.cloudly.js';
 import type { IReq_Admin_LoginWithUsernameAndPassword } from '../interfaces/requests/admin.js';
 import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
 import { accessDeniedRefusal, isRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
-import { checkRequestShape, isBoolean, isIdString, isNonNegativeInteger, isString, type TFieldCheck } from '../core/validation.js';
+import { checkRequestShape, fieldProblem, fieldProblemReasons, invalidField, isBoolean, isIdString, isNonNegativeInteger, isString, refuseFields, type TFieldCheck } from '../core/validation.js';
 import type { TAdminAccess } from '../core/access.js';
 import { AttemptLimiter, type IAttemptLimit } from '../core/attemptlimiter.js';
 import { dummyPasswordHash, hashPassword, verifyPassword, type IVerifiedIdentity } from '../core/auth.js';
@@ -40,7 +40,7 @@ const isUsername = isString(1, accountRules.usernameMaxLength, usernamePattern);
 /** A new password: 12 to 1,024 characters. */
 export const passwordLimits = Object.freeze({ minLength: accountRules.passwordMinLength, maxLength: accountRules.passwordMaxLength });
 const isNewPassword = isString(passwordLimits.minLength, passwordLimits.maxLength);
-const isRole: TFieldCheck = (valueArg, pathArg) => (valueArg === 'admin' || valueArg === 'user' ? [] : [`${pathArg} must be admin or user`]);
+const isRole: TFieldCheck = (valueArg, pathArg) => (valueArg === 'admin' || valueArg === 'user' ? [] : [invalidField(pathArg, `must be admin or user`)]);
 
 const newSessionKey = (): string => randomBytes(16).toString('base64url');
 
@@ -176,10 +176,10 @@ export class AdminManager {
         required: { username: isString(1, 64), password: isString(1, 1024) },
       });
       if ((request as { identity?: unknown } | null)?.identity !== undefined) {
-        reasons.push('request.identity is not a field of this request');
+        reasons.push(fieldProblem('request.identity', fieldProblemReasons.unknown, 'is not a field of this request'));
       }
       if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
+        throw refuseFields(reasons);
       }
       const address = typeof context.remoteAddress === 'string' ? context.remoteAddress : 'unknown';
       const retryAfterMs = Math.max(this.usernameFailures.retryAfterMs(request.username), this.addressFailures.retryAfterMs(address));
@@ -289,7 +289,7 @@ export class AdminManager {
         method: 'changePassword',
         access: 'own-session',
         input: { required: { oldPassword: isString(1, passwordLimits.maxLength), newPassword: isNewPassword } },
-        check: (request) => (request.oldPassword === request.newPassword ? [accountReasons.samePassword] : []),
+        check: (request) => (request.oldPassword === request.newPassword ? [invalidField('request.newPassword', 'must differ from request.oldPassword')] : []),
         refusals: { invalid: () => accountRefusal('invalid-request', accountReasons.samePassword) },
         facts: async (request, context) => {
           const username = context.identity.name;

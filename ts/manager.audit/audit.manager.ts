@@ -4,7 +4,7 @@ import type { IAuditEvent, IAuditEventFilter } from '../interfaces/data/audit.js
 import { refuse } from '../core/errors.js';
 import { decodePageCursor, encodePageCursor, isPageCursorOf, isPageLimit, pageLimits } from '../core/pagination.js';
 import { auditEventKind, type IAuditEventDocument } from '../core/store.js';
-import { isString, type TFieldCheck } from '../core/validation.js';
+import { fieldProblem, fieldProblemReasons, type IFieldProblem, invalidField, isString, type TFieldCheck } from '../core/validation.js';
 import { adminQuery, registerOperations, type TOperationRequest, type TOperationAnswer } from '../core/operations.js';
 
 /**
@@ -36,7 +36,7 @@ export const decodeAuditCursor = (cursorArg: string): IAuditCursor | null => {
 };
 
 const isEpochMs: TFieldCheck = (valueArg, pathArg) =>
-  Number.isSafeInteger(valueArg) && (valueArg as number) >= 0 ? [] : [`${pathArg} must be epoch milliseconds (a non-negative integer)`];
+  Number.isSafeInteger(valueArg) && (valueArg as number) >= 0 ? [] : [invalidField(pathArg, `must be epoch milliseconds (a non-negative integer)`)];
 
 const filterChecks: Record<keyof IAuditEventFilter, TFieldCheck> = {
   targetKind: isString(1, 128),
@@ -49,14 +49,14 @@ const filterChecks: Record<keyof IAuditEventFilter, TFieldCheck> = {
 
 const isAuditFilter: TFieldCheck = (valueArg, pathArg) => {
   if (!valueArg || typeof valueArg !== 'object' || Array.isArray(valueArg)) {
-    return [`${pathArg} must be an object`];
+    return [invalidField(pathArg, `must be an object`)];
   }
   const record = valueArg as Record<string, unknown>;
-  const reasons: string[] = [];
+  const reasons: IFieldProblem[] = [];
   for (const key of Object.keys(record)) {
     const check = (filterChecks as Record<string, TFieldCheck | undefined>)[key];
     if (!check) {
-      reasons.push(`${pathArg}.${key} is not a filter of the audit log`);
+      reasons.push(fieldProblem(`${pathArg}.${key}`, fieldProblemReasons.unknown, `is not a filter of the audit log`));
     } else if (record[key] !== undefined) {
       reasons.push(...check(record[key], `${pathArg}.${key}`));
     }
@@ -95,7 +95,7 @@ export class AuditManager {
       access: 'read',
       input: { required: {}, optional: { cursor: isCursor, limit: isPageLimit, filter: isAuditFilter } },
       check: (request) => (request.filter?.since !== undefined && request.filter.until !== undefined && request.filter.until < request.filter.since
-        ? ['request.filter.until must not be before request.filter.since']
+        ? [invalidField('request.filter.until', 'must not be before request.filter.since')]
         : []),
       run: (request) => this.readEvents(request),
     })]);

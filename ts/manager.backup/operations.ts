@@ -13,7 +13,7 @@ import type { IRelaySession, RelaySessions } from '../core/relaysessions.js';
 import type { DocumentStore } from '../core/store.js';
 import type { TCloudlyLogger } from '../core/logger.js';
 import { validateStreamReference } from '../core/streams.js';
-import { isArrayOf, isBoolean, isIdString, isPositiveInteger, type TFieldCheck } from '../core/validation.js';
+import { fieldProblem, fieldProblemReasons, invalidField, isArrayOf, isBoolean, isIdString, isPositiveInteger, sentenceCheck, type TFieldCheck } from '../core/validation.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
 import { computeCanonicalJsonSha256Hex, sha256Hex } from '../interfaces/private/canonicaljson.js';
 import { isPlainDataRecord } from '../interfaces/private/dataproperties.js';
@@ -83,29 +83,29 @@ const maximumTagValueLength = 256;
 
 const isTags: TFieldCheck = (valueArg, pathArg) => {
   if (!isPlainDataRecord(valueArg)) {
-    return [`${pathArg} must be an object of strings`];
+    return [invalidField(pathArg, `must be an object of strings`)];
   }
   const entries = Object.entries(valueArg);
   if (entries.length > maximumBackupTags) {
-    return [`${pathArg} must have at most ${maximumBackupTags} tags`];
+    return [fieldProblem(pathArg, fieldProblemReasons.tooMany, `must have at most ${maximumBackupTags} tags`)];
   }
   return entries.flatMap(([key, value]) =>
     key.length >= 1 && key.length <= maximumTagKeyLength && typeof value === 'string' && value.length <= maximumTagValueLength
       ? []
-      : [`${pathArg}.${key.slice(0, maximumTagKeyLength)} must be a key of 1 to ${maximumTagKeyLength} characters with a string of at most ${maximumTagValueLength}`]);
+      : [invalidField(`${pathArg}.${key.slice(0, maximumTagKeyLength)}`, `must be a key of 1 to ${maximumTagKeyLength} characters with a string of at most ${maximumTagValueLength}`)]);
 };
 
 const isReplication: TFieldCheck = (valueArg, pathArg) =>
   isPlainDataRecord(valueArg) && Object.keys(valueArg).join(',') === 'enabled' && typeof valueArg.enabled === 'boolean'
     ? []
-    : [`${pathArg} must be exactly { enabled: boolean }`];
+    : [invalidField(pathArg, `must be exactly { enabled: boolean }`)];
 
 const resourceTypes = ['volume', 'database', 'bucket'] as const;
 const isResourceType: TFieldCheck = (valueArg, pathArg) =>
-  (resourceTypes as readonly unknown[]).includes(valueArg) ? [] : [`${pathArg} must be one of ${resourceTypes.join(', ')}`];
+  (resourceTypes as readonly unknown[]).includes(valueArg) ? [] : [fieldProblem(pathArg, fieldProblemReasons.notSupported, `must be one of ${resourceTypes.join(', ')}`)];
 
 const isStepOperation: TFieldCheck = (valueArg, pathArg) =>
-  (['status', 'execute', 'cleanup'].includes(valueArg as string) ? [] : [`${pathArg} must be status, execute or cleanup`]);
+  (['status', 'execute', 'cleanup'].includes(valueArg as string) ? [] : [invalidField(pathArg, `must be status, execute or cleanup`)]);
 
 /** The relay methods of an isolated restore's steps. */
 const restoreStepMethods = {
@@ -425,7 +425,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
       why: 'a relay call: the node prunes its archive (or previews it, the contract\'s own dry run); Cloudly stores nothing',
       access: 'write',
       input: {
-        required: { clusterId: isIdString, nodeId: isIdString, retention: validateArchiveRetentionPolicy },
+        required: { clusterId: isIdString, nodeId: isIdString, retention: sentenceCheck(validateArchiveRetentionPolicy) },
         optional: { dryRun: isBoolean },
       },
       // The contract's own `dryRun` is the node's preview: the relay is asked either way.
@@ -448,7 +448,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
       why: 'the isolated restore and its operation documents, then signed grants and the relay\'s staging and restore calls',
       access: 'write',
       input: {
-        required: { backupId: isIdString, targetNodeName: isIdString, mappings: validateIsolatedRestoreResourceMappings },
+        required: { backupId: isIdString, targetNodeName: isIdString, mappings: sentenceCheck(validateIsolatedRestoreResourceMappings) },
         optional: { restoreId: isIdString, mutationId: isIdString },
       },
       // Intent: the restore record and the operation that prepares it and stages every manifest
@@ -532,7 +532,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
         optional: { expectedRevision: isPositiveInteger },
       },
       check: (request) => (request.operation !== 'status' && request.expectedRevision === undefined
-        ? ['request.expectedRevision is required for execute and cleanup']
+        ? [fieldProblem('request.expectedRevision', fieldProblemReasons.required, 'is required for execute and cleanup')]
         : []),
       // Call: the step on the node under its own grant; settle: the node's answered state recorded.
       async run(request) {
@@ -561,8 +561,8 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
           backupId: isIdString,
           serviceId: isIdString,
           nodeId: isIdString,
-          descriptor: validateCorestoreDatabaseClosureDescriptor,
-          closure: (valueArg, pathArg) => validateStreamReference(valueArg, 'send', pathArg),
+          descriptor: sentenceCheck(validateCorestoreDatabaseClosureDescriptor),
+          closure: sentenceCheck((valueArg, pathArg) => validateStreamReference(valueArg, 'send', pathArg)),
         },
       },
       // Accepted now; the bytes are stored, then recorded on the backup, then receipted (./transfers.ts).

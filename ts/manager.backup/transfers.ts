@@ -1,4 +1,5 @@
 import { refuse } from '../core/errors.js';
+import { fieldProblem, fieldProblemReasons, refuseFields } from '../core/validation.js';
 import { BlobStoreError, type IBlobStore } from '../core/blobstore.js';
 import {
   StreamAbortedError,
@@ -141,7 +142,7 @@ export class ClosureTransfers {
       this.uploadsInFlight.delete(blobKey);
       throw error instanceof StreamAbortedError
         ? refuse('unavailable', [error.reason])
-        : refuse('invalid-request', ['request.closure.streamId is already in use on this socket']);
+        : refuseFields([fieldProblem('request.closure.streamId', fieldProblemReasons.duplicate, 'is already in use on this socket')]);
     }
     this.track(this.receiveClosure(receiver, blobKey, requestArg, backupArg.operationId).finally(() => this.uploadsInFlight.delete(blobKey)));
     return { accepted: true };

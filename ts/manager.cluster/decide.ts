@@ -1,5 +1,6 @@
 import type { TDecision } from '../core/store.js';
 import { refuse, refuseNamed } from '../core/errors.js';
+import { fieldProblem, fieldProblemReasons, refuseFields } from '../core/validation.js';
 import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
 import type { IClusterNodeCorestore, IClusterNodeReport } from '../interfaces/data/clusternode.js';
 import type { IClusterNodeDocument } from './clusternodes.js';
@@ -66,7 +67,7 @@ export const decideNodeReport = (
     if (reportArg.name === undefined) {
       return {
         kind: 'refuse',
-        refusal: refuse('invalid-request', [`report.name is required: node ${reportArg.nodeId} is new to cluster ${clusterIdArg}`]),
+        refusal: refuseFields([fieldProblem('request.report.name', fieldProblemReasons.required, `is required: node ${reportArg.nodeId} is new to cluster ${clusterIdArg}`)]),
       };
     }
     const doc: Omit<IClusterNodeDocument, 'generation'> = {

@@ -13,7 +13,7 @@ import {
 import type { DocumentStore } from '../core/store.js';
 import type { IListReader } from '../core/readcache.js';
 import type { IRelaySession } from '../core/relaysessions.js';
-import { isArrayOf, isIdString, isNonNegativeInteger, isString, type TFieldCheck } from '../core/validation.js';
+import { invalidField, isArrayOf, isIdString, isNonNegativeInteger, isString, problemsOfSentences, sentenceCheck, type TFieldCheck } from '../core/validation.js';
 import { findPage, nextCursorMember, pageOf, pageShape } from '../core/pagination.js';
 import {
   isClusterNodeId,
@@ -59,13 +59,13 @@ export const newRelayToken = (): string => `${relayTokenPrefix}${randomBytes(rel
 const isNodeName: TFieldCheck = (valueArg, pathArg) =>
   isClusterNodeName(valueArg)
     ? []
-    : [`${pathArg} must be 1-${maximumClusterNodeNameLength} characters without control characters or surrounding spaces`];
+    : [invalidField(pathArg, `must be 1-${maximumClusterNodeNameLength} characters without control characters or surrounding spaces`)];
 
 const isNodeId: TFieldCheck = (valueArg, pathArg) =>
-  isClusterNodeId(valueArg) ? [] : [`${pathArg} must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`];
+  isClusterNodeId(valueArg) ? [] : [invalidField(pathArg, `must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`)];
 
 const isCorestoreOrNull: TFieldCheck = (valueArg, pathArg) =>
-  valueArg === null ? [] : validateClusterNodeCorestore(valueArg, pathArg);
+  valueArg === null ? [] : problemsOfSentences(validateClusterNodeCorestore(valueArg, pathArg), pathArg);
 
 /** What the cluster domain's operations need, wired by the manager from the composition root's parts. */
 export interface IClusterPorts {
@@ -261,7 +261,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
   relayMutation({
     method: 'reportClusterNode',
     access: 'relay',
-    input: { required: { report: (valueArg, pathArg) => validateClusterNodeReport(valueArg, pathArg) } },
+    input: { required: { report: sentenceCheck(validateClusterNodeReport) } },
     async facts(request, context) {
       await portsArg.requireElected(context.session);
       // Every read and write of a relay is confined to the cluster of its own socket.

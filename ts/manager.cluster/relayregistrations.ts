@@ -1,4 +1,5 @@
 import type { Cloudly } from '../classes.cloudly.js';
+import { sentenceCheck } from '../core/validation.js';
 import {
   validateClusterRelayAnnouncement,
   snapshotClusterRelayCapabilities,
@@ -84,7 +85,7 @@ export class ClusterRelayRegistrations {
       relayMutation({
         method: 'registerClusterRelay',
         access: 'relay',
-        input: { required: { registration: (valueArg, pathArg) => validateClusterRelayAnnouncement(valueArg, pathArg) } },
+        input: { required: { registration: sentenceCheck(validateClusterRelayAnnouncement) } },
         facts: async (_request, context) => {
           // Only the elected socket registers, so a stale or duplicate relay cannot overwrite the live one.
           await this.election.requireElected(context.session);
@@ -105,7 +106,7 @@ export class ClusterRelayRegistrations {
         input: {
           required: {},
           optional: {
-            clusterIds: (valueArg, pathArg) => validateClusterRelayRegistrationQueryIds(valueArg, pathArg),
+            clusterIds: sentenceCheck(validateClusterRelayRegistrationQueryIds),
             ...pageShape('getClusterRelayRegistrations'),
           },
         },

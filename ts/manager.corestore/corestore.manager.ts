@@ -4,7 +4,7 @@ import type { Cloudly } from '../classes.cloudly.js';
 import { contractRefusal, isRefusal, readCloudlyErrorData, refuse, refuseNamed } from '../core/errors.js';
 import { defaultUpdateRounds, defineDocumentKind, type IMutateResult, type IStoredDocument } from '../core/store.js';
 import { failpoint } from '../core/failpoints.js';
-import { isAnyValue, isIdString, isNonNegativeInteger, type TFieldCheck } from '../core/validation.js';
+import { fieldProblem, fieldProblemReasons, invalidField, isAnyValue, isIdString, isNonNegativeInteger, problemsOfSentences, refuseFields, sentenceCheck, type TFieldCheck } from '../core/validation.js';
 import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayOrchestration } from '../core/operations.js';
 import { decidePlatformBindingDeletion } from './decide.js';
 import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
@@ -76,12 +76,12 @@ const ledgerId = 'platform-binding-creations';
 const ledgerRounds = 2 * defaultUpdateRounds;
 
 const isSha256Field: TFieldCheck = (valueArg, pathArg) =>
-  isSha256Hex(valueArg) ? [] : [`${pathArg} must be a lowercase hex sha256`];
+  isSha256Hex(valueArg) ? [] : [invalidField(pathArg, `must be a lowercase hex sha256`)];
 
 const isExpectedGeneration: TFieldCheck = (valueArg, pathArg) =>
   valueArg === null || (Number.isSafeInteger(valueArg) && (valueArg as number) >= 1)
     ? []
-    : [`${pathArg} must be null (create) or the positive generation the caller read`];
+    : [invalidField(pathArg, `must be null (create) or the positive generation the caller read`)];
 
 const adoptionRefusal = (codeArg: TCorestoreLegacyAdoptionErrorCode, textArg: string): TypedResponseError =>
   contractRefusal(textArg, createCorestoreLegacyAdoptionErrorData(codeArg));
@@ -117,7 +117,7 @@ export class CorestoreManager {
             clusterId: isIdString,
             nodeId: isIdString,
             expectedInventorySha256: isSha256Field,
-            resources: (valueArg, pathArg) => validateCorestoreLegacyResourceSelections(valueArg, pathArg),
+            resources: sentenceCheck(validateCorestoreLegacyResourceSelections),
           },
         },
         run: async (request, context) => {
@@ -136,7 +136,7 @@ export class CorestoreManager {
         access: 'write',
         input: {
           required: {
-            platformBinding: (valueArg, pathArg) => validatePlatformBindingUpsert(valueArg, pathArg),
+            platformBinding: sentenceCheck(validatePlatformBindingUpsert),
             expectedGeneration: isExpectedGeneration,
           },
         },
@@ -172,8 +172,10 @@ export class CorestoreManager {
         access: 'relay',
         input: { required: { platformBindingId: isIdString, status: isAnyValue }, optional: { statusReason: isAnyValue } },
         check: (request) => {
-          const reasons = validatePlatformBindingStatusReason(request.status, request.statusReason, 'request');
-          return reasons.length === 0 && !isPlatformBindingStatus(request.status) ? ['request.status is not a platform binding status'] : reasons;
+          const problems = problemsOfSentences(validatePlatformBindingStatusReason(request.status, request.statusReason, 'request'), 'request');
+          return problems.length === 0 && !isPlatformBindingStatus(request.status)
+            ? [fieldProblem('request.status', fieldProblemReasons.notSupported, 'is not a platform binding status')]
+            : problems;
         },
         run: async (request, context) => ({
           platformBinding: await this.updateStatus(context.clusterId, request.platformBindingId, request.status, request.statusReason ?? null),
@@ -427,7 +429,7 @@ export class CorestoreManager {
         reasons.push('request.platformBinding.objectstorageRetention must stay as adopted from the legacy bucket');
       }
       if (reasons.length > 0) {
-        throw refuse('invalid-request', reasons);
+        throw refuseFields(problemsOfSentences(reasons, 'request'));
       }
     }
     const set: Partial<IPlatformBinding> = { enabled: upsertArg.enabled, nodeId: upsertArg.nodeId };

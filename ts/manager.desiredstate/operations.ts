@@ -2,7 +2,7 @@ import { refuse } from '../core/errors.js';
 import { adminMutation, adminQuery, relayOrchestration, relayQuery, type IDeclaredOperation } from '../core/operations.js';
 import type { IRelaySession } from '../core/relaysessions.js';
 import type { DocumentStore } from '../core/store.js';
-import { isBoolean, isIdString, isNonNegativeInteger, isPositiveInteger, type TFieldCheck } from '../core/validation.js';
+import { fieldProblem, fieldProblemReasons, type IFieldProblem, invalidField, isBoolean, isIdString, isNonNegativeInteger, isPositiveInteger, problemsOfSentences, refuseFields, type TFieldCheck } from '../core/validation.js';
 import {
   observedReportLimits,
   observedServiceStates,
@@ -33,13 +33,13 @@ import { ObservedReportMemo } from './observedmemo.js';
 
 const isObservedService: TFieldCheck = (valueArg, pathArg) => {
   if (!valueArg || typeof valueArg !== 'object' || Array.isArray(valueArg)) {
-    return [`${pathArg} must be an object`];
+    return [invalidField(pathArg, `must be an object`)];
   }
   const record = valueArg as Record<string, unknown>;
-  const reasons: string[] = [];
+  const reasons: IFieldProblem[] = [];
   for (const key of Object.keys(record)) {
     if (!['serviceId', 'nodeId', 'specRevision', 'replicas', 'state', 'reason'].includes(key)) {
-      reasons.push(`${pathArg}.${key} is not a field of an observed service`);
+      reasons.push(fieldProblem(`${pathArg}.${key}`, fieldProblemReasons.unknown, `is not a field of an observed service`));
     }
   }
   reasons.push(...isIdString(record.serviceId, `${pathArg}.serviceId`));
@@ -47,27 +47,27 @@ const isObservedService: TFieldCheck = (valueArg, pathArg) => {
   reasons.push(...isPositiveInteger(record.specRevision, `${pathArg}.specRevision`));
   reasons.push(...isNonNegativeInteger(record.replicas, `${pathArg}.replicas`));
   if (!(observedServiceStates as readonly unknown[]).includes(record.state)) {
-    reasons.push(`${pathArg}.state must be one of ${observedServiceStates.join(', ')}`);
+    reasons.push(fieldProblem(`${pathArg}.state`, fieldProblemReasons.notSupported, `must be one of ${observedServiceStates.join(', ')}`));
   }
   if (record.reason !== undefined && (typeof record.reason !== 'string' || record.reason.length > observedReportLimits.maximumReasonLength)) {
-    reasons.push(`${pathArg}.reason must be a string of at most ${observedReportLimits.maximumReasonLength} characters`);
+    reasons.push(fieldProblem(`${pathArg}.reason`, typeof record.reason === 'string' ? fieldProblemReasons.tooLong : fieldProblemReasons.invalid, `must be a string of at most ${observedReportLimits.maximumReasonLength} characters`));
   }
   return reasons;
 };
 
 const isObservedServices: TFieldCheck = (valueArg, pathArg) => {
   if (!Array.isArray(valueArg)) {
-    return [`${pathArg} must be an array`];
+    return [invalidField(pathArg, `must be an array`)];
   }
   if (valueArg.length > observedReportLimits.maximumServices) {
-    return [`${pathArg} must hold at most ${observedReportLimits.maximumServices} entries`];
+    return [fieldProblem(pathArg, fieldProblemReasons.tooMany, `must hold at most ${observedReportLimits.maximumServices} entries`)];
   }
   const reasons = valueArg.flatMap((entry, index) => isObservedService(entry, `${pathArg}[${index}]`));
   const seen = new Set<string>();
   valueArg.forEach((entry, index) => {
     const key = `${(entry as IClusterPlatformObservedService)?.serviceId}/${(entry as IClusterPlatformObservedService)?.nodeId}`;
     if (seen.has(key)) {
-      reasons.push(`${pathArg}[${index}] repeats the service and node of an earlier entry`);
+      reasons.push(fieldProblem(`${pathArg}[${index}]`, fieldProblemReasons.duplicate, `repeats the service and node of an earlier entry`));
     }
     seen.add(key);
   });
@@ -77,30 +77,30 @@ const isObservedServices: TFieldCheck = (valueArg, pathArg) => {
 /** The optional `nodes` member of an observed-state report: each entry shaped as `reportClusterNodeRuntimeAssignments` is. */
 const isObservedNodes: TFieldCheck = (valueArg, pathArg) => {
   if (!Array.isArray(valueArg)) {
-    return [`${pathArg} must be an array`];
+    return [invalidField(pathArg, `must be an array`)];
   }
   if (valueArg.length > observedReportLimits.maximumNodes) {
-    return [`${pathArg} must hold at most ${observedReportLimits.maximumNodes} entries`];
+    return [fieldProblem(pathArg, fieldProblemReasons.tooMany, `must hold at most ${observedReportLimits.maximumNodes} entries`)];
   }
-  const reasons: string[] = [];
+  const reasons: IFieldProblem[] = [];
   const seen = new Set<unknown>();
   valueArg.forEach((entry, index) => {
     const path = `${pathArg}[${index}]`;
     if (!entry || typeof entry !== 'object' || Array.isArray(entry)) {
-      reasons.push(`${path} must be an object`);
+      reasons.push(invalidField(path, `must be an object`));
       return;
     }
     const record = entry as Record<string, unknown>;
     for (const key of Object.keys(record)) {
       if (!(key in nodeAssignmentReportShape)) {
-        reasons.push(`${path}.${key} is not a field of an observed node`);
+        reasons.push(fieldProblem(`${path}.${key}`, fieldProblemReasons.unknown, `is not a field of an observed node`));
       }
     }
     for (const [key, check] of Object.entries(nodeAssignmentReportShape)) {
       reasons.push(...check(record[key], `${path}.${key}`));
     }
     if (seen.has(record.nodeId)) {
-      reasons.push(`${path} repeats the node of an earlier entry`);
+      reasons.push(fieldProblem(path, fieldProblemReasons.duplicate, `repeats the node of an earlier entry`));
     }
     seen.add(record.nodeId);
   });
@@ -226,7 +226,8 @@ export const desiredStateOperations = (portsArg: IDesiredStatePorts): IDeclaredO
         const nodeIds = new Set(nodeIdList);
         const verdict = judgeObservedReport(request, published, services, nodeIds);
         if (verdict) {
-          throw refuse(verdict.code, verdict.reasons);
+          // A contradiction names the report's members: an input problem each (paths under `request`).
+          throw verdict.code === 'invalid-request' ? refuseFields(problemsOfSentences(verdict.reasons, 'request')) : refuse(verdict.code, verdict.reasons);
         }
         const accepted = await store.mutate(clusterDesiredStateKind, clusterId, (currentArg) => decideObservedRevision(currentArg, request.desiredRevision), { read: published });
         // The nodes' assignment observations: the one stored observation the ingress judge reads.

@@ -2,7 +2,7 @@ import { refuse } from '../core/errors.js';
 import { adminQuery, relayOrchestration, relayQuery, type IDeclaredOperation } from '../core/operations.js';
 import type { DocumentStore } from '../core/store.js';
 import { validateStreamReference } from '../core/streams.js';
-import { isIdString, type TFieldCheck } from '../core/validation.js';
+import { invalidField, isIdString, sentenceCheck, type TFieldCheck } from '../core/validation.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
 import { isSha256Digest } from '../interfaces/data/immutableimage.js';
 import { imageVersionLimits } from '../interfaces/data/imageversion.js';
@@ -20,12 +20,12 @@ export interface IImageOperationPorts {
 }
 
 const isImageDigest: TFieldCheck = (valueArg, pathArg) =>
-  (isSha256Digest(valueArg) ? [] : [`${pathArg} must be 64 lowercase hex digits (the sha256 of the tar stream)`]);
+  (isSha256Digest(valueArg) ? [] : [invalidField(pathArg, `must be 64 lowercase hex digits (the sha256 of the tar stream)`)]);
 
 const isImageByteLength: TFieldCheck = (valueArg, pathArg) =>
   (Number.isSafeInteger(valueArg) && (valueArg as number) >= 1 && (valueArg as number) <= imageVersionLimits.maximumByteLength
     ? []
-    : [`${pathArg} must be an integer from 1 to ${imageVersionLimits.maximumByteLength}`]);
+    : [invalidField(pathArg, `must be an integer from 1 to ${imageVersionLimits.maximumByteLength}`)]);
 
 export const imageOperations = (portsArg: IImageOperationPorts): IDeclaredOperation[] => {
   const { store, transfers } = portsArg;
@@ -40,7 +40,7 @@ export const imageOperations = (portsArg: IImageOperationPorts): IDeclaredOperat
           serviceId: isIdString,
           digest: isImageDigest,
           byteLength: isImageByteLength,
-          image: (valueArg, pathArg) => validateStreamReference(valueArg, 'send', pathArg),
+          image: sentenceCheck((valueArg, pathArg) => validateStreamReference(valueArg, 'send', pathArg)),
         },
       },
       // Accepted now; the bytes are stored, then recorded, then receipted (./transfers.ts).

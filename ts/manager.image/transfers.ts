@@ -1,4 +1,5 @@
 import { refuse } from '../core/errors.js';
+import { fieldProblem, fieldProblemReasons, refuseFields } from '../core/validation.js';
 import { BlobStoreError, type IBlobStore } from '../core/blobstore.js';
 import { StreamAbortedError, streamChannelOf, type StreamReceiver, type StreamSender } from '../core/streams.js';
 import type { DocumentStore } from '../core/store.js';
@@ -94,7 +95,7 @@ export class ImageTransfers {
       this.pushesInFlight.delete(blobKey);
       throw error instanceof StreamAbortedError
         ? refuse('unavailable', [error.reason])
-        : refuse('invalid-request', ['request.image.streamId is already in use on this socket']);
+        : refuseFields([fieldProblem('request.image.streamId', fieldProblemReasons.duplicate, 'is already in use on this socket')]);
     }
     this.track(this.receivePush(receiver, blobKey, pushArg).finally(() => this.pushesInFlight.delete(blobKey)));
     return { accepted: true };

@@ -13,7 +13,7 @@ import {
 import type { DocumentStore } from '../core/store.js';
 import type { IEncryptedSecretValue } from '../core/secretbox.js';
 import { failpoint } from '../core/failpoints.js';
-import { isAnyValue, isIdString, isString, type TFieldCheck } from '../core/validation.js';
+import { fieldProblem, fieldProblemReasons, type IFieldProblem, invalidField, isAnyValue, isIdString, isString, problemsOfSentences, type TFieldCheck } from '../core/validation.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import { relayNotElectedReason } from '../manager.cluster/relayelection.js';
 import {
@@ -63,9 +63,10 @@ export const nodeAssignmentReportShape: Record<'nodeId' | 'sessionId' | 'assignm
   sessionId: isIdString,
   assignments: (valueArg, pathArg) => {
     if (!Array.isArray(valueArg) || valueArg.length > maximumReportedAssignments) {
-      return [`${pathArg} must be an array of at most ${maximumReportedAssignments} assignments`];
+      const reason = Array.isArray(valueArg) ? fieldProblemReasons.tooMany : fieldProblemReasons.invalid;
+      return [fieldProblem(pathArg, reason, `must be an array of at most ${maximumReportedAssignments} assignments`)];
     }
-    return valueArg.flatMap((item, index) => validateRuntimeAssignmentStatus(item, `${pathArg}[${index}]`));
+    return valueArg.flatMap((item, index) => problemsOfSentences(validateRuntimeAssignmentStatus(item, `${pathArg}[${index}]`), `${pathArg}[${index}]`));
   },
 };
 
@@ -77,30 +78,30 @@ const isSecretVersionReference: TFieldCheck = (valueArg, pathArg) => {
   return reference !== null && isCanonicalId(readOwnDataValue(reference, 'secretId'))
     && isCanonicalId(readOwnDataValue(reference, 'secretVersionId'))
     ? []
-    : [`${pathArg} must be exactly { secretId, secretVersionId } with two ids`];
+    : [invalidField(pathArg, `must be exactly { secretId, secretVersionId } with two ids`)];
 };
 
 const isRevisionOrNull: TFieldCheck = (valueArg, pathArg) =>
-  valueArg === null || isCounter(valueArg) ? [] : [`${pathArg} must be null or a non-negative integer`];
+  valueArg === null || isCounter(valueArg) ? [] : [invalidField(pathArg, `must be null or a non-negative integer`)];
 
 /**
  * Explains why a designation request does not snapshot, member by member; the snapshot itself
  * only says that it failed.
  */
-const describeDesignationRequest = (valueArg: unknown, pathArg: string): string[] => {
+const describeDesignationRequest = (valueArg: unknown, pathArg: string): IFieldProblem[] => {
   if (!isRecord(valueArg)) {
-    return [`${pathArg} must be an object`];
+    return [invalidField(pathArg, `must be an object`)];
   }
-  const reasons: string[] = [];
+  const reasons: IFieldProblem[] = [];
   const members = ['mutationId', 'clusterId', 'ingressServiceId', 'currentRuntime', 'expectedSpecRevision', 'expectedDesignation'];
   for (const key of Object.keys(valueArg)) {
     if (!members.includes(key)) {
-      reasons.push(`${pathArg}.${key} is not a member of a designation request`);
+      reasons.push(fieldProblem(`${pathArg}.${key}`, fieldProblemReasons.unknown, `is not a member of a designation request`));
     }
   }
   for (const key of ['mutationId', 'clusterId', 'ingressServiceId']) {
     if (!isCanonicalId(readOwnDataValue(valueArg, key))) {
-      reasons.push(`${pathArg}.${key} must be an id`);
+      reasons.push(invalidField(`${pathArg}.${key}`, `must be an id`));
     }
   }
   const runtime = readOwnDataValue(valueArg, 'currentRuntime');
@@ -111,10 +112,10 @@ const describeDesignationRequest = (valueArg: unknown, pathArg: string): string[
     || !Number.isSafeInteger(readOwnDataValue(runtime, 'generation'))
     || (readOwnDataValue(runtime, 'generation') as number) < 1
   ) {
-    reasons.push(`${pathArg}.currentRuntime must be { id, phase: 'pallet', generation } of the named cluster`);
+    reasons.push(invalidField(`${pathArg}.currentRuntime`, `must be { id, phase: 'pallet', generation } of the named cluster`));
   }
   if (!isCounter(readOwnDataValue(valueArg, 'expectedSpecRevision'))) {
-    reasons.push(`${pathArg}.expectedSpecRevision must be a non-negative integer`);
+    reasons.push(invalidField(`${pathArg}.expectedSpecRevision`, `must be a non-negative integer`));
   }
   const expected = readOwnDataValue(valueArg, 'expectedDesignation');
   if (expected !== null) {
@@ -124,18 +125,18 @@ const describeDesignationRequest = (valueArg: unknown, pathArg: string): string[
       && (readOwnDataValue(expected, 'generation') as number) >= 1
       && /^[0-9a-f]{64}$/.test(String(readOwnDataValue(expected, 'digest')));
     if (!valid) {
-      reasons.push(`${pathArg}.expectedDesignation must be null or { id, generation, digest }`);
+      reasons.push(invalidField(`${pathArg}.expectedDesignation`, `must be null or { id, generation, digest }`));
     }
   }
-  return reasons.length > 0 ? reasons : [`${pathArg} must use the exact designation request schema`];
+  return reasons.length > 0 ? reasons : [invalidField(pathArg, `must use the exact designation request schema`)];
 };
 
-/** The snapshot of a designation request, or every reason it is not one. */
-const readDesignationRequest = (valueArg: unknown): { intent: IClusterIngressDesignationRequest } | { reasons: string[] } => {
+/** The snapshot of a designation request, or every problem that keeps it from being one. */
+const readDesignationRequest = (valueArg: unknown): { intent: IClusterIngressDesignationRequest } | { problems: IFieldProblem[] } => {
   try {
     return { intent: snapshotClusterIngressDesignationRequest(valueArg) };
   } catch {
-    return { reasons: describeDesignationRequest(valueArg, 'request.designation') };
+    return { problems: describeDesignationRequest(valueArg, 'request.designation') };
   }
 };
 
@@ -363,7 +364,7 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
     // The designation request is a contract value, read whole once into the typed request.
     parse: (request) => {
       const read = readDesignationRequest(request.designation);
-      return 'reasons' in read ? read : { request: { designation: read.intent } };
+      return 'problems' in read ? read : { request: { designation: read.intent } };
     },
     // One document, but an idempotent one: a repeated mutationId answers the recorded answer
     // (before the decision, and after a lost race to a concurrent call of the same mutation); the

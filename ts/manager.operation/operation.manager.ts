@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
 import { isRefusal, refuse } from '../core/errors.js';
 import { WorkQueue } from '../core/workqueue.js';
-import { isIdString } from '../core/validation.js';
+import { fieldProblem, fieldProblemReasons, isIdString } from '../core/validation.js';
 import { adminMutation, adminQuery, registerOperations } from '../core/operations.js';
 import { cloudlyActor, runInOperation } from '../core/operationcontext.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
@@ -495,7 +495,7 @@ export class OperationManager {
           optional: {
             clusterId: isIdString,
             serviceId: isIdString,
-            state: (valueArg, pathArg) => ((operationStates as readonly unknown[]).includes(valueArg) ? [] : [`${pathArg} must be one of ${operationStates.join(', ')}`]),
+            state: (valueArg, pathArg) => ((operationStates as readonly unknown[]).includes(valueArg) ? [] : [fieldProblem(pathArg, fieldProblemReasons.notSupported, `must be one of ${operationStates.join(', ')}`)]),
             ...pageShape('getOperations'),
           },
         },

@@ -1,4 +1,5 @@
 import { refuse } from '../core/errors.js';
+import { problemsOfSentences, refuseFields } from '../core/validation.js';
 import type { TDecision } from '../core/store.js';
 import type { IRuntimeNetworkProjectionApplication, IRuntimeNetworkWorkloadLease } from '../interfaces/data/runtimenetwork.js';
 import {
@@ -104,10 +105,10 @@ export const decideAddressPlanWrite = (
   if (!admission.admitted || stranded.length > 0) {
     return {
       kind: 'refuse',
-      refusal: refuse('invalid-request', [
+      refusal: refuseFields(problemsOfSentences([
         ...(admission.admitted ? [] : admission.reasons.map((reason) => reason.replace(/^next/, 'request.plan'))),
         ...stranded,
-      ]),
+      ], 'request')),
     };
   }
   const plan = detach(admission.plan);
@@ -178,7 +179,7 @@ export const decideLeaseStatement = (
     reasons.unshift('request.leases cannot be confirmed: no address plan exists, so Cloudly allocated no lease');
   }
   if (reasons.length > 0 && leasesArg.length > 0) {
-    return { kind: 'refuse', refusal: refuse('invalid-request', reasons) };
+    return { kind: 'refuse', refusal: refuseFields(problemsOfSentences(reasons, 'request')) };
   }
   const leases = leasesArg.map((entry) => ({
     lease: { id: entry.lease.id, generation: entry.lease.generation },

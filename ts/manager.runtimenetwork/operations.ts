@@ -2,7 +2,7 @@ import { refuse } from '../core/errors.js';
 import type { TCloudlyLogger } from '../core/logger.js';
 import { adminMutation, adminQuery, relayMutation, relayQuery, type IDeclaredOperation } from '../core/operations.js';
 import type { IRelaySession } from '../core/relaysessions.js';
-import { isIdString, type TFieldCheck } from '../core/validation.js';
+import { invalidField, isIdString, sentenceCheck, type TFieldCheck } from '../core/validation.js';
 import { isClusterNodeId } from '../interfaces/data/clusternode.js';
 import {
   validateRuntimeNetworkProjectionApplication,
@@ -29,7 +29,7 @@ import { leaseIndexOf, type IClusterAllocation } from './leases.js';
  */
 
 const isNodeId: TFieldCheck = (valueArg, pathArg) =>
-  isClusterNodeId(valueArg) ? [] : [`${pathArg} must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`];
+  isClusterNodeId(valueArg) ? [] : [invalidField(pathArg, `must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`)];
 
 /** What the runtime network's operations need, wired by the manager. */
 export interface IRuntimeNetworkPorts {
@@ -73,7 +73,7 @@ export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDecla
   adminMutation({
     method: 'setRuntimeNetworkAddressPlan',
     access: 'write',
-    input: { required: { plan: (valueArg, pathArg) => validateRuntimeNetworkAddressPlan(valueArg, pathArg) } },
+    input: { required: { plan: sentenceCheck(validateRuntimeNetworkAddressPlan) } },
     // The allocation's leases (a plan must not strand them) and the writer, read once before deciding.
     facts: async (_request, context) => ({
       entries: await portsArg.readLeaseEntries(),
@@ -110,7 +110,7 @@ export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDecla
   relayMutation({
     method: 'reportRuntimeNetworkLeases',
     access: 'relay',
-    input: { required: { nodeId: isNodeId, leases: (valueArg, pathArg) => validateRuntimeNetworkWorkloadLeases(valueArg, pathArg) } },
+    input: { required: { nodeId: isNodeId, leases: sentenceCheck(validateRuntimeNetworkWorkloadLeases) } },
     // What the statement is judged against: Cloudly's allocation of the relay's own cluster.
     async facts(request, context) {
       await portsArg.requireElected(context.session);
@@ -147,7 +147,7 @@ export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDecla
   relayMutation({
     method: 'reportRuntimeNetworkProjectionApplication',
     access: 'relay',
-    input: { required: { application: (valueArg, pathArg) => validateRuntimeNetworkProjectionApplication(valueArg, pathArg) } },
+    input: { required: { application: sentenceCheck(validateRuntimeNetworkProjectionApplication) } },
     async facts(request, context) {
       await portsArg.requireElected(context.session);
       const application = applicationOf(request.application);

@@ -4,7 +4,7 @@ import { refuse } from '../core/errors.js';
 import { fromBase64Url, importRecipientPublicKey, sealSecret, secretRecipientId, toBase64Url, x25519PublicKeyPattern } from '../core/sealing.js';
 import { adminMutation, adminQuery, registerOperations, relayMutation, relayOrchestration } from '../core/operations.js';
 import { decideSigningKeyRotation, signingKeysId, signingKeysKind } from '../core/auth.js';
-import { isIdString, isNonNegativeInteger, isString, type TFieldCheck } from '../core/validation.js';
+import { invalidField, isIdString, isNonNegativeInteger, isString, refuseFields, type TFieldCheck } from '../core/validation.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import { isClusterNodeId } from '../interfaces/data/clusternode.js';
 import type {
@@ -48,18 +48,18 @@ export const enrollmentChallengeBytes = 32;
 export const corestoreCredentialBytes = 32;
 
 const isNodeId: TFieldCheck = (valueArg, pathArg) =>
-  isClusterNodeId(valueArg) ? [] : [`${pathArg} must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`];
+  isClusterNodeId(valueArg) ? [] : [invalidField(pathArg, `must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`)];
 
 const isRecipient: TFieldCheck = (valueArg, pathArg) => {
   const recipient = readExactDataRecord(valueArg, ['algorithm', 'publicKey']);
   if (!recipient) {
-    return [`${pathArg} must be exactly { algorithm, publicKey }`];
+    return [invalidField(pathArg, `must be exactly { algorithm, publicKey }`)];
   }
   return [
-    ...(recipient.algorithm === 'x25519' ? [] : [`${pathArg}.algorithm must be 'x25519'`]),
+    ...(recipient.algorithm === 'x25519' ? [] : [invalidField(`${pathArg}.algorithm`, `must be 'x25519'`)]),
     ...(typeof recipient.publicKey === 'string' && x25519PublicKeyPattern.test(recipient.publicKey)
       ? []
-      : [`${pathArg}.publicKey must be the 32-byte X25519 public key in unpadded base64url (43 characters)`]),
+      : [invalidField(`${pathArg}.publicKey`, `must be the 32-byte X25519 public key in unpadded base64url (43 characters)`)]),
   ];
 };
 
@@ -229,7 +229,7 @@ export class SecretManager {
     try {
       publicKey = await importRecipientPublicKey(publicKeyArg);
     } catch {
-      throw refuse('invalid-request', ['request.recipient.publicKey is not an X25519 public key']);
+      throw refuseFields([invalidField('request.recipient.publicKey', 'is not an X25519 public key')]);
     }
     const challengeBytes = randomBytes(enrollmentChallengeBytes);
     const now = Date.now();

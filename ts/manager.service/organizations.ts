@@ -3,7 +3,7 @@ import { refuse, refuseNamed } from '../core/errors.js';
 import { adminMutation, adminQuery, type IDeclaredOperation } from '../core/operations.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
 import { defineDocumentKind, type DocumentStore, type IStoredDocument, type TDecision } from '../core/store.js';
-import { isIdString, isPositiveInteger, type TFieldCheck } from '../core/validation.js';
+import { isIdString, isPositiveInteger, sentenceCheck, type TFieldCheck } from '../core/validation.js';
 import { validateOrganizationWritable, type IOrganization } from '../interfaces/data/organization.js';
 
 /**
@@ -67,7 +67,7 @@ export const registerNamedOrganizations = async (storeArg: DocumentStore, organi
 };
 
 export const organizationOperations = (cloudlyArg: Cloudly): IDeclaredOperation[] => {
-  const isWritable: TFieldCheck = (valueArg, pathArg) => validateOrganizationWritable(valueArg, pathArg);
+  const isWritable: TFieldCheck = sentenceCheck(validateOrganizationWritable);
   return [
     adminMutation({
       method: 'createOrganization',

@@ -33,7 +33,7 @@ import { refuse, refuseNamed } from '../core/errors.js';
 import { defineDocumentKind, type IStoredDocument, type TDecision } from '../core/store.js';
 import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayMutation } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
-import { isAnyValue, isIdString, isPositiveInteger, type TFieldCheck } from '../core/validation.js';
+import { isAnyValue, isIdString, isPositiveInteger, problemsOfSentences, refuseFields, sentenceCheck, sentenceOfProblem, type TFieldCheck } from '../core/validation.js';
 import type { IRelaySession } from '../core/relaysessions.js';
 import {
   buildFirstClaimGeneration,
@@ -226,7 +226,7 @@ const decideServiceUpdate = (
     moved.push('request.service.organizationId cannot change');
   }
   if (moved.length > 0) {
-    return { kind: 'refuse', refusal: refuse('invalid-request', moved) };
+    return { kind: 'refuse', refusal: refuseFields(problemsOfSentences(moved, 'request')) };
   }
   if (currentArg.deletionRequestedAt !== undefined) {
     return { kind: 'refuse', refusal: refuse('conflict', ['service-pending-removal']) };
@@ -590,7 +590,7 @@ export class ServiceManager {
   // ------------------------------------------------------------------ services
 
   private registerServiceHandlers(): void {
-    const isWritableSpec: TFieldCheck = (valueArg, pathArg) => validateServiceWritableSpec(valueArg, pathArg);
+    const isWritableSpec: TFieldCheck = sentenceCheck(validateServiceWritableSpec);
     const isServiceRead = { required: { serviceId: isIdString } };
     registerOperations(this.cloudly, [
       adminMutation({
@@ -726,12 +726,12 @@ export class ServiceManager {
       routes.forEach((route, index) => {
         const owner = taken.get(route.hostname);
         if (owner) {
-          reasons.push(`request.service.routes[${index}].hostname is routed to service ${owner} already`);
+          reasons.push(`request.service.routes[${index}].hostname repeats the hostname of a route of service ${owner}`);
         }
       });
     }
     if (reasons.length > 0) {
-      throw refuse('invalid-request', reasons);
+      throw refuseFields(problemsOfSentences(reasons, 'request'));
     }
   }
 
@@ -744,14 +744,16 @@ export class ServiceManager {
       input: { required: { serviceId: isIdString, mountPath: isAnyValue, expected: isAnyValue, initialization: isAnyValue } },
       // Both values are checked whole; their reasons travel in the contract's error data.
       check: (request) => [
-        ...(request.expected === null ? [] : validateServiceVolumeInitialization(request.expected, 'request.expected')),
-        ...(request.initialization === null ? [] : validateServiceVolumeInitialization(request.initialization, 'request.initialization')),
+        ...(request.expected === null ? [] : problemsOfSentences(validateServiceVolumeInitialization(request.expected, 'request.expected'), 'request.expected')),
+        ...(request.initialization === null
+          ? []
+          : problemsOfSentences(validateServiceVolumeInitialization(request.initialization, 'request.initialization'), 'request.initialization')),
       ],
       // The contract answers in IServiceVolumeInitializationErrorData: an invalid value, and a write
       // that lost every round (a lost round re-reads and decides again; a write that changed this
       // volume meanwhile is answered `conflict` by the decision itself).
       refusals: {
-        invalid: (reasons) => volumeRefusal('volume-initialization-invalid', reasons),
+        invalid: (problems) => volumeRefusal('volume-initialization-invalid', problems.map(sentenceOfProblem)),
         conflict: () => volumeRefusal('conflict', ['the service kept changing while the initialization was set']),
       },
       target: (request) => ({ kind: serviceKind, id: request.serviceId }),
@@ -831,7 +833,7 @@ export class ServiceManager {
       relayMutation({
         method: 'reportRuntimeNodeSession',
         access: 'relay',
-        input: { required: { nodeId: isIdString, session: (value, path) => validateRuntimeSessionReference(value, path) } },
+        input: { required: { nodeId: isIdString, session: sentenceCheck(validateRuntimeSessionReference) } },
         // The socket names the cluster: every report is confined to the relay's own cluster.
         facts: async (_request, context) => ({ clusterId: context.clusterId }),
         target: (request, facts) => ({ kind: runtimeNodeSessionKind, id: nodeSessionId(facts.clusterId, request.nodeId) }),

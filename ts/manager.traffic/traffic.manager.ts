@@ -1,7 +1,7 @@
 import type { Cloudly } from '../classes.cloudly.js';
 import { refuse, refuseNamed } from '../core/errors.js';
 import { requireValidRelayAnswer } from '../core/relaycalls.js';
-import { isIdString, isString, type TFieldCheck } from '../core/validation.js';
+import { invalidField, isIdString, isString, type TFieldCheck } from '../core/validation.js';
 import { adminQuery, registerOperations } from '../core/operations.js';
 import {
   clusterTrafficStatisticsContract as contract,
@@ -18,12 +18,12 @@ import type {
 const dayMs = 86_400_000;
 
 const isUtcDay: TFieldCheck = (valueArg, pathArg) =>
-  (readUtcDay(valueArg) === null ? [`${pathArg} must be a UTC day YYYY-MM-DD`] : []);
+  (readUtcDay(valueArg) === null ? [invalidField(pathArg, `must be a UTC day YYYY-MM-DD`)] : []);
 
 const isLimit: TFieldCheck = (valueArg, pathArg) =>
   (Number.isSafeInteger(valueArg) && (valueArg as number) >= 1 && (valueArg as number) <= contract.maximumLimit
     ? []
-    : [`${pathArg} must be an integer from 1 to ${contract.maximumLimit}`]);
+    : [invalidField(pathArg, `must be an integer from 1 to ${contract.maximumLimit}`)]);
 
 const isCursor = isString(1, contract.maximumCursorLength);
 
@@ -46,10 +46,12 @@ export class TrafficManager {
         const from = readUtcDay(request.fromDayUtc)!;
         const to = readUtcDay(request.toDayUtc)!;
         if (to < from) {
-          return ['request.toDayUtc must not be before request.fromDayUtc'];
+          return [invalidField('request.toDayUtc', 'must not be before request.fromDayUtc')];
         }
         const days = (to - from) / dayMs + 1;
-        return days > contract.maximumRangeDays ? [`request spans ${days} days; at most ${contract.maximumRangeDays} days per read`] : [];
+        return days > contract.maximumRangeDays
+          ? [invalidField('request.toDayUtc', `spans ${days} days from request.fromDayUtc; at most ${contract.maximumRangeDays} days per read`)]
+          : [];
       },
       run: async (request) => {
         if (!(await cloudly.clusterManager.getCluster(request.clusterId))) {

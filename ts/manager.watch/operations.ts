@@ -1,7 +1,7 @@
 import { EnvelopePeer } from '../core/envelopepeer.js';
 import { refuseNamed } from '../core/errors.js';
 import { adminQuery, type IAdminHandlerContext, type IDeclaredOperation, type TOperationRequest } from '../core/operations.js';
-import { isArrayOf, isIdString, isNonNegativeInteger, isString } from '../core/validation.js';
+import { fieldProblem, fieldProblemReasons, type IFieldProblem, isArrayOf, isIdString, isNonNegativeInteger, isString } from '../core/validation.js';
 
 /**
  * `watchChanges` / `unwatchChanges` as declared operations: the pipeline runs the guard (identity,
@@ -30,10 +30,11 @@ export interface IWatchPorts {
  * Every named kind that no change can carry, by its path: `cluster` for `CloudlyCluster` would
  * be accepted and silently match nothing, so it is refused.
  */
-export const judgeWatchKinds = (kindsArg: readonly string[] | undefined, watchableArg: ReadonlySet<string>): string[] =>
+export const judgeWatchKinds = (kindsArg: readonly string[] | undefined, watchableArg: ReadonlySet<string>): IFieldProblem[] =>
   (kindsArg ?? []).flatMap((kindArg, indexArg) => (watchableArg.has(kindArg)
     ? []
-    : [`request.kinds[${indexArg}] names no watchable kind: ${JSON.stringify(kindArg)} (kinds are document kinds such as CloudlyCluster)`]));
+    : [fieldProblem(`request.kinds[${indexArg}]`, fieldProblemReasons.notSupported,
+      `names no watchable kind: ${JSON.stringify(kindArg)} (kinds are document kinds such as CloudlyCluster)`)]));
 
 /** The admin socket the call came on: the transport puts it into the socket's per-connection data. */
 const peerOf = (contextArg: IAdminHandlerContext): EnvelopePeer => {

@@ -3,6 +3,7 @@ import type { Cloudly } from '../classes.cloudly.js';
 import type { EnvelopePeer } from '../core/envelopepeer.js';
 import { registerOperations } from '../core/operations.js';
 import { refuse } from '../core/errors.js';
+import { invalidField, refuseFields } from '../core/validation.js';
 import { currentOperation } from '../core/operationcontext.js';
 import { auditEventKind, auditedKindNames, type IDocumentKind, type IStoredDocument } from '../core/store.js';
 import type { IChangeEvent, IReq_Cloudly_Admin_WatchExpired, TWatchedChange } from '../interfaces/requests/watch.js';
@@ -136,7 +137,7 @@ export class WatchManager {
   private async watch(request: TWatchRequest, peerArg: EnvelopePeer): Promise<{ watchId: string; revision: number }> {
     if (request.sinceRevision !== undefined) {
       if (request.sinceRevision > this.lastRevision) {
-        throw refuse('invalid-request', [`request.sinceRevision is ahead of this instance's revision ${this.lastRevision}`]);
+        throw refuseFields([invalidField('request.sinceRevision', `is ahead of this instance's revision ${this.lastRevision}`)]);
       }
       const oldestKept = this.recent.length > 0 ? this.recent[0].revision - 1 : this.lastRevision;
       // Reading the shared log (re)starts with this watcher: changes made elsewhere before now were not numbered.

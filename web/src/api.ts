@@ -43,9 +43,9 @@ export class ApiError extends Error {
       : [];
   }
 
-  /** What to tell a person: the causes' sentences when there are any, else the reasons, else the text. */
+  /** What to tell a person: the causes' sentences (each after its path) when there are any, else the reasons, else the text. */
   public get explanation(): string {
-    const causes = this.causes.map((causeArg) => causeArg.message);
+    const causes = this.causes.map((causeArg) => (causeArg.path ? `${causeArg.path}: ${causeArg.message}` : causeArg.message));
     return (causes.length ? causes : this.reasons).join('; ') || this.text;
   }
 }

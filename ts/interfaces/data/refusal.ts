@@ -10,9 +10,48 @@ export const refusalReasonTokenPattern = /^[a-z0-9]+(-[a-z0-9]+)*$/;
 export const isRefusalReasonToken = (valueArg: unknown): valueArg is string =>
   typeof valueArg === 'string' && refusalReasonTokenPattern.test(valueArg);
 
-/** A sentence for people about one refusal; `path` names the request member it is about, when one is. */
+/**
+ * A sentence for people about one refusal; `path` names the request member it is about, when one
+ * is, and `reason` the token of that one problem (an input check's `field-…` token), when it has one.
+ */
 export interface IRefusalCause {
   path?: string;
+  reason?: string;
+  message: string;
+}
+
+/**
+ * The reasons an input check gives (in the manner of Kubernetes' `field.ErrorType`): a small fixed
+ * set, one per kind of problem with one request member. A refusal of the request's shape carries
+ * the distinct ones in `reasons` and every problem, with its path and sentence, in `causes`.
+ */
+export const fieldProblemReasons = Object.freeze({
+  /** A required member is missing. */
+  required: 'field-required',
+  /** The value has the wrong type, form or range. */
+  invalid: 'field-invalid',
+  /** The value is not one of the values the member admits. */
+  notSupported: 'field-not-supported',
+  /** A string longer than the member admits. */
+  tooLong: 'field-too-long',
+  /** A list or record with more items than the member admits. */
+  tooMany: 'field-too-many',
+  /** An item that repeats an earlier one where each must be unique. */
+  duplicate: 'field-duplicate',
+  /** The value names something that does not exist (a node of the cluster, a service). */
+  notFound: 'field-not-found',
+  /** A member that must be absent here (given the request's other members). */
+  forbidden: 'field-forbidden',
+  /** A member the request (or the object it is in) does not have. */
+  unknown: 'field-unknown',
+} as const);
+
+export type TFieldProblemReason = (typeof fieldProblemReasons)[keyof typeof fieldProblemReasons];
+
+/** One problem an input check found: the member's path, its reason token and the sentence for people (without the path). */
+export interface IFieldProblem {
+  path: string;
+  reason: TFieldProblemReason;
   message: string;
 }
 
