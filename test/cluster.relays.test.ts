@@ -14,6 +14,7 @@ import type { ITypedContract } from '../ts/interfaces/requests/admin.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import { clusterRelayLeaseKind } from '../ts/manager.cluster/relayelection.js';
 import type { TUntypedContract } from '../ts/client/admin.js';
+import { problemsOf } from './helpers/refusals.js';
 
 type IReq_WhoAmI = ITypedContract<'testWhoAmI', Record<string, never>, { relay: string }>;
 
@@ -154,8 +155,8 @@ describe('relay registrations and the election of one relay socket per cluster',
 
     const invalid = await refusalOf(() => t.caller.call<TUntypedContract>('getClusterRelayRegistrations', { clusterIds: [a.cluster.id, '', a.cluster.id, 7] }));
     assert.equal(invalid.code, 'invalid-request');
-    assert.deepEqual((invalid.reasons as string[]).map((reason) => reason.split(' ')[0]), [
-      'request.clusterIds[1]', 'request.clusterIds[2]', 'request.clusterIds[3]',
+    assert.deepEqual(problemsOf(invalid).map(([path, reason]) => [path, reason]), [
+      ['request.clusterIds[1]', 'field-invalid'], ['request.clusterIds[2]', 'field-duplicate'], ['request.clusterIds[3]', 'field-invalid'],
     ]);
     const notArray = await refusalOf(() => t.caller.call<TUntypedContract>('getClusterRelayRegistrations', { clusterIds: a.cluster.id }));
     assert.equal(notArray.code, 'invalid-request');
@@ -163,8 +164,9 @@ describe('relay registrations and the election of one relay socket per cluster',
       registration: { origin: 'http://u@relay.example/', version: '', protocol: 'p', extra: 1 },
     }));
     assert.equal(badRegistration.code, 'invalid-request');
-    assert.deepEqual((badRegistration.reasons as string[]).map((reason) => reason.split(' ')[0]), [
-      'request.registration.extra', 'request.registration.origin', 'request.registration.origin', 'request.registration.version',
+    assert.deepEqual(problemsOf(badRegistration).map(([path, reason]) => [path, reason]), [
+      ['request.registration.extra', 'field-unknown'], ['request.registration.origin', 'field-invalid'],
+      ['request.registration.origin', 'field-invalid'], ['request.registration.version', 'field-invalid'],
     ]);
     assert.equal((await registrations([a.cluster.id]))[0].origin, 'http://192.0.2.31:8080', 'a refused registration changes nothing');
   });
@@ -260,14 +262,15 @@ describe('node reports with hostAddresses, and cluster isolation', () => {
     for (const [hostAddresses, expected] of table) {
       const data = await refusalOf(() => report(relayA, { nodeId: 'table-node', hostAddresses }));
       assert.equal(data.code, 'invalid-request');
-      assert.deepEqual((data.reasons as string[]).map(tag), expected, JSON.stringify(hostAddresses));
-      assert.ok((data.reasons as string[]).every((reason) => reason.startsWith('request.report.hostAddresses')));
+      assert.deepEqual(problemsOf(data).map(([, , message]) => tag(message)), expected, JSON.stringify(hostAddresses));
+      assert.ok(problemsOf(data).every(([path]) => path?.startsWith('request.report.hostAddresses')), JSON.stringify(data));
+      assert.ok((data.reasons as string[]).every((reason) => reason.startsWith('field-')), JSON.stringify(data));
     }
     assert.deepEqual((await nodesOf(clusterA)).find((node) => node.id === 'table-node')!.hostAddresses, ['10.1.0.1'], 'refusals stored nothing');
     const exactly32 = Array.from({ length: 32 }, (_, index) => `10.3.${index}.1`).sort();
     assert.equal((await report(relayA, { nodeId: 'table-node', hostAddresses: exactly32 })).node.hostAddresses?.length, 32);
     const combined = await refusalOf(() => report(relayA, { nodeId: 'bad id', name: '', hostAddresses: [] }));
-    assert.equal((combined.reasons as string[]).length, 3);
+    assert.deepEqual(problemsOf(combined).map(([path]) => path), ['request.report.nodeId', 'request.report.name', 'request.report.hostAddresses']);
   });
 
   test('a relay of cluster A never reads or writes the nodes of cluster B', async () => {

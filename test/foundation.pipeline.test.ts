@@ -11,8 +11,9 @@ import {
   type IOperationHost,
 } from '../ts/core/operations.js';
 import { defineDocumentKind, type DocumentStore, type IStoredDocument } from '../ts/core/store.js';
-import { isIdString, isNonNegativeInteger } from '../ts/core/validation.js';
+import { invalidField, isIdString, isNonNegativeInteger, sentenceOfProblem, type IFieldProblem } from '../ts/core/validation.js';
 import { computeCanonicalJsonSha256Hex } from '../ts/interfaces/private/canonicaljson.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 /**
  * The declared-operation pipeline itself (ts/core/operations.ts): replay by mutationId, the
@@ -184,10 +185,10 @@ describe('the declared-operation pipeline', () => {
       input: { required: { id: isIdString, value: isNonNegativeInteger, expectedGeneration: isNonNegativeInteger } },
       parse: (request: IProbeRequest) => {
         parses++;
-        return request.value > 100 ? { reasons: ['request.value must be at most 100'] } : { request: { ...request, value: request.value * 2 } };
+        return request.value > 100 ? { problems: [invalidField('request.value', 'must be at most 100')] } : { request: { ...request, value: request.value * 2 } };
       },
-      check: (request: IProbeRequest) => (request.value === 0 ? ['request.value must not be 0'] : []),
-      refusals: { invalid: (reasons: string[]) => contractRefusal('The probe is invalid.', { code: 'probe-invalid', retryable: false, reasons }) },
+      check: (request: IProbeRequest) => (request.value === 0 ? [invalidField('request.value', 'must not be 0')] : []),
+      refusals: { invalid: (problems: IFieldProblem[]) => contractRefusal('The probe is invalid.', { code: 'probe-invalid', retryable: false, reasons: problems.map(sentenceOfProblem) }) },
       target: (request: IProbeRequest) => ({ kind: probeKind, id: request.id }),
       decide: (current: IProbe | null, { request }: { request: IProbeRequest }) => {
         seen.push(request.value);
@@ -203,7 +204,10 @@ describe('the declared-operation pipeline', () => {
     assert.deepEqual(await refusalOf(() => host.call('probeParsed', { id: 'probe-parsed', value: 0, expectedGeneration: 0 })),
       { code: 'probe-invalid', retryable: false, reasons: ['request.value must not be 0'] });
     // The shape is still the catalogue's own refusal: the contract's shape is for its values.
-    assert.equal((await refusalOf(() => host.call('probeParsed', { id: 'probe-parsed' }))).code, 'invalid-request');
+    assertFieldProblems(await refusalOf(() => host.call('probeParsed', { id: 'probe-parsed', value: -1 })), [
+      ['request.value', 'field-invalid', 'must be a non-negative integer'],
+      ['request.expectedGeneration', 'field-required', 'is required'],
+    ]);
     assert.deepEqual(seen, [42], 'no refused request reached the decision');
   });
 });

@@ -398,7 +398,7 @@ describe('lease statements answer to Cloudly\'s allocation', () => {
       assert.equal(refused.code, 'invalid-request');
       assertFieldProblems(refused, [
         ['request.leases', 'field-invalid', 'cannot be confirmed: no address plan exists, so Cloudly allocated no lease'],
-        ['request.leases[0].lease.id', 'field-invalid', 'is no lease Cloudly allocated'],
+        ['request.leases[0].lease.id', 'field-not-found', 'is no lease Cloudly allocated'],
       ]);
       const projection = (await t.caller.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: 'node-1' })).projection;
       assert.deepEqual(projection.endpoints, [], 'no refused lease became an endpoint');

@@ -79,7 +79,12 @@ test('a watch of a kind no change can carry is refused, naming the kind and its 
   assert.deepEqual(refused, {
     code: 'invalid-request',
     retryable: false,
-    reasons: ['request.kinds[1] names no watchable kind: "cluster" (kinds are document kinds such as CloudlyCluster)'],
+    reasons: ['field-not-supported'],
+    causes: [{
+      path: 'request.kinds[1]',
+      reason: 'field-not-supported',
+      message: 'names no watchable kind: "cluster" (kinds are document kinds such as CloudlyCluster)',
+    }],
   });
   const { client, answer } = await openWatcherAt(t.baseUrl, { kinds: ['CloudlyCluster', 'CloudlyService'] });
   try {
