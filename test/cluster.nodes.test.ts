@@ -11,6 +11,7 @@ import type {
 } from '../ts/interfaces/requests/cluster.js';
 import type { IClusterNode } from '../ts/interfaces/data/clusternode.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
+import { assertFieldProblems, problemsOf } from './helpers/refusals.js';
 
 describe('cluster nodes and their Corestore endpoints', () => {
   let t: ITestCloudly;
@@ -65,8 +66,11 @@ describe('cluster nodes and their Corestore endpoints', () => {
   test('bad node requests are refused with every reason, and unknown clusters are not-found', async () => {
     const bad = await refusalOf(() => t.admin.fire('addClusterNode', { identity: t.identity, clusterId: '', name: ' x', nodeId: 'a/b', extra: 1 }));
     assert.equal(bad.code, 'invalid-request');
-    assert.deepEqual((bad.reasons as string[]).map((reason) => reason.split(' ')[0]), [
-      'request.clusterId', 'request.name', 'request.nodeId', 'request.extra',
+    assertFieldProblems(bad, [
+      ['request.clusterId', 'field-invalid', 'must be a string of 1 to 128 characters'],
+      ['request.name', 'field-invalid'],
+      ['request.nodeId', 'field-invalid'],
+      ['request.extra', 'field-unknown', 'is not a field of this request'],
     ]);
     const unknown = await refusalOf(() => listNodes('no-such-cluster'));
     assert.equal(unknown.code, 'not-found');
@@ -88,13 +92,13 @@ describe('cluster nodes and their Corestore endpoints', () => {
     for (const [corestore, count] of table) {
       const data = await refusalOf(() => setCorestore('table-node', null, corestore));
       assert.equal(data.code, 'invalid-request', JSON.stringify(corestore));
-      const reasons = data.reasons as string[];
-      assert.equal(reasons.length, count, JSON.stringify(reasons));
-      assert.ok(reasons.every((reason) => reason.startsWith('request.corestore')), JSON.stringify(reasons));
+      const problems = problemsOf(data);
+      assert.equal(problems.length, count, JSON.stringify(data));
+      assert.ok(problems.every(([path, reason]) => path?.startsWith('request.corestore') && reason?.startsWith('field-')), JSON.stringify(data));
     }
     // A bad `expected` and a bad `corestore` are named together.
     const both = await refusalOf(() => setCorestore('table-node', { endpoint: 'http://a/' }, { endpoint: 'http://b/' }));
-    assert.deepEqual((both.reasons as string[]).map((reason) => reason.split(' ')[0]), ['request.expected.endpoint', 'request.corestore.endpoint']);
+    assert.deepEqual(problemsOf(both).map(([path]) => path), ['request.expected.endpoint', 'request.corestore.endpoint']);
     const node = (await listNodes()).find((n) => n.id === 'table-node')!;
     assert.equal(node.generation, 1);
     assert.equal(node.corestore, undefined);

@@ -11,6 +11,7 @@ import type {
 import type { IReq_Any_Cloudly_CreateService, IReq_Any_Cloudly_UpdateService } from '../ts/interfaces/requests/service.js';
 import { clusterIngressSlotKind, type IClusterIngressSlotDocument } from '../ts/manager.ingress/documents.js';
 import { ingressBearerContext } from '../ts/manager.ingress/ingress.manager.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 
 describe('designateClusterIngress and getClusterIngressDesignation', () => {
   let t: ITestCloudly;
@@ -202,10 +203,13 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
       currentRuntime: { ...cluster.runtime, phase: 'swarm' }, expectedSpecRevision: -1, expectedDesignation: 'x', extra: 1,
     });
     assert.equal(invalid.code, 'invalid-request');
-    const reasons = invalid.reasons as string[];
-    for (const path of ['extra', 'mutationId', 'currentRuntime', 'expectedSpecRevision', 'expectedDesignation']) {
-      assert.ok(reasons.some((reason) => reason.includes(path)), `a reason names ${path}`);
-    }
+    assertFieldProblems(invalid, [
+      ['request.designation.extra', 'field-unknown', 'is not a member of a designation request'],
+      ['request.designation.mutationId', 'field-invalid', 'must be an id'],
+      ['request.designation.currentRuntime', 'field-invalid'],
+      ['request.designation.expectedSpecRevision', 'field-invalid', 'must be a non-negative integer'],
+      ['request.designation.expectedDesignation', 'field-invalid', 'must be null or { id, generation, digest }'],
+    ]);
     const unknownCluster = await refusedDesignation(designationRequest(cluster, {
       clusterId: 'cluster-unknown', currentRuntime: { id: 'cluster-unknown', phase: 'pallet', generation: 1 },
     }));
