@@ -70,6 +70,14 @@ test('usage errors exit 2 and send nothing', async () => {
   assert.deepEqual((await api('getClusters', {})).clusters, []);
 });
 
+test('an input refusal prints its tokens, then every problem as path: message, and exits 1', async () => {
+  const refused = await cloudly(['clusters', 'create', '--name', 'x'.repeat(65)]);
+  assert.equal(refused.code, 1);
+  assert.equal(refused.stdout, '');
+  assert.equal(refused.stderr, 'refused: invalid-request\n  field-too-long\n  request.name: must be a string of 1 to 64 characters\n');
+  assert.deepEqual((await api('getClusters', {})).clusters, []);
+});
+
 test('clusters create and list: the JSON output is exactly the API answer', async () => {
   const created = json(await cloudly(['clusters', 'create', '--name', 'cli-alpha', '--output', 'json']));
   assert.match(created.relayToken, /^szrelay_/);
