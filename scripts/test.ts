@@ -170,29 +170,39 @@ const machineTicks = (): { busy: number; total: number } | null => {
 };
 
 /**
- * Answers, every 500 ms, whether the last second left CPU to spare; `take()` claims the spare
- * capacity for one file (and holds further claims back for `extraStartGapMs`).
+ * Samples the machine's CPU every 500 ms and answers whether the last second left CPU to spare;
+ * `take()` claims the spare capacity for one file (and holds further claims back for
+ * `extraStartGapMs`). The tick source and the clock are parameters so a test
+ * can drive it (test/foundation.scheduler.decision.test.ts).
  */
-class SpareCpu {
+export class SpareCpu {
   private samples: Array<{ busy: number; total: number }> = [];
   private timer: NodeJS.Timeout | null = null;
-  private lastTaken = 0;
+  private lastTaken = -Infinity;
 
+  constructor(
+    private readTicks: () => { busy: number; total: number } | null = machineTicks,
+    private now: () => number = Date.now,
+  ) {}
+
+  /** Takes the first sample; false (and no sampling) where the machine's ticks cannot be read. */
   start(): boolean {
-    const first = machineTicks();
-    if (!first) {
+    if (!this.sample()) {
       return false;
     }
-    this.samples.push(first);
-    this.timer = setInterval(() => {
-      const sample = machineTicks();
-      if (sample) {
-        this.samples.push(sample);
-        this.samples = this.samples.slice(-3);
-      }
-    }, 500);
+    this.timer = setInterval(() => this.sample(), 500);
     this.timer.unref();
     return true;
+  }
+
+  /** One sample; the last three (one second) are kept. */
+  sample(): boolean {
+    const ticks = this.readTicks();
+    if (ticks) {
+      this.samples.push(ticks);
+      this.samples = this.samples.slice(-3);
+    }
+    return ticks !== null;
   }
 
   stop(): void {
@@ -201,7 +211,8 @@ class SpareCpu {
     }
   }
 
-  private idleShare(): number {
+  /** The idle share of the machine over the kept samples; 0 until there are three. */
+  idleShare(): number {
     if (this.samples.length < 3) {
       return 0;
     }
@@ -212,10 +223,10 @@ class SpareCpu {
   }
 
   take(): boolean {
-    if (Date.now() - this.lastTaken < extraStartGapMs || this.idleShare() <= spareCpuShare) {
+    if (this.now() - this.lastTaken < extraStartGapMs || this.idleShare() <= spareCpuShare) {
       return false;
     }
-    this.lastTaken = Date.now();
+    this.lastTaken = this.now();
     // The claim counts from the next samples on: what was idle before it is spent.
     this.samples = this.samples.slice(-1);
     return true;
