@@ -98,7 +98,8 @@ describe('cluster nodes and their Corestore endpoints', () => {
     }
     // A bad `expected` and a bad `corestore` are named together.
     const both = await refusalOf(() => setCorestore('table-node', { endpoint: 'http://a/' }, { endpoint: 'http://b/' }));
-    assert.deepEqual(problemsOf(both).map(([path]) => path), ['request.expected.endpoint', 'request.corestore.endpoint']);
+    assert.deepEqual(problemsOf(both).map(([path, reason, message]) => [path, reason, message.split(' ')[0]]),
+      [['request.expected', 'field-invalid', 'endpoint'], ['request.corestore', 'field-invalid', 'endpoint']]);
     const node = (await listNodes()).find((n) => n.id === 'table-node')!;
     assert.equal(node.generation, 1);
     assert.equal(node.corestore, undefined);
