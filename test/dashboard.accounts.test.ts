@@ -51,7 +51,7 @@ test('an admin creates accounts with roles; a name is taken once, even by ten at
   const short = await refusalOf(() => createUser('shorty', 'user', 'short'));
   assertFieldProblems(short, [['request.password', 'field-invalid', 'must be a string of 12 to 1024 characters']]);
   const badRole = await refusalOf(() => t.caller.call('createUser', { username: 'x', password: userPassword, role: 'root' as never }));
-  assertFieldProblems(badRole, [['request.role', 'field-invalid', 'must be admin or user']]);
+  assertFieldProblems(badRole, [['request.role', 'field-not-supported', 'must be admin or user']]);
 });
 
 test('a user reads, and every mutation (a dry run too) is refused forbidden', async () => {

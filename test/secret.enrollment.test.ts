@@ -138,7 +138,7 @@ describe('secret recipient enrollment and sealed Corestore credentials', () => {
     const bad = await refusalOf(() => a.relay.fire('beginSecretRecipientEnrollment', { recipient: { algorithm: 'p256', publicKey: 'x' } }));
     assert.equal(bad.code, 'invalid-request');
     assertFieldProblems(bad, [
-      ['request.recipient.algorithm', 'field-invalid', "must be 'x25519'"],
+      ['request.recipient.algorithm', 'field-not-supported', "must be 'x25519'"],
       ['request.recipient.publicKey', 'field-invalid', 'must be the 32-byte X25519 public key in unpadded base64url (43 characters)'],
     ]);
     const viaAdmin = await refusalOf(() => t.caller.call('getCorestoreControlCredentialMaterial', { nodeId: 'node-1' }));

@@ -4,7 +4,7 @@ import type { Cloudly } from '../classes.cloudly.js';
 import type { IReq_Admin_LoginWithUsernameAndPassword } from '../interfaces/requests/admin.js';
 import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
 import { accessDeniedRefusal, isRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
-import { checkRequestShape, fieldProblem, fieldProblemReasons, invalidField, isBoolean, isIdString, isNonNegativeInteger, isString, refuseFields, type TFieldCheck } from '../core/validation.js';
+import { checkRequestShape, fieldProblem, fieldProblemReasons, invalidField, isBoolean, isIdString, isNonNegativeInteger, isOneOf, isString, refuseFields, type TFieldCheck } from '../core/validation.js';
 import type { TAdminAccess } from '../core/access.js';
 import { AttemptLimiter, type IAttemptLimit } from '../core/attemptlimiter.js';
 import { dummyPasswordHash, hashPassword, verifyPassword, type IVerifiedIdentity } from '../core/auth.js';
@@ -40,7 +40,7 @@ const isUsername = isString(1, accountRules.usernameMaxLength, usernamePattern);
 /** A new password: 12 to 1,024 characters. */
 export const passwordLimits = Object.freeze({ minLength: accountRules.passwordMinLength, maxLength: accountRules.passwordMaxLength });
 const isNewPassword = isString(passwordLimits.minLength, passwordLimits.maxLength);
-const isRole: TFieldCheck = (valueArg, pathArg) => (valueArg === 'admin' || valueArg === 'user' ? [] : [invalidField(pathArg, `must be admin or user`)]);
+const isRole: TFieldCheck = isOneOf(['admin', 'user'], 'must be admin or user');
 
 const newSessionKey = (): string => randomBytes(16).toString('base64url');
 
@@ -172,14 +172,14 @@ export class AdminManager {
 
   private registerLogin(): void {
     this.cloudly.addPublicHandler<IReq_Admin_LoginWithUsernameAndPassword>('adminLoginWithUsernameAndPassword', async (request, context) => {
-      const reasons = checkRequestShape(request, {
+      const problems = checkRequestShape(request, {
         required: { username: isString(1, 64), password: isString(1, 1024) },
       });
       if ((request as { identity?: unknown } | null)?.identity !== undefined) {
-        reasons.push(fieldProblem('request.identity', fieldProblemReasons.unknown, 'is not a field of this request'));
+        problems.push(fieldProblem('request.identity', fieldProblemReasons.unknown, 'is not a field of this request'));
       }
-      if (reasons.length > 0) {
-        throw refuseFields(reasons);
+      if (problems.length > 0) {
+        throw refuseFields(problems);
       }
       const address = typeof context.remoteAddress === 'string' ? context.remoteAddress : 'unknown';
       const retryAfterMs = Math.max(this.usernameFailures.retryAfterMs(request.username), this.addressFailures.retryAfterMs(address));

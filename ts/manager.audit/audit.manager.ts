@@ -1,7 +1,6 @@
 import type { Filter } from 'mongodb';
 import type { Cloudly } from '../classes.cloudly.js';
 import type { IAuditEvent, IAuditEventFilter } from '../interfaces/data/audit.js';
-import { refuse } from '../core/errors.js';
 import { decodePageCursor, encodePageCursor, isPageCursorOf, isPageLimit, pageLimits } from '../core/pagination.js';
 import { auditEventKind, type IAuditEventDocument } from '../core/store.js';
 import { fieldProblem, fieldProblemReasons, type IFieldProblem, invalidField, isString, type TFieldCheck } from '../core/validation.js';

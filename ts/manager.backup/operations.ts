@@ -13,7 +13,7 @@ import type { IRelaySession, RelaySessions } from '../core/relaysessions.js';
 import type { DocumentStore } from '../core/store.js';
 import type { TCloudlyLogger } from '../core/logger.js';
 import { validateStreamReference } from '../core/streams.js';
-import { fieldProblem, fieldProblemReasons, invalidField, isArrayOf, isBoolean, isIdString, isPositiveInteger, sentenceCheck, type TFieldCheck } from '../core/validation.js';
+import { fieldProblem, fieldProblemReasons, invalidField, isArrayOf, isBoolean, isIdString, isOneOf, isPositiveInteger, sentenceCheck, type TFieldCheck } from '../core/validation.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
 import { computeCanonicalJsonSha256Hex, sha256Hex } from '../interfaces/private/canonicaljson.js';
 import { isPlainDataRecord } from '../interfaces/private/dataproperties.js';
@@ -104,8 +104,7 @@ const resourceTypes = ['volume', 'database', 'bucket'] as const;
 const isResourceType: TFieldCheck = (valueArg, pathArg) =>
   (resourceTypes as readonly unknown[]).includes(valueArg) ? [] : [fieldProblem(pathArg, fieldProblemReasons.notSupported, `must be one of ${resourceTypes.join(', ')}`)];
 
-const isStepOperation: TFieldCheck = (valueArg, pathArg) =>
-  (['status', 'execute', 'cleanup'].includes(valueArg as string) ? [] : [invalidField(pathArg, `must be status, execute or cleanup`)]);
+const isStepOperation: TFieldCheck = isOneOf(['status', 'execute', 'cleanup'], 'must be status, execute or cleanup');
 
 /** The relay methods of an isolated restore's steps. */
 const restoreStepMethods = {

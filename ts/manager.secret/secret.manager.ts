@@ -4,7 +4,7 @@ import { refuse } from '../core/errors.js';
 import { fromBase64Url, importRecipientPublicKey, sealSecret, secretRecipientId, toBase64Url, x25519PublicKeyPattern } from '../core/sealing.js';
 import { adminMutation, adminQuery, registerOperations, relayMutation, relayOrchestration } from '../core/operations.js';
 import { decideSigningKeyRotation, signingKeysId, signingKeysKind } from '../core/auth.js';
-import { invalidField, isIdString, isNonNegativeInteger, isString, refuseFields, type TFieldCheck } from '../core/validation.js';
+import { invalidField, isIdString, isNonNegativeInteger, isOneOf, isString, refuseFields, type TFieldCheck } from '../core/validation.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import { isClusterNodeId } from '../interfaces/data/clusternode.js';
 import type {
@@ -56,7 +56,7 @@ const isRecipient: TFieldCheck = (valueArg, pathArg) => {
     return [invalidField(pathArg, `must be exactly { algorithm, publicKey }`)];
   }
   return [
-    ...(recipient.algorithm === 'x25519' ? [] : [invalidField(`${pathArg}.algorithm`, `must be 'x25519'`)]),
+    ...isOneOf(['x25519'], "must be 'x25519'")(recipient.algorithm, `${pathArg}.algorithm`),
     ...(typeof recipient.publicKey === 'string' && x25519PublicKeyPattern.test(recipient.publicKey)
       ? []
       : [invalidField(`${pathArg}.publicKey`, `must be the 32-byte X25519 public key in unpadded base64url (43 characters)`)]),

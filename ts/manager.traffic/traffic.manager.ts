@@ -1,5 +1,5 @@
 import type { Cloudly } from '../classes.cloudly.js';
-import { refuse, refuseNamed } from '../core/errors.js';
+import { refuseNamed } from '../core/errors.js';
 import { requireValidRelayAnswer } from '../core/relaycalls.js';
 import { invalidField, isIdString, isString, type TFieldCheck } from '../core/validation.js';
 import { adminQuery, registerOperations } from '../core/operations.js';
