@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { findReasons, findReasonsInSource, type IFoundReason } from '../scripts/refusal-reasons.js';
 import { accessDeniedReason, isRefusalReasonToken, methodNotServedReason, mutationIdReusedReason } from '../ts/core/errors.js';
 import { accountReasons } from '../ts/manager.admin/decide.js';
-import { fieldProblemReasons } from '../ts/core/validation.js';
+import { fieldProblem, fieldProblemReasons, invalidField, isArrayOf, isBoolean, isString, problemsOfSentences, refuseFields, sentenceOfProblem } from '../ts/core/validation.js';
 
 /** The whole source is parsed once for the tests below. */
 let foundOnce: ReturnType<typeof findReasons> | null = null;
@@ -102,4 +102,60 @@ test('sentences written inline into refuse() do not grow: each file holds at mos
     'a new sentence as a refusal reason: give it a token and put the sentence in causes');
   const shrunk = Object.entries(inlineSentencesPerFile).filter(([file, count]) => (counts[file] ?? 0) < count);
   assert.deepEqual(shrunk.map(([file]) => `${file}: ${counts[file] ?? 0}`), [], 'lower inlineSentencesPerFile to these counts');
+});
+
+test('a contract validator\'s sentences become field problems: the path is the first word under the root, the token read from the wording', () => {
+  const sentences = [
+    'request.spec.name is required',
+    'request.spec.colour is not a known member',
+    'request.spec.kind must be one of a, b',
+    'request.spec.tags must have at most 3 tags',
+    'request.spec.ports[1] repeats the port of an earlier entry',
+    'request.spec.nodeId names no node of this cluster',
+    'request.spec.id is no lease Cloudly allocated',
+    'request.spec.initialization must be omitted',
+    'request.spec.size must be a non-negative integer',
+    'cluster node corestore must use its exact schema',
+  ];
+  const problems = problemsOfSentences(sentences, 'request.spec');
+  assert.deepEqual(problems.map((problemArg) => [problemArg.path, problemArg.reason]), [
+    ['request.spec.name', 'field-required'],
+    ['request.spec.colour', 'field-unknown'],
+    ['request.spec.kind', 'field-not-supported'],
+    ['request.spec.tags', 'field-too-many'],
+    ['request.spec.ports[1]', 'field-duplicate'],
+    ['request.spec.nodeId', 'field-not-found'],
+    ['request.spec.id', 'field-not-found'],
+    ['request.spec.initialization', 'field-forbidden'],
+    ['request.spec.size', 'field-invalid'],
+    // Not under the root: the root is the path and the sentence the whole message.
+    ['request.spec', 'field-invalid'],
+  ]);
+  assert.equal(problems[0].message, 'is required');
+  assert.equal(problems[9].message, 'cluster node corestore must use its exact schema');
+  // Contract error data words each problem back exactly as the validator did.
+  assert.deepEqual(problems.slice(0, 9).map(sentenceOfProblem), sentences.slice(0, 9));
+});
+
+test('refuseFields: the distinct tokens in order of first appearance, every problem a cause in order', () => {
+  const refusal = refuseFields([
+    invalidField('request.a', 'must be a boolean'),
+    fieldProblem('request.b', fieldProblemReasons.unknown, 'is not a field of this request'),
+    invalidField('request.c', 'must be an array'),
+  ]);
+  assert.deepEqual(refusal.errorData, {
+    code: 'invalid-request',
+    retryable: false,
+    reasons: ['field-invalid', 'field-unknown'],
+    causes: [
+      { path: 'request.a', reason: 'field-invalid', message: 'must be a boolean' },
+      { path: 'request.b', reason: 'field-unknown', message: 'is not a field of this request' },
+      { path: 'request.c', reason: 'field-invalid', message: 'must be an array' },
+    ],
+  });
+  // A string of the wrong type is invalid, one past its limit too long; a list past its limit too many.
+  assert.deepEqual(isString(1, 3)(7, 'request.s').map((problemArg) => problemArg.reason), ['field-invalid']);
+  assert.deepEqual(isString(1, 3)('long', 'request.s').map((problemArg) => problemArg.reason), ['field-too-long']);
+  assert.deepEqual(isArrayOf(isBoolean, 1)([true, false], 'request.l').map((problemArg) => problemArg.reason), ['field-too-many']);
+  assert.deepEqual(isArrayOf(isBoolean, 2)([true, 1], 'request.l'), [invalidField('request.l[1]', 'must be a boolean')]);
 });
