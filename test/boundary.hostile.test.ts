@@ -125,9 +125,12 @@ describe('hostile input at the boundary', () => {
       try {
         const big = rawEnvelope('createCluster', JSON.stringify({ identity: small.identity, name: 'x'.repeat(20_000) }), 'big');
         const answer = await socket.send(big, 'big');
-        assertRefusedWith(answer, 'invalid-request', /^frame exceeds 16384 bytes$/);
+        assertRefusedWith(answer, 'invalid-request', /^frame-too-large$/);
+        assert.deepEqual(answer.error?.data.causes, [{ path: 'frame', message: 'exceeds 16384 bytes' }]);
         const huge = rawEnvelope('createCluster', JSON.stringify({ identity: small.identity, name: 'x'.repeat(600_000) }), 'huge');
-        assertRefusedWith(await socket.send(huge, 'huge'), 'invalid-request', /^frame exceeds \d+ bytes$/);
+        const hugeAnswer = await socket.send(huge, 'huge');
+        assertRefusedWith(hugeAnswer, 'invalid-request', /^frame-too-large$/);
+        assert.match(hugeAnswer.error?.data.causes?.[0]?.message ?? '', /^exceeds \d+ bytes$/);
         const next = await socket.send(rawEnvelope('getClusters', JSON.stringify({ identity: small.identity }), 'next'), 'next');
         assert.deepEqual((next.response as { clusters: unknown[] }).clusters, []);
         assert.equal(socket.closeCode, null);
@@ -215,14 +218,14 @@ describe('limits: floods are refused with retryAfterMs, other callers go on', ()
       const attempt = (passwordArg: string, usernameArg = testAdminUsername) =>
         postText(t.baseUrl, rawEnvelope('adminLoginWithUsernameAndPassword', JSON.stringify({ username: usernameArg, password: passwordArg })));
       for (let index = 0; index < 10; index++) {
-        assertRefusedWith((await attempt(`wrong-${index}`)).body, 'unauthenticated', /username or password is wrong/);
+        assertRefusedWith((await attempt(`wrong-${index}`)).body, 'unauthenticated', /^credentials-wrong$/);
       }
       const limited = await attempt(testAdminPassword);
       assertRefusedWith(limited.body, 'unavailable', /^login-rate-limited$/);
       assert.ok(limited.body.error!.data.retryAfterMs! > 0);
       assert.equal(limited.body.error!.data.retryable, true);
       // Another account from the same address is still judged on its password.
-      assertRefusedWith((await attempt('whatever', 'someone-else')).body, 'unauthenticated', /username or password is wrong/);
+      assertRefusedWith((await attempt('whatever', 'someone-else')).body, 'unauthenticated', /^credentials-wrong$/);
     } finally {
       await t.stop();
     }

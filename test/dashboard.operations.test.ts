@@ -204,7 +204,7 @@ test('a cancel stops the wait at once, aborts the upload in flight, and what the
   assert.throws(() => outcomeOf(cancelled.operation), (error: unknown) => error instanceof CloudlyRefusal);
   const again = await refusalOf(() => world.t.caller.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: operation!.operationId }));
   assert.equal(again.code, 'conflict');
-  assert.deepEqual(again.reasons, ['operation-not-running: cancelled']);
+  assert.deepEqual([again.reasons, again.causes], [['operation-not-running'], [{ path: 'operation.state', message: 'is cancelled' }]]);
   const missing = await refusalOf(() => world.t.caller.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: 'op-missing' }));
   assert.deepEqual([missing.code, missing.reasons], ['not-found', ['operation-not-found']]);
 });

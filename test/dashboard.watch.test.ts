@@ -97,9 +97,11 @@ test('changes made while nobody watched are replayed; a revision this instance n
   const watcher = await openWatcher();
   const gone = await refusalOf(() => watcher.client.call<IReq_Admin_WatchChanges>('watchChanges', { sinceRevision: 1 }));
   assert.equal(gone.code, 'conflict');
-  assert.match((gone.reasons as string[])[0], /^revision-gone: /);
+  assert.deepEqual(gone.reasons, ['revision-gone']);
+  assert.deepEqual((gone.causes as Array<{ path?: string }>).map((causeArg) => causeArg.path), ['request.sinceRevision']);
   const ahead = await refusalOf(() => watcher.client.call<IReq_Admin_WatchChanges>('watchChanges', { sinceRevision: watcher.answer.revision + 1_000_000 }));
   assert.equal(ahead.code, 'invalid-request');
+  assert.deepEqual(ahead.reasons, ['revision-ahead']);
   watcher.client.close();
   // Changes made while nobody watches are replayed from the revision the watcher had.
   await waitFor(() => (t.cloudly as unknown as { managers: Array<{ watchers?: Map<string, unknown> }> }).managers.every((manager) => !manager.watchers || manager.watchers.size === 0), 'watchers gone');

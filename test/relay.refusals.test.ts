@@ -190,7 +190,7 @@ describe('refusals and answers through the administrator\'s calls', () => {
     behaviour.set('getClusterCorestoreLegacyResources', async () => ({
       reachable: false, nodeId: world.nodeId, readAt: 1, errorCode: 'CORESTORE_UNREACHABLE', padding: 'x'.repeat(limit + 1024),
     }));
-    assert.deepEqual((await refusalOf(inventory)).reasons, ['relay-answer-invalid', `frame exceeds ${limit} bytes`]);
+    assert.deepEqual((await refusalOf(inventory)).reasons, ['relay-answer-invalid', 'frame-too-large']);
     behaviour.set('getClusterCorestoreLegacyResources', async () => ({ reachable: false, nodeId: world.nodeId, readAt: 1, errorCode: 'CORESTORE_UNREACHABLE' }));
     assert.equal((await inventory()).inventory.reachable, false);
     assert.equal(relay.isOpen, true);

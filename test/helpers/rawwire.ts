@@ -10,7 +10,7 @@ export interface IWireAnswer {
   method?: string;
   request?: unknown;
   response?: unknown;
-  error?: { text: string; data: { code: string; retryable: boolean; reasons?: string[]; retryAfterMs?: number } } | null;
+  error?: { text: string; data: { code: string; retryable: boolean; reasons?: string[]; causes?: Array<{ path?: string; message: string }>; retryAfterMs?: number } } | null;
   correlation?: { id: string; phase: string };
 }
 

@@ -1,8 +1,9 @@
-import { refuse } from '../core/errors.js';
-import { BlobStoreError, type IBlobStore } from '../core/blobstore.js';
+import { refuse, refuseNamed } from '../core/errors.js';
+import { BlobStoreError, blobStoreReason, type IBlobStore } from '../core/blobstore.js';
 import {
   StreamAbortedError,
   streamChannelOf,
+  streamIdInUseReason,
   type StreamReceiver,
   type StreamSender,
 } from '../core/streams.js';
@@ -25,7 +26,7 @@ type TClosureUpload = Omit<ICloudlyMethods['backupServiceDatabaseClosure']['requ
 
 /** A blob store failure before any byte moved, as a refusal (e.g. `closure-blob-store-unavailable` while S3 is down). */
 export const blobRefusalOf = (errorArg: unknown): unknown =>
-  (errorArg instanceof BlobStoreError ? refuse('unavailable', [`closure-${errorArg.code}`]) : errorArg);
+  (errorArg instanceof BlobStoreError ? refuse('unavailable', [blobStoreReason('closure', errorArg.code)]) : errorArg);
 
 /** What a stream failure is called on the wire: the blob store's code or the stream's reason. */
 const abortReasonOf = (errorArg: unknown): string => {
@@ -141,7 +142,7 @@ export class ClosureTransfers {
       this.uploadsInFlight.delete(blobKey);
       throw error instanceof StreamAbortedError
         ? refuse('unavailable', [error.reason])
-        : refuse('invalid-request', ['request.closure.streamId is already in use on this socket']);
+        : refuseNamed('invalid-request', streamIdInUseReason, 'is already in use on this socket', 'request.closure.streamId');
     }
     this.track(this.receiveClosure(receiver, blobKey, requestArg, backupArg.operationId).finally(() => this.uploadsInFlight.delete(blobKey)));
     return { accepted: true };

@@ -1,5 +1,5 @@
 import type { TDecision } from '../core/store.js';
-import { refuse, refuseNamed } from '../core/errors.js';
+import { refuseNamed } from '../core/errors.js';
 import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
 import type { IClusterNodeCorestore, IClusterNodeReport } from '../interfaces/data/clusternode.js';
 import type { IClusterNodeDocument } from './clusternodes.js';
@@ -40,7 +40,7 @@ export const decideNodeCorestore = (
     return { kind: 'refuse', refusal: nodeNotFound(clusterIdArg, nodeIdArg) };
   }
   if (!sameCorestore(currentArg.corestore ?? null, expectedArg)) {
-    return { kind: 'refuse', refusal: refuse('conflict', ['request.expected is not the node\'s current corestore; read the node again']) };
+    return { kind: 'refuse', refusal: refuseNamed('conflict', 'corestore-changed', 'is not the node\'s current corestore; read the node again', 'request.expected') };
   }
   if (sameCorestore(currentArg.corestore ?? null, corestoreArg)) {
     return { kind: 'keep' };
@@ -66,7 +66,7 @@ export const decideNodeReport = (
     if (reportArg.name === undefined) {
       return {
         kind: 'refuse',
-        refusal: refuse('invalid-request', [`report.name is required: node ${reportArg.nodeId} is new to cluster ${clusterIdArg}`]),
+        refusal: refuseNamed('invalid-request', 'node-name-required', `is required: node ${reportArg.nodeId} is new to cluster ${clusterIdArg}`, 'report.name'),
       };
     }
     const doc: Omit<IClusterNodeDocument, 'generation'> = {
@@ -197,9 +197,8 @@ export const decideClusterDeletion = <TCluster extends { id: string; generation:
     const named = serviceIdsArg.slice(0, 10).join(', ');
     return {
       kind: 'refuse',
-      refusal: refuse('conflict', [
-        `${clusterHasServicesReason}: request.clusterId still has ${serviceIdsArg.length} service(s) (${named}${serviceIdsArg.length > 10 ? ', …' : ''}); delete them first`,
-      ]),
+      refusal: refuseNamed('conflict', clusterHasServicesReason,
+        `still has ${serviceIdsArg.length} service(s) (${named}${serviceIdsArg.length > 10 ? ', …' : ''}); delete them first`, 'request.clusterId'),
     };
   }
   return { kind: 'remove' };
@@ -211,7 +210,7 @@ export const decideNodeCreation = (
   nodeArg: Omit<IClusterNodeDocument, 'generation'>,
 ): TDecision<IClusterNodeDocument> =>
   (currentArg
-    ? { kind: 'refuse', refusal: refuse('conflict', [`request.nodeId: node ${nodeArg.nodeId} already exists in cluster ${nodeArg.clusterId}`]) }
+    ? { kind: 'refuse', refusal: refuseNamed('conflict', 'node-exists', `node ${nodeArg.nodeId} already exists in cluster ${nodeArg.clusterId}`, 'request.nodeId') }
     : { kind: 'create', doc: nodeArg });
 
 /**

@@ -1,6 +1,6 @@
-import { refuse } from '../core/errors.js';
-import { BlobStoreError, type IBlobStore } from '../core/blobstore.js';
-import { StreamAbortedError, streamChannelOf, type StreamReceiver, type StreamSender } from '../core/streams.js';
+import { refuse, refuseNamed } from '../core/errors.js';
+import { BlobStoreError, blobStoreReason, type IBlobStore } from '../core/blobstore.js';
+import { StreamAbortedError, streamChannelOf, streamIdInUseReason, type StreamReceiver, type StreamSender } from '../core/streams.js';
 import type { DocumentStore } from '../core/store.js';
 import type { TCloudlyLogger } from '../core/logger.js';
 import type { IRelaySession } from '../core/relaysessions.js';
@@ -19,7 +19,7 @@ import { imageVersionBlobKey, imageVersionId, imageVersionKind, type IImageVersi
 
 /** A blob store failure as a refusal before any byte moved. */
 const blobRefusalOf = (errorArg: unknown): unknown =>
-  (errorArg instanceof BlobStoreError ? refuse('unavailable', [`image-version-${errorArg.code}`]) : errorArg);
+  (errorArg instanceof BlobStoreError ? refuse('unavailable', [blobStoreReason('image-version', errorArg.code)]) : errorArg);
 
 /** What a stream failure is called on the wire: the blob store's code or the stream's reason. */
 const abortReasonOf = (errorArg: unknown): string => {
@@ -94,7 +94,7 @@ export class ImageTransfers {
       this.pushesInFlight.delete(blobKey);
       throw error instanceof StreamAbortedError
         ? refuse('unavailable', [error.reason])
-        : refuse('invalid-request', ['request.image.streamId is already in use on this socket']);
+        : refuseNamed('invalid-request', streamIdInUseReason, 'is already in use on this socket', 'request.image.streamId');
     }
     this.track(this.receivePush(receiver, blobKey, pushArg).finally(() => this.pushesInFlight.delete(blobKey)));
     return { accepted: true };

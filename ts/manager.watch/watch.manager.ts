@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
 import type { EnvelopePeer } from '../core/envelopepeer.js';
 import { registerOperations } from '../core/operations.js';
-import { refuse } from '../core/errors.js';
+import { refuseNamed } from '../core/errors.js';
 import { currentOperation } from '../core/operationcontext.js';
 import { auditEventKind, auditedKindNames, type IDocumentKind, type IStoredDocument } from '../core/store.js';
 import type { IChangeEvent, IReq_Cloudly_Admin_WatchExpired, TWatchedChange } from '../interfaces/requests/watch.js';
@@ -136,13 +136,13 @@ export class WatchManager {
   private async watch(request: TWatchRequest, peerArg: EnvelopePeer): Promise<{ watchId: string; revision: number }> {
     if (request.sinceRevision !== undefined) {
       if (request.sinceRevision > this.lastRevision) {
-        throw refuse('invalid-request', [`request.sinceRevision is ahead of this instance's revision ${this.lastRevision}`]);
+        throw refuseNamed('invalid-request', 'revision-ahead', `is ahead of this instance's revision ${this.lastRevision}`, 'request.sinceRevision');
       }
       const oldestKept = this.recent.length > 0 ? this.recent[0].revision - 1 : this.lastRevision;
       // Reading the shared log (re)starts with this watcher: changes made elsewhere before now were not numbered.
       const sharedKnownSince = this.shared && !this.sharedTimer ? this.lastRevision : this.sharedKnownSince;
       if (request.sinceRevision < Math.max(oldestKept, this.revisionBase, sharedKnownSince)) {
-        throw refuse('conflict', [`${revisionGoneReason}: request.sinceRevision is older than this instance keeps; list again and watch from the current revision`]);
+        throw refuseNamed('conflict', revisionGoneReason, 'is older than this instance keeps; list again and watch from the current revision', 'request.sinceRevision');
       }
     }
     const watchId = `watch-${randomUUID()}`;
