@@ -120,7 +120,8 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
       currentRuntime: { ...cluster.runtime, generation: cluster.runtime.generation + 1 },
     }));
     assert.equal(staleRuntime.code, 'conflict');
-    assert.match(String((staleRuntime.reasons as string[])[0]), /currentRuntime/);
+    assert.deepEqual(staleRuntime.reasons, ['runtime-changed']);
+    assert.deepEqual((staleRuntime.causes as Array<{ path?: string }>).map((causeArg) => causeArg.path), ['request.designation.currentRuntime']);
 
     const moved = await t.cloudly.ingressManager.changeClusterRuntimePhase(cluster.clusterId, cluster.runtime.generation, 'pallet');
     assert.equal(moved?.generation, cluster.runtime.generation + 1);
@@ -129,7 +130,8 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
     const fresh = { ...cluster, runtime: moved as IIngressCluster['runtime'] };
     const staleSpec = await refusedDesignation(designationRequest(fresh, { expectedSpecRevision: cluster.service.specRevision + 1 }));
     assert.equal(staleSpec.code, 'conflict');
-    assert.match(String((staleSpec.reasons as string[])[0]), /expectedSpecRevision/);
+    assert.deepEqual(staleSpec.reasons, ['spec-revision-changed']);
+    assert.deepEqual((staleSpec.causes as Array<{ path?: string }>).map((causeArg) => causeArg.path), ['request.designation.expectedSpecRevision']);
     const { service: updated } = await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
       serviceId: cluster.service.id,
       expectedGeneration: cluster.service.generation,
@@ -259,7 +261,7 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
     const refusal = await refusedDesignation(designationRequest(cutover));
     assert.equal(refusal.code, 'conflict');
     assert.equal(refusal.retryable, false);
-    assert.match(String((refusal.reasons as string[])[0]), /fleet-cutover/);
+    assert.deepEqual(refusal.reasons, ['fleet-cutover-designated']);
     assert.equal(await current(cutover.clusterId), null);
 
     const pallet = await prepareIngressCluster(t, 'pallet');
