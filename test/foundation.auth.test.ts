@@ -4,7 +4,7 @@ import * as jose from 'jose';
 import { refusalOf, startTestCloudly, testAdminPassword, type ITestCloudly } from './helpers/cloudly.js';
 import { adminAudience } from '../ts/core/auth.js';
 import type { IIdentity } from '../ts/interfaces/data/user.js';
-import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
+import type { TUntypedContract } from '../ts/client/admin.js';
 
 const base64url = (valueArg: unknown) => Buffer.from(JSON.stringify(valueArg)).toString('base64url');
 
@@ -17,7 +17,7 @@ describe('admin identities: every forged or stale identity is refused by name', 
   after(async () => { await t.stop(); });
 
   const clustersWith = (identityArg: unknown) =>
-    t.admin.fire<IReq_Any_Cloudly_GetClusters>('getClusters', { identity: identityArg as IIdentity });
+    t.admin.fire('getClusters', { identity: identityArg as IIdentity });
 
   const withJwt = (jwtArg: string): IIdentity => ({ ...t.identity, jwt: jwtArg });
 
@@ -43,7 +43,7 @@ describe('admin identities: every forged or stale identity is refused by name', 
   });
 
   test('a request without identity is unauthenticated', async () => {
-    const data = await refusalOf(() => t.admin.fire('getClusters', {}));
+    const data = await refusalOf(() => t.admin.fire<TUntypedContract>('getClusters', {}));
     assert.equal(data.code, 'unauthenticated');
   });
 

@@ -4,8 +4,8 @@ import { WebSocket } from 'ws';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
 import { CloudlyTransportError } from '../ts/client/transport.js';
-import type { IReq_Any_Cloudly_GetClusters, IReq_Any_Cloudly_RotateClusterRelayToken } from '../ts/interfaces/requests/admin.js';
 import type { ITypedContract } from '../ts/interfaces/requests/admin.js';
+import type { TUntypedContract } from '../ts/client/admin.js';
 
 type IReq_TestEcho = ITypedContract<'testEcho', { value: number }, { value: number; clusterId: string }>;
 
@@ -54,7 +54,7 @@ describe('relay sockets: authentication on the upgrade, calls both ways, named f
   });
 
   test('a relay-only method over HTTP is forbidden', async () => {
-    const data = await refusalOf(() => t.admin.fire('testEcho', { value: 1 }));
+    const data = await refusalOf(() => t.admin.fire<TUntypedContract>('testEcho', { value: 1 }));
     assert.equal(data.code, 'forbidden');
   });
 
@@ -134,7 +134,7 @@ describe('relay sockets: authentication on the upgrade, calls both ways, named f
   test('an admin socket carries admin calls', async () => {
     await t.admin.connectSocket();
     assert.equal(t.admin.socketOpen, true);
-    const answer = await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {});
+    const answer = await t.admin.call('getClusters', {});
     assert.ok(answer.clusters.some((cluster) => cluster.id === clusterId));
     t.admin.close();
   });
@@ -142,9 +142,9 @@ describe('relay sockets: authentication on the upgrade, calls both ways, named f
   test('rotating the relay token closes the old socket and refuses the old token; concurrent rotations have one winner', async () => {
     const relay = await t.connectRelay(relayToken);
     const closed = new Promise<void>((resolve) => relay.onClose(resolve));
-    const cluster = (await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.find((c) => c.id === clusterId)!;
+    const cluster = (await t.admin.call('getClusters', {})).clusters.find((c) => c.id === clusterId)!;
     const attempts = await Promise.allSettled(Array.from({ length: 20 }, () =>
-      t.admin.call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId, expectedGeneration: cluster.generation })));
+      t.admin.call('rotateClusterRelayToken', { clusterId, expectedGeneration: cluster.generation })));
     const winners = attempts.filter((attempt) => attempt.status === 'fulfilled');
     assert.equal(winners.length, 1);
     for (const attempt of attempts) {
