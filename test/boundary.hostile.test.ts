@@ -235,13 +235,19 @@ describe('limits: floods are refused with retryAfterMs, other callers go on', ()
     try {
       const { relayToken } = await t.createCluster('upgrade-limit');
       const statuses: number[] = [];
+      const bodies: string[] = [];
       for (let index = 0; index < 31; index++) {
-        await RawSocket.open(t.baseUrl, `szrelay_not-a-token-${index}`).then((socket) => socket.close(), (error: Error) => {
+        await RawSocket.open(t.baseUrl, `szrelay_not-a-token-${index}`).then((socket) => socket.close(), (error: Error & { body?: string }) => {
           statuses.push(Number(/(\d{3})$/.exec(error.message)?.[1]));
+          bodies.push(error.body ?? '');
         });
       }
       assert.deepEqual(statuses.slice(0, 30), Array(30).fill(401));
       assert.equal(statuses[30], 429);
+      const limited = (JSON.parse(bodies[30]) as IWireAnswer).error?.data;
+      assert.deepEqual([limited?.code, limited?.reasons], ['unavailable', ['upgrade-rate-limited']]);
+      assert.ok((limited?.retryAfterMs ?? 0) > 0);
+      assert.deepEqual((JSON.parse(bodies[0]) as IWireAnswer).error?.data.reasons, ['identity-invalid']);
       await assert.rejects(RawSocket.open(t.baseUrl, relayToken), /upgrade refused: 429/);
       // HTTP calls from the same address are not affected.
       assert.equal((await t.admin.call('getClusters', {})).clusters.length, 1);

@@ -9,22 +9,30 @@ import type { TUntypedContract } from '../ts/client/admin.js';
 
 type IReq_TestEcho = ITypedContract<'testEcho', { value: number }, { value: number; clusterId: string }>;
 
-const upgradeStatus = async (baseUrlArg: string, bearerArg: string | null): Promise<number> => {
+/** The upgrade's HTTP status (101 when it opened) and, when refused, the body Cloudly answered. */
+const upgradeAnswer = async (baseUrlArg: string, bearerArg: string | null): Promise<{ status: number; body: string }> => {
   try {
     const socket = await new Promise<WebSocket>((resolve, reject) => {
       const ws = new WebSocket(`${baseUrlArg.replace('http', 'ws')}/typedsocket`, {
         headers: bearerArg === null ? {} : { authorization: `Bearer ${bearerArg}` },
       });
       ws.once('open', () => resolve(ws));
-      ws.once('unexpected-response', (_request, response) => reject(new CloudlyTransportError(response.statusCode ?? 0, '')));
+      ws.once('unexpected-response', (_request, response) => {
+        let body = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunkArg: string) => { body += chunkArg; });
+        response.on('end', () => reject(new CloudlyTransportError(response.statusCode ?? 0, body)));
+      });
       ws.once('error', reject);
     });
     socket.close();
-    return 101;
+    return { status: 101, body: '' };
   } catch (error) {
-    return error instanceof CloudlyTransportError ? error.status : -1;
+    return error instanceof CloudlyTransportError ? { status: error.status, body: error.body } : { status: -1, body: String(error) };
   }
 };
+
+const upgradeStatus = async (baseUrlArg: string, bearerArg: string | null): Promise<number> => (await upgradeAnswer(baseUrlArg, bearerArg)).status;
 
 describe('relay sockets: authentication on the upgrade, calls both ways, named failures', () => {
   let t: ITestCloudly;
@@ -44,6 +52,18 @@ describe('relay sockets: authentication on the upgrade, calls both ways, named f
     const userIdentity = await t.cloudly.auth.issueIdentity({ id: 'u', username: 'viewer', role: 'user' });
     assert.equal(await upgradeStatus(t.baseUrl, userIdentity.jwt), 401);
     assert.equal(await upgradeStatus(t.baseUrl, relayToken), 101);
+  });
+
+  test('a refused upgrade answers the refusal shape: identity-missing without a bearer, identity-invalid with a wrong one', async () => {
+    const dataOf = (answerArg: { status: number; body: string }) => {
+      assert.equal(answerArg.status, 401);
+      return (JSON.parse(answerArg.body) as { error: { data: { code: string; reasons: string[]; causes: Array<{ path?: string }> } } }).error.data;
+    };
+    const missing = dataOf(await upgradeAnswer(t.baseUrl, null));
+    assert.deepEqual([missing.code, missing.reasons, missing.causes.map((causeArg) => causeArg.path)],
+      ['unauthenticated', ['identity-missing'], ['headers.authorization']]);
+    const wrong = dataOf(await upgradeAnswer(t.baseUrl, 'szrelay_wrongwrongwrongwrongwrongwrongwrongwrong'));
+    assert.deepEqual([wrong.code, wrong.reasons], ['unauthenticated', ['identity-invalid']]);
   });
 
   test('a relay calls Cloudly and the socket names its cluster', async () => {
