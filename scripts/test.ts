@@ -137,9 +137,101 @@ export const defaultConcurrency = (): number => {
   if (Number.isInteger(given) && given > 0) {
     return given;
   }
-  const cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
-  return Math.max(2, Math.ceil(cores * 1.5));
+  return Math.max(2, Math.ceil(coreCount() * 1.5));
 };
+
+const coreCount = (): number => (typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length);
+
+/**
+ * Slots beyond the fixed ones, opened only while the machine has CPU to spare. A fixed number of
+ * files at once leaves the cores idle whenever several of them wait at the same time (a lease to
+ * run out, a child server to start, a relay's back-off): three at once kept two cores about 83 %
+ * busy, and a fourth fixed slot made the run slower because it also runs when every file is
+ * computing. An extra slot starts its next file only when the last second left more than
+ * `spareCpuShare` of the machine idle (/proc/stat), and at most one extra file starts per
+ * `extraStartGapMs`, so a moment of idleness does not open every slot at once. None where there is
+ * no /proc/stat, or when the number of files at once is given.
+ */
+export const extraSlotCount = (): number => coreCount();
+const spareCpuShare = 0.35;
+const extraStartGapMs = 2_000;
+
+/** Busy and total CPU ticks of the whole machine (the `cpu` line of /proc/stat), or null where there is none. */
+const machineTicks = (): { busy: number; total: number } | null => {
+  try {
+    const line = fs.readFileSync('/proc/stat', 'utf8').split('\n', 1)[0];
+    const ticks = line.trim().split(/\s+/).slice(1).map(Number);
+    const total = ticks.reduce((sumArg, tickArg) => sumArg + tickArg, 0);
+    // idle and iowait are the 4th and 5th fields
+    return { busy: total - ticks[3] - (ticks[4] ?? 0), total };
+  } catch {
+    return null;
+  }
+};
+
+/**
+ * Samples the machine's CPU every 500 ms and answers whether the last second left CPU to spare;
+ * `take()` claims the spare capacity for one file (and holds further claims back for
+ * `extraStartGapMs`). The tick source and the clock are parameters so a test
+ * can drive it (test/foundation.scheduler.decision.test.ts).
+ */
+export class SpareCpu {
+  private samples: Array<{ busy: number; total: number }> = [];
+  private timer: NodeJS.Timeout | null = null;
+  private lastTaken = -Infinity;
+
+  constructor(
+    private readTicks: () => { busy: number; total: number } | null = machineTicks,
+    private now: () => number = Date.now,
+  ) {}
+
+  /** Takes the first sample; false (and no sampling) where the machine's ticks cannot be read. */
+  start(): boolean {
+    if (!this.sample()) {
+      return false;
+    }
+    this.timer = setInterval(() => this.sample(), 500);
+    this.timer.unref();
+    return true;
+  }
+
+  /** One sample; the last three (one second) are kept. */
+  sample(): boolean {
+    const ticks = this.readTicks();
+    if (ticks) {
+      this.samples.push(ticks);
+      this.samples = this.samples.slice(-3);
+    }
+    return ticks !== null;
+  }
+
+  stop(): void {
+    if (this.timer) {
+      clearInterval(this.timer);
+    }
+  }
+
+  /** The idle share of the machine over the kept samples; 0 until there are three. */
+  idleShare(): number {
+    if (this.samples.length < 3) {
+      return 0;
+    }
+    const first = this.samples[0];
+    const last = this.samples[this.samples.length - 1];
+    const total = last.total - first.total;
+    return total > 0 ? 1 - (last.busy - first.busy) / total : 0;
+  }
+
+  take(): boolean {
+    if (this.now() - this.lastTaken < extraStartGapMs || this.idleShare() <= spareCpuShare) {
+      return false;
+    }
+    this.lastTaken = this.now();
+    // The claim counts from the next samples on: what was idle before it is spent.
+    this.samples = this.samples.slice(-1);
+    return true;
+  }
+}
 
 interface IFileRun {
   file: string;
@@ -372,8 +464,25 @@ const main = async (): Promise<number> => {
   const results: IFileRun[] = [];
   const started = Date.now();
   const notes: string[] = [];
-  console.log(`# lane ${lane}: ${files.length} files, ${concurrency} at once${isolateAll ? ', each in its own process' : ', in shared processes'}`);
-  await Promise.all(Array.from({ length: Math.min(concurrency, files.length) }, async () => {
+  const spare = new SpareCpu();
+  const extraSlots = !concurrencyFlag && !process.env.CLOUDLY_TEST_CONCURRENCY && spare.start() ? extraSlotCount() : 0;
+  const extra = extraSlots > 0 ? `, up to ${extraSlots} more while CPU is idle` : '';
+  console.log(`# lane ${lane}: ${files.length} files, ${concurrency} at once${extra}${isolateAll ? ', each in its own process' : ', in shared processes'}`);
+  let extraFiles = 0;
+  /** An extra slot's next file: waits while the machine is busy, none once the queue is empty. */
+  const nextExtraFile = async (): Promise<string | undefined> => {
+    while (queue.length > 0) {
+      if (spare.take()) {
+        extraFiles++;
+        return queue.shift();
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    return undefined;
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency + extraSlots, files.length) }, async (_, slotArg) => {
+    const isExtra = slotArg >= concurrency;
+    const nextFile = async (): Promise<string | undefined> => (isExtra ? nextExtraFile() : queue.shift());
     // Each slot keeps at most one shared process of each kind and reuses it for its next files.
     const workers = new Map<'unit' | 'shared', SharedWorker>();
     const workerFor = (kindArg: 'unit' | 'shared'): SharedWorker => {
@@ -384,7 +493,7 @@ const main = async (): Promise<number> => {
       }
       return worker;
     };
-    for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
+    for (let file = await nextFile(); file !== undefined; file = await nextFile()) {
       const result = isolateAll || runsIsolated(file)
         ? await runFile(file, nodeFlags)
         : await workerFor(laneOf(file) === 'unit' ? 'unit' : 'shared').run(file);
@@ -399,6 +508,7 @@ const main = async (): Promise<number> => {
       }
     }
   }));
+  spare.stop();
   for (const note of notes) {
     process.stdout.write(`\n${note}`);
   }
@@ -409,7 +519,7 @@ const main = async (): Promise<number> => {
     }
   }
   const failed = results.filter((result) => result.code !== 0);
-  console.log(`\n# lane ${lane}: ${files.length} files, ${concurrency} at once, ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  console.log(`\n# lane ${lane}: ${files.length} files, ${concurrency} at once${extraSlots > 0 ? ` (${extraFiles} more in idle CPU)` : ''}, ${((Date.now() - started) / 1000).toFixed(1)} s`);
   console.log(`# tests ${totals.tests ?? 0}, pass ${totals.pass ?? 0}, fail ${totals.fail ?? 0}, cancelled ${totals.cancelled ?? 0}, skipped ${totals.skipped ?? 0}, todo ${totals.todo ?? 0}`);
   console.log(`# slowest: ${[...results].sort((a, b) => b.seconds - a.seconds).slice(0, 8).map((result) => `${path.basename(result.file, '.test.ts')} ${result.seconds.toFixed(0)} s`).join(', ')}`);
   const measured = results.filter((result) => result.cpuSeconds !== undefined);

@@ -1,4 +1,4 @@
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import * as fs from 'node:fs/promises';
@@ -22,8 +22,20 @@ const collect = async (sourceArg: AsyncIterable<Buffer>): Promise<Buffer> => {
   return Buffer.concat(chunks);
 };
 
+/** Every store directory this file made; removed when the file ends. */
+const storeDirectories: string[] = [];
+after(async () => {
+  await Promise.all(storeDirectories.map((dirArg) => fs.rm(dirArg, { recursive: true, force: true })));
+});
+
+const storeDirectory = async (): Promise<string> => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cloudly-blobs-'));
+  storeDirectories.push(dir);
+  return dir;
+};
+
 const openStore = async (): Promise<FilesystemBlobStore> => {
-  const store = new FilesystemBlobStore(await fs.mkdtemp(path.join(os.tmpdir(), 'cloudly-blobs-')));
+  const store = new FilesystemBlobStore(await storeDirectory());
   await store.init();
   return store;
 };
@@ -194,7 +206,7 @@ test('concurrent puts share the hash worker without mixing their bytes: each rig
 });
 
 test('with direct I/O off (as where a file system refuses it), bytes go through the page cache and are checked the same way', async () => {
-  const store = new FilesystemBlobStore(await fs.mkdtemp(path.join(os.tmpdir(), 'cloudly-blobs-')), { directIo: false });
+  const store = new FilesystemBlobStore(await storeDirectory(), { directIo: false });
   await store.init();
   const bytes = randomBytes(9 * 1024 * 1024 + 123);
   await store.put('buffered', { byteLength: bytes.byteLength, sha256: sha256Hex(bytes) }, chunksOf(bytes, 300_001));

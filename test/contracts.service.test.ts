@@ -472,13 +472,19 @@ test('service ports and routes sit beside the runtime spec: valid ones are kept 
   }), ['service.routes[0].targetPort must name a tcp port']);
 });
 
-test('the contracts module states the upstream releases it mirrors: 31.6.0 for backup and Corestore, 32.23.0 for the rest', () => {
+test('the contracts module states the upstream releases it mirrors per area: 31.6.0 (backup, Corestore endpoint and allocation, isolated restore, relay registrations), 32.23.0 (the rest the spec describes)', () => {
+  assert.equal(commitinfo.name, '@serve.zone/interfaces');
+  assert.equal(commitinfo.version, '32.23.0');
   assert.deepEqual(commitinfo.mirrors.map((mirror) => [mirror.package, mirror.from, mirror.version]), [
     ['@serve.zone/interfaces', '31.4.0', '31.6.0'],
     ['@serve.zone/interfaces', '32.21.0', '32.23.0'],
   ]);
-  assert.equal(mirroredInterfacesVersion('backup'), '31.6.0');
-  assert.equal(mirroredInterfacesVersion('corestore'), '31.6.0');
-  assert.equal(mirroredInterfacesVersion('ingress'), '32.23.0');
-  assert.ok(Object.isFrozen(commitinfo) && Object.isFrozen(commitinfo.mirrors));
+  for (const area of ['cluster-node-corestore', 'corestore-allocation', 'isolated-restore', 'backup', 'cluster-relay-registrations']) {
+    assert.equal(mirroredInterfacesVersion(area), '31.6.0', area);
+  }
+  for (const area of ['runtime-network', 'service-runtime-status', 'service-volume-initialization', 'runtime-local-storage-claims', 'cluster-ingress', 'corestore-legacy-adoption']) {
+    assert.equal(mirroredInterfacesVersion(area), '32.23.0', area);
+  }
+  assert.equal(mirroredInterfacesVersion('audit'), null, 'an area no diff describes is the project\'s own');
+  assert.ok(Object.isFrozen(commitinfo) && Object.isFrozen(commitinfo.mirrors) && Object.isFrozen(commitinfo.mirrors[0].areas[0]));
 });

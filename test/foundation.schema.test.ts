@@ -47,6 +47,18 @@ test('GET /schema lists every served method with its caller, access, request and
   assert.deepEqual(Object.keys(served.refusalCodes).sort(), ['conflict', 'forbidden', 'internal', 'invalid-request', 'not-found', 'unauthenticated', 'unavailable']);
 });
 
+test('GET /schema names the upstream @serve.zone/interfaces releases the contracts follow, per area', () => {
+  assert.equal(served.contracts.name, '@serve.zone/interfaces');
+  assert.equal(served.contracts.version, '32.23.0');
+  assert.deepEqual(served.contracts.mirrors.map((mirror) => [mirror.from, mirror.version]), [['31.4.0', '31.6.0'], ['32.21.0', '32.23.0']]);
+  const releaseOf = (areaArg: string): string | undefined =>
+    served.contracts.mirrors.find((mirror) => mirror.areas.some((entry) => entry.area === areaArg))?.version;
+  assert.equal(releaseOf('backup'), '31.6.0');
+  assert.equal(releaseOf('cluster-node-corestore'), '31.6.0');
+  assert.equal(releaseOf('cluster-ingress'), '32.23.0');
+  assert.equal(releaseOf('corestore-legacy-adoption'), '32.23.0');
+});
+
 test('GET /schema has every call Cloudly makes on a relay, with its request and answer', () => {
   for (const call of ['pushClusterPlatformDesiredStateChanged', 'backupClusterService', 'getClusterTrafficStatistics']) {
     assert.ok(served.calls[call], call);

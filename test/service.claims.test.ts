@@ -1,6 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { createCli } from './cli.fixture.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type {
   IApplyRuntimeLocalStorageClaimRequest,
@@ -248,7 +249,7 @@ test('an uncertain volume is neither purged nor remounted until an administrator
   assert.equal((await refusalOf(() => release(held.claim.id, 1))).code, 'conflict', 'a generation is released once');
 });
 
-test('a node holding a newer claim generation than Cloudly issued is flagged: the verdict waits on conflict, a warning is logged, pushes stop, and an administrator supersedes it', async () => {
+test('a node holding a newer claim generation than Cloudly issued is flagged: the record, the status and the audit log name it, the verdict waits on conflict, a warning is logged, pushes stop, and an administrator supersedes it', async () => {
   const { cluster, relayToken } = await t.createCluster('claims-h');
   await t.addNodes(cluster.id, 'n1');
   const received: IApplyRuntimeLocalStorageClaimRequest[] = [];
@@ -264,12 +265,37 @@ test('a node holding a newer claim generation than Cloudly issued is flagged: th
   const held = (await latestOf(service.id))!;
   assert.equal(held.claim.generation, 1);
   assert.deepEqual(held.nodeClaim, { id: held.claim.id, generation: 5, digest: 'ab'.repeat(32) });
+  // The record is Cloudly's generation 1, answered; its nodeState is what the node said of its own generation 5.
+  assert.deepEqual([held.delivery, held.nodeState, held.lastDeliveryError], ['answered', 'ready', null]);
 
-  // Operator-visible: the verdict, and a warning naming the way out.
-  const verdict = async () => (await t.caller.call('getServiceRuntimeStatus', { serviceId: service.id })).status;
+  // Operator-visible: the verdict, the status naming which claim it stands for, and a warning naming the way out.
+  const statusOf = () => t.caller.call('getServiceRuntimeStatus', { serviceId: service.id });
+  const verdict = async () => (await statusOf()).status;
   await waitFor(async () => (await verdict()).reason === 'conflict', 'the verdict waits on conflict', 10_000);
   assert.equal((await verdict()).state, 'waiting');
+  assert.deepEqual((await statusOf()).historicalClaims, [{
+    claimId: held.claim.id, nodeId: 'n1', mountPath: '/var/lib/postgresql/data', generation: 1,
+    nodeClaim: { id: held.claim.id, generation: 5, digest: 'ab'.repeat(32) }, answeredAt: held.answeredAt,
+  }]);
   assert.ok(t.logs.some((line) => line.includes('node holds a newer local storage claim generation') && line.includes(held.claim.id)), 'a warning names the claim');
+  const cli = await createCli();
+  try {
+    await cli.login(t);
+    const printed = await cli.run(['services', 'status', '--service', service.id]);
+    assert.equal(printed.code, 0, printed.stderr);
+    const table = printed.stdout.slice(printed.stdout.indexOf('claims held historical'));
+    assert.ok(table.startsWith('claims held historical'), printed.stdout);
+    assert.match(table, new RegExp(`${held.claim.id}\\s+n1\\s+1\\s+5`), 'the CLI names the claim, its node, the issued and the node\'s generation');
+  } finally {
+    await cli.dispose();
+  }
+  // Audited: the write that recorded the answer is Cloudly's, under the call whose answer it records.
+  const answerEvents = async () => (await t.caller.call('getAuditEvents', {
+    filter: { targetId: held.claim.id, method: 'applyRuntimeLocalStorageClaim' },
+  })).events;
+  await waitFor(async () => (await answerEvents()).length > 0, 'the answer\'s write is in the audit log');
+  assert.deepEqual((await answerEvents()).map((event) => [event.actor.kind, event.target.kind, event.outcome]),
+    [['cloudly', 'CloudlyRuntimeLocalStorageClaim', 'updated']]);
 
   // Nothing more is pushed for the claim, whatever triggers a push.
   const pushedBefore = received.length;
@@ -292,6 +318,7 @@ test('a node holding a newer claim generation than Cloudly issued is flagged: th
   await waitFor(async () => (await latestOf(service.id))?.answerStatus === 'accepted', 'the superseding generation answered');
   assert.equal(received.at(-1)?.claim.generation, 6);
   await waitFor(async () => (await verdict()).reason !== 'conflict', 'the verdict leaves conflict', 10_000);
+  assert.deepEqual((await statusOf()).historicalClaims, [], 'no claim is held historical any more');
   assert.equal((await refusalOf(() => supersede(held.claim.id, 1))).code, 'conflict', 'a historical generation is superseded once');
 });
 

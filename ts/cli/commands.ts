@@ -396,7 +396,11 @@ const addServiceCommands = (programArg: Command): void => {
       const answer = await ctx.call('getServiceRuntimeStatus', { serviceId: options.service });
       printAnswer(answer, ctx.format, () => {
         const placements = (answer.observed?.placements ?? []) as Array<Record<string, unknown>>;
-        return `${recordTable(answer.status)}${placements.length ? `\n\nobserved:\n${listTable(placements, Object.keys(placements[0]).slice(0, 6).map((key) => [key.toUpperCase(), (p) => p[key]]))}` : ''}`;
+        const historical = (answer.historicalClaims ?? []) as Array<{ claimId: string; nodeId: string; generation: number; nodeClaim: { generation: number } }>;
+        return `${recordTable(answer.status)}${placements.length ? `\n\nobserved:\n${listTable(placements, Object.keys(placements[0]).slice(0, 6).map((key) => [key.toUpperCase(), (p) => p[key]]))}` : ''}`
+          + (historical.length ? `\n\nclaims held historical (the node holds a newer generation; way out: supersedeHistoricalRuntimeLocalStorageClaim):\n${listTable(historical, [
+            ['CLAIM', (c) => c.claimId], ['NODE', (c) => c.nodeId], ['ISSUED', (c) => c.generation], ['NODE HOLDS', (c) => c.nodeClaim.generation],
+          ])}` : '');
       });
     }));
   mutation(services.command('set-volume-initialization').description('say how a volume starts: empty (owner, mode) or imported from a Docker volume'))

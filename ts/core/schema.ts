@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { contractSchema } from '../interfaces/schema/contract.generated.js';
 import { answerSchemaRef, requestSchemaRef, type IContractSchemaDocument } from '../interfaces/schema/document.js';
+import { commitinfo } from '../interfaces/commitinfo.js';
 import type { IServedMethod, TMethodAccess, TMethodCaller } from './access.js';
 import type { TErrorCode } from './errors.js';
 
@@ -23,6 +24,8 @@ export interface IServedSchemaDocument extends IContractSchemaDocument {
   refusalCodes: Record<TErrorCode, string>;
   /** Served methods the committed schema has no definitions for (regenerate it); empty when current. */
   untyped: string[];
+  /** The contracts module's commitinfo: which upstream `@serve.zone/interfaces` release each area follows. */
+  contracts: typeof commitinfo;
 }
 
 /** What each of the seven codes means; the same text as docs/foundation.md. */
@@ -71,7 +74,7 @@ export const buildServedSchema = (servedArg: Iterable<IServedMethod>, documentAr
   }
   const calls = Object.fromEntries(documentArg.called.map((methodArg) =>
     [methodArg, { request: { $ref: requestSchemaRef(`call.${methodArg}`) }, answer: { $ref: answerSchemaRef(`call.${methodArg}`) } }]));
-  return { ...documentArg, methods, calls, refusalCodes: refusalCodeMeanings, untyped };
+  return { ...documentArg, methods, calls, refusalCodes: refusalCodeMeanings, untyped, contracts: commitinfo };
 };
 
 /** GET /schema: public (it is what a relay author in another language starts from) and the same for every caller. */

@@ -11,6 +11,7 @@ import {
 import type { IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
 import type { IRuntimeLocalStorageClaimRecord, IRuntimeLocalStorageClaimReference } from '../interfaces/data/runtimelocalstorageclaim.js';
 import type { IServiceVolumeClaimDecision } from './claims.js';
+import type { IServiceHistoricalClaim } from '../interfaces/requests/service.js';
 import type {
   IRuntimeLocalStorageClaimDocument,
   IServiceDocument,
@@ -176,6 +177,17 @@ export const decideClaimAnswer = (
  */
 export const isHeldHistorical = (docArg: IRuntimeLocalStorageClaimDocument): boolean =>
   docArg.current.answerStatus === 'historical' && docArg.current.nodeClaim !== undefined;
+
+/** The claims held historical, as the service's runtime status names them (in the order given). */
+export const historicalClaimsOf = (docsArg: readonly IRuntimeLocalStorageClaimDocument[]): IServiceHistoricalClaim[] =>
+  docsArg.filter(isHeldHistorical).map((docArg) => ({
+    claimId: docArg.id,
+    nodeId: docArg.nodeId,
+    mountPath: docArg.mountPath,
+    generation: docArg.current.claim.generation,
+    nodeClaim: { ...docArg.current.nodeClaim! },
+    answeredAt: docArg.current.answeredAt,
+  }));
 
 /**
  * An administrator supersedes the node's newer generation of a held historical claim: Cloudly issues

@@ -51,7 +51,7 @@ import { boundRelayText } from '../core/relaycalls.js';
 import { imageVersionId } from '../manager.image/documents.js';
 import { migrateServiceShapes } from './migrate.js';
 import { organizationKind, organizationOperations, registerNamedOrganizations } from './organizations.js';
-import { currentOperation } from '../core/operationcontext.js';
+import { cloudlyActor, currentOperation, runInOperation } from '../core/operationcontext.js';
 import type { IClusterRelayCapabilities } from '../interfaces/data/clusterrelay.js';
 import { deriveClusterRoutes } from '../manager.desiredstate/routes.js';
 import { runtimeNetworkLeasesKind } from '../manager.runtimenetwork/documents.js';
@@ -61,6 +61,7 @@ import {
   decideHistoricalSupersession,
   decideUncertainRelease,
   decideVolumeInitialization,
+  historicalClaimsOf,
   isHeldHistorical,
   isHeldUncertain,
   volumeRefusal,
@@ -682,9 +683,12 @@ export class ServiceManager {
             // Only while the reconciler has not reached a new service yet (or another instance reconciles it).
             throw refuse('unavailable', ['runtime-status-not-judged-yet'], { retryAfterMs: 1_000 });
           }
-          const placements = await this.cloudly.desiredStateManager.observedPlacements(status.id);
+          const [placements, claims] = await Promise.all([
+            this.cloudly.desiredStateManager.observedPlacements(status.id),
+            this.readRuntimeLocalStorageClaims(service.id),
+          ]);
           const lastReportedAt = placements.reduce<number | null>((latest, placement) => Math.max(latest ?? 0, placement.reportedAt), null);
-          return { status, observed: { placements, lastReportedAt } };
+          return { status, observed: { placements, lastReportedAt }, historicalClaims: historicalClaimsOf(claims) };
         },
       }),
     ]);
@@ -998,8 +1002,11 @@ export class ServiceManager {
     }
     const now = Date.now();
     // The claim is read afresh: a newer generation that replaced the one this answer is about is kept.
-    const { outcome } = await this.cloudly.store.mutate(runtimeLocalStorageClaimKind, claimIdArg, (latestArg) =>
-      decideClaimAnswer(latestArg, request.claim, bound, now));
+    // The write is Cloudly's, audited under the call whose answer it records (a historical answer
+    // is then found in the audit log by method and claim, beside the warning below).
+    const { outcome } = await runInOperation({ actor: cloudlyActor, method: 'applyRuntimeLocalStorageClaim', dryRun: false }, () =>
+      this.cloudly.store.mutate(runtimeLocalStorageClaimKind, claimIdArg, (latestArg) =>
+        decideClaimAnswer(latestArg, request.claim, bound, now)));
     if (bound.status === 'historical' && outcome === 'written') {
       // Nothing more is pushed for this claim: an operator must know, and the verdict says `conflict`.
       this.cloudly.logger.warn(

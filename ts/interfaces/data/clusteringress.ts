@@ -206,17 +206,17 @@ export const validateClusterIngressRegistrationRefusal = (
 ): string[] => {
   const refusal = readExactDataRecordOrNull(valueArg, ['code', 'reason', 'retryAfterMs']);
   if (refusal === null) {
-    return [`${pathArg} must be a record of exactly code, reason and retryAfterMs`];
+    return [`${pathArg} must use its exact schema`];
   }
   const reasons: string[] = [];
   if (readOwnDataValue(refusal, 'code') !== clusterIngressRegistrationContract.refusalCode) {
-    reasons.push(`${pathArg}.code must be ${clusterIngressRegistrationContract.refusalCode}`);
+    reasons.push(`${pathArg} code must be ${clusterIngressRegistrationContract.refusalCode}`);
   }
   if (!(clusterIngressRegistrationRefusalReasons as readonly unknown[]).includes(readOwnDataValue(refusal, 'reason'))) {
-    reasons.push(`${pathArg}.reason must be one of ${clusterIngressRegistrationRefusalReasons.join(', ')}`);
+    reasons.push(`${pathArg} reason must be a cluster ingress registration refusal reason`);
   }
   if (!isRetryAfterMs(readOwnDataValue(refusal, 'retryAfterMs'))) {
-    reasons.push(`${pathArg}.retryAfterMs must be an integer from `
+    reasons.push(`${pathArg} retryAfterMs must be an integer from `
       + `${clusterIngressRegistrationContract.minimumRetryAfterMs} to `
       + `${clusterIngressRegistrationContract.maximumRetryAfterMs}`);
   }
@@ -256,11 +256,11 @@ export const validateClusterIngressRouteTableChange = (
 ): string[] => {
   const change = readExactDataRecordOrNull(valueArg, ['revision']);
   if (change === null) {
-    return [`${pathArg} must be a record of exactly revision`];
+    return [`${pathArg} must use its exact schema`];
   }
   return isCounter(readOwnDataValue(change, 'revision'))
     ? []
-    : [`${pathArg}.revision must be a non-negative safe integer`];
+    : [`${pathArg} revision must be a non-negative safe integer`];
 };
 
 /**

@@ -276,14 +276,14 @@ export const validateClusterIngressDesignation = async (valueArg: unknown): Prom
   try {
     designation = snapshotClusterIngressDesignation(valueArg);
   } catch {
-    return ['cluster ingress designation must use its exact schema'];
+    return ['cluster ingress designation must use its exact canonical schema'];
   }
   try {
     return designation.digest === await computeClusterIngressDesignationDigest(designation)
       ? []
-      : ['cluster ingress designation digest does not match its content'];
+      : ['cluster ingress designation digest does not match'];
   } catch {
-    return ['cluster ingress designation must use its exact schema'];
+    return ['cluster ingress designation must use its exact canonical schema'];
   }
 };
 

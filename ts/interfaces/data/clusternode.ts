@@ -42,10 +42,10 @@ export const validateClusterNodeCorestore = (
     || Object.keys(valueArg).join(',') !== 'endpoint'
     || !isOwnDataProperty(valueArg, 'endpoint')
   ) {
-    return [`${pathArg} must be an object whose only key is endpoint`];
+    return [`${pathArg} must use its exact schema`];
   }
   const endpoint = readOwnDataValue(valueArg, 'endpoint');
-  const endpointPath = `${pathArg}.endpoint`;
+  const endpointPath = `${pathArg} endpoint`;
   if (
     typeof endpoint !== 'string'
     || endpoint.length < 1
@@ -55,7 +55,7 @@ export const validateClusterNodeCorestore = (
   }
   const parsed = parseUrlOrNull(endpoint);
   if (parsed === null) {
-    return [`${endpointPath} does not parse as a URL`];
+    return [`${endpointPath} must be a parsable URL`];
   }
   return collectCanonicalHttpOriginReasons(parsed, endpoint, endpointPath);
 };

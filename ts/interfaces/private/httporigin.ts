@@ -12,15 +12,15 @@ export const collectCanonicalHttpOriginReasons = (
 ): string[] => {
   const reasons: string[] = [];
   if (parsedArg.protocol !== 'http:' && parsedArg.protocol !== 'https:') {
-    reasons.push(`${pathArg} must use the http: or https: scheme, not ${parsedArg.protocol}`);
+    reasons.push(`${pathArg} must use the http or https scheme`);
   }
   if (parsedArg.username !== '' || parsedArg.password !== '') {
-    reasons.push(`${pathArg} must not contain a user name or password`);
+    reasons.push(`${pathArg} must not carry userinfo`);
   }
   if (parsedArg.origin !== textArg) {
     reasons.push(
-      `${pathArg} must be spelled as its canonical origin ${parsedArg.origin}: `
-        + 'no path, query, fragment, trailing slash or default port',
+      `${pathArg} must be the canonical origin ${parsedArg.origin}, `
+        + 'without a path, query, fragment, trailing slash or default port',
     );
   }
   return reasons;

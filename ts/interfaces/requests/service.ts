@@ -5,7 +5,7 @@ import type { IService, IServiceWritableSpec } from '../data/service.js';
 import type { IOrganization, IOrganizationWritable } from '../data/organization.js';
 import type { TServiceVolumeInitialization } from '../data/servicevolume.js';
 import type { IServiceRuntimeStatus } from '../data/serviceruntimestatus.js';
-import type { IRuntimeLocalStorageClaimRecord } from '../data/runtimelocalstorageclaim.js';
+import type { IRuntimeLocalStorageClaimRecord, IRuntimeLocalStorageClaimReference } from '../data/runtimelocalstorageclaim.js';
 import type { IPageRequest, IPageAnswer } from './pagination.js';
 
 /** Volumes are `TServiceWritableVolume`: one stating `initialization` is refused by path. */
@@ -56,6 +56,23 @@ export type IReq_Any_Cloudly_SetServiceVolumeInitialization = ITypedContract<
 >;
 
 /** The current verdict for the service's current spec revision. */
+/**
+ * A claim of the service that Cloudly holds because its node answered `historical`: the node holds
+ * a newer generation (`nodeClaim`) than the one Cloudly issued (`generation`). One of the things a
+ * `conflict` verdict can stand for; `supersedeHistoricalRuntimeLocalStorageClaim` is the way out.
+ * Project's own definition.
+ */
+export interface IServiceHistoricalClaim {
+  claimId: string;
+  nodeId: string;
+  mountPath: string;
+  /** Cloudly's generation the node answered historical. */
+  generation: number;
+  /** The newer generation the node holds. */
+  nodeClaim: IRuntimeLocalStorageClaimReference;
+  answeredAt: number | null;
+}
+
 export type IReq_Any_Cloudly_GetServiceRuntimeStatus = ITypedContract<
   'getServiceRuntimeStatus',
   { identity: IIdentity; serviceId: string },
@@ -63,6 +80,11 @@ export type IReq_Any_Cloudly_GetServiceRuntimeStatus = ITypedContract<
     status: IServiceRuntimeStatus;
     /** Project's own member, beside the contract's exact status: what the relay last reported, per node. */
     observed: { placements: IServiceObservedPlacement[]; lastReportedAt: number | null };
+    /**
+     * Project's own member: the service's claims held because their node answered `historical`,
+     * by claim id (empty when none). The verdict waits on `conflict` while one is listed.
+     */
+    historicalClaims: IServiceHistoricalClaim[];
   }
 >;
 

@@ -3514,6 +3514,41 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IServiceHistoricalClaim": {
+   "type": "object",
+   "properties": {
+    "claimId": {
+     "type": "string"
+    },
+    "nodeId": {
+     "type": "string"
+    },
+    "mountPath": {
+     "type": "string"
+    },
+    "generation": {
+     "type": "number"
+    },
+    "nodeClaim": {
+     "$ref": "#/$defs/IRuntimeLocalStorageClaimReference"
+    },
+    "answeredAt": {
+     "type": [
+      "number",
+      "null"
+     ]
+    }
+   },
+   "required": [
+    "claimId",
+    "nodeId",
+    "mountPath",
+    "generation",
+    "nodeClaim",
+    "answeredAt"
+   ],
+   "additionalProperties": false
+  },
   "IServiceObservedPlacement": {
    "type": "object",
    "properties": {
@@ -7035,11 +7070,18 @@ export const contractSchema: IContractSchemaDocument = {
       "lastReportedAt"
      ],
      "additionalProperties": false
+    },
+    "historicalClaims": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IServiceHistoricalClaim"
+     }
     }
    },
    "required": [
     "status",
-    "observed"
+    "observed",
+    "historicalClaims"
    ],
    "additionalProperties": false
   },
