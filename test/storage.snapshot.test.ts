@@ -33,6 +33,27 @@ const digestOf = async (tArg: ITestCloudly): Promise<Record<string, string>> => 
 };
 
 describe('control-plane snapshot: save and restore', () => {
+  test('a download without an administrator is refused in the refusal shape, with the identity\'s own token', async () => {
+    const t = await startTestCloudly({ logLevel: 'silent' });
+    try {
+      const refusalOf = async (authorizationArg: string | null) => {
+        const response = await fetch(`${t.baseUrl}/admin/snapshot`, { headers: authorizationArg ? { authorization: authorizationArg } : {} });
+        const { error } = await response.json() as { error: { data: { code: string; reasons: string[] } } };
+        return [response.status, error.data.code, error.data.reasons];
+      };
+      assert.deepEqual(await refusalOf(null), [401, 'unauthenticated', ['identity-missing']]);
+      assert.deepEqual(await refusalOf(`Bearer ${t.identity.jwt.slice(0, -8)}AAAAAAAA`), [401, 'unauthenticated', ['identity-invalid']]);
+      // An identity whose account does not exist: the account check's own token.
+      const orphan = await t.cloudly.auth.issueIdentity({ id: 'viewer-1', username: 'viewer', role: 'user' });
+      assert.deepEqual(await refusalOf(`Bearer ${orphan.jwt}`), [401, 'unauthenticated', ['account-deleted']]);
+      await t.caller.call('createUser', { username: 'snapshot-viewer', password: 'snapshot-viewer-password', role: 'user' });
+      const viewer = await t.admin.fire('adminLoginWithUsernameAndPassword', { username: 'snapshot-viewer', password: 'snapshot-viewer-password' });
+      assert.deepEqual(await refusalOf(`Bearer ${viewer.identity.jwt}`), [403, 'forbidden', ['role-not-allowed']]);
+    } finally {
+      await t.stop();
+    }
+  });
+
   test('save online through the API, restore into an empty data directory: identical collections, sealed secrets, serves at once', async () => {
     const t = await startTestCloudly({ logLevel: 'silent' });
     const cli = await createCli();

@@ -6,7 +6,7 @@ import fastifyWebsocket from '@fastify/websocket';
 import { PendingConnectionGuard, UpgradeLine, type TConnectionRefusalReason } from './connectionlimits.js';
 import { EnvelopePeer, readFrame, refusalEnvelope, type IEnvelope, type ISocketRequestLimits } from './envelopepeer.js';
 import { AttemptLimiter } from './attemptlimiter.js';
-import { errorTexts, refusalData } from './refusal.js';
+import { errorTexts, refusalData, type IRefusal } from './refusal.js';
 import { identityReasons } from '../interfaces/data/refusal.js';
 import type { ICloudlyConfig } from '../config.js';
 import type { TCloudlyLogger } from './logger.js';
@@ -99,7 +99,7 @@ export interface ITransportHost {
    * snapshot (an administrator's identity JWT as bearer), and the download itself.
    */
   snapshotDownload?: {
-    authorize(bearerArg: string | null): Promise<{ ok: true; actor: string } | { ok: false; status: number; reason: string }>;
+    authorize(bearerArg: string | null): Promise<{ ok: true; actor: string } | { ok: false; status: number; refusal: IRefusal }>;
     export(sinkArg: (chunkArg: Buffer) => Promise<void>, onStartArg: (infoArg: { lsn: number; documents: number }) => void): Promise<{ lsn: number; documents: number; bytes: number }>;
   };
   /** Counts a connection ended before its first request (connectionlimits.ts), and tells the pending count. */
@@ -365,7 +365,8 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     }
     const authorized = await download.authorize(readBearer(request));
     if (!authorized.ok) {
-      return reply.code(authorized.status).header('cache-control', 'no-store').send({ error: authorized.reason });
+      return reply.code(authorized.status).header('cache-control', 'no-store')
+        .send({ error: { text: authorized.refusal.errorText, data: authorized.refusal.errorData } });
     }
     void reply.hijack();
     const raw = reply.raw;
