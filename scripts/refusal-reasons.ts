@@ -5,7 +5,8 @@
  * - dictionaries: every exported `const …Reason` / `…Reasons` whose value is a string, an object
  *   or an array literal (through `as const` and `Object.freeze`); each string in it is a reason;
  * - inline reasons: string and template literals written straight into `refuse(code, [ … ])` (or `refusalFor`, its `CloudlyRefusal` twin), and
- *   the reason of `refuseNamed(code, reason, message)` (which must be a literal token);
+ *   the reason of `refuseNamed(code, reason, message)` (a literal token, or a reason dictionary's
+ *   member such as `identityReasons.expired`);
  * - opaque input refusals: `refuse('invalid-request', list)` whose reasons are not a literal list (a
  *   variable, a call, a spread): how an input check's sentences reached `reasons` before every
  *   input check answered field problems (`refuseFields`, ts/core/validation.ts, the one place that
@@ -54,6 +55,15 @@ const unwrap = (nodeArg: ts.Expression): ts.Expression => {
 
 const literalText = (nodeArg: ts.Node): string | null =>
   (ts.isStringLiteral(nodeArg) || ts.isNoSubstitutionTemplateLiteral(nodeArg) ? nodeArg.text : null);
+
+/**
+ * A reason given by name rather than written out: a member of a reason dictionary
+ * (`identityReasons.expired`) or a single reason constant (`accessDeniedReason`). The dictionary
+ * reading holds its text to a token, so the reference is one.
+ */
+const namesDictionaryMember = (nodeArg: ts.Expression): boolean =>
+  (ts.isPropertyAccessExpression(nodeArg) && ts.isIdentifier(nodeArg.expression) && /Reasons$/.test(nodeArg.expression.text))
+  || (ts.isIdentifier(nodeArg) && /Reason$/.test(nodeArg.text));
 
 /** Every reason of one source text (its path is only for the report). */
 export const findReasonsInSource = (fileArg: string, sourceArg: string): { dictionaries: IFoundReason[]; inline: IFoundReason[]; opaque: IFoundReason[] } => {
@@ -112,8 +122,9 @@ export const findReasonsInSource = (fileArg: string, sourceArg: string): { dicti
     // `refuseNamed(code, reason, message, path?)`: the reason is one token, the message its sentence.
     if (ts.isCallExpression(nodeArg) && ts.isIdentifier(nodeArg.expression) && nodeArg.expression.text === 'refuseNamed' && nodeArg.arguments[1]) {
       const reason = nodeArg.arguments[1];
-      const text = literalText(reason) ?? reason.getText(source);
-      inline.push({ ...found(reason, 'refuseNamed', text), token: literalText(reason) !== null && refusalReasonTokenPattern.test(text) });
+      const literal = literalText(reason);
+      const text = literal ?? reason.getText(source);
+      inline.push({ ...found(reason, 'refuseNamed', text), token: literal !== null ? refusalReasonTokenPattern.test(text) : namesDictionaryMember(reason) });
     }
     ts.forEachChild(nodeArg, visit);
   };

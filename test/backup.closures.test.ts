@@ -11,12 +11,8 @@ import { StreamAbortedError, streamChannelOf } from '../ts/core/streams.js';
 import { FilesystemBlobStore } from '../ts/core/blobstore.js';
 import { serviceBackupKind } from '../ts/manager.backup/backup.manager.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
-import type {
-  IReq_Admin_CreateServiceBackup,
-  IReq_Cloudly_Relay_BackupClusterService,
-  IReq_Relay_Cloudly_BackupServiceDatabaseClosure,
-  IServiceBackupRecord,
-} from '../ts/interfaces/requests/backup.js';
+import type { IReq_Cloudly_Relay_BackupClusterService, IServiceBackupRecord } from '../ts/interfaces/requests/backup.js';
+import type { TUntypedContract } from '../ts/client/admin.js';
 import { assertFieldProblems } from './helpers/refusals.js';
 
 let world: IBackupWorld;
@@ -35,7 +31,7 @@ const serveBackups = (relayArg: CloudlyRelayClient): void => {
 
 /** Orders a backup and follows its operation to the end: the finished backup, or the refusal it recorded, thrown. */
 const backUp = async (backupIdArg: string): Promise<{ backup: IServiceBackupRecord }> => {
-  const { operation } = await world.t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+  const { operation } = await world.t.caller.call('createServiceBackup', {
     clusterId: world.clusterId,
     nodeId: world.nodeId,
     serviceId: world.service.id,
@@ -92,7 +88,7 @@ test('a bad descriptor is refused with every reason before any byte moves', asyn
   let bytesSent = -1;
   onBackup = async (request) => {
     const sender = streamChannelOf(world.relay.peer).openSender();
-    refusal = await refusalOf(() => world.relay.fire<IReq_Relay_Cloudly_BackupServiceDatabaseClosure>('backupServiceDatabaseClosure', {
+    refusal = await refusalOf(() => world.relay.fire('backupServiceDatabaseClosure', {
       backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId,
       descriptor: { ...descriptorOf(Buffer.from('x')), byteLength: 0, sha256: 'nope' },
       closure: sender.reference('send'),
@@ -228,7 +224,7 @@ test('bytes stored before a restart are still there, verified, after it', async 
 
 test('the retired coreflow-tagged methods are not served', async () => {
   for (const method of ['uploadBackupArchiveObject', 'downloadBackupArchiveObject', 'executeServiceBackup', 'executeServiceRestore', 'pruneNodeArchive']) {
-    const refusal = await refusalOf(() => world.relay.fire(method as 'x', {}));
+    const refusal = await refusalOf(() => world.relay.fire<TUntypedContract>(method, {}));
     assert.equal(refusal.code, 'invalid-request');
     assert.deepEqual(refusal.reasons, ['method-not-served']);
   }

@@ -4,7 +4,6 @@ import { startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IService } from '../ts/interfaces/data/service.js';
 import type { ICorestoreDatabaseClosureDescriptor } from '../ts/interfaces/data/corestoreclosure.js';
-import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 
 /** A real Cloudly with one cluster, one node, one service and the cluster's relay connected. */
 export interface IBackupWorld {
@@ -44,7 +43,7 @@ export const addClusterWorld = async (tArg: ITestCloudly, nameArg: string): Prom
   const { cluster, relayToken } = await tArg.createCluster(nameArg);
   const nodeId = `${nameArg}-node-a`;
   await tArg.caller.call('addClusterNode', { clusterId: cluster.id, name: nodeId, nodeId });
-  const { service } = await tArg.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const { service } = await tArg.caller.call('createService', {
     service: {
       name: `${nameArg}-db`,
       organizationId: 'org-1',

@@ -16,11 +16,6 @@ import {
 } from '../ts/interfaces/data/isolatedrestore.js';
 import type { TIsolatedRestoreResourceMapping } from '../ts/interfaces/data/backup.js';
 import type {
-  IReq_Admin_CreateIsolatedRestore,
-  IReq_Admin_CreateServiceBackup,
-  IReq_Admin_PruneClusterNodeArchive,
-  IReq_Admin_RestoreServiceBackup,
-  IReq_Admin_StepIsolatedRestore,
   IReq_Cloudly_Coreflow_CleanupIsolatedRestore,
   IReq_Cloudly_Coreflow_ExecuteIsolatedRestore,
   IReq_Cloudly_Coreflow_GetIsolatedRestoreStatus,
@@ -122,7 +117,7 @@ const toCompletion = async <T extends { operation?: { operationId: string } }>(a
   return outcomeOf(await followOperation(world.t.admin, answer.operation!.operationId, { timeoutMs: 20_000 }));
 };
 
-const backUp = (backupIdArg: string, nodeIdArg = world.nodeId) => toCompletion(world.t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+const backUp = (backupIdArg: string, nodeIdArg = world.nodeId) => toCompletion(world.t.caller.call('createServiceBackup', {
   clusterId: world.clusterId, nodeId: nodeIdArg, serviceId: world.service.id, backupId: backupIdArg, tags: { reason: 'nightly' },
 }));
 
@@ -142,7 +137,7 @@ test('a backup is ordered on the exact node, with the authoritative service, and
 });
 
 test('a backup that is gone when the relay answers is not found, not in progress', async () => {
-  const refusal = await refusalOf(() => toCompletion(world.t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+  const refusal = await refusalOf(() => toCompletion(world.t.caller.call('createServiceBackup', {
     clusterId: world.clusterId, nodeId: world.nodeId, serviceId: world.service.id, backupId: 'ops-vanished', tags: { vanish: 'while-running' },
   })));
   assert.equal(refusal.code, 'not-found');
@@ -155,11 +150,11 @@ test('a backup on a node Cloudly does not know, or of a missing service, is refu
   const unknownNode = await refusalOf(() => backUp('ops-x', 'node-missing'));
   assert.equal(unknownNode.code, 'not-found');
   assert.deepEqual(unknownNode.reasons, ['node-not-found']);
-  const missingService = await refusalOf(() => world.t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+  const missingService = await refusalOf(() => world.t.caller.call('createServiceBackup', {
     clusterId: world.clusterId, nodeId: world.nodeId, serviceId: 'svc-missing',
   }));
   assert.deepEqual(missingService.reasons, ['service-not-found']);
-  const badShape = await refusalOf(() => world.t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+  const badShape = await refusalOf(() => world.t.caller.call('createServiceBackup', {
     clusterId: world.clusterId, nodeId: '', serviceId: world.service.id, replication: { enabled: 'yes' } as never,
   }));
   assert.equal(badShape.code, 'invalid-request');
@@ -171,7 +166,7 @@ test('a backup on a node Cloudly does not know, or of a missing service, is refu
 });
 
 test('a restore goes to the exact node with the recorded snapshots', async () => {
-  const { restored, backup } = await toCompletion(world.t.caller.call<IReq_Admin_RestoreServiceBackup>('restoreServiceBackup', {
+  const { restored, backup } = await toCompletion(world.t.caller.call('restoreServiceBackup', {
     backupId: 'ops-1', clear: true, resourceTypes: ['database'],
   }));
   const request = seen.restoreClusterService.at(-1) as IReq_Cloudly_Relay_RestoreClusterService['request'];
@@ -182,17 +177,17 @@ test('a restore goes to the exact node with the recorded snapshots', async () =>
 });
 
 test('prune names the exact node; found: false is answered as a fact, not a failure', async () => {
-  const pruned = await world.t.caller.call<IReq_Admin_PruneClusterNodeArchive>('adminPruneClusterNodeArchive', {
+  const pruned = await world.t.caller.call('adminPruneClusterNodeArchive', {
     clusterId: world.clusterId, nodeId: world.nodeId, retention: { keepLast: 3 }, dryRun: true,
   });
   assert.deepEqual(pruned, { found: true, result: { dryRun: true, keptSnapshotIds: ['s1'], removedSnapshotIds: [], reclaimedBytes: 0 } });
   await world.t.caller.call('addClusterNode', { clusterId: world.clusterId, name: 'node-b', nodeId: 'node-b' });
-  const empty = await world.t.caller.call<IReq_Admin_PruneClusterNodeArchive>('adminPruneClusterNodeArchive', {
+  const empty = await world.t.caller.call('adminPruneClusterNodeArchive', {
     clusterId: world.clusterId, nodeId: 'node-b', retention: { keepLast: 3 },
   });
   assert.deepEqual(empty, { found: false });
   assert.deepEqual((seen.pruneClusterNodeArchive.at(-1) as { nodeId: string }).nodeId, 'node-b');
-  const badRetention = await refusalOf(() => world.t.caller.call<IReq_Admin_PruneClusterNodeArchive>('adminPruneClusterNodeArchive', {
+  const badRetention = await refusalOf(() => world.t.caller.call('adminPruneClusterNodeArchive', {
     clusterId: world.clusterId, nodeId: world.nodeId, retention: {},
   }));
   assertFieldProblems(badRetention, [
@@ -213,7 +208,7 @@ const mappings: TIsolatedRestoreResourceMapping[] = [{
 }];
 
 test('an isolated restore carries a verifiable grant per operation and stages the closure bytes exactly', async () => {
-  const started = world.t.caller.call<IReq_Admin_CreateIsolatedRestore>('createIsolatedRestore', {
+  const started = world.t.caller.call('createIsolatedRestore', {
     backupId: 'ops-1', targetNodeName: world.nodeId, restoreId: 'restore-1', mappings,
   });
   assert.equal((await started).restoreId, 'restore-1');
@@ -224,12 +219,12 @@ test('an isolated restore carries a verifiable grant per operation and stages th
   assert.deepEqual(prepare.mappings, mappings);
   assert.deepEqual(prepare.manifest, [{ path: 'closure/database.closure', size: closureBytes.byteLength, sha256: sha256Of(closureBytes) }]);
   assert.deepEqual(seen.stagedBytes, [sha256Of(closureBytes)]);
-  const status = await world.t.caller.call<IReq_Admin_StepIsolatedRestore>('stepIsolatedRestore', { restoreId: 'restore-1', operation: 'status' });
-  const executed = await world.t.caller.call<IReq_Admin_StepIsolatedRestore>('stepIsolatedRestore', {
+  const status = await world.t.caller.call('stepIsolatedRestore', { restoreId: 'restore-1', operation: 'status' });
+  const executed = await world.t.caller.call('stepIsolatedRestore', {
     restoreId: 'restore-1', operation: 'execute', expectedRevision: status.state.revision,
   });
   assert.equal(executed.state.phase, 'executed');
-  const cleaned = await world.t.caller.call<IReq_Admin_StepIsolatedRestore>('stepIsolatedRestore', {
+  const cleaned = await world.t.caller.call('stepIsolatedRestore', {
     restoreId: 'restore-1', operation: 'cleanup', expectedRevision: executed.state.revision,
   });
   assert.equal(cleaned.state.phase, 'cleaned-up');
@@ -267,7 +262,7 @@ test('a tampered or expired grant fails verification with the published key; ano
 test('an isolated restore with a mistyped allocation reference is refused naming the path', async () => {
   const bad = structuredClone(mappings) as unknown as Array<{ target: { databaseAllocation: Record<string, unknown> } }>;
   bad[0].target.databaseAllocation.generation = 0;
-  const refusal = await refusalOf(() => world.t.caller.call<IReq_Admin_CreateIsolatedRestore>('createIsolatedRestore', {
+  const refusal = await refusalOf(() => world.t.caller.call('createIsolatedRestore', {
     backupId: 'ops-1', targetNodeName: world.nodeId, mappings: bad as never,
   }));
   assert.equal(refusal.code, 'invalid-request');

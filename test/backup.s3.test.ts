@@ -8,10 +8,7 @@ import { S3BlobStore } from '../ts/core/s3blobstore.js';
 import { ConfigError, readConfig } from '../ts/config.js';
 import { fetchServiceDatabaseClosure, sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 import { serviceBackupKind } from '../ts/manager.backup/backup.manager.js';
-import type {
-  IReq_Cloudly_Relay_BackupClusterService,
-  IReq_Relay_Cloudly_RestoreServiceDatabaseClosure,
-} from '../ts/interfaces/requests/backup.js';
+import type { IReq_Cloudly_Relay_BackupClusterService } from '../ts/interfaces/requests/backup.js';
 import { refusalOf, startTestCloudly, waitFor } from './helpers/cloudly.js';
 import { cloudlyProcessEnv, runCloudlyProcessToExit } from './helpers/process.js';
 import { startTestS3Server, type ITestS3Server } from './helpers/s3server.js';
@@ -302,7 +299,7 @@ describe('Cloudly with CLOUDLY_BLOB_STORE=s3', () => {
       // The bucket unreachable: the relay's closure calls are refused by name, Cloudly stays up.
       await s3.stop();
       try {
-        const refusal = await refusalOf(() => relay.fire<IReq_Relay_Cloudly_RestoreServiceDatabaseClosure>('restoreServiceDatabaseClosure', {
+        const refusal = await refusalOf(() => relay.fire('restoreServiceDatabaseClosure', {
           backupId: 'b-s3', serviceId: world.service.id, nodeId: world.nodeId,
         }));
         assert.equal(refusal.code, 'unavailable');

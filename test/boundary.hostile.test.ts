@@ -3,7 +3,6 @@ import assert from 'node:assert/strict';
 import { startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { boundaryLimits } from '../ts/core/boundary.js';
 import { deepArray, postText, rawEnvelope, RawSocket, type IWireAnswer } from './helpers/rawwire.js';
-import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 
 /**
  * Hostile input, sent the way an attacker would: raw text over HTTP and raw frames over both
@@ -29,7 +28,7 @@ describe('hostile input at the boundary', () => {
   });
   after(async () => { await t.stop(); });
 
-  const clusterCount = async () => (await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.length;
+  const clusterCount = async () => (await t.admin.call('getClusters', {})).clusters.length;
   const identityText = () => JSON.stringify(t.identity);
 
   test('a request nested 100,000 deep over HTTP is a 400 refusal envelope naming the depth, and the server keeps serving', async () => {
@@ -125,9 +124,12 @@ describe('hostile input at the boundary', () => {
       try {
         const big = rawEnvelope('createCluster', JSON.stringify({ identity: small.identity, name: 'x'.repeat(20_000) }), 'big');
         const answer = await socket.send(big, 'big');
-        assertRefusedWith(answer, 'invalid-request', /^frame exceeds 16384 bytes$/);
+        assertRefusedWith(answer, 'invalid-request', /^frame-too-large$/);
+        assert.deepEqual(answer.error?.data.causes, [{ path: 'frame', message: 'exceeds 16384 bytes' }]);
         const huge = rawEnvelope('createCluster', JSON.stringify({ identity: small.identity, name: 'x'.repeat(600_000) }), 'huge');
-        assertRefusedWith(await socket.send(huge, 'huge'), 'invalid-request', /^frame exceeds \d+ bytes$/);
+        const hugeAnswer = await socket.send(huge, 'huge');
+        assertRefusedWith(hugeAnswer, 'invalid-request', /^frame-too-large$/);
+        assert.match(hugeAnswer.error?.data.causes?.[0]?.message ?? '', /^exceeds \d+ bytes$/);
         const next = await socket.send(rawEnvelope('getClusters', JSON.stringify({ identity: small.identity }), 'next'), 'next');
         assert.deepEqual((next.response as { clusters: unknown[] }).clusters, []);
         assert.equal(socket.closeCode, null);
@@ -215,14 +217,14 @@ describe('limits: floods are refused with retryAfterMs, other callers go on', ()
       const attempt = (passwordArg: string, usernameArg = testAdminUsername) =>
         postText(t.baseUrl, rawEnvelope('adminLoginWithUsernameAndPassword', JSON.stringify({ username: usernameArg, password: passwordArg })));
       for (let index = 0; index < 10; index++) {
-        assertRefusedWith((await attempt(`wrong-${index}`)).body, 'unauthenticated', /username or password is wrong/);
+        assertRefusedWith((await attempt(`wrong-${index}`)).body, 'unauthenticated', /^credentials-wrong$/);
       }
       const limited = await attempt(testAdminPassword);
       assertRefusedWith(limited.body, 'unavailable', /^login-rate-limited$/);
       assert.ok(limited.body.error!.data.retryAfterMs! > 0);
       assert.equal(limited.body.error!.data.retryable, true);
       // Another account from the same address is still judged on its password.
-      assertRefusedWith((await attempt('whatever', 'someone-else')).body, 'unauthenticated', /username or password is wrong/);
+      assertRefusedWith((await attempt('whatever', 'someone-else')).body, 'unauthenticated', /^credentials-wrong$/);
     } finally {
       await t.stop();
     }
@@ -233,16 +235,22 @@ describe('limits: floods are refused with retryAfterMs, other callers go on', ()
     try {
       const { relayToken } = await t.createCluster('upgrade-limit');
       const statuses: number[] = [];
+      const bodies: string[] = [];
       for (let index = 0; index < 31; index++) {
-        await RawSocket.open(t.baseUrl, `szrelay_not-a-token-${index}`).then((socket) => socket.close(), (error: Error) => {
+        await RawSocket.open(t.baseUrl, `szrelay_not-a-token-${index}`).then((socket) => socket.close(), (error: Error & { body?: string }) => {
           statuses.push(Number(/(\d{3})$/.exec(error.message)?.[1]));
+          bodies.push(error.body ?? '');
         });
       }
       assert.deepEqual(statuses.slice(0, 30), Array(30).fill(401));
       assert.equal(statuses[30], 429);
+      const limited = (JSON.parse(bodies[30]) as IWireAnswer).error?.data;
+      assert.deepEqual([limited?.code, limited?.reasons], ['unavailable', ['upgrade-rate-limited']]);
+      assert.ok((limited?.retryAfterMs ?? 0) > 0);
+      assert.deepEqual((JSON.parse(bodies[0]) as IWireAnswer).error?.data.reasons, ['identity-invalid']);
       await assert.rejects(RawSocket.open(t.baseUrl, relayToken), /upgrade refused: 429/);
       // HTTP calls from the same address are not affected.
-      assert.equal((await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.length, 1);
+      assert.equal((await t.admin.call('getClusters', {})).clusters.length, 1);
     } finally {
       await t.stop();
     }

@@ -1,16 +1,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
-import type {
-  IReq_Any_Cloudly_AddClusterNode,
-  IReq_Any_Cloudly_GetClusterNodes,
-  IReq_Any_Cloudly_RemoveClusterNode,
-  IReq_Any_Cloudly_SetClusterNodeCorestore,
-  IReq_Relay_Cloudly_GetClusterNodeCorestores,
-  IReq_Relay_Cloudly_ReportClusterNode,
-} from '../ts/interfaces/requests/cluster.js';
 import type { IClusterNode } from '../ts/interfaces/data/clusternode.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
+import type { TUntypedContract } from '../ts/client/admin.js';
 import { assertFieldProblems, problemsOf } from './helpers/refusals.js';
 
 describe('cluster nodes and their Corestore endpoints', () => {
@@ -24,11 +17,11 @@ describe('cluster nodes and their Corestore endpoints', () => {
   after(async () => { await t.stop(); });
 
   const addNode = (nameArg: string, nodeIdArg?: string) =>
-    t.caller.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId, name: nameArg, ...(nodeIdArg ? { nodeId: nodeIdArg } : {}) });
+    t.caller.call('addClusterNode', { clusterId, name: nameArg, ...(nodeIdArg ? { nodeId: nodeIdArg } : {}) });
   const listNodes = async (clusterIdArg = clusterId) =>
-    (await t.caller.call<IReq_Any_Cloudly_GetClusterNodes>('getClusterNodes', { clusterId: clusterIdArg })).nodes;
+    (await t.caller.call('getClusterNodes', { clusterId: clusterIdArg })).nodes;
   const setCorestore = (nodeIdArg: string, expectedArg: { endpoint: string } | null, corestoreArg: unknown) =>
-    t.admin.fire<IReq_Any_Cloudly_SetClusterNodeCorestore>('setClusterNodeCorestore', {
+    t.admin.fire('setClusterNodeCorestore', {
       identity: t.identity,
       clusterId,
       nodeId: nodeIdArg,
@@ -56,15 +49,15 @@ describe('cluster nodes and their Corestore endpoints', () => {
     const duplicate = await refusalOf(() => addNode('again', 'worker-1'));
     assert.equal(duplicate.code, 'conflict');
 
-    const removed = await t.caller.call<IReq_Any_Cloudly_RemoveClusterNode>('removeClusterNode', { clusterId, nodeId: generated.id });
+    const removed = await t.caller.call('removeClusterNode', { clusterId, nodeId: generated.id });
     assert.equal(removed.node.id, generated.id);
     assert.deepEqual((await listNodes()).map((n) => n.id), ['worker-1']);
-    const gone = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_RemoveClusterNode>('removeClusterNode', { clusterId, nodeId: generated.id }));
+    const gone = await refusalOf(() => t.caller.call('removeClusterNode', { clusterId, nodeId: generated.id }));
     assert.equal(gone.code, 'not-found');
   });
 
   test('bad node requests are refused with every reason, and unknown clusters are not-found', async () => {
-    const bad = await refusalOf(() => t.admin.fire('addClusterNode', { identity: t.identity, clusterId: '', name: ' x', nodeId: 'a/b', extra: 1 }));
+    const bad = await refusalOf(() => t.admin.fire<TUntypedContract>('addClusterNode', { identity: t.identity, clusterId: '', name: ' x', nodeId: 'a/b', extra: 1 }));
     assert.equal(bad.code, 'invalid-request');
     assertFieldProblems(bad, [
       ['request.clusterId', 'field-invalid', 'must be a string of 1 to 128 characters'],
@@ -74,7 +67,7 @@ describe('cluster nodes and their Corestore endpoints', () => {
     ]);
     const unknown = await refusalOf(() => listNodes('no-such-cluster'));
     assert.equal(unknown.code, 'not-found');
-    const unauthenticated = await refusalOf(() => t.admin.fire('getClusterNodes', { clusterId }));
+    const unauthenticated = await refusalOf(() => t.admin.fire<TUntypedContract>('getClusterNodes', { clusterId }));
     assert.equal(unauthenticated.code, 'unauthenticated');
   });
 
@@ -146,7 +139,7 @@ describe('cluster nodes and their Corestore endpoints', () => {
   test('a report that moved the node\'s generation does not make a compare-and-swap on the endpoint lose', async () => {
     await addNode('reported node', 'reported-node');
     const relay = await electedRelay(relayToken);
-    const reported = await relay.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', {
+    const reported = await relay.fire('reportClusterNode', {
       report: { nodeId: 'reported-node', hostAddresses: ['10.60.0.1'] },
     });
     assert.equal(reported.node.generation, 2, 'the report changed the node');
@@ -163,11 +156,11 @@ describe('cluster nodes and their Corestore endpoints', () => {
     await addNode('reader b', 'reader-b');
     await setCorestore('reader-a', null, { endpoint: 'http://10.40.0.1:3000' });
     const relay = await electedRelay(relayToken);
-    const all = await relay.fire<IReq_Relay_Cloudly_GetClusterNodeCorestores>('getClusterNodeCorestores', {});
+    const all = await relay.fire('getClusterNodeCorestores', {});
     const byId = new Map(all.nodes.map((node) => [node.nodeId, node.corestore]));
     assert.deepEqual(byId.get('reader-a'), { endpoint: 'http://10.40.0.1:3000' });
     assert.equal(byId.get('reader-b'), null);
-    const named = await relay.fire<IReq_Relay_Cloudly_GetClusterNodeCorestores>('getClusterNodeCorestores', { nodeIds: ['reader-b', 'reader-a'] });
+    const named = await relay.fire('getClusterNodeCorestores', { nodeIds: ['reader-b', 'reader-a'] });
     assert.deepEqual(named.nodes.map((node) => node.nodeId), ['reader-b', 'reader-a']);
     const bad = await refusalOf(() => relay.fire('getClusterNodeCorestores', { nodeIds: ['ok', '../x'] }));
     assert.equal(bad.code, 'invalid-request');
@@ -176,9 +169,9 @@ describe('cluster nodes and their Corestore endpoints', () => {
 
   test('admin handlers are not served on a relay socket and relay handlers not over HTTP', async () => {
     const relay = await t.connectRelay(relayToken);
-    const onRelay = await refusalOf(() => relay.fire('getClusterNodes', { clusterId }));
+    const onRelay = await refusalOf(() => relay.fire<TUntypedContract>('getClusterNodes', { clusterId }));
     assert.equal(onRelay.code, 'unauthenticated');
-    const overHttp = await refusalOf(() => t.admin.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', { report: { nodeId: 'x', name: 'x' } }));
+    const overHttp = await refusalOf(() => t.admin.fire('reportClusterNode', { report: { nodeId: 'x', name: 'x' } }));
     assert.equal(overHttp.code, 'forbidden');
     relay.close();
   });

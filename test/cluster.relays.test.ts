@@ -1,15 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
-import type {
-  IReq_Any_Cloudly_AddClusterNode,
-  IReq_Any_Cloudly_GetClusterNodes,
-  IReq_Any_Cloudly_GetClusterRelayRegistrations,
-  IReq_Any_Cloudly_SetClusterNodeCorestore,
-  IReq_Relay_Cloudly_GetClusterNodeCorestores,
-  IReq_Relay_Cloudly_RegisterClusterRelay,
-  IReq_Relay_Cloudly_ReportClusterNode,
-} from '../ts/interfaces/requests/cluster.js';
+import type { IReq_Relay_Cloudly_ReportClusterNode } from '../ts/interfaces/requests/cluster.js';
 import type { ITypedContract } from '../ts/interfaces/requests/admin.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import { clusterRelayLeaseKind } from '../ts/manager.cluster/relayelection.js';
@@ -26,7 +18,7 @@ describe('relay registrations and the election of one relay socket per cluster',
   after(async () => { await t.stop(); });
 
   const registrations = async (clusterIdsArg?: string[]) =>
-    (await t.caller.call<IReq_Any_Cloudly_GetClusterRelayRegistrations>(
+    (await t.caller.call(
       'getClusterRelayRegistrations',
       clusterIdsArg ? { clusterIds: clusterIdsArg } : {},
     )).registrations;
@@ -39,7 +31,7 @@ describe('relay registrations and the election of one relay socket per cluster',
   const electedCount = (clusterIdArg: string) =>
     t.cloudly.relays.sessionsOf(clusterIdArg).filter((session) => t.cloudly.clusterManager.isElected(session)).length;
   const register = (relayArg: CloudlyRelayClient, originArg: string) =>
-    relayArg.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', { registration: announcement(originArg) });
+    relayArg.fire('registerClusterRelay', { registration: announcement(originArg) });
 
   test('two relays of one cluster at once: exactly one is elected and carries the calls', async () => {
     const { cluster, relayToken } = await t.createCluster('pair');
@@ -160,7 +152,7 @@ describe('relay registrations and the election of one relay socket per cluster',
     ]);
     const notArray = await refusalOf(() => t.caller.call<TUntypedContract>('getClusterRelayRegistrations', { clusterIds: a.cluster.id }));
     assert.equal(notArray.code, 'invalid-request');
-    const badRegistration = await refusalOf(() => relayA.fire('registerClusterRelay', {
+    const badRegistration = await refusalOf(() => relayA.fire<TUntypedContract>('registerClusterRelay', {
       registration: { origin: 'http://u@relay.example/', version: '', protocol: 'p', extra: 1 },
     }));
     assert.equal(badRegistration.code, 'invalid-request');
@@ -178,7 +170,7 @@ describe('the election across a restart of Cloudly', () => {
     try {
       const { cluster, relayToken } = await t.createCluster('restart');
       const relay = await t.connectRelay(relayToken);
-      await relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', { registration: announcement('http://192.0.2.40:8080') });
+      await relay.fire('registerClusterRelay', { registration: announcement('http://192.0.2.40:8080') });
       // Simulate a crash: the lease stays held in the database although its socket is gone.
       const lease = (await t.cloudly.store.get(clusterRelayLeaseKind, cluster.id))!;
       assert.notEqual(lease.sessionId, null);
@@ -186,7 +178,7 @@ describe('the election across a restart of Cloudly', () => {
         set: { instanceId: 'crashed-instance', sessionId: 'gone', expiresAt: Date.now() + 600_000 },
       });
       await t.restart();
-      const [registration] = (await t.caller.call<IReq_Any_Cloudly_GetClusterRelayRegistrations>('getClusterRelayRegistrations', { clusterIds: [cluster.id] })).registrations;
+      const [registration] = (await t.caller.call('getClusterRelayRegistrations', { clusterIds: [cluster.id] })).registrations;
       assert.equal(registration.connected, false);
       assert.equal(registration.origin, 'http://192.0.2.40:8080');
       const back = await t.connectRelay(relayToken);
@@ -216,9 +208,9 @@ describe('node reports with hostAddresses, and cluster isolation', () => {
   after(async () => { await t.stop(); });
 
   const report = (relayArg: CloudlyRelayClient, reportArg: unknown) =>
-    relayArg.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', { report: reportArg as IReq_Relay_Cloudly_ReportClusterNode['request']['report'] });
+    relayArg.fire('reportClusterNode', { report: reportArg as IReq_Relay_Cloudly_ReportClusterNode['request']['report'] });
   const nodesOf = async (clusterIdArg: string) =>
-    (await t.caller.call<IReq_Any_Cloudly_GetClusterNodes>('getClusterNodes', { clusterId: clusterIdArg })).nodes;
+    (await t.caller.call('getClusterNodes', { clusterId: clusterIdArg })).nodes;
 
   test('a report introduces a node, stores hostAddresses, and an absent list states nothing', async () => {
     const first = await report(relayA, { nodeId: 'reported-1', name: 'reported one' });
@@ -274,15 +266,15 @@ describe('node reports with hostAddresses, and cluster isolation', () => {
   });
 
   test('a relay of cluster A never reads or writes the nodes of cluster B', async () => {
-    await t.caller.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId: clusterB, name: 'b node', nodeId: 'b-node' });
-    await t.caller.call<IReq_Any_Cloudly_SetClusterNodeCorestore>('setClusterNodeCorestore', {
+    await t.caller.call('addClusterNode', { clusterId: clusterB, name: 'b node', nodeId: 'b-node' });
+    await t.caller.call('setClusterNodeCorestore', {
       clusterId: clusterB, nodeId: 'b-node', expected: null, corestore: { endpoint: 'http://10.50.0.1:3000' },
     });
     const before = (await nodesOf(clusterB)).find((node) => node.id === 'b-node')!;
 
-    const read = await refusalOf(() => relayA.fire<IReq_Relay_Cloudly_GetClusterNodeCorestores>('getClusterNodeCorestores', { nodeIds: ['b-node'] }));
+    const read = await refusalOf(() => relayA.fire('getClusterNodeCorestores', { nodeIds: ['b-node'] }));
     assert.equal(read.code, 'not-found');
-    const listA = await relayA.fire<IReq_Relay_Cloudly_GetClusterNodeCorestores>('getClusterNodeCorestores', {});
+    const listA = await relayA.fire('getClusterNodeCorestores', {});
     assert.equal(listA.nodes.some((node) => node.nodeId === 'b-node'), false);
 
     // The same node id reported by A's relay is a node of A, never B's.
@@ -291,7 +283,7 @@ describe('node reports with hostAddresses, and cluster isolation', () => {
     assert.deepEqual((await nodesOf(clusterB)).find((node) => node.id === 'b-node'), before);
     assert.equal(written.node.corestore, undefined);
 
-    const listB = await relayB.fire<IReq_Relay_Cloudly_GetClusterNodeCorestores>('getClusterNodeCorestores', {});
+    const listB = await relayB.fire('getClusterNodeCorestores', {});
     assert.deepEqual(listB.nodes, [{ nodeId: 'b-node', corestore: { endpoint: 'http://10.50.0.1:3000' } }]);
     assert.deepEqual(await t.cloudly.clusterManager.nodes.getNodeCorestore(clusterB, 'b-node'), { endpoint: 'http://10.50.0.1:3000' });
     assert.equal(await t.cloudly.clusterManager.nodes.getNodeCorestore(clusterA, 'b-node'), null);

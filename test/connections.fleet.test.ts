@@ -5,8 +5,6 @@ import { WebSocket } from 'ws';
 import { startTestCloudly, waitFor } from './helpers/cloudly.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
 import { CloudlyTransportError } from '../ts/client/transport.js';
-import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../ts/interfaces/requests/cluster.js';
-import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 
 /**
  * The settings a fleet needs (docs/multi-instance.md, "Fleet scale"), with real sockets: an
@@ -130,12 +128,12 @@ describe('fleet settings', () => {
       const { cluster, relayToken } = await t.createCluster();
       const relay = await t.connectRelay(relayToken);
       // The one slot is taken: the registration waits in line.
-      const registered = relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', { registration });
+      const registered = relay.fire('registerClusterRelay', { registration });
       await waitFor(() => t.cloudly.relayCallGate.queued === 1, 'the registration waits for its turn');
       // An administrator's calls go past the line, over HTTP.
-      const { clusters } = await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {});
+      const { clusters } = await t.admin.call('getClusters', {});
       assert.ok(clusters.some((listed) => listed.id === cluster.id));
-      const created = await t.admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'made-while-relays-wait' });
+      const created = await t.admin.call('createCluster', { name: 'made-while-relays-wait' });
       assert.equal(created.cluster.name, 'made-while-relays-wait');
       assert.equal(t.cloudly.relayCallGate.queued, 1, 'the registration still waits');
       const metrics = await (await fetch(`${t.cloudly.baseUrl}/metrics`)).text();

@@ -11,13 +11,8 @@ import type {
 } from '../ts/interfaces/data/index.js';
 import type {
   IReq_Any_Cloudly_AdoptCorestoreLegacyResources,
-  IReq_Any_Cloudly_GetCorestoreLegacyResources,
-  IReq_Any_Cloudly_GetPlatformBindings,
-  IReq_Any_Cloudly_UpsertPlatformBinding,
   IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources,
 } from '../ts/interfaces/requests/corestore.js';
-import type { IReq_Any_Cloudly_AddClusterNode } from '../ts/interfaces/requests/cluster.js';
-import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 import { assertFieldProblems } from './helpers/refusals.js';
 
 /**
@@ -40,11 +35,11 @@ let world: IWorld;
 const ids: Record<string, string> = {};
 
 const addNode = (clusterIdArg: string, nodeIdArg: string) =>
-  t.caller.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId: clusterIdArg, name: nodeIdArg, nodeId: nodeIdArg });
+  t.caller.call('addClusterNode', { clusterId: clusterIdArg, name: nodeIdArg, nodeId: nodeIdArg });
 
 /** A real service in Cloudly; its id is Cloudly's own. */
 const createService = async (nameArg: string, clusterIdArg = world.clusterId): Promise<string> =>
-  (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+  (await t.caller.call('createService', {
     service: {
       name: nameArg,
       organizationId: 'org1',
@@ -98,7 +93,7 @@ const placeServices = (nodeIdArg: string, servicesArg: ICorestoreLegacyResourceI
 };
 
 const readInventory = (nodeIdArg: string, clusterIdArg = world.clusterId) =>
-  t.caller.call<IReq_Any_Cloudly_GetCorestoreLegacyResources>('getCorestoreLegacyResources', { clusterId: clusterIdArg, nodeId: nodeIdArg });
+  t.caller.call('getCorestoreLegacyResources', { clusterId: clusterIdArg, nodeId: nodeIdArg });
 
 const adopt = (
   nodeIdArg: string,
@@ -106,7 +101,7 @@ const adopt = (
   resourcesArg: IReq_Any_Cloudly_AdoptCorestoreLegacyResources['request']['resources'],
   clusterIdArg = world.clusterId,
 ) =>
-  t.caller.call<IReq_Any_Cloudly_AdoptCorestoreLegacyResources>('adoptCorestoreLegacyResources', {
+  t.caller.call('adoptCorestoreLegacyResources', {
     clusterId: clusterIdArg,
     nodeId: nodeIdArg,
     expectedInventorySha256: shaArg,
@@ -114,7 +109,7 @@ const adopt = (
   });
 
 const bindingsOf = async (serviceIdArg: string): Promise<IPlatformBinding[]> =>
-  (await t.caller.call<IReq_Any_Cloudly_GetPlatformBindings>('getPlatformBindings', { serviceId: serviceIdArg })).platformBindings;
+  (await t.caller.call('getPlatformBindings', { serviceId: serviceIdArg })).platformBindings;
 
 /** Counts stored bindings straight from the collection, past every reader's roll-forward. */
 const storedBindingCount = async (filterArg: Record<string, unknown> = {}) =>
@@ -292,7 +287,7 @@ describe('corestore legacy resource adoption', () => {
 
   test('a service capability that already has a binding of its own is refused', async () => {
     placeServices('node-1', [legacyService(ids['svc-bound'])]);
-    await t.caller.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+    await t.caller.call('upsertPlatformBinding', {
       platformBinding: { serviceId: ids['svc-bound'], capability: 'objectstorage', enabled: true, nodeId: 'node-1' },
       expectedGeneration: null,
     });
@@ -378,7 +373,7 @@ describe('corestore legacy resource adoption', () => {
       const { inventorySha256 } = await readInventory('node-2');
       const [adoption, upsert] = await Promise.allSettled([
         adopt('node-2', inventorySha256!, both(serviceId)),
-        t.caller.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+        t.caller.call('upsertPlatformBinding', {
           platformBinding: { serviceId, capability: 'database', enabled: true, nodeId: 'node-2' },
           expectedGeneration: null,
         }),

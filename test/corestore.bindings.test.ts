@@ -1,18 +1,12 @@
-import type { IReq_Any_Cloudly_GetServiceRuntimeStatus } from '../ts/interfaces/requests/service.js';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type {
-  IReq_Any_Cloudly_AdoptCorestoreLegacyResources,
-  IReq_Any_Cloudly_GetCorestoreLegacyResources,
-  IReq_Any_Cloudly_GetPlatformBindings,
   IReq_Any_Cloudly_UpsertPlatformBinding,
   IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources,
   IReq_Relay_Cloudly_UpdatePlatformBindingStatus,
 } from '../ts/interfaces/requests/corestore.js';
-import type { IReq_Any_Cloudly_AddClusterNode } from '../ts/interfaces/requests/cluster.js';
-import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 import type { IPlatformBinding } from '../ts/interfaces/data/index.js';
 import { assertFieldProblems } from './helpers/refusals.js';
 
@@ -30,19 +24,19 @@ let otherRelay: CloudlyRelayClient;
 const ids: Record<string, string> = {};
 
 const upsert = (platformBindingArg: Record<string, unknown>, expectedGenerationArg: number | null) =>
-  t.caller.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+  t.caller.call('upsertPlatformBinding', {
     platformBinding: platformBindingArg as unknown as IReq_Any_Cloudly_UpsertPlatformBinding['request']['platformBinding'],
     expectedGeneration: expectedGenerationArg,
   });
 
 const report = (relayArg: CloudlyRelayClient, requestArg: Record<string, unknown>) =>
-  relayArg.fire<IReq_Relay_Cloudly_UpdatePlatformBindingStatus>(
+  relayArg.fire(
     'updatePlatformBindingStatus',
     requestArg as unknown as IReq_Relay_Cloudly_UpdatePlatformBindingStatus['request'],
   );
 
 const stored = async (serviceIdArg: string): Promise<IPlatformBinding[]> =>
-  (await t.caller.call<IReq_Any_Cloudly_GetPlatformBindings>('getPlatformBindings', { serviceId: serviceIdArg })).platformBindings;
+  (await t.caller.call('getPlatformBindings', { serviceId: serviceIdArg })).platformBindings;
 
 describe('platform bindings', () => {
   before(async () => {
@@ -50,10 +44,10 @@ describe('platform bindings', () => {
     const created = await t.createCluster('bindings-cluster');
     const other = await t.createCluster('bindings-other');
     clusterId = created.cluster.id;
-    await t.caller.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId, name: 'node-a', nodeId: 'node-a' });
-    await t.caller.call<IReq_Any_Cloudly_AddClusterNode>('addClusterNode', { clusterId: other.cluster.id, name: 'node-b', nodeId: 'node-b' });
+    await t.caller.call('addClusterNode', { clusterId, name: 'node-a', nodeId: 'node-a' });
+    await t.caller.call('addClusterNode', { clusterId: other.cluster.id, name: 'node-b', nodeId: 'node-b' });
     for (const name of ['svc-1', 'svc-2', 'svc-3', 'svc-adopted', 'svc-race']) {
-      ids[name] = (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+      ids[name] = (await t.caller.call('createService', {
         service: {
           name,
           organizationId: 'org1',
@@ -136,7 +130,7 @@ describe('platform bindings', () => {
     assert.equal(pending.platformBinding.generation, 2);
     assert.equal(await t.cloudly.corestoreManager.isLegacyAdoptionPending(ids['svc-2']), true);
     // The relay's report is an input of the verdict: the reconciler judges it again, the read only reads.
-    const { status: waiting } = await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: ids['svc-2'] });
+    const { status: waiting } = await t.caller.call('getServiceRuntimeStatus', { serviceId: ids['svc-2'] });
     assert.deepEqual([waiting.state, waiting.reason], ['waiting', 'legacy-adoption-pending'], 'the service waits on the adoption, not on bindings');
 
     const mismatched = await refusalOf(() => report(relay, { platformBindingId: platformBinding.id, status: 'ready', statusReason: 'legacy-adoption-mismatch' }));
@@ -165,7 +159,7 @@ describe('platform bindings', () => {
   });
 
   test('status reports are served only on a relay socket', async () => {
-    const refusal = await refusalOf(() => t.caller.call<IReq_Relay_Cloudly_UpdatePlatformBindingStatus>(
+    const refusal = await refusalOf(() => t.caller.call(
       'updatePlatformBindingStatus', { platformBindingId: 'pb-x', status: 'ready' },
     ));
     assert.equal(refusal.code, 'forbidden');
@@ -181,8 +175,8 @@ describe('platform bindings', () => {
         resources: [{ capability: 'objectstorage', bucketName: 'adopted-bucket', retention: { mode: 'governance', days: 3 }, adoption: { state: 'unadopted', blocker: null } }],
       }],
     }));
-    const { inventorySha256 } = await t.caller.call<IReq_Any_Cloudly_GetCorestoreLegacyResources>('getCorestoreLegacyResources', { clusterId, nodeId: 'node-a' });
-    const adopted = await t.caller.call<IReq_Any_Cloudly_AdoptCorestoreLegacyResources>('adoptCorestoreLegacyResources', {
+    const { inventorySha256 } = await t.caller.call('getCorestoreLegacyResources', { clusterId, nodeId: 'node-a' });
+    const adopted = await t.caller.call('adoptCorestoreLegacyResources', {
       clusterId, nodeId: 'node-a', expectedInventorySha256: inventorySha256!, resources: [{ serviceId: ids['svc-adopted'], capability: 'objectstorage' }],
     });
     const binding = adopted.platformBindings[0];

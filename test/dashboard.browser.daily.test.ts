@@ -16,8 +16,10 @@ import type {
 } from '../ts/interfaces/requests/backup.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IService } from '../ts/interfaces/data/service.js';
-import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
-import type { IReq_Cloudly_Relay_BackupClusterService, IReq_Cloudly_Relay_RestoreClusterService, IReq_Admin_GetServiceBackups } from '../ts/interfaces/requests/backup.js';
+import type {
+  IReq_Cloudly_Relay_BackupClusterService,
+  IReq_Cloudly_Relay_RestoreClusterService,
+} from '../ts/interfaces/requests/backup.js';
 import { upstreamExamplePlan } from './runtimenetwork.fixture.js';
 import type { IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources } from '../ts/interfaces/requests/corestore.js';
 
@@ -68,7 +70,7 @@ before(async () => {
   const created = await t.createCluster('daily');
   clusterId = created.cluster.id;
   await t.addNodes(clusterId, 'node-1', 'node-2');
-  service = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+  service = (await t.admin.call('createService', {
     service: {
       name: 'daily-app', organizationId: 'org-1', clusterId,
       // Placed on node-2 only: the backup node picker must not offer node-1 first.
@@ -156,7 +158,7 @@ test('the backup node picker defaults to a node the service runs on; backups are
   // Ids in the reverse order of time: a table sorted by id would list them oldest first.
   for (const backupId of ['backup-c', 'backup-b', 'backup-a']) {
     await t.admin.call('createServiceBackup', { clusterId, nodeId: 'node-2', serviceId: service.id, backupId });
-    await waitFor(async () => (await t.admin.call<IReq_Admin_GetServiceBackups>('getServiceBackups', { serviceId: service.id }))
+    await waitFor(async () => (await t.admin.call('getServiceBackups', { serviceId: service.id }))
       .backups.some((backup) => backup.backupId === backupId && (backup as { state?: string }).state !== 'running'), `backup ${backupId} recorded`, 15_000);
   }
   await page.goto(`${t.baseUrl}/dashboard/#/service/${service.id}`);
@@ -445,7 +447,7 @@ test('platform bindings of a service are created, changed and deleted from its p
 });
 
 test("a node's legacy Corestore resources are read and adopted from the cluster page after the plan's dry run", { skip }, async () => {
-  legacyServiceId = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+  legacyServiceId = (await t.admin.call('createService', {
     service: {
       name: 'legacy-app', organizationId: 'org-1', clusterId,
       runtime: { image: 'registry.example.com/app/legacy:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-1'] } },

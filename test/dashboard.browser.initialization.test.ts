@@ -3,7 +3,6 @@ import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
 import { startTestCloudly, testAdminPassword, testAdminUsername, type ITestCloudly } from './helpers/cloudly.js';
 import { chromiumAvailable, chromiumPath, launchBrowser, type IBrowser } from './helpers/browser.js';
-import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 import type { IService, IServiceRunAs } from '../ts/interfaces/data/service.js';
 
 /**
@@ -22,7 +21,7 @@ let withoutRunAs: IService;
 let withRunAs: IService;
 
 const createService = async (clusterIdArg: string, nameArg: string, runAsArg: IServiceRunAs | null): Promise<IService> =>
-  (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+  (await t.admin.call('createService', {
     service: {
       name: nameArg, organizationId: 'org-1', clusterId: clusterIdArg,
       runtime: { image: 'registry.example.com/app/db:1', replicas: 1, profile: { runAs: runAsArg }, placement: { nodeIds: ['node-1'] } },

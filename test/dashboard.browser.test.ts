@@ -12,10 +12,7 @@ import { CloudlyRelayClient } from '../ts/client/relay.js';
 import { postEnvelope } from '../ts/client/transport.js';
 import { dashboardContentSecurityPolicy } from '../ts/core/dashboard.js';
 import type { IService } from '../ts/interfaces/data/service.js';
-import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
-import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../ts/interfaces/requests/cluster.js';
-import type { IReq_Cloudly_Relay_BackupClusterService, IReq_Admin_GetServiceBackups } from '../ts/interfaces/requests/backup.js';
-import type { IReq_Any_Cloudly_GetClusterIngressDesignation } from '../ts/interfaces/requests/ingress.js';
+import type { IReq_Cloudly_Relay_BackupClusterService } from '../ts/interfaces/requests/backup.js';
 
 /**
  * The web dashboard in a real browser: headless Chromium from Debian's package, driven by
@@ -53,14 +50,14 @@ before(async () => {
   clusterId = created.cluster.id;
   relayToken = created.relayToken;
   await t.addNodes(clusterId, 'node-1', 'node-2');
-  ingressService = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+  ingressService = (await t.admin.call('createService', {
     service: {
       name: 'alpha-ingress', organizationId: 'org-1', clusterId,
       runtime: { image: 'registry.example.com/serve.zone/ingress:1', replicas: 2, profile: { runAs: null }, placement: { nodeIds: ['node-1', 'node-2'] } },
       volumes: [],
     },
   })).service;
-  dataService = (await t.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+  dataService = (await t.admin.call('createService', {
     service: {
       name: 'alpha-db', organizationId: 'org-1', clusterId,
       runtime: { image: 'registry.example.com/app/db:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-1'] } },
@@ -156,7 +153,7 @@ test('an administrator logs in; a wrong password is shown refused with its code'
 test("a cluster's relay turns connected on the fleet page when a test relay connects, without a reload", { skip }, async () => {
   await page.evaluate(() => { window.samePage = true; });
   relay = await connectElectedRelay(t, clusterId, relayToken);
-  await relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
+  await relay.fire('registerClusterRelay', {
     registration: { origin: relayOrigin, version: '1.0.0', protocol: 'cluster-relay/1' },
   });
   await page.locator(`tr[data-cluster-id="${clusterId}"] td[data-relay=connected]`).waitFor({ timeout: 10_000 });
@@ -173,11 +170,11 @@ test('an ingress is designated through the dry-run confirmation', { skip }, asyn
   const dialog = page.locator('dialog.action-dialog');
   await dialog.locator('[data-action=confirm]').waitFor();
   assert.match(await dialog.locator('.dry-run').textContent() ?? '', /Dry run: what Cloudly would do[\s\S]*generation 1/);
-  const afterDryRun = await t.admin.call<IReq_Any_Cloudly_GetClusterIngressDesignation>('getClusterIngressDesignation', { clusterId });
+  const afterDryRun = await t.admin.call('getClusterIngressDesignation', { clusterId });
   assert.equal(afterDryRun.designation, null, 'the dry run stored nothing');
   await dialog.locator('[data-action=confirm]').click();
   await page.locator('dialog.action-dialog[data-phase=done]').waitFor();
-  const stored = await t.admin.call<IReq_Any_Cloudly_GetClusterIngressDesignation>('getClusterIngressDesignation', { clusterId });
+  const stored = await t.admin.call('getClusterIngressDesignation', { clusterId });
   assert.equal(stored.designation?.ingressServiceId, ingressService.id);
   assert.equal(stored.designation?.generation, 1);
   await dialog.locator('[data-action=close]').click();
@@ -229,7 +226,7 @@ test("a backup's progress bar reaches completion and the backup is listed comple
   await page.locator('[data-action=start-backup]').click();
   const dialog = page.locator('dialog.action-dialog');
   await dialog.locator('[data-action=confirm]').waitFor();
-  const dryBackups = await t.admin.call<IReq_Admin_GetServiceBackups>('getServiceBackups', { serviceId: dataService.id });
+  const dryBackups = await t.admin.call('getServiceBackups', { serviceId: dataService.id });
   assert.equal(dryBackups.backups.length, 0, 'the dry run ordered no backup');
   await dialog.locator('[data-action=confirm]').click();
   const seen = new Set<string>();
@@ -243,7 +240,7 @@ test("a backup's progress bar reaches completion and the backup is listed comple
   await done.waitFor({ timeout: 1000 });
   context.diagnostic(`progress values seen: ${[...seen].join(', ')}`);
   assert.equal(await done.locator('progress.action-progress').getAttribute('value'), '100');
-  const backups = (await t.admin.call<IReq_Admin_GetServiceBackups>('getServiceBackups', { serviceId: dataService.id })).backups;
+  const backups = (await t.admin.call('getServiceBackups', { serviceId: dataService.id })).backups;
   assert.equal(backups.length, 1);
   assert.equal(backups[0].closure?.descriptor.byteLength, closureBytes.byteLength);
   if ((backups[0] as { operationId?: string }).operationId) {

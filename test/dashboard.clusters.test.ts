@@ -66,7 +66,10 @@ test('deleteCluster: compare-and-swap, refused while services exist, removes nod
   });
   const withServices = await refusalOf(() => t.caller.call('deleteCluster', { clusterId: cluster.id, expectedGeneration: cluster.generation }));
   assert.equal(withServices.code, 'conflict');
-  assert.match((withServices.reasons as string[])[0], /^cluster-has-services: request\.clusterId still has 1 service\(s\) \(/);
+  assert.deepEqual(withServices.reasons, ['cluster-has-services']);
+  const [hasServices] = withServices.causes as Array<{ path?: string; message: string }>;
+  assert.equal(hasServices.path, 'request.clusterId');
+  assert.match(hasServices.message, /^still has 1 service\(s\) \(/);
   await t.caller.call('deleteService', { serviceId: service.id, expectedGeneration: service.generation, force: true });
   const stale = await refusalOf(() => t.caller.call('deleteCluster', { clusterId: cluster.id, expectedGeneration: cluster.generation + 5 }));
   assert.deepEqual(stale.reasons, ['generation-mismatch']);

@@ -4,8 +4,6 @@ import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpe
 import { addClusterWorld } from './backup.fixture.js';
 import { followOperation } from '../ts/client/operations.js';
 import type { IFleetClusterSummary, IReq_Admin_GetFleetOverview } from '../ts/interfaces/requests/overview.js';
-import type { IReq_Admin_CreateServiceBackup } from '../ts/interfaces/requests/backup.js';
-import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../ts/interfaces/requests/cluster.js';
 import type { DocumentStore, IDocumentKind, IStoredDocument } from '../ts/core/store.js';
 import { currentOperation } from '../ts/core/operationcontext.js';
 import { assertFieldProblems } from './helpers/refusals.js';
@@ -21,7 +19,7 @@ before(async () => { t = await startTestCloudly(); });
 after(async () => { await t.stop(); });
 
 const fleet = async (requestArg: Omit<IReq_Admin_GetFleetOverview['request'], 'identity'> = {}) =>
-  t.caller.call<IReq_Admin_GetFleetOverview>('getFleetOverview', requestArg);
+  t.caller.call('getFleetOverview', requestArg);
 
 /** Counts the store's finds and gets made for `getFleetOverview` calls (not background work) while `fnArg` runs. */
 const countingReads = async <T>(fnArg: () => Promise<T>): Promise<{ result: T; finds: string[]; gets: string[] }> => {
@@ -51,17 +49,17 @@ test('getFleetOverview: relay state, node count, services by runtime state and b
   const unregistered = await addClusterWorld(t, 'fleet-b');
   const missing = await t.createCluster('fleet-c');
   await t.addNodes(registered.clusterId, 'fleet-a-node-b');
-  await registered.relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
+  await registered.relay.fire('registerClusterRelay', {
     registration: { origin: 'http://192.0.2.10:8080', version: '1.0.0', protocol: 'cluster-relay/1' },
   });
   // Nobody reads either service's status: the reconciler judges both on its own.
   // A backup that fails at the relay, and one the relay holds (running).
   registered.relay.addHandler('backupClusterService', async () => { throw Object.assign(new Error('no'), {}); });
-  const failed = await t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', { clusterId: registered.clusterId, nodeId: registered.nodeId, serviceId: registered.service.id });
+  const failed = await t.caller.call('createServiceBackup', { clusterId: registered.clusterId, nodeId: registered.nodeId, serviceId: registered.service.id });
   await followOperation(t.admin, failed.operation!.operationId, { timeoutMs: 20_000 });
   unregistered.relay.addHandler('backupClusterService', () => new Promise(() => undefined));
   await waitFor(async () => (await t.caller.call('getClusterOverview', { clusterId: unregistered.clusterId }) as { overview: { relay: { connected: boolean } } }).overview.relay.connected, 'relay b elected', 10_000);
-  await t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', { clusterId: unregistered.clusterId, nodeId: unregistered.nodeId, serviceId: unregistered.service.id });
+  await t.caller.call('createServiceBackup', { clusterId: unregistered.clusterId, nodeId: unregistered.nodeId, serviceId: unregistered.service.id });
 
   // The reconciler judges in the background: wait (bounded) until no service of the fleet is unjudged.
   await waitFor(async () => (await fleet()).clusters.every((summary) => summary.services.byRuntimeState.unjudged === 0), 'every service judged', 10_000);

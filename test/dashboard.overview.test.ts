@@ -3,8 +3,6 @@ import { followOperation, outcomeOf } from '../ts/client/operations.js';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
 import { addClusterWorld } from './backup.fixture.js';
-import type { IReq_Admin_GetClusterOverview } from '../ts/interfaces/requests/overview.js';
-import type { IReq_Admin_CreateServiceBackup } from '../ts/interfaces/requests/backup.js';
 
 let t: ITestCloudly;
 
@@ -17,7 +15,7 @@ after(async () => {
 });
 
 const overviewOf = async (clusterIdArg: string) =>
-  (await t.caller.call<IReq_Admin_GetClusterOverview>('getClusterOverview', { clusterId: clusterIdArg })).overview;
+  (await t.caller.call('getClusterOverview', { clusterId: clusterIdArg })).overview;
 
 test('getClusterOverview: the cluster, its relay socket (elected, unregistered), nodes, services with status and latest backup, ingress designation', async () => {
   const world = await addClusterWorld(t, 'overview');
@@ -25,7 +23,7 @@ test('getClusterOverview: the cluster, its relay socket (elected, unregistered),
   await t.caller.call('getServiceRuntimeStatus', { serviceId: world.service.id });
   // Each backup answers its operation at once; it is followed to the end before the next.
   const backUp = async () => {
-    const { operation } = await t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', { clusterId: world.clusterId, serviceId: world.service.id, nodeId: world.nodeId });
+    const { operation } = await t.caller.call('createServiceBackup', { clusterId: world.clusterId, serviceId: world.service.id, nodeId: world.nodeId });
     return outcomeOf(await followOperation(t.admin, operation!.operationId, { timeoutMs: 20_000 }));
   };
   await backUp();

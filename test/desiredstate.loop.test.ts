@@ -4,18 +4,6 @@ import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpe
 import { connectHintedRelay } from './helpers/desiredstate.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IService, IServiceWritableSpec } from '../ts/interfaces/data/service.js';
-import type {
-  IReq_Any_Cloudly_CreateService,
-  IReq_Any_Cloudly_GetServiceRuntimeStatus,
-  IReq_Any_Cloudly_UpdateService,
-} from '../ts/interfaces/requests/service.js';
-import type {
-  IReq_Any_Cloudly_DeleteService,
-  IReq_Any_Cloudly_GetClusterRouteTableResolution,
-  IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
-  IReq_Relay_Cloudly_GetClusterRouteTable,
-  IReq_Relay_Cloudly_ReportClusterPlatformObservedState,
-} from '../ts/interfaces/requests/desiredstate.js';
 import type { IClusterPlatformObservedService } from '../ts/interfaces/data/desiredstate.js';
 import { computeClusterPlatformDesiredStateDigest } from '../ts/interfaces/data/desiredstate.js';
 import { assertFieldProblems } from './helpers/refusals.js';
@@ -66,7 +54,7 @@ describe('desired state to the relay, observed state back, converged', () => {
   };
 
   const read = (relayArg: CloudlyRelayClient, knownRevisionArg?: number) =>
-    relayArg.fire<IReq_Relay_Cloudly_GetClusterPlatformDesiredState>('getClusterPlatformDesiredState',
+    relayArg.fire('getClusterPlatformDesiredState',
       knownRevisionArg === undefined ? {} : { knownRevision: knownRevisionArg });
   const desired = async (relayArg: CloudlyRelayClient) => {
     const answer = await read(relayArg);
@@ -74,13 +62,13 @@ describe('desired state to the relay, observed state back, converged', () => {
     return (answer as Extract<typeof answer, { unchanged: false }>).desiredState;
   };
   const report = (relayArg: CloudlyRelayClient, desiredRevisionArg: number, servicesArg: IClusterPlatformObservedService[]) =>
-    relayArg.fire<IReq_Relay_Cloudly_ReportClusterPlatformObservedState>('reportClusterPlatformObservedState', {
+    relayArg.fire('reportClusterPlatformObservedState', {
       desiredRevision: desiredRevisionArg, services: servicesArg,
     });
   const statusOf = (serviceIdArg: string) =>
-    t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: serviceIdArg });
+    t.caller.call('getServiceRuntimeStatus', { serviceId: serviceIdArg });
   const create = async (clusterIdArg: string, overridesArg: Partial<IServiceWritableSpec['runtime']> = {}): Promise<IService> =>
-    (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(clusterIdArg, overridesArg) })).service;
+    (await t.caller.call('createService', { service: spec(clusterIdArg, overridesArg) })).service;
 
   test('create → read → report ready → converged; update → converging → converged; delete → gone once stopped', async () => {
     const loop = await prepareLoop('loop');
@@ -112,7 +100,7 @@ describe('desired state to the relay, observed state back, converged', () => {
     assert.deepEqual(converged.observed.placements.map((placement) => [placement.nodeId, placement.specRevision, placement.state]), [['n1', 1, 'ready']]);
     assert.equal(typeof converged.observed.lastReportedAt, 'number');
 
-    const updated = (await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    const updated = (await t.caller.call('updateService', {
       serviceId: service.id, expectedGeneration: service.generation, service: spec(loop.clusterId, { image: 'registry.example/web:2' }),
     })).service;
     assert.equal(updated.specRevision, 2);
@@ -125,18 +113,18 @@ describe('desired state to the relay, observed state back, converged', () => {
     assert.equal((await statusOf(service.id)).status.state, 'converged');
 
     // Without an ingress the route resolves to no lease address: left out, and the reason is visible to administrators.
-    const { table } = await loop.relay.fire<IReq_Relay_Cloudly_GetClusterRouteTable>('getClusterRouteTable', {});
+    const { table } = await loop.relay.fire('getClusterRouteTable', {});
     assert.deepEqual(table.routes, []);
-    const resolution = await t.caller.call<IReq_Any_Cloudly_GetClusterRouteTableResolution>('getClusterRouteTableResolution', { clusterId: loop.clusterId });
+    const resolution = await t.caller.call('getClusterRouteTableResolution', { clusterId: loop.clusterId });
     assert.deepEqual(resolution.unresolved, [{ hostname: 'web.example.com', serviceId: service.id, port: 8080, reason: 'the cluster has no ingress designation' }]);
     assert.equal(resolution.table.revision, table.revision);
 
-    const deletion = await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: service.id, expectedGeneration: updated.generation });
+    const deletion = await t.caller.call('deleteService', { serviceId: service.id, expectedGeneration: updated.generation });
     assert.deepEqual(deletion, { serviceId: service.id, deleted: false, pendingRemoval: true });
     const third = await desired(loop.relay);
     assert.deepEqual(third.services, []);
     assert.deepEqual(third.removals.map((removal) => removal.serviceId), [service.id]);
-    assert.deepEqual((await loop.relay.fire<IReq_Relay_Cloudly_GetClusterRouteTable>('getClusterRouteTable', {})).table.routes, []);
+    assert.deepEqual((await loop.relay.fire('getClusterRouteTable', {})).table.routes, []);
     const gone = await report(loop.relay, third.revision, [{ serviceId: service.id, nodeId: 'n1', specRevision: 2, replicas: 0, state: 'stopped' }]);
     assert.deepEqual(gone.removed, [service.id]);
     assert.equal((await refusalOf(() => statusOf(service.id))).code, 'not-found');
@@ -175,7 +163,7 @@ describe('desired state to the relay, observed state back, converged', () => {
     assert.deepEqual((await statusOf(service.id)).observed.placements, []);
 
     // A newer report is accepted; one made against an older revision afterwards is stale.
-    await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    await t.caller.call('updateService', {
       serviceId: service.id, expectedGeneration: service.generation, service: spec(loop.clusterId, { replicas: 2 }),
     });
     const newer = await desired(loop.relay);
@@ -199,7 +187,7 @@ describe('desired state to the relay, observed state back, converged', () => {
     const service = await create(loop.clusterId);
     const before = await desired(loop.relay);
     const results = await Promise.allSettled(Array.from({ length: 10 }, (_, index) =>
-      t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+      t.caller.call('updateService', {
         serviceId: service.id, expectedGeneration: service.generation, service: spec(loop.clusterId, { image: `registry.example/web:${index + 10}` }),
       })));
     assert.equal(results.filter((result) => result.status === 'fulfilled').length, 1);
@@ -211,12 +199,12 @@ describe('desired state to the relay, observed state back, converged', () => {
   test('a forced delete removes at once; a service cannot be updated while its removal is pending', async () => {
     const loop = await prepareLoop('forced');
     const pending = await create(loop.clusterId);
-    await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: pending.id, expectedGeneration: pending.generation });
-    const blocked = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    await t.caller.call('deleteService', { serviceId: pending.id, expectedGeneration: pending.generation });
+    const blocked = await refusalOf(() => t.caller.call('updateService', {
       serviceId: pending.id, expectedGeneration: pending.generation + 1, service: spec(loop.clusterId),
     }));
     assert.deepEqual(blocked.reasons, ['service-pending-removal']);
-    const forced = await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: pending.id, expectedGeneration: pending.generation + 1, force: true });
+    const forced = await t.caller.call('deleteService', { serviceId: pending.id, expectedGeneration: pending.generation + 1, force: true });
     assert.deepEqual(forced, { serviceId: pending.id, deleted: true, pendingRemoval: false });
     assert.deepEqual((await desired(loop.relay)).removals, []);
   });
@@ -244,8 +232,8 @@ describe('runtime status from the facts Cloudly now has', () => {
     try {
       const { cluster } = await t.createCluster('nodes-gone');
       await t.addNodes(cluster.id, 'n1');
-      const { service } = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) });
-      const status = async () => (await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: service.id })).status;
+      const { service } = await t.caller.call('createService', { service: spec(cluster.id) });
+      const status = async () => (await t.caller.call('getServiceRuntimeStatus', { serviceId: service.id })).status;
       assert.equal((await status()).state, 'converging');
       await t.caller.call('removeClusterNode', { clusterId: cluster.id, nodeId: 'n1' });
       assert.deepEqual([(await status()).state, (await status()).reason], ['refused', 'no-eligible-node']);

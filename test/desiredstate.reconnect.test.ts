@@ -5,9 +5,6 @@ import { armFailpoint } from '../ts/core/failpoints.js';
 import { connectHintedRelay, type TDesiredStateHint } from './helpers/desiredstate.js';
 import { designationRequest, prepareIngressCluster, relayOrigin, type IIngressCluster } from './ingress.fixture.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
-import type { IReq_Any_Cloudly_DesignateClusterIngress } from '../ts/interfaces/requests/ingress.js';
-import type { IReq_Relay_Cloudly_GetClusterPlatformDesiredState } from '../ts/interfaces/requests/desiredstate.js';
-import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../ts/interfaces/requests/cluster.js';
 import { clusterIngressEnvironmentNames } from '../ts/interfaces/data/clusteringress.js';
 
 /**
@@ -28,17 +25,17 @@ describe('desired state when a relay registers during a computation', () => {
   const hintedRelay = (clusterIdArg: string, tokenArg: string, hintsArg: THint[]): Promise<CloudlyRelayClient> =>
     connectHintedRelay(t, clusterIdArg, tokenArg, hintsArg);
   const register = (relayArg: CloudlyRelayClient, originArg: string) =>
-    relayArg.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
+    relayArg.fire('registerClusterRelay', {
       registration: { origin: originArg, version: '1.0.0', protocol: 'cluster-relay/1' },
     });
   const designated = async (nameArg: string): Promise<IIngressCluster> => {
     const cluster = await prepareIngressCluster(t, nameArg);
-    await t.admin.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', { designation: designationRequest(cluster) });
+    await t.admin.call('designateClusterIngress', { designation: designationRequest(cluster) });
     await t.cloudly.desiredStateManager.settled(cluster.clusterId);
     return cluster;
   };
   const fresh = async (relayArg: CloudlyRelayClient) => {
-    const answer = await relayArg.fire<IReq_Relay_Cloudly_GetClusterPlatformDesiredState>('getClusterPlatformDesiredState', {});
+    const answer = await relayArg.fire('getClusterPlatformDesiredState', {});
     assert.equal(answer.unchanged, false);
     return (answer as Extract<typeof answer, { unchanged: false }>).desiredState;
   };

@@ -3,11 +3,7 @@ import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
 import { reportingCluster } from './helpers/desiredstate.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
-import type { IReq_Any_Cloudly_GetServiceRuntimeStatus } from '../ts/interfaces/requests/service.js';
-import type {
-  IReq_Any_Cloudly_DeleteService,
-  IReq_Relay_Cloudly_ReportClusterPlatformObservedState,
-} from '../ts/interfaces/requests/desiredstate.js';
+import type { IReq_Relay_Cloudly_ReportClusterPlatformObservedState } from '../ts/interfaces/requests/desiredstate.js';
 import { nodeRuntimeAssignmentsKind } from '../ts/manager.ingress/documents.js';
 import { assertFieldProblems } from './helpers/refusals.js';
 
@@ -39,7 +35,7 @@ describe('an unchanged observed-state report', () => {
   };
 
   const report = (relayArg: CloudlyRelayClient, reportArg: TReport) =>
-    relayArg.fire<IReq_Relay_Cloudly_ReportClusterPlatformObservedState>('reportClusterPlatformObservedState', reportArg);
+    relayArg.fire('reportClusterPlatformObservedState', reportArg);
 
   test('costs at most two database commands, N times over the relay socket; a changed one is stored', async () => {
     const loop = await prepare('steady');
@@ -50,7 +46,7 @@ describe('an unchanged observed-state report', () => {
     };
     // The first report is new: stored whole.
     assert.deepEqual(await report(loop.relay, ready), { accepted: 1, removed: [] });
-    const stored = await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: loop.serviceId });
+    const stored = await t.caller.call('getServiceRuntimeStatus', { serviceId: loop.serviceId });
     assert.deepEqual(stored.observed.placements.map((placement) => [placement.nodeId, placement.state]), [['n1', 'ready']]);
 
     // What the stored report set off (the ingress and desired-state follow-ups) ends first.
@@ -66,13 +62,13 @@ describe('an unchanged observed-state report', () => {
     assert.ok(spent <= 2 * reports, `${reports} unchanged reports cost ${spent} database commands (at most ${2 * reports})`);
 
     // Nothing was rewritten: the observation is the one the first report stored.
-    const unchanged = await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: loop.serviceId });
+    const unchanged = await t.caller.call('getServiceRuntimeStatus', { serviceId: loop.serviceId });
     assert.equal(unchanged.observed.lastReportedAt, stored.observed.lastReportedAt);
 
     // A change is stored at once, and is then the report that costs little.
     const failed: TReport = { ...ready, services: [{ ...ready.services[0], replicas: 0, state: 'failed', reason: 'exit 1' }] };
     assert.deepEqual(await report(loop.relay, failed), { accepted: 1, removed: [] });
-    const changed = await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: loop.serviceId });
+    const changed = await t.caller.call('getServiceRuntimeStatus', { serviceId: loop.serviceId });
     assert.deepEqual(changed.observed.placements.map((placement) => [placement.nodeId, placement.state, placement.reason]), [['n1', 'failed', 'exit 1']]);
     const hitsBefore = t.cloudly.desiredStateManager.observedMemo.hits;
     assert.deepEqual(await report(loop.relay, failed), { accepted: 1, removed: [] });
@@ -98,7 +94,7 @@ describe('an unchanged observed-state report', () => {
     assert.equal((await assignments()).sessionId, 'session-1');
 
     // The service is deleted at once (force): the same report now names a service the cluster does not have.
-    await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: loop.serviceId, expectedGeneration: loop.serviceGeneration, force: true });
+    await t.caller.call('deleteService', { serviceId: loop.serviceId, expectedGeneration: loop.serviceGeneration, force: true });
     const refusal = await refusalOf(() => report(loop.relay, ready));
     assert.equal(refusal.code, 'invalid-request');
     assertFieldProblems(refusal, [['request.services[0].serviceId', 'field-not-found', 'names no service of this cluster']]);

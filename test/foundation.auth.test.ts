@@ -4,7 +4,7 @@ import * as jose from 'jose';
 import { refusalOf, startTestCloudly, testAdminPassword, type ITestCloudly } from './helpers/cloudly.js';
 import { adminAudience } from '../ts/core/auth.js';
 import type { IIdentity } from '../ts/interfaces/data/user.js';
-import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
+import type { TUntypedContract } from '../ts/client/admin.js';
 
 const base64url = (valueArg: unknown) => Buffer.from(JSON.stringify(valueArg)).toString('base64url');
 
@@ -17,7 +17,7 @@ describe('admin identities: every forged or stale identity is refused by name', 
   after(async () => { await t.stop(); });
 
   const clustersWith = (identityArg: unknown) =>
-    t.admin.fire<IReq_Any_Cloudly_GetClusters>('getClusters', { identity: identityArg as IIdentity });
+    t.admin.fire('getClusters', { identity: identityArg as IIdentity });
 
   const withJwt = (jwtArg: string): IIdentity => ({ ...t.identity, jwt: jwtArg });
 
@@ -38,12 +38,12 @@ describe('admin identities: every forged or stale identity is refused by name', 
   test('a wrong password and an unknown user get the same refusal', async () => {
     const wrong = await refusalOf(() => t.admin.fire('adminLoginWithUsernameAndPassword', { username: 'admin', password: 'not-the-password' }));
     const unknown = await refusalOf(() => t.admin.fire('adminLoginWithUsernameAndPassword', { username: 'nobody', password: 'x' }));
-    assert.deepEqual(wrong, { code: 'unauthenticated', retryable: false, reasons: ['username or password is wrong'] });
+    assert.deepEqual(wrong, { code: 'unauthenticated', retryable: false, reasons: ['credentials-wrong'], causes: [{ message: 'username or password is wrong' }] });
     assert.deepEqual(unknown, wrong);
   });
 
   test('a request without identity is unauthenticated', async () => {
-    const data = await refusalOf(() => t.admin.fire('getClusters', {}));
+    const data = await refusalOf(() => t.admin.fire<TUntypedContract>('getClusters', {}));
     assert.equal(data.code, 'unauthenticated');
   });
 
@@ -53,7 +53,7 @@ describe('admin identities: every forged or stale identity is refused by name', 
       { audience: adminAudience, subject: t.identity.userId, expiresAtMs: Date.now() - 60_000 },
     );
     const data = await refusalOf(() => clustersWith(withJwt(jwt)));
-    assert.deepEqual(data, { code: 'unauthenticated', retryable: false, reasons: ['identity.jwt has expired'] });
+    assert.deepEqual(data, { code: 'unauthenticated', retryable: false, reasons: ['identity-expired'], causes: [{ path: 'identity.jwt', message: 'has expired; log in again' }] });
   });
 
   test('a tampered payload fails verification', async () => {
@@ -62,14 +62,16 @@ describe('admin identities: every forged or stale identity is refused by name', 
     const claims = JSON.parse(Buffer.from(payload, 'base64url').toString()) as Record<string, unknown>;
     const forged = [header, base64url({ ...claims, role: 'admin' }), signature].join('.');
     const data = await refusalOf(() => clustersWith({ ...userIdentity, role: 'admin', jwt: forged }));
-    assert.deepEqual(data.reasons, ['identity.jwt failed verification']);
+    assert.deepEqual(data.reasons, ['identity-invalid']);
+    assert.deepEqual(data.causes, [{ path: 'identity.jwt', message: 'failed verification (signature, issuer or audience)' }]);
   });
 
   test('alg none is refused', async () => {
     const claims = JSON.parse(Buffer.from(t.identity.jwt.split('.')[1], 'base64url').toString()) as object;
     const unsigned = `${base64url({ alg: 'none', typ: 'JWT' })}.${base64url(claims)}.`;
     const data = await refusalOf(() => clustersWith(withJwt(unsigned)));
-    assert.deepEqual(data.reasons, ['identity.jwt failed verification']);
+    assert.deepEqual(data.reasons, ['identity-invalid']);
+    assert.deepEqual(data.causes, [{ path: 'identity.jwt', message: 'failed verification (signature, issuer or audience)' }]);
   });
 
   /** An admin-looking JWT signed with a key and header Cloudly did not choose. */
@@ -86,14 +88,16 @@ describe('admin identities: every forged or stale identity is refused by name', 
     const { privateKey } = await jose.generateKeyPair('RS256');
     const jwt = await foreignAdminJwt({ alg: 'RS256', kid: t.cloudly.auth.keyId }, privateKey);
     const data = await refusalOf(() => clustersWith(withJwt(jwt)));
-    assert.deepEqual(data.reasons, ['identity.jwt failed verification']);
+    assert.deepEqual(data.reasons, ['identity-invalid']);
+    assert.deepEqual(data.causes, [{ path: 'identity.jwt', message: 'failed verification (signature, issuer or audience)' }]);
   });
 
   test('HS256 keyed with the public key is refused', async () => {
     const secret = new TextEncoder().encode(JSON.stringify(t.cloudly.auth.publicJwk));
     const jwt = await foreignAdminJwt({ alg: 'HS256' }, secret);
     const data = await refusalOf(() => clustersWith(withJwt(jwt)));
-    assert.deepEqual(data.reasons, ['identity.jwt failed verification']);
+    assert.deepEqual(data.reasons, ['identity-invalid']);
+    assert.deepEqual(data.causes, [{ path: 'identity.jwt', message: 'failed verification (signature, issuer or audience)' }]);
   });
 
   test('a user identity on an admin method is forbidden and changes nothing', async () => {
@@ -106,23 +110,20 @@ describe('admin identities: every forged or stale identity is refused by name', 
   test('visible identity fields that disagree with the signed claims are refused', async () => {
     const userIdentity = await t.cloudly.auth.issueIdentity({ id: 'user-3', username: 'viewer', role: 'user' });
     const data = await refusalOf(() => clustersWith({ ...userIdentity, role: 'admin' }));
-    assert.deepEqual(data.reasons, ['identity.role disagrees with its signed claims']);
+    assert.deepEqual(data.reasons, ['identity-invalid']);
+    assert.deepEqual(data.causes, [{ path: 'identity.role', message: 'disagrees with its signed claims' }]);
   });
 
   test('every visible identity field is checked against the signed claims, and all disagreements are named', async () => {
     const changed = { ...t.identity, name: 'someone-else', userId: 'admin-other', expiresAt: t.identity.expiresAt + 3_600_000, type: 'service' };
     const data = await refusalOf(() => clustersWith(changed as typeof t.identity));
     assert.equal(data.code, 'unauthenticated');
-    assert.deepEqual(data.reasons, [
-      'identity.userId disagrees with its signed claims',
-      'identity.name disagrees with its signed claims',
-      'identity.type disagrees with its signed claims',
-      'identity.expiresAt disagrees with its signed claims',
-    ]);
+    assert.deepEqual(data.reasons, ['identity-invalid']);
+    assert.deepEqual(data.causes, ['userId', 'name', 'type', 'expiresAt'].map((fieldArg) => ({ path: `identity.${fieldArg}`, message: 'disagrees with its signed claims' })));
     for (const field of ['name', 'type', 'expiresAt'] as const) {
       const { [field]: _dropped, ...without } = t.identity;
       const missing = await refusalOf(() => clustersWith(without as typeof t.identity));
-      assert.deepEqual(missing.reasons, [`identity.${field} disagrees with its signed claims`]);
+      assert.deepEqual(missing.causes, [{ path: `identity.${field}`, message: 'disagrees with its signed claims' }]);
     }
     assert.equal((await clustersWith(t.identity)).clusters.length, 1);
   });

@@ -12,7 +12,6 @@ import { CloudlyRelayClient } from '../ts/client/relay.js';
 import { previousSnapshotFileName, snapshotFileName, StorageDamagedError } from '../ts/core/database.js';
 import { readSnapshotFile } from '../ts/core/snapshotfile.js';
 import { legacySigningKeyFileName, signingKeysId, signingKeysKind } from '../ts/core/auth.js';
-import type { IReq_Any_Cloudly_CreateCluster, IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 
 const tempDir = () => fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-durability-'));
 
@@ -24,14 +23,14 @@ describe('embedded durability: journal and snapshots', () => {
       const kid = t.cloudly.auth.keyId;
       const oldIdentity = t.identity;
       await t.restart();
-      const clusters = (await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters;
+      const clusters = (await t.admin.call('getClusters', {})).clusters;
       assert.deepEqual(clusters.map((c) => c.id), [cluster.id]);
       assert.equal(t.cloudly.auth.keyId, kid);
       // The key survives in the database (encrypted), not as a file of the data directory.
       assert.ok(await t.cloudly.store.get(signingKeysKind, signingKeysId));
       await assert.rejects(() => fsp.stat(path.join(t.dataDir, 'keys', legacySigningKeyFileName)));
       // An identity issued before the restart still verifies: same key, same admin.
-      const again = await t.admin.fire<IReq_Any_Cloudly_GetClusters>('getClusters', { identity: oldIdentity });
+      const again = await t.admin.fire('getClusters', { identity: oldIdentity });
       assert.equal(again.clusters.length, 1);
       const relay = await t.connectRelay(relayToken);
       assert.equal(relay.isOpen, true);
@@ -124,13 +123,13 @@ describe('embedded durability: journal and snapshots', () => {
       const first = await startCloudlyProcess(env);
       const admin = new CloudlyAdminClient(first.baseUrl);
       await admin.login('admin', 'process-admin-password');
-      const { cluster, relayToken } = await admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'crash-proof' });
+      const { cluster, relayToken } = await admin.call('createCluster', { name: 'crash-proof' });
       await killHard(first.child);
       const second = await startCloudlyProcess(env);
       try {
         const admin2 = new CloudlyAdminClient(second.baseUrl);
         await admin2.login('admin', 'process-admin-password');
-        const clusters = (await admin2.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters;
+        const clusters = (await admin2.call('getClusters', {})).clusters;
         assert.deepEqual(clusters.map((c) => c.id), [cluster.id]);
         const relay = await CloudlyRelayClient.connect(second.baseUrl, relayToken, { reconnect: false });
         assert.equal(relay.isOpen, true);

@@ -17,11 +17,6 @@ import { CloudlyRelayClient } from '../ts/client/relay.js';
 import { previousSnapshotFileName, snapshotFileName } from '../ts/core/database.js';
 import { readSnapshotFile } from '../ts/core/snapshotfile.js';
 import { frameHeaderBytes, listSegments, readJournal } from '../ts/core/journal.js';
-import type {
-  IReq_Any_Cloudly_CreateCluster,
-  IReq_Any_Cloudly_GetClusters,
-  IReq_Any_Cloudly_RotateClusterRelayToken,
-} from '../ts/interfaces/requests/admin.js';
 import type { ICluster } from '../ts/interfaces/data/cluster.js';
 
 /**
@@ -38,12 +33,12 @@ const loggedIn = async (processArg: ICloudlyProcess): Promise<CloudlyAdminClient
 };
 
 const clustersOf = async (adminArg: CloudlyAdminClient): Promise<ICluster[]> =>
-  (await adminArg.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters;
+  (await adminArg.call('getClusters', {})).clusters;
 
 const createClusters = async (adminArg: CloudlyAdminClient, namesArg: string[]): Promise<ICluster[]> => {
   const created: ICluster[] = [];
   for (const name of namesArg) {
-    created.push((await adminArg.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name })).cluster);
+    created.push((await adminArg.call('createCluster', { name })).cluster);
   }
   return created;
 };
@@ -78,7 +73,7 @@ describe('embedded journal: every acknowledged write survives kill -9', () => {
       const acknowledged: Array<{ cluster: ICluster; relayToken: string }> = [];
       let killed = false;
       const burst = Array.from({ length: 40 }, (_, index) => admin
-        .call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: `burst-${index}` })
+        .call('createCluster', { name: `burst-${index}` })
         .then(async (answer) => {
           if (!killed) {
             acknowledged.push(answer);
@@ -127,9 +122,9 @@ describe('embedded journal: every acknowledged write survives kill -9', () => {
       const env = cloudlyProcessEnv(dataDir);
       const first = await startCloudlyProcess(env);
       const admin = await loggedIn(first);
-      const { cluster, relayToken: originalToken } = await admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'cas' });
+      const { cluster, relayToken: originalToken } = await admin.call('createCluster', { name: 'cas' });
       const outcomes = await Promise.all(Array.from({ length: 200 }, () => admin
-        .call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: cluster.generation })
+        .call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: cluster.generation })
         .then((answer) => ({ won: answer }), (error: { errorData?: { code?: string } }) => ({ refused: error.errorData?.code }))));
       const winners = outcomes.filter((outcome) => 'won' in outcome);
       const refusals = [...new Set(outcomes.filter((outcome) => !('won' in outcome)).map((outcome) => String((outcome as { refused?: string }).refused)))];
@@ -152,7 +147,7 @@ describe('embedded journal: every acknowledged write survives kill -9', () => {
         await assert.rejects(() => CloudlyRelayClient.connect(second.baseUrl, originalToken, { reconnect: false }));
         // The race is still decided once after the restart.
         const again = await Promise.all(Array.from({ length: 50 }, () => admin2
-          .call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: stored.generation })
+          .call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: stored.generation })
           .then(() => 1, () => 0)));
         assert.equal(again.reduce((sum: number, one: number) => sum + one, 0), 1);
       } finally {
@@ -343,7 +338,7 @@ describe('embedded journal: a disk that refuses writes', () => {
       const admin = await loggedIn(first);
       const [kept] = await createClusters(admin, ['kept']);
       await fsp.writeFile(failpoint, 'ENOSPC');
-      const refusal = await refusalOf(() => admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'refused' }));
+      const refusal = await refusalOf(() => admin.call('createCluster', { name: 'refused' }));
       assert.equal(refusal.code, 'unavailable');
       assert.equal(refusal.retryable, true);
       // Rolled back: nobody can see it, and reads keep working while the disk is full.
@@ -353,9 +348,9 @@ describe('embedded journal: a disk that refuses writes', () => {
       assert.equal((await fetch(`${first.baseUrl}/readyz`)).status, 200);
       // A failed sync leaves the device state unknown: writes stop until a restart.
       await fsp.writeFile(failpoint, 'EIO-SYNC');
-      assert.equal((await refusalOf(() => admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'lost-sync' }))).code, 'unavailable');
+      assert.equal((await refusalOf(() => admin.call('createCluster', { name: 'lost-sync' }))).code, 'unavailable');
       await fsp.rm(failpoint);
-      assert.equal((await refusalOf(() => admin.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: 'after-eio' }))).code, 'unavailable');
+      assert.equal((await refusalOf(() => admin.call('createCluster', { name: 'after-eio' }))).code, 'unavailable');
       assert.equal((await fetch(`${first.baseUrl}/readyz`)).status, 503);
       assert.equal((await fetch(`${first.baseUrl}/livez`)).status, 200);
       await killHard(first.child);

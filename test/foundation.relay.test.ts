@@ -4,27 +4,35 @@ import { WebSocket } from 'ws';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
 import { CloudlyTransportError } from '../ts/client/transport.js';
-import type { IReq_Any_Cloudly_GetClusters, IReq_Any_Cloudly_RotateClusterRelayToken } from '../ts/interfaces/requests/admin.js';
 import type { ITypedContract } from '../ts/interfaces/requests/admin.js';
+import type { TUntypedContract } from '../ts/client/admin.js';
 
 type IReq_TestEcho = ITypedContract<'testEcho', { value: number }, { value: number; clusterId: string }>;
 
-const upgradeStatus = async (baseUrlArg: string, bearerArg: string | null): Promise<number> => {
+/** The upgrade's HTTP status (101 when it opened) and, when refused, the body Cloudly answered. */
+const upgradeAnswer = async (baseUrlArg: string, bearerArg: string | null): Promise<{ status: number; body: string }> => {
   try {
     const socket = await new Promise<WebSocket>((resolve, reject) => {
       const ws = new WebSocket(`${baseUrlArg.replace('http', 'ws')}/typedsocket`, {
         headers: bearerArg === null ? {} : { authorization: `Bearer ${bearerArg}` },
       });
       ws.once('open', () => resolve(ws));
-      ws.once('unexpected-response', (_request, response) => reject(new CloudlyTransportError(response.statusCode ?? 0, '')));
+      ws.once('unexpected-response', (_request, response) => {
+        let body = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunkArg: string) => { body += chunkArg; });
+        response.on('end', () => reject(new CloudlyTransportError(response.statusCode ?? 0, body)));
+      });
       ws.once('error', reject);
     });
     socket.close();
-    return 101;
+    return { status: 101, body: '' };
   } catch (error) {
-    return error instanceof CloudlyTransportError ? error.status : -1;
+    return error instanceof CloudlyTransportError ? { status: error.status, body: error.body } : { status: -1, body: String(error) };
   }
 };
+
+const upgradeStatus = async (baseUrlArg: string, bearerArg: string | null): Promise<number> => (await upgradeAnswer(baseUrlArg, bearerArg)).status;
 
 describe('relay sockets: authentication on the upgrade, calls both ways, named failures', () => {
   let t: ITestCloudly;
@@ -46,6 +54,18 @@ describe('relay sockets: authentication on the upgrade, calls both ways, named f
     assert.equal(await upgradeStatus(t.baseUrl, relayToken), 101);
   });
 
+  test('a refused upgrade answers the refusal shape: identity-missing without a bearer, identity-invalid with a wrong one', async () => {
+    const dataOf = (answerArg: { status: number; body: string }) => {
+      assert.equal(answerArg.status, 401);
+      return (JSON.parse(answerArg.body) as { error: { data: { code: string; reasons: string[]; causes: Array<{ path?: string }> } } }).error.data;
+    };
+    const missing = dataOf(await upgradeAnswer(t.baseUrl, null));
+    assert.deepEqual([missing.code, missing.reasons, missing.causes.map((causeArg) => causeArg.path)],
+      ['unauthenticated', ['identity-missing'], ['headers.authorization']]);
+    const wrong = dataOf(await upgradeAnswer(t.baseUrl, 'szrelay_wrongwrongwrongwrongwrongwrongwrongwrong'));
+    assert.deepEqual([wrong.code, wrong.reasons], ['unauthenticated', ['identity-invalid']]);
+  });
+
   test('a relay calls Cloudly and the socket names its cluster', async () => {
     const relay = await t.connectRelay(relayToken);
     const answer = await relay.fire<IReq_TestEcho>('testEcho', { value: 7 });
@@ -54,7 +74,7 @@ describe('relay sockets: authentication on the upgrade, calls both ways, named f
   });
 
   test('a relay-only method over HTTP is forbidden', async () => {
-    const data = await refusalOf(() => t.admin.fire('testEcho', { value: 1 }));
+    const data = await refusalOf(() => t.admin.fire<TUntypedContract>('testEcho', { value: 1 }));
     assert.equal(data.code, 'forbidden');
   });
 
@@ -134,7 +154,7 @@ describe('relay sockets: authentication on the upgrade, calls both ways, named f
   test('an admin socket carries admin calls', async () => {
     await t.admin.connectSocket();
     assert.equal(t.admin.socketOpen, true);
-    const answer = await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {});
+    const answer = await t.admin.call('getClusters', {});
     assert.ok(answer.clusters.some((cluster) => cluster.id === clusterId));
     t.admin.close();
   });
@@ -142,9 +162,9 @@ describe('relay sockets: authentication on the upgrade, calls both ways, named f
   test('rotating the relay token closes the old socket and refuses the old token; concurrent rotations have one winner', async () => {
     const relay = await t.connectRelay(relayToken);
     const closed = new Promise<void>((resolve) => relay.onClose(resolve));
-    const cluster = (await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.find((c) => c.id === clusterId)!;
+    const cluster = (await t.admin.call('getClusters', {})).clusters.find((c) => c.id === clusterId)!;
     const attempts = await Promise.allSettled(Array.from({ length: 20 }, () =>
-      t.admin.call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId, expectedGeneration: cluster.generation })));
+      t.admin.call('rotateClusterRelayToken', { clusterId, expectedGeneration: cluster.generation })));
     const winners = attempts.filter((attempt) => attempt.status === 'fulfilled');
     assert.equal(winners.length, 1);
     for (const attempt of attempts) {

@@ -9,7 +9,7 @@ import { FilesystemBlobStore } from '../ts/core/blobstore.js';
 import { imageVersionKind } from '../ts/manager.image/image.manager.js';
 import { imageVersionNameOf } from '../ts/interfaces/data/imageversion.js';
 import type { IClusterOverviewService } from '../ts/interfaces/requests/overview.js';
-import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
+import type { TUntypedContract } from '../ts/client/admin.js';
 import { assertFieldProblems } from './helpers/refusals.js';
 
 let world: IBackupWorld;
@@ -125,7 +125,7 @@ test('a second push of a version while the first is still streaming is refused c
 });
 
 test('a bad push is refused with every reason before any byte moves', async () => {
-  const refusal = await refusalOf(() => world.relay.fire('pushImageVersion', {
+  const refusal = await refusalOf(() => world.relay.fire<TUntypedContract>('pushImageVersion', {
     serviceId: world.service.id, digest: 'ABC', byteLength: 0,
     image: { kind: 'cloudly-byte-stream', streamId: 'nope', direction: 'receive' },
   }));
@@ -177,7 +177,7 @@ const verdictOf = async (serviceIdArg: string): Promise<string> => {
 test('a service naming an image version Cloudly does not hold is refused image-plan-missing until the version is pushed', async () => {
   const bytes = randomBytes(256 * 1024);
   const digest = sha256Of(bytes);
-  const { service } = await world.t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const { service } = await world.t.caller.call('createService', {
     service: {
       name: 'pushed-image', organizationId: 'org-1', clusterId: world.clusterId,
       runtime: { image: imageVersionNameOf(digest), replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } },

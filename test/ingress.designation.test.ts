@@ -4,11 +4,7 @@ import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpe
 import { armFailpoint } from '../ts/core/failpoints.js';
 import { designationRequest, prepareIngressCluster, relayOrigin, type IIngressCluster } from './ingress.fixture.js';
 import { data } from '../ts/interfaces/index.js';
-import type {
-  IReq_Any_Cloudly_DesignateClusterIngress,
-  IReq_Any_Cloudly_GetClusterIngressDesignation,
-} from '../ts/interfaces/requests/ingress.js';
-import type { IReq_Any_Cloudly_CreateService, IReq_Any_Cloudly_UpdateService } from '../ts/interfaces/requests/service.js';
+import type { IReq_Any_Cloudly_DesignateClusterIngress } from '../ts/interfaces/requests/ingress.js';
 import { clusterIngressSlotKind, type IClusterIngressSlotDocument } from '../ts/manager.ingress/documents.js';
 import { ingressBearerContext } from '../ts/manager.ingress/ingress.manager.js';
 import { assertFieldProblems } from './helpers/refusals.js';
@@ -26,18 +22,18 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
   });
 
   const designate = async (requestArg: data.IClusterIngressDesignationRequest) => {
-    const answer = await t.caller.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', { designation: requestArg });
+    const answer = await t.caller.call('designateClusterIngress', { designation: requestArg });
     seen.push(answer);
     return answer;
   };
   const refusedDesignation = async (requestArg: unknown) => {
-    const refusal = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_DesignateClusterIngress>(
+    const refusal = await refusalOf(() => t.caller.call(
       'designateClusterIngress', { designation: requestArg as data.IClusterIngressDesignationRequest }));
     seen.push(refusal);
     return refusal;
   };
   const current = async (clusterIdArg: string) => {
-    const answer = await t.caller.call<IReq_Any_Cloudly_GetClusterIngressDesignation>('getClusterIngressDesignation', { clusterId: clusterIdArg });
+    const answer = await t.caller.call('getClusterIngressDesignation', { clusterId: clusterIdArg });
     seen.push(answer);
     return answer.designation;
   };
@@ -57,7 +53,7 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
   test('a cluster without a designation answers null', async () => {
     const cluster = await prepareIngressCluster(t, 'empty');
     assert.equal(await current(cluster.clusterId), null);
-    const missing = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_GetClusterIngressDesignation>(
+    const missing = await refusalOf(() => t.caller.call(
       'getClusterIngressDesignation', { clusterId: 'cluster-missing' }));
     assert.equal(missing.code, 'not-found');
   });
@@ -121,7 +117,8 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
       currentRuntime: { ...cluster.runtime, generation: cluster.runtime.generation + 1 },
     }));
     assert.equal(staleRuntime.code, 'conflict');
-    assert.match(String((staleRuntime.reasons as string[])[0]), /currentRuntime/);
+    assert.deepEqual(staleRuntime.reasons, ['runtime-changed']);
+    assert.deepEqual((staleRuntime.causes as Array<{ path?: string }>).map((causeArg) => causeArg.path), ['request.designation.currentRuntime']);
 
     const moved = await t.cloudly.ingressManager.changeClusterRuntimePhase(cluster.clusterId, cluster.runtime.generation, 'pallet');
     assert.equal(moved?.generation, cluster.runtime.generation + 1);
@@ -130,8 +127,9 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
     const fresh = { ...cluster, runtime: moved as IIngressCluster['runtime'] };
     const staleSpec = await refusedDesignation(designationRequest(fresh, { expectedSpecRevision: cluster.service.specRevision + 1 }));
     assert.equal(staleSpec.code, 'conflict');
-    assert.match(String((staleSpec.reasons as string[])[0]), /expectedSpecRevision/);
-    const { service: updated } = await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    assert.deepEqual(staleSpec.reasons, ['spec-revision-changed']);
+    assert.deepEqual((staleSpec.causes as Array<{ path?: string }>).map((causeArg) => causeArg.path), ['request.designation.expectedSpecRevision']);
+    const { service: updated } = await t.caller.call('updateService', {
       serviceId: cluster.service.id,
       expectedGeneration: cluster.service.generation,
       service: {
@@ -180,7 +178,7 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
   test('a cluster whose relay never registered is unavailable: its relay origin is unknown', async () => {
     const { cluster } = await t.createCluster('no-relay');
     await t.addNodes(cluster.id, 'node-1');
-    const { service } = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+    const { service } = await t.caller.call('createService', {
       service: {
         name: 'no-relay-ingress', organizationId: 'org-1', clusterId: cluster.id,
         runtime: { image: 'registry.example.com/serve.zone/ingress:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-1'] } },
@@ -263,7 +261,7 @@ describe('designateClusterIngress and getClusterIngressDesignation', () => {
     const refusal = await refusedDesignation(designationRequest(cutover));
     assert.equal(refusal.code, 'conflict');
     assert.equal(refusal.retryable, false);
-    assert.match(String((refusal.reasons as string[])[0]), /fleet-cutover/);
+    assert.deepEqual(refusal.reasons, ['fleet-cutover-designated']);
     assert.equal(await current(cutover.clusterId), null);
 
     const pallet = await prepareIngressCluster(t, 'pallet');

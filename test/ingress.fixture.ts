@@ -3,12 +3,7 @@ import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IService } from '../ts/interfaces/data/service.js';
 import type { IClusterRuntimeReference } from '../ts/interfaces/data/clusterruntime.js';
 import type { IClusterIngressDesignationRequest } from '../ts/interfaces/data/clusteringressdesignation.js';
-import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../ts/interfaces/requests/cluster.js';
-import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
-import type {
-  IReq_Any_Cloudly_GetClusterRuntime,
-  IReq_Cloudly_Relay_PushClusterIngressRouteTableChanged,
-} from '../ts/interfaces/requests/ingress.js';
+import type { IReq_Cloudly_Relay_PushClusterIngressRouteTableChanged } from '../ts/interfaces/requests/ingress.js';
 
 /**
  * A cluster ready to designate an ingress: an elected relay that registered its origin and
@@ -49,10 +44,10 @@ export const prepareIngressCluster = async (tArg: ITestCloudly, nameArg: string)
   await tArg.addNodes(cluster.id, 'node-1', 'node-2');
   const hints: number[] = [];
   const relay = await connectElectedRelay(tArg, cluster.id, relayToken, hints);
-  await relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
+  await relay.fire('registerClusterRelay', {
     registration: { origin: relayOrigin, version: '1.0.0', protocol: 'cluster-relay/1' },
   });
-  const { service } = await tArg.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const { service } = await tArg.caller.call('createService', {
     service: {
       name: `${nameArg}-ingress`,
       organizationId: 'org-1',
@@ -66,7 +61,7 @@ export const prepareIngressCluster = async (tArg: ITestCloudly, nameArg: string)
       volumes: [],
     },
   });
-  const { runtime } = await tArg.caller.call<IReq_Any_Cloudly_GetClusterRuntime>('getClusterRuntime', { clusterId: cluster.id });
+  const { runtime } = await tArg.caller.call('getClusterRuntime', { clusterId: cluster.id });
   return { clusterId: cluster.id, relayToken, relay, hints, service, runtime: runtime as IIngressCluster['runtime'] };
 };
 

@@ -7,17 +7,7 @@ import { data, protocol } from '../ts/interfaces/index.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import { enrollSecretRecipient, openSealedText } from './helpers/secrets.js';
 import type { ISecretRecipientKeyPair } from '../ts/core/sealing.js';
-import type {
-  IReq_Any_Cloudly_DesignateClusterIngress,
-  IReq_Relay_Cloudly_GetClusterIngressRouteTable,
-  IReq_Relay_Cloudly_RegisterClusterIngress,
-  IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments,
-  IReq_Relay_Cloudly_ResolveClusterIngressBearer,
-} from '../ts/interfaces/requests/ingress.js';
-import type {
-  IReq_Relay_Cloudly_GetClusterRouteTable,
-  IReq_Relay_Cloudly_ReportClusterPlatformObservedState,
-} from '../ts/interfaces/requests/desiredstate.js';
+import type { IReq_Relay_Cloudly_ReportClusterPlatformObservedState } from '../ts/interfaces/requests/desiredstate.js';
 import { clusterIngressRouteTableKind } from '../ts/manager.ingress/documents.js';
 import { assertFieldProblems, assertHasFieldProblem } from './helpers/refusals.js';
 
@@ -40,7 +30,7 @@ describe('registerClusterIngress through the cluster relay', () => {
       keys = await enrollSecretRecipient(relayArg);
       recipients.set(relayArg, keys);
     }
-    const { material } = await relayArg.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
+    const { material } = await relayArg.fire(
       'resolveClusterIngressBearer', { secretVersion: secretVersionArg });
     assert.equal(material.binding.purpose, 'cluster-ingress-bearer');
     assert.deepEqual(material.binding.secretVersion, secretVersionArg);
@@ -49,7 +39,7 @@ describe('registerClusterIngress through the cluster relay', () => {
 
   const report = (relayArg: CloudlyRelayClient, nodeIdArg: string, sessionIdArg: string, optionsArg: {
     serviceId?: string; state?: 'ready' | 'pending'; secretVersion?: data.ISecretVersionReference;
-  } = {}) => relayArg.fire<IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments>('reportClusterNodeRuntimeAssignments', {
+  } = {}) => relayArg.fire('reportClusterNodeRuntimeAssignments', {
     nodeId: nodeIdArg,
     sessionId: sessionIdArg,
     assignments: [{
@@ -63,7 +53,7 @@ describe('registerClusterIngress through the cluster relay', () => {
 
   const designateCluster = async (nameArg: string): Promise<IDesignatedCluster> => {
     const prepared = await prepareIngressCluster(t, nameArg);
-    const { designation } = await t.caller.call<IReq_Any_Cloudly_DesignateClusterIngress>(
+    const { designation } = await t.caller.call(
       'designateClusterIngress', { designation: designationRequest(prepared) });
     // The relay's node resolves the secret reference of the spec into the value it hands the ingress.
     const bearer = await resolveBearer(prepared.relay, designation.credential.secretVersion);
@@ -80,7 +70,7 @@ describe('registerClusterIngress through the cluster relay', () => {
   });
 
   const register = (relayArg: CloudlyRelayClient, bodyArg: unknown) =>
-    relayArg.fire<IReq_Relay_Cloudly_RegisterClusterIngress>('registerClusterIngress', bodyArg as data.IClusterIngressRegistration);
+    relayArg.fire('registerClusterIngress', bodyArg as data.IClusterIngressRegistration);
 
   /** The named refusal a registration gets; fails when it is anything else. */
   const refusedWith = async (relayArg: CloudlyRelayClient, bodyArg: unknown) => {
@@ -126,7 +116,7 @@ describe('registerClusterIngress through the cluster relay', () => {
       assignmentId: 'node-1-ingress', serviceId: folded.service.id, sessionId: 'session-folded', state: stateArg,
       secretVersions: [folded.designation.credential.secretVersion],
     });
-    const observe = (nodesArg: unknown) => folded.relay.fire<IReq_Relay_Cloudly_ReportClusterPlatformObservedState>('reportClusterPlatformObservedState', {
+    const observe = (nodesArg: unknown) => folded.relay.fire('reportClusterPlatformObservedState', {
       desiredRevision: 0, services: [], nodes: nodesArg as IReq_Relay_Cloudly_ReportClusterPlatformObservedState['request']['nodes'],
     });
     assert.deepEqual(await observe([{ nodeId: 'node-1', sessionId: 'session-folded', assignments: [assignment('ready')] }]), { accepted: 0, removed: [] });
@@ -237,18 +227,18 @@ describe('registerClusterIngress through the cluster relay', () => {
     });
     const localBody = { ...body(), bearer: rotated.bearer };
     assert.equal((await register(rotated.relay, localBody)).accepted, true);
-    const { designation: next } = await t.caller.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', {
+    const { designation: next } = await t.caller.call('designateClusterIngress', {
       designation: designationRequest(rotated, { expectedDesignation: data.referenceClusterIngressDesignation(rotated.designation) }),
     });
     assert.equal(await refusedWith(rotated.relay, localBody), 'assignment-not-running');
-    await rotated.relay.fire<IReq_Relay_Cloudly_ReportClusterNodeRuntimeAssignments>('reportClusterNodeRuntimeAssignments', {
+    await rotated.relay.fire('reportClusterNodeRuntimeAssignments', {
       nodeId: 'node-1', sessionId: 'session-r',
       assignments: [{ assignmentId: 'a', serviceId: rotated.service.id, sessionId: 'session-r', state: 'ready', secretVersions: [next.credential.secretVersion] }],
     });
     assert.equal(await refusedWith(rotated.relay, localBody), 'bearer-refused');
     const bearer = await resolveBearer(rotated.relay, next.credential.secretVersion);
     assert.equal((await register(rotated.relay, { ...localBody, bearer })).accepted, true);
-    const stale = await refusalOf(() => rotated.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
+    const stale = await refusalOf(() => rotated.relay.fire(
       'resolveClusterIngressBearer', { secretVersion: rotated.designation.credential.secretVersion }));
     assert.equal(stale.code, 'not-found');
   });
@@ -258,7 +248,7 @@ describe('registerClusterIngress through the cluster relay', () => {
     const reportRefusal = await refusalOf(() => report(second, 'node-1', 'session-x'));
     assert.equal(reportRefusal.code, 'unavailable');
     assert.deepEqual(reportRefusal.reasons, ['relay-not-elected']);
-    const resolveRefusal = await refusalOf(() => second.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
+    const resolveRefusal = await refusalOf(() => second.fire(
       'resolveClusterIngressBearer', { secretVersion: cluster.designation.credential.secretVersion }));
     assert.equal(resolveRefusal.code, 'unavailable');
     assert.deepEqual(resolveRefusal.reasons, ['relay-not-elected']);
@@ -269,15 +259,15 @@ describe('registerClusterIngress through the cluster relay', () => {
   test('the bearer is resolved only for the relay\'s own cluster and only from a well-formed reference', async () => {
     // An elected relay of another designated cluster names this cluster's current secret version.
     const other = await designateCluster('other-cluster');
-    const foreign = await refusalOf(() => other.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
+    const foreign = await refusalOf(() => other.relay.fire(
       'resolveClusterIngressBearer', { secretVersion: cluster.designation.credential.secretVersion }));
     assert.equal(foreign.code, 'not-found');
     // A relay of a cluster without any designation gets nothing either.
     const bare = await prepareIngressCluster(t, 'bare-resolve');
-    const undesignated = await refusalOf(() => bare.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
+    const undesignated = await refusalOf(() => bare.relay.fire(
       'resolveClusterIngressBearer', { secretVersion: cluster.designation.credential.secretVersion }));
     assert.equal(undesignated.code, 'not-found');
-    const malformed = await refusalOf(() => cluster.relay.fire<IReq_Relay_Cloudly_ResolveClusterIngressBearer>(
+    const malformed = await refusalOf(() => cluster.relay.fire(
       'resolveClusterIngressBearer', { secretVersion: { ...cluster.designation.credential.secretVersion, extra: 1 } as never }));
     assert.equal(malformed.code, 'invalid-request');
     assertFieldProblems(malformed, [['request.secretVersion', 'field-invalid', 'must be exactly { secretId, secretVersionId } with two ids']]);
@@ -306,7 +296,7 @@ describe('registerClusterIngress through the cluster relay', () => {
   let tableRevision = 0;
 
   test('route table: one table computed from the services, never served without targets, its revision hinted to the relay', async () => {
-    const read = (knownRevisionArg: number | null) => cluster.relay.fire<IReq_Relay_Cloudly_GetClusterIngressRouteTable>(
+    const read = (knownRevisionArg: number | null) => cluster.relay.fire(
       'getClusterIngressRouteTable', { knownRevision: knownRevisionArg });
     // The desired-state computation records the table: no service declares a route, so it is empty, not null.
     await t.cloudly.desiredStateManager.currentDesiredState(cluster.clusterId);
@@ -327,7 +317,7 @@ describe('registerClusterIngress through the cluster relay', () => {
     await waitFor(() => cluster.hints.includes(table!.revision), 'the relay got the hint for the new revision');
     assert.equal((await register(cluster.relay, body())).revision, table!.revision);
     // The relay's own read answers the same table, at the same revision.
-    const relayTable = await cluster.relay.fire<IReq_Relay_Cloudly_GetClusterRouteTable>('getClusterRouteTable', {});
+    const relayTable = await cluster.relay.fire('getClusterRouteTable', {});
     assert.deepEqual(relayTable.table, table);
     // A computation that changes nothing keeps the revision.
     await t.cloudly.desiredStateManager.currentDesiredState(cluster.clusterId);

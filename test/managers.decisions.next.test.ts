@@ -168,48 +168,48 @@ describe('ingress decisions', () => {
     {
       name: 'a runtime that is not pallet',
       facts: () => facts({ slot: slot({ runtime: { phase: 'cutover', generation: 1 } }) }),
-      data: { code: 'conflict', retryable: true, reasons: ["request.designation.currentRuntime is not the cluster's current runtime (cutover, generation 1)"] },
+      data: { code: 'conflict', retryable: true, reasons: ['runtime-changed'], causes: [{ path: 'request.designation.currentRuntime', message: "is not the cluster's current runtime (cutover, generation 1)" }] },
     },
     {
       name: 'a runtime generation that moved (checked before the service, which is missing too)',
       facts: () => facts({ slot: slot({ runtime: { phase: 'pallet', generation: 2 } }), service: null }),
-      data: { code: 'conflict', retryable: true, reasons: ["request.designation.currentRuntime is not the cluster's current runtime (pallet, generation 2)"] },
+      data: { code: 'conflict', retryable: true, reasons: ['runtime-changed'], causes: [{ path: 'request.designation.currentRuntime', message: "is not the cluster's current runtime (pallet, generation 2)" }] },
     },
     {
       name: 'no service',
       facts: () => facts({ service: null }),
-      data: { code: 'not-found', retryable: false, reasons: ['request.designation.ingressServiceId names no service of this cluster'] },
+      data: { code: 'not-found', retryable: false, reasons: ['service-not-found'], causes: [{ path: 'request.designation.ingressServiceId', message: 'names no service of this cluster' }] },
     },
     {
       name: 'a service of another cluster',
       facts: () => facts({ service: service({ clusterId: 'c-2' }) }),
-      data: { code: 'not-found', retryable: false, reasons: ['request.designation.ingressServiceId names no service of this cluster'] },
+      data: { code: 'not-found', retryable: false, reasons: ['service-not-found'], causes: [{ path: 'request.designation.ingressServiceId', message: 'names no service of this cluster' }] },
     },
     {
       name: 'another spec revision',
       facts: () => facts({ service: service({ specRevision: 4 }) }),
-      data: { code: 'conflict', retryable: true, reasons: ["request.designation.expectedSpecRevision is not the service's runtime spec revision (4)"] },
+      data: { code: 'conflict', retryable: true, reasons: ['spec-revision-changed'], causes: [{ path: 'request.designation.expectedSpecRevision', message: "is not the service's runtime spec revision (4)" }] },
     },
     {
       name: 'no relay origin',
       facts: () => facts({ relayOrigin: null }),
-      data: { code: 'unavailable', retryable: true, reasons: ['the cluster has no accepted relay registration, so its relay origin is unknown'] },
+      data: { code: 'unavailable', retryable: true, reasons: ['relay-origin-unknown'], causes: [{ message: 'the cluster has no accepted relay registration, so its relay origin is unknown' }] },
     },
     {
       name: 'a fleet-cutover slot (the contract\'s own refusal)',
       facts: () => facts({ slot: slot({ kind: 'fleet-cutover' }) }),
       text: 'The cluster holds a fleet-cutover ingress designation.',
-      data: { code: 'conflict', retryable: false, reasons: ['the cluster holds a fleet-cutover ingress designation; a cluster holds one kind of designation only'] },
+      data: { code: 'conflict', retryable: false, reasons: ['fleet-cutover-designated'], causes: [{ message: 'the cluster holds a fleet-cutover ingress designation; a cluster holds one kind of designation only' }] },
     },
     {
       name: 'an expected designation when none is stored',
       facts: () => facts({ intent: intent({ expectedDesignation: { id: clusterId, generation: 1, digest: 'a'.repeat(64) } }) }),
-      data: { code: 'conflict', retryable: true, reasons: ["request.designation.expectedDesignation is not the cluster's current designation"] },
+      data: { code: 'conflict', retryable: true, reasons: ['designation-changed'], causes: [{ path: 'request.designation.expectedDesignation', message: "is not the cluster's current designation" }] },
     },
     {
       name: 'no expected designation while one is stored',
       facts: () => facts({ slot: slot({ kind: 'pallet', designation: firstDesignation() }) }),
-      data: { code: 'conflict', retryable: true, reasons: ["request.designation.expectedDesignation is not the cluster's current designation"] },
+      data: { code: 'conflict', retryable: true, reasons: ['designation-changed'], causes: [{ path: 'request.designation.expectedDesignation', message: "is not the cluster's current designation" }] },
     },
     {
       name: 'an expected designation with another digest',
@@ -220,7 +220,7 @@ describe('ingress decisions', () => {
           intent: intent({ expectedDesignation: { id: current.id, generation: current.generation, digest: 'b'.repeat(64) } }),
         });
       },
-      data: { code: 'conflict', retryable: true, reasons: ["request.designation.expectedDesignation is not the cluster's current designation"] },
+      data: { code: 'conflict', retryable: true, reasons: ['designation-changed'], causes: [{ path: 'request.designation.expectedDesignation', message: "is not the cluster's current designation" }] },
     },
   ];
   for (const refusalCase of refusalCases) {
@@ -241,7 +241,7 @@ describe('ingress decisions', () => {
     assert.equal(decideDesignationCommit(null, null, decided), decided);
     for (const [current, read] of [[slot({ generation: 8 }), slot()], [slot(), null]] as const) {
       assert.deepEqual(refusalOf(decideDesignationCommit(current, read, decided)).data, {
-        code: 'conflict', retryable: true, reasons: ["the cluster's ingress designation or runtime changed while the request was decided"],
+        code: 'conflict', retryable: true, reasons: ['kept-changing'], causes: [{ message: "the cluster's ingress designation or runtime changed while the request was decided" }],
       });
     }
   });
@@ -551,7 +551,7 @@ describe('runtime network decisions', () => {
 
     describe('an application', () => {
       const application = { projectionId: projection.id, nodeId: 'n-1', generation: 2, digest: projection.digest };
-      const conflict = { code: 'conflict', retryable: true, reasons: ["request.application does not name the node's current projection; read it again"] };
+      const conflict = { code: 'conflict', retryable: true, reasons: ['projection-changed'], causes: [{ path: 'request.application', message: "does not name the node's current projection; read it again" }] };
 
       test('applicationOf keeps only the four members', () => {
         assert.deepEqual(applicationOf({ ...application, extra: true } as typeof application), application);
@@ -642,7 +642,7 @@ describe('desired-state decisions', () => {
   const deletionCases: Array<{ name: string; current: IServiceDocument | null; request: { expectedGeneration: number; force?: boolean }; decision?: TDecision<IServiceDocument>; data?: Record<string, unknown> }> = [
     {
       name: 'a service that does not exist: not-found', current: null, request: { expectedGeneration: 4 },
-      data: { code: 'not-found', retryable: false, reasons: ['request.serviceId names no service: svc-1'] },
+      data: { code: 'not-found', retryable: false, reasons: ['service-not-found'], causes: [{ path: 'request.serviceId', message: 'names no service: svc-1' }] },
     },
     {
       name: 'another generation: conflict', current: service(), request: { expectedGeneration: 3 },

@@ -2,7 +2,6 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startSharedDatabase, startTestCloudly, waitFor } from './helpers/cloudly.js';
 import { clusterRelayLeaseKind } from '../ts/manager.cluster/relayelection.js';
-import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../ts/interfaces/requests/cluster.js';
 
 /**
  * A relay whose socket landed on an instance while another instance's socket holds the cluster's
@@ -26,7 +25,7 @@ describe('relay election across instances', () => {
       const heldUntil = (await a.cloudly.store.get(clusterRelayLeaseKind, cluster.id))!.expiresAt;
 
       const onB = await b.connectRelay(relayToken);
-      const register = () => onB.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', { registration });
+      const register = () => onB.fire('registerClusterRelay', { registration });
       const refusal = await refusalOf(register);
       assert.equal(refusal.code, 'unavailable');
       assert.deepEqual(refusal.reasons, ['relay-not-elected']);

@@ -6,7 +6,6 @@ import * as path from 'node:path';
 import { startTestCloudly, testAdminPassword, waitFor } from './helpers/cloudly.js';
 import { startDevDatabase, startInstance, stopInstance } from './helpers/multiinstance.js';
 import { reconcilerLeaseKind } from '../ts/manager.reconciler/leadership.js';
-import type { IReq_Any_Cloudly_CreateService, IReq_Any_Cloudly_UpdateService } from '../ts/interfaces/requests/service.js';
 import type { IClusterOverviewService } from '../ts/interfaces/requests/overview.js';
 
 /**
@@ -37,7 +36,7 @@ test('one instance reconciles; a change through another is judged by it; after k
 
     const { cluster } = await b.createCluster('two-instances');
     await b.addNodes(cluster.id, 'n1');
-    const { service } = await b.admin.call<IReq_Any_Cloudly_CreateService>('createService', {
+    const { service } = await b.admin.call('createService', {
       service: {
         name: 'app', organizationId: 'org1', clusterId: cluster.id, volumes: [],
         runtime: { image: 'app:1', replicas: 1, profile: { runAs: { user: 1000, group: 1000 } }, placement: { nodeIds: ['n1'] } },
@@ -59,7 +58,7 @@ test('one instance reconciles; a change through another is judged by it; after k
     assert.ok(takeoverMs <= leaseTtlMs + heartbeatMs + 1_000, `took over after ${takeoverMs} ms (lease ${leaseTtlMs} ms, heartbeat ${heartbeatMs} ms)`);
 
     // A change through B is now judged by B: a volume nobody said how to start.
-    await b.admin.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    await b.admin.call('updateService', {
       serviceId: service.id,
       expectedGeneration: service.generation,
       service: {

@@ -9,17 +9,8 @@ import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import { ConfigError, readConfig } from '../ts/config.js';
 import { operationKind, operationProgressKind, type IOperationDocument } from '../ts/manager.operation/documents.js';
 import type { OperationManager } from '../ts/manager.operation/operation.manager.js';
-import type {
-  IReq_Admin_CreateServiceBackup,
-  IReq_Admin_GetServiceBackups,
-  IReq_Cloudly_Relay_BackupClusterService,
-} from '../ts/interfaces/requests/backup.js';
-import type {
-  IOperation,
-  IReq_Admin_CancelOperation,
-  IReq_Admin_GetOperation,
-  IReq_Admin_GetOperations,
-} from '../ts/interfaces/requests/operation.js';
+import type { IReq_Admin_CreateServiceBackup, IReq_Cloudly_Relay_BackupClusterService } from '../ts/interfaces/requests/backup.js';
+import type { IOperation } from '../ts/interfaces/requests/operation.js';
 
 /**
  * Retention of operations (TTL after finished), against a real Cloudly, a real relay socket and
@@ -45,14 +36,14 @@ const afterDays = (daysArg: number): number => Date.now() + daysArg * dayMs + 60
 const pastRetention = (): number => afterDays(world.t.cloudly.config.operationRetentionDays);
 
 const order = (backupIdArg: string | undefined, extraArg: Partial<IReq_Admin_CreateServiceBackup['request']> = {}) =>
-  world.t.caller.call<IReq_Admin_CreateServiceBackup>('createServiceBackup', {
+  world.t.caller.call('createServiceBackup', {
     clusterId: world.clusterId, nodeId: world.nodeId, serviceId: world.service.id, ...(backupIdArg !== undefined ? { backupId: backupIdArg } : {}), ...extraArg,
   });
 const operationOf = async (operationIdArg: string): Promise<IOperation> =>
-  (await world.t.caller.call<IReq_Admin_GetOperation>('getOperation', { operationId: operationIdArg })).operation;
+  (await world.t.caller.call('getOperation', { operationId: operationIdArg })).operation;
 const follow = (operationIdArg: string): Promise<IOperation> => followOperation(world.t.admin, operationIdArg, { timeoutMs: 20_000, pollMs: 40 });
 const backupIds = async (): Promise<string[]> =>
-  (await world.t.caller.call<IReq_Admin_GetServiceBackups>('getServiceBackups', { serviceId: world.service.id })).backups.map((backupArg) => backupArg.backupId);
+  (await world.t.caller.call('getServiceBackups', { serviceId: world.service.id })).backups.map((backupArg) => backupArg.backupId);
 const assertGone = async (operationIdArg: string, messageArg: string): Promise<void> => {
   const refusal = await refusalOf(() => operationOf(operationIdArg));
   assert.deepEqual([refusal.code, refusal.reasons], ['not-found', ['operation-not-found']], messageArg);
@@ -102,7 +93,7 @@ test('finished operations past the retention are deleted with their progress; ru
   const cancelHold = heldRelay();
   onBackup = cancelHold.answer;
   const cancelled = (await order('ret-cancelled')).operation!;
-  assert.equal((await world.t.caller.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: cancelled.operationId })).operation.state, 'cancelled');
+  assert.equal((await world.t.caller.call('cancelOperation', { operationId: cancelled.operationId })).operation.state, 'cancelled');
   cancelHold.release();
 
   const runningHold = heldRelay();
@@ -128,7 +119,7 @@ test('finished operations past the retention are deleted with their progress; ru
   }
   assert.equal((await operationOf(running.operationId)).state, 'running');
   assert.notEqual(await world.t.cloudly.store.get(operationProgressKind, running.operationId), null, 'the running operation keeps its progress');
-  const listed = (await world.t.caller.call<IReq_Admin_GetOperations>('getOperations', {})).operations.map((operationArg) => operationArg.operationId);
+  const listed = (await world.t.caller.call('getOperations', {})).operations.map((operationArg) => operationArg.operationId);
   assert.deepEqual(listed, [running.operationId], 'getOperations lists only what is kept');
   // The backups those operations made are not operations: they stay.
   assert.deepEqual((await backupIds()).filter((idArg) => idArg.startsWith('ret-')).sort(), ['ret-cancelled', 'ret-completed', 'ret-failed', 'ret-interrupted', 'ret-running']);
@@ -229,7 +220,7 @@ test('two instances sweeping one database at once delete each finished operation
         running.push(doc.id);
         continue;
       }
-      await canceller.admin.call<IReq_Admin_CancelOperation>('cancelOperation', { operationId: doc.id });
+      await canceller.admin.call('cancelOperation', { operationId: doc.id });
       finished.push(doc.id);
     }
     const now = afterDays(a.cloudly.config.operationRetentionDays);
@@ -238,11 +229,11 @@ test('two instances sweeping one database at once delete each finished operation
       b.cloudly.backupManager.operations.sweepRetention(now),
     ]);
     assert.equal(deletedByA + deletedByB, finished.length, `each finished operation deleted exactly once (a ${deletedByA}, b ${deletedByB})`);
-    const kept = (await a.admin.call<IReq_Admin_GetOperations>('getOperations', {})).operations;
+    const kept = (await a.admin.call('getOperations', {})).operations;
     assert.deepEqual(kept.map((operationArg) => operationArg.operationId).sort(), [...running].sort(), 'exactly the running operations are left');
     assert.ok(kept.every((operationArg) => operationArg.state === 'running'));
     for (const id of finished.slice(0, 3)) {
-      const refusal = await refusalOf(() => b.admin.call<IReq_Admin_GetOperation>('getOperation', { operationId: id }));
+      const refusal = await refusalOf(() => b.admin.call('getOperation', { operationId: id }));
       assert.deepEqual([refusal.code, refusal.reasons], ['not-found', ['operation-not-found']]);
     }
     // One removal event per deleted operation: no deletion was done twice.

@@ -3,7 +3,6 @@ import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { openWatcher } from './helpers/watch.js';
 import { stateDigest } from './helpers/state.js';
-import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 import type { IReq_Any_Cloudly_UpsertPlatformBinding } from '../ts/interfaces/requests/corestore.js';
 import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 import type { IAuditEvent } from '../ts/interfaces/data/audit.js';
@@ -40,7 +39,7 @@ const spec = (nameArg: string): IServiceWritableSpec => ({
 });
 
 const createService = async (nameArg: string) =>
-  (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(nameArg) })).service;
+  (await t.caller.call('createService', { service: spec(nameArg) })).service;
 
 /** The verdict the cluster page shows (a read of stored state; nobody reads the service itself). */
 const overviewVerdict = async (serviceIdArg: string): Promise<[string, string | null] | null> => {
@@ -66,7 +65,7 @@ const reconcilerIdle = () => waitFor(() => t.cloudly.reconciler.busyKeys === 0, 
 test('a verdict is judged without anyone reading the service: a binding moves it to waiting and back, on the cluster page', async () => {
   const service = await createService('unread');
   await waitForVerdict(service.id, ['converging', null]);
-  const { platformBinding } = await t.caller.call<IReq_Any_Cloudly_UpsertPlatformBinding>('upsertPlatformBinding', {
+  const { platformBinding } = await t.caller.call('upsertPlatformBinding', {
     platformBinding: { serviceId: service.id, capability: 'database', enabled: true, nodeId: 'n1' } as unknown as IReq_Any_Cloudly_UpsertPlatformBinding['request']['platformBinding'],
     expectedGeneration: null,
   });
@@ -167,7 +166,7 @@ test('a change whose trigger was lost is judged by the next resync', async () =>
   try {
     const ownCluster = (await own.createCluster('resynced')).cluster.id;
     await own.addNodes(ownCluster, 'n1');
-    const { service } = await own.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: { ...spec('resynced'), clusterId: ownCluster } });
+    const { service } = await own.admin.call('createService', { service: { ...spec('resynced'), clusterId: ownCluster } });
     const verdict = () => firstVerdictOf(own, ownCluster);
     await waitFor(async () => (await verdict()) === 'converging/null', 'judged from its trigger', 10_000);
     // Straight into the database, past the store: no trigger fires (as after a crash between commit and enqueue).
@@ -226,7 +225,7 @@ test('after a restart the start-up pass judges every service again', async () =>
   try {
     const ownCluster = (await own.createCluster('restarted')).cluster.id;
     await own.addNodes(ownCluster, 'n1');
-    const { service } = await own.admin.call<IReq_Any_Cloudly_CreateService>('createService', { service: { ...spec('restarted'), clusterId: ownCluster } });
+    const { service } = await own.admin.call('createService', { service: { ...spec('restarted'), clusterId: ownCluster } });
     const verdict = () => firstVerdictOf(own, ownCluster);
     await waitFor(async () => (await verdict()) === 'converging/null', 'judged before the restart', 10_000);
     // Past the store, so no trigger fires: the lost trigger of a crash between commit and enqueue.

@@ -2,7 +2,6 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { findFreePort } from '../ts/core/database.js';
 import { CloudlyRelayClient, reconnectDelayMs, retryAfterMsOf, type IRelayRegistrationRetry } from '../ts/client/relay.js';
-import type { IReq_Any_Cloudly_GetClusterRelayRegistrations } from '../ts/interfaces/requests/cluster.js';
 import { startSharedDatabase, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 
 /**
@@ -14,7 +13,7 @@ import { startSharedDatabase, startTestCloudly, waitFor, type ITestCloudly } fro
 const registration = { origin: 'http://192.0.2.61:8080', version: '1.0.0', protocol: 'cluster-relay/1' };
 
 const registrationOf = async (tArg: ITestCloudly, clusterIdArg: string) =>
-  (await tArg.caller.call<IReq_Any_Cloudly_GetClusterRelayRegistrations>('getClusterRelayRegistrations', { clusterIds: [clusterIdArg] })).registrations[0];
+  (await tArg.caller.call('getClusterRelayRegistrations', { clusterIds: [clusterIdArg] })).registrations[0];
 
 describe('the relay client\'s retry delay', () => {
   test('Cloudly\'s advice replaces the growing window: at least the advice, plus at most one base window of jitter, whatever the attempt', () => {
@@ -120,7 +119,7 @@ describe('the relay client against a real Cloudly', () => {
       clearTimeout(bound);
       assert.ok(elected, 'registered on B within the bound once A let go');
       relays.push(elected);
-      const shown = (await b.admin.call<IReq_Any_Cloudly_GetClusterRelayRegistrations>('getClusterRelayRegistrations', { clusterIds: [cluster.id] })).registrations[0];
+      const shown = (await b.admin.call('getClusterRelayRegistrations', { clusterIds: [cluster.id] })).registrations[0];
       assert.equal(shown.connected, true);
       assert.equal(shown.origin, registration.origin);
     } finally {

@@ -9,10 +9,6 @@ import { CloudlyAdminClient } from '../ts/client/admin.js';
 import { readConfig } from '../ts/config.js';
 import { defaultSocketLivenessTiming, longestDeadSocketMs } from '../ts/core/socketliveness.js';
 import { defaultRelayElectionTiming } from '../ts/manager.cluster/relayelection.js';
-import type {
-  IReq_Any_Cloudly_GetClusterRelayRegistrations,
-  IReq_Relay_Cloudly_RegisterClusterRelay,
-} from '../ts/interfaces/requests/cluster.js';
 import type { ITypedContract } from '../ts/interfaces/requests/admin.js';
 
 /**
@@ -51,10 +47,10 @@ describe('socket liveness: pings, missed pongs, and the election', () => {
     return relay;
   };
   const connected = async (clusterIdArg: string): Promise<boolean | undefined> =>
-    (await t.admin.call<IReq_Any_Cloudly_GetClusterRelayRegistrations>('getClusterRelayRegistrations', { clusterIds: [clusterIdArg] }))
+    (await t.admin.call('getClusterRelayRegistrations', { clusterIds: [clusterIdArg] }))
       .registrations[0]?.connected;
   const register = (relayArg: CloudlyRelayClient, originArg: string) =>
-    relayArg.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
+    relayArg.fire('registerClusterRelay', {
       registration: { origin: originArg, version: '1.0.0', protocol: 'cluster-relay/1' },
     });
 

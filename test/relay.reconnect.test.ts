@@ -5,12 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import { CloudlyRelayClient, reconnectDelayMs } from '../ts/client/relay.js';
-import type { IReq_Any_Cloudly_RotateClusterRelayToken } from '../ts/interfaces/requests/admin.js';
-import type { IReq_Any_Cloudly_GetClusterRelayRegistrations } from '../ts/interfaces/requests/cluster.js';
-import type {
-  IReq_Any_Cloudly_GetCorestoreLegacyResources,
-  IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources,
-} from '../ts/interfaces/requests/corestore.js';
+import type { IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources } from '../ts/interfaces/requests/corestore.js';
 import type { ICluster } from '../ts/interfaces/data/cluster.js';
 import { waitFor } from './helpers/cloudly.js';
 import { cloudlyProcessEnv, killHard, startCloudlyProcess, type ICloudlyProcess } from './helpers/process.js';
@@ -67,9 +62,9 @@ test('Cloudly killed and started again: the relay reconnects with backoff, regis
   relay.onReconnected((countArg) => reconnected.push(countArg));
 
   const registrationOf = async (adminArg: CloudlyAdminClient) =>
-    (await adminArg.call<IReq_Any_Cloudly_GetClusterRelayRegistrations>('getClusterRelayRegistrations', { clusterIds: [cluster.id] })).registrations[0];
+    (await adminArg.call('getClusterRelayRegistrations', { clusterIds: [cluster.id] })).registrations[0];
   const readInventory = (adminArg: CloudlyAdminClient) =>
-    adminArg.call<IReq_Any_Cloudly_GetCorestoreLegacyResources>('getCorestoreLegacyResources', { clusterId: cluster.id, nodeId: 'node-1' });
+    adminArg.call('getCorestoreLegacyResources', { clusterId: cluster.id, nodeId: 'node-1' });
 
   const before = await registrationOf(admin);
   assert.equal(before?.connected, true);
@@ -105,7 +100,7 @@ test('Cloudly killed and started again: the relay reconnects with backoff, regis
   // A rotated token closes the socket (4001); the reconnect is refused with 401 and the client stops for good.
   const gaveUp = new Promise((resolve) => relay.onGiveUp(resolve));
   const { cluster: current } = await admin2.call('getClusterById', { clusterId: cluster.id }) as { cluster: ICluster };
-  await admin2.call<IReq_Any_Cloudly_RotateClusterRelayToken>('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: current.generation });
+  await admin2.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: current.generation });
   assert.deepEqual(await gaveUp, { reason: 'token-refused', status: 401 });
   assert.deepEqual(relay.gaveUp, { reason: 'token-refused', status: 401 });
   assert.equal(relay.isOpen, false);

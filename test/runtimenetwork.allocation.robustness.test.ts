@@ -9,8 +9,6 @@ import { addressBlockKind, deriveServiceAllocation, type IAddressBlockDocument }
 import { serviceKind } from '../ts/manager.service/service.manager.js';
 import type { IRuntimeNetworkAddressPlan } from '../ts/interfaces/data/runtimenetworkaddressplan.js';
 import type { IService, IServiceWritableSpec } from '../ts/interfaces/data/service.js';
-import type { IReq_Admin_SetRuntimeNetworkAddressPlan } from '../ts/interfaces/requests/runtimenetwork.js';
-import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 
 /**
  * Robustness of workload lease allocation: a released address becomes free after its withdrawal
@@ -40,7 +38,7 @@ const serviceSpec = (clusterIdArg: string, nameArg: string, replicasArg: number)
 });
 
 const createService = async (tArg: ITestCloudly, clusterIdArg: string, nameArg: string, replicasArg: number): Promise<IService> =>
-  (await tArg.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: serviceSpec(clusterIdArg, nameArg, replicasArg) })).service;
+  (await tArg.caller.call('createService', { service: serviceSpec(clusterIdArg, nameArg, replicasArg) })).service;
 
 /** Sets the replica count directly in the store (no desired-state refresh needed for the allocator to see it). */
 const setReplicas = async (tArg: ITestCloudly, serviceIdArg: string, replicasArg: number): Promise<void> => {
@@ -56,7 +54,7 @@ describe('a released address becomes free after its withdrawal window across a r
   const withdrawalMs = 1_500;
 
   const fillAndRelease = async (tArg: ITestCloudly) => {
-    await tArg.caller.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan });
+    await tArg.caller.call('setRuntimeNetworkAddressPlan', { plan });
     const { cluster } = await tArg.createCluster('restart');
     await tArg.addNodes(cluster.id, 'n1');
     const first = await createService(tArg, cluster.id, 'first', 6);
@@ -110,7 +108,7 @@ describe('two Cloudly instances allocating for the same workloads at once', () =
     const a = await startTestCloudly(shared);
     const b = await startTestCloudly(shared);
     try {
-      await a.admin.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: widePlan });
+      await a.admin.call('setRuntimeNetworkAddressPlan', { plan: widePlan });
       const { cluster } = await a.createCluster('two-instances');
       await a.addNodes(cluster.id, 'n1', 'n2', 'n3');
       // B reads the plan again after its cache of "no plan" runs out.
@@ -220,7 +218,7 @@ describe('replica placement', () => {
   test('on a running Cloudly: adding and removing a node keeps every lease whose node remains', { timeout: 60_000 }, async () => {
     const t = await startTestCloudly({ runtimeNetworkWithdrawalWindowMs: 1_000 });
     try {
-      await t.caller.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: widePlan });
+      await t.caller.call('setRuntimeNetworkAddressPlan', { plan: widePlan });
       const { cluster } = await t.createCluster('placement');
       await t.addNodes(cluster.id, 'a', 'b', 'c');
       const service = await createService(t, cluster.id, 'web', 7);

@@ -7,26 +7,8 @@ import type { IRuntimeNetworkAddressPlan } from '../ts/interfaces/data/runtimene
 import type { IClusterDesiredLease } from '../ts/interfaces/data/desiredstate.js';
 import type { IService, IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 import { verifyRuntimeNetworkProjectionSignature } from '../ts/interfaces/data/runtimenetworksignature.js';
-import type {
-  IReq_Admin_GetRuntimeNetworkProjection,
-  IReq_Admin_SetRuntimeNetworkAddressPlan,
-  IReq_Relay_Cloudly_GetRuntimeNetworkProjection,
-  IReq_Relay_Cloudly_ReportRuntimeNetworkLeases,
-} from '../ts/interfaces/requests/runtimenetwork.js';
-import type {
-  IReq_Any_Cloudly_DeleteService,
-  IReq_Any_Cloudly_GetClusterRouteTableResolution,
-  IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged,
-  IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
-  IReq_Relay_Cloudly_GetClusterRouteTable,
-} from '../ts/interfaces/requests/desiredstate.js';
-import type {
-  IReq_Any_Cloudly_CreateService,
-  IReq_Any_Cloudly_GetServiceRuntimeStatus,
-  IReq_Any_Cloudly_UpdateService,
-} from '../ts/interfaces/requests/service.js';
-import type { IReq_Relay_Cloudly_RegisterClusterRelay, IReq_Relay_Cloudly_ReportClusterNode } from '../ts/interfaces/requests/cluster.js';
-import type { IReq_Any_Cloudly_DesignateClusterIngress, IReq_Relay_Cloudly_GetClusterIngressRouteTable } from '../ts/interfaces/requests/ingress.js';
+import type { IReq_Relay_Cloudly_ReportRuntimeNetworkLeases } from '../ts/interfaces/requests/runtimenetwork.js';
+import type { IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged } from '../ts/interfaces/requests/desiredstate.js';
 import { assertFieldProblems, assertHasFieldProblem, problemsOf } from './helpers/refusals.js';
 
 /**
@@ -73,15 +55,15 @@ describe('workload leases from the address plan', () => {
   after(async () => { await t.stop(); });
 
   const setPlan = (planArg: IRuntimeNetworkAddressPlan) =>
-    t.caller.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: planArg });
+    t.caller.call('setRuntimeNetworkAddressPlan', { plan: planArg });
   const create = async (clusterIdArg: string, nameArg: string, runtimeArg: Partial<IServiceWritableSpec['runtime']> = {}): Promise<IService> =>
-    (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: serviceSpec(clusterIdArg, nameArg, runtimeArg) })).service;
+    (await t.caller.call('createService', { service: serviceSpec(clusterIdArg, nameArg, runtimeArg) })).service;
   const statusOf = async (serviceIdArg: string) => {
-    const { status } = await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: serviceIdArg });
+    const { status } = await t.caller.call('getServiceRuntimeStatus', { serviceId: serviceIdArg });
     return [status.state, status.reason];
   };
   const desired = async (relayArg: CloudlyRelayClient) => {
-    const answer = await relayArg.fire<IReq_Relay_Cloudly_GetClusterPlatformDesiredState>('getClusterPlatformDesiredState', {});
+    const answer = await relayArg.fire('getClusterPlatformDesiredState', {});
     assert.equal(answer.unchanged, false);
     return (answer as Extract<typeof answer, { unchanged: false }>).desiredState;
   };
@@ -100,7 +82,7 @@ describe('workload leases from the address plan', () => {
   const removeAll = async (servicesArg: IService[]) => {
     for (const service of servicesArg) {
       const current = (await t.cloudly.serviceManager.getService(service.id))!;
-      await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: service.id, expectedGeneration: current.generation, force: true });
+      await t.caller.call('deleteService', { serviceId: service.id, expectedGeneration: current.generation, force: true });
       await t.cloudly.runtimeNetworkManager.allocateCluster(service.clusterId);
     }
   };
@@ -125,7 +107,7 @@ describe('workload leases from the address plan', () => {
     assert.deepEqual(leases.map((lease) => [lease.nodeId, lease.replica, lease.address, lease.lease.generation]), [['n1', 0, '192.0.2.129', 1]]);
     assert.match(leases[0].lease.id, /^wl-[0-9a-f]{32}$/);
     // Deleting it at once (force) releases the lease: the address is withdrawing, not held.
-    await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: service.id, expectedGeneration: service.generation, force: true });
+    await t.caller.call('deleteService', { serviceId: service.id, expectedGeneration: service.generation, force: true });
     await t.cloudly.runtimeNetworkManager.allocateCluster(cluster.id);
     const entry = (await t.cloudly.runtimeNetworkManager.leases.readEntries()).find((candidate) => candidate.lease.id === leases[0].lease.id);
     assert.equal(typeof entry?.releasedAt, 'number', 'the deleted service\'s lease is released');
@@ -136,8 +118,8 @@ describe('workload leases from the address plan', () => {
     await new Promise((resolve) => setTimeout(resolve, withdrawalMs));
     const { cluster, relayToken } = await t.createCluster('exhaust');
     const relay = await connectElectedRelay(t, cluster.id, relayToken);
-    await relay.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', { report: { nodeId: 'n1', name: 'n1', hostAddresses: ['192.0.2.130'] } });
-    await relay.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', { report: { nodeId: 'n2', name: 'n2' } });
+    await relay.fire('reportClusterNode', { report: { nodeId: 'n1', name: 'n1', hostAddresses: ['192.0.2.130'] } });
+    await relay.fire('reportClusterNode', { report: { nodeId: 'n2', name: 'n2' } });
 
     // Five addresses can be handed out (.129 .131 .132 .133 .134; .130 is n1's host).
     const first = await create(cluster.id, 'first', { replicas: 3 });
@@ -153,7 +135,7 @@ describe('workload leases from the address plan', () => {
     await assertNoAddressTwice();
 
     // Lower the first service to one replica: two leases are released into their withdrawal window.
-    const lowered = (await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    const lowered = (await t.caller.call('updateService', {
       serviceId: first.id, expectedGeneration: first.generation, service: serviceSpec(cluster.id, 'first', { replicas: 1 }),
     })).service;
     assert.equal(lowered.runtime.replicas, 1);
@@ -190,7 +172,7 @@ describe('workload leases from the address plan', () => {
     const service = await create(cluster.id, 'mover', { placement: { nodeIds: ['a'] } });
     const [before] = await leasesOf(relay, service.id);
     assert.equal(before.nodeId, 'a');
-    await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+    await t.caller.call('updateService', {
       serviceId: service.id, expectedGeneration: service.generation, service: serviceSpec(cluster.id, 'mover', { placement: { nodeIds: ['b'] } }),
     });
     const after = await leasesOf(relay, service.id);
@@ -230,7 +212,7 @@ describe('workload leases from the address plan', () => {
     assert.equal(leases.filter((lease) => racers.some((racer) => racer.id === lease.serviceId)).length, 1);
     await assertNoAddressTwice();
     // Removing the filler frees its addresses (after the window) for the others.
-    await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: filler.id, expectedGeneration: filler.generation, force: true });
+    await t.caller.call('deleteService', { serviceId: filler.id, expectedGeneration: filler.generation, force: true });
     await waitFor(async () => (await Promise.all(racers.map((racer) => statusOf(racer.id)))).every(([state]) => state === 'converging'),
       'every racer has a lease once the filler\'s addresses left their window', withdrawalMs + 8_000);
     await assertNoAddressTwice();
@@ -282,7 +264,7 @@ describe('workload leases from the address plan', () => {
     assert.deepEqual([onN1.nodeId, onN2.nodeId], ['n1', 'n2']);
     const foreignLease = (await t.cloudly.runtimeNetworkManager.allocateCluster(other.cluster.id)).leases[0];
     const report = (nodeIdArg: string, leasesArg: IReq_Relay_Cloudly_ReportRuntimeNetworkLeases['request']['leases']) =>
-      relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', { nodeId: nodeIdArg, leases: leasesArg });
+      relay.fire('reportRuntimeNetworkLeases', { nodeId: nodeIdArg, leases: leasesArg });
     const refused = await refusalOf(() => report('n1', [
       { lease: onN1.lease, serviceId: mine.id, address: '8.8.8.8' },
       { lease: onN2.lease, serviceId: mine.id, address: onN2.address },
@@ -303,7 +285,7 @@ describe('workload leases from the address plan', () => {
       ['request.leases[0].lease.generation', 'field-invalid', 'must be 1, the allocated generation'],
     ]);
     const projection = async (nodeIdArg: string) =>
-      (await t.caller.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: nodeIdArg }));
+      (await t.caller.call('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: nodeIdArg }));
     assert.deepEqual((await projection('n1')).projection.endpoints, [], 'no refused statement became an endpoint');
 
     // The statement that agrees is recorded, and the confirmed lease is an endpoint at Cloudly's address.
@@ -318,7 +300,7 @@ describe('workload leases from the address plan', () => {
     assert.deepEqual(await verifyRuntimeNetworkProjectionSignature(tampered, signature, jwks), { ok: false, reason: 'signature does not verify' });
 
     // Once the lease is released (the service leaves), the confirmation no longer makes it an endpoint.
-    await t.caller.call<IReq_Any_Cloudly_DeleteService>('deleteService', { serviceId: mine.id, expectedGeneration: mine.generation, force: true });
+    await t.caller.call('deleteService', { serviceId: mine.id, expectedGeneration: mine.generation, force: true });
     await t.cloudly.runtimeNetworkManager.allocateCluster(cluster.id);
     assert.deepEqual((await projection('n1')).projection.endpoints, []);
     const stale = await refusalOf(() => report('n1', [{ lease: onN1.lease, serviceId: mine.id, address: onN1.address }]));
@@ -348,7 +330,7 @@ describe('workload leases from the address plan', () => {
     const { cluster, relayToken } = await t.createCluster('relay-host');
     const relay = await connectElectedRelay(t, cluster.id, relayToken);
     await t.addNodes(cluster.id, 'hub-node', 'other');
-    const invalid = await refusalOf(() => relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
+    const invalid = await refusalOf(() => relay.fire('registerClusterRelay', {
       registration: { origin: 'https://relay.example.com', version: '1', protocol: 'cluster-relay/1', hostAddresses: ['192.0.2.17'] },
     }));
     assertFieldProblems(invalid, [
@@ -361,11 +343,11 @@ describe('workload leases from the address plan', () => {
       host++;
     }
     const relayHostAddress = `192.0.2.${host}`;
-    const { registration } = await relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
+    const { registration } = await relay.fire('registerClusterRelay', {
       registration: { origin: 'https://relay.example.com', version: '1', protocol: 'cluster-relay/1', nodeId: 'hub-node', hostAddresses: ['192.0.2.17', relayHostAddress].sort() },
     });
     assert.equal(registration.nodeId, 'hub-node');
-    const read = (nodeIdArg: string) => relay.fire<IReq_Relay_Cloudly_GetRuntimeNetworkProjection>('getClusterNodeRuntimeNetworkProjection', { nodeId: nodeIdArg });
+    const read = (nodeIdArg: string) => relay.fire('getClusterNodeRuntimeNetworkProjection', { nodeId: nodeIdArg });
     await waitFor(async () => (await read('hub-node')).projection.hostPlatformEndpointIds?.join() === 'corestore,relay', 'the hub node names the relay\'s endpoints');
     assert.equal('hostPlatformEndpointIds' in (await read('other')).projection, false);
     const beside = await create(cluster.id, 'beside-the-relay', { replicas: 2 });
@@ -373,7 +355,7 @@ describe('workload leases from the address plan', () => {
     assert.equal(besideLeases.length, 2);
     assert.equal(besideLeases.some((lease) => lease.address === relayHostAddress), false, 'an address the relay host carries is never a lease');
     // A registration that no longer names the node forgets it.
-    await relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
+    await relay.fire('registerClusterRelay', {
       registration: { origin: 'https://relay.example.com', version: '1', protocol: 'cluster-relay/1' },
     });
     await waitFor(async () => !('hostPlatformEndpointIds' in (await read('hub-node')).projection), 'the hub node no longer names them');
@@ -384,7 +366,7 @@ describe('routes resolve to lease addresses once the ingress grant exists', () =
   test('left out with its reason until then; each step pushes the desired-state hint; then the route carries the lease address and port', async () => {
     const t = await startTestCloudly();
     try {
-      await t.caller.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: planAt(1, [widePool]) });
+      await t.caller.call('setRuntimeNetworkAddressPlan', { plan: planAt(1, [widePool]) });
       const ingress = await prepareIngressCluster(t, 'resolve');
       const { clusterId, relay } = ingress;
       const hints: number[] = [];
@@ -392,8 +374,8 @@ describe('routes resolve to lease addresses once the ingress grant exists', () =
         hints.push(request.revision);
         return { acknowledged: true };
       });
-      const resolution = () => t.caller.call<IReq_Any_Cloudly_GetClusterRouteTableResolution>('getClusterRouteTableResolution', { clusterId });
-      const web = (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+      const resolution = () => t.caller.call('getClusterRouteTableResolution', { clusterId });
+      const web = (await t.caller.call('createService', {
         service: serviceSpec(clusterId, 'web', { placement: { nodeIds: ['node-2'] } }, {
           ports: [{ name: 'http', port: 8080, protocol: 'tcp' }],
           routes: [{ hostname: 'app.example.com', targetPort: 'http' }],
@@ -401,15 +383,15 @@ describe('routes resolve to lease addresses once the ingress grant exists', () =
       })).service;
       const route = { hostname: 'app.example.com', serviceId: web.id, port: 8080 };
       assert.deepEqual((await resolution()).unresolved, [{ ...route, reason: 'the cluster has no ingress designation' }]);
-      await t.caller.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', { designation: designationRequest(ingress) });
+      await t.caller.call('designateClusterIngress', { designation: designationRequest(ingress) });
       assert.deepEqual((await resolution()).unresolved, [{ ...route, reason: 'no node has confirmed a lease of the ingress service yet' }]);
 
-      const answer = await relay.fire<IReq_Relay_Cloudly_GetClusterPlatformDesiredState>('getClusterPlatformDesiredState', {});
+      const answer = await relay.fire('getClusterPlatformDesiredState', {});
       const leases = (answer as Extract<typeof answer, { unchanged: false }>).desiredState.leases;
       const ingressLeases = leases.filter((lease) => lease.serviceId === ingress.service.id);
       const [webLease] = leases.filter((lease) => lease.serviceId === web.id);
       assert.deepEqual(ingressLeases.map((lease) => lease.nodeId), ['node-1', 'node-2']);
-      const confirm = (nodeIdArg: string) => relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', {
+      const confirm = (nodeIdArg: string) => relay.fire('reportRuntimeNetworkLeases', {
         nodeId: nodeIdArg,
         leases: leases.filter((lease) => lease.nodeId === nodeIdArg).map((lease) => ({ lease: lease.lease, serviceId: lease.serviceId, address: lease.address })),
       });
@@ -424,16 +406,16 @@ describe('routes resolve to lease addresses once the ingress grant exists', () =
         targets: [{ lease: webLease.lease, nodeId: 'node-2', address: webLease.address, port: 8080 }],
       }]);
       // The relay reads the same table, and was hinted of the revision that carries it.
-      const { table } = await relay.fire<IReq_Relay_Cloudly_GetClusterRouteTable>('getClusterRouteTable', {});
+      const { table } = await relay.fire('getClusterRouteTable', {});
       assert.deepEqual(table, resolved.table);
       await waitFor(() => hints.length > hintsBefore, 'a desired-state hint for the resolved table');
       // One table: the ingress pulls the same routes with the same targets at the same revision, and
       // was hinted of that revision.
-      const ingressRead = await relay.fire<IReq_Relay_Cloudly_GetClusterIngressRouteTable>('getClusterIngressRouteTable', { knownRevision: null });
+      const ingressRead = await relay.fire('getClusterIngressRouteTable', { knownRevision: null });
       assert.deepEqual(ingressRead.table, table);
       await waitFor(() => ingress.hints.includes(table.revision), 'a route-table hint of the revision that carries the targets');
       // The grant the route rests on is in the ingress node's projection.
-      const node1 = (await t.caller.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId, nodeId: 'node-1' })).projection;
+      const node1 = (await t.caller.call('getRuntimeNetworkProjection', { clusterId, nodeId: 'node-1' })).projection;
       assert.ok(node1.workloadIngress?.grants.some((grant) => grant.destination.id === webLease.lease.id && grant.port === 8080));
     } finally {
       await t.stop();

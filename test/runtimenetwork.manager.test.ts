@@ -14,17 +14,6 @@ import {
   type IRuntimeNetworkProjection,
   type IRuntimeNetworkWorkloadLease,
 } from '../ts/interfaces/data/index.js';
-import type {
-  IReq_Admin_GetRuntimeNetworkAddressPlan,
-  IReq_Admin_GetRuntimeNetworkProjection,
-  IReq_Admin_SetRuntimeNetworkAddressPlan,
-  IReq_Relay_Cloudly_GetRuntimeNetworkProjection,
-  IReq_Relay_Cloudly_ReportRuntimeNetworkLeases,
-  IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication,
-} from '../ts/interfaces/requests/runtimenetwork.js';
-import type { IReq_Relay_Cloudly_ReportClusterNode } from '../ts/interfaces/requests/cluster.js';
-import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
-import type { IReq_Any_Cloudly_DesignateClusterIngress } from '../ts/interfaces/requests/ingress.js';
 import { assertFieldProblems } from './helpers/refusals.js';
 
 /** The upstream example: hub 192.0.2.1 in 192.0.2.0/28, relay and Corestore on 192.0.2.17. */
@@ -52,10 +41,10 @@ describe('runtime network manager over the real server', () => {
   after(async () => { await t.stop(); });
 
   const setPlan = (planArg: unknown) =>
-    t.caller.call<IReq_Admin_SetRuntimeNetworkAddressPlan>('setRuntimeNetworkAddressPlan', { plan: planArg as IRuntimeNetworkAddressPlan });
-  const getPlan = async () => (await t.caller.call<IReq_Admin_GetRuntimeNetworkAddressPlan>('getRuntimeNetworkAddressPlan', {})).plan;
+    t.caller.call('setRuntimeNetworkAddressPlan', { plan: planArg as IRuntimeNetworkAddressPlan });
+  const getPlan = async () => (await t.caller.call('getRuntimeNetworkAddressPlan', {})).plan;
   const getProjection = async (clusterIdArg: string, nodeIdArg: string): Promise<IRuntimeNetworkProjection> =>
-    (await t.caller.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: clusterIdArg, nodeId: nodeIdArg })).projection;
+    (await t.caller.call('getRuntimeNetworkProjection', { clusterId: clusterIdArg, nodeId: nodeIdArg })).projection;
 
   const electedRelay = async (clusterIdArg: string, tokenArg: string): Promise<CloudlyRelayClient> => {
     const relay = await t.connectRelay(tokenArg);
@@ -63,7 +52,7 @@ describe('runtime network manager over the real server', () => {
     return relay;
   };
   const reportNode = (relayArg: CloudlyRelayClient, nodeIdArg: string, hostAddressesArg?: string[]) =>
-    relayArg.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', {
+    relayArg.fire('reportClusterNode', {
       report: { nodeId: nodeIdArg, name: nodeIdArg, ...(hostAddressesArg ? { hostAddresses: hostAddressesArg } : {}) },
     });
 
@@ -129,7 +118,7 @@ describe('runtime network manager over the real server', () => {
 
   test('only administrators read and write the runtime network', async () => {
     const anonymous = new CloudlyAdminClient(t.baseUrl);
-    const refused = await refusalOf(() => anonymous.fire<IReq_Admin_GetRuntimeNetworkAddressPlan>('getRuntimeNetworkAddressPlan', {
+    const refused = await refusalOf(() => anonymous.fire('getRuntimeNetworkAddressPlan', {
       identity: { ...t.identity, jwt: `${t.identity.jwt}x` },
     }));
     assert.equal(refused.code, 'unauthenticated');
@@ -166,12 +155,12 @@ describe('runtime network manager over the real server', () => {
     assert.deepEqual(second.hostPlatformEndpointIds, ['metrics']);
 
     // The relay reads the same projection for its node.
-    const viaRelay = await relay.fire<IReq_Relay_Cloudly_GetRuntimeNetworkProjection>('getClusterNodeRuntimeNetworkProjection', { nodeId: 'node-1' });
+    const viaRelay = await relay.fire('getClusterNodeRuntimeNetworkProjection', { nodeId: 'node-1' });
     assert.deepEqual(viaRelay.projection, second);
 
     const unknown = await refusalOf(() => getProjection(cluster.id, 'node-9'));
     assert.equal(unknown.code, 'not-found');
-    const bad = await refusalOf(() => t.caller.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: 'no spaces' }));
+    const bad = await refusalOf(() => t.caller.call('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: 'no spaces' }));
     assert.equal(bad.code, 'invalid-request');
   });
 
@@ -199,8 +188,8 @@ describe('runtime network manager over the real server', () => {
   test('workload ingress grants are derived from the designated ingress, the route table and confirmed leases', async () => {
     const ingress = await prepareIngressCluster(t, 'rn-ingress');
     const { clusterId, relay } = ingress;
-    await t.caller.call<IReq_Any_Cloudly_DesignateClusterIngress>('designateClusterIngress', { designation: designationRequest(ingress) });
-    const { service: web } = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+    await t.caller.call('designateClusterIngress', { designation: designationRequest(ingress) });
+    const { service: web } = await t.caller.call('createService', {
       service: {
         name: 'rn-web', organizationId: 'org-1', clusterId,
         runtime: { image: 'registry.example.com/web:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-2'] } },
@@ -213,7 +202,7 @@ describe('runtime network manager over the real server', () => {
     await reportNode(relay, 'node-1');
     await reportNode(relay, 'node-2');
     await reportNode(relay, 'node-3');
-    const { service: unrouted } = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+    const { service: unrouted } = await t.caller.call('createService', {
       service: {
         name: 'rn-unrouted', organizationId: 'org-1', clusterId,
         runtime: { image: 'registry.example.com/other:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-3'] } },
@@ -230,7 +219,7 @@ describe('runtime network manager over the real server', () => {
     const other = leaseOf(unrouted.id, 'node-3');
     const asStatement = (leaseArg: typeof ingress1): IRuntimeNetworkWorkloadLease => ({ lease: leaseArg.lease, serviceId: leaseArg.serviceId, address: leaseArg.address });
     const reportLeases = (nodeIdArg: string, leasesArg: Array<typeof ingress1>) =>
-      relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', { nodeId: nodeIdArg, leases: leasesArg.map(asStatement) });
+      relay.fire('reportRuntimeNetworkLeases', { nodeId: nodeIdArg, leases: leasesArg.map(asStatement) });
     await reportLeases('node-1', [ingress1]);
     await reportLeases('node-2', [web1, ingress2]);
     await reportLeases('node-3', [other]);
@@ -281,10 +270,10 @@ describe('runtime network manager over the real server', () => {
     const carried = await getProjection(clusterId, 'node-1');
     assert.equal(carried.generation, withdrawn.generation, 'nothing new for node-1: the withdrawal stays as it is');
 
-    const staleApplication = await refusalOf(() => relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication>(
+    const staleApplication = await refusalOf(() => relay.fire(
       'reportRuntimeNetworkProjectionApplication', { application: describeRuntimeNetworkProjectionApplication(node1) }));
     assert.equal(staleApplication.code, 'conflict');
-    await relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkProjectionApplication>(
+    await relay.fire(
       'reportRuntimeNetworkProjectionApplication', { application: describeRuntimeNetworkProjectionApplication(withdrawn) });
     const applied = await getProjection(clusterId, 'node-1');
     assert.equal(applied.generation, withdrawn.generation + 1);
@@ -303,7 +292,7 @@ describe('runtime network manager over the real server', () => {
       volumes: [],
     });
     const create = async (...argsArg: Parameters<typeof serviceSpec>) =>
-      (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: serviceSpec(...argsArg) })).service;
+      (await t.caller.call('createService', { service: serviceSpec(...argsArg) })).service;
     const api = await create('mesh-api', 'org-a', 'node-1', [{ name: 'http', port: 8080, protocol: 'tcp' }, { name: 'dns', port: 53, protocol: 'udp' }]);
     const db = await create('mesh-db', 'org-a', 'node-2', [{ name: 'pg', port: 5432, protocol: 'tcp' }]);
     const stranger = await create('mesh-other', 'org-b', 'node-2', [{ name: 'http', port: 8080, protocol: 'tcp' }]);
@@ -311,11 +300,11 @@ describe('runtime network manager over the real server', () => {
     const leaseOf = (serviceIdArg: string) => allocated.find((lease) => lease.serviceId === serviceIdArg)!;
     const [apiLease, dbLease, strangerLease] = [leaseOf(api.id), leaseOf(db.id), leaseOf(stranger.id)];
     const statement = (leaseArg: typeof apiLease): IRuntimeNetworkWorkloadLease => ({ lease: leaseArg.lease, serviceId: leaseArg.serviceId, address: leaseArg.address });
-    await relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', { nodeId: 'node-1', leases: [statement(apiLease)] });
-    await relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', { nodeId: 'node-2', leases: [statement(dbLease), statement(strangerLease)] });
+    await relay.fire('reportRuntimeNetworkLeases', { nodeId: 'node-1', leases: [statement(apiLease)] });
+    await relay.fire('reportRuntimeNetworkLeases', { nodeId: 'node-2', leases: [statement(dbLease), statement(strangerLease)] });
 
     const readByRelay = async (nodeIdArg: string) =>
-      (await relay.fire<IReq_Relay_Cloudly_GetRuntimeNetworkProjection>('getClusterNodeRuntimeNetworkProjection', { nodeId: nodeIdArg })).projection;
+      (await relay.fire('getClusterNodeRuntimeNetworkProjection', { nodeId: nodeIdArg })).projection;
     const grantsOf = (projectionArg: IRuntimeNetworkProjection) =>
       projectionArg.grants.map((grant) => `${grant.source.id}->${grant.destination.id} ${grant.protocol}/${grant.port}`);
     const node1 = await readByRelay('node-1');
@@ -347,7 +336,7 @@ describe('runtime network manager over the real server', () => {
     const { cluster, relayToken } = await t.createCluster('lease-checks');
     const relay = await electedRelay(cluster.id, relayToken);
     await reportNode(relay, 'node-1');
-    const refused = await refusalOf(() => relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', {
+    const refused = await refusalOf(() => relay.fire('reportRuntimeNetworkLeases', {
       nodeId: 'node-1',
       leases: [
         { lease: { id: 'a', generation: 1 }, serviceId: 's', address: '10.0.0.1' },
@@ -359,11 +348,11 @@ describe('runtime network manager over the real server', () => {
       ['request.leases[1].lease.id', 'field-invalid', 'must name each lease once'],
       ['request.leases[1].address', 'field-invalid', "must differ from every other lease's address"],
     ]);
-    const foreign = await refusalOf(() => relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', {
+    const foreign = await refusalOf(() => relay.fire('reportRuntimeNetworkLeases', {
       nodeId: 'node-of-another-cluster', leases: [],
     }));
     assert.equal(foreign.code, 'not-found');
-    const notRelay = await refusalOf(() => t.caller.call<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', {
+    const notRelay = await refusalOf(() => t.caller.call('reportRuntimeNetworkLeases', {
       nodeId: 'node-1', leases: [],
     }));
     assert.equal(notRelay.code, 'forbidden');
@@ -388,11 +377,11 @@ describe('lease statements answer to Cloudly\'s allocation', () => {
       const { cluster, relayToken } = await t.createCluster('authority');
       const relay = await t.connectRelay(relayToken);
       await waitFor(() => t.cloudly.relays.sessionsOf(cluster.id).some((session) => t.cloudly.clusterManager.isElected(session)), 'relay elected');
-      await relay.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', { report: { nodeId: 'node-1', name: 'node-1' } });
-      const { service } = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+      await relay.fire('reportClusterNode', { report: { nodeId: 'node-1', name: 'node-1' } });
+      const { service } = await t.caller.call('createService', {
         service: { clusterId: cluster.id, name: 'mine', organizationId: 'org-1', runtime: { image: 'a:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } }, volumes: [] },
       });
-      const refused = await refusalOf(() => relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', {
+      const refused = await refusalOf(() => relay.fire('reportRuntimeNetworkLeases', {
         nodeId: 'node-1', leases: [{ lease: { id: 'a', generation: 1 }, serviceId: service.id, address: '192.0.2.150' }],
       }));
       assert.equal(refused.code, 'invalid-request');
@@ -400,10 +389,10 @@ describe('lease statements answer to Cloudly\'s allocation', () => {
         ['request.leases', 'field-invalid', 'cannot be confirmed: no address plan exists, so Cloudly allocated no lease'],
         ['request.leases[0].lease.id', 'field-not-found', 'is no lease Cloudly allocated'],
       ]);
-      const projection = (await t.caller.call<IReq_Admin_GetRuntimeNetworkProjection>('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: 'node-1' })).projection;
+      const projection = (await t.caller.call('getRuntimeNetworkProjection', { clusterId: cluster.id, nodeId: 'node-1' })).projection;
       assert.deepEqual(projection.endpoints, [], 'no refused lease became an endpoint');
       // An empty statement (nothing applied) is accepted.
-      assert.equal(typeof (await relay.fire<IReq_Relay_Cloudly_ReportRuntimeNetworkLeases>('reportRuntimeNetworkLeases', { nodeId: 'node-1', leases: [] })).generation, 'number');
+      assert.equal(typeof (await relay.fire('reportRuntimeNetworkLeases', { nodeId: 'node-1', leases: [] })).generation, 'number');
     } finally {
       await t.stop();
     }

@@ -8,7 +8,6 @@ import { CloudlyAdminClient } from '../ts/client/admin.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IRuntimeNetworkAddressPlan } from '../ts/interfaces/data/runtimenetworkaddressplan.js';
 import type { IClusterPlatformDesiredState } from '../ts/interfaces/data/desiredstate.js';
-import type { IReq_Relay_Cloudly_GetClusterPlatformDesiredState } from '../ts/interfaces/requests/desiredstate.js';
 
 /**
  * A real Cloudly child process is killed (kill -9) the instant it logs that it committed workload
@@ -95,7 +94,7 @@ test('a restart between lease allocation and desired-state publication hands no 
       let desired: IClusterPlatformDesiredState | null = null;
       for (let attempt = 0; attempt < 100 && desired === null; attempt++) {
         try {
-          const answer = await relay.fire<IReq_Relay_Cloudly_GetClusterPlatformDesiredState>('getClusterPlatformDesiredState', {});
+          const answer = await relay.fire('getClusterPlatformDesiredState', {});
           desired = answer.unchanged ? null : answer.desiredState;
         } catch {
           await new Promise((resolve) => setTimeout(resolve, 100));

@@ -2,8 +2,6 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { verifyRuntimeNetworkProjectionSignature } from '../ts/interfaces/data/runtimenetworksignature.js';
-import type { IReq_Relay_Cloudly_GetRuntimeNetworkProjection } from '../ts/interfaces/requests/runtimenetwork.js';
-import type { IReq_Relay_Cloudly_ReportClusterNode } from '../ts/interfaces/requests/cluster.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 
 /** A node verifies that Cloudly issued its projection, with nothing but the JWKS Cloudly publishes. */
@@ -15,12 +13,12 @@ describe('signed runtime network projections', () => {
     const { cluster, relayToken } = await t.createCluster('signed');
     relay = await t.connectRelay(relayToken);
     await waitFor(() => t.cloudly.relays.sessionsOf(cluster.id).some((session) => t.cloudly.clusterManager.isElected(session)), 'relay elected');
-    await relay.fire<IReq_Relay_Cloudly_ReportClusterNode>('reportClusterNode', { report: { nodeId: 'node-1', name: 'node-1' } });
+    await relay.fire('reportClusterNode', { report: { nodeId: 'node-1', name: 'node-1' } });
   });
   after(async () => { await t.stop(); });
 
   const jwks = async () => (await fetch(`${t.baseUrl}/.well-known/jwks.json`)).json() as Promise<{ keys: [] }>;
-  const read = () => relay.fire<IReq_Relay_Cloudly_GetRuntimeNetworkProjection>('getClusterNodeRuntimeNetworkProjection', { nodeId: 'node-1' });
+  const read = () => relay.fire('getClusterNodeRuntimeNetworkProjection', { nodeId: 'node-1' });
 
   test('the relay receives a detached JWS that verifies against the published JWKS, the same each time', async () => {
     const { projection, signature } = await read();

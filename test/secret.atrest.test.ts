@@ -16,12 +16,6 @@ import { corestoreCredentialKind } from '../ts/manager.secret/documents.js';
 import { clusterIngressSlotKind } from '../ts/manager.ingress/documents.js';
 import { ingressBearerContext } from '../ts/manager.ingress/ingress.manager.js';
 import { clusterNodeDocumentId } from '../ts/manager.cluster/clusternodes.js';
-import type {
-  IReq_Any_Cloudly_RotateCorestoreControlCredential,
-  IReq_Any_Cloudly_RotateIdentitySigningKey,
-  IReq_Relay_Cloudly_GetCorestoreControlCredentialMaterial,
-} from '../ts/interfaces/requests/secret.js';
-import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 
 /**
  * Encryption at rest: no secret value is found in the data directory (snapshots, journal), the
@@ -55,7 +49,7 @@ const setUpCluster = async (tArg: ITestCloudly) => {
   const relay = await tArg.connectRelay(relayToken);
   await waitFor(() => tArg.cloudly.relays.sessionsOf(cluster.id).some((session) => tArg.cloudly.clusterManager.isElected(session)), 'relay elected');
   const keys = await enrollSecretRecipient(relay);
-  const material = (nodeIdArg: string) => relay.fire<IReq_Relay_Cloudly_GetCorestoreControlCredentialMaterial>('getCorestoreControlCredentialMaterial', { nodeId: nodeIdArg });
+  const material = (nodeIdArg: string) => relay.fire('getCorestoreControlCredentialMaterial', { nodeId: nodeIdArg });
   return { clusterId: cluster.id, relay, keys, material };
 };
 
@@ -73,7 +67,7 @@ describe('secrets at rest', () => {
         answers.push(answer);
         secrets.push(await openSealedText(world.keys, answer.material));
       }
-      const rotated = await t.admin.call<IReq_Any_Cloudly_RotateCorestoreControlCredential>('rotateCorestoreControlCredential', {
+      const rotated = await t.admin.call('rotateCorestoreControlCredential', {
         clusterId: world.clusterId, nodeId: 'node-1', expectedVersion: 1,
       });
       answers.push(rotated);
@@ -81,7 +75,7 @@ describe('secrets at rest', () => {
       answers.push(afterRotation);
       secrets.push(await openSealedText(world.keys, afterRotation.material));
       // Both identity signing keys' private parts, as Cloudly decrypts them.
-      answers.push(await t.admin.call<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', { expectedKeyId: t.cloudly.auth.keyId }));
+      answers.push(await t.admin.call('rotateIdentitySigningKey', { expectedKeyId: t.cloudly.auth.keyId }));
       const keysDoc = await t.cloudly.store.get(signingKeysKind, signingKeysId);
       for (const key of [keysDoc!.current, keysDoc!.previous!]) {
         const jwk = JSON.parse(t.cloudly.secrets.decryptText(key.privateJwk, signingKeyContext(key.kid))) as Record<string, string>;
@@ -222,14 +216,14 @@ describe('secrets at rest', () => {
     // New key with the old one named as previous: re-wrapped, everything still there.
     const rotated = await startTestCloudly({ dataDir, secretsKeyFile: keyB, secretsPreviousKeyFile: keyA });
     try {
-      assert.equal((await rotated.admin.fire<IReq_Any_Cloudly_GetClusters>('getClusters', { identity })).clusters.length, 1, 'an identity signed before still verifies');
+      assert.equal((await rotated.admin.fire('getClusters', { identity })).clusters.length, 1, 'an identity signed before still verifies');
     } finally {
       await rotated.stop();
     }
     // From now on the new key alone is enough, and the old one alone is not.
     const after = await startTestCloudly({ dataDir, secretsKeyFile: keyB });
     try {
-      const [cluster] = (await after.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters;
+      const [cluster] = (await after.admin.call('getClusters', {})).clusters;
       const stored = await after.cloudly.store.get(corestoreCredentialKind, clusterNodeDocumentId(cluster.id, 'node-1'));
       assert.equal(after.cloudly.secrets.decryptText(stored!.current.value, `CloudlyCorestoreCredential/${stored!.id}/${stored!.current.secretVersionId}`), credential!);
     } finally {

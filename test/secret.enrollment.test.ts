@@ -5,14 +5,7 @@ import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import { generateSecretRecipientKeyPair, openSealedSecret, toBase64Url, type ISecretRecipientKeyPair } from '../ts/core/sealing.js';
 import type { ISealedSecret } from '../ts/interfaces/data/secret.js';
 import { enrollmentRetentionMs } from '../ts/manager.secret/secret.manager.js';
-import type {
-  IReq_Any_Cloudly_GetCorestoreControlCredential,
-  IReq_Any_Cloudly_GetSecretRecipients,
-  IReq_Any_Cloudly_RotateCorestoreControlCredential,
-  IReq_Relay_Cloudly_BeginSecretRecipientEnrollment,
-  IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment,
-  IReq_Relay_Cloudly_GetCorestoreControlCredentialMaterial,
-} from '../ts/interfaces/requests/secret.js';
+import type { TUntypedContract } from '../ts/client/admin.js';
 import { assertFieldProblems } from './helpers/refusals.js';
 
 /**
@@ -39,7 +32,7 @@ const connectElected = async (tArg: ITestCloudly, nameArg: string, nodeIdsArg: s
 };
 
 const enroll = async (relayArg: CloudlyRelayClient, keysArg: ISecretRecipientKeyPair) => {
-  const begun = await relayArg.fire<IReq_Relay_Cloudly_BeginSecretRecipientEnrollment>('beginSecretRecipientEnrollment', {
+  const begun = await relayArg.fire('beginSecretRecipientEnrollment', {
     recipient: { algorithm: 'x25519', publicKey: keysArg.publicKey },
   });
   const opened = await openSealedSecret(keysArg.keyPair, begun.challenge);
@@ -47,7 +40,7 @@ const enroll = async (relayArg: CloudlyRelayClient, keysArg: ISecretRecipientKey
 };
 
 const material = (relayArg: CloudlyRelayClient, nodeIdArg: string, recipientIdArg?: string) =>
-  relayArg.fire<IReq_Relay_Cloudly_GetCorestoreControlCredentialMaterial>('getCorestoreControlCredentialMaterial', {
+  relayArg.fire('getCorestoreControlCredentialMaterial', {
     nodeId: nodeIdArg, ...(recipientIdArg ? { recipientId: recipientIdArg } : {}),
   });
 
@@ -77,13 +70,13 @@ describe('secret recipient enrollment and sealed Corestore credentials', () => {
     });
     const stranger = await generateSecretRecipientKeyPair();
     await assert.rejects(() => openSealedSecret(stranger.keyPair, begun.challenge));
-    const done = await a.relay.fire<IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment>('completeSecretRecipientEnrollment', {
+    const done = await a.relay.fire('completeSecretRecipientEnrollment', {
       enrollmentId: begun.enrollmentId, proof,
     });
     assert.equal(done.recipient.recipientId, keysA.recipientId);
     assert.equal(done.recipient.publicKey, keysA.publicKey);
     assert.equal(done.previous, null);
-    const recipients = await t.caller.call<IReq_Any_Cloudly_GetSecretRecipients>('getSecretRecipients', { clusterId: a.clusterId });
+    const recipients = await t.caller.call('getSecretRecipients', { clusterId: a.clusterId });
     assert.equal(recipients.current?.recipientId, keysA.recipientId);
     // Replayed: the same completion again is refused.
     const replayed = await refusalOf(() => a.relay.fire('completeSecretRecipientEnrollment', { enrollmentId: begun.enrollmentId, proof }));
@@ -107,7 +100,7 @@ describe('secret recipient enrollment and sealed Corestore credentials', () => {
     assert.equal(crossed.code, 'not-found');
     assert.deepEqual(crossed.reasons, ['enrollment-not-found']);
     // None of these made the key a recipient of cluster b.
-    const recipients = await t.caller.call<IReq_Any_Cloudly_GetSecretRecipients>('getSecretRecipients', { clusterId: b.clusterId });
+    const recipients = await t.caller.call('getSecretRecipients', { clusterId: b.clusterId });
     assert.equal(recipients.current, null);
   });
 
@@ -124,7 +117,7 @@ describe('secret recipient enrollment and sealed Corestore credentials', () => {
       assert.deepEqual(expired.reasons, ['enrollment-expired']);
       const again = await refusalOf(() => world.relay.fire('completeSecretRecipientEnrollment', { enrollmentId: late.begun.enrollmentId, proof: late.proof }));
       assert.deepEqual(again.reasons, ['enrollment-already-used']);
-      const recipients = await short.admin.call<IReq_Any_Cloudly_GetSecretRecipients>('getSecretRecipients', { clusterId: world.clusterId });
+      const recipients = await short.admin.call('getSecretRecipients', { clusterId: world.clusterId });
       assert.equal(recipients.current, null);
     } finally {
       await short.stop();
@@ -135,7 +128,7 @@ describe('secret recipient enrollment and sealed Corestore credentials', () => {
     const notElected = await refusalOf(() => a.second.fire('beginSecretRecipientEnrollment', { recipient: { algorithm: 'x25519', publicKey: keysA.publicKey } }));
     assert.deepEqual(notElected.reasons, ['relay-not-elected']);
     assert.deepEqual((await refusalOf(() => material(a.second, 'node-1'))).reasons, ['relay-not-elected']);
-    const bad = await refusalOf(() => a.relay.fire('beginSecretRecipientEnrollment', { recipient: { algorithm: 'p256', publicKey: 'x' } }));
+    const bad = await refusalOf(() => a.relay.fire<TUntypedContract>('beginSecretRecipientEnrollment', { recipient: { algorithm: 'p256', publicKey: 'x' } }));
     assert.equal(bad.code, 'invalid-request');
     assertFieldProblems(bad, [
       ['request.recipient.algorithm', 'field-not-supported', "must be 'x25519'"],
@@ -166,7 +159,7 @@ describe('secret recipient enrollment and sealed Corestore credentials', () => {
     await assert.rejects(() => openSealedSecret(keysA.keyPair, { ...answer.material, binding: { ...answer.material.binding, purpose: 'cluster-ingress-bearer' } }));
     await assert.rejects(() => openSealedSecret(keysA.keyPair, { ...answer.material, binding: { ...answer.material.binding, clusterId: b.clusterId } }));
     // The admin sees the reference and version, never the value.
-    const reference = await t.caller.call<IReq_Any_Cloudly_GetCorestoreControlCredential>('getCorestoreControlCredential', { clusterId: a.clusterId, nodeId: 'node-1' });
+    const reference = await t.caller.call('getCorestoreControlCredential', { clusterId: a.clusterId, nodeId: 'node-1' });
     assert.deepEqual(reference.credential, answer.credential);
     assert.ok(!JSON.stringify(reference).includes(credential));
   });
@@ -184,16 +177,16 @@ describe('secret recipient enrollment and sealed Corestore credentials', () => {
   test('rotation: compare-and-swap on the version, the old credential stays deliverable for the grace period', async () => {
     const before = await material(a.relay, 'node-1');
     const oldValue = await openText(keysA, before.material);
-    const stale = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_RotateCorestoreControlCredential>('rotateCorestoreControlCredential', {
+    const stale = await refusalOf(() => t.caller.call('rotateCorestoreControlCredential', {
       clusterId: a.clusterId, nodeId: 'node-1', expectedVersion: 7,
     }));
     assert.equal(stale.code, 'conflict');
-    const dry = await t.caller.call<IReq_Any_Cloudly_RotateCorestoreControlCredential>('rotateCorestoreControlCredential', {
+    const dry = await t.caller.call('rotateCorestoreControlCredential', {
       clusterId: a.clusterId, nodeId: 'node-1', expectedVersion: 1, dryRun: true,
     } as never);
     assert.equal(dry.credential.version, 2);
     assert.equal((await material(a.relay, 'node-1')).credential.version, 1, 'a dry run rotates nothing');
-    const rotated = await t.caller.call<IReq_Any_Cloudly_RotateCorestoreControlCredential>('rotateCorestoreControlCredential', {
+    const rotated = await t.caller.call('rotateCorestoreControlCredential', {
       clusterId: a.clusterId, nodeId: 'node-1', expectedVersion: 1,
     });
     assert.equal(rotated.credential.version, 2);
@@ -209,7 +202,7 @@ describe('secret recipient enrollment and sealed Corestore credentials', () => {
   test('enrolling again rotates the recipient: the previous key stays addressable until the next enrollment', async () => {
     const next = await generateSecretRecipientKeyPair();
     const { begun, proof } = await enroll(a.relay, next);
-    const done = await a.relay.fire<IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment>('completeSecretRecipientEnrollment', { enrollmentId: begun.enrollmentId, proof });
+    const done = await a.relay.fire('completeSecretRecipientEnrollment', { enrollmentId: begun.enrollmentId, proof });
     assert.equal(done.recipient.recipientId, next.recipientId);
     assert.equal(done.previous?.recipientId, keysA.recipientId);
     const current = await material(a.relay, 'node-1');

@@ -7,8 +7,6 @@ import * as jose from 'jose';
 import { refusalOf, startSharedDatabase, startTestCloudly, waitFor } from './helpers/cloudly.js';
 import { legacySigningKeyFileName, signingKeysId, signingKeysKind } from '../ts/core/auth.js';
 import type { IIdentity } from '../ts/interfaces/data/user.js';
-import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
-import type { IReq_Any_Cloudly_RotateIdentitySigningKey } from '../ts/interfaces/requests/secret.js';
 
 /**
  * Identity signing keys live in the database, encrypted: every instance sharing it verifies every
@@ -24,18 +22,18 @@ describe('identity signing keys', () => {
   test('rotation: compare-and-swap, a dry run changes nothing, the JWKS carries current and previous, the replaced key verifies until the next rotation', async () => {
     const t = await startTestCloudly();
     try {
-      const clustersWith = (identityArg: IIdentity) => t.admin.fire<IReq_Any_Cloudly_GetClusters>('getClusters', { identity: identityArg });
+      const clustersWith = (identityArg: IIdentity) => t.admin.fire('getClusters', { identity: identityArg });
       const first = t.cloudly.auth.keyId;
       const identityOfFirst = t.identity;
       assert.deepEqual((await jwksOf(t.baseUrl)).keys.map((key) => key.kid), [first]);
-      const stale = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', { expectedKeyId: 'not-the-key' }));
+      const stale = await refusalOf(() => t.caller.call('rotateIdentitySigningKey', { expectedKeyId: 'not-the-key' }));
       assert.equal(stale.code, 'conflict');
-      const dry = await t.caller.call<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', { expectedKeyId: first, dryRun: true } as never);
+      const dry = await t.caller.call('rotateIdentitySigningKey', { expectedKeyId: first, dryRun: true } as never);
       assert.equal(dry.previousKeyId, first);
       assert.equal(t.cloudly.auth.keyId, first, 'a dry run rotates nothing');
       assert.deepEqual((await jwksOf(t.baseUrl)).keys.map((key) => key.kid), [first]);
 
-      const rotated = await t.caller.call<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', { expectedKeyId: first });
+      const rotated = await t.caller.call('rotateIdentitySigningKey', { expectedKeyId: first });
       assert.equal(rotated.previousKeyId, first);
       assert.notEqual(rotated.currentKeyId, first);
       assert.equal(t.cloudly.auth.keyId, rotated.currentKeyId);
@@ -49,7 +47,7 @@ describe('identity signing keys', () => {
       await jose.jwtVerify(identityOfSecond.jwt, jose.createLocalJWKSet(jwks), { algorithms: ['RS256'] });
 
       // A second rotation drops the first key: its identities are refused, the second key's still verify.
-      const again = await t.caller.call<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', { expectedKeyId: rotated.currentKeyId });
+      const again = await t.caller.call('rotateIdentitySigningKey', { expectedKeyId: rotated.currentKeyId });
       assert.deepEqual((await jwksOf(t.baseUrl)).keys.map((key) => key.kid), [again.currentKeyId, rotated.currentKeyId]);
       const refused = await refusalOf(() => clustersWith(identityOfFirst));
       assert.equal(refused.code, 'unauthenticated');
@@ -60,7 +58,7 @@ describe('identity signing keys', () => {
       // The keys survive a restart: identities of the current and previous key still verify.
       await t.restart();
       assert.equal(t.cloudly.auth.keyId, again.currentKeyId);
-      assert.equal((await t.admin.fire<IReq_Any_Cloudly_GetClusters>('getClusters', { identity: identityOfSecond })).clusters.length, 0);
+      assert.equal((await t.admin.fire('getClusters', { identity: identityOfSecond })).clusters.length, 0);
     } finally {
       await t.stop();
     }
@@ -93,15 +91,15 @@ describe('identity signing keys', () => {
     const b = await startTestCloudly(shared);
     try {
       assert.equal(a.cloudly.auth.keyId, b.cloudly.auth.keyId, 'one key for both');
-      assert.equal((await b.admin.fire<IReq_Any_Cloudly_GetClusters>('getClusters', { identity: a.identity })).clusters.length, 0);
-      assert.equal((await a.admin.fire<IReq_Any_Cloudly_GetClusters>('getClusters', { identity: b.identity })).clusters.length, 0);
-      const rotated = await a.admin.call<IReq_Any_Cloudly_RotateIdentitySigningKey>('rotateIdentitySigningKey', { expectedKeyId: a.cloudly.auth.keyId });
+      assert.equal((await b.admin.fire('getClusters', { identity: a.identity })).clusters.length, 0);
+      assert.equal((await a.admin.fire('getClusters', { identity: b.identity })).clusters.length, 0);
+      const rotated = await a.admin.call('rotateIdentitySigningKey', { expectedKeyId: a.cloudly.auth.keyId });
       const fresh = await a.admin.login('admin', 'test-admin-password-0123');
       assert.equal(jose.decodeProtectedHeader(fresh.jwt).kid, rotated.currentKeyId);
       // b learns of the new key when it meets its kid (it reads the keys again, at most once a second).
       await waitFor(async () => {
         try {
-          await b.admin.fire<IReq_Any_Cloudly_GetClusters>('getClusters', { identity: fresh });
+          await b.admin.fire('getClusters', { identity: fresh });
           return true;
         } catch {
           return false;
@@ -109,7 +107,7 @@ describe('identity signing keys', () => {
       }, 'b verifies an identity signed with the key a rotated to');
       assert.deepEqual((await jwksOf(b.baseUrl)).keys.map((key) => key.kid), [rotated.currentKeyId, rotated.previousKeyId]);
       // b's identity from before the rotation still verifies on a.
-      assert.equal((await a.admin.fire<IReq_Any_Cloudly_GetClusters>('getClusters', { identity: b.identity })).clusters.length, 0);
+      assert.equal((await a.admin.fire('getClusters', { identity: b.identity })).clusters.length, 0);
     } finally {
       await a.stop();
       await b.stop();

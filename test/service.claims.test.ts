@@ -4,22 +4,11 @@ import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpe
 import { createCli } from './cli.fixture.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type {
-  IReq_Any_Cloudly_CreateService,
-  IReq_Any_Cloudly_GetRuntimeLocalStorageClaims,
-  IReq_Any_Cloudly_GetServiceRuntimeStatus,
-  IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim,
-  IReq_Any_Cloudly_SupersedeHistoricalRuntimeLocalStorageClaim,
-  IReq_Any_Cloudly_SetServiceVolumeInitialization,
-  IReq_Any_Cloudly_UpdateService,
-} from '../ts/interfaces/requests/service.js';
-import type {
   IApplyRuntimeLocalStorageClaimRequest,
   IApplyRuntimeLocalStorageClaimResponse,
   IReq_Controller_Pallet_ApplyRuntimeLocalStorageClaim,
-  IReq_Relay_Cloudly_ReportRuntimeNodeSession,
 } from '../ts/interfaces/requests/runtimesession.js';
 import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
-import type { IReq_Admin_GetAuditEvents } from '../ts/interfaces/requests/audit.js';
 import type { TServiceVolumeInitialization } from '../ts/interfaces/data/servicevolume.js';
 import {
   getRuntimeLocalStorageClaimReference,
@@ -58,7 +47,7 @@ const connectRelay = async (relayTokenArg: string, received: IApplyRuntimeLocalS
 };
 
 const reportSession = (relayArg: CloudlyRelayClient, generationArg = 1) =>
-  relayArg.fire<IReq_Relay_Cloudly_ReportRuntimeNodeSession>('reportRuntimeNodeSession', {
+  relayArg.fire('reportRuntimeNodeSession', {
     nodeId: 'n1', session: { id: 'n1-session', generation: generationArg },
   });
 
@@ -72,12 +61,12 @@ const spec = (clusterIdArg: string, overrides: Partial<IServiceWritableSpec> = {
 });
 
 const claimsOf = async (serviceIdArg: string): Promise<IRuntimeLocalStorageClaimRecord[]> =>
-  (await t.caller.call<IReq_Any_Cloudly_GetRuntimeLocalStorageClaims>('getRuntimeLocalStorageClaims', { serviceId: serviceIdArg })).claims;
+  (await t.caller.call('getRuntimeLocalStorageClaims', { serviceId: serviceIdArg })).claims;
 
 const latestOf = async (serviceIdArg: string) => (await claimsOf(serviceIdArg)).at(-1);
 
 const setInitialization = (serviceIdArg: string, initializationArg: TServiceVolumeInitialization) =>
-  t.caller.call<IReq_Any_Cloudly_SetServiceVolumeInitialization>('setServiceVolumeInitialization', {
+  t.caller.call('setServiceVolumeInitialization', {
     serviceId: serviceIdArg, mountPath: '/var/lib/postgresql/data', expected: null, initialization: initializationArg,
   });
 
@@ -87,7 +76,7 @@ test('a claim is derived, pushed over the relay and the node answer recorded; la
   const received: IApplyRuntimeLocalStorageClaimRequest[] = [];
   const relay = await connectRelay(relayToken, received, { fn: honestNode });
   await reportSession(relay);
-  const service = (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
+  const service = (await t.caller.call('createService', { service: spec(cluster.id) })).service;
   assert.deepEqual(await claimsOf(service.id), [], 'no claim without an initialization');
 
   await setInitialization(service.id, { kind: 'empty', ownership: { kind: 'run-as', mode: 0o700 } });
@@ -115,7 +104,7 @@ test('a claim is derived, pushed over the relay and the node answer recorded; la
 
   // runAs goes away and the volume turns read-only: the next generation keeps the claim's owner.
   const current = (await t.cloudly.serviceManager.getService(service.id))!;
-  await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  await t.caller.call('updateService', {
     serviceId: service.id,
     expectedGeneration: current.generation,
     service: spec(cluster.id, {
@@ -135,7 +124,7 @@ test('a claim is derived, pushed over the relay and the node answer recorded; la
 
   // The volume is removed: its claim is ordered purged, after the bound generations.
   const again = (await t.cloudly.serviceManager.getService(service.id))!;
-  await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  await t.caller.call('updateService', {
     serviceId: service.id, expectedGeneration: again.generation,
     service: spec(cluster.id, { runtime: again.runtime, volumes: [] }),
   });
@@ -160,7 +149,7 @@ test('an answer that does not match the sent claim is rejected and the claim sta
   };
   const relay = await connectRelay(relayToken, received, answer);
   await reportSession(relay);
-  const service = (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
+  const service = (await t.caller.call('createService', { service: spec(cluster.id) })).service;
   await setInitialization(service.id, { kind: 'empty', ownership: { kind: 'explicit', uid: 70, gid: 70, mode: 0o750 } });
   await waitFor(async () => (await latestOf(service.id))?.lastDeliveryError?.startsWith('answer-rejected') === true, 'mismatch recorded');
   const pending = (await latestOf(service.id))!;
@@ -194,7 +183,7 @@ test('an offline relay leaves the claim pending; it is applied when the relay co
   first.close();
   await waitFor(() => t.cloudly.relays.sessionsOf(cluster.id).length === 0, 'relay gone');
 
-  const service = (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
+  const service = (await t.caller.call('createService', { service: spec(cluster.id) })).service;
   await setInitialization(service.id, { kind: 'import', source: { kind: 'docker-volume', volumeName: 'pg_data' } });
   await waitFor(async () => (await latestOf(service.id))?.lastDeliveryError === 'relay-not-connected', 'offline recorded');
   const pending = (await latestOf(service.id))!;
@@ -225,7 +214,7 @@ test('an uncertain volume is neither purged nor remounted until an administrator
   };
   const relay = await connectRelay(relayToken, received, answer);
   await reportSession(relay);
-  const service = (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
+  const service = (await t.caller.call('createService', { service: spec(cluster.id) })).service;
   await setInitialization(service.id, { kind: 'empty', ownership: { kind: 'explicit', uid: 5, gid: 5, mode: 0o700 } });
   await waitFor(async () => (await latestOf(service.id))?.nodeState === 'uncertain', 'uncertain recorded');
   const held = (await latestOf(service.id))!;
@@ -233,7 +222,7 @@ test('an uncertain volume is neither purged nor remounted until an administrator
 
   // The administrator removes the volume: the uncertain claim is held, no purge goes out.
   const current = (await t.cloudly.serviceManager.getService(service.id))!;
-  await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  await t.caller.call('updateService', {
     serviceId: service.id, expectedGeneration: current.generation,
     service: spec(cluster.id, { runtime: current.runtime, volumes: [] }),
   });
@@ -244,7 +233,7 @@ test('an uncertain volume is neither purged nor remounted until an administrator
 
   // Release refusals name what is wrong and change nothing.
   const release = (claimId: string, generation: number) =>
-    t.caller.call<IReq_Any_Cloudly_ReleaseUncertainRuntimeLocalStorageClaim>('releaseUncertainRuntimeLocalStorageClaim', { claimId, generation });
+    t.caller.call('releaseUncertainRuntimeLocalStorageClaim', { claimId, generation });
   assert.equal((await refusalOf(() => release('lsc-none', 1))).code, 'not-found');
   const stale = await refusalOf(() => release(held.claim.id, 2));
   assert.equal(stale.code, 'conflict');
@@ -271,7 +260,7 @@ test('a node holding a newer claim generation than Cloudly issued is flagged: th
   };
   const relay = await connectRelay(relayToken, received, answer);
   await reportSession(relay);
-  const service = (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(cluster.id) })).service;
+  const service = (await t.caller.call('createService', { service: spec(cluster.id) })).service;
   await setInitialization(service.id, { kind: 'empty', ownership: { kind: 'explicit', uid: 5, gid: 5, mode: 0o700 } });
   await waitFor(async () => (await latestOf(service.id))?.answerStatus === 'historical', 'historical answer recorded');
   const held = (await latestOf(service.id))!;
@@ -281,7 +270,7 @@ test('a node holding a newer claim generation than Cloudly issued is flagged: th
   assert.deepEqual([held.delivery, held.nodeState, held.lastDeliveryError], ['answered', 'ready', null]);
 
   // Operator-visible: the verdict, the status naming which claim it stands for, and a warning naming the way out.
-  const statusOf = () => t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: service.id });
+  const statusOf = () => t.caller.call('getServiceRuntimeStatus', { serviceId: service.id });
   const verdict = async () => (await statusOf()).status;
   await waitFor(async () => (await verdict()).reason === 'conflict', 'the verdict waits on conflict', 10_000);
   assert.equal((await verdict()).state, 'waiting');
@@ -302,7 +291,7 @@ test('a node holding a newer claim generation than Cloudly issued is flagged: th
     await cli.dispose();
   }
   // Audited: the write that recorded the answer is Cloudly's, under the call whose answer it records.
-  const answerEvents = async () => (await t.caller.call<IReq_Admin_GetAuditEvents>('getAuditEvents', {
+  const answerEvents = async () => (await t.caller.call('getAuditEvents', {
     filter: { targetId: held.claim.id, method: 'applyRuntimeLocalStorageClaim' },
   })).events;
   await waitFor(async () => (await answerEvents()).length > 0, 'the answer\'s write is in the audit log');
@@ -317,7 +306,7 @@ test('a node holding a newer claim generation than Cloudly issued is flagged: th
 
   // The way out, refused when it names the wrong thing.
   const supersede = (claimId: string, generation: number) =>
-    t.caller.call<IReq_Any_Cloudly_SupersedeHistoricalRuntimeLocalStorageClaim>('supersedeHistoricalRuntimeLocalStorageClaim', { claimId, generation });
+    t.caller.call('supersedeHistoricalRuntimeLocalStorageClaim', { claimId, generation });
   assert.equal((await refusalOf(() => supersede('lsc-none', 1))).code, 'not-found');
   assert.equal((await refusalOf(() => supersede(held.claim.id, 2))).code, 'conflict');
 
@@ -338,7 +327,7 @@ test('a relay may not report sessions of another shape', async () => {
   const { relayToken } = await t.createCluster('claims-d');
   const relay = await t.connectRelay(relayToken);
   await assert.rejects(
-    relay.fire<IReq_Relay_Cloudly_ReportRuntimeNodeSession>('reportRuntimeNodeSession', {
+    relay.fire('reportRuntimeNodeSession', {
       nodeId: 'n1', session: { id: '', generation: 0 },
     }),
     (error: { errorData?: { code?: string; reasons?: string[] } }) => {

@@ -5,19 +5,7 @@ import { connectHintedRelay } from './helpers/desiredstate.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 import type { IClusterRelayCapabilities } from '../ts/interfaces/data/clusterrelay.js';
-import type {
-  IReq_Admin_CreateOrganization,
-  IReq_Admin_DeleteOrganization,
-  IReq_Admin_GetOrganizations,
-  IReq_Any_Cloudly_CreateService,
-  IReq_Any_Cloudly_GetServiceRuntimeStatus,
-} from '../ts/interfaces/requests/service.js';
-import type { IReq_Relay_Cloudly_RegisterClusterRelay } from '../ts/interfaces/requests/cluster.js';
 import { serviceKind } from '../ts/manager.service/service.manager.js';
-import type {
-  IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
-  IReq_Relay_Cloudly_ReportClusterPlatformObservedState,
-} from '../ts/interfaces/requests/desiredstate.js';
 
 /**
  * A representative few of the runtime refusals and waits, through the server: the relay states its
@@ -33,7 +21,7 @@ let relay: CloudlyRelayClient;
 const everything: IClusterRelayCapabilities = { platforms: ['database', 'objectstorage'], secrets: true, volumes: true, portProtocols: ['tcp', 'udp'] };
 
 const register = (capabilitiesArg?: IClusterRelayCapabilities) =>
-  relay.fire<IReq_Relay_Cloudly_RegisterClusterRelay>('registerClusterRelay', {
+  relay.fire('registerClusterRelay', {
     registration: { origin: 'https://relay.reasons.example.com', version: '1.0.0', protocol: 'cluster-relay/1', ...(capabilitiesArg ? { capabilities: capabilitiesArg } : {}) },
   });
 
@@ -47,10 +35,10 @@ const spec = (overridesArg: Partial<IServiceWritableSpec> = {}): IServiceWritabl
 });
 
 const create = async (overridesArg: Partial<IServiceWritableSpec> = {}) =>
-  (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(overridesArg) })).service;
+  (await t.caller.call('createService', { service: spec(overridesArg) })).service;
 
 const verdictOf = async (serviceIdArg: string): Promise<[string, string | null]> => {
-  const { status } = await t.caller.call<IReq_Any_Cloudly_GetServiceRuntimeStatus>('getServiceRuntimeStatus', { serviceId: serviceIdArg });
+  const { status } = await t.caller.call('getServiceRuntimeStatus', { serviceId: serviceIdArg });
   return [status.state, status.reason];
 };
 
@@ -106,9 +94,9 @@ test('an observed failure at the current revision waits failure-backoff until th
   const service = await create({ name: 'flaky' });
   await waitForVerdict(service.id, ['converging', null]);
   await t.cloudly.desiredStateManager.settled(clusterId);
-  const answer = await relay.fire<IReq_Relay_Cloudly_GetClusterPlatformDesiredState>('getClusterPlatformDesiredState', {});
+  const answer = await relay.fire('getClusterPlatformDesiredState', {});
   const revision = answer.unchanged ? answer.revision : answer.desiredState.revision;
-  const report = (stateArg: 'failed' | 'ready') => relay.fire<IReq_Relay_Cloudly_ReportClusterPlatformObservedState>('reportClusterPlatformObservedState', {
+  const report = (stateArg: 'failed' | 'ready') => relay.fire('reportClusterPlatformObservedState', {
     desiredRevision: revision,
     services: [{ serviceId: service.id, nodeId: 'n1', specRevision: 1, replicas: stateArg === 'ready' ? 1 : 0, state: stateArg, reason: 'exit status 1' }],
   });
@@ -143,15 +131,15 @@ test('a service whose organization was removed from the registry is refused orga
   const service = await create({ name: 'orphan', organizationId: 'org-transient' });
   await waitForVerdict(service.id, ['converging', null]);
   // Creating the service registered the organization it named.
-  const { organizations } = await t.caller.call<IReq_Admin_GetOrganizations>('getOrganizations', {});
+  const { organizations } = await t.caller.call('getOrganizations', {});
   const registered = organizations.find((organization) => organization.id === 'org-transient');
   assert.ok(registered, 'the organization the service named is registered');
-  await t.caller.call<IReq_Admin_DeleteOrganization>('deleteOrganization', { organizationId: 'org-transient', expectedGeneration: registered.generation });
+  await t.caller.call('deleteOrganization', { organizationId: 'org-transient', expectedGeneration: registered.generation });
   await waitForVerdict(service.id, ['refused', 'organization-missing']);
-  const again = await t.caller.call<IReq_Admin_CreateOrganization>('createOrganization', { organization: { id: 'org-transient', name: 'Transient' } });
+  const again = await t.caller.call('createOrganization', { organization: { id: 'org-transient', name: 'Transient' } });
   assert.equal(again.organization.name, 'Transient');
   await waitForVerdict(service.id, ['converging', null]);
-  const taken = await t.caller.call<IReq_Admin_CreateOrganization>('createOrganization', { organization: { id: 'org-transient', name: 'Twice' } })
+  const taken = await t.caller.call('createOrganization', { organization: { id: 'org-transient', name: 'Twice' } })
     .then(() => null, (error: { errorData?: { code?: string } }) => error.errorData?.code);
   assert.equal(taken, 'conflict');
 });

@@ -1,13 +1,6 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
-import type {
-  IReq_Any_Cloudly_CreateService,
-  IReq_Any_Cloudly_GetServiceById,
-  IReq_Any_Cloudly_GetServices,
-  IReq_Any_Cloudly_SetServiceVolumeInitialization,
-  IReq_Any_Cloudly_UpdateService,
-} from '../ts/interfaces/requests/service.js';
 import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 import { getServiceVolumeId } from '../ts/interfaces/data/servicevolume.js';
 import { assertFieldProblems } from './helpers/refusals.js';
@@ -38,7 +31,7 @@ const spec = (overrides: Partial<IServiceWritableSpec> = {}): IServiceWritableSp
 });
 
 const create = async (overrides: Partial<IServiceWritableSpec> = {}) =>
-  (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', { service: spec(overrides) })).service;
+  (await t.caller.call('createService', { service: spec(overrides) })).service;
 
 test('createService stores the service; getServiceById and getServices read it back', async () => {
   const service = await create();
@@ -50,17 +43,17 @@ test('createService stores the service; getServiceById and getServices read it b
     readOnly: false,
     driver: 'local',
   });
-  const read = await t.caller.call<IReq_Any_Cloudly_GetServiceById>('getServiceById', { serviceId: service.id });
+  const read = await t.caller.call('getServiceById', { serviceId: service.id });
   assert.deepEqual(read.service, service);
-  const all = await t.caller.call<IReq_Any_Cloudly_GetServices>('getServices', {});
+  const all = await t.caller.call('getServices', {});
   assert.ok(all.services.some((candidate) => candidate.id === service.id));
   assert.deepEqual(await t.cloudly.serviceManager.getService(service.id), service);
   assert.equal(await t.cloudly.serviceManager.getService('svc-none'), null);
 });
 
 test('createService stating a volume initialization is refused naming the path and stores nothing', async () => {
-  const before = (await t.caller.call<IReq_Any_Cloudly_GetServices>('getServices', {})).services.length;
-  const refusal = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const before = (await t.caller.call('getServices', {})).services.length;
+  const refusal = await refusalOf(() => t.caller.call('createService', {
     service: spec({
       volumes: [{
         mountPath: '/data', readOnly: false, driver: 'local',
@@ -72,13 +65,13 @@ test('createService stating a volume initialization is refused naming the path a
   assertFieldProblems(refusal, [
     ['request.service.volumes[0].initialization', 'field-invalid', 'is server-managed: set it with setServiceVolumeInitialization'],
   ]);
-  const afterCount = (await t.caller.call<IReq_Any_Cloudly_GetServices>('getServices', {})).services.length;
+  const afterCount = (await t.caller.call('getServices', {})).services.length;
   assert.equal(afterCount, before);
 });
 
 test('updateService stating a volume initialization is refused and changes nothing', async () => {
   const service = await create({ runtime: { image: 'x', replicas: 2, profile: { runAs: null }, placement: { nodeIds: [] } } });
-  const refusal = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  const refusal = await refusalOf(() => t.caller.call('updateService', {
     serviceId: service.id,
     expectedGeneration: service.generation,
     service: spec({
@@ -100,22 +93,22 @@ test('updateService is compare-and-swap on the generation; the spec revision bum
   // Two replicas keep the volumes unclaimable, so no claim freezes anything here.
   const runtime = { image: 'app:1', replicas: 2, profile: { runAs: null }, placement: { nodeIds: ['n1'] } };
   const service = await create({ runtime });
-  const renamed = (await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  const renamed = (await t.caller.call('updateService', {
     serviceId: service.id, expectedGeneration: 1, service: spec({ name: 'renamed', runtime }),
   })).service;
   assert.equal(renamed.generation, 2);
   assert.equal(renamed.specRevision, 1);
   assert.equal(renamed.name, 'renamed');
-  const stale = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  const stale = await refusalOf(() => t.caller.call('updateService', {
     serviceId: service.id, expectedGeneration: 1, service: spec({ runtime }),
   }));
   assert.equal(stale.code, 'conflict');
-  const upgraded = (await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  const upgraded = (await t.caller.call('updateService', {
     serviceId: service.id, expectedGeneration: 2, service: spec({ name: 'renamed', runtime: { ...runtime, image: 'app:2' } }),
   })).service;
   assert.equal(upgraded.specRevision, 2);
   assert.equal(upgraded.runtime.image, 'app:2');
-  const missing = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  const missing = await refusalOf(() => t.caller.call('updateService', {
     serviceId: 'svc-missing', expectedGeneration: 1, service: spec(),
   }));
   assert.equal(missing.code, 'not-found');
@@ -125,11 +118,11 @@ test('a stored initialization stays with its mount path across updates and goes 
   const runtime = { image: 'app:1', replicas: 2, profile: { runAs: null }, placement: { nodeIds: ['n1'] } };
   const service = await create({ runtime });
   const initialization = { kind: 'import', source: { kind: 'docker-volume', volumeName: 'legacy_extra' } } as const;
-  const set = (await t.caller.call<IReq_Any_Cloudly_SetServiceVolumeInitialization>('setServiceVolumeInitialization', {
+  const set = (await t.caller.call('setServiceVolumeInitialization', {
     serviceId: service.id, mountPath: '/etc/extra', expected: null, initialization,
   })).service;
   // Reordered and with another volume added: the initialization follows the mount path.
-  const reordered = (await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  const reordered = (await t.caller.call('updateService', {
     serviceId: service.id,
     expectedGeneration: set.generation,
     service: spec({
@@ -141,13 +134,13 @@ test('a stored initialization stays with its mount path across updates and goes 
     }),
   })).service;
   assert.deepEqual(reordered.volumes.map((volume) => volume.initialization), [undefined, initialization]);
-  const removed = (await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  const removed = (await t.caller.call('updateService', {
     serviceId: service.id,
     expectedGeneration: reordered.generation,
     service: spec({ runtime, volumes: [{ mountPath: '/new', readOnly: false, driver: 'local' }] }),
   })).service;
   assert.equal(removed.volumes.length, 1);
-  const readded = (await t.caller.call<IReq_Any_Cloudly_UpdateService>('updateService', {
+  const readded = (await t.caller.call('updateService', {
     serviceId: service.id,
     expectedGeneration: removed.generation,
     service: spec({ runtime, volumes: [{ mountPath: '/etc/extra', readOnly: false, driver: 'local' }] }),
@@ -156,7 +149,7 @@ test('a stored initialization stays with its mount path across updates and goes 
 });
 
 test('createService refuses an invalid spec with every reason', async () => {
-  const refusal = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const refusal = await refusalOf(() => t.caller.call('createService', {
     service: { ...spec(), name: '', volumes: [{ mountPath: 'data', readOnly: false, driver: 'local' }] },
   }));
   assert.equal(refusal.code, 'invalid-request');
@@ -167,8 +160,8 @@ test('createService refuses an invalid spec with every reason', async () => {
 });
 
 test('createService refuses a name that is not a DNS label and an image that is not an image reference, by path; nothing is stored', async () => {
-  const before = (await t.caller.call<IReq_Any_Cloudly_GetServices>('getServices', {})).services.length;
-  const refusal = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const before = (await t.caller.call('getServices', {})).services.length;
+  const refusal = await refusalOf(() => t.caller.call('createService', {
     service: { ...spec(), name: 'Bad Name!', runtime: { ...spec().runtime, image: 'registry.example.com/<b>x</b>:1' } },
   }));
   assert.equal(refusal.code, 'invalid-request');
@@ -176,5 +169,5 @@ test('createService refuses a name that is not a DNS label and an image that is 
     ['request.service.name', 'field-invalid', "must be lowercase letters, digits and '-', starting and ending with a letter or digit (a DNS label)"],
     ['request.service.runtime.image', 'field-invalid', 'must be an image reference: [registry[:port]/]lowercase/path[:tag][@digest]'],
   ]);
-  assert.equal((await t.caller.call<IReq_Any_Cloudly_GetServices>('getServices', {})).services.length, before);
+  assert.equal((await t.caller.call('getServices', {})).services.length, before);
 });

@@ -2,7 +2,6 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { serviceKind, serviceRuntimeStatusKind } from '../ts/manager.service/service.manager.js';
-import type { IReq_Any_Cloudly_CreateService } from '../ts/interfaces/requests/service.js';
 import { assertFieldProblems } from './helpers/refusals.js';
 
 /**
@@ -22,7 +21,7 @@ const routes = [{ hostname: 'old.example.com', targetPort: 'http' }];
 test('an old-shaped service is moved at start, keeps its spec revision and verdict, and the next update judges revisions on the new shape', async () => {
   const { cluster } = await t.createCluster('shape-migration');
   await t.addNodes(cluster.id, 'n1');
-  const created = (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const created = (await t.caller.call('createService', {
     service: {
       name: 'legacy', organizationId: 'org-1', clusterId: cluster.id,
       runtime: { image: 'registry.example/legacy:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['n1'] } },
@@ -58,7 +57,7 @@ test('an old-shaped service is moved at start, keeps its spec revision and verdi
   assert.equal((await t.cloudly.store.get(serviceRuntimeStatusKind, created.id))!.specRevision, 3, 'the stored verdict still names the revision');
 
   // The hostname the moved service declares is still its own: another service cannot take it.
-  const taken = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const taken = await t.caller.call('createService', {
     service: {
       name: 'thief', organizationId: 'org-1', clusterId: cluster.id,
       runtime: { image: 'registry.example/thief:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } },
@@ -87,7 +86,7 @@ test('an old-shaped service is moved at start, keeps its spec revision and verdi
 
 test('the runtime spec refuses ports and routes inside it, by path', async () => {
   const { cluster } = await t.createCluster('shape-refusal');
-  const refused = await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const refused = await t.caller.call('createService', {
     service: {
       name: 'inside', organizationId: 'org-1', clusterId: cluster.id,
       runtime: { image: 'registry.example/x:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] }, ports, routes } as never,

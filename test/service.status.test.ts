@@ -66,7 +66,9 @@ test('each volume refusal is named for the spec revision', async () => {
 
 test('a service on an unknown cluster is refused not-found, and one placed on nodes its cluster lacks names each node', async () => {
   const unknownCluster = await refusalOf(() => create({ clusterId: 'cluster-unknown' }));
-  assert.deepEqual(unknownCluster, { code: 'not-found', retryable: false, reasons: ['request.service.clusterId names no cluster: cluster-unknown'] });
+  assert.deepEqual(unknownCluster, {
+    code: 'not-found', retryable: false, reasons: ['cluster-not-found'], causes: [{ path: 'request.service.clusterId', message: 'names no cluster: cluster-unknown' }],
+  });
   const unknownNodes = await refusalOf(() => create({
     runtime: { image: 'a', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['n1', 'n9', 'n8'] } },
   }));

@@ -1,10 +1,6 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
-import type {
-  IReq_Any_Cloudly_CreateService,
-  IReq_Any_Cloudly_SetServiceVolumeInitialization,
-} from '../ts/interfaces/requests/service.js';
 import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 import type { TServiceVolumeInitialization } from '../ts/interfaces/data/servicevolume.js';
 import { assertFieldProblems } from './helpers/refusals.js';
@@ -24,7 +20,7 @@ after(async () => {
 
 /** Two replicas keep the volume unclaimable, so initialization stays writable. */
 const create = async (replicas = 2, overrides: Partial<IServiceWritableSpec> = {}) =>
-  (await t.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+  (await t.caller.call('createService', {
     service: {
       name: 'app',
       organizationId: 'org1',
@@ -40,7 +36,7 @@ const setInitialization = (
   mountPath: string,
   expected: TServiceVolumeInitialization | null,
   initialization: TServiceVolumeInitialization | null,
-) => t.caller.call<IReq_Any_Cloudly_SetServiceVolumeInitialization>('setServiceVolumeInitialization', {
+) => t.caller.call('setServiceVolumeInitialization', {
   serviceId, mountPath, expected, initialization,
 });
 
@@ -126,7 +122,7 @@ test('50 concurrent writes with the same expected value: one wins, the rest conf
 });
 
 test('a request of the wrong shape is refused before anything is read', async () => {
-  const refusal = await refusalOf(() => t.caller.call<IReq_Any_Cloudly_SetServiceVolumeInitialization>(
+  const refusal = await refusalOf(() => t.caller.call(
     'setServiceVolumeInitialization',
     { serviceId: 'svc-x', mountPath: '/data', initialization: null } as never,
   ));
@@ -137,7 +133,7 @@ test('a request of the wrong shape is refused before anything is read', async ()
 test('a non-admin identity is refused', async () => {
   const service = await create();
   const user = await t.cloudly.auth.issueIdentity({ id: 'u1', username: 'user', role: 'user' });
-  const refusal = await refusalOf(() => t.admin.fire<IReq_Any_Cloudly_SetServiceVolumeInitialization>('setServiceVolumeInitialization', {
+  const refusal = await refusalOf(() => t.admin.fire('setServiceVolumeInitialization', {
     identity: user, serviceId: service.id, mountPath: '/data', expected: null, initialization: empty(0o700),
   }));
   assert.deepEqual(refusal, { code: 'forbidden', retryable: false, reasons: ['role-not-allowed'], causes: [{ path: 'identity.role', message: 'must be admin' }] });

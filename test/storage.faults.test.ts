@@ -8,7 +8,6 @@ import { previousSnapshotFileName, snapshotFileName } from '../ts/core/database.
 import { listSegments } from '../ts/core/journal.js';
 import { readSnapshotFile, verifySnapshotFile, writeSnapshotFile } from '../ts/core/snapshotfile.js';
 import { StorageFaults } from '../ts/core/storagefaults.js';
-import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 
 /**
  * Every step of a compaction fails once, injected by the fault layer (storagefaults.ts), in a
@@ -23,7 +22,7 @@ const tempDir = (prefixArg: string) => fsp.mkdtemp(path.join(os.tmpdir(), prefix
 const fileBytes = async (fileArg: string): Promise<Buffer | null> => fsp.readFile(fileArg).catch(() => null);
 
 const clusterNames = async (tArg: ITestCloudly): Promise<string[]> =>
-  (await tArg.caller.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.map((cluster) => cluster.name).sort();
+  (await tArg.caller.call('getClusters', {})).clusters.map((cluster) => cluster.name).sort();
 
 describe('snapshot writer: every byte is checked', () => {
   test('a short write is continued: the snapshot is complete and reads back', async () => {

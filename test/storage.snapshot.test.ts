@@ -8,7 +8,6 @@ import { BSON } from 'mongodb';
 import { startTestCloudly, testAdminPassword, type ITestCloudly } from './helpers/cloudly.js';
 import { createCli, jsonOf } from './cli.fixture.js';
 import { snapshotFileName } from '../ts/core/database.js';
-import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 
 /**
  * `cloudly snapshot save` against a real Cloudly, `cloudly snapshot restore` into an empty data
@@ -34,6 +33,27 @@ const digestOf = async (tArg: ITestCloudly): Promise<Record<string, string>> => 
 };
 
 describe('control-plane snapshot: save and restore', () => {
+  test('a download without an administrator is refused in the refusal shape, with the identity\'s own token', async () => {
+    const t = await startTestCloudly({ logLevel: 'silent' });
+    try {
+      const refusalOf = async (authorizationArg: string | null) => {
+        const response = await fetch(`${t.baseUrl}/admin/snapshot`, { headers: authorizationArg ? { authorization: authorizationArg } : {} });
+        const { error } = await response.json() as { error: { data: { code: string; reasons: string[] } } };
+        return [response.status, error.data.code, error.data.reasons];
+      };
+      assert.deepEqual(await refusalOf(null), [401, 'unauthenticated', ['identity-missing']]);
+      assert.deepEqual(await refusalOf(`Bearer ${t.identity.jwt.slice(0, -8)}AAAAAAAA`), [401, 'unauthenticated', ['identity-invalid']]);
+      // An identity whose account does not exist: the account check's own token.
+      const orphan = await t.cloudly.auth.issueIdentity({ id: 'viewer-1', username: 'viewer', role: 'user' });
+      assert.deepEqual(await refusalOf(`Bearer ${orphan.jwt}`), [401, 'unauthenticated', ['account-deleted']]);
+      await t.caller.call('createUser', { username: 'snapshot-viewer', password: 'snapshot-viewer-password', role: 'user' });
+      const viewer = await t.admin.fire('adminLoginWithUsernameAndPassword', { username: 'snapshot-viewer', password: 'snapshot-viewer-password' });
+      assert.deepEqual(await refusalOf(`Bearer ${viewer.identity.jwt}`), [403, 'forbidden', ['role-not-allowed']]);
+    } finally {
+      await t.stop();
+    }
+  });
+
   test('save online through the API, restore into an empty data directory: identical collections, sealed secrets, serves at once', async () => {
     const t = await startTestCloudly({ logLevel: 'silent' });
     const cli = await createCli();
@@ -73,7 +93,7 @@ describe('control-plane snapshot: save and restore', () => {
       const second = await startTestCloudly({ dataDir: restoredDir, logLevel: 'silent' });
       try {
         assert.deepEqual(await digestOf(second), before, 'every collection is identical to the moment of the save');
-        const names = (await second.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.map((cluster) => cluster.name).sort();
+        const names = (await second.admin.call('getClusters', {})).clusters.map((cluster) => cluster.name).sort();
         assert.deepEqual(names, ['saved-1', 'saved-2']);
         const relay = await second.connectRelay(relayToken);
         assert.equal(relay.isOpen, true);

@@ -9,7 +9,6 @@ import { runNodeToExit, type IProcessRun } from './helpers/process.js';
 import { previousSnapshotFileName, snapshotFileName } from '../ts/core/database.js';
 import { frameHeaderBytes, listSegments } from '../ts/core/journal.js';
 import type { IStorageReport } from '../ts/core/storageverify.js';
-import type { IReq_Any_Cloudly_GetClusters } from '../ts/interfaces/requests/admin.js';
 
 /**
  * `cloudly storage verify` (the real executable) on data directories a real Cloudly wrote and a
@@ -43,7 +42,7 @@ const writtenDataDir = async (): Promise<string> => {
 const clusterNamesAfterStart = async (dataDirArg: string): Promise<string[]> => {
   const t = await startTestCloudly({ dataDir: dataDirArg, logLevel: 'silent' });
   try {
-    return (await t.admin.call<IReq_Any_Cloudly_GetClusters>('getClusters', {})).clusters.map((cluster) => cluster.name).sort();
+    return (await t.admin.call('getClusters', {})).clusters.map((cluster) => cluster.name).sort();
   } finally {
     await t.stop();
   }

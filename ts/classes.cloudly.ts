@@ -12,7 +12,7 @@ import { CloudlyAuth, type IVerifiedIdentity } from './core/auth.js';
 import { CloudlyMetrics } from './core/metrics.js';
 import { RelaySessions, type IRelaySession } from './core/relaysessions.js';
 import { WorkGate } from './core/workgate.js';
-import { asTypedResponseError, internalFailure, isRefusal, refuse, refuseNamed } from './core/errors.js';
+import { accessDeniedRefusal, asTypedResponseError, identityReasons, internalFailure, isRefusal, refuse, refuseNamed } from './core/errors.js';
 import { invalidField, refuseFields } from './core/validation.js';
 import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
 import { closeHttpServerWithin, createHttpServer, type ITransportHost } from './core/transport.js';
@@ -240,19 +240,20 @@ export class Cloudly {
       snapshotDownload: {
         authorize: async (bearerArg) => {
           if (bearerArg === null) {
-            return { ok: false, status: 401, reason: 'Authorization: Bearer <admin identity JWT> is required' };
+            return { ok: false, status: 401, refusal: refuseNamed('unauthenticated', identityReasons.missing, 'Authorization: Bearer <admin identity JWT> is required', 'headers.authorization') };
           }
           let identity: IVerifiedIdentity;
           try {
             identity = await this.adminManager.verifySocketJwt(bearerArg);
-          } catch {
-            return { ok: false, status: 401, reason: 'the identity is not valid' };
+          } catch (error) {
+            // The identity's own refusal (identity-invalid, identity-expired, session-revoked, …).
+            return { ok: false, status: 401, refusal: isRefusal(error) ? error : refuseNamed('unauthenticated', identityReasons.invalid, 'is not a valid identity', 'headers.authorization') };
           }
           if (identity.role !== 'admin') {
-            return { ok: false, status: 403, reason: 'only an administrator may save the control plane' };
+            return { ok: false, status: 403, refusal: accessDeniedRefusal() };
           }
           if (!this.database.embedded) {
-            return { ok: false, status: 409, reason: 'Cloudly runs on MongoDB (MONGODB_URL): save it with mongodump (docs/storage.md)' };
+            return { ok: false, status: 409, refusal: refuseNamed('conflict', 'snapshot-not-embedded', 'Cloudly runs on MongoDB (MONGODB_URL): save it with mongodump (docs/storage.md)') };
           }
           return { ok: true, actor: identity.userId };
         },

@@ -11,7 +11,6 @@ import { CloudlyAdminClient } from '../../ts/client/admin.js';
 import { CloudlyRelayClient } from '../../ts/client/relay.js';
 import type { IIdentity } from '../../ts/interfaces/data/user.js';
 import type { ICluster } from '../../ts/interfaces/data/cluster.js';
-import type { IReq_Any_Cloudly_CreateCluster } from '../../ts/interfaces/requests/admin.js';
 import { readFrame, refusalEnvelope, type IEnvelope } from '../../ts/core/envelopepeer.js';
 import { buildRequestEnvelope } from '../../ts/client/transport.js';
 import { CloudlyRefusal } from '../../ts/core/refusal.js';
@@ -84,7 +83,7 @@ export const startTestCloudly = async (configArg: Partial<ICloudlyConfig> = {}):
     dataDir,
     logs,
     async createCluster(nameArg = `test-cluster-${++defaultClusterNames}`) {
-      return handle.caller.call<IReq_Any_Cloudly_CreateCluster>('createCluster', { name: nameArg });
+      return handle.caller.call('createCluster', { name: nameArg });
     },
     async addNodes(clusterIdArg, ...nodeIdsArg) {
       for (const nodeId of nodeIdsArg) {

@@ -1,10 +1,6 @@
 import { waitFor, type ITestCloudly } from './cloudly.js';
 import type { CloudlyRelayClient } from '../../ts/client/relay.js';
-import type {
-  IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged,
-  IReq_Relay_Cloudly_GetClusterPlatformDesiredState,
-} from '../../ts/interfaces/requests/desiredstate.js';
-import type { IReq_Any_Cloudly_CreateService } from '../../ts/interfaces/requests/service.js';
+import type { IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged } from '../../ts/interfaces/requests/desiredstate.js';
 import type { ICluster } from '../../ts/interfaces/data/cluster.js';
 import type { IService } from '../../ts/interfaces/data/service.js';
 
@@ -41,7 +37,7 @@ export const reportingCluster = async (
 ): Promise<{ cluster: ICluster; service: IService; relay: CloudlyRelayClient; revision: number; hints: TDesiredStateHint[] }> => {
   const { cluster, relayToken } = await tArg.createCluster(nameArg);
   await tArg.addNodes(cluster.id, ...nodeIdsArg);
-  const { service } = await tArg.caller.call<IReq_Any_Cloudly_CreateService>('createService', {
+  const { service } = await tArg.caller.call('createService', {
     service: {
       name: 'web',
       organizationId: 'org-1',
@@ -55,7 +51,7 @@ export const reportingCluster = async (
   await tArg.cloudly.desiredStateManager.settled(cluster.id);
   const hints: TDesiredStateHint[] = [];
   const relay = await connectHintedRelay(tArg, cluster.id, relayToken, hints);
-  const answer = await relay.fire<IReq_Relay_Cloudly_GetClusterPlatformDesiredState>('getClusterPlatformDesiredState', {});
+  const answer = await relay.fire('getClusterPlatformDesiredState', {});
   if (answer.unchanged) {
     throw new Error('a relay that never read the desired state was told it is unchanged');
   }

@@ -10,7 +10,7 @@ export interface IWireAnswer {
   method?: string;
   request?: unknown;
   response?: unknown;
-  error?: { text: string; data: { code: string; retryable: boolean; reasons?: string[]; retryAfterMs?: number } } | null;
+  error?: { text: string; data: { code: string; retryable: boolean; reasons?: string[]; causes?: Array<{ path?: string; message: string }>; retryAfterMs?: number } } | null;
   correlation?: { id: string; phase: string };
 }
 
@@ -53,7 +53,13 @@ export class RawSocket {
         maxPayload: 64 * 1024 * 1024,
       });
       socket.once('open', () => resolve(new RawSocket(socket)));
-      socket.once('unexpected-response', (_request, response) => reject(new Error(`upgrade refused: ${response.statusCode}`)));
+      // The refusal's body travels on the error (`body`), read whole before it rejects.
+      socket.once('unexpected-response', (_request, response) => {
+        let body = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunkArg: string) => { body += chunkArg; });
+        response.on('end', () => reject(Object.assign(new Error(`upgrade refused: ${response.statusCode}`), { body })));
+      });
       socket.once('error', reject);
     });
   }

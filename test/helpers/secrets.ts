@@ -1,19 +1,15 @@
 import type { CloudlyRelayClient } from '../../ts/client/relay.js';
 import { generateSecretRecipientKeyPair, openSealedSecret, toBase64Url, type ISecretRecipientKeyPair } from '../../ts/core/sealing.js';
 import type { ISealedSecret } from '../../ts/interfaces/data/secret.js';
-import type {
-  IReq_Relay_Cloudly_BeginSecretRecipientEnrollment,
-  IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment,
-} from '../../ts/interfaces/requests/secret.js';
 
 /** A relay's side of secret delivery, as a relay does it: a fresh X25519 key, enrolled by opening the challenge. */
 export const enrollSecretRecipient = async (relayArg: CloudlyRelayClient): Promise<ISecretRecipientKeyPair> => {
   const keys = await generateSecretRecipientKeyPair();
-  const begun = await relayArg.fire<IReq_Relay_Cloudly_BeginSecretRecipientEnrollment>('beginSecretRecipientEnrollment', {
+  const begun = await relayArg.fire('beginSecretRecipientEnrollment', {
     recipient: { algorithm: 'x25519', publicKey: keys.publicKey },
   });
   const proof = toBase64Url(await openSealedSecret(keys.keyPair, begun.challenge));
-  await relayArg.fire<IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment>('completeSecretRecipientEnrollment', { enrollmentId: begun.enrollmentId, proof });
+  await relayArg.fire('completeSecretRecipientEnrollment', { enrollmentId: begun.enrollmentId, proof });
   return keys;
 };
 

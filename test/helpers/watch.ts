@@ -14,6 +14,6 @@ export const openWatcher = async (baseUrlArg: string, requestArg: IReq_Admin_Wat
   client.handleCall<IReq_Cloudly_Admin_ChangeEvent>('changeEvent', (eventArg) => {
     events.push(eventArg);
   });
-  const answer = await client.call<IReq_Admin_WatchChanges>('watchChanges', requestArg as never);
+  const answer = await client.call('watchChanges', requestArg as never);
   return { client, events, answer };
 };

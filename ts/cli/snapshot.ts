@@ -55,7 +55,17 @@ const save = async (fileArg: string, optionsArg: { url?: string; output?: string
     const text = await response.text().catch(() => '');
     let reason = text;
     try {
-      reason = (JSON.parse(text) as { error?: string }).error ?? text;
+      // The refusal shape: its reason tokens, then the sentences for people.
+      const error = (JSON.parse(text) as { error?: { data?: { reasons?: unknown; causes?: unknown } } | string }).error;
+      if (typeof error === 'string') {
+        reason = error;
+      } else if (error?.data) {
+        const reasons = Array.isArray(error.data.reasons) ? error.data.reasons.map(String) : [];
+        const causes = Array.isArray(error.data.causes)
+          ? (error.data.causes as Array<{ path?: unknown; message?: unknown }>).map((causeArg) => `${typeof causeArg?.path === 'string' ? `${causeArg.path}: ` : ''}${String(causeArg?.message)}`)
+          : [];
+        reason = [...reasons, ...causes].join('; ') || text;
+      }
     } catch {
       // not JSON: the text itself
     }

@@ -47,7 +47,8 @@ export class CloudlyAdminClient {
    * over HTTP; its types follow from the method name like `call`'s, or from a contract named explicitly.
    */
   public async fire<M extends TCloudlyMethod>(methodArg: M, requestArg: ICloudlyMethods[M]['request']): Promise<ICloudlyMethods[M]['response']>;
-  public async fire<T extends TAnyContract = TAnyContract>(methodArg: T['method'], requestArg: T['request']): Promise<T['response']>;
+  /** `fire<TUntypedContract>(…)` names no contract; no default, so an unfitting request fails to compile (see `call`). */
+  public async fire<T extends TAnyContract = never>(methodArg: T['method'], requestArg: T['request']): Promise<T['response']>;
   public async fire<T extends TAnyContract>(methodArg: T['method'], requestArg: T['request']): Promise<T['response']> {
     if (this.peer?.isOpen) {
       return this.peer.call<T['response']>(methodArg, requestArg, this.options.socketTimeoutMs ?? 30_000);

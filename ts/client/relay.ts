@@ -221,8 +221,13 @@ export class CloudlyRelayClient {
     requestArg: ICloudlyMethods[M]['request'],
     timeoutMsArg?: number,
   ): Promise<ICloudlyMethods[M]['response']>;
-  /** A contract named explicitly (`fire<IReq_…>(…)`), or a method or request the contracts do not type (hostile-input tests). */
-  public async fire<T extends TAnyContract = TAnyContract>(
+  /**
+   * A contract named explicitly (`fire<IReq_…>(…)`), or `fire<TUntypedContract>(…)` for a method or
+   * request the contracts do not type (hostile-input tests). No default: without a type argument a
+   * request that does not fit the named method's contract must fail to compile, not fall through
+   * to this form (TypeScript's first, subtype pass over the overloads would otherwise pick it).
+   */
+  public async fire<T extends TAnyContract = never>(
     methodArg: T['method'],
     requestArg: T['request'],
     timeoutMsArg?: number,

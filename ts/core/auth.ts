@@ -3,8 +3,9 @@ import * as path from 'node:path';
 import { randomBytes, randomUUID, scrypt as scryptCallback, timingSafeEqual, createHash, type webcrypto } from 'node:crypto';
 import { promisify } from 'node:util';
 import * as jose from 'jose';
+import type { TypedResponseError } from '@api.global/typedrequest';
 import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
-import { accessDeniedRefusal, refuse } from './errors.js';
+import { accessDeniedRefusal, identityReasons, refuse, refuseNamed } from './errors.js';
 import { sha256Hex } from '../interfaces/private/canonicaljson.js';
 import { defineDocumentKind, type DocumentStore, type IStoredDocument, type TDecision } from './store.js';
 import type { TCloudlyLogger } from './logger.js';
@@ -107,13 +108,18 @@ export const decideSigningKeyRotation = (
   freshArg: IStoredSigningKey,
 ): TDecision<ISigningKeysDocument> => {
   if (!currentArg) {
-    return { kind: 'refuse', refusal: refuse('not-found', ['there is no identity signing key']) };
+    return { kind: 'refuse', refusal: refuseNamed('not-found', identityReasons.signingKeyMissing, 'there is no identity signing key') };
   }
   if (currentArg.current.kid !== expectedKeyIdArg) {
-    return { kind: 'refuse', refusal: refuse('conflict', [`request.expectedKeyId is not the current signing key (${currentArg.current.kid})`]) };
+    return { kind: 'refuse', refusal: refuseNamed('conflict', identityReasons.signingKeyChanged, `is not the current signing key (${currentArg.current.kid})`, 'request.expectedKeyId') };
   }
   return { kind: 'write', change: { set: { current: freshArg, previous: currentArg.current } } };
 };
+
+/** The refusal of an identity JWT that did not verify: expired, or not valid at all. */
+const jwtRefusal = (errorArg: unknown): TypedResponseError => (errorArg instanceof jose.errors.JWTExpired
+  ? refuseNamed('unauthenticated', identityReasons.expired, 'has expired; log in again', 'identity.jwt')
+  : refuseNamed('unauthenticated', identityReasons.invalid, 'failed verification (signature, issuer or audience)', 'identity.jwt'));
 
 export const signingKeyContext = (kidArg: string): string => `CloudlySigningKeys/${signingKeysId}/${kidArg}`;
 
@@ -358,8 +364,8 @@ export class CloudlyAuth {
     let payload: jose.JWTPayload;
     try {
       payload = await this.verifyJwt(jwtArg, adminAudience);
-    } catch {
-      throw refuse('unauthenticated', ['identity.jwt failed verification']);
+    } catch (error) {
+      throw jwtRefusal(error);
     }
     return this.verifyIdentity({
       jwt: jwtArg, userId: payload.sub, role: payload.role, name: payload.name, type: payload.type,
@@ -369,24 +375,21 @@ export class CloudlyAuth {
 
   public async verifyIdentity(identityArg: unknown): Promise<IVerifiedIdentity> {
     if (!identityArg || typeof identityArg !== 'object' || Array.isArray(identityArg)) {
-      throw refuse('unauthenticated', ['identity must be an object']);
+      throw refuseNamed('unauthenticated', identityReasons.missing, 'must be an object', 'identity');
     }
     const identity = identityArg as Record<string, unknown>;
     if (typeof identity.jwt !== 'string' || identity.jwt.length === 0 || identity.jwt.length > 8192) {
-      throw refuse('unauthenticated', ['identity.jwt must be a compact JWT']);
+      throw refuseNamed('unauthenticated', identityReasons.malformed, 'must be a compact JWT', 'identity.jwt');
     }
     let payload: jose.JWTPayload;
     try {
       payload = await this.verifyJwt(identity.jwt, adminAudience);
     } catch (error) {
-      const reason = error instanceof jose.errors.JWTExpired
-        ? 'identity.jwt has expired'
-        : 'identity.jwt failed verification';
-      throw refuse('unauthenticated', [reason]);
+      throw jwtRefusal(error);
     }
     const role = payload.role;
     if ((role !== 'admin' && role !== 'user') || typeof payload.sub !== 'string' || typeof payload.name !== 'string') {
-      throw refuse('unauthenticated', ['identity.jwt carries no valid claims']);
+      throw refuseNamed('unauthenticated', identityReasons.invalid, 'carries no valid claims', 'identity.jwt');
     }
     // Every visible field must say what the signature says: a dashboard shows them, and a
     // handler may log or record them. expiresAt is milliseconds; the claim has whole seconds.
@@ -398,7 +401,9 @@ export class CloudlyAuth {
       typeof identity.expiresAt !== 'number' || Math.floor(identity.expiresAt / 1000) !== payload.exp ? 'expiresAt' : null,
     ].filter((field): field is string => field !== null);
     if (disagreeing.length > 0) {
-      throw refuse('unauthenticated', disagreeing.map((field) => `identity.${field} disagrees with its signed claims`));
+      throw refuse('unauthenticated', [identityReasons.invalid], {
+        causes: disagreeing.map((field) => ({ path: `identity.${field}`, message: 'disagrees with its signed claims' })),
+      });
     }
     return {
       userId: payload.sub,

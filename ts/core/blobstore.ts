@@ -41,6 +41,16 @@ export const blobStoreErrorCodes = [
 ] as const;
 export type TBlobStoreErrorCode = (typeof blobStoreErrorCodes)[number];
 
+/** The prefixes a blob store failure's refusal reason carries, one per kind of blob. */
+export const blobStoreReasonPrefixes = ['closure', 'image-version'] as const;
+
+/**
+ * The refusal reason of a blob store failure for one kind of blob, e.g. `closure-blob-store-unavailable`:
+ * the prefix and the code are both tokens, so the reason is one (test/contracts.reasons.test.ts checks every pair).
+ */
+export const blobStoreReason = (prefixArg: (typeof blobStoreReasonPrefixes)[number], codeArg: TBlobStoreErrorCode): string =>
+  `${prefixArg}-${codeArg}`;
+
 export class BlobStoreError extends Error {
   constructor(public readonly code: TBlobStoreErrorCode, messageArg: string) {
     super(messageArg);

@@ -178,6 +178,13 @@ export const readFrame = (textArg: string, textNameArg = 'frame'): TFrame => {
 export const refusalEnvelope = (correlationIdArg: string, methodArg: string, reasonsArg: string[]): IEnvelope =>
   errorEnvelope(correlationIdArg, methodArg, refusalFor('invalid-request', reasonsArg));
 
+/** The reason a frame larger than the socket accepts is refused with (`invalid-request`); the limit is in its cause. */
+export const frameTooLargeReason = 'frame-too-large';
+
+/** The refusal of a frame over `limitBytesArg`: the token, and the limit in its sentence. */
+export const frameTooLarge = (limitBytesArg: number): CloudlyRefusal =>
+  refusalFor('invalid-request', [frameTooLargeReason], { causes: [{ path: 'frame', message: `exceeds ${limitBytesArg} bytes` }] });
+
 /** The answer envelope carrying one refusal. */
 export const errorEnvelope = (correlationIdArg: string, methodArg: string, errorArg: IRefusal): IEnvelope => ({
   method: methodArg,
@@ -347,7 +354,7 @@ export class EnvelopePeer {
       // Not parsed at all: too large for anything this socket accepts. The top of the envelope is
       // peeked so the sender's call fails at once instead of timing out, and the socket stays.
       const peeked = peekEnvelopeTop(textArg);
-      this.refuseFrame(peeked.correlationId, peeked.method, peeked.phase, refusalFor('invalid-request', [`frame exceeds ${Math.max(limits.requestFrameBytes, limits.answerFrameBytes)} bytes`]));
+      this.refuseFrame(peeked.correlationId, peeked.method, peeked.phase, frameTooLarge(Math.max(limits.requestFrameBytes, limits.answerFrameBytes)));
       return;
     }
     const frame = readFrame(textArg);
@@ -366,7 +373,7 @@ export class EnvelopePeer {
     const { envelope } = frame;
     if (limits) {
       if (byteLengthArg > limits.requestFrameBytes) {
-        this.sendEnvelope(refusalEnvelope(envelope.correlation.id, envelope.method, [`frame exceeds ${limits.requestFrameBytes} bytes`]));
+        this.sendEnvelope(errorEnvelope(envelope.correlation.id, envelope.method, frameTooLarge(limits.requestFrameBytes)));
         return;
       }
       const refusal = this.admitRequest(limits);

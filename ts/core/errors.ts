@@ -4,7 +4,7 @@ import { CloudlyRefusal, errorCodes, errorTexts, refusalData, type ICloudlyError
 
 export { errorCodes, type ICloudlyErrorData, type TErrorCode } from './refusal.js';
 import { mutationIdReusedReason } from '../interfaces/data/refusal.js';
-export { isRefusalReasonToken, methodNotServedReason, mutationIdReusedReason, refusalReasonTokenPattern, type IRefusalCause } from '../interfaces/data/refusal.js';
+export { identityReasons, isRefusalReasonToken, methodNotServedReason, mutationIdReusedReason, refusalReasonTokenPattern, type IRefusalCause } from '../interfaces/data/refusal.js';
 
 /** A refusal with the catalogue's error data; `throw refuse(...)`. */
 export const refuse = (

@@ -1,6 +1,6 @@
 import { decodeJwt } from 'jose';
 import { WebSocket, type RawData } from 'ws';
-import { EnvelopePeer, PeerCallError, errorEnvelope, peekEnvelopeTop, readFrame, type IEnvelope } from './envelopepeer.js';
+import { EnvelopePeer, PeerCallError, errorEnvelope, frameTooLarge, peekEnvelopeTop, readFrame, type IEnvelope } from './envelopepeer.js';
 import { refuse } from './errors.js';
 import { defaultSocketLivenessTiming, watchSocketLiveness, type ISocketLivenessTiming } from './socketliveness.js';
 import type { TCloudlyLogger } from './logger.js';
@@ -416,7 +416,7 @@ export const serveInstanceLink = (socketArg: WebSocket, optionsArg: IInstanceLin
       // A call too large for the HTTP endpoint as well: refused alone when it can be named.
       const peeked = peekEnvelopeTop(text);
       if (peeked.phase === 'request' && peeked.correlationId !== null && peeked.method === instanceLinkMethods.call) {
-        send(errorEnvelope(peeked.correlationId, peeked.method, refuse('invalid-request', [`the forwarded call exceeds ${optionsArg.requestFrameBytes} bytes`])));
+        send(errorEnvelope(peeked.correlationId, peeked.method, frameTooLarge(optionsArg.requestFrameBytes)));
       } else {
         end(1009, `frame exceeds ${optionsArg.requestFrameBytes} bytes`);
       }

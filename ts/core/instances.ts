@@ -1,7 +1,7 @@
 import { TypedResponseError } from '@api.global/typedrequest';
 import { hostname } from 'node:os';
 import { defineDocumentKind, type DocumentStore, type IStoredDocument } from './store.js';
-import { refuse } from './errors.js';
+import { identityReasons, refuse, refuseNamed } from './errors.js';
 import type { CloudlyAuth } from './auth.js';
 import type { TCloudlyLogger } from './logger.js';
 import { InstanceLinks, type IForwardedRelayCall, type TForwardedRelayAnswer } from './instancelinks.js';
@@ -183,16 +183,16 @@ export class InstanceRegistry {
    */
   public async verifyInternalToken(bearerArg: string | null): Promise<void> {
     if (bearerArg === null) {
-      throw refuse('unauthenticated', ['the internal endpoint needs Authorization: Bearer <internal token>']);
+      throw refuseNamed('unauthenticated', identityReasons.internalTokenMissing, 'the internal endpoint needs Authorization: Bearer <internal token>', 'headers.authorization');
     }
     let payload: Record<string, unknown>;
     try {
       payload = await this.options.auth.verifyJwt(bearerArg, internalAudience) as Record<string, unknown>;
     } catch {
-      throw refuse('unauthenticated', ['the internal token is not valid (signature, issuer, audience or expiry)']);
+      throw refuseNamed('unauthenticated', identityReasons.internalTokenInvalid, 'the internal token is not valid (signature, issuer, audience or expiry)', 'headers.authorization');
     }
     if (payload.target !== this.instanceId || typeof payload.sub !== 'string' || !payload.sub.startsWith('instance:')) {
-      throw refuse('unauthenticated', ['the internal token was not made for this instance']);
+      throw refuseNamed('unauthenticated', identityReasons.internalTokenWrongInstance, 'the internal token was not made for this instance', 'headers.authorization');
     }
   }
 

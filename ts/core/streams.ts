@@ -66,6 +66,9 @@ export const streamAbortReasons = {
   cancelled: 'stream-cancelled',
 } as const;
 
+/** A transfer that names a stream id another transfer on the socket holds (`invalid-request`). */
+export const streamIdInUseReason = 'stream-id-in-use';
+
 /** The stream was aborted by either side, by a timeout or by the connection dropping. */
 export class StreamAbortedError extends Error {
   constructor(public readonly reason: string, public readonly byPeer: boolean) {

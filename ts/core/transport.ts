@@ -6,6 +6,8 @@ import fastifyWebsocket from '@fastify/websocket';
 import { PendingConnectionGuard, UpgradeLine, type TConnectionRefusalReason } from './connectionlimits.js';
 import { EnvelopePeer, readFrame, refusalEnvelope, type IEnvelope, type ISocketRequestLimits } from './envelopepeer.js';
 import { AttemptLimiter } from './attemptlimiter.js';
+import { errorTexts, refusalData, type IRefusal } from './refusal.js';
+import { identityReasons } from '../interfaces/data/refusal.js';
 import type { ICloudlyConfig } from '../config.js';
 import type { TCloudlyLogger } from './logger.js';
 import type { IRelaySession } from './relaysessions.js';
@@ -34,6 +36,37 @@ declare module 'fastify' {
     cloudlyRelayAdmissionSettle?: () => void;
   }
 }
+
+/** The reason an address that failed too many socket upgrades is refused with (HTTP 429, `unavailable`). */
+export const upgradeRateLimitedReason = 'upgrade-rate-limited';
+
+/**
+ * The body of a refused socket upgrade: the refusal shape of every other answer (`{ error: { text,
+ * data } }`), so a client reads the same token whether the upgrade or a call was refused.
+ */
+const upgradeRefusalBody = (bearerArg: string | null): { error: { text: string; data: object } } => ({
+  error: {
+    text: errorTexts.unauthenticated,
+    data: bearerArg === null
+      ? refusalData('unauthenticated', [identityReasons.missing], {
+        causes: [{ path: 'headers.authorization', message: 'Authorization: Bearer <relay token or admin identity JWT> is required' }],
+      })
+      : refusalData('unauthenticated', [identityReasons.invalid], {
+        causes: [{ path: 'headers.authorization', message: 'is neither a current relay token nor a valid administrator identity JWT' }],
+      }),
+  },
+});
+
+/** The body of an upgrade refused because its address failed too many (HTTP 429). */
+const upgradeRateLimitedBody = (retryAfterMsArg: number): { error: { text: string; data: object } } => ({
+  error: {
+    text: errorTexts.unavailable,
+    data: refusalData('unavailable', [upgradeRateLimitedReason], {
+      retryAfterMs: retryAfterMsArg,
+      causes: [{ message: 'too many failed socket upgrades from this address' }],
+    }),
+  },
+});
 
 const transportRefusal = (idArg: string | null, methodArg: string | null, reasonsArg: string | string[]): IEnvelope =>
   refusalEnvelope(idArg ?? '', methodArg ?? '', Array.isArray(reasonsArg) ? reasonsArg : [reasonsArg]);
@@ -66,7 +99,7 @@ export interface ITransportHost {
    * snapshot (an administrator's identity JWT as bearer), and the download itself.
    */
   snapshotDownload?: {
-    authorize(bearerArg: string | null): Promise<{ ok: true; actor: string } | { ok: false; status: number; reason: string }>;
+    authorize(bearerArg: string | null): Promise<{ ok: true; actor: string } | { ok: false; status: number; refusal: IRefusal }>;
     export(sinkArg: (chunkArg: Buffer) => Promise<void>, onStartArg: (infoArg: { lsn: number; documents: number }) => void): Promise<{ lsn: number; documents: number; bytes: number }>;
   };
   /** Counts a connection ended before its first request (connectionlimits.ts), and tells the pending count. */
@@ -243,7 +276,7 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
       const retryAfterMs = upgradeFailures.retryAfterMs(address);
       if (retryAfterMs > 0) {
         const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
-        return reply.code(429).header('retry-after', String(seconds)).send({ error: 'too many socket upgrades from this address' });
+        return reply.code(429).header('retry-after', String(seconds)).send(upgradeRateLimitedBody(retryAfterMs));
       }
       const release = await upgradeLine.enter(address);
       let authentication: ISocketAuthentication | null;
@@ -258,7 +291,7 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
           return reply.code(408).send({ error: 'the connection closed during the upgrade' });
         }
         upgradeFailures.record(address);
-        return reply.code(401).send({ error: 'Authorization: Bearer <relay token or admin identity JWT> is required, and this one is not valid' });
+        return reply.code(401).send(upgradeRefusalBody(readBearer(request)));
       }
       if (authentication.kind === 'relay') {
         const admission = decideRelayAdmission(hostArg.relaySocketCount() + relayUpgradesAdmitted, hostArg.config.maxRelaysPerInstance, hostArg.config.relayCapacityRetryMs);
@@ -332,7 +365,8 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     }
     const authorized = await download.authorize(readBearer(request));
     if (!authorized.ok) {
-      return reply.code(authorized.status).header('cache-control', 'no-store').send({ error: authorized.reason });
+      return reply.code(authorized.status).header('cache-control', 'no-store')
+        .send({ error: { text: authorized.refusal.errorText, data: authorized.refusal.errorData } });
     }
     void reply.hijack();
     const raw = reply.raw;
@@ -399,7 +433,7 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     preValidation: async (request, reply) => {
       const retryAfterMs = upgradeFailures.retryAfterMs(request.ip);
       if (retryAfterMs > 0) {
-        return reply.code(429).header('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000)))).send({ error: 'too many socket upgrades from this address' });
+        return reply.code(429).header('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000)))).send(upgradeRateLimitedBody(retryAfterMs));
       }
       const bearer = readBearer(request);
       const refused = await hostArg.refuseInternalBearer(bearer);

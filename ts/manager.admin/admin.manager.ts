@@ -3,7 +3,7 @@ import { accountRules } from '../interfaces/requests/account.js';
 import type { Cloudly } from '../classes.cloudly.js';
 import type { IReq_Admin_LoginWithUsernameAndPassword } from '../interfaces/requests/admin.js';
 import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
-import { accessDeniedRefusal, isRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
+import { accessDeniedRefusal, identityReasons, isRefusal, readCloudlyErrorData, refuse, refuseNamed } from '../core/errors.js';
 import { checkRequestShape, fieldProblem, fieldProblemReasons, invalidField, isBoolean, isIdString, isNonNegativeInteger, isOneOf, isString, refuseFields, type TFieldCheck } from '../core/validation.js';
 import type { TAdminAccess } from '../core/access.js';
 import { AttemptLimiter, type IAttemptLimit } from '../core/attemptlimiter.js';
@@ -98,7 +98,7 @@ export class AdminManager {
     // Verify against a dummy hash when the user is unknown (or has no hash yet), so timing does not reveal names.
     const ok = await verifyPassword(passwordArg, user?.passwordHash || dummyPasswordHash);
     if (!user || !user.passwordHash || !ok || user.disabled === true) {
-      throw refuse('unauthenticated', ['username or password is wrong']);
+      throw refuseNamed('unauthenticated', identityReasons.credentialsWrong, 'username or password is wrong');
     }
     return this.cloudly.auth.issueIdentity({ id: user.id, username: user.username, role: user.role, ...(user.sessionKey ? { sessionKey: user.sessionKey } : {}) });
   }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mutationIdReusedRefusal, refuse } from '../core/errors.js';
+import { mutationIdReusedRefusal, refuse, refuseNamed } from '../core/errors.js';
 import { haltIfDryRun } from '../core/operationcontext.js';
 import {
   adminOrchestration,
@@ -279,7 +279,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
         }
         const service = await portsArg.requireService(request.serviceId);
         if (service.clusterId !== request.clusterId) {
-          throw refuse('invalid-request', [`request.clusterId: ${backupRefusalReasons.clusterMismatch}`]);
+          throw refuseNamed('invalid-request', backupRefusalReasons.clusterMismatch, `the service belongs to cluster ${service.clusterId}`, 'request.clusterId');
         }
         await portsArg.requireNode(request.clusterId, request.nodeId);
         const operationId = request.mutationId !== undefined ? operationIdOf('createServiceBackup', request.mutationId) : `op-${randomUUID()}`;

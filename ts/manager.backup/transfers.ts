@@ -1,6 +1,6 @@
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import { fieldProblem, fieldProblemReasons, refuseFields } from '../core/validation.js';
-import { BlobStoreError, type IBlobStore } from '../core/blobstore.js';
+import { BlobStoreError, blobStoreReason, type IBlobStore } from '../core/blobstore.js';
 import {
   StreamAbortedError,
   streamChannelOf,
@@ -26,7 +26,7 @@ type TClosureUpload = Omit<ICloudlyMethods['backupServiceDatabaseClosure']['requ
 
 /** A blob store failure before any byte moved, as a refusal (e.g. `closure-blob-store-unavailable` while S3 is down). */
 export const blobRefusalOf = (errorArg: unknown): unknown =>
-  (errorArg instanceof BlobStoreError ? refuse('unavailable', [`closure-${errorArg.code}`]) : errorArg);
+  (errorArg instanceof BlobStoreError ? refuse('unavailable', [blobStoreReason('closure', errorArg.code)]) : errorArg);
 
 /** What a stream failure is called on the wire: the blob store's code or the stream's reason. */
 const abortReasonOf = (errorArg: unknown): string => {

@@ -41,7 +41,7 @@ export const decideNodeCorestore = (
     return { kind: 'refuse', refusal: nodeNotFound(clusterIdArg, nodeIdArg) };
   }
   if (!sameCorestore(currentArg.corestore ?? null, expectedArg)) {
-    return { kind: 'refuse', refusal: refuse('conflict', ['request.expected is not the node\'s current corestore; read the node again']) };
+    return { kind: 'refuse', refusal: refuseNamed('conflict', 'corestore-changed', 'is not the node\'s current corestore; read the node again', 'request.expected') };
   }
   if (sameCorestore(currentArg.corestore ?? null, corestoreArg)) {
     return { kind: 'keep' };
@@ -198,9 +198,8 @@ export const decideClusterDeletion = <TCluster extends { id: string; generation:
     const named = serviceIdsArg.slice(0, 10).join(', ');
     return {
       kind: 'refuse',
-      refusal: refuse('conflict', [
-        `${clusterHasServicesReason}: request.clusterId still has ${serviceIdsArg.length} service(s) (${named}${serviceIdsArg.length > 10 ? ', …' : ''}); delete them first`,
-      ]),
+      refusal: refuseNamed('conflict', clusterHasServicesReason,
+        `still has ${serviceIdsArg.length} service(s) (${named}${serviceIdsArg.length > 10 ? ', …' : ''}); delete them first`, 'request.clusterId'),
     };
   }
   return { kind: 'remove' };
@@ -212,7 +211,7 @@ export const decideNodeCreation = (
   nodeArg: Omit<IClusterNodeDocument, 'generation'>,
 ): TDecision<IClusterNodeDocument> =>
   (currentArg
-    ? { kind: 'refuse', refusal: refuse('conflict', [`request.nodeId: node ${nodeArg.nodeId} already exists in cluster ${nodeArg.clusterId}`]) }
+    ? { kind: 'refuse', refusal: refuseNamed('conflict', 'node-exists', `node ${nodeArg.nodeId} already exists in cluster ${nodeArg.clusterId}`, 'request.nodeId') }
     : { kind: 'create', doc: nodeArg });
 
 /**

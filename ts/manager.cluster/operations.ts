@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import { hashHighEntropySecret } from '../core/auth.js';
 import type { TCloudlyLogger } from '../core/logger.js';
 import {
@@ -125,7 +125,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
       // Null when a settlement rolled the reservation forward first: the same document, by its id.
       const stored = (await store.insert(clusterKind, cluster)) ?? (await store.get(clusterKind, cluster.id));
       if (!stored) {
-        throw refuse('conflict', [`request.name: the cluster named ${request.name} was removed while it was being created`]);
+        throw refuseNamed('conflict', 'cluster-removed-while-created', `the cluster named ${request.name} was removed while it was being created`, 'request.name');
       }
       await settleClusterNameReservation(store, clusterKind, reservationId);
       portsArg.logger.info({ clusterId: stored.id, actor: context.identity.userId }, 'cluster created');

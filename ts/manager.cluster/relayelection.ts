@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
 import type { IRelaySession, IRelaySessionPorts } from '../core/relaysessions.js';
 import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import { WorkQueue } from '../core/workqueue.js';
 import { defaultRelayWorkConcurrency } from '../config.js';
 import { decideLeaseElection, decideLeaseRelease } from './decide.js';
@@ -343,7 +343,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
    */
   public async refuseInternalBearer(bearerArg: string | null): Promise<{ status: number; answer: TForwardedRelayAnswer } | null> {
     if (!this.registryStarted) {
-      return forwardedRefusal(404, refuse('forbidden', ['forwarded relay calls are served only by instances sharing a database']));
+      return forwardedRefusal(404, refuseNamed('forbidden', 'forwarding-not-served', 'forwarded relay calls are served only by instances sharing a database'));
     }
     try {
       await this.instances.verifyInternalToken(bearerArg);
@@ -360,7 +360,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
     }
     const call = readForwardedRelayCall(bodyArg);
     if (!call) {
-      return forwardedRefusal(400, refuse('invalid-request', ['the body must be { clusterId, method, request, timeoutMs }']));
+      return forwardedRefusal(400, refuseNamed('invalid-request', 'forwarded-call-invalid', 'must be { clusterId, method, request, timeoutMs }', 'body'));
     }
     this.instances.servedForwardedCalls++;
     try {

@@ -250,7 +250,7 @@ export class CorestoreManager {
         return bindings;
       }
     }
-    throw refuse('unavailable', ['platform bindings are being created too fast to read consistently; try again']);
+    throw refuseNamed('unavailable', 'kept-changing', 'platform bindings are being created too fast to read consistently; try again');
   }
 
   private async readBinding(bindingIdArg: string): Promise<IPlatformBinding | null> {
@@ -311,7 +311,7 @@ export class CorestoreManager {
   private async requireNodeOfCluster(clusterIdArg: string, nodeIdArg: string): Promise<void> {
     await this.cloudly.clusterManager.requireCluster(clusterIdArg);
     if (!(await this.directory.hasNode(clusterIdArg, nodeIdArg))) {
-      throw refuse('not-found', [`node ${nodeIdArg} is not a node of cluster ${clusterIdArg}`]);
+      throw refuseNamed('not-found', 'node-not-found', `node ${nodeIdArg} is not a node of cluster ${clusterIdArg}`);
     }
   }
 
@@ -386,13 +386,13 @@ export class CorestoreManager {
       throw refuseNamed('not-found', 'service-not-found', `service ${upsertArg.serviceId} does not exist`);
     }
     if (upsertArg.nodeId !== null && !(await this.directory.hasNode(service.clusterId, upsertArg.nodeId))) {
-      throw refuse('not-found', [`node ${upsertArg.nodeId} is not a node of the service's cluster ${service.clusterId}`]);
+      throw refuseNamed('not-found', 'node-not-found', `node ${upsertArg.nodeId} is not a node of the service's cluster ${service.clusterId}`);
     }
     const bindingId = derivePlatformBindingId(upsertArg.serviceId, upsertArg.capability);
     if (expectedGenerationArg === null) {
       return this.commitCreation('upsert', async () => {
         if (await this.cloudly.store.get(platformBindingKind, bindingId)) {
-          throw refuse('conflict', [`service ${upsertArg.serviceId} already has a ${upsertArg.capability} binding; update it with its generation`]);
+          throw refuseNamed('conflict', 'platform-binding-exists', `service ${upsertArg.serviceId} already has a ${upsertArg.capability} binding; update it with its generation`);
         }
         const binding: IPlatformBinding = {
           id: bindingId,
@@ -412,7 +412,7 @@ export class CorestoreManager {
     }
     const current = await this.readBinding(bindingId);
     if (!current) {
-      throw refuse('not-found', [`service ${upsertArg.serviceId} has no ${upsertArg.capability} binding`]);
+      throw refuseNamed('not-found', 'platform-binding-not-found', `service ${upsertArg.serviceId} has no ${upsertArg.capability} binding`);
     }
     if (current.generation !== expectedGenerationArg) {
       throw refuseNamed('conflict', 'generation-mismatch', `${expectedGenerationArg} is not the binding's generation ${current.generation}`, 'request.expectedGeneration');
@@ -441,7 +441,7 @@ export class CorestoreManager {
     }
     const next = await this.cloudly.store.swap(platformBindingKind, bindingId, expectedGenerationArg, { set, unset });
     if (!next) {
-      throw refuse('conflict', ['the binding changed since it was read']);
+      throw refuseNamed('conflict', 'generation-mismatch', 'the binding changed since it was read', 'request.expectedGeneration');
     }
     return next;
   }
@@ -461,7 +461,7 @@ export class CorestoreManager {
       // A binding's node lives in its service's cluster; only that cluster's relay reports on it.
       const service = (await this.directory.findServices([currentArg.serviceId])).get(currentArg.serviceId);
       if (currentArg.nodeId === null || !service || service.clusterId !== clusterIdArg) {
-        return { kind: 'refuse', refusal: refuse('forbidden', [`platform binding ${bindingIdArg} is not placed on a node of this relay's cluster`]) };
+        return { kind: 'refuse', refusal: refuseNamed('forbidden', 'platform-binding-not-on-cluster', `platform binding ${bindingIdArg} is not placed on a node of this relay's cluster`) };
       }
       if (currentArg.status === statusArg && currentArg.statusReason === statusReasonArg) {
         return { kind: 'keep' };

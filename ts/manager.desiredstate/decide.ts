@@ -34,7 +34,7 @@ export const decideServiceDeletion = (
   nowArg: number,
 ): TDecision<IServiceDocument> => {
   if (!currentArg) {
-    return { kind: 'refuse', refusal: refuse('not-found', [`request.serviceId names no service: ${requestArg.serviceId}`]) };
+    return { kind: 'refuse', refusal: refuseNamed('not-found', 'service-not-found', `names no service: ${requestArg.serviceId}`, 'request.serviceId') };
   }
   if (currentArg.generation !== requestArg.expectedGeneration) {
     return { kind: 'refuse', refusal: refuseNamed('conflict', 'generation-mismatch', "is not the service's current generation", 'request.expectedGeneration') };

@@ -1,6 +1,6 @@
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import { fieldProblem, fieldProblemReasons, refuseFields } from '../core/validation.js';
-import { BlobStoreError, type IBlobStore } from '../core/blobstore.js';
+import { BlobStoreError, blobStoreReason, type IBlobStore } from '../core/blobstore.js';
 import { StreamAbortedError, streamChannelOf, type StreamReceiver, type StreamSender } from '../core/streams.js';
 import type { DocumentStore } from '../core/store.js';
 import type { TCloudlyLogger } from '../core/logger.js';
@@ -20,7 +20,7 @@ import { imageVersionBlobKey, imageVersionId, imageVersionKind, type IImageVersi
 
 /** A blob store failure as a refusal before any byte moved. */
 const blobRefusalOf = (errorArg: unknown): unknown =>
-  (errorArg instanceof BlobStoreError ? refuse('unavailable', [`image-version-${errorArg.code}`]) : errorArg);
+  (errorArg instanceof BlobStoreError ? refuse('unavailable', [blobStoreReason('image-version', errorArg.code)]) : errorArg);
 
 /** What a stream failure is called on the wire: the blob store's code or the stream's reason. */
 const abortReasonOf = (errorArg: unknown): string => {

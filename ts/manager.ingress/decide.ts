@@ -1,4 +1,4 @@
-import { contractRefusal, refuse } from '../core/errors.js';
+import { contractRefusal, refuse, refuseNamed } from '../core/errors.js';
 import type { TDecision } from '../core/store.js';
 import {
   clusterIngressEnvironmentNames,
@@ -106,24 +106,25 @@ export const decideDesignation = (factsArg: IDesignationFacts): IDesignationDeci
   const slot = factsArg.slot ?? emptyClusterIngressSlot(clusterId);
   const runtime = slot.runtime;
   if (runtime.phase !== 'pallet' || runtime.generation !== intent.currentRuntime.generation) {
-    return refused(refuse('conflict', [`request.designation.currentRuntime is not the cluster's current runtime `
-      + `(${runtime.phase}, generation ${runtime.generation})`]));
+    return refused(refuseNamed('conflict', 'runtime-changed', `is not the cluster's current runtime (${runtime.phase}, generation ${runtime.generation})`,
+      'request.designation.currentRuntime'));
   }
   if (!service || service.clusterId !== clusterId) {
-    return refused(refuse('not-found', ['request.designation.ingressServiceId names no service of this cluster']));
+    return refused(refuseNamed('not-found', 'service-not-found', 'names no service of this cluster', 'request.designation.ingressServiceId'));
   }
   if (service.specRevision !== intent.expectedSpecRevision) {
-    return refused(refuse('conflict', [`request.designation.expectedSpecRevision is not the service's runtime spec revision `
-      + `(${service.specRevision})`]));
+    return refused(refuseNamed('conflict', 'spec-revision-changed', `is not the service's runtime spec revision (${service.specRevision})`,
+      'request.designation.expectedSpecRevision'));
   }
   if (relayOrigin === null) {
-    return refused(refuse('unavailable', ['the cluster has no accepted relay registration, so its relay origin is unknown']));
+    return refused(refuseNamed('unavailable', 'relay-origin-unknown', 'the cluster has no accepted relay registration, so its relay origin is unknown'));
   }
   if (slot.kind === 'fleet-cutover') {
     return refused(contractRefusal('The cluster holds a fleet-cutover ingress designation.', {
       code: 'conflict',
       retryable: false,
-      reasons: ['the cluster holds a fleet-cutover ingress designation; a cluster holds one kind of designation only'],
+      reasons: ['fleet-cutover-designated'],
+      causes: [{ message: 'the cluster holds a fleet-cutover ingress designation; a cluster holds one kind of designation only' }],
     }));
   }
   const current = slot.designation;
@@ -133,7 +134,7 @@ export const decideDesignation = (factsArg: IDesignationFacts): IDesignationDeci
     : expected !== null && expected.id === current.id && expected.generation === current.generation
       && expected.digest === current.digest;
   if (!matches) {
-    return refused(refuse('conflict', ['request.designation.expectedDesignation is not the cluster\'s current designation']));
+    return refused(refuseNamed('conflict', 'designation-changed', 'is not the cluster\'s current designation', 'request.designation.expectedDesignation'));
   }
   const { secretVersion, bearer } = factsArg.minted;
   const designation = sealClusterIngressDesignation({
@@ -172,7 +173,7 @@ export const decideDesignationCommit = (
 ): TDecision<IClusterIngressSlotDocument> =>
   ((currentArg?.generation ?? 0) === (readArg?.generation ?? 0)
     ? decidedArg
-    : { kind: 'refuse', refusal: refuse('conflict', ['the cluster\'s ingress designation or runtime changed while the request was decided']) });
+    : { kind: 'refuse', refusal: refuseNamed('conflict', 'kept-changing', 'the cluster\'s ingress designation or runtime changed while the request was decided') });
 
 /** A fleet cutover records its designation only in a slot that holds none of either kind. */
 export const decideFleetCutover = (

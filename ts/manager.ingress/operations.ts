@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { contractRefusal, mutationIdReusedRefusal, refuse } from '../core/errors.js';
+import { contractRefusal, mutationIdReusedRefusal, refuse, refuseNamed } from '../core/errors.js';
 import type { TCloudlyLogger } from '../core/logger.js';
 import {
   adminMutation,
@@ -171,7 +171,7 @@ export interface IIngressPorts {
 
 const requireCluster = async (portsArg: IIngressPorts, clusterIdArg: string, pathArg: string): Promise<void> => {
   if (!(await portsArg.needs.clusterExists(clusterIdArg))) {
-    throw refuse('not-found', [`${pathArg} names no cluster`]);
+    throw refuseNamed('not-found', 'cluster-not-found', 'names no cluster', pathArg);
   }
 };
 
@@ -500,7 +500,7 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
         || request.secretVersion.secretId !== bearer.secretId
         || request.secretVersion.secretVersionId !== bearer.secretVersionId
       ) {
-        throw refuse('not-found', ['request.secretVersion is not the current ingress credential of this relay\'s cluster']);
+        throw refuseNamed('not-found', 'ingress-credential-not-current', 'is not the current ingress credential of this relay\'s cluster', 'request.secretVersion');
       }
       const value = portsArg.readBearer(context.clusterId, bearer);
       return {

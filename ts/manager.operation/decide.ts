@@ -1,5 +1,5 @@
 import type { TDecision } from '../core/store.js';
-import { mutationIdReusedReason, mutationIdReusedRefusal, refuse } from '../core/errors.js';
+import { mutationIdReusedReason, mutationIdReusedRefusal, refuse, refuseNamed } from '../core/errors.js';
 import type { IOperationDocument, IOperationProgressDocument, IOperationRemoteTransfer } from './documents.js';
 import type { IOperationError, IOperationProgress } from '../interfaces/requests/operation.js';
 
@@ -62,7 +62,7 @@ export const decideOperationCancel = (currentArg: IOperationDocument | null, now
     return { kind: 'refuse', refusal: refuse('not-found', [operationReasons.notFound]) };
   }
   if (currentArg.state !== 'running') {
-    return { kind: 'refuse', refusal: refuse('conflict', [`${operationReasons.notRunning}: ${currentArg.state}`]) };
+    return { kind: 'refuse', refusal: refuseNamed('conflict', operationReasons.notRunning, `is ${currentArg.state}`, 'operation.state') };
   }
   return decideOperationEnd(currentArg, { state: 'cancelled', now: nowArg, reason: operationReasons.cancelled, error: { code: 'conflict', retryable: false, reasons: [operationReasons.cancelled] } });
 };

@@ -1,4 +1,4 @@
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import { problemsOfSentences, refuseFields } from '../core/validation.js';
 import type { TDecision } from '../core/store.js';
 import type { IRuntimeNetworkProjectionApplication, IRuntimeNetworkWorkloadLease } from '../interfaces/data/runtimenetwork.js';
@@ -210,7 +210,7 @@ export const decideProjectionApplication = (
   const projection = currentArg?.projection;
   if (!currentArg || !projection || projection.id !== applicationArg.projectionId || projection.generation !== applicationArg.generation
     || projection.digest !== applicationArg.digest) {
-    return { kind: 'refuse', refusal: refuse('conflict', ['request.application does not name the node\'s current projection; read it again']) };
+    return { kind: 'refuse', refusal: refuseNamed('conflict', 'projection-changed', 'does not name the node\'s current projection; read it again', 'request.application') };
   }
   if (currentArg.application && canonicalizeJson(currentArg.application) === canonicalizeJson(applicationArg)) {
     return { kind: 'keep' };

@@ -1,4 +1,4 @@
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import type { TDecision } from '../core/store.js';
 import type { IEnrolledSecretRecipient } from '../interfaces/data/secret.js';
 import type {
@@ -23,7 +23,7 @@ export const decideEnrollmentBegin = (
   currentArg: ISecretEnrollmentDocument | null,
   enrollmentArg: Omit<ISecretEnrollmentDocument, 'generation'>,
 ): TDecision<ISecretEnrollmentDocument> => currentArg
-  ? { kind: 'refuse', refusal: refuse('conflict', ['the enrollment id is taken; begin again']) }
+  ? { kind: 'refuse', refusal: refuseNamed('conflict', 'enrollment-id-taken', 'the enrollment id is taken; begin again') }
   : { kind: 'create', doc: enrollmentArg };
 
 /**
@@ -114,7 +114,7 @@ export const decideCredentialChange = (
   const { id, clusterId, nodeId, secretId } = intentArg.identity;
   if (!currentArg) {
     if (intentArg.kind === 'rotate' && intentArg.expectedVersion !== 0) {
-      return { kind: 'refuse', refusal: refuse('conflict', [`request.expectedVersion is ${intentArg.expectedVersion}, but node ${nodeId} has no credential yet (version 0)`]) };
+      return { kind: 'refuse', refusal: refuseNamed('conflict', 'version-mismatch', `is ${intentArg.expectedVersion}, but node ${nodeId} has no credential yet (version 0)`, 'request.expectedVersion') };
     }
     return { kind: 'create', doc: { id, clusterId, nodeId, secretId, current: freshArg(1), previous: null } };
   }
@@ -122,7 +122,7 @@ export const decideCredentialChange = (
     return { kind: 'keep' };
   }
   if (currentArg.current.version !== intentArg.expectedVersion) {
-    return { kind: 'refuse', refusal: refuse('conflict', [`request.expectedVersion is ${intentArg.expectedVersion}, but the credential is at version ${currentArg.current.version}`]) };
+    return { kind: 'refuse', refusal: refuseNamed('conflict', 'version-mismatch', `is ${intentArg.expectedVersion}, but the credential is at version ${currentArg.current.version}`, 'request.expectedVersion') };
   }
   return {
     kind: 'write',

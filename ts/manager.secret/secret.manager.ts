@@ -1,6 +1,6 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Cloudly, IRelayHandlerContext } from '../classes.cloudly.js';
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import { fromBase64Url, importRecipientPublicKey, sealSecret, secretRecipientId, toBase64Url, x25519PublicKeyPattern } from '../core/sealing.js';
 import { adminMutation, adminQuery, registerOperations, relayMutation, relayOrchestration } from '../core/operations.js';
 import { decideSigningKeyRotation, signingKeysId, signingKeysKind } from '../core/auth.js';
@@ -217,7 +217,7 @@ export class SecretManager {
   private async requireNode(clusterIdArg: string, nodeIdArg: string, pathArg: string): Promise<void> {
     await this.cloudly.clusterManager.requireCluster(clusterIdArg);
     if (!(await this.cloudly.clusterManager.nodes.getNode(clusterIdArg, nodeIdArg))) {
-      throw refuse('not-found', [`${pathArg} names no node of cluster ${clusterIdArg}`]);
+      throw refuseNamed('not-found', 'node-not-found', `names no node of cluster ${clusterIdArg}`, pathArg);
     }
   }
 
@@ -352,7 +352,7 @@ export class SecretManager {
   ): Promise<IReq_Relay_Cloudly_GetCorestoreControlCredentialMaterial['response']> {
     // Another cluster's node is not a node of this relay's cluster: it reads as missing.
     if (!(await this.cloudly.clusterManager.nodes.getNode(clusterIdArg, nodeIdArg))) {
-      throw refuse('not-found', [`request.nodeId names no node of this relay's cluster`]);
+      throw refuseNamed('not-found', 'node-not-found', 'names no node of this relay\'s cluster', 'request.nodeId');
     }
     const recipient = chooseRecipient(await this.cloudly.store.get(secretRecipientsKind, clusterIdArg), recipientIdArg);
     const credential = await this.ensureCredential(clusterIdArg, nodeIdArg);

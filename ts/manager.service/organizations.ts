@@ -1,5 +1,5 @@
 import type { Cloudly } from '../classes.cloudly.js';
-import { refuse, refuseNamed } from '../core/errors.js';
+import { refuseNamed } from '../core/errors.js';
 import { adminMutation, adminQuery, type IDeclaredOperation } from '../core/operations.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
 import { defineDocumentKind, type DocumentStore, type IStoredDocument, type TDecision } from '../core/store.js';
@@ -32,7 +32,7 @@ export const decideOrganizationCreation = (
   nowArg: number,
 ): TDecision<IOrganizationDocument> =>
   (currentArg
-    ? { kind: 'refuse', refusal: refuse('conflict', [`organization ${organizationArg.id} exists already`]) }
+    ? { kind: 'refuse', refusal: refuseNamed('conflict', 'organization-exists', `organization ${organizationArg.id} exists already`) }
     : { kind: 'create', doc: { id: organizationArg.id, name: organizationArg.name, createdAt: nowArg } });
 
 /** Removal, compare-and-swap on the generation the caller read. */

@@ -266,7 +266,7 @@ const decideServiceCreation = (
   currentArg: IServiceDocument | null,
   docArg: Omit<IServiceDocument, 'generation'>,
 ): TDecision<IServiceDocument> =>
-  (currentArg ? { kind: 'refuse', refusal: refuse('conflict', ['service id collided; try again']) } : { kind: 'create', doc: docArg });
+  (currentArg ? { kind: 'refuse', refusal: refuseNamed('conflict', 'service-id-collided', 'service id collided; try again') } : { kind: 'create', doc: docArg });
 
 /**
  * Claim decisions for a service state: existing ones are kept while their mount path exists, and
@@ -708,7 +708,7 @@ export class ServiceManager {
    */
   private async requireServiceReferences(specArg: IServiceWritableSpec, serviceIdArg: string | null): Promise<void> {
     if (!(await this.cloudly.clusterManager.getCluster(specArg.clusterId))) {
-      throw refuse('not-found', [`request.service.clusterId names no cluster: ${specArg.clusterId}`]);
+      throw refuseNamed('not-found', 'cluster-not-found', `names no cluster: ${specArg.clusterId}`, 'request.service.clusterId');
     }
     const known = new Set((await this.cloudly.clusterManager.nodes.listNodes(specArg.clusterId)).map((node) => node.id));
     const reasons = specArg.runtime.placement.nodeIds

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
 import type { EnvelopePeer } from '../core/envelopepeer.js';
 import { registerOperations } from '../core/operations.js';
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import { invalidField, refuseFields } from '../core/validation.js';
 import { currentOperation } from '../core/operationcontext.js';
 import { auditEventKind, auditedKindNames, type IDocumentKind, type IStoredDocument } from '../core/store.js';
@@ -143,7 +143,7 @@ export class WatchManager {
       // Reading the shared log (re)starts with this watcher: changes made elsewhere before now were not numbered.
       const sharedKnownSince = this.shared && !this.sharedTimer ? this.lastRevision : this.sharedKnownSince;
       if (request.sinceRevision < Math.max(oldestKept, this.revisionBase, sharedKnownSince)) {
-        throw refuse('conflict', [`${revisionGoneReason}: request.sinceRevision is older than this instance keeps; list again and watch from the current revision`]);
+        throw refuseNamed('conflict', revisionGoneReason, 'is older than this instance keeps; list again and watch from the current revision', 'request.sinceRevision');
       }
     }
     const watchId = `watch-${randomUUID()}`;

@@ -3,7 +3,7 @@ import type * as jose from 'jose';
 import { CloudlyRelayClient, reconnectDelayMs, type IRelayRegistrationRetry } from '../client/relay.js';
 import { fetchServiceDatabaseClosure, receiveStagedArchiveObject, sendServiceDatabaseClosure } from '../client/relayclosures.js';
 import { CloudlyTransportError } from '../client/transport.js';
-import { refuse } from '../core/errors.js';
+import { refuse, refuseNamed } from '../core/errors.js';
 import { generateSecretRecipientKeyPair, openSealedSecret, toBase64Url, type ISecretRecipientKeyPair } from '../core/sealing.js';
 import type { IClusterPlatformDesiredState, IClusterPlatformObservedService, TObservedServiceState } from '../interfaces/data/desiredstate.js';
 import { verifyRuntimeNetworkProjectionSignature } from '../interfaces/data/runtimenetworksignature.js';
@@ -714,7 +714,7 @@ export class SimulatedCluster {
     if (got !== expected || length !== fetched.descriptor.byteLength) {
       this.context.counters.restoresMismatched++;
       this.context.log({ cluster: this.name, backupId: requestArg.backupId, got, expected }, `cluster ${this.name}: restored bytes differ from the generated closure`);
-      throw refuse('conflict', ['restored-closure-mismatch: the bytes are not the closure this backup uploaded']);
+      throw refuseNamed('conflict', 'restored-closure-mismatch', 'the bytes are not the closure this backup uploaded');
     }
     this.context.counters.restoresVerified++;
     this.context.log({ cluster: this.name, backupId: requestArg.backupId, bytes: length, sha256: got }, `cluster ${this.name}: restore verified byte for byte`);

@@ -1,7 +1,7 @@
 import type { IIdentity } from '../../ts/interfaces/data/user.js';
 import type { IChangeEvent } from '../../ts/interfaces/requests/watch.js';
 import type { ICloudlyMethods, TCloudlyMethod } from '../../ts/interfaces/requests/methodmap.js';
-import { methodNotServedReason, type IRefusalCause } from '../../ts/interfaces/data/refusal.js';
+import { identityReasons, methodNotServedReason, type IRefusalCause } from '../../ts/interfaces/data/refusal.js';
 
 /** A method's request as the dashboard passes it: the identity is added by `call`. */
 export type TDashboardRequest<M extends TCloudlyMethod> = Omit<ICloudlyMethods[M]['request'], 'identity'> & { dryRun?: boolean };
@@ -161,7 +161,7 @@ export class CloudlyApi extends EventTarget {
   public async call<TResponse>(methodArg: string, requestArg?: object): Promise<TResponse>;
   public async call<TResponse>(methodArg: string, requestArg: object = {}): Promise<TResponse> {
     if (!this.identity) {
-      throw new ApiError(methodArg, 'unauthenticated', 'Log in first.', ['not logged in'], null);
+      throw new ApiError(methodArg, 'unauthenticated', 'Log in first.', [identityReasons.missing], { causes: [{ path: 'identity', message: 'not logged in' }] });
     }
     try {
       const answer = await this.post<TResponse>(methodArg, { ...requestArg, identity: this.identity });

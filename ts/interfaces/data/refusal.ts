@@ -60,3 +60,28 @@ export const methodNotServedReason = 'method-not-served';
 
 /** A mutation id already used by a different request of the same method. */
 export const mutationIdReusedReason = 'mutation-id-reused';
+
+/**
+ * Why an identity, a login or an instance's internal bearer was refused (`unauthenticated`, and
+ * the signing key's own `not-found` / `conflict`). Clients branch on these; the sentence that says
+ * which member was wrong travels in `causes`.
+ */
+export const identityReasons = {
+  /** No identity (or no bearer) came with the request, or it is not an object. */
+  missing: 'identity-missing',
+  /** The identity's JWT is not a compact JWT at all. */
+  malformed: 'identity-malformed',
+  /** Signature, issuer or audience wrong, claims missing, or a visible field that disagrees with its signed claim. */
+  invalid: 'identity-invalid',
+  /** The JWT verified but has expired: log in again. */
+  expired: 'identity-expired',
+  /** A login whose username or password is wrong (one token for both, so names are not revealed). */
+  credentialsWrong: 'credentials-wrong',
+  /** An instance's internal bearer that is missing, not valid, or made for another instance. */
+  internalTokenMissing: 'internal-token-missing',
+  internalTokenInvalid: 'internal-token-invalid',
+  internalTokenWrongInstance: 'internal-token-wrong-instance',
+  /** Signing-key rotation: there is no key yet, or the expected key id is no longer the current one. */
+  signingKeyMissing: 'signing-key-missing',
+  signingKeyChanged: 'signing-key-changed',
+} as const;
