@@ -1,5 +1,6 @@
 import { judgeKernelLimits, readKernelLimits } from './core/kernellimits.js';
 import type { FastifyInstance } from 'fastify';
+import { performance } from 'node:perf_hooks';
 import { TypedHandler, TypedResponseError, TypedRouter } from '@api.global/typedrequest';
 import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
 import type { ITypedContract } from './interfaces/requests/admin.js';
@@ -192,16 +193,28 @@ export class Cloudly {
   }
 
   public async start(): Promise<void> {
+    // Each step's time goes into the "listening" log line, so a slow start says where it waited.
+    const stepsMs: Record<string, number> = {};
+    let stepStarted = performance.now();
+    const stepDone = (nameArg: string): void => {
+      const now = performance.now();
+      stepsMs[nameArg] = Math.round(now - stepStarted);
+      stepStarted = now;
+    };
     await this.database.start();
+    stepDone('database');
     const audit = await this.store.reconcileAudit();
     if (audit.appended > 0 || audit.removalsFinished > 0) {
       this.logger.info(audit, 'audit log reconciled: events of changes committed before a crash were appended');
     }
+    stepDone('auditReconcile');
     await this.secrets.start();
     await this.auth.start();
     this.generatedAdminPassword = await this.adminManager.ensureFirstAdmin(this.config.adminUsername, this.config.adminPassword);
+    stepDone('secretsAuthAdmin');
     for (const manager of this.managers) {
       await manager.start?.();
+      stepDone(manager.constructor.name);
     }
     this.httpServer = await createHttpServer(this.transportHost());
     registerDashboard(this.httpServer, { logger: this.logger });
@@ -212,12 +225,14 @@ export class Cloudly {
     }
     registerSchemaRoute(this.httpServer, () => servedSchema);
     await this.httpServer.listen({ port: this.config.port, host: this.config.host, backlog: this.config.listenBacklog });
+    stepDone('listen');
     for (const warning of judgeKernelLimits(this.config, readKernelLimits())) {
       this.logger.warn(warning, 'a kernel limit is below what this configuration needs (docs/multi-instance.md, "Kernel limits")');
     }
     await this.clusterManager.relayElection.startRegistry(this.config.internalUrl ?? this.baseUrl);
+    stepDone('instanceRegistry');
     this.started = true;
-    this.logger.info({ url: this.baseUrl, database: this.database.embedded ? 'embedded' : 'mongodb' }, 'cloudly is listening');
+    this.logger.info({ url: this.baseUrl, database: this.database.embedded ? 'embedded' : 'mongodb', stepsMs }, 'cloudly is listening');
   }
 
   /** The transport's view of this server: the few things HTTP and the sockets need. */
@@ -279,11 +294,20 @@ export class Cloudly {
   }
 
   private async stopInternal(): Promise<void> {
+    // Each step's time goes into the last log line, so a slow stop says where it waited.
+    const stepsMs: Record<string, number> = {};
+    let stepStarted = performance.now();
+    const stepDone = (nameArg: string): void => {
+      const now = performance.now();
+      stepsMs[nameArg] = Math.round(now - stepStarted);
+      stepStarted = now;
+    };
     this.started = false;
-    this.relays.closeAll();
+    const relaySockets = this.relays.closeAll();
     for (const peer of this.openSockets) {
       peer.close(1001, 'cloudly is stopping');
     }
+    stepDone('closeSockets');
     if (this.httpServer) {
       const graceMs = this.config.shutdownGraceMs;
       const closed = await closeHttpServerWithin(this.httpServer, graceMs);
@@ -294,12 +318,15 @@ export class Cloudly {
         );
       }
     }
+    stepDone('httpServer');
     for (const manager of [...this.managers].reverse()) {
       await manager.stop?.().catch((error: unknown) => this.logger.error({ err: error }, 'manager stop failed'));
+      stepDone(manager.constructor.name);
     }
     this.auth.stop();
     await this.database.stop();
-    this.logger.info('cloudly stopped');
+    stepDone('database');
+    this.logger.info({ relaySockets, stepsMs }, 'cloudly stopped');
   }
 
   /** Logs an unexpected failure with a fresh error id and returns the id. */
