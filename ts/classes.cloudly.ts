@@ -42,6 +42,20 @@ import { registerDashboard } from './core/dashboard.js';
 import type { IServedMethod, TAdminAccess } from './core/access.js';
 import { buildServedSchema, registerSchemaRoute } from './core/schema.js';
 
+/** Times consecutive steps: `stepDone(name)` records the time since the previous step (ms) under its name. */
+const stepTimer = (): { stepsMs: Record<string, number>; stepDone: (nameArg: string) => void } => {
+  const stepsMs: Record<string, number> = {};
+  let stepStarted = performance.now();
+  return {
+    stepsMs,
+    stepDone: (nameArg) => {
+      const now = performance.now();
+      stepsMs[nameArg] = Math.round(now - stepStarted);
+      stepStarted = now;
+    },
+  };
+};
+
 /**
  * The composition root: configuration → database → router → managers → server. Each manager
  * registers its handlers on the one shared router in its constructor and may roll work forward
@@ -194,13 +208,7 @@ export class Cloudly {
 
   public async start(): Promise<void> {
     // Each step's time goes into the "listening" log line, so a slow start says where it waited.
-    const stepsMs: Record<string, number> = {};
-    let stepStarted = performance.now();
-    const stepDone = (nameArg: string): void => {
-      const now = performance.now();
-      stepsMs[nameArg] = Math.round(now - stepStarted);
-      stepStarted = now;
-    };
+    const { stepsMs, stepDone } = stepTimer();
     await this.database.start();
     stepDone('database');
     const audit = await this.store.reconcileAudit();
@@ -295,13 +303,7 @@ export class Cloudly {
 
   private async stopInternal(): Promise<void> {
     // Each step's time goes into the last log line, so a slow stop says where it waited.
-    const stepsMs: Record<string, number> = {};
-    let stepStarted = performance.now();
-    const stepDone = (nameArg: string): void => {
-      const now = performance.now();
-      stepsMs[nameArg] = Math.round(now - stepStarted);
-      stepStarted = now;
-    };
+    const { stepsMs, stepDone } = stepTimer();
     this.started = false;
     const relaySockets = this.relays.closeAll();
     for (const peer of this.openSockets) {
