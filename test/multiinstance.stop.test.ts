@@ -18,7 +18,8 @@ const relayCount = 40;
 describe('graceful stop of an instance with many relays', () => {
   test(`a stop with ${relayCount} elected relays closes every socket, releases every lease and deregisters; another instance elects them at once`, async () => {
     const database = await startSharedDatabase();
-    const timing = { relayLeaseTtlMs: 15_000, relayLeaseHeartbeatMs: 5_000, logLevel: 'silent' as const };
+    // Leases far longer than the test, so that B electing the relays can only be A's release, never their running out.
+    const timing = { relayLeaseTtlMs: 600_000, relayLeaseHeartbeatMs: 60_000, logLevel: 'silent' as const };
     const a = await startTestCloudly({ ...database.shared, ...timing });
     const b = await startTestCloudly({ ...database.shared, ...timing });
     const relays: CloudlyRelayClient[] = [];
