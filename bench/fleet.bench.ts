@@ -18,6 +18,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
+import { CloudlyTransportError } from '../ts/client/transport.js';
 import { inParallel } from './helpers/benchcloudly.js';
 import { buildTestServer, testServerEnvName } from '../scripts/testserver.js';
 import type { IFleetStats } from './helpers/fleetrelays.js';
@@ -41,22 +42,58 @@ const say = (lineArg: string): void => {
 };
 const load = (): string => os.loadavg().map((value) => value.toFixed(1)).join(' ');
 
+/**
+ * Settings passed on to the instances when set, so one tree can be measured both ways: the storm's
+ * work bounded or not (CLOUDLY_RELAY_WORK_CONCURRENCY=0), and the per-address limits raised as for
+ * a fleet that, unlike the bench's, does not come from one address.
+ */
+const passedSettings = ['CLOUDLY_RELAY_WORK_CONCURRENCY', 'CLOUDLY_PENDING_CONNECTIONS_PER_ADDRESS', 'CLOUDLY_SOCKET_UPGRADES_PER_ADDRESS'];
+const passedSettingsText = (): string => passedSettings.filter((name) => process.env[name]).map((name) => `${name}=${process.env[name]} `).join('');
+
 /** The instance settings every bench instance shares; `extraArg` adds the ones a run compares. */
 const instanceEnv = (extraArg: Record<string, string>): Record<string, string> => ({
   // The default log level (info: a line per relay socket opened and closed), as installed.
   CLOUDLY_LOG_LEVEL: 'info',
   CLOUDLY_SOCKET_REQUESTS_PER_SECOND: '1000000',
   // Passed on when set, so one tree can be measured with the storm's work bounded and without (0).
-  ...(process.env.CLOUDLY_RELAY_WORK_CONCURRENCY ? { CLOUDLY_RELAY_WORK_CONCURRENCY: process.env.CLOUDLY_RELAY_WORK_CONCURRENCY } : {}),
+  ...Object.fromEntries(passedSettings.filter((name) => process.env[name]).map((name) => [name, process.env[name]!])),
   ...extraArg,
 });
 
+/**
+ * Runs `stepArg` again while it is refused 503 (the bench's administrator and scrapes come from
+ * 127.0.0.1 like every relay, so a storm can fill that address's pending connections), for at most
+ * a minute, following the advised wait.
+ */
+const retryingRefusals = async <T>(stepArg: () => Promise<T>): Promise<T> => {
+  const until = performance.now() + 60_000;
+  for (;;) {
+    try {
+      return await stepArg();
+    } catch (error) {
+      if (!(error instanceof CloudlyTransportError) || error.status !== 503 || performance.now() > until) {
+        throw error;
+      }
+      await sleep(error.retryAfterMs ?? 1000);
+    }
+  }
+};
+
 const adminSocket = async (urlArg: string): Promise<CloudlyAdminClient> => {
   const client = new CloudlyAdminClient(urlArg, { liveness: false });
-  await client.login('admin', multiInstanceAdminPassword);
-  await client.connectSocket();
+  await retryingRefusals(() => client.login('admin', multiInstanceAdminPassword));
+  await retryingRefusals(() => client.connectSocket());
   return client;
 };
+
+/** An instance's /metrics text, asked again while it is refused 503. */
+const metricsOf = (instanceArg: IInstance): Promise<string> => retryingRefusals(async () => {
+  const response = await fetch(`http://127.0.0.1:${instanceArg.port}/metrics`);
+  if (response.status === 503) {
+    throw new CloudlyTransportError(503, await response.text(), Number(response.headers.get('retry-after') ?? 1) * 1000);
+  }
+  return response.text();
+});
 
 /** Creates `countArg` clusters (16 calls in flight) and answers their relay tokens. */
 const seedClusters = async (adminArg: CloudlyAdminClient, countArg: number, prefixArg: string): Promise<string[]> => {
@@ -238,7 +275,7 @@ const stopFleetInstance = async (instanceArg: IInstance, signalArg: NodeJS.Signa
 
 /** Database commands an instance has sent so far (`cloudly_database_commands_total`). */
 const databaseCommands = async (instanceArg: IInstance): Promise<number> => {
-  const text = await (await fetch(`http://127.0.0.1:${instanceArg.port}/metrics`)).text();
+  const text = await metricsOf(instanceArg);
   return Number(/^cloudly_database_commands_total (\d+)/m.exec(text)?.[1] ?? NaN);
 };
 
@@ -250,7 +287,7 @@ const databaseCommands = async (instanceArg: IInstance): Promise<number> => {
  * handler ran: in the event loop or on the connection.
  */
 const serverSide = async (instanceArg: IInstance): Promise<{ sums: Record<string, { sum: number; count: number }>; loopLagP99Ms: number }> => {
-  const text = await (await fetch(`http://127.0.0.1:${instanceArg.port}/metrics`)).text();
+  const text = await metricsOf(instanceArg);
   const sums: Record<string, { sum: number; count: number }> = {};
   for (const method of ['getClusters', 'createCluster']) {
     sums[method] = {
@@ -437,7 +474,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
 const main = async (): Promise<void> => {
   say('# Fleet benchmark');
   say('');
-  say(`\`${process.env.CLOUDLY_RELAY_WORK_CONCURRENCY ? `CLOUDLY_RELAY_WORK_CONCURRENCY=${process.env.CLOUDLY_RELAY_WORK_CONCURRENCY} ` : ''}node --import tsx bench/fleet.bench.ts ${args.join(' ')}\` on ${os.cpus().length} cores, ${new Date().toISOString()}.`);
+  say(`\`${passedSettingsText()}node --import tsx bench/fleet.bench.ts ${args.join(' ')}\` on ${os.cpus().length} cores, ${new Date().toISOString()}.`);
   say('');
   if (!process.env[testServerEnvName] && !process.argv.includes('--source')) {
     // Production starts built JavaScript (dist/cli.js); through tsx every start transpiles the
