@@ -118,6 +118,8 @@ export class Cloudly {
    * CLOUDLY_RELAY_WORK_CONCURRENCY at once, so an administrator's calls interleave with a storm.
    */
   public readonly relayCallGate: WorkGate;
+  /** Relay calls not run when their turn came because their socket had closed (`cloudly_relay_calls_dropped_total`). */
+  public relayCallsDropped = 0;
   public readonly openSockets = new Set<EnvelopePeer>();
   public readonly managers: IManager[] = [];
   public readonly adminManager: AdminManager;
@@ -155,7 +157,7 @@ export class Cloudly {
       logger: this.logger,
     });
     this.metrics.databaseCommands = () => this.database.commandsStarted;
-    this.metrics.relayCallGate = () => ({ queued: this.relayCallGate.queued, waitedTotal: this.relayCallGate.waitedTotal });
+    this.metrics.relayCallGate = () => ({ queued: this.relayCallGate.queued, waitedTotal: this.relayCallGate.waitedTotal, droppedTotal: this.relayCallsDropped });
     this.store = new DocumentStore(this.database);
     this.secrets = new SecretBox(
       { dataDir: this.config.dataDir, keyFile: this.config.secretsKeyFile, previousKeyFile: this.config.secretsPreviousKeyFile, logger: this.logger },
@@ -399,7 +401,19 @@ export class Cloudly {
       requireObjectRequest(requestArg);
       const operation = { actor: { kind: 'relay' as const, id: `relay:${session.clusterId}` }, method: methodArg, dryRun: false };
       const run = (): Promise<T['response']> => runInOperation(operation, () => fnArg(requestArg, { clusterId: session.clusterId, session }));
-      return stormRelayMethods.has(methodArg) ? this.relayCallGate.run(run) : run();
+      if (!stormRelayMethods.has(methodArg)) {
+        return run();
+      }
+      return this.relayCallGate.run(() => {
+        if (!session.peer.isOpen) {
+          // The socket closed while its call waited (the relay gave up on it and reconnects): its
+          // answer can reach nobody, so the work is not done. In a large storm, calls whose relays
+          // had timed out otherwise filled the line ahead of the live ones.
+          this.relayCallsDropped++;
+          throw refuseNamed('unavailable', 'relay-socket-closed', `${methodArg} was not run: its relay socket closed while the call waited for its turn`, 'socket');
+        }
+        return run();
+      });
     });
   }
 
