@@ -7,6 +7,7 @@
  *                                                              where a storm's seconds go, per size
  *   npm run bench -- --smoke fleet                             tiny sizes, seconds
  *   FLEET_CPU_PROFILE_DIR=dir …                                instance B writes CPU profiles there
+ *   --source                                                   the instances start through tsx (npm start), not the bundle
  *
  * The relays are the project's relay client in a child process of their own
  * (bench/helpers/fleetrelays.ts), all from 127.0.0.1 (one address, the worst case for per-address
@@ -17,7 +18,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
+import { CloudlyTransportError } from '../ts/client/transport.js';
 import { inParallel } from './helpers/benchcloudly.js';
+import { buildTestServer, testServerEnvName } from '../scripts/testserver.js';
+import type { IFleetStats } from './helpers/fleetrelays.js';
 import { counterDelta, FleetProcess, freePort, kernelTcpCounters, percentile, sleep } from './helpers/fleet.js';
 import { cpuSecondsOf, memoryOf } from './helpers/processstats.js';
 import { reportResults, sized, smoke } from './helpers/smoke.js';
@@ -38,22 +42,58 @@ const say = (lineArg: string): void => {
 };
 const load = (): string => os.loadavg().map((value) => value.toFixed(1)).join(' ');
 
+/**
+ * Settings passed on to the instances when set, so one tree can be measured both ways: the storm's
+ * work bounded or not (CLOUDLY_RELAY_WORK_CONCURRENCY=0), and the per-address limits raised as for
+ * a fleet that, unlike the bench's, does not come from one address.
+ */
+const passedSettings = ['CLOUDLY_RELAY_WORK_CONCURRENCY', 'CLOUDLY_PENDING_CONNECTIONS_PER_ADDRESS', 'CLOUDLY_SOCKET_UPGRADES_PER_ADDRESS'];
+const passedSettingsText = (): string => passedSettings.filter((name) => process.env[name]).map((name) => `${name}=${process.env[name]} `).join('');
+
 /** The instance settings every bench instance shares; `extraArg` adds the ones a run compares. */
 const instanceEnv = (extraArg: Record<string, string>): Record<string, string> => ({
   // The default log level (info: a line per relay socket opened and closed), as installed.
   CLOUDLY_LOG_LEVEL: 'info',
   CLOUDLY_SOCKET_REQUESTS_PER_SECOND: '1000000',
   // Passed on when set, so one tree can be measured with the storm's work bounded and without (0).
-  ...(process.env.CLOUDLY_RELAY_WORK_CONCURRENCY ? { CLOUDLY_RELAY_WORK_CONCURRENCY: process.env.CLOUDLY_RELAY_WORK_CONCURRENCY } : {}),
+  ...Object.fromEntries(passedSettings.filter((name) => process.env[name]).map((name) => [name, process.env[name]!])),
   ...extraArg,
 });
 
+/**
+ * Runs `stepArg` again while it is refused 503 (the bench's administrator and scrapes come from
+ * 127.0.0.1 like every relay, so a storm can fill that address's pending connections), for at most
+ * a minute, following the advised wait.
+ */
+const retryingRefusals = async <T>(stepArg: () => Promise<T>): Promise<T> => {
+  const until = performance.now() + 60_000;
+  for (;;) {
+    try {
+      return await stepArg();
+    } catch (error) {
+      if (!(error instanceof CloudlyTransportError) || error.status !== 503 || performance.now() > until) {
+        throw error;
+      }
+      await sleep(error.retryAfterMs ?? 1000);
+    }
+  }
+};
+
 const adminSocket = async (urlArg: string): Promise<CloudlyAdminClient> => {
   const client = new CloudlyAdminClient(urlArg, { liveness: false });
-  await client.login('admin', multiInstanceAdminPassword);
-  await client.connectSocket();
+  await retryingRefusals(() => client.login('admin', multiInstanceAdminPassword));
+  await retryingRefusals(() => client.connectSocket());
   return client;
 };
+
+/** An instance's /metrics text, asked again while it is refused 503. */
+const metricsOf = (instanceArg: IInstance): Promise<string> => retryingRefusals(async () => {
+  const response = await fetch(`http://127.0.0.1:${instanceArg.port}/metrics`);
+  if (response.status === 503) {
+    throw new CloudlyTransportError(503, await response.text(), Number(response.headers.get('retry-after') ?? 1) * 1000);
+  }
+  return response.text();
+});
 
 /** Creates `countArg` clusters (16 calls in flight) and answers their relay tokens. */
 const seedClusters = async (adminArg: CloudlyAdminClient, countArg: number, prefixArg: string): Promise<string[]> => {
@@ -97,15 +137,26 @@ interface IStormFigure {
   serverCpuS: number;
 }
 
-/** Waits for every relay to be registered; answers what happened on the way. */
-const measureStorm = async (fleetArg: FleetProcess, relaysArg: number, serverPidsArg: () => number[], boundMsArg: number): Promise<IStormFigure> => {
+/**
+ * Waits for every relay to be registered (and for `alsoArg`, when given); answers what happened on
+ * the way. The time counts from `sinceArg` (a moment before the call: the kill, the listening
+ * again) when given, from the call otherwise.
+ */
+const measureStorm = async (
+  fleetArg: FleetProcess,
+  relaysArg: number,
+  serverPidsArg: () => number[],
+  boundMsArg: number,
+  optionsArg: { sinceArg?: number; alsoArg?: (statsArg: IFleetStats) => boolean } = {},
+): Promise<IStormFigure> => {
   const kernelBefore = kernelTcpCounters();
   const cpuBefore = serverPidsArg().reduce((sum, pid) => sum + cpuSecondsOf(pid), 0);
-  const done = await fleetArg.waitFor((statsArg) => statsArg.registered === relaysArg, boundMsArg);
+  const since = optionsArg.sinceArg ?? performance.now();
+  const done = await fleetArg.waitFor((statsArg) => statsArg.registered === relaysArg && (optionsArg.alsoArg?.(statsArg) ?? true), boundMsArg);
   const cpuAfter = serverPidsArg().reduce((sum, pid) => sum + cpuSecondsOf(pid), 0);
   const stats = await fleetArg.stats(true);
   return {
-    ms: done.ms,
+    ms: done.reached ? performance.now() - since : done.ms,
     reached: done.reached,
     registered: done.stats.registered,
     failures: stats.failures,
@@ -169,30 +220,62 @@ interface IInstance {
   process: ICloudlyProcess | null;
 }
 
-const startFleetInstance = async (databaseArg: IDevDatabaseProcess, instanceArg: IInstance, envArg: Record<string, string>): Promise<void> => {
+/** The step times a log line of an instance carries (`stepsMs`), those of 50 ms or more. */
+const slowSteps = (lineArg: string | undefined): string => {
+  const steps = lineArg ? (JSON.parse(lineArg) as { stepsMs?: Record<string, number> }).stepsMs ?? {} : {};
+  return Object.entries(steps).filter(([, stepMs]) => stepMs >= 50).map(([step, stepMs]) => `${step} ${stepMs} ms`).join(', ') || 'none';
+};
+
+/**
+ * Starts an instance; answers how long until it said it listens, and where its start went: the
+ * steps of its "cloudly is listening" line, the rest being the process's own start (node, modules).
+ */
+const startFleetInstance = async (databaseArg: IDevDatabaseProcess, instanceArg: IInstance, envArg: Record<string, string>): Promise<{ ms: number; steps: string }> => {
+  const started = performance.now();
   instanceArg.process = await startCloudlyProcess(cloudlyProcessEnv(instanceArg.dataDir, {
     MONGODB_URL: databaseArg.mongoDbUrl,
     CLOUDLY_SECRETS_KEY_FILE: databaseArg.secretsKeyFile,
     CLOUDLY_PORT: String(instanceArg.port),
     ...instanceEnv(envArg),
   }));
+  const line = /^.*"cloudly is listening".*$/m.exec(instanceArg.process.output())?.[0];
+  const startedMs = performance.now() - started;
+  const stepsTotal = line ? Object.values((JSON.parse(line) as { stepsMs?: Record<string, number> }).stepsMs ?? {}).reduce((sum, stepMs) => sum + stepMs, 0) : 0;
+  return { ms: startedMs, steps: `${instanceArg.name}: ${ms(startedMs)}, process start ${ms(startedMs - stepsTotal)}, then ${slowSteps(line)}` };
 };
 
-const stopFleetInstance = async (instanceArg: IInstance, signalArg: NodeJS.Signals): Promise<void> => {
-  const child = instanceArg.process?.child;
+/**
+ * Stops an instance (SIGKILL after 15 s if a SIGTERM has not ended it); answers how long it took
+ * and, for a graceful stop, the step times of its "cloudly stopped" log line.
+ */
+const stopFleetInstance = async (instanceArg: IInstance, signalArg: NodeJS.Signals): Promise<{ ms: number; forced: boolean; steps: string }> => {
+  const started = performance.now();
+  const running = instanceArg.process;
+  const child = running?.child;
   instanceArg.process = null;
+  let forced = false;
   if (child && child.exitCode === null && child.signalCode === null) {
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill(signalArg);
-    const forced = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    const forcing = setTimeout(() => {
+      forced = true;
+      child.kill('SIGKILL');
+    }, 15_000);
     await exited;
-    clearTimeout(forced);
+    clearTimeout(forcing);
   }
+  const stopped = running ? /^.*"cloudly stopped".*$/m.exec(running.output())?.[0] : undefined;
+  const relaySockets = stopped ? (JSON.parse(stopped) as { relaySockets?: number }).relaySockets : undefined;
+  return {
+    ms: performance.now() - started,
+    forced,
+    steps: stopped ? `${relaySockets ?? '?'} relay sockets; steps of 50 ms or more: ${slowSteps(stopped)}` : 'no "cloudly stopped" line',
+  };
 };
 
 /** Database commands an instance has sent so far (`cloudly_database_commands_total`). */
 const databaseCommands = async (instanceArg: IInstance): Promise<number> => {
-  const text = await (await fetch(`http://127.0.0.1:${instanceArg.port}/metrics`)).text();
+  const text = await metricsOf(instanceArg);
   return Number(/^cloudly_database_commands_total (\d+)/m.exec(text)?.[1] ?? NaN);
 };
 
@@ -204,7 +287,7 @@ const databaseCommands = async (instanceArg: IInstance): Promise<number> => {
  * handler ran: in the event loop or on the connection.
  */
 const serverSide = async (instanceArg: IInstance): Promise<{ sums: Record<string, { sum: number; count: number }>; loopLagP99Ms: number }> => {
-  const text = await (await fetch(`http://127.0.0.1:${instanceArg.port}/metrics`)).text();
+  const text = await metricsOf(instanceArg);
   const sums: Record<string, { sum: number; count: number }> = {};
   for (const method of ['getClusters', 'createCluster']) {
     sums[method] = {
@@ -245,7 +328,8 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
   const fleet = new FleetProcess();
   const pids = (): number[] => instances.flatMap((instance) => (instance.process ? [instance.process.child.pid!] : []));
   try {
-    await Promise.all(instances.map((instance) => startFleetInstance(database, instance, { ...env, ...profileEnv(instance) })));
+    const firstStarts = await Promise.all(instances.map((instance) => startFleetInstance(database, instance, { ...env, ...profileEnv(instance) })));
+    say(`- the three instances started (no relays yet): ${firstStarts.map((start) => start.steps).join('; ')}; load ${load()}`);
     const urls = instances.map((instance) => `http://127.0.0.1:${instance.port}`);
     const seeder = await adminSocket(urls[0]);
     const seedStarted = performance.now();
@@ -255,11 +339,18 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
     const idleRss = pids().reduce((sum, pid) => sum + memoryOf(pid).rss, 0);
 
     // 1. Cold start, with an administrator reading and writing on B meanwhile.
-    const during = async (phaseArg: string, stormArg: () => Promise<IStormFigure>): Promise<IStormFigure & { readP99: number; writeP99: number }> => {
+    // `beforeArg` sets the storm off once the administrator is connected (the kill: B's socket is
+    // open before A dies, so the storm is not over by the time the administrator has logged in).
+    const during = async (
+      phaseArg: string,
+      stormArg: () => Promise<IStormFigure>,
+      beforeArg?: () => Promise<void>,
+    ): Promise<IStormFigure & { readP99: number; writeP99: number }> => {
       const admin = await adminSocket(urls[1]);
       const serverBefore = await serverSide(instances[1]);
       let stop = false;
       const loadRun = adminLoad(admin, () => stop);
+      await beforeArg?.();
       const figure = await stormArg();
       stop = true;
       const { reads, writes } = await loadRun;
@@ -281,8 +372,10 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
     const cold = await during('cold start', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000)));
     await sleep(sized(3000, 200));
     const connectedRss = pids().reduce((sum, pid) => sum + memoryOf(pid).rss, 0);
-    const perRelayKb = (connectedRss - idleRss) / relaysArg / 1024;
-    say(`  - memory: the three instances' RSS ${(idleRss / 2 ** 20).toFixed(0)} MiB before, ${(connectedRss / 2 ** 20).toFixed(0)} MiB with every relay connected: ${perRelayKb.toFixed(1)} KB per idle relay (compression ${process.env.CLOUDLY_WEBSOCKET_COMPRESSION ?? 'off'})`);
+    // Per relay connected now: when the cold start did not reach every relay, per relay that did.
+    const connectedRelays = Math.max(1, (await fleet.stats()).registered);
+    const perRelayKb = (connectedRss - idleRss) / connectedRelays / 1024;
+    say(`  - memory: the three instances' RSS ${(idleRss / 2 ** 20).toFixed(0)} MiB before, ${(connectedRss / 2 ** 20).toFixed(0)} MiB with ${connectedRelays === relaysArg ? 'every relay' : `${connectedRelays} of ${relaysArg} relays`} connected: ${perRelayKb.toFixed(1)} KB per idle relay (compression ${process.env.CLOUDLY_WEBSOCKET_COMPRESSION ?? 'off'})`);
 
     // 2. Steady state: every relay reports an unchanged observed state every 30 s.
     const reportMs = 30_000;
@@ -320,21 +413,40 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
 
     // 3. All three restart at once (SIGTERM, started again on the same ports).
     const restartStarted = performance.now();
-    await Promise.all(instances.map((instance) => stopFleetInstance(instance, 'SIGTERM')));
-    await fleet.waitFor((statsArg) => statsArg.registered === 0, 30_000);
-    await Promise.all(instances.map((instance) => startFleetInstance(database, instance, { ...env, ...profileEnv(instance) })));
-    const listeningAfterMs = performance.now() - restartStarted;
-    const restart = await during('all three restarted (from listening again)', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000)));
-    say(`    (the instances took ${ms(listeningAfterMs)} to stop and listen again)`);
+    const stops = await Promise.all(instances.map((instance) => stopFleetInstance(instance, 'SIGTERM')));
+    const stoppedMs = performance.now() - restartStarted;
+    const gone = await fleet.waitFor((statsArg) => statsArg.registered === 0, 30_000);
+    const startStarted = performance.now();
+    const starts = await Promise.all(instances.map((instance) => startFleetInstance(database, instance, { ...env, ...profileEnv(instance) })));
+    const listeningAt = performance.now();
+    const startedMs = listeningAt - startStarted;
+    // Timed from the moment all three listen again, whatever the administrator's login waits for.
+    const restart = await during('all three restarted (from listening again)', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000), { sinceArg: listeningAt }));
+    say(`    (the instances took ${ms(listeningAt - restartStarted)} to stop and listen again: stopped in ${ms(stoppedMs)} `
+      + `[${stops.map((stop, index) => `${instances[index].name}: ${ms(stop.ms)}${stop.forced ? ', killed after 15 s' : ''}, ${stop.steps}`).join('; ')}], `
+      + `every relay seen unregistered ${gone.reached ? `${ms(gone.ms)} later` : `not within 30 s (${gone.stats.registered} still registered)`}, `
+      + `the three started in ${ms(startedMs)} [${starts.map((start) => start.steps).join('; ')}])`);
 
     // 4. One of three killed (SIGKILL): its relays go to the other two once its leases run out.
-    const killStarted = performance.now();
-    await stopFleetInstance(instances[0], 'SIGKILL');
-    // The relays learn of the kill when their sockets close; the storm is measured from the kill.
-    await fleet.waitFor((statsArg) => statsArg.registered < relaysArg, 10_000);
-    const moved = await during('one of three killed', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000)));
-    const movedMs = performance.now() - killStarted;
-    say(`    (every relay registered again ${ms(movedMs)} after the kill)`);
+    // Timed from the kill until every relay is registered again and none on the killed address.
+    const killedUrl = urls[0];
+    let killedAt = 0;
+    let killedRelays = 0;
+    let noticed = { ms: 0, reached: false };
+    const moved = await during('one of three killed', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000), {
+      sinceArg: killedAt,
+      alsoArg: (statsArg) => (statsArg.perUrl[killedUrl] ?? 0) === 0,
+    }), async () => {
+      killedRelays = (await fleet.stats()).perUrl[killedUrl] ?? 0;
+      killedAt = performance.now();
+      await stopFleetInstance(instances[0], 'SIGKILL');
+      // The relays learn of the kill when their sockets close.
+      noticed = await fleet.waitFor((statsArg) => statsArg.registered < relaysArg, 10_000);
+    });
+    const movedMs = moved.ms;
+    say(`    (every relay registered again ${ms(movedMs)} after the kill: the killed instance held ${killedRelays} relays; `
+      + `${noticed.reached ? `the fleet saw its sockets close ${(noticed.ms).toFixed(0)} ms after the kill` : 'no relay saw its socket close within 10 s'}; `
+      + 'then waited until every relay was registered and none on the killed address)');
 
     say('');
     say('| aim | measured | |');
@@ -362,8 +474,17 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
 const main = async (): Promise<void> => {
   say('# Fleet benchmark');
   say('');
-  say(`\`${process.env.CLOUDLY_RELAY_WORK_CONCURRENCY ? `CLOUDLY_RELAY_WORK_CONCURRENCY=${process.env.CLOUDLY_RELAY_WORK_CONCURRENCY} ` : ''}node --import tsx bench/fleet.bench.ts ${args.join(' ')}\` on ${os.cpus().length} cores, ${new Date().toISOString()}.`);
+  say(`\`${passedSettingsText()}node --import tsx bench/fleet.bench.ts ${args.join(' ')}\` on ${os.cpus().length} cores, ${new Date().toISOString()}.`);
   say('');
+  if (!process.env[testServerEnvName] && !process.argv.includes('--source')) {
+    // Production starts built JavaScript (dist/cli.js); through tsx every start transpiles the
+    // sources again (23 s of a restart at load 14). The esbuild bundle of the same sources the
+    // tests use starts like the built server; `--source` keeps tsx.
+    const bundling = performance.now();
+    process.env[testServerEnvName] = await buildTestServer();
+    say(`The instances run the server bundled with esbuild (scripts/testserver.ts, bundled in ${ms(performance.now() - bundling)}), under bin/cloudly-server's flags.`);
+    say('');
+  }
   if (oneInstance) {
     const compare = process.env.FLEET_COMPARE_ENV ? JSON.parse(process.env.FLEET_COMPARE_ENV) as Record<string, string> : null;
     for (const size of sizes.length > 0 ? sizes : [sized(1000, 20)]) {

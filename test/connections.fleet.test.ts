@@ -5,6 +5,7 @@ import { WebSocket } from 'ws';
 import { startTestCloudly, waitFor } from './helpers/cloudly.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
 import { CloudlyTransportError } from '../ts/client/transport.js';
+import { clusterRelayRegistrationKind } from '../ts/manager.cluster/relayregistrations.js';
 
 /**
  * The settings a fleet needs (docs/multi-instance.md, "Fleet scale"), with real sockets: an
@@ -15,6 +16,14 @@ import { CloudlyTransportError } from '../ts/client/transport.js';
  */
 
 const registration = { origin: 'http://192.0.2.10:8080', version: 'fleet-test/1', protocol: 'cluster-relay/1' as const };
+
+/** A Cloudly whose storm line (CLOUDLY_RELAY_WORK_CONCURRENCY 1) has its one place held until `release`. */
+const withTheLineHeld = async () => {
+  const t = await startTestCloudly({ relayWorkConcurrency: 1, logLevel: 'silent' });
+  let release!: () => void;
+  const held = t.cloudly.relayCallGate.run(() => new Promise<void>((resolve) => { release = resolve; }));
+  return { t, release: () => release(), held };
+};
 
 describe('fleet settings', () => {
   test('beyond CLOUDLY_MAX_RELAYS_PER_INSTANCE a relay is refused 503 unavailable with retryAfterMs, and admitted once a relay left', async () => {
@@ -121,9 +130,7 @@ describe('fleet settings', () => {
     }
   });
   test('with CLOUDLY_RELAY_WORK_CONCURRENCY 1 a relay registration waits its turn while an administrator\'s reads and writes do not', async () => {
-    const t = await startTestCloudly({ relayWorkConcurrency: 1, logLevel: 'silent' });
-    let release!: () => void;
-    const held = t.cloudly.relayCallGate.run(() => new Promise<void>((resolve) => { release = resolve; }));
+    const { t, release, held } = await withTheLineHeld();
     try {
       const { cluster, relayToken } = await t.createCluster();
       const relay = await t.connectRelay(relayToken);
@@ -144,6 +151,33 @@ describe('fleet settings', () => {
       assert.equal(answer.registration.connected, true);
       assert.equal(t.cloudly.relayCallGate.queued, 0);
       assert.match(await (await fetch(`${t.cloudly.baseUrl}/metrics`)).text(), /^cloudly_relay_calls_queued_total 1$/m);
+    } finally {
+      release();
+      await held;
+      await t.stop();
+    }
+  });
+
+  test('a registration waiting in the line is not run once its socket closed; the next relay registers', async () => {
+    const { t, release, held } = await withTheLineHeld();
+    try {
+      const { cluster, relayToken } = await t.createCluster();
+      const relay = await t.connectRelay(relayToken);
+      const waiting = relay.fire('registerClusterRelay', { registration }).then(() => 'answered', () => 'failed');
+      await waitFor(() => t.cloudly.relayCallGate.queued === 1, 'the registration waits for its turn');
+      relay.close();
+      await waitFor(() => t.cloudly.relays.socketCount === 0, 'the relay socket closed on the server');
+      assert.equal(await waiting, 'failed', 'the relay got no answer on its closed socket');
+      release();
+      await waitFor(() => t.cloudly.relayCallsDropped === 1, 'the queued registration was dropped at its turn');
+      assert.equal(t.cloudly.relayCallGate.queued, 0);
+      assert.equal(await t.cloudly.store.get(clusterRelayRegistrationKind, cluster.id), null, 'nothing was registered for the closed socket');
+      assert.match(await (await fetch(`${t.cloudly.baseUrl}/metrics`)).text(), /^cloudly_relay_calls_dropped_total 1$/m);
+
+      const again = await t.connectRelay(relayToken);
+      const answer = await again.fire('registerClusterRelay', { registration });
+      assert.equal(answer.registration.connected, true, 'a live relay after it registers');
+      assert.equal(t.cloudly.relayCallsDropped, 1);
     } finally {
       release();
       await held;

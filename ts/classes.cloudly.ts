@@ -1,5 +1,6 @@
 import { judgeKernelLimits, readKernelLimits } from './core/kernellimits.js';
 import type { FastifyInstance } from 'fastify';
+import { performance } from 'node:perf_hooks';
 import { TypedHandler, TypedResponseError, TypedRouter } from '@api.global/typedrequest';
 import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
 import type { ITypedContract } from './interfaces/requests/admin.js';
@@ -41,6 +42,20 @@ import type { IAdminHandlerContext, IOperationDeclaration, IRelayHandlerContext 
 import { registerDashboard } from './core/dashboard.js';
 import type { IServedMethod, TAdminAccess } from './core/access.js';
 import { buildServedSchema, registerSchemaRoute } from './core/schema.js';
+
+/** Times consecutive steps: `stepDone(name)` records the time since the previous step (ms) under its name. */
+const stepTimer = (): { stepsMs: Record<string, number>; stepDone: (nameArg: string) => void } => {
+  const stepsMs: Record<string, number> = {};
+  let stepStarted = performance.now();
+  return {
+    stepsMs,
+    stepDone: (nameArg) => {
+      const now = performance.now();
+      stepsMs[nameArg] = Math.round(now - stepStarted);
+      stepStarted = now;
+    },
+  };
+};
 
 /**
  * The composition root: configuration → database → router → managers → server. Each manager
@@ -104,6 +119,8 @@ export class Cloudly {
    * CLOUDLY_RELAY_WORK_CONCURRENCY at once, so an administrator's calls interleave with a storm.
    */
   public readonly relayCallGate: WorkGate;
+  /** Relay calls not run when their turn came because their socket had closed (`cloudly_relay_calls_dropped_total`). */
+  public relayCallsDropped = 0;
   public readonly openSockets = new Set<EnvelopePeer>();
   public readonly managers: IManager[] = [];
   public readonly adminManager: AdminManager;
@@ -141,7 +158,7 @@ export class Cloudly {
       logger: this.logger,
     });
     this.metrics.databaseCommands = () => this.database.commandsStarted;
-    this.metrics.relayCallGate = () => ({ queued: this.relayCallGate.queued, waitedTotal: this.relayCallGate.waitedTotal });
+    this.metrics.relayCallGate = () => ({ queued: this.relayCallGate.queued, waitedTotal: this.relayCallGate.waitedTotal, droppedTotal: this.relayCallsDropped });
     this.store = new DocumentStore(this.database);
     this.secrets = new SecretBox(
       { dataDir: this.config.dataDir, keyFile: this.config.secretsKeyFile, previousKeyFile: this.config.secretsPreviousKeyFile, logger: this.logger },
@@ -193,16 +210,22 @@ export class Cloudly {
   }
 
   public async start(): Promise<void> {
+    // Each step's time goes into the "listening" log line, so a slow start says where it waited.
+    const { stepsMs, stepDone } = stepTimer();
     await this.database.start();
+    stepDone('database');
     const audit = await this.store.reconcileAudit();
     if (audit.appended > 0 || audit.removalsFinished > 0) {
       this.logger.info(audit, 'audit log reconciled: events of changes committed before a crash were appended');
     }
+    stepDone('auditReconcile');
     await this.secrets.start();
     await this.auth.start();
     this.generatedAdminPassword = await this.adminManager.ensureFirstAdmin(this.config.adminUsername, this.config.adminPassword);
+    stepDone('secretsAuthAdmin');
     for (const manager of this.managers) {
       await manager.start?.();
+      stepDone(manager.constructor.name);
     }
     this.httpServer = await createHttpServer(this.transportHost());
     registerDashboard(this.httpServer, { logger: this.logger });
@@ -213,12 +236,14 @@ export class Cloudly {
     }
     registerSchemaRoute(this.httpServer, () => servedSchema);
     await this.httpServer.listen({ port: this.config.port, host: this.config.host, backlog: this.config.listenBacklog });
+    stepDone('listen');
     for (const warning of judgeKernelLimits(this.config, readKernelLimits())) {
       this.logger.warn(warning, 'a kernel limit is below what this configuration needs (docs/multi-instance.md, "Kernel limits")');
     }
     await this.clusterManager.relayElection.startRegistry(this.config.internalUrl ?? this.baseUrl);
+    stepDone('instanceRegistry');
     this.started = true;
-    this.logger.info({ url: this.baseUrl, database: this.database.embedded ? 'embedded' : 'mongodb' }, 'cloudly is listening');
+    this.logger.info({ url: this.baseUrl, database: this.database.embedded ? 'embedded' : 'mongodb', stepsMs }, 'cloudly is listening');
   }
 
   /** The transport's view of this server: the few things HTTP and the sockets need. */
@@ -281,11 +306,14 @@ export class Cloudly {
   }
 
   private async stopInternal(): Promise<void> {
+    // Each step's time goes into the last log line, so a slow stop says where it waited.
+    const { stepsMs, stepDone } = stepTimer();
     this.started = false;
-    this.relays.closeAll();
+    const relaySockets = this.relays.closeAll();
     for (const peer of this.openSockets) {
       peer.close(1001, 'cloudly is stopping');
     }
+    stepDone('closeSockets');
     if (this.httpServer) {
       const graceMs = this.config.shutdownGraceMs;
       const closed = await closeHttpServerWithin(this.httpServer, graceMs);
@@ -296,12 +324,15 @@ export class Cloudly {
         );
       }
     }
+    stepDone('httpServer');
     for (const manager of [...this.managers].reverse()) {
       await manager.stop?.().catch((error: unknown) => this.logger.error({ err: error }, 'manager stop failed'));
+      stepDone(manager.constructor.name);
     }
     this.auth.stop();
     await this.database.stop();
-    this.logger.info('cloudly stopped');
+    stepDone('database');
+    this.logger.info({ relaySockets, stepsMs }, 'cloudly stopped');
   }
 
   /** Logs an unexpected failure with a fresh error id and returns the id. */
@@ -372,7 +403,19 @@ export class Cloudly {
       requireObjectRequest(requestArg);
       const operation = { actor: { kind: 'relay' as const, id: `relay:${session.clusterId}` }, method: methodArg, dryRun: false };
       const run = (): Promise<T['response']> => runInOperation(operation, () => fnArg(requestArg, { clusterId: session.clusterId, session }));
-      return stormRelayMethods.has(methodArg) ? this.relayCallGate.run(run) : run();
+      if (!stormRelayMethods.has(methodArg)) {
+        return run();
+      }
+      return this.relayCallGate.run(() => {
+        if (!session.peer.isOpen) {
+          // The socket closed while its call waited (the relay gave up on it and reconnects): its
+          // answer can reach nobody, so the work is not done. In a large storm, calls whose relays
+          // had timed out otherwise filled the line ahead of the live ones.
+          this.relayCallsDropped++;
+          throw refuseNamed('unavailable', 'relay-socket-closed', `${methodArg} was not run: its relay socket closed while the call waited for its turn`, 'socket');
+        }
+        return run();
+      });
     });
   }
 

@@ -16,8 +16,11 @@ export const serverLauncher = path.join(projectRoot, 'bin', 'cloudly-server');
  * test runner has bundled the server for this run (scripts/testserver.ts, CLOUDLY_TEST_SERVER),
  * that bundle under the same launcher and flags, which starts in far less time.
  */
-const testServer = process.env.CLOUDLY_TEST_SERVER;
-const cliArguments = testServer && fs.existsSync(testServer) ? ['--node', testServer] : ['--source'];
+const cliArguments = (): string[] => {
+  // Read at each start, so a bench that bundles the server itself (bench/fleet.bench.ts) can set it after import.
+  const testServer = process.env.CLOUDLY_TEST_SERVER;
+  return testServer && fs.existsSync(testServer) ? ['--node', testServer] : ['--source'];
+};
 
 export interface ICloudlyProcess {
   child: ChildProcess;
@@ -38,7 +41,7 @@ export const cloudlyProcessEnv = (dataDirArg: string, extraArg: Record<string, s
 
 /** Starts the CLI and waits for its "listening" line; rejects with its output if it exits first. */
 export const startCloudlyProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> =>
-  startListening(serverLauncher, cliArguments, envArg);
+  startListening(serverLauncher, cliArguments(), envArg);
 
 /** Starts the server exactly as `npm start` does (through tsx), even when a test bundle exists. */
 export const startSourceCloudlyProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> =>
@@ -77,7 +80,7 @@ export const processStartBoundMs = 120_000;
 /** Runs the CLI to completion (for start-up refusals); resolves with its exit code and output. */
 export const runCloudlyProcessToExit = (envArg: NodeJS.ProcessEnv, timeoutMsArg = processStartBoundMs): Promise<{ code: number | null; output: string }> =>
   new Promise((resolve) => {
-    const child = spawn(serverLauncher, cliArguments, { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(serverLauncher, cliArguments(), { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
     child.stderr.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });

@@ -13,7 +13,7 @@ export class CloudlyMetrics {
   /** Set by the server: database commands sent so far. */
   public databaseCommands: () => number = () => 0;
   /** Set by the server: relay calls of a storm waiting for a slot now, and those that waited so far (CLOUDLY_RELAY_WORK_CONCURRENCY). */
-  public relayCallGate: () => { queued: number; waitedTotal: number } = () => ({ queued: 0, waitedTotal: 0 });
+  public relayCallGate: () => { queued: number; waitedTotal: number; droppedTotal: number } = () => ({ queued: 0, waitedTotal: 0, droppedTotal: 0 });
 
   constructor() {
     this.calls = new promClient.Counter({
@@ -65,6 +65,15 @@ export class CloudlyMetrics {
       collect() {
         this.reset();
         this.inc(metrics.relayCallGate().waitedTotal);
+      },
+    });
+    new promClient.Counter({
+      name: 'cloudly_relay_calls_dropped_total',
+      help: 'Relay calls of a reconnect storm not run when their turn came because their socket had closed meanwhile.',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(metrics.relayCallGate().droppedTotal);
       },
     });
     new promClient.Gauge({

@@ -50,6 +50,8 @@ export class SnapshotReadCache implements IListReader {
   /** Reads answered from a snapshot, and reads of a whole collection into one (for tests and benchmarks). */
   public hits = 0;
   public loads = 0;
+  /** Pages read from the database directly because the snapshot had to be read again. */
+  public pageReads = 0;
 
   constructor(
     private readonly store: DocumentStore,
@@ -74,6 +76,18 @@ export class SnapshotReadCache implements IListReader {
     if (!state || this.stalenessMs <= 0) {
       return this.store.find(kindArg, filterArg, optionsArg);
     }
+    if (optionsArg.limit !== undefined && !this.isCurrent(state)) {
+      // A page (a few documents) while the snapshot must be read again: the page is read from the
+      // database directly, which answers it with every write in it, and the snapshot is read in
+      // the background for the readers after it. Waiting for the whole collection instead made
+      // each page read after a write cost a read of every document, the longest wait during a
+      // relay storm, when the database is busiest (docs/multi-instance.md, "Admin calls during a storm").
+      if (!state.loading || state.loading.version !== state.version) {
+        void this.load(kindArg, state, state.version).catch(() => undefined);
+      }
+      this.pageReads += 1;
+      return this.store.find(kindArg, filterArg, optionsArg);
+    }
     const snapshot = await this.current(kindArg, state);
     let docs: T[];
     if (optionsArg.sort && Object.keys(filterArg).length === 0) {
@@ -96,6 +110,17 @@ export class SnapshotReadCache implements IListReader {
     }
     // Callers may change what they get: each answer is its own copy.
     return structuredClone(docs);
+  }
+
+  /** Resolves once the read of this kind's snapshot in flight (if any) has ended. */
+  public async loaded(kindArg: IDocumentKind<IStoredDocument>): Promise<void> {
+    await this.kinds.get(kindArg.collectionName)?.loading?.promise.catch(() => undefined);
+  }
+
+  /** Whether the snapshot may answer now: no commit since its read, and its read started within the bound. */
+  private isCurrent(stateArg: IKindState): boolean {
+    const snapshot = stateArg.snapshot;
+    return snapshot !== null && snapshot.version === stateArg.version && Date.now() - snapshot.readStartedAt < this.stalenessMs;
   }
 
   private async current(kindArg: IDocumentKind<IStoredDocument>, stateArg: IKindState): Promise<ISnapshot> {

@@ -259,9 +259,13 @@ export class RelaySessions {
     }
   }
 
-  public closeAll(): void {
+  /** Asks every relay socket to close (1001); answers how many it asked. */
+  public closeAll(): number {
+    let count = 0;
     for (const session of this.allSessions()) {
       session.peer.close(1001, 'cloudly is stopping');
+      count++;
     }
+    return count;
   }
 }

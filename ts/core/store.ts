@@ -251,6 +251,18 @@ export class DocumentStore {
       const stamped = await this.collection(kind)
         .find({ _audit: { $exists: true } }, { projection: { id: 1, generation: 1, _audit: 1, _incarnation: 1 } })
         .toArray();
+      // Whether each stamp's event exists, asked a thousand at a time, instead of one round trip
+      // per document on every start.
+      const eventIdOf = (docArg: Document): string =>
+        auditEventId(kind.collectionName, docArg.id as string, String(docArg._incarnation ?? 'none'), docArg.generation as number);
+      const recorded = new Set<string>();
+      const wanted = stamped.filter((doc) => !(doc._audit as IAuditStamp).removing).map(eventIdOf);
+      for (let start = 0; start < wanted.length; start += 1000) {
+        const found = await this.collection(auditEventKind).find({ id: { $in: wanted.slice(start, start + 1000) } }, { projection: { id: 1 } }).toArray();
+        for (const event of found) {
+          recorded.add(event.id as string);
+        }
+      }
       for (const doc of stamped) {
         const stamp = doc._audit as IAuditStamp;
         const incarnation = String(doc._incarnation ?? 'none');
@@ -263,8 +275,7 @@ export class DocumentStore {
           }
           continue;
         }
-        const eventId = auditEventId(kind.collectionName, doc.id as string, incarnation, doc.generation as number);
-        if (!(await this.get(auditEventKind, eventId))) {
+        if (!recorded.has(eventIdOf(doc))) {
           await this.appendAudit(kind, doc.id as string, incarnation, stamp, doc.generation as number);
           appended++;
         }

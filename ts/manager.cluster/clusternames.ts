@@ -71,10 +71,18 @@ export const settleClusterNameReservation = async (
  * its name is taken from now on; of clusters that already shared a name, the oldest holds it.
  */
 export const reserveExistingClusterNames = async (storeArg: DocumentStore, clusterKindArg: IDocumentKind<IClusterDocument>): Promise<void> => {
+  // A name that has its reservation already would refuse the insert: only the others are tried
+  // (after the first start, none), instead of one insert per cluster on every start.
+  const reserved = new Set((await storeArg.find(clusterNameReservationKind, {})).map((reservationArg) => reservationArg.id));
   for (const cluster of await storeArg.find(clusterKindArg, {}, { sort: { createdAt: 1 } })) {
+    const reservationId = clusterNameReservationId(cluster.name);
+    if (reserved.has(reservationId)) {
+      continue;
+    }
+    reserved.add(reservationId);
     const { generation: _generation, ...clusterFields } = cluster;
     await storeArg.insert(clusterNameReservationKind, {
-      id: clusterNameReservationId(cluster.name),
+      id: reservationId,
       name: cluster.name,
       clusterId: cluster.id,
       state: 'bound',
@@ -83,9 +91,18 @@ export const reserveExistingClusterNames = async (storeArg: DocumentStore, clust
   }
 };
 
-/** Settles every reservation (start-up): what a process that died inside a creation or deletion left. */
+/**
+ * Settles every reservation (start-up): what a process that died inside a creation or deletion left.
+ * A reservation bound to a cluster that exists is already settled (settling it would read both and
+ * write nothing), so only the others are settled one by one: a start reads two collections, not
+ * two documents per cluster.
+ */
 export const settleAllClusterNameReservations = async (storeArg: DocumentStore, clusterKindArg: IDocumentKind<IClusterDocument>): Promise<void> => {
+  const clusterIds = new Set((await storeArg.find(clusterKindArg, {})).map((clusterArg) => clusterArg.id));
   for (const reservation of await storeArg.find(clusterNameReservationKind, {})) {
+    if (reservation.state === 'bound' && clusterIds.has(reservation.clusterId)) {
+      continue;
+    }
     await settleClusterNameReservation(storeArg, clusterKindArg, reservation.id);
   }
 };
