@@ -170,39 +170,29 @@ const machineTicks = (): { busy: number; total: number } | null => {
 };
 
 /**
- * Samples the machine's CPU every 500 ms and answers whether the last second left CPU to spare;
- * `take()` claims the spare capacity for one file (and holds further claims back for
- * `extraStartGapMs`). The tick source and the clock are parameters so a test
- * can drive it (test/foundation.scheduler.decision.test.ts).
+ * Answers, every 500 ms, whether the last second left CPU to spare; `take()` claims the spare
+ * capacity for one file (and holds further claims back for `extraStartGapMs`).
  */
-export class SpareCpu {
+class SpareCpu {
   private samples: Array<{ busy: number; total: number }> = [];
   private timer: NodeJS.Timeout | null = null;
-  private lastTaken = -Infinity;
+  private lastTaken = 0;
 
-  constructor(
-    private readTicks: () => { busy: number; total: number } | null = machineTicks,
-    private now: () => number = Date.now,
-  ) {}
-
-  /** Takes the first sample; false (and no sampling) where the machine's ticks cannot be read. */
   start(): boolean {
-    if (!this.sample()) {
+    const first = machineTicks();
+    if (!first) {
       return false;
     }
-    this.timer = setInterval(() => this.sample(), 500);
+    this.samples.push(first);
+    this.timer = setInterval(() => {
+      const sample = machineTicks();
+      if (sample) {
+        this.samples.push(sample);
+        this.samples = this.samples.slice(-3);
+      }
+    }, 500);
     this.timer.unref();
     return true;
-  }
-
-  /** One sample; the last three (one second) are kept. */
-  sample(): boolean {
-    const ticks = this.readTicks();
-    if (ticks) {
-      this.samples.push(ticks);
-      this.samples = this.samples.slice(-3);
-    }
-    return ticks !== null;
   }
 
   stop(): void {
@@ -211,8 +201,7 @@ export class SpareCpu {
     }
   }
 
-  /** The idle share of the machine over the kept samples; 0 until there are three. */
-  idleShare(): number {
+  private idleShare(): number {
     if (this.samples.length < 3) {
       return 0;
     }
@@ -223,10 +212,10 @@ export class SpareCpu {
   }
 
   take(): boolean {
-    if (this.now() - this.lastTaken < extraStartGapMs || this.idleShare() <= spareCpuShare) {
+    if (Date.now() - this.lastTaken < extraStartGapMs || this.idleShare() <= spareCpuShare) {
       return false;
     }
-    this.lastTaken = this.now();
+    this.lastTaken = Date.now();
     // The claim counts from the next samples on: what was idle before it is spent.
     this.samples = this.samples.slice(-1);
     return true;
