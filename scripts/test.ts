@@ -137,90 +137,9 @@ export const defaultConcurrency = (): number => {
   if (Number.isInteger(given) && given > 0) {
     return given;
   }
-  return Math.max(2, Math.ceil(coreCount() * 1.5));
+  const cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
+  return Math.max(2, Math.ceil(cores * 1.5));
 };
-
-const coreCount = (): number => (typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length);
-
-/**
- * Slots beyond the fixed ones, opened only while the machine has CPU to spare. A fixed number of
- * files at once leaves the cores idle whenever several of them wait at the same time (a lease to
- * run out, a child server to start, a relay's back-off): three at once kept two cores about 83 %
- * busy, and a fourth fixed slot made the run slower because it also runs when every file is
- * computing. An extra slot starts its next file only when the last second left more than
- * `spareCpuShare` of the machine idle (/proc/stat), and at most one extra file starts per
- * `extraStartGapMs`, so a moment of idleness does not open every slot at once. None where there is
- * no /proc/stat, or when the number of files at once is given.
- */
-export const extraSlotCount = (): number => coreCount();
-const spareCpuShare = 0.35;
-const extraStartGapMs = 2_000;
-
-/** Busy and total CPU ticks of the whole machine (the `cpu` line of /proc/stat), or null where there is none. */
-const machineTicks = (): { busy: number; total: number } | null => {
-  try {
-    const line = fs.readFileSync('/proc/stat', 'utf8').split('\n', 1)[0];
-    const ticks = line.trim().split(/\s+/).slice(1).map(Number);
-    const total = ticks.reduce((sumArg, tickArg) => sumArg + tickArg, 0);
-    // idle and iowait are the 4th and 5th fields
-    return { busy: total - ticks[3] - (ticks[4] ?? 0), total };
-  } catch {
-    return null;
-  }
-};
-
-/**
- * Answers, every 500 ms, whether the last second left CPU to spare; `take()` claims the spare
- * capacity for one file (and holds further claims back for `extraStartGapMs`).
- */
-class SpareCpu {
-  private samples: Array<{ busy: number; total: number }> = [];
-  private timer: NodeJS.Timeout | null = null;
-  private lastTaken = 0;
-
-  start(): boolean {
-    const first = machineTicks();
-    if (!first) {
-      return false;
-    }
-    this.samples.push(first);
-    this.timer = setInterval(() => {
-      const sample = machineTicks();
-      if (sample) {
-        this.samples.push(sample);
-        this.samples = this.samples.slice(-3);
-      }
-    }, 500);
-    this.timer.unref();
-    return true;
-  }
-
-  stop(): void {
-    if (this.timer) {
-      clearInterval(this.timer);
-    }
-  }
-
-  private idleShare(): number {
-    if (this.samples.length < 3) {
-      return 0;
-    }
-    const first = this.samples[0];
-    const last = this.samples[this.samples.length - 1];
-    const total = last.total - first.total;
-    return total > 0 ? 1 - (last.busy - first.busy) / total : 0;
-  }
-
-  take(): boolean {
-    if (Date.now() - this.lastTaken < extraStartGapMs || this.idleShare() <= spareCpuShare) {
-      return false;
-    }
-    this.lastTaken = Date.now();
-    // The claim counts from the next samples on: what was idle before it is spent.
-    this.samples = this.samples.slice(-1);
-    return true;
-  }
-}
 
 interface IFileRun {
   file: string;
@@ -453,25 +372,8 @@ const main = async (): Promise<number> => {
   const results: IFileRun[] = [];
   const started = Date.now();
   const notes: string[] = [];
-  const spare = new SpareCpu();
-  const extraSlots = !concurrencyFlag && !process.env.CLOUDLY_TEST_CONCURRENCY && spare.start() ? extraSlotCount() : 0;
-  const extra = extraSlots > 0 ? `, up to ${extraSlots} more while CPU is idle` : '';
-  console.log(`# lane ${lane}: ${files.length} files, ${concurrency} at once${extra}${isolateAll ? ', each in its own process' : ', in shared processes'}`);
-  let extraFiles = 0;
-  /** An extra slot's next file: waits while the machine is busy, none once the queue is empty. */
-  const nextExtraFile = async (): Promise<string | undefined> => {
-    while (queue.length > 0) {
-      if (spare.take()) {
-        extraFiles++;
-        return queue.shift();
-      }
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
-    return undefined;
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency + extraSlots, files.length) }, async (_, slotArg) => {
-    const isExtra = slotArg >= concurrency;
-    const nextFile = async (): Promise<string | undefined> => (isExtra ? nextExtraFile() : queue.shift());
+  console.log(`# lane ${lane}: ${files.length} files, ${concurrency} at once${isolateAll ? ', each in its own process' : ', in shared processes'}`);
+  await Promise.all(Array.from({ length: Math.min(concurrency, files.length) }, async () => {
     // Each slot keeps at most one shared process of each kind and reuses it for its next files.
     const workers = new Map<'unit' | 'shared', SharedWorker>();
     const workerFor = (kindArg: 'unit' | 'shared'): SharedWorker => {
@@ -482,7 +384,7 @@ const main = async (): Promise<number> => {
       }
       return worker;
     };
-    for (let file = await nextFile(); file !== undefined; file = await nextFile()) {
+    for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
       const result = isolateAll || runsIsolated(file)
         ? await runFile(file, nodeFlags)
         : await workerFor(laneOf(file) === 'unit' ? 'unit' : 'shared').run(file);
@@ -497,7 +399,6 @@ const main = async (): Promise<number> => {
       }
     }
   }));
-  spare.stop();
   for (const note of notes) {
     process.stdout.write(`\n${note}`);
   }
@@ -508,7 +409,7 @@ const main = async (): Promise<number> => {
     }
   }
   const failed = results.filter((result) => result.code !== 0);
-  console.log(`\n# lane ${lane}: ${files.length} files, ${concurrency} at once${extraSlots > 0 ? ` (${extraFiles} more in idle CPU)` : ''}, ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  console.log(`\n# lane ${lane}: ${files.length} files, ${concurrency} at once, ${((Date.now() - started) / 1000).toFixed(1)} s`);
   console.log(`# tests ${totals.tests ?? 0}, pass ${totals.pass ?? 0}, fail ${totals.fail ?? 0}, cancelled ${totals.cancelled ?? 0}, skipped ${totals.skipped ?? 0}, todo ${totals.todo ?? 0}`);
   console.log(`# slowest: ${[...results].sort((a, b) => b.seconds - a.seconds).slice(0, 8).map((result) => `${path.basename(result.file, '.test.ts')} ${result.seconds.toFixed(0)} s`).join(', ')}`);
   const measured = results.filter((result) => result.cpuSeconds !== undefined);
