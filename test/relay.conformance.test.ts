@@ -92,7 +92,7 @@ describe('the relay conformance kit', () => {
     const failed = checks.filter((entry) => !entry.ok);
     assert.deepEqual(failed.map((entry) => entry.name), ['backs up a service (backupClusterService) and uploads its closure until the receipt']);
     assert.match(failed[0].detail, /relay-answer-invalid/);
-    assert.match(failed[0].detail, /answer\.snapshots must be an array of snapshots/);
+    assert.match(failed[0].detail, /"path":"answer\.snapshots","message":"must be an array of snapshots"/);
   });
 
   test('a relay that never connects fails the first check and ends there', async () => {

@@ -65,7 +65,7 @@ describe('the one refusal mapping (pure)', () => {
     ['relay refused without data', new TypedResponseError('no', null),
       { code: 'unavailable', retryable: true, reasons: ['relay-refused'], relayError: { code: null, reasons: [] } }],
     ['answer unreadable', Object.assign(new Error('x'), { name: 'PeerAnswerMalformedError', reasons: ['answer frame exceeds 4194304 bytes'] }),
-      { code: 'unavailable', retryable: true, reasons: ['relay-answer-invalid', 'answer frame exceeds 4194304 bytes'] }],
+      { code: 'unavailable', retryable: true, reasons: ['relay-answer-invalid'], causes: [{ path: 'answer', message: 'frame exceeds 4194304 bytes' }] }],
     ['anything else', new Error('boom'), { code: 'unavailable', retryable: true, reasons: ['relay-failed'] }],
   ];
   for (const [name, error, expected] of cases) {
@@ -147,18 +147,23 @@ describe('refusals and answers through the administrator\'s calls', () => {
   });
 
   test('answers that break the contract name the member that failed', async () => {
+    /** The refusal's reasons, and each cause as its path and sentence. */
+    const flawsOf = async (callArg: () => Promise<unknown>) => {
+      const refusal = await refusalOf(callArg);
+      return { reasons: refusal.reasons, causes: ((refusal.causes ?? []) as Array<{ path: string; message: string }>).map((causeArg) => `${causeArg.path} ${causeArg.message}`) };
+    };
     behaviour.set('backupClusterService', async () => ({}));
-    assert.deepEqual((await refusalOf(backup('backup-empty-answer'))).reasons,
-      ['relay-answer-invalid', 'answer.snapshots must be an array of snapshots']);
+    assert.deepEqual(await flawsOf(backup('backup-empty-answer')),
+      { reasons: ['relay-answer-invalid'], causes: ['answer.snapshots must be an array of snapshots'] });
     behaviour.set('backupClusterService', async () => ({ snapshots: [{ type: 'database', snapshotId: 's1', resourceName: 'db', createdAt: 1, sizeBytes: -1 }] }));
-    assert.deepEqual((await refusalOf(backup('backup-bad-snapshot'))).reasons,
-      ['relay-answer-invalid', 'answer.snapshots[0].databaseName must be a string', 'answer.snapshots[0].sizeBytes must be a non-negative integer']);
+    assert.deepEqual(await flawsOf(backup('backup-bad-snapshot')),
+      { reasons: ['relay-answer-invalid'], causes: ['answer.snapshots[0].databaseName must be a string', 'answer.snapshots[0].sizeBytes must be a non-negative integer'] });
     behaviour.set('pruneClusterNodeArchive', async () => ({ found: 'yes' }));
-    assert.deepEqual((await refusalOf(prune)).reasons, ['relay-answer-invalid', 'answer.found must be a boolean']);
+    assert.deepEqual(await flawsOf(prune), { reasons: ['relay-answer-invalid'], causes: ['answer.found must be a boolean'] });
     behaviour.set('getClusterCorestoreLegacyResources', async () => ({ nodeId: world.nodeId }));
-    const reasons = (await refusalOf(inventory)).reasons as string[];
-    assert.equal(reasons[0], 'relay-answer-invalid');
-    assert.ok(reasons.slice(1).every((reason) => reason.startsWith('answer')), reasons.join(' | '));
+    const inventoryFlaws = await flawsOf(inventory);
+    assert.deepEqual(inventoryFlaws.reasons, ['relay-answer-invalid']);
+    assert.ok(inventoryFlaws.causes.length > 0 && inventoryFlaws.causes.every((cause) => cause.startsWith('answer')), inventoryFlaws.causes.join(' | '));
   });
 
   test('each timeout class ends its calls as relay-timeout (short configured timeouts)', async (context) => {

@@ -42,3 +42,7 @@ export const assertHasFieldProblem = (refusalArg: Record<string, unknown>, expec
   assert.ok(found, `no problem ${path} ${reason}${message ? ` ${message}` : ''} in ${context}`);
   assert.ok((refusalArg.reasons as string[] | undefined)?.includes(reason), context);
 };
+
+/** Each cause of a refusal as one sentence, its path first when it has one (`answer.found must be a boolean`). */
+export const causeSentencesOf = (refusalArg: Record<string, unknown>): string[] =>
+  ((refusalArg.causes ?? []) as Array<{ path?: string; message: string }>).map((causeArg) => (causeArg.path ? `${causeArg.path} ${causeArg.message}` : causeArg.message));

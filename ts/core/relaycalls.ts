@@ -1,6 +1,7 @@
 import { TypedResponseError } from '@api.global/typedrequest';
 import { PeerUnavailableError } from './envelopepeer.js';
-import { isRefusal } from './errors.js';
+import { isRefusal, isRefusalReasonToken, type IRefusalCause } from './errors.js';
+import { problemsOfSentences } from './validation.js';
 
 /**
  * Everything Cloudly calls on a relay, in one table: each method's timeout class, and the one
@@ -97,14 +98,27 @@ export const readRelayErrorData = (valueArg: unknown): IRelayErrorData => {
 const unavailableText = 'The service needed for this request is unavailable.';
 
 /** `unavailable` with the given reasons (the catalogue's shape, plus `relayError` when the relay refused). */
-export const relayUnavailable = (reasonsArg: string[], relayErrorArg?: IRelayErrorData): TypedResponseError =>
+export const relayUnavailable = (reasonsArg: string[], relayErrorArg?: IRelayErrorData, causesArg: IRefusalCause[] = []): TypedResponseError =>
   new TypedResponseError(unavailableText, {
     code: 'unavailable',
     // A relay's own refusal that says it will not change is passed on as not worth retrying.
     retryable: relayErrorArg?.retryable ?? true,
     reasons: reasonsArg,
+    ...(causesArg.length > 0 ? { causes: causesArg } : {}),
     ...(relayErrorArg ? { relayError: relayErrorArg } : {}),
   });
+
+/**
+ * `relay-answer-invalid` with what was wrong with the answer: flaws that are tokens (`frame-too-large`)
+ * follow it in `reasons`; sentences (`answer.snapshots[0].type must be …`) become causes, each
+ * naming the member under `answer` it is about. At most `maximumRelayErrorReasons` flaws, each bounded.
+ */
+const answerInvalidRefusal = (flawsArg: readonly string[]): TypedResponseError => {
+  const flaws = flawsArg.slice(0, maximumRelayErrorReasons).map((flawArg) => boundRelayText(flawArg, maximumRelayErrorReasonLength));
+  const causes = problemsOfSentences(flaws.filter((flawArg) => !isRefusalReasonToken(flawArg)), 'answer')
+    .map(({ path, message }) => ({ path, message }));
+  return relayUnavailable([relayCallFailureReasons.answerInvalid, ...flaws.filter(isRefusalReasonToken)], undefined, causes);
+};
 
 /**
  * The one mapping of a failed Cloudly → relay call: no answer is `relay-not-connected`,
@@ -125,11 +139,7 @@ export const relayCallRefusal = (errorArg: unknown): TypedResponseError => {
   // name so this mapping does not depend on which reader produced it.
   if (errorArg instanceof Error && errorArg.name === 'PeerAnswerMalformedError') {
     const reasons = (errorArg as Error & { reasons?: unknown }).reasons;
-    return relayUnavailable([
-      relayCallFailureReasons.answerInvalid,
-      ...(Array.isArray(reasons) ? reasons.filter((reason): reason is string => typeof reason === 'string') : [])
-        .slice(0, maximumRelayErrorReasons).map((reason) => boundRelayText(reason, maximumRelayErrorReasonLength)),
-    ]);
+    return answerInvalidRefusal(Array.isArray(reasons) ? reasons.filter((reason): reason is string => typeof reason === 'string') : []);
   }
   return relayUnavailable([relayCallFailureReasons.failed]);
 };
@@ -139,14 +149,11 @@ export const relayCallOutcomeOf = (refusalArg: TypedResponseError): string =>
   String((refusalArg.errorData as { reasons?: string[] } | undefined)?.reasons?.[0] ?? 'relay-failed');
 
 /**
- * Refuses an answer that does not match the contract: `unavailable`, `relay-answer-invalid`,
- * then every reason (each naming the member under `answer`, e.g. `answer.snapshots[0].type ...`).
+ * Refuses an answer that does not match the contract: `unavailable`, `relay-answer-invalid`, and
+ * every flaw as a cause naming the member under `answer` (`answer.snapshots[0].type`).
  */
 export const requireValidRelayAnswer = (reasonsArg: string[]): void => {
   if (reasonsArg.length > 0) {
-    throw relayUnavailable([
-      relayCallFailureReasons.answerInvalid,
-      ...reasonsArg.slice(0, maximumRelayErrorReasons).map((reason) => boundRelayText(reason, maximumRelayErrorReasonLength)),
-    ]);
+    throw answerInvalidRefusal(reasonsArg);
   }
 };

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
-import { isRefusal, refuse } from '../core/errors.js';
+import { isRefusal, refuse, type IRefusalCause } from '../core/errors.js';
 import { WorkQueue } from '../core/workqueue.js';
 import { fieldProblem, fieldProblemReasons, isIdString } from '../core/validation.js';
 import { adminMutation, adminQuery, registerOperations } from '../core/operations.js';
@@ -542,10 +542,11 @@ export const operationErrorOf = (errorArg: unknown, logArg: (errorArg: unknown) 
         code: data.code,
         retryable: data.retryable === true,
         ...(Array.isArray(data.reasons) ? { reasons: data.reasons.filter((reasonArg): reasonArg is string => typeof reasonArg === 'string') } : {}),
+        ...(Array.isArray(data.causes) && data.causes.length > 0 ? { causes: data.causes as IRefusalCause[] } : {}),
         ...(data.relayError !== undefined ? { relayError: data.relayError } : {}),
       };
     }
   }
   const errorId = logArg(errorArg);
-  return { code: 'internal', retryable: true, reasons: [`internal failure ${errorId}`] };
+  return { code: 'internal', retryable: true, reasons: ['internal-failure'], causes: [{ message: `error id ${errorId}; Cloudly's log names it` }] };
 };

@@ -1,4 +1,5 @@
 import type { IIdentity } from '../data/user.js';
+import type { IRefusalCause } from '../data/refusal.js';
 import type { TBackupSnapshot } from '../data/backup.js';
 import type { IIsolatedRestoreNodeState } from '../data/isolatedrestore.js';
 import type { ITypedContract } from './admin.js';
@@ -37,6 +38,8 @@ export interface IOperationError {
   code: string;
   retryable: boolean;
   reasons?: string[];
+  /** The refusal's sentences for people, each naming its path when it has one. */
+  causes?: IRefusalCause[];
   /** The relay's own error data when the relay refused (`relay-refused`). */
   relayError?: unknown;
 }

@@ -2180,6 +2180,12 @@ export const contractSchema: IContractSchemaDocument = {
       "type": "string"
      }
     },
+    "causes": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IRefusalCause"
+     }
+    },
     "relayError": {}
    },
    "required": [
@@ -2406,6 +2412,24 @@ export const contractSchema: IContractSchemaDocument = {
     "name",
     "minimumVersion",
     "maximumVersion"
+   ],
+   "additionalProperties": false
+  },
+  "IRefusalCause": {
+   "type": "object",
+   "properties": {
+    "path": {
+     "type": "string"
+    },
+    "reason": {
+     "type": "string"
+    },
+    "message": {
+     "type": "string"
+    }
+   },
+   "required": [
+    "message"
    ],
    "additionalProperties": false
   },
