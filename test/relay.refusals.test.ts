@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import * as fsp from 'node:fs/promises';
 import { TypedResponseError } from '@api.global/typedrequest';
 import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
+import { causeSentencesOf } from './helpers/refusals.js';
 import { addClusterWorld } from './backup.fixture.js';
 import {
   cloudlyToRelayCalls,
@@ -150,7 +151,7 @@ describe('refusals and answers through the administrator\'s calls', () => {
     /** The refusal's reasons, and each cause as its path and sentence. */
     const flawsOf = async (callArg: () => Promise<unknown>) => {
       const refusal = await refusalOf(callArg);
-      return { reasons: refusal.reasons, causes: ((refusal.causes ?? []) as Array<{ path: string; message: string }>).map((causeArg) => `${causeArg.path} ${causeArg.message}`) };
+      return { reasons: refusal.reasons, causes: causeSentencesOf(refusal) };
     };
     behaviour.set('backupClusterService', async () => ({}));
     assert.deepEqual(await flawsOf(backup('backup-empty-answer')),
