@@ -251,18 +251,12 @@ export class DocumentStore {
       const stamped = await this.collection(kind)
         .find({ _audit: { $exists: true } }, { projection: { id: 1, generation: 1, _audit: 1, _incarnation: 1 } })
         .toArray();
-      // Whether each stamp's event exists, asked a thousand at a time, instead of one round trip
-      // per document on every start.
+      // Whether each stamp's event exists, asked in `findIn`'s chunks instead of one round trip per
+      // document on every start.
       const eventIdOf = (docArg: Document): string =>
         auditEventId(kind.collectionName, docArg.id as string, String(docArg._incarnation ?? 'none'), docArg.generation as number);
-      const recorded = new Set<string>();
       const wanted = stamped.filter((doc) => !(doc._audit as IAuditStamp).removing).map(eventIdOf);
-      for (let start = 0; start < wanted.length; start += 1000) {
-        const found = await this.collection(auditEventKind).find({ id: { $in: wanted.slice(start, start + 1000) } }, { projection: { id: 1 } }).toArray();
-        for (const event of found) {
-          recorded.add(event.id as string);
-        }
-      }
+      const recorded = new Set((await this.findIn(auditEventKind, 'id', wanted)).map((event) => event.id));
       for (const doc of stamped) {
         const stamp = doc._audit as IAuditStamp;
         const incarnation = String(doc._incarnation ?? 'none');
