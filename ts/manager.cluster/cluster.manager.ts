@@ -10,8 +10,7 @@ import { defaultRelayCallTimeouts } from '../core/relaycalls.js';
 import {
   clusterNameReservationId,
   clusterNameReservationKind,
-  reserveExistingClusterNames,
-  settleAllClusterNameReservations,
+  settleClusterNamesAtStart,
 } from './clusternames.js';
 import { currentOperation } from '../core/operationcontext.js';
 import { clusterKind, type IClusterDocument } from './documents.js';
@@ -108,8 +107,7 @@ export class ClusterManager {
   }
 
   public async start(): Promise<void> {
-    await reserveExistingClusterNames(this.cloudly.store, clusterKind);
-    await settleAllClusterNameReservations(this.cloudly.store, clusterKind);
+    await settleClusterNamesAtStart(this.cloudly.store, clusterKind);
     await this.removeOrphansOfDeletedClusters();
     await this.relayElection.start();
   }

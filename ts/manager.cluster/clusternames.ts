@@ -67,20 +67,26 @@ export const settleClusterNameReservation = async (
 };
 
 /**
- * Gives every cluster made before names were reserved its reservation (bound), the oldest first, so
- * its name is taken from now on; of clusters that already shared a name, the oldest holds it.
+ * Start-up: gives every cluster made before names were reserved its reservation (bound), the
+ * oldest first, so its name is taken from now on (of clusters that already shared a name, the
+ * oldest holds it); then settles every reservation a process that died inside a creation or
+ * deletion left. Both collections are read once: a reservation bound to a cluster that exists is
+ * already settled (settling it would read both and write nothing), and a name that has its
+ * reservation is not inserted again, so after the first start a start writes nothing and reads
+ * two collections, not two documents per cluster.
  */
-export const reserveExistingClusterNames = async (storeArg: DocumentStore, clusterKindArg: IDocumentKind<IClusterDocument>): Promise<void> => {
-  // A name that has its reservation already would refuse the insert: only the others are tried
-  // (after the first start, none), instead of one insert per cluster on every start.
-  const reserved = new Set((await storeArg.find(clusterNameReservationKind, {})).map((reservationArg) => reservationArg.id));
-  for (const cluster of await storeArg.find(clusterKindArg, {}, { sort: { createdAt: 1 } })) {
+export const settleClusterNamesAtStart = async (storeArg: DocumentStore, clusterKindArg: IDocumentKind<IClusterDocument>): Promise<void> => {
+  const clusters = await storeArg.find(clusterKindArg, {}, { sort: { createdAt: 1 } });
+  const reservations = await storeArg.find(clusterNameReservationKind, {});
+  const reserved = new Set(reservations.map((reservationArg) => reservationArg.id));
+  for (const cluster of clusters) {
     const reservationId = clusterNameReservationId(cluster.name);
     if (reserved.has(reservationId)) {
       continue;
     }
     reserved.add(reservationId);
     const { generation: _generation, ...clusterFields } = cluster;
+    // Bound to a cluster that exists: settled as it is inserted.
     await storeArg.insert(clusterNameReservationKind, {
       id: reservationId,
       name: cluster.name,
@@ -89,17 +95,8 @@ export const reserveExistingClusterNames = async (storeArg: DocumentStore, clust
       cluster: clusterFields,
     });
   }
-};
-
-/**
- * Settles every reservation (start-up): what a process that died inside a creation or deletion left.
- * A reservation bound to a cluster that exists is already settled (settling it would read both and
- * write nothing), so only the others are settled one by one: a start reads two collections, not
- * two documents per cluster.
- */
-export const settleAllClusterNameReservations = async (storeArg: DocumentStore, clusterKindArg: IDocumentKind<IClusterDocument>): Promise<void> => {
-  const clusterIds = new Set((await storeArg.find(clusterKindArg, {})).map((clusterArg) => clusterArg.id));
-  for (const reservation of await storeArg.find(clusterNameReservationKind, {})) {
+  const clusterIds = new Set(clusters.map((clusterArg) => clusterArg.id));
+  for (const reservation of reservations) {
     if (reservation.state === 'bound' && clusterIds.has(reservation.clusterId)) {
       continue;
     }
