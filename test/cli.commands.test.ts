@@ -67,6 +67,12 @@ test('usage errors exit 2 and send nothing', async () => {
   const expectation = await cloudly(['clusters', 'rotate-relay-token', '--cluster', 'c1']);
   assert.equal(expectation.code, 2);
   assert.match(expectation.stderr, /--expect <generation>.*or --expect-current/);
+  // A login URL that is not an http(s) URL is a usage error, told by its error class, not its text.
+  const notHttp = await cloudly(['login', '--url', 'ftp://127.0.0.1:1'], 'password\n');
+  assert.equal(notHttp.code, 2, notHttp.stderr);
+  assert.match(notHttp.stderr, /--url must be an http or https URL/);
+  const notUrl = await cloudly(['login', '--url', 'nowhere'], 'password\n');
+  assert.equal(notUrl.code, 2, notUrl.stderr);
   assert.deepEqual((await api('getClusters', {})).clusters, []);
 });
 

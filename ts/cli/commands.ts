@@ -4,7 +4,7 @@ import {
   collect, exitCodes, expectedGeneration, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
   requireOption, resolveUrl, UsageError, withDryRun, type ICommandContext, type IMutationOptions,
 } from './context.js';
-import { normalizeServerUrl, readCredentials, writeCredentials, credentialsPath } from './credentials.js';
+import { normalizeServerUrl, readCredentials, writeCredentials, credentialsPath, ServerUrlError } from './credentials.js';
 import { note, printAnswer, renderYaml, waitingLine, writeOut } from './output.js';
 import { readPassword } from './prompt.js';
 import { generationExpectation, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
@@ -77,7 +77,7 @@ const addSessionCommands = (programArg: Command): void => {
         await writeCredentials(credentials);
         note(`logged in to ${url} as ${identity.name}; identity kept in ${credentialsPath()} until ${new Date(identity.expiresAt).toISOString()}`);
       } catch (error) {
-        setExitCode(reportFailure(error instanceof Error && /is not a URL|must be an http/.test(error.message) ? new UsageError(error.message) : error, url));
+        setExitCode(reportFailure(error instanceof ServerUrlError ? new UsageError(error.message) : error, url));
       }
     });
 

@@ -1,7 +1,7 @@
 import * as fsp from 'node:fs/promises';
 import type { CloudlyAdminClient } from '../client/admin.js';
 import type { ITypedContract } from '../interfaces/requests/admin.js';
-import { normalizeServerUrl, readCredentials } from './credentials.js';
+import { normalizeServerUrl, readCredentials, ServerUrlError } from './credentials.js';
 import { note, outputFormats, writeErr, type TOutputFormat } from './output.js';
 import { cliIo } from './io.js';
 
@@ -40,7 +40,7 @@ export const resolveUrl = async (optionsArg: IGlobalOptions): Promise<string> =>
     try {
       return normalizeServerUrl(given);
     } catch (error) {
-      throw new UsageError((error as Error).message);
+      throw error instanceof ServerUrlError ? new UsageError(error.message) : error;
     }
   }
   const credentials = await readCredentials();

@@ -30,16 +30,24 @@ export const configDirectory = (): string => {
 
 export const credentialsPath = (): string => path.join(configDirectory(), 'credentials.json');
 
+/** A server URL that is not one: a mistake in the invocation (the commands answer it as usage, exit 2). */
+export class ServerUrlError extends Error {
+  constructor(messageArg: string) {
+    super(messageArg);
+    this.name = 'ServerUrlError';
+  }
+}
+
 /** `http://Host:3000/` → `http://host:3000`: one key per server however it was typed. */
 export const normalizeServerUrl = (urlArg: string): string => {
   let url: URL;
   try {
     url = new URL(urlArg);
   } catch {
-    throw new Error(`--url ${JSON.stringify(urlArg)} is not a URL (e.g. http://127.0.0.1:3000)`);
+    throw new ServerUrlError(`--url ${JSON.stringify(urlArg)} is not a URL (e.g. http://127.0.0.1:3000)`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new Error(`--url must be an http or https URL, not ${url.protocol}`);
+    throw new ServerUrlError(`--url must be an http or https URL, not ${url.protocol}`);
   }
   return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
 };
