@@ -2,9 +2,9 @@ import type { IIdentity } from '../../ts/interfaces/data/user.js';
 import type { IChangeEvent } from '../../ts/interfaces/requests/watch.js';
 import type { ICloudlyMethods, TCloudlyMethod } from '../../ts/interfaces/requests/methodmap.js';
 import { identityReasons, methodNotServedReason, type IRefusalCause } from '../../ts/interfaces/data/refusal.js';
+import type { TDashboardRequest } from './methods.js';
 
-/** A method's request as the dashboard passes it: the identity is added by `call`. */
-export type TDashboardRequest<M extends TCloudlyMethod> = Omit<ICloudlyMethods[M]['request'], 'identity'> & { dryRun?: boolean };
+export type { TDashboardRequest };
 
 /**
  * The dashboard's connection to Cloudly: requests over `POST /typedrequest` (same origin), and one
@@ -51,8 +51,6 @@ export class ApiError extends Error {
 }
 
 const identityKey = 'cloudly.dashboard.identity';
-/** Methods another part of the project may add; the dashboard uses them once served. */
-export const logoutMethod = 'logout';
 
 const randomId = (): string => crypto.randomUUID();
 
@@ -120,7 +118,7 @@ export class CloudlyApi extends EventTarget {
   }
 
   public async login(usernameArg: string, passwordArg: string): Promise<IIdentity> {
-    const answer = await this.post<{ identity: IIdentity }>('adminLoginWithUsernameAndPassword', { username: usernameArg, password: passwordArg });
+    const answer = await this.post('adminLoginWithUsernameAndPassword', { username: usernameArg, password: passwordArg });
     this.setIdentity(answer.identity);
     this.verified = true;
     return answer.identity;
@@ -132,7 +130,7 @@ export class CloudlyApi extends EventTarget {
     this.stopSocket();
     this.setIdentity(null);
     if (identity) {
-      await this.post(logoutMethod, { identity }).catch(() => undefined);
+      await this.post('logout', { identity }).catch(() => undefined);
     }
   }
 
@@ -146,25 +144,17 @@ export class CloudlyApi extends EventTarget {
   }
 
   /**
-   * Calls an admin method with the identity; an `unauthenticated` refusal ends the session. The
-   * method name alone types the request and the answer (the method map); the untyped form stays
-   * for the pages not moved to it yet.
+   * Calls an admin method with the identity added; an `unauthenticated` refusal ends the session.
+   * The method name alone types the request and the answer through the contracts' method map
+   * (`api.call('getClusters', { limit: 50 })`); there is no untyped form: a page turns its form
+   * drafts into a contract request before it calls (see docs/dashboard.md).
    */
-  public async call<M extends TCloudlyMethod>(methodArg: M, requestArg: TDashboardRequest<M>): Promise<ICloudlyMethods[M]['response']>;
-  public async call<TResponse = any>(methodArg: string, requestArg?: Record<string, unknown>): Promise<TResponse>;
-  /**
-   * Calls Cloudly with the identity added. The request and answer types follow from the method name
-   * (`api.call('getClusters', { limit: 50 })`) through the contracts' method map; the second form
-   * names the answer type itself, for a method this dashboard may meet before it is served.
-   */
-  public async call<M extends TCloudlyMethod>(methodArg: M, requestArg: TDashboardRequest<M>): Promise<ICloudlyMethods[M]['response']>;
-  public async call<TResponse>(methodArg: string, requestArg?: object): Promise<TResponse>;
-  public async call<TResponse>(methodArg: string, requestArg: object = {}): Promise<TResponse> {
+  public async call<M extends TCloudlyMethod>(methodArg: M, requestArg: TDashboardRequest<M>): Promise<ICloudlyMethods[M]['response']> {
     if (!this.identity) {
       throw new ApiError(methodArg, 'unauthenticated', 'Log in first.', [identityReasons.missing], { causes: [{ path: 'identity', message: 'not logged in' }] });
     }
     try {
-      const answer = await this.post<TResponse>(methodArg, { ...requestArg, identity: this.identity });
+      const answer = await this.post(methodArg, { ...requestArg, identity: this.identity });
       if (!this.verified) {
         this.verified = true;
         this.dispatchEvent(new CustomEvent('verified'));
@@ -178,7 +168,8 @@ export class CloudlyApi extends EventTarget {
     }
   }
 
-  private async post<TResponse>(methodArg: string, requestArg: unknown): Promise<TResponse> {
+  /** One request over HTTP; the answer is typed by the method name (the wire is trusted to keep the contract). */
+  private async post<M extends TCloudlyMethod>(methodArg: M, requestArg: object): Promise<ICloudlyMethods[M]['response']> {
     let response: Response;
     try {
       response = await fetch(`${this.baseUrl}/typedrequest`, {
@@ -203,7 +194,7 @@ export class CloudlyApi extends EventTarget {
     if (answer.response === undefined || answer.response === null) {
       throw new ApiError(methodArg, 'transport', `Cloudly answered HTTP ${response.status} without an answer.`, [], null);
     }
-    return answer.response as TResponse;
+    return answer.response as ICloudlyMethods[M]['response'];
   }
 
   // ---- the admin socket and the watch ----
@@ -297,7 +288,7 @@ export class CloudlyApi extends EventTarget {
     const since = this.lastRevision;
     const resumed = this.attempt > 0 || this.reconnects > 0 || since !== null;
     try {
-      let answer: { watchId: string; revision: number };
+      let answer: ICloudlyMethods['watchChanges']['response'];
       try {
         answer = await this.socketCall(socketArg, 'watchChanges', since === null ? {} : { sinceRevision: since });
       } catch (error) {
@@ -329,9 +320,9 @@ export class CloudlyApi extends EventTarget {
     }
   }
 
-  private socketCall<TResponse>(socketArg: WebSocket, methodArg: string, requestArg: Record<string, unknown>): Promise<TResponse> {
+  private socketCall<M extends TCloudlyMethod>(socketArg: WebSocket, methodArg: M, requestArg: TDashboardRequest<M>): Promise<ICloudlyMethods[M]['response']> {
     const id = randomId();
-    return new Promise<TResponse>((resolve, reject) => {
+    return new Promise<ICloudlyMethods[M]['response']>((resolve, reject) => {
       const timer = window.setTimeout(() => {
         this.pending.delete(id);
         reject(new ApiError(methodArg, 'transport', 'No answer on the socket.', ['timeout'], null));

@@ -1,5 +1,6 @@
 import { LitElement, html, nothing, type TemplateResult, type PropertyValues } from 'lit';
 import { ApiError } from './api.js';
+import { DraftRefused } from './drafts.js';
 import { asJson } from './format.js';
 
 /**
@@ -12,7 +13,7 @@ export class LightElement extends LitElement {
   }
 }
 
-/** A refusal: its code, the server's text and every reason. */
+/** A refusal: its code, the server's text and every reason; or a draft the page did not send, with its reasons. */
 export const refusalView = (errorArg: unknown): TemplateResult => {
   if (errorArg instanceof ApiError) {
     return html`<div class="refusal" role="alert" data-code=${errorArg.code}>
@@ -24,6 +25,12 @@ export const refusalView = (errorArg: unknown): TemplateResult => {
         ? html`<ul class="refusal-causes">${errorArg.causes.map((causeArg) => html`<li>${causeArg.path ? html`<code>${causeArg.path}</code>: ` : nothing}${causeArg.message}</li>`)}</ul>`
         : nothing}
       ${errorArg.notServed ? html`<p class="hint">This Cloudly does not serve <code>${errorArg.method}</code>.</p>` : nothing}
+    </div>`;
+  }
+  if (errorArg instanceof DraftRefused) {
+    return html`<div class="refusal" role="alert" data-code="draft">
+      <p><strong>Not sent</strong> — the page could not make a request Cloudly would take from it:</p>
+      <ul class="refusal-reasons">${errorArg.reasons.map((reason) => html`<li>${reason}</li>`)}</ul>
     </div>`;
   }
   return html`<div class="refusal" role="alert" data-code="error"><p><strong>Failed</strong> — ${String((errorArg as Error)?.message ?? errorArg)}</p></div>`;

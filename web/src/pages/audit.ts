@@ -41,7 +41,7 @@ export class CloudlyAuditPage extends LivePage {
     const serial = ++this.serial;
     this.loading = true;
     try {
-      const answer = await api.call<{ events: IAuditEvent[]; nextCursor?: string }>('getAuditEvents', {
+      const answer = await api.call('getAuditEvents', {
         limit: 50,
         ...(this.cursor ? { cursor: this.cursor } : {}),
         ...(Object.keys(this.filter).length ? { filter: this.filter } : {}),

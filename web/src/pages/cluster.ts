@@ -5,13 +5,14 @@ import type { IClusterNode } from '../../../ts/interfaces/data/clusternode.js';
 import type { TClusterCorestoreLegacyResourceInventory, ICorestoreLegacyResourceSelection } from '../../../ts/interfaces/data/corestorelegacy.js';
 import type { ICorestoreLegacyResourceAdoptionPlanEntry } from '../../../ts/interfaces/platform/corestorelegacy.js';
 import type { IClusterResolvedRouteTable, IClusterUnresolvedRoute } from '../../../ts/interfaces/data/desiredstate.js';
-import { api } from '../api.js';
+import { api, type TDashboardRequest } from '../api.js';
+import { designationRequestOfDraft, requestOfDraft } from '../drafts.js';
 import { explainRuntimeStatus, formatTime } from '../format.js';
 import { LivePage, clusterOfChange } from '../live.js';
 import { CloudlyActionDialog, coalesce, copyText, localPager, pageSlice, refusalView, markFirstRender } from '../widgets.js';
 import { relayStateOf, relayStateText } from './fleet.js';
 import { isClusterNodeId, isClusterNodeName, maximumClusterNodeNameLength } from '../../../ts/interfaces/data/clusternode.js';
-import type { IService, IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
+import type { IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
 import { describeDryRun, formReasonsView } from '../forms.js';
 import { countNodeSources, describeRelayKind } from '../decide.js';
 
@@ -75,9 +76,9 @@ export class CloudlyClusterPage extends LivePage {
     const serial = ++this.loadSerial;
     try {
       const [{ overview }, routes] = await Promise.all([
-        api.call<{ overview: IClusterOverview }>('getClusterOverview', { clusterId: this.clusterId }),
+        api.call('getClusterOverview', { clusterId: this.clusterId }),
         // Older Cloudly without the route resolution read: readiness is then derived (below).
-        api.call<{ table: IClusterResolvedRouteTable; unresolved: IClusterUnresolvedRoute[] }>('getClusterRouteTableResolution', { clusterId: this.clusterId })
+        api.call('getClusterRouteTableResolution', { clusterId: this.clusterId })
           .catch(() => null),
       ]);
       if (serial === this.loadSerial) {
@@ -113,25 +114,22 @@ export class CloudlyClusterPage extends LivePage {
       return;
     }
     const mutationId = crypto.randomUUID();
-    let request: Record<string, unknown> | null = null;
-    const buildRequest = async () => {
+    let request: TDashboardRequest<'designateClusterIngress'> | null = null;
+    // The runtime is read when the dialog opens; one that is not Pallet's is said, and nothing is sent.
+    const buildRequest = async (): Promise<TDashboardRequest<'designateClusterIngress'>> => {
       if (!request) {
         const { runtime } = await api.call('getClusterRuntime', { clusterId: this.clusterId });
-        const current = overview.ingressDesignation;
-        request = {
-          designation: {
-            mutationId,
-            clusterId: this.clusterId,
-            ingressServiceId: entry.service.id,
-            currentRuntime: runtime,
-            expectedSpecRevision: entry.service.specRevision,
-            expectedDesignation: current ? { id: current.id, generation: current.generation, digest: current.digest } : null,
-          },
-        };
+        request = requestOfDraft(designationRequestOfDraft({
+          mutationId,
+          clusterId: this.clusterId,
+          ingressService: { id: entry.service.id, specRevision: entry.service.specRevision },
+          runtime,
+          current: overview.ingressDesignation,
+        }));
       }
       return request;
     };
-    CloudlyActionDialog.open<{ designation: IClusterOverview['ingressDesignation'] & object; replayed: boolean }>({
+    CloudlyActionDialog.open({
       title: `Designate ${entry.service.name} as the ingress`,
       intro: html`<p>Cluster <strong>${overview.cluster.name}</strong>: the ingress service becomes
         <strong>${entry.service.name}</strong> (spec revision ${entry.service.specRevision}), replacing
@@ -149,7 +147,7 @@ export class CloudlyClusterPage extends LivePage {
   private rotateRelayToken(): void {
     const cluster = this.overview!.cluster;
     const request = { clusterId: cluster.id, expectedGeneration: cluster.generation };
-    CloudlyActionDialog.open<{ cluster: { relayTokenGeneration: number }; relayToken?: string }>({
+    CloudlyActionDialog.open({
       title: `Rotate the relay token of ${cluster.name}`,
       intro: html`<p>The current token stops working at once: the relay must be given the new one.</p>`,
       dryRun: () => api.call('rotateClusterRelayToken', { ...request, dryRun: true }),
@@ -165,7 +163,7 @@ export class CloudlyClusterPage extends LivePage {
   private deleteCluster(): void {
     const cluster = this.overview!.cluster;
     const request = { clusterId: cluster.id, expectedGeneration: cluster.generation };
-    CloudlyActionDialog.open<{ cluster?: { name: string }; removedNodes?: number; closedSockets?: number }>({
+    CloudlyActionDialog.open({
       title: `Delete cluster ${cluster.name}`,
       intro: html`<p>Removes the cluster, its nodes and its relay registration, and closes its relay sockets. Cloudly
         refuses while services exist on it (delete them first).</p>`,
@@ -197,7 +195,7 @@ export class CloudlyClusterPage extends LivePage {
   private addNode(): void {
     const fields = this.newNode!;
     const request = { clusterId: this.clusterId, name: fields.name, ...(fields.nodeId ? { nodeId: fields.nodeId } : {}) };
-    CloudlyActionDialog.open<{ node?: IClusterNode }>({
+    CloudlyActionDialog.open({
       title: `Add node ${fields.name}`,
       intro: html`<p>Adds a node to <strong>${this.overview?.cluster.name}</strong>${fields.nodeId ? html` with id <code>${fields.nodeId}</code> (the id its relay reports it under)` : ' with an id Cloudly chooses'}.</p>`,
       dryRun: () => api.call('addClusterNode', { ...request, dryRun: true }),
@@ -215,7 +213,7 @@ export class CloudlyClusterPage extends LivePage {
   private removeNode(nodeArg: IClusterNode): void {
     const request = { clusterId: this.clusterId, nodeId: nodeArg.id };
     const placed = this.overview?.services.filter((entry) => entry.service.runtime.placement?.nodeIds?.includes(nodeArg.id)) ?? [];
-    CloudlyActionDialog.open<{ node?: IClusterNode }>({
+    CloudlyActionDialog.open({
       title: `Remove node ${nodeArg.name}`,
       intro: html`<p>Removes node <code>${nodeArg.id}</code> from the cluster.
         ${placed.length ? html`<strong>${placed.length} service(s) are placed on it</strong> (${placed.map((entry) => entry.service.name).join(', ')}): they are refused until their placement names another node.` : 'No service is placed on it.'}
@@ -230,7 +228,7 @@ export class CloudlyClusterPage extends LivePage {
   }
 
   private createService(specArg: IServiceWritableSpec): void {
-    CloudlyActionDialog.open<{ service?: IService }>({
+    CloudlyActionDialog.open({
       title: `Create service ${specArg.name}`,
       intro: html`<p>Image <code>${specArg.runtime.image}</code>, ${specArg.runtime.replicas} replica(s) on
         ${specArg.runtime.placement.nodeIds.length ? specArg.runtime.placement.nodeIds.join(', ') : 'any node'}.</p>`,
@@ -273,7 +271,7 @@ export class CloudlyClusterPage extends LivePage {
       <thead><tr><th scope="col">Service</th><th scope="col">Capability</th><th scope="col">Binding</th></tr></thead>
       <tbody>${planArg.map((entry) => html`<tr><td><code>${entry.serviceId}</code></td><td>${entry.capability}</td><td><code>${entry.bindingId}</code></td></tr>`)}</tbody>
     </table>`;
-    CloudlyActionDialog.open<{ plan: ICorestoreLegacyResourceAdoptionPlanEntry[] }>({
+    CloudlyActionDialog.open({
       title: `Adopt ${resources.length} legacy resource(s) on node ${inventory.nodeId}`,
       intro: html`<p>All or none: Cloudly creates one adopting platform binding per selected resource, against the inventory digest read.</p>`,
       dryRun: () => api.call('adoptCorestoreLegacyResources', { ...request, dryRun: true }),

@@ -119,7 +119,7 @@ export class CloudlyFleetPage extends LivePage {
   /** Creates a cluster after its dry run; its relay token is shown once, with a Copy button. */
   private createCluster(): void {
     const name = this.newClusterName ?? '';
-    CloudlyActionDialog.open<{ cluster?: ICluster; relayToken?: string }>({
+    CloudlyActionDialog.open({
       title: `Create cluster ${name}`,
       intro: html`<p>A new cluster named <strong>${name}</strong>. Its relay token is shown once, after creation: copy it to the relay.</p>`,
       dryRun: () => api.call('createCluster', { name, dryRun: true }),
@@ -160,7 +160,7 @@ export class CloudlyFleetPage extends LivePage {
     try {
       if (CloudlyFleetPage.fleetOverviewServed !== false) {
         try {
-          const answer = await api.call<{ clusters: IFleetClusterSummary[]; nextCursor?: string }>('getFleetOverview', { limit: this.pageSize, ...(this.cursor ? { cursor: this.cursor } : {}) });
+          const answer = await api.call('getFleetOverview', { limit: this.pageSize, ...(this.cursor ? { cursor: this.cursor } : {}) });
           if (!Array.isArray(answer.clusters) || !answer.clusters.every(isFleetSummary)) {
             // An answer of another shape than the one this page was written for: assemble it instead.
             throw new ApiError('getFleetOverview', 'invalid-request', 'unexpected answer', [methodNotServedReason], null);

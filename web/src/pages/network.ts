@@ -1,10 +1,11 @@
 import { html, nothing, type TemplateResult } from 'lit';
-import { validateRuntimeNetworkAddressPlan, type IRuntimeNetworkAddressPlan } from '../../../ts/interfaces/data/runtimenetworkaddressplan.js';
+import type { IRuntimeNetworkAddressPlan } from '../../../ts/interfaces/data/runtimenetworkaddressplan.js';
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api } from '../api.js';
 import { LivePage } from '../live.js';
 import { CloudlyActionDialog, coalesce, refusalView, markFirstRender } from '../widgets.js';
 import { formReasonsView } from '../forms.js';
+import { addressPlanRequestOfDraft } from '../drafts.js';
 
 /** The plan an authority without one starts from in the editor: every member present, nothing assumed. */
 const skeletonPlan = (): IRuntimeNetworkAddressPlan => ({
@@ -51,7 +52,7 @@ export class CloudlyNetworkPage extends LivePage {
 
   private async load(): Promise<void> {
     try {
-      this.plan = (await api.call<{ plan: IRuntimeNetworkAddressPlan | null }>('getRuntimeNetworkAddressPlan', {})).plan;
+      this.plan = (await api.call('getRuntimeNetworkAddressPlan', {})).plan;
       this.loaded = true;
       // An answer equal to the state before (no plan, still none) re-renders nothing by itself.
       this.requestUpdate();
@@ -77,25 +78,19 @@ export class CloudlyNetworkPage extends LivePage {
     this.draft = JSON.stringify(base, null, 2);
   }
 
-  private judgeDraft(): { plan: unknown; reasons: string[] } {
-    let plan: unknown;
-    try {
-      plan = JSON.parse(this.draft ?? '');
-    } catch (error) {
-      return { plan: null, reasons: [`plan is not JSON: ${(error as Error).message}`] };
-    }
-    return { plan, reasons: validateRuntimeNetworkAddressPlan(plan, 'plan') };
-  }
-
   private save(): void {
-    const { plan } = this.judgeDraft();
-    const revision = (plan as IRuntimeNetworkAddressPlan).revision;
-    CloudlyActionDialog.open<{ plan?: IRuntimeNetworkAddressPlan; replayed?: boolean }>({
+    const draft = addressPlanRequestOfDraft(this.draft ?? '');
+    if (!draft.ok) {
+      return;
+    }
+    const request = draft.request;
+    const revision = request.plan.revision;
+    CloudlyActionDialog.open({
       title: `Write address plan revision ${revision}`,
       intro: html`<p>${this.plan ? `Replaces revision ${this.plan.revision}.` : 'The first plan of this authority.'} Cloudly refuses a plan that takes away an address still leased.</p>`,
-      dryRun: () => api.call('setRuntimeNetworkAddressPlan', { plan, dryRun: true }),
+      dryRun: () => api.call('setRuntimeNetworkAddressPlan', { ...request, dryRun: true }),
       describe: (answerArg) => html`<p>Cloudly would admit revision <strong>${answerArg.plan?.revision ?? revision}</strong>${answerArg.replayed ? ' (the same plan as stored)' : ''}.</p>`,
-      run: () => api.call('setRuntimeNetworkAddressPlan', { plan }),
+      run: () => api.call('setRuntimeNetworkAddressPlan', request),
       result: (answerArg) => html`<p>Revision ${answerArg.plan?.revision} stored.</p>`,
       confirmLabel: 'Write plan',
       onDone: () => {
@@ -123,7 +118,8 @@ export class CloudlyNetworkPage extends LivePage {
   }
 
   protected render(): TemplateResult {
-    const judged = this.draft === null ? null : this.judgeDraft();
+    const draft = this.draft === null ? null : addressPlanRequestOfDraft(this.draft);
+    const judged = draft === null ? null : { reasons: draft.ok ? [] : draft.reasons };
     return html`<section class="page" data-page="network" aria-labelledby="network-title">
       <header class="page-header"><h1 id="network-title">Address plan</h1></header>
       ${this.error ? refusalView(this.error) : nothing}

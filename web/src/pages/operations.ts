@@ -56,7 +56,7 @@ export class CloudlyOperationsPage extends LivePage {
   }
 
   private async loadUsernames(): Promise<void> {
-    const answer = await api.call<{ users: Array<{ userId: string; username: string }> }>('getUsers', { limit: 500 }).catch(() => null);
+    const answer = await api.call('getUsers', { limit: 500 }).catch(() => null);
     if (answer) {
       this.usernames = new Map(answer.users.map((user) => [user.userId, user.username]));
       this.requestUpdate();
@@ -70,7 +70,7 @@ export class CloudlyOperationsPage extends LivePage {
 
   private async load(): Promise<void> {
     try {
-      const answer = await api.call<{ operations: IOperation[]; nextCursor?: string }>('getOperations', {
+      const answer = await api.call('getOperations', {
         limit: pageLimit,
         ...(this.stateFilter ? { state: this.stateFilter } : {}),
         ...(this.cursor ? { cursor: this.cursor } : {}),
@@ -115,7 +115,7 @@ export class CloudlyOperationsPage extends LivePage {
 
   private cancel(operationArg: IOperation): void {
     const request = { operationId: operationArg.operationId };
-    CloudlyActionDialog.open<{ operation?: IOperation }>({
+    CloudlyActionDialog.open({
       title: `Cancel ${operationArg.kind} ${operationArg.backupId}`,
       intro: html`<p>Cloudly stops waiting for the relay and marks the operation cancelled; the relay may still finish its own part on node <code>${operationArg.nodeId}</code>.</p>`,
       dryRun: () => api.call('cancelOperation', { ...request, dryRun: true }),
@@ -131,7 +131,7 @@ export class CloudlyOperationsPage extends LivePage {
   private async readRestore(restoreIdArg: string): Promise<void> {
     this.steps = { restoreId: restoreIdArg };
     try {
-      const { state } = await api.call<{ state: IIsolatedRestoreNodeState }>('stepIsolatedRestore', { restoreId: restoreIdArg, operation: 'status' });
+      const { state } = await api.call('stepIsolatedRestore', { restoreId: restoreIdArg, operation: 'status' });
       this.steps = { restoreId: restoreIdArg, state };
     } catch (error) {
       this.steps = { restoreId: restoreIdArg, error };
@@ -142,7 +142,7 @@ export class CloudlyOperationsPage extends LivePage {
   private stepRestore(operationArg: 'execute' | 'cleanup'): void {
     const steps = this.steps!;
     const request = { restoreId: steps.restoreId, operation: operationArg, expectedRevision: steps.state!.revision };
-    CloudlyActionDialog.open<{ state?: IIsolatedRestoreNodeState }>({
+    CloudlyActionDialog.open({
       title: `${operationArg === 'execute' ? 'Execute' : 'Clean up'} isolated restore ${steps.restoreId}`,
       intro: html`<p>${operationArg === 'execute'
         ? 'The node restores the staged backup into the scratch resources of the mappings.'

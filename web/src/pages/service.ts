@@ -4,10 +4,9 @@ import { judgeServiceVolumeInitializationUse } from '../../../ts/interfaces/data
 import type { IServiceVolume, TServiceVolumeInitialization } from '../../../ts/interfaces/data/servicevolume.js';
 import type { IServiceRuntimeStatus } from '../../../ts/interfaces/data/serviceruntimestatus.js';
 import type { IServiceObservedPlacement } from '../../../ts/interfaces/data/desiredstate.js';
-import type { ICluster } from '../../../ts/interfaces/data/cluster.js';
 import { platformBindingCapabilities, validatePlatformBindingUpsert, type IPlatformBinding, type IPlatformBindingUpsert, type TPlatformBindingCapability } from '../../../ts/interfaces/data/platformbinding.js';
-import { validateIsolatedRestoreResourceMappings } from '../../../ts/interfaces/data/isolatedrestore.js';
 import { describeDryRun, formReasonsView } from '../forms.js';
+import { isolatedRestoreRequestOfDraft } from '../drafts.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../../../ts/interfaces/data/runtimelocalstorageclaim.js';
 import type { IClusterNode } from '../../../ts/interfaces/data/clusternode.js';
 import type { IServiceBackupRecord } from '../../../ts/interfaces/requests/backup.js';
@@ -70,7 +69,7 @@ export const followOperation = (operationArg: IOperation, onProgressArg: (operat
         return;
       }
       try {
-        const { operation } = await api.call<{ operation: IOperation }>('getOperation', { operationId: operationArg.operationId });
+        const { operation } = await api.call('getOperation', { operationId: operationArg.operationId });
         settle(operation);
       } catch (error) {
         finish();
@@ -203,7 +202,7 @@ export class CloudlyServicePage extends LivePage {
 
   private async load(): Promise<void> {
     try {
-      const { service } = await api.call<{ service: IService }>('getServiceById', { serviceId: this.serviceId });
+      const { service } = await api.call('getServiceById', { serviceId: this.serviceId });
       this.service = service;
       this.error = undefined;
     } catch (error) {
@@ -214,7 +213,7 @@ export class CloudlyServicePage extends LivePage {
   }
 
   private async loadBindings(): Promise<void> {
-    const answer = await api.call<{ platformBindings: IPlatformBinding[] }>('getPlatformBindings', { serviceId: this.serviceId, limit: 100 }).catch(() => null);
+    const answer = await api.call('getPlatformBindings', { serviceId: this.serviceId, limit: 100 }).catch(() => null);
     this.bindings = answer?.platformBindings ?? null;
   }
 
@@ -223,7 +222,7 @@ export class CloudlyServicePage extends LivePage {
     if (!clusterId) {
       return;
     }
-    const answer = await api.call<{ cluster: ICluster }>('getClusterById', { clusterId }).catch(() => null);
+    const answer = await api.call('getClusterById', { clusterId }).catch(() => null);
     this.clusterName = answer?.cluster.name ?? null;
   }
 
@@ -238,7 +237,7 @@ export class CloudlyServicePage extends LivePage {
 
   private async loadClaims(): Promise<void> {
     try {
-      const answer = await api.call<{ claims: IRuntimeLocalStorageClaimRecord[]; nextCursor?: string }>('getRuntimeLocalStorageClaims',
+      const answer = await api.call('getRuntimeLocalStorageClaims',
         { serviceId: this.serviceId, limit: listLimit, ...(this.claimsCursor ? { cursor: this.claimsCursor } : {}) });
       this.claims = answer.claims;
       this.claimsNext = answer.nextCursor;
@@ -248,7 +247,7 @@ export class CloudlyServicePage extends LivePage {
   }
 
   private async loadBackups(): Promise<void> {
-    const answer = await api.call<{ backups: IServiceBackupRecord[]; nextCursor?: string }>('getServiceBackups',
+    const answer = await api.call('getServiceBackups',
       { serviceId: this.serviceId, limit: listLimit, ...(this.backupsCursor ? { cursor: this.backupsCursor } : {}) }).catch(() => null);
     if (answer) {
       this.backups = answer.backups;
@@ -258,7 +257,7 @@ export class CloudlyServicePage extends LivePage {
 
   private async loadOperations(): Promise<void> {
     try {
-      const answer = await api.call<{ operations: IOperation[] }>('getOperations', { serviceId: this.serviceId, state: 'running', limit: listLimit });
+      const answer = await api.call('getOperations', { serviceId: this.serviceId, state: 'running', limit: listLimit });
       const ended = (this.operations?.length ?? 0) > answer.operations.length;
       this.operations = answer.operations;
       if (ended) {
@@ -298,7 +297,7 @@ export class CloudlyServicePage extends LivePage {
     if (!this.service) {
       return;
     }
-    const answer = await api.call<{ nodes: IClusterNode[] }>('getClusterNodes', { clusterId: this.service.clusterId, limit: 100 }).catch(() => null);
+    const answer = await api.call('getClusterNodes', { clusterId: this.service.clusterId, limit: 100 }).catch(() => null);
     this.nodes = answer?.nodes ?? [];
   }
 
@@ -347,7 +346,7 @@ export class CloudlyServicePage extends LivePage {
       expected: volumeArg.initialization ?? null,
       initialization,
     };
-    CloudlyActionDialog.open<{ service: IService }>({
+    CloudlyActionDialog.open({
       title: `Set the initialization of ${volumeArg.mountPath}`,
       intro: html`<p>From <strong>${describeInitialization(volumeArg.initialization)}</strong> to
         <strong>${initialization ? describeInitialization(initialization) : 'none (cleared)'}</strong>.</p>`,
@@ -369,7 +368,7 @@ export class CloudlyServicePage extends LivePage {
   private updateService(specArg: IServiceWritableSpec): void {
     const service = this.service!;
     const request = { serviceId: service.id, expectedGeneration: service.generation, service: specArg };
-    CloudlyActionDialog.open<{ service?: IService }>({
+    CloudlyActionDialog.open({
       title: `Change ${service.name}`,
       intro: html`<p>Replaces the spec read at generation ${service.generation}; a change by someone else since then is refused.</p>`,
       dryRun: () => api.call('updateService', { ...request, dryRun: true }),
@@ -388,7 +387,7 @@ export class CloudlyServicePage extends LivePage {
   private deleteService(): void {
     const service = this.service!;
     const request = { serviceId: service.id, expectedGeneration: service.generation };
-    CloudlyActionDialog.open<{ deleted?: boolean; pendingRemoval?: boolean }>({
+    CloudlyActionDialog.open({
       title: `Delete ${service.name}`,
       intro: html`<p>The service leaves the cluster's desired state; it is removed once its relay reports it stopped
         (at once when no node runs it). Its backups stay.</p>`,
@@ -410,7 +409,7 @@ export class CloudlyServicePage extends LivePage {
   /** Restores a backup onto the node it was taken on; the operation's progress is followed. */
   private restoreBackup(backupArg: IServiceBackupRecord): void {
     const request = { backupId: backupArg.backupId, nodeId: backupArg.nodeId, mutationId: crypto.randomUUID() };
-    CloudlyActionDialog.open<{ operation?: IOperation }>({
+    CloudlyActionDialog.open({
       title: `Restore backup ${backupArg.backupId}`,
       intro: html`<p>The relay writes the backup's ${backupArg.snapshots.length} snapshot(s) back into <strong>${this.service?.name}</strong> on node
         <strong>${backupArg.nodeId}</strong>, over what is there now.</p>`,
@@ -418,9 +417,9 @@ export class CloudlyServicePage extends LivePage {
       describe: (answerArg) => describeDryRun(answerArg),
       run: async (progressArg) => {
         progressArg(null, 'Starting the restore…');
-        const answer = await api.call<{ operation?: IOperation }>('restoreServiceBackup', request);
+        const answer = await api.call('restoreServiceBackup', request);
         return answer.operation
-          ? { operation: await followOperation(answer.operation, (operationArg) => progressArg(operationFraction(operationArg), operationLabel(operationArg))) }
+          ? { ...answer, operation: await followOperation(answer.operation, (operationArg) => progressArg(operationFraction(operationArg), operationLabel(operationArg))) }
           : answer;
       },
       result: (answerArg) => html`<p>Restore ${answerArg.operation?.state ?? 'done'}${answerArg.operation?.result?.restored ? `: ${answerArg.operation.result.restored.length} snapshot(s) restored` : ''}.</p>`,
@@ -429,32 +428,20 @@ export class CloudlyServicePage extends LivePage {
     });
   }
 
-  /** The isolated restore form's request and every reason it is not valid yet (the contract's validator). */
-  private isolatedRequest(): { request: Record<string, unknown>; reasons: string[] } {
-    const form = this.isolated!;
-    let mappings: unknown;
-    try {
-      mappings = JSON.parse(form.mappings);
-    } catch {
-      return { request: {}, reasons: ['mappings must be JSON: an array of resource mappings'] };
-    }
-    const reasons = validateIsolatedRestoreResourceMappings(mappings, 'mappings');
-    if (form.targetNodeName.trim() === '') {
-      reasons.unshift('targetNodeName must name the node to restore on');
-    }
-    return { request: { backupId: form.backupId, targetNodeName: form.targetNodeName, mappings, mutationId: crypto.randomUUID() }, reasons };
-  }
-
   private startIsolatedRestore(): void {
-    const { request } = this.isolatedRequest();
-    CloudlyActionDialog.open<{ restoreId?: string; operation?: IOperation }>({
-      title: `Isolated restore of ${String(request.backupId)}`,
-      intro: html`<p>The backup is restored into a scratch namespace on node <strong>${String(request.targetNodeName)}</strong>; the running service is not touched.</p>`,
+    const draft = isolatedRestoreRequestOfDraft(this.isolated!);
+    if (!draft.ok) {
+      return;
+    }
+    const request = { ...draft.request, mutationId: crypto.randomUUID() };
+    CloudlyActionDialog.open({
+      title: `Isolated restore of ${request.backupId}`,
+      intro: html`<p>The backup is restored into a scratch namespace on node <strong>${request.targetNodeName}</strong>; the running service is not touched.</p>`,
       dryRun: () => api.call('createIsolatedRestore', { ...request, dryRun: true }),
       describe: (answerArg) => describeDryRun(answerArg),
       run: async (progressArg) => {
         progressArg(null, 'Starting the isolated restore…');
-        const answer = await api.call<{ restoreId?: string; operation?: IOperation }>('createIsolatedRestore', request);
+        const answer = await api.call('createIsolatedRestore', request);
         return answer.operation
           ? { restoreId: answer.restoreId, operation: await followOperation(answer.operation, (operationArg) => progressArg(operationFraction(operationArg), operationLabel(operationArg))) }
           : answer;
@@ -467,7 +454,8 @@ export class CloudlyServicePage extends LivePage {
 
   private isolatedRestoreView(): TemplateResult {
     const form = this.isolated!;
-    const { reasons } = this.isolatedRequest();
+    const draft = isolatedRestoreRequestOfDraft(form);
+    const reasons = draft.ok ? [] : draft.reasons;
     return html`<form class="inline-form isolated-form" aria-label="Isolated restore" @submit=${(event: Event) => { event.preventDefault(); if (reasons.length === 0) { this.startIsolatedRestore(); } }}>
       <h3>Isolated restore of <code>${form.backupId}</code></h3>
       <label for="isolated-node">Target node</label>
@@ -490,7 +478,7 @@ export class CloudlyServicePage extends LivePage {
   private saveBinding(): void {
     const platformBinding = this.bindingUpsert();
     const request = { platformBinding, expectedGeneration: this.bindingForm!.expectedGeneration };
-    CloudlyActionDialog.open<{ platformBinding?: IPlatformBinding }>({
+    CloudlyActionDialog.open({
       title: `${request.expectedGeneration === null ? 'Create' : 'Change'} the ${platformBinding.capability} binding`,
       intro: html`<p>${platformBinding.enabled ? 'Enabled' : 'Disabled'}, on ${platformBinding.nodeId ? html`node <strong>${platformBinding.nodeId}</strong>` : 'no node yet'}.</p>`,
       dryRun: () => api.call('upsertPlatformBinding', { ...request, dryRun: true }),
@@ -507,7 +495,7 @@ export class CloudlyServicePage extends LivePage {
 
   private deleteBinding(bindingArg: IPlatformBinding): void {
     const request = { platformBindingId: bindingArg.id, expectedGeneration: bindingArg.generation };
-    CloudlyActionDialog.open<{ platformBinding?: IPlatformBinding }>({
+    CloudlyActionDialog.open({
       title: `Delete the ${bindingArg.capability} binding`,
       intro: html`<p>The binding leaves the cluster's desired state; the data on the node is not removed.</p>`,
       dryRun: () => api.call('deletePlatformBinding', { ...request, dryRun: true }),
@@ -559,14 +547,14 @@ export class CloudlyServicePage extends LivePage {
     const service = this.service!;
     const nodeId = String(new FormData(formArg).get('nodeId') ?? '');
     const request = { clusterId: service.clusterId, nodeId, serviceId: service.id, backupId: `backup-${crypto.randomUUID()}` };
-    CloudlyActionDialog.open<{ backup?: IServiceBackupRecord; operation?: IOperation }>({
+    CloudlyActionDialog.open({
       title: `Back up ${service.name}`,
       intro: html`<p>A backup of <strong>${service.name}</strong> taken on node <strong>${nodeId}</strong> by the cluster's relay.</p>`,
       dryRun: () => api.call('createServiceBackup', { ...request, dryRun: true }),
       describe: () => html`<p>Cloudly accepts the order: it would ask the relay for the backup of this service on ${nodeId}.</p>`,
       run: async (progressArg) => {
         progressArg(null, 'Starting the backup…');
-        const answer = await api.call<{ backup?: IServiceBackupRecord; operation?: IOperation }>('createServiceBackup', request);
+        const answer = await api.call('createServiceBackup', request);
         if (answer.operation) {
           const done = await followOperation(answer.operation, (operationArg) => progressArg(operationFraction(operationArg), operationLabel(operationArg)));
           return { operation: done, backup: done.result?.backup };

@@ -2,11 +2,28 @@ import { html, nothing, type TemplateResult } from 'lit';
 import { validateNewAccount, type IAccount } from '../../../ts/interfaces/requests/account.js';
 import type { TIdentityRole } from '../../../ts/interfaces/data/user.js';
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
-import { api } from '../api.js';
+import { api, type TDashboardRequest } from '../api.js';
 import { formatTime } from '../format.js';
 import { LivePage } from '../live.js';
 import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager, markFirstRender } from '../widgets.js';
 import { formReasonsView } from '../forms.js';
+
+/** The account changes a row offers: the method with the request of that method, never apart. */
+type TAccountChangeMethod = 'setUserRole' | 'setUserDisabled' | 'deleteUser';
+type TAccountChange = { [M in TAccountChangeMethod]: { method: M; request: TDashboardRequest<M> } }[TAccountChangeMethod];
+
+/** Sends one account change (its dry run, or the change): each branch calls its own method. */
+const sendAccountChange = (changeArg: TAccountChange, dryRunArg: boolean): Promise<{ user: IAccount }> => {
+  const dryRun = dryRunArg ? { dryRun: true } : {};
+  switch (changeArg.method) {
+    case 'setUserRole':
+      return api.call('setUserRole', { ...changeArg.request, ...dryRun });
+    case 'setUserDisabled':
+      return api.call('setUserDisabled', { ...changeArg.request, ...dryRun });
+    case 'deleteUser':
+      return api.call('deleteUser', { ...changeArg.request, ...dryRun });
+  }
+};
 
 /**
  * Accounts and their roles (administrators only; Cloudly refuses `getUsers` to others, and the
@@ -42,7 +59,7 @@ export class CloudlyUsersPage extends LivePage {
 
   private async load(): Promise<void> {
     try {
-      const answer = await api.call<{ users: IAccount[]; nextCursor?: string }>('getUsers', { limit: 100, ...(this.cursor ? { cursor: this.cursor } : {}) });
+      const answer = await api.call('getUsers', { limit: 100, ...(this.cursor ? { cursor: this.cursor } : {}) });
       this.users = answer.users;
       this.nextCursor = answer.nextCursor;
       this.error = undefined;
@@ -62,13 +79,13 @@ export class CloudlyUsersPage extends LivePage {
   }
 
   /** One account change through its dry run; every change names the generation read. */
-  private change(titleArg: string, methodArg: string, requestArg: Record<string, unknown>, wordsArg: string, confirmArg: string): void {
-    CloudlyActionDialog.open<{ user?: IAccount }>({
+  private change(titleArg: string, changeArg: TAccountChange, wordsArg: string, confirmArg: string): void {
+    CloudlyActionDialog.open({
       title: titleArg,
       intro: html`<p>${wordsArg}</p>`,
-      dryRun: () => api.call(methodArg, { ...requestArg, dryRun: true }),
-      describe: (answerArg) => html`<p>Cloudly accepts it${answerArg.user ? html`: <strong>${answerArg.user.username}</strong> would be ${answerArg.user.role}${answerArg.user.disabled ? ', disabled' : ''}` : ''}.</p>`,
-      run: () => api.call(methodArg, requestArg),
+      dryRun: () => sendAccountChange(changeArg, true),
+      describe: (answerArg) => html`<p>Cloudly accepts it: <strong>${answerArg.user.username}</strong> would be ${answerArg.user.role}${answerArg.user.disabled ? ', disabled' : ''}.</p>`,
+      run: () => sendAccountChange(changeArg, false),
       confirmLabel: confirmArg,
       onDone: () => void this.load(),
     });
@@ -76,7 +93,7 @@ export class CloudlyUsersPage extends LivePage {
 
   private createUser(): void {
     const fields = this.newUser!;
-    CloudlyActionDialog.open<{ user?: IAccount }>({
+    CloudlyActionDialog.open({
       title: `Create account ${fields.username}`,
       intro: html`<p>A new ${fields.role === 'admin' ? 'administrator (may change everything)' : 'read-only account'} named <strong>${fields.username}</strong>.</p>`,
       dryRun: () => api.call('createUser', { ...fields, dryRun: true }),
@@ -125,15 +142,15 @@ export class CloudlyUsersPage extends LivePage {
       <td>${formatTime(userArg.createdAt)}</td>
       <td>${formatTime(userArg.passwordChangedAt)}</td>
       <td class="actions">
-        <button type="button" data-action="set-role" @click=${() => this.change(`Make ${userArg.username} ${other}`, 'setUserRole',
-          { userId: userArg.userId, role: other, expectedGeneration: userArg.generation },
+        <button type="button" data-action="set-role" @click=${() => this.change(`Make ${userArg.username} ${other}`,
+          { method: 'setUserRole', request: { userId: userArg.userId, role: other, expectedGeneration: userArg.generation } },
           `${userArg.username} becomes ${other === 'admin' ? 'an administrator' : 'read-only'}; their sessions must log in again.`, 'Change role')}>Make ${other}…</button>
-        <button type="button" data-action="set-disabled" @click=${() => this.change(`${userArg.disabled ? 'Enable' : 'Disable'} ${userArg.username}`, 'setUserDisabled',
-          { userId: userArg.userId, disabled: !userArg.disabled, expectedGeneration: userArg.generation },
+        <button type="button" data-action="set-disabled" @click=${() => this.change(`${userArg.disabled ? 'Enable' : 'Disable'} ${userArg.username}`,
+          { method: 'setUserDisabled', request: { userId: userArg.userId, disabled: !userArg.disabled, expectedGeneration: userArg.generation } },
           userArg.disabled ? `${userArg.username} may log in again.` : `${userArg.username} can no longer log in, and every session they hold is refused from its next call.`,
           userArg.disabled ? 'Enable' : 'Disable')}>${userArg.disabled ? 'Enable…' : 'Disable…'}</button>
-        <button type="button" class="danger" data-action="delete-user" @click=${() => this.change(`Delete ${userArg.username}`, 'deleteUser',
-          { userId: userArg.userId, expectedGeneration: userArg.generation },
+        <button type="button" class="danger" data-action="delete-user" @click=${() => this.change(`Delete ${userArg.username}`,
+          { method: 'deleteUser', request: { userId: userArg.userId, expectedGeneration: userArg.generation } },
           `The account ${userArg.username} is removed; its sessions are refused from their next call.`, 'Delete account')}>Delete…</button>
       </td>
     </tr>`;
