@@ -2,7 +2,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { WebSocket } from 'ws';
-import type { Page } from 'playwright-core';
+import type { Page, Request } from 'playwright-core';
 import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { chromiumAvailable, chromiumPath, launchBrowser, recordPageErrors, type IBrowser } from './helpers/browser.js';
 import { connectElectedRelay, relayOrigin } from './ingress.fixture.js';
@@ -182,6 +182,45 @@ test('an ingress is designated through the dry-run confirmation', { skip }, asyn
   assert.match(await page.locator('[data-ingress=designated]').textContent() ?? '', /alpha-ingress[\s\S]*generation 1/);
   // Route readiness comes from getClusterRouteTableResolution: no service here declares a route.
   await waitForText('#routes-title', /Routes \(0 of 0 ready/);
+});
+
+test('a designation on a cluster that is not on Pallet is said on the page and never sent', { skip }, async () => {
+  const cutover = (await t.createCluster('cutover')).cluster;
+  await t.addNodes(cutover.id, 'node-c');
+  await t.admin.call('createService', {
+    service: {
+      name: 'cutover-ingress', organizationId: 'org-1', clusterId: cutover.id,
+      runtime: { image: 'registry.example.com/serve.zone/ingress:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-c'] } },
+      volumes: [],
+    },
+  });
+  const { runtime } = await t.admin.call('getClusterRuntime', { clusterId: cutover.id });
+  // A migration step moves the cluster's runtime on, as a fleet cutover would.
+  assert.ok(await t.cloudly.ingressManager.changeClusterRuntimePhase(cutover.id, runtime.generation, 'cutover'));
+  const sent: string[] = [];
+  const onRequest = (requestArg: Request) => {
+    if (requestArg.url().endsWith('/typedrequest')) {
+      sent.push(String(JSON.parse(requestArg.postData() ?? '{}').method));
+    }
+  };
+  page.on('request', onRequest);
+  const dialog = page.locator('dialog.action-dialog[data-phase=refused]');
+  try {
+    await page.goto(`${t.baseUrl}/dashboard/#/cluster/${cutover.id}`);
+    await page.locator('[data-page=cluster] [data-ingress=none]').waitFor();
+    await page.locator('[data-action=designate-ingress]').click();
+    await dialog.waitFor();
+    assert.equal(await dialog.locator('.refusal').getAttribute('data-code'), 'draft');
+    assert.deepEqual(await dialog.locator('.refusal-reasons li').allTextContents(),
+      ['currentRuntime.phase is cutover: an ingress is designated only on a cluster in phase pallet']);
+    assert.ok(sent.includes('getClusterRuntime'), `the runtime was read: ${sent.join(', ')}`);
+    assert.ok(!sent.includes('designateClusterIngress'), `no designation was sent: ${sent.join(', ')}`);
+  } finally {
+    page.off('request', onRequest);
+  }
+  await page.keyboard.press('Escape');
+  await page.locator('dialog.action-dialog').waitFor({ state: 'detached' });
+  assert.equal((await t.admin.call('getClusterIngressDesignation', { clusterId: cutover.id })).designation, null);
 });
 
 test('a refusal is shown with its code and every reason, and nothing is written', { skip }, async () => {

@@ -68,6 +68,8 @@ export class CloudlyClusterPage extends LivePage {
     if (changedArg.has('clusterId') && this.clusterId) {
       this.overview = null;
       this.inventory = null;
+      // A service chosen on another cluster's page is not one of this cluster's.
+      this.ingressChoice = '';
       void this.load();
     }
   }
