@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   addressPlanRequestOfDraft,
+  choiceOf,
   designationRequestOfDraft,
   DraftRefused,
   isolatedRestoreRequestOfDraft,
@@ -10,6 +11,8 @@ import {
 } from '../web/src/drafts.js';
 import { validateRuntimeNetworkAddressPlan } from '../ts/interfaces/data/runtimenetworkaddressplan.js';
 import { validateIsolatedRestoreResourceMappings } from '../ts/interfaces/data/isolatedrestore.js';
+import { platformBindingCapabilities } from '../ts/interfaces/data/platformbinding.js';
+import { operationStates } from '../ts/interfaces/requests/operation.js';
 import { upstreamExamplePlan } from './runtimenetwork.fixture.js';
 
 /**
@@ -115,4 +118,11 @@ test('requestOfDraft answers the request, or throws DraftRefused carrying every 
   assert.deepEqual(requestOfDraft({ ok: true, request: { plan: 1 } }), { plan: 1 });
   assert.throws(() => requestOfDraft({ ok: false, reasons: ['a', 'b'] }), (errorArg: unknown) =>
     errorArg instanceof DraftRefused && errorArg.reasons.join() === 'a,b' && errorArg.message === 'a; b');
+});
+
+test("a select's value is read as the contract's literal, or null for a value the contract does not list", () => {
+  assert.equal(choiceOf(platformBindingCapabilities, 'objectstorage'), 'objectstorage');
+  assert.equal(choiceOf(operationStates, 'cancelled'), 'cancelled');
+  assert.equal(choiceOf(platformBindingCapabilities, 'Database'), null);
+  assert.equal(choiceOf(operationStates, ''), null);
 });

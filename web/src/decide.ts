@@ -147,7 +147,7 @@ export const serviceSpecOfForm = (fieldsArg: IServiceFormFields): { spec: IServi
   });
   const volumes: TServiceWritableVolume[] = lines(fieldsArg.volumes).map((line) => {
     const readOnly = line.endsWith(':ro');
-    return { mountPath: readOnly ? line.slice(0, -3) : line, readOnly, driver: 'local' } as TServiceWritableVolume;
+    return { mountPath: readOnly ? line.slice(0, -3) : line, readOnly, driver: 'local' };
   });
   const spec: IServiceWritableSpec = {
     name: fieldsArg.name,

@@ -36,6 +36,13 @@ export const requestOfDraft = <TRequest>(draftArg: TDraft<TRequest>): TRequest =
   return draftArg.request;
 };
 
+/**
+ * The value a `<select>` holds, as one of the contract's literals: the option equal to it, or null
+ * for a value the list does not hold (a select offers only these, so null means no change).
+ */
+export const choiceOf = <TChoice extends string>(optionsArg: readonly TChoice[], valueArg: string): TChoice | null =>
+  optionsArg.find((option) => option === valueArg) ?? null;
+
 const parseJson = (textArg: string): { ok: true; value: unknown } | { ok: false; message: string } => {
   try {
     return { ok: true, value: JSON.parse(textArg) };

@@ -6,7 +6,8 @@ import type { TClusterCorestoreLegacyResourceInventory, ICorestoreLegacyResource
 import type { ICorestoreLegacyResourceAdoptionPlanEntry } from '../../../ts/interfaces/platform/corestorelegacy.js';
 import type { IClusterResolvedRouteTable, IClusterUnresolvedRoute } from '../../../ts/interfaces/data/desiredstate.js';
 import { api, type TDashboardRequest } from '../api.js';
-import { designationRequestOfDraft, requestOfDraft } from '../drafts.js';
+import { choiceOf, designationRequestOfDraft, requestOfDraft } from '../drafts.js';
+import { platformBindingCapabilities } from '../../../ts/interfaces/data/platformbinding.js';
 import { explainRuntimeStatus, formatTime } from '../format.js';
 import { LivePage, clusterOfChange } from '../live.js';
 import { CloudlyActionDialog, coalesce, copyText, localPager, pageSlice, refusalView, markFirstRender } from '../widgets.js';
@@ -259,9 +260,11 @@ export class CloudlyClusterPage extends LivePage {
 
   private adoptSelected(): void {
     const inventory = this.inventory!;
-    const resources: ICorestoreLegacyResourceSelection[] = [...inventory.selected].map((key) => {
-      const [serviceId, capability] = key.split('\u0000');
-      return { serviceId, capability: capability as ICorestoreLegacyResourceSelection['capability'] };
+    // A key is `serviceId NUL capability`, made by this page from the inventory; its capability is read back as the contract's literal.
+    const resources = [...inventory.selected].flatMap((key): ICorestoreLegacyResourceSelection[] => {
+      const [serviceId, capabilityText] = key.split('\u0000');
+      const capability = choiceOf(platformBindingCapabilities, capabilityText ?? '');
+      return capability ? [{ serviceId, capability }] : [];
     });
     const request = {
       clusterId: this.clusterId,

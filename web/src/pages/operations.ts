@@ -1,5 +1,5 @@
 import { html, nothing, type TemplateResult } from 'lit';
-import type { IOperation, TOperationState } from '../../../ts/interfaces/requests/operation.js';
+import { operationStates, type IOperation, type TOperationState } from '../../../ts/interfaces/requests/operation.js';
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import type { IIsolatedRestoreNodeState } from '../../../ts/interfaces/data/isolatedrestore.js';
 import { api } from '../api.js';
@@ -7,6 +7,7 @@ import { formatBytes, formatTime } from '../format.js';
 import { LivePage } from '../live.js';
 import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager, markFirstRender } from '../widgets.js';
 import { formatDuration, sortOperations } from '../decide.js';
+import { choiceOf } from '../drafts.js';
 import { operationFraction } from './service.js';
 import { describeDryRun } from '../forms.js';
 
@@ -209,12 +210,12 @@ export class CloudlyOperationsPage extends LivePage {
         <span class="muted" data-running-count=${running}>${running} running</span>
         <label class="inline">State
           <select name="state" @change=${(event: Event) => {
-            this.stateFilter = (event.target as HTMLSelectElement).value as TOperationState | '';
+            this.stateFilter = choiceOf(operationStates, (event.target as HTMLSelectElement).value) ?? '';
             this.cursor = undefined;
             this.querySelector<CloudlyPager>('cloudly-pager')?.reset();
             void this.load();
           }}>
-            ${['', 'running', 'completed', 'failed', 'cancelled'].map((state) => html`<option value=${state} ?selected=${state === this.stateFilter}>${state || 'any'}</option>`)}
+            ${['', ...operationStates].map((state) => html`<option value=${state} ?selected=${state === this.stateFilter}>${state || 'any'}</option>`)}
           </select>
         </label>
       </header>

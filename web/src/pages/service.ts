@@ -6,7 +6,7 @@ import type { IServiceRuntimeStatus } from '../../../ts/interfaces/data/servicer
 import type { IServiceObservedPlacement } from '../../../ts/interfaces/data/desiredstate.js';
 import { platformBindingCapabilities, validatePlatformBindingUpsert, type IPlatformBinding, type IPlatformBindingUpsert, type TPlatformBindingCapability } from '../../../ts/interfaces/data/platformbinding.js';
 import { describeDryRun, formReasonsView } from '../forms.js';
-import { isolatedRestoreRequestOfDraft } from '../drafts.js';
+import { choiceOf, isolatedRestoreRequestOfDraft } from '../drafts.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../../../ts/interfaces/data/runtimelocalstorageclaim.js';
 import type { IClusterNode } from '../../../ts/interfaces/data/clusternode.js';
 import type { IServiceBackupRecord } from '../../../ts/interfaces/requests/backup.js';
@@ -526,7 +526,7 @@ export class CloudlyServicePage extends LivePage {
       ${this.bindings.length === 0 ? html`<p class="muted">No bindings: the service has no database or bucket from the platform.</p>` : nothing}`}
       ${form ? html`<form class="inline-form" aria-label="Platform binding" @submit=${(event: Event) => { event.preventDefault(); if (reasons.length === 0) { this.saveBinding(); } }}>
           <label for="binding-capability">Capability</label>
-          <select id="binding-capability" ?disabled=${form.expectedGeneration !== null} @change=${(event: Event) => { this.bindingForm = { ...form, capability: (event.target as HTMLSelectElement).value as TPlatformBindingCapability }; }}>
+          <select id="binding-capability" ?disabled=${form.expectedGeneration !== null} @change=${(event: Event) => { this.bindingForm = { ...form, capability: choiceOf(platformBindingCapabilities, (event.target as HTMLSelectElement).value) ?? form.capability }; }}>
             ${platformBindingCapabilities.map((capability) => html`<option value=${capability} ?selected=${capability === form.capability}>${capability}</option>`)}
           </select>
           <label for="binding-node">Node</label>

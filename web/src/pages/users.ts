@@ -7,6 +7,10 @@ import { formatTime } from '../format.js';
 import { LivePage } from '../live.js';
 import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager, markFirstRender } from '../widgets.js';
 import { formReasonsView } from '../forms.js';
+import { choiceOf } from '../drafts.js';
+
+/** The roles an account may have (the contract's TIdentityRole), in the order the form offers them. */
+const accountRoles: readonly TIdentityRole[] = ['user', 'admin'];
 
 /** The account changes a row offers: the method with the request of that method, never apart. */
 type TAccountChangeMethod = 'setUserRole' | 'setUserDisabled' | 'deleteUser';
@@ -122,7 +126,7 @@ export class CloudlyUsersPage extends LivePage {
       <label for="new-user-password">Password</label>
       <input id="new-user-password" type="password" autocomplete="new-password" .value=${fields.password} @input=${(event: Event) => set({ password: (event.target as HTMLInputElement).value })}>
       <label for="new-user-role">Role</label>
-      <select id="new-user-role" @change=${(event: Event) => set({ role: (event.target as HTMLSelectElement).value as TIdentityRole })}>
+      <select id="new-user-role" @change=${(event: Event) => set({ role: choiceOf(accountRoles, (event.target as HTMLSelectElement).value) ?? fields.role })}>
         <option value="user" ?selected=${fields.role === 'user'}>user (read-only)</option>
         <option value="admin" ?selected=${fields.role === 'admin'}>admin</option>
       </select>
