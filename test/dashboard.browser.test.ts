@@ -211,7 +211,8 @@ test('a designation on a cluster that is not on Pallet is said on the page and n
     await page.locator('[data-action=designate-ingress]').click();
     await dialog.waitFor();
     assert.equal(await dialog.locator('.refusal').getAttribute('data-code'), 'draft');
-    assert.deepEqual(await dialog.locator('.refusal-reasons li').allTextContents(),
+    // Sentences for people, like a form's reasons: listed with the causes, not as refusal tokens.
+    assert.deepEqual(await dialog.locator('.refusal-causes li').allTextContents(),
       ['currentRuntime.phase is cutover: an ingress is designated only on a cluster in phase pallet']);
     assert.ok(sent.includes('getClusterRuntime'), `the runtime was read: ${sent.join(', ')}`);
     assert.ok(!sent.includes('designateClusterIngress'), `no designation was sent: ${sent.join(', ')}`);

@@ -30,7 +30,7 @@ export const refusalView = (errorArg: unknown): TemplateResult => {
   if (errorArg instanceof DraftRefused) {
     return html`<div class="refusal" role="alert" data-code="draft">
       <p><strong>Not sent</strong> — the page could not make a request Cloudly would take from it:</p>
-      <ul class="refusal-reasons">${errorArg.reasons.map((reason) => html`<li>${reason}</li>`)}</ul>
+      <ul class="refusal-causes">${errorArg.reasons.map((reason) => html`<li>${reason}</li>`)}</ul>
     </div>`;
   }
   return html`<div class="refusal" role="alert" data-code="error"><p><strong>Failed</strong> — ${String((errorArg as Error)?.message ?? errorArg)}</p></div>`;
