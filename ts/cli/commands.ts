@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Command } from 'commander';
 import {
-  collect, exitCodes, expectedGeneration, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
+  choiceOption, collect, contractValue, exitCodes, expectedGeneration, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
   requireOption, resolveUrl, UsageError, withDryRun, type ICommandContext, type IMutationOptions,
 } from './context.js';
 import { normalizeServerUrl, readCredentials, writeCredentials, credentialsPath, ServerUrlError } from './credentials.js';
@@ -14,21 +14,30 @@ import { addStorageCommands } from './storage.js';
 import { addSnapshotCommands } from './snapshot.js';
 import {
   auditColumns, backupColumns, bindingColumns, clusterColumns, corestoreInventoryTable, describeInitialization, formatTime, imageVersionColumns, listTable, nodeColumns,
-  recordTable, serviceColumns, serviceTable,
+  recordTable, serviceColumns, serviceTable, type TColumn,
 } from './tables.js';
 import { cliIo, setExitCode } from './io.js';
-import type { IReq_Any_Cloudly_GetClusterRouteTableResolution } from '../interfaces/requests/desiredstate.js';
 import { isAuditReadMethod } from '../interfaces/data/audit.js';
+import { validateClusterNodeCorestore, type IClusterNodeCorestore } from '../interfaces/data/clusternode.js';
+import { snapshotClusterIngressDesignationRequest, type IClusterIngressDesignationRequest } from '../interfaces/data/clusteringressdesignation.js';
+import { platformBindingCapabilities, validatePlatformBindingUpsert, type IPlatformBindingUpsert } from '../interfaces/data/platformbinding.js';
+import {
+  snapshotRuntimeNetworkAddressPlan, validateRuntimeNetworkAddressPlan, type IRuntimeNetworkAddressPlan,
+} from '../interfaces/data/runtimenetworkaddressplan.js';
+import { validateServiceWritableSpec, type IService, type IServiceRunAs, type IServiceWritableSpec } from '../interfaces/data/service.js';
+import { isRecord } from '../interfaces/private/dataproperties.js';
 import { judgeServiceVolumeInitializationUse } from '../interfaces/data/servicevolumeuse.js';
-import type { TServiceVolumeInitialization } from '../interfaces/data/servicevolume.js';
+import {
+  validateServiceVolumeInitialization, type TServiceVolumeInitialization, type TServiceWritableVolume,
+} from '../interfaces/data/servicevolume.js';
 
 /** A value compare-and-swap (`expected`): `--expect <json|none>` or `--expect-current`. */
-const expectedValue = async (
+const expectedValue = async <T>(
   optionsArg: IMutationOptions,
-  readCurrentArg: () => Promise<unknown>,
+  readCurrentArg: () => Promise<T | null>,
   whatArg: string,
-  parseArg: (textArg: string) => unknown,
-): Promise<unknown> => {
+  parseArg: (textArg: string) => T,
+): Promise<T | null> => {
   if (optionsArg.expect !== undefined && optionsArg.expectCurrent) {
     throw new UsageError('give either --expect or --expect-current, not both');
   }
@@ -50,6 +59,19 @@ const parseJsonOption = (flagArg: string) => (textArg: string): unknown => {
     throw new UsageError(`${flagArg} must be JSON or none`);
   }
 };
+
+/** Type guards decided by the contract's own validators: a value is the type exactly when they find no reason. */
+const isClusterNodeCorestore = (valueArg: unknown): valueArg is IClusterNodeCorestore => validateClusterNodeCorestore(valueArg, '--expect').length === 0;
+const isServiceWritableSpec = (valueArg: unknown): valueArg is IServiceWritableSpec => validateServiceWritableSpec(valueArg).length === 0;
+const isServiceVolumeInitialization = (valueArg: unknown): valueArg is TServiceVolumeInitialization =>
+  validateServiceVolumeInitialization(valueArg).length === 0;
+const isPlatformBindingUpsert = (valueArg: unknown): valueArg is IPlatformBindingUpsert => validatePlatformBindingUpsert(valueArg).length === 0;
+
+const isRuntimeNetworkAddressPlan = (valueArg: unknown): valueArg is IRuntimeNetworkAddressPlan => validateRuntimeNetworkAddressPlan(valueArg).length === 0;
+
+/** A body given as `{ "<member>": … }` or as the member's value itself. */
+const bodyMember = (valueArg: unknown, memberArg: string): unknown =>
+  (isRecord(valueArg) && isRecord(valueArg[memberArg]) ? valueArg[memberArg] : valueArg);
 
 // ---------------------------------------------------------------------------------------------
 // login / logout
@@ -102,7 +124,7 @@ const addSessionCommands = (programArg: Command): void => {
             try {
               const client = await loadAdminClient(url);
               client.identity = kept.identity;
-              const answer = await client.call<{ method: string; request: any; response: any }>('logout', options.allSessions ? { allSessions: true } : {});
+              const answer = await client.call('logout', options.allSessions ? { allSessions: true } : {});
               note(`revoked ${answer.revoked === 'all-sessions' ? 'every session of the account' : 'this session'} at ${url}`);
             } catch (error) {
               const unauthenticated = (error as { errorData?: { code?: string } })?.errorData?.code === 'unauthenticated';
@@ -235,12 +257,14 @@ const addClusterCommands = (programArg: Command): void => {
       }
       const expected = await expectedValue(options, async () => {
         const list = await ctx.call('getClusterNodes', { clusterId: options.cluster });
-        const node = (list.nodes as Array<Record<string, any>>).find((nodeArg) => nodeArg.id === options.node);
+        const node = list.nodes.find((nodeArg) => nodeArg.id === options.node);
         if (!node) {
           throw new UsageError(`cluster ${options.cluster} has no node ${options.node}`);
         }
         return node.corestore ?? null;
-      }, 'the corestore', (textArg) => (textArg.startsWith('{') ? parseJsonOption('--expect')(textArg) : { endpoint: textArg }));
+      }, 'the corestore', (textArg) => (textArg.startsWith('{')
+        ? contractValue(parseJsonOption('--expect')(textArg), isClusterNodeCorestore, (valueArg) => validateClusterNodeCorestore(valueArg, '--expect'), '--expect')
+        : { endpoint: textArg }));
       const answer = await ctx.call('setClusterNodeCorestore', withDryRun(options, {
         clusterId: options.cluster, nodeId: options.node, expected, corestore: options.clear ? null : { endpoint: options.endpoint },
       }));
@@ -253,10 +277,10 @@ const addClusterCommands = (programArg: Command): void => {
 // services
 // ---------------------------------------------------------------------------------------------
 
-const readService = async (ctxArg: ICommandContext, serviceIdArg: string): Promise<Record<string, any>> =>
+const readService = async (ctxArg: ICommandContext, serviceIdArg: string): Promise<IService> =>
   (await ctxArg.call('getServiceById', { serviceId: serviceIdArg })).service;
 
-const parseVolume = (textArg: string): Record<string, unknown> => {
+const parseVolume = (textArg: string): TServiceWritableVolume => {
   const [mountPath, flag] = textArg.split(':');
   if (!mountPath || (flag !== undefined && flag !== 'ro' && flag !== 'rw')) {
     throw new UsageError(`--volume ${JSON.stringify(textArg)} must be <mountPath>[:ro|:rw]`);
@@ -264,7 +288,7 @@ const parseVolume = (textArg: string): Record<string, unknown> => {
   return { mountPath, readOnly: flag === 'ro', driver: 'local' };
 };
 
-const parseRunAs = (textArg: string | undefined): Record<string, number> | null => {
+const parseRunAs = (textArg: string | undefined): IServiceRunAs | null => {
   if (textArg === undefined || textArg === 'none') {
     return null;
   }
@@ -276,7 +300,7 @@ const parseRunAs = (textArg: string | undefined): Record<string, number> | null 
 };
 
 /** The writable spec of a stored service (what updateService takes): no ids, no initializations. */
-const writableSpec = (serviceArg: Record<string, any>): Record<string, any> => ({
+const writableSpec = (serviceArg: IService): IServiceWritableSpec => ({
   name: serviceArg.name,
   organizationId: serviceArg.organizationId,
   clusterId: serviceArg.clusterId,
@@ -284,13 +308,12 @@ const writableSpec = (serviceArg: Record<string, any>): Record<string, any> => (
   // Beside the runtime spec: an update that left them out would remove them.
   ports: serviceArg.ports ?? [],
   routes: serviceArg.routes ?? [],
-  volumes: (serviceArg.volumes as Array<Record<string, unknown>>).map(({ id: _id, initialization: _initialization, ...volume }) => volume),
+  volumes: serviceArg.volumes.map(({ id: _id, initialization: _initialization, ...volume }) => volume),
 });
 
-const specBody = (valueArg: unknown): Record<string, any> => {
-  const value = valueArg as Record<string, any>;
-  return value && typeof value === 'object' && value.service && typeof value.service === 'object' ? value.service : value;
-};
+/** A spec file (`{ service: … }` or the spec itself) as the contract's writable spec, or a usage error with every reason. */
+const specBody = (valueArg: unknown, pathArg: string): IServiceWritableSpec =>
+  contractValue(bodyMember(valueArg, 'service'), isServiceWritableSpec, (specArg) => validateServiceWritableSpec(specArg), `the spec in ${pathArg}`);
 
 const parseMode = (textArg: string): number => {
   if (!/^0?[0-7]{3,4}$/.test(textArg)) {
@@ -325,7 +348,7 @@ const addServiceCommands = (programArg: Command): void => {
     .option('--volume <mountPath[:ro]>', 'a local volume (repeatable)', collect, [])
     .action(run(async (ctx, options) => {
       const service = options.file
-        ? specBody(await readJsonFile(options.file))
+        ? specBody(await readJsonFile(options.file), options.file)
         : {
           name: requireOption(options.name, '--name (or --file)'),
           organizationId: requireOption(options.organization, '--organization'),
@@ -350,14 +373,14 @@ const addServiceCommands = (programArg: Command): void => {
     .option('--node <id>', 'new placement: a node (repeatable)', collect, undefined)
     .option('--run-as <uid:gid|none>', 'new run-as user and group')
     .action(run(async (ctx, options) => {
-      let stored: Record<string, any> | null = null;
+      let stored: IService | null = null;
       const expected = await expectedGeneration(options, async () => {
         stored = await readService(ctx, options.service);
-        return stored.generation as number;
+        return stored.generation;
       }, `service ${options.service}`);
-      let service: Record<string, any>;
+      let service: IServiceWritableSpec;
       if (options.file) {
-        service = specBody(await readJsonFile(options.file));
+        service = specBody(await readJsonFile(options.file), options.file);
       } else {
         if (options.image === undefined && options.replicas === undefined && options.node === undefined && options.runAs === undefined) {
           throw new UsageError('nothing to change: give --file, --image, --replicas, --node or --run-as');
@@ -395,9 +418,13 @@ const addServiceCommands = (programArg: Command): void => {
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getServiceRuntimeStatus', { serviceId: options.service });
       printAnswer(answer, ctx.format, () => {
-        const placements = (answer.observed?.placements ?? []) as Array<Record<string, unknown>>;
-        const historical = (answer.historicalClaims ?? []) as Array<{ claimId: string; nodeId: string; generation: number; nodeClaim: { generation: number } }>;
-        return `${recordTable(answer.status)}${placements.length ? `\n\nobserved:\n${listTable(placements, Object.keys(placements[0]).slice(0, 6).map((key) => [key.toUpperCase(), (p) => p[key]]))}` : ''}`
+        // Each placement's members as the server sent them, in its order (the first six are the columns).
+        const placements = (answer.observed?.placements ?? []).map((placementArg) => ({ cells: new Map<string, unknown>(Object.entries(placementArg)) }));
+        const historical = answer.historicalClaims ?? [];
+        const placementColumns = placements.length
+          ? [...placements[0].cells.keys()].slice(0, 6).map((key): TColumn<{ cells: Map<string, unknown> }> => [key.toUpperCase(), (p) => p.cells.get(key)])
+          : [];
+        return `${recordTable(answer.status)}${placements.length ? `\n\nobserved:\n${listTable(placements, placementColumns)}` : ''}`
           + (historical.length ? `\n\nclaims held historical (the node holds a newer generation; way out: supersedeHistoricalRuntimeLocalStorageClaim):\n${listTable(historical, [
             ['CLAIM', (c) => c.claimId], ['NODE', (c) => c.nodeId], ['ISSUED', (c) => c.generation], ['NODE HOLDS', (c) => c.nodeClaim.generation],
           ])}` : '');
@@ -419,7 +446,7 @@ const addServiceCommands = (programArg: Command): void => {
       if (chosen !== 1) {
         throw new UsageError('give exactly one of --empty, --import-docker-volume <name> or --clear');
       }
-      let initialization: Record<string, unknown> | null = null;
+      let initialization: TServiceVolumeInitialization | null = null;
       if (options.empty) {
         const mode = parseMode(requireOption(options.mode, '--mode (with --empty)'));
         if ((options.uid === undefined) !== (options.gid === undefined)) {
@@ -437,7 +464,7 @@ const addServiceCommands = (programArg: Command): void => {
       // Said before the call: an accepted initialization the runtime cannot use leaves the
       // service refused, under a new reason.
       const target = await readService(ctx, options.service);
-      const use = judgeServiceVolumeInitializationUse(initialization as TServiceVolumeInitialization | null, target.runtime?.profile?.runAs ?? null);
+      const use = judgeServiceVolumeInitializationUse(initialization, target.runtime.profile.runAs);
       if (!use.usable) {
         note([
           `warning: service ${options.service} cannot use this initialization: ${use.why} (the runtime would refuse it: ${use.reason})`,
@@ -446,18 +473,20 @@ const addServiceCommands = (programArg: Command): void => {
       }
       const expected = await expectedValue(options, async () => {
         const service = target;
-        const volume = (service.volumes as Array<Record<string, any>>).find((volumeArg) => volumeArg.mountPath === options.mountPath);
+        const volume = service.volumes.find((volumeArg) => volumeArg.mountPath === options.mountPath);
         if (!volume) {
           throw new UsageError(`service ${options.service} has no volume at ${options.mountPath}`);
         }
         return volume.initialization ?? null;
-      }, 'the initialization', parseJsonOption('--expect'));
+      }, 'the initialization', (textArg) => contractValue(
+        parseJsonOption('--expect')(textArg), isServiceVolumeInitialization, (valueArg) => validateServiceVolumeInitialization(valueArg, '--expect'), '--expect',
+      ));
       const answer = await ctx.call('setServiceVolumeInitialization', withDryRun(options, {
         serviceId: options.service, mountPath: options.mountPath, expected, initialization,
       }));
       noteDryRun(options, answer);
       printAnswer(answer, ctx.format, () => {
-        const volume = (answer.service.volumes as Array<Record<string, any>>).find((volumeArg) => volumeArg.mountPath === options.mountPath);
+        const volume = answer.service.volumes.find((volumeArg) => volumeArg.mountPath === options.mountPath);
         return `${options.mountPath}: ${describeInitialization(volume?.initialization)} (service generation ${answer.service.generation})`;
       });
     }));
@@ -466,6 +495,16 @@ const addServiceCommands = (programArg: Command): void => {
 // ---------------------------------------------------------------------------------------------
 // ingress, corestore, bindings
 // ---------------------------------------------------------------------------------------------
+
+/** A designation file (`{ designation: … }` or the request itself) as the contract's request, or a usage error. */
+const designationBody = (valueArg: unknown, pathArg: string): IClusterIngressDesignationRequest => {
+  try {
+    return snapshotClusterIngressDesignationRequest(bodyMember(valueArg, 'designation'));
+  } catch {
+    throw new UsageError(`the designation in ${pathArg} is not what the contract takes: it must hold exactly mutationId, clusterId, ingressServiceId, `
+      + 'currentRuntime (the cluster\'s runtime, in phase pallet), expectedSpecRevision and expectedDesignation (null, or { id, generation, digest })');
+  }
+};
 
 const addIngressCommands = (programArg: Command): void => {
   const ingress = programArg.command('ingress').description("a Pallet cluster's ingress designation and routes");
@@ -476,10 +515,9 @@ const addIngressCommands = (programArg: Command): void => {
     .option('--mutation-id <id>', 'makes a repeated call safe (default: a fresh one)')
     .option('--expect-current', "read the cluster's runtime, the service's spec revision and the current designation first")
     .action(run(async (ctx, options) => {
-      let designation: Record<string, unknown>;
+      let designation: IClusterIngressDesignationRequest;
       if (options.file) {
-        const body = (await readJsonFile(options.file)) as Record<string, any>;
-        designation = body?.designation ?? body;
+        designation = designationBody(await readJsonFile(options.file), options.file);
       } else {
         const clusterId = requireOption(options.cluster, '--cluster (or --file)');
         const ingressServiceId = requireOption(options.service, '--service');
@@ -488,7 +526,10 @@ const addIngressCommands = (programArg: Command): void => {
         }
         const runtime = (await ctx.call('getClusterRuntime', { clusterId })).runtime;
         const service = await readService(ctx, ingressServiceId);
-        const current = (await ctx.call('getClusterIngressDesignation', { clusterId })).designation as Record<string, any> | null;
+        if (runtime.phase !== 'pallet') {
+          throw new UsageError(`cluster ${clusterId}'s runtime is in phase ${runtime.phase}: an ingress is designated only on a cluster in phase pallet`);
+        }
+        const current = (await ctx.call('getClusterIngressDesignation', { clusterId })).designation;
         const expectedDesignation = current ? { id: current.id, generation: current.generation, digest: current.digest } : null;
         note(`--expect-current: runtime ${JSON.stringify(runtime)}, service spec revision ${service.specRevision}, `
           + `designation ${expectedDesignation ? `${expectedDesignation.id} at generation ${expectedDesignation.generation}` : 'none'}`);
@@ -496,7 +537,7 @@ const addIngressCommands = (programArg: Command): void => {
           mutationId: options.mutationId ?? randomUUID(),
           clusterId,
           ingressServiceId,
-          currentRuntime: runtime,
+          currentRuntime: { ...runtime, phase: runtime.phase },
           expectedSpecRevision: service.specRevision,
           expectedDesignation,
         };
@@ -516,7 +557,7 @@ const addIngressCommands = (programArg: Command): void => {
   ingress.command('routes').description("the cluster's route table and the routes not resolved yet")
     .requiredOption('--cluster <id>', 'cluster id')
     .action(run(async (ctx, options) => {
-      const answer = await ctx.call<IReq_Any_Cloudly_GetClusterRouteTableResolution['response']>('getClusterRouteTableResolution', { clusterId: options.cluster });
+      const answer = await ctx.call('getClusterRouteTableResolution', { clusterId: options.cluster });
       const rows = [
         ...answer.table.routes.map((route) => ({ ...route, state: `${route.targets.length} target(s)` })),
         ...answer.unresolved.map((route) => ({ ...route, state: `unresolved: ${route.reason}` })),
@@ -551,7 +592,7 @@ const addCorestoreCommands = (programArg: Command): void => {
         if (at <= 0 || at === textArg.length - 1) {
           throw new UsageError(`--resource ${JSON.stringify(textArg)} must be <serviceId>:<capability>`);
         }
-        return { serviceId: textArg.slice(0, at), capability: textArg.slice(at + 1) };
+        return { serviceId: textArg.slice(0, at), capability: choiceOption(textArg.slice(at + 1), platformBindingCapabilities, `--resource ${JSON.stringify(textArg)}: the capability`) };
       });
       if (options.expect !== undefined && options.expectCurrent) {
         throw new UsageError('give either --expect or --expect-current, not both');
@@ -590,11 +631,12 @@ const addCorestoreCommands = (programArg: Command): void => {
     .option('--expect <generation>', 'the binding generation you read, or none to create')
     .option('--expect-current', 'read the binding first (none when it does not exist)')
     .action(run(async (ctx, options) => {
-      const platformBinding = options.file
-        ? ((await readJsonFile(options.file)) as Record<string, any>)
+      const platformBinding: IPlatformBindingUpsert = options.file
+        ? contractValue(bodyMember(await readJsonFile(options.file), 'platformBinding'), isPlatformBindingUpsert,
+          (valueArg) => validatePlatformBindingUpsert(valueArg), `the binding in ${options.file}`)
         : {
           serviceId: requireOption(options.service, '--service (or --file)'),
-          capability: requireOption(options.capability, '--capability'),
+          capability: choiceOption(requireOption(options.capability, '--capability'), platformBindingCapabilities, '--capability'),
           enabled: !options.disabled,
           nodeId: options.node ?? null,
         };
@@ -604,7 +646,7 @@ const addCorestoreCommands = (programArg: Command): void => {
       let expected: number | null;
       if (options.expectCurrent) {
         const list = await ctx.call('getPlatformBindings', { serviceId: platformBinding.serviceId });
-        const current = (list.platformBindings as Array<Record<string, any>>).find((b) => b.capability === platformBinding.capability);
+        const current = list.platformBindings.find((b) => b.capability === platformBinding.capability);
         expected = current ? current.generation : null;
         note(`--expect-current: read the ${platformBinding.capability} binding of ${platformBinding.serviceId} as ${expected === null ? 'absent (creating)' : `generation ${expected}`}`);
       } else if (options.expect !== undefined) {
@@ -626,7 +668,7 @@ const addBindingDeleteCommand = (bindingsArg: Command): void => {
     .action(run(async (ctx, options) => {
       const expected = await expectedGeneration(options, async () => {
         const list = await ctx.call('getPlatformBindings', options.service ? { serviceId: options.service } : {});
-        const binding = (list.platformBindings as Array<Record<string, any>>).find((b) => b.id === options.binding);
+        const binding = list.platformBindings.find((b) => b.id === options.binding);
         if (!binding) {
           throw new UsageError(`no platform binding ${options.binding}${options.service ? ` on service ${options.service}` : ''}`);
         }
@@ -739,11 +781,11 @@ const addNetworkCommands = (programArg: Command): void => {
     .requiredOption('--file <path>', 'the plan as JSON (- for stdin)')
     .option('--expect-current', "read the current plan and set the file's revision to the one after it")
     .action(run(async (ctx, options) => {
-      const body = (await readJsonFile(options.file)) as Record<string, any>;
-      const plan = body?.plan ?? body;
+      const body = bodyMember(await readJsonFile(options.file), 'plan');
+      let plan = contractValue(snapshotRuntimeNetworkAddressPlan(body), isRuntimeNetworkAddressPlan, () => validateRuntimeNetworkAddressPlan(body), `the plan in ${options.file}`);
       if (options.expectCurrent) {
-        const current = (await ctx.call('getRuntimeNetworkAddressPlan', {})).plan as Record<string, any> | null;
-        plan.revision = current ? current.revision + 1 : 1;
+        const current = (await ctx.call('getRuntimeNetworkAddressPlan', {})).plan;
+        plan = { ...plan, revision: current ? current.revision + 1 : 1 };
         note(`--expect-current: the current plan is ${current ? `revision ${current.revision}` : 'absent'}; writing revision ${plan.revision}`);
       }
       const answer = await ctx.call('setRuntimeNetworkAddressPlan', withDryRun(options, { plan }));

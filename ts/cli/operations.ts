@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { causeLines, exitCodes, noteDryRun, UsageError, withDryRun, type ICommandContext } from './context.js';
+import { causeLines, exitCodes, noteDryRun, UsageError, withDryRun, type ICommandContext, type TCommandAnswer } from './context.js';
 import { mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { note, printAnswer, writeErr } from './output.js';
 import { createProgressView, describeSample, formatBytes } from './progress.js';
@@ -115,7 +115,7 @@ export const followOperation = async (
   const label = operationLabel(answer.operation);
   const view = createProgressView(label, undefined, undefined, answer.operation.startedAt);
   let interrupted: 'detach' | 'cancel' | null = null;
-  let cancelling: Promise<unknown> | null = null;
+  let cancelling: Promise<TCommandAnswer<'cancelOperation'>> | null = null;
   let wake: (() => void) | null = null;
   const onSignal = (): void => {
     if (interrupted === null && optionsArg.cancel) {

@@ -1,9 +1,10 @@
 import type { Command } from 'commander';
-import { expectedGeneration, noteDryRun, requireOption, UsageError, withDryRun, type ICommandContext } from './context.js';
+import { choiceOption, expectedGeneration, noteDryRun, requireOption, UsageError, withDryRun, type ICommandContext } from './context.js';
 import { generationExpectation, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { readCredentials, writeCredentials } from './credentials.js';
 import { note, printAnswer } from './output.js';
 import { readSecrets } from './prompt.js';
+import type { TIdentityRole } from '../interfaces/data/user.js';
 import { formatTime, listTable, recordTable, type TColumn } from './tables.js';
 
 /**
@@ -13,7 +14,10 @@ import { formatTime, listTable, recordTable, type TColumn } from './tables.js';
 
 type TAccount = Record<string, any>;
 
-const roles = ['admin', 'user'];
+/** The contract's roles (`TIdentityRole`); the list must name each, and only those. */
+const roles = ['admin', 'user'] as const satisfies readonly TIdentityRole[];
+const everyRoleListed: Exclude<TIdentityRole, (typeof roles)[number]> extends never ? true : false = true;
+void everyRoleListed;
 
 export const userColumns: Array<TColumn<TAccount>> = [
   ['USER', (u) => u.userId],
@@ -27,12 +31,7 @@ export const userColumns: Array<TColumn<TAccount>> = [
 
 const userTable = (userArg: TAccount): string => recordTable({ ...userArg, passwordChangedAt: formatTime(userArg.passwordChangedAt) });
 
-const parseRole = (valueArg: string): string => {
-  if (!roles.includes(valueArg)) {
-    throw new UsageError(`--role must be one of ${roles.join(', ')}, not ${JSON.stringify(valueArg)}`);
-  }
-  return valueArg;
-};
+const parseRole = (valueArg: string): TIdentityRole => choiceOption(valueArg, roles, '--role');
 
 const secrets = async (promptsArg: string[], confirmArg?: string): Promise<string[]> => {
   try {
