@@ -17,7 +17,11 @@ import {
   recordTable, serviceColumns, serviceTable, type TColumn,
 } from './tables.js';
 import { cliIo, setExitCode } from './io.js';
-import { isAuditReadMethod } from '../interfaces/data/audit.js';
+import { isAuditReadMethod, type IAuditEvent, type IAuditEventFilter } from '../interfaces/data/audit.js';
+import type { IArchiveRetentionPolicy, TBackupSnapshot } from '../interfaces/data/backup.js';
+import type { ICluster } from '../interfaces/data/cluster.js';
+import type { ICloudlyOutboundMethods } from '../interfaces/requests/methodmap.js';
+import type { IChangeEvent } from '../interfaces/requests/watch.js';
 import { validateClusterNodeCorestore, type IClusterNodeCorestore } from '../interfaces/data/clusternode.js';
 import { snapshotClusterIngressDesignationRequest, type IClusterIngressDesignationRequest } from '../interfaces/data/clusteringressdesignation.js';
 import { platformBindingCapabilities, validatePlatformBindingUpsert, type IPlatformBindingUpsert } from '../interfaces/data/platformbinding.js';
@@ -152,7 +156,7 @@ const addSessionCommands = (programArg: Command): void => {
 // clusters, nodes
 // ---------------------------------------------------------------------------------------------
 
-const readCluster = async (ctxArg: ICommandContext, clusterIdArg: string): Promise<Record<string, any>> =>
+const readCluster = async (ctxArg: ICommandContext, clusterIdArg: string): Promise<ICluster> =>
   (await ctxArg.call('getClusterById', { clusterId: clusterIdArg })).cluster;
 
 const addClusterCommands = (programArg: Command): void => {
@@ -173,9 +177,9 @@ const addClusterCommands = (programArg: Command): void => {
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getClusterOverview', { clusterId: options.cluster });
       printAnswer(answer, ctx.format, () => {
-        const overview = answer.overview as Record<string, any>;
-        const relay = overview.relay ?? {};
-        const services = (overview.services ?? []) as Array<Record<string, any>>;
+        const overview = answer.overview;
+        const relay = overview.relay;
+        const services = overview.services;
         return [
           `cluster ${overview.cluster.name} (${overview.cluster.id}), generation ${overview.cluster.generation}`,
           `relay: ${relay.connected ? 'connected' : 'not connected'}${relay.registration ? `, ${relay.registration.origin} (${relay.registration.version})` : ', never registered'}`,
@@ -694,6 +698,11 @@ const addImageCommands = (programArg: Command): void => {
     }));
 };
 
+/** The resource types a restore may be limited to: the contract's snapshot types, each listed once. */
+const backupResourceTypes = ['volume', 'database', 'bucket'] as const satisfies ReadonlyArray<TBackupSnapshot['type']>;
+const everyResourceTypeListed: Exclude<TBackupSnapshot['type'], (typeof backupResourceTypes)[number]> extends never ? true : false = true;
+void everyResourceTypeListed;
+
 const addBackupCommands = (programArg: Command): void => {
   const backups = programArg.command('backups').description('service backups, restores and archive pruning');
   pageOptions(backups.command('list').description('recorded backups'))
@@ -727,7 +736,7 @@ const addBackupCommands = (programArg: Command): void => {
         ...((options.tag as string[]).length ? { tags } : {}),
         ...(options.replication ? { replication: { enabled: true } } : {}),
       }));
-      await finishStartedWork(ctx, options, answer, (answerArg) => (answerArg.backup ? recordTable(answerArg.backup) : recordTable(answerArg)));
+      await finishStartedWork(ctx, options, answer, (answerArg) => recordTable(answerArg.backup));
     }));
   longWork(mutation(backups.command('restore').description('restore a recorded backup, following the operation with progress (Ctrl-C detaches)')))
     .requiredOption('--backup <id>', 'backup id')
@@ -739,11 +748,12 @@ const addBackupCommands = (programArg: Command): void => {
         backupId: options.backup,
         ...(options.node ? { nodeId: options.node } : {}),
         ...(options.clear ? { clear: true } : {}),
-        ...((options.resourceType as string[]).length ? { resourceTypes: options.resourceType } : {}),
+        ...((options.resourceType as string[]).length
+          ? { resourceTypes: (options.resourceType as string[]).map((typeArg) => choiceOption(typeArg, backupResourceTypes, '--resource-type')) }
+          : {}),
       }));
-      await finishStartedWork(ctx, options, answer, (answerArg) => (answerArg.backup
-        ? `${recordTable(answerArg.backup)}${answerArg.restored ? `\n\nrestored ${answerArg.restored.length} snapshot(s)` : ''}`
-        : recordTable(answerArg)));
+      // What was restored is the operation's result (`restored`), shown when the operation is followed.
+      await finishStartedWork(ctx, options, answer, (answerArg) => recordTable(answerArg.backup));
     }));
   mutation(backups.command('prune').description("prune one node's archive by a retention policy (--dry-run: the relay reports what it would prune)"))
     .requiredOption('--cluster <id>', 'cluster id')
@@ -753,7 +763,7 @@ const addBackupCommands = (programArg: Command): void => {
     .option('--keep-weekly <n>', 'keep one a week for n weeks')
     .option('--keep-monthly <n>', 'keep one a month for n months')
     .action(run(async (ctx, options) => {
-      const retention: Record<string, number> = {};
+      const retention: IArchiveRetentionPolicy = {};
       for (const [flag, key] of [['keepLast', 'keepLast'], ['keepDaily', 'keepDaily'], ['keepWeekly', 'keepWeekly'], ['keepMonthly', 'keepMonthly']] as const) {
         if (options[flag] !== undefined) {
           retention[key] = parseInteger(options[flag], `--${flag.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`, 0);
@@ -821,7 +831,7 @@ const addAuditCommand = (programArg: Command): void => {
     .option('--until <time>', 'until (exclusive)')
     .option('--include-reads', 'also show events of methods that only read (get…, list…, watch…)')
     .action(run(async (ctx, options) => {
-      const filter: Record<string, unknown> = {
+      const filter: IAuditEventFilter = {
         ...(options.targetKind ? { targetKind: options.targetKind } : {}),
         ...(options.targetId ? { targetId: options.targetId } : {}),
         ...(options.actor ? { actorId: options.actor } : {}),
@@ -854,7 +864,7 @@ export const judgeAuditEventsShown = <T extends { method: string }>(eventsArg: T
  * Usernames of the administrators among the actors, by user id. Only administrators may list the
  * accounts: for anyone else (or when the list cannot be read) the log shows user ids.
  */
-const usernamesOf = async (ctxArg: ICommandContext, eventsArg: Array<Record<string, any>>): Promise<Map<string, string>> => {
+const usernamesOf = async (ctxArg: ICommandContext, eventsArg: IAuditEvent[]): Promise<Map<string, string>> => {
   const names = new Map<string, string>();
   if (!eventsArg.some((eventArg) => eventArg.actor?.kind === 'admin')) {
     return names;
@@ -885,10 +895,10 @@ const addWatchCommand = (programArg: Command): void => {
     .option('--since <revision>', 'resume after this revision (from an earlier watch)')
     .action(run(async (ctx, options) => {
       await ctx.client.connectSocket();
-      const events: Array<Record<string, any>> = [];
+      const events: IChangeEvent[] = [];
       let ended: ((codeArg: number) => void) | null = null;
       const done = new Promise<number>((resolve) => { ended = resolve; });
-      const print = (eventArg: Record<string, any>): void => {
+      const print = (eventArg: IChangeEvent): void => {
         if (ctx.format === 'json') {
           writeOut(JSON.stringify(eventArg));
         } else if (ctx.format === 'yaml') {
@@ -897,12 +907,12 @@ const addWatchCommand = (programArg: Command): void => {
           writeOut(`${eventArg.revision}  ${formatTime(Date.now())}  ${eventArg.change.padEnd(7)}  ${eventArg.kind}/${eventArg.id}  gen ${eventArg.generation}`);
         }
       };
-      ctx.client.handleCall<{ method: string; request: any; response: any }>('changeEvent', (eventArg: Record<string, any>) => {
+      ctx.client.handleCall<ICloudlyOutboundMethods['changeEvent']>('changeEvent', (eventArg) => {
         events.push(eventArg);
         print(eventArg);
         return {};
       });
-      ctx.client.handleCall<{ method: string; request: any; response: any }>('watchExpired', (expiryArg: Record<string, any>) => {
+      ctx.client.handleCall<ICloudlyOutboundMethods['watchExpired']>('watchExpired', (expiryArg) => {
         note(`the watch expired at revision ${expiryArg.revision} (${expiryArg.reason}): list again, then watch again`);
         ended?.(exitCodes.unavailable);
         return {};

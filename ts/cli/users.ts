@@ -5,6 +5,7 @@ import { readCredentials, writeCredentials } from './credentials.js';
 import { note, printAnswer } from './output.js';
 import { readSecrets } from './prompt.js';
 import type { TIdentityRole } from '../interfaces/data/user.js';
+import type { IAccount } from '../interfaces/requests/account.js';
 import { formatTime, listTable, recordTable, type TColumn } from './tables.js';
 
 /**
@@ -12,7 +13,7 @@ import { formatTime, listTable, recordTable, type TColumn } from './tables.js';
  * `user` only reads). Passwords come from a hidden prompt or stdin, never from an argument.
  */
 
-type TAccount = Record<string, any>;
+type TAccount = IAccount;
 
 /** The contract's roles (`TIdentityRole`); the list must name each, and only those. */
 const roles = ['admin', 'user'] as const satisfies readonly TIdentityRole[];
@@ -54,7 +55,7 @@ const targetUser = async (ctxArg: ICommandContext, optionsArg: TOptions): Promis
   let userId = given;
   const expected = await expectedGeneration(optionsArg, async () => {
     const { users } = await ctxArg.call('getUsers', {});
-    const user = (users as TAccount[]).find((userArg) => userArg.userId === given) ?? (users as TAccount[]).find((userArg) => userArg.username === given);
+    const user = users.find((userArg) => userArg.userId === given) ?? users.find((userArg) => userArg.username === given);
     if (!user) {
       throw new UsageError(`no account ${JSON.stringify(given)} (neither a user id nor a username)`);
     }
