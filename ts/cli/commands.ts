@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Command } from 'commander';
 import {
-  choiceOption, collect, contractValue, exitCodes, expectedGeneration, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
+  choiceOption, collect, exitCodes, expectedGeneration, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
   requireOption, resolveUrl, UsageError, withDryRun, type ICommandContext, type IMutationOptions,
 } from './context.js';
 import { normalizeServerUrl, readCredentials, writeCredentials, credentialsPath, ServerUrlError } from './credentials.js';
@@ -22,18 +22,11 @@ import type { IArchiveRetentionPolicy, TBackupSnapshot } from '../interfaces/dat
 import type { ICluster } from '../interfaces/data/cluster.js';
 import type { ICloudlyOutboundMethods } from '../interfaces/requests/methodmap.js';
 import type { IChangeEvent } from '../interfaces/requests/watch.js';
-import { validateClusterNodeCorestore, type IClusterNodeCorestore } from '../interfaces/data/clusternode.js';
-import { snapshotClusterIngressDesignationRequest, type IClusterIngressDesignationRequest } from '../interfaces/data/clusteringressdesignation.js';
-import { platformBindingCapabilities, validatePlatformBindingUpsert, type IPlatformBindingUpsert } from '../interfaces/data/platformbinding.js';
-import {
-  snapshotRuntimeNetworkAddressPlan, validateRuntimeNetworkAddressPlan, type IRuntimeNetworkAddressPlan,
-} from '../interfaces/data/runtimenetworkaddressplan.js';
-import { validateServiceWritableSpec, type IService, type IServiceRunAs, type IServiceWritableSpec } from '../interfaces/data/service.js';
-import { isRecord } from '../interfaces/private/dataproperties.js';
+import type { IClusterIngressDesignationRequest } from '../interfaces/data/clusteringressdesignation.js';
+import { platformBindingCapabilities, type IPlatformBindingUpsert } from '../interfaces/data/platformbinding.js';
+import type { IService, IServiceRunAs, IServiceWritableSpec } from '../interfaces/data/service.js';
 import { judgeServiceVolumeInitializationUse } from '../interfaces/data/servicevolumeuse.js';
-import {
-  validateServiceVolumeInitialization, type TServiceVolumeInitialization, type TServiceWritableVolume,
-} from '../interfaces/data/servicevolume.js';
+import type { TServiceVolumeInitialization, TServiceWritableVolume } from '../interfaces/data/servicevolume.js';
 
 /** A value compare-and-swap (`expected`): `--expect <json|none>` or `--expect-current`. */
 const expectedValue = async <T>(
@@ -64,18 +57,8 @@ const parseJsonOption = (flagArg: string) => (textArg: string): unknown => {
   }
 };
 
-/** Type guards decided by the contract's own validators: a value is the type exactly when they find no reason. */
-const isClusterNodeCorestore = (valueArg: unknown): valueArg is IClusterNodeCorestore => validateClusterNodeCorestore(valueArg, '--expect').length === 0;
-const isServiceWritableSpec = (valueArg: unknown): valueArg is IServiceWritableSpec => validateServiceWritableSpec(valueArg).length === 0;
-const isServiceVolumeInitialization = (valueArg: unknown): valueArg is TServiceVolumeInitialization =>
-  validateServiceVolumeInitialization(valueArg).length === 0;
-const isPlatformBindingUpsert = (valueArg: unknown): valueArg is IPlatformBindingUpsert => validatePlatformBindingUpsert(valueArg).length === 0;
-
-const isRuntimeNetworkAddressPlan = (valueArg: unknown): valueArg is IRuntimeNetworkAddressPlan => validateRuntimeNetworkAddressPlan(valueArg).length === 0;
-
-/** A body given as `{ "<member>": … }` or as the member's value itself. */
-const bodyMember = (valueArg: unknown, memberArg: string): unknown =>
-  (isRecord(valueArg) && isRecord(valueArg[memberArg]) ? valueArg[memberArg] : valueArg);
+/** The contract's judgement of JSON a command reads (contractbodies.ts), loaded only when a command reads such JSON. */
+const contractBodies = () => import('./contractbodies.js');
 
 // ---------------------------------------------------------------------------------------------
 // login / logout
@@ -259,6 +242,7 @@ const addClusterCommands = (programArg: Command): void => {
       if (Boolean(options.endpoint) === Boolean(options.clear)) {
         throw new UsageError('give exactly one of --endpoint <origin> or --clear');
       }
+      const { corestoreOf } = await contractBodies();
       const expected = await expectedValue(options, async () => {
         const list = await ctx.call('getClusterNodes', { clusterId: options.cluster });
         const node = list.nodes.find((nodeArg) => nodeArg.id === options.node);
@@ -267,7 +251,7 @@ const addClusterCommands = (programArg: Command): void => {
         }
         return node.corestore ?? null;
       }, 'the corestore', (textArg) => (textArg.startsWith('{')
-        ? contractValue(parseJsonOption('--expect')(textArg), isClusterNodeCorestore, (valueArg) => validateClusterNodeCorestore(valueArg, '--expect'), '--expect')
+        ? corestoreOf(parseJsonOption('--expect')(textArg), '--expect')
         : { endpoint: textArg }));
       const answer = await ctx.call('setClusterNodeCorestore', withDryRun(options, {
         clusterId: options.cluster, nodeId: options.node, expected, corestore: options.clear ? null : { endpoint: options.endpoint },
@@ -316,8 +300,7 @@ const writableSpec = (serviceArg: IService): IServiceWritableSpec => ({
 });
 
 /** A spec file (`{ service: … }` or the spec itself) as the contract's writable spec, or a usage error with every reason. */
-const specBody = (valueArg: unknown, pathArg: string): IServiceWritableSpec =>
-  contractValue(bodyMember(valueArg, 'service'), isServiceWritableSpec, (specArg) => validateServiceWritableSpec(specArg), `the spec in ${pathArg}`);
+const specBody = async (pathArg: string): Promise<IServiceWritableSpec> => (await contractBodies()).serviceSpecOf(await readJsonFile(pathArg), pathArg);
 
 const parseMode = (textArg: string): number => {
   if (!/^0?[0-7]{3,4}$/.test(textArg)) {
@@ -352,7 +335,7 @@ const addServiceCommands = (programArg: Command): void => {
     .option('--volume <mountPath[:ro]>', 'a local volume (repeatable)', collect, [])
     .action(run(async (ctx, options) => {
       const service = options.file
-        ? specBody(await readJsonFile(options.file), options.file)
+        ? await specBody(options.file)
         : {
           name: requireOption(options.name, '--name (or --file)'),
           organizationId: requireOption(options.organization, '--organization'),
@@ -384,7 +367,7 @@ const addServiceCommands = (programArg: Command): void => {
       }, `service ${options.service}`);
       let service: IServiceWritableSpec;
       if (options.file) {
-        service = specBody(await readJsonFile(options.file), options.file);
+        service = await specBody(options.file);
       } else {
         if (options.image === undefined && options.replicas === undefined && options.node === undefined && options.runAs === undefined) {
           throw new UsageError('nothing to change: give --file, --image, --replicas, --node or --run-as');
@@ -468,6 +451,7 @@ const addServiceCommands = (programArg: Command): void => {
       // Said before the call: an accepted initialization the runtime cannot use leaves the
       // service refused, under a new reason.
       const target = await readService(ctx, options.service);
+      const { volumeInitializationOf } = await contractBodies();
       const use = judgeServiceVolumeInitializationUse(initialization, target.runtime.profile.runAs);
       if (!use.usable) {
         note([
@@ -482,9 +466,7 @@ const addServiceCommands = (programArg: Command): void => {
           throw new UsageError(`service ${options.service} has no volume at ${options.mountPath}`);
         }
         return volume.initialization ?? null;
-      }, 'the initialization', (textArg) => contractValue(
-        parseJsonOption('--expect')(textArg), isServiceVolumeInitialization, (valueArg) => validateServiceVolumeInitialization(valueArg, '--expect'), '--expect',
-      ));
+      }, 'the initialization', (textArg) => volumeInitializationOf(parseJsonOption('--expect')(textArg), '--expect'));
       const answer = await ctx.call('setServiceVolumeInitialization', withDryRun(options, {
         serviceId: options.service, mountPath: options.mountPath, expected, initialization,
       }));
@@ -500,16 +482,6 @@ const addServiceCommands = (programArg: Command): void => {
 // ingress, corestore, bindings
 // ---------------------------------------------------------------------------------------------
 
-/** A designation file (`{ designation: … }` or the request itself) as the contract's request, or a usage error. */
-const designationBody = (valueArg: unknown, pathArg: string): IClusterIngressDesignationRequest => {
-  try {
-    return snapshotClusterIngressDesignationRequest(bodyMember(valueArg, 'designation'));
-  } catch {
-    throw new UsageError(`the designation in ${pathArg} is not what the contract takes: it must hold exactly mutationId, clusterId, ingressServiceId, `
-      + 'currentRuntime (the cluster\'s runtime, in phase pallet), expectedSpecRevision and expectedDesignation (null, or { id, generation, digest })');
-  }
-};
-
 const addIngressCommands = (programArg: Command): void => {
   const ingress = programArg.command('ingress').description("a Pallet cluster's ingress designation and routes");
   mutation(ingress.command('designate').description('designate (or re-designate) the ingress service of a cluster'))
@@ -521,7 +493,7 @@ const addIngressCommands = (programArg: Command): void => {
     .action(run(async (ctx, options) => {
       let designation: IClusterIngressDesignationRequest;
       if (options.file) {
-        designation = designationBody(await readJsonFile(options.file), options.file);
+        designation = (await contractBodies()).designationRequestOf(await readJsonFile(options.file), options.file);
       } else {
         const clusterId = requireOption(options.cluster, '--cluster (or --file)');
         const ingressServiceId = requireOption(options.service, '--service');
@@ -636,8 +608,7 @@ const addCorestoreCommands = (programArg: Command): void => {
     .option('--expect-current', 'read the binding first (none when it does not exist)')
     .action(run(async (ctx, options) => {
       const platformBinding: IPlatformBindingUpsert = options.file
-        ? contractValue(bodyMember(await readJsonFile(options.file), 'platformBinding'), isPlatformBindingUpsert,
-          (valueArg) => validatePlatformBindingUpsert(valueArg), `the binding in ${options.file}`)
+        ? (await contractBodies()).platformBindingOf(await readJsonFile(options.file), options.file)
         : {
           serviceId: requireOption(options.service, '--service (or --file)'),
           capability: choiceOption(requireOption(options.capability, '--capability'), platformBindingCapabilities, '--capability'),
@@ -791,8 +762,7 @@ const addNetworkCommands = (programArg: Command): void => {
     .requiredOption('--file <path>', 'the plan as JSON (- for stdin)')
     .option('--expect-current', "read the current plan and set the file's revision to the one after it")
     .action(run(async (ctx, options) => {
-      const body = bodyMember(await readJsonFile(options.file), 'plan');
-      let plan = contractValue(snapshotRuntimeNetworkAddressPlan(body), isRuntimeNetworkAddressPlan, () => validateRuntimeNetworkAddressPlan(body), `the plan in ${options.file}`);
+      let plan = (await contractBodies()).addressPlanOf(await readJsonFile(options.file), options.file);
       if (options.expectCurrent) {
         const current = (await ctx.call('getRuntimeNetworkAddressPlan', {})).plan;
         plan = { ...plan, revision: current ? current.revision + 1 : 1 };
