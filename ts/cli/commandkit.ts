@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { openContext, parseInteger, reportFailure, type ICommandContext } from './context.js';
 import { setExitCode } from './io.js';
+import type { IPageRequest } from '../interfaces/requests/pagination.js';
 
 /** What every subcommand is built from: the action wrapper and the shared options. */
 
@@ -33,7 +34,7 @@ export const pageOptions = (commandArg: Command): Command => commandArg
   .option('--limit <n>', 'at most this many per page')
   .option('--cursor <cursor>', 'the page after this cursor (from the last answer)');
 
-export const pageRequest = (optionsArg: TOptions): Record<string, unknown> => ({
+export const pageRequest = (optionsArg: TOptions): IPageRequest => ({
   ...(optionsArg.limit !== undefined ? { limit: parseInteger(optionsArg.limit, '--limit', 1) } : {}),
   ...(optionsArg.cursor !== undefined ? { cursor: optionsArg.cursor } : {}),
 });
