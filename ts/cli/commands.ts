@@ -7,7 +7,7 @@ import {
 import { normalizeServerUrl, readCredentials, writeCredentials, credentialsPath, ServerUrlError } from './credentials.js';
 import { note, printAnswer, renderYaml, waitingLine, writeOut } from './output.js';
 import { readPassword } from './prompt.js';
-import { generationExpectation, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
+import { generationExpectation, listOption, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { addOperationCommands, finishStartedWork, longWork } from './operations.js';
 import { addUserCommands } from './users.js';
 import { addStorageCommands } from './storage.js';
@@ -344,9 +344,9 @@ const addServiceCommands = (programArg: Command): void => {
             image: requireOption(options.image, '--image'),
             replicas: parseInteger(options.replicas, '--replicas', 0),
             profile: { runAs: parseRunAs(options.runAs) },
-            placement: { nodeIds: options.node },
+            placement: { nodeIds: listOption(options.node, '--node') },
           },
-          volumes: (options.volume as string[]).map(parseVolume),
+          volumes: listOption(options.volume, '--volume').map(parseVolume),
         };
       const answer = await ctx.call('createService', withDryRun(options, { service }));
       noteDryRun(options, answer);
@@ -381,7 +381,7 @@ const addServiceCommands = (programArg: Command): void => {
           ...service.runtime,
           ...(options.image !== undefined ? { image: options.image } : {}),
           ...(options.replicas !== undefined ? { replicas: parseInteger(options.replicas, '--replicas', 0) } : {}),
-          ...(options.node !== undefined ? { placement: { nodeIds: options.node } } : {}),
+          ...(options.node !== undefined ? { placement: { nodeIds: listOption(options.node, '--node') } } : {}),
           ...(options.runAs !== undefined ? { profile: { ...service.runtime.profile, runAs: parseRunAs(options.runAs) } } : {}),
         };
       }
@@ -563,7 +563,7 @@ const addCorestoreCommands = (programArg: Command): void => {
     .option('--expect <sha256>', 'the inventory digest you read')
     .option('--expect-current', 'read the inventory first and quote its digest')
     .action(run(async (ctx, options) => {
-      const resources = (options.resource as string[]).map((textArg) => {
+      const resources = listOption(options.resource, '--resource').map((textArg) => {
         const at = textArg.lastIndexOf(':');
         if (at <= 0 || at === textArg.length - 1) {
           throw new UsageError(`--resource ${JSON.stringify(textArg)} must be <serviceId>:<capability>`);
@@ -694,7 +694,8 @@ const addBackupCommands = (programArg: Command): void => {
     .option('--replication', 'replicate the backup')
     .action(run(async (ctx, options) => {
       const tags: Record<string, string> = {};
-      for (const tag of options.tag as string[]) {
+      const tagTexts = listOption(options.tag, '--tag');
+      for (const tag of tagTexts) {
         const at = tag.indexOf('=');
         if (at <= 0) {
           throw new UsageError(`--tag ${JSON.stringify(tag)} must be key=value`);
@@ -704,7 +705,7 @@ const addBackupCommands = (programArg: Command): void => {
       const answer = await ctx.call('createServiceBackup', withDryRun(options, {
         clusterId: options.cluster, nodeId: options.node, serviceId: options.service,
         ...(options.backupId ? { backupId: options.backupId } : {}),
-        ...((options.tag as string[]).length ? { tags } : {}),
+        ...(tagTexts.length ? { tags } : {}),
         ...(options.replication ? { replication: { enabled: true } } : {}),
       }));
       await finishStartedWork(ctx, options, answer, (answerArg) => recordTable(answerArg.backup));
@@ -719,8 +720,8 @@ const addBackupCommands = (programArg: Command): void => {
         backupId: options.backup,
         ...(options.node ? { nodeId: options.node } : {}),
         ...(options.clear ? { clear: true } : {}),
-        ...((options.resourceType as string[]).length
-          ? { resourceTypes: (options.resourceType as string[]).map((typeArg) => choiceOption(typeArg, backupResourceTypes, '--resource-type')) }
+        ...(listOption(options.resourceType, '--resource-type').length
+          ? { resourceTypes: listOption(options.resourceType, '--resource-type').map((typeArg) => choiceOption(typeArg, backupResourceTypes, '--resource-type')) }
           : {}),
       }));
       // What was restored is the operation's result (`restored`), shown when the operation is followed.
@@ -888,7 +889,7 @@ const addWatchCommand = (programArg: Command): void => {
         return {};
       });
       const answer = await ctx.call('watchChanges', {
-        ...((options.kind as string[]).length ? { kinds: options.kind } : {}),
+        ...(listOption(options.kind, '--kind').length ? { kinds: listOption(options.kind, '--kind') } : {}),
         ...(options.cluster ? { clusterId: options.cluster } : {}),
         ...(options.since !== undefined ? { sinceRevision: parseInteger(options.since, '--since', 0) } : {}),
       });
