@@ -5,6 +5,9 @@ import * as path from 'node:path';
 import { startTestCloudly, testAdminPassword, refusalOf, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { prepareIngressCluster } from './ingress.fixture.js';
 import { createCli, type ICli, type ICliRun } from './cli.fixture.js';
+import { validateServiceWritableSpec } from '../ts/interfaces/data/service.js';
+import { platformBindingCapabilities } from '../ts/interfaces/data/platformbinding.js';
+import { operationStates } from '../ts/interfaces/requests/operation.js';
 
 /**
  * The `cloudly` commands against a real server on a real port, run in this process through the
@@ -82,6 +85,47 @@ test('an input refusal prints its tokens, then every problem as path: message, a
   assert.equal(refused.stdout, '');
   assert.equal(refused.stderr, 'refused: invalid-request\n  field-too-long\n  request.name: must be a string of 1 to 64 characters\n');
   assert.deepEqual((await api('getClusters', {})).clusters, []);
+});
+
+test('an option value or a JSON body the contract would not take is a usage error (exit 2) saying what it takes; nothing is sent', async () => {
+  const state = await cloudly(['operations', 'list', '--state', 'finished']);
+  assert.equal(state.code, 2, state.stderr);
+  assert.equal(state.stderr, `cloudly: --state must be one of ${operationStates.join(', ')}, not "finished"\n`);
+  const capability = await cloudly(['bindings', 'upsert', '--service', 'service-1', '--capability', 'cache', '--expect', 'none']);
+  assert.equal(capability.code, 2, capability.stderr);
+  assert.equal(capability.stderr, `cloudly: --capability must be one of ${platformBindingCapabilities.join(', ')}, not "cache"\n`);
+  const resourceType = await cloudly(['backups', 'restore', '--backup', 'backup-1', '--resource-type', 'disk']);
+  assert.equal(resourceType.code, 2, resourceType.stderr);
+  assert.match(resourceType.stderr, /^cloudly: --resource-type must be one of volume, database, bucket, not "disk"$/m);
+  const adoption = await cloudly(['corestore', 'adopt', '--cluster', 'c1', '--node', 'n1', '--resource', 'service-1:cache', '--expect', 'a'.repeat(64)]);
+  assert.equal(adoption.code, 2, adoption.stderr);
+  assert.match(adoption.stderr, /--resource "service-1:cache": the capability must be one of database, objectstorage/);
+
+  // A spec file is judged by the contract's own validator: every reason, in its order.
+  const spec = { service: { name: '', organizationId: 'org1', runtime: { image: 'app:1' } } };
+  const specPath = path.join(configDir, 'bad-spec.json');
+  await fsp.writeFile(specPath, JSON.stringify(spec));
+  const servicesBefore = (await api('getServices', {})).services;
+  const badSpec = await cloudly(['services', 'create', '--file', specPath]);
+  assert.equal(badSpec.code, 2, badSpec.stderr);
+  const reasons = validateServiceWritableSpec(spec.service);
+  assert.ok(reasons.length >= 3, 'the spec is wrong in several ways');
+  assert.equal(badSpec.stderr, `cloudly: the spec in ${specPath} is not what the contract takes:\n${reasons.map((reasonArg) => `  ${reasonArg}\n`).join('')}`);
+  assert.deepEqual((await api('getServices', {})).services, servicesBefore);
+
+  const planPath = path.join(configDir, 'bad-plan.json');
+  await fsp.writeFile(planPath, JSON.stringify({ plan: { revision: 0 } }));
+  const badPlan = await cloudly(['network', 'set-plan', '--file', planPath]);
+  assert.equal(badPlan.code, 2, badPlan.stderr);
+  assert.match(badPlan.stderr, new RegExp(`^cloudly: the plan in ${planPath} is not what the contract takes:\n  `));
+  assert.equal((await api('getRuntimeNetworkAddressPlan', {})).plan, null);
+
+  const designationPath = path.join(configDir, 'bad-designation.json');
+  await fsp.writeFile(designationPath, JSON.stringify({ designation: { clusterId: 'c1' } }));
+  const badDesignation = await cloudly(['ingress', 'designate', '--file', designationPath]);
+  assert.equal(badDesignation.code, 2, badDesignation.stderr);
+  assert.match(badDesignation.stderr, /^cloudly: the designation in .* is not what the contract takes: it must hold exactly mutationId, clusterId/);
+  await Promise.all([specPath, planPath, designationPath].map((fileArg) => fsp.rm(fileArg)));
 });
 
 test('clusters create and list: the JSON output is exactly the API answer', async () => {

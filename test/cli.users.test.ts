@@ -68,6 +68,7 @@ test('users create: the password only on stdin; a dry run creates nothing; the a
   assertRefusedLikeApi(taken, await refusalOf(() => api('createUser', { username: 'operator', password: 'another-password-0000', role: 'user' })));
   const badRole = await admin.run(['users', 'create', '--username', 'x', '--role', 'root'], 'x\n');
   assert.equal(badRole.code, 2);
+  assert.equal(badRole.stderr, 'cloudly: --role must be one of admin, user, not "root"\n', 'the contract\'s roles are named; nothing is sent');
   const noPassword = await admin.run(['users', 'create', '--username', 'y'], '');
   assert.equal(noPassword.code, 2);
   assert.match(noPassword.stderr, /no password given/);

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
-import { openContext, parseInteger, reportFailure, type ICommandContext } from './context.js';
+import { openContext, parseInteger, reportFailure, UsageError, type ICommandContext } from './context.js';
 import { setExitCode } from './io.js';
+import type { IPageRequest } from '../interfaces/requests/pagination.js';
 
 /** What every subcommand is built from: the action wrapper and the shared options. */
 
@@ -33,7 +34,21 @@ export const pageOptions = (commandArg: Command): Command => commandArg
   .option('--limit <n>', 'at most this many per page')
   .option('--cursor <cursor>', 'the page after this cursor (from the last answer)');
 
-export const pageRequest = (optionsArg: TOptions): Record<string, unknown> => ({
+/**
+ * A repeatable option's values (`collect`): the list commander built, checked to be one. Undefined
+ * when the option has no default and was not given; anything else is a usage error.
+ */
+export const listOption = (valueArg: unknown, flagArg: string): string[] => {
+  if (valueArg === undefined) {
+    return [];
+  }
+  if (!Array.isArray(valueArg) || !valueArg.every((itemArg): itemArg is string => typeof itemArg === 'string')) {
+    throw new UsageError(`${flagArg} must be given as text, once per value`);
+  }
+  return valueArg;
+};
+
+export const pageRequest = (optionsArg: TOptions): IPageRequest => ({
   ...(optionsArg.limit !== undefined ? { limit: parseInteger(optionsArg.limit, '--limit', 1) } : {}),
   ...(optionsArg.cursor !== undefined ? { cursor: optionsArg.cursor } : {}),
 });

@@ -1,34 +1,40 @@
 import { randomUUID } from 'node:crypto';
 import { Command } from 'commander';
 import {
-  collect, exitCodes, expectedGeneration, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
+  choiceOption, collect, exitCodes, expectedGeneration, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
   requireOption, resolveUrl, UsageError, withDryRun, type ICommandContext, type IMutationOptions,
 } from './context.js';
 import { normalizeServerUrl, readCredentials, writeCredentials, credentialsPath, ServerUrlError } from './credentials.js';
 import { note, printAnswer, renderYaml, waitingLine, writeOut } from './output.js';
 import { readPassword } from './prompt.js';
-import { generationExpectation, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
+import { generationExpectation, listOption, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { addOperationCommands, finishStartedWork, longWork } from './operations.js';
 import { addUserCommands } from './users.js';
 import { addStorageCommands } from './storage.js';
 import { addSnapshotCommands } from './snapshot.js';
 import {
   auditColumns, backupColumns, bindingColumns, clusterColumns, corestoreInventoryTable, describeInitialization, formatTime, imageVersionColumns, listTable, nodeColumns,
-  recordTable, serviceColumns, serviceTable,
+  recordTable, serviceColumns, serviceTable, type TColumn,
 } from './tables.js';
 import { cliIo, setExitCode } from './io.js';
-import type { IReq_Any_Cloudly_GetClusterRouteTableResolution } from '../interfaces/requests/desiredstate.js';
-import { isAuditReadMethod } from '../interfaces/data/audit.js';
+import { isAuditReadMethod, type IAuditEvent, type IAuditEventFilter } from '../interfaces/data/audit.js';
+import type { IArchiveRetentionPolicy, TBackupSnapshot } from '../interfaces/data/backup.js';
+import type { ICluster } from '../interfaces/data/cluster.js';
+import type { ICloudlyOutboundMethods } from '../interfaces/requests/methodmap.js';
+import type { IChangeEvent } from '../interfaces/requests/watch.js';
+import type { IClusterIngressDesignationRequest } from '../interfaces/data/clusteringressdesignation.js';
+import { platformBindingCapabilities, type IPlatformBindingUpsert } from '../interfaces/data/platformbinding.js';
+import type { IService, IServiceRunAs, IServiceWritableSpec } from '../interfaces/data/service.js';
 import { judgeServiceVolumeInitializationUse } from '../interfaces/data/servicevolumeuse.js';
-import type { TServiceVolumeInitialization } from '../interfaces/data/servicevolume.js';
+import type { TServiceVolumeInitialization, TServiceWritableVolume } from '../interfaces/data/servicevolume.js';
 
 /** A value compare-and-swap (`expected`): `--expect <json|none>` or `--expect-current`. */
-const expectedValue = async (
+const expectedValue = async <T>(
   optionsArg: IMutationOptions,
-  readCurrentArg: () => Promise<unknown>,
+  readCurrentArg: () => Promise<T | null>,
   whatArg: string,
-  parseArg: (textArg: string) => unknown,
-): Promise<unknown> => {
+  parseArg: (textArg: string) => T,
+): Promise<T | null> => {
   if (optionsArg.expect !== undefined && optionsArg.expectCurrent) {
     throw new UsageError('give either --expect or --expect-current, not both');
   }
@@ -50,6 +56,9 @@ const parseJsonOption = (flagArg: string) => (textArg: string): unknown => {
     throw new UsageError(`${flagArg} must be JSON or none`);
   }
 };
+
+/** The contract's judgement of JSON a command reads (contractbodies.ts), loaded only when a command reads such JSON. */
+const contractBodies = () => import('./contractbodies.js');
 
 // ---------------------------------------------------------------------------------------------
 // login / logout
@@ -102,7 +111,7 @@ const addSessionCommands = (programArg: Command): void => {
             try {
               const client = await loadAdminClient(url);
               client.identity = kept.identity;
-              const answer = await client.call<{ method: string; request: any; response: any }>('logout', options.allSessions ? { allSessions: true } : {});
+              const answer = await client.call('logout', options.allSessions ? { allSessions: true } : {});
               note(`revoked ${answer.revoked === 'all-sessions' ? 'every session of the account' : 'this session'} at ${url}`);
             } catch (error) {
               const unauthenticated = (error as { errorData?: { code?: string } })?.errorData?.code === 'unauthenticated';
@@ -130,7 +139,7 @@ const addSessionCommands = (programArg: Command): void => {
 // clusters, nodes
 // ---------------------------------------------------------------------------------------------
 
-const readCluster = async (ctxArg: ICommandContext, clusterIdArg: string): Promise<Record<string, any>> =>
+const readCluster = async (ctxArg: ICommandContext, clusterIdArg: string): Promise<ICluster> =>
   (await ctxArg.call('getClusterById', { clusterId: clusterIdArg })).cluster;
 
 const addClusterCommands = (programArg: Command): void => {
@@ -151,9 +160,9 @@ const addClusterCommands = (programArg: Command): void => {
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getClusterOverview', { clusterId: options.cluster });
       printAnswer(answer, ctx.format, () => {
-        const overview = answer.overview as Record<string, any>;
-        const relay = overview.relay ?? {};
-        const services = (overview.services ?? []) as Array<Record<string, any>>;
+        const overview = answer.overview;
+        const relay = overview.relay;
+        const services = overview.services;
         return [
           `cluster ${overview.cluster.name} (${overview.cluster.id}), generation ${overview.cluster.generation}`,
           `relay: ${relay.connected ? 'connected' : 'not connected'}${relay.registration ? `, ${relay.registration.origin} (${relay.registration.version})` : ', never registered'}`,
@@ -233,14 +242,17 @@ const addClusterCommands = (programArg: Command): void => {
       if (Boolean(options.endpoint) === Boolean(options.clear)) {
         throw new UsageError('give exactly one of --endpoint <origin> or --clear');
       }
+      const { corestoreOf } = await contractBodies();
       const expected = await expectedValue(options, async () => {
         const list = await ctx.call('getClusterNodes', { clusterId: options.cluster });
-        const node = (list.nodes as Array<Record<string, any>>).find((nodeArg) => nodeArg.id === options.node);
+        const node = list.nodes.find((nodeArg) => nodeArg.id === options.node);
         if (!node) {
           throw new UsageError(`cluster ${options.cluster} has no node ${options.node}`);
         }
         return node.corestore ?? null;
-      }, 'the corestore', (textArg) => (textArg.startsWith('{') ? parseJsonOption('--expect')(textArg) : { endpoint: textArg }));
+      }, 'the corestore', (textArg) => (textArg.startsWith('{')
+        ? corestoreOf(parseJsonOption('--expect')(textArg), '--expect')
+        : { endpoint: textArg }));
       const answer = await ctx.call('setClusterNodeCorestore', withDryRun(options, {
         clusterId: options.cluster, nodeId: options.node, expected, corestore: options.clear ? null : { endpoint: options.endpoint },
       }));
@@ -253,10 +265,10 @@ const addClusterCommands = (programArg: Command): void => {
 // services
 // ---------------------------------------------------------------------------------------------
 
-const readService = async (ctxArg: ICommandContext, serviceIdArg: string): Promise<Record<string, any>> =>
+const readService = async (ctxArg: ICommandContext, serviceIdArg: string): Promise<IService> =>
   (await ctxArg.call('getServiceById', { serviceId: serviceIdArg })).service;
 
-const parseVolume = (textArg: string): Record<string, unknown> => {
+const parseVolume = (textArg: string): TServiceWritableVolume => {
   const [mountPath, flag] = textArg.split(':');
   if (!mountPath || (flag !== undefined && flag !== 'ro' && flag !== 'rw')) {
     throw new UsageError(`--volume ${JSON.stringify(textArg)} must be <mountPath>[:ro|:rw]`);
@@ -264,7 +276,7 @@ const parseVolume = (textArg: string): Record<string, unknown> => {
   return { mountPath, readOnly: flag === 'ro', driver: 'local' };
 };
 
-const parseRunAs = (textArg: string | undefined): Record<string, number> | null => {
+const parseRunAs = (textArg: string | undefined): IServiceRunAs | null => {
   if (textArg === undefined || textArg === 'none') {
     return null;
   }
@@ -276,7 +288,7 @@ const parseRunAs = (textArg: string | undefined): Record<string, number> | null 
 };
 
 /** The writable spec of a stored service (what updateService takes): no ids, no initializations. */
-const writableSpec = (serviceArg: Record<string, any>): Record<string, any> => ({
+const writableSpec = (serviceArg: IService): IServiceWritableSpec => ({
   name: serviceArg.name,
   organizationId: serviceArg.organizationId,
   clusterId: serviceArg.clusterId,
@@ -284,13 +296,11 @@ const writableSpec = (serviceArg: Record<string, any>): Record<string, any> => (
   // Beside the runtime spec: an update that left them out would remove them.
   ports: serviceArg.ports ?? [],
   routes: serviceArg.routes ?? [],
-  volumes: (serviceArg.volumes as Array<Record<string, unknown>>).map(({ id: _id, initialization: _initialization, ...volume }) => volume),
+  volumes: serviceArg.volumes.map(({ id: _id, initialization: _initialization, ...volume }) => volume),
 });
 
-const specBody = (valueArg: unknown): Record<string, any> => {
-  const value = valueArg as Record<string, any>;
-  return value && typeof value === 'object' && value.service && typeof value.service === 'object' ? value.service : value;
-};
+/** A spec file (`{ service: … }` or the spec itself) as the contract's writable spec, or a usage error with every reason. */
+const specBody = async (pathArg: string): Promise<IServiceWritableSpec> => (await contractBodies()).serviceSpecOf(await readJsonFile(pathArg), pathArg);
 
 const parseMode = (textArg: string): number => {
   if (!/^0?[0-7]{3,4}$/.test(textArg)) {
@@ -325,7 +335,7 @@ const addServiceCommands = (programArg: Command): void => {
     .option('--volume <mountPath[:ro]>', 'a local volume (repeatable)', collect, [])
     .action(run(async (ctx, options) => {
       const service = options.file
-        ? specBody(await readJsonFile(options.file))
+        ? await specBody(options.file)
         : {
           name: requireOption(options.name, '--name (or --file)'),
           organizationId: requireOption(options.organization, '--organization'),
@@ -334,9 +344,9 @@ const addServiceCommands = (programArg: Command): void => {
             image: requireOption(options.image, '--image'),
             replicas: parseInteger(options.replicas, '--replicas', 0),
             profile: { runAs: parseRunAs(options.runAs) },
-            placement: { nodeIds: options.node },
+            placement: { nodeIds: listOption(options.node, '--node') },
           },
-          volumes: (options.volume as string[]).map(parseVolume),
+          volumes: listOption(options.volume, '--volume').map(parseVolume),
         };
       const answer = await ctx.call('createService', withDryRun(options, { service }));
       noteDryRun(options, answer);
@@ -350,14 +360,14 @@ const addServiceCommands = (programArg: Command): void => {
     .option('--node <id>', 'new placement: a node (repeatable)', collect, undefined)
     .option('--run-as <uid:gid|none>', 'new run-as user and group')
     .action(run(async (ctx, options) => {
-      let stored: Record<string, any> | null = null;
+      let stored: IService | null = null;
       const expected = await expectedGeneration(options, async () => {
         stored = await readService(ctx, options.service);
-        return stored.generation as number;
+        return stored.generation;
       }, `service ${options.service}`);
-      let service: Record<string, any>;
+      let service: IServiceWritableSpec;
       if (options.file) {
-        service = specBody(await readJsonFile(options.file));
+        service = await specBody(options.file);
       } else {
         if (options.image === undefined && options.replicas === undefined && options.node === undefined && options.runAs === undefined) {
           throw new UsageError('nothing to change: give --file, --image, --replicas, --node or --run-as');
@@ -371,7 +381,7 @@ const addServiceCommands = (programArg: Command): void => {
           ...service.runtime,
           ...(options.image !== undefined ? { image: options.image } : {}),
           ...(options.replicas !== undefined ? { replicas: parseInteger(options.replicas, '--replicas', 0) } : {}),
-          ...(options.node !== undefined ? { placement: { nodeIds: options.node } } : {}),
+          ...(options.node !== undefined ? { placement: { nodeIds: listOption(options.node, '--node') } } : {}),
           ...(options.runAs !== undefined ? { profile: { ...service.runtime.profile, runAs: parseRunAs(options.runAs) } } : {}),
         };
       }
@@ -395,9 +405,13 @@ const addServiceCommands = (programArg: Command): void => {
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getServiceRuntimeStatus', { serviceId: options.service });
       printAnswer(answer, ctx.format, () => {
-        const placements = (answer.observed?.placements ?? []) as Array<Record<string, unknown>>;
-        const historical = (answer.historicalClaims ?? []) as Array<{ claimId: string; nodeId: string; generation: number; nodeClaim: { generation: number } }>;
-        return `${recordTable(answer.status)}${placements.length ? `\n\nobserved:\n${listTable(placements, Object.keys(placements[0]).slice(0, 6).map((key) => [key.toUpperCase(), (p) => p[key]]))}` : ''}`
+        // Each placement's members as the server sent them, in its order (the first six are the columns).
+        const placements = (answer.observed?.placements ?? []).map((placementArg) => ({ cells: new Map<string, unknown>(Object.entries(placementArg)) }));
+        const historical = answer.historicalClaims ?? [];
+        const placementColumns = placements.length
+          ? [...placements[0].cells.keys()].slice(0, 6).map((key): TColumn<{ cells: Map<string, unknown> }> => [key.toUpperCase(), (p) => p.cells.get(key)])
+          : [];
+        return `${recordTable(answer.status)}${placements.length ? `\n\nobserved:\n${listTable(placements, placementColumns)}` : ''}`
           + (historical.length ? `\n\nclaims held historical (the node holds a newer generation; way out: supersedeHistoricalRuntimeLocalStorageClaim):\n${listTable(historical, [
             ['CLAIM', (c) => c.claimId], ['NODE', (c) => c.nodeId], ['ISSUED', (c) => c.generation], ['NODE HOLDS', (c) => c.nodeClaim.generation],
           ])}` : '');
@@ -419,7 +433,7 @@ const addServiceCommands = (programArg: Command): void => {
       if (chosen !== 1) {
         throw new UsageError('give exactly one of --empty, --import-docker-volume <name> or --clear');
       }
-      let initialization: Record<string, unknown> | null = null;
+      let initialization: TServiceVolumeInitialization | null = null;
       if (options.empty) {
         const mode = parseMode(requireOption(options.mode, '--mode (with --empty)'));
         if ((options.uid === undefined) !== (options.gid === undefined)) {
@@ -437,7 +451,8 @@ const addServiceCommands = (programArg: Command): void => {
       // Said before the call: an accepted initialization the runtime cannot use leaves the
       // service refused, under a new reason.
       const target = await readService(ctx, options.service);
-      const use = judgeServiceVolumeInitializationUse(initialization as TServiceVolumeInitialization | null, target.runtime?.profile?.runAs ?? null);
+      const { volumeInitializationOf } = await contractBodies();
+      const use = judgeServiceVolumeInitializationUse(initialization, target.runtime.profile.runAs);
       if (!use.usable) {
         note([
           `warning: service ${options.service} cannot use this initialization: ${use.why} (the runtime would refuse it: ${use.reason})`,
@@ -446,18 +461,18 @@ const addServiceCommands = (programArg: Command): void => {
       }
       const expected = await expectedValue(options, async () => {
         const service = target;
-        const volume = (service.volumes as Array<Record<string, any>>).find((volumeArg) => volumeArg.mountPath === options.mountPath);
+        const volume = service.volumes.find((volumeArg) => volumeArg.mountPath === options.mountPath);
         if (!volume) {
           throw new UsageError(`service ${options.service} has no volume at ${options.mountPath}`);
         }
         return volume.initialization ?? null;
-      }, 'the initialization', parseJsonOption('--expect'));
+      }, 'the initialization', (textArg) => volumeInitializationOf(parseJsonOption('--expect')(textArg), '--expect'));
       const answer = await ctx.call('setServiceVolumeInitialization', withDryRun(options, {
         serviceId: options.service, mountPath: options.mountPath, expected, initialization,
       }));
       noteDryRun(options, answer);
       printAnswer(answer, ctx.format, () => {
-        const volume = (answer.service.volumes as Array<Record<string, any>>).find((volumeArg) => volumeArg.mountPath === options.mountPath);
+        const volume = answer.service.volumes.find((volumeArg) => volumeArg.mountPath === options.mountPath);
         return `${options.mountPath}: ${describeInitialization(volume?.initialization)} (service generation ${answer.service.generation})`;
       });
     }));
@@ -476,10 +491,9 @@ const addIngressCommands = (programArg: Command): void => {
     .option('--mutation-id <id>', 'makes a repeated call safe (default: a fresh one)')
     .option('--expect-current', "read the cluster's runtime, the service's spec revision and the current designation first")
     .action(run(async (ctx, options) => {
-      let designation: Record<string, unknown>;
+      let designation: IClusterIngressDesignationRequest;
       if (options.file) {
-        const body = (await readJsonFile(options.file)) as Record<string, any>;
-        designation = body?.designation ?? body;
+        designation = (await contractBodies()).designationRequestOf(await readJsonFile(options.file), options.file);
       } else {
         const clusterId = requireOption(options.cluster, '--cluster (or --file)');
         const ingressServiceId = requireOption(options.service, '--service');
@@ -488,7 +502,10 @@ const addIngressCommands = (programArg: Command): void => {
         }
         const runtime = (await ctx.call('getClusterRuntime', { clusterId })).runtime;
         const service = await readService(ctx, ingressServiceId);
-        const current = (await ctx.call('getClusterIngressDesignation', { clusterId })).designation as Record<string, any> | null;
+        if (runtime.phase !== 'pallet') {
+          throw new UsageError(`cluster ${clusterId}'s runtime is in phase ${runtime.phase}: an ingress is designated only on a cluster in phase pallet`);
+        }
+        const current = (await ctx.call('getClusterIngressDesignation', { clusterId })).designation;
         const expectedDesignation = current ? { id: current.id, generation: current.generation, digest: current.digest } : null;
         note(`--expect-current: runtime ${JSON.stringify(runtime)}, service spec revision ${service.specRevision}, `
           + `designation ${expectedDesignation ? `${expectedDesignation.id} at generation ${expectedDesignation.generation}` : 'none'}`);
@@ -496,7 +513,7 @@ const addIngressCommands = (programArg: Command): void => {
           mutationId: options.mutationId ?? randomUUID(),
           clusterId,
           ingressServiceId,
-          currentRuntime: runtime,
+          currentRuntime: { ...runtime, phase: runtime.phase },
           expectedSpecRevision: service.specRevision,
           expectedDesignation,
         };
@@ -516,7 +533,7 @@ const addIngressCommands = (programArg: Command): void => {
   ingress.command('routes').description("the cluster's route table and the routes not resolved yet")
     .requiredOption('--cluster <id>', 'cluster id')
     .action(run(async (ctx, options) => {
-      const answer = await ctx.call<IReq_Any_Cloudly_GetClusterRouteTableResolution['response']>('getClusterRouteTableResolution', { clusterId: options.cluster });
+      const answer = await ctx.call('getClusterRouteTableResolution', { clusterId: options.cluster });
       const rows = [
         ...answer.table.routes.map((route) => ({ ...route, state: `${route.targets.length} target(s)` })),
         ...answer.unresolved.map((route) => ({ ...route, state: `unresolved: ${route.reason}` })),
@@ -546,12 +563,12 @@ const addCorestoreCommands = (programArg: Command): void => {
     .option('--expect <sha256>', 'the inventory digest you read')
     .option('--expect-current', 'read the inventory first and quote its digest')
     .action(run(async (ctx, options) => {
-      const resources = (options.resource as string[]).map((textArg) => {
+      const resources = listOption(options.resource, '--resource').map((textArg) => {
         const at = textArg.lastIndexOf(':');
         if (at <= 0 || at === textArg.length - 1) {
           throw new UsageError(`--resource ${JSON.stringify(textArg)} must be <serviceId>:<capability>`);
         }
-        return { serviceId: textArg.slice(0, at), capability: textArg.slice(at + 1) };
+        return { serviceId: textArg.slice(0, at), capability: choiceOption(textArg.slice(at + 1), platformBindingCapabilities, `--resource ${JSON.stringify(textArg)}: the capability`) };
       });
       if (options.expect !== undefined && options.expectCurrent) {
         throw new UsageError('give either --expect or --expect-current, not both');
@@ -590,11 +607,11 @@ const addCorestoreCommands = (programArg: Command): void => {
     .option('--expect <generation>', 'the binding generation you read, or none to create')
     .option('--expect-current', 'read the binding first (none when it does not exist)')
     .action(run(async (ctx, options) => {
-      const platformBinding = options.file
-        ? ((await readJsonFile(options.file)) as Record<string, any>)
+      const platformBinding: IPlatformBindingUpsert = options.file
+        ? (await contractBodies()).platformBindingOf(await readJsonFile(options.file), options.file)
         : {
           serviceId: requireOption(options.service, '--service (or --file)'),
-          capability: requireOption(options.capability, '--capability'),
+          capability: choiceOption(requireOption(options.capability, '--capability'), platformBindingCapabilities, '--capability'),
           enabled: !options.disabled,
           nodeId: options.node ?? null,
         };
@@ -604,7 +621,7 @@ const addCorestoreCommands = (programArg: Command): void => {
       let expected: number | null;
       if (options.expectCurrent) {
         const list = await ctx.call('getPlatformBindings', { serviceId: platformBinding.serviceId });
-        const current = (list.platformBindings as Array<Record<string, any>>).find((b) => b.capability === platformBinding.capability);
+        const current = list.platformBindings.find((b) => b.capability === platformBinding.capability);
         expected = current ? current.generation : null;
         note(`--expect-current: read the ${platformBinding.capability} binding of ${platformBinding.serviceId} as ${expected === null ? 'absent (creating)' : `generation ${expected}`}`);
       } else if (options.expect !== undefined) {
@@ -626,7 +643,7 @@ const addBindingDeleteCommand = (bindingsArg: Command): void => {
     .action(run(async (ctx, options) => {
       const expected = await expectedGeneration(options, async () => {
         const list = await ctx.call('getPlatformBindings', options.service ? { serviceId: options.service } : {});
-        const binding = (list.platformBindings as Array<Record<string, any>>).find((b) => b.id === options.binding);
+        const binding = list.platformBindings.find((b) => b.id === options.binding);
         if (!binding) {
           throw new UsageError(`no platform binding ${options.binding}${options.service ? ` on service ${options.service}` : ''}`);
         }
@@ -652,6 +669,11 @@ const addImageCommands = (programArg: Command): void => {
     }));
 };
 
+/** The resource types a restore may be limited to: the contract's snapshot types, each listed once. */
+const backupResourceTypes = ['volume', 'database', 'bucket'] as const satisfies ReadonlyArray<TBackupSnapshot['type']>;
+const everyResourceTypeListed: Exclude<TBackupSnapshot['type'], (typeof backupResourceTypes)[number]> extends never ? true : false = true;
+void everyResourceTypeListed;
+
 const addBackupCommands = (programArg: Command): void => {
   const backups = programArg.command('backups').description('service backups, restores and archive pruning');
   pageOptions(backups.command('list').description('recorded backups'))
@@ -672,7 +694,8 @@ const addBackupCommands = (programArg: Command): void => {
     .option('--replication', 'replicate the backup')
     .action(run(async (ctx, options) => {
       const tags: Record<string, string> = {};
-      for (const tag of options.tag as string[]) {
+      const tagTexts = listOption(options.tag, '--tag');
+      for (const tag of tagTexts) {
         const at = tag.indexOf('=');
         if (at <= 0) {
           throw new UsageError(`--tag ${JSON.stringify(tag)} must be key=value`);
@@ -682,10 +705,10 @@ const addBackupCommands = (programArg: Command): void => {
       const answer = await ctx.call('createServiceBackup', withDryRun(options, {
         clusterId: options.cluster, nodeId: options.node, serviceId: options.service,
         ...(options.backupId ? { backupId: options.backupId } : {}),
-        ...((options.tag as string[]).length ? { tags } : {}),
+        ...(tagTexts.length ? { tags } : {}),
         ...(options.replication ? { replication: { enabled: true } } : {}),
       }));
-      await finishStartedWork(ctx, options, answer, (answerArg) => (answerArg.backup ? recordTable(answerArg.backup) : recordTable(answerArg)));
+      await finishStartedWork(ctx, options, answer, (answerArg) => recordTable(answerArg.backup));
     }));
   longWork(mutation(backups.command('restore').description('restore a recorded backup, following the operation with progress (Ctrl-C detaches)')))
     .requiredOption('--backup <id>', 'backup id')
@@ -697,11 +720,12 @@ const addBackupCommands = (programArg: Command): void => {
         backupId: options.backup,
         ...(options.node ? { nodeId: options.node } : {}),
         ...(options.clear ? { clear: true } : {}),
-        ...((options.resourceType as string[]).length ? { resourceTypes: options.resourceType } : {}),
+        ...(listOption(options.resourceType, '--resource-type').length
+          ? { resourceTypes: listOption(options.resourceType, '--resource-type').map((typeArg) => choiceOption(typeArg, backupResourceTypes, '--resource-type')) }
+          : {}),
       }));
-      await finishStartedWork(ctx, options, answer, (answerArg) => (answerArg.backup
-        ? `${recordTable(answerArg.backup)}${answerArg.restored ? `\n\nrestored ${answerArg.restored.length} snapshot(s)` : ''}`
-        : recordTable(answerArg)));
+      // What was restored is the operation's result (`restored`), shown when the operation is followed.
+      await finishStartedWork(ctx, options, answer, (answerArg) => recordTable(answerArg.backup));
     }));
   mutation(backups.command('prune').description("prune one node's archive by a retention policy (--dry-run: the relay reports what it would prune)"))
     .requiredOption('--cluster <id>', 'cluster id')
@@ -711,7 +735,7 @@ const addBackupCommands = (programArg: Command): void => {
     .option('--keep-weekly <n>', 'keep one a week for n weeks')
     .option('--keep-monthly <n>', 'keep one a month for n months')
     .action(run(async (ctx, options) => {
-      const retention: Record<string, number> = {};
+      const retention: IArchiveRetentionPolicy = {};
       for (const [flag, key] of [['keepLast', 'keepLast'], ['keepDaily', 'keepDaily'], ['keepWeekly', 'keepWeekly'], ['keepMonthly', 'keepMonthly']] as const) {
         if (options[flag] !== undefined) {
           retention[key] = parseInteger(options[flag], `--${flag.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`, 0);
@@ -739,11 +763,10 @@ const addNetworkCommands = (programArg: Command): void => {
     .requiredOption('--file <path>', 'the plan as JSON (- for stdin)')
     .option('--expect-current', "read the current plan and set the file's revision to the one after it")
     .action(run(async (ctx, options) => {
-      const body = (await readJsonFile(options.file)) as Record<string, any>;
-      const plan = body?.plan ?? body;
+      let plan = (await contractBodies()).addressPlanOf(await readJsonFile(options.file), options.file);
       if (options.expectCurrent) {
-        const current = (await ctx.call('getRuntimeNetworkAddressPlan', {})).plan as Record<string, any> | null;
-        plan.revision = current ? current.revision + 1 : 1;
+        const current = (await ctx.call('getRuntimeNetworkAddressPlan', {})).plan;
+        plan = { ...plan, revision: current ? current.revision + 1 : 1 };
         note(`--expect-current: the current plan is ${current ? `revision ${current.revision}` : 'absent'}; writing revision ${plan.revision}`);
       }
       const answer = await ctx.call('setRuntimeNetworkAddressPlan', withDryRun(options, { plan }));
@@ -779,7 +802,7 @@ const addAuditCommand = (programArg: Command): void => {
     .option('--until <time>', 'until (exclusive)')
     .option('--include-reads', 'also show events of methods that only read (get…, list…, watch…)')
     .action(run(async (ctx, options) => {
-      const filter: Record<string, unknown> = {
+      const filter: IAuditEventFilter = {
         ...(options.targetKind ? { targetKind: options.targetKind } : {}),
         ...(options.targetId ? { targetId: options.targetId } : {}),
         ...(options.actor ? { actorId: options.actor } : {}),
@@ -812,7 +835,7 @@ export const judgeAuditEventsShown = <T extends { method: string }>(eventsArg: T
  * Usernames of the administrators among the actors, by user id. Only administrators may list the
  * accounts: for anyone else (or when the list cannot be read) the log shows user ids.
  */
-const usernamesOf = async (ctxArg: ICommandContext, eventsArg: Array<Record<string, any>>): Promise<Map<string, string>> => {
+const usernamesOf = async (ctxArg: ICommandContext, eventsArg: IAuditEvent[]): Promise<Map<string, string>> => {
   const names = new Map<string, string>();
   if (!eventsArg.some((eventArg) => eventArg.actor?.kind === 'admin')) {
     return names;
@@ -843,10 +866,10 @@ const addWatchCommand = (programArg: Command): void => {
     .option('--since <revision>', 'resume after this revision (from an earlier watch)')
     .action(run(async (ctx, options) => {
       await ctx.client.connectSocket();
-      const events: Array<Record<string, any>> = [];
+      const events: IChangeEvent[] = [];
       let ended: ((codeArg: number) => void) | null = null;
       const done = new Promise<number>((resolve) => { ended = resolve; });
-      const print = (eventArg: Record<string, any>): void => {
+      const print = (eventArg: IChangeEvent): void => {
         if (ctx.format === 'json') {
           writeOut(JSON.stringify(eventArg));
         } else if (ctx.format === 'yaml') {
@@ -855,18 +878,18 @@ const addWatchCommand = (programArg: Command): void => {
           writeOut(`${eventArg.revision}  ${formatTime(Date.now())}  ${eventArg.change.padEnd(7)}  ${eventArg.kind}/${eventArg.id}  gen ${eventArg.generation}`);
         }
       };
-      ctx.client.handleCall<{ method: string; request: any; response: any }>('changeEvent', (eventArg: Record<string, any>) => {
+      ctx.client.handleCall<ICloudlyOutboundMethods['changeEvent']>('changeEvent', (eventArg) => {
         events.push(eventArg);
         print(eventArg);
         return {};
       });
-      ctx.client.handleCall<{ method: string; request: any; response: any }>('watchExpired', (expiryArg: Record<string, any>) => {
+      ctx.client.handleCall<ICloudlyOutboundMethods['watchExpired']>('watchExpired', (expiryArg) => {
         note(`the watch expired at revision ${expiryArg.revision} (${expiryArg.reason}): list again, then watch again`);
         ended?.(exitCodes.unavailable);
         return {};
       });
       const answer = await ctx.call('watchChanges', {
-        ...((options.kind as string[]).length ? { kinds: options.kind } : {}),
+        ...(listOption(options.kind, '--kind').length ? { kinds: listOption(options.kind, '--kind') } : {}),
         ...(options.cluster ? { clusterId: options.cluster } : {}),
         ...(options.since !== undefined ? { sinceRevision: parseInteger(options.since, '--since', 0) } : {}),
       });

@@ -1,6 +1,6 @@
 import * as fsp from 'node:fs/promises';
 import type { CloudlyAdminClient } from '../client/admin.js';
-import type { ITypedContract } from '../interfaces/requests/admin.js';
+import type { ICloudlyMethods, TCloudlyMethod } from '../interfaces/requests/methodmap.js';
 import { normalizeServerUrl, readCredentials, ServerUrlError } from './credentials.js';
 import { note, outputFormats, writeErr, type TOutputFormat } from './output.js';
 import { cliIo } from './io.js';
@@ -11,7 +11,11 @@ export const exitCodes = Object.freeze({ ok: 0, refused: 1, usage: 2, unavailabl
 /** A mistake in the invocation itself: nothing was sent. Exit code 2. */
 export class UsageError extends Error {}
 
-type TLooseContract = ITypedContract<string, Record<string, unknown>, any>;
+/** A method's request as a command passes it: the identity is added by `call`; any mutation may carry `dryRun`. */
+export type TCommandRequest<M extends TCloudlyMethod> = Omit<ICloudlyMethods[M]['request'], 'identity'> & { dryRun?: boolean };
+
+/** A method's answer, as the contract declares it. */
+export type TCommandAnswer<M extends TCloudlyMethod> = ICloudlyMethods[M]['response'];
 
 export interface IGlobalOptions {
   url?: string;
@@ -22,7 +26,11 @@ export interface ICommandContext {
   url: string;
   format: TOutputFormat;
   client: CloudlyAdminClient;
-  call<TAnswer = any>(methodArg: string, requestArg: Record<string, unknown>): Promise<TAnswer>;
+  /**
+   * Calls Cloudly with the logged-in identity. The request and the answer are the contract's,
+   * inferred from the method name alone (the method map); there is no untyped form.
+   */
+  call<M extends TCloudlyMethod>(methodArg: M, requestArg: TCommandRequest<M>): Promise<TCommandAnswer<M>>;
 }
 
 export const parseFormat = (valueArg: string | undefined): TOutputFormat => {
@@ -80,7 +88,7 @@ export const openContext = async (optionsArg: IGlobalOptions): Promise<ICommandC
     url,
     format,
     client,
-    call: (methodArg, requestArg) => client.call<TLooseContract>(methodArg, requestArg),
+    call: (methodArg, requestArg) => client.call(methodArg, requestArg),
   };
 };
 
@@ -103,6 +111,33 @@ export const requireOption = <T>(valueArg: T | undefined, flagArg: string): T =>
     throw new UsageError(`${flagArg} is required`);
   }
   return valueArg;
+};
+
+/**
+ * A value read from a file or an option as the contract's type: `isArg` is the contract's own
+ * judgement (a type guard built on its validator), `reasonsArg` says every reason it is not one.
+ * Anything else is a usage error listing those reasons; nothing is sent.
+ */
+export const contractValue = <T>(
+  valueArg: unknown,
+  isArg: (valueArg: unknown) => valueArg is T,
+  reasonsArg: (valueArg: unknown) => string[],
+  whatArg: string,
+): T => {
+  if (isArg(valueArg)) {
+    return valueArg;
+  }
+  const reasons = reasonsArg(valueArg);
+  throw new UsageError(`${whatArg} is not what the contract takes:\n${(reasons.length ? reasons : ['it does not use the exact schema']).map((reasonArg) => `  ${reasonArg}`).join('\n')}`);
+};
+
+/** The option's value as one of the contract's literals, or a usage error naming every allowed value. */
+export const choiceOption = <TChoice extends string>(valueArg: string, choicesArg: readonly TChoice[], flagArg: string): TChoice => {
+  const choice = choicesArg.find((choiceArg) => choiceArg === valueArg);
+  if (choice === undefined) {
+    throw new UsageError(`${flagArg} must be one of ${choicesArg.join(', ')}, not ${JSON.stringify(valueArg)}`);
+  }
+  return choice;
 };
 
 /** Reads a JSON body from a file, or from stdin when the path is `-`. */
@@ -158,8 +193,8 @@ export const expectedGeneration = async (
 };
 
 /** Adds `dryRun: true` when asked and says on stderr that nothing changed. */
-export const withDryRun = (optionsArg: IMutationOptions, requestArg: Record<string, unknown>): Record<string, unknown> =>
-  (optionsArg.dryRun ? { ...requestArg, dryRun: true } : requestArg);
+export const withDryRun = <TRequest extends object>(optionsArg: IMutationOptions, requestArg: TRequest): TRequest & { dryRun?: true } =>
+  (optionsArg.dryRun ? { ...requestArg, dryRun: true as const } : requestArg);
 
 export const noteDryRun = (optionsArg: IMutationOptions, answerArg: unknown): void => {
   if (!optionsArg.dryRun) {

@@ -1,10 +1,11 @@
 import type { Command } from 'commander';
-import { causeLines, exitCodes, noteDryRun, UsageError, withDryRun, type ICommandContext } from './context.js';
+import { causeLines, choiceOption, exitCodes, noteDryRun, UsageError, withDryRun, type ICommandContext, type TCommandAnswer } from './context.js';
 import { mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { note, printAnswer, writeErr } from './output.js';
 import { createProgressView, describeSample, formatBytes } from './progress.js';
 import { formatTime, listTable, recordTable, type TColumn } from './tables.js';
 import { cliIo, setExitCode } from './io.js';
+import { operationStates, type IOperation } from '../interfaces/requests/operation.js';
 
 /**
  * Long work the server answers at once with an operation (backups, restores): the CLI follows it
@@ -13,7 +14,7 @@ import { cliIo, setExitCode } from './io.js';
  * once. `cloudly operations list|get|watch|cancel`.
  */
 
-type TOperation = Record<string, any>;
+type TOperation = IOperation;
 
 export interface IFollowOptions {
   /** Return at once with the command's own answer. */
@@ -54,8 +55,8 @@ export const operationColumns: Array<TColumn<TOperation>> = [
 ];
 
 export const operationTable = (operationArg: TOperation): string => {
-  const result = operationArg.result as Record<string, any> | undefined;
-  const restored = Array.isArray(result?.restored) ? `, restored ${result!.restored.length} snapshot(s)` : '';
+  const result = operationArg.result;
+  const restored = result?.restored ? `, restored ${result.restored.length} snapshot(s)` : '';
   return recordTable({
     operationId: operationArg.operationId,
     kind: operationArg.kind,
@@ -84,15 +85,15 @@ const reportEnd = (operationArg: TOperation): number => {
   if (operationArg.state === 'completed') {
     return exitCodes.ok;
   }
-  const error = (operationArg.error ?? {}) as Record<string, any>;
-  const code = typeof error.code === 'string' ? error.code : operationArg.state;
-  const lines = [`${operationArg.state}: ${code}${error.retryable ? ' (retryable)' : ''}`];
-  const reasons: unknown[] = Array.isArray(error.reasons) ? error.reasons : operationArg.reason ? [operationArg.reason] : [];
+  const error = operationArg.error;
+  const code = typeof error?.code === 'string' ? error.code : operationArg.state;
+  const lines = [`${operationArg.state}: ${code}${error?.retryable ? ' (retryable)' : ''}`];
+  const reasons: unknown[] = Array.isArray(error?.reasons) ? error.reasons : operationArg.reason ? [operationArg.reason] : [];
   for (const reason of reasons) {
     lines.push(`  ${typeof reason === 'string' ? reason : JSON.stringify(reason)}`);
   }
-  lines.push(...causeLines(error.causes));
-  if (error.relayError !== undefined) {
+  lines.push(...causeLines(error?.causes));
+  if (error?.relayError !== undefined) {
     lines.push(`  relayError: ${JSON.stringify(error.relayError)}`);
   }
   writeErr(lines.join('\n'));
@@ -115,7 +116,7 @@ export const followOperation = async (
   const label = operationLabel(answer.operation);
   const view = createProgressView(label, undefined, undefined, answer.operation.startedAt);
   let interrupted: 'detach' | 'cancel' | null = null;
-  let cancelling: Promise<unknown> | null = null;
+  let cancelling: Promise<TCommandAnswer<'cancelOperation'>> | null = null;
   let wake: (() => void) | null = null;
   const onSignal = (): void => {
     if (interrupted === null && optionsArg.cancel) {
@@ -129,7 +130,7 @@ export const followOperation = async (
   signals.on('SIGINT', onSignal);
   try {
     for (;;) {
-      const operation = answer.operation as TOperation;
+      const operation = answer.operation;
       if (operation.progress) {
         view.update(operation.progress);
       }
@@ -177,14 +178,14 @@ export const followOperation = async (
  * Ends a command that started long work: a dry run or `--detach` prints the command's own answer
  * (and, detached, how to follow it); otherwise the operation is followed to its end.
  */
-export const finishStartedWork = async (
+export const finishStartedWork = async <TAnswer extends { operation?: IOperation }>(
   ctxArg: ICommandContext,
   optionsArg: TOptions,
-  answerArg: Record<string, any>,
-  tableArg: (answerArg: Record<string, any>) => string,
+  answerArg: TAnswer,
+  tableArg: (answerArg: TAnswer) => string,
   followTableArg: (operationArg: TOperation) => string = operationTable,
 ): Promise<void> => {
-  const operation = answerArg.operation as TOperation | undefined;
+  const operation = answerArg.operation;
   if (optionsArg.dryRun || !operation?.operationId) {
     noteDryRun(optionsArg, answerArg);
     printAnswer(answerArg, ctxArg.format, () => tableArg(answerArg));
@@ -220,7 +221,7 @@ export const addOperationCommands = (programArg: Command): void => {
       const answer = await ctx.call('getOperations', {
         ...(options.cluster ? { clusterId: options.cluster } : {}),
         ...(options.service ? { serviceId: options.service } : {}),
-        ...(options.state ? { state: options.state } : {}),
+        ...(options.state ? { state: choiceOption(options.state, operationStates, '--state') } : {}),
         ...pageRequest(options),
       });
       printAnswer(answer, ctx.format, () => listTable(answer.operations, operationColumns, answer, '(no operations)'));

@@ -1,9 +1,11 @@
 import type { Command } from 'commander';
-import { expectedGeneration, noteDryRun, requireOption, UsageError, withDryRun, type ICommandContext } from './context.js';
+import { choiceOption, expectedGeneration, noteDryRun, requireOption, UsageError, withDryRun, type ICommandContext } from './context.js';
 import { generationExpectation, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { readCredentials, writeCredentials } from './credentials.js';
 import { note, printAnswer } from './output.js';
 import { readSecrets } from './prompt.js';
+import type { TIdentityRole } from '../interfaces/data/user.js';
+import type { IAccount } from '../interfaces/requests/account.js';
 import { formatTime, listTable, recordTable, type TColumn } from './tables.js';
 
 /**
@@ -11,9 +13,12 @@ import { formatTime, listTable, recordTable, type TColumn } from './tables.js';
  * `user` only reads). Passwords come from a hidden prompt or stdin, never from an argument.
  */
 
-type TAccount = Record<string, any>;
+type TAccount = IAccount;
 
-const roles = ['admin', 'user'];
+/** The contract's roles (`TIdentityRole`); the list must name each, and only those. */
+const roles = ['admin', 'user'] as const satisfies readonly TIdentityRole[];
+const everyRoleListed: Exclude<TIdentityRole, (typeof roles)[number]> extends never ? true : false = true;
+void everyRoleListed;
 
 export const userColumns: Array<TColumn<TAccount>> = [
   ['USER', (u) => u.userId],
@@ -27,12 +32,7 @@ export const userColumns: Array<TColumn<TAccount>> = [
 
 const userTable = (userArg: TAccount): string => recordTable({ ...userArg, passwordChangedAt: formatTime(userArg.passwordChangedAt) });
 
-const parseRole = (valueArg: string): string => {
-  if (!roles.includes(valueArg)) {
-    throw new UsageError(`--role must be one of ${roles.join(', ')}, not ${JSON.stringify(valueArg)}`);
-  }
-  return valueArg;
-};
+const parseRole = (valueArg: string): TIdentityRole => choiceOption(valueArg, roles, '--role');
 
 const secrets = async (promptsArg: string[], confirmArg?: string): Promise<string[]> => {
   try {
@@ -55,7 +55,7 @@ const targetUser = async (ctxArg: ICommandContext, optionsArg: TOptions): Promis
   let userId = given;
   const expected = await expectedGeneration(optionsArg, async () => {
     const { users } = await ctxArg.call('getUsers', {});
-    const user = (users as TAccount[]).find((userArg) => userArg.userId === given) ?? (users as TAccount[]).find((userArg) => userArg.username === given);
+    const user = users.find((userArg) => userArg.userId === given) ?? users.find((userArg) => userArg.username === given);
     if (!user) {
       throw new UsageError(`no account ${JSON.stringify(given)} (neither a user id nor a username)`);
     }
