@@ -135,6 +135,8 @@ interface IStormFigure {
   waitedMs: number;
   kernel: string;
   serverCpuS: number;
+  /** CPU seconds over the storm of the other processes named (the shared database, the relays' process). */
+  otherCpuS: Record<string, number>;
 }
 
 /**
@@ -147,10 +149,12 @@ const measureStorm = async (
   relaysArg: number,
   serverPidsArg: () => number[],
   boundMsArg: number,
-  optionsArg: { sinceArg?: number; alsoArg?: (statsArg: IFleetStats) => boolean } = {},
+  optionsArg: { sinceArg?: number; alsoArg?: (statsArg: IFleetStats) => boolean; otherPids?: Record<string, number> } = {},
 ): Promise<IStormFigure> => {
   const kernelBefore = kernelTcpCounters();
   const cpuBefore = serverPidsArg().reduce((sum, pid) => sum + cpuSecondsOf(pid), 0);
+  const others = Object.entries(optionsArg.otherPids ?? {});
+  const othersBefore = others.map(([, pid]) => cpuSecondsOf(pid));
   const since = optionsArg.sinceArg ?? performance.now();
   const done = await fleetArg.waitFor((statsArg) => statsArg.registered === relaysArg && (optionsArg.alsoArg?.(statsArg) ?? true), boundMsArg);
   const cpuAfter = serverPidsArg().reduce((sum, pid) => sum + cpuSecondsOf(pid), 0);
@@ -165,6 +169,7 @@ const measureStorm = async (
     waitedMs: stats.waitedMs,
     kernel: counterDelta(kernelBefore, kernelTcpCounters()),
     serverCpuS: cpuAfter - cpuBefore,
+    otherCpuS: Object.fromEntries(others.map(([name, pid], index) => [name, cpuSecondsOf(pid) - othersBefore[index]])),
   };
 };
 
@@ -172,6 +177,7 @@ const describeStorm = (figureArg: IStormFigure, relaysArg: number): string => {
   const failures = Object.entries(figureArg.failures).map(([kind, count]) => `${kind} ${count}`).join(', ') || 'none';
   return `${figureArg.reached ? 'all' : `only ${figureArg.registered} of`} ${relaysArg} registered in ${(figureArg.ms / 1000).toFixed(1)} s; `
     + `server CPU ${figureArg.serverCpuS.toFixed(1)} s (${((figureArg.serverCpuS * 1000) / figureArg.ms * 100).toFixed(0)}% of a core); `
+    + Object.entries(figureArg.otherCpuS).map(([name, cpuS]) => `${name} CPU ${cpuS.toFixed(1)} s (${((cpuS * 1000) / figureArg.ms * 100).toFixed(0)}%); `).join('')
     + `failed attempts: ${failures}; attempts per relay p99 ${figureArg.attemptsP99} max ${figureArg.attemptsMax}; `
     + `relays' backoff waits summed ${(figureArg.waitedMs / 1000).toFixed(0)} s; kernel: ${figureArg.kernel}`;
 };
@@ -326,6 +332,12 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
     instances.push({ name, port: await freePort(), dataDir: await fsp.mkdtemp(path.join(workDir, `${name}-`)), process: null });
   }
   const fleet = new FleetProcess();
+  /** Database commands sent so far by each instance running now (a killed one's count is gone with it). */
+  const liveCommands = async (): Promise<Map<string, number>> => new Map(await Promise.all(instances.filter((instance) => instance.process)
+    .map(async (instance) => [instance.name, await databaseCommands(instance)] as const)));
+  /** Commands sent between two counts, by the instances alive at both. */
+  const commandsBetween = (beforeArg: Map<string, number>, afterArg: Map<string, number>): number => [...afterArg]
+    .reduce((sum, [name, value]) => sum + (beforeArg.has(name) ? value - beforeArg.get(name)! : 0), 0);
   const pids = (): number[] => instances.flatMap((instance) => (instance.process ? [instance.process.child.pid!] : []));
   try {
     const firstStarts = await Promise.all(instances.map((instance) => startFleetInstance(database, instance, { ...env, ...profileEnv(instance) })));
@@ -348,6 +360,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
     ): Promise<IStormFigure & { readP99: number; writeP99: number }> => {
       const admin = await adminSocket(urls[1]);
       const serverBefore = await serverSide(instances[1]);
+      const commandsBefore = await liveCommands();
       let stop = false;
       const loadRun = adminLoad(admin, () => stop);
       await beforeArg?.();
@@ -355,6 +368,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
       stop = true;
       const { reads, writes } = await loadRun;
       const serverAfter = await serverSide(instances[1]);
+      const commandsAfter = await liveCommands();
       admin.close();
       const readP99 = percentile(reads, 0.99);
       const writeP99 = percentile(writes, 0.99);
@@ -365,11 +379,13 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
       };
       say(`  - ${phaseArg}: ${describeStorm(figure, relaysArg)}; admin reads p99 ${readP99.toFixed(0)} ms (${reads.length}), mutations p99 ${writeP99.toFixed(0)} ms (${writes.length}); `
         + `on the instance: reads' mean ${mean(reads).toFixed(0)} ms as seen by the client, ${handlerMean('getClusters').toFixed(0)} ms in the handler; `
-        + `mutations' ${mean(writes).toFixed(0)} ms and ${handlerMean('createCluster').toFixed(0)} ms; event loop delay p99 ${serverAfter.loopLagP99Ms.toFixed(0)} ms; load ${load()}`);
+        + `mutations' ${mean(writes).toFixed(0)} ms and ${handlerMean('createCluster').toFixed(0)} ms; event loop delay p99 ${serverAfter.loopLagP99Ms.toFixed(0)} ms; `
+        + `database commands of the instances alive throughout ${commandsBetween(commandsBefore, commandsAfter)} (${(commandsBetween(commandsBefore, commandsAfter) / relaysArg).toFixed(1)} per relay, the administrator's and background work included); load ${load()}`);
       return { ...figure, readP99, writeP99 };
     };
     fleet.start(urls, tokens);
-    const cold = await during('cold start', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000)));
+    const otherPids = { 'database process': database.child.pid!, "relays' process": fleet.pid };
+    const cold = await during('cold start', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000), { otherPids }));
     await sleep(sized(3000, 200));
     const connectedRss = pids().reduce((sum, pid) => sum + memoryOf(pid).rss, 0);
     // Per relay connected now: when the cold start did not reach every relay, per relay that did.
@@ -421,7 +437,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
     const listeningAt = performance.now();
     const startedMs = listeningAt - startStarted;
     // Timed from the moment all three listen again, whatever the administrator's login waits for.
-    const restart = await during('all three restarted (from listening again)', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000), { sinceArg: listeningAt }));
+    const restart = await during('all three restarted (from listening again)', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000), { sinceArg: listeningAt, otherPids }));
     say(`    (the instances took ${ms(listeningAt - restartStarted)} to stop and listen again: stopped in ${ms(stoppedMs)} `
       + `[${stops.map((stop, index) => `${instances[index].name}: ${ms(stop.ms)}${stop.forced ? ', killed after 15 s' : ''}, ${stop.steps}`).join('; ')}], `
       + `every relay seen unregistered ${gone.reached ? `${ms(gone.ms)} later` : `not within 30 s (${gone.stats.registered} still registered)`}, `
@@ -435,6 +451,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
     let noticed = { ms: 0, reached: false };
     const moved = await during('one of three killed', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000), {
       sinceArg: killedAt,
+      otherPids,
       alsoArg: (statsArg) => (statsArg.perUrl[killedUrl] ?? 0) === 0,
     }), async () => {
       killedRelays = (await fleet.stats()).perUrl[killedUrl] ?? 0;
