@@ -44,10 +44,11 @@ const load = (): string => os.loadavg().map((value) => value.toFixed(1)).join(' 
 
 /**
  * Settings passed on to the instances when set, so one tree can be measured both ways: the storm's
- * work bounded or not (CLOUDLY_RELAY_WORK_CONCURRENCY=0), and the per-address limits raised as for
- * a fleet that, unlike the bench's, does not come from one address.
+ * work bounded or not (CLOUDLY_RELAY_WORK_CONCURRENCY=0), the per-address limits raised as for
+ * a fleet that, unlike the bench's, does not come from one address, and glibc's malloc arenas
+ * (MALLOC_ARENA_MAX) for the RSS per relay.
  */
-const passedSettings = ['CLOUDLY_RELAY_WORK_CONCURRENCY', 'CLOUDLY_PENDING_CONNECTIONS_PER_ADDRESS', 'CLOUDLY_SOCKET_UPGRADES_PER_ADDRESS'];
+const passedSettings = ['CLOUDLY_RELAY_WORK_CONCURRENCY', 'CLOUDLY_PENDING_CONNECTIONS_PER_ADDRESS', 'CLOUDLY_SOCKET_UPGRADES_PER_ADDRESS', 'MALLOC_ARENA_MAX'];
 const passedSettingsText = (): string => passedSettings.filter((name) => process.env[name]).map((name) => `${name}=${process.env[name]} `).join('');
 
 /** The instance settings every bench instance shares; `extraArg` adds the ones a run compares. */
