@@ -1,6 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { databaseCommandsOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
 
 /**
@@ -35,12 +35,7 @@ describe('a relay reconnect\'s database commands', () => {
   });
   after(async () => { await t.stop(); });
 
-  const databaseCommands = async (): Promise<number> => {
-    const text = await (await fetch(`${t.baseUrl}/metrics`)).text();
-    const match = /^cloudly_database_commands_total (\d+)/m.exec(text);
-    assert.ok(match, '/metrics has cloudly_database_commands_total');
-    return Number(match[1]);
-  };
+  const databaseCommands = (): Promise<number> => databaseCommandsOf(t.baseUrl);
 
   /** Waits until nothing the cluster's reconnect set off is owed a run on this instance. */
   const settled = async (clusterIdArg: string): Promise<void> => {
