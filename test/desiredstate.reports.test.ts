@@ -1,6 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
+import { databaseCommandsOf, refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
 import { reportingCluster } from './helpers/desiredstate.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IReq_Relay_Cloudly_ReportClusterPlatformObservedState } from '../ts/interfaces/requests/desiredstate.js';
@@ -21,13 +21,7 @@ describe('an unchanged observed-state report', () => {
   before(async () => { t = await startTestCloudly(); });
   after(async () => { await t.stop(); });
 
-  /** The server's count of database commands, read from /metrics as a scraper reads it. */
-  const databaseCommands = async (): Promise<number> => {
-    const text = await (await fetch(`${t.baseUrl}/metrics`)).text();
-    const match = /^cloudly_database_commands_total (\d+)/m.exec(text);
-    assert.ok(match, '/metrics has cloudly_database_commands_total');
-    return Number(match[1]);
-  };
+  const databaseCommands = (): Promise<number> => databaseCommandsOf(t.baseUrl);
 
   const prepare = async (nameArg: string): Promise<{ clusterId: string; relay: CloudlyRelayClient; serviceId: string; serviceGeneration: number; revision: number }> => {
     const { cluster, service, relay, revision } = await reportingCluster(t, nameArg, ['n1', 'n2']);

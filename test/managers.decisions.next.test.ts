@@ -769,19 +769,20 @@ describe('relay registration decision', () => {
     const decision = decideRelayRegistration(null, 'c1', 's1', { ...announcement, nodeId: 'n1', hostAddresses: ['10.0.0.1'] }, 1_000);
     assert.deepEqual(decision, {
       kind: 'create',
-      doc: { id: 'c1', clusterId: 'c1', origin: announcement.origin, version: '1.2.0', protocol: 'cluster-relay/1', sessionId: 's1', acceptedAt: 1_000, nodeId: 'n1', hostAddresses: ['10.0.0.1'] },
+      doc: { id: 'c1', clusterId: 'c1', origin: announcement.origin, version: '1.2.0', protocol: 'cluster-relay/1', sessionId: 's1', acceptedAt: 1_000, nodeId: 'n1', hostAddresses: ['10.0.0.1'], inputsGeneration: 1 },
     });
   });
 
   test('a later registration replaces the last one whole: a node it no longer names is forgotten', () => {
     const current: IClusterRelayRegistrationDocument = {
       id: 'c1', generation: 3, clusterId: 'c1', origin: 'http://192.0.2.9:8080', version: '1.1.0', protocol: 'cluster-relay/1',
-      sessionId: 's0', acceptedAt: 500, nodeId: 'n1', hostAddresses: ['10.0.0.1'],
+      sessionId: 's0', acceptedAt: 500, nodeId: 'n1', hostAddresses: ['10.0.0.1'], inputsGeneration: 2,
     };
     assert.deepEqual(decideRelayRegistration(current, 'c1', 's2', announcement, 2_000), {
       kind: 'write',
       change: {
-        set: { clusterId: 'c1', origin: announcement.origin, version: '1.2.0', protocol: 'cluster-relay/1', sessionId: 's2', acceptedAt: 2_000 },
+        // The announcement changed: the write's generation (4) is where the derived inputs moved.
+        set: { clusterId: 'c1', origin: announcement.origin, version: '1.2.0', protocol: 'cluster-relay/1', sessionId: 's2', acceptedAt: 2_000, inputsGeneration: 4 },
         unset: ['nodeId', 'hostAddresses'],
       },
     });
@@ -790,5 +791,27 @@ describe('relay registration decision', () => {
     delete withoutNode.hostAddresses;
     assert.deepEqual((decideRelayRegistration(withoutNode, 'c1', 's2', announcement, 2_000) as { change: { unset: string[] } }).change.unset, [],
       'nothing to forget when the stored registration named no node');
+  });
+
+  test('the same announcement on a new socket moves the socket and the time, not the derived inputs\' generation', () => {
+    const capabilities = { platforms: ['linux/amd64'], secrets: true, volumes: true, portProtocols: ['tcp' as const] };
+    const stated = { ...announcement, nodeId: 'n1', hostAddresses: ['10.0.0.1'], capabilities };
+    const current: IClusterRelayRegistrationDocument = {
+      id: 'c1', generation: 3, clusterId: 'c1', ...stated, sessionId: 's0', acceptedAt: 500, inputsGeneration: 2,
+    };
+    assert.deepEqual(decideRelayRegistration(current, 'c1', 's2', stated, 2_000), {
+      kind: 'write',
+      change: {
+        set: { clusterId: 'c1', ...stated, sessionId: 's2', acceptedAt: 2_000 },
+        unset: [],
+      },
+    });
+    // Any member of the announcement that differs is a change; so is a document stored without the member.
+    for (const changed of [{ ...stated, version: '1.3.0' }, { ...stated, hostAddresses: ['10.0.0.2'] }, { ...stated, capabilities: { ...capabilities, secrets: false } }]) {
+      const decision = decideRelayRegistration(current, 'c1', 's2', changed, 2_000) as { change: { set: { inputsGeneration?: number } } };
+      assert.equal(decision.change.set.inputsGeneration, 4, JSON.stringify(changed));
+    }
+    const { inputsGeneration: _stored, ...older } = current;
+    assert.equal((decideRelayRegistration(older, 'c1', 's2', stated, 2_000) as { change: { set: { inputsGeneration?: number } } }).change.set.inputsGeneration, 4);
   });
 });

@@ -19,6 +19,17 @@ test('the trigger table: each input names the keys it affects, and the verdict i
   assert.deepEqual(reconcileKeysOf('CloudlyAdminUser', 'u1'), []);
 });
 
+test('a write that left the derived inputs behind its generation triggers nothing; one that moved them, or says nothing, does', () => {
+  // A relay registering again with the same announcement on a new socket (a reconnect).
+  assert.deepEqual(reconcileKeysOf('CloudlyClusterRelayRegistration', 'c1', { clusterId: 'c1', generation: 5, inputsGeneration: 4 }), []);
+  // The announcement changed at this write (or at a later one, read back by another instance).
+  assert.deepEqual(reconcileKeysOf('CloudlyClusterRelayRegistration', 'c1', { clusterId: 'c1', generation: 5, inputsGeneration: 5 }), ['cluster:c1', 'projections:c1']);
+  assert.deepEqual(reconcileKeysOf('CloudlyClusterRelayRegistration', 'c1', { clusterId: 'c1', generation: 5, inputsGeneration: 7 }), ['cluster:c1', 'projections:c1']);
+  // No inputsGeneration (a document stored before it, a removal), or no generation: a change.
+  assert.deepEqual(reconcileKeysOf('CloudlyClusterRelayRegistration', 'c1', { clusterId: 'c1', generation: 5 }), ['cluster:c1', 'projections:c1']);
+  assert.deepEqual(reconcileKeysOf('CloudlyClusterRelayRegistration', 'c1', { clusterId: 'c1', inputsGeneration: 4 }), ['cluster:c1', 'projections:c1']);
+});
+
 test('the reconciler lease: free or expired is taken, our own is renewed, another live holder keeps it', () => {
   assert.equal(decideReconcilerLease(null, 'a', 1_000, 500).kind, 'create');
   const held = { id: 'reconciler', generation: 3, holder: 'b', expiresAt: 2_000 };

@@ -155,6 +155,16 @@ export const createCaller = (cloudlyArg: Cloudly, identityArg: IIdentity | null 
 };
 
 /** Waits until `predicateArg` holds, polling; fails with `messageArg` after `timeoutMsArg`. */
+/** The server's count of database commands (`cloudly_database_commands_total`), read from /metrics as a scraper reads it. */
+export const databaseCommandsOf = async (baseUrlArg: string): Promise<number> => {
+  const text = await (await fetch(`${baseUrlArg}/metrics`)).text();
+  const match = /^cloudly_database_commands_total (\d+)/m.exec(text);
+  if (!match) {
+    throw new Error('/metrics has no cloudly_database_commands_total');
+  }
+  return Number(match[1]);
+};
+
 export const waitFor = async (predicateArg: () => boolean | Promise<boolean>, messageArg: string, timeoutMsArg = 30_000): Promise<void> => {
   const deadline = Date.now() + timeoutMsArg;
   while (!(await predicateArg())) {

@@ -171,7 +171,23 @@ const applyChange = (docArg: Document, setArg: Document, unsetArg: readonly stri
 export interface ICommittedOwners {
   serviceId?: string;
   clusterId?: string;
+  /** The generation the write gave the document (absent for a removal). */
+  generation?: number;
+  /**
+   * For a document that carries `inputsGeneration` (the generation of its last write that changed
+   * what work derived from it reads; a relay registration's announcement), that member: a write
+   * that leaves it behind `generation` changed nothing derived work reads (`leftDerivedInputs`).
+   */
+  inputsGeneration?: number;
 }
+
+/**
+ * Whether a committed write changed nothing that work derived from the document reads: the
+ * document carries `inputsGeneration` and it is older than the write's generation. Without the
+ * member (most kinds, a removal) every write counts as a change.
+ */
+export const leftDerivedInputs = (ownersArg: ICommittedOwners): boolean =>
+  typeof ownersArg.inputsGeneration === 'number' && typeof ownersArg.generation === 'number' && ownersArg.inputsGeneration < ownersArg.generation;
 
 export type TCommitListener = (kindArg: IDocumentKind<IStoredDocument>, idArg: string, ownersArg: ICommittedOwners) => void;
 
@@ -297,7 +313,12 @@ export class DocumentStore {
   private committed(kindArg: IDocumentKind<IStoredDocument>, idArg: string, docArg: Document | null): void {
     this.committedWrites++;
     const owners: ICommittedOwners = docArg
-      ? { ...(typeof docArg.serviceId === 'string' ? { serviceId: docArg.serviceId } : {}), ...(typeof docArg.clusterId === 'string' ? { clusterId: docArg.clusterId } : {}) }
+      ? {
+        ...(typeof docArg.serviceId === 'string' ? { serviceId: docArg.serviceId } : {}),
+        ...(typeof docArg.clusterId === 'string' ? { clusterId: docArg.clusterId } : {}),
+        ...(typeof docArg.generation === 'number' ? { generation: docArg.generation } : {}),
+        ...(typeof docArg.inputsGeneration === 'number' ? { inputsGeneration: docArg.inputsGeneration } : {}),
+      }
       : {};
     for (const listener of this.commitListeners) {
       try {

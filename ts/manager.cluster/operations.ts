@@ -127,7 +127,16 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
       if (!stored) {
         throw refuseNamed('conflict', 'cluster-removed-while-created', `the cluster named ${request.name} was removed while it was being created`, 'request.name');
       }
-      await settleClusterNameReservation(store, clusterKind, reservationId);
+      // The reservation this call inserted (pending, its first generation) names the cluster just
+      // stored: bound in one compare-and-swap, without reading both again. Whatever touched it
+      // meanwhile (another process's settlement, a deletion) moved its generation; then it is
+      // settled whole. Two fewer round trips on the path every create takes, each one a wait
+      // behind a reconnect storm's work.
+      const bound = stored.id === cluster.id
+        && await store.swap(clusterNameReservationKind, reservationId, reservation.generation, { set: { state: 'bound' } }) !== null;
+      if (!bound) {
+        await settleClusterNameReservation(store, clusterKind, reservationId);
+      }
       portsArg.logger.info({ clusterId: stored.id, actor: context.identity.userId }, 'cluster created');
       return { cluster: toPublicCluster(stored), relayToken };
     },

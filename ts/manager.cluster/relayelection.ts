@@ -222,11 +222,32 @@ export class ClusterRelayElection implements IRelaySessionPorts {
    * not known to be held elsewhere), a round runs and is awaited; otherwise a round in flight is.
    */
   public async awaitElection(clusterIdArg: string): Promise<void> {
+    await this.settle(clusterIdArg);
+  }
+
+  /**
+   * The cluster's election as this instance can settle it now: nothing to do while one of its open
+   * sockets is elected here; otherwise the round in flight (the one a socket's opening asked for)
+   * is awaited, and only when that left no socket elected here, a socket is open and the lease is
+   * not known to be held elsewhere does a round of its own run. A storm's registrations, calls and
+   * desired-state refreshes each asked for a round of their own before: a second and third read
+   * (or compare-and-swap) of the lease per reconnecting relay, each waiting at the back of the
+   * elections' line while it held a slot of the relay calls' or refreshes' line.
+   */
+  public async settle(clusterIdArg: string): Promise<void> {
+    if (this.electedOpenSession(clusterIdArg)) {
+      return;
+    }
+    await this.elections.idle(clusterIdArg);
     if (this.electedSessionId(clusterIdArg) === null && this.cloudly.relays.sessionsOf(clusterIdArg).length > 0 && !this.heldElsewhere(clusterIdArg)) {
       await this.elect(clusterIdArg);
-    } else {
-      await this.elections.idle(clusterIdArg);
     }
+  }
+
+  /** Whether a socket of the cluster that is open here holds its unexpired lease. */
+  private electedOpenSession(clusterIdArg: string): boolean {
+    const elected = this.electedSessionId(clusterIdArg);
+    return elected !== null && this.cloudly.relays.sessionsOf(clusterIdArg).some((session) => session.id === elected && session.peer.isOpen);
   }
 
   /** The socket id this instance holds the unexpired lease for, or null. */
@@ -243,7 +264,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
   /** Like `isElected`, but first waits for an election of the socket's cluster still in flight. */
   public async confirmElected(sessionArg: IRelaySession): Promise<boolean> {
     if (!this.isElected(sessionArg) && sessionArg.peer.isOpen && !this.heldElsewhere(sessionArg.clusterId)) {
-      await this.elect(sessionArg.clusterId);
+      await this.settle(sessionArg.clusterId);
     }
     return this.isElected(sessionArg);
   }
@@ -392,7 +413,11 @@ export class ClusterRelayElection implements IRelaySessionPorts {
     return [...this.cloudly.relays.sessionsOf(clusterIdArg)].sort((a, b) => a.connectedAt - b.connectedAt)[0] ?? null;
   }
 
+  /** Election rounds run so far (each reads the lease, and writes it when the decision changes it). */
+  public rounds = 0;
+
   private async runElection(clusterIdArg: string): Promise<void> {
+    this.rounds++;
     // What the last decision concluded; the decider runs again on every lost race.
     let outcome: { winner: IRelaySession | null; heldElsewhere: boolean; elsewhereUntil: number } = { winner: null, heldElsewhere: false, elsewhereUntil: 0 };
     const result = await this.cloudly.store.mutate(clusterRelayLeaseKind, clusterIdArg, (leaseArg) => {
@@ -471,7 +496,9 @@ export class ClusterRelayElection implements IRelaySessionPorts {
       return;
     }
     await this.release(clusterId, sessionArg.id);
-    if (!this.stopped) {
+    // Another open socket of the cluster takes over; with none left a round would only read the
+    // lease to keep it as it is.
+    if (!this.stopped && this.cloudly.relays.sessionsOf(clusterId).length > 0) {
       await this.elect(clusterId);
     }
   }

@@ -35,6 +35,15 @@ export interface IClusterRelayRegistrationDocument extends IStoredDocument {
   hostAddresses?: string[];
   /** What the cluster's runtime supports, when the relay stated it (the runtime verdict reads it). */
   capabilities?: IClusterRelayCapabilities;
+  /**
+   * The generation of the last registration whose announcement (origin, version, protocol, node,
+   * addresses, capabilities) differed from the one before it; the store's `inputsGeneration`
+   * (ts/core/store.ts). A relay that registers again on a new socket with the same announcement
+   * moves `acceptedAt` and `sessionId` only, and the reconciler and the node projections, which
+   * read what it announced, are not run for it. Absent in documents stored before it existed:
+   * their next registration counts as a change.
+   */
+  inputsGeneration?: number;
 }
 
 export const clusterRelayRegistrationKind = defineDocumentKind<IClusterRelayRegistrationDocument>('CloudlyClusterRelayRegistration');
@@ -72,12 +81,24 @@ export const decideRelayRegistration = (
     ...(registrationArg.capabilities !== undefined ? { capabilities: snapshotClusterRelayCapabilities(registrationArg.capabilities) } : {}),
   };
   if (!currentArg) {
-    return { kind: 'create', doc: { id: clusterIdArg, ...fields } };
+    return { kind: 'create', doc: { id: clusterIdArg, ...fields, inputsGeneration: 1 } };
   }
   // What the new registration no longer names is forgotten.
   const unset = (['nodeId', 'hostAddresses', 'capabilities'] as const).filter((key) => registrationArg[key] === undefined && currentArg[key] !== undefined);
-  return { kind: 'write', change: { set: fields, unset } };
+  const announcedAgain = currentArg.inputsGeneration !== undefined && announcementOf(currentArg) === announcementOf(fields);
+  return { kind: 'write', change: { set: announcedAgain ? fields : { ...fields, inputsGeneration: currentArg.generation + 1 }, unset } };
 };
+
+/** What a registration announced, as one comparable text (the members in a fixed order). */
+const announcementOf = (registrationArg: Pick<IClusterRelayRegistrationDocument, 'origin' | 'version' | 'protocol' | 'nodeId' | 'hostAddresses' | 'capabilities'>): string =>
+  JSON.stringify([
+    registrationArg.origin,
+    registrationArg.version,
+    registrationArg.protocol,
+    registrationArg.nodeId ?? null,
+    registrationArg.hostAddresses ?? null,
+    registrationArg.capabilities ? snapshotClusterRelayCapabilities(registrationArg.capabilities) : null,
+  ]);
 
 export class ClusterRelayRegistrations {
   constructor(private readonly cloudly: Cloudly, private readonly election: ClusterRelayElection) {

@@ -319,7 +319,7 @@ export class Reconciler {
     try {
       const from = this.sharedWatermark - sharedLookbackMs;
       const events = await this.cloudly.store.collection(auditEventKind)
-        .find({ at: { $gte: from } }, { projection: { _id: 0, id: 1, at: 1, target: 1 } })
+        .find({ at: { $gte: from } }, { projection: { _id: 0, id: 1, at: 1, target: 1, generationAfter: 1 } })
         .sort({ at: 1 })
         .toArray();
       for (const event of events) {
@@ -333,8 +333,11 @@ export class Reconciler {
         const target = event.target as { kind: string; id: string };
         if (isReconcileInput(target.kind)) {
           const owners = await this.cloudly.database.mongoDb.collection(target.kind)
-            .findOne({ id: target.id }, { projection: { _id: 0, serviceId: 1, clusterId: 1 } });
-          for (const key of reconcileKeysOf(target.kind, target.id, (owners ?? {}) as ICommittedOwners)) {
+            .findOne({ id: target.id }, { projection: { _id: 0, serviceId: 1, clusterId: 1, inputsGeneration: 1 } });
+          // Judged against the generation this event's write made, not the document's current one:
+          // inputs changed at this write or at a later one trigger.
+          const generation = typeof event.generationAfter === 'number' ? { generation: event.generationAfter } : {};
+          for (const key of reconcileKeysOf(target.kind, target.id, { ...(owners ?? {}), ...generation } as ICommittedOwners)) {
             this.enqueue(key, target);
           }
         }

@@ -10,7 +10,7 @@
  * - `all`: every cluster, for the address plan and for the start-up pass and resyncs.
  */
 
-import type { ICommittedOwners } from '../core/store.js';
+import { leftDerivedInputs, type ICommittedOwners } from '../core/store.js';
 
 export const allServicesKey = 'all';
 export const serviceKey = (serviceIdArg: string): string => `service:${serviceIdArg}`;
@@ -91,7 +91,9 @@ const triggersByKind: Readonly<Record<string, TTrigger>> = {
 
 /** The reconcile keys a committed change of `kindArg`/`idArg` affects (none for kinds no verdict reads). */
 export const reconcileKeysOf = (kindArg: string, idArg: string, ownersArg: ICommittedOwners = {}): string[] =>
-  triggersByKind[kindArg]?.(idArg, ownersArg) ?? [];
+  // A write that left the document's derived inputs as they were (a relay registering again with
+  // the same announcement on a new socket) affects no verdict.
+  (leftDerivedInputs(ownersArg) ? [] : triggersByKind[kindArg]?.(idArg, ownersArg) ?? []);
 
 /** Whether a change of this kind can affect a verdict at all (the shared-log reader reads owners only for these). */
 export const isReconcileInput = (kindArg: string): boolean => kindArg in triggersByKind;

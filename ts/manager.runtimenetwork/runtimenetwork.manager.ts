@@ -2,6 +2,7 @@ import type { Cloudly } from '../classes.cloudly.js';
 import { refuse, refuseNamed } from '../core/errors.js';
 import { registerOperations } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
+import { leftDerivedInputs } from '../core/store.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import type { IRuntimeNetworkProjection, IRuntimeNetworkWorkloadLease } from '../interfaces/data/runtimenetwork.js';
 import type { IRuntimeNetworkAddressPlan } from '../interfaces/data/runtimenetworkaddressplan.js';
@@ -230,8 +231,9 @@ export class RuntimeNetworkManager {
     this.refreshes.resume();
     this.leases.resume();
     // A relay registration names the node whose host carries the relay: that node's projection changes.
-    this.unsubscribe = this.cloudly.store.onCommitted((kindArg, idArg) => {
-      if (kindArg === clusterRelayRegistrationKind) {
+    // A registration with the same announcement on a new socket (a reconnect) names the same host.
+    this.unsubscribe = this.cloudly.store.onCommitted((kindArg, idArg, ownersArg) => {
+      if (kindArg === clusterRelayRegistrationKind && !leftDerivedInputs(ownersArg)) {
         void this.refreshCluster(idArg).catch(() => undefined);
       }
     });

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type * as jose from 'jose';
-import { CloudlyRelayClient, reconnectDelayMs, type IRelayRegistrationRetry } from '../client/relay.js';
+import { CloudlyRelayClient, defaultRelayReconnectPolicy, policyAfterFailure, reconnectDelayMs, type IRelayReconnectPolicy, type IRelayRegistrationRetry } from '../client/relay.js';
 import { fetchServiceDatabaseClosure, receiveStagedArchiveObject, sendServiceDatabaseClosure } from '../client/relayclosures.js';
 import { CloudlyTransportError } from '../client/transport.js';
 import { refuse, refuseNamed } from '../core/errors.js';
@@ -79,6 +79,21 @@ const errorText = (errorArg: unknown): string => {
 
 const dayOf = (textArg: string): number => Date.parse(`${textArg}T00:00:00Z`);
 
+/**
+ * The wait before the next attempt of a cluster's first connect: the relay client's own reconnect
+ * rules (docs/relay-protocol.md, "Reconnecting"), full jitter whose window stops growing at
+ * `refusedCapMs` (4 s) while connections are refused, and Cloudly's advice followed. Before, the
+ * first connect grew its window to the 30 s cap while Cloudly was not listening yet, so a fleet
+ * started before Cloudly came back over up to 30 s after it listened.
+ */
+export const firstConnectDelayMs = (
+  attemptArg: number,
+  policyArg: Required<IRelayReconnectPolicy>,
+  errorArg: unknown,
+  advisedMsArg: number | null,
+  randomArg: () => number = Math.random,
+): number => reconnectDelayMs(attemptArg, policyAfterFailure(policyArg, errorArg), randomArg, advisedMsArg);
+
 export class SimulatedCluster {
   public state: TSimClusterState = 'connecting';
   public relay: CloudlyRelayClient | null = null;
@@ -141,7 +156,7 @@ export class SimulatedCluster {
   }
 
   private async connectLoop(): Promise<void> {
-    const policy = { baseMs: this.config.reconnectBaseMs, capMs: this.config.reconnectCapMs };
+    const policy: Required<IRelayReconnectPolicy> = { ...defaultRelayReconnectPolicy, baseMs: this.config.reconnectBaseMs, capMs: this.config.reconnectCapMs };
     let advisedMs: number | null = null;
     for (let attempt = 0; !this.stopped; attempt++) {
       try {
@@ -183,7 +198,7 @@ export class SimulatedCluster {
           return;
         }
         advisedMs = error instanceof CloudlyTransportError ? error.retryAfterMs : null;
-        const delayMs = reconnectDelayMs(attempt, policy, Math.random, advisedMs);
+        const delayMs = firstConnectDelayMs(attempt, policy, error, advisedMs);
         if (attempt === 0 || attempt % 10 === 0) {
           this.context.log({ cluster: this.name, attempt, delayMs, error: errorText(error) }, `cluster ${this.name}: cannot connect yet`);
         }
