@@ -164,9 +164,6 @@ export class CloudlyDatabase {
     }
     // smartdata passes serverSelectionTimeoutMS to the driver (its type does not list it): a
     // MongoDB that is gone fails a call within it instead of the driver's 30 s default.
-    // Command monitoring lets /metrics count database commands (cloudly_database_commands_total):
-    // what a relay's report or reconnect costs the database is a fleet's capacity figure.
-    url = `${url!}${url!.includes('?') ? '&' : '?'}monitorCommands=true`;
     const descriptor = {
       mongoDbUrl: url,
       mongoDbName: this.options.mongoDbName,
@@ -174,13 +171,20 @@ export class CloudlyDatabase {
     };
     this.smartdataDb = new SmartdataDb(descriptor as ConstructorParameters<typeof SmartdataDb>[0]);
     await this.smartdataDb.init();
-    const client = (this.smartdataDb as unknown as { mongoDbClient?: { on(eventArg: 'commandStarted', listenerArg: () => void): void } }).mongoDbClient;
-    client?.on('commandStarted', () => {
+    // /metrics counts database commands (cloudly_database_commands_total): what a relay's report
+    // or reconnect costs the database is a fleet's capacity figure. Every command an operation
+    // sends takes a connection from the pool for itself, and the pool reports each checkout
+    // whatever the options, so the count comes from there. The driver's command monitoring
+    // (`monitorCommands`) would count the same, but it decodes every reply a second time into a
+    // plain object for its event, a reply the caller has already read lazily
+    // (bench/dbmonitoring.bench.ts measures what that costs a read).
+    const client = (this.smartdataDb as unknown as { mongoDbClient?: { on(eventArg: 'connectionCheckedOut', listenerArg: () => void): void } }).mongoDbClient;
+    client?.on('connectionCheckedOut', () => {
       this.commandsStarted++;
     });
   }
 
-  /** Database commands this instance has sent since it started (with command monitoring on). */
+  /** Database commands this instance has sent since it started (one per connection checkout). */
   public commandsStarted = 0;
 
   public get mongoDb() {

@@ -86,7 +86,7 @@ export class CloudlyMetrics {
     });
     new promClient.Counter({
       name: 'cloudly_database_commands_total',
-      help: 'Database commands this instance has sent (the driver\'s command monitoring).',
+      help: 'Database commands this instance has sent (one per connection taken from the driver\'s pool).',
       registers: [this.registry],
       collect() {
         this.reset();
