@@ -1,6 +1,6 @@
 import * as fsp from 'node:fs/promises';
 import type { CloudlyAdminClient } from '../client/admin.js';
-import type { ICloudlyMethods, TCloudlyMethod } from '../interfaces/requests/methodmap.js';
+import type { ICloudlyMethods, TAdminCallRequest, TCloudlyMethod } from '../interfaces/requests/methodmap.js';
 import { normalizeServerUrl, readCredentials, ServerUrlError } from './credentials.js';
 import { note, outputFormats, writeErr, type TOutputFormat } from './output.js';
 import { cliIo } from './io.js';
@@ -10,9 +10,6 @@ export const exitCodes = Object.freeze({ ok: 0, refused: 1, usage: 2, unavailabl
 
 /** A mistake in the invocation itself: nothing was sent. Exit code 2. */
 export class UsageError extends Error {}
-
-/** A method's request as a command passes it: the identity is added by `call`; any mutation may carry `dryRun`. */
-export type TCommandRequest<M extends TCloudlyMethod> = Omit<ICloudlyMethods[M]['request'], 'identity'> & { dryRun?: boolean };
 
 /** A method's answer, as the contract declares it. */
 export type TCommandAnswer<M extends TCloudlyMethod> = ICloudlyMethods[M]['response'];
@@ -30,7 +27,7 @@ export interface ICommandContext {
    * Calls Cloudly with the logged-in identity. The request and the answer are the contract's,
    * inferred from the method name alone (the method map); there is no untyped form.
    */
-  call<M extends TCloudlyMethod>(methodArg: M, requestArg: TCommandRequest<M>): Promise<TCommandAnswer<M>>;
+  call<M extends TCloudlyMethod>(methodArg: M, requestArg: TAdminCallRequest<M>): Promise<TCommandAnswer<M>>;
 }
 
 export const parseFormat = (valueArg: string | undefined): TOutputFormat => {

@@ -1,6 +1,6 @@
 import type { IIdentity } from '../interfaces/data/user.js';
 import type { ITypedContract, IReq_Admin_LoginWithUsernameAndPassword } from '../interfaces/requests/admin.js';
-import type { ICloudlyMethods, TCloudlyMethod } from '../interfaces/requests/methodmap.js';
+import type { ICloudlyMethods, TAdminCallRequest, TCloudlyMethod } from '../interfaces/requests/methodmap.js';
 import { EnvelopePeer, methodNotServedEnvelope, type IEnvelope } from '../core/envelopepeer.js';
 import { openSocket, postEnvelope } from './transport.js';
 import { defaultSocketLivenessTiming, watchSocketLiveness, type ISocketLivenessTiming } from '../core/socketliveness.js';
@@ -66,7 +66,7 @@ export class CloudlyAdminClient {
    */
   public async call<M extends TCloudlyMethod>(
     methodArg: M,
-    requestArg: TWithoutIdentity<ICloudlyMethods[M]['request']> & { dryRun?: boolean },
+    requestArg: TAdminCallRequest<M>,
   ): Promise<ICloudlyMethods[M]['response']>;
   public async call<T extends TAnyContract = never>(
     methodArg: T['method'],

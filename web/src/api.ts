@@ -1,10 +1,7 @@
 import type { IIdentity } from '../../ts/interfaces/data/user.js';
 import type { IChangeEvent } from '../../ts/interfaces/requests/watch.js';
-import type { ICloudlyMethods, TCloudlyMethod } from '../../ts/interfaces/requests/methodmap.js';
+import type { ICloudlyMethods, TAdminCallRequest, TCloudlyMethod } from '../../ts/interfaces/requests/methodmap.js';
 import { identityReasons, methodNotServedReason, type IRefusalCause } from '../../ts/interfaces/data/refusal.js';
-import type { TDashboardRequest } from './methods.js';
-
-export type { TDashboardRequest };
 
 /**
  * The dashboard's connection to Cloudly: requests over `POST /typedrequest` (same origin), and one
@@ -149,7 +146,7 @@ export class CloudlyApi extends EventTarget {
    * (`api.call('getClusters', { limit: 50 })`); there is no untyped form: a page turns its form
    * drafts into a contract request before it calls (see docs/dashboard.md).
    */
-  public async call<M extends TCloudlyMethod>(methodArg: M, requestArg: TDashboardRequest<M>): Promise<ICloudlyMethods[M]['response']> {
+  public async call<M extends TCloudlyMethod>(methodArg: M, requestArg: TAdminCallRequest<M>): Promise<ICloudlyMethods[M]['response']> {
     if (!this.identity) {
       throw new ApiError(methodArg, 'unauthenticated', 'Log in first.', [identityReasons.missing], { causes: [{ path: 'identity', message: 'not logged in' }] });
     }
@@ -320,7 +317,7 @@ export class CloudlyApi extends EventTarget {
     }
   }
 
-  private socketCall<M extends TCloudlyMethod>(socketArg: WebSocket, methodArg: M, requestArg: TDashboardRequest<M>): Promise<ICloudlyMethods[M]['response']> {
+  private socketCall<M extends TCloudlyMethod>(socketArg: WebSocket, methodArg: M, requestArg: TAdminCallRequest<M>): Promise<ICloudlyMethods[M]['response']> {
     const id = randomId();
     return new Promise<ICloudlyMethods[M]['response']>((resolve, reject) => {
       const timer = window.setTimeout(() => {

@@ -1,4 +1,4 @@
-import type { TDashboardRequest } from './methods.js';
+import type { TAdminCallRequest } from '../../ts/interfaces/requests/methodmap.js';
 import type { IClusterRuntimeReference } from '../../ts/interfaces/data/clusterruntime.js';
 import type { IClusterIngressDesignation } from '../../ts/interfaces/data/clusteringressdesignation.js';
 import type { TIsolatedRestoreResourceMapping } from '../../ts/interfaces/data/backup.js';
@@ -52,7 +52,7 @@ const parseJson = (textArg: string): { ok: true; value: unknown } | { ok: false;
 };
 
 /** The address plan editor's JSON as a `setRuntimeNetworkAddressPlan` request (the contract's validator decides). */
-export const addressPlanRequestOfDraft = (textArg: string): TDraft<TDashboardRequest<'setRuntimeNetworkAddressPlan'>> => {
+export const addressPlanRequestOfDraft = (textArg: string): TDraft<TAdminCallRequest<'setRuntimeNetworkAddressPlan'>> => {
   const parsed = parseJson(textArg);
   if (!parsed.ok) {
     return { ok: false, reasons: [`plan is not JSON: ${parsed.message}`] };
@@ -82,7 +82,7 @@ const isIsolatedRestoreResourceMappingList = (valueArg: unknown): valueArg is TI
  * the mappings rebuilt key by key, as Cloudly digests them. The page adds the `mutationId` when it
  * sends (the form is judged on every keystroke; one action is one mutation).
  */
-export const isolatedRestoreRequestOfDraft = (draftArg: IIsolatedRestoreDraft): TDraft<TDashboardRequest<'createIsolatedRestore'>> => {
+export const isolatedRestoreRequestOfDraft = (draftArg: IIsolatedRestoreDraft): TDraft<TAdminCallRequest<'createIsolatedRestore'>> => {
   const reasons: string[] = [];
   if (draftArg.targetNodeName.trim() === '') {
     reasons.push('targetNodeName must name the node to restore on');
@@ -123,7 +123,7 @@ export interface IDesignationDraft {
  * The designation as a `designateClusterIngress` request. The contract designates an ingress only
  * on a cluster whose runtime is in phase `pallet`; any other phase is said, and nothing is sent.
  */
-export const designationRequestOfDraft = (draftArg: IDesignationDraft): TDraft<TDashboardRequest<'designateClusterIngress'>> => {
+export const designationRequestOfDraft = (draftArg: IDesignationDraft): TDraft<TAdminCallRequest<'designateClusterIngress'>> => {
   const runtime = draftArg.runtime;
   if (runtime.phase !== 'pallet') {
     return { ok: false, reasons: [`currentRuntime.phase is ${runtime.phase}: an ingress is designated only on a cluster in phase pallet`] };

@@ -108,6 +108,12 @@ export interface ICloudlyMethods {
 
 export type TCloudlyMethod = keyof ICloudlyMethods;
 
+/**
+ * A method's request as an administrator's client passes it (the admin client, the CLI, the
+ * dashboard): the client adds the identity; any mutation may carry `dryRun`.
+ */
+export type TAdminCallRequest<M extends TCloudlyMethod> = Omit<ICloudlyMethods[M]['request'], 'identity'> & { dryRun?: boolean };
+
 /** Every method Cloudly calls on a relay, a node controller or an admin socket, by name. */
 export interface ICloudlyOutboundMethods {
   applyRuntimeLocalStorageClaim: runtimesession.IReq_Controller_Pallet_ApplyRuntimeLocalStorageClaim;

@@ -5,7 +5,8 @@ import type { IClusterNode } from '../../../ts/interfaces/data/clusternode.js';
 import type { TClusterCorestoreLegacyResourceInventory, ICorestoreLegacyResourceSelection } from '../../../ts/interfaces/data/corestorelegacy.js';
 import type { ICorestoreLegacyResourceAdoptionPlanEntry } from '../../../ts/interfaces/platform/corestorelegacy.js';
 import type { IClusterResolvedRouteTable, IClusterUnresolvedRoute } from '../../../ts/interfaces/data/desiredstate.js';
-import { api, type TDashboardRequest } from '../api.js';
+import { api } from '../api.js';
+import type { TAdminCallRequest } from '../../../ts/interfaces/requests/methodmap.js';
 import { choiceOf, designationRequestOfDraft, requestOfDraft } from '../drafts.js';
 import { platformBindingCapabilities } from '../../../ts/interfaces/data/platformbinding.js';
 import { explainRuntimeStatus, formatTime } from '../format.js';
@@ -117,9 +118,9 @@ export class CloudlyClusterPage extends LivePage {
       return;
     }
     const mutationId = crypto.randomUUID();
-    let request: TDashboardRequest<'designateClusterIngress'> | null = null;
+    let request: TAdminCallRequest<'designateClusterIngress'> | null = null;
     // The runtime is read when the dialog opens; one that is not Pallet's is said, and nothing is sent.
-    const buildRequest = async (): Promise<TDashboardRequest<'designateClusterIngress'>> => {
+    const buildRequest = async (): Promise<TAdminCallRequest<'designateClusterIngress'>> => {
       if (!request) {
         const { runtime } = await api.call('getClusterRuntime', { clusterId: this.clusterId });
         request = requestOfDraft(designationRequestOfDraft({

@@ -2,7 +2,8 @@ import { html, nothing, type TemplateResult } from 'lit';
 import { validateNewAccount, type IAccount } from '../../../ts/interfaces/requests/account.js';
 import type { TIdentityRole } from '../../../ts/interfaces/data/user.js';
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
-import { api, type TDashboardRequest } from '../api.js';
+import { api } from '../api.js';
+import type { TAdminCallRequest } from '../../../ts/interfaces/requests/methodmap.js';
 import { formatTime } from '../format.js';
 import { LivePage } from '../live.js';
 import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager, markFirstRender } from '../widgets.js';
@@ -14,7 +15,7 @@ const accountRoles: readonly TIdentityRole[] = ['user', 'admin'];
 
 /** The account changes a row offers: the method with the request of that method, never apart. */
 type TAccountChangeMethod = 'setUserRole' | 'setUserDisabled' | 'deleteUser';
-type TAccountChange = { [M in TAccountChangeMethod]: { method: M; request: TDashboardRequest<M> } }[TAccountChangeMethod];
+type TAccountChange = { [M in TAccountChangeMethod]: { method: M; request: TAdminCallRequest<M> } }[TAccountChangeMethod];
 
 /** Sends one account change (its dry run, or the change): each branch calls its own method. */
 const sendAccountChange = (changeArg: TAccountChange, dryRunArg: boolean): Promise<{ user: IAccount }> => {
