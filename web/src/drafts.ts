@@ -91,21 +91,19 @@ export const isolatedRestoreRequestOfDraft = (draftArg: IIsolatedRestoreDraft): 
   if (!parsed.ok) {
     return { ok: false, reasons: [...reasons, 'mappings must be JSON: an array of resource mappings'] };
   }
-  reasons.push(...validateIsolatedRestoreResourceMappings(parsed.value, 'mappings'));
-  if (reasons.length > 0) {
-    return { ok: false, reasons };
+  // The guard is the contract's validator: the mappings are read once when they are right, and
+  // their reasons are asked for only when they are not.
+  if (reasons.length === 0 && isIsolatedRestoreResourceMappingList(parsed.value)) {
+    return {
+      ok: true,
+      request: {
+        backupId: draftArg.backupId,
+        targetNodeName: draftArg.targetNodeName,
+        mappings: normalizeIsolatedRestoreResourceMappings(parsed.value),
+      },
+    };
   }
-  if (!isIsolatedRestoreResourceMappingList(parsed.value)) {
-    return { ok: false, reasons: ['mappings could not be read as plain data'] };
-  }
-  return {
-    ok: true,
-    request: {
-      backupId: draftArg.backupId,
-      targetNodeName: draftArg.targetNodeName,
-      mappings: normalizeIsolatedRestoreResourceMappings(parsed.value),
-    },
-  };
+  return { ok: false, reasons: [...reasons, ...validateIsolatedRestoreResourceMappings(parsed.value, 'mappings')] };
 };
 
 /** What the cluster page knows when the administrator designates an ingress. */
