@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { methodMapFile, renderMethodMap } from '../scripts/method-map.js';
+import type { TSame } from '../ts/interfaces/private/sametype.js';
 import type { ICloudlyMethods, ICloudlyOutboundMethods } from '../ts/interfaces/requests/methodmap.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IReq_Any_Cloudly_CreateCluster } from '../ts/interfaces/requests/admin.js';
@@ -29,7 +30,6 @@ test('a method name alone types a call of the admin client: request members chec
 });
 
 test('a method name alone types the relay client\'s calls and handlers', () => {
-  type TSame<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
   const fired = (relayArg: CloudlyRelayClient) => relayArg.fire('reportRuntimeNodeSession', { nodeId: 'node-1', session: { id: 's', generation: 1 } });
   const sameFire: TSame<Awaited<ReturnType<typeof fired>>, ICloudlyMethods['reportRuntimeNodeSession']['response']> = true;
   // The handler's request is typed by the outbound method map: this compiles only if it is.

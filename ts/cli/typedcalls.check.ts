@@ -1,6 +1,7 @@
 import type { ICommandContext } from './context.js';
 import type { ICluster } from '../interfaces/data/cluster.js';
 import type { IOperation } from '../interfaces/requests/operation.js';
+import type { TSame } from '../interfaces/private/sametype.js';
 
 /**
  * Compiled by `npm run check` (tsconfig.json takes every file of ts/) and imported by nothing. It
@@ -8,9 +9,6 @@ import type { IOperation } from '../interfaces/requests/operation.js';
  * back (an answer type named by the caller, any method string, a loose request record), a line
  * marked `@ts-expect-error` would compile, and the check fails on the unused directive.
  */
-
-/** True only when the two types are the same (each assignable to the other, checked both ways). */
-type TSame<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false;
 
 export const typedCommandCallsOnly = async (ctxArg: ICommandContext, optionTextArg: string): Promise<void> => {
   // @ts-expect-error an answer type named by the caller, for a method the contract does not hold

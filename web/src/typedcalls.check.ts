@@ -1,5 +1,6 @@
 import type { CloudlyApi } from './api.js';
 import type { ICluster } from '../../ts/interfaces/data/cluster.js';
+import type { TSame } from '../../ts/interfaces/private/sametype.js';
 
 /**
  * Compiled by `npm run check` (web/tsconfig.json takes every file of web/src) and never bundled
@@ -7,9 +8,6 @@ import type { ICluster } from '../../ts/interfaces/data/cluster.js';
  * untyped form of `api.call` came back (an answer type named by the caller, any method string),
  * the lines marked `@ts-expect-error` would compile, and the check fails on the unused directive.
  */
-
-/** True only when the two types are the same (each assignable to the other, checked both ways). */
-type TSame<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false;
 
 export const typedCallsOnly = async (apiArg: CloudlyApi): Promise<void> => {
   // @ts-expect-error an answer type named by the caller, for a method the contract does not hold
