@@ -3,9 +3,8 @@ import assert from 'node:assert/strict';
 import { decideRefusalRetryAfterSeconds, refusalResponse } from '../ts/core/connectionlimits.js';
 import { decideRelayAdmission } from '../ts/core/transport.js';
 import { judgeKernelLimits } from '../ts/core/kernellimits.js';
-import { defaultRelayReconnectPolicy, policyAfterFailure, reconnectDelayMs } from '../ts/client/relay.js';
+import { defaultRelayReconnectPolicy, delayAfterFailureMs, policyAfterFailure, reconnectDelayMs } from '../ts/client/relay.js';
 import { ConfigError, readConfig } from '../ts/config.js';
-import { firstConnectDelayMs } from '../ts/sim/cluster.js';
 
 /** The fleet's pure decisions (docs/multi-instance.md, "Fleet scale"): no server, no socket. */
 
@@ -51,15 +50,15 @@ describe('fleet decisions', () => {
     assert.equal(reconnectDelayMs(10, policyAfterFailure({ ...defaultRelayReconnectPolicy, capMs: 1000 }, refused), top), 999);
   });
 
-  test('the simulator\'s first connect waits as the relay client does: at most refusedCapMs while refused, the advice when advised', () => {
+  test('the wait after a failed connect (the relay client\'s reconnects, the simulator\'s first connect): at most refusedCapMs while refused, the advice when advised', () => {
     const refused = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
     const reset = Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
     const top = () => 0.999999;
     // The simulator's defaults (--reconnect-base-ms 500, --reconnect-cap-ms 30000).
     const policy = { ...defaultRelayReconnectPolicy, baseMs: 500, capMs: 30_000 };
-    assert.equal(firstConnectDelayMs(10, policy, refused, null, top), 3999, 'refused: the window stops at 4 s, not the 30 s cap');
-    assert.equal(firstConnectDelayMs(10, policy, reset, null, top), 29_999, 'other failures grow to the cap');
-    assert.equal(firstConnectDelayMs(10, policy, reset, 2000, top), 2499, 'an advised wait plus at most one base window');
+    assert.equal(delayAfterFailureMs(10, policy, refused, null, top), 3999, 'refused: the window stops at 4 s, not the 30 s cap');
+    assert.equal(delayAfterFailureMs(10, policy, reset, null, top), 29_999, 'other failures grow to the cap');
+    assert.equal(delayAfterFailureMs(10, policy, reset, 2000, top), 2499, 'an advised wait plus at most one base window');
   });
 
   test('the fleet settings are read from the environment with their defaults, and nonsense is refused', () => {

@@ -67,6 +67,20 @@ export const reconnectDelayMs = (
   return Math.floor(randomArg() * window);
 };
 
+/**
+ * The wait before attempt `attemptArg` after a failed one: `reconnectDelayMs` under the policy that
+ * failure leaves (`policyAfterFailure`: a refused connection stops the window at `refusedCapMs`),
+ * with Cloudly's advice followed when it gave one. What the client's reconnect loop and the
+ * simulator's first connect wait.
+ */
+export const delayAfterFailureMs = (
+  attemptArg: number,
+  policyArg: Required<IRelayReconnectPolicy>,
+  errorArg: unknown,
+  advisedMsArg: number | null,
+  randomArg: () => number = Math.random,
+): number => reconnectDelayMs(attemptArg, policyAfterFailure(policyArg, errorArg), randomArg, advisedMsArg);
+
 /** Cloudly's advice on a refusal (`errorData.retryAfterMs`), or null. */
 export const retryAfterMsOf = (errorArg: unknown): number | null => {
   const data = (errorArg as { errorData?: { retryAfterMs?: unknown } } | null)?.errorData;
@@ -364,7 +378,7 @@ export class CloudlyRelayClient {
     let advisedMs: number | null = null;
     let lastError: unknown = null;
     for (let attempt = 0; !this.stopped; attempt++) {
-      const delay = reconnectDelayMs(attempt, policyAfterFailure(policy, lastError), Math.random, advisedMs);
+      const delay = delayAfterFailureMs(attempt, policy, lastError, advisedMs);
       advisedMs = null;
       lastError = null;
       for (const listener of this.reconnectingListeners) {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type * as jose from 'jose';
-import { CloudlyRelayClient, defaultRelayReconnectPolicy, policyAfterFailure, reconnectDelayMs, type IRelayReconnectPolicy, type IRelayRegistrationRetry } from '../client/relay.js';
+import { CloudlyRelayClient, defaultRelayReconnectPolicy, delayAfterFailureMs, type IRelayReconnectPolicy, type IRelayRegistrationRetry } from '../client/relay.js';
 import { fetchServiceDatabaseClosure, receiveStagedArchiveObject, sendServiceDatabaseClosure } from '../client/relayclosures.js';
 import { CloudlyTransportError } from '../client/transport.js';
 import { refuse, refuseNamed } from '../core/errors.js';
@@ -78,21 +78,6 @@ const errorText = (errorArg: unknown): string => {
 };
 
 const dayOf = (textArg: string): number => Date.parse(`${textArg}T00:00:00Z`);
-
-/**
- * The wait before the next attempt of a cluster's first connect: the relay client's own reconnect
- * rules (docs/relay-protocol.md, "Reconnecting"), full jitter whose window stops growing at
- * `refusedCapMs` (4 s) while connections are refused, and Cloudly's advice followed. Before, the
- * first connect grew its window to the 30 s cap while Cloudly was not listening yet, so a fleet
- * started before Cloudly came back over up to 30 s after it listened.
- */
-export const firstConnectDelayMs = (
-  attemptArg: number,
-  policyArg: Required<IRelayReconnectPolicy>,
-  errorArg: unknown,
-  advisedMsArg: number | null,
-  randomArg: () => number = Math.random,
-): number => reconnectDelayMs(attemptArg, policyAfterFailure(policyArg, errorArg), randomArg, advisedMsArg);
 
 export class SimulatedCluster {
   public state: TSimClusterState = 'connecting';
@@ -198,7 +183,10 @@ export class SimulatedCluster {
           return;
         }
         advisedMs = error instanceof CloudlyTransportError ? error.retryAfterMs : null;
-        const delayMs = firstConnectDelayMs(attempt, policy, error, advisedMs);
+        // The relay client's own rules (docs/relay-protocol.md, "Reconnecting"): while connections
+        // are refused the window stops at 4 s, so a fleet started before Cloudly listens tries
+        // again within seconds of it listening, not over the 30 s cap.
+        const delayMs = delayAfterFailureMs(attempt, policy, error, advisedMs);
         if (attempt === 0 || attempt % 10 === 0) {
           this.context.log({ cluster: this.name, attempt, delayMs, error: errorText(error) }, `cluster ${this.name}: cannot connect yet`);
         }
