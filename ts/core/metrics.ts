@@ -58,24 +58,10 @@ export class CloudlyMetrics {
         this.set(metrics.relayCallGate().queued);
       },
     });
-    new promClient.Counter({
-      name: 'cloudly_relay_calls_queued_total',
-      help: 'Relay calls of a reconnect storm that waited for their turn (CLOUDLY_RELAY_WORK_CONCURRENCY).',
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        this.inc(metrics.relayCallGate().waitedTotal);
-      },
-    });
-    new promClient.Counter({
-      name: 'cloudly_relay_calls_dropped_total',
-      help: 'Relay calls of a reconnect storm not run when their turn came because their socket had closed meanwhile.',
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        this.inc(metrics.relayCallGate().droppedTotal);
-      },
-    });
+    this.pulledCounter('cloudly_relay_calls_queued_total', 'Relay calls of a reconnect storm that waited for their turn (CLOUDLY_RELAY_WORK_CONCURRENCY).',
+      () => metrics.relayCallGate().waitedTotal);
+    this.pulledCounter('cloudly_relay_calls_dropped_total', 'Relay calls of a reconnect storm not run when their turn came because their socket had closed meanwhile.',
+      () => metrics.relayCallGate().droppedTotal);
     new promClient.Gauge({
       name: 'cloudly_connections_pending',
       help: 'Connections that have not completed their headers or WebSocket upgrade yet.',
@@ -84,15 +70,21 @@ export class CloudlyMetrics {
         this.set(metrics.pendingConnections());
       },
     });
+    this.pulledCounter('cloudly_database_commands_total', 'Database commands this instance has sent (one per connection taken from the driver\'s pool).',
+      () => metrics.databaseCommands());
+    promClient.collectDefaultMetrics({ register: this.registry, prefix: 'cloudly_' });
+  }
+
+  /** A counter whose total another part keeps: read at each scrape, so it costs nothing between. */
+  private pulledCounter(nameArg: string, helpArg: string, totalArg: () => number): void {
     new promClient.Counter({
-      name: 'cloudly_database_commands_total',
-      help: 'Database commands this instance has sent (one per connection taken from the driver\'s pool).',
+      name: nameArg,
+      help: helpArg,
       registers: [this.registry],
       collect() {
         this.reset();
-        this.inc(metrics.databaseCommands());
+        this.inc(totalArg());
       },
     });
-    promClient.collectDefaultMetrics({ register: this.registry, prefix: 'cloudly_' });
   }
 }
