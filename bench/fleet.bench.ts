@@ -22,7 +22,7 @@ import { CloudlyTransportError } from '../ts/client/transport.js';
 import { inParallel } from './helpers/benchcloudly.js';
 import { buildTestServer, testServerEnvName } from '../scripts/testserver.js';
 import type { IFleetStats } from './helpers/fleetrelays.js';
-import { counterDelta, FleetProcess, freePort, kernelTcpCounters, percentile, sleep } from './helpers/fleet.js';
+import { counterDelta, FleetProcess, kernelTcpCounters, percentile, sleep } from './helpers/fleet.js';
 import { cpuSecondsOf, memoryOf } from './helpers/processstats.js';
 import { reportResults, sized, smoke } from './helpers/smoke.js';
 import { cloudlyProcessEnv, startCloudlyProcess, type ICloudlyProcess } from '../test/helpers/process.js';
@@ -183,12 +183,35 @@ const describeStorm = (figureArg: IStormFigure, relaysArg: number): string => {
     + `relays' backoff waits summed ${(figureArg.waitedMs / 1000).toFixed(0)} s; kernel: ${figureArg.kernel}`;
 };
 
+/** Whether a server's start failed because its port was taken. */
+const portTaken = (errorArg: unknown): boolean => /EADDRINUSE/.test(String((errorArg as { output?: unknown } | null)?.output ?? ''));
+
+/**
+ * Starts a server on `portArg`; 0 lets the kernel pick one, read back from its listening line (a
+ * port probed free beforehand could be taken by another process before the server binds it). A
+ * restart must come back on its port, the only address its relays know: a port another process's
+ * socket holds for a moment is asked for again, at most ten times half a second apart.
+ */
+const startOnPort = async (envOfArg: (portArg: number) => NodeJS.ProcessEnv, portArg: number): Promise<{ process: ICloudlyProcess; port: number }> => {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const started = await startCloudlyProcess(envOfArg(portArg));
+      return { process: started, port: Number(new URL(started.baseUrl).port) };
+    } catch (error) {
+      if (portArg === 0 || !portTaken(error) || attempt >= 10) {
+        throw error;
+      }
+      await sleep(500);
+    }
+  }
+};
+
 /** One instance, embedded database: a cold start of N relays, then a restart storm. */
 const oneInstanceStorm = async (relaysArg: number, envArg: Record<string, string>, labelArg: string): Promise<void> => {
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-fleet-one-'));
-  const port = await freePort();
-  const env = cloudlyProcessEnv(dataDir, { CLOUDLY_PORT: String(port), ...instanceEnv(envArg) });
-  let server: ICloudlyProcess | null = await startCloudlyProcess(env);
+  const envOf = (portArg: number): NodeJS.ProcessEnv => cloudlyProcessEnv(dataDir, { CLOUDLY_PORT: String(portArg), ...instanceEnv(envArg) });
+  const first = await startOnPort(envOf, 0);
+  let server: ICloudlyProcess | null = first.process;
   const fleet = new FleetProcess();
   try {
     const admin = await adminSocket(server.baseUrl);
@@ -205,7 +228,7 @@ const oneInstanceStorm = async (relaysArg: number, envArg: Record<string, string
     say(`  - memory: RSS ${(rssBefore / 2 ** 20).toFixed(0)} MiB before the relays, ${(idleRss / 2 ** 20).toFixed(0)} MiB with all connected and idle: ${((idleRss - rssBefore) / relaysArg / 1024).toFixed(1)} KB per idle relay`);
     server.child.kill('SIGTERM');
     await new Promise((resolve) => server!.child.once('exit', resolve));
-    server = await startCloudlyProcess(env);
+    server = (await startOnPort(envOf, first.port)).process;
     const restart = await measureStorm(fleet, relaysArg, () => [server!.child.pid!], sized(240_000, 30_000));
     const memory = memoryOf(server.child.pid!);
     say(`  - restart: ${describeStorm(restart, relaysArg)}; RSS with all connected ${(idleRss / 2 ** 20).toFixed(0)} MiB before the restart, peak ${(memory.peak / 2 ** 20).toFixed(0)} MiB after`);
@@ -222,6 +245,7 @@ const oneInstanceStorm = async (relaysArg: number, envArg: Record<string, string
 
 interface IInstance {
   name: string;
+  /** 0 until its first start, which lets the kernel pick it; every restart comes back on it. */
   port: number;
   dataDir: string;
   process: ICloudlyProcess | null;
@@ -239,12 +263,14 @@ const slowSteps = (lineArg: string | undefined): string => {
  */
 const startFleetInstance = async (databaseArg: IDevDatabaseProcess, instanceArg: IInstance, envArg: Record<string, string>): Promise<{ ms: number; steps: string }> => {
   const started = performance.now();
-  instanceArg.process = await startCloudlyProcess(cloudlyProcessEnv(instanceArg.dataDir, {
+  const launched = await startOnPort((portArg) => cloudlyProcessEnv(instanceArg.dataDir, {
     MONGODB_URL: databaseArg.mongoDbUrl,
     CLOUDLY_SECRETS_KEY_FILE: databaseArg.secretsKeyFile,
-    CLOUDLY_PORT: String(instanceArg.port),
+    CLOUDLY_PORT: String(portArg),
     ...instanceEnv(envArg),
-  }));
+  }), instanceArg.port);
+  instanceArg.process = launched.process;
+  instanceArg.port = launched.port;
   const line = /^.*"cloudly is listening".*$/m.exec(instanceArg.process.output())?.[0];
   const startedMs = performance.now() - started;
   const stepsTotal = line ? Object.values((JSON.parse(line) as { stepsMs?: Record<string, number> }).stepsMs ?? {}).reduce((sum, stepMs) => sum + stepMs, 0) : 0;
@@ -346,7 +372,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
   const env = { CLOUDLY_RELAY_LEASE_TTL_MS: String(leaseTtlMs), CLOUDLY_RELAY_LEASE_HEARTBEAT_MS: String(leaseTtlMs / 3) };
   const instances: IInstance[] = [];
   for (const name of ['a', 'b', 'c']) {
-    instances.push({ name, port: await freePort(), dataDir: await fsp.mkdtemp(path.join(workDir, `${name}-`)), process: null });
+    instances.push({ name, port: 0, dataDir: await fsp.mkdtemp(path.join(workDir, `${name}-`)), process: null });
   }
   const fleet = new FleetProcess();
   /** Database commands sent so far by each instance running now (a killed one's count is gone with it). */

@@ -1,5 +1,4 @@
 import { fork, execFileSync, type ChildProcess } from 'node:child_process';
-import * as net from 'node:net';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { IFleetStats } from './fleetrelays.js';
@@ -12,16 +11,6 @@ export const percentile = (samplesArg: number[], pArg: number): number => {
 };
 
 export const sleep = (msArg: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, msArg));
-
-/** A free loopback port (a restarted instance must come back on the same one, as behind a balancer). */
-export const freePort = (): Promise<number> => new Promise((resolve, reject) => {
-  const server = net.createServer();
-  server.once('error', reject);
-  server.listen(0, '127.0.0.1', () => {
-    const { port } = server.address() as net.AddressInfo;
-    server.close(() => resolve(port));
-  });
-});
 
 /**
  * The kernel's TCP counters that say a listener could not keep up: accept-queue overflows and the
