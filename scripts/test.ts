@@ -16,6 +16,7 @@
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import type { IFileDone } from '../test/helpers/filereporter.js';
 import { buildTestServer, testServerEnvName } from './testserver.js';
+import { makeSigningKeyPool, signingKeysEnvName } from '../test/helpers/signingkeys.js';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -321,6 +322,10 @@ const countsOf = (outputArg: string): Record<string, number> => {
   return counts;
 };
 
+/** Keys made for the run's fresh servers (about 2.5 CPU-s for 16): consecutive servers of a test process get different ones. */
+const signingKeyPoolSize = 16;
+let removeKeyPool = async (): Promise<void> => {};
+
 const main = async (): Promise<number> => {
   const args = process.argv.slice(2);
   if (args[0] === '--list') {
@@ -353,7 +358,7 @@ const main = async (): Promise<number> => {
       for (const child of running) {
         child.kill(signal);
       }
-      process.exit(1);
+      removeKeyPool().finally(() => process.exit(1));
     });
   }
   const files = testFiles(lane);
@@ -361,11 +366,20 @@ const main = async (): Promise<number> => {
     // Crash and start-up tests start the server as a child dozens of times: bundled once here,
     // each start costs a fraction of one through tsx (scripts/testserver.ts).
     const bundling = Date.now();
+    // Meanwhile (crypto's thread pool) the signing keys the run's fresh servers take (test/helpers/signingkeys.ts).
+    const keyPool = makeSigningKeyPool(signingKeyPoolSize).catch((errorArg: Error) => errorArg);
     try {
       process.env[testServerEnvName] = await buildTestServer();
       console.log(`# bundled the test server in ${((Date.now() - bundling) / 1000).toFixed(1)} s`);
     } catch (error) {
       console.log(`# warning: could not bundle the test server (${(error as Error).message}); child servers start through tsx`);
+    }
+    const pool = await keyPool;
+    if (pool instanceof Error) {
+      console.log(`# warning: could not make the signing key pool (${pool.message}); every fresh server makes its own key`);
+    } else {
+      process.env[signingKeysEnvName] = pool.file;
+      removeKeyPool = pool.remove;
     }
   }
   const queue = [...files];
@@ -420,6 +434,7 @@ const main = async (): Promise<number> => {
   for (const result of failed) {
     console.log(`# FAILED ${result.file} (exit ${result.code})`);
   }
+  await removeKeyPool();
   return failed.length === 0 ? 0 : 1;
 };
 

@@ -20,7 +20,8 @@ const jwksOf = async (baseUrlArg: string) => (await (await fetch(`${baseUrlArg}/
 
 describe('identity signing keys', () => {
   test('rotation: compare-and-swap, a dry run changes nothing, the JWKS carries current and previous, the replaced key verifies until the next rotation', async () => {
-    const t = await startTestCloudly();
+    // The key this server starts with is its own, made at its first start as on a new installation.
+    const t = await startTestCloudly({}, { generateSigningKey: true });
     try {
       const clustersWith = (identityArg: IIdentity) => t.admin.fire('getClusters', { identity: identityArg });
       const first = t.cloudly.auth.keyId;

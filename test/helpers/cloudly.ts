@@ -14,6 +14,7 @@ import type { ICluster } from '../../ts/interfaces/data/cluster.js';
 import { readFrame, refusalEnvelope, type IEnvelope } from '../../ts/core/envelopepeer.js';
 import { buildRequestEnvelope } from '../../ts/client/transport.js';
 import { CloudlyRefusal } from '../../ts/core/refusal.js';
+import { seedSigningKey } from './signingkeys.js';
 
 /**
  * Starts a real Cloudly on a free port with the embedded database and a fresh data directory,
@@ -49,8 +50,20 @@ export interface ITestCloudly {
 /** Cluster names are unique: each default name is a fresh one. */
 let defaultClusterNames = 0;
 
-export const startTestCloudly = async (configArg: Partial<ICloudlyConfig> = {}): Promise<ITestCloudly> => {
+export interface IStartTestCloudlyOptions {
+  /**
+   * Let the server make its signing key on first start, as a new installation does, instead of
+   * taking one from the run's pool (test/helpers/signingkeys.ts).
+   */
+  generateSigningKey?: boolean;
+}
+
+export const startTestCloudly = async (configArg: Partial<ICloudlyConfig> = {}, optionsArg: IStartTestCloudlyOptions = {}): Promise<ITestCloudly> => {
   const dataDir = configArg.dataDir ?? await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-test-'));
+  // Only a database that is surely new: a directory made here, the embedded database in it.
+  if (!configArg.dataDir && !configArg.mongoDbUrl && !optionsArg.generateSigningKey) {
+    await seedSigningKey(dataDir);
+  }
   const logs: string[] = [];
   const relays: CloudlyRelayClient[] = [];
   const logDestination = new Writable({

@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
+import { seedSigningKey } from './signingkeys.js';
 
 /** Runs `npm start`'s entry point as a real child process, for crash and start-up tests. */
 
@@ -39,9 +41,18 @@ export const cloudlyProcessEnv = (dataDirArg: string, extraArg: Record<string, s
   ...extraArg,
 });
 
-/** Starts the CLI and waits for its "listening" line; rejects with its output if it exits first. */
-export const startCloudlyProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> =>
-  startListening(serverLauncher, cliArguments(), envArg);
+/**
+ * Starts the CLI and waits for its "listening" line; rejects with its output if it exits first.
+ * A data directory that is new (missing or empty) on the embedded database gets a signing key
+ * from the run's pool (test/helpers/signingkeys.ts).
+ */
+export const startCloudlyProcess = async (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> => {
+  const dataDir = envArg.CLOUDLY_DATA_DIR;
+  if (dataDir && !envArg.MONGODB_URL && (await fsp.readdir(dataDir).catch(() => [])).length === 0) {
+    await seedSigningKey(dataDir);
+  }
+  return startListening(serverLauncher, cliArguments(), envArg);
+};
 
 /** Starts the server exactly as `npm start` does (through tsx), even when a test bundle exists. */
 export const startSourceCloudlyProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> =>
