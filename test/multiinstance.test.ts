@@ -373,8 +373,11 @@ describe('several Cloudly instances over one database', () => {
       + `answers in between: ${JSON.stringify(Object.fromEntries(unavailableReasons))}; ${acknowledged.length} writes acknowledged`);
     assert.equal(electedAgainAfterMs.size, clusterCount, 'every cluster answers through B again');
     assert.ok(lateness.every((entry) => Number.isFinite(entry.electedAfter)), 'every cluster elected again on B or C');
-    // The election itself: no socket waits longer than the lease's run-out plus one round (a heartbeat's slack on a shared machine).
-    assert.ok(latest.late <= heartbeatMs + 1_000, `elected within the lease time: ${JSON.stringify(latest)}`);
+    // The election itself: no socket waits for more than its retry at the lease's run-out, or failing
+    // that the next heartbeat's, and the line of a hundred elections on a busy machine (2,003 ms
+    // late was seen once at load 8, against a bound of one heartbeat plus a second). A socket the
+    // election forgot would wait for its relay's next reconnect, far beyond this.
+    assert.ok(latest.late <= 2 * heartbeatMs + 1_000, `elected within the lease time: ${JSON.stringify(latest)}`);
     assert.ok(fleet.every((relay) => relay.connectedTo === b.baseUrl || relay.connectedTo === c.baseUrl), 'every relay reconnected to B or C');
     await waitFor(() => fleet.filter((relay) => relay.registered).length === 10, 'the ten registering relays registered again', 30_000);
     const registrations = (await adminOf(c).call('getClusterRelayRegistrations', { clusterIds: clusters.slice(0, 10).map((cluster) => cluster.id) })).registrations;
