@@ -33,6 +33,8 @@ export const testServerEnvName = 'CLOUDLY_TEST_SERVER';
 
 const testServerDir = path.join(projectDir, '.cache', 'test-server');
 const bundlePath = path.join(testServerDir, 'cli.cjs');
+/** scripts/dev-database.ts bundled beside the server (test/helpers/multiinstance.ts starts it). */
+export const devDatabaseBundlePath = path.join(testServerDir, 'dev-database.cjs');
 /** What `bin/cloudly-server --node` runs: the loader, which runs the bundle. */
 export const testServerPath = path.join(testServerDir, 'start.cjs');
 
@@ -83,13 +85,21 @@ bundleModule.paths = Module._nodeModulePaths(path.dirname(bundle));
 script.runInThisContext()(bundleModule.exports, Module.createRequire(bundle), bundleModule, bundle, path.dirname(bundle));
 `;
 
+/** Rewrites a bundle with its non-ASCII characters escaped; answers the text written. */
+const escapeToAscii = async (fileArg: string): Promise<string> => {
+  const text = await fsp.readFile(fileArg, 'utf8');
+  const asciiText = text.replace(/[^\x00-\x7f]/g, (charArg) => `\\u${charArg.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  if (asciiText !== text) {
+    await fsp.writeFile(fileArg, asciiText);
+  }
+  return asciiText;
+};
+
 /** Bundles `ts/cli.ts` into `.cache/test-server/cli.cjs` and writes its loader; answers the loader's path. */
 export const buildTestServer = async (): Promise<string> => {
   const esbuild = await import('esbuild');
   await fsp.mkdir(testServerDir, { recursive: true });
-  await esbuild.build({
-    entryPoints: [path.join(projectDir, 'ts', 'cli.ts')],
-    outfile: bundlePath,
+  const options = {
     bundle: true,
     platform: 'node',
     format: 'cjs',
@@ -104,17 +114,20 @@ export const buildTestServer = async (): Promise<string> => {
     banner: { js: "const cloudlyBundleUrl = require('node:url').pathToFileURL(__filename).href;" },
     tsconfig: path.join(projectDir, 'tsconfig.json'),
     logLevel: 'warning',
-  });
+  } as const;
+  await Promise.all([
+    esbuild.build({ ...options, entryPoints: [path.join(projectDir, 'ts', 'cli.ts')], outfile: bundlePath }),
+    // The shared database process of the multi-instance tests, started a few times a run: through
+    // tsx each start cost 2.7-3.6 CPU-s, most of it transpiling and resolving. Plain CommonJS,
+    // without the loader's code cache (it compiles a fraction of the server's code).
+    esbuild.build({ ...options, entryPoints: [path.join(projectDir, 'scripts', 'dev-database.ts')], outfile: devDatabaseBundlePath }),
+  ]);
   // esbuild escapes non-ASCII in strings and identifiers but keeps the comments it carries over
   // as they are, and 16 of them hold a non-ASCII character (a ≠, a box-drawing rule, a name).
   // One is enough to make the whole 6.7 MB source a two-byte string that Node decodes on its
   // slow path, on every start (the cost is in docs/testing.md). Escaped, the source is ASCII
   // and is read on the fast path; in a comment, the escape is only text.
-  const bundleText = await fsp.readFile(bundlePath, 'utf8');
-  const asciiText = bundleText.replace(/[^\x00-\x7f]/g, (charArg) => `\\u${charArg.charCodeAt(0).toString(16).padStart(4, '0')}`);
-  if (asciiText !== bundleText) {
-    await fsp.writeFile(bundlePath, asciiText);
-  }
+  const [asciiText] = await Promise.all([bundlePath, devDatabaseBundlePath].map(escapeToAscii));
   const digest = createHash('sha256').update(asciiText).digest('hex').slice(0, 16);
   const cacheName = `cli.${digest}.v8cache`;
   // Caches of earlier bundles (and the ES module bundle of earlier runs) are of no use any more.

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -22,9 +23,19 @@ export interface IDevDatabaseProcess {
   stop(): Promise<void>;
 }
 
+/**
+ * The dev database's bundle beside the test server's, when the test runner made one for this run
+ * (scripts/testserver.ts): the same source, started without transpiling it again.
+ */
+const devDatabaseEntry = (): string[] => {
+  const testServer = process.env.CLOUDLY_TEST_SERVER;
+  const bundle = testServer ? path.join(path.dirname(testServer), 'dev-database.cjs') : null;
+  return bundle && fs.existsSync(bundle) ? [bundle] : ['--import', 'tsx', 'scripts/dev-database.ts'];
+};
+
 /** Starts scripts/dev-database.ts and waits for its ready line. */
 export const startDevDatabase = (dataDirArg: string): Promise<IDevDatabaseProcess> => new Promise((resolve, reject) => {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/dev-database.ts', '--data-dir', dataDirArg], {
+  const child = spawn(process.execPath, [...devDatabaseEntry(), '--data-dir', dataDirArg], {
     cwd: projectRoot,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, CLOUDLY_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
