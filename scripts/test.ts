@@ -362,29 +362,47 @@ const main = async (): Promise<number> => {
     });
   }
   const files = testFiles(lane);
-  if (files.some((fileArg) => laneOf(fileArg) !== 'unit') && !process.env[testServerEnvName]) {
-    // Crash and start-up tests start the server as a child dozens of times: bundled once here,
-    // each start costs a fraction of one through tsx (scripts/testserver.ts).
-    const bundling = Date.now();
-    // Meanwhile (crypto's thread pool) the signing keys the run's fresh servers take (test/helpers/signingkeys.ts).
-    const keyPool = makeSigningKeyPool(signingKeyPoolSize).catch((errorArg: Error) => errorArg);
-    try {
-      process.env[testServerEnvName] = await buildTestServer();
-      console.log(`# bundled the test server in ${((Date.now() - bundling) / 1000).toFixed(1)} s`);
-    } catch (error) {
-      console.log(`# warning: could not bundle the test server (${(error as Error).message}); child servers start through tsx`);
-    }
-    const pool = await keyPool;
-    if (pool instanceof Error) {
-      console.log(`# warning: could not make the signing key pool (${pool.message}); every fresh server makes its own key`);
-    } else {
-      process.env[signingKeysEnvName] = pool.file;
-      removeKeyPool = pool.remove;
-    }
-  }
-  const queue = [...files];
-  const results: IFileRun[] = [];
   const started = Date.now();
+  let prepared = false;
+  const preparing = (async () => {
+    if (files.some((fileArg) => laneOf(fileArg) !== 'unit') && !process.env[testServerEnvName]) {
+      // Crash and start-up tests start the server as a child dozens of times: bundled once here,
+      // each start costs a fraction of one through tsx (scripts/testserver.ts).
+      const bundling = Date.now();
+      // Meanwhile (crypto's thread pool) the signing keys the run's fresh servers take (test/helpers/signingkeys.ts).
+      const keyPool = makeSigningKeyPool(signingKeyPoolSize).catch((errorArg: Error) => errorArg);
+      try {
+        process.env[testServerEnvName] = await buildTestServer();
+        console.log(`# bundled the test server in ${((Date.now() - bundling) / 1000).toFixed(1)} s`);
+      } catch (error) {
+        console.log(`# warning: could not bundle the test server (${(error as Error).message}); child servers start through tsx`);
+      }
+      const pool = await keyPool;
+      if (pool instanceof Error) {
+        console.log(`# warning: could not make the signing key pool (${pool.message}); every fresh server makes its own key`);
+      } else {
+        process.env[signingKeysEnvName] = pool.file;
+        removeKeyPool = pool.remove;
+      }
+    }
+    prepared = true;
+  })();
+  const queue = [...files];
+  /**
+   * The next file to run. While the bundle and the keys are being made (a few seconds, about one
+   * core), unit files run: they need neither, and the cores would otherwise wait.
+   */
+  const nextFile = async (): Promise<string | undefined> => {
+    if (!prepared) {
+      const unitAt = queue.findIndex((fileArg) => laneOf(fileArg) === 'unit');
+      if (unitAt >= 0) {
+        return queue.splice(unitAt, 1)[0];
+      }
+      await preparing;
+    }
+    return queue.shift();
+  };
+  const results: IFileRun[] = [];
   const notes: string[] = [];
   console.log(`# lane ${lane}: ${files.length} files, ${concurrency} at once${isolateAll ? ', each in its own process' : ', in shared processes'}`);
   await Promise.all(Array.from({ length: Math.min(concurrency, files.length) }, async () => {
@@ -398,7 +416,7 @@ const main = async (): Promise<number> => {
       }
       return worker;
     };
-    for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
+    for (let file = await nextFile(); file !== undefined; file = await nextFile()) {
       const result = isolateAll || runsIsolated(file)
         ? await runFile(file, nodeFlags)
         : await workerFor(laneOf(file) === 'unit' ? 'unit' : 'shared').run(file);
@@ -413,6 +431,7 @@ const main = async (): Promise<number> => {
       }
     }
   }));
+  await preparing;
   for (const note of notes) {
     process.stdout.write(`\n${note}`);
   }
