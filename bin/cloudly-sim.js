@@ -1,10 +1,13 @@
 #!/usr/bin/env node
-// The `cloudly-sim` executable from a checkout: runs the simulator's TypeScript sources through
-// tsx, as bin/cloudly.js runs the CLI (docs/simulator.md).
-import { dirname, join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+// The `cloudly-sim` executable from a checkout: the simulator (ts/sim/main.ts) runs from a bundle
+// built on first use into .nogit/sim/ (CLOUDLY_SIM_CACHE_DIR, inside the checkout) and built again
+// whenever one of its sources changed, as bin/cloudly.js runs the CLI; with CLOUDLY_SIM_SOURCE=1
+// (or no bundle to be had) through tsx (docs/simulator.md).
+import { join } from 'node:path';
+import { checkoutRoot, runFromCheckout } from './checkoutbundle.js';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const { register } = await import('tsx/esm/api');
-register();
-await import(pathToFileURL(join(root, 'ts', 'sim', 'main.ts')).href);
+await runFromCheckout({
+  entry: 'ts/sim/main.ts',
+  cacheDir: process.env.CLOUDLY_SIM_CACHE_DIR || join(checkoutRoot, '.nogit', 'sim'),
+  fromSource: process.env.CLOUDLY_SIM_SOURCE === '1',
+});
