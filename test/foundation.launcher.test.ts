@@ -12,7 +12,8 @@ import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { cloudlyProcessEnv, exitOf, killHard, processStartBoundMs, serverLauncher, startSourceCloudlyProcess, startNpmStartProcess } from './helpers/process.js';
+import { cloudlyProcessEnv, exitOf, killHard, processStartBoundMs, serverLauncher, startCloudlyProcess, startNpmStartProcess } from './helpers/process.js';
+import { lockFileName } from '../ts/core/datadirlock.js';
 
 const projectRoot = path.resolve(import.meta.dirname, '..');
 /** The node flags the server must run with (their values are the launcher's to choose). */
@@ -168,10 +169,14 @@ test('the launcher execs node on dist/cli.js (and on ts/cli.ts with --source) wi
 
 test('the server started through the launcher is the node process with the flags on its command line; SIGTERM stops it with 0', async () => {
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-launcher-server-'));
-  let started: Awaited<ReturnType<typeof startSourceCloudlyProcess>> | null = null;
+  let started: Awaited<ReturnType<typeof startCloudlyProcess>> | null = null;
   try {
-    started = await startSourceCloudlyProcess(cloudlyProcessEnv(dataDir));
-    assertServerFlags(commandLineOf(started.child.pid!), 'ts/cli.ts');
+    // The launcher as the other process tests start it: `--node` with the run's bundle of the
+    // server, or `--source` when there is none (test/helpers/process.ts). `--source` itself, what
+    // `npm start` runs, is started by the next test.
+    started = await startCloudlyProcess(cloudlyProcessEnv(dataDir));
+    const entry = process.env.CLOUDLY_TEST_SERVER && fs.existsSync(process.env.CLOUDLY_TEST_SERVER) ? path.basename(process.env.CLOUDLY_TEST_SERVER) : 'ts/cli.ts';
+    assertServerFlags(commandLineOf(started.child.pid!), entry);
     assert.equal((await fetch(`${started.baseUrl}/readyz`)).status, 200);
     started.child.kill('SIGTERM');
     assert.equal(await exitOf(started.child), 0);
@@ -197,7 +202,7 @@ const serverBelow = (pidArg: number, entryArg: string): { pid: number; argv: str
   return servers[0];
 };
 
-test('`npm start` and `cloudly server` start the server through the launcher; SIGTERM to them stops it with 0', async () => {
+test('`npm start` and `cloudly server` start the server through the launcher; SIGTERM to them stops it with 0 and leaves no server behind', async () => {
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-launcher-npm-'));
   /** Every server process seen, killed at the end whatever happened (SIGKILL to a gone pid is a no-op). */
   const serverPids: number[] = [];
@@ -207,9 +212,15 @@ test('`npm start` and `cloudly server` start the server through the launcher; SI
     const npmServer = serverBelow(npmStarted.child.pid!, 'ts/cli.ts');
     serverPids.push(npmServer.pid);
     assertServerFlags(npmServer.argv, 'ts/cli.ts');
+    const livez = `${npmStarted.baseUrl}/livez`;
+    assert.equal((await fetch(livez)).status, 200);
+    // SIGTERM to the npm process (as a terminal's Ctrl-C or a supervisor sends it) stops the
+    // server gracefully: no orphaned server, nothing answers on its port, its lock is released.
     npmStarted.child.kill('SIGTERM');
     assert.equal(await exitOf(npmStarted.child), 0);
     assert.match(npmStarted.output(), /cloudly stopped/);
+    await assert.rejects(() => fetch(livez), 'nothing answers on the port any more');
+    assert.equal(fs.existsSync(path.join(dataDir, lockFileName)), false, 'the data directory lock is released');
 
     cli = spawn(process.execPath, [path.join(projectRoot, 'bin', 'cloudly.js'), 'server'], {
       cwd: os.tmpdir(), env: cloudlyProcessEnv(dataDir), stdio: ['ignore', 'pipe', 'pipe'],

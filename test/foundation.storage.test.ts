@@ -6,7 +6,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
 import { refusalOf, startTestCloudly, waitFor } from './helpers/cloudly.js';
-import { cloudlyProcessEnv, exitOf, startCloudlyProcess, startNpmStartProcess } from './helpers/process.js';
+import { cloudlyProcessEnv, exitOf, startCloudlyProcess } from './helpers/process.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import { findFreePort, socketFileName } from '../ts/core/database.js';
 import { lockFileName } from '../ts/core/datadirlock.js';
@@ -91,24 +91,6 @@ describe('storage isolation with a long data directory path', () => {
       assert.equal(fs.existsSync(path.dirname(socketPath)), false);
     } finally {
       await fsp.rm(base, { recursive: true, force: true });
-    }
-  });
-});
-
-describe('signals', () => {
-  test('SIGTERM to the `npm start` process stops Cloudly gracefully (no orphaned server)', async () => {
-    const dataDir = await tempDir();
-    try {
-      const started = await startNpmStartProcess(cloudlyProcessEnv(dataDir));
-      const livez = `${started.baseUrl}/livez`;
-      assert.equal((await fetch(livez)).status, 200);
-      started.child.kill('SIGTERM');
-      assert.equal(await exitOf(started.child), 0);
-      assert.match(started.output(), /cloudly stopped/);
-      await assert.rejects(() => fetch(livez), 'nothing answers on the port any more');
-      assert.equal(fs.existsSync(path.join(dataDir, lockFileName)), false);
-    } finally {
-      await fsp.rm(dataDir, { recursive: true, force: true });
     }
   });
 });

@@ -54,10 +54,6 @@ export const startCloudlyProcess = async (envArg: NodeJS.ProcessEnv): Promise<IC
   return startListening(serverLauncher, cliArguments(), envArg);
 };
 
-/** Starts the server exactly as `npm start` does (through tsx), even when a test bundle exists. */
-export const startSourceCloudlyProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> =>
-  startListening(serverLauncher, ['--source'], envArg);
-
 /** Starts Cloudly the way the readme says, `npm start`; the child is the npm process. */
 export const startNpmStartProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> =>
   startListening('npm', ['start'], envArg);
