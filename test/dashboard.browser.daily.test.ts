@@ -291,11 +291,20 @@ test('a service is edited (a new spec revision) and deleted, each after its dry 
   const form = page.locator('cloudly-service-form');
   assert.equal(await form.locator('#service-form-ports').inputValue(), 'http 8080/tcp', 'the form holds the stored spec');
   await form.locator('#service-form-replicas').fill('3');
+  // The page reloads the service underneath, as it does on a live update of the service or of a
+  // document of it (its runtime status after a relay report): what was typed stays.
+  await page.evaluate(async () => {
+    const servicePage = document.querySelector('cloudly-service-page') as unknown as { load(): Promise<void>; updateComplete: Promise<boolean> };
+    await servicePage.load();
+    await servicePage.updateComplete;
+  });
+  assert.equal(await form.locator('#service-form-replicas').inputValue(), '3', 'a reload of the page keeps the typed value');
   await form.locator('[data-action=review-service]').click();
-  await confirmAfterDryRun(async () => assert.equal((await t.admin.call('getServiceById', { serviceId: created.id })).service.runtime.replicas, 2, 'the dry run changed nothing'));
+  const editDialog = await confirmAfterDryRun(async () => assert.equal((await t.admin.call('getServiceById', { serviceId: created.id })).service.runtime.replicas, 2, 'the dry run changed nothing'));
+  const editSaid = await editDialog.textContent() ?? '';
   await closeDialog();
   const edited = (await t.admin.call('getServiceById', { serviceId: created.id })).service as IService;
-  assert.equal(edited.runtime.replicas, 3);
+  assert.equal(edited.runtime.replicas, 3, `the edit is stored; the dialog said: ${editSaid}`);
   assert.equal(edited.specRevision, created.specRevision + 1);
   assert.deepEqual(edited.volumes.map((volume) => volume.mountPath), ['/srv/data'], 'the volumes went back as they were');
   await page.locator('[data-action=delete-service]').click();

@@ -53,7 +53,19 @@ export class CloudlyServiceForm extends LightElement {
     this.clusterId = '';
   }
 
+  /** The fields the form was last started from (see `initial`). */
+  private startedFrom: IServiceFormFields | null = null;
+
+  /**
+   * Starts the form from these fields. Lit sets an object property again on every render of the
+   * page around the form, and a page re-renders on every live update: the same object again
+   * leaves what was typed since as it is; only another object starts the form over.
+   */
   public set initial(fieldsArg: IServiceFormFields) {
+    if (fieldsArg === this.startedFrom) {
+      return;
+    }
+    this.startedFrom = fieldsArg;
     this.fields = { ...fieldsArg, placementNodeIds: [...fieldsArg.placementNodeIds] };
   }
 

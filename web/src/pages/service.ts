@@ -16,7 +16,7 @@ import { api, ApiError } from '../api.js';
 import { explainRuntimeStatus, formatBytes, formatTime } from '../format.js';
 import { LivePage } from '../live.js';
 import { CloudlyActionDialog, coalesce, refusalView, markFirstRender } from '../widgets.js';
-import { decideBackupNodeChoices, describeRunAs, serviceFormOfSpec, sortBackupsByTime, writableSpecOf } from '../decide.js';
+import { decideBackupNodeChoices, describeRunAs, serviceFormOfSpec, sortBackupsByTime, writableSpecOf, type IServiceFormFields } from '../decide.js';
 import type { IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
 
 const listLimit = 20;
@@ -150,8 +150,13 @@ export class CloudlyServicePage extends LivePage {
   declare status: { status: IServiceRuntimeStatus; observed: { placements: IServiceObservedPlacement[]; lastReportedAt: number | null } } | null;
   /** The cluster's name for the breadcrumb; null until read (the id is shown meanwhile). */
   declare clusterName: string | null;
-  /** Whether the spec form is open. */
-  declare editingSpec: boolean;
+  /**
+   * The open spec form: the service as it was read when "Edit service…" was pressed and the
+   * fields made from it, kept while the page refreshes underneath (a live update must not put the
+   * stored values back over what the operator typed); the change is a compare-and-swap on that
+   * read's generation, so a change by someone else meanwhile is refused, never overwritten.
+   */
+  declare editingSpec: { base: IService; fields: IServiceFormFields } | null;
   /** The service's platform bindings; null when Cloudly refused or does not serve the read. */
   declare bindings: IPlatformBinding[] | null;
   /** The binding form's fields (a new binding, or the one being changed); null while closed. */
@@ -185,7 +190,7 @@ export class CloudlyServicePage extends LivePage {
     this.nodes = [];
     this.editing = null;
     this.clusterName = null;
-    this.editingSpec = false;
+    this.editingSpec = null;
     this.bindings = null;
     this.bindingForm = null;
     this.isolated = null;
@@ -366,7 +371,7 @@ export class CloudlyServicePage extends LivePage {
 
   /** Replaces the spec, compare-and-swap on the generation read (a change meanwhile is refused `conflict`). */
   private updateService(specArg: IServiceWritableSpec): void {
-    const service = this.service!;
+    const service = this.editingSpec!.base;
     const request = { serviceId: service.id, expectedGeneration: service.generation, service: specArg };
     CloudlyActionDialog.open({
       title: `Change ${service.name}`,
@@ -378,7 +383,7 @@ export class CloudlyServicePage extends LivePage {
       result: (answerArg) => html`<p>Stored at generation ${answerArg.service?.generation}, spec revision ${answerArg.service?.specRevision}.</p>`,
       confirmLabel: 'Save changes',
       onDone: () => {
-        this.editingSpec = false;
+        this.editingSpec = null;
         void this.load();
       },
     });
@@ -588,10 +593,10 @@ export class CloudlyServicePage extends LivePage {
       </dl>
       ${this.editingSpec
         ? html`<cloudly-service-form mode="edit" cluster-id=${serviceArg.clusterId} .nodeIds=${this.nodes.map((node) => node.id)}
-            .initial=${serviceFormOfSpec(writableSpecOf(serviceArg))}
-            @spec=${(event: CustomEvent<IServiceWritableSpec>) => this.updateService(event.detail)} @cancel=${() => { this.editingSpec = false; }}></cloudly-service-form>`
+            .initial=${this.editingSpec.fields}
+            @spec=${(event: CustomEvent<IServiceWritableSpec>) => this.updateService(event.detail)} @cancel=${() => { this.editingSpec = null; }}></cloudly-service-form>`
         : html`<div class="dialog-buttons">
-            <button type="button" data-action="edit-service" @click=${() => { this.editingSpec = true; }}>Edit service…</button>
+            <button type="button" data-action="edit-service" @click=${() => { this.editingSpec = { base: serviceArg, fields: serviceFormOfSpec(writableSpecOf(serviceArg)) }; }}>Edit service…</button>
             <button type="button" class="danger" data-action="delete-service" @click=${() => this.deleteService()}>Delete service…</button>
           </div>`}
     </section>`;
