@@ -33,6 +33,8 @@ import type { IReq_Cloudly_Relay_GetClusterCorestoreLegacyResources } from '../t
 
 /** The page's globals, for the functions that run inside it (the test's own lib has no DOM). */
 declare const location: { hash: string };
+/** The page's document, as the functions passed to `page.evaluate` see it (this file compiles without the DOM's types). */
+declare const document: { querySelector(selectorArg: string): unknown };
 
 const skip = chromiumAvailable() ? false : `${chromiumPath} is missing (apt-get install -y chromium; .ci/run installs it)`;
 
@@ -294,7 +296,7 @@ test('a service is edited (a new spec revision) and deleted, each after its dry 
   // The page reloads the service underneath, as it does on a live update of the service or of a
   // document of it (its runtime status after a relay report): what was typed stays.
   await page.evaluate(async () => {
-    const servicePage = document.querySelector('cloudly-service-page') as unknown as { load(): Promise<void>; updateComplete: Promise<boolean> };
+    const servicePage = document.querySelector('cloudly-service-page') as { load(): Promise<void>; updateComplete: Promise<boolean> };
     await servicePage.load();
     await servicePage.updateComplete;
   });
