@@ -475,7 +475,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
 
   private adopt(clusterIdArg: string, leaseArg: IClusterRelayLeaseDocument, sessionArg: IRelaySession): void {
     this.held.set(clusterIdArg, { sessionId: sessionArg.id, generation: leaseArg.generation, expiresAt: leaseArg.expiresAt });
-    this.cloudly.logger.info({ clusterId: clusterIdArg, sessionId: sessionArg.id }, 'relay socket elected');
+    this.cloudly.relays.activity.line({ clusterId: clusterIdArg, sessionId: sessionArg.id }, 'relay socket elected');
     if (!sessionArg.peer.isOpen) {
       // The socket closed while the lease was being written: give the lease straight back.
       void this.onSessionClosed(sessionArg);
@@ -509,7 +509,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
     const { outcome } = await this.cloudly.store.mutate(clusterRelayLeaseKind, clusterIdArg, (leaseArg) =>
       decideLeaseRelease(leaseArg, this.instanceId, sessionIdArg));
     if (outcome === 'written') {
-      this.cloudly.logger.info({ clusterId: clusterIdArg, sessionId: sessionIdArg }, 'relay lease released');
+      this.cloudly.relays.activity.line({ clusterId: clusterIdArg, sessionId: sessionIdArg }, 'relay lease released');
     }
   }
 
