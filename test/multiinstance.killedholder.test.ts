@@ -43,6 +43,7 @@ test('after its holder is killed, a relay is told to register again when the lea
 
     const onB = await b.connectRelay(relayToken);
     const advice: number[] = [];
+    let refusedWithoutForwarding: boolean | null = null;
     let accepted = false;
     while (!accepted) {
       try {
@@ -53,11 +54,23 @@ test('after its holder is killed, a relay is told to register again when the lea
         const data = (error as { errorData?: { reasons?: string[]; retryAfterMs?: number } }).errorData;
         assert.deepEqual(data?.reasons, ['relay-not-elected'], 'refused only while the dead instance\'s lease runs');
         advice.push(data!.retryAfterMs!);
+        if (data!.retryAfterMs! > 1_100 && refusedWithoutForwarding === null) {
+          // The holder is known down: a call for the cluster is refused as the forward would be, unsent.
+          const forwardedBefore = b.cloudly.clusterManager.relayElection.instances.forwardedCalls;
+          const refusal = await b.cloudly.relays.call(cluster.id, 'getClusterRelayInventory', {}).then(() => null, (errorArg: unknown) => errorArg);
+          const reasons = (refusal as { errorData?: { reasons?: string[] } } | null)?.errorData?.reasons;
+          assert.deepEqual(reasons, ['relay-holder-unreachable'], 'refused as the dead holder would be');
+          assert.equal(b.cloudly.clusterManager.relayElection.instances.forwardedCalls, forwardedBefore, 'nothing forwarded to the dead instance');
+          refusedWithoutForwarding = true;
+        }
         assert.ok(advice.length <= 5, `registered within a few attempts: advised ${advice.join(', ')} ms`);
         await new Promise((resolve) => setTimeout(resolve, data!.retryAfterMs!));
       }
     }
     const acceptedAt = Date.now();
+    // While the dead instance's lease ran, a call for the cluster through B was refused without
+    // trying to forward it to the dead instance (checked before the lease ran out, below).
+    assert.ok(refusedWithoutForwarding !== null, 'a call was made while the lease ran');
     console.log(`refused ${advice.length} time(s) (advised ${advice.join(', ')} ms); accepted ${acceptedAt - heldUntil} ms after the lease ran out`);
     // Following the advice a relay asked about once a second before: five or more times for a lease with 6–9 s left.
     assert.ok(advice.some((waitMs) => waitMs > 1_100), `told to wait for the lease once its holder was known down: ${advice.join(', ')}`);

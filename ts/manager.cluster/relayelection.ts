@@ -346,6 +346,12 @@ export class ClusterRelayElection implements IRelaySessionPorts {
       this.forwardingLeases.delete(clusterIdArg);
       throw refuse('unavailable', [instanceFailureReasons.holderGone], { retryAfterMs });
     }
+    if (this.instances.isKnownDown(lease.instanceId)) {
+      // Its internal URL refused a connection a moment ago (killed): what the forward would answer,
+      // without a link or an HTTP request to find it out again for every call (in a kill storm,
+      // every moved relay's new socket made several: hints, claims).
+      throw refuse('unavailable', [instanceFailureReasons.holderUnreachable], { retryAfterMs });
+    }
     try {
       return { answer: await this.instances.forward(holder, { clusterId: clusterIdArg, method: methodArg, request: requestArg, timeoutMs: timeoutMsArg }, retryAfterMs) };
     } catch (error) {
