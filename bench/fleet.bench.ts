@@ -177,7 +177,11 @@ const measureStorm = async (
 
 const describeStorm = (figureArg: IStormFigure, relaysArg: number): string => {
   const failures = Object.entries(figureArg.failures).map(([kind, count]) => `${kind} ${count}`).join(', ') || 'none';
+  // The CPU a storm cost every process together, per relay of the fleet: what sizes the fleet a
+  // machine's cores can take in a storm of a given length (all processes share them here).
+  const allCpuS = figureArg.serverCpuS + Object.values(figureArg.otherCpuS).reduce((sum, cpuS) => sum + cpuS, 0);
   return `${figureArg.reached ? 'all' : `only ${figureArg.registered} of`} ${relaysArg} registered in ${(figureArg.ms / 1000).toFixed(1)} s; `
+    + `CPU of every process ${(allCpuS * 1000 / relaysArg).toFixed(1)} ms per relay; `
     + `server CPU ${figureArg.serverCpuS.toFixed(1)} s (${((figureArg.serverCpuS * 1000) / figureArg.ms * 100).toFixed(0)}% of a core); `
     + Object.entries(figureArg.otherCpuS).map(([name, cpuS]) => `${name} CPU ${cpuS.toFixed(1)} s (${((cpuS * 1000) / figureArg.ms * 100).toFixed(0)}%); `).join('')
     + `failed attempts: ${failures}; attempts per relay p99 ${figureArg.attemptsP99} max ${figureArg.attemptsMax}; `
