@@ -8,7 +8,8 @@
  * `process prefix` the processes whose name starts so (`instance`, `database`). Self time is the
  * time a function was on top of the stack; inclusive time counts a sample once for every distinct
  * function on its stack. Functions of the esbuild bundle the bench's instances run are attributed
- * to the source file esbuild marks above them (`// ../main/node_modules/ws/lib/websocket.js`).
+ * to the source file esbuild marks above them (`// ../main/node_modules/ws/lib/websocket.js`), in
+ * the copy of the bundle the bench keeps beside the profiles (`<dir>/cli.cjs`) when there is one.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -29,11 +30,13 @@ interface IProfile {
 
 /** The module marks of a bundle: the lines where each bundled file begins, ascending. */
 const bundleMarks = new Map<string, { line: number; file: string }[]>();
+/** The bundle the profiled run used, when the bench kept a copy beside the profiles (a later run rebuilds it). */
+let keptBundle: string | null = null;
 const marksOf = (urlArg: string): { line: number; file: string }[] => {
   let marks = bundleMarks.get(urlArg);
   if (!marks) {
     marks = [];
-    const filePath = urlArg.startsWith('file://') ? new URL(urlArg).pathname : urlArg;
+    const filePath = keptBundle && urlArg.endsWith('/cli.cjs') ? keptBundle : urlArg.startsWith('file://') ? new URL(urlArg).pathname : urlArg;
     if (urlArg.endsWith('.cjs') && fs.existsSync(filePath)) {
       const lines = fs.readFileSync(filePath, 'utf8').split('\n');
       lines.forEach((lineArg, index) => {
@@ -153,6 +156,7 @@ const main = (): void => {
     console.error('usage: node --import tsx bench/helpers/profilesummary.ts <dir> [phase] [process prefix] [--top N]');
     process.exit(2);
   }
+  keptBundle = fs.existsSync(path.join(dir, 'cli.cjs')) ? path.join(dir, 'cli.cjs') : null;
   const files = fs.readdirSync(dir).filter((name) => name.endsWith('.cpuprofile'))
     .filter((name) => !phase || new RegExp(`-\\d+-${phase}\\.cpuprofile$`).test(name))
     .filter((name) => !prefix || name.startsWith(prefix))
