@@ -6,7 +6,8 @@
  *   node --import tsx bench/fleet.bench.ts --one [relays…]     one instance, embedded database:
  *                                                              where a storm's seconds go, per size
  *   npm run bench -- --smoke fleet                             tiny sizes, seconds
- *   FLEET_CPU_PROFILE_DIR=dir …                                instance B writes CPU profiles there
+ *   FLEET_CPU_PROFILE_DIR=dir …                                the instances and the database write CPU profiles there,
+ *                                                              one per phase (bench/helpers/profilesummary.ts sums them)
  *   --source                                                   the instances start through tsx (npm start), not the bundle
  *
  * The relays are the project's relay client in a child process of their own
@@ -176,7 +177,11 @@ const measureStorm = async (
 
 const describeStorm = (figureArg: IStormFigure, relaysArg: number): string => {
   const failures = Object.entries(figureArg.failures).map(([kind, count]) => `${kind} ${count}`).join(', ') || 'none';
+  // The CPU a storm cost every process together, per relay of the fleet: what sizes the fleet a
+  // machine's cores can take in a storm of a given length (all processes share them here).
+  const allCpuS = figureArg.serverCpuS + Object.values(figureArg.otherCpuS).reduce((sum, cpuS) => sum + cpuS, 0);
   return `${figureArg.reached ? 'all' : `only ${figureArg.registered} of`} ${relaysArg} registered in ${(figureArg.ms / 1000).toFixed(1)} s; `
+    + `CPU of every process ${(allCpuS * 1000 / relaysArg).toFixed(1)} ms per relay; `
     + `server CPU ${figureArg.serverCpuS.toFixed(1)} s (${((figureArg.serverCpuS * 1000) / figureArg.ms * 100).toFixed(0)}% of a core); `
     + Object.entries(figureArg.otherCpuS).map(([name, cpuS]) => `${name} CPU ${cpuS.toFixed(1)} s (${((cpuS * 1000) / figureArg.ms * 100).toFixed(0)}%); `).join('')
     + `failed attempts: ${failures}; attempts per relay p99 ${figureArg.attemptsP99} max ${figureArg.attemptsMax}; `
@@ -352,21 +357,41 @@ const aim = (okArg: boolean): string => (okArg ? 'met' : 'NOT met');
 const ms = (valueArg: number): string => `${(valueArg / 1000).toFixed(1)} s`;
 
 /**
- * With FLEET_CPU_PROFILE_DIR set, instance B (the one the administrator calls) records a V8 CPU
- * profile (bench/helpers/cpuprofile.mjs) and writes it there each time it stops: where its event
- * loop went.
+ * With FLEET_CPU_PROFILE_DIR set, the three instances and the database process record V8 CPU
+ * profiles (bench/helpers/cpuprofile.mjs), cut at each phase's start and end (`markPhase`), so each
+ * storm's CPU can be summed apart (bench/helpers/profilesummary.ts).
  */
-const profileEnv = (instanceArg: IInstance): Record<string, string> => (process.env.FLEET_CPU_PROFILE_DIR && instanceArg.name === 'b'
+const profileDir = process.env.FLEET_CPU_PROFILE_DIR ? path.resolve(process.env.FLEET_CPU_PROFILE_DIR) : null;
+const profileEnv = (nameArg: string): Record<string, string> => (profileDir
   ? {
     NODE_OPTIONS: `--import ${path.join(import.meta.dirname, 'helpers', 'cpuprofile.mjs')}`,
-    CLOUDLY_BENCH_PROFILE_DIR: path.resolve(process.env.FLEET_CPU_PROFILE_DIR),
+    CLOUDLY_BENCH_PROFILE_DIR: profileDir,
+    CLOUDLY_BENCH_PROFILE_NAME: nameArg,
   }
   : {});
 
+/**
+ * Ends the profiled processes' current segment, naming it `labelArg` (a no-op unless profiling).
+ * Each process reads the name when it handles the signal; phases are seconds apart.
+ */
+const markPhase = async (labelArg: string, pidsArg: number[]): Promise<void> => {
+  if (!profileDir) {
+    return;
+  }
+  await fsp.writeFile(path.join(profileDir, 'phase'), labelArg);
+  for (const pid of pidsArg) {
+    process.kill(pid, 'SIGUSR2');
+  }
+};
+
 /** Three instances over one shared database process, the fleet spread over their three addresses. */
 const threeInstances = async (relaysArg: number): Promise<void> => {
+  if (profileDir && process.env[testServerEnvName]) {
+    // The profiles' line numbers are this bundle's; the next run rebuilds it.
+    await fsp.copyFile(path.join(path.dirname(process.env[testServerEnvName]), 'cli.cjs'), path.join(profileDir, 'cli.cjs')).catch(() => undefined);
+  }
   const workDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-fleet-'));
-  const database = await startDevDatabase(path.join(workDir, 'database'));
+  const database = await startDevDatabase(path.join(workDir, 'database'), profileEnv('database'));
   // The default lease (15 s) in a full run; a smoke run takes a 3 s one, so the kill phase ends in seconds.
   const leaseTtlMs = sized(15_000, 3_000);
   const env = { CLOUDLY_RELAY_LEASE_TTL_MS: String(leaseTtlMs), CLOUDLY_RELAY_LEASE_HEARTBEAT_MS: String(leaseTtlMs / 3) };
@@ -383,7 +408,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
     .reduce((sum, [name, value]) => sum + (beforeArg.has(name) ? value - beforeArg.get(name)! : 0), 0);
   const pids = (): number[] => instances.flatMap((instance) => (instance.process ? [instance.process.child.pid!] : []));
   try {
-    const firstStarts = await Promise.all(instances.map((instance) => startFleetInstance(database, instance, { ...env, ...profileEnv(instance) })));
+    const firstStarts = await Promise.all(instances.map((instance) => startFleetInstance(database, instance, { ...env, ...profileEnv(`instance-${instance.name}`) })));
     say(`- the three instances started (no relays yet): ${firstStarts.map((start) => start.steps).join('; ')}; load ${load()}`);
     const urls = instances.map((instance) => `http://127.0.0.1:${instance.port}`);
     const seeder = await adminSocket(urls[0]);
@@ -429,9 +454,12 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
         + `database commands of the instances alive throughout ${commandsBetween(commandsBefore, commandsAfter)} (${(commandsBetween(commandsBefore, commandsAfter) / relaysArg).toFixed(1)} per relay, the administrator's and background work included); load ${load()}`);
       return { ...figure, readP99, writeP99 };
     };
+    const profiled = (): number[] => [...pids(), database.child.pid!];
+    await markPhase('before-cold', profiled());
     fleet.start(urls, tokens);
     const otherPids = { 'database process': database.child.pid!, "relays' process": fleet.pid };
     const cold = await during('cold start', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000), { otherPids }));
+    await markPhase('cold', profiled());
     await sleep(sized(3000, 200));
     const connectedRss = pids().reduce((sum, pid) => sum + memoryOf(pid).rss, 0);
     // Per relay connected now: when the cold start did not reach every relay, per relay that did.
@@ -483,6 +511,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
       + `${commands} database commands (${quietCommands} without reports): at most ${perReport.toFixed(2)} per report `
       + `(${perReportNet.toFixed(2)} net of the window without reports${perReportNet < 0 ? ', which still held the storm\'s trailing work' : ''}); load ${load()}`);
     fleet.report(0);
+    await markPhase('steady', profiled());
 
     // 3. All three restart at once (SIGTERM, started again on the same ports).
     const restartStarted = performance.now();
@@ -490,15 +519,17 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
     const stoppedMs = performance.now() - restartStarted;
     const gone = await fleet.waitFor((statsArg) => statsArg.registered === 0, 30_000);
     const startStarted = performance.now();
-    const starts = await Promise.all(instances.map((instance) => startFleetInstance(database, instance, { ...env, ...profileEnv(instance) })));
+    const starts = await Promise.all(instances.map((instance) => startFleetInstance(database, instance, { ...env, ...profileEnv(`instance-${instance.name}`) })));
     const listeningAt = performance.now();
     const startedMs = listeningAt - startStarted;
+    await markPhase('restart-start', profiled());
     // Timed from the moment all three listen again, whatever the administrator's login waits for.
     const restart = await during('all three restarted (from listening again)', () => measureStorm(fleet, relaysArg, pids, sized(300_000, 60_000), { sinceArg: listeningAt, otherPids }));
     say(`    (the instances took ${ms(listeningAt - restartStarted)} to stop and listen again: stopped in ${ms(stoppedMs)} `
       + `[${stops.map((stop, index) => `${instances[index].name}: ${ms(stop.ms)}${stop.forced ? ', killed after 15 s' : ''}, ${stop.steps}`).join('; ')}], `
       + `every relay seen unregistered ${gone.reached ? `${ms(gone.ms)} later` : `not within 30 s (${gone.stats.registered} still registered)`}, `
       + `the three started in ${ms(startedMs)} [${starts.map((start) => start.steps).join('; ')}])`);
+    await markPhase('restart', profiled());
 
     // 4. One of three killed (SIGKILL): its relays go to the other two once its leases run out.
     // Timed from the kill until every relay is registered again and none on the killed address.
@@ -511,6 +542,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
       otherPids,
       alsoArg: (statsArg) => (statsArg.perUrl[killedUrl] ?? 0) === 0,
     }), async () => {
+      await markPhase('before-kill', profiled());
       killedRelays = (await fleet.stats()).perUrl[killedUrl] ?? 0;
       killedAt = performance.now();
       await stopFleetInstance(instances[0], 'SIGKILL');
@@ -518,6 +550,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
       noticed = await fleet.waitFor((statsArg) => statsArg.registered < relaysArg, 10_000);
     });
     const movedMs = moved.ms;
+    await markPhase('kill', profiled());
     say(`    (every relay registered again ${ms(movedMs)} after the kill: the killed instance held ${killedRelays} relays; `
       + `${noticed.reached ? `the fleet saw its sockets close ${(noticed.ms).toFixed(0)} ms after the kill` : 'no relay saw its socket close within 10 s'}; `
       + 'then waited until every relay was registered and none on the killed address)');

@@ -332,6 +332,7 @@ export class Cloudly {
     this.auth.stop();
     await this.database.stop();
     stepDone('database');
+    this.relays.activity.flush();
     this.logger.info({ relaySockets, stepsMs }, 'cloudly stopped');
   }
 

@@ -24,6 +24,7 @@ export interface IDevDatabaseProcess {
 }
 
 /**
+/**
  * The dev database's bundle beside the test server's, when the test runner made one for this run
  * (scripts/testserver.ts): the same source, started without transpiling it again.
  */
@@ -33,11 +34,14 @@ const devDatabaseEntry = (): string[] => {
   return bundle && fs.existsSync(bundle) ? [bundle] : ['--import', 'tsx', 'scripts/dev-database.ts'];
 };
 
-/** Starts scripts/dev-database.ts and waits for its ready line. */
-export const startDevDatabase = (dataDirArg: string): Promise<IDevDatabaseProcess> => new Promise((resolve, reject) => {
+/**
+ * Starts scripts/dev-database.ts and waits for its ready line; `envArg` adds to its environment
+ * (a bench's CPU profiler, bench/helpers/cpuprofile.mjs).
+ */
+export const startDevDatabase = (dataDirArg: string, envArg: Record<string, string> = {}): Promise<IDevDatabaseProcess> => new Promise((resolve, reject) => {
   const child = spawn(process.execPath, [...devDatabaseEntry(), '--data-dir', dataDirArg], {
     cwd: projectRoot,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, CLOUDLY_LOG_LEVEL: 'warn' },
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, CLOUDLY_LOG_LEVEL: 'warn', ...envArg },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

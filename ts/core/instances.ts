@@ -1,4 +1,5 @@
 import { TypedResponseError } from '@api.global/typedrequest';
+import { connect } from 'node:net';
 import { hostname } from 'node:os';
 import { defineDocumentKind, type DocumentStore, type IStoredDocument } from './store.js';
 import { identityReasons, refuse, refuseNamed } from './errors.js';
@@ -53,6 +54,14 @@ export const instanceFailureReasons = {
 const registryCacheMs = 500;
 /** Time on top of the caller's timeout the exchange with the holder (link or HTTP) may take. */
 const forwardingSlackMs = 1_000;
+/**
+ * How old a probe's finding may be before the next question starts a new probe; how long a finding
+ * that an instance is down is trusted (an instance id is one process: once its port refused, it
+ * does not come back, a restart has a new id); how long a probe may wait for its connect.
+ */
+const downProbeRefreshMs = 500;
+const downProbeTrustMs = 5_000;
+const downProbeTimeoutMs = 500;
 
 export class InstanceRegistry {
   private heartbeatTimer: NodeJS.Timeout | null = null;
@@ -154,6 +163,62 @@ export class InstanceRegistry {
       }
     }
     return doc && doc.expiresAt > Date.now() ? doc : null;
+  }
+
+  /** What the last probe of each instance found (`isKnownDown`), and when. */
+  private readonly probes = new Map<string, { down: boolean; at: number; running: boolean }>();
+
+  /**
+   * Whether the instance is known to be down: gone from the registry, or its internal URL refused
+   * a TCP connection at the last probe (at most `downProbeTrustMs` ago). Answers at once from what
+   * earlier probes found and starts a new probe when that is stale, so a caller never waits for
+   * the network; a holder that is up, slow or unreachable (a connect that times out) counts as not
+   * known down. The relay election asks it of another instance's lease it cannot take: a holder
+   * that was killed never releases its leases early, so its sockets' relays need not be told to
+   * ask again every second until the lease runs out.
+   */
+  public isKnownDown(instanceIdArg: string): boolean {
+    const probe = this.probes.get(instanceIdArg);
+    if ((!probe || Date.now() - probe.at > downProbeRefreshMs) && !probe?.running && !this.stopped) {
+      this.probes.set(instanceIdArg, { down: probe?.down ?? false, at: probe?.at ?? 0, running: true });
+      void this.probe(instanceIdArg).then((downArg) => {
+        this.probes.set(instanceIdArg, { down: downArg, at: Date.now(), running: false });
+        if (this.probes.size > 1024) {
+          this.probes.delete(this.probes.keys().next().value!);
+        }
+      });
+    }
+    return probe !== undefined && probe.down && Date.now() - probe.at <= downProbeTrustMs;
+  }
+
+  private async probe(instanceIdArg: string): Promise<boolean> {
+    let doc: ICloudlyInstanceDocument | null;
+    try {
+      doc = await this.liveInstance(instanceIdArg);
+    } catch {
+      return false;
+    }
+    if (!doc) {
+      return true;
+    }
+    let url: URL;
+    try {
+      url = new URL(doc.internalUrl);
+    } catch {
+      return false;
+    }
+    const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+    return new Promise<boolean>((resolve) => {
+      const socket = connect({ host: url.hostname.replace(/^\[|\]$/g, ''), port });
+      const done = (downArg: boolean): void => {
+        clearTimeout(timer);
+        socket.destroy();
+        resolve(downArg);
+      };
+      const timer = setTimeout(() => done(false), downProbeTimeoutMs);
+      socket.once('connect', () => done(false));
+      socket.once('error', (errorArg: NodeJS.ErrnoException) => done(errorArg.code === 'ECONNREFUSED'));
+    });
   }
 
   /**

@@ -11,6 +11,7 @@ import {
   type IRelayCallTimeouts,
 } from './relaycalls.js';
 import type { CloudlyMetrics } from './metrics.js';
+import { RelayActivityLog } from './relayactivity.js';
 import type { TCloudlyLogger } from './logger.js';
 import { currentOperation, haltIfDryRun } from './operationcontext.js';
 import type { ICloudlyOutboundMethods, TCloudlyOutboundMethod } from '../interfaces/requests/methodmap.js';
@@ -90,12 +91,16 @@ export class RelaySessions {
   /** Timeouts by class; the ordinary class starts as the configured default until `setCallTimeouts`. */
   private timeouts: IRelayCallTimeouts;
 
+  /** Each relay's own log lines (socket opened and closed here, elected, registered), within a budget. */
+  public readonly activity: RelayActivityLog;
+
   constructor(
     private readonly options: { defaultTimeoutMs: number; metrics: CloudlyMetrics; logger: TCloudlyLogger },
     /** The election's port (selection, in-flight election, forwarding); without one, the oldest session carries calls. */
     private readonly ports: IRelaySessionPorts = unelectedRelaySessionPorts,
   ) {
     this.timeouts = { ...defaultRelayCallTimeouts, ordinary: options.defaultTimeoutMs };
+    this.activity = new RelayActivityLog(options.logger);
   }
 
   public setCallTimeouts(timeoutsArg: IRelayCallTimeouts): void {
@@ -137,7 +142,9 @@ export class RelaySessions {
     sessions.set(session.id, session);
     this.openCount++;
     this.options.metrics.relaySockets.inc();
+    this.activity.line({ clusterId: clusterIdArg, sessionId: session.id }, 'relay socket opened');
     peerArg.onClose(() => {
+      this.activity.line({ clusterId: clusterIdArg, sessionId: session.id }, 'relay socket closed');
       const current = this.byCluster.get(clusterIdArg);
       if (current?.delete(session.id)) {
         this.openCount--;

@@ -295,8 +295,25 @@ export class DocumentStore {
   }
 
   public collection<T extends IStoredDocument>(kindArg: IDocumentKind<T>): Collection<TStoredShape> {
-    return this.database.mongoDb.collection<TStoredShape>(kindArg.collectionName);
+    // The driver builds a new Collection (and resolves its options) on every `db.collection()`:
+    // 1% of an instance's CPU in a relay storm, where every command asks for one. A Collection is
+    // a stateless handle, so one per name and database handle is kept.
+    const db = this.database.mongoDb;
+    let collections = this.collections.get(db);
+    if (!collections) {
+      collections = new Map();
+      this.collections.set(db, collections);
+    }
+    let collection = collections.get(kindArg.collectionName);
+    if (!collection) {
+      collection = db.collection<TStoredShape>(kindArg.collectionName);
+      collections.set(kindArg.collectionName, collection);
+    }
+    return collection;
   }
+
+  /** The Collection handles `collection` made, per database handle (a reconnect brings a new one). */
+  private readonly collections = new WeakMap<object, Map<string, Collection<TStoredShape>>>();
 
   private readonly commitListeners = new Set<TCommitListener>();
 

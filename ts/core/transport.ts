@@ -352,9 +352,8 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     hostArg.trackSocket(peer);
     if (authentication.kind === 'relay') {
       const session = hostArg.openRelaySession(authentication.clusterId!, peer, authentication.tokenGeneration!);
+      // Its 'relay socket opened' and 'relay socket closed' lines are the sessions' (within their budget).
       localData.relaySession = session;
-      hostArg.logger.info({ clusterId: session.clusterId, sessionId: session.id }, 'relay socket opened');
-      peer.onClose(() => hostArg.logger.info({ clusterId: session.clusterId, sessionId: session.id }, 'relay socket closed'));
     }
   });
 

@@ -100,6 +100,12 @@ export class ClusterRelayElection implements IRelaySessionPorts {
   private readonly forwardingLeases = new Map<string, { lease: IClusterRelayLeaseDocument; until: number }>();
   /** Until when another instance's socket holds the lease, as the last round read it, by cluster. */
   private readonly elsewhere = new Map<string, number>();
+  /**
+   * Clusters whose lease is held by an instance known to be down (`InstanceRegistry.isKnownDown`):
+   * nobody releases it before it runs out, so the next round and the relay's next registration
+   * wait for that instead of looking again every `elsewhereRecheckMs`.
+   */
+  private readonly heldByDownInstance = new Set<string>();
   /** Elections to try again when a lease held elsewhere runs out, by cluster. */
   private readonly retryTimers = new Map<string, NodeJS.Timeout>();
   /** The instances sharing the database (only used when the database is not embedded). */
@@ -281,7 +287,8 @@ export class ClusterRelayElection implements IRelaySessionPorts {
     if (!(await this.confirmElected(sessionArg))) {
       const until = this.elsewhere.get(sessionArg.clusterId) ?? 0;
       const now = Date.now();
-      throw refuse('unavailable', [relayNotElectedReason], until > now ? { retryAfterMs: Math.min(until - now, elsewhereRecheckMs) + 100 } : {});
+      const waitMs = this.heldByDownInstance.has(sessionArg.clusterId) ? until - now : Math.min(until - now, elsewhereRecheckMs);
+      throw refuse('unavailable', [relayNotElectedReason], until > now ? { retryAfterMs: waitMs + 100 } : {});
     }
   }
 
@@ -338,6 +345,12 @@ export class ClusterRelayElection implements IRelaySessionPorts {
     if (!holder) {
       this.forwardingLeases.delete(clusterIdArg);
       throw refuse('unavailable', [instanceFailureReasons.holderGone], { retryAfterMs });
+    }
+    if (this.instances.isKnownDown(lease.instanceId)) {
+      // Its internal URL refused a connection a moment ago (killed): what the forward would answer,
+      // without a link or an HTTP request to find it out again for every call (in a kill storm,
+      // every moved relay's new socket made several: hints, claims).
+      throw refuse('unavailable', [instanceFailureReasons.holderUnreachable], { retryAfterMs });
     }
     try {
       return { answer: await this.instances.forward(holder, { clusterId: clusterIdArg, method: methodArg, request: requestArg, timeoutMs: timeoutMsArg }, retryAfterMs) };
@@ -419,9 +432,9 @@ export class ClusterRelayElection implements IRelaySessionPorts {
   private async runElection(clusterIdArg: string): Promise<void> {
     this.rounds++;
     // What the last decision concluded; the decider runs again on every lost race.
-    let outcome: { winner: IRelaySession | null; heldElsewhere: boolean; elsewhereUntil: number } = { winner: null, heldElsewhere: false, elsewhereUntil: 0 };
+    let outcome: { winner: IRelaySession | null; heldElsewhere: boolean; elsewhereUntil: number; holder: string | null } = { winner: null, heldElsewhere: false, elsewhereUntil: 0, holder: null };
     const result = await this.cloudly.store.mutate(clusterRelayLeaseKind, clusterIdArg, (leaseArg) => {
-      outcome = { winner: null, heldElsewhere: false, elsewhereUntil: 0 };
+      outcome = { winner: null, heldElsewhere: false, elsewhereUntil: 0, holder: null };
       const live = this.cloudly.relays.sessionsOf(clusterIdArg);
       const heldSessionId = this.electedSessionId(clusterIdArg);
       const candidate = this.candidate(clusterIdArg);
@@ -440,6 +453,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
         winner: live.find((session) => session.id === election.winnerSessionId) ?? null,
         heldElsewhere: election.heldElsewhere,
         elsewhereUntil: election.heldElsewhere && leaseArg ? leaseArg.expiresAt : 0,
+        holder: election.heldElsewhere && leaseArg ? leaseArg.instanceId : null,
       };
       return election.decision;
     });
@@ -448,11 +462,19 @@ export class ClusterRelayElection implements IRelaySessionPorts {
       // out at `elsewhereUntil`: this instance's socket tries again right then.
       this.held.delete(clusterIdArg);
       this.elsewhere.set(clusterIdArg, outcome.elsewhereUntil);
-      // Looked at again when it runs out, or within a second should its holder let it go sooner.
-      this.retryWhenFree(clusterIdArg, Math.min(outcome.elsewhereUntil, Date.now() + elsewhereRecheckMs));
+      // Looked at again when it runs out, or within a second should its holder let it go sooner:
+      // a holder known to be down (killed) lets nothing go, and is waited out.
+      const holderDown = this.registryStarted && outcome.holder !== null && this.instances.isKnownDown(outcome.holder);
+      if (holderDown) {
+        this.heldByDownInstance.add(clusterIdArg);
+      } else {
+        this.heldByDownInstance.delete(clusterIdArg);
+      }
+      this.retryWhenFree(clusterIdArg, holderDown ? outcome.elsewhereUntil : Math.min(outcome.elsewhereUntil, Date.now() + elsewhereRecheckMs));
       return;
     }
     this.elsewhere.delete(clusterIdArg);
+    this.heldByDownInstance.delete(clusterIdArg);
     if (result.outcome !== 'kept' && result.doc && outcome.winner) {
       this.adopt(clusterIdArg, result.doc, outcome.winner);
     }
@@ -475,7 +497,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
 
   private adopt(clusterIdArg: string, leaseArg: IClusterRelayLeaseDocument, sessionArg: IRelaySession): void {
     this.held.set(clusterIdArg, { sessionId: sessionArg.id, generation: leaseArg.generation, expiresAt: leaseArg.expiresAt });
-    this.cloudly.logger.info({ clusterId: clusterIdArg, sessionId: sessionArg.id }, 'relay socket elected');
+    this.cloudly.relays.activity.line({ clusterId: clusterIdArg, sessionId: sessionArg.id }, 'relay socket elected');
     if (!sessionArg.peer.isOpen) {
       // The socket closed while the lease was being written: give the lease straight back.
       void this.onSessionClosed(sessionArg);
@@ -509,7 +531,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
     const { outcome } = await this.cloudly.store.mutate(clusterRelayLeaseKind, clusterIdArg, (leaseArg) =>
       decideLeaseRelease(leaseArg, this.instanceId, sessionIdArg));
     if (outcome === 'written') {
-      this.cloudly.logger.info({ clusterId: clusterIdArg, sessionId: sessionIdArg }, 'relay lease released');
+      this.cloudly.relays.activity.line({ clusterId: clusterIdArg, sessionId: sessionIdArg }, 'relay lease released');
     }
   }
 

@@ -115,7 +115,7 @@ export class ClusterRelayRegistrations {
         target: (_request, facts) => ({ kind: clusterRelayRegistrationKind, id: facts.clusterId }),
         decide: (current, { request, facts, now }) => decideRelayRegistration(current, facts.clusterId, facts.sessionId, request.registration, now),
         answer: async ({ doc }, _step, context) => {
-          this.cloudly.logger.info({ clusterId: context.clusterId, origin: doc!.origin, version: doc!.version }, 'relay registration accepted');
+          this.cloudly.relays.activity.line({ clusterId: context.clusterId, origin: doc!.origin, version: doc!.version }, 'relay registration accepted');
           // Elected here a moment ago: connected, unless the socket has closed since (then read the lease).
           const connected = this.election.isElected(context.session) || await this.election.isClusterConnected(context.clusterId);
           return { registration: toPublicRegistration(doc!, connected) };

@@ -37,6 +37,12 @@ import {
 const readWaitBoundMs = 3_000;
 /** How far back each read of the shared audit log looks (an event is appended just after its commit). */
 const sharedLookbackMs = 5_000;
+/**
+ * Ids per query when the shared-log reader reads the owners of changed documents: the embedded
+ * database tests each candidate against the whole `$in` list (the store's `findIn` chunks for the
+ * same reason).
+ */
+const sharedOwnersChunk = 32;
 
 export interface IReconcileCause {
   kind: string;
@@ -311,6 +317,9 @@ export class Reconciler {
    * One read of the shared audit log while this instance reconciles: every input change appended
    * since the watermark (minus a lookback for late appends) is triggered once. Changes this
    * instance made are among them; their second trigger folds into the first or costs one kept run.
+   * The owners of the changed documents (service, cluster, inputs generation) are read together,
+   * one query per kind for every new event of the read (`sharedOwnerQueries` counts them): a
+   * storm's registrations, each an event, used to cost a read each.
    */
   private async readShared(): Promise<void> {
     if (!this.leadership.isLeader) {
@@ -322,24 +331,28 @@ export class Reconciler {
         .find({ at: { $gte: from } }, { projection: { _id: 0, id: 1, at: 1, target: 1, generationAfter: 1 } })
         .sort({ at: 1 })
         .toArray();
+      const fresh: { id: string; at: number; target: { kind: string; id: string }; generationAfter: unknown }[] = [];
       for (const event of events) {
         const id = String(event.id);
         const at = Number(event.at);
         this.sharedWatermark = Math.max(this.sharedWatermark, at);
-        if (this.sharedSeen.has(id)) {
+        if (!this.sharedSeen.has(id)) {
+          fresh.push({ id, at, target: event.target as { kind: string; id: string }, generationAfter: event.generationAfter });
+        }
+      }
+      // Seen only once their owners are read: a failed read leaves them to the next one.
+      const owners = await this.readOwners(fresh.filter((event) => isReconcileInput(event.target.kind)).map((event) => event.target));
+      for (const { id, at, target, generationAfter } of fresh) {
+        this.sharedSeen.set(id, at);
+        if (!isReconcileInput(target.kind)) {
           continue;
         }
-        this.sharedSeen.set(id, at);
-        const target = event.target as { kind: string; id: string };
-        if (isReconcileInput(target.kind)) {
-          const owners = await this.cloudly.database.mongoDb.collection(target.kind)
-            .findOne({ id: target.id }, { projection: { _id: 0, serviceId: 1, clusterId: 1, inputsGeneration: 1 } });
-          // Judged against the generation this event's write made, not the document's current one:
-          // inputs changed at this write or at a later one trigger.
-          const generation = typeof event.generationAfter === 'number' ? { generation: event.generationAfter } : {};
-          for (const key of reconcileKeysOf(target.kind, target.id, { ...(owners ?? {}), ...generation } as ICommittedOwners)) {
-            this.enqueue(key, target);
-          }
+        this.sharedInputEvents++;
+        // Judged against the generation this event's write made, not the document's current one:
+        // inputs changed at this write or at a later one trigger.
+        const generation = typeof generationAfter === 'number' ? { generation: generationAfter } : {};
+        for (const key of reconcileKeysOf(target.kind, target.id, { ...(owners.get(`${target.kind}\u0000${target.id}`) ?? {}), ...generation } as ICommittedOwners)) {
+          this.enqueue(key, target);
         }
       }
       for (const [id, at] of this.sharedSeen) {
@@ -351,5 +364,46 @@ export class Reconciler {
     } catch (error) {
       this.cloudly.logger.warn({ err: error }, 'shared audit log could not be read for the reconciler');
     }
+  }
+
+  /** Owner queries the shared-log reader has sent (one per kind and chunk of new events per read). */
+  public sharedOwnerQueries = 0;
+  /** Input changes the shared-log reader has judged (each new event of a kind a verdict reads). */
+  public sharedInputEvents = 0;
+
+  /**
+   * The owners of these documents as stored now (a removed one has none), by `kind\0id`: one
+   * query per kind for up to `sharedOwnersChunk` ids, the chunks of a kind sent side by side.
+   */
+  private async readOwners(targetsArg: { kind: string; id: string }[]): Promise<Map<string, ICommittedOwners>> {
+    const idsByKind = new Map<string, Set<string>>();
+    for (const target of targetsArg) {
+      let ids = idsByKind.get(target.kind);
+      if (!ids) {
+        ids = new Set();
+        idsByKind.set(target.kind, ids);
+      }
+      ids.add(target.id);
+    }
+    const owners = new Map<string, ICommittedOwners>();
+    const queries: Promise<void>[] = [];
+    for (const [kind, idSet] of idsByKind) {
+      const ids = [...idSet];
+      for (let start = 0; start < ids.length; start += sharedOwnersChunk) {
+        const chunk = ids.slice(start, start + sharedOwnersChunk);
+        this.sharedOwnerQueries++;
+        queries.push(this.cloudly.database.mongoDb.collection(kind)
+          .find({ id: chunk.length === 1 ? chunk[0] : { $in: chunk } }, { projection: { _id: 0, id: 1, serviceId: 1, clusterId: 1, inputsGeneration: 1 } })
+          .toArray()
+          .then((docs) => {
+            for (const doc of docs) {
+              const { id, ...rest } = doc as unknown as { id: string } & ICommittedOwners;
+              owners.set(`${kind}\u0000${id}`, rest);
+            }
+          }));
+      }
+    }
+    await Promise.all(queries);
+    return owners;
   }
 }
