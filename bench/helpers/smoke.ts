@@ -6,7 +6,9 @@ import * as path from 'node:path';
  * sizes, so CI proves each one still runs to its end in seconds. Smoke figures mean nothing and
  * are written nowhere (no bench/results file is touched).
  */
-export const smoke = process.env.CLOUDLY_BENCH_SMOKE === '1';
+// `--smoke` on a bench's own command line too: a bench run alone with it once took it for nothing
+// and started its full size (the fleet bench: 10,000 relays).
+export const smoke = process.env.CLOUDLY_BENCH_SMOKE === '1' || process.argv.slice(2).includes('--smoke');
 
 /** The full size, or the smoke size in a smoke run. */
 export const sized = <T>(fullArg: T, smokeArg: T): T => (smoke ? smokeArg : fullArg);
