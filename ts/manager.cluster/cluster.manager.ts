@@ -137,7 +137,7 @@ export class ClusterManager {
    */
   public async electedSession(clusterIdArg: string): Promise<IRelaySession | null> {
     if (this.cloudly.relays.sessionsOf(clusterIdArg).length > 0) {
-      await this.relayElection.settle(clusterIdArg);
+      await this.relayElection.awaitElection(clusterIdArg);
     }
     return this.cloudly.relays.activeSession(clusterIdArg);
   }

@@ -224,15 +224,8 @@ export class ClusterRelayElection implements IRelaySessionPorts {
   }
 
   /**
-   * The port's gate before a call selects: with no socket elected here but one open (and the lease
-   * not known to be held elsewhere), a round runs and is awaited; otherwise a round in flight is.
-   */
-  public async awaitElection(clusterIdArg: string): Promise<void> {
-    await this.settle(clusterIdArg);
-  }
-
-  /**
-   * The cluster's election as this instance can settle it now: nothing to do while one of its open
+   * The cluster's election as this instance can settle it now (the sessions' gate before a call
+   * selects, a registration's and a refresh's too): nothing to do while one of its open
    * sockets is elected here; otherwise the round in flight (the one a socket's opening asked for)
    * is awaited, and only when that left no socket elected here, a socket is open and the lease is
    * not known to be held elsewhere does a round of its own run. A storm's registrations, calls and
@@ -240,7 +233,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
    * (or compare-and-swap) of the lease per reconnecting relay, each waiting at the back of the
    * elections' line while it held a slot of the relay calls' or refreshes' line.
    */
-  public async settle(clusterIdArg: string): Promise<void> {
+  public async awaitElection(clusterIdArg: string): Promise<void> {
     if (this.electedOpenSession(clusterIdArg)) {
       return;
     }
@@ -270,7 +263,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
   /** Like `isElected`, but first waits for an election of the socket's cluster still in flight. */
   public async confirmElected(sessionArg: IRelaySession): Promise<boolean> {
     if (!this.isElected(sessionArg) && sessionArg.peer.isOpen && !this.heldElsewhere(sessionArg.clusterId)) {
-      await this.settle(sessionArg.clusterId);
+      await this.awaitElection(sessionArg.clusterId);
     }
     return this.isElected(sessionArg);
   }
