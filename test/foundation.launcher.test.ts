@@ -12,7 +12,7 @@ import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { cloudlyProcessEnv, exitOf, killHard, processStartBoundMs, serverLauncher, startCloudlyProcess, startNpmStartProcess } from './helpers/process.js';
+import { cloudlyProcessEnv, exitOf, killHard, processStartBoundMs, runServerBundle, serverLauncher, startCloudlyProcess, startNpmStartProcess } from './helpers/process.js';
 import { lockFileName } from '../ts/core/datadirlock.js';
 
 const projectRoot = path.resolve(import.meta.dirname, '..');
@@ -175,7 +175,8 @@ test('the server started through the launcher is the node process with the flags
     // server, or `--source` when there is none (test/helpers/process.ts). `--source` itself, what
     // `npm start` runs, is started by the next test.
     started = await startCloudlyProcess(cloudlyProcessEnv(dataDir));
-    const entry = process.env.CLOUDLY_TEST_SERVER && fs.existsSync(process.env.CLOUDLY_TEST_SERVER) ? path.basename(process.env.CLOUDLY_TEST_SERVER) : 'ts/cli.ts';
+    const bundle = runServerBundle();
+    const entry = bundle ? path.basename(bundle) : 'ts/cli.ts';
     assertServerFlags(commandLineOf(started.child.pid!), entry);
     assert.equal((await fetch(`${started.baseUrl}/readyz`)).status, 200);
     started.child.kill('SIGTERM');

@@ -3,7 +3,8 @@ import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { cloudlyProcessEnv, exitOf, startCloudlyProcess, type ICloudlyProcess } from './process.js';
+import { cloudlyProcessEnv, exitOf, runServerBundle, startCloudlyProcess, type ICloudlyProcess } from './process.js';
+import { devDatabaseBundlePath } from '../../scripts/testserver.js';
 import { CloudlyRelayClient } from '../../ts/client/relay.js';
 import { readCloudlyErrorData } from '../../ts/core/errors.js';
 
@@ -24,13 +25,12 @@ export interface IDevDatabaseProcess {
 }
 
 /**
-/**
  * The dev database's bundle beside the test server's, when the test runner made one for this run
  * (scripts/testserver.ts): the same source, started without transpiling it again.
  */
 const devDatabaseEntry = (): string[] => {
-  const testServer = process.env.CLOUDLY_TEST_SERVER;
-  const bundle = testServer ? path.join(path.dirname(testServer), 'dev-database.cjs') : null;
+  const serverBundle = runServerBundle();
+  const bundle = serverBundle ? path.join(path.dirname(serverBundle), path.basename(devDatabaseBundlePath)) : null;
   return bundle && fs.existsSync(bundle) ? [bundle] : ['--import', 'tsx', 'scripts/dev-database.ts'];
 };
 

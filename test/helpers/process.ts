@@ -14,14 +14,22 @@ const projectRoot = path.resolve(import.meta.dirname, '..', '..');
  */
 export const serverLauncher = path.join(projectRoot, 'bin', 'cloudly-server');
 /**
- * The launcher's arguments for the server: `npm start`'s (`--source`, through tsx), or, when the
- * test runner has bundled the server for this run (scripts/testserver.ts, CLOUDLY_TEST_SERVER),
- * that bundle under the same launcher and flags, which starts in far less time.
+ * The loader of the server the test runner bundled for this run (scripts/testserver.ts,
+ * CLOUDLY_TEST_SERVER), or null when there is none (a file run on its own). Read at each start, so
+ * a bench that bundles the server itself (bench/fleet.bench.ts) can set it after import.
+ */
+export const runServerBundle = (): string | null => {
+  const testServer = process.env.CLOUDLY_TEST_SERVER;
+  return testServer && fs.existsSync(testServer) ? testServer : null;
+};
+
+/**
+ * The launcher's arguments for the server: `npm start`'s (`--source`, through tsx), or the run's
+ * bundle under the same launcher and flags, which starts in far less time.
  */
 const cliArguments = (): string[] => {
-  // Read at each start, so a bench that bundles the server itself (bench/fleet.bench.ts) can set it after import.
-  const testServer = process.env.CLOUDLY_TEST_SERVER;
-  return testServer && fs.existsSync(testServer) ? ['--node', testServer] : ['--source'];
+  const bundle = runServerBundle();
+  return bundle ? ['--node', bundle] : ['--source'];
 };
 
 export interface ICloudlyProcess {
