@@ -20,8 +20,11 @@ import type { IAuditEvent } from '../interfaces/data/audit.js';
  * document, which no racing mutation may use.
  */
 
-/** Values per query of `DocumentStore.findIn`. */
-const inChunkSize = 32;
+/**
+ * Values per `$in` query of `DocumentStore.findIn` (and of other reads by a list of ids): the
+ * embedded database tests each candidate against the whole list.
+ */
+export const inChunkSize = 32;
 
 export interface IStoredDocument {
   id: string;

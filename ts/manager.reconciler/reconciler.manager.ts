@@ -1,7 +1,7 @@
 import * as promClient from 'prom-client';
 import type { Cloudly } from '../classes.cloudly.js';
 import { cloudlyActor, runInOperation } from '../core/operationcontext.js';
-import { auditEventKind, type ICommittedOwners, type IDocumentKind, type IStoredDocument } from '../core/store.js';
+import { auditEventKind, inChunkSize, type ICommittedOwners, type IDocumentKind, type IStoredDocument } from '../core/store.js';
 import { WorkQueue } from '../core/workqueue.js';
 import { clusterKind } from '../manager.cluster/documents.js';
 import { ReconcilerLeadership } from './leadership.js';
@@ -37,12 +37,6 @@ import {
 const readWaitBoundMs = 3_000;
 /** How far back each read of the shared audit log looks (an event is appended just after its commit). */
 const sharedLookbackMs = 5_000;
-/**
- * Ids per query when the shared-log reader reads the owners of changed documents: the embedded
- * database tests each candidate against the whole `$in` list (the store's `findIn` chunks for the
- * same reason).
- */
-const sharedOwnersChunk = 32;
 
 export interface IReconcileCause {
   kind: string;
@@ -373,7 +367,7 @@ export class Reconciler {
 
   /**
    * The owners of these documents as stored now (a removed one has none), by `kind\0id`: one
-   * query per kind for up to `sharedOwnersChunk` ids, the chunks of a kind sent side by side.
+   * query per kind for up to the store's `inChunkSize` ids (as `findIn`, which reads whole documents), the chunks of a kind sent side by side.
    */
   private async readOwners(targetsArg: { kind: string; id: string }[]): Promise<Map<string, ICommittedOwners>> {
     const idsByKind = new Map<string, Set<string>>();
@@ -389,8 +383,8 @@ export class Reconciler {
     const queries: Promise<void>[] = [];
     for (const [kind, idSet] of idsByKind) {
       const ids = [...idSet];
-      for (let start = 0; start < ids.length; start += sharedOwnersChunk) {
-        const chunk = ids.slice(start, start + sharedOwnersChunk);
+      for (let start = 0; start < ids.length; start += inChunkSize) {
+        const chunk = ids.slice(start, start + inChunkSize);
         this.sharedOwnerQueries++;
         queries.push(this.cloudly.database.mongoDb.collection(kind)
           .find({ id: chunk.length === 1 ? chunk[0] : { $in: chunk } }, { projection: { _id: 0, id: 1, serviceId: 1, clusterId: 1, inputsGeneration: 1 } })
