@@ -63,7 +63,8 @@ try {
 } catch {
   cachedData = undefined;
 }
-const script = new vm.Script(Module.wrap(fs.readFileSync(bundle, 'utf8')), {
+// The bundle is ASCII (escapeToAscii below), which latin1 reads as UTF-8 would, without decoding.
+const script = new vm.Script(Module.wrap(fs.readFileSync(bundle, 'latin1')), {
   filename: bundle,
   cachedData,
 });
