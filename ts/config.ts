@@ -4,6 +4,14 @@ import * as path from 'node:path';
 /** How log lines are written (ts/core/logger.ts): `auto` is readable on a terminal, JSON lines otherwise. */
 export type TLogFormat = 'auto' | 'json' | 'pretty';
 
+/** CLOUDLY_PASSWORD_SCRYPT_N: scrypt's cost for passwords (ts/core/auth.ts), its default and its bounds. */
+export const defaultScryptN = 16384;
+export const minimumScryptN = 1024;
+export const maximumScryptN = 65536;
+/** A power of two from `minimumScryptN` to `maximumScryptN`. */
+export const isScryptN = (nArg: number): boolean =>
+  Number.isInteger(nArg) && nArg >= minimumScryptN && nArg <= maximumScryptN && (nArg & (nArg - 1)) === 0;
+
 /** CLOUDLY_RELAY_WORK_CONCURRENCY's default (docs/multi-instance.md, "Admin calls during a storm"). */
 export const defaultRelayWorkConcurrency = 8;
 
@@ -30,6 +38,11 @@ export interface ICloudlyConfig {
   bodyLimitBytes: number;
   /** How long an admin identity stays valid. */
   identityTtlMs: number;
+  /**
+   * scrypt's cost N for passwords set from now on (CLOUDLY_PASSWORD_SCRYPT_N, `isScryptN`); a
+   * stored hash keeps the N it was made with.
+   */
+  passwordScryptN: number;
   /** How long audit events are kept. */
   auditRetentionDays: number;
   /** How long a finished operation is kept after it ended (CLOUDLY_OPERATION_RETENTION_DAYS); running ones are always kept. */
@@ -340,6 +353,15 @@ const readBlobStoreConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'blob
   };
 };
 
+const readScryptN = (env: NodeJS.ProcessEnv): number => {
+  const name = 'CLOUDLY_PASSWORD_SCRYPT_N';
+  const value = readInteger(env, name, defaultScryptN, minimumScryptN, maximumScryptN);
+  if (!isScryptN(value)) {
+    throw new ConfigError(name, `must be a power of two from ${minimumScryptN} to ${maximumScryptN}, got "${env[name]}"`);
+  }
+  return value;
+};
+
 /** Parses the environment; throws ConfigError naming the first bad variable. */
 export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig => {
   const port = readInteger(env, 'CLOUDLY_PORT', 3000, 0, 65535);
@@ -384,6 +406,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     logFormat: logFormatRaw as TLogFormat,
     bodyLimitBytes: readInteger(env, 'CLOUDLY_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     identityTtlMs: readInteger(env, 'CLOUDLY_IDENTITY_TTL_MS', 12 * 3600 * 1000, 1000, 30 * 24 * 3600 * 1000),
+    passwordScryptN: readScryptN(env),
     auditRetentionDays: readInteger(env, 'CLOUDLY_AUDIT_RETENTION_DAYS', 90, 1, 36_500),
     operationRetentionDays: readInteger(env, 'CLOUDLY_OPERATION_RETENTION_DAYS', 30, 1, 36_500),
     readCacheMs: readInteger(env, 'CLOUDLY_READ_CACHE_MS', 1000, 0, 60_000),

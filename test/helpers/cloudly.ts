@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
 import { findFreePort } from '../../ts/core/database.js';
 import { Cloudly } from '../../ts/classes.cloudly.js';
-import type { ICloudlyConfig } from '../../ts/config.js';
+import { minimumScryptN, type ICloudlyConfig } from '../../ts/config.js';
 import { CloudlyAdminClient } from '../../ts/client/admin.js';
 import { CloudlyRelayClient } from '../../ts/client/relay.js';
 import type { IIdentity } from '../../ts/interfaces/data/user.js';
@@ -81,6 +81,8 @@ export const startTestCloudly = async (configArg: Partial<ICloudlyConfig> = {}, 
     adminPassword: testAdminPassword,
     logLevel: 'info',
     snapshotDebounceMs: 50,
+    // The lowest password-hashing cost the setting allows (see cloudlyProcessEnv).
+    passwordScryptN: minimumScryptN,
     ...configArg,
   };
   const boot = async () => {

@@ -10,6 +10,7 @@ import { sha256Hex } from '../interfaces/private/canonicaljson.js';
 import { defineDocumentKind, type DocumentStore, type IStoredDocument, type TDecision } from './store.js';
 import type { TCloudlyLogger } from './logger.js';
 import type { IEncryptedSecretValue, SecretBox } from './secretbox.js';
+import { defaultScryptN, isScryptN } from '../config.js';
 
 /**
  * Identities and keys. Cloudly signs every identity (and every restore grant) with an RS256 key
@@ -28,7 +29,15 @@ const verifiedJwtCacheMs = 60_000;
 const verifiedJwtCacheEntries = 10_000;
 /** Where versions before the keys moved into the database kept the signing key; migrated and deleted at start. */
 export const legacySigningKeyFileName = 'identity-signing-key.jwk.json';
-const scryptParameters = { N: 16384, r: 8, p: 1, keyLength: 64 } as const;
+/**
+ * Password hashing: scrypt with r=8, p=1, a 16-byte salt and a 64-byte key. Its cost N is
+ * CLOUDLY_PASSWORD_SCRYPT_N (`isScryptN` in ts/config.ts: a power of two from 1024 to 65536, 16384
+ * by default), as etcd's `--bcrypt-cost` sets bcrypt's; a stored hash names the N it was made with, so
+ * a changed setting applies to passwords set after it and every earlier one still verifies.
+ */
+const scryptParameters = { r: 8, p: 1, keyLength: 64 } as const;
+/** scrypt needs 128 * N * r bytes; the limit leaves room above it. */
+const scryptMaxmem = (nArg: number, rArg: number): number => 128 * nArg * rArg + 1024 * 1024;
 
 /** What a verified identity proves. */
 export interface IVerifiedIdentity {
@@ -43,24 +52,31 @@ export interface IVerifiedIdentity {
   sessionKey: string;
 }
 
-export const hashPassword = async (passwordArg: string): Promise<string> => {
+/** A scrypt hash of the password at cost `nArg` (CLOUDLY_PASSWORD_SCRYPT_N). */
+export const hashPassword = async (passwordArg: string, nArg: number = defaultScryptN): Promise<string> => {
   const salt = randomBytes(16);
-  const { N, r, p, keyLength } = scryptParameters;
-  const hash = await scrypt(passwordArg, salt, keyLength, { N, r, p, maxmem: 64 * 1024 * 1024 });
-  return `scrypt$${N}$${r}$${p}$${salt.toString('base64url')}$${hash.toString('base64url')}`;
+  const { r, p, keyLength } = scryptParameters;
+  const hash = await scrypt(passwordArg, salt, keyLength, { N: nArg, r, p, maxmem: scryptMaxmem(nArg, r) });
+  return `scrypt$${nArg}$${r}$${p}$${salt.toString('base64url')}$${hash.toString('base64url')}`;
 };
 
+/** Whether the password is the one the stored hash was made of, at the cost the hash names. */
 export const verifyPassword = async (passwordArg: string, storedArg: string): Promise<boolean> => {
   const parts = storedArg.split('$');
   if (parts.length !== 6 || parts[0] !== 'scrypt') {
     return false;
   }
   const [N, r, p] = parts.slice(1, 4).map(Number);
+  // Only what this version could have written: anything else would be a cost nobody chose.
+  if (!isScryptN(N) || r !== scryptParameters.r || p !== scryptParameters.p) {
+    return false;
+  }
   const salt = Buffer.from(parts[4], 'base64url');
   const expected = Buffer.from(parts[5], 'base64url');
-  const actual = await scrypt(passwordArg, salt, expected.length, { N, r, p, maxmem: 64 * 1024 * 1024 });
+  const actual = await scrypt(passwordArg, salt, expected.length, { N, r, p, maxmem: scryptMaxmem(N, r) });
   return actual.length === expected.length && timingSafeEqual(actual, expected);
 };
+
 
 /** sha256 of a high-entropy secret (relay tokens, bearers): enough, since nobody can guess them. */
 export const hashHighEntropySecret = (secretArg: string): string => sha256Hex(secretArg);
@@ -417,5 +433,9 @@ export class CloudlyAuth {
   }
 }
 
-/** Verified against when a username is unknown, so timing does not reveal which names exist. */
-export const dummyPasswordHash = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA$' + Buffer.alloc(64).toString('base64url');
+/**
+ * Verified against when a username is unknown, so timing does not reveal which names exist: at the
+ * cost new passwords are hashed with, which is what most accounts' hashes cost.
+ */
+export const dummyPasswordHash = (nArg: number = defaultScryptN): string =>
+  `scrypt$${nArg}$${scryptParameters.r}$${scryptParameters.p}$AAAAAAAAAAAAAAAAAAAAAA$${Buffer.alloc(scryptParameters.keyLength).toString('base64url')}`;

@@ -82,7 +82,7 @@ export class AdminManager {
       return null;
     }
     const generated = passwordArg === null ? randomBytes(18).toString('base64url') : null;
-    const passwordHash = await hashPassword(passwordArg ?? generated!);
+    const passwordHash = await hashPassword(passwordArg ?? generated!, this.cloudly.config.passwordScryptN);
     const now = Date.now();
     // Two instances starting at once create one: the id is derived from the name.
     const { outcome } = await this.cloudly.store.mutate(adminUserKind, userIdOf(usernameArg), (existingArg) => (existingArg ? { kind: 'keep' } : {
@@ -96,7 +96,7 @@ export class AdminManager {
   public async login(usernameArg: string, passwordArg: string): Promise<IIdentity> {
     const user = await this.cloudly.store.findOne(adminUserKind, { username: usernameArg });
     // Verify against a dummy hash when the user is unknown (or has no hash yet), so timing does not reveal names.
-    const ok = await verifyPassword(passwordArg, user?.passwordHash || dummyPasswordHash);
+    const ok = await verifyPassword(passwordArg, user?.passwordHash || dummyPasswordHash(this.cloudly.config.passwordScryptN));
     if (!user || !user.passwordHash || !ok || user.disabled === true) {
       throw refuseNamed('unauthenticated', identityReasons.credentialsWrong, 'username or password is wrong');
     }
@@ -215,7 +215,7 @@ export class AdminManager {
         access: 'write',
         input: { required: { username: isUsername, password: isNewPassword, role: isRole } },
         // Hashed before the write; a dry run hashes too (it answers what the real call would).
-        facts: async (request) => ({ passwordHash: await hashPassword(request.password), sessionKey: newSessionKey() }),
+        facts: async (request) => ({ passwordHash: await hashPassword(request.password, this.cloudly.config.passwordScryptN), sessionKey: newSessionKey() }),
         target: (request) => ({ kind: adminUserKind, id: userIdOf(request.username) }),
         decide: (existing, { request, facts, now }) => decideCreateUser(existing, {
           id: userIdOf(request.username),
@@ -298,11 +298,11 @@ export class AdminManager {
             throw refuse('unavailable', ['login-rate-limited'], { retryAfterMs });
           }
           const account = await this.cloudly.store.get(adminUserKind, context.identity.userId);
-          if (!account || !(await verifyPassword(request.oldPassword, account.passwordHash || dummyPasswordHash))) {
+          if (!account || !(await verifyPassword(request.oldPassword, account.passwordHash || dummyPasswordHash(this.cloudly.config.passwordScryptN)))) {
             this.usernameFailures.record(username);
             throw accountRefusal('invalid-request', accountReasons.oldPasswordWrong);
           }
-          return { sessionKey: newSessionKey(), passwordHash: await hashPassword(request.newPassword) };
+          return { sessionKey: newSessionKey(), passwordHash: await hashPassword(request.newPassword, this.cloudly.config.passwordScryptN) };
         },
         target: (_request, _facts, context) => ({ kind: adminUserKind, id: context.identity.userId }),
         decide: (current, { facts, now }) => decideReplaceSessionKey(current, { ...facts, passwordChangedAt: now }),
