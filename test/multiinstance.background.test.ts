@@ -2,7 +2,6 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { databaseCommandsOf, startSharedDatabase, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { clusterRelayLeaseKind } from '../ts/manager.cluster/relayelection.js';
-import type { CloudlyRelayClient } from '../ts/client/relay.js';
 
 /**
  * What two idle instances over one database send while relays are connected and nothing changes
@@ -28,7 +27,6 @@ describe('the database commands of idle instances', () => {
     const settings = { ...database.shared, relayLeaseTtlMs: heartbeatMs * 4, relayLeaseHeartbeatMs: heartbeatMs, sharedPollMs: pollMs, reconcileResyncMs: 3_600_000 };
     const a = await startTestCloudly(settings);
     const b = await startTestCloudly(settings);
-    const relays: CloudlyRelayClient[] = [];
     try {
       await waitFor(() => a.cloudly.reconciler.isLeader, 'A reconciles');
       assert.equal(b.cloudly.reconciler.isLeader, false, 'B does not reconcile');
@@ -39,7 +37,6 @@ describe('the database commands of idle instances', () => {
         const { cluster, relayToken } = await a.createCluster(`idle-${index}`);
         clusters.push(cluster.id);
         const relay = await (index % 2 === 0 ? a : b).connectRelay(relayToken);
-        relays.push(relay);
         await relay.fire('registerClusterRelay', { registration });
       }
       await waitFor(() => clusters.every((clusterId, index) => electedHere(index % 2 === 0 ? a : b, clusterId)), 'every relay elected where it connected');
@@ -77,9 +74,7 @@ describe('the database commands of idle instances', () => {
       await b.createCluster('after-the-quiet');
       await waitFor(() => a.cloudly.reconciler.sharedInputEvents > judged, 'A read the change B made', 10_000);
     } finally {
-      for (const relay of relays) {
-        relay.close();
-      }
+      // Each instance's stop closes the relays connected through it.
       await a.stop();
       await b.stop();
       await database.stop();
