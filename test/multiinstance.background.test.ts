@@ -14,7 +14,7 @@ import { clusterRelayLeaseKind } from '../ts/manager.cluster/relayelection.js';
  */
 
 const registration = { origin: 'http://192.0.2.70:8080', version: '1.0.0', protocol: 'cluster-relay/1' };
-const heartbeatMs = 400;
+const heartbeatMs = 500;
 const pollMs = 250;
 const windowMs = 4_000;
 
@@ -24,7 +24,7 @@ const electedHere = (instanceArg: ITestCloudly, clusterIdArg: string): boolean =
 describe('the database commands of idle instances', () => {
   test('with 40 relays connected and nothing changing, each instance sends a few commands per heartbeat and the reconciling one one more per poll; a lease taken elsewhere and a change made elsewhere are still seen', async (context) => {
     const database = await startSharedDatabase();
-    const settings = { ...database.shared, relayLeaseTtlMs: heartbeatMs * 4, relayLeaseHeartbeatMs: heartbeatMs, sharedPollMs: pollMs, reconcileResyncMs: 3_600_000 };
+    const settings = { ...database.shared, relayLeaseTtlMs: heartbeatMs * 20, relayLeaseHeartbeatMs: heartbeatMs, sharedPollMs: pollMs, reconcileResyncMs: 3_600_000 };
     const a = await startTestCloudly(settings);
     const b = await startTestCloudly(settings);
     try {
