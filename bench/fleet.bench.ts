@@ -481,7 +481,17 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
       reports: (await fleet.stats()).reports,
     });
     // The same window without reports first: heartbeats, lease renewals and liveness cost
-    // commands and CPU whatever the relays report, and are subtracted per report.
+    // commands and CPU whatever the relays report, and are subtracted per report. It starts once
+    // the storm's trailing work is done (no reconcile key and no relay call waiting on any
+    // instance, twice a second apart; at most a minute), so that it is the background alone.
+    const trailingStarted = performance.now();
+    for (let calm = 0; calm < 2 && performance.now() - trailingStarted < sized(60_000, 5_000);) {
+      const texts = await Promise.all(instances.map(metricsOf));
+      const idle = texts.every((text) => /^cloudly_reconcile_queue_depth 0$/m.test(text) && /^cloudly_relay_calls_queued 0$/m.test(text));
+      calm = idle ? calm + 1 : 0;
+      await sleep(1000);
+    }
+    const trailingMs = performance.now() - trailingStarted;
     const quietBefore = await totals();
     await sleep(windowMs);
     const quietAfter = await totals();
@@ -491,7 +501,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
     const settledSplit = await splitOfAll();
     const settledKb = (keyArg: keyof typeof idleSplit): string => ((settledSplit[keyArg] - idleSplit[keyArg]) / connectedRelays / 1024).toFixed(1);
     const settledPerRelayKb = (settledRss - idleRss) / connectedRelays / 1024;
-    say(`  - memory after the storm settled (${ms(3000 + windowMs)} later, no reports meanwhile): RSS ${(settledRss / 2 ** 20).toFixed(0)} MiB, ${settledPerRelayKb.toFixed(1)} KB per idle relay; `
+    say(`  - memory after the storm settled (${ms(3000 + trailingMs + windowMs)} later, no reports meanwhile): RSS ${(settledRss / 2 ** 20).toFixed(0)} MiB, ${settledPerRelayKb.toFixed(1)} KB per idle relay; `
       + `V8 heap reserved ${settledKb('heapTotal')} KB (used ${settledKb('heapUsed')} KB), external ${settledKb('external')} KB per relay`);
     fleet.report(reportMs);
     await sleep(sized(5_000, 500));
@@ -511,7 +521,7 @@ const threeInstances = async (relaysArg: number): Promise<void> => {
     const perReport = reports > 0 ? commands / reports : NaN;
     const perReportNet = reports > 0 ? (commands - quietCommands) / reports : NaN;
     const backgroundPerSecond = quietCommands / (windowMs / 1000);
-    say(`  - steady state (each relay reports every 30 s, ${ms(windowMs)} windows): ${reports} reports; the three instances ${cores.toFixed(2)} cores (${quietCores.toFixed(2)} without reports); `
+    say(`  - steady state (each relay reports every 30 s, ${ms(windowMs)} windows; the storm's trailing work done ${ms(trailingMs)} after the memory figure): ${reports} reports; the three instances ${cores.toFixed(2)} cores (${quietCores.toFixed(2)} without reports); `
       + `${commands} database commands (${quietCommands} without reports, ${backgroundPerSecond.toFixed(1)} per second): ${perReportNet.toFixed(2)} per report net of the window without reports`
       + `${perReportNet < 0 ? ' (which still held the storm\'s trailing work)' : ''}, ${perReport.toFixed(2)} per report with every command of the window counted; load ${load()}`);
     fleet.report(0);
