@@ -112,6 +112,7 @@ export class InstanceRegistry {
       clearTimeout(this.heartbeatTimer);
       this.heartbeatTimer = null;
     }
+    this.lastWritten = null;
     await this.options.store.mutate(cloudlyInstanceKind, this.instanceId, (currentArg) => (currentArg ? { kind: 'remove' } : { kind: 'keep' }))
       .catch((error: unknown) => this.options.logger.warn({ err: error }, 'instance registry entry not removed on stop'));
   }
@@ -139,10 +140,17 @@ export class InstanceRegistry {
       heartbeatAt: now,
       expiresAt: now + this.options.ttlMs,
     };
-    await this.options.store.mutate(cloudlyInstanceKind, this.instanceId, (currentArg) => (currentArg
+    // Decided on the entry as this instance last wrote it: nobody else writes a live entry, so the
+    // renewal is one compare-and-swap; should the entry have moved (removed as expired after a
+    // stall), the swap fails and the store reads it and decides again.
+    const { doc } = await this.options.store.mutate(cloudlyInstanceKind, this.instanceId, (currentArg) => (currentArg
       ? { kind: 'write', change: { set: fields } }
-      : { kind: 'create', doc: { id: this.instanceId, ...fields } }));
+      : { kind: 'create', doc: { id: this.instanceId, ...fields } }), this.lastWritten ? { read: this.lastWritten } : {});
+    this.lastWritten = doc;
   }
+
+  /** This instance's entry as its last renewal wrote it. */
+  private lastWritten: ICloudlyInstanceDocument | null = null;
 
   /** Every registered instance that has not run out, this one included. */
   public async liveInstances(): Promise<ICloudlyInstanceDocument[]> {

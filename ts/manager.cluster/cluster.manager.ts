@@ -93,13 +93,13 @@ export class ClusterManager {
   /** Nodes and relay registrations whose cluster is gone: what a deletion that died part-way left. */
   private async removeOrphansOfDeletedClusters(): Promise<void> {
     const { store } = this.cloudly;
-    const live = new Set((await store.find(clusterKind, {})).map((clusterArg) => clusterArg.id));
-    for (const node of await store.find(clusterNodeKind, {})) {
+    const live = new Set((await store.findFields(clusterKind, {}, ['id'])).map((clusterArg) => clusterArg.id));
+    for (const node of await store.findFields(clusterNodeKind, {}, ['id', 'clusterId', 'generation'])) {
       if (!live.has(node.clusterId)) {
         await store.remove(clusterNodeKind, node.id, node.generation);
       }
     }
-    for (const registration of await store.find(clusterRelayRegistrationKind, {})) {
+    for (const registration of await store.findFields(clusterRelayRegistrationKind, {}, ['id', 'clusterId', 'generation'])) {
       if (!live.has(registration.clusterId)) {
         await store.remove(clusterRelayRegistrationKind, registration.id, registration.generation);
       }

@@ -76,12 +76,18 @@ export const settleClusterNameReservation = async (
  * two collections, not two documents per cluster.
  */
 export const settleClusterNamesAtStart = async (storeArg: DocumentStore, clusterKindArg: IDocumentKind<IClusterDocument>): Promise<void> => {
-  const clusters = await storeArg.find(clusterKindArg, {}, { sort: { createdAt: 1 } });
-  const reservations = await storeArg.find(clusterNameReservationKind, {});
+  // Only the fields the decisions need: a reservation holds a copy of its cluster, and both are
+  // read whole only where something is to be written.
+  const clusters = await storeArg.findFields(clusterKindArg, {}, ['id', 'name'], { sort: { createdAt: 1 } });
+  const reservations = await storeArg.findFields(clusterNameReservationKind, {}, ['id', 'state', 'clusterId']);
   const reserved = new Set(reservations.map((reservationArg) => reservationArg.id));
-  for (const cluster of clusters) {
-    const reservationId = clusterNameReservationId(cluster.name);
+  for (const { id, name } of clusters) {
+    const reservationId = clusterNameReservationId(name);
     if (reserved.has(reservationId)) {
+      continue;
+    }
+    const cluster = await storeArg.get(clusterKindArg, id);
+    if (!cluster) {
       continue;
     }
     reserved.add(reservationId);

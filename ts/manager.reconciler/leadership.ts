@@ -66,11 +66,17 @@ export class ReconcilerLeadership {
       return true;
     }
     const now = Date.now();
+    // The holder decides on the lease as it last wrote it: while it holds the lease nobody else
+    // writes it, so a renewal is one compare-and-swap (a lost one reads and decides again).
     const { doc } = await this.store.mutate(reconcilerLeaseKind, leaseId, (currentArg) =>
-      decideReconcilerLease(currentArg, this.instanceId, now, this.ttlMs));
+      decideReconcilerLease(currentArg, this.instanceId, now, this.ttlMs), this.written && this.isLeader ? { read: this.written } : {});
     this.heldUntil = doc && doc.holder === this.instanceId ? doc.expiresAt : 0;
+    this.written = this.heldUntil > 0 ? doc : null;
     return this.isLeader;
   }
+
+  /** The lease as this instance's last renewal wrote it, while it holds it. */
+  private written: IReconcilerLeaseDocument | null = null;
 
   /** Gives the lease up (on stop), so another instance takes over at once instead of after the TTL. */
   public async release(): Promise<void> {
@@ -78,6 +84,7 @@ export class ReconcilerLeadership {
       return;
     }
     this.heldUntil = 0;
+    this.written = null;
     await this.store.mutate(reconcilerLeaseKind, leaseId, (currentArg) =>
       (currentArg && currentArg.holder === this.instanceId ? { kind: 'write', change: { set: { expiresAt: 0 } } } : { kind: 'keep' }));
   }

@@ -321,6 +321,7 @@ export class Reconciler {
     }
     try {
       const from = this.sharedWatermark - sharedLookbackMs;
+      const readStarted = Date.now();
       const events = await this.cloudly.store.collection(auditEventKind)
         .find({ at: { $gte: from } }, { projection: { _id: 0, id: 1, at: 1, target: 1, generationAfter: 1 } })
         .sort({ at: 1 })
@@ -355,6 +356,10 @@ export class Reconciler {
         }
         this.sharedSeen.delete(id);
       }
+      // Everything appended before this read began has been seen, so the next read looks back from
+      // then, not from the newest event: after a storm, a log gone quiet was read from its last
+      // event on every poll (the storm's last seconds, thousands of events, four times a second).
+      this.sharedWatermark = Math.max(this.sharedWatermark, readStarted);
     } catch (error) {
       this.cloudly.logger.warn({ err: error }, 'shared audit log could not be read for the reconciler');
     }

@@ -258,6 +258,7 @@ export class WatchManager {
     this.sharedReading = true;
     try {
       const from = this.sharedWatermark - sharedLookbackMs;
+      const readStarted = Date.now();
       const events = await this.cloudly.store.collection(auditEventKind)
         .find({ at: { $gte: from } }, { projection: { _id: 0, id: 1, at: 1 } })
         .sort({ at: 1 })
@@ -278,6 +279,9 @@ export class WatchManager {
         }
         this.seen.delete(id);
       }
+      // Everything appended before this read began is seen: the next read looks back from then, not
+      // from the newest event (a log gone quiet was otherwise read from its last event on every poll).
+      this.sharedWatermark = Math.max(this.sharedWatermark, readStarted);
     } catch (error) {
       this.cloudly.logger.warn({ err: error }, 'shared audit log could not be read for watchers');
     } finally {
