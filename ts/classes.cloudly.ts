@@ -290,7 +290,7 @@ export class Cloudly {
           this.metrics.pendingConnections = countArg;
         },
       },
-      metricsText: async () => ({ contentType: this.metrics.registry.contentType, text: await this.metrics.registry.metrics() }),
+      metricsText: () => this.metrics.text(),
       jwks: () => this.auth.jwks,
       serveForwardedRelayCall: (bearerArg, bodyArg) => this.clusterManager.relayElection.serveForwarded(bearerArg, bodyArg),
       refuseInternalBearer: (bearerArg) => this.clusterManager.relayElection.refuseInternalBearer(bearerArg),

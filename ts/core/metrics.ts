@@ -1,5 +1,21 @@
 import * as promClient from 'prom-client';
 
+/**
+ * The process's own metrics (CPU, memory, heap, handles, event loop delay, garbage collection),
+ * collected once per process and added to every instance's scrape: they describe the process,
+ * which several instances may share (tests, the fleet bench). prom-client's collector starts a
+ * garbage-collection observer and an event-loop-delay timer each time it is called and never
+ * stops them, so one call per instance left every stopped instance's behind, all still running.
+ */
+let processRegistry: promClient.Registry | null = null;
+const processMetrics = (): promClient.Registry => {
+  if (!processRegistry) {
+    processRegistry = new promClient.Registry();
+    promClient.collectDefaultMetrics({ register: processRegistry, prefix: 'cloudly_' });
+  }
+  return processRegistry;
+};
+
 /** Prometheus metrics of one Cloudly instance (its own registry, so several can share a process). */
 export class CloudlyMetrics {
   public readonly registry = new promClient.Registry();
@@ -72,7 +88,13 @@ export class CloudlyMetrics {
     });
     this.pulledCounter('cloudly_database_commands_total', 'Database commands this instance has sent (one per connection taken from the driver\'s pool).',
       () => metrics.databaseCommands());
-    promClient.collectDefaultMetrics({ register: this.registry, prefix: 'cloudly_' });
+    processMetrics();
+  }
+
+  /** The Prometheus text of a scrape: this instance's metrics and the process's. */
+  public async text(): Promise<{ contentType: string; text: string }> {
+    const merged = promClient.Registry.merge([this.registry, processMetrics()]);
+    return { contentType: merged.contentType, text: await merged.metrics() };
   }
 
   /** A counter whose total another part keeps: read at each scrape, so it costs nothing between. */
