@@ -24,7 +24,17 @@ import type { IAuditEvent } from '../interfaces/data/audit.js';
  * Values per `$in` query of `DocumentStore.findIn` (and of other reads by a list of ids): the
  * embedded database tests each candidate against the whole list.
  */
-export const inChunkSize = 32;
+const inChunkSize = 32;
+
+/** The distinct values, in chunks of `inChunkSize`: one `$in` query each. */
+export const inChunks = (valuesArg: Iterable<string>): string[][] => {
+  const values = [...new Set(valuesArg)];
+  const chunks: string[][] = [];
+  for (let start = 0; start < values.length; start += inChunkSize) {
+    chunks.push(values.slice(start, start + inChunkSize));
+  }
+  return chunks;
+};
 
 /**
  * The start's audit reconcile reads the ids of every event since the oldest stamp in one query
@@ -333,12 +343,7 @@ export class DocumentStore {
       return new Set(docs.map((doc) => String(doc.id)));
     }
     this.lastAuditLookup = { how: 'by-id', events: count };
-    const ids = [...new Set(wantedArg.map((event) => event.id))];
-    const chunks: string[][] = [];
-    for (let start = 0; start < ids.length; start += inChunkSize) {
-      chunks.push(ids.slice(start, start + inChunkSize));
-    }
-    const found = await Promise.all(chunks.map((chunk) =>
+    const found = await Promise.all(inChunks(wantedArg.map((event) => event.id)).map((chunk) =>
       events.find({ id: { $in: chunk } } as Filter<TStoredShape>, { projection: { _id: 0, id: 1 } }).toArray()));
     return new Set(found.flat().map((doc) => String(doc.id)));
   }
@@ -501,12 +506,7 @@ export class DocumentStore {
     valuesArg: readonly string[],
     filterArg: Filter<T> = {},
   ): Promise<T[]> {
-    const values = [...new Set(valuesArg)];
-    const chunks: string[][] = [];
-    for (let start = 0; start < values.length; start += inChunkSize) {
-      chunks.push(values.slice(start, start + inChunkSize));
-    }
-    const parts = await Promise.all(chunks.map((chunk) => this.find(kindArg, { ...filterArg, [fieldArg]: { $in: chunk } } as Filter<T>)));
+    const parts = await Promise.all(inChunks(valuesArg).map((chunk) => this.find(kindArg, { ...filterArg, [fieldArg]: { $in: chunk } } as Filter<T>)));
     return parts.flat();
   }
 

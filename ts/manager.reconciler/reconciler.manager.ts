@@ -1,7 +1,7 @@
 import * as promClient from 'prom-client';
 import type { Cloudly } from '../classes.cloudly.js';
 import { cloudlyActor, runInOperation } from '../core/operationcontext.js';
-import { auditEventKind, inChunkSize, type ICommittedOwners, type IDocumentKind, type IStoredDocument } from '../core/store.js';
+import { auditEventKind, inChunks, type ICommittedOwners, type IDocumentKind, type IStoredDocument } from '../core/store.js';
 import { WorkQueue } from '../core/workqueue.js';
 import { clusterKind } from '../manager.cluster/documents.js';
 import { ReconcilerLeadership } from './leadership.js';
@@ -372,7 +372,7 @@ export class Reconciler {
 
   /**
    * The owners of these documents as stored now (a removed one has none), by `kind\0id`: one
-   * query per kind for up to the store's `inChunkSize` ids (as `findIn`, which reads whole documents), the chunks of a kind sent side by side.
+   * query per kind for each of the store's `inChunks` of ids (as `findIn`, which reads whole documents), the chunks of a kind sent side by side.
    */
   private async readOwners(targetsArg: { kind: string; id: string }[]): Promise<Map<string, ICommittedOwners>> {
     const idsByKind = new Map<string, Set<string>>();
@@ -387,9 +387,7 @@ export class Reconciler {
     const owners = new Map<string, ICommittedOwners>();
     const queries: Promise<void>[] = [];
     for (const [kind, idSet] of idsByKind) {
-      const ids = [...idSet];
-      for (let start = 0; start < ids.length; start += inChunkSize) {
-        const chunk = ids.slice(start, start + inChunkSize);
+      for (const chunk of inChunks(idSet)) {
         this.sharedOwnerQueries++;
         queries.push(this.cloudly.database.mongoDb.collection(kind)
           .find({ id: chunk.length === 1 ? chunk[0] : { $in: chunk } }, { projection: { _id: 0, id: 1, serviceId: 1, clusterId: 1, inputsGeneration: 1 } })
