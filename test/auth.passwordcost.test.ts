@@ -34,13 +34,16 @@ test('CLOUDLY_PASSWORD_SCRYPT_N is 16384 unless set; anything but a power of two
 
 test('a changed cost hashes new passwords at it; passwords hashed at the earlier cost still sign in, wrong ones do not', async () => {
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-passwordcost-'));
-  const t = await startTestCloudly({ dataDir, passwordScryptN: defaultScryptN });
   try {
-    const storedHash = async (usernameArg: string) => (await t.cloudly.store.findOne(adminUserKind, { username: usernameArg }))?.passwordHash;
-    assert.equal(costOf(await storedHash(testAdminUsername)), 16384, 'the first admin was hashed at the default cost');
-    await t.caller.call('createUser', { username: 'early', password: 'early-password-01', role: 'user' });
-    assert.equal(costOf(await storedHash('early')), 16384);
-    await t.stop();
+    const t = await startTestCloudly({ dataDir, passwordScryptN: defaultScryptN });
+    try {
+      const storedHash = async (usernameArg: string) => (await t.cloudly.store.findOne(adminUserKind, { username: usernameArg }))?.passwordHash;
+      assert.equal(costOf(await storedHash(testAdminUsername)), 16384, 'the first admin was hashed at the default cost');
+      await t.caller.call('createUser', { username: 'early', password: 'early-password-01', role: 'user' });
+      assert.equal(costOf(await storedHash('early')), 16384);
+    } finally {
+      await t.stop();
+    }
 
     const again = await startTestCloudly({ dataDir, passwordScryptN: minimumScryptN });
     try {
@@ -63,7 +66,6 @@ test('a changed cost hashes new passwords at it; passwords hashed at the earlier
       await again.stop();
     }
   } finally {
-    await t.stop().catch(() => undefined);
     await fsp.rm(dataDir, { recursive: true, force: true });
   }
 });
