@@ -8,9 +8,9 @@ import * as promClient from 'prom-client';
  * stops them, so one call per instance left every stopped instance's behind, all still running.
  *
  * The event-loop-delay timer samples every `eventLoopSampleMs` instead of prom-client's 10 ms: a
- * wakeup a hundred times a second was most of an idle Cloudly's CPU (about 5.5 of 7 ms per second,
- * measured alone in a process), 20 a second cost about 1. A delay is still measured exactly when a
- * sample falls in it; a stall shorter than the interval between samples can be missed.
+ * hundred wakeups a second were about half of an idle Cloudly's CPU (docs/testing.md has the
+ * figures). A delay is still measured exactly when a sample falls in it; a stall shorter than the
+ * interval between samples can be missed.
  */
 export const eventLoopSampleMs = 50;
 let processRegistry: promClient.Registry | null = null;
