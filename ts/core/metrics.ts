@@ -12,7 +12,7 @@ import * as promClient from 'prom-client';
  * figures). A delay is still measured exactly when a sample falls in it; a stall shorter than the
  * interval between samples can be missed.
  */
-export const eventLoopSampleMs = 50;
+const eventLoopSampleMs = 50;
 let processRegistry: promClient.Registry | null = null;
 const processMetrics = (): promClient.Registry => {
   if (!processRegistry) {
