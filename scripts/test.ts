@@ -40,6 +40,7 @@ const unitPatterns: RegExp[] = [
   /^foundation\.(workqueue|logging|memoryrelease|imports)\./,
   /^multiinstance\.config\./,
   /^backup\.(grants|hashworker|blobstore)\./,
+  /^storage\.queryengine\./,
 ];
 /** unit-named files that are not pure (they start a server): integration despite the name. */
 const notUnit: RegExp[] = [/^boundary\.property\./];

@@ -14,6 +14,8 @@ import {
   MongoTopologyClosedError,
 } from 'mongodb';
 import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
+// Before the first query: queries share mingo's operator table instead of copying it.
+import './queryengine.js';
 import { DataDirectoryLock, DataDirectoryLockedError } from './datadirlock.js';
 import { syncDirectory } from './durablefiles.js';
 import {

@@ -1,5 +1,6 @@
 import type { Filter } from 'mongodb';
 import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
+import './queryengine.js';
 import type { DocumentStore, IDocumentKind, IStoredDocument } from './store.js';
 
 /**
