@@ -36,7 +36,7 @@ const main = async (): Promise<void> => {
   }
   const bench = await startBenchCloudly('dashboard');
   const { cloudly, admin } = bench;
-  const browser = await launchBrowser();
+  const browser = await launchBrowser({ singleProcess: false });
   try {
     // Seeding: one cluster and one service through the API, as an administrator creates them; the
     // rest are copies of those stored documents (new id, name, cluster, times) written through the
