@@ -16,16 +16,20 @@
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import type { IFileDone } from '../test/helpers/filereporter.js';
 import { buildTestServer, testServerEnvName } from './testserver.js';
+import { transpileEnvName, transpileForTests, transpiledPath } from './testjs.js';
 import { makeSigningKeyPool, signingKeysEnvName } from '../test/helpers/signingkeys.js';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const projectDir = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const testDir = path.join(projectDir, 'test');
 
 export type TLane = 'unit' | 'integration' | 'e2e';
+
+/** Set in a shared test process that runs transpiled files: the directory they are in (scripts/testjs.ts). */
+export const transpiledRootEnvName = 'CLOUDLY_TEST_JS_ROOT';
 export const lanes: TLane[] = ['unit', 'integration', 'e2e'];
 
 /**
@@ -184,15 +188,22 @@ const cpuSecondsOf = (pidArg: number | undefined): number | undefined => {
   }
 };
 
-/** Node's arguments for a test process; `preloadsArg` load after tsx and before the lane guard. */
-const testProcessArgs = (nodeFlagsArg: string[], preloadsArg: string[] = []): string[] =>
-  ['--import', 'tsx', ...preloadsArg.flatMap((preloadArg) => ['--import', preloadArg]), '--import', './test/helpers/lane.ts', ...nodeFlagsArg];
+/**
+ * Node's arguments for a test process; `preloadsArg` load before the lane guard. With `rootArg`
+ * (the run's transpiled sources, scripts/testjs.ts) the process loads JavaScript from there on
+ * plain Node; without, TypeScript through tsx.
+ */
+const testProcessArgs = (nodeFlagsArg: string[], preloadsArg: string[] = [], rootArg?: string): string[] => rootArg
+  ? ['--enable-source-maps', ...[...preloadsArg, './test/helpers/lane.ts'].flatMap((preloadArg) => ['--import', pathToFileURL(transpiledPath(rootArg, preloadArg)).href]), ...nodeFlagsArg]
+  : ['--import', 'tsx', ...preloadsArg.flatMap((preloadArg) => ['--import', preloadArg]), '--import', './test/helpers/lane.ts', ...nodeFlagsArg];
 
 /** One test file in its own process (node:test runs it in process and exits non-zero on a failure). */
-const runFile = (fileArg: string, nodeFlagsArg: string[]): Promise<IFileRun> => new Promise((resolve) => {
+const runFile = (fileArg: string, nodeFlagsArg: string[], rootArg?: string): Promise<IFileRun> => new Promise((resolve) => {
   const started = Date.now();
-  const child = spawn(process.execPath, [...testProcessArgs(nodeFlagsArg), fileArg], {
+  const child = spawn(process.execPath, [...testProcessArgs(nodeFlagsArg, [], rootArg), rootArg ? transpiledPath(rootArg, fileArg) : fileArg], {
     cwd: projectDir,
+    // The lane guard knows a unit file by its `.test.ts` name, which the transpiled file no longer has.
+    env: rootArg && laneOf(fileArg) === 'unit' ? { ...process.env, CLOUDLY_TEST_LANE: 'unit' } : process.env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.add(child);
@@ -225,17 +236,25 @@ export class SharedWorker {
   private exited = false;
   private readyPromise: Promise<void>;
 
-  constructor(public kind: 'unit' | 'shared', nodeFlagsArg: string[]) {
-    this.child = fork(path.join(projectDir, 'test/helpers/worker.ts'), [], {
+  /** `rootArg`: the run's transpiled sources (scripts/testjs.ts); without it the process runs TypeScript through tsx. */
+  constructor(public kind: 'unit' | 'shared', nodeFlagsArg: string[], rootArg?: string) {
+    const own = (fileArg: string): string => (rootArg ? transpiledPath(rootArg, fileArg) : path.join(projectDir, fileArg));
+    this.child = fork(own('test/helpers/worker.ts'), [], {
       cwd: projectDir,
       execArgv: [
         // Before node:test loads: the harness's process-wide async hook is switched while tests run (see the file).
-        ...testProcessArgs(nodeFlagsArg, ['./test/helpers/harnesshook.ts']),
-        '--test-reporter=./test/helpers/filereporter.ts', '--test-reporter-destination=stdout',
+        ...testProcessArgs(nodeFlagsArg, ['./test/helpers/harnesshook.ts'], rootArg),
+        `--test-reporter=${rootArg ? pathToFileURL(own('test/helpers/filereporter.ts')).href : './test/helpers/filereporter.ts'}`, '--test-reporter-destination=stdout',
       ],
       // NODE_TEST_CONTEXT is set when the runner itself runs under `node --test` (its own test):
       // a process that inherits it reports to a parent runner instead of through its reporter.
-      env: { ...process.env, NODE_TEST_CONTEXT: undefined, ...(kind === 'unit' ? { CLOUDLY_TEST_LANE: 'unit' } : {}) },
+      env: {
+        ...process.env,
+        NODE_TEST_CONTEXT: undefined,
+        ...(kind === 'unit' ? { CLOUDLY_TEST_LANE: 'unit' } : {}),
+        // The worker imports each file's transpiled counterpart from here (test/helpers/worker.ts).
+        ...(rootArg ? { [transpiledRootEnvName]: rootArg } : { [transpiledRootEnvName]: undefined }),
+      },
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     running.add(this.child);
@@ -326,6 +345,7 @@ const countsOf = (outputArg: string): Record<string, number> => {
 /** Keys made for the run's fresh servers (about 2.5 CPU-s for 16): consecutive servers of a test process get different ones. */
 const signingKeyPoolSize = 16;
 let removeKeyPool = async (): Promise<void> => {};
+let removeTranspiled = async (): Promise<void> => {};
 
 const main = async (): Promise<number> => {
   const args = process.argv.slice(2);
@@ -359,11 +379,24 @@ const main = async (): Promise<number> => {
       for (const child of running) {
         child.kill(signal);
       }
-      removeKeyPool().finally(() => process.exit(1));
+      Promise.allSettled([removeKeyPool(), removeTranspiled()]).finally(() => process.exit(1));
     });
   }
   const files = testFiles(lane);
   const started = Date.now();
+  // Before the first test process: the sources they load, as JavaScript (scripts/testjs.ts).
+  let transpiledRoot: string | undefined;
+  if (process.env[transpileEnvName] !== '0') {
+    const transpiling = Date.now();
+    try {
+      const transpiled = await transpileForTests();
+      transpiledRoot = transpiled.root;
+      removeTranspiled = transpiled.remove;
+      console.log(`# transpiled ${transpiled.files} source files for the test processes in ${((Date.now() - transpiling) / 1000).toFixed(1)} s`);
+    } catch (error) {
+      console.log(`# warning: could not transpile the sources (${(error as Error).message}); test processes load them through tsx`);
+    }
+  }
   let prepared = false;
   const preparing = (async () => {
     if (files.some((fileArg) => laneOf(fileArg) !== 'unit') && !process.env[testServerEnvName]) {
@@ -412,14 +445,14 @@ const main = async (): Promise<number> => {
     const workerFor = (kindArg: 'unit' | 'shared'): SharedWorker => {
       let worker = workers.get(kindArg);
       if (!worker || !worker.alive) {
-        worker = new SharedWorker(kindArg, workerFlags);
+        worker = new SharedWorker(kindArg, workerFlags, transpiledRoot);
         workers.set(kindArg, worker);
       }
       return worker;
     };
     for (let file = await nextFile(); file !== undefined; file = await nextFile()) {
       const result = isolateAll || runsIsolated(file)
-        ? await runFile(file, nodeFlags)
+        ? await runFile(file, nodeFlags, transpiledRoot)
         : await workerFor(laneOf(file) === 'unit' ? 'unit' : 'shared').run(file);
       results.push(result);
       const cpu = result.cpuSeconds === undefined ? '' : `, ${result.cpuSeconds.toFixed(1)} s CPU`;
@@ -455,6 +488,7 @@ const main = async (): Promise<number> => {
     console.log(`# FAILED ${result.file} (exit ${result.code})`);
   }
   await removeKeyPool();
+  await removeTranspiled();
   return failed.length === 0 ? 0 : 1;
 };
 

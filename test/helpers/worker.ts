@@ -2,6 +2,11 @@ import { describe } from 'node:test';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { trackTestDeclarations } from './harnesshook.js';
+import { transpiledRootEnvName } from '../../scripts/test.js';
+import { transpiledPath } from '../../scripts/testjs.js';
+
+/** Where the run's transpiled files are, when this process runs them instead of TypeScript through tsx (scripts/testjs.ts). */
+const transpiledRoot = process.env[transpiledRootEnvName];
 
 /**
  * A shared test process (scripts/test.ts): it runs the test files the runner sends it, one after
@@ -18,7 +23,7 @@ process.on('message', (messageArg: { file?: string; finish?: boolean }) => {
     trackTestDeclarations(true);
     describe(file, async () => {
       try {
-        await import(pathToFileURL(path.resolve(file)).href);
+        await import(pathToFileURL(transpiledRoot ? transpiledPath(transpiledRoot, file) : path.resolve(file)).href);
       } finally {
         trackTestDeclarations(false);
       }
