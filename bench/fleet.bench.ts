@@ -8,7 +8,7 @@
  *   npm run bench -- --smoke fleet                             tiny sizes, seconds
  *   FLEET_CPU_PROFILE_DIR=dir …                                the instances and the database write CPU profiles there,
  *                                                              one per phase (bench/helpers/profilesummary.ts sums them)
- *   --source                                                   the instances start through tsx (npm start), not the bundle
+ *   --source                                                   the instances start as npm start starts them, not from the test bundle
  *
  * The relays are the project's relay client in a child process of their own
  * (bench/helpers/fleetrelays.ts), all from 127.0.0.1 (one address, the worst case for per-address
@@ -613,7 +613,7 @@ const main = async (): Promise<void> => {
   if (!process.env[testServerEnvName] && !process.argv.includes('--source')) {
     // Production starts built JavaScript (dist/cli.js); through tsx every start transpiles the
     // sources again (23 s of a restart at load 14). The esbuild bundle of the same sources the
-    // tests use starts like the built server; `--source` keeps tsx.
+    // tests use starts like the built server; `--source` starts as `npm start` does.
     const bundling = performance.now();
     process.env[testServerEnvName] = await buildTestServer();
     say(`The instances run the server bundled with esbuild (scripts/testserver.ts, bundled in ${ms(performance.now() - bundling)}), under bin/cloudly-server's flags.`);

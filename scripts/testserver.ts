@@ -5,7 +5,7 @@
  * tsx every start transpiles-or-looks-up each source file and resolves thousands of package
  * files one by one, seconds of CPU each time; one esbuild bundle of `ts/cli.ts` with its packages
  * starts in well under half that time (docs/testing.md has the figures). The bundle is the
- * same sources compiled: the launcher test and the build test still start `npm start`'s tsx
+ * same sources compiled: the launcher test and the build test still start `npm start`'s own
  * path and the built `dist/`.
  *
  * Compiling the 6.7 MB bundle was then the largest single cost of a start (about a third of its

@@ -12,10 +12,13 @@ import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { cloudlyProcessEnv, exitOf, killHard, processStartBoundMs, runServerBundle, serverLauncher, startCloudlyProcess, startNpmStartProcess } from './helpers/process.js';
 import { lockFileName } from '../ts/core/datadirlock.js';
 
 const projectRoot = path.resolve(import.meta.dirname, '..');
+/** What `--source` runs (`npm start`, `cloudly server`): ts/cli.ts from a bundle of the checkout, or through tsx. */
+const sourceEntry = path.join('bin', 'cloudly-source.js');
 /** The node flags the server must run with (their values are the launcher's to choose). */
 const semiSpaceFlag = '--max-semi-space-size';
 const growingFlag = '--heap-growing-percent';
@@ -89,7 +92,7 @@ for (let i = 0; i < 3000000; i += 1) {
 }
 const newSpace = v8.getHeapSpaceStatistics().find((spaceArg) => spaceArg.space_name === 'new_space');
 write('PROBE ' + JSON.stringify({
-  pid: process.pid, execArgv: process.execArgv, args: process.argv.slice(2), kept: kept.length, newSpaceBytes: newSpace.space_size,
+  pid: process.pid, execArgv: process.execArgv, args: process.argv.slice(2), kept: kept.length, newSpaceBytes: newSpace.space_size, url: import.meta.url,
 }) + '\\n');
 process.exitCode = Number(process.env.PROBE_EXIT_CODE ?? 0);
 `;
@@ -99,6 +102,8 @@ interface IProbe {
   execArgv: string[];
   args: string[];
   newSpaceBytes: number;
+  /** The probe module's own URL: which file ran it. */
+  url: string;
   factors: number[];
   code: number | null;
   childPid: number;
@@ -122,7 +127,7 @@ const runProbe = (commandArg: string, argsArg: string[], envArg: Record<string, 
   });
 });
 
-test('the launcher execs node on dist/cli.js (and on ts/cli.ts with --source) with flags V8 applies; plain node is the control', async () => {
+test('the launcher execs node on dist/cli.js (and on ts/cli.ts, bundled or through tsx, with --source) with flags V8 applies; plain node is the control', async () => {
   // A copy of the launcher in a scratch project whose entries are the probe: the launcher finds
   // its entries beside itself, as it does in the container (/app) and in a checkout.
   const scratch = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-launcher-'));
@@ -133,17 +138,24 @@ test('the launcher execs node on dist/cli.js (and on ts/cli.ts with --source) wi
     await fsp.mkdir(path.join(scratch, 'node_modules'));
     await fsp.copyFile(serverLauncher, path.join(scratch, 'bin', 'cloudly-server'));
     await fsp.chmod(path.join(scratch, 'bin', 'cloudly-server'), 0o755);
+    for (const name of ['cloudly-source.js', 'checkoutbundle.js']) {
+      await fsp.copyFile(path.join(projectRoot, 'bin', name), path.join(scratch, 'bin', name));
+    }
+    await fsp.writeFile(path.join(scratch, 'tsconfig.json'), '{}');
     await fsp.writeFile(path.join(scratch, 'dist', 'cli.js'), probeSource);
     await fsp.writeFile(path.join(scratch, 'ts', 'cli.ts'), probeSource);
     await fsp.writeFile(path.join(scratch, 'package.json'), '{ "type": "module" }');
-    await fsp.symlink(path.join(projectRoot, 'node_modules', 'tsx'), path.join(scratch, 'node_modules', 'tsx'));
+    for (const name of ['tsx', 'esbuild']) {
+      await fsp.symlink(path.join(projectRoot, 'node_modules', name), path.join(scratch, 'node_modules', name));
+    }
 
     const control = await runProbe(process.execPath, [path.join(scratch, 'dist', 'cli.js')]);
     const production = await runProbe(path.join(scratch, 'bin', 'cloudly-server'), ['one', 'two'], { PROBE_EXIT_CODE: '3' });
     const source = await runProbe(path.join(scratch, 'bin', 'cloudly-server'), ['--source']);
+    const sourceThroughTsx = await runProbe(path.join(scratch, 'bin', 'cloudly-server'), ['--source'], { CLOUDLY_SERVER_SOURCE: '1' });
 
-    for (const [name, probe] of [['dist/cli.js', production], ['--source', source]] as const) {
-      const entry = name === '--source' ? 'ts/cli.ts' : 'dist/cli.js';
+    for (const [name, probe] of [['dist/cli.js', production], ['--source', source], ['--source through tsx', sourceThroughTsx]] as const) {
+      const entry = name.startsWith('--source') ? 'ts/cli.ts' : 'dist/cli.js';
       // exec: the process the caller started is node itself (signals reach it, its exit code is the exit code).
       assert.equal(probe.pid, probe.childPid, `${name}: the spawned pid is the node process`);
       const semiSpaceMiB = flagValue(['node', ...probe.execArgv, entry], semiSpaceFlag, entry);
@@ -161,7 +173,12 @@ test('the launcher execs node on dist/cli.js (and on ts/cli.ts with --source) wi
     assert.deepEqual(production.args, ['one', 'two'], 'arguments after the launcher reach the entry');
     assert.equal(production.code, 3, "the entry's exit code is the launcher's");
     assert.equal(source.code, 0);
-    assert.ok(source.execArgv.includes('--import'), '--source loads tsx');
+    assert.equal(sourceThroughTsx.code, 0);
+    // --source ran ts/cli.ts from the bundle it built of it on first use; with
+    // CLOUDLY_SERVER_SOURCE=1, ts/cli.ts itself through tsx.
+    assert.equal(source.url, pathToFileURL(path.join(scratch, '.nogit', 'server', 'main.mjs')).href);
+    assert.ok(fs.existsSync(path.join(scratch, '.nogit', 'server', 'manifest.json')), 'the bundle names what it was built from');
+    assert.equal(sourceThroughTsx.url, pathToFileURL(path.join(scratch, 'ts', 'cli.ts')).href);
   } finally {
     await fsp.rm(scratch, { recursive: true, force: true });
   }
@@ -210,9 +227,9 @@ test('`npm start` and `cloudly server` start the server through the launcher; SI
   let cli: ChildProcess | null = null;
   try {
     const npmStarted = await startNpmStartProcess(cloudlyProcessEnv(dataDir));
-    const npmServer = serverBelow(npmStarted.child.pid!, 'ts/cli.ts');
+    const npmServer = serverBelow(npmStarted.child.pid!, sourceEntry);
     serverPids.push(npmServer.pid);
-    assertServerFlags(npmServer.argv, 'ts/cli.ts');
+    assertServerFlags(npmServer.argv, sourceEntry);
     const livez = `${npmStarted.baseUrl}/livez`;
     assert.equal((await fetch(livez)).status, 200);
     // SIGTERM to the npm process (as a terminal's Ctrl-C or a supervisor sends it) stops the
@@ -234,12 +251,12 @@ test('`npm start` and `cloudly server` start the server through the launcher; SI
       assert.ok(Date.now() < deadline && cli.exitCode === null, `cloudly server did not start:\n${output}`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    const cliServer = serverBelow(cli.pid!, 'ts/cli.ts');
+    const cliServer = serverBelow(cli.pid!, sourceEntry);
     serverPids.push(cliServer.pid);
     const serverArgv = cliServer.argv;
-    assertServerFlags(serverArgv, 'ts/cli.ts');
-    // The launcher found ts/cli.ts and tsx from its own place, not from the working directory.
-    assert.ok(serverArgv.includes(path.join(projectRoot, 'ts', 'cli.ts')), serverArgv.join(' '));
+    assertServerFlags(serverArgv, sourceEntry);
+    // The launcher found its entry from its own place, not from the working directory.
+    assert.ok(serverArgv.includes(path.join(projectRoot, sourceEntry)), serverArgv.join(' '));
     cli.kill('SIGTERM');
     assert.equal(await exitOf(cli), 0);
     assert.match(output, /cloudly stopped/);

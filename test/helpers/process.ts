@@ -25,7 +25,7 @@ export const runServerBundle = (): string | null => {
 };
 
 /**
- * The launcher's arguments for the server: `npm start`'s (`--source`, through tsx), or the run's
+ * The launcher's arguments for the server: `npm start`'s (`--source`, the checkout's own bundle), or the run's
  * bundle under the same launcher and flags, which starts in far less time.
  */
 const cliArguments = (): string[] => {
