@@ -27,10 +27,10 @@ const projectDir = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const testDir = path.join(projectDir, 'test');
 
 export type TLane = 'unit' | 'integration' | 'e2e';
+export const lanes: TLane[] = ['unit', 'integration', 'e2e'];
 
 /** Set in a shared test process that runs transpiled files: the directory they are in (scripts/testjs.ts). */
 export const transpiledRootEnvName = 'CLOUDLY_TEST_JS_ROOT';
-export const lanes: TLane[] = ['unit', 'integration', 'e2e'];
 
 /**
  * Pure functions: decisions, contracts, validators, parsers, queues, local files. A file named

@@ -12,7 +12,7 @@ const transpiledRoot = process.env[transpiledRootEnvName];
  * A shared test process (scripts/test.ts): it runs the test files the runner sends it, one after
  * another, each as a top-level suite named after the file, so a file's own top-level hooks
  * (`before`, `after`) stay scoped to its tests. What this saves is the start-up every file paid
- * alone (Node with tsx, then importing the server's module graph: seconds a file). The file
+ * alone (Node, loading the sources, then importing the server's module graph: seconds a file). The file
  * reporter (test/helpers/filereporter.ts) tells the runner when a file has finished.
  */
 process.on('message', (messageArg: { file?: string; finish?: boolean }) => {
