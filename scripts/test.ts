@@ -16,7 +16,7 @@
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import type { IFileDone } from '../test/helpers/filereporter.js';
 import { buildTestServer, testServerEnvName } from './testserver.js';
-import { transpileEnvName, transpileForTests, transpiledPath } from './testjs.js';
+import { transpileEnvName, transpileForTests, transpiledPath, transpiledRootEnvName } from './testjs.js';
 import { makeSigningKeyPool, signingKeysEnvName } from '../test/helpers/signingkeys.js';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -28,9 +28,6 @@ const testDir = path.join(projectDir, 'test');
 
 export type TLane = 'unit' | 'integration' | 'e2e';
 export const lanes: TLane[] = ['unit', 'integration', 'e2e'];
-
-/** Set in a shared test process that runs transpiled files: the directory they are in (scripts/testjs.ts). */
-export const transpiledRootEnvName = 'CLOUDLY_TEST_JS_ROOT';
 
 /**
  * Pure functions: decisions, contracts, validators, parsers, queues, local files. A file named
@@ -252,8 +249,9 @@ export class SharedWorker {
         ...process.env,
         NODE_TEST_CONTEXT: undefined,
         ...(kind === 'unit' ? { CLOUDLY_TEST_LANE: 'unit' } : {}),
-        // The worker imports each file's transpiled counterpart from here (test/helpers/worker.ts).
-        ...(rootArg ? { [transpiledRootEnvName]: rootArg } : { [transpiledRootEnvName]: undefined }),
+        // The worker imports each file's transpiled counterpart from here (test/helpers/worker.ts);
+        // unset (undefined is left out) when this worker runs TypeScript through tsx.
+        [transpiledRootEnvName]: rootArg,
       },
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });

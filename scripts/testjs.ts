@@ -42,6 +42,8 @@ const sourceDirs: Array<{ dir: string; tsconfig: string }> = [
 ];
 
 export const transpileEnvName = 'CLOUDLY_TEST_TRANSPILE';
+/** Set in a shared test process that runs transpiled files: the directory they are in. */
+export const transpiledRootEnvName = 'CLOUDLY_TEST_JS_ROOT';
 
 const sourcesOf = async (dirArg: string): Promise<string[]> => {
   const found: string[] = [];

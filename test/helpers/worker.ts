@@ -2,8 +2,7 @@ import { describe } from 'node:test';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { trackTestDeclarations } from './harnesshook.js';
-import { transpiledRootEnvName } from '../../scripts/test.js';
-import { transpiledPath } from '../../scripts/testjs.js';
+import { transpiledPath, transpiledRootEnvName } from '../../scripts/testjs.js';
 
 /** Where the run's transpiled files are, when this process runs them instead of TypeScript through tsx (scripts/testjs.ts). */
 const transpiledRoot = process.env[transpiledRootEnvName];
