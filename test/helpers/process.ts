@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
-import { seedSigningKey } from './signingkeys.js';
+import { isEmptyDirectory, seedSigningKey } from './signingkeys.js';
 import { minimumScryptN } from '../../ts/config.js';
 
 /** Runs `npm start`'s entry point as a real child process, for crash and start-up tests. */
@@ -55,12 +55,12 @@ export const cloudlyProcessEnv = (dataDirArg: string, extraArg: Record<string, s
 
 /**
  * Starts the CLI and waits for its "listening" line; rejects with its output if it exits first.
- * A data directory that is new (missing or empty) on the embedded database gets a signing key
- * from the run's pool (test/helpers/signingkeys.ts).
+ * A data directory that is new (missing or empty) gets a signing key from the run's pool
+ * (test/helpers/signingkeys.ts), on the embedded database or a shared one.
  */
 export const startCloudlyProcess = async (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> => {
   const dataDir = envArg.CLOUDLY_DATA_DIR;
-  if (dataDir && !envArg.MONGODB_URL && (await fsp.readdir(dataDir).catch(() => [])).length === 0) {
+  if (dataDir && await isEmptyDirectory(dataDir)) {
     await seedSigningKey(dataDir);
   }
   return startListening(serverLauncher, cliArguments(), envArg);

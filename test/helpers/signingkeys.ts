@@ -13,8 +13,11 @@ import { legacySigningKeyFileName } from '../../ts/core/auth.js';
  * makes a small pool of keys at the start of a run and names its file in
  * `CLOUDLY_TEST_SIGNING_KEYS`; `startTestCloudly` hands a fresh data directory one of them the
  * way an earlier version kept its key (`keys/identity-signing-key.jwk.json`), which the server
- * moves into the database at start and deletes (ts/core/auth.ts). Consecutive servers of one test
- * process get different keys, so an identity of one is still refused by the next. A file run on
+ * moves into the database at start and deletes (ts/core/auth.ts). The same goes for servers on a
+ * shared database (the multi-instance tests): the first to start stores its file's key, and the
+ * others find the keys document and never read theirs, as an upgraded instance would. Consecutive
+ * servers of one test process get different keys, so an identity of one is still refused by the
+ * next. A file run on
  * its own (no pool named) boots servers that make their own keys, and the tests of key making and
  * rotation ask for that explicitly (`generateSigningKey`).
  */
@@ -48,6 +51,10 @@ const poolKeys = (): jose.JWK[] => {
   }
   return pool;
 };
+
+/** A data directory that is missing or holds nothing: a new installation's. */
+export const isEmptyDirectory = async (dirArg: string): Promise<boolean> =>
+  (await fsp.readdir(dirArg).catch(() => [])).length === 0;
 
 /**
  * Gives a fresh data directory the pool's next key as an earlier version's key file; false when
