@@ -14,7 +14,7 @@ import type { ICluster } from '../../ts/interfaces/data/cluster.js';
 import { readFrame, refusalEnvelope, type IEnvelope } from '../../ts/core/envelopepeer.js';
 import { buildRequestEnvelope } from '../../ts/client/transport.js';
 import { CloudlyRefusal } from '../../ts/core/refusal.js';
-import { isEmptyDirectory, seedSigningKey } from './signingkeys.js';
+import { seedSigningKey } from './signingkeys.js';
 
 /**
  * Starts a real Cloudly on a free port with the embedded database and a fresh data directory,
@@ -60,9 +60,10 @@ export interface IStartTestCloudlyOptions {
 
 export const startTestCloudly = async (configArg: Partial<ICloudlyConfig> = {}, optionsArg: IStartTestCloudlyOptions = {}): Promise<ITestCloudly> => {
   const dataDir = configArg.dataDir ?? await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-test-'));
-  // Only a data directory that is new (made here, or given empty). On a shared database that
-  // already holds its keys the file is never read: the server finds the keys document first.
-  if (!optionsArg.generateSigningKey && (!configArg.dataDir || await isEmptyDirectory(dataDir))) {
+  // Only a data directory that is new (made here, or given empty; seedSigningKey checks). On a
+  // shared database that already holds its keys the file is never read: the server finds the keys
+  // document first.
+  if (!optionsArg.generateSigningKey) {
     await seedSigningKey(dataDir);
   }
   const logs: string[] = [];

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
-import { isEmptyDirectory, seedSigningKey } from './signingkeys.js';
+import { seedSigningKey } from './signingkeys.js';
 import { minimumScryptN } from '../../ts/config.js';
 
 /** Runs `npm start`'s entry point as a real child process, for crash and start-up tests. */
@@ -60,7 +60,7 @@ export const cloudlyProcessEnv = (dataDirArg: string, extraArg: Record<string, s
  */
 export const startCloudlyProcess = async (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> => {
   const dataDir = envArg.CLOUDLY_DATA_DIR;
-  if (dataDir && await isEmptyDirectory(dataDir)) {
+  if (dataDir) {
     await seedSigningKey(dataDir);
   }
   return startListening(serverLauncher, cliArguments(), envArg);

@@ -17,9 +17,8 @@ import { legacySigningKeyFileName } from '../../ts/core/auth.js';
  * shared database (the multi-instance tests): the first to start stores its file's key, and the
  * others find the keys document and never read theirs, as an upgraded instance would. Consecutive
  * servers of one test process get different keys, so an identity of one is still refused by the
- * next. A file run on
- * its own (no pool named) boots servers that make their own keys, and the tests of key making and
- * rotation ask for that explicitly (`generateSigningKey`).
+ * next. A file run on its own (no pool named) boots servers that make their own keys, and the
+ * tests of key making and rotation ask for that explicitly (`generateSigningKey`).
  */
 export const signingKeysEnvName = 'CLOUDLY_TEST_SIGNING_KEYS';
 
@@ -52,17 +51,14 @@ const poolKeys = (): jose.JWK[] => {
   return pool;
 };
 
-/** A data directory that is missing or holds nothing: a new installation's. */
-export const isEmptyDirectory = async (dirArg: string): Promise<boolean> =>
-  (await fsp.readdir(dirArg).catch(() => [])).length === 0;
-
 /**
- * Gives a fresh data directory the pool's next key as an earlier version's key file; false when
- * there is no pool (the server then makes its own key).
+ * Gives a new data directory (missing or empty: a new installation's) the pool's next key as an
+ * earlier version's key file; false when the directory holds anything already or there is no
+ * pool (the server then makes its own key).
  */
 export const seedSigningKey = async (dataDirArg: string): Promise<boolean> => {
   const keys = poolKeys();
-  if (keys.length === 0) {
+  if (keys.length === 0 || (await fsp.readdir(dataDirArg).catch(() => [])).length > 0) {
     return false;
   }
   const key = keys[nextKey++ % keys.length];
