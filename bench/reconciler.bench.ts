@@ -149,7 +149,7 @@ const main = async (): Promise<void> => {
     const readNow = await timeEach(200, () => admin.call('getServiceRuntimeStatus', { serviceId: sample }));
     const judgedInProcess = await timeEach(200, async () => {
       await runInOperation({ actor: { kind: 'cloudly', id: 'cloudly' }, method: 'bench', dryRun: false }, () =>
-        cloudly.serviceManager.reconcileServiceRuntimeStatus(sample));
+        cloudly.controllers.verdict.reconcileService(sample));
       await cloudly.serviceManager.readServiceRuntimeStatus(sample);
       await cloudly.desiredStateManager.observedPlacements(sample);
     });

@@ -393,46 +393,61 @@ describe('corestore legacy resource adoption', () => {
     }
   });
 
-  test('a creation committed but not applied before a stop is applied exactly once at start-up', async () => {
+  test('a creation committed but not applied by its writer is applied exactly once, by the ledger controller and across a restart', async () => {
     const serviceIds = await createServices(2, 'crash');
     placeServices('node-2', serviceIds.map((serviceId) => legacyService(serviceId)));
     const { inventorySha256 } = await readInventory('node-2');
-    // As a process that died right after committing the creation, before rolling it forward.
+    // As a writer that failed right after committing the creation, before rolling it forward.
     armFailpoint('corestore.afterCreationCommit', { kind: 'throw' }, { times: 1 });
     const refusal = await refusalOf(() => adopt('node-2', inventorySha256!, serviceIds.flatMap(both)));
     assert.equal(refusal.code, 'internal');
-    const ledger = await t.cloudly.store.get(platformBindingCreationLedgerKind, 'platform-binding-creations');
-    assert.equal(ledger?.pending?.bindings.length, 4, 'the operation holds all four bindings');
-    assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 0, 'nothing applied yet');
+    // The binding ledger controller applies the committed creation without anyone reading it.
+    await waitFor(async () => (await storedBindingCount({ serviceId: { $in: serviceIds } })) === 4, 'the ledger controller applied the creation', 10_000);
+    await waitFor(async () => (await t.cloudly.store.get(platformBindingCreationLedgerKind, 'platform-binding-creations'))?.pending === null, 'the ledger is cleared', 10_000);
+    const applied = await t.cloudly.store.get(platformBindingCreationLedgerKind, 'platform-binding-creations');
+    assert.ok(applied?.lastAppliedOperationId, 'the ledger names the applied creation');
 
     await t.restart();
-    assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 4, 'start-up applied the operation');
-    for (const binding of ledger!.pending!.bindings) {
+    assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 4, 'the restart applied nothing twice');
+    const stored = await t.cloudly.store.find(platformBindingKind, { serviceId: { $in: serviceIds } });
+    for (const binding of stored) {
       assert.equal(await storedBindingCount({ id: binding.id }), 1);
     }
     const after = await t.cloudly.store.get(platformBindingCreationLedgerKind, 'platform-binding-creations');
     assert.equal(after?.pending, null);
-    assert.equal(after?.lastAppliedOperationId, ledger!.pending!.operationId);
+    assert.equal(after?.lastAppliedOperationId, applied?.lastAppliedOperationId);
 
-    // The adopter retrying after the crash is answered with the same bindings, unchanged.
+    // The adopter retrying after the failure is answered with the same bindings, unchanged.
     world.relay = await connectRelay(world.relayToken, world.clusterId);
     const retried = await adopt('node-2', inventorySha256!, serviceIds.flatMap(both));
-    assert.deepEqual(retried.platformBindings.map((binding) => binding.id).sort(), ledger!.pending!.bindings.map((binding) => binding.id).sort());
+    assert.deepEqual(retried.platformBindings.map((binding) => binding.id).sort(), stored.map((binding) => binding.id).sort());
     assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 4);
   });
 
-  test('a reader never sees part of a committed creation', async () => {
+  test('a reader never sees part of a committed creation, and its read writes nothing', async () => {
     const serviceIds = await createServices(2, 'partial');
     placeServices('node-2', serviceIds.map((serviceId) => legacyService(serviceId)));
     const { inventorySha256 } = await readInventory('node-2');
+    // The ledger controller is held before it applies the creation, so the creation stays pending.
+    let release: () => void = () => undefined;
+    armFailpoint('corestore.beforeApplyCreation', { kind: 'pause', until: new Promise<void>((resolve) => { release = resolve; }) }, { times: 1 });
     armFailpoint('corestore.afterCreationCommit', { kind: 'throw' }, { times: 1 });
-    await refusalOf(() => adopt('node-2', inventorySha256!, serviceIds.flatMap(both)));
-    // As if the process died in the middle of rolling forward: one binding of four is stored.
-    const ledger = await t.cloudly.store.get(platformBindingCreationLedgerKind, 'platform-binding-creations');
-    await t.cloudly.store.insert(platformBindingKind, ledger!.pending!.bindings[0]);
-    assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 1);
-    const seen = [...await bindingsOf(serviceIds[0]), ...await bindingsOf(serviceIds[1])];
-    assert.equal(seen.length, 4, 'the reader finished the operation before answering');
-    assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 4);
+    try {
+      await refusalOf(() => adopt('node-2', inventorySha256!, serviceIds.flatMap(both)));
+      // As if the process died in the middle of rolling forward: one binding of four is stored.
+      const ledger = await t.cloudly.store.get(platformBindingCreationLedgerKind, 'platform-binding-creations');
+      assert.equal(ledger?.pending?.bindings.length, 4, 'the creation is pending');
+      await t.cloudly.store.insert(platformBindingKind, ledger!.pending!.bindings[0]);
+      assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 1);
+      const seen = [...await bindingsOf(serviceIds[0]), ...await bindingsOf(serviceIds[1])];
+      assert.equal(seen.length, 0, 'the pending creation is left out whole, the binding stored of it included');
+      assert.equal(await storedBindingCount({ serviceId: { $in: serviceIds } }), 1, 'the reads applied nothing');
+      const after = await t.cloudly.store.get(platformBindingCreationLedgerKind, 'platform-binding-creations');
+      assert.equal(after?.generation, ledger?.generation, 'nor moved the ledger');
+    } finally {
+      release();
+    }
+    await waitFor(async () => (await storedBindingCount({ serviceId: { $in: serviceIds } })) === 4, 'the ledger controller applied the creation', 10_000);
+    assert.equal([...await bindingsOf(serviceIds[0]), ...await bindingsOf(serviceIds[1])].length, 4, 'once applied, the reader sees all four');
   });
 });

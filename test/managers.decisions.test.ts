@@ -143,10 +143,10 @@ describe('cluster decisions', () => {
     });
 
     test('a release frees only the lease of this socket of this instance', () => {
-      assert.equal(decideLeaseRelease(lease({}), 'me', 's-old').kind, 'write');
-      assert.equal(decideLeaseRelease(lease({}), 'me', 's-new').kind, 'keep');
-      assert.equal(decideLeaseRelease(lease({ instanceId: 'other' }), 'me', 's-old').kind, 'keep');
-      assert.equal(decideLeaseRelease(null, 'me', 's-old').kind, 'keep');
+      assert.equal(decideLeaseRelease(lease({}), 'me', 's-old', 1).kind, 'write');
+      assert.equal(decideLeaseRelease(lease({}), 'me', 's-new', 1).kind, 'keep');
+      assert.equal(decideLeaseRelease(lease({ instanceId: 'other' }), 'me', 's-old', 1).kind, 'keep');
+      assert.equal(decideLeaseRelease(null, 'me', 's-old', 1).kind, 'keep');
     });
   });
 });

@@ -178,12 +178,12 @@ test('a change whose trigger was lost is judged by the next resync', async () =>
 });
 
 test('a reconcile that fails is logged with its key, counted, and retried with backoff until it succeeds', async () => {
-  const serviceManager = t.cloudly.serviceManager;
-  const original = serviceManager.reconcileServiceRuntimeStatus.bind(serviceManager);
+  const verdict = t.cloudly.controllers.verdict;
+  const original = verdict.reconcileService.bind(verdict);
   // Only the new service's runs fail (the resync looks at the earlier ones too); its first two runs throw.
   const earlier = new Set((await t.cloudly.store.find(serviceKind, {})).map((doc) => doc.id));
   const runs: string[] = [];
-  serviceManager.reconcileServiceRuntimeStatus = async (serviceIdArg: string) => {
+  verdict.reconcileService = async (serviceIdArg: string) => {
     if (earlier.has(serviceIdArg)) {
       return original(serviceIdArg);
     }
@@ -210,12 +210,12 @@ test('a reconcile that fails is logged with its key, counted, and retried with b
       assert.ok(metrics.includes(name), `/metrics shows ${name}`);
     }
   } finally {
-    serviceManager.reconcileServiceRuntimeStatus = original;
+    verdict.reconcileService = original;
   }
 });
 
 test('a service that is gone is skipped: nothing is judged or written for it', async () => {
-  assert.equal(await t.cloudly.serviceManager.reconcileServiceRuntimeStatus('svc-none'), 'kept');
+  assert.equal(await t.cloudly.controllers.verdict.reconcileService('svc-none'), 'kept');
   assert.equal((await refusalOf(() => t.caller.call('getServiceRuntimeStatus', { serviceId: 'svc-none' }))).code, 'not-found');
 });
 

@@ -41,7 +41,7 @@ describe('a relay reconnect\'s database commands', () => {
   /** Waits until nothing the cluster's reconnect set off is owed a run on this instance. */
   const settled = async (clusterIdArg: string): Promise<void> => {
     await t.cloudly.desiredStateManager.settled(clusterIdArg);
-    await t.cloudly.reconciler.settledProjections(clusterIdArg);
+    await t.cloudly.reconciler.settled('projections', ['all', clusterIdArg]);
     await waitFor(() => t.cloudly.reconciler.busyKeys === 0, 'the reconciler has nothing owed');
   };
 

@@ -159,13 +159,13 @@ test('an answer that does not match the sent claim is rejected and the claim sta
 
   // A state the claim cannot be in is a mismatch too.
   answer.fn = (request) => ({ status: 'accepted', state: 'purged', claim: getRuntimeLocalStorageClaimReference(request.claim) });
-  await t.cloudly.serviceManager.pushPendingClaims({ clusterId: cluster.id });
+  await t.cloudly.serviceManager.pushPendingClaims(cluster.id);
   await waitFor(async () => (await latestOf(service.id))?.lastDeliveryError?.includes('not a state the sent claim can be in') === true, 'state mismatch recorded');
   assert.equal((await latestOf(service.id))?.delivery, 'pending');
 
   // The node answers honestly the next time: the same claim is now recorded.
   answer.fn = honestNode;
-  await t.cloudly.serviceManager.pushPendingClaims({ clusterId: cluster.id });
+  await t.cloudly.serviceManager.pushPendingClaims(cluster.id);
   await waitFor(async () => (await latestOf(service.id))?.delivery === 'answered', 'answered after an honest answer');
   const answered = (await latestOf(service.id))!;
   assert.equal(answered.delivery, 'answered');
@@ -226,8 +226,8 @@ test('an uncertain volume is neither purged nor remounted until an administrator
     serviceId: service.id, expectedGeneration: current.generation,
     service: spec(cluster.id, { runtime: current.runtime, volumes: [] }),
   });
-  await t.cloudly.serviceManager.reconcileService(service.id);
-  await t.cloudly.serviceManager.pushPendingClaims({ clusterId: cluster.id });
+  await t.cloudly.serviceManager.rollClaimsForward(service.id);
+  await t.cloudly.serviceManager.pushPendingClaims(cluster.id);
   assert.deepEqual((await claimsOf(service.id)).map((record) => [record.claim.generation, record.claim.lifecycle]), [[1, 'bound']]);
   assert.deepEqual(received.map((request) => request.claim.lifecycle), received.map(() => 'bound'), 'no purge was sent');
 
@@ -300,8 +300,8 @@ test('a node holding a newer claim generation than Cloudly issued is flagged: th
 
   // Nothing more is pushed for the claim, whatever triggers a push.
   const pushedBefore = received.length;
-  await t.cloudly.serviceManager.reconcileService(service.id);
-  await t.cloudly.serviceManager.pushPendingClaims({ clusterId: cluster.id });
+  await t.cloudly.serviceManager.rollClaimsForward(service.id);
+  await t.cloudly.serviceManager.pushPendingClaims(cluster.id);
   assert.equal(received.length, pushedBefore);
 
   // The way out, refused when it names the wrong thing.

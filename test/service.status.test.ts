@@ -142,7 +142,7 @@ test('an import claim whose bytes have not arrived waits storage-import-pending,
     ['waiting', 'storage-import-pending'],
   );
   bytesArrived = true;
-  await t.cloudly.serviceManager.pushPendingClaims({ clusterId: cluster.id });
+  await t.cloudly.serviceManager.pushPendingClaims(cluster.id);
   await waitFor(async () => (await claims()).at(-1)?.nodeState === 'ready', 'import finished');
   assert.deepEqual(await statusOf(service.id).then((status) => [status.state, status.reason]), ['converging', null]);
 });

@@ -37,6 +37,18 @@ import { WatchManager } from './manager.watch/watch.manager.js';
 import { OverviewManager } from './manager.overview/overview.manager.js';
 import { TrafficManager } from './manager.traffic/traffic.manager.js';
 import { Reconciler } from './manager.reconciler/reconciler.manager.js';
+import { ReconcilerLeadership } from './manager.reconciler/leadership.js';
+import { ChangeFeed } from './core/changefeed.js';
+import type { IController } from './core/controller.js';
+import { VerdictController, allServicesKey, clusterKey, serviceKey } from './manager.service/verdict.controller.js';
+import { ClaimsController, claimClusterKey, claimServiceKey } from './manager.service/claims.controller.js';
+import { needsPush } from './manager.service/service.manager.js';
+import { LivenessController } from './manager.cluster/liveness.controller.js';
+import { DesiredStateController } from './manager.desiredstate/desiredstate.controller.js';
+import { ProjectionsController } from './manager.runtimenetwork/projections.controller.js';
+import { CorestoreCredentialsController } from './manager.secret/corestorecredentials.controller.js';
+import { BindingLedgerController } from './manager.corestore/bindingledger.controller.js';
+import { clusterIngressRouteTableKind } from './manager.ingress/documents.js';
 import { SecretBox } from './core/secretbox.js';
 import type { IAdminHandlerContext, IOperationDeclaration, IRelayHandlerContext } from './core/operations.js';
 import { registerDashboard } from './core/dashboard.js';
@@ -134,7 +146,19 @@ export class Cloudly {
   public readonly auditManager: AuditManager;
   public readonly desiredStateManager: DesiredStateManager;
   public readonly secretManager: SecretManager;
+  /** Every committed change, this instance's and (while someone needs them) other instances' (ts/core/changefeed.ts). */
+  public readonly feed: ChangeFeed;
   public readonly reconciler: Reconciler;
+  /** The controllers the reconciler runs, by role (the one list is `reconciler.controllers`). */
+  public readonly controllers: {
+    liveness: LivenessController;
+    verdict: VerdictController;
+    credentials: CorestoreCredentialsController;
+    desiredState: DesiredStateController;
+    projections: ProjectionsController;
+    claims: ClaimsController;
+    bindingLedger: BindingLedgerController;
+  };
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
   public generatedAdminPassword: string | null = null;
@@ -169,6 +193,15 @@ export class Cloudly {
       this.store,
     );
     this.relayCallGate = new WorkGate(this.config.relayWorkConcurrency ?? defaultRelayWorkConcurrency);
+    this.feed = new ChangeFeed({
+      store: this.store,
+      shared: !this.database.embedded,
+      pollMs: this.config.sharedPollMs ?? 250,
+      readOwnersOf: (kindArg, idsArg) => this.database.mongoDb.collection(kindArg)
+        .find({ id: idsArg.length === 1 ? idsArg[0] : { $in: idsArg } }, { projection: { _id: 0 } })
+        .toArray(),
+      logger: this.logger,
+    });
     // The sessions' port to the relay election (selection, in-flight election, forwarding); it reads
     // the election when called, so it may be passed before the cluster manager that builds it.
     this.relays = new RelaySessions(
@@ -190,7 +223,100 @@ export class Cloudly {
     this.addManager(new OverviewManager(this));
     this.addManager(new TrafficManager(this));
     // Last: it starts once every domain it reads is started, and stops first.
-    this.reconciler = this.addManager(new Reconciler(this));
+    this.reconciler = this.addManager(new Reconciler({
+      feed: this.feed,
+      leadership: new ReconcilerLeadership(this.store, this.clusterManager.relayElection.instanceId, this.config.relayLeaseTtlMs ?? 15_000, this.database.embedded),
+      logger: this.logger,
+      registry: this.metrics.registry,
+      instanceId: this.clusterManager.relayElection.instanceId,
+      resyncMs: this.config.reconcileResyncMs ?? 60_000,
+      heartbeatMs: this.config.relayLeaseHeartbeatMs ?? 5_000,
+      concurrency: this.config.reconcileConcurrency ?? 8,
+    }));
+    this.controllers = this.buildControllers();
+    this.reconciler.setControllers(Object.values(this.controllers) as IController[]);
+  }
+
+  /**
+   * The controllers, each given the ports it reads through (its constructor's parameters are its
+   * whole dependency list), and the managers given their side of the controllers. Liveness first:
+   * the verdict reads it.
+   */
+  private buildControllers(): Cloudly['controllers'] {
+    const { store, reconciler } = this;
+    const settled = (controllerArg: string, keysArg: string[]) => reconciler.settled(controllerArg, keysArg);
+    const controllers: Cloudly['controllers'] = {
+      liveness: new LivenessController({
+        store,
+        settings: {
+          graceMs: this.config.relayLivenessGraceMs ?? 30_000,
+          observedStaleMs: this.config.observedStaleMs ?? 600_000,
+          leaseTtlMs: this.config.relayLeaseTtlMs ?? 15_000,
+        },
+        watchingSince: () => reconciler.leaderSince,
+      }),
+      verdict: new VerdictController({
+        store,
+        platformBindingsOfServices: (idsArg) => this.corestoreManager.getPlatformBindingsOfServices(idsArg),
+        heldImageVersionsOf: (idsArg) => this.imageManager.heldImageVersionsOf(idsArg),
+        clusterRuntimePhase: (clusterIdArg) => this.ingressManager.peekClusterRuntimePhase(clusterIdArg),
+        allocateCluster: (clusterIdArg) => this.runtimeNetworkManager.allocateCluster(clusterIdArg),
+        relayCapabilities: (clusterIdArg) => this.clusterManager.relayRegistrations.getCapabilities(clusterIdArg),
+      }),
+      credentials: new CorestoreCredentialsController({
+        store,
+        ensure: (clusterIdArg, nodeIdArg) => this.secretManager.ensureCredential(clusterIdArg, nodeIdArg),
+      }),
+      desiredState: new DesiredStateController({
+        store,
+        publish: (clusterIdArg) => this.desiredStateManager.publish(clusterIdArg),
+        hint: (clusterIdArg, stateArg) => this.desiredStateManager.hint(clusterIdArg, stateArg),
+        routeTableKind: clusterIngressRouteTableKind.collectionName,
+      }),
+      projections: new ProjectionsController({
+        store,
+        refreshNode: (clusterIdArg, nodeIdArg) => this.runtimeNetworkManager.refreshProjection(clusterIdArg, nodeIdArg),
+        logger: this.logger,
+      }),
+      claims: new ClaimsController({
+        store,
+        rollForward: (serviceIdArg) => this.serviceManager.rollClaimsForward(serviceIdArg),
+        pushPending: (clusterIdArg) => this.serviceManager.pushPendingClaims(clusterIdArg),
+        needsPush: needsPush as (docArg: never) => boolean,
+      }),
+      bindingLedger: new BindingLedgerController({ applyPendingCreation: () => this.corestoreManager.applyPendingCreation() }),
+    };
+    const cause = (kindArg: string, idArg: string) => ({ kind: kindArg, id: idArg, at: Date.now() });
+    this.serviceManager.connect({
+      settledVerdict: (serviceArg) => settled('verdict', [allServicesKey, clusterKey(serviceArg.clusterId), serviceKey(serviceArg.id)]),
+      requestClaims: (serviceIdArg) => reconciler.enqueue('claims', claimServiceKey(serviceIdArg), cause('CloudlyService', serviceIdArg)),
+    });
+    this.desiredStateManager.connect({
+      settled: async (clusterIdArg) => {
+        await settled('corestore-credentials', [clusterIdArg]);
+        await settled('desiredstate', [clusterIdArg]);
+      },
+      requestRefresh: (clusterIdArg) => reconciler.enqueue('desiredstate', clusterIdArg, cause('CloudlyClusterDesiredState', clusterIdArg)),
+      isRefreshBusy: (clusterIdArg) => reconciler.isBusy('desiredstate', clusterIdArg),
+    });
+    this.runtimeNetworkManager.connect({
+      allocationChanged: (clusterIdArg) => {
+        const allocation = cause('CloudlyRuntimeNetworkAddressBlock', clusterIdArg);
+        reconciler.enqueue('projections', clusterIdArg, allocation);
+        reconciler.enqueue('desiredstate', clusterIdArg, allocation);
+        reconciler.enqueue('verdict', clusterKey(clusterIdArg), allocation);
+      },
+      requestProjections: (clusterIdArg) => reconciler.enqueue('projections', clusterIdArg, cause('CloudlyRuntimeNetworkProjection', clusterIdArg)),
+      settledProjections: async (clusterIdArg) => {
+        await settled('verdict', [allServicesKey, clusterKey(clusterIdArg)]);
+        await settled('projections', ['all', clusterIdArg]);
+      },
+    });
+    this.secretManager.connect({ settledCredentials: (clusterIdArg) => settled('corestore-credentials', [clusterIdArg]) });
+    // A relay that connects here takes its cluster's pending claim pushes at once (the registration that
+    // follows asks the claims controller on whichever instance reconciles).
+    this.relays.onSessionOpened((sessionArg) => reconciler.enqueue('claims', claimClusterKey(sessionArg.clusterId), cause('CloudlyClusterRelayLease', sessionArg.clusterId)));
+    return controllers;
   }
 
   /** Registers a manager so its start/stop run with Cloudly's. */
@@ -223,6 +349,7 @@ export class Cloudly {
     await this.auth.start();
     this.generatedAdminPassword = await this.adminManager.ensureFirstAdmin(this.config.adminUsername, this.config.adminPassword);
     stepDone('secretsAuthAdmin');
+    this.feed.start();
     for (const manager of this.managers) {
       await manager.start?.();
       stepDone(manager.constructor.name);
@@ -330,6 +457,7 @@ export class Cloudly {
       stepDone(manager.constructor.name);
     }
     this.auth.stop();
+    this.feed.stop();
     await this.database.stop();
     stepDone('database');
     this.relays.activity.flush();

@@ -174,6 +174,17 @@ export interface ICloudlyConfig {
   reconcileResyncMs: number;
   /** How many keys the reconciler works on at once (CLOUDLY_RECONCILE_CONCURRENCY). */
   reconcileConcurrency: number;
+  /**
+   * How long a cluster may be without a live relay session before its services read `unknown`
+   * (CLOUDLY_RELAY_LIVENESS_GRACE_MS; docs/reconciler.md, "Liveness").
+   */
+  relayLivenessGraceMs: number;
+  /**
+   * How old a connected relay's newest stored observed-state report may be before its cluster's
+   * services read `unknown` (CLOUDLY_OBSERVED_STALE_MS); above CLOUDLY_OBSERVED_REFRESH_MS, since an
+   * unchanged report is stored again only that often.
+   */
+  observedStaleMs: number;
   /** Where blobs (database closures) live (CLOUDLY_BLOB_STORE): `filesystem` under dataDir (default) or `s3`. */
   blobStore: 'filesystem' | 's3';
   /** The S3 store's settings when `blobStore` is `s3` (CLOUDLY_S3_*, AWS_*), else null. See docs/blobstore.md. */
@@ -261,7 +272,7 @@ const readOptionalPath = (env: NodeJS.ProcessEnv, name: string): string | null =
 };
 
 /** The settings of several instances over one database (docs/multi-instance.md). */
-const readMultiInstanceConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'internalUrl' | 'relayLeaseTtlMs' | 'relayLeaseHeartbeatMs' | 'sharedPollMs' | 'reconcileResyncMs' | 'reconcileConcurrency'> => {
+const readMultiInstanceConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'internalUrl' | 'relayLeaseTtlMs' | 'relayLeaseHeartbeatMs' | 'sharedPollMs' | 'reconcileResyncMs' | 'reconcileConcurrency' | 'relayLivenessGraceMs'> => {
   const internalUrl = readOptional(env, 'CLOUDLY_INTERNAL_URL');
   if (internalUrl !== null && !/^https?:\/\/[^\s/?#]+\/?$/.test(internalUrl)) {
     throw new ConfigError('CLOUDLY_INTERNAL_URL', 'must be http(s)://host[:port] without a path');
@@ -278,7 +289,17 @@ const readMultiInstanceConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, '
     sharedPollMs: readInteger(env, 'CLOUDLY_SHARED_POLL_MS', 250, 20, 60_000),
     reconcileResyncMs: readInteger(env, 'CLOUDLY_RECONCILE_RESYNC_MS', 60_000, 200, 3_600_000),
     reconcileConcurrency: readInteger(env, 'CLOUDLY_RECONCILE_CONCURRENCY', 8, 1, 256),
+    relayLivenessGraceMs: readInteger(env, 'CLOUDLY_RELAY_LIVENESS_GRACE_MS', 30_000, 500, 3_600_000),
   };
+};
+
+/** The observed-state staleness bound: above the refresh period, or every unchanged relay would read stale. */
+const readObservedStaleMs = (env: NodeJS.ProcessEnv, observedRefreshMsArg: number): number => {
+  const observedStaleMs = readInteger(env, 'CLOUDLY_OBSERVED_STALE_MS', 600_000, 1_000, 24 * 3_600_000);
+  if (observedRefreshMsArg > 0 && observedStaleMs <= observedRefreshMsArg) {
+    throw new ConfigError('CLOUDLY_OBSERVED_STALE_MS', `must be above CLOUDLY_OBSERVED_REFRESH_MS (${observedRefreshMsArg}): an unchanged report is stored again only that often`);
+  }
+  return observedStaleMs;
 };
 
 const readBoolean = (env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean => {
@@ -411,6 +432,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     operationRetentionDays: readInteger(env, 'CLOUDLY_OPERATION_RETENTION_DAYS', 30, 1, 36_500),
     readCacheMs: readInteger(env, 'CLOUDLY_READ_CACHE_MS', 1000, 0, 60_000),
     observedRefreshMs: readInteger(env, 'CLOUDLY_OBSERVED_REFRESH_MS', 300_000, 0, 3_600_000),
+    observedStaleMs: readObservedStaleMs(env, readInteger(env, 'CLOUDLY_OBSERVED_REFRESH_MS', 300_000, 0, 3_600_000)),
     relayCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_CALL_TIMEOUT_MS', 15_000, 10, 3_600_000),
     relayArchiveCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_ARCHIVE_CALL_TIMEOUT_MS', 5 * 60_000, 10, 3_600_000),
     relayBackupCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_BACKUP_CALL_TIMEOUT_MS', 15 * 60_000, 10, 6 * 3_600_000),

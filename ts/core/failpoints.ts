@@ -8,6 +8,8 @@
 export const failpointNames = [
   /** A platform binding creation is committed to the ledger and not yet rolled forward. */
   'corestore.afterCreationCommit',
+  /** A committed platform binding creation is about to be applied (its bindings inserted). */
+  'corestore.beforeApplyCreation',
   /**
    * A designation read the cluster's ingress slot (the runtime it is judged on, and the generation
    * its write commits on) and is about to read the ingress service; then it decides and writes.

@@ -58,6 +58,12 @@ export interface IDocumentKind<T extends IStoredDocument> {
    * audit events themselves): their writes append no audit event.
    */
   readonly audited: boolean;
+  /**
+   * Whom a document of this kind belongs to, from its id and (when there is one) its stored
+   * shape: declared once here, carried by every committed change (`ICommittedOwners`), so no
+   * consumer works it out again. Removals pass what the removal read of the document, or null.
+   */
+  readonly owners: (idArg: string, docArg: Document | null) => IDocumentOwners;
   /** Phantom member that carries the document type; never set. */
   readonly documentType?: T;
 }
@@ -65,9 +71,36 @@ export interface IDocumentKind<T extends IStoredDocument> {
 /** Every kind defined in this process, by collection name: the audit reconciliation walks them. */
 const definedKinds = new Map<string, IDocumentKind<IStoredDocument>>();
 
+/** The owners a document names, as a Kubernetes object carries its namespace and owner references. */
+export interface IDocumentOwners {
+  clusterId?: string;
+  serviceId?: string;
+}
+
+/** The owners most kinds declare: their `clusterId` and `serviceId` members, as stored. */
+export const ownersFromMembers = (_idArg: string, docArg: Document | null): IDocumentOwners => ({
+  ...(typeof docArg?.serviceId === 'string' ? { serviceId: docArg.serviceId } : {}),
+  ...(typeof docArg?.clusterId === 'string' ? { clusterId: docArg.clusterId } : {}),
+});
+
+/** Owners of a kind whose id is its cluster's id (the cluster, its ingress slot, its relay registration and lease). */
+export const ownedByClusterOfId = (idArg: string): IDocumentOwners => ({ clusterId: idArg });
+
+/** Owners of a kind whose id is `<clusterId>/<nodeId>` (nodes and what is kept per node); `/` never occurs in an id. */
+export const ownedByClusterOfNodeId = (idArg: string, docArg: Document | null): IDocumentOwners => {
+  const separator = idArg.indexOf('/');
+  return { ...ownersFromMembers(idArg, docArg), ...(separator > 0 ? { clusterId: idArg.slice(0, separator) } : {}) };
+};
+
+/** Owners of a kind whose id is its service's id (the service, its verdict, its observations). */
+export const ownedByServiceOfId = (idArg: string, docArg: Document | null): IDocumentOwners => ({ ...ownersFromMembers(idArg, docArg), serviceId: idArg });
+
+/** The kind defined under this collection name, if any (the shared audit log names kinds by collection). */
+export const documentKindNamed = (collectionNameArg: string): IDocumentKind<IStoredDocument> | undefined => definedKinds.get(collectionNameArg);
+
 export const defineDocumentKind = <T extends IStoredDocument>(
   collectionNameArg: string,
-  optionsArg: { audited?: boolean } = {},
+  optionsArg: { audited?: boolean; owners?: (idArg: string, docArg: Document | null) => IDocumentOwners } = {},
 ): IDocumentKind<T> => {
   if (!/^[A-Za-z][A-Za-z0-9_]{0,62}$/.test(collectionNameArg)) {
     throw new Error(`invalid collection name ${collectionNameArg}`);
@@ -75,6 +108,7 @@ export const defineDocumentKind = <T extends IStoredDocument>(
   const kind = Object.freeze({
     collectionName: collectionNameArg,
     audited: optionsArg.audited ?? true,
+    owners: optionsArg.owners ?? ownersFromMembers,
   });
   definedKinds.set(collectionNameArg, kind);
   return kind;
@@ -190,9 +224,7 @@ const applyChange = (docArg: Document, setArg: Document, unsetArg: readonly stri
  * members): enough for a listener to know what the change affects without reading it again,
  * removals included.
  */
-export interface ICommittedOwners {
-  serviceId?: string;
-  clusterId?: string;
+export interface ICommittedOwners extends IDocumentOwners {
   /** The generation the write gave the document (absent for a removal). */
   generation?: number;
   /**
@@ -383,14 +415,11 @@ export class DocumentStore {
 
   private committed(kindArg: IDocumentKind<IStoredDocument>, idArg: string, docArg: Document | null): void {
     this.committedWrites++;
-    const owners: ICommittedOwners = docArg
-      ? {
-        ...(typeof docArg.serviceId === 'string' ? { serviceId: docArg.serviceId } : {}),
-        ...(typeof docArg.clusterId === 'string' ? { clusterId: docArg.clusterId } : {}),
-        ...(typeof docArg.generation === 'number' ? { generation: docArg.generation } : {}),
-        ...(typeof docArg.inputsGeneration === 'number' ? { inputsGeneration: docArg.inputsGeneration } : {}),
-      }
-      : {};
+    const owners: ICommittedOwners = {
+      ...kindArg.owners(idArg, docArg),
+      ...(typeof docArg?.generation === 'number' ? { generation: docArg.generation } : {}),
+      ...(typeof docArg?.inputsGeneration === 'number' ? { inputsGeneration: docArg.inputsGeneration } : {}),
+    };
     for (const listener of this.commitListeners) {
       try {
         listener(kindArg, idArg, owners);

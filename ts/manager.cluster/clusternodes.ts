@@ -4,7 +4,7 @@ import type {
   IClusterNodeCorestore,
   TClusterNodeSource,
 } from '../interfaces/data/clusternode.js';
-import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { defineDocumentKind, type IStoredDocument, ownedByClusterOfNodeId } from '../core/store.js';
 
 /**
  * The nodes of each cluster. Administrators add and remove them and set each node's Corestore
@@ -25,7 +25,7 @@ export interface IClusterNodeDocument extends IStoredDocument {
   reportedAt?: number;
 }
 
-export const clusterNodeKind = defineDocumentKind<IClusterNodeDocument>('CloudlyClusterNode');
+export const clusterNodeKind = defineDocumentKind<IClusterNodeDocument>('CloudlyClusterNode', { owners: ownedByClusterOfNodeId });
 
 /**
  * The id of a per-node document: `cluster/node`. `/` never occurs in an id, so each pair maps to

@@ -170,9 +170,10 @@ export const decideLeaseRelease = (
   leaseArg: IClusterRelayLeaseDocument | null,
   instanceIdArg: string,
   sessionIdArg: string,
+  nowArg: number,
 ): TDecision<IClusterRelayLeaseDocument> =>
   (leaseArg && leaseArg.sessionId === sessionIdArg && leaseArg.instanceId === instanceIdArg
-    ? { kind: 'write', change: { set: { sessionId: null, instanceId: null, expiresAt: 0 } } }
+    ? { kind: 'write', change: { set: { sessionId: null, instanceId: null, expiresAt: 0, releasedAt: nowArg } } }
     : { kind: 'keep' });
 
 /** Why a cluster that still has services cannot be deleted; the reason names them. */

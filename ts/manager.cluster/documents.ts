@@ -1,5 +1,5 @@
 import type { ICluster } from '../interfaces/data/cluster.js';
-import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { defineDocumentKind, type IStoredDocument, ownedByClusterOfId } from '../core/store.js';
 
 /**
  * The cluster document. A relay token is 256 random bits, shown once when it is made and stored
@@ -12,7 +12,7 @@ export interface IClusterDocument extends IStoredDocument {
   relayTokenGeneration: number;
 }
 
-export const clusterKind = defineDocumentKind<IClusterDocument>('CloudlyCluster');
+export const clusterKind = defineDocumentKind<IClusterDocument>('CloudlyCluster', { owners: ownedByClusterOfId });
 
 /** What callers see of a cluster: never the token hash. */
 export const toPublicCluster = (docArg: IClusterDocument): ICluster => ({

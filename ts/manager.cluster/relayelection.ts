@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
 import type { IRelaySession, IRelaySessionPorts } from '../core/relaysessions.js';
-import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { defineDocumentKind, type IStoredDocument, ownedByClusterOfId } from '../core/store.js';
 import { refuse, refuseNamed } from '../core/errors.js';
 import { WorkQueue } from '../core/workqueue.js';
 import { defaultRelayWorkConcurrency } from '../config.js';
@@ -34,11 +34,13 @@ export interface IClusterRelayLeaseDocument extends IStoredDocument {
   /** Epoch milliseconds; after this the lease is free for anyone to take. */
   expiresAt: number;
   acquiredAt: number;
+  /** Epoch milliseconds of the last release (the liveness controller counts the grace from it). */
+  releasedAt?: number;
 }
 
 // A lease names sockets of a running process: the heartbeat renews it every few seconds, and the
 // embedded database clears leases at start-up anyway, so its writes need not rewrite the snapshot.
-export const clusterRelayLeaseKind = defineDocumentKind<IClusterRelayLeaseDocument>('CloudlyClusterRelayLease', { audited: false });
+export const clusterRelayLeaseKind = defineDocumentKind<IClusterRelayLeaseDocument>('CloudlyClusterRelayLease', { audited: false, owners: ownedByClusterOfId });
 
 export interface IRelayElectionTiming {
   /** How long a lease stays valid without renewal. */
@@ -192,7 +194,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
   private async releaseMany(clusterIdsArg: string[]): Promise<void> {
     await this.cloudly.store.collection(clusterRelayLeaseKind).updateMany(
       { id: { $in: clusterIdsArg }, instanceId: this.instanceId },
-      { $set: { sessionId: null, instanceId: null, expiresAt: 0 }, $inc: { generation: 1 } },
+      { $set: { sessionId: null, instanceId: null, expiresAt: 0, releasedAt: Date.now() }, $inc: { generation: 1 } },
     );
     this.cloudly.logger.info({ leases: clusterIdsArg.length }, 'relay leases released');
   }
@@ -522,7 +524,7 @@ export class ClusterRelayElection implements IRelaySessionPorts {
   private async release(clusterIdArg: string, sessionIdArg: string): Promise<void> {
     this.held.delete(clusterIdArg);
     const { outcome } = await this.cloudly.store.mutate(clusterRelayLeaseKind, clusterIdArg, (leaseArg) =>
-      decideLeaseRelease(leaseArg, this.instanceId, sessionIdArg));
+      decideLeaseRelease(leaseArg, this.instanceId, sessionIdArg, Date.now()));
     if (outcome === 'written') {
       this.cloudly.relays.activity.line({ clusterId: clusterIdArg, sessionId: sessionIdArg }, 'relay lease released');
     }

@@ -8,7 +8,7 @@ import {
   type IClusterRelayCapabilities,
   type IClusterRelayRegistration,
 } from '../interfaces/data/clusterrelay.js';
-import { defineDocumentKind, type IStoredDocument, type TDecision } from '../core/store.js';
+import { defineDocumentKind, type IStoredDocument, type TDecision, ownedByClusterOfId } from '../core/store.js';
 import { adminQuery, registerOperations, relayMutation } from '../core/operations.js';
 import type { ClusterRelayElection, IClusterRelayLeaseDocument } from './relayelection.js';
 import { nextCursorMember, pageOf, pageShape } from '../core/pagination.js';
@@ -46,7 +46,7 @@ export interface IClusterRelayRegistrationDocument extends IStoredDocument {
   inputsGeneration?: number;
 }
 
-export const clusterRelayRegistrationKind = defineDocumentKind<IClusterRelayRegistrationDocument>('CloudlyClusterRelayRegistration');
+export const clusterRelayRegistrationKind = defineDocumentKind<IClusterRelayRegistrationDocument>('CloudlyClusterRelayRegistration', { owners: ownedByClusterOfId });
 
 const toPublicRegistration = (docArg: IClusterRelayRegistrationDocument, connectedArg: boolean): IClusterRelayRegistration => ({
   clusterId: docArg.clusterId,

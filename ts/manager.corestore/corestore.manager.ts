@@ -214,6 +214,7 @@ export class CorestoreManager {
 
   /** Inserts an operation's bindings; each id is inserted once, so any number of callers may do it. */
   private async applyCreation(operationArg: IPlatformBindingCreationOperation): Promise<void> {
+    await failpoint('corestore.beforeApplyCreation');
     for (const binding of operationArg.bindings) {
       await this.cloudly.store.insert(platformBindingKind, binding);
     }
@@ -238,19 +239,28 @@ export class CorestoreManager {
   }
 
   /**
-   * Reads bindings so that a creation is seen whole or not at all: the read is accepted only when
-   * the ledger held nothing pending before it and did not move during it.
+   * Reads bindings so that a creation is seen whole or not at all, without writing: the read is
+   * accepted only when the ledger did not move during it, and the bindings of a creation still
+   * pending there (committed, not applied yet) are left out until the binding ledger controller
+   * has applied it whole (./bindingledger.controller.ts).
    */
   private async readBindings(filterArg: { serviceId?: string | { $in: string[] }; id?: string }): Promise<IPlatformBinding[]> {
     for (let attempt = 0; attempt < ledgerRounds; attempt++) {
-      const before = (await this.rollForward()).doc!;
+      const before = await this.cloudly.store.get(platformBindingCreationLedgerKind, ledgerId);
       const bindings = await this.cloudly.store.find(platformBindingKind, filterArg);
       const after = await this.cloudly.store.get(platformBindingCreationLedgerKind, ledgerId);
-      if (after?.generation === before.generation) {
-        return bindings;
+      if ((after?.generation ?? 0) === (before?.generation ?? 0)) {
+        const pending = new Set((after?.pending?.bindings ?? []).map((bindingArg) => bindingArg.id));
+        return pending.size === 0 ? bindings : bindings.filter((bindingArg) => !pending.has(bindingArg.id));
       }
     }
     throw refuseNamed('unavailable', 'kept-changing', 'platform bindings are being created too fast to read consistently; try again');
+  }
+
+  /** Applies a committed creation that is still pending (the binding ledger controller's step); says whether there was one. */
+  public async applyPendingCreation(): Promise<boolean> {
+    const { outcome } = await this.rollForward();
+    return outcome !== 'kept';
   }
 
   private async readBinding(bindingIdArg: string): Promise<IPlatformBinding | null> {

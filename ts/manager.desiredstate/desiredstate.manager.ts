@@ -1,5 +1,6 @@
 import type { Cloudly } from '../classes.cloudly.js';
 import { registerOperations } from '../core/operations.js';
+import { refuse } from '../core/errors.js';
 import { defaultRelayWorkConcurrency } from '../config.js';
 import { WorkQueue } from '../core/workqueue.js';
 import type { ICommittedOwners, IDocumentKind, IStoredDocument } from '../core/store.js';
@@ -61,50 +62,34 @@ export const hintAnswerReasons = (answerArg: unknown): string[] => {
   ];
 };
 
-/** How long a newly opened socket's refresh waits for the registration's (which carries the hint instead). */
+/** How long a newly opened socket waits before it is hinted (its registration usually publishes first). */
 const sessionHintDelayMs = 200;
+/** How long a relay read waits for the controller to publish what it computes before it answers `unavailable`. */
+const publishedWaitBoundMs = 3_000;
+/** The refusal of a relay read whose desired state the controller has not published yet (retryable). */
+export const desiredStateNotPublishedReason = 'desired-state-not-published-yet';
 
-/** The last computation of a cluster used no registration origin (the cluster has no ingress designation). */
-const originNotUsed = Symbol('origin not used');
+/** What the desired-state manager needs from the rest of Cloudly; built by the composition root. */
+export interface IDesiredStateManagerPorts {
+  /** The controller's key of a cluster ran (bounded wait; at once on an instance that does not reconcile). */
+  settled: (clusterIdArg: string) => Promise<void>;
+  /** Asks the controller for a run of the cluster (a report finished a removal). */
+  requestRefresh: (clusterIdArg: string) => void;
+  /** Whether the controller owes the cluster a run right now. */
+  isRefreshBusy: (clusterIdArg: string) => boolean;
+}
 
 export class DesiredStateManager {
-  private readonly refreshes: WorkQueue;
-  /** Clusters whose elected relay must be hinted on their next refresh even if nothing changed. */
-  private readonly hintOwed = new Set<string>();
-  private unsubscribe: (() => void) | null = null;
-  /** Commits whose cluster is being looked up, before their refresh is queued. */
-  private readonly lookups = new Set<Promise<void>>();
-  /** The last desired state computed per cluster; the route table is answered from it while it is current. */
-  private readonly lastStates = new Map<string, IClusterPlatformDesiredState>();
-  /**
-   * The relay registration's origin the last computation of each cluster used (`originNotUsed`
-   * when the cluster has no ingress designation): a registration commit that leaves it as it was
-   * queues no refresh.
-   */
-  private readonly originsUsed = new Map<string, string | null | typeof originNotUsed>();
-  /**
-   * Computations running per cluster, and who waits for them to end: a registration commit waits
-   * for the ones that may have read the origin before it, then compares what they used.
-   */
-  private readonly computing = new Map<string, { running: number; ended: Array<() => void> }>();
   /** Desired-state computations this instance made (each costs about ten database reads). */
   public computations = 0;
-  /** Refreshes owed to newly opened sockets, waiting for `sessionHintDelayMs`. */
+  /** Hints owed to newly opened sockets, waiting for `sessionHintDelayMs`. */
   private readonly hintTimers = new Set<NodeJS.Timeout>();
   /** What this instance last stored of each cluster's observed-state report (./observedmemo.ts). */
   public readonly observedMemo: ObservedReportMemo;
   private unsubscribeMemo: (() => void) | null = null;
+  private ports: IDesiredStateManagerPorts | null = null;
 
   constructor(private readonly cloudly: Cloudly) {
-    const refreshConcurrency = cloudly.config.relayWorkConcurrency ?? defaultRelayWorkConcurrency;
-    this.refreshes = new WorkQueue({
-      name: 'desired-state refresh',
-      logger: cloudly.logger,
-      process: (clusterIdArg) => this.refreshAndHint(clusterIdArg),
-      retry: { maximumRetries: 5, baseDelayMs: 200, maximumDelayMs: 5_000 },
-      // A storm refreshes every reconnected cluster: a few at a time (CLOUDLY_RELAY_WORK_CONCURRENCY).
-      ...(refreshConcurrency > 0 ? { concurrency: refreshConcurrency } : {}),
-    });
     this.observedMemo = new ObservedReportMemo(cloudly.config.observedRefreshMs);
     registerOperations(cloudly, desiredStateOperations({
       store: cloudly.store,
@@ -113,164 +98,86 @@ export class DesiredStateManager {
       requireElected: (sessionArg) => cloudly.clusterManager.requireElected(sessionArg),
       listNodeIds: async (clusterIdArg) => (await cloudly.clusterManager.nodes.listNodes(clusterIdArg)).map((node) => node.id),
       storeAssignments: (clusterIdArg, entryArg) => cloudly.ingressManager.storeAssignments(clusterIdArg, entryArg),
-      isRefreshBusy: (clusterIdArg) => this.refreshes.isBusy(clusterIdArg),
-      lastState: (clusterIdArg) => this.lastStates.get(clusterIdArg),
-      currentDesiredState: (clusterIdArg) => this.currentDesiredState(clusterIdArg),
+      isRefreshBusy: (clusterIdArg) => this.ports?.isRefreshBusy(clusterIdArg) ?? false,
+      publishedDesiredState: (clusterIdArg) => this.publishedDesiredState(clusterIdArg),
+      settled: (clusterIdArg) => this.ports?.settled(clusterIdArg) ?? Promise.resolve(),
       routeTableResolution: (clusterIdArg) => this.routeTableResolution(clusterIdArg),
       routeTable: (clusterIdArg) => cloudly.ingressManager.getRouteTable(clusterIdArg),
       forgetService: (serviceIdArg) => this.forgetService(serviceIdArg),
-      requestRefresh: (clusterIdArg) => this.requestRefresh(clusterIdArg),
+      requestRefresh: (clusterIdArg) => this.ports?.requestRefresh(clusterIdArg),
     }));
   }
 
+  /** The controller's side, wired by the composition root once the reconciler exists. */
+  public connect(portsArg: IDesiredStateManagerPorts): void {
+    this.ports = portsArg;
+  }
+
+  /** Resolves once the controller's runs this instance owes the cluster are done (bounded). */
+  public async settled(clusterIdArg: string): Promise<void> {
+    await this.ports?.settled(clusterIdArg);
+  }
+
+  /** The cluster's desired state as published (tests and benchmarks; relays read it through their method). */
+  public async currentDesiredState(clusterIdArg: string): Promise<IClusterPlatformDesiredState> {
+    return this.publishedDesiredState(clusterIdArg);
+  }
+
   public async start(): Promise<void> {
-    this.unsubscribeMemo = this.cloudly.store.onCommitted((kindArg, idArg, ownersArg) => {
-      const clusterId = this.memoClusterOf(kindArg, idArg, ownersArg);
-      if (clusterId !== undefined) {
-        this.observedMemo.invalidate(clusterId);
-      }
+    this.unsubscribeMemo = this.cloudly.feed.subscribe({
+      kinds: new Set([clusterKind, clusterNodeKind, serviceKind, clusterDesiredStateKind, serviceObservedStateKind, nodeRuntimeAssignmentsKind]
+        .map((kindArg) => kindArg.collectionName)),
+      onChange: (changeArg) => {
+        if (!changeArg.here) {
+          return;
+        }
+        const clusterId = this.memoClusterOf(changeArg.kind, changeArg.owners);
+        if (clusterId !== undefined) {
+          this.observedMemo.invalidate(clusterId);
+        }
+      },
+      wantsElsewhere: () => false,
     });
     this.cloudly.relays.onSessionClosed((sessionArg) => this.observedMemo.forgetCluster(sessionArg.clusterId));
-    this.unsubscribe = this.cloudly.store.onCommitted((kindArg, idArg) => {
-      if (kindArg === serviceKind || kindArg === clusterIngressSlotKind || kindArg === platformBindingKind
-        || kindArg === clusterRelayRegistrationKind || kindArg === corestoreCredentialKind || kindArg === clusterNodeKind
-        || kindArg === runtimeNetworkProjectionKind || kindArg === runtimeNetworkLeasesKind) {
-        const lookup = this.clusterOfChange(kindArg.collectionName, idArg).then((clusterId) => {
-          if (clusterId) {
-            void this.refreshes.add(clusterId);
-          }
-        }, () => undefined).finally(() => this.lookups.delete(lookup));
-        this.lookups.add(lookup);
-      }
-    });
-    // A relay that becomes elected is told the current revision, so it converges without polling.
-    // A relay registers right after it connects, and that commit refreshes the cluster too: the
-    // refresh for the new socket waits a moment and is dropped when one already carried the hint.
+    // A relay that becomes elected is told the published revision, so it converges without polling.
+    // Nothing is computed for it: the controller publishes every change of the desired state.
     this.cloudly.relays.onSessionOpened((sessionArg) => {
       const { clusterId } = sessionArg;
-      this.hintOwed.add(clusterId);
       const timer = setTimeout(() => {
         this.hintTimers.delete(timer);
-        if (this.hintOwed.has(clusterId)) {
-          void this.refreshes.add(clusterId);
-        }
+        void this.hintPublished(clusterId);
       }, sessionHintDelayMs);
       this.hintTimers.add(timer);
     });
   }
 
-  /** Resolves once every commit seen so far has been turned into a refresh and that refresh has run. */
-  public async settled(clusterIdArg: string): Promise<void> {
-    while (this.lookups.size > 0) {
-      await Promise.all([...this.lookups]);
-    }
-    await this.refreshes.idle(clusterIdArg);
-  }
-
   public async stop(): Promise<void> {
-    this.unsubscribe?.();
     this.unsubscribeMemo?.();
     for (const timer of this.hintTimers) {
       clearTimeout(timer);
     }
     this.hintTimers.clear();
-    await this.refreshes.drain();
   }
 
   /**
    * The cluster whose remembered observed-state report a commit may make wrong: undefined when it
-   * cannot (another kind, or a report's own writes), null when its cluster is not known (a
-   * removal: every entry goes).
+   * cannot (a report's own writes), null when its cluster is not known (every entry goes).
    */
-  private memoClusterOf(kindArg: IDocumentKind<IStoredDocument>, idArg: string, ownersArg: ICommittedOwners): string | null | undefined {
-    if (kindArg === clusterKind) {
-      return idArg;
-    }
-    if (kindArg === clusterNodeKind) {
-      return idArg.slice(0, idArg.indexOf('/'));
-    }
-    if (kindArg === serviceKind) {
-      return ownersArg.clusterId ?? null;
-    }
-    if (kindArg === clusterDesiredStateKind || kindArg === serviceObservedStateKind || kindArg === nodeRuntimeAssignmentsKind) {
+  private memoClusterOf(kindArg: string, ownersArg: ICommittedOwners): string | null | undefined {
+    if (kindArg === clusterDesiredStateKind.collectionName || kindArg === serviceObservedStateKind.collectionName
+      || kindArg === nodeRuntimeAssignmentsKind.collectionName) {
       if (currentOperation().method === 'reportClusterPlatformObservedState') {
         // A report's own writes (its accepted revision, observations, assignments): the report
         // remembers what it stored, and a concurrent report of the cluster began after it.
         return undefined;
       }
-      return kindArg === clusterDesiredStateKind ? idArg : ownersArg.clusterId ?? null;
     }
-    return undefined;
-  }
-
-  /** Queues a refresh of the cluster's desired state (another manager's facts changed). */
-  public requestRefresh(clusterIdArg: string): void {
-    void this.refreshes.add(clusterIdArg);
-  }
-
-  private async clusterOfChange(collectionArg: string, idArg: string): Promise<string | null> {
-    const { store } = this.cloudly;
-    if (collectionArg === clusterIngressSlotKind.collectionName) {
-      return idArg;
-    }
-    // The relay registration matters only for its origin, which the ingress spec carries: a relay
-    // that registers again (every reconnect) changes nothing the last computation used.
-    if (collectionArg === clusterRelayRegistrationKind.collectionName) {
-      // A computation running now may have read the registration before this commit or after it:
-      // once it has ended, what it used is compared with what is stored now. During a reconnect
-      // storm the new socket's refresh is usually still running when the registration commits.
-      await this.computationsEnded(idArg);
-      const used = this.originsUsed.get(idArg);
-      if (used === undefined) {
-        return idArg;
-      }
-      if (used === originNotUsed) {
-        return null;
-      }
-      return (await this.cloudly.clusterManager.relayRegistrations.getOrigin(idArg)) === used ? null : idArg;
-    }
-    if (collectionArg === corestoreCredentialKind.collectionName) {
-      return (await store.get(corestoreCredentialKind, idArg))?.clusterId ?? null;
-    }
-    if (collectionArg === clusterNodeKind.collectionName || collectionArg === runtimeNetworkProjectionKind.collectionName
-      || collectionArg === runtimeNetworkLeasesKind.collectionName) {
-      // A node document's id is `<clusterId>/<nodeId>`; `/` never occurs in an id.
-      return idArg.slice(0, idArg.indexOf('/'));
-    }
-    if (collectionArg === platformBindingKind.collectionName) {
-      const binding = await store.get(platformBindingKind, idArg);
-      return binding ? (await store.get(serviceKind, binding.serviceId))?.clusterId ?? null : null;
-    }
-    return (await store.get(serviceKind, idArg))?.clusterId ?? null;
+    return ownersArg.clusterId ?? null;
   }
 
   /** The desired content of a cluster, computed from what is stored now. */
   public async computeContent(clusterIdArg: string): Promise<TClusterPlatformDesiredStateContent> {
     this.computations++;
-    const computing = this.computing.get(clusterIdArg) ?? { running: 0, ended: [] };
-    computing.running++;
-    this.computing.set(clusterIdArg, computing);
-    try {
-      const { content, originUsed } = await this.readContent(clusterIdArg);
-      this.originsUsed.set(clusterIdArg, originUsed);
-      return content;
-    } finally {
-      if (--computing.running === 0) {
-        this.computing.delete(clusterIdArg);
-        for (const resolve of computing.ended) {
-          resolve();
-        }
-      }
-    }
-  }
-
-  /** Resolves once no computation of the cluster is running (at once when none is). */
-  private computationsEnded(clusterIdArg: string): Promise<void> {
-    const computing = this.computing.get(clusterIdArg);
-    return computing ? new Promise((resolve) => computing.ended.push(resolve)) : Promise.resolve();
-  }
-
-  private async readContent(clusterIdArg: string): Promise<{ content: TClusterPlatformDesiredStateContent; originUsed: string | null | typeof originNotUsed }> {
     const { store } = this.cloudly;
     const services = (await store.find(serviceKind, { clusterId: clusterIdArg })).sort((a, b) => (a.id < b.id ? -1 : 1));
     const live = services.filter((service) => service.deletionRequestedAt === undefined);
@@ -279,11 +186,9 @@ export class DesiredStateManager {
       .sort((a, b) => (a.id < b.id ? -1 : 1));
     const designation = await this.cloudly.ingressManager.getDesignation(clusterIdArg);
     let ingress: TClusterPlatformDesiredStateContent['ingress'] = null;
-    let originUsed: string | null | typeof originNotUsed = originNotUsed;
     if (designation) {
       const ingressService = live.find((service) => service.id === designation.ingressServiceId);
       const origin = await this.cloudly.clusterManager.relayRegistrations.getOrigin(clusterIdArg);
-      originUsed = origin;
       await failpoint('desiredstate.compute.afterOriginRead');
       ingress = {
         designation,
@@ -293,7 +198,11 @@ export class DesiredStateManager {
       };
     }
     const nodeIds = (await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)).map((node) => node.id).sort();
-    const credentials = await this.cloudly.secretManager.corestoreCredentialReferences(clusterIdArg, nodeIds);
+    const credentials = await this.cloudly.secretManager.corestoreCredentialReferences(clusterIdArg);
+    if (nodeIds.some((nodeId) => !credentials.has(nodeId))) {
+      // The Corestore credentials controller makes them; its write queues this cluster again.
+      throw refuse('unavailable', ['corestore-credential-not-made-yet'], { retryAfterMs: 1_000 });
+    }
     const nodes: TClusterPlatformDesiredStateContent['nodes'] = nodeIds.map((nodeId) => ({ nodeId, corestoreCredential: credentials.get(nodeId)! }));
     const { leases, routes } = await this.resolveRoutes(clusterIdArg, live, designation?.ingressServiceId ?? null);
     const content: TClusterPlatformDesiredStateContent = {
@@ -317,7 +226,7 @@ export class DesiredStateManager {
       leases,
       routes: routes.routes,
     };
-    return { content, originUsed };
+    return content;
   }
 
   /**
@@ -347,44 +256,63 @@ export class DesiredStateManager {
 
   /** The route table and the routes left out of it, for administrators. */
   public async routeTableResolution(clusterIdArg: string): Promise<IReq_Any_Cloudly_GetClusterRouteTableResolution['response']> {
-    const state = await this.currentDesiredState(clusterIdArg);
-    const live = (await this.cloudly.store.find(serviceKind, { clusterId: clusterIdArg }))
-      .filter((service) => service.deletionRequestedAt === undefined);
-    const { routes } = await this.resolveRoutes(clusterIdArg, live, state.ingress?.designation.ingressServiceId ?? null);
+    await this.ports?.settled(clusterIdArg);
+    const [live, designation] = await Promise.all([
+      this.cloudly.store.find(serviceKind, { clusterId: clusterIdArg }).then((docsArg) => docsArg.filter((service) => service.deletionRequestedAt === undefined)),
+      this.cloudly.ingressManager.getDesignation(clusterIdArg),
+    ]);
+    const { routes } = await this.resolveRoutes(clusterIdArg, live, designation?.ingressServiceId ?? null);
     const unresolved: IClusterUnresolvedRoute[] = routes.unresolved;
-    // The one table, as the computation above recorded it (its own revision, the ingress's too).
+    // The one table, as the controller recorded it (its own revision, the ingress's too).
     const table = await this.cloudly.ingressManager.getRouteTable(clusterIdArg);
     return { table: table ?? { clusterId: clusterIdArg, revision: 0, routes: [] }, unresolved };
   }
 
   /**
-   * The cluster's desired state: computed now, and published under the next revision when its
-   * digest differs from the last published one (one conditional write; readers race safely).
+   * The desired-state controller's step (./desiredstate.controller.ts): computes the cluster's
+   * desired state and publishes it under the next revision when its digest differs from the last
+   * published one (one conditional write), and records the resolved routes as the cluster's one
+   * route table (its own revision, moving only when the routes change).
    */
-  public async currentDesiredState(clusterIdArg: string): Promise<IClusterPlatformDesiredState> {
-    return (await this.publish(clusterIdArg)).state;
-  }
-
-  /** Computes the desired state and publishes it when its digest changed; says whether it did. */
-  private async publish(clusterIdArg: string): Promise<{ state: IClusterPlatformDesiredState; published: boolean }> {
+  public async publish(clusterIdArg: string): Promise<{ state: IClusterPlatformDesiredState; published: boolean }> {
     const content = await this.computeContent(clusterIdArg);
     const digest = computeClusterPlatformDesiredStateDigest(content);
     const { doc, outcome } = await this.cloudly.store.mutate(clusterDesiredStateKind, clusterIdArg, (currentArg) =>
       decideDesiredStatePublication(currentArg, clusterIdArg, digest));
     const state = { ...content, revision: doc!.revision, digest };
-    // The resolved routes are the cluster's one route table: recorded under its own revision (moving
-    // only when the routes change) and hinted to the ingress through the relay.
     await this.cloudly.ingressManager.recordComputedRouteTable(clusterIdArg, content.routes);
-    this.lastStates.set(clusterIdArg, state);
     return { state, published: outcome !== 'kept' };
   }
 
-  private async refreshAndHint(clusterIdArg: string): Promise<void> {
-    const { state, published } = await this.publish(clusterIdArg);
-    const owed = this.hintOwed.delete(clusterIdArg);
-    if (!owed && !published) {
-      return;
+  /**
+   * The cluster's desired state as published: computed from what is stored now and answered under
+   * the published revision once its digest is the published one. A read writes nothing: when the
+   * controller has not published what is stored yet, the read waits for it (the controller's key on
+   * this instance, a moment on another), then answers `unavailable` (retryable).
+   */
+  public async publishedDesiredState(clusterIdArg: string): Promise<IClusterPlatformDesiredState> {
+    const deadline = Date.now() + publishedWaitBoundMs;
+    for (;;) {
+      await this.ports?.settled(clusterIdArg);
+      const content = await this.computeContent(clusterIdArg);
+      const digest = computeClusterPlatformDesiredStateDigest(content);
+      const published = await this.cloudly.store.get(clusterDesiredStateKind, clusterIdArg);
+      if (published && published.digest === digest) {
+        return { ...content, revision: published.revision, digest };
+      }
+      if (Date.now() >= deadline) {
+        throw refuse('unavailable', [desiredStateNotPublishedReason], {
+          retryAfterMs: 500,
+          causes: [{ message: 'the desired state of this cluster is being published; read it again' }],
+        });
+      }
+      this.ports?.requestRefresh(clusterIdArg);
+      await new Promise((resolve) => setTimeout(resolve, 50));
     }
+  }
+
+  /** Tells the cluster's elected relay (here or on another live instance) the published revision. */
+  public async hint(clusterIdArg: string, stateArg: { revision: number; digest: string }): Promise<void> {
     // Elected here, or on another live instance (the hint is forwarded there: docs/multi-instance.md).
     if (!(await this.cloudly.clusterManager.electedSession(clusterIdArg))
       && !(await this.cloudly.clusterManager.relayElection.isClusterConnected(clusterIdArg))) {
@@ -392,13 +320,25 @@ export class DesiredStateManager {
     }
     try {
       const answer = await this.cloudly.relays.ask(clusterIdArg, 'pushClusterPlatformDesiredStateChanged', {
-        revision: state.revision,
-        digest: state.digest,
+        revision: stateArg.revision,
+        digest: stateArg.digest,
       });
       requireValidRelayAnswer(hintAnswerReasons(answer));
     } catch (error) {
       // A hint is only a hint: the relay converges by reading.
-      this.cloudly.logger.debug({ clusterId: clusterIdArg, revision: state.revision, err: error }, 'desired-state hint not delivered');
+      this.cloudly.logger.debug({ clusterId: clusterIdArg, revision: stateArg.revision, err: error }, 'desired-state hint not delivered');
+    }
+  }
+
+  /** A newly opened socket is told the published revision (nothing published yet: nothing to tell). */
+  private async hintPublished(clusterIdArg: string): Promise<void> {
+    try {
+      const published = await this.cloudly.store.get(clusterDesiredStateKind, clusterIdArg);
+      if (published) {
+        await this.hint(clusterIdArg, published);
+      }
+    } catch (error) {
+      this.cloudly.logger.debug({ clusterId: clusterIdArg, err: error }, 'desired-state hint of a new socket not delivered');
     }
   }
 
@@ -412,11 +352,8 @@ export class DesiredStateManager {
     return this.cloudly.store.find(serviceObservedStateKind, { clusterId: clusterIdArg });
   }
 
-  /** Removes what Cloudly derived from a service that is gone: its observations and runtime status. */
+  /** Removes the relay's observations of a service that is gone (its verdict goes with the verdict controller's next run). */
   private async forgetService(serviceIdArg: string): Promise<void> {
-    const { store } = this.cloudly;
-    for (const kind of [serviceObservedStateKind, serviceRuntimeStatusKind] as const) {
-      await store.mutate(kind as typeof serviceObservedStateKind, serviceIdArg, decideForget);
-    }
+    await this.cloudly.store.mutate(serviceObservedStateKind, serviceIdArg, decideForget);
   }
 }

@@ -1,4 +1,4 @@
-import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { defineDocumentKind, type IStoredDocument, ownedByClusterOfId, ownedByServiceOfId } from '../core/store.js';
 import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
 
 /** Per cluster: the revision and digest of the last desired state Cloudly published. */
@@ -15,5 +15,5 @@ export interface IServiceObservedStateDocument extends IStoredDocument {
   placements: IServiceObservedPlacement[];
 }
 
-export const clusterDesiredStateKind = defineDocumentKind<IClusterDesiredStateDocument>('CloudlyClusterDesiredState');
-export const serviceObservedStateKind = defineDocumentKind<IServiceObservedStateDocument>('CloudlyServiceObservedState');
+export const clusterDesiredStateKind = defineDocumentKind<IClusterDesiredStateDocument>('CloudlyClusterDesiredState', { owners: ownedByClusterOfId });
+export const serviceObservedStateKind = defineDocumentKind<IServiceObservedStateDocument>('CloudlyServiceObservedState', { owners: ownedByServiceOfId });

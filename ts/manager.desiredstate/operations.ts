@@ -120,12 +120,12 @@ export interface IDesiredStatePorts {
   listNodeIds(clusterIdArg: string): Promise<string[]>;
   /** Stores one node's runtime assignments (the ingress domain's one stored observation). */
   storeAssignments(clusterIdArg: string, entryArg: IClusterPlatformObservedNode): Promise<unknown>;
-  /** True while a refresh of the cluster's desired state is queued or running. */
+  /** True while the controller owes the cluster's desired state a run. */
   isRefreshBusy(clusterIdArg: string): boolean;
-  /** The last desired state computed for the cluster on this instance, if any. */
-  lastState(clusterIdArg: string): IClusterPlatformDesiredState | undefined;
-  /** The cluster's desired state, computed now and published when it changed. */
-  currentDesiredState(clusterIdArg: string): Promise<IClusterPlatformDesiredState>;
+  /** The cluster's desired state as published (waits for the controller; never writes). */
+  publishedDesiredState(clusterIdArg: string): Promise<IClusterPlatformDesiredState>;
+  /** Waits (bounded) for the controller's run of the cluster owed on this instance. */
+  settled(clusterIdArg: string): Promise<void>;
   /** The cluster's one route table as last recorded, or null when none was computed yet. */
   routeTable(clusterIdArg: string): Promise<IClusterResolvedRouteTable | null>;
   /** The route table and the routes left out of it. */
@@ -144,15 +144,15 @@ export const desiredStateOperations = (portsArg: IDesiredStatePorts): IDeclaredO
     async run(request, context) {
       await portsArg.requireElected(context.session);
       if (request.knownRevision !== undefined && !portsArg.isRefreshBusy(context.clusterId)) {
-        // Every input of the desired state is watched (commits of services, bindings, the ingress
-        // slot and the relay registration queue a refresh that publishes a new revision), so with
-        // no refresh under way the published revision is current: answered without recomputing.
+        // Every input of the desired state reaches its controller (commits of services, bindings,
+        // the ingress slot and the relay registration queue a run that publishes a new revision), so
+        // with no run owed the published revision is current: answered without recomputing.
         const published = await portsArg.store.get(clusterDesiredStateKind, context.clusterId);
         if (published && published.revision === request.knownRevision) {
           return { unchanged: true, revision: published.revision, digest: published.digest };
         }
       }
-      const state = await portsArg.currentDesiredState(context.clusterId);
+      const state = await portsArg.publishedDesiredState(context.clusterId);
       return request.knownRevision === state.revision
         ? { unchanged: true, revision: state.revision, digest: state.digest }
         : { unchanged: false, desiredState: state };
@@ -165,18 +165,9 @@ export const desiredStateOperations = (portsArg: IDesiredStatePorts): IDeclaredO
     input: { required: {} },
     async run(_request, context) {
       await portsArg.requireElected(context.session);
-      // With no refresh under way, the last computed state is current when it is the published
-      // revision (every input is watched): answered without recomputing.
-      // The answer is the one route table (the same document and revision the ingress pulls).
-      const cached = portsArg.lastState(context.clusterId);
-      if (cached && !portsArg.isRefreshBusy(context.clusterId)) {
-        const published = await portsArg.store.get(clusterDesiredStateKind, context.clusterId);
-        const table = await portsArg.routeTable(context.clusterId);
-        if (table && published && published.revision === cached.revision && published.digest === cached.digest) {
-          return { table };
-        }
-      }
-      await portsArg.currentDesiredState(context.clusterId);
+      // The one route table as the desired-state controller published it (the same document and
+      // revision the ingress pulls), once the run this instance owes the cluster is done.
+      await portsArg.settled(context.clusterId);
       const table = await portsArg.routeTable(context.clusterId);
       return { table: table ?? { clusterId: context.clusterId, revision: 0, routes: [] } };
     },

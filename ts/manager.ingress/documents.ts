@@ -1,4 +1,4 @@
-import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { defineDocumentKind, type IStoredDocument, ownedByClusterOfId } from '../core/store.js';
 import type { IEncryptedSecretValue } from '../core/secretbox.js';
 import type { IClusterIngressDesignation, IFleetCutoverIngressDesignation } from '../interfaces/data/clusteringressdesignation.js';
 import type { IClusterIngressPreparedSpec, IClusterIngressResolvedRoute } from '../interfaces/data/clusteringress.js';
@@ -56,7 +56,7 @@ export interface IStoredDesignationAnswer {
   spec: IClusterIngressPreparedSpec;
 }
 
-export const clusterIngressSlotKind = defineDocumentKind<IClusterIngressSlotDocument>('CloudlyClusterIngressSlot');
+export const clusterIngressSlotKind = defineDocumentKind<IClusterIngressSlotDocument>('CloudlyClusterIngressSlot', { owners: ownedByClusterOfId });
 
 /**
  * The cluster's one route table, written only by the desired-state computation (never by a request):

@@ -1,99 +1,89 @@
 import * as promClient from 'prom-client';
-import type { Cloudly } from '../classes.cloudly.js';
+import type { ChangeFeed, ICommittedChange } from '../core/changefeed.js';
+import type { IController, IReconcileCause, IReconcileResult, TReconcileOutcome } from '../core/controller.js';
 import { cloudlyActor, runInOperation } from '../core/operationcontext.js';
-import { auditEventKind, inChunks, type ICommittedOwners, type IDocumentKind, type IStoredDocument } from '../core/store.js';
 import { WorkQueue } from '../core/workqueue.js';
-import { clusterKind } from '../manager.cluster/documents.js';
-import { ReconcilerLeadership } from './leadership.js';
-import {
-  allServicesKey,
-  clusterKey,
-  isReconcileInput,
-  parseReconcileKey,
-  projectionsKey,
-  reconcileKeysOf,
-  serviceKey,
-} from './triggers.js';
+import type { ReconcilerLeadership } from './leadership.js';
 
 /**
- * The reconciler: Cloudly decides continuously, not when asked. Shaped like a Kubernetes
- * controller (informer → work queue → reconcile → status write):
+ * The reconciler: Cloudly decides continuously, not when asked. It runs every controller of one
+ * list (ts/core/controller.ts; which ones: docs/reconciler.md), each shaped like a Kubernetes
+ * controller (informer → work queue → reconcile → write):
  *
- * - every committed change of a verdict's input (./triggers.ts says which) adds the keys it
- *   affects to one keyed work queue (coalescing, one run per key at a time, retries with backoff,
- *   at most `reconcileConcurrency` keys at once);
- * - a service key judges the service and stores its verdict only when it changed, as Cloudly's own
- *   write (actor `cloudly`, method `reconcile`, and the input change as the audit event's `cause`);
- * - a full pass at start-up and a resync every `reconcileResyncMs` catch any change whose trigger
- *   was lost (a crash between commit and run, a change made through another instance);
- * - with several instances one of them reconciles (a lease in the database, ./leadership.ts), and
- *   it learns of changes made elsewhere from the shared audit log.
+ * - one change feed (ts/core/changefeed.ts) brings every committed change, this instance's and
+ *   (while it leads) other instances'; each controller's `inputs` turn a change into keys of the
+ *   controller's own keyed queue (coalescing, one run per key at a time, retries with backoff);
+ * - a run stores what it derives only when it changed, as Cloudly's own write (actor `cloudly`,
+ *   method `reconcile`, the input change as the audit event's `cause`);
+ * - a full pass at start-up, for a new leader and at every resync catches any change whose trigger
+ *   was lost;
+ * - with several instances one of them reconciles (a lease in the database, ./leadership.ts).
  *
- * Reads never write: they read what the reconciler stored. A read of one service waits (bounded)
- * for the runs this instance already owes that service, so a caller reads its own writes.
+ * Reads never write: they read what the controllers stored. A read of one service waits (bounded)
+ * for the runs this instance already owes it, so a caller reads its own writes.
  */
 
-/** How long a read of one service waits for the runs this instance owes it before it answers what is stored. */
+/** How long a read waits for the runs this instance owes it before it answers what is stored. */
 const readWaitBoundMs = 3_000;
-/** How far back each read of the shared audit log looks (an event is appended just after its commit). */
-const sharedLookbackMs = 5_000;
-
-export interface IReconcileCause {
-  kind: string;
-  id: string;
-}
 
 /** The cause of a pass nobody's change asked for: the start-up pass, a resync, a new leader's pass. */
 export const resyncCauseKind = 'CloudlyReconcilerResync';
 
-export class Reconciler {
-  private readonly queue: WorkQueue;
-  private readonly leadership: ReconcilerLeadership;
+export type { IReconcileCause };
+
+export interface IReconcilerOptions {
+  feed: ChangeFeed;
+  leadership: ReconcilerLeadership;
+  logger: { info: (objectArg: object, messageArg: string) => void; warn: (objectArg: object | string, messageArg?: string) => void; error: (objectArg: object, messageArg: string) => void };
+  registry: promClient.Registry;
+  instanceId: string;
+  resyncMs: number;
+  heartbeatMs: number;
+  concurrency: number;
+}
+
+interface IRunningController {
+  controller: IController;
+  queue: WorkQueue;
   /** The latest input change behind each owed key (what its run is audited as caused by). */
-  private readonly causes = new Map<string, IReconcileCause>();
+  causes: Map<string, IReconcileCause>;
+  /** The oldest input commit each owed key has not stored yet (the verdict-latency histogram). */
+  pendingSince: Map<string, number>;
+  requeueTimers: Map<string, NodeJS.Timeout>;
+}
+
+export class Reconciler {
+  private readonly running = new Map<string, IRunningController>();
   private unsubscribe: (() => void) | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private resyncTimer: NodeJS.Timeout | null = null;
-  private sharedTimer: NodeJS.Timeout | null = null;
-  private sharedWatermark = 0;
-  private readonly sharedSeen = new Map<string, number>();
+  private readonly pollTimers: NodeJS.Timeout[] = [];
   private stopped = true;
+  /** When this instance last became the leader (0: it does not lead). */
+  private leaderSinceMs = 0;
   /** Set by the first heartbeat of a start: before it, nobody has looked at everything yet. */
   private started = false;
   private readonly durations: promClient.Histogram<'scope'>;
   private readonly outcomes: promClient.Counter<'scope' | 'outcome'>;
+  private readonly latency: promClient.Histogram<'controller'>;
 
-  constructor(private readonly cloudly: Cloudly) {
-    this.queue = new WorkQueue({
-      name: 'reconcile',
-      logger: cloudly.logger,
-      process: (keyArg) => this.process(keyArg),
-      concurrency: cloudly.config.reconcileConcurrency ?? 8,
-      // A failing key is retried with backoff; after the budget the next resync looks again.
-      retry: { maximumRetries: 12, baseDelayMs: 200, maximumDelayMs: 30_000 },
-    });
-    this.leadership = new ReconcilerLeadership(
-      cloudly.store,
-      cloudly.clusterManager.relayElection.instanceId,
-      cloudly.config.relayLeaseTtlMs ?? 15_000,
-      cloudly.database.embedded,
-    );
-    const registers = [cloudly.metrics.registry];
-    const queue = this.queue;
-    const leadership = this.leadership;
+  constructor(private readonly options: IReconcilerOptions) {
+    const registers = [options.registry];
+    const running = this.running;
+    const leadership = options.leadership;
     new promClient.Gauge({
       name: 'cloudly_reconcile_queue_depth',
-      help: 'Reconcile keys owed a run that has not started yet.',
+      help: 'Keys of every controller owed a run that has not started yet.',
       registers,
-      collect() { this.set(queue.depth); },
+      collect() { this.set([...running.values()].reduce((sum, one) => sum + one.queue.depth, 0)); },
     });
     new promClient.Gauge({
       name: 'cloudly_reconcile_oldest_pending_seconds',
-      help: 'How long the longest-waiting owed reconcile key has waited (0 when none waits).',
+      help: 'How long the longest-waiting owed key of any controller has waited (0 when none waits).',
       registers,
       collect() {
-        const oldest = queue.oldestPendingAt();
-        this.set(oldest === null ? 0 : (Date.now() - oldest) / 1000);
+        const oldest = Math.min(...[...running.values()].map((one) => one.queue.oldestPendingAt() ?? Infinity));
+        this.set(Number.isFinite(oldest) ? (Date.now() - oldest) / 1000 : 0);
       },
     });
     new promClient.Gauge({
@@ -104,7 +94,7 @@ export class Reconciler {
     });
     this.durations = new promClient.Histogram({
       name: 'cloudly_reconcile_duration_seconds',
-      help: 'Time one reconcile run took, by scope (service, cluster, projections, all).',
+      help: 'Time one reconcile run took, by scope (the verdict\'s service, cluster and all; every other controller by its name).',
       labelNames: ['scope'],
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers,
@@ -115,26 +105,92 @@ export class Reconciler {
       labelNames: ['scope', 'outcome'],
       registers,
     });
+    this.latency = new promClient.Histogram({
+      name: 'cloudly_verdict_latency_seconds',
+      help: 'From an input change\'s commit to the derived document stored for it, by controller (the convergence SLO: docs/reconciler.md).',
+      labelNames: ['controller'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30],
+      registers,
+    });
+  }
+
+  /** The controllers, in the order their full passes run (the composition root's one list). */
+  public setControllers(controllersArg: readonly IController[]): void {
+    for (const controller of controllersArg) {
+      if (this.running.has(controller.name)) {
+        throw new Error(`controller ${controller.name} is listed twice`);
+      }
+      const entry: IRunningController = {
+        controller,
+        causes: new Map(),
+        pendingSince: new Map(),
+        requeueTimers: new Map(),
+        queue: new WorkQueue({
+          name: `reconcile ${controller.name}`,
+          logger: this.options.logger,
+          process: (keyArg) => this.process(entry, keyArg),
+          concurrency: controller.concurrency ?? this.options.concurrency,
+          // A failing key is retried with backoff; after the budget the next resync looks again.
+          retry: controller.retry ?? { maximumRetries: 12, baseDelayMs: 200, maximumDelayMs: 30_000 },
+        }),
+      };
+      this.running.set(controller.name, entry);
+    }
+  }
+
+  public get controllers(): IController[] {
+    return [...this.running.values()].map((entry) => entry.controller);
   }
 
   public get isLeader(): boolean {
-    return this.leadership.isLeader;
+    return this.options.leadership.isLeader;
   }
 
   public async start(): Promise<void> {
     this.stopped = false;
     this.started = false;
-    this.queue.resume();
-    this.unsubscribe = this.cloudly.store.onCommitted((kindArg, idArg, ownersArg) => this.onCommitted(kindArg, idArg, ownersArg));
+    const kinds = new Set<string>();
+    for (const { controller, queue } of this.running.values()) {
+      queue.resume();
+      for (const kind of Object.keys(controller.inputs)) {
+        kinds.add(kind);
+      }
+    }
+    this.unsubscribe = this.options.feed.subscribe({
+      kinds,
+      onChange: (changeArg) => this.onChange(changeArg),
+      wantsElsewhere: () => !this.stopped && this.options.leadership.isLeader,
+    });
     await this.heartbeat();
-    const heartbeatMs = this.cloudly.config.relayLeaseHeartbeatMs ?? 5_000;
-    this.heartbeatTimer = setInterval(() => void this.heartbeat(), heartbeatMs);
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.options.heartbeatMs);
     this.heartbeatTimer.unref();
-    this.resyncTimer = setInterval(() => this.resync(), this.cloudly.config.reconcileResyncMs ?? 60_000);
+    this.resyncTimer = setInterval(() => this.resync(), this.options.resyncMs);
     this.resyncTimer.unref();
-    if (!this.cloudly.database.embedded) {
-      this.sharedWatermark = Date.now();
-      this.scheduleSharedRead();
+    for (const entry of this.running.values()) {
+      const { poll } = entry.controller;
+      if (poll) {
+        const timer = setInterval(() => void this.poll(entry), poll.everyMs);
+        timer.unref();
+        this.pollTimers.push(timer);
+      }
+    }
+  }
+
+  /** Since when this instance leads (epoch ms), or 0: what the liveness controller counts a fresh start's grace from. */
+  public get leaderSince(): number {
+    return this.options.leadership.isLeader ? this.leaderSinceMs : 0;
+  }
+
+  private async poll(entryArg: IRunningController): Promise<void> {
+    if (!this.options.leadership.isLeader || this.stopped || !entryArg.controller.poll) {
+      return;
+    }
+    try {
+      for (const key of await entryArg.controller.poll.keys()) {
+        this.add(entryArg, key, { kind: resyncCauseKind, id: 'poll' });
+      }
+    } catch (error) {
+      this.options.logger.warn({ err: error, controller: entryArg.controller.name }, 'a controller\'s poll failed; the next one tries again');
     }
   }
 
@@ -147,260 +203,208 @@ export class Reconciler {
         clearInterval(timer);
       }
     }
-    if (this.sharedTimer) {
-      clearTimeout(this.sharedTimer);
+    this.heartbeatTimer = this.resyncTimer = null;
+    for (const timer of this.pollTimers.splice(0)) {
+      clearInterval(timer);
     }
-    this.heartbeatTimer = this.resyncTimer = this.sharedTimer = null;
-    await this.queue.drain();
-    this.causes.clear();
-    await this.leadership.release().catch((error: unknown) => this.cloudly.logger.warn({ err: error }, 'reconciler lease could not be released'));
+    for (const entry of this.running.values()) {
+      for (const timer of entry.requeueTimers.values()) {
+        clearTimeout(timer);
+      }
+      entry.requeueTimers.clear();
+    }
+    await Promise.all([...this.running.values()].map((entry) => entry.queue.drain()));
+    for (const entry of this.running.values()) {
+      entry.causes.clear();
+      entry.pendingSince.clear();
+    }
+    await this.options.leadership.release().catch((error: unknown) => this.options.logger.warn({ err: error }, 'reconciler lease could not be released'));
   }
 
   /**
-   * Waits (at most `readWaitBoundMs`) until this instance owes the service no run: every change it
-   * committed before this call is judged. On an instance that does not reconcile, answers at once.
+   * Waits (at most `readWaitBoundMs`) until this instance owes these keys of this controller no
+   * run, in order (a broader key adds the narrower one when it runs). On an instance that does not
+   * reconcile, answers at once.
    */
-  public async settled(serviceArg: { id: string; clusterId: string }): Promise<void> {
-    // A pass over all clusters or a cluster adds the next key when it runs: wait in that order.
-    await this.settledKeys([allServicesKey, clusterKey(serviceArg.clusterId), serviceKey(serviceArg.id)]);
-  }
-
-  /** Like `settled`, for what a cluster's own run makes (its nodes' credentials). */
-  public async settledCluster(clusterIdArg: string): Promise<void> {
-    await this.settledKeys([allServicesKey, clusterKey(clusterIdArg)]);
-  }
-
-  /** Like `settled`, for a cluster's node projections. */
-  public async settledProjections(clusterIdArg: string): Promise<void> {
-    await this.settledKeys([allServicesKey, clusterKey(clusterIdArg), projectionsKey(clusterIdArg)]);
-  }
-
-  /** Keys that are running or owed a run right now (tests and benchmarks wait for 0). */
-  public get busyKeys(): number {
-    return this.queue.busyKeys;
-  }
-
-  private async settledKeys(keysArg: string[]): Promise<void> {
-    if (!this.leadership.isLeader) {
+  public async settled(controllerArg: string, keysArg: readonly string[]): Promise<void> {
+    const entry = this.running.get(controllerArg);
+    if (!entry || !this.options.leadership.isLeader) {
       return;
     }
     let timer: NodeJS.Timeout | undefined;
     const bound = new Promise<void>((resolve) => { timer = setTimeout(resolve, readWaitBoundMs); });
     const owed = (async () => {
       for (const key of keysArg) {
-        await this.queue.idle(key);
+        await entry.queue.idle(key);
       }
     })();
     await Promise.race([owed, bound]);
     clearTimeout(timer);
   }
 
-  /** Asks for a pass over every cluster and service now, as the periodic resync does (on the leader only). */
+  /** Other instances' changes the feed delivered, and the owner queries it sent for them (tests and benchmarks). */
+  public get sharedInputEvents(): number {
+    return this.options.feed.elsewhereChanges;
+  }
+
+  public get sharedOwnerQueries(): number {
+    return this.options.feed.ownerQueries;
+  }
+
+  /** Whether this controller owes the key a run (queued or running) on this instance. */
+  public isBusy(controllerArg: string, keyArg: string): boolean {
+    return this.running.get(controllerArg)?.queue.isBusy(keyArg) ?? false;
+  }
+
+  /** Keys of every controller that are running or owed a run right now (tests and benchmarks wait for 0). */
+  public get busyKeys(): number {
+    return [...this.running.values()].reduce((sum, entry) => sum + entry.queue.busyKeys, 0);
+  }
+
+  /** Asks every controller for a full pass now, as the periodic resync does (on the leader only). */
   public resync(idArg = 'resync'): void {
-    if (this.leadership.isLeader) {
-      this.enqueue(allServicesKey, { kind: resyncCauseKind, id: idArg });
-    }
-  }
-
-  /** Something outside the documents changed a cluster's inputs (its lease allocation changed). */
-  public clusterChanged(clusterIdArg: string, causeArg: IReconcileCause): void {
-    this.enqueue(clusterKey(clusterIdArg), causeArg);
-  }
-
-  private onCommitted(kindArg: IDocumentKind<IStoredDocument>, idArg: string, ownersArg: ICommittedOwners): void {
-    if (!this.leadership.isLeader) {
+    if (!this.options.leadership.isLeader || this.stopped) {
       return;
     }
-    for (const key of reconcileKeysOf(kindArg.collectionName, idArg, ownersArg)) {
-      this.enqueue(key, { kind: kindArg.collectionName, id: idArg });
+    for (const entry of this.running.values()) {
+      if (entry.controller.resync !== false) {
+        void this.fullPass(entry, { kind: resyncCauseKind, id: idArg });
+      }
     }
   }
 
-  private enqueue(keyArg: string, causeArg: IReconcileCause): void {
+  /** Something outside the documents changed a controller's input (a cluster's lease allocation): the key runs. */
+  public enqueue(controllerArg: string, keyArg: string, causeArg: IReconcileCause): void {
+    const entry = this.running.get(controllerArg);
+    if (entry && this.options.leadership.isLeader) {
+      this.add(entry, keyArg, causeArg);
+    }
+  }
+
+  private async fullPass(entryArg: IRunningController, causeArg: IReconcileCause): Promise<void> {
+    try {
+      for (const key of await entryArg.controller.all()) {
+        this.add(entryArg, key, causeArg);
+      }
+    } catch (error) {
+      this.outcomes.inc({ scope: entryArg.controller.name, outcome: 'failed' });
+      this.options.logger.warn({ err: error, controller: entryArg.controller.name }, 'a controller\'s full pass could not list its keys; the next resync tries again');
+    }
+  }
+
+  private onChange(changeArg: ICommittedChange): void {
+    if (!this.options.leadership.isLeader || this.stopped) {
+      return;
+    }
+    const cause = { kind: changeArg.kind, id: changeArg.id, at: changeArg.at };
+    for (const entry of this.running.values()) {
+      const keysOf = entry.controller.inputs[changeArg.kind];
+      if (!keysOf) {
+        continue;
+      }
+      for (const key of keysOf(changeArg)) {
+        this.add(entry, key, cause);
+      }
+    }
+  }
+
+  private add(entryArg: IRunningController, keyArg: string, causeArg: IReconcileCause): void {
     if (this.stopped) {
       return;
     }
-    this.causes.set(keyArg, causeArg);
-    void this.queue.add(keyArg);
+    entryArg.causes.set(keyArg, causeArg);
+    if (causeArg.at !== undefined) {
+      const since = entryArg.pendingSince.get(keyArg);
+      if (since === undefined || causeArg.at < since) {
+        entryArg.pendingSince.set(keyArg, causeArg.at);
+      }
+    }
+    const timer = entryArg.requeueTimers.get(keyArg);
+    if (timer) {
+      clearTimeout(timer);
+      entryArg.requeueTimers.delete(keyArg);
+    }
+    void entryArg.queue.add(keyArg);
   }
 
-  /** Takes or renews the lease; a new leader looks at every service once (it may have missed anything). */
+  /** Takes or renews the lease; a new leader looks at everything once (it may have missed anything). */
   private async heartbeat(): Promise<void> {
-    const wasLeader = this.started && this.leadership.isLeader;
+    const wasLeader = this.started && this.options.leadership.isLeader;
     let leader = wasLeader;
     try {
-      leader = await this.leadership.renew();
+      leader = await this.options.leadership.renew();
     } catch (error) {
-      this.cloudly.logger.warn({ err: error }, 'reconciler lease could not be renewed');
+      this.options.logger.warn({ err: error }, 'reconciler lease could not be renewed');
       return;
     }
     this.started = true;
     if (leader && !wasLeader && !this.stopped) {
-      this.cloudly.logger.info({ instanceId: this.cloudly.clusterManager.relayElection.instanceId }, 'this instance reconciles');
-      // Whatever changed while nobody (or another instance) reconciled is judged now.
-      this.sharedWatermark = Date.now() - sharedLookbackMs;
-      this.enqueue(allServicesKey, { kind: resyncCauseKind, id: 'start-up' });
+      this.leaderSinceMs = Date.now();
+      this.options.logger.info({ instanceId: this.options.instanceId }, 'this instance reconciles');
+      // Whatever changed while nobody (or another instance) reconciled is looked at now.
+      this.options.feed.wantElsewhere();
+      for (const entry of this.running.values()) {
+        await this.fullPass(entry, { kind: resyncCauseKind, id: 'start-up' });
+      }
     } else if (!leader && wasLeader) {
-      this.cloudly.logger.warn('this instance no longer reconciles (the reconciler lease is held elsewhere)');
+      this.options.logger.warn({}, 'this instance no longer reconciles (the reconciler lease is held elsewhere)');
     }
   }
 
-  private async process(keyArg: string): Promise<void> {
-    const cause = this.causes.get(keyArg) ?? { kind: resyncCauseKind, id: 'resync' };
-    this.causes.delete(keyArg);
-    const parsed = parseReconcileKey(keyArg);
-    if (!parsed || !this.leadership.isLeader) {
+  private async process(entryArg: IRunningController, keyArg: string): Promise<void> {
+    const { controller, causes, pendingSince } = entryArg;
+    const cause = causes.get(keyArg) ?? { kind: resyncCauseKind, id: 'resync' };
+    causes.delete(keyArg);
+    const since = pendingSince.get(keyArg);
+    pendingSince.delete(keyArg);
+    if (!this.options.leadership.isLeader) {
       return;
     }
+    const scope = controller.scopeOf?.(keyArg) ?? controller.name;
     const started = process.hrtime.bigint();
     try {
-      const outcome = await runInOperation({ actor: cloudlyActor, method: 'reconcile', dryRun: false, cause }, async () => {
-        if (parsed.scope === 'service') {
-          return this.cloudly.serviceManager.reconcileServiceRuntimeStatus(parsed.id);
-        }
-        if (parsed.scope === 'projections') {
-          // Each node's projection is written only when its content changed; a node that cannot have
-          // one yet is logged by the refresh and looked at again with the next change.
-          await this.cloudly.runtimeNetworkManager.refreshCluster(parsed.id);
-          return 'refreshed';
-        }
-        if (parsed.scope === 'all') {
-          const clusters = await this.cloudly.store.collection(clusterKind).find({}, { projection: { _id: 0, id: 1 } }).toArray();
-          for (const cluster of clusters) {
-            this.enqueue(clusterKey(String(cluster.id)), cause);
-          }
-          return 'expanded';
-        }
-        // What a cluster's nodes are owed before anyone asks: their Corestore control credential.
-        await this.cloudly.secretManager.ensureCorestoreCredentials(parsed.id);
-        // One read per kind for the whole cluster: verdicts never judged are created at once, and only
-        // services whose stored verdict moved get a run of their own.
-        const { created, owed } = await this.cloudly.serviceManager.judgeClusterRuntimeStatuses(parsed.id);
-        for (const serviceId of owed) {
-          this.enqueue(serviceKey(serviceId), cause);
-        }
-        this.enqueue(projectionsKey(parsed.id), cause);
-        return created > 0 ? 'created' : 'expanded';
-      });
-      this.outcomes.inc({ scope: parsed.scope, outcome });
+      const answer = await runInOperation({ actor: cloudlyActor, method: 'reconcile', dryRun: false, cause: { kind: cause.kind, id: cause.id } }, () =>
+        controller.reconcile(keyArg, {
+          cause,
+          enqueue: (otherKeyArg) => this.add(entryArg, otherKeyArg, cause),
+        }));
+      const result: IReconcileResult = typeof answer === 'string' ? { outcome: answer } : answer;
+      this.outcomes.inc({ scope, outcome: result.outcome });
+      if (since !== undefined && storedSomething(result.outcome)) {
+        this.latency.observe({ controller: controller.name }, Math.max(0, Date.now() - since) / 1000);
+      }
+      if (result.requeueAfterMs !== undefined && !this.stopped) {
+        this.requeueAfter(entryArg, keyArg, result.requeueAfterMs);
+      }
     } catch (error) {
-      this.outcomes.inc({ scope: parsed.scope, outcome: 'failed' });
+      this.outcomes.inc({ scope, outcome: 'failed' });
       // The retry is audited as caused by the same change, unless a newer one arrived meanwhile.
-      if (!this.causes.has(keyArg)) {
-        this.causes.set(keyArg, cause);
+      if (!causes.has(keyArg)) {
+        causes.set(keyArg, cause);
+      }
+      if (since !== undefined && !pendingSince.has(keyArg)) {
+        pendingSince.set(keyArg, since);
       }
       throw error;
     } finally {
-      this.durations.observe({ scope: parsed.scope }, Number(process.hrtime.bigint() - started) / 1e9);
+      this.durations.observe({ scope }, Number(process.hrtime.bigint() - started) / 1e9);
     }
   }
 
-  // ---- changes made through other instances ------------------------------------------------------
-
-  private scheduleSharedRead(): void {
-    if (this.stopped) {
-      return;
+  private requeueAfter(entryArg: IRunningController, keyArg: string, delayMsArg: number): void {
+    const existing = entryArg.requeueTimers.get(keyArg);
+    if (existing) {
+      clearTimeout(existing);
     }
-    this.sharedTimer = setTimeout(() => {
-      void this.readShared().finally(() => this.scheduleSharedRead());
-    }, this.cloudly.config.sharedPollMs ?? 250);
-    this.sharedTimer.unref();
-  }
-
-  /**
-   * One read of the shared audit log while this instance reconciles: every input change appended
-   * since the watermark (minus a lookback for late appends) is triggered once. Changes this
-   * instance made are among them; their second trigger folds into the first or costs one kept run.
-   * The owners of the changed documents (service, cluster, inputs generation) are read together,
-   * one query per kind for every new event of the read (`sharedOwnerQueries` counts them): a
-   * storm's registrations, each an event, used to cost a read each.
-   */
-  private async readShared(): Promise<void> {
-    if (!this.leadership.isLeader) {
-      return;
-    }
-    try {
-      const from = this.sharedWatermark - sharedLookbackMs;
-      const readStarted = Date.now();
-      const events = await this.cloudly.store.collection(auditEventKind)
-        .find({ at: { $gte: from } }, { projection: { _id: 0, id: 1, at: 1, target: 1, generationAfter: 1 } })
-        .sort({ at: 1 })
-        .toArray();
-      const fresh: { id: string; at: number; target: { kind: string; id: string }; generationAfter: unknown }[] = [];
-      for (const event of events) {
-        const id = String(event.id);
-        const at = Number(event.at);
-        this.sharedWatermark = Math.max(this.sharedWatermark, at);
-        if (!this.sharedSeen.has(id)) {
-          fresh.push({ id, at, target: event.target as { kind: string; id: string }, generationAfter: event.generationAfter });
-        }
+    const timer = setTimeout(() => {
+      entryArg.requeueTimers.delete(keyArg);
+      if (this.options.leadership.isLeader && !this.stopped) {
+        this.add(entryArg, keyArg, { kind: resyncCauseKind, id: 'deadline' });
       }
-      // Seen only once their owners are read: a failed read leaves them to the next one.
-      const owners = await this.readOwners(fresh.filter((event) => isReconcileInput(event.target.kind)).map((event) => event.target));
-      for (const { id, at, target, generationAfter } of fresh) {
-        this.sharedSeen.set(id, at);
-        if (!isReconcileInput(target.kind)) {
-          continue;
-        }
-        this.sharedInputEvents++;
-        // Judged against the generation this event's write made, not the document's current one:
-        // inputs changed at this write or at a later one trigger.
-        const generation = typeof generationAfter === 'number' ? { generation: generationAfter } : {};
-        for (const key of reconcileKeysOf(target.kind, target.id, { ...(owners.get(`${target.kind}\u0000${target.id}`) ?? {}), ...generation } as ICommittedOwners)) {
-          this.enqueue(key, target);
-        }
-      }
-      for (const [id, at] of this.sharedSeen) {
-        if (at >= from - sharedLookbackMs) {
-          break;
-        }
-        this.sharedSeen.delete(id);
-      }
-      // Everything appended before this read began has been seen, so the next read looks back from
-      // then, not from the newest event: after a storm, a log gone quiet was read from its last
-      // event on every poll (the storm's last seconds, thousands of events, four times a second).
-      this.sharedWatermark = Math.max(this.sharedWatermark, readStarted);
-    } catch (error) {
-      this.cloudly.logger.warn({ err: error }, 'shared audit log could not be read for the reconciler');
-    }
-  }
-
-  /** Owner queries the shared-log reader has sent (one per kind and chunk of new events per read). */
-  public sharedOwnerQueries = 0;
-  /** Input changes the shared-log reader has judged (each new event of a kind a verdict reads). */
-  public sharedInputEvents = 0;
-
-  /**
-   * The owners of these documents as stored now (a removed one has none), by `kind\0id`: one
-   * query per kind for each of the store's `inChunks` of ids (as `findIn`, which reads whole documents), the chunks of a kind sent side by side.
-   */
-  private async readOwners(targetsArg: { kind: string; id: string }[]): Promise<Map<string, ICommittedOwners>> {
-    const idsByKind = new Map<string, Set<string>>();
-    for (const target of targetsArg) {
-      let ids = idsByKind.get(target.kind);
-      if (!ids) {
-        ids = new Set();
-        idsByKind.set(target.kind, ids);
-      }
-      ids.add(target.id);
-    }
-    const owners = new Map<string, ICommittedOwners>();
-    const queries: Promise<void>[] = [];
-    for (const [kind, idSet] of idsByKind) {
-      for (const chunk of inChunks(idSet)) {
-        this.sharedOwnerQueries++;
-        queries.push(this.cloudly.database.mongoDb.collection(kind)
-          .find({ id: chunk.length === 1 ? chunk[0] : { $in: chunk } }, { projection: { _id: 0, id: 1, serviceId: 1, clusterId: 1, inputsGeneration: 1 } })
-          .toArray()
-          .then((docs) => {
-            for (const doc of docs) {
-              const { id, ...rest } = doc as unknown as { id: string } & ICommittedOwners;
-              owners.set(`${kind}\u0000${id}`, rest);
-            }
-          }));
-      }
-    }
-    await Promise.all(queries);
-    return owners;
+    }, Math.max(0, delayMsArg));
+    timer.unref();
+    entryArg.requeueTimers.set(keyArg, timer);
   }
 }
+
+const storedSomething = (outcomeArg: TReconcileOutcome): boolean => outcomeArg === 'written' || outcomeArg === 'created' || outcomeArg === 'removed';

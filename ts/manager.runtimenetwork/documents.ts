@@ -1,4 +1,4 @@
-import { defineDocumentKind, type IStoredDocument } from '../core/store.js';
+import { defineDocumentKind, type IStoredDocument, ownedByClusterOfNodeId } from '../core/store.js';
 import type {
   IRuntimeNetworkProjection,
   IRuntimeNetworkProjectionApplication,
@@ -39,8 +39,8 @@ export interface IRuntimeNetworkLeasesDocument extends IStoredDocument {
 }
 
 export const runtimeNetworkAddressPlanKind = defineDocumentKind<IRuntimeNetworkAddressPlanDocument>('CloudlyRuntimeNetworkAddressPlan');
-export const runtimeNetworkProjectionKind = defineDocumentKind<IRuntimeNetworkProjectionDocument>('CloudlyRuntimeNetworkProjection');
-export const runtimeNetworkLeasesKind = defineDocumentKind<IRuntimeNetworkLeasesDocument>('CloudlyRuntimeNetworkLeases');
+export const runtimeNetworkProjectionKind = defineDocumentKind<IRuntimeNetworkProjectionDocument>('CloudlyRuntimeNetworkProjection', { owners: ownedByClusterOfNodeId });
+export const runtimeNetworkLeasesKind = defineDocumentKind<IRuntimeNetworkLeasesDocument>('CloudlyRuntimeNetworkLeases', { owners: ownedByClusterOfNodeId });
 
 /** The authority's plan is a singleton: one Cloudly, one runtime network authority. */
 export const addressPlanDocumentId = 'runtime-network-address-plan';

@@ -52,13 +52,11 @@ export interface IRuntimeNetworkPorts {
   listServiceIds(clusterIdArg: string): Promise<string[]>;
   /** The node's stored projection after the reconciler's owed runs (null while none was published). */
   readPublishedProjection(clusterIdArg: string, nodeIdArg: string): Promise<IRuntimeNetworkProjection | null>;
-  /** Brings a node's projection up to date and answers it. */
-  refreshProjection(clusterIdArg: string, nodeIdArg: string): Promise<IRuntimeNetworkProjection>;
-  /** Refreshes every node of the cluster (queued, one node at a time). */
+  /** Asks the projections controller for a run of every node of the cluster. */
   refreshCluster(clusterIdArg: string): Promise<void>;
   /** The projection with Cloudly's detached signature. */
   signed(projectionArg: IRuntimeNetworkProjection): Promise<{ projection: IRuntimeNetworkProjection; signature: string }>;
-  /** After a committed plan write: the cached plan is replaced and stored projections refresh. */
+  /** After a committed plan write: the cached plan is replaced (the projections controller watches the plan). */
   planWritten(planArg: IRuntimeNetworkAddressPlan): void;
 }
 
@@ -141,7 +139,16 @@ export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDecla
     method: 'getClusterNodeRuntimeNetworkProjection',
     access: 'relay',
     input: { required: { nodeId: isNodeId } },
-    run: async (request, context) => portsArg.signed(await portsArg.refreshProjection(context.clusterId, request.nodeId)),
+    // What the projections controller published, once the runs this instance owes the cluster are
+    // done: a read writes nothing (a node whose projection is held back is told to come back).
+    run: async (request, context) => {
+      await portsArg.requireNode(context.clusterId, request.nodeId);
+      const projection = await portsArg.readPublishedProjection(context.clusterId, request.nodeId);
+      if (!projection) {
+        throw refuse('unavailable', ['runtime-network-projection-not-published-yet'], { retryAfterMs: 1_000 });
+      }
+      return portsArg.signed(projection);
+    },
   }),
 
   relayMutation({

@@ -57,17 +57,20 @@ const meshWorkloadOf = (serviceArg: IServiceDocument): IRuntimeNetworkMeshWorklo
   ports: (serviceArg.ports ?? []).map((port) => ({ protocol: port.protocol, port: port.port })),
 });
 
+/** What the runtime network manager asks of the controllers; built by the composition root. */
+export interface IRuntimeNetworkManagerPorts {
+  /** A cluster's lease allocation changed: the controllers that read it run. */
+  allocationChanged: (clusterIdArg: string) => void;
+  requestProjections: (clusterIdArg: string) => void;
+  /** Waits (bounded) for the runs owed to the cluster's projections on this instance. */
+  settledProjections: (clusterIdArg: string) => Promise<void>;
+}
+
 export class RuntimeNetworkManager {
-  /**
-   * Background refreshes of node projections (after a lease statement or a plan change), keyed by
-   * `clusterNodeDocumentId`: one run per node at a time, a trigger during a run gets one more run
-   * after it, drained on stop. A node whose next projection cannot be published yet fails its
-   * refresh; that is expected, so failures are logged as warnings.
-   */
-  private readonly refreshes: WorkQueue;
   /** Workload lease allocation from the plan's pools (leases.ts). */
   public readonly leases: WorkloadLeaseAllocator;
-  private unsubscribe: (() => void) | null = null;
+  /** The controllers' side, wired by the composition root once the reconciler exists. */
+  private ports: IRuntimeNetworkManagerPorts | null = null;
   private planCache: { plan: IRuntimeNetworkAddressPlan | null; readAt: number } | null = null;
 
   /** A projection with Cloudly's detached signature over its canonical bytes, so a node need not trust the relay. */
@@ -78,21 +81,9 @@ export class RuntimeNetworkManager {
 
   constructor(private readonly cloudly: Cloudly) {
     this.leases = new WorkloadLeaseAllocator(cloudly, () => this.readPlanCached());
-    this.leases.onChanged = (clusterIdArg) => {
-      void this.refreshCluster(clusterIdArg).catch(() => undefined);
-      this.cloudly.desiredStateManager.requestRefresh(clusterIdArg);
-      // Leases are verdict inputs (a workload without one is refused): the cluster's services are judged again.
-      this.cloudly.reconciler.clusterChanged(clusterIdArg, { kind: addressBlockKind.collectionName, id: clusterIdArg });
-    };
-    this.refreshes = new WorkQueue({
-      name: 'runtime network projection refresh',
-      logger: { error: (objectArg, messageArg) => cloudly.logger.warn(objectArg, messageArg) },
-      process: async (keyArg) => {
-        // `/` never occurs in an id, so the first one separates the cluster from the node.
-        const separator = keyArg.indexOf('/');
-        await this.refreshProjection(keyArg.slice(0, separator), keyArg.slice(separator + 1));
-      },
-    });
+    // Leases are inputs of the projections, the desired state and every verdict of the cluster (a
+    // workload without one is refused): each of their controllers is asked for a run.
+    this.leases.onChanged = (clusterIdArg) => this.ports?.allocationChanged(clusterIdArg);
     registerOperations(cloudly, runtimeNetworkOperations({
       logger: cloudly.logger,
       requireCluster: (clusterIdArg) => cloudly.clusterManager.requireCluster(clusterIdArg),
@@ -104,16 +95,15 @@ export class RuntimeNetworkManager {
       allocateCluster: (clusterIdArg) => this.leases.allocate(clusterIdArg),
       listServiceIds: async (clusterIdArg) => (await cloudly.store.find(serviceKind, { clusterId: clusterIdArg })).map((service) => service.id),
       readPublishedProjection: async (clusterIdArg, nodeIdArg) => {
-        await cloudly.reconciler.settledProjections(clusterIdArg);
+        await this.ports?.settledProjections(clusterIdArg);
         const doc = await cloudly.store.get(runtimeNetworkProjectionKind, clusterNodeDocumentId(clusterIdArg, nodeIdArg));
         return doc ? detach(doc.projection) : null;
       },
-      refreshProjection: (clusterIdArg, nodeIdArg) => this.refreshProjection(clusterIdArg, nodeIdArg),
-      refreshCluster: (clusterIdArg) => this.refreshCluster(clusterIdArg),
+      refreshCluster: async (clusterIdArg) => this.refreshCluster(clusterIdArg),
       signed: (projectionArg) => this.signed(projectionArg),
       planWritten: (planArg) => {
+        // The plan itself is an input of the projections controller: every cluster is looked at.
         this.planCache = { plan: detach(planArg), readAt: Date.now() };
-        void this.refreshAllStored();
       },
     }));
   }
@@ -227,40 +217,21 @@ export class RuntimeNetworkManager {
     return detach(result.doc!.projection);
   }
 
+  /** The controllers' side, wired by the composition root once the reconciler exists. */
+  public connect(portsArg: IRuntimeNetworkManagerPorts): void {
+    this.ports = portsArg;
+  }
+
   public async start(): Promise<void> {
-    this.refreshes.resume();
     this.leases.resume();
-    // A relay registration names the node whose host carries the relay: that node's projection changes.
-    // A registration with the same announcement on a new socket (a reconnect) names the same host.
-    this.unsubscribe = this.cloudly.store.onCommitted((kindArg, idArg, ownersArg) => {
-      if (kindArg === clusterRelayRegistrationKind && !leftDerivedInputs(ownersArg)) {
-        void this.refreshCluster(idArg).catch(() => undefined);
-      }
-    });
   }
 
   public async stop(): Promise<void> {
-    this.unsubscribe?.();
     await this.leases.drain();
-    await this.refreshes.drain();
   }
 
-  /** Refreshes every node of a cluster, one after another; a failure of one node is logged and does not stop the others. */
-  public async refreshCluster(clusterIdArg: string): Promise<void> {
-    for (const node of await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)) {
-      await this.refreshes.add(clusterNodeDocumentId(clusterIdArg, node.id));
-    }
-  }
-
-  /** After a plan change: refresh every node that already has a projection (best effort, in the background). */
-  private async refreshAllStored(): Promise<void> {
-    try {
-      for (const doc of await this.cloudly.store.find(runtimeNetworkProjectionKind, {})) {
-        // After a stop the queue takes no work, so this ends quickly.
-        await this.refreshes.add(doc.id);
-      }
-    } catch (error) {
-      this.cloudly.logger.warn({ err: error }, 'runtime network refresh after a plan change failed');
-    }
+  /** Asks the projections controller for a run of every node of the cluster. */
+  public refreshCluster(clusterIdArg: string): void {
+    this.ports?.requestProjections(clusterIdArg);
   }
 }

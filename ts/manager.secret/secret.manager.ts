@@ -75,6 +75,13 @@ const enrollmentSweepBatch = 1000;
 
 export class SecretManager {
   private sweepTimer: NodeJS.Timeout | null = null;
+  /** Waits (bounded) for the Corestore credentials controller's run owed to a cluster; wired by the composition root. */
+  private settledCredentials: (clusterIdArg: string) => Promise<void> = async () => undefined;
+
+  /** The controllers' side, wired by the composition root once the reconciler exists. */
+  public connect(portsArg: { settledCredentials: (clusterIdArg: string) => Promise<void> }): void {
+    this.settledCredentials = portsArg.settledCredentials;
+  }
 
   constructor(private readonly cloudly: Cloudly) {
     registerOperations(cloudly, [
@@ -139,16 +146,7 @@ export class SecretManager {
         input: { required: { clusterId: isIdString, nodeId: isNodeId } },
         run: async (request) => {
           await this.requireNode(request.clusterId, request.nodeId, 'request.nodeId');
-          const identity = credentialIdentity(request.clusterId, request.nodeId);
-          let credential = await this.cloudly.store.get(corestoreCredentialKind, identity.id);
-          if (!credential) {
-            await this.cloudly.reconciler.settledCluster(request.clusterId);
-            credential = await this.cloudly.store.get(corestoreCredentialKind, identity.id);
-          }
-          if (!credential) {
-            throw refuse('unavailable', ['corestore-credential-not-made-yet'], { retryAfterMs: 1_000 });
-          }
-          return { credential: toReference(credential) };
+          return { credential: toReference(await this.madeCredential(request.clusterId, request.nodeId)) };
         },
       }),
       adminMutation({
@@ -305,44 +303,35 @@ export class SecretManager {
   }
 
   /**
-   * The reference (never the value) of a node's Corestore control credential, created at version 1
-   * on first use: what a node's desired state carries so its relay knows which version to fetch.
+   * The references of the cluster's credentials in one read (never a value), by node: what a
+   * cluster's desired state carries. Nothing is made here: the Corestore credentials controller
+   * makes every node's credential.
    */
-  public async corestoreCredentialReference(clusterIdArg: string, nodeIdArg: string): Promise<ICorestoreControlCredentialReference> {
-    return toReference(await this.ensureCredential(clusterIdArg, nodeIdArg));
-  }
-
-  /**
-   * The references of every listed node's credential in one read, creating (at version 1) only
-   * those not made yet: what a cluster's desired state carries.
-   */
-  public async corestoreCredentialReferences(clusterIdArg: string, nodeIdsArg: readonly string[]): Promise<Map<string, ICorestoreControlCredentialReference>> {
-    const existing = new Map((await this.cloudly.store.find(corestoreCredentialKind, { clusterId: clusterIdArg }))
+  public async corestoreCredentialReferences(clusterIdArg: string): Promise<Map<string, ICorestoreControlCredentialReference>> {
+    return new Map((await this.cloudly.store.find(corestoreCredentialKind, { clusterId: clusterIdArg }))
       .map((doc) => [doc.nodeId, toReference(doc)] as const));
-    for (const nodeId of nodeIdsArg) {
-      if (!existing.has(nodeId)) {
-        existing.set(nodeId, await this.corestoreCredentialReference(clusterIdArg, nodeId));
-      }
-    }
-    return existing;
   }
 
-  /** The node's credential, created at version 1 on first use. */
-  /** Makes the credential (version 1) of every node of the cluster that has none yet: the reconciler's step for a cluster. */
-  public async ensureCorestoreCredentials(clusterIdArg: string): Promise<void> {
-    const made = new Set((await this.cloudly.store.find(corestoreCredentialKind, { clusterId: clusterIdArg })).map((doc) => doc.nodeId));
-    for (const node of await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)) {
-      if (!made.has(node.id)) {
-        await this.ensureCredential(clusterIdArg, node.id);
-      }
-    }
-  }
-
-  private async ensureCredential(clusterIdArg: string, nodeIdArg: string): Promise<ICorestoreCredentialDocument> {
+  /** Makes the node's credential at version 1 unless it has one: the Corestore credentials controller's write. */
+  public async ensureCredential(clusterIdArg: string, nodeIdArg: string): Promise<ICorestoreCredentialDocument> {
     const identity = credentialIdentity(clusterIdArg, nodeIdArg);
     const { doc } = await this.cloudly.store.mutate(corestoreCredentialKind, identity.id, (current) =>
       decideCredentialChange(current, { kind: 'ensure', identity }, (versionArg) => this.freshCredentialVersion(identity.id, versionArg)));
     return doc!;
+  }
+
+  /** The node's stored credential once the controller's owed run is done; `unavailable` while it is not made yet. */
+  private async madeCredential(clusterIdArg: string, nodeIdArg: string): Promise<ICorestoreCredentialDocument> {
+    const id = credentialIdentity(clusterIdArg, nodeIdArg).id;
+    let credential = await this.cloudly.store.get(corestoreCredentialKind, id);
+    if (!credential) {
+      await this.settledCredentials(clusterIdArg);
+      credential = await this.cloudly.store.get(corestoreCredentialKind, id);
+    }
+    if (!credential) {
+      throw refuse('unavailable', ['corestore-credential-not-made-yet'], { retryAfterMs: 1_000 });
+    }
+    return credential;
   }
 
   private async corestoreCredentialMaterial(
@@ -355,7 +344,7 @@ export class SecretManager {
       throw refuseNamed('not-found', 'node-not-found', 'names no node of this relay\'s cluster', 'request.nodeId');
     }
     const recipient = chooseRecipient(await this.cloudly.store.get(secretRecipientsKind, clusterIdArg), recipientIdArg);
-    const credential = await this.ensureCredential(clusterIdArg, nodeIdArg);
+    const credential = await this.madeCredential(clusterIdArg, nodeIdArg);
     const publicKey = await importRecipientPublicKey(recipient.publicKey);
     const seal = async (versionArg: IStoredCredentialVersion): Promise<ISealedSecret> => {
       const value = this.cloudly.secrets.decrypt(versionArg.value, credentialContext(credential.id, versionArg.secretVersionId));

@@ -8,7 +8,7 @@ import {
   type TServiceVolumeInitialization,
   type TServiceVolumeInitializationErrorCode,
 } from '../interfaces/data/servicevolume.js';
-import type { IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
+import type { IRuntimeLiveness, IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
 import type { IRuntimeLocalStorageClaimRecord, IRuntimeLocalStorageClaimReference } from '../interfaces/data/runtimelocalstorageclaim.js';
 import type { IServiceVolumeClaimDecision } from './claims.js';
 import type { IServiceHistoricalClaim } from '../interfaces/requests/service.js';
@@ -16,7 +16,7 @@ import type {
   IRuntimeLocalStorageClaimDocument,
   IServiceDocument,
   IServiceRuntimeStatusDocument,
-} from './service.manager.js';
+} from './documents.js';
 
 /**
  * The service manager's decisions as pure functions over what the store read: each answers the
@@ -108,28 +108,47 @@ export const decideVolumeInitialization = (
  * The stored runtime verdict of a service: kept while the spec revision, state and reason are
  * the stored ones (so `changedAt` moves only when the verdict changes), written otherwise.
  */
+/** A judged verdict: the contract's status fields, and, while its cluster is not current, why (the project's own). */
+export type IJudgedVerdict = Pick<IServiceRuntimeStatus, 'specRevision' | 'state' | 'reason'> & { unknown?: IRuntimeLiveness };
+
+const sameUnknown = (leftArg: IRuntimeLiveness | undefined, rightArg: IRuntimeLiveness | undefined): boolean =>
+  leftArg === rightArg || (leftArg !== undefined && rightArg !== undefined && leftArg.reason === rightArg.reason && leftArg.since === rightArg.since);
+
+/** Whether the stored verdict already says what was judged. Pure. */
+export const isStoredVerdict = (storedArg: IServiceRuntimeStatusDocument, verdictArg: IJudgedVerdict): boolean =>
+  storedArg.specRevision === verdictArg.specRevision
+  && storedArg.state === verdictArg.state
+  && storedArg.reason === verdictArg.reason
+  && sameUnknown(storedArg.unknown, verdictArg.unknown);
+
+/**
+ * The stored verdict moves only when the judged one differs; `changedAt` (the contract's: when the
+ * state last changed) moves only with the state, its reason or the spec revision, not when only
+ * the cluster's liveness did.
+ */
 export const decideRuntimeStatus = (
   storedArg: IServiceRuntimeStatusDocument | null,
   serviceIdArg: string,
-  verdictArg: Pick<IServiceRuntimeStatus, 'specRevision' | 'state' | 'reason'> & { clusterId?: string },
+  verdictArg: IJudgedVerdict & { clusterId?: string },
   nowArg: number,
 ): TDecision<IServiceRuntimeStatusDocument> => {
-  if (
-    storedArg
-    && storedArg.specRevision === verdictArg.specRevision
-    && storedArg.state === verdictArg.state
-    && storedArg.reason === verdictArg.reason
-  ) {
+  if (storedArg && isStoredVerdict(storedArg, verdictArg)) {
     return { kind: 'keep' };
   }
+  const stateMoved = !storedArg || storedArg.specRevision !== verdictArg.specRevision
+    || storedArg.state !== verdictArg.state || storedArg.reason !== verdictArg.reason;
   const next = {
     ...(verdictArg.clusterId === undefined ? {} : { clusterId: verdictArg.clusterId }),
     specRevision: verdictArg.specRevision,
     state: verdictArg.state,
     reason: verdictArg.reason,
-    changedAt: nowArg,
+    changedAt: stateMoved ? nowArg : storedArg!.changedAt,
+    ...(verdictArg.unknown ? { unknown: { ...verdictArg.unknown } } : {}),
   };
-  return storedArg ? { kind: 'write', change: { set: next } } : { kind: 'create', doc: { id: serviceIdArg, ...next } };
+  if (!storedArg) {
+    return { kind: 'create', doc: { id: serviceIdArg, ...next } };
+  }
+  return { kind: 'write', change: { set: next, ...(verdictArg.unknown || !storedArg.unknown ? {} : { unset: ['unknown'] }) } };
 };
 
 /**

@@ -30,7 +30,7 @@ import {
   type IRuntimeSessionReference,
 } from '../interfaces/requests/runtimesession.js';
 import { refuse, refuseNamed } from '../core/errors.js';
-import { defineDocumentKind, type IStoredDocument, type TDecision } from '../core/store.js';
+import { defineDocumentKind, type IStoredDocument, type TDecision, ownedByClusterOfNodeId, ownedByServiceOfId } from '../core/store.js';
 import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayMutation } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
 import { isAnyValue, isIdString, isPositiveInteger, problemsOfSentences, refuseFields, sentenceCheck, sentenceOfProblem, type TFieldCheck } from '../core/validation.js';
@@ -67,6 +67,29 @@ import {
   volumeRefusal,
 } from './decide.js';
 
+export {
+  runtimeLocalStorageClaimKind,
+  runtimeNodeSessionKind,
+  serviceKind,
+  serviceRuntimeStatusKind,
+  toPublicService,
+  type IRuntimeLocalStorageClaimDocument,
+  type IRuntimeNodeSessionDocument,
+  type IServiceDocument,
+  type IServiceRuntimeStatusDocument,
+} from './documents.js';
+import {
+  runtimeLocalStorageClaimKind,
+  runtimeNodeSessionKind,
+  serviceKind,
+  serviceRuntimeStatusKind,
+  toPublicService,
+  type IRuntimeLocalStorageClaimDocument,
+  type IRuntimeNodeSessionDocument,
+  type IServiceDocument,
+  type IServiceRuntimeStatusDocument,
+} from './documents.js';
+
 /**
  * Services, their volumes and volume initialization, their runtime verdicts, and the local storage
  * claims Cloudly issues for their volumes.
@@ -78,66 +101,7 @@ import {
  * rolled forward from the markers, idempotently, after every write, on relay events and at start.
  */
 
-export interface IServiceDocument extends IStoredDocument {
-  name: string;
-  organizationId: string;
-  clusterId: string;
-  specRevision: number;
-  runtime: IServiceRuntimeSpec;
-  /**
-   * Beside `runtime`, not in it (absent on documents written before they existed, read as none).
-   * Documents from before the move carry them inside `runtime`; `migrateServiceShapes` moves them
-   * at start (ts/manager.service/migrate.ts).
-   */
-  ports?: IServicePort[];
-  routes?: IServiceRoute[];
-  volumes: IServiceVolume[];
-  claimDecisions: IServiceVolumeClaimDecision[];
-  createdAt: number;
-  updatedAt: number;
-  /** Set by `deleteService`: the service has left the desired state and goes once its relay reports it stopped. */
-  deletionRequestedAt?: number;
-}
-
-export interface IRuntimeLocalStorageClaimDocument extends IStoredDocument {
-  serviceId: string;
-  clusterId: string;
-  nodeId: string;
-  mountPath: string;
-  current: IRuntimeLocalStorageClaimRecord;
-  /** Earlier generations, oldest first, at most `retainedClaimHistory`. */
-  history: IRuntimeLocalStorageClaimRecord[];
-  /**
-   * The generation an administrator released after its node answered `uncertain`. Until then
-   * Cloudly issues no further generation of the claim: neither a purge nor a remount.
-   */
-  releasedUncertainGeneration?: number;
-}
-
-export interface IRuntimeNodeSessionDocument extends IStoredDocument {
-  clusterId: string;
-  nodeId: string;
-  session: IRuntimeSessionReference;
-  reportedAt: number;
-}
-
-export interface IServiceRuntimeStatusDocument extends IStoredDocument {
-  /** The service's cluster (absent on verdicts stored before the reconciler): watchers and the fleet page find the cluster by it. */
-  clusterId?: string;
-  specRevision: number;
-  state: IServiceRuntimeStatus['state'];
-  reason: IServiceRuntimeStatus['reason'];
-  changedAt: number;
-}
-
-export const serviceKind = defineDocumentKind<IServiceDocument>('CloudlyService');
-export const runtimeLocalStorageClaimKind = defineDocumentKind<IRuntimeLocalStorageClaimDocument>('CloudlyRuntimeLocalStorageClaim');
-export const runtimeNodeSessionKind = defineDocumentKind<IRuntimeNodeSessionDocument>('CloudlyRuntimeNodeSession');
-export const serviceRuntimeStatusKind = defineDocumentKind<IServiceRuntimeStatusDocument>('CloudlyServiceRuntimeStatus');
-
 const retainedClaimHistory = 16;
-/** How often pending claims are pushed again while nothing else triggers them. */
-export const claimRetryIntervalMs = 5_000;
 /** How long Cloudly waits for a node's answer to one claim push. */
 export const claimPushTimeoutMs = 15_000;
 
@@ -162,24 +126,9 @@ const decideNodeSessionReport = (
  * node still waits for the bytes: the node answers the repeat as `replay` with its current state,
  * which is how Cloudly learns the import finished.
  */
-const needsPush = (docArg: IRuntimeLocalStorageClaimDocument): boolean =>
+export const needsPush = (docArg: IRuntimeLocalStorageClaimDocument): boolean =>
   docArg.current.delivery === 'pending'
   || (docArg.current.claim.lifecycle === 'bound' && docArg.current.nodeState === 'import-required');
-
-export const toPublicService = (docArg: IServiceDocument): IService => ({
-  id: docArg.id,
-  name: docArg.name,
-  organizationId: docArg.organizationId,
-  clusterId: docArg.clusterId,
-  generation: docArg.generation,
-  specRevision: docArg.specRevision,
-  runtime: snapshotServiceRuntimeSpec(docArg.runtime),
-  ports: snapshotServicePorts(docArg.ports ?? []),
-  routes: snapshotServiceRoutes(docArg.routes ?? []),
-  volumes: docArg.volumes.map((volume) => ({ ...volume })),
-  createdAt: docArg.createdAt,
-  updatedAt: docArg.updatedAt,
-});
 
 /** A stored volume from a writable one, keeping what the server manages for that mount path. */
 const toStoredVolume = (writableArg: TServiceWritableVolume, previousArg: IServiceVolume | undefined): IServiceVolume => {
@@ -303,109 +252,39 @@ const decideVolumeClaims = (
   return decisions;
 };
 
-/** What every service of a cluster shares in its verdict. */
-interface IClusterVerdictFacts {
-  exists: boolean;
-  runtimePhase: TClusterRuntimePhase;
-  nodeIds: ReadonlySet<string>;
-  allocation: IClusterAllocation;
-  /** What the cluster's relay stated its runtime supports (null: nothing stated). */
-  relayCapabilities: IClusterRelayCapabilities | null;
-  /** Which live service the route table gives each declared hostname (the oldest declaring it). */
-  routeOwners: ReadonlyMap<string, string>;
-  /** Every lease id a node of the cluster confirmed it applied. */
-  confirmedLeaseIds: ReadonlySet<string>;
+/** What the service manager asks of the controllers; built by the composition root. */
+export interface IServiceManagerPorts {
+  /** Waits (bounded) for the verdict runs this instance owes the service. */
+  settledVerdict: (serviceArg: { id: string; clusterId: string }) => Promise<void>;
+  /** Asks the volume claims controller to roll a service's claims forward. */
+  requestClaims: (serviceIdArg: string) => void;
 }
 
-const groupBy = <T>(itemsArg: T[], keyArg: (itemArg: T) => string): Map<string, T[]> => {
-  const groups = new Map<string, T[]>();
-  for (const item of itemsArg) {
-    const key = keyArg(item);
-    groups.set(key, [...(groups.get(key) ?? []), item]);
-  }
-  return groups;
-};
-
-/**
- * The verdict on a service's current spec revision from the facts gathered for it: Cloudly's own
- * judgement (`judgeServiceRuntime`), then, when nothing stands in the way, the relay's
- * observations decide between `converging` and `converged`. Pure.
- */
-const judgeServiceVerdict = (
-  docArg: IServiceDocument,
-  clusterArg: IClusterVerdictFacts,
-  claimDocsArg: IRuntimeLocalStorageClaimDocument[],
-  bindingsArg: IPlatformBinding[],
-  observedArg: IServiceObservedPlacement[],
-  organizationRegisteredArg: boolean,
-  heldImageVersionsArg: ReadonlySet<string>,
-): Pick<IServiceRuntimeStatus, 'specRevision' | 'state' | 'reason'> => {
-  const service = toPublicService(docArg);
-  const imagePlan = judgeServiceImagePlan(service, (digestArg) => heldImageVersionsArg.has(imageVersionId(service.id, digestArg)));
-  const heldLeaseIds = new Map<string, string[]>();
-  for (const lease of clusterArg.allocation.leases) {
-    if (lease.serviceId === service.id) {
-      heldLeaseIds.set(lease.nodeId, [...(heldLeaseIds.get(lease.nodeId) ?? []), lease.lease.id]);
-    }
-  }
-  const verdict = judgeServiceRuntime({
-    organizationRegistered: organizationRegisteredArg,
-    relayCapabilities: clusterArg.relayCapabilities,
-    bindingCapabilities: bindingsArg.filter((binding) => binding.enabled).map((binding) => binding.capability),
-    routesTakenByOthers: service.routes
-      .map((route) => route.hostname)
-      .filter((hostname) => (clusterArg.routeOwners.get(hostname) ?? service.id) !== service.id),
-    nodeNetwork: clusterArg.allocation.managed ? { heldLeaseIds, confirmedLeaseIds: clusterArg.confirmedLeaseIds } : undefined,
-    observed: observedArg,
-    service,
-    claimMarkers: docArg.claimDecisions ?? [],
-    clusterExists: clusterArg.exists,
-    clusterRuntimePhase: clusterArg.runtimePhase,
-    clusterNodeIds: clusterArg.nodeIds,
-    // No address plan: Cloudly manages no workload address and refuses nothing for it.
-    workloadLeases: clusterArg.allocation.managed
-      ? { shortfall: clusterArg.allocation.shortfall.get(service.id) ?? 0, poolMissing: clusterArg.allocation.poolMissing }
-      : undefined,
-    claims: claimDocsArg.map((claimDoc) => claimDoc.current),
-    // An enabled binding that is not `ready` yet has no credentials in the service's secret manifest.
-    bindings: {
-      bindingsPending: bindingsArg.some((binding) => binding.enabled && binding.status !== 'ready'),
-      legacyAdoptionPending: bindingsArg.some((binding) => binding.statusReason === 'legacy-adoption-pending'),
-    },
-    ...(imagePlan === 'registry' ? {} : { imageVersionHeld: imagePlan === 'held' }),
-  });
-  const judged = verdict.state === 'converging' && isServiceObservedConverged(service, observedArg)
-    ? { state: 'converged' as const, reason: null }
-    : verdict;
-  return { specRevision: service.specRevision, state: judged.state, reason: judged.reason };
-};
-
 export class ServiceManager {
-  private retryTimer: NodeJS.Timeout | null = null;
-  private retryRunning = false;
   private stopped = false;
   /**
-   * Claim pushes and service reconciles, one run per key at a time; a trigger during a run gets
-   * one more run after it, so the last trigger is always seen. The periodic retry below covers
-   * failures, so the queues themselves do not retry.
+   * Claim pushes, one run per claim at a time; a trigger during a run gets one more run after it,
+   * so the last trigger is always seen. The claims controller's poll retries what stays pending.
    */
   private readonly pushes: WorkQueue;
-  private readonly reconciles: WorkQueue;
+  private ports: IServiceManagerPorts | null = null;
 
   constructor(private readonly cloudly: Cloudly) {
     this.pushes = new WorkQueue({ name: 'claim push', logger: cloudly.logger, process: (claimIdArg) => this.pushOnce(claimIdArg) });
-    this.reconciles = new WorkQueue({ name: 'claim reconcile', logger: cloudly.logger, process: (serviceIdArg) => this.reconcileOnce(serviceIdArg) });
     this.registerServiceHandlers();
     registerOperations(cloudly, organizationOperations(cloudly));
     this.registerVolumeHandlers();
     this.registerClaimHandlers();
-    cloudly.relays.onSessionOpened((sessionArg: IRelaySession) => this.pushPendingClaims({ clusterId: sessionArg.clusterId }));
+  }
+
+  /** The controllers' side, wired by the composition root once the reconciler exists. */
+  public connect(portsArg: IServiceManagerPorts): void {
+    this.ports = portsArg;
   }
 
   public async start(): Promise<void> {
     this.stopped = false;
     this.pushes.resume();
-    this.reconciles.resume();
     // Documents written before ports and routes moved out of the runtime spec are moved first, so
     // nothing after this point reads the old shape.
     await migrateServiceShapes(this.cloudly.store, this.cloudly.logger);
@@ -416,23 +295,13 @@ export class ServiceManager {
     if (registered > 0) {
       this.cloudly.logger.info({ registered }, 'registered the organizations stored services name');
     }
-    // Roll forward whatever a previous run decided but did not finish.
-    for (const service of await this.cloudly.store.find(serviceKind, {})) {
-      await this.reconcileService(service.id);
-    }
-    this.retryTimer = setInterval(() => {
-      void this.retryPendingClaims();
-    }, claimRetryIntervalMs);
-    this.retryTimer.unref();
+    // Whatever a previous run decided but did not finish is rolled forward by the claims
+    // controller's start-up pass.
   }
 
   public async stop(): Promise<void> {
     this.stopped = true;
-    if (this.retryTimer) {
-      clearInterval(this.retryTimer);
-      this.retryTimer = null;
-    }
-    await Promise.all([this.reconciles.drain(), this.pushes.drain()]);
+    await this.pushes.drain();
   }
 
   // ------------------------------------------------------------------ reads other managers use
@@ -465,117 +334,6 @@ export class ServiceManager {
   public async readServiceRuntimeStatus(serviceIdArg: string): Promise<IServiceRuntimeStatus | null> {
     const doc = await this.cloudly.store.get(serviceRuntimeStatusKind, serviceIdArg);
     return doc ? this.toStatus(serviceIdArg, doc) : null;
-  }
-
-  /**
-   * The reconciler's step for one service (ts/manager.reconciler): judges its current spec revision
-   * from every fact Cloudly holds and stores the verdict when it changed, so `changedAt` moves only
-   * with it. A service that is gone has no verdict: a stored one is removed. Never called on a read.
-   */
-  public async reconcileServiceRuntimeStatus(serviceIdArg: string): Promise<'written' | 'created' | 'kept' | 'removed'> {
-    const doc = await this.cloudly.store.get(serviceKind, serviceIdArg);
-    if (!doc) {
-      const { outcome } = await this.cloudly.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
-        (storedArg ? { kind: 'remove' } : { kind: 'keep' }));
-      return outcome === 'removed' ? 'removed' : 'kept';
-    }
-    // Only the services declaring one of this service's hostnames can own it: read those, not the cluster.
-    const hostnames = (doc.routes ?? []).map((route) => route.hostname);
-    const [cluster, claims, bindings, observed, organization, heldImages] = await Promise.all([
-      this.readClusterVerdictFacts(doc.clusterId, hostnames.length === 0
-        ? Promise.resolve([])
-        : this.cloudly.store.find(serviceKind, { clusterId: doc.clusterId, 'routes.hostname': { $in: hostnames } } as never)),
-      this.cloudly.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg }),
-      this.cloudly.corestoreManager.getPlatformBindingsOfServices([serviceIdArg]),
-      this.cloudly.desiredStateManager.observedPlacements(serviceIdArg),
-      this.cloudly.store.get(organizationKind, doc.organizationId),
-      this.cloudly.imageManager.heldImageVersionsOf([serviceIdArg]),
-    ]);
-    const judged = judgeServiceVerdict(doc, cluster, claims, bindings, observed, organization !== null, heldImages);
-    const { outcome } = await this.cloudly.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
-      decideRuntimeStatus(storedArg, serviceIdArg, { ...judged, clusterId: doc.clusterId }, Date.now()));
-    return outcome;
-  }
-
-  /**
-   * The reconciler's look at a whole cluster (a resync, a node change): every service judged from
-   * one read per kind. A service that has no verdict yet gets it here, by a create-only insert (a
-   * run of its own that got there first wins, and the service is then owed a run). The ids whose
-   * stored verdict differs from the judged one are answered, not written: each is reconciled on its
-   * own from facts read afresh, so this older look never overwrites a newer verdict.
-   */
-  public async judgeClusterRuntimeStatuses(clusterIdArg: string): Promise<{ created: number; owed: string[] }> {
-    const { store } = this.cloudly;
-    const services = await store.find(serviceKind, { clusterId: clusterIdArg });
-    if (services.length === 0) {
-      return { created: 0, owed: [] };
-    }
-    const ids = services.map((service) => service.id);
-    const [cluster, claims, bindings, observedDocs, statuses, organizations, heldImages] = await Promise.all([
-      this.readClusterVerdictFacts(clusterIdArg, Promise.resolve(services)),
-      store.find(runtimeLocalStorageClaimKind, { clusterId: clusterIdArg }),
-      this.cloudly.corestoreManager.getPlatformBindingsOfServices(ids),
-      this.cloudly.desiredStateManager.observedStatesOfCluster(clusterIdArg),
-      store.find(serviceRuntimeStatusKind, { id: { $in: ids } }),
-      store.find(organizationKind, { id: { $in: [...new Set(services.map((service) => service.organizationId))] } }),
-      this.cloudly.imageManager.heldImageVersionsOf(ids),
-    ]);
-    const registered = new Set(organizations.map((organization) => organization.id));
-    const storedOf = new Map(statuses.map((status) => [status.id, status]));
-    const observedOf = new Map(observedDocs.map((observed) => [observed.id, observed.placements]));
-    const claimsOf = groupBy(claims, (claim) => claim.serviceId);
-    const bindingsOf = groupBy(bindings, (binding) => binding.serviceId);
-    const owed: string[] = [];
-    const now = Date.now();
-    const created = await Promise.all(services.map(async (service) => {
-      const judged = judgeServiceVerdict(
-        service, cluster, claimsOf.get(service.id) ?? [], bindingsOf.get(service.id) ?? [], observedOf.get(service.id) ?? [],
-        registered.has(service.organizationId), heldImages,
-      );
-      const stored = storedOf.get(service.id);
-      if (!stored) {
-        // Inserts asked at once go to the database as one command (ts/core/insertbatcher.ts).
-        const inserted = await store.insert(serviceRuntimeStatusKind, { id: service.id, clusterId: clusterIdArg, ...judged, changedAt: now });
-        if (!inserted) {
-          owed.push(service.id);
-        }
-        return inserted ? 1 : 0;
-      }
-      if (stored.specRevision !== judged.specRevision || stored.state !== judged.state || stored.reason !== judged.reason) {
-        owed.push(service.id);
-      }
-      return 0;
-    }));
-    return { created: created.reduce<number>((sum, one) => sum + one, 0), owed };
-  }
-
-  /**
-   * What every service of a cluster shares in its verdict, read once. `routedArg` are the services
-   * whose routes decide the hostnames judged (the whole cluster for a cluster pass, only those
-   * declaring one service's hostnames for a service's own run).
-   */
-  private async readClusterVerdictFacts(clusterIdArg: string, routedArg: Promise<IServiceDocument[]>): Promise<IClusterVerdictFacts> {
-    const [cluster, runtimePhase, nodes, allocation, relayCapabilities, services, confirmations] = await Promise.all([
-      this.cloudly.clusterManager.getCluster(clusterIdArg),
-      this.cloudly.ingressManager.peekClusterRuntimePhase(clusterIdArg),
-      this.cloudly.clusterManager.nodes.listNodes(clusterIdArg),
-      this.cloudly.runtimeNetworkManager.allocateCluster(clusterIdArg),
-      this.cloudly.clusterManager.relayRegistrations.getCapabilities(clusterIdArg),
-      routedArg,
-      this.cloudly.store.find(runtimeNetworkLeasesKind, { clusterId: clusterIdArg }),
-    ]);
-    // The same rule the route table uses: one service per hostname, the oldest live one declaring it.
-    const routeOwners = new Map(deriveClusterRoutes(services.filter((service) => service.deletionRequestedAt === undefined))
-      .map((route) => [route.hostname, route.serviceId]));
-    return {
-      exists: cluster !== null,
-      runtimePhase,
-      nodeIds: new Set(nodes.map((node) => node.id)),
-      allocation,
-      relayCapabilities,
-      routeOwners,
-      confirmedLeaseIds: new Set(confirmations.flatMap((doc) => doc.leases.map((lease) => lease.lease.id))),
-    };
   }
 
   private toStatus(serviceIdArg: string, docArg: IServiceRuntimeStatusDocument): IServiceRuntimeStatus {
@@ -677,7 +435,7 @@ export class ServiceManager {
         input: isServiceRead,
         run: async (request) => {
           const service = await this.requireFound(request.serviceId, await this.getService(request.serviceId));
-          await this.cloudly.reconciler.settled(service);
+          await this.ports?.settledVerdict(service);
           const status = await this.readServiceRuntimeStatus(service.id);
           if (!status) {
             // Only while the reconciler has not reached a new service yet (or another instance reconciles it).
@@ -857,17 +615,17 @@ export class ServiceManager {
   }
 
   private scheduleReconcile(serviceIdArg: string): void {
-    void this.reconciles.add(serviceIdArg);
+    this.ports?.requestClaims(serviceIdArg);
   }
 
   /**
    * Rolls a service's claims forward from its document: a first generation for every decision
    * without a claim, a purge generation for every bound claim whose volume is gone, a new bound
-   * generation when a volume's read-only flag changed; then pushes what is pending. A failure is
-   * logged by the queue ('claim reconcile failed'); the next trigger looks again.
+   * generation when a volume's read-only flag changed; then pushes what is pending. The claims
+   * controller's step (./claims.controller.ts); a failure is retried by it.
    */
-  public async reconcileService(serviceIdArg: string): Promise<void> {
-    await this.reconciles.add(serviceIdArg);
+  public async rollClaimsForward(serviceIdArg: string): Promise<void> {
+    await this.reconcileOnce(serviceIdArg);
   }
 
   private async reconcileOnce(serviceIdArg: string): Promise<void> {
@@ -933,30 +691,13 @@ export class ServiceManager {
     return docs.filter(needsPush).map((doc) => doc.id);
   }
 
-  /** Pushes every pending claim (of one cluster when given); an offline relay leaves them pending. */
-  public async pushPendingClaims(filterArg: { clusterId?: string }): Promise<void> {
+  /** Pushes every pending claim of a cluster; an offline relay leaves them pending. */
+  public async pushPendingClaims(clusterIdArg: string): Promise<void> {
     if (this.stopped) {
       return;
     }
-    try {
-      for (const claimId of await this.pendingClaimIds(filterArg)) {
-        await this.pushClaim(claimId);
-      }
-    } catch (error) {
-      this.cloudly.logger.error({ err: error }, 'pushing pending claims failed');
-    }
-  }
-
-  /** The periodic retry; a run still going when the next tick comes is not doubled. */
-  private async retryPendingClaims(): Promise<void> {
-    if (this.retryRunning) {
-      return;
-    }
-    this.retryRunning = true;
-    try {
-      await this.pushPendingClaims({});
-    } finally {
-      this.retryRunning = false;
+    for (const claimId of await this.pendingClaimIds({ clusterId: clusterIdArg })) {
+      await this.pushClaim(claimId);
     }
   }
 

@@ -133,3 +133,22 @@ export const snapshotServiceRuntimeStatus = (valueArg: unknown): IServiceRuntime
   }
   throw new TypeError(serviceRuntimeStatusContract.error);
 };
+
+/**
+ * Project's own extension, beside the contract's status (seed 001's state and reason unions are
+ * closed and stay as they are): why what is shown of a service is not current, and since when
+ * (epoch milliseconds: the last time Cloudly had evidence from the cluster's relay). A service
+ * whose cluster has had no live relay session past the grace (`relay-disconnected`), or whose
+ * relay's observed-state reports are older than their bound (`observed-state-stale`), counts as
+ * `unknown` on every overview and is never shown `converged` or `converging`
+ * (docs/reconciler.md, "Liveness").
+ */
+export const runtimeLivenessReasons = Object.freeze(['relay-disconnected', 'observed-state-stale'] as const);
+
+export type TRuntimeLivenessReason = (typeof runtimeLivenessReasons)[number];
+
+export interface IRuntimeLiveness {
+  state: 'unknown';
+  reason: TRuntimeLivenessReason;
+  since: number;
+}

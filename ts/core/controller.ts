@@ -1,0 +1,63 @@
+import type { ICommittedChange } from './changefeed.js';
+import type { IWorkQueueRetry } from './workqueue.js';
+
+/**
+ * A controller: one derived thing and the one place that writes it. Declared as a value, the way
+ * controller-runtime's builder declares one (`For` / `Owns` / `Watches` / `Complete`): which
+ * changes queue which keys, which keys a full pass looks at, and a level-based `reconcile(key)`
+ * that reads what is stored now and writes only what differs. A controller never holds
+ * `Cloudly`: its constructor takes the ports the composition root builds for it, which are its
+ * whole list of dependencies (as `NewDeploymentController(informers…, client)` is called in
+ * kube-controller-manager). The reconciler (ts/manager.reconciler/) runs every controller of one
+ * list: its keyed queue, leadership, the resync and the metrics.
+ */
+
+/** Why a key runs: the input change that queued it (kind and id), and when that change was committed. */
+export interface IReconcileCause {
+  kind: string;
+  id: string;
+  /** Epoch milliseconds of the input's commit; absent for passes nobody's change asked for. */
+  at?: number;
+}
+
+/** What one run did: `created`/`written`/`removed` stored something, `kept` found it current, `expanded` queued what it covers. */
+export type TReconcileOutcome = 'created' | 'written' | 'removed' | 'kept' | 'expanded' | 'refreshed';
+
+export interface IReconcileResult {
+  outcome: TReconcileOutcome;
+  /** Look at this key again after this long even if no input changes (a deadline the facts imply). */
+  requeueAfterMs?: number;
+}
+
+export interface IReconcileContext {
+  cause: IReconcileCause;
+  /** Queues another key of the same controller, as caused by the same change. */
+  enqueue: (keyArg: string) => void;
+}
+
+export interface IController {
+  /** Metrics label, logs, and the audit `cause` of what it writes. */
+  readonly name: string;
+  /** The derived document kinds it writes; every derived kind has exactly one writer (test/reconciler.controllers.test.ts). */
+  readonly writes: readonly string[];
+  /** Which keys a committed change of each input kind queues (For / Owns / Watches). */
+  readonly inputs: Readonly<Record<string, (changeArg: ICommittedChange) => readonly string[]>>;
+  /** The keys of a full pass: at start-up, for a new leader, at every resync. */
+  all: () => Promise<readonly string[]>;
+  reconcile: (keyArg: string, contextArg: IReconcileContext) => Promise<TReconcileOutcome | IReconcileResult>;
+  /** The metrics scope of a key (the verdict reports `service`, `cluster` and `all` apart); the name by default. */
+  scopeOf?: (keyArg: string) => string;
+  /**
+   * Whether the periodic resync includes this controller (false: only the start-up pass and a new
+   * leader's pass do, for controllers whose every input reaches them through the feed).
+   */
+  resync?: boolean;
+  /**
+   * A source that is not a document change (Watches on a channel): every `everyMs` on the leader,
+   * `keys()` names keys that may have changed (a relay lease released on another instance, which
+   * no audit event tells of).
+   */
+  poll?: { everyMs: number; keys: () => Promise<readonly string[]> };
+  concurrency?: number;
+  retry?: IWorkQueueRetry;
+}

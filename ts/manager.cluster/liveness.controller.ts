@@ -1,0 +1,107 @@
+import type { ICommittedChange } from '../core/changefeed.js';
+import type { IController, IReconcileResult } from '../core/controller.js';
+import type { DocumentStore } from '../core/store.js';
+import { serviceObservedStateKind } from '../manager.desiredstate/documents.js';
+import { clusterKind } from './documents.js';
+import { clusterLivenessKind, decideClusterLiveness, judgeClusterLiveness, type ILivenessSettings } from './liveness.js';
+import { clusterRelayLeaseKind } from './relayelection.js';
+
+/** How often the leader looks for relay leases that were released or ran out on any instance. */
+export const livenessPollMs = 1_000;
+
+export interface ILivenessPorts {
+  store: DocumentStore;
+  settings: ILivenessSettings;
+  /** Since when this instance leads the reconciler (a fresh start gives every cluster the grace). */
+  watchingSince: () => number;
+}
+
+const ofOwningCluster = (changeArg: ICommittedChange): string[] => (changeArg.owners.clusterId ? [changeArg.owners.clusterId] : []);
+
+/**
+ * The liveness controller: whether each cluster is current (./liveness.ts), the only writer of
+ * `CloudlyClusterLiveness`. Keys are cluster ids.
+ *
+ * A relay's lease is written by whichever instance holds its socket and is not audited, so other
+ * instances' lease changes reach no feed: every `livenessPollMs` the leader reads the leases no
+ * relay holds now (released or run out) together with those of the clusters it is tracking (not
+ * current, or within their grace), one query whatever the fleet's size, and queues those. A
+ * cluster within its grace is looked at again when the grace ends (`requeueAfterMs`), so it turns
+ * `unknown` within a poll of the grace running out.
+ */
+export class LivenessController implements IController {
+  public readonly name = 'liveness';
+  public readonly writes = [clusterLivenessKind.collectionName] as const;
+  public readonly inputs = {
+    CloudlyCluster: ofOwningCluster,
+    // Released or taken on this instance.
+    CloudlyClusterRelayLease: ofOwningCluster,
+    // Every registration, unchanged ones too: a relay that reconnected (on any instance) registers.
+    CloudlyClusterRelayRegistration: ofOwningCluster,
+    // A stored report renews the observations' age.
+    CloudlyServiceObservedState: ofOwningCluster,
+  };
+  public readonly poll = { everyMs: livenessPollMs, keys: () => this.pollKeys() };
+  /** Clusters last judged not current or waiting out their grace: the poll reads their leases too. */
+  private readonly tracked = new Set<string>();
+
+  constructor(private readonly ports: ILivenessPorts) {}
+
+  public async all(): Promise<readonly string[]> {
+    const clusters = await this.ports.store.collection(clusterKind).find({}, { projection: { _id: 0, id: 1 } }).toArray();
+    return clusters.map((cluster) => String(cluster.id));
+  }
+
+  private async pollKeys(): Promise<readonly string[]> {
+    const now = Date.now();
+    const filters: object[] = [{ sessionId: null }, { expiresAt: { $lte: now } }];
+    if (this.tracked.size > 0) {
+      filters.push({ id: { $in: [...this.tracked] } });
+    }
+    const leases = await this.ports.store.collection(clusterRelayLeaseKind)
+      .find({ $or: filters }, { projection: { _id: 0, id: 1, sessionId: 1, expiresAt: 1 } })
+      .toArray();
+    const keys = new Set<string>();
+    for (const lease of leases) {
+      const id = String(lease.id);
+      const connected = lease.sessionId !== null && Number(lease.expiresAt) > now;
+      // A connected cluster is queued only when it was tracked (it came back); one not connected
+      // only when it is not tracked yet (it just went away): the rest is waiting out a deadline.
+      if (connected === this.tracked.has(id)) {
+        keys.add(id);
+      }
+    }
+    return [...keys];
+  }
+
+  public async reconcile(clusterIdArg: string): Promise<IReconcileResult> {
+    const { store, settings } = this.ports;
+    const cluster = await store.get(clusterKind, clusterIdArg);
+    if (!cluster) {
+      this.tracked.delete(clusterIdArg);
+      const { outcome } = await store.mutate(clusterLivenessKind, clusterIdArg, (currentArg) => (currentArg ? { kind: 'remove' } : { kind: 'keep' }));
+      return { outcome: outcome === 'removed' ? 'removed' : 'kept' };
+    }
+    const [lease, observed] = await Promise.all([
+      store.get(clusterRelayLeaseKind, clusterIdArg),
+      store.collection(serviceObservedStateKind).find({ clusterId: clusterIdArg }, { projection: { _id: 0, 'placements.reportedAt': 1 } }).toArray(),
+    ]);
+    let lastReportAt: number | null = null;
+    for (const doc of observed) {
+      for (const placement of (doc.placements ?? []) as Array<{ reportedAt?: unknown }>) {
+        if (typeof placement.reportedAt === 'number' && (lastReportAt === null || placement.reportedAt > lastReportAt)) {
+          lastReportAt = placement.reportedAt;
+        }
+      }
+    }
+    const now = Date.now();
+    const judged = judgeClusterLiveness({ lease, lastReportAt, watchingSince: this.ports.watchingSince() || now, now }, settings);
+    if (judged.unknown || judged.recheckAt !== null) {
+      this.tracked.add(clusterIdArg);
+    } else {
+      this.tracked.delete(clusterIdArg);
+    }
+    const { outcome } = await store.mutate(clusterLivenessKind, clusterIdArg, (currentArg) => decideClusterLiveness(currentArg, clusterIdArg, judged.unknown));
+    return judged.recheckAt === null ? { outcome } : { outcome, requeueAfterMs: judged.recheckAt - now + 1 };
+  }
+}

@@ -1,0 +1,69 @@
+import type { ICommittedChange } from '../core/changefeed.js';
+import type { IController, IReconcileContext, IReconcileResult } from '../core/controller.js';
+import { leftDerivedInputs, type DocumentStore } from '../core/store.js';
+import { clusterKind } from '../manager.cluster/documents.js';
+import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
+import { runtimeNetworkProjectionKind } from './documents.js';
+
+/** The key of a pass over every cluster (the address plan changed). */
+export const allProjectionsKey = 'all';
+
+export interface IProjectionsPorts {
+  store: DocumentStore;
+  /** Brings one node's signed projection up to date (written only when its content changed; throws when held back). */
+  refreshNode: (clusterIdArg: string, nodeIdArg: string) => Promise<unknown>;
+  logger: { warn: (objectArg: object, messageArg: string) => void };
+}
+
+const ofOwningCluster = (changeArg: ICommittedChange): string[] => (changeArg.owners.clusterId ? [changeArg.owners.clusterId] : []);
+
+/**
+ * The projections controller: every node's signed runtime network projection
+ * (docs/api/runtimenetwork.md), the only writer of its `projection` (the relay's application report
+ * is recorded beside it by the report itself). Keys are cluster ids, and `all` for the address
+ * plan. A node whose next projection cannot be published yet keeps its current one; the reasons
+ * are logged, and the next change of its inputs looks again.
+ */
+export class ProjectionsController implements IController {
+  public readonly name = 'projections';
+  public readonly writes = [runtimeNetworkProjectionKind.collectionName] as const;
+  public readonly inputs: Readonly<Record<string, (changeArg: ICommittedChange) => readonly string[]>> = {
+    // Its routes and replicas reach the mesh and the ingress grants.
+    CloudlyService: ofOwningCluster,
+    CloudlyCluster: ofOwningCluster,
+    CloudlyClusterIngressSlot: ofOwningCluster,
+    CloudlyClusterNode: ofOwningCluster,
+    CloudlyRuntimeNetworkLeases: ofOwningCluster,
+    // The relay's host; a registration with the same announcement (a reconnect) names the same host.
+    CloudlyClusterRelayRegistration: (changeArg) => (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg)),
+    // A node's applied projection (the relay's application report).
+    CloudlyRuntimeNetworkProjection: ofOwningCluster,
+    CloudlyRuntimeNetworkAddressPlan: () => [allProjectionsKey],
+  };
+
+  constructor(private readonly ports: IProjectionsPorts) {}
+
+  public async all(): Promise<readonly string[]> {
+    return [allProjectionsKey];
+  }
+
+  public async reconcile(keyArg: string, contextArg: IReconcileContext): Promise<IReconcileResult> {
+    const { store } = this.ports;
+    if (keyArg === allProjectionsKey) {
+      const clusters = await store.collection(clusterKind).find({}, { projection: { _id: 0, id: 1 } }).toArray();
+      for (const cluster of clusters) {
+        contextArg.enqueue(String(cluster.id));
+      }
+      return { outcome: 'expanded' };
+    }
+    for (const node of await store.find(clusterNodeKind, { clusterId: keyArg })) {
+      try {
+        await this.ports.refreshNode(keyArg, node.nodeId);
+      } catch (error) {
+        // Held back (the refresh logged its reasons) or a failure of this node: the others go on.
+        this.ports.logger.warn({ err: error, clusterId: keyArg, nodeId: node.nodeId }, 'runtime network projection not refreshed');
+      }
+    }
+    return { outcome: 'refreshed' };
+  }
+}
