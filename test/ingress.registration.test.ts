@@ -310,8 +310,8 @@ describe('registerClusterIngress through the cluster relay', () => {
       set: { routes: [{ hostname: 'legacy.example.com', serviceId: cluster.service.id, port: 8080 }] as never },
     });
     assert.deepEqual(await read(null), { table: null });
-    // The next computation replaces it; the revision keeps growing from the legacy one's.
-    await t.cloudly.desiredStateManager.currentDesiredState(cluster.clusterId);
+    // The desired-state controller's next run replaces it; the revision keeps growing from the legacy one's.
+    await t.cloudly.controllers.desiredState.reconcile(cluster.clusterId);
     const { table } = await read(computed.revision);
     assert.deepEqual(table, { clusterId: cluster.clusterId, revision: computed.revision + 2, routes: [] });
     await waitFor(() => cluster.hints.includes(table!.revision), 'the relay got the hint for the new revision');
@@ -319,8 +319,8 @@ describe('registerClusterIngress through the cluster relay', () => {
     // The relay's own read answers the same table, at the same revision.
     const relayTable = await cluster.relay.fire('getClusterRouteTable', {});
     assert.deepEqual(relayTable.table, table);
-    // A computation that changes nothing keeps the revision.
-    await t.cloudly.desiredStateManager.currentDesiredState(cluster.clusterId);
+    // A run that changes nothing keeps the revision.
+    await t.cloudly.controllers.desiredState.reconcile(cluster.clusterId);
     assert.deepEqual((await read(table!.revision)).table, table);
     assert.deepEqual(cluster.hints.map((revision) => data.validateClusterIngressRouteTableChange({ revision })).flat(), []);
     tableRevision = table!.revision;

@@ -169,7 +169,7 @@ describe('audit log: a change committed just before a crash still gets its event
       await t.caller.call('addClusterNode', { clusterId: cluster.id, name: 'gone', nodeId: 'crashy-gone' });
       const raw = t.cloudly.database.mongoDb;
       // The state a process leaves when it dies between a commit and its audit append ...
-      const deleted = await raw.collection(auditEventKind.collectionName).deleteMany({ 'target.id': cluster.id });
+      const deleted = await raw.collection(auditEventKind.collectionName).deleteMany({ 'target.kind': 'CloudlyCluster', 'target.id': cluster.id });
       assert.equal(deleted.deletedCount, 1);
       // ... and between a removal's stamp and its delete.
       const node = await raw.collection('CloudlyClusterNode').findOne({ nodeId: 'crashy-gone' });

@@ -41,7 +41,7 @@ import { ReconcilerLeadership } from './manager.reconciler/leadership.js';
 import { ChangeFeed } from './core/changefeed.js';
 import type { IController } from './core/controller.js';
 import { VerdictController, allServicesKey, clusterKey, serviceKey } from './manager.service/verdict.controller.js';
-import { ClaimsController, claimClusterKey, claimServiceKey } from './manager.service/claims.controller.js';
+import { ClaimsController, claimServiceKey } from './manager.service/claims.controller.js';
 import { needsPush } from './manager.service/service.manager.js';
 import { LivenessController } from './manager.cluster/liveness.controller.js';
 import { DesiredStateController } from './manager.desiredstate/desiredstate.controller.js';
@@ -313,9 +313,6 @@ export class Cloudly {
       },
     });
     this.secretManager.connect({ settledCredentials: (clusterIdArg) => settled('corestore-credentials', [clusterIdArg]) });
-    // A relay that connects here takes its cluster's pending claim pushes at once (the registration that
-    // follows asks the claims controller on whichever instance reconciles).
-    this.relays.onSessionOpened((sessionArg) => reconciler.enqueue('claims', claimClusterKey(sessionArg.clusterId), cause('CloudlyClusterRelayLease', sessionArg.clusterId)));
     return controllers;
   }
 

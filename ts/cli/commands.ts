@@ -174,7 +174,9 @@ const addClusterCommands = (programArg: Command): void => {
             ['SERVICE', (e) => e.service?.id],
             ['NAME', (e) => e.service?.name],
             ['IMAGE', (e) => e.service?.runtime?.image],
-            ['STATUS', (e) => (e.runtimeStatus ? `${e.runtimeStatus.state}${e.runtimeStatus.reason ? ` ${e.runtimeStatus.reason}` : ''}` : '-')],
+            // A service of a cluster that is not current shows `unknown` with why, never its last verdict.
+            ['STATUS', (e) => (e.unknown ? `unknown ${e.unknown.reason}`
+              : e.runtimeStatus ? `${e.runtimeStatus.state}${e.runtimeStatus.reason ? ` ${e.runtimeStatus.reason}` : ''}` : '-')],
             ['BACKUP', (e) => formatTime(e.latestBackup?.createdAt)],
           ], {}, '(no services)'),
         ].join('\n');
@@ -411,7 +413,10 @@ const addServiceCommands = (programArg: Command): void => {
         const placementColumns = placements.length
           ? [...placements[0].cells.keys()].slice(0, 6).map((key): TColumn<{ cells: Map<string, unknown> }> => [key.toUpperCase(), (p) => p.cells.get(key)])
           : [];
-        return `${recordTable(answer.status)}${placements.length ? `\n\nobserved:\n${listTable(placements, placementColumns)}` : ''}`
+        const unknown = answer.unknown
+          ? `unknown: ${answer.unknown.reason} since ${formatTime(answer.unknown.since)} (the status below is the last verdict judged)\n\n`
+          : '';
+        return `${unknown}${recordTable(answer.status)}${placements.length ? `\n\nobserved:\n${listTable(placements, placementColumns)}` : ''}`
           + (historical.length ? `\n\nclaims held historical (the node holds a newer generation; way out: supersedeHistoricalRuntimeLocalStorageClaim):\n${listTable(historical, [
             ['CLAIM', (c) => c.claimId], ['NODE', (c) => c.nodeId], ['ISSUED', (c) => c.generation], ['NODE HOLDS', (c) => c.nodeClaim.generation],
           ])}` : '');

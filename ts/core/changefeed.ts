@@ -1,4 +1,4 @@
-import { auditEventKind, documentKindNamed, inChunks, type DocumentStore, type ICommittedOwners, type IDocumentKind, type IStoredDocument } from './store.js';
+import { auditEventKind, documentKindNamed, inChunks, type DocumentStore, type ICommittedOwners, type IDocumentKind, type IDocumentOwners, type IStoredDocument } from './store.js';
 import type { Document } from 'mongodb';
 
 /**
@@ -158,17 +158,17 @@ export class ChangeFeed {
       const from = this.watermark - sharedLookbackMs;
       const readStarted = Date.now();
       const events = await this.options.store.collection(auditEventKind)
-        .find({ at: { $gte: from } }, { projection: { _id: 0, id: 1, at: 1, target: 1, generationAfter: 1 } })
+        .find({ at: { $gte: from } }, { projection: { _id: 0, id: 1, at: 1, target: 1, generationAfter: 1, owners: 1 } })
         .sort({ at: 1 })
         .toArray();
-      const fresh: Array<{ id: string; at: number; kind: string; targetId: string; generationAfter: unknown }> = [];
+      const fresh: Array<{ id: string; at: number; kind: string; targetId: string; generationAfter: unknown; owners: IDocumentOwners | null }> = [];
       for (const event of events) {
         const id = String(event.id);
         const at = Number(event.at);
         this.watermark = Math.max(this.watermark, at);
         if (!this.seen.has(id)) {
           const target = event.target as { kind: string; id: string };
-          fresh.push({ id, at, kind: target.kind, targetId: target.id, generationAfter: event.generationAfter });
+          fresh.push({ id, at, kind: target.kind, targetId: target.id, generationAfter: event.generationAfter, owners: (event.owners as IDocumentOwners | undefined) ?? null });
         }
       }
       const wanted = this.wantedKinds();
@@ -184,7 +184,8 @@ export class ChangeFeed {
         const generation = typeof event.generationAfter === 'number' ? { generation: event.generationAfter } : {};
         const stored = owners.get(`${event.kind}\u0000${event.targetId}`) ?? null;
         const kind = documentKindNamed(event.kind);
-        const declared = kind ? kind.owners(event.targetId, stored) : {};
+        // The owners the event was appended with (a removal's included), else as the document is stored now.
+        const declared = event.owners ?? (kind ? kind.owners(event.targetId, stored) : {});
         const inputsGeneration = typeof stored?.inputsGeneration === 'number' ? { inputsGeneration: stored.inputsGeneration } : {};
         this.deliver({ kind: event.kind, id: event.targetId, owners: { ...declared, ...inputsGeneration, ...generation }, here: false, at: event.at });
       }

@@ -119,7 +119,14 @@ export const auditedKindNames = (): string[] =>
   [...definedKinds.values()].filter((kindArg) => kindArg.audited).map((kindArg) => kindArg.collectionName).sort();
 
 /** One committed change as stored: the public audit event (`IAuditEvent`) plus the store's generation. */
-export interface IAuditEventDocument extends IStoredDocument, Omit<IAuditEvent, 'id'> {}
+export interface IAuditEventDocument extends IStoredDocument, Omit<IAuditEvent, 'id'> {
+  /**
+   * The changed document's owners as its kind declares them, kept so that another instance's
+   * change feed knows them without reading the document (a removed one has none left to read).
+   * Stored only; not part of the public event.
+   */
+  owners?: IDocumentOwners;
+}
 
 export const auditEventKind = defineDocumentKind<IAuditEventDocument>('CloudlyAuditEvent', { audited: false });
 
@@ -281,7 +288,9 @@ export class DocumentStore {
     incarnationArg: string,
     stampArg: IAuditStamp,
     generationAfterArg: number | null,
+    docArg: Document | null,
   ): Promise<void> {
+    const owners = kindArg.owners(idArg, docArg);
     const event: Omit<IAuditEventDocument, 'generation'> = {
       id: auditEventId(kindArg.collectionName, idArg, incarnationArg, generationAfterArg ?? 'removed'),
       at: stampArg.at,
@@ -297,6 +306,9 @@ export class DocumentStore {
     }
     if (stampArg.cause) {
       event.cause = stampArg.cause;
+    }
+    if (owners.clusterId !== undefined || owners.serviceId !== undefined) {
+      event.owners = owners;
     }
     try {
       await this.insert(auditEventKind, event);
@@ -335,13 +347,13 @@ export class DocumentStore {
           const deleted = await this.collection(kind).deleteOne({ id: doc.id, generation: doc.generation } as Filter<TStoredShape>);
           if (deleted.deletedCount === 1) {
             removalsFinished++;
-            await this.appendAudit(kind, doc.id as string, incarnation, stamp, null);
+            await this.appendAudit(kind, doc.id as string, incarnation, stamp, null, doc);
             appended++;
           }
           continue;
         }
         if (!recorded.has(eventIdOfDoc(doc))) {
-          await this.appendAudit(kind, doc.id as string, incarnation, stamp, doc.generation as number);
+          await this.appendAudit(kind, doc.id as string, incarnation, stamp, doc.generation as number, doc);
           appended++;
         }
       }
@@ -461,7 +473,7 @@ export class DocumentStore {
     }
     this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, docArg.id, doc);
     if (stamp) {
-      await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, docArg.id, doc._incarnation as string, stamp, 1);
+      await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, docArg.id, doc._incarnation as string, stamp, 1, doc);
     }
     return stripStoredFields<T>(doc);
   }
@@ -583,7 +595,7 @@ export class DocumentStore {
     }
     this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, after);
     if (stamp) {
-      await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, String(after._incarnation ?? 'none'), stamp, expectedGenerationArg + 1);
+      await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, String(after._incarnation ?? 'none'), stamp, expectedGenerationArg + 1, after);
     }
     return stripStoredFields<T>(after);
   }
@@ -691,7 +703,7 @@ export class DocumentStore {
     }
     this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, owners);
     if (stamp) {
-      await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, incarnation, stamp, null);
+      await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, incarnation, stamp, null, owners);
     }
     return true;
   }

@@ -1,5 +1,5 @@
 import type { ICommittedChange } from '../core/changefeed.js';
-import type { IController, IReconcileResult } from '../core/controller.js';
+import type { IController, IReconcileContext, IReconcileResult } from '../core/controller.js';
 import type { DocumentStore } from '../core/store.js';
 import { serviceObservedStateKind } from '../manager.desiredstate/documents.js';
 import { clusterKind } from './documents.js';
@@ -34,10 +34,8 @@ export class LivenessController implements IController {
   public readonly writes = [clusterLivenessKind.collectionName] as const;
   public readonly inputs = {
     CloudlyCluster: ofOwningCluster,
-    // Released or taken on this instance.
+    // Released or taken on this instance (another instance's lease changes reach the poll).
     CloudlyClusterRelayLease: ofOwningCluster,
-    // Every registration, unchanged ones too: a relay that reconnected (on any instance) registers.
-    CloudlyClusterRelayRegistration: ofOwningCluster,
     // A stored report renews the observations' age.
     CloudlyServiceObservedState: ofOwningCluster,
   };
@@ -74,18 +72,25 @@ export class LivenessController implements IController {
     return [...keys];
   }
 
-  public async reconcile(clusterIdArg: string): Promise<IReconcileResult> {
+  public async reconcile(clusterIdArg: string, contextArg: IReconcileContext): Promise<IReconcileResult> {
     const { store, settings } = this.ports;
+    const now = Date.now();
+    const lease = await store.get(clusterRelayLeaseKind, clusterIdArg);
+    if (contextArg.cause.kind === clusterRelayLeaseKind.collectionName && lease && lease.sessionId !== null && lease.expiresAt > now
+      && !this.tracked.has(clusterIdArg)) {
+      // Connected and current when last judged: a relay taking its lease again (a reconnect) changes
+      // nothing; the age of its reports is judged by the full passes and the report's own changes.
+      return { outcome: 'kept' };
+    }
     const cluster = await store.get(clusterKind, clusterIdArg);
     if (!cluster) {
       this.tracked.delete(clusterIdArg);
       const { outcome } = await store.mutate(clusterLivenessKind, clusterIdArg, (currentArg) => (currentArg ? { kind: 'remove' } : { kind: 'keep' }));
       return { outcome: outcome === 'removed' ? 'removed' : 'kept' };
     }
-    const [lease, observed] = await Promise.all([
-      store.get(clusterRelayLeaseKind, clusterIdArg),
-      store.collection(serviceObservedStateKind).find({ clusterId: clusterIdArg }, { projection: { _id: 0, 'placements.reportedAt': 1 } }).toArray(),
-    ]);
+    const observed = await store.collection(serviceObservedStateKind)
+      .find({ clusterId: clusterIdArg }, { projection: { _id: 0, 'placements.reportedAt': 1 } })
+      .toArray();
     let lastReportAt: number | null = null;
     for (const doc of observed) {
       for (const placement of (doc.placements ?? []) as Array<{ reportedAt?: unknown }>) {
@@ -94,7 +99,6 @@ export class LivenessController implements IController {
         }
       }
     }
-    const now = Date.now();
     const judged = judgeClusterLiveness({ lease, lastReportAt, watchingSince: this.ports.watchingSince() || now, now }, settings);
     if (judged.unknown || judged.recheckAt !== null) {
       this.tracked.add(clusterIdArg);

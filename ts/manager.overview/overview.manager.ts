@@ -7,7 +7,9 @@ import type {
   IClusterOverviewService,
   IFleetClusterSummary,
   TFleetRelayState,
+  TFleetRuntimeBucket,
 } from '../interfaces/requests/overview.js';
+import { clusterLivenessKind } from '../manager.cluster/liveness.js';
 import { clusterKind, toPublicCluster } from '../manager.cluster/cluster.manager.js';
 import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrations.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
@@ -63,15 +65,21 @@ export class OverviewManager {
       store.findIn(clusterRelayRegistrationKind, 'id', ids),
       clusterManager.relayElection.readLeases(ids),
     ]);
-    const statusDocs = serviceDocs.length === 0 ? [] : await store.findIn(serviceRuntimeStatusKind, 'id', serviceDocs.map((docArg) => docArg.id));
-    const stateOf = new Map(statusDocs.map((docArg) => [docArg.id, docArg.state]));
+    const [statusDocs, livenessDocs] = await Promise.all([
+      serviceDocs.length === 0 ? [] : store.findIn(serviceRuntimeStatusKind, 'id', serviceDocs.map((docArg) => docArg.id)),
+      store.findIn(clusterLivenessKind, 'id', ids),
+    ]);
+    // A service of a cluster that is not current counts `unknown`, whatever its last verdict says.
+    const bucketOf = new Map<string, TFleetRuntimeBucket>(statusDocs.map((docArg) => [docArg.id, docArg.unknown ? 'unknown' : docArg.state]));
+    const livenessOf = new Map(livenessDocs.map((docArg) => [docArg.id, docArg.unknown]));
     const leaseOf = new Map(leases.map((leaseArg) => [leaseArg.clusterId, leaseArg]));
     const registered = new Set(registrationDocs.map((docArg) => docArg.id));
     const summaries = new Map<string, IFleetClusterSummary>(clustersArg.map((clusterArg) => [clusterArg.id, {
       cluster: clusterArg,
       relay: { state: 'missing', registered: registered.has(clusterArg.id), socketsOpenHere: this.cloudly.relays.sessionsOf(clusterArg.id).length },
       nodeCount: 0,
-      services: { total: 0, byRuntimeState: { converged: 0, converging: 0, waiting: 0, refused: 0, unjudged: 0 } },
+      services: { total: 0, byRuntimeState: { converged: 0, converging: 0, waiting: 0, refused: 0, unjudged: 0, unknown: 0 } },
+      unknown: livenessOf.get(clusterArg.id) ?? null,
       backups: { running: 0, failed: 0 },
     }]));
     for (const summary of summaries.values()) {
@@ -87,7 +95,7 @@ export class OverviewManager {
     for (const doc of serviceDocs) {
       const summary = summaries.get(doc.clusterId)!;
       summary.services.total++;
-      summary.services.byRuntimeState[stateOf.get(doc.id) ?? 'unjudged']++;
+      summary.services.byRuntimeState[bucketOf.get(doc.id) ?? 'unjudged']++;
     }
     for (const doc of backupDocs) {
       const summary = summaries.get(doc.clusterId)!;
@@ -123,9 +131,11 @@ export class OverviewManager {
       connectedAt: session.connectedAt,
       elected: session.peer.isOpen && session.id === electedSessionId,
     }));
+    const unknownOf = new Map(statusDocs.map((doc) => [doc.id, doc.unknown ?? null]));
     const services: IClusterOverviewService[] = serviceDocs.map((doc) => ({
       service: toPublicService(doc),
       runtimeStatus: statuses.get(doc.id) ?? null,
+      unknown: unknownOf.get(doc.id) ?? null,
       latestBackup: latestBackups.get(doc.id) ?? null,
     }));
     return {

@@ -436,7 +436,8 @@ export class ServiceManager {
         run: async (request) => {
           const service = await this.requireFound(request.serviceId, await this.getService(request.serviceId));
           await this.ports?.settledVerdict(service);
-          const status = await this.readServiceRuntimeStatus(service.id);
+          const doc = await this.cloudly.store.get(serviceRuntimeStatusKind, service.id);
+          const status = doc ? this.toStatus(service.id, doc) : null;
           if (!status) {
             // Only while the reconciler has not reached a new service yet (or another instance reconciles it).
             throw refuse('unavailable', ['runtime-status-not-judged-yet'], { retryAfterMs: 1_000 });
@@ -446,7 +447,7 @@ export class ServiceManager {
             this.readRuntimeLocalStorageClaims(service.id),
           ]);
           const lastReportedAt = placements.reduce<number | null>((latest, placement) => Math.max(latest ?? 0, placement.reportedAt), null);
-          return { status, observed: { placements, lastReportedAt }, historicalClaims: historicalClaimsOf(claims) };
+          return { status, observed: { placements, lastReportedAt }, historicalClaims: historicalClaimsOf(claims), unknown: doc?.unknown ?? null };
         },
       }),
     ]);

@@ -5,7 +5,7 @@ import { registerOperations } from '../core/operations.js';
 import { refuse, refuseNamed } from '../core/errors.js';
 import { invalidField, refuseFields } from '../core/validation.js';
 import { currentOperation } from '../core/operationcontext.js';
-import { auditEventKind, auditedKindNames, type IDocumentKind, type IStoredDocument } from '../core/store.js';
+import { auditEventKind, auditedKindNames, documentKindNamed, type IDocumentKind, type IStoredDocument } from '../core/store.js';
 import type { IChangeEvent, IReq_Cloudly_Admin_WatchExpired, TWatchedChange } from '../interfaces/requests/watch.js';
 import { clusterKind, toPublicCluster } from '../manager.cluster/cluster.manager.js';
 import { clusterNodeKind, toPublicClusterNode } from '../manager.cluster/clusternodes.js';
@@ -17,8 +17,8 @@ import { type TWatchRequest, watchOperations } from './operations.js';
 
 /**
  * `watchChanges` on the admin socket. The source is the audit log as this instance appends it:
- * every committed change of an audited kind appends exactly one event, and the store tells its
- * commit listeners of that append (`store.onCommitted` with the audit event's kind). Each append
+ * every committed change of an audited kind appends exactly one event, and the change feed
+ * (ts/core/changefeed.ts) delivers that append (the audit event's kind). Each append
  * gets the next revision here, synchronously, so revisions follow the order of the appends; the
  * event and the document are read afterwards and delivered strictly in revision order.
  *
@@ -27,12 +27,13 @@ import { type TWatchRequest, watchOperations } from './operations.js';
  * last `retainedChanges` changes are kept for resuming; older ones mean re-list.
  *
  * With several instances over one database (docs/multi-instance.md) the audit log is shared: while
- * anyone watches here, this instance also reads the events other instances appended (every
- * `sharedPollMs`, looking back `sharedLookbackMs` for appends that came late) and numbers each
- * new one like a local one. Revisions stay this instance's own. A change committed elsewhere
- * reaches a watcher here within `sharedPollMs` plus one read of the log. While nobody watches
- * here, the log is not read: a `sinceRevision` from before such a pause is answered `revision-gone`
- * (list again), since changes made elsewhere during it were not numbered.
+ * anyone watches here, the change feed also reads the events other instances appended (every
+ * `sharedPollMs`, one reader for every consumer) and this manager numbers each new one like a
+ * local one. Revisions stay this instance's own. A change committed elsewhere reaches a watcher
+ * here within `sharedPollMs` plus one read of the log. While the feed does not read the log (nobody
+ * watches here and this instance does not reconcile), a `sinceRevision` from before such a pause
+ * is answered `revision-gone` (list again), since changes made elsewhere during it were not
+ * numbered. A change's cluster is the one its document kind declares (`defineDocumentKind`).
  */
 
 /** How many recent changes are kept for `sinceRevision`. */
@@ -41,8 +42,6 @@ export const retainedChanges = 10_000;
 export const maxWatcherBacklog = 5_000;
 /** How long Cloudly lets a `changeEvent` go unanswered before it counts the watcher as gone. */
 const changeEventTimeoutMs = 30_000;
-/** How far back each read of the shared log looks (an event is appended just after its commit's stamp). */
-export const sharedLookbackMs = 5_000;
 
 export const revisionGoneReason = 'revision-gone';
 
@@ -77,9 +76,6 @@ interface IWatcher {
 /** Public shape of each kind that has one; other kinds are watched without a document. */
 interface IPublisher {
   toPublic: (docArg: never) => unknown;
-  clusterOf: (docArg: never) => string | null;
-  /** The cluster a document id alone names (for removals, which have no document), when it does. */
-  clusterOfId?: (idArg: string) => string | null;
 }
 
 export class WatchManager {
@@ -91,13 +87,10 @@ export class WatchManager {
   private readonly clusterOfDocument = new Map<string, string>();
   private readonly publishers = new Map<string, { kind: IDocumentKind<IStoredDocument>; publisher: IPublisher }>();
   private stopListening: (() => void) | null = null;
-  /** Audit events already numbered here, with their time: a local commit and a read of the shared log never number one twice. */
-  private readonly seen = new Map<string, number>();
-  /** Shared log: the newest event time read so far, the timer, and the revision from which changes made elsewhere are known. */
-  private sharedWatermark = Date.now();
-  private sharedTimer: NodeJS.Timeout | null = null;
-  private sharedReading = false;
+  /** The revision from which changes made elsewhere are known: the feed has read the shared log without a pause since. */
   private sharedKnownSince = this.lastRevision;
+  /** The feed's reading of the shared log this revision is known from (its start time), null while it is not read. */
+  private sharedReadingSince: number | null = null;
   private running = false;
   /** Read on the first watch: every kind is defined by then (kinds are defined as their modules load). */
   private watchableKinds: ReadonlySet<string> | null = null;
@@ -105,26 +98,18 @@ export class WatchManager {
   private readonly publishedOfCluster: Array<IDocumentKind<IStoredDocument & { clusterId: string }>>;
 
   constructor(private readonly cloudly: Cloudly) {
-    const publish = <T extends IStoredDocument>(
-      kindArg: IDocumentKind<T>,
-      publisherArg: { toPublic: (docArg: T) => unknown; clusterOf: (docArg: T) => string | null; clusterOfId?: (idArg: string) => string | null },
-    ) =>
-      this.publishers.set(kindArg.collectionName, { kind: kindArg as unknown as IDocumentKind<IStoredDocument>, publisher: publisherArg as unknown as IPublisher });
-    publish(clusterKind, { toPublic: toPublicCluster, clusterOf: (docArg) => docArg.id, clusterOfId: (idArg) => idArg });
-    publish(clusterNodeKind, {
-      toPublic: toPublicClusterNode,
-      clusterOf: (docArg) => docArg.clusterId,
-      // A node's document id is `<clusterId>/<nodeId>` (clusterNodeDocumentId).
-      clusterOfId: (idArg) => (idArg.includes('/') ? idArg.slice(0, idArg.indexOf('/')) : null),
-    });
-    publish(serviceKind, { toPublic: toPublicService, clusterOf: (docArg) => docArg.clusterId });
-    publish(serviceBackupKind, { toPublic: toPublicServiceBackup, clusterOf: (docArg) => docArg.clusterId });
-    publish(platformBindingKind, { toPublic: (docArg) => docArg, clusterOf: () => null });
-    // A verdict the reconciler stored: its public status, and its service's cluster for filters and pages.
-    publish(serviceRuntimeStatusKind, {
-      toPublic: (docArg) => snapshotServiceRuntimeStatus({ id: docArg.id, specRevision: docArg.specRevision, state: docArg.state, reason: docArg.reason, changedAt: docArg.changedAt }),
-      clusterOf: (docArg) => docArg.clusterId ?? null,
-    });
+    const publish = <T extends IStoredDocument>(kindArg: IDocumentKind<T>, toPublicArg: (docArg: T) => unknown) =>
+      this.publishers.set(kindArg.collectionName, { kind: kindArg as unknown as IDocumentKind<IStoredDocument>, publisher: { toPublic: toPublicArg as never } });
+    publish(clusterKind, toPublicCluster);
+    publish(clusterNodeKind, toPublicClusterNode);
+    publish(serviceKind, toPublicService);
+    publish(serviceBackupKind, toPublicServiceBackup);
+    publish(platformBindingKind, (docArg) => docArg);
+    // The contract's status, and beside it whether the service's cluster is current (the project's own).
+    publish(serviceRuntimeStatusKind, (docArg) => ({
+      ...snapshotServiceRuntimeStatus({ id: docArg.id, specRevision: docArg.specRevision, state: docArg.state, reason: docArg.reason, changedAt: docArg.changedAt }),
+      unknown: docArg.unknown ?? null,
+    }));
     this.publishedOfCluster = [serviceKind, serviceBackupKind] as Array<IDocumentKind<IStoredDocument & { clusterId: string }>>;
     registerOperations(cloudly, watchOperations({
       watch: (requestArg, peerArg) => this.watch(requestArg, peerArg),
@@ -141,7 +126,9 @@ export class WatchManager {
       }
       const oldestKept = this.recent.length > 0 ? this.recent[0].revision - 1 : this.lastRevision;
       // Reading the shared log (re)starts with this watcher: changes made elsewhere before now were not numbered.
-      const sharedKnownSince = this.shared && !this.sharedTimer ? this.lastRevision : this.sharedKnownSince;
+      const sharedKnownSince = this.shared && (this.sharedReadingSince === null || this.cloudly.feed.readingElsewhereSince !== this.sharedReadingSince)
+        ? this.lastRevision
+        : this.sharedKnownSince;
       if (request.sinceRevision < Math.max(oldestKept, this.revisionBase, sharedKnownSince)) {
         throw refuseNamed('conflict', revisionGoneReason, 'is older than this instance keeps; list again and watch from the current revision', 'request.sinceRevision');
       }
@@ -173,7 +160,7 @@ export class WatchManager {
     };
     watcher.stopListening = peerArg.onClose(() => this.stopWatcher(watcher));
     this.watchers.set(watchId, watcher);
-    this.startSharedReads();
+    this.wantSharedChanges();
     const revision = this.lastRevision;
     // The events follow the answer: the first is sent on a later turn of the event loop.
     setImmediate(() => this.pump(watcher));
@@ -194,16 +181,17 @@ export class WatchManager {
 
   public async start(): Promise<void> {
     this.running = true;
-    this.stopListening = this.cloudly.store.onCommitted((kindArg, idArg) => {
-      if (kindArg === auditEventKind) {
-        this.record(idArg);
-      }
+    // Every audit append, this instance's as it commits and (while anyone watches here) other
+    // instances' as the change feed reads them from the shared log, exactly once each.
+    this.stopListening = this.cloudly.feed.subscribe({
+      kinds: new Set([auditEventKind.collectionName]),
+      onChange: (changeArg) => this.record(changeArg.id),
+      wantsElsewhere: () => this.running && this.watchers.size > 0,
     });
   }
 
   public async stop(): Promise<void> {
     this.running = false;
-    this.stopSharedReads();
     this.stopListening?.();
     for (const watcher of [...this.watchers.values()]) {
       this.stopWatcher(watcher);
@@ -220,83 +208,23 @@ export class WatchManager {
     return !this.cloudly.database.embedded;
   }
 
-  /** Starts reading the shared log, from now, when the first watcher registers. */
-  private startSharedReads(): void {
-    if (!this.shared || this.sharedTimer || !this.running) {
+  /**
+   * The first watcher asks the feed for other instances' changes. When the feed was not reading
+   * the shared log, changes made elsewhere are known from the current revision on.
+   */
+  private wantSharedChanges(): void {
+    if (!this.shared || !this.running) {
       return;
     }
-    // Changes made elsewhere while nobody watched here were not numbered: resuming from before now is `revision-gone`.
-    this.sharedKnownSince = this.lastRevision;
-    this.sharedWatermark = Date.now();
-    const tick = (): void => {
-      this.sharedTimer = setTimeout(() => {
-        void this.readShared().finally(() => {
-          if (this.sharedTimer && this.watchers.size > 0 && this.running) {
-            tick();
-          } else {
-            this.sharedTimer = null;
-          }
-        });
-      }, this.cloudly.config.sharedPollMs ?? 250);
-      this.sharedTimer.unref();
-    };
-    tick();
-  }
-
-  private stopSharedReads(): void {
-    if (this.sharedTimer) {
-      clearTimeout(this.sharedTimer);
-      this.sharedTimer = null;
-    }
-  }
-
-  /** One read of the shared log: every event appended since the watermark (minus the lookback) not yet numbered here. */
-  private async readShared(): Promise<void> {
-    if (this.sharedReading) {
-      return;
-    }
-    this.sharedReading = true;
-    try {
-      const from = this.sharedWatermark - sharedLookbackMs;
-      const readStarted = Date.now();
-      const events = await this.cloudly.store.collection(auditEventKind)
-        .find({ at: { $gte: from } }, { projection: { _id: 0, id: 1, at: 1 } })
-        .sort({ at: 1 })
-        .toArray();
-      for (const event of events) {
-        const id = String(event.id);
-        const at = Number(event.at);
-        if (at > this.sharedWatermark) {
-          this.sharedWatermark = at;
-        }
-        if (!this.seen.has(id)) {
-          this.record(id, at);
-        }
-      }
-      for (const [id, at] of this.seen) {
-        if (at >= from - sharedLookbackMs) {
-          break;
-        }
-        this.seen.delete(id);
-      }
-      // Everything appended before this read began is seen: the next read looks back from then, not
-      // from the newest event (a log gone quiet was otherwise read from its last event on every poll).
-      this.sharedWatermark = Math.max(this.sharedWatermark, readStarted);
-    } catch (error) {
-      this.cloudly.logger.warn({ err: error }, 'shared audit log could not be read for watchers');
-    } finally {
-      this.sharedReading = false;
+    const since = this.cloudly.feed.wantElsewhere();
+    if (since !== this.sharedReadingSince) {
+      this.sharedReadingSince = since;
+      this.sharedKnownSince = this.lastRevision;
     }
   }
 
   /** One audit append: the next revision now, the event and its document read afterwards. */
-  private record(auditEventIdArg: string, atArg: number = Date.now()): void {
-    if (this.shared) {
-      if (this.seen.has(auditEventIdArg)) {
-        return;
-      }
-      this.seen.set(auditEventIdArg, atArg);
-    }
+  private record(auditEventIdArg: string): void {
     // Nobody watching: nothing is read now (the write path stays as cheap as without watches); a
     // later replay reads the event then, and shows the document only if it has not moved since.
     const entry: IChangeEntry = { revision: ++this.lastRevision, auditEventId: auditEventIdArg, resolved: null };
@@ -333,14 +261,16 @@ export class WatchManager {
         change: event.outcome,
         clusterId: this.clusterOfDocument.get(key) ?? null,
       };
-      const published = this.publishers.get(event.target.kind);
-      if (resolved.clusterId === null && published?.publisher.clusterOfId) {
-        resolved.clusterId = published.publisher.clusterOfId(event.target.id);
+      // The cluster as the document's kind declares its owners (a removal: from its id, or as last seen).
+      const kind = documentKindNamed(event.target.kind);
+      if (resolved.clusterId === null && kind) {
+        resolved.clusterId = kind.owners(event.target.id, null).clusterId ?? null;
       }
+      const published = this.publishers.get(event.target.kind);
       if (published && event.generationAfter !== null) {
         const doc = await this.cloudly.store.get(published.kind, event.target.id);
         if (doc) {
-          resolved.clusterId = published.publisher.clusterOf(doc as never);
+          resolved.clusterId = published.kind.owners(event.target.id, doc as never).clusterId ?? null;
           if (resolved.clusterId !== null) {
             this.clusterOfDocument.set(key, resolved.clusterId);
           }

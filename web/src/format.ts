@@ -54,6 +54,20 @@ export const explainRuntimeStatus = (statusArg: { state: string; reason: string 
   }
 };
 
+/**
+ * Why a service reads `unknown` (its cluster is not current), with the last verdict it had: what
+ * is shown is only as current as the relay, so nothing here is green.
+ */
+export const explainUnknown = (
+  unknownArg: { reason: string; since: number },
+  lastArg: { state: string; reason: string | null } | null | undefined,
+): string => {
+  const why = unknownArg.reason === 'relay-disconnected'
+    ? `Unknown: the cluster's relay has not been connected since ${formatTime(unknownArg.since)}.`
+    : `Unknown: the relay has reported nothing newer than ${formatTime(unknownArg.since)}.`;
+  return lastArg ? `${why} Last verdict: ${lastArg.state}${lastArg.reason ? ` (${lastArg.reason})` : ''}.` : why;
+};
+
 export const formatTime = (msArg: number | null | undefined): string => {
   if (typeof msArg !== 'number' || !Number.isFinite(msArg)) {
     return '—';

@@ -2,18 +2,13 @@ import type { IChangeEvent } from '../../ts/interfaces/requests/watch.js';
 import { api } from './api.js';
 import { LightElement } from './widgets.js';
 
-/** The cluster a change belongs to, when the event says so. */
-export const clusterOfChange = (changeArg: IChangeEvent): string | null => {
-  // These kinds are stored under their cluster's id.
-  if (['CloudlyCluster', 'CloudlyClusterRelayRegistration', 'CloudlyClusterIngressSlot', 'CloudlyClusterDesiredState'].includes(changeArg.kind)) {
-    return changeArg.id;
-  }
-  if (typeof changeArg.clusterId === 'string') {
-    return changeArg.clusterId;
-  }
-  const document = changeArg.document as { clusterId?: unknown } | undefined;
-  return typeof document?.clusterId === 'string' ? document.clusterId : null;
-};
+/**
+ * The cluster a change belongs to, as the server names it: every event carries the cluster its
+ * document's kind declares as owner (the cluster itself, its relay registration, a node, a
+ * service, a verdict), so the page does not work it out again.
+ */
+export const clusterOfChange = (changeArg: IChangeEvent): string | null =>
+  (typeof changeArg.clusterId === 'string' ? changeArg.clusterId : null);
 
 /**
  * A page that follows the admin socket's watch: `onChange` for each change, `onResync` when the

@@ -4,7 +4,7 @@ import type { IClusterNode } from '../data/clusternode.js';
 import type { IClusterRelayRegistration } from '../data/clusterrelay.js';
 import type { IClusterIngressDesignation } from '../data/clusteringressdesignation.js';
 import type { IService } from '../data/service.js';
-import type { IServiceRuntimeStatus } from '../data/serviceruntimestatus.js';
+import type { IRuntimeLiveness, IServiceRuntimeStatus } from '../data/serviceruntimestatus.js';
 import type { IServiceBackupRecord } from './backup.js';
 import type { ITypedContract } from './admin.js';
 import type { IPageRequest, IPageAnswer } from './pagination.js';
@@ -24,6 +24,12 @@ export interface IClusterOverviewService {
   service: IService;
   /** The runtime status as last judged and stored; null when it was never judged yet. */
   runtimeStatus: IServiceRuntimeStatus | null;
+  /**
+   * Null while what is shown of the service is current; otherwise why not (`relay-disconnected`,
+   * `observed-state-stale`) and since when: `runtimeStatus` is then the last verdict judged, and the
+   * service counts as `unknown`, never `converged` or `converging` (docs/reconciler.md, "Liveness").
+   */
+  unknown: IRuntimeLiveness | null;
   /** The newest backup of the service, or null. */
   latestBackup: IServiceBackupRecord | null;
 }
@@ -53,13 +59,22 @@ export type IReq_Admin_GetClusterOverview = ITypedContract<
  */
 export type TFleetRelayState = 'connected' | 'unregistered' | 'missing';
 
+/** Project's own definition: the buckets the overviews count services in. */
+export type TFleetRuntimeBucket = 'converged' | 'converging' | 'waiting' | 'refused' | 'unjudged' | 'unknown';
+
 /** Project's own definition: one cluster's counts and health on the fleet page. */
 export interface IFleetClusterSummary {
   cluster: ICluster;
   relay: { state: TFleetRelayState; registered: boolean; socketsOpenHere: number };
   nodeCount: number;
-  /** Services by their stored runtime state; `unjudged` for a service never judged yet. */
-  services: { total: number; byRuntimeState: Record<'converged' | 'converging' | 'waiting' | 'refused' | 'unjudged', number> };
+  /**
+   * Services by their stored runtime state; `unjudged` for a service never judged yet, `unknown`
+   * for one whose cluster is not current (its relay gone past the grace, or its reports stale),
+   * whatever its last verdict was.
+   */
+  services: { total: number; byRuntimeState: Record<TFleetRuntimeBucket, number> };
+  /** Null while the cluster is current; otherwise why its services read `unknown`, and since when. */
+  unknown: IRuntimeLiveness | null;
   /** Backups by stored state (only the states that need attention are counted). */
   backups: { running: number; failed: number };
 }

@@ -4,7 +4,7 @@ import type { IIdentity } from '../data/user.js';
 import type { IService, IServiceWritableSpec } from '../data/service.js';
 import type { IOrganization, IOrganizationWritable } from '../data/organization.js';
 import type { TServiceVolumeInitialization } from '../data/servicevolume.js';
-import type { IServiceRuntimeStatus } from '../data/serviceruntimestatus.js';
+import type { IServiceRuntimeStatus, IRuntimeLiveness } from '../data/serviceruntimestatus.js';
 import type { IRuntimeLocalStorageClaimRecord, IRuntimeLocalStorageClaimReference } from '../data/runtimelocalstorageclaim.js';
 import type { IPageRequest, IPageAnswer } from './pagination.js';
 
@@ -85,6 +85,12 @@ export type IReq_Any_Cloudly_GetServiceRuntimeStatus = ITypedContract<
      * by claim id (empty when none). The verdict waits on `conflict` while one is listed.
      */
     historicalClaims: IServiceHistoricalClaim[];
+    /**
+     * Project's own member: null while what is shown is current; otherwise why not (the cluster's
+     * relay gone past the grace, or its reports stale) and since when. `status` is then the last
+     * verdict judged, and every overview counts the service `unknown` (docs/reconciler.md, "Liveness").
+     */
+    unknown: IRuntimeLiveness | null;
   }
 >;
 

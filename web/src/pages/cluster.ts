@@ -9,7 +9,7 @@ import { api } from '../api.js';
 import type { TAdminCallRequest } from '../../../ts/interfaces/requests/methodmap.js';
 import { choiceOf, designationRequestOfDraft, requestOfDraft } from '../drafts.js';
 import { platformBindingCapabilities } from '../../../ts/interfaces/data/platformbinding.js';
-import { explainRuntimeStatus, formatTime } from '../format.js';
+import { explainRuntimeStatus, explainUnknown, formatTime } from '../format.js';
 import { LivePage, clusterOfChange } from '../live.js';
 import { CloudlyActionDialog, coalesce, copyText, localPager, pageSlice, refusalView, markFirstRender } from '../widgets.js';
 import { relayStateOf, relayStateText } from './fleet.js';
@@ -471,10 +471,12 @@ export class CloudlyClusterPage extends LivePage {
 
   private serviceRow(entryArg: IClusterOverviewService): TemplateResult {
     const status = entryArg.runtimeStatus;
+    const unknown = entryArg.unknown ?? null;
+    const state = unknown ? 'unknown' : status?.state ?? 'unjudged';
     return html`<tr data-service-id=${entryArg.service.id}>
       <th scope="row"><a href=${`#/service/${encodeURIComponent(entryArg.service.id)}`}>${entryArg.service.name}</a></th>
-      <td><span class=${`badge state-${status?.state ?? 'unjudged'}`}>${status?.state ?? 'not judged'}</span></td>
-      <td>${explainRuntimeStatus(status)}</td>
+      <td><span class=${`badge state-${state}`} data-runtime-state=${state}>${unknown ? 'unknown' : status?.state ?? 'not judged'}</span></td>
+      <td>${unknown ? explainUnknown(unknown, status) : explainRuntimeStatus(status)}</td>
       <td>${entryArg.latestBackup ? formatTime(entryArg.latestBackup.createdAt) : html`<span class="muted">none</span>`}</td>
     </tr>`;
   }

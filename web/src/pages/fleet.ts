@@ -10,7 +10,8 @@ import { methodNotServedReason } from '../../../ts/interfaces/data/refusal.js';
 import { describeDryRun, formReasonsView } from '../forms.js';
 
 export type TRelayState = 'connected' | 'unregistered' | 'missing';
-export const runtimeStates = ['converged', 'converging', 'waiting', 'refused', 'unjudged'] as const;
+// `unknown`: the cluster is not current (its relay gone past the grace, or its reports stale), whatever the last verdict said.
+export const runtimeStates = ['converged', 'converging', 'waiting', 'refused', 'unjudged', 'unknown'] as const;
 export type TRuntimeCount = Record<(typeof runtimeStates)[number], number>;
 
 export interface IFleetRow {
@@ -37,9 +38,9 @@ export const relayStateText: Record<TRelayState, string> = {
 };
 
 const countServices = (overviewArg: IClusterOverview): TRuntimeCount => {
-  const counts: TRuntimeCount = { converged: 0, converging: 0, waiting: 0, refused: 0, unjudged: 0 };
+  const counts: TRuntimeCount = { converged: 0, converging: 0, waiting: 0, refused: 0, unjudged: 0, unknown: 0 };
   for (const entry of overviewArg.services) {
-    counts[entry.runtimeStatus ? entry.runtimeStatus.state : 'unjudged'] += 1;
+    counts[entry.unknown ? 'unknown' : entry.runtimeStatus ? entry.runtimeStatus.state : 'unjudged'] += 1;
   }
   return counts;
 };
@@ -54,7 +55,7 @@ const rowOfSummary = (summaryArg: IFleetClusterSummary): IFleetRow => ({
   cluster: summaryArg.cluster,
   relay: summaryArg.relay.state,
   nodes: summaryArg.nodeCount,
-  services: { ...summaryArg.services.byRuntimeState },
+  services: { ...summaryArg.services.byRuntimeState, unknown: summaryArg.services.byRuntimeState.unknown ?? 0 },
   backups: { ...summaryArg.backups },
 });
 
@@ -279,7 +280,7 @@ export class CloudlyFleetPage extends LivePage {
 
   private summary(): TemplateResult {
     const relay = { connected: 0, unregistered: 0, missing: 0 };
-    const services: TRuntimeCount = { converged: 0, converging: 0, waiting: 0, refused: 0, unjudged: 0 };
+    const services: TRuntimeCount = { converged: 0, converging: 0, waiting: 0, refused: 0, unjudged: 0, unknown: 0 };
     for (const row of this.rows) {
       if (row.relay) {
         relay[row.relay] += 1;

@@ -13,7 +13,7 @@ import type { IServiceBackupRecord } from '../../../ts/interfaces/requests/backu
 import type { IOperation } from '../../../ts/interfaces/requests/operation.js';
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api, ApiError } from '../api.js';
-import { explainRuntimeStatus, formatBytes, formatTime } from '../format.js';
+import { explainRuntimeStatus, explainUnknown, formatBytes, formatTime } from '../format.js';
 import { LivePage } from '../live.js';
 import { CloudlyActionDialog, coalesce, refusalView, markFirstRender } from '../widgets.js';
 import { decideBackupNodeChoices, describeRunAs, serviceFormOfSpec, sortBackupsByTime, writableSpecOf, type IServiceFormFields } from '../decide.js';
@@ -147,7 +147,7 @@ export class CloudlyServicePage extends LivePage {
 
   declare serviceId: string;
   declare service: IService | null;
-  declare status: { status: IServiceRuntimeStatus; observed: { placements: IServiceObservedPlacement[]; lastReportedAt: number | null } } | null;
+  declare status: { status: IServiceRuntimeStatus; observed: { placements: IServiceObservedPlacement[]; lastReportedAt: number | null }; unknown?: { reason: string; since: number } | null } | null;
   /** The cluster's name for the breadcrumb; null until read (the id is shown meanwhile). */
   declare clusterName: string | null;
   /**
@@ -604,12 +604,14 @@ export class CloudlyServicePage extends LivePage {
 
   private statusView(): TemplateResult {
     const status = this.status?.status ?? null;
+    const unknown = this.status?.unknown ?? null;
+    const state = unknown ? 'unknown' : status?.state ?? 'unjudged';
     return html`<section class="card" aria-labelledby="status-title">
       <h2 id="status-title">Runtime status</h2>
       ${this.statusError ? refusalView(this.statusError) : html`
-        <p><span class=${`badge state-${status?.state ?? 'unjudged'}`} data-runtime-state=${status?.state ?? 'unjudged'}>${status?.state ?? 'not judged'}</span>
-          ${status?.reason ? html`<code>${status.reason}</code>` : nothing}</p>
-        <p class="explanation">${explainRuntimeStatus(status)}</p>
+        <p><span class=${`badge state-${state}`} data-runtime-state=${state}>${unknown ? 'unknown' : status?.state ?? 'not judged'}</span>
+          ${unknown ? html`<code>${unknown.reason}</code>` : status?.reason ? html`<code>${status.reason}</code>` : nothing}</p>
+        <p class="explanation">${unknown ? explainUnknown(unknown, status) : explainRuntimeStatus(status)}</p>
         ${status ? html`<p class="muted">Spec revision ${status.specRevision}, since ${formatTime(status.changedAt)}; relay last reported ${formatTime(this.status?.observed.lastReportedAt)}.</p>` : nothing}`}
     </section>`;
   }
