@@ -34,7 +34,7 @@ export const reportingCluster = async (
   tArg: ITestCloudly,
   nameArg: string,
   nodeIdsArg: string[],
-): Promise<{ cluster: ICluster; service: IService; relay: CloudlyRelayClient; revision: number; hints: TDesiredStateHint[] }> => {
+): Promise<{ cluster: ICluster; service: IService; relay: CloudlyRelayClient; relayToken: string; revision: number; hints: TDesiredStateHint[] }> => {
   const { cluster, relayToken } = await tArg.createCluster(nameArg);
   await tArg.addNodes(cluster.id, ...nodeIdsArg);
   const { service } = await tArg.caller.call('createService', {
@@ -55,5 +55,5 @@ export const reportingCluster = async (
   if (answer.unchanged) {
     throw new Error('a relay that never read the desired state was told it is unchanged');
   }
-  return { cluster, service, relay, revision: answer.desiredState.revision, hints };
+  return { cluster, service, relay, relayToken, revision: answer.desiredState.revision, hints };
 };

@@ -89,7 +89,7 @@ export class LivenessController implements IController {
       return { outcome: outcome === 'removed' ? 'removed' : 'kept' };
     }
     const observed = await store.collection(serviceObservedStateKind)
-      .find({ clusterId: clusterIdArg }, { projection: { _id: 0, 'placements.reportedAt': 1 } })
+      .find({ clusterId: clusterIdArg }, { projection: { _id: 0, placements: 1 } })
       .toArray();
     let lastReportAt: number | null = null;
     for (const doc of observed) {

@@ -10,6 +10,7 @@ import type {
   TFleetRuntimeBucket,
 } from '../interfaces/requests/overview.js';
 import { clusterLivenessKind } from '../manager.cluster/liveness.js';
+import { registerFleetMetrics } from './fleetmetrics.js';
 import { clusterKind, toPublicCluster } from '../manager.cluster/cluster.manager.js';
 import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrations.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
@@ -25,6 +26,7 @@ import { serviceBackupKind, toRecord as toPublicServiceBackup } from '../manager
  */
 export class OverviewManager {
   constructor(private readonly cloudly: Cloudly) {
+    registerFleetMetrics(cloudly.metrics.registry, cloudly.store);
     registerOperations(cloudly, [
       adminQuery({
         method: 'getClusterOverview',

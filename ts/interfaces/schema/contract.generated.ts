@@ -1006,6 +1006,16 @@ export const contractSchema: IContractSchemaDocument = {
       }
      ]
     },
+    "unknown": {
+     "anyOf": [
+      {
+       "$ref": "#/$defs/IRuntimeLiveness"
+      },
+      {
+       "type": "null"
+      }
+     ]
+    },
     "latestBackup": {
      "anyOf": [
       {
@@ -1020,6 +1030,7 @@ export const contractSchema: IContractSchemaDocument = {
    "required": [
     "service",
     "runtimeStatus",
+    "unknown",
     "latestBackup"
    ],
    "additionalProperties": false
@@ -1887,6 +1898,9 @@ export const contractSchema: IContractSchemaDocument = {
         },
         "unjudged": {
          "type": "number"
+        },
+        "unknown": {
+         "type": "number"
         }
        },
        "required": [
@@ -1894,7 +1908,8 @@ export const contractSchema: IContractSchemaDocument = {
         "converging",
         "waiting",
         "refused",
-        "unjudged"
+        "unjudged",
+        "unknown"
        ],
        "additionalProperties": false
       }
@@ -1904,6 +1919,16 @@ export const contractSchema: IContractSchemaDocument = {
       "byRuntimeState"
      ],
      "additionalProperties": false
+    },
+    "unknown": {
+     "anyOf": [
+      {
+       "$ref": "#/$defs/IRuntimeLiveness"
+      },
+      {
+       "type": "null"
+      }
+     ]
     },
     "backups": {
      "type": "object",
@@ -1927,6 +1952,7 @@ export const contractSchema: IContractSchemaDocument = {
     "relay",
     "nodeCount",
     "services",
+    "unknown",
     "backups"
    ],
    "additionalProperties": false
@@ -2481,6 +2507,27 @@ export const contractSchema: IContractSchemaDocument = {
     "id",
     "generation",
     "digest"
+   ],
+   "additionalProperties": false
+  },
+  "IRuntimeLiveness": {
+   "type": "object",
+   "properties": {
+    "state": {
+     "type": "string",
+     "const": "unknown"
+    },
+    "reason": {
+     "$ref": "#/$defs/TRuntimeLivenessReason"
+    },
+    "since": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "state",
+    "reason",
+    "since"
    ],
    "additionalProperties": false
   },
@@ -4317,6 +4364,13 @@ export const contractSchema: IContractSchemaDocument = {
     "ready",
     "stopped",
     "failed"
+   ]
+  },
+  "TRuntimeLivenessReason": {
+   "type": "string",
+   "enum": [
+    "relay-disconnected",
+    "observed-state-stale"
    ]
   },
   "TRuntimeLocalStorageClaimControllerKind": {
@@ -7100,12 +7154,23 @@ export const contractSchema: IContractSchemaDocument = {
      "items": {
       "$ref": "#/$defs/IServiceHistoricalClaim"
      }
+    },
+    "unknown": {
+     "anyOf": [
+      {
+       "$ref": "#/$defs/IRuntimeLiveness"
+      },
+      {
+       "type": "null"
+      }
+     ]
     }
    },
    "required": [
     "status",
     "observed",
-    "historicalClaims"
+    "historicalClaims",
+    "unknown"
    ],
    "additionalProperties": false
   },
