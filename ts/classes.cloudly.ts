@@ -49,6 +49,7 @@ import { ProjectionsController } from './manager.runtimenetwork/projections.cont
 import { CorestoreCredentialsController } from './manager.secret/corestorecredentials.controller.js';
 import { BindingLedgerController } from './manager.corestore/bindingledger.controller.js';
 import { clusterIngressRouteTableKind } from './manager.ingress/documents.js';
+import type { IClusterReads } from './manager.cluster/ports.js';
 import { SecretBox } from './core/secretbox.js';
 import type { IAdminHandlerContext, IOperationDeclaration, IRelayHandlerContext } from './core/operations.js';
 import { registerDashboard } from './core/dashboard.js';
@@ -146,6 +147,8 @@ export class Cloudly {
   public readonly auditManager: AuditManager;
   public readonly desiredStateManager: DesiredStateManager;
   public readonly secretManager: SecretManager;
+  /** The cluster domain as other domains read it (ts/manager.cluster/ports.ts). */
+  public readonly clusterReads: IClusterReads;
   /** Every committed change, this instance's and (while someone needs them) other instances' (ts/core/changefeed.ts). */
   public readonly feed: ChangeFeed;
   public readonly reconciler: Reconciler;
@@ -208,17 +211,39 @@ export class Cloudly {
       { defaultTimeoutMs: this.config.relayCallTimeoutMs, metrics: this.metrics, logger: this.logger },
       cloudlyRelaySessionPorts(this),
     );
+    // The cluster domain as other domains read it; each member reads the manager when called, so
+    // it may be handed to managers built before the cluster manager.
+    this.clusterReads = {
+      requireCluster: (clusterIdArg) => this.clusterManager.requireCluster(clusterIdArg),
+      requireElected: (sessionArg) => this.clusterManager.requireElected(sessionArg),
+      getNode: (clusterIdArg, nodeIdArg) => this.clusterManager.nodes.getNode(clusterIdArg, nodeIdArg),
+      listNodes: (clusterIdArg) => this.clusterManager.nodes.listNodes(clusterIdArg),
+      relayOrigin: (clusterIdArg) => this.clusterManager.relayRegistrations.getOrigin(clusterIdArg),
+      relayHost: (clusterIdArg) => this.clusterManager.relayRegistrations.getRelayHost(clusterIdArg),
+      relayConnected: async (clusterIdArg) => (await this.clusterManager.electedSession(clusterIdArg)) !== null
+        || this.clusterManager.relayElection.isClusterConnected(clusterIdArg),
+    };
     this.adminManager = this.addManager(new AdminManager(this));
     this.clusterManager = this.addManager(new ClusterManager(this));
     this.serviceManager = this.addManager(new ServiceManager(this));
     this.ingressManager = this.addManager(new IngressManager(this, cloudlyIngressDependencies(this)));
     this.corestoreManager = this.addManager(new CorestoreManager(this, createManagerDirectory(this)));
-    this.runtimeNetworkManager = this.addManager(new RuntimeNetworkManager(this));
+    this.runtimeNetworkManager = this.addManager(new RuntimeNetworkManager(this, this.clusterReads, (clusterIdArg) => this.ingressManager.getDesignation(clusterIdArg)));
     this.backupManager = this.addManager(new BackupManager(this, { blobStore: blobStoreFromConfig(this.config) }));
     this.imageManager = this.addManager(new ImageManager(this));
     this.auditManager = this.addManager(new AuditManager(this));
-    this.desiredStateManager = this.addManager(new DesiredStateManager(this));
-    this.secretManager = this.addManager(new SecretManager(this));
+    this.desiredStateManager = this.addManager(new DesiredStateManager(this, {
+      clusters: this.clusterReads,
+      ingress: {
+        getDesignation: (clusterIdArg) => this.ingressManager.getDesignation(clusterIdArg),
+        getRouteTable: (clusterIdArg) => this.ingressManager.getRouteTable(clusterIdArg),
+        recordComputedRouteTable: (clusterIdArg, routesArg) => this.ingressManager.recordComputedRouteTable(clusterIdArg, routesArg),
+        storeAssignments: (clusterIdArg, entryArg) => this.ingressManager.storeAssignments(clusterIdArg, entryArg),
+      },
+      credentialReferences: (clusterIdArg) => this.secretManager.corestoreCredentialReferences(clusterIdArg),
+      allocateCluster: (clusterIdArg) => this.runtimeNetworkManager.allocateCluster(clusterIdArg),
+    }));
+    this.secretManager = this.addManager(new SecretManager(this, this.clusterReads));
     this.addManager(new WatchManager(this));
     this.addManager(new OverviewManager(this));
     this.addManager(new TrafficManager(this));

@@ -1,4 +1,10 @@
 import type { Cloudly } from '../classes.cloudly.js';
+import type { IClusterReads } from '../manager.cluster/ports.js';
+import type { IClusterIngressDesignation } from '../interfaces/data/clusteringressdesignation.js';
+import type { IClusterIngressResolvedRoute } from '../interfaces/data/clusteringress.js';
+import type { ICorestoreControlCredentialReference } from '../interfaces/data/secret.js';
+import type { IClusterPlatformObservedNode, IClusterResolvedRouteTable } from '../interfaces/data/desiredstate.js';
+import type { IClusterAllocation } from '../manager.runtimenetwork/leases.js';
 import { registerOperations } from '../core/operations.js';
 import { refuse } from '../core/errors.js';
 import { defaultRelayWorkConcurrency } from '../config.js';
@@ -69,6 +75,22 @@ const publishedWaitBoundMs = 3_000;
 /** The refusal of a relay read whose desired state the controller has not published yet (retryable). */
 export const desiredStateNotPublishedReason = 'desired-state-not-published-yet';
 
+/** What the desired state is computed from in other domains; built by the composition root. */
+export interface IDesiredStateReads {
+  clusters: IClusterReads;
+  ingress: {
+    getDesignation(clusterIdArg: string): Promise<IClusterIngressDesignation | null>;
+    getRouteTable(clusterIdArg: string): Promise<IClusterResolvedRouteTable | null>;
+    /** Records the resolved routes as the cluster's one route table (the desired-state controller's write). */
+    recordComputedRouteTable(clusterIdArg: string, routesArg: readonly IClusterIngressResolvedRoute[]): Promise<unknown>;
+    storeAssignments(clusterIdArg: string, entryArg: IClusterPlatformObservedNode): Promise<unknown>;
+  };
+  /** The references of the cluster's Corestore control credentials, by node (never a value). */
+  credentialReferences(clusterIdArg: string): Promise<Map<string, ICorestoreControlCredentialReference>>;
+  /** The cluster's workload lease allocation (the allocator writes what is owed). */
+  allocateCluster(clusterIdArg: string): Promise<IClusterAllocation>;
+}
+
 /** What the desired-state manager needs from the rest of Cloudly; built by the composition root. */
 export interface IDesiredStateManagerPorts {
   /** The controller's key of a cluster ran (bounded wait; at once on an instance that does not reconcile). */
@@ -89,20 +111,20 @@ export class DesiredStateManager {
   private unsubscribeMemo: (() => void) | null = null;
   private ports: IDesiredStateManagerPorts | null = null;
 
-  constructor(private readonly cloudly: Cloudly) {
+  constructor(private readonly cloudly: Cloudly, private readonly reads: IDesiredStateReads) {
     this.observedMemo = new ObservedReportMemo(cloudly.config.observedRefreshMs);
     registerOperations(cloudly, desiredStateOperations({
       store: cloudly.store,
       observedMemo: this.observedMemo,
-      requireCluster: (clusterIdArg) => cloudly.clusterManager.requireCluster(clusterIdArg),
-      requireElected: (sessionArg) => cloudly.clusterManager.requireElected(sessionArg),
-      listNodeIds: async (clusterIdArg) => (await cloudly.clusterManager.nodes.listNodes(clusterIdArg)).map((node) => node.id),
-      storeAssignments: (clusterIdArg, entryArg) => cloudly.ingressManager.storeAssignments(clusterIdArg, entryArg),
+      requireCluster: (clusterIdArg) => reads.clusters.requireCluster(clusterIdArg),
+      requireElected: (sessionArg) => reads.clusters.requireElected(sessionArg),
+      listNodeIds: async (clusterIdArg) => (await reads.clusters.listNodes(clusterIdArg)).map((node) => node.id),
+      storeAssignments: (clusterIdArg, entryArg) => reads.ingress.storeAssignments(clusterIdArg, entryArg),
       isRefreshBusy: (clusterIdArg) => this.ports?.isRefreshBusy(clusterIdArg) ?? false,
       publishedDesiredState: (clusterIdArg) => this.publishedDesiredState(clusterIdArg),
       settled: (clusterIdArg) => this.ports?.settled(clusterIdArg) ?? Promise.resolve(),
       routeTableResolution: (clusterIdArg) => this.routeTableResolution(clusterIdArg),
-      routeTable: (clusterIdArg) => cloudly.ingressManager.getRouteTable(clusterIdArg),
+      routeTable: (clusterIdArg) => reads.ingress.getRouteTable(clusterIdArg),
       forgetService: (serviceIdArg) => this.forgetService(serviceIdArg),
       requestRefresh: (clusterIdArg) => this.ports?.requestRefresh(clusterIdArg),
     }));
@@ -184,11 +206,11 @@ export class DesiredStateManager {
     const serviceIds = new Set(live.map((service) => service.id));
     const bindings = (serviceIds.size === 0 ? [] : await store.find(platformBindingKind, { serviceId: { $in: [...serviceIds] } }))
       .sort((a, b) => (a.id < b.id ? -1 : 1));
-    const designation = await this.cloudly.ingressManager.getDesignation(clusterIdArg);
+    const designation = await this.reads.ingress.getDesignation(clusterIdArg);
     let ingress: TClusterPlatformDesiredStateContent['ingress'] = null;
     if (designation) {
       const ingressService = live.find((service) => service.id === designation.ingressServiceId);
-      const origin = await this.cloudly.clusterManager.relayRegistrations.getOrigin(clusterIdArg);
+      const origin = await this.reads.clusters.relayOrigin(clusterIdArg);
       await failpoint('desiredstate.compute.afterOriginRead');
       ingress = {
         designation,
@@ -197,8 +219,8 @@ export class DesiredStateManager {
           : null,
       };
     }
-    const nodeIds = (await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)).map((node) => node.id).sort();
-    const credentials = await this.cloudly.secretManager.corestoreCredentialReferences(clusterIdArg);
+    const nodeIds = (await this.reads.clusters.listNodes(clusterIdArg)).map((node) => node.id).sort();
+    const credentials = await this.reads.credentialReferences(clusterIdArg);
     if (nodeIds.some((nodeId) => !credentials.has(nodeId))) {
       // The Corestore credentials controller makes them; its write queues this cluster again.
       throw refuse('unavailable', ['corestore-credential-not-made-yet'], { retryAfterMs: 1_000 });
@@ -237,7 +259,7 @@ export class DesiredStateManager {
   private async resolveRoutes(clusterIdArg: string, liveArg: IServiceDocument[], ingressServiceIdArg: string | null) {
     const { store } = this.cloudly;
     const [allocation, confirmations, projections] = await Promise.all([
-      this.cloudly.runtimeNetworkManager.allocateCluster(clusterIdArg),
+      this.reads.allocateCluster(clusterIdArg),
       store.find(runtimeNetworkLeasesKind, { clusterId: clusterIdArg }),
       store.find(runtimeNetworkProjectionKind, { clusterId: clusterIdArg }),
     ]);
@@ -259,12 +281,12 @@ export class DesiredStateManager {
     await this.ports?.settled(clusterIdArg);
     const [live, designation] = await Promise.all([
       this.cloudly.store.find(serviceKind, { clusterId: clusterIdArg }).then((docsArg) => docsArg.filter((service) => service.deletionRequestedAt === undefined)),
-      this.cloudly.ingressManager.getDesignation(clusterIdArg),
+      this.reads.ingress.getDesignation(clusterIdArg),
     ]);
     const { routes } = await this.resolveRoutes(clusterIdArg, live, designation?.ingressServiceId ?? null);
     const unresolved: IClusterUnresolvedRoute[] = routes.unresolved;
     // The one table, as the controller recorded it (its own revision, the ingress's too).
-    const table = await this.cloudly.ingressManager.getRouteTable(clusterIdArg);
+    const table = await this.reads.ingress.getRouteTable(clusterIdArg);
     return { table: table ?? { clusterId: clusterIdArg, revision: 0, routes: [] }, unresolved };
   }
 
@@ -280,7 +302,7 @@ export class DesiredStateManager {
     const { doc, outcome } = await this.cloudly.store.mutate(clusterDesiredStateKind, clusterIdArg, (currentArg) =>
       decideDesiredStatePublication(currentArg, clusterIdArg, digest));
     const state = { ...content, revision: doc!.revision, digest };
-    await this.cloudly.ingressManager.recordComputedRouteTable(clusterIdArg, content.routes);
+    await this.reads.ingress.recordComputedRouteTable(clusterIdArg, content.routes);
     return { state, published: outcome !== 'kept' };
   }
 
@@ -314,8 +336,7 @@ export class DesiredStateManager {
   /** Tells the cluster's elected relay (here or on another live instance) the published revision. */
   public async hint(clusterIdArg: string, stateArg: { revision: number; digest: string }): Promise<void> {
     // Elected here, or on another live instance (the hint is forwarded there: docs/multi-instance.md).
-    if (!(await this.cloudly.clusterManager.electedSession(clusterIdArg))
-      && !(await this.cloudly.clusterManager.relayElection.isClusterConnected(clusterIdArg))) {
+    if (!(await this.reads.clusters.relayConnected(clusterIdArg))) {
       return;
     }
     try {

@@ -1,4 +1,6 @@
 import type { Cloudly } from '../classes.cloudly.js';
+import type { IClusterReads } from '../manager.cluster/ports.js';
+import type { IClusterIngressDesignation } from '../interfaces/data/clusteringressdesignation.js';
 import { refuse, refuseNamed } from '../core/errors.js';
 import { registerOperations } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
@@ -79,16 +81,21 @@ export class RuntimeNetworkManager {
     return { projection: projectionArg, signature };
   }
 
-  constructor(private readonly cloudly: Cloudly) {
+  constructor(
+    private readonly cloudly: Cloudly,
+    private readonly clusters: IClusterReads,
+    /** The cluster's ingress designation (the ingress domain's), or null. */
+    private readonly designationOf: (clusterIdArg: string) => Promise<IClusterIngressDesignation | null>,
+  ) {
     this.leases = new WorkloadLeaseAllocator(cloudly, () => this.readPlanCached());
     // Leases are inputs of the projections, the desired state and every verdict of the cluster (a
     // workload without one is refused): each of their controllers is asked for a run.
     this.leases.onChanged = (clusterIdArg) => this.ports?.allocationChanged(clusterIdArg);
     registerOperations(cloudly, runtimeNetworkOperations({
       logger: cloudly.logger,
-      requireCluster: (clusterIdArg) => cloudly.clusterManager.requireCluster(clusterIdArg),
+      requireCluster: (clusterIdArg) => clusters.requireCluster(clusterIdArg),
       requireNode: (clusterIdArg, nodeIdArg) => this.requireNode(clusterIdArg, nodeIdArg),
-      requireElected: (sessionArg) => cloudly.clusterManager.requireElected(sessionArg),
+      requireElected: (sessionArg) => clusters.requireElected(sessionArg),
       getAddressPlan: () => this.getAddressPlan(),
       readLeaseEntries: (optionsArg) => this.leases.readEntries(optionsArg),
       withdrawalWindowMs: () => this.leases.windowMs,
@@ -109,7 +116,7 @@ export class RuntimeNetworkManager {
   }
 
   private async requireNode(clusterIdArg: string, nodeIdArg: string) {
-    const node = await this.cloudly.clusterManager.nodes.getNode(clusterIdArg, nodeIdArg);
+    const node = await this.clusters.getNode(clusterIdArg, nodeIdArg);
     if (!node) {
       throw refuseNamed('not-found', 'node-not-found', `node ${nodeIdArg} does not exist in cluster ${clusterIdArg}`);
     }
@@ -151,13 +158,13 @@ export class RuntimeNetworkManager {
     const [plan, leaseDocs, designation, allocation, relayHost, services] = await Promise.all([
       this.getAddressPlan(),
       store.find(runtimeNetworkLeasesKind, { clusterId: clusterIdArg }, { sort: { nodeId: 1 } }),
-      this.cloudly.ingressManager.getDesignation(clusterIdArg),
+      this.designationOf(clusterIdArg),
       this.leases.allocate(clusterIdArg),
-      this.cloudly.clusterManager.relayRegistrations.getRelayHost(clusterIdArg),
+      this.clusters.relayHost(clusterIdArg),
       store.find(serviceKind, { clusterId: clusterIdArg }),
     ]);
     // Lease statements of nodes that were removed since no longer place anything.
-    const liveNodes = new Set((await this.cloudly.clusterManager.nodes.listNodes(clusterIdArg)).map((entry) => entry.id));
+    const liveNodes = new Set((await this.clusters.listNodes(clusterIdArg)).map((entry) => entry.id));
     // A confirmed lease is an endpoint while Cloudly still holds it for that node, at that address.
     const held = leaseIndexOf(allocation);
     const isHeld = (nodeIdArg: string, leaseArg: IRuntimeNetworkWorkloadLease) => {

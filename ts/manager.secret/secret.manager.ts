@@ -1,5 +1,6 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Cloudly, IRelayHandlerContext } from '../classes.cloudly.js';
+import type { IClusterReads } from '../manager.cluster/ports.js';
 import { refuse, refuseNamed } from '../core/errors.js';
 import { fromBase64Url, importRecipientPublicKey, sealSecret, secretRecipientId, toBase64Url, x25519PublicKeyPattern } from '../core/sealing.js';
 import { adminMutation, adminQuery, registerOperations, relayMutation, relayOrchestration } from '../core/operations.js';
@@ -83,7 +84,7 @@ export class SecretManager {
     this.settledCredentials = portsArg.settledCredentials;
   }
 
-  constructor(private readonly cloudly: Cloudly) {
+  constructor(private readonly cloudly: Cloudly, private readonly clusters: IClusterReads) {
     registerOperations(cloudly, [
       // One enrollment document; the recipient's key, the challenge and the ids are this call's facts.
       relayMutation({
@@ -91,7 +92,7 @@ export class SecretManager {
         access: 'relay',
         input: { required: { recipient: isRecipient } },
         facts: async (request, context) => {
-          await cloudly.clusterManager.requireElected(context.session);
+          await clusters.requireElected(context.session);
           return this.enrollmentFacts(request.recipient.publicKey, context.clusterId);
         },
         target: (_request, facts) => ({ kind: secretEnrollmentKind, id: facts.enrollment.id }),
@@ -115,7 +116,7 @@ export class SecretManager {
         access: 'relay',
         input: { required: { enrollmentId: isIdString, proof: isProof } },
         run: async (request, context) => {
-          await cloudly.clusterManager.requireElected(context.session);
+          await clusters.requireElected(context.session);
           return this.completeEnrollment(request.enrollmentId, request.proof, context.clusterId);
         },
       }),
@@ -125,7 +126,7 @@ export class SecretManager {
         access: 'relay',
         input: { required: { nodeId: isNodeId }, optional: { recipientId: isRecipientId } },
         run: async (request, context) => {
-          await cloudly.clusterManager.requireElected(context.session);
+          await clusters.requireElected(context.session);
           return this.corestoreCredentialMaterial(context.clusterId, request.nodeId, request.recipientId);
         },
       }),
@@ -134,7 +135,7 @@ export class SecretManager {
         access: 'read',
         input: { required: { clusterId: isIdString } },
         run: async (request) => {
-          await cloudly.clusterManager.requireCluster(request.clusterId);
+          await clusters.requireCluster(request.clusterId);
           const recipients = await cloudly.store.get(secretRecipientsKind, request.clusterId);
           return { current: recipients?.current ?? null, previous: recipients?.previous ?? null };
         },
@@ -213,8 +214,8 @@ export class SecretManager {
   }
 
   private async requireNode(clusterIdArg: string, nodeIdArg: string, pathArg: string): Promise<void> {
-    await this.cloudly.clusterManager.requireCluster(clusterIdArg);
-    if (!(await this.cloudly.clusterManager.nodes.getNode(clusterIdArg, nodeIdArg))) {
+    await this.clusters.requireCluster(clusterIdArg);
+    if (!(await this.clusters.getNode(clusterIdArg, nodeIdArg))) {
       throw refuseNamed('not-found', 'node-not-found', `names no node of cluster ${clusterIdArg}`, pathArg);
     }
   }
@@ -340,7 +341,7 @@ export class SecretManager {
     recipientIdArg: string | undefined,
   ): Promise<IReq_Relay_Cloudly_GetCorestoreControlCredentialMaterial['response']> {
     // Another cluster's node is not a node of this relay's cluster: it reads as missing.
-    if (!(await this.cloudly.clusterManager.nodes.getNode(clusterIdArg, nodeIdArg))) {
+    if (!(await this.clusters.getNode(clusterIdArg, nodeIdArg))) {
       throw refuseNamed('not-found', 'node-not-found', 'names no node of this relay\'s cluster', 'request.nodeId');
     }
     const recipient = chooseRecipient(await this.cloudly.store.get(secretRecipientsKind, clusterIdArg), recipientIdArg);
