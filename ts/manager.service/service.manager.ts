@@ -838,8 +838,13 @@ export class ServiceManager {
         method: 'reportRuntimeNodeSession',
         access: 'relay',
         input: { required: { nodeId: isIdString, session: sentenceCheck(validateRuntimeSessionReference) } },
-        // The socket names the cluster: every report is confined to the relay's own cluster.
-        facts: async (_request, context) => ({ clusterId: context.clusterId }),
+        // The socket names the cluster: every report is confined to the relay's own cluster and its nodes.
+        facts: async (request, context) => {
+          if (!(await this.cloudly.clusterManager.nodes.getNode(context.clusterId, request.nodeId))) {
+            throw refuseNamed('not-found', 'node-not-found', 'names no node of this relay\'s cluster', 'request.nodeId');
+          }
+          return { clusterId: context.clusterId };
+        },
         target: (request, facts) => ({ kind: runtimeNodeSessionKind, id: nodeSessionId(facts.clusterId, request.nodeId) }),
         decide: (current, { request, facts, now }) => decideNodeSessionReport(current, facts.clusterId, request.nodeId, request.session, now),
         answer: async ({ doc }) => {
