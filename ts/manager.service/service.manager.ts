@@ -50,7 +50,7 @@ import type { IClusterAllocation } from '../manager.runtimenetwork/leases.js';
 import { boundRelayText } from '../core/relaycalls.js';
 import { imageVersionId } from '../manager.image/documents.js';
 import { migrateServiceShapes } from './migrate.js';
-import { organizationKind, organizationOperations, registerNamedOrganizations } from './organizations.js';
+import { organizationKind, organizationOperations, registerNamedOrganizations, registerOrganizationsOfOlderServices } from './organizations.js';
 import { cloudlyActor, currentOperation, runInOperation } from '../core/operationcontext.js';
 import type { IClusterRelayCapabilities } from '../interfaces/data/clusterrelay.js';
 import { deriveClusterRoutes } from '../manager.desiredstate/routes.js';
@@ -396,7 +396,8 @@ export class ServiceManager {
     this.pushes = new WorkQueue({ name: 'claim push', logger: cloudly.logger, process: (claimIdArg) => this.pushOnce(claimIdArg) });
     this.reconciles = new WorkQueue({ name: 'claim reconcile', logger: cloudly.logger, process: (serviceIdArg) => this.reconcileOnce(serviceIdArg) });
     this.registerServiceHandlers();
-    registerOperations(cloudly, organizationOperations(cloudly));
+    registerOperations(cloudly, organizationOperations(cloudly, async (organizationIdArg) =>
+      (await cloudly.store.find(serviceKind, { organizationId: organizationIdArg })).map((service) => ({ id: service.id, name: service.name }))));
     this.registerVolumeHandlers();
     this.registerClaimHandlers();
     cloudly.relays.onSessionOpened((sessionArg: IRelaySession) => this.pushPendingClaims({ clusterId: sessionArg.clusterId }));
@@ -410,9 +411,10 @@ export class ServiceManager {
     // nothing after this point reads the old shape.
     await migrateServiceShapes(this.cloudly.store, this.cloudly.logger);
     // Services stored before the organization registry existed name organizations it does not hold
-    // yet: registered now, so an upgrade refuses nothing that ran before.
-    const named = (await this.cloudly.store.find(serviceKind, {})).map((service) => service.organizationId);
-    const registered = await registerNamedOrganizations(this.cloudly.store, named);
+    // yet: registered on the first start with the registry, so an upgrade refuses nothing that ran
+    // before; never again after (an organization deleted since stays deleted).
+    const registered = await registerOrganizationsOfOlderServices(this.cloudly.store, async () =>
+      (await this.cloudly.store.find(serviceKind, {})).map((service) => service.organizationId));
     if (registered > 0) {
       this.cloudly.logger.info({ registered }, 'registered the organizations stored services name');
     }
