@@ -430,13 +430,15 @@ export class EnvelopePeer {
    */
   private settleUnreadableFrame(textArg: string, reasonsArg: string[], causesArg: IRefusalCause[]): void {
     const peeked = peekEnvelopeTop(textArg);
+    // A broken answer fails its call with the problems in words (the caller names them as causes).
+    const sentences = causesArg.map((causeArg) => (causeArg.path ? `${causeArg.path} ${causeArg.message}` : causeArg.message));
     if (peeked.correlationId !== null && this.pending.has(peeked.correlationId)) {
-      this.settleCall(peeked.correlationId, null, undefined, reasonsArg);
+      this.settleCall(peeked.correlationId, null, undefined, sentences);
       return;
     }
     if (peeked.correlationId === null && peeked.phase !== 'request') {
       for (const correlationId of [...this.pending.keys()]) {
-        this.settleCall(correlationId, null, undefined, ['answer frame names no pending call', ...reasonsArg]);
+        this.settleCall(correlationId, null, undefined, ['answer frame names no pending call', ...sentences]);
       }
     }
     if (peeked.phase === 'response') {
