@@ -58,12 +58,17 @@ describe('a relay reports only its own cluster\'s nodes', () => {
     });
   }
 
-  test('reports of the relay\'s own node are stored under its cluster', async () => {
+  test('reports of the relay\'s own node are stored under its cluster, and audited', async () => {
+    const sessionsAudited = await auditedReports('reportRuntimeNodeSession');
+    const assignmentsAudited = await auditedReports('reportClusterNodeRuntimeAssignments');
     assert.deepEqual(await relayA.fire('reportRuntimeNodeSession', { nodeId: 'na1', session: { id: 'na1-session', generation: 1 } }), { accepted: true, pushedClaims: 0 });
     await relayA.fire('reportClusterNodeRuntimeAssignments', { nodeId: 'na1', sessionId: 'na1-session', assignments: [] });
     const stored = (await storedUnder('na1')) as Array<{ clusterId: string }>;
     assert.equal(stored.length, 2);
     assert.ok(stored.every((docArg) => docArg.clusterId === clusterA));
+    // The audit check of the refusals above can fail: an accepted report is audited.
+    assert.equal(await auditedReports('reportRuntimeNodeSession'), sessionsAudited + 1);
+    assert.equal(await auditedReports('reportClusterNodeRuntimeAssignments'), assignmentsAudited + 1);
     assert.notEqual(clusterA, clusterB);
   });
 });
