@@ -2,6 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { boundaryLimits } from '../ts/core/boundary.js';
+import { loginFailureLimits } from '../ts/manager.admin/admin.manager.js';
 import { deepArray, postText, rawEnvelope, RawSocket, type IWireAnswer } from './helpers/rawwire.js';
 
 /**
@@ -14,6 +15,13 @@ const assertRefusedWith = (answerArg: IWireAnswer, codeArg: string, reasonPatter
   assert.equal(answerArg.correlation?.phase, 'response');
   assert.equal(answerArg.error?.data.code, codeArg, JSON.stringify(answerArg).slice(0, 500));
   assert.ok(answerArg.error?.data.reasons?.some((reason) => reasonPatternArg.test(reason)), JSON.stringify(answerArg.error?.data).slice(0, 500));
+};
+
+/** A refusal with the token `reasonArg`, and a cause at a path matching `pathArg` that says `messageArg`. */
+const assertRefusedFor = (answerArg: IWireAnswer, reasonArg: string, pathArg: RegExp, messageArg: RegExp): void => {
+  assertRefusedWith(answerArg, 'invalid-request', new RegExp(`^${reasonArg}$`));
+  const causes = answerArg.error?.data.causes ?? [];
+  assert.ok(causes.some((causeArg) => pathArg.test(causeArg.path ?? '') && messageArg.test(causeArg.message)), JSON.stringify(causes).slice(0, 500));
 };
 
 describe('hostile input at the boundary', () => {
@@ -36,7 +44,7 @@ describe('hostile input at the boundary', () => {
     assert.equal(answer.status, 400);
     assert.equal(answer.body.method, 'getClusters');
     assert.equal(answer.body.correlation?.id, 'c-1');
-    assertRefusedWith(answer.body, 'invalid-request', new RegExp(`^request\\.x(\\[0\\])+ is nested deeper than ${boundaryLimits.maxDepth} levels$`));
+    assertRefusedFor(answer.body, 'nested-too-deep', /^request\.x(\[0\])+$/, new RegExp(`^is nested deeper than ${boundaryLimits.maxDepth} levels$`));
     assert.equal(await clusterCount(), 1);
   });
 
@@ -45,9 +53,9 @@ describe('hostile input at the boundary', () => {
     const relaySocket = await RawSocket.open(t.baseUrl, relayToken);
     try {
       const adminAnswer = await adminSocket.send(rawEnvelope('getClusters', `{"identity":${identityText()},"x":${deepArray(100_000)}}`, 'deep-admin'), 'deep-admin');
-      assertRefusedWith(adminAnswer, 'invalid-request', /nested deeper than 64 levels/);
+      assertRefusedFor(adminAnswer, 'nested-too-deep', /^request\.x(\[0\])+$/, /^is nested deeper than 64 levels$/);
       const relayAnswer = await relaySocket.send(rawEnvelope('getClusterNodeCorestores', `{"nodeIds":${deepArray(100_000)}}`, 'deep-relay'), 'deep-relay');
-      assertRefusedWith(relayAnswer, 'invalid-request', /^request\.nodeIds(\[0\])+ is nested deeper than 64 levels$/);
+      assertRefusedFor(relayAnswer, 'nested-too-deep', /^request\.nodeIds(\[0\])+$/, /^is nested deeper than 64 levels$/);
       // Both sockets still serve a well-formed call.
       const next = await adminSocket.send(rawEnvelope('getClusters', `{"identity":${identityText()}}`, 'after-admin'), 'after-admin');
       assert.equal((next.response as { clusters: unknown[] }).clusters.length, 1);
@@ -65,17 +73,17 @@ describe('hostile input at the boundary', () => {
     const nodesBefore = await t.cloudly.database.mongoDb.collection('CloudlyClusterNode').countDocuments();
     const addNode = await postText(t.baseUrl, rawEnvelope('addClusterNode', `{"identity":${identityText()},"clusterId":"${clusterId}","name":"n1","__proto__":{"nodeId":{"$gt":""}}}`));
     assert.equal(addNode.status, 400);
-    assertRefusedWith(addNode.body, 'invalid-request', /^request\.__proto__ is not allowed/);
+    assertRefusedFor(addNode.body, 'key-not-allowed', /^request\.__proto__$/, /^is not allowed/);
     assert.equal(await t.cloudly.database.mongoDb.collection('CloudlyClusterNode').countDocuments(), nodesBefore);
 
     const backups = await postText(t.baseUrl, rawEnvelope('getServiceBackups', `{"identity":${identityText()},"__proto__":{"serviceId":{"$where":"true"}}}`));
-    assertRefusedWith(backups.body, 'invalid-request', /^request\.__proto__ is not allowed/);
+    assertRefusedFor(backups.body, 'key-not-allowed', /^request\.__proto__$/, /^is not allowed/);
 
     const registrations = await postText(t.baseUrl, rawEnvelope('getClusterRelayRegistrations', `{"identity":${identityText()},"__proto__":{"clusterIds":[]}}`));
-    assertRefusedWith(registrations.body, 'invalid-request', /^request\.__proto__ is not allowed/);
+    assertRefusedFor(registrations.body, 'key-not-allowed', /^request\.__proto__$/, /^is not allowed/);
 
     const nested = await postText(t.baseUrl, rawEnvelope('createCluster', `{"identity":${identityText()},"name":"deep-proto","x":{"y":[{"constructor":{"prototype":{"polluted":true}}}]}}`));
-    assertRefusedWith(nested.body, 'invalid-request', /^request\.x\.y\[0\]\.constructor is not allowed/);
+    assertRefusedFor(nested.body, 'key-not-allowed', /^request\.x\.y\[0\]\.constructor$/, /^is not allowed: constructor\.prototype would reach a prototype$/);
     assert.equal(({} as Record<string, unknown>).polluted, undefined);
     assert.equal(await clusterCount(), 1);
   });
@@ -83,8 +91,8 @@ describe('hostile input at the boundary', () => {
   test('typedrequest stream markers are refused before any router sees them: no stream is registered, login or not', async () => {
     const markers = JSON.stringify(Array.from({ length: 40_000 }, () => ({ _isVirtualStream: true })));
     const login = await postText(t.baseUrl, rawEnvelope('adminLoginWithUsernameAndPassword', `{"username":"admin","password":"nope","extra":${markers}}`));
-    assertRefusedWith(login.body, 'invalid-request', /^request\.extra\[\d+\]\._isVirtualStream is not allowed: the key is a typedrequest stream marker$/);
-    assert.equal(login.body.error!.data.reasons!.length <= boundaryLimits.maxReasons, true);
+    assertRefusedFor(login.body, 'key-not-allowed', /^request\.extra\[\d+\]\._isVirtualStream$/, /^is not allowed: the key is a typedrequest stream marker$/);
+    assert.equal(login.body.error!.data.causes!.length <= boundaryLimits.maxReasons, true);
     assert.equal(t.cloudly.router.registeredVirtualStreams.getArray().length, 0);
   });
 
@@ -211,12 +219,13 @@ describe('limits: floods are refused with retryAfterMs, other callers go on', ()
     }
   });
 
-  test('failed logins are limited per username, then refused unavailable with retryAfterMs even with the right password', async () => {
+  test('failed logins of one account from one address are throttled, then refused unavailable with retryAfterMs even with the right password', async () => {
     const t = await startTestCloudly();
     try {
       const attempt = (passwordArg: string, usernameArg = testAdminUsername) =>
         postText(t.baseUrl, rawEnvelope('adminLoginWithUsernameAndPassword', JSON.stringify({ username: usernameArg, password: passwordArg })));
-      for (let index = 0; index < 10; index++) {
+      // The free failures, then the one that starts the first wait.
+      for (let index = 0; index <= loginFailureLimits.perAddressAndAccount.freeFailures; index++) {
         assertRefusedWith((await attempt(`wrong-${index}`)).body, 'unauthenticated', /^credentials-wrong$/);
       }
       const limited = await attempt(testAdminPassword);

@@ -274,6 +274,8 @@ describe('node reports with hostAddresses, and cluster isolation', () => {
 
     const read = await refusalOf(() => relayA.fire('getClusterNodeCorestores', { nodeIds: ['b-node'] }));
     assert.equal(read.code, 'not-found');
+    assert.deepEqual(read.reasons, ['node-not-found']);
+    assert.deepEqual(read.causes, [{ path: 'request.nodeIds[0]', message: 'names no node of this relay\'s cluster' }]);
     const listA = await relayA.fire('getClusterNodeCorestores', {});
     assert.equal(listA.nodes.some((node) => node.nodeId === 'b-node'), false);
 

@@ -168,7 +168,7 @@ describe('bounded connections', () => {
     };
     const exhaust = async (tArg: ITestCloudly, clientArg: string) => {
       // Distinct usernames: only the per-address limit is reached.
-      for (let index = 0; index < loginFailureLimits.perAddress.attempts; index++) {
+      for (let index = 0; index <= loginFailureLimits.perAddress.freeFailures; index++) {
         assert.equal((await login(tArg, clientArg, `nobody-${index}`, 'wrong-password-000')).error?.data.code, 'unauthenticated');
       }
       assert.deepEqual((await login(tArg, clientArg, 'nobody-else', 'wrong-password-000')).error?.data.reasons, ['login-rate-limited']);

@@ -32,7 +32,7 @@ test('50 concurrent createCluster of one name make exactly one cluster; the othe
   }
   assert.equal((await clustersNamed('contended')).length, 1);
   const again = await refusalOf(() => t.createCluster('contended'));
-  assert.deepEqual(again, { code: 'conflict', retryable: true, reasons: ['request.name: a cluster named contended already exists'] });
+  assert.deepEqual(again, { code: 'conflict', retryable: true, reasons: ['cluster-name-taken'], causes: [{ path: 'request.name', message: 'a cluster named contended already exists' }] });
 });
 
 test('a creation that died after its reservation is rolled forward at start-up; a deleted cluster is not', async () => {

@@ -31,14 +31,16 @@ describe('HTTP transport: bad input gets named refusals and changes nothing', ()
     const answer = await postRaw(t.baseUrl, '{"method": "createCluster", ');
     assert.equal(answer.status, 400);
     assert.equal(answer.body.error?.data.code, 'invalid-request');
-    assert.deepEqual(answer.body.error?.data.reasons, ['body is not valid JSON']);
+    assert.deepEqual(answer.body.error?.data.reasons, ['not-json']);
+    assert.deepEqual(answer.body.error?.data.causes, [{ path: 'body', reason: 'not-json', message: 'is not valid JSON' }]);
   });
 
   test('an envelope without correlation is refused, naming what is missing', async () => {
     const answer = await postRaw(t.baseUrl, JSON.stringify({ method: 'getClusters', request: {} }));
     assert.equal(answer.status, 400);
     assert.equal(answer.body.error?.data.code, 'invalid-request');
-    assert.match(answer.body.error!.data.reasons![0], /correlation/);
+    assert.deepEqual(answer.body.error!.data.reasons, ['envelope-invalid']);
+    assert.deepEqual(answer.body.error!.data.causes?.map((causeArg) => causeArg.path), ['correlation']);
   });
 
   test('an unknown method is refused by name', async () => {
@@ -71,7 +73,8 @@ describe('HTTP transport: bad input gets named refusals and changes nothing', ()
     const answer = await postRaw(t.baseUrl, huge);
     assert.equal(answer.status, 413);
     assert.equal(answer.body.error?.data.code, 'invalid-request');
-    assert.match(answer.body.error!.data.reasons![0], /exceeds 65536 bytes/);
+    assert.deepEqual(answer.body.error!.data.reasons, ['frame-too-large']);
+    assert.deepEqual(answer.body.error!.data.causes, [{ path: 'body', message: 'exceeds 65536 bytes' }]);
     assert.equal(typeof await clusterCount(), 'number');
   });
 

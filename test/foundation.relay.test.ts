@@ -144,9 +144,13 @@ describe('relay sockets: authentication on the upgrade, calls both ways, named f
     relay.peer.socket.send('{not json');
     relay.peer.socket.send(JSON.stringify({ method: 'testEcho' }));
     await waitFor(() => frames.length >= 2, 'two refusals');
-    const reasons = frames.map((frame) => (JSON.parse(frame) as { error: { data: { code: string; reasons: string[] } } }).error.data);
+    const reasons = frames.map((frame) => (JSON.parse(frame) as { error: { data: { code: string; reasons: string[]; causes: unknown[] } } }).error.data);
     assert.deepEqual(reasons.map((reason) => reason.code), ['invalid-request', 'invalid-request']);
-    assert.deepEqual(reasons[0].reasons, ['frame is not valid JSON']);
+    assert.deepEqual(reasons[0].reasons, ['not-json']);
+    assert.deepEqual(reasons[0].causes, [{ path: 'frame', reason: 'not-json', message: 'is not valid JSON' }]);
+    // The envelope without a correlation: a token, the member named in its cause.
+    assert.deepEqual(reasons[1].reasons, ['envelope-invalid']);
+    assert.deepEqual(reasons[1].causes, [{ path: 'correlation', reason: 'envelope-invalid', message: 'must be { id, phase: request | response }' }]);
     assert.deepEqual(await relay.fire<IReq_TestEcho>('testEcho', { value: 3 }), { value: 3, clusterId });
     relay.close();
   });

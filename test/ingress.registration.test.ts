@@ -103,6 +103,8 @@ describe('registerClusterIngress through the cluster relay', () => {
   test('concurrent reports of one node are all recorded, none answered conflict', async () => {
     // Each lost race re-reads and replaces the report that won it, so every report is one generation.
     // Every loss is another report committing, so 8 reports fit the store's default of 8 rounds.
+    // A report names one of the relay's cluster's nodes (another node is refused not-found).
+    await t.addNodes(cluster.clusterId, 'node-raced');
     const answers = await Promise.all(Array.from({ length: 8 }, (_, index) => report(cluster.relay, 'node-raced', `session-raced-${index}`)));
     assert.deepEqual(answers.map((answer) => answer.generation).sort((a, b) => a - b), Array.from({ length: 8 }, (_, index) => index + 1));
   });

@@ -506,10 +506,12 @@ describe('runtime network decisions', () => {
 
     test('any other revision is a conflict naming the revision expected', () => {
       assert.deepEqual(refusalOf(decideAddressPlanWrite(null, planAt(2), noLeases, 9)).data, {
-        code: 'conflict', retryable: true, reasons: ['request.plan.revision must be 1, the revision after the stored plan (none is stored yet)'],
+        code: 'conflict', retryable: true, reasons: ['plan-revision-mismatch'],
+        causes: [{ path: 'request.plan.revision', message: 'must be 1, the revision after the stored plan (none is stored yet)' }],
       });
       assert.deepEqual(refusalOf(decideAddressPlanWrite(stored(basePlan()), planAt(3), noLeases, 9)).data, {
-        code: 'conflict', retryable: true, reasons: ['request.plan.revision must be 2, the revision after the stored plan (1)'],
+        code: 'conflict', retryable: true, reasons: ['plan-revision-mismatch'],
+        causes: [{ path: 'request.plan.revision', message: 'must be 2, the revision after the stored plan (1)' }],
       });
     });
 
@@ -532,10 +534,10 @@ describe('runtime network decisions', () => {
       assert.deepEqual(decideProjectionWrite(document(), { kind: 'unchanged', projection }, target), { kind: 'keep' });
     });
 
-    test('blocked: the current projection is kept; a node that never had one is refused unavailable with the reasons', () => {
+    test('blocked: the current projection is kept; a node that never had one is refused unavailable, what blocks it in the causes', () => {
       assert.deepEqual(decideProjectionWrite(document(), { kind: 'blocked', reasons: ['no plan'] }, target), { kind: 'keep' });
       assert.deepEqual(refusalOf(decideProjectionWrite(null, { kind: 'blocked', reasons: ['no plan', 'no hub'] }, target)).data, {
-        code: 'unavailable', retryable: true, reasons: ['no plan', 'no hub'],
+        code: 'unavailable', retryable: true, reasons: ['runtime-network-projection-blocked'], causes: [{ message: 'no plan' }, { message: 'no hub' }],
       });
     });
 

@@ -61,7 +61,8 @@ describe('runtime network manager over the real server', () => {
 
     const early = await refusalOf(() => setPlan(planAt(2)));
     assert.equal(early.code, 'conflict');
-    assert.deepEqual(early.reasons, ['request.plan.revision must be 1, the revision after the stored plan (none is stored yet)']);
+    assert.deepEqual(early.reasons, ['plan-revision-mismatch']);
+    assert.deepEqual(early.causes, [{ path: 'request.plan.revision', message: 'must be 1, the revision after the stored plan (none is stored yet)' }]);
 
     const broken = await refusalOf(() => setPlan(planAt(1, (p) => {
       p.platformEndpoints[1].address = '192.0.2.200';
@@ -80,7 +81,8 @@ describe('runtime network manager over the real server', () => {
 
     const stale = await refusalOf(() => setPlan(planAt(1, (p) => { p.platformEndpoints.pop(); })));
     assert.equal(stale.code, 'conflict');
-    assert.deepEqual(stale.reasons, ['request.plan.revision must be 2, the revision after the stored plan (1)']);
+    assert.deepEqual(stale.reasons, ['plan-revision-mismatch']);
+    assert.deepEqual(stale.causes, [{ path: 'request.plan.revision', message: 'must be 2, the revision after the stored plan (1)' }]);
 
     const vpnMoved = await refusalOf(() => setPlan(planAt(2, (p) => { p.vpn.peerPrefix = '192.0.2.32/28'; })));
     assert.equal(vpnMoved.code, 'invalid-request');

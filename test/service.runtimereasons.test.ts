@@ -6,6 +6,7 @@ import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 import type { IClusterRelayCapabilities } from '../ts/interfaces/data/clusterrelay.js';
 import { serviceKind } from '../ts/manager.service/service.manager.js';
+import { organizationKind } from '../ts/manager.service/organizations.js';
 
 /**
  * A representative few of the runtime refusals and waits, through the server: the relay states its
@@ -127,14 +128,19 @@ test('a hostname two services raced for waits conflict on the newer one until it
   await waitForVerdict(newer.id, ['converging', null]);
 });
 
-test('a service whose organization was removed from the registry is refused organization-missing until it is registered again', async () => {
+test('a service whose organization is missing from the registry is refused organization-missing until it is registered again', async () => {
   const service = await create({ name: 'orphan', organizationId: 'org-transient' });
   await waitForVerdict(service.id, ['converging', null]);
   // Creating the service registered the organization it named.
   const { organizations } = await t.caller.call('getOrganizations', {});
   const registered = organizations.find((organization) => organization.id === 'org-transient');
   assert.ok(registered, 'the organization the service named is registered');
-  await t.caller.call('deleteOrganization', { organizationId: 'org-transient', expectedGeneration: registered.generation });
+  // deleteOrganization is refused while a service names it; the registry loses it only when a
+  // deletion raced the service's creation (or was acknowledged before such deletions were refused).
+  const refusal = await t.caller.call('deleteOrganization', { organizationId: 'org-transient', expectedGeneration: registered.generation })
+    .then(() => null, (error: { errorData?: { reasons?: string[] } }) => error.errorData?.reasons);
+  assert.deepEqual(refusal, ['organization-has-services']);
+  assert.ok(await t.cloudly.store.remove(organizationKind, 'org-transient', registered.generation));
   await waitForVerdict(service.id, ['refused', 'organization-missing']);
   const again = await t.caller.call('createOrganization', { organization: { id: 'org-transient', name: 'Transient' } });
   assert.equal(again.organization.name, 'Transient');

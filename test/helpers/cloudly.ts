@@ -12,6 +12,7 @@ import { CloudlyRelayClient } from '../../ts/client/relay.js';
 import type { IIdentity } from '../../ts/interfaces/data/user.js';
 import type { ICluster } from '../../ts/interfaces/data/cluster.js';
 import { readFrame, refusalEnvelope, type IEnvelope } from '../../ts/core/envelopepeer.js';
+import { boundaryReasons } from '../../ts/core/boundary.js';
 import { buildRequestEnvelope } from '../../ts/client/transport.js';
 import { CloudlyRefusal } from '../../ts/core/refusal.js';
 import { seedSigningKey } from './signingkeys.js';
@@ -148,8 +149,8 @@ export const dispatchInProcess = (cloudlyArg: Cloudly) => async (methodArg: stri
   const answer: IEnvelope = frame.kind === 'request'
     ? await cloudlyArg.dispatch(frame.envelope, { transport: 'http', remoteAddress: '127.0.0.1' })
     : frame.kind === 'refused'
-      ? refusalEnvelope(frame.correlationId ?? '', frame.method ?? '', frame.reasons)
-      : refusalEnvelope(frame.correlationId, methodArg, ['envelope phase must be request']);
+      ? refusalEnvelope(frame.correlationId ?? '', frame.method ?? '', frame.reasons, frame.causes)
+      : refusalEnvelope(frame.correlationId, methodArg, [boundaryReasons.envelopeInvalid], [{ path: 'correlation.phase', message: 'must be request' }]);
   const wire = JSON.parse(JSON.stringify(answer)) as IEnvelope;
   if (wire.error) {
     throw new CloudlyRefusal(wire.error.text, wire.error.data);

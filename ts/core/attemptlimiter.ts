@@ -1,6 +1,6 @@
 /**
- * Counts attempts per key (a username, an address) in a fixed window and says when a key has had
- * too many: failed logins, failed socket upgrades. Memory is bounded: at most `maxKeys` keys are
+ * Counts attempts per key (an address) in a fixed window and says when a key has had
+ * too many: failed socket upgrades per address. Memory is bounded: at most `maxKeys` keys are
  * tracked, and when a new key would exceed that the oldest window is forgotten first.
  */
 
@@ -43,11 +43,6 @@ export class AttemptLimiter {
       this.windows.delete(this.windows.keys().next().value!);
     }
     this.windows.set(keyArg, { startedAt: this.now(), count: 1 });
-  }
-
-  /** Forgets `keyArg` (a successful login clears its failures). */
-  public clear(keyArg: string): void {
-    this.windows.delete(keyArg);
   }
 
   private current(keyArg: string): IWindow | null {

@@ -13,9 +13,29 @@ export const boundaryLimits = Object.freeze({
   maxDepth: 64,
   /** Values of every kind (containers and scalars) in one text. */
   maxValues: 200_000,
-  /** Reasons listed in one refusal; the walk stops after this many. */
+  /** Problems (causes) listed in one refusal; the walk stops after this many. */
   maxReasons: 16,
 });
+
+/**
+ * The reasons of the parser's refusals (`invalid-request`); each problem is also a cause naming
+ * its path and saying it for people.
+ */
+export const boundaryReasons = Object.freeze({
+  notJson: 'not-json',
+  nestedTooDeep: 'nested-too-deep',
+  tooManyValues: 'too-many-values',
+  keyNotAllowed: 'key-not-allowed',
+  /** The envelope around the request: `method`, `correlation`, a response's `error`. */
+  envelopeInvalid: 'envelope-invalid',
+} as const);
+
+/** One problem of a text: the member it is about, its token and its sentence. */
+export interface IBoundaryProblem {
+  path: string;
+  reason: string;
+  message: string;
+}
 
 /** Keys no caller may send at any depth; each names what it would do. */
 const refusedKeys: ReadonlyMap<string, string> = new Map([
@@ -51,20 +71,20 @@ const pathOf = (entryArg: IWalkEntry | null, rootArg: string, leafArg?: string |
 };
 
 /**
- * Every reason a parsed JSON value may not cross the boundary, each naming its path below
+ * Every problem that keeps a parsed JSON value from crossing the boundary, each naming its path below
  * `rootPathArg` (empty for an envelope, whose members then read `request.…`). Empty when it may.
  */
-export const inspectBoundaryValue = (valueArg: unknown, rootPathArg = ''): string[] => {
-  const reasons: string[] = [];
+export const inspectBoundaryValue = (valueArg: unknown, rootPathArg = ''): IBoundaryProblem[] => {
+  const problems: IBoundaryProblem[] = [];
   if (valueArg === null || typeof valueArg !== 'object') {
-    return reasons;
+    return problems;
   }
   let values = 1;
   const stack: IWalkEntry[] = [{ value: valueArg, depth: 1, parent: null, key: '' }];
-  while (stack.length > 0 && reasons.length < boundaryLimits.maxReasons) {
+  while (stack.length > 0 && problems.length < boundaryLimits.maxReasons) {
     const entry = stack.pop()!;
     if (entry.depth > boundaryLimits.maxDepth) {
-      reasons.push(`${pathOf(entry, rootPathArg)} is nested deeper than ${boundaryLimits.maxDepth} levels`);
+      problems.push({ path: pathOf(entry, rootPathArg), reason: boundaryReasons.nestedTooDeep, message: `is nested deeper than ${boundaryLimits.maxDepth} levels` });
       // One reason for a too-deep branch is enough; its inside is not walked.
       continue;
     }
@@ -72,7 +92,7 @@ export const inspectBoundaryValue = (valueArg: unknown, rootPathArg = ''): strin
       const items = entry.value as unknown[];
       values += items.length;
       if (values > boundaryLimits.maxValues) {
-        reasons.push(`${rootPathArg || 'the text'} holds more than ${boundaryLimits.maxValues} values`);
+        problems.push({ path: rootPathArg || 'text', reason: boundaryReasons.tooManyValues, message: `holds more than ${boundaryLimits.maxValues} values` });
         break;
       }
       for (let index = items.length - 1; index >= 0; index--) {
@@ -87,7 +107,7 @@ export const inspectBoundaryValue = (valueArg: unknown, rootPathArg = ''): strin
     const keys = Object.keys(record);
     values += keys.length;
     if (values > boundaryLimits.maxValues) {
-      reasons.push(`${rootPathArg || 'the text'} holds more than ${boundaryLimits.maxValues} values`);
+      problems.push({ path: rootPathArg || 'text', reason: boundaryReasons.tooManyValues, message: `holds more than ${boundaryLimits.maxValues} values` });
       break;
     }
     for (let index = keys.length - 1; index >= 0; index--) {
@@ -95,11 +115,11 @@ export const inspectBoundaryValue = (valueArg: unknown, rootPathArg = ''): strin
       const child = record[key];
       const refusal = refusedKeys.get(key);
       if (refusal) {
-        reasons.push(`${pathOf(entry, rootPathArg, key)} is not allowed: the key ${refusal}`);
+        problems.push({ path: pathOf(entry, rootPathArg, key), reason: boundaryReasons.keyNotAllowed, message: `is not allowed: the key ${refusal}` });
         continue;
       }
       if (key === 'constructor' && child !== null && typeof child === 'object' && Object.hasOwn(child, 'prototype')) {
-        reasons.push(`${pathOf(entry, rootPathArg, key)} is not allowed: constructor.prototype would reach a prototype`);
+        problems.push({ path: pathOf(entry, rootPathArg, key), reason: boundaryReasons.keyNotAllowed, message: 'is not allowed: constructor.prototype would reach a prototype' });
         continue;
       }
       if (child !== null && typeof child === 'object') {
@@ -107,12 +127,12 @@ export const inspectBoundaryValue = (valueArg: unknown, rootPathArg = ''): strin
       }
     }
   }
-  return reasons.slice(0, boundaryLimits.maxReasons);
+  return problems.slice(0, boundaryLimits.maxReasons);
 };
 
 export type TBoundaryParse =
   | { ok: true; value: unknown }
-  | { ok: false; reasons: string[]; value?: unknown };
+  | { ok: false; problems: IBoundaryProblem[]; value?: unknown };
 
 /**
  * Parses one JSON text and inspects it. V8's JSON.parse is iterative (a 100,000-deep array parses
@@ -124,8 +144,8 @@ export const parseBoundaryJson = (textArg: string, rootPathArg = '', textNameArg
   try {
     value = JSON.parse(textArg);
   } catch {
-    return { ok: false, reasons: [`${textNameArg} is not valid JSON`] };
+    return { ok: false, problems: [{ path: textNameArg, reason: boundaryReasons.notJson, message: 'is not valid JSON' }] };
   }
-  const reasons = inspectBoundaryValue(value, rootPathArg);
-  return reasons.length > 0 ? { ok: false, reasons, value } : { ok: true, value };
+  const problems = inspectBoundaryValue(value, rootPathArg);
+  return problems.length > 0 ? { ok: false, problems, value } : { ok: true, value };
 };

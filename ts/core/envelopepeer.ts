@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { TypedRouter } from '@api.global/typedrequest';
 import type { WebSocket, RawData } from 'ws';
-import { parseBoundaryJson } from './boundary.js';
+import { boundaryReasons, parseBoundaryJson, type IBoundaryProblem } from './boundary.js';
 import { CloudlyRefusal, refusalFor, type IRefusal } from './refusal.js';
-import { methodNotServedReason } from '../interfaces/data/refusal.js';
+import { methodNotServedReason, type IRefusalCause } from '../interfaces/data/refusal.js';
 
 /**
  * One side of a typedrequest conversation over a WebSocket: one JSON envelope per text frame in
@@ -93,7 +93,7 @@ export const peekEnvelopeTop = (textArg: string): { correlationId: string | null
 export type TFrame =
   | { kind: 'request'; envelope: IEnvelope }
   | { kind: 'response'; correlationId: string; response: unknown; error: { text: string; data: unknown } | null }
-  | { kind: 'refused'; correlationId: string | null; method: string | null; phase: 'request' | 'response' | null; reasons: string[] };
+  | { kind: 'refused'; correlationId: string | null; method: string | null; phase: 'request' | 'response' | null; reasons: string[]; causes: IRefusalCause[] };
 
 const envelopeIdLength = 128;
 /** A peer's error text is cut to this length: it reaches logs and administrators. */
@@ -125,12 +125,15 @@ export const readFrame = (textArg: string, textNameArg = 'frame'): TFrame => {
   const correlationId = correlation ? ownString(correlation, 'id', envelopeIdLength) : null;
   const phaseValue = correlation && Object.hasOwn(correlation, 'phase') ? correlation.phase : undefined;
   const phase = phaseValue === 'request' || phaseValue === 'response' ? phaseValue : null;
-  const refused = (reasonsArg: string[]): TFrame => ({ kind: 'refused', correlationId, method, phase, reasons: reasonsArg });
+  // The distinct tokens in reasons, every problem a cause.
+  const refused = (problemsArg: IBoundaryProblem[]): TFrame =>
+    ({ kind: 'refused', correlationId, method, phase, reasons: [...new Set(problemsArg.map((problem) => problem.reason))], causes: problemsArg });
+  const envelopeProblem = (pathArg: string, messageArg: string): IBoundaryProblem => ({ path: pathArg, reason: boundaryReasons.envelopeInvalid, message: messageArg });
   if (!parsed.ok) {
-    return refused(parsed.reasons);
+    return refused(parsed.problems);
   }
   if (!top) {
-    return refused(['envelope must be a JSON object']);
+    return refused([envelopeProblem('envelope', 'must be a JSON object')]);
   }
   if (phase === 'response' && correlationId !== null) {
     const errorValue = Object.hasOwn(top, 'error') ? top.error : null;
@@ -140,7 +143,7 @@ export const readFrame = (textArg: string, textNameArg = 'frame'): TFrame => {
     const error = ownRecord(top, 'error');
     const text = error && Object.hasOwn(error, 'text') ? error.text : undefined;
     if (!error || typeof text !== 'string') {
-      return refused(['error must be { text, data }']);
+      return refused([envelopeProblem('error', 'must be { text, data }')]);
     }
     return {
       kind: 'response',
@@ -149,15 +152,15 @@ export const readFrame = (textArg: string, textNameArg = 'frame'): TFrame => {
       error: { text: text.slice(0, peerErrorTextLength), data: Object.hasOwn(error, 'data') ? error.data : null },
     };
   }
-  const reasons: string[] = [];
+  const problems: IBoundaryProblem[] = [];
   if (method === null) {
-    reasons.push(`envelope method must be a string of 1 to ${envelopeIdLength} characters`);
+    problems.push(envelopeProblem('method', `must be a string of 1 to ${envelopeIdLength} characters`));
   }
   if (correlationId === null || phase === null) {
-    reasons.push('envelope correlation must be { id, phase: request | response }');
+    problems.push(envelopeProblem('correlation', 'must be { id, phase: request | response }'));
   }
-  if (reasons.length > 0) {
-    return refused(reasons);
+  if (problems.length > 0) {
+    return refused(problems);
   }
   return {
     kind: 'request',
@@ -175,8 +178,8 @@ export const readFrame = (textArg: string, textNameArg = 'frame'): TFrame => {
  * too large): the same shape from every transport and both sides of a socket. The request is not
  * echoed: it may hold a password or an identity.
  */
-export const refusalEnvelope = (correlationIdArg: string, methodArg: string, reasonsArg: string[]): IEnvelope =>
-  errorEnvelope(correlationIdArg, methodArg, refusalFor('invalid-request', reasonsArg));
+export const refusalEnvelope = (correlationIdArg: string, methodArg: string, reasonsArg: string[], causesArg: IRefusalCause[] = []): IEnvelope =>
+  errorEnvelope(correlationIdArg, methodArg, refusalFor('invalid-request', reasonsArg, { causes: causesArg }));
 
 /** The reason a frame larger than the socket accepts is refused with (`invalid-request`); the limit is in its cause. */
 export const frameTooLargeReason = 'frame-too-large';
@@ -364,10 +367,10 @@ export class EnvelopePeer {
     }
     if (frame.kind === 'refused') {
       if (frame.phase === null && frame.correlationId === null) {
-        this.settleUnreadableFrame(textArg, frame.reasons);
+        this.settleUnreadableFrame(textArg, frame.reasons, frame.causes);
         return;
       }
-      this.refuseFrame(frame.correlationId, frame.method, frame.phase, refusalFor('invalid-request', frame.reasons));
+      this.refuseFrame(frame.correlationId, frame.method, frame.phase, refusalFor('invalid-request', frame.reasons, { causes: frame.causes }));
       return;
     }
     const { envelope } = frame;
@@ -425,21 +428,23 @@ export class EnvelopePeer {
    * attributed, every call pending on this socket fails at once: the other side broke the protocol
    * and none of its answers can be told apart. The sender is answered as for any unreadable frame.
    */
-  private settleUnreadableFrame(textArg: string, reasonsArg: string[]): void {
+  private settleUnreadableFrame(textArg: string, reasonsArg: string[], causesArg: IRefusalCause[]): void {
     const peeked = peekEnvelopeTop(textArg);
+    // A broken answer fails its call with the problems in words (the caller names them as causes).
+    const sentences = causesArg.map((causeArg) => (causeArg.path ? `${causeArg.path} ${causeArg.message}` : causeArg.message));
     if (peeked.correlationId !== null && this.pending.has(peeked.correlationId)) {
-      this.settleCall(peeked.correlationId, null, undefined, reasonsArg);
+      this.settleCall(peeked.correlationId, null, undefined, sentences);
       return;
     }
     if (peeked.correlationId === null && peeked.phase !== 'request') {
       for (const correlationId of [...this.pending.keys()]) {
-        this.settleCall(correlationId, null, undefined, ['answer frame names no pending call', ...reasonsArg]);
+        this.settleCall(correlationId, null, undefined, ['answer frame names no pending call', ...sentences]);
       }
     }
     if (peeked.phase === 'response') {
       return;
     }
-    this.sendEnvelope(errorEnvelope(peeked.correlationId ?? '', peeked.method ?? '', refusalFor('invalid-request', reasonsArg)));
+    this.sendEnvelope(errorEnvelope(peeked.correlationId ?? '', peeked.method ?? '', refusalFor('invalid-request', reasonsArg, { causes: causesArg })));
   }
 
   /** A frame that cannot be served: a broken answer fails its call, a broken request is answered. */

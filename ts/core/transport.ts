@@ -4,10 +4,11 @@ import type { ServerResponse } from 'node:http';
 import type { WebSocket } from 'ws';
 import fastifyWebsocket from '@fastify/websocket';
 import { PendingConnectionGuard, UpgradeLine, type TConnectionRefusalReason } from './connectionlimits.js';
-import { EnvelopePeer, readFrame, refusalEnvelope, type IEnvelope, type ISocketRequestLimits } from './envelopepeer.js';
+import { EnvelopePeer, frameTooLargeReason, readFrame, refusalEnvelope, type IEnvelope, type ISocketRequestLimits } from './envelopepeer.js';
+import { boundaryReasons } from './boundary.js';
 import { AttemptLimiter } from './attemptlimiter.js';
 import { errorTexts, refusalData, type IRefusal } from './refusal.js';
-import { identityReasons } from '../interfaces/data/refusal.js';
+import { identityReasons, type IRefusalCause } from '../interfaces/data/refusal.js';
 import type { ICloudlyConfig } from '../config.js';
 import type { TCloudlyLogger } from './logger.js';
 import type { IRelaySession } from './relaysessions.js';
@@ -68,8 +69,11 @@ const upgradeRateLimitedBody = (retryAfterMsArg: number): { error: { text: strin
   },
 });
 
-const transportRefusal = (idArg: string | null, methodArg: string | null, reasonsArg: string | string[]): IEnvelope =>
-  refusalEnvelope(idArg ?? '', methodArg ?? '', Array.isArray(reasonsArg) ? reasonsArg : [reasonsArg]);
+/** The reason of an HTTP request the server cannot read at all (fastify's 4xx before any body is parsed). */
+export const httpRequestMalformedReason = 'http-request-malformed';
+
+const transportRefusal = (idArg: string | null, methodArg: string | null, reasonsArg: string[], causesArg: IRefusalCause[]): IEnvelope =>
+  refusalEnvelope(idArg ?? '', methodArg ?? '', reasonsArg, causesArg);
 
 const readBearer = (requestArg: FastifyRequest): string | null => {
   const header = requestArg.headers.authorization;
@@ -217,11 +221,11 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
 
   app.setErrorHandler((error: { statusCode?: number; code?: string; message: string }, _request, reply) => {
     if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || error.statusCode === 413) {
-      void reply.code(413).send(transportRefusal(null, null, `body exceeds ${hostArg.config.bodyLimitBytes} bytes`));
+      void reply.code(413).send(transportRefusal(null, null, [frameTooLargeReason], [{ path: 'body', message: `exceeds ${hostArg.config.bodyLimitBytes} bytes` }]));
       return;
     }
     if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
-      void reply.code(error.statusCode).send(transportRefusal(null, null, 'the HTTP request is malformed'));
+      void reply.code(error.statusCode).send(transportRefusal(null, null, [httpRequestMalformedReason], [{ message: 'the HTTP request is malformed' }]));
       return;
     }
     const errorId = hostArg.logInternalFailure(error, 'http');
@@ -240,10 +244,10 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     const body = typeof request.body === 'string' ? request.body : '';
     const frame = readFrame(body, 'body');
     if (frame.kind === 'refused') {
-      return reply.code(400).send(transportRefusal(frame.correlationId, frame.method, frame.reasons));
+      return reply.code(400).send(transportRefusal(frame.correlationId, frame.method, frame.reasons, frame.causes));
     }
     if (frame.kind !== 'request') {
-      return reply.code(400).send(transportRefusal(frame.correlationId, null, 'envelope phase must be request'));
+      return reply.code(400).send(transportRefusal(frame.correlationId, null, [boundaryReasons.envelopeInvalid], [{ path: 'correlation.phase', message: 'must be request' }]));
     }
     const answer = await hostArg.dispatch(frame.envelope, { transport: 'http', remoteAddress: request.ip });
     return reply.code(200).send(answer);

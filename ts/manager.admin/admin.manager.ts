@@ -6,7 +6,7 @@ import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
 import { accessDeniedRefusal, identityReasons, isRefusal, readCloudlyErrorData, refuse, refuseNamed } from '../core/errors.js';
 import { checkRequestShape, fieldProblem, fieldProblemReasons, invalidField, isBoolean, isIdString, isNonNegativeInteger, isOneOf, isString, refuseFields, type TFieldCheck } from '../core/validation.js';
 import type { TAdminAccess } from '../core/access.js';
-import { AttemptLimiter, type IAttemptLimit } from '../core/attemptlimiter.js';
+import { FailureThrottle, type IFailureThrottle } from '../core/failurethrottle.js';
 import { dummyPasswordHash, hashPassword, verifyPassword, type IVerifiedIdentity } from '../core/auth.js';
 import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
 import { adminMutation, adminQuery, registerOperations } from '../core/operations.js';
@@ -25,14 +25,22 @@ import {
 } from './decide.js';
 
 /**
- * Failed logins allowed before further attempts are refused without a look at the password:
- * per username (guessing one account's password) and per address (trying many accounts).
- * Counted per Cloudly instance. A wrong old password on `changePassword` counts per username too.
+ * Failed logins are throttled per address and per address and account, never per account alone
+ * (a lock on an account would let anyone lock its owner out): a few failures are free, then each
+ * further failure doubles the wait before the next attempt, which is refused without a look at
+ * the password. A login from an address with no recent failures is judged on its password alone.
+ * Counted per Cloudly instance. A wrong old password on `changePassword` counts like a failed login.
  */
-export const loginFailureLimits: Readonly<Record<'perUsername' | 'perAddress', IAttemptLimit>> = Object.freeze({
-  perUsername: { attempts: 10, windowMs: 5 * 60_000 },
-  perAddress: { attempts: 30, windowMs: 5 * 60_000 },
+export const loginFailureLimits: Readonly<Record<'perAddress' | 'perAddressAndAccount', Readonly<IFailureThrottle>>> = Object.freeze({
+  perAddressAndAccount: Object.freeze({ freeFailures: 5, firstDelayMs: 30_000, maxDelayMs: 15 * 60_000, forgetAfterMs: 60 * 60_000, maxKeys: 10_000 }),
+  perAddress: Object.freeze({ freeFailures: 30, firstDelayMs: 30_000, maxDelayMs: 15 * 60_000, forgetAfterMs: 60 * 60_000, maxKeys: 10_000 }),
 });
+
+/** The key of an address and an account (JSON, so no address or name can pose as another pair). */
+const addressAndAccount = (addressArg: string, usernameArg: string): string => JSON.stringify([addressArg, usernameArg]);
+
+/** The address a call came from, as the transport read it (behind a trusted proxy: the client it names). */
+const callerAddress = (remoteAddressArg: unknown): string => (typeof remoteAddressArg === 'string' ? remoteAddressArg : 'unknown');
 
 // The rules live with the contract (accountRules), so the dashboard's form checks the same ones.
 export const usernamePattern = accountRules.usernamePattern;
@@ -61,8 +69,8 @@ const accountCacheLimit = 10_000;
  * most that long; a local commit of the account drops it at once).
  */
 export class AdminManager {
-  private readonly usernameFailures = new AttemptLimiter(loginFailureLimits.perUsername);
-  private readonly addressFailures = new AttemptLimiter(loginFailureLimits.perAddress);
+  private readonly addressFailures = new FailureThrottle(loginFailureLimits.perAddress);
+  private readonly accountFailures = new FailureThrottle(loginFailureLimits.perAddressAndAccount);
   /** Recent reads of accounts for the revocation check, by user id (the read's start time and its promise). */
   private readonly accountReads = new Map<string, { at: number; read: Promise<IAdminUser | null>; refreshing?: boolean }>();
 
@@ -181,25 +189,35 @@ export class AdminManager {
       if (problems.length > 0) {
         throw refuseFields(problems);
       }
-      const address = typeof context.remoteAddress === 'string' ? context.remoteAddress : 'unknown';
-      const retryAfterMs = Math.max(this.usernameFailures.retryAfterMs(request.username), this.addressFailures.retryAfterMs(address));
-      if (retryAfterMs > 0) {
-        this.cloudly.logger.warn({ username: request.username, remoteAddress: address }, 'login refused: too many failed logins');
-        throw refuse('unavailable', ['login-rate-limited'], { retryAfterMs });
-      }
+      const address = callerAddress(context.remoteAddress);
+      const pair = addressAndAccount(address, request.username);
+      this.refuseWhileThrottled(address, pair, request.username);
       try {
         const identity = await this.login(request.username, request.password);
-        this.usernameFailures.clear(request.username);
+        this.accountFailures.clear(pair);
         this.cloudly.logger.info({ username: request.username }, 'administrator logged in');
         return { identity };
       } catch (error) {
         if (isRefusal(error) && readCloudlyErrorData(error.errorData)?.code === 'unauthenticated') {
-          this.usernameFailures.record(request.username);
-          this.addressFailures.record(address);
+          this.recordFailure(address, pair);
         }
         throw error;
       }
     });
+  }
+
+  /** Refuses `unavailable login-rate-limited` while the address, or the address for this account, must wait. */
+  private refuseWhileThrottled(addressArg: string, pairArg: string, usernameArg: string): void {
+    const retryAfterMs = Math.max(this.addressFailures.retryAfterMs(addressArg), this.accountFailures.retryAfterMs(pairArg));
+    if (retryAfterMs > 0) {
+      this.cloudly.logger.warn({ username: usernameArg, remoteAddress: addressArg, retryAfterMs }, 'login refused: too many failed logins from this address');
+      throw refuse('unavailable', ['login-rate-limited'], { retryAfterMs });
+    }
+  }
+
+  private recordFailure(addressArg: string, pairArg: string): void {
+    this.addressFailures.recordFailure(addressArg);
+    this.accountFailures.recordFailure(pairArg);
   }
 
   private registerAccounts(): void {
@@ -293,13 +311,12 @@ export class AdminManager {
         refusals: { invalid: () => accountRefusal('invalid-request', accountReasons.samePassword) },
         facts: async (request, context) => {
           const username = context.identity.name;
-          const retryAfterMs = this.usernameFailures.retryAfterMs(username);
-          if (retryAfterMs > 0) {
-            throw refuse('unavailable', ['login-rate-limited'], { retryAfterMs });
-          }
+          const address = callerAddress(context.localData.remoteAddress);
+          const pair = addressAndAccount(address, username);
+          this.refuseWhileThrottled(address, pair, username);
           const account = await this.cloudly.store.get(adminUserKind, context.identity.userId);
           if (!account || !(await verifyPassword(request.oldPassword, account.passwordHash || dummyPasswordHash(this.cloudly.config.passwordScryptN)))) {
-            this.usernameFailures.record(username);
+            this.recordFailure(address, pair);
             throw accountRefusal('invalid-request', accountReasons.oldPasswordWrong);
           }
           return { sessionKey: newSessionKey(), passwordHash: await hashPassword(request.newPassword, this.cloudly.config.passwordScryptN) };

@@ -54,6 +54,16 @@ const clusterNamePattern = clusterNameRule.pattern;
 /** Most nodes one `getClusterNodeCorestores` may name. Project's own limit. */
 const maximumNodeIdsPerRead = 1024;
 
+/** Why a cluster name cannot be taken now (the name and what holds it are in the cause). */
+export const clusterNameReasons = Object.freeze({
+  taken: 'cluster-name-taken',
+  /** A cluster of that name is being removed: the name is free once that is done. */
+  beingRemoved: 'cluster-name-being-removed',
+} as const);
+
+/** A node a relay named that its cluster does not have. */
+export const nodeNotFoundReason = 'node-not-found';
+
 export const newRelayToken = (): string => `${relayTokenPrefix}${randomBytes(relayTokenBytes).toString('base64url')}`;
 
 const isNodeName: TFieldCheck = (valueArg, pathArg) =>
@@ -116,11 +126,13 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
       if (!reservation) {
         // Finish or clear what an earlier creator or deleter of this name may have left half done.
         const settled = await settleClusterNameReservation(store, clusterKind, reservationId);
-        throw refuse('conflict', [
-          settled === 'released' || settled === 'gone'
-            ? `request.name: a cluster named ${request.name} was being removed; try again`
-            : `request.name: a cluster named ${request.name} already exists`,
-        ]);
+        const beingRemoved = settled === 'released' || settled === 'gone';
+        throw refuseNamed(
+          'conflict',
+          beingRemoved ? clusterNameReasons.beingRemoved : clusterNameReasons.taken,
+          beingRemoved ? `a cluster named ${request.name} was being removed; try again` : `a cluster named ${request.name} already exists`,
+          'request.name',
+        );
       }
       // Null when a settlement rolled the reservation forward first: the same document, by its id.
       const stored = (await store.insert(clusterKind, cluster)) ?? (await store.get(clusterKind, cluster.id));
@@ -290,9 +302,9 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
       let selected = nodes;
       if (request.nodeIds) {
         const byId = new Map(nodes.map((node) => [node.id, node]));
-        const missing = request.nodeIds.filter((nodeId) => !byId.has(nodeId));
+        const missing = request.nodeIds.flatMap((nodeId, index) => (byId.has(nodeId) ? [] : [{ path: `request.nodeIds[${index}]`, message: 'names no node of this relay\'s cluster' }]));
         if (missing.length > 0) {
-          throw refuse('not-found', missing.map((nodeId) => `node ${nodeId} is not a node of this relay's cluster`));
+          throw refuse('not-found', [nodeNotFoundReason], { causes: missing });
         }
         selected = [...new Set(request.nodeIds)].map((nodeId) => byId.get(nodeId)!);
       }

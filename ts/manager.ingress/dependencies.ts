@@ -16,6 +16,8 @@ export interface IIngressDependencies {
   getRelayOrigin(clusterIdArg: string): Promise<string | null>;
   /** Whether this relay socket is the connection Cloudly elected for its cluster. */
   isElectedRelaySession(sessionArg: IRelaySession): Promise<boolean>;
+  /** Whether the node is one of the cluster's nodes. */
+  nodeExists(clusterIdArg: string, nodeIdArg: string): Promise<boolean>;
   /** The node's current runtime session id as the service manager recorded it, or null. */
   getNodeSessionId(clusterIdArg: string, nodeIdArg: string): Promise<string | null>;
 }
@@ -33,6 +35,9 @@ export const cloudlyIngressDependencies = (cloudlyArg: Cloudly): IIngressDepende
   },
   async isElectedRelaySession(sessionArg) {
     return cloudlyArg.clusterManager.confirmElected(sessionArg);
+  },
+  async nodeExists(clusterIdArg, nodeIdArg) {
+    return (await cloudlyArg.clusterManager.nodes.getNode(clusterIdArg, nodeIdArg)) !== null;
   },
   async getNodeSessionId(clusterIdArg, nodeIdArg) {
     const doc = await cloudlyArg.store.findOne(runtimeNodeSessionKind, { clusterId: clusterIdArg, nodeId: nodeIdArg });

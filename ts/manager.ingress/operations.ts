@@ -175,6 +175,9 @@ const requireCluster = async (portsArg: IIngressPorts, clusterIdArg: string, pat
   }
 };
 
+/** A relay's report naming a node its cluster does not have (another cluster's, or none at all). */
+const nodeOutsideCluster = () => refuseNamed('not-found', 'node-not-found', 'names no node of this relay\'s cluster', 'request.nodeId');
+
 const requireElected = async (portsArg: IIngressPorts, contextArg: IRelayHandlerContext): Promise<void> => {
   if (!(await portsArg.needs.isElectedRelaySession(contextArg.session))) {
     throw refuse('unavailable', [relayNotElectedReason]);
@@ -466,9 +469,12 @@ export const ingressOperations = (portsArg: IIngressPorts): IDeclaredOperation[]
     method: 'reportClusterNodeRuntimeAssignments',
     access: 'relay',
     input: { required: nodeAssignmentReportShape },
-    // Only the cluster's elected relay writes its nodes' reports.
-    async facts(_request, context) {
+    // Only the cluster's elected relay writes its nodes' reports, and only of its cluster's nodes.
+    async facts(request, context) {
       await requireElected(portsArg, context);
+      if (!(await portsArg.needs.nodeExists(context.clusterId, request.nodeId))) {
+        throw nodeOutsideCluster();
+      }
       return { clusterId: context.clusterId };
     },
     target: (request, facts) => ({ kind: nodeRuntimeAssignmentsKind, id: clusterNodeDocumentId(facts.clusterId, request.nodeId) }),

@@ -96,8 +96,8 @@ export const decideAddressPlanWrite = (
   if (planArg.revision !== expectedRevision) {
     return {
       kind: 'refuse',
-      refusal: refuse('conflict', [`request.plan.revision must be ${expectedRevision}, the revision after the stored plan`
-        + (previous === null ? ' (none is stored yet)' : ` (${previous.revision})`)]),
+      refusal: refuseNamed('conflict', 'plan-revision-mismatch', `must be ${expectedRevision}, the revision after the stored plan`
+        + (previous === null ? ' (none is stored yet)' : ` (${previous.revision})`), 'request.plan.revision'),
     };
   }
   const admission = admitRuntimeNetworkAddressPlanChange(previous, planArg);
@@ -117,6 +117,9 @@ export const decideAddressPlanWrite = (
     : { kind: 'create', doc: { id: addressPlanDocumentId, plan, writtenAt: nowArg, writtenBy: factsArg.actor } };
 };
 
+/** Why a node that never had a projection gets none yet; what holds it back is in the causes. */
+export const projectionBlockedReason = 'runtime-network-projection-blocked';
+
 /**
  * What a projection step does to the node's stored projection: an unchanged one is kept; a
  * blocked one keeps the current projection, and a node that never had one is refused
@@ -131,7 +134,9 @@ export const decideProjectionWrite = (
     return { kind: 'keep' };
   }
   if (stepArg.kind === 'blocked') {
-    return docArg ? { kind: 'keep' } : { kind: 'refuse', refusal: refuse('unavailable', stepArg.reasons) };
+    return docArg
+      ? { kind: 'keep' }
+      : { kind: 'refuse', refusal: refuse('unavailable', [projectionBlockedReason], { causes: stepArg.reasons.map((message) => ({ message })) }) };
   }
   const projection = detach(stepArg.projection);
   return docArg

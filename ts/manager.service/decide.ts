@@ -228,10 +228,9 @@ export const decideHistoricalSupersession = (
     || nodeClaim === undefined || nextArg.claim.previous?.generation !== nodeClaim.generation || nextArg.claim.previous.digest !== nodeClaim.digest) {
     return {
       kind: 'refuse',
-      refusal: refuse('conflict', [
-        `request.generation ${requestArg.generation} is not a generation of the claim its node answered historical `
-          + `(current generation ${docArg.current.claim.generation}, answer ${docArg.current.answerStatus ?? 'none'})`,
-      ]),
+      refusal: refuseNamed('conflict', 'claim-generation-not-historical',
+        `${requestArg.generation} is not a generation of the claim its node answered historical `
+          + `(current generation ${docArg.current.claim.generation}, answer ${docArg.current.answerStatus ?? 'none'})`, 'request.generation'),
     };
   }
   return {
@@ -260,10 +259,9 @@ export const decideUncertainRelease = (
   if (docArg.current.claim.generation !== generationArg || !isHeldUncertain(docArg)) {
     return {
       kind: 'refuse',
-      refusal: refuse('conflict', [
-        `request.generation ${generationArg} is not a held uncertain generation of the claim `
-          + `(current generation ${docArg.current.claim.generation}, node state ${docArg.current.nodeState ?? 'none'})`,
-      ]),
+      refusal: refuseNamed('conflict', 'claim-generation-not-held-uncertain',
+        `${generationArg} is not a held uncertain generation of the claim `
+          + `(current generation ${docArg.current.claim.generation}, node state ${docArg.current.nodeState ?? 'none'})`, 'request.generation'),
     };
   }
   return { kind: 'write', change: { set: { releasedUncertainGeneration: generationArg } } };

@@ -50,7 +50,7 @@ import type { IClusterAllocation } from '../manager.runtimenetwork/leases.js';
 import { boundRelayText } from '../core/relaycalls.js';
 import { imageVersionId } from '../manager.image/documents.js';
 import { migrateServiceShapes } from './migrate.js';
-import { organizationKind, organizationOperations, registerNamedOrganizations } from './organizations.js';
+import { organizationKind, organizationOperations, registerNamedOrganizations, registerOrganizationsOfOlderServices } from './organizations.js';
 import { cloudlyActor, currentOperation, runInOperation } from '../core/operationcontext.js';
 import type { IClusterRelayCapabilities } from '../interfaces/data/clusterrelay.js';
 import { deriveClusterRoutes } from '../manager.desiredstate/routes.js';
@@ -272,7 +272,8 @@ export class ServiceManager {
   constructor(private readonly cloudly: Cloudly) {
     this.pushes = new WorkQueue({ name: 'claim push', logger: cloudly.logger, process: (claimIdArg) => this.pushOnce(claimIdArg) });
     this.registerServiceHandlers();
-    registerOperations(cloudly, organizationOperations(cloudly));
+    registerOperations(cloudly, organizationOperations(cloudly, async (organizationIdArg) =>
+      (await cloudly.store.find(serviceKind, { organizationId: organizationIdArg })).map((service) => ({ id: service.id, name: service.name }))));
     this.registerVolumeHandlers();
     this.registerClaimHandlers();
   }
@@ -289,9 +290,10 @@ export class ServiceManager {
     // nothing after this point reads the old shape.
     await migrateServiceShapes(this.cloudly.store, this.cloudly.logger);
     // Services stored before the organization registry existed name organizations it does not hold
-    // yet: registered now, so an upgrade refuses nothing that ran before.
-    const named = (await this.cloudly.store.find(serviceKind, {})).map((service) => service.organizationId);
-    const registered = await registerNamedOrganizations(this.cloudly.store, named);
+    // yet: registered on the first start with the registry, so an upgrade refuses nothing that ran
+    // before; never again after (an organization deleted since stays deleted).
+    const registered = await registerOrganizationsOfOlderServices(this.cloudly.store, async () =>
+      (await this.cloudly.store.find(serviceKind, {})).map((service) => service.organizationId));
     if (registered > 0) {
       this.cloudly.logger.info({ registered }, 'registered the organizations stored services name');
     }
@@ -597,8 +599,13 @@ export class ServiceManager {
         method: 'reportRuntimeNodeSession',
         access: 'relay',
         input: { required: { nodeId: isIdString, session: sentenceCheck(validateRuntimeSessionReference) } },
-        // The socket names the cluster: every report is confined to the relay's own cluster.
-        facts: async (_request, context) => ({ clusterId: context.clusterId }),
+        // The socket names the cluster: every report is confined to the relay's own cluster and its nodes.
+        facts: async (request, context) => {
+          if (!(await this.cloudly.clusterManager.nodes.getNode(context.clusterId, request.nodeId))) {
+            throw refuseNamed('not-found', 'node-not-found', 'names no node of this relay\'s cluster', 'request.nodeId');
+          }
+          return { clusterId: context.clusterId };
+        },
         target: (request, facts) => ({ kind: runtimeNodeSessionKind, id: nodeSessionId(facts.clusterId, request.nodeId) }),
         decide: (current, { request, facts, now }) => decideNodeSessionReport(current, facts.clusterId, request.nodeId, request.session, now),
         answer: async ({ doc }) => {

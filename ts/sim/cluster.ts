@@ -689,7 +689,7 @@ export class SimulatedCluster {
     } catch (error) {
       this.context.counters.backupsFailed++;
       this.context.log({ cluster: this.name, backupId: requestArg.backupId, aborts, wrongDigest, error: errorText(error) }, `cluster ${this.name}: backup upload failed`);
-      throw refuse('unavailable', [`closure-upload-failed: ${errorText(error)}`.slice(0, 500)]);
+      throw refuse('unavailable', ['closure-upload-failed'], { causes: [{ message: errorText(error).slice(0, 500) }] });
     }
     this.context.counters.backupsStored++;
     return {
