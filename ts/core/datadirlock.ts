@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
+import { writeFully } from './durablefiles.js';
 
 /**
  * One Cloudly per data directory: two processes replaying and appending one journal would
@@ -64,6 +65,19 @@ const ownerIsAlive = (ownerArg: ILockContents): boolean => {
   return ownerArg.startTime === null || startTime === null || startTime === ownerArg.startTime;
 };
 
+const parseLock = (textArg: string): ILockContents | null => {
+  try {
+    const parsed = JSON.parse(textArg) as Partial<ILockContents>;
+    return typeof parsed.pid === 'number' ? { pid: parsed.pid, startTime: parsed.startTime ?? null } : null;
+  } catch {
+    return null;
+  }
+};
+
+/** No space or quota left on the device. */
+export const isNoSpaceError = (errorArg: unknown): boolean =>
+  ['ENOSPC', 'EDQUOT'].includes((errorArg as NodeJS.ErrnoException | null)?.code ?? '');
+
 export class DataDirectoryLock {
   private held = false;
 
@@ -81,7 +95,24 @@ export class DataDirectoryLock {
     for (let attempt = 0; attempt < 3; attempt++) {
       // Written under a private name, then linked into place: the lock appears complete or not at all.
       const temporary = `${this.lockPath}.${process.pid}.tmp`;
-      await fsp.writeFile(temporary, text, { mode: 0o600 });
+      try {
+        await fsp.writeFile(temporary, text, { mode: 0o600 });
+      } catch (error) {
+        await fsp.rm(temporary, { force: true });
+        if (!isNoSpaceError(error)) {
+          throw error;
+        }
+        // A full disk (the usual state after a crash on a full disk): a new file gets no block,
+        // but the stale lock's own block can be rewritten in place.
+        const takenOver = await this.takeOverStaleLockInPlace(temporary, text);
+        if (takenOver === 'retry') {
+          continue;
+        }
+        if (takenOver === null) {
+          throw error;
+        }
+        return { replacedStalePid: takenOver };
+      }
       try {
         await fsp.link(temporary, this.lockPath);
         this.held = true;
@@ -94,13 +125,7 @@ export class DataDirectoryLock {
         await fsp.rm(temporary, { force: true });
       }
       const existingText = await fsp.readFile(this.lockPath, 'utf8').catch(() => '');
-      let existing: ILockContents | null = null;
-      try {
-        const parsed = JSON.parse(existingText) as Partial<ILockContents>;
-        existing = typeof parsed.pid === 'number' ? { pid: parsed.pid, startTime: parsed.startTime ?? null } : null;
-      } catch {
-        existing = null;
-      }
+      const existing = parseLock(existingText);
       if (existing && existing.pid !== process.pid && ownerIsAlive(existing)) {
         throw new DataDirectoryLockedError(this.dataDir, existing.pid);
       }
@@ -112,6 +137,63 @@ export class DataDirectoryLock {
       }
     }
     throw new Error(`could not take the lock ${this.lockPath}`);
+  }
+
+  /**
+   * Takes over a stale lock without allocating space: the stale file is first renamed to this
+   * starter's private name (of racing starters only one rename succeeds), rewritten in place with
+   * this owner, and linked back under the lock's name. Returns the stale owner's pid (or -1 when
+   * unreadable), 'retry' when another starter moved the lock meanwhile, and null when there is no
+   * stale lock to reuse or it cannot be rewritten.
+   */
+  private async takeOverStaleLockInPlace(temporaryArg: string, textArg: string): Promise<number | 'retry' | null> {
+    const existingText = await fsp.readFile(this.lockPath, 'utf8').catch(() => null);
+    if (existingText === null) {
+      return null;
+    }
+    const existing = parseLock(existingText);
+    if (existing && existing.pid !== process.pid && ownerIsAlive(existing)) {
+      throw new DataDirectoryLockedError(this.dataDir, existing.pid);
+    }
+    try {
+      await fsp.rename(this.lockPath, temporaryArg);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+        return 'retry';
+      }
+      throw error;
+    }
+    if ((await fsp.readFile(temporaryArg, 'utf8').catch(() => '')) !== existingText) {
+      // Another starter replaced the lock between the read and the rename: put it back.
+      await fsp.link(temporaryArg, this.lockPath).catch(() => undefined);
+      await fsp.rm(temporaryArg, { force: true });
+      return 'retry';
+    }
+    const handle = await fsp.open(temporaryArg, 'r+');
+    try {
+      await writeFully(handle, Buffer.from(textArg, 'utf8'), 0);
+      await handle.truncate(Buffer.byteLength(textArg));
+      await handle.sync();
+    } catch {
+      await handle.close().catch(() => undefined);
+      // Could not be rewritten (a file system that allocates on every write): the stale lock
+      // goes back under its name, as it was.
+      await fsp.rename(temporaryArg, this.lockPath).catch(() => undefined);
+      return null;
+    }
+    await handle.close();
+    try {
+      await fsp.link(temporaryArg, this.lockPath);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
+        return 'retry';
+      }
+      throw error;
+    } finally {
+      await fsp.rm(temporaryArg, { force: true });
+    }
+    this.held = true;
+    return existing?.pid ?? -1;
   }
 
   public async release(): Promise<void> {
