@@ -247,6 +247,8 @@ describe('a really full file system', () => {
       // Started again with the disk still full.
       running = await startCloudlyProcess(env);
       assert.match(running.output(), /started read-only: the disk is full/);
+      // No block for a new lock file: the killed process's stale lock was taken over in place.
+      assert.match(running.output(), /replaced the lock of a Cloudly that is no longer running/);
       const readOnly = await readiness(running);
       assert.equal(readOnly.status, 200, 'reads are served, so the instance stays ready');
       assert.equal(readOnly.body.storage, 'read-only');

@@ -216,7 +216,12 @@ export class Cloudly {
     const { stepsMs, stepDone } = stepTimer();
     await this.database.start();
     stepDone('database');
-    this.database.onStorageWritable(() => void this.runDeferredStartSteps());
+    // Deferred steps run once the start is complete (not beside the steps still starting).
+    this.database.onStorageWritable(() => {
+      if (this.started) {
+        void this.runDeferredStartSteps();
+      }
+    });
     await this.runStartStep('auditReconcile', async () => {
       const audit = await this.store.reconcileAudit();
       if (audit.appended > 0 || audit.removalsFinished > 0) {
@@ -250,6 +255,10 @@ export class Cloudly {
     await this.clusterManager.relayElection.startRegistry(this.config.internalUrl ?? this.baseUrl);
     stepDone('instanceRegistry');
     this.started = true;
+    if (this.deferredStartSteps.length > 0 && !this.database.storageReadOnly) {
+      // Space returned while the start went on.
+      void this.runDeferredStartSteps();
+    }
     this.logger.info({ url: this.baseUrl, database: this.database.embedded ? 'embedded' : 'mongodb', stepsMs }, 'cloudly is listening');
   }
 
@@ -277,12 +286,12 @@ export class Cloudly {
   private runningDeferredSteps = false;
 
   private async runDeferredStartSteps(): Promise<void> {
-    if (this.runningDeferredSteps || this.deferredStartSteps.length === 0) {
+    if (this.runningDeferredSteps || this.deferredStartSteps.length === 0 || this.stopping) {
       return;
     }
     this.runningDeferredSteps = true;
     try {
-      while (this.deferredStartSteps.length > 0) {
+      while (this.deferredStartSteps.length > 0 && !this.stopping) {
         const step = this.deferredStartSteps[0];
         try {
           await step.run();

@@ -177,7 +177,10 @@ const parseSegment = async (
         break;
       }
       // The damage runs to the end of the segment: the next segment says where the sequence goes on.
-      if (nextSegmentLsnArg === null || nextSegmentLsnArg <= lsn) {
+      if (nextSegmentLsnArg === lsn) {
+        return `${segmentArg.path} holds bytes after its last record from byte offset ${offset} (${reason}) and the next segment goes on from there: no record is lost; truncate it to ${offset} bytes`;
+      }
+      if (nextSegmentLsnArg === null || nextSegmentLsnArg < lsn) {
         return `${segmentArg.path} is damaged at byte offset ${offset} (${reason}) up to its end, and the next segment does not say which records are lost`;
       }
       parsed.spans.push({ offset, end: bytes.length, firstLsn: lsn, lastLsn: nextSegmentLsnArg - 1, reason });
@@ -244,9 +247,8 @@ export const recoverSkippingDamaged = async (dataDirArg: string, dryRunArg = fal
     }
     parsed.push(one);
   }
-  const firstReplayed = parsed.find((segment) => segment.nextLsn > baseLsn + 1 || segment.records.some((record) => record.lsn > baseLsn));
-  if (firstReplayed && firstReplayed.firstLsn > baseLsn + 1) {
-    return refuse(`the snapshot covers records up to ${baseLsn} but the journal resumes at ${firstReplayed.firstLsn}: records are missing`);
+  if (parsed.length > 0 && parsed[0].firstLsn > baseLsn + 1) {
+    return refuse(`the snapshot covers records up to ${baseLsn} but the journal resumes at ${parsed[0].firstLsn}: records are missing`);
   }
   for (const segment of parsed) {
     for (const span of segment.spans) {
