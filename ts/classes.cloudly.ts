@@ -269,7 +269,9 @@ export class Cloudly {
    * Runs a start-up step. The steps roll forward what a crash left unfinished, and that takes
    * writes: on a full disk (a crash on one leaves it so) such a step is refused `storage-full`.
    * Cloudly then starts read-only instead of refusing to start, and the step runs again, whole,
-   * once the disk takes writes (each step is safe to run again: it finishes what is unfinished).
+   * once the disk takes writes. Running one again is safe: each finishes what is unfinished, and a
+   * manager's start does its writes before it arms its timers (what comes before only resumes
+   * queues, which is idempotent), so a rerun arms them once.
    */
   private async runStartStep(nameArg: string, stepArg: () => Promise<void>): Promise<void> {
     try {

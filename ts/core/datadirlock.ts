@@ -75,7 +75,7 @@ const parseLock = (textArg: string): ILockContents | null => {
 };
 
 /** No space or quota left on the device. */
-export const isNoSpaceError = (errorArg: unknown): boolean =>
+const isNoSpaceError = (errorArg: unknown): boolean =>
   ['ENOSPC', 'EDQUOT'].includes((errorArg as NodeJS.ErrnoException | null)?.code ?? '');
 
 export class DataDirectoryLock {
@@ -111,7 +111,7 @@ export class DataDirectoryLock {
         if (takenOver === null) {
           throw error;
         }
-        return { replacedStalePid: takenOver };
+        return takenOver;
       }
       try {
         await fsp.link(temporary, this.lockPath);
@@ -142,11 +142,11 @@ export class DataDirectoryLock {
   /**
    * Takes over a stale lock without allocating space: the stale file is first renamed to this
    * starter's private name (of racing starters only one rename succeeds), rewritten in place with
-   * this owner, and linked back under the lock's name. Returns the stale owner's pid (or -1 when
+   * this owner, and linked back under the lock's name. Returns the stale owner's pid (null when
    * unreadable), 'retry' when another starter moved the lock meanwhile, and null when there is no
    * stale lock to reuse or it cannot be rewritten.
    */
-  private async takeOverStaleLockInPlace(temporaryArg: string, textArg: string): Promise<number | 'retry' | null> {
+  private async takeOverStaleLockInPlace(temporaryArg: string, textArg: string): Promise<{ replacedStalePid: number | null } | 'retry' | null> {
     const existingText = await fsp.readFile(this.lockPath, 'utf8').catch(() => null);
     if (existingText === null) {
       return null;
@@ -193,7 +193,7 @@ export class DataDirectoryLock {
       await fsp.rm(temporaryArg, { force: true });
     }
     this.held = true;
-    return existing?.pid ?? -1;
+    return { replacedStalePid: existing?.pid ?? null };
   }
 
   public async release(): Promise<void> {
