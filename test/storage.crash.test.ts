@@ -194,7 +194,7 @@ describe('a really full file system', () => {
       await fsp.rm(mountPoint, { recursive: true, force: true });
     }
   });
-  test('kill -9 on a full disk, restart while still full: starts read-only (reads answered, writes refused storage-full) and takes writes again once space returns, without a restart', { skip: skip ?? false }, async (t) => {
+  test('kill -9 on a full disk, restart while still full: starts read-only (reads answered, writes refused storage-full), also after a graceful stop, and takes writes again once space returns, without a restart', { skip: skip ?? false }, async (t) => {
     const mountPoint = await tempDir('cloudly-fullstart-');
     try {
       execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=6m,mode=0700', 'tmpfs', mountPoint]);
@@ -265,6 +265,21 @@ describe('a really full file system', () => {
       assert.deepEqual(refusal.reasons, ['storage-full']);
       assert.equal(refusal.retryAfterMs, 200);
       assert.ok(!(await namesOf(admin)).includes('while-full'), 'the refused write is not shown');
+      admin.close();
+
+      // A graceful stop and a start while still full: the block the stop kept of the lock is reused.
+      running.child.kill('SIGTERM');
+      assert.equal(await exitOf(running.child), 0);
+      running = null;
+      assert.equal(fs.statfsSync(mountPoint).bavail, 0, 'the disk is still full');
+      running = await startCloudlyProcess(env);
+      assert.match(running.output(), /started read-only: the disk is full/);
+      assert.equal((await readiness(running)).body.storage, 'read-only');
+      admin = await loggedIn(running);
+      const namesAfterStop = await namesOf(admin);
+      for (const name of acknowledged) {
+        assert.ok(namesAfterStop.includes(name), `acknowledged ${name} is read back after a graceful restart on the full disk`);
+      }
 
       // Space returns: the probe ends the read-only state by itself, before any write.
       await fsp.rm(filler);

@@ -431,7 +431,7 @@ export class CloudlyDatabase {
       );
       return url;
     } catch (error) {
-      await this.lock.release().catch(() => undefined);
+      await this.lock.release(false).catch(() => undefined);
       throw error;
     }
   }

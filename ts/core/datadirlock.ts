@@ -11,6 +11,7 @@ import { writeFully } from './durablefiles.js';
  */
 
 export const lockFileName = 'cloudly.lock';
+export const releasedLockFileName = 'cloudly.lock.released';
 
 export class DataDirectoryLockedError extends Error {
   constructor(public readonly dataDir: string, public readonly ownerPid: number) {
@@ -80,11 +81,18 @@ const isNoSpaceError = (errorArg: unknown): boolean =>
 
 export class DataDirectoryLock {
   private held = false;
+  /** The lock was made from the file a graceful stop left (on a full disk). */
+  private heldFromReleased = false;
 
   constructor(private readonly dataDir: string) {}
 
   public get lockPath(): string {
     return path.join(this.dataDir, lockFileName);
+  }
+
+  /** What a graceful stop leaves of the lock: never a lock, only a block to reuse on a full disk. */
+  public get releasedPath(): string {
+    return path.join(this.dataDir, releasedLockFileName);
   }
 
   /** Takes the lock or throws DataDirectoryLockedError; a stale lock is replaced. */
@@ -140,23 +148,29 @@ export class DataDirectoryLock {
   }
 
   /**
-   * Takes over a stale lock without allocating space: the stale file is first renamed to this
-   * starter's private name (of racing starters only one rename succeeds), rewritten in place with
-   * this owner, and linked back under the lock's name. Returns the stale owner's pid (null when
-   * unreadable), 'retry' when another starter moved the lock meanwhile, and null when there is no
-   * stale lock to reuse or it cannot be rewritten.
+   * Takes over a stale lock, or the file a graceful stop left, without allocating space: the file
+   * is first renamed to this starter's private name (of racing starters only one rename succeeds),
+   * rewritten in place with this owner, and linked under the lock's name. Returns the stale owner's
+   * pid (null when unreadable or released), 'retry' when another starter moved the file meanwhile,
+   * and null when there is no file to reuse or it cannot be rewritten.
    */
   private async takeOverStaleLockInPlace(temporaryArg: string, textArg: string): Promise<{ replacedStalePid: number | null } | 'retry' | null> {
-    const existingText = await fsp.readFile(this.lockPath, 'utf8').catch(() => null);
-    if (existingText === null) {
-      return null;
-    }
-    const existing = parseLock(existingText);
+    let source = this.lockPath;
+    let existingText = await fsp.readFile(source, 'utf8').catch(() => null);
+    const existing = existingText === null ? null : parseLock(existingText);
     if (existing && existing.pid !== process.pid && ownerIsAlive(existing)) {
       throw new DataDirectoryLockedError(this.dataDir, existing.pid);
     }
+    if (existingText === null) {
+      // No lock at all (a graceful stop): the block the stop left is reused.
+      source = this.releasedPath;
+      existingText = await fsp.readFile(source, 'utf8').catch(() => null);
+      if (existingText === null) {
+        return null;
+      }
+    }
     try {
-      await fsp.rename(this.lockPath, temporaryArg);
+      await fsp.rename(source, temporaryArg);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
         return 'retry';
@@ -164,8 +178,8 @@ export class DataDirectoryLock {
       throw error;
     }
     if ((await fsp.readFile(temporaryArg, 'utf8').catch(() => '')) !== existingText) {
-      // Another starter replaced the lock between the read and the rename: put it back.
-      await fsp.link(temporaryArg, this.lockPath).catch(() => undefined);
+      // Another starter replaced the file between the read and the rename: put it back.
+      await fsp.link(temporaryArg, source).catch(() => undefined);
       await fsp.rm(temporaryArg, { force: true });
       return 'retry';
     }
@@ -176,9 +190,9 @@ export class DataDirectoryLock {
       await handle.sync();
     } catch {
       await handle.close().catch(() => undefined);
-      // Could not be rewritten (a file system that allocates on every write): the stale lock
-      // goes back under its name, as it was.
-      await fsp.rename(temporaryArg, this.lockPath).catch(() => undefined);
+      // Could not be rewritten (a file system that allocates on every write): the file goes
+      // back under its name, as it was.
+      await fsp.rename(temporaryArg, source).catch(() => undefined);
       return null;
     }
     await handle.close();
@@ -193,13 +207,24 @@ export class DataDirectoryLock {
       await fsp.rm(temporaryArg, { force: true });
     }
     this.held = true;
-    return { replacedStalePid: existing?.pid ?? null };
+    this.heldFromReleased = source === this.releasedPath;
+    return { replacedStalePid: source === this.lockPath ? existing?.pid ?? null : null };
   }
 
-  public async release(): Promise<void> {
+  /**
+   * Releases the lock. The file is not removed but renamed to `cloudly.lock.released`, so its block
+   * stays with the data directory: a start on a disk that filled up meanwhile takes it over in
+   * place (a new lock file would get no block). A refused start passes `keepBlockArg` false: it
+   * leaves the files as it found them (a released lock it took over is released again).
+   */
+  public async release(keepBlockArg = true): Promise<void> {
     if (this.held) {
       this.held = false;
-      await fsp.rm(this.lockPath, { force: true });
+      if (keepBlockArg || this.heldFromReleased) {
+        await fsp.rename(this.lockPath, this.releasedPath).catch(() => fsp.rm(this.lockPath, { force: true }));
+      } else {
+        await fsp.rm(this.lockPath, { force: true });
+      }
     }
   }
 }
