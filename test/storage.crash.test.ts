@@ -5,6 +5,7 @@ import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { refusalOf, waitFor } from './helpers/cloudly.js';
 import { cloudlyProcessEnv, exitOf, killHard, startCloudlyProcess, type ICloudlyProcess } from './helpers/process.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 
@@ -183,6 +184,113 @@ describe('a really full file system', () => {
       // reservation's crash rules then finish it on the next start, as for any answer lost.
       assert.ok(names.every((name) => acknowledged.includes(name) || refused.includes(name)), 'nothing else appeared');
       assert.equal(await tryCreate(admin, 'after-space-returned'), true);
+      admin.close();
+    } finally {
+      if (running) {
+        running.child.kill('SIGTERM');
+        await exitOf(running.child);
+      }
+      execFileSync('umount', [mountPoint]);
+      await fsp.rm(mountPoint, { recursive: true, force: true });
+    }
+  });
+  test('kill -9 on a full disk, restart while still full: starts read-only (reads answered, writes refused storage-full), also after a graceful stop, and takes writes again once space returns, without a restart', { skip: skip ?? false }, async (t) => {
+    const mountPoint = await tempDir('cloudly-fullstart-');
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=6m,mode=0700', 'tmpfs', mountPoint]);
+    } catch (error) {
+      t.skip(`could not mount a tmpfs here: ${(error as Error).message}`);
+      await fsp.rm(mountPoint, { recursive: true, force: true });
+      return;
+    }
+    const dataDir = path.join(mountPoint, 'data');
+    const filler = path.join(mountPoint, 'filler');
+    const env = cloudlyProcessEnv(dataDir, { CLOUDLY_STORAGE_PROBE_MS: '200' });
+    const readiness = async (processArg: ICloudlyProcess) => {
+      const response = await fetch(`${processArg.baseUrl}/readyz`);
+      return { status: response.status, body: await response.json() as { status: string; storage?: string; reasons?: string[] } };
+    };
+    const readOnlyGauge = async (processArg: ICloudlyProcess): Promise<number> => {
+      const text = await (await fetch(`${processArg.baseUrl}/metrics`)).text();
+      const line = /^cloudly_storage_read_only (\d+)$/m.exec(text);
+      assert.ok(line, 'the metrics hold cloudly_storage_read_only');
+      return Number(line[1]);
+    };
+    let running: ICloudlyProcess | null = null;
+    try {
+      running = await startCloudlyProcess(env);
+      let admin = await loggedIn(running);
+      const acknowledged: string[] = [];
+      for (let index = 0; index < 20; index++) {
+        assert.equal(await tryCreate(admin, `kept-${index}`), true);
+        acknowledged.push(`kept-${index}`);
+      }
+      assert.equal(await readOnlyGauge(running), 0);
+      const stats = fs.statfsSync(mountPoint);
+      fs.writeFileSync(filler, Buffer.alloc(stats.bavail * stats.bsize));
+      assert.equal(fs.statfsSync(mountPoint).bavail, 0, 'the file system is full');
+      // The journal's last page may still take a few records; the disk refuses once it is used up.
+      let refused = false;
+      for (let index = 0; index < 300 && !refused; index++) {
+        const name = `filling-${index}`;
+        if (await tryCreate(admin, name)) {
+          acknowledged.push(name);
+        } else {
+          refused = true;
+        }
+      }
+      assert.ok(refused, 'the full disk refused a write');
+      admin.close();
+      await killHard(running.child);
+      running = null;
+
+      // Started again with the disk still full.
+      running = await startCloudlyProcess(env);
+      assert.match(running.output(), /started read-only: the disk is full/);
+      // No block for a new lock file: the killed process's stale lock was taken over in place.
+      assert.match(running.output(), /replaced the lock of a Cloudly that is no longer running/);
+      const readOnly = await readiness(running);
+      assert.equal(readOnly.status, 200, 'reads are served, so the instance stays ready');
+      assert.equal(readOnly.body.storage, 'read-only');
+      assert.deepEqual(readOnly.body.reasons, ['storage-full']);
+      assert.equal(await readOnlyGauge(running), 1);
+      admin = await loggedIn(running);
+      const names = await namesOf(admin);
+      for (const name of acknowledged) {
+        assert.ok(names.includes(name), `acknowledged ${name} is read back from the read-only server`);
+      }
+      const refusal = await refusalOf(() => admin.call('createCluster', { name: 'while-full' }));
+      assert.equal(refusal.code, 'unavailable');
+      assert.equal(refusal.retryable, true);
+      assert.deepEqual(refusal.reasons, ['storage-full']);
+      assert.equal(refusal.retryAfterMs, 200);
+      assert.ok(!(await namesOf(admin)).includes('while-full'), 'the refused write is not shown');
+      admin.close();
+
+      // A graceful stop and a start while still full: the block the stop kept of the lock is reused.
+      running.child.kill('SIGTERM');
+      assert.equal(await exitOf(running.child), 0);
+      running = null;
+      assert.equal(fs.statfsSync(mountPoint).bavail, 0, 'the disk is still full');
+      running = await startCloudlyProcess(env);
+      assert.match(running.output(), /started read-only: the disk is full/);
+      assert.equal((await readiness(running)).body.storage, 'read-only');
+      admin = await loggedIn(running);
+      const namesAfterStop = await namesOf(admin);
+      for (const name of acknowledged) {
+        assert.ok(namesAfterStop.includes(name), `acknowledged ${name} is read back after a graceful restart on the full disk`);
+      }
+
+      // Space returns: the probe ends the read-only state by itself, before any write.
+      await fsp.rm(filler);
+      await waitFor(async () => (await readiness(running!)).body.storage === undefined, 'the probe finds space and ends the read-only state', 60_000);
+      assert.equal(await readOnlyGauge(running), 0);
+      // A start-up step that met the full disk (finishing a name reservation the crash left) runs
+      // again now, once.
+      const deferred = [...running.output().matchAll(/"step":"(\w+)".*it runs again once the disk takes writes/g)].map((match) => match[1]);
+      await waitFor(() => deferred.every((step) => running!.output().includes(`"step":"${step}","msg":"a deferred start-up step ran`)), 'every deferred start-up step ran', 60_000);
+      assert.equal(await tryCreate(admin, 'after-space-returned'), true);
+      assert.ok((await namesOf(admin)).includes('after-space-returned'));
       admin.close();
     } finally {
       if (running) {

@@ -160,3 +160,38 @@ describe('journal append: a short write is continued, a failed one refused', () 
     }
   });
 });
+
+describe('read-only on a full disk (injected)', () => {
+  test('journal.write=ENOSPC: writes refused storage-full with retryAfterMs, reads served, /readyz and the gauge say read-only, also after a restart while full; the probe ends it without a write', async () => {
+    const faultDir = await tempDir('cloudly-faults-');
+    const faultFile = path.join(faultDir, 'faults');
+    const t = await startTestCloudly({ journalFailpointFile: faultFile, storageProbeMs: 100, logLevel: 'silent' });
+    const readOnly = async (): Promise<{ status: number; storage: unknown; reasons: unknown; gauge: string | undefined }> => {
+      const response = await fetch(`${t.baseUrl}/readyz`);
+      const body = await response.json() as { storage?: unknown; reasons?: unknown };
+      const metrics = await (await fetch(`${t.baseUrl}/metrics`)).text();
+      return { status: response.status, storage: body.storage, reasons: body.reasons, gauge: /^cloudly_storage_read_only (\d+)$/m.exec(metrics)?.[1] };
+    };
+    try {
+      await t.createCluster('before');
+      assert.deepEqual(await readOnly(), { status: 200, storage: undefined, reasons: undefined, gauge: '0' });
+      await fsp.writeFile(faultFile, 'journal.write=ENOSPC');
+      const refusal = await refusalOf(() => t.createCluster('refused'));
+      assert.deepEqual(refusal, { code: 'unavailable', retryable: true, reasons: ['storage-full'], retryAfterMs: 100 });
+      assert.deepEqual(await readOnly(), { status: 200, storage: 'read-only', reasons: ['storage-full'], gauge: '1' });
+      assert.deepEqual(await clusterNames(t), ['before']);
+      await t.restart();
+      assert.deepEqual(await readOnly(), { status: 200, storage: 'read-only', reasons: ['storage-full'], gauge: '1' });
+      assert.deepEqual(await clusterNames(t), ['before']);
+      assert.deepEqual((await refusalOf(() => t.createCluster('refused-after-restart'))).reasons, ['storage-full']);
+      await fsp.rm(faultFile);
+      await waitFor(async () => (await readOnly()).storage === undefined, 'the probe ends the read-only state with no write', 30_000);
+      assert.equal((await readOnly()).gauge, '0');
+      await t.createCluster('after');
+      assert.deepEqual(await clusterNames(t), ['after', 'before']);
+    } finally {
+      await t.stop();
+      await fsp.rm(faultDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -7,8 +7,9 @@ import { startTestCloudly } from './helpers/cloudly.js';
 import { cliExecutable } from './cli.fixture.js';
 import { runNodeToExit, type IProcessRun } from './helpers/process.js';
 import { previousSnapshotFileName, snapshotFileName } from '../ts/core/database.js';
-import { frameHeaderBytes, listSegments } from '../ts/core/journal.js';
+import { frameHeaderBytes, listSegments, readFrameAt } from '../ts/core/journal.js';
 import type { IStorageReport } from '../ts/core/storageverify.js';
+import type { IRecoverResult } from '../ts/core/storagerecover.js';
 
 /**
  * `cloudly storage verify` (the real executable) on data directories a real Cloudly wrote and a
@@ -143,6 +144,127 @@ describe('cloudly storage verify', () => {
       const result = await verify(dataDir);
       assert.equal(result.code, 1);
       assert.match(result.stdout, /recover: nothing is lost: move .*embedded-db\.snapshot out of the data directory .*starts from an empty database plus the journal/);
+    } finally {
+      await fsp.rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+interface IJournalFrame { offset: number; end: number; lsn: number; coll: string; op: string; docs: Array<{ id?: string; name?: string }> }
+
+/**
+ * A crash image of a Cloudly that acknowledged 30 cluster creations (all in the journal, no
+ * compaction ran), its last segment's frames, and the insert record of the 16th cluster, which
+ * has more than 20 records after it.
+ */
+const acknowledgedJournalImage = async () => {
+  const running = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-recover-'));
+  const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-recover-image-'));
+  const acknowledged: Array<{ id: string; name: string }> = [];
+  const t = await startTestCloudly({ dataDir: running, logLevel: 'silent' });
+  try {
+    for (let index = 0; index < 30; index++) {
+      const { cluster } = await t.createCluster(`acked-${index}`);
+      acknowledged.push({ id: cluster.id, name: cluster.name });
+    }
+    await fsp.cp(running, dataDir, { recursive: true, filter: (source) => !/\.sock$|cloudly\.lock$/.test(source) });
+  } finally {
+    await t.stop();
+    await fsp.rm(running, { recursive: true, force: true });
+  }
+  const segment = (await listSegments(dataDir)).at(-1)!;
+  const bytes = await fsp.readFile(segment.path);
+  const frames: IJournalFrame[] = [];
+  for (let offset = 0; offset < bytes.length;) {
+    const read = readFrameAt(bytes, offset);
+    assert.ok(read.ok, `frame at ${offset} reads`);
+    const payload = read.frame.payload!;
+    frames.push({ offset, end: read.frame.end, lsn: read.frame.lsn, coll: String(payload.coll), op: String(payload.op), docs: (payload.docs ?? []) as Array<{ id?: string; name?: string }> });
+    offset = read.frame.end;
+  }
+  const target = acknowledged[15];
+  const damaged = frames.find((frame) => frame.op === 'i' && frame.coll === 'CloudlyCluster' && frame.docs.some((doc) => doc.id === target.id));
+  assert.ok(damaged, 'the insert of the target cluster is in the journal');
+  const recordsAfter = frames.filter((frame) => frame.lsn > damaged.lsn).length;
+  assert.ok(recordsAfter > 20, `the damage is in the middle (${recordsAfter} records after it)`);
+  return { dataDir, acknowledged, segmentPath: segment.path, bytes, target, damaged };
+};
+
+/** Every acknowledged cluster but the one whose record was lost is there after a start. */
+const assertEveryOtherClusterBack = async (dataDirArg: string, acknowledgedArg: Array<{ id: string; name: string }>, lostIdArg: string): Promise<void> => {
+  const names = await clusterNamesAfterStart(dataDirArg);
+  for (const cluster of acknowledgedArg) {
+    if (cluster.id !== lostIdArg) {
+      assert.ok(names.includes(cluster.name), `acknowledged ${cluster.name} is back`);
+    }
+  }
+};
+
+describe('cloudly storage recover --skip-damaged', () => {
+  test('a bit flip in the middle of the journal: the recovery skips only the damaged record, names it, and every other acknowledged write is back', async () => {
+    const { dataDir, acknowledged, segmentPath, bytes, target, damaged } = await acknowledgedJournalImage();
+    try {
+      // One bit of the cluster's name, inside the record's payload.
+      const nameAt = bytes.indexOf(Buffer.from(target.name), damaged.offset + frameHeaderBytes);
+      assert.ok(nameAt > damaged.offset && nameAt < damaged.end);
+      bytes[nameAt] ^= 0x01;
+      await fsp.writeFile(segmentPath, bytes);
+
+      const verified = JSON.parse((await verify(dataDir, 'json')).stdout) as IStorageReport;
+      assert.equal(verified.healthy, false);
+      assert.equal(verified.segments.at(-1)!.damage!.offset, damaged.offset);
+      assert.ok(verified.recovery.some((line) => line.includes('cloudly storage recover --skip-damaged')), verified.recovery.join('\n'));
+
+      const dryRun = await runNodeToExit([cliExecutable, 'storage', 'recover', '--skip-damaged', '--dry-run', '--data-dir', dataDir]);
+      assert.equal(dryRun.code, 0, dryRun.stderr + dryRun.stdout);
+      assert.deepEqual(await fsp.readFile(segmentPath), bytes, 'a dry run changes nothing');
+
+      const recovered = await runNodeToExit([cliExecutable, 'storage', 'recover', '--skip-damaged', '--data-dir', dataDir]);
+      assert.equal(recovered.code, 0, recovered.stderr + recovered.stdout);
+      // The output names the lost record: its sequence number, place, collection and document.
+      assert.ok(recovered.stdout.includes(`LOST     record ${damaged.lsn} in ${path.basename(segmentPath)} at byte offset ${damaged.offset}, ${damaged.end - damaged.offset} bytes (checksum mismatch): insert into cloudly.CloudlyCluster, id ${target.id}`), recovered.stdout);
+      assert.match(recovered.stdout, new RegExp(`lost: record ${damaged.lsn} only`));
+      assert.equal((await verify(dataDir)).code, 0, 'the repaired journal verifies intact');
+      assert.ok((await fsp.readdir(dataDir)).includes(`${path.basename(segmentPath)}.damaged`), 'the damaged original is kept');
+      const again = JSON.parse((await runNodeToExit([cliExecutable, '-o', 'json', 'storage', 'recover', '--skip-damaged', '--data-dir', dataDir])).stdout) as IRecoverResult;
+      assert.deepEqual(again.lost, [], 'nothing is left to skip');
+
+      await assertEveryOtherClusterBack(dataDir, acknowledged, target.id);
+    } finally {
+      await fsp.rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('a bit flip in a record\'s length: the next record is found by its checksum and sequence number, and the lost one is named by offset and length', async () => {
+    const { dataDir, acknowledged, segmentPath, bytes, target, damaged } = await acknowledgedJournalImage();
+    try {
+      // The length field (bytes 8-11 of the header): the framing itself no longer says where the next record starts.
+      bytes[damaged.offset + 9] ^= 0x40;
+      await fsp.writeFile(segmentPath, bytes);
+      assert.equal((await verify(dataDir)).code, 1);
+      const recovered = await runNodeToExit([cliExecutable, 'storage', 'recover', '--skip-damaged', '--data-dir', dataDir]);
+      assert.equal(recovered.code, 0, recovered.stderr + recovered.stdout);
+      assert.match(recovered.stdout, new RegExp(`LOST {5}record ${damaged.lsn} in ${path.basename(segmentPath).replace(/\./g, '\\.')} at byte offset ${damaged.offset}, ${damaged.end - damaged.offset} bytes \\([^)]+\\): its contents are unreadable`));
+      assert.match(recovered.stdout, new RegExp(`lost: record ${damaged.lsn} only`));
+      assert.equal((await verify(dataDir)).code, 0);
+      await assertEveryOtherClusterBack(dataDir, acknowledged, target.id);
+    } finally {
+      await fsp.rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('a damaged snapshot is refused and nothing is changed; the recovery must be named', async () => {
+    const dataDir = await writtenDataDir();
+    try {
+      await fsp.writeFile(path.join(dataDir, snapshotFileName), 'not a snapshot');
+      const files = await fsp.readdir(dataDir);
+      const refused = await runNodeToExit([cliExecutable, 'storage', 'recover', '--skip-damaged', '--data-dir', dataDir]);
+      assert.equal(refused.code, 1);
+      assert.match(refused.stdout, /refused: .*embedded-db\.snapshot is damaged.*nothing was changed/);
+      assert.deepEqual(await fsp.readdir(dataDir), files);
+      const usage = await runNodeToExit([cliExecutable, 'storage', 'recover', '--data-dir', dataDir]);
+      assert.notEqual(usage.code, 0);
+      assert.match(usage.stderr, /--skip-damaged/);
     } finally {
       await fsp.rm(dataDir, { recursive: true, force: true });
     }

@@ -7,7 +7,7 @@ import type { ITypedContract } from './interfaces/requests/admin.js';
 import { defaultRelayWorkConcurrency, readConfig, type ICloudlyConfig } from './config.js';
 import { createLogger, type TCloudlyLogger } from './core/logger.js';
 import { routeDependencyLogs } from './core/dependencylogs.js';
-import { CloudlyDatabase, isDatabaseUnavailableError } from './core/database.js';
+import { CloudlyDatabase, isDatabaseUnavailableError, isStorageFullError } from './core/database.js';
 import { DocumentStore } from './core/store.js';
 import { CloudlyAuth, type IVerifiedIdentity } from './core/auth.js';
 import { CloudlyMetrics } from './core/metrics.js';
@@ -180,11 +180,13 @@ export class Cloudly {
       compactBytes: this.config.journalCompactBytes,
       compactIntervalMs: this.config.compactIntervalMs,
       compactRetryMs: this.config.compactRetryMs,
+      storageProbeMs: this.config.storageProbeMs,
       databaseTimeoutMs: this.config.databaseTimeoutMs,
       journalFailpointFile: this.config.journalFailpointFile,
       logger: this.logger,
     });
     this.metrics.databaseCommands = () => this.database.commandsStarted;
+    this.metrics.storageReadOnly = () => this.database.storageReadOnly;
     this.metrics.relayCallGate = () => ({ queued: this.relayCallGate.queued, waitedTotal: this.relayCallGate.waitedTotal, droppedTotal: this.relayCallsDropped });
     this.store = new DocumentStore(this.database);
     this.secrets = new SecretBox(
@@ -362,10 +364,18 @@ export class Cloudly {
     const { stepsMs, stepDone } = stepTimer();
     await this.database.start();
     stepDone('database');
-    const audit = await this.store.reconcileAudit();
-    if (audit.appended > 0 || audit.removalsFinished > 0) {
-      this.logger.info(audit, 'audit log reconciled: events of changes committed before a crash were appended');
-    }
+    // Deferred steps run once the start is complete (not beside the steps still starting).
+    this.database.onStorageWritable(() => {
+      if (this.started) {
+        void this.runDeferredStartSteps();
+      }
+    });
+    await this.runStartStep('auditReconcile', async () => {
+      const audit = await this.store.reconcileAudit();
+      if (audit.appended > 0 || audit.removalsFinished > 0) {
+        this.logger.info(audit, 'audit log reconciled: events of changes committed before a crash were appended');
+      }
+    });
     stepDone('auditReconcile');
     await this.secrets.start();
     await this.auth.start();
@@ -373,7 +383,9 @@ export class Cloudly {
     stepDone('secretsAuthAdmin');
     this.feed.start();
     for (const manager of this.managers) {
-      await manager.start?.();
+      if (manager.start) {
+        await this.runStartStep(manager.constructor.name, () => manager.start!());
+      }
       stepDone(manager.constructor.name);
     }
     this.httpServer = await createHttpServer(this.transportHost());
@@ -392,7 +404,61 @@ export class Cloudly {
     await this.clusterManager.relayElection.startRegistry(this.config.internalUrl ?? this.baseUrl);
     stepDone('instanceRegistry');
     this.started = true;
+    if (this.deferredStartSteps.length > 0 && !this.database.storageReadOnly) {
+      // Space returned while the start went on.
+      void this.runDeferredStartSteps();
+    }
     this.logger.info({ url: this.baseUrl, database: this.database.embedded ? 'embedded' : 'mongodb', stepsMs }, 'cloudly is listening');
+  }
+
+  /** Start-up steps that met a full disk, in start order; each runs again once the disk takes writes. */
+  private deferredStartSteps: Array<{ name: string; run: () => Promise<void> }> = [];
+
+  /**
+   * Runs a start-up step. The steps roll forward what a crash left unfinished, and that takes
+   * writes: on a full disk (a crash on one leaves it so) such a step is refused `storage-full`.
+   * Cloudly then starts read-only instead of refusing to start, and the step runs again, whole,
+   * once the disk takes writes. Running one again is safe: each finishes what is unfinished, and a
+   * manager's start does its writes before it arms its timers (what comes before only resumes
+   * queues, which is idempotent), so a rerun arms them once.
+   */
+  private async runStartStep(nameArg: string, stepArg: () => Promise<void>): Promise<void> {
+    try {
+      await stepArg();
+    } catch (error) {
+      if (!isStorageFullError(error)) {
+        throw error;
+      }
+      this.logger.warn({ step: nameArg, err: error }, 'a start-up step needs a write and the disk is full; it runs again once the disk takes writes');
+      this.deferredStartSteps.push({ name: nameArg, run: stepArg });
+    }
+  }
+
+  private runningDeferredSteps = false;
+
+  private async runDeferredStartSteps(): Promise<void> {
+    if (this.runningDeferredSteps || this.deferredStartSteps.length === 0 || this.stopping) {
+      return;
+    }
+    this.runningDeferredSteps = true;
+    try {
+      while (this.deferredStartSteps.length > 0 && !this.stopping) {
+        const step = this.deferredStartSteps[0];
+        try {
+          await step.run();
+          this.logger.info({ step: step.name }, 'a deferred start-up step ran now that the disk takes writes');
+        } catch (error) {
+          // Full again: it stays queued for the next time. Any other failure is logged and dropped.
+          if (isStorageFullError(error)) {
+            return;
+          }
+          this.logger.error({ step: step.name, err: error }, 'a deferred start-up step failed');
+        }
+        this.deferredStartSteps.shift();
+      }
+    } finally {
+      this.runningDeferredSteps = false;
+    }
   }
 
   /** The transport's view of this server: the few things HTTP and the sockets need. */
@@ -411,6 +477,7 @@ export class Cloudly {
       },
       logInternalFailure: (errorArg, whereArg) => this.logInternalFailure(errorArg, whereArg),
       isReady: async () => this.started && await this.database.isReachable(),
+      storageReadOnly: () => this.database.storageReadOnly,
       snapshotDownload: {
         authorize: async (bearerArg) => {
           if (bearerArg === null) {
@@ -604,6 +671,12 @@ export class Cloudly {
         if (isRefusal(error)) {
           // A socket call's refusal (a relay's, another instance's) arrives as a CloudlyRefusal.
           throw asTypedResponseError(error);
+        }
+        if (isStorageFullError(error)) {
+          // The embedded database's disk is full: reads go on, this write was refused and rolled
+          // back; it is worth trying again once the probe finds space (docs/storage.md).
+          this.logger.warn({ err: error, method: methodArg }, 'write refused: the disk is full');
+          throw refuse('unavailable', ['storage-full'], { retryAfterMs: this.database.storageProbeMs });
         }
         if (isDatabaseUnavailableError(error)) {
           // The database is unreachable or could not make the write durable: retryable, nothing answered as done.

@@ -85,6 +85,8 @@ export interface ICloudlyConfig {
   compactIntervalMs: number;
   /** The first pause before a failed compaction is tried again (it doubles, up to 5 minutes). */
   compactRetryMs: number;
+  /** Embedded database on a full disk: how often it checks whether the disk takes writes again. */
+  storageProbeMs: number;
   /** How long a call waits for an unreachable database before it is answered `unavailable`. */
   databaseTimeoutMs: number;
   /** Test-only failpoint of the embedded journal (a file whose presence makes journal writes fail). */
@@ -445,6 +447,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     journalCompactBytes: readInteger(env, 'CLOUDLY_JOURNAL_COMPACT_BYTES', 64 * 1024 * 1024, 4096, 16 * 1024 * 1024 * 1024),
     compactIntervalMs: readInteger(env, 'CLOUDLY_COMPACT_INTERVAL_MS', 3_600_000, 1000, 7 * 24 * 3_600_000),
     compactRetryMs: readInteger(env, 'CLOUDLY_COMPACT_RETRY_MS', 5_000, 100, 3_600_000),
+    storageProbeMs: readInteger(env, 'CLOUDLY_STORAGE_PROBE_MS', 2_000, 100, 600_000),
     databaseTimeoutMs: readInteger(env, 'CLOUDLY_DATABASE_TIMEOUT_MS', 2000, 100, 60_000),
     journalFailpointFile: readOptional(env, 'CLOUDLY_TEST_JOURNAL_FAILPOINT'),
     shutdownGraceMs: readInteger(env, 'CLOUDLY_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),

@@ -32,4 +32,24 @@ export const addStorageCommands = (programArg: Command): void => {
         setExitCode(exitCodes.refused);
       }
     });
+  storage.command('recover')
+    .description('skip only the damaged journal records and keep the intact ones after them, where that is provable; names every lost record (exit 0 done or nothing to do, 1 refused: nothing changed)')
+    .option('--data-dir <dir>', 'the data directory (default: $CLOUDLY_DATA_DIR, else ./.nogit/data)')
+    .option('--skip-damaged', 'the recovery to run: replace each damaged record by a marker and replay every intact record after it (required)')
+    .option('--dry-run', 'say what would be skipped and kept, and change nothing')
+    .action(async (_options: unknown, commandArg: Command) => {
+      const options = commandArg.optsWithGlobals() as { dataDir?: string; skipDamaged?: boolean; dryRun?: boolean; output: 'table' | 'json' | 'yaml' };
+      if (!options.skipDamaged) {
+        throw new UsageError('name the recovery: --skip-damaged (the strict choice, truncating at the damage, is the advice of `cloudly storage verify`)');
+      }
+      try {
+        const { formatRecoverResult, recoverSkippingDamaged } = await import('../core/storagerecover.js');
+        const result = await recoverSkippingDamaged(dataDirOf(options), options.dryRun === true);
+        printAnswer(result, options.output, () => formatRecoverResult(result));
+        setExitCode(result.refused === null ? exitCodes.ok : exitCodes.refused);
+      } catch (error) {
+        writeErr(`cloudly: ${(error as Error).message}`);
+        setExitCode(exitCodes.refused);
+      }
+    });
 };

@@ -25,6 +25,8 @@ import {
   listSegments,
   readJournal,
   StorageDamagedError,
+  storageFullCode,
+  StorageFullError,
 } from './journal.js';
 import { JournaledStorage } from './journaledstorage.js';
 import { commandFiltersOf, withCommandFilters } from './storageindex.js';
@@ -68,7 +70,7 @@ export const findFreePort = async (): Promise<number> => new Promise((resolve, r
  * right now": the caller should retry, and is answered `unavailable`, not `internal`.
  */
 export const isDatabaseUnavailableError = (errorArg: unknown): boolean => {
-  if (errorArg instanceof JournalUnavailableError) {
+  if (errorArg instanceof JournalUnavailableError || isStorageFullError(errorArg)) {
     return true;
   }
   if (errorArg instanceof MongoServerSelectionError || errorArg instanceof MongoNetworkError
@@ -81,6 +83,14 @@ export const isDatabaseUnavailableError = (errorArg: unknown): boolean => {
       || errorArg.name === 'MongoPoolClearedError';
   }
   return false;
+};
+
+/** True for a write the embedded database refused because its disk is full (`storage-full`). */
+export const isStorageFullError = (errorArg: unknown): boolean => {
+  if (errorArg instanceof StorageFullError) {
+    return true;
+  }
+  return errorArg instanceof MongoError && (errorArg as MongoError & { code?: unknown }).code === storageFullCode;
 };
 
 export interface ICloudlyDatabaseOptions {
@@ -98,6 +108,8 @@ export interface ICloudlyDatabaseOptions {
   databaseTimeoutMs?: number;
   /** The first pause before a failed compaction is tried again (doubling up to 5 minutes). */
   compactRetryMs?: number;
+  /** On a full disk, how often a probe checks whether the disk takes writes again. */
+  storageProbeMs?: number;
   /** Test-only: see IJournalOptions.failpointFile. */
   journalFailpointFile?: string | null;
   /** Bench-only: false runs the embedded database without a journal (nothing is durable). */
@@ -109,6 +121,7 @@ const defaultCompactIntervalMs = 3_600_000;
 /** The first retry of a failed compaction; each further failure doubles it, up to the maximum. */
 const defaultCompactRetryMs = 5_000;
 const compactRetryMaximumMs = 300_000;
+const defaultStorageProbeMs = 2_000;
 const defaultDatabaseTimeoutMs = 2_000;
 /** `/readyz` answers within about this long, whatever the database does. */
 const readinessTimeoutMs = 800;
@@ -135,6 +148,8 @@ export class CloudlyDatabase {
   private compacting: Promise<void> | null = null;
   private compactTimer: NodeJS.Timeout | null = null;
   private compactRetryTimer: NodeJS.Timeout | null = null;
+  private storageProbeTimer: NodeJS.Timeout | null = null;
+  private probing = false;
   /** Failures in a row; the retry pause doubles with each. */
   private compactionFailures = 0;
   /** Compactions that failed (each left the files recovery needs as they were), for tests and /metrics. */
@@ -212,6 +227,26 @@ export class CloudlyDatabase {
     }
   }
 
+  /**
+   * True while the embedded database's disk is full: reads are served, writes refused
+   * `storage-full` until a write or a probe is stored again.
+   */
+  public get storageReadOnly(): boolean {
+    return this.journal?.storageFullSince != null;
+  }
+
+  private readonly storageWritableListeners: Array<() => void> = [];
+
+  /** Calls `listenerArg` each time a full disk takes writes again. */
+  public onStorageWritable(listenerArg: () => void): void {
+    this.storageWritableListeners.push(listenerArg);
+  }
+
+  /** How long a caller refused `storage-full` should wait before trying again: the probe interval. */
+  public get storageProbeMs(): number {
+    return this.options.storageProbeMs ?? defaultStorageProbeMs;
+  }
+
   /** Resolves once every write answered so far, and every one in flight, is on disk. */
   public async flushSnapshot(): Promise<void> {
     await this.journal?.whenDurable();
@@ -276,6 +311,10 @@ export class CloudlyDatabase {
       clearTimeout(this.compactRetryTimer);
       this.compactRetryTimer = null;
     }
+    if (this.storageProbeTimer) {
+      clearInterval(this.storageProbeTimer);
+      this.storageProbeTimer = null;
+    }
     try {
       await this.compacting?.catch(() => undefined);
       if (this.journal && this.storage && !this.journal.failure && this.journal.lastAppendedLsn > this.snapshotLsn) {
@@ -329,6 +368,11 @@ export class CloudlyDatabase {
         nextLsn: journalState.lastLsn + 1,
         failpointFile: this.options.journalFailpointFile ?? null,
         disabled: this.options.journal === false,
+        onStorageWritable: () => {
+          for (const listener of this.storageWritableListeners) {
+            listener();
+          }
+        },
         onDurable: (bytesArg) => {
           if (bytesArg >= (this.options.compactBytes ?? defaultCompactBytes) && !this.compacting && !this.closed) {
             this.compact().catch((error: unknown) => logger.error({ err: error }, 'embedded database compaction failed'));
@@ -379,6 +423,7 @@ export class CloudlyDatabase {
         }
       }, intervalMs);
       this.compactTimer.unref();
+      await this.startStorageProbe(journal);
       logger.warn(
         { socket: this.socketPath },
         `embedded database: single-node, in-memory, every write journaled in ${dataDir} before it is answered; `
@@ -386,9 +431,40 @@ export class CloudlyDatabase {
       );
       return url;
     } catch (error) {
-      await this.lock.release().catch(() => undefined);
+      await this.lock.release(false).catch(() => undefined);
       throw error;
     }
+  }
+
+  /**
+   * A start on a full disk (as a crash on one leaves it) serves reads: one probe now says whether
+   * the disk takes writes, and while it does not, a probe every `storageProbeMs` notices when space
+   * returns, so the state ends without a restart and without a write having to come first.
+   */
+  private async startStorageProbe(journalArg: Journal): Promise<void> {
+    const probe = async (): Promise<void> => {
+      if (this.probing || this.closed) {
+        return;
+      }
+      this.probing = true;
+      try {
+        await journalArg.probeStorage();
+      } catch (error) {
+        this.options.logger.warn({ err: error }, 'embedded database storage probe failed');
+      } finally {
+        this.probing = false;
+      }
+    };
+    await probe();
+    if (journalArg.storageFullSince !== null) {
+      this.options.logger.warn({ dataDir: this.options.dataDir }, 'embedded database started read-only: the disk is full; writes are refused storage-full until space returns');
+    }
+    this.storageProbeTimer = setInterval(() => {
+      if (journalArg.storageFullSince !== null) {
+        void probe();
+      }
+    }, this.storageProbeMs);
+    this.storageProbeTimer.unref();
   }
 
   /** The data directory holds the database, the journal and the signing key: owner only. */
@@ -465,6 +541,9 @@ export class CloudlyDatabase {
       try {
         await journal.whenDurable();
       } catch (error) {
+        if (error instanceof StorageFullError) {
+          return { ok: 0, errmsg: error.message, code: storageFullCode, codeName: error.codeName };
+        }
         return { ok: 0, errmsg: (error as Error).message, code: journalUnavailableCode, codeName: 'CloudlyJournalUnavailable' };
       }
       return answer;

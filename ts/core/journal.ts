@@ -3,7 +3,7 @@ import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import { BSON, type Document } from 'mongodb';
 import { crc32c } from './crc32c.js';
-import { noProgressError, syncDirectory } from './durablefiles.js';
+import { noProgressError, syncDirectory, writeFully } from './durablefiles.js';
 import { injectedError, StorageFaults } from './storagefaults.js';
 import type { TCloudlyLogger } from './logger.js';
 
@@ -30,13 +30,38 @@ export const journalSegmentPrefix = 'embedded-db.journal.';
 export const journalUnavailableCode = 9_001_701;
 
 export class JournalUnavailableError extends Error {
-  public readonly code = journalUnavailableCode;
-  public readonly codeName = 'CloudlyJournalUnavailable';
+  public readonly code: number = journalUnavailableCode;
+  public readonly codeName: string = 'CloudlyJournalUnavailable';
   constructor(detail: string) {
     super(`embedded database journal unavailable: ${detail}`);
     this.name = 'JournalUnavailableError';
   }
 }
+
+/** Error code the embedded server answers when a write was refused because the disk is full. */
+export const storageFullCode = 9_001_702;
+
+/**
+ * A write refused because the file system has no space (or quota) left. Unlike a failed sync it
+ * leaves the journal trustworthy: the database serves reads and takes writes again once space
+ * returns (docs/storage.md, "Read-only on a full disk").
+ */
+export class StorageFullError extends JournalUnavailableError {
+  public override readonly code = storageFullCode;
+  public override readonly codeName = 'CloudlyStorageFull';
+  constructor(detail: string) {
+    super(`the disk is full (${detail})`);
+    this.name = 'StorageFullError';
+  }
+}
+
+/** ENOSPC or EDQUOT: the file system has no room for the bytes. */
+export const isNoSpaceCode = (codeArg: string | undefined): boolean => codeArg === 'ENOSPC' || codeArg === 'EDQUOT';
+
+/** The file a storage probe writes and removes; its name is never read back. */
+export const storageProbeFileName = 'embedded-db.probe';
+/** What a probe writes: enough for a batch of small records. */
+const storageProbeBytes = 16 * 1024;
 
 /** A journal or snapshot file whose bytes cannot be trusted; start-up stops and changes nothing. */
 export class StorageDamagedError extends Error {
@@ -220,6 +245,8 @@ export interface IJournalOptions {
   disabled?: boolean;
   /** Called after every durable batch with the bytes written since the last compaction. */
   onDurable?: (bytesSinceCompactionArg: number) => void;
+  /** Called when a full disk takes writes again (a write or a probe was stored). */
+  onStorageWritable?: () => void;
 }
 
 export class Journal {
@@ -232,6 +259,12 @@ export class Journal {
   public syncs = 0;
   /** Set when the journal can no longer be trusted (a failed sync); every write is refused. */
   public failure: Error | null = null;
+  /**
+   * Since when the disk has been full (a batch or a probe met ENOSPC), or null. Writes are still
+   * tried, each refused `storage-full` while no space returns; the first one that is stored, or a
+   * successful probe, ends the state.
+   */
+  public storageFullSince: number | null = null;
   private openBatch: IBatch | null = null;
   private inFlight: IBatch | null = null;
   private flushScheduled = false;
@@ -349,6 +382,7 @@ export class Journal {
           await this.writeBatch(batch);
           this.durableLsn = batch.lastLsn;
           this.bytesSinceCompaction += batch.bytes;
+          this.leaveStorageFull('a write was stored');
           this.inFlight = null;
           batch.resolve();
           this.options.onDurable?.(this.bytesSinceCompaction);
@@ -359,6 +393,52 @@ export class Journal {
       }
     } finally {
       this.flushing = false;
+    }
+  }
+
+  /**
+   * Whether the disk takes writes again: writes, syncs and removes a small file next to the
+   * segments (the journal's write fault of the test failpoint applies to it). Ends the full-disk
+   * state when it succeeds, enters it on ENOSPC; any other failure changes nothing and is thrown.
+   */
+  public async probeStorage(): Promise<boolean> {
+    if (this.options.disabled || this.closed) {
+      return true;
+    }
+    const probePath = path.join(this.options.dir, storageProbeFileName);
+    try {
+      const handle = await fsp.open(probePath, 'w', 0o600);
+      try {
+        await writeFully(handle, Buffer.alloc(storageProbeBytes), 0, this.faults, 'journal.write');
+        await handle.datasync();
+      } finally {
+        await handle.close();
+      }
+    } catch (error) {
+      if (!isNoSpaceCode((error as NodeJS.ErrnoException).code)) {
+        throw error;
+      }
+      this.enterStorageFull(error as Error);
+      return false;
+    } finally {
+      await fsp.rm(probePath, { force: true }).catch(() => undefined);
+    }
+    this.leaveStorageFull('a storage probe was stored');
+    return true;
+  }
+
+  private enterStorageFull(errorArg: Error): void {
+    if (this.storageFullSince === null) {
+      this.storageFullSince = Date.now();
+      this.options.logger.warn({ err: errorArg }, 'embedded database: the disk is full; serving reads, refusing writes storage-full until space returns');
+    }
+  }
+
+  private leaveStorageFull(whyArg: string): void {
+    if (this.storageFullSince !== null) {
+      this.options.logger.info({ fullForMs: Date.now() - this.storageFullSince, why: whyArg }, 'embedded database: the disk takes writes again');
+      this.storageFullSince = null;
+      this.options.onStorageWritable?.();
     }
   }
 
@@ -451,7 +531,11 @@ export class Journal {
       { err: errorArg, firstLsn: batchArg.firstLsn, refusedRecords: (later ? later.lastLsn : batchArg.lastLsn) - batchArg.firstLsn + 1, writesStopped: this.failure !== null },
       'embedded database journal write failed; the writes were refused and rolled back',
     );
-    const refusal = new JournalUnavailableError(detail);
+    const noSpace = this.failure === null && isNoSpaceCode(errorArg.code);
+    if (noSpace) {
+      this.enterStorageFull(errorArg);
+    }
+    const refusal = noSpace ? new StorageFullError(detail) : new JournalUnavailableError(detail);
     batchArg.reject(refusal);
     later?.reject(refusal);
   }

@@ -38,6 +38,9 @@ export interface ICapturedCollection {
 /** Below this many documents a scan costs less than keeping an index. */
 const minimumIndexedCollection = 32;
 
+/** The journal operation of a marker that stands for a record lost to damage (storagerecover.ts). */
+export const lostRecordOp = 'lost';
+
 const defaultIndexes = (): IIndexSpec[] => [{ name: '_id_', key: { _id: 1 }, unique: true }];
 
 const copyIndexes = (indexesArg: IIndexSpec[]): IIndexSpec[] => indexesArg.map((index) => ({ ...index, key: { ...index.key } }));
@@ -83,7 +86,12 @@ export class JournaledStorage implements IStorageAdapter {
       case 'dc': this.applyDropCollection(db, coll); break;
       case 'rc': this.applyRenameCollection(db, coll, recordArg.to as string); break;
       case 'i': for (const doc of recordArg.docs as Document[]) { this.applyInsert(db, coll, doc, true); } break;
-      case 'u': this.applyReplace(db, coll, recordArg.doc as Document); break;
+      // A live update is journaled only when its document exists, so in an intact journal this is
+      // a replace. After a record skipped by `cloudly storage recover --skip-damaged` the document
+      // may be missing; the record holds the whole document, so it is stored as it was then.
+      case 'u': this.applyReplace(db, coll, recordArg.doc as Document, true); break;
+      // What `cloudly storage recover --skip-damaged` left in place of an unreadable record.
+      case lostRecordOp: break;
       case 'd': this.applyDelete(db, coll, (recordArg.ids as ObjectId[]).map(hexOf)); break;
       case 'si': this.applySaveIndex(db, coll, recordArg.index as IIndexSpec); break;
       case 'di': this.applyDropIndex(db, coll, recordArg.name as string); break;
@@ -257,10 +265,13 @@ export class JournaledStorage implements IStorageAdapter {
     };
   }
 
-  private applyReplace(dbArg: string, collArg: string, docArg: Document): () => void {
+  private applyReplace(dbArg: string, collArg: string, docArg: Document, replayingArg = false): () => void {
     const collection = this.databases.get(dbArg)?.get(collArg);
     const id = hexOf(docArg._id);
     const previous = collection?.get(id);
+    if (replayingArg && !previous) {
+      return this.applyInsert(dbArg, collArg, docArg, true);
+    }
     if (!collection || !previous) {
       return () => undefined;
     }

@@ -32,6 +32,8 @@ export class CloudlyMetrics {
   public readonly connectionRefusals: promClient.Counter<'reason'>;
   /** Set by the transport: connections that have not completed headers or upgrade right now. */
   public pendingConnections: () => number = () => 0;
+  /** Set by the server: whether the embedded database is read-only because its disk is full. */
+  public storageReadOnly: () => boolean = () => false;
   /** Set by the server: database commands sent so far. */
   public databaseCommands: () => number = () => 0;
   /** Set by the server: relay calls of a storm waiting for a slot now, and those that waited so far (CLOUDLY_RELAY_WORK_CONCURRENCY). */
@@ -90,6 +92,14 @@ export class CloudlyMetrics {
       registers: [this.registry],
       collect() {
         this.set(metrics.pendingConnections());
+      },
+    });
+    new promClient.Gauge({
+      name: 'cloudly_storage_read_only',
+      help: '1 while the embedded database serves reads only because its disk is full (writes refused storage-full), else 0.',
+      registers: [this.registry],
+      collect() {
+        this.set(metrics.storageReadOnly() ? 1 : 0);
       },
     });
     this.pulledCounter('cloudly_database_commands_total', 'Database commands this instance has sent (one per connection taken from the driver\'s pool).',

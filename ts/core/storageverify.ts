@@ -115,7 +115,7 @@ const countValidFramesAfter = (bytesArg: Buffer, offsetArg: number): number => {
   return count;
 };
 
-const lockOwner = (dataDirArg: string): number | null => {
+export const lockOwner = (dataDirArg: string): number | null => {
   try {
     const { pid } = JSON.parse(fs.readFileSync(path.join(dataDirArg, 'cloudly.lock'), 'utf8')) as { pid?: unknown };
     if (typeof pid !== 'number') {
@@ -216,6 +216,9 @@ export const verifyDataDirectory = async (dataDirArg: string): Promise<IStorageR
       recovery.push(`provably intact: ${describe(best.snapshot, best.replay.reaches)}; ${best.replay.blocked}`);
       if (damaged?.damage) {
         recovery.push(`to start with that (losing ${Math.max(0, lost)} acknowledged records after it, ${damaged.damage.validRecordsAfter} of them still readable in ${damaged.file}): keep a copy of the data directory, truncate ${damaged.file} to ${damaged.damage.offset} bytes, and move every later journal segment away (docs/storage.md, "A refused start")`);
+        if (damaged.damage.validRecordsAfter > 0) {
+          recovery.push(`or keep the intact records after the damage and lose only the damaged record: cloudly storage recover --skip-damaged --data-dir ${dataDir} (add --dry-run to see first what it skips; docs/storage.md, "Skipping a damaged record")`);
+        }
       }
       if (best.snapshot === null || best.snapshot === previous) {
         if (current.state === 'damaged') {

@@ -122,6 +122,8 @@ export interface ITransportHost {
   logInternalFailure(errorArg: unknown, whereArg: string): string;
   /** Started and the database answers. */
   isReady(): Promise<boolean>;
+  /** True while the embedded database's disk is full: reads are served, writes refused `storage-full`. */
+  storageReadOnly(): boolean;
   metricsText(): Promise<{ contentType: string; text: string }>;
   jwks(): unknown;
   /**
@@ -469,7 +471,11 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
   app.get('/livez', async () => ({ status: 'live' }));
   app.get('/readyz', async (_request, reply) => {
     const reachable = await hostArg.isReady();
-    return reply.code(reachable ? 200 : 503).send({ status: reachable ? 'ready' : 'not-ready', database: reachable ? 'reachable' : 'unreachable' });
+    const body = { status: reachable ? 'ready' : 'not-ready', database: reachable ? 'reachable' : 'unreachable' };
+    // Read-only on a full disk is still ready (reads are served, so a balancer must keep sending
+    // them), and says so, with the reason writes are refused.
+    const details = hostArg.storageReadOnly() ? { storage: 'read-only', reasons: ['storage-full'] } : {};
+    return reply.code(reachable ? 200 : 503).send({ ...body, ...details });
   });
   app.get('/metrics', async (_request, reply) => {
     const { contentType, text } = await hostArg.metricsText();
