@@ -1,4 +1,6 @@
 import { after, before, test } from 'node:test';
+import * as fsp from 'node:fs/promises';
+import * as path from 'node:path';
 import assert from 'node:assert/strict';
 import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { openWatcher } from './helpers/watch.js';
@@ -236,4 +238,43 @@ test('after a restart the start-up pass judges every service again', async () =>
   } finally {
     await own.stop();
   }
+});
+
+test('every derived kind has exactly one controller writing it, and every controller lives beside its domain', async () => {
+  const writers = new Map<string, string[]>();
+  for (const controller of t.cloudly.reconciler.controllers) {
+    assert.ok(controller.writes.length > 0, `${controller.name} says what it writes`);
+    for (const kind of controller.writes) {
+      writers.set(kind, [...(writers.get(kind) ?? []), controller.name]);
+    }
+  }
+  for (const [kind, names] of writers) {
+    assert.equal(names.length, 1, `${kind} is written by ${names.join(', ')}`);
+  }
+  assert.deepEqual([...writers.keys()].sort(), [
+    'CloudlyClusterDesiredState', 'CloudlyClusterIngressRouteTable', 'CloudlyClusterLiveness', 'CloudlyCorestoreCredential',
+    'CloudlyPlatformBindingCreationLedger', 'CloudlyRuntimeLocalStorageClaim', 'CloudlyRuntimeNetworkProjection', 'CloudlyServiceRuntimeStatus',
+  ]);
+  // A controller is a file of its domain and never holds the root object.
+  const root = path.resolve(import.meta.dirname, '..', 'ts');
+  const files = (await fsp.readdir(root, { recursive: true })).filter((name) => name.endsWith('.controller.ts'));
+  assert.equal(files.length, t.cloudly.reconciler.controllers.length, `one file per controller: ${files.join(', ')}`);
+  for (const file of files) {
+    assert.match(file, /^manager\.[a-z]+\/[a-z]+\.controller\.ts$/, `${file} lives beside its domain`);
+    const text = await fsp.readFile(path.join(root, file), 'utf8');
+    assert.doesNotMatch(text, /classes\.cloudly/, `${file} does not import the root object`);
+  }
+});
+
+test('the shape the controllers keep: one commit listener and one shared-log reader under the managers', async () => {
+  const root = path.resolve(import.meta.dirname, '..', 'ts');
+  const sources = await Promise.all((await fsp.readdir(root, { recursive: true }))
+    .filter((name) => name.endsWith('.ts'))
+    .map(async (name) => ({ name, text: await fsp.readFile(path.join(root, name), 'utf8') })));
+  const managers = sources.filter((source) => source.name.startsWith('manager.'));
+  const listeners = managers.flatMap((source) => [...source.text.matchAll(/store\.onCommitted\(/g)].map(() => source.name));
+  assert.ok(listeners.length <= 1, `store.onCommitted callers under ts/manager.*: ${listeners.join(', ')}`);
+  // The shared audit log is read in one place: the change feed.
+  const readers = sources.filter((source) => /collection\(auditEventKind\)\s*\.find\(\{ at:/.test(source.text)).map((source) => source.name);
+  assert.deepEqual(readers, [path.join('core', 'changefeed.ts')]);
 });
