@@ -123,7 +123,13 @@ const showBackups = async (urlArg: string): Promise<void> => {
     const clusters = (await admin.call('getClusters', { limit: 500 })).clusters.filter((clusterArg) => clusterArg.name.startsWith(`${prefix}-`));
     const ids = new Set(clusters.map((clusterArg) => clusterArg.id));
     services = (await admin.call('getServices', { limit: 500 })).services.filter((serviceArg) => ids.has(serviceArg.clusterId));
-    const states = await Promise.all(services.map(async (serviceArg) => (await admin.call('getServiceRuntimeStatus', { serviceId: serviceArg.id })).status.state));
+    // Converged and current: a verdict kept from an earlier run while its relay is not back yet
+    // reads `unknown` past the grace, and a cluster whose relay is not connected now is not counted.
+    const relays = new Map((await admin.call('getFleetOverview', { limit: 500 })).clusters.map((entryArg) => [entryArg.cluster.id, entryArg.relay.state]));
+    const states = await Promise.all(services.map(async (serviceArg) => {
+      const answer = await admin.call('getServiceRuntimeStatus', { serviceId: serviceArg.id });
+      return answer.unknown === null && relays.get(serviceArg.clusterId) === 'connected' ? answer.status.state : 'unknown';
+    }));
     if (services.length > 0 && states.every((stateArg) => stateArg === 'converged')) {
       converged = true;
       break;
