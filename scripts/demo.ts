@@ -65,7 +65,12 @@ const stopAll = async (codeArg: number): Promise<void> => {
 process.on('SIGINT', () => void stopAll(0));
 process.on('SIGTERM', () => void stopAll(0));
 
-/** A child that ends while the demo runs ends the demo. */
+/**
+ * A child that ends while the demo runs ends the demo. Each child leads a process group of its
+ * own (`detached`), so a terminal's Ctrl-C reaches only the demo, which stops the simulator first
+ * and then Cloudly with one signal each: from the terminal's group Cloudly got Ctrl-C and then the
+ * demo's SIGTERM, and a second signal late in its stop ended it at once, without its final snapshot.
+ */
 const watch = (childArg: ChildProcess, nameArg: string): void => {
   children.push(childArg);
   childArg.once('exit', (code, signal) => {
@@ -84,6 +89,7 @@ const startCloudly = (): Promise<string> => new Promise((resolve, reject) => {
     cwd: root,
     env: { ...process.env, CLOUDLY_DATA_DIR: dataDir, CLOUDLY_ADMIN_USERNAME: adminUsername, CLOUDLY_ADMIN_PASSWORD: adminPassword },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
   watch(child, 'Cloudly');
   let seen = '';
@@ -108,6 +114,7 @@ const startSimulator = (urlArg: string): void => {
     cwd: root,
     env: { ...process.env, CLOUDLY_ADMIN_USERNAME: adminUsername, CLOUDLY_ADMIN_PASSWORD: adminPassword },
     stdio: ['ignore', 'inherit', 'inherit'],
+    detached: true,
   });
   watch(child, 'cloudly-sim');
 };

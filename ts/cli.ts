@@ -2,6 +2,12 @@ import { Cloudly } from './classes.cloudly.js';
 import { ConfigError } from './config.js';
 import { DataDirectoryLockedError, StorageDamagedError } from './core/database.js';
 
+/**
+ * How long after the first SIGINT/SIGTERM another one is taken as the same stop rather than the
+ * operator's "stop at once" (docs/storage.md, "Signals").
+ */
+const repeatedSignalWindowMs = 1000;
+
 /** `npm start` (through bin/cloudly-server, which passes the node flags): read the configuration, start Cloudly, stop it gracefully on SIGTERM/SIGINT. */
 const main = async (): Promise<void> => {
   let cloudly: Cloudly;
@@ -32,15 +38,24 @@ const main = async (): Promise<void> => {
         + 'It is shown only this once; set CLOUDLY_ADMIN_PASSWORD to choose it yourself.\n\n',
     );
   }
-  let stopping = false;
+  // When the first stop signal arrived (monotonic ms), or null while none has.
+  let stopSignalAt: number | null = null;
   const shutdown = (signalArg: 'SIGTERM' | 'SIGINT'): void => {
-    if (stopping) {
+    if (stopSignalAt !== null) {
+      if (performance.now() - stopSignalAt < repeatedSignalWindowMs) {
+        // The same stop reaching the server twice: a terminal sends Ctrl-C to its whole
+        // foreground process group, and npm (or `cloudly server`) passes it on once more; a
+        // supervisor's SIGTERM to a process group does the same. Only a later one is the
+        // operator's second signal.
+        cloudly.logger.info({ signal: signalArg, windowMs: repeatedSignalWindowMs }, 'a repeat of the stop signal within the window: the same stop');
+        return;
+      }
       // A second signal: the operator will not wait for the grace. Every acknowledged write is
       // already in the journal, so ending now loses none; the next start replays it.
       process.stderr.write(`cloudly: second ${signalArg} while stopping: stopping at once\n`);
       process.exit(signalArg === 'SIGTERM' ? 143 : 130);
     }
-    stopping = true;
+    stopSignalAt = performance.now();
     cloudly.logger.info({ signal: signalArg, graceMs: cloudly.config.shutdownGraceMs }, 'stopping');
     cloudly.stop().then(() => process.exit(0), (error: unknown) => {
       process.stderr.write(`cloudly: stop failed: ${(error as Error).message}\n`);
