@@ -73,6 +73,16 @@ test('backups create: a dry run stores nothing and calls no relay, then the real
   assert.match(dry.stderr, /dry run: every check passed; stopped before .*; nothing was changed/);
   assert.equal(callsOf('backupClusterService').length, 0, 'no relay call on a dry run');
   assert.deepEqual((await api('getServiceBackups', { serviceId: world.service.id })).backups, []);
+  // The table says what would happen, not `(none)`.
+  const dryTable = await cli.run([...backupArgs('cli-1'), '--dry-run']);
+  assert.equal(dryTable.code, 0, dryTable.stderr);
+  assert.doesNotMatch(dryTable.stdout, /\(none\)/);
+  assert.match(dryTable.stdout, new RegExp(`^would\\s+back up service ${world.service.id} on node ${world.nodeId} of cluster ${world.clusterId}$`, 'm'));
+  assert.match(dryTable.stdout, /^backupId\s+cli-1$/m);
+  assert.match(dryTable.stdout, /^checked\s+every check passed; stopped before relay call backupClusterService$/m);
+  const madeId = await cli.run(['backups', 'create', '--cluster', world.clusterId, '--node', world.nodeId, '--service', world.service.id, '--dry-run']);
+  assert.match(madeId.stdout, /^backupId\s+\(made by the real call\)$/m);
+  assert.equal(callsOf('backupClusterService').length, 0, 'no relay call on a dry run');
 
   // Not on a terminal: the CLI follows the operation with plain progress lines on stderr.
   const real = await cli.run([...backupArgs('cli-1'), '-o', 'json']);
@@ -138,6 +148,14 @@ test('backups restore: a dry run calls no relay, the real restore answers what t
   const dry = await cli.run([...args, '--dry-run']);
   assert.equal(jsonOf(dry).dryRun, true);
   assert.match(dry.stderr, /dry run: every check passed; stopped before /);
+  assert.equal(callsOf('restoreClusterService').length, 0);
+  const dryTable = await cli.run(['backups', 'restore', '--backup', 'cli-1', '--clear', '--resource-type', 'database', '--dry-run']);
+  assert.equal(dryTable.code, 0, dryTable.stderr);
+  assert.doesNotMatch(dryTable.stdout, /\(none\)/);
+  assert.match(dryTable.stdout, /^would\s+restore backup cli-1 onto the node it was taken on, replacing the service's data there$/m);
+  assert.match(dryTable.stdout, /^clear\s+yes: the resources are cleared first$/m);
+  assert.match(dryTable.stdout, /^resourceTypes\s+database$/m);
+  assert.match(dryTable.stdout, /^checked\s+every check passed; stopped before relay call restoreClusterService$/m);
   assert.equal(callsOf('restoreClusterService').length, 0);
 
   const answer = jsonOf(await cli.run(args));

@@ -17,7 +17,7 @@ import { accessDeniedRefusal, asTypedResponseError, identityReasons, internalFai
 import { invalidField, refuseFields } from './core/validation.js';
 import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
 import { closeHttpServerWithin, createHttpServer, type ITransportHost } from './core/transport.js';
-import { runInOperation, type IOperationContext } from './core/operationcontext.js';
+import { runInOperation, withoutPaths, type IOperationContext } from './core/operationcontext.js';
 import { ClusterManager } from './manager.cluster/cluster.manager.js';
 import { cloudlyRelaySessionPorts } from './manager.cluster/relayelection.js';
 import { ServiceManager } from './manager.service/service.manager.js';
@@ -380,7 +380,13 @@ export class Cloudly {
         if (operation.haltedBefore) {
           return halted();
         }
-        return operation.dryRun ? { ...(response as object), dryRun: true } as T['response'] : response;
+        if (!operation.dryRun) {
+          return response;
+        }
+        const generated = operation.generatedOnCommit ?? [];
+        return (generated.length > 0
+          ? { ...(withoutPaths(response, generated) as object), dryRun: true, generatedOnCommit: generated }
+          : { ...(response as object), dryRun: true }) as T['response'];
       } catch (error) {
         // A handler may have turned the halt into a refusal of its own; the context still says.
         if (operation.haltedBefore) {

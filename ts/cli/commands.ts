@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Command } from 'commander';
 import {
-  choiceOption, collect, exitCodes, expectedGeneration, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
-  requireOption, resolveUrl, UsageError, withDryRun, type ICommandContext, type IMutationOptions,
+  choiceOption, collect, exitCodes, expectedGeneration, generatedOnCommitOf, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
+  madeByTheRealCall, requireOption, resolveUrl, UsageError, withDryRun, withMadeByTheRealCall, type ICommandContext, type IMutationOptions,
 } from './context.js';
 import { normalizeServerUrl, readCredentials, writeCredentials, credentialsPath, ServerUrlError } from './credentials.js';
 import { note, printAnswer, renderYaml, waitingLine, writeOut } from './output.js';
@@ -185,7 +185,9 @@ const addClusterCommands = (programArg: Command): void => {
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('createCluster', withDryRun(options, { name: options.name }));
       noteDryRun(options, answer);
-      printAnswer(answer, ctx.format, () => `${recordTable(answer.cluster)}\n\nrelay token (shown once${options.dryRun ? ', dry run: not stored' : ''}):\n${answer.relayToken}`);
+      printAnswer(answer, ctx.format, () => (generatedOnCommitOf(answer).includes('relayToken')
+        ? `${recordTable(withMadeByTheRealCall(answer.cluster, answer, 'cluster'))}\n\nrelay token: made by the real call and shown once then (a dry run makes none)`
+        : `${recordTable(answer.cluster)}\n\nrelay token (shown once):\n${answer.relayToken}`));
     }));
   generationExpectation(clusters.command('rotate-relay-token').description('issue a new relay token; the old one stops at once'), 'cluster')
     .requiredOption('--cluster <id>', 'cluster id')
@@ -193,7 +195,9 @@ const addClusterCommands = (programArg: Command): void => {
       const expected = await expectedGeneration(options, async () => (await readCluster(ctx, options.cluster)).generation, `cluster ${options.cluster}`);
       const answer = await ctx.call('rotateClusterRelayToken', withDryRun(options, { clusterId: options.cluster, expectedGeneration: expected }));
       noteDryRun(options, answer);
-      printAnswer(answer, ctx.format, () => `${recordTable(answer.cluster)}\n\nnew relay token (shown once${options.dryRun ? ', dry run: not stored' : ''}):\n${answer.relayToken}`);
+      printAnswer(answer, ctx.format, () => (generatedOnCommitOf(answer).includes('relayToken')
+        ? `${recordTable(answer.cluster)}\n\nnew relay token: made by the real call and shown once then, and the current one stops working (a dry run makes none)`
+        : `${recordTable(answer.cluster)}\n\nnew relay token (shown once):\n${answer.relayToken}`));
     }));
 
   generationExpectation(clusters.command('delete').description('delete a cluster without services: its nodes and registration go, its relay sockets close'), 'cluster')
@@ -221,7 +225,7 @@ const addClusterCommands = (programArg: Command): void => {
         clusterId: options.cluster, name: options.name, ...(options.node ? { nodeId: options.node } : {}),
       }));
       noteDryRun(options, answer);
-      printAnswer(answer, ctx.format, () => recordTable(answer.node));
+      printAnswer(answer, ctx.format, () => recordTable(withMadeByTheRealCall(answer.node, answer, 'node')));
     }));
   mutation(nodes.command('remove').description('remove a node (the API takes no expectation here)'))
     .requiredOption('--cluster <id>', 'cluster id')
@@ -350,7 +354,7 @@ const addServiceCommands = (programArg: Command): void => {
         };
       const answer = await ctx.call('createService', withDryRun(options, { service }));
       noteDryRun(options, answer);
-      printAnswer(answer, ctx.format, () => serviceTable(answer.service));
+      printAnswer(answer, ctx.format, () => serviceTable(withMadeByTheRealCall(answer.service, answer, 'service')));
     }));
   generationExpectation(services.command('update').description('replace the spec (--file), or change single fields of the stored one'), 'service')
     .requiredOption('--service <id>', 'service id')
@@ -708,7 +712,17 @@ const addBackupCommands = (programArg: Command): void => {
         ...(tagTexts.length ? { tags } : {}),
         ...(options.replication ? { replication: { enabled: true } } : {}),
       }));
-      await finishStartedWork(ctx, options, answer, (answerArg) => recordTable(answerArg.backup));
+      await finishStartedWork(ctx, options, answer, (answerArg) => (options.dryRun
+        // The dry run stops before the relay is asked: there is no backup and no operation yet.
+        ? recordTable({
+          would: `back up service ${options.service} on node ${options.node} of cluster ${options.cluster}`,
+          backupId: options.backupId ?? madeByTheRealCall,
+          tags: tagTexts.length ? tagTexts.join(', ') : null,
+          replication: options.replication ? 'enabled' : null,
+          then: options.detach ? 'answer at once with the operation' : 'follow the operation until it ends',
+          checked: dryRunChecked(answerArg),
+        })
+        : recordTable(answerArg.backup)));
     }));
   longWork(mutation(backups.command('restore').description('restore a recorded backup, following the operation with progress (Ctrl-C detaches)')))
     .requiredOption('--backup <id>', 'backup id')
@@ -725,7 +739,15 @@ const addBackupCommands = (programArg: Command): void => {
           : {}),
       }));
       // What was restored is the operation's result (`restored`), shown when the operation is followed.
-      await finishStartedWork(ctx, options, answer, (answerArg) => recordTable(answerArg.backup));
+      await finishStartedWork(ctx, options, answer, (answerArg) => (options.dryRun
+        ? recordTable({
+          would: `restore backup ${options.backup} onto ${options.node ? `node ${options.node}` : 'the node it was taken on'}, replacing the service's data there`,
+          clear: options.clear ? 'yes: the resources are cleared first' : 'no',
+          resourceTypes: listOption(options.resourceType, '--resource-type').join(', ') || 'every one in the backup',
+          then: options.detach ? 'answer at once with the operation' : 'follow the operation until it ends',
+          checked: dryRunChecked(answerArg),
+        })
+        : recordTable(answerArg.backup)));
     }));
   mutation(backups.command('prune').description("prune one node's archive by a retention policy (--dry-run: the relay reports what it would prune)"))
     .requiredOption('--cluster <id>', 'cluster id')
@@ -750,6 +772,12 @@ const addBackupCommands = (programArg: Command): void => {
       }).finally(stop);
       printAnswer(answer, ctx.format, () => (answer.result ? recordTable(answer.result) : recordTable(answer)));
     }));
+};
+
+/** What a dry run of long work checked: every check, up to the relay call it stopped before. */
+const dryRunChecked = (answerArg: unknown): string => {
+  const halted = (answerArg as { haltedBefore?: unknown } | null)?.haltedBefore;
+  return typeof halted === 'string' ? `every check passed; stopped before ${halted}` : 'every check passed';
 };
 
 const addNetworkCommands = (programArg: Command): void => {
