@@ -1,6 +1,13 @@
-import { Cloudly } from './classes.cloudly.js';
-import { ConfigError } from './config.js';
-import { DataDirectoryLockedError, StorageDamagedError } from './core/database.js';
+import type { Cloudly } from './classes.cloudly.js';
+
+// smartdata prints a console line for every decorated member as its classes are declared, the
+// moment it is first imported; ts/core/dependencylogs.ts sends them to Cloudly's logger, so it
+// must run before that. A bundle (the checkout's `npm start`) hoists every static import of a
+// package above the bundle's own code, so it is loaded first, on its own, and the rest after it.
+await import('./core/dependencylogs.js');
+const { Cloudly: CloudlyServer } = await import('./classes.cloudly.js');
+const { ConfigError } = await import('./config.js');
+const { DataDirectoryLockedError, StorageDamagedError } = await import('./core/database.js');
 
 /**
  * How long after the first SIGINT/SIGTERM another one is taken as the same stop rather than the
@@ -12,7 +19,7 @@ const repeatedSignalWindowMs = 1000;
 const main = async (): Promise<void> => {
   let cloudly: Cloudly;
   try {
-    cloudly = new Cloudly();
+    cloudly = new CloudlyServer();
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`cloudly: configuration error: ${error.message}\n`);
