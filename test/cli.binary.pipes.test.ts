@@ -64,13 +64,13 @@ interface IShellRun {
  */
 const pipeInto = async (argsArg: string[], readerArg: string, outputArg: string): Promise<IShellRun> => {
   const codeFile = path.join(workDir, `code-${Date.now()}-${Math.random().toString(16).slice(2)}`);
-  const script = '( "$CLOUDLY_NODE" "$CLOUDLY_BIN" "$@"; echo "$?" > "$CODE_FILE" ) | ' + readerArg + ' > "$OUT_FILE"';
+  const script = '( "$PIPE_NODE" "$PIPE_CLI" "$@"; echo "$?" > "$CODE_FILE" ) | ' + readerArg + ' > "$OUT_FILE"';
   const child = spawn('sh', ['-c', script, 'sh', ...argsArg], {
     env: {
       ...process.env,
       CLOUDLY_CONFIG_DIR: cli.configDir,
-      CLOUDLY_NODE: process.execPath,
-      CLOUDLY_BIN: cliExecutable,
+      PIPE_NODE: process.execPath,
+      PIPE_CLI: cliExecutable,
       CODE_FILE: codeFile,
       OUT_FILE: outputArg,
     },

@@ -16,7 +16,10 @@ test('a start and a stop write only JSON log lines, and none of smartdata\'s con
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-quiet-'));
   let started: Awaited<ReturnType<typeof startCloudlyProcess>> | null = null;
   try {
-    started = await startCloudlyProcess(cloudlyProcessEnv(dataDir, { CLOUDLY_LOG_LEVEL: 'info' }));
+    // A misspelt setting is warned about, naming the one most likely meant. (Its name is put
+    // together here, so test/config.variables.test.ts does not take it for one the code reads.)
+    const misspelt = ['CLOUDLY', 'LOGLEVEL'].join('_');
+    started = await startCloudlyProcess(cloudlyProcessEnv(dataDir, { CLOUDLY_LOG_LEVEL: 'info', [misspelt]: 'debug' }));
     const health = await fetch(`${started.baseUrl}/readyz`);
     assert.equal(health.status, 200);
     started.child.kill('SIGTERM');
@@ -30,6 +33,8 @@ test('a start and a stop write only JSON log lines, and none of smartdata\'s con
       assert.equal(typeof record, 'object', line);
     }
     assert.ok(lines.some((lineArg) => /cloudly is listening/.test(lineArg)));
+    const warning = `"variable":"${misspelt}","closest":"CLOUDLY_LOG_LEVEL","msg":"${misspelt} is not a Cloudly setting and is ignored; did you mean CLOUDLY_LOG_LEVEL?"`;
+    assert.ok(lines.some((lineArg) => lineArg.includes('"level":40') && lineArg.includes(warning)), started.output());
   } finally {
     if (started) {
       await killHard(started.child);

@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { TypedHandler, TypedResponseError, TypedRouter } from '@api.global/typedrequest';
 import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
 import type { ITypedContract } from './interfaces/requests/admin.js';
-import { defaultRelayWorkConcurrency, readConfig, type ICloudlyConfig } from './config.js';
+import { checkListenHost, defaultRelayWorkConcurrency, readConfig, unknownCloudlyVariables, type ICloudlyConfig } from './config.js';
 import { createLogger, type TCloudlyLogger } from './core/logger.js';
 import { routeDependencyLogs } from './core/dependencylogs.js';
 import { CloudlyDatabase, isDatabaseUnavailableError } from './core/database.js';
@@ -145,6 +145,9 @@ export class Cloudly {
     this.config = { ...readConfig(process.env), ...(optionsArg.config ?? {}) };
     this.logger = createLogger(this.config.logLevel, optionsArg.logDestination, this.config.logFormat);
     routeDependencyLogs(this.logger);
+    for (const { variable, closest } of unknownCloudlyVariables(process.env)) {
+      this.logger.warn({ variable, closest }, `${variable} is not a Cloudly setting and is ignored; did you mean ${closest}?`);
+    }
     this.database = new CloudlyDatabase({
       mongoDbUrl: this.config.mongoDbUrl,
       mongoDbName: this.config.mongoDbName,
@@ -212,6 +215,7 @@ export class Cloudly {
   public async start(): Promise<void> {
     // Each step's time goes into the "listening" log line, so a slow start says where it waited.
     const { stepsMs, stepDone } = stepTimer();
+    await checkListenHost(this.config.host);
     await this.database.start();
     stepDone('database');
     const audit = await this.store.reconcileAudit();

@@ -15,6 +15,14 @@ const { DataDirectoryLockedError, StorageDamagedError } = await import('./core/d
  */
 const repeatedSignalWindowMs = 1000;
 
+/** Names every bad variable, one a line, and exits 2. */
+const exitForConfiguration = (errorArg: InstanceType<typeof ConfigError>): never => {
+  for (const problem of errorArg.problems) {
+    process.stderr.write(`cloudly: configuration error: ${problem.variable}: ${problem.message}\n`);
+  }
+  process.exit(2);
+};
+
 /** `npm start` (through bin/cloudly-server, which passes the node flags): read the configuration, start Cloudly, stop it gracefully on SIGTERM/SIGINT. */
 const main = async (): Promise<void> => {
   let cloudly: Cloudly;
@@ -22,29 +30,12 @@ const main = async (): Promise<void> => {
     cloudly = new CloudlyServer();
   } catch (error) {
     if (error instanceof ConfigError) {
-      process.stderr.write(`cloudly: configuration error: ${error.message}\n`);
-      process.exit(2);
+      exitForConfiguration(error);
     }
     throw error;
   }
-  try {
-    await cloudly.start();
-  } catch (error) {
-    if (error instanceof StorageDamagedError || error instanceof DataDirectoryLockedError) {
-      process.stderr.write(`cloudly: ${error.message}\n`);
-    } else {
-      process.stderr.write(`cloudly: failed to start: ${(error as Error).message}\n`);
-    }
-    await cloudly.stop().catch(() => undefined);
-    process.exit(1);
-  }
-  if (cloudly.generatedAdminPassword) {
-    // Printed once, straight to the terminal and never through the logger.
-    process.stdout.write(
-      `\nFirst administrator created: username "${cloudly.config.adminUsername}", password "${cloudly.generatedAdminPassword}"\n`
-        + 'It is shown only this once; set CLOUDLY_ADMIN_PASSWORD to choose it yourself.\n\n',
-    );
-  }
+  // Whether the start went well, once it has ended: a stop waits for it.
+  let startedWell: Promise<boolean> = Promise.resolve(false);
   // When the first stop signal arrived (monotonic ms), or null while none has.
   let stopSignalAt: number | null = null;
   const shutdown = (signalArg: 'SIGTERM' | 'SIGINT'): void => {
@@ -64,13 +55,46 @@ const main = async (): Promise<void> => {
     }
     stopSignalAt = performance.now();
     cloudly.logger.info({ signal: signalArg, graceMs: cloudly.config.shutdownGraceMs }, 'stopping');
-    cloudly.stop().then(() => process.exit(0), (error: unknown) => {
-      process.stderr.write(`cloudly: stop failed: ${(error as Error).message}\n`);
-      process.exit(1);
+    // A signal during the start stops once the start has ended; a start that failed stops and
+    // exits on its own (below).
+    void startedWell.then(async (wellArg) => {
+      if (!wellArg) {
+        return;
+      }
+      await cloudly.stop().then(() => process.exit(0), (error: unknown) => {
+        process.stderr.write(`cloudly: stop failed: ${(error as Error).message}\n`);
+        process.exit(1);
+      });
     });
   };
+  // Before the start, not after it: "cloudly is listening" is logged inside the start, and a
+  // supervisor's (or a test's) SIGTERM right after that line must still stop gracefully.
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  const starting = cloudly.start();
+  startedWell = starting.then(() => true, () => false);
+  try {
+    await starting;
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      // CLOUDLY_HOST is checked before anything starts: there is nothing to stop.
+      exitForConfiguration(error);
+    }
+    if (error instanceof StorageDamagedError || error instanceof DataDirectoryLockedError) {
+      process.stderr.write(`cloudly: ${error.message}\n`);
+    } else {
+      process.stderr.write(`cloudly: failed to start: ${(error as Error).message}\n`);
+    }
+    await cloudly.stop().catch(() => undefined);
+    process.exit(1);
+  }
+  if (cloudly.generatedAdminPassword) {
+    // Printed once, straight to the terminal and never through the logger.
+    process.stdout.write(
+      `\nFirst administrator created: username "${cloudly.config.adminUsername}", password "${cloudly.generatedAdminPassword}"\n`
+        + 'It is shown only this once; set CLOUDLY_ADMIN_PASSWORD to choose it yourself.\n\n',
+    );
+  }
   // A promise nobody awaited must not end a server that holds every cluster's socket: the failure
   // is logged with an error id and Cloudly keeps serving. (Node's default is to exit.)
   process.on('unhandledRejection', (reasonArg) => {
