@@ -242,6 +242,38 @@ test('services: create from flags, set a volume initialization with --expect-cur
     { kind: 'empty', ownership: { kind: 'run-as', mode: 0o750 } });
 });
 
+test('services update --dry-run shows what would change, field by field (on a terminal too); the real update then changes exactly that', async () => {
+  const { cluster } = await t.createCluster('cli-diff');
+  await t.addNodes(cluster.id, 'n1', 'n2');
+  const created = json(await cloudly([
+    'services', 'create', '--name', 'diffed', '--organization', 'org1', '--cluster', cluster.id, '--image', 'registry.example.com/app:1',
+    '--node', 'n1', '-o', 'json',
+  ])).service;
+  const update = ['services', 'update', '--service', created.id, '--image', 'registry.example.com/app:2', '--replicas', '2', '--expect-current'];
+  const dry = await cli.run([...update, '--dry-run'], '', { terminalColumns: 100 });
+  assert.equal(dry.code, 0, dry.stderr);
+  const lines = dry.stdout.trimEnd().split('\n');
+  assert.equal(lines[0], `service ${created.id}: generation 1 → 2`);
+  assert.match(lines[1], /^FIELD\s+CHANGE$/);
+  assert.deepEqual(lines.slice(2).map((lineArg) => lineArg.split(/\s{2,}/)), [
+    ['specRevision', '1 → 2'],
+    ['runtime.image', 'registry.example.com/app:1 → registry.example.com/app:2'],
+    ['runtime.replicas', '1 → 2'],
+  ]);
+  assert.equal((await api('getServiceById', { serviceId: created.id })).service.runtime.image, 'registry.example.com/app:1', 'a dry run changes nothing');
+  // A placement is an array: compared whole.
+  const moved = await cloudly(['services', 'update', '--service', created.id, '--node', 'n2', '--expect', '1', '--dry-run']);
+  assert.match(moved.stdout, /^runtime\.placement\.nodeIds\s+\["n1"\] → \["n2"\]$/m);
+  // Nothing to change says so.
+  const same = await cloudly(['services', 'update', '--service', created.id, '--image', 'registry.example.com/app:1', '--expect', '1', '--dry-run']);
+  assert.match(same.stdout, /^\(no field would change\)$/m);
+  // -o json stays exactly the API's answer.
+  assert.equal(json(await cloudly([...update, '--dry-run', '-o', 'json'])).service.runtime.image, 'registry.example.com/app:2');
+  const real = json(await cloudly([...update, '-o', 'json'])).service;
+  assert.equal(real.runtime.image, 'registry.example.com/app:2');
+  assert.equal(real.runtime.replicas, 2);
+});
+
 test('services: an initialization the service cannot use is warned about before the call, with what would work', async () => {
   const { cluster } = await t.createCluster('cli-init-warning');
   await t.addNodes(cluster.id, 'n1');

@@ -13,7 +13,7 @@ import { addUserCommands } from './users.js';
 import { addStorageCommands } from './storage.js';
 import { addSnapshotCommands } from './snapshot.js';
 import {
-  auditColumns, backupColumns, bindingColumns, clusterColumns, corestoreInventoryTable, describeInitialization, formatTime, imageVersionColumns, listTable, nodeColumns,
+  auditColumns, backupColumns, bindingColumns, clusterColumns, corestoreInventoryTable, describeInitialization, diffTable, fieldDiff, formatTime, imageVersionColumns, listTable, nodeColumns,
   recordTable, serviceColumns, serviceTable, type TColumn,
 } from './tables.js';
 import { cliIo, setExitCode } from './io.js';
@@ -292,6 +292,9 @@ const parseRunAs = (textArg: string | undefined): IServiceRunAs | null => {
 };
 
 /** The writable spec of a stored service (what updateService takes): no ids, no initializations. */
+/** A service's members the server keeps for itself: not what an update changes, so not in its diff. */
+const serviceBookkeeping = ['generation', 'updatedAt', 'createdAt'];
+
 const writableSpec = (serviceArg: IService): IServiceWritableSpec => ({
   name: serviceArg.name,
   organizationId: serviceArg.organizationId,
@@ -389,9 +392,13 @@ const addServiceCommands = (programArg: Command): void => {
           ...(options.runAs !== undefined ? { profile: { ...service.runtime.profile, runAs: parseRunAs(options.runAs) } } : {}),
         };
       }
+      // A dry run shows what would change against the stored service (kubectl diff's view).
+      const before = options.dryRun ? stored ?? await readService(ctx, options.service) : null;
       const answer = await ctx.call('updateService', withDryRun(options, { serviceId: options.service, expectedGeneration: expected, service }));
       noteDryRun(options, answer);
-      printAnswer(answer, ctx.format, () => serviceTable(answer.service));
+      printAnswer(answer, ctx.format, () => (before
+        ? `service ${answer.service.id}: generation ${before.generation} → ${answer.service.generation}\n${diffTable(fieldDiff(before, answer.service, serviceBookkeeping))}`
+        : serviceTable(answer.service)));
     }));
   generationExpectation(services.command('delete').description('remove a service from the desired state (deleted once its relay reports it stopped)'), 'service')
     .requiredOption('--service <id>', 'service id')
