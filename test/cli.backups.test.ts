@@ -1,9 +1,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { refusalOf, waitFor } from './helpers/cloudly.js';
 import { chunked, descriptorOf, sha256Of, startBackupWorld, type IBackupWorld } from './backup.fixture.js';
-import { assertRefusedLikeApi, createCli, jsonOf, withoutProgressStamp, type ICli } from './cli.fixture.js';
+import { assertRefusedLikeApi, cliExecutable, createCli, jsonOf, withoutProgressStamp, type ICli } from './cli.fixture.js';
 import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 import { pushImageVersion } from '../ts/client/relayimages.js';
 import type { ICorestoreLegacyResourceInventoryService } from '../ts/interfaces/data/index.js';
@@ -169,6 +170,57 @@ test('backups restore: a dry run calls no relay, the real restore answers what t
   assert.deepEqual(withoutProgressStamp(answer), withoutProgressStamp(await api('getOperation', { operationId: answer.operation.operationId })));
   const stored = (await api('getServiceBackups', { serviceId: world.service.id })).backups[0];
   assert.deepEqual(answer.operation.result.restored, stored.snapshots);
+});
+
+const hasScript = spawnSync('script', ['--version']).status === 0;
+
+/**
+ * The real executable on a pseudo-terminal (util-linux `script`): stdin and stdout are a
+ * terminal. `answerArg` is typed once the question shows; answers the exit code and the screen.
+ */
+const restoreOnTerminal = async (argsArg: string[], answerArg: string | null): Promise<{ code: number | null; screen: string }> => {
+  const command = [process.execPath, cliExecutable, 'backups', 'restore', ...argsArg].map((partArg) => `'${partArg}'`).join(' ');
+  const child = spawn('script', ['-qfec', `stty cols 160 rows 30; ${command}`, '/dev/null'], {
+    env: { ...process.env, CLOUDLY_CONFIG_DIR: cli.configDir },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let screen = '';
+  child.stdout.on('data', (chunkArg: Buffer) => { screen += chunkArg.toString(); });
+  child.stderr.on('data', (chunkArg: Buffer) => { screen += chunkArg.toString(); });
+  const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+  if (answerArg !== null) {
+    await waitFor(() => /\[y\/N\] $/.test(screen) || child.exitCode !== null, `the question: ${JSON.stringify(screen)}`, 60_000);
+    child.stdin.write(`${answerArg}\r`);
+  }
+  const code = await closed;
+  return { code, screen };
+};
+
+test('backups restore on a terminal asks first (after a dry run passed); anything but yes restores nothing, --yes does not ask', { skip: hasScript ? false : 'util-linux `script` is not installed: no pseudo-terminal to run the CLI on' }, async () => {
+  const restores = () => callsOf('restoreClusterService').length;
+  const before = restores();
+  const declined = await restoreOnTerminal(['--backup', 'cli-1', '--clear'], 'n');
+  assert.equal(declined.code, 1, declined.screen);
+  assert.match(declined.screen, /restore backup cli-1 onto the node it was taken on, replacing the service's data there \(its resources cleared first\)\? \[y\/N\] /);
+  assert.match(declined.screen, /not restored: not confirmed; nothing was changed \(--yes restores without asking\)/);
+  assert.equal(restores(), before, 'declined: no relay call');
+
+  const confirmed = await restoreOnTerminal(['--backup', 'cli-1'], 'yes');
+  assert.equal(confirmed.code, 0, confirmed.screen);
+  assert.match(confirmed.screen, /\[y\/N\] /);
+  assert.match(confirmed.screen, /completed/);
+  assert.equal(restores(), before + 1, 'confirmed: restored once');
+
+  const unasked = await restoreOnTerminal(['--backup', 'cli-1', '--yes'], null);
+  assert.equal(unasked.code, 0, unasked.screen);
+  assert.doesNotMatch(unasked.screen, /\[y\/N\]/);
+  assert.equal(restores(), before + 2, '--yes: restored without a question');
+
+  // A restore Cloudly would refuse is refused before anyone is asked.
+  const refused = await restoreOnTerminal(['--backup', 'backup-that-is-not-there'], null);
+  assert.equal(refused.code, 1, refused.screen);
+  assert.match(refused.screen, /refused: not-found/);
+  assert.doesNotMatch(refused.screen, /\[y\/N\]/);
 });
 
 test('backups prune: --dry-run is the relay\'s own dry run; JSON is the API answer', async () => {

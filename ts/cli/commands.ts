@@ -5,8 +5,8 @@ import {
   madeByTheRealCall, requireOption, resolveUrl, UsageError, withDryRun, withMadeByTheRealCall, type ICommandContext, type IMutationOptions,
 } from './context.js';
 import { normalizeServerUrl, readCredentials, writeCredentials, credentialsPath, ServerUrlError } from './credentials.js';
-import { note, printAnswer, renderYaml, waitingLine, writeOut } from './output.js';
-import { readPassword } from './prompt.js';
+import { note, printAnswer, renderYaml, waitingLine, writeErr, writeOut } from './output.js';
+import { confirm, readPassword } from './prompt.js';
 import { generationExpectation, listOption, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { addOperationCommands, finishStartedWork, longWork } from './operations.js';
 import { addUserCommands } from './users.js';
@@ -736,15 +736,30 @@ const addBackupCommands = (programArg: Command): void => {
     .option('--node <id>', 'restore onto this node of the cluster (default: where it was taken)')
     .option('--clear', 'clear the resources before restoring')
     .option('--resource-type <type>', 'only this resource type (repeatable)', collect, [])
+    .option('-y, --yes', 'restore without asking (a terminal is asked to confirm)')
     .action(run(async (ctx, options) => {
-      const answer = await ctx.call('restoreServiceBackup', withDryRun(options, {
+      const request = {
         backupId: options.backup,
         ...(options.node ? { nodeId: options.node } : {}),
         ...(options.clear ? { clear: true } : {}),
         ...(listOption(options.resourceType, '--resource-type').length
           ? { resourceTypes: listOption(options.resourceType, '--resource-type').map((typeArg) => choiceOption(typeArg, backupResourceTypes, '--resource-type')) }
           : {}),
-      }));
+      };
+      // A restore replaces the service's data at once. On a terminal it is confirmed first, and
+      // only once Cloudly's dry run has passed, so nobody is asked about a restore it would refuse.
+      // A script (stdin not a terminal) is not asked.
+      if (!options.dryRun && !options.yes && cliIo().stdin.isTTY) {
+        await ctx.call('restoreServiceBackup', { ...request, dryRun: true });
+        const where = options.node ? `node ${options.node}` : 'the node it was taken on';
+        const what = `restore backup ${options.backup} onto ${where}, replacing the service's data there${options.clear ? ' (its resources cleared first)' : ''}?`;
+        if (!(await confirm(what))) {
+          writeErr('not restored: not confirmed; nothing was changed (--yes restores without asking)');
+          setExitCode(exitCodes.refused);
+          return;
+        }
+      }
+      const answer = await ctx.call('restoreServiceBackup', withDryRun(options, request));
       // What was restored is the operation's result (`restored`), shown when the operation is followed.
       await finishStartedWork(ctx, options, answer, (answerArg) => (options.dryRun
         ? recordTable({
