@@ -39,6 +39,10 @@ test('every bad variable is named at once, in the order read, each with what it 
   assert.equal(error.problems[0].message, 'must be an integer from 0 to 65535, got "abc"');
   assert.match(error.problems[1].message, /^must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"$/);
   assert.match(error.message, /^CLOUDLY_PORT: .*; CLOUDLY_LOG_LEVEL: .*; CLOUDLY_SHUTDOWN_GRACE_MS: .*; CLOUDLY_RECONCILE_CONCURRENCY: /);
+  // The multi-instance settings too, each of them.
+  assert.deepEqual(configErrorOf({ CLOUDLY_INTERNAL_URL: 'ftp://x', CLOUDLY_SHARED_POLL_MS: '1', CLOUDLY_RECONCILE_CONCURRENCY: '999' }).problems.map((problemArg) => problemArg.variable), [
+    'CLOUDLY_INTERNAL_URL', 'CLOUDLY_SHARED_POLL_MS', 'CLOUDLY_RECONCILE_CONCURRENCY',
+  ]);
   // One bad variable is still one problem.
   assert.deepEqual(configErrorOf({ CLOUDLY_HOST: 'a host' }).problems, [{ variable: 'CLOUDLY_HOST', message: 'must be a host name or IP address, got "a host"' }]);
   assert.doesNotThrow(() => readConfig({}));

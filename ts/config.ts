@@ -322,25 +322,58 @@ const readOptionalPath = (env: NodeJS.ProcessEnv, name: string): string | null =
 };
 
 /** The settings of several instances over one database (docs/multi-instance.md). */
-const readMultiInstanceConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'internalUrl' | 'relayLeaseTtlMs' | 'relayLeaseHeartbeatMs' | 'sharedPollMs' | 'reconcileResyncMs' | 'reconcileConcurrency'> => {
-  const internalUrl = readOptional(env, 'CLOUDLY_INTERNAL_URL');
-  if (internalUrl !== null && !/^https?:\/\/[^\s/?#]+\/?$/.test(internalUrl)) {
-    throw new ConfigError('CLOUDLY_INTERNAL_URL', 'must be http(s)://host[:port] without a path');
+/** Reads one setting; when it is refused, its problem is kept and reading goes on with the fallback. */
+type TTake = <T>(readArg: () => T, fallbackArg: T) => T;
+
+/**
+ * Runs `readArg` with a `take` that keeps reading past a bad value, then throws one ConfigError
+ * naming every bad variable it met (in the order read), or answers what was read.
+ */
+const readingAll = <T>(readArg: (takeArg: TTake) => T): T => {
+  const problems: IConfigProblem[] = [];
+  const take: TTake = (oneArg, fallbackArg) => {
+    try {
+      return oneArg();
+    } catch (error) {
+      if (error instanceof ConfigError) {
+        problems.push(...error.problems);
+        return fallbackArg;
+      }
+      throw error;
+    }
+  };
+  const value = readArg(take);
+  if (problems.length > 0) {
+    throw new ConfigError(problems);
   }
-  const relayLeaseTtlMs = readDuration(env, 'CLOUDLY_RELAY_LEASE_TTL_MS', 15_000, 500, 600_000);
-  const relayLeaseHeartbeatMs = readDuration(env, 'CLOUDLY_RELAY_LEASE_HEARTBEAT_MS', 5_000, 100, 300_000);
-  if (relayLeaseHeartbeatMs * 2 > relayLeaseTtlMs) {
-    throw new ConfigError('CLOUDLY_RELAY_LEASE_HEARTBEAT_MS', `must be at most half of CLOUDLY_RELAY_LEASE_TTL_MS (${relayLeaseTtlMs})`);
-  }
+  return value;
+};
+
+const readMultiInstanceConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'internalUrl' | 'relayLeaseTtlMs' | 'relayLeaseHeartbeatMs' | 'sharedPollMs' | 'reconcileResyncMs' | 'reconcileConcurrency'> => readingAll((take) => {
+  const internalUrl = take(() => {
+    const raw = readOptional(env, 'CLOUDLY_INTERNAL_URL');
+    if (raw !== null && !/^https?:\/\/[^\s/?#]+\/?$/.test(raw)) {
+      throw new ConfigError('CLOUDLY_INTERNAL_URL', 'must be http(s)://host[:port] without a path');
+    }
+    return raw;
+  }, null);
+  const relayLeaseTtlMs = take(() => readDuration(env, 'CLOUDLY_RELAY_LEASE_TTL_MS', 15_000, 500, 600_000), 15_000);
+  const relayLeaseHeartbeatMs = take(() => {
+    const heartbeat = readDuration(env, 'CLOUDLY_RELAY_LEASE_HEARTBEAT_MS', 5_000, 100, 300_000);
+    if (heartbeat * 2 > relayLeaseTtlMs) {
+      throw new ConfigError('CLOUDLY_RELAY_LEASE_HEARTBEAT_MS', `must be at most half of CLOUDLY_RELAY_LEASE_TTL_MS (${relayLeaseTtlMs})`);
+    }
+    return heartbeat;
+  }, 5_000);
   return {
     internalUrl: internalUrl === null ? null : internalUrl.replace(/\/$/, ''),
     relayLeaseTtlMs,
     relayLeaseHeartbeatMs,
-    sharedPollMs: readDuration(env, 'CLOUDLY_SHARED_POLL_MS', 250, 20, 60_000),
-    reconcileResyncMs: readDuration(env, 'CLOUDLY_RECONCILE_RESYNC_MS', 60_000, 200, 3_600_000),
-    reconcileConcurrency: readInteger(env, 'CLOUDLY_RECONCILE_CONCURRENCY', 8, 1, 256),
+    sharedPollMs: take(() => readDuration(env, 'CLOUDLY_SHARED_POLL_MS', 250, 20, 60_000), 250),
+    reconcileResyncMs: take(() => readDuration(env, 'CLOUDLY_RECONCILE_RESYNC_MS', 60_000, 200, 3_600_000), 60_000),
+    reconcileConcurrency: take(() => readInteger(env, 'CLOUDLY_RECONCILE_CONCURRENCY', 8, 1, 256), 8),
   };
-};
+});
 
 const readBoolean = (env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean => {
   const raw = readOptional(env, name);
@@ -424,28 +457,17 @@ const readScryptN = (env: NodeJS.ProcessEnv): number => {
 };
 
 /** Parses the environment; throws one ConfigError naming every bad variable. */
-export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig => {
-  const problems: IConfigProblem[] = [];
-  /** What `readArg` reads; when that is refused, its problem is kept and reading goes on with `fallbackArg`. */
-  const take = <T>(readArg: () => T, fallbackArg: T): T => {
-    try {
-      return readArg();
-    } catch (error) {
-      if (error instanceof ConfigError) {
-        problems.push(...error.problems);
-        return fallbackArg;
-      }
-      throw error;
-    }
-  };
+export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig => readingAll((take) => {
   const integer = (name: string, fallback: number, min: number, max: number): number =>
     take(() => readInteger(env, name, fallback, min, max), fallback);
   const duration = (name: string, fallback: number, min: number, max: number): number =>
     take(() => readDuration(env, name, fallback, min, max), fallback);
   const check = (name: string, holdsArg: boolean, messageArg: string): void => {
-    if (!holdsArg) {
-      problems.push({ variable: name, message: messageArg });
-    }
+    take(() => {
+      if (!holdsArg) {
+        throw new ConfigError(name, messageArg);
+      }
+    }, undefined);
   };
   const port = integer('CLOUDLY_PORT', 3000, 0, 65535);
   const host = readOptional(env, 'CLOUDLY_HOST') ?? '127.0.0.1';
@@ -514,11 +536,8 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     ...take(() => readMultiInstanceConfig(env), readMultiInstanceConfig({})),
     ...take(() => readBlobStoreConfig(env), readBlobStoreConfig({})),
   };
-  if (problems.length > 0) {
-    throw new ConfigError(problems);
-  }
   return config;
-};
+});
 
 /**
  * Every CLOUDLY_* variable `readConfig` reads. test/config.variables.test.ts checks this list
