@@ -291,10 +291,10 @@ const parseRunAs = (textArg: string | undefined): IServiceRunAs | null => {
   return { user: Number(match[1]), group: Number(match[2]) };
 };
 
-/** The writable spec of a stored service (what updateService takes): no ids, no initializations. */
 /** A service's members the server keeps for itself: not what an update changes, so not in its diff. */
 const serviceBookkeeping = ['generation', 'updatedAt', 'createdAt'];
 
+/** The writable spec of a stored service (what updateService takes): no ids, no initializations. */
 const writableSpec = (serviceArg: IService): IServiceWritableSpec => ({
   name: serviceArg.name,
   organizationId: serviceArg.organizationId,
