@@ -1,13 +1,5 @@
 import type { Cloudly } from './classes.cloudly.js';
-
-// smartdata prints a console line for every decorated member as its classes are declared, the
-// moment it is first imported; ts/core/dependencylogs.ts sends them to Cloudly's logger, so it
-// must run before that. A bundle (the checkout's `npm start`) hoists every static import of a
-// package above the bundle's own code, so it is loaded first, on its own, and the rest after it.
-await import('./core/dependencylogs.js');
-const { Cloudly: CloudlyServer } = await import('./classes.cloudly.js');
-const { ConfigError } = await import('./config.js');
-const { DataDirectoryLockedError, StorageDamagedError } = await import('./core/database.js');
+import type { ConfigError } from './config.js';
 
 /**
  * How long after the first SIGINT/SIGTERM another one is taken as the same stop rather than the
@@ -16,7 +8,7 @@ const { DataDirectoryLockedError, StorageDamagedError } = await import('./core/d
 const repeatedSignalWindowMs = 1000;
 
 /** Names every bad variable, one a line, and exits 2. */
-const exitForConfiguration = (errorArg: InstanceType<typeof ConfigError>): never => {
+const exitForConfiguration = (errorArg: ConfigError): never => {
   for (const problem of errorArg.problems) {
     process.stderr.write(`cloudly: configuration error: ${problem.variable}: ${problem.message}\n`);
   }
@@ -25,11 +17,20 @@ const exitForConfiguration = (errorArg: InstanceType<typeof ConfigError>): never
 
 /** `npm start` (through bin/cloudly-server, which passes the node flags): read the configuration, start Cloudly, stop it gracefully on SIGTERM/SIGINT. */
 const main = async (): Promise<void> => {
+  // smartdata prints a console line for every decorated member as its classes are declared, the
+  // moment it is first imported; ts/core/dependencylogs.ts sends them to Cloudly's logger, so it
+  // must run before that. A bundle (the checkout's `npm start`) evaluates every static import of
+  // a package before the bundle's own code, so it is loaded first, on its own, and the rest after.
+  // (Inside main, not at the top level: the test runner's CommonJS bundle has no top-level await.)
+  await import('./core/dependencylogs.js');
+  const { Cloudly: CloudlyServer } = await import('./classes.cloudly.js');
+  const { ConfigError: ConfigurationError } = await import('./config.js');
+  const { DataDirectoryLockedError, StorageDamagedError } = await import('./core/database.js');
   let cloudly: Cloudly;
   try {
     cloudly = new CloudlyServer();
   } catch (error) {
-    if (error instanceof ConfigError) {
+    if (error instanceof ConfigurationError) {
       exitForConfiguration(error);
     }
     throw error;
@@ -76,7 +77,7 @@ const main = async (): Promise<void> => {
   try {
     await starting;
   } catch (error) {
-    if (error instanceof ConfigError) {
+    if (error instanceof ConfigurationError) {
       // CLOUDLY_HOST is checked before anything starts: there is nothing to stop.
       exitForConfiguration(error);
     }
