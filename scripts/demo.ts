@@ -1,9 +1,9 @@
 /**
  * `npm run demo`: Cloudly on the embedded database plus a simulated fleet (cloudly-sim), in one
  * command. It honours the environment `npm start` reads (CLOUDLY_PORT, CLOUDLY_HOST,
- * CLOUDLY_DATA_DIR, CLOUDLY_ADMIN_USERNAME, CLOUDLY_ADMIN_PASSWORD, …), prints the dashboard URL
- * and the administrator's password, waits until every simulated service is converged, runs one
- * backup and restore per cluster, and stops everything on Ctrl-C or SIGTERM.
+ * CLOUDLY_DATA_DIR, CLOUDLY_ADMIN_USERNAME, CLOUDLY_ADMIN_PASSWORD, …), waits until every
+ * simulated service is converged, runs one backup and restore per cluster, ends its start-up with
+ * one line (the dashboard URL, the login, "Ctrl-C stops"), and stops everything on Ctrl-C or SIGTERM.
  *
  *   npm run demo                       # 3 clusters × 2 nodes × 2 services
  *   npm run demo -- --clusters 10 --failure-rate 0.1   # any cloudly-sim option is passed on
@@ -65,7 +65,12 @@ const stopAll = async (codeArg: number): Promise<void> => {
 process.on('SIGINT', () => void stopAll(0));
 process.on('SIGTERM', () => void stopAll(0));
 
-/** A child that ends while the demo runs ends the demo. */
+/**
+ * A child that ends while the demo runs ends the demo. Each child leads a process group of its
+ * own (`detached`), so a terminal's Ctrl-C reaches only the demo, which stops the simulator first
+ * and then Cloudly with one signal each: from the terminal's group Cloudly got Ctrl-C and then the
+ * demo's SIGTERM, and a second signal late in its stop ended it at once, without its final snapshot.
+ */
 const watch = (childArg: ChildProcess, nameArg: string): void => {
   children.push(childArg);
   childArg.once('exit', (code, signal) => {
@@ -84,6 +89,7 @@ const startCloudly = (): Promise<string> => new Promise((resolve, reject) => {
     cwd: root,
     env: { ...process.env, CLOUDLY_DATA_DIR: dataDir, CLOUDLY_ADMIN_USERNAME: adminUsername, CLOUDLY_ADMIN_PASSWORD: adminPassword },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
   watch(child, 'Cloudly');
   let seen = '';
@@ -108,6 +114,7 @@ const startSimulator = (urlArg: string): void => {
     cwd: root,
     env: { ...process.env, CLOUDLY_ADMIN_USERNAME: adminUsername, CLOUDLY_ADMIN_PASSWORD: adminPassword },
     stdio: ['ignore', 'inherit', 'inherit'],
+    detached: true,
   });
   watch(child, 'cloudly-sim');
 };
@@ -168,16 +175,20 @@ const showBackups = async (urlArg: string): Promise<void> => {
   admin.close();
 };
 
+/** The start-up's last line: where to go, how to log in, how to stop. */
+const readyLine = (urlArg: string, usernameArg: string, passwordArg: string): string =>
+  `ready: ${urlArg}/dashboard/ (log in as ${usernameArg} / ${passwordArg}); Ctrl-C stops`;
+
 const main = async (): Promise<void> => {
   say(`starting Cloudly (data: ${dataDir})`);
   const url = await startCloudly();
-  say('');
-  say(`dashboard:     ${url}/dashboard/`);
-  say(`administrator: ${adminUsername} / ${adminPassword}`);
-  say('Ctrl-C stops the simulator and Cloudly');
-  say('');
+  say(`Cloudly listens on ${url}; starting the simulated fleet`);
   startSimulator(url);
   await showBackups(url);
+  if (!stopping) {
+    // After the fleet's own lines, so it is the last one on the screen.
+    say(readyLine(url, adminUsername, adminPassword));
+  }
 };
 
 main().catch((error: unknown) => {

@@ -40,6 +40,7 @@ const unitPatterns: RegExp[] = [
   /\.property\.test\.ts$/,
   /^foundation\.(workqueue|logging|memoryrelease|imports)\./,
   /^multiinstance\.config\./,
+  /^config\./,
   /^backup\.(grants|hashworker|blobstore)\./,
   /^storage\.queryengine\./,
 ];

@@ -1,9 +1,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { refusalOf, waitFor } from './helpers/cloudly.js';
 import { chunked, descriptorOf, sha256Of, startBackupWorld, type IBackupWorld } from './backup.fixture.js';
-import { assertRefusedLikeApi, createCli, jsonOf, withoutProgressStamp, type ICli } from './cli.fixture.js';
+import { assertRefusedLikeApi, cliExecutable, createCli, jsonOf, withoutProgressStamp, type ICli } from './cli.fixture.js';
 import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 import { pushImageVersion } from '../ts/client/relayimages.js';
 import type { ICorestoreLegacyResourceInventoryService } from '../ts/interfaces/data/index.js';
@@ -73,6 +74,16 @@ test('backups create: a dry run stores nothing and calls no relay, then the real
   assert.match(dry.stderr, /dry run: every check passed; stopped before .*; nothing was changed/);
   assert.equal(callsOf('backupClusterService').length, 0, 'no relay call on a dry run');
   assert.deepEqual((await api('getServiceBackups', { serviceId: world.service.id })).backups, []);
+  // The table says what would happen, not `(none)`.
+  const dryTable = await cli.run([...backupArgs('cli-1'), '--dry-run']);
+  assert.equal(dryTable.code, 0, dryTable.stderr);
+  assert.doesNotMatch(dryTable.stdout, /\(none\)/);
+  assert.match(dryTable.stdout, new RegExp(`^would\\s+back up service ${world.service.id} on node ${world.nodeId} of cluster ${world.clusterId}$`, 'm'));
+  assert.match(dryTable.stdout, /^backupId\s+cli-1$/m);
+  assert.match(dryTable.stdout, /^checked\s+every check passed; stopped before relay call backupClusterService$/m);
+  const madeId = await cli.run(['backups', 'create', '--cluster', world.clusterId, '--node', world.nodeId, '--service', world.service.id, '--dry-run']);
+  assert.match(madeId.stdout, /^backupId\s+\(made by the real call\)$/m);
+  assert.equal(callsOf('backupClusterService').length, 0, 'no relay call on a dry run');
 
   // Not on a terminal: the CLI follows the operation with plain progress lines on stderr.
   const real = await cli.run([...backupArgs('cli-1'), '-o', 'json']);
@@ -139,6 +150,14 @@ test('backups restore: a dry run calls no relay, the real restore answers what t
   assert.equal(jsonOf(dry).dryRun, true);
   assert.match(dry.stderr, /dry run: every check passed; stopped before /);
   assert.equal(callsOf('restoreClusterService').length, 0);
+  const dryTable = await cli.run(['backups', 'restore', '--backup', 'cli-1', '--clear', '--resource-type', 'database', '--dry-run']);
+  assert.equal(dryTable.code, 0, dryTable.stderr);
+  assert.doesNotMatch(dryTable.stdout, /\(none\)/);
+  assert.match(dryTable.stdout, /^would\s+restore backup cli-1 onto the node it was taken on, replacing the service's data there$/m);
+  assert.match(dryTable.stdout, /^clear\s+yes: the resources are cleared first$/m);
+  assert.match(dryTable.stdout, /^resourceTypes\s+database$/m);
+  assert.match(dryTable.stdout, /^checked\s+every check passed; stopped before relay call restoreClusterService$/m);
+  assert.equal(callsOf('restoreClusterService').length, 0);
 
   const answer = jsonOf(await cli.run(args));
   const request = callsOf('restoreClusterService').at(-1) as IReq_Cloudly_Relay_RestoreClusterService['request'];
@@ -151,6 +170,57 @@ test('backups restore: a dry run calls no relay, the real restore answers what t
   assert.deepEqual(withoutProgressStamp(answer), withoutProgressStamp(await api('getOperation', { operationId: answer.operation.operationId })));
   const stored = (await api('getServiceBackups', { serviceId: world.service.id })).backups[0];
   assert.deepEqual(answer.operation.result.restored, stored.snapshots);
+});
+
+const hasScript = spawnSync('script', ['--version']).status === 0;
+
+/**
+ * The real executable on a pseudo-terminal (util-linux `script`): stdin and stdout are a
+ * terminal. `answerArg` is typed once the question shows; answers the exit code and the screen.
+ */
+const restoreOnTerminal = async (argsArg: string[], answerArg: string | null): Promise<{ code: number | null; screen: string }> => {
+  const command = [process.execPath, cliExecutable, 'backups', 'restore', ...argsArg].map((partArg) => `'${partArg}'`).join(' ');
+  const child = spawn('script', ['-qfec', `stty cols 160 rows 30; ${command}`, '/dev/null'], {
+    env: { ...process.env, CLOUDLY_CONFIG_DIR: cli.configDir },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let screen = '';
+  child.stdout.on('data', (chunkArg: Buffer) => { screen += chunkArg.toString(); });
+  child.stderr.on('data', (chunkArg: Buffer) => { screen += chunkArg.toString(); });
+  const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+  if (answerArg !== null) {
+    await waitFor(() => /\[y\/N\] $/.test(screen) || child.exitCode !== null, `the question: ${JSON.stringify(screen)}`, 60_000);
+    child.stdin.write(`${answerArg}\r`);
+  }
+  const code = await closed;
+  return { code, screen };
+};
+
+test('backups restore on a terminal asks first (after a dry run passed); anything but yes restores nothing, --yes does not ask', { skip: hasScript ? false : 'util-linux `script` is not installed: no pseudo-terminal to run the CLI on' }, async () => {
+  const restores = () => callsOf('restoreClusterService').length;
+  const before = restores();
+  const declined = await restoreOnTerminal(['--backup', 'cli-1', '--clear'], 'n');
+  assert.equal(declined.code, 1, declined.screen);
+  assert.match(declined.screen, /restore backup cli-1 onto the node it was taken on, replacing the service's data there \(its resources cleared first\)\? \[y\/N\] /);
+  assert.match(declined.screen, /not restored: not confirmed; nothing was changed \(--yes restores without asking\)/);
+  assert.equal(restores(), before, 'declined: no relay call');
+
+  const confirmed = await restoreOnTerminal(['--backup', 'cli-1'], 'yes');
+  assert.equal(confirmed.code, 0, confirmed.screen);
+  assert.match(confirmed.screen, /\[y\/N\] /);
+  assert.match(confirmed.screen, /completed/);
+  assert.equal(restores(), before + 1, 'confirmed: restored once');
+
+  const unasked = await restoreOnTerminal(['--backup', 'cli-1', '--yes'], null);
+  assert.equal(unasked.code, 0, unasked.screen);
+  assert.doesNotMatch(unasked.screen, /\[y\/N\]/);
+  assert.equal(restores(), before + 2, '--yes: restored without a question');
+
+  // A restore Cloudly would refuse is refused before anyone is asked.
+  const refused = await restoreOnTerminal(['--backup', 'backup-that-is-not-there'], null);
+  assert.equal(refused.code, 1, refused.screen);
+  assert.match(refused.screen, /refused: not-found/);
+  assert.doesNotMatch(refused.screen, /\[y\/N\]/);
 });
 
 test('backups prune: --dry-run is the relay\'s own dry run; JSON is the API answer', async () => {

@@ -147,6 +147,42 @@ test('clusters create and list: the JSON output is exactly the API answer', asyn
   assert.match(yaml.stdout, new RegExp(`^cluster:\\n  id: ${created.cluster.id}\\n  name: cli-alpha\\n  generation: 1\\n`));
 });
 
+test('clusters create --dry-run prints what would be made, never a token or an id that will not exist; a name in use is refused like the real call', async () => {
+  const dry = await cloudly(['clusters', 'create', '--name', 'cli-dry', '--dry-run']);
+  assert.equal(dry.code, 0, dry.stderr);
+  assert.match(dry.stderr, /dry run: every check passed; nothing was changed/);
+  assert.doesNotMatch(dry.stdout, /szrelay_/, 'no relay token');
+  assert.doesNotMatch(dry.stdout, /cluster-[0-9a-f]{8}-/, 'no cluster id');
+  assert.match(dry.stdout, /^id\s+\(made by the real call\)$/m);
+  assert.match(dry.stdout, /^name\s+cli-dry$/m);
+  assert.match(dry.stdout, /relay token: made by the real call and shown once then \(a dry run makes none\)/);
+  const dryJson = json(await cloudly(['clusters', 'create', '--name', 'cli-dry', '--dry-run', '-o', 'json']));
+  assert.equal(dryJson.relayToken, undefined);
+  assert.equal(dryJson.cluster.id, undefined);
+  assert.deepEqual(dryJson.generatedOnCommit, ['cluster.id', 'relayToken']);
+  assert.equal((await api('getClusters', {})).clusters.some((clusterArg: { name: string }) => clusterArg.name === 'cli-dry'), false);
+
+  await t.createCluster('cli-staging');
+  const taken = await cloudly(['clusters', 'create', '--name', 'cli-staging', '--dry-run']);
+  assert.equal(taken.code, 1, taken.stderr);
+  assert.match(taken.stderr, /^refused: conflict/m);
+  assert.deepEqual(
+    await refusalOf(() => api('createCluster', { name: 'cli-staging', dryRun: true })),
+    await refusalOf(() => api('createCluster', { name: 'cli-staging' })),
+  );
+
+  const { cluster } = await t.createCluster('cli-dry-rotate');
+  const rotate = await cloudly(['clusters', 'rotate-relay-token', '--cluster', cluster.id, '--expect', '1', '--dry-run']);
+  assert.equal(rotate.code, 0, rotate.stderr);
+  assert.doesNotMatch(rotate.stdout, /szrelay_/, 'no relay token');
+  assert.match(rotate.stdout, /new relay token: made by the real call and shown once then, and the current one stops working \(a dry run makes none\)/);
+
+  const node = await cloudly(['nodes', 'add', '--cluster', cluster.id, '--name', 'made-later', '--dry-run']);
+  assert.equal(node.code, 0, node.stderr);
+  assert.match(node.stdout, /^id\s+\(made by the real call\)$/m);
+  assert.doesNotMatch(node.stdout, /node-[0-9a-f]{8}-/);
+});
+
 test('a dry run changes nothing, the real call does, and a stale expectation is refused with its reason (exit 1)', async () => {
   const { cluster } = await t.createCluster('cli-rotate');
   const dry = await cloudly(['clusters', 'rotate-relay-token', '--cluster', cluster.id, '--expect-current', '--dry-run', '-o', 'json']);
@@ -176,10 +212,17 @@ test('a dry run changes nothing, the real call does, and a stale expectation is 
 test('services: create from flags, set a volume initialization with --expect-current, a value conflict exits 1', async () => {
   const { cluster } = await t.createCluster('cli-services');
   await t.addNodes(cluster.id, 'n1');
-  const created = json(await cloudly([
+  const createArgs = [
     'services', 'create', '--name', 'app', '--organization', 'org1', '--cluster', cluster.id, '--image', 'app:1',
-    '--run-as', '1000:1000', '--node', 'n1', '--volume', '/data', '-o', 'json',
-  ]));
+    '--run-as', '1000:1000', '--node', 'n1', '--volume', '/data',
+  ];
+  // A dry run shows the service it would create, without an id that would never exist.
+  const dry = await cloudly([...createArgs, '--dry-run']);
+  assert.equal(dry.code, 0, dry.stderr);
+  assert.match(dry.stdout, /^id\s+\(made by the real call\)$/m);
+  assert.match(dry.stdout, /^image\s+app:1$/m);
+  assert.doesNotMatch(dry.stdout, /svc-[0-9a-f]{8}-/);
+  const created = json(await cloudly([...createArgs, '-o', 'json']));
   assert.deepEqual(created.service, (await api('getServiceById', { serviceId: created.service.id })).service);
   assert.deepEqual(created.service.volumes.map((v: any) => [v.mountPath, v.readOnly, v.driver]), [['/data', false, 'local']]);
 
@@ -197,6 +240,38 @@ test('services: create from flags, set a volume initialization with --expect-cur
   assert.match(conflict.stderr, /^refused: conflict\n {2}\S/);
   assert.deepEqual((await api('getServiceById', { serviceId: created.service.id })).service.volumes[0].initialization,
     { kind: 'empty', ownership: { kind: 'run-as', mode: 0o750 } });
+});
+
+test('services update --dry-run shows what would change, field by field (on a terminal too); the real update then changes exactly that', async () => {
+  const { cluster } = await t.createCluster('cli-diff');
+  await t.addNodes(cluster.id, 'n1', 'n2');
+  const created = json(await cloudly([
+    'services', 'create', '--name', 'diffed', '--organization', 'org1', '--cluster', cluster.id, '--image', 'registry.example.com/app:1',
+    '--node', 'n1', '-o', 'json',
+  ])).service;
+  const update = ['services', 'update', '--service', created.id, '--image', 'registry.example.com/app:2', '--replicas', '2', '--expect-current'];
+  const dry = await cli.run([...update, '--dry-run'], '', { terminalColumns: 100 });
+  assert.equal(dry.code, 0, dry.stderr);
+  const lines = dry.stdout.trimEnd().split('\n');
+  assert.equal(lines[0], `service ${created.id}: generation 1 → 2`);
+  assert.match(lines[1], /^FIELD\s+CHANGE$/);
+  assert.deepEqual(lines.slice(2).map((lineArg) => lineArg.split(/\s{2,}/)), [
+    ['specRevision', '1 → 2'],
+    ['runtime.image', 'registry.example.com/app:1 → registry.example.com/app:2'],
+    ['runtime.replicas', '1 → 2'],
+  ]);
+  assert.equal((await api('getServiceById', { serviceId: created.id })).service.runtime.image, 'registry.example.com/app:1', 'a dry run changes nothing');
+  // A placement is an array: compared whole.
+  const moved = await cloudly(['services', 'update', '--service', created.id, '--node', 'n2', '--expect', '1', '--dry-run']);
+  assert.match(moved.stdout, /^runtime\.placement\.nodeIds\s+\["n1"\] → \["n2"\]$/m);
+  // Nothing to change says so.
+  const same = await cloudly(['services', 'update', '--service', created.id, '--image', 'registry.example.com/app:1', '--expect', '1', '--dry-run']);
+  assert.match(same.stdout, /^\(no field would change\)$/m);
+  // -o json stays exactly the API's answer.
+  assert.equal(json(await cloudly([...update, '--dry-run', '-o', 'json'])).service.runtime.image, 'registry.example.com/app:2');
+  const real = json(await cloudly([...update, '-o', 'json'])).service;
+  assert.equal(real.runtime.image, 'registry.example.com/app:2');
+  assert.equal(real.runtime.replicas, 2);
 });
 
 test('services: an initialization the service cannot use is warned about before the call, with what would work', async () => {

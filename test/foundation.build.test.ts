@@ -33,7 +33,7 @@ test('the transpiled server starts under plain node, serves an admin, and stops 
     assert.ok(fs.existsSync(path.join(outdir, 'cli.js')), 'cli.js is built');
     assert.ok(fs.existsSync(path.join(outdir, 'manager.backup')), 'sub-folders keep their layout');
     const cliSource = await fsp.readFile(path.join(outdir, 'cli.js'), 'utf8');
-    assert.match(cliSource, /from "\.\/classes\.cloudly\.js"/, '.js import specifiers are kept');
+    assert.match(cliSource, /(from |import\()"\.\/classes\.cloudly\.js"/, '.js import specifiers are kept');
 
     // Through the launcher, as `npm run start:prod` and the Dockerfile start dist/cli.js.
     const spawned = spawn(serverLauncher, ['--node', path.join(outdir, 'cli.js')], {

@@ -6,6 +6,7 @@ import { addClusterWorld, chunked, descriptorOf } from './backup.fixture.js';
 import { stateDigest } from './helpers/state.js';
 import { designationRequest, prepareIngressCluster } from './ingress.fixture.js';
 import { auditEventKind } from '../ts/core/store.js';
+import { withoutPaths } from '../ts/core/operationcontext.js';
 import type { IAuditEvent } from '../ts/interfaces/data/audit.js';
 import type { IReq_Admin_GetAuditEvents } from '../ts/interfaces/requests/audit.js';
 import type { IReq_Relay_Cloudly_ReportClusterNode } from '../ts/interfaces/requests/cluster.js';
@@ -199,7 +200,7 @@ describe('dry run: the same decision, nothing written', () => {
   before(async () => { t = await startTestCloudly(); });
   after(async () => { await t.stop(); });
 
-  test('each dry-run answer equals the real answer that follows it (bar fresh ids and tokens), and leaves the state and the audit log as they were', async () => {
+  test('each dry-run answer equals the real answer that follows it, less the ids and secrets only the real call makes (named in generatedOnCommit), and leaves the state and the audit log as they were', async () => {
     const { cluster } = await t.createCluster('dry');
     // Services with no replicas: deleting them changes no lease and no projection in the background.
     const dryService = async (nameArg: string) => (await t.caller.call<TUntypedContract>('createService', {
@@ -208,11 +209,12 @@ describe('dry run: the same decision, nothing written', () => {
     const pendingDeletion = await dryService('dry-pending');
     const forcedDeletion = await dryService('dry-forced');
     const ingress = await prepareIngressCluster(t, 'dry-ingress');
-    const cases: Array<{ method: string; request: Record<string, unknown>; comparable: (answerArg: Record<string, unknown>) => unknown }> = [
+    const cases: Array<{ method: string; request: Record<string, unknown>; comparable: (answerArg: Record<string, unknown>) => unknown; generated?: string[] }> = [
       {
         method: 'rotateClusterRelayToken',
         request: { clusterId: cluster.id, expectedGeneration: 1 },
-        comparable: (answerArg) => ({ ...answerArg, relayToken: typeof answerArg.relayToken }),
+        comparable: (answerArg) => answerArg,
+        generated: ['relayToken'],
       },
       {
         method: 'addClusterNode',
@@ -238,12 +240,31 @@ describe('dry run: the same decision, nothing written', () => {
         },
       },
       {
+        method: 'addClusterNode',
+        request: { clusterId: cluster.id, name: 'dry-node-made' },
+        comparable: (answerArg) => {
+          const { node } = answerArg as { node: Record<string, unknown> };
+          return { node: { ...node, createdAt: typeof node.createdAt } };
+        },
+        generated: ['node.id'],
+      },
+      {
         method: 'createCluster',
         request: { name: 'dry-created' },
         comparable: (answerArg) => {
-          const created = answerArg as { cluster: Record<string, unknown>; relayToken: string };
-          return { cluster: { ...created.cluster, id: typeof created.cluster.id, createdAt: typeof created.cluster.createdAt }, relayToken: typeof created.relayToken };
+          const created = answerArg as { cluster: Record<string, unknown> };
+          return { ...created, cluster: { ...created.cluster, createdAt: typeof created.cluster.createdAt } };
         },
+        generated: ['cluster.id', 'relayToken'],
+      },
+      {
+        method: 'createService',
+        request: { service: { name: 'dry-service', organizationId: 'org-1', clusterId: cluster.id, runtime: { image: 'registry.example/app:1', replicas: 0, profile: { runAs: null }, placement: { nodeIds: [] } }, volumes: [] } },
+        comparable: (answerArg) => {
+          const { service } = answerArg as { service: Record<string, unknown> };
+          return { service: { ...service, createdAt: typeof service.createdAt, updatedAt: typeof service.updatedAt } };
+        },
+        generated: ['service.id'],
       },
       {
         method: 'deleteService',
@@ -273,8 +294,15 @@ describe('dry run: the same decision, nothing written', () => {
       assert.equal(await stateDigest(t), before, `${entry.method}: a dry run wrote`);
       assert.equal((await auditOf(t, { limit: 1000 })).events.length, auditBefore, `${entry.method}: a dry run was audited`);
       const real = await t.caller.call<TUntypedContract>(entry.method, entry.request) as Record<string, unknown>;
-      const { dryRun: _dryRun, ...dryAnswer } = dry;
-      assert.deepEqual(entry.comparable(dryAnswer), entry.comparable(real), entry.method);
+      const { dryRun: _dryRun, generatedOnCommit, ...dryAnswer } = dry;
+      const generated = entry.generated ?? [];
+      assert.deepEqual(generatedOnCommit, entry.generated, `${entry.method}: what only the real call makes is named`);
+      // Neither a secret nor an id that will never exist: the dry answer holds none of them.
+      assert.deepEqual(withoutPaths(dry, generated), dry, `${entry.method}: the dry answer holds nothing only the real call makes`);
+      assert.deepEqual(entry.comparable(dryAnswer), entry.comparable(withoutPaths(real, generated) as Record<string, unknown>), entry.method);
+      for (const path of generated) {
+        assert.notDeepEqual(withoutPaths(real, [path]), real, `${entry.method}: the real answer has ${path}`);
+      }
     }
   });
 
@@ -283,6 +311,11 @@ describe('dry run: the same decision, nothing written', () => {
     const dry = await refusalOf(() => t.caller.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 9, dryRun: true }));
     const real = await refusalOf(() => t.caller.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 9 }));
     assert.deepEqual(dry, real);
+    // A name in use: the dry run meets the name's reservation as the real call does.
+    const dryTaken = await refusalOf(() => t.caller.call('createCluster', { name: 'dry-refusals', dryRun: true }));
+    const realTaken = await refusalOf(() => t.caller.call('createCluster', { name: 'dry-refusals' }));
+    assert.equal(dryTaken.code, 'conflict');
+    assert.deepEqual(dryTaken, realTaken);
     const badFlag = await refusalOf(() => t.caller.call<TUntypedContract>('createCluster', { name: 'x', dryRun: 'yes' }));
     assertFieldProblems(badFlag, [['request.dryRun', 'field-invalid', 'must be a boolean']]);
   });

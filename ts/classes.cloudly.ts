@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { TypedHandler, TypedResponseError, TypedRouter } from '@api.global/typedrequest';
 import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
 import type { ITypedContract } from './interfaces/requests/admin.js';
-import { defaultRelayWorkConcurrency, readConfig, type ICloudlyConfig } from './config.js';
+import { checkListenHost, defaultRelayWorkConcurrency, readConfig, unknownCloudlyVariables, type ICloudlyConfig } from './config.js';
 import { createLogger, type TCloudlyLogger } from './core/logger.js';
 import { routeDependencyLogs } from './core/dependencylogs.js';
 import { CloudlyDatabase, isDatabaseUnavailableError, isStorageFullError } from './core/database.js';
@@ -17,7 +17,7 @@ import { accessDeniedRefusal, asTypedResponseError, identityReasons, internalFai
 import { invalidField, refuseFields } from './core/validation.js';
 import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
 import { closeHttpServerWithin, createHttpServer, type ITransportHost } from './core/transport.js';
-import { runInOperation, type IOperationContext } from './core/operationcontext.js';
+import { runInOperation, withoutPaths, type IOperationContext } from './core/operationcontext.js';
 import { ClusterManager } from './manager.cluster/cluster.manager.js';
 import { cloudlyRelaySessionPorts } from './manager.cluster/relayelection.js';
 import { ServiceManager } from './manager.service/service.manager.js';
@@ -172,6 +172,9 @@ export class Cloudly {
     this.config = { ...readConfig(process.env), ...(optionsArg.config ?? {}) };
     this.logger = createLogger(this.config.logLevel, optionsArg.logDestination, this.config.logFormat);
     routeDependencyLogs(this.logger);
+    for (const { variable, closest } of unknownCloudlyVariables(process.env)) {
+      this.logger.warn({ variable, closest }, `${variable} is not a Cloudly setting and is ignored; did you mean ${closest}?`);
+    }
     this.database = new CloudlyDatabase({
       mongoDbUrl: this.config.mongoDbUrl,
       mongoDbName: this.config.mongoDbName,
@@ -362,6 +365,7 @@ export class Cloudly {
   public async start(): Promise<void> {
     // Each step's time goes into the "listening" log line, so a slow start says where it waited.
     const { stepsMs, stepDone } = stepTimer();
+    await checkListenHost(this.config.host);
     await this.database.start();
     stepDone('database');
     // Deferred steps run once the start is complete (not beside the steps still starting).
@@ -597,7 +601,13 @@ export class Cloudly {
         if (operation.haltedBefore) {
           return halted();
         }
-        return operation.dryRun ? { ...(response as object), dryRun: true } as T['response'] : response;
+        if (!operation.dryRun) {
+          return response;
+        }
+        const generated = operation.generatedOnCommit ?? [];
+        return (generated.length > 0
+          ? { ...(withoutPaths(response, generated) as object), dryRun: true, generatedOnCommit: generated }
+          : { ...(response as object), dryRun: true }) as T['response'];
       } catch (error) {
         // A handler may have turned the halt into a refusal of its own; the context still says.
         if (operation.haltedBefore) {

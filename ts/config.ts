@@ -1,4 +1,4 @@
-import { isIP } from 'node:net';
+import { createServer, isIP } from 'node:net';
 import * as path from 'node:path';
 
 /** How log lines are written (ts/core/logger.ts): `auto` is readable on a terminal, JSON lines otherwise. */
@@ -205,12 +205,54 @@ export interface ICloudlyS3Config {
   credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string } | null;
 }
 
+/** One bad variable and what it takes. */
+export interface IConfigProblem {
+  variable: string;
+  message: string;
+}
+
+/**
+ * The configuration cannot be used. `readConfig` reads every variable before it throws, so one
+ * error names every bad one (`problems`, in the order read); `variable` is the first of them.
+ */
 export class ConfigError extends Error {
-  constructor(public readonly variable: string, message: string) {
-    super(`${variable}: ${message}`);
+  public readonly problems: IConfigProblem[];
+  public readonly variable: string;
+  constructor(variableArg: string | IConfigProblem[], messageArg = '') {
+    const problems = typeof variableArg === 'string' ? [{ variable: variableArg, message: messageArg }] : variableArg;
+    super(problems.map((problemArg) => `${problemArg.variable}: ${problemArg.message}`).join('; '));
     this.name = 'ConfigError';
+    this.problems = problems;
+    this.variable = problems[0]?.variable ?? '';
   }
 }
+
+const durationUnits = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/**
+ * A duration in milliseconds: plain milliseconds (`1500`), or a number with one unit, `ms`, `s`,
+ * `m`, `h` or `d` (`500ms`, `30s`, `1.5s`, `5m`, `12h`, `1d`), as the readme writes them. Null
+ * for anything else, or for a fraction of a millisecond.
+ */
+export const parseDurationMs = (textArg: string): number | null => {
+  const match = /^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)?$/.exec(textArg);
+  if (!match || (match[2] === undefined && match[1].includes('.'))) {
+    return null;
+  }
+  const exact = Number(match[1]) * durationUnits[(match[2] ?? 'ms') as keyof typeof durationUnits];
+  const milliseconds = Math.round(exact);
+  return Number.isSafeInteger(milliseconds) && Math.abs(exact - milliseconds) < 1e-6 ? milliseconds : null;
+};
+
+/** A duration in its largest whole unit: 3600000 → `1h`, 1500 → `1500ms`. */
+export const formatDuration = (millisecondsArg: number): string => {
+  for (const unit of ['d', 'h', 'm', 's'] as const) {
+    if (millisecondsArg >= durationUnits[unit] && millisecondsArg % durationUnits[unit] === 0) {
+      return `${millisecondsArg / durationUnits[unit]}${unit}`;
+    }
+  }
+  return `${millisecondsArg}ms`;
+};
 
 const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -231,6 +273,25 @@ const readInteger = (
   const value = Number(raw);
   if (!Number.isSafeInteger(value) || value < min || value > max) {
     throw new ConfigError(name, `must be an integer from ${min} to ${max}, got "${raw}"`);
+  }
+  return value;
+};
+
+/** A `*_MS` setting: plain milliseconds or a number with a unit (`parseDurationMs`), within bounds. */
+const readDuration = (
+  env: NodeJS.ProcessEnv,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
+): number => {
+  const raw = env[name];
+  if (raw === undefined || raw === '') {
+    return fallback;
+  }
+  const value = parseDurationMs(raw);
+  if (value === null || value < min || value > max) {
+    throw new ConfigError(name, `must be a duration from ${formatDuration(min)} to ${formatDuration(max)}: milliseconds, or a number with a unit (500ms, 30s, 5m, 12h, 1d), got "${raw}"`);
   }
   return value;
 };
@@ -274,30 +335,63 @@ const readOptionalPath = (env: NodeJS.ProcessEnv, name: string): string | null =
 };
 
 /** The settings of several instances over one database (docs/multi-instance.md). */
-const readMultiInstanceConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'internalUrl' | 'relayLeaseTtlMs' | 'relayLeaseHeartbeatMs' | 'sharedPollMs' | 'reconcileResyncMs' | 'reconcileConcurrency' | 'relayLivenessGraceMs'> => {
-  const internalUrl = readOptional(env, 'CLOUDLY_INTERNAL_URL');
-  if (internalUrl !== null && !/^https?:\/\/[^\s/?#]+\/?$/.test(internalUrl)) {
-    throw new ConfigError('CLOUDLY_INTERNAL_URL', 'must be http(s)://host[:port] without a path');
+/** Reads one setting; when it is refused, its problem is kept and reading goes on with the fallback. */
+type TTake = <T>(readArg: () => T, fallbackArg: T) => T;
+
+/**
+ * Runs `readArg` with a `take` that keeps reading past a bad value, then throws one ConfigError
+ * naming every bad variable it met (in the order read), or answers what was read.
+ */
+const readingAll = <T>(readArg: (takeArg: TTake) => T): T => {
+  const problems: IConfigProblem[] = [];
+  const take: TTake = (oneArg, fallbackArg) => {
+    try {
+      return oneArg();
+    } catch (error) {
+      if (error instanceof ConfigError) {
+        problems.push(...error.problems);
+        return fallbackArg;
+      }
+      throw error;
+    }
+  };
+  const value = readArg(take);
+  if (problems.length > 0) {
+    throw new ConfigError(problems);
   }
-  const relayLeaseTtlMs = readInteger(env, 'CLOUDLY_RELAY_LEASE_TTL_MS', 15_000, 500, 600_000);
-  const relayLeaseHeartbeatMs = readInteger(env, 'CLOUDLY_RELAY_LEASE_HEARTBEAT_MS', 5_000, 100, 300_000);
-  if (relayLeaseHeartbeatMs * 2 > relayLeaseTtlMs) {
-    throw new ConfigError('CLOUDLY_RELAY_LEASE_HEARTBEAT_MS', `must be at most half of CLOUDLY_RELAY_LEASE_TTL_MS (${relayLeaseTtlMs})`);
-  }
+  return value;
+};
+
+const readMultiInstanceConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'internalUrl' | 'relayLeaseTtlMs' | 'relayLeaseHeartbeatMs' | 'sharedPollMs' | 'reconcileResyncMs' | 'reconcileConcurrency' | 'relayLivenessGraceMs'> => readingAll((take) => {
+  const internalUrl = take(() => {
+    const raw = readOptional(env, 'CLOUDLY_INTERNAL_URL');
+    if (raw !== null && !/^https?:\/\/[^\s/?#]+\/?$/.test(raw)) {
+      throw new ConfigError('CLOUDLY_INTERNAL_URL', 'must be http(s)://host[:port] without a path');
+    }
+    return raw;
+  }, null);
+  const relayLeaseTtlMs = take(() => readDuration(env, 'CLOUDLY_RELAY_LEASE_TTL_MS', 15_000, 500, 600_000), 15_000);
+  const relayLeaseHeartbeatMs = take(() => {
+    const heartbeat = readDuration(env, 'CLOUDLY_RELAY_LEASE_HEARTBEAT_MS', 5_000, 100, 300_000);
+    if (heartbeat * 2 > relayLeaseTtlMs) {
+      throw new ConfigError('CLOUDLY_RELAY_LEASE_HEARTBEAT_MS', `must be at most half of CLOUDLY_RELAY_LEASE_TTL_MS (${relayLeaseTtlMs})`);
+    }
+    return heartbeat;
+  }, 5_000);
   return {
     internalUrl: internalUrl === null ? null : internalUrl.replace(/\/$/, ''),
     relayLeaseTtlMs,
     relayLeaseHeartbeatMs,
-    sharedPollMs: readInteger(env, 'CLOUDLY_SHARED_POLL_MS', 250, 20, 60_000),
-    reconcileResyncMs: readInteger(env, 'CLOUDLY_RECONCILE_RESYNC_MS', 60_000, 200, 3_600_000),
-    reconcileConcurrency: readInteger(env, 'CLOUDLY_RECONCILE_CONCURRENCY', 8, 1, 256),
-    relayLivenessGraceMs: readInteger(env, 'CLOUDLY_RELAY_LIVENESS_GRACE_MS', 30_000, 500, 3_600_000),
+    sharedPollMs: take(() => readDuration(env, 'CLOUDLY_SHARED_POLL_MS', 250, 20, 60_000), 250),
+    reconcileResyncMs: take(() => readDuration(env, 'CLOUDLY_RECONCILE_RESYNC_MS', 60_000, 200, 3_600_000), 60_000),
+    reconcileConcurrency: take(() => readInteger(env, 'CLOUDLY_RECONCILE_CONCURRENCY', 8, 1, 256), 8),
+    relayLivenessGraceMs: take(() => readDuration(env, 'CLOUDLY_RELAY_LIVENESS_GRACE_MS', 30_000, 500, 3_600_000), 30_000),
   };
-};
+});
 
 /** The observed-state staleness bound: above the refresh period, or every unchanged relay would read stale. */
 const readObservedStaleMs = (env: NodeJS.ProcessEnv, observedRefreshMsArg: number): number => {
-  const observedStaleMs = readInteger(env, 'CLOUDLY_OBSERVED_STALE_MS', 600_000, 1_000, 24 * 3_600_000);
+  const observedStaleMs = readDuration(env, 'CLOUDLY_OBSERVED_STALE_MS', 600_000, 1_000, 24 * 3_600_000);
   if (observedRefreshMsArg > 0 && observedStaleMs <= observedRefreshMsArg) {
     throw new ConfigError('CLOUDLY_OBSERVED_STALE_MS', `must be above CLOUDLY_OBSERVED_REFRESH_MS (${observedRefreshMsArg}): an unchanged report is stored again only that often`);
   }
@@ -385,39 +479,36 @@ const readScryptN = (env: NodeJS.ProcessEnv): number => {
   return value;
 };
 
-/** Parses the environment; throws ConfigError naming the first bad variable. */
-export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig => {
-  const port = readInteger(env, 'CLOUDLY_PORT', 3000, 0, 65535);
+/** Parses the environment; throws one ConfigError naming every bad variable. */
+export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig => readingAll((take) => {
+  const integer = (name: string, fallback: number, min: number, max: number): number =>
+    take(() => readInteger(env, name, fallback, min, max), fallback);
+  const duration = (name: string, fallback: number, min: number, max: number): number =>
+    take(() => readDuration(env, name, fallback, min, max), fallback);
+  const check = (name: string, holdsArg: boolean, messageArg: string): void => {
+    take(() => {
+      if (!holdsArg) {
+        throw new ConfigError(name, messageArg);
+      }
+    }, undefined);
+  };
+  const port = integer('CLOUDLY_PORT', 3000, 0, 65535);
   const host = readOptional(env, 'CLOUDLY_HOST') ?? '127.0.0.1';
-  if (!/^[A-Za-z0-9.:\-[\]]+$/.test(host)) {
-    throw new ConfigError('CLOUDLY_HOST', `must be a host name or IP address, got "${host}"`);
-  }
+  check('CLOUDLY_HOST', /^[A-Za-z0-9.:\-[\]]+$/.test(host), `must be a host name or IP address, got "${host}"`);
   const mongoDbUrl = readOptional(env, 'MONGODB_URL');
-  if (mongoDbUrl !== null && !/^mongodb(\+srv)?:\/\//.test(mongoDbUrl)) {
-    throw new ConfigError('MONGODB_URL', 'must start with mongodb:// or mongodb+srv://');
-  }
+  check('MONGODB_URL', mongoDbUrl === null || /^mongodb(\+srv)?:\/\//.test(mongoDbUrl), 'must start with mongodb:// or mongodb+srv://');
   const mongoDbName = readOptional(env, 'MONGODB_NAME') ?? 'cloudly';
-  if (!/^[A-Za-z0-9_-]{1,63}$/.test(mongoDbName)) {
-    throw new ConfigError('MONGODB_NAME', 'must be 1-63 letters, digits, "_" or "-"');
-  }
+  check('MONGODB_NAME', /^[A-Za-z0-9_-]{1,63}$/.test(mongoDbName), 'must be 1-63 letters, digits, "_" or "-"');
   const dataDir = path.resolve(readOptional(env, 'CLOUDLY_DATA_DIR') ?? './.nogit/data');
   const adminUsername = readOptional(env, 'CLOUDLY_ADMIN_USERNAME') ?? 'admin';
-  if (!/^[A-Za-z0-9._@-]{1,64}$/.test(adminUsername)) {
-    throw new ConfigError('CLOUDLY_ADMIN_USERNAME', 'must be 1-64 letters, digits, ".", "_", "@" or "-"');
-  }
+  check('CLOUDLY_ADMIN_USERNAME', /^[A-Za-z0-9._@-]{1,64}$/.test(adminUsername), 'must be 1-64 letters, digits, ".", "_", "@" or "-"');
   const adminPassword = readOptional(env, 'CLOUDLY_ADMIN_PASSWORD');
-  if (adminPassword !== null && (adminPassword.length < 12 || adminPassword.length > 1024)) {
-    throw new ConfigError('CLOUDLY_ADMIN_PASSWORD', 'must be 12 to 1024 characters');
-  }
+  check('CLOUDLY_ADMIN_PASSWORD', adminPassword === null || (adminPassword.length >= 12 && adminPassword.length <= 1024), 'must be 12 to 1024 characters');
   const logLevelRaw = readOptional(env, 'CLOUDLY_LOG_LEVEL') ?? 'info';
-  if (!(logLevels as readonly string[]).includes(logLevelRaw)) {
-    throw new ConfigError('CLOUDLY_LOG_LEVEL', `must be one of ${logLevels.join(', ')}`);
-  }
+  check('CLOUDLY_LOG_LEVEL', (logLevels as readonly string[]).includes(logLevelRaw), `must be one of ${logLevels.join(', ')}, got "${logLevelRaw}"`);
   const logFormatRaw = readOptional(env, 'CLOUDLY_LOG_FORMAT') ?? 'auto';
-  if (!(logFormats as readonly string[]).includes(logFormatRaw)) {
-    throw new ConfigError('CLOUDLY_LOG_FORMAT', `must be one of ${logFormats.join(', ')}`);
-  }
-  return {
+  check('CLOUDLY_LOG_FORMAT', (logFormats as readonly string[]).includes(logFormatRaw), `must be one of ${logFormats.join(', ')}, got "${logFormatRaw}"`);
+  const config: ICloudlyConfig = {
     port,
     host,
     mongoDbUrl,
@@ -427,47 +518,150 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     adminPassword,
     logLevel: logLevelRaw as ICloudlyConfig['logLevel'],
     logFormat: logFormatRaw as TLogFormat,
-    bodyLimitBytes: readInteger(env, 'CLOUDLY_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
-    identityTtlMs: readInteger(env, 'CLOUDLY_IDENTITY_TTL_MS', 12 * 3600 * 1000, 1000, 30 * 24 * 3600 * 1000),
-    passwordScryptN: readScryptN(env),
-    auditRetentionDays: readInteger(env, 'CLOUDLY_AUDIT_RETENTION_DAYS', 90, 1, 36_500),
-    operationRetentionDays: readInteger(env, 'CLOUDLY_OPERATION_RETENTION_DAYS', 30, 1, 36_500),
-    readCacheMs: readInteger(env, 'CLOUDLY_READ_CACHE_MS', 1000, 0, 60_000),
-    observedRefreshMs: readInteger(env, 'CLOUDLY_OBSERVED_REFRESH_MS', 300_000, 0, 3_600_000),
-    observedStaleMs: readObservedStaleMs(env, readInteger(env, 'CLOUDLY_OBSERVED_REFRESH_MS', 300_000, 0, 3_600_000)),
-    relayCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_CALL_TIMEOUT_MS', 15_000, 10, 3_600_000),
-    relayArchiveCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_ARCHIVE_CALL_TIMEOUT_MS', 5 * 60_000, 10, 3_600_000),
-    relayBackupCallTimeoutMs: readInteger(env, 'CLOUDLY_RELAY_BACKUP_CALL_TIMEOUT_MS', 15 * 60_000, 10, 6 * 3_600_000),
-    socketPingIntervalMs: readInteger(env, 'CLOUDLY_SOCKET_PING_INTERVAL_MS', 5_000, 10, 60_000),
-    socketMissedPongsAllowed: readInteger(env, 'CLOUDLY_SOCKET_MISSED_PONGS', 2, 1, 10),
-    socketRequestsPerSecond: readInteger(env, 'CLOUDLY_SOCKET_REQUESTS_PER_SECOND', 1000, 1, 1_000_000),
-    socketPendingRequests: readInteger(env, 'CLOUDLY_SOCKET_PENDING_REQUESTS', 128, 1, 100_000),
-    relayAnswerLimitBytes: readInteger(env, 'CLOUDLY_RELAY_ANSWER_LIMIT_BYTES', 8 * 1024 * 1024, 1024, 256 * 1024 * 1024),
-    snapshotDebounceMs: readInteger(env, 'CLOUDLY_SNAPSHOT_DEBOUNCE_MS', 250, 0, 1000),
-    journalCompactBytes: readInteger(env, 'CLOUDLY_JOURNAL_COMPACT_BYTES', 64 * 1024 * 1024, 4096, 16 * 1024 * 1024 * 1024),
-    compactIntervalMs: readInteger(env, 'CLOUDLY_COMPACT_INTERVAL_MS', 3_600_000, 1000, 7 * 24 * 3_600_000),
-    compactRetryMs: readInteger(env, 'CLOUDLY_COMPACT_RETRY_MS', 5_000, 100, 3_600_000),
-    storageProbeMs: readInteger(env, 'CLOUDLY_STORAGE_PROBE_MS', 2_000, 100, 600_000),
-    databaseTimeoutMs: readInteger(env, 'CLOUDLY_DATABASE_TIMEOUT_MS', 2000, 100, 60_000),
+    bodyLimitBytes: integer('CLOUDLY_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    identityTtlMs: duration('CLOUDLY_IDENTITY_TTL_MS', 12 * 3600 * 1000, 1000, 30 * 24 * 3600 * 1000),
+    passwordScryptN: take(() => readScryptN(env), defaultScryptN),
+    auditRetentionDays: integer('CLOUDLY_AUDIT_RETENTION_DAYS', 90, 1, 36_500),
+    operationRetentionDays: integer('CLOUDLY_OPERATION_RETENTION_DAYS', 30, 1, 36_500),
+    readCacheMs: duration('CLOUDLY_READ_CACHE_MS', 1000, 0, 60_000),
+    observedRefreshMs: duration('CLOUDLY_OBSERVED_REFRESH_MS', 300_000, 0, 3_600_000),
+    observedStaleMs: take(() => readObservedStaleMs(env, readDuration(env, 'CLOUDLY_OBSERVED_REFRESH_MS', 300_000, 0, 3_600_000)), 600_000),
+    relayCallTimeoutMs: duration('CLOUDLY_RELAY_CALL_TIMEOUT_MS', 15_000, 10, 3_600_000),
+    relayArchiveCallTimeoutMs: duration('CLOUDLY_RELAY_ARCHIVE_CALL_TIMEOUT_MS', 5 * 60_000, 10, 3_600_000),
+    relayBackupCallTimeoutMs: duration('CLOUDLY_RELAY_BACKUP_CALL_TIMEOUT_MS', 15 * 60_000, 10, 6 * 3_600_000),
+    socketPingIntervalMs: duration('CLOUDLY_SOCKET_PING_INTERVAL_MS', 5_000, 10, 60_000),
+    socketMissedPongsAllowed: integer('CLOUDLY_SOCKET_MISSED_PONGS', 2, 1, 10),
+    socketRequestsPerSecond: integer('CLOUDLY_SOCKET_REQUESTS_PER_SECOND', 1000, 1, 1_000_000),
+    socketPendingRequests: integer('CLOUDLY_SOCKET_PENDING_REQUESTS', 128, 1, 100_000),
+    relayAnswerLimitBytes: integer('CLOUDLY_RELAY_ANSWER_LIMIT_BYTES', 8 * 1024 * 1024, 1024, 256 * 1024 * 1024),
+    snapshotDebounceMs: duration('CLOUDLY_SNAPSHOT_DEBOUNCE_MS', 250, 0, 1000),
+    journalCompactBytes: integer('CLOUDLY_JOURNAL_COMPACT_BYTES', 64 * 1024 * 1024, 4096, 16 * 1024 * 1024 * 1024),
+    compactIntervalMs: duration('CLOUDLY_COMPACT_INTERVAL_MS', 3_600_000, 1000, 7 * 24 * 3_600_000),
+    compactRetryMs: duration('CLOUDLY_COMPACT_RETRY_MS', 5_000, 100, 3_600_000),
+    storageProbeMs: duration('CLOUDLY_STORAGE_PROBE_MS', 2_000, 100, 600_000),
+    databaseTimeoutMs: duration('CLOUDLY_DATABASE_TIMEOUT_MS', 2000, 100, 60_000),
     journalFailpointFile: readOptional(env, 'CLOUDLY_TEST_JOURNAL_FAILPOINT'),
-    shutdownGraceMs: readInteger(env, 'CLOUDLY_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
-    headersTimeoutMs: readInteger(env, 'CLOUDLY_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
-    pendingConnectionsPerAddress: readInteger(env, 'CLOUDLY_PENDING_CONNECTIONS_PER_ADDRESS', 256, 1, 1_000_000),
-    pendingConnectionsTotal: readInteger(env, 'CLOUDLY_PENDING_CONNECTIONS_TOTAL', 4096, 1, 1_000_000),
-    keepAliveTimeoutMs: readInteger(env, 'CLOUDLY_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
-    trustedProxies: readAddressList(env, 'CLOUDLY_TRUSTED_PROXIES'),
-    listenBacklog: readInteger(env, 'CLOUDLY_LISTEN_BACKLOG', 4096, 1, 65_535),
-    socketUpgradesPerAddress: readInteger(env, 'CLOUDLY_SOCKET_UPGRADES_PER_ADDRESS', 16, 1, 100_000),
-    maxRelaysPerInstance: readInteger(env, 'CLOUDLY_MAX_RELAYS_PER_INSTANCE', 0, 0, 10_000_000),
-    relayCapacityRetryMs: readInteger(env, 'CLOUDLY_RELAY_CAPACITY_RETRY_MS', 5_000, 100, 600_000),
-    relayWorkConcurrency: readInteger(env, 'CLOUDLY_RELAY_WORK_CONCURRENCY', defaultRelayWorkConcurrency, 0, 10_000),
-    webSocketCompression: readSocketKinds(env, 'CLOUDLY_WEBSOCKET_COMPRESSION'),
+    shutdownGraceMs: duration('CLOUDLY_SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    headersTimeoutMs: duration('CLOUDLY_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
+    pendingConnectionsPerAddress: integer('CLOUDLY_PENDING_CONNECTIONS_PER_ADDRESS', 256, 1, 1_000_000),
+    pendingConnectionsTotal: integer('CLOUDLY_PENDING_CONNECTIONS_TOTAL', 4096, 1, 1_000_000),
+    keepAliveTimeoutMs: duration('CLOUDLY_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
+    trustedProxies: take(() => readAddressList(env, 'CLOUDLY_TRUSTED_PROXIES'), []),
+    listenBacklog: integer('CLOUDLY_LISTEN_BACKLOG', 4096, 1, 65_535),
+    socketUpgradesPerAddress: integer('CLOUDLY_SOCKET_UPGRADES_PER_ADDRESS', 16, 1, 100_000),
+    maxRelaysPerInstance: integer('CLOUDLY_MAX_RELAYS_PER_INSTANCE', 0, 0, 10_000_000),
+    relayCapacityRetryMs: duration('CLOUDLY_RELAY_CAPACITY_RETRY_MS', 5_000, 100, 600_000),
+    relayWorkConcurrency: integer('CLOUDLY_RELAY_WORK_CONCURRENCY', defaultRelayWorkConcurrency, 0, 10_000),
+    webSocketCompression: take(() => readSocketKinds(env, 'CLOUDLY_WEBSOCKET_COMPRESSION'), []),
     secretsKeyFile: readOptionalPath(env, 'CLOUDLY_SECRETS_KEY_FILE'),
     secretsPreviousKeyFile: readOptionalPath(env, 'CLOUDLY_SECRETS_PREVIOUS_KEY_FILE'),
-    secretEnrollmentTtlMs: readInteger(env, 'CLOUDLY_SECRET_ENROLLMENT_TTL_MS', 120_000, 10, 3_600_000),
-    corestoreCredentialGraceMs: readInteger(env, 'CLOUDLY_CORESTORE_CREDENTIAL_GRACE_MS', 15 * 60_000, 0, 7 * 24 * 3_600_000),
-    runtimeNetworkWithdrawalWindowMs: readInteger(env, 'CLOUDLY_RUNTIME_NETWORK_WITHDRAWAL_MS', 120_000, 0, 24 * 3_600_000),
-    ...readMultiInstanceConfig(env),
-    ...readBlobStoreConfig(env),
+    secretEnrollmentTtlMs: duration('CLOUDLY_SECRET_ENROLLMENT_TTL_MS', 120_000, 10, 3_600_000),
+    corestoreCredentialGraceMs: duration('CLOUDLY_CORESTORE_CREDENTIAL_GRACE_MS', 15 * 60_000, 0, 7 * 24 * 3_600_000),
+    runtimeNetworkWithdrawalWindowMs: duration('CLOUDLY_RUNTIME_NETWORK_WITHDRAWAL_MS', 120_000, 0, 24 * 3_600_000),
+    ...take(() => readMultiInstanceConfig(env), readMultiInstanceConfig({})),
+    ...take(() => readBlobStoreConfig(env), readBlobStoreConfig({})),
   };
+  return config;
+});
+
+/**
+ * Every CLOUDLY_* variable `readConfig` reads. test/config.variables.test.ts checks this list
+ * against the names this file reads.
+ */
+export const serverVariables: readonly string[] = [
+  'CLOUDLY_PORT', 'CLOUDLY_HOST', 'CLOUDLY_DATA_DIR', 'CLOUDLY_ADMIN_USERNAME', 'CLOUDLY_ADMIN_PASSWORD',
+  'CLOUDLY_LOG_LEVEL', 'CLOUDLY_LOG_FORMAT', 'CLOUDLY_BODY_LIMIT_BYTES', 'CLOUDLY_IDENTITY_TTL_MS',
+  'CLOUDLY_PASSWORD_SCRYPT_N', 'CLOUDLY_AUDIT_RETENTION_DAYS', 'CLOUDLY_OPERATION_RETENTION_DAYS',
+  'CLOUDLY_READ_CACHE_MS', 'CLOUDLY_OBSERVED_REFRESH_MS', 'CLOUDLY_RELAY_CALL_TIMEOUT_MS',
+  'CLOUDLY_RELAY_ARCHIVE_CALL_TIMEOUT_MS', 'CLOUDLY_RELAY_BACKUP_CALL_TIMEOUT_MS', 'CLOUDLY_SOCKET_PING_INTERVAL_MS',
+  'CLOUDLY_SOCKET_MISSED_PONGS', 'CLOUDLY_SOCKET_REQUESTS_PER_SECOND', 'CLOUDLY_SOCKET_PENDING_REQUESTS',
+  'CLOUDLY_RELAY_ANSWER_LIMIT_BYTES', 'CLOUDLY_SNAPSHOT_DEBOUNCE_MS', 'CLOUDLY_JOURNAL_COMPACT_BYTES',
+  'CLOUDLY_COMPACT_INTERVAL_MS', 'CLOUDLY_COMPACT_RETRY_MS', 'CLOUDLY_DATABASE_TIMEOUT_MS',
+  'CLOUDLY_TEST_JOURNAL_FAILPOINT', 'CLOUDLY_SHUTDOWN_GRACE_MS', 'CLOUDLY_HEADERS_TIMEOUT_MS',
+  'CLOUDLY_PENDING_CONNECTIONS_PER_ADDRESS', 'CLOUDLY_PENDING_CONNECTIONS_TOTAL', 'CLOUDLY_KEEP_ALIVE_TIMEOUT_MS',
+  'CLOUDLY_TRUSTED_PROXIES', 'CLOUDLY_LISTEN_BACKLOG', 'CLOUDLY_SOCKET_UPGRADES_PER_ADDRESS',
+  'CLOUDLY_MAX_RELAYS_PER_INSTANCE', 'CLOUDLY_RELAY_CAPACITY_RETRY_MS', 'CLOUDLY_RELAY_WORK_CONCURRENCY',
+  'CLOUDLY_WEBSOCKET_COMPRESSION', 'CLOUDLY_SECRETS_KEY_FILE', 'CLOUDLY_SECRETS_PREVIOUS_KEY_FILE',
+  'CLOUDLY_SECRET_ENROLLMENT_TTL_MS', 'CLOUDLY_CORESTORE_CREDENTIAL_GRACE_MS', 'CLOUDLY_RUNTIME_NETWORK_WITHDRAWAL_MS',
+  'CLOUDLY_INTERNAL_URL', 'CLOUDLY_RELAY_LEASE_TTL_MS', 'CLOUDLY_RELAY_LEASE_HEARTBEAT_MS', 'CLOUDLY_SHARED_POLL_MS',
+  'CLOUDLY_RECONCILE_RESYNC_MS', 'CLOUDLY_RECONCILE_CONCURRENCY', 'CLOUDLY_BLOB_STORE', 'CLOUDLY_S3_BUCKET',
+  'CLOUDLY_S3_PREFIX', 'CLOUDLY_S3_ENDPOINT', 'CLOUDLY_S3_REGION', 'CLOUDLY_S3_FORCE_PATH_STYLE',
+];
+
+/**
+ * CLOUDLY_* variables Cloudly's other programs read, which may share the server's environment:
+ * the command line (`CLOUDLY_URL`, `CLOUDLY_CONFIG_DIR`), the launchers' bundles, the simulator,
+ * the tests and benches (every `CLOUDLY_TEST_*`, `CLOUDLY_BENCH_*`). Not the server's, and not unknown.
+ */
+export const otherProgramVariables: readonly string[] = [
+  'CLOUDLY_URL', 'CLOUDLY_CONFIG_DIR', 'CLOUDLY_CLI_SOURCE', 'CLOUDLY_CLI_CACHE_DIR', 'CLOUDLY_SERVER_SOURCE',
+  'CLOUDLY_SERVER_CACHE_DIR', 'CLOUDLY_SIM_SOURCE', 'CLOUDLY_SIM_CACHE_DIR', 'CLOUDLY_RELAY_TOKEN',
+  'CLOUDLY_DEV_DATABASE_DIR', 'CLOUDLY_CHROMIUM', 'CLOUDLY_MODULE_TRACE',
+];
+const otherProgramPrefixes = ['CLOUDLY_TEST_', 'CLOUDLY_BENCH_'];
+
+/** Levenshtein's edit distance: insertions, deletions and substitutions of one character. */
+export const editDistance = (aArg: string, bArg: string): number => {
+  let previous = Array.from({ length: bArg.length + 1 }, (_unused, indexArg) => indexArg);
+  for (let i = 1; i <= aArg.length; i += 1) {
+    const current = [i];
+    for (let j = 1; j <= bArg.length; j += 1) {
+      current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (aArg[i - 1] === bArg[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[bArg.length];
+};
+
+export interface IUnknownVariable {
+  variable: string;
+  /** The server's variable nearest to it by edit distance: most likely the one meant. */
+  closest: string;
+}
+
+/**
+ * Every CLOUDLY_* variable in `envArg` that no Cloudly program reads, with the server's variable
+ * nearest to it: a misspelt setting (`LOGLEVEL` for `LOG_LEVEL`) would otherwise be ignored in silence.
+ */
+export const unknownCloudlyVariables = (envArg: NodeJS.ProcessEnv): IUnknownVariable[] =>
+  Object.keys(envArg)
+    .filter((nameArg) => nameArg.startsWith('CLOUDLY_')
+      && !serverVariables.includes(nameArg)
+      && !otherProgramVariables.includes(nameArg)
+      && !otherProgramPrefixes.some((prefixArg) => nameArg.startsWith(prefixArg)))
+    .sort()
+    .map((nameArg) => ({
+      variable: nameArg,
+      closest: serverVariables.reduce((bestArg, candidateArg) =>
+        (editDistance(nameArg, candidateArg) < editDistance(nameArg, bestArg) ? candidateArg : bestArg)),
+    }));
+
+const listenFailures: Record<string, string> = {
+  ENOTFOUND: 'the name does not resolve',
+  EAI_AGAIN: 'the name could not be resolved now',
+  EADDRNOTAVAIL: 'no network interface of this machine has that address',
+  EACCES: 'not allowed',
+  EAFNOSUPPORT: 'this machine does not support that address family',
+};
+
+/**
+ * Refuses (ConfigError naming CLOUDLY_HOST) a host Cloudly could not listen on: a name that does not
+ * resolve, an address no interface has. Cloudly checks it before its database starts, so a typo
+ * is named at once instead of after the database's start and before its first listen.
+ */
+export const checkListenHost = async (hostArg: string): Promise<void> => {
+  const probe = createServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      probe.once('error', reject);
+      probe.listen({ host: hostArg, port: 0, exclusive: true }, () => resolve());
+    });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? '';
+    throw new ConfigError('CLOUDLY_HOST', `cannot listen on "${hostArg}": ${listenFailures[code] ?? (error as Error).message}${code ? ` (${code})` : ''}`);
+  } finally {
+    await new Promise<void>((resolve) => {
+      probe.close(() => resolve());
+    });
+  }
 };

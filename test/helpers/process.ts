@@ -66,12 +66,17 @@ export const startCloudlyProcess = async (envArg: NodeJS.ProcessEnv): Promise<IC
   return startListening(serverLauncher, cliArguments(), envArg);
 };
 
-/** Starts Cloudly the way the readme says, `npm start`; the child is the npm process. */
-export const startNpmStartProcess = (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> =>
-  startListening('npm', ['start'], envArg);
+/**
+ * Starts Cloudly the way the readme says, `npm start`; the child is the npm process. With
+ * `processGroupArg` npm leads a process group of its own, as a terminal's foreground job or a
+ * systemd unit's processes are one: `process.kill(-child.pid, signal)` then reaches npm and the
+ * server at once, as Ctrl-C does.
+ */
+export const startNpmStartProcess = (envArg: NodeJS.ProcessEnv, processGroupArg = false): Promise<ICloudlyProcess> =>
+  startListening('npm', ['start'], envArg, processGroupArg);
 
-const startListening = (commandArg: string, argsArg: string[], envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> => new Promise((resolve, reject) => {
-  const child = spawn(commandArg, argsArg, { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'] });
+const startListening = (commandArg: string, argsArg: string[], envArg: NodeJS.ProcessEnv, processGroupArg = false): Promise<ICloudlyProcess> => new Promise((resolve, reject) => {
+  const child = spawn(commandArg, argsArg, { cwd: projectRoot, env: envArg, stdio: ['ignore', 'pipe', 'pipe'], detached: processGroupArg });
   let output = '';
   let listening = false;
   const onData = (chunkArg: Buffer) => {

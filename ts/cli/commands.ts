@@ -1,19 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { Command } from 'commander';
 import {
-  choiceOption, collect, exitCodes, expectedGeneration, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
-  requireOption, resolveUrl, UsageError, withDryRun, type ICommandContext, type IMutationOptions,
+  choiceOption, collect, exitCodes, expectedGeneration, generatedOnCommitOf, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
+  madeByTheRealCall, requireOption, resolveUrl, UsageError, withDryRun, withMadeByTheRealCall, type ICommandContext, type IMutationOptions,
 } from './context.js';
 import { normalizeServerUrl, readCredentials, writeCredentials, credentialsPath, ServerUrlError } from './credentials.js';
-import { note, printAnswer, renderYaml, waitingLine, writeOut } from './output.js';
-import { readPassword } from './prompt.js';
+import { note, printAnswer, renderYaml, waitingLine, writeErr, writeOut } from './output.js';
+import { confirm, readPassword } from './prompt.js';
 import { generationExpectation, listOption, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { addOperationCommands, finishStartedWork, longWork } from './operations.js';
 import { addUserCommands } from './users.js';
 import { addStorageCommands } from './storage.js';
 import { addSnapshotCommands } from './snapshot.js';
 import {
-  auditColumns, backupColumns, bindingColumns, clusterColumns, corestoreInventoryTable, describeInitialization, formatTime, imageVersionColumns, listTable, nodeColumns,
+  auditColumns, backupColumns, bindingColumns, clusterColumns, corestoreInventoryTable, describeInitialization, diffTable, fieldDiff, formatTime, imageVersionColumns, listTable, nodeColumns,
   recordTable, serviceColumns, serviceTable, type TColumn,
 } from './tables.js';
 import { cliIo, setExitCode } from './io.js';
@@ -187,7 +187,9 @@ const addClusterCommands = (programArg: Command): void => {
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('createCluster', withDryRun(options, { name: options.name }));
       noteDryRun(options, answer);
-      printAnswer(answer, ctx.format, () => `${recordTable(answer.cluster)}\n\nrelay token (shown once${options.dryRun ? ', dry run: not stored' : ''}):\n${answer.relayToken}`);
+      printAnswer(answer, ctx.format, () => (generatedOnCommitOf(answer).includes('relayToken')
+        ? `${recordTable(withMadeByTheRealCall(answer.cluster, answer, 'cluster'))}\n\nrelay token: made by the real call and shown once then (a dry run makes none)`
+        : `${recordTable(answer.cluster)}\n\nrelay token (shown once):\n${answer.relayToken}`));
     }));
   generationExpectation(clusters.command('rotate-relay-token').description('issue a new relay token; the old one stops at once'), 'cluster')
     .requiredOption('--cluster <id>', 'cluster id')
@@ -195,7 +197,9 @@ const addClusterCommands = (programArg: Command): void => {
       const expected = await expectedGeneration(options, async () => (await readCluster(ctx, options.cluster)).generation, `cluster ${options.cluster}`);
       const answer = await ctx.call('rotateClusterRelayToken', withDryRun(options, { clusterId: options.cluster, expectedGeneration: expected }));
       noteDryRun(options, answer);
-      printAnswer(answer, ctx.format, () => `${recordTable(answer.cluster)}\n\nnew relay token (shown once${options.dryRun ? ', dry run: not stored' : ''}):\n${answer.relayToken}`);
+      printAnswer(answer, ctx.format, () => (generatedOnCommitOf(answer).includes('relayToken')
+        ? `${recordTable(answer.cluster)}\n\nnew relay token: made by the real call and shown once then, and the current one stops working (a dry run makes none)`
+        : `${recordTable(answer.cluster)}\n\nnew relay token (shown once):\n${answer.relayToken}`));
     }));
 
   generationExpectation(clusters.command('delete').description('delete a cluster without services: its nodes and registration go, its relay sockets close'), 'cluster')
@@ -223,7 +227,7 @@ const addClusterCommands = (programArg: Command): void => {
         clusterId: options.cluster, name: options.name, ...(options.node ? { nodeId: options.node } : {}),
       }));
       noteDryRun(options, answer);
-      printAnswer(answer, ctx.format, () => recordTable(answer.node));
+      printAnswer(answer, ctx.format, () => recordTable(withMadeByTheRealCall(answer.node, answer, 'node')));
     }));
   mutation(nodes.command('remove').description('remove a node (the API takes no expectation here)'))
     .requiredOption('--cluster <id>', 'cluster id')
@@ -289,6 +293,9 @@ const parseRunAs = (textArg: string | undefined): IServiceRunAs | null => {
   return { user: Number(match[1]), group: Number(match[2]) };
 };
 
+/** A service's members the server keeps for itself: not what an update changes, so not in its diff. */
+const serviceBookkeeping = ['generation', 'updatedAt', 'createdAt'];
+
 /** The writable spec of a stored service (what updateService takes): no ids, no initializations. */
 const writableSpec = (serviceArg: IService): IServiceWritableSpec => ({
   name: serviceArg.name,
@@ -352,7 +359,7 @@ const addServiceCommands = (programArg: Command): void => {
         };
       const answer = await ctx.call('createService', withDryRun(options, { service }));
       noteDryRun(options, answer);
-      printAnswer(answer, ctx.format, () => serviceTable(answer.service));
+      printAnswer(answer, ctx.format, () => serviceTable(withMadeByTheRealCall(answer.service, answer, 'service')));
     }));
   generationExpectation(services.command('update').description('replace the spec (--file), or change single fields of the stored one'), 'service')
     .requiredOption('--service <id>', 'service id')
@@ -387,9 +394,13 @@ const addServiceCommands = (programArg: Command): void => {
           ...(options.runAs !== undefined ? { profile: { ...service.runtime.profile, runAs: parseRunAs(options.runAs) } } : {}),
         };
       }
+      // A dry run shows what would change against the stored service (kubectl diff's view).
+      const before = options.dryRun ? stored ?? await readService(ctx, options.service) : null;
       const answer = await ctx.call('updateService', withDryRun(options, { serviceId: options.service, expectedGeneration: expected, service }));
       noteDryRun(options, answer);
-      printAnswer(answer, ctx.format, () => serviceTable(answer.service));
+      printAnswer(answer, ctx.format, () => (before
+        ? `service ${answer.service.id}: generation ${before.generation} → ${answer.service.generation}\n${diffTable(fieldDiff(before, answer.service, serviceBookkeeping))}`
+        : serviceTable(answer.service)));
     }));
   generationExpectation(services.command('delete').description('remove a service from the desired state (deleted once its relay reports it stopped)'), 'service')
     .requiredOption('--service <id>', 'service id')
@@ -713,24 +724,57 @@ const addBackupCommands = (programArg: Command): void => {
         ...(tagTexts.length ? { tags } : {}),
         ...(options.replication ? { replication: { enabled: true } } : {}),
       }));
-      await finishStartedWork(ctx, options, answer, (answerArg) => recordTable(answerArg.backup));
+      await finishStartedWork(ctx, options, answer, (answerArg) => (options.dryRun
+        // The dry run stops before the relay is asked: there is no backup and no operation yet.
+        ? recordTable({
+          would: `back up service ${options.service} on node ${options.node} of cluster ${options.cluster}`,
+          backupId: options.backupId ?? madeByTheRealCall,
+          tags: tagTexts.length ? tagTexts.join(', ') : null,
+          replication: options.replication ? 'enabled' : null,
+          then: options.detach ? 'answer at once with the operation' : 'follow the operation until it ends',
+          checked: dryRunChecked(answerArg),
+        })
+        : recordTable(answerArg.backup)));
     }));
   longWork(mutation(backups.command('restore').description('restore a recorded backup, following the operation with progress (Ctrl-C detaches)')))
     .requiredOption('--backup <id>', 'backup id')
     .option('--node <id>', 'restore onto this node of the cluster (default: where it was taken)')
     .option('--clear', 'clear the resources before restoring')
     .option('--resource-type <type>', 'only this resource type (repeatable)', collect, [])
+    .option('-y, --yes', 'restore without asking (a terminal is asked to confirm)')
     .action(run(async (ctx, options) => {
-      const answer = await ctx.call('restoreServiceBackup', withDryRun(options, {
+      const request = {
         backupId: options.backup,
         ...(options.node ? { nodeId: options.node } : {}),
         ...(options.clear ? { clear: true } : {}),
         ...(listOption(options.resourceType, '--resource-type').length
           ? { resourceTypes: listOption(options.resourceType, '--resource-type').map((typeArg) => choiceOption(typeArg, backupResourceTypes, '--resource-type')) }
           : {}),
-      }));
+      };
+      // A restore replaces the service's data at once. On a terminal it is confirmed first, and
+      // only once Cloudly's dry run has passed, so nobody is asked about a restore it would refuse.
+      // A script (stdin not a terminal) is not asked.
+      if (!options.dryRun && !options.yes && cliIo().stdin.isTTY) {
+        await ctx.call('restoreServiceBackup', { ...request, dryRun: true });
+        const where = options.node ? `node ${options.node}` : 'the node it was taken on';
+        const what = `restore backup ${options.backup} onto ${where}, replacing the service's data there${options.clear ? ' (its resources cleared first)' : ''}?`;
+        if (!(await confirm(what))) {
+          writeErr('not restored: not confirmed; nothing was changed (--yes restores without asking)');
+          setExitCode(exitCodes.refused);
+          return;
+        }
+      }
+      const answer = await ctx.call('restoreServiceBackup', withDryRun(options, request));
       // What was restored is the operation's result (`restored`), shown when the operation is followed.
-      await finishStartedWork(ctx, options, answer, (answerArg) => recordTable(answerArg.backup));
+      await finishStartedWork(ctx, options, answer, (answerArg) => (options.dryRun
+        ? recordTable({
+          would: `restore backup ${options.backup} onto ${options.node ? `node ${options.node}` : 'the node it was taken on'}, replacing the service's data there`,
+          clear: options.clear ? 'yes: the resources are cleared first' : 'no',
+          resourceTypes: listOption(options.resourceType, '--resource-type').join(', ') || 'every one in the backup',
+          then: options.detach ? 'answer at once with the operation' : 'follow the operation until it ends',
+          checked: dryRunChecked(answerArg),
+        })
+        : recordTable(answerArg.backup)));
     }));
   mutation(backups.command('prune').description("prune one node's archive by a retention policy (--dry-run: the relay reports what it would prune)"))
     .requiredOption('--cluster <id>', 'cluster id')
@@ -755,6 +799,12 @@ const addBackupCommands = (programArg: Command): void => {
       }).finally(stop);
       printAnswer(answer, ctx.format, () => (answer.result ? recordTable(answer.result) : recordTable(answer)));
     }));
+};
+
+/** What a dry run of long work checked: every check, up to the relay call it stopped before. */
+const dryRunChecked = (answerArg: unknown): string => {
+  const halted = (answerArg as { haltedBefore?: unknown } | null)?.haltedBefore;
+  return typeof halted === 'string' ? `every check passed; stopped before ${halted}` : 'every check passed';
 };
 
 const addNetworkCommands = (programArg: Command): void => {

@@ -203,6 +203,26 @@ export const noteDryRun = (optionsArg: IMutationOptions, answerArg: unknown): vo
     : 'dry run: every check passed; nothing was changed');
 };
 
+/** What a table shows for a member the real call makes (an id, a secret), which a dry run cannot know. */
+export const madeByTheRealCall = '(made by the real call)';
+
+/** The paths a dry answer lists under `generatedOnCommit`: members only the real call makes. */
+export const generatedOnCommitOf = (answerArg: unknown): string[] => {
+  const paths = (answerArg as { generatedOnCommit?: unknown } | null)?.generatedOnCommit;
+  return Array.isArray(paths) ? paths.filter((pathArg): pathArg is string => typeof pathArg === 'string') : [];
+};
+
+/**
+ * `recordArg` (the answer's member `memberArg`) for a table: each of its members the real call
+ * makes is shown first, as `madeByTheRealCall`, where a dry answer has none.
+ */
+export const withMadeByTheRealCall = <T extends object>(recordArg: T, answerArg: unknown, memberArg: string): T => {
+  const made = generatedOnCommitOf(answerArg)
+    .filter((pathArg) => pathArg.startsWith(`${memberArg}.`))
+    .map((pathArg) => pathArg.slice(memberArg.length + 1));
+  return made.length === 0 ? recordArg : { ...Object.fromEntries(made.map((keyArg) => [keyArg, madeByTheRealCall])), ...recordArg };
+};
+
 // ---------------------------------------------------------------------------------------------
 // Failures → stderr and exit codes
 // ---------------------------------------------------------------------------------------------

@@ -72,3 +72,20 @@ export const readSecrets = async (promptsArg: string[], confirmArg?: string): Pr
   }
   return values;
 };
+
+/**
+ * Asks a yes/no question on stderr and reads one line of the terminal: true for `y` or `yes`
+ * (any case), false for anything else, an empty line or the end of input.
+ */
+export const confirm = async (questionArg: string): Promise<boolean> => {
+  const { stderr, stdin } = cliIo();
+  stderr.write(`${questionArg} [y/N] `);
+  let typed = '';
+  for await (const chunk of stdin) {
+    typed += chunk.toString();
+    if (typed.includes('\n')) {
+      break;
+    }
+  }
+  return /^(y|yes)$/i.test(typed.split(/\r?\n/)[0].trim());
+};

@@ -216,3 +216,36 @@ export const corestoreInventoryTable = (answerArg: TRow): string => {
     ['RETENTION', (r) => (r.retention ? `${r.retention.mode} ${r.retention.days}d` : '-')],
   ], {}, inventory.reachable === false ? '(the node\'s Corestore could not be read)' : '(no resources)')}`;
 };
+
+/** Every leaf of a value as `path → JSON text`: objects by their members, arrays whole. */
+const flattenForDiff = (valueArg: unknown, pathArg: string, intoArg: Map<string, string>): void => {
+  if (typeof valueArg === 'object' && valueArg !== null && !Array.isArray(valueArg) && Object.keys(valueArg).length > 0) {
+    for (const [key, value] of Object.entries(valueArg)) {
+      flattenForDiff(value, pathArg ? `${pathArg}.${key}` : key, intoArg);
+    }
+    return;
+  }
+  if (valueArg !== undefined) {
+    intoArg.set(pathArg, typeof valueArg === 'string' ? valueArg : JSON.stringify(withFormattedTimes(valueArg)));
+  }
+};
+
+/**
+ * What differs between two versions of a record, one row per changed field (`runtime.image`,
+ * `routes`: arrays are compared whole), as `before → after`, in the order of the fields; members
+ * named in `skipArg` (the server's bookkeeping: generation, timestamps) are left out.
+ */
+export const fieldDiff = (beforeArg: TRow, afterArg: TRow, skipArg: readonly string[] = []): Array<[string, string]> => {
+  const before = new Map<string, string>();
+  const after = new Map<string, string>();
+  flattenForDiff(beforeArg, '', before);
+  flattenForDiff(afterArg, '', after);
+  const paths = [...new Set([...before.keys(), ...after.keys()])].filter((pathArg) => !skipArg.includes(pathArg));
+  return paths
+    .filter((pathArg) => before.get(pathArg) !== after.get(pathArg))
+    .map((pathArg) => [pathArg, `${before.get(pathArg) ?? '(none)'} → ${after.get(pathArg) ?? '(none)'}`]);
+};
+
+/** A dry run's changes as a FIELD / CHANGE table, or a line saying there are none. */
+export const diffTable = (rowsArg: Array<[string, string]>): string =>
+  (rowsArg.length === 0 ? '(no field would change)' : renderTable(['FIELD', 'CHANGE'], rowsArg, Number.POSITIVE_INFINITY));

@@ -244,6 +244,8 @@ export const registerDashboard = (appArg: FastifyInstance, optionsArg: { logger:
     return reply.code(200).headers(dashboardSecurityHeaders).type(bundleFiles[nameArg]).send(body);
   };
 
+  // The base URL the start log prints is where a browser goes first: the dashboard is there.
+  appArg.get('/', async (_request, reply) => reply.code(302).headers(dashboardSecurityHeaders).header('location', '/dashboard/').send());
   appArg.get('/dashboard', async (_request, reply) => reply.code(302).headers(dashboardSecurityHeaders).header('location', '/dashboard/').send());
   appArg.get('/dashboard/', async (_request, reply) => send(reply, 'index.html'));
   appArg.get<{ Params: { file: string } }>('/dashboard/:file', async (request, reply) => {

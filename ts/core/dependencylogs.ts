@@ -5,7 +5,8 @@ import type { TCloudlyLogger } from './logger.js';
  * smartdata writes its own lines straight to the console (`__# debug: called svDb() on …` for
  * every decorated member, `__# info: disconnected …`), which breaks Cloudly's one-JSON-object-a-
  * line log and is noise on a terminal. Its logger is one shared object: from the moment this
- * module is loaded (database.ts loads it before any document class is declared) its lines go to
+ * module is loaded (database.ts loads it before any document class is declared, and ts/cli.ts
+ * before anything else, since a bundle evaluates packages before its own modules) its lines go to
  * Cloudly's logger instead, as `debug` lines marked with the dependency, and nowhere before a
  * Cloudly exists.
  */

@@ -26,6 +26,12 @@ export interface IOperationContext {
    * guard answers the halt even where a handler's own error handling caught the throw.
    */
   haltedBefore?: string;
+  /**
+   * Set by `generatedOnCommit` in a dry run: members of the answer (dotted paths) that only the
+   * real call makes, a new id or a secret. The guard answers the dry run without them and lists
+   * them under `generatedOnCommit`.
+   */
+  generatedOnCommit?: string[];
   /** For Cloudly's own reconciles: the input change that made it look again (kept in the audit event). */
   cause?: { kind: string; id: string };
 }
@@ -64,4 +70,42 @@ export const haltIfDryRun = (whatArg: string): void => {
     operation.haltedBefore ??= whatArg;
     throw new DryRunHalt(whatArg);
   }
+};
+
+/**
+ * Names members of the answer (dotted paths, `cluster.id`, `relayToken`) that the real call makes
+ * when it commits: a random id, a secret. A dry run cannot know them, and a made-up one would name
+ * a thing that never exists or a credential that never works, so its answer leaves them out and
+ * lists their paths in `generatedOnCommit` (docs/operations.md, "Dry runs"). Outside a dry run it
+ * does nothing.
+ */
+export const generatedOnCommit = (...pathsArg: string[]): void => {
+  const operation = currentOperation();
+  if (operation.dryRun) {
+    operation.generatedOnCommit = [...(operation.generatedOnCommit ?? []), ...pathsArg.filter((pathArg) => !operation.generatedOnCommit?.includes(pathArg))];
+  }
+};
+
+/** A copy of `answerArg` without the members at `pathsArg` (dotted paths through plain objects). */
+export const withoutPaths = (answerArg: unknown, pathsArg: readonly string[]): unknown => {
+  if (typeof answerArg !== 'object' || answerArg === null || Array.isArray(answerArg)) {
+    return answerArg;
+  }
+  const copy: Record<string, unknown> = { ...(answerArg as Record<string, unknown>) };
+  const nested = new Map<string, string[]>();
+  for (const path of pathsArg) {
+    const dot = path.indexOf('.');
+    if (dot < 0) {
+      delete copy[path];
+    } else {
+      const head = path.slice(0, dot);
+      nested.set(head, [...(nested.get(head) ?? []), path.slice(dot + 1)]);
+    }
+  }
+  for (const [head, rest] of nested) {
+    if (Object.hasOwn(copy, head)) {
+      copy[head] = withoutPaths(copy[head], rest);
+    }
+  }
+  return copy;
 };

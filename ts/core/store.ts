@@ -455,7 +455,9 @@ export class DocumentStore {
       doc.mutations = [{ mutationId: optionsArg.mutation.mutationId, answer: optionsArg.mutation.answer }];
     }
     if (currentOperation().dryRun) {
-      const existing = await this.collection(kindArg).findOne({ _id: documentObjectId(kindArg.collectionName, docArg.id) }, { projection: { _id: 1 } });
+      // By `id`, which names one document as its derived `_id` does: the embedded database finds
+      // nothing by `_id` in a query, so a dry insert of an existing id answered a creation.
+      const existing = await this.collection(kindArg).findOne({ id: docArg.id } as Filter<TStoredShape>, { projection: { _id: 1 } });
       return existing ? null : stripStoredFields<T>(doc);
     }
     const stamp = this.auditStamp(kindArg as unknown as IDocumentKind<IStoredDocument>, 0, optionsArg.mutation);

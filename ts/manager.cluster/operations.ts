@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { refuse, refuseNamed } from '../core/errors.js';
+import { generatedOnCommit } from '../core/operationcontext.js';
 import { hashHighEntropySecret } from '../core/auth.js';
 import type { TCloudlyLogger } from '../core/logger.js';
 import {
@@ -107,6 +108,9 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
     // has the steps and the crash rules).
     async run(request, context) {
       const { store } = portsArg;
+      // A dry run goes through every step below, but the id and the token it makes are never
+      // stored: its answer leaves them out rather than show an id or a token that never works.
+      generatedOnCommit('cluster.id', 'relayToken');
       const relayToken = newRelayToken();
       const cluster = {
         id: `cluster-${randomUUID()}`,
@@ -182,7 +186,11 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
     target: (request) => ({ kind: clusterKind, id: request.clusterId }),
     decide: (current, { request, facts }) =>
       decideRelayTokenRotation(current, request.clusterId, request.expectedGeneration, hashHighEntropySecret(facts.relayToken)),
-    answer: ({ doc }, { facts }) => ({ cluster: toPublicCluster(doc!), relayToken: facts.relayToken }),
+    answer: ({ doc }, { facts }) => {
+      // A dry run's token would never be stored, so it would never work: not answered.
+      generatedOnCommit('relayToken');
+      return { cluster: toPublicCluster(doc!), relayToken: facts.relayToken };
+    },
     after({ doc }, _step, context) {
       // Sockets opened with the old token close (none in a dry run: nothing was written).
       const closed = portsArg.closeRelaySessionsBefore(doc!.id, doc!.relayTokenGeneration);
@@ -230,6 +238,10 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
     input: { required: { clusterId: isIdString, name: isNodeName }, optional: { nodeId: isNodeId } },
     async facts(request) {
       await portsArg.requireCluster(request.clusterId);
+      if (request.nodeId === undefined) {
+        // Made here when the request names none; a dry run's would never be stored.
+        generatedOnCommit('node.id');
+      }
       return { nodeId: request.nodeId ?? `node-${randomUUID()}` };
     },
     target: (request, facts) => ({ kind: clusterNodeKind, id: clusterNodeDocumentId(request.clusterId, facts.nodeId) }),

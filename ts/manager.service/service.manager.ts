@@ -51,7 +51,7 @@ import { boundRelayText } from '../core/relaycalls.js';
 import { imageVersionId } from '../manager.image/documents.js';
 import { migrateServiceShapes } from './migrate.js';
 import { organizationKind, organizationOperations, registerNamedOrganizations, registerOrganizationsOfOlderServices } from './organizations.js';
-import { cloudlyActor, currentOperation, runInOperation } from '../core/operationcontext.js';
+import { cloudlyActor, currentOperation, generatedOnCommit, runInOperation } from '../core/operationcontext.js';
 import type { IClusterRelayCapabilities } from '../interfaces/data/clusterrelay.js';
 import { deriveClusterRoutes } from '../manager.desiredstate/routes.js';
 import { runtimeNetworkLeasesKind } from '../manager.runtimenetwork/documents.js';
@@ -365,6 +365,8 @@ export class ServiceManager {
           if (!currentOperation().dryRun) {
             await registerNamedOrganizations(this.cloudly.store, [request.service.organizationId]);
           }
+          // The id is made here; a dry run's would never be stored (its answer leaves it out).
+          generatedOnCommit('service.id');
           return { id: `svc-${randomUUID()}` };
         },
         target: (_request, facts) => ({ kind: serviceKind, id: facts.id }),

@@ -1,0 +1,64 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { lockFileName } from '../ts/core/datadirlock.js';
+import { minimumScryptN } from '../ts/config.js';
+import { seedSigningKey } from './helpers/signingkeys.js';
+import { exitOf, processStartBoundMs } from './helpers/process.js';
+import { waitFor } from './helpers/cloudly.js';
+
+/**
+ * `npm run demo` as the readme starts it, with a small fleet: its start-up ends with one line
+ * (the dashboard URL, the login, "Ctrl-C stops"), and a Ctrl-C to its process group, as a
+ * terminal sends it, stops the simulator and then Cloudly gracefully.
+ */
+
+const projectRoot = path.resolve(import.meta.dirname, '..');
+
+test('npm run demo ends its start-up with the ready line; Ctrl-C to its process group stops Cloudly gracefully, exit 0', async () => {
+  const workDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-demo-'));
+  const dataDir = path.join(workDir, 'data');
+  await seedSigningKey(dataDir);
+  const child = spawn('npm', ['run', 'demo', '--', '--clusters', '1', '--nodes', '1', '--services', '1', '--replicas', '1'], {
+    cwd: projectRoot,
+    detached: true,
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      CLOUDLY_PORT: '0',
+      CLOUDLY_DATA_DIR: dataDir,
+      CLOUDLY_ADMIN_PASSWORD: 'demo-admin-password',
+      CLOUDLY_PASSWORD_SCRYPT_N: String(minimumScryptN),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  child.stderr.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  try {
+    await waitFor(() => /\[demo\] ready: /.test(output) || child.exitCode !== null, `the demo's ready line:\n${output}`, 2 * processStartBoundMs);
+    const demoLines = output.split('\n').filter((lineArg) => lineArg.startsWith('[demo] '));
+    assert.match(demoLines.at(-1)!, /^\[demo\] ready: http:\/\/127\.0\.0\.1:\d+\/dashboard\/ \(log in as admin \/ demo-admin-password\); Ctrl-C stops$/, output);
+    const url = /ready: (http:\/\/[^/]+)\//.exec(demoLines.at(-1)!)![1];
+    assert.equal((await fetch(`${url}/readyz`)).status, 200);
+
+    process.kill(-child.pid!, 'SIGINT');
+    assert.equal(await exitOf(child), 0, output);
+    const cloudlyLog = await fsp.readFile(`${dataDir}.cloudly.log`, 'utf8');
+    assert.match(cloudlyLog, /cloudly stopped/);
+    assert.doesNotMatch(cloudlyLog, /stopping at once/);
+    assert.doesNotMatch(cloudlyLog, /__#/, 'no dependency console lines');
+    assert.equal(fs.existsSync(path.join(dataDir, lockFileName)), false, 'the data directory lock is released');
+  } finally {
+    try {
+      process.kill(-child.pid!, 'SIGKILL');
+    } catch {
+      // The demo's group is gone, as it should be.
+    }
+    await fsp.rm(workDir, { recursive: true, force: true });
+  }
+});
