@@ -77,7 +77,7 @@ test('getFleetOverview: relay state, node count, services by runtime state and b
   assert.deepEqual(a.backups, { running: 0, failed: 1 });
   const b = byId.get(unregistered.clusterId)!;
   assert.deepEqual(b.relay, { state: 'unregistered', registered: false, socketsOpenHere: 1 });
-  assert.deepEqual(b.services.byRuntimeState, { converged: 0, converging: 1, waiting: 0, refused: 0, unjudged: 0 },
+  assert.deepEqual(b.services.byRuntimeState, { converged: 0, converging: 1, waiting: 0, refused: 0, unjudged: 0, unknown: 0 },
     'a service nobody read is judged all the same');
   assert.deepEqual(b.backups, { running: 1, failed: 0 });
   const c = byId.get(missing.cluster.id)!;

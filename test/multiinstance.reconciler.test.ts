@@ -11,11 +11,12 @@ import type { IClusterOverviewService } from '../ts/interfaces/requests/overview
 /**
  * With several instances one reconciles: changes made through another instance reach it through
  * the shared audit log, and when it dies (kill -9, no lease released) another takes over within
- * the lease time and judges what changed.
+ * the lease time and judges what changed, the clusters' liveness included.
  */
 
 const leaseTtlMs = 2_000;
 const heartbeatMs = 500;
+const livenessGraceMs = 1_000;
 
 test('one instance reconciles; a change through another is judged by it; after kill -9 the other takes over', async () => {
   const databaseDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-mi-reconciler-'));
@@ -28,6 +29,8 @@ test('one instance reconciles; a change through another is judged by it; after k
     secretsKeyFile: database.secretsKeyFile,
     relayLeaseTtlMs: leaseTtlMs,
     relayLeaseHeartbeatMs: heartbeatMs,
+    // The cluster below never has a relay: once B reconciles, its full pass judges liveness too.
+    relayLivenessGraceMs: livenessGraceMs,
   });
   try {
     const lease = await b.cloudly.store.get(reconcilerLeaseKind, 'reconciler');
@@ -68,6 +71,10 @@ test('one instance reconciles; a change through another is judged by it; after k
       },
     });
     await waitFor(async () => (await verdict()) === 'refused/volume-initialization-unknown', 'judged by B', 10_000);
+    // Liveness is part of B's pass: the cluster has had no relay since B took over, so past B's
+    // grace its service reads unknown.
+    await waitFor(async () => (await b.admin.call('getServiceRuntimeStatus', { serviceId: service.id })).unknown?.reason === 'relay-disconnected',
+      'B judged the relayless cluster unknown', 10_000);
   } finally {
     await b.stop();
     await stopInstance(a);

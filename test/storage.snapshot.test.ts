@@ -5,7 +5,7 @@ import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { BSON } from 'mongodb';
-import { startTestCloudly, testAdminPassword, type ITestCloudly } from './helpers/cloudly.js';
+import { startTestCloudly, testAdminPassword, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { createCli, jsonOf } from './cli.fixture.js';
 import { snapshotFileName } from '../ts/core/database.js';
 
@@ -63,6 +63,8 @@ describe('control-plane snapshot: save and restore', () => {
       const { relayToken } = await t.createCluster('saved-1');
       await t.createCluster('saved-2');
       await cli.login(t);
+      // What the controllers derive for the new clusters is written before the state is taken.
+      await waitFor(() => t.cloudly.reconciler.busyKeys === 0, 'the controllers have nothing owed');
       const before = await digestOf(t);
       const file = path.join(work, 'control-plane.snapshot');
       const saved = jsonOf(await cli.run(['-o', 'json', 'snapshot', 'save', file]));

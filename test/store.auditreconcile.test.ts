@@ -1,6 +1,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestCloudly } from './helpers/cloudly.js';
+import { startTestCloudly, waitFor } from './helpers/cloudly.js';
 import { auditEventKind } from '../ts/core/store.js';
 
 /**
@@ -19,12 +19,14 @@ describe('audit reconcile at start-up', () => {
       for (let index = 0; index < 30; index++) {
         clusters.push((await t.createCluster(`reconciled-${index}`)).cluster);
       }
+      // What the controllers derive for the new clusters is written (and audited) first.
+      await waitFor(() => t.cloudly.reconciler.busyKeys === 0, 'the controllers have nothing owed');
       assert.deepEqual(await t.cloudly.store.reconcileAudit(), { appended: 0, removalsFinished: 0 }, 'nothing missing, nothing appended');
       assert.equal(t.cloudly.store.lastAuditLookup.how, 'one-read', 'a log of about as many events as stamps is read in one query');
       const raw = t.cloudly.database.mongoDb.collection(auditEventKind.collectionName);
-      assert.equal((await raw.deleteMany({ 'target.id': clusters[7].id })).deletedCount, 1);
+      assert.equal((await raw.deleteMany({ 'target.kind': 'CloudlyCluster', 'target.id': clusters[7].id })).deletedCount, 1);
       assert.deepEqual(await t.cloudly.store.reconcileAudit(), { appended: 1, removalsFinished: 0 }, 'the one missing event appended');
-      assert.equal(await raw.countDocuments({ 'target.id': clusters[7].id }), 1);
+      assert.equal(await raw.countDocuments({ 'target.kind': 'CloudlyCluster', 'target.id': clusters[7].id }), 1);
       assert.deepEqual(await t.cloudly.store.reconcileAudit(), { appended: 0, removalsFinished: 0 }, 'and not again');
     } finally {
       await t.stop();
@@ -38,6 +40,7 @@ describe('audit reconcile at start-up', () => {
       for (let index = 0; index < 10; index++) {
         clusters.push((await t.createCluster(`history-${index}`)).cluster);
       }
+      await waitFor(() => t.cloudly.reconciler.busyKeys === 0, 'the controllers have nothing owed');
       const raw = t.cloudly.database.mongoDb.collection(auditEventKind.collectionName);
       // Events of documents long gone, appended after every stamp: a log that has grown past the
       // stamps many times over.
@@ -46,10 +49,10 @@ describe('audit reconcile at start-up', () => {
         id: `CloudlyGone:gone-${index}:none:1`, at, actor: { kind: 'cloudly' }, method: 'history', target: { kind: 'CloudlyGone', id: `gone-${index}` },
         outcome: 'created', generationBefore: 0, generationAfter: 1, generation: 1,
       })));
-      assert.equal((await raw.deleteMany({ 'target.id': clusters[3].id })).deletedCount, 1);
+      assert.equal((await raw.deleteMany({ 'target.kind': 'CloudlyCluster', 'target.id': clusters[3].id })).deletedCount, 1);
       assert.deepEqual(await t.cloudly.store.reconcileAudit(), { appended: 1, removalsFinished: 0 }, 'the one missing event appended');
       assert.equal(t.cloudly.store.lastAuditLookup.how, 'by-id', 'asked by id, not by reading the whole history');
-      assert.equal(await raw.countDocuments({ 'target.id': clusters[3].id }), 1);
+      assert.equal(await raw.countDocuments({ 'target.kind': 'CloudlyCluster', 'target.id': clusters[3].id }), 1);
       assert.deepEqual(await t.cloudly.store.reconcileAudit(), { appended: 0, removalsFinished: 0 }, 'and not again');
     } finally {
       await t.stop();

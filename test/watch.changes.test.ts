@@ -30,8 +30,11 @@ test('a cluster created before the watch: its update, its nodes\' removal and it
   await t.addNodes(cluster.id, 'n1', 'n2');
   const other = await t.createCluster('not-watched');
   await t.addNodes(other.cluster.id, 'x1');
-  const filtered = await openWatcher({ clusterId: cluster.id });
-  const unfiltered = await openWatcher({});
+  // The cluster's and its nodes' own changes (what Cloudly derives for the cluster, its desired
+  // state and liveness, are watchable kinds of their own).
+  const kinds = ['CloudlyCluster', 'CloudlyClusterNode'];
+  const filtered = await openWatcher({ clusterId: cluster.id, kinds });
+  const unfiltered = await openWatcher({ kinds });
   const rotated = await t.caller.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: cluster.generation });
   await t.caller.call('removeClusterNode', { clusterId: cluster.id, nodeId: 'n1' });
   await t.caller.call('removeClusterNode', { clusterId: other.cluster.id, nodeId: 'x1' });

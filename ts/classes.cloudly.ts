@@ -510,7 +510,7 @@ export class Cloudly {
           this.metrics.pendingConnections = countArg;
         },
       },
-      metricsText: () => this.metrics.text(),
+      metricsText: (namesArg) => this.metrics.text(namesArg),
       jwks: () => this.auth.jwks,
       serveForwardedRelayCall: (bearerArg, bodyArg) => this.clusterManager.relayElection.serveForwarded(bearerArg, bodyArg),
       refuseInternalBearer: (bearerArg) => this.clusterManager.relayElection.refuseInternalBearer(bearerArg),

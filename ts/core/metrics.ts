@@ -107,10 +107,23 @@ export class CloudlyMetrics {
     processMetrics();
   }
 
-  /** The Prometheus text of a scrape: this instance's metrics and the process's. */
-  public async text(): Promise<{ contentType: string; text: string }> {
+  /**
+   * The Prometheus text of a scrape: this instance's metrics and the process's; only the named
+   * metrics when names are given (`GET /metrics?name=…`, as node_exporter's `collect[]`), so a
+   * scrape of one counter does not also run the fleet gauges' database queries.
+   */
+  public async text(namesArg: readonly string[] = []): Promise<{ contentType: string; text: string }> {
     const merged = promClient.Registry.merge([this.registry, processMetrics()]);
-    return { contentType: merged.contentType, text: await merged.metrics() };
+    if (namesArg.length === 0) {
+      return { contentType: merged.contentType, text: await merged.metrics() };
+    }
+    const texts: string[] = [];
+    for (const name of new Set(namesArg)) {
+      if (merged.getSingleMetric(name)) {
+        texts.push(await merged.getSingleMetricAsString(name));
+      }
+    }
+    return { contentType: merged.contentType, text: texts.map((textArg) => `${textArg}\n`).join('') };
   }
 
   /** A counter whose total another part keeps: read at each scrape, so it costs nothing between. */

@@ -74,6 +74,8 @@ export interface IRelayErrorData {
   code: string | null;
   retryable?: boolean;
   reasons: string[];
+  /** The relay's sentences for people (its refusal's `causes`), bounded like the reasons. */
+  causes?: Array<{ path?: string; message: string }>;
 }
 
 export const maximumRelayErrorReasons = 16;
@@ -88,10 +90,18 @@ export const boundRelayText = (valueArg: string, maxArg: number = maximumRelayEr
 export const readRelayErrorData = (valueArg: unknown): IRelayErrorData => {
   const data = valueArg && typeof valueArg === 'object' && !Array.isArray(valueArg) ? valueArg as Record<string, unknown> : {};
   const reasons = Array.isArray(data.reasons) ? data.reasons.filter((reason): reason is string => typeof reason === 'string') : [];
+  const causes = (Array.isArray(data.causes) ? data.causes : [])
+    .filter((cause): cause is { path?: unknown; message: string } => !!cause && typeof cause === 'object' && typeof (cause as { message?: unknown }).message === 'string')
+    .slice(0, maximumRelayErrorReasons)
+    .map((cause) => ({
+      ...(typeof cause.path === 'string' ? { path: boundRelayText(cause.path, maximumRelayErrorCodeLength) } : {}),
+      message: boundRelayText(cause.message, maximumRelayErrorReasonLength),
+    }));
   return {
     code: typeof data.code === 'string' ? boundRelayText(data.code, maximumRelayErrorCodeLength) : null,
     ...(typeof data.retryable === 'boolean' ? { retryable: data.retryable } : {}),
     reasons: reasons.slice(0, maximumRelayErrorReasons).map((reason) => boundRelayText(reason, maximumRelayErrorReasonLength)),
+    ...(causes.length > 0 ? { causes } : {}),
   };
 };
 

@@ -124,7 +124,8 @@ export interface ITransportHost {
   isReady(): Promise<boolean>;
   /** True while the embedded database's disk is full: reads are served, writes refused `storage-full`. */
   storageReadOnly(): boolean;
-  metricsText(): Promise<{ contentType: string; text: string }>;
+  /** The scrape's text: every metric, or only the named ones. */
+  metricsText(namesArg?: readonly string[]): Promise<{ contentType: string; text: string }>;
   jwks(): unknown;
   /**
    * `POST /internal/relaycall` (docs/multi-instance.md): a relay call another instance forwarded
@@ -477,8 +478,12 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     const details = hostArg.storageReadOnly() ? { storage: 'read-only', reasons: ['storage-full'] } : {};
     return reply.code(reachable ? 200 : 503).send({ ...body, ...details });
   });
-  app.get('/metrics', async (_request, reply) => {
-    const { contentType, text } = await hostArg.metricsText();
+  app.get('/metrics', async (request, reply) => {
+    // `?name=a&name=b`: only those metrics (names of the Prometheus form; anything else is ignored).
+    const requested = (request.query as { name?: unknown } | undefined)?.name;
+    const names = (Array.isArray(requested) ? requested : [requested])
+      .filter((nameArg): nameArg is string => typeof nameArg === 'string' && /^[a-zA-Z_:][a-zA-Z0-9_:]{0,199}$/.test(nameArg));
+    const { contentType, text } = await hostArg.metricsText(names);
     return reply.type(contentType).send(text);
   });
   app.get('/.well-known/jwks.json', async () => hostArg.jwks());
