@@ -127,6 +127,14 @@ const defaultDatabaseTimeoutMs = 2_000;
 const readinessTimeoutMs = 800;
 /** Commands that change nothing and answer the driver's monitoring; they never wait for the journal. */
 const handshakeCommands = new Set(['hello', 'ismaster', 'isMaster']);
+/**
+ * Commands that only read. When the journal batch they waited for was refused (a full disk), its
+ * writes were rolled back: such a read is answered again, so it never fails for another caller's
+ * refused write (docs/storage.md, "Read-only on a full disk").
+ */
+const readCommands = new Set(['find', 'getMore', 'aggregate', 'count', 'countDocuments', 'distinct', 'listCollections', 'listIndexes', 'listDatabases', 'dbStats', 'collStats']);
+/** How often a read is answered again after a concurrent write's batch was refused. */
+const readRetriesAfterRefusedBatch = 3;
 /** Unix socket paths are limited to 108 bytes; beyond this the socket goes to a private temp dir. */
 const maximumSocketPathBytes = 100;
 
@@ -533,20 +541,26 @@ export class CloudlyDatabase {
     router.route = async (commandArg) => {
       // The command's filters travel with it, so the storage can answer its reads from an index.
       const filters = commandFiltersOf(commandArg.commandName, commandArg.database, commandArg.command);
-      const answer = await withCommandFilters(filters, () => route(commandArg));
-      if (handshakeCommands.has(commandArg.commandName)) {
-        // The driver's monitoring: a slow disk must not make it declare the server gone.
+      for (let attempt = 0; ; attempt++) {
+        const answer = await withCommandFilters(filters, () => route(commandArg));
+        if (handshakeCommands.has(commandArg.commandName)) {
+          // The driver's monitoring: a slow disk must not make it declare the server gone.
+          return answer;
+        }
+        try {
+          await journal.whenDurable();
+        } catch (error) {
+          if (error instanceof StorageFullError) {
+            if (readCommands.has(commandArg.commandName) && attempt < readRetriesAfterRefusedBatch) {
+              // Another caller's write was refused and rolled back: read again what stands now.
+              continue;
+            }
+            return { ok: 0, errmsg: error.message, code: storageFullCode, codeName: error.codeName };
+          }
+          return { ok: 0, errmsg: (error as Error).message, code: journalUnavailableCode, codeName: 'CloudlyJournalUnavailable' };
+        }
         return answer;
       }
-      try {
-        await journal.whenDurable();
-      } catch (error) {
-        if (error instanceof StorageFullError) {
-          return { ok: 0, errmsg: error.message, code: storageFullCode, codeName: error.codeName };
-        }
-        return { ok: 0, errmsg: (error as Error).message, code: journalUnavailableCode, codeName: 'CloudlyJournalUnavailable' };
-      }
-      return answer;
     };
     internals.commandRouter = router;
     await server.start();
