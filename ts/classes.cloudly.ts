@@ -290,6 +290,12 @@ export class Cloudly {
           this.metrics.pendingConnections = countArg;
         },
       },
+      unsolicitedResponse: (closedArg) => {
+        this.metrics.unsolicitedResponses.inc();
+        if (closedArg) {
+          this.metrics.socketsClosed.inc({ reason: 'unsolicited-responses' });
+        }
+      },
       metricsText: () => this.metrics.text(),
       jwks: () => this.auth.jwks,
       serveForwardedRelayCall: (bearerArg, bodyArg) => this.clusterManager.relayElection.serveForwarded(bearerArg, bodyArg),

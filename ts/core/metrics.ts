@@ -30,6 +30,10 @@ export class CloudlyMetrics {
   public readonly relaySockets: promClient.Gauge;
   public readonly relayCalls: promClient.Counter<'method' | 'outcome'>;
   public readonly connectionRefusals: promClient.Counter<'reason'>;
+  /** Answers on a socket to calls Cloudly never made (docs/boundary.md). */
+  public readonly unsolicitedResponses: promClient.Counter;
+  /** Sockets Cloudly closed with a close code of its own, by that code's reason. */
+  public readonly socketsClosed: promClient.Counter<'reason'>;
   /** Set by the transport: connections that have not completed headers or upgrade right now. */
   public pendingConnections: () => number = () => 0;
   /** Set by the server: database commands sent so far. */
@@ -70,6 +74,20 @@ export class CloudlyMetrics {
     });
     for (const reason of ['pending-per-address', 'pending-total', 'headers-timeout', 'relay-capacity']) {
       this.connectionRefusals.inc({ reason }, 0);
+    }
+    this.unsolicitedResponses = new promClient.Counter({
+      name: 'cloudly_socket_unsolicited_responses_total',
+      help: 'Answers received on sockets to calls Cloudly never made (answered invalid-request unsolicited-response).',
+      registers: [this.registry],
+    });
+    this.socketsClosed = new promClient.Counter({
+      name: 'cloudly_sockets_closed_total',
+      help: 'Sockets Cloudly closed for their behaviour: unsolicited-responses (4003) or watch-behind (4002, a watcher that fell behind).',
+      labelNames: ['reason'],
+      registers: [this.registry],
+    });
+    for (const reason of ['unsolicited-responses', 'watch-behind']) {
+      this.socketsClosed.inc({ reason }, 0);
     }
     const metrics = this;
     new promClient.Gauge({

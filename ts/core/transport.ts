@@ -104,6 +104,8 @@ export interface ITransportHost {
   };
   /** Counts a connection ended before its first request (connectionlimits.ts), and tells the pending count. */
   connectionLimits?: { refused(reasonArg: TConnectionRefusalReason): void; pending(countArg: () => number): void };
+  /** Counts an answer a socket sent to a call never made, and whether it closed the socket (envelopepeer.ts). */
+  unsolicitedResponse?(closedArg: boolean): void;
   logger: TCloudlyLogger;
   /** Answers one request envelope from any transport. */
   dispatch(envelopeArg: IEnvelope, localDataArg: Record<string, unknown>): Promise<IEnvelope>;
@@ -339,6 +341,7 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
       limits: socketLimits(authentication.kind),
       route: (envelopeArg) => hostArg.dispatch(envelopeArg, localData),
       onRouteFailure: (errorArg) => hostArg.logInternalFailure(errorArg, 'socket frame'),
+      onUnsolicitedResponse: (closedArg) => hostArg.unsolicitedResponse?.(closedArg),
       onPolicyViolation: (reasonArg) => hostArg.logger.warn(
         { kind: authentication.kind, clusterId: authentication.clusterId, remoteAddress, reason: reasonArg },
         'socket closed for breaking its limits',
