@@ -100,6 +100,21 @@ export interface ICloudlyConfig {
   pendingConnectionsPerAddress: number;
   /** Such pending connections in total (CLOUDLY_PENDING_CONNECTIONS_TOTAL). */
   pendingConnectionsTotal: number;
+  /**
+   * Open connections in total, whatever their state (CLOUDLY_CONNECTIONS_TOTAL). Null: the
+   * process's open-files limit less a reserve for the journal, snapshots and the blob store
+   * (docs/connections.md, `decideEstablishedLimits`).
+   */
+  connectionsTotal: number | null;
+  /** Open connections one address may hold (CLOUDLY_CONNECTIONS_PER_ADDRESS). Null: half the total. */
+  connectionsPerAddress: number | null;
+  /**
+   * Bytes of watch events one admin socket may hold unanswered, or have queued unsent
+   * (CLOUDLY_WATCH_BUFFER_BYTES); beyond it the socket is closed 4002 (docs/api-dashboard.md).
+   */
+  watchBufferBytes: number;
+  /** Watches one account may hold at once, over all its sockets (CLOUDLY_WATCHES_PER_ACCOUNT). */
+  watchesPerAccount: number;
   /** How long an idle HTTP keep-alive connection is kept (CLOUDLY_KEEP_ALIVE_TIMEOUT_MS). */
   keepAliveTimeoutMs: number;
   /**
@@ -221,6 +236,10 @@ const readInteger = (
   }
   return value;
 };
+
+/** An integer, or null when the variable is unset (its default is decided elsewhere). */
+const readOptionalInteger = (env: NodeJS.ProcessEnv, name: string, min: number, max: number): number | null =>
+  readOptional(env, name) === null ? null : readInteger(env, name, min, min, max);
 
 const readOptional = (env: NodeJS.ProcessEnv, name: string): string | null => {
   const raw = env[name];
@@ -429,6 +448,10 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     headersTimeoutMs: readInteger(env, 'CLOUDLY_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
     pendingConnectionsPerAddress: readInteger(env, 'CLOUDLY_PENDING_CONNECTIONS_PER_ADDRESS', 256, 1, 1_000_000),
     pendingConnectionsTotal: readInteger(env, 'CLOUDLY_PENDING_CONNECTIONS_TOTAL', 4096, 1, 1_000_000),
+    connectionsTotal: readOptionalInteger(env, 'CLOUDLY_CONNECTIONS_TOTAL', 1, 10_000_000),
+    connectionsPerAddress: readOptionalInteger(env, 'CLOUDLY_CONNECTIONS_PER_ADDRESS', 1, 10_000_000),
+    watchBufferBytes: readInteger(env, 'CLOUDLY_WATCH_BUFFER_BYTES', 4 * 1024 * 1024, 16 * 1024, 1024 * 1024 * 1024),
+    watchesPerAccount: readInteger(env, 'CLOUDLY_WATCHES_PER_ACCOUNT', 32, 1, 100_000),
     keepAliveTimeoutMs: readInteger(env, 'CLOUDLY_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
     trustedProxies: readAddressList(env, 'CLOUDLY_TRUSTED_PROXIES'),
     listenBacklog: readInteger(env, 'CLOUDLY_LISTEN_BACKLOG', 4096, 1, 65_535),

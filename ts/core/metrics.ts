@@ -1,4 +1,5 @@
 import * as promClient from 'prom-client';
+import { connectionRefusalReasons } from './connectionlimits.js';
 
 /**
  * The process's own metrics (CPU, memory, heap, handles, event loop delay, garbage collection),
@@ -36,6 +37,8 @@ export class CloudlyMetrics {
   public readonly socketsClosed: promClient.Counter<'reason'>;
   /** Set by the transport: connections that have not completed headers or upgrade right now. */
   public pendingConnections: () => number = () => 0;
+  /** Set by the transport: open connections right now. */
+  public establishedConnections: () => number = () => 0;
   /** Set by the server: database commands sent so far. */
   public databaseCommands: () => number = () => 0;
   /** Set by the server: relay calls of a storm waiting for a slot now, and those that waited so far (CLOUDLY_RELAY_WORK_CONCURRENCY). */
@@ -68,11 +71,11 @@ export class CloudlyMetrics {
     });
     this.connectionRefusals = new promClient.Counter({
       name: 'cloudly_connections_refused_total',
-      help: 'Connections ended before a request: pending-per-address, pending-total (refused at accept), headers-timeout, or relay-capacity (a relay upgrade beyond CLOUDLY_MAX_RELAYS_PER_INSTANCE).',
+      help: 'Connections refused or ended before a request: established-per-address, established-total, pending-per-address, pending-total (refused at accept), headers-timeout, or relay-capacity (a relay upgrade beyond CLOUDLY_MAX_RELAYS_PER_INSTANCE).',
       labelNames: ['reason'],
       registers: [this.registry],
     });
-    for (const reason of ['pending-per-address', 'pending-total', 'headers-timeout', 'relay-capacity']) {
+    for (const reason of connectionRefusalReasons) {
       this.connectionRefusals.inc({ reason }, 0);
     }
     this.unsolicitedResponses = new promClient.Counter({
@@ -102,6 +105,14 @@ export class CloudlyMetrics {
       () => metrics.relayCallGate().waitedTotal);
     this.pulledCounter('cloudly_relay_calls_dropped_total', 'Relay calls of a reconnect storm not run when their turn came because their socket had closed meanwhile.',
       () => metrics.relayCallGate().droppedTotal);
+    new promClient.Gauge({
+      name: 'cloudly_connections_established',
+      help: 'Open connections (any state: pending, HTTP, sockets) right now (CLOUDLY_CONNECTIONS_TOTAL).',
+      registers: [this.registry],
+      collect() {
+        this.set(metrics.establishedConnections());
+      },
+    });
     new promClient.Gauge({
       name: 'cloudly_connections_pending',
       help: 'Connections that have not completed their headers or WebSocket upgrade yet.',
