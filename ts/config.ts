@@ -110,9 +110,12 @@ export interface ICloudlyConfig {
   connectionsPerAddress: number | null;
   /**
    * Bytes of watch events one admin socket may hold unanswered, or have queued unsent
-   * (CLOUDLY_WATCH_BUFFER_BYTES); beyond it the socket is closed 4002 (docs/api-dashboard.md).
+   * (CLOUDLY_WATCH_BUFFER_BYTES); at it, sending waits for answers, and a socket that stays there
+   * for `watchStallMs` is closed 4002 (docs/api-dashboard.md).
    */
   watchBufferBytes: number;
+  /** How long a socket's watch events may stay at CLOUDLY_WATCH_BUFFER_BYTES before the socket is closed 4002 (CLOUDLY_WATCH_STALL_MS). */
+  watchStallMs: number;
   /** Watches one account may hold at once, over all its sockets (CLOUDLY_WATCHES_PER_ACCOUNT). */
   watchesPerAccount: number;
   /** How long an idle HTTP keep-alive connection is kept (CLOUDLY_KEEP_ALIVE_TIMEOUT_MS). */
@@ -451,6 +454,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     connectionsTotal: readOptionalInteger(env, 'CLOUDLY_CONNECTIONS_TOTAL', 1, 10_000_000),
     connectionsPerAddress: readOptionalInteger(env, 'CLOUDLY_CONNECTIONS_PER_ADDRESS', 1, 10_000_000),
     watchBufferBytes: readInteger(env, 'CLOUDLY_WATCH_BUFFER_BYTES', 4 * 1024 * 1024, 16 * 1024, 1024 * 1024 * 1024),
+    watchStallMs: readInteger(env, 'CLOUDLY_WATCH_STALL_MS', 10_000, 100, 600_000),
     watchesPerAccount: readInteger(env, 'CLOUDLY_WATCHES_PER_ACCOUNT', 32, 1, 100_000),
     keepAliveTimeoutMs: readInteger(env, 'CLOUDLY_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
     trustedProxies: readAddressList(env, 'CLOUDLY_TRUSTED_PROXIES'),

@@ -37,6 +37,8 @@ export class CloudlyMetrics {
   public readonly socketsClosed: promClient.Counter<'reason'>;
   /** Set by the transport: connections that have not completed headers or upgrade right now. */
   public pendingConnections: () => number = () => 0;
+  /** Set by the watch: the most bytes of watch events one admin socket held unanswered or unsent, since start. */
+  public watchSocketBytesHighWater: () => number = () => 0;
   /** Set by the transport: open connections right now. */
   public establishedConnections: () => number = () => 0;
   /** Set by the server: database commands sent so far. */
@@ -105,6 +107,14 @@ export class CloudlyMetrics {
       () => metrics.relayCallGate().waitedTotal);
     this.pulledCounter('cloudly_relay_calls_dropped_total', 'Relay calls of a reconnect storm not run when their turn came because their socket had closed meanwhile.',
       () => metrics.relayCallGate().droppedTotal);
+    new promClient.Gauge({
+      name: 'cloudly_watch_socket_bytes_max',
+      help: 'The most bytes of watch events one admin socket has held unanswered or unsent since start (bounded by CLOUDLY_WATCH_BUFFER_BYTES plus one event).',
+      registers: [this.registry],
+      collect() {
+        this.set(metrics.watchSocketBytesHighWater());
+      },
+    });
     new promClient.Gauge({
       name: 'cloudly_connections_established',
       help: 'Open connections (any state: pending, HTTP, sockets) right now (CLOUDLY_CONNECTIONS_TOTAL).',
