@@ -132,8 +132,8 @@ test(`${stuckWatches} watches that never read, ${writes} large changes: memory b
     const eventBytes = JSON.stringify(portList(0)).length + 2048;
     const socketBytesMax = Number(/^cloudly_watch_socket_bytes_max (\d+)/m.exec(metrics)?.[1]);
     assert.ok(socketBytesMax > 0 && socketBytesMax <= watchBufferBytes + eventBytes, `one socket held at most ${socketBytesMax} bytes`);
-    // RSS: the sockets' bound (50 × ~300 KB, 15 MB) and the writes' own memory (about 100 MB
-    // measured without any watcher, heap growth the collector has not given back).
+    // RSS: the sockets' bound (50 × ~300 KB, 15 MB) and the writes' own memory (heap the
+    // collector has not given back, which the same writes cost without any watcher).
     const growth = rssAfter - rssBefore;
     assert.ok(growth < 192 * 1024 * 1024, `RSS grew by ${Math.round(growth / 1024 / 1024)} MiB`);
 
