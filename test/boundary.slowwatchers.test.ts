@@ -17,8 +17,9 @@ import { waitFor } from './helpers/cloudly.js';
  * paused while 200 changes of about 40 KB each are written. What one socket holds stays within
  * the documented bound (CLOUDLY_WATCH_BUFFER_BYTES plus one event, docs/api-dashboard.md) and the
  * server's RSS within this test's allowance, each stuck socket is closed 4002 with the revision it
- * reached, a watcher that reads sees every change, and a watch resumed from the close's revision
- * misses none. A real child process; its RSS is read from /proc.
+ * reached, a watcher that reads sees every change, and for a socket that answered a few events
+ * before it stopped, those and a watch resumed from the close's revision are every change. A real
+ * child process; its RSS is read from /proc.
  */
 
 const stuckWatches = 50;
@@ -28,6 +29,7 @@ const rounds = 20;
 const writes = services * rounds;
 const ports = 1000;
 const watchBufferBytes = 256 * 1024;
+const answeredBeforeStuck = 20;
 
 const rssOf = (pidArg: number): number => {
   const match = /^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pidArg}/status`, 'utf8'));
@@ -38,24 +40,37 @@ const rssOf = (pidArg: number): number => {
 interface IStuckWatch {
   socket: WebSocket;
   close: { code: number; reason: string } | null;
+  /** The events it answered before it stopped reading. */
+  answered: IChangeEvent[];
 }
 
-/** A raw admin socket that watches services and then stops reading its TCP socket. */
-const openStuckWatch = (baseUrlArg: string, identityArg: IIdentity): Promise<IStuckWatch> => new Promise((resolve, reject) => {
+/**
+ * A raw admin socket that watches services, answers its first `answerFirstArg` events and then
+ * stops reading its TCP socket.
+ */
+const openStuckWatch = (baseUrlArg: string, identityArg: IIdentity, answerFirstArg = 0): Promise<IStuckWatch> => new Promise((resolve, reject) => {
   const socket = new WebSocket(`${baseUrlArg.replace(/^http/, 'ws')}/typedsocket`, { headers: { authorization: `Bearer ${identityArg.jwt}` } });
-  const watch: IStuckWatch = { socket, close: null };
+  const watch: IStuckWatch = { socket, close: null, answered: [] };
   socket.on('close', (codeArg, reasonArg) => {
     watch.close = { code: codeArg, reason: reasonArg.toString() };
   });
   socket.once('error', reject);
   socket.once('open', () => {
     socket.on('message', (dataArg) => {
-      const envelope = JSON.parse(dataArg.toString()) as { correlation?: { id: string }; error?: unknown };
+      const envelope = JSON.parse(dataArg.toString()) as { method: string; request?: IChangeEvent; correlation?: { id: string; phase: string }; error?: unknown };
       if (envelope.correlation?.id === 'watch') {
         assert.equal(envelope.error ?? null, null, JSON.stringify(envelope.error));
-        // Answered: from now on nothing is read (ws stops reading the TCP socket).
-        socket.pause();
+        if (answerFirstArg === 0) {
+          // Answered: from now on nothing is read (ws stops reading the TCP socket).
+          socket.pause();
+        }
         resolve(watch);
+      } else if (envelope.method === 'changeEvent' && envelope.correlation?.phase === 'request' && watch.answered.length < answerFirstArg) {
+        watch.answered.push(envelope.request!);
+        socket.send(JSON.stringify({ method: 'changeEvent', response: {}, correlation: { id: envelope.correlation.id, phase: 'response' } }));
+        if (watch.answered.length === answerFirstArg) {
+          socket.pause();
+        }
       }
     });
     socket.send(JSON.stringify({ method: 'watchChanges', request: { identity: identityArg, kinds: ['CloudlyService'] }, correlation: { id: 'watch', phase: 'request' } }));
@@ -108,7 +123,8 @@ test(`${stuckWatches} watches that never read, ${writes} large changes: memory b
     await reader.call('watchChanges', { kinds: ['CloudlyService'] });
 
     for (let index = 0; index < stuckWatches; index++) {
-      stuck.push(await openStuckWatch(server.baseUrl, identity));
+      // The first one reads and answers a few events before it stops.
+      stuck.push(await openStuckWatch(server.baseUrl, identity, index === 0 ? answeredBeforeStuck : 0));
     }
     const rssBefore = rssOf(pid);
 
@@ -160,7 +176,12 @@ test(`${stuckWatches} watches that never read, ${writes} large changes: memory b
     }
     assert.equal(reader.socketOpen, true);
 
-    // A watch resumed from a stuck socket's revision misses nothing after it.
+    // The socket that answered some events before it stopped: its revision counts every answered
+    // event as reached, and a watch resumed from there, with what it answered, misses nothing.
+    const slow = stuck[0];
+    assert.equal(slow.answered.length, answeredBeforeStuck);
+    const slowRevision = revisions[0];
+    assert.ok(slow.answered.every((eventArg) => eventArg.revision <= slowRevision), 'every answered event is within the revision reached');
     const resumed = new CloudlyAdminClient(server.baseUrl, { liveness: false });
     clients.push(resumed);
     await resumed.login('admin', 'process-admin-password');
@@ -169,11 +190,10 @@ test(`${stuckWatches} watches that never read, ${writes} large changes: memory b
     resumed.handleCall<IReq_Cloudly_Admin_ChangeEvent>('changeEvent', (eventArg) => {
       replayed.push(eventArg);
     });
-    const from = Math.min(...revisions);
-    await resumed.call('watchChanges', { kinds: ['CloudlyService'], sinceRevision: from });
-    const replayedChanges = () => new Set(replayed.map(changeOf));
-    await waitFor(() => [...written].every((changeArg) => replayedChanges().has(changeArg)), 'the resumed watch replays every change after its revision', 60_000);
-    assert.ok(replayed.every((eventArg) => eventArg.revision > from));
+    await resumed.call('watchChanges', { kinds: ['CloudlyService'], sinceRevision: slowRevision });
+    const seen = () => new Set([...slow.answered, ...replayed].map(changeOf));
+    await waitFor(() => [...written].every((changeArg) => seen().has(changeArg)), 'what the slow watch answered and its resumed watch replays are every change', 60_000);
+    assert.ok(replayed.every((eventArg) => eventArg.revision > slowRevision));
   } finally {
     for (const watch of stuck) {
       watch.socket.terminate();
