@@ -1,6 +1,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { decideRefusalRetryAfterSeconds, refusalResponse } from '../ts/core/connectionlimits.js';
+import { decideEstablishedLimits, decideRefusalRetryAfterSeconds, fileDescriptorReserve, refusalResponse } from '../ts/core/connectionlimits.js';
 import { decideRelayAdmission } from '../ts/core/transport.js';
 import { judgeKernelLimits } from '../ts/core/kernellimits.js';
 import { defaultRelayReconnectPolicy, delayAfterFailureMs, policyAfterFailure, reconnectDelayMs } from '../ts/client/relay.js';
@@ -19,6 +19,23 @@ describe('fleet decisions', () => {
     // Never beyond 30 s.
     assert.equal(decideRefusalRetryAfterSeconds(1_000_000, 1, () => 0.999), 30);
     assert.match(refusalResponse(3), /^HTTP\/1\.1 503 Service Unavailable\r\nRetry-After: 3\r\n.*\r\n\r\n$/s);
+  });
+
+  test('open connections are bounded below the open-files limit, with a reserve; an address may hold half', () => {
+    const unset = { connectionsTotal: null, connectionsPerAddress: null };
+    assert.deepEqual(decideEstablishedLimits(1024, unset), { total: 1024 - fileDescriptorReserve, perAddress: 384, reserve: fileDescriptorReserve, budgetExceeded: false });
+    // A small limit keeps half for everything else.
+    assert.deepEqual(decideEstablishedLimits(300, unset), { total: 150, perAddress: 75, reserve: 150, budgetExceeded: false });
+    // Configured values win; a total that eats into the reserve is said so.
+    assert.deepEqual(decideEstablishedLimits(1024, { connectionsTotal: 1000, connectionsPerAddress: 10 }), { total: 1000, perAddress: 10, reserve: fileDescriptorReserve, budgetExceeded: true });
+    // Never more per address than in total.
+    assert.equal(decideEstablishedLimits(1024, { connectionsTotal: 100, connectionsPerAddress: 500 }).perAddress, 100);
+    // Unreadable (or unlimited): a fixed bound.
+    assert.equal(decideEstablishedLimits(null, unset).total, 65_536);
+    assert.equal(readConfig({}).connectionsTotal, null);
+    assert.equal(readConfig({ CLOUDLY_CONNECTIONS_PER_ADDRESS: '64' }).connectionsPerAddress, 64);
+    assert.throws(() => readConfig({ CLOUDLY_CONNECTIONS_TOTAL: '0' }), ConfigError);
+    assert.throws(() => readConfig({ CLOUDLY_WATCH_BUFFER_BYTES: '100' }), ConfigError);
   });
 
   test('a relay is admitted below the instance capacity, refused with the advice at it, always without a limit', () => {

@@ -1,4 +1,5 @@
 import { judgeKernelLimits, readKernelLimits } from './core/kernellimits.js';
+import { decideEstablishedLimits, fileDescriptorReserve } from './core/connectionlimits.js';
 import type { FastifyInstance } from 'fastify';
 import { performance } from 'node:perf_hooks';
 import { TypedHandler, TypedResponseError, TypedRouter } from '@api.global/typedrequest';
@@ -166,6 +167,8 @@ export class Cloudly {
   /** The first-admin password Cloudly generated on this start, if it generated one. */
   public generatedAdminPassword: string | null = null;
   private httpServer: FastifyInstance | null = null;
+  /** The bounds on open connections, decided at start from the open-files limit (docs/connections.md). */
+  private connectionBudget: { total: number; perAddress: number; reserve: number; budgetExceeded: boolean } | undefined;
   private stopping: Promise<void> | null = null;
 
   constructor(optionsArg: ICloudlyOptions = {}) {
@@ -392,6 +395,16 @@ export class Cloudly {
       }
       stepDone(manager.constructor.name);
     }
+    const kernelLimits = readKernelLimits();
+    this.connectionBudget = decideEstablishedLimits(kernelLimits.openFiles, this.config);
+    this.logger[this.connectionBudget.budgetExceeded ? 'warn' : 'info']({
+      connectionsTotal: this.connectionBudget.total,
+      connectionsPerAddress: this.connectionBudget.perAddress,
+      openFilesLimit: kernelLimits.openFiles,
+      reservedFileDescriptors: this.connectionBudget.reserve,
+    }, this.connectionBudget.budgetExceeded
+      ? `connection limits: CLOUDLY_CONNECTIONS_TOTAL leaves fewer than ${fileDescriptorReserve} of the open-files limit for the journal, snapshots and the blob store (docs/connections.md)`
+      : 'connection limits (docs/connections.md)');
     this.httpServer = await createHttpServer(this.transportHost());
     registerDashboard(this.httpServer, { logger: this.logger });
     // Built once here, after every manager registered its methods.
@@ -402,7 +415,7 @@ export class Cloudly {
     registerSchemaRoute(this.httpServer, () => servedSchema);
     await this.httpServer.listen({ port: this.config.port, host: this.config.host, backlog: this.config.listenBacklog });
     stepDone('listen');
-    for (const warning of judgeKernelLimits(this.config, readKernelLimits())) {
+    for (const warning of judgeKernelLimits(this.config, kernelLimits)) {
       this.logger.warn(warning, 'a kernel limit is below what this configuration needs (docs/multi-instance.md, "Kernel limits")');
     }
     await this.clusterManager.relayElection.startRegistry(this.config.internalUrl ?? this.baseUrl);
@@ -509,6 +522,16 @@ export class Cloudly {
         pending: (countArg) => {
           this.metrics.pendingConnections = countArg;
         },
+        established: (countArg) => {
+          this.metrics.establishedConnections = countArg;
+        },
+      },
+      establishedConnectionLimits: this.connectionBudget,
+      unsolicitedResponse: (closedArg) => {
+        this.metrics.unsolicitedResponses.inc();
+        if (closedArg) {
+          this.metrics.socketsClosed.inc({ reason: 'unsolicited-responses' });
+        }
       },
       metricsText: (namesArg) => this.metrics.text(namesArg),
       jwks: () => this.auth.jwks,

@@ -102,6 +102,24 @@ export interface ICloudlyConfig {
   pendingConnectionsPerAddress: number;
   /** Such pending connections in total (CLOUDLY_PENDING_CONNECTIONS_TOTAL). */
   pendingConnectionsTotal: number;
+  /**
+   * Open connections in total, whatever their state (CLOUDLY_CONNECTIONS_TOTAL). Null: the
+   * process's open-files limit less a reserve for the journal, snapshots and the blob store
+   * (docs/connections.md, `decideEstablishedLimits`).
+   */
+  connectionsTotal: number | null;
+  /** Open connections one address may hold (CLOUDLY_CONNECTIONS_PER_ADDRESS). Null: half the total. */
+  connectionsPerAddress: number | null;
+  /**
+   * Bytes of watch events one admin socket may hold unanswered, or have queued unsent
+   * (CLOUDLY_WATCH_BUFFER_BYTES); at it, sending waits for answers, and a socket that stays there
+   * for `watchStallMs` is closed 4002 (docs/api-dashboard.md).
+   */
+  watchBufferBytes: number;
+  /** How long a socket's watch events may stay at CLOUDLY_WATCH_BUFFER_BYTES before the socket is closed 4002 (CLOUDLY_WATCH_STALL_MS). */
+  watchStallMs: number;
+  /** Watches one account may hold at once, over all its sockets (CLOUDLY_WATCHES_PER_ACCOUNT). */
+  watchesPerAccount: number;
   /** How long an idle HTTP keep-alive connection is kept (CLOUDLY_KEEP_ALIVE_TIMEOUT_MS). */
   keepAliveTimeoutMs: number;
   /**
@@ -295,6 +313,9 @@ const readDuration = (
   }
   return value;
 };
+/** An integer, or null when the variable is unset (its default is decided elsewhere). */
+const readOptionalInteger = (env: NodeJS.ProcessEnv, name: string, min: number, max: number): number | null =>
+  readOptional(env, name) === null ? null : readInteger(env, name, min, min, max);
 
 const readOptional = (env: NodeJS.ProcessEnv, name: string): string | null => {
   const raw = env[name];
@@ -545,6 +566,11 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     headersTimeoutMs: duration('CLOUDLY_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
     pendingConnectionsPerAddress: integer('CLOUDLY_PENDING_CONNECTIONS_PER_ADDRESS', 256, 1, 1_000_000),
     pendingConnectionsTotal: integer('CLOUDLY_PENDING_CONNECTIONS_TOTAL', 4096, 1, 1_000_000),
+    connectionsTotal: take(() => readOptionalInteger(env, 'CLOUDLY_CONNECTIONS_TOTAL', 1, 10_000_000), null),
+    connectionsPerAddress: take(() => readOptionalInteger(env, 'CLOUDLY_CONNECTIONS_PER_ADDRESS', 1, 10_000_000), null),
+    watchBufferBytes: integer('CLOUDLY_WATCH_BUFFER_BYTES', 4 * 1024 * 1024, 16 * 1024, 1024 * 1024 * 1024),
+    watchStallMs: duration('CLOUDLY_WATCH_STALL_MS', 10_000, 100, 600_000),
+    watchesPerAccount: integer('CLOUDLY_WATCHES_PER_ACCOUNT', 32, 1, 100_000),
     keepAliveTimeoutMs: duration('CLOUDLY_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
     trustedProxies: take(() => readAddressList(env, 'CLOUDLY_TRUSTED_PROXIES'), []),
     listenBacklog: integer('CLOUDLY_LISTEN_BACKLOG', 4096, 1, 65_535),
@@ -578,7 +604,8 @@ export const serverVariables: readonly string[] = [
   'CLOUDLY_RELAY_ANSWER_LIMIT_BYTES', 'CLOUDLY_SNAPSHOT_DEBOUNCE_MS', 'CLOUDLY_JOURNAL_COMPACT_BYTES',
   'CLOUDLY_COMPACT_INTERVAL_MS', 'CLOUDLY_COMPACT_RETRY_MS', 'CLOUDLY_STORAGE_PROBE_MS', 'CLOUDLY_DATABASE_TIMEOUT_MS',
   'CLOUDLY_TEST_JOURNAL_FAILPOINT', 'CLOUDLY_SHUTDOWN_GRACE_MS', 'CLOUDLY_HEADERS_TIMEOUT_MS',
-  'CLOUDLY_PENDING_CONNECTIONS_PER_ADDRESS', 'CLOUDLY_PENDING_CONNECTIONS_TOTAL', 'CLOUDLY_KEEP_ALIVE_TIMEOUT_MS',
+  'CLOUDLY_PENDING_CONNECTIONS_PER_ADDRESS', 'CLOUDLY_PENDING_CONNECTIONS_TOTAL', 'CLOUDLY_CONNECTIONS_TOTAL', 'CLOUDLY_CONNECTIONS_PER_ADDRESS',
+  'CLOUDLY_WATCH_BUFFER_BYTES', 'CLOUDLY_WATCH_STALL_MS', 'CLOUDLY_WATCHES_PER_ACCOUNT', 'CLOUDLY_KEEP_ALIVE_TIMEOUT_MS',
   'CLOUDLY_TRUSTED_PROXIES', 'CLOUDLY_LISTEN_BACKLOG', 'CLOUDLY_SOCKET_UPGRADES_PER_ADDRESS',
   'CLOUDLY_MAX_RELAYS_PER_INSTANCE', 'CLOUDLY_RELAY_CAPACITY_RETRY_MS', 'CLOUDLY_RELAY_WORK_CONCURRENCY',
   'CLOUDLY_WEBSOCKET_COMPRESSION', 'CLOUDLY_SECRETS_KEY_FILE', 'CLOUDLY_SECRETS_PREVIOUS_KEY_FILE',

@@ -55,13 +55,18 @@ export const cloudlyProcessEnv = (dataDirArg: string, extraArg: Record<string, s
 
 /**
  * Starts the CLI and waits for its "listening" line; rejects with its output if it exits first.
+ * `openFilesLimit` starts it under that open-files limit (`ulimit -n`).
  * A data directory that is new (missing or empty) gets a signing key from the run's pool
  * (test/helpers/signingkeys.ts), on the embedded database or a shared one.
  */
-export const startCloudlyProcess = async (envArg: NodeJS.ProcessEnv): Promise<ICloudlyProcess> => {
+export const startCloudlyProcess = async (envArg: NodeJS.ProcessEnv, optionsArg: { openFilesLimit?: number } = {}): Promise<ICloudlyProcess> => {
   const dataDir = envArg.CLOUDLY_DATA_DIR;
   if (dataDir) {
     await seedSigningKey(dataDir);
+  }
+  if (optionsArg.openFilesLimit !== undefined) {
+    // `ulimit -n` in a shell that then becomes the server (exec): the limit is the server's own.
+    return startListening('bash', ['-c', `ulimit -n ${optionsArg.openFilesLimit} && exec "$0" "$@"`, serverLauncher, ...cliArguments()], envArg);
   }
   return startListening(serverLauncher, cliArguments(), envArg);
 };

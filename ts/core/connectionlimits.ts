@@ -2,7 +2,13 @@ import type * as http from 'node:http';
 import type { Socket } from 'node:net';
 
 /**
- * Bounds on connections that have not yet become a request or a socket. A connection is pending
+ * Bounds on connections. Every connection, from its TCP accept to its close, is **established**
+ * and bounded per address (`establishedPerAddress`) and in total (`establishedTotal`), below the
+ * process's file-descriptor limit (`decideEstablishedLimits`): one address holding idle keep-alive
+ * connections or sockets must not take the descriptors the journal, a snapshot or the blob store
+ * need, nor every place of the other addresses.
+ *
+ * Among them, a connection that has not yet become a request or a socket is pending
  * from its TCP accept until its first request's headers are complete (HTTP) or its WebSocket
  * handshake is done (upgrade, authentication included). A pending connection
  * - must finish within `headersTimeoutMs`, or it is ended;
@@ -17,12 +23,20 @@ import type { Socket } from 'node:net';
  * connection.
  */
 
-export type TConnectionRefusalReason = 'pending-per-address' | 'pending-total' | 'headers-timeout' | 'relay-capacity';
+export type TConnectionRefusalReason = 'established-per-address' | 'established-total' | 'pending-per-address' | 'pending-total' | 'headers-timeout' | 'relay-capacity';
+
+export const connectionRefusalReasons: readonly TConnectionRefusalReason[] = [
+  'established-per-address', 'established-total', 'pending-per-address', 'pending-total', 'headers-timeout', 'relay-capacity',
+];
 
 export interface IConnectionLimits {
   headersTimeoutMs: number;
   pendingPerAddress: number;
   pendingTotal: number;
+  /** Open connections (any state) one address may hold. */
+  establishedPerAddress: number;
+  /** Open connections in total. */
+  establishedTotal: number;
   /** Addresses whose connections are not limited per address (CLOUDLY_TRUSTED_PROXIES). */
   trustedProxies: string[];
 }
@@ -39,6 +53,34 @@ export const decideRefusalRetryAfterSeconds = (refusedLastSecondArg: number, lim
   return 1 + Math.floor(randomArg() * spreadSeconds);
 };
 
+/**
+ * File descriptors kept out of the connections' budget: the journal's segments, a snapshot being
+ * written and read, the blob store's files, the database's and the logs' (Cloudly needs about a
+ * hundred at rest; a backup or a compaction opens more).
+ */
+export const fileDescriptorReserve = 256;
+/** The connection bounds when the file-descriptor limit cannot be read (or is unlimited). */
+const fallbackEstablishedTotal = 65_536;
+
+/**
+ * The established-connection bounds: the configured ones (CLOUDLY_CONNECTIONS_TOTAL,
+ * CLOUDLY_CONNECTIONS_PER_ADDRESS), or defaults derived from the process's open-files limit: the
+ * total is the limit less `fileDescriptorReserve` (half the limit when it is below twice the
+ * reserve), an address may hold half the total. `budgetExceeded` says that a configured total
+ * leaves less than the reserve below the limit.
+ */
+export const decideEstablishedLimits = (
+  openFilesArg: number | null,
+  configuredArg: { connectionsTotal: number | null; connectionsPerAddress: number | null },
+): { total: number; perAddress: number; reserve: number; budgetExceeded: boolean } => {
+  const budget = openFilesArg === null
+    ? fallbackEstablishedTotal
+    : Math.max(1, openFilesArg >= 2 * fileDescriptorReserve ? openFilesArg - fileDescriptorReserve : Math.floor(openFilesArg / 2));
+  const total = configuredArg.connectionsTotal ?? budget;
+  const perAddress = Math.min(total, configuredArg.connectionsPerAddress ?? Math.max(1, Math.floor(total / 2)));
+  return { total, perAddress, reserve: openFilesArg === null ? 0 : openFilesArg - budget, budgetExceeded: openFilesArg !== null && total > budget };
+};
+
 /** What a refused connection is answered: a bare 503 with the advice, then the connection is ended. */
 export const refusalResponse = (retryAfterSecondsArg: number): string =>
   `HTTP/1.1 503 Service Unavailable\r\nRetry-After: ${retryAfterSecondsArg}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`;
@@ -53,9 +95,20 @@ interface IPending {
 export const normalizeAddress = (addressArg: string | undefined): string =>
   (addressArg ?? 'unknown').replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
 
+/**
+ * Connections being refused at the same time; a refused connection holds its descriptor until the
+ * peer closes or a second has passed. Beyond this many, a refused connection is reset at once,
+ * without its 503: a flood must not hold the descriptors through its refusals.
+ */
+export const refusingConnectionsLimit = 128;
+
 export class PendingConnectionGuard {
   private readonly pending = new Map<Socket, IPending>();
   private readonly perAddress = new Map<string, number>();
+  /** Open connections by address (not those of trusted proxies), and in total. */
+  private readonly establishedPerAddress = new Map<string, number>();
+  private established = 0;
+  private refusing = 0;
   private readonly trusted: Set<string>;
   /** Refusals at accept in the current second, for the spread of their advice. */
   private refusedWindow = { startedAt: 0, count: 0, previous: 0 };
@@ -69,6 +122,10 @@ export class PendingConnectionGuard {
 
   public get pendingCount(): number {
     return this.pending.size;
+  }
+
+  public get establishedCount(): number {
+    return this.established;
   }
 
   /** Watches `serverArg`'s connections; call before it listens. */
@@ -90,6 +147,15 @@ export class PendingConnectionGuard {
   private accept(socketArg: Socket): void {
     const address = normalizeAddress(socketArg.remoteAddress);
     const counted = !this.trusted.has(address);
+    if (this.established >= this.limits.establishedTotal) {
+      this.refuse(socketArg, 'established-total', address);
+      return;
+    }
+    if (counted && (this.establishedPerAddress.get(address) ?? 0) >= this.limits.establishedPerAddress) {
+      this.refuse(socketArg, 'established-per-address', address);
+      return;
+    }
+    this.establish(socketArg, counted ? address : '');
     if (this.pending.size >= this.limits.pendingTotal) {
       this.refuse(socketArg, 'pending-total', address);
       return;
@@ -105,13 +171,32 @@ export class PendingConnectionGuard {
       }
     }, this.limits.headersTimeoutMs);
     timer.unref();
-    // Removed when the connection settles: an open socket keeps no listener of the guard.
+    // Removed when the connection settles: an open socket keeps only its established count's listener.
     const onClose = (): void => this.settle(socketArg);
     this.pending.set(socketArg, { address: counted ? address : '', timer, onClose });
     if (counted) {
       this.perAddress.set(address, (this.perAddress.get(address) ?? 0) + 1);
     }
     socketArg.once('close', onClose);
+  }
+
+  /** Counts the connection until it closes. */
+  private establish(socketArg: Socket, addressArg: string): void {
+    this.established++;
+    if (addressArg) {
+      this.establishedPerAddress.set(addressArg, (this.establishedPerAddress.get(addressArg) ?? 0) + 1);
+    }
+    socketArg.once('close', () => {
+      this.established--;
+      if (addressArg) {
+        const left = (this.establishedPerAddress.get(addressArg) ?? 1) - 1;
+        if (left > 0) {
+          this.establishedPerAddress.set(addressArg, left);
+        } else {
+          this.establishedPerAddress.delete(addressArg);
+        }
+      }
+    });
   }
 
   private settle(socketArg: Socket): void {
@@ -142,14 +227,25 @@ export class PendingConnectionGuard {
     // Refused at accept: a 503 with Retry-After written before anything is read (one small write,
     // no parsing). Without it a relay saw a reset, backed off exponentially and, in a storm larger
     // than the limit, came back seconds after there was room (bench/results/fleet.md).
+    socketArg.on('error', () => undefined);
+    if (this.refusing >= refusingConnectionsLimit) {
+      socketArg.destroy();
+      return;
+    }
+    this.refusing++;
+    socketArg.once('close', () => {
+      this.refusing--;
+    });
     const now = Date.now();
     if (now - this.refusedWindow.startedAt >= 1000) {
       this.refusedWindow = { startedAt: now, count: 0, previous: this.refusedWindow.count };
     }
     this.refusedWindow.count++;
-    const limit = reasonArg === 'pending-total' ? this.limits.pendingTotal : this.limits.pendingPerAddress;
+    const limit = reasonArg === 'pending-total' ? this.limits.pendingTotal
+      : reasonArg === 'established-total' ? this.limits.establishedTotal
+        : reasonArg === 'established-per-address' ? this.limits.establishedPerAddress
+          : this.limits.pendingPerAddress;
     const seconds = decideRefusalRetryAfterSeconds(Math.max(this.refusedWindow.count, this.refusedWindow.previous), limit, Math.random);
-    socketArg.on('error', () => undefined);
     socketArg.end(refusalResponse(seconds));
     // A peer that never reads must not keep the connection: it is destroyed shortly after.
     setTimeout(() => socketArg.destroy(), 1000).unref();

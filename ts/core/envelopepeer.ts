@@ -38,6 +38,8 @@ interface IPendingCall {
   resolve: (valueArg: unknown) => void;
   reject: (errorArg: unknown) => void;
   timer: NodeJS.Timeout;
+  /** The length of the call's frame as sent. */
+  bytes: number;
 }
 
 export interface IEnvelopePeerOptions {
@@ -53,7 +55,28 @@ export interface IEnvelopePeerOptions {
   onRouteFailure?: (errorArg: unknown) => string;
   /** Told before the peer closes a socket that broke its limits. */
   onPolicyViolation?: (reasonArg: string) => void;
+  /**
+   * Told of every unsolicited response (an answer to no call this side made) on a socket with
+   * limits, with whether it closed the socket.
+   */
+  onUnsolicitedResponse?: (closedArg: boolean) => void;
 }
+
+/**
+ * The close code of a socket that kept sending answers to calls never made (more than
+ * `unsolicitedResponseLimit.responses` in `windowMs`); its close reason is `unsolicited-responses`.
+ */
+export const unsolicitedResponsesCloseCode = 4003;
+export const unsolicitedResponsesCloseReason = 'unsolicited-responses';
+/** The reason an unsolicited response is answered with (`invalid-request`). */
+export const unsolicitedResponseReason = 'unsolicited-response';
+/** Unsolicited responses one socket may send in a window before it is closed. */
+export const unsolicitedResponseLimit = { responses: 100, windowMs: 60_000 } as const;
+/**
+ * Ids of calls that ended without their answer (timed out) that are remembered, so an answer that
+ * comes late is dropped as late and not counted as unsolicited.
+ */
+const rememberedEndedCalls = 1024;
 
 /** Per-socket limits on requests (see `EnvelopePeer.admitRequest`) and on frame sizes. */
 export interface ISocketRequestLimits {
@@ -240,6 +263,11 @@ export class EnvelopePeer {
   private tokens: number;
   private tokensAt = Date.now();
   private refusalsInRow = 0;
+  /** Ids of calls that timed out, oldest first (at most `rememberedEndedCalls`). */
+  private readonly endedCalls = new Set<string>();
+  private unsolicitedWindow = { startedAt: 0, count: 0 };
+  /** Bytes of the calls this side sent whose answer has not come (the frames as sent). */
+  private unansweredBytes = 0;
 
   constructor(public readonly socket: WebSocket, private readonly options: IEnvelopePeerOptions = {}) {
     this.tokens = options.limits?.frameBurst ?? 0;
@@ -294,6 +322,14 @@ export class EnvelopePeer {
     return this.socket.bufferedAmount;
   }
 
+  /**
+   * Bytes of this side's calls still waiting for their answer, as sent: what a peer that stops
+   * reading holds of them in this process, the kernel and itself (the watch's bound per socket).
+   */
+  public get unansweredCallBytes(): number {
+    return this.unansweredBytes;
+  }
+
   /** Calls a method on the other side and waits for its answer at most `timeoutMs`. */
   public call<TResponse = unknown>(methodArg: string, requestArg: unknown, timeoutMsArg: number): Promise<TResponse> {
     if (!this.isOpen) {
@@ -301,20 +337,40 @@ export class EnvelopePeer {
     }
     const id = randomUUID();
     const envelope: IEnvelope = { method: methodArg, request: requestArg, response: null, correlation: { id, phase: 'request' } };
+    const text = JSON.stringify(envelope);
     return new Promise<TResponse>((resolve, reject) => {
       const timer = setTimeout(() => {
-        this.pending.delete(id);
+        this.forget(id);
+        this.rememberEnded(id);
         reject(new PeerUnavailableError('timeout', methodArg));
       }, timeoutMsArg);
-      this.pending.set(id, { method: methodArg, resolve: resolve as (valueArg: unknown) => void, reject, timer });
-      this.socket.send(JSON.stringify(envelope), (error) => {
+      this.pending.set(id, { method: methodArg, resolve: resolve as (valueArg: unknown) => void, reject, timer, bytes: text.length });
+      this.unansweredBytes += text.length;
+      this.socket.send(text, (error) => {
         if (error) {
           clearTimeout(timer);
-          this.pending.delete(id);
+          this.forget(id);
           reject(new PeerUnavailableError('disconnected', methodArg));
         }
       });
     });
+  }
+
+  /** Removes a pending call (answered, timed out or failed) and its bytes. */
+  private forget(idArg: string): IPendingCall | undefined {
+    const call = this.pending.get(idArg);
+    if (call) {
+      this.pending.delete(idArg);
+      this.unansweredBytes -= call.bytes;
+    }
+    return call;
+  }
+
+  private rememberEnded(idArg: string): void {
+    this.endedCalls.add(idArg);
+    if (this.endedCalls.size > rememberedEndedCalls) {
+      this.endedCalls.delete(this.endedCalls.values().next().value as string);
+    }
   }
 
   public close(codeArg = 1000, reasonArg = 'closing'): void {
@@ -340,6 +396,8 @@ export class EnvelopePeer {
       call.reject(new PeerUnavailableError('disconnected', call.method));
       this.pending.delete(id);
     }
+    this.unansweredBytes = 0;
+    this.endedCalls.clear();
     for (const listener of this.closeListeners) {
       try {
         listener();
@@ -362,7 +420,9 @@ export class EnvelopePeer {
     }
     const frame = readFrame(textArg);
     if (frame.kind === 'response') {
-      this.settleCall(frame.correlationId, frame.error, frame.response);
+      if (!this.settleCall(frame.correlationId, frame.error, frame.response)) {
+        this.unsolicitedResponse(frame.correlationId, null, frame.error);
+      }
       return;
     }
     if (frame.kind === 'refused') {
@@ -404,13 +464,12 @@ export class EnvelopePeer {
     }
   }
 
-  /** Settles a pending call with the other side's answer; answers to nothing pending are dropped. */
-  private settleCall(correlationIdArg: string, errorArg: { text: string; data: unknown } | null, responseArg: unknown, malformedArg?: string[]): void {
-    const call = this.pending.get(correlationIdArg);
+  /** Settles a pending call with the other side's answer; false when no call of this id is pending. */
+  private settleCall(correlationIdArg: string, errorArg: { text: string; data: unknown } | null, responseArg: unknown, malformedArg?: string[]): boolean {
+    const call = this.forget(correlationIdArg);
     if (!call) {
-      return;
+      return false;
     }
-    this.pending.delete(correlationIdArg);
     clearTimeout(call.timer);
     if (malformedArg) {
       call.reject(new PeerAnswerMalformedError(call.method, malformedArg));
@@ -419,6 +478,43 @@ export class EnvelopePeer {
     } else {
       call.resolve(responseArg);
     }
+    return true;
+  }
+
+  /**
+   * An answer that settles no call: late (its call timed out), dropped; otherwise unsolicited. A
+   * socket with limits (Cloudly's side) answers an unsolicited response, so that every frame it
+   * gets is answered or its socket closed, and closes a socket that keeps sending them
+   * (`unsolicitedResponseLimit`). The answer is itself a response: a peer answering it again would
+   * bounce between the two sides, so an unsolicited response that is this refusal is not answered.
+   * A client (no limits) drops them, as it always did.
+   */
+  private unsolicitedResponse(correlationIdArg: string | null, methodArg: string | null, errorArg: { text: string; data: unknown } | null): void {
+    if (correlationIdArg !== null && this.endedCalls.delete(correlationIdArg)) {
+      return;
+    }
+    if (!this.options.limits || !this.isOpen) {
+      return;
+    }
+    const now = Date.now();
+    if (now - this.unsolicitedWindow.startedAt >= unsolicitedResponseLimit.windowMs) {
+      this.unsolicitedWindow = { startedAt: now, count: 0 };
+    }
+    this.unsolicitedWindow.count++;
+    const closing = this.unsolicitedWindow.count > unsolicitedResponseLimit.responses;
+    this.options.onUnsolicitedResponse?.(closing);
+    if (closing) {
+      this.options.onPolicyViolation?.('socket kept sending answers to calls never made');
+      this.close(unsolicitedResponsesCloseCode, unsolicitedResponsesCloseReason);
+      return;
+    }
+    const reasons = (errorArg?.data as { reasons?: unknown } | null | undefined)?.reasons;
+    if (Array.isArray(reasons) && reasons.includes(unsolicitedResponseReason)) {
+      return;
+    }
+    this.sendEnvelope(errorEnvelope(correlationIdArg ?? '', methodArg ?? '', refusalFor('invalid-request', [unsolicitedResponseReason], {
+      causes: [{ path: 'correlation.id', message: 'names no call this side made' }],
+    })));
   }
 
   /**
@@ -442,6 +538,7 @@ export class EnvelopePeer {
       }
     }
     if (peeked.phase === 'response') {
+      this.unsolicitedResponse(peeked.correlationId, peeked.method, null);
       return;
     }
     this.sendEnvelope(errorEnvelope(peeked.correlationId ?? '', peeked.method ?? '', refusalFor('invalid-request', reasonsArg, { causes: causesArg })));
@@ -454,6 +551,7 @@ export class EnvelopePeer {
       return;
     }
     if (phaseArg === 'response') {
+      this.unsolicitedResponse(correlationIdArg, methodArg, null);
       return;
     }
     this.sendEnvelope(errorEnvelope(correlationIdArg ?? '', methodArg ?? '', refusalArg));

@@ -1,4 +1,5 @@
 import * as promClient from 'prom-client';
+import { connectionRefusalReasons } from './connectionlimits.js';
 
 /**
  * The process's own metrics (CPU, memory, heap, handles, event loop delay, garbage collection),
@@ -30,10 +31,18 @@ export class CloudlyMetrics {
   public readonly relaySockets: promClient.Gauge;
   public readonly relayCalls: promClient.Counter<'method' | 'outcome'>;
   public readonly connectionRefusals: promClient.Counter<'reason'>;
+  /** Answers on a socket to calls Cloudly never made (docs/boundary.md). */
+  public readonly unsolicitedResponses: promClient.Counter;
+  /** Sockets Cloudly closed with a close code of its own, by that code's reason. */
+  public readonly socketsClosed: promClient.Counter<'reason'>;
   /** Set by the transport: connections that have not completed headers or upgrade right now. */
   public pendingConnections: () => number = () => 0;
   /** Set by the server: whether the embedded database is read-only because its disk is full. */
   public storageReadOnly: () => boolean = () => false;
+  /** Set by the watch: the most bytes of watch events one admin socket held unanswered or unsent, since start. */
+  public watchSocketBytesHighWater: () => number = () => 0;
+  /** Set by the transport: open connections right now. */
+  public establishedConnections: () => number = () => 0;
   /** Set by the server: database commands sent so far. */
   public databaseCommands: () => number = () => 0;
   /** Set by the server: relay calls of a storm waiting for a slot now, and those that waited so far (CLOUDLY_RELAY_WORK_CONCURRENCY). */
@@ -66,12 +75,26 @@ export class CloudlyMetrics {
     });
     this.connectionRefusals = new promClient.Counter({
       name: 'cloudly_connections_refused_total',
-      help: 'Connections ended before a request: pending-per-address, pending-total (refused at accept), headers-timeout, or relay-capacity (a relay upgrade beyond CLOUDLY_MAX_RELAYS_PER_INSTANCE).',
+      help: 'Connections refused or ended before a request: established-per-address, established-total, pending-per-address, pending-total (refused at accept), headers-timeout, or relay-capacity (a relay upgrade beyond CLOUDLY_MAX_RELAYS_PER_INSTANCE).',
       labelNames: ['reason'],
       registers: [this.registry],
     });
-    for (const reason of ['pending-per-address', 'pending-total', 'headers-timeout', 'relay-capacity']) {
+    for (const reason of connectionRefusalReasons) {
       this.connectionRefusals.inc({ reason }, 0);
+    }
+    this.unsolicitedResponses = new promClient.Counter({
+      name: 'cloudly_socket_unsolicited_responses_total',
+      help: 'Answers received on sockets to calls Cloudly never made (answered invalid-request unsolicited-response).',
+      registers: [this.registry],
+    });
+    this.socketsClosed = new promClient.Counter({
+      name: 'cloudly_sockets_closed_total',
+      help: 'Sockets Cloudly closed for their behaviour: unsolicited-responses (4003) or watch-behind (4002, a watcher that fell behind).',
+      labelNames: ['reason'],
+      registers: [this.registry],
+    });
+    for (const reason of ['unsolicited-responses', 'watch-behind']) {
+      this.socketsClosed.inc({ reason }, 0);
     }
     const metrics = this;
     new promClient.Gauge({
@@ -86,6 +109,22 @@ export class CloudlyMetrics {
       () => metrics.relayCallGate().waitedTotal);
     this.pulledCounter('cloudly_relay_calls_dropped_total', 'Relay calls of a reconnect storm not run when their turn came because their socket had closed meanwhile.',
       () => metrics.relayCallGate().droppedTotal);
+    new promClient.Gauge({
+      name: 'cloudly_watch_socket_bytes_max',
+      help: 'The most bytes of watch events one admin socket has held unanswered or unsent since start (bounded by CLOUDLY_WATCH_BUFFER_BYTES plus one event).',
+      registers: [this.registry],
+      collect() {
+        this.set(metrics.watchSocketBytesHighWater());
+      },
+    });
+    new promClient.Gauge({
+      name: 'cloudly_connections_established',
+      help: 'Open connections (any state: pending, HTTP, sockets) right now (CLOUDLY_CONNECTIONS_TOTAL).',
+      registers: [this.registry],
+      collect() {
+        this.set(metrics.establishedConnections());
+      },
+    });
     new promClient.Gauge({
       name: 'cloudly_connections_pending',
       help: 'Connections that have not completed their headers or WebSocket upgrade yet.',

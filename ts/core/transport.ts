@@ -106,8 +106,12 @@ export interface ITransportHost {
     authorize(bearerArg: string | null): Promise<{ ok: true; actor: string } | { ok: false; status: number; refusal: IRefusal }>;
     export(sinkArg: (chunkArg: Buffer) => Promise<void>, onStartArg: (infoArg: { lsn: number; documents: number }) => void): Promise<{ lsn: number; documents: number; bytes: number }>;
   };
-  /** Counts a connection ended before its first request (connectionlimits.ts), and tells the pending count. */
-  connectionLimits?: { refused(reasonArg: TConnectionRefusalReason): void; pending(countArg: () => number): void };
+  /** Counts a connection refused or ended before its first request (connectionlimits.ts), and tells the pending and open counts. */
+  connectionLimits?: { refused(reasonArg: TConnectionRefusalReason): void; pending(countArg: () => number): void; established?(countArg: () => number): void };
+  /** The bounds on open connections (`decideEstablishedLimits`); absent: no bound beyond the pending ones. */
+  establishedConnectionLimits?: { total: number; perAddress: number };
+  /** Counts an answer a socket sent to a call never made, and whether it closed the socket (envelopepeer.ts). */
+  unsolicitedResponse?(closedArg: boolean): void;
   logger: TCloudlyLogger;
   /** Answers one request envelope from any transport. */
   dispatch(envelopeArg: IEnvelope, localDataArg: Record<string, unknown>): Promise<IEnvelope>;
@@ -181,6 +185,8 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     headersTimeoutMs: hostArg.config.headersTimeoutMs,
     pendingPerAddress: hostArg.config.pendingConnectionsPerAddress,
     pendingTotal: hostArg.config.pendingConnectionsTotal,
+    establishedTotal: hostArg.establishedConnectionLimits?.total ?? Number.MAX_SAFE_INTEGER,
+    establishedPerAddress: hostArg.establishedConnectionLimits?.perAddress ?? Number.MAX_SAFE_INTEGER,
     trustedProxies: hostArg.config.trustedProxies,
   }, (reasonArg, addressArg) => {
     hostArg.connectionLimits?.refused(reasonArg);
@@ -188,6 +194,7 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
   });
   connectionGuard.attach(app.server);
   hostArg.connectionLimits?.pending(() => connectionGuard.pendingCount);
+  hostArg.connectionLimits?.established?.(() => connectionGuard.establishedCount);
   // Node's own bound, for the headers of later requests on a kept-alive connection.
   app.server.headersTimeout = hostArg.config.headersTimeoutMs;
   const socketLimits = (kindArg: 'relay' | 'admin'): ISocketRequestLimits => ({
@@ -346,6 +353,7 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
       limits: socketLimits(authentication.kind),
       route: (envelopeArg) => hostArg.dispatch(envelopeArg, localData),
       onRouteFailure: (errorArg) => hostArg.logInternalFailure(errorArg, 'socket frame'),
+      onUnsolicitedResponse: (closedArg) => hostArg.unsolicitedResponse?.(closedArg),
       onPolicyViolation: (reasonArg) => hostArg.logger.warn(
         { kind: authentication.kind, clusterId: authentication.clusterId, remoteAddress, reason: reasonArg },
         'socket closed for breaking its limits',

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
-import type { EnvelopePeer } from '../core/envelopepeer.js';
+import { PeerUnavailableError, type EnvelopePeer } from '../core/envelopepeer.js';
 import { registerOperations } from '../core/operations.js';
 import { refuse, refuseNamed } from '../core/errors.js';
 import { invalidField, refuseFields } from '../core/validation.js';
@@ -44,6 +44,17 @@ export const maxWatcherBacklog = 5_000;
 const changeEventTimeoutMs = 30_000;
 
 export const revisionGoneReason = 'revision-gone';
+/** The reason a watch beyond CLOUDLY_WATCHES_PER_ACCOUNT is refused with (`conflict`). */
+export const watchLimitReason = 'watch-limit-reached';
+/**
+ * The close code of an admin socket whose watches fell behind: its events unanswered or unsent
+ * stayed beyond CLOUDLY_WATCH_BUFFER_BYTES for CLOUDLY_WATCH_STALL_MS, or one went unanswered
+ * for 30 s. The close reason is
+ * `watch-behind revision=<n>`: every event of every watch on the socket up to revision n was
+ * answered, so `watchChanges { sinceRevision: n }` resumes each without a gap.
+ */
+export const watchBehindCloseCode = 4002;
+export const watchBehindCloseReason = (revisionArg: number): string => `watch-behind revision=${revisionArg}`;
 
 interface IResolvedChange {
   kind: string;
@@ -64,6 +75,14 @@ interface IChangeEntry {
 interface IWatcher {
   id: string;
   peer: EnvelopePeer;
+  /** The account that opened it (CLOUDLY_WATCHES_PER_ACCOUNT). */
+  account: string;
+  /** Revisions of the events sent and not yet answered, in the order sent. */
+  inFlight: number[];
+  /** The revision of the last change the pump is done with (sent or not matching). */
+  lastTaken: number;
+  /** Set while the pump waits at the socket's bound (CLOUDLY_WATCH_BUFFER_BYTES): closes the socket when it fires. */
+  stallTimer: NodeJS.Timeout | null;
   kinds: Set<string> | null;
   clusterId: string | null;
   queue: IChangeEntry[];
@@ -87,6 +106,8 @@ export class WatchManager {
   private readonly clusterOfDocument = new Map<string, string>();
   private readonly publishers = new Map<string, { kind: IDocumentKind<IStoredDocument>; publisher: IPublisher }>();
   private stopListening: (() => void) | null = null;
+  /** The most bytes of events one socket held unanswered or unsent, seen after each send (`cloudly_watch_socket_bytes_max`). */
+  private socketBytesHighWater = 0;
   /** The revision from which changes made elsewhere are known: the feed has read the shared log without a pause since. */
   private sharedKnownSince = this.lastRevision;
   /** The feed's reading of the shared log this revision is known from (its start time), null while it is not read. */
@@ -111,6 +132,7 @@ export class WatchManager {
       unknown: docArg.unknown ?? null,
     }));
     this.publishedOfCluster = [serviceKind, serviceBackupKind] as Array<IDocumentKind<IStoredDocument & { clusterId: string }>>;
+    cloudly.metrics.watchSocketBytesHighWater = () => this.socketBytesHighWater;
     registerOperations(cloudly, watchOperations({
       watch: (requestArg, peerArg) => this.watch(requestArg, peerArg),
       unwatch: (watchIdArg, peerArg) => this.unwatch(watchIdArg, peerArg),
@@ -134,6 +156,11 @@ export class WatchManager {
       }
     }
     const watchId = `watch-${randomUUID()}`;
+    const account = currentOperation().actor.id;
+    const held = [...this.watchers.values()].filter((watcherArg) => watcherArg.account === account).length;
+    if (held >= this.cloudly.config.watchesPerAccount) {
+      throw refuseNamed('conflict', watchLimitReason, `this account holds ${held} watches, as many as it may (CLOUDLY_WATCHES_PER_ACCOUNT); unwatch one first`);
+    }
     if (currentOperation().dryRun) {
       return { watchId, revision: this.lastRevision };
     }
@@ -150,6 +177,10 @@ export class WatchManager {
     const watcher: IWatcher = {
       id: watchId,
       peer: peerArg,
+      account,
+      inFlight: [],
+      lastTaken: request.sinceRevision ?? this.lastRevision,
+      stallTimer: null,
       kinds: request.kinds ? new Set(request.kinds) : null,
       clusterId: request.clusterId ?? null,
       queue: request.sinceRevision === undefined ? [] : this.recent.filter((entryArg) => entryArg.revision > request.sinceRevision!),
@@ -311,9 +342,23 @@ export class WatchManager {
         while (!watcherArg.stopped && watcherArg.queue.length > 0) {
           const entry = watcherArg.queue.shift()!;
           const change = await this.resolved(entry);
-          if (!change || !this.matches(watcherArg, change) || watcherArg.stopped) {
+          if (watcherArg.stopped) {
+            break;
+          }
+          if (!change || !this.matches(watcherArg, change)) {
+            watcherArg.lastTaken = entry.revision;
             continue;
           }
+          // What this socket holds of its events, unanswered (in this process, the kernel or the
+          // peer) or not yet written, is bounded: at the bound the pump waits for answers, and a
+          // socket that stays there is closed (`stall`), not fed.
+          const bound = this.cloudly.config.watchBufferBytes;
+          if (watcherArg.peer.unansweredCallBytes > bound || watcherArg.peer.bufferedAmount > bound) {
+            watcherArg.queue.unshift(entry);
+            this.stall(watcherArg);
+            break;
+          }
+          this.unstall(watcherArg);
           const event: IChangeEvent = {
             watchId: watcherArg.id,
             revision: entry.revision,
@@ -325,11 +370,32 @@ export class WatchManager {
             ...(change.document === undefined ? {} : { document: change.document }),
           };
           watcherArg.unanswered++;
+          watcherArg.inFlight.push(entry.revision);
+          watcherArg.lastTaken = entry.revision;
           // Frames leave the socket in the order they are sent, so the next event need not wait for this answer.
           watcherArg.peer.call('changeEvent', event, changeEventTimeoutMs).then(
-            () => { watcherArg.unanswered--; },
-            () => { watcherArg.unanswered--; this.stopWatcher(watcherArg); },
+            () => {
+              watcherArg.unanswered--;
+              const at = watcherArg.inFlight.indexOf(entry.revision);
+              if (at >= 0) {
+                watcherArg.inFlight.splice(at, 1);
+              }
+              if (watcherArg.stallTimer) {
+                // Waiting at the bound: an answer may have made room.
+                this.pump(watcherArg);
+              }
+            },
+            (error: unknown) => {
+              watcherArg.unanswered--;
+              // Unanswered for the whole timeout: the watcher fell behind, and is told where it stood.
+              if (error instanceof PeerUnavailableError && error.failure === 'timeout' && !watcherArg.stopped) {
+                this.closeBehind(watcherArg.peer);
+              } else {
+                this.stopWatcher(watcherArg);
+              }
+            },
           );
+          this.socketBytesHighWater = Math.max(this.socketBytesHighWater, watcherArg.peer.unansweredCallBytes, watcherArg.peer.bufferedAmount);
           if (watcherArg.unanswered > maxWatcherBacklog) {
             this.expire(watcherArg);
           }
@@ -337,10 +403,59 @@ export class WatchManager {
       } finally {
         watcherArg.pumping = false;
       }
-      if (!watcherArg.stopped && watcherArg.queue.length > 0) {
+      if (!watcherArg.stopped && !watcherArg.stallTimer && watcherArg.queue.length > 0) {
         this.pump(watcherArg);
       }
     })();
+  }
+
+  /** The watcher waits at its socket's bound; still there after CLOUDLY_WATCH_STALL_MS, its socket is closed. */
+  private stall(watcherArg: IWatcher): void {
+    if (watcherArg.stallTimer) {
+      return;
+    }
+    watcherArg.stallTimer = setTimeout(() => {
+      watcherArg.stallTimer = null;
+      if (!watcherArg.stopped) {
+        this.closeBehind(watcherArg.peer);
+      }
+    }, this.cloudly.config.watchStallMs);
+    watcherArg.stallTimer.unref();
+  }
+
+  private unstall(watcherArg: IWatcher): void {
+    if (watcherArg.stallTimer) {
+      clearTimeout(watcherArg.stallTimer);
+      watcherArg.stallTimer = null;
+    }
+  }
+
+  /**
+   * The revision a watcher reached: every event of it up to there was answered (its oldest
+   * unanswered event's revision less one, or the last change it is done with).
+   */
+  private reachedRevision(watcherArg: IWatcher): number {
+    return watcherArg.inFlight.length > 0 ? watcherArg.inFlight[0] - 1 : watcherArg.lastTaken;
+  }
+
+  /**
+   * Closes a socket whose watches fell behind (`watchBehindCloseCode`), with the lowest revision
+   * its watches reached: resuming every one of them from there misses nothing (a watch further
+   * ahead sees a few events again, with the generations it already has).
+   */
+  private closeBehind(peerArg: EnvelopePeer): void {
+    const watchers = [...this.watchers.values()].filter((watcherArg) => watcherArg.peer === peerArg);
+    for (const watcher of watchers) {
+      this.stopWatcher(watcher);
+    }
+    if (watchers.length === 0 || !peerArg.isOpen) {
+      return;
+    }
+    const revision = Math.min(...watchers.map((watcherArg) => this.reachedRevision(watcherArg)));
+    this.cloudly.metrics.socketsClosed.inc({ reason: 'watch-behind' });
+    this.cloudly.logger.warn({ watches: watchers.length, revision, unansweredBytes: peerArg.unansweredCallBytes, bufferedBytes: peerArg.bufferedAmount },
+      'admin socket closed: its watches fell behind (docs/api-dashboard.md)');
+    peerArg.close(watchBehindCloseCode, watchBehindCloseReason(revision));
   }
 
   /** Tells a watcher that fell too far behind to re-list, and drops it. */
@@ -356,6 +471,7 @@ export class WatchManager {
     }
     watcherArg.stopped = true;
     watcherArg.queue = [];
+    this.unstall(watcherArg);
     watcherArg.stopListening();
     this.watchers.delete(watcherArg.id);
   }
