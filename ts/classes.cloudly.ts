@@ -1,5 +1,6 @@
 import { judgeKernelLimits, readKernelLimits } from './core/kernellimits.js';
 import type { FastifyInstance } from 'fastify';
+import type { Server as HttpsServer } from 'node:https';
 import { performance } from 'node:perf_hooks';
 import { TypedHandler, TypedResponseError, TypedRouter } from '@api.global/typedrequest';
 import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
@@ -42,6 +43,8 @@ import type { IAdminHandlerContext, IOperationDeclaration, IRelayHandlerContext 
 import { registerDashboard } from './core/dashboard.js';
 import type { IServedMethod, TAdminAccess } from './core/access.js';
 import { buildServedSchema, registerSchemaRoute } from './core/schema.js';
+import { TlsCertificateSource, isLoopbackHost, secureContextOptions } from './core/tls.js';
+import type { IListenerStatus } from './core/transport.js';
 
 /** Times consecutive steps: `stepDone(name)` records the time since the previous step (ms) under its name. */
 const stepTimer = (): { stepsMs: Record<string, number>; stepDone: (nameArg: string) => void } => {
@@ -140,6 +143,11 @@ export class Cloudly {
   public generatedAdminPassword: string | null = null;
   private httpServer: FastifyInstance | null = null;
   private stopping: Promise<void> | null = null;
+  /** The certificate every listener serves, when CLOUDLY_TLS_CERT_FILE is set (docs/tls.md). */
+  public tls: TlsCertificateSource | null = null;
+  private readonly reloadTlsOnSignal = (): void => {
+    void this.tls?.reload('SIGHUP');
+  };
 
   constructor(optionsArg: ICloudlyOptions = {}) {
     this.config = { ...readConfig(process.env), ...(optionsArg.config ?? {}) };
@@ -158,6 +166,7 @@ export class Cloudly {
       logger: this.logger,
     });
     this.metrics.databaseCommands = () => this.database.commandsStarted;
+    this.metrics.listener = () => ({ ...this.listenerStatus(), reloads: this.tls?.reloads ?? null, notAfterMs: this.tls?.current.notAfterMs ?? null });
     this.metrics.relayCallGate = () => ({ queued: this.relayCallGate.queued, waitedTotal: this.relayCallGate.waitedTotal, droppedTotal: this.relayCallsDropped });
     this.store = new DocumentStore(this.database);
     this.secrets = new SecretBox(
@@ -206,12 +215,19 @@ export class Cloudly {
   }
 
   public get baseUrl(): string {
-    return `http://${this.config.host.includes(':') ? `[${this.config.host}]` : this.config.host}:${this.port}`;
+    return `${this.config.tlsCertFile ? 'https' : 'http'}://${this.config.host.includes(':') ? `[${this.config.host}]` : this.config.host}:${this.port}`;
   }
 
   public async start(): Promise<void> {
     // Each step's time goes into the "listening" log line, so a slow start says where it waited.
     const { stepsMs, stepDone } = stepTimer();
+    if (this.config.tlsCertFile && this.config.tlsKeyFile) {
+      // First: a certificate that cannot be served stops the start before anything else is touched.
+      this.tls = await TlsCertificateSource.open({
+        certFile: this.config.tlsCertFile, keyFile: this.config.tlsKeyFile, pollMs: this.config.tlsReloadPollMs, logger: this.logger,
+      });
+      stepDone('tls');
+    }
     await this.database.start();
     stepDone('database');
     const audit = await this.store.reconcileAudit();
@@ -228,7 +244,7 @@ export class Cloudly {
       stepDone(manager.constructor.name);
     }
     this.httpServer = await createHttpServer(this.transportHost());
-    registerDashboard(this.httpServer, { logger: this.logger });
+    registerDashboard(this.httpServer, { logger: this.logger, tls: this.tls !== null });
     // Built once here, after every manager registered its methods.
     const servedSchema = buildServedSchema(this.servedMethods.values());
     if (servedSchema.untyped.length > 0) {
@@ -237,13 +253,40 @@ export class Cloudly {
     registerSchemaRoute(this.httpServer, () => servedSchema);
     await this.httpServer.listen({ port: this.config.port, host: this.config.host, backlog: this.config.listenBacklog });
     stepDone('listen');
+    if (this.tls) {
+      this.tls.attach(this.httpServer.server as unknown as HttpsServer);
+      process.on('SIGHUP', this.reloadTlsOnSignal);
+    }
+    if (this.listenerStatus().plainHttpExposed) {
+      this.logger.warn(
+        { host: this.config.host, port: this.port },
+        'listening in plain HTTP on an address other machines reach: passwords, identities and relay tokens cross the network in clear. Set CLOUDLY_TLS_CERT_FILE and CLOUDLY_TLS_KEY_FILE, or CLOUDLY_ALLOW_PLAIN_HTTP=1 when a proxy in front terminates TLS (docs/tls.md)',
+      );
+    }
     for (const warning of judgeKernelLimits(this.config, readKernelLimits())) {
       this.logger.warn(warning, 'a kernel limit is below what this configuration needs (docs/multi-instance.md, "Kernel limits")');
     }
     await this.clusterManager.relayElection.startRegistry(this.config.internalUrl ?? this.baseUrl);
     stepDone('instanceRegistry');
     this.started = true;
-    this.logger.info({ url: this.baseUrl, database: this.database.embedded ? 'embedded' : 'mongodb', stepsMs }, 'cloudly is listening');
+    this.logger.info({
+      url: this.baseUrl,
+      database: this.database.embedded ? 'embedded' : 'mongodb',
+      ...(this.tls ? { tlsFingerprint256: this.tls.current.fingerprint256 } : {}),
+      stepsMs,
+    }, 'cloudly is listening');
+  }
+
+  /** Whether the wire is protected (`/readyz`'s `listener`, /metrics). */
+  public listenerStatus(): IListenerStatus {
+    if (this.tls) {
+      return {
+        tls: true,
+        plainHttpExposed: false,
+        certificate: { fingerprint256: this.tls.current.fingerprint256, notAfter: new Date(this.tls.current.notAfterMs).toISOString() },
+      };
+    }
+    return { tls: false, plainHttpExposed: !this.config.allowPlainHttp && !isLoopbackHost(this.config.host) };
   }
 
   /** The transport's view of this server: the few things HTTP and the sockets need. */
@@ -292,6 +335,8 @@ export class Cloudly {
       },
       metricsText: () => this.metrics.text(),
       jwks: () => this.auth.jwks,
+      tls: this.tls ? secureContextOptions(this.tls.current) : null,
+      listenerStatus: () => this.listenerStatus(),
       serveForwardedRelayCall: (bearerArg, bodyArg) => this.clusterManager.relayElection.serveForwarded(bearerArg, bodyArg),
       refuseInternalBearer: (bearerArg) => this.clusterManager.relayElection.refuseInternalBearer(bearerArg),
     };
@@ -309,6 +354,8 @@ export class Cloudly {
     // Each step's time goes into the last log line, so a slow stop says where it waited.
     const { stepsMs, stepDone } = stepTimer();
     this.started = false;
+    process.off('SIGHUP', this.reloadTlsOnSignal);
+    this.tls?.stop();
     const relaySockets = this.relays.closeAll();
     for (const peer of this.openSockets) {
       peer.close(1001, 'cloudly is stopping');

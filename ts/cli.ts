@@ -1,6 +1,7 @@
 import { Cloudly } from './classes.cloudly.js';
 import { ConfigError } from './config.js';
 import { DataDirectoryLockedError, StorageDamagedError } from './core/database.js';
+import { TlsMaterialError } from './core/tls.js';
 
 /** `npm start` (through bin/cloudly-server, which passes the node flags): read the configuration, start Cloudly, stop it gracefully on SIGTERM/SIGINT. */
 const main = async (): Promise<void> => {
@@ -19,6 +20,8 @@ const main = async (): Promise<void> => {
   } catch (error) {
     if (error instanceof StorageDamagedError || error instanceof DataDirectoryLockedError) {
       process.stderr.write(`cloudly: ${error.message}\n`);
+    } else if (error instanceof TlsMaterialError) {
+      process.stderr.write(`cloudly: TLS certificate refused (${error.reason}): ${error.message} (CLOUDLY_TLS_CERT_FILE, CLOUDLY_TLS_KEY_FILE)\n`);
     } else {
       process.stderr.write(`cloudly: failed to start: ${(error as Error).message}\n`);
     }

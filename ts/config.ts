@@ -178,6 +178,19 @@ export interface ICloudlyConfig {
   blobStore: 'filesystem' | 's3';
   /** The S3 store's settings when `blobStore` is `s3` (CLOUDLY_S3_*, AWS_*), else null. See docs/blobstore.md. */
   s3: ICloudlyS3Config | null;
+  /**
+   * Cloudly's own certificate (CLOUDLY_TLS_CERT_FILE, PEM with its chain) and key
+   * (CLOUDLY_TLS_KEY_FILE): set together, every listener speaks TLS (docs/tls.md). Null: plain HTTP.
+   */
+  tlsCertFile: string | null;
+  tlsKeyFile: string | null;
+  /** How often the certificate and key files are looked at for a replacement (CLOUDLY_TLS_RELOAD_POLL_MS). */
+  tlsReloadPollMs: number;
+  /**
+   * CLOUDLY_ALLOW_PLAIN_HTTP: a proxy in front terminates TLS, so plain HTTP on a non-loopback
+   * address is intended and not warned about.
+   */
+  allowPlainHttp: boolean;
 }
 
 export interface ICloudlyS3Config {
@@ -353,6 +366,21 @@ const readBlobStoreConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'blob
   };
 };
 
+/** Cloudly's own certificate and how plain HTTP is judged (docs/tls.md). */
+const readTlsConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'tlsCertFile' | 'tlsKeyFile' | 'tlsReloadPollMs' | 'allowPlainHttp'> => {
+  const tlsCertFile = readOptionalPath(env, 'CLOUDLY_TLS_CERT_FILE');
+  const tlsKeyFile = readOptionalPath(env, 'CLOUDLY_TLS_KEY_FILE');
+  if ((tlsCertFile === null) !== (tlsKeyFile === null)) {
+    throw new ConfigError(tlsCertFile === null ? 'CLOUDLY_TLS_CERT_FILE' : 'CLOUDLY_TLS_KEY_FILE', 'CLOUDLY_TLS_CERT_FILE and CLOUDLY_TLS_KEY_FILE must be set together');
+  }
+  return {
+    tlsCertFile,
+    tlsKeyFile,
+    tlsReloadPollMs: readInteger(env, 'CLOUDLY_TLS_RELOAD_POLL_MS', 5_000, 50, 3_600_000),
+    allowPlainHttp: readBoolean(env, 'CLOUDLY_ALLOW_PLAIN_HTTP', false),
+  };
+};
+
 const readScryptN = (env: NodeJS.ProcessEnv): number => {
   const name = 'CLOUDLY_PASSWORD_SCRYPT_N';
   const value = readInteger(env, name, defaultScryptN, minimumScryptN, maximumScryptN);
@@ -444,5 +472,6 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     runtimeNetworkWithdrawalWindowMs: readInteger(env, 'CLOUDLY_RUNTIME_NETWORK_WITHDRAWAL_MS', 120_000, 0, 24 * 3_600_000),
     ...readMultiInstanceConfig(env),
     ...readBlobStoreConfig(env),
+    ...readTlsConfig(env),
   };
 };

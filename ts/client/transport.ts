@@ -3,6 +3,7 @@ import type { WebSocket } from 'ws';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { IEnvelope } from '../core/envelopepeer.js';
 import { CloudlyRefusal } from '../core/refusal.js';
+import { assertCredentialsMayTravel, clientTlsOptions } from './trust.js';
 
 /** Client-side transport pieces shared by the admin and the relay client. */
 
@@ -40,9 +41,12 @@ const retryAfterMsOf = (headersArg: IncomingHttpHeaders): number | null => {
  */
 const postText = async (urlArg: string, bodyArg: string): Promise<{ status: number; text: string; retryAfterMs: number | null }> => {
   const url = new URL(urlArg);
+  // Every POST carries a password, an identity or a token: never in clear to another machine.
+  assertCredentialsMayTravel(urlArg);
   const { request } = url.protocol === 'https:' ? await import('node:https') : await import('node:http');
   return new Promise((resolve, reject) => {
     const outgoing = request(url, {
+      ...(url.protocol === 'https:' ? clientTlsOptions() : {}),
       method: 'POST',
       headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(bodyArg) },
     }, (incoming) => {
@@ -108,7 +112,9 @@ export const openSocket = async (baseUrlArg: string, bearerArg: string): Promise
 };
 
 const openSocketWith = (socketClassArg: typeof WebSocket, baseUrlArg: string, bearerArg: string): Promise<WebSocket> => new Promise((resolve, reject) => {
+  assertCredentialsMayTravel(baseUrlArg);
   const socket = new socketClassArg(`${baseUrlArg.replace(/^http/, 'ws')}/typedsocket`, {
+    ...(baseUrlArg.startsWith('https:') ? clientTlsOptions() : {}),
     headers: { authorization: `Bearer ${bearerArg}` },
     maxPayload: 64 * 1024 * 1024,
   });

@@ -14,6 +14,7 @@ import type { IRelaySession } from './relaysessions.js';
 import { watchSocketLiveness } from './socketliveness.js';
 import { internalRelayCallPath } from './instances.js';
 import { instanceLinkLimits, internalLinkPath, serveInstanceLink } from './instancelinks.js';
+import type { SecureContextOptions } from 'node:tls';
 
 /**
  * The HTTP and WebSocket surface: `POST /typedrequest`, `GET /typedsocket`, health, metrics and
@@ -120,6 +121,10 @@ export interface ITransportHost {
   isReady(): Promise<boolean>;
   metricsText(): Promise<{ contentType: string; text: string }>;
   jwks(): unknown;
+  /** The certificate every listener serves (TLS 1.2 or newer), or null for plain HTTP (docs/tls.md). */
+  tls: SecureContextOptions | null;
+  /** How this listener is protected, for `/readyz` (docs/tls.md). */
+  listenerStatus(): IListenerStatus;
   /**
    * `POST /internal/relaycall` (docs/multi-instance.md): a relay call another instance forwarded
    * here, with its bearer (an internal token) and its parsed body. Every call on an instance link
@@ -131,6 +136,14 @@ export interface ITransportHost {
    * no forwarded calls are served, 401 for a token that fails), or null when it passes.
    */
   refuseInternalBearer(bearerArg: string | null): Promise<{ status: number; answer: unknown } | null>;
+}
+
+/** `/readyz`'s `listener`: whether the wire is protected, and the certificate served. */
+export interface IListenerStatus {
+  tls: boolean;
+  /** Plain HTTP on an address other machines reach, with no CLOUDLY_ALLOW_PLAIN_HTTP: credentials cross the network in clear. */
+  plainHttpExposed: boolean;
+  certificate?: { fingerprint256: string; notAfter: string };
 }
 
 /** Socket upgrades one address may fail in a window before it is refused without a look. */
@@ -161,7 +174,10 @@ const releaseUpgradeRequest = (socketArg: WebSocket, connectionArg: Socket): voi
 };
 
 export const createHttpServer = async (hostArg: ITransportHost): Promise<FastifyInstance> => {
+  // With a certificate the server is node's https.Server: the same routes, sockets and limits, and
+  // setSecureContext for reloads. Fastify types it apart from the http one; the surface used is common.
   const app = Fastify({
+    ...(hostArg.tls ? { https: hostArg.tls } : {}),
     logger: false,
     bodyLimit: hostArg.config.bodyLimitBytes,
     // Closing idle keep-alive connections lets a graceful stop finish promptly.
@@ -169,12 +185,13 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     keepAliveTimeout: hostArg.config.keepAliveTimeoutMs,
     // request.ip (every per-address limit after the headers) is the client behind a listed proxy.
     trustProxy: hostArg.config.trustedProxies.length > 0 ? hostArg.config.trustedProxies : false,
-  });
+  }) as unknown as FastifyInstance;
   const connectionGuard = new PendingConnectionGuard({
     headersTimeoutMs: hostArg.config.headersTimeoutMs,
     pendingPerAddress: hostArg.config.pendingConnectionsPerAddress,
     pendingTotal: hostArg.config.pendingConnectionsTotal,
     trustedProxies: hostArg.config.trustedProxies,
+    tls: hostArg.tls !== null,
   }, (reasonArg, addressArg) => {
     hostArg.connectionLimits?.refused(reasonArg);
     hostArg.logger.debug({ reason: reasonArg, remoteAddress: addressArg }, 'connection ended before a request');
@@ -465,7 +482,11 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
   app.get('/livez', async () => ({ status: 'live' }));
   app.get('/readyz', async (_request, reply) => {
     const reachable = await hostArg.isReady();
-    return reply.code(reachable ? 200 : 503).send({ status: reachable ? 'ready' : 'not-ready', database: reachable ? 'reachable' : 'unreachable' });
+    return reply.code(reachable ? 200 : 503).send({
+      status: reachable ? 'ready' : 'not-ready',
+      database: reachable ? 'reachable' : 'unreachable',
+      listener: hostArg.listenerStatus(),
+    });
   });
   app.get('/metrics', async (_request, reply) => {
     const { contentType, text } = await hostArg.metricsText();
