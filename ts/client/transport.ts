@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { WebSocket } from 'ws';
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { IEnvelope } from '../core/envelopepeer.js';
 import { CloudlyRefusal } from '../core/refusal.js';
 import { assertCredentialsMayTravel, clientTlsOptions } from './trust.js';
@@ -62,6 +62,29 @@ const postText = async (urlArg: string, bodyArg: string): Promise<{ status: numb
     outgoing.on('error', reject);
     outgoing.end(bodyArg);
   });
+};
+
+/**
+ * A GET whose answer is read as it arrives (`cloudly snapshot save`, the simulator's JWKS), through
+ * the same trust as every call: https verified against the system's CAs and CLOUDLY_CA_FILE, no
+ * plain http to a remote host.
+ */
+export const openGet = async (urlArg: string, headersArg: Record<string, string> = {}): Promise<IncomingMessage> => {
+  const url = new URL(urlArg);
+  assertCredentialsMayTravel(urlArg);
+  const { get } = url.protocol === 'https:' ? await import('node:https') : await import('node:http');
+  return new Promise((resolve, reject) => {
+    get(url, { ...(url.protocol === 'https:' ? clientTlsOptions() : {}), headers: headersArg }, resolve).once('error', reject);
+  });
+};
+
+/** The whole body of an answer, as text. */
+export const readAnswerText = async (incomingArg: IncomingMessage): Promise<string> => {
+  const chunks: Buffer[] = [];
+  for await (const chunk of incomingArg) {
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 };
 
 /**
