@@ -43,7 +43,8 @@ import type { IAdminHandlerContext, IOperationDeclaration, IRelayHandlerContext 
 import { registerDashboard } from './core/dashboard.js';
 import type { IServedMethod, TAdminAccess } from './core/access.js';
 import { buildServedSchema, registerSchemaRoute } from './core/schema.js';
-import { TlsCertificateSource, isLoopbackHost, secureContextOptions } from './core/tls.js';
+import { TlsCertificateSource, isLoopbackHost, secureContextOptions, type IServedCertificate } from './core/tls.js';
+import { AcmeCertificates } from './manager.acme/acme.manager.js';
 import type { IListenerStatus } from './core/transport.js';
 
 /** Times consecutive steps: `stepDone(name)` records the time since the previous step (ms) under its name. */
@@ -143,10 +144,14 @@ export class Cloudly {
   public generatedAdminPassword: string | null = null;
   private httpServer: FastifyInstance | null = null;
   private stopping: Promise<void> | null = null;
-  /** The certificate every listener serves, when CLOUDLY_TLS_CERT_FILE is set (docs/tls.md). */
-  public tls: TlsCertificateSource | null = null;
+  /** The certificate every listener serves, from files (CLOUDLY_TLS_CERT_FILE) or ACME (CLOUDLY_ACME_DOMAINS); docs/tls.md. */
+  public tls: IServedCertificate | null = null;
+  /** Cloudly's own certificate by ACME, when CLOUDLY_ACME_DOMAINS is set. */
+  public acme: AcmeCertificates | null = null;
   private readonly reloadTlsOnSignal = (): void => {
-    void this.tls?.reload('SIGHUP');
+    if (this.tls instanceof TlsCertificateSource) {
+      void this.tls.reload('SIGHUP');
+    }
   };
 
   constructor(optionsArg: ICloudlyOptions = {}) {
@@ -166,7 +171,12 @@ export class Cloudly {
       logger: this.logger,
     });
     this.metrics.databaseCommands = () => this.database.commandsStarted;
-    this.metrics.listener = () => ({ ...this.listenerStatus(), reloads: this.tls?.reloads ?? null, notAfterMs: this.tls?.current.notAfterMs ?? null });
+    this.metrics.listener = () => ({
+      ...this.listenerStatus(),
+      reloads: this.tls?.reloads ?? null,
+      // With ACME, the placeholder served before the first order is no certificate to watch.
+      notAfterMs: this.acme && this.acme.servedGeneration === 0 ? null : this.tls?.current.notAfterMs ?? null,
+    });
     this.metrics.relayCallGate = () => ({ queued: this.relayCallGate.queued, waitedTotal: this.relayCallGate.waitedTotal, droppedTotal: this.relayCallsDropped });
     this.store = new DocumentStore(this.database);
     this.secrets = new SecretBox(
@@ -215,7 +225,7 @@ export class Cloudly {
   }
 
   public get baseUrl(): string {
-    return `${this.config.tlsCertFile ? 'https' : 'http'}://${this.config.host.includes(':') ? `[${this.config.host}]` : this.config.host}:${this.port}`;
+    return `${this.config.tlsCertFile || this.config.acmeDomains.length > 0 ? 'https' : 'http'}://${this.config.host.includes(':') ? `[${this.config.host}]` : this.config.host}:${this.port}`;
   }
 
   public async start(): Promise<void> {
@@ -236,6 +246,16 @@ export class Cloudly {
     }
     stepDone('auditReconcile');
     await this.secrets.start();
+    if (this.config.acmeDomains.length > 0) {
+      // Needs the database and the secret box (the keys are sealed); serves the stored certificate
+      // or a placeholder until the first order is stored.
+      this.acme = new AcmeCertificates({
+        config: this.config, store: this.store, secrets: this.secrets, logger: this.logger, instanceId: this.clusterManager.relayElection.instanceId,
+      });
+      await this.acme.start();
+      this.tls = this.acme;
+      stepDone('acme');
+    }
     await this.auth.start();
     this.generatedAdminPassword = await this.adminManager.ensureFirstAdmin(this.config.adminUsername, this.config.adminPassword);
     stepDone('secretsAuthAdmin');
@@ -280,10 +300,20 @@ export class Cloudly {
   /** Whether the wire is protected (`/readyz`'s `listener`, /metrics). */
   public listenerStatus(): IListenerStatus {
     if (this.tls) {
+      const acme = this.acme;
       return {
         tls: true,
         plainHttpExposed: false,
         certificate: { fingerprint256: this.tls.current.fingerprint256, notAfter: new Date(this.tls.current.notAfterMs).toISOString() },
+        ...(acme ? {
+          acme: {
+            domains: this.config.acmeDomains,
+            state: acme.status.state,
+            failures: acme.status.failures,
+            nextAttemptAt: acme.status.nextAttemptAt > 0 ? new Date(acme.status.nextAttemptAt).toISOString() : null,
+            problem: acme.status.problem ? { ...acme.status.problem, at: new Date(acme.status.problem.at).toISOString() } : null,
+          },
+        } : {}),
       };
     }
     return { tls: false, plainHttpExposed: !this.config.allowPlainHttp && !isLoopbackHost(this.config.host) };
@@ -355,7 +385,10 @@ export class Cloudly {
     const { stepsMs, stepDone } = stepTimer();
     this.started = false;
     process.off('SIGHUP', this.reloadTlsOnSignal);
-    this.tls?.stop();
+    if (this.tls instanceof TlsCertificateSource) {
+      this.tls.stop();
+    }
+    await this.acme?.stop();
     const relaySockets = this.relays.closeAll();
     for (const peer of this.openSockets) {
       peer.close(1001, 'cloudly is stopping');

@@ -191,6 +191,23 @@ export interface ICloudlyConfig {
    * address is intended and not warned about.
    */
   allowPlainHttp: boolean;
+  /**
+   * Cloudly's own names to get a certificate for by ACME (CLOUDLY_ACME_DOMAINS, comma-separated;
+   * docs/tls.md). Empty: ACME is off.
+   */
+  acmeDomains: string[];
+  /** The ACME directory (CLOUDLY_ACME_DIRECTORY_URL); Let's Encrypt's production directory by default. */
+  acmeDirectoryUrl: string;
+  /** The account's contact (CLOUDLY_ACME_EMAIL), or null. */
+  acmeEmail: string | null;
+  /** Where HTTP-01 challenges are answered (CLOUDLY_ACME_HTTP_PORT; 80, where the ACME server asks). */
+  acmeHttpPort: number;
+  /** CA certificates (PEM) the ACME directory's https is verified against (CLOUDLY_ACME_CA_FILE; a private ACME server). */
+  acmeCaFile: string | null;
+  /** How often each instance looks at the stored certificate and whether an order is due (CLOUDLY_ACME_CHECK_INTERVAL_MS). */
+  acmeCheckIntervalMs: number;
+  /** The first pause after a failed order; it doubles with each failure in a row, up to 6 h (CLOUDLY_ACME_RETRY_MS). */
+  acmeRetryMs: number;
 }
 
 export interface ICloudlyS3Config {
@@ -381,6 +398,40 @@ const readTlsConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'tlsCertFil
   };
 };
 
+/** The public ACME directory used when ACME is on and none is named. */
+export const letsEncryptDirectoryUrl = 'https://acme-v02.api.letsencrypt.org/directory';
+
+const dnsNamePattern = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+/** Cloudly's own certificate by ACME (docs/tls.md, "ACME"). */
+const readAcmeConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'acmeDomains' | 'acmeDirectoryUrl' | 'acmeEmail' | 'acmeHttpPort' | 'acmeCaFile' | 'acmeCheckIntervalMs' | 'acmeRetryMs'> => {
+  const domains = (readOptional(env, 'CLOUDLY_ACME_DOMAINS') ?? '').split(',').map((one) => one.trim().toLowerCase()).filter((one) => one !== '');
+  const invalid = domains.filter((one) => !dnsNamePattern.test(one));
+  if (invalid.length > 0) {
+    throw new ConfigError('CLOUDLY_ACME_DOMAINS', `must be DNS names separated by commas; not names: ${invalid.map((one) => `"${one}"`).join(', ')}`);
+  }
+  if (domains.length > 0 && (readOptional(env, 'CLOUDLY_TLS_CERT_FILE') !== null || readOptional(env, 'CLOUDLY_TLS_KEY_FILE') !== null)) {
+    throw new ConfigError('CLOUDLY_ACME_DOMAINS', 'and CLOUDLY_TLS_CERT_FILE / CLOUDLY_TLS_KEY_FILE exclude each other: the certificate comes from ACME or from files');
+  }
+  const directoryUrl = readOptional(env, 'CLOUDLY_ACME_DIRECTORY_URL') ?? letsEncryptDirectoryUrl;
+  if (!/^https:\/\/[^\s]+$/.test(directoryUrl)) {
+    throw new ConfigError('CLOUDLY_ACME_DIRECTORY_URL', 'must be an https:// URL');
+  }
+  const email = readOptional(env, 'CLOUDLY_ACME_EMAIL');
+  if (email !== null && !/^[^\s@,]+@[^\s@,]+$/.test(email)) {
+    throw new ConfigError('CLOUDLY_ACME_EMAIL', 'must be one e-mail address');
+  }
+  return {
+    acmeDomains: [...new Set(domains)],
+    acmeDirectoryUrl: directoryUrl,
+    acmeEmail: email,
+    acmeHttpPort: readInteger(env, 'CLOUDLY_ACME_HTTP_PORT', 80, 0, 65535),
+    acmeCaFile: readOptionalPath(env, 'CLOUDLY_ACME_CA_FILE'),
+    acmeCheckIntervalMs: readInteger(env, 'CLOUDLY_ACME_CHECK_INTERVAL_MS', 60_000, 50, 3_600_000),
+    acmeRetryMs: readInteger(env, 'CLOUDLY_ACME_RETRY_MS', 60_000, 10, 3_600_000),
+  };
+};
+
 const readScryptN = (env: NodeJS.ProcessEnv): number => {
   const name = 'CLOUDLY_PASSWORD_SCRYPT_N';
   const value = readInteger(env, name, defaultScryptN, minimumScryptN, maximumScryptN);
@@ -473,5 +524,6 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     ...readMultiInstanceConfig(env),
     ...readBlobStoreConfig(env),
     ...readTlsConfig(env),
+    ...readAcmeConfig(env),
   };
 };

@@ -107,7 +107,7 @@ export class CloudlyMetrics {
     });
     new promClient.Gauge({
       name: 'cloudly_tls_certificate_expiry_timestamp_seconds',
-      help: 'When the certificate Cloudly serves expires (Unix time, seconds); absent without TLS.',
+      help: 'When the certificate Cloudly serves expires (Unix time, seconds); 0 without TLS, or while ACME has issued none yet.',
       registers: [this.registry],
       collect() {
         this.reset();

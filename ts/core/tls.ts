@@ -130,6 +130,14 @@ export interface ISecureContextTarget {
   setSecureContext(optionsArg: SecureContextOptions): void;
 }
 
+/** What a listener serves its certificate from: files (TlsCertificateSource) or ACME (ts/manager.acme). */
+export interface IServedCertificate {
+  readonly current: ITlsMaterial;
+  readonly reloads: { ok: number; refused: number };
+  /** Hands replacements to the server from now on. */
+  attach(targetArg: ISecureContextTarget): void;
+}
+
 export interface ITlsReloadOutcome {
   ok: boolean;
   reason?: TTlsRefusalReason;
@@ -143,7 +151,7 @@ export interface ITlsReloadOutcome {
  * polled (`fs.watchFile`), because a replaced file (a rename, as certbot and Kubernetes secrets do)
  * escapes a watch on the old inode.
  */
-export class TlsCertificateSource {
+export class TlsCertificateSource implements IServedCertificate {
   public current: ITlsMaterial;
   public reloads = { ok: 0, refused: 0 };
   private target: ISecureContextTarget | null = null;

@@ -144,6 +144,14 @@ export interface IListenerStatus {
   /** Plain HTTP on an address other machines reach, with no CLOUDLY_ALLOW_PLAIN_HTTP: credentials cross the network in clear. */
   plainHttpExposed: boolean;
   certificate?: { fingerprint256: string; notAfter: string };
+  /** With ACME (docs/tls.md): the order's state, and the last problem while it fails. */
+  acme?: {
+    domains: string[];
+    state: 'pending' | 'ordering' | 'valid' | 'failed';
+    failures: number;
+    nextAttemptAt: string | null;
+    problem: { type: string; detail: string; at: string } | null;
+  };
 }
 
 /** Socket upgrades one address may fail in a window before it is refused without a look. */
