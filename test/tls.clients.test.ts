@@ -76,6 +76,12 @@ describe('clients over TLS', () => {
     assert.ok(Array.isArray(JSON.parse(list.stdout).clusters));
   });
 
+  test('a --ca-file that cannot be read is a usage error, and nothing is sent', async () => {
+    const run = await cli.run(['login', '--url', t.baseUrl, '--ca-file', path.join(tlsDir, 'missing.pem')], `${testAdminPassword}\n`);
+    assert.equal(run.code, 2, run.stderr);
+    assert.match(run.stderr, /--ca-file: .*missing\.pem cannot be read: ENOENT/);
+  });
+
   test('cloudly login to a server nothing here trusts stops before the password is sent, showing the fingerprint', async () => {
     const other = await createCli();
     try {

@@ -106,6 +106,25 @@ describe('TLS on every listener', () => {
     assert.equal(livez.headers['strict-transport-security'], undefined);
   });
 
+  test('a request over TLS settles its connection with the pending-connection guard (no headers timeout for a served connection)', async () => {
+    const agent = new https.Agent({ keepAlive: true, ca: ca.certPem });
+    try {
+      const answer = await new Promise<number>((resolve, reject) => {
+        https.get(`${t.baseUrl}/livez`, { agent }, (response) => {
+          response.resume();
+          response.on('end', () => resolve(response.statusCode ?? 0));
+        }).once('error', reject);
+      });
+      assert.equal(answer, 200);
+      // The guard counted the TCP connection at accept and the request arrived on the TLS socket
+      // wrapped around it: the two must be matched, or the kept-alive connection stays pending and is
+      // ended at the headers timeout.
+      assert.equal(t.cloudly.metrics.pendingConnections(), 0);
+    } finally {
+      agent.destroy();
+    }
+  });
+
   test('a client without the CA is refused by its own verification; TLS older than 1.2 is not spoken', async () => {
     await assert.rejects(httpsGet(`${t.baseUrl}/livez`, null), (errorArg: NodeJS.ErrnoException) =>
       ['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY'].includes(errorArg.code ?? ''));
