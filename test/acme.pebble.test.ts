@@ -101,6 +101,12 @@ describe('ACME for Cloudly\'s own name, against pebble', { skip: !available && '
       }
       assert.equal(t.cloudly.secrets.decryptText(stored.key, 'CloudlyAcmeCertificate/cloudly/key').includes('PRIVATE KEY'), true);
       assert.ok(!t.logs.some((line) => line.includes('PRIVATE KEY')));
+      // Nor in the control plane's snapshot (what GET /admin/snapshot sends).
+      const chunks: Buffer[] = [];
+      await t.cloudly.database.exportSnapshot(async (chunkArg) => { chunks.push(chunkArg); }, () => undefined);
+      const snapshot = Buffer.concat(chunks);
+      assert.ok(snapshot.includes(Buffer.from('CloudlyAcmeCertificate')), 'the snapshot holds the ACME documents');
+      assert.ok(!snapshot.includes(Buffer.from('PRIVATE KEY')));
 
       const metrics = (await t.cloudly.metrics.text()).text;
       assert.equal(/^cloudly_tls_certificate_expiry_timestamp_seconds (\d+)/m.exec(metrics)?.[1], String(Math.floor(stored.notAfterMs / 1000)));

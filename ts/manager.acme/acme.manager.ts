@@ -73,6 +73,8 @@ const keyContext = (kindArg: string): string => `${kindArg}/${ownId}/key`;
 /** How long one order may hold the lease; an instance that died mid-order frees it after this. */
 export const acmeOrderLeaseMs = 10 * 60_000;
 export const maximumRetryMs = 6 * 3600_000;
+/** How long a stop waits for an order in flight. */
+const stopWaitMs = 3_000;
 
 /** When renewal is due: two thirds into the certificate's lifetime. */
 export const renewalDueAt = (notBeforeMsArg: number, notAfterMsArg: number): number =>
@@ -435,7 +437,13 @@ export class AcmeCertificates implements IServedCertificate {
     if (this.timer) {
       clearTimeout(this.timer);
     }
-    await this.ticking?.catch(() => undefined);
+    // An order in flight may wait long on the ACME server: the stop waits a little for it, not
+    // for the whole order (the lease runs out and another instance, or the next start, orders).
+    let bound: NodeJS.Timeout | null = null;
+    await Promise.race([this.ticking?.catch(() => undefined), new Promise((resolve) => { bound = setTimeout(resolve, stopWaitMs); })]);
+    if (bound) {
+      clearTimeout(bound);
+    }
     if (this.responder) {
       this.responder.closeAllConnections();
       await new Promise<void>((resolve) => this.responder!.close(() => resolve()));
