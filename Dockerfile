@@ -1,4 +1,11 @@
-# Cloudly control plane. Build: docker build -t cloudly .   Run: docker run -p 3000:3000 -v cloudly-data:/data cloudly
+# Cloudly control plane. Build: docker build -t cloudly .
+# Run with TLS (docs/tls.md): docker run -p 3000:3000 -v cloudly-data:/data -v /etc/cloudly/tls:/tls:ro \
+#   -e CLOUDLY_TLS_CERT_FILE=/tls/fullchain.pem -e CLOUDLY_TLS_KEY_FILE=/tls/privkey.pem cloudly
+# Or by ACME (HTTP-01 answered on 8080 inside; the unprivileged user cannot bind 80):
+#   docker run -p 443:3000 -p 80:8080 -v cloudly-data:/data -e CLOUDLY_ACME_DOMAINS=cloudly.example.com \
+#   -e CLOUDLY_ACME_EMAIL=ops@example.com -e CLOUDLY_ACME_HTTP_PORT=8080 cloudly
+# Without a certificate it serves plain HTTP on 0.0.0.0 and warns at start, unless CLOUDLY_ALLOW_PLAIN_HTTP=1
+# says a proxy in front terminates TLS.
 # (Not built in the development environment, which has no Docker: untested.)
 
 # ---- build: install everything, transpile ts/ to dist/, then drop the dev dependencies.
@@ -45,8 +52,10 @@ USER node
 VOLUME ["/data"]
 EXPOSE 3000
 
+# /livez over https once a certificate is given or ordered. Loopback and no credentials: the certificate names
+# the server's public names, not 127.0.0.1, so it is not verified here.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.CLOUDLY_PORT || 3000) + '/livez').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+  CMD ["node", "-e", "require(process.env.CLOUDLY_TLS_CERT_FILE || process.env.CLOUDLY_ACME_DOMAINS ? 'node:https' : 'node:http').get({ host: '127.0.0.1', port: process.env.CLOUDLY_PORT || 3000, path: '/livez', rejectUnauthorized: false }, (r) => process.exit(r.statusCode === 200 ? 0 : 1)).on('error', () => process.exit(1))"]
 
 ENTRYPOINT ["/usr/bin/tini", "--"]
 # The launcher passes the server's node flags and execs node on dist/cli.js (npm run start:prod).

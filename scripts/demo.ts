@@ -11,6 +11,10 @@
  * Without CLOUDLY_DATA_DIR the data goes to ./.nogit/demo-data (not ./.nogit/data, which
  * `npm start` uses). Without CLOUDLY_ADMIN_PASSWORD the demo makes one up on its first run and
  * keeps it in <data dir>.admin-password (mode 0600), so the next run logs in again.
+ *
+ * With CLOUDLY_TLS_CERT_FILE and CLOUDLY_TLS_KEY_FILE (a certificate naming the listen address),
+ * Cloudly serves https and the demo and the simulator verify it against the system's CAs and
+ * CLOUDLY_CA_FILE (docs/tls.md).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -97,7 +101,7 @@ const startCloudly = (): Promise<string> => new Promise((resolve, reject) => {
     log.write(chunkArg);
     if (seen !== null) {
       seen += chunkArg.toString();
-      const match = /"url":"(http:\/\/[^"]+)".*cloudly is listening/.exec(seen);
+      const match = /"url":"(https?:\/\/[^"]+)".*cloudly is listening/.exec(seen);
       if (match) {
         seen = null as unknown as string;
         say(`Cloudly's log: ${logFile}`);

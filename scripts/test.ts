@@ -63,6 +63,7 @@ const e2ePatterns: RegExp[] = [
   /^backup\.(s3|relayclosures)\./,
   /^storage\.(crash|lock|shutdown|verify|snapshot)\./,
   /^sim\./,
+  /^acme\.pebble\./,
 ];
 
 export const laneOf = (fileArg: string): TLane => {

@@ -1,6 +1,7 @@
 import { judgeKernelLimits, readKernelLimits } from './core/kernellimits.js';
 import { decideEstablishedLimits, fileDescriptorReserve } from './core/connectionlimits.js';
 import type { FastifyInstance } from 'fastify';
+import type { Server as HttpsServer } from 'node:https';
 import { performance } from 'node:perf_hooks';
 import { TypedHandler, TypedResponseError, TypedRouter } from '@api.global/typedrequest';
 import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
@@ -56,6 +57,9 @@ import type { IAdminHandlerContext, IOperationDeclaration, IRelayHandlerContext 
 import { registerDashboard } from './core/dashboard.js';
 import type { IServedMethod, TAdminAccess } from './core/access.js';
 import { buildServedSchema, registerSchemaRoute } from './core/schema.js';
+import { TlsCertificateSource, isLoopbackHost, secureContextOptions, type IServedCertificate } from './core/tls.js';
+import { AcmeCertificates } from './manager.acme/acme.manager.js';
+import type { IListenerStatus } from './core/transport.js';
 
 /** Times consecutive steps: `stepDone(name)` records the time since the previous step (ms) under its name. */
 const stepTimer = (): { stepsMs: Record<string, number>; stepDone: (nameArg: string) => void } => {
@@ -170,6 +174,15 @@ export class Cloudly {
   /** The bounds on open connections, decided at start from the open-files limit (docs/connections.md). */
   private connectionBudget: { total: number; perAddress: number; reserve: number; budgetExceeded: boolean } | undefined;
   private stopping: Promise<void> | null = null;
+  /** The certificate every listener serves, from files (CLOUDLY_TLS_CERT_FILE) or ACME (CLOUDLY_ACME_DOMAINS); docs/tls.md. */
+  public tls: IServedCertificate | null = null;
+  /** Cloudly's own certificate by ACME, when CLOUDLY_ACME_DOMAINS is set. */
+  public acme: AcmeCertificates | null = null;
+  private readonly reloadTlsOnSignal = (): void => {
+    if (this.tls instanceof TlsCertificateSource) {
+      void this.tls.reload('SIGHUP');
+    }
+  };
 
   constructor(optionsArg: ICloudlyOptions = {}) {
     this.config = { ...readConfig(process.env), ...(optionsArg.config ?? {}) };
@@ -193,6 +206,12 @@ export class Cloudly {
     });
     this.metrics.databaseCommands = () => this.database.commandsStarted;
     this.metrics.storageReadOnly = () => this.database.storageReadOnly;
+    this.metrics.listener = () => ({
+      ...this.listenerStatus(),
+      reloads: this.tls?.reloads ?? null,
+      // With ACME, the placeholder served before the first order is no certificate to watch.
+      notAfterMs: this.acme && this.acme.servedGeneration === 0 ? null : this.tls?.current.notAfterMs ?? null,
+    });
     this.metrics.relayCallGate = () => ({ queued: this.relayCallGate.queued, waitedTotal: this.relayCallGate.waitedTotal, droppedTotal: this.relayCallsDropped });
     this.store = new DocumentStore(this.database);
     this.secrets = new SecretBox(
@@ -362,13 +381,20 @@ export class Cloudly {
   }
 
   public get baseUrl(): string {
-    return `http://${this.config.host.includes(':') ? `[${this.config.host}]` : this.config.host}:${this.port}`;
+    return `${this.config.tlsCertFile || this.config.acmeDomains.length > 0 ? 'https' : 'http'}://${this.config.host.includes(':') ? `[${this.config.host}]` : this.config.host}:${this.port}`;
   }
 
   public async start(): Promise<void> {
     // Each step's time goes into the "listening" log line, so a slow start says where it waited.
     const { stepsMs, stepDone } = stepTimer();
     await checkListenHost(this.config.host);
+    if (this.config.tlsCertFile && this.config.tlsKeyFile) {
+      // First: a certificate that cannot be served stops the start before anything else is touched.
+      this.tls = await TlsCertificateSource.open({
+        certFile: this.config.tlsCertFile, keyFile: this.config.tlsKeyFile, pollMs: this.config.tlsReloadPollMs, logger: this.logger,
+      });
+      stepDone('tls');
+    }
     await this.database.start();
     stepDone('database');
     // Deferred steps run once the start is complete (not beside the steps still starting).
@@ -385,6 +411,16 @@ export class Cloudly {
     });
     stepDone('auditReconcile');
     await this.secrets.start();
+    if (this.config.acmeDomains.length > 0) {
+      // Needs the database and the secret box (the keys are sealed); serves the stored certificate
+      // or a placeholder until the first order is stored.
+      this.acme = new AcmeCertificates({
+        config: this.config, store: this.store, secrets: this.secrets, logger: this.logger, instanceId: this.clusterManager.relayElection.instanceId,
+      });
+      await this.acme.start();
+      this.tls = this.acme;
+      stepDone('acme');
+    }
     await this.auth.start();
     this.generatedAdminPassword = await this.adminManager.ensureFirstAdmin(this.config.adminUsername, this.config.adminPassword);
     stepDone('secretsAuthAdmin');
@@ -406,7 +442,7 @@ export class Cloudly {
       ? `connection limits: CLOUDLY_CONNECTIONS_TOTAL leaves fewer than ${fileDescriptorReserve} of the open-files limit for the journal, snapshots and the blob store (docs/connections.md)`
       : 'connection limits (docs/connections.md)');
     this.httpServer = await createHttpServer(this.transportHost());
-    registerDashboard(this.httpServer, { logger: this.logger });
+    registerDashboard(this.httpServer, { logger: this.logger, tls: this.tls !== null });
     // Built once here, after every manager registered its methods.
     const servedSchema = buildServedSchema(this.servedMethods.values());
     if (servedSchema.untyped.length > 0) {
@@ -415,6 +451,16 @@ export class Cloudly {
     registerSchemaRoute(this.httpServer, () => servedSchema);
     await this.httpServer.listen({ port: this.config.port, host: this.config.host, backlog: this.config.listenBacklog });
     stepDone('listen');
+    if (this.tls) {
+      this.tls.attach(this.httpServer.server as unknown as HttpsServer);
+      process.on('SIGHUP', this.reloadTlsOnSignal);
+    }
+    if (this.listenerStatus().plainHttpExposed) {
+      this.logger.warn(
+        { host: this.config.host, port: this.port },
+        'listening in plain HTTP on an address other machines reach: passwords, identities and relay tokens cross the network in clear. Set CLOUDLY_TLS_CERT_FILE and CLOUDLY_TLS_KEY_FILE, or CLOUDLY_ALLOW_PLAIN_HTTP=1 when a proxy in front terminates TLS (docs/tls.md)',
+      );
+    }
     for (const warning of judgeKernelLimits(this.config, kernelLimits)) {
       this.logger.warn(warning, 'a kernel limit is below what this configuration needs (docs/multi-instance.md, "Kernel limits")');
     }
@@ -425,7 +471,34 @@ export class Cloudly {
       // Space returned while the start went on.
       void this.runDeferredStartSteps();
     }
-    this.logger.info({ url: this.baseUrl, database: this.database.embedded ? 'embedded' : 'mongodb', stepsMs }, 'cloudly is listening');
+    this.logger.info({
+      url: this.baseUrl,
+      database: this.database.embedded ? 'embedded' : 'mongodb',
+      ...(this.tls ? { tlsFingerprint256: this.tls.current.fingerprint256 } : {}),
+      stepsMs,
+    }, 'cloudly is listening');
+  }
+
+  /** Whether the wire is protected (`/readyz`'s `listener`, /metrics). */
+  public listenerStatus(): IListenerStatus {
+    if (this.tls) {
+      const acme = this.acme;
+      return {
+        tls: true,
+        plainHttpExposed: false,
+        certificate: { fingerprint256: this.tls.current.fingerprint256, notAfter: new Date(this.tls.current.notAfterMs).toISOString() },
+        ...(acme ? {
+          acme: {
+            domains: this.config.acmeDomains,
+            state: acme.status.state,
+            failures: acme.status.failures,
+            nextAttemptAt: acme.status.nextAttemptAt > 0 ? new Date(acme.status.nextAttemptAt).toISOString() : null,
+            problem: acme.status.problem ? { ...acme.status.problem, at: new Date(acme.status.problem.at).toISOString() } : null,
+          },
+        } : {}),
+      };
+    }
+    return { tls: false, plainHttpExposed: !this.config.allowPlainHttp && !isLoopbackHost(this.config.host) };
   }
 
   /** Start-up steps that met a full disk, in start order; each runs again once the disk takes writes. */
@@ -535,6 +608,8 @@ export class Cloudly {
       },
       metricsText: (namesArg) => this.metrics.text(namesArg),
       jwks: () => this.auth.jwks,
+      tls: this.tls ? secureContextOptions(this.tls.current) : null,
+      listenerStatus: () => this.listenerStatus(),
       serveForwardedRelayCall: (bearerArg, bodyArg) => this.clusterManager.relayElection.serveForwarded(bearerArg, bodyArg),
       refuseInternalBearer: (bearerArg) => this.clusterManager.relayElection.refuseInternalBearer(bearerArg),
     };
@@ -552,6 +627,11 @@ export class Cloudly {
     // Each step's time goes into the last log line, so a slow stop says where it waited.
     const { stepsMs, stepDone } = stepTimer();
     this.started = false;
+    process.off('SIGHUP', this.reloadTlsOnSignal);
+    if (this.tls instanceof TlsCertificateSource) {
+      this.tls.stop();
+    }
+    await this.acme?.stop();
     const relaySockets = this.relays.closeAll();
     for (const peer of this.openSockets) {
       peer.close(1001, 'cloudly is stopping');

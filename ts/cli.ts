@@ -26,6 +26,7 @@ const main = async (): Promise<void> => {
   const { Cloudly: CloudlyServer } = await import('./classes.cloudly.js');
   const { ConfigError: ConfigurationError } = await import('./config.js');
   const { DataDirectoryLockedError, StorageDamagedError } = await import('./core/database.js');
+  const { TlsMaterialError } = await import('./core/tls.js');
   let cloudly: Cloudly;
   try {
     cloudly = new CloudlyServer();
@@ -83,6 +84,8 @@ const main = async (): Promise<void> => {
     }
     if (error instanceof StorageDamagedError || error instanceof DataDirectoryLockedError) {
       process.stderr.write(`cloudly: ${error.message}\n`);
+    } else if (error instanceof TlsMaterialError) {
+      process.stderr.write(`cloudly: TLS certificate refused (${error.reason}): ${error.message} (CLOUDLY_TLS_CERT_FILE, CLOUDLY_TLS_KEY_FILE)\n`);
     } else {
       process.stderr.write(`cloudly: failed to start: ${(error as Error).message}\n`);
     }

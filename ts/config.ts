@@ -209,6 +209,36 @@ export interface ICloudlyConfig {
   blobStore: 'filesystem' | 's3';
   /** The S3 store's settings when `blobStore` is `s3` (CLOUDLY_S3_*, AWS_*), else null. See docs/blobstore.md. */
   s3: ICloudlyS3Config | null;
+  /**
+   * Cloudly's own certificate (CLOUDLY_TLS_CERT_FILE, PEM with its chain) and key
+   * (CLOUDLY_TLS_KEY_FILE): set together, every listener speaks TLS (docs/tls.md). Null: plain HTTP.
+   */
+  tlsCertFile: string | null;
+  tlsKeyFile: string | null;
+  /** How often the certificate and key files are looked at for a replacement (CLOUDLY_TLS_RELOAD_POLL_MS). */
+  tlsReloadPollMs: number;
+  /**
+   * CLOUDLY_ALLOW_PLAIN_HTTP: a proxy in front terminates TLS, so plain HTTP on a non-loopback
+   * address is intended and not warned about.
+   */
+  allowPlainHttp: boolean;
+  /**
+   * Cloudly's own names to get a certificate for by ACME (CLOUDLY_ACME_DOMAINS, comma-separated;
+   * docs/tls.md). Empty: ACME is off.
+   */
+  acmeDomains: string[];
+  /** The ACME directory (CLOUDLY_ACME_DIRECTORY_URL); Let's Encrypt's production directory by default. */
+  acmeDirectoryUrl: string;
+  /** The account's contact (CLOUDLY_ACME_EMAIL), or null. */
+  acmeEmail: string | null;
+  /** Where HTTP-01 challenges are answered (CLOUDLY_ACME_HTTP_PORT; 80, where the ACME server asks). */
+  acmeHttpPort: number;
+  /** CA certificates (PEM) the ACME directory's https is verified against (CLOUDLY_ACME_CA_FILE; a private ACME server). */
+  acmeCaFile: string | null;
+  /** How often each instance looks at the stored certificate and whether an order is due (CLOUDLY_ACME_CHECK_INTERVAL_MS). */
+  acmeCheckIntervalMs: number;
+  /** The first pause after a failed order; it doubles with each failure in a row, up to 6 h (CLOUDLY_ACME_RETRY_MS). */
+  acmeRetryMs: number;
 }
 
 export interface ICloudlyS3Config {
@@ -491,6 +521,55 @@ const readBlobStoreConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'blob
   };
 };
 
+/** Cloudly's own certificate and how plain HTTP is judged (docs/tls.md). */
+const readTlsConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'tlsCertFile' | 'tlsKeyFile' | 'tlsReloadPollMs' | 'allowPlainHttp'> => {
+  const tlsCertFile = readOptionalPath(env, 'CLOUDLY_TLS_CERT_FILE');
+  const tlsKeyFile = readOptionalPath(env, 'CLOUDLY_TLS_KEY_FILE');
+  if ((tlsCertFile === null) !== (tlsKeyFile === null)) {
+    throw new ConfigError(tlsCertFile === null ? 'CLOUDLY_TLS_CERT_FILE' : 'CLOUDLY_TLS_KEY_FILE', 'CLOUDLY_TLS_CERT_FILE and CLOUDLY_TLS_KEY_FILE must be set together');
+  }
+  return {
+    tlsCertFile,
+    tlsKeyFile,
+    tlsReloadPollMs: readDuration(env, 'CLOUDLY_TLS_RELOAD_POLL_MS', 5_000, 50, 3_600_000),
+    allowPlainHttp: readBoolean(env, 'CLOUDLY_ALLOW_PLAIN_HTTP', false),
+  };
+};
+
+/** The public ACME directory used when ACME is on and none is named. */
+export const letsEncryptDirectoryUrl = 'https://acme-v02.api.letsencrypt.org/directory';
+
+const dnsNamePattern = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+/** Cloudly's own certificate by ACME (docs/tls.md, "ACME"). */
+const readAcmeConfig = (env: NodeJS.ProcessEnv): Pick<ICloudlyConfig, 'acmeDomains' | 'acmeDirectoryUrl' | 'acmeEmail' | 'acmeHttpPort' | 'acmeCaFile' | 'acmeCheckIntervalMs' | 'acmeRetryMs'> => {
+  const domains = (readOptional(env, 'CLOUDLY_ACME_DOMAINS') ?? '').split(',').map((one) => one.trim().toLowerCase()).filter((one) => one !== '');
+  const invalid = domains.filter((one) => !dnsNamePattern.test(one));
+  if (invalid.length > 0) {
+    throw new ConfigError('CLOUDLY_ACME_DOMAINS', `must be DNS names separated by commas; not names: ${invalid.map((one) => `"${one}"`).join(', ')}`);
+  }
+  if (domains.length > 0 && (readOptional(env, 'CLOUDLY_TLS_CERT_FILE') !== null || readOptional(env, 'CLOUDLY_TLS_KEY_FILE') !== null)) {
+    throw new ConfigError('CLOUDLY_ACME_DOMAINS', 'and CLOUDLY_TLS_CERT_FILE / CLOUDLY_TLS_KEY_FILE exclude each other: the certificate comes from ACME or from files');
+  }
+  const directoryUrl = readOptional(env, 'CLOUDLY_ACME_DIRECTORY_URL') ?? letsEncryptDirectoryUrl;
+  if (!/^https:\/\/[^\s]+$/.test(directoryUrl)) {
+    throw new ConfigError('CLOUDLY_ACME_DIRECTORY_URL', 'must be an https:// URL');
+  }
+  const email = readOptional(env, 'CLOUDLY_ACME_EMAIL');
+  if (email !== null && !/^[^\s@,]+@[^\s@,]+$/.test(email)) {
+    throw new ConfigError('CLOUDLY_ACME_EMAIL', 'must be one e-mail address');
+  }
+  return {
+    acmeDomains: [...new Set(domains)],
+    acmeDirectoryUrl: directoryUrl,
+    acmeEmail: email,
+    acmeHttpPort: readInteger(env, 'CLOUDLY_ACME_HTTP_PORT', 80, 0, 65535),
+    acmeCaFile: readOptionalPath(env, 'CLOUDLY_ACME_CA_FILE'),
+    acmeCheckIntervalMs: readDuration(env, 'CLOUDLY_ACME_CHECK_INTERVAL_MS', 60_000, 50, 3_600_000),
+    acmeRetryMs: readDuration(env, 'CLOUDLY_ACME_RETRY_MS', 60_000, 10, 3_600_000),
+  };
+};
+
 const readScryptN = (env: NodeJS.ProcessEnv): number => {
   const name = 'CLOUDLY_PASSWORD_SCRYPT_N';
   const value = readInteger(env, name, defaultScryptN, minimumScryptN, maximumScryptN);
@@ -586,6 +665,8 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     runtimeNetworkWithdrawalWindowMs: duration('CLOUDLY_RUNTIME_NETWORK_WITHDRAWAL_MS', 120_000, 0, 24 * 3_600_000),
     ...take(() => readMultiInstanceConfig(env), readMultiInstanceConfig({})),
     ...take(() => readBlobStoreConfig(env), readBlobStoreConfig({})),
+    ...take(() => readTlsConfig(env), readTlsConfig({})),
+    ...take(() => readAcmeConfig(env), readAcmeConfig({})),
   };
   return config;
 });
@@ -613,6 +694,9 @@ export const serverVariables: readonly string[] = [
   'CLOUDLY_INTERNAL_URL', 'CLOUDLY_RELAY_LEASE_TTL_MS', 'CLOUDLY_RELAY_LEASE_HEARTBEAT_MS', 'CLOUDLY_SHARED_POLL_MS',
   'CLOUDLY_RECONCILE_RESYNC_MS', 'CLOUDLY_RECONCILE_CONCURRENCY', 'CLOUDLY_RELAY_LIVENESS_GRACE_MS', 'CLOUDLY_BLOB_STORE', 'CLOUDLY_S3_BUCKET',
   'CLOUDLY_S3_PREFIX', 'CLOUDLY_S3_ENDPOINT', 'CLOUDLY_S3_REGION', 'CLOUDLY_S3_FORCE_PATH_STYLE',
+  'CLOUDLY_TLS_CERT_FILE', 'CLOUDLY_TLS_KEY_FILE', 'CLOUDLY_TLS_RELOAD_POLL_MS', 'CLOUDLY_ALLOW_PLAIN_HTTP',
+  'CLOUDLY_ACME_DOMAINS', 'CLOUDLY_ACME_DIRECTORY_URL', 'CLOUDLY_ACME_EMAIL', 'CLOUDLY_ACME_HTTP_PORT', 'CLOUDLY_ACME_CA_FILE',
+  'CLOUDLY_ACME_CHECK_INTERVAL_MS', 'CLOUDLY_ACME_RETRY_MS',
 ];
 
 /**

@@ -88,7 +88,7 @@ const startListening = (commandArg: string, argsArg: string[], envArg: NodeJS.Pr
     output += chunkArg.toString();
     // Only until the line is seen: a busy server writes megabytes of log lines, and scanning all
     // of them again on every chunk would cost the machine more than the server does.
-    const match = listening ? null : /"url":"(http:\/\/[^"]+)".*cloudly is listening/.exec(output);
+    const match = listening ? null : /"url":"(https?:\/\/[^"]+)".*cloudly is listening/.exec(output);
     if (match) {
       listening = true;
       resolve({ child, baseUrl: match[1], output: () => output });

@@ -64,6 +64,31 @@ const contractBodies = () => import('./contractbodies.js');
 // login / logout
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * First contact with an https server only a private CA vouches for (`--ca-file`): its certificate's
+ * fingerprint, before the password is asked for, to compare with the one the server logged at start
+ * (`tlsFingerprint256`). A certificate nothing here trusts stops the login before the password is
+ * asked for, with its fingerprint and what to do.
+ */
+const showPrivateCertificateOnFirstContact = async (urlArg: string): Promise<void> => {
+  if (!urlArg.startsWith('https:') || (await readCredentials()).servers[urlArg]) {
+    return;
+  }
+  const { probeServerCertificate } = await import('../client/trust.js');
+  let view;
+  try {
+    view = await probeServerCertificate(urlArg);
+  } catch {
+    // Unreachable: the login itself says so.
+    return;
+  }
+  if (view.trusted && !view.trustedBySystem) {
+    note(`${urlArg} presents a certificate from a private CA ("${view.anchorSubject}", trusted through --ca-file or CLOUDLY_CA_FILE):\n  SHA-256 fingerprint ${view.fingerprint256}\n  compare it with tlsFingerprint256 in the server's "cloudly is listening" log line`);
+  } else if (!view.trusted) {
+    throw new UsageError(`${urlArg} presents a certificate nothing here trusts (${view.verifyError ?? 'unverified'}), issued under "${view.anchorSubject}":\n  SHA-256 fingerprint ${view.fingerprint256}\n  if that is your Cloudly's, pass its CA with --ca-file (or CLOUDLY_CA_FILE); nothing was sent`);
+  }
+};
+
 const addSessionCommands = (programArg: Command): void => {
   programArg.command('login')
     .description('log in and keep the identity for this server (password from a prompt or stdin)')
@@ -74,6 +99,7 @@ const addSessionCommands = (programArg: Command): void => {
       try {
         parseFormat(options.output);
         url = options.url || cliIo().env.CLOUDLY_URL ? normalizeServerUrl(options.url ?? cliIo().env.CLOUDLY_URL) : await resolveUrl(options);
+        await showPrivateCertificateOnFirstContact(url);
         const password = await readPassword(`password for ${options.username} at ${url}: `);
         if (!password) {
           throw new UsageError('no password given (type it at the prompt, or pipe it on stdin)');

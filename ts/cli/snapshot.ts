@@ -3,7 +3,9 @@ import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import type { Command } from 'commander';
 import { setExitCode } from './io.js';
-import { exitCodes, resolveUrl, UsageError } from './context.js';
+import { exitCodes, reportFailure, resolveUrl, UsageError } from './context.js';
+import type { IncomingMessage } from 'node:http';
+import { CloudlyRefusal } from '../core/refusal.js';
 import { readCredentials } from './credentials.js';
 import { printAnswer, writeErr } from './output.js';
 import { formatBytes } from './progress.js';
@@ -45,14 +47,20 @@ const save = async (fileArg: string, optionsArg: { url?: string; output?: string
   if (fs.existsSync(target)) {
     throw new UsageError(`${target} exists; give a new file name`);
   }
-  let response: Response;
+  const { openGet, readAnswerText } = await import('../client/transport.js');
+  let response: IncomingMessage;
   try {
-    response = await fetch(`${url}/admin/snapshot`, { headers: { authorization: `Bearer ${stored.identity.jwt}` } });
+    response = await openGet(`${url}/admin/snapshot`, { authorization: `Bearer ${stored.identity.jwt}` });
   } catch (error) {
+    if (error instanceof CloudlyRefusal) {
+      // Refused before anything was sent (plain http to a remote host): the refusal as every command prints it.
+      throw error;
+    }
     throw new SnapshotError(`cannot reach ${url}: ${(error as Error).message}`, exitCodes.unavailable);
   }
-  if (response.status !== 200 || !response.body) {
-    const text = await response.text().catch(() => '');
+  const status = response.statusCode ?? 0;
+  if (status !== 200) {
+    const text = await readAnswerText(response).catch(() => '');
     let reason = text;
     try {
       // The refusal shape: its reason tokens, then the sentences for people.
@@ -69,17 +77,17 @@ const save = async (fileArg: string, optionsArg: { url?: string; output?: string
     } catch {
       // not JSON: the text itself
     }
-    throw new SnapshotError(`refused (HTTP ${response.status}): ${reason}${response.status === 401 ? ' (log in again: cloudly login)' : ''}`,
-      response.status === 503 ? exitCodes.unavailable : exitCodes.refused);
+    throw new SnapshotError(`refused (HTTP ${status}): ${reason}${status === 401 ? ' (log in again: cloudly login)' : ''}`,
+      status === 503 ? exitCodes.unavailable : exitCodes.refused);
   }
-  const documents = Number(response.headers.get('x-cloudly-snapshot-documents'));
-  const lsn = Number(response.headers.get('x-cloudly-snapshot-lsn'));
+  const documents = Number(response.headers['x-cloudly-snapshot-documents']);
+  const lsn = Number(response.headers['x-cloudly-snapshot-lsn']);
   const temporary = `${target}.${process.pid}.partial`;
   const handle = await fsp.open(temporary, 'wx', 0o600);
   let bytes = 0;
   let lastReport = 0;
   try {
-    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+    for await (const chunk of response as AsyncIterable<Uint8Array>) {
       await writeFully(handle, chunk, bytes);
       bytes += chunk.byteLength;
       if (Date.now() - lastReport >= 1000) {
@@ -181,9 +189,8 @@ const runSnapshotCommand = async (
     const answer = await workArg();
     printAnswer(answer, formatArg, () => tableArg(answer));
   } catch (error) {
-    if (error instanceof UsageError) {
-      writeErr(`cloudly: ${error.message}`);
-      setExitCode(exitCodes.usage);
+    if (error instanceof UsageError || error instanceof CloudlyRefusal) {
+      setExitCode(reportFailure(error));
       return;
     }
     writeErr(`cloudly: ${(error as Error).message}`);

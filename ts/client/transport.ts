@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { WebSocket } from 'ws';
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { IEnvelope } from '../core/envelopepeer.js';
 import { CloudlyRefusal } from '../core/refusal.js';
+import { assertCredentialsMayTravel, clientTlsOptions } from './trust.js';
 
 /** Client-side transport pieces shared by the admin and the relay client. */
 
@@ -40,9 +41,12 @@ const retryAfterMsOf = (headersArg: IncomingHttpHeaders): number | null => {
  */
 const postText = async (urlArg: string, bodyArg: string): Promise<{ status: number; text: string; retryAfterMs: number | null }> => {
   const url = new URL(urlArg);
+  // Every POST carries a password, an identity or a token: never in clear to another machine.
+  assertCredentialsMayTravel(urlArg);
   const { request } = url.protocol === 'https:' ? await import('node:https') : await import('node:http');
   return new Promise((resolve, reject) => {
     const outgoing = request(url, {
+      ...(url.protocol === 'https:' ? clientTlsOptions() : {}),
       method: 'POST',
       headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(bodyArg) },
     }, (incoming) => {
@@ -58,6 +62,29 @@ const postText = async (urlArg: string, bodyArg: string): Promise<{ status: numb
     outgoing.on('error', reject);
     outgoing.end(bodyArg);
   });
+};
+
+/**
+ * A GET whose answer is read as it arrives (`cloudly snapshot save`, the simulator's JWKS), through
+ * the same trust as every call: https verified against the system's CAs and CLOUDLY_CA_FILE, no
+ * plain http to a remote host.
+ */
+export const openGet = async (urlArg: string, headersArg: Record<string, string> = {}): Promise<IncomingMessage> => {
+  const url = new URL(urlArg);
+  assertCredentialsMayTravel(urlArg);
+  const { get } = url.protocol === 'https:' ? await import('node:https') : await import('node:http');
+  return new Promise((resolve, reject) => {
+    get(url, { ...(url.protocol === 'https:' ? clientTlsOptions() : {}), headers: headersArg }, resolve).once('error', reject);
+  });
+};
+
+/** The whole body of an answer, as text. */
+export const readAnswerText = async (incomingArg: IncomingMessage): Promise<string> => {
+  const chunks: Buffer[] = [];
+  for await (const chunk of incomingArg) {
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 };
 
 /**
@@ -108,7 +135,9 @@ export const openSocket = async (baseUrlArg: string, bearerArg: string): Promise
 };
 
 const openSocketWith = (socketClassArg: typeof WebSocket, baseUrlArg: string, bearerArg: string): Promise<WebSocket> => new Promise((resolve, reject) => {
+  assertCredentialsMayTravel(baseUrlArg);
   const socket = new socketClassArg(`${baseUrlArg.replace(/^http/, 'ws')}/typedsocket`, {
+    ...(baseUrlArg.startsWith('https:') ? clientTlsOptions() : {}),
     headers: { authorization: `Bearer ${bearerArg}` },
     maxPayload: 64 * 1024 * 1024,
   });

@@ -39,7 +39,15 @@ export interface IConnectionLimits {
   establishedTotal: number;
   /** Addresses whose connections are not limited per address (CLOUDLY_TRUSTED_PROXIES). */
   trustedProxies: string[];
+  /** The server speaks TLS: requests arrive on a TLS socket wrapped around the connection counted here. */
+  tls?: boolean;
 }
+
+/**
+ * The TCP connection a request or upgrade arrived on. Over TLS, `connection` hands the guard the
+ * raw socket and requests carry the TLS socket node wrapped around it (its `_parent`).
+ */
+const connectionOf = (socketArg: Socket): Socket => (socketArg as Socket & { _parent?: Socket | null })._parent ?? socketArg;
 
 /**
  * The `Retry-After` (whole seconds) for a connection refused at accept because too many are
@@ -134,14 +142,14 @@ export class PendingConnectionGuard {
     // Headers complete: the connection is a request now, bounded by the request and keep-alive timeouts.
     serverArg.on('request', (requestArg: http.IncomingMessage) => {
       if (requestArg.headers.upgrade === undefined) {
-        this.settle(requestArg.socket);
+        this.settle(connectionOf(requestArg.socket));
       }
     });
   }
 
   /** The WebSocket handshake on this connection is done. */
   public upgraded(socketArg: Socket): void {
-    this.settle(socketArg);
+    this.settle(connectionOf(socketArg));
   }
 
   private accept(socketArg: Socket): void {
@@ -221,6 +229,11 @@ export class PendingConnectionGuard {
     this.onRefusal(reasonArg, addressArg);
     if (reasonArg === 'headers-timeout') {
       // A client that sent no complete request in time is not waiting for an answer.
+      socketArg.destroy();
+      return;
+    }
+    if (this.limits.tls) {
+      // The client is starting a TLS handshake: a plain-text answer would only read as a broken one.
       socketArg.destroy();
       return;
     }

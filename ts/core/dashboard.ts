@@ -52,6 +52,9 @@ export const dashboardSecurityHeaders: Readonly<Record<string, string>> = Object
   'cache-control': 'no-cache',
 });
 
+/** `Strict-Transport-Security` of every dashboard answer served over TLS. */
+export const dashboardHstsHeader = 'max-age=31536000';
+
 /** The files of the bundle, by the name they are served under. */
 const bundleFiles: Readonly<Record<string, string>> = Object.freeze({
   'index.html': 'text/html; charset=utf-8',
@@ -215,7 +218,15 @@ const readBearerProtocol = (requestArg: FastifyRequest): string | null => {
 };
 
 /** Registers `/dashboard` and the socket bearer hook on the server's fastify instance (before listen). */
-export const registerDashboard = (appArg: FastifyInstance, optionsArg: { logger: TCloudlyLogger }): void => {
+export const registerDashboard = (appArg: FastifyInstance, optionsArg: { logger: TCloudlyLogger; tls?: boolean }): void => {
+  if (optionsArg.tls) {
+    // Over TLS the browser is told to come back only over TLS (a year; subdomains are not Cloudly's to speak for).
+    appArg.addHook('onSend', async (request, reply) => {
+      if (request.url === '/dashboard' || request.url.startsWith('/dashboard/')) {
+        void reply.header('strict-transport-security', dashboardHstsHeader);
+      }
+    });
+  }
   appArg.addHook('onRequest', async (request) => {
     if (request.method !== 'GET' || request.url !== '/typedsocket' || request.headers.authorization !== undefined) {
       return;

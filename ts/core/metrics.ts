@@ -45,6 +45,9 @@ export class CloudlyMetrics {
   public establishedConnections: () => number = () => 0;
   /** Set by the server: database commands sent so far. */
   public databaseCommands: () => number = () => 0;
+  /** Set by the server: how the listener is protected (docs/tls.md). */
+  public listener: () => { tls: boolean; plainHttpExposed: boolean; notAfterMs: number | null; reloads: { ok: number; refused: number } | null } =
+    () => ({ tls: false, plainHttpExposed: false, notAfterMs: null, reloads: null });
   /** Set by the server: relay calls of a storm waiting for a slot now, and those that waited so far (CLOUDLY_RELAY_WORK_CONCURRENCY). */
   public relayCallGate: () => { queued: number; waitedTotal: number; droppedTotal: number } = () => ({ queued: 0, waitedTotal: 0, droppedTotal: 0 });
 
@@ -143,6 +146,40 @@ export class CloudlyMetrics {
     });
     this.pulledCounter('cloudly_database_commands_total', 'Database commands this instance has sent (one per connection taken from the driver\'s pool).',
       () => metrics.databaseCommands());
+    new promClient.Gauge({
+      name: 'cloudly_listener_plain_http_exposed',
+      help: '1 when Cloudly listens in plain HTTP on a non-loopback address without CLOUDLY_ALLOW_PLAIN_HTTP (credentials cross the network in clear), else 0.',
+      registers: [this.registry],
+      collect() {
+        this.set(metrics.listener().plainHttpExposed ? 1 : 0);
+      },
+    });
+    new promClient.Gauge({
+      name: 'cloudly_tls_certificate_expiry_timestamp_seconds',
+      help: 'When the certificate Cloudly serves expires (Unix time, seconds); 0 without TLS, or while ACME has issued none yet.',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        const notAfterMs = metrics.listener().notAfterMs;
+        if (notAfterMs !== null) {
+          this.set(Math.floor(notAfterMs / 1000));
+        }
+      },
+    });
+    new promClient.Counter({
+      name: 'cloudly_tls_reloads_total',
+      help: 'Certificate reloads (file replaced or SIGHUP), by outcome: ok, or refused (the certificate already served stays).',
+      labelNames: ['outcome'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        const reloads = metrics.listener().reloads;
+        if (reloads) {
+          this.inc({ outcome: 'ok' }, reloads.ok);
+          this.inc({ outcome: 'refused' }, reloads.refused);
+        }
+      },
+    });
     processMetrics();
   }
 

@@ -15,6 +15,7 @@ import type { IRelaySession } from './relaysessions.js';
 import { watchSocketLiveness } from './socketliveness.js';
 import { internalRelayCallPath } from './instances.js';
 import { instanceLinkLimits, internalLinkPath, serveInstanceLink } from './instancelinks.js';
+import type { SecureContextOptions } from 'node:tls';
 
 /**
  * The HTTP and WebSocket surface: `POST /typedrequest`, `GET /typedsocket`, health, metrics and
@@ -131,6 +132,10 @@ export interface ITransportHost {
   /** The scrape's text: every metric, or only the named ones. */
   metricsText(namesArg?: readonly string[]): Promise<{ contentType: string; text: string }>;
   jwks(): unknown;
+  /** The certificate every listener serves (TLS 1.2 or newer), or null for plain HTTP (docs/tls.md). */
+  tls: SecureContextOptions | null;
+  /** How this listener is protected, for `/readyz` (docs/tls.md). */
+  listenerStatus(): IListenerStatus;
   /**
    * `POST /internal/relaycall` (docs/multi-instance.md): a relay call another instance forwarded
    * here, with its bearer (an internal token) and its parsed body. Every call on an instance link
@@ -142,6 +147,22 @@ export interface ITransportHost {
    * no forwarded calls are served, 401 for a token that fails), or null when it passes.
    */
   refuseInternalBearer(bearerArg: string | null): Promise<{ status: number; answer: unknown } | null>;
+}
+
+/** `/readyz`'s `listener`: whether the wire is protected, and the certificate served. */
+export interface IListenerStatus {
+  tls: boolean;
+  /** Plain HTTP on an address other machines reach, with no CLOUDLY_ALLOW_PLAIN_HTTP: credentials cross the network in clear. */
+  plainHttpExposed: boolean;
+  certificate?: { fingerprint256: string; notAfter: string };
+  /** With ACME (docs/tls.md): the order's state, and the last problem while it fails. */
+  acme?: {
+    domains: string[];
+    state: 'pending' | 'ordering' | 'valid' | 'failed';
+    failures: number;
+    nextAttemptAt: string | null;
+    problem: { type: string; detail: string; at: string } | null;
+  };
 }
 
 /** Socket upgrades one address may fail in a window before it is refused without a look. */
@@ -172,7 +193,10 @@ const releaseUpgradeRequest = (socketArg: WebSocket, connectionArg: Socket): voi
 };
 
 export const createHttpServer = async (hostArg: ITransportHost): Promise<FastifyInstance> => {
+  // With a certificate the server is node's https.Server: the same routes, sockets and limits, and
+  // setSecureContext for reloads. Fastify types it apart from the http one; the surface used is common.
   const app = Fastify({
+    ...(hostArg.tls ? { https: hostArg.tls } : {}),
     logger: false,
     bodyLimit: hostArg.config.bodyLimitBytes,
     // Closing idle keep-alive connections lets a graceful stop finish promptly.
@@ -180,7 +204,7 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     keepAliveTimeout: hostArg.config.keepAliveTimeoutMs,
     // request.ip (every per-address limit after the headers) is the client behind a listed proxy.
     trustProxy: hostArg.config.trustedProxies.length > 0 ? hostArg.config.trustedProxies : false,
-  });
+  }) as unknown as FastifyInstance;
   const connectionGuard = new PendingConnectionGuard({
     headersTimeoutMs: hostArg.config.headersTimeoutMs,
     pendingPerAddress: hostArg.config.pendingConnectionsPerAddress,
@@ -188,6 +212,7 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
     establishedTotal: hostArg.establishedConnectionLimits?.total ?? Number.MAX_SAFE_INTEGER,
     establishedPerAddress: hostArg.establishedConnectionLimits?.perAddress ?? Number.MAX_SAFE_INTEGER,
     trustedProxies: hostArg.config.trustedProxies,
+    tls: hostArg.tls !== null,
   }, (reasonArg, addressArg) => {
     hostArg.connectionLimits?.refused(reasonArg);
     hostArg.logger.debug({ reason: reasonArg, remoteAddress: addressArg }, 'connection ended before a request');
@@ -480,11 +505,15 @@ export const createHttpServer = async (hostArg: ITransportHost): Promise<Fastify
   app.get('/livez', async () => ({ status: 'live' }));
   app.get('/readyz', async (_request, reply) => {
     const reachable = await hostArg.isReady();
-    const body = { status: reachable ? 'ready' : 'not-ready', database: reachable ? 'reachable' : 'unreachable' };
     // Read-only on a full disk is still ready (reads are served, so a balancer must keep sending
     // them), and says so, with the reason writes are refused.
     const details = hostArg.storageReadOnly() ? { storage: 'read-only', reasons: ['storage-full'] } : {};
-    return reply.code(reachable ? 200 : 503).send({ ...body, ...details });
+    return reply.code(reachable ? 200 : 503).send({
+      status: reachable ? 'ready' : 'not-ready',
+      database: reachable ? 'reachable' : 'unreachable',
+      listener: hostArg.listenerStatus(),
+      ...details,
+    });
   });
   app.get('/metrics', async (request, reply) => {
     // `?name=a&name=b`: only those metrics (names of the Prometheus form; anything else is ignored).

@@ -49,6 +49,10 @@ export interface ISimConfig {
   reconnectCapMs: number;
   /** `text` (one line per event) or `json` (one JSON object per line). */
   logFormat: 'text' | 'json';
+  /** CA certificates (PEM) trusted beside the system's for https/wss (`--ca-file`, env CLOUDLY_CA_FILE). */
+  caFile: string | null;
+  /** Relay tokens and the password may go over plain http to a host other than this machine (`--insecure-plain-http`). */
+  insecurePlainHttp: boolean;
 }
 
 export class SimConfigError extends Error {
@@ -89,11 +93,13 @@ Options (also as camelCase keys of a JSON file given with --config; flags win):
   --reconnect-base-ms MS      full-jitter base window (default 500)
   --reconnect-cap-ms MS       full-jitter cap (default 30000)
   --log-format text|json      (default text)
+  --ca-file FILE              CA certificates (PEM) to trust beside the system's (env CLOUDLY_CA_FILE)
+  --insecure-plain-http       allow tokens and passwords over plain http to a host other than this machine
   --config FILE               JSON file with any of the above
   --help
 `;
 
-const defaults: Omit<ISimConfig, 'url' | 'adminUsername' | 'adminPassword' | 'tokens'> = {
+const defaults: Omit<ISimConfig, 'url' | 'adminUsername' | 'adminPassword' | 'tokens' | 'caFile' | 'insecurePlainHttp'> = {
   bootstrap: false,
   clusters: 3,
   nodes: 2,
@@ -143,6 +149,8 @@ const options: Record<string, { key: string; kind: TKind; max?: number }> = {
   'reconnect-base-ms': { key: 'reconnectBaseMs', kind: 'positive', max: 3_600_000 },
   'reconnect-cap-ms': { key: 'reconnectCapMs', kind: 'positive', max: 3_600_000 },
   'log-format': { key: 'logFormat', kind: 'text' },
+  'ca-file': { key: 'caFile', kind: 'text' },
+  'insecure-plain-http': { key: 'insecurePlainHttp', kind: 'flag' },
   'config': { key: 'configFile', kind: 'text' },
   'help': { key: 'help', kind: 'flag' },
 };
@@ -302,6 +310,10 @@ export const readSimConfig = (argvArg: string[], envArg: NodeJS.ProcessEnv = pro
   if ((values.reconnectCapMs as number) < (values.reconnectBaseMs as number)) {
     reasons.push(`--reconnect-cap-ms (${values.reconnectCapMs}) must not be below --reconnect-base-ms (${values.reconnectBaseMs})`);
   }
+  const caFile = (values.caFile as string | undefined) ?? envArg.CLOUDLY_CA_FILE ?? null;
+  if (caFile !== null && !fs.existsSync(caFile)) {
+    reasons.push(`--ca-file ${caFile} does not exist`);
+  }
   const url = (values.url as string | undefined) ?? envArg.CLOUDLY_URL ?? 'http://127.0.0.1:3000';
   try {
     const parsed = new URL(url);
@@ -343,6 +355,8 @@ export const readSimConfig = (argvArg: string[], envArg: NodeJS.ProcessEnv = pro
     adminUsername: (values.adminUsername as string | undefined) ?? envArg.CLOUDLY_ADMIN_USERNAME ?? 'admin',
     adminPassword,
     tokens,
+    caFile,
+    insecurePlainHttp: values.insecurePlainHttp === true || envArg.CLOUDLY_INSECURE_PLAIN_HTTP === '1',
   };
   for (const key of ['help', 'tokensFile', 'relayToken'] as const) {
     delete (config as unknown as Record<string, unknown>)[key];

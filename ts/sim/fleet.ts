@@ -1,5 +1,7 @@
 import type * as jose from 'jose';
 import { CloudlyAdminClient } from '../client/admin.js';
+import { openGet, readAnswerText } from '../client/transport.js';
+import { allowPlainHttp, trustCaFile } from '../client/trust.js';
 import type { IRuntimeNetworkAddressPlan } from '../interfaces/data/runtimenetworkaddressplan.js';
 import type { ISimConfig } from './config.js';
 import { emptyCounters, SimulatedCluster, type ISimFleetCounters, type TSimClusterState } from './cluster.js';
@@ -128,6 +130,13 @@ export class SimFleet {
 
   /** Bootstraps when asked, then starts every cluster's relay (spread over `rampMs`). Resolves once each registered or gave up. */
   public async start(): Promise<void> {
+    // The relays' and the administrator's connections verify against these (ts/client/trust.ts).
+    if (this.config.caFile) {
+      trustCaFile(this.config.caFile);
+    }
+    if (this.config.insecurePlainHttp) {
+      allowPlainHttp(true);
+    }
     const tokens = this.config.bootstrap ? await bootstrapClusters(this.config, this.log) : this.config.tokens;
     const context = {
       config: this.config,
@@ -149,11 +158,12 @@ export class SimFleet {
   /** Cloudly's projection signing keys, read once and again when a signature names an unknown key. */
   private jwks(refreshArg: boolean): Promise<{ keys: jose.JWK[] }> {
     if (!this.jwksCache || refreshArg) {
-      this.jwksCache = fetch(`${this.config.url}/.well-known/jwks.json`).then(async (responseArg) => {
-        if (!responseArg.ok) {
-          throw new Error(`jwks answered HTTP ${responseArg.status}`);
+      this.jwksCache = openGet(`${this.config.url}/.well-known/jwks.json`).then(async (responseArg) => {
+        const text = await readAnswerText(responseArg);
+        if (responseArg.statusCode !== 200) {
+          throw new Error(`jwks answered HTTP ${responseArg.statusCode}`);
         }
-        return await responseArg.json() as { keys: jose.JWK[] };
+        return JSON.parse(text) as { keys: jose.JWK[] };
       });
       this.jwksCache.catch(() => { this.jwksCache = null; });
     }

@@ -1,0 +1,102 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import * as fsp from 'node:fs/promises';
+import * as https from 'node:https';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { findFreePort } from '../../ts/core/database.js';
+import { makeTestCa, type ITestCa } from './certificates.js';
+
+/**
+ * Let's Encrypt's ACME test server, `pebble` (Debian package `pebble`, installed by .ci/run), as a
+ * child process for one test file: its own ports, its own listener certificate (from a test CA the
+ * ACME client trusts), and HTTP-01 validation for real against `httpPort` on this machine
+ * (`localhost` resolves here, so no PEBBLE_VA_ALWAYS_VALID is needed). PEBBLE_VA_NOSLEEP=1 drops
+ * its random validation pauses.
+ */
+
+export interface IPebble {
+  directoryUrl: string;
+  /** The CA of pebble's own https listener (what CLOUDLY_ACME_CA_FILE names). */
+  listenerCaFile: string;
+  /** The port pebble sends HTTP-01 validation requests to. */
+  httpPort: number;
+  /** The root that pebble's certificates chain to, from its management interface (it makes a new one each start). */
+  root(): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** Whether the pebble binary is on this machine. */
+export const pebbleAvailable = (): boolean => spawnSync('pebble', ['-h'], { stdio: 'ignore' }).error === undefined;
+
+const getText = (urlArg: string, caArg: string): Promise<{ status: number; text: string }> => new Promise((resolve, reject) => {
+  https.get(urlArg, { ca: caArg, agent: false }, (responseArg) => {
+    let text = '';
+    responseArg.on('data', (chunkArg: Buffer) => { text += chunkArg.toString(); });
+    responseArg.on('end', () => resolve({ status: responseArg.statusCode ?? 0, text }));
+  }).once('error', reject);
+});
+
+export const startPebble = async (optionsArg: { validitySeconds?: number } = {}): Promise<IPebble> => {
+  const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-pebble-'));
+  const ca: ITestCa = await makeTestCa('Pebble listener test CA');
+  const listener = await ca.issue('localhost', ['localhost', '127.0.0.1']);
+  const [acmePort, managementPort, httpPort, tlsPort] = [await findFreePort(), await findFreePort(), await findFreePort(), await findFreePort()];
+  const configFile = path.join(dir, 'pebble-config.json');
+  await fsp.writeFile(configFile, JSON.stringify({
+    pebble: {
+      listenAddress: `127.0.0.1:${acmePort}`,
+      managementListenAddress: `127.0.0.1:${managementPort}`,
+      certificate: listener.certFile,
+      privateKey: listener.keyFile,
+      httpPort,
+      tlsPort,
+      ocspResponderURL: '',
+      externalAccountBindingRequired: false,
+      ...(optionsArg.validitySeconds ? { certificateValidityPeriod: optionsArg.validitySeconds } : {}),
+    },
+  }));
+  const child: ChildProcess = spawn('pebble', ['-config', configFile], {
+    env: { ...process.env, PEBBLE_VA_NOSLEEP: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  child.stderr!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  const directoryUrl = `https://127.0.0.1:${acmePort}/dir`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      if ((await getText(directoryUrl, ca.certPem)).status === 200) {
+        break;
+      }
+    } catch {
+      // not listening yet
+    }
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`pebble did not start: ${output}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return {
+    directoryUrl,
+    listenerCaFile: ca.certFile,
+    httpPort,
+    async root() {
+      const answer = await getText(`https://127.0.0.1:${managementPort}/roots/0`, ca.certPem);
+      if (answer.status !== 200) {
+        throw new Error(`pebble's management interface answered ${answer.status}`);
+      }
+      return answer.text;
+    },
+    async stop() {
+      if (child.exitCode === null) {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGTERM');
+        await exited;
+      }
+      await ca.remove();
+      await fsp.rm(dir, { recursive: true, force: true });
+    },
+  };
+};
