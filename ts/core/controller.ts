@@ -61,3 +61,6 @@ export interface IController {
   concurrency?: number;
   retry?: IWorkQueueRetry;
 }
+
+/** The keys of a change that name its cluster (owners as the kind declares them): the cluster's id. */
+export const ofOwningCluster = (changeArg: ICommittedChange): string[] => (changeArg.owners.clusterId ? [changeArg.owners.clusterId] : []);

@@ -1,5 +1,5 @@
 import type { ICluster } from '../interfaces/data/cluster.js';
-import { defineDocumentKind, type IStoredDocument, ownedByClusterOfId } from '../core/store.js';
+import { type DocumentStore, defineDocumentKind, type IStoredDocument, ownedByClusterOfId } from '../core/store.js';
 
 /**
  * The cluster document. A relay token is 256 random bits, shown once when it is made and stored
@@ -22,3 +22,7 @@ export const toPublicCluster = (docArg: IClusterDocument): ICluster => ({
   createdAt: docArg.createdAt,
   relayTokenGeneration: docArg.relayTokenGeneration,
 });
+
+/** Every cluster's id, in one read (the full passes of the controllers keyed by cluster). */
+export const allClusterIds = async (storeArg: DocumentStore): Promise<string[]> =>
+  (await storeArg.collection(clusterKind).find({}, { projection: { _id: 0, id: 1 } }).toArray()).map((docArg) => String(docArg.id));

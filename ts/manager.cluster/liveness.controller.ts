@@ -1,8 +1,7 @@
-import type { ICommittedChange } from '../core/changefeed.js';
-import type { IController, IReconcileContext, IReconcileResult } from '../core/controller.js';
+import { ofOwningCluster, type IController, type IReconcileContext, type IReconcileResult } from '../core/controller.js';
 import type { DocumentStore } from '../core/store.js';
 import { serviceObservedStateKind } from '../manager.desiredstate/documents.js';
-import { clusterKind } from './documents.js';
+import { allClusterIds, clusterKind } from './documents.js';
 import { clusterLivenessKind, decideClusterLiveness, judgeClusterLiveness, type ILivenessSettings } from './liveness.js';
 import { clusterRelayLeaseKind } from './relayelection.js';
 
@@ -15,8 +14,6 @@ export interface ILivenessPorts {
   /** Since when this instance leads the reconciler (a fresh start gives every cluster the grace). */
   watchingSince: () => number;
 }
-
-const ofOwningCluster = (changeArg: ICommittedChange): string[] => (changeArg.owners.clusterId ? [changeArg.owners.clusterId] : []);
 
 /**
  * The liveness controller: whether each cluster is current (./liveness.ts), the only writer of
@@ -46,8 +43,7 @@ export class LivenessController implements IController {
   constructor(private readonly ports: ILivenessPorts) {}
 
   public async all(): Promise<readonly string[]> {
-    const clusters = await this.ports.store.collection(clusterKind).find({}, { projection: { _id: 0, id: 1 } }).toArray();
-    return clusters.map((cluster) => String(cluster.id));
+    return allClusterIds(this.ports.store);
   }
 
   private async pollKeys(): Promise<readonly string[]> {

@@ -1,8 +1,8 @@
 import type { ICommittedChange } from '../core/changefeed.js';
-import type { IController, IReconcileResult } from '../core/controller.js';
+import { ofOwningCluster, type IController, type IReconcileResult } from '../core/controller.js';
 import { leftDerivedInputs, type DocumentStore } from '../core/store.js';
 import type { IClusterPlatformDesiredState } from '../interfaces/data/desiredstate.js';
-import { clusterKind } from '../manager.cluster/documents.js';
+import { allClusterIds, clusterKind } from '../manager.cluster/documents.js';
 import { serviceKind } from '../manager.service/documents.js';
 import { clusterDesiredStateKind } from './documents.js';
 
@@ -19,8 +19,6 @@ export interface IDesiredStateControllerPorts {
 
 /** A service key (`service:<id>`): the cluster is the service's, read when the key runs (a binding names only its service). */
 const serviceKeyPrefix = 'service:';
-
-const ofOwningCluster = (changeArg: ICommittedChange): string[] => (changeArg.owners.clusterId ? [changeArg.owners.clusterId] : []);
 
 /**
  * The desired-state controller: each cluster's published desired state and its one route table
@@ -54,8 +52,7 @@ export class DesiredStateController implements IController {
   }
 
   public async all(): Promise<readonly string[]> {
-    const clusters = await this.ports.store.collection(clusterKind).find({}, { projection: { _id: 0, id: 1 } }).toArray();
-    return clusters.map((cluster) => String(cluster.id));
+    return allClusterIds(this.ports.store);
   }
 
   public async reconcile(keyArg: string): Promise<IReconcileResult> {

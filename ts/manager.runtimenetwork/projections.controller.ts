@@ -1,7 +1,7 @@
 import type { ICommittedChange } from '../core/changefeed.js';
-import type { IController, IReconcileContext, IReconcileResult } from '../core/controller.js';
+import { ofOwningCluster, type IController, type IReconcileContext, type IReconcileResult } from '../core/controller.js';
 import { leftDerivedInputs, type DocumentStore } from '../core/store.js';
-import { clusterKind } from '../manager.cluster/documents.js';
+import { allClusterIds, clusterKind } from '../manager.cluster/documents.js';
 import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
 import { runtimeNetworkProjectionKind } from './documents.js';
 
@@ -14,8 +14,6 @@ export interface IProjectionsPorts {
   refreshNode: (clusterIdArg: string, nodeIdArg: string) => Promise<unknown>;
   logger: { warn: (objectArg: object, messageArg: string) => void };
 }
-
-const ofOwningCluster = (changeArg: ICommittedChange): string[] => (changeArg.owners.clusterId ? [changeArg.owners.clusterId] : []);
 
 /**
  * The projections controller: every node's signed runtime network projection

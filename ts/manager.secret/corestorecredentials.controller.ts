@@ -1,7 +1,6 @@
-import type { ICommittedChange } from '../core/changefeed.js';
-import type { IController, IReconcileResult } from '../core/controller.js';
+import { ofOwningCluster, type IController, type IReconcileResult } from '../core/controller.js';
 import type { DocumentStore } from '../core/store.js';
-import { clusterKind } from '../manager.cluster/documents.js';
+import { allClusterIds, clusterKind } from '../manager.cluster/documents.js';
 import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
 import { corestoreCredentialKind } from './documents.js';
 
@@ -10,8 +9,6 @@ export interface ICorestoreCredentialsPorts {
   /** Makes the node's credential at version 1 unless one exists (one conditional write). */
   ensure: (clusterIdArg: string, nodeIdArg: string) => Promise<unknown>;
 }
-
-const ofOwningCluster = (changeArg: ICommittedChange): string[] => (changeArg.owners.clusterId ? [changeArg.owners.clusterId] : []);
 
 /**
  * The Corestore credentials controller: every node of a cluster has its Corestore control
@@ -32,8 +29,7 @@ export class CorestoreCredentialsController implements IController {
   constructor(private readonly ports: ICorestoreCredentialsPorts) {}
 
   public async all(): Promise<readonly string[]> {
-    const clusters = await this.ports.store.collection(clusterKind).find({}, { projection: { _id: 0, id: 1 } }).toArray();
-    return clusters.map((cluster) => String(cluster.id));
+    return allClusterIds(this.ports.store);
   }
 
   public async reconcile(clusterIdArg: string): Promise<IReconcileResult> {

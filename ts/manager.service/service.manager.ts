@@ -67,17 +67,7 @@ import {
   volumeRefusal,
 } from './decide.js';
 
-export {
-  runtimeLocalStorageClaimKind,
-  runtimeNodeSessionKind,
-  serviceKind,
-  serviceRuntimeStatusKind,
-  toPublicService,
-  type IRuntimeLocalStorageClaimDocument,
-  type IRuntimeNodeSessionDocument,
-  type IServiceDocument,
-  type IServiceRuntimeStatusDocument,
-} from './documents.js';
+export * from './documents.js';
 import {
   runtimeLocalStorageClaimKind,
   runtimeNodeSessionKind,
