@@ -10,6 +10,7 @@ import {
   killHard,
   runCloudlyProcessToExit,
   startCloudlyProcess,
+  waitForQuietDataDir,
   type ICloudlyProcess,
 } from './helpers/process.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
@@ -377,6 +378,7 @@ describe('embedded journal: one Cloudly per data directory', () => {
       let cluster: ICluster;
       try {
         [cluster] = await createClusters(await loggedIn(first), ['locked']);
+        await waitForQuietDataDir(dataDir);
         const files = await filesOf(dataDir);
         const refused = await runCloudlyProcessToExit(env);
         assert.equal(refused.code, 1);

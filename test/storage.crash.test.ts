@@ -6,7 +6,7 @@ import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { refusalOf, waitFor } from './helpers/cloudly.js';
-import { cloudlyProcessEnv, exitOf, killHard, startCloudlyProcess, type ICloudlyProcess } from './helpers/process.js';
+import { cloudlyProcessEnv, exitOf, killHard, startCloudlyProcess, waitForQuietDataDir, type ICloudlyProcess } from './helpers/process.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 
 /**
@@ -144,7 +144,9 @@ describe('a really full file system', () => {
     }
     const dataDir = path.join(mountPoint, 'data');
     const filler = path.join(mountPoint, 'filler');
-    const env = cloudlyProcessEnv(dataDir, { CLOUDLY_JOURNAL_COMPACT_BYTES: '65536', CLOUDLY_COMPACT_RETRY_MS: '200' });
+    // Compactions often enough that one falls into the full phase (each write now brings what the
+    // controllers derive for it, so the journal passes a larger threshold before the disk fills).
+    const env = cloudlyProcessEnv(dataDir, { CLOUDLY_JOURNAL_COMPACT_BYTES: '16384', CLOUDLY_COMPACT_RETRY_MS: '200' });
     let running: ICloudlyProcess | null = null;
     try {
       running = await startCloudlyProcess(env);
@@ -155,6 +157,7 @@ describe('a really full file system', () => {
         assert.equal(await tryCreate(admin, `before-${index}`), true);
         acknowledged.push(`before-${index}`);
       }
+      await waitForQuietDataDir(dataDir);
       const free = () => {
         const stats = fs.statfsSync(mountPoint);
         return stats.bavail * stats.bsize;
@@ -226,8 +229,23 @@ describe('a really full file system', () => {
         acknowledged.push(`kept-${index}`);
       }
       assert.equal(await readOnlyGauge(running), 0);
-      const stats = fs.statfsSync(mountPoint);
-      fs.writeFileSync(filler, Buffer.alloc(stats.bavail * stats.bsize));
+      await waitForQuietDataDir(dataDir);
+      // Filled to the last block: written in pieces until the file system refuses one.
+      const fd = fs.openSync(filler, 'w');
+      try {
+        for (let piece = 1024 * 1024; piece >= 4096;) {
+          try {
+            fs.writeSync(fd, Buffer.alloc(piece));
+          } catch (error) {
+            if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') {
+              throw error;
+            }
+            piece /= 2;
+          }
+        }
+      } finally {
+        fs.closeSync(fd);
+      }
       assert.equal(fs.statfsSync(mountPoint).bavail, 0, 'the file system is full');
       // The journal's last page may still take a few records; the disk refuses once it is used up.
       let refused = false;

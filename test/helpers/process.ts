@@ -162,3 +162,35 @@ export const runNodeToExit = (argsArg: string[], envArg?: NodeJS.ProcessEnv): Pr
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
+
+/**
+ * Waits until the data directory's files stop growing for `quietMsArg`: what the controllers
+ * derive after a change (a cluster's liveness, desired state, credentials) is written a moment
+ * after the change is answered, so a test that compares files or fills a disk waits for it.
+ */
+export const waitForQuietDataDir = async (dirArg: string, quietMsArg = 400, timeoutMsArg = 20_000): Promise<void> => {
+  const bytesOf = async (): Promise<number> => {
+    let total = 0;
+    for (const entry of await fsp.readdir(dirArg, { recursive: true, withFileTypes: true })) {
+      if (entry.isFile()) {
+        const full = path.join(entry.parentPath ?? (entry as unknown as { path: string }).path, entry.name);
+        total += (await fsp.stat(full).catch(() => ({ size: 0 }))).size;
+      }
+    }
+    return total;
+  };
+  const deadline = Date.now() + timeoutMsArg;
+  let last = await bytesOf();
+  let quietSince = Date.now();
+  while (Date.now() - quietSince < quietMsArg) {
+    if (Date.now() > deadline) {
+      throw new Error(`the data directory ${dirArg} kept changing for ${timeoutMsArg} ms`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const now = await bytesOf();
+    if (now !== last) {
+      last = now;
+      quietSince = Date.now();
+    }
+  }
+};
