@@ -18,6 +18,7 @@
  *   node --import tsx bench/reconciler.bench.ts [services] [clusters] [rate] [seconds] [passServices] [tenfoldRate]
  *   npm run bench -- --smoke reconciler      (tiny sizes; no results file)
  */
+import * as os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { inParallel, startBenchCloudly, timeEach } from './helpers/benchcloudly.js';
 import type { IReq_Any_Cloudly_CreateCluster } from '../ts/interfaces/requests/admin.js';
@@ -71,6 +72,7 @@ const latencyRows = (beforeArg: TBuckets, afterArg: TBuckets) => [...afterArg].m
 const boundText = (secondsArg: number): string => (Number.isFinite(secondsArg) ? `≤ ${secondsArg * 1000} ms` : '> 30 s');
 
 const main = async (): Promise<void> => {
+  const loadAtStart = os.loadavg()[0].toFixed(1);
   const bench = await startBenchCloudly('reconciler');
   const { cloudly, admin } = bench;
   const waitIdle = async (): Promise<void> => {
@@ -210,7 +212,7 @@ const main = async (): Promise<void> => {
     const lines = [
       '# Reconciler',
       '',
-      `Run \`node --import tsx bench/reconciler.bench.ts\` (${new Date().toISOString().slice(0, 10)}, shared 2-core machine, embedded database, admin socket).`,
+      `Run \`node --import tsx bench/reconciler.bench.ts\` (${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, shared 2-core machine, embedded database, admin socket; load average ${loadAtStart} at the start, ${os.loadavg()[0].toFixed(1)} at the end).`,
       `${serviceCount} services on ${clusterCount} clusters (one node each); seeding took ${seedSeconds.toFixed(1)} s.`,
       '',
       '## Input change → stored verdict',
