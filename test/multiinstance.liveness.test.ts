@@ -12,7 +12,7 @@ import type { CloudlyRelayClient } from '../ts/client/relay.js';
  * not reconcile is `unknown` past the grace all the same.
  */
 
-const graceMs = 3_000;
+const graceMs = 5_000;
 const timing = { relayLivenessGraceMs: graceMs, relayLeaseTtlMs: 2_000, relayLeaseHeartbeatMs: 500 };
 
 const report = (relayArg: CloudlyRelayClient, serviceIdArg: string) => (async () => {
