@@ -166,7 +166,9 @@ const main = async (): Promise<void> => {
       const began = performance.now();
       cloudly.reconciler.resync('bench');
       await new Promise((resolve) => setTimeout(resolve, 5));
-      while ((await statusCount()) < total || cloudly.reconciler.busyKeys > 0) {
+      // The count is asked only once the controllers are idle: counting 10,000 documents every 20 ms
+      // cost the embedded database more than the pass it measured.
+      while (cloudly.reconciler.busyKeys > 0 || (await statusCount()) < total) {
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
       const seconds = (performance.now() - began) / 1000;
