@@ -213,7 +213,7 @@ const requireId = (idArg: string | undefined): string => {
 
 export const addOperationCommands = (programArg: Command): void => {
   const operations = programArg.command('operations').description('long work (backups, restores): list, follow, cancel');
-  pageOptions(operations.command('list').description('operations, oldest first'))
+  pageOptions(operations.command('list').description('operations, newest first'))
     .option('--cluster <id>', 'only this cluster')
     .option('--service <id>', 'only this service')
     .option('--state <state>', 'running, completed, failed or cancelled')
