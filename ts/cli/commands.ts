@@ -8,6 +8,7 @@ import { normalizeServerUrl, readCredentials, writeCredentials, credentialsPath,
 import { note, printAnswer, renderYaml, waitingLine, writeErr, writeOut } from './output.js';
 import { confirm, readPassword } from './prompt.js';
 import { generationExpectation, listOption, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
+import { filtersByName, literalId } from './names.js';
 import { addOperationCommands, finishStartedWork, longWork } from './operations.js';
 import { addUserCommands } from './users.js';
 import { addStorageCommands } from './storage.js';
@@ -176,13 +177,13 @@ const addClusterCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => listTable(answer.clusters, clusterColumns, answer));
     }));
   clusters.command('get').description('one cluster')
-    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getClusterById', { clusterId: options.cluster });
       printAnswer(answer, ctx.format, () => recordTable(answer.cluster));
     }));
   clusters.command('overview').description("a cluster's page: relay, nodes, services with status and latest backup, ingress")
-    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getClusterOverview', { clusterId: options.cluster });
       printAnswer(answer, ctx.format, () => {
@@ -218,7 +219,7 @@ const addClusterCommands = (programArg: Command): void => {
         : `${recordTable(answer.cluster)}\n\nrelay token (shown once):\n${answer.relayToken}`));
     }));
   generationExpectation(clusters.command('rotate-relay-token').description('issue a new relay token; the old one stops at once'), 'cluster')
-    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .action(run(async (ctx, options) => {
       const expected = await expectedGeneration(options, async () => (await readCluster(ctx, options.cluster)).generation, `cluster ${options.cluster}`);
       const answer = await ctx.call('rotateClusterRelayToken', withDryRun(options, { clusterId: options.cluster, expectedGeneration: expected }));
@@ -229,7 +230,7 @@ const addClusterCommands = (programArg: Command): void => {
     }));
 
   generationExpectation(clusters.command('delete').description('delete a cluster without services: its nodes and registration go, its relay sockets close'), 'cluster')
-    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .action(run(async (ctx, options) => {
       const expected = await expectedGeneration(options, async () => (await readCluster(ctx, options.cluster)).generation, `cluster ${options.cluster}`);
       const answer = await ctx.call('deleteCluster', withDryRun(options, { clusterId: options.cluster, expectedGeneration: expected }));
@@ -239,13 +240,13 @@ const addClusterCommands = (programArg: Command): void => {
 
   const nodes = programArg.command('nodes').description('the nodes of a cluster');
   pageOptions(nodes.command('list').description('every node of a cluster'))
-    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getClusterNodes', { clusterId: options.cluster, ...pageRequest(options) });
       printAnswer(answer, ctx.format, () => listTable(answer.nodes, nodeColumns, answer));
     }));
-  mutation(nodes.command('add').description('add a node to a cluster'))
-    .requiredOption('--cluster <id>', 'cluster id')
+  mutation(literalId(nodes.command('add').description('add a node to a cluster'), 'node'))
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .requiredOption('--name <name>', 'node name')
     .option('--node <id>', 'the node id (as its relay reports it); Cloudly picks one when omitted')
     .action(run(async (ctx, options) => {
@@ -256,16 +257,16 @@ const addClusterCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => recordTable(withMadeByTheRealCall(answer.node, answer, 'node')));
     }));
   mutation(nodes.command('remove').description('remove a node (the API takes no expectation here)'))
-    .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--node <id>', 'node id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .requiredOption('--node <id|name>', 'node id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('removeClusterNode', withDryRun(options, { clusterId: options.cluster, nodeId: options.node }));
       noteDryRun(options, answer);
       printAnswer(answer, ctx.format, () => recordTable(answer.node));
     }));
   mutation(nodes.command('set-corestore').description("set or clear a node's Corestore endpoint (compare-and-swap on the value)"))
-    .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--node <id>', 'node id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .requiredOption('--node <id|name>', 'node id or name')
     .option('--endpoint <origin>', 'the Corestore origin, e.g. http://10.20.0.15:3000')
     .option('--clear', 'remove the endpoint')
     .option('--expect <endpoint>', 'the endpoint you read, or none')
@@ -347,13 +348,15 @@ const parseMode = (textArg: string): number => {
 const addServiceCommands = (programArg: Command): void => {
   const services = programArg.command('services').description('services, their volumes and status');
   pageOptions(services.command('list').description('every service, or those of one cluster'))
-    .option('--cluster <id>', 'only this cluster')
+    .option('--cluster <id|name>', 'only this cluster (id or name)')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getServices', { ...(options.cluster ? { clusterId: options.cluster } : {}), ...pageRequest(options) });
       printAnswer(answer, ctx.format, () => listTable(answer.services, serviceColumns, answer));
     }));
   services.command('get').description('one service with its volumes')
-    .requiredOption('--service <id>', 'service id')
+    .requiredOption('--service <id|name>', 'service id or name')
+    .option('--cluster <id|name>', 'with a service name: the cluster to look it up in')
+    .option('--organization <id>', 'with a service name: the organization to look it up in')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getServiceById', { serviceId: options.service });
       printAnswer(answer, ctx.format, () => serviceTable(answer.service));
@@ -362,10 +365,10 @@ const addServiceCommands = (programArg: Command): void => {
     .option('--file <path>', 'the writable spec as JSON ({ name, organizationId, clusterId, runtime, ports?, routes?, volumes })')
     .option('--name <name>', 'service name')
     .option('--organization <id>', 'organization id')
-    .option('--cluster <id>', 'cluster id')
+    .option('--cluster <id|name>', 'cluster id or name')
     .option('--image <image>', 'container image')
     .option('--replicas <n>', 'replicas', '1')
-    .option('--node <id>', 'placement: a node (repeatable)', collect, [])
+    .option('--node <id|name>', 'placement: a node, id or name (repeatable)', collect, [])
     .option('--run-as <uid:gid>', 'run the workload as this user and group (default: none)')
     .option('--volume <mountPath[:ro]>', 'a local volume (repeatable)', collect, [])
     .action(run(async (ctx, options) => {
@@ -388,11 +391,13 @@ const addServiceCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => serviceTable(withMadeByTheRealCall(answer.service, answer, 'service')));
     }));
   generationExpectation(services.command('update').description('replace the spec (--file), or change single fields of the stored one'), 'service')
-    .requiredOption('--service <id>', 'service id')
+    .requiredOption('--service <id|name>', 'service id or name')
+    .option('--cluster <id|name>', 'with a service name: the cluster to look it up in')
+    .option('--organization <id>', 'with a service name: the organization to look it up in')
     .option('--file <path>', 'the whole writable spec as JSON (- for stdin)')
     .option('--image <image>', 'new image')
     .option('--replicas <n>', 'new replica count')
-    .option('--node <id>', 'new placement: a node (repeatable)', collect, undefined)
+    .option('--node <id|name>', 'new placement: a node, id or name (repeatable)', collect, undefined)
     .option('--run-as <uid:gid|none>', 'new run-as user and group')
     .action(run(async (ctx, options) => {
       let stored: IService | null = null;
@@ -429,7 +434,9 @@ const addServiceCommands = (programArg: Command): void => {
         : serviceTable(answer.service)));
     }));
   generationExpectation(services.command('delete').description('remove a service from the desired state (deleted once its relay reports it stopped)'), 'service')
-    .requiredOption('--service <id>', 'service id')
+    .requiredOption('--service <id|name>', 'service id or name')
+    .option('--cluster <id|name>', 'with a service name: the cluster to look it up in')
+    .option('--organization <id>', 'with a service name: the organization to look it up in')
     .option('--force', 'delete at once, without waiting for the relay')
     .action(run(async (ctx, options) => {
       const expected = await expectedGeneration(options, async () => (await readService(ctx, options.service)).generation, `service ${options.service}`);
@@ -440,7 +447,9 @@ const addServiceCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => recordTable(answer));
     }));
   services.command('status').description("the service's runtime status verdict")
-    .requiredOption('--service <id>', 'service id')
+    .requiredOption('--service <id|name>', 'service id or name')
+    .option('--cluster <id|name>', 'with a service name: the cluster to look it up in')
+    .option('--organization <id>', 'with a service name: the organization to look it up in')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getServiceRuntimeStatus', { serviceId: options.service });
       printAnswer(answer, ctx.format, () => {
@@ -460,7 +469,9 @@ const addServiceCommands = (programArg: Command): void => {
       });
     }));
   mutation(services.command('set-volume-initialization').description('say how a volume starts: empty (owner, mode) or imported from a Docker volume'))
-    .requiredOption('--service <id>', 'service id')
+    .requiredOption('--service <id|name>', 'service id or name')
+    .option('--cluster <id|name>', 'with a service name: the cluster to look it up in')
+    .option('--organization <id>', 'with a service name: the organization to look it up in')
     .requiredOption('--mount-path <path>', "the volume's exact mount path")
     .option('--empty', 'start empty')
     .option('--mode <octal>', 'directory mode of an empty volume, e.g. 0750')
@@ -528,8 +539,8 @@ const addIngressCommands = (programArg: Command): void => {
   const ingress = programArg.command('ingress').description("a Pallet cluster's ingress designation and routes");
   mutation(ingress.command('designate').description('designate (or re-designate) the ingress service of a cluster'))
     .option('--file <path>', 'the whole designation request as JSON (- for stdin)')
-    .option('--cluster <id>', 'cluster id')
-    .option('--service <id>', 'the ingress service id')
+    .option('--cluster <id|name>', 'cluster id or name')
+    .option('--service <id|name>', 'the ingress service (id or name)')
     .option('--mutation-id <id>', 'makes a repeated call safe (default: a fresh one)')
     .option('--expect-current', "read the cluster's runtime, the service's spec revision and the current designation first")
     .action(run(async (ctx, options) => {
@@ -565,7 +576,7 @@ const addIngressCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => `${recordTable(answer.designation)}${answer.replayed ? '\n(replayed: this mutation id was already accepted)' : ''}`);
     }));
   ingress.command('show').description("the cluster's current ingress designation")
-    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getClusterIngressDesignation', { clusterId: options.cluster });
       printAnswer(answer, ctx.format, () => (answer.designation ? recordTable(answer.designation) : '(no designation)'));
@@ -573,7 +584,7 @@ const addIngressCommands = (programArg: Command): void => {
   // Routes are declared on services (services update --file with `routes`); this shows the one
   // route table they give and every route not in it yet, with the reason.
   ingress.command('routes').description("the cluster's route table and the routes not resolved yet")
-    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getClusterRouteTableResolution', { clusterId: options.cluster });
       const rows = [
@@ -592,15 +603,15 @@ const addIngressCommands = (programArg: Command): void => {
 const addCorestoreCommands = (programArg: Command): void => {
   const corestore = programArg.command('corestore').description("a node's legacy Corestore resources and their adoption");
   corestore.command('inventory').description("one node's legacy resources and the digest an adoption must quote")
-    .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--node <id>', 'node id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .requiredOption('--node <id|name>', 'node id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getCorestoreLegacyResources', { clusterId: options.cluster, nodeId: options.node });
       printAnswer(answer, ctx.format, () => corestoreInventoryTable(answer));
     }));
   mutation(corestore.command('adopt').description('adopt legacy resources: all the selected ones or none'))
-    .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--node <id>', 'node id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .requiredOption('--node <id|name>', 'node id or name')
     .requiredOption('--resource <serviceId:capability>', 'a resource to adopt (repeatable)', collect, [])
     .option('--expect <sha256>', 'the inventory digest you read')
     .option('--expect-current', 'read the inventory first and quote its digest')
@@ -635,17 +646,17 @@ const addCorestoreCommands = (programArg: Command): void => {
 
   const bindings = programArg.command('bindings').description('platform bindings (database, object storage) of services');
   pageOptions(bindings.command('list').description('every binding, or those of one service'))
-    .option('--service <id>', 'only this service')
+    .option('--service <id|name>', 'only this service (id or name)')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getPlatformBindings', { ...(options.service ? { serviceId: options.service } : {}), ...pageRequest(options) });
       printAnswer(answer, ctx.format, () => listTable(answer.platformBindings, bindingColumns, answer));
     }));
   mutation(bindings.command('upsert').description('create or change the binding of a service capability'))
     .option('--file <path>', 'the binding as JSON ({ serviceId, capability, enabled, nodeId, … }); - for stdin')
-    .option('--service <id>', 'service id')
+    .option('--service <id|name>', 'service id or name')
     .option('--capability <capability>', 'database or objectstorage')
     .option('--disabled', 'create or leave it disabled (default: enabled)')
-    .option('--node <id>', 'the node whose Corestore serves it (default: none)')
+    .option('--node <id|name>', 'the node whose Corestore serves it (default: none)')
     .option('--expect <generation>', 'the binding generation you read, or none to create')
     .option('--expect-current', 'read the binding first (none when it does not exist)')
     .action(run(async (ctx, options) => {
@@ -681,7 +692,7 @@ const addCorestoreCommands = (programArg: Command): void => {
 const addBindingDeleteCommand = (bindingsArg: Command): void => {
   generationExpectation(bindingsArg.command('delete').description('delete a platform binding'), 'binding')
     .requiredOption('--binding <id>', 'platform binding id')
-    .option('--service <id>', 'with --expect-current: the service the binding belongs to (faster read)')
+    .option('--service <id|name>', 'with --expect-current: the service the binding belongs to (faster read)')
     .action(run(async (ctx, options) => {
       const expected = await expectedGeneration(options, async () => {
         const list = await ctx.call('getPlatformBindings', options.service ? { serviceId: options.service } : {});
@@ -704,7 +715,9 @@ const addBindingDeleteCommand = (bindingsArg: Command): void => {
 const addImageCommands = (programArg: Command): void => {
   const images = programArg.command('images').description('image versions pushed to Cloudly (docs/api/images.md)');
   pageOptions(images.command('list').description('the image versions Cloudly holds for a service'))
-    .requiredOption('--service <id>', 'service id')
+    .requiredOption('--service <id|name>', 'service id or name')
+    .option('--cluster <id|name>', 'with a service name: the cluster to look it up in')
+    .option('--organization <id>', 'with a service name: the organization to look it up in')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getServiceImageVersions', { serviceId: options.service, ...pageRequest(options) });
       printAnswer(answer, ctx.format, () => listTable(answer.imageVersions, imageVersionColumns, answer));
@@ -719,8 +732,8 @@ void everyResourceTypeListed;
 const addBackupCommands = (programArg: Command): void => {
   const backups = programArg.command('backups').description('service backups, restores and archive pruning');
   pageOptions(backups.command('list').description('recorded backups'))
-    .option('--service <id>', 'only this service')
-    .option('--cluster <id>', 'only this cluster')
+    .option('--service <id|name>', 'only this service (id or name)')
+    .option('--cluster <id|name>', 'only this cluster (id or name)')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getServiceBackups', {
         ...(options.service ? { serviceId: options.service } : {}), ...(options.cluster ? { clusterId: options.cluster } : {}), ...pageRequest(options),
@@ -728,9 +741,9 @@ const addBackupCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => listTable(answer.backups, backupColumns, answer));
     }));
   longWork(mutation(backups.command('create').description('back up one service on one node, following the operation with progress (Ctrl-C detaches)')))
-    .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--node <id>', 'node id')
-    .requiredOption('--service <id>', 'service id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .requiredOption('--node <id|name>', 'node id or name')
+    .requiredOption('--service <id|name>', 'service id or name')
     .option('--backup-id <id>', 'your own id: makes the call safe to repeat')
     .option('--tag <key=value>', 'a tag (repeatable)', collect, [])
     .option('--replication', 'replicate the backup')
@@ -803,8 +816,8 @@ const addBackupCommands = (programArg: Command): void => {
         : recordTable(answerArg.backup)));
     }));
   mutation(backups.command('prune').description("prune one node's archive by a retention policy (--dry-run: the relay reports what it would prune)"))
-    .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--node <id>', 'node id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .requiredOption('--node <id|name>', 'node id or name')
     .option('--keep-last <n>', 'keep the last n')
     .option('--keep-daily <n>', 'keep one a day for n days')
     .option('--keep-weekly <n>', 'keep one a week for n weeks')
@@ -855,8 +868,8 @@ const addNetworkCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => `${recordTable(answer.plan)}${answer.replayed ? '\n(replayed: the stored plan is exactly this)' : ''}`);
     }));
   network.command('projection').description("a node's runtime network projection")
-    .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--node <id>', 'node id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .requiredOption('--node <id|name>', 'node id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getRuntimeNetworkProjection', { clusterId: options.cluster, nodeId: options.node });
       printAnswer(answer, ctx.format, () => recordTable(answer.projection));
@@ -941,9 +954,9 @@ const usernamesOf = async (ctxArg: ICommandContext, eventsArg: IAuditEvent[]): P
 };
 
 const addWatchCommand = (programArg: Command): void => {
-  programArg.command('watch').description('follow every committed change on the admin socket until Ctrl-C')
+  filtersByName(programArg.command('watch').description('follow every committed change on the admin socket until Ctrl-C'))
     .option('--kind <kind>', 'only this document kind, e.g. CloudlyService (repeatable)', collect, [])
-    .option('--cluster <id>', 'only changes of this cluster')
+    .option('--cluster <id|name>', 'only changes of this cluster (id or name)')
     .option('--since <revision>', 'resume after this revision (from an earlier watch)')
     .action(run(async (ctx, options) => {
       await ctx.client.connectSocket();

@@ -228,7 +228,7 @@ export const withMadeByTheRealCall = <T extends object>(recordArg: T, answerArg:
 // ---------------------------------------------------------------------------------------------
 
 /** A refusal (`CloudlyRefusal`, or anything of its shape: not an Error subclass): `{ errorText, errorData }`. */
-const isRefusal = (errorArg: unknown): errorArg is { errorText: string; errorData?: unknown } =>
+export const isRefusal = (errorArg: unknown): errorArg is { errorText: string; errorData?: unknown } =>
   typeof errorArg === 'object' && errorArg !== null && 'errorText' in errorArg && 'errorData' in errorArg;
 
 /** The client's CloudlyTransportError: an answer that was not an envelope. */
