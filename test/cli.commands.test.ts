@@ -396,6 +396,25 @@ test('names wherever an id is taken: clusters, services within a cluster, nodes 
   assert.equal((await api('getClusterNodes', { clusterId: prod.id })).nodes.length, 4);
 });
 
+test('services list shows the cluster by name and a STATUS column with the stored verdict; -o json stays the API answer', async () => {
+  const table = await cloudly(['services', 'list', '--cluster', 'names-prod']);
+  assert.equal(table.code, 0, table.stderr);
+  const [header, ...rows] = table.stdout.trimEnd().split('\n');
+  assert.match(header, /^ID\s+NAME\s+CLUSTER\s+STATUS\s+IMAGE/);
+  const { services } = await api('getServices', { clusterId: (await api('getClusters', {})).clusters.find((c: any) => c.name === 'names-prod').id });
+  assert.equal(rows.length, services.length);
+  for (const service of services) {
+    const { status, unknown } = await api('getServiceRuntimeStatus', { serviceId: service.id });
+    const verdict = unknown ? `unknown ${unknown.reason}` : status ? [status.state, status.reason].filter(Boolean).join(' ') : '-';
+    const row = rows.find((rowArg) => rowArg.startsWith(service.id));
+    assert.ok(row, `a row for ${service.id}`);
+    assert.match(row!, new RegExp(`^${service.id}\\s+${service.name}\\s+names-prod\\s+${verdict}\\s+app:1\\s`));
+  }
+  const wide = await cloudly(['services', 'list', '--cluster', 'names-prod', '-o', 'wide']);
+  assert.match(wide.stdout.split('\n')[0], /CLUSTER ID/);
+  assert.deepEqual(json(await cloudly(['services', 'list', '--cluster', 'names-prod', '-o', 'json'])), await api('getServices', { clusterId: services[0].clusterId }));
+});
+
 test('watch prints each change as one JSON line and stops on Ctrl-C with exit 0', async () => {
   const running = cli.start(['watch', '--kind', 'CloudlyCluster', '-o', 'json']);
   running.child.stdin.end();
@@ -412,6 +431,23 @@ test('watch prints each change as one JSON line and stops on Ctrl-C with exit 0'
   assert.equal(events[0].kind, 'CloudlyCluster');
   assert.equal(events[0].change, 'created');
   assert.equal(events[0].document.name, 'cli-watched');
+  assert.equal(events[0].actor.kind, 'admin');
+});
+
+test('watch lines name the document and who changed it', async () => {
+  const running = cli.start(['watch', '--kind', 'CloudlyCluster']);
+  running.child.stdin.end();
+  let created: { id: string } | undefined;
+  try {
+    await waitFor(() => /watching from revision \d+/.test(running.stderr), `watch started (${running.stderr})`, 30_000);
+    created = (await t.createCluster('cli-watched-table')).cluster;
+    await waitFor(() => running.stdout.includes('\n'), 'a change printed', 10_000);
+  } finally {
+    running.child.kill('SIGINT');
+  }
+  const { code, stdout, stderr } = await running.closed;
+  assert.equal(code, 0, stderr);
+  assert.match(stdout, new RegExp(`^\\d+  \\S+ \\S+  created  CloudlyCluster/${created!.id} \\(cli-watched-table\\)  gen 1  by admin$`, 'm'));
 });
 
 test('completion scripts for bash and zsh (run in the shells by test/cli.completion.test.ts)', async () => {

@@ -15,7 +15,7 @@ import { addStorageCommands } from './storage.js';
 import { addSnapshotCommands } from './snapshot.js';
 import {
   auditColumns, backupColumns, bindingColumns, clusterColumns, corestoreInventoryTable, describeInitialization, diffTable, fieldDiff, formatTime, imageVersionColumns, listTable, nodeColumns,
-  recordTable, serviceColumns, serviceTable, type TColumn,
+  recordTable, serviceListColumns, serviceTable, serviceVerdictText, type TColumn,
 } from './tables.js';
 import { cliIo, setExitCode } from './io.js';
 import { isAuditReadMethod, type IAuditEvent, type IAuditEventFilter } from '../interfaces/data/audit.js';
@@ -351,7 +351,9 @@ const addServiceCommands = (programArg: Command): void => {
     .option('--cluster <id|name>', 'only this cluster (id or name)')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getServices', { ...(options.cluster ? { clusterId: options.cluster } : {}), ...pageRequest(options) });
-      printAnswer(answer, ctx.format, () => listTable(answer.services, serviceColumns, answer));
+      // JSON and YAML are the API's answer; the table reads names and verdicts beside it.
+      const rows = ctx.format === 'json' || ctx.format === 'yaml' ? answer.services : await serviceListRows(ctx, answer.services);
+      printAnswer(answer, ctx.format, () => listTable(rows, serviceListColumns, answer));
     }));
   services.command('get').description('one service with its volumes')
     .requiredOption('--service <id|name>', 'service id or name')
@@ -729,6 +731,26 @@ const backupResourceTypes = ['volume', 'database', 'bucket'] as const satisfies 
 const everyResourceTypeListed: Exclude<TBackupSnapshot['type'], (typeof backupResourceTypes)[number]> extends never ? true : false = true;
 void everyResourceTypeListed;
 
+/**
+ * The services of a list page with their cluster's name and their verdict: one `getClusters` and
+ * one `getClusterOverview` per cluster on the page (the overview holds the stored verdict and
+ * whether it is current).
+ */
+const serviceListRows = async (ctxArg: ICommandContext, servicesArg: IService[]): Promise<Array<IService & { clusterName?: string; verdict: string }>> => {
+  if (servicesArg.length === 0) {
+    return [];
+  }
+  const clusterIds = [...new Set(servicesArg.map((serviceArg) => serviceArg.clusterId))];
+  const [{ clusters }, overviews] = await Promise.all([
+    ctxArg.call('getClusters', {}),
+    Promise.all(clusterIds.map((clusterIdArg) => ctxArg.call('getClusterOverview', { clusterId: clusterIdArg }))),
+  ]);
+  const names = new Map(clusters.map((clusterArg) => [clusterArg.id, clusterArg.name]));
+  const verdicts = new Map(overviews.flatMap(({ overview }) => overview.services.map((entryArg) =>
+    [entryArg.service.id, serviceVerdictText(entryArg.runtimeStatus, entryArg.unknown)] as const)));
+  return servicesArg.map((serviceArg) => ({ ...serviceArg, clusterName: names.get(serviceArg.clusterId), verdict: verdicts.get(serviceArg.id) ?? '-' }));
+};
+
 const addBackupCommands = (programArg: Command): void => {
   const backups = programArg.command('backups').description('service backups, restores and archive pruning');
   pageOptions(backups.command('list').description('recorded backups'))
@@ -929,7 +951,7 @@ export const judgeAuditEventsShown = <T extends { method: string }>(eventsArg: T
  * Usernames of the administrators among the actors, by user id. Only administrators may list the
  * accounts: for anyone else (or when the list cannot be read) the log shows user ids.
  */
-const usernamesOf = async (ctxArg: ICommandContext, eventsArg: IAuditEvent[]): Promise<Map<string, string>> => {
+const usernamesOf = async (ctxArg: ICommandContext, eventsArg: ReadonlyArray<{ actor?: { kind: string; id: string } }>): Promise<Map<string, string>> => {
   const names = new Map<string, string>();
   if (!eventsArg.some((eventArg) => eventArg.actor?.kind === 'admin')) {
     return names;
@@ -953,6 +975,16 @@ const usernamesOf = async (ctxArg: ICommandContext, eventsArg: IAuditEvent[]): P
   return names;
 };
 
+/** The name a watched document carries (clusters, services, nodes, accounts), if any. */
+const watchedName = (documentArg: unknown): string | undefined => {
+  if (typeof documentArg !== 'object' || documentArg === null) {
+    return undefined;
+  }
+  const record = documentArg as Record<string, unknown>;
+  const name = record.name ?? record.username;
+  return typeof name === 'string' && name !== '' ? name : undefined;
+};
+
 const addWatchCommand = (programArg: Command): void => {
   filtersByName(programArg.command('watch').description('follow every committed change on the admin socket until Ctrl-C'))
     .option('--kind <kind>', 'only this document kind, e.g. CloudlyService (repeatable)', collect, [])
@@ -963,18 +995,28 @@ const addWatchCommand = (programArg: Command): void => {
       const events: IChangeEvent[] = [];
       let ended: ((codeArg: number) => void) | null = null;
       const done = new Promise<number>((resolve) => { ended = resolve; });
-      const print = (eventArg: IChangeEvent): void => {
+      // Usernames are read once, at the first change an administrator made (ids when they cannot be read).
+      let usernames: Promise<Map<string, string>> | null = null;
+      const print = async (eventArg: IChangeEvent): Promise<void> => {
         if (ctx.format === 'json') {
           writeOut(JSON.stringify(eventArg));
         } else if (ctx.format === 'yaml') {
           writeOut(`---\n${renderYaml(eventArg)}`);
         } else {
-          writeOut(`${eventArg.revision}  ${formatTime(Date.now())}  ${eventArg.change.padEnd(7)}  ${eventArg.kind}/${eventArg.id}  gen ${eventArg.generation}`);
+          const name = watchedName(eventArg.document);
+          let actor = eventArg.actor?.id ?? '-';
+          if (eventArg.actor?.kind === 'admin') {
+            usernames ??= usernamesOf(ctx, [eventArg]);
+            actor = (await usernames).get(eventArg.actor.id) ?? actor;
+          }
+          writeOut(`${eventArg.revision}  ${formatTime(Date.now())}  ${eventArg.change.padEnd(7)}  ${eventArg.kind}/${eventArg.id}${name ? ` (${name})` : ''}  gen ${eventArg.generation}  by ${actor}`);
         }
       };
+      // Lines leave in the order the changes came, whatever a username look-up costs.
+      let printed: Promise<void> = Promise.resolve();
       ctx.client.handleCall<ICloudlyOutboundMethods['changeEvent']>('changeEvent', (eventArg) => {
         events.push(eventArg);
-        print(eventArg);
+        printed = printed.then(() => print(eventArg));
         return {};
       });
       ctx.client.handleCall<ICloudlyOutboundMethods['watchExpired']>('watchExpired', (expiryArg) => {
@@ -1002,6 +1044,7 @@ const addWatchCommand = (programArg: Command): void => {
       }, 500);
       const code = await done;
       clearInterval(closedTimer);
+      await printed;
       ctx.client.close();
       setExitCode(code);
     }));

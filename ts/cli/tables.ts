@@ -67,10 +67,20 @@ export const nodeColumns: TColumn[] = [
   ['CREATED', (n) => formatTime(n.createdAt), 'wide'],
 ];
 
-export const serviceColumns: TColumn[] = [
+/**
+ * The verdict a list shows for a service: `unknown <reason>` while what Cloudly shows of it is not
+ * current (the overview's `unknown`), else the stored state with its reason, `-` before the first.
+ */
+export const serviceVerdictText = (runtimeStatusArg: { state: string; reason: string | null } | null, unknownArg: { reason: string } | null): string =>
+  unknownArg ? `unknown ${unknownArg.reason}` : runtimeStatusArg ? [runtimeStatusArg.state, runtimeStatusArg.reason].filter(Boolean).join(' ') : '-';
+
+/** `services list`: a service with its cluster's name and its verdict (`serviceListRows`). */
+export const serviceListColumns: TColumn[] = [
   ['ID', (s) => s.id],
   ['NAME', (s) => s.name],
-  ['CLUSTER', (s) => s.clusterId],
+  ['CLUSTER', (s) => s.clusterName ?? s.clusterId],
+  ['STATUS', (s) => s.verdict],
+  ['CLUSTER ID', (s) => s.clusterId, 'wide'],
   ['IMAGE', (s) => s.runtime?.image],
   ['REPL', (s) => s.runtime?.replicas],
   ['GEN', (s) => s.generation],

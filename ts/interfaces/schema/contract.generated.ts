@@ -417,6 +417,27 @@ export const contractSchema: IContractSchemaDocument = {
     "clusterId": {
      "type": "string"
     },
+    "actor": {
+     "type": "object",
+     "properties": {
+      "kind": {
+       "type": "string",
+       "enum": [
+        "admin",
+        "relay",
+        "cloudly"
+       ]
+      },
+      "id": {
+       "type": "string"
+      }
+     },
+     "required": [
+      "kind",
+      "id"
+     ],
+     "additionalProperties": false
+    },
     "document": {}
    },
    "required": [
@@ -425,7 +446,8 @@ export const contractSchema: IContractSchemaDocument = {
     "kind",
     "id",
     "generation",
-    "change"
+    "change",
+    "actor"
    ],
    "additionalProperties": false
   },
