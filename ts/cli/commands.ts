@@ -907,21 +907,29 @@ const parseTime = (textArg: string, flagArg: string): number => {
 };
 
 const addAuditCommand = (programArg: Command): void => {
-  programArg.command('audit').description('the audit log, newest first (changes made by reads are hidden unless --include-reads)')
+  filtersByName(programArg.command('audit').description('the audit log, newest first: people\'s changes (--all adds relays\' and Cloudly\'s own; reads are hidden unless --include-reads)'))
     .option('--limit <n>', 'events per page (1-1000)')
     .option('--cursor <cursor>', 'the page after this cursor')
-    .option('--target-kind <kind>', 'e.g. CloudlyCluster')
+    .option('--kind <kind>', 'one kind of document: service, cluster, node, user, binding, backup … or its stored name (CloudlyService)')
+    .option('--target-kind <kind>', 'the same as --kind')
     .option('--target-id <id>', 'one document')
-    .option('--actor <id>', 'one actor id')
+    .option('--user <id|name>', 'changes made by this account (username or user id)')
+    .option('--actor <id>', 'one actor id (relay:<clusterId>, cloudly, or a user id)')
     .option('--method <method>', 'one method')
     .option('--since <time>', 'from (inclusive)')
     .option('--until <time>', 'until (exclusive)')
+    .option('--all', 'also show the changes relays and Cloudly itself made')
     .option('--include-reads', 'also show events of methods that only read (get…, list…, watch…)')
     .action(run(async (ctx, options) => {
+      if (options.user !== undefined && options.actor !== undefined) {
+        throw new UsageError('give --user or --actor, not both');
+      }
+      const kind = options.kind ?? options.targetKind;
       const filter: IAuditEventFilter = {
-        ...(options.targetKind ? { targetKind: options.targetKind } : {}),
+        ...(kind ? { targetKind: auditKindOf(kind) } : {}),
         ...(options.targetId ? { targetId: options.targetId } : {}),
         ...(options.actor ? { actorId: options.actor } : {}),
+        ...(options.user ? { actorId: options.user } : {}),
         ...(options.method ? { method: options.method } : {}),
         ...(options.since ? { since: parseTime(options.since, '--since') } : {}),
         ...(options.until ? { until: parseTime(options.until, '--until') } : {}),
@@ -932,13 +940,54 @@ const addAuditCommand = (programArg: Command): void => {
         printAnswer(answer, ctx.format, () => '');
         return;
       }
-      const { shown, hidden } = judgeAuditEventsShown(answer.events, Boolean(options.includeReads) || options.method !== undefined);
+      // An actor asked for by name or id is shown whoever it is.
+      const everyone = Boolean(options.all) || options.actor !== undefined;
+      const byPeople = judgeAuditActorsShown(answer.events, everyone);
+      const { shown, hidden } = judgeAuditEventsShown(byPeople.shown, Boolean(options.includeReads) || options.method !== undefined);
       const usernames = await usernamesOf(ctx, shown);
       printAnswer(answer, ctx.format, () => listTable(shown, auditColumns(usernames), answer, '(no events)'));
+      if (byPeople.hidden > 0) {
+        note(`${byPeople.hidden} change(s) by relays or Cloudly itself are hidden on this page (--all shows them)`);
+      }
       if (hidden > 0) {
         note(`${hidden} event(s) of methods that only read are hidden on this page (--include-reads shows them)`);
       }
     }));
+};
+
+/** The events of people (administrators and users) among a page, or every event with `allArg`. */
+export const judgeAuditActorsShown = <T extends { actor: { kind: string } }>(eventsArg: T[], allArg: boolean): { shown: T[]; hidden: number } => {
+  const shown = allArg ? eventsArg : eventsArg.filter((eventArg) => eventArg.actor.kind === 'admin');
+  return { shown, hidden: eventsArg.length - shown.length };
+};
+
+/** Plain names of the kinds people look for, beside the stored `Cloudly…` names. */
+const auditKindAliases: Readonly<Record<string, string>> = Object.freeze({
+  node: 'CloudlyClusterNode',
+  user: 'CloudlyAdminUser',
+  account: 'CloudlyAdminUser',
+  binding: 'CloudlyPlatformBinding',
+  backup: 'CloudlyServiceBackup',
+});
+
+/**
+ * The stored kind a plain name means: `service` → `CloudlyService`, `cluster-node` →
+ * `CloudlyClusterNode`, a few aliases (`node`, `user`, `binding`, `backup`); a stored name as it is.
+ */
+export const auditKindOf = (textArg: string): string => {
+  const text = textArg.trim();
+  if (/^Cloudly[A-Z]/.test(text)) {
+    return text;
+  }
+  const alias = auditKindAliases[text.toLowerCase()];
+  if (alias) {
+    return alias;
+  }
+  const words = text.split(/[-_\s]+/).filter(Boolean);
+  if (words.length === 0 || !words.every((wordArg) => /^[A-Za-z][A-Za-z0-9]*$/.test(wordArg))) {
+    throw new UsageError(`--kind ${JSON.stringify(textArg)} is not a kind: give e.g. service, cluster, node, user or CloudlyService`);
+  }
+  return `Cloudly${words.map((wordArg) => wordArg[0].toUpperCase() + wordArg.slice(1).toLowerCase()).join('')}`;
 };
 
 /** The events a table shows: all of them, or (by default) all but those of methods that only read. */

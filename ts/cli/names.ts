@@ -136,7 +136,18 @@ export const resolveNamedOptions = async (ctxArg: ICommandContext, optionsArg: T
   }
 
   if (wanted('user') && given(optionsArg.user)) {
-    const { users } = await ctxArg.call('getUsers', {});
-    optionsArg.user = pickByIdOrName('user', '--user', optionsArg.user, users.map(({ userId, username }) => ({ id: userId, name: username })));
+    // Only administrators may list accounts: anyone else's `--user` is taken as a user id.
+    const users = await ctxArg.call('getUsers', {}).then(
+      (answerArg) => answerArg.users,
+      (errorArg: unknown) => {
+        if (isRefusal(errorArg) && (errorArg.errorData as { code?: unknown } | undefined)?.code === 'forbidden') {
+          return null;
+        }
+        throw errorArg;
+      },
+    );
+    if (users) {
+      optionsArg.user = pickByIdOrName('user', '--user', optionsArg.user, users.map(({ userId, username }) => ({ id: userId, name: username })));
+    }
   }
 };

@@ -128,6 +128,12 @@ export const imageVersionColumns: TColumn[] = [
  * The audit log's columns. `usernamesArg` names the administrators by user id: an admin actor is
  * shown by username (its id only with `-o wide`), relays and Cloudly itself by kind.
  */
+/** An update's changed fields as `field: before → after`, `; ` between them; `-` when the event names none. */
+export const changedText = (changedArg: Array<{ field: string; before: unknown; after: unknown }> | undefined): string =>
+  (changedArg && changedArg.length > 0
+    ? changedArg.map(({ field, before, after }) => `${field}: ${JSON.stringify(before)} → ${JSON.stringify(after)}`).join('; ')
+    : '-');
+
 export const auditColumns = (usernamesArg: ReadonlyMap<string, string> = new Map()): TColumn[] => [
   ['AT', (e) => formatTime(e.at)],
   ['ACTOR', (e) => (e.actor?.kind === 'admin' ? usernamesArg.get(e.actor.id) ?? e.actor.id : e.actor?.kind === 'cloudly' ? 'cloudly' : e.actor?.id)],
@@ -135,6 +141,7 @@ export const auditColumns = (usernamesArg: ReadonlyMap<string, string> = new Map
   ['TARGET', (e) => `${e.target?.kind}/${e.target?.id}`],
   ['OUTCOME', (e) => e.outcome],
   ['GEN', (e) => `${e.generationBefore}->${e.generationAfter ?? 'x'}`],
+  ['CHANGED', (e) => changedText(e.changed)],
   ['ACTOR ID', (e) => `${e.actor?.kind}:${e.actor?.id}`, 'wide'],
   ['MUTATION ID', (e) => e.mutationId, 'wide'],
   ['CAUSE', (e) => (e.cause ? `${e.cause.kind}/${e.cause.id}` : null), 'wide'],

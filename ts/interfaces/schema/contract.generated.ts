@@ -209,6 +209,12 @@ export const contractSchema: IContractSchemaDocument = {
       "id"
      ],
      "additionalProperties": false
+    },
+    "changed": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IAuditFieldChange"
+     }
     }
    },
    "required": [
@@ -245,6 +251,22 @@ export const contractSchema: IContractSchemaDocument = {
      "type": "number"
     }
    },
+   "additionalProperties": false
+  },
+  "IAuditFieldChange": {
+   "type": "object",
+   "properties": {
+    "field": {
+     "type": "string"
+    },
+    "before": {},
+    "after": {}
+   },
+   "required": [
+    "field",
+    "before",
+    "after"
+   ],
    "additionalProperties": false
   },
   "IBackupArchiveObject": {
