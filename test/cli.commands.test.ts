@@ -52,8 +52,10 @@ test('login reads the password from stdin and keeps the identity in a 0600 file 
   assert.equal((await fsp.stat(file)).mode & 0o777, 0o600);
   assert.equal((await fsp.stat(configDir)).mode & 0o777, 0o700);
   const stored = JSON.parse(await fsp.readFile(file, 'utf8'));
-  assert.equal(stored.current, t.baseUrl, 'the URL is kept without its trailing slash');
-  assert.equal(stored.servers[t.baseUrl].identity.name, 'admin');
+  const contextName = `admin@${new URL(t.baseUrl).host}`;
+  assert.equal(stored.currentContext, contextName);
+  assert.equal(stored.contexts[contextName].server, t.baseUrl, 'the URL is kept without its trailing slash');
+  assert.equal(stored.contexts[contextName].identity.name, 'admin');
   assert.ok(!(await fsp.readFile(file, 'utf8')).includes(testAdminPassword), 'the password is never stored');
 
   const wrong = await cloudly(['login', '--url', t.baseUrl], 'not-the-password-at-all\n');

@@ -2,15 +2,16 @@ import { randomUUID } from 'node:crypto';
 import { Command } from 'commander';
 import {
   choiceOption, collect, exitCodes, expectedGeneration, generatedOnCommitOf, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
-  madeByTheRealCall, requireOption, resolveUrl, UsageError, withDryRun, withMadeByTheRealCall, type ICommandContext, type IMutationOptions,
+  madeByTheRealCall, namedServer, requireOption, resolveContext, UsageError, withDryRun, withMadeByTheRealCall, type ICommandContext, type IMutationOptions,
 } from './context.js';
-import { normalizeServerUrl, readCredentials, writeCredentials, credentialsPath, ServerUrlError } from './credentials.js';
+import { defaultContextName, isContextName, readCredentials, writeCredentials, credentialsPath, ServerUrlError } from './credentials.js';
 import { note, printAnswer, renderYaml, waitingLine, writeErr, writeOut } from './output.js';
 import { confirm, readPassword } from './prompt.js';
 import { generationExpectation, listOption, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { filtersByName, literalId } from './names.js';
 import { addOperationCommands, finishStartedWork, longWork } from './operations.js';
 import { addUserCommands } from './users.js';
+import { addContextCommands } from './contexts.js';
 import { addStorageCommands } from './storage.js';
 import { addSnapshotCommands } from './snapshot.js';
 import {
@@ -72,7 +73,7 @@ const contractBodies = () => import('./contractbodies.js');
  * asked for, with its fingerprint and what to do.
  */
 const showPrivateCertificateOnFirstContact = async (urlArg: string): Promise<void> => {
-  if (!urlArg.startsWith('https:') || (await readCredentials()).servers[urlArg]) {
+  if (!urlArg.startsWith('https:') || Object.values((await readCredentials()).contexts).some((contextArg) => contextArg.server === urlArg)) {
     return;
   }
   const { probeServerCertificate } = await import('../client/trust.js');
@@ -92,14 +93,21 @@ const showPrivateCertificateOnFirstContact = async (urlArg: string): Promise<voi
 
 const addSessionCommands = (programArg: Command): void => {
   programArg.command('login')
-    .description('log in and keep the identity for this server (password from a prompt or stdin)')
-    .option('--username <name>', 'administrator name', 'admin')
+    .description('log in and keep the identity as a context (default name <user>@<host>; --context names it) that becomes current')
+    .option('--username <name>', 'account name', 'admin')
     .action(async (_optionsArg: TOptions, commandArg: Command) => {
       const options = commandArg.optsWithGlobals() as TOptions;
       let url: string | undefined;
       try {
         parseFormat(options.output);
-        url = options.url || cliIo().env.CLOUDLY_URL ? normalizeServerUrl(options.url ?? cliIo().env.CLOUDLY_URL) : await resolveUrl(options);
+        if (options.context !== undefined && !isContextName(options.context)) {
+          throw new UsageError(`--context ${JSON.stringify(options.context)}: a context name is 1 to 128 printable characters without spaces`);
+        }
+        // The server: named, else the named context's, else the current context's.
+        const kept = await readCredentials();
+        url = namedServer(options)
+          ?? (options.context !== undefined ? kept.contexts[options.context]?.server : undefined)
+          ?? (await resolveContext({ output: options.output })).context.server;
         await showPrivateCertificateOnFirstContact(url);
         const password = await readPassword(`password for ${options.username} at ${url}: `);
         if (!password) {
@@ -108,31 +116,33 @@ const addSessionCommands = (programArg: Command): void => {
         const client = await loadAdminClient(url);
         const identity = await client.login(options.username, password);
         const credentials = await readCredentials();
-        credentials.servers[url] = { username: options.username, identity, loggedInAt: Date.now() };
-        credentials.current = url;
+        const name: string = options.context ?? defaultContextName(options.username, url);
+        const replaced = credentials.contexts[name];
+        credentials.contexts[name] = { server: url, username: options.username, identity, loggedInAt: Date.now() };
+        credentials.currentContext = name;
         await writeCredentials(credentials);
-        note(`logged in to ${url} as ${identity.name}; identity kept in ${credentialsPath()} until ${new Date(identity.expiresAt).toISOString()}`);
+        note(`logged in to ${url} as ${identity.name}; identity kept as context ${name} (current) in ${credentialsPath()} until ${new Date(identity.expiresAt).toISOString()}`);
+        if (replaced && (replaced.server !== url || replaced.username !== options.username)) {
+          note(`context ${name} was ${replaced.username} at ${replaced.server} before`);
+        }
       } catch (error) {
         setExitCode(reportFailure(error instanceof ServerUrlError ? new UsageError(error.message) : error, url));
       }
     });
 
   programArg.command('logout')
-    .description('revoke the session on the server and forget the identity kept for it (or --all)')
-    .option('--all', 'log out of every server kept')
+    .description('revoke the session of the context in use on its server and forget the context (or --all)')
+    .option('--all', 'log out of every context kept')
     .option('--all-sessions', "revoke every session of the account, not only this one (the server's logout allSessions)")
     .action(async (_optionsArg: TOptions, commandArg: Command) => {
       const options = commandArg.optsWithGlobals() as TOptions;
       try {
         const credentials = await readCredentials();
-        const urls = options.all ? Object.keys(credentials.servers) : [await resolveUrl(options)];
+        const names = options.all ? Object.keys(credentials.contexts) : [(await resolveContext(options)).name];
         let failure: number = exitCodes.ok;
-        for (const url of urls) {
-          const kept = credentials.servers[url];
-          if (!kept) {
-            note(`not logged in to ${url}`);
-            continue;
-          }
+        for (const name of names) {
+          const kept = credentials.contexts[name];
+          const url = kept.server;
           // Revoke first; the identity is forgotten here either way.
           if (!kept.identity.expiresAt || kept.identity.expiresAt > Date.now()) {
             try {
@@ -148,11 +158,11 @@ const addSessionCommands = (programArg: Command): void => {
               }
             }
           }
-          delete credentials.servers[url];
-          if (credentials.current === url) {
-            credentials.current = Object.keys(credentials.servers)[0] ?? null;
+          delete credentials.contexts[name];
+          if (credentials.currentContext === name) {
+            credentials.currentContext = null;
           }
-          note(`logged out of ${url}`);
+          note(`logged out of ${url} (context ${name} forgotten${credentials.currentContext === null && Object.keys(credentials.contexts).length > 0 ? '; choose another with `cloudly config use-context`' : ''})`);
         }
         await writeCredentials(credentials);
         setExitCode(failure);
@@ -1108,6 +1118,7 @@ export const addCommands = (programArg: Command): void => {
       await new Promise<never>(() => undefined);
     });
   addSessionCommands(programArg);
+  addContextCommands(programArg);
   addClusterCommands(programArg);
   addServiceCommands(programArg);
   addIngressCommands(programArg);

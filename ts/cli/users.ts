@@ -124,9 +124,9 @@ export const addUserCommands = (programArg: Command): void => {
       const [oldPassword, newPassword] = await secrets(['current password: ', 'new password: '], 'new password again: ');
       const answer = await ctx.call('changePassword', { oldPassword, newPassword });
       const credentials = await readCredentials();
-      const kept = credentials.servers[ctx.url];
+      const kept = credentials.contexts[ctx.contextName];
       if (kept && answer.identity) {
-        credentials.servers[ctx.url] = { ...kept, identity: answer.identity, loggedInAt: Date.now() };
+        credentials.contexts[ctx.contextName] = { ...kept, identity: answer.identity, loggedInAt: Date.now() };
         await writeCredentials(credentials);
       }
       // The answer is a fresh identity, a credential: like login, nothing goes to stdout.
