@@ -452,7 +452,7 @@ test('watch lines name the document and who changed it', async () => {
   assert.match(stdout, new RegExp(`^\\d+  \\S+ \\S+  created  CloudlyCluster/${created!.id} \\(cli-watched-table\\)  gen 1  by admin$`, 'm'));
 });
 
-test('completion scripts for bash and zsh (run in the shells by test/cli.completion.test.ts)', async () => {
+test('completion scripts for bash, zsh and fish, and the names they complete (run in the shells by test/cli.completion.test.ts)', async () => {
   const bash = await cloudly(['completion', 'bash']);
   assert.equal(bash.code, 0);
   assert.match(bash.stdout, /complete -o default -F _cloudly cloudly/);
@@ -460,6 +460,16 @@ test('completion scripts for bash and zsh (run in the shells by test/cli.complet
   const zsh = await cloudly(['completion', 'zsh']);
   assert.equal(zsh.code, 0);
   assert.match(zsh.stdout, /^#compdef cloudly/);
+  const fish = await cloudly(['completion', 'fish']);
+  assert.equal(fish.code, 0);
+  assert.match(fish.stdout, /^complete -c cloudly -f -a '\(__cloudly_complete\)'$/m);
+  assert.doesNotMatch(bash.stdout, /_cl_words="[^"]*__complete/, 'the hidden command is not offered');
+  // The names the scripts complete, read through the current context.
+  await t.createCluster('cli-completed');
+  const names = await cloudly(['__complete', 'cluster']);
+  assert.equal(names.code, 0);
+  assert.deepEqual(names.stdout.split('\n').filter(Boolean), [...new Set((await api('getClusters', {})).clusters.map((c: any) => c.name))].sort());
+  assert.ok(names.stdout.includes('cli-completed\n'));
 });
 
 test('a stopped server is unavailable: exit 3', async () => {
