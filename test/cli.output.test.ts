@@ -117,7 +117,7 @@ test('audit: filters by username and plain kind, shows what an update changed, a
   const [header, ...rows] = linesOf(byAdmin.stdout);
   assert.match(header, /\sCHANGED$/);
   assert.equal(rows.length, 2, byAdmin.stdout);
-  assert.match(rows[0], /\sadmin\s+updateService\s.*\sruntime\.image: "app:1" → "app:2"; specRevision: 1 → 2$/);
+  assert.match(rows[0], /\sadmin\s+updateService\s.*\saudit-cli-app\s.*\sruntime\.image: "app:1" → "app:2"; specRevision: 1 → 2$/);
   assert.match(rows[1], /\sadmin\s+createService\s.*\s-$/);
   const adminId = (await api('getUsers', {})).users.find((userArg: any) => userArg.username === 'admin').userId;
   assert.deepEqual(jsonOf(await cli.run(['audit', '--user', 'admin', '--kind', 'service', '--target-id', service.id, '-o', 'json'])),

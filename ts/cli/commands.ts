@@ -954,8 +954,8 @@ const addAuditCommand = (programArg: Command): void => {
       const everyone = Boolean(options.all) || options.actor !== undefined;
       const byPeople = judgeAuditActorsShown(answer.events, everyone);
       const { shown, hidden } = judgeAuditEventsShown(byPeople.shown, Boolean(options.includeReads) || options.method !== undefined);
-      const usernames = await usernamesOf(ctx, shown);
-      printAnswer(answer, ctx.format, () => listTable(shown, auditColumns(usernames), answer, '(no events)'));
+      const [usernames, targetNames] = await Promise.all([usernamesOf(ctx, shown), targetNamesOf(ctx, shown)]);
+      printAnswer(answer, ctx.format, () => listTable(shown, auditColumns(usernames, targetNames), answer, '(no events)'));
       if (byPeople.hidden > 0) {
         note(`${byPeople.hidden} change(s) by relays or Cloudly itself are hidden on this page (--all shows them)`);
       }
@@ -963,6 +963,34 @@ const addAuditCommand = (programArg: Command): void => {
         note(`${hidden} event(s) of methods that only read are hidden on this page (--include-reads shows them)`);
       }
     }));
+};
+
+/**
+ * The names of the clusters, services and accounts a page of events changed, by `kind/id`: one
+ * list call per kind on the page. A target since removed, or a list this account may not read,
+ * has none (the table shows `-`).
+ */
+const targetNamesOf = async (ctxArg: ICommandContext, eventsArg: IAuditEvent[]): Promise<Map<string, string>> => {
+  const kinds = new Set(eventsArg.map((eventArg) => eventArg.target.kind));
+  const read = async <T>(kindArg: string, listArg: () => Promise<T[]>, pairArg: (itemArg: T) => [string, string]): Promise<Array<[string, string]>> => {
+    if (!kinds.has(kindArg)) {
+      return [];
+    }
+    try {
+      return (await listArg()).map((itemArg) => {
+        const [id, name] = pairArg(itemArg);
+        return [`${kindArg}/${id}`, name];
+      });
+    } catch {
+      return [];
+    }
+  };
+  const pairs = await Promise.all([
+    read('CloudlyCluster', async () => (await ctxArg.call('getClusters', {})).clusters, (c) => [c.id, c.name]),
+    read('CloudlyService', async () => (await ctxArg.call('getServices', {})).services, (s) => [s.id, s.name]),
+    read('CloudlyAdminUser', async () => (await ctxArg.call('getUsers', {})).users, (u) => [u.userId, u.username]),
+  ]);
+  return new Map(pairs.flat());
 };
 
 /** The events of people (administrators and users) among a page, or every event with `allArg`. */

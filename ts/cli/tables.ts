@@ -134,11 +134,12 @@ export const changedText = (changedArg: Array<{ field: string; before: unknown; 
     ? changedArg.map(({ field, before, after }) => `${field}: ${JSON.stringify(before)} → ${JSON.stringify(after)}`).join('; ')
     : '-');
 
-export const auditColumns = (usernamesArg: ReadonlyMap<string, string> = new Map()): TColumn[] => [
+export const auditColumns = (usernamesArg: ReadonlyMap<string, string> = new Map(), targetNamesArg: ReadonlyMap<string, string> = new Map()): TColumn[] => [
   ['AT', (e) => formatTime(e.at)],
   ['ACTOR', (e) => (e.actor?.kind === 'admin' ? usernamesArg.get(e.actor.id) ?? e.actor.id : e.actor?.kind === 'cloudly' ? 'cloudly' : e.actor?.id)],
   ['METHOD', (e) => e.method],
   ['TARGET', (e) => `${e.target?.kind}/${e.target?.id}`],
+  ['NAME', (e) => targetNamesArg.get(`${e.target?.kind}/${e.target?.id}`) ?? '-'],
   ['OUTCOME', (e) => e.outcome],
   ['GEN', (e) => `${e.generationBefore}->${e.generationAfter ?? 'x'}`],
   ['CHANGED', (e) => changedText(e.changed)],
