@@ -52,8 +52,10 @@ test('login reads the password from stdin and keeps the identity in a 0600 file 
   assert.equal((await fsp.stat(file)).mode & 0o777, 0o600);
   assert.equal((await fsp.stat(configDir)).mode & 0o777, 0o700);
   const stored = JSON.parse(await fsp.readFile(file, 'utf8'));
-  assert.equal(stored.current, t.baseUrl, 'the URL is kept without its trailing slash');
-  assert.equal(stored.servers[t.baseUrl].identity.name, 'admin');
+  const contextName = `admin@${new URL(t.baseUrl).host}`;
+  assert.equal(stored.currentContext, contextName);
+  assert.equal(stored.contexts[contextName].server, t.baseUrl, 'the URL is kept without its trailing slash');
+  assert.equal(stored.contexts[contextName].identity.name, 'admin');
   assert.ok(!(await fsp.readFile(file, 'utf8')).includes(testAdminPassword), 'the password is never stored');
 
   const wrong = await cloudly(['login', '--url', t.baseUrl], 'not-the-password-at-all\n');
@@ -327,6 +329,94 @@ test('ingress designate: --expect-current reads the facts first, a dry run store
   }
 });
 
+test('names wherever an id is taken: clusters, services within a cluster, nodes within a cluster, users; an id wins; ambiguity exits 2 with the candidates; unknown exits 1', async () => {
+  const prod = (await t.createCluster('names-prod')).cluster;
+  const staging = (await t.createCluster('names-staging')).cluster;
+  await api('addClusterNode', { clusterId: prod.id, name: 'alpha', nodeId: 'edge-1' });
+  await api('addClusterNode', { clusterId: prod.id, name: 'edge-1', nodeId: 'edge-2' });
+  await api('addClusterNode', { clusterId: prod.id, name: 'beta', nodeId: 'edge-3' });
+  await api('addClusterNode', { clusterId: prod.id, name: 'beta', nodeId: 'edge-4' });
+  await t.addNodes(staging.id, 'edge-9');
+  const serviceOn = async (clusterIdArg: string, nodeIdArg: string, nameArg: string) => (await api('createService', {
+    service: { name: nameArg, organizationId: 'org1', clusterId: clusterIdArg, runtime: { image: 'app:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [nodeIdArg] } }, volumes: [] },
+  })).service;
+  const prodApp = await serviceOn(prod.id, 'edge-1', 'names-app');
+  const stagingApp = await serviceOn(staging.id, 'edge-9', 'names-app');
+  const prodSolo = await serviceOn(prod.id, 'edge-1', 'names-solo');
+
+  // Clusters by name, in every command that takes one.
+  assert.equal(json(await cloudly(['clusters', 'get', '--cluster', 'names-prod', '-o', 'json'])).cluster.id, prod.id);
+  assert.deepEqual(json(await cloudly(['services', 'list', '--cluster', 'names-prod', '-o', 'json'])).services.map((s: any) => s.id).sort(),
+    [prodApp.id, prodSolo.id].sort());
+  assert.equal(json(await cloudly(['clusters', 'get', '--cluster', prod.id, '-o', 'json'])).cluster.id, prod.id, 'an id still works');
+
+  // A service name unique everywhere, and one unique only within a cluster.
+  assert.equal(json(await cloudly(['services', 'get', '--service', 'names-solo', '-o', 'json'])).service.id, prodSolo.id);
+  assert.equal((await cloudly(['services', 'status', '--service', 'names-solo'])).code, 0);
+  const ambiguous = await cloudly(['services', 'status', '--service', 'names-app']);
+  assert.equal(ambiguous.code, 2, ambiguous.stderr);
+  assert.match(ambiguous.stderr, /--service names-app: 2 services are named names-app; pass one of their ids:/);
+  assert.ok(ambiguous.stderr.includes(`${prodApp.id}  (cluster names-prod, organization org1)`), ambiguous.stderr);
+  assert.ok(ambiguous.stderr.includes(`${stagingApp.id}  (cluster names-staging, organization org1)`), ambiguous.stderr);
+  assert.equal(ambiguous.stdout, '');
+  assert.equal(json(await cloudly(['services', 'get', '--cluster', 'names-staging', '--service', 'names-app', '-o', 'json'])).service.id, stagingApp.id);
+
+  // Nodes within the cluster: an id that exists wins over a node named like it; a shared name is ambiguous.
+  const create = ['services', 'create', '--name', 'names-placed', '--organization', 'org1', '--cluster', 'names-prod', '--image', 'app:1', '--dry-run', '-o', 'json'];
+  assert.deepEqual(json(await cloudly([...create, '--node', 'alpha'])).service.runtime.placement.nodeIds, ['edge-1']);
+  assert.deepEqual(json(await cloudly([...create, '--node', 'edge-1'])).service.runtime.placement.nodeIds, ['edge-1'], 'the node with id edge-1, not the one named so');
+  assert.deepEqual(json(await cloudly([...create, '--node', 'alpha', '--node', 'edge-3'])).service.runtime.placement.nodeIds, ['edge-1', 'edge-3']);
+  const twoBetas = await cloudly([...create, '--node', 'beta']);
+  assert.equal(twoBetas.code, 2);
+  assert.match(twoBetas.stderr, /--node beta: 2 nodes in cluster names-prod are named beta; pass one of their ids:\n {2}edge-3\n {2}edge-4/);
+
+  // Users by username.
+  const viewer = (await api('createUser', { username: 'names-viewer', password: 'names-viewer-password-0', role: 'user' })).user;
+  assert.equal(json(await cloudly(['users', 'disable', '--user', 'names-viewer', '--expect-current', '--dry-run', '-o', 'json'])).user.userId, viewer.userId);
+
+  // An unknown name in a list's filter says so and exits as a refusal (1), where it used to print `(none)`.
+  for (const [args, message] of [
+    [['services', 'list', '--cluster', 'names-nowhere'], '--cluster names-nowhere: no cluster has this id or name'],
+    [['backups', 'list', '--service', 'names-nowhere'], '--service names-nowhere: no service has this id or name'],
+    [['operations', 'list', '--cluster', 'names-prod', '--service', 'names-nowhere'], '--service names-nowhere: no service in cluster names-prod has this id or name'],
+  ] as const) {
+    const unknown = await cloudly([...args]);
+    assert.equal(unknown.code, 1, unknown.stderr);
+    assert.equal(unknown.stderr.trim(), `cloudly: ${message}`);
+    assert.equal(unknown.stdout, '');
+  }
+  // Anywhere else it is sent as given and refused by the server `not-found`, as an unknown id is (exit 1).
+  for (const args of [
+    ['clusters', 'get', '--cluster', 'names-nowhere'],
+    ['services', 'get', '--cluster', 'names-staging', '--service', 'names-solo'],
+    ['users', 'delete', '--user', 'names-nobody', '--expect', '1'],
+  ]) {
+    const unknown = await cloudly(args);
+    assert.equal(unknown.code, 1, unknown.stderr);
+    assert.match(unknown.stderr, /^refused: not-found$/m);
+  }
+  assert.equal((await api('getClusterNodes', { clusterId: prod.id })).nodes.length, 4);
+});
+
+test('services list shows the cluster by name and a STATUS column with the stored verdict; -o json stays the API answer', async () => {
+  const table = await cloudly(['services', 'list', '--cluster', 'names-prod']);
+  assert.equal(table.code, 0, table.stderr);
+  const [header, ...rows] = table.stdout.trimEnd().split('\n');
+  assert.match(header, /^ID\s+NAME\s+CLUSTER\s+STATUS\s+IMAGE/);
+  const { services } = await api('getServices', { clusterId: (await api('getClusters', {})).clusters.find((c: any) => c.name === 'names-prod').id });
+  assert.equal(rows.length, services.length);
+  for (const service of services) {
+    const { status, unknown } = await api('getServiceRuntimeStatus', { serviceId: service.id });
+    const verdict = unknown ? `unknown ${unknown.reason}` : status ? [status.state, status.reason].filter(Boolean).join(' ') : '-';
+    const row = rows.find((rowArg) => rowArg.startsWith(service.id));
+    assert.ok(row, `a row for ${service.id}`);
+    assert.match(row!, new RegExp(`^${service.id}\\s+${service.name}\\s+names-prod\\s+${verdict}\\s+app:1\\s`));
+  }
+  const wide = await cloudly(['services', 'list', '--cluster', 'names-prod', '-o', 'wide']);
+  assert.match(wide.stdout.split('\n')[0], /CLUSTER ID/);
+  assert.deepEqual(json(await cloudly(['services', 'list', '--cluster', 'names-prod', '-o', 'json'])), await api('getServices', { clusterId: services[0].clusterId }));
+});
+
 test('watch prints each change as one JSON line and stops on Ctrl-C with exit 0', async () => {
   const running = cli.start(['watch', '--kind', 'CloudlyCluster', '-o', 'json']);
   running.child.stdin.end();
@@ -343,9 +433,26 @@ test('watch prints each change as one JSON line and stops on Ctrl-C with exit 0'
   assert.equal(events[0].kind, 'CloudlyCluster');
   assert.equal(events[0].change, 'created');
   assert.equal(events[0].document.name, 'cli-watched');
+  assert.equal(events[0].actor.kind, 'admin');
 });
 
-test('completion scripts for bash and zsh (run in the shells by test/cli.completion.test.ts)', async () => {
+test('watch lines name the document and who changed it', async () => {
+  const running = cli.start(['watch', '--kind', 'CloudlyCluster']);
+  running.child.stdin.end();
+  let created: { id: string } | undefined;
+  try {
+    await waitFor(() => /watching from revision \d+/.test(running.stderr), `watch started (${running.stderr})`, 30_000);
+    created = (await t.createCluster('cli-watched-table')).cluster;
+    await waitFor(() => running.stdout.includes('\n'), 'a change printed', 10_000);
+  } finally {
+    running.child.kill('SIGINT');
+  }
+  const { code, stdout, stderr } = await running.closed;
+  assert.equal(code, 0, stderr);
+  assert.match(stdout, new RegExp(`^\\d+  \\S+ \\S+  created  CloudlyCluster/${created!.id} \\(cli-watched-table\\)  gen 1  by admin$`, 'm'));
+});
+
+test('completion scripts for bash, zsh and fish, and the names they complete (run in the shells by test/cli.completion.test.ts)', async () => {
   const bash = await cloudly(['completion', 'bash']);
   assert.equal(bash.code, 0);
   assert.match(bash.stdout, /complete -o default -F _cloudly cloudly/);
@@ -353,6 +460,16 @@ test('completion scripts for bash and zsh (run in the shells by test/cli.complet
   const zsh = await cloudly(['completion', 'zsh']);
   assert.equal(zsh.code, 0);
   assert.match(zsh.stdout, /^#compdef cloudly/);
+  const fish = await cloudly(['completion', 'fish']);
+  assert.equal(fish.code, 0);
+  assert.match(fish.stdout, /^complete -c cloudly -f -a '\(__cloudly_complete\)'$/m);
+  assert.doesNotMatch(bash.stdout, /_cl_words="[^"]*__complete/, 'the hidden command is not offered');
+  // The names the scripts complete, read through the current context.
+  await t.createCluster('cli-completed');
+  const names = await cloudly(['__complete', 'cluster']);
+  assert.equal(names.code, 0);
+  assert.deepEqual(names.stdout.split('\n').filter(Boolean), [...new Set((await api('getClusters', {})).clusters.map((c: any) => c.name))].sort());
+  assert.ok(names.stdout.includes('cli-completed\n'));
 });
 
 test('a stopped server is unavailable: exit 3', async () => {

@@ -2,7 +2,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
 import { createCli, jsonOf, type ICli } from './cli.fixture.js';
-import { judgeAuditEventsShown } from '../ts/cli/commands.js';
+import { auditKindOf, judgeAuditEventsShown } from '../ts/cli/commands.js';
 import { isAuditReadMethod } from '../ts/interfaces/data/audit.js';
 
 /**
@@ -54,7 +54,7 @@ test('piped with COLUMNS: the table fits that width, and ids stay whole', async 
 });
 
 test('on a narrow terminal ids stay whole even when the line cannot fit', async () => {
-  const table = await cli.run(['audit', '--limit', '5'], '', { terminalColumns: 40 });
+  const table = await cli.run(['audit', '--limit', '5', '--all'], '', { terminalColumns: 40 });
   assert.equal(table.code, 0, table.stderr);
   const events = (await api('getAuditEvents', { limit: 5 })).events as Array<{ method: string }>;
   for (const event of events.filter((eventArg) => !isAuditReadMethod(eventArg.method))) {
@@ -99,6 +99,52 @@ test('audit: administrators by username (their id with -o wide); JSON is the API
   assert.ok(wide.stdout.includes(`admin:${adminId}`), wide.stdout);
   assert.deepEqual(jsonOf(await cli.run(['audit', '--method', 'createCluster', '-o', 'json'])),
     await api('getAuditEvents', { filter: { method: 'createCluster' } }));
+});
+
+test('audit: filters by username and plain kind, shows what an update changed, and people\'s changes unless --all', async () => {
+  const { cluster, relayToken } = await t.createCluster('audit-cli');
+  await api('addClusterNode', { clusterId: cluster.id, name: 'audit-cli-n1', nodeId: 'audit-cli-n1' });
+  const { service } = await api('createService', {
+    service: { name: 'audit-cli-app', organizationId: 'org1', clusterId: cluster.id, runtime: { image: 'app:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['audit-cli-n1'] } }, volumes: [] },
+  });
+  const { name, organizationId, runtime, volumes } = service;
+  await api('updateService', { serviceId: service.id, expectedGeneration: service.generation, service: { name, organizationId, clusterId: cluster.id, runtime: { ...runtime, image: 'app:2' }, volumes } });
+  const relay = await t.connectRelay(relayToken);
+  await relay.fire('reportClusterNode', { report: { nodeId: 'audit-cli-n1', name: 'audit-cli-n1', hostAddresses: ['192.0.2.9'] } } as never);
+
+  const byAdmin = await cli.run(['audit', '--user', 'admin', '--kind', 'service', '--target-id', service.id]);
+  assert.equal(byAdmin.code, 0, byAdmin.stderr);
+  const [header, ...rows] = linesOf(byAdmin.stdout);
+  assert.match(header, /\sCHANGED$/);
+  assert.equal(rows.length, 2, byAdmin.stdout);
+  assert.match(rows[0], /\sadmin\s+updateService\s.*\saudit-cli-app\s.*\sruntime\.image: "app:1" → "app:2"; specRevision: 1 → 2$/);
+  assert.match(rows[1], /\sadmin\s+createService\s.*\s-$/);
+  const adminId = (await api('getUsers', {})).users.find((userArg: any) => userArg.username === 'admin').userId;
+  assert.deepEqual(jsonOf(await cli.run(['audit', '--user', 'admin', '--kind', 'service', '--target-id', service.id, '-o', 'json'])),
+    await api('getAuditEvents', { filter: { actorId: adminId, targetKind: 'CloudlyService', targetId: service.id } }));
+
+  // The relay's node report is hidden by default, said so on stderr, and shown with --all.
+  const people = await cli.run(['audit', '--kind', 'node', '--target-id', `${cluster.id}/audit-cli-n1`]);
+  assert.equal(people.code, 0, people.stderr);
+  assert.ok(!people.stdout.includes(`relay:${cluster.id}`), people.stdout);
+  assert.match(people.stderr, /change\(s\) by relays or Cloudly itself are hidden on this page \(--all shows them\)/);
+  const all = await cli.run(['audit', '--kind', 'node', '--target-id', `${cluster.id}/audit-cli-n1`, '--all']);
+  assert.ok(all.stdout.includes(`relay:${cluster.id}`), all.stdout);
+  assert.match(all.stdout, /reportClusterNode\s.*hostAddresses: null → \["192\.0\.2\.9"\]/);
+
+  const nobody = await cli.run(['audit', '--user', 'nobody-at-all']);
+  assert.equal(nobody.code, 1);
+  assert.equal(nobody.stderr, 'cloudly: --user nobody-at-all: no user has this id or name\n');
+  assert.equal((await cli.run(['audit', '--kind', 'no such!'])).code, 2);
+});
+
+test('audit: a plain kind name is the stored kind', () => {
+  assert.equal(auditKindOf('service'), 'CloudlyService');
+  assert.equal(auditKindOf('Cluster'), 'CloudlyCluster');
+  assert.equal(auditKindOf('cluster-node'), 'CloudlyClusterNode');
+  assert.equal(auditKindOf('node'), 'CloudlyClusterNode');
+  assert.equal(auditKindOf('user'), 'CloudlyAdminUser');
+  assert.equal(auditKindOf('CloudlyPlatformBinding'), 'CloudlyPlatformBinding');
 });
 
 test('audit: events of methods that only read are hidden unless --include-reads', () => {

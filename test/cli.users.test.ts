@@ -23,7 +23,7 @@ const api = (methodArg: string, requestArg: Record<string, unknown>): Promise<an
 
 const storedIdentity = async (cliArg: ICli): Promise<any> => {
   const file = JSON.parse(await fsp.readFile(path.join(cliArg.configDir, 'credentials.json'), 'utf8'));
-  return file.servers[t.baseUrl].identity;
+  return file.contexts[file.currentContext].identity;
 };
 
 /** A call with exactly this identity, past any CLI. */
@@ -163,7 +163,7 @@ test('logout revokes the session on the server, then forgets it', async () => {
   assert.match(out.stderr, /^revoked this session at http:\/\/127\.0\.0\.1:\d+$/m);
   assert.equal((await refusalOf(() => callAs(identity, 'getClusters'))).code, 'unauthenticated', 'the kept identity is revoked');
   const file = JSON.parse(await fsp.readFile(path.join(admin.configDir, 'credentials.json'), 'utf8'));
-  assert.deepEqual(file.servers, {});
+  assert.deepEqual(file.contexts, {});
   const after = await admin.run(['clusters', 'list']);
   assert.equal(after.code, 2, 'not logged in: usage');
 });

@@ -235,6 +235,36 @@ test('getOperations filters by cluster, service and state, and pages without los
   ]);
 });
 
+test('operations page newest first: every operation that existed is seen exactly once while new ones start between pages', async () => {
+  onBackup = async () => { throw new TypedResponseError('busy', { code: 'conflict', retryable: true, reasons: ['node is busy'] }); };
+  for (let index = 0; index < 5; index++) {
+    await order(`op-page-seed-${index}`);
+  }
+  const existing = (await world.t.caller.call('getOperations', {})).operations;
+  assert.ok(existing.length >= 7);
+  const startedAts = existing.map((operationArg) => operationArg.startedAt);
+  assert.deepEqual(startedAts, [...startedAts].sort((left, right) => right - left), 'the whole list is newest first');
+  const seen: IOperation[] = [];
+  const started: string[] = [];
+  let cursor: string | undefined;
+  let round = 0;
+  do {
+    const page = await world.t.caller.call('getOperations', { limit: 2, ...(cursor ? { cursor } : {}) });
+    assert.ok(page.operations.length <= 2);
+    seen.push(...page.operations);
+    cursor = page.nextCursor;
+    assert.ok(cursor === undefined || cursor.length <= 160, `the cursor is short (${cursor?.length} characters)`);
+    // A new operation starts between every two pages.
+    started.push((await order(`op-page-new-${round++}`)).operation!.operationId);
+  } while (cursor);
+  const seenIds = seen.map((operationArg) => operationArg.operationId);
+  assert.equal(new Set(seenIds).size, seenIds.length, 'no operation is seen twice');
+  // Those that existed are seen, in the whole list's order; one started since may only appear where its start puts it.
+  assert.deepEqual(seenIds.filter((idArg) => !started.includes(idArg)), existing.map((operationArg) => operationArg.operationId));
+  const seenStarts = seen.map((operationArg) => operationArg.startedAt);
+  assert.deepEqual(seenStarts, [...seenStarts].sort((left, right) => right - left), 'pages are newest first');
+});
+
 test('an instance that stops while an operation runs marks it failed `interrupted`; the backup can be ordered again after the restart', async () => {
   onBackup = () => new Promise(() => undefined);
   const { operation } = await order('op-crash');

@@ -60,7 +60,7 @@ test('node pages across inserts and deletes: no node twice, none that lived thro
   assert.deepEqual([...seen].sort(), seen, 'pages are ordered by id');
 });
 
-test('without limit or cursor a list answers everything as before; with a limit, pages ordered by id', async () => {
+test('a stored list has one order: the whole list and its pages are both oldest created first', async () => {
   for (let index = 0; index < 5; index++) {
     await t.createCluster(`list-${index}`);
   }
@@ -75,7 +75,31 @@ test('without limit or cursor a list answers everything as before; with a limit,
     paged.push(...page.clusters.map((cluster) => cluster.id));
     cursor = page.nextCursor;
   } while (cursor);
-  assert.deepEqual(paged, whole.clusters.map((cluster) => cluster.id).sort());
+  assert.deepEqual(paged, whole.clusters.map((cluster) => cluster.id));
+});
+
+test('audit pages are newest first and cover every event exactly once while new events arrive', async () => {
+  for (let index = 0; index < 6; index++) {
+    await t.createCluster(`audited-${index}`);
+  }
+  const existing = (await t.caller.call('getAuditEvents', {})).events;
+  assert.ok(existing.length >= 6);
+  const seen: string[] = [];
+  const ats: number[] = [];
+  let cursor: string | undefined;
+  let round = 0;
+  do {
+    const page = await t.caller.call('getAuditEvents', { limit: 3, ...(cursor ? { cursor } : {}) });
+    seen.push(...page.events.map((eventArg) => eventArg.id));
+    ats.push(...page.events.map((eventArg) => eventArg.at));
+    cursor = page.nextCursor;
+    // New events arrive between every two pages.
+    await t.createCluster(`audited-late-${round++}`);
+  } while (cursor);
+  assert.equal(new Set(seen).size, seen.length, 'no event is seen twice');
+  const existingIds = new Set(existing.map((eventArg) => eventArg.id));
+  assert.deepEqual(seen.filter((idArg) => existingIds.has(idArg)), existing.map((eventArg) => eventArg.id), 'every event that existed is seen, in order');
+  assert.deepEqual(ats, [...ats].sort((left, right) => right - left), 'pages are newest first');
 });
 
 test('limit and cursor are checked by path; a cursor of another list is refused', async () => {

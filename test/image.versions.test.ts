@@ -151,7 +151,7 @@ test('a relay of another cluster can neither push nor pull the images of this cl
   await other.relay.close();
 });
 
-test('image versions are listed a page at a time, each exactly once', async () => {
+test('image versions are listed a page at a time, each exactly once, in the whole list\'s order (oldest stored first)', async () => {
   const { imageVersions: all } = await world.t.caller.call('getServiceImageVersions', { serviceId: world.service.id });
   assert.ok(all.length >= 3);
   const seen: string[] = [];
@@ -162,7 +162,7 @@ test('image versions are listed a page at a time, each exactly once', async () =
     seen.push(...page.imageVersions.map((version) => version.digest));
     cursor = page.nextCursor;
   } while (cursor);
-  assert.deepEqual(seen, all.map((version) => version.digest).sort());
+  assert.deepEqual(seen, all.map((version) => version.digest));
   const unknown = await refusalOf(() => world.t.caller.call('getServiceImageVersions', { serviceId: 'svc-nobody' }));
   assert.deepEqual([unknown.code, unknown.reasons], ['not-found', ['service-not-found']]);
 });

@@ -62,6 +62,41 @@ describe('audit log: every committed change, once, with its actor', () => {
     assert.equal(JSON.stringify(events).includes('relayTokenHash'), false);
   });
 
+  test('an update shows the fields it changed, before → after, for kinds that list them; never a secret', async () => {
+    const { cluster } = await t.createCluster('audited-changes');
+    await t.addNodes(cluster.id, 'ac-1');
+    const { service } = await t.caller.call('createService', {
+      service: { name: 'ac-app', organizationId: 'org1', clusterId: cluster.id, runtime: { image: 'app:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['ac-1'] } }, volumes: [] },
+    });
+    const { name, organizationId, clusterId, runtime, volumes } = service;
+    await t.caller.call('updateService', {
+      serviceId: service.id, expectedGeneration: service.generation,
+      service: { name, organizationId, clusterId, runtime: { ...runtime, image: 'app:2', replicas: 2 }, volumes },
+    });
+    const [update, creation] = await eventsFor(t, service.id, 'CloudlyService');
+    assert.equal(update.outcome, 'updated');
+    assert.deepEqual(update.changed, [
+      { field: 'runtime.image', before: 'app:1', after: 'app:2' },
+      { field: 'runtime.replicas', before: 1, after: 2 },
+      { field: 'specRevision', before: 1, after: 2 },
+    ]);
+    assert.equal(creation.changed, undefined, 'a creation lists no change');
+
+    // A token rotation shows which generation is current, never the hash or the token.
+    const rotated = await t.caller.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: 1 });
+    const [rotation] = await eventsFor(t, cluster.id, 'CloudlyCluster');
+    assert.deepEqual(rotation.changed, [{ field: 'relayTokenGeneration', before: 1, after: 2 }]);
+    assert.ok(!JSON.stringify(rotation).includes(rotated.relayToken));
+
+    // An account's role shows; its password change shows nothing of the hash.
+    const { user } = await t.caller.call('createUser', { username: 'audited-changes', password: 'audited-changes-password-0', role: 'user' });
+    await t.caller.call('setUserRole', { userId: user.userId, expectedGeneration: user.generation, role: 'admin' });
+    const [roleChange] = await eventsFor(t, user.userId, 'CloudlyAdminUser');
+    assert.deepEqual(roleChange.changed, [{ field: 'role', before: 'user', after: 'admin' }]);
+    const stored = await t.cloudly.store.find(auditEventKind, { 'target.id': user.userId });
+    assert.ok(!JSON.stringify(stored).includes('passwordHash') && !JSON.stringify(stored).includes('scrypt'));
+  });
+
   test('a relay\'s change is attributed to relay:<clusterId>', async () => {
     const { cluster, relayToken } = await t.createCluster('relay-actor');
     await t.caller.call('addClusterNode', { clusterId: cluster.id, name: 'n-1', nodeId: 'relay-actor-n-1' });

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { openContext, parseInteger, reportFailure, UsageError, type ICommandContext } from './context.js';
 import { setExitCode } from './io.js';
+import { filtersByName, resolveNamedOptions } from './names.js';
 import type { IPageRequest } from '../interfaces/requests/pagination.js';
 
 /** What every subcommand is built from: the action wrapper and the shared options. */
@@ -17,6 +18,7 @@ export const run = (actionArg: TAction) => async (...argsArg: unknown[]): Promis
   try {
     const ctx = await openContext(options);
     url = ctx.url;
+    await resolveNamedOptions(ctx, options, command);
     await actionArg(ctx, options);
   } catch (error) {
     setExitCode(reportFailure(error, url));
@@ -30,7 +32,8 @@ export const generationExpectation = (commandArg: Command, whatArg: string): Com
   .option('--expect <generation>', `the ${whatArg} generation you read (compare-and-swap)`)
   .option('--expect-current', `read the ${whatArg}'s current generation first and expect that`);
 
-export const pageOptions = (commandArg: Command): Command => commandArg
+/** A list's page options; its id options only filter it (names.ts). */
+export const pageOptions = (commandArg: Command): Command => filtersByName(commandArg)
   .option('--limit <n>', 'at most this many per page')
   .option('--cursor <cursor>', 'the page after this cursor (from the last answer)');
 

@@ -2,19 +2,21 @@ import { randomUUID } from 'node:crypto';
 import { Command } from 'commander';
 import {
   choiceOption, collect, exitCodes, expectedGeneration, generatedOnCommitOf, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
-  madeByTheRealCall, requireOption, resolveUrl, UsageError, withDryRun, withMadeByTheRealCall, type ICommandContext, type IMutationOptions,
+  madeByTheRealCall, namedServer, requireOption, resolveContext, UsageError, withDryRun, withMadeByTheRealCall, type ICommandContext, type IMutationOptions,
 } from './context.js';
-import { normalizeServerUrl, readCredentials, writeCredentials, credentialsPath, ServerUrlError } from './credentials.js';
+import { defaultContextName, isContextName, readCredentials, writeCredentials, credentialsPath, ServerUrlError } from './credentials.js';
 import { note, printAnswer, renderYaml, waitingLine, writeErr, writeOut } from './output.js';
 import { confirm, readPassword } from './prompt.js';
 import { generationExpectation, listOption, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
+import { filtersByName, literalId } from './names.js';
 import { addOperationCommands, finishStartedWork, longWork } from './operations.js';
 import { addUserCommands } from './users.js';
+import { addContextCommands } from './contexts.js';
 import { addStorageCommands } from './storage.js';
 import { addSnapshotCommands } from './snapshot.js';
 import {
   auditColumns, backupColumns, bindingColumns, clusterColumns, corestoreInventoryTable, describeInitialization, diffTable, fieldDiff, formatTime, imageVersionColumns, listTable, nodeColumns,
-  recordTable, serviceColumns, serviceTable, type TColumn,
+  recordTable, serviceListColumns, serviceTable, serviceVerdictText, type TColumn,
 } from './tables.js';
 import { cliIo, setExitCode } from './io.js';
 import { isAuditReadMethod, type IAuditEvent, type IAuditEventFilter } from '../interfaces/data/audit.js';
@@ -71,7 +73,7 @@ const contractBodies = () => import('./contractbodies.js');
  * asked for, with its fingerprint and what to do.
  */
 const showPrivateCertificateOnFirstContact = async (urlArg: string): Promise<void> => {
-  if (!urlArg.startsWith('https:') || (await readCredentials()).servers[urlArg]) {
+  if (!urlArg.startsWith('https:') || Object.values((await readCredentials()).contexts).some((contextArg) => contextArg.server === urlArg)) {
     return;
   }
   const { probeServerCertificate } = await import('../client/trust.js');
@@ -91,14 +93,21 @@ const showPrivateCertificateOnFirstContact = async (urlArg: string): Promise<voi
 
 const addSessionCommands = (programArg: Command): void => {
   programArg.command('login')
-    .description('log in and keep the identity for this server (password from a prompt or stdin)')
-    .option('--username <name>', 'administrator name', 'admin')
+    .description('log in and keep the identity as a context (default name <user>@<host>; --context names it) that becomes current')
+    .option('--username <name>', 'account name', 'admin')
     .action(async (_optionsArg: TOptions, commandArg: Command) => {
       const options = commandArg.optsWithGlobals() as TOptions;
       let url: string | undefined;
       try {
         parseFormat(options.output);
-        url = options.url || cliIo().env.CLOUDLY_URL ? normalizeServerUrl(options.url ?? cliIo().env.CLOUDLY_URL) : await resolveUrl(options);
+        if (options.context !== undefined && !isContextName(options.context)) {
+          throw new UsageError(`--context ${JSON.stringify(options.context)}: a context name is 1 to 128 printable characters without spaces`);
+        }
+        // The server: named, else the named context's, else the current context's.
+        const kept = await readCredentials();
+        url = namedServer(options)
+          ?? (options.context !== undefined ? kept.contexts[options.context]?.server : undefined)
+          ?? (await resolveContext({ output: options.output })).context.server;
         await showPrivateCertificateOnFirstContact(url);
         const password = await readPassword(`password for ${options.username} at ${url}: `);
         if (!password) {
@@ -107,31 +116,33 @@ const addSessionCommands = (programArg: Command): void => {
         const client = await loadAdminClient(url);
         const identity = await client.login(options.username, password);
         const credentials = await readCredentials();
-        credentials.servers[url] = { username: options.username, identity, loggedInAt: Date.now() };
-        credentials.current = url;
+        const name: string = options.context ?? defaultContextName(options.username, url);
+        const replaced = credentials.contexts[name];
+        credentials.contexts[name] = { server: url, username: options.username, identity, loggedInAt: Date.now() };
+        credentials.currentContext = name;
         await writeCredentials(credentials);
-        note(`logged in to ${url} as ${identity.name}; identity kept in ${credentialsPath()} until ${new Date(identity.expiresAt).toISOString()}`);
+        note(`logged in to ${url} as ${identity.name}; identity kept as context ${name} (current) in ${credentialsPath()} until ${new Date(identity.expiresAt).toISOString()}`);
+        if (replaced && (replaced.server !== url || replaced.username !== options.username)) {
+          note(`context ${name} was ${replaced.username} at ${replaced.server} before`);
+        }
       } catch (error) {
         setExitCode(reportFailure(error instanceof ServerUrlError ? new UsageError(error.message) : error, url));
       }
     });
 
   programArg.command('logout')
-    .description('revoke the session on the server and forget the identity kept for it (or --all)')
-    .option('--all', 'log out of every server kept')
+    .description('revoke the session of the context in use on its server and forget the context (or --all)')
+    .option('--all', 'log out of every context kept')
     .option('--all-sessions', "revoke every session of the account, not only this one (the server's logout allSessions)")
     .action(async (_optionsArg: TOptions, commandArg: Command) => {
       const options = commandArg.optsWithGlobals() as TOptions;
       try {
         const credentials = await readCredentials();
-        const urls = options.all ? Object.keys(credentials.servers) : [await resolveUrl(options)];
+        const names = options.all ? Object.keys(credentials.contexts) : [(await resolveContext(options)).name];
         let failure: number = exitCodes.ok;
-        for (const url of urls) {
-          const kept = credentials.servers[url];
-          if (!kept) {
-            note(`not logged in to ${url}`);
-            continue;
-          }
+        for (const name of names) {
+          const kept = credentials.contexts[name];
+          const url = kept.server;
           // Revoke first; the identity is forgotten here either way.
           if (!kept.identity.expiresAt || kept.identity.expiresAt > Date.now()) {
             try {
@@ -147,11 +158,11 @@ const addSessionCommands = (programArg: Command): void => {
               }
             }
           }
-          delete credentials.servers[url];
-          if (credentials.current === url) {
-            credentials.current = Object.keys(credentials.servers)[0] ?? null;
+          delete credentials.contexts[name];
+          if (credentials.currentContext === name) {
+            credentials.currentContext = null;
           }
-          note(`logged out of ${url}`);
+          note(`logged out of ${url} (context ${name} forgotten${credentials.currentContext === null && Object.keys(credentials.contexts).length > 0 ? '; choose another with `cloudly config use-context`' : ''})`);
         }
         await writeCredentials(credentials);
         setExitCode(failure);
@@ -176,13 +187,13 @@ const addClusterCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => listTable(answer.clusters, clusterColumns, answer));
     }));
   clusters.command('get').description('one cluster')
-    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getClusterById', { clusterId: options.cluster });
       printAnswer(answer, ctx.format, () => recordTable(answer.cluster));
     }));
   clusters.command('overview').description("a cluster's page: relay, nodes, services with status and latest backup, ingress")
-    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getClusterOverview', { clusterId: options.cluster });
       printAnswer(answer, ctx.format, () => {
@@ -218,7 +229,7 @@ const addClusterCommands = (programArg: Command): void => {
         : `${recordTable(answer.cluster)}\n\nrelay token (shown once):\n${answer.relayToken}`));
     }));
   generationExpectation(clusters.command('rotate-relay-token').description('issue a new relay token; the old one stops at once'), 'cluster')
-    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .action(run(async (ctx, options) => {
       const expected = await expectedGeneration(options, async () => (await readCluster(ctx, options.cluster)).generation, `cluster ${options.cluster}`);
       const answer = await ctx.call('rotateClusterRelayToken', withDryRun(options, { clusterId: options.cluster, expectedGeneration: expected }));
@@ -229,7 +240,7 @@ const addClusterCommands = (programArg: Command): void => {
     }));
 
   generationExpectation(clusters.command('delete').description('delete a cluster without services: its nodes and registration go, its relay sockets close'), 'cluster')
-    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .action(run(async (ctx, options) => {
       const expected = await expectedGeneration(options, async () => (await readCluster(ctx, options.cluster)).generation, `cluster ${options.cluster}`);
       const answer = await ctx.call('deleteCluster', withDryRun(options, { clusterId: options.cluster, expectedGeneration: expected }));
@@ -239,13 +250,13 @@ const addClusterCommands = (programArg: Command): void => {
 
   const nodes = programArg.command('nodes').description('the nodes of a cluster');
   pageOptions(nodes.command('list').description('every node of a cluster'))
-    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getClusterNodes', { clusterId: options.cluster, ...pageRequest(options) });
       printAnswer(answer, ctx.format, () => listTable(answer.nodes, nodeColumns, answer));
     }));
-  mutation(nodes.command('add').description('add a node to a cluster'))
-    .requiredOption('--cluster <id>', 'cluster id')
+  mutation(literalId(nodes.command('add').description('add a node to a cluster'), 'node'))
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .requiredOption('--name <name>', 'node name')
     .option('--node <id>', 'the node id (as its relay reports it); Cloudly picks one when omitted')
     .action(run(async (ctx, options) => {
@@ -256,16 +267,16 @@ const addClusterCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => recordTable(withMadeByTheRealCall(answer.node, answer, 'node')));
     }));
   mutation(nodes.command('remove').description('remove a node (the API takes no expectation here)'))
-    .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--node <id>', 'node id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .requiredOption('--node <id|name>', 'node id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('removeClusterNode', withDryRun(options, { clusterId: options.cluster, nodeId: options.node }));
       noteDryRun(options, answer);
       printAnswer(answer, ctx.format, () => recordTable(answer.node));
     }));
   mutation(nodes.command('set-corestore').description("set or clear a node's Corestore endpoint (compare-and-swap on the value)"))
-    .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--node <id>', 'node id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .requiredOption('--node <id|name>', 'node id or name')
     .option('--endpoint <origin>', 'the Corestore origin, e.g. http://10.20.0.15:3000')
     .option('--clear', 'remove the endpoint')
     .option('--expect <endpoint>', 'the endpoint you read, or none')
@@ -347,13 +358,17 @@ const parseMode = (textArg: string): number => {
 const addServiceCommands = (programArg: Command): void => {
   const services = programArg.command('services').description('services, their volumes and status');
   pageOptions(services.command('list').description('every service, or those of one cluster'))
-    .option('--cluster <id>', 'only this cluster')
+    .option('--cluster <id|name>', 'only this cluster (id or name)')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getServices', { ...(options.cluster ? { clusterId: options.cluster } : {}), ...pageRequest(options) });
-      printAnswer(answer, ctx.format, () => listTable(answer.services, serviceColumns, answer));
+      // JSON and YAML are the API's answer; the table reads names and verdicts beside it.
+      const rows = ctx.format === 'json' || ctx.format === 'yaml' ? answer.services : await serviceListRows(ctx, answer.services);
+      printAnswer(answer, ctx.format, () => listTable(rows, serviceListColumns, answer));
     }));
   services.command('get').description('one service with its volumes')
-    .requiredOption('--service <id>', 'service id')
+    .requiredOption('--service <id|name>', 'service id or name')
+    .option('--cluster <id|name>', 'with a service name: the cluster to look it up in')
+    .option('--organization <id>', 'with a service name: the organization to look it up in')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getServiceById', { serviceId: options.service });
       printAnswer(answer, ctx.format, () => serviceTable(answer.service));
@@ -362,10 +377,10 @@ const addServiceCommands = (programArg: Command): void => {
     .option('--file <path>', 'the writable spec as JSON ({ name, organizationId, clusterId, runtime, ports?, routes?, volumes })')
     .option('--name <name>', 'service name')
     .option('--organization <id>', 'organization id')
-    .option('--cluster <id>', 'cluster id')
+    .option('--cluster <id|name>', 'cluster id or name')
     .option('--image <image>', 'container image')
     .option('--replicas <n>', 'replicas', '1')
-    .option('--node <id>', 'placement: a node (repeatable)', collect, [])
+    .option('--node <id|name>', 'placement: a node, id or name (repeatable)', collect, [])
     .option('--run-as <uid:gid>', 'run the workload as this user and group (default: none)')
     .option('--volume <mountPath[:ro]>', 'a local volume (repeatable)', collect, [])
     .action(run(async (ctx, options) => {
@@ -388,11 +403,13 @@ const addServiceCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => serviceTable(withMadeByTheRealCall(answer.service, answer, 'service')));
     }));
   generationExpectation(services.command('update').description('replace the spec (--file), or change single fields of the stored one'), 'service')
-    .requiredOption('--service <id>', 'service id')
+    .requiredOption('--service <id|name>', 'service id or name')
+    .option('--cluster <id|name>', 'with a service name: the cluster to look it up in')
+    .option('--organization <id>', 'with a service name: the organization to look it up in')
     .option('--file <path>', 'the whole writable spec as JSON (- for stdin)')
     .option('--image <image>', 'new image')
     .option('--replicas <n>', 'new replica count')
-    .option('--node <id>', 'new placement: a node (repeatable)', collect, undefined)
+    .option('--node <id|name>', 'new placement: a node, id or name (repeatable)', collect, undefined)
     .option('--run-as <uid:gid|none>', 'new run-as user and group')
     .action(run(async (ctx, options) => {
       let stored: IService | null = null;
@@ -429,7 +446,9 @@ const addServiceCommands = (programArg: Command): void => {
         : serviceTable(answer.service)));
     }));
   generationExpectation(services.command('delete').description('remove a service from the desired state (deleted once its relay reports it stopped)'), 'service')
-    .requiredOption('--service <id>', 'service id')
+    .requiredOption('--service <id|name>', 'service id or name')
+    .option('--cluster <id|name>', 'with a service name: the cluster to look it up in')
+    .option('--organization <id>', 'with a service name: the organization to look it up in')
     .option('--force', 'delete at once, without waiting for the relay')
     .action(run(async (ctx, options) => {
       const expected = await expectedGeneration(options, async () => (await readService(ctx, options.service)).generation, `service ${options.service}`);
@@ -440,7 +459,9 @@ const addServiceCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => recordTable(answer));
     }));
   services.command('status').description("the service's runtime status verdict")
-    .requiredOption('--service <id>', 'service id')
+    .requiredOption('--service <id|name>', 'service id or name')
+    .option('--cluster <id|name>', 'with a service name: the cluster to look it up in')
+    .option('--organization <id>', 'with a service name: the organization to look it up in')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getServiceRuntimeStatus', { serviceId: options.service });
       printAnswer(answer, ctx.format, () => {
@@ -460,7 +481,9 @@ const addServiceCommands = (programArg: Command): void => {
       });
     }));
   mutation(services.command('set-volume-initialization').description('say how a volume starts: empty (owner, mode) or imported from a Docker volume'))
-    .requiredOption('--service <id>', 'service id')
+    .requiredOption('--service <id|name>', 'service id or name')
+    .option('--cluster <id|name>', 'with a service name: the cluster to look it up in')
+    .option('--organization <id>', 'with a service name: the organization to look it up in')
     .requiredOption('--mount-path <path>', "the volume's exact mount path")
     .option('--empty', 'start empty')
     .option('--mode <octal>', 'directory mode of an empty volume, e.g. 0750')
@@ -528,8 +551,8 @@ const addIngressCommands = (programArg: Command): void => {
   const ingress = programArg.command('ingress').description("a Pallet cluster's ingress designation and routes");
   mutation(ingress.command('designate').description('designate (or re-designate) the ingress service of a cluster'))
     .option('--file <path>', 'the whole designation request as JSON (- for stdin)')
-    .option('--cluster <id>', 'cluster id')
-    .option('--service <id>', 'the ingress service id')
+    .option('--cluster <id|name>', 'cluster id or name')
+    .option('--service <id|name>', 'the ingress service (id or name)')
     .option('--mutation-id <id>', 'makes a repeated call safe (default: a fresh one)')
     .option('--expect-current', "read the cluster's runtime, the service's spec revision and the current designation first")
     .action(run(async (ctx, options) => {
@@ -565,7 +588,7 @@ const addIngressCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => `${recordTable(answer.designation)}${answer.replayed ? '\n(replayed: this mutation id was already accepted)' : ''}`);
     }));
   ingress.command('show').description("the cluster's current ingress designation")
-    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getClusterIngressDesignation', { clusterId: options.cluster });
       printAnswer(answer, ctx.format, () => (answer.designation ? recordTable(answer.designation) : '(no designation)'));
@@ -573,7 +596,7 @@ const addIngressCommands = (programArg: Command): void => {
   // Routes are declared on services (services update --file with `routes`); this shows the one
   // route table they give and every route not in it yet, with the reason.
   ingress.command('routes').description("the cluster's route table and the routes not resolved yet")
-    .requiredOption('--cluster <id>', 'cluster id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getClusterRouteTableResolution', { clusterId: options.cluster });
       const rows = [
@@ -592,15 +615,15 @@ const addIngressCommands = (programArg: Command): void => {
 const addCorestoreCommands = (programArg: Command): void => {
   const corestore = programArg.command('corestore').description("a node's legacy Corestore resources and their adoption");
   corestore.command('inventory').description("one node's legacy resources and the digest an adoption must quote")
-    .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--node <id>', 'node id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .requiredOption('--node <id|name>', 'node id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getCorestoreLegacyResources', { clusterId: options.cluster, nodeId: options.node });
       printAnswer(answer, ctx.format, () => corestoreInventoryTable(answer));
     }));
   mutation(corestore.command('adopt').description('adopt legacy resources: all the selected ones or none'))
-    .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--node <id>', 'node id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .requiredOption('--node <id|name>', 'node id or name')
     .requiredOption('--resource <serviceId:capability>', 'a resource to adopt (repeatable)', collect, [])
     .option('--expect <sha256>', 'the inventory digest you read')
     .option('--expect-current', 'read the inventory first and quote its digest')
@@ -635,17 +658,17 @@ const addCorestoreCommands = (programArg: Command): void => {
 
   const bindings = programArg.command('bindings').description('platform bindings (database, object storage) of services');
   pageOptions(bindings.command('list').description('every binding, or those of one service'))
-    .option('--service <id>', 'only this service')
+    .option('--service <id|name>', 'only this service (id or name)')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getPlatformBindings', { ...(options.service ? { serviceId: options.service } : {}), ...pageRequest(options) });
       printAnswer(answer, ctx.format, () => listTable(answer.platformBindings, bindingColumns, answer));
     }));
   mutation(bindings.command('upsert').description('create or change the binding of a service capability'))
     .option('--file <path>', 'the binding as JSON ({ serviceId, capability, enabled, nodeId, … }); - for stdin')
-    .option('--service <id>', 'service id')
+    .option('--service <id|name>', 'service id or name')
     .option('--capability <capability>', 'database or objectstorage')
     .option('--disabled', 'create or leave it disabled (default: enabled)')
-    .option('--node <id>', 'the node whose Corestore serves it (default: none)')
+    .option('--node <id|name>', 'the node whose Corestore serves it (default: none)')
     .option('--expect <generation>', 'the binding generation you read, or none to create')
     .option('--expect-current', 'read the binding first (none when it does not exist)')
     .action(run(async (ctx, options) => {
@@ -681,7 +704,7 @@ const addCorestoreCommands = (programArg: Command): void => {
 const addBindingDeleteCommand = (bindingsArg: Command): void => {
   generationExpectation(bindingsArg.command('delete').description('delete a platform binding'), 'binding')
     .requiredOption('--binding <id>', 'platform binding id')
-    .option('--service <id>', 'with --expect-current: the service the binding belongs to (faster read)')
+    .option('--service <id|name>', 'with --expect-current: the service the binding belongs to (faster read)')
     .action(run(async (ctx, options) => {
       const expected = await expectedGeneration(options, async () => {
         const list = await ctx.call('getPlatformBindings', options.service ? { serviceId: options.service } : {});
@@ -704,7 +727,9 @@ const addBindingDeleteCommand = (bindingsArg: Command): void => {
 const addImageCommands = (programArg: Command): void => {
   const images = programArg.command('images').description('image versions pushed to Cloudly (docs/api/images.md)');
   pageOptions(images.command('list').description('the image versions Cloudly holds for a service'))
-    .requiredOption('--service <id>', 'service id')
+    .requiredOption('--service <id|name>', 'service id or name')
+    .option('--cluster <id|name>', 'with a service name: the cluster to look it up in')
+    .option('--organization <id>', 'with a service name: the organization to look it up in')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getServiceImageVersions', { serviceId: options.service, ...pageRequest(options) });
       printAnswer(answer, ctx.format, () => listTable(answer.imageVersions, imageVersionColumns, answer));
@@ -716,11 +741,31 @@ const backupResourceTypes = ['volume', 'database', 'bucket'] as const satisfies 
 const everyResourceTypeListed: Exclude<TBackupSnapshot['type'], (typeof backupResourceTypes)[number]> extends never ? true : false = true;
 void everyResourceTypeListed;
 
+/**
+ * The services of a list page with their cluster's name and their verdict: one `getClusters` and
+ * one `getClusterOverview` per cluster on the page (the overview holds the stored verdict and
+ * whether it is current).
+ */
+const serviceListRows = async (ctxArg: ICommandContext, servicesArg: IService[]): Promise<Array<IService & { clusterName?: string; verdict: string }>> => {
+  if (servicesArg.length === 0) {
+    return [];
+  }
+  const clusterIds = [...new Set(servicesArg.map((serviceArg) => serviceArg.clusterId))];
+  const [{ clusters }, overviews] = await Promise.all([
+    ctxArg.call('getClusters', {}),
+    Promise.all(clusterIds.map((clusterIdArg) => ctxArg.call('getClusterOverview', { clusterId: clusterIdArg }))),
+  ]);
+  const names = new Map(clusters.map((clusterArg) => [clusterArg.id, clusterArg.name]));
+  const verdicts = new Map(overviews.flatMap(({ overview }) => overview.services.map((entryArg) =>
+    [entryArg.service.id, serviceVerdictText(entryArg.runtimeStatus, entryArg.unknown)] as const)));
+  return servicesArg.map((serviceArg) => ({ ...serviceArg, clusterName: names.get(serviceArg.clusterId), verdict: verdicts.get(serviceArg.id) ?? '-' }));
+};
+
 const addBackupCommands = (programArg: Command): void => {
   const backups = programArg.command('backups').description('service backups, restores and archive pruning');
   pageOptions(backups.command('list').description('recorded backups'))
-    .option('--service <id>', 'only this service')
-    .option('--cluster <id>', 'only this cluster')
+    .option('--service <id|name>', 'only this service (id or name)')
+    .option('--cluster <id|name>', 'only this cluster (id or name)')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getServiceBackups', {
         ...(options.service ? { serviceId: options.service } : {}), ...(options.cluster ? { clusterId: options.cluster } : {}), ...pageRequest(options),
@@ -728,9 +773,9 @@ const addBackupCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => listTable(answer.backups, backupColumns, answer));
     }));
   longWork(mutation(backups.command('create').description('back up one service on one node, following the operation with progress (Ctrl-C detaches)')))
-    .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--node <id>', 'node id')
-    .requiredOption('--service <id>', 'service id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .requiredOption('--node <id|name>', 'node id or name')
+    .requiredOption('--service <id|name>', 'service id or name')
     .option('--backup-id <id>', 'your own id: makes the call safe to repeat')
     .option('--tag <key=value>', 'a tag (repeatable)', collect, [])
     .option('--replication', 'replicate the backup')
@@ -803,8 +848,8 @@ const addBackupCommands = (programArg: Command): void => {
         : recordTable(answerArg.backup)));
     }));
   mutation(backups.command('prune').description("prune one node's archive by a retention policy (--dry-run: the relay reports what it would prune)"))
-    .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--node <id>', 'node id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .requiredOption('--node <id|name>', 'node id or name')
     .option('--keep-last <n>', 'keep the last n')
     .option('--keep-daily <n>', 'keep one a day for n days')
     .option('--keep-weekly <n>', 'keep one a week for n weeks')
@@ -855,8 +900,8 @@ const addNetworkCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => `${recordTable(answer.plan)}${answer.replayed ? '\n(replayed: the stored plan is exactly this)' : ''}`);
     }));
   network.command('projection').description("a node's runtime network projection")
-    .requiredOption('--cluster <id>', 'cluster id')
-    .requiredOption('--node <id>', 'node id')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .requiredOption('--node <id|name>', 'node id or name')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getRuntimeNetworkProjection', { clusterId: options.cluster, nodeId: options.node });
       printAnswer(answer, ctx.format, () => recordTable(answer.projection));
@@ -872,21 +917,29 @@ const parseTime = (textArg: string, flagArg: string): number => {
 };
 
 const addAuditCommand = (programArg: Command): void => {
-  programArg.command('audit').description('the audit log, newest first (changes made by reads are hidden unless --include-reads)')
+  filtersByName(programArg.command('audit').description('the audit log, newest first: people\'s changes (--all adds relays\' and Cloudly\'s own; reads are hidden unless --include-reads)'))
     .option('--limit <n>', 'events per page (1-1000)')
     .option('--cursor <cursor>', 'the page after this cursor')
-    .option('--target-kind <kind>', 'e.g. CloudlyCluster')
+    .option('--kind <kind>', 'one kind of document: service, cluster, node, user, binding, backup … or its stored name (CloudlyService)')
+    .option('--target-kind <kind>', 'the same as --kind')
     .option('--target-id <id>', 'one document')
-    .option('--actor <id>', 'one actor id')
+    .option('--user <id|name>', 'changes made by this account (username or user id)')
+    .option('--actor <id>', 'one actor id (relay:<clusterId>, cloudly, or a user id)')
     .option('--method <method>', 'one method')
     .option('--since <time>', 'from (inclusive)')
     .option('--until <time>', 'until (exclusive)')
+    .option('--all', 'also show the changes relays and Cloudly itself made')
     .option('--include-reads', 'also show events of methods that only read (get…, list…, watch…)')
     .action(run(async (ctx, options) => {
+      if (options.user !== undefined && options.actor !== undefined) {
+        throw new UsageError('give --user or --actor, not both');
+      }
+      const kind = options.kind ?? options.targetKind;
       const filter: IAuditEventFilter = {
-        ...(options.targetKind ? { targetKind: options.targetKind } : {}),
+        ...(kind ? { targetKind: auditKindOf(kind) } : {}),
         ...(options.targetId ? { targetId: options.targetId } : {}),
         ...(options.actor ? { actorId: options.actor } : {}),
+        ...(options.user ? { actorId: options.user } : {}),
         ...(options.method ? { method: options.method } : {}),
         ...(options.since ? { since: parseTime(options.since, '--since') } : {}),
         ...(options.until ? { until: parseTime(options.until, '--until') } : {}),
@@ -897,13 +950,82 @@ const addAuditCommand = (programArg: Command): void => {
         printAnswer(answer, ctx.format, () => '');
         return;
       }
-      const { shown, hidden } = judgeAuditEventsShown(answer.events, Boolean(options.includeReads) || options.method !== undefined);
-      const usernames = await usernamesOf(ctx, shown);
-      printAnswer(answer, ctx.format, () => listTable(shown, auditColumns(usernames), answer, '(no events)'));
+      // An actor asked for by name or id is shown whoever it is.
+      const everyone = Boolean(options.all) || options.actor !== undefined;
+      const byPeople = judgeAuditActorsShown(answer.events, everyone);
+      const { shown, hidden } = judgeAuditEventsShown(byPeople.shown, Boolean(options.includeReads) || options.method !== undefined);
+      const [usernames, targetNames] = await Promise.all([usernamesOf(ctx, shown), targetNamesOf(ctx, shown)]);
+      printAnswer(answer, ctx.format, () => listTable(shown, auditColumns(usernames, targetNames), answer, '(no events)'));
+      if (byPeople.hidden > 0) {
+        note(`${byPeople.hidden} change(s) by relays or Cloudly itself are hidden on this page (--all shows them)`);
+      }
       if (hidden > 0) {
         note(`${hidden} event(s) of methods that only read are hidden on this page (--include-reads shows them)`);
       }
     }));
+};
+
+/**
+ * The names of the clusters, services and accounts a page of events changed, by `kind/id`: one
+ * list call per kind on the page. A target since removed, or a list this account may not read,
+ * has none (the table shows `-`).
+ */
+const targetNamesOf = async (ctxArg: ICommandContext, eventsArg: IAuditEvent[]): Promise<Map<string, string>> => {
+  const kinds = new Set(eventsArg.map((eventArg) => eventArg.target.kind));
+  const read = async <T>(kindArg: string, listArg: () => Promise<T[]>, pairArg: (itemArg: T) => [string, string]): Promise<Array<[string, string]>> => {
+    if (!kinds.has(kindArg)) {
+      return [];
+    }
+    try {
+      return (await listArg()).map((itemArg) => {
+        const [id, name] = pairArg(itemArg);
+        return [`${kindArg}/${id}`, name];
+      });
+    } catch {
+      return [];
+    }
+  };
+  const pairs = await Promise.all([
+    read('CloudlyCluster', async () => (await ctxArg.call('getClusters', {})).clusters, (c) => [c.id, c.name]),
+    read('CloudlyService', async () => (await ctxArg.call('getServices', {})).services, (s) => [s.id, s.name]),
+    read('CloudlyAdminUser', async () => (await ctxArg.call('getUsers', {})).users, (u) => [u.userId, u.username]),
+  ]);
+  return new Map(pairs.flat());
+};
+
+/** The events of people (administrators and users) among a page, or every event with `allArg`. */
+export const judgeAuditActorsShown = <T extends { actor: { kind: string } }>(eventsArg: T[], allArg: boolean): { shown: T[]; hidden: number } => {
+  const shown = allArg ? eventsArg : eventsArg.filter((eventArg) => eventArg.actor.kind === 'admin');
+  return { shown, hidden: eventsArg.length - shown.length };
+};
+
+/** Plain names of the kinds people look for, beside the stored `Cloudly…` names. */
+const auditKindAliases: Readonly<Record<string, string>> = Object.freeze({
+  node: 'CloudlyClusterNode',
+  user: 'CloudlyAdminUser',
+  account: 'CloudlyAdminUser',
+  binding: 'CloudlyPlatformBinding',
+  backup: 'CloudlyServiceBackup',
+});
+
+/**
+ * The stored kind a plain name means: `service` → `CloudlyService`, `cluster-node` →
+ * `CloudlyClusterNode`, a few aliases (`node`, `user`, `binding`, `backup`); a stored name as it is.
+ */
+export const auditKindOf = (textArg: string): string => {
+  const text = textArg.trim();
+  if (/^Cloudly[A-Z]/.test(text)) {
+    return text;
+  }
+  const alias = auditKindAliases[text.toLowerCase()];
+  if (alias) {
+    return alias;
+  }
+  const words = text.split(/[-_\s]+/).filter(Boolean);
+  if (words.length === 0 || !words.every((wordArg) => /^[A-Za-z][A-Za-z0-9]*$/.test(wordArg))) {
+    throw new UsageError(`--kind ${JSON.stringify(textArg)} is not a kind: give e.g. service, cluster, node, user or CloudlyService`);
+  }
+  return `Cloudly${words.map((wordArg) => wordArg[0].toUpperCase() + wordArg.slice(1).toLowerCase()).join('')}`;
 };
 
 /** The events a table shows: all of them, or (by default) all but those of methods that only read. */
@@ -916,7 +1038,7 @@ export const judgeAuditEventsShown = <T extends { method: string }>(eventsArg: T
  * Usernames of the administrators among the actors, by user id. Only administrators may list the
  * accounts: for anyone else (or when the list cannot be read) the log shows user ids.
  */
-const usernamesOf = async (ctxArg: ICommandContext, eventsArg: IAuditEvent[]): Promise<Map<string, string>> => {
+const usernamesOf = async (ctxArg: ICommandContext, eventsArg: ReadonlyArray<{ actor?: { kind: string; id: string } }>): Promise<Map<string, string>> => {
   const names = new Map<string, string>();
   if (!eventsArg.some((eventArg) => eventArg.actor?.kind === 'admin')) {
     return names;
@@ -940,28 +1062,48 @@ const usernamesOf = async (ctxArg: ICommandContext, eventsArg: IAuditEvent[]): P
   return names;
 };
 
+/** The name a watched document carries (clusters, services, nodes, accounts), if any. */
+const watchedName = (documentArg: unknown): string | undefined => {
+  if (typeof documentArg !== 'object' || documentArg === null) {
+    return undefined;
+  }
+  const record = documentArg as Record<string, unknown>;
+  const name = record.name ?? record.username;
+  return typeof name === 'string' && name !== '' ? name : undefined;
+};
+
 const addWatchCommand = (programArg: Command): void => {
-  programArg.command('watch').description('follow every committed change on the admin socket until Ctrl-C')
+  filtersByName(programArg.command('watch').description('follow every committed change on the admin socket until Ctrl-C'))
     .option('--kind <kind>', 'only this document kind, e.g. CloudlyService (repeatable)', collect, [])
-    .option('--cluster <id>', 'only changes of this cluster')
+    .option('--cluster <id|name>', 'only changes of this cluster (id or name)')
     .option('--since <revision>', 'resume after this revision (from an earlier watch)')
     .action(run(async (ctx, options) => {
       await ctx.client.connectSocket();
       const events: IChangeEvent[] = [];
       let ended: ((codeArg: number) => void) | null = null;
       const done = new Promise<number>((resolve) => { ended = resolve; });
-      const print = (eventArg: IChangeEvent): void => {
+      // Usernames are read once, at the first change an administrator made (ids when they cannot be read).
+      let usernames: Promise<Map<string, string>> | null = null;
+      const print = async (eventArg: IChangeEvent): Promise<void> => {
         if (ctx.format === 'json') {
           writeOut(JSON.stringify(eventArg));
         } else if (ctx.format === 'yaml') {
           writeOut(`---\n${renderYaml(eventArg)}`);
         } else {
-          writeOut(`${eventArg.revision}  ${formatTime(Date.now())}  ${eventArg.change.padEnd(7)}  ${eventArg.kind}/${eventArg.id}  gen ${eventArg.generation}`);
+          const name = watchedName(eventArg.document);
+          let actor = eventArg.actor?.id ?? '-';
+          if (eventArg.actor?.kind === 'admin') {
+            usernames ??= usernamesOf(ctx, [eventArg]);
+            actor = (await usernames).get(eventArg.actor.id) ?? actor;
+          }
+          writeOut(`${eventArg.revision}  ${formatTime(Date.now())}  ${eventArg.change.padEnd(7)}  ${eventArg.kind}/${eventArg.id}${name ? ` (${name})` : ''}  gen ${eventArg.generation}  by ${actor}`);
         }
       };
+      // Lines leave in the order the changes came, whatever a username look-up costs.
+      let printed: Promise<void> = Promise.resolve();
       ctx.client.handleCall<ICloudlyOutboundMethods['changeEvent']>('changeEvent', (eventArg) => {
         events.push(eventArg);
-        print(eventArg);
+        printed = printed.then(() => print(eventArg));
         return {};
       });
       ctx.client.handleCall<ICloudlyOutboundMethods['watchExpired']>('watchExpired', (expiryArg) => {
@@ -989,6 +1131,7 @@ const addWatchCommand = (programArg: Command): void => {
       }, 500);
       const code = await done;
       clearInterval(closedTimer);
+      await printed;
       ctx.client.close();
       setExitCode(code);
     }));
@@ -1003,6 +1146,7 @@ export const addCommands = (programArg: Command): void => {
       await new Promise<never>(() => undefined);
     });
   addSessionCommands(programArg);
+  addContextCommands(programArg);
   addClusterCommands(programArg);
   addServiceCommands(programArg);
   addIngressCommands(programArg);

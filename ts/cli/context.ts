@@ -1,7 +1,7 @@
 import * as fsp from 'node:fs/promises';
 import type { CloudlyAdminClient } from '../client/admin.js';
 import type { ICloudlyMethods, TAdminCallRequest, TCloudlyMethod } from '../interfaces/requests/methodmap.js';
-import { normalizeServerUrl, readCredentials, ServerUrlError } from './credentials.js';
+import { normalizeServerUrl, readCredentials, selectContext, ServerUrlError, type IKeptContext } from './credentials.js';
 import { note, outputFormats, writeErr, type TOutputFormat } from './output.js';
 import { cliIo } from './io.js';
 
@@ -17,10 +17,14 @@ export type TCommandAnswer<M extends TCloudlyMethod> = ICloudlyMethods[M]['respo
 export interface IGlobalOptions {
   url?: string;
   output?: string;
+  /** A kept context by name (`cloudly config get-contexts`). */
+  context?: string;
 }
 
 export interface ICommandContext {
   url: string;
+  /** The name of the kept context whose identity the calls carry. */
+  contextName: string;
   format: TOutputFormat;
   client: CloudlyAdminClient;
   /**
@@ -38,21 +42,48 @@ export const parseFormat = (valueArg: string | undefined): TOutputFormat => {
   return format;
 };
 
-/** The server to talk to: `--url`, else `$CLOUDLY_URL`, else the server of the last login. */
-export const resolveUrl = async (optionsArg: IGlobalOptions): Promise<string> => {
+/** The server `--url` or `$CLOUDLY_URL` names, normalized; undefined when neither does. */
+export const namedServer = (optionsArg: IGlobalOptions): string | undefined => {
   const given = optionsArg.url ?? cliIo().env.CLOUDLY_URL;
-  if (given) {
-    try {
-      return normalizeServerUrl(given);
-    } catch (error) {
-      throw error instanceof ServerUrlError ? new UsageError(error.message) : error;
+  if (!given) {
+    return undefined;
+  }
+  try {
+    return normalizeServerUrl(given);
+  } catch (error) {
+    throw error instanceof ServerUrlError ? new UsageError(error.message) : error;
+  }
+};
+
+/**
+ * The kept context a command uses (credentials.ts, `selectContext`): `--context`, else the one
+ * for `--url`/`$CLOUDLY_URL`, else the current one. A usage error when there is none.
+ */
+export const resolveContext = async (optionsArg: IGlobalOptions): Promise<{ name: string; context: IKeptContext }> => {
+  const server = namedServer(optionsArg);
+  const credentials = await readCredentials();
+  const selected = selectContext(credentials, { context: optionsArg.context, server });
+  if (selected) {
+    return selected;
+  }
+  if (optionsArg.context !== undefined) {
+    throw new UsageError(`no context ${JSON.stringify(optionsArg.context)}: see \`cloudly config get-contexts\``);
+  }
+  if (server) {
+    throw new UsageError(`not logged in to ${server}: run \`cloudly login --url ${server}\``);
+  }
+  throw new UsageError('no server: pass --url or run `cloudly login --url <server>` first');
+};
+
+/** The server to talk to: `--context`'s, else `--url`, else `$CLOUDLY_URL`, else the current context's. */
+export const resolveUrl = async (optionsArg: IGlobalOptions): Promise<string> => {
+  if (optionsArg.context === undefined) {
+    const server = namedServer(optionsArg);
+    if (server) {
+      return server;
     }
   }
-  const credentials = await readCredentials();
-  if (!credentials.current) {
-    throw new UsageError('no server: pass --url or run `cloudly login --url <server>` first');
-  }
-  return credentials.current;
+  return (await resolveContext(optionsArg)).context.server;
 };
 
 /** A logged-in client for the resolved server (its stored identity). */
@@ -71,18 +102,16 @@ export const loadAdminClient = async (urlArg: string): Promise<CloudlyAdminClien
 
 export const openContext = async (optionsArg: IGlobalOptions): Promise<ICommandContext> => {
   const format = parseFormat(optionsArg.output);
-  const url = await resolveUrl(optionsArg);
-  const stored = (await readCredentials()).servers[url];
-  if (!stored) {
-    throw new UsageError(`not logged in to ${url}: run \`cloudly login --url ${url}\``);
-  }
+  const { name: contextName, context: stored } = await resolveContext(optionsArg);
+  const url = stored.server;
   if (stored.identity.expiresAt && stored.identity.expiresAt <= Date.now()) {
-    throw new UsageError(`the identity for ${url} expired: run \`cloudly login --url ${url}\` again`);
+    throw new UsageError(`the identity of context ${contextName} (${stored.username} at ${url}) expired: run \`cloudly login --url ${url} --username ${stored.username}\` again`);
   }
   const client = await loadAdminClient(url);
   client.identity = stored.identity;
   return {
     url,
+    contextName,
     format,
     client,
     call: (methodArg, requestArg) => client.call(methodArg, requestArg),
@@ -228,7 +257,7 @@ export const withMadeByTheRealCall = <T extends object>(recordArg: T, answerArg:
 // ---------------------------------------------------------------------------------------------
 
 /** A refusal (`CloudlyRefusal`, or anything of its shape: not an Error subclass): `{ errorText, errorData }`. */
-const isRefusal = (errorArg: unknown): errorArg is { errorText: string; errorData?: unknown } =>
+export const isRefusal = (errorArg: unknown): errorArg is { errorText: string; errorData?: unknown } =>
   typeof errorArg === 'object' && errorArg !== null && 'errorText' in errorArg && 'errorData' in errorArg;
 
 /** The client's CloudlyTransportError: an answer that was not an envelope. */

@@ -213,9 +213,9 @@ const requireId = (idArg: string | undefined): string => {
 
 export const addOperationCommands = (programArg: Command): void => {
   const operations = programArg.command('operations').description('long work (backups, restores): list, follow, cancel');
-  pageOptions(operations.command('list').description('operations, oldest first'))
-    .option('--cluster <id>', 'only this cluster')
-    .option('--service <id>', 'only this service')
+  pageOptions(operations.command('list').description('operations, newest first'))
+    .option('--cluster <id|name>', 'only this cluster (id or name)')
+    .option('--service <id|name>', 'only this service (id or name)')
     .option('--state <state>', 'running, completed, failed or cancelled')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getOperations', {

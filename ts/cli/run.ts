@@ -15,7 +15,8 @@ import { outputFormats, writeErr, writeOut } from './output.js';
 const buildProgram = (): Command => {
   const program = new Command('cloudly')
     .description('Operate a Cloudly control plane: clusters, nodes, services, ingress, Corestore, backups.')
-    .addOption(new Option('-u, --url <url>', 'the server (default: $CLOUDLY_URL, else the server of the last login)'))
+    .addOption(new Option('-u, --url <url>', 'the server (default: $CLOUDLY_URL, else the current context\'s)'))
+    .addOption(new Option('--context <name>', 'a kept context (cloudly config get-contexts); for login, the name to keep it under'))
     .addOption(new Option('--ca-file <file>', 'CA certificates (PEM) to trust beside the system\'s for https (default: $CLOUDLY_CA_FILE)'))
     .addOption(new Option('--insecure-plain-http', 'allow sending a password or identity over plain http to a host other than this machine'))
     .addOption(new Option('-o, --output <format>', 'table, wide (every column, nothing clipped), json (exactly the API answer) or yaml').choices(outputFormats).default('table'))

@@ -3,10 +3,9 @@ import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import type { Command } from 'commander';
 import { setExitCode } from './io.js';
-import { exitCodes, reportFailure, resolveUrl, UsageError } from './context.js';
+import { exitCodes, reportFailure, resolveContext, UsageError } from './context.js';
 import type { IncomingMessage } from 'node:http';
 import { CloudlyRefusal } from '../core/refusal.js';
-import { readCredentials } from './credentials.js';
 import { printAnswer, writeErr } from './output.js';
 import { formatBytes } from './progress.js';
 
@@ -36,13 +35,10 @@ class SnapshotError extends Error {
   }
 }
 
-const save = async (fileArg: string, optionsArg: { url?: string; output?: string }): Promise<Record<string, unknown>> => {
+const save = async (fileArg: string, optionsArg: { url?: string; output?: string; context?: string }): Promise<Record<string, unknown>> => {
   const { syncDirectory, writeFully, verifySnapshotFile } = await loadFileTools();
-  const url = await resolveUrl(optionsArg);
-  const stored = (await readCredentials()).servers[url];
-  if (!stored) {
-    throw new UsageError(`not logged in to ${url}: run \`cloudly login --url ${url}\``);
-  }
+  const { context: stored } = await resolveContext(optionsArg);
+  const url = stored.server;
   const target = path.resolve(fileArg);
   if (fs.existsSync(target)) {
     throw new UsageError(`${target} exists; give a new file name`);

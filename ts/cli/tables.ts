@@ -67,10 +67,20 @@ export const nodeColumns: TColumn[] = [
   ['CREATED', (n) => formatTime(n.createdAt), 'wide'],
 ];
 
-export const serviceColumns: TColumn[] = [
+/**
+ * The verdict a list shows for a service: `unknown <reason>` while what Cloudly shows of it is not
+ * current (the overview's `unknown`), else the stored state with its reason, `-` before the first.
+ */
+export const serviceVerdictText = (runtimeStatusArg: { state: string; reason: string | null } | null, unknownArg: { reason: string } | null): string =>
+  unknownArg ? `unknown ${unknownArg.reason}` : runtimeStatusArg ? [runtimeStatusArg.state, runtimeStatusArg.reason].filter(Boolean).join(' ') : '-';
+
+/** `services list`: a service with its cluster's name and its verdict (`serviceListRows`). */
+export const serviceListColumns: TColumn[] = [
   ['ID', (s) => s.id],
   ['NAME', (s) => s.name],
-  ['CLUSTER', (s) => s.clusterId],
+  ['CLUSTER', (s) => s.clusterName ?? s.clusterId],
+  ['STATUS', (s) => s.verdict],
+  ['CLUSTER ID', (s) => s.clusterId, 'wide'],
   ['IMAGE', (s) => s.runtime?.image],
   ['REPL', (s) => s.runtime?.replicas],
   ['GEN', (s) => s.generation],
@@ -118,13 +128,21 @@ export const imageVersionColumns: TColumn[] = [
  * The audit log's columns. `usernamesArg` names the administrators by user id: an admin actor is
  * shown by username (its id only with `-o wide`), relays and Cloudly itself by kind.
  */
-export const auditColumns = (usernamesArg: ReadonlyMap<string, string> = new Map()): TColumn[] => [
+/** An update's changed fields as `field: before → after`, `; ` between them; `-` when the event names none. */
+export const changedText = (changedArg: Array<{ field: string; before: unknown; after: unknown }> | undefined): string =>
+  (changedArg && changedArg.length > 0
+    ? changedArg.map(({ field, before, after }) => `${field}: ${JSON.stringify(before)} → ${JSON.stringify(after)}`).join('; ')
+    : '-');
+
+export const auditColumns = (usernamesArg: ReadonlyMap<string, string> = new Map(), targetNamesArg: ReadonlyMap<string, string> = new Map()): TColumn[] => [
   ['AT', (e) => formatTime(e.at)],
   ['ACTOR', (e) => (e.actor?.kind === 'admin' ? usernamesArg.get(e.actor.id) ?? e.actor.id : e.actor?.kind === 'cloudly' ? 'cloudly' : e.actor?.id)],
   ['METHOD', (e) => e.method],
   ['TARGET', (e) => `${e.target?.kind}/${e.target?.id}`],
+  ['NAME', (e) => targetNamesArg.get(`${e.target?.kind}/${e.target?.id}`) ?? '-'],
   ['OUTCOME', (e) => e.outcome],
   ['GEN', (e) => `${e.generationBefore}->${e.generationAfter ?? 'x'}`],
+  ['CHANGED', (e) => changedText(e.changed)],
   ['ACTOR ID', (e) => `${e.actor?.kind}:${e.actor?.id}`, 'wide'],
   ['MUTATION ID', (e) => e.mutationId, 'wide'],
   ['CAUSE', (e) => (e.cause ? `${e.cause.kind}/${e.cause.id}` : null), 'wide'],

@@ -52,6 +52,7 @@ const secrets = async (promptsArg: string[], confirmArg?: string): Promise<strin
  */
 const targetUser = async (ctxArg: ICommandContext, optionsArg: TOptions): Promise<{ userId: string; expectedGeneration: number }> => {
   const given = requireOption<string>(optionsArg.user, '--user');
+  const typed = (optionsArg.givenNames as Record<string, string> | undefined)?.user ?? given;
   let userId = given;
   const expected = await expectedGeneration(optionsArg, async () => {
     const { users } = await ctxArg.call('getUsers', {});
@@ -61,7 +62,7 @@ const targetUser = async (ctxArg: ICommandContext, optionsArg: TOptions): Promis
     }
     userId = user.userId;
     return user.generation;
-  }, `account ${given}`);
+  }, `account ${typed}`);
   return { userId, expectedGeneration: expected };
 };
 
@@ -89,7 +90,7 @@ export const addUserCommands = (programArg: Command): void => {
     ['enable', false, 'enable a disabled account again'],
   ] as const) {
     generationExpectation(users.command(name).description(description), 'account')
-      .requiredOption('--user <id>', 'user id (with --expect-current also a username)')
+      .requiredOption('--user <id|name>', 'user id or username')
       .action(run(async (ctx, options) => {
         const target = await targetUser(ctx, options);
         const answer = await ctx.call('setUserDisabled', withDryRun(options, { ...target, disabled }));
@@ -99,7 +100,7 @@ export const addUserCommands = (programArg: Command): void => {
   }
 
   generationExpectation(users.command('set-role').description("change an account's role; its identities must log in again"), 'account')
-    .requiredOption('--user <id>', 'user id (with --expect-current also a username)')
+    .requiredOption('--user <id|name>', 'user id or username')
     .requiredOption('--role <role>', 'admin or user')
     .action(run(async (ctx, options) => {
       const role = parseRole(options.role);
@@ -110,7 +111,7 @@ export const addUserCommands = (programArg: Command): void => {
     }));
 
   generationExpectation(users.command('delete').description('delete an account; its identities are refused from the next call on'), 'account')
-    .requiredOption('--user <id>', 'user id (with --expect-current also a username)')
+    .requiredOption('--user <id|name>', 'user id or username')
     .action(run(async (ctx, options) => {
       const target = await targetUser(ctx, options);
       const answer = await ctx.call('deleteUser', withDryRun(options, target));
@@ -123,9 +124,9 @@ export const addUserCommands = (programArg: Command): void => {
       const [oldPassword, newPassword] = await secrets(['current password: ', 'new password: '], 'new password again: ');
       const answer = await ctx.call('changePassword', { oldPassword, newPassword });
       const credentials = await readCredentials();
-      const kept = credentials.servers[ctx.url];
+      const kept = credentials.contexts[ctx.contextName];
       if (kept && answer.identity) {
-        credentials.servers[ctx.url] = { ...kept, identity: answer.identity, loggedInAt: Date.now() };
+        credentials.contexts[ctx.contextName] = { ...kept, identity: answer.identity, loggedInAt: Date.now() };
         await writeCredentials(credentials);
       }
       // The answer is a fresh identity, a credential: like login, nothing goes to stdout.

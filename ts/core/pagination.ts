@@ -4,13 +4,14 @@ import type { IListReader } from './readcache.js';
 import { invalidField, type TFieldCheck } from './validation.js';
 
 /**
- * Pages of admin lists. A page is ordered by id and starts strictly after the id its cursor names,
- * so documents inserted or deleted between two pages never make an item appear twice or vanish
- * (an item inserted behind the cursor is simply not on the later pages). A cursor is opaque to
+ * Pages of admin lists. A page starts strictly after the position its cursor names, so documents
+ * inserted or deleted between two pages never make an item appear twice or vanish (an item inserted
+ * behind the cursor is simply not on the later pages). A cursor is opaque to
  * callers: base64url JSON naming the list it belongs to and its position, refused on any other list.
  *
- * A call with neither `limit` nor `cursor` answers the whole list in the list's historical order,
- * as before pagination existed; a call with either one answers a page ordered by id.
+ * A stored list (`findPage`) has one order, the same for the whole list and for its pages: its
+ * `IListOrder` (a field such as the creation time, then the id). A list computed in memory
+ * (`pageOf`) answers the whole list in its historical order and pages ordered by id.
  */
 
 export const pageLimits = Object.freeze({ defaultLimit: 100, maxLimit: 1000 });
@@ -92,10 +93,48 @@ export const pageOf = <T>(listArg: string, itemsArg: readonly T[], idOfArg: (ite
   return ordered.length > limit ? { items, nextCursor: encodePageCursor(listArg, idOfArg(items[items.length - 1])) } : { items };
 };
 
+/** The one order of a stored list: a field, then the id, both in `direction`. */
+export interface IListOrder {
+  field: string;
+  direction: 1 | -1;
+}
+
+/** Lists ordered by id alone (their documents have no creation time of their own). */
+export const byId: IListOrder = Object.freeze({ field: 'id', direction: 1 });
+/** Oldest first: the order of lists people read as "what exists". */
+export const oldestFirst = (fieldArg: string): IListOrder => ({ field: fieldArg, direction: 1 });
+/** Newest first: the order of logs (operations, audit). */
+export const newestFirst = (fieldArg: string): IListOrder => ({ field: fieldArg, direction: -1 });
+
+type TOrderValue = number | string;
+
+/** A position in an ordered list: the id alone when ordered by id, else the field's value and the id. */
+const decodeOrderedCursor = (listArg: string, orderArg: IListOrder, cursorArg: unknown): { value: TOrderValue; id: string } | undefined => {
+  if (orderArg.field === 'id') {
+    const id = decodeIdCursor(listArg, cursorArg);
+    return id === undefined ? undefined : { value: id, id };
+  }
+  const position = decodePageCursor(listArg, cursorArg);
+  if (!Array.isArray(position) || position.length !== 2) {
+    return undefined;
+  }
+  const [value, id] = position as unknown[];
+  const validValue = (typeof value === 'number' && Number.isFinite(value)) || (typeof value === 'string' && value.length <= 1024);
+  return validValue && typeof id === 'string' && id.length > 0 && id.length <= 1024 ? { value: value as TOrderValue, id } : undefined;
+};
+
+/** The `pageShape` of a list with its own order: its cursors carry the order's position. */
+export const orderedPageShape = (listArg: string, orderArg: IListOrder): Record<string, TFieldCheck> => ({
+  limit: isPageLimit,
+  cursor: isPageCursorOf(listArg, (cursorArg) => decodeOrderedCursor(listArg, orderArg, cursorArg)),
+});
+
 /**
- * A page of stored documents matching `filterArg`, read with one query: ids after the cursor,
- * ordered by id, one more than the limit to know whether there is more. Without `limit` and
- * `cursor`, every matching document in `wholeListSortArg` order.
+ * A page of stored documents matching `filterArg`, read with one query, in the list's one order
+ * (`orderArg`, ties broken by id): those strictly after the cursor's position, one more than the
+ * limit to know whether there is more. Without `limit` and `cursor`, every matching document in
+ * that same order. A document inserted while a caller pages lands either behind the cursor (newer
+ * in a newest-first list: not on the later pages) or ahead of it (seen once); none is seen twice.
  */
 export const findPage = async <T extends IStoredDocument>(
   storeArg: IListReader,
@@ -103,15 +142,27 @@ export const findPage = async <T extends IStoredDocument>(
   filterArg: Filter<T>,
   listArg: string,
   requestArg: IPageRequest,
-  wholeListSortArg: Record<string, 1 | -1> = { id: 1 },
+  orderArg: IListOrder = byId,
 ): Promise<IPage<T>> => {
+  const sort: Record<string, 1 | -1> = orderArg.field === 'id' ? { id: orderArg.direction } : { [orderArg.field]: orderArg.direction, id: orderArg.direction };
   if (!wantsPage(requestArg)) {
-    return { items: await storeArg.find(kindArg, filterArg, { sort: wholeListSortArg }) };
+    return { items: await storeArg.find(kindArg, filterArg, { sort }) };
   }
-  const after = requestArg.cursor === undefined ? undefined : decodeIdCursor(listArg, requestArg.cursor);
+  const after = requestArg.cursor === undefined ? undefined : decodeOrderedCursor(listArg, orderArg, requestArg.cursor);
   const limit = requestArg.limit ?? pageLimits.defaultLimit;
-  const filter = after === undefined ? filterArg : ({ $and: [filterArg, { id: { $gt: after } }] } as Filter<T>);
-  const docs = await storeArg.find(kindArg, filter, { sort: { id: 1 }, limit: limit + 1 });
+  const beyond = orderArg.direction === 1 ? '$gt' : '$lt';
+  const afterClause = after === undefined
+    ? undefined
+    : orderArg.field === 'id'
+      ? { id: { [beyond]: after.id } }
+      : { $or: [{ [orderArg.field]: { [beyond]: after.value } }, { [orderArg.field]: after.value, id: { [beyond]: after.id } }] };
+  const filter = afterClause === undefined ? filterArg : ({ $and: [filterArg, afterClause] } as Filter<T>);
+  const docs = await storeArg.find(kindArg, filter, { sort, limit: limit + 1 });
   const items = docs.slice(0, limit);
-  return docs.length > limit ? { items, nextCursor: encodePageCursor(listArg, items[items.length - 1].id) } : { items };
+  if (docs.length <= limit) {
+    return { items };
+  }
+  const last = items[items.length - 1];
+  const position = orderArg.field === 'id' ? last.id : [(last as unknown as Record<string, TOrderValue>)[orderArg.field], last.id];
+  return { items, nextCursor: encodePageCursor(listArg, position) };
 };

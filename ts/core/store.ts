@@ -6,7 +6,7 @@ import { refuseNamed } from './errors.js';
 import { batchableEquality, ReadBatcher } from './readbatcher.js';
 import { InsertBatcher } from './insertbatcher.js';
 import { currentOperation, type IOperationActor } from './operationcontext.js';
-import type { IAuditEvent } from '../interfaces/data/audit.js';
+import { auditChangeLimits, type IAuditEvent, type IAuditFieldChange } from '../interfaces/data/audit.js';
 
 /**
  * The one mechanism every manager uses to keep documents. Every document has an `id` and a
@@ -64,6 +64,11 @@ export interface IDocumentKind<T extends IStoredDocument> {
    * consumer works it out again. Removals pass what the removal read of the document, or null.
    */
   readonly owners: (idArg: string, docArg: Document | null) => IDocumentOwners;
+  /**
+   * The top-level fields whose values an update's audit event shows before → after (`changed`).
+   * Only fields that never hold a secret; absent for every kind that did not opt in.
+   */
+  readonly auditedFields?: readonly string[];
   /** Phantom member that carries the document type; never set. */
   readonly documentType?: T;
 }
@@ -100,7 +105,7 @@ export const documentKindNamed = (collectionNameArg: string): IDocumentKind<ISto
 
 export const defineDocumentKind = <T extends IStoredDocument>(
   collectionNameArg: string,
-  optionsArg: { audited?: boolean; owners?: (idArg: string, docArg: Document | null) => IDocumentOwners } = {},
+  optionsArg: { audited?: boolean; owners?: (idArg: string, docArg: Document | null) => IDocumentOwners; auditedFields?: ReadonlyArray<keyof T & string> } = {},
 ): IDocumentKind<T> => {
   if (!/^[A-Za-z][A-Za-z0-9_]{0,62}$/.test(collectionNameArg)) {
     throw new Error(`invalid collection name ${collectionNameArg}`);
@@ -109,6 +114,7 @@ export const defineDocumentKind = <T extends IStoredDocument>(
     collectionName: collectionNameArg,
     audited: optionsArg.audited ?? true,
     owners: optionsArg.owners ?? ownersFromMembers,
+    ...(optionsArg.auditedFields ? { auditedFields: Object.freeze([...optionsArg.auditedFields]) } : {}),
   });
   definedKinds.set(collectionNameArg, kind);
   return kind;
@@ -142,6 +148,7 @@ interface IAuditStamp {
   generationBefore: number;
   mutationId?: string;
   cause?: { kind: string; id: string };
+  changed?: IAuditFieldChange[];
   /** Set by the first of a removal's two writes; the second deletes the document. */
   removing?: true;
 }
@@ -226,6 +233,39 @@ const applyChange = (docArg: Document, setArg: Document, unsetArg: readonly stri
   return next;
 };
 
+const jsonOf = (valueArg: unknown): string => JSON.stringify(valueArg ?? null);
+const isPlainRecord = (valueArg: unknown): valueArg is Record<string, unknown> =>
+  typeof valueArg === 'object' && valueArg !== null && !Array.isArray(valueArg);
+const shownValue = (valueArg: unknown): unknown => {
+  const text = jsonOf(valueArg);
+  return text.length > auditChangeLimits.valueChars ? `${text.slice(0, auditChangeLimits.valueChars - 1)}…` : valueArg ?? null;
+};
+
+/**
+ * The fields of `fieldsArg` an update changed, before → after: a changed object is followed two
+ * levels in (`runtime.image`), arrays and deeper values are compared whole. Bounded by
+ * `auditChangeLimits`.
+ */
+export const auditedChanges = (fieldsArg: readonly string[], beforeArg: Document, afterArg: Document): IAuditFieldChange[] => {
+  const changes: IAuditFieldChange[] = [];
+  const visit = (pathArg: string, beforeValueArg: unknown, afterValueArg: unknown, depthArg: number): void => {
+    if (changes.length >= auditChangeLimits.fields || jsonOf(beforeValueArg) === jsonOf(afterValueArg)) {
+      return;
+    }
+    if (depthArg < 2 && isPlainRecord(beforeValueArg) && isPlainRecord(afterValueArg)) {
+      for (const key of [...new Set([...Object.keys(beforeValueArg), ...Object.keys(afterValueArg)])].sort()) {
+        visit(`${pathArg}.${key}`, beforeValueArg[key], afterValueArg[key], depthArg + 1);
+      }
+      return;
+    }
+    changes.push({ field: pathArg, before: shownValue(beforeValueArg), after: shownValue(afterValueArg) });
+  };
+  for (const field of fieldsArg) {
+    visit(field, beforeArg[field], afterArg[field], 0);
+  }
+  return changes;
+};
+
 /**
  * Whom a committed document belongs to, as far as it says (its `serviceId` and `clusterId`
  * members): enough for a listener to know what the change affects without reading it again,
@@ -306,6 +346,9 @@ export class DocumentStore {
     }
     if (stampArg.cause) {
       event.cause = stampArg.cause;
+    }
+    if (stampArg.changed && generationAfterArg !== null) {
+      event.changed = stampArg.changed;
     }
     if (owners.clusterId !== undefined || owners.serviceId !== undefined) {
       event.owners = owners;
@@ -575,6 +618,18 @@ export class DocumentStore {
     }
     const stamp = this.auditStamp(kindArg as unknown as IDocumentKind<IStoredDocument>, expectedGenerationArg, optionsArg.mutation);
     if (stamp) {
+      const shown = kindArg.auditedFields;
+      if (shown && ![...Object.keys(set), ...unset].some((keyArg) => keyArg.includes('.'))) {
+        // The write below is conditional on this generation, so what this read sees is exactly what it changes.
+        const before = await collection.findOne(filter, { projection: Object.fromEntries(shown.map((fieldArg) => [fieldArg, 1])) });
+        if (!before) {
+          return null;
+        }
+        const changed = auditedChanges(shown, before, applyChange(before, set, unset));
+        if (changed.length > 0) {
+          stamp.changed = changed;
+        }
+      }
       set._audit = stamp;
     }
     if (optionsArg.mutation) {

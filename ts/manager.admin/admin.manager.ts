@@ -8,7 +8,7 @@ import { checkRequestShape, fieldProblem, fieldProblemReasons, invalidField, isB
 import type { TAdminAccess } from '../core/access.js';
 import { FailureThrottle, type IFailureThrottle } from '../core/failurethrottle.js';
 import { dummyPasswordHash, hashPassword, verifyPassword, type IVerifiedIdentity } from '../core/auth.js';
-import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
+import { findPage, nextCursorMember, oldestFirst, orderedPageShape } from '../core/pagination.js';
 import { adminMutation, adminQuery, registerOperations } from '../core/operations.js';
 import { adminUserKind, toPublicAccount, userIdOf, type IAdminUser } from './users.js';
 import {
@@ -252,9 +252,9 @@ export class AdminManager {
       adminQuery({
         method: 'getUsers',
         access: 'admin-only',
-        input: { required: {}, optional: pageShape('getUsers') },
+        input: { required: {}, optional: orderedPageShape('getUsers', oldestFirst('createdAt')) },
         run: async (request) => {
-          const page = await findPage(this.cloudly.store, adminUserKind, {}, 'getUsers', request, { createdAt: 1 });
+          const page = await findPage(this.cloudly.store, adminUserKind, {}, 'getUsers', request, oldestFirst('createdAt'));
           return { users: page.items.map(toPublicAccount), ...nextCursorMember(page) };
         },
       }),

@@ -6,7 +6,7 @@ import type { IAccount } from '../interfaces/requests/account.js';
 /**
  * Accounts as stored. The collection keeps its name from before accounts were managed, so the
  * bootstrap admin of an existing data directory is the same account. Neither the password nor its
- * hash ever leaves the server: answers use `toPublicAccount`, audit events carry no document, and
+ * hash ever leaves the server: answers use `toPublicAccount`, audit events show only `role` and `disabled`, and
  * the watch publishes this kind without one.
  */
 export interface IAdminUser extends IStoredDocument {
@@ -27,7 +27,8 @@ export interface IAdminUser extends IStoredDocument {
   revokedSessions?: Array<{ sessionId: string; expiresAt: number }>;
 }
 
-export const adminUserKind = defineDocumentKind<IAdminUser>('CloudlyAdminUser');
+// An account's audit events show its role and whether it is disabled: never its password hash or session keys.
+export const adminUserKind = defineDocumentKind<IAdminUser>('CloudlyAdminUser', { auditedFields: ['role', 'disabled'] });
 
 /** One account per name: the id is derived from it, so the database decides a race between two creations. */
 export const userIdOf = (usernameArg: string): string => `admin-${sha256Hex(usernameArg).slice(0, 24)}`;

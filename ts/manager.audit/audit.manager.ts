@@ -82,6 +82,9 @@ const toPublicEvent = (docArg: IAuditEventDocument): IAuditEvent => {
   if (docArg.cause) {
     event.cause = { kind: docArg.cause.kind, id: docArg.cause.id };
   }
+  if (docArg.changed && docArg.changed.length > 0) {
+    event.changed = docArg.changed.map(({ field, before, after }) => ({ field, before, after }));
+  }
   return event;
 };
 

@@ -14,7 +14,7 @@ import type { DocumentStore } from '../core/store.js';
 import type { TCloudlyLogger } from '../core/logger.js';
 import { validateStreamReference } from '../core/streams.js';
 import { fieldProblem, fieldProblemReasons, invalidField, isArrayOf, isBoolean, isIdString, isOneOf, isPositiveInteger, sentenceCheck, type TFieldCheck } from '../core/validation.js';
-import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
+import { findPage, nextCursorMember, oldestFirst, orderedPageShape } from '../core/pagination.js';
 import { computeCanonicalJsonSha256Hex, sha256Hex } from '../interfaces/private/canonicaljson.js';
 import { isPlainDataRecord } from '../interfaces/private/dataproperties.js';
 import { validateArchiveRetentionPolicy, type IBackupArchiveObject } from '../interfaces/data/backup.js';
@@ -409,12 +409,12 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
     adminQuery({
       method: 'getServiceBackups',
       access: 'read',
-      input: { required: {}, optional: { serviceId: isIdString, clusterId: isIdString, ...pageShape('getServiceBackups') } },
+      input: { required: {}, optional: { serviceId: isIdString, clusterId: isIdString, ...orderedPageShape('getServiceBackups', oldestFirst('createdAt')) } },
       async run(request) {
         const filter: Record<string, string> = {};
         if (request.serviceId !== undefined) filter.serviceId = request.serviceId;
         if (request.clusterId !== undefined) filter.clusterId = request.clusterId;
-        const page = await findPage(store, serviceBackupKind, filter, 'getServiceBackups', request, { createdAt: 1 });
+        const page = await findPage(store, serviceBackupKind, filter, 'getServiceBackups', request, oldestFirst('createdAt'));
         return { backups: page.items.map(toRecord), ...nextCursorMember(page) };
       },
     }),

@@ -25,7 +25,10 @@ export interface IClusterNodeDocument extends IStoredDocument {
   reportedAt?: number;
 }
 
-export const clusterNodeKind = defineDocumentKind<IClusterNodeDocument>('CloudlyClusterNode', { owners: ownedByClusterOfNodeId });
+export const clusterNodeKind = defineDocumentKind<IClusterNodeDocument>('CloudlyClusterNode', {
+  owners: ownedByClusterOfNodeId,
+  auditedFields: ['name', 'corestore', 'hostAddresses'],
+});
 
 /**
  * The id of a per-node document: `cluster/node`. `/` never occurs in an id, so each pair maps to

@@ -12,7 +12,8 @@ export interface IClusterDocument extends IStoredDocument {
   relayTokenGeneration: number;
 }
 
-export const clusterKind = defineDocumentKind<IClusterDocument>('CloudlyCluster', { owners: ownedByClusterOfId });
+// Audit events show a rename and which relay token generation is current, never the token's hash.
+export const clusterKind = defineDocumentKind<IClusterDocument>('CloudlyCluster', { owners: ownedByClusterOfId, auditedFields: ['name', 'relayTokenGeneration'] });
 
 /** What callers see of a cluster: never the token hash. */
 export const toPublicCluster = (docArg: IClusterDocument): ICluster => ({

@@ -15,7 +15,7 @@ import type { DocumentStore } from '../core/store.js';
 import type { IListReader } from '../core/readcache.js';
 import type { IRelaySession } from '../core/relaysessions.js';
 import { invalidField, isArrayOf, isIdString, isNonNegativeInteger, isString, problemsOfSentences, sentenceCheck, type TFieldCheck } from '../core/validation.js';
-import { findPage, nextCursorMember, pageOf, pageShape } from '../core/pagination.js';
+import { findPage, nextCursorMember, oldestFirst, orderedPageShape, pageOf, pageShape } from '../core/pagination.js';
 import {
   isClusterNodeId,
   isClusterNodeName,
@@ -161,9 +161,9 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
   adminQuery({
     method: 'getClusters',
     access: 'read',
-    input: { required: {}, optional: pageShape('getClusters') },
+    input: { required: {}, optional: orderedPageShape('getClusters', oldestFirst('createdAt')) },
     async run(request) {
-      const page = await findPage(portsArg.listReader, clusterKind, {}, 'getClusters', request, { createdAt: 1 });
+      const page = await findPage(portsArg.listReader, clusterKind, {}, 'getClusters', request, oldestFirst('createdAt'));
       return { clusters: page.items.map(toPublicCluster), ...nextCursorMember(page) };
     },
   }),

@@ -3,7 +3,7 @@ import { adminQuery, relayOrchestration, relayQuery, type IDeclaredOperation } f
 import type { DocumentStore } from '../core/store.js';
 import { validateStreamReference } from '../core/streams.js';
 import { invalidField, isIdString, sentenceCheck, type TFieldCheck } from '../core/validation.js';
-import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
+import { findPage, nextCursorMember, oldestFirst, orderedPageShape } from '../core/pagination.js';
 import { isSha256Digest } from '../interfaces/data/immutableimage.js';
 import { imageVersionLimits } from '../interfaces/data/imageversion.js';
 import type { IService } from '../interfaces/data/service.js';
@@ -18,6 +18,9 @@ export interface IImageOperationPorts {
   transfers: ImageTransfers;
   getService(serviceIdArg: string): Promise<IService | null>;
 }
+
+/** Versions oldest stored first, in the whole list and in its pages. */
+const imageVersionsOrder = oldestFirst('storedAt');
 
 const isImageDigest: TFieldCheck = (valueArg, pathArg) =>
   (isSha256Digest(valueArg) ? [] : [invalidField(pathArg, `must be 64 lowercase hex digits (the sha256 of the tar stream)`)]);
@@ -85,12 +88,12 @@ export const imageOperations = (portsArg: IImageOperationPorts): IDeclaredOperat
     adminQuery({
       method: 'getServiceImageVersions',
       access: 'read',
-      input: { required: { serviceId: isIdString }, optional: pageShape('getServiceImageVersions') },
+      input: { required: { serviceId: isIdString }, optional: orderedPageShape('getServiceImageVersions', imageVersionsOrder) },
       async run(request) {
         if (!(await portsArg.getService(request.serviceId))) {
           throw refuse('not-found', [imageRefusalReasons.serviceNotFound]);
         }
-        const page = await findPage(store, imageVersionKind, { serviceId: request.serviceId }, 'getServiceImageVersions', request, { storedAt: 1, id: 1 });
+        const page = await findPage(store, imageVersionKind, { serviceId: request.serviceId }, 'getServiceImageVersions', request, imageVersionsOrder);
         return { imageVersions: page.items.map(toPublicImageVersion), ...nextCursorMember(page) };
       },
     }),

@@ -5,7 +5,7 @@ import { WorkQueue } from '../core/workqueue.js';
 import { fieldProblem, fieldProblemReasons, isIdString } from '../core/validation.js';
 import { adminMutation, adminQuery, registerOperations } from '../core/operations.js';
 import { cloudlyActor, runInOperation } from '../core/operationcontext.js';
-import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
+import { findPage, newestFirst, nextCursorMember, orderedPageShape } from '../core/pagination.js';
 import { sha256Hex } from '../interfaces/private/canonicaljson.js';
 import {
   operationStates,
@@ -68,6 +68,9 @@ export interface IRetentionSweepOptions {
 }
 
 /** Thrown into a runner's awaits once its operation is cancelled (or its instance stops). */
+
+/** Operations are a log: newest started first, in the whole list and in its pages. */
+const operationsOrder = newestFirst('startedAt');
 export class OperationCancelledError extends Error {
   constructor(public readonly why: 'cancelled' | 'interrupted') {
     super(`operation ${why}`);
@@ -496,7 +499,7 @@ export class OperationManager {
             clusterId: isIdString,
             serviceId: isIdString,
             state: (valueArg, pathArg) => ((operationStates as readonly unknown[]).includes(valueArg) ? [] : [fieldProblem(pathArg, fieldProblemReasons.notSupported, `must be one of ${operationStates.join(', ')}`)]),
-            ...pageShape('getOperations'),
+            ...orderedPageShape('getOperations', operationsOrder),
           },
         },
         run: async (request) => {
@@ -504,7 +507,7 @@ export class OperationManager {
           if (request.clusterId !== undefined) filter.clusterId = request.clusterId;
           if (request.serviceId !== undefined) filter.serviceId = request.serviceId;
           if (request.state !== undefined) filter.state = request.state;
-          const page = await findPage(this.cloudly.store, operationKind, filter, 'getOperations', request, { startedAt: 1 });
+          const page = await findPage(this.cloudly.store, operationKind, filter, 'getOperations', request, operationsOrder);
           const progress = page.items.length === 0
             ? new Map<string, IOperationProgressDocument>()
             : new Map((await this.cloudly.store.find(operationProgressKind, { id: { $in: page.items.map((docArg) => docArg.id) } })).map((docArg) => [docArg.id, docArg]));

@@ -13,7 +13,7 @@ import { clusterLivenessKind } from '../manager.cluster/liveness.js';
 import { registerFleetMetrics } from './fleetmetrics.js';
 import { clusterKind, toPublicCluster } from '../manager.cluster/cluster.manager.js';
 import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrations.js';
-import { findPage, nextCursorMember, pageShape } from '../core/pagination.js';
+import { findPage, nextCursorMember, oldestFirst, orderedPageShape } from '../core/pagination.js';
 import { clusterNodeKind, toPublicClusterNode } from '../manager.cluster/clusternodes.js';
 import { serviceKind, serviceRuntimeStatusKind, toPublicService } from '../manager.service/service.manager.js';
 import { serviceBackupKind, toRecord as toPublicServiceBackup } from '../manager.backup/backup.manager.js';
@@ -40,9 +40,9 @@ export class OverviewManager {
       adminQuery({
         method: 'getFleetOverview',
         access: 'read',
-        input: { required: {}, optional: pageShape('getFleetOverview') },
+        input: { required: {}, optional: orderedPageShape('getFleetOverview', oldestFirst('createdAt')) },
         run: async (request) => {
-          const page = await findPage(this.cloudly.store, clusterKind, {}, 'getFleetOverview', request, { createdAt: 1 });
+          const page = await findPage(this.cloudly.store, clusterKind, {}, 'getFleetOverview', request, oldestFirst('createdAt'));
           return { clusters: await this.readFleet(page.items.map(toPublicCluster)), ...nextCursorMember(page) };
         },
       }),

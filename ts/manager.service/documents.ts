@@ -79,7 +79,11 @@ export interface IServiceRuntimeStatusDocument extends IStoredDocument {
   unknown?: IRuntimeLiveness;
 }
 
-export const serviceKind = defineDocumentKind<IServiceDocument>('CloudlyService', { owners: ownedByServiceOfId });
+export const serviceKind = defineDocumentKind<IServiceDocument>('CloudlyService', {
+  owners: ownedByServiceOfId,
+  // A service's spec holds no secret (secrets are bound by reference): its audit events show what changed.
+  auditedFields: ['name', 'organizationId', 'clusterId', 'runtime', 'ports', 'routes', 'volumes', 'specRevision', 'deletionRequestedAt'],
+});
 export const runtimeLocalStorageClaimKind = defineDocumentKind<IRuntimeLocalStorageClaimDocument>('CloudlyRuntimeLocalStorageClaim');
 export const runtimeNodeSessionKind = defineDocumentKind<IRuntimeNodeSessionDocument>('CloudlyRuntimeNodeSession', { owners: ownedByClusterOfNodeId });
 export const serviceRuntimeStatusKind = defineDocumentKind<IServiceRuntimeStatusDocument>('CloudlyServiceRuntimeStatus', { owners: ownedByServiceOfId });

@@ -1,4 +1,4 @@
-import { findPage, nextCursorMember, pageOf, pageShape } from '../core/pagination.js';
+import { findPage, nextCursorMember, oldestFirst, orderedPageShape, pageOf, pageShape } from '../core/pagination.js';
 import { randomUUID } from 'node:crypto';
 import type { Cloudly } from '../classes.cloudly.js';
 import {
@@ -402,7 +402,7 @@ export class ServiceManager {
       adminQuery({
         method: 'getServices',
         access: 'read',
-        input: { required: {}, optional: { clusterId: isIdString, ...pageShape('getServices') } },
+        input: { required: {}, optional: { clusterId: isIdString, ...orderedPageShape('getServices', oldestFirst('createdAt')) } },
         run: async (request) => {
           const page = await findPage(
             this.cloudly.store,
@@ -410,7 +410,7 @@ export class ServiceManager {
             request.clusterId === undefined ? {} : { clusterId: request.clusterId },
             'getServices',
             request,
-            { createdAt: 1 },
+            oldestFirst('createdAt'),
           );
           return { services: page.items.map(toPublicService), ...nextCursorMember(page) };
         },

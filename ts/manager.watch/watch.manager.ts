@@ -62,6 +62,7 @@ interface IResolvedChange {
   generation: number;
   change: TWatchedChange;
   clusterId: string | null;
+  actor: IChangeEvent['actor'];
   document?: unknown;
 }
 
@@ -291,6 +292,7 @@ export class WatchManager {
         generation: event.generationAfter ?? event.generationBefore + 1,
         change: event.outcome,
         clusterId: this.clusterOfDocument.get(key) ?? null,
+        actor: { kind: event.actor.kind, id: event.actor.id },
       };
       // The cluster as the document's kind declares its owners (a removal: from its id, or as last seen).
       const kind = documentKindNamed(event.target.kind);
@@ -367,6 +369,7 @@ export class WatchManager {
             generation: change.generation,
             change: change.change,
             ...(change.clusterId === null ? {} : { clusterId: change.clusterId }),
+            actor: change.actor,
             ...(change.document === undefined ? {} : { document: change.document }),
           };
           watcherArg.unanswered++;

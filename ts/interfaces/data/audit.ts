@@ -1,7 +1,20 @@
+/** Project's own definition: one field an update changed, as the audit event records it. */
+export interface IAuditFieldChange {
+  /** The member's path: a top-level field, or one or two levels into it (`runtime.image`). */
+  field: string;
+  /** The value before and after (null when absent); a value longer than the limit as a shortened JSON text. */
+  before: unknown;
+  after: unknown;
+}
+
+/** At most this many changed fields per event, each value at most this many characters of JSON. */
+export const auditChangeLimits = Object.freeze({ fields: 16, valueChars: 256 } as const);
+
 /**
  * Project's own definition (the upstream contracts name no audit log): one committed change to a
- * stored document, as `getAuditEvents` answers it. Never holds a value of the document, so never a
- * secret: who, which method, which document, from which generation to which.
+ * stored document, as `getAuditEvents` answers it: who, which method, which document, from which
+ * generation to which. Holds values of the document only in `changed`, and only of the fields its
+ * kind lists as safe to show (never of a kind that bears a secret).
  */
 export interface IAuditEvent {
   /** Derived from the target, its incarnation and its generation: one change, one id. */
@@ -25,6 +38,12 @@ export interface IAuditEvent {
    * that made it look again (a document's kind and id, or `CloudlyReconcilerResync` for a resync).
    */
   cause?: { kind: string; id: string };
+  /**
+   * Project's own member, on updates of kinds that list their shown fields (services, nodes,
+   * clusters' names, accounts' role and state): what the update changed, before → after, at most
+   * `auditChangeLimits.fields`. Absent when the kind lists none or nothing listed changed.
+   */
+  changed?: IAuditFieldChange[];
 }
 
 /** Project's own definition: what `getAuditEvents` may filter on; every member narrows. */

@@ -24,6 +24,8 @@ export interface IChangeEvent {
   change: TWatchedChange;
   /** The cluster the document belongs to, when Cloudly knows one (a service's verdict names its service's cluster). */
   clusterId?: string;
+  /** Who made the change, as its audit event names them: an admin's user id, `relay:<clusterId>`, or `cloudly`. */
+  actor: { kind: 'admin' | 'relay' | 'cloudly'; id: string };
   /**
    * The public shape of the document at this generation (never secrets). Absent for a removal,
    * for kinds that have no public shape, and when the document changed again before the event was

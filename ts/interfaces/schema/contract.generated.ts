@@ -209,6 +209,12 @@ export const contractSchema: IContractSchemaDocument = {
       "id"
      ],
      "additionalProperties": false
+    },
+    "changed": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IAuditFieldChange"
+     }
     }
    },
    "required": [
@@ -245,6 +251,22 @@ export const contractSchema: IContractSchemaDocument = {
      "type": "number"
     }
    },
+   "additionalProperties": false
+  },
+  "IAuditFieldChange": {
+   "type": "object",
+   "properties": {
+    "field": {
+     "type": "string"
+    },
+    "before": {},
+    "after": {}
+   },
+   "required": [
+    "field",
+    "before",
+    "after"
+   ],
    "additionalProperties": false
   },
   "IBackupArchiveObject": {
@@ -417,6 +439,27 @@ export const contractSchema: IContractSchemaDocument = {
     "clusterId": {
      "type": "string"
     },
+    "actor": {
+     "type": "object",
+     "properties": {
+      "kind": {
+       "type": "string",
+       "enum": [
+        "admin",
+        "relay",
+        "cloudly"
+       ]
+      },
+      "id": {
+       "type": "string"
+      }
+     },
+     "required": [
+      "kind",
+      "id"
+     ],
+     "additionalProperties": false
+    },
     "document": {}
    },
    "required": [
@@ -425,7 +468,8 @@ export const contractSchema: IContractSchemaDocument = {
     "kind",
     "id",
     "generation",
-    "change"
+    "change",
+    "actor"
    ],
    "additionalProperties": false
   },
