@@ -132,7 +132,7 @@ const handshakeCommands = new Set(['hello', 'ismaster', 'isMaster']);
  * writes were rolled back: such a read is answered again, so it never fails for another caller's
  * refused write (docs/storage.md, "Read-only on a full disk").
  */
-const readCommands = new Set(['find', 'getMore', 'aggregate', 'count', 'countDocuments', 'distinct', 'listCollections', 'listIndexes', 'listDatabases', 'dbStats', 'collStats']);
+const readCommands = new Set(['find', 'getMore', 'aggregate', 'count', 'countDocuments', 'distinct', 'listCollections', 'listIndexes', 'listDatabases', 'dbStats', 'collStats', 'ping']);
 /** How often a read is answered again after a concurrent write's batch was refused. */
 const readRetriesAfterRefusedBatch = 3;
 /** Unix socket paths are limited to 108 bytes; beyond this the socket goes to a private temp dir. */
