@@ -159,7 +159,7 @@ export class CloudlyApp extends LightElement {
         </nav>
         <span class=${`connection connection-${this.status}`} role="status" aria-live="polite" data-connection=${this.status}>${statusText[this.status]}</span>
         <span class="who">${api.identity?.name ?? ''}</span>
-        ${api.identity?.role === 'user' ? html`<span class="badge read-only" data-read-only>read-only account: actions are refused</span>` : nothing}
+        ${api.identity?.role === 'user' ? html`<span class="badge read-only" id="read-only-note" data-read-only>read-only account: actions are disabled (an administrator can take them)</span>` : nothing}
         <button type="button" data-action="logout" @click=${() => void this.logout()}>Log out</button>
       </header>
       ${this.notice ? html`<p class="notice banner" role="status" data-notice>${this.notice}

@@ -1,5 +1,5 @@
 import { LitElement, html, nothing, type TemplateResult, type PropertyValues } from 'lit';
-import { ApiError } from './api.js';
+import { ApiError, api } from './api.js';
 import { DraftRefused } from './drafts.js';
 import { asJson } from './format.js';
 
@@ -275,3 +275,17 @@ export const markFirstRender = (pageArg: string): void => {
     performance.mark(name);
   }
 };
+
+/**
+ * Whether the signed-in account may change anything. Cloudly refuses every `write` method to a
+ * read-only account (role `user`), so the pages disable the buttons that would lead to one
+ * rather than let the dry run be the first to say so.
+ */
+export const mayChange = (): boolean => api.identity?.role === 'admin';
+
+/** The reason a change button is disabled, in words (the top bar's note says it too). */
+export const readOnlyReason = 'Your account is read-only (role user): only an administrator can change things.';
+
+/** A change button's `?disabled` plus its title and description when the account may not change. */
+export const changeTitle = (): string | typeof nothing => (mayChange() ? nothing : readOnlyReason);
+export const changeDescribedBy = (): string | typeof nothing => (mayChange() ? nothing : 'read-only-note');

@@ -11,7 +11,7 @@ import { choiceOf, designationRequestOfDraft, requestOfDraft } from '../drafts.j
 import { platformBindingCapabilities } from '../../../ts/interfaces/data/platformbinding.js';
 import { explainRuntimeStatus, explainUnknown, formatTime } from '../format.js';
 import { LivePage, clusterOfChange } from '../live.js';
-import { CloudlyActionDialog, coalesce, copyText, localPager, pageSlice, refusalView, markFirstRender } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, copyText, localPager, pageSlice, refusalView, markFirstRender, mayChange, changeTitle, changeDescribedBy } from '../widgets.js';
 import { relayStateOf, relayStateText } from './fleet.js';
 import { isClusterNodeId, isClusterNodeName, maximumClusterNodeNameLength } from '../../../ts/interfaces/data/clusternode.js';
 import type { IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
@@ -318,7 +318,7 @@ export class CloudlyClusterPage extends LivePage {
         <div><dt>Nodes</dt><dd>${countNodeSources(overviewArg.nodes).reported} reported by the relay, ${countNodeSources(overviewArg.nodes).added} added by an administrator only</dd></div>
         <div><dt>Relay token generation</dt><dd>${overviewArg.cluster.relayTokenGeneration}</dd></div>
       </dl>
-      <button type="button" data-action="rotate-relay-token" @click=${() => this.rotateRelayToken()}>Rotate relay token…</button>
+      <button type="button" data-action="rotate-relay-token" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.rotateRelayToken()}>Rotate relay token…</button>
     </section>`;
   }
 
@@ -352,7 +352,7 @@ export class CloudlyClusterPage extends LivePage {
                 ${overviewArg.services.map((entry) => html`<option value=${entry.service.id} ?selected=${entry.service.id === (this.ingressChoice || designation?.ingressServiceId)}>${entry.service.name}</option>`)}
               </select>
             </label>
-            <button type="button" data-action="designate-ingress" @click=${() => this.designateIngress()}>Designate ingress…</button>
+            <button type="button" data-action="designate-ingress" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.designateIngress()}>Designate ingress…</button>
           </div>`
         : html`<p class="muted">The cluster has no service to designate.</p>`}
     </section>`;
@@ -394,7 +394,7 @@ export class CloudlyClusterPage extends LivePage {
           <td>${node.source === 'admin' ? 'administrator' : 'relay report'}</td>
           <td>${formatTime(node.reportedAt)}</td>
           <td>${node.corestore ? html`<button type="button" data-action="inventory" @click=${() => void this.openInventory(node)}>Inventory…</button>` : html`<span class="muted">—</span>`}</td>
-          <td><button type="button" data-action="remove-node" aria-label=${`Remove node ${node.name}`} @click=${() => this.removeNode(node)}>Remove…</button></td>
+          <td><button type="button" data-action="remove-node" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} aria-label=${`Remove node ${node.name}`} @click=${() => this.removeNode(node)}>Remove…</button></td>
         </tr>`)}</tbody>
       </table>
       ${overviewArg.nodes.length === 0 ? html`<p class="muted">No nodes.</p>` : nothing}
@@ -406,7 +406,7 @@ export class CloudlyClusterPage extends LivePage {
 
   private addNodeView(): TemplateResult {
     if (!this.newNode) {
-      return html`<button type="button" data-action="new-node" @click=${() => { this.newNode = { name: '', nodeId: '' }; }}>Add node…</button>`;
+      return html`<button type="button" data-action="new-node" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.newNode = { name: '', nodeId: '' }; }}>Add node…</button>`;
     }
     const fields = this.newNode;
     const reasons = this.newNodeReasons();
@@ -459,7 +459,7 @@ export class CloudlyClusterPage extends LivePage {
             <td>${resource.adoption.state === 'authorized' ? `adopted (binding ${resource.adoption.bindingId})` : resource.adoption.blocker ? `blocked: ${resource.adoption.blocker}` : 'not adopted'}</td>
           </tr>`;
         }))}</tbody></table>
-        <button type="button" data-action="adopt" ?disabled=${inventory.selected.size === 0} @click=${() => this.adoptSelected()}>Adopt selected…</button>
+        <button type="button" data-action="adopt" ?disabled=${!mayChange() || inventory.selected.size === 0} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.adoptSelected()}>Adopt selected…</button>
       </fieldset>`;
     };
     return html`<section class="inventory" aria-label=${`Legacy inventory of node ${inventory.nodeId}`}>
@@ -493,7 +493,7 @@ export class CloudlyClusterPage extends LivePage {
       ${this.newService
         ? html`<cloudly-service-form mode="create" cluster-id=${this.clusterId} .nodeIds=${overviewArg.nodes.map((node) => node.id)}
             @spec=${(event: CustomEvent<IServiceWritableSpec>) => this.createService(event.detail)} @cancel=${() => { this.newService = false; }}></cloudly-service-form>`
-        : html`<button type="button" data-action="new-service" @click=${() => { this.newService = true; }}>New service…</button>`}
+        : html`<button type="button" data-action="new-service" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.newService = true; }}>New service…</button>`}
     </section>`;
   }
 
@@ -509,7 +509,7 @@ export class CloudlyClusterPage extends LivePage {
       <nav class="crumbs" aria-label="Breadcrumb"><a href="#/fleet">Fleet</a> › <span aria-current="page" data-crumb="cluster">${overview?.cluster.name ?? this.clusterId}</span></nav>
       <header class="page-header"><h1 id="cluster-title">${overview ? overview.cluster.name : 'Cluster'}</h1>
         ${overview ? html`<span class="muted">id <code>${overview.cluster.id}</code> · generation ${overview.cluster.generation} · created ${formatTime(overview.cluster.createdAt)}</span>
-          <button type="button" class="danger" data-action="delete-cluster" @click=${() => this.deleteCluster()}>Delete cluster…</button>` : nothing}
+          <button type="button" class="danger" data-action="delete-cluster" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.deleteCluster()}>Delete cluster…</button>` : nothing}
       </header>
       ${this.error ? refusalView(this.error) : nothing}
       ${overview

@@ -4,7 +4,7 @@ import type { IClusterOverview, IFleetClusterSummary } from '../../../ts/interfa
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api, ApiError } from '../api.js';
 import { LivePage, clusterOfChange } from '../live.js';
-import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager, mayChange, changeTitle, changeDescribedBy } from '../widgets.js';
 import { validateClusterName } from '../../../ts/interfaces/data/cluster.js';
 import { methodNotServedReason } from '../../../ts/interfaces/data/refusal.js';
 import { describeDryRun, formReasonsView } from '../forms.js';
@@ -138,7 +138,7 @@ export class CloudlyFleetPage extends LivePage {
 
   private newClusterView(): TemplateResult {
     if (this.newClusterName === null) {
-      return html`<button type="button" data-action="new-cluster" @click=${() => { this.newClusterName = ''; }}>New cluster…</button>`;
+      return html`<button type="button" data-action="new-cluster" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.newClusterName = ''; }}>New cluster…</button>`;
     }
     const reasons = this.newClusterName === '' ? [] : validateClusterName(this.newClusterName);
     return html`<form class="inline-form" aria-label="New cluster" @submit=${(event: Event) => { event.preventDefault(); if (this.newClusterName && reasons.length === 0) { this.createCluster(); } }}>

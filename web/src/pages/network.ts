@@ -3,7 +3,7 @@ import type { IRuntimeNetworkAddressPlan } from '../../../ts/interfaces/data/run
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api } from '../api.js';
 import { LivePage } from '../live.js';
-import { CloudlyActionDialog, coalesce, refusalView, markFirstRender } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, refusalView, markFirstRender, mayChange, changeTitle, changeDescribedBy } from '../widgets.js';
 import { formReasonsView } from '../forms.js';
 import { addressPlanRequestOfDraft } from '../drafts.js';
 
@@ -134,7 +134,7 @@ export class CloudlyNetworkPage extends LivePage {
               <button type="button" @click=${() => { this.draft = null; }}>Cancel</button>
             </div>
           </form>`
-          : html`<button type="button" data-action="edit-plan" @click=${() => this.openEditor()}>${this.plan ? 'Change the plan…' : 'Write the first plan…'}</button>`}
+          : html`<button type="button" data-action="edit-plan" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.openEditor()}>${this.plan ? 'Change the plan…' : 'Write the first plan…'}</button>`}
       </section>
     </section>`;
   }

@@ -15,7 +15,7 @@ import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api, ApiError } from '../api.js';
 import { explainRuntimeStatus, explainUnknown, formatBytes, formatTime } from '../format.js';
 import { LivePage } from '../live.js';
-import { CloudlyActionDialog, coalesce, refusalView, markFirstRender } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, refusalView, markFirstRender, mayChange, changeTitle, changeDescribedBy } from '../widgets.js';
 import { decideBackupNodeChoices, describeRunAs, serviceFormOfSpec, sortBackupsByTime, writableSpecOf, type IServiceFormFields } from '../decide.js';
 import type { IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
 
@@ -524,8 +524,8 @@ export class CloudlyServicePage extends LivePage {
           <th scope="row">${binding.capability}</th><td>${binding.nodeId ?? html`<span class="muted">unplaced</span>`}</td><td>${binding.enabled ? 'yes' : 'no'}</td>
           <td>${binding.status}${binding.statusReason ? html` <code>${binding.statusReason}</code>` : nothing}</td>
           <td>${binding.corestoreLegacyAdoption ? 'legacy Corestore resource' : html`<span class="muted">—</span>`}</td>
-          <td class="actions"><button type="button" data-action="edit-binding" @click=${() => { this.bindingForm = { capability: binding.capability, enabled: binding.enabled, nodeId: binding.nodeId ?? '', expectedGeneration: binding.generation }; }}>Change…</button>
-            <button type="button" class="danger" data-action="delete-binding" @click=${() => this.deleteBinding(binding)}>Delete…</button></td>
+          <td class="actions"><button type="button" data-action="edit-binding" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.bindingForm = { capability: binding.capability, enabled: binding.enabled, nodeId: binding.nodeId ?? '', expectedGeneration: binding.generation }; }}>Change…</button>
+            <button type="button" class="danger" data-action="delete-binding" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.deleteBinding(binding)}>Delete…</button></td>
         </tr>`)}</tbody>
       </table>
       ${this.bindings.length === 0 ? html`<p class="muted">No bindings: the service has no database or bucket from the platform.</p>` : nothing}`}
@@ -544,7 +544,7 @@ export class CloudlyServicePage extends LivePage {
           <button type="button" @click=${() => { this.bindingForm = null; }}>Cancel</button>
           ${formReasonsView(reasons)}
         </form>`
-        : this.bindings === null ? nothing : html`<button type="button" data-action="new-binding" @click=${() => { this.bindingForm = { capability: 'database', enabled: true, nodeId: nodeIds[0] ?? '', expectedGeneration: null }; }}>New binding…</button>`}
+        : this.bindings === null ? nothing : html`<button type="button" data-action="new-binding" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.bindingForm = { capability: 'database', enabled: true, nodeId: nodeIds[0] ?? '', expectedGeneration: null }; }}>New binding…</button>`}
     </section>`;
   }
 
@@ -596,8 +596,8 @@ export class CloudlyServicePage extends LivePage {
             .initial=${this.editingSpec.fields}
             @spec=${(event: CustomEvent<IServiceWritableSpec>) => this.updateService(event.detail)} @cancel=${() => { this.editingSpec = null; }}></cloudly-service-form>`
         : html`<div class="dialog-buttons">
-            <button type="button" data-action="edit-service" @click=${() => { this.editingSpec = { base: serviceArg, fields: serviceFormOfSpec(writableSpecOf(serviceArg)) }; }}>Edit service…</button>
-            <button type="button" class="danger" data-action="delete-service" @click=${() => this.deleteService()}>Delete service…</button>
+            <button type="button" data-action="edit-service" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.editingSpec = { base: serviceArg, fields: serviceFormOfSpec(writableSpecOf(serviceArg)) }; }}>Edit service…</button>
+            <button type="button" class="danger" data-action="delete-service" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.deleteService()}>Delete service…</button>
           </div>`}
     </section>`;
   }
@@ -673,7 +673,7 @@ export class CloudlyServicePage extends LivePage {
         <tbody>${serviceArg.volumes.map((volume) => html`<tr data-mount-path=${volume.mountPath}>
           <th scope="row"><code>${volume.mountPath}</code></th><td>${volume.driver}</td><td>${volume.readOnly ? 'read-only' : 'read-write'}</td>
           <td>${describeInitialization(volume.initialization)}</td>
-          <td><button type="button" data-action="edit-initialization" @click=${() => { this.editing = volume.mountPath; }}>Set initialization…</button></td>
+          <td><button type="button" data-action="edit-initialization" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.editing = volume.mountPath; }}>Set initialization…</button></td>
         </tr>${this.editing === volume.mountPath ? html`<tr><td colspan="5">${this.volumeForm(volume, serviceArg.runtime.profile?.runAs ?? null)}</td></tr>` : nothing}`)}</tbody>
       </table>`}
       <h3 id="claims-title">Local storage claims</h3>
@@ -711,7 +711,7 @@ export class CloudlyServicePage extends LivePage {
       <h2 id="backups-title">Backups</h2>
       <form class="inline-form" aria-label="Start a backup" @submit=${(event: Event) => { event.preventDefault(); this.startBackup(event.target as HTMLFormElement); }}>
         <label>Node <select name="nodeId">${nodeIds.map((nodeId) => html`<option value=${nodeId} ?selected=${nodeId === choices.defaultNodeId}>${nodeId}</option>`)}</select></label>
-        <button type="submit" data-action="start-backup" ?disabled=${nodeIds.length === 0}>Start backup…</button>
+        <button type="submit" data-action="start-backup" ?disabled=${!mayChange() || nodeIds.length === 0} title=${changeTitle()} aria-describedby=${changeDescribedBy()}>Start backup…</button>
       </form>
       ${this.operations?.length ? html`<ul class="operations" aria-label="Running backups">${this.operations.map((operation) => {
         const fraction = operationFraction(operation);
@@ -725,8 +725,8 @@ export class CloudlyServicePage extends LivePage {
           <td>${backup.snapshots.length}</td><td>${backup.closure ? `stored ${formatTime(backup.closure.storedAt)}` : html`<span class="muted">none</span>`}</td>
           <td>${this.backupState(backup)}</td>
           <td class="actions">${((backup as { state?: string }).state ?? 'completed') === 'completed' ? html`
-            <button type="button" data-action="restore-backup" @click=${() => this.restoreBackup(backup)}>Restore…</button>
-            <button type="button" data-action="isolated-restore" @click=${() => { this.isolated = { backupId: backup.backupId, targetNodeName: backup.nodeId, mappings: '[]' }; }}>Isolated restore…</button>` : nothing}</td>
+            <button type="button" data-action="restore-backup" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.restoreBackup(backup)}>Restore…</button>
+            <button type="button" data-action="isolated-restore" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.isolated = { backupId: backup.backupId, targetNodeName: backup.nodeId, mappings: '[]' }; }}>Isolated restore…</button>` : nothing}</td>
         </tr>`)}</tbody>
       </table>
       ${this.backups.length === 0 ? html`<p class="muted">No backups recorded.</p>` : nothing}

@@ -1,0 +1,144 @@
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import type { Page } from 'playwright-core';
+import { startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { chromiumAvailable, chromiumPath, launchBrowser, type IBrowser } from './helpers/browser.js';
+import { chunked, descriptorOf } from './backup.fixture.js';
+import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
+import type { CloudlyRelayClient } from '../ts/client/relay.js';
+import type { IService } from '../ts/interfaces/data/service.js';
+import type { IReq_Cloudly_Relay_BackupClusterService, IReq_Cloudly_Relay_RestoreClusterService } from '../ts/interfaces/requests/backup.js';
+
+/**
+ * The dashboard says only what is so and offers only what may be done (issue 54), in headless
+ * Chromium against a real Cloudly and a real relay client: a read-only account finds every change
+ * disabled with the reason instead of being refused at the dry run.
+ */
+
+const skip = chromiumAvailable() ? false : `${chromiumPath} is missing (apt-get install -y chromium; .ci/run installs it)`;
+
+let t: ITestCloudly;
+let browser: IBrowser;
+let page: Page;
+let clusterId: string;
+let relay: CloudlyRelayClient;
+let service: IService;
+const viewerUsername = 'viewer';
+const viewerPassword = 'viewer-password-0123';
+/** The backups the relay was asked to restore. */
+const restoresAsked: string[] = [];
+/** Every method the page sent over HTTP. */
+const methodsSent: string[] = [];
+
+const login = async (usernameArg: string, passwordArg: string) => {
+  await page.goto(`${t.baseUrl}/dashboard/`);
+  if (await page.locator('[data-action=logout]').count() > 0) {
+    await page.locator('[data-action=logout]').click();
+  }
+  await page.getByLabel('Username').fill(usernameArg);
+  await page.getByLabel('Password').fill(passwordArg);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.locator('[data-page=fleet]').waitFor();
+  await page.locator('[data-connection=live]').waitFor();
+};
+
+before(async () => {
+  t = await startTestCloudly();
+  const created = await t.createCluster('truth');
+  clusterId = created.cluster.id;
+  await t.addNodes(clusterId, 'node-1');
+  service = (await t.admin.call('createService', {
+    service: {
+      name: 'truth-app', organizationId: 'org-1', clusterId,
+      runtime: { image: 'registry.example.com/app/web:1', replicas: 1, profile: { runAs: { user: 1000, group: 1000 } }, placement: { nodeIds: ['node-1'] } },
+      volumes: [],
+    },
+  })).service;
+  relay = await t.connectRelay(created.relayToken);
+  const closure = randomBytes(16 * 1024);
+  relay.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', async (request) => {
+    await sendServiceDatabaseClosure(relay, {
+      backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId, descriptor: descriptorOf(closure),
+    }, chunked(closure));
+    return { snapshots: [{ type: 'database', snapshotId: `snap-${request.backupId}`, resourceName: 'db', databaseName: 'app', createdAt: Date.now(), sizeBytes: closure.byteLength }] };
+  });
+  relay.addHandler<IReq_Cloudly_Relay_RestoreClusterService>('restoreClusterService', async (request) => {
+    restoresAsked.push(request.backupId);
+    return { restored: request.snapshots };
+  });
+  await t.admin.call('createServiceBackup', { clusterId, nodeId: 'node-1', serviceId: service.id, backupId: 'backup-1' });
+  await waitFor(async () => (await t.admin.call('getServiceBackups', { serviceId: service.id }))
+    .backups.some((backup) => backup.backupId === 'backup-1' && (backup as { state?: string }).state === 'completed'), 'backup-1 completed', 15_000);
+  await t.admin.call('createUser', { username: viewerUsername, password: viewerPassword, role: 'user' });
+  if (skip) {
+    return;
+  }
+  browser = await launchBrowser();
+  page = browser.page;
+  page.on('request', (requestArg) => {
+    const body = requestArg.postData();
+    if (requestArg.url().endsWith('/typedrequest') && body) {
+      methodsSent.push(String((JSON.parse(body) as { method?: unknown }).method));
+    }
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  await t?.stop();
+});
+
+/** The change buttons of a page: whether each is disabled, and the reason it carries. */
+const changeButtons = async (selectorsArg: string[]) => {
+  const states: Record<string, { disabled: boolean; title: string | null }> = {};
+  for (const selector of selectorsArg) {
+    const button = page.locator(selector).first();
+    await button.waitFor();
+    states[selector] = { disabled: await button.isDisabled(), title: await button.getAttribute('title') };
+  }
+  return states;
+};
+
+const fleetActions = ['[data-action=new-cluster]'];
+const clusterActions = ['[data-action=new-service]', '[data-action=new-node]', '[data-action=remove-node]', '[data-action=rotate-relay-token]'];
+const serviceActions = ['[data-action=edit-service]', '[data-action=delete-service]', 'tr[data-backup-id=backup-1] [data-action=restore-backup]',
+  'tr[data-backup-id=backup-1] [data-action=isolated-restore]', '[data-action=start-backup]'];
+
+const visitEach = async (checkArg: (statesArg: Record<string, { disabled: boolean; title: string | null }>) => void) => {
+  await page.goto(`${t.baseUrl}/dashboard/#/fleet`);
+  checkArg(await changeButtons(fleetActions));
+  await page.goto(`${t.baseUrl}/dashboard/#/cluster/${clusterId}`);
+  checkArg(await changeButtons(clusterActions));
+  await page.goto(`${t.baseUrl}/dashboard/#/service/${service.id}`);
+  await page.locator('tr[data-backup-id=backup-1]').waitFor();
+  checkArg(await changeButtons(serviceActions));
+};
+
+test('an administrator finds every change button enabled', { skip }, async () => {
+  await login(testAdminUsername, testAdminPassword);
+  await visitEach((statesArg) => {
+    for (const [selector, state] of Object.entries(statesArg)) {
+      assert.equal(state.disabled, false, `${selector} is enabled for an administrator`);
+      assert.equal(state.title, null, `${selector} carries no read-only reason`);
+    }
+  });
+});
+
+test('a read-only account finds every change button disabled with the reason, and sends no dry run', { skip }, async () => {
+  await login(viewerUsername, viewerPassword);
+  assert.match(await page.locator('[data-read-only]').textContent() ?? '', /read-only account: actions are disabled/);
+  methodsSent.length = 0;
+  await visitEach((statesArg) => {
+    for (const [selector, state] of Object.entries(statesArg)) {
+      assert.equal(state.disabled, true, `${selector} is disabled for a read-only account`);
+      assert.match(state.title ?? '', /read-only \(role user\): only an administrator can change things/, `${selector} says why`);
+    }
+  });
+  // A disabled button cannot be clicked into a dialog: nothing asks Cloudly for a dry run.
+  await page.locator('[data-action=edit-service]').click({ force: true });
+  assert.equal(await page.locator('dialog.action-dialog').count(), 0);
+  assert.equal(await page.locator('[data-action=edit-service]').getAttribute('aria-describedby'), 'read-only-note');
+  assert.ok(methodsSent.length > 0, 'the pages were read');
+  assert.ok(methodsSent.every((methodArg) => methodArg.startsWith('get')), `only reads were sent: ${methodsSent.join(', ')}`);
+});
