@@ -5,6 +5,7 @@ import type { Page } from 'playwright-core';
 import { startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { chromiumAvailable, chromiumPath, launchBrowser, type IBrowser } from './helpers/browser.js';
 import { chunked, descriptorOf } from './backup.fixture.js';
+import { connectElectedRelay, relayOrigin } from './ingress.fixture.js';
 import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IService } from '../ts/interfaces/data/service.js';
@@ -55,7 +56,8 @@ before(async () => {
       volumes: [],
     },
   })).service;
-  relay = await t.connectRelay(created.relayToken);
+  relay = await connectElectedRelay(t, clusterId, created.relayToken);
+  await relay.fire('registerClusterRelay', { registration: { origin: relayOrigin, version: '1.0.0', protocol: 'cluster-relay/1' } });
   const closure = randomBytes(16 * 1024);
   relay.addHandler<IReq_Cloudly_Relay_BackupClusterService>('backupClusterService', async (request) => {
     await sendServiceDatabaseClosure(relay, {
@@ -141,4 +143,51 @@ test('a read-only account finds every change button disabled with the reason, an
   assert.equal(await page.locator('[data-action=edit-service]').getAttribute('aria-describedby'), 'read-only-note');
   assert.ok(methodsSent.length > 0, 'the pages were read');
   assert.ok(methodsSent.every((methodArg) => methodArg.startsWith('get')), `only reads were sent: ${methodsSent.join(', ')}`);
+});
+
+// ---- stale marking (last: the restart closes the test relay) ----
+
+/** The page's own function, as the functions passed to `evaluate` see it (this file compiles without the DOM's types). */
+declare const getComputedStyle: (elementArg: unknown) => { backgroundColor: string };
+
+/** The computed background of an element, to tell a green badge from a grey one. */
+const backgroundOf = async (selectorArg: string): Promise<string> =>
+  page.locator(selectorArg).first().evaluate((elementArg) => getComputedStyle(elementArg).backgroundColor);
+
+/** The stylesheet's green badge (--good-bg, #dcfce7). */
+const green = 'rgb(220, 252, 231)';
+
+test('while Cloudly is down the page is marked stale with no green badge; after it is back and read again the marking is gone', { skip }, async () => {
+  await login(testAdminUsername, testAdminPassword);
+  await page.goto(`${t.baseUrl}/dashboard/#/cluster/${clusterId}`);
+  const cluster = page.locator('cloudly-cluster-page');
+  await page.locator('[data-relay-state=connected]').waitFor();
+  assert.equal(await backgroundOf('[data-relay-state=connected]'), green, 'a connected relay is green while current');
+  assert.equal(await cluster.getAttribute('data-stale'), null);
+  assert.equal(await page.locator('[data-stale-banner]').count(), 0);
+  await t.restart({
+    samePort: true,
+    whileStopped: async () => {
+      await page.locator('[data-stale-banner]').waitFor({ timeout: 30_000 });
+      assert.match(await page.locator('[data-stale-banner]').textContent() ?? '', /connection to Cloudly was lost.*may no longer be so/s);
+      await page.locator('cloudly-cluster-page[data-stale].stale').waitFor();
+      // The last data is still shown, but no longer green.
+      assert.equal(await page.locator('[data-relay-state=connected]').count(), 1, 'the last data stays on the page');
+      assert.notEqual(await backgroundOf('[data-relay-state=connected]'), green, 'a stale "connected" is not green');
+      assert.notEqual(await backgroundOf('[data-connection]'), green, 'the connection badge is not green');
+      // "Read again" while Cloudly is down keeps the marking: nothing was read.
+      await page.locator('[data-action=read-again]').click();
+      await page.locator('[data-page=cluster] .refusal[data-code=transport]').waitFor({ timeout: 15_000 });
+      assert.equal(await cluster.getAttribute('data-stale'), '');
+      assert.equal(await page.locator('[data-stale-banner]').count(), 1);
+    },
+  });
+  // Back on the same port: the socket reconnects, the page reads again, the marking goes. The
+  // relay closed with the old server, so the page read again shows it missing.
+  await page.locator('[data-stale-banner]').waitFor({ state: 'detached', timeout: 30_000 });
+  assert.equal(await cluster.getAttribute('data-stale'), null);
+  await page.locator('[data-relay-state=missing]').waitFor();
+  await page.locator('[data-connection=live]').waitFor();
+  assert.equal(await backgroundOf('[data-connection]'), green, 'live again, and current');
+  assert.match(await page.locator('[data-notice]').textContent() ?? '', /Reconnected/);
 });

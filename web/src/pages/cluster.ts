@@ -104,8 +104,8 @@ export class CloudlyClusterPage extends LivePage {
     }
   }
 
-  protected onResync(): void {
-    void this.load();
+  protected onResync(): Promise<void> {
+    return this.load();
   }
 
   // ---- actions ----

@@ -262,8 +262,8 @@ export class CloudlyFleetPage extends LivePage {
     }
   }
 
-  protected onResync(): void {
-    void this.load();
+  protected onResync(): Promise<void> {
+    return this.load();
   }
 
   private onPage(eventArg: CustomEvent<{ cursor: string | undefined }>): void {

@@ -68,8 +68,8 @@ export class CloudlyNetworkPage extends LivePage {
     }
   }
 
-  protected onResync(): void {
-    void this.load();
+  protected onResync(): Promise<void> {
+    return this.load();
   }
 
   private openEditor(): void {

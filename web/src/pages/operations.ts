@@ -110,8 +110,8 @@ export class CloudlyOperationsPage extends LivePage {
     }
   }
 
-  protected onResync(): void {
-    void this.load();
+  protected onResync(): Promise<void> {
+    return this.load();
   }
 
   private cancel(operationArg: IOperation): void {

@@ -327,8 +327,8 @@ export class CloudlyServicePage extends LivePage {
     }
   }
 
-  protected onResync(): void {
-    void this.load();
+  protected onResync(): Promise<void> {
+    return this.load();
   }
 
   // ---- actions ----

@@ -79,8 +79,8 @@ export class CloudlyUsersPage extends LivePage {
     }
   }
 
-  protected onResync(): void {
-    void this.load();
+  protected onResync(): Promise<void> {
+    return this.load();
   }
 
   /** One account change through its dry run; every change names the generation read. */
