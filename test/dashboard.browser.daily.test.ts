@@ -394,7 +394,11 @@ test('an administrator manages accounts and roles; a read-only account sees no U
 test('a backup is restored from the service page after its dry run, its operation followed to completion', { skip }, async () => {
   await page.goto(`${t.baseUrl}/dashboard/#/service/${service.id}`);
   await page.locator('tr[data-backup-id=backup-b] [data-action=restore-backup]').click();
-  await confirmAfterDryRun(async () => assert.deepEqual(restoresAsked, [], 'the dry run asked the relay for nothing'));
+  await confirmAfterDryRun(async () => {
+    assert.deepEqual(restoresAsked, [], 'the dry run asked the relay for nothing');
+    // A restore over the service's data is confirmed by typing its name.
+    await page.locator('dialog.action-dialog #type-to-confirm').fill(service.name);
+  });
   assert.match(await page.locator('dialog.action-dialog .action-done').textContent() ?? '', /Restore completed: 1 snapshot\(s\) restored/);
   assert.deepEqual(restoresAsked, ['backup-b']);
   await closeDialog();

@@ -112,6 +112,11 @@ export interface IActionOptions<TAnswer> {
   result?: (answerArg: TAnswer) => TemplateResult;
   confirmLabel?: string;
   onDone?: (answerArg: TAnswer) => void;
+  /**
+   * A change that cannot be taken back (a restore over the service's data): the operator types
+   * this name before Confirm is enabled, so the change is never one click away.
+   */
+  typeToConfirm?: { name: string; what: string };
 }
 
 type TActionPhase = 'dry-run' | 'confirm' | 'running' | 'done' | 'refused';
@@ -127,6 +132,7 @@ export class CloudlyActionDialog extends LightElement {
     error: { state: true },
     progress: { state: true },
     progressLabel: { state: true },
+    typed: { state: true },
   };
 
   declare phase: TActionPhase;
@@ -134,6 +140,7 @@ export class CloudlyActionDialog extends LightElement {
   declare error: unknown;
   declare progress: number | null;
   declare progressLabel: string;
+  declare typed: string;
   public options!: IActionOptions<any>;
 
   constructor() {
@@ -141,6 +148,7 @@ export class CloudlyActionDialog extends LightElement {
     this.phase = 'dry-run';
     this.progress = null;
     this.progressLabel = '';
+    this.typed = '';
   }
 
   public static open<TAnswer>(optionsArg: IActionOptions<TAnswer>): CloudlyActionDialog {
@@ -201,16 +209,25 @@ export class CloudlyActionDialog extends LightElement {
     switch (this.phase) {
       case 'dry-run':
         return html`<p class="working" role="status">Asking Cloudly for a dry run…</p>`;
-      case 'confirm':
+      case 'confirm': {
+        const typeToConfirm = this.options.typeToConfirm;
+        const matches = !typeToConfirm || this.typed === typeToConfirm.name;
         return html`<section class="dry-run" aria-label="Dry-run answer">
             <h3>Dry run: what Cloudly would do</h3>
             ${this.options.describe ? this.options.describe(this.answer) : nothing}
             <details><summary>Dry-run answer</summary><pre class="json">${asJson(this.answer)}</pre></details>
           </section>
+          ${typeToConfirm ? html`<div class="type-to-confirm" data-type-to-confirm>
+            <label for="type-to-confirm">This replaces ${typeToConfirm.what} and cannot be undone. Type <strong><code>${typeToConfirm.name}</code></strong> to confirm.</label>
+            <input id="type-to-confirm" name="type-to-confirm" autocomplete="off" spellcheck="false" data-autofocus
+              .value=${this.typed} @input=${(eventArg: Event) => { this.typed = (eventArg.target as HTMLInputElement).value; }}>
+            ${!matches && this.typed !== '' ? html`<p class="hint" data-type-to-confirm-mismatch>That is not <code>${typeToConfirm.name}</code>.</p>` : nothing}
+          </div>` : nothing}
           <div class="dialog-buttons">
-            <button type="button" class="primary" data-autofocus data-action="confirm" @click=${() => void this.confirm()}>${this.options.confirmLabel ?? 'Confirm'}</button>
+            <button type="button" class="primary" ?data-autofocus=${!typeToConfirm} data-action="confirm" ?disabled=${!matches} @click=${() => void this.confirm()}>${this.options.confirmLabel ?? 'Confirm'}</button>
             <button type="button" data-action="cancel" @click=${() => this.close()}>Cancel</button>
           </div>`;
+      }
       case 'running':
         return html`<div role="status" class="working">
             <label>${this.progressLabel || 'Working…'}

@@ -429,6 +429,8 @@ export class CloudlyServicePage extends LivePage {
       },
       result: (answerArg) => html`<p>Restore ${answerArg.operation?.state ?? 'done'}${answerArg.operation?.result?.restored ? `: ${answerArg.operation.result.restored.length} snapshot(s) restored` : ''}.</p>`,
       confirmLabel: 'Restore',
+      // A restore overwrites the service's data on the node: never one click away.
+      typeToConfirm: { name: this.service?.name ?? backupArg.serviceId, what: `the data of ${this.service?.name ?? backupArg.serviceId} on node ${backupArg.nodeId}` },
       onDone: () => void this.loadOperations(),
     });
   }
