@@ -2,6 +2,25 @@ import { LitElement, html, nothing, type TemplateResult, type PropertyValues } f
 import { ApiError, api } from './api.js';
 import { DraftRefused } from './drafts.js';
 import { asJson } from './format.js';
+import { describeFieldValue, fieldDiff } from './diff.js';
+
+/**
+ * What a change does, field by field (old → new), as every review shows it; `nothing changes`
+ * when the two are equal.
+ */
+export const diffView = (beforeArg: unknown, afterArg: unknown): TemplateResult => {
+  const changes = fieldDiff(beforeArg, afterArg);
+  if (changes.length === 0) {
+    return html`<p class="diff-none" data-diff="none">Nothing changes.</p>`;
+  }
+  return html`<table class="data diff" data-diff aria-label="What changes">
+    <thead><tr><th scope="col">Field</th><th scope="col">Now</th><th scope="col"></th><th scope="col">After</th></tr></thead>
+    <tbody>${changes.map((change) => html`<tr data-diff-path=${change.path}>
+      <th scope="row"><code>${change.path}</code></th>
+      <td class="diff-before"><code>${describeFieldValue(change.before)}</code></td><td aria-hidden="true">→</td>
+      <td class="diff-after"><code>${describeFieldValue(change.after)}</code></td></tr>`)}</tbody>
+  </table>`;
+};
 
 /**
  * Components render into the light DOM, so the one stylesheet (app.css, `style-src 'self'`) styles
@@ -106,6 +125,8 @@ export interface IActionOptions<TAnswer> {
   dryRun: () => Promise<TAnswer>;
   /** The dry-run answer in words. */
   describe?: (answerArg: TAnswer) => TemplateResult;
+  /** What changes, field by field: the value read now and the one the request would store (`before` undefined: a new one). */
+  change?: (answerArg: TAnswer) => { before: unknown; after: unknown };
   /** The real request; may report progress (0..1, or null for "working"). */
   run: (progressArg: (fractionArg: number | null, labelArg?: string) => void) => Promise<TAnswer>;
   /** The real answer shown after success. */
@@ -215,6 +236,7 @@ export class CloudlyActionDialog extends LightElement {
         return html`<section class="dry-run" aria-label="Dry-run answer">
             <h3>Dry run: what Cloudly would do</h3>
             ${this.options.describe ? this.options.describe(this.answer) : nothing}
+            ${this.options.change ? (() => { const change = this.options.change(this.answer); return html`<h4>What changes</h4>${diffView(change.before, change.after)}`; })() : nothing}
             <details><summary>Dry-run answer</summary><pre class="json">${asJson(this.answer)}</pre></details>
           </section>
           ${typeToConfirm ? html`<div class="type-to-confirm" data-type-to-confirm>

@@ -15,7 +15,7 @@ import { CloudlyActionDialog, coalesce, copyText, localPager, pageSlice, refusal
 import { relayStateOf, relayStateText } from './fleet.js';
 import { isClusterNodeId, isClusterNodeName, maximumClusterNodeNameLength } from '../../../ts/interfaces/data/clusternode.js';
 import type { IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
-import { describeDryRun, formReasonsView } from '../forms.js';
+import { describeDryRun, formReasonsView, refusalWarningView, type IServiceFormSubmission } from '../forms.js';
 import { countNodeSources, describeRelayKind } from '../decide.js';
 
 const pageSize = 25;
@@ -231,15 +231,30 @@ export class CloudlyClusterPage extends LivePage {
     });
   }
 
-  private createService(specArg: IServiceWritableSpec): void {
+  /**
+   * Creates the service, then sets each volume initialization the form stated (`createService`
+   * takes none: `setServiceVolumeInitialization` is its only write), expecting none stored yet.
+   */
+  private createService({ spec: specArg, initializations }: IServiceFormSubmission): void {
     CloudlyActionDialog.open({
       title: `Create service ${specArg.name}`,
       intro: html`<p>Image <code>${specArg.runtime.image}</code>, ${specArg.runtime.replicas} replica(s) on
-        ${specArg.runtime.placement.nodeIds.length ? specArg.runtime.placement.nodeIds.join(', ') : 'any node'}.</p>`,
+        ${specArg.runtime.placement.nodeIds.length ? specArg.runtime.placement.nodeIds.join(', ') : 'any node'}.</p>
+        ${initializations.length ? html`<p>Then the initialization of ${initializations.map((planned, index) => html`${index ? ', ' : ''}<code>${planned.mountPath}</code>`)} is set.</p>` : nothing}`,
       dryRun: () => api.call('createService', { service: specArg, dryRun: true }),
       describe: (answerArg) => html`<p>Cloudly would store service <strong>${answerArg.service?.name ?? specArg.name}</strong>
-        ${answerArg.service ? html`at spec revision ${answerArg.service.specRevision}` : nothing}.</p>`,
-      run: () => api.call('createService', { service: specArg }),
+        ${answerArg.service ? html`at spec revision ${answerArg.service.specRevision}` : nothing}.</p>
+        ${refusalWarningView(answerArg.service, initializations)}`,
+      change: () => ({ before: undefined, after: { ...specArg, volumes: specArg.volumes.map((volume) => ({ ...volume, initialization: initializations.find((planned) => planned.mountPath === volume.mountPath)?.initialization })) } }),
+      run: async (progressArg) => {
+        progressArg(null, 'Creating the service…');
+        let answer = await api.call('createService', { service: specArg });
+        for (const planned of initializations) {
+          progressArg(null, `Setting the initialization of ${planned.mountPath}…`);
+          answer = await api.call('setServiceVolumeInitialization', { serviceId: answer.service.id, mountPath: planned.mountPath, expected: null, initialization: planned.initialization });
+        }
+        return answer;
+      },
       result: (answerArg) => html`<p>Service <a href=${`#/service/${encodeURIComponent(answerArg.service?.id ?? '')}`} data-created-service=${answerArg.service?.id ?? ''}>${answerArg.service?.name}</a> created.</p>`,
       confirmLabel: 'Create service',
       onDone: () => {
@@ -492,7 +507,7 @@ export class CloudlyClusterPage extends LivePage {
       ${localPager('services', overviewArg.services.length, this.servicePage, pageSize, (pageArg) => { this.servicePage = pageArg; })}
       ${this.newService
         ? html`<cloudly-service-form mode="create" cluster-id=${this.clusterId} .nodeIds=${overviewArg.nodes.map((node) => node.id)}
-            @spec=${(event: CustomEvent<IServiceWritableSpec>) => this.createService(event.detail)} @cancel=${() => { this.newService = false; }}></cloudly-service-form>`
+            @spec=${(event: CustomEvent<IServiceFormSubmission>) => this.createService(event.detail)} @cancel=${() => { this.newService = false; }}></cloudly-service-form>`
         : html`<button type="button" data-action="new-service" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.newService = true; }}>New service…</button>`}
     </section>`;
   }

@@ -90,6 +90,7 @@ export class CloudlyNetworkPage extends LivePage {
       intro: html`<p>${this.plan ? `Replaces revision ${this.plan.revision}.` : 'The first plan of this authority.'} Cloudly refuses a plan that takes away an address still leased.</p>`,
       dryRun: () => api.call('setRuntimeNetworkAddressPlan', { ...request, dryRun: true }),
       describe: (answerArg) => html`<p>Cloudly would admit revision <strong>${answerArg.plan?.revision ?? revision}</strong>${answerArg.replayed ? ' (the same plan as stored)' : ''}.</p>`,
+      change: () => ({ before: this.plan ?? undefined, after: request.plan }),
       run: () => api.call('setRuntimeNetworkAddressPlan', request),
       result: (answerArg) => html`<p>Revision ${answerArg.plan?.revision} stored.</p>`,
       confirmLabel: 'Write plan',

@@ -5,7 +5,7 @@ import type { IServiceVolume, TServiceVolumeInitialization } from '../../../ts/i
 import type { IServiceRuntimeStatus } from '../../../ts/interfaces/data/serviceruntimestatus.js';
 import type { IServiceObservedPlacement } from '../../../ts/interfaces/data/desiredstate.js';
 import { platformBindingCapabilities, validatePlatformBindingUpsert, type IPlatformBinding, type IPlatformBindingUpsert, type TPlatformBindingCapability } from '../../../ts/interfaces/data/platformbinding.js';
-import { describeDryRun, formReasonsView } from '../forms.js';
+import { describeDryRun, formReasonsView, refusalWarningView, type IServiceFormSubmission } from '../forms.js';
 import { choiceOf, isolatedRestoreRequestOfDraft } from '../drafts.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../../../ts/interfaces/data/runtimelocalstorageclaim.js';
 import type { IClusterNode } from '../../../ts/interfaces/data/clusternode.js';
@@ -360,6 +360,7 @@ export class CloudlyServicePage extends LivePage {
         const volume = answerArg.service?.volumes.find((candidate) => candidate.mountPath === volumeArg.mountPath);
         return html`<p>The volume would read: <strong>${describeInitialization(volume?.initialization)}</strong> (service generation ${answerArg.service?.generation}).</p>`;
       },
+      change: () => ({ before: { initialization: volumeArg.initialization }, after: { initialization: initialization ?? undefined } }),
       run: () => api.call('setServiceVolumeInitialization', request),
       confirmLabel: 'Set initialization',
       onDone: () => {
@@ -378,7 +379,9 @@ export class CloudlyServicePage extends LivePage {
       intro: html`<p>Replaces the spec read at generation ${service.generation}; a change by someone else since then is refused.</p>`,
       dryRun: () => api.call('updateService', { ...request, dryRun: true }),
       describe: (answerArg) => html`<p>The service would move to spec revision <strong>${answerArg.service?.specRevision ?? '—'}</strong>
-        (now ${service.specRevision}${answerArg.service?.specRevision === service.specRevision ? ': the runtime is unchanged' : ''}).</p>`,
+        (now ${service.specRevision}${answerArg.service?.specRevision === service.specRevision ? ': the runtime is unchanged' : ''}).</p>
+        ${refusalWarningView(answerArg.service)}`,
+      change: () => ({ before: writableSpecOf(service), after: specArg }),
       run: () => api.call('updateService', request),
       result: (answerArg) => html`<p>Stored at generation ${answerArg.service?.generation}, spec revision ${answerArg.service?.specRevision}.</p>`,
       confirmLabel: 'Save changes',
@@ -490,6 +493,11 @@ export class CloudlyServicePage extends LivePage {
       intro: html`<p>${platformBinding.enabled ? 'Enabled' : 'Disabled'}, on ${platformBinding.nodeId ? html`node <strong>${platformBinding.nodeId}</strong>` : 'no node yet'}.</p>`,
       dryRun: () => api.call('upsertPlatformBinding', { ...request, dryRun: true }),
       describe: (answerArg) => html`<p>Cloudly would store binding <code>${answerArg.platformBinding?.id ?? '—'}</code> (generation ${answerArg.platformBinding?.generation ?? '—'}).</p>`,
+      change: () => {
+        const stored = request.expectedGeneration === null ? undefined
+          : this.bindings?.find((binding) => binding.capability === platformBinding.capability && binding.generation === request.expectedGeneration);
+        return { before: stored ? { serviceId: stored.serviceId, capability: stored.capability, enabled: stored.enabled, nodeId: stored.nodeId ?? null } : undefined, after: platformBinding };
+      },
       run: () => api.call('upsertPlatformBinding', request),
       result: (answerArg) => html`<p>Binding <code>${answerArg.platformBinding?.id}</code> stored.</p>`,
       confirmLabel: 'Save binding',
@@ -596,7 +604,7 @@ export class CloudlyServicePage extends LivePage {
       ${this.editingSpec
         ? html`<cloudly-service-form mode="edit" cluster-id=${serviceArg.clusterId} .nodeIds=${this.nodes.map((node) => node.id)}
             .initial=${this.editingSpec.fields}
-            @spec=${(event: CustomEvent<IServiceWritableSpec>) => this.updateService(event.detail)} @cancel=${() => { this.editingSpec = null; }}></cloudly-service-form>`
+            @spec=${(event: CustomEvent<IServiceFormSubmission>) => this.updateService(event.detail.spec)} @cancel=${() => { this.editingSpec = null; }}></cloudly-service-form>`
         : html`<div class="dialog-buttons">
             <button type="button" data-action="edit-service" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.editingSpec = { base: serviceArg, fields: serviceFormOfSpec(writableSpecOf(serviceArg)) }; }}>Edit service…</button>
             <button type="button" class="danger" data-action="delete-service" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.deleteService()}>Delete service…</button>
