@@ -323,8 +323,8 @@ export const markFirstRender = (pageArg: string): void => {
 export const mayChange = (): boolean => api.identity?.role === 'admin';
 
 /** The reason a change button is disabled, in words (the top bar's note says it too). */
-export const readOnlyReason = 'Your account is read-only (role user): only an administrator can change things.';
+export const readOnlySentence = 'Your account is read-only (role user): only an administrator can change things.';
 
 /** A change button's `?disabled` plus its title and description when the account may not change. */
-export const changeTitle = (): string | typeof nothing => (mayChange() ? nothing : readOnlyReason);
+export const changeTitle = (): string | typeof nothing => (mayChange() ? nothing : readOnlySentence);
 export const changeDescribedBy = (): string | typeof nothing => (mayChange() ? nothing : 'read-only-note');
