@@ -255,6 +255,60 @@ test('an edit\'s review shows what changes field by field (image :1 → :2), not
   await dialog.waitFor({ state: 'detached' });
 });
 
+// ---- smaller truths ----
+
+test('the node summary and the node rows say the same: an administrator\'s node the relay reported counts as reported', { skip }, async () => {
+  await page.goto(`${t.baseUrl}/dashboard/#/fleet`);
+  await page.goto(`${t.baseUrl}/dashboard/#/cluster/${clusterId}`);
+  await page.locator('tr[data-node-id=node-1] [data-node-reported=no]').waitFor();
+  assert.equal(await page.locator('[data-node-reports]').textContent(), '0 reported by the relay, 1 with no report yet');
+  await relay.fire('reportClusterNode', { report: { nodeId: 'node-1', hostAddresses: ['10.60.0.1'] } });
+  await page.locator('tr[data-node-id=node-1] [data-node-reported=yes]').waitFor();
+  await waitFor(async () => await page.locator('[data-node-reports]').textContent() === '1 reported by the relay, 0 with no report yet', 'the summary counts the report');
+  assert.match(await page.locator('tr[data-node-id=node-1]').textContent() ?? '', /administrator/, 'still known from the administrator');
+});
+
+test('the relay-token dialog says how to start a relay with the token, and links the relay protocol Cloudly serves', { skip }, async () => {
+  await page.goto(`${t.baseUrl}/dashboard/#/fleet`);
+  await page.locator('[data-action=new-cluster]').click();
+  await page.locator('#new-cluster-name').fill('with-token');
+  await page.locator('[data-action=create-cluster]').click();
+  const dialog = page.locator('dialog.action-dialog');
+  await dialog.locator('[data-action=confirm]').click();
+  await page.locator('dialog.action-dialog[data-phase=done]').waitFor({ timeout: 15_000 });
+  const token = await dialog.locator('#one-time-secret-value').inputValue();
+  assert.ok(token.length > 20);
+  assert.equal(await dialog.locator('[data-relay-command]').textContent(), `npx cloudly-sim --url ${t.baseUrl} --relay-token ${token}`);
+  const href = await dialog.locator('[data-relay-protocol-link]').evaluate((linkArg) => (linkArg as unknown as { href: string }).href);
+  assert.equal(href, `${t.baseUrl}/dashboard/relay-protocol.md`);
+  const served = await fetch(href);
+  assert.equal(served.status, 200);
+  assert.match(served.headers.get('content-type') ?? '', /^text\/markdown/);
+  assert.match(await served.text(), /relay/i);
+  await dialog.locator('[data-action=close]').click();
+  await dialog.waitFor({ state: 'detached' });
+});
+
+test('a route that is not ready says, with names, what it waits for and what fixes it', { skip }, async () => {
+  await t.admin.call('createService', {
+    service: {
+      name: 'shop', organizationId: 'org-1', clusterId,
+      runtime: { image: 'registry.example.com/app/shop:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } },
+      ports: [{ name: 'http', port: 8080, protocol: 'tcp' }], routes: [{ hostname: 'shop.example.com', targetPort: 'http' }], volumes: [],
+    },
+  });
+  await page.goto(`${t.baseUrl}/dashboard/#/fleet`);
+  await page.goto(`${t.baseUrl}/dashboard/#/cluster/${clusterId}`);
+  const row = page.locator('tr[data-route="shop.example.com"][data-route-cause=no-ingress-designation]');
+  await row.waitFor();
+  const text = await row.textContent() ?? '';
+  assert.match(text, /shop/);
+  assert.match(text, /No service is designated as this cluster's ingress/);
+  assert.match(await row.locator('[data-route-fix]').textContent() ?? '', /To fix: Designate an ingress service above \(Designate ingress…\)/);
+  assert.doesNotMatch(text, /svc-|projection|grant/, 'no ids and no internal words');
+  assert.match(await page.locator('#routes-title').textContent() ?? '', /Routes: 0 of 1 ready, 1 waiting/);
+});
+
 // ---- stale marking (last: the restart closes the test relay) ----
 
 /** The page's own function, as the functions passed to `evaluate` see it (this file compiles without the DOM's types). */

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  countNodeSources,
+  countNodeReports,
   decideBackupNodeChoices,
   describeRelayKind,
   describeRunAs,
@@ -15,8 +15,10 @@ import {
   type IServiceFormFields,
   volumeInitializationsOfForm,
   volumeRefusalsOf,
+  describeUnresolvedRoute,
 } from '../web/src/decide.js';
 import { validateServiceWritableSpec, type IService } from '../ts/interfaces/data/service.js';
+import { clusterUnresolvedRouteCauses } from '../ts/interfaces/data/desiredstate.js';
 import { validateClusterName } from '../ts/interfaces/data/cluster.js';
 import { validateNewAccount } from '../ts/interfaces/requests/account.js';
 import type { IServiceBackupRecord } from '../ts/interfaces/requests/backup.js';
@@ -124,7 +126,9 @@ test('a relay is told apart from the simulator by its registered version', () =>
   assert.equal(describeRelayKind('cloudly-sim/1'), 'simulated');
   assert.equal(describeRelayKind('1.0.0'), 'cluster');
   assert.equal(describeRelayKind(null), 'unknown');
-  assert.deepEqual(countNodeSources([{ source: 'relay-report' }, { source: 'admin' }, { source: 'relay-report' }]), { reported: 2, added: 1 });
+  // One source of truth with the node rows' "Last report": an administrator's node the relay reported counts as reported.
+  assert.deepEqual(countNodeReports([{ reportedAt: 5 }, {}, { reportedAt: 7 }]), { reported: 2, unreported: 1 });
+  assert.deepEqual(countNodeReports([{ source: 'admin', reportedAt: 5 } as { reportedAt?: number }]), { reported: 1, unreported: 0 });
 });
 
 test('the form\'s volume initialization lines: run-as, explicit and import, each judged by the contract', () => {
@@ -156,4 +160,16 @@ test('the volume refusals a service would get: none stated, owner from a missing
   assert.deepEqual(volumeRefusalsOf({ runtime: runtime({ user: 1, group: 1 }), volumes }).map((refusal) => refusal.reason), ['volume-initialization-unknown']);
   const planned = [{ mountPath: '/data', initialization: { kind: 'import' as const, source: { kind: 'docker-volume' as const, volumeName: 'v' } } }];
   assert.deepEqual(volumeRefusalsOf({ runtime: runtime({ user: 1, group: 1 }), volumes }, planned), []);
+});
+
+test('a route that is not ready is worded for every cause Cloudly names, with the names given and a fix', () => {
+  for (const cause of clusterUnresolvedRouteCauses) {
+    const words = describeUnresolvedRoute({ cause, port: 8080 }, { service: 'shop', ingress: 'edge' });
+    assert.ok(words.problem.length > 0 && words.fix.length > 0, cause);
+    assert.doesNotMatch(`${words.problem} ${words.fix}`, /svc-|undefined|ingress service the ingress/, cause);
+  }
+  assert.match(describeUnresolvedRoute({ cause: 'ingress-grant-missing', port: 8080 }, { service: 'shop', ingress: 'edge' }).problem, /edge reach shop on port 8080/);
+  assert.match(describeUnresolvedRoute({ cause: 'service-without-lease', port: 8080 }, { service: 'shop', ingress: null }).fix, /address plan/);
+  assert.match(describeUnresolvedRoute({ cause: 'ingress-without-lease', port: 8080 }, { service: 'shop', ingress: null }).problem, /^The ingress service has no workload address/);
+  assert.match(describeUnresolvedRoute({ cause: 'ingress-without-lease', port: 8080 }, { service: 'shop', ingress: 'edge' }).problem, /^The ingress service edge has no workload address/);
 });

@@ -3,7 +3,7 @@
  * lane tests them (test/dashboard.decision.test.ts) and the pages stay views.
  */
 import type { IServiceRunAs, IServicePort, IServiceRoute, IServiceRuntimeSpec, IServiceWritableSpec } from '../../ts/interfaces/data/service.js';
-import type { IServiceObservedPlacement } from '../../ts/interfaces/data/desiredstate.js';
+import type { IServiceObservedPlacement, TClusterUnresolvedRouteCause } from '../../ts/interfaces/data/desiredstate.js';
 import type { IServiceBackupRecord } from '../../ts/interfaces/requests/backup.js';
 import { validateServiceVolumeInitialization, type TServiceVolumeInitialization, type TServiceWritableVolume } from '../../ts/interfaces/data/servicevolume.js';
 import { judgeServiceVolumeInitializationUse } from '../../ts/interfaces/data/servicevolumeuse.js';
@@ -310,8 +310,40 @@ export const formatDuration = (msArg: number): string => {
 export const describeRelayKind = (versionArg: string | null | undefined): 'simulated' | 'cluster' | 'unknown' =>
   typeof versionArg !== 'string' ? 'unknown' : /^cloudly-sim\//.test(versionArg) ? 'simulated' : 'cluster';
 
-/** How many of a cluster's nodes its relay reports, and how many only an administrator added. */
-export const countNodeSources = (nodesArg: ReadonlyArray<{ source: string }>): { reported: number; added: number } => ({
-  reported: nodesArg.filter((node) => node.source === 'relay-report').length,
-  added: nodesArg.filter((node) => node.source !== 'relay-report').length,
+/**
+ * How many of a cluster's nodes the relay has reported, and how many it has not yet. Decided by
+ * the node's last report (`reportedAt`), the same fact the node's row shows: a node an
+ * administrator added (`source: 'admin'`) that the relay then reported counts as reported.
+ */
+export const countNodeReports = (nodesArg: ReadonlyArray<{ reportedAt?: number }>): { reported: number; unreported: number } => ({
+  reported: nodesArg.filter((node) => node.reportedAt !== undefined).length,
+  unreported: nodesArg.filter((node) => node.reportedAt === undefined).length,
 });
+
+// ---- routes of the ingress ----
+
+/**
+ * A route that is not ready, in the operator's words: what is missing, named, and what fixes it.
+ * Decided by Cloudly's cause token (`getClusterRouteTableResolution`), never by its sentence.
+ */
+export const describeUnresolvedRoute = (
+  routeArg: { cause: TClusterUnresolvedRouteCause; port: number },
+  namesArg: { service: string; ingress: string | null },
+): { problem: string; fix: string } => {
+  const ingress = namesArg.ingress === null ? 'the ingress service' : `the ingress service ${namesArg.ingress}`;
+  const runs = namesArg.ingress ?? 'the ingress service';
+  switch (routeArg.cause) {
+    case 'no-ingress-designation':
+      return { problem: 'No service is designated as this cluster\'s ingress, so nothing answers for this hostname.', fix: 'Designate an ingress service above (Designate ingress…).' };
+    case 'ingress-without-lease':
+      return { problem: `${ingress.charAt(0).toUpperCase()}${ingress.slice(1)} has no workload address yet.`, fix: 'Write an address plan with a workload pool (Address plan page): Cloudly then leases it an address.' };
+    case 'ingress-lease-unconfirmed':
+      return { problem: `No node has applied the address of ${ingress} yet.`, fix: `Wait for the cluster's relay to report it; if it does not, check that the relay is connected and ${runs} runs.` };
+    case 'service-without-lease':
+      return { problem: `Service ${namesArg.service} has no workload address yet.`, fix: 'Write an address plan with a workload pool (Address plan page): Cloudly then leases it an address.' };
+    case 'service-lease-unconfirmed':
+      return { problem: `No node has applied the address of service ${namesArg.service} yet.`, fix: `Wait for the cluster's relay to report it; if it does not, check that the relay is connected and ${namesArg.service} runs.` };
+    case 'ingress-grant-missing':
+      return { problem: `No node lets ${runs} reach ${namesArg.service} on port ${routeArg.port} yet.`, fix: `Wait for the nodes' next network projection; if it stays so, check that ${namesArg.service} declares port ${routeArg.port}/tcp and the relay is connected.` };
+  }
+};

@@ -67,11 +67,30 @@ export type IClusterRouteTarget = IClusterIngressRouteTarget;
 /** A route of the one route table (see `IClusterIngressResolvedRoute`). */
 export type IClusterResolvedRoute = IClusterIngressResolvedRoute;
 
+/**
+ * Why a route has no target yet, as a token, the first that holds in the order the chain is
+ * built: no ingress designated; the ingress service holds no workload lease; no node confirmed
+ * one of its leases; the routed service holds no lease; no node confirmed one of its leases; no
+ * node's projection grants the ingress that service's port yet.
+ */
+export const clusterUnresolvedRouteCauses = [
+  'no-ingress-designation',
+  'ingress-without-lease',
+  'ingress-lease-unconfirmed',
+  'service-without-lease',
+  'service-lease-unconfirmed',
+  'ingress-grant-missing',
+] as const;
+export type TClusterUnresolvedRouteCause = (typeof clusterUnresolvedRouteCauses)[number];
+
 /** A route left out of the table, with the reason. */
 export interface IClusterUnresolvedRoute {
   hostname: string;
   serviceId: string;
   port: number;
+  /** What is missing, for a program (a page words it from this, with names). */
+  cause: TClusterUnresolvedRouteCause;
+  /** The same in a sentence, with ids. */
   reason: string;
 }
 

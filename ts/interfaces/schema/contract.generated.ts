@@ -1571,6 +1571,9 @@ export const contractSchema: IContractSchemaDocument = {
     "port": {
      "type": "number"
     },
+    "cause": {
+     "$ref": "#/$defs/TClusterUnresolvedRouteCause"
+    },
     "reason": {
      "type": "string"
     }
@@ -1579,6 +1582,7 @@ export const contractSchema: IContractSchemaDocument = {
     "hostname",
     "serviceId",
     "port",
+    "cause",
     "reason"
    ],
    "additionalProperties": false
@@ -4126,6 +4130,17 @@ export const contractSchema: IContractSchemaDocument = {
     "swarm",
     "cutover",
     "pallet"
+   ]
+  },
+  "TClusterUnresolvedRouteCause": {
+   "type": "string",
+   "enum": [
+    "no-ingress-designation",
+    "ingress-without-lease",
+    "ingress-lease-unconfirmed",
+    "service-without-lease",
+    "service-lease-unconfirmed",
+    "ingress-grant-missing"
    ]
   },
   "TCorestoreLegacyResource": {

@@ -1,4 +1,5 @@
 import { html, nothing, type TemplateResult } from 'lit';
+import { relayTokenUsage } from '../secret.js';
 import type { IClusterOverview, IClusterOverviewService } from '../../../ts/interfaces/requests/overview.js';
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import type { IClusterNode } from '../../../ts/interfaces/data/clusternode.js';
@@ -16,7 +17,7 @@ import { relayStateOf, relayStateText } from './fleet.js';
 import { isClusterNodeId, isClusterNodeName, maximumClusterNodeNameLength } from '../../../ts/interfaces/data/clusternode.js';
 import type { IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
 import { describeDryRun, formReasonsView, refusalWarningView, type IServiceFormSubmission } from '../forms.js';
-import { countNodeSources, describeRelayKind } from '../decide.js';
+import { countNodeReports, describeRelayKind, describeUnresolvedRoute } from '../decide.js';
 
 const pageSize = 25;
 
@@ -158,7 +159,8 @@ export class CloudlyClusterPage extends LivePage {
       describe: (answerArg) => html`<p>The relay token would move to generation <strong>${answerArg.cluster?.relayTokenGeneration}</strong>;
         the relay's open sockets keep running until they reconnect with the old token, which is then refused.</p>`,
       run: () => api.call('rotateClusterRelayToken', request),
-      result: (answerArg) => html`<cloudly-one-time-secret .secret=${answerArg.relayToken ?? ''} label="New relay token"></cloudly-one-time-secret>`,
+      result: (answerArg) => html`<cloudly-one-time-secret .secret=${answerArg.relayToken ?? ''} label="New relay token"></cloudly-one-time-secret>
+        ${answerArg.relayToken ? relayTokenUsage(answerArg.relayToken) : nothing}`,
       confirmLabel: 'Rotate token',
       onDone: () => void this.load(),
     });
@@ -330,7 +332,7 @@ export class CloudlyClusterPage extends LivePage {
           ? overviewArg.relay.socketsOpenHere.map((socket) => html`<span class="chip">since ${formatTime(socket.connectedAt)}${socket.elected ? ' · elected' : ''}</span>`)
           : 'none'}</dd></div>
         <div><dt>Relay kind</dt><dd data-relay-kind=${describeRelayKind(registration?.version)}>${{ simulated: 'simulated (cloudly-sim: nothing runs behind it)', cluster: 'a cluster\u2019s relay', unknown: 'not known until it registers' }[describeRelayKind(registration?.version)]}</dd></div>
-        <div><dt>Nodes</dt><dd>${countNodeSources(overviewArg.nodes).reported} reported by the relay, ${countNodeSources(overviewArg.nodes).added} added by an administrator only</dd></div>
+        <div><dt>Nodes</dt><dd data-node-reports>${countNodeReports(overviewArg.nodes).reported} reported by the relay, ${countNodeReports(overviewArg.nodes).unreported} with no report yet</dd></div>
         <div><dt>Relay token generation</dt><dd>${overviewArg.cluster.relayTokenGeneration}</dd></div>
       </dl>
       <button type="button" data-action="rotate-relay-token" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.rotateRelayToken()}>Rotate relay token…</button>
@@ -379,19 +381,26 @@ export class CloudlyClusterPage extends LivePage {
       return html``;
     }
     const nameOf = (serviceIdArg: string) => overviewArg.services.find((entry) => entry.service.id === serviceIdArg)?.service.name ?? serviceIdArg;
+    const ingressId = overviewArg.ingressDesignation?.ingressServiceId ?? null;
     const rows = [
-      ...this.routes.table.routes.map((route) => ({ hostname: route.hostname, serviceId: route.serviceId, port: route.port, ready: true,
-        detail: `ready: ${route.targets.length} target${route.targets.length === 1 ? '' : 's'} (${route.targets.map((target) => `${target.address}:${target.port}`).join(', ')})` })),
-      ...this.routes.unresolved.map((route) => ({ hostname: route.hostname, serviceId: route.serviceId, port: route.port, ready: false, detail: `not ready: ${route.reason}` })),
+      ...this.routes.table.routes.map((route) => ({ hostname: route.hostname, serviceId: route.serviceId, port: route.port, ready: true, cause: '',
+        detail: html`${route.targets.length} target${route.targets.length === 1 ? '' : 's'} (${route.targets.map((target) => `${target.address}:${target.port}`).join(', ')})` })),
+      ...this.routes.unresolved.map((route) => {
+        // An older Cloudly answers the sentence only: it is shown as it came.
+        const words = route.cause ? describeUnresolvedRoute(route, { service: nameOf(route.serviceId), ingress: ingressId ? nameOf(ingressId) : null }) : null;
+        return { hostname: route.hostname, serviceId: route.serviceId, port: route.port, ready: false, cause: route.cause ?? '',
+          detail: words ? html`${words.problem} <span class="route-fix" data-route-fix>To fix: ${words.fix}</span>` : html`${route.reason}` };
+      }),
     ].sort((left, right) => (left.hostname < right.hostname ? -1 : left.hostname > right.hostname ? 1 : 0));
     const ready = this.routes.table.routes.length;
-    return html`<h3 id="routes-title">Routes (${ready} of ${rows.length} ready, desired-state revision ${this.routes.table.revision})</h3>
+    return html`<h3 id="routes-title">Routes: ${ready} of ${rows.length} ready${rows.length > ready ? html`, ${rows.length - ready} waiting (below: what each waits for and what fixes it)` : nothing}
+      <span class="muted">(desired-state revision ${this.routes.table.revision})</span></h3>
       ${rows.length === 0 ? html`<p class="muted">No service declares a route.</p>` : html`
       <table class="data" aria-labelledby="routes-title">
         <thead><tr><th scope="col">Hostname</th><th scope="col">Service</th><th scope="col">Port</th><th scope="col">Readiness</th></tr></thead>
-        <tbody>${rows.map((row) => html`<tr data-route=${row.hostname} data-route-ready=${row.ready ? 'true' : 'false'}>
+        <tbody>${rows.map((row) => html`<tr data-route=${row.hostname} data-route-ready=${row.ready ? 'true' : 'false'} data-route-cause=${row.cause}>
           <th scope="row">${row.hostname}</th><td>${nameOf(row.serviceId)}</td><td>${row.port}</td>
-          <td><span class=${`badge ${row.ready ? 'state-converged' : 'state-waiting'}`}>${row.ready ? 'ready' : 'not ready'}</span> ${row.detail.replace(/^(not )?ready: /, '')}</td>
+          <td><span class=${`badge ${row.ready ? 'state-converged' : 'state-waiting'}`}>${row.ready ? 'ready' : 'not ready'}</span> ${row.detail}</td>
         </tr>`)}</tbody>
       </table>`}`;
   }
@@ -407,7 +416,7 @@ export class CloudlyClusterPage extends LivePage {
           <td>${node.hostAddresses?.length ? node.hostAddresses.join(', ') : html`<span class="muted">not reported</span>`}</td>
           <td>${node.corestore ? html`<code>${node.corestore.endpoint}</code>` : html`<span class="muted">none</span>`}</td>
           <td>${node.source === 'admin' ? 'administrator' : 'relay report'}</td>
-          <td>${formatTime(node.reportedAt)}</td>
+          <td data-node-reported=${node.reportedAt === undefined ? 'no' : 'yes'}>${node.reportedAt === undefined ? 'no report yet' : formatTime(node.reportedAt)}</td>
           <td>${node.corestore ? html`<button type="button" data-action="inventory" @click=${() => void this.openInventory(node)}>Inventory…</button>` : html`<span class="muted">—</span>`}</td>
           <td><button type="button" data-action="remove-node" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} aria-label=${`Remove node ${node.name}`} @click=${() => this.removeNode(node)}>Remove…</button></td>
         </tr>`)}</tbody>

@@ -1,4 +1,5 @@
 import { html, nothing, type TemplateResult } from 'lit';
+import { relayTokenUsage } from '../secret.js';
 import type { ICluster } from '../../../ts/interfaces/data/cluster.js';
 import type { IClusterOverview, IFleetClusterSummary } from '../../../ts/interfaces/requests/overview.js';
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
@@ -127,7 +128,8 @@ export class CloudlyFleetPage extends LivePage {
       describe: (answerArg) => describeDryRun(answerArg),
       run: () => api.call('createCluster', { name }),
       result: (answerArg) => html`<p>Cluster <a href=${`#/cluster/${encodeURIComponent(answerArg.cluster?.id ?? '')}`} data-created-cluster=${answerArg.cluster?.id ?? ''}>${answerArg.cluster?.name}</a> created.</p>
-        <cloudly-one-time-secret .secret=${answerArg.relayToken ?? ''} label="Relay token"></cloudly-one-time-secret>`,
+        <cloudly-one-time-secret .secret=${answerArg.relayToken ?? ''} label="Relay token"></cloudly-one-time-secret>
+        ${answerArg.relayToken ? relayTokenUsage(answerArg.relayToken) : nothing}`,
       confirmLabel: 'Create cluster',
       onDone: () => {
         this.newClusterName = null;
