@@ -6,6 +6,7 @@ import { startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type I
 import { chromiumAvailable, chromiumPath, launchBrowser, type IBrowser } from './helpers/browser.js';
 import { chunked, descriptorOf } from './backup.fixture.js';
 import { connectElectedRelay, relayOrigin } from './ingress.fixture.js';
+import { upstreamExamplePlan } from './runtimenetwork.fixture.js';
 import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IService } from '../ts/interfaces/data/service.js';
@@ -307,6 +308,27 @@ test('a route that is not ready says, with names, what it waits for and what fix
   assert.match(await row.locator('[data-route-fix]').textContent() ?? '', /To fix: Designate an ingress service above \(Designate ingress…\)/);
   assert.doesNotMatch(text, /svc-|projection|grant/, 'no ids and no internal words');
   assert.match(await page.locator('#routes-title').textContent() ?? '', /Routes: 0 of 1 ready, 1 waiting/);
+});
+
+test('"Change the plan…" is a form, and the page shows who holds which address', { skip }, async () => {
+  const plan = { ...upstreamExamplePlan(), hubs: [{ clusterId, address: '192.0.2.1' }] };
+  await t.admin.call('setRuntimeNetworkAddressPlan', { plan });
+  // The cluster's services get their workload leases from the plan's pool.
+  await waitFor(async () => (await t.admin.call('getClusterRouteTableResolution', { clusterId })).leases.some((lease) => lease.serviceId === service.id),
+    'truth-app holds a lease', 30_000);
+  const lease = (await t.admin.call('getClusterRouteTableResolution', { clusterId })).leases.find((entry) => entry.serviceId === service.id)!;
+  await page.goto(`${t.baseUrl}/dashboard/#/network`);
+  const row = page.locator(`[data-addresses] tr[data-address="${lease.address}"]`);
+  await row.waitFor();
+  const text = await row.textContent() ?? '';
+  assert.match(text, /service truth-app, replica 0/);
+  assert.match(text, /node node-1 of cluster truth/);
+  assert.match(await page.locator('[data-addresses] tr[data-address="192.0.2.17"]').first().textContent() ?? '', /platform endpoint corestore/);
+  assert.match(await page.locator('[data-addresses] tr[data-address="192.0.2.1"]').textContent() ?? '', /VPN hub/);
+  await page.locator('[data-action=edit-plan]').click();
+  assert.equal(await page.locator('textarea#plan-json').count(), 0, 'no raw JSON textarea');
+  assert.equal(await page.locator('#plan-pools').inputValue(), 'workloads 192.0.2.128/25');
+  assert.equal(await page.locator('[data-plan-form-revision]').getAttribute('data-plan-form-revision'), '2');
 });
 
 // ---- stale marking (last: the restart closes the test relay) ----

@@ -83,6 +83,19 @@ export const clusterUnresolvedRouteCauses = [
 ] as const;
 export type TClusterUnresolvedRouteCause = (typeof clusterUnresolvedRouteCauses)[number];
 
+/**
+ * A workload address a service's replica holds on a node of the cluster (its lease), and whether
+ * the node confirmed it applied it. Project's own definition, for administrators' views.
+ */
+export interface IClusterAddressLease {
+  serviceId: string;
+  nodeId: string;
+  replica: number;
+  leaseId: string;
+  address: string;
+  confirmed: boolean;
+}
+
 /** A route left out of the table, with the reason. */
 export interface IClusterUnresolvedRoute {
   hostname: string;

@@ -457,6 +457,38 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IClusterAddressLease": {
+   "type": "object",
+   "properties": {
+    "serviceId": {
+     "type": "string"
+    },
+    "nodeId": {
+     "type": "string"
+    },
+    "replica": {
+     "type": "number"
+    },
+    "leaseId": {
+     "type": "string"
+    },
+    "address": {
+     "type": "string"
+    },
+    "confirmed": {
+     "type": "boolean"
+    }
+   },
+   "required": [
+    "serviceId",
+    "nodeId",
+    "replica",
+    "leaseId",
+    "address",
+    "confirmed"
+   ],
+   "additionalProperties": false
+  },
   "IClusterDesiredLease": {
    "type": "object",
    "properties": {
@@ -6368,11 +6400,18 @@ export const contractSchema: IContractSchemaDocument = {
      "items": {
       "$ref": "#/$defs/IClusterUnresolvedRoute"
      }
+    },
+    "leases": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IClusterAddressLease"
+     }
     }
    },
    "required": [
     "table",
-    "unresolved"
+    "unresolved",
+    "leases"
    ],
    "additionalProperties": false
   },
