@@ -181,7 +181,7 @@ test('an ingress is designated through the dry-run confirmation', { skip }, asyn
   await page.locator('[data-ingress=designated]').waitFor();
   assert.match(await page.locator('[data-ingress=designated]').textContent() ?? '', /alpha-ingress[\s\S]*generation 1/);
   // Route readiness comes from getClusterRouteTableResolution: no service here declares a route.
-  await waitForText('#routes-title', /Routes \(0 of 0 ready/);
+  await waitForText('#routes-title', /Routes: 0 of 0 ready/);
 });
 
 test('a designation on a cluster that is not on Pallet is said on the page and never sent', { skip }, async () => {
