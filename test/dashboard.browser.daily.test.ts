@@ -366,7 +366,11 @@ test('an administrator manages accounts and roles; a read-only account sees no U
   await row.waitFor();
   assert.equal(await row.locator('[data-role]').textContent(), 'user');
   await row.locator('[data-action=set-role]').click();
-  await confirmAfterDryRun(async () => undefined);
+  await confirmAfterDryRun(async () => {
+    // The review shows the one field that changes.
+    assert.match(await page.locator('dialog.action-dialog tr[data-diff-path=role]').textContent() ?? '', /"user"\s*→\s*"admin"/);
+    assert.equal(await page.locator('dialog.action-dialog tr[data-diff-path]').count(), 1);
+  });
   await closeDialog();
   await waitForText('tr[data-user=reader] [data-role]', 'admin');
   await page.locator('tr[data-user=reader] [data-action=set-role]').click();

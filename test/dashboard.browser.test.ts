@@ -170,6 +170,7 @@ test('an ingress is designated through the dry-run confirmation', { skip }, asyn
   const dialog = page.locator('dialog.action-dialog');
   await dialog.locator('[data-action=confirm]').waitFor();
   assert.match(await dialog.locator('.dry-run').textContent() ?? '', /Dry run: what Cloudly would do[\s\S]*generation 1/);
+  assert.match(await dialog.locator('tr[data-diff-path=ingressService]').textContent() ?? '', /\(absent\)\s*→\s*"alpha-ingress"/);
   const afterDryRun = await t.admin.call('getClusterIngressDesignation', { clusterId });
   assert.equal(afterDryRun.designation, null, 'the dry run stored nothing');
   await dialog.locator('[data-action=confirm]').click();

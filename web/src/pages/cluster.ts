@@ -142,6 +142,14 @@ export class CloudlyClusterPage extends LivePage {
       dryRun: async () => api.call('designateClusterIngress', { ...(await buildRequest()), dryRun: true }),
       describe: (answerArg) => html`<p>Cloudly would accept designation generation <strong>${answerArg.designation?.generation}</strong>
         of service <strong>${overview.services.find((candidate) => candidate.service.id === answerArg.designation?.ingressServiceId)?.service.name ?? answerArg.designation?.ingressServiceId}</strong>${answerArg.replayed ? ' (a replay of an accepted mutation)' : ''}.</p>`,
+      change: (answerArg) => {
+        const nameOf = (serviceIdArg: string | undefined) => overview.services.find((candidate) => candidate.service.id === serviceIdArg)?.service.name ?? serviceIdArg;
+        const current = overview.ingressDesignation;
+        return {
+          before: current ? { ingressService: nameOf(current.ingressServiceId), generation: current.generation } : undefined,
+          after: { ingressService: nameOf(answerArg.designation?.ingressServiceId), generation: answerArg.designation?.generation },
+        };
+      },
       run: async () => api.call('designateClusterIngress', await buildRequest()),
       result: (answerArg) => html`<p>Designation generation ${answerArg.designation?.generation} accepted.</p>`,
       confirmLabel: 'Designate',
