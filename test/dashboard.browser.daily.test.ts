@@ -366,7 +366,11 @@ test('an administrator manages accounts and roles; a read-only account sees no U
   await row.waitFor();
   assert.equal(await row.locator('[data-role]').textContent(), 'user');
   await row.locator('[data-action=set-role]').click();
-  await confirmAfterDryRun(async () => undefined);
+  await confirmAfterDryRun(async () => {
+    // The review shows the one field that changes.
+    assert.match(await page.locator('dialog.action-dialog tr[data-diff-path=role]').textContent() ?? '', /"user"\s*→\s*"admin"/);
+    assert.equal(await page.locator('dialog.action-dialog tr[data-diff-path]').count(), 1);
+  });
   await closeDialog();
   await waitForText('tr[data-user=reader] [data-role]', 'admin');
   await page.locator('tr[data-user=reader] [data-action=set-role]').click();
@@ -394,7 +398,11 @@ test('an administrator manages accounts and roles; a read-only account sees no U
 test('a backup is restored from the service page after its dry run, its operation followed to completion', { skip }, async () => {
   await page.goto(`${t.baseUrl}/dashboard/#/service/${service.id}`);
   await page.locator('tr[data-backup-id=backup-b] [data-action=restore-backup]').click();
-  await confirmAfterDryRun(async () => assert.deepEqual(restoresAsked, [], 'the dry run asked the relay for nothing'));
+  await confirmAfterDryRun(async () => {
+    assert.deepEqual(restoresAsked, [], 'the dry run asked the relay for nothing');
+    // A restore over the service's data is confirmed by typing its name.
+    await page.locator('dialog.action-dialog #type-to-confirm').fill(service.name);
+  });
   assert.match(await page.locator('dialog.action-dialog .action-done').textContent() ?? '', /Restore completed: 1 snapshot\(s\) restored/);
   assert.deepEqual(restoresAsked, ['backup-b']);
   await closeDialog();
@@ -487,20 +495,35 @@ test('the address plan is written and read on its page; a broken plan is named b
   await page.goto(`${t.baseUrl}/dashboard/#/network`);
   await page.locator('[data-plan-revision=none]').waitFor();
   await page.locator('[data-action=edit-plan]').click();
-  const broken = { ...upstreamExamplePlan(), pools: [{ id: 'workloads', prefix: '10.0.0.0/8' }] };
-  await page.getByLabel(/Plan \(JSON/).fill(JSON.stringify(broken, null, 2));
+  // A form, a field per member of the plan (not a JSON textarea).
+  const plan = upstreamExamplePlan();
+  await page.locator('#plan-authorityId').fill(plan.authorityId);
+  await page.locator('#plan-prefixes').fill(plan.prefixes.join('\n'));
+  // A pool outside the authority's prefixes: the contract's validator names it before sending.
+  await page.locator('#plan-pools').fill('workloads 10.0.0.0/8');
+  await page.locator('#plan-hubPrefix').fill(plan.vpn.hubPrefix);
+  await page.locator('#plan-peerPrefix').fill(plan.vpn.peerPrefix);
+  await page.locator('#plan-hubs').fill(plan.hubs.map((hub) => `${hub.clusterId} ${hub.address}`).join('\n'));
+  await page.locator('#plan-platformEndpoints').fill(plan.platformEndpoints.map((endpoint) => `${endpoint.id} ${endpoint.address}:${endpoint.port}/${endpoint.protocol}`).join('\n'));
   await page.locator('[data-form-reasons]').waitFor();
+  assert.match(await page.locator('[data-form-reasons]').textContent() ?? '', /plan\.pools\[0\]/);
   assert.equal(await page.locator('[data-action=review-plan]').isDisabled(), true);
-  await page.getByLabel(/Plan \(JSON/).fill(JSON.stringify(upstreamExamplePlan(), null, 2));
+  await page.locator('#plan-pools').fill('workloads 192.0.2.128/25');
   assert.equal(await page.locator('[data-form-reasons]').count(), 0);
   await page.locator('[data-action=review-plan]').click();
-  await confirmAfterDryRun(async () => assert.equal((await t.admin.call('getRuntimeNetworkAddressPlan', {})).plan, null, 'the dry run wrote nothing'));
+  await confirmAfterDryRun(async () => {
+    assert.equal((await t.admin.call('getRuntimeNetworkAddressPlan', {})).plan, null, 'the dry run wrote nothing');
+    // The review shows the first plan field by field.
+    await page.locator('dialog.action-dialog tr[data-diff-path="pools[0].prefix"]').waitFor();
+  });
   await closeDialog();
   await page.locator('[data-plan-revision="1"]').waitFor();
   assert.match(await page.locator('[data-plan-revision="1"]').textContent() ?? '', /workloads 192\.0\.2\.128\/25/);
+  assert.deepEqual((await t.admin.call('getRuntimeNetworkAddressPlan', {})).plan, plan, 'stored as typed');
   // The editor starts at the next revision: the compare-and-swap token is not the operator's job.
   await page.locator('[data-action=edit-plan]').click();
-  assert.match(await page.getByLabel(/Plan \(JSON/).inputValue(), /"revision": 2/);
+  assert.equal(await page.locator('[data-plan-form-revision]').getAttribute('data-plan-form-revision'), '2');
+  assert.equal(await page.locator('#plan-pools').inputValue(), 'workloads 192.0.2.128/25');
 });
 
 test('no page of the day logged a console error', { skip }, () => {

@@ -170,6 +170,7 @@ test('an ingress is designated through the dry-run confirmation', { skip }, asyn
   const dialog = page.locator('dialog.action-dialog');
   await dialog.locator('[data-action=confirm]').waitFor();
   assert.match(await dialog.locator('.dry-run').textContent() ?? '', /Dry run: what Cloudly would do[\s\S]*generation 1/);
+  assert.match(await dialog.locator('tr[data-diff-path=ingressService]').textContent() ?? '', /\(absent\)\s*→\s*"alpha-ingress"/);
   const afterDryRun = await t.admin.call('getClusterIngressDesignation', { clusterId });
   assert.equal(afterDryRun.designation, null, 'the dry run stored nothing');
   await dialog.locator('[data-action=confirm]').click();
@@ -181,7 +182,7 @@ test('an ingress is designated through the dry-run confirmation', { skip }, asyn
   await page.locator('[data-ingress=designated]').waitFor();
   assert.match(await page.locator('[data-ingress=designated]').textContent() ?? '', /alpha-ingress[\s\S]*generation 1/);
   // Route readiness comes from getClusterRouteTableResolution: no service here declares a route.
-  await waitForText('#routes-title', /Routes \(0 of 0 ready/);
+  await waitForText('#routes-title', /Routes: 0 of 0 ready/);
 });
 
 test('a designation on a cluster that is not on Pallet is said on the page and never sent', { skip }, async () => {

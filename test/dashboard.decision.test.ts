@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  countNodeSources,
+  countNodeReports,
   decideBackupNodeChoices,
   describeRelayKind,
   describeRunAs,
@@ -13,8 +13,12 @@ import {
   sortOperations,
   writableSpecOf,
   type IServiceFormFields,
+  volumeInitializationsOfForm,
+  volumeRefusalsOf,
+  describeUnresolvedRoute,
 } from '../web/src/decide.js';
 import { validateServiceWritableSpec, type IService } from '../ts/interfaces/data/service.js';
+import { clusterUnresolvedRouteCauses } from '../ts/interfaces/data/desiredstate.js';
 import { validateClusterName } from '../ts/interfaces/data/cluster.js';
 import { validateNewAccount } from '../ts/interfaces/requests/account.js';
 import type { IServiceBackupRecord } from '../ts/interfaces/requests/backup.js';
@@ -56,7 +60,7 @@ test('the backup node picker offers nodes running the service first, then its pl
 
 const fields = (overridesArg: Partial<IServiceFormFields> = {}): IServiceFormFields => ({
   name: 'web', organizationId: 'org-1', clusterId: 'cluster-1', image: 'registry.example.com/app:1', replicas: '2', runAs: '1000:1000',
-  placementNodeIds: ['node-1'], ports: 'http 8080/tcp\nmetrics 9090', routes: 'web.example.com http', volumes: '/data\n/config:ro', ...overridesArg,
+  placementNodeIds: ['node-1'], ports: 'http 8080/tcp\nmetrics 9090', routes: 'web.example.com http', volumes: '/data\n/config:ro', initializations: '', ...overridesArg,
 });
 
 test('the service form reads into a spec the contract accepts, and back into the same fields', () => {
@@ -122,5 +126,50 @@ test('a relay is told apart from the simulator by its registered version', () =>
   assert.equal(describeRelayKind('cloudly-sim/1'), 'simulated');
   assert.equal(describeRelayKind('1.0.0'), 'cluster');
   assert.equal(describeRelayKind(null), 'unknown');
-  assert.deepEqual(countNodeSources([{ source: 'relay-report' }, { source: 'admin' }, { source: 'relay-report' }]), { reported: 2, added: 1 });
+  // One source of truth with the node rows' "Last report": an administrator's node the relay reported counts as reported.
+  assert.deepEqual(countNodeReports([{ reportedAt: 5 }, {}, { reportedAt: 7 }]), { reported: 2, unreported: 1 });
+  assert.deepEqual(countNodeReports([{ source: 'admin', reportedAt: 5 } as { reportedAt?: number }]), { reported: 1, unreported: 0 });
+});
+
+test('the form\'s volume initialization lines: run-as, explicit and import, each judged by the contract', () => {
+  const { initializations, reasons } = volumeInitializationsOfForm('/data empty run-as 0750\n/cache empty 1000:1001 700\n/import import legacy_vol', ['/data', '/cache', '/import']);
+  assert.deepEqual(reasons, []);
+  assert.deepEqual(initializations, [
+    { mountPath: '/data', initialization: { kind: 'empty', ownership: { kind: 'run-as', mode: 0o750 } } },
+    { mountPath: '/cache', initialization: { kind: 'empty', ownership: { kind: 'explicit', uid: 1000, gid: 1001, mode: 0o700 } } },
+    { mountPath: '/import', initialization: { kind: 'import', source: { kind: 'docker-volume', volumeName: 'legacy_vol' } } },
+  ]);
+  assert.deepEqual(volumeInitializationsOfForm('', ['/data']), { initializations: [], reasons: [] });
+});
+
+test('a volume initialization line that is not one, names no volume, repeats one, or that the contract refuses is named', () => {
+  const { initializations, reasons } = volumeInitializationsOfForm('/data nowhere\n/other empty run-as 0750\n/data empty run-as 0750\n/data import x\n/cache empty 1:1 9999', ['/data', '/cache']);
+  assert.deepEqual(initializations.map((planned) => planned.mountPath), ['/data']);
+  assert.match(reasons[0] ?? '', /^initializations\[0\] must be written/);
+  assert.equal(reasons[1], 'initializations[1] names /other, which is not one of the volumes');
+  assert.equal(reasons[2], 'initializations[3] names /data a second time');
+  assert.match(reasons[3] ?? '', /^initializations\[4\]\.ownership\.mode/);
+  assert.equal(reasons.length, 4);
+});
+
+test('the volume refusals a service would get: none stated, owner from a missing run-as; a planned initialization counts', () => {
+  const runtime = (runAsArg: { user: number; group: number } | null) => ({ image: 'x:1', replicas: 1, profile: { runAs: runAsArg }, placement: { nodeIds: [] } }) as never;
+  const volumes = [{ mountPath: '/data' }, { mountPath: '/logs', initialization: { kind: 'empty' as const, ownership: { kind: 'run-as' as const, mode: 0o750 } } }];
+  assert.deepEqual(volumeRefusalsOf({ runtime: runtime(null), volumes }).map((refusal) => [refusal.mountPath, refusal.reason]),
+    [['/data', 'volume-initialization-unknown'], ['/logs', 'volume-ownership-unknown']]);
+  assert.deepEqual(volumeRefusalsOf({ runtime: runtime({ user: 1, group: 1 }), volumes }).map((refusal) => refusal.reason), ['volume-initialization-unknown']);
+  const planned = [{ mountPath: '/data', initialization: { kind: 'import' as const, source: { kind: 'docker-volume' as const, volumeName: 'v' } } }];
+  assert.deepEqual(volumeRefusalsOf({ runtime: runtime({ user: 1, group: 1 }), volumes }, planned), []);
+});
+
+test('a route that is not ready is worded for every cause Cloudly names, with the names given and a fix', () => {
+  for (const cause of clusterUnresolvedRouteCauses) {
+    const words = describeUnresolvedRoute({ cause, port: 8080 }, { service: 'shop', ingress: 'edge' });
+    assert.ok(words.problem.length > 0 && words.fix.length > 0, cause);
+    assert.doesNotMatch(`${words.problem} ${words.fix}`, /svc-|undefined|ingress service the ingress/, cause);
+  }
+  assert.match(describeUnresolvedRoute({ cause: 'ingress-grant-missing', port: 8080 }, { service: 'shop', ingress: 'edge' }).problem, /edge reach shop on port 8080/);
+  assert.match(describeUnresolvedRoute({ cause: 'service-without-lease', port: 8080 }, { service: 'shop', ingress: null }).fix, /address plan/);
+  assert.match(describeUnresolvedRoute({ cause: 'ingress-without-lease', port: 8080 }, { service: 'shop', ingress: null }).problem, /^The ingress service has no workload address/);
+  assert.match(describeUnresolvedRoute({ cause: 'ingress-without-lease', port: 8080 }, { service: 'shop', ingress: 'edge' }).problem, /^The ingress service edge has no workload address/);
 });

@@ -1,7 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
+  addressPlanFormOf,
   addressPlanRequestOfDraft,
+  addressPlanRequestOfForm,
   choiceOf,
   designationRequestOfDraft,
   DraftRefused,
@@ -125,4 +127,31 @@ test("a select's value is read as the contract's literal, or null for a value th
   assert.equal(choiceOf(operationStates, 'cancelled'), 'cancelled');
   assert.equal(choiceOf(platformBindingCapabilities, 'Database'), null);
   assert.equal(choiceOf(operationStates, ''), null);
+});
+
+test('the address plan form: a stored plan read into the form at its next revision, and back into the same plan', () => {
+  const plan = upstreamExamplePlan();
+  const form = addressPlanFormOf(plan);
+  assert.equal(form.revision, 2);
+  assert.equal(form.pools, 'workloads 192.0.2.128/25');
+  assert.equal(form.platformEndpoints, 'corestore 192.0.2.17:3000/tcp\nrelay 192.0.2.17:443/tcp');
+  const drafted = addressPlanRequestOfForm({ ...form, revision: 1 });
+  assert.ok(drafted.ok);
+  assert.deepEqual(drafted.request.plan, plan);
+  const empty = addressPlanFormOf(null);
+  assert.equal(empty.revision, 1);
+  assert.equal(addressPlanRequestOfForm(empty).ok, false, 'an empty plan is not a plan');
+});
+
+test('the address plan form: a line that cannot be read is named with its path; the rest is judged by the contract', () => {
+  const form = { ...addressPlanFormOf(upstreamExamplePlan()), revision: 1 };
+  const unreadable = addressPlanRequestOfForm({ ...form, pools: 'workloads', platformEndpoints: 'corestore 192.0.2.17' });
+  assert.deepEqual(unreadable.ok ? [] : unreadable.reasons, [
+    'plan.pools[0] must be written "<id> <prefix>"',
+    'plan.platformEndpoints[0] must be written "<id> <address>:<port>/<protocol>"',
+  ]);
+  const outside = addressPlanRequestOfForm({ ...form, pools: 'workloads 10.0.0.0/8' });
+  const expected = validateRuntimeNetworkAddressPlan({ ...upstreamExamplePlan(), pools: [{ id: 'workloads', prefix: '10.0.0.0/8' }] }, 'plan');
+  assert.ok(expected.length > 0);
+  assert.deepEqual(outside.ok ? [] : outside.reasons, expected, 'the contract\'s own reasons');
 });

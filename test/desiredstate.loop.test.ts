@@ -116,7 +116,7 @@ describe('desired state to the relay, observed state back, converged', () => {
     const { table } = await loop.relay.fire('getClusterRouteTable', {});
     assert.deepEqual(table.routes, []);
     const resolution = await t.caller.call('getClusterRouteTableResolution', { clusterId: loop.clusterId });
-    assert.deepEqual(resolution.unresolved, [{ hostname: 'web.example.com', serviceId: service.id, port: 8080, reason: 'the cluster has no ingress designation' }]);
+    assert.deepEqual(resolution.unresolved, [{ hostname: 'web.example.com', serviceId: service.id, port: 8080, cause: 'no-ingress-designation', reason: 'the cluster has no ingress designation' }]);
     assert.equal(resolution.table.revision, table.revision);
 
     const deletion = await t.caller.call('deleteService', { serviceId: service.id, expectedGeneration: updated.generation });

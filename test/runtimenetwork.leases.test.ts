@@ -382,9 +382,9 @@ describe('routes resolve to lease addresses once the ingress grant exists', () =
         }),
       })).service;
       const route = { hostname: 'app.example.com', serviceId: web.id, port: 8080 };
-      assert.deepEqual((await resolution()).unresolved, [{ ...route, reason: 'the cluster has no ingress designation' }]);
+      assert.deepEqual((await resolution()).unresolved, [{ ...route, cause: 'no-ingress-designation', reason: 'the cluster has no ingress designation' }]);
       await t.caller.call('designateClusterIngress', { designation: designationRequest(ingress) });
-      assert.deepEqual((await resolution()).unresolved, [{ ...route, reason: 'no node has confirmed a lease of the ingress service yet' }]);
+      assert.deepEqual((await resolution()).unresolved, [{ ...route, cause: 'ingress-lease-unconfirmed', reason: 'no node has confirmed a lease of the ingress service yet' }]);
 
       const answer = await relay.fire('getClusterPlatformDesiredState', {});
       const leases = (answer as Extract<typeof answer, { unchanged: false }>).desiredState.leases;

@@ -43,8 +43,11 @@ export interface ITestCloudly {
   connectRelay(relayTokenArg: string, optionsArg?: { timeoutMs?: number }): Promise<CloudlyRelayClient>;
   /** Adds nodes (by id, named as their id) to a cluster, as an administrator would. */
   addNodes(clusterIdArg: string, ...nodeIdsArg: string[]): Promise<void>;
-  /** Stops gracefully and starts a new Cloudly on the same data directory (new port). */
-  restart(): Promise<void>;
+  /**
+   * Stops gracefully and starts a new Cloudly on the same data directory: on a new port, or on
+   * the same one with `samePort` (a browser page keeps its origin); `whileStopped` runs between.
+   */
+  restart(optionsArg?: { samePort?: boolean; whileStopped?: () => Promise<void> }): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -88,8 +91,8 @@ export const startTestCloudly = async (configArg: Partial<ICloudlyConfig> = {}, 
     passwordScryptN: minimumScryptN,
     ...configArg,
   };
-  const boot = async () => {
-    const cloudly = new Cloudly({ config, logDestination });
+  const boot = async (portArg?: number) => {
+    const cloudly = new Cloudly({ config: portArg === undefined ? config : { ...config, port: portArg }, logDestination });
     await cloudly.start();
     const admin = new CloudlyAdminClient(cloudly.baseUrl);
     const identity = await admin.login(testAdminUsername, testAdminPassword);
@@ -113,13 +116,15 @@ export const startTestCloudly = async (configArg: Partial<ICloudlyConfig> = {}, 
       relays.push(relay);
       return relay;
     },
-    async restart() {
+    async restart(optionsArg = {}) {
+      const port = Number(new URL(handle.baseUrl).port);
       for (const relay of relays.splice(0)) {
         relay.close();
       }
       handle.admin.close();
       await handle.cloudly.stop();
-      Object.assign(handle, await boot());
+      await optionsArg.whileStopped?.();
+      Object.assign(handle, await boot(optionsArg.samePort ? port : undefined));
       handle.baseUrl = handle.cloudly.baseUrl;
     },
     async stop() {

@@ -61,6 +61,8 @@ const bundleFiles: Readonly<Record<string, string>> = Object.freeze({
   'app.js': 'text/javascript; charset=utf-8',
   'app.css': 'text/css; charset=utf-8',
   'favicon.svg': 'image/svg+xml',
+  // The relay-token dialog links it: a relay author reads it from the same origin, offline.
+  'relay-protocol.md': 'text/markdown; charset=utf-8',
 });
 
 const newestMtimeMs = async (dirArg: string): Promise<number> => {
@@ -86,7 +88,7 @@ export interface IDashboardBuildResult {
 
 /**
  * Bundles `web/src/main.ts` (Lit components, TypeScript) into `app.js` and `web/styles.css` into
- * `app.css`, minified, and copies `index.html` and `favicon.svg`. Writes into a fresh temporary
+ * `app.css`, minified, and copies `index.html`, `favicon.svg` and `docs/relay-protocol.md`. Writes into a fresh temporary
  * directory and renames it into place, so a reader never sees half a bundle and concurrent builds
  * (parallel test processes) do not collide.
  */
@@ -128,6 +130,7 @@ export const buildDashboardBundle = async (optionsArg: { sourceDir?: string; out
     });
     await fsp.copyFile(path.join(sourceDir, 'index.html'), path.join(tempDir, 'index.html'));
     await fsp.copyFile(path.join(sourceDir, 'favicon.svg'), path.join(tempDir, 'favicon.svg'));
+    await fsp.copyFile(path.join(sourceDir, '..', 'docs', 'relay-protocol.md'), path.join(tempDir, 'relay-protocol.md'));
     const bytes: Record<string, number> = {};
     for (const name of Object.keys(bundleFiles)) {
       bytes[name] = (await fsp.stat(path.join(tempDir, name))).size;

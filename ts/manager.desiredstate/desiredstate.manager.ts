@@ -29,7 +29,20 @@ import { prepareClusterIngressSpec } from '../manager.ingress/ingress.manager.js
 import { runtimeNetworkLeasesKind, runtimeNetworkProjectionKind } from '../manager.runtimenetwork/documents.js';
 import { deriveClusterRoutes, resolveClusterRoutes } from './routes.js';
 import { snapshotServicePorts, snapshotServiceRoutes, snapshotServiceRuntimeSpec } from '../interfaces/data/service.js';
-import type { IClusterUnresolvedRoute } from '../interfaces/data/desiredstate.js';
+import type { IClusterAddressLease, IClusterUnresolvedRoute } from '../interfaces/data/desiredstate.js';
+
+/** Orders dotted IPv4 addresses numerically (10.0.0.9 before 10.0.0.10). */
+const compareIpv4 = (leftArg: string, rightArg: string): number => {
+  const left = leftArg.split('.').map(Number);
+  const right = rightArg.split('.').map(Number);
+  for (let index = 0; index < 4; index += 1) {
+    const difference = (left[index] ?? 0) - (right[index] ?? 0);
+    if (difference !== 0) {
+      return difference;
+    }
+  }
+  return leftArg < rightArg ? -1 : leftArg > rightArg ? 1 : 0;
+};
 import { decideDesiredStatePublication, decideForget } from './decide.js';
 import { clusterDesiredStateKind, serviceObservedStateKind, type IServiceObservedStateDocument } from './documents.js';
 import { desiredStateOperations } from './operations.js';
@@ -266,14 +279,15 @@ export class DesiredStateManager {
     const leases = allocation.leases.map((lease) => ({
       serviceId: lease.serviceId, nodeId: lease.nodeId, replica: lease.replica, lease: lease.lease, address: lease.address,
     }));
+    const confirmed = new Set(confirmations.flatMap((doc) => doc.leases.map((lease) => lease.lease.id)));
     const routes = resolveClusterRoutes({
       routes: deriveClusterRoutes(liveArg),
       ingressServiceId: ingressServiceIdArg,
       leases,
-      confirmed: new Set(confirmations.flatMap((doc) => doc.leases.map((lease) => lease.lease.id))),
+      confirmed,
       projections: projections.map((doc) => doc.projection),
     });
-    return { leases, routes };
+    return { leases, confirmed, routes };
   }
 
   /** The route table and the routes left out of it, for administrators. */
@@ -283,11 +297,14 @@ export class DesiredStateManager {
       this.cloudly.store.find(serviceKind, { clusterId: clusterIdArg }).then((docsArg) => docsArg.filter((service) => service.deletionRequestedAt === undefined)),
       this.reads.ingress.getDesignation(clusterIdArg),
     ]);
-    const { routes } = await this.resolveRoutes(clusterIdArg, live, designation?.ingressServiceId ?? null);
+    const { routes, leases, confirmed } = await this.resolveRoutes(clusterIdArg, live, designation?.ingressServiceId ?? null);
     const unresolved: IClusterUnresolvedRoute[] = routes.unresolved;
+    const addressLeases: IClusterAddressLease[] = leases
+      .map((lease) => ({ serviceId: lease.serviceId, nodeId: lease.nodeId, replica: lease.replica, leaseId: lease.lease.id, address: lease.address, confirmed: confirmed.has(lease.lease.id) }))
+      .sort((left, right) => compareIpv4(left.address, right.address));
     // The one table, as the controller recorded it (its own revision, the ingress's too).
     const table = await this.reads.ingress.getRouteTable(clusterIdArg);
-    return { table: table ?? { clusterId: clusterIdArg, revision: 0, routes: [] }, unresolved };
+    return { table: table ?? { clusterId: clusterIdArg, revision: 0, routes: [] }, unresolved, leases: addressLeases };
   }
 
   /**

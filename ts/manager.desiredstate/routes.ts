@@ -1,5 +1,5 @@
 import type { IClusterIngressRoute } from '../interfaces/data/clusteringress.js';
-import type { IClusterResolvedRoute, IClusterRouteTarget, IClusterUnresolvedRoute } from '../interfaces/data/desiredstate.js';
+import type { IClusterResolvedRoute, IClusterRouteTarget, IClusterUnresolvedRoute, TClusterUnresolvedRouteCause } from '../interfaces/data/desiredstate.js';
 import type { IRuntimeNetworkProjection } from '../interfaces/data/runtimenetwork.js';
 
 /**
@@ -81,21 +81,28 @@ export const resolveClusterRoutes = (factsArg: IRouteResolutionFacts): { routes:
       routes.push({ ...route, targets });
       continue;
     }
+    let cause: TClusterUnresolvedRouteCause;
     let reason: string;
     if (factsArg.ingressServiceId === null) {
+      cause = 'no-ingress-designation';
       reason = 'the cluster has no ingress designation';
     } else if (ingressLeases.size === 0) {
+      cause = 'ingress-without-lease';
       reason = `the ingress service ${factsArg.ingressServiceId} holds no workload lease`;
     } else if (!ingressConfirmed) {
+      cause = 'ingress-lease-unconfirmed';
       reason = 'no node has confirmed a lease of the ingress service yet';
     } else if (leases.length === 0) {
+      cause = 'service-without-lease';
       reason = `service ${route.serviceId} holds no workload lease`;
     } else if (!leases.some((lease) => factsArg.confirmed.has(lease.lease.id))) {
+      cause = 'service-lease-unconfirmed';
       reason = `no node has confirmed a lease of service ${route.serviceId} yet`;
     } else {
+      cause = 'ingress-grant-missing';
       reason = `no projection carries a workload ingress grant to service ${route.serviceId} on port ${route.port} yet`;
     }
-    unresolved.push({ ...route, reason });
+    unresolved.push({ ...route, cause, reason });
   }
   return { routes, unresolved };
 };

@@ -9,7 +9,8 @@ import { identityReasons, methodNotServedReason, type IRefusalCause } from '../.
  * cookie) and goes into every request body, as every admin client sends it.
  *
  * Events: `status` (socket state changed), `change` (one IChangeEvent), `resync` (re-list: the
- * socket came back or the watch could not resume), `expired` (the identity was refused: log in).
+ * socket came back or the watch could not resume), `expired` (the identity was refused: log in),
+ * `stale` (`stale` changed: what the pages show may no longer be so).
  */
 
 export type TSocketStatus = 'offline' | 'connecting' | 'live' | 'reconnecting';
@@ -81,6 +82,18 @@ export class CloudlyApi extends EventTarget {
   private wanted = false;
   /** Whether Cloudly accepted the identity at least once (a kept identity is unproven until then). */
   public verified = false;
+  /**
+   * Whether the pages' data may be out of date: the socket that tells them of every change was
+   * lost, or Cloudly could not be reached. Set until a page has read its data again afterwards
+   * (`markRead`); a page never shows stale data as current.
+   */
+  public stale = false;
+  /** When the connection was lost (ms since the epoch), while `stale`. */
+  public staleSince: number | null = null;
+  /** Counts losses, so a read that began before the latest loss cannot clear it. */
+  public losses = 0;
+  /** A re-read was asked of the pages since the latest loss (one is enough). */
+  private rereadAsked = false;
 
   constructor(private readonly baseUrl = '') {
     super();
@@ -100,6 +113,7 @@ export class CloudlyApi extends EventTarget {
   private setIdentity(identityArg: IIdentity | null): void {
     this.identity = identityArg;
     this.verified = false;
+    this.setStale(false);
     if (this.expiryTimer !== null) {
       clearTimeout(this.expiryTimer);
       this.expiryTimer = null;
@@ -156,12 +170,53 @@ export class CloudlyApi extends EventTarget {
         this.verified = true;
         this.dispatchEvent(new CustomEvent('verified'));
       }
+      if (this.stale && this.status === 'live' && !this.rereadAsked) {
+        // Cloudly answers again while the socket stayed up (only the requests failed): the pages
+        // read everything again, as after a reconnect, before their data counts as current.
+        this.readAgain();
+      }
       return answer;
     } catch (error) {
       if (error instanceof ApiError && error.code === 'unauthenticated') {
         this.expire(error.explanation);
       }
+      if (error instanceof ApiError && error.code === 'transport') {
+        this.lose();
+      }
       throw error;
+    }
+  }
+
+  // ---- stale data ----
+
+  private setStale(staleArg: boolean): void {
+    if (this.stale !== staleArg) {
+      this.stale = staleArg;
+      this.staleSince = staleArg ? Date.now() : null;
+      this.dispatchEvent(new CustomEvent('stale', { detail: staleArg }));
+    }
+  }
+
+  /** The connection to Cloudly was lost: what the pages show is stale until read again. */
+  private lose(): void {
+    this.losses += 1;
+    this.rereadAsked = false;
+    this.setStale(true);
+  }
+
+  /** Asks every page to read its data again (after a loss, or the banner's "Read again"). */
+  public readAgain(): void {
+    this.rereadAsked = true;
+    this.dispatchEvent(new CustomEvent('resync', { detail: 'read again' }));
+  }
+
+  /**
+   * A page read its data again, the read having begun when `lossesArg` losses were counted:
+   * the data is current again when no loss came since and the socket follows changes again.
+   */
+  public markRead(lossesArg: number): void {
+    if (lossesArg === this.losses && this.status === 'live') {
+      this.setStale(false);
     }
   }
 
@@ -197,6 +252,10 @@ export class CloudlyApi extends EventTarget {
   // ---- the admin socket and the watch ----
 
   private setStatus(statusArg: TSocketStatus): void {
+    if (statusArg === 'reconnecting' && this.status !== 'reconnecting') {
+      // No watch follows the changes any more: everything shown may be out of date.
+      this.lose();
+    }
     if (this.status !== statusArg) {
       this.status = statusArg;
       this.dispatchEvent(new CustomEvent('status', { detail: statusArg }));
@@ -305,8 +364,8 @@ export class CloudlyApi extends EventTarget {
       }
       this.attempt = 0;
       this.setStatus('live');
-      if (resumed) {
-        this.dispatchEvent(new CustomEvent('resync', { detail: 'reconnected' }));
+      if (resumed || this.stale) {
+        this.readAgain();
       }
     } catch (error) {
       if (error instanceof ApiError && error.code === 'unauthenticated') {
@@ -390,7 +449,7 @@ export class CloudlyApi extends EventTarget {
       answer({});
       // Too far behind: list again, then watch afresh.
       this.lastRevision = null;
-      this.dispatchEvent(new CustomEvent('resync', { detail: 'watch expired' }));
+      this.readAgain();
       void this.watch(socketArg);
       return;
     }

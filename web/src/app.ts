@@ -21,6 +21,7 @@ export class CloudlyApp extends LightElement {
     notice: { state: true },
     loginError: { state: true },
     busy: { state: true },
+    stale: { state: true },
   };
 
   declare route: TRoute;
@@ -29,6 +30,7 @@ export class CloudlyApp extends LightElement {
   declare notice: string;
   declare loginError: unknown;
   declare busy: boolean;
+  declare stale: boolean;
 
   constructor() {
     super();
@@ -37,6 +39,7 @@ export class CloudlyApp extends LightElement {
     this.loggedIn = api.identity !== null;
     this.notice = '';
     this.busy = false;
+    this.stale = api.stale;
   }
 
   connectedCallback(): void {
@@ -51,9 +54,12 @@ export class CloudlyApp extends LightElement {
       }));
     });
     api.addEventListener('status', () => {
-      const before = this.status;
       this.status = api.status;
-      if (before === 'reconnecting' && this.status === 'live') {
+    });
+    api.addEventListener('stale', () => {
+      const before = this.stale;
+      this.stale = api.stale;
+      if (before && !this.stale && this.loggedIn) {
         this.notice = `Reconnected (${api.reconnects} time${api.reconnects === 1 ? '' : 's'} so far); the page was read again.`;
       }
     });
@@ -159,9 +165,13 @@ export class CloudlyApp extends LightElement {
         </nav>
         <span class=${`connection connection-${this.status}`} role="status" aria-live="polite" data-connection=${this.status}>${statusText[this.status]}</span>
         <span class="who">${api.identity?.name ?? ''}</span>
-        ${api.identity?.role === 'user' ? html`<span class="badge read-only" data-read-only>read-only account: actions are refused</span>` : nothing}
+        ${api.identity?.role === 'user' ? html`<span class="badge read-only" id="read-only-note" data-read-only>read-only account: actions are disabled (an administrator can take them)</span>` : nothing}
         <button type="button" data-action="logout" @click=${() => void this.logout()}>Log out</button>
       </header>
+      ${this.stale ? html`<p class="stale-banner banner" role="alert" data-stale-banner>
+        <strong>Stale:</strong> the connection to Cloudly was lost at ${new Date(api.staleSince ?? Date.now()).toLocaleTimeString()}.
+        What this page shows was read before then and may no longer be so; it stays marked stale until it has been read again.
+        <button type="button" class="link" data-action="read-again" @click=${() => api.readAgain()}>Read again</button></p>` : nothing}
       ${this.notice ? html`<p class="notice banner" role="status" data-notice>${this.notice}
         <button type="button" class="link" @click=${() => { this.notice = ''; }}>Dismiss</button></p>` : nothing}
       <main id="main">${this.page()}</main>`;

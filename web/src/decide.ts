@@ -3,9 +3,10 @@
  * lane tests them (test/dashboard.decision.test.ts) and the pages stay views.
  */
 import type { IServiceRunAs, IServicePort, IServiceRoute, IServiceRuntimeSpec, IServiceWritableSpec } from '../../ts/interfaces/data/service.js';
-import type { IServiceObservedPlacement } from '../../ts/interfaces/data/desiredstate.js';
+import type { IServiceObservedPlacement, TClusterUnresolvedRouteCause } from '../../ts/interfaces/data/desiredstate.js';
 import type { IServiceBackupRecord } from '../../ts/interfaces/requests/backup.js';
-import type { TServiceWritableVolume } from '../../ts/interfaces/data/servicevolume.js';
+import { validateServiceVolumeInitialization, type TServiceVolumeInitialization, type TServiceWritableVolume } from '../../ts/interfaces/data/servicevolume.js';
+import { judgeServiceVolumeInitializationUse } from '../../ts/interfaces/data/servicevolumeuse.js';
 import type { IOperation } from '../../ts/interfaces/requests/operation.js';
 
 // ---- routes ----
@@ -96,6 +97,11 @@ export interface IServiceFormFields {
   routes: string;
   /** One a line: a mount path, `:ro` at the end for read-only. */
   volumes: string;
+  /**
+   * One a line, for a new service's volumes: `/data empty run-as 0750`, `/data empty 1000:1000 0750`
+   * or `/data import <docker volume>` (set with `setServiceVolumeInitialization` once created).
+   */
+  initializations: string;
 }
 
 const lines = (textArg: string): string[] => textArg.split('\n').map((line) => line.trim()).filter((line) => line.length > 0);
@@ -180,8 +186,80 @@ export const serviceFormOfSpec = (specArg: IServiceWritableSpec & { runtime: ISe
     ports: ports.map((port) => `${port.name} ${port.port}/${port.protocol}`).join('\n'),
     routes: routes.map((route) => `${route.hostname} ${route.targetPort}`).join('\n'),
     volumes: specArg.volumes.map((volume) => `${volume.mountPath}${volume.readOnly ? ':ro' : ''}`).join('\n'),
+    initializations: '',
   };
 };
+
+/** A volume's initialization as the service form states it. */
+export interface IPlannedVolumeInitialization {
+  mountPath: string;
+  initialization: TServiceVolumeInitialization;
+}
+
+/**
+ * The form's initialization lines read into initializations of the spec's volumes, and every
+ * reason a line cannot be one (the contract's own validator judges what was read). A line names
+ * one of the volumes, once.
+ */
+export const volumeInitializationsOfForm = (textArg: string, mountPathsArg: readonly string[]): { initializations: IPlannedVolumeInitialization[]; reasons: string[] } => {
+  const reasons: string[] = [];
+  const initializations: IPlannedVolumeInitialization[] = [];
+  lines(textArg).forEach((line, index) => {
+    const path = `initializations[${index}]`;
+    const words = line.split(/\s+/);
+    const mountPath = words[0] ?? '';
+    let initialization: TServiceVolumeInitialization | null = null;
+    const mode = (textArg: string | undefined): number => (textArg !== undefined && /^[0-7]{3,4}$/.test(textArg) ? Number.parseInt(textArg, 8) : Number.NaN);
+    if (words[1] === 'empty' && words.length === 4 && words[2] === 'run-as') {
+      initialization = { kind: 'empty', ownership: { kind: 'run-as', mode: mode(words[3]) } };
+    } else if (words[1] === 'empty' && words.length === 4 && /^\d+:\d+$/.test(words[2] ?? '')) {
+      const [uid, gid] = (words[2] ?? '').split(':').map(Number);
+      initialization = { kind: 'empty', ownership: { kind: 'explicit', uid: uid ?? Number.NaN, gid: gid ?? Number.NaN, mode: mode(words[3]) } };
+    } else if (words[1] === 'import' && words.length === 3) {
+      initialization = { kind: 'import', source: { kind: 'docker-volume', volumeName: words[2] ?? '' } };
+    } else {
+      reasons.push(`${path} must be written "<mount path> empty run-as <octal mode>", "<mount path> empty <uid>:<gid> <octal mode>" or "<mount path> import <docker volume>"`);
+      return;
+    }
+    if (!mountPathsArg.includes(mountPath)) {
+      reasons.push(`${path} names ${mountPath}, which is not one of the volumes`);
+      return;
+    }
+    if (initializations.some((planned) => planned.mountPath === mountPath)) {
+      reasons.push(`${path} names ${mountPath} a second time`);
+      return;
+    }
+    const invalid = validateServiceVolumeInitialization(initialization, path);
+    if (invalid.length > 0) {
+      reasons.push(...invalid);
+      return;
+    }
+    initializations.push({ mountPath, initialization });
+  });
+  return { initializations, reasons };
+};
+
+/** Why the runtime would refuse a service because of one of its volumes. */
+export interface IVolumeRefusal {
+  mountPath: string;
+  reason: 'volume-initialization-unknown' | 'volume-ownership-unknown';
+  why: string;
+  instead: string;
+}
+
+/**
+ * The volume refusals a service would get from the runtime, judged by the contracts' own rule
+ * (`judgeServiceVolumeInitializationUse`) on the service a dry run answered, with the
+ * initializations about to be set after it (a new service's, which `createService` cannot carry).
+ */
+export const volumeRefusalsOf = (
+  serviceArg: { runtime: IServiceRuntimeSpec; volumes: Array<{ mountPath: string; initialization?: TServiceVolumeInitialization }> },
+  plannedArg: readonly IPlannedVolumeInitialization[] = [],
+): IVolumeRefusal[] => serviceArg.volumes.flatMap((volume) => {
+  const planned = plannedArg.find((entry) => entry.mountPath === volume.mountPath)?.initialization;
+  const use = judgeServiceVolumeInitializationUse(planned ?? volume.initialization ?? null, serviceArg.runtime.profile?.runAs ?? null);
+  return use.usable ? [] : [{ mountPath: volume.mountPath, reason: use.reason, why: use.why, instead: use.instead }];
+});
 
 /** The writable part of a stored service (what `updateService` takes back). */
 export const writableSpecOf = (serviceArg: IServiceWritableSpec & { volumes: Array<TServiceWritableVolume & { initialization?: unknown; id?: unknown }> }): IServiceWritableSpec => ({
@@ -232,8 +310,40 @@ export const formatDuration = (msArg: number): string => {
 export const describeRelayKind = (versionArg: string | null | undefined): 'simulated' | 'cluster' | 'unknown' =>
   typeof versionArg !== 'string' ? 'unknown' : /^cloudly-sim\//.test(versionArg) ? 'simulated' : 'cluster';
 
-/** How many of a cluster's nodes its relay reports, and how many only an administrator added. */
-export const countNodeSources = (nodesArg: ReadonlyArray<{ source: string }>): { reported: number; added: number } => ({
-  reported: nodesArg.filter((node) => node.source === 'relay-report').length,
-  added: nodesArg.filter((node) => node.source !== 'relay-report').length,
+/**
+ * How many of a cluster's nodes the relay has reported, and how many it has not yet. Decided by
+ * the node's last report (`reportedAt`), the same fact the node's row shows: a node an
+ * administrator added (`source: 'admin'`) that the relay then reported counts as reported.
+ */
+export const countNodeReports = (nodesArg: ReadonlyArray<{ reportedAt?: number }>): { reported: number; unreported: number } => ({
+  reported: nodesArg.filter((node) => node.reportedAt !== undefined).length,
+  unreported: nodesArg.filter((node) => node.reportedAt === undefined).length,
 });
+
+// ---- routes of the ingress ----
+
+/**
+ * A route that is not ready, in the operator's words: what is missing, named, and what fixes it.
+ * Decided by Cloudly's cause token (`getClusterRouteTableResolution`), never by its sentence.
+ */
+export const describeUnresolvedRoute = (
+  routeArg: { cause: TClusterUnresolvedRouteCause; port: number },
+  namesArg: { service: string; ingress: string | null },
+): { problem: string; fix: string } => {
+  const ingress = namesArg.ingress === null ? 'the ingress service' : `the ingress service ${namesArg.ingress}`;
+  const runs = namesArg.ingress ?? 'the ingress service';
+  switch (routeArg.cause) {
+    case 'no-ingress-designation':
+      return { problem: 'No service is designated as this cluster\'s ingress, so nothing answers for this hostname.', fix: 'Designate an ingress service above (Designate ingress…).' };
+    case 'ingress-without-lease':
+      return { problem: `${ingress.charAt(0).toUpperCase()}${ingress.slice(1)} has no workload address yet.`, fix: 'Write an address plan with a workload pool (Address plan page): Cloudly then leases it an address.' };
+    case 'ingress-lease-unconfirmed':
+      return { problem: `No node has applied the address of ${ingress} yet.`, fix: `Wait for the cluster's relay to report it; if it does not, check that the relay is connected and ${runs} runs.` };
+    case 'service-without-lease':
+      return { problem: `Service ${namesArg.service} has no workload address yet.`, fix: 'Write an address plan with a workload pool (Address plan page): Cloudly then leases it an address.' };
+    case 'service-lease-unconfirmed':
+      return { problem: `No node has applied the address of service ${namesArg.service} yet.`, fix: `Wait for the cluster's relay to report it; if it does not, check that the relay is connected and ${namesArg.service} runs.` };
+    case 'ingress-grant-missing':
+      return { problem: `No node lets ${runs} reach ${namesArg.service} on port ${routeArg.port} yet.`, fix: `Wait for the nodes' next network projection; if it stays so, check that ${namesArg.service} declares port ${routeArg.port}/tcp and the relay is connected.` };
+  }
+};

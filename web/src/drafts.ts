@@ -9,6 +9,7 @@ import {
 import {
   snapshotRuntimeNetworkAddressPlan,
   validateRuntimeNetworkAddressPlan,
+  type IRuntimeNetworkAddressPlan,
 } from '../../ts/interfaces/data/runtimenetworkaddressplan.js';
 
 /**
@@ -63,6 +64,82 @@ export const addressPlanRequestOfDraft = (textArg: string): TDraft<TAdminCallReq
   }
   const plan = snapshotRuntimeNetworkAddressPlan(parsed.value);
   return plan ? { ok: true, request: { plan } } : { ok: false, reasons: ['plan could not be read as plain data'] };
+};
+
+/**
+ * The address plan form as typed: one field per member of the plan, lists one entry a line. The
+ * revision is not typed: it is the one after the plan read (Cloudly's compare-and-swap token).
+ */
+export interface IAddressPlanForm {
+  authorityId: string;
+  revision: number;
+  /** One prefix a line: `192.0.2.0/24`. */
+  prefixes: string;
+  /** One pool a line: `<id> <prefix>`. */
+  pools: string;
+  hubPrefix: string;
+  peerPrefix: string;
+  /** One hub a line: `<cluster id> <address>`. */
+  hubs: string;
+  /** One endpoint a line: `<id> <address>:<port>/<protocol>`. */
+  platformEndpoints: string;
+}
+
+const formLines = (textArg: string): string[] => textArg.split('\n').map((line) => line.trim()).filter((line) => line.length > 0);
+
+/** The form of a stored plan at its next revision, or an empty one at revision 1. */
+export const addressPlanFormOf = (planArg: IRuntimeNetworkAddressPlan | null): IAddressPlanForm => (planArg
+  ? {
+    authorityId: planArg.authorityId,
+    revision: planArg.revision + 1,
+    prefixes: planArg.prefixes.join('\n'),
+    pools: planArg.pools.map((pool) => `${pool.id} ${pool.prefix}`).join('\n'),
+    hubPrefix: planArg.vpn.hubPrefix,
+    peerPrefix: planArg.vpn.peerPrefix,
+    hubs: planArg.hubs.map((hub) => `${hub.clusterId} ${hub.address}`).join('\n'),
+    platformEndpoints: planArg.platformEndpoints.map((endpoint) => `${endpoint.id} ${endpoint.address}:${endpoint.port}/${endpoint.protocol}`).join('\n'),
+  }
+  : { authorityId: 'authority-1', revision: 1, prefixes: '', pools: '', hubPrefix: '', peerPrefix: '', hubs: '', platformEndpoints: '' });
+
+/**
+ * The address plan form as a `setRuntimeNetworkAddressPlan` request: a line that cannot be read
+ * is named with its path, and what can be read is judged by the contract's validator (the same
+ * reasons Cloudly answers), as `addressPlanRequestOfDraft` judges a plan typed as JSON.
+ */
+export const addressPlanRequestOfForm = (formArg: IAddressPlanForm): TDraft<TAdminCallRequest<'setRuntimeNetworkAddressPlan'>> => {
+  const reasons: string[] = [];
+  const pairs = (textArg: string, pathArg: string, shapeArg: string): Array<[string, string]> => formLines(textArg).flatMap((line, index): Array<[string, string]> => {
+    const words = line.split(/\s+/);
+    if (words.length !== 2) {
+      reasons.push(`plan.${pathArg}[${index}] must be written "${shapeArg}"`);
+      return [];
+    }
+    return [[words[0] ?? '', words[1] ?? '']];
+  });
+  // Read in the plan's member order, so the reasons come in the validator's order.
+  const pools = pairs(formArg.pools, 'pools', '<id> <prefix>').map(([id, prefix]) => ({ id, prefix }));
+  const hubs = pairs(formArg.hubs, 'hubs', '<cluster id> <address>').map(([clusterId, address]) => ({ clusterId, address }));
+  const platformEndpoints = formLines(formArg.platformEndpoints).flatMap((line, index) => {
+    const match = /^(\S+)\s+(\S+):(\d+)\/(\S+)$/.exec(line);
+    if (!match) {
+      reasons.push(`plan.platformEndpoints[${index}] must be written "<id> <address>:<port>/<protocol>"`);
+      return [];
+    }
+    return [{ id: match[1], address: match[2], protocol: match[4], port: Number(match[3]) }];
+  });
+  const plan = {
+    authorityId: formArg.authorityId.trim(),
+    revision: formArg.revision,
+    prefixes: formLines(formArg.prefixes),
+    pools,
+    vpn: { hubPrefix: formArg.hubPrefix.trim(), peerPrefix: formArg.peerPrefix.trim() },
+    hubs,
+    platformEndpoints,
+  };
+  if (reasons.length > 0) {
+    return { ok: false, reasons };
+  }
+  return addressPlanRequestOfDraft(JSON.stringify(plan));
 };
 
 /** The isolated restore form: the backup chosen, the node typed, the resource mappings typed as JSON. */

@@ -1,7 +1,7 @@
 import { html, nothing, type TemplateResult } from 'lit';
 import { validateServiceWritableSpec, type IServiceWritableSpec } from '../../ts/interfaces/data/service.js';
 import { LightElement } from './widgets.js';
-import { serviceSpecOfForm, type IServiceFormFields } from './decide.js';
+import { serviceSpecOfForm, volumeInitializationsOfForm, volumeRefusalsOf, type IPlannedVolumeInitialization, type IServiceFormFields } from './decide.js';
 
 /**
  * Forms that check as the operator types, with the contract's own validators (ts/interfaces), so
@@ -26,8 +26,30 @@ export const describeDryRun = (answerArg: unknown): TemplateResult => {
 
 const emptyFields = (clusterIdArg: string): IServiceFormFields => ({
   name: '', organizationId: '', clusterId: clusterIdArg, image: '', replicas: '1', runAs: '',
-  placementNodeIds: [], ports: '', routes: '', volumes: '',
+  placementNodeIds: [], ports: '', routes: '', volumes: '', initializations: '',
 });
+
+/** What the service form submits: the spec, and (a new service's) volume initializations to set once it exists. */
+export interface IServiceFormSubmission {
+  spec: IServiceWritableSpec;
+  initializations: IPlannedVolumeInitialization[];
+}
+
+/**
+ * The warning of a review whose dry run answered a service the runtime would refuse because of
+ * a volume, with the reason and what to do instead; nothing when it would not.
+ */
+export const refusalWarningView = (
+  serviceArg: Parameters<typeof volumeRefusalsOf>[0] | undefined,
+  plannedArg: readonly IPlannedVolumeInitialization[] = [],
+): TemplateResult | typeof nothing => {
+  const refusals = serviceArg ? volumeRefusalsOf(serviceArg, plannedArg) : [];
+  return refusals.length === 0 ? nothing : html`<div class="warning" role="status" data-would-be-refused>
+    <p><strong>Cloudly would store it, but the runtime would refuse this service:</strong></p>
+    <ul>${refusals.map((refusal) => html`<li data-refusal-reason=${refusal.reason}>Volume <code>${refusal.mountPath}</code>: ${refusal.why}
+      (<code>${refusal.reason}</code>). Instead: ${refusal.instead}.</li>`)}</ul>
+  </div>`;
+};
 
 /**
  * A service's spec: name, organization, image, replicas, run-as, placement, ports, routes and
@@ -76,9 +98,12 @@ export class CloudlyServiceForm extends LightElement {
   }
 
   /** The spec the fields make and every reason it is not valid yet (the form's and the contract's). */
-  public judge(): { spec: IServiceWritableSpec; reasons: string[] } {
+  public judge(): { spec: IServiceWritableSpec; initializations: IPlannedVolumeInitialization[]; reasons: string[] } {
     const { spec, reasons } = serviceSpecOfForm(this.fields);
-    return { spec, reasons: [...reasons, ...validateServiceWritableSpec(spec, 'service')] };
+    const planned = this.mode === 'create'
+      ? volumeInitializationsOfForm(this.fields.initializations, spec.volumes.map((volume) => volume.mountPath))
+      : { initializations: [], reasons: [] };
+    return { spec, initializations: planned.initializations, reasons: [...reasons, ...validateServiceWritableSpec(spec, 'service'), ...planned.reasons] };
   }
 
   private set(nameArg: keyof IServiceFormFields, valueArg: string): void {
@@ -92,9 +117,9 @@ export class CloudlyServiceForm extends LightElement {
 
   private submit(eventArg: Event): void {
     eventArg.preventDefault();
-    const { spec, reasons } = this.judge();
+    const { spec, initializations, reasons } = this.judge();
     if (reasons.length === 0) {
-      this.dispatchEvent(new CustomEvent<IServiceWritableSpec>('spec', { detail: spec }));
+      this.dispatchEvent(new CustomEvent<IServiceFormSubmission>('spec', { detail: { spec, initializations } }));
     }
   }
 
@@ -110,7 +135,7 @@ export class CloudlyServiceForm extends LightElement {
   }
 
   protected render(): TemplateResult {
-    const { reasons } = this.judge();
+    const { spec, initializations, reasons } = this.judge();
     // Nodes the spec names that the cluster no longer lists stay visible (and selectable off).
     const nodeIds = [...new Set([...this.nodeIds, ...this.fields.placementNodeIds])];
     return html`<form class="service-form" aria-label=${this.mode === 'create' ? 'New service' : 'Edit service'} @submit=${(event: Event) => this.submit(event)}>
@@ -128,8 +153,14 @@ export class CloudlyServiceForm extends LightElement {
         ${this.text('ports', 'Ports (one a line)', { multiline: true, placeholder: 'http 8080/tcp' })}
         ${this.text('routes', 'Routes (one a line)', { multiline: true, placeholder: 'app.example.com http' })}
         ${this.text('volumes', 'Volumes (mount paths, one a line; :ro for read-only)', { multiline: true, placeholder: '/data' })}
+        ${this.mode === 'create' ? this.text('initializations', 'Volume initialization (one a line per volume)', {
+          multiline: true,
+          placeholder: '/data empty run-as 0750',
+          hint: '"/data empty run-as 0750" (owner from run-as), "/data empty 1000:1000 0750" (explicit uid:gid), or "/data import <docker volume>". Set right after the service is created.',
+        }) : nothing}
       </div>
       ${formReasonsView(reasons)}
+      ${reasons.length === 0 && this.mode === 'create' ? refusalWarningView({ runtime: spec.runtime, volumes: spec.volumes }, initializations) : nothing}
       <div class="dialog-buttons">
         <button type="submit" class="primary" data-action="review-service" ?disabled=${reasons.length > 0}>Review…</button>
         <button type="button" @click=${() => this.dispatchEvent(new CustomEvent('cancel'))}>Cancel</button>

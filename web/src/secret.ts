@@ -40,3 +40,17 @@ export class CloudlyOneTimeSecret extends LightElement {
   }
 }
 customElements.define('cloudly-one-time-secret', CloudlyOneTimeSecret);
+
+/**
+ * What to do with a relay token, shown under it: the cluster's relay connects with it; the
+ * simulator can be that relay (docs/simulator.md); a relay of one's own follows the protocol,
+ * which the dashboard serves beside itself (`relay-protocol.md`, the same origin, offline).
+ */
+export const relayTokenUsage = (tokenArg: string): TemplateResult => html`<div class="relay-token-usage" data-relay-token-usage>
+  <h4>Start a relay with it</h4>
+  <p>The cluster's relay connects to Cloudly with this token. To try the cluster without machines, start the simulator as its relay
+    (from a Cloudly checkout; <code>npm run sim -- …</code> works too):</p>
+  <pre class="command" data-relay-command>npx cloudly-sim --url ${location.origin} --relay-token ${tokenArg}</pre>
+  <p>A relay of your own speaks the relay protocol: <a href="relay-protocol.md" target="_blank" rel="noopener" data-relay-protocol-link>docs/relay-protocol.md</a>.
+    Until a relay connects and registers, the cluster's relay shows <strong>missing</strong>.</p>
+</div>`;

@@ -1,7 +1,26 @@
 import { LitElement, html, nothing, type TemplateResult, type PropertyValues } from 'lit';
-import { ApiError } from './api.js';
+import { ApiError, api } from './api.js';
 import { DraftRefused } from './drafts.js';
 import { asJson } from './format.js';
+import { describeFieldValue, fieldDiff } from './diff.js';
+
+/**
+ * What a change does, field by field (old → new), as every review shows it; `nothing changes`
+ * when the two are equal.
+ */
+export const diffView = (beforeArg: unknown, afterArg: unknown): TemplateResult => {
+  const changes = fieldDiff(beforeArg, afterArg);
+  if (changes.length === 0) {
+    return html`<p class="diff-none" data-diff="none">Nothing changes.</p>`;
+  }
+  return html`<table class="data diff" data-diff aria-label="What changes">
+    <thead><tr><th scope="col">Field</th><th scope="col">Now</th><th scope="col"></th><th scope="col">After</th></tr></thead>
+    <tbody>${changes.map((change) => html`<tr data-diff-path=${change.path}>
+      <th scope="row"><code>${change.path}</code></th>
+      <td class="diff-before"><code>${describeFieldValue(change.before)}</code></td><td aria-hidden="true">→</td>
+      <td class="diff-after"><code>${describeFieldValue(change.after)}</code></td></tr>`)}</tbody>
+  </table>`;
+};
 
 /**
  * Components render into the light DOM, so the one stylesheet (app.css, `style-src 'self'`) styles
@@ -106,12 +125,19 @@ export interface IActionOptions<TAnswer> {
   dryRun: () => Promise<TAnswer>;
   /** The dry-run answer in words. */
   describe?: (answerArg: TAnswer) => TemplateResult;
+  /** What changes, field by field: the value read now and the one the request would store (`before` undefined: a new one). */
+  change?: (answerArg: TAnswer) => { before: unknown; after: unknown };
   /** The real request; may report progress (0..1, or null for "working"). */
   run: (progressArg: (fractionArg: number | null, labelArg?: string) => void) => Promise<TAnswer>;
   /** The real answer shown after success. */
   result?: (answerArg: TAnswer) => TemplateResult;
   confirmLabel?: string;
   onDone?: (answerArg: TAnswer) => void;
+  /**
+   * A change that cannot be taken back (a restore over the service's data): the operator types
+   * this name before Confirm is enabled, so the change is never one click away.
+   */
+  typeToConfirm?: { name: string; what: string };
 }
 
 type TActionPhase = 'dry-run' | 'confirm' | 'running' | 'done' | 'refused';
@@ -127,6 +153,7 @@ export class CloudlyActionDialog extends LightElement {
     error: { state: true },
     progress: { state: true },
     progressLabel: { state: true },
+    typed: { state: true },
   };
 
   declare phase: TActionPhase;
@@ -134,6 +161,7 @@ export class CloudlyActionDialog extends LightElement {
   declare error: unknown;
   declare progress: number | null;
   declare progressLabel: string;
+  declare typed: string;
   public options!: IActionOptions<any>;
 
   constructor() {
@@ -141,6 +169,7 @@ export class CloudlyActionDialog extends LightElement {
     this.phase = 'dry-run';
     this.progress = null;
     this.progressLabel = '';
+    this.typed = '';
   }
 
   public static open<TAnswer>(optionsArg: IActionOptions<TAnswer>): CloudlyActionDialog {
@@ -201,16 +230,26 @@ export class CloudlyActionDialog extends LightElement {
     switch (this.phase) {
       case 'dry-run':
         return html`<p class="working" role="status">Asking Cloudly for a dry run…</p>`;
-      case 'confirm':
+      case 'confirm': {
+        const typeToConfirm = this.options.typeToConfirm;
+        const matches = !typeToConfirm || this.typed === typeToConfirm.name;
         return html`<section class="dry-run" aria-label="Dry-run answer">
             <h3>Dry run: what Cloudly would do</h3>
             ${this.options.describe ? this.options.describe(this.answer) : nothing}
+            ${this.options.change ? (() => { const change = this.options.change(this.answer); return html`<h4>What changes</h4>${diffView(change.before, change.after)}`; })() : nothing}
             <details><summary>Dry-run answer</summary><pre class="json">${asJson(this.answer)}</pre></details>
           </section>
+          ${typeToConfirm ? html`<div class="type-to-confirm" data-type-to-confirm>
+            <label for="type-to-confirm">This replaces ${typeToConfirm.what} and cannot be undone. Type <strong><code>${typeToConfirm.name}</code></strong> to confirm.</label>
+            <input id="type-to-confirm" name="type-to-confirm" autocomplete="off" spellcheck="false" data-autofocus
+              .value=${this.typed} @input=${(eventArg: Event) => { this.typed = (eventArg.target as HTMLInputElement).value; }}>
+            ${!matches && this.typed !== '' ? html`<p class="hint" data-type-to-confirm-mismatch>That is not <code>${typeToConfirm.name}</code>.</p>` : nothing}
+          </div>` : nothing}
           <div class="dialog-buttons">
-            <button type="button" class="primary" data-autofocus data-action="confirm" @click=${() => void this.confirm()}>${this.options.confirmLabel ?? 'Confirm'}</button>
+            <button type="button" class="primary" ?data-autofocus=${!typeToConfirm} data-action="confirm" ?disabled=${!matches} @click=${() => void this.confirm()}>${this.options.confirmLabel ?? 'Confirm'}</button>
             <button type="button" data-action="cancel" @click=${() => this.close()}>Cancel</button>
           </div>`;
+      }
       case 'running':
         return html`<div role="status" class="working">
             <label>${this.progressLabel || 'Working…'}
@@ -275,3 +314,17 @@ export const markFirstRender = (pageArg: string): void => {
     performance.mark(name);
   }
 };
+
+/**
+ * Whether the signed-in account may change anything. Cloudly refuses every `write` method to a
+ * read-only account (role `user`), so the pages disable the buttons that would lead to one
+ * rather than let the dry run be the first to say so.
+ */
+export const mayChange = (): boolean => api.identity?.role === 'admin';
+
+/** The reason a change button is disabled, in words (the top bar's note says it too). */
+export const readOnlySentence = 'Your account is read-only (role user): only an administrator can change things.';
+
+/** A change button's `?disabled` plus its title and description when the account may not change. */
+export const changeTitle = (): string | typeof nothing => (mayChange() ? nothing : readOnlySentence);
+export const changeDescribedBy = (): string | typeof nothing => (mayChange() ? nothing : 'read-only-note');

@@ -67,11 +67,43 @@ export type IClusterRouteTarget = IClusterIngressRouteTarget;
 /** A route of the one route table (see `IClusterIngressResolvedRoute`). */
 export type IClusterResolvedRoute = IClusterIngressResolvedRoute;
 
+/**
+ * Why a route has no target yet, as a token, the first that holds in the order the chain is
+ * built: no ingress designated; the ingress service holds no workload lease; no node confirmed
+ * one of its leases; the routed service holds no lease; no node confirmed one of its leases; no
+ * node's projection grants the ingress that service's port yet.
+ */
+export const clusterUnresolvedRouteCauses = [
+  'no-ingress-designation',
+  'ingress-without-lease',
+  'ingress-lease-unconfirmed',
+  'service-without-lease',
+  'service-lease-unconfirmed',
+  'ingress-grant-missing',
+] as const;
+export type TClusterUnresolvedRouteCause = (typeof clusterUnresolvedRouteCauses)[number];
+
+/**
+ * A workload address a service's replica holds on a node of the cluster (its lease), and whether
+ * the node confirmed it applied it. Project's own definition, for administrators' views.
+ */
+export interface IClusterAddressLease {
+  serviceId: string;
+  nodeId: string;
+  replica: number;
+  leaseId: string;
+  address: string;
+  confirmed: boolean;
+}
+
 /** A route left out of the table, with the reason. */
 export interface IClusterUnresolvedRoute {
   hostname: string;
   serviceId: string;
   port: number;
+  /** What is missing, for a program (a page words it from this, with names). */
+  cause: TClusterUnresolvedRouteCause;
+  /** The same in a sentence, with ids. */
   reason: string;
 }
 

@@ -4,6 +4,7 @@ import type {
   IClusterPlatformObservedReport,
   IClusterResolvedRouteTable,
   IClusterUnresolvedRoute,
+  IClusterAddressLease,
 } from '../data/desiredstate.js';
 import type { ITypedContract } from './admin.js';
 
@@ -47,7 +48,8 @@ export type IReq_Relay_Cloudly_GetClusterRouteTable = ITypedContract<
 export type IReq_Any_Cloudly_GetClusterRouteTableResolution = ITypedContract<
   'getClusterRouteTableResolution',
   { identity: IIdentity; clusterId: string },
-  { table: IClusterResolvedRouteTable; unresolved: IClusterUnresolvedRoute[] }
+  /** `leases`: every workload address the cluster's services hold, sorted by address (the routes are resolved against them). */
+  { table: IClusterResolvedRouteTable; unresolved: IClusterUnresolvedRoute[]; leases: IClusterAddressLease[] }
 >;
 
 /** Administrator → Cloudly: remove a service. It leaves the desired state at once and is deleted when its relay reports it stopped, or at once with `force`. */

@@ -501,6 +501,38 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IClusterAddressLease": {
+   "type": "object",
+   "properties": {
+    "serviceId": {
+     "type": "string"
+    },
+    "nodeId": {
+     "type": "string"
+    },
+    "replica": {
+     "type": "number"
+    },
+    "leaseId": {
+     "type": "string"
+    },
+    "address": {
+     "type": "string"
+    },
+    "confirmed": {
+     "type": "boolean"
+    }
+   },
+   "required": [
+    "serviceId",
+    "nodeId",
+    "replica",
+    "leaseId",
+    "address",
+    "confirmed"
+   ],
+   "additionalProperties": false
+  },
   "IClusterDesiredLease": {
    "type": "object",
    "properties": {
@@ -1615,6 +1647,9 @@ export const contractSchema: IContractSchemaDocument = {
     "port": {
      "type": "number"
     },
+    "cause": {
+     "$ref": "#/$defs/TClusterUnresolvedRouteCause"
+    },
     "reason": {
      "type": "string"
     }
@@ -1623,6 +1658,7 @@ export const contractSchema: IContractSchemaDocument = {
     "hostname",
     "serviceId",
     "port",
+    "cause",
     "reason"
    ],
    "additionalProperties": false
@@ -4172,6 +4208,17 @@ export const contractSchema: IContractSchemaDocument = {
     "pallet"
    ]
   },
+  "TClusterUnresolvedRouteCause": {
+   "type": "string",
+   "enum": [
+    "no-ingress-designation",
+    "ingress-without-lease",
+    "ingress-lease-unconfirmed",
+    "service-without-lease",
+    "service-lease-unconfirmed",
+    "ingress-grant-missing"
+   ]
+  },
   "TCorestoreLegacyResource": {
    "anyOf": [
     {
@@ -6397,11 +6444,18 @@ export const contractSchema: IContractSchemaDocument = {
      "items": {
       "$ref": "#/$defs/IClusterUnresolvedRoute"
      }
+    },
+    "leases": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IClusterAddressLease"
+     }
     }
    },
    "required": [
     "table",
-    "unresolved"
+    "unresolved",
+    "leases"
    ],
    "additionalProperties": false
   },

@@ -69,8 +69,8 @@ export class CloudlyAuditPage extends LivePage {
     }
   }
 
-  protected onResync(): void {
-    void this.load();
+  protected onResync(): Promise<void> {
+    return this.load();
   }
 
   private applyFilter(formArg: HTMLFormElement): void {

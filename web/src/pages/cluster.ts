@@ -1,4 +1,5 @@
 import { html, nothing, type TemplateResult } from 'lit';
+import { relayTokenUsage } from '../secret.js';
 import type { IClusterOverview, IClusterOverviewService } from '../../../ts/interfaces/requests/overview.js';
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import type { IClusterNode } from '../../../ts/interfaces/data/clusternode.js';
@@ -11,12 +12,12 @@ import { choiceOf, designationRequestOfDraft, requestOfDraft } from '../drafts.j
 import { platformBindingCapabilities } from '../../../ts/interfaces/data/platformbinding.js';
 import { explainRuntimeStatus, explainUnknown, formatTime } from '../format.js';
 import { LivePage, clusterOfChange } from '../live.js';
-import { CloudlyActionDialog, coalesce, copyText, localPager, pageSlice, refusalView, markFirstRender } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, copyText, localPager, pageSlice, refusalView, markFirstRender, mayChange, changeTitle, changeDescribedBy } from '../widgets.js';
 import { relayStateOf, relayStateText } from './fleet.js';
 import { isClusterNodeId, isClusterNodeName, maximumClusterNodeNameLength } from '../../../ts/interfaces/data/clusternode.js';
 import type { IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
-import { describeDryRun, formReasonsView } from '../forms.js';
-import { countNodeSources, describeRelayKind } from '../decide.js';
+import { describeDryRun, formReasonsView, refusalWarningView, type IServiceFormSubmission } from '../forms.js';
+import { countNodeReports, describeRelayKind, describeUnresolvedRoute } from '../decide.js';
 
 const pageSize = 25;
 
@@ -104,8 +105,8 @@ export class CloudlyClusterPage extends LivePage {
     }
   }
 
-  protected onResync(): void {
-    void this.load();
+  protected onResync(): Promise<void> {
+    return this.load();
   }
 
   // ---- actions ----
@@ -141,6 +142,14 @@ export class CloudlyClusterPage extends LivePage {
       dryRun: async () => api.call('designateClusterIngress', { ...(await buildRequest()), dryRun: true }),
       describe: (answerArg) => html`<p>Cloudly would accept designation generation <strong>${answerArg.designation?.generation}</strong>
         of service <strong>${overview.services.find((candidate) => candidate.service.id === answerArg.designation?.ingressServiceId)?.service.name ?? answerArg.designation?.ingressServiceId}</strong>${answerArg.replayed ? ' (a replay of an accepted mutation)' : ''}.</p>`,
+      change: (answerArg) => {
+        const nameOf = (serviceIdArg: string | undefined) => overview.services.find((candidate) => candidate.service.id === serviceIdArg)?.service.name ?? serviceIdArg;
+        const current = overview.ingressDesignation;
+        return {
+          before: current ? { ingressService: nameOf(current.ingressServiceId), generation: current.generation } : undefined,
+          after: { ingressService: nameOf(answerArg.designation?.ingressServiceId), generation: answerArg.designation?.generation },
+        };
+      },
       run: async () => api.call('designateClusterIngress', await buildRequest()),
       result: (answerArg) => html`<p>Designation generation ${answerArg.designation?.generation} accepted.</p>`,
       confirmLabel: 'Designate',
@@ -158,7 +167,8 @@ export class CloudlyClusterPage extends LivePage {
       describe: (answerArg) => html`<p>The relay token would move to generation <strong>${answerArg.cluster?.relayTokenGeneration}</strong>;
         the relay's open sockets keep running until they reconnect with the old token, which is then refused.</p>`,
       run: () => api.call('rotateClusterRelayToken', request),
-      result: (answerArg) => html`<cloudly-one-time-secret .secret=${answerArg.relayToken ?? ''} label="New relay token"></cloudly-one-time-secret>`,
+      result: (answerArg) => html`<cloudly-one-time-secret .secret=${answerArg.relayToken ?? ''} label="New relay token"></cloudly-one-time-secret>
+        ${answerArg.relayToken ? relayTokenUsage(answerArg.relayToken) : nothing}`,
       confirmLabel: 'Rotate token',
       onDone: () => void this.load(),
     });
@@ -231,15 +241,30 @@ export class CloudlyClusterPage extends LivePage {
     });
   }
 
-  private createService(specArg: IServiceWritableSpec): void {
+  /**
+   * Creates the service, then sets each volume initialization the form stated (`createService`
+   * takes none: `setServiceVolumeInitialization` is its only write), expecting none stored yet.
+   */
+  private createService({ spec: specArg, initializations }: IServiceFormSubmission): void {
     CloudlyActionDialog.open({
       title: `Create service ${specArg.name}`,
       intro: html`<p>Image <code>${specArg.runtime.image}</code>, ${specArg.runtime.replicas} replica(s) on
-        ${specArg.runtime.placement.nodeIds.length ? specArg.runtime.placement.nodeIds.join(', ') : 'any node'}.</p>`,
+        ${specArg.runtime.placement.nodeIds.length ? specArg.runtime.placement.nodeIds.join(', ') : 'any node'}.</p>
+        ${initializations.length ? html`<p>Then the initialization of ${initializations.map((planned, index) => html`${index ? ', ' : ''}<code>${planned.mountPath}</code>`)} is set.</p>` : nothing}`,
       dryRun: () => api.call('createService', { service: specArg, dryRun: true }),
       describe: (answerArg) => html`<p>Cloudly would store service <strong>${answerArg.service?.name ?? specArg.name}</strong>
-        ${answerArg.service ? html`at spec revision ${answerArg.service.specRevision}` : nothing}.</p>`,
-      run: () => api.call('createService', { service: specArg }),
+        ${answerArg.service ? html`at spec revision ${answerArg.service.specRevision}` : nothing}.</p>
+        ${refusalWarningView(answerArg.service, initializations)}`,
+      change: () => ({ before: undefined, after: { ...specArg, volumes: specArg.volumes.map((volume) => ({ ...volume, initialization: initializations.find((planned) => planned.mountPath === volume.mountPath)?.initialization })) } }),
+      run: async (progressArg) => {
+        progressArg(null, 'Creating the service…');
+        let answer = await api.call('createService', { service: specArg });
+        for (const planned of initializations) {
+          progressArg(null, `Setting the initialization of ${planned.mountPath}…`);
+          answer = await api.call('setServiceVolumeInitialization', { serviceId: answer.service.id, mountPath: planned.mountPath, expected: null, initialization: planned.initialization });
+        }
+        return answer;
+      },
       result: (answerArg) => html`<p>Service <a href=${`#/service/${encodeURIComponent(answerArg.service?.id ?? '')}`} data-created-service=${answerArg.service?.id ?? ''}>${answerArg.service?.name}</a> created.</p>`,
       confirmLabel: 'Create service',
       onDone: () => {
@@ -315,10 +340,10 @@ export class CloudlyClusterPage extends LivePage {
           ? overviewArg.relay.socketsOpenHere.map((socket) => html`<span class="chip">since ${formatTime(socket.connectedAt)}${socket.elected ? ' · elected' : ''}</span>`)
           : 'none'}</dd></div>
         <div><dt>Relay kind</dt><dd data-relay-kind=${describeRelayKind(registration?.version)}>${{ simulated: 'simulated (cloudly-sim: nothing runs behind it)', cluster: 'a cluster\u2019s relay', unknown: 'not known until it registers' }[describeRelayKind(registration?.version)]}</dd></div>
-        <div><dt>Nodes</dt><dd>${countNodeSources(overviewArg.nodes).reported} reported by the relay, ${countNodeSources(overviewArg.nodes).added} added by an administrator only</dd></div>
+        <div><dt>Nodes</dt><dd data-node-reports>${countNodeReports(overviewArg.nodes).reported} reported by the relay, ${countNodeReports(overviewArg.nodes).unreported} with no report yet</dd></div>
         <div><dt>Relay token generation</dt><dd>${overviewArg.cluster.relayTokenGeneration}</dd></div>
       </dl>
-      <button type="button" data-action="rotate-relay-token" @click=${() => this.rotateRelayToken()}>Rotate relay token…</button>
+      <button type="button" data-action="rotate-relay-token" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.rotateRelayToken()}>Rotate relay token…</button>
     </section>`;
   }
 
@@ -352,7 +377,7 @@ export class CloudlyClusterPage extends LivePage {
                 ${overviewArg.services.map((entry) => html`<option value=${entry.service.id} ?selected=${entry.service.id === (this.ingressChoice || designation?.ingressServiceId)}>${entry.service.name}</option>`)}
               </select>
             </label>
-            <button type="button" data-action="designate-ingress" @click=${() => this.designateIngress()}>Designate ingress…</button>
+            <button type="button" data-action="designate-ingress" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.designateIngress()}>Designate ingress…</button>
           </div>`
         : html`<p class="muted">The cluster has no service to designate.</p>`}
     </section>`;
@@ -364,19 +389,26 @@ export class CloudlyClusterPage extends LivePage {
       return html``;
     }
     const nameOf = (serviceIdArg: string) => overviewArg.services.find((entry) => entry.service.id === serviceIdArg)?.service.name ?? serviceIdArg;
+    const ingressId = overviewArg.ingressDesignation?.ingressServiceId ?? null;
     const rows = [
-      ...this.routes.table.routes.map((route) => ({ hostname: route.hostname, serviceId: route.serviceId, port: route.port, ready: true,
-        detail: `ready: ${route.targets.length} target${route.targets.length === 1 ? '' : 's'} (${route.targets.map((target) => `${target.address}:${target.port}`).join(', ')})` })),
-      ...this.routes.unresolved.map((route) => ({ hostname: route.hostname, serviceId: route.serviceId, port: route.port, ready: false, detail: `not ready: ${route.reason}` })),
+      ...this.routes.table.routes.map((route) => ({ hostname: route.hostname, serviceId: route.serviceId, port: route.port, ready: true, cause: '',
+        detail: html`${route.targets.length} target${route.targets.length === 1 ? '' : 's'} (${route.targets.map((target) => `${target.address}:${target.port}`).join(', ')})` })),
+      ...this.routes.unresolved.map((route) => {
+        // An older Cloudly answers the sentence only: it is shown as it came.
+        const words = route.cause ? describeUnresolvedRoute(route, { service: nameOf(route.serviceId), ingress: ingressId ? nameOf(ingressId) : null }) : null;
+        return { hostname: route.hostname, serviceId: route.serviceId, port: route.port, ready: false, cause: route.cause ?? '',
+          detail: words ? html`${words.problem} <span class="route-fix" data-route-fix>To fix: ${words.fix}</span>` : html`${route.reason}` };
+      }),
     ].sort((left, right) => (left.hostname < right.hostname ? -1 : left.hostname > right.hostname ? 1 : 0));
     const ready = this.routes.table.routes.length;
-    return html`<h3 id="routes-title">Routes (${ready} of ${rows.length} ready, desired-state revision ${this.routes.table.revision})</h3>
+    return html`<h3 id="routes-title">Routes: ${ready} of ${rows.length} ready${rows.length > ready ? html`, ${rows.length - ready} waiting (below: what each waits for and what fixes it)` : nothing}
+      <span class="muted">(desired-state revision ${this.routes.table.revision})</span></h3>
       ${rows.length === 0 ? html`<p class="muted">No service declares a route.</p>` : html`
       <table class="data" aria-labelledby="routes-title">
         <thead><tr><th scope="col">Hostname</th><th scope="col">Service</th><th scope="col">Port</th><th scope="col">Readiness</th></tr></thead>
-        <tbody>${rows.map((row) => html`<tr data-route=${row.hostname} data-route-ready=${row.ready ? 'true' : 'false'}>
+        <tbody>${rows.map((row) => html`<tr data-route=${row.hostname} data-route-ready=${row.ready ? 'true' : 'false'} data-route-cause=${row.cause}>
           <th scope="row">${row.hostname}</th><td>${nameOf(row.serviceId)}</td><td>${row.port}</td>
-          <td><span class=${`badge ${row.ready ? 'state-converged' : 'state-waiting'}`}>${row.ready ? 'ready' : 'not ready'}</span> ${row.detail.replace(/^(not )?ready: /, '')}</td>
+          <td><span class=${`badge ${row.ready ? 'state-converged' : 'state-waiting'}`}>${row.ready ? 'ready' : 'not ready'}</span> ${row.detail}</td>
         </tr>`)}</tbody>
       </table>`}`;
   }
@@ -392,9 +424,9 @@ export class CloudlyClusterPage extends LivePage {
           <td>${node.hostAddresses?.length ? node.hostAddresses.join(', ') : html`<span class="muted">not reported</span>`}</td>
           <td>${node.corestore ? html`<code>${node.corestore.endpoint}</code>` : html`<span class="muted">none</span>`}</td>
           <td>${node.source === 'admin' ? 'administrator' : 'relay report'}</td>
-          <td>${formatTime(node.reportedAt)}</td>
+          <td data-node-reported=${node.reportedAt === undefined ? 'no' : 'yes'}>${node.reportedAt === undefined ? 'no report yet' : formatTime(node.reportedAt)}</td>
           <td>${node.corestore ? html`<button type="button" data-action="inventory" @click=${() => void this.openInventory(node)}>Inventory…</button>` : html`<span class="muted">—</span>`}</td>
-          <td><button type="button" data-action="remove-node" aria-label=${`Remove node ${node.name}`} @click=${() => this.removeNode(node)}>Remove…</button></td>
+          <td><button type="button" data-action="remove-node" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} aria-label=${`Remove node ${node.name}`} @click=${() => this.removeNode(node)}>Remove…</button></td>
         </tr>`)}</tbody>
       </table>
       ${overviewArg.nodes.length === 0 ? html`<p class="muted">No nodes.</p>` : nothing}
@@ -406,7 +438,7 @@ export class CloudlyClusterPage extends LivePage {
 
   private addNodeView(): TemplateResult {
     if (!this.newNode) {
-      return html`<button type="button" data-action="new-node" @click=${() => { this.newNode = { name: '', nodeId: '' }; }}>Add node…</button>`;
+      return html`<button type="button" data-action="new-node" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.newNode = { name: '', nodeId: '' }; }}>Add node…</button>`;
     }
     const fields = this.newNode;
     const reasons = this.newNodeReasons();
@@ -459,7 +491,7 @@ export class CloudlyClusterPage extends LivePage {
             <td>${resource.adoption.state === 'authorized' ? `adopted (binding ${resource.adoption.bindingId})` : resource.adoption.blocker ? `blocked: ${resource.adoption.blocker}` : 'not adopted'}</td>
           </tr>`;
         }))}</tbody></table>
-        <button type="button" data-action="adopt" ?disabled=${inventory.selected.size === 0} @click=${() => this.adoptSelected()}>Adopt selected…</button>
+        <button type="button" data-action="adopt" ?disabled=${!mayChange() || inventory.selected.size === 0} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.adoptSelected()}>Adopt selected…</button>
       </fieldset>`;
     };
     return html`<section class="inventory" aria-label=${`Legacy inventory of node ${inventory.nodeId}`}>
@@ -492,8 +524,8 @@ export class CloudlyClusterPage extends LivePage {
       ${localPager('services', overviewArg.services.length, this.servicePage, pageSize, (pageArg) => { this.servicePage = pageArg; })}
       ${this.newService
         ? html`<cloudly-service-form mode="create" cluster-id=${this.clusterId} .nodeIds=${overviewArg.nodes.map((node) => node.id)}
-            @spec=${(event: CustomEvent<IServiceWritableSpec>) => this.createService(event.detail)} @cancel=${() => { this.newService = false; }}></cloudly-service-form>`
-        : html`<button type="button" data-action="new-service" @click=${() => { this.newService = true; }}>New service…</button>`}
+            @spec=${(event: CustomEvent<IServiceFormSubmission>) => this.createService(event.detail)} @cancel=${() => { this.newService = false; }}></cloudly-service-form>`
+        : html`<button type="button" data-action="new-service" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.newService = true; }}>New service…</button>`}
     </section>`;
   }
 
@@ -509,7 +541,7 @@ export class CloudlyClusterPage extends LivePage {
       <nav class="crumbs" aria-label="Breadcrumb"><a href="#/fleet">Fleet</a> › <span aria-current="page" data-crumb="cluster">${overview?.cluster.name ?? this.clusterId}</span></nav>
       <header class="page-header"><h1 id="cluster-title">${overview ? overview.cluster.name : 'Cluster'}</h1>
         ${overview ? html`<span class="muted">id <code>${overview.cluster.id}</code> · generation ${overview.cluster.generation} · created ${formatTime(overview.cluster.createdAt)}</span>
-          <button type="button" class="danger" data-action="delete-cluster" @click=${() => this.deleteCluster()}>Delete cluster…</button>` : nothing}
+          <button type="button" class="danger" data-action="delete-cluster" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.deleteCluster()}>Delete cluster…</button>` : nothing}
       </header>
       ${this.error ? refusalView(this.error) : nothing}
       ${overview

@@ -1,10 +1,11 @@
 import { html, nothing, type TemplateResult } from 'lit';
+import { relayTokenUsage } from '../secret.js';
 import type { ICluster } from '../../../ts/interfaces/data/cluster.js';
 import type { IClusterOverview, IFleetClusterSummary } from '../../../ts/interfaces/requests/overview.js';
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api, ApiError } from '../api.js';
 import { LivePage, clusterOfChange } from '../live.js';
-import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager, mayChange, changeTitle, changeDescribedBy } from '../widgets.js';
 import { validateClusterName } from '../../../ts/interfaces/data/cluster.js';
 import { methodNotServedReason } from '../../../ts/interfaces/data/refusal.js';
 import { describeDryRun, formReasonsView } from '../forms.js';
@@ -127,7 +128,8 @@ export class CloudlyFleetPage extends LivePage {
       describe: (answerArg) => describeDryRun(answerArg),
       run: () => api.call('createCluster', { name }),
       result: (answerArg) => html`<p>Cluster <a href=${`#/cluster/${encodeURIComponent(answerArg.cluster?.id ?? '')}`} data-created-cluster=${answerArg.cluster?.id ?? ''}>${answerArg.cluster?.name}</a> created.</p>
-        <cloudly-one-time-secret .secret=${answerArg.relayToken ?? ''} label="Relay token"></cloudly-one-time-secret>`,
+        <cloudly-one-time-secret .secret=${answerArg.relayToken ?? ''} label="Relay token"></cloudly-one-time-secret>
+        ${answerArg.relayToken ? relayTokenUsage(answerArg.relayToken) : nothing}`,
       confirmLabel: 'Create cluster',
       onDone: () => {
         this.newClusterName = null;
@@ -138,7 +140,7 @@ export class CloudlyFleetPage extends LivePage {
 
   private newClusterView(): TemplateResult {
     if (this.newClusterName === null) {
-      return html`<button type="button" data-action="new-cluster" @click=${() => { this.newClusterName = ''; }}>New cluster…</button>`;
+      return html`<button type="button" data-action="new-cluster" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.newClusterName = ''; }}>New cluster…</button>`;
     }
     const reasons = this.newClusterName === '' ? [] : validateClusterName(this.newClusterName);
     return html`<form class="inline-form" aria-label="New cluster" @submit=${(event: Event) => { event.preventDefault(); if (this.newClusterName && reasons.length === 0) { this.createCluster(); } }}>
@@ -262,8 +264,8 @@ export class CloudlyFleetPage extends LivePage {
     }
   }
 
-  protected onResync(): void {
-    void this.load();
+  protected onResync(): Promise<void> {
+    return this.load();
   }
 
   private onPage(eventArg: CustomEvent<{ cursor: string | undefined }>): void {

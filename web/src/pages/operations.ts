@@ -5,7 +5,7 @@ import type { IIsolatedRestoreNodeState } from '../../../ts/interfaces/data/isol
 import { api } from '../api.js';
 import { formatBytes, formatTime } from '../format.js';
 import { LivePage } from '../live.js';
-import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager, markFirstRender } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager, markFirstRender, mayChange, changeTitle, changeDescribedBy } from '../widgets.js';
 import { formatDuration, sortOperations } from '../decide.js';
 import { choiceOf } from '../drafts.js';
 import { operationFraction } from './service.js';
@@ -110,8 +110,8 @@ export class CloudlyOperationsPage extends LivePage {
     }
   }
 
-  protected onResync(): void {
-    void this.load();
+  protected onResync(): Promise<void> {
+    return this.load();
   }
 
   private cancel(operationArg: IOperation): void {
@@ -166,8 +166,8 @@ export class CloudlyOperationsPage extends LivePage {
         <p>Node <strong>${steps.state.targetNodeName}</strong>: phase <strong data-restore-phase=${steps.state.phase}>${steps.state.phase}</strong>
           (revision ${steps.state.revision}), ${steps.state.stagedObjects.length} object(s) staged${steps.state.reason ? html`, <code>${steps.state.reason}</code>` : nothing}.</p>
         <div class="dialog-buttons">
-          <button type="button" data-action="execute-restore" ?disabled=${phase !== 'ready'} @click=${() => this.stepRestore('execute')}>Execute…</button>
-          <button type="button" data-action="cleanup-restore" ?disabled=${phase === 'cleaned-up'} @click=${() => this.stepRestore('cleanup')}>Clean up…</button>
+          <button type="button" data-action="execute-restore" ?disabled=${!mayChange() || phase !== 'ready'} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.stepRestore('execute')}>Execute…</button>
+          <button type="button" data-action="cleanup-restore" ?disabled=${!mayChange() || phase === 'cleaned-up'} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.stepRestore('cleanup')}>Clean up…</button>
           <button type="button" @click=${() => void this.readRestore(steps.restoreId)}>Read again</button>
           <button type="button" @click=${() => { this.steps = null; }}>Close</button>
         </div>`}
@@ -191,9 +191,9 @@ export class CloudlyOperationsPage extends LivePage {
       <td>${formatTime(operationArg.startedAt)}</td>
       <td>${ended === null ? html`<span class="muted">running ${formatDuration(Date.now() - operationArg.startedAt)}</span>` : formatDuration(ended - operationArg.startedAt)}</td>
       <td data-requested-by>${this.usernames.get(operationArg.requestedBy) ?? operationArg.requestedBy}</td>
-      <td>${operationArg.state === 'running' ? html`<button type="button" data-action="cancel-operation" @click=${() => this.cancel(operationArg)}>Cancel…</button>` : nothing}
+      <td>${operationArg.state === 'running' ? html`<button type="button" data-action="cancel-operation" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.cancel(operationArg)}>Cancel…</button>` : nothing}
         ${operationArg.kind === 'isolated-restore' && operationArg.state === 'completed' && operationArg.result?.restoreId
-          ? html`<button type="button" data-action="restore-steps" @click=${() => void this.readRestore(operationArg.result!.restoreId!)}>Steps…</button>` : nothing}</td>
+          ? html`<button type="button" data-action="restore-steps" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => void this.readRestore(operationArg.result!.restoreId!)}>Steps…</button>` : nothing}</td>
     </tr>`;
   }
 

@@ -5,7 +5,7 @@ import type { IServiceVolume, TServiceVolumeInitialization } from '../../../ts/i
 import type { IServiceRuntimeStatus } from '../../../ts/interfaces/data/serviceruntimestatus.js';
 import type { IServiceObservedPlacement } from '../../../ts/interfaces/data/desiredstate.js';
 import { platformBindingCapabilities, validatePlatformBindingUpsert, type IPlatformBinding, type IPlatformBindingUpsert, type TPlatformBindingCapability } from '../../../ts/interfaces/data/platformbinding.js';
-import { describeDryRun, formReasonsView } from '../forms.js';
+import { describeDryRun, formReasonsView, refusalWarningView, type IServiceFormSubmission } from '../forms.js';
 import { choiceOf, isolatedRestoreRequestOfDraft } from '../drafts.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../../../ts/interfaces/data/runtimelocalstorageclaim.js';
 import type { IClusterNode } from '../../../ts/interfaces/data/clusternode.js';
@@ -15,7 +15,7 @@ import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api, ApiError } from '../api.js';
 import { explainRuntimeStatus, explainUnknown, formatBytes, formatTime } from '../format.js';
 import { LivePage } from '../live.js';
-import { CloudlyActionDialog, coalesce, refusalView, markFirstRender } from '../widgets.js';
+import { CloudlyActionDialog, coalesce, refusalView, markFirstRender, mayChange, changeTitle, changeDescribedBy } from '../widgets.js';
 import { decideBackupNodeChoices, describeRunAs, serviceFormOfSpec, sortBackupsByTime, writableSpecOf, type IServiceFormFields } from '../decide.js';
 import type { IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
 
@@ -327,8 +327,8 @@ export class CloudlyServicePage extends LivePage {
     }
   }
 
-  protected onResync(): void {
-    void this.load();
+  protected onResync(): Promise<void> {
+    return this.load();
   }
 
   // ---- actions ----
@@ -360,6 +360,7 @@ export class CloudlyServicePage extends LivePage {
         const volume = answerArg.service?.volumes.find((candidate) => candidate.mountPath === volumeArg.mountPath);
         return html`<p>The volume would read: <strong>${describeInitialization(volume?.initialization)}</strong> (service generation ${answerArg.service?.generation}).</p>`;
       },
+      change: () => ({ before: { initialization: volumeArg.initialization }, after: { initialization: initialization ?? undefined } }),
       run: () => api.call('setServiceVolumeInitialization', request),
       confirmLabel: 'Set initialization',
       onDone: () => {
@@ -378,7 +379,9 @@ export class CloudlyServicePage extends LivePage {
       intro: html`<p>Replaces the spec read at generation ${service.generation}; a change by someone else since then is refused.</p>`,
       dryRun: () => api.call('updateService', { ...request, dryRun: true }),
       describe: (answerArg) => html`<p>The service would move to spec revision <strong>${answerArg.service?.specRevision ?? '—'}</strong>
-        (now ${service.specRevision}${answerArg.service?.specRevision === service.specRevision ? ': the runtime is unchanged' : ''}).</p>`,
+        (now ${service.specRevision}${answerArg.service?.specRevision === service.specRevision ? ': the runtime is unchanged' : ''}).</p>
+        ${refusalWarningView(answerArg.service)}`,
+      change: () => ({ before: writableSpecOf(service), after: specArg }),
       run: () => api.call('updateService', request),
       result: (answerArg) => html`<p>Stored at generation ${answerArg.service?.generation}, spec revision ${answerArg.service?.specRevision}.</p>`,
       confirmLabel: 'Save changes',
@@ -429,6 +432,8 @@ export class CloudlyServicePage extends LivePage {
       },
       result: (answerArg) => html`<p>Restore ${answerArg.operation?.state ?? 'done'}${answerArg.operation?.result?.restored ? `: ${answerArg.operation.result.restored.length} snapshot(s) restored` : ''}.</p>`,
       confirmLabel: 'Restore',
+      // A restore overwrites the service's data on the node: never one click away.
+      typeToConfirm: { name: this.service?.name ?? backupArg.serviceId, what: `the data of ${this.service?.name ?? backupArg.serviceId} on node ${backupArg.nodeId}` },
       onDone: () => void this.loadOperations(),
     });
   }
@@ -488,6 +493,11 @@ export class CloudlyServicePage extends LivePage {
       intro: html`<p>${platformBinding.enabled ? 'Enabled' : 'Disabled'}, on ${platformBinding.nodeId ? html`node <strong>${platformBinding.nodeId}</strong>` : 'no node yet'}.</p>`,
       dryRun: () => api.call('upsertPlatformBinding', { ...request, dryRun: true }),
       describe: (answerArg) => html`<p>Cloudly would store binding <code>${answerArg.platformBinding?.id ?? '—'}</code> (generation ${answerArg.platformBinding?.generation ?? '—'}).</p>`,
+      change: () => {
+        const stored = request.expectedGeneration === null ? undefined
+          : this.bindings?.find((binding) => binding.capability === platformBinding.capability && binding.generation === request.expectedGeneration);
+        return { before: stored ? { serviceId: stored.serviceId, capability: stored.capability, enabled: stored.enabled, nodeId: stored.nodeId ?? null } : undefined, after: platformBinding };
+      },
       run: () => api.call('upsertPlatformBinding', request),
       result: (answerArg) => html`<p>Binding <code>${answerArg.platformBinding?.id}</code> stored.</p>`,
       confirmLabel: 'Save binding',
@@ -524,8 +534,8 @@ export class CloudlyServicePage extends LivePage {
           <th scope="row">${binding.capability}</th><td>${binding.nodeId ?? html`<span class="muted">unplaced</span>`}</td><td>${binding.enabled ? 'yes' : 'no'}</td>
           <td>${binding.status}${binding.statusReason ? html` <code>${binding.statusReason}</code>` : nothing}</td>
           <td>${binding.corestoreLegacyAdoption ? 'legacy Corestore resource' : html`<span class="muted">—</span>`}</td>
-          <td class="actions"><button type="button" data-action="edit-binding" @click=${() => { this.bindingForm = { capability: binding.capability, enabled: binding.enabled, nodeId: binding.nodeId ?? '', expectedGeneration: binding.generation }; }}>Change…</button>
-            <button type="button" class="danger" data-action="delete-binding" @click=${() => this.deleteBinding(binding)}>Delete…</button></td>
+          <td class="actions"><button type="button" data-action="edit-binding" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.bindingForm = { capability: binding.capability, enabled: binding.enabled, nodeId: binding.nodeId ?? '', expectedGeneration: binding.generation }; }}>Change…</button>
+            <button type="button" class="danger" data-action="delete-binding" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.deleteBinding(binding)}>Delete…</button></td>
         </tr>`)}</tbody>
       </table>
       ${this.bindings.length === 0 ? html`<p class="muted">No bindings: the service has no database or bucket from the platform.</p>` : nothing}`}
@@ -544,7 +554,7 @@ export class CloudlyServicePage extends LivePage {
           <button type="button" @click=${() => { this.bindingForm = null; }}>Cancel</button>
           ${formReasonsView(reasons)}
         </form>`
-        : this.bindings === null ? nothing : html`<button type="button" data-action="new-binding" @click=${() => { this.bindingForm = { capability: 'database', enabled: true, nodeId: nodeIds[0] ?? '', expectedGeneration: null }; }}>New binding…</button>`}
+        : this.bindings === null ? nothing : html`<button type="button" data-action="new-binding" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.bindingForm = { capability: 'database', enabled: true, nodeId: nodeIds[0] ?? '', expectedGeneration: null }; }}>New binding…</button>`}
     </section>`;
   }
 
@@ -594,10 +604,10 @@ export class CloudlyServicePage extends LivePage {
       ${this.editingSpec
         ? html`<cloudly-service-form mode="edit" cluster-id=${serviceArg.clusterId} .nodeIds=${this.nodes.map((node) => node.id)}
             .initial=${this.editingSpec.fields}
-            @spec=${(event: CustomEvent<IServiceWritableSpec>) => this.updateService(event.detail)} @cancel=${() => { this.editingSpec = null; }}></cloudly-service-form>`
+            @spec=${(event: CustomEvent<IServiceFormSubmission>) => this.updateService(event.detail.spec)} @cancel=${() => { this.editingSpec = null; }}></cloudly-service-form>`
         : html`<div class="dialog-buttons">
-            <button type="button" data-action="edit-service" @click=${() => { this.editingSpec = { base: serviceArg, fields: serviceFormOfSpec(writableSpecOf(serviceArg)) }; }}>Edit service…</button>
-            <button type="button" class="danger" data-action="delete-service" @click=${() => this.deleteService()}>Delete service…</button>
+            <button type="button" data-action="edit-service" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.editingSpec = { base: serviceArg, fields: serviceFormOfSpec(writableSpecOf(serviceArg)) }; }}>Edit service…</button>
+            <button type="button" class="danger" data-action="delete-service" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.deleteService()}>Delete service…</button>
           </div>`}
     </section>`;
   }
@@ -673,7 +683,7 @@ export class CloudlyServicePage extends LivePage {
         <tbody>${serviceArg.volumes.map((volume) => html`<tr data-mount-path=${volume.mountPath}>
           <th scope="row"><code>${volume.mountPath}</code></th><td>${volume.driver}</td><td>${volume.readOnly ? 'read-only' : 'read-write'}</td>
           <td>${describeInitialization(volume.initialization)}</td>
-          <td><button type="button" data-action="edit-initialization" @click=${() => { this.editing = volume.mountPath; }}>Set initialization…</button></td>
+          <td><button type="button" data-action="edit-initialization" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.editing = volume.mountPath; }}>Set initialization…</button></td>
         </tr>${this.editing === volume.mountPath ? html`<tr><td colspan="5">${this.volumeForm(volume, serviceArg.runtime.profile?.runAs ?? null)}</td></tr>` : nothing}`)}</tbody>
       </table>`}
       <h3 id="claims-title">Local storage claims</h3>
@@ -711,7 +721,7 @@ export class CloudlyServicePage extends LivePage {
       <h2 id="backups-title">Backups</h2>
       <form class="inline-form" aria-label="Start a backup" @submit=${(event: Event) => { event.preventDefault(); this.startBackup(event.target as HTMLFormElement); }}>
         <label>Node <select name="nodeId">${nodeIds.map((nodeId) => html`<option value=${nodeId} ?selected=${nodeId === choices.defaultNodeId}>${nodeId}</option>`)}</select></label>
-        <button type="submit" data-action="start-backup" ?disabled=${nodeIds.length === 0}>Start backup…</button>
+        <button type="submit" data-action="start-backup" ?disabled=${!mayChange() || nodeIds.length === 0} title=${changeTitle()} aria-describedby=${changeDescribedBy()}>Start backup…</button>
       </form>
       ${this.operations?.length ? html`<ul class="operations" aria-label="Running backups">${this.operations.map((operation) => {
         const fraction = operationFraction(operation);
@@ -725,8 +735,8 @@ export class CloudlyServicePage extends LivePage {
           <td>${backup.snapshots.length}</td><td>${backup.closure ? `stored ${formatTime(backup.closure.storedAt)}` : html`<span class="muted">none</span>`}</td>
           <td>${this.backupState(backup)}</td>
           <td class="actions">${((backup as { state?: string }).state ?? 'completed') === 'completed' ? html`
-            <button type="button" data-action="restore-backup" @click=${() => this.restoreBackup(backup)}>Restore…</button>
-            <button type="button" data-action="isolated-restore" @click=${() => { this.isolated = { backupId: backup.backupId, targetNodeName: backup.nodeId, mappings: '[]' }; }}>Isolated restore…</button>` : nothing}</td>
+            <button type="button" data-action="restore-backup" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.restoreBackup(backup)}>Restore…</button>
+            <button type="button" data-action="isolated-restore" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.isolated = { backupId: backup.backupId, targetNodeName: backup.nodeId, mappings: '[]' }; }}>Isolated restore…</button>` : nothing}</td>
         </tr>`)}</tbody>
       </table>
       ${this.backups.length === 0 ? html`<p class="muted">No backups recorded.</p>` : nothing}

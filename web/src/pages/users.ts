@@ -79,17 +79,24 @@ export class CloudlyUsersPage extends LivePage {
     }
   }
 
-  protected onResync(): void {
-    void this.load();
+  protected onResync(): Promise<void> {
+    return this.load();
   }
 
   /** One account change through its dry run; every change names the generation read. */
-  private change(titleArg: string, changeArg: TAccountChange, wordsArg: string, confirmArg: string): void {
+  private change(titleArg: string, changeArg: TAccountChange, wordsArg: string, confirmArg: string, userArg: IAccount): void {
     CloudlyActionDialog.open({
       title: titleArg,
       intro: html`<p>${wordsArg}</p>`,
       dryRun: () => sendAccountChange(changeArg, true),
       describe: (answerArg) => html`<p>Cloudly accepts it: <strong>${answerArg.user.username}</strong> would be ${answerArg.user.role}${answerArg.user.disabled ? ', disabled' : ''}.</p>`,
+      // A deletion changes no field: the account goes (the intro says so).
+      ...(changeArg.method === 'deleteUser' ? {} : {
+        change: (answerArg: { user: IAccount }) => ({
+          before: { role: userArg.role, disabled: userArg.disabled },
+          after: { role: answerArg.user.role, disabled: answerArg.user.disabled },
+        }),
+      }),
       run: () => sendAccountChange(changeArg, false),
       confirmLabel: confirmArg,
       onDone: () => void this.load(),
@@ -149,14 +156,14 @@ export class CloudlyUsersPage extends LivePage {
       <td class="actions">
         <button type="button" data-action="set-role" @click=${() => this.change(`Make ${userArg.username} ${other}`,
           { method: 'setUserRole', request: { userId: userArg.userId, role: other, expectedGeneration: userArg.generation } },
-          `${userArg.username} becomes ${other === 'admin' ? 'an administrator' : 'read-only'}; their sessions must log in again.`, 'Change role')}>Make ${other}…</button>
+          `${userArg.username} becomes ${other === 'admin' ? 'an administrator' : 'read-only'}; their sessions must log in again.`, 'Change role', userArg)}>Make ${other}…</button>
         <button type="button" data-action="set-disabled" @click=${() => this.change(`${userArg.disabled ? 'Enable' : 'Disable'} ${userArg.username}`,
           { method: 'setUserDisabled', request: { userId: userArg.userId, disabled: !userArg.disabled, expectedGeneration: userArg.generation } },
           userArg.disabled ? `${userArg.username} may log in again.` : `${userArg.username} can no longer log in, and every session they hold is refused from its next call.`,
-          userArg.disabled ? 'Enable' : 'Disable')}>${userArg.disabled ? 'Enable…' : 'Disable…'}</button>
+          userArg.disabled ? 'Enable' : 'Disable', userArg)}>${userArg.disabled ? 'Enable…' : 'Disable…'}</button>
         <button type="button" class="danger" data-action="delete-user" @click=${() => this.change(`Delete ${userArg.username}`,
           { method: 'deleteUser', request: { userId: userArg.userId, expectedGeneration: userArg.generation } },
-          `The account ${userArg.username} is removed; its sessions are refused from their next call.`, 'Delete account')}>Delete…</button>
+          `The account ${userArg.username} is removed; its sessions are refused from their next call.`, 'Delete account', userArg)}>Delete…</button>
       </td>
     </tr>`;
   }
