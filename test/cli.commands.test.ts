@@ -276,6 +276,27 @@ test('services update --dry-run shows what would change, field by field (on a te
   assert.equal(real.runtime.replicas, 2);
 });
 
+test('services create states how each volume starts (--volume-init); a volume without one is warned about in the dry run, with why', async () => {
+  const { cluster } = await t.createCluster('cli-volume-init');
+  await t.addNodes(cluster.id, 'n1');
+  const base = ['services', 'create', '--organization', 'org1', '--cluster', cluster.id, '--image', 'app:1', '--node', 'n1', '--run-as', '1000:1000', '--volume', '/data'];
+  const dry = await cloudly([...base, '--name', 'no-init', '--dry-run', '-o', 'json']);
+  assert.equal(dry.code, 0, dry.stderr);
+  assert.match(dry.stderr, /^warning: volume \/data has no initialization: the service would be refused volume-initialization-unknown$/m);
+  assert.match(dry.stderr, /--volume-init \/data=empty:0750/);
+
+  const created = json(await cloudly([...base, '--name', 'with-init', '--volume-init', '/data=empty:0750', '-o', 'json']));
+  assert.doesNotMatch((await cloudly([...base, '--name', 'with-init-dry', '--volume-init', '/data=empty:0750', '--dry-run'])).stderr, /warning:/);
+  const stored = await api('getServiceById', { serviceId: created.service.id });
+  assert.deepEqual(stored.service.volumes[0].initialization, { kind: 'empty', ownership: { kind: 'run-as', mode: 0o750 } });
+  const { status } = await api('getServiceRuntimeStatus', { serviceId: created.service.id });
+  assert.notEqual(status.reason, 'volume-initialization-unknown', 'the service is not refused for its volume');
+
+  const bad = await cloudly([...base, '--name', 'bad-init', '--volume-init', '/elsewhere=empty:0750']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /names no --volume of the service/);
+});
+
 test('services: an initialization the service cannot use is warned about before the call, with what would work', async () => {
   const { cluster } = await t.createCluster('cli-init-warning');
   await t.addNodes(cluster.id, 'n1');

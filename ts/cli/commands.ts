@@ -319,6 +319,39 @@ const parseVolume = (textArg: string): TServiceWritableVolume => {
   return { mountPath, readOnly: flag === 'ro', driver: 'local' };
 };
 
+/**
+ * `--volume-init <mountPath>=empty:<mode>[:<uid>:<gid>]` or `<mountPath>=import:<docker volume>`,
+ * each naming a volume of the spec, by mount path.
+ */
+const parseVolumeInits = (textsArg: string[], volumesArg: readonly { mountPath: string }[]): Map<string, TServiceVolumeInitialization> => {
+  const initializations = new Map<string, TServiceVolumeInitialization>();
+  for (const text of textsArg) {
+    const at = text.indexOf('=');
+    const mountPath = at > 0 ? text.slice(0, at) : '';
+    const [kind, ...rest] = text.slice(at + 1).split(':');
+    if (!volumesArg.some((volumeArg) => volumeArg.mountPath === mountPath)) {
+      throw new UsageError(`--volume-init ${JSON.stringify(text)} names no --volume of the service (<mountPath>=empty:<mode>[:<uid>:<gid>] or <mountPath>=import:<docker volume>)`);
+    }
+    if (initializations.has(mountPath)) {
+      throw new UsageError(`--volume-init names ${mountPath} twice`);
+    }
+    if (kind === 'empty' && (rest.length === 1 || rest.length === 3)) {
+      const mode = parseMode(rest[0]);
+      initializations.set(mountPath, {
+        kind: 'empty',
+        ownership: rest.length === 3
+          ? { kind: 'explicit', uid: parseInteger(rest[1], '--volume-init uid'), gid: parseInteger(rest[2], '--volume-init gid'), mode }
+          : { kind: 'run-as', mode },
+      });
+    } else if (kind === 'import' && rest.length >= 1 && rest.join(':') !== '') {
+      initializations.set(mountPath, { kind: 'import', source: { kind: 'docker-volume', volumeName: rest.join(':') } });
+    } else {
+      throw new UsageError(`--volume-init ${JSON.stringify(text)} must be <mountPath>=empty:<mode>[:<uid>:<gid>] or <mountPath>=import:<docker volume>`);
+    }
+  }
+  return initializations;
+};
+
 const parseRunAs = (textArg: string | undefined): IServiceRunAs | null => {
   if (textArg === undefined || textArg === 'none') {
     return null;
@@ -383,6 +416,7 @@ const addServiceCommands = (programArg: Command): void => {
     .option('--node <id|name>', 'placement: a node, id or name (repeatable)', collect, [])
     .option('--run-as <uid:gid>', 'run the workload as this user and group (default: none)')
     .option('--volume <mountPath[:ro]>', 'a local volume (repeatable)', collect, [])
+    .option('--volume-init <mountPath=how>', "how a volume starts: <mountPath>=empty:<mode>[:<uid>:<gid>] or <mountPath>=import:<docker volume> (repeatable; set right after the create)", collect, [])
     .action(run(async (ctx, options) => {
       const service = options.file
         ? await specBody(options.file)
@@ -398,9 +432,33 @@ const addServiceCommands = (programArg: Command): void => {
           },
           volumes: listOption(options.volume, '--volume').map(parseVolume),
         };
+      const initializations = parseVolumeInits(listOption(options.volumeInit, '--volume-init'), (service as IServiceWritableSpec).volumes ?? []);
+      // Said before the call: a volume the runtime cannot start leaves the service refused from the start.
+      for (const volume of (service as IServiceWritableSpec).volumes ?? []) {
+        const initialization = initializations.get(volume.mountPath) ?? null;
+        if (initialization === null) {
+          note(`warning: volume ${volume.mountPath} has no initialization: the service would be refused volume-initialization-unknown\n`
+            + `  instead: --volume-init ${volume.mountPath}=empty:0750 (owned by the run-as user), =empty:0750:<uid>:<gid>, or =import:<docker volume>`);
+          continue;
+        }
+        const use = judgeServiceVolumeInitializationUse(initialization, (service as IServiceWritableSpec).runtime.profile.runAs);
+        if (!use.usable) {
+          note(`warning: volume ${volume.mountPath} cannot use this initialization: ${use.why} (the service would be refused ${use.reason})\n  instead: ${use.instead}`);
+        }
+      }
       const answer = await ctx.call('createService', withDryRun(options, { service }));
       noteDryRun(options, answer);
-      printAnswer(answer, ctx.format, () => serviceTable(withMadeByTheRealCall(answer.service, answer, 'service')));
+      let created = answer.service;
+      if (!options.dryRun) {
+        // Each stated initialization is set on the new service (expected: none yet); a refused one
+        // leaves the service created and says so.
+        for (const [mountPath, initialization] of initializations) {
+          created = (await ctx.call('setServiceVolumeInitialization', { serviceId: created.id, mountPath, expected: null, initialization })).service;
+        }
+      } else if (initializations.size > 0) {
+        note(`dry run: the real call would then set the initialization of ${[...initializations.keys()].join(', ')}`);
+      }
+      printAnswer({ ...answer, service: created }, ctx.format, () => serviceTable(withMadeByTheRealCall(created, answer, 'service')));
     }));
   generationExpectation(services.command('update').description('replace the spec (--file), or change single fields of the stored one'), 'service')
     .requiredOption('--service <id|name>', 'service id or name')
