@@ -223,6 +223,24 @@ test('backups restore on a terminal asks first (after a dry run passed); anythin
   assert.doesNotMatch(refused.screen, /\[y\/N\]/);
 });
 
+test('services update --dry-run on a terminal shows the field-level diff, and changes nothing', { skip: hasScript ? false : 'util-linux `script` is not installed: no pseudo-terminal to run the CLI on' }, async () => {
+  const before = (await api('getServiceById', { serviceId: world.service.id })).service;
+  const command = [process.execPath, cliExecutable, 'services', 'update', '--service', world.service.id, '--image', 'registry.example.com/diffed:2', '--expect-current', '--dry-run']
+    .map((partArg) => `'${partArg}'`).join(' ');
+  const child = spawn('script', ['-qfec', `stty cols 160 rows 30; ${command}`, '/dev/null'], {
+    env: { ...process.env, CLOUDLY_CONFIG_DIR: cli.configDir },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let screen = '';
+  child.stdout.on('data', (chunkArg: Buffer) => { screen += chunkArg.toString(); });
+  child.stderr.on('data', (chunkArg: Buffer) => { screen += chunkArg.toString(); });
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  assert.equal(code, 0, screen);
+  assert.match(screen, new RegExp(`service ${world.service.id}: generation ${before.generation} → ${before.generation + 1}`));
+  assert.match(screen, new RegExp(`runtime\\.image\\s+${before.runtime.image.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} → registry\\.example\\.com/diffed:2`));
+  assert.equal((await api('getServiceById', { serviceId: world.service.id })).service.generation, before.generation, 'a dry run changes nothing');
+});
+
 test('backups prune: --dry-run is the relay\'s own dry run; JSON is the API answer', async () => {
   const answer = jsonOf(await cli.run(['backups', 'prune', '--cluster', world.clusterId, '--node', world.nodeId, '--keep-last', '3', '--dry-run', '-o', 'json']));
   const request = callsOf('pruneClusterNodeArchive').at(-1) as IReq_Cloudly_Relay_PruneClusterNodeArchive['request'];
