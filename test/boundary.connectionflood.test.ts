@@ -95,8 +95,13 @@ test(`under ulimit -n ${openFilesLimit}, ${floodConnections} keep-alive connecti
     const statuses = await Promise.all(flood.map((connectionArg) => connectionArg.status));
     const served = statuses.filter((statusArg) => statusArg === 200).length;
     const refused = flood.filter((_connectionArg, indexArg) => statuses[indexArg] === 503);
+    // While more than a bounded number of refusals are being written at once, a connection past the
+    // bound is reset at accept instead (so refusals cannot hold descriptors either): on a loaded
+    // machine some of the rest end without an answer (status 0), never served.
+    const reset = statuses.filter((statusArg) => statusArg === 0).length;
     assert.equal(served, limits.connectionsPerAddress, 'the address holds its share and no more');
-    assert.equal(refused.length, floodConnections - limits.connectionsPerAddress, 'the rest are refused 503 at accept');
+    assert.equal(refused.length + reset, floodConnections - limits.connectionsPerAddress, 'the rest are refused 503 at accept, or reset there');
+    assert.ok(refused.length > 0, 'refusals are answered 503');
     for (const connection of refused) {
       assert.ok(Number(connection.retryAfter()) >= 1, 'a refusal carries Retry-After');
     }
@@ -123,7 +128,7 @@ test(`under ulimit -n ${openFilesLimit}, ${floodConnections} keep-alive connecti
 
     const metrics = await getFrom(port, '127.0.0.3', '/metrics');
     const counted = Number(/cloudly_connections_refused_total\{reason="established-per-address"\} (\d+)/.exec(metrics)?.[1]);
-    assert.equal(counted, refused.length, 'every refusal is counted');
+    assert.equal(counted, refused.length + reset, 'every refusal is counted, the 503s and the resets');
     assert.equal(/EMFILE/.test(server.output()), false, 'the server never ran out of file descriptors');
   } finally {
     for (const connection of flood) {
