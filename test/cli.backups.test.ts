@@ -178,8 +178,8 @@ const hasScript = spawnSync('script', ['--version']).status === 0;
  * The real executable on a pseudo-terminal (util-linux `script`): stdin and stdout are a
  * terminal. `answerArg` is typed once the question shows; answers the exit code and the screen.
  */
-const restoreOnTerminal = async (argsArg: string[], answerArg: string | null): Promise<{ code: number | null; screen: string }> => {
-  const command = [process.execPath, cliExecutable, 'backups', 'restore', ...argsArg].map((partArg) => `'${partArg}'`).join(' ');
+const onTerminal = async (argsArg: string[], answerArg: string | null): Promise<{ code: number | null; screen: string }> => {
+  const command = [process.execPath, cliExecutable, ...argsArg].map((partArg) => `'${partArg}'`).join(' ');
   const child = spawn('script', ['-qfec', `stty cols 160 rows 30; ${command}`, '/dev/null'], {
     env: { ...process.env, CLOUDLY_CONFIG_DIR: cli.configDir },
     stdio: ['pipe', 'pipe', 'pipe'],
@@ -195,6 +195,7 @@ const restoreOnTerminal = async (argsArg: string[], answerArg: string | null): P
   const code = await closed;
   return { code, screen };
 };
+const restoreOnTerminal = (argsArg: string[], answerArg: string | null) => onTerminal(['backups', 'restore', ...argsArg], answerArg);
 
 test('backups restore on a terminal asks first (after a dry run passed); anything but yes restores nothing, --yes does not ask', { skip: hasScript ? false : 'util-linux `script` is not installed: no pseudo-terminal to run the CLI on' }, async () => {
   const restores = () => callsOf('restoreClusterService').length;
@@ -225,16 +226,7 @@ test('backups restore on a terminal asks first (after a dry run passed); anythin
 
 test('services update --dry-run on a terminal shows the field-level diff, and changes nothing', { skip: hasScript ? false : 'util-linux `script` is not installed: no pseudo-terminal to run the CLI on' }, async () => {
   const before = (await api('getServiceById', { serviceId: world.service.id })).service;
-  const command = [process.execPath, cliExecutable, 'services', 'update', '--service', world.service.id, '--image', 'registry.example.com/diffed:2', '--expect-current', '--dry-run']
-    .map((partArg) => `'${partArg}'`).join(' ');
-  const child = spawn('script', ['-qfec', `stty cols 160 rows 30; ${command}`, '/dev/null'], {
-    env: { ...process.env, CLOUDLY_CONFIG_DIR: cli.configDir },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let screen = '';
-  child.stdout.on('data', (chunkArg: Buffer) => { screen += chunkArg.toString(); });
-  child.stderr.on('data', (chunkArg: Buffer) => { screen += chunkArg.toString(); });
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  const { code, screen } = await onTerminal(['services', 'update', '--service', world.service.id, '--image', 'registry.example.com/diffed:2', '--expect-current', '--dry-run'], null);
   assert.equal(code, 0, screen);
   assert.match(screen, new RegExp(`service ${world.service.id}: generation ${before.generation} → ${before.generation + 1}`));
   assert.match(screen, new RegExp(`runtime\\.image\\s+${before.runtime.image.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} → registry\\.example\\.com/diffed:2`));
