@@ -228,7 +228,8 @@ export class Cloudly {
       shared: !this.database.embedded,
       pollMs: this.config.sharedPollMs ?? 250,
       readOwnersOf: (kindArg, idsArg) => this.database.mongoDb.collection(kindArg)
-        .find({ id: idsArg.length === 1 ? idsArg[0] : { $in: idsArg } }, { projection: { _id: 0 } })
+        // Only what a kind's owners and the derived-inputs check read, not whole documents.
+        .find({ id: idsArg.length === 1 ? idsArg[0] : { $in: idsArg } }, { projection: { _id: 0, id: 1, clusterId: 1, serviceId: 1, inputsGeneration: 1 } })
         .toArray(),
       logger: this.logger,
     });
@@ -334,7 +335,7 @@ export class Cloudly {
         store,
         rollForward: (serviceIdArg) => this.serviceManager.rollClaimsForward(serviceIdArg),
         pushPending: (clusterIdArg) => this.serviceManager.pushPendingClaims(clusterIdArg),
-        needsPush: needsPush as (docArg: never) => boolean,
+        needsPush,
       }),
       bindingLedger: new BindingLedgerController({ applyPendingCreation: () => this.corestoreManager.applyPendingCreation() }),
     };

@@ -7,9 +7,7 @@ import type { IClusterPlatformObservedNode, IClusterResolvedRouteTable } from '.
 import type { IClusterAllocation } from '../manager.runtimenetwork/leases.js';
 import { registerOperations } from '../core/operations.js';
 import { refuse } from '../core/errors.js';
-import { defaultRelayWorkConcurrency } from '../config.js';
-import { WorkQueue } from '../core/workqueue.js';
-import type { ICommittedOwners, IDocumentKind, IStoredDocument } from '../core/store.js';
+import type { ICommittedOwners } from '../core/store.js';
 import { failpoint } from '../core/failpoints.js';
 import { requireValidRelayAnswer } from '../core/relaycalls.js';
 import {
@@ -19,12 +17,9 @@ import {
   type TClusterPlatformDesiredStateContent,
 } from '../interfaces/data/desiredstate.js';
 import type { IReq_Any_Cloudly_GetClusterRouteTableResolution } from '../interfaces/requests/desiredstate.js';
-import { serviceKind, serviceRuntimeStatusKind, toPublicService, type IServiceDocument } from '../manager.service/service.manager.js';
+import { serviceKind, toPublicService, type IServiceDocument } from '../manager.service/service.manager.js';
 import { platformBindingKind } from '../manager.corestore/corestore.manager.js';
-import { clusterIngressSlotKind } from '../manager.ingress/documents.js';
-import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrations.js';
 import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
-import { corestoreCredentialKind } from '../manager.secret/documents.js';
 import { prepareClusterIngressSpec } from '../manager.ingress/ingress.manager.js';
 import { runtimeNetworkLeasesKind, runtimeNetworkProjectionKind } from '../manager.runtimenetwork/documents.js';
 import { deriveClusterRoutes, resolveClusterRoutes } from './routes.js';
@@ -44,7 +39,7 @@ const compareIpv4 = (leftArg: string, rightArg: string): number => {
   return leftArg < rightArg ? -1 : leftArg > rightArg ? 1 : 0;
 };
 import { decideDesiredStatePublication, decideForget } from './decide.js';
-import { clusterDesiredStateKind, serviceObservedStateKind, type IServiceObservedStateDocument } from './documents.js';
+import { clusterDesiredStateKind, serviceObservedStateKind } from './documents.js';
 import { desiredStateOperations } from './operations.js';
 import { ObservedReportMemo } from './observedmemo.js';
 import { currentOperation } from '../core/operationcontext.js';
@@ -383,11 +378,6 @@ export class DesiredStateManager {
   /** The observations of a service, newest report per node; empty when the relay reported none. */
   public async observedPlacements(serviceIdArg: string): Promise<IServiceObservedPlacement[]> {
     return (await this.cloudly.store.get(serviceObservedStateKind, serviceIdArg))?.placements ?? [];
-  }
-
-  /** What the relay last reported of every service of a cluster, in one read. */
-  public async observedStatesOfCluster(clusterIdArg: string): Promise<IServiceObservedStateDocument[]> {
-    return this.cloudly.store.find(serviceObservedStateKind, { clusterId: clusterIdArg });
   }
 
   /** Removes the relay's observations of a service that is gone (its verdict goes with the verdict controller's next run). */

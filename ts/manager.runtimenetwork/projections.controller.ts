@@ -1,7 +1,7 @@
 import type { ICommittedChange } from '../core/changefeed.js';
 import { ofOwningCluster, type IController, type IReconcileContext, type IReconcileResult } from '../core/controller.js';
 import { leftDerivedInputs, type DocumentStore } from '../core/store.js';
-import { allClusterIds, clusterKind } from '../manager.cluster/documents.js';
+import { clusterKind } from '../manager.cluster/documents.js';
 import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
 import { runtimeNetworkProjectionKind } from './documents.js';
 

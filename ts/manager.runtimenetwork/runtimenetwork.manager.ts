@@ -3,8 +3,6 @@ import type { IClusterReads } from '../manager.cluster/ports.js';
 import type { IClusterIngressDesignation } from '../interfaces/data/clusteringressdesignation.js';
 import { refuse, refuseNamed } from '../core/errors.js';
 import { registerOperations } from '../core/operations.js';
-import { WorkQueue } from '../core/workqueue.js';
-import { leftDerivedInputs } from '../core/store.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import type { IRuntimeNetworkProjection, IRuntimeNetworkWorkloadLease } from '../interfaces/data/runtimenetwork.js';
 import type { IRuntimeNetworkAddressPlan } from '../interfaces/data/runtimenetworkaddressplan.js';
@@ -14,8 +12,7 @@ import {
   type IRuntimeNetworkNodeFacts,
   type TRuntimeNetworkProjectionStep,
 } from './derive.js';
-import { addressBlockKind, leaseIndexOf, WorkloadLeaseAllocator, type IClusterAllocation } from './leases.js';
-import { clusterRelayRegistrationKind } from '../manager.cluster/relayregistrations.js';
+import { leaseIndexOf, WorkloadLeaseAllocator, type IClusterAllocation } from './leases.js';
 import { serviceKind, type IServiceDocument } from '../manager.service/service.manager.js';
 import { deriveClusterRoutes } from '../manager.desiredstate/routes.js';
 import { canonicalRuntimeNetworkProjectionBytes, runtimeNetworkProjectionSignatureType } from '../interfaces/data/runtimenetworksignature.js';

@@ -1,6 +1,6 @@
 import { ofOwningCluster, type IController, type IReconcileResult } from '../core/controller.js';
 import type { DocumentStore } from '../core/store.js';
-import { allClusterIds, clusterKind } from '../manager.cluster/documents.js';
+import { allClusterIds } from '../manager.cluster/documents.js';
 import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
 import { corestoreCredentialKind } from './documents.js';
 

@@ -1,7 +1,7 @@
 import type { ICommittedChange } from '../core/changefeed.js';
 import type { IController, IReconcileResult } from '../core/controller.js';
 import type { DocumentStore } from '../core/store.js';
-import { runtimeLocalStorageClaimKind, serviceKind } from './documents.js';
+import { runtimeLocalStorageClaimKind, serviceKind, type IRuntimeLocalStorageClaimDocument } from './documents.js';
 
 /** How often the leader looks for claims still waiting for a node's answer (a relay away, a node that did not answer). */
 export const claimRetryIntervalMs = 5_000;
@@ -16,7 +16,7 @@ export interface IClaimsPorts {
   /** Pushes every pending claim of the cluster through its relay (an offline relay leaves them pending). */
   pushPending: (clusterIdArg: string) => Promise<void>;
   /** Whether a claim document still waits for its node (its delivery pending, or an import still asked for). */
-  needsPush: (docArg: never) => boolean;
+  needsPush: (docArg: IRuntimeLocalStorageClaimDocument) => boolean;
 }
 
 const ofOwningCluster = (changeArg: ICommittedChange): string[] => (changeArg.owners.clusterId ? [claimClusterKey(changeArg.owners.clusterId)] : []);
@@ -54,7 +54,7 @@ export class ClaimsController implements IController {
 
   private async pendingClusters(): Promise<readonly string[]> {
     const claims = await this.ports.store.find(runtimeLocalStorageClaimKind, {});
-    return [...new Set(claims.filter((docArg) => this.ports.needsPush(docArg as never)).map((docArg) => claimClusterKey(docArg.clusterId)))];
+    return [...new Set(claims.filter((docArg) => this.ports.needsPush(docArg)).map((docArg) => claimClusterKey(docArg.clusterId)))];
   }
 
   public async reconcile(keyArg: string): Promise<IReconcileResult> {

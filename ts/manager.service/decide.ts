@@ -1,5 +1,5 @@
 import type { TDecision } from '../core/store.js';
-import { contractRefusal, refuse, refuseNamed } from '../core/errors.js';
+import { contractRefusal, refuseNamed } from '../core/errors.js';
 import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
 import type { IService } from '../interfaces/data/service.js';
 import {

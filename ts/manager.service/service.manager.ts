@@ -8,9 +8,6 @@ import {
   snapshotServiceRuntimeSpec,
   validateServiceWritableSpec,
   type IService,
-  type IServicePort,
-  type IServiceRoute,
-  type IServiceRuntimeSpec,
   type IServiceWritableSpec,
 } from '../interfaces/data/service.js';
 import {
@@ -30,11 +27,10 @@ import {
   type IRuntimeSessionReference,
 } from '../interfaces/requests/runtimesession.js';
 import { refuse, refuseNamed } from '../core/errors.js';
-import { defineDocumentKind, type IStoredDocument, type TDecision, ownedByClusterOfNodeId, ownedByServiceOfId } from '../core/store.js';
+import type { TDecision } from '../core/store.js';
 import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayMutation } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
 import { isAnyValue, isIdString, isPositiveInteger, problemsOfSentences, refuseFields, sentenceCheck, sentenceOfProblem, type TFieldCheck } from '../core/validation.js';
-import type { IRelaySession } from '../core/relaysessions.js';
 import {
   buildFirstClaimGeneration,
   buildClaimOverNodeGeneration,
@@ -42,22 +38,13 @@ import {
   pendingClaimRecord,
   type IServiceVolumeClaimDecision,
 } from './claims.js';
-import { isServiceObservedConverged, isServiceVolumeClaimable, judgeServiceImagePlan, judgeServiceRuntime } from './runtimestatus.js';
-import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
-import type { IPlatformBinding } from '../interfaces/data/platformbinding.js';
-import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
-import type { IClusterAllocation } from '../manager.runtimenetwork/leases.js';
+import { isServiceVolumeClaimable } from './runtimestatus.js';
 import { boundRelayText } from '../core/relaycalls.js';
-import { imageVersionId } from '../manager.image/documents.js';
 import { migrateServiceShapes } from './migrate.js';
-import { organizationKind, organizationOperations, registerNamedOrganizations, registerOrganizationsOfOlderServices } from './organizations.js';
+import { organizationOperations, registerNamedOrganizations, registerOrganizationsOfOlderServices } from './organizations.js';
 import { cloudlyActor, currentOperation, generatedOnCommit, runInOperation } from '../core/operationcontext.js';
-import type { IClusterRelayCapabilities } from '../interfaces/data/clusterrelay.js';
-import { deriveClusterRoutes } from '../manager.desiredstate/routes.js';
-import { runtimeNetworkLeasesKind } from '../manager.runtimenetwork/documents.js';
 import {
   decideClaimAnswer,
-  decideRuntimeStatus,
   decideHistoricalSupersession,
   decideUncertainRelease,
   decideVolumeInitialization,
@@ -395,8 +382,8 @@ export class ServiceManager {
         decide: (current, { request, facts, now }) => decideServiceUpdate(current, request, now, facts.newClaimId),
         answer: ({ doc }) => ({ service: toPublicService(doc!) }),
         after: ({ doc }, _step, context) => {
+          // Its claims roll forward by the claims controller: the service's commit is its input.
           this.cloudly.logger.info({ serviceId: doc!.id, actor: context.identity.userId, specRevision: doc!.specRevision }, 'service updated');
-          this.scheduleReconcile(doc!.id);
         },
       }),
       adminQuery({
@@ -523,8 +510,8 @@ export class ServiceManager {
       }, toPublicService, decideVolumeClaims),
       answer: ({ doc }) => ({ service: toPublicService(doc!) }),
       after: ({ doc }, { request }, context) => {
+        // The claim decision it may add is rolled forward by the claims controller (the service's commit is its input).
         this.cloudly.logger.info({ serviceId: doc!.id, mountPath: request.mountPath, actor: context.identity.userId }, 'service volume initialization set');
-        this.scheduleReconcile(doc!.id);
       },
     })]);
   }

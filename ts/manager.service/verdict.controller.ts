@@ -5,7 +5,7 @@ import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js'
 import type { IClusterRelayCapabilities } from '../interfaces/data/clusterrelay.js';
 import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
 import type { IPlatformBinding } from '../interfaces/data/platformbinding.js';
-import type { IRuntimeLiveness, IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
+import type { IRuntimeLiveness } from '../interfaces/data/serviceruntimestatus.js';
 import { clusterKind } from '../manager.cluster/documents.js';
 import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
 import { clusterLivenessKind } from '../manager.cluster/liveness.js';
@@ -104,8 +104,6 @@ export interface IVerdictPorts {
   /** The cluster's workload lease allocation (allocates what is owed: the lease allocator is its writer). */
   allocateCluster: (clusterIdArg: string) => Promise<IClusterAllocation>;
   relayCapabilities: (clusterIdArg: string) => Promise<IClusterRelayCapabilities | null>;
-  /** Called before a service's run (tests inject failures here). */
-  beforeServiceRun?: (serviceIdArg: string) => Promise<void>;
 }
 
 /** What every service of a cluster shares in its verdict. */
@@ -238,7 +236,6 @@ export class VerdictController implements IController {
    * with it. A service that is gone has no verdict: a stored one is removed. Never called on a read.
    */
   public async reconcileService(serviceIdArg: string): Promise<'written' | 'created' | 'kept' | 'removed'> {
-    await this.ports.beforeServiceRun?.(serviceIdArg);
     const doc = await this.ports.store.get(serviceKind, serviceIdArg);
     if (!doc) {
       const { outcome } = await this.ports.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
