@@ -71,7 +71,10 @@ test('GET /schema has every call Cloudly makes on a relay, with its request and 
  * Methods whose body is a contract value judged whole (`input: 'judged'`): their contract refuses
  * a malformed body in its own terms instead of `invalid-request`.
  */
-const judgedShapeRefusals: Record<string, string> = { registerClusterIngress: 'protocol-refused' };
+const judgedShapeRefusals: Record<string, string> = {
+  registerClusterIngress: 'protocol-refused',
+  setServiceVolumeInitialization: 'volume-initialization-invalid',
+};
 
 /** Whether the server refused a request for its shape (the only verdict a schema can agree with). */
 const serverRefusesShape = async (methodArg: string, requestArg: Record<string, unknown>): Promise<boolean> => {
@@ -89,7 +92,10 @@ const serverRefusesShape = async (methodArg: string, requestArg: Record<string, 
   } catch (error) {
     const data = (error as { errorData?: { code?: unknown } }).errorData;
     if (!data) throw error;
-    return data.code === 'invalid-request' || data.code === judgedShapeRefusals[methodArg];
+    // A decision may also answer `invalid-request` (a wrong old password): only field problems are the shape's.
+    const reasons = (data as { reasons?: string[] }).reasons ?? [];
+    return (data.code === 'invalid-request' && reasons.every((reasonArg) => reasonArg.startsWith('field-')))
+      || data.code === judgedShapeRefusals[methodArg];
   }
 };
 
@@ -109,10 +115,14 @@ const corpus: Array<{ method: string; request: Record<string, unknown>; shapeIsV
   { method: 'createCluster', request: {}, shapeIsValid: false },
   { method: 'getClusters', request: { limit: 10 }, shapeIsValid: true },
   { method: 'getClusters', request: { limit: 'ten' }, shapeIsValid: false },
+  { method: 'getClusters', request: { limit: 0 }, shapeIsValid: false },
+  { method: 'getClusters', request: { limit: 501 }, shapeIsValid: false },
   { method: 'getClusterById', request: { clusterId: 'cluster-1' }, shapeIsValid: true },
   { method: 'getClusterById', request: { clusterId: ['cluster-1'] }, shapeIsValid: false },
   { method: 'addClusterNode', request: { clusterId: 'cluster-1', name: 'node-a', nodeId: 'node-a' }, shapeIsValid: true },
   { method: 'addClusterNode', request: { clusterId: 'cluster-1', nodeId: 'node-a' }, shapeIsValid: false },
+  { method: 'addClusterNode', request: { clusterId: 'cluster-1', name: 'node-a', nodeId: 'has space' }, shapeIsValid: false },
+  { method: 'addClusterNode', request: { clusterId: 'cluster-1', name: ' node-a', nodeId: 'node-a' }, shapeIsValid: false },
   { method: 'createUser', request: { username: 'corpus', password: 'corpus-password-0123', role: 'user' }, shapeIsValid: true },
   { method: 'createUser', request: { username: 'corpus', password: 'corpus-password-0123', role: 'root' }, shapeIsValid: false },
   { method: 'watchChanges', request: { kinds: ['CloudlyCluster'] }, shapeIsValid: true },
@@ -160,5 +170,137 @@ test('every served method: the schema and the server agree whether an otherwise 
       disagreements.push(`${method}: schema ${schema ? 'refuses' : 'accepts'}, server ${server ? 'refuses' : 'accepts'}`);
     }
   }
+  assert.deepEqual(disagreements, []);
+});
+
+type TSchemaNode = Record<string, unknown>;
+
+const definitionOf = (schemaArg: unknown): TSchemaNode | undefined => {
+  let schema = schemaArg as TSchemaNode | undefined;
+  for (let hops = 0; schema && typeof schema.$ref === 'string' && hops < 8; hops++) {
+    schema = served.$defs[decodeURIComponent((schema.$ref as string).replace(/^#\/\$defs\//, ''))] as TSchemaNode | undefined;
+  }
+  return schema;
+};
+
+/** Strings tried, in order, as the first value a member's schema admits. */
+const sampleStrings = ['node-a', 'a', 'sample', 'a'.repeat(64), '0'.repeat(64), '2026-01-01', 'x25519:0123456789abcdef0123456789abcdef'];
+
+/** A value the schema admits (checked by the schema itself), or undefined when none of the simple tries is admitted. */
+const sampleOf = (schemaArg: unknown, depthArg = 0): unknown => {
+  const schema = definitionOf(schemaArg);
+  if (!schema || depthArg > 6) return undefined;
+  if ('const' in schema) return schema.const;
+  if (Array.isArray(schema.enum)) return schema.enum[0];
+  for (const branches of [schema.anyOf, schema.oneOf, schema.allOf]) {
+    if (Array.isArray(branches)) {
+      for (const branch of branches) {
+        const value = sampleOf(branch, depthArg + 1);
+        if (value !== undefined) return value;
+      }
+    }
+  }
+  const type = Array.isArray(schema.type) ? schema.type[0] : schema.type;
+  switch (type) {
+    case 'string': return sampleStrings.find((candidateArg) =>
+      candidateArg.length >= ((schema.minLength as number | undefined) ?? 0)
+      && candidateArg.length <= ((schema.maxLength as number | undefined) ?? Infinity)
+      && (typeof schema.pattern !== 'string' || new RegExp(schema.pattern, 'u').test(candidateArg)));
+    case 'integer':
+    case 'number': return Math.max((schema.minimum as number | undefined) ?? 0, 1);
+    case 'boolean': return false;
+    case 'null': return null;
+    case 'array': return [];
+    case 'object': {
+      const value: Record<string, unknown> = {};
+      const properties = (schema.properties ?? {}) as Record<string, unknown>;
+      for (const member of (schema.required ?? []) as string[]) {
+        const memberValue = sampleOf(properties[member], depthArg + 1);
+        if (memberValue === undefined) return undefined;
+        value[member] = memberValue;
+      }
+      return value;
+    }
+    default: return undefined;
+  }
+};
+
+/** Values at and around the edges of what a member's schema states, plus the usual wrong ones. */
+const probesOf = (schemaArg: unknown): unknown[] => {
+  const schema = definitionOf(schemaArg) ?? {};
+  const probes: unknown[] = ['', 'has space', ' padded', 'a', 'x'.repeat(129), -1, 0, 1, 1.5, 2 ** 53, true, null];
+  if (typeof schema.maxLength === 'number') probes.push('a'.repeat(schema.maxLength), 'a'.repeat(schema.maxLength + 1));
+  if (typeof schema.maximum === 'number') probes.push(schema.maximum, schema.maximum + 1);
+  if (typeof schema.minimum === 'number') probes.push(schema.minimum, schema.minimum - 1);
+  return probes;
+};
+
+/**
+ * Bases the schema's simple samples cannot give: a request the server's own rules admit (a decision
+ * may still refuse it, with anything but `invalid-request`).
+ */
+const handBases: Record<string, Record<string, unknown>> = {
+  changePassword: { oldPassword: testAdminPassword, newPassword: 'a-new-password-0123' },
+  adminPruneClusterNodeArchive: { clusterId: 'cluster-a', nodeId: 'node-a', retention: { keepLast: 3 } },
+  adoptCorestoreLegacyResources: {
+    clusterId: 'cluster-a', nodeId: 'node-a', expectedInventorySha256: '0'.repeat(64), resources: [{ serviceId: 'service-a', capability: 'database' }],
+  },
+  setClusterNodeCorestore: { clusterId: 'cluster-a', nodeId: 'node-a', expected: null, corestore: { endpoint: 'http://10.50.0.1:3000' } },
+  setServiceVolumeInitialization: { serviceId: 'service-a', mountPath: '/data', expected: null, initialization: null },
+  reportClusterNode: { report: { nodeId: 'node-a', name: 'node-a', hostAddresses: ['10.60.0.1'] } },
+  registerClusterRelay: { registration: { origin: 'http://192.0.2.10:8080', version: '1.2.0', protocol: 'cluster-relay/1' } },
+};
+
+/**
+ * Methods whose request holds a nested contract value with rules the served schema does not state
+ * yet (a stream the server must have opened, digests and prefixes inside a plan or designation):
+ * the schema's own sample of them is refused by the server. Listed so that the gap is visible and
+ * that closing one (or opening another) changes this test.
+ */
+const nestedRulesNotInSchema = [
+  'backupServiceDatabaseClosure', 'beginSecretRecipientEnrollment', 'createIsolatedRestore', 'designateClusterIngress',
+  'pushImageVersion', 'registerClusterIngress', 'reportRuntimeNetworkProjectionApplication', 'setRuntimeNetworkAddressPlan',
+];
+
+/**
+ * A page cursor is valid only as this server handed it out; the schema states its type, and the
+ * server alone can tell its own cursors. For it, only "the schema refuses, the server accepts" is
+ * a disagreement.
+ */
+const serverOnlyMembers = new Set(['cursor']);
+
+test('every served method: the schema and the server agree on each member\'s edge and wrong values', async () => {
+  const disagreements: string[] = [];
+  const unsampled: string[] = [];
+  const baseRefusedByServer: string[] = [];
+  for (const method of Object.keys(served.methods)) {
+    const request = definitionOf(served.$defs[`${method}.request`]);
+    const properties = (request?.properties ?? {}) as Record<string, unknown>;
+    const base = handBases[method] ?? sampleOf({ ...request, required: ((request?.required ?? []) as string[]).filter((memberArg) => memberArg !== 'identity') }) as Record<string, unknown> | undefined;
+    if (!base) {
+      unsampled.push(method);
+      continue;
+    }
+    const verdicts = async (requestArg: Record<string, unknown>, labelArg: string, serverOnlyArg = false): Promise<void> => {
+      const schema = schemaRefuses(method, requestArg);
+      const server = await serverRefusesShape(method, requestArg);
+      if (schema !== server && !(serverOnlyArg && server)) {
+        disagreements.push(`${method} ${labelArg}: schema ${schema ? 'refuses' : 'accepts'}, server ${server ? 'refuses' : 'accepts'}`);
+      }
+    };
+    if (!schemaRefuses(method, base) && await serverRefusesShape(method, base)) {
+      // Every probe would be refused for the base's own nested value; nothing more to compare.
+      baseRefusedByServer.push(method);
+      continue;
+    }
+    await verdicts(base, JSON.stringify(base));
+    for (const member of Object.keys(properties).filter((memberArg) => memberArg !== 'identity' && memberArg !== 'dryRun')) {
+      for (const probe of probesOf(properties[member])) {
+        await verdicts({ ...base, [member]: probe }, `${member}=${JSON.stringify(probe)?.slice(0, 20)}`, serverOnlyMembers.has(member));
+      }
+    }
+  }
+  assert.deepEqual(unsampled, ['completeSecretRecipientEnrollment'], 'the schema gives a sample request of every other method');
+  assert.deepEqual(baseRefusedByServer, nestedRulesNotInSchema);
   assert.deepEqual(disagreements, []);
 });

@@ -16,7 +16,7 @@ import { CloudlyMetrics } from './core/metrics.js';
 import { RelaySessions, type IRelaySession } from './core/relaysessions.js';
 import { WorkGate } from './core/workgate.js';
 import { accessDeniedRefusal, asTypedResponseError, identityReasons, internalFailure, isRefusal, refuse, refuseNamed } from './core/errors.js';
-import { invalidField, refuseFields } from './core/validation.js';
+import { invalidField, refuseFields, type TCheckSchema } from './core/validation.js';
 import { answerWithHandler, methodNotServedEnvelope, type EnvelopePeer, type IEnvelope } from './core/envelopepeer.js';
 import { closeHttpServerWithin, createHttpServer, type ITransportHost } from './core/transport.js';
 import { runInOperation, withoutPaths, type IOperationContext } from './core/operationcontext.js';
@@ -126,6 +126,7 @@ export class Cloudly {
   public readonly servedMethods = new Map<string, IServedMethod>();
   /** Every declared operation's kind, and each orchestration's reason (test/foundation.pipeline.test.ts). */
   public readonly declaredOperations = new Map<string, IOperationDeclaration>();
+  public readonly checkedRequestMembers = new Map<string, Record<string, TCheckSchema>>();
   public readonly database: CloudlyDatabase;
   public readonly store: DocumentStore;
   public readonly auth: CloudlyAuth;
@@ -445,7 +446,7 @@ export class Cloudly {
     this.httpServer = await createHttpServer(this.transportHost());
     registerDashboard(this.httpServer, { logger: this.logger, tls: this.tls !== null });
     // Built once here, after every manager registered its methods.
-    const servedSchema = buildServedSchema(this.servedMethods.values());
+    const servedSchema = buildServedSchema(this.servedMethods.values(), this.checkedRequestMembers);
     if (servedSchema.untyped.length > 0) {
       this.logger.warn({ methods: servedSchema.untyped }, 'served methods missing from the contract schema: run node --import tsx scripts/contract-schema.ts');
     }

@@ -5,7 +5,7 @@ import type { IVerifiedIdentity } from './auth.js';
 import type { IRelaySession } from './relaysessions.js';
 import type { TCloudlyLogger } from './logger.js';
 import { isLostEveryRound, type DocumentStore, type IDocumentKind, type IMutateResult, type IMutationAnswer, type IStoredDocument, type TDecision } from './store.js';
-import { refuseFields, requireRequestShape, type IFieldProblem, type IRequestShape } from './validation.js';
+import { refuseFields, requireRequestShape, shapeSchema, type IFieldProblem, type IRequestShape, type TCheckSchema } from './validation.js';
 import { isMethodAccess, missingAccessMessage, type TAdminAccess } from './access.js';
 import type { ICloudlyMethods, TCloudlyMethod } from '../interfaces/requests/methodmap.js';
 
@@ -63,6 +63,8 @@ export interface IOperationHost {
   addRelayHandler(methodArg: string, fnArg: (requestArg: unknown, contextArg: IRelayHandlerContext) => Promise<unknown>): void;
   /** Keeps what each registered declaration is (its kind, and an orchestration's reason), for tests and tools. */
   readonly declaredOperations?: Map<string, IOperationDeclaration>;
+  /** What each method's request shape admits, as JSON Schema per member, for GET /schema (ts/core/schema.ts). */
+  readonly checkedRequestMembers?: Map<string, Record<string, TCheckSchema>>;
 }
 
 /** A registered declaration as the host keeps it. */
@@ -374,7 +376,15 @@ export const registerOperations = (hostArg: IOperationHost, operationsArg: reado
   for (const operation of operationsArg as readonly TAnyOperation[]) {
     const access = requireDeclaredAccess(operation);
     const why = requireOrchestrationReason(operation);
-    hostArg.declaredOperations?.set(operation.method, { method: operation.method, kind: operation.kind, access, ...(why ? { why } : {}) });
+    hostArg.declaredOperations?.set(operation.method, {
+      method: operation.method,
+      kind: operation.kind,
+      access,
+      ...(why ? { why } : {}),
+    });
+    if (operation.input !== 'judged') {
+      hostArg.checkedRequestMembers?.set(operation.method, shapeSchema(operation.input));
+    }
     switch (operation.kind) {
       case 'admin-query':
         hostArg.addAdminHandler(operation.method, async (requestArg, contextArg) =>

@@ -1,7 +1,7 @@
 import type { Filter } from 'mongodb';
 import type { IDocumentKind, IStoredDocument } from './store.js';
 import type { IListReader } from './readcache.js';
-import { invalidField, type TFieldCheck } from './validation.js';
+import { invalidField, isIntegerIn, type TFieldCheck } from './validation.js';
 
 /**
  * Pages of admin lists. A page starts strictly after the position its cursor names, so documents
@@ -51,10 +51,7 @@ const decodeIdCursor = (listArg: string, cursorArg: unknown): string | undefined
   return typeof position === 'string' && position.length > 0 && position.length <= 1024 ? position : undefined;
 };
 
-export const isPageLimit: TFieldCheck = (valueArg, pathArg) =>
-  Number.isSafeInteger(valueArg) && (valueArg as number) >= 1 && (valueArg as number) <= pageLimits.maxLimit
-    ? []
-    : [invalidField(pathArg, `must be an integer from 1 to ${pageLimits.maxLimit}`)];
+export const isPageLimit: TFieldCheck = isIntegerIn(1, pageLimits.maxLimit);
 
 /** A cursor check for a list whose positions are ids. */
 export const isPageCursorOf = (listArg: string, decodeArg: (cursorArg: unknown) => unknown = (cursorArg) => decodeIdCursor(listArg, cursorArg)): TFieldCheck =>

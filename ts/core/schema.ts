@@ -4,6 +4,7 @@ import { answerSchemaRef, requestSchemaRef, type IContractSchemaDocument } from 
 import { commitinfo } from '../interfaces/commitinfo.js';
 import type { IServedMethod, TMethodAccess, TMethodCaller } from './access.js';
 import type { TErrorCode } from './errors.js';
+import type { TCheckSchema } from './validation.js';
 
 /** One served method as GET /schema lists it. */
 export interface ISchemaMethod {
@@ -49,13 +50,71 @@ const pipelineRefusals = (accessArg: TMethodAccess): TErrorCode[] => {
   }
 };
 
+type TSchemaObject = Record<string, unknown>;
+
+const isSchemaObject = (valueArg: unknown): valueArg is TSchemaObject =>
+  typeof valueArg === 'object' && valueArg !== null && !Array.isArray(valueArg);
+
+/** The local definition a `#/$defs/<name>` reference names, following a chain of plain references. */
+const resolveDefinition = (defsArg: Record<string, unknown>, schemaArg: unknown): unknown => {
+  let schema = schemaArg;
+  for (let hops = 0; isSchemaObject(schema) && typeof schema.$ref === 'string' && Object.keys(schema).length === 1 && hops < 8; hops++) {
+    schema = defsArg[decodeURIComponent(schema.$ref.replace(/^#\/\$defs\//, ''))];
+  }
+  return schema;
+};
+
+/**
+ * A member's type with what its check admits: the keywords side by side when none of them is
+ * already there (a string type gains its lengths and pattern), else (a union, a reference, a
+ * keyword both state) both schemas under `allOf`, which admits exactly what both admit.
+ */
+const narrowMember = (typeArg: unknown, checkArg: TCheckSchema): unknown => {
+  if (!isSchemaObject(typeArg)) {
+    return checkArg;
+  }
+  const combined = ['anyOf', 'oneOf', 'allOf', '$ref'].some((keyArg) => keyArg in typeArg || keyArg in checkArg);
+  const clashes = Object.keys(checkArg).some((keyArg) =>
+    keyArg in typeArg && JSON.stringify(typeArg[keyArg]) !== JSON.stringify(checkArg[keyArg]));
+  return combined || clashes ? { allOf: [typeArg, checkArg] } : { ...typeArg, ...checkArg };
+};
+
+/**
+ * The request definitions with what each method's shape checks admit (ranges, lengths, patterns,
+ * enumerations) written into its members, so the schema refuses what the server's validators
+ * refuse for those members. A request whose type is a named definition gets its own copy, so
+ * another definition that names the same type is left as the types say.
+ */
+const withCheckedMembers = (defsArg: Record<string, unknown>, membersArg: ReadonlyMap<string, Record<string, TCheckSchema>>): Record<string, unknown> => {
+  const defs = { ...defsArg };
+  for (const [method, members] of membersArg) {
+    const name = `${method}.request`;
+    const request = resolveDefinition(defs, defs[name]);
+    if (!isSchemaObject(request) || !isSchemaObject(request.properties) || Object.keys(members).length === 0) {
+      continue;
+    }
+    const properties: TSchemaObject = { ...request.properties };
+    for (const [member, check] of Object.entries(members)) {
+      if (member in properties) {
+        properties[member] = narrowMember(properties[member], check);
+      }
+    }
+    defs[name] = { ...request, properties };
+  }
+  return defs;
+};
+
 /**
  * The served document. A method the server serves but the committed schema does not type (a
  * contract added without running scripts/contract-schema.ts) is listed with `request` and
  * `answer` null and named in `untyped`, so the server still starts; test/contracts.schema.test.ts
  * and test/foundation.schema.test.ts fail until the schema is regenerated.
  */
-export const buildServedSchema = (servedArg: Iterable<IServedMethod>, documentArg: IContractSchemaDocument = contractSchema): IServedSchemaDocument => {
+export const buildServedSchema = (
+  servedArg: Iterable<IServedMethod>,
+  requestMembersArg: ReadonlyMap<string, Record<string, TCheckSchema>> = new Map(),
+  documentArg: IContractSchemaDocument = contractSchema,
+): IServedSchemaDocument => {
   const typed = new Set(documentArg.served);
   const methods: Record<string, ISchemaMethod> = {};
   const untyped: string[] = [];
@@ -74,7 +133,8 @@ export const buildServedSchema = (servedArg: Iterable<IServedMethod>, documentAr
   }
   const calls = Object.fromEntries(documentArg.called.map((methodArg) =>
     [methodArg, { request: { $ref: requestSchemaRef(`call.${methodArg}`) }, answer: { $ref: answerSchemaRef(`call.${methodArg}`) } }]));
-  return { ...documentArg, methods, calls, refusalCodes: refusalCodeMeanings, untyped, contracts: commitinfo };
+  const $defs = withCheckedMembers(documentArg.$defs, requestMembersArg);
+  return { ...documentArg, $defs, methods, calls, refusalCodes: refusalCodeMeanings, untyped, contracts: commitinfo };
 };
 
 /** GET /schema: public (it is what a relay author in another language starts from) and the same for every caller. */

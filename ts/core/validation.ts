@@ -1,5 +1,6 @@
 import { refuse } from './errors.js';
 import { fieldProblemReasons, type IFieldProblem, type TFieldProblemReason } from '../interfaces/data/refusal.js';
+import { canonicalIdPattern, isCanonicalId } from '../interfaces/private/dataproperties.js';
 
 export { fieldProblemReasons, type IFieldProblem, type TFieldProblemReason } from '../interfaces/data/refusal.js';
 
@@ -9,7 +10,48 @@ export { fieldProblemReasons, type IFieldProblem, type TFieldProblemReason } fro
  * one refusal tells the caller everything that is wrong.
  */
 
-export type TFieldCheck = (valueArg: unknown, pathArg: string) => IFieldProblem[];
+/**
+ * JSON Schema keywords (draft 2020-12) that say what a field check admits, as far as a schema can:
+ * GET /schema serves them beside the contract's types (ts/core/schema.ts), so a client validating
+ * against the schema learns the same ranges, lengths and patterns the server enforces.
+ */
+export type TCheckSchema = Readonly<Record<string, unknown>>;
+
+/** A member's check; `schema` is present when the check's rule is one a JSON Schema can state. */
+export type TFieldCheck = ((valueArg: unknown, pathArg: string) => IFieldProblem[]) & { readonly schema?: TCheckSchema };
+
+/**
+ * A check together with the schema built from the same numbers and patterns it tests. A new
+ * function, so a shared check (`isAnyValue`) handed in is never changed.
+ */
+export const describedCheck = (schemaArg: TCheckSchema, checkArg: (valueArg: unknown, pathArg: string) => IFieldProblem[]): TFieldCheck =>
+  Object.assign((valueArg: unknown, pathArg: string) => checkArg(valueArg, pathArg), { schema: schemaArg });
+
+/**
+ * A pattern as JSON Schema spells it: the RegExp's source, read by validators with the `u` flag.
+ * A pattern with flags (case-insensitive, say) has no such spelling and is left out.
+ */
+const patternKeyword = (patternArg: RegExp | undefined): TCheckSchema =>
+  patternArg && patternArg.flags.replace('u', '') === '' ? { pattern: patternArg.source } : {};
+
+/** The schema of a string of `minArg` to `maxArg` characters, optionally matching `patternArg`. */
+export const stringSchema = (minArg: number, maxArg: number, patternArg?: RegExp): TCheckSchema =>
+  ({ type: 'string', minLength: minArg, maxLength: maxArg, ...patternKeyword(patternArg) });
+
+/** The schema of a safe integer from `minArg` (to `maxArg` when given). */
+export const integerSchema = (minArg: number, maxArg = Number.MAX_SAFE_INTEGER): TCheckSchema =>
+  ({ type: 'integer', minimum: minArg, maximum: maxArg });
+
+/** The schema each member of a shape's checks states, by member; members whose checks state none are absent. */
+export const shapeSchema = (shapeArg: IRequestShape): Record<string, TCheckSchema> => {
+  const members: Record<string, TCheckSchema> = {};
+  for (const [member, check] of [...Object.entries(shapeArg.required), ...Object.entries(shapeArg.optional ?? {})]) {
+    if (check.schema) {
+      members[member] = check.schema;
+    }
+  }
+  return members;
+};
 
 export interface IRequestShape {
   required: Record<string, TFieldCheck>;
@@ -135,38 +177,56 @@ export const requireRequestShape = <T>(requestArg: T, shapeArg: IRequestShape, p
   return copy as T;
 };
 
-export const isString = (minArg: number, maxArg: number, patternArg?: RegExp): TFieldCheck => (valueArg, pathArg) => {
+/**
+ * A string of `minArg` to `maxArg` characters, matching `patternArg` when given. Lengths count
+ * UTF-16 code units, as JavaScript does; a JSON Schema validator counts code points, so the two
+ * differ only for characters above U+FFFF.
+ */
+export const isString = (minArg: number, maxArg: number, patternArg?: RegExp): TFieldCheck => describedCheck(stringSchema(minArg, maxArg, patternArg), (valueArg, pathArg) => {
   if (typeof valueArg !== 'string' || valueArg.length < minArg || valueArg.length > maxArg) {
     const tooLong = typeof valueArg === 'string' && valueArg.length > maxArg;
     return [fieldProblem(pathArg, tooLong ? fieldProblemReasons.tooLong : fieldProblemReasons.invalid, `must be a string of ${minArg} to ${maxArg} characters`)];
   }
   return patternArg && !patternArg.test(valueArg) ? [invalidField(pathArg, 'has characters that are not allowed')] : [];
-};
+});
 
 export const isIdString: TFieldCheck = isString(1, 128, /^[A-Za-z0-9][A-Za-z0-9._-]*$/);
 
-export const isNonNegativeInteger: TFieldCheck = (valueArg, pathArg) =>
-  Number.isSafeInteger(valueArg) && (valueArg as number) >= 0 ? [] : [invalidField(pathArg, 'must be a non-negative integer')];
+export const isNonNegativeInteger: TFieldCheck = describedCheck(integerSchema(0), (valueArg, pathArg) =>
+  Number.isSafeInteger(valueArg) && (valueArg as number) >= 0 ? [] : [invalidField(pathArg, 'must be a non-negative integer')]);
 
-export const isPositiveInteger: TFieldCheck = (valueArg, pathArg) =>
-  Number.isSafeInteger(valueArg) && (valueArg as number) >= 1 ? [] : [invalidField(pathArg, 'must be a positive integer')];
+export const isPositiveInteger: TFieldCheck = describedCheck(integerSchema(1), (valueArg, pathArg) =>
+  Number.isSafeInteger(valueArg) && (valueArg as number) >= 1 ? [] : [invalidField(pathArg, 'must be a positive integer')]);
 
-export const isBoolean: TFieldCheck = (valueArg, pathArg) =>
-  typeof valueArg === 'boolean' ? [] : [invalidField(pathArg, 'must be a boolean')];
+/** A safe integer from `minArg` to `maxArg`; the message names the range. */
+export const isIntegerIn = (minArg: number, maxArg: number, messageArg = `must be an integer from ${minArg} to ${maxArg}`): TFieldCheck =>
+  describedCheck(integerSchema(minArg, maxArg), (valueArg, pathArg) =>
+    Number.isSafeInteger(valueArg) && (valueArg as number) >= minArg && (valueArg as number) <= maxArg ? [] : [invalidField(pathArg, messageArg)]);
+
+export const isBoolean: TFieldCheck = describedCheck({ type: 'boolean' }, (valueArg, pathArg) =>
+  typeof valueArg === 'boolean' ? [] : [invalidField(pathArg, 'must be a boolean')]);
 
 /** A value that must be one of `valuesArg`; the message lists them (`must be one of a, b, c`). */
 export const isOneOf = (valuesArg: readonly unknown[], messageArg = `must be one of ${valuesArg.join(', ')}`): TFieldCheck =>
-  (valueArg, pathArg) => (valuesArg.includes(valueArg) ? [] : [fieldProblem(pathArg, fieldProblemReasons.notSupported, messageArg)]);
+  describedCheck({ enum: [...valuesArg] }, (valueArg, pathArg) =>
+    (valuesArg.includes(valueArg) ? [] : [fieldProblem(pathArg, fieldProblemReasons.notSupported, messageArg)]));
 
-export const isArrayOf = (itemArg: TFieldCheck, maxArg: number): TFieldCheck => (valueArg, pathArg) => {
-  if (!Array.isArray(valueArg)) {
-    return [invalidField(pathArg, 'must be an array')];
-  }
-  if (valueArg.length > maxArg) {
-    return [fieldProblem(pathArg, fieldProblemReasons.tooMany, `must have at most ${maxArg} items`)];
-  }
-  return valueArg.flatMap((item, index) => itemArg(item, `${pathArg}[${index}]`));
-};
+export const isArrayOf = (itemArg: TFieldCheck, maxArg: number): TFieldCheck => describedCheck(
+  { type: 'array', maxItems: maxArg, ...(itemArg.schema ? { items: itemArg.schema } : {}) },
+  (valueArg, pathArg) => {
+    if (!Array.isArray(valueArg)) {
+      return [invalidField(pathArg, 'must be an array')];
+    }
+    if (valueArg.length > maxArg) {
+      return [fieldProblem(pathArg, fieldProblemReasons.tooMany, `must have at most ${maxArg} items`)];
+    }
+    return valueArg.flatMap((item, index) => itemArg(item, `${pathArg}[${index}]`));
+  },
+);
+
+/** A node id: the project's identifier rule (letters, digits, '.', '_', '-'; 1-128 characters). */
+export const isNodeIdField: TFieldCheck = describedCheck(stringSchema(1, 128, canonicalIdPattern), (valueArg, pathArg) =>
+  isCanonicalId(valueArg) ? [] : [invalidField(pathArg, `must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`)]);
 
 /** Accepts anything; for fields whose own validator runs later in the handler. */
 export const isAnyValue: TFieldCheck = () => [];

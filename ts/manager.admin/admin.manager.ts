@@ -4,7 +4,7 @@ import type { Cloudly } from '../classes.cloudly.js';
 import type { IReq_Admin_LoginWithUsernameAndPassword } from '../interfaces/requests/admin.js';
 import type { IIdentity, TIdentityRole } from '../interfaces/data/user.js';
 import { accessDeniedRefusal, identityReasons, isRefusal, readCloudlyErrorData, refuse, refuseNamed } from '../core/errors.js';
-import { checkRequestShape, fieldProblem, fieldProblemReasons, invalidField, isBoolean, isIdString, isNonNegativeInteger, isOneOf, isString, refuseFields, type TFieldCheck } from '../core/validation.js';
+import { checkRequestShape, shapeSchema, fieldProblem, fieldProblemReasons, invalidField, isBoolean, isIdString, isNonNegativeInteger, isOneOf, isString, refuseFields, type TFieldCheck } from '../core/validation.js';
 import type { TAdminAccess } from '../core/access.js';
 import { FailureThrottle, type IFailureThrottle } from '../core/failurethrottle.js';
 import { dummyPasswordHash, hashPassword, verifyPassword, type IVerifiedIdentity } from '../core/auth.js';
@@ -49,6 +49,8 @@ const isUsername = isString(1, accountRules.usernameMaxLength, usernamePattern);
 export const passwordLimits = Object.freeze({ minLength: accountRules.passwordMinLength, maxLength: accountRules.passwordMaxLength });
 const isNewPassword = isString(passwordLimits.minLength, passwordLimits.maxLength);
 const isRole: TFieldCheck = isOneOf(['admin', 'user'], 'must be admin or user');
+/** A login names an account and a password; their lengths bound the work an anonymous caller can ask for. */
+const loginShape = { required: { username: isString(1, 64), password: isString(1, 1024) } };
 
 const newSessionKey = (): string => randomBytes(16).toString('base64url');
 
@@ -179,10 +181,9 @@ export class AdminManager {
   }
 
   private registerLogin(): void {
+    this.cloudly.checkedRequestMembers.set('adminLoginWithUsernameAndPassword', shapeSchema(loginShape));
     this.cloudly.addPublicHandler<IReq_Admin_LoginWithUsernameAndPassword>('adminLoginWithUsernameAndPassword', async (request, context) => {
-      const problems = checkRequestShape(request, {
-        required: { username: isString(1, 64), password: isString(1, 1024) },
-      });
+      const problems = checkRequestShape(request, loginShape);
       if ((request as { identity?: unknown } | null)?.identity !== undefined) {
         problems.push(fieldProblem('request.identity', fieldProblemReasons.unknown, 'is not a field of this request'));
       }

@@ -3,7 +3,7 @@ import type { Cloudly } from '../classes.cloudly.js';
 import type { IAuditEvent, IAuditEventFilter } from '../interfaces/data/audit.js';
 import { decodePageCursor, encodePageCursor, isPageCursorOf, isPageLimit, pageLimits } from '../core/pagination.js';
 import { auditEventKind, type IAuditEventDocument } from '../core/store.js';
-import { fieldProblem, fieldProblemReasons, type IFieldProblem, invalidField, isString, type TFieldCheck } from '../core/validation.js';
+import { fieldProblem, fieldProblemReasons, invalidField, isIntegerIn, isString, type IFieldProblem, type TFieldCheck } from '../core/validation.js';
 import { adminQuery, registerOperations, type TOperationRequest, type TOperationAnswer } from '../core/operations.js';
 
 /**
@@ -34,8 +34,7 @@ export const decodeAuditCursor = (cursorArg: string): IAuditCursor | null => {
     : null;
 };
 
-const isEpochMs: TFieldCheck = (valueArg, pathArg) =>
-  Number.isSafeInteger(valueArg) && (valueArg as number) >= 0 ? [] : [invalidField(pathArg, `must be epoch milliseconds (a non-negative integer)`)];
+const isEpochMs: TFieldCheck = isIntegerIn(0, Number.MAX_SAFE_INTEGER, 'must be epoch milliseconds (a non-negative integer)');
 
 const filterChecks: Record<keyof IAuditEventFilter, TFieldCheck> = {
   targetKind: isString(1, 128),

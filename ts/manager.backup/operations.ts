@@ -101,8 +101,7 @@ const isReplication: TFieldCheck = (valueArg, pathArg) =>
     : [invalidField(pathArg, `must be exactly { enabled: boolean }`)];
 
 const resourceTypes = ['volume', 'database', 'bucket'] as const;
-const isResourceType: TFieldCheck = (valueArg, pathArg) =>
-  (resourceTypes as readonly unknown[]).includes(valueArg) ? [] : [fieldProblem(pathArg, fieldProblemReasons.notSupported, `must be one of ${resourceTypes.join(', ')}`)];
+const isResourceType: TFieldCheck = isOneOf(resourceTypes);
 
 const isStepOperation: TFieldCheck = isOneOf(['status', 'execute', 'cleanup'], 'must be status, execute or cleanup');
 

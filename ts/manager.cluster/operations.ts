@@ -14,16 +14,9 @@ import {
 import type { DocumentStore } from '../core/store.js';
 import type { IListReader } from '../core/readcache.js';
 import type { IRelaySession } from '../core/relaysessions.js';
-import { invalidField, isArrayOf, isIdString, isNonNegativeInteger, isString, problemsOfSentences, sentenceCheck, type TFieldCheck } from '../core/validation.js';
+import { describedCheck, invalidField, isArrayOf, isIdString, isNodeIdField, isNonNegativeInteger, isString, problemsOfSentences, sentenceCheck, stringSchema, type TFieldCheck } from '../core/validation.js';
 import { findPage, nextCursorMember, oldestFirst, orderedPageShape, pageOf, pageShape } from '../core/pagination.js';
-import {
-  isClusterNodeId,
-  isClusterNodeName,
-  maximumClusterNodeNameLength,
-  validateClusterNodeCorestore,
-  validateClusterNodeReport,
-  type IClusterNode,
-} from '../interfaces/data/clusternode.js';
+import { clusterNodeNamePattern, isClusterNodeName, maximumClusterNodeNameLength, validateClusterNodeCorestore, validateClusterNodeReport, type IClusterNode } from '../interfaces/data/clusternode.js';
 import {
   decideClusterDeletion,
   decideNodeCorestore,
@@ -67,13 +60,10 @@ export const nodeNotFoundReason = 'node-not-found';
 
 export const newRelayToken = (): string => `${relayTokenPrefix}${randomBytes(relayTokenBytes).toString('base64url')}`;
 
-const isNodeName: TFieldCheck = (valueArg, pathArg) =>
+const isNodeName: TFieldCheck = describedCheck(stringSchema(1, maximumClusterNodeNameLength, clusterNodeNamePattern), (valueArg, pathArg) =>
   isClusterNodeName(valueArg)
     ? []
-    : [invalidField(pathArg, `must be 1-${maximumClusterNodeNameLength} characters without control characters or surrounding spaces`)];
-
-const isNodeId: TFieldCheck = (valueArg, pathArg) =>
-  isClusterNodeId(valueArg) ? [] : [invalidField(pathArg, `must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`)];
+    : [invalidField(pathArg, `must be 1-${maximumClusterNodeNameLength} characters without control characters or surrounding spaces`)]);
 
 const isCorestoreOrNull: TFieldCheck = (valueArg, pathArg) =>
   valueArg === null ? [] : problemsOfSentences(validateClusterNodeCorestore(valueArg, pathArg), pathArg);
@@ -235,7 +225,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
   adminMutation({
     method: 'addClusterNode',
     access: 'write',
-    input: { required: { clusterId: isIdString, name: isNodeName }, optional: { nodeId: isNodeId } },
+    input: { required: { clusterId: isIdString, name: isNodeName }, optional: { nodeId: isNodeIdField } },
     async facts(request) {
       await portsArg.requireCluster(request.clusterId);
       if (request.nodeId === undefined) {
@@ -262,7 +252,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
   adminMutation({
     method: 'removeClusterNode',
     access: 'write',
-    input: { required: { clusterId: isIdString, nodeId: isNodeId } },
+    input: { required: { clusterId: isIdString, nodeId: isNodeIdField } },
     facts: async (request) => { await portsArg.requireCluster(request.clusterId); },
     target: (request) => ({ kind: clusterNodeKind, id: clusterNodeDocumentId(request.clusterId, request.nodeId) }),
     decide: (current, { request }) => decideNodeRemoval(current, request.clusterId, request.nodeId),
@@ -276,7 +266,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
   adminMutation({
     method: 'setClusterNodeCorestore',
     access: 'write',
-    input: { required: { clusterId: isIdString, nodeId: isNodeId, expected: isCorestoreOrNull, corestore: isCorestoreOrNull } },
+    input: { required: { clusterId: isIdString, nodeId: isNodeIdField, expected: isCorestoreOrNull, corestore: isCorestoreOrNull } },
     facts: async (request) => { await portsArg.requireCluster(request.clusterId); },
     target: (request) => ({ kind: clusterNodeKind, id: clusterNodeDocumentId(request.clusterId, request.nodeId) }),
     decide: (current, { request }) => decideNodeCorestore(current, request.clusterId, request.nodeId, request.expected, request.corestore),
@@ -308,7 +298,7 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
   relayQuery({
     method: 'getClusterNodeCorestores',
     access: 'relay',
-    input: { required: {}, optional: { nodeIds: isArrayOf(isNodeId, maximumNodeIdsPerRead) } },
+    input: { required: {}, optional: { nodeIds: isArrayOf(isNodeIdField, maximumNodeIdsPerRead) } },
     async run(request, context) {
       const nodes = await portsArg.listNodes(context.clusterId);
       let selected = nodes;

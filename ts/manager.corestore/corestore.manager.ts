@@ -4,11 +4,11 @@ import type { Cloudly } from '../classes.cloudly.js';
 import { contractRefusal, isRefusal, readCloudlyErrorData, refuse, refuseNamed } from '../core/errors.js';
 import { defaultUpdateRounds, defineDocumentKind, type IMutateResult, type IStoredDocument } from '../core/store.js';
 import { failpoint } from '../core/failpoints.js';
-import { fieldProblem, fieldProblemReasons, invalidField, isAnyValue, isIdString, isNonNegativeInteger, problemsOfSentences, refuseFields, sentenceCheck, type TFieldCheck } from '../core/validation.js';
+import { describedCheck, fieldProblem, fieldProblemReasons, integerSchema, invalidField, isAnyValue, isIdString, isNonNegativeInteger, problemsOfSentences, refuseFields, sentenceCheck, stringSchema, type TFieldCheck } from '../core/validation.js';
 import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayOrchestration } from '../core/operations.js';
 import { decidePlatformBindingDeletion } from './decide.js';
 import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
-import { isSha256Hex } from '../interfaces/private/dataproperties.js';
+import { isSha256Hex, sha256HexPattern } from '../interfaces/private/dataproperties.js';
 import {
   compareCorestoreLegacyResourceSelections,
   computeClusterCorestoreLegacyResourceInventorySha256,
@@ -75,13 +75,13 @@ const ledgerId = 'platform-binding-creations';
  */
 const ledgerRounds = 2 * defaultUpdateRounds;
 
-const isSha256Field: TFieldCheck = (valueArg, pathArg) =>
-  isSha256Hex(valueArg) ? [] : [invalidField(pathArg, `must be a lowercase hex sha256`)];
+const isSha256Field: TFieldCheck = describedCheck(stringSchema(64, 64, sha256HexPattern), (valueArg, pathArg) =>
+  isSha256Hex(valueArg) ? [] : [invalidField(pathArg, `must be a lowercase hex sha256`)]);
 
-const isExpectedGeneration: TFieldCheck = (valueArg, pathArg) =>
+const isExpectedGeneration: TFieldCheck = describedCheck({ anyOf: [{ type: 'null' }, integerSchema(1)] }, (valueArg, pathArg) =>
   valueArg === null || (Number.isSafeInteger(valueArg) && (valueArg as number) >= 1)
     ? []
-    : [invalidField(pathArg, `must be null (create) or the positive generation the caller read`)];
+    : [invalidField(pathArg, `must be null (create) or the positive generation the caller read`)]);
 
 const adoptionRefusal = (codeArg: TCorestoreLegacyAdoptionErrorCode, textArg: string): TypedResponseError =>
   contractRefusal(textArg, createCorestoreLegacyAdoptionErrorData(codeArg));

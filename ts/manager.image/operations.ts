@@ -2,7 +2,7 @@ import { refuse } from '../core/errors.js';
 import { adminQuery, relayOrchestration, relayQuery, type IDeclaredOperation } from '../core/operations.js';
 import type { DocumentStore } from '../core/store.js';
 import { validateStreamReference } from '../core/streams.js';
-import { invalidField, isIdString, sentenceCheck, type TFieldCheck } from '../core/validation.js';
+import { describedCheck, invalidField, isIdString, isIntegerIn, sentenceCheck, stringSchema, type TFieldCheck } from '../core/validation.js';
 import { findPage, nextCursorMember, oldestFirst, orderedPageShape } from '../core/pagination.js';
 import { isSha256Digest } from '../interfaces/data/immutableimage.js';
 import { imageVersionLimits } from '../interfaces/data/imageversion.js';
@@ -10,6 +10,7 @@ import type { IService } from '../interfaces/data/service.js';
 import { imageRefusalReasons, judgeRelayImageAccess } from './decide.js';
 import { imageVersionId, imageVersionKind, toPublicImageVersion } from './documents.js';
 import type { ImageTransfers } from './transfers.js';
+import { sha256HexPattern } from '../interfaces/private/dataproperties.js';
 
 /** The image domain's methods as declared operations (ts/core/operations.ts runs them). */
 
@@ -22,13 +23,10 @@ export interface IImageOperationPorts {
 /** Versions oldest stored first, in the whole list and in its pages. */
 const imageVersionsOrder = oldestFirst('storedAt');
 
-const isImageDigest: TFieldCheck = (valueArg, pathArg) =>
-  (isSha256Digest(valueArg) ? [] : [invalidField(pathArg, `must be 64 lowercase hex digits (the sha256 of the tar stream)`)]);
+const isImageDigest: TFieldCheck = describedCheck(stringSchema(64, 64, sha256HexPattern), (valueArg, pathArg) =>
+  (isSha256Digest(valueArg) ? [] : [invalidField(pathArg, `must be 64 lowercase hex digits (the sha256 of the tar stream)`)]));
 
-const isImageByteLength: TFieldCheck = (valueArg, pathArg) =>
-  (Number.isSafeInteger(valueArg) && (valueArg as number) >= 1 && (valueArg as number) <= imageVersionLimits.maximumByteLength
-    ? []
-    : [invalidField(pathArg, `must be an integer from 1 to ${imageVersionLimits.maximumByteLength}`)]);
+const isImageByteLength: TFieldCheck = isIntegerIn(1, imageVersionLimits.maximumByteLength);
 
 export const imageOperations = (portsArg: IImageOperationPorts): IDeclaredOperation[] => {
   const { store, transfers } = portsArg;

@@ -13,7 +13,7 @@ import {
 import type { DocumentStore } from '../core/store.js';
 import type { IEncryptedSecretValue } from '../core/secretbox.js';
 import { failpoint } from '../core/failpoints.js';
-import { fieldProblem, fieldProblemReasons, type IFieldProblem, invalidField, isAnyValue, isIdString, isString, problemsOfSentences, type TFieldCheck } from '../core/validation.js';
+import { describedCheck, fieldProblem, fieldProblemReasons, integerSchema, invalidField, isAnyValue, isIdString, isString, problemsOfSentences, type IFieldProblem, type TFieldCheck } from '../core/validation.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
 import { relayNotElectedReason } from '../manager.cluster/relayelection.js';
 import {
@@ -81,8 +81,8 @@ const isSecretVersionReference: TFieldCheck = (valueArg, pathArg) => {
     : [invalidField(pathArg, `must be exactly { secretId, secretVersionId } with two ids`)];
 };
 
-const isRevisionOrNull: TFieldCheck = (valueArg, pathArg) =>
-  valueArg === null || isCounter(valueArg) ? [] : [invalidField(pathArg, `must be null or a non-negative integer`)];
+const isRevisionOrNull: TFieldCheck = describedCheck({ anyOf: [{ type: 'null' }, integerSchema(0)] }, (valueArg, pathArg) =>
+  valueArg === null || isCounter(valueArg) ? [] : [invalidField(pathArg, `must be null or a non-negative integer`)]);
 
 /**
  * Explains why a designation request does not snapshot, member by member; the snapshot itself

@@ -2,8 +2,7 @@ import { refuse } from '../core/errors.js';
 import type { TCloudlyLogger } from '../core/logger.js';
 import { adminMutation, adminQuery, relayMutation, relayQuery, type IDeclaredOperation } from '../core/operations.js';
 import type { IRelaySession } from '../core/relaysessions.js';
-import { invalidField, isIdString, sentenceCheck, type TFieldCheck } from '../core/validation.js';
-import { isClusterNodeId } from '../interfaces/data/clusternode.js';
+import { isIdString, isNodeIdField, sentenceCheck } from '../core/validation.js';
 import {
   validateRuntimeNetworkProjectionApplication,
   validateRuntimeNetworkWorkloadLeases,
@@ -27,9 +26,6 @@ import { leaseIndexOf, type IClusterAllocation } from './leases.js';
  * and the relay's lease statements and projection applications. One-document changes decide in
  * ./decide.ts; what they need from elsewhere comes through `IRuntimeNetworkPorts`.
  */
-
-const isNodeId: TFieldCheck = (valueArg, pathArg) =>
-  isClusterNodeId(valueArg) ? [] : [invalidField(pathArg, `must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`)];
 
 /** What the runtime network's operations need, wired by the manager. */
 export interface IRuntimeNetworkPorts {
@@ -92,7 +88,7 @@ export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDecla
   adminQuery({
     method: 'getRuntimeNetworkProjection',
     access: 'read',
-    input: { required: { clusterId: isIdString, nodeId: isNodeId } },
+    input: { required: { clusterId: isIdString, nodeId: isNodeIdField } },
     async run(request) {
       await portsArg.requireCluster(request.clusterId);
       await portsArg.requireNode(request.clusterId, request.nodeId);
@@ -108,7 +104,7 @@ export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDecla
   relayMutation({
     method: 'reportRuntimeNetworkLeases',
     access: 'relay',
-    input: { required: { nodeId: isNodeId, leases: sentenceCheck(validateRuntimeNetworkWorkloadLeases) } },
+    input: { required: { nodeId: isNodeIdField, leases: sentenceCheck(validateRuntimeNetworkWorkloadLeases) } },
     // What the statement is judged against: Cloudly's allocation of the relay's own cluster.
     async facts(request, context) {
       await portsArg.requireElected(context.session);
@@ -138,7 +134,7 @@ export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDecla
   relayQuery({
     method: 'getClusterNodeRuntimeNetworkProjection',
     access: 'relay',
-    input: { required: { nodeId: isNodeId } },
+    input: { required: { nodeId: isNodeIdField } },
     // What the projections controller published, once the runs this instance owes the cluster are
     // done: a read writes nothing (a node whose projection is held back is told to come back).
     run: async (request, context) => {

@@ -5,9 +5,8 @@ import { refuse, refuseNamed } from '../core/errors.js';
 import { fromBase64Url, importRecipientPublicKey, sealSecret, secretRecipientId, toBase64Url, x25519PublicKeyPattern } from '../core/sealing.js';
 import { adminMutation, adminQuery, registerOperations, relayMutation, relayOrchestration } from '../core/operations.js';
 import { decideSigningKeyRotation, signingKeysId, signingKeysKind } from '../core/auth.js';
-import { invalidField, isIdString, isNonNegativeInteger, isOneOf, isString, refuseFields, type TFieldCheck } from '../core/validation.js';
+import { invalidField, isIdString, isNodeIdField, isNonNegativeInteger, isOneOf, isString, refuseFields, type TFieldCheck } from '../core/validation.js';
 import { clusterNodeDocumentId } from '../manager.cluster/clusternodes.js';
-import { isClusterNodeId } from '../interfaces/data/clusternode.js';
 import type {
   ICorestoreControlCredentialReference,
   IEnrolledSecretRecipient,
@@ -47,9 +46,6 @@ import {
 /** Bytes of an enrollment challenge and of a generated Corestore control credential (256 bits). */
 export const enrollmentChallengeBytes = 32;
 export const corestoreCredentialBytes = 32;
-
-const isNodeId: TFieldCheck = (valueArg, pathArg) =>
-  isClusterNodeId(valueArg) ? [] : [invalidField(pathArg, `must be a node id (letters, digits, '.', '_', '-'; 1-128 characters)`)];
 
 const isRecipient: TFieldCheck = (valueArg, pathArg) => {
   const recipient = readExactDataRecord(valueArg, ['algorithm', 'publicKey']);
@@ -124,7 +120,7 @@ export class SecretManager {
         method: 'getCorestoreControlCredentialMaterial',
         why: 'ensures the node\'s credential document, reads the cluster\'s recipients and seals each credential version to one',
         access: 'relay',
-        input: { required: { nodeId: isNodeId }, optional: { recipientId: isRecipientId } },
+        input: { required: { nodeId: isNodeIdField }, optional: { recipientId: isRecipientId } },
         run: async (request, context) => {
           await clusters.requireElected(context.session);
           return this.corestoreCredentialMaterial(context.clusterId, request.nodeId, request.recipientId);
@@ -144,7 +140,7 @@ export class SecretManager {
       adminQuery({
         method: 'getCorestoreControlCredential',
         access: 'read',
-        input: { required: { clusterId: isIdString, nodeId: isNodeId } },
+        input: { required: { clusterId: isIdString, nodeId: isNodeIdField } },
         run: async (request) => {
           await this.requireNode(request.clusterId, request.nodeId, 'request.nodeId');
           return { credential: toReference(await this.madeCredential(request.clusterId, request.nodeId)) };
@@ -153,7 +149,7 @@ export class SecretManager {
       adminMutation({
         method: 'rotateCorestoreControlCredential',
         access: 'write',
-        input: { required: { clusterId: isIdString, nodeId: isNodeId, expectedVersion: isNonNegativeInteger } },
+        input: { required: { clusterId: isIdString, nodeId: isNodeIdField, expectedVersion: isNonNegativeInteger } },
         facts: async (request) => {
           await this.requireNode(request.clusterId, request.nodeId, 'request.nodeId');
           const identity = credentialIdentity(request.clusterId, request.nodeId);

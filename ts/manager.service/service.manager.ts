@@ -18,6 +18,7 @@ import {
   type IServiceVolume,
   type TServiceWritableVolume,
 } from '../interfaces/data/servicevolume.js';
+import { maximumServiceMountPathLength, serviceMountPathPattern, validateServiceMountPath } from '../interfaces/private/servicecontract.js';
 import { snapshotServiceRuntimeStatus, type IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../interfaces/data/runtimelocalstorageclaim.js';
 import {
@@ -30,7 +31,7 @@ import { refuse, refuseNamed } from '../core/errors.js';
 import type { TDecision } from '../core/store.js';
 import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayMutation } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
-import { isAnyValue, isIdString, isPositiveInteger, problemsOfSentences, refuseFields, sentenceCheck, sentenceOfProblem, type TFieldCheck } from '../core/validation.js';
+import { describedCheck, isAnyValue, isIdString, isPositiveInteger, problemsOfSentences, refuseFields, sentenceCheck, sentenceOfProblem, stringSchema, type TFieldCheck } from '../core/validation.js';
 import {
   buildFirstClaimGeneration,
   buildClaimOverNodeGeneration,
@@ -66,6 +67,9 @@ import {
   type IServiceDocument,
   type IServiceRuntimeStatusDocument,
 } from './documents.js';
+
+/** A volume's mount path in a request whose contract judges it with its other values (`check`), stated for GET /schema. */
+const judgedMountPath = describedCheck(stringSchema(1, maximumServiceMountPathLength, serviceMountPathPattern), isAnyValue);
 
 /**
  * Services, their volumes and volume initialization, their runtime verdicts, and the local storage
@@ -485,9 +489,11 @@ export class ServiceManager {
     registerOperations(this.cloudly, [adminMutation({
       method: 'setServiceVolumeInitialization',
       access: 'write',
-      input: { required: { serviceId: isIdString, mountPath: isAnyValue, expected: isAnyValue, initialization: isAnyValue } },
+      // The mount path is judged with the two values, in the contract's own refusal; the schema states its rule.
+      input: { required: { serviceId: isIdString, mountPath: judgedMountPath, expected: isAnyValue, initialization: isAnyValue } },
       // Both values are checked whole; their reasons travel in the contract's error data.
       check: (request) => [
+        ...problemsOfSentences(validateServiceMountPath(request.mountPath, 'request.mountPath'), 'request.mountPath'),
         ...(request.expected === null ? [] : problemsOfSentences(validateServiceVolumeInitialization(request.expected, 'request.expected'), 'request.expected')),
         ...(request.initialization === null
           ? []

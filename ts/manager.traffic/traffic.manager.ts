@@ -1,12 +1,13 @@
 import type { Cloudly } from '../classes.cloudly.js';
 import { refuseNamed } from '../core/errors.js';
 import { requireValidRelayAnswer } from '../core/relaycalls.js';
-import { invalidField, isIdString, isString, type TFieldCheck } from '../core/validation.js';
+import { describedCheck, invalidField, isIdString, isIntegerIn, isString, stringSchema, type TFieldCheck } from '../core/validation.js';
 import { adminQuery, registerOperations } from '../core/operations.js';
 import {
   clusterTrafficStatisticsContract as contract,
   readUtcDay,
   snapshotClusterTrafficStatistics,
+  utcDayPattern,
   validateClusterTrafficStatistics,
   type IClusterTrafficStatistics,
 } from '../interfaces/data/clustertraffic.js';
@@ -17,13 +18,11 @@ import type {
 
 const dayMs = 86_400_000;
 
-const isUtcDay: TFieldCheck = (valueArg, pathArg) =>
-  (readUtcDay(valueArg) === null ? [invalidField(pathArg, `must be a UTC day YYYY-MM-DD`)] : []);
+// The schema states the form; the server also refuses a day that does not exist (2026-02-30).
+const isUtcDay: TFieldCheck = describedCheck(stringSchema(10, 10, utcDayPattern), (valueArg, pathArg) =>
+  (readUtcDay(valueArg) === null ? [invalidField(pathArg, `must be a UTC day YYYY-MM-DD`)] : []));
 
-const isLimit: TFieldCheck = (valueArg, pathArg) =>
-  (Number.isSafeInteger(valueArg) && (valueArg as number) >= 1 && (valueArg as number) <= contract.maximumLimit
-    ? []
-    : [invalidField(pathArg, `must be an integer from 1 to ${contract.maximumLimit}`)]);
+const isLimit: TFieldCheck = isIntegerIn(1, contract.maximumLimit);
 
 const isCursor = isString(1, contract.maximumCursorLength);
 

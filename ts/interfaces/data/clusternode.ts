@@ -122,6 +122,13 @@ export const validateClusterNodeHostAddresses = (
 /** Longest node name admitted. Project's own definition. */
 export const maximumClusterNodeNameLength = 128;
 
+/**
+ * The node name rule as one pattern (no control characters, no whitespace at either end), for
+ * schemas; `isClusterNodeName` tests the same rule and the length.
+ */
+// eslint-disable-next-line no-control-regex
+export const clusterNodeNamePattern = /^(?!\s)(?![\s\S]*\s$)[^\u0000-\u001f\u007f]*$/;
+
 /** A node name: 1-128 characters, no control characters, no surrounding whitespace. */
 export const isClusterNodeName = (valueArg: unknown): valueArg is string =>
   typeof valueArg === 'string'

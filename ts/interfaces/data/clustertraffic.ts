@@ -37,14 +37,14 @@ export const clusterTrafficStatisticsContract = Object.freeze({
   maximumCursorLength: 1024,
 } as const);
 
-const dayPattern = /^(\d{4})-(\d{2})-(\d{2})$/;
+export const utcDayPattern = /^(\d{4})-(\d{2})-(\d{2})$/;
 
 /** The day's epoch milliseconds at 00:00 UTC, or null when the text is not a real `YYYY-MM-DD` day. */
 export const readUtcDay = (valueArg: unknown): number | null => {
   if (typeof valueArg !== 'string') {
     return null;
   }
-  const match = dayPattern.exec(valueArg);
+  const match = utcDayPattern.exec(valueArg);
   if (!match) {
     return null;
   }

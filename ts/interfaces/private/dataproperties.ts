@@ -46,15 +46,17 @@ export const isPositiveCounter = (valueArg: unknown): valueArg is number =>
   Number.isSafeInteger(valueArg) && (valueArg as number) >= 1;
 
 /** Lowercase 64-digit hex sha256. */
+export const sha256HexPattern = /^[0-9a-f]{64}$/;
 export const isSha256Hex = (valueArg: unknown): valueArg is string =>
-  typeof valueArg === 'string' && /^[0-9a-f]{64}$/.test(valueArg);
+  typeof valueArg === 'string' && sha256HexPattern.test(valueArg);
 
 /**
  * The project's identifier rule: 1-128 characters of letters, digits, `.`, `_`, `-`, starting
  * with a letter or digit. Ids cross URLs, logs and file names, so nothing else is admitted.
  */
+export const canonicalIdPattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 export const isCanonicalId = (valueArg: unknown): valueArg is string =>
-  typeof valueArg === 'string' && /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(valueArg);
+  typeof valueArg === 'string' && canonicalIdPattern.test(valueArg);
 
 /**
  * A plain record whose own properties are all data properties (no getters or setters), so
