@@ -116,7 +116,7 @@ const corpus: Array<{ method: string; request: Record<string, unknown>; shapeIsV
   { method: 'getClusters', request: { limit: 10 }, shapeIsValid: true },
   { method: 'getClusters', request: { limit: 'ten' }, shapeIsValid: false },
   { method: 'getClusters', request: { limit: 0 }, shapeIsValid: false },
-  { method: 'getClusters', request: { limit: 501 }, shapeIsValid: false },
+  { method: 'getClusters', request: { limit: 1001 }, shapeIsValid: false },
   { method: 'getClusterById', request: { clusterId: 'cluster-1' }, shapeIsValid: true },
   { method: 'getClusterById', request: { clusterId: ['cluster-1'] }, shapeIsValid: false },
   { method: 'addClusterNode', request: { clusterId: 'cluster-1', name: 'node-a', nodeId: 'node-a' }, shapeIsValid: true },

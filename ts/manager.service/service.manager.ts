@@ -18,7 +18,6 @@ import {
   type IServiceVolume,
   type TServiceWritableVolume,
 } from '../interfaces/data/servicevolume.js';
-import { maximumServiceMountPathLength, serviceMountPathPattern, validateServiceMountPath } from '../interfaces/private/servicecontract.js';
 import { snapshotServiceRuntimeStatus, type IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../interfaces/data/runtimelocalstorageclaim.js';
 import {
@@ -31,7 +30,7 @@ import { refuse, refuseNamed } from '../core/errors.js';
 import type { TDecision } from '../core/store.js';
 import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayMutation } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
-import { describedCheck, isAnyValue, isIdString, isPositiveInteger, problemsOfSentences, refuseFields, sentenceCheck, sentenceOfProblem, stringSchema, type TFieldCheck } from '../core/validation.js';
+import { invalidField, isAnyValue, isIdString, isPositiveInteger, problemsOfSentences, refuseFields, sentenceCheck, sentenceOfProblem, type TFieldCheck } from '../core/validation.js';
 import {
   buildFirstClaimGeneration,
   buildClaimOverNodeGeneration,
@@ -68,8 +67,6 @@ import {
   type IServiceRuntimeStatusDocument,
 } from './documents.js';
 
-/** A volume's mount path in a request whose contract judges it with its other values (`check`), stated for GET /schema. */
-const judgedMountPath = describedCheck(stringSchema(1, maximumServiceMountPathLength, serviceMountPathPattern), isAnyValue);
 
 /**
  * Services, their volumes and volume initialization, their runtime verdicts, and the local storage
@@ -489,11 +486,11 @@ export class ServiceManager {
     registerOperations(this.cloudly, [adminMutation({
       method: 'setServiceVolumeInitialization',
       access: 'write',
-      // The mount path is judged with the two values, in the contract's own refusal; the schema states its rule.
-      input: { required: { serviceId: isIdString, mountPath: judgedMountPath, expected: isAnyValue, initialization: isAnyValue } },
+      input: { required: { serviceId: isIdString, mountPath: isAnyValue, expected: isAnyValue, initialization: isAnyValue } },
       // Both values are checked whole; their reasons travel in the contract's error data.
       check: (request) => [
-        ...problemsOfSentences(validateServiceMountPath(request.mountPath, 'request.mountPath'), 'request.mountPath'),
+        // The volume is named by its exact mount path (any other string is volume-not-found), so only the type is judged here.
+        ...(typeof request.mountPath === 'string' ? [] : [invalidField('request.mountPath', 'must be a string')]),
         ...(request.expected === null ? [] : problemsOfSentences(validateServiceVolumeInitialization(request.expected, 'request.expected'), 'request.expected')),
         ...(request.initialization === null
           ? []

@@ -82,14 +82,6 @@ export const maximumServiceMountPathLength = 4096;
 export const runtimeSecretsMountPath = '/run/secrets';
 
 /**
- * The mount path rule below as one pattern, for schemas: one or more `/segment`, no segment empty,
- * `.` or `..`, no control character, and neither `/run`, `/run/secrets` nor anything under it.
- * `validateServiceMountPath` tests the same rule (and the length) with a sentence per problem.
- */
-// eslint-disable-next-line no-control-regex
-export const serviceMountPathPattern = /^(?!\/run(\/secrets(\/.*)?)?$)(\/(?!\.{1,2}(\/|$))[^/\u0000-\u001f\u007f]+)+$/;
-
-/**
  * The storage mount path rule: an absolute, canonical path (no empty, `.` or `..` segment, no
  * trailing slash, no control character) that is not `/` and does not overlap `/run/secrets`.
  */
