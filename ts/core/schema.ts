@@ -4,7 +4,15 @@ import { answerSchemaRef, requestSchemaRef, type IContractSchemaDocument } from 
 import { commitinfo } from '../interfaces/commitinfo.js';
 import type { IServedMethod, TMethodAccess, TMethodCaller } from './access.js';
 import type { TErrorCode } from './errors.js';
-import type { TCheckSchema } from './validation.js';
+import { integerSchema, stringSchema, type TCheckSchema } from './validation.js';
+import { streamIdPattern } from './streams.js';
+import { x25519PublicKeyPattern } from './sealing.js';
+import { canonicalIdPattern, sha256HexPattern } from '../interfaces/private/dataproperties.js';
+import {
+  clusterIngressBearerPattern,
+  clusterIngressRegistrationLimits as ingressLimits,
+  clusterIngressVersionPattern,
+} from '../interfaces/data/clusteringress.js';
 
 /** One served method as GET /schema lists it. */
 export interface ISchemaMethod {
@@ -79,6 +87,42 @@ const narrowMember = (typeArg: unknown, checkArg: TCheckSchema): unknown => {
   return combined || clashes ? { allOf: [typeArg, checkArg] } : { ...typeArg, ...checkArg };
 };
 
+const canonicalId = stringSchema(1, 128, canonicalIdPattern);
+const sha256Hex = stringSchema(64, 64, sha256HexPattern);
+
+/**
+ * Rules of nested contract values that their validators test and their types cannot say, by the
+ * named definition they apply to, from the same patterns the validators use. Wherever the
+ * definition is used (a request or an answer), it carries them.
+ */
+const definitionRules: Record<string, Record<string, TCheckSchema>> = {
+  'ICorestoreDatabaseClosureDescriptor': { sha256: sha256Hex },
+  'ICorestoreDatabaseClosureReceipt': { receiptId: canonicalId, receiptSha256: sha256Hex },
+  'TVirtualStream<"send">': { streamId: stringSchema(32, 32, streamIdPattern) },
+  'TVirtualStream<"receive">': { streamId: stringSchema(32, 32, streamIdPattern) },
+  'ISecretRecipient': { publicKey: stringSchema(43, 43, x25519PublicKeyPattern) },
+  'IRuntimeNetworkProjectionApplication': { projectionId: canonicalId, nodeId: canonicalId, generation: integerSchema(1), digest: sha256Hex },
+  'IClusterIngressRegistration': {
+    bearer: stringSchema(ingressLimits.minimumBearerLength, ingressLimits.maximumBearerLength, clusterIngressBearerPattern),
+    version: stringSchema(1, ingressLimits.maximumVersionLength, clusterIngressVersionPattern),
+    nodeId: canonicalId,
+  },
+};
+
+/** A definition's members narrowed by `membersArg`; the definition as it was when it has no such members. */
+const narrowedDefinition = (definitionArg: unknown, membersArg: Record<string, TCheckSchema>): unknown => {
+  if (!isSchemaObject(definitionArg) || !isSchemaObject(definitionArg.properties) || Object.keys(membersArg).length === 0) {
+    return definitionArg;
+  }
+  const properties: TSchemaObject = { ...definitionArg.properties };
+  for (const [member, check] of Object.entries(membersArg)) {
+    if (member in properties) {
+      properties[member] = narrowMember(properties[member], check);
+    }
+  }
+  return { ...definitionArg, properties };
+};
+
 /**
  * The request definitions with what each method's shape checks admit (ranges, lengths, patterns,
  * enumerations) written into its members, so the schema refuses what the server's validators
@@ -87,19 +131,18 @@ const narrowMember = (typeArg: unknown, checkArg: TCheckSchema): unknown => {
  */
 const withCheckedMembers = (defsArg: Record<string, unknown>, membersArg: ReadonlyMap<string, Record<string, TCheckSchema>>): Record<string, unknown> => {
   const defs = { ...defsArg };
+  for (const [name, members] of Object.entries(definitionRules)) {
+    if (name in defs) {
+      defs[name] = narrowedDefinition(defs[name], members);
+    }
+  }
   for (const [method, members] of membersArg) {
     const name = `${method}.request`;
     const request = resolveDefinition(defs, defs[name]);
-    if (!isSchemaObject(request) || !isSchemaObject(request.properties) || Object.keys(members).length === 0) {
-      continue;
+    const narrowed = narrowedDefinition(request, members);
+    if (narrowed !== request) {
+      defs[name] = narrowed;
     }
-    const properties: TSchemaObject = { ...request.properties };
-    for (const [member, check] of Object.entries(members)) {
-      if (member in properties) {
-        properties[member] = narrowMember(properties[member], check);
-      }
-    }
-    defs[name] = { ...request, properties };
   }
   return defs;
 };

@@ -77,7 +77,7 @@ export class StreamAbortedError extends Error {
   }
 }
 
-const streamIdPattern = /^[0-9a-f]{32}$/;
+export const streamIdPattern = /^[0-9a-f]{32}$/;
 
 export const isStreamId = (valueArg: unknown): valueArg is string =>
   typeof valueArg === 'string' && streamIdPattern.test(valueArg);

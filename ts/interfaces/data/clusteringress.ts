@@ -55,8 +55,8 @@ export interface IClusterIngressRegistrationAcceptance {
   protocol: IProtocolOffer;
 }
 
-const bearerPattern = /^[A-Za-z0-9._~+/=-]+$/;
-const versionPattern = /^[0-9A-Za-z][0-9A-Za-z.+_-]*$/;
+export const clusterIngressBearerPattern = /^[A-Za-z0-9._~+/=-]+$/;
+export const clusterIngressVersionPattern = /^[0-9A-Za-z][0-9A-Za-z.+_-]*$/;
 const capabilityPattern = /^[a-z0-9][a-z0-9.-]*$/;
 
 /**
@@ -89,13 +89,13 @@ export const validateClusterIngressRegistration = (
       typeof bearer !== 'string'
       || bearer.length < limits.minimumBearerLength
       || bearer.length > limits.maximumBearerLength
-      || !bearerPattern.test(bearer)
+      || !clusterIngressBearerPattern.test(bearer)
     ) {
       reasons.push(`${pathArg}.bearer must be ${limits.minimumBearerLength} to ${limits.maximumBearerLength} `
         + 'token characters');
     }
     const version = readOwnDataValue(valueArg, 'version');
-    if (typeof version !== 'string' || version.length > limits.maximumVersionLength || !versionPattern.test(version)) {
+    if (typeof version !== 'string' || version.length > limits.maximumVersionLength || !clusterIngressVersionPattern.test(version)) {
       reasons.push(`${pathArg}.version must be 1 to ${limits.maximumVersionLength} version characters`);
     }
     if (!isCanonicalId(readOwnDataValue(valueArg, 'nodeId'))) {
