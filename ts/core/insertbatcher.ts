@@ -31,7 +31,7 @@ export class InsertBatcher {
   private readonly pending = new Map<string, { collection: Collection<Document>; inserts: IPendingInsert[] }>();
   private flushScheduled = false;
 
-  constructor(private readonly maximumStatements = 500) {}
+  constructor(private readonly maximumStatements = 64) {}
 
   /** Creates `docArg` under `objectIdArg` unless that `_id` exists: true when this call created it. */
   public insertIfAbsent(collectionArg: Collection<Document>, objectIdArg: ObjectId, docArg: Document): Promise<boolean> {

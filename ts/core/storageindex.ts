@@ -160,14 +160,15 @@ class FieldIndex {
 
   public candidateCount(valuesArg: string[]): number {
     let count = this.containers.size;
-    for (const value of new Set(valuesArg)) {
+    // One value is the common case (a find by id); only a list can repeat one.
+    for (const value of valuesArg.length === 1 ? valuesArg : new Set(valuesArg)) {
       count += this.byValue.get(value)?.size ?? 0;
     }
     return count;
   }
 
   public collect(valuesArg: string[], intoArg: Set<string>): void {
-    for (const value of new Set(valuesArg)) {
+    for (const value of valuesArg.length === 1 ? valuesArg : new Set(valuesArg)) {
       for (const hex of this.byValue.get(value) ?? []) {
         intoArg.add(hex);
       }
@@ -176,6 +177,43 @@ class FieldIndex {
       intoArg.add(hex);
     }
   }
+}
+
+/**
+ * The `_id` hex of every statement when each one is exactly `{ _id: <ObjectId> }` (the insert
+ * batcher's upserts), else null; read once per command, as the handler asks for candidates once per
+ * statement with the same filters.
+ */
+const idStatements = new WeakMap<Document[], string[] | null>();
+
+const readIdStatements = (filtersArg: Document[]): string[] | null => {
+  const unique = new Set<string>();
+  for (const filter of filtersArg) {
+    const keys = Object.keys(filter);
+    const hex = keys.length === 1 && keys[0] === '_id' ? hexOfObjectId(filter._id) : null;
+    if (hex === null) {
+      return null;
+    }
+    unique.add(hex);
+  }
+  return [...unique];
+};
+
+const idStatementsOf = (filtersArg: Document[]): string[] | null => {
+  let hexes = idStatements.get(filtersArg);
+  if (hexes === undefined) {
+    hexes = readIdStatements(filtersArg);
+    idStatements.set(filtersArg, hexes);
+  }
+  return hexes;
+};
+
+/** The cheapest equality found so far in a filter: `_id` values present, or a field index and its values. */
+interface IBestEquality {
+  count: number;
+  ids: string[] | null;
+  index: FieldIndex | null;
+  values: string[] | null;
 }
 
 /** Only plain top-level field names are indexed: no dotted paths, no operators. */
@@ -230,49 +268,84 @@ export class CollectionIndex {
     return index;
   }
 
-  /** The hex ids that can match one filter, or null when the filter has no usable equality. */
-  private candidatesOf(filterArg: Document): Set<string> | null {
-    let best: { count: number; collect: (into: Set<string>) => void } | null = null;
-    const consider = (countArg: number, collectArg: (into: Set<string>) => void): void => {
-      if (!best || countArg < best.count) {
-        best = { count: countArg, collect: collectArg };
-      }
-    };
-    const visit = (filter: Document): void => {
-      for (const [key, condition] of Object.entries(filter)) {
-        if (key === '$and' && Array.isArray(condition)) {
+  /**
+   * Notes in `bestArg` the equality of `filterArg` (or of its `$and` parts) with the fewest
+   * candidates. Runs once per statement of every command, so it makes no closures and no sets.
+   */
+  private considerEqualities(filterArg: Document, bestArg: IBestEquality): void {
+    for (const key of Object.keys(filterArg)) {
+      const condition: unknown = filterArg[key];
+      if (key === '$and') {
+        if (Array.isArray(condition)) {
           for (const part of condition) {
             if (isContainer(part) && !Array.isArray(part)) {
-              visit(part as Document);
+              this.considerEqualities(part as Document, bestArg);
             }
           }
-          continue;
         }
-        if (key === '_id') {
-          const hexes = equalIds(condition);
-          if (hexes) {
-            const present = hexes.filter((hex) => this.docs.has(hex));
-            consider(present.length, (into) => present.forEach((hex) => into.add(hex)));
+        continue;
+      }
+      if (key === '_id') {
+        const hexes = equalIds(condition);
+        if (hexes) {
+          const present: string[] = [];
+          for (const hex of hexes) {
+            if (this.docs.has(hex)) {
+              present.push(hex);
+            }
           }
-          continue;
+          if (present.length < bestArg.count) {
+            Object.assign(bestArg, { count: present.length, ids: present, index: null, values: null });
+          }
         }
-        if (!isIndexableField(key)) {
-          continue;
-        }
-        const values = equalStrings(condition);
-        if (values) {
-          const index = this.field(key);
-          consider(index.candidateCount(values), (into) => index.collect(values, into));
+        continue;
+      }
+      if (!isIndexableField(key)) {
+        continue;
+      }
+      const values = equalStrings(condition);
+      if (values) {
+        const index = this.field(key);
+        const count = index.candidateCount(values);
+        if (count < bestArg.count) {
+          Object.assign(bestArg, { count, ids: null, index, values });
         }
       }
-    };
-    visit(filterArg);
-    if (!best) {
-      return null;
     }
-    const candidates = new Set<string>();
-    (best as { collect: (into: Set<string>) => void }).collect(candidates);
-    return candidates;
+  }
+
+  /** The hex ids that can match one filter, added to `intoArg`; false when the filter has no usable equality. */
+  private collectCandidates(filterArg: Document, intoArg: Set<string>): boolean {
+    const best: IBestEquality = { count: Infinity, ids: null, index: null, values: null };
+    this.considerEqualities(filterArg, best);
+    if (best.ids) {
+      for (const hex of best.ids) {
+        intoArg.add(hex);
+      }
+      return true;
+    }
+    if (best.index && best.values) {
+      best.index.collect(best.values, intoArg);
+      return true;
+    }
+    return false;
+  }
+
+  /**
+   * The documents of these ids that exist, in no particular order: each statement of such a
+   * command matches at most the one document of its own `_id`, so the order of the others the
+   * handler filters out cannot change what it does. No set and no sort: the handler asks once per
+   * statement, and a sort each time made a command of n statements cost n² log n.
+   */
+  private presentOf(hexesArg: string[]): Document[] {
+    const present: Document[] = [];
+    for (const hex of hexesArg) {
+      const doc = this.docs.get(hex);
+      if (doc !== undefined) {
+        present.push(doc);
+      }
+    }
+    return present;
   }
 
   /**
@@ -280,14 +353,16 @@ export class CollectionIndex {
    * filter has no usable equality or the candidates are most of the collection anyway.
    */
   public narrow(filtersArg: Document[]): Document[] | null {
+    if (filtersArg.length > 1) {
+      const hexes = idStatementsOf(filtersArg);
+      if (hexes) {
+        return this.presentOf(hexes);
+      }
+    }
     const all = new Set<string>();
     for (const filter of filtersArg) {
-      const candidates = this.candidatesOf(filter);
-      if (!candidates) {
+      if (!this.collectCandidates(filter, all)) {
         return null;
-      }
-      for (const hex of candidates) {
-        all.add(hex);
       }
     }
     if (all.size * 2 > this.docs.size) {
