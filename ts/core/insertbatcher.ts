@@ -15,6 +15,13 @@ import { MongoBulkWriteError, type Collection, type Document, type ObjectId } fr
 
 const isDuplicateKeyCode = (codeArg: unknown): boolean => codeArg === 11000;
 
+/**
+ * Statements per command. The embedded server filters a command's candidates once per statement,
+ * so a command costs the square of its statements; 64 keeps that small and still sends a storm's
+ * creates in a few commands (docs/storage.md).
+ */
+export const maximumInsertStatements = 64;
+
 interface IPendingInsert {
   objectId: ObjectId;
   doc: Document;
@@ -31,7 +38,7 @@ export class InsertBatcher {
   private readonly pending = new Map<string, { collection: Collection<Document>; inserts: IPendingInsert[] }>();
   private flushScheduled = false;
 
-  constructor(private readonly maximumStatements = 64) {}
+  constructor(private readonly maximumStatements = maximumInsertStatements) {}
 
   /** Creates `docArg` under `objectIdArg` unless that `_id` exists: true when this call created it. */
   public insertIfAbsent(collectionArg: Collection<Document>, objectIdArg: ObjectId, docArg: Document): Promise<boolean> {
