@@ -53,13 +53,14 @@ const main = async (): Promise<void> => {
   if (profileDir) {
     await fsp.mkdir(profileDir, { recursive: true });
   }
+  const memoryFile = path.join(dataDir, 'memory.json');
+  const preloads = ['memoryprobe.mjs', ...(profileDir ? ['cpuprofile.mjs'] : [])]
+    .map((nameArg) => `--import ${path.join(import.meta.dirname, 'helpers', nameArg)}`);
   const server = await startCloudlyProcess(cloudlyProcessEnv(dataDir, {
     CLOUDLY_LOG_LEVEL: 'info',
-    ...(profileDir ? {
-      NODE_OPTIONS: `--import ${path.join(import.meta.dirname, 'helpers', 'cpuprofile.mjs')}`,
-      CLOUDLY_BENCH_PROFILE_DIR: profileDir,
-      CLOUDLY_BENCH_PROFILE_NAME: 'write',
-    } : {}),
+    NODE_OPTIONS: ['--expose-gc', ...preloads].join(' '),
+    CLOUDLY_BENCH_MEMORY_FILE: memoryFile,
+    ...(profileDir ? { CLOUDLY_BENCH_PROFILE_DIR: profileDir, CLOUDLY_BENCH_PROFILE_NAME: 'write' } : {}),
   }));
   const pid = server.child.pid!;
   /** Ends the server's current profile segment, named `labelArg` (a no-op unless profiling). */
@@ -69,6 +70,19 @@ const main = async (): Promise<void> => {
       process.kill(pid, 'SIGUSR2');
       await sleep(500);
     }
+  };
+  /** The server's live heap and memory outside it, after full collections (bench/helpers/memoryprobe.mjs). */
+  const liveMemory = async (): Promise<{ heapUsed: number; external: number }> => {
+    await fsp.rm(memoryFile, { force: true });
+    process.kill(pid, 'SIGWINCH');
+    for (let waited = 0; waited < 30_000; waited += 50) {
+      const text = await fsp.readFile(memoryFile, 'utf8').catch(() => null);
+      if (text) {
+        return JSON.parse(text) as { heapUsed: number; external: number };
+      }
+      await sleep(50);
+    }
+    throw new Error('the server wrote no memory figures');
   };
   const admin = new CloudlyAdminClient(server.baseUrl);
   try {
@@ -137,6 +151,7 @@ const main = async (): Promise<void> => {
 
     // Memory under writes: `updates` more writes over the 34 clusters, 8 writers each on its own clusters.
     await sleep(settleMs);
+    const liveBefore = await liveMemory();
     const memoryBefore = memoryOf(pid);
     const writesBefore = sequentialWrites + parallelWrites + clusterCount;
     let done = 0;
@@ -156,12 +171,15 @@ const main = async (): Promise<void> => {
     await sleep(settleMs);
     const memoryAfter = memoryOf(pid);
     const growth = memoryAfter.rss - memoryBefore.rss;
+    const liveAfter = await liveMemory();
     say(`| memory under writes | RSS before | RSS after ${updates} writes, settled ${settleMs / 1000} s | growth | peak RSS |`);
     say('| --- | --- | --- | --- | --- |');
     say(`| ${clusterCount} clusters | ${mib(memoryBefore.rss)} MiB | ${mib(memoryAfter.rss)} MiB | ${mib(growth)} MiB (aim ≤ 20 MiB for 30,000) | ${mib(memoryAfter.peak)} MiB |`);
     say('');
     say(`RSS along the way: ${checkpoints.join(', ')}.`);
     say(`Audit events kept in memory by the embedded database at the end: ${writesBefore + updates} (one per write, kept for CLOUDLY_AUDIT_RETENTION_DAYS); the growth includes them.`);
+    const liveGrowth = liveAfter.heapUsed + liveAfter.external - liveBefore.heapUsed - liveBefore.external;
+    say(`Live memory after full collections (V8 heap + memory outside it): ${mib(liveBefore.heapUsed + liveBefore.external)} → ${mib(liveAfter.heapUsed + liveAfter.external)} MiB, ${mib(liveGrowth)} MiB more, ${(liveGrowth / updates / 1024).toFixed(2)} KiB per write; each write keeps one audit event (about 1.5 KiB of live heap in a heap snapshot, bench/results/write-profile.md). The rest of the RSS growth, ${mib(growth - liveGrowth)} MiB, is memory V8 and the allocator hold beyond the live memory.`);
   } finally {
     admin.close();
     server.child.kill('SIGTERM');
