@@ -172,7 +172,7 @@ const main = async (): Promise<void> => {
     const memoryAfter = memoryOf(pid);
     const growth = memoryAfter.rss - memoryBefore.rss;
     const liveAfter = await liveMemory();
-    say(`| memory under writes | RSS before | RSS after ${updates} writes, settled ${settleMs / 1000} s | growth | peak RSS |`);
+    say(`| memory under writes | RSS before (just after full collections) | RSS after ${updates} writes, settled ${settleMs / 1000} s | growth | peak RSS |`);
     say('| --- | --- | --- | --- | --- |');
     say(`| ${clusterCount} clusters | ${mib(memoryBefore.rss)} MiB | ${mib(memoryAfter.rss)} MiB | ${mib(growth)} MiB (aim ≤ 20 MiB for 30,000) | ${mib(memoryAfter.peak)} MiB |`);
     say('');
