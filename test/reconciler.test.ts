@@ -10,6 +10,7 @@ import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 import type { IAuditEvent } from '../ts/interfaces/data/audit.js';
 import type { IClusterOverviewService } from '../ts/interfaces/requests/overview.js';
 import { serviceKind } from '../ts/manager.service/service.manager.js';
+import { clusterKind } from '../ts/manager.cluster/documents.js';
 import type { ICloudlyMethods } from '../ts/interfaces/requests/methodmap.js';
 import { currentOperation } from '../ts/core/operationcontext.js';
 
@@ -277,4 +278,42 @@ test('the shape the controllers keep: one commit listener and one shared-log rea
   // The shared audit log is read in one place: the change feed.
   const readers = sources.filter((source) => /collection\(auditEventKind\)\s*\.find\(\{ at:/.test(source.text)).map((source) => source.name);
   assert.deepEqual(readers, [path.join('core', 'changefeed.ts')]);
+});
+
+test("a relay token rotation wakes no controller (it changes nothing they read); another write of the cluster does, and the rotation is still audited", async () => {
+  const { cluster } = await t.createCluster();
+  await reconcilerIdle();
+  const woken: string[] = [];
+  const restore = t.cloudly.reconciler.controllers.map((controllerArg) => {
+    const reconcile = controllerArg.reconcile;
+    controllerArg.reconcile = async (keyArg, contextArg) => {
+      if (keyArg.includes(cluster.id)) {
+        woken.push(`${controllerArg.name} ${keyArg}`);
+      }
+      return reconcile.call(controllerArg, keyArg, contextArg);
+    };
+    return () => { controllerArg.reconcile = reconcile; };
+  });
+  try {
+    let generation = cluster.generation;
+    for (let round = 0; round < 3; round++) {
+      const rotated = await t.caller.call('rotateClusterRelayToken', { clusterId: cluster.id, expectedGeneration: generation });
+      assert.equal(rotated.cluster.relayTokenGeneration, round + 2);
+      generation = rotated.cluster.generation;
+    }
+    await reconcilerIdle();
+    assert.deepEqual(woken, [], 'no controller ran for the rotated cluster');
+    const { events } = await t.caller.call('getAuditEvents', { filter: { targetId: cluster.id, method: 'rotateClusterRelayToken' } }) as { events: IAuditEvent[] };
+    assert.equal(events.length, 3, 'every rotation is audited');
+    const { cluster: read } = await t.caller.call('getClusterById', { clusterId: cluster.id });
+    assert.deepEqual(Object.keys(read).sort(), ['createdAt', 'generation', 'id', 'name', 'relayTokenGeneration'], 'the bookkeeping mark is not part of the public cluster');
+
+    // Any other change of the cluster moves the mark, and the controllers judge it again.
+    const renamed = await t.cloudly.store.swap(clusterKind, cluster.id, generation, { set: { name: `${cluster.name}-renamed` } });
+    assert.ok(renamed, 'the rename was written');
+    await waitFor(() => woken.length > 0, 'a controller ran for the renamed cluster', 10_000);
+    await reconcilerIdle();
+  } finally {
+    restore.forEach((undo) => undo());
+  }
 });

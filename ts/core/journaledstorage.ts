@@ -45,6 +45,68 @@ const defaultIndexes = (): IIndexSpec[] => [{ name: '_id_', key: { _id: 1 }, uni
 
 const copyIndexes = (indexesArg: IIndexSpec[]): IIndexSpec[] => indexesArg.map((index) => ({ ...index, key: { ...index.key } }));
 
+/**
+ * True when `bytesArg` is a view on a larger memory block than its own bytes. bson takes the
+ * 12 bytes of every ObjectId it makes or reads from node's shared 8 KiB Buffer pool, and a Binary
+ * it reads is a view on the whole wire message; a document kept in memory would pin that block.
+ */
+const sharesItsBlock = (bytesArg: Uint8Array): boolean => bytesArg.byteOffset !== 0 || bytesArg.buffer.byteLength !== bytesArg.byteLength;
+
+/** The same bytes in a block of their own. */
+const ownBytes = (bytesArg: Uint8Array): Uint8Array => {
+  const own = new Uint8Array(bytesArg.byteLength);
+  own.set(bytesArg);
+  return own;
+};
+
+/**
+ * bson's values are told apart by `_bsontype`, not by class: the driver loads bson's CommonJS
+ * build and CongoDB its ES module build, two classes of each type.
+ */
+type TBsonBytesValue =
+  | { _bsontype: 'ObjectId'; id: Uint8Array; constructor: new (bytesArg: Uint8Array) => unknown }
+  | { _bsontype: 'Binary'; buffer: Uint8Array; position: number; sub_type: number; constructor: new (bytesArg: Uint8Array, subTypeArg: number) => unknown };
+
+/**
+ * The value with every ObjectId and Binary in it moved onto memory of its own, changed in place
+ * (an equal value of the same class, so nothing a reader sees changes): a document kept in memory
+ * then holds its own few bytes, not a shared block each (docs/storage.md, "Memory").
+ */
+export const withOwnBytes = <T>(valueArg: T): T => {
+  if (valueArg === null || typeof valueArg !== 'object') {
+    return valueArg;
+  }
+  const bsonValue = valueArg as unknown as TBsonBytesValue;
+  if (bsonValue._bsontype === 'ObjectId') {
+    return (sharesItsBlock(bsonValue.id) ? new bsonValue.constructor(ownBytes(bsonValue.id)) : valueArg) as T;
+  }
+  if (bsonValue._bsontype === 'Binary') {
+    const bytes = bsonValue.buffer.subarray(0, bsonValue.position);
+    return (sharesItsBlock(bytes) ? new bsonValue.constructor(ownBytes(bytes), bsonValue.sub_type) : valueArg) as T;
+  }
+  if (Array.isArray(valueArg)) {
+    for (let index = 0; index < valueArg.length; index++) {
+      const value: unknown = valueArg[index];
+      if (value !== null && typeof value === 'object') {
+        valueArg[index] = withOwnBytes(value);
+      }
+    }
+    return valueArg;
+  }
+  const prototype: unknown = Object.getPrototypeOf(valueArg);
+  if (prototype !== Object.prototype && prototype !== null) {
+    return valueArg;
+  }
+  const record = valueArg as Record<string, unknown>;
+  for (const key in record) {
+    const value = record[key];
+    if (value !== null && typeof value === 'object') {
+      record[key] = withOwnBytes(value);
+    }
+  }
+  return valueArg;
+};
+
 const hexOf = (idArg: unknown): string => (idArg instanceof ObjectId ? idArg.toHexString() : new ObjectId(idArg as string).toHexString());
 
 export class JournaledStorage implements IStorageAdapter {
@@ -120,7 +182,7 @@ export class JournaledStorage implements IStorageAdapter {
   public load(dbArg: string, collArg: string, docsArg: Document[], indexesArg: IIndexSpec[] | null): void {
     const collection = this.ensureCollection(dbArg, collArg);
     for (const doc of docsArg) {
-      this.setDoc(collection, hexOf(doc._id), doc);
+      this.setDoc(collection, hexOf(doc._id), withOwnBytes(doc));
     }
     if (indexesArg) {
       this.indexes.get(dbArg)!.set(collArg, copyIndexes(indexesArg));
@@ -258,7 +320,7 @@ export class JournaledStorage implements IStorageAdapter {
       undoCollection();
       throw Object.assign(new Error(`Duplicate key error: _id ${id}`), { code: 11000 });
     }
-    this.setDoc(collection, id, docArg);
+    this.setDoc(collection, id, withOwnBytes(docArg));
     return () => {
       this.deleteDoc(collection, id);
       undoCollection();
@@ -275,7 +337,7 @@ export class JournaledStorage implements IStorageAdapter {
     if (!collection || !previous) {
       return () => undefined;
     }
-    this.setDoc(collection, id, docArg);
+    this.setDoc(collection, id, withOwnBytes(docArg));
     return () => {
       this.setDoc(collection, id, previous);
     };

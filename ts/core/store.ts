@@ -69,6 +69,13 @@ export interface IDocumentKind<T extends IStoredDocument> {
    * Only fields that never hold a secret; absent for every kind that did not opt in.
    */
   readonly auditedFields?: readonly string[];
+  /**
+   * Top-level fields that no derived work (no controller) reads, such as a cluster's relay token
+   * hash. A swap that changes only these leaves the document's `inputsGeneration` behind its
+   * generation, so the change feed's consumers can skip it (`leftDerivedInputs`); any other swap
+   * of the kind moves `inputsGeneration` to the new generation.
+   */
+  readonly bookkeepingFields?: readonly string[];
   /** Phantom member that carries the document type; never set. */
   readonly documentType?: T;
 }
@@ -105,7 +112,12 @@ export const documentKindNamed = (collectionNameArg: string): IDocumentKind<ISto
 
 export const defineDocumentKind = <T extends IStoredDocument>(
   collectionNameArg: string,
-  optionsArg: { audited?: boolean; owners?: (idArg: string, docArg: Document | null) => IDocumentOwners; auditedFields?: ReadonlyArray<keyof T & string> } = {},
+  optionsArg: {
+    audited?: boolean;
+    owners?: (idArg: string, docArg: Document | null) => IDocumentOwners;
+    auditedFields?: ReadonlyArray<keyof T & string>;
+    bookkeepingFields?: ReadonlyArray<keyof T & string>;
+  } = {},
 ): IDocumentKind<T> => {
   if (!/^[A-Za-z][A-Za-z0-9_]{0,62}$/.test(collectionNameArg)) {
     throw new Error(`invalid collection name ${collectionNameArg}`);
@@ -115,6 +127,7 @@ export const defineDocumentKind = <T extends IStoredDocument>(
     audited: optionsArg.audited ?? true,
     owners: optionsArg.owners ?? ownersFromMembers,
     ...(optionsArg.auditedFields ? { auditedFields: Object.freeze([...optionsArg.auditedFields]) } : {}),
+    ...(optionsArg.bookkeepingFields ? { bookkeepingFields: Object.freeze([...optionsArg.bookkeepingFields]) } : {}),
   });
   definedKinds.set(collectionNameArg, kind);
   return kind;
@@ -606,12 +619,19 @@ export class DocumentStore {
     idArg: string,
     expectedGenerationArg: number,
     changeArg: ISwapChange<T>,
-    optionsArg: { mutation?: IMutationAnswer } = {},
+    optionsArg: { mutation?: IMutationAnswer; current?: T } = {},
   ): Promise<T | null> {
     const collection = this.collection(kindArg);
     const filter = { id: idArg, generation: expectedGenerationArg } as Filter<TStoredShape>;
     const set: Document = { ...(changeArg.set ?? {}), generation: expectedGenerationArg + 1 };
     const unset = (changeArg.unset ?? []) as string[];
+    const bookkeeping = kindArg.bookkeepingFields;
+    // Set before `_audit` and `mutations` join `set`: those are the store's own, never derived inputs.
+    const onlyBookkeeping = bookkeeping !== undefined
+      && [...Object.keys(set), ...unset].every((keyArg) => keyArg === 'generation' || bookkeeping.includes(keyArg));
+    if (bookkeeping && !onlyBookkeeping) {
+      set.inputsGeneration = expectedGenerationArg + 1;
+    }
     if (currentOperation().dryRun) {
       const current = await collection.findOne(filter);
       return current ? stripStoredFields<T>(applyChange(current, set, unset)) : null;
@@ -620,8 +640,11 @@ export class DocumentStore {
     if (stamp) {
       const shown = kindArg.auditedFields;
       if (shown && ![...Object.keys(set), ...unset].some((keyArg) => keyArg.includes('.'))) {
-        // The write below is conditional on this generation, so what this read sees is exactly what it changes.
-        const before = await collection.findOne(filter, { projection: Object.fromEntries(shown.map((fieldArg) => [fieldArg, 1])) });
+        // The write below is conditional on this generation, so what this read sees (or what the
+        // caller read at that generation) is exactly what it changes.
+        const before = optionsArg.current?.generation === expectedGenerationArg
+          ? optionsArg.current as unknown as Document
+          : await collection.findOne(filter, { projection: Object.fromEntries(shown.map((fieldArg) => [fieldArg, 1])) });
         if (!before) {
           return null;
         }
@@ -643,6 +666,11 @@ export class DocumentStore {
       set.mutations = [...kept, { mutationId: optionsArg.mutation.mutationId, answer: optionsArg.mutation.answer }];
     }
     const update: Document = { $set: set };
+    if (onlyBookkeeping) {
+      // The document's inputs were last changed at or before the generation this write replaces;
+      // `$min` keeps an older mark and sets one on a document that has none yet.
+      update.$min = { inputsGeneration: expectedGenerationArg };
+    }
     if (unset.length > 0) {
       update.$unset = Object.fromEntries(unset.map((key) => [key, '']));
     }
@@ -699,7 +727,7 @@ export class DocumentStore {
           if (!current) {
             throw new Error(`mutate of ${kindArg.collectionName} ${idArg}: write decided on no document`);
           }
-          const written = await this.swap(kindArg, idArg, current.generation, decision.change, { mutation: optionsArg.mutation });
+          const written = await this.swap(kindArg, idArg, current.generation, decision.change, { mutation: optionsArg.mutation, current });
           if (written) {
             return { outcome: 'written', doc: written, previousGeneration };
           }

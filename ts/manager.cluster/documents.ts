@@ -10,10 +10,17 @@ export interface IClusterDocument extends IStoredDocument {
   createdAt: number;
   relayTokenHash: string;
   relayTokenGeneration: number;
+  /** The generation of the last write that changed what controllers read (store.ts, `bookkeepingFields`). */
+  inputsGeneration?: number;
 }
 
 // Audit events show a rename and which relay token generation is current, never the token's hash.
-export const clusterKind = defineDocumentKind<IClusterDocument>('CloudlyCluster', { owners: ownedByClusterOfId, auditedFields: ['name', 'relayTokenGeneration'] });
+// No controller reads the relay token: a rotation wakes none of them.
+export const clusterKind = defineDocumentKind<IClusterDocument>('CloudlyCluster', {
+  owners: ownedByClusterOfId,
+  auditedFields: ['name', 'relayTokenGeneration'],
+  bookkeepingFields: ['relayTokenHash', 'relayTokenGeneration'],
+});
 
 /** What callers see of a cluster: never the token hash. */
 export const toPublicCluster = (docArg: IClusterDocument): ICluster => ({

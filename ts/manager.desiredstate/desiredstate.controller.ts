@@ -42,7 +42,8 @@ export class DesiredStateController implements IController {
     CloudlyClusterNode: ofOwningCluster,
     CloudlyRuntimeNetworkProjection: ofOwningCluster,
     CloudlyRuntimeNetworkLeases: ofOwningCluster,
-    CloudlyCluster: ofOwningCluster,
+    // A write of only the cluster's bookkeeping (a relay token rotation) changes nothing read here.
+    CloudlyCluster: (changeArg) => (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg)),
   };
   /** Every input reaches it through the feed; the start-up pass publishes what a restart left owed. */
   public readonly resync = false;

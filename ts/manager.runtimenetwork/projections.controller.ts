@@ -28,7 +28,8 @@ export class ProjectionsController implements IController {
   public readonly inputs: Readonly<Record<string, (changeArg: ICommittedChange) => readonly string[]>> = {
     // Its routes and replicas reach the mesh and the ingress grants.
     CloudlyService: ofOwningCluster,
-    CloudlyCluster: ofOwningCluster,
+    // A write of only the cluster's bookkeeping (a relay token rotation) changes nothing read here.
+    CloudlyCluster: (changeArg) => (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg)),
     CloudlyClusterIngressSlot: ofOwningCluster,
     CloudlyClusterNode: ofOwningCluster,
     CloudlyRuntimeNetworkLeases: ofOwningCluster,

@@ -1,5 +1,6 @@
 import { ofOwningCluster, type IController, type IReconcileResult } from '../core/controller.js';
-import type { DocumentStore } from '../core/store.js';
+import { leftDerivedInputs, type DocumentStore } from '../core/store.js';
+import type { ICommittedChange } from '../core/changefeed.js';
 import { allClusterIds } from '../manager.cluster/documents.js';
 import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
 import { corestoreCredentialKind } from './documents.js';
@@ -20,7 +21,8 @@ export class CorestoreCredentialsController implements IController {
   public readonly name = 'corestore-credentials';
   public readonly writes = [corestoreCredentialKind.collectionName] as const;
   public readonly inputs = {
-    CloudlyCluster: ofOwningCluster,
+    // A write of only the cluster's bookkeeping (a relay token rotation) changes nothing read here.
+    CloudlyCluster: (changeArg: ICommittedChange) => (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg)),
     CloudlyClusterNode: ofOwningCluster,
     // A credential removed around Cloudly is made again.
     CloudlyCorestoreCredential: ofOwningCluster,

@@ -78,7 +78,8 @@ export const verdictInputs: Readonly<Record<string, TVerdictTrigger>> = {
   // Platform bindings and their status (bindings / legacy adoption pending).
   CloudlyPlatformBinding: ofOwningService,
   // The cluster itself, and its runtime phase (kept in the ingress slot).
-  CloudlyCluster: ofOwningCluster,
+  // A write of only the cluster's bookkeeping (a relay token rotation) changes nothing read here.
+  CloudlyCluster: (changeArg) => (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg)),
   CloudlyClusterIngressSlot: ofOwningCluster,
   // Nodes joining and leaving (no eligible node; lease placement).
   CloudlyClusterNode: ofOwningCluster,

@@ -1,0 +1,192 @@
+/**
+ * What a durable compare-and-swap write costs the server, and whether its memory stays flat under
+ * writes (issue 58). Writes bench/results/write.md.
+ *
+ *   node --import tsx bench/write.bench.ts [updates]      default 30,000 updates of 34 clusters
+ *   WRITE_CPU_PROFILE_DIR=dir node --import tsx bench/write.bench.ts
+ *                                                          the server records V8 CPU profiles, one per
+ *                                                          phase (bench/helpers/cpuprofile.mjs); then
+ *                                                          node --import tsx bench/helpers/profilesummary.ts dir sequential
+ *   npm run bench -- --smoke write                         tiny sizes, seconds
+ *
+ * One Cloudly process started as production starts it (bin/cloudly-server, its node flags, the
+ * embedded database, log level info), driven by one admin client over its WebSocket from this
+ * process. The write is `rotateClusterRelayToken` on its expected generation: the request pipeline,
+ * the read, the conditional write, the journal's sync and the audit event. Figures are the server
+ * process's CPU (from /proc), which the load of a shared machine does not inflate as it does wall
+ * time; wall figures are printed, never judged.
+ *
+ * Memory: RSS before and after `updates` writes spread over the 34 clusters, once settled. The
+ * embedded database keeps every audit event in memory for CLOUDLY_AUDIT_RETENTION_DAYS (one event
+ * per write), so part of the growth is those events: the bench prints their count beside it.
+ */
+import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { CloudlyAdminClient } from '../ts/client/admin.js';
+import { cloudlyProcessEnv, startCloudlyProcess } from '../test/helpers/process.js';
+import { cpuSecondsOf, memoryOf } from './helpers/processstats.js';
+import { percentile, sleep } from './helpers/fleet.js';
+import { reportResults, sized } from './helpers/smoke.js';
+
+const args = process.argv.slice(2);
+const updates = Number(args.find((arg) => /^\d+$/.test(arg)) ?? sized(30_000, 200));
+const sequentialWrites = sized(2_000, 50);
+const parallelWrites = sized(4_000, 64);
+const clusterCount = 34;
+const writers = 32;
+const settleMs = sized(10_000, 500);
+const mib = (bytesArg: number): string => (bytesArg / 2 ** 20).toFixed(1);
+
+const lines: string[] = [];
+const say = (lineArg: string): void => {
+  console.error(lineArg);
+  lines.push(lineArg);
+};
+const load = (): string => os.loadavg().map((value) => value.toFixed(1)).join(' ');
+
+const profileDir = process.env.WRITE_CPU_PROFILE_DIR ? path.resolve(process.env.WRITE_CPU_PROFILE_DIR) : null;
+
+const main = async (): Promise<void> => {
+  const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-write-'));
+  if (profileDir) {
+    await fsp.mkdir(profileDir, { recursive: true });
+  }
+  const memoryFile = path.join(dataDir, 'memory.json');
+  const preloads = ['memoryprobe.mjs', ...(profileDir ? ['cpuprofile.mjs'] : [])]
+    .map((nameArg) => `--import ${path.join(import.meta.dirname, 'helpers', nameArg)}`);
+  const server = await startCloudlyProcess(cloudlyProcessEnv(dataDir, {
+    CLOUDLY_LOG_LEVEL: 'info',
+    NODE_OPTIONS: ['--expose-gc', ...preloads].join(' '),
+    CLOUDLY_BENCH_MEMORY_FILE: memoryFile,
+    ...(profileDir ? { CLOUDLY_BENCH_PROFILE_DIR: profileDir, CLOUDLY_BENCH_PROFILE_NAME: 'write' } : {}),
+  }));
+  const pid = server.child.pid!;
+  /** Ends the server's current profile segment, named `labelArg` (a no-op unless profiling). */
+  const markPhase = async (labelArg: string): Promise<void> => {
+    if (profileDir) {
+      await fsp.writeFile(path.join(profileDir, 'phase'), labelArg);
+      process.kill(pid, 'SIGUSR2');
+      await sleep(500);
+    }
+  };
+  /** The server's live heap and memory outside it, after full collections (bench/helpers/memoryprobe.mjs). */
+  const liveMemory = async (): Promise<{ heapUsed: number; external: number }> => {
+    await fsp.rm(memoryFile, { force: true });
+    process.kill(pid, 'SIGWINCH');
+    for (let waited = 0; waited < 30_000; waited += 50) {
+      const text = await fsp.readFile(memoryFile, 'utf8').catch(() => null);
+      if (text) {
+        return JSON.parse(text) as { heapUsed: number; external: number };
+      }
+      await sleep(50);
+    }
+    throw new Error('the server wrote no memory figures');
+  };
+  const admin = new CloudlyAdminClient(server.baseUrl);
+  try {
+    await admin.login('admin', 'process-admin-password');
+    await admin.connectSocket();
+    const clusters: Array<{ id: string; generation: number }> = [];
+    for (let index = 0; index < clusterCount; index++) {
+      const created = await admin.call('createCluster', { name: `write-bench-${index}` });
+      clusters.push({ id: created.cluster.id, generation: created.cluster.generation });
+    }
+    const rotate = async (clusterArg: { id: string; generation: number }): Promise<void> => {
+      const answer = await admin.call('rotateClusterRelayToken', { clusterId: clusterArg.id, expectedGeneration: clusterArg.generation });
+      clusterArg.generation = answer.cluster.generation;
+    };
+    await sleep(settleMs);
+    await markPhase('seed');
+    // The server's own background (timers, controllers' passes) while nothing is asked of it: on a
+    // loaded machine the writes take longer in wall time, and this much CPU per second comes with them.
+    const idleCpuBefore = cpuSecondsOf(pid);
+    const idleStarted = performance.now();
+    await sleep(sized(10_000, 500));
+    const idleCpuMsPerSecond = ((cpuSecondsOf(pid) - idleCpuBefore) * 1000) / ((performance.now() - idleStarted) / 1000);
+    await markPhase('idle');
+
+    say(`# What a write costs (bench/write.bench.ts), ${new Date().toISOString()}, load ${load()}, ${os.cpus().length} cores`);
+    say('');
+    say('Server: one Cloudly process (bin/cloudly-server, embedded database, log level info); client: one admin WebSocket from the bench process.');
+    say('');
+
+    // One at a time: server CPU per write, and the latency the client saw.
+    const latencies: number[] = [];
+    let cpuBefore = cpuSecondsOf(pid);
+    let started = performance.now();
+    for (let index = 0; index < sequentialWrites; index++) {
+      const writeStarted = performance.now();
+      await rotate(clusters[index % clusterCount]);
+      latencies.push(performance.now() - writeStarted);
+    }
+    const sequentialSeconds = (performance.now() - started) / 1000;
+    const sequentialCpuMs = ((cpuSecondsOf(pid) - cpuBefore) * 1000) / sequentialWrites;
+    await markPhase('sequential');
+
+    // `writers` at once, each on a cluster of its own (no lost races).
+    cpuBefore = cpuSecondsOf(pid);
+    started = performance.now();
+    let next = 0;
+    await Promise.all(clusters.slice(0, writers).map(async (clusterArg) => {
+      while (next < parallelWrites) {
+        next++;
+        await rotate(clusterArg);
+      }
+    }));
+    const parallelSeconds = (performance.now() - started) / 1000;
+    const parallelCpuMs = ((cpuSecondsOf(pid) - cpuBefore) * 1000) / parallelWrites;
+    await markPhase('parallel');
+
+    const withoutIdle = (cpuMsArg: number, writesArg: number, secondsArg: number): string =>
+      `${Math.max(0, cpuMsArg - (idleCpuMsPerSecond * secondsArg) / writesArg).toFixed(2)} ms`;
+    say(`Server CPU while idle: ${idleCpuMsPerSecond.toFixed(1)} ms per second.`);
+    say('');
+    say('| durable compare-and-swap (`rotateClusterRelayToken`) | writes | server CPU per write | the same, idle CPU taken off | ops/s (wall, not judged) | p50 / p99 (wall) |');
+    say('| --- | --- | --- | --- | --- | --- |');
+    say(`| one at a time | ${sequentialWrites} | ${sequentialCpuMs.toFixed(2)} ms | ${withoutIdle(sequentialCpuMs, sequentialWrites, sequentialSeconds)} | ${(sequentialWrites / sequentialSeconds).toFixed(0)} | ${percentile(latencies, 0.5).toFixed(1)} / ${percentile(latencies, 0.99).toFixed(1)} ms |`);
+    say(`| ${writers} writers at once | ${parallelWrites} | ${parallelCpuMs.toFixed(2)} ms | ${withoutIdle(parallelCpuMs, parallelWrites, parallelSeconds)} | ${(parallelWrites / parallelSeconds).toFixed(0)} | — |`);
+    say('');
+
+    // Memory under writes: `updates` more writes over the 34 clusters, 8 writers each on its own clusters.
+    await sleep(settleMs);
+    const liveBefore = await liveMemory();
+    const memoryBefore = memoryOf(pid);
+    const writesBefore = sequentialWrites + parallelWrites + clusterCount;
+    let done = 0;
+    const checkpoints: string[] = [];
+    const checkpointEvery = Math.max(1, Math.floor(updates / 3));
+    await Promise.all(Array.from({ length: 8 }, async (_, writerArg) => {
+      const own = clusters.filter((_cluster, index) => index % 8 === writerArg);
+      for (let round = 0; done < updates; round++) {
+        const counted = ++done;
+        await rotate(own[round % own.length]);
+        if (counted % checkpointEvery === 0) {
+          checkpoints.push(`${counted}: ${mib(memoryOf(pid).rss)} MiB`);
+        }
+      }
+    }));
+    await markPhase('memory');
+    await sleep(settleMs);
+    const memoryAfter = memoryOf(pid);
+    const growth = memoryAfter.rss - memoryBefore.rss;
+    const liveAfter = await liveMemory();
+    say(`| memory under writes | RSS before (just after full collections) | RSS after ${updates} writes, settled ${settleMs / 1000} s | growth | peak RSS |`);
+    say('| --- | --- | --- | --- | --- |');
+    say(`| ${clusterCount} clusters | ${mib(memoryBefore.rss)} MiB | ${mib(memoryAfter.rss)} MiB | ${mib(growth)} MiB (aim ≤ 20 MiB for 30,000) | ${mib(memoryAfter.peak)} MiB |`);
+    say('');
+    say(`RSS along the way: ${checkpoints.join(', ')}.`);
+    say(`Audit events kept in memory by the embedded database at the end: ${writesBefore + updates} (one per write, kept for CLOUDLY_AUDIT_RETENTION_DAYS); the growth includes them.`);
+    const liveGrowth = liveAfter.heapUsed + liveAfter.external - liveBefore.heapUsed - liveBefore.external;
+    say(`Live memory after full collections (V8 heap + memory outside it): ${mib(liveBefore.heapUsed + liveBefore.external)} → ${mib(liveAfter.heapUsed + liveAfter.external)} MiB, ${mib(liveGrowth)} MiB more, ${(liveGrowth / updates / 1024).toFixed(2)} KiB per write; each write keeps one audit event (about 1.5 KiB of live heap in a heap snapshot, bench/results/write-profile.md). The rest of the RSS growth, ${mib(growth - liveGrowth)} MiB, is memory V8 and the allocator hold beyond the live memory.`);
+  } finally {
+    admin.close();
+    server.child.kill('SIGTERM');
+    await new Promise((resolve) => server.child.once('exit', resolve));
+    await fsp.rm(dataDir, { recursive: true, force: true });
+  }
+  await reportResults('write.md', lines);
+};
+
+await main();
