@@ -8,7 +8,8 @@ import { SimFleet } from '../ts/sim/fleet.js';
 import { routeCertificateKind, routeCertificateKeyContext } from '../ts/manager.certificate/documents.js';
 import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 import type { IRouteCertificateStatus } from '../ts/interfaces/data/routecertificate.js';
-import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { startTestCloudly, testAdminPassword, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { createCli, type ICli } from './cli.fixture.js';
 import { pebbleAvailable, startPebble, type IPebble } from './helpers/pebble.js';
 
 /**
@@ -69,13 +70,18 @@ const filesUnder = async (dirArg: string): Promise<string[]> => {
 describe('certificates for the fleet\'s routes, against pebble', { skip: !available && 'pebble is not installed' }, () => {
   let pebble: IPebble;
   let t: ITestCloudly;
+  let cli: ICli;
   before(async () => {
     // 15 s certificates: renewal is due 10 s after issuance. No authorization is reused, so every
     // order is validated against the relay for real.
     pebble = await startPebble({ validitySeconds: 15, authorizationReuse: 0 });
     t = await startTestCloudly({ acmeDirectoryUrl: pebble.directoryUrl, acmeCaFile: pebble.listenerCaFile, acmeRetryMs: 300 });
+    cli = await createCli();
+    const login = await cli.run(['login', '--url', t.baseUrl, '--username', 'admin'], `${testAdminPassword}\n`);
+    assert.equal(login.code, 0, login.stderr);
   });
   after(async () => {
+    await cli?.dispose();
     await t?.stop();
     await pebble?.stop();
   });
@@ -105,6 +111,13 @@ describe('certificates for the fleet\'s routes, against pebble', { skip: !availa
       assert.ok(valid.notAfter !== null && Date.parse(valid.notAfter) > Date.now(), `valid until ${valid.notAfter}`);
       assert.equal(valid.problem, null);
       assert.ok(sim.fleet.counters.acmeChallengesAnswered >= 1, 'the relay answered the challenge with the key authorization it read from Cloudly');
+      // The status as the overview and the CLI show it.
+      const overview = await t.admin.call('getClusterOverview', { clusterId: cluster.id });
+      assert.equal(overview.overview.certificates[0]?.hostname, hostname);
+      const shown = await cli.run(['clusters', 'certificates', '--cluster', cluster.id]);
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.match(shown.stdout, /^HOSTNAME\s+SERVICE\s+CERTIFICATE\s+PROBLEM\s+NEXT/m);
+      assert.match(shown.stdout, /^localhost\s+\S+\s+valid until \d{4}-/m);
 
       // The relay opened the sealed key (bound to its cluster, the hostname and the issuance) and checked it against the certificate.
       await waitFor(() => simCluster.routeCertificates.get(hostname)?.fingerprint256 === valid.fingerprint256, 'the simulated relay holds the issued certificate', 30_000);
@@ -168,6 +181,11 @@ describe('certificates for the fleet\'s routes, against pebble', { skip: !availa
       assert.match(failed.problem!.detail, /localhost/);
       assert.equal(failed.notAfter, null);
       assert.ok(failed.nextAttemptAt !== null, 'the next attempt is scheduled');
+      const shown = await cli.run(['clusters', 'certificates', '--cluster', 'certs-dark', '-o', 'json']);
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.equal(JSON.parse(shown.stdout).certificates[0].problem.type, 'urn:ietf:params:acme:error:connection');
+      const table = await cli.run(['clusters', 'overview', '--cluster', 'certs-dark']);
+      assert.match(table.stdout, /^localhost\s+\S+\s+failed\s+urn:ietf:params:acme:error:connection: /m);
       // The backoff runs: later orders fail again, counted.
       await waitFor(async () => ((await t.cloudly.store.get(routeCertificateKind, `${cluster.id}/${hostname}`))?.failures ?? 0) >= 2, 'a second order after the pause', 60_000);
       assert.equal(sim.fleet.clusters[0].routeCertificates.size, 0);

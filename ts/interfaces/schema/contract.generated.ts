@@ -1059,6 +1059,12 @@ export const contractSchema: IContractSchemaDocument = {
        "type": "null"
       }
      ]
+    },
+    "certificates": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IRouteCertificateStatus"
+     }
     }
    },
    "required": [
@@ -1066,7 +1072,8 @@ export const contractSchema: IContractSchemaDocument = {
     "relay",
     "nodes",
     "services",
-    "ingressDesignation"
+    "ingressDesignation",
+    "certificates"
    ],
    "additionalProperties": false
   },
