@@ -142,6 +142,11 @@ describe('certificates for the fleet\'s routes, against pebble', { skip: !availa
         await certificatesOf(t, cluster.id), await t.admin.call('getClusterOverview', { clusterId: cluster.id }), audit,
       ]));
       const logText = Buffer.from(t.logs.join('\n'));
+      // What GET /admin/snapshot sends.
+      const chunks: Buffer[] = [];
+      await t.cloudly.database.exportSnapshot(async (chunkArg) => { chunks.push(chunkArg); }, () => undefined);
+      const snapshot = Buffer.concat(chunks);
+      assert.ok(snapshot.includes(Buffer.from('CloudlyRouteCertificate')), 'the snapshot holds the certificates');
       await waitFor(() => t.cloudly.reconciler.busyKeys === 0, 'the controllers are idle');
       const files = await Promise.all((await filesUnder(t.dataDir)).map(async (file) => ({ file, bytes: await fsp.readFile(file) })));
       assert.ok(files.some(({ bytes }) => bytes.includes('CloudlyRouteCertificate')), 'the certificates are in the data directory (their keys encrypted)');
@@ -149,6 +154,7 @@ describe('certificates for the fleet\'s routes, against pebble', { skip: !availa
         assert.equal(JSON.stringify(renewed).includes(marker.toString()), false, 'the stored document holds the key sealed only');
         assert.equal(answers.includes(marker), false, 'no answer or audit event carries the key');
         assert.equal(logText.includes(marker), false, 'the log never holds the key');
+        assert.equal(snapshot.includes(marker), false, 'the snapshot holds the key sealed only');
         for (const { file, bytes } of files) {
           assert.equal(bytes.includes(marker), false, `the key was found in ${path.relative(t.dataDir, file)}`);
         }
