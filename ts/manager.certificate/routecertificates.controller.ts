@@ -81,6 +81,15 @@ export class RouteCertificatesController implements IController {
     ]);
     let changed = false;
     let removed = false;
+    // A challenge an order left behind (its process killed mid-order) is never served after it
+    // expires; it is removed here.
+    for (const challenge of await store.find(routeAcmeChallengeKind, { clusterId: clusterIdArg })) {
+      if (challenge.expiresAt < Date.now()) {
+        const { outcome } = await store.mutate(routeAcmeChallengeKind, challenge.id, (currentArg) =>
+          (currentArg && currentArg.expiresAt < Date.now() ? { kind: 'remove' } : { kind: 'keep' }));
+        removed = removed || outcome === 'removed';
+      }
+    }
     for (const doc of stored) {
       if (wanted.has(doc.hostname)) {
         continue;
