@@ -45,7 +45,8 @@ const waitForText = async (selectorArg: string, textArg: string | RegExp, timeou
 };
 
 before(async () => {
-  t = await startTestCloudly();
+  // Route certificates order from an ACME directory nobody listens on: they fail at once, named.
+  t = await startTestCloudly({ acmeDirectoryUrl: 'https://127.0.0.1:1/directory' });
   const created = await t.createCluster('alpha');
   clusterId = created.cluster.id;
   relayToken = created.relayToken;
@@ -223,6 +224,27 @@ test('a designation on a cluster that is not on Pallet is said on the page and n
   await page.keyboard.press('Escape');
   await page.locator('dialog.action-dialog').waitFor({ state: 'detached' });
   assert.equal((await t.admin.call('getClusterIngressDesignation', { clusterId: cutover.id })).designation, null);
+});
+
+test("a route's certificate status is shown on the cluster page: failed with the ACME problem", { skip }, async () => {
+  const certs = (await t.createCluster('certs')).cluster;
+  await t.admin.call('createService', {
+    service: {
+      name: 'certs-web', organizationId: 'org-1', clusterId: certs.id,
+      runtime: { image: 'registry.example.com/app/web:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } },
+      ports: [{ name: 'http', port: 8080, protocol: 'tcp' }],
+      routes: [{ hostname: 'web.certs.example', targetPort: 'http', certificate: 'acme' }],
+      volumes: [],
+    },
+  });
+  await waitFor(async () => (await t.admin.call('getRouteCertificates', { clusterId: certs.id })).certificates[0]?.state === 'failed', 'the order failed');
+  await page.goto(`${t.baseUrl}/dashboard/#/cluster/${certs.id}`);
+  const row = page.locator('tr[data-certificate="web.certs.example"]');
+  await row.locator('[data-certificate-state=failed]').waitFor().catch(async (error: Error) => {
+    throw new Error(`${error.message}\n${await page.locator('body').innerText().catch(() => '')}\n${consoleErrors.join('\n')}`);
+  });
+  assert.match(await row.textContent() ?? '', /certs-web[\s\S]*failed[\s\S]*directory-unreachable: the ACME directory cannot be reached/);
+  assert.match(await page.locator('#certificates-title').textContent() ?? '', /Route certificates \(1\)/);
 });
 
 test('a refusal is shown with its code and every reason, and nothing is written', { skip }, async () => {

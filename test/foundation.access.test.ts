@@ -15,6 +15,7 @@ const declaredAccess: Record<string, TMethodAccess> = {
   createOrganization: 'write', getOrganizations: 'read', deleteOrganization: 'write',
   pushImageVersion: 'relay', pullImageVersion: 'relay', getServiceImageVersions: 'read',
   supersedeHistoricalRuntimeLocalStorageClaim: 'write',
+  getClusterAcmeChallenge: 'relay', getClusterRouteCertificates: 'relay', getRouteCertificates: 'read',
   addClusterNode: 'write', adminLoginWithUsernameAndPassword: 'public', adminPruneClusterNodeArchive: 'write',
   adoptCorestoreLegacyResources: 'write', backupServiceDatabaseClosure: 'relay', beginSecretRecipientEnrollment: 'relay',
   cancelOperation: 'write', changePassword: 'own-session', completeSecretRecipientEnrollment: 'relay',

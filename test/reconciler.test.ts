@@ -254,7 +254,8 @@ test('every derived kind has exactly one controller writing it, and every contro
   }
   assert.deepEqual([...writers.keys()].sort(), [
     'CloudlyClusterDesiredState', 'CloudlyClusterIngressRouteTable', 'CloudlyClusterLiveness', 'CloudlyCorestoreCredential',
-    'CloudlyPlatformBindingCreationLedger', 'CloudlyRuntimeLocalStorageClaim', 'CloudlyRuntimeNetworkProjection', 'CloudlyServiceRuntimeStatus',
+    'CloudlyPlatformBindingCreationLedger', 'CloudlyRouteAcmeAccount', 'CloudlyRouteAcmeChallenge', 'CloudlyRouteCertificate',
+    'CloudlyRuntimeLocalStorageClaim', 'CloudlyRuntimeNetworkProjection', 'CloudlyServiceRuntimeStatus',
   ]);
   // A controller is a file of its domain and never holds the root object.
   const root = path.resolve(import.meta.dirname, '..', 'ts');

@@ -59,6 +59,9 @@ import type { IServedMethod, TAdminAccess } from './core/access.js';
 import { buildServedSchema, registerSchemaRoute } from './core/schema.js';
 import { TlsCertificateSource, isLoopbackHost, secureContextOptions, type IServedCertificate } from './core/tls.js';
 import { AcmeCertificates } from './manager.acme/acme.manager.js';
+import { CertificateManager } from './manager.certificate/certificate.manager.js';
+import { RouteCertificateIssuer } from './manager.certificate/issuer.js';
+import { RouteCertificatesController } from './manager.certificate/routecertificates.controller.js';
 import type { IListenerStatus } from './core/transport.js';
 
 /** Times consecutive steps: `stepDone(name)` records the time since the previous step (ms) under its name. */
@@ -153,6 +156,7 @@ export class Cloudly {
   public readonly auditManager: AuditManager;
   public readonly desiredStateManager: DesiredStateManager;
   public readonly secretManager: SecretManager;
+  public readonly certificateManager: CertificateManager;
   /** The cluster domain as other domains read it (ts/manager.cluster/ports.ts). */
   public readonly clusterReads: IClusterReads;
   /** Every committed change, this instance's and (while someone needs them) other instances' (ts/core/changefeed.ts). */
@@ -167,6 +171,7 @@ export class Cloudly {
     projections: ProjectionsController;
     claims: ClaimsController;
     bindingLedger: BindingLedgerController;
+    routeCertificates: RouteCertificatesController;
   };
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
@@ -276,6 +281,7 @@ export class Cloudly {
     this.addManager(new WatchManager(this));
     this.addManager(new OverviewManager(this));
     this.addManager(new TrafficManager(this));
+    this.certificateManager = this.addManager(new CertificateManager(this));
     // Last: it starts once every domain it reads is started, and stops first.
     this.reconciler = this.addManager(new Reconciler({
       feed: this.feed,
@@ -339,6 +345,7 @@ export class Cloudly {
         needsPush,
       }),
       bindingLedger: new BindingLedgerController({ applyPendingCreation: () => this.corestoreManager.applyPendingCreation() }),
+      routeCertificates: this.buildRouteCertificatesController(),
     };
     const cause = (kindArg: string, idArg: string) => ({ kind: kindArg, id: idArg, at: Date.now() });
     this.serviceManager.connect({
@@ -368,6 +375,23 @@ export class Cloudly {
     });
     this.secretManager.connect({ settledCredentials: (clusterIdArg) => settled('corestore-credentials', [clusterIdArg]) });
     return controllers;
+  }
+
+  private buildRouteCertificatesController(): RouteCertificatesController {
+    const issuer = new RouteCertificateIssuer({ config: this.config, store: this.store, secrets: this.secrets, logger: this.logger });
+    return new RouteCertificatesController({
+      store: this.store,
+      secrets: this.secrets,
+      logger: this.logger,
+      order: (clusterIdArg, hostnameArg) => issuer.order(clusterIdArg, hostnameArg),
+      revoke: (hostnameArg, certPemArg) => issuer.revoke(hostnameArg, certPemArg),
+      retryBaseMs: this.config.acmeRetryMs,
+      hint: async (clusterIdArg, hostnameArg) => {
+        await this.relays.call(clusterIdArg, 'pushClusterRouteCertificatesChanged', { hostname: hostnameArg }).catch((error: unknown) => {
+          this.logger.debug({ clusterId: clusterIdArg, hostname: hostnameArg, reasons: (error as { errorData?: { reasons?: unknown } }).errorData?.reasons }, 'route certificate hint not delivered');
+        });
+      },
+    });
   }
 
   /** Registers a manager so its start/stop run with Cloudly's. */

@@ -36,7 +36,8 @@ const getText = (urlArg: string, caArg: string): Promise<{ status: number; text:
   }).once('error', reject);
 });
 
-export const startPebble = async (optionsArg: { validitySeconds?: number } = {}): Promise<IPebble> => {
+/** `authorizationReuse`: the percentage of orders given an earlier valid authorization (pebble's PEBBLE_AUTHZREUSE; its own default when absent). */
+export const startPebble = async (optionsArg: { validitySeconds?: number; authorizationReuse?: number } = {}): Promise<IPebble> => {
   const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-pebble-'));
   const ca: ITestCa = await makeTestCa('Pebble listener test CA');
   const listener = await ca.issue('localhost', ['localhost', '127.0.0.1']);
@@ -56,7 +57,7 @@ export const startPebble = async (optionsArg: { validitySeconds?: number } = {})
     },
   }));
   const child: ChildProcess = spawn('pebble', ['-config', configFile], {
-    env: { ...process.env, PEBBLE_VA_NOSLEEP: '1' },
+    env: { ...process.env, PEBBLE_VA_NOSLEEP: '1', ...(optionsArg.authorizationReuse !== undefined ? { PEBBLE_AUTHZREUSE: String(optionsArg.authorizationReuse) } : {}) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -22,6 +22,7 @@ import { cliIo, setExitCode } from './io.js';
 import { isAuditReadMethod, type IAuditEvent, type IAuditEventFilter } from '../interfaces/data/audit.js';
 import type { IArchiveRetentionPolicy, TBackupSnapshot } from '../interfaces/data/backup.js';
 import type { ICluster } from '../interfaces/data/cluster.js';
+import type { IRouteCertificateStatus } from '../interfaces/data/routecertificate.js';
 import type { ICloudlyOutboundMethods } from '../interfaces/requests/methodmap.js';
 import type { IChangeEvent } from '../interfaces/requests/watch.js';
 import type { IClusterIngressDesignationRequest } from '../interfaces/data/clusteringressdesignation.js';
@@ -179,6 +180,15 @@ const addSessionCommands = (programArg: Command): void => {
 const readCluster = async (ctxArg: ICommandContext, clusterIdArg: string): Promise<ICluster> =>
   (await ctxArg.call('getClusterById', { clusterId: clusterIdArg })).cluster;
 
+/** One route's certificate: `valid until …`, `pending`, or `failed` with the ACME problem. */
+const routeCertificateColumns: Array<TColumn<IRouteCertificateStatus>> = [
+  ['HOSTNAME', (e) => e.hostname],
+  ['SERVICE', (e) => e.serviceId],
+  ['CERTIFICATE', (e) => (e.state === 'valid' ? `valid until ${e.notAfter}` : e.state)],
+  ['PROBLEM', (e) => (e.problem ? `${e.problem.type}: ${e.problem.detail}` : '-')],
+  ['NEXT', (e) => e.nextAttemptAt ?? '-'],
+];
+
 const addClusterCommands = (programArg: Command): void => {
   const clusters = programArg.command('clusters').description('clusters and their relay tokens');
   pageOptions(clusters.command('list').description('every cluster'))
@@ -216,8 +226,15 @@ const addClusterCommands = (programArg: Command): void => {
               : e.runtimeStatus ? `${e.runtimeStatus.state}${e.runtimeStatus.reason ? ` ${e.runtimeStatus.reason}` : ''}` : '-')],
             ['BACKUP', (e) => formatTime(e.latestBackup?.createdAt)],
           ], {}, '(no services)'),
+          ...(overview.certificates.length > 0 ? ['', listTable(overview.certificates, routeCertificateColumns, {})] : []),
         ].join('\n');
       });
+    }));
+  clusters.command('certificates').description("the certificates of a cluster's routes that opted in (certificate: acme): pending, valid until, or failed with the ACME problem")
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('getRouteCertificates', { clusterId: options.cluster });
+      printAnswer(answer, ctx.format, () => listTable(answer.certificates, routeCertificateColumns, {}, '(no route opted in to a certificate)'));
     }));
   mutation(clusters.command('create').description('create a cluster; its relay token is shown once'))
     .requiredOption('--name <name>', 'cluster name')

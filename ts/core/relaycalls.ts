@@ -37,6 +37,7 @@ export const cloudlyToRelayCalls = {
   applyRuntimeLocalStorageClaim: 'ordinary',
   pushClusterIngressRouteTableChanged: 'hint',
   pushClusterPlatformDesiredStateChanged: 'hint',
+  pushClusterRouteCertificatesChanged: 'hint',
   backupClusterService: 'backup',
   restoreClusterService: 'backup',
   pruneClusterNodeArchive: 'archive',

@@ -4,7 +4,7 @@ import * as https from 'node:https';
 import { randomUUID, webcrypto } from 'node:crypto';
 import acme from 'acme-client';
 import * as x509 from '@peculiar/x509';
-import { defineDocumentKind, type DocumentStore, type IStoredDocument, type TDecision } from '../core/store.js';
+import { defineDocumentKind, type DocumentStore, type IDocumentKind, type IStoredDocument, type TDecision } from '../core/store.js';
 import type { SecretBox, IEncryptedSecretValue } from '../core/secretbox.js';
 import type { TCloudlyLogger } from '../core/logger.js';
 import { judgeTlsMaterial, secureContextOptions, TlsMaterialError, type IServedCertificate, type ISecureContextTarget, type ITlsMaterial } from '../core/tls.js';
@@ -117,11 +117,79 @@ export const decideAcmeLease = (currentArg: IAcmeLeaseDocument | null, instanceA
 };
 
 /** An ACME problem document's type and detail, or the error's message. */
-const problemOf = (errorArg: unknown): { type: string; detail: string } => {
+export const acmeProblemOf = (errorArg: unknown): { type: string; detail: string } => {
   const error = errorArg as { message?: string; type?: string; detail?: string };
   // acme-client throws an Error whose message is the problem's detail; the type is not kept on it.
   const type = typeof error?.type === 'string' ? error.type : 'order-failed';
   return { type, detail: String(error?.detail ?? error?.message ?? errorArg).slice(0, 500) };
+};
+
+/**
+ * Settings of the library's shared HTTP client, for every order (Cloudly's own and the routes').
+ * The library waits 5, 10, … 25 s between its own retries of a failed request (75 s before an
+ * order against a server that is down fails). Cloudly backs off between whole orders itself and
+ * shows the problem meanwhile, so the library tries once more, after 2 s (a Retry-After the server
+ * sends still wins).
+ */
+export const prepareAcmeRequests = (configArg: Pick<ICloudlyConfig, 'acmeCaFile'>): void => {
+  const settings = (acme.axios.defaults as { acmeSettings?: { retryMaxAttempts: number; retryDefaultDelay: number } }).acmeSettings;
+  if (settings) {
+    settings.retryMaxAttempts = 1;
+    settings.retryDefaultDelay = 2;
+  }
+  if (configArg.acmeCaFile) {
+    // A private ACME server (pebble in the tests): its https is verified against this CA.
+    acme.axios.defaults.httpsAgent = new https.Agent({ ca: fs.readFileSync(configArg.acmeCaFile, 'utf8') });
+  }
+};
+
+/**
+ * Reads the directory once with node's own client first: when the ACME server cannot be reached,
+ * acme-client 5.4 loses the network error (it fails reading the missing response), so the problem
+ * would say nothing useful.
+ */
+export const probeAcmeDirectory = (configArg: Pick<ICloudlyConfig, 'acmeCaFile' | 'acmeDirectoryUrl'>): Promise<void> => {
+  const ca = configArg.acmeCaFile ? fs.readFileSync(configArg.acmeCaFile, 'utf8') : undefined;
+  return new Promise((resolve, reject) => {
+    const request = https.get(configArg.acmeDirectoryUrl, { ...(ca ? { ca } : {}), agent: false, timeout: 15_000 }, (responseArg) => {
+      responseArg.resume();
+      if ((responseArg.statusCode ?? 0) >= 200 && (responseArg.statusCode ?? 0) < 300) {
+        resolve();
+      } else {
+        reject(Object.assign(new Error(`the ACME directory answered HTTP ${responseArg.statusCode}`), { type: 'directory-unavailable' }));
+      }
+    });
+    request.once('timeout', () => request.destroy(new Error('no answer within 15 s')));
+    request.once('error', (errorArg: NodeJS.ErrnoException) =>
+      reject(Object.assign(new Error(`the ACME directory cannot be reached: ${errorArg.code ?? ''} ${errorArg.message}`.trim()), { type: 'directory-unreachable' })));
+  });
+};
+
+/**
+ * An ACME account key kept sealed at rest in one document of `kindArg`: the stored one for this
+ * directory, or a new one stored first (a lost race takes the winner's).
+ */
+export const ensureAcmeAccountKey = async (
+  depsArg: { store: DocumentStore; secrets: SecretBox },
+  kindArg: IDocumentKind<IAcmeAccountDocument>,
+  idArg: string,
+  directoryUrlArg: string,
+): Promise<{ keyPem: string; url: string | null }> => {
+  const context = `${kindArg.collectionName}/${idArg}/key`;
+  const existing = await depsArg.store.get(kindArg, idArg);
+  if (existing && existing.directoryUrl === directoryUrlArg) {
+    return { keyPem: depsArg.secrets.decryptText(existing.key, context), url: existing.url };
+  }
+  const keyPem = (await acme.crypto.createPrivateEcdsaKey()).toString();
+  const sealed = depsArg.secrets.encrypt(keyPem, context);
+  const { doc } = await depsArg.store.mutate(kindArg, idArg, (currentArg) => {
+    if (currentArg && currentArg.directoryUrl === directoryUrlArg) {
+      return { kind: 'keep' };
+    }
+    const fresh = { directoryUrl: directoryUrlArg, key: sealed, url: null };
+    return currentArg ? { kind: 'write', change: { set: fresh } } : { kind: 'create', doc: { id: idArg, ...fresh } };
+  });
+  return { keyPem: depsArg.secrets.decryptText(doc!.key, context), url: doc!.url };
 };
 
 /** A self-signed certificate for the names, served only until the first order is stored. */
@@ -293,23 +361,8 @@ export class AcmeCertificates implements IServedCertificate {
     }
   }
 
-  /** The account key: the stored one, or a new one stored first (a lost race takes the winner's). */
-  private async accountKey(): Promise<{ keyPem: string; url: string | null }> {
-    const context = keyContext(acmeAccountKind.collectionName);
-    const existing = await this.options.store.get(acmeAccountKind, ownId);
-    if (existing && existing.directoryUrl === this.options.config.acmeDirectoryUrl) {
-      return { keyPem: this.options.secrets.decryptText(existing.key, context), url: existing.url };
-    }
-    const keyPem = (await acme.crypto.createPrivateEcdsaKey()).toString();
-    const sealed = this.options.secrets.encrypt(keyPem, context);
-    const { doc } = await this.options.store.mutate(acmeAccountKind, ownId, (currentArg) => {
-      if (currentArg && currentArg.directoryUrl === this.options.config.acmeDirectoryUrl) {
-        return { kind: 'keep' };
-      }
-      const fresh = { directoryUrl: this.options.config.acmeDirectoryUrl, key: sealed, url: null };
-      return currentArg ? { kind: 'write', change: { set: fresh } } : { kind: 'create', doc: { id: ownId, ...fresh } };
-    });
-    return { keyPem: this.options.secrets.decryptText(doc!.key, context), url: doc!.url };
+  private accountKey(): Promise<{ keyPem: string; url: string | null }> {
+    return ensureAcmeAccountKey(this.options, acmeAccountKind, ownId, this.options.config.acmeDirectoryUrl);
   }
 
   private async order(whyArg: string): Promise<void> {
@@ -317,20 +370,8 @@ export class AcmeCertificates implements IServedCertificate {
     await this.writeStatus((currentArg) => ({ ...currentArg, state: 'ordering' }));
     this.options.logger.info({ domains: this.domains, why: whyArg, directoryUrl: this.options.config.acmeDirectoryUrl }, 'ACME: ordering a certificate');
     try {
-      // The library waits 5, 10, … 25 s between its own retries of a failed request (75 s before an
-      // order against a server that is down fails). Cloudly backs off between whole orders itself
-      // and shows the problem meanwhile, so the library tries once more, after 2 s (a Retry-After
-      // the server sends still wins).
-      const settings = (acme.axios.defaults as { acmeSettings?: { retryMaxAttempts: number; retryDefaultDelay: number } }).acmeSettings;
-      if (settings) {
-        settings.retryMaxAttempts = 1;
-        settings.retryDefaultDelay = 2;
-      }
-      if (this.options.config.acmeCaFile) {
-        // A private ACME server (pebble in the tests): its https is verified against this CA.
-        acme.axios.defaults.httpsAgent = new https.Agent({ ca: fs.readFileSync(this.options.config.acmeCaFile, 'utf8') });
-      }
-      await this.probeDirectory();
+      prepareAcmeRequests(this.options.config);
+      await probeAcmeDirectory(this.options.config);
       const account = await this.accountKey();
       const client = new acme.Client({
         directoryUrl: this.options.config.acmeDirectoryUrl,
@@ -386,7 +427,7 @@ export class AcmeCertificates implements IServedCertificate {
       }
     } catch (error) {
       this.orders.failed++;
-      const problem = problemOf(error);
+      const problem = acmeProblemOf(error);
       await this.writeStatus((currentArg) => {
         const failures = currentArg.failures + 1;
         return { state: 'failed', failures, nextAttemptAt: Date.now() + acmeRetryDelayMs(failures, this.options.config.acmeRetryMs), problem: { ...problem, at: Date.now() } };
@@ -394,28 +435,6 @@ export class AcmeCertificates implements IServedCertificate {
       this.options.logger.warn({ domains: this.domains, problem, failures: this.status.failures, nextAttemptAt: new Date(this.status.nextAttemptAt).toISOString(), servedFingerprint256: this.current.fingerprint256 },
         'ACME: the order failed; the certificate served stays, and it is tried again after the pause');
     }
-  }
-
-  /**
-   * Reads the directory once with node's own client first: when the ACME server cannot be reached,
-   * acme-client 5.4 loses the network error (it fails reading the missing response), so the problem
-   * would say nothing useful.
-   */
-  private probeDirectory(): Promise<void> {
-    const ca = this.options.config.acmeCaFile ? fs.readFileSync(this.options.config.acmeCaFile, 'utf8') : undefined;
-    return new Promise((resolve, reject) => {
-      const request = https.get(this.options.config.acmeDirectoryUrl, { ...(ca ? { ca } : {}), agent: false, timeout: 15_000 }, (responseArg) => {
-        responseArg.resume();
-        if ((responseArg.statusCode ?? 0) >= 200 && (responseArg.statusCode ?? 0) < 300) {
-          resolve();
-        } else {
-          reject(Object.assign(new Error(`the ACME directory answered HTTP ${responseArg.statusCode}`), { type: 'directory-unavailable' }));
-        }
-      });
-      request.once('timeout', () => request.destroy(new Error('no answer within 15 s')));
-      request.once('error', (errorArg: NodeJS.ErrnoException) =>
-        reject(Object.assign(new Error(`the ACME directory cannot be reached: ${errorArg.code ?? ''} ${errorArg.message}`.trim()), { type: 'directory-unreachable' })));
-    });
   }
 
   private async answerChallenge(requestArg: http.IncomingMessage, responseArg: http.ServerResponse): Promise<void> {

@@ -13,7 +13,7 @@ export interface IRoutedService {
   createdAt: number;
   /** Beside the runtime spec, absent on documents from before they existed. */
   ports?: Array<{ name: string; port: number; protocol: string }>;
-  routes?: Array<{ hostname: string; targetPort: string }>;
+  routes?: Array<{ hostname: string; targetPort: string; certificate?: 'acme' }>;
 }
 
 /** The route table the services' declared routes give: one route per hostname, the oldest service's first. */
@@ -24,7 +24,7 @@ export const deriveClusterRoutes = (servicesArg: readonly IRoutedService[]): ICl
     for (const route of service.routes ?? []) {
       const port = (service.ports ?? []).find((candidate) => candidate.name === route.targetPort && candidate.protocol === 'tcp');
       if (port && !routes.has(route.hostname)) {
-        routes.set(route.hostname, { hostname: route.hostname, serviceId: service.id, port: port.port });
+        routes.set(route.hostname, { hostname: route.hostname, serviceId: service.id, port: port.port, ...(route.certificate === 'acme' ? { certificate: 'acme' as const } : {}) });
       }
     }
   }

@@ -213,6 +213,7 @@ export const decideRouteTableComputation = (
     hostname: route.hostname,
     serviceId: route.serviceId,
     port: route.port,
+    ...(route.certificate === 'acme' ? { certificate: 'acme' as const } : {}),
     targets: route.targets.map((target) => ({
       lease: { id: target.lease.id, generation: target.lease.generation },
       nodeId: target.nodeId,

@@ -109,12 +109,13 @@ export class OverviewManager {
 
   private async readOverview(clusterIdArg: string, clusterArg: ReturnType<typeof toPublicCluster>) {
     const { store, clusterManager } = this.cloudly;
-    const [nodeDocs, serviceDocs, backupDocs, registration, ingressDesignation] = await Promise.all([
+    const [nodeDocs, serviceDocs, backupDocs, registration, ingressDesignation, certificates] = await Promise.all([
       store.find(clusterNodeKind, { clusterId: clusterIdArg }, { sort: { nodeId: 1 } }),
       store.find(serviceKind, { clusterId: clusterIdArg }, { sort: { createdAt: 1 } }),
       store.find(serviceBackupKind, { clusterId: clusterIdArg }),
       clusterManager.relayRegistrations.getRegistration(clusterIdArg),
       this.cloudly.ingressManager.getDesignation(clusterIdArg),
+      this.cloudly.certificateManager.statuses(clusterIdArg),
     ]);
     const statusDocs = serviceDocs.length === 0 ? [] : await store.findIn(serviceRuntimeStatusKind, 'id', serviceDocs.map((doc) => doc.id));
     const statuses = new Map<string, IServiceRuntimeStatus>(statusDocs.map((doc) => [doc.id, snapshotServiceRuntimeStatus({
@@ -151,6 +152,7 @@ export class OverviewManager {
       nodes: nodeDocs.map(toPublicClusterNode),
       services,
       ingressDesignation,
+      certificates,
     };
   }
 }

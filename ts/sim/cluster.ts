@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
 import type * as jose from 'jose';
 import { CloudlyRelayClient, defaultRelayReconnectPolicy, delayAfterFailureMs, type IRelayReconnectPolicy, type IRelayRegistrationRetry } from '../client/relay.js';
 import { fetchServiceDatabaseClosure, receiveStagedArchiveObject, sendServiceDatabaseClosure } from '../client/relayclosures.js';
@@ -45,6 +45,10 @@ export interface ISimFleetCounters {
   projectionsVerified: number;
   projectionsRejected: number;
   credentialsOpened: number;
+  /** Route certificates whose sealed key was opened and matched its certificate. */
+  routeCertificatesOpened: number;
+  /** ACME HTTP-01 challenges answered with Cloudly's key authorization. */
+  acmeChallengesAnswered: number;
   ingressBearersOpened: number;
   inventoriesAnswered: number;
   trafficAnswered: number;
@@ -57,7 +61,7 @@ export interface ISimFleetCounters {
 
 export const emptyCounters = (): ISimFleetCounters => ({
   registrations: 0, reconnects: 0, desiredStateReads: 0, desiredStateUnchanged: 0, observedReports: 0,
-  leaseConfirmations: 0, projectionsVerified: 0, projectionsRejected: 0, credentialsOpened: 0, ingressBearersOpened: 0,
+  leaseConfirmations: 0, projectionsVerified: 0, projectionsRejected: 0, credentialsOpened: 0, routeCertificatesOpened: 0, acmeChallengesAnswered: 0, ingressBearersOpened: 0,
   inventoriesAnswered: 0, trafficAnswered: 0, backupsStored: 0, backupsFailed: 0, restoresVerified: 0, restoresMismatched: 0, errors: 0,
 });
 
@@ -93,6 +97,10 @@ export class SimulatedCluster {
   private readonly openedBearers = new Set<string>();
   private readonly confirmedLeases = new Map<string, string>();
   private readonly appliedProjections = new Map<string, string>();
+  /** The route certificates this cluster holds, opened: by hostname, what an ingress would serve. */
+  public readonly routeCertificates = new Map<string, { version: number; fingerprint256: string; notAfter: string }>();
+  private readingCertificates: Promise<void> | null = null;
+  private readCertificatesAgain = false;
   private syncing: Promise<void> | null = null;
   private syncAgain = false;
   private reportTimer: NodeJS.Timeout | null = null;
@@ -253,6 +261,8 @@ export class SimulatedCluster {
     // (possibly restarted) Cloudly what runs and moves this cluster back to its converged state.
     void this.enroll(clientArg).then(() => {
       this.requestSync();
+      // Hints sent while this relay was away are lost: read the certificates once.
+      this.requestCertificates();
       this.scheduleReport(0);
     });
   }
@@ -266,6 +276,10 @@ export class SimulatedCluster {
         return { acknowledged: true };
       },
       pushClusterIngressRouteTableChanged: async () => ({}),
+      pushClusterRouteCertificatesChanged: async () => {
+        this.requestCertificates();
+        return {};
+      },
       getClusterCorestoreLegacyResources: async (request) => this.inventory(request.nodeId),
       getClusterTrafficStatistics: async (request) => this.traffic(request),
       pruneClusterNodeArchive: async (request) => ({
@@ -624,6 +638,85 @@ export class SimulatedCluster {
         } catch (error) {
           this.fail('ingress bearer', error);
         }
+      }
+    }
+  }
+
+  /** The HTTP-01 key authorization Cloudly holds for `tokenArg` in this cluster, or null (docs/relay-protocol.md). */
+  public async acmeChallenge(tokenArg: string): Promise<string | null> {
+    const client = this.client;
+    if (!client?.isOpen) {
+      return null;
+    }
+    try {
+      const answer = await client.fire<TAnyCall>('getClusterAcmeChallenge', { token: tokenArg });
+      this.context.counters.acmeChallengesAnswered++;
+      return answer.keyAuthorization as string;
+    } catch {
+      // `acme-challenge-not-found`: an order of another cluster, or none.
+      return null;
+    }
+  }
+
+  /** Reads the route certificates (one read at a time; a hint during a read asks for one more). */
+  private requestCertificates(): void {
+    if (this.stopped) {
+      return;
+    }
+    if (this.readingCertificates) {
+      this.readCertificatesAgain = true;
+      return;
+    }
+    this.readingCertificates = (async () => {
+      do {
+        this.readCertificatesAgain = false;
+        await this.readCertificates().catch((error: unknown) => {
+          if (this.relay?.isOpen) {
+            this.fail('route certificates', error);
+          }
+        });
+      } while (this.readCertificatesAgain && !this.stopped);
+      this.readingCertificates = null;
+    })();
+  }
+
+  /**
+   * Opens each new certificate's sealed key against the binding this cluster expects for its
+   * hostname and version, and checks that the key belongs to the certificate, as an ingress must
+   * before serving it. Hostnames no longer answered are dropped.
+   */
+  private async readCertificates(): Promise<void> {
+    const client = this.client;
+    if (!client?.isOpen || !this.enrolled || !this.keys || !this.clusterId) {
+      return;
+    }
+    const answer = await client.fire<TAnyCall>('getClusterRouteCertificates', { recipientId: this.keys.recipientId });
+    const answered = new Set<string>();
+    for (const material of answer.certificates as Array<{ hostname: string; version: number; certificatePem: string; notAfter: string; key: Parameters<typeof openSealedSecret>[1] }>) {
+      answered.add(material.hostname);
+      if (this.routeCertificates.get(material.hostname)?.version === material.version) {
+        continue;
+      }
+      const keyPem = Buffer.from(await openSealedSecret(this.keys.keyPair, material.key, {
+        clusterId: this.clusterId,
+        nodeId: null,
+        purpose: 'route-certificate-key',
+        secretVersion: { secretId: `route-certificate/${material.hostname}`, secretVersionId: `v${material.version}` },
+        version: material.version,
+        enrollmentId: null,
+      })).toString('utf8');
+      const certificate = new X509Certificate(material.certificatePem);
+      if (!certificate.checkPrivateKey(createPrivateKey(keyPem))) {
+        throw new Error(`the key delivered for ${material.hostname} does not belong to its certificate`);
+      }
+      this.routeCertificates.set(material.hostname, { version: material.version, fingerprint256: certificate.fingerprint256, notAfter: material.notAfter });
+      this.context.counters.routeCertificatesOpened++;
+      this.context.log({ cluster: this.name, hostname: material.hostname, version: material.version, notAfter: material.notAfter }, `cluster ${this.name}: route certificate opened`);
+    }
+    for (const hostname of [...this.routeCertificates.keys()]) {
+      if (!answered.has(hostname)) {
+        this.routeCertificates.delete(hostname);
+        this.context.log({ cluster: this.name, hostname }, `cluster ${this.name}: route certificate dropped`);
       }
     }
   }

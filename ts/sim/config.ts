@@ -53,6 +53,11 @@ export interface ISimConfig {
   caFile: string | null;
   /** Relay tokens and the password may go over plain http to a host other than this machine (`--insecure-plain-http`). */
   insecurePlainHttp: boolean;
+  /**
+   * The port the fleet answers ACME HTTP-01 challenges on for its clusters' routes (127.0.0.1), as
+   * each cluster's ingress would on port 80; 0: not answered.
+   */
+  acmeHttpPort: number;
 }
 
 export class SimConfigError extends Error {
@@ -93,6 +98,7 @@ Options (also as camelCase keys of a JSON file given with --config; flags win):
   --reconnect-base-ms MS      full-jitter base window (default 500)
   --reconnect-cap-ms MS       full-jitter cap (default 30000)
   --log-format text|json      (default text)
+  --acme-http-port PORT       answer the routes' ACME HTTP-01 challenges on 127.0.0.1:PORT (default 0: off)
   --ca-file FILE              CA certificates (PEM) to trust beside the system's (env CLOUDLY_CA_FILE)
   --insecure-plain-http       allow tokens and passwords over plain http to a host other than this machine
   --config FILE               JSON file with any of the above
@@ -119,6 +125,7 @@ const defaults: Omit<ISimConfig, 'url' | 'adminUsername' | 'adminPassword' | 'to
   reconnectBaseMs: 500,
   reconnectCapMs: 30_000,
   logFormat: 'text',
+  acmeHttpPort: 0,
 };
 
 type TKind = 'flag' | 'text' | 'count' | 'positive' | 'duration' | 'rate' | 'integer';
@@ -149,6 +156,7 @@ const options: Record<string, { key: string; kind: TKind; max?: number }> = {
   'reconnect-base-ms': { key: 'reconnectBaseMs', kind: 'positive', max: 3_600_000 },
   'reconnect-cap-ms': { key: 'reconnectCapMs', kind: 'positive', max: 3_600_000 },
   'log-format': { key: 'logFormat', kind: 'text' },
+  'acme-http-port': { key: 'acmeHttpPort', kind: 'count', max: 65535 },
   'ca-file': { key: 'caFile', kind: 'text' },
   'insecure-plain-http': { key: 'insecurePlainHttp', kind: 'flag' },
   'config': { key: 'configFile', kind: 'text' },

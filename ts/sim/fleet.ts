@@ -1,3 +1,4 @@
+import * as http from 'node:http';
 import type * as jose from 'jose';
 import { CloudlyAdminClient } from '../client/admin.js';
 import { openGet, readAnswerText } from '../client/transport.js';
@@ -125,6 +126,7 @@ export class SimFleet {
   public readonly counters: ISimFleetCounters = emptyCounters();
   public readonly clusters: SimulatedCluster[] = [];
   private jwksCache: Promise<{ keys: jose.JWK[] }> | null = null;
+  private acmeResponder: http.Server | null = null;
 
   constructor(public readonly config: ISimConfig, private readonly log: TSimLogger) {}
 
@@ -136,6 +138,9 @@ export class SimFleet {
     }
     if (this.config.insecurePlainHttp) {
       allowPlainHttp(true);
+    }
+    if (this.config.acmeHttpPort > 0) {
+      await this.answerAcmeChallenges(this.config.acmeHttpPort);
     }
     const tokens = this.config.bootstrap ? await bootstrapClusters(this.config, this.log) : this.config.tokens;
     const context = {
@@ -179,8 +184,43 @@ export class SimFleet {
     return counts;
   }
 
+  /**
+   * Serves `/.well-known/acme-challenge/<token>` on 127.0.0.1 as the clusters' ingresses would on
+   * port 80: the key authorization comes from Cloudly over the relay socket
+   * (`getClusterAcmeChallenge`) of whichever cluster Cloudly ordered it for.
+   */
+  private async answerAcmeChallenges(portArg: number): Promise<void> {
+    const server = http.createServer((requestArg, responseArg) => {
+      const match = /^\/\.well-known\/acme-challenge\/([A-Za-z0-9_-]{1,256})$/.exec(requestArg.url ?? '');
+      if (!match || requestArg.method !== 'GET') {
+        responseArg.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
+        return;
+      }
+      void (async () => {
+        for (const cluster of this.clusters) {
+          const keyAuthorization = await cluster.acmeChallenge(match[1]);
+          if (keyAuthorization !== null) {
+            responseArg.writeHead(200, { 'content-type': 'application/octet-stream' }).end(keyAuthorization);
+            return;
+          }
+        }
+        responseArg.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
+      })();
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(portArg, '127.0.0.1', () => resolve());
+    });
+    this.acmeResponder = server;
+  }
+
   /** Closes every relay socket with a normal close code (1000) and waits until each is closed. */
   public async stop(): Promise<void> {
+    if (this.acmeResponder) {
+      const responder = this.acmeResponder;
+      this.acmeResponder = null;
+      await new Promise<void>((resolve) => responder.close(() => resolve()));
+    }
     await Promise.all(this.clusters.map((clusterArg) => clusterArg.stop()));
   }
 }

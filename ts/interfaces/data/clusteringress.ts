@@ -272,6 +272,8 @@ export interface IClusterIngressRoute {
   serviceId: string;
   /** The service's listening port the ingress forwards to. */
   port: number;
+  /** `acme`: the route opted in to a certificate; the relay fetches it with `getClusterRouteCertificates`. */
+  certificate?: 'acme';
 }
 
 /** Where the ingress sends a route's traffic: one confirmed lease of the routed service the ingress is granted. Project's own definition. */

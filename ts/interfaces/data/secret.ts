@@ -36,7 +36,7 @@ export const sealedSecretSuite = 'hpke-base-x25519-hkdfsha256-aes256gcm' as cons
 export const sealedSecretInfo = 'serve.zone/cloudly/sealed-secret/v1';
 
 /** What a sealed secret is for; part of its additional data, so one purpose's material opens for no other. */
-export const sealedSecretPurposes = ['recipient-enrollment-challenge', 'corestore-control-credential', 'cluster-ingress-bearer'] as const;
+export const sealedSecretPurposes = ['recipient-enrollment-challenge', 'corestore-control-credential', 'cluster-ingress-bearer', 'route-certificate-key'] as const;
 export type TSealedSecretPurpose = typeof sealedSecretPurposes[number];
 
 /**

@@ -45,6 +45,11 @@ export interface IServiceRoute {
   hostname: string;
   /** The `name` of one of the service's tcp ports. */
   targetPort: string;
+  /**
+   * `acme`: Cloudly orders a certificate for the hostname by ACME HTTP-01 and hands it to the
+   * cluster sealed (docs/tls.md, "Certificates for the fleet's routes"). Absent: no certificate.
+   */
+  certificate?: 'acme';
 }
 
 /**
@@ -166,7 +171,10 @@ const validateServicePortsAndRoutes = (recordArg: Record<string, unknown>, pathA
           reasons.push(`${path} must be a plain object`);
           return;
         }
-        reasons.push(...reasonsForUnknownKeys(route, ['hostname', 'targetPort'], path));
+        reasons.push(...reasonsForUnknownKeys(route, ['hostname', 'targetPort', 'certificate'], path));
+        if (Object.hasOwn(route, 'certificate') && readServiceDataField(route, 'certificate') !== 'acme') {
+          reasons.push(`${path}.certificate must be "acme" when present`);
+        }
         const hostname = readServiceDataField(route, 'hostname');
         const targetPort = readServiceDataField(route, 'targetPort');
         if (typeof hostname !== 'string' || !serviceRouteHostnamePattern.test(hostname)) {
@@ -288,7 +296,7 @@ export const snapshotServicePorts = (portsArg: readonly IServicePort[]): IServic
 
 /** Detached copies of valid routes (member order fixed). */
 export const snapshotServiceRoutes = (routesArg: readonly IServiceRoute[]): IServiceRoute[] =>
-  routesArg.map((route) => ({ hostname: route.hostname, targetPort: route.targetPort }));
+  routesArg.map((route) => ({ hostname: route.hostname, targetPort: route.targetPort, ...(route.certificate === 'acme' ? { certificate: 'acme' as const } : {}) }));
 
 /**
  * True when two services ask the nodes for the same thing: the same runtime spec, ports and routes.

@@ -3,6 +3,7 @@ import type * as account from './account.js';
 import type * as admin from './admin.js';
 import type * as audit from './audit.js';
 import type * as backup from './backup.js';
+import type * as certificate from './certificate.js';
 import type * as cluster from './cluster.js';
 import type * as corestore from './corestore.js';
 import type * as desiredstate from './desiredstate.js';
@@ -41,6 +42,7 @@ export interface ICloudlyMethods {
   deleteUser: account.IReq_Admin_DeleteUser;
   designateClusterIngress: ingress.IReq_Any_Cloudly_DesignateClusterIngress;
   getAuditEvents: audit.IReq_Admin_GetAuditEvents;
+  getClusterAcmeChallenge: certificate.IReq_Relay_Cloudly_GetClusterAcmeChallenge;
   getClusterById: admin.IReq_Any_Cloudly_GetClusterById;
   getClusterIngressDesignation: ingress.IReq_Any_Cloudly_GetClusterIngressDesignation;
   getClusterIngressRouteTable: ingress.IReq_Relay_Cloudly_GetClusterIngressRouteTable;
@@ -50,6 +52,7 @@ export interface ICloudlyMethods {
   getClusterOverview: overview.IReq_Admin_GetClusterOverview;
   getClusterPlatformDesiredState: desiredstate.IReq_Relay_Cloudly_GetClusterPlatformDesiredState;
   getClusterRelayRegistrations: cluster.IReq_Any_Cloudly_GetClusterRelayRegistrations;
+  getClusterRouteCertificates: certificate.IReq_Relay_Cloudly_GetClusterRouteCertificates;
   getClusterRouteTable: desiredstate.IReq_Relay_Cloudly_GetClusterRouteTable;
   getClusterRouteTableResolution: desiredstate.IReq_Any_Cloudly_GetClusterRouteTableResolution;
   getClusterRuntime: ingress.IReq_Any_Cloudly_GetClusterRuntime;
@@ -63,6 +66,7 @@ export interface ICloudlyMethods {
   getOperations: operation.IReq_Admin_GetOperations;
   getOrganizations: service.IReq_Admin_GetOrganizations;
   getPlatformBindings: corestore.IReq_Any_Cloudly_GetPlatformBindings;
+  getRouteCertificates: certificate.IReq_Any_Cloudly_GetRouteCertificates;
   getRuntimeLocalStorageClaims: service.IReq_Any_Cloudly_GetRuntimeLocalStorageClaims;
   getRuntimeNetworkAddressPlan: runtimenetwork.IReq_Admin_GetRuntimeNetworkAddressPlan;
   getRuntimeNetworkProjection: runtimenetwork.IReq_Admin_GetRuntimeNetworkProjection;
@@ -128,6 +132,7 @@ export interface ICloudlyOutboundMethods {
   pruneClusterNodeArchive: backup.IReq_Cloudly_Relay_PruneClusterNodeArchive;
   pushClusterIngressRouteTableChanged: ingress.IReq_Cloudly_Relay_PushClusterIngressRouteTableChanged;
   pushClusterPlatformDesiredStateChanged: desiredstate.IReq_Cloudly_Relay_PushClusterPlatformDesiredStateChanged;
+  pushClusterRouteCertificatesChanged: certificate.IReq_Cloudly_Relay_PushClusterRouteCertificatesChanged;
   restoreClusterService: backup.IReq_Cloudly_Relay_RestoreClusterService;
   stageIsolatedRestoreArchive: backup.IReq_Cloudly_Relay_StageIsolatedRestoreArchive;
   watchExpired: watch.IReq_Cloudly_Admin_WatchExpired;

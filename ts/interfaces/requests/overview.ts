@@ -1,4 +1,5 @@
 import type { IIdentity } from '../data/user.js';
+import type { IRouteCertificateStatus } from '../data/routecertificate.js';
 import type { ICluster } from '../data/cluster.js';
 import type { IClusterNode } from '../data/clusternode.js';
 import type { IClusterRelayRegistration } from '../data/clusterrelay.js';
@@ -44,6 +45,8 @@ export interface IClusterOverview {
   nodes: IClusterNode[];
   services: IClusterOverviewService[];
   ingressDesignation: IClusterIngressDesignation | null;
+  /** Each route opted in to a certificate (`certificate: 'acme'`), sorted by hostname: its status, never a key. */
+  certificates: IRouteCertificateStatus[];
 }
 
 export type IReq_Admin_GetClusterOverview = ITypedContract<

@@ -838,6 +838,10 @@ export const contractSchema: IContractSchemaDocument = {
     "port": {
      "type": "number"
     },
+    "certificate": {
+     "type": "string",
+     "const": "acme"
+    },
     "targets": {
      "type": "array",
      "items": {
@@ -1055,6 +1059,12 @@ export const contractSchema: IContractSchemaDocument = {
        "type": "null"
       }
      ]
+    },
+    "certificates": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IRouteCertificateStatus"
+     }
     }
    },
    "required": [
@@ -1062,7 +1072,8 @@ export const contractSchema: IContractSchemaDocument = {
     "relay",
     "nodes",
     "services",
-    "ingressDesignation"
+    "ingressDesignation",
+    "certificates"
    ],
    "additionalProperties": false
   },
@@ -2539,6 +2550,106 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IRouteCertificateMaterial": {
+   "type": "object",
+   "properties": {
+    "hostname": {
+     "type": "string"
+    },
+    "version": {
+     "type": "number"
+    },
+    "certificatePem": {
+     "type": "string"
+    },
+    "notAfter": {
+     "type": "string"
+    },
+    "key": {
+     "$ref": "#/$defs/ISealedSecret"
+    }
+   },
+   "required": [
+    "hostname",
+    "version",
+    "certificatePem",
+    "notAfter",
+    "key"
+   ],
+   "additionalProperties": false
+  },
+  "IRouteCertificateProblem": {
+   "type": "object",
+   "properties": {
+    "type": {
+     "type": "string"
+    },
+    "detail": {
+     "type": "string"
+    },
+    "at": {
+     "type": "string"
+    }
+   },
+   "required": [
+    "type",
+    "detail",
+    "at"
+   ],
+   "additionalProperties": false
+  },
+  "IRouteCertificateStatus": {
+   "type": "object",
+   "properties": {
+    "hostname": {
+     "type": "string"
+    },
+    "serviceId": {
+     "type": "string"
+    },
+    "state": {
+     "$ref": "#/$defs/TRouteCertificateState"
+    },
+    "notAfter": {
+     "type": [
+      "string",
+      "null"
+     ]
+    },
+    "fingerprint256": {
+     "type": [
+      "string",
+      "null"
+     ]
+    },
+    "problem": {
+     "anyOf": [
+      {
+       "$ref": "#/$defs/IRouteCertificateProblem"
+      },
+      {
+       "type": "null"
+      }
+     ]
+    },
+    "nextAttemptAt": {
+     "type": [
+      "string",
+      "null"
+     ]
+    }
+   },
+   "required": [
+    "hostname",
+    "serviceId",
+    "state",
+    "notAfter",
+    "fingerprint256",
+    "problem",
+    "nextAttemptAt"
+   ],
+   "additionalProperties": false
+  },
   "IRuntimeAssignmentStatus": {
    "type": "object",
    "properties": {
@@ -3778,6 +3889,10 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "targetPort": {
      "type": "string"
+    },
+    "certificate": {
+     "type": "string",
+     "const": "acme"
     }
    },
    "required": [
@@ -4448,6 +4563,14 @@ export const contractSchema: IContractSchemaDocument = {
     "legacy-adoption-mismatch"
    ]
   },
+  "TRouteCertificateState": {
+   "type": "string",
+   "enum": [
+    "pending",
+    "valid",
+    "failed"
+   ]
+  },
   "TRuntimeAssignmentState": {
    "type": "string",
    "enum": [
@@ -4506,7 +4629,8 @@ export const contractSchema: IContractSchemaDocument = {
    "enum": [
     "recipient-enrollment-challenge",
     "corestore-control-credential",
-    "cluster-ingress-bearer"
+    "cluster-ingress-bearer",
+    "route-certificate-key"
    ]
   },
   "TServiceRuntimeRefusal": {
@@ -5282,6 +5406,24 @@ export const contractSchema: IContractSchemaDocument = {
    "required": [
     "revision",
     "digest"
+   ],
+   "additionalProperties": false
+  },
+  "call.pushClusterRouteCertificatesChanged.answer": {
+   "type": "object",
+   "additionalProperties": {
+    "not": {}
+   }
+  },
+  "call.pushClusterRouteCertificatesChanged.request": {
+   "type": "object",
+   "properties": {
+    "hostname": {
+     "type": "string"
+    }
+   },
+   "required": [
+    "hostname"
    ],
    "additionalProperties": false
   },
@@ -6082,6 +6224,30 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "getClusterAcmeChallenge.answer": {
+   "type": "object",
+   "properties": {
+    "keyAuthorization": {
+     "type": "string"
+    }
+   },
+   "required": [
+    "keyAuthorization"
+   ],
+   "additionalProperties": false
+  },
+  "getClusterAcmeChallenge.request": {
+   "type": "object",
+   "properties": {
+    "token": {
+     "type": "string"
+    }
+   },
+   "required": [
+    "token"
+   ],
+   "additionalProperties": false
+  },
   "getClusterById.answer": {
    "type": "object",
    "properties": {
@@ -6414,6 +6580,30 @@ export const contractSchema: IContractSchemaDocument = {
    "required": [
     "identity"
    ]
+  },
+  "getClusterRouteCertificates.answer": {
+   "type": "object",
+   "properties": {
+    "certificates": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IRouteCertificateMaterial"
+     }
+    }
+   },
+   "required": [
+    "certificates"
+   ],
+   "additionalProperties": false
+  },
+  "getClusterRouteCertificates.request": {
+   "type": "object",
+   "properties": {
+    "recipientId": {
+     "type": "string"
+    }
+   },
+   "additionalProperties": false
   },
   "getClusterRouteTable.answer": {
    "type": "object",
@@ -6927,6 +7117,41 @@ export const contractSchema: IContractSchemaDocument = {
    "required": [
     "identity"
    ]
+  },
+  "getRouteCertificates.answer": {
+   "type": "object",
+   "properties": {
+    "certificates": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IRouteCertificateStatus"
+     }
+    }
+   },
+   "required": [
+    "certificates"
+   ],
+   "additionalProperties": false
+  },
+  "getRouteCertificates.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "clusterId": {
+     "type": "string"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "clusterId"
+   ],
+   "additionalProperties": false
   },
   "getRuntimeLocalStorageClaims.answer": {
    "type": "object",
@@ -8516,6 +8741,7 @@ export const contractSchema: IContractSchemaDocument = {
   "deleteUser",
   "designateClusterIngress",
   "getAuditEvents",
+  "getClusterAcmeChallenge",
   "getClusterById",
   "getClusterIngressDesignation",
   "getClusterIngressRouteTable",
@@ -8525,6 +8751,7 @@ export const contractSchema: IContractSchemaDocument = {
   "getClusterOverview",
   "getClusterPlatformDesiredState",
   "getClusterRelayRegistrations",
+  "getClusterRouteCertificates",
   "getClusterRouteTable",
   "getClusterRouteTableResolution",
   "getClusterRuntime",
@@ -8538,6 +8765,7 @@ export const contractSchema: IContractSchemaDocument = {
   "getOperations",
   "getOrganizations",
   "getPlatformBindings",
+  "getRouteCertificates",
   "getRuntimeLocalStorageClaims",
   "getRuntimeNetworkAddressPlan",
   "getRuntimeNetworkProjection",
@@ -8593,6 +8821,7 @@ export const contractSchema: IContractSchemaDocument = {
   "pruneClusterNodeArchive",
   "pushClusterIngressRouteTableChanged",
   "pushClusterPlatformDesiredStateChanged",
+  "pushClusterRouteCertificatesChanged",
   "restoreClusterService",
   "stageIsolatedRestoreArchive",
   "watchExpired"

@@ -529,6 +529,27 @@ export class CloudlyClusterPage extends LivePage {
     </section>`;
   }
 
+  /** Each route opted in to a certificate: pending, valid until its expiry, or failed with the ACME problem. */
+  private certificatesView(overviewArg: IClusterOverview): TemplateResult {
+    const certificates = overviewArg.certificates ?? [];
+    const nameOf = (serviceIdArg: string) => overviewArg.services.find((entry) => entry.service.id === serviceIdArg)?.service.name ?? serviceIdArg;
+    const badgeClass = { valid: 'state-converged', pending: 'state-converging', failed: 'state-refused' } as const;
+    return html`<section aria-labelledby="certificates-title" class="card wide">
+      <h2 id="certificates-title">Route certificates (${certificates.length})</h2>
+      ${certificates.length === 0
+        ? html`<p class="muted">No route opted in to a certificate (a route's <code>certificate: "acme"</code>).</p>`
+        : html`<table class="data" aria-labelledby="certificates-title">
+          <thead><tr><th scope="col">Hostname</th><th scope="col">Service</th><th scope="col">Certificate</th><th scope="col">Detail</th></tr></thead>
+          <tbody>${certificates.map((entry) => html`<tr data-certificate=${entry.hostname}>
+            <td><code>${entry.hostname}</code></td>
+            <td>${nameOf(entry.serviceId)}</td>
+            <td><span class=${`badge ${badgeClass[entry.state]}`} data-certificate-state=${entry.state}>${entry.state === 'valid' ? `valid until ${formatTime(Date.parse(entry.notAfter ?? ''))}` : entry.state}</span></td>
+            <td>${entry.problem ? html`<code>${entry.problem.type}</code>: ${entry.problem.detail}` : nothing}${entry.nextAttemptAt ? html` <span class="muted">next ${entry.state === 'valid' && !entry.problem ? 'renewal' : 'attempt'} ${formatTime(Date.parse(entry.nextAttemptAt))}</span>` : nothing}</td>
+          </tr>`)}</tbody>
+        </table>`}
+    </section>`;
+  }
+
   protected updated(): void {
     if (this.overview !== null) {
       markFirstRender('cluster');
@@ -545,7 +566,7 @@ export class CloudlyClusterPage extends LivePage {
       </header>
       ${this.error ? refusalView(this.error) : nothing}
       ${overview
-        ? html`<div class="grid">${this.relayView(overview)}${this.ingressView(overview)}${this.nodesView(overview)}${this.servicesView(overview)}</div>`
+        ? html`<div class="grid">${this.relayView(overview)}${this.ingressView(overview)}${this.nodesView(overview)}${this.servicesView(overview)}${this.certificatesView(overview)}</div>`
         : this.error ? nothing : html`<p role="status">Loading…</p>`}
     </section>`;
   }
