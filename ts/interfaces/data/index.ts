@@ -1,5 +1,6 @@
 export * from './user.js';
 export * from './cluster.js';
+export * from './clusterlabels.js';
 export * from './clusternode.js';
 export * from './clusterrelay.js';
 export * from './clusteringress.js';

@@ -16,3 +16,4 @@ export * as operation from './operation.js';
 export * as traffic from './traffic.js';
 export * as account from './account.js';
 export * as image from './image.js';
+export * as rollout from './rollout.js';

@@ -10,6 +10,7 @@ import type * as image from './image.js';
 import type * as ingress from './ingress.js';
 import type * as operation from './operation.js';
 import type * as overview from './overview.js';
+import type * as rollout from './rollout.js';
 import type * as runtimenetwork from './runtimenetwork.js';
 import type * as runtimesession from './runtimesession.js';
 import type * as secret from './secret.js';
@@ -92,6 +93,7 @@ export interface ICloudlyMethods {
   rotateClusterRelayToken: admin.IReq_Any_Cloudly_RotateClusterRelayToken;
   rotateCorestoreControlCredential: secret.IReq_Any_Cloudly_RotateCorestoreControlCredential;
   rotateIdentitySigningKey: secret.IReq_Any_Cloudly_RotateIdentitySigningKey;
+  setClusterLabels: rollout.IReq_Admin_SetClusterLabels;
   setClusterNodeCorestore: cluster.IReq_Any_Cloudly_SetClusterNodeCorestore;
   setRuntimeNetworkAddressPlan: runtimenetwork.IReq_Admin_SetRuntimeNetworkAddressPlan;
   setServiceVolumeInitialization: service.IReq_Any_Cloudly_SetServiceVolumeInitialization;

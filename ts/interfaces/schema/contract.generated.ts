@@ -490,6 +490,12 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "relayTokenGeneration": {
      "type": "number"
+    },
+    "labels": {
+     "type": "object",
+     "additionalProperties": {
+      "type": "string"
+     }
     }
    },
    "required": [
@@ -6594,6 +6600,9 @@ export const contractSchema: IContractSchemaDocument = {
     "identity": {
      "$ref": "#/$defs/IIdentity"
     },
+    "selector": {
+     "type": "string"
+    },
     "dryRun": {
      "type": "boolean",
      "description": "Decide without writing (every administrator mutation)."
@@ -6754,6 +6763,9 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "identity": {
      "$ref": "#/$defs/IIdentity"
+    },
+    "selector": {
+     "type": "string"
     },
     "dryRun": {
      "type": "boolean",
@@ -7987,6 +7999,49 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "setClusterLabels.answer": {
+   "type": "object",
+   "properties": {
+    "cluster": {
+     "$ref": "#/$defs/ICluster"
+    }
+   },
+   "required": [
+    "cluster"
+   ],
+   "additionalProperties": false
+  },
+  "setClusterLabels.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "clusterId": {
+     "type": "string"
+    },
+    "labels": {
+     "type": "object",
+     "additionalProperties": {
+      "type": "string"
+     }
+    },
+    "expectedGeneration": {
+     "type": "number"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "clusterId",
+    "labels",
+    "expectedGeneration"
+   ],
+   "additionalProperties": false
+  },
   "setClusterNodeCorestore.answer": {
    "type": "object",
    "properties": {
@@ -8567,6 +8622,7 @@ export const contractSchema: IContractSchemaDocument = {
   "rotateClusterRelayToken",
   "rotateCorestoreControlCredential",
   "rotateIdentitySigningKey",
+  "setClusterLabels",
   "setClusterNodeCorestore",
   "setRuntimeNetworkAddressPlan",
   "setServiceVolumeInitialization",
