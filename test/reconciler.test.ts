@@ -253,7 +253,7 @@ test('every derived kind has exactly one controller writing it, and every contro
   }
   assert.deepEqual([...writers.keys()].sort(), [
     'CloudlyClusterDesiredState', 'CloudlyClusterIngressRouteTable', 'CloudlyClusterLiveness', 'CloudlyCorestoreCredential',
-    'CloudlyPlatformBindingCreationLedger', 'CloudlyRuntimeLocalStorageClaim', 'CloudlyRuntimeNetworkProjection', 'CloudlyServiceRuntimeStatus',
+    'CloudlyPlatformBindingCreationLedger', 'CloudlyRolloutProgress', 'CloudlyRuntimeLocalStorageClaim', 'CloudlyRuntimeNetworkProjection', 'CloudlyServiceRuntimeStatus',
   ]);
   // A controller is a file of its domain and never holds the root object.
   const root = path.resolve(import.meta.dirname, '..', 'ts');

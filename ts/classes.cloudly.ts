@@ -1,3 +1,5 @@
+import { RolloutController } from './manager.rollout/rollout.controller.js';
+import { RolloutManager } from './manager.rollout/rollout.manager.js';
 import { judgeKernelLimits, readKernelLimits } from './core/kernellimits.js';
 import { decideEstablishedLimits, fileDescriptorReserve } from './core/connectionlimits.js';
 import type { FastifyInstance } from 'fastify';
@@ -166,6 +168,7 @@ export class Cloudly {
     projections: ProjectionsController;
     claims: ClaimsController;
     bindingLedger: BindingLedgerController;
+    rollout: RolloutController;
   };
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
@@ -275,6 +278,7 @@ export class Cloudly {
     this.addManager(new WatchManager(this));
     this.addManager(new OverviewManager(this));
     this.addManager(new TrafficManager(this));
+    this.addManager(new RolloutManager(this));
     // Last: it starts once every domain it reads is started, and stops first.
     this.reconciler = this.addManager(new Reconciler({
       feed: this.feed,
@@ -338,6 +342,10 @@ export class Cloudly {
         needsPush,
       }),
       bindingLedger: new BindingLedgerController({ applyPendingCreation: () => this.corestoreManager.applyPendingCreation() }),
+      rollout: new RolloutController({
+        store,
+        updateServiceSpecAt: (...argsArg) => this.serviceManager.updateServiceSpecAt(...argsArg),
+      }),
     };
     const cause = (kindArg: string, idArg: string) => ({ kind: kindArg, id: idArg, at: Date.now() });
     this.serviceManager.connect({

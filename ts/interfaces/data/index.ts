@@ -30,3 +30,4 @@ export * from './clustertraffic.js';
 export * from './imageversion.js';
 export * from './organization.js';
 export * from './refusal.js';
+export * from './rollout.js';
