@@ -344,6 +344,7 @@ export class Cloudly {
       bindingLedger: new BindingLedgerController({ applyPendingCreation: () => this.corestoreManager.applyPendingCreation() }),
       rollout: new RolloutController({
         store,
+        logger: this.logger,
         updateServiceSpecAt: (...argsArg) => this.serviceManager.updateServiceSpecAt(...argsArg),
       }),
     };

@@ -3,6 +3,7 @@ import type { IController, IReconcileContext, IReconcileResult } from '../core/c
 import { isRefusal } from '../core/errors.js';
 import { cloudlyActor, runInOperation } from '../core/operationcontext.js';
 import type { DocumentStore } from '../core/store.js';
+import type { TCloudlyLogger } from '../core/logger.js';
 import type { IServiceWritableSpec } from '../interfaces/data/service.js';
 import { clusterLivenessKind } from '../manager.cluster/liveness.js';
 import { serviceKind, serviceRuntimeStatusKind, toPublicService, type IServiceDocument } from '../manager.service/documents.js';
@@ -31,6 +32,7 @@ export const rolloutClusterKey = (clusterIdArg: string): string => `cluster:${cl
 
 export interface IRolloutPorts {
   store: DocumentStore;
+  logger: TCloudlyLogger;
   /** `updateService`'s decision on the generation given, recorded under the mutation id. */
   updateServiceSpecAt: (serviceIdArg: string, expectedGenerationArg: number, specArg: IServiceWritableSpec, mutationIdArg: string) => Promise<IServiceDocument>;
 }
@@ -181,6 +183,7 @@ export class RolloutController implements IController {
         return;
       }
       try {
+        this.ports.logger.info({ rolloutId: docArg.id, serviceId: target.serviceId, clusterId: target.clusterId, wave: target.wave }, 'rollout changing a service');
         const updated = await inRollout(() => this.ports.updateServiceSpecAt(target.serviceId, target.generation, target.nextSpec, mutationId));
         await this.updateRecord(docArg.id, target.serviceId, { newSpecRevision: updated.specRevision, updatedAt: Date.now() });
       } catch (error) {
