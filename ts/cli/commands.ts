@@ -10,6 +10,7 @@ import { confirm, readPassword } from './prompt.js';
 import { generationExpectation, listOption, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { filtersByName, literalId } from './names.js';
 import { addOperationCommands, finishStartedWork, longWork } from './operations.js';
+import { addRolloutCommands } from './rollouts.js';
 import { addUserCommands } from './users.js';
 import { addContextCommands } from './contexts.js';
 import { addStorageCommands } from './storage.js';
@@ -1228,6 +1229,7 @@ export const addCommands = (programArg: Command): void => {
   addBackupCommands(programArg);
   addImageCommands(programArg);
   addOperationCommands(programArg);
+  addRolloutCommands(programArg);
   addUserCommands(programArg);
   addStorageCommands(programArg);
   addSnapshotCommands(programArg);
