@@ -100,6 +100,11 @@ describe('rollout decisions', () => {
     progress.targets[0] = { ...progress.targets[0], state: 'updating', applying: true };
     progress.waves[0] = { ...progress.waves[0], state: 'running' };
     assert.deepEqual(advanceRollout(rollout({ paused: true }), progress, noFacts, 0).effects, [{ kind: 'apply', serviceId: 's0' }]);
+    const aborting = advanceRollout(rollout({ abort: { revert: false, at: 0 } }), progress, noFacts, 0);
+    assert.notEqual(aborting.progress.state, 'aborted', 'an abort waits for the unsettled change to be recorded');
+    assert.deepEqual(aborting.effects, [{ kind: 'apply', serviceId: 's0' }]);
+    const settled = { ...aborting.progress, targets: aborting.progress.targets.map((record, index) => (index === 0 ? { ...record, state: 'cancelled' as const, applying: false } : record)) };
+    assert.equal(advanceRollout(rollout({ abort: { revert: false, at: 0 } }), settled, noFacts, 0).progress.state, 'aborted');
   });
 
   test('changes, waves and their coverage are judged with every reason', () => {

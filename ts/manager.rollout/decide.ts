@@ -170,6 +170,10 @@ export const initialRolloutProgress = (docArg: IRolloutDocument): Omit<IRolloutP
 
 const failureReasons = new Set(['failure-backoff']);
 
+/** Whether the rollout makes no new change any more: aborted, or failed past its budget. */
+export const isStopping = (docArg: IRolloutDocument, progressArg: IRolloutProgressDocument): boolean =>
+  docArg.abort !== null || progressArg.reverting || progressArg.failures > docArg.gate.maxFailures;
+
 /** Whether a target took the change (its service may need a revert). */
 export const isApplied = (recordArg: IRolloutTargetRecord): boolean => recordArg.newSpecRevision !== null && recordArg.state !== 'reverted';
 
@@ -229,15 +233,22 @@ export const advanceRollout = (docArg: IRolloutDocument, progressArg: IRolloutPr
     });
   };
 
+  // A change started before a crash whose commit is not known yet: settled before the rollout may
+  // end (the controller makes no new change once the rollout stops; it only records one that committed).
+  const unsettled: TRolloutEffect[] = progress.targets
+    .filter((record) => record.applying && record.newSpecRevision === null && record.state === 'updating')
+    .map((record) => ({ kind: 'apply', serviceId: record.serviceId }));
   if (docArg.abort && !progress.reverting) {
     stopEverythingPending('cancelled');
     if (docArg.abort.revert) {
       progress.reverting = true;
     }
-  } else if (progress.failures > docArg.gate.maxFailures && !progress.reverting) {
+  } else if (isStopping(docArg, progress) && !progress.reverting) {
     stopEverythingPending('failed');
     if (docArg.onFailure === 'revert') {
       progress.reverting = true;
+    } else if (unsettled.length > 0) {
+      return { progress, effects: unsettled, requeueAfterMs: null };
     } else {
       progress.state = 'halted';
       progress.endedAt = nowArg;
@@ -245,6 +256,9 @@ export const advanceRollout = (docArg: IRolloutDocument, progressArg: IRolloutPr
     }
   }
   if (docArg.abort && !progress.reverting) {
+    if (unsettled.length > 0) {
+      return { progress, effects: unsettled, requeueAfterMs: null };
+    }
     progress.state = 'aborted';
     progress.endedAt = nowArg;
     return { progress, effects, requeueAfterMs: null };

@@ -7,7 +7,7 @@ import type { TCloudlyLogger } from '../core/logger.js';
 import type { IServiceWritableSpec } from '../interfaces/data/service.js';
 import { clusterLivenessKind } from '../manager.cluster/liveness.js';
 import { serviceKind, serviceRuntimeStatusKind, toPublicService, type IServiceDocument } from '../manager.service/documents.js';
-import { advanceRollout, initialRolloutProgress, sameSpec, writableSpecOf, type IRolloutFacts, type TRolloutEffect } from './decide.js';
+import { advanceRollout, initialRolloutProgress, isStopping, sameSpec, writableSpecOf, type IRolloutFacts, type TRolloutEffect } from './decide.js';
 import {
   rolloutKind,
   rolloutProgressKind,
@@ -18,8 +18,8 @@ import {
 
 /**
  * The rollout controller: advances every rollout wave by wave, the only writer of
- * `CloudlyRolloutProgress`. Keys: a rollout's id; `service:<id>` and `cluster:<id>` (a verdict or
- * a cluster's liveness changed) queue the rollouts still running over that service or cluster.
+ * `CloudlyRolloutProgress`. Keys: a rollout's id; `service:<id>` (its stored verdict changed, which
+ * includes its cluster turning dark) queues the rollouts still running over that service.
  *
  * Each service is changed by one compare-and-swap at the generation the plan read, under a
  * mutation id made of the rollout and the service: the progress first records that the change is
@@ -28,7 +28,6 @@ import {
  */
 
 export const rolloutServiceKey = (serviceIdArg: string): string => `service:${serviceIdArg}`;
-export const rolloutClusterKey = (clusterIdArg: string): string => `cluster:${clusterIdArg}`;
 
 export interface IRolloutPorts {
   store: DocumentStore;
@@ -50,14 +49,14 @@ export class RolloutController implements IController {
   public readonly writes = [rolloutProgressKind.collectionName] as const;
   public readonly inputs: Readonly<Record<string, (changeArg: ICommittedChange) => readonly string[]>> = {
     CloudlyRollout: (changeArg) => [changeArg.id],
+    // A dark cluster marks its services' verdicts `unknown`: the verdict's change covers liveness too.
     CloudlyServiceRuntimeStatus: (changeArg) => [rolloutServiceKey(changeArg.id)],
-    CloudlyClusterLiveness: (changeArg) => [rolloutClusterKey(changeArg.id)],
   };
 
   constructor(private readonly ports: IRolloutPorts) {}
 
   public scopeOf(keyArg: string): string {
-    return keyArg.startsWith('service:') || keyArg.startsWith('cluster:') ? 'expand' : 'rollout';
+    return keyArg.startsWith('service:') ? 'expand' : 'rollout';
   }
 
   /** Every rollout not finished: a restart (or a new leader) goes on with each from its stored progress. */
@@ -71,10 +70,8 @@ export class RolloutController implements IController {
   }
 
   public async reconcile(keyArg: string, contextArg: IReconcileContext): Promise<IReconcileResult> {
-    if (keyArg.startsWith('service:') || keyArg.startsWith('cluster:')) {
-      const field = keyArg.startsWith('service:') ? 'targets.serviceId' : 'targets.clusterId';
-      const id = keyArg.slice(keyArg.indexOf(':') + 1);
-      const running = await this.ports.store.find(rolloutKind, { [field]: id } as never);
+    if (keyArg.startsWith('service:')) {
+      const running = await this.ports.store.find(rolloutKind, { 'targets.serviceId': keyArg.slice('service:'.length) } as never);
       if (running.length > 0) {
         const progress = await this.ports.store.findIn(rolloutProgressKind, 'id', running.map((doc) => doc.id));
         const finished = new Set(progress.filter((doc) => !activeStates.includes(doc.state)).map((doc) => doc.id));
@@ -177,8 +174,8 @@ export class RolloutController implements IController {
         await this.updateRecord(docArg.id, target.serviceId, { newSpecRevision: target.nextSpecRevision, updatedAt: Date.now() });
         return;
       }
-      if (progressArg.reverting) {
-        // A change that never committed is not made once the rollout goes back.
+      if (isStopping(docArg, progressArg)) {
+        // A change that never committed is not made once the rollout stops or goes back.
         await this.updateRecord(docArg.id, target.serviceId, { state: 'cancelled', applying: false, updatedAt: Date.now() });
         return;
       }
