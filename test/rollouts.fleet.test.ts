@@ -186,7 +186,6 @@ describe('rollouts over a simulated fleet', () => {
     const current = await rolloutOf(gated.rollout.id);
     await t.caller.call('abortRollout', { rolloutId: gated.rollout.id, expectedGeneration: current.generation });
     assert.equal((await finished(gated.rollout.id)).state, 'aborted');
-    assert.ok(serviceIds.web.every(Boolean));
     for (const serviceId of serviceIds.web) {
       assert.equal((await serviceOf(serviceId)).generation, 2, 'the aborted rollout changed nothing');
     }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { TypedResponseError } from '@api.global/typedrequest';
 import { refuse, refuseNamed } from '../core/errors.js';
 import { generatedOnCommit } from '../core/operationcontext.js';
 import { adminMutation, adminOrchestration, adminQuery, type IDeclaredOperation } from '../core/operations.js';
@@ -75,12 +76,15 @@ const readRollout = async (storeArg: DocumentStore, rolloutIdArg: string) => {
   return { doc, progress: await storeArg.get(rolloutProgressKind, rolloutIdArg) };
 };
 
+const isRefusalChange = (changeArg: Partial<IRolloutDocument> | { refuse: TypedResponseError }): changeArg is { refuse: TypedResponseError } =>
+  Object.hasOwn(changeArg, 'refuse');
+
 /** A control of a rollout: on the generation the caller read, and only while the rollout runs. */
 const decideControl = (
   currentArg: IRolloutDocument | null,
   requestArg: { rolloutId: string; expectedGeneration: number },
   finishedArg: boolean,
-  changeArg: (docArg: IRolloutDocument) => Partial<IRolloutDocument> | 'keep' | { refuse: ReturnType<typeof refuse> },
+  changeArg: (docArg: IRolloutDocument) => Partial<IRolloutDocument> | 'keep' | { refuse: TypedResponseError },
 ): TDecision<IRolloutDocument> => {
   if (!currentArg) {
     return { kind: 'refuse', refusal: refuseNamed('not-found', rolloutReasons.notFound, `rollout ${requestArg.rolloutId} does not exist`, 'request.rolloutId') };
@@ -95,8 +99,8 @@ const decideControl = (
   if (change === 'keep') {
     return { kind: 'keep' };
   }
-  if ('refuse' in change) {
-    return { kind: 'refuse', refusal: change.refuse as never };
+  if (isRefusalChange(change)) {
+    return { kind: 'refuse', refusal: change.refuse };
   }
   return { kind: 'write', change: { set: change } };
 };
