@@ -114,7 +114,7 @@ test('every administrator method is stated in the API reference with its request
 test('the statement reader finds each form, and a member a statement leaves out', () => {
   const text = [
     '`getClusterNodes { identity, clusterId }` → `{ nodes }`',
-    '| `getClusters` | `{ identity, limit?, cursor? }` | `{ clusters, nextCursor? }` |',
+    '| `getClusters` | `{ identity, selector?, limit?, cursor? }` | `{ clusters, nextCursor? }` |',
     '| `getServiceById` | admin | `{ identity, serviceId }` → `{ service }` |',
     '| `getOperation { operationId }` | `{ operation }` |',
     '`getAuditEvents { identity, cursor?, limit? } →',

@@ -41,6 +41,8 @@ const declaredAccess: Record<string, TMethodAccess> = {
   setRuntimeNetworkAddressPlan: 'write', setServiceVolumeInitialization: 'write', setUserDisabled: 'write',
   setUserRole: 'write', stepIsolatedRestore: 'write', unwatchChanges: 'read', updatePlatformBindingStatus: 'relay',
   updateService: 'write', upsertPlatformBinding: 'write', watchChanges: 'read',
+  setClusterLabels: 'write', planRollout: 'read', createRollout: 'write', getRollouts: 'read', getRollout: 'read',
+  pauseRollout: 'write', resumeRollout: 'write', approveRolloutWave: 'write', abortRollout: 'write',
 };
 
 type TCaller = 'admin' | 'read-only' | 'relay' | 'anonymous';

@@ -254,7 +254,7 @@ test('every derived kind has exactly one controller writing it, and every contro
   }
   assert.deepEqual([...writers.keys()].sort(), [
     'CloudlyClusterDesiredState', 'CloudlyClusterIngressRouteTable', 'CloudlyClusterLiveness', 'CloudlyCorestoreCredential',
-    'CloudlyPlatformBindingCreationLedger', 'CloudlyRouteAcmeAccount', 'CloudlyRouteAcmeChallenge', 'CloudlyRouteCertificate',
+    'CloudlyPlatformBindingCreationLedger', 'CloudlyRolloutProgress', 'CloudlyRouteAcmeAccount', 'CloudlyRouteAcmeChallenge', 'CloudlyRouteCertificate',
     'CloudlyRuntimeLocalStorageClaim', 'CloudlyRuntimeNetworkProjection', 'CloudlyServiceRuntimeStatus',
   ]);
   // A controller is a file of its domain and never holds the root object.

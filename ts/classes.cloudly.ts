@@ -1,3 +1,5 @@
+import { RolloutController } from './manager.rollout/rollout.controller.js';
+import { RolloutManager } from './manager.rollout/rollout.manager.js';
 import { judgeKernelLimits, readKernelLimits } from './core/kernellimits.js';
 import { decideEstablishedLimits, fileDescriptorReserve } from './core/connectionlimits.js';
 import type { FastifyInstance } from 'fastify';
@@ -172,6 +174,7 @@ export class Cloudly {
     claims: ClaimsController;
     bindingLedger: BindingLedgerController;
     routeCertificates: RouteCertificatesController;
+    rollout: RolloutController;
   };
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
@@ -282,6 +285,7 @@ export class Cloudly {
     this.addManager(new OverviewManager(this));
     this.addManager(new TrafficManager(this));
     this.certificateManager = this.addManager(new CertificateManager(this));
+    this.addManager(new RolloutManager(this));
     // Last: it starts once every domain it reads is started, and stops first.
     this.reconciler = this.addManager(new Reconciler({
       feed: this.feed,
@@ -346,6 +350,11 @@ export class Cloudly {
       }),
       bindingLedger: new BindingLedgerController({ applyPendingCreation: () => this.corestoreManager.applyPendingCreation() }),
       routeCertificates: this.buildRouteCertificatesController(),
+      rollout: new RolloutController({
+        store,
+        logger: this.logger,
+        updateServiceSpecAt: (...argsArg) => this.serviceManager.updateServiceSpecAt(...argsArg),
+      }),
     };
     const cause = (kindArg: string, idArg: string) => ({ kind: kindArg, id: idArg, at: Date.now() });
     this.serviceManager.connect({

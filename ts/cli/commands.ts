@@ -10,6 +10,7 @@ import { confirm, readPassword } from './prompt.js';
 import { generationExpectation, listOption, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { filtersByName, literalId } from './names.js';
 import { addOperationCommands, finishStartedWork, longWork } from './operations.js';
+import { addRolloutCommands } from './rollouts.js';
 import { addUserCommands } from './users.js';
 import { addContextCommands } from './contexts.js';
 import { addStorageCommands } from './storage.js';
@@ -191,9 +192,10 @@ const routeCertificateColumns: Array<TColumn<IRouteCertificateStatus>> = [
 
 const addClusterCommands = (programArg: Command): void => {
   const clusters = programArg.command('clusters').description('clusters and their relay tokens');
-  pageOptions(clusters.command('list').description('every cluster'))
+  pageOptions(clusters.command('list').description('every cluster, or those a label selector selects'))
+    .option('-l, --selector <selector>', "label selector, e.g. 'env=prod,tier in (a,b),!gpu'")
     .action(run(async (ctx, options) => {
-      const answer = await ctx.call('getClusters', pageRequest(options));
+      const answer = await ctx.call('getClusters', { ...pageRequest(options), ...(options.selector === undefined ? {} : { selector: String(options.selector) }) });
       printAnswer(answer, ctx.format, () => listTable(answer.clusters, clusterColumns, answer));
     }));
   clusters.command('get').description('one cluster')
@@ -254,6 +256,21 @@ const addClusterCommands = (programArg: Command): void => {
       printAnswer(answer, ctx.format, () => (generatedOnCommitOf(answer).includes('relayToken')
         ? `${recordTable(answer.cluster)}\n\nnew relay token: made by the real call and shown once then, and the current one stops working (a dry run makes none)`
         : `${recordTable(answer.cluster)}\n\nnew relay token (shown once):\n${answer.relayToken}`));
+    }));
+
+  generationExpectation(clusters.command('labels').description("replace a cluster's labels (none given: remove them all)"), 'cluster')
+    .requiredOption('--cluster <id|name>', 'cluster id or name')
+    .argument('[labels...]', 'key=value pairs')
+    .action(run(async (ctx, options) => {
+      const labelTexts = ((options.args as unknown[] | undefined)?.[0] ?? []) as string[];
+      const labels = Object.fromEntries(labelTexts.map((textArg) => {
+        const equals = textArg.indexOf('=');
+        return equals < 0 ? [textArg, ''] : [textArg.slice(0, equals), textArg.slice(equals + 1)];
+      }));
+      const expected = await expectedGeneration(options, async () => (await readCluster(ctx, options.cluster)).generation, `cluster ${options.cluster}`);
+      const answer = await ctx.call('setClusterLabels', withDryRun(options, { clusterId: options.cluster, labels, expectedGeneration: expected }));
+      noteDryRun(options, answer);
+      printAnswer(answer, ctx.format, () => recordTable(answer.cluster));
     }));
 
   generationExpectation(clusters.command('delete').description('delete a cluster without services: its nodes and registration go, its relay sockets close'), 'cluster')
@@ -1229,6 +1246,7 @@ export const addCommands = (programArg: Command): void => {
   addBackupCommands(programArg);
   addImageCommands(programArg);
   addOperationCommands(programArg);
+  addRolloutCommands(programArg);
   addUserCommands(programArg);
   addStorageCommands(programArg);
   addSnapshotCommands(programArg);

@@ -52,6 +52,7 @@ export const clusterColumns: TColumn[] = [
   ['ID', (c) => c.id],
   ['NAME', (c) => c.name],
   ['GEN', (c) => c.generation],
+  ['LABELS', (c) => Object.entries(c.labels ?? {}).map(([key, value]) => `${key}=${value}`).join(','), 'wide'],
   ['CREATED', (c) => formatTime(c.createdAt)],
   ['UPDATED', (c) => formatTime(c.updatedAt), 'wide'],
 ];

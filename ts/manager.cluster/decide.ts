@@ -236,3 +236,26 @@ export const decideRelayTokenRotation = <TCluster extends { id: string; generati
     change: { set: { relayTokenHash: relayTokenHashArg, relayTokenGeneration: currentArg.relayTokenGeneration + 1 } as unknown as Partial<TCluster> },
   };
 };
+
+/**
+ * A cluster's labels replaced, on the generation the caller read. The same labels are kept
+ * without a write (no new generation for a repeated call that changes nothing).
+ */
+export const decideClusterLabels = <TCluster extends { id: string; generation: number; labelPairs?: string[]; labelKeys?: string[] }>(
+  currentArg: TCluster | null,
+  clusterIdArg: string,
+  expectedGenerationArg: number,
+  labelPairsArg: string[],
+): TDecision<TCluster> => {
+  if (!currentArg) {
+    return { kind: 'refuse', refusal: refuseNamed('not-found', 'cluster-not-found', `cluster ${clusterIdArg} does not exist`) };
+  }
+  if (currentArg.generation !== expectedGenerationArg) {
+    return { kind: 'refuse', refusal: refuseNamed('conflict', 'generation-mismatch', "is not the cluster's current generation", 'request.expectedGeneration') };
+  }
+  if ((currentArg.labelPairs ?? []).join('\n') === labelPairsArg.join('\n')) {
+    return { kind: 'keep' };
+  }
+  const labelKeys = labelPairsArg.map((pairArg) => pairArg.slice(0, pairArg.indexOf('=')));
+  return { kind: 'write', change: { set: { labelPairs: labelPairsArg, labelKeys } as unknown as Partial<TCluster> } };
+};

@@ -24,8 +24,10 @@ import {
   decideNodeRemoval,
   decideNodeReport,
   decideRelayTokenRotation,
+  decideClusterLabels,
 } from './decide.js';
-import { clusterKind, toPublicCluster, type IClusterDocument } from './documents.js';
+import { clusterKind, labelPairsOf, toPublicCluster, type IClusterDocument } from './documents.js';
+import { clusterFilterOf, isClusterLabels, isLabelSelectorText } from './labels.js';
 import { clusterNameRule } from '../interfaces/data/cluster.js';
 import { clusterNodeDocumentId, clusterNodeKind, toPublicClusterNode } from './clusternodes.js';
 import {
@@ -151,11 +153,20 @@ export const clusterOperations = (portsArg: IClusterPorts): IDeclaredOperation[]
   adminQuery({
     method: 'getClusters',
     access: 'read',
-    input: { required: {}, optional: orderedPageShape('getClusters', oldestFirst('createdAt')) },
+    input: { required: {}, optional: { selector: isLabelSelectorText, ...orderedPageShape('getClusters', oldestFirst('createdAt')) } },
     async run(request) {
-      const page = await findPage(portsArg.listReader, clusterKind, {}, 'getClusters', request, oldestFirst('createdAt'));
+      const page = await findPage(portsArg.listReader, clusterKind, clusterFilterOf(request.selector), 'getClusters', request, oldestFirst('createdAt'));
       return { clusters: page.items.map(toPublicCluster), ...nextCursorMember(page) };
     },
+  }),
+
+  adminMutation({
+    method: 'setClusterLabels',
+    access: 'write',
+    input: { required: { clusterId: isIdString, labels: isClusterLabels, expectedGeneration: isNonNegativeInteger } },
+    target: (request) => ({ kind: clusterKind, id: request.clusterId }),
+    decide: (current, { request }) => decideClusterLabels(current, request.clusterId, request.expectedGeneration, labelPairsOf(request.labels)),
+    answer: ({ doc }) => ({ cluster: toPublicCluster(doc!) }),
   }),
 
   adminQuery({

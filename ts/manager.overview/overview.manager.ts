@@ -1,4 +1,5 @@
 import type { Cloudly } from '../classes.cloudly.js';
+import { clusterFilterOf, isLabelSelectorText } from '../manager.cluster/labels.js';
 import { isIdString } from '../core/validation.js';
 import { adminQuery, registerOperations } from '../core/operations.js';
 import { snapshotServiceRuntimeStatus, type IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
@@ -40,9 +41,9 @@ export class OverviewManager {
       adminQuery({
         method: 'getFleetOverview',
         access: 'read',
-        input: { required: {}, optional: orderedPageShape('getFleetOverview', oldestFirst('createdAt')) },
+        input: { required: {}, optional: { selector: isLabelSelectorText, ...orderedPageShape('getFleetOverview', oldestFirst('createdAt')) } },
         run: async (request) => {
-          const page = await findPage(this.cloudly.store, clusterKind, {}, 'getFleetOverview', request, oldestFirst('createdAt'));
+          const page = await findPage(this.cloudly.store, clusterKind, clusterFilterOf(request.selector), 'getFleetOverview', request, oldestFirst('createdAt'));
           return { clusters: await this.readFleet(page.items.map(toPublicCluster)), ...nextCursorMember(page) };
         },
       }),

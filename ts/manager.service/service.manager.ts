@@ -614,6 +614,26 @@ export class ServiceManager {
    * generation when a volume's read-only flag changed; then pushes what is pending. The claims
    * controller's step (./claims.controller.ts); a failure is retried by it.
    */
+  /**
+   * One compare-and-swap of a service's spec on the generation a rollout read (ts/manager.rollout/):
+   * `updateService`'s own decision, recorded under `mutationIdArg`, so a rollout resumed after a
+   * crash finds whether its change committed (`store.findMutation`) instead of making it twice.
+   * Throws the decision's refusal (`generation-mismatch` when someone else changed the service).
+   */
+  public async updateServiceSpecAt(
+    serviceIdArg: string,
+    expectedGenerationArg: number,
+    specArg: IServiceWritableSpec,
+    mutationIdArg: string,
+  ): Promise<IServiceDocument> {
+    const now = Date.now();
+    const request = { serviceId: serviceIdArg, expectedGeneration: expectedGenerationArg, service: specArg };
+    const { doc } = await this.cloudly.store.mutate(serviceKind, serviceIdArg, (current) => decideServiceUpdate(current, request, now, newClaimId), {
+      mutation: { mutationId: mutationIdArg, answer: { applied: true } },
+    });
+    return doc!;
+  }
+
   public async rollClaimsForward(serviceIdArg: string): Promise<void> {
     await this.reconcileOnce(serviceIdArg);
   }

@@ -243,22 +243,30 @@ export class VerdictController implements IController {
         (storedArg ? { kind: 'remove' } : { kind: 'keep' }));
       return outcome === 'removed' ? 'removed' : 'kept';
     }
+    const judged = await this.judgeService(doc);
+    const { outcome } = await this.ports.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
+      decideRuntimeStatus(storedArg, serviceIdArg, { ...judged, clusterId: doc.clusterId }, Date.now()));
+    return outcome;
+  }
+
+  /**
+   * The verdict of a service document from every fact stored now; writes nothing. A rollout's plan
+   * gives it the spec it proposes (ts/manager.rollout/), so the prediction is the judge's own.
+   */
+  public async judgeService(doc: IServiceDocument): Promise<IJudgedVerdict> {
     // Only the services declaring one of this service's hostnames can own it: read those, not the cluster.
     const hostnames = (doc.routes ?? []).map((route) => route.hostname);
     const [cluster, claims, bindings, observed, organization, heldImages] = await Promise.all([
       this.readClusterVerdictFacts(doc.clusterId, hostnames.length === 0
         ? Promise.resolve([])
         : this.ports.store.find(serviceKind, { clusterId: doc.clusterId, 'routes.hostname': { $in: hostnames } } as never)),
-      this.ports.store.find(runtimeLocalStorageClaimKind, { serviceId: serviceIdArg }),
-      this.ports.platformBindingsOfServices([serviceIdArg]),
-      this.ports.store.get(serviceObservedStateKind, serviceIdArg).then((docArg) => docArg?.placements ?? []),
+      this.ports.store.find(runtimeLocalStorageClaimKind, { serviceId: doc.id }),
+      this.ports.platformBindingsOfServices([doc.id]),
+      this.ports.store.get(serviceObservedStateKind, doc.id).then((docArg) => docArg?.placements ?? []),
       this.ports.store.get(organizationKind, doc.organizationId),
-      this.ports.heldImageVersionsOf([serviceIdArg]),
+      this.ports.heldImageVersionsOf([doc.id]),
     ]);
-    const judged = judgeServiceVerdict(doc, cluster, claims, bindings, observed, organization !== null, heldImages);
-    const { outcome } = await this.ports.store.mutate(serviceRuntimeStatusKind, serviceIdArg, (storedArg) =>
-      decideRuntimeStatus(storedArg, serviceIdArg, { ...judged, clusterId: doc.clusterId }, Date.now()));
-    return outcome;
+    return judgeServiceVerdict(doc, cluster, claims, bindings, observed, organization !== null, heldImages);
   }
 
   /**

@@ -7,6 +7,8 @@ export interface ICluster {
   createdAt: number;
   /** Bumps when the relay token is rotated; the old token stops working at once. */
   relayTokenGeneration: number;
+  /** Project's own member: the cluster's labels (Kubernetes' syntax, ./clusterlabels.ts); absent when it has none. */
+  labels?: Record<string, string>;
 }
 
 /** Project's own rule for a cluster's name: what `createCluster` admits (the dashboard checks it as you type). */

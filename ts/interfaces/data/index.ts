@@ -1,5 +1,6 @@
 export * from './user.js';
 export * from './cluster.js';
+export * from './clusterlabels.js';
 export * from './clusternode.js';
 export * from './clusterrelay.js';
 export * from './clusteringress.js';
@@ -30,3 +31,4 @@ export * from './imageversion.js';
 export * from './organization.js';
 export * from './refusal.js';
 export * from './routecertificate.js';
+export * from './rollout.js';

@@ -23,7 +23,8 @@ export type IReq_Any_Cloudly_CreateCluster = ITypedContract<
 
 export type IReq_Any_Cloudly_GetClusters = ITypedContract<
   'getClusters',
-  { identity: IIdentity } & IPageRequest,
+  /** `selector`: project's own member, a label selector (ts/interfaces/data/clusterlabels.ts); only the clusters it selects. */
+  { identity: IIdentity; selector?: string } & IPageRequest,
   { clusters: ICluster[] } & IPageAnswer
 >;
 

@@ -17,3 +17,4 @@ export * as traffic from './traffic.js';
 export * as account from './account.js';
 export * as image from './image.js';
 export * as certificate from './certificate.js';
+export * as rollout from './rollout.js';

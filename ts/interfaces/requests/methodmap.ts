@@ -11,6 +11,7 @@ import type * as image from './image.js';
 import type * as ingress from './ingress.js';
 import type * as operation from './operation.js';
 import type * as overview from './overview.js';
+import type * as rollout from './rollout.js';
 import type * as runtimenetwork from './runtimenetwork.js';
 import type * as runtimesession from './runtimesession.js';
 import type * as secret from './secret.js';
@@ -20,10 +21,12 @@ import type * as watch from './watch.js';
 
 /** Every method Cloudly serves (to administrators and relays), by name: what a call sends and answers. */
 export interface ICloudlyMethods {
+  abortRollout: rollout.IReq_Admin_AbortRollout;
   addClusterNode: cluster.IReq_Any_Cloudly_AddClusterNode;
   adminLoginWithUsernameAndPassword: admin.IReq_Admin_LoginWithUsernameAndPassword;
   adminPruneClusterNodeArchive: backup.IReq_Admin_PruneClusterNodeArchive;
   adoptCorestoreLegacyResources: corestore.IReq_Any_Cloudly_AdoptCorestoreLegacyResources;
+  approveRolloutWave: rollout.IReq_Admin_ApproveRolloutWave;
   backupServiceDatabaseClosure: backup.IReq_Relay_Cloudly_BackupServiceDatabaseClosure;
   beginSecretRecipientEnrollment: secret.IReq_Relay_Cloudly_BeginSecretRecipientEnrollment;
   cancelOperation: operation.IReq_Admin_CancelOperation;
@@ -32,6 +35,7 @@ export interface ICloudlyMethods {
   createCluster: admin.IReq_Any_Cloudly_CreateCluster;
   createIsolatedRestore: backup.IReq_Admin_CreateIsolatedRestore;
   createOrganization: service.IReq_Admin_CreateOrganization;
+  createRollout: rollout.IReq_Admin_CreateRollout;
   createService: service.IReq_Any_Cloudly_CreateService;
   createServiceBackup: backup.IReq_Admin_CreateServiceBackup;
   createUser: account.IReq_Admin_CreateUser;
@@ -67,6 +71,8 @@ export interface ICloudlyMethods {
   getOrganizations: service.IReq_Admin_GetOrganizations;
   getPlatformBindings: corestore.IReq_Any_Cloudly_GetPlatformBindings;
   getRouteCertificates: certificate.IReq_Any_Cloudly_GetRouteCertificates;
+  getRollout: rollout.IReq_Admin_GetRollout;
+  getRollouts: rollout.IReq_Admin_GetRollouts;
   getRuntimeLocalStorageClaims: service.IReq_Any_Cloudly_GetRuntimeLocalStorageClaims;
   getRuntimeNetworkAddressPlan: runtimenetwork.IReq_Admin_GetRuntimeNetworkAddressPlan;
   getRuntimeNetworkProjection: runtimenetwork.IReq_Admin_GetRuntimeNetworkProjection;
@@ -78,6 +84,8 @@ export interface ICloudlyMethods {
   getServices: service.IReq_Any_Cloudly_GetServices;
   getUsers: account.IReq_Admin_GetUsers;
   logout: account.IReq_Account_Logout;
+  pauseRollout: rollout.IReq_Admin_PauseRollout;
+  planRollout: rollout.IReq_Admin_PlanRollout;
   pullImageVersion: image.IReq_Relay_Cloudly_PullImageVersion;
   pushImageVersion: image.IReq_Relay_Cloudly_PushImageVersion;
   registerClusterIngress: ingress.IReq_Relay_Cloudly_RegisterClusterIngress;
@@ -93,9 +101,11 @@ export interface ICloudlyMethods {
   resolveClusterIngressBearer: ingress.IReq_Relay_Cloudly_ResolveClusterIngressBearer;
   restoreServiceBackup: backup.IReq_Admin_RestoreServiceBackup;
   restoreServiceDatabaseClosure: backup.IReq_Relay_Cloudly_RestoreServiceDatabaseClosure;
+  resumeRollout: rollout.IReq_Admin_ResumeRollout;
   rotateClusterRelayToken: admin.IReq_Any_Cloudly_RotateClusterRelayToken;
   rotateCorestoreControlCredential: secret.IReq_Any_Cloudly_RotateCorestoreControlCredential;
   rotateIdentitySigningKey: secret.IReq_Any_Cloudly_RotateIdentitySigningKey;
+  setClusterLabels: rollout.IReq_Admin_SetClusterLabels;
   setClusterNodeCorestore: cluster.IReq_Any_Cloudly_SetClusterNodeCorestore;
   setRuntimeNetworkAddressPlan: runtimenetwork.IReq_Admin_SetRuntimeNetworkAddressPlan;
   setServiceVolumeInitialization: service.IReq_Any_Cloudly_SetServiceVolumeInitialization;

@@ -88,6 +88,7 @@ export interface IFleetClusterSummary {
  */
 export type IReq_Admin_GetFleetOverview = ITypedContract<
   'getFleetOverview',
-  { identity: IIdentity } & IPageRequest,
+  /** `selector`: a label selector; only the clusters it selects. */
+  { identity: IIdentity; selector?: string } & IPageRequest,
   { clusters: IFleetClusterSummary[] } & IPageAnswer
 >;

@@ -490,6 +490,12 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "relayTokenGeneration": {
      "type": "number"
+    },
+    "labels": {
+     "type": "object",
+     "additionalProperties": {
+      "type": "string"
+     }
     }
    },
    "required": [
@@ -2550,6 +2556,430 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IRollout": {
+   "type": "object",
+   "properties": {
+    "id": {
+     "type": "string"
+    },
+    "generation": {
+     "type": "number"
+    },
+    "selector": {
+     "type": "string"
+    },
+    "serviceName": {
+     "type": "string"
+    },
+    "organizationId": {
+     "type": [
+      "string",
+      "null"
+     ]
+    },
+    "change": {
+     "$ref": "#/$defs/IRolloutChange"
+    },
+    "gate": {
+     "$ref": "#/$defs/IRolloutGate"
+    },
+    "onFailure": {
+     "$ref": "#/$defs/TRolloutOnFailure"
+    },
+    "maxConcurrent": {
+     "type": "number"
+    },
+    "createdBy": {
+     "type": "string"
+    },
+    "createdAt": {
+     "type": "number"
+    },
+    "paused": {
+     "type": "boolean"
+    },
+    "approvedWaves": {
+     "type": "array",
+     "items": {
+      "type": "number"
+     }
+    },
+    "abort": {
+     "anyOf": [
+      {
+       "type": "object",
+       "properties": {
+        "revert": {
+         "type": "boolean"
+        },
+        "at": {
+         "type": "number"
+        }
+       },
+       "required": [
+        "revert",
+        "at"
+       ],
+       "additionalProperties": false
+      },
+      {
+       "type": "null"
+      }
+     ]
+    },
+    "state": {
+     "$ref": "#/$defs/TRolloutState"
+    },
+    "currentWave": {
+     "type": "number"
+    },
+    "failures": {
+     "type": "number"
+    },
+    "waves": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IRolloutWaveProgress"
+     }
+    },
+    "targets": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IRolloutTargetProgress"
+     }
+    },
+    "skipped": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IRolloutSkippedCluster"
+     }
+    },
+    "endedAt": {
+     "type": [
+      "number",
+      "null"
+     ]
+    }
+   },
+   "required": [
+    "id",
+    "generation",
+    "selector",
+    "serviceName",
+    "organizationId",
+    "change",
+    "gate",
+    "onFailure",
+    "maxConcurrent",
+    "createdBy",
+    "createdAt",
+    "paused",
+    "approvedWaves",
+    "abort",
+    "state",
+    "currentWave",
+    "failures",
+    "waves",
+    "targets",
+    "skipped",
+    "endedAt"
+   ],
+   "additionalProperties": false
+  },
+  "IRolloutChange": {
+   "type": "object",
+   "properties": {
+    "image": {
+     "type": "string"
+    },
+    "replicas": {
+     "type": "number"
+    },
+    "ports": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IServicePort"
+     }
+    },
+    "routes": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IServiceRoute"
+     }
+    }
+   },
+   "additionalProperties": false
+  },
+  "IRolloutGate": {
+   "type": "object",
+   "properties": {
+    "timeoutMs": {
+     "type": "number"
+    },
+    "maxFailures": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "timeoutMs",
+    "maxFailures"
+   ],
+   "additionalProperties": false
+  },
+  "IRolloutPlan": {
+   "type": "object",
+   "properties": {
+    "selector": {
+     "type": "string"
+    },
+    "serviceName": {
+     "type": "string"
+    },
+    "organizationId": {
+     "type": [
+      "string",
+      "null"
+     ]
+    },
+    "change": {
+     "$ref": "#/$defs/IRolloutChange"
+    },
+    "targets": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IRolloutPlanTarget"
+     }
+    },
+    "skipped": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IRolloutSkippedCluster"
+     }
+    }
+   },
+   "required": [
+    "selector",
+    "serviceName",
+    "organizationId",
+    "change",
+    "targets",
+    "skipped"
+   ],
+   "additionalProperties": false
+  },
+  "IRolloutPlanTarget": {
+   "type": "object",
+   "properties": {
+    "clusterId": {
+     "type": "string"
+    },
+    "clusterName": {
+     "type": "string"
+    },
+    "serviceId": {
+     "type": "string"
+    },
+    "generation": {
+     "type": "number"
+    },
+    "specRevision": {
+     "type": "number"
+    },
+    "newSpecRevision": {
+     "type": "number"
+    },
+    "predicted": {
+     "$ref": "#/$defs/IRolloutVerdict"
+    }
+   },
+   "required": [
+    "clusterId",
+    "clusterName",
+    "serviceId",
+    "generation",
+    "specRevision",
+    "newSpecRevision",
+    "predicted"
+   ],
+   "additionalProperties": false
+  },
+  "IRolloutSkippedCluster": {
+   "type": "object",
+   "properties": {
+    "clusterId": {
+     "type": "string"
+    },
+    "clusterName": {
+     "type": "string"
+    },
+    "reason": {
+     "$ref": "#/$defs/TRolloutSkipReason"
+    },
+    "serviceId": {
+     "type": "string"
+    },
+    "causes": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    }
+   },
+   "required": [
+    "clusterId",
+    "clusterName",
+    "reason"
+   ],
+   "additionalProperties": false
+  },
+  "IRolloutTargetProgress": {
+   "type": "object",
+   "properties": {
+    "clusterId": {
+     "type": "string"
+    },
+    "clusterName": {
+     "type": "string"
+    },
+    "serviceId": {
+     "type": "string"
+    },
+    "wave": {
+     "type": "number"
+    },
+    "state": {
+     "$ref": "#/$defs/TRolloutTargetState"
+    },
+    "reason": {
+     "type": [
+      "string",
+      "null"
+     ]
+    },
+    "previousSpecRevision": {
+     "type": "number"
+    },
+    "newSpecRevision": {
+     "type": [
+      "number",
+      "null"
+     ]
+    },
+    "revertedSpecRevision": {
+     "type": [
+      "number",
+      "null"
+     ]
+    },
+    "updatedAt": {
+     "type": [
+      "number",
+      "null"
+     ]
+    }
+   },
+   "required": [
+    "clusterId",
+    "clusterName",
+    "serviceId",
+    "wave",
+    "state",
+    "reason",
+    "previousSpecRevision",
+    "newSpecRevision",
+    "revertedSpecRevision",
+    "updatedAt"
+   ],
+   "additionalProperties": false
+  },
+  "IRolloutVerdict": {
+   "type": "object",
+   "properties": {
+    "state": {
+     "type": "string",
+     "enum": [
+      "converged",
+      "converging",
+      "waiting",
+      "refused"
+     ]
+    },
+    "reason": {
+     "type": [
+      "string",
+      "null"
+     ]
+    }
+   },
+   "required": [
+    "state",
+    "reason"
+   ],
+   "additionalProperties": false
+  },
+  "IRolloutWaveProgress": {
+   "type": "object",
+   "properties": {
+    "index": {
+     "type": "number"
+    },
+    "state": {
+     "$ref": "#/$defs/TRolloutWaveState"
+    },
+    "clusterIds": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    },
+    "pauseMs": {
+     "type": "number"
+    },
+    "requiresApproval": {
+     "type": "boolean"
+    },
+    "startedAt": {
+     "type": [
+      "number",
+      "null"
+     ]
+    },
+    "endedAt": {
+     "type": [
+      "number",
+      "null"
+     ]
+    }
+   },
+   "required": [
+    "index",
+    "state",
+    "clusterIds",
+    "pauseMs",
+    "requiresApproval",
+    "startedAt",
+    "endedAt"
+   ],
+   "additionalProperties": false
+  },
+  "IRolloutWaveSpec": {
+   "type": "object",
+   "properties": {
+    "clusters": {
+     "type": "number"
+    },
+    "percent": {
+     "type": "number"
+    },
+    "pauseMs": {
+     "type": "number"
+    },
+    "requiresApproval": {
+     "type": "boolean"
+    }
+   },
+   "additionalProperties": false
+  },
   "IRouteCertificateMaterial": {
    "type": "object",
    "properties": {
@@ -4563,6 +4993,58 @@ export const contractSchema: IContractSchemaDocument = {
     "legacy-adoption-mismatch"
    ]
   },
+  "TRolloutOnFailure": {
+   "type": "string",
+   "enum": [
+    "halt",
+    "revert"
+   ]
+  },
+  "TRolloutSkipReason": {
+   "type": "string",
+   "enum": [
+    "cluster-unknown",
+    "service-missing",
+    "change-refused",
+    "service-pending-removal"
+   ]
+  },
+  "TRolloutState": {
+   "type": "string",
+   "enum": [
+    "pending",
+    "running",
+    "paused",
+    "waiting-approval",
+    "completed",
+    "halted",
+    "aborted"
+   ]
+  },
+  "TRolloutTargetState": {
+   "type": "string",
+   "enum": [
+    "pending",
+    "updating",
+    "converged",
+    "failed",
+    "conflict",
+    "skipped",
+    "reverted",
+    "cancelled"
+   ]
+  },
+  "TRolloutWaveState": {
+   "type": "string",
+   "enum": [
+    "pending",
+    "waiting-approval",
+    "running",
+    "passed",
+    "failed",
+    "cancelled"
+   ]
+  },
   "TRouteCertificateState": {
    "type": "string",
    "enum": [
@@ -4807,6 +5289,45 @@ export const contractSchema: IContractSchemaDocument = {
     "removed"
    ]
   },
+  "abortRollout.answer": {
+   "type": "object",
+   "properties": {
+    "rollout": {
+     "$ref": "#/$defs/IRollout"
+    }
+   },
+   "required": [
+    "rollout"
+   ],
+   "additionalProperties": false
+  },
+  "abortRollout.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "rolloutId": {
+     "type": "string"
+    },
+    "expectedGeneration": {
+     "type": "number"
+    },
+    "revert": {
+     "type": "boolean"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "rolloutId",
+    "expectedGeneration"
+   ],
+   "additionalProperties": false
+  },
   "addClusterNode.answer": {
    "type": "object",
    "properties": {
@@ -4970,6 +5491,46 @@ export const contractSchema: IContractSchemaDocument = {
     "nodeId",
     "expectedInventorySha256",
     "resources"
+   ],
+   "additionalProperties": false
+  },
+  "approveRolloutWave.answer": {
+   "type": "object",
+   "properties": {
+    "rollout": {
+     "$ref": "#/$defs/IRollout"
+    }
+   },
+   "required": [
+    "rollout"
+   ],
+   "additionalProperties": false
+  },
+  "approveRolloutWave.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "rolloutId": {
+     "type": "string"
+    },
+    "wave": {
+     "type": "number"
+    },
+    "expectedGeneration": {
+     "type": "number"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "rolloutId",
+    "wave",
+    "expectedGeneration"
    ],
    "additionalProperties": false
   },
@@ -5795,6 +6356,78 @@ export const contractSchema: IContractSchemaDocument = {
    "required": [
     "identity",
     "organization"
+   ],
+   "additionalProperties": false
+  },
+  "createRollout.answer": {
+   "type": "object",
+   "properties": {
+    "rollout": {
+     "$ref": "#/$defs/IRollout"
+    },
+    "plan": {
+     "$ref": "#/$defs/IRolloutPlan"
+    }
+   },
+   "required": [
+    "rollout",
+    "plan"
+   ],
+   "additionalProperties": false
+  },
+  "createRollout.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "selector": {
+     "type": "string"
+    },
+    "organizationId": {
+     "type": "string"
+    },
+    "serviceName": {
+     "type": "string"
+    },
+    "change": {
+     "$ref": "#/$defs/IRolloutChange"
+    },
+    "waves": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IRolloutWaveSpec"
+     }
+    },
+    "gate": {
+     "type": "object",
+     "properties": {
+      "timeoutMs": {
+       "type": "number"
+      },
+      "maxFailures": {
+       "type": "number"
+      }
+     },
+     "additionalProperties": false
+    },
+    "onFailure": {
+     "$ref": "#/$defs/TRolloutOnFailure"
+    },
+    "maxConcurrent": {
+     "type": "number"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "selector",
+    "serviceName",
+    "change",
+    "waves"
    ],
    "additionalProperties": false
   },
@@ -6784,6 +7417,9 @@ export const contractSchema: IContractSchemaDocument = {
     "identity": {
      "$ref": "#/$defs/IIdentity"
     },
+    "selector": {
+     "type": "string"
+    },
     "dryRun": {
      "type": "boolean",
      "description": "Decide without writing (every administrator mutation)."
@@ -6944,6 +7580,9 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "identity": {
      "$ref": "#/$defs/IIdentity"
+    },
+    "selector": {
+     "type": "string"
     },
     "dryRun": {
      "type": "boolean",
@@ -7108,6 +7747,78 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "serviceId": {
      "type": "string"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity"
+   ]
+  },
+  "getRollout.answer": {
+   "type": "object",
+   "properties": {
+    "rollout": {
+     "$ref": "#/$defs/IRollout"
+    }
+   },
+   "required": [
+    "rollout"
+   ],
+   "additionalProperties": false
+  },
+  "getRollout.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "rolloutId": {
+     "type": "string"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "rolloutId"
+   ],
+   "additionalProperties": false
+  },
+  "getRollouts.answer": {
+   "type": "object",
+   "additionalProperties": false,
+   "properties": {
+    "nextCursor": {
+     "type": "string"
+    },
+    "rollouts": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IRollout"
+     }
+    }
+   },
+   "required": [
+    "rollouts"
+   ]
+  },
+  "getRollouts.request": {
+   "type": "object",
+   "additionalProperties": false,
+   "properties": {
+    "limit": {
+     "type": "number"
+    },
+    "cursor": {
+     "type": "string"
+    },
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
     },
     "dryRun": {
      "type": "boolean",
@@ -7635,6 +8346,85 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "pauseRollout.answer": {
+   "type": "object",
+   "properties": {
+    "rollout": {
+     "$ref": "#/$defs/IRollout"
+    }
+   },
+   "required": [
+    "rollout"
+   ],
+   "additionalProperties": false
+  },
+  "pauseRollout.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "rolloutId": {
+     "type": "string"
+    },
+    "expectedGeneration": {
+     "type": "number"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "rolloutId",
+    "expectedGeneration"
+   ],
+   "additionalProperties": false
+  },
+  "planRollout.answer": {
+   "type": "object",
+   "properties": {
+    "plan": {
+     "$ref": "#/$defs/IRolloutPlan"
+    }
+   },
+   "required": [
+    "plan"
+   ],
+   "additionalProperties": false
+  },
+  "planRollout.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "selector": {
+     "type": "string"
+    },
+    "organizationId": {
+     "type": "string"
+    },
+    "serviceName": {
+     "type": "string"
+    },
+    "change": {
+     "$ref": "#/$defs/IRolloutChange"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "selector",
+    "serviceName",
+    "change"
+   ],
+   "additionalProperties": false
+  },
   "pullImageVersion.answer": {
    "type": "object",
    "properties": {
@@ -8096,6 +8886,42 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "resumeRollout.answer": {
+   "type": "object",
+   "properties": {
+    "rollout": {
+     "$ref": "#/$defs/IRollout"
+    }
+   },
+   "required": [
+    "rollout"
+   ],
+   "additionalProperties": false
+  },
+  "resumeRollout.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "rolloutId": {
+     "type": "string"
+    },
+    "expectedGeneration": {
+     "type": "number"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "rolloutId",
+    "expectedGeneration"
+   ],
+   "additionalProperties": false
+  },
   "rotateClusterRelayToken.answer": {
    "type": "object",
    "properties": {
@@ -8209,6 +9035,49 @@ export const contractSchema: IContractSchemaDocument = {
    "required": [
     "identity",
     "expectedKeyId"
+   ],
+   "additionalProperties": false
+  },
+  "setClusterLabels.answer": {
+   "type": "object",
+   "properties": {
+    "cluster": {
+     "$ref": "#/$defs/ICluster"
+    }
+   },
+   "required": [
+    "cluster"
+   ],
+   "additionalProperties": false
+  },
+  "setClusterLabels.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "clusterId": {
+     "type": "string"
+    },
+    "labels": {
+     "type": "object",
+     "additionalProperties": {
+      "type": "string"
+     }
+    },
+    "expectedGeneration": {
+     "type": "number"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "clusterId",
+    "labels",
+    "expectedGeneration"
    ],
    "additionalProperties": false
   },
@@ -8719,10 +9588,12 @@ export const contractSchema: IContractSchemaDocument = {
   }
  },
  "served": [
+  "abortRollout",
   "addClusterNode",
   "adminLoginWithUsernameAndPassword",
   "adminPruneClusterNodeArchive",
   "adoptCorestoreLegacyResources",
+  "approveRolloutWave",
   "backupServiceDatabaseClosure",
   "beginSecretRecipientEnrollment",
   "cancelOperation",
@@ -8731,6 +9602,7 @@ export const contractSchema: IContractSchemaDocument = {
   "createCluster",
   "createIsolatedRestore",
   "createOrganization",
+  "createRollout",
   "createService",
   "createServiceBackup",
   "createUser",
@@ -8765,6 +9637,8 @@ export const contractSchema: IContractSchemaDocument = {
   "getOperations",
   "getOrganizations",
   "getPlatformBindings",
+  "getRollout",
+  "getRollouts",
   "getRouteCertificates",
   "getRuntimeLocalStorageClaims",
   "getRuntimeNetworkAddressPlan",
@@ -8777,6 +9651,8 @@ export const contractSchema: IContractSchemaDocument = {
   "getServices",
   "getUsers",
   "logout",
+  "pauseRollout",
+  "planRollout",
   "pullImageVersion",
   "pushImageVersion",
   "registerClusterIngress",
@@ -8792,9 +9668,11 @@ export const contractSchema: IContractSchemaDocument = {
   "resolveClusterIngressBearer",
   "restoreServiceBackup",
   "restoreServiceDatabaseClosure",
+  "resumeRollout",
   "rotateClusterRelayToken",
   "rotateCorestoreControlCredential",
   "rotateIdentitySigningKey",
+  "setClusterLabels",
   "setClusterNodeCorestore",
   "setRuntimeNetworkAddressPlan",
   "setServiceVolumeInitialization",

@@ -1,0 +1,230 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { CloudlyAdminClient } from '../ts/client/admin.js';
+import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { openWatcher } from './helpers/watch.js';
+import { readSimConfig } from '../ts/sim/config.js';
+import { SimFleet } from '../ts/sim/fleet.js';
+import type { IRollout } from '../ts/interfaces/data/rollout.js';
+
+/**
+ * Rollouts over a simulated fleet (ts/sim, in this process: real relay sockets to a real server):
+ * 12 clusters labelled env=prod, each running `web`, `api` and `db`, plus a 13th labelled the same
+ * whose relay never connects (dark, `unknown`). On the first cluster (the canary of every rollout
+ * here) `api` and `db` are placed on a node that left the cluster, so Cloudly's judge refuses them
+ * `no-eligible-node`: the plan predicts it and the real rollout meets it.
+ */
+
+const clusterCount = 12;
+const graceMs = 1_000;
+const image = (tagArg: string) => `registry.example/app:${tagArg}`;
+
+describe('rollouts over a simulated fleet', () => {
+  let t: ITestCloudly;
+  let fleet: SimFleet;
+  const clusterIds: string[] = [];
+  let darkClusterId = '';
+  const serviceIds: Record<string, string[]> = { web: [], api: [], db: [] };
+
+  const serviceOf = async (serviceIdArg: string) => (await t.caller.call('getServiceById', { serviceId: serviceIdArg })).service;
+  const verdictOf = async (serviceIdArg: string) => (await t.caller.call('getServiceRuntimeStatus', { serviceId: serviceIdArg })).status;
+  const rolloutOf = async (rolloutIdArg: string): Promise<IRollout> => (await t.caller.call('getRollout', { rolloutId: rolloutIdArg })).rollout;
+  const finished = async (rolloutIdArg: string): Promise<IRollout> => {
+    let rollout: IRollout | null = null;
+    await waitFor(async () => {
+      rollout = await rolloutOf(rolloutIdArg);
+      return ['completed', 'halted', 'aborted'].includes(rollout.state);
+    }, `rollout ${rolloutIdArg} finished`, 90_000);
+    return rollout!;
+  };
+
+  before(async () => {
+    t = await startTestCloudly({ relayLivenessGraceMs: graceMs });
+    const tokens: Array<{ name: string; token: string }> = [];
+    for (let index = 0; index <= clusterCount; index += 1) {
+      const dark = index === clusterCount;
+      const { cluster, relayToken } = await t.createCluster(dark ? 'fleet-dark' : `fleet-${String(index + 1).padStart(2, '0')}`);
+      await t.caller.call('setClusterLabels', { clusterId: cluster.id, labels: { env: 'prod' }, expectedGeneration: cluster.generation });
+      await t.addNodes(cluster.id, 'node-1', 'node-2');
+      for (const name of ['web', 'api', 'db']) {
+        // The canary's api and db go on node-2, which then leaves the cluster.
+        const placement = index === 0 && name !== 'web' ? ['node-2'] : ['node-1'];
+        const { service } = await t.caller.call('createService', {
+          service: {
+            name, organizationId: 'org-1', clusterId: cluster.id, ports: [], routes: [], volumes: [],
+            runtime: { image: image('1'), replicas: 1, profile: { runAs: null }, placement: { nodeIds: placement } },
+          },
+        });
+        if (!dark) {
+          serviceIds[name].push(service.id);
+        }
+      }
+      await t.caller.call('removeClusterNode', { clusterId: cluster.id, nodeId: 'node-2' });
+      if (dark) {
+        darkClusterId = cluster.id;
+      } else {
+        clusterIds.push(cluster.id);
+        tokens.push({ name: cluster.name, token: relayToken });
+      }
+    }
+    const { config } = readSimConfig(['--url', t.baseUrl, '--relay-token', tokens[0].token, '--nodes', '1', '--start-delay-ms', '20', '--reconnect-cap-ms', '1000'], {});
+    config.tokens = tokens;
+    fleet = new SimFleet(config, () => undefined);
+    await fleet.start();
+    const healthy = [...serviceIds.web, ...serviceIds.api.slice(1), ...serviceIds.db.slice(1)];
+    await waitFor(async () => (await Promise.all(healthy.map(verdictOf))).every((status) => status.state === 'converged'), 'the fleet converged', 60_000);
+    await waitFor(async () => (await t.caller.call('getFleetOverview', { selector: 'env=prod' })).clusters
+      .find((summary) => summary.cluster.id === darkClusterId)?.unknown !== null, 'the dark cluster reads unknown', 30_000);
+    assert.deepEqual(await verdictOf(serviceIds.api[0]).then((status) => [status.state, status.reason]), ['refused', 'no-eligible-node']);
+  });
+
+  after(async () => {
+    await fleet?.stop();
+    await t?.stop();
+  });
+
+  test('the plan predicts each service, skips the dark cluster, and writes nothing', async () => {
+    const before = await Promise.all(serviceIds.api.map(serviceOf));
+    const { plan } = await t.caller.call('planRollout', { selector: 'env=prod', serviceName: 'api', change: { image: image('2') } });
+    assert.equal(plan.targets.length, clusterCount);
+    assert.deepEqual(plan.skipped.map((skip) => [skip.clusterId, skip.reason]), [[darkClusterId, 'cluster-unknown']]);
+    const canary = plan.targets.find((target) => target.serviceId === serviceIds.api[0])!;
+    assert.deepEqual(canary.predicted, { state: 'refused', reason: 'no-eligible-node' });
+    for (const target of plan.targets.filter((candidate) => candidate !== canary)) {
+      assert.equal(target.newSpecRevision, target.specRevision + 1);
+      assert.deepEqual(target.predicted, { state: 'converging', reason: null }, target.clusterName);
+    }
+    const refused = await t.caller.call('planRollout', { selector: 'env=prod', serviceName: 'api', change: { replicas: 5000 } });
+    assert.equal(refused.plan.targets.length, 0);
+    assert.ok(refused.plan.skipped.filter((skip) => skip.reason === 'change-refused').length === clusterCount);
+    const missing = await t.caller.call('planRollout', { selector: 'env=prod', serviceName: 'nothing', change: { replicas: 2 } });
+    assert.equal(missing.plan.skipped.filter((skip) => skip.reason === 'service-missing').length, clusterCount);
+    assert.deepEqual(await Promise.all(serviceIds.api.map(serviceOf)), before, 'the plan changed no service');
+  });
+
+  test('all converge: three waves, the first one cluster, completed; the audit names the rollout', async () => {
+    const { watchChanges, events } = await openWatcher(t.baseUrl, { kinds: ['CloudlyRolloutProgress'] }).then((watcher) => ({ watchChanges: watcher, events: watcher.events }));
+    try {
+      const { rollout } = await t.caller.call('createRollout', {
+        selector: 'env=prod', serviceName: 'web', change: { image: image('2') },
+        waves: [{ clusters: 1 }, { percent: 50 }, { percent: 50 }], gate: { timeoutMs: 60_000 }, maxConcurrent: 4,
+      });
+      assert.deepEqual(rollout.waves.map((wave) => wave.clusterIds.length), [1, 6, 5]);
+      assert.deepEqual(rollout.skipped.map((skip) => skip.clusterId), [darkClusterId]);
+      const done = await finished(rollout.id);
+      assert.equal(done.state, 'completed');
+      assert.deepEqual(done.waves.map((wave) => wave.state), ['passed', 'passed', 'passed']);
+      assert.ok(done.targets.every((target) => target.state === 'converged' && target.newSpecRevision === target.previousSpecRevision + 1));
+      for (const serviceId of serviceIds.web) {
+        const service = await serviceOf(serviceId);
+        assert.equal(service.runtime.image, image('2'));
+        assert.equal(service.generation, 2, 'each service was changed exactly once');
+      }
+      const { events: audit } = await t.caller.call('getAuditEvents', { filter: { targetId: serviceIds.web[0], method: 'rollout' } });
+      assert.equal(audit.length, 1);
+      assert.deepEqual([audit[0].actor.kind, (audit[0] as { cause?: unknown }).cause], ['cloudly', { kind: 'CloudlyRollout', id: rollout.id }]);
+      await waitFor(() => events.some((event) => event.id === rollout.id), 'the watch delivered the rollout');
+    } finally {
+      watchChanges.client.close();
+    }
+  });
+
+  test('the canary fails: halted after wave 1, nothing else changed, and the refusal is the one the plan predicted', async () => {
+    const before = await Promise.all(serviceIds.api.map(serviceOf));
+    const { rollout, plan } = await t.caller.call('createRollout', {
+      selector: 'env=prod', serviceName: 'api', change: { image: image('2') },
+      waves: [{ clusters: 1 }, { percent: 50 }, { percent: 50 }], gate: { timeoutMs: 60_000 }, onFailure: 'halt',
+    });
+    const done = await finished(rollout.id);
+    assert.equal(done.state, 'halted');
+    assert.deepEqual(done.waves.map((wave) => wave.state), ['failed', 'cancelled', 'cancelled']);
+    const canary = done.targets.find((target) => target.wave === 0)!;
+    assert.equal(canary.state, 'failed');
+    const predicted = plan.targets.find((target) => target.serviceId === canary.serviceId)!.predicted;
+    assert.deepEqual(['refused', canary.reason], [predicted.state, predicted.reason]);
+    assert.ok(done.targets.filter((target) => target.wave > 0).every((target) => target.state === 'cancelled'));
+    const after = await Promise.all(serviceIds.api.map(serviceOf));
+    assert.equal(after[0].runtime.image, image('2'));
+    assert.deepEqual(after.slice(1), before.slice(1), 'no other service changed');
+  });
+
+  test('with revert, the canary goes back to its old spec and its verdict is current again', async () => {
+    const before = await serviceOf(serviceIds.db[0]);
+    const { rollout } = await t.caller.call('createRollout', {
+      selector: 'env=prod', serviceName: 'db', change: { image: image('2') },
+      waves: [{ clusters: 1 }, { percent: 50 }, { percent: 50 }], gate: { timeoutMs: 60_000 }, onFailure: 'revert',
+    });
+    const done = await finished(rollout.id);
+    assert.equal(done.state, 'halted');
+    const canary = done.targets.find((target) => target.wave === 0)!;
+    assert.equal(canary.state, 'reverted');
+    const reverted = await serviceOf(serviceIds.db[0]);
+    assert.deepEqual(reverted.runtime, before.runtime);
+    assert.equal(reverted.specRevision, before.specRevision + 2, 'the change and its revert are two revisions');
+    assert.equal(canary.revertedSpecRevision, reverted.specRevision);
+    await waitFor(async () => (await verdictOf(serviceIds.db[0])).specRevision === reverted.specRevision, 'the verdict judged the reverted revision');
+    for (const serviceId of serviceIds.db.slice(1)) {
+      assert.equal((await serviceOf(serviceId)).generation, 1);
+    }
+  });
+
+  test('refused before anything changes: nothing selected, waves short of the selection with a refused change, overlaps', async () => {
+    const nothing = await refusalOf(() => t.caller.call('createRollout', { selector: 'env=nowhere', serviceName: 'web', change: { replicas: 2 }, waves: [{ percent: 100 }] }));
+    assert.deepEqual([nothing.code, nothing.reasons], ['invalid-request', ['rollout-selects-nothing']]);
+    const several = await refusalOf(() => t.caller.call('createRollout', {
+      selector: 'env=prod', serviceName: 'web', change: { image: image('3'), routes: [{ hostname: 'a.example', port: 'none' }] } as never, waves: [{ clusters: 1 }, { clusters: 2 }],
+    }));
+    assert.equal(several.code, 'invalid-request');
+    assert.deepEqual(several.reasons, ['rollout-change-refused', 'rollout-waves-do-not-cover']);
+    const gated = await t.caller.call('createRollout', {
+      selector: 'env=prod', serviceName: 'web', change: { replicas: 1 }, waves: [{ clusters: 1, requiresApproval: true }, { percent: 100 }],
+    });
+    await waitFor(async () => (await rolloutOf(gated.rollout.id)).state === 'waiting-approval', 'the first wave waits for its approval');
+    const overlap = await refusalOf(() => t.caller.call('createRollout', { selector: 'env=prod', serviceName: 'web', change: { replicas: 2 }, waves: [{ percent: 100 }] }));
+    assert.deepEqual([overlap.code, overlap.reasons], ['conflict', ['rollout-overlaps']]);
+    assert.match((overlap.causes as Array<{ message: string }>)[0].message, new RegExp(`rollout ${gated.rollout.id} `));
+    const current = await rolloutOf(gated.rollout.id);
+    await t.caller.call('abortRollout', { rolloutId: gated.rollout.id, expectedGeneration: current.generation });
+    assert.equal((await finished(gated.rollout.id)).state, 'aborted');
+    for (const serviceId of serviceIds.web) {
+      assert.equal((await serviceOf(serviceId)).generation, 2, 'the aborted rollout changed nothing');
+    }
+  });
+
+  test('a read-only account plans and reads, and may not create, approve or abort', async () => {
+    await t.caller.call('createUser', { username: 'rollout-viewer', password: 'rollout-viewer-password-0', role: 'user' });
+    const viewer = new CloudlyAdminClient(t.baseUrl);
+    await viewer.login('rollout-viewer', 'rollout-viewer-password-0');
+    await viewer.call('planRollout', { selector: 'env=prod', serviceName: 'web', change: { replicas: 1 } });
+    assert.ok((await viewer.call('getRollouts', {})).rollouts.length >= 3);
+    const refused = await refusalOf(() => viewer.call('createRollout', { selector: 'env=prod', serviceName: 'web', change: { replicas: 1 }, waves: [{ percent: 100 }] }));
+    assert.equal(refused.code, 'forbidden');
+    const some = (await viewer.call('getRollouts', {})).rollouts[0];
+    assert.equal((await refusalOf(() => viewer.call('abortRollout', { rolloutId: some.id, expectedGeneration: some.generation }))).code, 'forbidden');
+  });
+
+  test('a service changed by someone else after the plan is reported as a conflict, not overwritten; approval and pause', async () => {
+    const { rollout } = await t.caller.call('createRollout', {
+      selector: 'env=prod', serviceName: 'web', change: { image: image('4') },
+      waves: [{ clusters: 1 }, { percent: 100, requiresApproval: true }], gate: { timeoutMs: 60_000, maxFailures: 1 },
+    });
+    await waitFor(async () => (await rolloutOf(rollout.id)).state === 'waiting-approval', 'the second wave waits for its approval');
+    const other = await serviceOf(serviceIds.web[5]);
+    await t.caller.call('updateService', {
+      serviceId: other.id, expectedGeneration: other.generation,
+      service: { name: other.name, organizationId: other.organizationId, clusterId: other.clusterId, runtime: { ...other.runtime, image: image('mine') }, ports: [], routes: [], volumes: [] },
+    });
+    let current = await rolloutOf(rollout.id);
+    current = (await t.caller.call('pauseRollout', { rolloutId: rollout.id, expectedGeneration: current.generation })).rollout;
+    current = (await t.caller.call('approveRolloutWave', { rolloutId: rollout.id, wave: 1, expectedGeneration: current.generation })).rollout;
+    await waitFor(async () => (await rolloutOf(rollout.id)).state === 'paused', 'paused');
+    assert.ok((await rolloutOf(rollout.id)).targets.filter((target) => target.wave === 1).every((target) => target.state === 'pending'), 'a paused rollout changes nothing');
+    await t.caller.call('resumeRollout', { rolloutId: rollout.id, expectedGeneration: current.generation });
+    const done = await finished(rollout.id);
+    assert.equal(done.state, 'completed');
+    const conflicted = done.targets.find((target) => target.serviceId === other.id)!;
+    assert.deepEqual([conflicted.state, conflicted.reason], ['conflict', 'generation-mismatch']);
+    assert.equal((await serviceOf(other.id)).runtime.image, image('mine'), 'the other change was kept');
+    assert.equal(done.targets.filter((target) => target.state === 'converged').length, clusterCount - 1);
+  });
+});
