@@ -40,6 +40,7 @@ const declaredAccess: Record<string, TMethodAccess> = {
   setRuntimeNetworkAddressPlan: 'write', setServiceVolumeInitialization: 'write', setUserDisabled: 'write',
   setUserRole: 'write', stepIsolatedRestore: 'write', unwatchChanges: 'read', updatePlatformBindingStatus: 'relay',
   updateService: 'write', upsertPlatformBinding: 'write', watchChanges: 'read',
+  createBackupSchedule: 'write', updateBackupSchedule: 'write', deleteBackupSchedule: 'write', getBackupSchedules: 'read',
 };
 
 type TCaller = 'admin' | 'read-only' | 'relay' | 'anonymous';

@@ -50,6 +50,9 @@ import { DesiredStateController } from './manager.desiredstate/desiredstate.cont
 import { ProjectionsController } from './manager.runtimenetwork/projections.controller.js';
 import { CorestoreCredentialsController } from './manager.secret/corestorecredentials.controller.js';
 import { BindingLedgerController } from './manager.corestore/bindingledger.controller.js';
+import { BackupSchedulesController, scheduleClockOf } from './manager.backup/schedules.controller.js';
+import { clusterLivenessKind } from './manager.cluster/liveness.js';
+import { serviceKind, toPublicService } from './manager.service/documents.js';
 import { clusterIngressRouteTableKind } from './manager.ingress/documents.js';
 import type { IClusterReads } from './manager.cluster/ports.js';
 import { SecretBox } from './core/secretbox.js';
@@ -166,6 +169,7 @@ export class Cloudly {
     projections: ProjectionsController;
     claims: ClaimsController;
     bindingLedger: BindingLedgerController;
+    backupSchedules: BackupSchedulesController;
   };
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
@@ -338,6 +342,21 @@ export class Cloudly {
         needsPush,
       }),
       bindingLedger: new BindingLedgerController({ applyPendingCreation: () => this.corestoreManager.applyPendingCreation() }),
+      backupSchedules: new BackupSchedulesController({
+        store,
+        logger: this.logger,
+        clock: scheduleClockOf(this.config.scheduleClockFactor ?? 1),
+        servicesOf: async (targetArg) => {
+          const filter = 'serviceId' in targetArg ? { id: targetArg.serviceId }
+            : 'clusterId' in targetArg ? { clusterId: targetArg.clusterId } : { organizationId: targetArg.organizationId };
+          const docs = await store.find(serviceKind, filter, { sort: { createdAt: 1 } });
+          // A service being deleted is gone for its schedules.
+          return docs.filter((docArg) => docArg.deletionRequestedAt === undefined).map(toPublicService);
+        },
+        nodesOf: async (clusterIdArg) => (await this.clusterManager.nodes.listNodes(clusterIdArg)).map((nodeArg) => nodeArg.id).sort(),
+        darkReasonOf: async (clusterIdArg) => (await store.get(clusterLivenessKind, clusterIdArg))?.unknown?.reason ?? null,
+        orderBackup: (orderArg) => this.backupManager.orderScheduledBackup(orderArg),
+      }),
     };
     const cause = (kindArg: string, idArg: string) => ({ kind: kindArg, id: idArg, at: Date.now() });
     this.serviceManager.connect({

@@ -29,6 +29,9 @@ export interface IServiceBackupDocument extends IStoredDocument {
   /** The operation of the current (or last) attempt; absent on backups ordered before operations existed. */
   operationId?: string;
   closure?: { descriptor: ICorestoreDatabaseClosureDescriptor; storedAt: number; blobKey: string };
+  /** The schedule that ordered it and the occurrence it ran for (ts/manager.backup/schedules.controller.ts). */
+  scheduleId?: string;
+  occurrenceAt?: number;
 }
 
 export const serviceBackupKind = defineDocumentKind<IServiceBackupDocument>('CloudlyServiceBackup');
@@ -67,6 +70,7 @@ export const toRecord = (docArg: IServiceBackupDocument): IServiceBackupRecord =
   snapshots: docArg.snapshots,
   ...(docArg.replication ? { replication: docArg.replication } : {}),
   ...(docArg.closure ? { closure: { descriptor: docArg.closure.descriptor, storedAt: docArg.closure.storedAt } } : {}),
+  ...(docArg.scheduleId !== undefined ? { scheduleId: docArg.scheduleId, occurrenceAt: docArg.occurrenceAt! } : {}),
 });
 
 /** The manifest of what Cloudly holds for a backup: today, its database closure. */

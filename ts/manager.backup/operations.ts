@@ -65,6 +65,7 @@ import {
 } from './relayanswers.js';
 import type { IRestoreGrantBinding } from './restoregrants.js';
 import type { ClosureTransfers } from './transfers.js';
+import type { IScheduledBackupOrder } from './schedules.controller.js';
 
 /**
  * The backup domain's methods as declared operations (ts/core/operations.ts runs them). Backups,
@@ -155,40 +156,9 @@ const restoreGrantBindingOf = (
   ...(objectArg ? { object: objectArg } : {}),
 });
 
-export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] => {
-  const { store, operations, transfers } = portsArg;
-
-  /** The public operation, or undefined (a backup ordered before operations existed has none). */
-  const operationOf = async (operationIdArg: string | undefined): Promise<IOperation | undefined> =>
-    (operationIdArg ? (await operations.getPublic(operationIdArg)) ?? undefined : undefined);
-
-  /**
-   * The same mutationId again answers the operation it started, as that operation stands now,
-   * with its backup; null when the mutationId is absent or new. Another request under a used
-   * mutationId is refused.
-   */
-  const replayBackupOperation = async (
-    methodArg: 'createServiceBackup' | 'restoreServiceBackup',
-    mutationIdArg: string | undefined,
-    requestSha256Arg: string,
-  ): Promise<{ backup: IServiceBackupRecord; operation: IOperation } | null> => {
-    if (mutationIdArg === undefined) {
-      return null;
-    }
-    const earlier = await operations.findByMutation(methodArg, mutationIdArg);
-    if (!earlier) {
-      return null;
-    }
-    if (earlier.requestSha256 !== requestSha256Arg) {
-      throw mutationIdReusedRefusal();
-    }
-    const backup = await store.get(serviceBackupKind, earlier.backupId);
-    if (!backup) {
-      throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
-    }
-    return { backup: toRecord(backup), operation: (await operationOf(earlier.id))! };
-  };
-
+/** A backup attempt's work (the relay call, then its outcome recorded), shared by the admin method and the schedules. */
+const backupWork = (portsArg: IBackupPorts) => {
+  const { store, transfers } = portsArg;
   /**
    * Records the outcome of a backup attempt on its document, racing only with a closure being
    * recorded; a backup that is gone by then is `not-found`, one another attempt took over is kept.
@@ -230,6 +200,105 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
     }, runArg.operationId);
     return { backup: toRecord(settled) };
   };
+
+  return { settleBackup, runBackup };
+};
+
+/**
+ * Orders one scheduled backup: an ordinary backup operation (requested by `schedule:<id>`, the
+ * schedule and occurrence in its input) whose backup carries the schedule id. Its backup id and
+ * operation id are derived from the occurrence, so a second order of it finds the backup stored
+ * and starts nothing ('exists'), whatever became of the first one.
+ */
+export const orderScheduledBackup = async (portsArg: IBackupPorts, orderArg: IScheduledBackupOrder): Promise<'ordered' | 'exists'> => {
+  const { store, operations } = portsArg;
+  const service = await portsArg.requireService(orderArg.serviceId);
+  const operationId = `op-${sha256Hex(`scheduled-backup\u0000${orderArg.backupId}`).slice(0, 32)}`;
+  const orderSha256 = computeCanonicalJsonSha256Hex({
+    clusterId: orderArg.clusterId,
+    nodeId: orderArg.nodeId,
+    serviceId: orderArg.serviceId,
+    tags: {},
+    replication: null,
+    scheduleId: orderArg.scheduleId,
+    occurrenceAt: orderArg.occurrenceAt,
+  });
+  const ordered = await store.mutate(serviceBackupKind, orderArg.backupId, (existingArg) => {
+    if (existingArg) {
+      return { kind: 'keep' };
+    }
+    const decision = decideBackupOrder(null, {
+      backupId: orderArg.backupId,
+      clusterId: orderArg.clusterId,
+      nodeId: orderArg.nodeId,
+      serviceId: orderArg.serviceId,
+      orderSha256,
+      now: Date.now(),
+      attemptTimeoutMs: portsArg.relays.timeoutOf('backupClusterService'),
+      operationId,
+    });
+    return decision.kind === 'create'
+      ? { kind: 'create', doc: { ...decision.doc, scheduleId: orderArg.scheduleId, occurrenceAt: orderArg.occurrenceAt } }
+      : decision;
+  });
+  if (ordered.outcome !== 'created') {
+    return 'exists';
+  }
+  const { doc: operationDoc, created } = await operations.begin({
+    operationId,
+    kind: 'service-backup',
+    method: 'createServiceBackup',
+    clusterId: orderArg.clusterId,
+    serviceId: orderArg.serviceId,
+    nodeId: orderArg.nodeId,
+    backupId: orderArg.backupId,
+    requestedBy: `schedule:${orderArg.scheduleId}`,
+    requestSha256: orderSha256,
+    input: { scheduleId: orderArg.scheduleId, occurrenceAt: orderArg.occurrenceAt },
+  });
+  if (!created) {
+    return 'exists';
+  }
+  const { runBackup } = backupWork(portsArg);
+  operations.launch(operationDoc, (runArg) => runBackup(runArg, orderArg.clusterId, { nodeId: orderArg.nodeId, backupId: orderArg.backupId, service }));
+  return 'ordered';
+};
+
+export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] => {
+  const { store, operations, transfers } = portsArg;
+
+  /** The public operation, or undefined (a backup ordered before operations existed has none). */
+  const operationOf = async (operationIdArg: string | undefined): Promise<IOperation | undefined> =>
+    (operationIdArg ? (await operations.getPublic(operationIdArg)) ?? undefined : undefined);
+
+  /**
+   * The same mutationId again answers the operation it started, as that operation stands now,
+   * with its backup; null when the mutationId is absent or new. Another request under a used
+   * mutationId is refused.
+   */
+  const replayBackupOperation = async (
+    methodArg: 'createServiceBackup' | 'restoreServiceBackup',
+    mutationIdArg: string | undefined,
+    requestSha256Arg: string,
+  ): Promise<{ backup: IServiceBackupRecord; operation: IOperation } | null> => {
+    if (mutationIdArg === undefined) {
+      return null;
+    }
+    const earlier = await operations.findByMutation(methodArg, mutationIdArg);
+    if (!earlier) {
+      return null;
+    }
+    if (earlier.requestSha256 !== requestSha256Arg) {
+      throw mutationIdReusedRefusal();
+    }
+    const backup = await store.get(serviceBackupKind, earlier.backupId);
+    if (!backup) {
+      throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
+    }
+    return { backup: toRecord(backup), operation: (await operationOf(earlier.id))! };
+  };
+
+  const { settleBackup, runBackup } = backupWork(portsArg);
 
   /** Sends one manifest object to the node under its own write-object grant; its bytes are the progress. */
   const stageArchiveObject = async (

@@ -29,3 +29,4 @@ export * from './clustertraffic.js';
 export * from './imageversion.js';
 export * from './organization.js';
 export * from './refusal.js';
+export * from './backupschedule.js';

@@ -13,6 +13,7 @@ import type {
 import type { IIsolatedRestoreNodeState } from '../data/isolatedrestore.js';
 import type { ICorestoreDatabaseClosureDescriptor } from '../data/corestoreclosure.js';
 import type { IPageRequest, IPageAnswer } from './pagination.js';
+import type { IBackupSchedule, IBackupScheduleSpec } from '../data/backupschedule.js';
 
 /**
  * Node-addressed backups, streamed database closures and isolated restores.
@@ -193,6 +194,9 @@ export interface IServiceBackupRecord {
   replication?: IBackupReplicationResult;
   /** Present once Cloudly durably holds the service's database closure. */
   closure?: { descriptor: ICorestoreDatabaseClosureDescriptor; storedAt: number };
+  /** Project's own member: the schedule that ordered this backup, and the occurrence (epoch ms UTC) it ran for. */
+  scheduleId?: string;
+  occurrenceAt?: number;
 }
 
 /**
@@ -288,4 +292,35 @@ export type IReq_Admin_StepIsolatedRestore = ITypedContract<
     expectedRevision?: number;
   },
   { state: IIsolatedRestoreNodeState }
+>;
+
+/**
+ * Creates a backup schedule (project's own method, docs/api/backups.md "Schedules"). The cron
+ * expression and retention are checked whole: every problem is named.
+ */
+export type IReq_Admin_CreateBackupSchedule = ITypedContract<
+  'createBackupSchedule',
+  { identity: IIdentity; schedule: IBackupScheduleSpec; scheduleId?: string },
+  { schedule: IBackupSchedule }
+>;
+
+/** Replaces a schedule's spec, if it still has the generation the caller read. */
+export type IReq_Admin_UpdateBackupSchedule = ITypedContract<
+  'updateBackupSchedule',
+  { identity: IIdentity; scheduleId: string; expectedGeneration: number; schedule: IBackupScheduleSpec },
+  { schedule: IBackupSchedule }
+>;
+
+/** Deletes a schedule, if it still has the generation the caller read; its backups stay. */
+export type IReq_Admin_DeleteBackupSchedule = ITypedContract<
+  'deleteBackupSchedule',
+  { identity: IIdentity; scheduleId: string; expectedGeneration: number },
+  { schedule: IBackupSchedule }
+>;
+
+/** Lists schedules with what the controller recorded of each, optionally those naming one service or cluster. */
+export type IReq_Admin_GetBackupSchedules = ITypedContract<
+  'getBackupSchedules',
+  { identity: IIdentity; serviceId?: string; clusterId?: string } & IPageRequest,
+  { schedules: IBackupSchedule[] } & IPageAnswer
 >;

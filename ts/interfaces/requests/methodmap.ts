@@ -28,12 +28,14 @@ export interface ICloudlyMethods {
   cancelOperation: operation.IReq_Admin_CancelOperation;
   changePassword: account.IReq_Account_ChangePassword;
   completeSecretRecipientEnrollment: secret.IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment;
+  createBackupSchedule: backup.IReq_Admin_CreateBackupSchedule;
   createCluster: admin.IReq_Any_Cloudly_CreateCluster;
   createIsolatedRestore: backup.IReq_Admin_CreateIsolatedRestore;
   createOrganization: service.IReq_Admin_CreateOrganization;
   createService: service.IReq_Any_Cloudly_CreateService;
   createServiceBackup: backup.IReq_Admin_CreateServiceBackup;
   createUser: account.IReq_Admin_CreateUser;
+  deleteBackupSchedule: backup.IReq_Admin_DeleteBackupSchedule;
   deleteCluster: admin.IReq_Admin_DeleteCluster;
   deleteOrganization: service.IReq_Admin_DeleteOrganization;
   deletePlatformBinding: corestore.IReq_Admin_DeletePlatformBinding;
@@ -41,6 +43,7 @@ export interface ICloudlyMethods {
   deleteUser: account.IReq_Admin_DeleteUser;
   designateClusterIngress: ingress.IReq_Any_Cloudly_DesignateClusterIngress;
   getAuditEvents: audit.IReq_Admin_GetAuditEvents;
+  getBackupSchedules: backup.IReq_Admin_GetBackupSchedules;
   getClusterById: admin.IReq_Any_Cloudly_GetClusterById;
   getClusterIngressDesignation: ingress.IReq_Any_Cloudly_GetClusterIngressDesignation;
   getClusterIngressRouteTable: ingress.IReq_Relay_Cloudly_GetClusterIngressRouteTable;
@@ -100,6 +103,7 @@ export interface ICloudlyMethods {
   stepIsolatedRestore: backup.IReq_Admin_StepIsolatedRestore;
   supersedeHistoricalRuntimeLocalStorageClaim: service.IReq_Any_Cloudly_SupersedeHistoricalRuntimeLocalStorageClaim;
   unwatchChanges: watch.IReq_Admin_UnwatchChanges;
+  updateBackupSchedule: backup.IReq_Admin_UpdateBackupSchedule;
   updatePlatformBindingStatus: corestore.IReq_Relay_Cloudly_UpdatePlatformBindingStatus;
   updateService: service.IReq_Any_Cloudly_UpdateService;
   upsertPlatformBinding: corestore.IReq_Any_Cloudly_UpsertPlatformBinding;

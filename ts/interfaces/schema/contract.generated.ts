@@ -382,6 +382,169 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IBackupSchedule": {
+   "type": "object",
+   "properties": {
+    "target": {
+     "$ref": "#/$defs/TBackupScheduleTarget"
+    },
+    "cron": {
+     "type": "string"
+    },
+    "jitterSeconds": {
+     "type": "number"
+    },
+    "startingDeadlineSeconds": {
+     "type": "number"
+    },
+    "verify": {
+     "type": "boolean"
+    },
+    "retention": {
+     "$ref": "#/$defs/IArchiveRetentionPolicy"
+    },
+    "scheduleId": {
+     "type": "string"
+    },
+    "generation": {
+     "type": "number"
+    },
+    "createdAt": {
+     "type": "number"
+    },
+    "updatedAt": {
+     "type": "number"
+    },
+    "status": {
+     "$ref": "#/$defs/IBackupScheduleStatus"
+    }
+   },
+   "required": [
+    "createdAt",
+    "cron",
+    "generation",
+    "scheduleId",
+    "target",
+    "updatedAt"
+   ],
+   "additionalProperties": false
+  },
+  "IBackupScheduleRun": {
+   "type": "object",
+   "properties": {
+    "occurrenceAt": {
+     "type": "number"
+    },
+    "firedAt": {
+     "type": "number"
+    },
+    "backupIds": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    },
+    "skipped": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IBackupScheduleSkip"
+     }
+    }
+   },
+   "required": [
+    "occurrenceAt",
+    "firedAt",
+    "backupIds",
+    "skipped"
+   ],
+   "additionalProperties": false
+  },
+  "IBackupScheduleSkip": {
+   "type": "object",
+   "properties": {
+    "serviceId": {
+     "type": "string"
+    },
+    "clusterId": {
+     "type": "string"
+    },
+    "reason": {
+     "type": "string"
+    },
+    "detail": {
+     "type": "string"
+    }
+   },
+   "required": [
+    "reason"
+   ],
+   "additionalProperties": false
+  },
+  "IBackupScheduleSpec": {
+   "type": "object",
+   "properties": {
+    "target": {
+     "$ref": "#/$defs/TBackupScheduleTarget"
+    },
+    "cron": {
+     "type": "string"
+    },
+    "jitterSeconds": {
+     "type": "number"
+    },
+    "startingDeadlineSeconds": {
+     "type": "number"
+    },
+    "verify": {
+     "type": "boolean"
+    },
+    "retention": {
+     "$ref": "#/$defs/IArchiveRetentionPolicy"
+    }
+   },
+   "required": [
+    "target",
+    "cron"
+   ],
+   "additionalProperties": false
+  },
+  "IBackupScheduleStatus": {
+   "type": "object",
+   "properties": {
+    "state": {
+     "type": "string",
+     "enum": [
+      "active",
+      "disabled"
+     ]
+    },
+    "disabledReason": {
+     "type": "string"
+    },
+    "nextRunAt": {
+     "type": "number"
+    },
+    "lastRun": {
+     "$ref": "#/$defs/IBackupScheduleRun"
+    },
+    "firedOccurrences": {
+     "type": "number"
+    },
+    "skippedServices": {
+     "type": "number"
+    },
+    "missedOccurrences": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "state",
+    "firedOccurrences",
+    "skippedServices",
+    "missedOccurrences"
+   ],
+   "additionalProperties": false
+  },
   "IBackupVolumeSnapshot": {
    "type": "object",
    "properties": {
@@ -3651,6 +3814,12 @@ export const contractSchema: IContractSchemaDocument = {
       "storedAt"
      ],
      "additionalProperties": false
+    },
+    "scheduleId": {
+     "type": "string"
+    },
+    "occurrenceAt": {
+     "type": "number"
     }
    },
    "required": [
@@ -4086,6 +4255,49 @@ export const contractSchema: IContractSchemaDocument = {
     "accepted",
     "replay",
     "historical"
+   ]
+  },
+  "TBackupScheduleTarget": {
+   "anyOf": [
+    {
+     "type": "object",
+     "properties": {
+      "serviceId": {
+       "type": "string"
+      },
+      "nodeId": {
+       "type": "string"
+      }
+     },
+     "required": [
+      "serviceId"
+     ],
+     "additionalProperties": false
+    },
+    {
+     "type": "object",
+     "properties": {
+      "clusterId": {
+       "type": "string"
+      }
+     },
+     "required": [
+      "clusterId"
+     ],
+     "additionalProperties": false
+    },
+    {
+     "type": "object",
+     "properties": {
+      "organizationId": {
+       "type": "string"
+      }
+     },
+     "required": [
+      "organizationId"
+     ],
+     "additionalProperties": false
+    }
    ]
   },
   "TBackupSnapshot": {
@@ -5535,6 +5747,41 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "createBackupSchedule.answer": {
+   "type": "object",
+   "properties": {
+    "schedule": {
+     "$ref": "#/$defs/IBackupSchedule"
+    }
+   },
+   "required": [
+    "schedule"
+   ],
+   "additionalProperties": false
+  },
+  "createBackupSchedule.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "schedule": {
+     "$ref": "#/$defs/IBackupScheduleSpec"
+    },
+    "scheduleId": {
+     "type": "string"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "schedule"
+   ],
+   "additionalProperties": false
+  },
   "createCluster.answer": {
    "type": "object",
    "properties": {
@@ -5792,6 +6039,42 @@ export const contractSchema: IContractSchemaDocument = {
     "username",
     "password",
     "role"
+   ],
+   "additionalProperties": false
+  },
+  "deleteBackupSchedule.answer": {
+   "type": "object",
+   "properties": {
+    "schedule": {
+     "$ref": "#/$defs/IBackupSchedule"
+    }
+   },
+   "required": [
+    "schedule"
+   ],
+   "additionalProperties": false
+  },
+  "deleteBackupSchedule.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "scheduleId": {
+     "type": "string"
+    },
+    "expectedGeneration": {
+     "type": "number"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "scheduleId",
+    "expectedGeneration"
    ],
    "additionalProperties": false
   },
@@ -6081,6 +6364,52 @@ export const contractSchema: IContractSchemaDocument = {
     "identity"
    ],
    "additionalProperties": false
+  },
+  "getBackupSchedules.answer": {
+   "type": "object",
+   "additionalProperties": false,
+   "properties": {
+    "nextCursor": {
+     "type": "string"
+    },
+    "schedules": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IBackupSchedule"
+     }
+    }
+   },
+   "required": [
+    "schedules"
+   ]
+  },
+  "getBackupSchedules.request": {
+   "type": "object",
+   "additionalProperties": false,
+   "properties": {
+    "limit": {
+     "type": "number"
+    },
+    "cursor": {
+     "type": "string"
+    },
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "serviceId": {
+     "type": "string"
+    },
+    "clusterId": {
+     "type": "string"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity"
+   ]
   },
   "getClusterById.answer": {
    "type": "object",
@@ -8331,6 +8660,46 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "updateBackupSchedule.answer": {
+   "type": "object",
+   "properties": {
+    "schedule": {
+     "$ref": "#/$defs/IBackupSchedule"
+    }
+   },
+   "required": [
+    "schedule"
+   ],
+   "additionalProperties": false
+  },
+  "updateBackupSchedule.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "scheduleId": {
+     "type": "string"
+    },
+    "expectedGeneration": {
+     "type": "number"
+    },
+    "schedule": {
+     "$ref": "#/$defs/IBackupScheduleSpec"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "scheduleId",
+    "expectedGeneration",
+    "schedule"
+   ],
+   "additionalProperties": false
+  },
   "updatePlatformBindingStatus.answer": {
    "type": "object",
    "properties": {
@@ -8503,12 +8872,14 @@ export const contractSchema: IContractSchemaDocument = {
   "cancelOperation",
   "changePassword",
   "completeSecretRecipientEnrollment",
+  "createBackupSchedule",
   "createCluster",
   "createIsolatedRestore",
   "createOrganization",
   "createService",
   "createServiceBackup",
   "createUser",
+  "deleteBackupSchedule",
   "deleteCluster",
   "deleteOrganization",
   "deletePlatformBinding",
@@ -8516,6 +8887,7 @@ export const contractSchema: IContractSchemaDocument = {
   "deleteUser",
   "designateClusterIngress",
   "getAuditEvents",
+  "getBackupSchedules",
   "getClusterById",
   "getClusterIngressDesignation",
   "getClusterIngressRouteTable",
@@ -8575,6 +8947,7 @@ export const contractSchema: IContractSchemaDocument = {
   "stepIsolatedRestore",
   "supersedeHistoricalRuntimeLocalStorageClaim",
   "unwatchChanges",
+  "updateBackupSchedule",
   "updatePlatformBindingStatus",
   "updateService",
   "upsertPlatformBinding",
