@@ -108,6 +108,7 @@ export class BackupManager {
         }
       },
       signRestoreGrant: (bindingArg) => this.signRestoreGrant(bindingArg),
+      blobStore: this.blobStore,
       isStarted: () => cloudly.started,
     };
     registerOperations(cloudly, backupOperations(this.ports));

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mutationIdReusedRefusal, refuse, refuseNamed } from '../core/errors.js';
 import { haltIfDryRun } from '../core/operationcontext.js';
 import {
+  adminMutation,
   adminOrchestration,
   adminQuery,
   relayOrchestration,
@@ -64,7 +65,9 @@ import {
   readRestoreClusterServiceAnswer,
 } from './relayanswers.js';
 import type { IRestoreGrantBinding } from './restoregrants.js';
-import type { ClosureTransfers } from './transfers.js';
+import { blobRefusalOf, type ClosureTransfers } from './transfers.js';
+import { decideVerificationRecord, verificationRefusal, verifyStoredClosure } from './verification.js';
+import type { IBlobStore } from '../core/blobstore.js';
 import type { IScheduledBackupOrder } from './schedules.controller.js';
 
 /**
@@ -135,6 +138,8 @@ export interface IBackupPorts {
   signRestoreGrant(bindingArg: IRestoreGrantBinding): Promise<string>;
   /** False once this instance is stopping: a relay wait that ends then is an interruption. */
   isStarted(): boolean;
+  /** Where the closures are stored (verification reads them back). */
+  blobStore: IBlobStore;
 }
 
 const optionalOperation = (operationArg: IOperation | undefined): { operation?: IOperation } =>
@@ -260,7 +265,23 @@ export const orderScheduledBackup = async (portsArg: IBackupPorts, orderArg: ISc
     return 'exists';
   }
   const { runBackup } = backupWork(portsArg);
-  operations.launch(operationDoc, (runArg) => runBackup(runArg, orderArg.clusterId, { nodeId: orderArg.nodeId, backupId: orderArg.backupId, service }));
+  operations.launch(operationDoc, async (runArg) => {
+    const result = await runBackup(runArg, orderArg.clusterId, { nodeId: orderArg.nodeId, backupId: orderArg.backupId, service });
+    if (!orderArg.verify) {
+      return result;
+    }
+    // The schedule verifies each new backup: what Cloudly stored for it, read back before the operation ends.
+    runArg.setPhase('recording');
+    const backup = await store.get(serviceBackupKind, orderArg.backupId);
+    if (!backup || verificationRefusal(backup)) {
+      return result;
+    }
+    const verifiable = backup as IServiceBackupDocument & { closure: NonNullable<IServiceBackupDocument['closure']> };
+    const verification = await verifyStoredClosure(portsArg.blobStore, verifiable, Date.now);
+    const recorded = await store.mutate(serviceBackupKind, orderArg.backupId, (currentArg) =>
+      decideVerificationRecord(currentArg, { closureSha256: verifiable.closure.descriptor.sha256, verification }));
+    return { backup: toRecord(recorded.doc!) };
+  });
   return 'ordered';
 };
 
@@ -485,6 +506,32 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
         if (request.clusterId !== undefined) filter.clusterId = request.clusterId;
         const page = await findPage(store, serviceBackupKind, filter, 'getServiceBackups', request, oldestFirst('createdAt'));
         return { backups: page.items.map(toRecord), ...nextCursorMember(page) };
+      },
+    }),
+
+    adminMutation({
+      method: 'verifyServiceBackup',
+      access: 'write',
+      input: { required: { backupId: isIdString } },
+      // The fact is the verification itself: the stored closure read back and hashed, before the one write that records it.
+      async facts(request) {
+        const backup = await store.get(serviceBackupKind, request.backupId);
+        const refusal = verificationRefusal(backup);
+        if (refusal) {
+          throw refusal;
+        }
+        const verifiable = backup as IServiceBackupDocument & { closure: NonNullable<IServiceBackupDocument['closure']> };
+        try {
+          return { closureSha256: verifiable.closure.descriptor.sha256, verification: await verifyStoredClosure(portsArg.blobStore, verifiable, Date.now) };
+        } catch (error) {
+          throw blobRefusalOf(error);
+        }
+      },
+      target: (request) => ({ kind: serviceBackupKind, id: request.backupId }),
+      decide: (current, { facts }) => decideVerificationRecord(current, facts),
+      answer: ({ doc }) => ({ backup: toRecord(doc!) }),
+      after({ doc }, _step, context) {
+        portsArg.logger.info({ backupId: doc!.id, outcome: doc!.verification?.outcome, actor: context.identity.userId }, 'service backup verified');
       },
     }),
 

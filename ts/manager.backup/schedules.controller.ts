@@ -39,6 +39,8 @@ export interface IScheduledBackupOrder {
   clusterId: string;
   nodeId: string;
   backupId: string;
+  /** Verify the backup once it completes (the schedule's `verify`). */
+  verify?: boolean;
 }
 
 export interface IBackupSchedulesPorts {
@@ -214,7 +216,7 @@ export class BackupSchedulesController implements IController {
             firedOccurrences: currentArg.firedOccurrences + 1,
             skippedServices: currentArg.skippedServices + plan.skipped.length,
             missedOccurrences: currentArg.missedOccurrences + owed.count - 1,
-            ordering: { occurrenceAt, services: plan.orders.map(({ serviceId, clusterId, nodeId, backupId }) => ({ serviceId, clusterId, nodeId, backupId })) },
+            ordering: { occurrenceAt, services: plan.orders.map(({ serviceId, clusterId, nodeId, backupId, verify }) => ({ serviceId, clusterId, nodeId, backupId, ...(verify ? { verify } : {}) })) },
           },
           ...(next === null ? { unset: ['nextRunAt'] as const } : {}),
         },
@@ -289,6 +291,7 @@ export class BackupSchedulesController implements IController {
         clusterId: service.clusterId,
         nodeId,
         backupId: scheduledBackupId(scheduleArg.id, occurrenceAtArg, service.id),
+        ...(scheduleArg.verify ? { verify: true } : {}),
       });
     }
     return { orders, skipped };

@@ -36,7 +36,7 @@ export interface IBackupScheduleStateDocument extends IStoredDocument, IBackupSc
    * moves `nextRunAt` past it, cleared once every backup of it is ordered. A start finds it and
    * orders what is missing (each backup's id is derived from the occurrence, so none twice).
    */
-  ordering?: { occurrenceAt: number; services: Array<{ serviceId: string; clusterId: string; nodeId: string; backupId: string }> };
+  ordering?: { occurrenceAt: number; services: Array<{ serviceId: string; clusterId: string; nodeId: string; backupId: string; verify?: boolean }> };
 }
 
 export const backupScheduleKind = defineDocumentKind<IBackupScheduleDocument>('CloudlyBackupSchedule', {

@@ -197,7 +197,40 @@ export interface IServiceBackupRecord {
   /** Project's own member: the schedule that ordered this backup, and the occurrence (epoch ms UTC) it ran for. */
   scheduleId?: string;
   occurrenceAt?: number;
+  /** Project's own member: the last verification of what Cloudly stored for it (`verifyServiceBackup`). */
+  verification?: IBackupVerification;
 }
+
+/**
+ * The outcome of reading a backup's stored closures back and hashing them against the receipts
+ * recorded when they arrived. Project's own definition.
+ */
+export interface IBackupVerification {
+  outcome: 'ok' | 'mismatch' | 'missing';
+  verifiedAt: number;
+  /** How many stored objects were read back. */
+  checkedObjects: number;
+  /** The object that failed, as its receipt names it, and what was found instead. */
+  failedObject?: {
+    path: string;
+    size: number;
+    sha256: string;
+    /** `blob-not-found`, `blob-corrupt`, `size-differs` or `sha256-differs`. */
+    problem: string;
+    actualSize?: number;
+    actualSha256?: string;
+  };
+}
+
+/**
+ * Reads every closure Cloudly stored for a completed backup back from the blob store, re-hashes it
+ * against its receipt and records the outcome on the backup (project's own method).
+ */
+export type IReq_Admin_VerifyServiceBackup = ITypedContract<
+  'verifyServiceBackup',
+  { identity: IIdentity; backupId: string },
+  { backup: IServiceBackupRecord }
+>;
 
 /**
  * Orders a backup of one service on one exact node. Answered at once (project's own shape): the

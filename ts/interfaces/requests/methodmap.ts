@@ -107,6 +107,7 @@ export interface ICloudlyMethods {
   updatePlatformBindingStatus: corestore.IReq_Relay_Cloudly_UpdatePlatformBindingStatus;
   updateService: service.IReq_Any_Cloudly_UpdateService;
   upsertPlatformBinding: corestore.IReq_Any_Cloudly_UpsertPlatformBinding;
+  verifyServiceBackup: backup.IReq_Admin_VerifyServiceBackup;
   watchChanges: watch.IReq_Admin_WatchChanges;
 }
 

@@ -545,6 +545,61 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IBackupVerification": {
+   "type": "object",
+   "properties": {
+    "outcome": {
+     "type": "string",
+     "enum": [
+      "ok",
+      "mismatch",
+      "missing"
+     ]
+    },
+    "verifiedAt": {
+     "type": "number"
+    },
+    "checkedObjects": {
+     "type": "number"
+    },
+    "failedObject": {
+     "type": "object",
+     "properties": {
+      "path": {
+       "type": "string"
+      },
+      "size": {
+       "type": "number"
+      },
+      "sha256": {
+       "type": "string"
+      },
+      "problem": {
+       "type": "string"
+      },
+      "actualSize": {
+       "type": "number"
+      },
+      "actualSha256": {
+       "type": "string"
+      }
+     },
+     "required": [
+      "path",
+      "size",
+      "sha256",
+      "problem"
+     ],
+     "additionalProperties": false
+    }
+   },
+   "required": [
+    "outcome",
+    "verifiedAt",
+    "checkedObjects"
+   ],
+   "additionalProperties": false
+  },
   "IBackupVolumeSnapshot": {
    "type": "object",
    "properties": {
@@ -3820,6 +3875,9 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "occurrenceAt": {
      "type": "number"
+    },
+    "verification": {
+     "$ref": "#/$defs/IBackupVerification"
     }
    },
    "required": [
@@ -8817,6 +8875,38 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "verifyServiceBackup.answer": {
+   "type": "object",
+   "properties": {
+    "backup": {
+     "$ref": "#/$defs/IServiceBackupRecord"
+    }
+   },
+   "required": [
+    "backup"
+   ],
+   "additionalProperties": false
+  },
+  "verifyServiceBackup.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "backupId": {
+     "type": "string"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "backupId"
+   ],
+   "additionalProperties": false
+  },
   "watchChanges.answer": {
    "type": "object",
    "properties": {
@@ -8951,6 +9041,7 @@ export const contractSchema: IContractSchemaDocument = {
   "updatePlatformBindingStatus",
   "updateService",
   "upsertPlatformBinding",
+  "verifyServiceBackup",
   "watchChanges"
  ],
  "called": [
