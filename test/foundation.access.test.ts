@@ -41,7 +41,7 @@ const declaredAccess: Record<string, TMethodAccess> = {
   setUserRole: 'write', stepIsolatedRestore: 'write', unwatchChanges: 'read', updatePlatformBindingStatus: 'relay',
   updateService: 'write', upsertPlatformBinding: 'write', watchChanges: 'read',
   createBackupSchedule: 'write', updateBackupSchedule: 'write', deleteBackupSchedule: 'write', getBackupSchedules: 'read',
-  verifyServiceBackup: 'write',
+  verifyServiceBackup: 'write', getBackupRetentionPlan: 'read',
 };
 
 type TCaller = 'admin' | 'read-only' | 'relay' | 'anonymous';

@@ -254,7 +254,7 @@ test('every derived kind has exactly one controller writing it, and every contro
   }
   assert.deepEqual([...writers.keys()].sort(), [
     'CloudlyBackupScheduleState', 'CloudlyClusterDesiredState', 'CloudlyClusterIngressRouteTable', 'CloudlyClusterLiveness', 'CloudlyCorestoreCredential',
-    'CloudlyPlatformBindingCreationLedger', 'CloudlyRuntimeLocalStorageClaim', 'CloudlyRuntimeNetworkProjection', 'CloudlyServiceRuntimeStatus',
+    'CloudlyPlatformBindingCreationLedger', 'CloudlyRuntimeLocalStorageClaim', 'CloudlyRuntimeNetworkProjection', 'CloudlyServiceBackupDeletion', 'CloudlyServiceRuntimeStatus',
   ]);
   // A controller is a file of its domain and never holds the root object.
   const root = path.resolve(import.meta.dirname, '..', 'ts');

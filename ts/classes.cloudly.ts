@@ -51,6 +51,7 @@ import { ProjectionsController } from './manager.runtimenetwork/projections.cont
 import { CorestoreCredentialsController } from './manager.secret/corestorecredentials.controller.js';
 import { BindingLedgerController } from './manager.corestore/bindingledger.controller.js';
 import { BackupSchedulesController, scheduleClockOf } from './manager.backup/schedules.controller.js';
+import { BackupRetentionController } from './manager.backup/retention.controller.js';
 import { clusterLivenessKind } from './manager.cluster/liveness.js';
 import { serviceKind, toPublicService } from './manager.service/documents.js';
 import { clusterIngressRouteTableKind } from './manager.ingress/documents.js';
@@ -170,6 +171,7 @@ export class Cloudly {
     claims: ClaimsController;
     bindingLedger: BindingLedgerController;
     backupSchedules: BackupSchedulesController;
+    backupRetention: BackupRetentionController;
   };
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
@@ -357,6 +359,7 @@ export class Cloudly {
         darkReasonOf: async (clusterIdArg) => (await store.get(clusterLivenessKind, clusterIdArg))?.unknown?.reason ?? null,
         orderBackup: (orderArg) => this.backupManager.orderScheduledBackup(orderArg),
       }),
+      backupRetention: new BackupRetentionController({ store, logger: this.logger, blobStore: this.backupManager.blobStore }),
     };
     const cause = (kindArg: string, idArg: string) => ({ kind: kindArg, id: idArg, at: Date.now() });
     this.serviceManager.connect({

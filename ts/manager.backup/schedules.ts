@@ -9,6 +9,7 @@ import { validateArchiveRetentionPolicy } from '../interfaces/data/backup.js';
 import type { IBackupSchedule, IBackupScheduleSpec, IBackupScheduleStatus } from '../interfaces/data/backupschedule.js';
 import { randomUUID } from 'node:crypto';
 import { parseCron } from './cron.js';
+import { computeRetentionPlan } from './retentionplan.js';
 
 /**
  * Backup schedules: the spec an administrator writes (`CloudlyBackupSchedule`, its generation is
@@ -278,6 +279,16 @@ export const backupScheduleOperations = (portsArg: IBackupSchedulePorts): IDecla
       target: (request) => ({ kind: backupScheduleKind, id: request.scheduleId }),
       decide: (current, { request }) => decideBackupScheduleDeletion(current, request),
       answer: async ({ previous }) => ({ schedule: await withStatus(previous!) }),
+    }),
+
+    adminQuery({
+      method: 'getBackupRetentionPlan',
+      access: 'read',
+      input: { required: { scheduleId: isIdString } },
+      async run(request) {
+        const plan = await computeRetentionPlan(store, request.scheduleId);
+        return { scheduleId: request.scheduleId, services: plan.services };
+      },
     }),
 
     adminQuery({

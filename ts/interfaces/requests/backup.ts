@@ -357,3 +357,25 @@ export type IReq_Admin_GetBackupSchedules = ITypedContract<
   { identity: IIdentity; serviceId?: string; clusterId?: string } & IPageRequest,
   { schedules: IBackupSchedule[] } & IPageAnswer
 >;
+
+/** What retention decides for one backup, and why. Project's own definition. */
+export interface IBackupRetentionDecision {
+  backupId: string;
+  createdAt: number;
+  action: 'keep' | 'remove';
+  /**
+   * Why: for a kept backup each rule that keeps it (`last-1`, `daily 2026-03-01`, `weekly 2026-W09`,
+   * `monthly 2026-03`, `newest-verified`, `in-use`); for a removed one `outside-policy` or `failed`.
+   */
+  reasons: string[];
+}
+
+/**
+ * What a schedule's retention would do now, per service (project's own method): the dry run of
+ * the retention the `backup-retention` controller applies after each occurrence. Reads only.
+ */
+export type IReq_Admin_GetBackupRetentionPlan = ITypedContract<
+  'getBackupRetentionPlan',
+  { identity: IIdentity; scheduleId: string },
+  { scheduleId: string; services: Array<{ serviceId: string; decisions: IBackupRetentionDecision[] }> }
+>;

@@ -43,6 +43,7 @@ export interface ICloudlyMethods {
   deleteUser: account.IReq_Admin_DeleteUser;
   designateClusterIngress: ingress.IReq_Any_Cloudly_DesignateClusterIngress;
   getAuditEvents: audit.IReq_Admin_GetAuditEvents;
+  getBackupRetentionPlan: backup.IReq_Admin_GetBackupRetentionPlan;
   getBackupSchedules: backup.IReq_Admin_GetBackupSchedules;
   getClusterById: admin.IReq_Any_Cloudly_GetClusterById;
   getClusterIngressDesignation: ingress.IReq_Any_Cloudly_GetClusterIngressDesignation;

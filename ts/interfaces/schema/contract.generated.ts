@@ -382,6 +382,37 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IBackupRetentionDecision": {
+   "type": "object",
+   "properties": {
+    "backupId": {
+     "type": "string"
+    },
+    "createdAt": {
+     "type": "number"
+    },
+    "action": {
+     "type": "string",
+     "enum": [
+      "keep",
+      "remove"
+     ]
+    },
+    "reasons": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    }
+   },
+   "required": [
+    "backupId",
+    "createdAt",
+    "action",
+    "reasons"
+   ],
+   "additionalProperties": false
+  },
   "IBackupSchedule": {
    "type": "object",
    "properties": {
@@ -6423,6 +6454,61 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "getBackupRetentionPlan.answer": {
+   "type": "object",
+   "properties": {
+    "scheduleId": {
+     "type": "string"
+    },
+    "services": {
+     "type": "array",
+     "items": {
+      "type": "object",
+      "properties": {
+       "serviceId": {
+        "type": "string"
+       },
+       "decisions": {
+        "type": "array",
+        "items": {
+         "$ref": "#/$defs/IBackupRetentionDecision"
+        }
+       }
+      },
+      "required": [
+       "serviceId",
+       "decisions"
+      ],
+      "additionalProperties": false
+     }
+    }
+   },
+   "required": [
+    "scheduleId",
+    "services"
+   ],
+   "additionalProperties": false
+  },
+  "getBackupRetentionPlan.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "scheduleId": {
+     "type": "string"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "scheduleId"
+   ],
+   "additionalProperties": false
+  },
   "getBackupSchedules.answer": {
    "type": "object",
    "additionalProperties": false,
@@ -8977,6 +9063,7 @@ export const contractSchema: IContractSchemaDocument = {
   "deleteUser",
   "designateClusterIngress",
   "getAuditEvents",
+  "getBackupRetentionPlan",
   "getBackupSchedules",
   "getClusterById",
   "getClusterIngressDesignation",
