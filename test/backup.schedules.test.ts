@@ -160,6 +160,9 @@ test('a dark cluster records a skipped occurrence with its reason and queues not
   assert.equal(status.skippedServices, status.firedOccurrences, 'one skip per occurrence');
   assert.ok(status.nextRunAt! > status.lastRun!.occurrenceAt, 'the next run is the next slot');
   assert.deepEqual(await backupsOfSchedule(schedule.scheduleId), [], 'nothing was ordered for the dark cluster');
+  const metrics = await (await fetch(`${t.baseUrl}/metrics`)).text();
+  const skipped = metrics.split('\n').find((lineArg) => lineArg.startsWith(`cloudly_backup_schedule_skipped{schedule="${schedule.scheduleId}",kind="service"}`));
+  assert.ok(skipped && Number(skipped.split(' ').at(-1)) >= 3, `the skips are counted in /metrics: ${skipped}`);
 
   // A schedule of one service that is deleted: disabled with the reason, not left firing.
   const { service } = await t.caller.call('createService', {

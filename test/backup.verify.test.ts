@@ -117,14 +117,29 @@ test('a backup with nothing stored, or not found, is refused with its reason', a
   assert.deepEqual([missing.code, missing.reasons], ['not-found', ['backup-not-found']]);
 });
 
-test('a schedule with verify verifies each backup it makes', async () => {
+test('a schedule with verify verifies each backup it makes, and /metrics shows the ages and the interval the alert compares', async () => {
   const { schedule } = await world.t.caller.call('createBackupSchedule', {
     schedule: { target: { serviceId: world.service.id }, cron: '* * * * *', verify: true },
   });
   // The next occurrence's backup, verified before its operation ends.
   await waitFor(async () => (await world.t.caller.call('getServiceBackups', { serviceId: world.service.id })).backups
     .some((backupArg) => backupArg.scheduleId === schedule.scheduleId && backupArg.verification !== undefined), 'a scheduled backup verified', 30_000);
+  const scrape = async (): Promise<(nameArg: string) => number | null> => {
+    const lines = (await (await fetch(`${world.t.baseUrl}/metrics`)).text()).split('\n');
+    return (nameArg) => {
+      const line = lines.find((lineArg) => lineArg.startsWith(`${nameArg}{service="${world.service.id}"}`));
+      return line === undefined ? null : Number(line.split(' ').at(-1));
+    };
+  };
+  // What the alert on verified backups reads: the schedule's interval and the age of the newest verified backup.
+  const metric = await scrape();
+  assert.equal(metric('cloudly_backup_schedule_interval_seconds'), 60);
+  const verifiedAge = metric('cloudly_backup_newest_verified_age_seconds');
+  const successAge = metric('cloudly_backup_newest_success_age_seconds');
+  assert.ok(verifiedAge !== null && verifiedAge >= 0 && verifiedAge < 3_600, `verified age ${verifiedAge}`);
+  assert.ok(successAge !== null && successAge <= verifiedAge, `success age ${successAge} is at most the verified age ${verifiedAge}`);
   await world.t.caller.call('deleteBackupSchedule', { scheduleId: schedule.scheduleId, expectedGeneration: schedule.generation });
+  await waitFor(async () => (await scrape())('cloudly_backup_schedule_interval_seconds') === null, 'no schedule covers the service any more', 10_000);
   const scheduled = (await world.t.caller.call('getServiceBackups', { serviceId: world.service.id })).backups
     .find((backupArg) => backupArg.scheduleId === schedule.scheduleId && backupArg.verification !== undefined)!;
   assert.equal(scheduled.state, 'completed');

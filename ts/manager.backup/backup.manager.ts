@@ -21,6 +21,7 @@ import { backupRefusalReasons, decideBackupInterrupted } from './decide.js';
 import { serviceBackupKind } from './documents.js';
 import { backupOperations, orderScheduledBackup, type IBackupPorts } from './operations.js';
 import { backupScheduleOperations } from './schedules.js';
+import { registerBackupMetrics } from './backupmetrics.js';
 import type { IScheduledBackupOrder } from './schedules.controller.js';
 import { serviceKind } from '../manager.service/documents.js';
 import { organizationKind } from '../manager.service/organizations.js';
@@ -112,6 +113,7 @@ export class BackupManager {
       isStarted: () => cloudly.started,
     };
     registerOperations(cloudly, backupOperations(this.ports));
+    registerBackupMetrics(cloudly.metrics.registry, cloudly.store);
     registerOperations(cloudly, backupScheduleOperations({
       store: cloudly.store,
       clusterOfService: async (serviceIdArg) => {
