@@ -1,5 +1,5 @@
 import type { ICommittedChange } from '../core/changefeed.js';
-import type { IController, IReconcileResult } from '../core/controller.js';
+import type { IController, IReconcileContext, IReconcileResult } from '../core/controller.js';
 import type { IBlobStore } from '../core/blobstore.js';
 import type { DocumentStore } from '../core/store.js';
 import type { TCloudlyLogger } from '../core/logger.js';
@@ -14,6 +14,7 @@ export interface IBackupRetentionPorts {
 }
 
 const deletionKeyPrefix = 'deletion:';
+const serviceKeyPrefix = 'service:';
 
 /**
  * The backup retention controller: applies each schedule's retention (./retention.ts) to the
@@ -31,6 +32,8 @@ export class BackupRetentionController implements IController {
     // Each occurrence fired (and each retention changed) has the schedule's backups looked at again.
     CloudlyBackupScheduleState: (changeArg) => [changeArg.id],
     CloudlyBackupSchedule: (changeArg) => [changeArg.id],
+    // A backup that completed (or was verified) after its occurrence's pass: the schedules with backups of its service look again.
+    CloudlyServiceBackup: (changeArg) => (changeArg.owners.serviceId ? [`${serviceKeyPrefix}${changeArg.owners.serviceId}`] : []),
   };
 
   constructor(private readonly ports: IBackupRetentionPorts) {}
@@ -44,7 +47,14 @@ export class BackupRetentionController implements IController {
     ];
   }
 
-  public async reconcile(keyArg: string): Promise<IReconcileResult> {
+  public async reconcile(keyArg: string, contextArg: IReconcileContext): Promise<IReconcileResult> {
+    if (keyArg.startsWith(serviceKeyPrefix)) {
+      const backups = await this.ports.store.findFields(serviceBackupKind, { serviceId: keyArg.slice(serviceKeyPrefix.length), scheduleId: { $exists: true } }, ['scheduleId']);
+      for (const scheduleId of new Set(backups.map((backupArg) => backupArg.scheduleId!))) {
+        contextArg.enqueue(scheduleId);
+      }
+      return { outcome: 'expanded' };
+    }
     if (keyArg.startsWith(deletionKeyPrefix)) {
       const deletion = await this.ports.store.get(serviceBackupDeletionKind, keyArg.slice(deletionKeyPrefix.length));
       if (!deletion) {
