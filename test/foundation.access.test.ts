@@ -43,6 +43,8 @@ const declaredAccess: Record<string, TMethodAccess> = {
   updateService: 'write', upsertPlatformBinding: 'write', watchChanges: 'read',
   setClusterLabels: 'write', planRollout: 'read', createRollout: 'write', getRollouts: 'read', getRollout: 'read',
   pauseRollout: 'write', resumeRollout: 'write', approveRolloutWave: 'write', abortRollout: 'write',
+  createBackupSchedule: 'write', updateBackupSchedule: 'write', deleteBackupSchedule: 'write', getBackupSchedules: 'read',
+  verifyServiceBackup: 'write', getBackupRetentionPlan: 'read',
 };
 
 type TCaller = 'admin' | 'read-only' | 'relay' | 'anonymous';

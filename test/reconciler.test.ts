@@ -143,6 +143,7 @@ test('every query method reads stored state and writes nothing: no document, no 
     ['getRuntimeLocalStorageClaims', { serviceId: service.id }],
     ['getPlatformBindings', {}],
     ['getServiceBackups', {}],
+    ['getBackupSchedules', {}],
     ['getOperations', {}],
     ['getAuditEvents', {}],
     ['getUsers', {}],
@@ -253,9 +254,9 @@ test('every derived kind has exactly one controller writing it, and every contro
     assert.equal(names.length, 1, `${kind} is written by ${names.join(', ')}`);
   }
   assert.deepEqual([...writers.keys()].sort(), [
-    'CloudlyClusterDesiredState', 'CloudlyClusterIngressRouteTable', 'CloudlyClusterLiveness', 'CloudlyCorestoreCredential',
+    'CloudlyBackupScheduleState', 'CloudlyClusterDesiredState', 'CloudlyClusterIngressRouteTable', 'CloudlyClusterLiveness', 'CloudlyCorestoreCredential',
     'CloudlyPlatformBindingCreationLedger', 'CloudlyRolloutProgress', 'CloudlyRouteAcmeAccount', 'CloudlyRouteAcmeChallenge', 'CloudlyRouteCertificate',
-    'CloudlyRuntimeLocalStorageClaim', 'CloudlyRuntimeNetworkProjection', 'CloudlyServiceRuntimeStatus',
+    'CloudlyRuntimeLocalStorageClaim', 'CloudlyRuntimeNetworkProjection', 'CloudlyServiceBackupDeletion', 'CloudlyServiceRuntimeStatus',
   ]);
   // A controller is a file of its domain and never holds the root object.
   const root = path.resolve(import.meta.dirname, '..', 'ts');

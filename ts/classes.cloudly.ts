@@ -52,6 +52,10 @@ import { DesiredStateController } from './manager.desiredstate/desiredstate.cont
 import { ProjectionsController } from './manager.runtimenetwork/projections.controller.js';
 import { CorestoreCredentialsController } from './manager.secret/corestorecredentials.controller.js';
 import { BindingLedgerController } from './manager.corestore/bindingledger.controller.js';
+import { BackupSchedulesController, scheduleClockOf } from './manager.backup/schedules.controller.js';
+import { BackupRetentionController } from './manager.backup/retention.controller.js';
+import { clusterLivenessKind } from './manager.cluster/liveness.js';
+import { serviceKind, toPublicService } from './manager.service/documents.js';
 import { clusterIngressRouteTableKind } from './manager.ingress/documents.js';
 import type { IClusterReads } from './manager.cluster/ports.js';
 import { SecretBox } from './core/secretbox.js';
@@ -175,6 +179,8 @@ export class Cloudly {
     bindingLedger: BindingLedgerController;
     routeCertificates: RouteCertificatesController;
     rollout: RolloutController;
+    backupSchedules: BackupSchedulesController;
+    backupRetention: BackupRetentionController;
   };
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
@@ -355,6 +361,22 @@ export class Cloudly {
         logger: this.logger,
         updateServiceSpecAt: (...argsArg) => this.serviceManager.updateServiceSpecAt(...argsArg),
       }),
+      backupSchedules: new BackupSchedulesController({
+        store,
+        logger: this.logger,
+        clock: scheduleClockOf(this.config.scheduleClockFactor ?? 1),
+        servicesOf: async (targetArg) => {
+          const filter = 'serviceId' in targetArg ? { id: targetArg.serviceId }
+            : 'clusterId' in targetArg ? { clusterId: targetArg.clusterId } : { organizationId: targetArg.organizationId };
+          const docs = await store.find(serviceKind, filter, { sort: { createdAt: 1 } });
+          // A service being deleted is gone for its schedules.
+          return docs.filter((docArg) => docArg.deletionRequestedAt === undefined).map(toPublicService);
+        },
+        nodesOf: async (clusterIdArg) => (await this.clusterManager.nodes.listNodes(clusterIdArg)).map((nodeArg) => nodeArg.id).sort(),
+        darkReasonOf: async (clusterIdArg) => (await store.get(clusterLivenessKind, clusterIdArg))?.unknown?.reason ?? null,
+        orderBackup: (orderArg) => this.backupManager.orderScheduledBackup(orderArg),
+      }),
+      backupRetention: new BackupRetentionController({ store, logger: this.logger, blobStore: this.backupManager.blobStore }),
     };
     const cause = (kindArg: string, idArg: string) => ({ kind: kindArg, id: idArg, at: Date.now() });
     this.serviceManager.connect({

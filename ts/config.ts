@@ -205,6 +205,12 @@ export interface ICloudlyConfig {
    * unchanged report is stored again only that often.
    */
   observedStaleMs: number;
+  /**
+   * How much faster than the wall clock backup schedules see time pass (CLOUDLY_SCHEDULE_CLOCK_FACTOR,
+   * default 1). For tests only: at 60 a one-minute schedule fires every real second, on every
+   * instance alike (docs/api/backups.md, "Schedules").
+   */
+  scheduleClockFactor: number;
   /** Where blobs (database closures) live (CLOUDLY_BLOB_STORE): `filesystem` under dataDir (default) or `s3`. */
   blobStore: 'filesystem' | 's3';
   /** The S3 store's settings when `blobStore` is `s3` (CLOUDLY_S3_*, AWS_*), else null. See docs/blobstore.md. */
@@ -626,6 +632,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     readCacheMs: duration('CLOUDLY_READ_CACHE_MS', 1000, 0, 60_000),
     observedRefreshMs: duration('CLOUDLY_OBSERVED_REFRESH_MS', 300_000, 0, 3_600_000),
     observedStaleMs: take(() => readObservedStaleMs(env, readDuration(env, 'CLOUDLY_OBSERVED_REFRESH_MS', 300_000, 0, 3_600_000)), 600_000),
+    scheduleClockFactor: integer('CLOUDLY_SCHEDULE_CLOCK_FACTOR', 1, 1, 3_600),
     relayCallTimeoutMs: duration('CLOUDLY_RELAY_CALL_TIMEOUT_MS', 15_000, 10, 3_600_000),
     relayArchiveCallTimeoutMs: duration('CLOUDLY_RELAY_ARCHIVE_CALL_TIMEOUT_MS', 5 * 60_000, 10, 3_600_000),
     relayBackupCallTimeoutMs: duration('CLOUDLY_RELAY_BACKUP_CALL_TIMEOUT_MS', 15 * 60_000, 10, 6 * 3_600_000),
@@ -696,7 +703,7 @@ export const serverVariables: readonly string[] = [
   'CLOUDLY_S3_PREFIX', 'CLOUDLY_S3_ENDPOINT', 'CLOUDLY_S3_REGION', 'CLOUDLY_S3_FORCE_PATH_STYLE',
   'CLOUDLY_TLS_CERT_FILE', 'CLOUDLY_TLS_KEY_FILE', 'CLOUDLY_TLS_RELOAD_POLL_MS', 'CLOUDLY_ALLOW_PLAIN_HTTP',
   'CLOUDLY_ACME_DOMAINS', 'CLOUDLY_ACME_DIRECTORY_URL', 'CLOUDLY_ACME_EMAIL', 'CLOUDLY_ACME_HTTP_PORT', 'CLOUDLY_ACME_CA_FILE',
-  'CLOUDLY_ACME_CHECK_INTERVAL_MS', 'CLOUDLY_ACME_RETRY_MS',
+  'CLOUDLY_ACME_CHECK_INTERVAL_MS', 'CLOUDLY_ACME_RETRY_MS', 'CLOUDLY_SCHEDULE_CLOCK_FACTOR',
 ];
 
 /**

@@ -12,6 +12,7 @@ import { filtersByName, literalId } from './names.js';
 import { addOperationCommands, finishStartedWork, longWork } from './operations.js';
 import { addRolloutCommands } from './rollouts.js';
 import { addUserCommands } from './users.js';
+import { addBackupScheduleCommands } from './backupschedules.js';
 import { addContextCommands } from './contexts.js';
 import { addStorageCommands } from './storage.js';
 import { addSnapshotCommands } from './snapshot.js';
@@ -962,6 +963,7 @@ const addBackupCommands = (programArg: Command): void => {
       }).finally(stop);
       printAnswer(answer, ctx.format, () => (answer.result ? recordTable(answer.result) : recordTable(answer)));
     }));
+  addBackupScheduleCommands(backups);
 };
 
 /** What a dry run of long work checked: every check, up to the relay call it stopped before. */

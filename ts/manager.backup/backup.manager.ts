@@ -19,7 +19,12 @@ import {
 } from './restoregrants.js';
 import { backupRefusalReasons, decideBackupInterrupted } from './decide.js';
 import { serviceBackupKind } from './documents.js';
-import { backupOperations } from './operations.js';
+import { backupOperations, orderScheduledBackup, type IBackupPorts } from './operations.js';
+import { backupScheduleOperations } from './schedules.js';
+import { registerBackupMetrics } from './backupmetrics.js';
+import type { IScheduledBackupOrder } from './schedules.controller.js';
+import { serviceKind } from '../manager.service/documents.js';
+import { organizationKind } from '../manager.service/organizations.js';
 import { ClosureTransfers } from './transfers.js';
 
 /**
@@ -61,6 +66,8 @@ export class BackupManager {
   public readonly operations: OperationManager;
   /** The closure bytes in flight on this instance. */
   private readonly transfers: ClosureTransfers;
+  /** What the backup operations read and call through, built once. */
+  private readonly ports: IBackupPorts;
 
   constructor(private readonly cloudly: Cloudly, optionsArg: { blobStore?: IBlobStore } = {}) {
     this.operations = cloudly.addManager(new OperationManager(cloudly));
@@ -77,7 +84,7 @@ export class BackupManager {
     cloudly.relays.onSessionOpened((sessionArg) => {
       streamChannelOf(sessionArg.peer);
     });
-    registerOperations(cloudly, backupOperations({
+    this.ports = {
       store: cloudly.store,
       logger: cloudly.logger,
       operations: this.operations,
@@ -102,8 +109,25 @@ export class BackupManager {
         }
       },
       signRestoreGrant: (bindingArg) => this.signRestoreGrant(bindingArg),
+      blobStore: this.blobStore,
       isStarted: () => cloudly.started,
+    };
+    registerOperations(cloudly, backupOperations(this.ports));
+    registerBackupMetrics(cloudly.metrics.registry, cloudly.store);
+    registerOperations(cloudly, backupScheduleOperations({
+      store: cloudly.store,
+      clusterOfService: async (serviceIdArg) => {
+        const service = await cloudly.store.get(serviceKind, serviceIdArg);
+        return service && service.deletionRequestedAt === undefined ? service.clusterId : null;
+      },
+      clusterExists: async (clusterIdArg) => (await cloudly.clusterManager.getCluster(clusterIdArg)) !== null,
+      organizationExists: async (organizationIdArg) => (await cloudly.store.get(organizationKind, organizationIdArg)) !== null,
     }));
+  }
+
+  /** Orders one backup of a schedule's occurrence (the schedules controller's port). */
+  public orderScheduledBackup(orderArg: IScheduledBackupOrder): Promise<'ordered' | 'exists'> {
+    return orderScheduledBackup(this.ports, orderArg);
   }
 
   public async start(): Promise<void> {

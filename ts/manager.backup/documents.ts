@@ -7,7 +7,7 @@ import type {
 } from '../interfaces/data/backup.js';
 import type { ICorestoreDatabaseClosureDescriptor } from '../interfaces/data/corestoreclosure.js';
 import type { IIsolatedRestoreNodeState } from '../interfaces/data/isolatedrestore.js';
-import type { IServiceBackupRecord } from '../interfaces/requests/backup.js';
+import type { IBackupVerification, IServiceBackupRecord } from '../interfaces/requests/backup.js';
 
 /** The backup domain's documents and their public shapes. */
 
@@ -29,6 +29,11 @@ export interface IServiceBackupDocument extends IStoredDocument {
   /** The operation of the current (or last) attempt; absent on backups ordered before operations existed. */
   operationId?: string;
   closure?: { descriptor: ICorestoreDatabaseClosureDescriptor; storedAt: number; blobKey: string };
+  /** The schedule that ordered it and the occurrence it ran for (ts/manager.backup/schedules.controller.ts). */
+  scheduleId?: string;
+  occurrenceAt?: number;
+  /** The last verification of the stored closure (ts/manager.backup/verification.ts). */
+  verification?: IBackupVerification;
 }
 
 export const serviceBackupKind = defineDocumentKind<IServiceBackupDocument>('CloudlyServiceBackup');
@@ -67,6 +72,8 @@ export const toRecord = (docArg: IServiceBackupDocument): IServiceBackupRecord =
   snapshots: docArg.snapshots,
   ...(docArg.replication ? { replication: docArg.replication } : {}),
   ...(docArg.closure ? { closure: { descriptor: docArg.closure.descriptor, storedAt: docArg.closure.storedAt } } : {}),
+  ...(docArg.scheduleId !== undefined ? { scheduleId: docArg.scheduleId, occurrenceAt: docArg.occurrenceAt! } : {}),
+  ...(docArg.verification !== undefined ? { verification: docArg.verification } : {}),
 });
 
 /** The manifest of what Cloudly holds for a backup: today, its database closure. */

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mutationIdReusedRefusal, refuse, refuseNamed } from '../core/errors.js';
 import { haltIfDryRun } from '../core/operationcontext.js';
 import {
+  adminMutation,
   adminOrchestration,
   adminQuery,
   relayOrchestration,
@@ -64,7 +65,10 @@ import {
   readRestoreClusterServiceAnswer,
 } from './relayanswers.js';
 import type { IRestoreGrantBinding } from './restoregrants.js';
-import type { ClosureTransfers } from './transfers.js';
+import { blobRefusalOf, type ClosureTransfers } from './transfers.js';
+import { decideVerificationRecord, verificationRefusal, verifyStoredClosure } from './verification.js';
+import type { IBlobStore } from '../core/blobstore.js';
+import type { IScheduledBackupOrder } from './schedules.controller.js';
 
 /**
  * The backup domain's methods as declared operations (ts/core/operations.ts runs them). Backups,
@@ -133,6 +137,8 @@ export interface IBackupPorts {
   signRestoreGrant(bindingArg: IRestoreGrantBinding): Promise<string>;
   /** False once this instance is stopping: a relay wait that ends then is an interruption. */
   isStarted(): boolean;
+  /** Where the closures are stored (verification reads them back). */
+  blobStore: IBlobStore;
 }
 
 const optionalOperation = (operationArg: IOperation | undefined): { operation?: IOperation } =>
@@ -154,40 +160,9 @@ const restoreGrantBindingOf = (
   ...(objectArg ? { object: objectArg } : {}),
 });
 
-export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] => {
-  const { store, operations, transfers } = portsArg;
-
-  /** The public operation, or undefined (a backup ordered before operations existed has none). */
-  const operationOf = async (operationIdArg: string | undefined): Promise<IOperation | undefined> =>
-    (operationIdArg ? (await operations.getPublic(operationIdArg)) ?? undefined : undefined);
-
-  /**
-   * The same mutationId again answers the operation it started, as that operation stands now,
-   * with its backup; null when the mutationId is absent or new. Another request under a used
-   * mutationId is refused.
-   */
-  const replayBackupOperation = async (
-    methodArg: 'createServiceBackup' | 'restoreServiceBackup',
-    mutationIdArg: string | undefined,
-    requestSha256Arg: string,
-  ): Promise<{ backup: IServiceBackupRecord; operation: IOperation } | null> => {
-    if (mutationIdArg === undefined) {
-      return null;
-    }
-    const earlier = await operations.findByMutation(methodArg, mutationIdArg);
-    if (!earlier) {
-      return null;
-    }
-    if (earlier.requestSha256 !== requestSha256Arg) {
-      throw mutationIdReusedRefusal();
-    }
-    const backup = await store.get(serviceBackupKind, earlier.backupId);
-    if (!backup) {
-      throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
-    }
-    return { backup: toRecord(backup), operation: (await operationOf(earlier.id))! };
-  };
-
+/** A backup attempt's work (the relay call, then its outcome recorded), shared by the admin method and the schedules. */
+const backupWork = (portsArg: IBackupPorts) => {
+  const { store, transfers } = portsArg;
   /**
    * Records the outcome of a backup attempt on its document, racing only with a closure being
    * recorded; a backup that is gone by then is `not-found`, one another attempt took over is kept.
@@ -229,6 +204,121 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
     }, runArg.operationId);
     return { backup: toRecord(settled) };
   };
+
+  return { settleBackup, runBackup };
+};
+
+/**
+ * Orders one scheduled backup: an ordinary backup operation (requested by `schedule:<id>`, the
+ * schedule and occurrence in its input) whose backup carries the schedule id. Its backup id and
+ * operation id are derived from the occurrence, so a second order of it finds the backup stored
+ * and starts nothing ('exists'), whatever became of the first one.
+ */
+export const orderScheduledBackup = async (portsArg: IBackupPorts, orderArg: IScheduledBackupOrder): Promise<'ordered' | 'exists'> => {
+  const { store, operations } = portsArg;
+  const service = await portsArg.requireService(orderArg.serviceId);
+  const operationId = `op-${sha256Hex(`scheduled-backup\u0000${orderArg.backupId}`).slice(0, 32)}`;
+  const orderSha256 = computeCanonicalJsonSha256Hex({
+    clusterId: orderArg.clusterId,
+    nodeId: orderArg.nodeId,
+    serviceId: orderArg.serviceId,
+    tags: {},
+    replication: null,
+    scheduleId: orderArg.scheduleId,
+    occurrenceAt: orderArg.occurrenceAt,
+  });
+  const ordered = await store.mutate(serviceBackupKind, orderArg.backupId, (existingArg) => {
+    if (existingArg) {
+      return { kind: 'keep' };
+    }
+    const decision = decideBackupOrder(null, {
+      backupId: orderArg.backupId,
+      clusterId: orderArg.clusterId,
+      nodeId: orderArg.nodeId,
+      serviceId: orderArg.serviceId,
+      orderSha256,
+      now: Date.now(),
+      attemptTimeoutMs: portsArg.relays.timeoutOf('backupClusterService'),
+      operationId,
+    });
+    return decision.kind === 'create'
+      ? { kind: 'create', doc: { ...decision.doc, scheduleId: orderArg.scheduleId, occurrenceAt: orderArg.occurrenceAt } }
+      : decision;
+  });
+  if (ordered.outcome !== 'created') {
+    return 'exists';
+  }
+  const { doc: operationDoc, created } = await operations.begin({
+    operationId,
+    kind: 'service-backup',
+    method: 'createServiceBackup',
+    clusterId: orderArg.clusterId,
+    serviceId: orderArg.serviceId,
+    nodeId: orderArg.nodeId,
+    backupId: orderArg.backupId,
+    requestedBy: `schedule:${orderArg.scheduleId}`,
+    requestSha256: orderSha256,
+    input: { scheduleId: orderArg.scheduleId, occurrenceAt: orderArg.occurrenceAt },
+  });
+  if (!created) {
+    return 'exists';
+  }
+  const { runBackup } = backupWork(portsArg);
+  operations.launch(operationDoc, async (runArg) => {
+    const result = await runBackup(runArg, orderArg.clusterId, { nodeId: orderArg.nodeId, backupId: orderArg.backupId, service });
+    if (!orderArg.verify) {
+      return result;
+    }
+    // The schedule verifies each new backup: what Cloudly stored for it, read back before the operation ends.
+    runArg.setPhase('recording');
+    const backup = await store.get(serviceBackupKind, orderArg.backupId);
+    if (!backup || verificationRefusal(backup)) {
+      return result;
+    }
+    const verifiable = backup as IServiceBackupDocument & { closure: NonNullable<IServiceBackupDocument['closure']> };
+    const verification = await verifyStoredClosure(portsArg.blobStore, verifiable, Date.now);
+    const recorded = await store.mutate(serviceBackupKind, orderArg.backupId, (currentArg) =>
+      decideVerificationRecord(currentArg, { closureSha256: verifiable.closure.descriptor.sha256, verification }));
+    return { backup: toRecord(recorded.doc!) };
+  });
+  return 'ordered';
+};
+
+export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] => {
+  const { store, operations, transfers } = portsArg;
+
+  /** The public operation, or undefined (a backup ordered before operations existed has none). */
+  const operationOf = async (operationIdArg: string | undefined): Promise<IOperation | undefined> =>
+    (operationIdArg ? (await operations.getPublic(operationIdArg)) ?? undefined : undefined);
+
+  /**
+   * The same mutationId again answers the operation it started, as that operation stands now,
+   * with its backup; null when the mutationId is absent or new. Another request under a used
+   * mutationId is refused.
+   */
+  const replayBackupOperation = async (
+    methodArg: 'createServiceBackup' | 'restoreServiceBackup',
+    mutationIdArg: string | undefined,
+    requestSha256Arg: string,
+  ): Promise<{ backup: IServiceBackupRecord; operation: IOperation } | null> => {
+    if (mutationIdArg === undefined) {
+      return null;
+    }
+    const earlier = await operations.findByMutation(methodArg, mutationIdArg);
+    if (!earlier) {
+      return null;
+    }
+    if (earlier.requestSha256 !== requestSha256Arg) {
+      throw mutationIdReusedRefusal();
+    }
+    const backup = await store.get(serviceBackupKind, earlier.backupId);
+    if (!backup) {
+      throw refuse('not-found', [backupRefusalReasons.backupNotFound]);
+    }
+    return { backup: toRecord(backup), operation: (await operationOf(earlier.id))! };
+  };
+
+  const { settleBackup, runBackup } = backupWork(portsArg);
 
   /** Sends one manifest object to the node under its own write-object grant; its bytes are the progress. */
   const stageArchiveObject = async (
@@ -415,6 +505,32 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
         if (request.clusterId !== undefined) filter.clusterId = request.clusterId;
         const page = await findPage(store, serviceBackupKind, filter, 'getServiceBackups', request, oldestFirst('createdAt'));
         return { backups: page.items.map(toRecord), ...nextCursorMember(page) };
+      },
+    }),
+
+    adminMutation({
+      method: 'verifyServiceBackup',
+      access: 'write',
+      input: { required: { backupId: isIdString } },
+      // The fact is the verification itself: the stored closure read back and hashed, before the one write that records it.
+      async facts(request) {
+        const backup = await store.get(serviceBackupKind, request.backupId);
+        const refusal = verificationRefusal(backup);
+        if (refusal) {
+          throw refusal;
+        }
+        const verifiable = backup as IServiceBackupDocument & { closure: NonNullable<IServiceBackupDocument['closure']> };
+        try {
+          return { closureSha256: verifiable.closure.descriptor.sha256, verification: await verifyStoredClosure(portsArg.blobStore, verifiable, Date.now) };
+        } catch (error) {
+          throw blobRefusalOf(error);
+        }
+      },
+      target: (request) => ({ kind: serviceBackupKind, id: request.backupId }),
+      decide: (current, { facts }) => decideVerificationRecord(current, facts),
+      answer: ({ doc }) => ({ backup: toRecord(doc!) }),
+      after({ doc }, _step, context) {
+        portsArg.logger.info({ backupId: doc!.id, outcome: doc!.verification?.outcome, actor: context.identity.userId }, 'service backup verified');
       },
     }),
 

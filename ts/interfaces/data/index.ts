@@ -32,3 +32,4 @@ export * from './organization.js';
 export * from './refusal.js';
 export * from './routecertificate.js';
 export * from './rollout.js';
+export * from './backupschedule.js';

@@ -13,6 +13,7 @@ import type {
 import type { IIsolatedRestoreNodeState } from '../data/isolatedrestore.js';
 import type { ICorestoreDatabaseClosureDescriptor } from '../data/corestoreclosure.js';
 import type { IPageRequest, IPageAnswer } from './pagination.js';
+import type { IBackupSchedule, IBackupScheduleSpec } from '../data/backupschedule.js';
 
 /**
  * Node-addressed backups, streamed database closures and isolated restores.
@@ -193,7 +194,43 @@ export interface IServiceBackupRecord {
   replication?: IBackupReplicationResult;
   /** Present once Cloudly durably holds the service's database closure. */
   closure?: { descriptor: ICorestoreDatabaseClosureDescriptor; storedAt: number };
+  /** Project's own member: the schedule that ordered this backup, and the occurrence (epoch ms UTC) it ran for. */
+  scheduleId?: string;
+  occurrenceAt?: number;
+  /** Project's own member: the last verification of what Cloudly stored for it (`verifyServiceBackup`). */
+  verification?: IBackupVerification;
 }
+
+/**
+ * The outcome of reading a backup's stored closures back and hashing them against the receipts
+ * recorded when they arrived. Project's own definition.
+ */
+export interface IBackupVerification {
+  outcome: 'ok' | 'mismatch' | 'missing';
+  verifiedAt: number;
+  /** How many stored objects were read back. */
+  checkedObjects: number;
+  /** The object that failed, as its receipt names it, and what was found instead. */
+  failedObject?: {
+    path: string;
+    size: number;
+    sha256: string;
+    /** `blob-not-found`, `blob-corrupt`, `size-differs` or `sha256-differs`. */
+    problem: string;
+    actualSize?: number;
+    actualSha256?: string;
+  };
+}
+
+/**
+ * Reads every closure Cloudly stored for a completed backup back from the blob store, re-hashes it
+ * against its receipt and records the outcome on the backup (project's own method).
+ */
+export type IReq_Admin_VerifyServiceBackup = ITypedContract<
+  'verifyServiceBackup',
+  { identity: IIdentity; backupId: string },
+  { backup: IServiceBackupRecord }
+>;
 
 /**
  * Orders a backup of one service on one exact node. Answered at once (project's own shape): the
@@ -288,4 +325,57 @@ export type IReq_Admin_StepIsolatedRestore = ITypedContract<
     expectedRevision?: number;
   },
   { state: IIsolatedRestoreNodeState }
+>;
+
+/**
+ * Creates a backup schedule (project's own method, docs/api/backups.md "Schedules"). The cron
+ * expression and retention are checked whole: every problem is named.
+ */
+export type IReq_Admin_CreateBackupSchedule = ITypedContract<
+  'createBackupSchedule',
+  { identity: IIdentity; schedule: IBackupScheduleSpec; scheduleId?: string },
+  { schedule: IBackupSchedule }
+>;
+
+/** Replaces a schedule's spec, if it still has the generation the caller read. */
+export type IReq_Admin_UpdateBackupSchedule = ITypedContract<
+  'updateBackupSchedule',
+  { identity: IIdentity; scheduleId: string; expectedGeneration: number; schedule: IBackupScheduleSpec },
+  { schedule: IBackupSchedule }
+>;
+
+/** Deletes a schedule, if it still has the generation the caller read; its backups stay. */
+export type IReq_Admin_DeleteBackupSchedule = ITypedContract<
+  'deleteBackupSchedule',
+  { identity: IIdentity; scheduleId: string; expectedGeneration: number },
+  { schedule: IBackupSchedule }
+>;
+
+/** Lists schedules with what the controller recorded of each, optionally those naming one service or cluster. */
+export type IReq_Admin_GetBackupSchedules = ITypedContract<
+  'getBackupSchedules',
+  { identity: IIdentity; serviceId?: string; clusterId?: string } & IPageRequest,
+  { schedules: IBackupSchedule[] } & IPageAnswer
+>;
+
+/** What retention decides for one backup, and why. Project's own definition. */
+export interface IBackupRetentionDecision {
+  backupId: string;
+  createdAt: number;
+  action: 'keep' | 'remove';
+  /**
+   * Why: for a kept backup each rule that keeps it (`last-1`, `daily 2026-03-01`, `weekly 2026-W09`,
+   * `monthly 2026-03`, `newest-verified`, `in-use`); for a removed one `outside-policy` or `failed`.
+   */
+  reasons: string[];
+}
+
+/**
+ * What a schedule's retention would do now, per service (project's own method): the dry run of
+ * the retention the `backup-retention` controller applies after each occurrence. Reads only.
+ */
+export type IReq_Admin_GetBackupRetentionPlan = ITypedContract<
+  'getBackupRetentionPlan',
+  { identity: IIdentity; scheduleId: string },
+  { scheduleId: string; services: Array<{ serviceId: string; decisions: IBackupRetentionDecision[] }> }
 >;

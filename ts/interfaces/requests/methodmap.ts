@@ -32,6 +32,7 @@ export interface ICloudlyMethods {
   cancelOperation: operation.IReq_Admin_CancelOperation;
   changePassword: account.IReq_Account_ChangePassword;
   completeSecretRecipientEnrollment: secret.IReq_Relay_Cloudly_CompleteSecretRecipientEnrollment;
+  createBackupSchedule: backup.IReq_Admin_CreateBackupSchedule;
   createCluster: admin.IReq_Any_Cloudly_CreateCluster;
   createIsolatedRestore: backup.IReq_Admin_CreateIsolatedRestore;
   createOrganization: service.IReq_Admin_CreateOrganization;
@@ -39,6 +40,7 @@ export interface ICloudlyMethods {
   createService: service.IReq_Any_Cloudly_CreateService;
   createServiceBackup: backup.IReq_Admin_CreateServiceBackup;
   createUser: account.IReq_Admin_CreateUser;
+  deleteBackupSchedule: backup.IReq_Admin_DeleteBackupSchedule;
   deleteCluster: admin.IReq_Admin_DeleteCluster;
   deleteOrganization: service.IReq_Admin_DeleteOrganization;
   deletePlatformBinding: corestore.IReq_Admin_DeletePlatformBinding;
@@ -47,6 +49,8 @@ export interface ICloudlyMethods {
   designateClusterIngress: ingress.IReq_Any_Cloudly_DesignateClusterIngress;
   getAuditEvents: audit.IReq_Admin_GetAuditEvents;
   getClusterAcmeChallenge: certificate.IReq_Relay_Cloudly_GetClusterAcmeChallenge;
+  getBackupRetentionPlan: backup.IReq_Admin_GetBackupRetentionPlan;
+  getBackupSchedules: backup.IReq_Admin_GetBackupSchedules;
   getClusterById: admin.IReq_Any_Cloudly_GetClusterById;
   getClusterIngressDesignation: ingress.IReq_Any_Cloudly_GetClusterIngressDesignation;
   getClusterIngressRouteTable: ingress.IReq_Relay_Cloudly_GetClusterIngressRouteTable;
@@ -114,9 +118,11 @@ export interface ICloudlyMethods {
   stepIsolatedRestore: backup.IReq_Admin_StepIsolatedRestore;
   supersedeHistoricalRuntimeLocalStorageClaim: service.IReq_Any_Cloudly_SupersedeHistoricalRuntimeLocalStorageClaim;
   unwatchChanges: watch.IReq_Admin_UnwatchChanges;
+  updateBackupSchedule: backup.IReq_Admin_UpdateBackupSchedule;
   updatePlatformBindingStatus: corestore.IReq_Relay_Cloudly_UpdatePlatformBindingStatus;
   updateService: service.IReq_Any_Cloudly_UpdateService;
   upsertPlatformBinding: corestore.IReq_Any_Cloudly_UpsertPlatformBinding;
+  verifyServiceBackup: backup.IReq_Admin_VerifyServiceBackup;
   watchChanges: watch.IReq_Admin_WatchChanges;
 }
 

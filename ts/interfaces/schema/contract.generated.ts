@@ -382,6 +382,255 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IBackupRetentionDecision": {
+   "type": "object",
+   "properties": {
+    "backupId": {
+     "type": "string"
+    },
+    "createdAt": {
+     "type": "number"
+    },
+    "action": {
+     "type": "string",
+     "enum": [
+      "keep",
+      "remove"
+     ]
+    },
+    "reasons": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    }
+   },
+   "required": [
+    "backupId",
+    "createdAt",
+    "action",
+    "reasons"
+   ],
+   "additionalProperties": false
+  },
+  "IBackupSchedule": {
+   "type": "object",
+   "properties": {
+    "target": {
+     "$ref": "#/$defs/TBackupScheduleTarget"
+    },
+    "cron": {
+     "type": "string"
+    },
+    "jitterSeconds": {
+     "type": "number"
+    },
+    "startingDeadlineSeconds": {
+     "type": "number"
+    },
+    "verify": {
+     "type": "boolean"
+    },
+    "retention": {
+     "$ref": "#/$defs/IArchiveRetentionPolicy"
+    },
+    "scheduleId": {
+     "type": "string"
+    },
+    "generation": {
+     "type": "number"
+    },
+    "createdAt": {
+     "type": "number"
+    },
+    "updatedAt": {
+     "type": "number"
+    },
+    "status": {
+     "$ref": "#/$defs/IBackupScheduleStatus"
+    }
+   },
+   "required": [
+    "createdAt",
+    "cron",
+    "generation",
+    "scheduleId",
+    "target",
+    "updatedAt"
+   ],
+   "additionalProperties": false
+  },
+  "IBackupScheduleRun": {
+   "type": "object",
+   "properties": {
+    "occurrenceAt": {
+     "type": "number"
+    },
+    "firedAt": {
+     "type": "number"
+    },
+    "backupIds": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    },
+    "skipped": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IBackupScheduleSkip"
+     }
+    }
+   },
+   "required": [
+    "occurrenceAt",
+    "firedAt",
+    "backupIds",
+    "skipped"
+   ],
+   "additionalProperties": false
+  },
+  "IBackupScheduleSkip": {
+   "type": "object",
+   "properties": {
+    "serviceId": {
+     "type": "string"
+    },
+    "clusterId": {
+     "type": "string"
+    },
+    "reason": {
+     "type": "string"
+    },
+    "detail": {
+     "type": "string"
+    }
+   },
+   "required": [
+    "reason"
+   ],
+   "additionalProperties": false
+  },
+  "IBackupScheduleSpec": {
+   "type": "object",
+   "properties": {
+    "target": {
+     "$ref": "#/$defs/TBackupScheduleTarget"
+    },
+    "cron": {
+     "type": "string"
+    },
+    "jitterSeconds": {
+     "type": "number"
+    },
+    "startingDeadlineSeconds": {
+     "type": "number"
+    },
+    "verify": {
+     "type": "boolean"
+    },
+    "retention": {
+     "$ref": "#/$defs/IArchiveRetentionPolicy"
+    }
+   },
+   "required": [
+    "target",
+    "cron"
+   ],
+   "additionalProperties": false
+  },
+  "IBackupScheduleStatus": {
+   "type": "object",
+   "properties": {
+    "state": {
+     "type": "string",
+     "enum": [
+      "active",
+      "disabled"
+     ]
+    },
+    "disabledReason": {
+     "type": "string"
+    },
+    "nextRunAt": {
+     "type": "number"
+    },
+    "lastRun": {
+     "$ref": "#/$defs/IBackupScheduleRun"
+    },
+    "firedOccurrences": {
+     "type": "number"
+    },
+    "skippedServices": {
+     "type": "number"
+    },
+    "missedOccurrences": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "state",
+    "firedOccurrences",
+    "skippedServices",
+    "missedOccurrences"
+   ],
+   "additionalProperties": false
+  },
+  "IBackupVerification": {
+   "type": "object",
+   "properties": {
+    "outcome": {
+     "type": "string",
+     "enum": [
+      "ok",
+      "mismatch",
+      "missing"
+     ]
+    },
+    "verifiedAt": {
+     "type": "number"
+    },
+    "checkedObjects": {
+     "type": "number"
+    },
+    "failedObject": {
+     "type": "object",
+     "properties": {
+      "path": {
+       "type": "string"
+      },
+      "size": {
+       "type": "number"
+      },
+      "sha256": {
+       "type": "string"
+      },
+      "problem": {
+       "type": "string"
+      },
+      "actualSize": {
+       "type": "number"
+      },
+      "actualSha256": {
+       "type": "string"
+      }
+     },
+     "required": [
+      "path",
+      "size",
+      "sha256",
+      "problem"
+     ],
+     "additionalProperties": false
+    }
+   },
+   "required": [
+    "outcome",
+    "verifiedAt",
+    "checkedObjects"
+   ],
+   "additionalProperties": false
+  },
   "IBackupVolumeSnapshot": {
    "type": "object",
    "properties": {
@@ -4192,6 +4441,15 @@ export const contractSchema: IContractSchemaDocument = {
       "storedAt"
      ],
      "additionalProperties": false
+    },
+    "scheduleId": {
+     "type": "string"
+    },
+    "occurrenceAt": {
+     "type": "number"
+    },
+    "verification": {
+     "$ref": "#/$defs/IBackupVerification"
     }
    },
    "required": [
@@ -4631,6 +4889,49 @@ export const contractSchema: IContractSchemaDocument = {
     "accepted",
     "replay",
     "historical"
+   ]
+  },
+  "TBackupScheduleTarget": {
+   "anyOf": [
+    {
+     "type": "object",
+     "properties": {
+      "serviceId": {
+       "type": "string"
+      },
+      "nodeId": {
+       "type": "string"
+      }
+     },
+     "required": [
+      "serviceId"
+     ],
+     "additionalProperties": false
+    },
+    {
+     "type": "object",
+     "properties": {
+      "clusterId": {
+       "type": "string"
+      }
+     },
+     "required": [
+      "clusterId"
+     ],
+     "additionalProperties": false
+    },
+    {
+     "type": "object",
+     "properties": {
+      "organizationId": {
+       "type": "string"
+      }
+     },
+     "required": [
+      "organizationId"
+     ],
+     "additionalProperties": false
+    }
    ]
   },
   "TBackupSnapshot": {
@@ -6238,6 +6539,41 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "createBackupSchedule.answer": {
+   "type": "object",
+   "properties": {
+    "schedule": {
+     "$ref": "#/$defs/IBackupSchedule"
+    }
+   },
+   "required": [
+    "schedule"
+   ],
+   "additionalProperties": false
+  },
+  "createBackupSchedule.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "schedule": {
+     "$ref": "#/$defs/IBackupScheduleSpec"
+    },
+    "scheduleId": {
+     "type": "string"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "schedule"
+   ],
+   "additionalProperties": false
+  },
   "createCluster.answer": {
    "type": "object",
    "properties": {
@@ -6570,6 +6906,42 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "deleteBackupSchedule.answer": {
+   "type": "object",
+   "properties": {
+    "schedule": {
+     "$ref": "#/$defs/IBackupSchedule"
+    }
+   },
+   "required": [
+    "schedule"
+   ],
+   "additionalProperties": false
+  },
+  "deleteBackupSchedule.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "scheduleId": {
+     "type": "string"
+    },
+    "expectedGeneration": {
+     "type": "number"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "scheduleId",
+    "expectedGeneration"
+   ],
+   "additionalProperties": false
+  },
   "deleteCluster.answer": {
    "type": "object",
    "properties": {
@@ -6856,6 +7228,107 @@ export const contractSchema: IContractSchemaDocument = {
     "identity"
    ],
    "additionalProperties": false
+  },
+  "getBackupRetentionPlan.answer": {
+   "type": "object",
+   "properties": {
+    "scheduleId": {
+     "type": "string"
+    },
+    "services": {
+     "type": "array",
+     "items": {
+      "type": "object",
+      "properties": {
+       "serviceId": {
+        "type": "string"
+       },
+       "decisions": {
+        "type": "array",
+        "items": {
+         "$ref": "#/$defs/IBackupRetentionDecision"
+        }
+       }
+      },
+      "required": [
+       "serviceId",
+       "decisions"
+      ],
+      "additionalProperties": false
+     }
+    }
+   },
+   "required": [
+    "scheduleId",
+    "services"
+   ],
+   "additionalProperties": false
+  },
+  "getBackupRetentionPlan.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "scheduleId": {
+     "type": "string"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "scheduleId"
+   ],
+   "additionalProperties": false
+  },
+  "getBackupSchedules.answer": {
+   "type": "object",
+   "additionalProperties": false,
+   "properties": {
+    "nextCursor": {
+     "type": "string"
+    },
+    "schedules": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IBackupSchedule"
+     }
+    }
+   },
+   "required": [
+    "schedules"
+   ]
+  },
+  "getBackupSchedules.request": {
+   "type": "object",
+   "additionalProperties": false,
+   "properties": {
+    "limit": {
+     "type": "number"
+    },
+    "cursor": {
+     "type": "string"
+    },
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "serviceId": {
+     "type": "string"
+    },
+    "clusterId": {
+     "type": "string"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity"
+   ]
   },
   "getClusterAcmeChallenge.answer": {
    "type": "object",
@@ -9425,6 +9898,46 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "updateBackupSchedule.answer": {
+   "type": "object",
+   "properties": {
+    "schedule": {
+     "$ref": "#/$defs/IBackupSchedule"
+    }
+   },
+   "required": [
+    "schedule"
+   ],
+   "additionalProperties": false
+  },
+  "updateBackupSchedule.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "scheduleId": {
+     "type": "string"
+    },
+    "expectedGeneration": {
+     "type": "number"
+    },
+    "schedule": {
+     "$ref": "#/$defs/IBackupScheduleSpec"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "scheduleId",
+    "expectedGeneration",
+    "schedule"
+   ],
+   "additionalProperties": false
+  },
   "updatePlatformBindingStatus.answer": {
    "type": "object",
    "properties": {
@@ -9542,6 +10055,38 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "verifyServiceBackup.answer": {
+   "type": "object",
+   "properties": {
+    "backup": {
+     "$ref": "#/$defs/IServiceBackupRecord"
+    }
+   },
+   "required": [
+    "backup"
+   ],
+   "additionalProperties": false
+  },
+  "verifyServiceBackup.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "backupId": {
+     "type": "string"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "backupId"
+   ],
+   "additionalProperties": false
+  },
   "watchChanges.answer": {
    "type": "object",
    "properties": {
@@ -9599,6 +10144,7 @@ export const contractSchema: IContractSchemaDocument = {
   "cancelOperation",
   "changePassword",
   "completeSecretRecipientEnrollment",
+  "createBackupSchedule",
   "createCluster",
   "createIsolatedRestore",
   "createOrganization",
@@ -9606,6 +10152,7 @@ export const contractSchema: IContractSchemaDocument = {
   "createService",
   "createServiceBackup",
   "createUser",
+  "deleteBackupSchedule",
   "deleteCluster",
   "deleteOrganization",
   "deletePlatformBinding",
@@ -9613,6 +10160,8 @@ export const contractSchema: IContractSchemaDocument = {
   "deleteUser",
   "designateClusterIngress",
   "getAuditEvents",
+  "getBackupRetentionPlan",
+  "getBackupSchedules",
   "getClusterAcmeChallenge",
   "getClusterById",
   "getClusterIngressDesignation",
@@ -9681,9 +10230,11 @@ export const contractSchema: IContractSchemaDocument = {
   "stepIsolatedRestore",
   "supersedeHistoricalRuntimeLocalStorageClaim",
   "unwatchChanges",
+  "updateBackupSchedule",
   "updatePlatformBindingStatus",
   "updateService",
   "upsertPlatformBinding",
+  "verifyServiceBackup",
   "watchChanges"
  ],
  "called": [
