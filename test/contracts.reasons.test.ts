@@ -39,6 +39,7 @@ const opaqueReasonsExplained: Record<string, string> = {
   'ts/manager.desiredstate/operations.ts verdict.reasons': 'judgeObservedReport\'s conflict: [\'desired-revision-stale\'] (its invalid-request sentences go through refuseFields)',
   'ts/manager.secret/decide.ts verdict': 'judgeEnrollmentCompletion: a member of secretRefusalReasons',
   'ts/manager.secret/secret.manager.ts verdict': 'judgeEnrollmentCompletion, as above',
+  'ts/manager.secret/secretgroups.ts reasons': 'judgeSealedCopies: members of secretGroupReasons (bindingMismatch, recipientNotEnrolled, recipientUnknown), written out beside it',
 };
 
 test('every reason in every refusal dictionary of the server and the dashboard is a machine token', (t) => {

@@ -14,7 +14,8 @@ import { dispatchInProcess, startTestCloudly, testAdminPassword, testAdminUserna
 const declaredAccess: Record<string, TMethodAccess> = {
   createOrganization: 'write', getOrganizations: 'read', deleteOrganization: 'write',
   pushImageVersion: 'relay', pullImageVersion: 'relay', getServiceImageVersions: 'read',
-  supersedeHistoricalRuntimeLocalStorageClaim: 'write',
+  supersedeHistoricalRuntimeLocalStorageClaim: 'write', getSecretGroups: 'read',
+  createSecretGroup: 'write', addSecretVersion: 'write', deleteSecretGroup: 'write',
   addClusterNode: 'write', adminLoginWithUsernameAndPassword: 'public', adminPruneClusterNodeArchive: 'write',
   adoptCorestoreLegacyResources: 'write', backupServiceDatabaseClosure: 'relay', beginSecretRecipientEnrollment: 'relay',
   cancelOperation: 'write', changePassword: 'own-session', completeSecretRecipientEnrollment: 'relay',

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { judgeServiceRuntime, type IServiceRuntimeFacts } from '../ts/manager.service/runtimestatus.js';
+import { serviceEnvironmentBytes, judgeServiceRuntime, type IServiceRuntimeFacts } from '../ts/manager.service/runtimestatus.js';
 import { decideServiceShapeMigration } from '../ts/manager.service/migrate.js';
 import type { IService } from '../ts/interfaces/data/service.js';
 import type { IClusterRelayCapabilities } from '../ts/interfaces/data/clusterrelay.js';
@@ -21,6 +21,8 @@ const service = (overridesArg: Partial<IService> = {}): IService => ({
   ports: [{ name: 'http', port: 8080, protocol: 'tcp' }, { name: 'dns', port: 53, protocol: 'udp' }],
   routes: [{ hostname: 'web.example.com', targetPort: 'http' }],
   volumes: [],
+  environment: {},
+  secrets: {},
   createdAt: 1, updatedAt: 1,
   ...overridesArg,
 });
@@ -62,6 +64,19 @@ const refusals: Array<[string, Partial<IServiceRuntimeFacts>]> = [
     }),
   }],
   ['replica-limit', { service: service({ runtime: { ...service().runtime, replicas: data.runtimeConfigContract.maximumReplicas + 1 } }) }],
+  // A secret of the service's own needs the runtime's secret delivery as much as a binding's credentials.
+  ['secrets-unsupported', {
+    relayCapabilities: { ...everything, secrets: false }, bindingCapabilities: [],
+    service: service({ secrets: { TOKEN: { secretId: 'api-token', secretVersionId: 'v1' } } }), secrets: [{ name: 'TOKEN', valueBytes: 10 }],
+  }],
+  // The plain entries are at the limit (the input refuses more); the secret's value tips it over.
+  ['environment-too-large', {
+    service: service({ environment: { A: 'x'.repeat(data.serviceEnvironmentContract.maximumTotalBytes - 4) } }),
+    secrets: [{ name: 'B', valueBytes: 1 }],
+  }],
+  ['secret-version-missing', {
+    service: service({ secrets: { TOKEN: { secretId: 'api-token', secretVersionId: 'v9' } } }), secrets: [{ name: 'TOKEN', valueBytes: null }],
+  }],
 ];
 
 for (const [reason, broken] of refusals) {
@@ -90,6 +105,24 @@ test('facts that do not break: no stated capabilities refuse nothing, an older r
   assert.deepEqual(judgeServiceRuntime(base({ observed: [], nodeNetwork: { heldLeaseIds: new Map([['n-1', ['wl-1']]]), confirmedLeaseIds: new Set() } })),
     { state: 'converging', reason: null });
   assert.deepEqual(judgeServiceRuntime(base({ service: service({ ports: [{ name: 'http', port: 80, protocol: 'tcp' }], routes: [] }) })), { state: 'converging', reason: null });
+  // Exactly at the environment's limit, plain and secret together, is admitted: A=<value>\0 and B=<1 byte>\0.
+  assert.deepEqual(judgeServiceRuntime(base({
+    service: service({ environment: { A: 'x'.repeat(data.serviceEnvironmentContract.maximumTotalBytes - 7) } }),
+    secrets: [{ name: 'B', valueBytes: 1 }],
+  })), { state: 'converging', reason: null });
+});
+
+test('the environment counts NAME=value and a NUL per entry in UTF-8 bytes, plain and secret alike, skipping secrets of unknown size', () => {
+  assert.equal(serviceEnvironmentBytes({ environment: { A: 'b' } }, []), 4);
+  assert.equal(serviceEnvironmentBytes({ environment: { Ä: 'é' } }, []), 2 + 1 + 2 + 1);
+  assert.equal(serviceEnvironmentBytes({ environment: {} }, [{ name: 'TOKEN', valueBytes: 32 }, { name: 'GONE', valueBytes: null }]), 5 + 1 + 32 + 1);
+});
+
+test('the secret-version refusal comes before the admission refusals: a secret that cannot be delivered is not judged for its size', () => {
+  assert.deepEqual(judgeServiceRuntime(base({
+    relayCapabilities: { ...everything, portProtocols: [] },
+    service: service({ secrets: { TOKEN: { secretId: 'api-token', secretVersionId: 'v9' } } }), secrets: [{ name: 'TOKEN', valueBytes: null }],
+  })), { state: 'refused', reason: 'secret-version-missing' });
 });
 
 test('contract order: among refusals the earlier reason names the verdict, and any refusal comes before any wait', () => {
@@ -103,7 +136,7 @@ test('contract order: among refusals the earlier reason names the verdict, and a
   })), { state: 'waiting', reason: 'conflict' });
   // Every reason judged here belongs to its state in the contract's pairing.
   for (const [reason] of refusals) {
-    assert.ok((data.serviceRuntimeRefusals as readonly string[]).includes(reason), reason);
+    assert.ok(([...data.serviceRuntimeRefusals, ...data.serviceRuntimeOwnRefusals] as readonly string[]).includes(reason), reason);
   }
   for (const [reason] of waits) {
     assert.ok((data.serviceRuntimeWaitingReasons as readonly string[]).includes(reason), reason);

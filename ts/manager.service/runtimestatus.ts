@@ -15,6 +15,7 @@ import type { IRuntimeLocalStorageClaimRecord } from '../interfaces/data/runtime
 import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
 import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
 import { parseServiceImageName } from '../interfaces/data/imageversion.js';
+import { environmentEntryBytes, plainEnvironmentBytes, serviceEnvironmentContract } from '../interfaces/data/serviceenvironment.js';
 
 /**
  * The pure part of a service's runtime verdict: Cloudly's own judgement of a spec revision from
@@ -81,7 +82,23 @@ export interface IServiceRuntimeFacts {
   observed?: readonly IServiceObservedPlacement[];
   /** Whether the organization registry holds the service's organization; absent when not gathered. */
   organizationRegistered?: boolean;
+  /**
+   * Each secret the service names, with its value's length when a copy sealed for the cluster can
+   * be delivered, or null when it cannot (`secret-version-missing`). Absent when not gathered.
+   */
+  secrets?: readonly { name: string; valueBytes: number | null }[];
 }
+
+/**
+ * The bytes the whole environment takes in the workload's process (`NAME=value` and a NUL per
+ * entry, plain and secret alike), counting the secrets whose sizes are known. Pure.
+ */
+export const serviceEnvironmentBytes = (
+  serviceArg: Pick<IService, 'environment'>,
+  secretsArg: readonly { name: string; valueBytes: number | null }[],
+): number =>
+  plainEnvironmentBytes(serviceArg.environment ?? {})
+  + secretsArg.reduce((sum, secret) => sum + (secret.valueBytes === null ? 0 : environmentEntryBytes(secret.name, secret.valueBytes)), 0);
 
 /**
  * What a service's image plan rests on: a registry image (the runtime's business), or a pushed
@@ -146,7 +163,7 @@ export const isServiceVolumeClaimable = (serviceArg: IService, volumeArg: IServi
  * verdict. Pure; each reason is earned by one fact.
  */
 export const judgeServiceAdmission = (
-  factsArg: Pick<IServiceRuntimeFacts, 'service' | 'relayCapabilities' | 'bindingCapabilities'>,
+  factsArg: Pick<IServiceRuntimeFacts, 'service' | 'relayCapabilities' | 'bindingCapabilities' | 'secrets'>,
 ): TServiceRuntimeRefusal | null => {
   const { service } = factsArg;
   const capabilities = factsArg.relayCapabilities ?? null;
@@ -156,8 +173,8 @@ export const judgeServiceAdmission = (
     if (bindingCapabilities.some((capability) => !capabilities.platforms.includes(capability))) {
       return 'platform-unsupported';
     }
-    // An enabled binding's credentials reach the workload as secrets.
-    if (bindingCapabilities.length > 0 && !capabilities.secrets) {
+    // An enabled binding's credentials reach the workload as secrets, as do the service's own.
+    if ((bindingCapabilities.length > 0 || Object.keys(service.secrets ?? {}).length > 0) && !capabilities.secrets) {
       return 'secrets-unsupported';
     }
     if (service.volumes.length > 0 && !capabilities.volumes) {
@@ -169,6 +186,9 @@ export const judgeServiceAdmission = (
   }
   if (service.ports.length > runtimeConfigContract.maximumTargetPorts) {
     return 'ports-too-many';
+  }
+  if (serviceEnvironmentBytes(service, factsArg.secrets ?? []) > serviceEnvironmentContract.maximumTotalBytes) {
+    return 'environment-too-large';
   }
   return null;
 };
@@ -221,6 +241,10 @@ export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRun
   // A service naming an image version Cloudly does not hold has nothing a node could run.
   if (factsArg.imageVersionHeld === false) {
     return { state: 'refused', reason: 'image-plan-missing' };
+  }
+  // A secret the workload needs that its relay could not open: the service would start without it.
+  if ((factsArg.secrets ?? []).some((secret) => secret.valueBytes === null)) {
+    return { state: 'refused', reason: 'secret-version-missing' };
   }
   const admission = judgeServiceAdmission(factsArg);
   if (admission) {

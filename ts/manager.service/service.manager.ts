@@ -18,6 +18,10 @@ import {
   type IServiceVolume,
   type TServiceWritableVolume,
 } from '../interfaces/data/servicevolume.js';
+import { snapshotServiceEnvironment, snapshotServiceSecrets } from '../interfaces/data/serviceenvironment.js';
+import { secretGroupKind } from '../manager.secret/secretgroups.js';
+import { secretRecipientsKind } from '../manager.secret/documents.js';
+import { resolveServiceSecrets } from './secretresolution.js';
 import { snapshotServiceRuntimeStatus, type IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../interfaces/data/runtimelocalstorageclaim.js';
 import {
@@ -166,10 +170,12 @@ const decideServiceUpdate = (
   const routes = snapshotServiceRoutes(spec.routes ?? []);
   const volumes = spec.volumes.map((volume) =>
     toStoredVolume(volume, currentArg.volumes.find((stored) => stored.mountPath === volume.mountPath)));
-  const specRevision = isSameServiceExecution(toPublicService(currentArg), { runtime, ports, routes })
+  const environment = snapshotServiceEnvironment(spec.environment);
+  const secrets = snapshotServiceSecrets(spec.secrets);
+  const specRevision = isSameServiceExecution(toPublicService(currentArg), { runtime, ports, routes, environment, secrets })
     ? currentArg.specRevision
     : currentArg.specRevision + 1;
-  const view: IService = { ...toPublicService(currentArg), name: spec.name, runtime, ports, routes, volumes, specRevision, updatedAt: nowArg };
+  const view: IService = { ...toPublicService(currentArg), name: spec.name, runtime, ports, routes, volumes, environment, secrets, specRevision, updatedAt: nowArg };
   return {
     kind: 'write',
     change: {
@@ -179,6 +185,8 @@ const decideServiceUpdate = (
         ports,
         routes,
         volumes,
+        environment,
+        secrets,
         specRevision,
         updatedAt: nowArg,
         claimDecisions: decideVolumeClaims(view, currentArg.claimDecisions, newClaimIdArg),
@@ -357,6 +365,8 @@ export class ServiceManager {
           ports: snapshotServicePorts(request.service.ports ?? []),
           routes: snapshotServiceRoutes(request.service.routes ?? []),
           volumes: request.service.volumes.map((volume) => toStoredVolume(volume, undefined)),
+          environment: snapshotServiceEnvironment(request.service.environment),
+          secrets: snapshotServiceSecrets(request.service.secrets),
           claimDecisions: [],
           createdAt: now,
           updatedAt: now,
@@ -423,15 +433,34 @@ export class ServiceManager {
             // Only while the reconciler has not reached a new service yet (or another instance reconciles it).
             throw refuse('unavailable', ['runtime-status-not-judged-yet'], { retryAfterMs: 1_000 });
           }
-          const [placements, claims] = await Promise.all([
+          const [placements, claims, secrets] = await Promise.all([
             this.cloudly.desiredStateManager.observedPlacements(status.id),
             this.readRuntimeLocalStorageClaims(service.id),
+            this.resolveSecrets(service),
           ]);
           const lastReportedAt = placements.reduce<number | null>((latest, placement) => Math.max(latest ?? 0, placement.reportedAt), null);
-          return { status, observed: { placements, lastReportedAt }, historicalClaims: historicalClaimsOf(claims), unknown: doc?.unknown ?? null };
+          return {
+            status,
+            observed: { placements, lastReportedAt },
+            historicalClaims: historicalClaimsOf(claims),
+            unknown: doc?.unknown ?? null,
+            missingSecrets: secrets.flatMap((secret) => (secret.state === 'missing'
+              ? [{ name: secret.name, secretId: secret.reference.secretId, secretVersionId: secret.reference.secretVersionId, cause: secret.cause }]
+              : [])),
+          };
         },
       }),
     ]);
+  }
+
+  /** How each secret the service names stands for delivery to its cluster (secretresolution.ts). */
+  private async resolveSecrets(serviceArg: IService) {
+    const ids = [...new Set(Object.values(serviceArg.secrets).map((reference) => reference.secretId))];
+    const [groups, recipients] = await Promise.all([
+      ids.length === 0 ? [] : this.cloudly.store.find(secretGroupKind, { id: { $in: ids } }),
+      this.cloudly.store.get(secretRecipientsKind, serviceArg.clusterId),
+    ]);
+    return resolveServiceSecrets(serviceArg, new Map(groups.map((group) => [group.id, group])), recipients);
   }
 
   /** The answer of a `{ identity, serviceId }` read, or `not-found` when the read found no such service. */
@@ -473,6 +502,17 @@ export class ServiceManager {
           reasons.push(`request.service.routes[${index}].hostname repeats the hostname of a route of service ${owner}`);
         }
       });
+    }
+    // A secret is named by one version of a group sealed for this cluster; a version that does not
+    // exist is named here (and, if it goes later, by the verdict).
+    for (const [name, reference] of Object.entries(specArg.secrets ?? {})) {
+      const group = await this.cloudly.store.get(secretGroupKind, reference.secretId);
+      const version = group?.versions.find((candidate) => candidate.secretVersionId === reference.secretVersionId);
+      if (!version) {
+        reasons.push(`request.service.secrets.${name} names no secret version: ${reference.secretId}/${reference.secretVersionId}`);
+      } else if (!version.sealed.some((copy) => copy.binding.clusterId === specArg.clusterId)) {
+        reasons.push(`request.service.secrets.${name} names no secret version sealed for cluster ${specArg.clusterId}: ${reference.secretId}/${reference.secretVersionId}`);
+      }
     }
     if (reasons.length > 0) {
       throw refuseFields(problemsOfSentences(reasons, 'request'));

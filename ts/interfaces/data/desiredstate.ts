@@ -7,7 +7,8 @@ import type {
   IClusterIngressRouteTable,
   IClusterIngressRouteTarget,
 } from './clusteringress.js';
-import type { ICorestoreControlCredentialReference } from './secret.js';
+import type { ICorestoreControlCredentialReference, ISealedSecret, ISecretVersionReference } from './secret.js';
+import type { TServiceEnvironment } from './serviceenvironment.js';
 import { computeDomainDigestHex } from '../private/canonicaljson.js';
 import type { IRuntimeAssignmentStatus } from './runtimeassignment.js';
 
@@ -40,6 +41,22 @@ export interface IClusterPlatformDesiredService {
   routes: IServiceRoute[];
   volumes: IServiceVolume[];
   platformBindings: IClusterPlatformDesiredBinding[];
+  /** Plain environment entries, as the service declares them. */
+  environment: TServiceEnvironment;
+  /**
+   * The service's secrets that can reach the cluster, each only sealed to the cluster's recipient
+   * (purpose `service-secret`); the relay opens each on the node and sets it under `name`. A secret
+   * that cannot reach the cluster is left out and the service's verdict is `secret-version-missing`.
+   */
+  secrets: IClusterPlatformDesiredSecret[];
+}
+
+/** One secret of a service as its cluster's relay receives it: never in clear (docs/secrets.md). */
+export interface IClusterPlatformDesiredSecret {
+  name: string;
+  secretVersion: ISecretVersionReference;
+  version: number;
+  sealed: ISealedSecret;
 }
 
 /** A service that leaves the cluster: the relay stops it and reports it `stopped`. */

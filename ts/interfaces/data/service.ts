@@ -11,6 +11,13 @@ import { canonicalizeJson } from '../private/canonicaljson.js';
 import type { IServiceVolume, TServiceWritableVolume } from './servicevolume.js';
 import { validateServiceWritableVolume } from './servicevolume.js';
 import { serviceNamingLimits, validateServiceImageReference, validateServiceName } from './servicenaming.js';
+import {
+  snapshotServiceEnvironment,
+  snapshotServiceSecrets,
+  validateServiceEnvironment,
+  type TServiceEnvironment,
+  type TServiceSecretEnvironment,
+} from './serviceenvironment.js';
 
 /**
  * A service as Cloudly stores it. Project's own minimal definition: the members the service
@@ -78,6 +85,10 @@ export interface IService {
   /** Project's own member: the hostnames the cluster ingress routes to a port of it. */
   routes: IServiceRoute[];
   volumes: IServiceVolume[];
+  /** Project's own member: plain environment entries (docs/api/services.md, "Environment and secrets"). */
+  environment: TServiceEnvironment;
+  /** Project's own member: environment entries whose values are secret versions, by reference only. */
+  secrets: TServiceSecretEnvironment;
   createdAt: number;
   updatedAt: number;
 }
@@ -93,6 +104,10 @@ export interface IServiceWritableSpec {
   /** Absent means none; each names one of `ports` by name, and that port must be tcp. */
   routes?: IServiceRoute[];
   volumes: TServiceWritableVolume[];
+  /** Absent means none. */
+  environment?: TServiceEnvironment;
+  /** Absent means none; a value in clear here is refused `secret-value-in-clear`. */
+  secrets?: TServiceSecretEnvironment;
 }
 
 /** Project's own limits for the writable spec. */
@@ -239,12 +254,13 @@ export const validateServiceWritableSpec = (valueArg: unknown, pathArg = 'servic
     if (record === null) {
       return [`${pathArg} must be a plain object`];
     }
-    const reasons = reasonsForUnknownKeys(record, ['name', 'organizationId', 'clusterId', 'runtime', 'ports', 'routes', 'volumes'], pathArg);
+    const reasons = reasonsForUnknownKeys(record, ['name', 'organizationId', 'clusterId', 'runtime', 'ports', 'routes', 'volumes', 'environment', 'secrets'], pathArg);
     reasons.push(...validateServiceName(readServiceDataField(record, 'name'), `${pathArg}.name`));
     reasons.push(...validateServiceCanonicalId(readServiceDataField(record, 'organizationId'), `${pathArg}.organizationId`));
     reasons.push(...validateServiceCanonicalId(readServiceDataField(record, 'clusterId'), `${pathArg}.clusterId`));
     reasons.push(...validateServiceRuntimeSpec(readServiceDataField(record, 'runtime'), `${pathArg}.runtime`));
     reasons.push(...validateServicePortsAndRoutes(record, pathArg));
+    reasons.push(...validateServiceEnvironment(record, pathArg));
     const volumes = readServiceDataArray(readServiceDataField(record, 'volumes'), serviceSpecLimits.maximumVolumes);
     if (volumes === null) {
       reasons.push(`${pathArg}.volumes must be an array of at most ${serviceSpecLimits.maximumVolumes} volumes`);
@@ -291,13 +307,15 @@ export const snapshotServiceRoutes = (routesArg: readonly IServiceRoute[]): ISer
   routesArg.map((route) => ({ hostname: route.hostname, targetPort: route.targetPort }));
 
 /**
- * True when two services ask the nodes for the same thing: the same runtime spec, ports and routes.
- * A difference in any of them is a new `specRevision`.
+ * True when two services ask the nodes for the same thing: the same runtime spec, ports, routes,
+ * environment and secret references. A difference in any of them is a new `specRevision`.
  */
 export const isSameServiceExecution = (
-  leftArg: Pick<IService, 'runtime' | 'ports' | 'routes'>,
-  rightArg: Pick<IService, 'runtime' | 'ports' | 'routes'>,
+  leftArg: Pick<IService, 'runtime' | 'ports' | 'routes'> & Partial<Pick<IService, 'environment' | 'secrets'>>,
+  rightArg: Pick<IService, 'runtime' | 'ports' | 'routes'> & Partial<Pick<IService, 'environment' | 'secrets'>>,
 ): boolean =>
   isSameServiceRuntimeSpec(leftArg.runtime, rightArg.runtime)
   && canonicalizeJson(snapshotServicePorts(leftArg.ports)) === canonicalizeJson(snapshotServicePorts(rightArg.ports))
-  && canonicalizeJson(snapshotServiceRoutes(leftArg.routes)) === canonicalizeJson(snapshotServiceRoutes(rightArg.routes));
+  && canonicalizeJson(snapshotServiceRoutes(leftArg.routes)) === canonicalizeJson(snapshotServiceRoutes(rightArg.routes))
+  && canonicalizeJson(snapshotServiceEnvironment(leftArg.environment)) === canonicalizeJson(snapshotServiceEnvironment(rightArg.environment))
+  && canonicalizeJson(snapshotServiceSecrets(leftArg.secrets)) === canonicalizeJson(snapshotServiceSecrets(rightArg.secrets));

@@ -55,9 +55,20 @@ const serviceRuntimeNonVolumeRefusals = [
   'network-workload-pool-exhausted',
 ] as const;
 
+/**
+ * Project's own refusals, beside the spec's closed union (which has no token for them):
+ * `secret-version-missing`, a secret the service names is a version Cloudly does not hold sealed
+ * for the service's cluster, or sealed to a recipient its relay no longer holds (docs/api/services.md).
+ */
+const serviceRuntimeOwnRefusalTuple = ['secret-version-missing'] as const;
+export const serviceRuntimeOwnRefusals = Object.freeze(serviceRuntimeOwnRefusalTuple);
+
 export const serviceRuntimeRefusals = Object.freeze([...serviceRuntimeNonVolumeRefusals, ...serviceRuntimeVolumeRefusals] as const);
 
-export type TServiceRuntimeRefusal = (typeof serviceRuntimeNonVolumeRefusals)[number] | (typeof serviceRuntimeVolumeRefusals)[number];
+export type TServiceRuntimeRefusal =
+  | (typeof serviceRuntimeNonVolumeRefusals)[number]
+  | (typeof serviceRuntimeVolumeRefusals)[number]
+  | (typeof serviceRuntimeOwnRefusalTuple)[number];
 
 /**
  * The limits a runtime config carries. `maximumTargetPorts` is the spec's (64): a service declaring
@@ -128,7 +139,7 @@ export const snapshotServiceRuntimeStatus = (valueArg: unknown): IServiceRuntime
   if (state === 'waiting' && (serviceRuntimeWaitingReasons as readonly unknown[]).includes(reason)) {
     return { ...base, state, reason: reason as TServiceRuntimeWaitingReason };
   }
-  if (state === 'refused' && (serviceRuntimeRefusals as readonly unknown[]).includes(reason)) {
+  if (state === 'refused' && ([...serviceRuntimeRefusals, ...serviceRuntimeOwnRefusals] as readonly unknown[]).includes(reason)) {
     return { ...base, state, reason: reason as TServiceRuntimeRefusal };
   }
   throw new TypeError(serviceRuntimeStatusContract.error);

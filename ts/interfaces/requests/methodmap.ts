@@ -20,6 +20,7 @@ import type * as watch from './watch.js';
 /** Every method Cloudly serves (to administrators and relays), by name: what a call sends and answers. */
 export interface ICloudlyMethods {
   addClusterNode: cluster.IReq_Any_Cloudly_AddClusterNode;
+  addSecretVersion: secret.IReq_Any_Cloudly_AddSecretVersion;
   adminLoginWithUsernameAndPassword: admin.IReq_Admin_LoginWithUsernameAndPassword;
   adminPruneClusterNodeArchive: backup.IReq_Admin_PruneClusterNodeArchive;
   adoptCorestoreLegacyResources: corestore.IReq_Any_Cloudly_AdoptCorestoreLegacyResources;
@@ -31,12 +32,14 @@ export interface ICloudlyMethods {
   createCluster: admin.IReq_Any_Cloudly_CreateCluster;
   createIsolatedRestore: backup.IReq_Admin_CreateIsolatedRestore;
   createOrganization: service.IReq_Admin_CreateOrganization;
+  createSecretGroup: secret.IReq_Any_Cloudly_CreateSecretGroup;
   createService: service.IReq_Any_Cloudly_CreateService;
   createServiceBackup: backup.IReq_Admin_CreateServiceBackup;
   createUser: account.IReq_Admin_CreateUser;
   deleteCluster: admin.IReq_Admin_DeleteCluster;
   deleteOrganization: service.IReq_Admin_DeleteOrganization;
   deletePlatformBinding: corestore.IReq_Admin_DeletePlatformBinding;
+  deleteSecretGroup: secret.IReq_Any_Cloudly_DeleteSecretGroup;
   deleteService: desiredstate.IReq_Any_Cloudly_DeleteService;
   deleteUser: account.IReq_Admin_DeleteUser;
   designateClusterIngress: ingress.IReq_Any_Cloudly_DesignateClusterIngress;
@@ -66,6 +69,7 @@ export interface ICloudlyMethods {
   getRuntimeLocalStorageClaims: service.IReq_Any_Cloudly_GetRuntimeLocalStorageClaims;
   getRuntimeNetworkAddressPlan: runtimenetwork.IReq_Admin_GetRuntimeNetworkAddressPlan;
   getRuntimeNetworkProjection: runtimenetwork.IReq_Admin_GetRuntimeNetworkProjection;
+  getSecretGroups: secret.IReq_Any_Cloudly_GetSecretGroups;
   getSecretRecipients: secret.IReq_Any_Cloudly_GetSecretRecipients;
   getServiceBackups: backup.IReq_Admin_GetServiceBackups;
   getServiceById: service.IReq_Any_Cloudly_GetServiceById;

@@ -1154,6 +1154,30 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IClusterPlatformDesiredSecret": {
+   "type": "object",
+   "properties": {
+    "name": {
+     "type": "string"
+    },
+    "secretVersion": {
+     "$ref": "#/$defs/ISecretVersionReference"
+    },
+    "version": {
+     "type": "number"
+    },
+    "sealed": {
+     "$ref": "#/$defs/ISealedSecret"
+    }
+   },
+   "required": [
+    "name",
+    "secretVersion",
+    "version",
+    "sealed"
+   ],
+   "additionalProperties": false
+  },
   "IClusterPlatformDesiredService": {
    "type": "object",
    "properties": {
@@ -1195,6 +1219,15 @@ export const contractSchema: IContractSchemaDocument = {
      "items": {
       "$ref": "#/$defs/IClusterPlatformDesiredBinding"
      }
+    },
+    "environment": {
+     "$ref": "#/$defs/TServiceEnvironment"
+    },
+    "secrets": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IClusterPlatformDesiredSecret"
+     }
     }
    },
    "required": [
@@ -1206,7 +1239,9 @@ export const contractSchema: IContractSchemaDocument = {
     "ports",
     "routes",
     "volumes",
-    "platformBindings"
+    "platformBindings",
+    "environment",
+    "secrets"
    ],
    "additionalProperties": false
   },
@@ -3494,6 +3529,96 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "ISecretGroup": {
+   "type": "object",
+   "properties": {
+    "key": {
+     "type": "string"
+    },
+    "tags": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    },
+    "environment": {
+     "type": "string"
+    },
+    "clusterIds": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    },
+    "id": {
+     "type": "string"
+    },
+    "retainedVersions": {
+     "type": "number"
+    },
+    "generation": {
+     "type": "number"
+    },
+    "versions": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/ISecretVersionMetadata"
+     }
+    },
+    "createdAt": {
+     "type": "number"
+    },
+    "updatedAt": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "clusterIds",
+    "createdAt",
+    "environment",
+    "generation",
+    "id",
+    "key",
+    "retainedVersions",
+    "tags",
+    "updatedAt",
+    "versions"
+   ],
+   "additionalProperties": false
+  },
+  "ISecretGroupWritable": {
+   "type": "object",
+   "properties": {
+    "key": {
+     "type": "string"
+    },
+    "tags": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    },
+    "environment": {
+     "type": "string"
+    },
+    "clusterIds": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    },
+    "retainedVersions": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "key",
+    "tags",
+    "environment",
+    "clusterIds"
+   ],
+   "additionalProperties": false
+  },
   "ISecretRecipient": {
    "type": "object",
    "properties": {
@@ -3511,6 +3636,73 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "ISecretVersionClusterState": {
+   "type": "object",
+   "properties": {
+    "clusterId": {
+     "type": "string"
+    },
+    "recipientId": {
+     "type": "string"
+    },
+    "state": {
+     "type": "string",
+     "enum": [
+      "sealed",
+      "reseal-required",
+      "recipient-gone"
+     ]
+    }
+   },
+   "required": [
+    "clusterId",
+    "recipientId",
+    "state"
+   ],
+   "additionalProperties": false
+  },
+  "ISecretVersionMetadata": {
+   "type": "object",
+   "properties": {
+    "secretVersionId": {
+     "type": "string"
+    },
+    "version": {
+     "type": "number"
+    },
+    "valueBytes": {
+     "type": "number"
+    },
+    "createdAt": {
+     "type": "number"
+    },
+    "createdBy": {
+     "type": "string"
+    },
+    "resealedAt": {
+     "type": [
+      "number",
+      "null"
+     ]
+    },
+    "clusters": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/ISecretVersionClusterState"
+     }
+    }
+   },
+   "required": [
+    "secretVersionId",
+    "version",
+    "valueBytes",
+    "createdAt",
+    "createdBy",
+    "resealedAt",
+    "clusters"
+   ],
+   "additionalProperties": false
+  },
   "ISecretVersionReference": {
    "type": "object",
    "properties": {
@@ -3524,6 +3716,29 @@ export const contractSchema: IContractSchemaDocument = {
    "required": [
     "secretId",
     "secretVersionId"
+   ],
+   "additionalProperties": false
+  },
+  "ISecretVersionWritable": {
+   "type": "object",
+   "properties": {
+    "secretVersionId": {
+     "type": "string"
+    },
+    "version": {
+     "type": "number"
+    },
+    "sealed": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/ISealedSecret"
+     }
+    }
+   },
+   "required": [
+    "secretVersionId",
+    "version",
+    "sealed"
    ],
    "additionalProperties": false
   },
@@ -3569,6 +3784,12 @@ export const contractSchema: IContractSchemaDocument = {
       "$ref": "#/$defs/IServiceVolume"
      }
     },
+    "environment": {
+     "$ref": "#/$defs/TServiceEnvironment"
+    },
+    "secrets": {
+     "$ref": "#/$defs/TServiceSecretEnvironment"
+    },
     "createdAt": {
      "type": "number"
     },
@@ -3587,6 +3808,8 @@ export const contractSchema: IContractSchemaDocument = {
     "ports",
     "routes",
     "volumes",
+    "environment",
+    "secrets",
     "createdAt",
     "updatedAt"
    ],
@@ -3697,6 +3920,35 @@ export const contractSchema: IContractSchemaDocument = {
     "generation",
     "nodeClaim",
     "answeredAt"
+   ],
+   "additionalProperties": false
+  },
+  "IServiceMissingSecret": {
+   "type": "object",
+   "properties": {
+    "name": {
+     "type": "string"
+    },
+    "secretId": {
+     "type": "string"
+    },
+    "secretVersionId": {
+     "type": "string"
+    },
+    "cause": {
+     "type": "string",
+     "enum": [
+      "version-missing",
+      "not-sealed-for-cluster",
+      "recipient-gone"
+     ]
+    }
+   },
+   "required": [
+    "name",
+    "secretId",
+    "secretVersionId",
+    "cause"
    ],
    "additionalProperties": false
   },
@@ -4069,6 +4321,12 @@ export const contractSchema: IContractSchemaDocument = {
      "items": {
       "$ref": "#/$defs/TServiceWritableVolume"
      }
+    },
+    "environment": {
+     "$ref": "#/$defs/TServiceEnvironment"
+    },
+    "secrets": {
+     "$ref": "#/$defs/TServiceSecretEnvironment"
     }
    },
    "required": [
@@ -4506,8 +4764,15 @@ export const contractSchema: IContractSchemaDocument = {
    "enum": [
     "recipient-enrollment-challenge",
     "corestore-control-credential",
-    "cluster-ingress-bearer"
+    "cluster-ingress-bearer",
+    "service-secret"
    ]
+  },
+  "TServiceEnvironment": {
+   "type": "object",
+   "additionalProperties": {
+    "type": "string"
+   }
   },
   "TServiceRuntimeRefusal": {
    "type": "string",
@@ -4534,7 +4799,8 @@ export const contractSchema: IContractSchemaDocument = {
     "volume-shared-unsupported",
     "volume-placement-unsupported",
     "volume-initialization-unknown",
-    "volume-ownership-unknown"
+    "volume-ownership-unknown",
+    "secret-version-missing"
    ]
   },
   "TServiceRuntimeWaitingReason": {
@@ -4547,6 +4813,12 @@ export const contractSchema: IContractSchemaDocument = {
     "bindings-pending",
     "legacy-adoption-pending"
    ]
+  },
+  "TServiceSecretEnvironment": {
+   "type": "object",
+   "additionalProperties": {
+    "$ref": "#/$defs/ISecretVersionReference"
+   }
   },
   "TServiceVolumeInitialization": {
    "anyOf": [
@@ -4719,6 +4991,46 @@ export const contractSchema: IContractSchemaDocument = {
     "identity",
     "clusterId",
     "name"
+   ],
+   "additionalProperties": false
+  },
+  "addSecretVersion.answer": {
+   "type": "object",
+   "properties": {
+    "group": {
+     "$ref": "#/$defs/ISecretGroup"
+    }
+   },
+   "required": [
+    "group"
+   ],
+   "additionalProperties": false
+  },
+  "addSecretVersion.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "secretGroupId": {
+     "type": "string"
+    },
+    "expectedGeneration": {
+     "type": "number"
+    },
+    "version": {
+     "$ref": "#/$defs/ISecretVersionWritable"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "secretGroupId",
+    "expectedGeneration",
+    "version"
    ],
    "additionalProperties": false
   },
@@ -5656,6 +5968,38 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "createSecretGroup.answer": {
+   "type": "object",
+   "properties": {
+    "group": {
+     "$ref": "#/$defs/ISecretGroup"
+    }
+   },
+   "required": [
+    "group"
+   ],
+   "additionalProperties": false
+  },
+  "createSecretGroup.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "group": {
+     "$ref": "#/$defs/ISecretGroupWritable"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "group"
+   ],
+   "additionalProperties": false
+  },
   "createService.answer": {
    "type": "object",
    "properties": {
@@ -5912,6 +6256,47 @@ export const contractSchema: IContractSchemaDocument = {
    "required": [
     "identity",
     "platformBindingId",
+    "expectedGeneration"
+   ],
+   "additionalProperties": false
+  },
+  "deleteSecretGroup.answer": {
+   "type": "object",
+   "properties": {
+    "secretGroupId": {
+     "type": "string"
+    },
+    "deleted": {
+     "type": "boolean",
+     "const": true
+    }
+   },
+   "required": [
+    "secretGroupId",
+    "deleted"
+   ],
+   "additionalProperties": false
+  },
+  "deleteSecretGroup.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "secretGroupId": {
+     "type": "string"
+    },
+    "expectedGeneration": {
+     "type": "number"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "secretGroupId",
     "expectedGeneration"
    ],
    "additionalProperties": false
@@ -7047,6 +7432,46 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "getSecretGroups.answer": {
+   "type": "object",
+   "additionalProperties": false,
+   "properties": {
+    "nextCursor": {
+     "type": "string"
+    },
+    "groups": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/ISecretGroup"
+     }
+    }
+   },
+   "required": [
+    "groups"
+   ]
+  },
+  "getSecretGroups.request": {
+   "type": "object",
+   "additionalProperties": false,
+   "properties": {
+    "limit": {
+     "type": "number"
+    },
+    "cursor": {
+     "type": "string"
+    },
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity"
+   ]
+  },
   "getSecretRecipients.answer": {
    "type": "object",
    "properties": {
@@ -7262,13 +7687,20 @@ export const contractSchema: IContractSchemaDocument = {
        "type": "null"
       }
      ]
+    },
+    "missingSecrets": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IServiceMissingSecret"
+     }
     }
    },
    "required": [
     "status",
     "observed",
     "historicalClaims",
-    "unknown"
+    "unknown",
+    "missingSecrets"
    ],
    "additionalProperties": false
   },
@@ -8495,6 +8927,7 @@ export const contractSchema: IContractSchemaDocument = {
  },
  "served": [
   "addClusterNode",
+  "addSecretVersion",
   "adminLoginWithUsernameAndPassword",
   "adminPruneClusterNodeArchive",
   "adoptCorestoreLegacyResources",
@@ -8506,12 +8939,14 @@ export const contractSchema: IContractSchemaDocument = {
   "createCluster",
   "createIsolatedRestore",
   "createOrganization",
+  "createSecretGroup",
   "createService",
   "createServiceBackup",
   "createUser",
   "deleteCluster",
   "deleteOrganization",
   "deletePlatformBinding",
+  "deleteSecretGroup",
   "deleteService",
   "deleteUser",
   "designateClusterIngress",
@@ -8541,6 +8976,7 @@ export const contractSchema: IContractSchemaDocument = {
   "getRuntimeLocalStorageClaims",
   "getRuntimeNetworkAddressPlan",
   "getRuntimeNetworkProjection",
+  "getSecretGroups",
   "getSecretRecipients",
   "getServiceBackups",
   "getServiceById",
