@@ -287,3 +287,32 @@ describe('secret groups', () => {
     assert.equal(await openSealedText(a.keys, (await desiredService(a, user.id)).secrets[0].sealed), 'reseal-value');
   });
 });
+
+describe('readiness target', () => {
+  test('a routed service without a readiness target is refused readiness-target-undeclared until it states one; a bad target names every reason', async () => {
+    const ports = [{ name: 'http', port: 8080, protocol: 'tcp' as const }, { name: 'dns', port: 53, protocol: 'udp' as const }];
+    const routed = (await t.caller.call('createService', { service: spec(a.clusterId, {
+      name: 'routed', ports, routes: [{ hostname: 'routed.example.com', targetPort: 'http' }],
+    }) })).service;
+    assert.equal(routed.readiness, null);
+    await waitFor(async () => (await statusOf(routed.id)).status.reason === 'readiness-target-undeclared', 'refused for the missing target');
+    const updated = (await t.caller.call('updateService', { serviceId: routed.id, expectedGeneration: routed.generation, service: spec(a.clusterId, {
+      name: 'routed', ports, routes: [{ hostname: 'routed.example.com', targetPort: 'http' }], readiness: { kind: 'http', port: 'http', path: '/healthz' },
+    }) })).service;
+    assert.equal(updated.specRevision, routed.specRevision + 1, 'a readiness target is what the nodes run: a new spec revision');
+    await waitFor(async () => (await statusOf(routed.id)).status.state === 'converging', 'the refusal lifts');
+    assert.deepEqual((await desiredService(a, routed.id)).secrets, []);
+    const refused = await refusalOf(() => t.caller.call('createService', { service: spec(a.clusterId, {
+      name: 'bad-readiness', ports, readiness: { kind: 'http', port: 'dns', path: 'healthz' },
+    }) }));
+    assertFieldProblems(refused, [['request.service.readiness.port', 'field-invalid', 'must name a tcp port'], ['request.service.readiness.path', 'field-invalid']]);
+    const badCommand = await refusalOf(() => t.caller.call('createService', { service: spec(a.clusterId, {
+      name: 'bad-command', readiness: { kind: 'command', command: ['pg_isready', ''] },
+    }) }));
+    assertFieldProblems(badCommand, [['request.service.readiness.command[1]', 'field-invalid']]);
+    const command = (await t.caller.call('createService', { service: spec(a.clusterId, {
+      name: 'command-ready', readiness: { kind: 'command', command: ['pg_isready', '-q'] },
+    }) })).service;
+    assert.deepEqual(command.readiness, { kind: 'command', command: ['pg_isready', '-q'] });
+  });
+});

@@ -23,6 +23,7 @@ const service = (overridesArg: Partial<IService> = {}): IService => ({
   volumes: [],
   environment: {},
   secrets: {},
+  readiness: { kind: 'http', port: 'http', path: '/healthz' },
   createdAt: 1, updatedAt: 1,
   ...overridesArg,
 });
@@ -69,6 +70,9 @@ const refusals: Array<[string, Partial<IServiceRuntimeFacts>]> = [
     relayCapabilities: { ...everything, secrets: false }, bindingCapabilities: [],
     service: service({ secrets: { TOKEN: { secretId: 'api-token', secretVersionId: 'v1' } } }), secrets: [{ name: 'TOKEN', valueBytes: 10 }],
   }],
+  // Routes, or the ingress designation, without a readiness target.
+  ['readiness-target-undeclared', { service: service({ readiness: null }) }],
+  ['readiness-target-undeclared', { service: service({ routes: [], readiness: null }), isIngressService: true }],
   // The plain entries are at the limit (the input refuses more); the secret's value tips it over.
   ['environment-too-large', {
     service: service({ environment: { A: 'x'.repeat(data.serviceEnvironmentContract.maximumTotalBytes - 4) } }),
@@ -105,6 +109,8 @@ test('facts that do not break: no stated capabilities refuse nothing, an older r
   assert.deepEqual(judgeServiceRuntime(base({ observed: [], nodeNetwork: { heldLeaseIds: new Map([['n-1', ['wl-1']]]), confirmedLeaseIds: new Set() } })),
     { state: 'converging', reason: null });
   assert.deepEqual(judgeServiceRuntime(base({ service: service({ ports: [{ name: 'http', port: 80, protocol: 'tcp' }], routes: [] }) })), { state: 'converging', reason: null });
+  // No routes and not the ingress: no readiness target is needed.
+  assert.deepEqual(judgeServiceRuntime(base({ service: service({ routes: [], readiness: null }) })), { state: 'converging', reason: null });
   // Exactly at the environment's limit, plain and secret together, is admitted: A=<value>\0 and B=<1 byte>\0.
   assert.deepEqual(judgeServiceRuntime(base({
     service: service({ environment: { A: 'x'.repeat(data.serviceEnvironmentContract.maximumTotalBytes - 7) } }),

@@ -109,8 +109,9 @@ test('an observed failure at the current revision waits failure-backoff until th
 
 test('a hostname two services raced for waits conflict on the newer one until it lets the hostname go', async () => {
   const ports = [{ name: 'http', port: 8080, protocol: 'tcp' as const }];
-  const older = await create({ name: 'older', ports, routes: [{ hostname: 'raced.example.com', targetPort: 'http' }] });
-  const newer = await create({ name: 'newer', ports, routes: [{ hostname: 'newer.example.com', targetPort: 'http' }] });
+  const readiness = { kind: 'http' as const, port: 'http', path: '/healthz' };
+  const older = await create({ name: 'older', ports, readiness, routes: [{ hostname: 'raced.example.com', targetPort: 'http' }] });
+  const newer = await create({ name: 'newer', ports, readiness, routes: [{ hostname: 'newer.example.com', targetPort: 'http' }] });
   await waitForVerdict(newer.id, ['converging', null]);
   // Two writes that both passed the hostname check before either committed: written directly, as
   // the losing one would have landed.
@@ -123,7 +124,7 @@ test('a hostname two services raced for waits conflict on the newer one until it
   const current = (await t.caller.call('getServiceById', { serviceId: newer.id })).service;
   await t.caller.call('updateService', {
     serviceId: newer.id, expectedGeneration: current.generation,
-    service: { ...spec({ name: 'newer', ports }), routes: [{ hostname: 'other.example.com', targetPort: 'http' }] },
+    service: { ...spec({ name: 'newer', ports, readiness }), routes: [{ hostname: 'other.example.com', targetPort: 'http' }] },
   });
   await waitForVerdict(newer.id, ['converging', null]);
 });

@@ -376,6 +376,9 @@ const writableSpec = (serviceArg: IService): IServiceWritableSpec => ({
   ports: serviceArg.ports ?? [],
   routes: serviceArg.routes ?? [],
   volumes: serviceArg.volumes.map(({ id: _id, initialization: _initialization, ...volume }) => volume),
+  environment: serviceArg.environment ?? {},
+  secrets: serviceArg.secrets ?? {},
+  readiness: serviceArg.readiness ?? null,
 });
 
 /** A spec file (`{ service: … }` or the spec itself) as the contract's writable spec, or a usage error with every reason. */

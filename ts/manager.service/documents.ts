@@ -2,8 +2,10 @@ import { defineDocumentKind, ownedByClusterOfNodeId, ownedByServiceOfId, type IS
 import {
   snapshotServicePorts,
   snapshotServiceRoutes,
+  snapshotServiceReadiness,
   snapshotServiceRuntimeSpec,
   type IService,
+  type TServiceReadinessTarget,
   type IServicePort,
   type IServiceRoute,
   type IServiceRuntimeSpec,
@@ -44,6 +46,8 @@ export interface IServiceDocument extends IStoredDocument {
   /** Plain environment entries and secret references (absent on documents written before they existed, read as none). */
   environment?: TServiceEnvironment;
   secrets?: TServiceSecretEnvironment;
+  /** The readiness target (absent on documents written before it existed, read as none). */
+  readiness?: TServiceReadinessTarget | null;
   claimDecisions: IServiceVolumeClaimDecision[];
   createdAt: number;
   updatedAt: number;
@@ -92,7 +96,7 @@ export const serviceKind = defineDocumentKind<IServiceDocument>('CloudlyService'
   owners: ownedByServiceOfId,
   // A service's spec holds no secret (secrets are bound by reference, plain environment values are
   // plain by declaration): its audit events show what changed.
-  auditedFields: ['name', 'organizationId', 'clusterId', 'runtime', 'ports', 'routes', 'volumes', 'environment', 'secrets', 'specRevision', 'deletionRequestedAt'],
+  auditedFields: ['name', 'organizationId', 'clusterId', 'runtime', 'ports', 'routes', 'volumes', 'environment', 'secrets', 'readiness', 'specRevision', 'deletionRequestedAt'],
 });
 export const runtimeLocalStorageClaimKind = defineDocumentKind<IRuntimeLocalStorageClaimDocument>('CloudlyRuntimeLocalStorageClaim');
 export const runtimeNodeSessionKind = defineDocumentKind<IRuntimeNodeSessionDocument>('CloudlyRuntimeNodeSession', { owners: ownedByClusterOfNodeId });
@@ -111,6 +115,7 @@ export const toPublicService = (docArg: IServiceDocument): IService => ({
   volumes: docArg.volumes.map((volume) => ({ ...volume })),
   environment: snapshotServiceEnvironment(docArg.environment),
   secrets: snapshotServiceSecrets(docArg.secrets),
+  readiness: snapshotServiceReadiness(docArg.readiness),
   createdAt: docArg.createdAt,
   updatedAt: docArg.updatedAt,
 });

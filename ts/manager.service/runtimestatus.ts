@@ -87,6 +87,8 @@ export interface IServiceRuntimeFacts {
    * be delivered, or null when it cannot (`secret-version-missing`). Absent when not gathered.
    */
   secrets?: readonly { name: string; valueBytes: number | null }[];
+  /** Whether the service is its cluster's designated ingress; absent when not gathered (read as not). */
+  isIngressService?: boolean;
 }
 
 /**
@@ -163,7 +165,7 @@ export const isServiceVolumeClaimable = (serviceArg: IService, volumeArg: IServi
  * verdict. Pure; each reason is earned by one fact.
  */
 export const judgeServiceAdmission = (
-  factsArg: Pick<IServiceRuntimeFacts, 'service' | 'relayCapabilities' | 'bindingCapabilities' | 'secrets'>,
+  factsArg: Pick<IServiceRuntimeFacts, 'service' | 'relayCapabilities' | 'bindingCapabilities' | 'secrets' | 'isIngressService'>,
 ): TServiceRuntimeRefusal | null => {
   const { service } = factsArg;
   const capabilities = factsArg.relayCapabilities ?? null;
@@ -186,6 +188,11 @@ export const judgeServiceAdmission = (
   }
   if (service.ports.length > runtimeConfigContract.maximumTargetPorts) {
     return 'ports-too-many';
+  }
+  // Traffic reaches a routed service (or the ingress) only once it is ready: without a target the
+  // runtime cannot tell, so it would route to replicas that are not.
+  if ((service.routes.length > 0 || factsArg.isIngressService === true) && (service.readiness ?? null) === null) {
+    return 'readiness-target-undeclared';
   }
   if (serviceEnvironmentBytes(service, factsArg.secrets ?? []) > serviceEnvironmentContract.maximumTotalBytes) {
     return 'environment-too-large';

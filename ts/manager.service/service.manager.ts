@@ -4,6 +4,7 @@ import type { Cloudly } from '../classes.cloudly.js';
 import {
   isSameServiceExecution,
   snapshotServicePorts,
+  snapshotServiceReadiness,
   snapshotServiceRoutes,
   snapshotServiceRuntimeSpec,
   validateServiceWritableSpec,
@@ -172,10 +173,11 @@ const decideServiceUpdate = (
     toStoredVolume(volume, currentArg.volumes.find((stored) => stored.mountPath === volume.mountPath)));
   const environment = snapshotServiceEnvironment(spec.environment);
   const secrets = snapshotServiceSecrets(spec.secrets);
-  const specRevision = isSameServiceExecution(toPublicService(currentArg), { runtime, ports, routes, environment, secrets })
+  const readiness = snapshotServiceReadiness(spec.readiness);
+  const specRevision = isSameServiceExecution(toPublicService(currentArg), { runtime, ports, routes, environment, secrets, readiness })
     ? currentArg.specRevision
     : currentArg.specRevision + 1;
-  const view: IService = { ...toPublicService(currentArg), name: spec.name, runtime, ports, routes, volumes, environment, secrets, specRevision, updatedAt: nowArg };
+  const view: IService = { ...toPublicService(currentArg), name: spec.name, runtime, ports, routes, volumes, environment, secrets, readiness, specRevision, updatedAt: nowArg };
   return {
     kind: 'write',
     change: {
@@ -187,6 +189,7 @@ const decideServiceUpdate = (
         volumes,
         environment,
         secrets,
+        readiness,
         specRevision,
         updatedAt: nowArg,
         claimDecisions: decideVolumeClaims(view, currentArg.claimDecisions, newClaimIdArg),
@@ -367,6 +370,7 @@ export class ServiceManager {
           volumes: request.service.volumes.map((volume) => toStoredVolume(volume, undefined)),
           environment: snapshotServiceEnvironment(request.service.environment),
           secrets: snapshotServiceSecrets(request.service.secrets),
+          readiness: snapshotServiceReadiness(request.service.readiness),
           claimDecisions: [],
           createdAt: now,
           updatedAt: now,

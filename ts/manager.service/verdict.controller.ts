@@ -24,6 +24,7 @@ import {
   type IServiceDocument,
 } from './documents.js';
 import { organizationKind } from './organizations.js';
+import { clusterIngressSlotKind } from '../manager.ingress/documents.js';
 import { secretGroupKind, type ISecretGroupDocument } from '../manager.secret/secretgroups.js';
 import { secretRecipientsKind, type ISecretRecipientsDocument } from '../manager.secret/documents.js';
 import { resolveServiceSecrets } from './secretresolution.js';
@@ -130,6 +131,8 @@ interface IClusterVerdictFacts {
   unknown: IRuntimeLiveness | null;
   /** The cluster's enrolled secret recipients (null: none enrolled). */
   recipients: ISecretRecipientsDocument | null;
+  /** The service designated as the cluster's ingress, or null. */
+  ingressServiceId: string | null;
 }
 
 /** The secret groups the services name, by id, read in one query. */
@@ -201,6 +204,7 @@ const judgeServiceVerdict = (
     },
     ...(imagePlan === 'registry' ? {} : { imageVersionHeld: imagePlan === 'held' }),
     secrets,
+    isIngressService: clusterArg.ingressServiceId === service.id,
   });
   const judged = verdict.state === 'converging' && isServiceObservedConverged(service, observedArg)
     ? { state: 'converged' as const, reason: null }
@@ -343,7 +347,7 @@ export class VerdictController implements IController {
    * declaring one service's hostnames for a service's own run).
    */
   private async readClusterVerdictFacts(clusterIdArg: string, routedArg: Promise<IServiceDocument[]>): Promise<IClusterVerdictFacts> {
-    const [cluster, runtimePhase, nodes, allocation, relayCapabilities, services, confirmations, liveness, recipients] = await Promise.all([
+    const [cluster, runtimePhase, nodes, allocation, relayCapabilities, services, confirmations, liveness, recipients, ingressSlot] = await Promise.all([
       this.ports.store.get(clusterKind, clusterIdArg),
       this.ports.clusterRuntimePhase(clusterIdArg),
       this.ports.store.find(clusterNodeKind, { clusterId: clusterIdArg }),
@@ -353,6 +357,7 @@ export class VerdictController implements IController {
       this.ports.store.find(runtimeNetworkLeasesKind, { clusterId: clusterIdArg }),
       this.ports.store.get(clusterLivenessKind, clusterIdArg),
       this.ports.store.get(secretRecipientsKind, clusterIdArg),
+      this.ports.store.get(clusterIngressSlotKind, clusterIdArg),
     ]);
     // The same rule the route table uses: one service per hostname, the oldest live one declaring it.
     const routeOwners = new Map(deriveClusterRoutes(services.filter((service) => service.deletionRequestedAt === undefined))
@@ -367,6 +372,7 @@ export class VerdictController implements IController {
       confirmedLeaseIds: new Set(confirmations.flatMap((doc) => doc.leases.map((lease) => lease.lease.id))),
       unknown: liveness?.unknown ?? null,
       recipients,
+      ingressServiceId: ingressSlot?.designation?.ingressServiceId ?? null,
     };
   }
 

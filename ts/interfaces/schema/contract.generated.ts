@@ -3790,6 +3790,16 @@ export const contractSchema: IContractSchemaDocument = {
     "secrets": {
      "$ref": "#/$defs/TServiceSecretEnvironment"
     },
+    "readiness": {
+     "anyOf": [
+      {
+       "$ref": "#/$defs/TServiceReadinessTarget"
+      },
+      {
+       "type": "null"
+      }
+     ]
+    },
     "createdAt": {
      "type": "number"
     },
@@ -3810,6 +3820,7 @@ export const contractSchema: IContractSchemaDocument = {
     "volumes",
     "environment",
     "secrets",
+    "readiness",
     "createdAt",
     "updatedAt"
    ],
@@ -4327,6 +4338,16 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "secrets": {
      "$ref": "#/$defs/TServiceSecretEnvironment"
+    },
+    "readiness": {
+     "anyOf": [
+      {
+       "$ref": "#/$defs/TServiceReadinessTarget"
+      },
+      {
+       "type": "null"
+      }
+     ]
     }
    },
    "required": [
@@ -4773,6 +4794,51 @@ export const contractSchema: IContractSchemaDocument = {
    "additionalProperties": {
     "type": "string"
    }
+  },
+  "TServiceReadinessTarget": {
+   "anyOf": [
+    {
+     "type": "object",
+     "properties": {
+      "kind": {
+       "type": "string",
+       "const": "http"
+      },
+      "port": {
+       "type": "string"
+      },
+      "path": {
+       "type": "string"
+      }
+     },
+     "required": [
+      "kind",
+      "port",
+      "path"
+     ],
+     "additionalProperties": false
+    },
+    {
+     "type": "object",
+     "properties": {
+      "kind": {
+       "type": "string",
+       "const": "command"
+      },
+      "command": {
+       "type": "array",
+       "items": {
+        "type": "string"
+       }
+      }
+     },
+     "required": [
+      "kind",
+      "command"
+     ],
+     "additionalProperties": false
+    }
+   ]
   },
   "TServiceRuntimeRefusal": {
    "type": "string",
