@@ -70,6 +70,12 @@ const refusals: Array<[string, Partial<IServiceRuntimeFacts>]> = [
     relayCapabilities: { ...everything, secrets: false }, bindingCapabilities: [],
     service: service({ secrets: { TOKEN: { secretId: 'api-token', secretVersionId: 'v1' } } }), secrets: [{ name: 'TOKEN', valueBytes: 10 }],
   }],
+  // The only eligible node's session resolved no workload authority.
+  ['node-authority-unsupported', { nodeWorkloadAuthorities: new Map([['n-1', 0]]) }],
+  ['node-authority-unsupported', {
+    service: service({ runtime: { ...service().runtime, placement: { nodeIds: [] } } }), clusterNodeIds: new Set(['n-1', 'n-2']),
+    nodeWorkloadAuthorities: new Map([['n-1', 0], ['n-2', 0]]),
+  }],
   // Routes, or the ingress designation, without a readiness target.
   ['readiness-target-undeclared', { service: service({ readiness: null }) }],
   ['readiness-target-undeclared', { service: service({ routes: [], readiness: null }), isIngressService: true }],
@@ -109,6 +115,12 @@ test('facts that do not break: no stated capabilities refuse nothing, an older r
   assert.deepEqual(judgeServiceRuntime(base({ observed: [], nodeNetwork: { heldLeaseIds: new Map([['n-1', ['wl-1']]]), confirmedLeaseIds: new Set() } })),
     { state: 'converging', reason: null });
   assert.deepEqual(judgeServiceRuntime(base({ service: service({ ports: [{ name: 'http', port: 80, protocol: 'tcp' }], routes: [] }) })), { state: 'converging', reason: null });
+  // One eligible node with enough authorities, or one that stated no count, is enough to admit.
+  assert.deepEqual(judgeServiceRuntime(base({ nodeWorkloadAuthorities: new Map([['n-1', 1]]) })), { state: 'converging', reason: null });
+  assert.deepEqual(judgeServiceRuntime(base({
+    service: service({ runtime: { ...service().runtime, placement: { nodeIds: [] } } }), clusterNodeIds: new Set(['n-1', 'n-2']),
+    nodeWorkloadAuthorities: new Map([['n-1', 0]]),
+  })), { state: 'converging', reason: null });
   // No routes and not the ingress: no readiness target is needed.
   assert.deepEqual(judgeServiceRuntime(base({ service: service({ routes: [], readiness: null }) })), { state: 'converging', reason: null });
   // Exactly at the environment's limit, plain and secret together, is admitted: A=<value>\0 and B=<1 byte>\0.

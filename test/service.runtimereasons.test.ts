@@ -150,3 +150,17 @@ test('a service whose organization is missing from the registry is refused organ
     .then(() => null, (error: { errorData?: { code?: string } }) => error.errorData?.code);
   assert.equal(taken, 'conflict');
 });
+
+test('a node whose runtime session resolved no workload authority is refused node-authority-unsupported at admission, until a session resolves one', async () => {
+  const service = await create({ name: 'authority' });
+  await waitForVerdict(service.id, ['converging', null]);
+  await relay.fire('reportRuntimeNodeSession', { nodeId: 'n1', session: { id: 'session-a', generation: 1 }, resolvedWorkloadAuthorities: 0 });
+  await waitForVerdict(service.id, ['refused', 'node-authority-unsupported']);
+  await relay.fire('reportRuntimeNodeSession', { nodeId: 'n1', session: { id: 'session-a', generation: 2 }, resolvedWorkloadAuthorities: 1 });
+  await waitForVerdict(service.id, ['converging', null]);
+  // A session that states no count is not judged.
+  await relay.fire('reportRuntimeNodeSession', { nodeId: 'n1', session: { id: 'session-a', generation: 3 }, resolvedWorkloadAuthorities: 0 });
+  await waitForVerdict(service.id, ['refused', 'node-authority-unsupported']);
+  await relay.fire('reportRuntimeNodeSession', { nodeId: 'n1', session: { id: 'session-a', generation: 4 } });
+  await waitForVerdict(service.id, ['converging', null]);
+});

@@ -75,6 +75,8 @@ export interface IRuntimeNodeSessionDocument extends IStoredDocument {
   nodeId: string;
   session: IRuntimeSessionReference;
   reportedAt: number;
+  /** How many workload authorities the session resolved, when the relay said (absent: not stated). */
+  resolvedWorkloadAuthorities?: number;
 }
 
 export interface IServiceRuntimeStatusDocument extends IStoredDocument {

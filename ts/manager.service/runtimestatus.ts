@@ -89,7 +89,28 @@ export interface IServiceRuntimeFacts {
   secrets?: readonly { name: string; valueBytes: number | null }[];
   /** Whether the service is its cluster's designated ingress; absent when not gathered (read as not). */
   isIngressService?: boolean;
+  /** How many workload authorities each node's current runtime session resolved, for the nodes whose relay stated it. */
+  nodeWorkloadAuthorities?: ReadonlyMap<string, number>;
 }
+
+/**
+ * `node-authority-unsupported`, judged at the admit step: every node the service could be handed
+ * to (its placement nodes in the cluster, or every node of the cluster without a placement) has
+ * a runtime session that resolved fewer workload authorities than a service needs. A node whose
+ * relay stated no count is not judged, so the refusal needs every eligible node to have stated one. Pure.
+ */
+export const judgeServiceNodeAuthority = (
+  factsArg: Pick<IServiceRuntimeFacts, 'service' | 'clusterNodeIds' | 'nodeWorkloadAuthorities'>,
+): TServiceRuntimeRefusal | null => {
+  const authorities = factsArg.nodeWorkloadAuthorities;
+  if (!authorities || !factsArg.clusterNodeIds) {
+    return null;
+  }
+  const placement = factsArg.service.runtime.placement.nodeIds;
+  const eligible = placement.length > 0 ? placement.filter((nodeId) => factsArg.clusterNodeIds!.has(nodeId)) : [...factsArg.clusterNodeIds];
+  const short = eligible.filter((nodeId) => (authorities.get(nodeId) ?? Number.POSITIVE_INFINITY) < runtimeConfigContract.requiredWorkloadAuthorities);
+  return eligible.length > 0 && short.length === eligible.length ? 'node-authority-unsupported' : null;
+};
 
 /**
  * The bytes the whole environment takes in the workload's process (`NAME=value` and a NUL per
@@ -265,6 +286,10 @@ export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRun
   const replicaLimit = judgeServiceReplicaLimit(factsArg.service);
   if (replicaLimit) {
     return { state: 'refused', reason: replicaLimit };
+  }
+  const nodeAuthority = judgeServiceNodeAuthority(factsArg);
+  if (nodeAuthority) {
+    return { state: 'refused', reason: nodeAuthority };
   }
   // A workload without its lease has no address to run at (contract order: before the volume refusals).
   if (factsArg.workloadLeases && factsArg.workloadLeases.shortfall > 0) {

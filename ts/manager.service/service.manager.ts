@@ -35,7 +35,7 @@ import { refuse, refuseNamed } from '../core/errors.js';
 import type { TDecision } from '../core/store.js';
 import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayMutation } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
-import { isAnyValue, isIdString, isPositiveInteger, problemsOfSentences, refuseFields, sentenceCheck, sentenceOfProblem, type TFieldCheck } from '../core/validation.js';
+import { isAnyValue, isIdString, isNonNegativeInteger, isPositiveInteger, problemsOfSentences, refuseFields, sentenceCheck, sentenceOfProblem, type TFieldCheck } from '../core/validation.js';
 import {
   buildFirstClaimGeneration,
   buildClaimOverNodeGeneration,
@@ -96,11 +96,14 @@ const decideNodeSessionReport = (
   nodeIdArg: string,
   sessionArg: IRuntimeSessionReference,
   nowArg: number,
+  authoritiesArg?: number,
 ): TDecision<IRuntimeNodeSessionDocument> => {
   const session = { id: sessionArg.id, generation: sessionArg.generation };
+  // A report that states no count leaves none stated: an earlier count belonged to an earlier session.
+  const authorities = authoritiesArg === undefined ? {} : { resolvedWorkloadAuthorities: authoritiesArg };
   return currentArg
-    ? { kind: 'write', change: { set: { session, reportedAt: nowArg } } }
-    : { kind: 'create', doc: { id: nodeSessionId(clusterIdArg, nodeIdArg), clusterId: clusterIdArg, nodeId: nodeIdArg, session, reportedAt: nowArg } };
+    ? { kind: 'write', change: { set: { session, reportedAt: nowArg, ...authorities }, ...(authoritiesArg === undefined ? { unset: ['resolvedWorkloadAuthorities'] } : {}) } }
+    : { kind: 'create', doc: { id: nodeSessionId(clusterIdArg, nodeIdArg), clusterId: clusterIdArg, nodeId: nodeIdArg, session, reportedAt: nowArg, ...authorities } };
 };
 
 /**
@@ -621,7 +624,7 @@ export class ServiceManager {
       relayMutation({
         method: 'reportRuntimeNodeSession',
         access: 'relay',
-        input: { required: { nodeId: isIdString, session: sentenceCheck(validateRuntimeSessionReference) } },
+        input: { required: { nodeId: isIdString, session: sentenceCheck(validateRuntimeSessionReference) }, optional: { resolvedWorkloadAuthorities: isNonNegativeInteger } },
         // The socket names the cluster: every report is confined to the relay's own cluster and its nodes.
         facts: async (request, context) => {
           if (!(await this.cloudly.clusterManager.nodes.getNode(context.clusterId, request.nodeId))) {
@@ -630,7 +633,7 @@ export class ServiceManager {
           return { clusterId: context.clusterId };
         },
         target: (request, facts) => ({ kind: runtimeNodeSessionKind, id: nodeSessionId(facts.clusterId, request.nodeId) }),
-        decide: (current, { request, facts, now }) => decideNodeSessionReport(current, facts.clusterId, request.nodeId, request.session, now),
+        decide: (current, { request, facts, now }) => decideNodeSessionReport(current, facts.clusterId, request.nodeId, request.session, now, request.resolvedWorkloadAuthorities),
         answer: async ({ doc }) => {
           const pending = await this.pendingClaimIds({ clusterId: doc!.clusterId, nodeId: doc!.nodeId });
           // Pushed after this answer: the push travels over the same relay socket.

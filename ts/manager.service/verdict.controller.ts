@@ -17,6 +17,7 @@ import type { IClusterAllocation } from '../manager.runtimenetwork/leases.js';
 import { decideRuntimeStatus, isStoredVerdict, type IJudgedVerdict } from './decide.js';
 import {
   runtimeLocalStorageClaimKind,
+  runtimeNodeSessionKind,
   serviceKind,
   serviceRuntimeStatusKind,
   toPublicService,
@@ -102,6 +103,8 @@ export const verdictInputs: Readonly<Record<string, TVerdictTrigger>> = {
   CloudlySecretGroup: () => [allServicesKey],
   // A cluster's enrolled recipients (a copy sealed to a recipient the relay no longer holds).
   CloudlySecretRecipients: ofOwningCluster,
+  // A node's runtime session and the workload authorities it resolved (node authority unsupported).
+  CloudlyRuntimeNodeSession: ofOwningCluster,
 };
 
 /** What the verdict reads that another domain derives or owns; built by the composition root. */
@@ -133,6 +136,8 @@ interface IClusterVerdictFacts {
   recipients: ISecretRecipientsDocument | null;
   /** The service designated as the cluster's ingress, or null. */
   ingressServiceId: string | null;
+  /** Workload authorities each node's runtime session resolved, where its relay stated the count. */
+  nodeWorkloadAuthorities: ReadonlyMap<string, number>;
 }
 
 /** The secret groups the services name, by id, read in one query. */
@@ -205,6 +210,7 @@ const judgeServiceVerdict = (
     ...(imagePlan === 'registry' ? {} : { imageVersionHeld: imagePlan === 'held' }),
     secrets,
     isIngressService: clusterArg.ingressServiceId === service.id,
+    nodeWorkloadAuthorities: clusterArg.nodeWorkloadAuthorities,
   });
   const judged = verdict.state === 'converging' && isServiceObservedConverged(service, observedArg)
     ? { state: 'converged' as const, reason: null }
@@ -347,7 +353,7 @@ export class VerdictController implements IController {
    * declaring one service's hostnames for a service's own run).
    */
   private async readClusterVerdictFacts(clusterIdArg: string, routedArg: Promise<IServiceDocument[]>): Promise<IClusterVerdictFacts> {
-    const [cluster, runtimePhase, nodes, allocation, relayCapabilities, services, confirmations, liveness, recipients, ingressSlot] = await Promise.all([
+    const [cluster, runtimePhase, nodes, allocation, relayCapabilities, services, confirmations, liveness, recipients, ingressSlot, nodeSessions] = await Promise.all([
       this.ports.store.get(clusterKind, clusterIdArg),
       this.ports.clusterRuntimePhase(clusterIdArg),
       this.ports.store.find(clusterNodeKind, { clusterId: clusterIdArg }),
@@ -358,6 +364,7 @@ export class VerdictController implements IController {
       this.ports.store.get(clusterLivenessKind, clusterIdArg),
       this.ports.store.get(secretRecipientsKind, clusterIdArg),
       this.ports.store.get(clusterIngressSlotKind, clusterIdArg),
+      this.ports.store.find(runtimeNodeSessionKind, { clusterId: clusterIdArg }),
     ]);
     // The same rule the route table uses: one service per hostname, the oldest live one declaring it.
     const routeOwners = new Map(deriveClusterRoutes(services.filter((service) => service.deletionRequestedAt === undefined))
@@ -373,6 +380,8 @@ export class VerdictController implements IController {
       unknown: liveness?.unknown ?? null,
       recipients,
       ingressServiceId: ingressSlot?.designation?.ingressServiceId ?? null,
+      nodeWorkloadAuthorities: new Map(nodeSessions.flatMap((session) => (session.resolvedWorkloadAuthorities === undefined
+        ? [] : [[session.nodeId, session.resolvedWorkloadAuthorities] as const]))),
     };
   }
 

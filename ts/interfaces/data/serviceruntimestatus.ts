@@ -79,6 +79,12 @@ export type TServiceRuntimeRefusal =
 export const runtimeConfigContract = Object.freeze({
   maximumTargetPorts: 64,
   maximumReplicas: 256,
+  /**
+   * The project's own number: the workload authorities a node's runtime session must have resolved
+   * to be handed a service (the spec names `node-authority-unsupported`, not the count): one, the
+   * authority its workloads run under.
+   */
+  requiredWorkloadAuthorities: 1,
 } as const);
 
 export type TServiceRuntimeState = 'converged' | 'converging' | 'waiting' | 'refused';

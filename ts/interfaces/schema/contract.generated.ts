@@ -8242,6 +8242,9 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "session": {
      "$ref": "#/$defs/IRuntimeSessionReference"
+    },
+    "resolvedWorkloadAuthorities": {
+     "type": "number"
     }
    },
    "required": [
