@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { addSecretCommands } from './secrets.js';
 import { Command } from 'commander';
 import {
   choiceOption, collect, exitCodes, expectedGeneration, generatedOnCommitOf, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
@@ -1219,6 +1220,7 @@ export const addCommands = (programArg: Command): void => {
   addStorageCommands(programArg);
   addSnapshotCommands(programArg);
   addNetworkCommands(programArg);
+  addSecretCommands(programArg);
   addAuditCommand(programArg);
   addWatchCommand(programArg);
 };
