@@ -316,3 +316,33 @@ describe('readiness target', () => {
     assert.deepEqual(command.readiness, { kind: 'command', command: ['pg_isready', '-q'] });
   });
 });
+
+describe('secret manifest', () => {
+  test('the relay reports which secret versions reached the workloads; the verdict waits secrets-pending and getServiceRuntimeStatus names what is missing', async () => {
+    await t.caller.call('createSecretGroup', { group: { key: 'manifest-group', tags: [], environment: 'production', clusterIds: [a.clusterId] } });
+    const version = await sealSecretVersion(t.caller, 'manifest-group', value('manifest-value'));
+    const service = (await t.caller.call('createService', { service: spec(a.clusterId, {
+      name: 'manifest-user', secrets: { API_KEY: { secretId: 'manifest-group', secretVersionId: version.secretVersionId } },
+    }) })).service;
+    const report = async (manifestArg: { secrets: Array<{ name: string; secretVersionId: string }>; bindingIds: string[] }) => {
+      await t.cloudly.desiredStateManager.settled(a.clusterId);
+      const desired = await a.relay.fire('getClusterPlatformDesiredState', {});
+      const revision = desired.unchanged ? desired.revision : desired.desiredState.revision;
+      await a.relay.fire('reportClusterPlatformObservedState', {
+        desiredRevision: revision,
+        services: [{ serviceId: service.id, nodeId: 'n1', specRevision: service.specRevision, replicas: 1, state: 'ready', manifest: manifestArg }],
+      });
+    };
+    await report({ secrets: [{ name: 'API_KEY', secretVersionId: 'an-older-version' }], bindingIds: [] });
+    await waitFor(async () => (await statusOf(service.id)).status.reason === 'secrets-pending', 'waits for the secret to reach the workload');
+    assert.deepEqual((await statusOf(service.id)).manifestGaps, [{ nodeId: 'n1', secrets: ['API_KEY'], bindingIds: [] }]);
+    await report({ secrets: [{ name: 'API_KEY', secretVersionId: version.secretVersionId }], bindingIds: [] });
+    await waitFor(async () => (await statusOf(service.id)).status.state === 'converged', 'converged once the manifest lists it');
+    assert.deepEqual((await statusOf(service.id)).manifestGaps, []);
+    const refused = await refusalOf(() => a.relay.fire('reportClusterPlatformObservedState', {
+      desiredRevision: 0,
+      services: [{ serviceId: service.id, nodeId: 'n1', specRevision: 1, replicas: 1, state: 'ready', manifest: { secrets: [{ name: 'API_KEY', value: 'x' }], bindingIds: [] } as never }],
+    }));
+    assert.equal(refused.code, 'invalid-request', 'a manifest names versions, never values');
+  });
+});

@@ -101,6 +101,17 @@ const waits: Array<[string, Partial<IServiceRuntimeFacts>]> = [
   ['failure-backoff', { observed: [{ nodeId: 'n-1', specRevision: 2, replicas: 0, state: 'failed', reason: 'exit 1', reportedAt: 10 }] }],
 ];
 
+// The secret manifest of the node running the current revision (the base's n-1, observed ready).
+const manifestExpectation = { bindingIds: ['pb-1'], secrets: [{ name: 'TOKEN', secretVersionId: 'v2' }] };
+const observedWith = (manifestArg: { secrets: Array<{ name: string; secretVersionId: string }>; bindingIds: string[] }) =>
+  [{ nodeId: 'n-1', specRevision: 2, replicas: 1, state: 'ready' as const, reportedAt: 10, manifest: manifestArg }];
+waits.push(
+  ['bindings-pending', { manifestExpectation, observed: observedWith({ secrets: [{ name: 'TOKEN', secretVersionId: 'v2' }], bindingIds: [] }) }],
+  ['secrets-pending', { manifestExpectation, observed: observedWith({ secrets: [{ name: 'TOKEN', secretVersionId: 'v1' }], bindingIds: ['pb-1'] }) }],
+  ['secrets-pending', { manifestExpectation, observed: observedWith({ secrets: [], bindingIds: ['pb-1'] }) }],
+  ['bindings-pending', { bindings: { bindingsPending: true, legacyAdoptionPending: false } }],
+);
+
 for (const [reason, broken] of waits) {
   test(`one broken fact waits ${reason}`, () => {
     assert.deepEqual(judgeServiceRuntime(base(broken)), { state: 'waiting', reason });
@@ -115,6 +126,10 @@ test('facts that do not break: no stated capabilities refuse nothing, an older r
   assert.deepEqual(judgeServiceRuntime(base({ observed: [], nodeNetwork: { heldLeaseIds: new Map([['n-1', ['wl-1']]]), confirmedLeaseIds: new Set() } })),
     { state: 'converging', reason: null });
   assert.deepEqual(judgeServiceRuntime(base({ service: service({ ports: [{ name: 'http', port: 80, protocol: 'tcp' }], routes: [] }) })), { state: 'converging', reason: null });
+  // A manifest listing everything, or no manifest at all (nothing to judge), waits for nothing.
+  assert.deepEqual(judgeServiceRuntime(base({ manifestExpectation, observed: observedWith({ secrets: [{ name: 'TOKEN', secretVersionId: 'v2' }], bindingIds: ['pb-1'] }) })),
+    { state: 'converging', reason: null });
+  assert.deepEqual(judgeServiceRuntime(base({ manifestExpectation })), { state: 'converging', reason: null });
   // One eligible node with enough authorities, or one that stated no count, is enough to admit.
   assert.deepEqual(judgeServiceRuntime(base({ nodeWorkloadAuthorities: new Map([['n-1', 1]]) })), { state: 'converging', reason: null });
   assert.deepEqual(judgeServiceRuntime(base({
@@ -157,7 +172,7 @@ test('contract order: among refusals the earlier reason names the verdict, and a
     assert.ok(([...data.serviceRuntimeRefusals, ...data.serviceRuntimeOwnRefusals] as readonly string[]).includes(reason), reason);
   }
   for (const [reason] of waits) {
-    assert.ok((data.serviceRuntimeWaitingReasons as readonly string[]).includes(reason), reason);
+    assert.ok(([...data.serviceRuntimeWaitingReasons, ...data.serviceRuntimeOwnWaitingReasons] as readonly string[]).includes(reason), reason);
   }
 });
 

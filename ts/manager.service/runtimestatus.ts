@@ -91,7 +91,36 @@ export interface IServiceRuntimeFacts {
   isIngressService?: boolean;
   /** How many workload authorities each node's current runtime session resolved, for the nodes whose relay stated it. */
   nodeWorkloadAuthorities?: ReadonlyMap<string, number>;
+  /**
+   * What the secret manifest must list on every node running the current revision: the ids of the
+   * enabled bindings, and each deliverable secret by name and version. Absent when not gathered.
+   */
+  manifestExpectation?: { bindingIds: readonly string[]; secrets: ReadonlyArray<{ name: string; secretVersionId: string }> };
 }
+
+/**
+ * What the secret manifests of the nodes running the current revision (observed `starting` or
+ * `ready`, with a manifest) do not list yet, per node. Nodes whose relay reports no manifest are
+ * not judged here. Pure.
+ */
+export const judgeSecretManifests = (
+  factsArg: Pick<IServiceRuntimeFacts, 'service' | 'observed' | 'manifestExpectation'>,
+): Array<{ nodeId: string; secrets: string[]; bindingIds: string[] }> => {
+  const expected = factsArg.manifestExpectation;
+  if (!expected) {
+    return [];
+  }
+  return (factsArg.observed ?? [])
+    .filter((placement) => placement.specRevision === factsArg.service.specRevision && (placement.state === 'starting' || placement.state === 'ready') && placement.manifest)
+    .map((placement) => ({
+      nodeId: placement.nodeId,
+      secrets: expected.secrets
+        .filter((secret) => !placement.manifest!.secrets.some((entry) => entry.name === secret.name && entry.secretVersionId === secret.secretVersionId))
+        .map((secret) => secret.name),
+      bindingIds: expected.bindingIds.filter((bindingId) => !placement.manifest!.bindingIds.includes(bindingId)),
+    }))
+    .filter((gap) => gap.secrets.length > 0 || gap.bindingIds.length > 0);
+};
 
 /**
  * `node-authority-unsupported`, judged at the admit step: every node the service could be handed
@@ -322,8 +351,13 @@ export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRun
   if (factsArg.bindings.legacyAdoptionPending) {
     return { state: 'waiting', reason: 'legacy-adoption-pending' };
   }
-  if (factsArg.bindings.bindingsPending) {
+  // Judged from the secret manifest where the relay reports one; from the bindings' status otherwise.
+  const gaps = judgeSecretManifests(factsArg);
+  if (factsArg.bindings.bindingsPending || gaps.some((gap) => gap.bindingIds.length > 0)) {
     return { state: 'waiting', reason: 'bindings-pending' };
+  }
+  if (gaps.some((gap) => gap.secrets.length > 0)) {
+    return { state: 'waiting', reason: 'secrets-pending' };
   }
   return { state: 'converging', reason: null };
 };

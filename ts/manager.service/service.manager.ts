@@ -43,7 +43,7 @@ import {
   pendingClaimRecord,
   type IServiceVolumeClaimDecision,
 } from './claims.js';
-import { isServiceVolumeClaimable } from './runtimestatus.js';
+import { isServiceVolumeClaimable, judgeSecretManifests } from './runtimestatus.js';
 import { boundRelayText } from '../core/relaycalls.js';
 import { migrateServiceShapes } from './migrate.js';
 import { organizationOperations, registerNamedOrganizations, registerOrganizationsOfOlderServices } from './organizations.js';
@@ -440,11 +440,20 @@ export class ServiceManager {
             // Only while the reconciler has not reached a new service yet (or another instance reconciles it).
             throw refuse('unavailable', ['runtime-status-not-judged-yet'], { retryAfterMs: 1_000 });
           }
-          const [placements, claims, secrets] = await Promise.all([
+          const [placements, claims, secrets, bindings] = await Promise.all([
             this.cloudly.desiredStateManager.observedPlacements(status.id),
             this.readRuntimeLocalStorageClaims(service.id),
             this.resolveSecrets(service),
+            this.cloudly.corestoreManager.getPlatformBindingsOfServices([service.id]),
           ]);
+          const manifestGaps = judgeSecretManifests({
+            service,
+            observed: placements,
+            manifestExpectation: {
+              bindingIds: bindings.filter((binding) => binding.enabled).map((binding) => binding.id),
+              secrets: secrets.map((secret) => ({ name: secret.name, secretVersionId: secret.reference.secretVersionId })),
+            },
+          });
           const lastReportedAt = placements.reduce<number | null>((latest, placement) => Math.max(latest ?? 0, placement.reportedAt), null);
           return {
             status,
@@ -454,6 +463,7 @@ export class ServiceManager {
             missingSecrets: secrets.flatMap((secret) => (secret.state === 'missing'
               ? [{ name: secret.name, secretId: secret.reference.secretId, secretVersionId: secret.reference.secretVersionId, cause: secret.cause }]
               : [])),
+            manifestGaps,
           };
         },
       }),

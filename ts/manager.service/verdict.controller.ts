@@ -174,8 +174,8 @@ const judgeServiceVerdict = (
   secretGroupsArg: ReadonlyMap<string, ISecretGroupDocument>,
 ): IJudgedVerdict => {
   const service = toPublicService(docArg);
-  const secrets = resolveServiceSecrets(docArg, secretGroupsArg, clusterArg.recipients)
-    .map((secret) => ({ name: secret.name, valueBytes: secret.state === 'deliverable' ? secret.valueBytes : null }));
+  const resolved = resolveServiceSecrets(docArg, secretGroupsArg, clusterArg.recipients);
+  const secrets = resolved.map((secret) => ({ name: secret.name, valueBytes: secret.state === 'deliverable' ? secret.valueBytes : null }));
   const imagePlan = judgeServiceImagePlan(service, (digestArg) => heldImageVersionsArg.has(imageVersionId(service.id, digestArg)));
   const heldLeaseIds = new Map<string, string[]>();
   for (const lease of clusterArg.allocation.leases) {
@@ -211,6 +211,10 @@ const judgeServiceVerdict = (
     secrets,
     isIngressService: clusterArg.ingressServiceId === service.id,
     nodeWorkloadAuthorities: clusterArg.nodeWorkloadAuthorities,
+    manifestExpectation: {
+      bindingIds: bindingsArg.filter((binding) => binding.enabled).map((binding) => binding.id),
+      secrets: resolved.map((secret) => ({ name: secret.name, secretVersionId: secret.reference.secretVersionId })),
+    },
   });
   const judged = verdict.state === 'converging' && isServiceObservedConverged(service, observedArg)
     ? { state: 'converged' as const, reason: null }

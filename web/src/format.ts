@@ -7,6 +7,7 @@ const waitingReasons: Record<string, string> = {
   'storage-import-pending': 'Waiting for a volume import onto the node to finish.',
   'bindings-pending': 'Waiting for its platform bindings (databases, buckets…) to be ready.',
   'legacy-adoption-pending': 'Waiting until legacy Corestore resources are adopted.',
+  'secrets-pending': 'Waiting until its secrets reach its workloads (the relay\u2019s secret manifest does not list them yet).',
 };
 
 const refusedReasons: Record<string, string> = {

@@ -169,6 +169,18 @@ export interface IClusterPlatformObservedService {
   state: TObservedServiceState;
   /** Free text from the relay, at most 256 characters; shown to administrators. */
   reason?: string;
+  /**
+   * Optional: the service's secret manifest on that node, what reached its workloads there: each
+   * secret by name and version, and each platform binding whose credentials it was given. Judged
+   * for `secrets-pending` and `bindings-pending` (docs/api/services.md). Project's own member.
+   */
+  manifest?: IServiceSecretManifest;
+}
+
+/** What reached a service's workloads on one node. Project's own definition. */
+export interface IServiceSecretManifest {
+  secrets: Array<{ name: string; secretVersionId: string }>;
+  bindingIds: string[];
 }
 
 export interface IClusterPlatformObservedReport {
@@ -190,7 +202,7 @@ export interface IClusterPlatformObservedNode {
   assignments: IRuntimeAssignmentStatus[];
 }
 
-export const observedReportLimits = Object.freeze({ maximumServices: 4096, maximumReasonLength: 256, maximumNodes: 1024 } as const);
+export const observedReportLimits = Object.freeze({ maximumServices: 4096, maximumReasonLength: 256, maximumNodes: 1024, maximumManifestEntries: 256 } as const);
 
 /** The observations of one service that Cloudly keeps beside its runtime status. */
 export interface IServiceObservedPlacement {
@@ -200,4 +212,6 @@ export interface IServiceObservedPlacement {
   state: TObservedServiceState;
   reason?: string;
   reportedAt: number;
+  /** The secret manifest the relay reported for that node, when it reported one. */
+  manifest?: IServiceSecretManifest;
 }

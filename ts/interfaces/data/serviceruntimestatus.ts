@@ -18,7 +18,15 @@ export const serviceRuntimeWaitingReasons = Object.freeze([
   'legacy-adoption-pending',
 ] as const);
 
-export type TServiceRuntimeWaitingReason = (typeof serviceRuntimeWaitingReasons)[number];
+/**
+ * Project's own wait, beside the spec's closed union: `secrets-pending`, the relay's secret
+ * manifest of a node running the current revision does not list every secret of the service at
+ * the version the service names yet (docs/api/services.md).
+ */
+const serviceRuntimeOwnWaitingTuple = ['secrets-pending'] as const;
+export const serviceRuntimeOwnWaitingReasons = Object.freeze(serviceRuntimeOwnWaitingTuple);
+
+export type TServiceRuntimeWaitingReason = (typeof serviceRuntimeWaitingReasons)[number] | (typeof serviceRuntimeOwnWaitingTuple)[number];
 
 /**
  * The volume refusals, in contract order: the first four name what a local storage claim cannot
@@ -142,7 +150,7 @@ export const snapshotServiceRuntimeStatus = (valueArg: unknown): IServiceRuntime
   if ((state === 'converged' || state === 'converging') && reason === null) {
     return { ...base, state, reason: null };
   }
-  if (state === 'waiting' && (serviceRuntimeWaitingReasons as readonly unknown[]).includes(reason)) {
+  if (state === 'waiting' && ([...serviceRuntimeWaitingReasons, ...serviceRuntimeOwnWaitingReasons] as readonly unknown[]).includes(reason)) {
     return { ...base, state, reason: reason as TServiceRuntimeWaitingReason };
   }
   if (state === 'refused' && ([...serviceRuntimeRefusals, ...serviceRuntimeOwnRefusals] as readonly unknown[]).includes(reason)) {

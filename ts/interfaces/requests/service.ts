@@ -97,6 +97,12 @@ export type IReq_Any_Cloudly_GetServiceRuntimeStatus = ITypedContract<
      * `secret-version-missing`. Empty when none.
      */
     missingSecrets: IServiceMissingSecret[];
+    /**
+     * Project's own member: per node running the current revision whose relay reported a secret
+     * manifest, the secrets (by name) and enabled bindings (by id) it does not list yet; the
+     * verdict waits `bindings-pending` or `secrets-pending` while one is listed. Empty when none.
+     */
+    manifestGaps: Array<{ nodeId: string; secrets: string[]; bindingIds: string[] }>;
   }
 >;
 

@@ -1412,6 +1412,9 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "reason": {
      "type": "string"
+    },
+    "manifest": {
+     "$ref": "#/$defs/IServiceSecretManifest"
     }
    },
    "required": [
@@ -3983,6 +3986,9 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "reportedAt": {
      "type": "number"
+    },
+    "manifest": {
+     "$ref": "#/$defs/IServiceSecretManifest"
     }
    },
    "required": [
@@ -4201,6 +4207,41 @@ export const contractSchema: IContractSchemaDocument = {
      ]
     }
    ]
+  },
+  "IServiceSecretManifest": {
+   "type": "object",
+   "properties": {
+    "secrets": {
+     "type": "array",
+     "items": {
+      "type": "object",
+      "properties": {
+       "name": {
+        "type": "string"
+       },
+       "secretVersionId": {
+        "type": "string"
+       }
+      },
+      "required": [
+       "name",
+       "secretVersionId"
+      ],
+      "additionalProperties": false
+     }
+    },
+    "bindingIds": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    }
+   },
+   "required": [
+    "secrets",
+    "bindingIds"
+   ],
+   "additionalProperties": false
   },
   "IServiceVolume": {
    "type": "object",
@@ -4877,7 +4918,8 @@ export const contractSchema: IContractSchemaDocument = {
     "failure-backoff",
     "storage-import-pending",
     "bindings-pending",
-    "legacy-adoption-pending"
+    "legacy-adoption-pending",
+    "secrets-pending"
    ]
   },
   "TServiceSecretEnvironment": {
@@ -7759,6 +7801,35 @@ export const contractSchema: IContractSchemaDocument = {
      "items": {
       "$ref": "#/$defs/IServiceMissingSecret"
      }
+    },
+    "manifestGaps": {
+     "type": "array",
+     "items": {
+      "type": "object",
+      "properties": {
+       "nodeId": {
+        "type": "string"
+       },
+       "secrets": {
+        "type": "array",
+        "items": {
+         "type": "string"
+        }
+       },
+       "bindingIds": {
+        "type": "array",
+        "items": {
+         "type": "string"
+        }
+       }
+      },
+      "required": [
+       "nodeId",
+       "secrets",
+       "bindingIds"
+      ],
+      "additionalProperties": false
+     }
     }
    },
    "required": [
@@ -7766,7 +7837,8 @@ export const contractSchema: IContractSchemaDocument = {
     "observed",
     "historicalClaims",
     "unknown",
-    "missingSecrets"
+    "missingSecrets",
+    "manifestGaps"
    ],
    "additionalProperties": false
   },
