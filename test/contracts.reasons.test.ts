@@ -40,6 +40,7 @@ const opaqueReasonsExplained: Record<string, string> = {
   'ts/manager.secret/decide.ts verdict': 'judgeEnrollmentCompletion: a member of secretRefusalReasons',
   'ts/manager.secret/secret.manager.ts verdict': 'judgeEnrollmentCompletion, as above',
   'ts/manager.rollout/operations.ts reasons': 'createRollout: members of rolloutReasons (every reason of the request at once), written out beside it',
+  'ts/manager.secret/secretgroups.ts reasons': 'judgeSealedCopies: members of secretGroupReasons (bindingMismatch, recipientNotEnrolled, recipientUnknown), written out beside it',
 };
 
 test('every reason in every refusal dictionary of the server and the dashboard is a machine token', (t) => {

@@ -34,6 +34,7 @@ const spec = (clusterIdArg: string, overridesArg: Partial<IServiceWritableSpec['
   },
   ports: [{ name: 'http', port: 8080, protocol: 'tcp' }],
   routes: [{ hostname: 'web.example.com', targetPort: 'http' }],
+  readiness: { kind: 'http', port: 'http', path: '/healthz' },
   volumes: [],
 });
 

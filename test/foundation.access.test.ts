@@ -16,6 +16,8 @@ const declaredAccess: Record<string, TMethodAccess> = {
   pushImageVersion: 'relay', pullImageVersion: 'relay', getServiceImageVersions: 'read',
   supersedeHistoricalRuntimeLocalStorageClaim: 'write',
   getClusterAcmeChallenge: 'relay', getClusterRouteCertificates: 'relay', getRouteCertificates: 'read',
+  getSecretGroups: 'read',
+  createSecretGroup: 'write', addSecretVersion: 'write', deleteSecretGroup: 'write',
   addClusterNode: 'write', adminLoginWithUsernameAndPassword: 'public', adminPruneClusterNodeArchive: 'write',
   adoptCorestoreLegacyResources: 'write', backupServiceDatabaseClosure: 'relay', beginSecretRecipientEnrollment: 'relay',
   cancelOperation: 'write', changePassword: 'own-session', completeSecretRecipientEnrollment: 'relay',

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { judgeServiceRuntime, type IServiceRuntimeFacts } from '../ts/manager.service/runtimestatus.js';
+import { serviceEnvironmentBytes, judgeServiceRuntime, type IServiceRuntimeFacts } from '../ts/manager.service/runtimestatus.js';
 import { decideServiceShapeMigration } from '../ts/manager.service/migrate.js';
 import type { IService } from '../ts/interfaces/data/service.js';
 import type { IClusterRelayCapabilities } from '../ts/interfaces/data/clusterrelay.js';
@@ -21,6 +21,9 @@ const service = (overridesArg: Partial<IService> = {}): IService => ({
   ports: [{ name: 'http', port: 8080, protocol: 'tcp' }, { name: 'dns', port: 53, protocol: 'udp' }],
   routes: [{ hostname: 'web.example.com', targetPort: 'http' }],
   volumes: [],
+  environment: {},
+  secrets: {},
+  readiness: { kind: 'http', port: 'http', path: '/healthz' },
   createdAt: 1, updatedAt: 1,
   ...overridesArg,
 });
@@ -62,6 +65,28 @@ const refusals: Array<[string, Partial<IServiceRuntimeFacts>]> = [
     }),
   }],
   ['replica-limit', { service: service({ runtime: { ...service().runtime, replicas: data.runtimeConfigContract.maximumReplicas + 1 } }) }],
+  // A secret of the service's own needs the runtime's secret delivery as much as a binding's credentials.
+  ['secrets-unsupported', {
+    relayCapabilities: { ...everything, secrets: false }, bindingCapabilities: [],
+    service: service({ secrets: { TOKEN: { secretId: 'api-token', secretVersionId: 'v1' } } }), secrets: [{ name: 'TOKEN', valueBytes: 10 }],
+  }],
+  // The only eligible node's session resolved no workload authority.
+  ['node-authority-unsupported', { nodeWorkloadAuthorities: new Map([['n-1', 0]]) }],
+  ['node-authority-unsupported', {
+    service: service({ runtime: { ...service().runtime, placement: { nodeIds: [] } } }), clusterNodeIds: new Set(['n-1', 'n-2']),
+    nodeWorkloadAuthorities: new Map([['n-1', 0], ['n-2', 0]]),
+  }],
+  // Routes, or the ingress designation, without a readiness target.
+  ['readiness-target-undeclared', { service: service({ readiness: null }) }],
+  ['readiness-target-undeclared', { service: service({ routes: [], readiness: null }), isIngressService: true }],
+  // The plain entries are at the limit (the input refuses more); the secret's value tips it over.
+  ['environment-too-large', {
+    service: service({ environment: { A: 'x'.repeat(data.serviceEnvironmentContract.maximumTotalBytes - 4) } }),
+    secrets: [{ name: 'B', valueBytes: 1 }],
+  }],
+  ['secret-version-missing', {
+    service: service({ secrets: { TOKEN: { secretId: 'api-token', secretVersionId: 'v9' } } }), secrets: [{ name: 'TOKEN', valueBytes: null }],
+  }],
 ];
 
 for (const [reason, broken] of refusals) {
@@ -75,6 +100,17 @@ const waits: Array<[string, Partial<IServiceRuntimeFacts>]> = [
   ['conflict', { routesTakenByOthers: ['web.example.com'] }],
   ['failure-backoff', { observed: [{ nodeId: 'n-1', specRevision: 2, replicas: 0, state: 'failed', reason: 'exit 1', reportedAt: 10 }] }],
 ];
+
+// The secret manifest of the node running the current revision (the base's n-1, observed ready).
+const manifestExpectation = { bindingIds: ['pb-1'], secrets: [{ name: 'TOKEN', secretVersionId: 'v2' }] };
+const observedWith = (manifestArg: { secrets: Array<{ name: string; secretVersionId: string }>; bindingIds: string[] }) =>
+  [{ nodeId: 'n-1', specRevision: 2, replicas: 1, state: 'ready' as const, reportedAt: 10, manifest: manifestArg }];
+waits.push(
+  ['bindings-pending', { manifestExpectation, observed: observedWith({ secrets: [{ name: 'TOKEN', secretVersionId: 'v2' }], bindingIds: [] }) }],
+  ['secrets-pending', { manifestExpectation, observed: observedWith({ secrets: [{ name: 'TOKEN', secretVersionId: 'v1' }], bindingIds: ['pb-1'] }) }],
+  ['secrets-pending', { manifestExpectation, observed: observedWith({ secrets: [], bindingIds: ['pb-1'] }) }],
+  ['bindings-pending', { bindings: { bindingsPending: true, legacyAdoptionPending: false } }],
+);
 
 for (const [reason, broken] of waits) {
   test(`one broken fact waits ${reason}`, () => {
@@ -90,6 +126,36 @@ test('facts that do not break: no stated capabilities refuse nothing, an older r
   assert.deepEqual(judgeServiceRuntime(base({ observed: [], nodeNetwork: { heldLeaseIds: new Map([['n-1', ['wl-1']]]), confirmedLeaseIds: new Set() } })),
     { state: 'converging', reason: null });
   assert.deepEqual(judgeServiceRuntime(base({ service: service({ ports: [{ name: 'http', port: 80, protocol: 'tcp' }], routes: [] }) })), { state: 'converging', reason: null });
+  // A manifest listing everything, or no manifest at all (nothing to judge), waits for nothing.
+  assert.deepEqual(judgeServiceRuntime(base({ manifestExpectation, observed: observedWith({ secrets: [{ name: 'TOKEN', secretVersionId: 'v2' }], bindingIds: ['pb-1'] }) })),
+    { state: 'converging', reason: null });
+  assert.deepEqual(judgeServiceRuntime(base({ manifestExpectation })), { state: 'converging', reason: null });
+  // One eligible node with enough authorities, or one that stated no count, is enough to admit.
+  assert.deepEqual(judgeServiceRuntime(base({ nodeWorkloadAuthorities: new Map([['n-1', 1]]) })), { state: 'converging', reason: null });
+  assert.deepEqual(judgeServiceRuntime(base({
+    service: service({ runtime: { ...service().runtime, placement: { nodeIds: [] } } }), clusterNodeIds: new Set(['n-1', 'n-2']),
+    nodeWorkloadAuthorities: new Map([['n-1', 0]]),
+  })), { state: 'converging', reason: null });
+  // No routes and not the ingress: no readiness target is needed.
+  assert.deepEqual(judgeServiceRuntime(base({ service: service({ routes: [], readiness: null }) })), { state: 'converging', reason: null });
+  // Exactly at the environment's limit, plain and secret together, is admitted: A=<value>\0 and B=<1 byte>\0.
+  assert.deepEqual(judgeServiceRuntime(base({
+    service: service({ environment: { A: 'x'.repeat(data.serviceEnvironmentContract.maximumTotalBytes - 7) } }),
+    secrets: [{ name: 'B', valueBytes: 1 }],
+  })), { state: 'converging', reason: null });
+});
+
+test('the environment counts NAME=value and a NUL per entry in UTF-8 bytes, plain and secret alike, skipping secrets of unknown size', () => {
+  assert.equal(serviceEnvironmentBytes({ environment: { A: 'b' } }, []), 4);
+  assert.equal(serviceEnvironmentBytes({ environment: { Ä: 'é' } }, []), 2 + 1 + 2 + 1);
+  assert.equal(serviceEnvironmentBytes({ environment: {} }, [{ name: 'TOKEN', valueBytes: 32 }, { name: 'GONE', valueBytes: null }]), 5 + 1 + 32 + 1);
+});
+
+test('the secret-version refusal comes before the admission refusals: a secret that cannot be delivered is not judged for its size', () => {
+  assert.deepEqual(judgeServiceRuntime(base({
+    relayCapabilities: { ...everything, portProtocols: [] },
+    service: service({ secrets: { TOKEN: { secretId: 'api-token', secretVersionId: 'v9' } } }), secrets: [{ name: 'TOKEN', valueBytes: null }],
+  })), { state: 'refused', reason: 'secret-version-missing' });
 });
 
 test('contract order: among refusals the earlier reason names the verdict, and any refusal comes before any wait', () => {
@@ -103,10 +169,10 @@ test('contract order: among refusals the earlier reason names the verdict, and a
   })), { state: 'waiting', reason: 'conflict' });
   // Every reason judged here belongs to its state in the contract's pairing.
   for (const [reason] of refusals) {
-    assert.ok((data.serviceRuntimeRefusals as readonly string[]).includes(reason), reason);
+    assert.ok(([...data.serviceRuntimeRefusals, ...data.serviceRuntimeOwnRefusals] as readonly string[]).includes(reason), reason);
   }
   for (const [reason] of waits) {
-    assert.ok((data.serviceRuntimeWaitingReasons as readonly string[]).includes(reason), reason);
+    assert.ok(([...data.serviceRuntimeWaitingReasons, ...data.serviceRuntimeOwnWaitingReasons] as readonly string[]).includes(reason), reason);
   }
 });
 

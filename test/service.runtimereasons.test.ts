@@ -109,8 +109,9 @@ test('an observed failure at the current revision waits failure-backoff until th
 
 test('a hostname two services raced for waits conflict on the newer one until it lets the hostname go', async () => {
   const ports = [{ name: 'http', port: 8080, protocol: 'tcp' as const }];
-  const older = await create({ name: 'older', ports, routes: [{ hostname: 'raced.example.com', targetPort: 'http' }] });
-  const newer = await create({ name: 'newer', ports, routes: [{ hostname: 'newer.example.com', targetPort: 'http' }] });
+  const readiness = { kind: 'http' as const, port: 'http', path: '/healthz' };
+  const older = await create({ name: 'older', ports, readiness, routes: [{ hostname: 'raced.example.com', targetPort: 'http' }] });
+  const newer = await create({ name: 'newer', ports, readiness, routes: [{ hostname: 'newer.example.com', targetPort: 'http' }] });
   await waitForVerdict(newer.id, ['converging', null]);
   // Two writes that both passed the hostname check before either committed: written directly, as
   // the losing one would have landed.
@@ -123,7 +124,7 @@ test('a hostname two services raced for waits conflict on the newer one until it
   const current = (await t.caller.call('getServiceById', { serviceId: newer.id })).service;
   await t.caller.call('updateService', {
     serviceId: newer.id, expectedGeneration: current.generation,
-    service: { ...spec({ name: 'newer', ports }), routes: [{ hostname: 'other.example.com', targetPort: 'http' }] },
+    service: { ...spec({ name: 'newer', ports, readiness }), routes: [{ hostname: 'other.example.com', targetPort: 'http' }] },
   });
   await waitForVerdict(newer.id, ['converging', null]);
 });
@@ -148,4 +149,18 @@ test('a service whose organization is missing from the registry is refused organ
   const taken = await t.caller.call('createOrganization', { organization: { id: 'org-transient', name: 'Twice' } })
     .then(() => null, (error: { errorData?: { code?: string } }) => error.errorData?.code);
   assert.equal(taken, 'conflict');
+});
+
+test('a node whose runtime session resolved no workload authority is refused node-authority-unsupported at admission, until a session resolves one', async () => {
+  const service = await create({ name: 'authority' });
+  await waitForVerdict(service.id, ['converging', null]);
+  await relay.fire('reportRuntimeNodeSession', { nodeId: 'n1', session: { id: 'session-a', generation: 1 }, resolvedWorkloadAuthorities: 0 });
+  await waitForVerdict(service.id, ['refused', 'node-authority-unsupported']);
+  await relay.fire('reportRuntimeNodeSession', { nodeId: 'n1', session: { id: 'session-a', generation: 2 }, resolvedWorkloadAuthorities: 1 });
+  await waitForVerdict(service.id, ['converging', null]);
+  // A session that states no count is not judged.
+  await relay.fire('reportRuntimeNodeSession', { nodeId: 'n1', session: { id: 'session-a', generation: 3 }, resolvedWorkloadAuthorities: 0 });
+  await waitForVerdict(service.id, ['refused', 'node-authority-unsupported']);
+  await relay.fire('reportRuntimeNodeSession', { nodeId: 'n1', session: { id: 'session-a', generation: 4 } });
+  await waitForVerdict(service.id, ['converging', null]);
 });

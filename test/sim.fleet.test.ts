@@ -1,4 +1,5 @@
 import { describe, test } from 'node:test';
+import { sealSecretVersion } from '../ts/client/secrets.js';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import * as fsp from 'node:fs/promises';
@@ -109,6 +110,43 @@ describe('cloudly-sim against a real Cloudly', () => {
       assert.ok(lines.filter((lineArg) => / -> disconnected /.test(lineArg)).length >= 3, 'each cluster logged its disconnection');
       const statuses = await statusesOf(t, clusterIds);
       assert.deepEqual([...new Set(statuses.map((entryArg) => entryArg.state))], ['converged']);
+    } finally {
+      await fleet.stop();
+      await t.stop();
+    }
+  });
+
+  test('a simulated relay opens the sealed secrets its services name and reports them in its secret manifest', async () => {
+    const t = await startTestCloudly();
+    const { lines, log } = simLines();
+    const { config } = readSimConfig([
+      '--bootstrap', '--url', t.baseUrl, '--admin-password', testAdminPassword, '--name-prefix', 'sealed',
+      '--clusters', '1', '--nodes', '1', '--services', '1', '--replicas', '1', '--start-delay-ms', '50', '--seed', '3',
+    ], {});
+    const fleet = new SimFleet(config, log);
+    try {
+      await fleet.start();
+      const [clusterId] = await clusterIdsOf(t, 'sealed');
+      await waitFor(async () => (await t.admin.call('getSecretRecipients', { clusterId })).current !== null, 'the simulated relay enrolled its recipient');
+      await t.admin.call('createSecretGroup', { group: { key: 'sim-secret', tags: [], environment: 'production', clusterIds: [clusterId] } });
+      const sealed = await sealSecretVersion(t.admin, 'sim-secret', new TextEncoder().encode('sim-secret-value'));
+      const [service] = (await t.admin.call('getServices', { clusterId })).services;
+      const { id: _id, generation, specRevision: _specRevision, createdAt: _createdAt, updatedAt: _updatedAt, volumes, ...writable } = service;
+      await t.admin.call('updateService', { serviceId: service.id, expectedGeneration: generation, service: {
+        ...writable, volumes: volumes.map(({ id: _volumeId, initialization: _initialization, ...volume }) => volume),
+        secrets: { SIM_SECRET: { secretId: 'sim-secret', secretVersionId: sealed.secretVersionId } },
+      } });
+      let last: unknown = null;
+      await waitFor(async () => {
+        const answer = await t.admin.call('getServiceRuntimeStatus', { serviceId: service.id });
+        last = answer;
+        return answer.status.state === 'converged' && answer.observed.placements.some((placement) =>
+          placement.manifest?.secrets.some((secret) => secret.name === 'SIM_SECRET' && secret.secretVersionId === sealed.secretVersionId) === true);
+      }, 'converged with the secret in the manifest', 30_000).catch((error: Error) => {
+        throw new Error(`${error.message}: ${JSON.stringify(last)}\n${lines.join('\n')}`);
+      });
+      assert.ok(fleet.counters.secretsOpened >= 1, `${fleet.counters.secretsOpened} secrets opened`);
+      assert.equal(fleet.counters.errors, 0, lines.filter((lineArg) => lineArg.includes('failed')).join('\n'));
     } finally {
       await fleet.stop();
       await t.stop();

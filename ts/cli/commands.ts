@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { addSecretCommands } from './secrets.js';
 import { Command } from 'commander';
 import {
   choiceOption, collect, exitCodes, expectedGeneration, generatedOnCommitOf, loadAdminClient, noteDryRun, openContext, parseFormat, parseInteger, readJsonFile, reportFailure,
@@ -411,6 +412,9 @@ const writableSpec = (serviceArg: IService): IServiceWritableSpec => ({
   ports: serviceArg.ports ?? [],
   routes: serviceArg.routes ?? [],
   volumes: serviceArg.volumes.map(({ id: _id, initialization: _initialization, ...volume }) => volume),
+  environment: serviceArg.environment ?? {},
+  secrets: serviceArg.secrets ?? {},
+  readiness: serviceArg.readiness ?? null,
 });
 
 /** A spec file (`{ service: … }` or the spec itself) as the contract's writable spec, or a usage error with every reason. */
@@ -1253,6 +1257,7 @@ export const addCommands = (programArg: Command): void => {
   addStorageCommands(programArg);
   addSnapshotCommands(programArg);
   addNetworkCommands(programArg);
+  addSecretCommands(programArg);
   addAuditCommand(programArg);
   addWatchCommand(programArg);
 };

@@ -92,6 +92,9 @@ const reasonOfMessage = (messageArg: string): TFieldProblemReason => {
   if (/^(names no|is no)\b/.test(messageArg)) {
     return fieldProblemReasons.notFound;
   }
+  if (/^is a secret value in clear\b/.test(messageArg)) {
+    return fieldProblemReasons.secretValueInClear;
+  }
   if (/^(must be omitted|is only carried)\b/.test(messageArg)) {
     return fieldProblemReasons.forbidden;
   }

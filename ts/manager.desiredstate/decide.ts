@@ -129,6 +129,9 @@ export const decideObservedPlacements = (
     state: entry.state,
     ...(entry.reason !== undefined ? { reason: entry.reason } : {}),
     reportedAt: nowArg,
+    ...(entry.manifest !== undefined
+      ? { manifest: { secrets: entry.manifest.secrets.map((secret) => ({ name: secret.name, secretVersionId: secret.secretVersionId })), bindingIds: [...entry.manifest.bindingIds] } }
+      : {}),
   }))].sort((a, b) => (a.nodeId < b.nodeId ? -1 : 1));
   return currentArg
     ? { kind: 'write', change: { set: { placements } } }

@@ -4,6 +4,7 @@ import { leftDerivedInputs, type DocumentStore } from '../core/store.js';
 import type { IClusterPlatformDesiredState } from '../interfaces/data/desiredstate.js';
 import { allClusterIds, clusterKind } from '../manager.cluster/documents.js';
 import { serviceKind } from '../manager.service/documents.js';
+import { secretGroupKind } from '../manager.secret/secretgroups.js';
 import { clusterDesiredStateKind } from './documents.js';
 
 /** What the desired-state controller reads and does through its domain; built by the composition root. */
@@ -19,6 +20,8 @@ export interface IDesiredStateControllerPorts {
 
 /** A service key (`service:<id>`): the cluster is the service's, read when the key runs (a binding names only its service). */
 const serviceKeyPrefix = 'service:';
+/** A secret group key (`secretgroup:<id>`): every cluster the group names, read when the key runs. */
+const secretGroupKeyPrefix = 'secretgroup:';
 
 /**
  * The desired-state controller: each cluster's published desired state and its one route table
@@ -44,6 +47,10 @@ export class DesiredStateController implements IController {
     CloudlyRuntimeNetworkLeases: ofOwningCluster,
     // A write of only the cluster's bookkeeping (a relay token rotation) changes nothing read here.
     CloudlyCluster: (changeArg) => (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg)),
+    // A version added or re-sealed: each cluster the group names, read when the key runs.
+    CloudlySecretGroup: (changeArg) => [`${secretGroupKeyPrefix}${changeArg.id}`],
+    // A new recipient: copies sealed to one the relay no longer holds leave the desired state.
+    CloudlySecretRecipients: ofOwningCluster,
   };
   /** Every input reaches it through the feed; the start-up pass publishes what a restart left owed. */
   public readonly resync = false;
@@ -57,6 +64,14 @@ export class DesiredStateController implements IController {
   }
 
   public async reconcile(keyArg: string): Promise<IReconcileResult> {
+    if (keyArg.startsWith(secretGroupKeyPrefix)) {
+      const group = await this.ports.store.get(secretGroupKind, keyArg.slice(secretGroupKeyPrefix.length));
+      let written = false;
+      for (const clusterId of group?.clusterIds ?? []) {
+        written = (await this.reconcile(clusterId)).outcome === 'written' || written;
+      }
+      return { outcome: written ? 'written' : 'kept' };
+    }
     let clusterId = keyArg;
     if (keyArg.startsWith(serviceKeyPrefix)) {
       const service = await this.ports.store.get(serviceKind, keyArg.slice(serviceKeyPrefix.length));

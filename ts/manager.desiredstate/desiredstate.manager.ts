@@ -1,4 +1,8 @@
 import type { Cloudly } from '../classes.cloudly.js';
+import { secretGroupKind } from '../manager.secret/secretgroups.js';
+import { secretRecipientsKind } from '../manager.secret/documents.js';
+import { resolveServiceSecrets } from '../manager.service/secretresolution.js';
+import { snapshotServiceEnvironment } from '../interfaces/data/serviceenvironment.js';
 import type { IClusterReads } from '../manager.cluster/ports.js';
 import type { IClusterIngressDesignation } from '../interfaces/data/clusteringressdesignation.js';
 import type { IClusterIngressResolvedRoute } from '../interfaces/data/clusteringress.js';
@@ -235,6 +239,12 @@ export class DesiredStateManager {
     }
     const nodes: TClusterPlatformDesiredStateContent['nodes'] = nodeIds.map((nodeId) => ({ nodeId, corestoreCredential: credentials.get(nodeId)! }));
     const { leases, routes } = await this.resolveRoutes(clusterIdArg, live, designation?.ingressServiceId ?? null);
+    const secretGroupIds = [...new Set(live.flatMap((service) => Object.values(service.secrets ?? {}).map((reference) => reference.secretId)))];
+    const [secretGroups, recipients] = await Promise.all([
+      secretGroupIds.length === 0 ? [] : store.find(secretGroupKind, { id: { $in: secretGroupIds } }),
+      store.get(secretRecipientsKind, clusterIdArg),
+    ]);
+    const groupsById = new Map(secretGroups.map((group) => [group.id, group]));
     const content: TClusterPlatformDesiredStateContent = {
       clusterId: clusterIdArg,
       nodes,
@@ -249,6 +259,10 @@ export class DesiredStateManager {
         volumes: service.volumes,
         platformBindings: bindings.filter((binding) => binding.serviceId === service.id)
           .map((binding) => ({ bindingId: binding.id, capability: binding.capability, enabled: binding.enabled, nodeId: binding.nodeId })),
+        environment: snapshotServiceEnvironment(service.environment),
+        secrets: resolveServiceSecrets(service, groupsById, recipients).flatMap((secret) => (secret.state === 'deliverable'
+          ? [{ name: secret.name, secretVersion: { ...secret.reference }, version: secret.version, sealed: secret.sealed }]
+          : [])),
       })),
       ingress,
       removals: services.filter((service) => service.deletionRequestedAt !== undefined)

@@ -23,6 +23,7 @@ import {
 } from './decide.js';
 import { clusterDesiredStateKind, serviceObservedStateKind } from './documents.js';
 import { ObservedReportMemo } from './observedmemo.js';
+import { serviceEnvironmentNamePattern } from '../interfaces/data/serviceenvironment.js';
 
 /**
  * The desired-state loop's methods as declared operations (ts/core/operations.ts runs them): the
@@ -38,7 +39,7 @@ const isObservedService: TFieldCheck = (valueArg, pathArg) => {
   const record = valueArg as Record<string, unknown>;
   const reasons: IFieldProblem[] = [];
   for (const key of Object.keys(record)) {
-    if (!['serviceId', 'nodeId', 'specRevision', 'replicas', 'state', 'reason'].includes(key)) {
+    if (!['serviceId', 'nodeId', 'specRevision', 'replicas', 'state', 'reason', 'manifest'].includes(key)) {
       reasons.push(fieldProblem(`${pathArg}.${key}`, fieldProblemReasons.unknown, `is not a field of an observed service`));
     }
   }
@@ -51,6 +52,40 @@ const isObservedService: TFieldCheck = (valueArg, pathArg) => {
   }
   if (record.reason !== undefined && (typeof record.reason !== 'string' || record.reason.length > observedReportLimits.maximumReasonLength)) {
     reasons.push(fieldProblem(`${pathArg}.reason`, typeof record.reason === 'string' ? fieldProblemReasons.tooLong : fieldProblemReasons.invalid, `must be a string of at most ${observedReportLimits.maximumReasonLength} characters`));
+  }
+  if (record.manifest !== undefined) {
+    reasons.push(...isSecretManifest(record.manifest, `${pathArg}.manifest`));
+  }
+  return reasons;
+};
+
+/** A secret manifest: `{ secrets: [{ name, secretVersionId }], bindingIds: [id] }`, names only, never a value. */
+const isSecretManifest: TFieldCheck = (valueArg, pathArg) => {
+  if (!valueArg || typeof valueArg !== 'object' || Array.isArray(valueArg)) {
+    return [invalidField(pathArg, 'must be { secrets, bindingIds }')];
+  }
+  const record = valueArg as Record<string, unknown>;
+  const reasons: IFieldProblem[] = Object.keys(record).filter((key) => key !== 'secrets' && key !== 'bindingIds')
+    .map((key) => fieldProblem(`${pathArg}.${key}`, fieldProblemReasons.unknown, 'is not a field of a secret manifest'));
+  const limit = observedReportLimits.maximumManifestEntries;
+  if (!Array.isArray(record.secrets) || record.secrets.length > limit) {
+    reasons.push(invalidField(`${pathArg}.secrets`, `must be an array of at most ${limit} entries`));
+  } else {
+    record.secrets.forEach((entry: unknown, index: number) => {
+      const path = `${pathArg}.secrets[${index}]`;
+      const item = entry && typeof entry === 'object' && !Array.isArray(entry) ? entry as Record<string, unknown> : null;
+      if (!item || Object.keys(item).sort().join(',') !== 'name,secretVersionId'
+        || typeof item.name !== 'string' || !serviceEnvironmentNamePattern.test(item.name)) {
+        reasons.push(invalidField(path, 'must be exactly { name, secretVersionId } with a POSIX environment name'));
+        return;
+      }
+      reasons.push(...isIdString(item.secretVersionId, `${path}.secretVersionId`));
+    });
+  }
+  if (!Array.isArray(record.bindingIds) || record.bindingIds.length > limit) {
+    reasons.push(invalidField(`${pathArg}.bindingIds`, `must be an array of at most ${limit} binding ids`));
+  } else {
+    record.bindingIds.forEach((bindingId: unknown, index: number) => reasons.push(...isIdString(bindingId, `${pathArg}.bindingIds[${index}]`)));
   }
   return reasons;
 };

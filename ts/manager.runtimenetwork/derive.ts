@@ -49,9 +49,9 @@ export interface IRuntimeNetworkNodeFacts {
 }
 
 /**
- * A service as the full mesh sees it. The organization is the service's `organizationId` as stored
- * (Cloudly keeps no organization registry: two services of one organization are two services naming
- * the same id); the ports are the ones it declares.
+ * A service as the full mesh sees it. The organization is the service's `organizationId` as stored:
+ * two services are of one organization exactly when they name the same id (the organization
+ * registry decides only whether that id exists, `organization-missing`); the ports are the ones it declares.
  */
 export interface IRuntimeNetworkMeshWorkload {
   serviceId: string;

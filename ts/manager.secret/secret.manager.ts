@@ -27,6 +27,7 @@ import {
   judgeEnrollmentCompletion,
   secretRefusalReasons,
 } from './decide.js';
+import { secretGroupOperations } from './secretgroups.operations.js';
 import {
   corestoreCredentialKind,
   secretEnrollmentKind,
@@ -176,6 +177,7 @@ export class SecretManager {
         after: () => cloudly.auth.reloadSigningKeys(),
       }),
     ]);
+    registerOperations(cloudly, secretGroupOperations(cloudly, clusters));
   }
 
   public async start(): Promise<void> {

@@ -2,13 +2,21 @@ import { defineDocumentKind, ownedByClusterOfNodeId, ownedByServiceOfId, type IS
 import {
   snapshotServicePorts,
   snapshotServiceRoutes,
+  snapshotServiceReadiness,
   snapshotServiceRuntimeSpec,
   type IService,
+  type TServiceReadinessTarget,
   type IServicePort,
   type IServiceRoute,
   type IServiceRuntimeSpec,
 } from '../interfaces/data/service.js';
 import type { IServiceVolume } from '../interfaces/data/servicevolume.js';
+import {
+  snapshotServiceEnvironment,
+  snapshotServiceSecrets,
+  type TServiceEnvironment,
+  type TServiceSecretEnvironment,
+} from '../interfaces/data/serviceenvironment.js';
 import type { IRuntimeLiveness, IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../interfaces/data/runtimelocalstorageclaim.js';
 import type { IRuntimeSessionReference } from '../interfaces/requests/runtimesession.js';
@@ -35,6 +43,11 @@ export interface IServiceDocument extends IStoredDocument {
   ports?: IServicePort[];
   routes?: IServiceRoute[];
   volumes: IServiceVolume[];
+  /** Plain environment entries and secret references (absent on documents written before they existed, read as none). */
+  environment?: TServiceEnvironment;
+  secrets?: TServiceSecretEnvironment;
+  /** The readiness target (absent on documents written before it existed, read as none). */
+  readiness?: TServiceReadinessTarget | null;
   claimDecisions: IServiceVolumeClaimDecision[];
   createdAt: number;
   updatedAt: number;
@@ -62,6 +75,8 @@ export interface IRuntimeNodeSessionDocument extends IStoredDocument {
   nodeId: string;
   session: IRuntimeSessionReference;
   reportedAt: number;
+  /** How many workload authorities the session resolved, when the relay said (absent: not stated). */
+  resolvedWorkloadAuthorities?: number;
 }
 
 export interface IServiceRuntimeStatusDocument extends IStoredDocument {
@@ -81,8 +96,9 @@ export interface IServiceRuntimeStatusDocument extends IStoredDocument {
 
 export const serviceKind = defineDocumentKind<IServiceDocument>('CloudlyService', {
   owners: ownedByServiceOfId,
-  // A service's spec holds no secret (secrets are bound by reference): its audit events show what changed.
-  auditedFields: ['name', 'organizationId', 'clusterId', 'runtime', 'ports', 'routes', 'volumes', 'specRevision', 'deletionRequestedAt'],
+  // A service's spec holds no secret (secrets are bound by reference, plain environment values are
+  // plain by declaration): its audit events show what changed.
+  auditedFields: ['name', 'organizationId', 'clusterId', 'runtime', 'ports', 'routes', 'volumes', 'environment', 'secrets', 'readiness', 'specRevision', 'deletionRequestedAt'],
 });
 export const runtimeLocalStorageClaimKind = defineDocumentKind<IRuntimeLocalStorageClaimDocument>('CloudlyRuntimeLocalStorageClaim');
 export const runtimeNodeSessionKind = defineDocumentKind<IRuntimeNodeSessionDocument>('CloudlyRuntimeNodeSession', { owners: ownedByClusterOfNodeId });
@@ -99,6 +115,9 @@ export const toPublicService = (docArg: IServiceDocument): IService => ({
   ports: snapshotServicePorts(docArg.ports ?? []),
   routes: snapshotServiceRoutes(docArg.routes ?? []),
   volumes: docArg.volumes.map((volume) => ({ ...volume })),
+  environment: snapshotServiceEnvironment(docArg.environment),
+  secrets: snapshotServiceSecrets(docArg.secrets),
+  readiness: snapshotServiceReadiness(docArg.readiness),
   createdAt: docArg.createdAt,
   updatedAt: docArg.updatedAt,
 });

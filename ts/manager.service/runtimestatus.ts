@@ -15,6 +15,7 @@ import type { IRuntimeLocalStorageClaimRecord } from '../interfaces/data/runtime
 import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
 import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
 import { parseServiceImageName } from '../interfaces/data/imageversion.js';
+import { environmentEntryBytes, plainEnvironmentBytes, serviceEnvironmentContract } from '../interfaces/data/serviceenvironment.js';
 
 /**
  * The pure part of a service's runtime verdict: Cloudly's own judgement of a spec revision from
@@ -81,7 +82,75 @@ export interface IServiceRuntimeFacts {
   observed?: readonly IServiceObservedPlacement[];
   /** Whether the organization registry holds the service's organization; absent when not gathered. */
   organizationRegistered?: boolean;
+  /**
+   * Each secret the service names, with its value's length when a copy sealed for the cluster can
+   * be delivered, or null when it cannot (`secret-version-missing`). Absent when not gathered.
+   */
+  secrets?: readonly { name: string; valueBytes: number | null }[];
+  /** Whether the service is its cluster's designated ingress; absent when not gathered (read as not). */
+  isIngressService?: boolean;
+  /** How many workload authorities each node's current runtime session resolved, for the nodes whose relay stated it. */
+  nodeWorkloadAuthorities?: ReadonlyMap<string, number>;
+  /**
+   * What the secret manifest must list on every node running the current revision: the ids of the
+   * enabled bindings, and each deliverable secret by name and version. Absent when not gathered.
+   */
+  manifestExpectation?: { bindingIds: readonly string[]; secrets: ReadonlyArray<{ name: string; secretVersionId: string }> };
 }
+
+/**
+ * What the secret manifests of the nodes running the current revision (observed `starting` or
+ * `ready`, with a manifest) do not list yet, per node. Nodes whose relay reports no manifest are
+ * not judged here. Pure.
+ */
+export const judgeSecretManifests = (
+  factsArg: Pick<IServiceRuntimeFacts, 'service' | 'observed' | 'manifestExpectation'>,
+): Array<{ nodeId: string; secrets: string[]; bindingIds: string[] }> => {
+  const expected = factsArg.manifestExpectation;
+  if (!expected) {
+    return [];
+  }
+  return (factsArg.observed ?? [])
+    .filter((placement) => placement.specRevision === factsArg.service.specRevision && (placement.state === 'starting' || placement.state === 'ready') && placement.manifest)
+    .map((placement) => ({
+      nodeId: placement.nodeId,
+      secrets: expected.secrets
+        .filter((secret) => !placement.manifest!.secrets.some((entry) => entry.name === secret.name && entry.secretVersionId === secret.secretVersionId))
+        .map((secret) => secret.name),
+      bindingIds: expected.bindingIds.filter((bindingId) => !placement.manifest!.bindingIds.includes(bindingId)),
+    }))
+    .filter((gap) => gap.secrets.length > 0 || gap.bindingIds.length > 0);
+};
+
+/**
+ * `node-authority-unsupported`, judged at the admit step: every node the service could be handed
+ * to (its placement nodes in the cluster, or every node of the cluster without a placement) has
+ * a runtime session that resolved fewer workload authorities than a service needs. A node whose
+ * relay stated no count is not judged, so the refusal needs every eligible node to have stated one. Pure.
+ */
+export const judgeServiceNodeAuthority = (
+  factsArg: Pick<IServiceRuntimeFacts, 'service' | 'clusterNodeIds' | 'nodeWorkloadAuthorities'>,
+): TServiceRuntimeRefusal | null => {
+  const authorities = factsArg.nodeWorkloadAuthorities;
+  if (!authorities || !factsArg.clusterNodeIds) {
+    return null;
+  }
+  const placement = factsArg.service.runtime.placement.nodeIds;
+  const eligible = placement.length > 0 ? placement.filter((nodeId) => factsArg.clusterNodeIds!.has(nodeId)) : [...factsArg.clusterNodeIds];
+  const short = eligible.filter((nodeId) => (authorities.get(nodeId) ?? Number.POSITIVE_INFINITY) < runtimeConfigContract.requiredWorkloadAuthorities);
+  return eligible.length > 0 && short.length === eligible.length ? 'node-authority-unsupported' : null;
+};
+
+/**
+ * The bytes the whole environment takes in the workload's process (`NAME=value` and a NUL per
+ * entry, plain and secret alike), counting the secrets whose sizes are known. Pure.
+ */
+export const serviceEnvironmentBytes = (
+  serviceArg: Pick<IService, 'environment'>,
+  secretsArg: readonly { name: string; valueBytes: number | null }[],
+): number =>
+  plainEnvironmentBytes(serviceArg.environment ?? {})
+  + secretsArg.reduce((sum, secret) => sum + (secret.valueBytes === null ? 0 : environmentEntryBytes(secret.name, secret.valueBytes)), 0);
 
 /**
  * What a service's image plan rests on: a registry image (the runtime's business), or a pushed
@@ -146,7 +215,7 @@ export const isServiceVolumeClaimable = (serviceArg: IService, volumeArg: IServi
  * verdict. Pure; each reason is earned by one fact.
  */
 export const judgeServiceAdmission = (
-  factsArg: Pick<IServiceRuntimeFacts, 'service' | 'relayCapabilities' | 'bindingCapabilities'>,
+  factsArg: Pick<IServiceRuntimeFacts, 'service' | 'relayCapabilities' | 'bindingCapabilities' | 'secrets' | 'isIngressService'>,
 ): TServiceRuntimeRefusal | null => {
   const { service } = factsArg;
   const capabilities = factsArg.relayCapabilities ?? null;
@@ -156,8 +225,8 @@ export const judgeServiceAdmission = (
     if (bindingCapabilities.some((capability) => !capabilities.platforms.includes(capability))) {
       return 'platform-unsupported';
     }
-    // An enabled binding's credentials reach the workload as secrets.
-    if (bindingCapabilities.length > 0 && !capabilities.secrets) {
+    // An enabled binding's credentials reach the workload as secrets, as do the service's own.
+    if ((bindingCapabilities.length > 0 || Object.keys(service.secrets ?? {}).length > 0) && !capabilities.secrets) {
       return 'secrets-unsupported';
     }
     if (service.volumes.length > 0 && !capabilities.volumes) {
@@ -169,6 +238,14 @@ export const judgeServiceAdmission = (
   }
   if (service.ports.length > runtimeConfigContract.maximumTargetPorts) {
     return 'ports-too-many';
+  }
+  // Traffic reaches a routed service (or the ingress) only once it is ready: without a target the
+  // runtime cannot tell, so it would route to replicas that are not.
+  if ((service.routes.length > 0 || factsArg.isIngressService === true) && (service.readiness ?? null) === null) {
+    return 'readiness-target-undeclared';
+  }
+  if (serviceEnvironmentBytes(service, factsArg.secrets ?? []) > serviceEnvironmentContract.maximumTotalBytes) {
+    return 'environment-too-large';
   }
   return null;
 };
@@ -222,6 +299,10 @@ export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRun
   if (factsArg.imageVersionHeld === false) {
     return { state: 'refused', reason: 'image-plan-missing' };
   }
+  // A secret the workload needs that its relay could not open: the service would start without it.
+  if ((factsArg.secrets ?? []).some((secret) => secret.valueBytes === null)) {
+    return { state: 'refused', reason: 'secret-version-missing' };
+  }
   const admission = judgeServiceAdmission(factsArg);
   if (admission) {
     return { state: 'refused', reason: admission };
@@ -234,6 +315,10 @@ export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRun
   const replicaLimit = judgeServiceReplicaLimit(factsArg.service);
   if (replicaLimit) {
     return { state: 'refused', reason: replicaLimit };
+  }
+  const nodeAuthority = judgeServiceNodeAuthority(factsArg);
+  if (nodeAuthority) {
+    return { state: 'refused', reason: nodeAuthority };
   }
   // A workload without its lease has no address to run at (contract order: before the volume refusals).
   if (factsArg.workloadLeases && factsArg.workloadLeases.shortfall > 0) {
@@ -266,8 +351,13 @@ export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRun
   if (factsArg.bindings.legacyAdoptionPending) {
     return { state: 'waiting', reason: 'legacy-adoption-pending' };
   }
-  if (factsArg.bindings.bindingsPending) {
+  // Judged from the secret manifest where the relay reports one; from the bindings' status otherwise.
+  const gaps = judgeSecretManifests(factsArg);
+  if (factsArg.bindings.bindingsPending || gaps.some((gap) => gap.bindingIds.length > 0)) {
     return { state: 'waiting', reason: 'bindings-pending' };
+  }
+  if (gaps.some((gap) => gap.secrets.length > 0)) {
+    return { state: 'waiting', reason: 'secrets-pending' };
   }
   return { state: 'converging', reason: null };
 };

@@ -4,6 +4,7 @@ import type { Cloudly } from '../classes.cloudly.js';
 import {
   isSameServiceExecution,
   snapshotServicePorts,
+  snapshotServiceReadiness,
   snapshotServiceRoutes,
   snapshotServiceRuntimeSpec,
   validateServiceWritableSpec,
@@ -18,6 +19,10 @@ import {
   type IServiceVolume,
   type TServiceWritableVolume,
 } from '../interfaces/data/servicevolume.js';
+import { snapshotServiceEnvironment, snapshotServiceSecrets } from '../interfaces/data/serviceenvironment.js';
+import { secretGroupKind } from '../manager.secret/secretgroups.js';
+import { secretRecipientsKind } from '../manager.secret/documents.js';
+import { resolveServiceSecrets } from './secretresolution.js';
 import { snapshotServiceRuntimeStatus, type IServiceRuntimeStatus } from '../interfaces/data/serviceruntimestatus.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../interfaces/data/runtimelocalstorageclaim.js';
 import {
@@ -30,7 +35,7 @@ import { refuse, refuseNamed } from '../core/errors.js';
 import type { TDecision } from '../core/store.js';
 import { adminMutation, adminOrchestration, adminQuery, registerOperations, relayMutation } from '../core/operations.js';
 import { WorkQueue } from '../core/workqueue.js';
-import { invalidField, isAnyValue, isIdString, isPositiveInteger, problemsOfSentences, refuseFields, sentenceCheck, sentenceOfProblem, type TFieldCheck } from '../core/validation.js';
+import { invalidField, isAnyValue, isIdString, isNonNegativeInteger, isPositiveInteger, problemsOfSentences, refuseFields, sentenceCheck, sentenceOfProblem, type TFieldCheck } from '../core/validation.js';
 import {
   buildFirstClaimGeneration,
   buildClaimOverNodeGeneration,
@@ -38,7 +43,7 @@ import {
   pendingClaimRecord,
   type IServiceVolumeClaimDecision,
 } from './claims.js';
-import { isServiceVolumeClaimable } from './runtimestatus.js';
+import { isServiceVolumeClaimable, judgeSecretManifests } from './runtimestatus.js';
 import { boundRelayText } from '../core/relaycalls.js';
 import { migrateServiceShapes } from './migrate.js';
 import { organizationOperations, registerNamedOrganizations, registerOrganizationsOfOlderServices } from './organizations.js';
@@ -92,11 +97,14 @@ const decideNodeSessionReport = (
   nodeIdArg: string,
   sessionArg: IRuntimeSessionReference,
   nowArg: number,
+  authoritiesArg?: number,
 ): TDecision<IRuntimeNodeSessionDocument> => {
   const session = { id: sessionArg.id, generation: sessionArg.generation };
+  // A report that states no count leaves none stated: an earlier count belonged to an earlier session.
+  const authorities = authoritiesArg === undefined ? {} : { resolvedWorkloadAuthorities: authoritiesArg };
   return currentArg
-    ? { kind: 'write', change: { set: { session, reportedAt: nowArg } } }
-    : { kind: 'create', doc: { id: nodeSessionId(clusterIdArg, nodeIdArg), clusterId: clusterIdArg, nodeId: nodeIdArg, session, reportedAt: nowArg } };
+    ? { kind: 'write', change: { set: { session, reportedAt: nowArg, ...authorities }, ...(authoritiesArg === undefined ? { unset: ['resolvedWorkloadAuthorities'] } : {}) } }
+    : { kind: 'create', doc: { id: nodeSessionId(clusterIdArg, nodeIdArg), clusterId: clusterIdArg, nodeId: nodeIdArg, session, reportedAt: nowArg, ...authorities } };
 };
 
 /**
@@ -167,10 +175,13 @@ const decideServiceUpdate = (
   const routes = snapshotServiceRoutes(spec.routes ?? []);
   const volumes = spec.volumes.map((volume) =>
     toStoredVolume(volume, currentArg.volumes.find((stored) => stored.mountPath === volume.mountPath)));
-  const specRevision = isSameServiceExecution(toPublicService(currentArg), { runtime, ports, routes })
+  const environment = snapshotServiceEnvironment(spec.environment);
+  const secrets = snapshotServiceSecrets(spec.secrets);
+  const readiness = snapshotServiceReadiness(spec.readiness);
+  const specRevision = isSameServiceExecution(toPublicService(currentArg), { runtime, ports, routes, environment, secrets, readiness })
     ? currentArg.specRevision
     : currentArg.specRevision + 1;
-  const view: IService = { ...toPublicService(currentArg), name: spec.name, runtime, ports, routes, volumes, specRevision, updatedAt: nowArg };
+  const view: IService = { ...toPublicService(currentArg), name: spec.name, runtime, ports, routes, volumes, environment, secrets, readiness, specRevision, updatedAt: nowArg };
   return {
     kind: 'write',
     change: {
@@ -180,6 +191,9 @@ const decideServiceUpdate = (
         ports,
         routes,
         volumes,
+        environment,
+        secrets,
+        readiness,
         specRevision,
         updatedAt: nowArg,
         claimDecisions: decideVolumeClaims(view, currentArg.claimDecisions, newClaimIdArg),
@@ -358,6 +372,9 @@ export class ServiceManager {
           ports: snapshotServicePorts(request.service.ports ?? []),
           routes: snapshotServiceRoutes(request.service.routes ?? []),
           volumes: request.service.volumes.map((volume) => toStoredVolume(volume, undefined)),
+          environment: snapshotServiceEnvironment(request.service.environment),
+          secrets: snapshotServiceSecrets(request.service.secrets),
+          readiness: snapshotServiceReadiness(request.service.readiness),
           claimDecisions: [],
           createdAt: now,
           updatedAt: now,
@@ -424,15 +441,44 @@ export class ServiceManager {
             // Only while the reconciler has not reached a new service yet (or another instance reconciles it).
             throw refuse('unavailable', ['runtime-status-not-judged-yet'], { retryAfterMs: 1_000 });
           }
-          const [placements, claims] = await Promise.all([
+          const [placements, claims, secrets, bindings] = await Promise.all([
             this.cloudly.desiredStateManager.observedPlacements(status.id),
             this.readRuntimeLocalStorageClaims(service.id),
+            this.resolveSecrets(service),
+            this.cloudly.corestoreManager.getPlatformBindingsOfServices([service.id]),
           ]);
+          const manifestGaps = judgeSecretManifests({
+            service,
+            observed: placements,
+            manifestExpectation: {
+              bindingIds: bindings.filter((binding) => binding.enabled).map((binding) => binding.id),
+              secrets: secrets.map((secret) => ({ name: secret.name, secretVersionId: secret.reference.secretVersionId })),
+            },
+          });
           const lastReportedAt = placements.reduce<number | null>((latest, placement) => Math.max(latest ?? 0, placement.reportedAt), null);
-          return { status, observed: { placements, lastReportedAt }, historicalClaims: historicalClaimsOf(claims), unknown: doc?.unknown ?? null };
+          return {
+            status,
+            observed: { placements, lastReportedAt },
+            historicalClaims: historicalClaimsOf(claims),
+            unknown: doc?.unknown ?? null,
+            missingSecrets: secrets.flatMap((secret) => (secret.state === 'missing'
+              ? [{ name: secret.name, secretId: secret.reference.secretId, secretVersionId: secret.reference.secretVersionId, cause: secret.cause }]
+              : [])),
+            manifestGaps,
+          };
         },
       }),
     ]);
+  }
+
+  /** How each secret the service names stands for delivery to its cluster (secretresolution.ts). */
+  private async resolveSecrets(serviceArg: IService) {
+    const ids = [...new Set(Object.values(serviceArg.secrets).map((reference) => reference.secretId))];
+    const [groups, recipients] = await Promise.all([
+      ids.length === 0 ? [] : this.cloudly.store.find(secretGroupKind, { id: { $in: ids } }),
+      this.cloudly.store.get(secretRecipientsKind, serviceArg.clusterId),
+    ]);
+    return resolveServiceSecrets(serviceArg, new Map(groups.map((group) => [group.id, group])), recipients);
   }
 
   /** The answer of a `{ identity, serviceId }` read, or `not-found` when the read found no such service. */
@@ -474,6 +520,17 @@ export class ServiceManager {
           reasons.push(`request.service.routes[${index}].hostname repeats the hostname of a route of service ${owner}`);
         }
       });
+    }
+    // A secret is named by one version of a group sealed for this cluster; a version that does not
+    // exist is named here (and, if it goes later, by the verdict).
+    for (const [name, reference] of Object.entries(specArg.secrets ?? {})) {
+      const group = await this.cloudly.store.get(secretGroupKind, reference.secretId);
+      const version = group?.versions.find((candidate) => candidate.secretVersionId === reference.secretVersionId);
+      if (!version) {
+        reasons.push(`request.service.secrets.${name} names no secret version: ${reference.secretId}/${reference.secretVersionId}`);
+      } else if (!version.sealed.some((copy) => copy.binding.clusterId === specArg.clusterId)) {
+        reasons.push(`request.service.secrets.${name} names no secret version sealed for cluster ${specArg.clusterId}: ${reference.secretId}/${reference.secretVersionId}`);
+      }
     }
     if (reasons.length > 0) {
       throw refuseFields(problemsOfSentences(reasons, 'request'));
@@ -580,7 +637,7 @@ export class ServiceManager {
       relayMutation({
         method: 'reportRuntimeNodeSession',
         access: 'relay',
-        input: { required: { nodeId: isIdString, session: sentenceCheck(validateRuntimeSessionReference) } },
+        input: { required: { nodeId: isIdString, session: sentenceCheck(validateRuntimeSessionReference) }, optional: { resolvedWorkloadAuthorities: isNonNegativeInteger } },
         // The socket names the cluster: every report is confined to the relay's own cluster and its nodes.
         facts: async (request, context) => {
           if (!(await this.cloudly.clusterManager.nodes.getNode(context.clusterId, request.nodeId))) {
@@ -589,7 +646,7 @@ export class ServiceManager {
           return { clusterId: context.clusterId };
         },
         target: (request, facts) => ({ kind: runtimeNodeSessionKind, id: nodeSessionId(facts.clusterId, request.nodeId) }),
-        decide: (current, { request, facts, now }) => decideNodeSessionReport(current, facts.clusterId, request.nodeId, request.session, now),
+        decide: (current, { request, facts, now }) => decideNodeSessionReport(current, facts.clusterId, request.nodeId, request.session, now, request.resolvedWorkloadAuthorities),
         answer: async ({ doc }) => {
           const pending = await this.pendingClaimIds({ clusterId: doc!.clusterId, nodeId: doc!.nodeId });
           // Pushed after this answer: the push travels over the same relay socket.

@@ -17,6 +17,7 @@ import type { IClusterAllocation } from '../manager.runtimenetwork/leases.js';
 import { decideRuntimeStatus, isStoredVerdict, type IJudgedVerdict } from './decide.js';
 import {
   runtimeLocalStorageClaimKind,
+  runtimeNodeSessionKind,
   serviceKind,
   serviceRuntimeStatusKind,
   toPublicService,
@@ -24,6 +25,10 @@ import {
   type IServiceDocument,
 } from './documents.js';
 import { organizationKind } from './organizations.js';
+import { clusterIngressSlotKind } from '../manager.ingress/documents.js';
+import { secretGroupKind, type ISecretGroupDocument } from '../manager.secret/secretgroups.js';
+import { secretRecipientsKind, type ISecretRecipientsDocument } from '../manager.secret/documents.js';
+import { resolveServiceSecrets } from './secretresolution.js';
 import { isServiceObservedConverged, judgeServiceImagePlan, judgeServiceRuntime } from './runtimestatus.js';
 
 /**
@@ -94,6 +99,13 @@ export const verdictInputs: Readonly<Record<string, TVerdictTrigger>> = {
   CloudlyOrganization: () => [allServicesKey],
   // The address plan: every cluster's leases.
   CloudlyRuntimeNetworkAddressPlan: () => [allServicesKey],
+  // A secret group's versions (secret version missing, the environment's size): every service
+  // naming it, in whichever cluster.
+  CloudlySecretGroup: () => [allServicesKey],
+  // A cluster's enrolled recipients (a copy sealed to a recipient the relay no longer holds).
+  CloudlySecretRecipients: ofOwningCluster,
+  // A node's runtime session and the workload authorities it resolved (node authority unsupported).
+  CloudlyRuntimeNodeSession: ofOwningCluster,
 };
 
 /** What the verdict reads that another domain derives or owns; built by the composition root. */
@@ -121,7 +133,22 @@ interface IClusterVerdictFacts {
   confirmedLeaseIds: ReadonlySet<string>;
   /** Why the cluster is not current (ts/manager.cluster/liveness.ts), or null. */
   unknown: IRuntimeLiveness | null;
+  /** The cluster's enrolled secret recipients (null: none enrolled). */
+  recipients: ISecretRecipientsDocument | null;
+  /** The service designated as the cluster's ingress, or null. */
+  ingressServiceId: string | null;
+  /** Workload authorities each node's runtime session resolved, where its relay stated the count. */
+  nodeWorkloadAuthorities: ReadonlyMap<string, number>;
 }
+
+/** The secret groups the services name, by id, read in one query. */
+const readSecretGroupsOf = async (storeArg: DocumentStore, servicesArg: IServiceDocument[]): Promise<Map<string, ISecretGroupDocument>> => {
+  const ids = [...new Set(servicesArg.flatMap((service) => Object.values(service.secrets ?? {}).map((reference) => reference.secretId)))];
+  if (ids.length === 0) {
+    return new Map();
+  }
+  return new Map((await storeArg.find(secretGroupKind, { id: { $in: ids } })).map((group) => [group.id, group]));
+};
 
 export const groupBy = <T>(itemsArg: T[], keyArg: (itemArg: T) => string): Map<string, T[]> => {
   const groups = new Map<string, T[]>();
@@ -145,8 +172,11 @@ const judgeServiceVerdict = (
   observedArg: IServiceObservedPlacement[],
   organizationRegisteredArg: boolean,
   heldImageVersionsArg: ReadonlySet<string>,
+  secretGroupsArg: ReadonlyMap<string, ISecretGroupDocument>,
 ): IJudgedVerdict => {
   const service = toPublicService(docArg);
+  const resolved = resolveServiceSecrets(docArg, secretGroupsArg, clusterArg.recipients);
+  const secrets = resolved.map((secret) => ({ name: secret.name, valueBytes: secret.state === 'deliverable' ? secret.valueBytes : null }));
   const imagePlan = judgeServiceImagePlan(service, (digestArg) => heldImageVersionsArg.has(imageVersionId(service.id, digestArg)));
   const heldLeaseIds = new Map<string, string[]>();
   for (const lease of clusterArg.allocation.leases) {
@@ -179,6 +209,13 @@ const judgeServiceVerdict = (
       legacyAdoptionPending: bindingsArg.some((binding) => binding.statusReason === 'legacy-adoption-pending'),
     },
     ...(imagePlan === 'registry' ? {} : { imageVersionHeld: imagePlan === 'held' }),
+    secrets,
+    isIngressService: clusterArg.ingressServiceId === service.id,
+    nodeWorkloadAuthorities: clusterArg.nodeWorkloadAuthorities,
+    manifestExpectation: {
+      bindingIds: bindingsArg.filter((binding) => binding.enabled).map((binding) => binding.id),
+      secrets: resolved.map((secret) => ({ name: secret.name, secretVersionId: secret.reference.secretVersionId })),
+    },
   });
   const judged = verdict.state === 'converging' && isServiceObservedConverged(service, observedArg)
     ? { state: 'converged' as const, reason: null }
@@ -256,7 +293,7 @@ export class VerdictController implements IController {
   public async judgeService(doc: IServiceDocument): Promise<IJudgedVerdict> {
     // Only the services declaring one of this service's hostnames can own it: read those, not the cluster.
     const hostnames = (doc.routes ?? []).map((route) => route.hostname);
-    const [cluster, claims, bindings, observed, organization, heldImages] = await Promise.all([
+    const [cluster, claims, bindings, observed, organization, heldImages, secretGroups] = await Promise.all([
       this.readClusterVerdictFacts(doc.clusterId, hostnames.length === 0
         ? Promise.resolve([])
         : this.ports.store.find(serviceKind, { clusterId: doc.clusterId, 'routes.hostname': { $in: hostnames } } as never)),
@@ -265,8 +302,9 @@ export class VerdictController implements IController {
       this.ports.store.get(serviceObservedStateKind, doc.id).then((docArg) => docArg?.placements ?? []),
       this.ports.store.get(organizationKind, doc.organizationId),
       this.ports.heldImageVersionsOf([doc.id]),
+      readSecretGroupsOf(this.ports.store, [doc]),
     ]);
-    return judgeServiceVerdict(doc, cluster, claims, bindings, observed, organization !== null, heldImages);
+    return judgeServiceVerdict(doc, cluster, claims, bindings, observed, organization !== null, heldImages, secretGroups);
   }
 
   /**
@@ -283,7 +321,7 @@ export class VerdictController implements IController {
       return { created: 0, owed: [] };
     }
     const ids = services.map((service) => service.id);
-    const [cluster, claims, bindings, observedDocs, statuses, organizations, heldImages] = await Promise.all([
+    const [cluster, claims, bindings, observedDocs, statuses, organizations, heldImages, secretGroups] = await Promise.all([
       this.readClusterVerdictFacts(clusterIdArg, Promise.resolve(services)),
       store.find(runtimeLocalStorageClaimKind, { clusterId: clusterIdArg }),
       this.ports.platformBindingsOfServices(ids),
@@ -291,6 +329,7 @@ export class VerdictController implements IController {
       store.find(serviceRuntimeStatusKind, { id: { $in: ids } }),
       store.find(organizationKind, { id: { $in: [...new Set(services.map((service) => service.organizationId))] } }),
       this.ports.heldImageVersionsOf(ids),
+      readSecretGroupsOf(store, services),
     ]);
     const registered = new Set(organizations.map((organization) => organization.id));
     const storedOf = new Map(statuses.map((status) => [status.id, status]));
@@ -302,7 +341,7 @@ export class VerdictController implements IController {
     const created = await Promise.all(services.map(async (service) => {
       const judged = judgeServiceVerdict(
         service, cluster, claimsOf.get(service.id) ?? [], bindingsOf.get(service.id) ?? [], observedOf.get(service.id) ?? [],
-        registered.has(service.organizationId), heldImages,
+        registered.has(service.organizationId), heldImages, secretGroups,
       );
       const stored = storedOf.get(service.id);
       if (!stored) {
@@ -327,7 +366,7 @@ export class VerdictController implements IController {
    * declaring one service's hostnames for a service's own run).
    */
   private async readClusterVerdictFacts(clusterIdArg: string, routedArg: Promise<IServiceDocument[]>): Promise<IClusterVerdictFacts> {
-    const [cluster, runtimePhase, nodes, allocation, relayCapabilities, services, confirmations, liveness] = await Promise.all([
+    const [cluster, runtimePhase, nodes, allocation, relayCapabilities, services, confirmations, liveness, recipients, ingressSlot, nodeSessions] = await Promise.all([
       this.ports.store.get(clusterKind, clusterIdArg),
       this.ports.clusterRuntimePhase(clusterIdArg),
       this.ports.store.find(clusterNodeKind, { clusterId: clusterIdArg }),
@@ -336,6 +375,9 @@ export class VerdictController implements IController {
       routedArg,
       this.ports.store.find(runtimeNetworkLeasesKind, { clusterId: clusterIdArg }),
       this.ports.store.get(clusterLivenessKind, clusterIdArg),
+      this.ports.store.get(secretRecipientsKind, clusterIdArg),
+      this.ports.store.get(clusterIngressSlotKind, clusterIdArg),
+      this.ports.store.find(runtimeNodeSessionKind, { clusterId: clusterIdArg }),
     ]);
     // The same rule the route table uses: one service per hostname, the oldest live one declaring it.
     const routeOwners = new Map(deriveClusterRoutes(services.filter((service) => service.deletionRequestedAt === undefined))
@@ -349,6 +391,10 @@ export class VerdictController implements IController {
       routeOwners,
       confirmedLeaseIds: new Set(confirmations.flatMap((doc) => doc.leases.map((lease) => lease.lease.id))),
       unknown: liveness?.unknown ?? null,
+      recipients,
+      ingressServiceId: ingressSlot?.designation?.ingressServiceId ?? null,
+      nodeWorkloadAuthorities: new Map(nodeSessions.flatMap((session) => (session.resolvedWorkloadAuthorities === undefined
+        ? [] : [[session.nodeId, session.resolvedWorkloadAuthorities] as const]))),
     };
   }
 

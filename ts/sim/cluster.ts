@@ -5,7 +5,7 @@ import { fetchServiceDatabaseClosure, receiveStagedArchiveObject, sendServiceDat
 import { CloudlyTransportError } from '../client/transport.js';
 import { refuse, refuseNamed } from '../core/errors.js';
 import { generateSecretRecipientKeyPair, openSealedSecret, toBase64Url, type ISecretRecipientKeyPair } from '../core/sealing.js';
-import type { IClusterPlatformDesiredState, IClusterPlatformObservedService, TObservedServiceState } from '../interfaces/data/desiredstate.js';
+import type { IClusterPlatformDesiredState, IClusterPlatformObservedService, IServiceSecretManifest, TObservedServiceState } from '../interfaces/data/desiredstate.js';
 import { verifyRuntimeNetworkProjectionSignature } from '../interfaces/data/runtimenetworksignature.js';
 import type { ITypedContract } from '../interfaces/requests/admin.js';
 import type { ISimConfig } from './config.js';
@@ -32,6 +32,8 @@ interface ISimService {
   /** Pending removal: reported stopped until Cloudly says it is removed. */
   removing: boolean;
   timer: NodeJS.Timeout | null;
+  /** What reached its workloads: the secrets this relay opened, and the bindings it was given. */
+  manifest?: IServiceSecretManifest;
 }
 
 /** Counters the whole fleet shares: what a test or a benchmark reads. */
@@ -50,6 +52,8 @@ export interface ISimFleetCounters {
   /** ACME HTTP-01 challenges answered with Cloudly's key authorization. */
   acmeChallengesAnswered: number;
   ingressBearersOpened: number;
+  /** Service secrets the relays opened for their manifests. */
+  secretsOpened: number;
   inventoriesAnswered: number;
   trafficAnswered: number;
   backupsStored: number;
@@ -61,7 +65,7 @@ export interface ISimFleetCounters {
 
 export const emptyCounters = (): ISimFleetCounters => ({
   registrations: 0, reconnects: 0, desiredStateReads: 0, desiredStateUnchanged: 0, observedReports: 0,
-  leaseConfirmations: 0, projectionsVerified: 0, projectionsRejected: 0, credentialsOpened: 0, routeCertificatesOpened: 0, acmeChallengesAnswered: 0, ingressBearersOpened: 0,
+  leaseConfirmations: 0, projectionsVerified: 0, projectionsRejected: 0, credentialsOpened: 0, routeCertificatesOpened: 0, acmeChallengesAnswered: 0, ingressBearersOpened: 0, secretsOpened: 0,
   inventoriesAnswered: 0, trafficAnswered: 0, backupsStored: 0, backupsFailed: 0, restoresVerified: 0, restoresMismatched: 0, errors: 0,
 });
 
@@ -433,10 +437,16 @@ export class SimulatedCluster {
       }
       entry.timer = setTimeout(() => {
         entry.timer = null;
-        const fails = seededFraction(this.config.seed, 'start', service.serviceId, service.specRevision) < this.config.failureRate;
-        entry.state = fails ? 'failed' : 'ready';
-        entry.reason = fails ? 'simulated start failure (cloudly-sim --failure-rate)' : undefined;
-        this.scheduleReport(0);
+        void this.openManifest(service).then((manifestArg) => {
+          if (this.services.get(service.serviceId) !== entry) {
+            return;
+          }
+          entry.manifest = manifestArg;
+          const fails = seededFraction(this.config.seed, 'start', service.serviceId, service.specRevision) < this.config.failureRate;
+          entry.state = fails ? 'failed' : 'ready';
+          entry.reason = fails ? 'simulated start failure (cloudly-sim --failure-rate)' : undefined;
+          this.scheduleReport(0);
+        });
       }, this.config.startDelayMs);
     }
     for (const removal of desiredArg.removals) {
@@ -490,6 +500,32 @@ export class SimulatedCluster {
     }
   }
 
+  /**
+   * The service's secret manifest as a relay makes it: each secret opened with this cluster's key
+   * against the binding built from the cluster, the version reference and number (docs/secrets.md,
+   * section 7); one that does not open is left out. The simulator fetches no binding credentials,
+   * so it lists the enabled bindings it was told to deliver.
+   */
+  private async openManifest(serviceArg: IClusterPlatformDesiredState['services'][number]): Promise<IServiceSecretManifest> {
+    const secrets: IServiceSecretManifest['secrets'] = [];
+    for (const secret of serviceArg.secrets ?? []) {
+      if (!this.keys) {
+        break;
+      }
+      try {
+        const opened = await openSealedSecret(this.keys.keyPair, secret.sealed, {
+          clusterId: this.clusterId ?? '', nodeId: null, purpose: 'service-secret', secretVersion: secret.secretVersion, version: secret.version, enrollmentId: null,
+        });
+        opened.fill(0);
+        secrets.push({ name: secret.name, secretVersionId: secret.secretVersion.secretVersionId });
+        this.context.counters.secretsOpened++;
+      } catch (error) {
+        this.fail(`opening secret ${secret.name} of ${serviceArg.serviceId}`, error);
+      }
+    }
+    return { secrets, bindingIds: serviceArg.platformBindings.filter((binding) => binding.enabled).map((binding) => binding.bindingId) };
+  }
+
   /** One observed-state report of everything the cluster runs, at the revision it applied. */
   private async reportOnce(): Promise<void> {
     const client = this.client;
@@ -504,6 +540,9 @@ export class SimulatedCluster {
         };
         if (service.reason) {
           entry.reason = service.reason;
+        }
+        if (service.manifest && service.state !== 'stopped') {
+          entry.manifest = service.manifest;
         }
         entries.push(entry);
       }

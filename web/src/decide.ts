@@ -270,6 +270,18 @@ export const writableSpecOf = (serviceArg: IServiceWritableSpec & { volumes: Arr
   ...placePortsAndRoutes(serviceArg.ports ?? [], serviceArg.routes ?? []),
   // The server owns `id` and `initialization`; every other member goes back as read.
   volumes: serviceArg.volumes.map(({ initialization: _initialization, id: _id, ...writable }: TServiceWritableVolume & { initialization?: unknown; id?: unknown }) => writable),
+  ...withUneditedMembersOf(serviceArg, {}),
+});
+
+/** The members the service form does not edit (environment, secrets, readiness target), as read, over a spec from the form. */
+export const withUneditedMembersOf = <T extends object>(
+  serviceArg: Pick<IServiceWritableSpec, 'environment' | 'secrets' | 'readiness'>,
+  specArg: T,
+): T & Pick<IServiceWritableSpec, 'environment' | 'secrets' | 'readiness'> => ({
+  ...specArg,
+  ...(serviceArg.environment && Object.keys(serviceArg.environment).length > 0 ? { environment: serviceArg.environment } : {}),
+  ...(serviceArg.secrets && Object.keys(serviceArg.secrets).length > 0 ? { secrets: serviceArg.secrets } : {}),
+  ...(serviceArg.readiness ? { readiness: serviceArg.readiness } : {}),
 });
 
 // ---- operations ----

@@ -7,6 +7,7 @@ const waitingReasons: Record<string, string> = {
   'storage-import-pending': 'Waiting for a volume import onto the node to finish.',
   'bindings-pending': 'Waiting for its platform bindings (databases, buckets…) to be ready.',
   'legacy-adoption-pending': 'Waiting until legacy Corestore resources are adopted.',
+  'secrets-pending': 'Waiting until its secrets reach its workloads (the relay\u2019s secret manifest does not list them yet).',
 };
 
 const refusedReasons: Record<string, string> = {
@@ -19,7 +20,7 @@ const refusedReasons: Record<string, string> = {
   'port-protocol-unsupported': 'Refused: a port uses a protocol the runtime does not support.',
   'ports-too-many': 'Refused: the service declares more ports than allowed.',
   'readiness-target-undeclared': 'Refused: the readiness check targets a port the service does not declare.',
-  'environment-too-large': 'Refused: the environment variables exceed the allowed size.',
+  'environment-too-large': 'Refused: its environment (plain values and secrets) exceeds 32 KiB.',
   'no-eligible-node': 'Refused: no node of the cluster can run it (its placement nodes are gone or unfit).',
   'replica-limit': 'Refused: more replicas than the runtime allows.',
   'node-authority-unsupported': 'Refused: the node authority it needs is not supported.',
@@ -27,6 +28,7 @@ const refusedReasons: Record<string, string> = {
   'network-policy-mismatch': 'Refused: the runtime network policy does not match the service.',
   'network-workload-pool-missing': 'Refused: the cluster has no workload address pool.',
   'network-workload-pool-exhausted': 'Refused: the workload address pool is exhausted.',
+  'secret-version-missing': 'Refused: a secret it names is not held sealed for its cluster (missing version, or sealed to a recipient the relay no longer holds).',
   'volume-driver-unsupported': 'Refused: a volume uses a driver other than a node-local directory.',
   'volume-options-unsupported': 'Refused: a volume carries driver or mount options a local claim cannot express.',
   'volume-shared-unsupported': 'Refused: a volume would be shared between replicas on several nodes.',

@@ -7,7 +7,8 @@ import type {
   IClusterIngressRouteTable,
   IClusterIngressRouteTarget,
 } from './clusteringress.js';
-import type { ICorestoreControlCredentialReference } from './secret.js';
+import type { ICorestoreControlCredentialReference, ISealedSecret, ISecretVersionReference } from './secret.js';
+import type { TServiceEnvironment } from './serviceenvironment.js';
 import { computeDomainDigestHex } from '../private/canonicaljson.js';
 import type { IRuntimeAssignmentStatus } from './runtimeassignment.js';
 
@@ -40,6 +41,22 @@ export interface IClusterPlatformDesiredService {
   routes: IServiceRoute[];
   volumes: IServiceVolume[];
   platformBindings: IClusterPlatformDesiredBinding[];
+  /** Plain environment entries, as the service declares them. */
+  environment: TServiceEnvironment;
+  /**
+   * The service's secrets that can reach the cluster, each only sealed to the cluster's recipient
+   * (purpose `service-secret`); the relay opens each on the node and sets it under `name`. A secret
+   * that cannot reach the cluster is left out and the service's verdict is `secret-version-missing`.
+   */
+  secrets: IClusterPlatformDesiredSecret[];
+}
+
+/** One secret of a service as its cluster's relay receives it: never in clear (docs/secrets.md). */
+export interface IClusterPlatformDesiredSecret {
+  name: string;
+  secretVersion: ISecretVersionReference;
+  version: number;
+  sealed: ISealedSecret;
 }
 
 /** A service that leaves the cluster: the relay stops it and reports it `stopped`. */
@@ -152,6 +169,18 @@ export interface IClusterPlatformObservedService {
   state: TObservedServiceState;
   /** Free text from the relay, at most 256 characters; shown to administrators. */
   reason?: string;
+  /**
+   * Optional: the service's secret manifest on that node, what reached its workloads there: each
+   * secret by name and version, and each platform binding whose credentials it was given. Judged
+   * for `secrets-pending` and `bindings-pending` (docs/api/services.md). Project's own member.
+   */
+  manifest?: IServiceSecretManifest;
+}
+
+/** What reached a service's workloads on one node. Project's own definition. */
+export interface IServiceSecretManifest {
+  secrets: Array<{ name: string; secretVersionId: string }>;
+  bindingIds: string[];
 }
 
 export interface IClusterPlatformObservedReport {
@@ -173,7 +202,7 @@ export interface IClusterPlatformObservedNode {
   assignments: IRuntimeAssignmentStatus[];
 }
 
-export const observedReportLimits = Object.freeze({ maximumServices: 4096, maximumReasonLength: 256, maximumNodes: 1024 } as const);
+export const observedReportLimits = Object.freeze({ maximumServices: 4096, maximumReasonLength: 256, maximumNodes: 1024, maximumManifestEntries: 256 } as const);
 
 /** The observations of one service that Cloudly keeps beside its runtime status. */
 export interface IServiceObservedPlacement {
@@ -183,4 +212,6 @@ export interface IServiceObservedPlacement {
   state: TObservedServiceState;
   reason?: string;
   reportedAt: number;
+  /** The secret manifest the relay reported for that node, when it reported one. */
+  manifest?: IServiceSecretManifest;
 }

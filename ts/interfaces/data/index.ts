@@ -12,6 +12,7 @@ export * from './immutableimage.js';
 export * from './service.js';
 export * from './servicenaming.js';
 export * from './servicevolume.js';
+export * from './serviceenvironment.js';
 export * from './servicevolumeuse.js';
 export * from './serviceruntimestatus.js';
 export * from './runtimelocalstorageclaim.js';

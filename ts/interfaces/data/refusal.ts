@@ -44,6 +44,8 @@ export const fieldProblemReasons = Object.freeze({
   forbidden: 'field-forbidden',
   /** A member the request (or the object it is in) does not have. */
   unknown: 'field-unknown',
+  /** A secret's value sent in clear where only a reference or a sealed value is accepted; never stored or repeated. */
+  secretValueInClear: 'secret-value-in-clear',
 } as const);
 
 export type TFieldProblemReason = (typeof fieldProblemReasons)[keyof typeof fieldProblemReasons];

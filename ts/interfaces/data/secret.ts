@@ -36,7 +36,7 @@ export const sealedSecretSuite = 'hpke-base-x25519-hkdfsha256-aes256gcm' as cons
 export const sealedSecretInfo = 'serve.zone/cloudly/sealed-secret/v1';
 
 /** What a sealed secret is for; part of its additional data, so one purpose's material opens for no other. */
-export const sealedSecretPurposes = ['recipient-enrollment-challenge', 'corestore-control-credential', 'cluster-ingress-bearer', 'route-certificate-key'] as const;
+export const sealedSecretPurposes = ['recipient-enrollment-challenge', 'corestore-control-credential', 'cluster-ingress-bearer', 'route-certificate-key', 'service-secret'] as const;
 export type TSealedSecretPurpose = typeof sealedSecretPurposes[number];
 
 /**
@@ -96,3 +96,102 @@ export interface ICorestoreControlCredentialReference {
   /** The version it replaced, accepted until `validUntil` so Corestore and the relay can switch. */
   previous: { secretVersion: ISecretVersionReference; version: number; validUntil: number } | null;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Secret groups: secrets Cloudly delivers but cannot read. Project's own definitions
+// (docs/secrets.md, "Secret groups").
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Limits of a secret group. `maximumValueBytes` bounds one value (the sealed ciphertext is the
+ * value and a 16-byte AES-GCM tag); `maximumRetainedVersions` bounds `retainedVersions`.
+ */
+export const secretGroupContract = Object.freeze({
+  maximumKeyLength: 128,
+  maximumTags: 32,
+  maximumTagLength: 64,
+  maximumClusters: 64,
+  maximumValueBytes: 32_768,
+  defaultRetainedVersions: 10,
+  maximumRetainedVersions: 100,
+  /** The AES-256-GCM tag every HPKE ciphertext carries after the value. */
+  sealedTagBytes: 16,
+} as const);
+
+/** What a person states about a group when creating it. */
+export interface ISecretGroupWritable {
+  /** A name people know the group by, e.g. `database-password`; unique. */
+  key: string;
+  tags: string[];
+  /** The environment the group belongs to, e.g. `production`. */
+  environment: string;
+  /** The clusters every version is sealed to (each to its current recipient). */
+  clusterIds: string[];
+  /** How many versions are kept (newest first); older ones are dropped on the next version. Absent: 10. */
+  retainedVersions?: number;
+}
+
+/** How one version stands for one cluster of its group. */
+export interface ISecretVersionClusterState {
+  clusterId: string;
+  /** The recipient the value is sealed to. */
+  recipientId: string;
+  /**
+   * `sealed`: sealed to the cluster's current recipient. `reseal-required`: the cluster enrolled
+   * another recipient since (a relay still holding the previous key opens it until the next
+   * enrollment); a person holding the value must seal it again (`addSecretVersion` with the same
+   * version). `recipient-gone`: the recipient is neither current nor previous; the relay cannot open it.
+   */
+  state: 'sealed' | 'reseal-required' | 'recipient-gone';
+}
+
+/** One version of a group, without its value. */
+export interface ISecretVersionMetadata {
+  secretVersionId: string;
+  /** 1 for the first version, +1 per rotation. */
+  version: number;
+  /** The value's length in bytes (the ciphertext's, less the tag): needed to judge the environment's size. */
+  valueBytes: number;
+  createdAt: number;
+  /** The user who added (or last re-sealed) it. */
+  createdBy: string;
+  resealedAt: number | null;
+  clusters: ISecretVersionClusterState[];
+}
+
+/** A secret group as answered: metadata only, never a ciphertext. */
+export interface ISecretGroup extends Omit<ISecretGroupWritable, 'retainedVersions'> {
+  id: string;
+  retainedVersions: number;
+  generation: number;
+  /** Newest first. */
+  versions: ISecretVersionMetadata[];
+  createdAt: number;
+  updatedAt: number;
+}
+
+/**
+ * One version as `addSecretVersion` carries it: the value sealed in the client to each cluster's
+ * current recipient, with binding `{ clusterId, nodeId: null, purpose: 'service-secret',
+ * secretVersion: { secretId: <group id>, secretVersionId }, version, enrollmentId: null }`.
+ */
+export interface ISecretVersionWritable {
+  secretVersionId: string;
+  version: number;
+  sealed: ISealedSecret[];
+}
+
+/** The binding of one version of a group, sealed for one cluster. */
+export const serviceSecretBinding = (
+  clusterIdArg: string,
+  secretIdArg: string,
+  secretVersionIdArg: string,
+  versionArg: number,
+): ISealedSecretBinding => ({
+  clusterId: clusterIdArg,
+  nodeId: null,
+  purpose: 'service-secret',
+  secretVersion: { secretId: secretIdArg, secretVersionId: secretVersionIdArg },
+  version: versionArg,
+  enrollmentId: null,
+});

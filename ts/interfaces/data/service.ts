@@ -11,6 +11,13 @@ import { canonicalizeJson } from '../private/canonicaljson.js';
 import type { IServiceVolume, TServiceWritableVolume } from './servicevolume.js';
 import { validateServiceWritableVolume } from './servicevolume.js';
 import { serviceNamingLimits, validateServiceImageReference, validateServiceName } from './servicenaming.js';
+import {
+  snapshotServiceEnvironment,
+  snapshotServiceSecrets,
+  validateServiceEnvironment,
+  type TServiceEnvironment,
+  type TServiceSecretEnvironment,
+} from './serviceenvironment.js';
 
 /**
  * A service as Cloudly stores it. Project's own minimal definition: the members the service
@@ -53,6 +60,16 @@ export interface IServiceRoute {
 }
 
 /**
+ * How the runtime knows a replica is ready for traffic: an HTTP GET of `path` on one of the
+ * service's tcp ports (by name), or a command run in the workload that exits 0. Project's own
+ * definition; a service with routes, or designated as its cluster's ingress, must state one
+ * (`readiness-target-undeclared`).
+ */
+export type TServiceReadinessTarget =
+  | { kind: 'http'; port: string; path: string }
+  | { kind: 'command'; command: string[] };
+
+/**
  * Execution policy only, stored exactly: a relay that checks upstream's exact schema refuses a
  * runtime spec with any member it does not know, so nothing of the project's own goes in here
  * (ports and routes sit beside it, on the service). Its changes bump the service's `specRevision`.
@@ -83,6 +100,12 @@ export interface IService {
   /** Project's own member: the hostnames the cluster ingress routes to a port of it. */
   routes: IServiceRoute[];
   volumes: IServiceVolume[];
+  /** Project's own member: plain environment entries (docs/api/services.md, "Environment and secrets"). */
+  environment: TServiceEnvironment;
+  /** Project's own member: environment entries whose values are secret versions, by reference only. */
+  secrets: TServiceSecretEnvironment;
+  /** Project's own member: the readiness target, or null when none is declared. */
+  readiness: TServiceReadinessTarget | null;
   createdAt: number;
   updatedAt: number;
 }
@@ -98,6 +121,12 @@ export interface IServiceWritableSpec {
   /** Absent means none; each names one of `ports` by name, and that port must be tcp. */
   routes?: IServiceRoute[];
   volumes: TServiceWritableVolume[];
+  /** Absent means none. */
+  environment?: TServiceEnvironment;
+  /** Absent means none; a value in clear here is refused `secret-value-in-clear`. */
+  secrets?: TServiceSecretEnvironment;
+  /** Absent or null means none declared. */
+  readiness?: TServiceReadinessTarget | null;
 }
 
 /** Project's own limits for the writable spec. */
@@ -195,6 +224,61 @@ const validateServicePortsAndRoutes = (recordArg: Record<string, unknown>, pathA
   return reasons;
 };
 
+/** Project's own limits of a readiness target. */
+export const serviceReadinessLimits = Object.freeze({ maximumPathLength: 1024, maximumCommandArguments: 64, maximumArgumentLength: 4096 } as const);
+
+/** Every reason the `readiness` member of a writable spec is not valid; an http target's port must name a tcp port of the spec. */
+const validateServiceReadiness = (recordArg: Record<string, unknown>, pathArg: string): string[] => {
+  const value = readServiceDataField(recordArg, 'readiness');
+  if (value === undefined || value === null) {
+    return [];
+  }
+  const path = `${pathArg}.readiness`;
+  const target = readServiceDataRecord(value);
+  const kind = target === null ? undefined : readServiceDataField(target, 'kind');
+  if (target === null || (kind !== 'http' && kind !== 'command')) {
+    return [`${path} must be { kind: 'http', port, path } or { kind: 'command', command }`];
+  }
+  if (kind === 'http') {
+    const reasons = reasonsForUnknownKeys(target, ['kind', 'port', 'path'], path);
+    const port = readServiceDataField(target, 'port');
+    const ports = readServiceDataArray(readServiceDataField(recordArg, 'ports') ?? [], serviceSpecLimits.maximumPorts) ?? [];
+    const named = ports.map(readServiceDataRecord).find((candidate) => candidate !== null && readServiceDataField(candidate, 'name') === port);
+    if (typeof port !== 'string' || !named) {
+      reasons.push(`${path}.port must name one of the service's ports`);
+    } else if (readServiceDataField(named, 'protocol') !== 'tcp') {
+      reasons.push(`${path}.port must name a tcp port`);
+    }
+    const httpPath = readServiceDataField(target, 'path');
+    if (typeof httpPath !== 'string' || !/^\/[\x21-\x7e]*$/.test(httpPath) || httpPath.length > serviceReadinessLimits.maximumPathLength) {
+      reasons.push(`${path}.path must be an absolute request path of visible ASCII characters, at most ${serviceReadinessLimits.maximumPathLength}`);
+    }
+    return reasons;
+  }
+  const reasons = reasonsForUnknownKeys(target, ['kind', 'command'], path);
+  const command = readServiceDataArray(readServiceDataField(target, 'command'), serviceReadinessLimits.maximumCommandArguments);
+  if (command === null || command.length === 0) {
+    reasons.push(`${path}.command must be an array of 1 to ${serviceReadinessLimits.maximumCommandArguments} arguments`);
+  } else {
+    command.forEach((argument, index) => {
+      if (typeof argument !== 'string' || argument.length === 0 || argument.length > serviceReadinessLimits.maximumArgumentLength || argument.includes('\u0000')) {
+        reasons.push(`${path}.command[${index}] must be a non-empty string without NUL characters, at most ${serviceReadinessLimits.maximumArgumentLength}`);
+      }
+    });
+  }
+  return reasons;
+};
+
+/** Detached copy of a valid readiness target (member order fixed); null when none. */
+export const snapshotServiceReadiness = (valueArg: TServiceReadinessTarget | null | undefined): TServiceReadinessTarget | null => {
+  if (!valueArg) {
+    return null;
+  }
+  return valueArg.kind === 'http'
+    ? { kind: 'http', port: valueArg.port, path: valueArg.path }
+    : { kind: 'command', command: [...valueArg.command] };
+};
+
 const validateRunAs = (valueArg: unknown, pathArg: string): string[] =>
   valueArg === null ? [] : validateServiceRunAsOwner(valueArg, pathArg);
 
@@ -247,12 +331,14 @@ export const validateServiceWritableSpec = (valueArg: unknown, pathArg = 'servic
     if (record === null) {
       return [`${pathArg} must be a plain object`];
     }
-    const reasons = reasonsForUnknownKeys(record, ['name', 'organizationId', 'clusterId', 'runtime', 'ports', 'routes', 'volumes'], pathArg);
+    const reasons = reasonsForUnknownKeys(record, ['name', 'organizationId', 'clusterId', 'runtime', 'ports', 'routes', 'volumes', 'environment', 'secrets', 'readiness'], pathArg);
     reasons.push(...validateServiceName(readServiceDataField(record, 'name'), `${pathArg}.name`));
     reasons.push(...validateServiceCanonicalId(readServiceDataField(record, 'organizationId'), `${pathArg}.organizationId`));
     reasons.push(...validateServiceCanonicalId(readServiceDataField(record, 'clusterId'), `${pathArg}.clusterId`));
     reasons.push(...validateServiceRuntimeSpec(readServiceDataField(record, 'runtime'), `${pathArg}.runtime`));
     reasons.push(...validateServicePortsAndRoutes(record, pathArg));
+    reasons.push(...validateServiceEnvironment(record, pathArg));
+    reasons.push(...validateServiceReadiness(record, pathArg));
     const volumes = readServiceDataArray(readServiceDataField(record, 'volumes'), serviceSpecLimits.maximumVolumes);
     if (volumes === null) {
       reasons.push(`${pathArg}.volumes must be an array of at most ${serviceSpecLimits.maximumVolumes} volumes`);
@@ -299,13 +385,16 @@ export const snapshotServiceRoutes = (routesArg: readonly IServiceRoute[]): ISer
   routesArg.map((route) => ({ hostname: route.hostname, targetPort: route.targetPort, ...(route.certificate === 'acme' ? { certificate: 'acme' as const } : {}) }));
 
 /**
- * True when two services ask the nodes for the same thing: the same runtime spec, ports and routes.
- * A difference in any of them is a new `specRevision`.
+ * True when two services ask the nodes for the same thing: the same runtime spec, ports, routes,
+ * environment, secret references and readiness target. A difference in any of them is a new `specRevision`.
  */
 export const isSameServiceExecution = (
-  leftArg: Pick<IService, 'runtime' | 'ports' | 'routes'>,
-  rightArg: Pick<IService, 'runtime' | 'ports' | 'routes'>,
+  leftArg: Pick<IService, 'runtime' | 'ports' | 'routes'> & Partial<Pick<IService, 'environment' | 'secrets' | 'readiness'>>,
+  rightArg: Pick<IService, 'runtime' | 'ports' | 'routes'> & Partial<Pick<IService, 'environment' | 'secrets' | 'readiness'>>,
 ): boolean =>
   isSameServiceRuntimeSpec(leftArg.runtime, rightArg.runtime)
   && canonicalizeJson(snapshotServicePorts(leftArg.ports)) === canonicalizeJson(snapshotServicePorts(rightArg.ports))
-  && canonicalizeJson(snapshotServiceRoutes(leftArg.routes)) === canonicalizeJson(snapshotServiceRoutes(rightArg.routes));
+  && canonicalizeJson(snapshotServiceRoutes(leftArg.routes)) === canonicalizeJson(snapshotServiceRoutes(rightArg.routes))
+  && canonicalizeJson(snapshotServiceEnvironment(leftArg.environment)) === canonicalizeJson(snapshotServiceEnvironment(rightArg.environment))
+  && canonicalizeJson(snapshotServiceSecrets(leftArg.secrets)) === canonicalizeJson(snapshotServiceSecrets(rightArg.secrets))
+  && canonicalizeJson(snapshotServiceReadiness(leftArg.readiness)) === canonicalizeJson(snapshotServiceReadiness(rightArg.readiness));

@@ -18,7 +18,15 @@ export const serviceRuntimeWaitingReasons = Object.freeze([
   'legacy-adoption-pending',
 ] as const);
 
-export type TServiceRuntimeWaitingReason = (typeof serviceRuntimeWaitingReasons)[number];
+/**
+ * Project's own wait, beside the spec's closed union: `secrets-pending`, the relay's secret
+ * manifest of a node running the current revision does not list every secret of the service at
+ * the version the service names yet (docs/api/services.md).
+ */
+const serviceRuntimeOwnWaitingTuple = ['secrets-pending'] as const;
+export const serviceRuntimeOwnWaitingReasons = Object.freeze(serviceRuntimeOwnWaitingTuple);
+
+export type TServiceRuntimeWaitingReason = (typeof serviceRuntimeWaitingReasons)[number] | (typeof serviceRuntimeOwnWaitingTuple)[number];
 
 /**
  * The volume refusals, in contract order: the first four name what a local storage claim cannot
@@ -55,9 +63,20 @@ const serviceRuntimeNonVolumeRefusals = [
   'network-workload-pool-exhausted',
 ] as const;
 
+/**
+ * Project's own refusals, beside the spec's closed union (which has no token for them):
+ * `secret-version-missing`, a secret the service names is a version Cloudly does not hold sealed
+ * for the service's cluster, or sealed to a recipient its relay no longer holds (docs/api/services.md).
+ */
+const serviceRuntimeOwnRefusalTuple = ['secret-version-missing'] as const;
+export const serviceRuntimeOwnRefusals = Object.freeze(serviceRuntimeOwnRefusalTuple);
+
 export const serviceRuntimeRefusals = Object.freeze([...serviceRuntimeNonVolumeRefusals, ...serviceRuntimeVolumeRefusals] as const);
 
-export type TServiceRuntimeRefusal = (typeof serviceRuntimeNonVolumeRefusals)[number] | (typeof serviceRuntimeVolumeRefusals)[number];
+export type TServiceRuntimeRefusal =
+  | (typeof serviceRuntimeNonVolumeRefusals)[number]
+  | (typeof serviceRuntimeVolumeRefusals)[number]
+  | (typeof serviceRuntimeOwnRefusalTuple)[number];
 
 /**
  * The limits a runtime config carries. `maximumTargetPorts` is the spec's (64): a service declaring
@@ -68,6 +87,12 @@ export type TServiceRuntimeRefusal = (typeof serviceRuntimeNonVolumeRefusals)[nu
 export const runtimeConfigContract = Object.freeze({
   maximumTargetPorts: 64,
   maximumReplicas: 256,
+  /**
+   * The project's own number: the workload authorities a node's runtime session must have resolved
+   * to be handed a service (the spec names `node-authority-unsupported`, not the count): one, the
+   * authority its workloads run under.
+   */
+  requiredWorkloadAuthorities: 1,
 } as const);
 
 export type TServiceRuntimeState = 'converged' | 'converging' | 'waiting' | 'refused';
@@ -125,10 +150,10 @@ export const snapshotServiceRuntimeStatus = (valueArg: unknown): IServiceRuntime
   if ((state === 'converged' || state === 'converging') && reason === null) {
     return { ...base, state, reason: null };
   }
-  if (state === 'waiting' && (serviceRuntimeWaitingReasons as readonly unknown[]).includes(reason)) {
+  if (state === 'waiting' && ([...serviceRuntimeWaitingReasons, ...serviceRuntimeOwnWaitingReasons] as readonly unknown[]).includes(reason)) {
     return { ...base, state, reason: reason as TServiceRuntimeWaitingReason };
   }
-  if (state === 'refused' && (serviceRuntimeRefusals as readonly unknown[]).includes(reason)) {
+  if (state === 'refused' && ([...serviceRuntimeRefusals, ...serviceRuntimeOwnRefusals] as readonly unknown[]).includes(reason)) {
     return { ...base, state, reason: reason as TServiceRuntimeRefusal };
   }
   throw new TypeError(serviceRuntimeStatusContract.error);

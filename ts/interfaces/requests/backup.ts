@@ -25,6 +25,13 @@ import type { IBackupSchedule, IBackupScheduleSpec } from '../data/backupschedul
 /**
  * A reference to a byte stream on the socket that carries the envelope. Project's own
  * definition. `send`: the requester sends the bytes; `receive`: the requester receives them.
+ *
+ * A departure from the spec: seed 000 types `closure` and `archive` as typedrequest's
+ * `TVirtualStream<'send' | 'receive'>`, which no published `@api.global/typedrequest` (3.3.0 is
+ * the newest) nor its interfaces package defines; its VirtualStream carries chunks as JSON inside
+ * `##VirtualStream##` requests. A relay built on upstream's types must send this reference and
+ * binary frames instead (docs/relay-protocol.md section 8); typedrequest's own stream markers are
+ * refused at the boundary, never misread.
  */
 export interface TVirtualStream<TDirection extends 'send' | 'receive'> {
   kind: 'cloudly-byte-stream';

@@ -23,6 +23,7 @@ import type * as watch from './watch.js';
 export interface ICloudlyMethods {
   abortRollout: rollout.IReq_Admin_AbortRollout;
   addClusterNode: cluster.IReq_Any_Cloudly_AddClusterNode;
+  addSecretVersion: secret.IReq_Any_Cloudly_AddSecretVersion;
   adminLoginWithUsernameAndPassword: admin.IReq_Admin_LoginWithUsernameAndPassword;
   adminPruneClusterNodeArchive: backup.IReq_Admin_PruneClusterNodeArchive;
   adoptCorestoreLegacyResources: corestore.IReq_Any_Cloudly_AdoptCorestoreLegacyResources;
@@ -37,6 +38,7 @@ export interface ICloudlyMethods {
   createIsolatedRestore: backup.IReq_Admin_CreateIsolatedRestore;
   createOrganization: service.IReq_Admin_CreateOrganization;
   createRollout: rollout.IReq_Admin_CreateRollout;
+  createSecretGroup: secret.IReq_Any_Cloudly_CreateSecretGroup;
   createService: service.IReq_Any_Cloudly_CreateService;
   createServiceBackup: backup.IReq_Admin_CreateServiceBackup;
   createUser: account.IReq_Admin_CreateUser;
@@ -44,13 +46,14 @@ export interface ICloudlyMethods {
   deleteCluster: admin.IReq_Admin_DeleteCluster;
   deleteOrganization: service.IReq_Admin_DeleteOrganization;
   deletePlatformBinding: corestore.IReq_Admin_DeletePlatformBinding;
+  deleteSecretGroup: secret.IReq_Any_Cloudly_DeleteSecretGroup;
   deleteService: desiredstate.IReq_Any_Cloudly_DeleteService;
   deleteUser: account.IReq_Admin_DeleteUser;
   designateClusterIngress: ingress.IReq_Any_Cloudly_DesignateClusterIngress;
   getAuditEvents: audit.IReq_Admin_GetAuditEvents;
-  getClusterAcmeChallenge: certificate.IReq_Relay_Cloudly_GetClusterAcmeChallenge;
   getBackupRetentionPlan: backup.IReq_Admin_GetBackupRetentionPlan;
   getBackupSchedules: backup.IReq_Admin_GetBackupSchedules;
+  getClusterAcmeChallenge: certificate.IReq_Relay_Cloudly_GetClusterAcmeChallenge;
   getClusterById: admin.IReq_Any_Cloudly_GetClusterById;
   getClusterIngressDesignation: ingress.IReq_Any_Cloudly_GetClusterIngressDesignation;
   getClusterIngressRouteTable: ingress.IReq_Relay_Cloudly_GetClusterIngressRouteTable;
@@ -74,12 +77,13 @@ export interface ICloudlyMethods {
   getOperations: operation.IReq_Admin_GetOperations;
   getOrganizations: service.IReq_Admin_GetOrganizations;
   getPlatformBindings: corestore.IReq_Any_Cloudly_GetPlatformBindings;
-  getRouteCertificates: certificate.IReq_Any_Cloudly_GetRouteCertificates;
   getRollout: rollout.IReq_Admin_GetRollout;
   getRollouts: rollout.IReq_Admin_GetRollouts;
+  getRouteCertificates: certificate.IReq_Any_Cloudly_GetRouteCertificates;
   getRuntimeLocalStorageClaims: service.IReq_Any_Cloudly_GetRuntimeLocalStorageClaims;
   getRuntimeNetworkAddressPlan: runtimenetwork.IReq_Admin_GetRuntimeNetworkAddressPlan;
   getRuntimeNetworkProjection: runtimenetwork.IReq_Admin_GetRuntimeNetworkProjection;
+  getSecretGroups: secret.IReq_Any_Cloudly_GetSecretGroups;
   getSecretRecipients: secret.IReq_Any_Cloudly_GetSecretRecipients;
   getServiceBackups: backup.IReq_Admin_GetServiceBackups;
   getServiceById: service.IReq_Any_Cloudly_GetServiceById;

@@ -66,10 +66,13 @@ export type IReq_Controller_Pallet_ApplyRuntimeLocalStorageClaim = ITypedContrac
 /**
  * Relay → Cloudly: the current runtime session of one node of the relay's cluster, so Cloudly can
  * address claims to it. Project's own method; the relay socket names the cluster.
+ * `resolvedWorkloadAuthorities` is how many workload authorities the session resolved: a node
+ * whose session resolved fewer than a service needs (`runtimeConfigContract.requiredWorkloadAuthorities`)
+ * is not handed the service (`node-authority-unsupported`); absent, nothing is judged.
  */
 export type IReq_Relay_Cloudly_ReportRuntimeNodeSession = ITypedContract<
   'reportRuntimeNodeSession',
-  { nodeId: string; session: IRuntimeSessionReference },
+  { nodeId: string; session: IRuntimeSessionReference; resolvedWorkloadAuthorities?: number },
   { accepted: true; pushedClaims: number }
 >;
 

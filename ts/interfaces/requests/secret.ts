@@ -4,8 +4,12 @@ import type {
   ICorestoreControlCredentialReference,
   IEnrolledSecretRecipient,
   ISealedSecret,
+  ISecretGroup,
+  ISecretGroupWritable,
   ISecretRecipient,
+  ISecretVersionWritable,
 } from '../data/secret.js';
+import type { IPageAnswer, IPageRequest } from './pagination.js';
 
 // ---------------------------------------------------------------------------------------------
 // Relay → Cloudly: secret recipient enrollment and sealed material. The method names are the
@@ -85,4 +89,42 @@ export type IReq_Any_Cloudly_RotateIdentitySigningKey = ITypedContract<
   'rotateIdentitySigningKey',
   { identity: IIdentity; expectedKeyId: string },
   { currentKeyId: string; previousKeyId: string }
+>;
+
+// ---------------------------------------------------------------------------------------------
+// Administrator → Cloudly: secret groups Cloudly cannot read (docs/secrets.md, "Secret groups").
+// Project's own methods. A value travels only sealed (in the client, to each cluster's recipient);
+// a value in clear is refused `secret-value-in-clear` and neither stored nor logged.
+// ---------------------------------------------------------------------------------------------
+
+/** A new group, without versions (its id is part of what each version's value is sealed to). */
+export type IReq_Any_Cloudly_CreateSecretGroup = ITypedContract<
+  'createSecretGroup',
+  { identity: IIdentity; group: ISecretGroupWritable },
+  { group: ISecretGroup }
+>;
+
+/**
+ * Adds a version sealed to every cluster of the group (a rotation), if the group is still at
+ * `expectedGeneration`. The same `secretVersionId` and `version` as a stored version re-seals it
+ * (after a cluster enrolled a new recipient): the value must be the same length.
+ */
+export type IReq_Any_Cloudly_AddSecretVersion = ITypedContract<
+  'addSecretVersion',
+  { identity: IIdentity; secretGroupId: string; expectedGeneration: number; version: ISecretVersionWritable },
+  { group: ISecretGroup }
+>;
+
+/** Every secret group, metadata only: never a value, never a ciphertext. */
+export type IReq_Any_Cloudly_GetSecretGroups = ITypedContract<
+  'getSecretGroups',
+  { identity: IIdentity } & IPageRequest,
+  { groups: ISecretGroup[] } & IPageAnswer
+>;
+
+/** Deletes a group at `expectedGeneration`; refused while a service names one of its versions. */
+export type IReq_Any_Cloudly_DeleteSecretGroup = ITypedContract<
+  'deleteSecretGroup',
+  { identity: IIdentity; secretGroupId: string; expectedGeneration: number },
+  { secretGroupId: string; deleted: true }
 >;

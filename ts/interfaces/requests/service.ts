@@ -91,8 +91,28 @@ export type IReq_Any_Cloudly_GetServiceRuntimeStatus = ITypedContract<
      * verdict judged, and every overview counts the service `unknown` (docs/reconciler.md, "Liveness").
      */
     unknown: IRuntimeLiveness | null;
+    /**
+     * Project's own member: each secret the service names that cannot reach its cluster, with why
+     * (`version-missing`, `not-sealed-for-cluster`, `recipient-gone`); the verdict is then
+     * `secret-version-missing`. Empty when none.
+     */
+    missingSecrets: IServiceMissingSecret[];
+    /**
+     * Project's own member: per node running the current revision whose relay reported a secret
+     * manifest, the secrets (by name) and enabled bindings (by id) it does not list yet; the
+     * verdict waits `bindings-pending` or `secrets-pending` while one is listed. Empty when none.
+     */
+    manifestGaps: Array<{ nodeId: string; secrets: string[]; bindingIds: string[] }>;
   }
 >;
+
+/** A secret a service names that its cluster's relay cannot be given. Project's own definition. */
+export interface IServiceMissingSecret {
+  name: string;
+  secretId: string;
+  secretVersionId: string;
+  cause: 'version-missing' | 'not-sealed-for-cluster' | 'recipient-gone';
+}
 
 /** Every local storage claim revision Cloudly issued for the service, with each node answer. Project's own. */
 export type IReq_Any_Cloudly_GetRuntimeLocalStorageClaims = ITypedContract<

@@ -1420,6 +1420,30 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IClusterPlatformDesiredSecret": {
+   "type": "object",
+   "properties": {
+    "name": {
+     "type": "string"
+    },
+    "secretVersion": {
+     "$ref": "#/$defs/ISecretVersionReference"
+    },
+    "version": {
+     "type": "number"
+    },
+    "sealed": {
+     "$ref": "#/$defs/ISealedSecret"
+    }
+   },
+   "required": [
+    "name",
+    "secretVersion",
+    "version",
+    "sealed"
+   ],
+   "additionalProperties": false
+  },
   "IClusterPlatformDesiredService": {
    "type": "object",
    "properties": {
@@ -1461,6 +1485,15 @@ export const contractSchema: IContractSchemaDocument = {
      "items": {
       "$ref": "#/$defs/IClusterPlatformDesiredBinding"
      }
+    },
+    "environment": {
+     "$ref": "#/$defs/TServiceEnvironment"
+    },
+    "secrets": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IClusterPlatformDesiredSecret"
+     }
     }
    },
    "required": [
@@ -1472,7 +1505,9 @@ export const contractSchema: IContractSchemaDocument = {
     "ports",
     "routes",
     "volumes",
-    "platformBindings"
+    "platformBindings",
+    "environment",
+    "secrets"
    ],
    "additionalProperties": false
   },
@@ -1643,6 +1678,9 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "reason": {
      "type": "string"
+    },
+    "manifest": {
+     "$ref": "#/$defs/IServiceSecretManifest"
     }
    },
    "required": [
@@ -4284,6 +4322,96 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "ISecretGroup": {
+   "type": "object",
+   "properties": {
+    "key": {
+     "type": "string"
+    },
+    "tags": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    },
+    "environment": {
+     "type": "string"
+    },
+    "clusterIds": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    },
+    "id": {
+     "type": "string"
+    },
+    "retainedVersions": {
+     "type": "number"
+    },
+    "generation": {
+     "type": "number"
+    },
+    "versions": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/ISecretVersionMetadata"
+     }
+    },
+    "createdAt": {
+     "type": "number"
+    },
+    "updatedAt": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "clusterIds",
+    "createdAt",
+    "environment",
+    "generation",
+    "id",
+    "key",
+    "retainedVersions",
+    "tags",
+    "updatedAt",
+    "versions"
+   ],
+   "additionalProperties": false
+  },
+  "ISecretGroupWritable": {
+   "type": "object",
+   "properties": {
+    "key": {
+     "type": "string"
+    },
+    "tags": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    },
+    "environment": {
+     "type": "string"
+    },
+    "clusterIds": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    },
+    "retainedVersions": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "key",
+    "tags",
+    "environment",
+    "clusterIds"
+   ],
+   "additionalProperties": false
+  },
   "ISecretRecipient": {
    "type": "object",
    "properties": {
@@ -4301,6 +4429,73 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "ISecretVersionClusterState": {
+   "type": "object",
+   "properties": {
+    "clusterId": {
+     "type": "string"
+    },
+    "recipientId": {
+     "type": "string"
+    },
+    "state": {
+     "type": "string",
+     "enum": [
+      "sealed",
+      "reseal-required",
+      "recipient-gone"
+     ]
+    }
+   },
+   "required": [
+    "clusterId",
+    "recipientId",
+    "state"
+   ],
+   "additionalProperties": false
+  },
+  "ISecretVersionMetadata": {
+   "type": "object",
+   "properties": {
+    "secretVersionId": {
+     "type": "string"
+    },
+    "version": {
+     "type": "number"
+    },
+    "valueBytes": {
+     "type": "number"
+    },
+    "createdAt": {
+     "type": "number"
+    },
+    "createdBy": {
+     "type": "string"
+    },
+    "resealedAt": {
+     "type": [
+      "number",
+      "null"
+     ]
+    },
+    "clusters": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/ISecretVersionClusterState"
+     }
+    }
+   },
+   "required": [
+    "secretVersionId",
+    "version",
+    "valueBytes",
+    "createdAt",
+    "createdBy",
+    "resealedAt",
+    "clusters"
+   ],
+   "additionalProperties": false
+  },
   "ISecretVersionReference": {
    "type": "object",
    "properties": {
@@ -4314,6 +4509,29 @@ export const contractSchema: IContractSchemaDocument = {
    "required": [
     "secretId",
     "secretVersionId"
+   ],
+   "additionalProperties": false
+  },
+  "ISecretVersionWritable": {
+   "type": "object",
+   "properties": {
+    "secretVersionId": {
+     "type": "string"
+    },
+    "version": {
+     "type": "number"
+    },
+    "sealed": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/ISealedSecret"
+     }
+    }
+   },
+   "required": [
+    "secretVersionId",
+    "version",
+    "sealed"
    ],
    "additionalProperties": false
   },
@@ -4359,6 +4577,22 @@ export const contractSchema: IContractSchemaDocument = {
       "$ref": "#/$defs/IServiceVolume"
      }
     },
+    "environment": {
+     "$ref": "#/$defs/TServiceEnvironment"
+    },
+    "secrets": {
+     "$ref": "#/$defs/TServiceSecretEnvironment"
+    },
+    "readiness": {
+     "anyOf": [
+      {
+       "$ref": "#/$defs/TServiceReadinessTarget"
+      },
+      {
+       "type": "null"
+      }
+     ]
+    },
     "createdAt": {
      "type": "number"
     },
@@ -4377,6 +4611,9 @@ export const contractSchema: IContractSchemaDocument = {
     "ports",
     "routes",
     "volumes",
+    "environment",
+    "secrets",
+    "readiness",
     "createdAt",
     "updatedAt"
    ],
@@ -4499,6 +4736,35 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IServiceMissingSecret": {
+   "type": "object",
+   "properties": {
+    "name": {
+     "type": "string"
+    },
+    "secretId": {
+     "type": "string"
+    },
+    "secretVersionId": {
+     "type": "string"
+    },
+    "cause": {
+     "type": "string",
+     "enum": [
+      "version-missing",
+      "not-sealed-for-cluster",
+      "recipient-gone"
+     ]
+    }
+   },
+   "required": [
+    "name",
+    "secretId",
+    "secretVersionId",
+    "cause"
+   ],
+   "additionalProperties": false
+  },
   "IServiceObservedPlacement": {
    "type": "object",
    "properties": {
@@ -4519,6 +4785,9 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "reportedAt": {
      "type": "number"
+    },
+    "manifest": {
+     "$ref": "#/$defs/IServiceSecretManifest"
     }
    },
    "required": [
@@ -4742,6 +5011,41 @@ export const contractSchema: IContractSchemaDocument = {
     }
    ]
   },
+  "IServiceSecretManifest": {
+   "type": "object",
+   "properties": {
+    "secrets": {
+     "type": "array",
+     "items": {
+      "type": "object",
+      "properties": {
+       "name": {
+        "type": "string"
+       },
+       "secretVersionId": {
+        "type": "string"
+       }
+      },
+      "required": [
+       "name",
+       "secretVersionId"
+      ],
+      "additionalProperties": false
+     }
+    },
+    "bindingIds": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    }
+   },
+   "required": [
+    "secrets",
+    "bindingIds"
+   ],
+   "additionalProperties": false
+  },
   "IServiceVolume": {
    "type": "object",
    "properties": {
@@ -4872,6 +5176,22 @@ export const contractSchema: IContractSchemaDocument = {
      "items": {
       "$ref": "#/$defs/TServiceWritableVolume"
      }
+    },
+    "environment": {
+     "$ref": "#/$defs/TServiceEnvironment"
+    },
+    "secrets": {
+     "$ref": "#/$defs/TServiceSecretEnvironment"
+    },
+    "readiness": {
+     "anyOf": [
+      {
+       "$ref": "#/$defs/TServiceReadinessTarget"
+      },
+      {
+       "type": "null"
+      }
+     ]
     }
    },
    "required": [
@@ -5413,7 +5733,59 @@ export const contractSchema: IContractSchemaDocument = {
     "recipient-enrollment-challenge",
     "corestore-control-credential",
     "cluster-ingress-bearer",
-    "route-certificate-key"
+    "route-certificate-key",
+    "service-secret"
+   ]
+  },
+  "TServiceEnvironment": {
+   "type": "object",
+   "additionalProperties": {
+    "type": "string"
+   }
+  },
+  "TServiceReadinessTarget": {
+   "anyOf": [
+    {
+     "type": "object",
+     "properties": {
+      "kind": {
+       "type": "string",
+       "const": "http"
+      },
+      "port": {
+       "type": "string"
+      },
+      "path": {
+       "type": "string"
+      }
+     },
+     "required": [
+      "kind",
+      "port",
+      "path"
+     ],
+     "additionalProperties": false
+    },
+    {
+     "type": "object",
+     "properties": {
+      "kind": {
+       "type": "string",
+       "const": "command"
+      },
+      "command": {
+       "type": "array",
+       "items": {
+        "type": "string"
+       }
+      }
+     },
+     "required": [
+      "kind",
+      "command"
+     ],
+     "additionalProperties": false
+    }
    ]
   },
   "TServiceRuntimeRefusal": {
@@ -5441,7 +5813,8 @@ export const contractSchema: IContractSchemaDocument = {
     "volume-shared-unsupported",
     "volume-placement-unsupported",
     "volume-initialization-unknown",
-    "volume-ownership-unknown"
+    "volume-ownership-unknown",
+    "secret-version-missing"
    ]
   },
   "TServiceRuntimeWaitingReason": {
@@ -5452,8 +5825,15 @@ export const contractSchema: IContractSchemaDocument = {
     "failure-backoff",
     "storage-import-pending",
     "bindings-pending",
-    "legacy-adoption-pending"
+    "legacy-adoption-pending",
+    "secrets-pending"
    ]
+  },
+  "TServiceSecretEnvironment": {
+   "type": "object",
+   "additionalProperties": {
+    "$ref": "#/$defs/ISecretVersionReference"
+   }
   },
   "TServiceVolumeInitialization": {
    "anyOf": [
@@ -5665,6 +6045,46 @@ export const contractSchema: IContractSchemaDocument = {
     "identity",
     "clusterId",
     "name"
+   ],
+   "additionalProperties": false
+  },
+  "addSecretVersion.answer": {
+   "type": "object",
+   "properties": {
+    "group": {
+     "$ref": "#/$defs/ISecretGroup"
+    }
+   },
+   "required": [
+    "group"
+   ],
+   "additionalProperties": false
+  },
+  "addSecretVersion.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "secretGroupId": {
+     "type": "string"
+    },
+    "expectedGeneration": {
+     "type": "number"
+    },
+    "version": {
+     "$ref": "#/$defs/ISecretVersionWritable"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "secretGroupId",
+    "expectedGeneration",
+    "version"
    ],
    "additionalProperties": false
   },
@@ -6767,6 +7187,38 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "createSecretGroup.answer": {
+   "type": "object",
+   "properties": {
+    "group": {
+     "$ref": "#/$defs/ISecretGroup"
+    }
+   },
+   "required": [
+    "group"
+   ],
+   "additionalProperties": false
+  },
+  "createSecretGroup.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "group": {
+     "$ref": "#/$defs/ISecretGroupWritable"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "group"
+   ],
+   "additionalProperties": false
+  },
   "createService.answer": {
    "type": "object",
    "properties": {
@@ -7059,6 +7511,47 @@ export const contractSchema: IContractSchemaDocument = {
    "required": [
     "identity",
     "platformBindingId",
+    "expectedGeneration"
+   ],
+   "additionalProperties": false
+  },
+  "deleteSecretGroup.answer": {
+   "type": "object",
+   "properties": {
+    "secretGroupId": {
+     "type": "string"
+    },
+    "deleted": {
+     "type": "boolean",
+     "const": true
+    }
+   },
+   "required": [
+    "secretGroupId",
+    "deleted"
+   ],
+   "additionalProperties": false
+  },
+  "deleteSecretGroup.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "secretGroupId": {
+     "type": "string"
+    },
+    "expectedGeneration": {
+     "type": "number"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "secretGroupId",
     "expectedGeneration"
    ],
    "additionalProperties": false
@@ -8456,6 +8949,46 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "getSecretGroups.answer": {
+   "type": "object",
+   "additionalProperties": false,
+   "properties": {
+    "nextCursor": {
+     "type": "string"
+    },
+    "groups": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/ISecretGroup"
+     }
+    }
+   },
+   "required": [
+    "groups"
+   ]
+  },
+  "getSecretGroups.request": {
+   "type": "object",
+   "additionalProperties": false,
+   "properties": {
+    "limit": {
+     "type": "number"
+    },
+    "cursor": {
+     "type": "string"
+    },
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity"
+   ]
+  },
   "getSecretRecipients.answer": {
    "type": "object",
    "properties": {
@@ -8671,13 +9204,50 @@ export const contractSchema: IContractSchemaDocument = {
        "type": "null"
       }
      ]
+    },
+    "missingSecrets": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IServiceMissingSecret"
+     }
+    },
+    "manifestGaps": {
+     "type": "array",
+     "items": {
+      "type": "object",
+      "properties": {
+       "nodeId": {
+        "type": "string"
+       },
+       "secrets": {
+        "type": "array",
+        "items": {
+         "type": "string"
+        }
+       },
+       "bindingIds": {
+        "type": "array",
+        "items": {
+         "type": "string"
+        }
+       }
+      },
+      "required": [
+       "nodeId",
+       "secrets",
+       "bindingIds"
+      ],
+      "additionalProperties": false
+     }
     }
    },
    "required": [
     "status",
     "observed",
     "historicalClaims",
-    "unknown"
+    "unknown",
+    "missingSecrets",
+    "manifestGaps"
    ],
    "additionalProperties": false
   },
@@ -9232,6 +9802,9 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "session": {
      "$ref": "#/$defs/IRuntimeSessionReference"
+    },
+    "resolvedWorkloadAuthorities": {
+     "type": "number"
     }
    },
    "required": [
@@ -10135,6 +10708,7 @@ export const contractSchema: IContractSchemaDocument = {
  "served": [
   "abortRollout",
   "addClusterNode",
+  "addSecretVersion",
   "adminLoginWithUsernameAndPassword",
   "adminPruneClusterNodeArchive",
   "adoptCorestoreLegacyResources",
@@ -10149,6 +10723,7 @@ export const contractSchema: IContractSchemaDocument = {
   "createIsolatedRestore",
   "createOrganization",
   "createRollout",
+  "createSecretGroup",
   "createService",
   "createServiceBackup",
   "createUser",
@@ -10156,6 +10731,7 @@ export const contractSchema: IContractSchemaDocument = {
   "deleteCluster",
   "deleteOrganization",
   "deletePlatformBinding",
+  "deleteSecretGroup",
   "deleteService",
   "deleteUser",
   "designateClusterIngress",
@@ -10192,6 +10768,7 @@ export const contractSchema: IContractSchemaDocument = {
   "getRuntimeLocalStorageClaims",
   "getRuntimeNetworkAddressPlan",
   "getRuntimeNetworkProjection",
+  "getSecretGroups",
   "getSecretRecipients",
   "getServiceBackups",
   "getServiceById",

@@ -16,7 +16,7 @@ import { api, ApiError } from '../api.js';
 import { explainRuntimeStatus, explainUnknown, formatBytes, formatTime } from '../format.js';
 import { LivePage } from '../live.js';
 import { CloudlyActionDialog, coalesce, refusalView, markFirstRender, mayChange, changeTitle, changeDescribedBy } from '../widgets.js';
-import { decideBackupNodeChoices, describeRunAs, serviceFormOfSpec, sortBackupsByTime, writableSpecOf, type IServiceFormFields } from '../decide.js';
+import { decideBackupNodeChoices, describeRunAs, serviceFormOfSpec, sortBackupsByTime, withUneditedMembersOf, writableSpecOf, type IServiceFormFields } from '../decide.js';
 import type { IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
 
 const listLimit = 20;
@@ -371,8 +371,10 @@ export class CloudlyServicePage extends LivePage {
   }
 
   /** Replaces the spec, compare-and-swap on the generation read (a change meanwhile is refused `conflict`). */
-  private updateService(specArg: IServiceWritableSpec): void {
+  private updateService(formSpecArg: IServiceWritableSpec): void {
     const service = this.editingSpec!.base;
+    // The form does not edit the environment, secrets or readiness target: they go back as read.
+    const specArg = withUneditedMembersOf(service, formSpecArg);
     const request = { serviceId: service.id, expectedGeneration: service.generation, service: specArg };
     CloudlyActionDialog.open({
       title: `Change ${service.name}`,
