@@ -1,5 +1,6 @@
 import type { ICommittedChange } from './changefeed.js';
 import type { IWorkQueueRetry } from './workqueue.js';
+import { leftDerivedInputs } from './store.js';
 
 /**
  * A controller: one derived thing and the one place that writes it. Declared as a value, the way
@@ -64,3 +65,10 @@ export interface IController {
 
 /** The keys of a change that name its cluster (owners as the kind declares them): the cluster's id. */
 export const ofOwningCluster = (changeArg: ICommittedChange): string[] => (changeArg.owners.clusterId ? [changeArg.owners.clusterId] : []);
+
+/**
+ * `ofOwningCluster` for a change that moved what controllers read: a write of only a kind's
+ * bookkeeping (the cluster's relay token, `bookkeepingFields` in store.ts) queues nothing.
+ */
+export const ofOwningClusterInputs = (changeArg: ICommittedChange): string[] =>
+  (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg));

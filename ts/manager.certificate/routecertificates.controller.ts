@@ -1,4 +1,4 @@
-import { ofOwningCluster, type IController, type IReconcileResult } from '../core/controller.js';
+import { ofOwningCluster, ofOwningClusterInputs, type IController, type IReconcileResult } from '../core/controller.js';
 import type { TCloudlyLogger } from '../core/logger.js';
 import type { SecretBox } from '../core/secretbox.js';
 import type { DocumentStore } from '../core/store.js';
@@ -45,7 +45,7 @@ export class RouteCertificatesController implements IController {
   public readonly writes = [routeCertificateKind.collectionName, routeAcmeChallengeKind.collectionName, routeAcmeAccountKind.collectionName] as const;
   public readonly inputs = {
     CloudlyService: ofOwningCluster,
-    CloudlyCluster: ofOwningCluster,
+    CloudlyCluster: ofOwningClusterInputs,
   };
   // An order waits on the ACME server for seconds: a few clusters at a time.
   public readonly concurrency = 4;

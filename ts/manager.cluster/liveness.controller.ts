@@ -1,5 +1,5 @@
-import { ofOwningCluster, type IController, type IReconcileContext, type IReconcileResult } from '../core/controller.js';
-import { leftDerivedInputs, type DocumentStore } from '../core/store.js';
+import { ofOwningCluster, ofOwningClusterInputs, type IController, type IReconcileContext, type IReconcileResult } from '../core/controller.js';
+import type { DocumentStore } from '../core/store.js';
 import type { ICommittedChange } from '../core/changefeed.js';
 import { serviceObservedStateKind } from '../manager.desiredstate/documents.js';
 import { allClusterIds, clusterKind } from './documents.js';
@@ -32,7 +32,7 @@ export class LivenessController implements IController {
   public readonly writes = [clusterLivenessKind.collectionName] as const;
   public readonly inputs = {
     // A write of only the cluster's bookkeeping (a relay token rotation) changes nothing read here.
-    CloudlyCluster: (changeArg: ICommittedChange) => (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg)),
+    CloudlyCluster: ofOwningClusterInputs,
     // Released or taken on this instance (another instance's lease changes reach the poll).
     CloudlyClusterRelayLease: ofOwningCluster,
     // A stored report renews the observations' age.

@@ -1,6 +1,6 @@
 import type { ICommittedChange } from '../core/changefeed.js';
-import { ofOwningCluster, type IController, type IReconcileResult } from '../core/controller.js';
-import { leftDerivedInputs, type DocumentStore } from '../core/store.js';
+import { ofOwningCluster, ofOwningClusterInputs, type IController, type IReconcileResult } from '../core/controller.js';
+import type { DocumentStore } from '../core/store.js';
 import type { IClusterPlatformDesiredState } from '../interfaces/data/desiredstate.js';
 import { allClusterIds, clusterKind } from '../manager.cluster/documents.js';
 import { serviceKind } from '../manager.service/documents.js';
@@ -40,13 +40,13 @@ export class DesiredStateController implements IController {
     // A binding names its service only: the key resolves the cluster when it runs.
     CloudlyPlatformBinding: (changeArg) => (changeArg.owners.serviceId ? [`${serviceKeyPrefix}${changeArg.owners.serviceId}`] : []),
     // Only the origin matters: a relay registering again with the same announcement changes nothing.
-    CloudlyClusterRelayRegistration: (changeArg) => (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg)),
+    CloudlyClusterRelayRegistration: ofOwningClusterInputs,
     CloudlyCorestoreCredential: ofOwningCluster,
     CloudlyClusterNode: ofOwningCluster,
     CloudlyRuntimeNetworkProjection: ofOwningCluster,
     CloudlyRuntimeNetworkLeases: ofOwningCluster,
     // A write of only the cluster's bookkeeping (a relay token rotation) changes nothing read here.
-    CloudlyCluster: (changeArg) => (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg)),
+    CloudlyCluster: ofOwningClusterInputs,
     // A version added or re-sealed: each cluster the group names, read when the key runs.
     CloudlySecretGroup: (changeArg) => [`${secretGroupKeyPrefix}${changeArg.id}`],
     // A new recipient: copies sealed to one the relay no longer holds leave the desired state.

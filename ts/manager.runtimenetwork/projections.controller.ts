@@ -1,6 +1,6 @@
 import type { ICommittedChange } from '../core/changefeed.js';
-import { ofOwningCluster, type IController, type IReconcileContext, type IReconcileResult } from '../core/controller.js';
-import { leftDerivedInputs, type DocumentStore } from '../core/store.js';
+import { ofOwningCluster, ofOwningClusterInputs, type IController, type IReconcileContext, type IReconcileResult } from '../core/controller.js';
+import type { DocumentStore } from '../core/store.js';
 import { clusterKind } from '../manager.cluster/documents.js';
 import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
 import { runtimeNetworkProjectionKind } from './documents.js';
@@ -29,12 +29,12 @@ export class ProjectionsController implements IController {
     // Its routes and replicas reach the mesh and the ingress grants.
     CloudlyService: ofOwningCluster,
     // A write of only the cluster's bookkeeping (a relay token rotation) changes nothing read here.
-    CloudlyCluster: (changeArg) => (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg)),
+    CloudlyCluster: ofOwningClusterInputs,
     CloudlyClusterIngressSlot: ofOwningCluster,
     CloudlyClusterNode: ofOwningCluster,
     CloudlyRuntimeNetworkLeases: ofOwningCluster,
     // The relay's host; a registration with the same announcement (a reconnect) names the same host.
-    CloudlyClusterRelayRegistration: (changeArg) => (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg)),
+    CloudlyClusterRelayRegistration: ofOwningClusterInputs,
     // A node's applied projection (the relay's application report).
     CloudlyRuntimeNetworkProjection: ofOwningCluster,
     CloudlyRuntimeNetworkAddressPlan: () => [allProjectionsKey],

@@ -1,5 +1,5 @@
-import { ofOwningCluster, type IController, type IReconcileResult } from '../core/controller.js';
-import { leftDerivedInputs, type DocumentStore } from '../core/store.js';
+import { ofOwningCluster, ofOwningClusterInputs, type IController, type IReconcileResult } from '../core/controller.js';
+import type { DocumentStore } from '../core/store.js';
 import type { ICommittedChange } from '../core/changefeed.js';
 import { allClusterIds } from '../manager.cluster/documents.js';
 import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
@@ -22,7 +22,7 @@ export class CorestoreCredentialsController implements IController {
   public readonly writes = [corestoreCredentialKind.collectionName] as const;
   public readonly inputs = {
     // A write of only the cluster's bookkeeping (a relay token rotation) changes nothing read here.
-    CloudlyCluster: (changeArg: ICommittedChange) => (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg)),
+    CloudlyCluster: ofOwningClusterInputs,
     CloudlyClusterNode: ofOwningCluster,
     // A credential removed around Cloudly is made again.
     CloudlyCorestoreCredential: ofOwningCluster,

@@ -1,6 +1,6 @@
 import type { ICommittedChange } from '../core/changefeed.js';
-import type { IController, IReconcileContext, IReconcileResult } from '../core/controller.js';
-import { leftDerivedInputs, type DocumentStore } from '../core/store.js';
+import { ofOwningClusterInputs, type IController, type IReconcileContext, type IReconcileResult } from '../core/controller.js';
+import type { DocumentStore } from '../core/store.js';
 import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
 import type { IClusterRelayCapabilities } from '../interfaces/data/clusterrelay.js';
 import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
@@ -84,7 +84,7 @@ export const verdictInputs: Readonly<Record<string, TVerdictTrigger>> = {
   CloudlyPlatformBinding: ofOwningService,
   // The cluster itself, and its runtime phase (kept in the ingress slot).
   // A write of only the cluster's bookkeeping (a relay token rotation) changes nothing read here.
-  CloudlyCluster: (changeArg) => (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg)),
+  CloudlyCluster: ofOwningClusterInputs,
   CloudlyClusterIngressSlot: ofOwningCluster,
   // Nodes joining and leaving (no eligible node; lease placement).
   CloudlyClusterNode: ofOwningCluster,
@@ -92,7 +92,7 @@ export const verdictInputs: Readonly<Record<string, TVerdictTrigger>> = {
   CloudlyRuntimeNetworkLeases: ofOwningCluster,
   // The capabilities the relay states for its runtime (every verdict's *-unsupported refusals);
   // a registration that left its announcement as it was (a reconnect) changes no verdict.
-  CloudlyClusterRelayRegistration: (changeArg) => (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg)),
+  CloudlyClusterRelayRegistration: ofOwningClusterInputs,
   // Whether the cluster is current: a dark cluster's services read `unknown`.
   CloudlyClusterLiveness: ofOwningCluster,
   // The organization registry: every service naming it, in whichever cluster (organization-missing).
