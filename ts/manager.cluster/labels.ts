@@ -1,5 +1,5 @@
-import { problemsOfSentences, type TFieldCheck } from '../core/validation.js';
-import { parseLabelSelector, validateClusterLabels, type ILabelSelector } from '../interfaces/data/clusterlabels.js';
+import { describedCheck, problemsOfSentences, stringSchema, type TFieldCheck } from '../core/validation.js';
+import { clusterLabelLimits, parseLabelSelector, validateClusterLabels, type ILabelSelector } from '../interfaces/data/clusterlabels.js';
 import { clusterSelectorFilter } from './documents.js';
 
 /**
@@ -7,10 +7,11 @@ import { clusterSelectorFilter } from './documents.js';
  * overview and rollouts: every problem of a selector is answered at its path, in one refusal.
  */
 
-export const isLabelSelectorText: TFieldCheck = (valueArg, pathArg) => {
+// The schema states the length; the grammar (docs/rollouts.md) only the parser can judge.
+export const isLabelSelectorText: TFieldCheck = describedCheck(stringSchema(0, clusterLabelLimits.maximumSelectorLength), (valueArg, pathArg) => {
   const parsed = parseLabelSelector(valueArg, pathArg);
   return 'reasons' in parsed ? problemsOfSentences(parsed.reasons, pathArg) : [];
-};
+});
 
 export const isClusterLabels: TFieldCheck = (valueArg, pathArg) => problemsOfSentences(validateClusterLabels(valueArg, pathArg), pathArg);
 

@@ -5,7 +5,7 @@ import { generatedOnCommit } from '../core/operationcontext.js';
 import { adminMutation, adminOrchestration, adminQuery, type IDeclaredOperation } from '../core/operations.js';
 import { findPage, newestFirst, nextCursorMember, orderedPageShape } from '../core/pagination.js';
 import type { DocumentStore, TDecision } from '../core/store.js';
-import { invalidField, isBoolean, isIdString, isNonNegativeInteger, isOneOf, isPositiveInteger, isString, sentenceCheck, type TFieldCheck } from '../core/validation.js';
+import { isBoolean, isIdString, isIntegerIn, isNonNegativeInteger, isOneOf, isPositiveInteger, isString, sentenceCheck, type TFieldCheck } from '../core/validation.js';
 import { serviceNamingLimits } from '../interfaces/data/servicenaming.js';
 import type { IRolloutGate, IRolloutStoredTarget } from '../interfaces/data/rollout.js';
 import { isLabelSelectorText } from '../manager.cluster/labels.js';
@@ -171,9 +171,7 @@ export const rolloutOperations = (portsArg: IRolloutOperationPorts): IDeclaredOp
           ...planShape.optional,
           gate: isGate,
           onFailure: isOneOf(['halt', 'revert']),
-          maxConcurrent: (valueArg, pathArg) => (Number.isSafeInteger(valueArg) && (valueArg as number) >= 1 && (valueArg as number) <= rolloutLimits.maximumConcurrent
-            ? []
-            : [invalidField(pathArg, `must be an integer from 1 to ${rolloutLimits.maximumConcurrent}`)]),
+          maxConcurrent: isIntegerIn(1, rolloutLimits.maximumConcurrent),
         },
       },
       async run(request, context) {
