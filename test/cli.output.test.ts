@@ -66,7 +66,7 @@ test('-o wide adds columns; -o json is the raw answer with epoch milliseconds', 
   const plain = linesOf((await cli.run(['clusters', 'list'])).stdout)[0];
   const wide = linesOf((await cli.run(['clusters', 'list', '-o', 'wide'])).stdout)[0];
   assert.match(plain, /^ID\s+NAME\s+GEN\s+CREATED$/);
-  assert.match(wide, /^ID\s+NAME\s+GEN\s+CREATED\s+UPDATED$/);
+  assert.match(wide, /^ID\s+NAME\s+GEN\s+LABELS\s+CREATED\s+UPDATED$/);
   const users = linesOf((await cli.run(['users', 'list', '-o', 'wide'])).stdout)[0];
   assert.match(users, /\sCREATED\s+PASSWORD CHANGED$/);
   const listed = jsonOf(await cli.run(['clusters', 'list', '-o', 'json']));

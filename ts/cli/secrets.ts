@@ -4,7 +4,6 @@ import { generationExpectation, mutation, pageOptions, pageRequest, run } from '
 import { cliIo } from './io.js';
 import { note, printAnswer } from './output.js';
 import { formatTime, listTable, recordTable, type TColumn } from './tables.js';
-import { findSecretGroup, SecretSealingError, sealSecretVersion } from '../client/secrets.js';
 import type { ISecretGroup } from '../interfaces/data/secret.js';
 
 /**
@@ -42,8 +41,12 @@ const readValue = async (): Promise<Uint8Array> => {
   return value.subarray(0, end);
 };
 
+// The sealing library (HPKE) is loaded by the commands that seal, so every other command starts without it.
+const secretsClient = () => import('../client/secrets.js');
+
 const sealFromStdin = async (ctx: ICommandContext, keyArg: string, optionsArg: { reseal?: string; dryRun?: boolean }) => {
   const value = await readValue();
+  const { SecretSealingError, sealSecretVersion } = await secretsClient();
   try {
     return await sealSecretVersion(ctx, keyArg, value, optionsArg);
   } catch (error) {
@@ -102,7 +105,7 @@ export const addSecretCommands = (programArg: Command): void => {
     .action(run(async (ctx, options) => {
       const [key] = options.args as string[];
       const expected = await expectedGeneration(options, async () => {
-        const group = await findSecretGroup(ctx, key);
+        const group = await (await secretsClient()).findSecretGroup(ctx, key);
         if (!group) {
           throw new UsageError(`no secret group ${key}`);
         }

@@ -1,6 +1,6 @@
 import type { ICommittedChange } from '../core/changefeed.js';
-import { ofOwningClusterInputs, type IController, type IReconcileContext, type IReconcileResult } from '../core/controller.js';
-import type { DocumentStore } from '../core/store.js';
+import type { IController, IReconcileContext, IReconcileResult } from '../core/controller.js';
+import { leftDerivedInputs, type DocumentStore } from '../core/store.js';
 import type { TClusterRuntimePhase } from '../interfaces/data/clusterruntime.js';
 import type { IClusterRelayCapabilities } from '../interfaces/data/clusterrelay.js';
 import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
@@ -66,6 +66,8 @@ type TVerdictTrigger = (changeArg: ICommittedChange) => string[];
 const ofService: TVerdictTrigger = (changeArg) => [serviceKey(changeArg.id)];
 const ofOwningService: TVerdictTrigger = (changeArg) => (changeArg.owners.serviceId ? [serviceKey(changeArg.owners.serviceId)] : []);
 const ofOwningCluster: TVerdictTrigger = (changeArg) => (changeArg.owners.clusterId ? [clusterKey(changeArg.owners.clusterId)] : []);
+/** The same for a write that moved what the verdict reads: one of only bookkeeping (a relay token rotation) queues nothing. */
+const ofOwningClusterInputs: TVerdictTrigger = (changeArg) => (leftDerivedInputs(changeArg.owners) ? [] : ofOwningCluster(changeArg));
 
 /**
  * The inputs of a runtime verdict, by document kind. Kinds not listed change no verdict; the
