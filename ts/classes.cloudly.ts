@@ -415,6 +415,7 @@ export class Cloudly {
       secrets: this.secrets,
       logger: this.logger,
       order: (clusterIdArg, hostnameArg) => issuer.order(clusterIdArg, hostnameArg),
+      orderInFlight: (tokenArg) => issuer.isInFlight(tokenArg),
       revoke: (hostnameArg, certPemArg) => issuer.revoke(hostnameArg, certPemArg),
       retryBaseMs: this.config.acmeRetryMs,
       hint: async (clusterIdArg, hostnameArg) => {

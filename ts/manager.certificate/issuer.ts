@@ -43,7 +43,15 @@ export interface IRouteCertificateIssuerOptions {
 }
 
 export class RouteCertificateIssuer {
+  /** The challenge tokens of this process's orders in flight: any other stored challenge was left behind. */
+  private readonly tokensInFlight = new Set<string>();
+
   constructor(private readonly options: IRouteCertificateIssuerOptions) {}
+
+  /** Whether `tokenArg` is the challenge of an order this process is running. */
+  public isInFlight(tokenArg: string): boolean {
+    return this.tokensInFlight.has(tokenArg);
+  }
 
   private async client(): Promise<acme.Client> {
     const { config } = this.options;
@@ -85,6 +93,7 @@ export class RouteCertificateIssuer {
         }
         const keyAuthorization = await client.getChallengeKeyAuthorization(challenge);
         tokens.push(challenge.token);
+        this.tokensInFlight.add(challenge.token);
         await this.options.store.mutate(routeAcmeChallengeKind, challenge.token, (currentArg) => {
           const fields = { clusterId: clusterIdArg, hostname: hostnameArg, keyAuthorization, expiresAt: Date.now() + acmeOrderLeaseMs };
           return currentArg ? { kind: 'write', change: { set: fields } } : { kind: 'create', doc: { id: challenge.token, ...fields } };
@@ -118,6 +127,7 @@ export class RouteCertificateIssuer {
     } finally {
       for (const token of tokens) {
         await this.options.store.mutate(routeAcmeChallengeKind, token, (currentArg) => (currentArg ? { kind: 'remove' } : { kind: 'keep' })).catch(() => undefined);
+        this.tokensInFlight.delete(token);
       }
     }
   }

@@ -21,6 +21,8 @@ export interface IRouteCertificatesPorts {
   logger: TCloudlyLogger;
   /** Orders a certificate by ACME HTTP-01; throws `RouteCertificateOrderError`. */
   order: (clusterIdArg: string, hostnameArg: string) => Promise<IIssuedRouteCertificate>;
+  /** Whether a stored challenge's token is of an order this process is running. */
+  orderInFlight: (tokenArg: string) => boolean;
   /** Revokes a certificate whose route is gone (best effort). */
   revoke: (hostnameArg: string, certPemArg: string) => Promise<boolean>;
   /** Tells the cluster's relay a hostname's certificate changed (best effort: the relay also reads after every connect). */
@@ -81,12 +83,13 @@ export class RouteCertificatesController implements IController {
     ]);
     let changed = false;
     let removed = false;
-    // A challenge an order left behind (its process killed mid-order) is never served after it
-    // expires; it is removed here.
+    // A challenge of no order this process is running was left behind, by a process killed
+    // mid-order (whose key died with its memory, so the order cannot finish) or by an instance that
+    // lost the reconciler's lease (this one orders now). It is removed rather than served until it expires.
     for (const challenge of await store.find(routeAcmeChallengeKind, { clusterId: clusterIdArg })) {
-      if (challenge.expiresAt < Date.now()) {
+      if (!this.ports.orderInFlight(challenge.id)) {
         const { outcome } = await store.mutate(routeAcmeChallengeKind, challenge.id, (currentArg) =>
-          (currentArg && currentArg.expiresAt < Date.now() ? { kind: 'remove' } : { kind: 'keep' }));
+          (currentArg && !this.ports.orderInFlight(currentArg.id) ? { kind: 'remove' } : { kind: 'keep' }));
         removed = removed || outcome === 'removed';
       }
     }
