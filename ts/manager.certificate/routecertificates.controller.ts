@@ -1,4 +1,5 @@
-import { ofOwningCluster, ofOwningClusterInputs, type IController, type IReconcileResult } from '../core/controller.js';
+import { ofOwningClusterInputs, type IController, type IReconcileContext, type IReconcileResult } from '../core/controller.js';
+import type { ICommittedChange } from '../core/changefeed.js';
 import type { TCloudlyLogger } from '../core/logger.js';
 import type { SecretBox } from '../core/secretbox.js';
 import type { DocumentStore } from '../core/store.js';
@@ -31,6 +32,9 @@ export interface IRouteCertificatesPorts {
   retryBaseMs: number;
 }
 
+/** A service's own key: whether its change can touch a certificate of its cluster. */
+const serviceKeyPrefix = 'service:';
+
 /** The longest a key waits before it is looked at again, even when nothing is due (a lost timer, a clock step). */
 const maximumWaitMs = 3600_000;
 
@@ -40,13 +44,16 @@ const maximumWaitMs = 3600_000;
  * derivation, `deriveClusterRoutes`, so one hostname has one owner), a certificate record exists;
  * an order is placed when none is issued or renewal is due; a record whose route is gone is revoked
  * and removed. The one writer of the certificates, their HTTP-01 challenges and the ACME account
- * of the routes. Only the reconciling instance runs it, so one instance orders. Keys are cluster ids.
+ * of the routes. Only the reconciling instance runs it, so one instance orders. Keys are cluster ids,
+ * and `service:<id>` for a changed service: most services route nothing with a certificate, so a
+ * change of one looks only at that service and the certificates its routes could touch, and queues
+ * its cluster (whose run reads every service of it) only when one could change.
  */
 export class RouteCertificatesController implements IController {
   public readonly name = 'route-certificates';
   public readonly writes = [routeCertificateKind.collectionName, routeAcmeChallengeKind.collectionName, routeAcmeAccountKind.collectionName] as const;
   public readonly inputs = {
-    CloudlyService: ofOwningCluster,
+    CloudlyService: (changeArg: ICommittedChange) => [`${serviceKeyPrefix}${changeArg.id}`],
     CloudlyCluster: ofOwningClusterInputs,
   };
   // An order waits on the ACME server for seconds: a few clusters at a time.
@@ -75,7 +82,48 @@ export class RouteCertificatesController implements IController {
       .map((routeArg) => [routeArg.hostname, routeArg.serviceId] as const));
   }
 
-  public async reconcile(clusterIdArg: string): Promise<IReconcileResult> {
+  public scopeOf(keyArg: string): string {
+    return keyArg.startsWith(serviceKeyPrefix) ? 'expand' : 'cluster';
+  }
+
+  public async reconcile(keyArg: string, contextArg: IReconcileContext): Promise<IReconcileResult> {
+    if (keyArg.startsWith(serviceKeyPrefix)) {
+      for (const clusterId of await this.clustersTouchedBy(keyArg.slice(serviceKeyPrefix.length))) {
+        contextArg.enqueue(clusterId);
+      }
+      return { outcome: 'expanded' };
+    }
+    return this.reconcileCluster(keyArg);
+  }
+
+  /**
+   * The clusters whose certificates a change of the service can touch: its own when it routes a
+   * hostname with a certificate, or routes a hostname that has a certificate record (it may now own
+   * that route), and every cluster holding a certificate of the service (a route dropped, the
+   * service gone).
+   */
+  private async clustersTouchedBy(serviceIdArg: string): Promise<string[]> {
+    const { store } = this.ports;
+    const [service, held] = await Promise.all([
+      store.get(serviceKind, serviceIdArg),
+      store.findFields(routeCertificateKind, { serviceId: serviceIdArg }, ['clusterId']),
+    ]);
+    const clusters = new Set(held.map((docArg) => docArg.clusterId));
+    const routes = service?.routes ?? [];
+    if (service && routes.length > 0) {
+      const optsIn = routes.some((routeArg) => routeArg.certificate === 'acme');
+      const certified = optsIn || (await store.findFields(routeCertificateKind, {
+        clusterId: service.clusterId,
+        hostname: { $in: routes.map((routeArg) => routeArg.hostname) },
+      }, ['id'])).length > 0;
+      if (certified) {
+        clusters.add(service.clusterId);
+      }
+    }
+    return [...clusters];
+  }
+
+  private async reconcileCluster(clusterIdArg: string): Promise<IReconcileResult> {
     const { store } = this.ports;
     const [wanted, stored] = await Promise.all([
       this.wanted(clusterIdArg),
