@@ -2,7 +2,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { advanceRollout, applyRolloutChange, initialRolloutProgress, validateRolloutChange, validateRolloutWaves, waveSizesOf, type IRolloutFacts } from '../ts/manager.rollout/decide.js';
 import type { IRolloutDocument, IRolloutProgressDocument } from '../ts/manager.rollout/documents.js';
-import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
+import { writableSpecOfService, type IService, type IServiceWritableSpec } from '../ts/interfaces/data/service.js';
 
 /** The rollout's pure decisions, one fact changed per row, no server. */
 
@@ -105,6 +105,25 @@ describe('rollout decisions', () => {
     assert.deepEqual(aborting.effects, [{ kind: 'apply', serviceId: 's0' }]);
     const settled = { ...aborting.progress, targets: aborting.progress.targets.map((record, index) => (index === 0 ? { ...record, state: 'cancelled' as const, applying: false } : record)) };
     assert.equal(advanceRollout(rollout({ abort: { revert: false, at: 0 } }), settled, noFacts, 0).progress.state, 'aborted');
+  });
+
+  test('the spec a rollout writes is the service as read with only the change applied: environment, secrets, readiness and volumes kept', () => {
+    const stored: IService = {
+      id: 'svc-1', name: 'web', organizationId: 'org1', clusterId: 'c1', generation: 4, specRevision: 2,
+      runtime: { image: 'nginx:1', replicas: 1, profile: { runAs: { user: 101, group: 101 } }, placement: { nodeIds: ['n1'] } },
+      ports: [{ name: 'http', port: 8080, protocol: 'tcp' }], routes: [{ hostname: 'web.example.com', targetPort: 'http' }],
+      volumes: [{ id: 'vol-1', mountPath: '/data', initialization: null } as never],
+      environment: { MODE: 'production' }, secrets: { TOKEN: { secretId: 'grp-1', secretVersionId: 'v1' } },
+      readiness: { kind: 'http', port: 'http', path: '/healthz' },
+      createdAt: 1, updatedAt: 2,
+    } as IService;
+    const next = applyRolloutChange(writableSpecOfService(stored), { image: 'nginx:2' });
+    assert.equal(next.runtime.image, 'nginx:2');
+    assert.deepEqual(next.environment, { MODE: 'production' });
+    assert.deepEqual(next.secrets, { TOKEN: { secretId: 'grp-1', secretVersionId: 'v1' } });
+    assert.deepEqual(next.readiness, { kind: 'http', port: 'http', path: '/healthz' });
+    assert.deepEqual(next.volumes, [{ mountPath: '/data' }], 'the server-managed id and initialization are left out');
+    assert.deepEqual(next.routes, stored.routes);
   });
 
   test('changes, waves and their coverage are judged with every reason', () => {

@@ -30,7 +30,7 @@ import type { ICloudlyOutboundMethods } from '../interfaces/requests/methodmap.j
 import type { IChangeEvent } from '../interfaces/requests/watch.js';
 import type { IClusterIngressDesignationRequest } from '../interfaces/data/clusteringressdesignation.js';
 import { platformBindingCapabilities, type IPlatformBindingUpsert } from '../interfaces/data/platformbinding.js';
-import type { IService, IServiceRunAs, IServiceWritableSpec } from '../interfaces/data/service.js';
+import { writableSpecOfService, type IService, type IServiceRunAs, type IServiceWritableSpec } from '../interfaces/data/service.js';
 import { judgeServiceVolumeInitializationUse } from '../interfaces/data/servicevolumeuse.js';
 import type { TServiceVolumeInitialization, TServiceWritableVolume } from '../interfaces/data/servicevolume.js';
 
@@ -402,21 +402,6 @@ const parseRunAs = (textArg: string | undefined): IServiceRunAs | null => {
 /** A service's members the server keeps for itself: not what an update changes, so not in its diff. */
 const serviceBookkeeping = ['generation', 'updatedAt', 'createdAt'];
 
-/** The writable spec of a stored service (what updateService takes): no ids, no initializations. */
-const writableSpec = (serviceArg: IService): IServiceWritableSpec => ({
-  name: serviceArg.name,
-  organizationId: serviceArg.organizationId,
-  clusterId: serviceArg.clusterId,
-  runtime: serviceArg.runtime,
-  // Beside the runtime spec: an update that left them out would remove them.
-  ports: serviceArg.ports ?? [],
-  routes: serviceArg.routes ?? [],
-  volumes: serviceArg.volumes.map(({ id: _id, initialization: _initialization, ...volume }) => volume),
-  environment: serviceArg.environment ?? {},
-  secrets: serviceArg.secrets ?? {},
-  readiness: serviceArg.readiness ?? null,
-});
-
 /** A spec file (`{ service: … }` or the spec itself) as the contract's writable spec, or a usage error with every reason. */
 const specBody = async (pathArg: string): Promise<IServiceWritableSpec> => (await contractBodies()).serviceSpecOf(await readJsonFile(pathArg), pathArg);
 
@@ -525,7 +510,7 @@ const addServiceCommands = (programArg: Command): void => {
         if (stored.generation !== expected) {
           note(`note: the service is at generation ${stored.generation}, not ${expected}; the server will refuse`);
         }
-        service = writableSpec(stored);
+        service = writableSpecOfService(stored);
         service.runtime = {
           ...service.runtime,
           ...(options.image !== undefined ? { image: options.image } : {}),

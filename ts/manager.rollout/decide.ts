@@ -1,4 +1,4 @@
-import type { IService, IServiceWritableSpec } from '../interfaces/data/service.js';
+import type { IServiceWritableSpec } from '../interfaces/data/service.js';
 import type { IRolloutChange, IRolloutWaveSpec } from '../interfaces/data/rollout.js';
 import { canonicalizeJson } from '../interfaces/private/canonicaljson.js';
 import type { IRolloutDocument, IRolloutProgressDocument, IRolloutTargetRecord } from './documents.js';
@@ -19,16 +19,6 @@ export const rolloutLimits = Object.freeze({
   maximumConcurrent: 100_000,
 });
 
-/** The writable spec of a stored service (what `updateService` takes). */
-export const writableSpecOf = (serviceArg: IService): IServiceWritableSpec => ({
-  name: serviceArg.name,
-  organizationId: serviceArg.organizationId,
-  clusterId: serviceArg.clusterId,
-  runtime: serviceArg.runtime,
-  ports: serviceArg.ports ?? [],
-  routes: serviceArg.routes ?? [],
-  volumes: serviceArg.volumes.map(({ id: _id, initialization: _initialization, ...volume }) => volume),
-});
 
 /** A spec with a rollout's change applied: each member the change names replaces the spec's. */
 export const applyRolloutChange = (specArg: IServiceWritableSpec, changeArg: IRolloutChange): IServiceWritableSpec => ({

@@ -7,9 +7,10 @@ import { clusterFilterOf } from '../manager.cluster/labels.js';
 import { clusterLivenessKind } from '../manager.cluster/liveness.js';
 import type { IJudgedVerdict } from '../manager.service/decide.js';
 import { serviceKind, toPublicService, type IServiceDocument } from '../manager.service/documents.js';
-import { applyRolloutChange, writableSpecOf } from './decide.js';
+import { applyRolloutChange } from './decide.js';
 import { formatLabelSelector } from '../interfaces/data/clusterlabels.js';
 import { selectorOf } from '../manager.cluster/labels.js';
+import { writableSpecOfService } from '../interfaces/data/service.js';
 
 /**
  * The fleet plan: per selected cluster and service, what the change makes of the spec and the
@@ -82,7 +83,7 @@ export const planRollout = async (portsArg: IRolloutPlanPorts, requestArg: IRoll
         continue;
       }
       const service = toPublicService(doc);
-      const previousSpec = writableSpecOf(service);
+      const previousSpec = writableSpecOfService(service);
       const nextSpec = applyRolloutChange(previousSpec, requestArg.change);
       const refused = validateServiceWritableSpec(nextSpec, 'change');
       if (refused.length > 0) {

@@ -4,10 +4,10 @@ import { isRefusal } from '../core/errors.js';
 import { cloudlyActor, runInOperation } from '../core/operationcontext.js';
 import type { DocumentStore } from '../core/store.js';
 import type { TCloudlyLogger } from '../core/logger.js';
-import type { IServiceWritableSpec } from '../interfaces/data/service.js';
+import { writableSpecOfService, type IServiceWritableSpec } from '../interfaces/data/service.js';
 import { clusterLivenessKind } from '../manager.cluster/liveness.js';
 import { serviceKind, serviceRuntimeStatusKind, toPublicService, type IServiceDocument } from '../manager.service/documents.js';
-import { advanceRollout, initialRolloutProgress, isStopping, sameSpec, writableSpecOf, type IRolloutFacts, type TRolloutEffect } from './decide.js';
+import { advanceRollout, initialRolloutProgress, isStopping, sameSpec, type IRolloutFacts, type TRolloutEffect } from './decide.js';
 import {
   rolloutKind,
   rolloutProgressKind,
@@ -200,7 +200,7 @@ export class RolloutController implements IController {
     }
     const current = await this.ports.store.get(serviceKind, target.serviceId);
     // Only a service still as this rollout left it goes back; another change since then is kept.
-    if (!current || !sameSpec(writableSpecOf(toPublicService(current)), target.nextSpec)) {
+    if (!current || !sameSpec(writableSpecOfService(toPublicService(current)), target.nextSpec)) {
       await this.updateRecord(docArg.id, target.serviceId, { reason: 'revert-conflict', updatedAt: Date.now() });
       return;
     }
