@@ -48,10 +48,23 @@ export class RolloutController implements IController {
   public readonly name = 'rollout';
   public readonly writes = [rolloutProgressKind.collectionName] as const;
   public readonly inputs: Readonly<Record<string, (changeArg: ICommittedChange) => readonly string[]>> = {
-    CloudlyRollout: (changeArg) => [changeArg.id],
+    CloudlyRollout: (changeArg) => {
+      // Seen here for every instance's rollouts, before its own run: see `unfinished`.
+      this.unfinished.add(changeArg.id);
+      return [changeArg.id];
+    },
     // A dark cluster marks its services' verdicts `unknown`: the verdict's change covers liveness too.
     CloudlyServiceRuntimeStatus: (changeArg) => [rolloutServiceKey(changeArg.id)],
   };
+
+  /**
+   * The rollouts that may still be running, as this instance knows them: filled by `all()` (start-up,
+   * every resync) and by every rollout's change, emptied as runs find them finished or gone. A
+   * verdict's change looks for rollouts over its service only while this holds one, so a fleet with
+   * no rollout running pays no read per verdict. A rollout another instance just created is advanced
+   * by its own key when its change arrives; skipping a verdict before that loses nothing.
+   */
+  private readonly unfinished = new Set<string>();
 
   constructor(private readonly ports: IRolloutPorts) {}
 
@@ -66,11 +79,16 @@ export class RolloutController implements IController {
       this.ports.store.find(rolloutProgressKind, { state: { $in: [...terminalRolloutStates] } } as never),
     ]);
     const done = new Set(finished.map((doc) => doc.id));
-    return rollouts.map((doc) => doc.id).filter((id) => !done.has(id));
+    const unfinished = rollouts.map((doc) => doc.id).filter((id) => !done.has(id));
+    unfinished.forEach((id) => this.unfinished.add(id));
+    return unfinished;
   }
 
   public async reconcile(keyArg: string, contextArg: IReconcileContext): Promise<IReconcileResult> {
     if (keyArg.startsWith('service:')) {
+      if (this.unfinished.size === 0) {
+        return { outcome: 'expanded' };
+      }
       const running = await this.ports.store.find(rolloutKind, { 'targets.serviceId': keyArg.slice('service:'.length) } as never);
       if (running.length > 0) {
         const progress = await this.ports.store.findIn(rolloutProgressKind, 'id', running.map((doc) => doc.id));
@@ -92,6 +110,7 @@ export class RolloutController implements IController {
     for (let step = 0; step < maximumStepsPerRun; step += 1) {
       const doc = await store.get(rolloutKind, rolloutIdArg);
       if (!doc) {
+        this.unfinished.delete(rolloutIdArg);
         return { outcome: wrote ? 'written' : 'kept' };
       }
       let progress = await store.get(rolloutProgressKind, rolloutIdArg);
@@ -101,6 +120,7 @@ export class RolloutController implements IController {
         continue;
       }
       if (terminalRolloutStates.includes(progress.state)) {
+        this.unfinished.delete(rolloutIdArg);
         return { outcome: wrote ? 'written' : 'kept' };
       }
       const now = Date.now();
