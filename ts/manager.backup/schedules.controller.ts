@@ -101,16 +101,28 @@ export class BackupSchedulesController implements IController {
   public readonly name = 'backup-schedules';
   public readonly writes = [backupScheduleStateKind.collectionName] as const;
   public readonly inputs: Readonly<Record<string, (changeArg: ICommittedChange) => readonly string[]>> = {
-    CloudlyBackupSchedule: (changeArg) => [changeArg.id],
+    CloudlyBackupSchedule: (changeArg) => {
+      this.known.add(changeArg.id);
+      return [changeArg.id];
+    },
     // A service that went away disables the schedules that name it.
-    CloudlyService: (changeArg) => [`${serviceKeyPrefix}${changeArg.id}`],
+    CloudlyService: (changeArg) => (this.known.size === 0 ? [] : [`${serviceKeyPrefix}${changeArg.id}`]),
   };
+
+  /**
+   * The schedules this instance knows of: filled by `all()` (start-up, every resync) and by every
+   * schedule's change, from any instance; a schedule found gone leaves it. While it is empty a
+   * service's change asks nothing, so a fleet without schedules pays no read per service write; a
+   * schedule this instance has not seen yet is judged by its own key, and at every resync.
+   */
+  private readonly known = new Set<string>();
 
   constructor(private readonly ports: IBackupSchedulesPorts) {}
 
   public async all(): Promise<readonly string[]> {
     const ids = await this.ports.store.findFields(backupScheduleKind, {}, ['id']);
     const stateIds = await this.ports.store.findFields(backupScheduleStateKind, {}, ['id']);
+    ids.forEach((docArg) => this.known.add(docArg.id));
     return [...new Set([...ids, ...stateIds].map((docArg) => docArg.id))];
   }
 
@@ -145,6 +157,7 @@ export class BackupSchedulesController implements IController {
     const schedule = await store.get(backupScheduleKind, scheduleIdArg);
     const state = await store.get(backupScheduleStateKind, scheduleIdArg);
     if (!schedule) {
+      this.known.delete(scheduleIdArg);
       if (!state) {
         return { outcome: 'kept' };
       }
