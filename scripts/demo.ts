@@ -7,6 +7,7 @@
  *
  *   npm run demo                       # 3 clusters × 2 nodes × 2 services
  *   npm run demo -- --clusters 10 --failure-rate 0.1   # any cloudly-sim option is passed on
+ *   npm run demo -- --rollout          # then a rollout over the fleet that halts on purpose
  *
  * Without CLOUDLY_DATA_DIR the data goes to ./.nogit/demo-data (not ./.nogit/data, which
  * `npm start` uses). Without CLOUDLY_ADMIN_PASSWORD the demo makes one up on its first run and
@@ -40,11 +41,13 @@ const adminPassword = process.env.CLOUDLY_ADMIN_PASSWORD ?? (() => {
   return made;
 })();
 const prefix = 'demo';
+/** `--rollout` is the demo's own option; every other one goes to cloudly-sim. */
+const showsRollout = process.argv.slice(2).includes('--rollout');
 const simArguments = [
   '--bootstrap', '--name-prefix', prefix, '--clusters', '3', '--nodes', '2', '--services', '2', '--replicas', '2',
   '--address-plan', '--start-delay-ms', '2000',
   // The user's own options come last and win (cloudly-sim takes the last value of an option).
-  ...process.argv.slice(2),
+  ...process.argv.slice(2).filter((argArg) => argArg !== '--rollout'),
 ];
 
 const children: ChildProcess[] = [];
@@ -179,6 +182,112 @@ const showBackups = async (urlArg: string): Promise<void> => {
   admin.close();
 };
 
+/**
+ * `--rollout`: labels the demo clusters `demo=rollout`, makes the last one fail on purpose (its
+ * service is placed on a node that then leaves the cluster, so Cloudly's judge refuses it
+ * `no-eligible-node`), plans a new image for that service over the selection, prints the plan, and
+ * starts a rollout in two waves (the first cluster as the canary, then the rest) that halts when
+ * the last cluster fails; each wave's state is printed as it changes.
+ */
+const showRollout = async (urlArg: string): Promise<void> => {
+  const admin = new CloudlyAdminClient(urlArg);
+  await admin.login(adminUsername, adminPassword);
+  try {
+    const clusters = (await admin.call('getClusters', { limit: 500 })).clusters.filter((clusterArg) => clusterArg.name.startsWith(`${prefix}-`));
+    if (clusters.length < 2) {
+      say('rollout: needs at least 2 clusters (--clusters 2 or more); skipped');
+      return;
+    }
+    for (const cluster of clusters) {
+      if (cluster.labels?.demo !== 'rollout') {
+        await admin.call('setClusterLabels', { clusterId: cluster.id, labels: { ...cluster.labels, demo: 'rollout' }, expectedGeneration: cluster.generation });
+      }
+    }
+    const selector = 'demo=rollout';
+    // One service of the same name on every demo cluster (the fleet's own services are named per cluster).
+    const serviceName = 'rollout-demo';
+    const serviceIds: string[] = [];
+    for (const cluster of clusters) {
+      const existing = (await admin.call('getServices', { clusterId: cluster.id, limit: 500 })).services;
+      const mine = existing.find((serviceArg) => serviceArg.name === serviceName);
+      serviceIds.push(mine ? mine.id : (await admin.call('createService', {
+        service: {
+          name: serviceName, organizationId: existing[0]?.organizationId ?? 'demo', clusterId: cluster.id, ports: [], routes: [], volumes: [],
+          runtime: { image: 'registry.example/sim/rollout-demo:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: ['node-1'] } },
+        },
+      })).service.id);
+    }
+    const failing = clusters.at(-1)!;
+    const failingService = (await admin.call('getServiceById', { serviceId: serviceIds.at(-1)! })).service;
+    const sabotaged = failingService.runtime.placement.nodeIds.some((nodeIdArg) => nodeIdArg.startsWith('retired-'));
+    const convergedBy = Date.now() + 120_000;
+    while (!stopping && Date.now() < convergedBy) {
+      const states = await Promise.all(serviceIds.slice(0, sabotaged ? -1 : undefined)
+        .map(async (serviceIdArg) => (await admin.call('getServiceRuntimeStatus', { serviceId: serviceIdArg })).status.state));
+      if (states.every((stateArg) => stateArg === 'converged')) {
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    say(`rollout: ${serviceName} runs on ${clusters.length} clusters labelled ${selector}`);
+    if (!sabotaged) {
+      // A node that leaves the cluster right after the service was placed on it: nowhere to run.
+      const retired = `retired-${randomBytes(4).toString('hex')}`;
+      await admin.call('addClusterNode', { clusterId: failing.id, name: retired, nodeId: retired });
+      await admin.call('updateService', {
+        serviceId: failingService.id,
+        expectedGeneration: failingService.generation,
+        service: {
+          name: failingService.name, organizationId: failingService.organizationId, clusterId: failingService.clusterId,
+          runtime: { ...failingService.runtime, placement: { nodeIds: [retired] } },
+          ports: failingService.ports ?? [], routes: failingService.routes ?? [],
+          volumes: failingService.volumes.map(({ id: _id, initialization: _initialization, ...volume }) => volume),
+          ...(failingService.environment ? { environment: failingService.environment } : {}),
+        },
+      });
+      await admin.call('removeClusterNode', { clusterId: failing.id, nodeId: retired });
+    }
+    say(`rollout: ${serviceName} on ${failing.name} is placed on a node that left the cluster, on purpose: it cannot run anywhere`);
+    const image = `registry.example/sim/rollout-demo:${Date.now().toString(36)}`;
+    const { plan } = await admin.call('planRollout', { selector, serviceName, change: { image } });
+    say(`rollout: plan of image ${image} for ${serviceName} over ${selector}:`);
+    for (const target of plan.targets) {
+      say(`  ${target.clusterName}: spec revision ${target.specRevision} -> ${target.newSpecRevision}, predicted ${target.predicted.state}${target.predicted.reason ? ` ${target.predicted.reason}` : ''}`);
+    }
+    for (const skip of plan.skipped) {
+      say(`  ${skip.clusterName}: skipped (${skip.reason})`);
+    }
+    const { rollout } = await admin.call('createRollout', {
+      selector, serviceName, change: { image },
+      waves: [{ clusters: 1 }, { clusters: plan.targets.length - 1 }], gate: { timeoutMs: 60_000 }, onFailure: 'halt',
+    });
+    say(`rollout ${rollout.id} started: the canary ${plan.targets[0].clusterName}, then ${plan.targets.length - 1} cluster(s); follow it at ${urlArg}/dashboard/#/rollouts`);
+    let seen = '';
+    const deadline = Date.now() + 180_000;
+    while (!stopping && Date.now() < deadline) {
+      const current = (await admin.call('getRollout', { rolloutId: rollout.id })).rollout;
+      const line = current.waves.map((wave) => `wave ${wave.index + 1} ${wave.state}`).join(', ');
+      if (line !== seen) {
+        seen = line;
+        say(`rollout ${rollout.id}: ${current.state}; ${line}`);
+      }
+      if (['completed', 'halted', 'aborted'].includes(current.state)) {
+        for (const target of current.targets.filter((targetArg) => targetArg.state === 'failed' || targetArg.state === 'conflict')) {
+          say(`rollout ${rollout.id}: ${target.clusterName} ${target.state}${target.reason ? ` (${target.reason})` : ''}`);
+        }
+        say(`rollout ${rollout.id} ${current.state}`);
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  } catch (error) {
+    const data = (error as { errorData?: unknown }).errorData;
+    say(`rollout failed: ${data ? JSON.stringify(data) : (error as Error).message}`);
+  } finally {
+    admin.close();
+  }
+};
+
 /** The start-up's last line: where to go, how to log in, how to stop. */
 const readyLine = (urlArg: string, usernameArg: string, passwordArg: string): string =>
   `ready: ${urlArg}/dashboard/ (log in as ${usernameArg} / ${passwordArg}); Ctrl-C stops`;
@@ -189,6 +298,9 @@ const main = async (): Promise<void> => {
   say(`Cloudly listens on ${url}; starting the simulated fleet`);
   startSimulator(url);
   await showBackups(url);
+  if (showsRollout && !stopping) {
+    await showRollout(url);
+  }
   if (!stopping) {
     // After the fleet's own lines, so it is the last one on the screen.
     say(readyLine(url, adminUsername, adminPassword));

@@ -10,6 +10,7 @@ import { minimumScryptN } from '../ts/config.js';
 import { seedSigningKey } from './helpers/signingkeys.js';
 import { exitOf, processStartBoundMs } from './helpers/process.js';
 import { waitFor } from './helpers/cloudly.js';
+import { CloudlyAdminClient } from '../ts/client/admin.js';
 
 /**
  * `npm run demo` as the readme starts it, with a small fleet: its start-up ends with one line
@@ -53,6 +54,59 @@ test('npm run demo ends its start-up with the ready line; Ctrl-C to its process 
     assert.doesNotMatch(cloudlyLog, /stopping at once/);
     assert.doesNotMatch(cloudlyLog, /__#/, 'no dependency console lines');
     assert.equal(fs.existsSync(path.join(dataDir, lockFileName)), false, 'the data directory lock is released');
+  } finally {
+    try {
+      process.kill(-child.pid!, 'SIGKILL');
+    } catch {
+      // The demo's group is gone, as it should be.
+    }
+    await fsp.rm(workDir, { recursive: true, force: true });
+  }
+});
+
+test('npm run demo -- --rollout: a rollout over the simulated clusters halts on the cluster made to fail, after the canary passed', async () => {
+  const workDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-demo-'));
+  const dataDir = path.join(workDir, 'data');
+  await seedSigningKey(dataDir);
+  const child = spawn('npm', ['run', 'demo', '--', '--rollout', '--clusters', '3', '--nodes', '1', '--services', '1', '--replicas', '1', '--start-delay-ms', '200'], {
+    cwd: projectRoot,
+    detached: true,
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      CLOUDLY_PORT: '0',
+      CLOUDLY_DATA_DIR: dataDir,
+      CLOUDLY_ADMIN_PASSWORD: 'demo-admin-password',
+      CLOUDLY_PASSWORD_SCRYPT_N: String(minimumScryptN),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  child.stderr.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  try {
+    await waitFor(() => /\[demo\] ready: /.test(output) || child.exitCode !== null, `the demo's ready line:\n${output}`, 4 * processStartBoundMs);
+    const url = /ready: (http:\/\/[^/]+)\//.exec(output)![1];
+    const rolloutId = /\[demo\] rollout (\S+) started/.exec(output)?.[1];
+    assert.ok(rolloutId, output);
+    assert.match(output, /\[demo\] rollout \S+ halted\n/, output);
+    assert.match(output, /predicted refused no-eligible-node/, 'the plan printed the failure it predicts');
+
+    const admin = new CloudlyAdminClient(url);
+    await admin.login('admin', 'demo-admin-password');
+    try {
+      const { rollout } = await admin.call('getRollout', { rolloutId });
+      assert.equal(rollout.state, 'halted');
+      assert.deepEqual(rollout.waves.map((wave) => [wave.clusterIds.length, wave.state]), [[1, 'passed'], [2, 'failed']]);
+      const failed = rollout.targets.filter((target) => target.state === 'failed');
+      assert.deepEqual(failed.map((target) => [target.clusterName, target.reason]), [['demo-3', 'no-eligible-node']]);
+      assert.match(output, /\[demo\] rollout \S+: demo-3 failed \(no-eligible-node\)/);
+      assert.equal(rollout.targets.find((target) => target.wave === 0)?.state, 'converged', 'the canary converged');
+    } finally {
+      admin.close();
+    }
+    process.kill(-child.pid!, 'SIGINT');
+    assert.equal(await exitOf(child), 0, output);
   } finally {
     try {
       process.kill(-child.pid!, 'SIGKILL');

@@ -138,6 +138,8 @@ export class CloudlyApp extends LightElement {
         return html`<cloudly-users-page></cloudly-users-page>`;
       case 'network':
         return html`<cloudly-network-page></cloudly-network-page>`;
+      case 'rollouts':
+        return html`<cloudly-rollouts-page></cloudly-rollouts-page>`;
       case 'not-found':
         // Named, not silently replaced by the fleet: a mistyped or stale link should be noticed.
         return html`<section class="page" data-page="not-found" aria-labelledby="not-found-title">
@@ -159,6 +161,7 @@ export class CloudlyApp extends LightElement {
         <nav aria-label="Main">
           <a href="#/fleet" aria-current=${current === 'fleet' || current === 'cluster' || current === 'service' ? 'page' : 'false'}>Fleet</a>
           <a href="#/operations" aria-current=${current === 'operations' ? 'page' : 'false'}>Operations</a>
+          <a href="#/rollouts" aria-current=${current === 'rollouts' ? 'page' : 'false'}>Rollouts</a>
           <a href="#/network" aria-current=${current === 'network' ? 'page' : 'false'}>Address plan</a>
           <a href="#/audit" aria-current=${current === 'audit' ? 'page' : 'false'}>Audit log</a>
           ${api.identity?.role === 'admin' ? html`<a href="#/users" aria-current=${current === 'users' ? 'page' : 'false'}>Users</a>` : nothing}

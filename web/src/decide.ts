@@ -19,6 +19,7 @@ export type TRoute =
   | { page: 'operations' }
   | { page: 'users' }
   | { page: 'network' }
+  | { page: 'rollouts' }
   | { page: 'not-found'; path: string };
 
 /**
@@ -42,7 +43,7 @@ export const parseRoute = (hashArg: string): TRoute => {
     if ((first === 'cluster' || first === 'service') && second) {
       return { page: first, id: second };
     }
-    if (second === undefined && (first === 'fleet' || first === 'audit' || first === 'operations' || first === 'users' || first === 'network')) {
+    if (second === undefined && (first === 'fleet' || first === 'audit' || first === 'operations' || first === 'users' || first === 'network' || first === 'rollouts')) {
       return { page: first };
     }
   }

@@ -9,4 +9,5 @@ import './pages/audit.js';
 import './pages/operations.js';
 import './pages/users.js';
 import './pages/network.js';
+import './pages/rollouts.js';
 import './app.js';

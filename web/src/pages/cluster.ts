@@ -17,6 +17,7 @@ import { relayStateOf, relayStateText } from './fleet.js';
 import { isClusterNodeId, isClusterNodeName, maximumClusterNodeNameLength } from '../../../ts/interfaces/data/clusternode.js';
 import type { IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
 import { describeDryRun, formReasonsView, refusalWarningView, type IServiceFormSubmission } from '../forms.js';
+import { labelsOfText, labelsText } from '../rollouts.js';
 import { countNodeReports, describeRelayKind, describeUnresolvedRoute } from '../decide.js';
 
 const pageSize = 25;
@@ -38,6 +39,7 @@ export class CloudlyClusterPage extends LivePage {
     routes: { state: true },
     newNode: { state: true },
     newService: { state: true },
+    labelsDraft: { state: true },
   };
 
   declare clusterId: string;
@@ -53,6 +55,8 @@ export class CloudlyClusterPage extends LivePage {
   declare newNode: { name: string; nodeId: string } | null;
   /** Whether the "New service" form is open. */
   declare newService: boolean;
+  /** The labels being typed (`key=value` pairs); null while the labels form is closed. */
+  declare labelsDraft: string | null;
   private loadSerial = 0;
   private readonly reloadSoon = coalesce(() => void this.load());
 
@@ -65,6 +69,7 @@ export class CloudlyClusterPage extends LivePage {
     this.inventory = null;
     this.newNode = null;
     this.newService = false;
+    this.labelsDraft = null;
   }
 
   protected willUpdate(changedArg: Map<string, unknown>): void {
@@ -155,6 +160,45 @@ export class CloudlyClusterPage extends LivePage {
       confirmLabel: 'Designate',
       onDone: () => void this.load(),
     });
+  }
+
+  /** Replaces the cluster's labels, on the generation read, after its dry run. */
+  private setLabels(labelsArg: Record<string, string>): void {
+    const cluster = this.overview!.cluster;
+    const request = { clusterId: cluster.id, labels: labelsArg, expectedGeneration: cluster.generation };
+    CloudlyActionDialog.open({
+      title: `Set the labels of ${cluster.name}`,
+      intro: html`<p>The cluster's labels become <code>${labelsText(labelsArg) || '(none)'}</code>, against its generation ${cluster.generation}.</p>`,
+      dryRun: () => api.call('setClusterLabels', { ...request, dryRun: true }),
+      describe: (answerArg) => describeDryRun(answerArg),
+      change: () => ({ before: cluster.labels ?? {}, after: labelsArg }),
+      run: () => api.call('setClusterLabels', request),
+      result: (answerArg) => html`<p>Labels now <code data-labels-set>${labelsText(answerArg.cluster?.labels) || '(none)'}</code>.</p>`,
+      confirmLabel: 'Set labels',
+      onDone: () => {
+        this.labelsDraft = null;
+        void this.load();
+      },
+    });
+  }
+
+  private labelsView(overviewArg: IClusterOverview): TemplateResult {
+    const current = labelsText(overviewArg.cluster.labels);
+    const judged = this.labelsDraft === null ? null : labelsOfText(this.labelsDraft);
+    return html`<section class="card" aria-labelledby="labels-title" data-cluster-labels>
+      <h2 id="labels-title">Labels</h2>
+      <p data-labels=${current}>${current ? html`<code>${current}</code>` : html`<span class="muted">No labels.</span>`}</p>
+      ${judged === null
+        ? html`<button type="button" data-action="edit-labels" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()}
+            @click=${() => { this.labelsDraft = current; }}>Edit labels…</button>`
+        : html`<form aria-label="Edit labels" @submit=${(event: Event) => { event.preventDefault(); if (judged.labels) { this.setLabels(judged.labels); } }}>
+            <label for="cluster-labels">Labels (key=value, separated by commas)</label>
+            <input id="cluster-labels" name="labels" .value=${this.labelsDraft ?? ''} @input=${(event: Event) => { this.labelsDraft = (event.target as HTMLInputElement).value; }}>
+            <button type="submit" class="primary" data-action="review-labels" ?disabled=${!judged.labels}>Review…</button>
+            <button type="button" @click=${() => { this.labelsDraft = null; }}>Cancel</button>
+            ${formReasonsView(judged.reasons)}
+          </form>`}
+    </section>`;
   }
 
   private rotateRelayToken(): void {
@@ -566,7 +610,7 @@ export class CloudlyClusterPage extends LivePage {
       </header>
       ${this.error ? refusalView(this.error) : nothing}
       ${overview
-        ? html`<div class="grid">${this.relayView(overview)}${this.ingressView(overview)}${this.nodesView(overview)}${this.servicesView(overview)}${this.certificatesView(overview)}</div>`
+        ? html`<div class="grid">${this.relayView(overview)}${this.labelsView(overview)}${this.ingressView(overview)}${this.nodesView(overview)}${this.servicesView(overview)}${this.certificatesView(overview)}</div>`
         : this.error ? nothing : html`<p role="status">Loading…</p>`}
     </section>`;
   }

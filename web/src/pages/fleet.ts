@@ -9,6 +9,7 @@ import { CloudlyActionDialog, coalesce, refusalView, type CloudlyPager, mayChang
 import { validateClusterName } from '../../../ts/interfaces/data/cluster.js';
 import { methodNotServedReason } from '../../../ts/interfaces/data/refusal.js';
 import { describeDryRun, formReasonsView } from '../forms.js';
+import { labelsText, selectorReasons } from '../rollouts.js';
 
 export type TRelayState = 'connected' | 'unregistered' | 'missing';
 // `unknown`: the cluster is not current (its relay gone past the grace, or its reports stale), whatever the last verdict said.
@@ -94,6 +95,8 @@ export class CloudlyFleetPage extends LivePage {
     nextCursor: { state: true },
     pageSize: { state: true },
     newClusterName: { state: true },
+    selector: { state: true },
+    selectorInput: { state: true },
   };
 
   declare rows: IFleetRow[];
@@ -103,6 +106,9 @@ export class CloudlyFleetPage extends LivePage {
   declare pageSize: number;
   /** The name typed into "New cluster"; null while the form is closed. */
   declare newClusterName: string | null;
+  /** The label selector the list is filtered by (applied), and the one being typed. */
+  declare selector: string;
+  declare selectorInput: string;
   private cursor: string | undefined = undefined;
   private static fleetOverviewServed: boolean | null = null;
   private loadSerial = 0;
@@ -116,6 +122,8 @@ export class CloudlyFleetPage extends LivePage {
     this.loading = true;
     this.pageSize = 50;
     this.newClusterName = null;
+    this.selector = '';
+    this.selectorInput = '';
   }
 
   /** Creates a cluster after its dry run; its relay token is shown once, with a Copy button. */
@@ -163,7 +171,7 @@ export class CloudlyFleetPage extends LivePage {
     try {
       if (CloudlyFleetPage.fleetOverviewServed !== false) {
         try {
-          const answer = await api.call('getFleetOverview', { limit: this.pageSize, ...(this.cursor ? { cursor: this.cursor } : {}) });
+          const answer = await api.call('getFleetOverview', { limit: this.pageSize, ...this.selection() });
           if (!Array.isArray(answer.clusters) || !answer.clusters.every(isFleetSummary)) {
             // An answer of another shape than the one this page was written for: assemble it instead.
             throw new ApiError('getFleetOverview', 'invalid-request', 'unexpected answer', [methodNotServedReason], null);
@@ -182,7 +190,7 @@ export class CloudlyFleetPage extends LivePage {
           CloudlyFleetPage.fleetOverviewServed = false;
         }
       }
-      const answer = await api.call('getClusters', { limit: this.pageSize, ...(this.cursor ? { cursor: this.cursor } : {}) });
+      const answer = await api.call('getClusters', { limit: this.pageSize, ...this.selection() });
       if (serial !== this.loadSerial) {
         return;
       }
@@ -273,6 +281,33 @@ export class CloudlyFleetPage extends LivePage {
     void this.load();
   }
 
+  /** The cursor and the label selector of the list's request (absent when none). */
+  private selection(): { cursor?: string; selector?: string } {
+    return { ...(this.cursor ? { cursor: this.cursor } : {}), ...(this.selector ? { selector: this.selector } : {}) };
+  }
+
+  private applySelector(): void {
+    if (selectorReasons(this.selectorInput).length > 0) {
+      return;
+    }
+    this.selector = this.selectorInput.trim();
+    this.cursor = undefined;
+    this.querySelector<CloudlyPager>('cloudly-pager')?.reset();
+    void this.load();
+  }
+
+  private selectorView(): TemplateResult {
+    const reasons = selectorReasons(this.selectorInput);
+    return html`<form class="inline-form" aria-label="Filter by labels" data-selector-form @submit=${(event: Event) => { event.preventDefault(); this.applySelector(); }}>
+      <label for="fleet-selector">Labels</label>
+      <input id="fleet-selector" name="selector" placeholder="env=prod,tier in (a,b)" .value=${this.selectorInput}
+        @input=${(event: Event) => { this.selectorInput = (event.target as HTMLInputElement).value; }}>
+      <button type="submit" data-action="filter-clusters" ?disabled=${reasons.length > 0}>Filter</button>
+      ${this.selector ? html`<span class="muted" data-applied-selector>showing <code>${this.selector}</code></span>` : nothing}
+      ${formReasonsView(reasons)}
+    </form>`;
+  }
+
   private onPageSize(eventArg: Event): void {
     this.pageSize = Number((eventArg.target as HTMLSelectElement).value);
     this.cursor = undefined;
@@ -303,7 +338,7 @@ export class CloudlyFleetPage extends LivePage {
   private row(rowArg: IFleetRow): TemplateResult {
     const services = rowArg.services;
     return html`<tr data-cluster-id=${rowArg.cluster.id}>
-      <th scope="row"><a href=${`#/cluster/${encodeURIComponent(rowArg.cluster.id)}`}>${rowArg.cluster.name}</a></th>
+      <th scope="row"><a href=${`#/cluster/${encodeURIComponent(rowArg.cluster.id)}`}>${rowArg.cluster.name}</a>${rowArg.cluster.labels ? html`<br><span class="muted" data-labels>${labelsText(rowArg.cluster.labels)}</span>` : nothing}</th>
       <td class="relay" data-relay=${rowArg.relay ?? 'loading'}>
         ${rowArg.relay ? html`<span class=${`badge relay-${rowArg.relay}`}>${relayStateText[rowArg.relay]}</span>` : rowArg.error ? html`<span class="badge bad">unreadable</span>` : html`<span class="muted">…</span>`}
       </td>
@@ -326,6 +361,7 @@ export class CloudlyFleetPage extends LivePage {
           </select>
         </label>
       </header>
+      ${this.selectorView()}
       ${this.error ? refusalView(this.error) : nothing}
       ${this.summary()}
       <table class="data" aria-label="Clusters">
