@@ -192,7 +192,9 @@ describe('embedded journal: every acknowledged write survives kill -9', () => {
         for (const cluster of [...early, ...late]) {
           assert.ok(ids.has(cluster.id), `${cluster.name} survived`);
         }
-        assert.deepEqual((await fsp.readdir(dataDir)).filter((name) => name.endsWith('.tmp')), []);
+        // The killed compaction's file is gone; the restarted server (compacting every 4 KiB) may be
+        // writing a temporary snapshot of its own at this moment, which is its own and named by its pid.
+        assert.ok(!(await fsp.readdir(dataDir)).includes(leftovers[0]), `the killed compaction's ${leftovers[0]} is removed at start`);
       } finally {
         await stopGracefully(second);
       }

@@ -2,7 +2,8 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { advanceRollout, applyRolloutChange, initialRolloutProgress, validateRolloutChange, validateRolloutWaves, waveSizesOf, type IRolloutFacts } from '../ts/manager.rollout/decide.js';
 import type { IRolloutDocument, IRolloutProgressDocument } from '../ts/manager.rollout/documents.js';
-import { writableSpecOfService, type IService, type IServiceWritableSpec } from '../ts/interfaces/data/service.js';
+import type { IService, IServiceWritableSpec } from '../ts/interfaces/data/service.js';
+import { writableSpecOfService } from '../ts/interfaces/data/servicewritable.js';
 
 /** The rollout's pure decisions, one fact changed per row, no server. */
 

@@ -30,7 +30,8 @@ import type { ICloudlyOutboundMethods } from '../interfaces/requests/methodmap.j
 import type { IChangeEvent } from '../interfaces/requests/watch.js';
 import type { IClusterIngressDesignationRequest } from '../interfaces/data/clusteringressdesignation.js';
 import { platformBindingCapabilities, type IPlatformBindingUpsert } from '../interfaces/data/platformbinding.js';
-import { writableSpecOfService, type IService, type IServiceRunAs, type IServiceWritableSpec } from '../interfaces/data/service.js';
+import type { IService, IServiceRunAs, IServiceWritableSpec } from '../interfaces/data/service.js';
+import { writableSpecOfService } from '../interfaces/data/servicewritable.js';
 import { judgeServiceVolumeInitializationUse } from '../interfaces/data/servicevolumeuse.js';
 import type { TServiceVolumeInitialization, TServiceWritableVolume } from '../interfaces/data/servicevolume.js';
 

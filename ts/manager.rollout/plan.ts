@@ -10,7 +10,7 @@ import { serviceKind, toPublicService, type IServiceDocument } from '../manager.
 import { applyRolloutChange } from './decide.js';
 import { formatLabelSelector } from '../interfaces/data/clusterlabels.js';
 import { selectorOf } from '../manager.cluster/labels.js';
-import { writableSpecOfService } from '../interfaces/data/service.js';
+import { writableSpecOfService } from '../interfaces/data/servicewritable.js';
 
 /**
  * The fleet plan: per selected cluster and service, what the change makes of the spec and the

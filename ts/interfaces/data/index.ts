@@ -10,6 +10,7 @@ export * from './runtimeassignment.js';
 export * from './secret.js';
 export * from './immutableimage.js';
 export * from './service.js';
+export * from './servicewritable.js';
 export * from './servicenaming.js';
 export * from './servicevolume.js';
 export * from './serviceenvironment.js';

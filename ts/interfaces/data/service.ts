@@ -129,24 +129,6 @@ export interface IServiceWritableSpec {
   readiness?: TServiceReadinessTarget | null;
 }
 
-/**
- * A stored service's spec as `updateService` takes it back, every member as read: the server's
- * volume `id` and `initialization` left out, absent lists and environments as empty. Project's own
- * helper, for a caller that changes one member of a service and must not drop the others.
- */
-export const writableSpecOfService = (serviceArg: IService): IServiceWritableSpec => ({
-  name: serviceArg.name,
-  organizationId: serviceArg.organizationId,
-  clusterId: serviceArg.clusterId,
-  runtime: serviceArg.runtime,
-  ports: serviceArg.ports ?? [],
-  routes: serviceArg.routes ?? [],
-  volumes: serviceArg.volumes.map(({ id: _id, initialization: _initialization, ...volume }: IServiceVolume) => volume),
-  environment: serviceArg.environment ?? {},
-  secrets: serviceArg.secrets ?? {},
-  readiness: serviceArg.readiness ?? null,
-});
-
 /** Project's own limits for the writable spec. */
 export const serviceSpecLimits = Object.freeze({
   maximumNameLength: serviceNamingLimits.maximumNameLength,
