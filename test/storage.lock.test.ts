@@ -21,7 +21,8 @@ const startTimeOf = async (pidArg: number): Promise<string> => {
 
 /**
  * A real zombie to be: a shell starts a child, prints its pid and becomes `sleep`, which never
- * reaps it; once the child is killed it stays a zombie. Returns its pid and the parent to stop.
+ * reaps it; once the child is killed it stays a zombie. Returns its pid and the parent to stop,
+ * once the parent is `sleep`: a child killed while the shell still ran would be reaped by it.
  */
 const makeOrphanedChild = async (): Promise<{ pid: number; parent: ChildProcess }> => {
   const parent = spawn('sh', ['-c', 'sleep 120 & echo $!; exec sleep 120'], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -29,6 +30,7 @@ const makeOrphanedChild = async (): Promise<{ pid: number; parent: ChildProcess 
     parent.stdout!.once('data', (chunkArg: Buffer) => resolve(Number(chunkArg.toString().trim())));
     parent.once('exit', () => reject(new Error('the zombie maker exited early')));
   });
+  await waitFor(async () => (await fsp.readFile(`/proc/${parent.pid}/comm`, 'utf8')).trim() === 'sleep', 'the zombie maker became sleep', 10_000);
   return { pid, parent };
 };
 
