@@ -20,35 +20,41 @@ import { CloudlyAdminClient } from '../ts/client/admin.js';
 
 const projectRoot = path.resolve(import.meta.dirname, '..');
 
-test('npm run demo ends its start-up with the ready line; Ctrl-C to its process group stops Cloudly gracefully, exit 0', async () => {
-  const workDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-demo-'));
-  const dataDir = path.join(workDir, 'data');
-  await seedSigningKey(dataDir);
-  const child = spawn('npm', ['run', 'demo', '--', '--clusters', '1', '--nodes', '1', '--services', '1', '--replicas', '1'], {
+/** `npm run demo -- <args>` in its own process group, and everything it prints so far. */
+const startDemo = (dataDirArg: string, argsArg: string[]) => {
+  const child = spawn('npm', ['run', 'demo', '--', ...argsArg], {
     cwd: projectRoot,
     detached: true,
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       CLOUDLY_PORT: '0',
-      CLOUDLY_DATA_DIR: dataDir,
+      CLOUDLY_DATA_DIR: dataDirArg,
       CLOUDLY_ADMIN_PASSWORD: 'demo-admin-password',
       CLOUDLY_PASSWORD_SCRYPT_N: String(minimumScryptN),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
-  child.stdout.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
-  child.stderr.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  let text = '';
+  child.stdout.on('data', (chunkArg: Buffer) => { text += chunkArg.toString(); });
+  child.stderr.on('data', (chunkArg: Buffer) => { text += chunkArg.toString(); });
+  return { child, output: () => text };
+};
+
+test('npm run demo ends its start-up with the ready line; Ctrl-C to its process group stops Cloudly gracefully, exit 0', async () => {
+  const workDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-demo-'));
+  const dataDir = path.join(workDir, 'data');
+  await seedSigningKey(dataDir);
+  const { child, output } = startDemo(dataDir, ['--clusters', '1', '--nodes', '1', '--services', '1', '--replicas', '1']);
   try {
-    await waitFor(() => /\[demo\] ready: /.test(output) || child.exitCode !== null, `the demo's ready line:\n${output}`, 2 * processStartBoundMs);
-    const demoLines = output.split('\n').filter((lineArg) => lineArg.startsWith('[demo] '));
-    assert.match(demoLines.at(-1)!, /^\[demo\] ready: http:\/\/127\.0\.0\.1:\d+\/dashboard\/ \(log in as admin \/ demo-admin-password\); Ctrl-C stops$/, output);
+    await waitFor(() => /\[demo\] ready: /.test(output()) || child.exitCode !== null, `the demo's ready line:\n${output()}`, 2 * processStartBoundMs);
+    const demoLines = output().split('\n').filter((lineArg) => lineArg.startsWith('[demo] '));
+    assert.match(demoLines.at(-1)!, /^\[demo\] ready: http:\/\/127\.0\.0\.1:\d+\/dashboard\/ \(log in as admin \/ demo-admin-password\); Ctrl-C stops$/, output());
     const url = /ready: (http:\/\/[^/]+)\//.exec(demoLines.at(-1)!)![1];
     assert.equal((await fetch(`${url}/readyz`)).status, 200);
 
     process.kill(-child.pid!, 'SIGINT');
-    assert.equal(await exitOf(child), 0, output);
+    assert.equal(await exitOf(child), 0, output());
     const cloudlyLog = await fsp.readFile(`${dataDir}.cloudly.log`, 'utf8');
     assert.match(cloudlyLog, /cloudly stopped/);
     assert.doesNotMatch(cloudlyLog, /stopping at once/);
@@ -68,29 +74,14 @@ test('npm run demo -- --rollout: a rollout over the simulated clusters halts on 
   const workDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-demo-'));
   const dataDir = path.join(workDir, 'data');
   await seedSigningKey(dataDir);
-  const child = spawn('npm', ['run', 'demo', '--', '--rollout', '--clusters', '3', '--nodes', '1', '--services', '1', '--replicas', '1', '--start-delay-ms', '200'], {
-    cwd: projectRoot,
-    detached: true,
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      CLOUDLY_PORT: '0',
-      CLOUDLY_DATA_DIR: dataDir,
-      CLOUDLY_ADMIN_PASSWORD: 'demo-admin-password',
-      CLOUDLY_PASSWORD_SCRYPT_N: String(minimumScryptN),
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
-  child.stderr.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  const { child, output } = startDemo(dataDir, ['--rollout', '--clusters', '3', '--nodes', '1', '--services', '1', '--replicas', '1', '--start-delay-ms', '200']);
   try {
-    await waitFor(() => /\[demo\] ready: /.test(output) || child.exitCode !== null, `the demo's ready line:\n${output}`, 4 * processStartBoundMs);
-    const url = /ready: (http:\/\/[^/]+)\//.exec(output)![1];
-    const rolloutId = /\[demo\] rollout (\S+) started/.exec(output)?.[1];
-    assert.ok(rolloutId, output);
-    assert.match(output, /\[demo\] rollout \S+ halted\n/, output);
-    assert.match(output, /predicted refused no-eligible-node/, 'the plan printed the failure it predicts');
+    await waitFor(() => /\[demo\] ready: /.test(output()) || child.exitCode !== null, `the demo's ready line:\n${output()}`, 4 * processStartBoundMs);
+    const url = /ready: (http:\/\/[^/]+)\//.exec(output())![1];
+    const rolloutId = /\[demo\] rollout (\S+) started/.exec(output())?.[1];
+    assert.ok(rolloutId, output());
+    assert.match(output(), /\[demo\] rollout \S+ halted\n/, output());
+    assert.match(output(), /predicted refused no-eligible-node/, 'the plan printed the failure it predicts');
 
     const admin = new CloudlyAdminClient(url);
     await admin.login('admin', 'demo-admin-password');
@@ -100,13 +91,13 @@ test('npm run demo -- --rollout: a rollout over the simulated clusters halts on 
       assert.deepEqual(rollout.waves.map((wave) => [wave.clusterIds.length, wave.state]), [[1, 'passed'], [2, 'failed']]);
       const failed = rollout.targets.filter((target) => target.state === 'failed');
       assert.deepEqual(failed.map((target) => [target.clusterName, target.reason]), [['demo-3', 'no-eligible-node']]);
-      assert.match(output, /\[demo\] rollout \S+: demo-3 failed \(no-eligible-node\)/);
+      assert.match(output(), /\[demo\] rollout \S+: demo-3 failed \(no-eligible-node\)/);
       assert.equal(rollout.targets.find((target) => target.wave === 0)?.state, 'converged', 'the canary converged');
     } finally {
       admin.close();
     }
     process.kill(-child.pid!, 'SIGINT');
-    assert.equal(await exitOf(child), 0, output);
+    assert.equal(await exitOf(child), 0, output());
   } finally {
     try {
       process.kill(-child.pid!, 'SIGKILL');
