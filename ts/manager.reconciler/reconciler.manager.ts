@@ -363,7 +363,7 @@ export class Reconciler {
     const scope = controller.scopeOf?.(keyArg) ?? controller.name;
     const started = process.hrtime.bigint();
     try {
-      const answer = await runInOperation({ actor: cloudlyActor, method: 'reconcile', dryRun: false, cause: { kind: cause.kind, id: cause.id } }, () =>
+      const answer = await runInOperation({ actor: cloudlyActor, method: 'reconcile', dryRun: false, cause: { kind: cause.kind, id: cause.id }, controller: controller.name }, () =>
         controller.reconcile(keyArg, {
           cause,
           enqueue: (otherKeyArg) => this.add(entryArg, otherKeyArg, cause),
