@@ -24,6 +24,7 @@ const service = (overridesArg: Partial<IService> = {}): IService => ({
   environment: {},
   secrets: {},
   readiness: { kind: 'http', port: 'http', path: '/healthz' },
+  networkPolicy: null,
   createdAt: 1, updatedAt: 1,
   ...overridesArg,
 });
