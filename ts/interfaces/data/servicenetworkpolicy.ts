@@ -56,12 +56,13 @@ export const serviceNetworkPolicyLimits = Object.freeze({
   maximumAuthorityNodes: 1024,
 } as const);
 
-const egressHostPattern = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
+/** The syntax of a destination's host; an all-digit name must also be an IPv4 address (octets up to 255). */
+export const serviceEgressHostPattern = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
 const dottedNumbersPattern = /^[0-9]+(\.[0-9]+)*$/;
 
 /** A lowercase DNS name, or an IPv4 address in dotted decimal (a name of digits only must be one). */
 const isEgressHost = (valueArg: unknown): boolean => {
-  if (typeof valueArg !== 'string' || !egressHostPattern.test(valueArg)) {
+  if (typeof valueArg !== 'string' || !serviceEgressHostPattern.test(valueArg)) {
     return false;
   }
   if (!dottedNumbersPattern.test(valueArg)) {
