@@ -26,7 +26,7 @@ test('the image plan: registry images are not judged, a pushed version is held o
 const service: IService = {
   id: 'svc-1', name: 's', organizationId: 'org-1', clusterId: 'c-1', generation: 1, specRevision: 1,
   runtime: { image: imageVersionNameOf(digest), replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } },
-  ports: [], routes: [], volumes: [], environment: {}, secrets: {}, readiness: null, createdAt: 1, updatedAt: 1,
+  ports: [], routes: [], volumes: [], environment: {}, secrets: {}, readiness: null, networkPolicy: null, createdAt: 1, updatedAt: 1,
 };
 const facts = (overridesArg: Partial<IServiceRuntimeFacts>): IServiceRuntimeFacts => ({
   service, claimMarkers: [], clusterExists: true, claims: [], bindings: { bindingsPending: false, legacyAdoptionPending: false }, ...overridesArg,

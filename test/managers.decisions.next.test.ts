@@ -93,7 +93,7 @@ describe('ingress decisions', () => {
   const service = (overridesArg: Partial<IService> = {}): IService => ({
     id: 'svc-ingress', name: 'ingress', organizationId: 'org', clusterId, generation: 4, specRevision: 3,
     runtime: { placement: { nodeIds: ['n-2', 'n-1'] } } as unknown as IServiceRuntimeSpec,
-    ports: [], routes: [], volumes: [], environment: {}, secrets: {}, readiness: null, createdAt: 1, updatedAt: 1, ...overridesArg,
+    ports: [], routes: [], volumes: [], environment: {}, secrets: {}, readiness: null, networkPolicy: null, createdAt: 1, updatedAt: 1, ...overridesArg,
   });
   const intent = (overridesArg: Partial<IClusterIngressDesignationRequest> = {}): IClusterIngressDesignationRequest => ({
     mutationId: 'm-1', clusterId, ingressServiceId: 'svc-ingress',

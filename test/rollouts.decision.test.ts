@@ -108,7 +108,7 @@ describe('rollout decisions', () => {
     assert.equal(advanceRollout(rollout({ abort: { revert: false, at: 0 } }), settled, noFacts, 0).progress.state, 'aborted');
   });
 
-  test('the spec a rollout writes is the service as read with only the change applied: environment, secrets, readiness and volumes kept', () => {
+  test('the spec a rollout writes is the service as read with only the change applied: environment, secrets, readiness, network policy and volumes kept', () => {
     const stored: IService = {
       id: 'svc-1', name: 'web', organizationId: 'org1', clusterId: 'c1', generation: 4, specRevision: 2,
       runtime: { image: 'nginx:1', replicas: 1, profile: { runAs: { user: 101, group: 101 } }, placement: { nodeIds: ['n1'] } },
@@ -116,6 +116,7 @@ describe('rollout decisions', () => {
       volumes: [{ id: 'vol-1', mountPath: '/data', initialization: null } as never],
       environment: { MODE: 'production' }, secrets: { TOKEN: { secretId: 'grp-1', secretVersionId: 'v1' } },
       readiness: { kind: 'http', port: 'http', path: '/healthz' },
+      networkPolicy: { egress: { kind: 'destinations', destinations: [{ host: 'api.example.com', port: 443, protocol: 'tcp' }] } },
       createdAt: 1, updatedAt: 2,
     } as IService;
     const next = applyRolloutChange(writableSpecOfService(stored), { image: 'nginx:2' });
@@ -123,6 +124,7 @@ describe('rollout decisions', () => {
     assert.deepEqual(next.environment, { MODE: 'production' });
     assert.deepEqual(next.secrets, { TOKEN: { secretId: 'grp-1', secretVersionId: 'v1' } });
     assert.deepEqual(next.readiness, { kind: 'http', port: 'http', path: '/healthz' });
+    assert.deepEqual(next.networkPolicy, stored.networkPolicy);
     assert.deepEqual(next.volumes, [{ mountPath: '/data' }], 'the server-managed id and initialization are left out');
     assert.deepEqual(next.routes, stored.routes);
   });

@@ -282,7 +282,7 @@ describe('runtime network manager over the real server', () => {
     assert.equal('workloadIngress' in applied, false, 'once applied, the withdrawal is no longer carried');
   });
 
-  test('full-mesh grants: workloads of one organization reach each other on the declared ports, through the relay\'s projection; a port no longer declared is withdrawn', async () => {
+  test('full-mesh grants: workloads of one organization reach each other on the declared ports, through the relay\'s projection; a port no longer declared, or a source whose policy closes its egress, is withdrawn', async () => {
     const { cluster, relayToken } = await t.createCluster('rn-mesh');
     const relay = await electedRelay(cluster.id, relayToken);
     await reportNode(relay, 'node-1');
@@ -331,6 +331,19 @@ describe('runtime network manager over the real server', () => {
     assert.deepEqual(grantsOf(withdrawn).sort(), [`${dbLease.lease.id}->${apiLease.lease.id} tcp/8080`, `${dbLease.lease.id}->${apiLease.lease.id} udp/53`].sort());
     assert.deepEqual(withdrawn.withdrawals, [{ source: apiLease.lease, destination: dbLease.lease, protocol: 'tcp', port: 5432, generation: withdrawn.generation }]);
     assert.deepEqual(validateRuntimeNetworkProjection(withdrawn), []);
+
+    // db's network policy now requests no egress: it opens no mesh connection, so its grants to api are withdrawn too.
+    const again = (await t.caller.call('getServiceById', { serviceId: db.id })) as { service: { generation: number } };
+    await t.caller.call('updateService', {
+      serviceId: db.id, expectedGeneration: again.service.generation,
+      service: { ...serviceSpec('mesh-db', 'org-a', 'node-2', []), networkPolicy: { egress: { kind: 'none' } } },
+    });
+    await waitFor(async () => (await readByRelay('node-1')).generation > withdrawn.generation, 'node-1 projection recomputed after the egress was closed', 10_000);
+    const closed = await readByRelay('node-1');
+    assert.deepEqual(grantsOf(closed), []);
+    assert.deepEqual((closed.withdrawals ?? []).filter((withdrawal) => withdrawal.generation === closed.generation).map((withdrawal) => `${withdrawal.source.id}->${withdrawal.destination.id} ${withdrawal.protocol}/${withdrawal.port}`).sort(),
+      [`${dbLease.lease.id}->${apiLease.lease.id} tcp/8080`, `${dbLease.lease.id}->${apiLease.lease.id} udp/53`].sort());
+    assert.deepEqual(validateRuntimeNetworkProjection(closed), []);
     await relay.close();
   });
 

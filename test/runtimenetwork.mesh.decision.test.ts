@@ -40,6 +40,9 @@ for (const [label, nodeId, workloads, expected] of [
   ['replicas of one service reach each other', 'n2',
     [workload('api', 'org', [[8080, 'tcp']])],
     ['a1->a2 tcp/8080', 'a2->a1 tcp/8080']],
+  ['a service whose network policy keeps it out of the mesh\'s egress opens nothing, and is still reached', 'n1',
+    [{ ...workload('api', 'org', [[8080, 'tcp']]), meshEgress: false }, workload('db', 'org', [[5432, 'tcp']])],
+    ['d1->a1 tcp/8080']],
 ] as const) {
   test(`full-mesh grants: ${label}`, () => {
     assert.deepEqual(show(deriveWorkloadMeshGrants(nodeId, leases, workloads)), expected);

@@ -24,6 +24,7 @@ const service = (overridesArg: Partial<IService> = {}): IService => ({
   environment: {},
   secrets: {},
   readiness: { kind: 'http', port: 'http', path: '/healthz' },
+  networkPolicy: null,
   createdAt: 1, updatedAt: 1,
   ...overridesArg,
 });
@@ -45,6 +46,9 @@ const base = (overridesArg: Partial<IServiceRuntimeFacts> = {}): IServiceRuntime
   observed: [{ nodeId: 'n-1', specRevision: 2, replicas: 1, state: 'ready', reportedAt: 10 }],
   ...overridesArg,
 });
+
+const meshPolicy: data.IServiceNetworkPolicy = { egress: { kind: 'mesh' } };
+const destinationsPolicy: data.IServiceNetworkPolicy = { egress: { kind: 'destinations', destinations: [{ host: 'api.example.com', port: 443, protocol: 'tcp' }] } };
 
 const volume = { id: 'vol-1', mountPath: '/data', readOnly: false, driver: 'local', initialization: { kind: 'empty' as const, ownership: { kind: 'explicit' as const, uid: 1, gid: 1, mode: 0o750 } } };
 
@@ -86,6 +90,18 @@ const refusals: Array<[string, Partial<IServiceRuntimeFacts>]> = [
   }],
   ['secret-version-missing', {
     service: service({ secrets: { TOKEN: { secretId: 'api-token', secretVersionId: 'v9' } } }), secrets: [{ name: 'TOKEN', valueBytes: null }],
+  }],
+  // A policy requested of a runtime whose relay states no network authority at all.
+  ['network-policy-missing', { service: service({ networkPolicy: meshPolicy }) }],
+  // The authority cannot express the requested egress.
+  ['network-policy-mismatch', { service: service({ networkPolicy: destinationsPolicy }), relayCapabilities: { ...everything, networkPolicy: { egress: ['none', 'mesh'] } } }],
+  // The placement names a node the authority does not govern.
+  ['network-policy-mismatch', { service: service({ networkPolicy: meshPolicy }), relayCapabilities: { ...everything, networkPolicy: { egress: ['mesh'], nodeIds: ['n-2'] } } }],
+  // No placement: every node of the cluster is eligible, and one of them is outside the authority.
+  ['network-policy-mismatch', {
+    service: service({ networkPolicy: { egress: { kind: 'none' } }, runtime: { ...service().runtime, placement: { nodeIds: [] } } }),
+    clusterNodeIds: new Set(['n-1', 'n-2']),
+    relayCapabilities: { ...everything, networkPolicy: { egress: ['none'], nodeIds: ['n-1'] } },
   }],
 ];
 
@@ -145,6 +161,37 @@ test('facts that do not break: no stated capabilities refuse nothing, an older r
   })), { state: 'converging', reason: null });
 });
 
+test('network policy: nothing requested, nothing stated, or an authority that expresses the egress on every eligible node admits the service', () => {
+  const converging = { state: 'converging', reason: null };
+  // No policy requested: an authority-less runtime is no reason to refuse.
+  assert.deepEqual(judgeServiceRuntime(base()), converging);
+  // A relay that states no capabilities claims nothing, so nothing is judged against it.
+  assert.deepEqual(judgeServiceRuntime(base({ service: service({ networkPolicy: meshPolicy }), relayCapabilities: null })), converging);
+  const authority = { ...everything, networkPolicy: { egress: ['none', 'mesh', 'destinations'] as data.TServiceNetworkEgressKind[] } };
+  for (const policy of [meshPolicy, destinationsPolicy, { egress: { kind: 'none' as const } }]) {
+    assert.deepEqual(judgeServiceRuntime(base({ service: service({ networkPolicy: policy }), relayCapabilities: authority })), converging, policy.egress.kind);
+  }
+  // A placement pinned to the governed node is admitted though the cluster has another node the authority does not govern.
+  assert.deepEqual(judgeServiceRuntime(base({
+    service: service({ networkPolicy: meshPolicy }), clusterNodeIds: new Set(['n-1', 'n-2']),
+    relayCapabilities: { ...everything, networkPolicy: { egress: ['mesh'], nodeIds: ['n-1'] } },
+  })), converging);
+});
+
+test('network policy in contract order: after node-authority-unsupported, before the workload pool refusals and any wait', () => {
+  const missing = { service: service({ networkPolicy: meshPolicy }) };
+  assert.deepEqual(judgeServiceRuntime(base({ ...missing, nodeWorkloadAuthorities: new Map([['n-1', 0]]) })), { state: 'refused', reason: 'node-authority-unsupported' });
+  assert.deepEqual(judgeServiceRuntime(base({ ...missing, workloadLeases: { shortfall: 1, poolMissing: true } })), { state: 'refused', reason: 'network-policy-missing' });
+  assert.deepEqual(judgeServiceRuntime(base({
+    service: service({ networkPolicy: destinationsPolicy }), relayCapabilities: { ...everything, networkPolicy: { egress: ['mesh'] } },
+    workloadLeases: { shortfall: 1, poolMissing: false }, routesTakenByOthers: ['web.example.com'],
+  })), { state: 'refused', reason: 'network-policy-mismatch' });
+  const order = data.serviceRuntimeRefusals as readonly string[];
+  assert.ok(order.indexOf('node-authority-unsupported') < order.indexOf('network-policy-missing'));
+  assert.ok(order.indexOf('network-policy-missing') < order.indexOf('network-policy-mismatch'));
+  assert.ok(order.indexOf('network-policy-mismatch') < order.indexOf('network-workload-pool-missing'));
+});
+
 test('the environment counts NAME=value and a NUL per entry in UTF-8 bytes, plain and secret alike, skipping secrets of unknown size', () => {
   assert.equal(serviceEnvironmentBytes({ environment: { A: 'b' } }, []), 4);
   assert.equal(serviceEnvironmentBytes({ environment: { Ä: 'é' } }, []), 2 + 1 + 2 + 1);
@@ -185,6 +232,18 @@ test('relay capabilities: a valid statement is admitted, every broken member is 
     'capabilities.secrets must be true or false',
     'capabilities.volumes must be true or false',
     'capabilities.portProtocols[0] must be tcp or udp',
+  ]);
+  assert.deepEqual(data.validateClusterRelayCapabilities({ ...everything, networkPolicy: { egress: ['none', 'mesh', 'destinations'], nodeIds: ['n-1'] } }), []);
+  assert.deepEqual(data.validateClusterRelayCapabilities({ ...everything, networkPolicy: { egress: ['mesh', 'mesh', 'open'], nodeIds: ['n-1', 'n-1', ''], extra: 1 } }), [
+    'capabilities.networkPolicy.extra is not a known member',
+    'capabilities.networkPolicy.egress[1] repeats an egress kind',
+    'capabilities.networkPolicy.egress[2] must be none, mesh or destinations',
+    'capabilities.networkPolicy.nodeIds[1] repeats a node',
+    "capabilities.networkPolicy.nodeIds[2] must be an id of 1-128 letters, digits, '.', '_' or '-' starting with a letter or digit",
+  ]);
+  assert.deepEqual(data.validateClusterRelayCapabilities({ ...everything, networkPolicy: { nodeIds: 'n-1' } }), [
+    'capabilities.networkPolicy.egress must be an array of egress kinds (none, mesh, destinations)',
+    'capabilities.networkPolicy.nodeIds must be an array of at most 1024 node ids',
   ]);
 });
 

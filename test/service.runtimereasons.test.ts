@@ -1,9 +1,11 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
+import { assertFieldProblems } from './helpers/refusals.js';
 import { connectHintedRelay } from './helpers/desiredstate.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
-import type { IServiceWritableSpec } from '../ts/interfaces/data/service.js';
+import type { IService, IServiceWritableSpec } from '../ts/interfaces/data/service.js';
+import type { IServiceNetworkPolicy } from '../ts/interfaces/data/servicenetworkpolicy.js';
 import type { IClusterRelayCapabilities } from '../ts/interfaces/data/clusterrelay.js';
 import { serviceKind } from '../ts/manager.service/service.manager.js';
 import { organizationKind } from '../ts/manager.service/organizations.js';
@@ -163,4 +165,93 @@ test('a node whose runtime session resolved no workload authority is refused nod
   await waitForVerdict(service.id, ['refused', 'node-authority-unsupported']);
   await relay.fire('reportRuntimeNodeSession', { nodeId: 'n1', session: { id: 'session-a', generation: 4 } });
   await waitForVerdict(service.id, ['converging', null]);
+});
+
+test('network policy: a policy the cluster\'s network authority does not enforce is refused network-policy-missing, one it cannot express network-policy-mismatch, and a bad policy changes nothing', async () => {
+  const mesh: IServiceNetworkPolicy = { egress: { kind: 'mesh' } };
+  const destinations: IServiceNetworkPolicy = { egress: { kind: 'destinations', destinations: [{ host: 'api.example.com', port: 443, protocol: 'tcp' }, { host: '192.0.2.7', port: 53, protocol: 'udp' }] } };
+  // The relay states its runtime's capabilities but no network authority: nothing would enforce a policy.
+  await register(everything);
+  const service = await create({ name: 'egress', networkPolicy: mesh });
+  assert.deepEqual(service.networkPolicy, mesh);
+  await waitForVerdict(service.id, ['refused', 'network-policy-missing']);
+  const plain = await create({ name: 'no-policy' });
+  await waitForVerdict(plain.id, ['converging', null]);
+
+  await register({ ...everything, networkPolicy: { egress: ['none', 'mesh'] } });
+  await waitForVerdict(service.id, ['converging', null]);
+
+  // Named destinations are a new spec revision, and an egress this authority cannot express.
+  const updated = (await t.caller.call('updateService', {
+    serviceId: service.id, expectedGeneration: service.generation, service: spec({ name: 'egress', networkPolicy: destinations }),
+  })).service;
+  assert.equal(updated.specRevision, service.specRevision + 1);
+  assert.deepEqual(updated.networkPolicy, destinations);
+  await waitForVerdict(service.id, ['refused', 'network-policy-mismatch']);
+  // An authority that expresses every egress but governs only a node the service is not placed on disagrees with the placement.
+  await register({ ...everything, networkPolicy: { egress: ['none', 'mesh', 'destinations'], nodeIds: ['n2'] } });
+  await waitForVerdict(service.id, ['refused', 'network-policy-mismatch']);
+  await register({ ...everything, networkPolicy: { egress: ['none', 'mesh', 'destinations'], nodeIds: ['n1'] } });
+  await waitForVerdict(service.id, ['converging', null]);
+
+  // The relay receives the policy to enforce; a service without one has no such member.
+  await t.cloudly.desiredStateManager.settled(clusterId);
+  const answer = await relay.fire('getClusterPlatformDesiredState', {});
+  assert.ok(!answer.unchanged);
+  const desired = new Map(answer.desiredState.services.map((entry) => [entry.serviceId, entry]));
+  assert.deepEqual(desired.get(service.id)?.networkPolicy, destinations);
+  assert.equal(Object.hasOwn(desired.get(plain.id) ?? {}, 'networkPolicy'), false);
+
+  // The audit shows what the update changed.
+  const audited = (await t.caller.call('getAuditEvents', { filter: { targetKind: 'CloudlyService', targetId: service.id } })).events;
+  const update = audited.find((event) => event.method === 'updateService');
+  assert.ok(update?.changed?.some((change) => change.field.startsWith('networkPolicy')), JSON.stringify(update));
+
+  // Bad input: every reason named, nothing stored, nothing changed.
+  const before: IService = (await t.caller.call('getServiceById', { serviceId: service.id })).service;
+  const { services: servicesBefore } = await t.caller.call('getServices', { clusterId });
+  const broken = {
+    egress: {
+      kind: 'destinations',
+      destinations: [
+        { host: 'API.example.com', port: 0, protocol: 'icmp' },
+        { host: '300.1.1.1', port: 443, protocol: 'tcp', via: 'proxy' },
+        { host: 'db.example.com', port: 5432, protocol: 'tcp' },
+        { host: 'db.example.com', port: 5432, protocol: 'tcp' },
+      ],
+    },
+    default: 'deny',
+  } as unknown as IServiceNetworkPolicy;
+  const expected = [
+    ['request.service.networkPolicy.default', 'field-unknown'],
+    ['request.service.networkPolicy.egress.destinations[0].host', 'field-invalid', 'must be a lowercase DNS name or an IPv4 address'],
+    ['request.service.networkPolicy.egress.destinations[0].port', 'field-invalid', 'must be an integer from 1 to 65535'],
+    ['request.service.networkPolicy.egress.destinations[0].protocol', 'field-invalid', 'must be tcp or udp'],
+    ['request.service.networkPolicy.egress.destinations[1].via', 'field-unknown'],
+    ['request.service.networkPolicy.egress.destinations[1].host', 'field-invalid'],
+    ['request.service.networkPolicy.egress.destinations[3]', 'field-duplicate', 'repeats the host, port and protocol of an earlier destination'],
+  ] as const;
+  assertFieldProblems(await refusalOf(() => t.caller.call('createService', { service: spec({ name: 'bad-egress', networkPolicy: broken }) })), expected);
+  assertFieldProblems(await refusalOf(() => t.caller.call('updateService', {
+    serviceId: service.id, expectedGeneration: before.generation, service: spec({ name: 'egress', networkPolicy: broken }),
+  })), expected);
+  assertFieldProblems(await refusalOf(() => t.caller.call('createService', {
+    service: spec({ name: 'bad-kind', networkPolicy: { egress: { kind: 'open' } } as unknown as IServiceNetworkPolicy }),
+  })), [['request.service.networkPolicy.egress', 'field-invalid', "must be { kind: 'none' }, { kind: 'mesh' } or { kind: 'destinations', destinations }"]]);
+  assertFieldProblems(await refusalOf(() => t.caller.call('createService', {
+    service: spec({ name: 'bad-list', networkPolicy: { egress: { kind: 'destinations', destinations: [] } } }),
+  })), [['request.service.networkPolicy.egress.destinations', 'field-invalid', 'must be an array of 1 to 64 destinations']]);
+  assertFieldProblems(await refusalOf(() => t.caller.call('createService', {
+    service: spec({ name: 'bad-none', networkPolicy: { egress: { kind: 'none', destinations: [] } } as unknown as IServiceNetworkPolicy }),
+  })), [['request.service.networkPolicy.egress.destinations', 'field-unknown', 'is not a known member']]);
+  // A dry run answers the policy it would store and stores nothing.
+  const dry = await t.caller.call('updateService', {
+    serviceId: service.id, expectedGeneration: before.generation, service: spec({ name: 'egress', networkPolicy: { egress: { kind: 'none' } } }), dryRun: true,
+  } as never) as unknown as { service: IService };
+  assert.deepEqual(dry.service.networkPolicy, { egress: { kind: 'none' } });
+  assert.deepEqual((await t.caller.call('getServiceById', { serviceId: service.id })).service, before);
+  assert.deepEqual((await t.caller.call('getServices', { clusterId })).services.map((entry) => entry.id), servicesBefore.map((entry) => entry.id));
+
+  // Back to a relay that states nothing, for any test after this one.
+  await register();
 });

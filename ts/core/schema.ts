@@ -8,6 +8,7 @@ import { integerSchema, stringSchema, type TCheckSchema } from './validation.js'
 import { streamIdPattern } from './streams.js';
 import { x25519PublicKeyPattern } from './sealing.js';
 import { canonicalIdPattern, sha256HexPattern } from '../interfaces/private/dataproperties.js';
+import { serviceEgressHostPattern, serviceNetworkEgressKinds, serviceNetworkPolicyLimits } from '../interfaces/data/servicenetworkpolicy.js';
 import {
   clusterIngressBearerPattern,
   clusterIngressRegistrationLimits as ingressLimits,
@@ -102,6 +103,11 @@ const definitionRules: Record<string, Record<string, TCheckSchema>> = {
   'TVirtualStream<"receive">': { streamId: stringSchema(32, 32, streamIdPattern) },
   'ISecretRecipient': { publicKey: stringSchema(43, 43, x25519PublicKeyPattern) },
   'IRuntimeNetworkProjectionApplication': { projectionId: canonicalId, nodeId: canonicalId, generation: integerSchema(1), digest: sha256Hex },
+  'IServiceEgressDestination': { host: stringSchema(1, serviceNetworkPolicyLimits.maximumHostLength, serviceEgressHostPattern), port: integerSchema(1, 65535) },
+  'IClusterNetworkPolicyAuthority': {
+    egress: { type: 'array', maxItems: serviceNetworkEgressKinds.length, uniqueItems: true },
+    nodeIds: { type: 'array', items: canonicalId, maxItems: serviceNetworkPolicyLimits.maximumAuthorityNodes, uniqueItems: true },
+  },
   'IClusterIngressRegistration': {
     bearer: stringSchema(ingressLimits.minimumBearerLength, ingressLimits.maximumBearerLength, clusterIngressBearerPattern),
     version: stringSchema(1, ingressLimits.maximumVersionLength, clusterIngressVersionPattern),

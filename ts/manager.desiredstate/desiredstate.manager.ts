@@ -3,6 +3,7 @@ import { secretGroupKind } from '../manager.secret/secretgroups.js';
 import { secretRecipientsKind } from '../manager.secret/documents.js';
 import { resolveServiceSecrets } from '../manager.service/secretresolution.js';
 import { snapshotServiceEnvironment } from '../interfaces/data/serviceenvironment.js';
+import { snapshotServiceNetworkPolicy, type IServiceNetworkPolicy } from '../interfaces/data/servicenetworkpolicy.js';
 import type { IClusterReads } from '../manager.cluster/ports.js';
 import type { IClusterIngressDesignation } from '../interfaces/data/clusteringressdesignation.js';
 import type { IClusterIngressResolvedRoute } from '../interfaces/data/clusteringress.js';
@@ -67,6 +68,12 @@ export {
   type IServiceObservedStateDocument,
 } from './documents.js';
 export { deriveClusterRoutes } from './routes.js';
+
+/** The desired service's `networkPolicy` member: present only when the service requests a policy. */
+const withNetworkPolicyOf = (serviceArg: { networkPolicy?: IServiceNetworkPolicy | null }): { networkPolicy?: IServiceNetworkPolicy } => {
+  const policy = snapshotServiceNetworkPolicy(serviceArg.networkPolicy);
+  return policy === null ? {} : { networkPolicy: policy };
+};
 
 /** What is wrong with a relay's answer to the desired-state hint (`{ acknowledged: boolean }`), member by member. */
 export const hintAnswerReasons = (answerArg: unknown): string[] => {
@@ -263,6 +270,7 @@ export class DesiredStateManager {
         secrets: resolveServiceSecrets(service, groupsById, recipients).flatMap((secret) => (secret.state === 'deliverable'
           ? [{ name: secret.name, secretVersion: { ...secret.reference }, version: secret.version, sealed: secret.sealed }]
           : [])),
+        ...withNetworkPolicyOf(service),
       })),
       ingress,
       removals: services.filter((service) => service.deletionRequestedAt !== undefined)

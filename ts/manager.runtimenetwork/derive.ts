@@ -57,6 +57,12 @@ export interface IRuntimeNetworkMeshWorkload {
   serviceId: string;
   organizationId: string;
   ports: ReadonlyArray<{ protocol: TRuntimeNetworkProtocol; port: number }>;
+  /**
+   * False when the service's network policy requests an egress other than its organization's mesh
+   * (`none`, or named destinations only): its workloads open no mesh connection, though others of
+   * the organization still reach its ports. Absent: true (no policy requested).
+   */
+  meshEgress?: boolean;
 }
 
 /** The projection id of a node: readable when it fits the id rule, otherwise a digest of the pair. */
@@ -131,7 +137,8 @@ export const deriveWorkloadIngressGrants = (
  * one organization (two replicas of one service too), one grant per port the destination's service
  * declares, wherever at least one of the two is placed on this node: the admission rule of workload
  * ingress grants. A lease of a service the mesh does not know (deleted, or of another cluster) gets
- * nothing. Sorted in the contract's order.
+ * nothing, and a service whose network policy keeps it out of the mesh's egress is no source.
+ * Sorted in the contract's order.
  */
 export const deriveWorkloadMeshGrants = (
   nodeIdArg: string,
@@ -147,7 +154,7 @@ export const deriveWorkloadMeshGrants = (
     }
     for (const source of leasesArg) {
       const origin = workloads.get(source.serviceId);
-      if (!origin || origin.organizationId !== target.organizationId || source.lease.id === destination.lease.id
+      if (!origin || origin.meshEgress === false || origin.organizationId !== target.organizationId || source.lease.id === destination.lease.id
         || (source.nodeId !== nodeIdArg && destination.nodeId !== nodeIdArg)) {
         continue;
       }

@@ -54,6 +54,7 @@ const meshWorkloadOf = (serviceArg: IServiceDocument): IRuntimeNetworkMeshWorklo
   serviceId: serviceArg.id,
   organizationId: serviceArg.organizationId,
   ports: (serviceArg.ports ?? []).map((port) => ({ protocol: port.protocol, port: port.port })),
+  ...(serviceArg.networkPolicy && serviceArg.networkPolicy.egress.kind !== 'mesh' ? { meshEgress: false } : {}),
 });
 
 /** What the runtime network manager asks of the controllers; built by the composition root. */

@@ -1,3 +1,4 @@
+import { snapshotServiceNetworkPolicy, type IServiceNetworkPolicy } from '../interfaces/data/servicenetworkpolicy.js';
 import { defineDocumentKind, ownedByClusterOfNodeId, ownedByServiceOfId, type IStoredDocument } from '../core/store.js';
 import {
   snapshotServicePorts,
@@ -48,6 +49,8 @@ export interface IServiceDocument extends IStoredDocument {
   secrets?: TServiceSecretEnvironment;
   /** The readiness target (absent on documents written before it existed, read as none). */
   readiness?: TServiceReadinessTarget | null;
+  /** The requested network policy (absent on documents written before it existed, read as none). */
+  networkPolicy?: IServiceNetworkPolicy | null;
   claimDecisions: IServiceVolumeClaimDecision[];
   createdAt: number;
   updatedAt: number;
@@ -98,7 +101,7 @@ export const serviceKind = defineDocumentKind<IServiceDocument>('CloudlyService'
   owners: ownedByServiceOfId,
   // A service's spec holds no secret (secrets are bound by reference, plain environment values are
   // plain by declaration): its audit events show what changed.
-  auditedFields: ['name', 'organizationId', 'clusterId', 'runtime', 'ports', 'routes', 'volumes', 'environment', 'secrets', 'readiness', 'specRevision', 'deletionRequestedAt'],
+  auditedFields: ['name', 'organizationId', 'clusterId', 'runtime', 'ports', 'routes', 'volumes', 'environment', 'secrets', 'readiness', 'networkPolicy', 'specRevision', 'deletionRequestedAt'],
 });
 export const runtimeLocalStorageClaimKind = defineDocumentKind<IRuntimeLocalStorageClaimDocument>('CloudlyRuntimeLocalStorageClaim');
 export const runtimeNodeSessionKind = defineDocumentKind<IRuntimeNodeSessionDocument>('CloudlyRuntimeNodeSession', { owners: ownedByClusterOfNodeId });
@@ -118,6 +121,7 @@ export const toPublicService = (docArg: IServiceDocument): IService => ({
   environment: snapshotServiceEnvironment(docArg.environment),
   secrets: snapshotServiceSecrets(docArg.secrets),
   readiness: snapshotServiceReadiness(docArg.readiness),
+  networkPolicy: snapshotServiceNetworkPolicy(docArg.networkPolicy),
   createdAt: docArg.createdAt,
   updatedAt: docArg.updatedAt,
 });

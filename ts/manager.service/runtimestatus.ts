@@ -142,6 +142,44 @@ export const judgeServiceNodeAuthority = (
 };
 
 /**
+ * `network-policy-missing` and `network-policy-mismatch`: what the cluster's network authority (as
+ * the relay states it, `capabilities.networkPolicy`) can enforce of the policy the service
+ * requests. A service that requests none is not judged, nor is anything while the relay states no
+ * capabilities (nothing to judge against).
+ *
+ * - `network-policy-missing`: the capabilities state no network authority, so no policy of the
+ *   service would be enforced anywhere.
+ * - `network-policy-mismatch`: the authority cannot express the requested egress kind, or a node
+ *   the service may run on (its placement's nodes the cluster has, or every node of the cluster
+ *   without a placement) is outside the nodes the authority governs. Pure.
+ */
+export const judgeServiceNetworkPolicy = (
+  factsArg: Pick<IServiceRuntimeFacts, 'service' | 'relayCapabilities' | 'clusterNodeIds'>,
+): TServiceRuntimeRefusal | null => {
+  const policy = factsArg.service.networkPolicy ?? null;
+  const capabilities = factsArg.relayCapabilities ?? null;
+  if (policy === null || capabilities === null) {
+    return null;
+  }
+  const authority = capabilities.networkPolicy;
+  if (authority === undefined) {
+    return 'network-policy-missing';
+  }
+  if (!authority.egress.includes(policy.egress.kind)) {
+    return 'network-policy-mismatch';
+  }
+  if (authority.nodeIds !== undefined && factsArg.clusterNodeIds) {
+    const governed = new Set(authority.nodeIds);
+    const placement = factsArg.service.runtime.placement.nodeIds;
+    const eligible = placement.length > 0 ? placement.filter((nodeId) => factsArg.clusterNodeIds!.has(nodeId)) : [...factsArg.clusterNodeIds];
+    if (eligible.some((nodeId) => !governed.has(nodeId))) {
+      return 'network-policy-mismatch';
+    }
+  }
+  return null;
+};
+
+/**
  * The bytes the whole environment takes in the workload's process (`NAME=value` and a NUL per
  * entry, plain and secret alike), counting the secrets whose sizes are known. Pure.
  */
@@ -319,6 +357,10 @@ export const judgeServiceRuntime = (factsArg: IServiceRuntimeFacts): TServiceRun
   const nodeAuthority = judgeServiceNodeAuthority(factsArg);
   if (nodeAuthority) {
     return { state: 'refused', reason: nodeAuthority };
+  }
+  const networkPolicy = judgeServiceNetworkPolicy(factsArg);
+  if (networkPolicy) {
+    return { state: 'refused', reason: networkPolicy };
   }
   // A workload without its lease has no address to run at (contract order: before the volume refusals).
   if (factsArg.workloadLeases && factsArg.workloadLeases.shortfall > 0) {

@@ -20,6 +20,7 @@ import {
   type TServiceWritableVolume,
 } from '../interfaces/data/servicevolume.js';
 import { snapshotServiceEnvironment, snapshotServiceSecrets } from '../interfaces/data/serviceenvironment.js';
+import { snapshotServiceNetworkPolicy } from '../interfaces/data/servicenetworkpolicy.js';
 import { secretGroupKind } from '../manager.secret/secretgroups.js';
 import { secretRecipientsKind } from '../manager.secret/documents.js';
 import { resolveServiceSecrets } from './secretresolution.js';
@@ -178,10 +179,11 @@ const decideServiceUpdate = (
   const environment = snapshotServiceEnvironment(spec.environment);
   const secrets = snapshotServiceSecrets(spec.secrets);
   const readiness = snapshotServiceReadiness(spec.readiness);
-  const specRevision = isSameServiceExecution(toPublicService(currentArg), { runtime, ports, routes, environment, secrets, readiness })
+  const networkPolicy = snapshotServiceNetworkPolicy(spec.networkPolicy);
+  const specRevision = isSameServiceExecution(toPublicService(currentArg), { runtime, ports, routes, environment, secrets, readiness, networkPolicy })
     ? currentArg.specRevision
     : currentArg.specRevision + 1;
-  const view: IService = { ...toPublicService(currentArg), name: spec.name, runtime, ports, routes, volumes, environment, secrets, readiness, specRevision, updatedAt: nowArg };
+  const view: IService = { ...toPublicService(currentArg), name: spec.name, runtime, ports, routes, volumes, environment, secrets, readiness, networkPolicy, specRevision, updatedAt: nowArg };
   return {
     kind: 'write',
     change: {
@@ -194,6 +196,7 @@ const decideServiceUpdate = (
         environment,
         secrets,
         readiness,
+        networkPolicy,
         specRevision,
         updatedAt: nowArg,
         claimDecisions: decideVolumeClaims(view, currentArg.claimDecisions, newClaimIdArg),
@@ -375,6 +378,7 @@ export class ServiceManager {
           environment: snapshotServiceEnvironment(request.service.environment),
           secrets: snapshotServiceSecrets(request.service.secrets),
           readiness: snapshotServiceReadiness(request.service.readiness),
+          networkPolicy: snapshotServiceNetworkPolicy(request.service.networkPolicy),
           claimDecisions: [],
           createdAt: now,
           updatedAt: now,

@@ -274,15 +274,16 @@ export const writableSpecOf = (serviceArg: IServiceWritableSpec & { volumes: Arr
   ...withUneditedMembersOf(serviceArg, {}),
 });
 
-/** The members the service form does not edit (environment, secrets, readiness target), as read, over a spec from the form. */
+/** The members the service form does not edit (environment, secrets, readiness target, network policy), as read, over a spec from the form. */
 export const withUneditedMembersOf = <T extends object>(
-  serviceArg: Pick<IServiceWritableSpec, 'environment' | 'secrets' | 'readiness'>,
+  serviceArg: Pick<IServiceWritableSpec, 'environment' | 'secrets' | 'readiness' | 'networkPolicy'>,
   specArg: T,
-): T & Pick<IServiceWritableSpec, 'environment' | 'secrets' | 'readiness'> => ({
+): T & Pick<IServiceWritableSpec, 'environment' | 'secrets' | 'readiness' | 'networkPolicy'> => ({
   ...specArg,
   ...(serviceArg.environment && Object.keys(serviceArg.environment).length > 0 ? { environment: serviceArg.environment } : {}),
   ...(serviceArg.secrets && Object.keys(serviceArg.secrets).length > 0 ? { secrets: serviceArg.secrets } : {}),
   ...(serviceArg.readiness ? { readiness: serviceArg.readiness } : {}),
+  ...(serviceArg.networkPolicy ? { networkPolicy: serviceArg.networkPolicy } : {}),
 });
 
 // ---- operations ----

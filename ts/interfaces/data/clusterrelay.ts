@@ -2,6 +2,11 @@ import { isCanonicalId, isRecord } from '../private/dataproperties.js';
 import { collectCanonicalHttpOriginReasons, parseUrlOrNull } from '../private/httporigin.js';
 import { collectMemberReasons, readBoundedDataList, readOwnDataValue } from '../private/ownproperties.js';
 import { isClusterNodeId, validateClusterNodeHostAddresses } from './clusternode.js';
+import {
+  snapshotClusterNetworkPolicyAuthority,
+  validateClusterNetworkPolicyAuthority,
+  type IClusterNetworkPolicyAuthority,
+} from './servicenetworkpolicy.js';
 
 /** Limits of relay registrations. Project's own definition. */
 export const clusterRelayRegistrationContract = Object.freeze({
@@ -66,9 +71,15 @@ export interface IClusterRelayCapabilities {
   volumes: boolean;
   /** The port protocols its workloads may listen on. */
   portProtocols: Array<(typeof clusterRelayPortProtocols)[number]>;
+  /**
+   * What the cluster's network authority enforces of a service's network policy: the egress kinds
+   * it expresses and the nodes it governs. Absent: it enforces none, and a service that requests a
+   * policy is refused `network-policy-missing` (docs/api/services.md, "Network policy").
+   */
+  networkPolicy?: IClusterNetworkPolicyAuthority;
 }
 
-const capabilityKeys = ['platforms', 'secrets', 'volumes', 'portProtocols'] as const;
+const capabilityKeys = ['platforms', 'secrets', 'volumes', 'portProtocols', 'networkPolicy'] as const;
 const platformNamePattern = /^[a-z][a-z0-9-]{0,63}$/;
 
 /** Every reason a value is not a relay's capability statement, in the order of its members. */
@@ -112,6 +123,9 @@ export const validateClusterRelayCapabilities = (valueArg: unknown, pathArg = 'c
       }
     });
   }
+  if (Object.hasOwn(valueArg, 'networkPolicy')) {
+    reasons.push(...validateClusterNetworkPolicyAuthority(readOwnDataValue(valueArg, 'networkPolicy'), `${pathArg}.networkPolicy`));
+  }
   return reasons;
 };
 
@@ -121,6 +135,7 @@ export const snapshotClusterRelayCapabilities = (valueArg: IClusterRelayCapabili
   secrets: valueArg.secrets,
   volumes: valueArg.volumes,
   portProtocols: [...valueArg.portProtocols],
+  ...(valueArg.networkPolicy !== undefined ? { networkPolicy: snapshotClusterNetworkPolicyAuthority(valueArg.networkPolicy) } : {}),
 });
 
 /**

@@ -9,6 +9,7 @@ import type {
 } from './clusteringress.js';
 import type { ICorestoreControlCredentialReference, ISealedSecret, ISecretVersionReference } from './secret.js';
 import type { TServiceEnvironment } from './serviceenvironment.js';
+import type { IServiceNetworkPolicy } from './servicenetworkpolicy.js';
 import { computeDomainDigestHex } from '../private/canonicaljson.js';
 import type { IRuntimeAssignmentStatus } from './runtimeassignment.js';
 
@@ -49,6 +50,12 @@ export interface IClusterPlatformDesiredService {
    * that cannot reach the cluster is left out and the service's verdict is `secret-version-missing`.
    */
   secrets: IClusterPlatformDesiredSecret[];
+  /**
+   * The network policy the service requests, for the cluster's network authority to enforce;
+   * absent when it requests none, so a service without one has the canonical bytes it had before
+   * the member existed. Project's own member.
+   */
+  networkPolicy?: IServiceNetworkPolicy;
 }
 
 /** One secret of a service as its cluster's relay receives it: never in clear (docs/secrets.md). */

@@ -14,6 +14,7 @@ export * from './servicewritable.js';
 export * from './servicenaming.js';
 export * from './servicevolume.js';
 export * from './serviceenvironment.js';
+export * from './servicenetworkpolicy.js';
 export * from './servicevolumeuse.js';
 export * from './serviceruntimestatus.js';
 export * from './runtimelocalstorageclaim.js';

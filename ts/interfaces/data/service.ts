@@ -18,6 +18,7 @@ import {
   type TServiceEnvironment,
   type TServiceSecretEnvironment,
 } from './serviceenvironment.js';
+import { snapshotServiceNetworkPolicy, validateServiceNetworkPolicy, type IServiceNetworkPolicy } from './servicenetworkpolicy.js';
 
 /**
  * A service as Cloudly stores it. Project's own minimal definition: the members the service
@@ -106,6 +107,11 @@ export interface IService {
   secrets: TServiceSecretEnvironment;
   /** Project's own member: the readiness target, or null when none is declared. */
   readiness: TServiceReadinessTarget | null;
+  /**
+   * Project's own member: the network policy the service requests (its egress), or null when it
+   * requests none (docs/api/services.md, "Network policy").
+   */
+  networkPolicy: IServiceNetworkPolicy | null;
   createdAt: number;
   updatedAt: number;
 }
@@ -127,6 +133,8 @@ export interface IServiceWritableSpec {
   secrets?: TServiceSecretEnvironment;
   /** Absent or null means none declared. */
   readiness?: TServiceReadinessTarget | null;
+  /** Absent or null means no policy requested. */
+  networkPolicy?: IServiceNetworkPolicy | null;
 }
 
 /** Project's own limits for the writable spec. */
@@ -331,7 +339,7 @@ export const validateServiceWritableSpec = (valueArg: unknown, pathArg = 'servic
     if (record === null) {
       return [`${pathArg} must be a plain object`];
     }
-    const reasons = reasonsForUnknownKeys(record, ['name', 'organizationId', 'clusterId', 'runtime', 'ports', 'routes', 'volumes', 'environment', 'secrets', 'readiness'], pathArg);
+    const reasons = reasonsForUnknownKeys(record, ['name', 'organizationId', 'clusterId', 'runtime', 'ports', 'routes', 'volumes', 'environment', 'secrets', 'readiness', 'networkPolicy'], pathArg);
     reasons.push(...validateServiceName(readServiceDataField(record, 'name'), `${pathArg}.name`));
     reasons.push(...validateServiceCanonicalId(readServiceDataField(record, 'organizationId'), `${pathArg}.organizationId`));
     reasons.push(...validateServiceCanonicalId(readServiceDataField(record, 'clusterId'), `${pathArg}.clusterId`));
@@ -339,6 +347,7 @@ export const validateServiceWritableSpec = (valueArg: unknown, pathArg = 'servic
     reasons.push(...validateServicePortsAndRoutes(record, pathArg));
     reasons.push(...validateServiceEnvironment(record, pathArg));
     reasons.push(...validateServiceReadiness(record, pathArg));
+    reasons.push(...validateServiceNetworkPolicy(record, pathArg));
     const volumes = readServiceDataArray(readServiceDataField(record, 'volumes'), serviceSpecLimits.maximumVolumes);
     if (volumes === null) {
       reasons.push(`${pathArg}.volumes must be an array of at most ${serviceSpecLimits.maximumVolumes} volumes`);
@@ -386,15 +395,17 @@ export const snapshotServiceRoutes = (routesArg: readonly IServiceRoute[]): ISer
 
 /**
  * True when two services ask the nodes for the same thing: the same runtime spec, ports, routes,
- * environment, secret references and readiness target. A difference in any of them is a new `specRevision`.
+ * environment, secret references, readiness target and network policy. A difference in any of them
+ * is a new `specRevision`.
  */
 export const isSameServiceExecution = (
-  leftArg: Pick<IService, 'runtime' | 'ports' | 'routes'> & Partial<Pick<IService, 'environment' | 'secrets' | 'readiness'>>,
-  rightArg: Pick<IService, 'runtime' | 'ports' | 'routes'> & Partial<Pick<IService, 'environment' | 'secrets' | 'readiness'>>,
+  leftArg: Pick<IService, 'runtime' | 'ports' | 'routes'> & Partial<Pick<IService, 'environment' | 'secrets' | 'readiness' | 'networkPolicy'>>,
+  rightArg: Pick<IService, 'runtime' | 'ports' | 'routes'> & Partial<Pick<IService, 'environment' | 'secrets' | 'readiness' | 'networkPolicy'>>,
 ): boolean =>
   isSameServiceRuntimeSpec(leftArg.runtime, rightArg.runtime)
   && canonicalizeJson(snapshotServicePorts(leftArg.ports)) === canonicalizeJson(snapshotServicePorts(rightArg.ports))
   && canonicalizeJson(snapshotServiceRoutes(leftArg.routes)) === canonicalizeJson(snapshotServiceRoutes(rightArg.routes))
   && canonicalizeJson(snapshotServiceEnvironment(leftArg.environment)) === canonicalizeJson(snapshotServiceEnvironment(rightArg.environment))
   && canonicalizeJson(snapshotServiceSecrets(leftArg.secrets)) === canonicalizeJson(snapshotServiceSecrets(rightArg.secrets))
-  && canonicalizeJson(snapshotServiceReadiness(leftArg.readiness)) === canonicalizeJson(snapshotServiceReadiness(rightArg.readiness));
+  && canonicalizeJson(snapshotServiceReadiness(leftArg.readiness)) === canonicalizeJson(snapshotServiceReadiness(rightArg.readiness))
+  && canonicalizeJson(snapshotServiceNetworkPolicy(leftArg.networkPolicy)) === canonicalizeJson(snapshotServiceNetworkPolicy(rightArg.networkPolicy));

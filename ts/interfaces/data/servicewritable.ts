@@ -18,4 +18,5 @@ export const writableSpecOfService = (serviceArg: IService): IServiceWritableSpe
   environment: serviceArg.environment ?? {},
   secrets: serviceArg.secrets ?? {},
   readiness: serviceArg.readiness ?? null,
+  networkPolicy: serviceArg.networkPolicy ?? null,
 });

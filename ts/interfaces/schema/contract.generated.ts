@@ -1184,6 +1184,27 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IClusterNetworkPolicyAuthority": {
+   "type": "object",
+   "properties": {
+    "egress": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/TServiceNetworkEgressKind"
+     }
+    },
+    "nodeIds": {
+     "type": "array",
+     "items": {
+      "type": "string"
+     }
+    }
+   },
+   "required": [
+    "egress"
+   ],
+   "additionalProperties": false
+  },
   "IClusterNode": {
    "type": "object",
    "properties": {
@@ -1494,6 +1515,9 @@ export const contractSchema: IContractSchemaDocument = {
      "items": {
       "$ref": "#/$defs/IClusterPlatformDesiredSecret"
      }
+    },
+    "networkPolicy": {
+     "$ref": "#/$defs/IServiceNetworkPolicy"
     }
    },
    "required": [
@@ -1748,6 +1772,9 @@ export const contractSchema: IContractSchemaDocument = {
        "udp"
       ]
      }
+    },
+    "networkPolicy": {
+     "$ref": "#/$defs/IClusterNetworkPolicyAuthority"
     }
    },
    "required": [
@@ -4593,6 +4620,16 @@ export const contractSchema: IContractSchemaDocument = {
       }
      ]
     },
+    "networkPolicy": {
+     "anyOf": [
+      {
+       "$ref": "#/$defs/IServiceNetworkPolicy"
+      },
+      {
+       "type": "null"
+      }
+     ]
+    },
     "createdAt": {
      "type": "number"
     },
@@ -4614,6 +4651,7 @@ export const contractSchema: IContractSchemaDocument = {
     "environment",
     "secrets",
     "readiness",
+    "networkPolicy",
     "createdAt",
     "updatedAt"
    ],
@@ -4701,6 +4739,30 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IServiceEgressDestination": {
+   "type": "object",
+   "properties": {
+    "host": {
+     "type": "string"
+    },
+    "port": {
+     "type": "number"
+    },
+    "protocol": {
+     "type": "string",
+     "enum": [
+      "tcp",
+      "udp"
+     ]
+    }
+   },
+   "required": [
+    "host",
+    "port",
+    "protocol"
+   ],
+   "additionalProperties": false
+  },
   "IServiceHistoricalClaim": {
    "type": "object",
    "properties": {
@@ -4762,6 +4824,18 @@ export const contractSchema: IContractSchemaDocument = {
     "secretId",
     "secretVersionId",
     "cause"
+   ],
+   "additionalProperties": false
+  },
+  "IServiceNetworkPolicy": {
+   "type": "object",
+   "properties": {
+    "egress": {
+     "$ref": "#/$defs/TServiceNetworkEgress"
+    }
+   },
+   "required": [
+    "egress"
    ],
    "additionalProperties": false
   },
@@ -5187,6 +5261,16 @@ export const contractSchema: IContractSchemaDocument = {
      "anyOf": [
       {
        "$ref": "#/$defs/TServiceReadinessTarget"
+      },
+      {
+       "type": "null"
+      }
+     ]
+    },
+    "networkPolicy": {
+     "anyOf": [
+      {
+       "$ref": "#/$defs/IServiceNetworkPolicy"
       },
       {
        "type": "null"
@@ -5742,6 +5826,64 @@ export const contractSchema: IContractSchemaDocument = {
    "additionalProperties": {
     "type": "string"
    }
+  },
+  "TServiceNetworkEgress": {
+   "anyOf": [
+    {
+     "type": "object",
+     "properties": {
+      "kind": {
+       "type": "string",
+       "const": "none"
+      }
+     },
+     "required": [
+      "kind"
+     ],
+     "additionalProperties": false
+    },
+    {
+     "type": "object",
+     "properties": {
+      "kind": {
+       "type": "string",
+       "const": "mesh"
+      }
+     },
+     "required": [
+      "kind"
+     ],
+     "additionalProperties": false
+    },
+    {
+     "type": "object",
+     "properties": {
+      "kind": {
+       "type": "string",
+       "const": "destinations"
+      },
+      "destinations": {
+       "type": "array",
+       "items": {
+        "$ref": "#/$defs/IServiceEgressDestination"
+       }
+      }
+     },
+     "required": [
+      "kind",
+      "destinations"
+     ],
+     "additionalProperties": false
+    }
+   ]
+  },
+  "TServiceNetworkEgressKind": {
+   "type": "string",
+   "enum": [
+    "none",
+    "mesh",
+    "destinations"
+   ]
   },
   "TServiceReadinessTarget": {
    "anyOf": [

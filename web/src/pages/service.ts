@@ -373,7 +373,7 @@ export class CloudlyServicePage extends LivePage {
   /** Replaces the spec, compare-and-swap on the generation read (a change meanwhile is refused `conflict`). */
   private updateService(formSpecArg: IServiceWritableSpec): void {
     const service = this.editingSpec!.base;
-    // The form does not edit the environment, secrets or readiness target: they go back as read.
+    // The form does not edit the environment, secrets, readiness target or network policy: they go back as read.
     const specArg = withUneditedMembersOf(service, formSpecArg);
     const request = { serviceId: service.id, expectedGeneration: service.generation, service: specArg };
     CloudlyActionDialog.open({
