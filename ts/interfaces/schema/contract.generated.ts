@@ -3865,12 +3865,31 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "address": {
      "type": "string"
+    },
+    "readiness": {
+     "$ref": "#/$defs/IRuntimeNetworkEndpointReadiness"
     }
    },
    "required": [
     "lease",
     "nodeId",
     "address"
+   ],
+   "additionalProperties": false
+  },
+  "IRuntimeNetworkEndpointReadiness": {
+   "type": "object",
+   "properties": {
+    "observation": {
+     "type": "number"
+    },
+    "ready": {
+     "type": "boolean"
+    }
+   },
+   "required": [
+    "observation",
+    "ready"
    ],
    "additionalProperties": false
   },
