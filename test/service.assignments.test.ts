@@ -2,6 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import { connectHintedRelay, type TDesiredStateHint } from './helpers/desiredstate.js';
+import { createCli, type ICli } from './cli.fixture.js';
 import type { CloudlyRelayClient } from '../ts/client/relay.js';
 import type { IClusterPlatformObservedService } from '../ts/interfaces/data/desiredstate.js';
 import type { IRuntimeNetworkAddressPlan } from '../ts/interfaces/data/runtimenetworkaddressplan.js';
@@ -24,8 +25,24 @@ const summary = (viewArg: IServiceRuntimeAssignmentView) => ({
 
 describe('assignment views through the real server', () => {
   let t: ITestCloudly;
-  before(async () => { t = await startTestCloudly({ relayLivenessGraceMs: graceMs }); });
-  after(async () => { await t.stop(); });
+  let cli: ICli;
+  before(async () => {
+    t = await startTestCloudly({ relayLivenessGraceMs: graceMs });
+    cli = await createCli();
+    await cli.login(t);
+  });
+  after(async () => {
+    await t.stop();
+    await cli.dispose();
+  });
+
+  /** The assignment rows of `cloudly services status` (table output), one line a slot. */
+  const cliAssignmentRows = async (serviceIdArg: string): Promise<string[]> => {
+    const run = await cli.run(['services', 'status', '--service', serviceIdArg]);
+    assert.equal(run.code, 0, run.stderr);
+    const section = run.stdout.split('assignments:\n')[1]?.split('\n\n')[0] ?? '';
+    return section.split('\n').slice(1).filter((line) => line.trim() !== '');
+  };
 
   const viewsOf = async (serviceIdArg: string) =>
     (await t.caller.call('getServiceRuntimeStatus', { serviceId: serviceIdArg })).assignments;
@@ -186,6 +203,12 @@ describe('assignment views through the real server', () => {
     const { status, unknown } = await t.caller.call('getServiceRuntimeStatus', { serviceId: service.id });
     assert.deepEqual(dark[0].stale, unknown);
     assert.equal(status.id, service.id);
+    const darkRows = await cliAssignmentRows(service.id);
+    assert.equal(darkRows.length, 3, darkRows.join('\n'));
+    for (const row of darkRows) {
+      assert.match(row, /\bstale\b/, 'the CLI shows each dark slot stale');
+      assert.doesNotMatch(row, /\brunning\b/);
+    }
 
     const back = await connectHintedRelay(t, cluster.id, relayToken, []);
     await report(back, revision, [
@@ -194,5 +217,7 @@ describe('assignment views through the real server', () => {
     ]);
     await waitFor(async () => (await viewsOf(service.id)).every((view) => view.stale === null), 'current again', 15_000);
     assert.deepEqual((await viewsOf(service.id)).map((view) => view.condition), ['running', 'running', 'running']);
+    const rows = await cliAssignmentRows(service.id);
+    assert.deepEqual(rows.map((row) => row.trim().split(/\s+/).slice(0, 3)), [['0', 'n1', 'running'], ['1', 'n2', 'running'], ['2', 'n1', 'running']]);
   });
 });
