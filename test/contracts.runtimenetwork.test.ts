@@ -586,6 +586,56 @@ describe('admitRuntimeNetworkProjection', () => {
     });
   });
 
+  test('membership and readiness evidence never regress', () => {
+    /** The base endpoints with `far` at the given lease generation and readiness evidence. */
+    const withFar = (generationArg: number, readinessArg?: { observation: number; ready: boolean }) =>
+      baseEndpoints().map((entry) => (entry.lease.id === 'far'
+        ? { ...endpoint('far', 'node-c', '10.64.0.5', generationArg), ...(readinessArg ? { readiness: readinessArg } : {}) }
+        : entry));
+    const first = seal({ endpoints: withFar(2, { observation: 3, ready: true }) });
+    assert.deepEqual(validateRuntimeNetworkProjection(first), []);
+    const refusals: Array<[string, IRuntimeNetworkEndpoint[], string]> = [
+      ['an older lease generation', withFar(1),
+        'next.endpoints[1].lease.generation must not go below 2: the membership evidence of lease far regressed'],
+      ['dropped readiness evidence', withFar(2),
+        'next.endpoints[1].readiness must be stated: the preceding projection stated readiness evidence (observation 3) for lease far'],
+      ['an older observation', withFar(2, { observation: 2, ready: true }),
+        'next.endpoints[1].readiness.observation must not go below 3: the readiness evidence of lease far regressed'],
+      ['changed evidence under one observation', withFar(2, { observation: 3, ready: false }),
+        'next.endpoints[1].readiness.ready must stay true under observation 3: changed evidence needs a newer observation'],
+    ];
+    for (const [name, endpoints, reason] of refusals) {
+      assert.deepEqual(admitRuntimeNetworkProjection(first, follow(first, { endpoints })), { admitted: false, reasons: [reason] }, name);
+    }
+    const admitted: Array<[string, IRuntimeNetworkEndpoint[]]> = [
+      ['the same evidence', withFar(2, { observation: 3, ready: true })],
+      ['a newer observation saying unready', withFar(2, { observation: 4, ready: false })],
+      ['a new lease generation without evidence yet', withFar(3)],
+      ['a new lease generation starting its own observations', withFar(3, { observation: 1, ready: false })],
+    ];
+    for (const [name, endpoints] of admitted) {
+      assert.equal(admitRuntimeNetworkProjection(first, follow(first, { endpoints })).admitted, true, name);
+    }
+    // Several regressions at once are each named.
+    const twice = withFar(1).map((entry) => (entry.lease.id === 'web' ? { ...entry, address: '10.64.9.9' } : entry));
+    assert.deepEqual(admitRuntimeNetworkProjection(first, follow(first, { endpoints: twice })), {
+      admitted: false,
+      reasons: [
+        'next.endpoints[1].lease.generation must not go below 2: the membership evidence of lease far regressed',
+        'next.endpoints[4].address must stay 10.64.0.3: a lease\'s address is immutable',
+      ],
+    });
+  });
+
+  test('readiness evidence is judged for its form', () => {
+    const broken = baseEndpoints().map((entry) => (entry.lease.id === 'far'
+      ? { ...entry, readiness: { observation: 0, ready: 'yes' } } as unknown as IRuntimeNetworkEndpoint
+      : entry));
+    assert.deepEqual(validateRuntimeNetworkProjection({ ...seal(), endpoints: broken }).filter((reason) => reason.includes('readiness')), [
+      'projection.endpoints[1].readiness must be { observation, ready }: a positive integer and a boolean',
+    ]);
+  });
+
   test('withdrawal rules apply to admission, including the application', () => {
     const first = seal(withIngress([ingressGrant('ingress', 'api', 'tcp', 80)]));
     const silent = follow(first, {});

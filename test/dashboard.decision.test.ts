@@ -16,6 +16,7 @@ import {
   volumeInitializationsOfForm,
   volumeRefusalsOf,
   describeUnresolvedRoute,
+  describeAssignment,
 } from '../web/src/decide.js';
 import { validateServiceWritableSpec, type IService } from '../ts/interfaces/data/service.js';
 import { clusterUnresolvedRouteCauses } from '../ts/interfaces/data/desiredstate.js';
@@ -172,4 +173,25 @@ test('a route that is not ready is worded for every cause Cloudly names, with th
   assert.match(describeUnresolvedRoute({ cause: 'service-without-lease', port: 8080 }, { service: 'shop', ingress: null }).fix, /address plan/);
   assert.match(describeUnresolvedRoute({ cause: 'ingress-without-lease', port: 8080 }, { service: 'shop', ingress: null }).problem, /^The ingress service has no workload address/);
   assert.match(describeUnresolvedRoute({ cause: 'ingress-without-lease', port: 8080 }, { service: 'shop', ingress: 'edge' }).problem, /^The ingress service edge has no workload address/);
+});
+
+test('a replica slot is described by its condition; a stale slot is grey and says as of when, never green', () => {
+  const time = (msArg: number | null | undefined) => `t${msArg}`;
+  const observed = { specRevision: 2, replicas: 1, state: 'ready' as const, reportedAt: 7 };
+  const base = { nodeId: 'n1', observed, stale: null, specRevision: 2 };
+  const rows: Array<[Parameters<typeof describeAssignment>[0], { tone: string; sentence: string }]> = [
+    [{ ...base, condition: 'running' }, { tone: 'converged', sentence: 'On n1: ready at spec revision 2, reported t7.' }],
+    [{ ...base, condition: 'stale', stale: { state: 'unknown', reason: 'relay-disconnected', since: 9 } },
+      { tone: 'unknown', sentence: 'Stale: the cluster is not current (relay-disconnected since t9). Last known on n1: ready at spec revision 2, reported t7.' }],
+    [{ ...base, observed: null, condition: 'stale', stale: { state: 'unknown', reason: 'observed-state-stale', since: 9 } },
+      { tone: 'unknown', sentence: 'Stale: the cluster is not current (observed-state-stale since t9). Nothing was reported from n1.' }],
+    [{ ...base, observed: null, condition: 'awaiting-report' }, { tone: 'waiting', sentence: 'Assigned to n1; no report of n1 covers this slot yet.' }],
+    [{ ...base, specRevision: 3, condition: 'outdated' },
+      { tone: 'converging', sentence: 'n1 still runs an older revision (ready at spec revision 2, reported t7); the slot wants revision 3.' }],
+    [{ ...base, nodeId: null, observed: null, condition: 'unassigned' }, { tone: 'unjudged', sentence: 'No node of the cluster is eligible for this slot (see the placement).' }],
+    [{ ...base, observed: { ...observed, state: 'failed' }, condition: 'failed' }, { tone: 'refused', sentence: 'On n1: failed at spec revision 2, reported t7.' }],
+  ];
+  for (const [view, expected] of rows) {
+    assert.deepEqual(describeAssignment(view, time), expected, view.condition);
+  }
 });

@@ -557,7 +557,15 @@ const addServiceCommands = (programArg: Command): void => {
         const unknown = answer.unknown
           ? `unknown: ${answer.unknown.reason} since ${formatTime(answer.unknown.since)} (the status below is the last verdict judged)\n\n`
           : '';
-        return `${unknown}${recordTable(answer.status)}${placements.length ? `\n\nobserved:\n${listTable(placements, placementColumns)}` : ''}`
+        // One row per replica slot; a dark cluster's slots say stale, never running.
+        const assignments = answer.assignments ?? [];
+        const assignmentTable = assignments.length ? `\n\nassignments:\n${listTable(assignments, [
+          ['SLOT', (a) => a.replica], ['NODE', (a) => a.nodeId ?? '-'], ['CONDITION', (a) => a.condition],
+          ['LEASE', (a) => (a.lease ? `${a.lease.address}${a.lease.confirmed ? '' : ' (unconfirmed)'}` : '-')],
+          ['SESSION', (a) => (a.session ? `${a.session.id}/${a.session.generation}` : '-')],
+          ['REPORTED', (a) => (a.observed ? `${a.observed.state} r${a.observed.specRevision} ${formatTime(a.observed.reportedAt)}` : '-')],
+        ])}` : '';
+        return `${unknown}${recordTable(answer.status)}${assignmentTable}${placements.length ? `\n\nobserved:\n${listTable(placements, placementColumns)}` : ''}`
           + (historical.length ? `\n\nclaims held historical (the node holds a newer generation; way out: supersedeHistoricalRuntimeLocalStorageClaim):\n${listTable(historical, [
             ['CLAIM', (c) => c.claimId], ['NODE', (c) => c.nodeId], ['ISSUED', (c) => c.generation], ['NODE HOLDS', (c) => c.nodeClaim.generation],
           ])}` : '');

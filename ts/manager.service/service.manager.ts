@@ -45,6 +45,12 @@ import {
   type IServiceVolumeClaimDecision,
 } from './claims.js';
 import { isServiceVolumeClaimable, judgeSecretManifests } from './runtimestatus.js';
+import { deriveServiceRuntimeAssignmentViews } from './assignmentviews.js';
+import type { IServiceObservedPlacement } from '../interfaces/data/desiredstate.js';
+import type { IServiceRuntimeAssignmentView } from '../interfaces/data/serviceruntimeassignmentview.js';
+import type { IRuntimeLiveness } from '../interfaces/data/serviceruntimestatus.js';
+import { runtimeNetworkLeasesKind } from '../manager.runtimenetwork/documents.js';
+import { nodeRuntimeAssignmentsKind } from '../manager.ingress/documents.js';
 import { boundRelayText } from '../core/relaycalls.js';
 import { migrateServiceShapes } from './migrate.js';
 import { organizationOperations, registerNamedOrganizations, registerOrganizationsOfOlderServices } from './organizations.js';
@@ -460,8 +466,10 @@ export class ServiceManager {
             },
           });
           const lastReportedAt = placements.reduce<number | null>((latest, placement) => Math.max(latest ?? 0, placement.reportedAt), null);
+          const assignments = await this.assignmentViews(service, placements, claims, doc?.unknown ?? null);
           return {
             status,
+            assignments,
             observed: { placements, lastReportedAt },
             historicalClaims: historicalClaimsOf(claims),
             unknown: doc?.unknown ?? null,
@@ -473,6 +481,42 @@ export class ServiceManager {
         },
       }),
     ]);
+  }
+
+  /** One view per replica slot of the service (./assignmentviews.ts), from what Cloudly holds of its cluster now. */
+  private async assignmentViews(
+    serviceArg: IService,
+    placementsArg: IServiceObservedPlacement[],
+    claimsArg: IRuntimeLocalStorageClaimDocument[],
+    unknownArg: IRuntimeLiveness | null,
+  ): Promise<IServiceRuntimeAssignmentView[]> {
+    const { store } = this.cloudly;
+    const clusterId = serviceArg.clusterId;
+    const [serviceDoc, nodes, entries, confirmations, sessions, nodeAssignments] = await Promise.all([
+      store.get(serviceKind, serviceArg.id),
+      this.cloudly.clusterManager.nodes.listNodes(clusterId),
+      this.cloudly.runtimeNetworkManager.leases.readEntries({ cached: true }),
+      store.find(runtimeNetworkLeasesKind, { clusterId }),
+      store.find(runtimeNodeSessionKind, { clusterId }),
+      store.find(nodeRuntimeAssignmentsKind, { clusterId }),
+    ]);
+    return deriveServiceRuntimeAssignmentViews({
+      service: {
+        id: serviceArg.id,
+        specRevision: serviceArg.specRevision,
+        replicas: serviceArg.runtime.replicas,
+        placementNodeIds: serviceArg.runtime.placement.nodeIds,
+        leaving: serviceDoc === null || serviceDoc.deletionRequestedAt !== undefined,
+      },
+      clusterNodeIds: nodes.map((node) => node.id),
+      leases: entries.filter((entry) => entry.serviceId === serviceArg.id && entry.clusterId === clusterId && entry.releasedAt === undefined),
+      confirmedLeaseIds: new Set(confirmations.flatMap((confirmation) => confirmation.leases.map((lease) => lease.lease.id))),
+      sessions,
+      placements: placementsArg,
+      nodeAssignments,
+      claims: claimsArg,
+      unknown: unknownArg,
+    });
   }
 
   /** How each secret the service names stands for delivery to its cluster (secretresolution.ts). */

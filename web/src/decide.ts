@@ -8,6 +8,7 @@ import type { IServiceBackupRecord } from '../../ts/interfaces/requests/backup.j
 import { validateServiceVolumeInitialization, type TServiceVolumeInitialization, type TServiceWritableVolume } from '../../ts/interfaces/data/servicevolume.js';
 import { judgeServiceVolumeInitializationUse } from '../../ts/interfaces/data/servicevolumeuse.js';
 import type { IOperation } from '../../ts/interfaces/requests/operation.js';
+import type { IServiceRuntimeAssignmentView } from '../../ts/interfaces/data/serviceruntimeassignmentview.js';
 
 // ---- routes ----
 
@@ -359,5 +360,50 @@ export const describeUnresolvedRoute = (
       return { problem: `No node has applied the address of service ${namesArg.service} yet.`, fix: `Wait for the cluster's relay to report it; if it does not, check that the relay is connected and ${namesArg.service} runs.` };
     case 'ingress-grant-missing':
       return { problem: `No node lets ${runs} reach ${namesArg.service} on port ${routeArg.port} yet.`, fix: `Wait for the nodes' next network projection; if it stays so, check that ${namesArg.service} declares port ${routeArg.port}/tcp and the relay is connected.` };
+  }
+};
+
+// ---- assignment views ----
+
+/** The badge tone of each slot condition, one of the runtime state styles: a stale slot is grey, never green. */
+const assignmentTones: Record<IServiceRuntimeAssignmentView['condition'], string> = {
+  unassigned: 'unjudged',
+  stale: 'unknown',
+  'awaiting-report': 'waiting',
+  outdated: 'converging',
+  starting: 'converging',
+  running: 'converged',
+  failed: 'refused',
+  stopped: 'unjudged',
+};
+
+/**
+ * One replica slot in the operator's words, decided by its condition token: the badge tone and a
+ * sentence saying what is known of the slot and as of when.
+ */
+export const describeAssignment = (
+  viewArg: Pick<IServiceRuntimeAssignmentView, 'condition' | 'nodeId' | 'observed' | 'stale' | 'specRevision'>,
+  formatTimeArg: (msArg: number | null | undefined) => string,
+): { tone: string; sentence: string } => {
+  const tone = assignmentTones[viewArg.condition];
+  const node = viewArg.nodeId ?? 'no node';
+  const reported = viewArg.observed
+    ? `${viewArg.observed.state} at spec revision ${viewArg.observed.specRevision}, reported ${formatTimeArg(viewArg.observed.reportedAt)}`
+    : null;
+  switch (viewArg.condition) {
+    case 'unassigned':
+      return { tone, sentence: 'No node of the cluster is eligible for this slot (see the placement).' };
+    case 'stale':
+      return {
+        tone,
+        sentence: `Stale: the cluster is not current (${viewArg.stale?.reason ?? 'unknown'} since ${formatTimeArg(viewArg.stale?.since)}). `
+          + (reported ? `Last known on ${node}: ${reported}.` : `Nothing was reported from ${node}.`),
+      };
+    case 'awaiting-report':
+      return { tone, sentence: `Assigned to ${node}; no report of ${node} covers this slot yet.` };
+    case 'outdated':
+      return { tone, sentence: `${node} still runs an older revision (${reported}); the slot wants revision ${viewArg.specRevision}.` };
+    default:
+      return { tone, sentence: `On ${node}: ${reported}.` };
   }
 };

@@ -36,3 +36,4 @@ export * from './refusal.js';
 export * from './routecertificate.js';
 export * from './rollout.js';
 export * from './backupschedule.js';
+export * from './serviceruntimeassignmentview.js';

@@ -57,11 +57,30 @@ export interface IRuntimeNetworkLeaseReference {
   generation: number;
 }
 
-/** One workload endpoint: a lease, the node it is placed on and its address. Project's own definition. */
+/**
+ * The controller's readiness evidence for one endpoint's workload: what its latest observation of
+ * the workload's readiness target said (`ready`), and which observation that was (`observation`, a
+ * counter per lease generation that never goes back). It is evidence a node may act on (for
+ * example, route only to ready endpoints), so a later projection may not carry older evidence than
+ * the one before it. Project's own definition: the upstream text names readiness evidence without
+ * shaping it.
+ */
+export interface IRuntimeNetworkEndpointReadiness {
+  observation: number;
+  ready: boolean;
+}
+
+/**
+ * One workload endpoint: a lease, the node it is placed on and its address. The lease generation is
+ * the endpoint's membership evidence (the generation of the lease that makes the workload a member
+ * of the runtime network). `readiness` is optional: omitted, the projection states no readiness
+ * evidence and keeps its canonical bytes. Project's own definition.
+ */
 export interface IRuntimeNetworkEndpoint {
   lease: IRuntimeNetworkLeaseReference;
   nodeId: string;
   address: string;
+  readiness?: IRuntimeNetworkEndpointReadiness;
 }
 
 /**
@@ -382,9 +401,16 @@ const judgeEndpoints = (valueArg: unknown, pathArg: string, reasonsArg: string[]
   let previousId: string | null = null;
   valueArg.forEach((entry: unknown, position) => {
     const path = `${pathArg}[${position}]`;
-    if (!isRecord(entry) || !hasKeysWithin(entry, ['lease', 'nodeId', 'address'], [])) {
-      reasonsArg.push(`${path} must be an object with exactly the keys lease, nodeId, address`);
+    if (!isRecord(entry) || !hasKeysWithin(entry, ['lease', 'nodeId', 'address'], ['readiness'])) {
+      reasonsArg.push(`${path} must be an object with exactly the keys lease, nodeId, address and optionally readiness`);
       return;
+    }
+    if (Object.hasOwn(entry, 'readiness')) {
+      const readiness = entry.readiness;
+      if (!isRecord(readiness) || !hasKeysWithin(readiness, ['observation', 'ready'], [])
+        || !isPositiveCounter(readiness.observation) || typeof readiness.ready !== 'boolean') {
+        reasonsArg.push(`${path}.readiness must be { observation, ready }: a positive integer and a boolean`);
+      }
     }
     const leaseValid = isLeaseReference(entry.lease);
     if (!leaseValid) {
@@ -904,9 +930,14 @@ export type TRuntimeNetworkProjectionAdmission =
  * - otherwise `next` is exactly the following generation of the same projection id, node and
  *   controller, naming `previous`'s generation and digest as its predecessor;
  * - an endpoint lease keeps its address while it exists (addresses are immutable keys);
+ * - membership and readiness evidence never regress: an endpoint's lease generation does not go
+ *   below the preceding projection's for the same lease id, and while the lease generation stays,
+ *   readiness evidence the preceding projection stated is neither dropped, nor older (a lower
+ *   `observation`), nor changed under the same observation;
  * - withdrawals of full-mesh grants and of workload ingress grants follow the host rules (see
  *   `deriveRuntimeNetworkWorkloadGrantWithdrawals`, `deriveRuntimeNetworkWorkloadIngressWithdrawals`).
- * Regressed membership or readiness evidence is not modelled by this projection and is not judged.
+ * DNS keys are not judged: the upstream text names them without shaping them, and this projection
+ * carries no DNS name.
  */
 export const admitRuntimeNetworkProjection = (
   previousArg: unknown,
@@ -1002,14 +1033,51 @@ const judgeSuccession = (
   if (nextArg.previous === null || nextArg.previous.digest !== previousArg.digest) {
     reasons.push('next.previous must name the exact preceding projection (its generation and digest)');
   }
-  const addresses = new Map(previousArg.endpoints.map((endpoint) => [endpoint.lease.id, endpoint.address]));
+  const preceding = new Map(previousArg.endpoints.map((endpoint) => [endpoint.lease.id, endpoint]));
   nextArg.endpoints.forEach((endpoint, position) => {
-    const address = addresses.get(endpoint.lease.id);
-    if (address !== undefined && address !== endpoint.address) {
-      reasons.push(`next.endpoints[${position}].address must stay ${address}: a lease's address is immutable`);
+    const before = preceding.get(endpoint.lease.id);
+    if (before === undefined) {
+      return;
     }
+    if (before.address !== endpoint.address) {
+      reasons.push(`next.endpoints[${position}].address must stay ${before.address}: a lease's address is immutable`);
+    }
+    reasons.push(...judgeEvidenceSuccession(before, endpoint, `next.endpoints[${position}]`));
   });
   return reasons;
+};
+
+/**
+ * Every way `nextArg` regresses the evidence `previousArg` stated for the same lease id. A new lease
+ * generation is new membership: the readiness evidence of the older generation does not bind it.
+ */
+const judgeEvidenceSuccession = (
+  previousArg: IRuntimeNetworkEndpoint,
+  nextArg: IRuntimeNetworkEndpoint,
+  pathArg: string,
+): string[] => {
+  if (nextArg.lease.generation < previousArg.lease.generation) {
+    return [`${pathArg}.lease.generation must not go below ${previousArg.lease.generation}: `
+      + `the membership evidence of lease ${previousArg.lease.id} regressed`];
+  }
+  const before = previousArg.readiness;
+  if (nextArg.lease.generation > previousArg.lease.generation || before === undefined) {
+    return [];
+  }
+  const after = nextArg.readiness;
+  if (after === undefined) {
+    return [`${pathArg}.readiness must be stated: the preceding projection stated readiness evidence `
+      + `(observation ${before.observation}) for lease ${previousArg.lease.id}`];
+  }
+  if (after.observation < before.observation) {
+    return [`${pathArg}.readiness.observation must not go below ${before.observation}: `
+      + `the readiness evidence of lease ${previousArg.lease.id} regressed`];
+  }
+  if (after.observation === before.observation && after.ready !== before.ready) {
+    return [`${pathArg}.readiness.ready must stay ${before.ready} under observation ${before.observation}: `
+      + 'changed evidence needs a newer observation'];
+  }
+  return [];
 };
 
 /** The answer of `getRuntimeNetworkProjectionWorkloadIngressPacketGrants`. Project's own definition. */

@@ -7,6 +7,7 @@ import type { TServiceVolumeInitialization } from '../data/servicevolume.js';
 import type { IServiceRuntimeStatus, IRuntimeLiveness } from '../data/serviceruntimestatus.js';
 import type { IRuntimeLocalStorageClaimRecord, IRuntimeLocalStorageClaimReference } from '../data/runtimelocalstorageclaim.js';
 import type { IPageRequest, IPageAnswer } from './pagination.js';
+import type { IServiceRuntimeAssignmentView } from '../data/serviceruntimeassignmentview.js';
 
 /** Volumes are `TServiceWritableVolume`: one stating `initialization` is refused by path. */
 export type IReq_Any_Cloudly_CreateService = ITypedContract<
@@ -78,6 +79,12 @@ export type IReq_Any_Cloudly_GetServiceRuntimeStatus = ITypedContract<
   { identity: IIdentity; serviceId: string },
   {
     status: IServiceRuntimeStatus;
+    /**
+     * One `IServiceRuntimeAssignmentView` per replica slot of the current spec, by replica (empty for
+     * a service being deleted): where each slot is assigned and what is known of it, marked `stale`
+     * while `unknown` is set.
+     */
+    assignments: IServiceRuntimeAssignmentView[];
     /** Project's own member, beside the contract's exact status: what the relay last reported, per node. */
     observed: { placements: IServiceObservedPlacement[]; lastReportedAt: number | null };
     /**

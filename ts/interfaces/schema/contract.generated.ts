@@ -3892,12 +3892,31 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "address": {
      "type": "string"
+    },
+    "readiness": {
+     "$ref": "#/$defs/IRuntimeNetworkEndpointReadiness"
     }
    },
    "required": [
     "lease",
     "nodeId",
     "address"
+   ],
+   "additionalProperties": false
+  },
+  "IRuntimeNetworkEndpointReadiness": {
+   "type": "object",
+   "properties": {
+    "observation": {
+     "type": "number"
+    },
+    "ready": {
+     "type": "boolean"
+    }
+   },
+   "required": [
+    "observation",
+    "ready"
    ],
    "additionalProperties": false
   },
@@ -4948,6 +4967,206 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IServiceRuntimeAssignmentView": {
+   "type": "object",
+   "properties": {
+    "serviceId": {
+     "type": "string"
+    },
+    "replica": {
+     "type": "number"
+    },
+    "specRevision": {
+     "type": "number"
+    },
+    "nodeId": {
+     "type": [
+      "string",
+      "null"
+     ]
+    },
+    "lease": {
+     "anyOf": [
+      {
+       "type": "object",
+       "properties": {
+        "id": {
+         "type": "string"
+        },
+        "generation": {
+         "type": "number"
+        },
+        "address": {
+         "type": "string"
+        },
+        "confirmed": {
+         "type": "boolean"
+        }
+       },
+       "required": [
+        "id",
+        "generation",
+        "address",
+        "confirmed"
+       ],
+       "additionalProperties": false
+      },
+      {
+       "type": "null"
+      }
+     ]
+    },
+    "session": {
+     "anyOf": [
+      {
+       "type": "object",
+       "properties": {
+        "id": {
+         "type": "string"
+        },
+        "generation": {
+         "type": "number"
+        },
+        "reportedAt": {
+         "type": "number"
+        }
+       },
+       "required": [
+        "id",
+        "generation",
+        "reportedAt"
+       ],
+       "additionalProperties": false
+      },
+      {
+       "type": "null"
+      }
+     ]
+    },
+    "observed": {
+     "anyOf": [
+      {
+       "type": "object",
+       "properties": {
+        "specRevision": {
+         "type": "number"
+        },
+        "replicas": {
+         "type": "number"
+        },
+        "state": {
+         "$ref": "#/$defs/TObservedServiceState"
+        },
+        "reason": {
+         "type": "string"
+        },
+        "reportedAt": {
+         "type": "number"
+        }
+       },
+       "required": [
+        "specRevision",
+        "replicas",
+        "state",
+        "reportedAt"
+       ],
+       "additionalProperties": false
+      },
+      {
+       "type": "null"
+      }
+     ]
+    },
+    "workloads": {
+     "type": "array",
+     "items": {
+      "type": "object",
+      "properties": {
+       "assignmentId": {
+        "type": "string"
+       },
+       "sessionId": {
+        "type": "string"
+       },
+       "state": {
+        "$ref": "#/$defs/TRuntimeAssignmentState"
+       }
+      },
+      "required": [
+       "assignmentId",
+       "sessionId",
+       "state"
+      ],
+      "additionalProperties": false
+     }
+    },
+    "claims": {
+     "type": "array",
+     "items": {
+      "type": "object",
+      "properties": {
+       "id": {
+        "type": "string"
+       },
+       "generation": {
+        "type": "number"
+       },
+       "mountPath": {
+        "type": "string"
+       },
+       "lifecycle": {
+        "$ref": "#/$defs/TRuntimeLocalStorageClaimLifecycle"
+       },
+       "nodeState": {
+        "anyOf": [
+         {
+          "$ref": "#/$defs/TRuntimeLocalStorageClaimNodeState"
+         },
+         {
+          "type": "null"
+         }
+        ]
+       }
+      },
+      "required": [
+       "id",
+       "generation",
+       "mountPath",
+       "lifecycle",
+       "nodeState"
+      ],
+      "additionalProperties": false
+     }
+    },
+    "stale": {
+     "anyOf": [
+      {
+       "$ref": "#/$defs/IRuntimeLiveness"
+      },
+      {
+       "type": "null"
+      }
+     ]
+    },
+    "condition": {
+     "$ref": "#/$defs/TServiceRuntimeAssignmentCondition"
+    }
+   },
+   "required": [
+    "serviceId",
+    "replica",
+    "specRevision",
+    "nodeId",
+    "lease",
+    "session",
+    "observed",
+    "workloads",
+    "claims",
+    "stale",
+    "condition"
+   ],
+   "additionalProperties": false
+  },
   "IServiceRuntimeProfile": {
    "type": "object",
    "properties": {
@@ -5928,6 +6147,19 @@ export const contractSchema: IContractSchemaDocument = {
      ],
      "additionalProperties": false
     }
+   ]
+  },
+  "TServiceRuntimeAssignmentCondition": {
+   "type": "string",
+   "enum": [
+    "unassigned",
+    "stale",
+    "awaiting-report",
+    "outdated",
+    "starting",
+    "running",
+    "failed",
+    "stopped"
    ]
   },
   "TServiceRuntimeRefusal": {
@@ -9309,6 +9541,12 @@ export const contractSchema: IContractSchemaDocument = {
     "status": {
      "$ref": "#/$defs/IServiceRuntimeStatus"
     },
+    "assignments": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IServiceRuntimeAssignmentView"
+     }
+    },
     "observed": {
      "type": "object",
      "properties": {
@@ -9385,6 +9623,7 @@ export const contractSchema: IContractSchemaDocument = {
    },
    "required": [
     "status",
+    "assignments",
     "observed",
     "historicalClaims",
     "unknown",

@@ -4,6 +4,7 @@ import { judgeServiceVolumeInitializationUse } from '../../../ts/interfaces/data
 import type { IServiceVolume, TServiceVolumeInitialization } from '../../../ts/interfaces/data/servicevolume.js';
 import type { IServiceRuntimeStatus } from '../../../ts/interfaces/data/serviceruntimestatus.js';
 import type { IServiceObservedPlacement } from '../../../ts/interfaces/data/desiredstate.js';
+import type { IServiceRuntimeAssignmentView } from '../../../ts/interfaces/data/serviceruntimeassignmentview.js';
 import { platformBindingCapabilities, validatePlatformBindingUpsert, type IPlatformBinding, type IPlatformBindingUpsert, type TPlatformBindingCapability } from '../../../ts/interfaces/data/platformbinding.js';
 import { describeDryRun, formReasonsView, refusalWarningView, type IServiceFormSubmission } from '../forms.js';
 import { choiceOf, isolatedRestoreRequestOfDraft } from '../drafts.js';
@@ -16,7 +17,7 @@ import { api, ApiError } from '../api.js';
 import { explainRuntimeStatus, explainUnknown, formatBytes, formatTime } from '../format.js';
 import { LivePage } from '../live.js';
 import { CloudlyActionDialog, coalesce, refusalView, markFirstRender, mayChange, changeTitle, changeDescribedBy } from '../widgets.js';
-import { decideBackupNodeChoices, describeRunAs, serviceFormOfSpec, sortBackupsByTime, withUneditedMembersOf, writableSpecOf, type IServiceFormFields } from '../decide.js';
+import { decideBackupNodeChoices, describeAssignment, describeRunAs, serviceFormOfSpec, sortBackupsByTime, withUneditedMembersOf, writableSpecOf, type IServiceFormFields } from '../decide.js';
 import type { IServiceWritableSpec } from '../../../ts/interfaces/data/service.js';
 
 const listLimit = 20;
@@ -147,7 +148,12 @@ export class CloudlyServicePage extends LivePage {
 
   declare serviceId: string;
   declare service: IService | null;
-  declare status: { status: IServiceRuntimeStatus; observed: { placements: IServiceObservedPlacement[]; lastReportedAt: number | null }; unknown?: { reason: string; since: number } | null } | null;
+  declare status: {
+    status: IServiceRuntimeStatus;
+    observed: { placements: IServiceObservedPlacement[]; lastReportedAt: number | null };
+    unknown?: { reason: string; since: number } | null;
+    assignments?: IServiceRuntimeAssignmentView[];
+  } | null;
   /** The cluster's name for the breadcrumb; null until read (the id is shown meanwhile). */
   declare clusterName: string | null;
   /**
@@ -624,8 +630,30 @@ export class CloudlyServicePage extends LivePage {
         <p><span class=${`badge state-${state}`} data-runtime-state=${state}>${unknown ? 'unknown' : status?.state ?? 'not judged'}</span>
           ${unknown ? html`<code>${unknown.reason}</code>` : status?.reason ? html`<code>${status.reason}</code>` : nothing}</p>
         <p class="explanation">${unknown ? explainUnknown(unknown, status) : explainRuntimeStatus(status)}</p>
-        ${status ? html`<p class="muted">Spec revision ${status.specRevision}, since ${formatTime(status.changedAt)}; relay last reported ${formatTime(this.status?.observed.lastReportedAt)}.</p>` : nothing}`}
+        ${status ? html`<p class="muted">Spec revision ${status.specRevision}, since ${formatTime(status.changedAt)}; relay last reported ${formatTime(this.status?.observed.lastReportedAt)}.</p>` : nothing}
+        ${this.assignmentsView(this.status?.assignments ?? [])}`}
     </section>`;
+  }
+
+  /** One row per replica slot: where it is assigned and what is known of it (a dark cluster's slots read stale). */
+  private assignmentsView(viewsArg: IServiceRuntimeAssignmentView[]): TemplateResult | typeof nothing {
+    if (viewsArg.length === 0) {
+      return nothing;
+    }
+    return html`<h3 id="assignments-title">Replica slots</h3>
+      <table class="data" aria-labelledby="assignments-title">
+        <thead><tr><th scope="col">Slot</th><th scope="col">Node</th><th scope="col">Condition</th><th scope="col">Address</th><th scope="col">Node session</th><th scope="col">What is known</th></tr></thead>
+        <tbody>${viewsArg.map((view) => {
+          const described = describeAssignment(view, formatTime);
+          return html`<tr data-assignment-slot=${view.replica} data-assignment-condition=${view.condition}>
+            <th scope="row">${view.replica}</th><td>${view.nodeId ?? '—'}</td>
+            <td><span class=${`badge state-${described.tone}`}>${view.condition}</span></td>
+            <td>${view.lease ? html`<code>${view.lease.address}</code>${view.lease.confirmed ? nothing : html` <span class="muted">(not applied yet)</span>`}` : '—'}</td>
+            <td>${view.session ? html`<code>${view.session.id}</code> gen ${view.session.generation}` : '—'}</td>
+            <td>${described.sentence}</td>
+          </tr>`;
+        })}</tbody>
+      </table>`;
   }
 
   /**
