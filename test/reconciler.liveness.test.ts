@@ -167,3 +167,32 @@ describe('liveness: a cluster whose relay is gone reads unknown, never converged
     assert.deepEqual(await current(), []);
   });
 });
+
+describe('liveness: a connected relay whose reports stop reads observed-state-stale on time, with no resync', () => {
+  const observedStaleMs = 2_000;
+  let t: ITestCloudly;
+  // An hour-long resync: only the liveness controller's own deadline can find the report stale.
+  before(async () => { t = await startTestCloudly({ observedStaleMs, observedRefreshMs: 1_000, reconcileResyncMs: 3_600_000 }); });
+  after(async () => { await t.stop(); });
+
+  test('the report turns stale at its deadline; the next report makes the cluster current again', async () => {
+    const { cluster, service, relay, revision } = await reportingCluster(t, 'quiet', ['n1']);
+    try {
+      const report = () => relay.fire('reportClusterPlatformObservedState', {
+        desiredRevision: revision,
+        services: [{ serviceId: service.id, nodeId: 'n1', specRevision: 1, replicas: 1, state: 'ready' }],
+      });
+      const status = () => t.caller.call('getServiceRuntimeStatus', { serviceId: service.id });
+      await report();
+      const reportedAt = Date.now();
+      await waitFor(async () => (await status()).status.state === 'converged', 'the service is converged', 10_000);
+      await waitFor(async () => (await status()).unknown?.reason === 'observed-state-stale', 'stale once no report came', observedStaleMs + 10_000);
+      console.log(`# last report → observed-state-stale after ${Date.now() - reportedAt} ms (bound ${observedStaleMs} ms)`);
+      assert.ok(t.cloudly.relays.sessionsOf(cluster.id).length > 0, 'the relay is still connected: stale, not disconnected');
+      await report();
+      await waitFor(async () => (await status()).unknown === null, 'current again after a report', 10_000);
+    } finally {
+      relay.close();
+    }
+  });
+});
