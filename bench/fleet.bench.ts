@@ -5,6 +5,9 @@
  *   node --import tsx bench/fleet.bench.ts [relays]            three instances (default 10000)
  *   node --import tsx bench/fleet.bench.ts --one [relays…]     one instance, embedded database:
  *                                                              where a storm's seconds go, per size
+ *   node --import tsx bench/fleet.bench.ts --idle [relays…]    one instance in this process: an idle fleet's
+ *                                                              database commands per relay per minute, and
+ *                                                              those of one resync, per size (default 100 1000)
  *   npm run bench -- --smoke fleet                             tiny sizes, seconds
  *   FLEET_CPU_PROFILE_DIR=dir …                                the instances and the database write CPU profiles there,
  *                                                              one per phase (bench/helpers/profilesummary.ts sums them)
@@ -20,7 +23,7 @@ import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import { CloudlyTransportError } from '../ts/client/transport.js';
-import { inParallel } from './helpers/benchcloudly.js';
+import { inParallel, startBenchCloudly } from './helpers/benchcloudly.js';
 import { buildTestServer, testServerEnvName } from '../scripts/testserver.js';
 import type { IFleetStats } from './helpers/fleetrelays.js';
 import { counterDelta, FleetProcess, kernelTcpCounters, percentile, sleep } from './helpers/fleet.js';
@@ -31,6 +34,7 @@ import { multiInstanceAdminPassword, startDevDatabase, type IDevDatabaseProcess 
 
 const args = process.argv.slice(2);
 const oneInstance = args.includes('--one');
+const idleMode = args.includes('--idle');
 const sizes = args.filter((arg) => /^\d+$/.test(arg)).map(Number);
 
 const lines: string[] = [];
@@ -247,6 +251,75 @@ const oneInstanceStorm = async (relaysArg: number, envArg: Record<string, string
   }
 };
 
+/** What one resync of an idle fleet costs, by this process's count of the database commands it sent. */
+interface IIdleFigure {
+  relays: number;
+  /** Commands of one resync (an explicit one, its runs awaited), each of `resyncRuns`. */
+  resyncCommands: number[];
+  /** Commands per minute with no resync (the lease heartbeats, the liveness poll, timers), from `windowMs`. */
+  quietPerMinute: number;
+  windowMs: number;
+  /** The resync's period the instance runs with in production (CLOUDLY_RECONCILE_RESYNC_MS's default). */
+  resyncMs: number;
+  registeredMs: number;
+}
+
+/**
+ * One instance in this process (embedded database), `relaysArg` clusters each with a relay of the
+ * bench's relay process connected and idle (no reports). The periodic resync is off (an hour) so
+ * that the window without it and each resync asked for are counted apart: an idle fleet's
+ * commands per minute are the window's rate plus one resync per minute (the default period).
+ */
+const idleBackground = async (relaysArg: number): Promise<IIdleFigure> => {
+  const resyncMs = 60_000;
+  const bench = await startBenchCloudly('fleet-idle', { reconcileResyncMs: 3_600_000 });
+  const { cloudly, admin } = bench;
+  const fleet = new FleetProcess();
+  const commands = () => cloudly.database.commandsStarted;
+  const idle = async (): Promise<void> => {
+    // The pass reads what it needs before it queues anything: a moment, then until no key is owed.
+    await sleep(200);
+    while (cloudly.reconciler.busyKeys > 0) {
+      await sleep(20);
+    }
+  };
+  try {
+    const tokens = await seedClusters(admin, relaysArg, 'idle');
+    const started = performance.now();
+    fleet.start([cloudly.baseUrl], tokens);
+    const storm = await fleet.waitFor((statsArg) => statsArg.registered === relaysArg, sized(900_000, 30_000));
+    if (!storm.reached) {
+      throw new Error(`only ${storm.stats.registered} of ${relaysArg} relays registered`);
+    }
+    const registeredMs = performance.now() - started;
+    await idle();
+    // The storm moved every cluster's inputs (its lease, registration, liveness): one resync takes them in.
+    cloudly.reconciler.resync('bench-settle');
+    await idle();
+    const windowMs = sized(30_000, 2_000);
+    const quietBefore = commands();
+    await sleep(windowMs);
+    const quietPerMinute = ((commands() - quietBefore) * 60_000) / windowMs;
+    const resyncCommands: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      const before = commands();
+      cloudly.reconciler.resync('bench');
+      await idle();
+      resyncCommands.push(commands() - before);
+    }
+    return { relays: relaysArg, resyncCommands, quietPerMinute, windowMs, resyncMs, registeredMs };
+  } finally {
+    await fleet.stop();
+    await bench.stop();
+  }
+};
+
+const describeIdle = (figureArg: IIdleFigure): string => {
+  const resync = [...figureArg.resyncCommands].sort((a, b) => a - b)[1] ?? figureArg.resyncCommands[0];
+  const perMinute = figureArg.quietPerMinute + (resync * 60_000) / figureArg.resyncMs;
+  return `| ${figureArg.relays} | ${figureArg.resyncCommands.join(' / ')} | ${(resync / figureArg.relays).toFixed(3)} | `
+    + `${figureArg.quietPerMinute.toFixed(0)} | ${perMinute.toFixed(0)} | **${(perMinute / figureArg.relays).toFixed(3)}** | ${(figureArg.registeredMs / 1000).toFixed(1)} s |`;
+};
 
 interface IInstance {
   name: string;
@@ -610,6 +683,19 @@ const main = async (): Promise<void> => {
   say('');
   say(`\`${passedSettingsText()}node --import tsx bench/fleet.bench.ts ${args.join(' ')}\` on ${os.cpus().length} cores, ${new Date().toISOString()}.`);
   say('');
+  if (idleMode) {
+    say('An idle fleet\'s database commands: one instance in the bench\'s process (embedded database), one cluster per relay, every relay connected and idle (no reports).'
+      + ' The resync is counted apart from the rest: three resyncs asked for one after another, each until its runs are done, and a window with no resync.'
+      + ' Per minute: the window\'s rate plus one resync (the default period, 60 s).');
+    say('');
+    say('| relays | commands of one resync (three) | per cluster | commands per minute without the resync | per minute with it | per relay per minute | all registered after | load after |');
+    say('| --- | --- | --- | --- | --- | --- | --- | --- |');
+    for (const size of sizes.length > 0 ? sizes : [sized(100, 10), sized(1000, 20)]) {
+      say(`${describeIdle(await idleBackground(size))} ${load()} |`);
+    }
+    await reportResults('fleet-idle.md', lines);
+    return;
+  }
   if (!process.env[testServerEnvName] && !process.argv.includes('--source')) {
     // Production starts built JavaScript (dist/cli.js); through tsx every start transpiles the
     // sources again (23 s of a restart at load 14). The esbuild bundle of the same sources the

@@ -14,8 +14,11 @@ const released = (releasedAtArg: number) => ({ sessionId: null, expiresAt: 0, ac
 const facts = (partialArg: Partial<ILivenessFacts>): ILivenessFacts => ({ lease: null, lastReportAt: null, watchingSince: 0, now: 100, ...partialArg });
 
 describe('judgeClusterLiveness', () => {
-  test('a relay holding an unexpired lease with fresh reports is current', () => {
-    assert.deepEqual(judgeClusterLiveness(facts({ lease: held(110), lastReportAt: 90 }), settings), { unknown: null, recheckAt: null });
+  test('a relay holding an unexpired lease with fresh reports is current until its newest report turns stale', () => {
+    assert.deepEqual(judgeClusterLiveness(facts({ lease: held(110), lastReportAt: 90 }), settings), { unknown: null, recheckAt: null, staleAt: 691 });
+    // The window runs from the latest of the report, the lease's acquisition and the watch's start.
+    assert.equal(judgeClusterLiveness(facts({ lease: held(110, 95), lastReportAt: 90 }), settings).staleAt, 696);
+    assert.equal(judgeClusterLiveness(facts({ lease: held(110), lastReportAt: 90, watchingSince: 99 }), settings).staleAt, 700);
   });
 
   test('released within the grace: still current, looked at again when the grace ends', () => {

@@ -124,6 +124,8 @@ describe('liveness: a cluster whose relay is gone reads unknown, never converged
     const flipsToUnknown = transitions.filter((entry) => entry.unknown).length;
     assert.ok(flipsToUnknown <= 3, `turned unknown ${flipsToUnknown} times in ${3 * graceMs} ms of a relay dropping every 300 ms`);
     console.log(`# a relay flapping every 300 ms for ${3 * graceMs} ms: ${flipsToUnknown} turns to unknown (cluster ${cluster.name})`);
+    // The last drop's grace runs out here, not in the middle of the next test's count of writes.
+    await waitFor(async () => (await status(service.id)).unknown !== null, 'unknown once the last drop\'s grace ran out', graceMs + 10_000);
   });
 
   test('twenty relay reads of an unchanged desired state and route table add no byte to the journal', async () => {
@@ -165,5 +167,34 @@ describe('liveness: a cluster whose relay is gone reads unknown, never converged
       .map((entry) => entry.cluster.name);
     await waitFor(async () => (await current()).length === 0, 'no cluster shows a service as current', 10_000);
     assert.deepEqual(await current(), []);
+  });
+});
+
+describe('liveness: a connected relay whose reports stop reads observed-state-stale on time, with no resync', () => {
+  const observedStaleMs = 2_000;
+  let t: ITestCloudly;
+  // An hour-long resync: only the liveness controller's own deadline can find the report stale.
+  before(async () => { t = await startTestCloudly({ observedStaleMs, observedRefreshMs: 1_000, reconcileResyncMs: 3_600_000 }); });
+  after(async () => { await t.stop(); });
+
+  test('the report turns stale at its deadline; the next report makes the cluster current again', async () => {
+    const { cluster, service, relay, revision } = await reportingCluster(t, 'quiet', ['n1']);
+    try {
+      const report = () => relay.fire('reportClusterPlatformObservedState', {
+        desiredRevision: revision,
+        services: [{ serviceId: service.id, nodeId: 'n1', specRevision: 1, replicas: 1, state: 'ready' }],
+      });
+      const status = () => t.caller.call('getServiceRuntimeStatus', { serviceId: service.id });
+      await report();
+      const reportedAt = Date.now();
+      await waitFor(async () => (await status()).status.state === 'converged', 'the service is converged', 10_000);
+      await waitFor(async () => (await status()).unknown?.reason === 'observed-state-stale', 'stale once no report came', observedStaleMs + 10_000);
+      console.log(`# last report → observed-state-stale after ${Date.now() - reportedAt} ms (bound ${observedStaleMs} ms)`);
+      assert.ok(t.cloudly.relays.sessionsOf(cluster.id).length > 0, 'the relay is still connected: stale, not disconnected');
+      await report();
+      await waitFor(async () => (await status()).unknown === null, 'current again after a report', 10_000);
+    } finally {
+      relay.close();
+    }
   });
 });

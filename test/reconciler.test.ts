@@ -183,9 +183,91 @@ test('a change whose trigger was lost is judged by the next resync', async () =>
     const { service } = await own.admin.call('createService', { service: { ...spec('resynced'), clusterId: ownCluster } });
     const verdict = () => firstVerdictOf(own, ownCluster);
     await waitFor(async () => (await verdict()) === 'converging/null', 'judged from its trigger', 10_000);
-    // Straight into the database, past the store: no trigger fires (as after a crash between commit and enqueue).
-    await own.cloudly.store.collection(serviceKind).updateOne({ id: service.id }, { $set: { 'runtime.placement.nodeIds': ['gone-node'] } });
+    // Two resyncs that run nothing: every digest is recorded, so the catch-up below is the resync's own.
+    const runs = countResyncRuns(own);
+    await waitFor(() => runs.quietResyncs() >= 2, 'two resyncs that ran no key', 15_000);
+    // Straight into the database, past the store and the feed, as a write through another instance
+    // whose change the feed never delivered (it moves the generation, as every write through a store does).
+    await own.cloudly.store.collection(serviceKind).updateOne({ id: service.id }, { $set: { 'runtime.placement.nodeIds': ['gone-node'] }, $inc: { generation: 1 } });
     await waitFor(async () => (await verdict()) === 'refused/no-eligible-node', 'judged by the resync', 10_000);
+  } finally {
+    await own.stop();
+  }
+});
+
+/**
+ * Counts the runs each resync caused, by the resync's cause id: a run is the resync's when its
+ * cause is a resync's (`CloudlyReconcilerResync`, not a deadline or a poll). `quietResyncs` counts
+ * the periodic resyncs (id `resync`) that were followed by no run at all before the next one.
+ */
+const countResyncRuns = (tArg: ITestCloudly) => {
+  const runs: Array<{ controller: string; key: string; id: string }> = [];
+  for (const controller of tArg.cloudly.reconciler.controllers) {
+    const original = controller.reconcile.bind(controller);
+    controller.reconcile = async (keyArg, contextArg) => {
+      if (contextArg.cause.kind === 'CloudlyReconcilerResync' && !['deadline', 'poll'].includes(contextArg.cause.id)) {
+        runs.push({ controller: controller.name, key: keyArg, id: contextArg.cause.id });
+      }
+      return original(keyArg, contextArg);
+    };
+  }
+  let quiet = 0;
+  let seen = 0;
+  const timer = setInterval(() => {
+    quiet = runs.length === seen && tArg.cloudly.reconciler.busyKeys === 0 ? quiet + 1 : 0;
+    seen = runs.length;
+  }, tArg.cloudly.config.reconcileResyncMs ?? 60_000);
+  timer.unref();
+  return { runs, quietResyncs: () => quiet, stop: () => clearInterval(timer) };
+};
+
+test('a resync reads digests and runs only the clusters whose inputs moved; a write that left the generation waits for the full pass', async () => {
+  // Its own Cloudly with hour-long resyncs and grace, so that every resync here is one this test asks for.
+  const own = await startTestCloudly({ reconcileResyncMs: 3_600_000, relayLivenessGraceMs: 3_600_000 });
+  try {
+    const clusters: string[] = [];
+    const services: string[] = [];
+    for (const name of ['digest-a', 'digest-b', 'digest-c']) {
+      const ownCluster = (await own.createCluster(name)).cluster.id;
+      await own.addNodes(ownCluster, 'n1');
+      services.push((await own.admin.call('createService', { service: { ...spec(name), clusterId: ownCluster } })).service.id);
+      clusters.push(ownCluster);
+    }
+    const verdict = () => firstVerdictOf(own, clusters[0]);
+    await waitFor(async () => (await verdict()) === 'converging/null', 'judged from its trigger', 10_000);
+    const idle = () => waitFor(() => own.cloudly.reconciler.busyKeys === 0, 'the controllers are idle', 15_000);
+    const resync = async (idArg: string, fullArg = false) => {
+      // The pass reads its digests before it queues anything: wait until its runs are done.
+      own.cloudly.reconciler.resync(idArg, { full: fullArg });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await idle();
+    };
+    const runs = countResyncRuns(own);
+    runs.stop();
+    await idle();
+    // The runs since the start-up pass (the services' own verdicts) moved their clusters' digests once.
+    await resync('settle');
+    await resync('unchanged');
+    assert.deepEqual(runs.runs.filter((run) => run.id === 'unchanged'), [], 'a resync of an unchanged fleet runs no key');
+
+    // A service's change whose trigger was lost: only its cluster's keys run, in the controllers that read services.
+    await own.cloudly.store.collection(serviceKind).updateOne({ id: services[0] }, { $set: { 'runtime.placement.nodeIds': ['gone-node'] }, $inc: { generation: 1 } });
+    await resync('moved');
+    assert.equal(await verdict(), 'refused/no-eligible-node', 'the resync judged the change');
+    const moved = runs.runs.filter((run) => run.id === 'moved');
+    assert.ok(moved.some((run) => run.controller === 'verdict' && run.key === `cluster:${clusters[0]}`), 'the verdict looked at the changed cluster');
+    assert.deepEqual(moved.filter((run) => run.key.includes(clusters[1]) || run.key.includes(clusters[2])), [], 'no key of an unchanged cluster ran');
+    assert.deepEqual(moved.filter((run) => run.controller === 'liveness' || run.controller === 'corestore-credentials'), [], 'controllers that read no service ran nothing');
+
+    // A write around Cloudly that left the generation as it was: no digest sees it; the full pass (once an hour) does.
+    // (The verdict's own write moved its cluster's digest: one resync runs it first.)
+    await resync('settle-again');
+    await own.cloudly.store.collection(serviceKind).updateOne({ id: services[0] }, { $set: { 'runtime.placement.nodeIds': ['n1'] } });
+    await resync('unseen');
+    assert.deepEqual(runs.runs.filter((run) => run.id === 'unseen'), [], 'an unchanged generation runs nothing');
+    assert.equal(await verdict(), 'refused/no-eligible-node', 'not judged by a resync from digests');
+    await resync('full', true);
+    assert.equal(await verdict(), 'converging/null', 'judged by the full pass');
   } finally {
     await own.stop();
   }

@@ -295,6 +295,7 @@ export class Cloudly {
     // Last: it starts once every domain it reads is started, and stops first.
     this.reconciler = this.addManager(new Reconciler({
       feed: this.feed,
+      store: this.store,
       leadership: new ReconcilerLeadership(this.store, this.clusterManager.relayElection.instanceId, this.config.relayLeaseTtlMs ?? 15_000, this.database.embedded),
       logger: this.logger,
       registry: this.metrics.registry,

@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Cloudly } from '../../ts/classes.cloudly.js';
 import { CloudlyAdminClient } from '../../ts/client/admin.js';
+import type { ICloudlyConfig } from '../../ts/config.js';
 import { benchSocketLimits, sized } from './smoke.js';
 
 /** Pieces the request benchmarks share: a real Cloudly with a logged-in admin socket, and timers. */
@@ -18,9 +19,9 @@ export interface IBenchCloudly {
 }
 
 /** A real Cloudly on a free loopback port with the embedded database in a fresh data directory; no socket rate limit. */
-export const startBenchCloudly = async (nameArg: string): Promise<IBenchCloudly> => {
+export const startBenchCloudly = async (nameArg: string, configArg: Partial<ICloudlyConfig> = {}): Promise<IBenchCloudly> => {
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), `cloudly-bench-${nameArg}-`));
-  const cloudly = new Cloudly({ config: { port: 0, mongoDbUrl: null, dataDir, adminPassword: benchAdminPassword, logLevel: 'silent', ...benchSocketLimits } });
+  const cloudly = new Cloudly({ config: { port: 0, mongoDbUrl: null, dataDir, adminPassword: benchAdminPassword, logLevel: 'silent', ...benchSocketLimits, ...configArg } });
   await cloudly.start();
   const admin = new CloudlyAdminClient(cloudly.baseUrl);
   await admin.login('admin', benchAdminPassword);

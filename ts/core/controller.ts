@@ -54,6 +54,13 @@ export interface IController {
    */
   resync?: boolean;
   /**
+   * Resync from digests (docs/reconciler.md, "The resync"): set by a controller whose keys are
+   * clusters. The periodic resync then reads one bulk projection per kind of its `inputs` and
+   * `writes` and runs only the clusters whose digest moved since their last run, not every
+   * cluster. What changes with time alone must be a `requeueAfterMs` deadline.
+   */
+  digestResync?: IDigestResync;
+  /**
    * A source that is not a document change (Watches on a channel): every `everyMs` on the leader,
    * `keys()` names keys that may have changed (a relay lease released on another instance, which
    * no audit event tells of).
@@ -61,6 +68,16 @@ export interface IController {
   poll?: { everyMs: number; keys: () => Promise<readonly string[]> };
   concurrency?: number;
   retry?: IWorkQueueRetry;
+}
+
+export interface IDigestResync {
+  /** The controller's key for a cluster's inputs (the verdict's `cluster:<id>`). */
+  keyOf: (clusterIdArg: string) => string;
+  /**
+   * Per kind, the fields whose values stand for a document in place of its generation, for a kind
+   * written more often than its readers care (a relay lease's renewals move its generation).
+   */
+  fields?: Readonly<Record<string, readonly string[]>>;
 }
 
 /** The keys of a change that name its cluster (owners as the kind declares them): the cluster's id. */

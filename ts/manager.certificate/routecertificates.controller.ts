@@ -56,6 +56,12 @@ export class RouteCertificatesController implements IController {
     CloudlyService: (changeArg: ICommittedChange) => [`${serviceKeyPrefix}${changeArg.id}`],
     CloudlyCluster: ofOwningClusterInputs,
   };
+  /**
+   * A renewal or a retry coming due is a `requeueAfterMs` deadline of the cluster's own run: the
+   * resync runs only the clusters whose digest moved (a cluster's services, the cluster, and what
+   * is written here for it).
+   */
+  public readonly digestResync = { keyOf: (clusterIdArg: string) => clusterIdArg };
   // An order waits on the ACME server for seconds: a few clusters at a time.
   public readonly concurrency = 4;
 
@@ -181,7 +187,9 @@ export class RouteCertificatesController implements IController {
         waitMs = Math.min(waitMs, after.kind === 'wait' ? after.waitMs : 0);
       }
     }
-    return { outcome: changed ? 'written' : removed ? 'removed' : 'kept', requeueAfterMs: Math.max(waitMs, 50) };
+    const outcome = changed ? 'written' : removed ? 'removed' : 'kept';
+    // A cluster with no certificate to keep has nothing coming due: no timer of its own.
+    return wanted.size === 0 ? { outcome } : { outcome, requeueAfterMs: Math.max(waitMs, 50) };
   }
 
   /** One order and its outcome stored; the key leaves memory only sealed by the secret box. */

@@ -25,7 +25,9 @@ export interface ILivenessPorts {
  * relay holds now (released or run out) together with those of the clusters it is tracking (not
  * current, or within their grace), one query whatever the fleet's size, and queues those. A
  * cluster within its grace is looked at again when the grace ends (`requeueAfterMs`), so it turns
- * `unknown` within a poll of the grace running out.
+ * `unknown` within a poll of the grace running out. A connected cluster is looked at again when
+ * its newest report turns stale (`observed-state-stale`), so the periodic resync need only look at
+ * clusters whose inputs changed (`digestResync`).
  */
 export class LivenessController implements IController {
   public readonly name = 'liveness';
@@ -39,8 +41,19 @@ export class LivenessController implements IController {
     CloudlyServiceObservedState: ofOwningCluster,
   };
   public readonly poll = { everyMs: livenessPollMs, keys: () => this.pollKeys() };
+  /**
+   * A lease's renewals move its generation and change nothing judged here: it stands in the
+   * resync's digest by its holder and the times it was taken and given up. One that runs out
+   * unrenewed is found by the poll.
+   */
+  public readonly digestResync = {
+    keyOf: (clusterIdArg: string) => clusterIdArg,
+    fields: { [clusterRelayLeaseKind.collectionName]: ['sessionId', 'acquiredAt', 'releasedAt'] },
+  };
   /** Clusters last judged not current or waiting out their grace: the poll reads their leases too. */
   private readonly tracked = new Set<string>();
+  /** Of clusters last judged connected and current: when their newest report turns stale. */
+  private readonly staleAt = new Map<string, number>();
 
   constructor(private readonly ports: ILivenessPorts) {}
 
@@ -74,15 +87,19 @@ export class LivenessController implements IController {
     const { store, settings } = this.ports;
     const now = Date.now();
     const lease = await store.get(clusterRelayLeaseKind, clusterIdArg);
+    const staleAt = this.staleAt.get(clusterIdArg);
     if (contextArg.cause.kind === clusterRelayLeaseKind.collectionName && lease && lease.sessionId !== null && lease.expiresAt > now
-      && !this.tracked.has(clusterIdArg)) {
+      && !this.tracked.has(clusterIdArg) && staleAt !== undefined) {
       // Connected and current when last judged: a relay taking its lease again (a reconnect) changes
-      // nothing; the age of its reports is judged by the full passes and the report's own changes.
-      return { outcome: 'kept' };
+      // nothing but its report window, which starts again at the lease's acquisition.
+      const nextStaleAt = Math.max(staleAt, lease.acquiredAt + settings.observedStaleMs + 1);
+      this.staleAt.set(clusterIdArg, nextStaleAt);
+      return { outcome: 'kept', requeueAfterMs: nextStaleAt - now };
     }
     const cluster = await store.get(clusterKind, clusterIdArg);
     if (!cluster) {
       this.tracked.delete(clusterIdArg);
+      this.staleAt.delete(clusterIdArg);
       const { outcome } = await store.mutate(clusterLivenessKind, clusterIdArg, (currentArg) => (currentArg ? { kind: 'remove' } : { kind: 'keep' }));
       return { outcome: outcome === 'removed' ? 'removed' : 'kept' };
     }
@@ -103,7 +120,13 @@ export class LivenessController implements IController {
     } else {
       this.tracked.delete(clusterIdArg);
     }
+    if (judged.staleAt === undefined) {
+      this.staleAt.delete(clusterIdArg);
+    } else {
+      this.staleAt.set(clusterIdArg, judged.staleAt);
+    }
     const { outcome } = await store.mutate(clusterLivenessKind, clusterIdArg, (currentArg) => decideClusterLiveness(currentArg, clusterIdArg, judged.unknown));
-    return judged.recheckAt === null ? { outcome } : { outcome, requeueAfterMs: judged.recheckAt - now + 1 };
+    const deadline = judged.recheckAt ?? judged.staleAt ?? null;
+    return deadline === null ? { outcome } : { outcome, requeueAfterMs: deadline - now + 1 };
   }
 }

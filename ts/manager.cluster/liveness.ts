@@ -41,6 +41,8 @@ export interface ILivenessJudgement {
   unknown: IRuntimeLiveness | null;
   /** When the judgement changes by itself if nothing else happens (the grace runs out); null when it does not. */
   recheckAt: number | null;
+  /** Of a connected, current cluster: when its newest report turns stale if no newer one is stored. */
+  staleAt?: number;
 }
 
 /**
@@ -63,7 +65,7 @@ export const judgeClusterLiveness = (factsArg: ILivenessFacts, settingsArg: ILiv
     if (now - reportWindowFrom > settingsArg.observedStaleMs) {
       return { unknown: { state: 'unknown', reason: 'observed-state-stale', since: lastReportAt ?? reportWindowFrom }, recheckAt: null };
     }
-    return { unknown: null, recheckAt: null };
+    return { unknown: null, recheckAt: null, staleAt: reportWindowFrom + settingsArg.observedStaleMs + 1 };
   }
   // A lease that ran out while still naming a socket was last renewed one lifetime before it ran out.
   const renewedAt = lease !== null && lease.sessionId !== null && lease.expiresAt > 0 ? lease.expiresAt - settingsArg.leaseTtlMs : null;

@@ -3,6 +3,8 @@ import type { ChangeFeed, ICommittedChange } from '../core/changefeed.js';
 import type { IController, IReconcileCause, IReconcileResult, TReconcileOutcome } from '../core/controller.js';
 import { cloudlyActor, runInOperation } from '../core/operationcontext.js';
 import { WorkQueue } from '../core/workqueue.js';
+import type { DocumentStore } from '../core/store.js';
+import { readInputDigests } from './digests.js';
 import type { ReconcilerLeadership } from './leadership.js';
 
 /**
@@ -15,8 +17,10 @@ import type { ReconcilerLeadership } from './leadership.js';
  *   controller's own keyed queue (coalescing, one run per key at a time, retries with backoff);
  * - a run stores what it derives only when it changed, as Cloudly's own write (actor `cloudly`,
  *   method `reconcile`, the input change as the audit event's `cause`);
- * - a full pass at start-up, for a new leader and at every resync catches any change whose trigger
- *   was lost;
+ * - a full pass at start-up and for a new leader, and a resync every period that runs what a
+ *   change whose trigger was lost may have left behind: every key of a controller without digests,
+ *   and only the clusters whose input digest moved of one with them (./digests.ts), with a full
+ *   pass of those once an hour;
  * - with several instances one of them reconciles (a lease in the database, ./leadership.ts).
  *
  * Reads never write: they read what the controllers stored. A read of one service waits (bounded)
@@ -26,6 +30,12 @@ import type { ReconcilerLeadership } from './leadership.js';
 /** How long a read waits for the runs this instance owes it before it answers what is stored. */
 const readWaitBoundMs = 3_000;
 
+/**
+ * How often the resync of the controllers with digests is a full pass all the same: for a write
+ * made around Cloudly that left a document's generation as it was, which no digest sees.
+ */
+export const fullResyncEveryMs = 3_600_000;
+
 /** The cause of a pass nobody's change asked for: the start-up pass, a resync, a new leader's pass. */
 export const resyncCauseKind = 'CloudlyReconcilerResync';
 
@@ -33,6 +43,8 @@ export type { IReconcileCause };
 
 export interface IReconcilerOptions {
   feed: ChangeFeed;
+  /** Where the resync reads its input digests. */
+  store: DocumentStore;
   leadership: ReconcilerLeadership;
   logger: { info: (objectArg: object, messageArg: string) => void; warn: (objectArg: object | string, messageArg?: string) => void; error: (objectArg: object, messageArg: string) => void };
   registry: promClient.Registry;
@@ -50,6 +62,15 @@ interface IRunningController {
   /** The oldest input commit each owed key has not stored yet (the verdict-latency histogram). */
   pendingSince: Map<string, number>;
   requeueTimers: Map<string, NodeJS.Timeout>;
+  /** Of a controller that resyncs from digests: what each key's inputs were when it last ran. */
+  digests?: {
+    /** The digest a key's last successful run saw (read before the run began). */
+    recorded: Map<string, string>;
+    /** Digests read for keys owed a run, with the tick of the read: a run that began later records it ('' records the key's removal). */
+    pending: Map<string, { digest: string; readAt: number }>;
+    /** A run failed: the next resync is a full pass (a failed run's children cannot be told from its key). */
+    fullPassOwed: boolean;
+  };
 }
 
 export class Reconciler {
@@ -63,6 +84,9 @@ export class Reconciler {
   private leaderSinceMs = 0;
   /** Set by the first heartbeat of a start: before it, nobody has looked at everything yet. */
   private started = false;
+  /** Orders digest reads and run starts: a run records a digest only when it began after the read. */
+  private tick = 0;
+  private resyncs = 0;
   private readonly durations: promClient.Histogram<'scope'>;
   private readonly outcomes: promClient.Counter<'scope' | 'outcome'>;
   private readonly latency: promClient.Histogram<'controller'>;
@@ -125,6 +149,7 @@ export class Reconciler {
         causes: new Map(),
         pendingSince: new Map(),
         requeueTimers: new Map(),
+        ...(controller.digestResync ? { digests: { recorded: new Map(), pending: new Map(), fullPassOwed: false } } : {}),
         queue: new WorkQueue({
           name: `reconcile ${controller.name}`,
           logger: this.options.logger,
@@ -164,7 +189,7 @@ export class Reconciler {
     await this.heartbeat();
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.options.heartbeatMs);
     this.heartbeatTimer.unref();
-    this.resyncTimer = setInterval(() => this.resync(), this.options.resyncMs);
+    this.resyncTimer = setInterval(() => this.periodicResync(), this.options.resyncMs);
     this.resyncTimer.unref();
     for (const entry of this.running.values()) {
       const { poll } = entry.controller;
@@ -217,6 +242,9 @@ export class Reconciler {
     for (const entry of this.running.values()) {
       entry.causes.clear();
       entry.pendingSince.clear();
+      // A new start or a new leader begins with a full pass: what was recorded may be stale by then.
+      entry.digests?.recorded.clear();
+      entry.digests?.pending.clear();
     }
     await this.options.leadership.release().catch((error: unknown) => this.options.logger.warn({ err: error }, 'reconciler lease could not be released'));
   }
@@ -261,14 +289,65 @@ export class Reconciler {
     return [...this.running.values()].reduce((sum, entry) => sum + entry.queue.busyKeys, 0);
   }
 
-  /** Asks every controller for a full pass now, as the periodic resync does (on the leader only). */
-  public resync(idArg = 'resync'): void {
+  /**
+   * Resyncs now, as the periodic resync does (on the leader only): a full pass of each controller
+   * without digests, and of each one with digests the keys whose digest moved (`full`: every key).
+   */
+  public resync(idArg = 'resync', optionsArg: { full?: boolean } = {}): void {
     if (!this.options.leadership.isLeader || this.stopped) {
       return;
     }
-    for (const entry of this.running.values()) {
-      if (entry.controller.resync !== false) {
-        void this.fullPass(entry, { kind: resyncCauseKind, id: idArg });
+    const entries = [...this.running.values()].filter((entryArg) => entryArg.controller.resync !== false);
+    void this.pass(entries, { kind: resyncCauseKind, id: idArg }, optionsArg.full ?? false);
+  }
+
+  private periodicResync(): void {
+    this.resyncs++;
+    const fullEvery = Math.max(1, Math.round(fullResyncEveryMs / this.options.resyncMs));
+    this.resync('resync', { full: this.resyncs % fullEvery === 0 });
+  }
+
+  /**
+   * One pass over these controllers, in order: the digests of those that have them are read first
+   * (one read per kind); each of those runs the keys whose digest differs from the one its last run
+   * recorded (`fullArg`: every key of its full pass, each recording the digest read here).
+   */
+  private async pass(entriesArg: readonly IRunningController[], causeArg: IReconcileCause, fullArg: boolean): Promise<void> {
+    const withDigests = entriesArg.filter((entryArg) => entryArg.digests !== undefined);
+    let digests: Map<string, Map<string, string>> | null = null;
+    if (withDigests.length > 0) {
+      try {
+        digests = await readInputDigests(this.options.store, withDigests.map(({ controller }) => ({
+          name: controller.name,
+          kinds: [...Object.keys(controller.inputs), ...controller.writes],
+          digestResync: controller.digestResync!,
+        })));
+      } catch (error) {
+        this.options.logger.warn({ err: error }, 'the resync could not read its input digests; every controller makes a full pass');
+      }
+    }
+    const readAt = ++this.tick;
+    for (const entry of entriesArg) {
+      const current = digests?.get(entry.controller.name);
+      if (!entry.digests || !current) {
+        await this.fullPass(entry, causeArg);
+        continue;
+      }
+      const full = fullArg || entry.digests.fullPassOwed;
+      entry.digests.fullPassOwed = false;
+      const { recorded, pending } = entry.digests;
+      for (const key of new Set([...current.keys(), ...recorded.keys()])) {
+        const digest = current.get(key) ?? '';
+        if (!full && recorded.get(key) === digest) {
+          continue;
+        }
+        pending.set(key, { digest, readAt });
+        if (!full) {
+          this.add(entry, key, causeArg);
+        }
+      }
+      if (full) {
+        await this.fullPass(entry, causeArg);
       }
     }
   }
@@ -343,9 +422,7 @@ export class Reconciler {
       this.options.logger.info({ instanceId: this.options.instanceId }, 'this instance reconciles');
       // Whatever changed while nobody (or another instance) reconciled is looked at now.
       this.options.feed.wantElsewhere();
-      for (const entry of this.running.values()) {
-        await this.fullPass(entry, { kind: resyncCauseKind, id: 'start-up' });
-      }
+      await this.pass([...this.running.values()], { kind: resyncCauseKind, id: 'start-up' }, true);
     } else if (!leader && wasLeader) {
       this.options.logger.warn({}, 'this instance no longer reconciles (the reconciler lease is held elsewhere)');
     }
@@ -361,6 +438,7 @@ export class Reconciler {
       return;
     }
     const scope = controller.scopeOf?.(keyArg) ?? controller.name;
+    const startedAt = ++this.tick;
     const started = process.hrtime.bigint();
     try {
       const answer = await runInOperation({ actor: cloudlyActor, method: 'reconcile', dryRun: false, cause: { kind: cause.kind, id: cause.id }, controller: controller.name }, () =>
@@ -369,6 +447,7 @@ export class Reconciler {
           enqueue: (otherKeyArg) => this.add(entryArg, otherKeyArg, cause),
         }));
       const result: IReconcileResult = typeof answer === 'string' ? { outcome: answer } : answer;
+      this.recordDigest(entryArg, keyArg, startedAt);
       this.outcomes.inc({ scope, outcome: result.outcome });
       if (since !== undefined && storedSomething(result.outcome)) {
         this.latency.observe({ controller: controller.name }, Math.max(0, Date.now() - since) / 1000);
@@ -378,6 +457,9 @@ export class Reconciler {
       }
     } catch (error) {
       this.outcomes.inc({ scope, outcome: 'failed' });
+      if (entryArg.digests) {
+        entryArg.digests.fullPassOwed = true;
+      }
       // The retry is audited as caused by the same change, unless a newer one arrived meanwhile.
       if (!causes.has(keyArg)) {
         causes.set(keyArg, cause);
@@ -388,6 +470,20 @@ export class Reconciler {
       throw error;
     } finally {
       this.durations.observe({ scope }, Number(process.hrtime.bigint() - started) / 1e9);
+    }
+  }
+
+  /** A run that began after its key's digest was read saw at least those inputs: the digest is its. */
+  private recordDigest(entryArg: IRunningController, keyArg: string, startedAtArg: number): void {
+    const owed = entryArg.digests?.pending.get(keyArg);
+    if (!entryArg.digests || !owed || owed.readAt >= startedAtArg) {
+      return;
+    }
+    entryArg.digests.pending.delete(keyArg);
+    if (owed.digest === '') {
+      entryArg.digests.recorded.delete(keyArg);
+    } else {
+      entryArg.digests.recorded.set(keyArg, owed.digest);
     }
   }
 

@@ -39,6 +39,8 @@ export class ProjectionsController implements IController {
     CloudlyRuntimeNetworkProjection: ofOwningCluster,
     CloudlyRuntimeNetworkAddressPlan: () => [allProjectionsKey],
   };
+  /** A projection changes with its inputs, not with time: the resync runs the clusters whose digest moved. */
+  public readonly digestResync = { keyOf: (clusterIdArg: string) => clusterIdArg };
 
   constructor(private readonly ports: IProjectionsPorts) {}
 

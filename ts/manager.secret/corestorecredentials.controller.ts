@@ -27,6 +27,8 @@ export class CorestoreCredentialsController implements IController {
     // A credential removed around Cloudly is made again.
     CloudlyCorestoreCredential: ofOwningCluster,
   };
+  /** Nothing here changes with time: the resync runs the clusters whose digest moved. */
+  public readonly digestResync = { keyOf: (clusterIdArg: string) => clusterIdArg };
 
   constructor(private readonly ports: ICorestoreCredentialsPorts) {}
 

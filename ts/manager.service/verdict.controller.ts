@@ -235,6 +235,8 @@ export class VerdictController implements IController {
   public readonly name = 'verdict';
   public readonly writes = [serviceRuntimeStatusKind.collectionName] as const;
   public readonly inputs = verdictInputs;
+  /** Nothing judged here changes with time alone (the cluster's liveness is an input): the resync runs the clusters whose digest moved. */
+  public readonly digestResync = { keyOf: clusterKey };
 
   constructor(private readonly ports: IVerdictPorts) {}
 
