@@ -43,6 +43,7 @@ export class CloudlyBackupsPage extends LivePage {
     nextCursor: { state: true },
     error: { state: true },
     plans: { state: true },
+    names: { state: true },
   };
 
   declare schedules: IBackupSchedule[];
@@ -50,6 +51,8 @@ export class CloudlyBackupsPage extends LivePage {
   declare error: unknown;
   /** The retention dry runs shown, by schedule id. */
   declare plans: Record<string, IRetentionView>;
+  /** Names of the services and clusters the schedules target, by id, as read (a deleted one keeps its id). */
+  declare names: Record<string, string>;
   private cursor: string | undefined;
   private loaded = false;
   private readonly reread = coalesce(() => void this.onResync());
@@ -58,6 +61,7 @@ export class CloudlyBackupsPage extends LivePage {
     super();
     this.schedules = [];
     this.plans = {};
+    this.names = {};
   }
 
   connectedCallback(): void {
@@ -74,6 +78,26 @@ export class CloudlyBackupsPage extends LivePage {
       this.error = undefined;
     } catch (error) {
       this.error = error;
+      return;
+    }
+    await this.loadNames();
+  }
+
+  private async loadNames(): Promise<void> {
+    const reads = this.schedules.map(async ({ target }) => {
+      if ('serviceId' in target && !this.names[target.serviceId]) {
+        const answer = await api.call('getServiceById', { serviceId: target.serviceId }).catch(() => null);
+        return answer ? [target.serviceId, answer.service.name] as const : null;
+      }
+      if ('clusterId' in target && !this.names[target.clusterId]) {
+        const answer = await api.call('getClusterById', { clusterId: target.clusterId }).catch(() => null);
+        return answer ? [target.clusterId, answer.cluster.name] as const : null;
+      }
+      return null;
+    });
+    const found = (await Promise.all(reads)).filter((entry) => entry !== null);
+    if (found.length > 0) {
+      this.names = { ...this.names, ...Object.fromEntries(found) };
     }
   }
 
@@ -98,7 +122,7 @@ export class CloudlyBackupsPage extends LivePage {
 
   private targetView(scheduleArg: IBackupSchedule): TemplateResult {
     const target = scheduleArg.target;
-    const text = describeScheduleTarget(target);
+    const text = describeScheduleTarget(target, (idArg) => this.names[idArg] ?? idArg);
     if ('serviceId' in target) {
       return html`<a href=${`#/service/${encodeURIComponent(target.serviceId)}`}>${text}</a>`;
     }
