@@ -10,6 +10,11 @@ import {
   retentionRowsOf,
   scheduleStateOf,
   verificationBadgeOf,
+  emptyScheduleForm,
+  scheduleFormOf,
+  scheduleSpecOfForm,
+  specOfSchedule,
+  type IScheduleFormFields,
 } from '../web/src/backups.js';
 import type { IBackupSchedule } from '../ts/interfaces/data/backupschedule.js';
 import type { IChangeEvent } from '../ts/interfaces/requests/watch.js';
@@ -95,4 +100,38 @@ test('the Backups page reads again for a schedule, its state or a backup', () =>
   assert.equal(isBackupsPageChange(change('CloudlyBackupScheduleState')), true);
   assert.equal(isBackupsPageChange(change('CloudlyServiceBackup')), true);
   assert.equal(isBackupsPageChange(change('CloudlyCluster')), false);
+});
+
+const scheduleForm = (fieldsArg: Partial<IScheduleFormFields>): IScheduleFormFields => ({ ...emptyScheduleForm(), ...fieldsArg });
+
+test('the schedule form becomes a spec: the target by its kind, numbers only when typed, no retention when no count is', () => {
+  assert.deepEqual(scheduleSpecOfForm(scheduleForm({ targetId: ' svc-1 ', nodeId: 'n1', cron: ' 0  2 * * * ', jitterSeconds: '300', keepLast: '3', keepDaily: '7' })), {
+    spec: { target: { serviceId: 'svc-1', nodeId: 'n1' }, cron: '0 2 * * *', jitterSeconds: 300, verify: true, retention: { keepLast: 3, keepDaily: 7 } },
+    reasons: [],
+  });
+  assert.deepEqual(scheduleSpecOfForm(scheduleForm({ targetKind: 'cluster', targetId: 'c1', cron: '*/5 * * * *', verify: false, startingDeadlineSeconds: '0' })).spec,
+    { target: { clusterId: 'c1' }, cron: '*/5 * * * *', startingDeadlineSeconds: 0, verify: false });
+  assert.deepEqual(scheduleSpecOfForm(scheduleForm({ targetKind: 'organization', targetId: 'org-1', cron: '0 0 * * 0' })).spec?.target, { organizationId: 'org-1' });
+});
+
+test('a schedule form that cannot be sent names every reason at once; the cron itself is left to Cloudly\'s dry run', () => {
+  assert.deepEqual(scheduleSpecOfForm(scheduleForm({ targetKind: 'cluster', nodeId: 'n1', jitterSeconds: 'soon', keepLast: '-1' })).reasons, [
+    'target: the cluster\'s id is required',
+    'target.nodeId: a node is named only for a service',
+    'cron: five fields in UTC are required, e.g. 0 2 * * *',
+    'jitterSeconds: "soon" is not a whole number',
+    'retention.keepLast: "-1" is not a whole number',
+  ]);
+  assert.deepEqual(scheduleSpecOfForm(scheduleForm({ targetId: 's', cron: '61 * * * * *' })).reasons, [], 'six fields and 61 are Cloudly\'s to name, with their paths');
+});
+
+test('a stored schedule fills the form and comes back as the same spec; its spec leaves out the server\'s members', () => {
+  const stored = schedule({
+    target: { serviceId: 'svc-1', nodeId: 'n1' }, cron: '0 2 * * *', jitterSeconds: 30, startingDeadlineSeconds: 600, verify: true,
+    retention: { keepLast: 2, keepMonthly: 6 }, status: { state: 'active', firedOccurrences: 1, skippedServices: 0, missedOccurrences: 0 },
+  });
+  const spec = specOfSchedule(stored);
+  assert.deepEqual(spec, { target: { serviceId: 'svc-1', nodeId: 'n1' }, cron: '0 2 * * *', jitterSeconds: 30, startingDeadlineSeconds: 600, verify: true, retention: { keepLast: 2, keepMonthly: 6 } });
+  assert.deepEqual(scheduleSpecOfForm(scheduleFormOf(stored)).spec, spec);
+  assert.deepEqual(scheduleFormOf(schedule({ target: { clusterId: 'c1' } })), { ...emptyScheduleForm(), targetKind: 'cluster', targetId: 'c1', cron: '0 2 * * *', verify: false });
 });

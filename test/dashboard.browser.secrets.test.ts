@@ -24,8 +24,9 @@ import type { IReq_Cloudly_Relay_BackupClusterService, IServiceBackupRecord } fr
  * socket frame is recorded and searched for the value; so are the data directory and the log),
  * each cluster's relay opens its copy with its own key; a new enrollment shows `reseal-required`
  * live and the re-seal typed in the page makes it `sealed` again; a group is deleted. Backups: a
- * schedule (its clock 60 times faster) fires, verifies and keeps two, its retention dry run is
- * read as a table, a schedule of a deleted service shows disabled with the reason; each backup
+ * schedule created from the form (its clock 60 times faster) fires, its retention dry run is read
+ * as a table, it is changed from its card; a schedule of a deleted service shows disabled with the
+ * reason, a change to it is refused, and it is deleted; each backup
  * carries its verification badge (ok, mismatch on a damaged file, not verified), and Verify… shows
  * the outcome of the dry run before recording it. A read-only account may read but change nothing.
  */
@@ -93,6 +94,8 @@ const openedByRelay = async (worldArg: IWorld, serviceIdArg: string): Promise<st
   assert.ok(service && service.secrets.length === 1, 'the service carries its secret');
   return openSealedText(worldArg.keys, service.secrets[0].sealed);
 };
+
+const scheduleById = async (scheduleIdArg: string) => (await t.caller.call('getBackupSchedules', {})).schedules.find((entry) => entry.scheduleId === scheduleIdArg);
 
 const backUp = async (backupIdArg: string): Promise<IServiceBackupRecord> => {
   const answer = await t.caller.call('createServiceBackup', { clusterId: alpha.clusterId, nodeId: alpha.nodeId, serviceId: alpha.service.id, backupId: backupIdArg });
@@ -233,16 +236,30 @@ test('the value never left the browser in clear: not in a request body, a socket
   assert.equal(t.logs.join('').includes(marker), false, 'the log never holds it');
 });
 
-test('backups: a schedule\'s next and last run, its retention dry run, a disabled schedule, and each backup\'s verification', { skip }, async () => {
-  const { schedule } = await t.caller.call('createBackupSchedule', { schedule: {
-    target: { serviceId: alpha.service.id }, cron: '*/5 * * * *', verify: true, retention: { keepLast: 2 },
-  } });
+test('backups: a schedule created and changed from the form (a bad cron named by the dry run), its next and last run, its retention dry run, a schedule of a deleted service disabled (a change refused) and deleted, and each backup\'s verification', { skip }, async () => {
+  await page.goto(`${t.baseUrl}/dashboard/#/backups`);
+  const form = page.locator('[data-schedule-form]');
+  await form.waitFor();
+  await form.getByLabel('The service\'s id').fill(alpha.service.id);
+  await form.getByLabel('Cron (five fields, UTC)').fill('61 * * * *');
+  await form.getByLabel('Keep last').fill('2');
+  await form.locator('[data-action=review-schedule]').click();
+  const dialog = page.locator('dialog.action-dialog');
+  await dialog.locator('.refusal').waitFor({ timeout: 15_000 });
+  assert.match(await dialog.locator('.refusal').textContent() ?? '', /request\.schedule\.cron\.minute/, 'the dry run names the cron field');
+  await dialog.locator('[data-action=close]').click();
+  await form.getByLabel('Cron (five fields, UTC)').fill('*/5 * * * *');
+  await form.locator('[data-action=review-schedule]').click();
+  await confirmDialog(async () => assert.deepEqual((await t.caller.call('getBackupSchedules', {})).schedules, [], 'the dry run stored nothing'));
+  const [schedule] = (await t.caller.call('getBackupSchedules', {})).schedules;
+  assert.deepEqual(schedule.target, { serviceId: alpha.service.id });
+  assert.deepEqual(schedule.retention, { keepLast: 2 });
+  assert.equal(schedule.verify, true);
   const { service: shortLived } = await t.caller.call('createService', { service: {
     name: 'short-lived', organizationId: 'org-1', clusterId: alpha.clusterId, volumes: [],
     runtime: { image: 'registry.example/db:1', replicas: 1, profile: { runAs: null }, placement: { nodeIds: [] } },
   } });
   const { schedule: orphan } = await t.caller.call('createBackupSchedule', { schedule: { target: { serviceId: shortLived.id }, cron: '0 0 1 1 *' } });
-  await page.goto(`${t.baseUrl}/dashboard/#/backups`);
   const card = page.locator(`[data-schedule-id="${schedule.scheduleId}"]`);
   await card.locator('[data-last-run=ordered]').waitFor({ timeout: 60_000 });
   assert.equal(await card.getAttribute('data-schedule-state'), 'enabled');
@@ -258,9 +275,33 @@ test('backups: a schedule\'s next and last run, its retention dry run, a disable
   assert.ok(rows.every((row) => row.backupId?.startsWith('backup-s-') && (row.action === 'keep' || row.action === 'remove')), 'only the schedule\'s own backups, each kept or removed');
   assert.ok(rows.some((row) => row.action === 'keep' && row.text.includes('last-1')), 'the newest is kept as last-1');
 
+  // Changed from its card: the review shows only what changes, against the generation read.
+  await card.locator('[data-action=edit-schedule]').click();
+  await form.getByLabel('Keep last').fill('3');
+  await form.locator('[data-action=review-schedule]').click();
+  await confirmDialog(async () => {
+    assert.deepEqual(await dialog.locator('[data-diff-path]').evaluateAll((cells) => cells.map((cell) => cell.getAttribute('data-diff-path'))), ['retention.keepLast']);
+    assert.deepEqual((await scheduleById(schedule.scheduleId))?.retention, { keepLast: 2 }, 'the dry run changed nothing');
+  });
+  await card.locator('[data-retention]', { hasText: 'keep last 3' }).waitFor();
+  assert.ok((await scheduleById(schedule.scheduleId))!.generation > schedule.generation, 'a new generation');
+
   await t.caller.call('deleteService', { serviceId: shortLived.id, expectedGeneration: shortLived.generation, force: true });
   await page.locator(`[data-schedule-id="${orphan.scheduleId}"][data-schedule-state=disabled] [data-disabled-reason]`).waitFor({ timeout: 20_000 });
-  assert.equal(await page.locator(`[data-schedule-id="${orphan.scheduleId}"] [data-disabled-reason]`).textContent(), 'service-not-found');
+  const orphanCard = page.locator(`[data-schedule-id="${orphan.scheduleId}"]`);
+  assert.equal(await orphanCard.locator('[data-disabled-reason]').textContent(), 'service-not-found');
+  // Its service is gone: a change is refused by the dry run, naming why; deleting it is what is left.
+  await orphanCard.locator('[data-action=edit-schedule]').click();
+  await form.getByLabel('Cron (five fields, UTC)').fill('30 1 * * *');
+  await form.locator('[data-action=review-schedule]').click();
+  await dialog.locator('.refusal').waitFor({ timeout: 15_000 });
+  assert.match(await dialog.locator('.refusal').textContent() ?? '', /backup-schedule-target-not-found/);
+  await dialog.locator('[data-action=close]').click();
+  await form.locator('[data-action=cancel-edit]').click();
+  await orphanCard.locator('[data-action=delete-schedule]').click();
+  await confirmDialog();
+  await waitFor(async () => (await orphanCard.count()) === 0, 'the deleted schedule leaves the page');
+  assert.deepEqual((await t.caller.call('getBackupSchedules', {})).schedules.map((entry) => entry.scheduleId), [schedule.scheduleId]);
 
   // Three backups taken by hand: one verified ok, one whose stored file is then damaged, one never verified.
   await backUp('manual-ok');
@@ -300,6 +341,11 @@ test('a read-only account reads secrets and retention but may change nothing', {
     assert.match(await button.getAttribute('title') ?? '', /read-only/);
   }
   await page.goto(`${t.baseUrl}/dashboard/#/backups`);
+  await page.locator('[data-schedule-state=enabled]').first().waitFor();
+  for (const button of [page.locator('[data-action=review-schedule]'), page.locator('[data-action=edit-schedule]').first(), page.locator('[data-action=delete-schedule]').first()]) {
+    assert.equal(await button.isDisabled(), true);
+    assert.match(await button.getAttribute('title') ?? '', /read-only/);
+  }
   const retention = page.locator('[data-schedule-state=enabled] [data-action=retention-plan]').first();
   await retention.click();
   await page.locator('[data-retention-plan] tr[data-retention-backup]').first().waitFor();

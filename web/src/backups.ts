@@ -4,7 +4,7 @@
  * last run in words, a retention plan as rows, and a backup's verification badge.
  */
 import type { IArchiveRetentionPolicy } from '../../ts/interfaces/data/backup.js';
-import type { IBackupSchedule, IBackupScheduleRun, TBackupScheduleTarget } from '../../ts/interfaces/data/backupschedule.js';
+import type { IBackupSchedule, IBackupScheduleRun, IBackupScheduleSpec, TBackupScheduleTarget } from '../../ts/interfaces/data/backupschedule.js';
 import type { IBackupRetentionDecision, IServiceBackupRecord } from '../../ts/interfaces/requests/backup.js';
 import type { IChangeEvent } from '../../ts/interfaces/requests/watch.js';
 
@@ -147,3 +147,114 @@ export const lastRunBackupStates = (
       ? { backupId, state: backup.state, ...(backup.failureReason ? { failureReason: backup.failureReason } : {}) }
       : { backupId, state: 'unknown' as const };
   });
+
+// ---- the schedule form ----
+
+export const scheduleTargetKinds = ['service', 'cluster', 'organization'] as const;
+export type TScheduleTargetKind = typeof scheduleTargetKinds[number];
+
+/** What the schedule form holds as typed. Empty numbers are left out of the spec. */
+export interface IScheduleFormFields {
+  targetKind: TScheduleTargetKind;
+  targetId: string;
+  /** Only with a service target; empty: Cloudly picks the node. */
+  nodeId: string;
+  cron: string;
+  jitterSeconds: string;
+  startingDeadlineSeconds: string;
+  verify: boolean;
+  keepLast: string;
+  keepDaily: string;
+  keepWeekly: string;
+  keepMonthly: string;
+}
+
+export const emptyScheduleForm = (): IScheduleFormFields => ({
+  targetKind: 'service', targetId: '', nodeId: '', cron: '', jitterSeconds: '', startingDeadlineSeconds: '', verify: true,
+  keepLast: '', keepDaily: '', keepWeekly: '', keepMonthly: '',
+});
+
+const numberText = (valueArg: number | undefined): string => (valueArg === undefined ? '' : String(valueArg));
+
+/** A stored schedule as the form's fields, to edit it. */
+export const scheduleFormOf = (scheduleArg: IBackupScheduleSpec): IScheduleFormFields => {
+  const target = scheduleArg.target;
+  const [targetKind, targetId] = 'serviceId' in target
+    ? ['service' as const, target.serviceId]
+    : 'clusterId' in target ? ['cluster' as const, target.clusterId] : ['organization' as const, target.organizationId];
+  return {
+    targetKind, targetId, nodeId: 'serviceId' in target ? target.nodeId ?? '' : '', cron: scheduleArg.cron,
+    jitterSeconds: numberText(scheduleArg.jitterSeconds), startingDeadlineSeconds: numberText(scheduleArg.startingDeadlineSeconds),
+    verify: scheduleArg.verify === true,
+    keepLast: numberText(scheduleArg.retention?.keepLast), keepDaily: numberText(scheduleArg.retention?.keepDaily),
+    keepWeekly: numberText(scheduleArg.retention?.keepWeekly), keepMonthly: numberText(scheduleArg.retention?.keepMonthly),
+  };
+};
+
+/** The spec of a stored schedule, as `updateBackupSchedule` takes it (what the review compares). */
+export const specOfSchedule = (scheduleArg: IBackupSchedule): IBackupScheduleSpec => ({
+  target: scheduleArg.target,
+  cron: scheduleArg.cron,
+  ...(scheduleArg.jitterSeconds === undefined ? {} : { jitterSeconds: scheduleArg.jitterSeconds }),
+  ...(scheduleArg.startingDeadlineSeconds === undefined ? {} : { startingDeadlineSeconds: scheduleArg.startingDeadlineSeconds }),
+  ...(scheduleArg.verify === undefined ? {} : { verify: scheduleArg.verify }),
+  ...(scheduleArg.retention === undefined ? {} : { retention: scheduleArg.retention }),
+});
+
+/**
+ * The form as a schedule spec, or the reasons it cannot be sent: what the form itself can tell (a
+ * missing target or cron, a number that is not a whole number). The cron's fields, the ranges and a
+ * retention that keeps nothing are Cloudly's to judge: its dry run names each with its path.
+ */
+export const scheduleSpecOfForm = (fieldsArg: IScheduleFormFields): { spec?: IBackupScheduleSpec; reasons: string[] } => {
+  const reasons: string[] = [];
+  const whole = (nameArg: string, textArg: string): number | undefined => {
+    const text = textArg.trim();
+    if (text === '') {
+      return undefined;
+    }
+    if (!/^\d+$/.test(text)) {
+      reasons.push(`${nameArg}: "${text}" is not a whole number`);
+      return undefined;
+    }
+    return Number(text);
+  };
+  const targetId = fieldsArg.targetId.trim();
+  const nodeId = fieldsArg.nodeId.trim();
+  const cron = fieldsArg.cron.trim().replace(/\s+/g, ' ');
+  if (targetId === '') {
+    reasons.push(`target: the ${fieldsArg.targetKind}'s id is required`);
+  }
+  if (nodeId !== '' && fieldsArg.targetKind !== 'service') {
+    reasons.push('target.nodeId: a node is named only for a service');
+  }
+  if (cron === '') {
+    reasons.push('cron: five fields in UTC are required, e.g. 0 2 * * *');
+  }
+  const jitterSeconds = whole('jitterSeconds', fieldsArg.jitterSeconds);
+  const startingDeadlineSeconds = whole('startingDeadlineSeconds', fieldsArg.startingDeadlineSeconds);
+  const counts = {
+    keepLast: whole('retention.keepLast', fieldsArg.keepLast),
+    keepDaily: whole('retention.keepDaily', fieldsArg.keepDaily),
+    keepWeekly: whole('retention.keepWeekly', fieldsArg.keepWeekly),
+    keepMonthly: whole('retention.keepMonthly', fieldsArg.keepMonthly),
+  };
+  if (reasons.length > 0) {
+    return { reasons };
+  }
+  const target: TBackupScheduleTarget = fieldsArg.targetKind === 'service'
+    ? { serviceId: targetId, ...(nodeId === '' ? {} : { nodeId }) }
+    : fieldsArg.targetKind === 'cluster' ? { clusterId: targetId } : { organizationId: targetId };
+  const retention = Object.fromEntries(Object.entries(counts).filter(([, count]) => count !== undefined)) as IArchiveRetentionPolicy;
+  return {
+    spec: {
+      target,
+      cron,
+      ...(jitterSeconds === undefined ? {} : { jitterSeconds }),
+      ...(startingDeadlineSeconds === undefined ? {} : { startingDeadlineSeconds }),
+      verify: fieldsArg.verify,
+      ...(Object.keys(retention).length === 0 ? {} : { retention }),
+    },
+    reasons,
+  };
+};

@@ -4,8 +4,15 @@ import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api } from '../api.js';
 import { formatTime } from '../format.js';
 import { LivePage } from '../live.js';
-import { refusalView, markFirstRender, coalesce } from '../widgets.js';
+import { CloudlyActionDialog, refusalView, markFirstRender, coalesce, mayChange, changeTitle, changeDescribedBy } from '../widgets.js';
 import {
+  emptyScheduleForm,
+  scheduleFormOf,
+  scheduleSpecOfForm,
+  scheduleTargetKinds,
+  specOfSchedule,
+  type IScheduleFormFields,
+  type TScheduleTargetKind,
   describeLastRun,
   describeRetention,
   describeRetentionReason,
@@ -44,6 +51,9 @@ export class CloudlyBackupsPage extends LivePage {
     error: { state: true },
     plans: { state: true },
     names: { state: true },
+    fields: { state: true },
+    editing: { state: true },
+    formReasons: { state: true },
   };
 
   declare schedules: IBackupSchedule[];
@@ -53,6 +63,10 @@ export class CloudlyBackupsPage extends LivePage {
   declare plans: Record<string, IRetentionView>;
   /** Names of the services and clusters the schedules target, by id, as read (a deleted one keeps its id). */
   declare names: Record<string, string>;
+  declare fields: IScheduleFormFields;
+  /** The schedule the form edits (as read when **Edit…** was pressed), or null: the form creates one. */
+  declare editing: IBackupSchedule | null;
+  declare formReasons: string[];
   private cursor: string | undefined;
   private loaded = false;
   private readonly reread = coalesce(() => void this.onResync());
@@ -62,6 +76,9 @@ export class CloudlyBackupsPage extends LivePage {
     this.schedules = [];
     this.plans = {};
     this.names = {};
+    this.fields = emptyScheduleForm();
+    this.editing = null;
+    this.formReasons = [];
   }
 
   connectedCallback(): void {
@@ -120,6 +137,99 @@ export class CloudlyBackupsPage extends LivePage {
     await Promise.all([this.load(), ...Object.keys(this.plans).map((scheduleId) => this.readPlan(scheduleId))]);
   }
 
+  private setField<K extends keyof IScheduleFormFields>(keyArg: K, valueArg: IScheduleFormFields[K]): void {
+    this.fields = { ...this.fields, [keyArg]: valueArg };
+    this.formReasons = [];
+  }
+
+  private resetForm(): void {
+    this.fields = emptyScheduleForm();
+    this.editing = null;
+    this.formReasons = [];
+  }
+
+  /** Creates a schedule, or changes the one being edited against the generation it was read at. */
+  private review(): void {
+    const judged = scheduleSpecOfForm(this.fields);
+    this.formReasons = judged.reasons;
+    if (!judged.spec) {
+      return;
+    }
+    const schedule = judged.spec;
+    const editing = this.editing;
+    if (editing) {
+      const request = { scheduleId: editing.scheduleId, expectedGeneration: editing.generation, schedule };
+      CloudlyActionDialog.open({
+        title: `Change backup schedule ${editing.scheduleId}`,
+        intro: html`<p>Against the schedule's generation ${editing.generation}; the controller looks at it afresh (a disabled schedule is judged again).</p>`,
+        dryRun: () => api.call('updateBackupSchedule', { ...request, dryRun: true }),
+        change: () => ({ before: specOfSchedule(editing), after: schedule }),
+        run: () => api.call('updateBackupSchedule', request),
+        result: (answerArg) => html`<p>Schedule <code>${answerArg.schedule.scheduleId}</code> is at generation ${answerArg.schedule.generation}.</p>`,
+        confirmLabel: 'Change schedule',
+        onDone: () => { this.resetForm(); void this.load(); },
+      });
+      return;
+    }
+    CloudlyActionDialog.open({
+      title: 'New backup schedule',
+      intro: html`<p>Backs up ${describeScheduleTarget(schedule.target, (idArg) => this.names[idArg] ?? idArg)} at <code>${schedule.cron}</code> (UTC).</p>`,
+      dryRun: () => api.call('createBackupSchedule', { schedule, dryRun: true }),
+      change: () => ({ before: undefined, after: schedule }),
+      run: () => api.call('createBackupSchedule', { schedule }),
+      result: (answerArg) => html`<p>Schedule <code data-created-schedule>${answerArg.schedule.scheduleId}</code> created.</p>`,
+      confirmLabel: 'Create schedule',
+      onDone: () => { this.resetForm(); void this.load(); },
+    });
+  }
+
+  private deleteSchedule(scheduleArg: IBackupSchedule): void {
+    const request = { scheduleId: scheduleArg.scheduleId, expectedGeneration: scheduleArg.generation };
+    CloudlyActionDialog.open({
+      title: `Delete backup schedule ${scheduleArg.scheduleId}`,
+      intro: html`<p>It orders no more backups and its retention ends; the backups it made stay. Against the schedule's generation ${scheduleArg.generation}.</p>`,
+      dryRun: () => api.call('deleteBackupSchedule', { ...request, dryRun: true }),
+      describe: () => html`<p>Cloudly would delete the schedule.</p>`,
+      run: () => api.call('deleteBackupSchedule', request),
+      result: () => html`<p>Schedule <code>${scheduleArg.scheduleId}</code> deleted.</p>`,
+      confirmLabel: 'Delete schedule',
+      onDone: () => {
+        this.schedules = this.schedules.filter((schedule) => schedule.scheduleId !== scheduleArg.scheduleId);
+      },
+    });
+  }
+
+  private formView(): TemplateResult {
+    const fields = this.fields;
+    const input = (keyArg: Exclude<keyof IScheduleFormFields, 'targetKind' | 'verify'>, labelArg: string, placeholderArg = '') => html`
+      <label for=${`schedule-${keyArg}`}>${labelArg}</label>
+      <input id=${`schedule-${keyArg}`} name=${keyArg} .value=${fields[keyArg]} placeholder=${placeholderArg}
+        @input=${(event: Event) => this.setField(keyArg, (event.target as HTMLInputElement).value)}>`;
+    return html`<form class="card wide" aria-label=${this.editing ? `Change schedule ${this.editing.scheduleId}` : 'New backup schedule'} data-schedule-form
+        @submit=${(event: Event) => { event.preventDefault(); this.review(); }}>
+      <h2>${this.editing ? html`Change schedule <code>${this.editing.scheduleId}</code>` : 'New backup schedule'}</h2>
+      <label for="schedule-targetKind">Backs up</label>
+      <select id="schedule-targetKind" name="targetKind" @change=${(event: Event) => this.setField('targetKind', (event.target as HTMLSelectElement).value as TScheduleTargetKind)}>
+        ${scheduleTargetKinds.map((kind) => html`<option value=${kind} ?selected=${fields.targetKind === kind}>${kind === 'service' ? 'one service' : `every service of a ${kind}`}</option>`)}
+      </select>
+      ${input('targetId', `The ${fields.targetKind}'s id`)}
+      ${fields.targetKind === 'service' ? input('nodeId', 'On node (empty: its placement node)') : nothing}
+      ${input('cron', 'Cron (five fields, UTC)', '0 2 * * *')}
+      ${input('jitterSeconds', 'Jitter (seconds, empty: 0)')}
+      ${input('startingDeadlineSeconds', 'Starting deadline (seconds, empty: none)')}
+      <label class="inline"><input type="checkbox" name="verify" .checked=${fields.verify}
+        @change=${(event: Event) => this.setField('verify', (event.target as HTMLInputElement).checked)}> Verify each new backup</label>
+      <fieldset><legend>Retention (empty: keep every backup)</legend>
+        ${input('keepLast', 'Keep last')}${input('keepDaily', 'Daily')}${input('keepWeekly', 'Weekly')}${input('keepMonthly', 'Monthly')}
+      </fieldset>
+      ${this.formReasons.length > 0 ? html`<ul class="problems" role="alert" data-form-reasons>${this.formReasons.map((reason) => html`<li>${reason}</li>`)}</ul>` : nothing}
+      <div class="dialog-buttons">
+        <button type="submit" class="primary" data-action="review-schedule" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()}>Review…</button>
+        ${this.editing ? html`<button type="button" data-action="cancel-edit" @click=${() => this.resetForm()}>Cancel</button>` : nothing}
+      </div>
+    </form>`;
+  }
+
   private targetView(scheduleArg: IBackupSchedule): TemplateResult {
     const target = scheduleArg.target;
     const text = describeScheduleTarget(target, (idArg) => this.names[idArg] ?? idArg);
@@ -172,8 +282,14 @@ export class CloudlyBackupsPage extends LivePage {
         <dt>Verification</dt><dd>${scheduleArg.verify ? 'each new backup is verified' : 'not verified by the schedule'}</dd>
         <dt>Retention</dt><dd data-retention>${describeRetention(scheduleArg.retention)}</dd>
       </dl>
-      ${scheduleArg.retention ? html`<div class="dialog-buttons"><button type="button" data-action="retention-plan"
-        @click=${() => void this.readPlan(scheduleArg.scheduleId)}>${plan ? 'Read the retention dry run again' : 'Retention dry run'}</button></div>` : nothing}
+      <div class="dialog-buttons">
+        ${scheduleArg.retention ? html`<button type="button" data-action="retention-plan"
+          @click=${() => void this.readPlan(scheduleArg.scheduleId)}>${plan ? 'Read the retention dry run again' : 'Retention dry run'}</button>` : nothing}
+        <button type="button" data-action="edit-schedule" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()}
+          @click=${() => { this.editing = scheduleArg; this.fields = scheduleFormOf(scheduleArg); this.formReasons = []; this.querySelector('[data-schedule-form]')?.scrollIntoView(); }}>Edit…</button>
+        <button type="button" data-action="delete-schedule" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()}
+          @click=${() => this.deleteSchedule(scheduleArg)}>Delete…</button>
+      </div>
       ${plan ? this.planView(scheduleArg, plan) : nothing}
     </section>`;
   }
@@ -189,6 +305,7 @@ export class CloudlyBackupsPage extends LivePage {
       <header class="page-header"><h1 id="backups-title">Backup schedules</h1></header>
       <p class="muted">Schedules order backups by themselves (docs/api/backups.md); each backup, with its verification, is listed on its service's page.</p>
       ${this.error ? refusalView(this.error) : nothing}
+      ${this.formView()}
       ${this.schedules.map((schedule) => this.scheduleView(schedule))}
       ${this.loaded && this.schedules.length === 0 ? html`<p class="muted">No backup schedules.</p>` : nothing}
       <cloudly-pager label="backup schedules" .nextCursor=${this.nextCursor}
