@@ -10,7 +10,7 @@ import {
 /**
  * The sealing side of docs/secrets.md, section 3, on WebCrypto alone: no Node module and no
  * `Buffer`, so the same code seals in Cloudly, in the CLI and in the dashboard's browser bundle
- * (web/src/secrets.ts). `@hpke/core`'s X25519 KEM runs on the platform's WebCrypto X25519 (Node,
+ * (web/src/pages/secrets.ts). `@hpke/core`'s X25519 KEM runs on the platform's WebCrypto X25519 (Node,
  * Chromium 133+, Firefox 130+, Safari 17+); a browser reaches WebCrypto only in a secure context
  * (https, or http on localhost).
  */
