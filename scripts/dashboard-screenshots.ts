@@ -13,6 +13,8 @@ import { launchBrowser } from '../test/helpers/browser.js';
 import { connectElectedRelay, relayOrigin } from '../test/ingress.fixture.js';
 import { chunked, descriptorOf } from '../test/backup.fixture.js';
 import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
+import { sealSecretVersion } from '../ts/client/secrets.js';
+import { enrollSecretRecipient } from '../test/helpers/secrets.js';
 import { projectDir } from '../ts/core/dashboard.js';
 import type { IReq_Cloudly_Relay_BackupClusterService, IReq_Cloudly_Relay_RestoreClusterService } from '../ts/interfaces/requests/backup.js';
 import { upstreamExamplePlan } from '../test/runtimenetwork.fixture.js';
@@ -84,6 +86,12 @@ try {
   await t.admin.call('upsertPlatformBinding', { platformBinding: { serviceId: db.id, capability: 'database', enabled: true, nodeId: 'node-1' }, expectedGeneration: null });
   await t.admin.call('createUser', { username: 'night-shift', password: 'night-shift-password-1', role: 'user' });
   await t.admin.call('setRuntimeNetworkAddressPlan', { plan: { ...upstreamExamplePlan(), hubs: [{ clusterId, address: '192.0.2.1' }] } });
+  // A secret group sealed for alpha, and a schedule over orders-db whose retention has something to say.
+  await enrollSecretRecipient(relay);
+  await t.caller.call('createSecretGroup', { group: { key: 'orders-db-password', tags: ['team:shop'], environment: 'production', clusterIds: [clusterId] } });
+  await sealSecretVersion(t.caller, 'orders-db-password', new TextEncoder().encode(randomBytes(18).toString('base64url')));
+  await t.admin.call('verifyServiceBackup', { backupId: 'backup-nightly-1' });
+  await t.admin.call('createBackupSchedule', { schedule: { target: { serviceId: db.id }, cron: '0 2 * * *', jitterSeconds: 300, verify: true, retention: { keepLast: 3, keepDaily: 7 } } });
   const beta = await t.createCluster('beta');
   await t.connectRelay(beta.relayToken);
   await t.createCluster('gamma');
@@ -179,6 +187,8 @@ try {
   await page.locator('cloudly-service-form button', { hasText: 'Cancel' }).click();
   await shotOf('bindings', page.locator('section[aria-labelledby=bindings-title]'));
   await page.locator('tr[data-backup-id=backup-nightly-1] [data-action=restore-backup]').click();
+  // A restore is confirmed only once the service's name is typed (docs/dashboard.md, "Actions").
+  await dialog.locator('#type-to-confirm').fill(db.name);
   await dialog.locator('[data-action=confirm]').click();
   await page.locator('dialog.action-dialog[data-phase=done]').waitFor();
   await shotOf('restore', dialog);
@@ -196,6 +206,14 @@ try {
   await page.locator('[data-plan-revision="1"]').waitFor();
   await page.locator('[data-action=edit-plan]').click();
   await shot('address-plan');
+  await page.goto(`${t.baseUrl}/dashboard/#/secrets`);
+  await page.locator('[data-secret-group=orders-db-password] [data-copy-state=sealed]').waitFor();
+  await shot('secrets', true);
+  await page.goto(`${t.baseUrl}/dashboard/#/backups`);
+  await page.locator('[data-schedule-state=enabled]').waitFor();
+  await page.locator('[data-action=retention-plan]').click();
+  await page.locator('[data-retention-plan]').waitFor();
+  await shot('backups', true);
 } finally {
   await browser.close();
   await t.stop();

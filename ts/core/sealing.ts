@@ -1,4 +1,4 @@
-import { Aes256Gcm, CipherSuite, DhkemX25519HkdfSha256 as WebCryptoDhkemX25519HkdfSha256, HkdfSha256 } from '@hpke/core';
+import { Aes256Gcm, CipherSuite, HkdfSha256 } from '@hpke/core';
 import { DhkemX25519HkdfSha256 } from '@hpke/dhkem-x25519';
 import { createHash, type webcrypto } from 'node:crypto';
 import {
@@ -15,7 +15,7 @@ import {
  * additional data is the canonical binding (cluster, node, purpose, secret version), so material
  * opens only where it was meant to.
  *
- * Cloudly seals with `@hpke/core`'s X25519 KEM, which runs on Node's WebCrypto X25519 (1.2 to 4.9
+ * Cloudly seals with `@hpke/core`'s X25519 KEM (hpkeseal.ts), which runs on Node's WebCrypto X25519 (1.2 to 4.9
  * times the seals per CPU second of the pure-JavaScript one in three runs on a loaded machine,
  * bench/results/secrets.md). The relay
  * side here (`generateSecretRecipientKeyPair`, `openSealedSecret`, used by the project's relay
@@ -24,8 +24,10 @@ import {
  * format, as a relay written with another HPKE library must.
  */
 
-/** Cloudly's side: sealing (and importing recipients' public keys). */
-const suite = new CipherSuite({ kem: new WebCryptoDhkemX25519HkdfSha256(), kdf: new HkdfSha256(), aead: new Aes256Gcm() });
+// Sealing itself lives in hpkeseal.ts (WebCrypto only, no Buffer), which the CLI and the
+// dashboard's browser bundle share with Cloudly.
+export { importRecipientPublicKey, sealSecret } from './hpkeseal.js';
+
 /** The relay's side: key generation and opening. */
 const recipientSuite = new CipherSuite({ kem: new DhkemX25519HkdfSha256(), kdf: new HkdfSha256(), aead: new Aes256Gcm() });
 const info = new TextEncoder().encode(sealedSecretInfo);
@@ -43,34 +45,6 @@ export const fromBase64Url = (textArg: string): Buffer | null =>
 /** `x25519:` + the first 32 hex digits of sha256 over the raw public key. */
 export const secretRecipientId = (publicKeyArg: string): string =>
   `x25519:${createHash('sha256').update(fromBase64Url(publicKeyArg) ?? Buffer.alloc(0)).digest('hex').slice(0, 32)}`;
-
-/** Imports a raw public key; throws when it is not a valid X25519 point encoding. */
-export const importRecipientPublicKey = async (publicKeyArg: string): Promise<webcrypto.CryptoKey> => {
-  const raw = fromBase64Url(publicKeyArg);
-  if (!raw || raw.length !== 32) {
-    throw new Error('an X25519 public key is 32 bytes');
-  }
-  return suite.kem.deserializePublicKey(raw);
-};
-
-/** Seals `valueArg` to the recipient's public key, bound to `bindingArg`. */
-export const sealSecret = async (
-  recipientArg: { recipientId: string; publicKey: string | webcrypto.CryptoKey },
-  bindingArg: ISealedSecretBinding,
-  valueArg: Uint8Array,
-): Promise<ISealedSecret> => {
-  const recipientPublicKey = typeof recipientArg.publicKey === 'string'
-    ? await importRecipientPublicKey(recipientArg.publicKey)
-    : recipientArg.publicKey;
-  const sealed = await suite.seal({ recipientPublicKey, info }, valueArg, computeSealedSecretAdditionalData(bindingArg));
-  return {
-    suite: sealedSecretSuite,
-    recipientId: recipientArg.recipientId,
-    binding: bindingArg,
-    enc: toBase64Url(sealed.enc),
-    ciphertext: toBase64Url(sealed.ct),
-  };
-};
 
 /** A recipient's X25519 key pair; the private key never leaves the relay. */
 export interface ISecretRecipientKeyPair {

@@ -140,6 +140,10 @@ export class CloudlyApp extends LightElement {
         return html`<cloudly-network-page></cloudly-network-page>`;
       case 'rollouts':
         return html`<cloudly-rollouts-page></cloudly-rollouts-page>`;
+      case 'secrets':
+        return html`<cloudly-secrets-page></cloudly-secrets-page>`;
+      case 'backups':
+        return html`<cloudly-backups-page></cloudly-backups-page>`;
       case 'not-found':
         // Named, not silently replaced by the fleet: a mistyped or stale link should be noticed.
         return html`<section class="page" data-page="not-found" aria-labelledby="not-found-title">
@@ -162,6 +166,8 @@ export class CloudlyApp extends LightElement {
           <a href="#/fleet" aria-current=${current === 'fleet' || current === 'cluster' || current === 'service' ? 'page' : 'false'}>Fleet</a>
           <a href="#/operations" aria-current=${current === 'operations' ? 'page' : 'false'}>Operations</a>
           <a href="#/rollouts" aria-current=${current === 'rollouts' ? 'page' : 'false'}>Rollouts</a>
+          <a href="#/backups" aria-current=${current === 'backups' ? 'page' : 'false'}>Backups</a>
+          <a href="#/secrets" aria-current=${current === 'secrets' ? 'page' : 'false'}>Secrets</a>
           <a href="#/network" aria-current=${current === 'network' ? 'page' : 'false'}>Address plan</a>
           <a href="#/audit" aria-current=${current === 'audit' ? 'page' : 'false'}>Audit log</a>
           ${api.identity?.role === 'admin' ? html`<a href="#/users" aria-current=${current === 'users' ? 'page' : 'false'}>Users</a>` : nothing}

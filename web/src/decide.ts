@@ -21,6 +21,8 @@ export type TRoute =
   | { page: 'users' }
   | { page: 'network' }
   | { page: 'rollouts' }
+  | { page: 'secrets' }
+  | { page: 'backups' }
   | { page: 'not-found'; path: string };
 
 /**
@@ -44,7 +46,8 @@ export const parseRoute = (hashArg: string): TRoute => {
     if ((first === 'cluster' || first === 'service') && second) {
       return { page: first, id: second };
     }
-    if (second === undefined && (first === 'fleet' || first === 'audit' || first === 'operations' || first === 'users' || first === 'network' || first === 'rollouts')) {
+    if (second === undefined && (first === 'fleet' || first === 'audit' || first === 'operations' || first === 'users' || first === 'network' || first === 'rollouts'
+      || first === 'secrets' || first === 'backups')) {
       return { page: first };
     }
   }

@@ -10,4 +10,6 @@ import './pages/operations.js';
 import './pages/users.js';
 import './pages/network.js';
 import './pages/rollouts.js';
+import './pages/secrets.js';
+import './pages/backups.js';
 import './app.js';

@@ -11,6 +11,8 @@ import { choiceOf, isolatedRestoreRequestOfDraft } from '../drafts.js';
 import type { IRuntimeLocalStorageClaimRecord } from '../../../ts/interfaces/data/runtimelocalstorageclaim.js';
 import type { IClusterNode } from '../../../ts/interfaces/data/clusternode.js';
 import type { IServiceBackupRecord } from '../../../ts/interfaces/requests/backup.js';
+import type { IBackupSchedule } from '../../../ts/interfaces/data/backupschedule.js';
+import { describeLastRun, lastRunBackupStates, scheduleStateOf, verificationBadgeOf } from '../backups.js';
 import type { IOperation } from '../../../ts/interfaces/requests/operation.js';
 import type { IChangeEvent } from '../../../ts/interfaces/requests/watch.js';
 import { api, ApiError } from '../api.js';
@@ -144,6 +146,7 @@ export class CloudlyServicePage extends LivePage {
     bindingForm: { state: true },
     isolated: { state: true },
     initializationChoice: { state: true },
+    schedules: { state: true },
   };
 
   declare serviceId: string;
@@ -180,10 +183,13 @@ export class CloudlyServicePage extends LivePage {
   declare editing: string | null;
   /** What the open initialization form says so far (kind and owner), judged as it changes. */
   declare initializationChoice: { serviceId: string; mountPath: string; kind: string; owner: string } | null;
+  /** The backup schedules that name this service; null when Cloudly refused or does not serve the read. */
+  declare schedules: IBackupSchedule[] | null;
   private claimsCursor: string | undefined;
   private backupsCursor: string | undefined;
   private readonly reloadSoon = coalesce(() => void this.load());
   private readonly reloadOperationsSoon = coalesce(() => void this.loadOperations());
+  private readonly reloadSchedulesSoon = coalesce(() => void this.loadSchedules());
   private progressTimer: number | null = null;
 
   constructor() {
@@ -200,6 +206,7 @@ export class CloudlyServicePage extends LivePage {
     this.bindings = null;
     this.bindingForm = null;
     this.isolated = null;
+    this.schedules = null;
   }
 
   protected willUpdate(changedArg: Map<string, unknown>): void {
@@ -220,7 +227,12 @@ export class CloudlyServicePage extends LivePage {
       this.error = error;
       return;
     }
-    await Promise.all([this.loadStatus(), this.loadClaims(), this.loadBackups(), this.loadOperations(), this.loadNodes(), this.loadClusterName(), this.loadBindings()]);
+    await Promise.all([this.loadStatus(), this.loadClaims(), this.loadBackups(), this.loadOperations(), this.loadNodes(), this.loadClusterName(), this.loadBindings(), this.loadSchedules()]);
+  }
+
+  private async loadSchedules(): Promise<void> {
+    const answer = await api.call('getBackupSchedules', { serviceId: this.serviceId, limit: 50 }).catch(() => null);
+    this.schedules = answer?.schedules ?? null;
   }
 
   private async loadBindings(): Promise<void> {
@@ -313,6 +325,11 @@ export class CloudlyServicePage extends LivePage {
   }
 
   protected onChange(changeArg: IChangeEvent): void {
+    if (changeArg.kind === 'CloudlyBackupSchedule' || changeArg.kind === 'CloudlyBackupScheduleState') {
+      // The state document carries no public document: any schedule's change reads this page's again.
+      this.reloadSchedulesSoon();
+      return;
+    }
     if (isOperationChange(changeArg)) {
       const document = changeArg.document as { serviceId?: string } | undefined;
       if (!document || document.serviceId === this.serviceId) {
@@ -419,6 +436,28 @@ export class CloudlyServicePage extends LivePage {
           void this.load();
         }
       },
+    });
+  }
+
+  /**
+   * Reads a backup's stored closure back and hashes it against its receipt. The dry run reads
+   * and hashes too (it records nothing), so the dialog shows the outcome before anything is kept.
+   */
+  private verifyBackup(backupArg: IServiceBackupRecord): void {
+    const request = { backupId: backupArg.backupId };
+    const outcome = (answerArg: { backup: IServiceBackupRecord }) => {
+      const badge = verificationBadgeOf(answerArg.backup, formatTime);
+      return html`<p>Verification: <span class=${`badge ${badge.className}`} data-verify-outcome=${badge.outcome}>${badge.outcome}</span> — ${badge.detail}.</p>`;
+    };
+    CloudlyActionDialog.open({
+      title: `Verify backup ${backupArg.backupId}`,
+      intro: html`<p>Cloudly reads the backup's stored closure back from its blob store and hashes it against the receipt recorded when the bytes arrived.</p>`,
+      dryRun: () => api.call('verifyServiceBackup', { ...request, dryRun: true }),
+      describe: (answerArg) => html`${outcome(answerArg)}<p class="hint">Confirm records this outcome on the backup (read again).</p>`,
+      run: () => api.call('verifyServiceBackup', request),
+      result: outcome,
+      confirmLabel: 'Verify and record',
+      onDone: () => void this.loadBackups(),
     });
   }
 
@@ -744,11 +783,37 @@ export class CloudlyServicePage extends LivePage {
     return html`<span class=${`badge ${badge}`} data-backup-state=${state}>${state}</span>${failure ? html` <code>${failure}</code>` : nothing}`;
   }
 
+  private verificationView(backupArg: IServiceBackupRecord): TemplateResult {
+    const badge = verificationBadgeOf(backupArg, formatTime);
+    return html`<span class=${`badge ${badge.className}`} data-verification=${badge.outcome} title=${badge.detail}>${badge.outcome === 'not-verified' ? 'not verified' : badge.outcome}</span>${
+      badge.verifiedAt !== null ? html` <span class="muted" data-verified-at>${formatTime(badge.verifiedAt)}</span>` : nothing}${
+      badge.outcome === 'mismatch' || badge.outcome === 'missing' ? html`<div class="muted">${badge.detail}</div>` : nothing}`;
+  }
+
+  /** The schedules that name this service: when they run next and what their last run did. */
+  private schedulesView(): TemplateResult {
+    const schedules = this.schedules;
+    if (schedules === null || schedules.length === 0) {
+      return html`<p class="muted" data-service-schedules="none">No backup schedule names this service (a schedule over its cluster or organization is listed under <a href="#/backups">Backups</a>).</p>`;
+    }
+    return html`<ul class="service-schedules" aria-label="Backup schedules of this service">${schedules.map((schedule) => {
+      const state = scheduleStateOf(schedule);
+      const lastRun = describeLastRun(schedule.status?.lastRun);
+      const ordered = lastRunBackupStates(schedule.status?.lastRun, this.backups);
+      return html`<li data-service-schedule=${schedule.scheduleId} data-schedule-state=${state.state}>
+        Schedule <a href="#/backups"><code>${schedule.scheduleId}</code></a> <code>${schedule.cron}</code> (UTC):
+        ${state.state === 'enabled' ? html`next run ${schedule.status?.nextRunAt !== undefined ? formatTime(schedule.status.nextRunAt) : '—'}` : html`<strong>${state.text}</strong>`};
+        last run: ${lastRun.text}${ordered.length > 0 ? html` (${ordered.map((backup) => `${backup.backupId}: ${backup.state}${backup.failureReason ? ` ${backup.failureReason}` : ''}`).join(', ')})` : nothing}.
+      </li>`;
+    })}</ul>`;
+  }
+
   private backupsView(serviceArg: IService): TemplateResult {
     const choices = decideBackupNodeChoices(this.nodes.map((node) => node.id), serviceArg.runtime.placement?.nodeIds ?? [], this.status?.observed.placements ?? []);
     const nodeIds = choices.nodeIds;
     return html`<section class="card wide" aria-labelledby="backups-title">
       <h2 id="backups-title">Backups</h2>
+      ${this.schedulesView()}
       <form class="inline-form" aria-label="Start a backup" @submit=${(event: Event) => { event.preventDefault(); this.startBackup(event.target as HTMLFormElement); }}>
         <label>Node <select name="nodeId">${nodeIds.map((nodeId) => html`<option value=${nodeId} ?selected=${nodeId === choices.defaultNodeId}>${nodeId}</option>`)}</select></label>
         <button type="submit" data-action="start-backup" ?disabled=${!mayChange() || nodeIds.length === 0} title=${changeTitle()} aria-describedby=${changeDescribedBy()}>Start backup…</button>
@@ -759,12 +824,15 @@ export class CloudlyServicePage extends LivePage {
           ${fraction === null ? html`<progress></progress>` : html`<progress max="100" .value=${Math.round(fraction * 100)}>${Math.round(fraction * 100)}%</progress>`}</label></li>`;
       })}</ul>` : nothing}
       <table class="data" aria-labelledby="backups-title">
-        <thead><tr><th scope="col">Backup</th><th scope="col">Node</th><th scope="col">Taken</th><th scope="col">Snapshots</th><th scope="col">Closure</th><th scope="col">State</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+        <thead><tr><th scope="col">Backup</th><th scope="col">Node</th><th scope="col">Taken</th><th scope="col">Snapshots</th><th scope="col">Closure</th><th scope="col">State</th><th scope="col">Verified</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
         <tbody>${sortBackupsByTime(this.backups).map((backup) => html`<tr data-backup-id=${backup.backupId}>
           <td><code>${backup.backupId}</code></td><td>${backup.nodeId}</td><td>${formatTime(backup.createdAt)}</td>
           <td>${backup.snapshots.length}</td><td>${backup.closure ? `stored ${formatTime(backup.closure.storedAt)}` : html`<span class="muted">none</span>`}</td>
           <td>${this.backupState(backup)}</td>
+          <td>${this.verificationView(backup)}</td>
           <td class="actions">${((backup as { state?: string }).state ?? 'completed') === 'completed' ? html`
+            <button type="button" data-action="verify-backup" ?disabled=${!mayChange() || !backup.closure} title=${!mayChange() ? changeTitle() : backup.closure ? nothing : 'No stored closure to verify.'}
+              aria-describedby=${changeDescribedBy()} @click=${() => this.verifyBackup(backup)}>Verify…</button>
             <button type="button" data-action="restore-backup" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.restoreBackup(backup)}>Restore…</button>
             <button type="button" data-action="isolated-restore" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => { this.isolated = { backupId: backup.backupId, targetNodeName: backup.nodeId, mappings: '[]' }; }}>Isolated restore…</button>` : nothing}</td>
         </tr>`)}</tbody>
