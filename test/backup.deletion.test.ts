@@ -8,6 +8,7 @@ import { readSimConfig } from '../ts/sim/config.js';
 import { SimFleet } from '../ts/sim/fleet.js';
 import type { ISimArchiveSnapshot } from '../ts/sim/cluster.js';
 import { closureBlobKey } from '../ts/manager.backup/backup.manager.js';
+import { serviceBackupDeletionKind } from '../ts/manager.backup/retentionplan.js';
 import type { IServiceBackupRecord } from '../ts/interfaces/requests/backup.js';
 import type { IBackupSchedule } from '../ts/interfaces/data/backupschedule.js';
 
@@ -129,4 +130,15 @@ test('with the cluster dark the node prune waits, recorded on the deletion, and 
   await waitFor(async () => (await t.caller.call('getBackupRetentionPlan', { scheduleId: schedule.scheduleId })).deleting.length === 0, 'the waiting prune ran once the relay was back', 30_000);
   assert.deepEqual(archiveIds(fleet), snapshotIdsOf([newer!]), 'the node archive keeps only the kept backup');
   assert.equal(fs.existsSync(blobFileOf(newer!.backupId)), true);
+});
+
+test('a deletion whose cluster no longer exists is finished at the next full pass: there is no node left to prune', async () => {
+  // As a deletion recorded before its cluster was deleted leaves it (the cluster's nodes went with it).
+  await t.cloudly.store.insert(serviceBackupDeletionKind, {
+    id: 'of-a-gone-cluster', backupId: 'of-a-gone-cluster', clusterId: 'gone-cluster', serviceId, scheduleId: schedule.scheduleId,
+    blobKeys: [], startedAt: Date.now(), nodeId: 'node-1', closuresRemovedAt: Date.now(),
+  });
+  assert.deepEqual((await t.caller.call('getBackupRetentionPlan', { scheduleId: schedule.scheduleId })).deleting.map((deletionArg) => deletionArg.backupId), ['of-a-gone-cluster']);
+  await t.restart({ samePort: true });
+  await waitFor(async () => (await t.caller.call('getBackupRetentionPlan', { scheduleId: schedule.scheduleId })).deleting.length === 0, 'the deletion finished', 30_000);
 });

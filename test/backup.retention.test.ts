@@ -65,7 +65,10 @@ test('keep-last 1 removes older backups with their stored closures, but never th
     schedule: { target: { serviceId: world.service.id }, cron: '0 0 1 1 *', retention: { keepLast: 1 } },
   });
   // What is left is the newest and the verified one.
-  await waitFor(async () => (await scheduledBackups(schedule.scheduleId)).filter((backupArg) => backupArg.state === 'completed').length <= 2, 'older backups removed', 30_000);
+  await waitFor(async () => {
+    const backups = await scheduledBackups(schedule.scheduleId);
+    return backups.every((backupArg) => backupArg.state !== 'running') && backups.filter((backupArg) => backupArg.state === 'completed').length <= 2;
+  }, 'every backup ended and the older ones removed', 30_000);
   await waitFor(async () => retentionQuiet() && (await world.t.cloudly.store.find(serviceBackupDeletionKind, {})).length === 0, 'every deletion finished', 30_000);
   const left = await scheduledBackups(schedule.scheduleId);
   assert.ok(left.some((backupArg) => backupArg.backupId === verifiedOne.backupId), 'the newest verified backup stays');

@@ -3,6 +3,7 @@ import { isRefusal } from '../core/errors.js';
 import { relayCallRefusal } from '../core/relaycalls.js';
 import { maximumArchiveRetentionCount, type IArchivePruneResult, type IArchiveRetentionPolicy } from '../interfaces/data/backup.js';
 import type { ICloudlyOutboundMethods } from '../interfaces/requests/methodmap.js';
+import { clusterKind } from '../manager.cluster/documents.js';
 import { serviceBackupKind } from './documents.js';
 import { readPruneClusterNodeArchiveAnswer } from './relayanswers.js';
 import { serviceBackupDeletionKind } from './retentionplan.js';
@@ -57,6 +58,10 @@ export const pruneNodeArchiveOfDeletions = async (
   clusterIdArg: string,
   nodeIdArg: string,
 ): Promise<TNodePruneOutcome> => {
+  // A cluster that is gone took its nodes and their archives with it: nothing is left to prune.
+  if (!(await portsArg.store.get(clusterKind, clusterIdArg))) {
+    return { outcome: 'pruned', found: false };
+  }
   const darkReason = await portsArg.darkReasonOf(clusterIdArg);
   if (darkReason !== null) {
     return { outcome: 'waiting', reason: nodePruneWaitReasons.clusterUnknown, detail: darkReason };
