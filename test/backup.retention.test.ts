@@ -8,7 +8,7 @@ import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
 import { addClusterWorld, chunked, descriptorOf, type IBackupWorld } from './backup.fixture.js';
 import { closureBlobKey, serviceBackupKind } from '../ts/manager.backup/backup.manager.js';
 import { serviceBackupDeletionKind } from '../ts/manager.backup/retentionplan.js';
-import type { IReq_Cloudly_Relay_BackupClusterService, IServiceBackupRecord } from '../ts/interfaces/requests/backup.js';
+import type { IReq_Cloudly_Relay_BackupClusterService, IReq_Cloudly_Relay_PruneClusterNodeArchive, IServiceBackupRecord } from '../ts/interfaces/requests/backup.js';
 
 /**
  * Retention of a schedule's backups on a real server (schedule clock 60 times faster): what goes
@@ -18,6 +18,7 @@ import type { IReq_Cloudly_Relay_BackupClusterService, IServiceBackupRecord } fr
  */
 
 let world: IBackupWorld;
+const prunedNodes: string[] = [];
 const closureBytes = randomBytes(256 * 1024);
 
 before(async () => {
@@ -28,6 +29,11 @@ before(async () => {
       backupId: request.backupId, serviceId: request.service.id, nodeId: request.nodeId, descriptor: descriptorOf(closureBytes),
     }, chunked(closureBytes));
     return { snapshots: [] };
+  });
+  // This relay's nodes keep no archive (its backups answer no snapshots): each prune finds none.
+  world.relay.addHandler<IReq_Cloudly_Relay_PruneClusterNodeArchive>('pruneClusterNodeArchive', async (request) => {
+    prunedNodes.push(request.nodeId);
+    return { found: false };
   });
 });
 
@@ -59,7 +65,10 @@ test('keep-last 1 removes older backups with their stored closures, but never th
     schedule: { target: { serviceId: world.service.id }, cron: '0 0 1 1 *', retention: { keepLast: 1 } },
   });
   // What is left is the newest and the verified one.
-  await waitFor(async () => (await scheduledBackups(schedule.scheduleId)).filter((backupArg) => backupArg.state === 'completed').length <= 2, 'older backups removed', 30_000);
+  await waitFor(async () => {
+    const backups = await scheduledBackups(schedule.scheduleId);
+    return backups.every((backupArg) => backupArg.state !== 'running') && backups.filter((backupArg) => backupArg.state === 'completed').length <= 2;
+  }, 'every backup ended and the older ones removed', 30_000);
   await waitFor(async () => retentionQuiet() && (await world.t.cloudly.store.find(serviceBackupDeletionKind, {})).length === 0, 'every deletion finished', 30_000);
   const left = await scheduledBackups(schedule.scheduleId);
   assert.ok(left.some((backupArg) => backupArg.backupId === verifiedOne.backupId), 'the newest verified backup stays');
@@ -69,6 +78,7 @@ test('keep-last 1 removes older backups with their stored closures, but never th
     assert.equal(fs.existsSync(blobFileOf(backupId)), false, `${backupId}'s closure left the blob store`);
   }
   assert.equal(fs.existsSync(blobFileOf(verifiedOne.backupId)), true);
+  assert.ok(prunedNodes.includes(world.nodeId), 'the node was asked to prune its archive');
 });
 
 test('the retention plan answers what stays and what would go, and why', async () => {

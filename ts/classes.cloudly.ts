@@ -377,7 +377,13 @@ export class Cloudly {
         darkReasonOf: async (clusterIdArg) => (await store.get(clusterLivenessKind, clusterIdArg))?.unknown?.reason ?? null,
         orderBackup: (orderArg) => this.backupManager.orderScheduledBackup(orderArg),
       }),
-      backupRetention: new BackupRetentionController({ store, logger: this.logger, blobStore: this.backupManager.blobStore }),
+      backupRetention: new BackupRetentionController({
+        store,
+        logger: this.logger,
+        blobStore: this.backupManager.blobStore,
+        darkReasonOf: async (clusterIdArg) => (await store.get(clusterLivenessKind, clusterIdArg))?.unknown?.reason ?? null,
+        prune: (clusterIdArg, requestArg) => this.relays.ask(clusterIdArg, 'pruneClusterNodeArchive', requestArg),
+      }),
     };
     const cause = (kindArg: string, idArg: string) => ({ kind: kindArg, id: idArg, at: Date.now() });
     this.serviceManager.connect({

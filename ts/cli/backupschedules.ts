@@ -41,7 +41,10 @@ export const scheduleColumns: Array<TColumn<IBackupSchedule>> = [
   ['RETENTION', (s) => (s.retention ? Object.entries(s.retention).map(([key, value]) => `${key}=${value}`).join(',') : null), 'wide'],
 ];
 
-const decisionColumns: Array<TColumn<IBackupRetentionDecision & { serviceId: string }>> = [
+/** A row of the plan: a decision, or a deletion not finished yet (action `deleting`, why it waits). */
+type TPlanRow = Omit<IBackupRetentionDecision, 'action'> & { serviceId: string; action: IBackupRetentionDecision['action'] | 'deleting' };
+
+const decisionColumns: Array<TColumn<TPlanRow>> = [
   ['SERVICE', (d) => d.serviceId],
   ['BACKUP', (d) => d.backupId],
   ['CREATED', (d) => formatTime(d.createdAt)],
@@ -140,7 +143,13 @@ export const addBackupScheduleCommands = (backupsArg: Command): void => {
     .requiredOption('--schedule <id>', 'schedule id')
     .action(run(async (ctx, options) => {
       const answer = await ctx.call('getBackupRetentionPlan', { scheduleId: String(options.schedule) });
-      const rows = answer.services.flatMap((serviceArg) => serviceArg.decisions.map((decisionArg) => ({ ...decisionArg, serviceId: serviceArg.serviceId })));
+      const rows: TPlanRow[] = [
+        ...answer.services.flatMap((serviceArg) => serviceArg.decisions.map((decisionArg) => ({ ...decisionArg, serviceId: serviceArg.serviceId }))),
+        ...answer.deleting.map((deletionArg) => ({
+          serviceId: deletionArg.serviceId, backupId: deletionArg.backupId, createdAt: deletionArg.startedAt, action: 'deleting' as const,
+          reasons: deletionArg.nodePruneWaiting ? [`node prune waits: ${deletionArg.nodePruneWaiting.reason}`] : [],
+        })),
+      ];
       printAnswer(answer, ctx.format, () => listTable(rows, decisionColumns));
     }));
   mutation(backupsArg.command('verify').description("read a backup's stored closure back and check it against its receipt; the outcome is recorded"))

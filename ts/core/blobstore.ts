@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, type Hash } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
@@ -145,6 +145,13 @@ export interface IBlobReadOptions {
    * not set this.
    */
   transientChunks?: boolean;
+  /**
+   * A sha256 the store feeds every byte of a whole read into, in place of a hash of its own, and
+   * proves its record against (a copy of it); the caller takes its digest after the read. A caller
+   * that checks the bytes against a digest of its own (a backup's receipt) so hashes them once for
+   * both checks. Not used for a range.
+   */
+  sharedHash?: Hash;
   /**
    * A range: the bytes from `offset` (default 0), `length` of them (default: to the end). A
    * range that is not the whole blob proves only its length, not the sha256; a range outside
@@ -438,11 +445,13 @@ export class FilesystemBlobStore implements IBlobStore {
     }
     const handle = await fs.open(blobPath, 'r');
     let directHandle: fs.FileHandle | null = null;
+    let reading: Promise<unknown> | null = null;
     try {
-      const hash = createHash('sha256');
+      const hash = optionsArg.sharedHash ?? createHash('sha256');
       let length = 0;
       let pending: Buffer | null = null;
-      // Transient chunks alternate between two buffers: the one held back and the one read.
+      // Transient chunks rotate through three buffers: the one held back (the consumer has it), the
+      // one being hashed, and the one the next read fills meanwhile, so reading and hashing overlap.
       // Where the file system allows, they are aligned and read directly, past the page cache
       // (see DirectFileWriter for why that matters); the probe reads the first block.
       let buffers: Buffer[] | null = null;
@@ -451,43 +460,54 @@ export class FilesystemBlobStore implements IBlobStore {
           directHandle = await fs.open(blobPath, fsConstants.O_RDONLY | fsConstants.O_DIRECT).catch(() => null);
           const probeHandle = directHandle;
           buffers = probeHandle
-            ? await findAlignedViews(2, readChunkBytes, (slabArg, offsetArg) => probeHandle.read(slabArg, offsetArg, directAlignment, 0))
+            ? await findAlignedViews(3, readChunkBytes, (slabArg, offsetArg) => probeHandle.read(slabArg, offsetArg, directAlignment, 0))
             : null;
           if (!buffers && directHandle) {
             await directHandle.close();
             directHandle = null;
           }
         }
-        buffers ??= [Buffer.allocUnsafeSlow(readChunkBytes), Buffer.allocUnsafeSlow(readChunkBytes)];
+        buffers ??= [Buffer.allocUnsafeSlow(readChunkBytes), Buffer.allocUnsafeSlow(readChunkBytes), Buffer.allocUnsafeSlow(readChunkBytes)];
       }
       let turn = 0;
+      const readAt = (positionArg: number): Promise<{ target: Buffer; bytesRead: number }> => {
+        const target = buffers ? buffers[turn++ % 3]! : Buffer.allocUnsafeSlow(readChunkBytes);
+        // Direct reads only from aligned positions; after a short read the ordinary handle goes on.
+        const source = directHandle && positionArg % directAlignment === 0 ? directHandle : handle;
+        const read = source.read(target, 0, readChunkBytes, positionArg).then(({ bytesRead }) => ({ target, bytesRead }));
+        reading = read.catch(() => undefined);
+        return read;
+      };
+      let next = readAt(0);
       // The last chunk is held back until the digest is proven, so wrong bytes never end cleanly.
       for (;;) {
-        const target = buffers ? buffers[turn++ % 2] : Buffer.allocUnsafeSlow(readChunkBytes);
-        // Direct reads only from aligned positions; after a short read the ordinary handle goes on.
-        const source = directHandle && length % directAlignment === 0 ? directHandle : handle;
-        const { bytesRead } = await source.read(target, 0, readChunkBytes, length);
+        const { target, bytesRead } = await next;
         if (bytesRead === 0) {
           break;
         }
         const bytes = bytesRead === target.byteLength ? target : target.subarray(0, bytesRead);
-        hash.update(bytes);
         length += bytesRead;
         if (length > record.byteLength) {
           throw new BlobStoreError('blob-corrupt', `blob ${keyArg} grew past its recorded length`);
         }
+        // The next read fills the buffer the consumer gave back while this one is hashed.
+        next = readAt(length);
+        hash.update(bytes);
         if (pending) {
           yield pending;
         }
         pending = bytes;
       }
-      if (length !== record.byteLength || hash.digest('hex') !== record.sha256) {
+      const digest = (optionsArg.sharedHash ? hash.copy() : hash).digest('hex');
+      if (length !== record.byteLength || digest !== record.sha256) {
         throw new BlobStoreError('blob-corrupt', `blob ${keyArg} no longer matches its record`);
       }
       if (pending) {
         yield pending;
       }
     } finally {
+      // A read still under way (the consumer stopped early) ends before its handle closes.
+      await reading;
       await directHandle?.close();
       await handle.close();
     }

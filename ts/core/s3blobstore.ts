@@ -248,7 +248,7 @@ export class S3BlobStore implements IBlobStore {
       throw new BlobStoreError('blob-range-invalid', `blob ${keyArg} has ${record.byteLength} bytes; the range asked for is outside`);
     }
     const whole = start === 0 && end === record.byteLength;
-    const hash = whole ? createHash('sha256') : null;
+    const hash = whole ? optionsArg.sharedHash ?? createHash('sha256') : null;
     const { s3, client } = this.sdk();
     let position = start;
     let pending: Buffer | null = null;
@@ -307,7 +307,7 @@ export class S3BlobStore implements IBlobStore {
         throw new BlobStoreError('blob-corrupt', `blob ${keyArg} ended before its recorded length`);
       }
     }
-    if (hash && hash.digest('hex') !== record.sha256) {
+    if (hash && (optionsArg.sharedHash ? hash.copy() : hash).digest('hex') !== record.sha256) {
       throw new BlobStoreError('blob-corrupt', `blob ${keyArg} no longer matches its record`);
     }
     if (pending) {

@@ -6,8 +6,9 @@ import type { TCloudlyLogger } from '../core/logger.js';
 import { serviceBackupKind } from './documents.js';
 import { computeRetentionPlan, serviceBackupDeletionKind, type IServiceBackupDeletionDocument } from './retentionplan.js';
 import { backupScheduleKind } from './schedules.js';
+import { pruneNodeArchiveOfDeletions, type INodePrunePorts } from './nodeprune.js';
 
-export interface IBackupRetentionPorts {
+export interface IBackupRetentionPorts extends Omit<INodePrunePorts, 'store'> {
   store: DocumentStore;
   logger: TCloudlyLogger;
   blobStore: Pick<IBlobStore, 'delete'>;
@@ -15,31 +16,47 @@ export interface IBackupRetentionPorts {
 
 const deletionKeyPrefix = 'deletion:';
 const serviceKeyPrefix = 'service:';
+const clusterKeyPrefix = 'cluster:';
+/** How soon a deletion whose node prune waits is tried again when nothing tells that its relay is back. */
+const waitingRetryMs = 60_000;
 
 /**
  * The backup retention controller: applies each schedule's retention (./retention.ts) to the
  * backups the schedule made, after each occurrence (the schedule's state changed) and when the
  * retention is changed. A backup it removes is first recorded as being deleted
- * (`CloudlyServiceBackupDeletion`), then its stored closures leave the blob store, then the backup,
- * then the record: a deletion cut short is found by the next full pass (at start-up, for a new
- * leader, at every resync) and finished, so nothing half-deleted stays. The only writer of
- * `CloudlyServiceBackupDeletion`, and the only one removing backups.
+ * (`CloudlyServiceBackupDeletion`); then, node by node, the stored closures of that node's
+ * deletions leave the blob store and their backup records go, then the relay prunes the node's
+ * archive (./nodeprune.ts), then the records go. A deletion cut short is found by the next full
+ * pass (at start-up, for a new leader, at every resync) and finished; one whose node prune cannot
+ * be done now (a dark cluster, no relay answer) stays recorded with why, and is tried again when
+ * the cluster's relay is back. The only writer of `CloudlyServiceBackupDeletion`, and the only one
+ * removing backups.
  */
 export class BackupRetentionController implements IController {
   public readonly name = 'backup-retention';
   public readonly writes = [serviceBackupDeletionKind.collectionName] as const;
+  /** Clusters with a deletion whose node prune waits: only their relay and liveness changes are looked at. */
+  private readonly waitingClusters = new Set<string>();
+  private readonly ofWaitingCluster = (changeArg: ICommittedChange): readonly string[] =>
+    (changeArg.owners.clusterId && this.waitingClusters.has(changeArg.owners.clusterId) ? [`${clusterKeyPrefix}${changeArg.owners.clusterId}`] : []);
   public readonly inputs: Readonly<Record<string, (changeArg: ICommittedChange) => readonly string[]>> = {
     // Each occurrence fired (and each retention changed) has the schedule's backups looked at again.
     CloudlyBackupScheduleState: (changeArg) => [changeArg.id],
     CloudlyBackupSchedule: (changeArg) => [changeArg.id],
     // A backup that completed (or was verified) after its occurrence's pass: the schedules with backups of its service look again.
     CloudlyServiceBackup: (changeArg) => (changeArg.owners.serviceId ? [`${serviceKeyPrefix}${changeArg.owners.serviceId}`] : []),
+    // A relay taking its cluster's socket, or the cluster becoming current: the node prunes that waited are tried again.
+    CloudlyClusterRelayLease: this.ofWaitingCluster,
+    CloudlyClusterLiveness: this.ofWaitingCluster,
   };
 
   constructor(private readonly ports: IBackupRetentionPorts) {}
 
   public async all(): Promise<readonly string[]> {
-    const deletions = await this.ports.store.findFields(serviceBackupDeletionKind, {}, ['id']);
+    const deletions = await this.ports.store.findFields(serviceBackupDeletionKind, {}, ['id', 'clusterId']);
+    for (const deletion of deletions) {
+      this.waitingClusters.add(deletion.clusterId);
+    }
     const schedules = await this.ports.store.find(backupScheduleKind, {});
     return [
       ...deletions.map((docArg) => `${deletionKeyPrefix}${docArg.id}`),
@@ -55,24 +72,32 @@ export class BackupRetentionController implements IController {
       }
       return { outcome: 'expanded' };
     }
+    if (keyArg.startsWith(clusterKeyPrefix)) {
+      const clusterId = keyArg.slice(clusterKeyPrefix.length);
+      this.waitingClusters.delete(clusterId);
+      for (const deletion of await this.ports.store.findFields(serviceBackupDeletionKind, { clusterId }, ['id'])) {
+        contextArg.enqueue(`${deletionKeyPrefix}${deletion.id}`);
+      }
+      return { outcome: 'expanded' };
+    }
     if (keyArg.startsWith(deletionKeyPrefix)) {
       const deletion = await this.ports.store.get(serviceBackupDeletionKind, keyArg.slice(deletionKeyPrefix.length));
       if (!deletion) {
         return { outcome: 'kept' };
       }
-      await this.finishDeletion(deletion);
-      return { outcome: 'removed' };
+      return this.finishDeletions([deletion]);
     }
     const schedule = await this.ports.store.get(backupScheduleKind, keyArg);
     if (!schedule?.retention) {
       return { outcome: 'kept' };
     }
     const plan = await computeRetentionPlan(this.ports.store, keyArg);
-    let removed = 0;
+    // Every deletion is recorded before any part of any of them goes.
+    const recorded: IServiceBackupDeletionDocument[] = [];
     for (const service of plan.services) {
       for (const decision of service.decisions.filter((decisionArg) => decisionArg.action === 'remove')) {
         const backup = plan.backups.get(decision.backupId)!;
-        const recorded = await this.ports.store.mutate(serviceBackupDeletionKind, backup.id, (currentArg) => (currentArg
+        const written = await this.ports.store.mutate(serviceBackupDeletionKind, backup.id, (currentArg) => (currentArg
           ? { kind: 'keep' }
           : {
             kind: 'create',
@@ -84,23 +109,84 @@ export class BackupRetentionController implements IController {
               scheduleId: keyArg,
               blobKeys: backup.closure ? [backup.closure.blobKey] : [],
               startedAt: Date.now(),
+              nodeId: backup.nodeId,
             },
           }));
-        await this.finishDeletion(recorded.doc!);
+        recorded.push(written.doc!);
         this.ports.logger.info({ scheduleId: keyArg, backupId: backup.id, reasons: decision.reasons }, 'backup removed by retention');
-        removed += 1;
       }
     }
-    return { outcome: removed > 0 ? 'removed' : 'kept' };
+    if (recorded.length === 0) {
+      return { outcome: 'kept' };
+    }
+    const finished = await this.finishDeletions(recorded);
+    return { ...finished, outcome: 'removed' };
   }
 
-  /** Every part of a recorded deletion, in order; each step is idempotent, so it may be run again. */
-  private async finishDeletion(deletionArg: IServiceBackupDeletionDocument): Promise<void> {
+  /**
+   * Every part of recorded deletions, node by node: the closures and backup records of that node's
+   * deletions, then the node's prune, then their records. Each step is idempotent, so it may be
+   * run again after a crash at any point.
+   */
+  private async finishDeletions(deletionsArg: IServiceBackupDeletionDocument[]): Promise<IReconcileResult> {
+    const byNode = new Map<string, IServiceBackupDeletionDocument[]>();
+    for (const deletion of deletionsArg) {
+      const nodeKey = `${deletion.clusterId}/${deletion.nodeId ?? ''}`;
+      byNode.set(nodeKey, [...(byNode.get(nodeKey) ?? []), deletion]);
+    }
+    let waiting = false;
+    for (const [nodeKey, deletions] of [...byNode].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))) {
+      for (const deletion of deletions) {
+        await this.removeClosuresAndRecord(deletion);
+      }
+      const { clusterId, nodeId } = deletions[0]!;
+      if (nodeId !== undefined) {
+        const pruned = await pruneNodeArchiveOfDeletions({ ...this.ports }, clusterId, nodeId);
+        if (pruned.outcome === 'waiting') {
+          waiting = true;
+          this.waitingClusters.add(clusterId);
+          for (const deletion of deletions) {
+            await this.ports.store.mutate(serviceBackupDeletionKind, deletion.id, (currentArg) => (currentArg
+              ? {
+                kind: 'write',
+                change: {
+                  set: {
+                    nodePruneWaiting: {
+                      reason: pruned.reason,
+                      ...(pruned.detail !== undefined ? { detail: pruned.detail } : {}),
+                      since: currentArg.nodePruneWaiting?.since ?? Date.now(),
+                      attempts: (currentArg.nodePruneWaiting?.attempts ?? 0) + 1,
+                    },
+                  },
+                },
+              }
+              : { kind: 'keep' }));
+          }
+          this.ports.logger.warn({ clusterId, nodeId, reason: pruned.reason, detail: pruned.detail, backups: deletions.map((docArg) => docArg.backupId) }, 'node archive prune waits; the deletion stays recorded');
+          continue;
+        }
+        this.ports.logger.info({ clusterId, nodeId, nodeKey, found: pruned.found, retention: pruned.retention, removedSnapshots: pruned.result?.removedSnapshotIds.length ?? 0 }, 'node archive pruned after backup deletion');
+      }
+      for (const deletion of deletions) {
+        await this.ports.store.mutate(serviceBackupDeletionKind, deletion.id, (currentArg) => (currentArg ? { kind: 'remove' } : { kind: 'keep' }));
+      }
+    }
+    return waiting ? { outcome: 'removed', requeueAfterMs: waitingRetryMs } : { outcome: 'removed' };
+  }
+
+  /** The deletion's stored closures, then its backup record; marked on the deletion, so a repeat skips them. */
+  private async removeClosuresAndRecord(deletionArg: IServiceBackupDeletionDocument): Promise<void> {
+    if (deletionArg.closuresRemovedAt !== undefined) {
+      return;
+    }
     // Always asked, also when the store no longer lists the blob: a delete cut short may have taken its record and left its bytes.
     for (const blobKey of deletionArg.blobKeys) {
       await this.ports.blobStore.delete(blobKey);
     }
     await this.ports.store.mutate(serviceBackupKind, deletionArg.backupId, (currentArg) => (currentArg ? { kind: 'remove' } : { kind: 'keep' }));
-    await this.ports.store.mutate(serviceBackupDeletionKind, deletionArg.id, (currentArg) => (currentArg ? { kind: 'remove' } : { kind: 'keep' }));
+    const closuresRemovedAt = Date.now();
+    await this.ports.store.mutate(serviceBackupDeletionKind, deletionArg.id, (currentArg) => (currentArg
+      ? { kind: 'write', change: { set: { closuresRemovedAt } } }
+      : { kind: 'keep' }));
   }
 }

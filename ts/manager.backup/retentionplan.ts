@@ -1,15 +1,16 @@
 import { refuseNamed } from '../core/errors.js';
 import { defineDocumentKind, type DocumentStore, type IStoredDocument } from '../core/store.js';
-import type { IBackupRetentionDecision } from '../interfaces/requests/backup.js';
+import type { IBackupDeletionState, IBackupRetentionDecision } from '../interfaces/requests/backup.js';
 import { operationKind } from '../manager.operation/documents.js';
 import { isolatedRestoreKind, serviceBackupKind, type IServiceBackupDocument } from './documents.js';
 import { planRetention } from './retention.js';
 import { backupScheduleKind, backupScheduleReasons } from './schedules.js';
 
 /**
- * A backup being deleted by retention: written before the first part goes and removed after the
- * last, so a deletion cut short (kill -9) is found and finished (rolled forward) by the next pass
- * of the `backup-retention` controller, at start-up at the latest. Written only by that controller.
+ * A backup being deleted by retention ("deleting"): written before the first part goes (its stored
+ * closures, its record, the node archive's prune) and removed after the last, so a deletion cut
+ * short (kill -9) is found and finished (rolled forward) by the next pass of the
+ * `backup-retention` controller, at start-up at the latest. Written only by that controller.
  */
 export interface IServiceBackupDeletionDocument extends IStoredDocument {
   /** Equal to the backup's id. */
@@ -20,9 +21,29 @@ export interface IServiceBackupDeletionDocument extends IStoredDocument {
   /** The stored closures to remove from the blob store. */
   blobKeys: string[];
   startedAt: number;
+  /** The node whose archive holds the backup's snapshots; absent on deletions recorded before nodes were pruned. */
+  nodeId?: string;
+  /** Set once the closures and the backup record are gone (only the node's prune may be left). */
+  closuresRemovedAt?: number;
+  /**
+   * The node's prune could not be done yet (the cluster is dark, the relay did not answer): why,
+   * since when, and how often it was tried. The deletion stays recorded and is tried again when the
+   * cluster's relay is back; it is never dropped.
+   */
+  nodePruneWaiting?: { reason: string; detail?: string; since: number; attempts: number };
 }
 
 export const serviceBackupDeletionKind = defineDocumentKind<IServiceBackupDeletionDocument>('CloudlyServiceBackupDeletion');
+
+/** A deletion as `getBackupRetentionPlan` lists it: the blob keys stay inside Cloudly. */
+export const toDeletionState = (docArg: IServiceBackupDeletionDocument): IBackupDeletionState => ({
+  backupId: docArg.backupId,
+  serviceId: docArg.serviceId,
+  ...(docArg.nodeId !== undefined ? { nodeId: docArg.nodeId } : {}),
+  startedAt: docArg.startedAt,
+  closuresRemoved: docArg.closuresRemovedAt !== undefined,
+  ...(docArg.nodePruneWaiting ? { nodePruneWaiting: docArg.nodePruneWaiting } : {}),
+});
 
 export const retentionReasons = {
   noRetention: 'backup-schedule-has-no-retention',

@@ -9,7 +9,7 @@ import { validateArchiveRetentionPolicy } from '../interfaces/data/backup.js';
 import type { IBackupSchedule, IBackupScheduleSpec, IBackupScheduleStatus } from '../interfaces/data/backupschedule.js';
 import { randomUUID } from 'node:crypto';
 import { parseCron } from './cron.js';
-import { computeRetentionPlan } from './retentionplan.js';
+import { computeRetentionPlan, serviceBackupDeletionKind, toDeletionState } from './retentionplan.js';
 
 /**
  * Backup schedules: the spec an administrator writes (`CloudlyBackupSchedule`, its generation is
@@ -287,7 +287,8 @@ export const backupScheduleOperations = (portsArg: IBackupSchedulePorts): IDecla
       input: { required: { scheduleId: isIdString } },
       async run(request) {
         const plan = await computeRetentionPlan(store, request.scheduleId);
-        return { scheduleId: request.scheduleId, services: plan.services };
+        const deleting = await store.find(serviceBackupDeletionKind, { scheduleId: request.scheduleId }, { sort: { startedAt: 1 } });
+        return { scheduleId: request.scheduleId, services: plan.services, deleting: deleting.map(toDeletionState) };
       },
     }),
 

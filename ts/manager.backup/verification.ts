@@ -8,8 +8,9 @@ import { closureArchiveObjectPath, type IServiceBackupDocument } from './documen
 
 /**
  * Verifying a backup: every closure Cloudly stored for it is read back from the blob store (file
- * system or S3) and hashed here, independently of the store's own check, against the receipt the
- * backup recorded when the bytes arrived (the descriptor's exact length and sha256). A closure that
+ * system or S3) and its digest compared here, independently of the store's own check, with the
+ * receipt the backup recorded when the bytes arrived (the descriptor's exact length and sha256);
+ * one hash of the bytes serves both comparisons (`sharedHash`). A closure that
  * is gone is `missing`; one whose bytes differ (or that the store itself finds corrupt) is
  * `mismatch`; the failing object is named. A damaged closure is never reported as good.
  */
@@ -36,11 +37,12 @@ export const verifyStoredClosure = async (
 ): Promise<IBackupVerification> => {
   const { blobKey, descriptor } = backupArg.closure;
   const object = { path: closureArchiveObjectPath, size: descriptor.byteLength, sha256: descriptor.sha256 };
+  // The store feeds this hash as it reads (its own check takes a copy), so each byte is hashed once
+  // for both checks; the digest compared here is Cloudly's, against the backup's receipt.
   const hash = createHash('sha256');
   let bytes = 0;
   try {
-    for await (const chunk of blobStoreArg.read(blobKey, { transientChunks: true })) {
-      hash.update(chunk);
+    for await (const chunk of blobStoreArg.read(blobKey, { transientChunks: true, sharedHash: hash })) {
       bytes += chunk.byteLength;
     }
   } catch (error) {

@@ -10,6 +10,8 @@ import { verifyRuntimeNetworkProjectionSignature } from '../interfaces/data/runt
 import type { ITypedContract } from '../interfaces/requests/admin.js';
 import type { ISimConfig } from './config.js';
 import { generatedClosureBytes, generatedClosureSha256, seededFraction, seededInteger } from './generate.js';
+import { planRetention } from '../manager.backup/retention.js';
+import type { IArchivePruneResult, IArchiveRetentionPolicy } from '../interfaces/data/backup.js';
 
 type TAnyCall = ITypedContract<string, any, any>;
 
@@ -61,6 +63,14 @@ export interface ISimFleetCounters {
   restoresVerified: number;
   restoresMismatched: number;
   errors: number;
+}
+
+/** One snapshot a simulated node holds in its archive: what a backup left there. */
+export interface ISimArchiveSnapshot {
+  snapshotId: string;
+  serviceId: string;
+  createdAt: number;
+  sizeBytes: number;
 }
 
 export const emptyCounters = (): ISimFleetCounters => ({
@@ -118,6 +128,16 @@ export class SimulatedCluster {
   private starting: Promise<void> | null = null;
   /** Ends the wait between first-connect attempts (on stop). */
   private wakeRetry: (() => void) | null = null;
+  /**
+   * Each node's archive: the snapshots its backups left, oldest first. `pruneClusterNodeArchive`
+   * applies its retention to it (see `pruneArchive`); kept in memory, so a restarted sim starts empty.
+   */
+  public readonly nodeArchives = new Map<string, ISimArchiveSnapshot[]>();
+  /**
+   * Awaited before each prune is answered: a test holds the answer back with it (a relay that is
+   * slow to prune), so a Cloudly can be killed while it waits for one.
+   */
+  public beforePrune: ((requestArg: { nodeId: string; retention: IArchiveRetentionPolicy; dryRun?: boolean }) => Promise<void>) | null = null;
 
   constructor(
     public readonly name: string,
@@ -286,10 +306,10 @@ export class SimulatedCluster {
       },
       getClusterCorestoreLegacyResources: async (request) => this.inventory(request.nodeId),
       getClusterTrafficStatistics: async (request) => this.traffic(request),
-      pruneClusterNodeArchive: async (request) => ({
-        found: true,
-        result: { dryRun: request.dryRun === true, keptSnapshotIds: [], removedSnapshotIds: [], reclaimedBytes: 0 },
-      }),
+      pruneClusterNodeArchive: async (request) => {
+        await this.beforePrune?.(request);
+        return this.pruneArchive(request);
+      },
       backupClusterService: async (request) => this.backup(request),
       restoreClusterService: async (request) => this.restore(request),
       coreflowPrepareIsolatedRestore: async (request) => this.isolatedState(request, 1, 'prepared'),
@@ -824,11 +844,51 @@ export class SimulatedCluster {
       throw refuse('unavailable', ['closure-upload-failed'], { causes: [{ message: errorText(error).slice(0, 500) }] });
     }
     this.context.counters.backupsStored++;
+    const snapshot = { snapshotId: `snap-${requestArg.backupId.slice(-24)}`, serviceId, createdAt: Date.now(), sizeBytes: closureBytes };
+    const archive = this.nodeArchives.get(requestArg.nodeId) ?? [];
+    archive.push(snapshot);
+    this.nodeArchives.set(requestArg.nodeId, archive);
     return {
       snapshots: [{
-        type: 'database', snapshotId: `snap-${requestArg.backupId.slice(-24)}`, resourceName: 'db', databaseName: 'app',
-        createdAt: Date.now(), sizeBytes: closureBytes,
+        type: 'database', snapshotId: snapshot.snapshotId, resourceName: 'db', databaseName: 'app',
+        createdAt: snapshot.createdAt, sizeBytes: closureBytes,
       }],
+    };
+  }
+
+  /**
+   * A node's prune: the retention applies to each service's snapshots apart (as restic's `forget`
+   * groups by host and paths), with restic's keep-last/daily/weekly/monthly rule. A node with no
+   * archive answers `found: false`; a dry run answers what would go and removes nothing.
+   */
+  private pruneArchive(requestArg: { nodeId: string; retention: IArchiveRetentionPolicy; dryRun?: boolean }): { found: boolean; result?: IArchivePruneResult } {
+    const archive = this.nodeArchives.get(requestArg.nodeId);
+    if (!archive) {
+      return { found: false };
+    }
+    const removed = new Set<string>();
+    for (const serviceId of new Set(archive.map((snapshotArg) => snapshotArg.serviceId))) {
+      const candidates = archive.filter((snapshotArg) => snapshotArg.serviceId === serviceId)
+        .map((snapshotArg) => ({ backupId: snapshotArg.snapshotId, createdAt: snapshotArg.createdAt, state: 'completed' as const }));
+      for (const decision of planRetention(candidates, requestArg.retention, new Map())) {
+        if (decision.action === 'remove') {
+          removed.add(decision.backupId);
+        }
+      }
+    }
+    const kept = archive.filter((snapshotArg) => !removed.has(snapshotArg.snapshotId));
+    const reclaimedBytes = archive.filter((snapshotArg) => removed.has(snapshotArg.snapshotId)).reduce((sum, snapshotArg) => sum + snapshotArg.sizeBytes, 0);
+    if (requestArg.dryRun !== true) {
+      this.nodeArchives.set(requestArg.nodeId, kept);
+    }
+    return {
+      found: true,
+      result: {
+        dryRun: requestArg.dryRun === true,
+        keptSnapshotIds: kept.map((snapshotArg) => snapshotArg.snapshotId),
+        removedSnapshotIds: [...removed],
+        reclaimedBytes,
+      },
     };
   }
 

@@ -378,11 +378,29 @@ export interface IBackupRetentionDecision {
 }
 
 /**
+ * A backup of the schedule that retention is deleting now (project's own shape): its stored
+ * closures and record go first, then the relay prunes the node's archive; until both are done the
+ * deletion is listed here.
+ */
+export interface IBackupDeletionState {
+  backupId: string;
+  serviceId: string;
+  /** The node whose archive is pruned; absent on deletions recorded before nodes were pruned. */
+  nodeId?: string;
+  startedAt: number;
+  /** The stored closures and the backup record are gone. */
+  closuresRemoved: boolean;
+  /** The node's prune waits: `reason` (`cluster-unknown`, `relay-not-connected`, ...), since when, how often it was tried. */
+  nodePruneWaiting?: { reason: string; detail?: string; since: number; attempts: number };
+}
+
+/**
  * What a schedule's retention would do now, per service (project's own method): the dry run of
- * the retention the `backup-retention` controller applies after each occurrence. Reads only.
+ * the retention the `backup-retention` controller applies after each occurrence, and the
+ * deletions of the schedule's backups not finished yet. Reads only.
  */
 export type IReq_Admin_GetBackupRetentionPlan = ITypedContract<
   'getBackupRetentionPlan',
   { identity: IIdentity; scheduleId: string },
-  { scheduleId: string; services: Array<{ serviceId: string; decisions: IBackupRetentionDecision[] }> }
+  { scheduleId: string; services: Array<{ serviceId: string; decisions: IBackupRetentionDecision[] }>; deleting: IBackupDeletionState[] }
 >;

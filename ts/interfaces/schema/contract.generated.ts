@@ -355,6 +355,56 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IBackupDeletionState": {
+   "type": "object",
+   "properties": {
+    "backupId": {
+     "type": "string"
+    },
+    "serviceId": {
+     "type": "string"
+    },
+    "nodeId": {
+     "type": "string"
+    },
+    "startedAt": {
+     "type": "number"
+    },
+    "closuresRemoved": {
+     "type": "boolean"
+    },
+    "nodePruneWaiting": {
+     "type": "object",
+     "properties": {
+      "reason": {
+       "type": "string"
+      },
+      "detail": {
+       "type": "string"
+      },
+      "since": {
+       "type": "number"
+      },
+      "attempts": {
+       "type": "number"
+      }
+     },
+     "required": [
+      "reason",
+      "since",
+      "attempts"
+     ],
+     "additionalProperties": false
+    }
+   },
+   "required": [
+    "backupId",
+    "serviceId",
+    "startedAt",
+    "closuresRemoved"
+   ],
+   "additionalProperties": false
+  },
   "IBackupReplicationResult": {
    "type": "object",
    "properties": {
@@ -8123,11 +8173,18 @@ export const contractSchema: IContractSchemaDocument = {
       ],
       "additionalProperties": false
      }
+    },
+    "deleting": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/IBackupDeletionState"
+     }
     }
    },
    "required": [
     "scheduleId",
-    "services"
+    "services",
+    "deleting"
    ],
    "additionalProperties": false
   },
