@@ -34,6 +34,8 @@ export class BackupRetentionController implements IController {
     CloudlyBackupSchedule: (changeArg) => [changeArg.id],
     // A backup that completed (or was verified) after its occurrence's pass: the schedules with backups of its service look again.
     CloudlyServiceBackup: (changeArg) => (changeArg.owners.serviceId ? [`${serviceKeyPrefix}${changeArg.owners.serviceId}`] : []),
+    // A drill that let go of its backup (ended and cleaned up): what it kept may go now.
+    CloudlyBackupDrill: (changeArg) => (changeArg.owners.serviceId ? [`${serviceKeyPrefix}${changeArg.owners.serviceId}`] : []),
   };
 
   constructor(private readonly ports: IBackupRetentionPorts) {}

@@ -127,6 +127,7 @@ export interface ICloudlyMethods {
   updateService: service.IReq_Any_Cloudly_UpdateService;
   upsertPlatformBinding: corestore.IReq_Any_Cloudly_UpsertPlatformBinding;
   verifyServiceBackup: backup.IReq_Admin_VerifyServiceBackup;
+  drillServiceBackup: backup.IReq_Admin_DrillServiceBackup;
   watchChanges: watch.IReq_Admin_WatchChanges;
 }
 

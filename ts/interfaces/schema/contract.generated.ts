@@ -355,6 +355,71 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IBackupDrillReceipt": {
+   "type": "object",
+   "properties": {
+    "drillId": {
+     "type": "string"
+    },
+    "backupId": {
+     "type": "string"
+    },
+    "nodeId": {
+     "type": "string"
+    },
+    "outcome": {
+     "type": "string",
+     "enum": [
+      "running",
+      "ok",
+      "failed",
+      "interrupted"
+     ]
+    },
+    "reason": {
+     "type": "string"
+    },
+    "detail": {
+     "type": "string"
+    },
+    "startedAt": {
+     "type": "number"
+    },
+    "finishedAt": {
+     "type": "number"
+    },
+    "durationMs": {
+     "type": "number"
+    },
+    "bytes": {
+     "type": "number"
+    },
+    "restoreId": {
+     "type": "string"
+    },
+    "operationId": {
+     "type": "string"
+    },
+    "scheduleId": {
+     "type": "string"
+    },
+    "cleanedUp": {
+     "type": "boolean"
+    }
+   },
+   "required": [
+    "drillId",
+    "backupId",
+    "nodeId",
+    "outcome",
+    "startedAt",
+    "bytes",
+    "restoreId",
+    "operationId",
+    "cleanedUp"
+   ],
+   "additionalProperties": false
+  },
   "IBackupReplicationResult": {
    "type": "object",
    "properties": {
@@ -434,6 +499,9 @@ export const contractSchema: IContractSchemaDocument = {
     "retention": {
      "$ref": "#/$defs/IArchiveRetentionPolicy"
     },
+    "drill": {
+     "$ref": "#/$defs/IBackupScheduleDrill"
+    },
     "scheduleId": {
      "type": "string"
     },
@@ -457,6 +525,21 @@ export const contractSchema: IContractSchemaDocument = {
     "scheduleId",
     "target",
     "updatedAt"
+   ],
+   "additionalProperties": false
+  },
+  "IBackupScheduleDrill": {
+   "type": "object",
+   "properties": {
+    "nodeId": {
+     "type": "string"
+    },
+    "everyNth": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "nodeId"
    ],
    "additionalProperties": false
   },
@@ -531,6 +614,9 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "retention": {
      "$ref": "#/$defs/IArchiveRetentionPolicy"
+    },
+    "drill": {
+     "$ref": "#/$defs/IBackupScheduleDrill"
     }
    },
    "required": [
@@ -2551,6 +2637,9 @@ export const contractSchema: IContractSchemaDocument = {
       },
       "state": {
        "$ref": "#/$defs/IIsolatedRestoreNodeState"
+      },
+      "drillBytes": {
+       "type": "number"
       }
      },
      "required": [
@@ -4687,6 +4776,9 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "verification": {
      "$ref": "#/$defs/IBackupVerification"
+    },
+    "drill": {
+     "$ref": "#/$defs/IBackupDrillReceipt"
     }
    },
    "required": [
@@ -5578,7 +5670,8 @@ export const contractSchema: IContractSchemaDocument = {
    "enum": [
     "service-backup",
     "service-restore",
-    "isolated-restore"
+    "isolated-restore",
+    "backup-drill"
    ]
   },
   "TOperationState": {
@@ -7676,6 +7769,49 @@ export const contractSchema: IContractSchemaDocument = {
    "required": [
     "identity",
     "designation"
+   ],
+   "additionalProperties": false
+  },
+  "drillServiceBackup.answer": {
+   "type": "object",
+   "properties": {
+    "drillId": {
+     "type": "string"
+    },
+    "operation": {
+     "$ref": "#/$defs/IOperation"
+    }
+   },
+   "required": [
+    "drillId",
+    "operation"
+   ],
+   "additionalProperties": false
+  },
+  "drillServiceBackup.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "backupId": {
+     "type": "string"
+    },
+    "nodeId": {
+     "type": "string"
+    },
+    "drillId": {
+     "type": "string"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "backupId",
+    "nodeId"
    ],
    "additionalProperties": false
   },
@@ -10735,6 +10871,7 @@ export const contractSchema: IContractSchemaDocument = {
   "deleteService",
   "deleteUser",
   "designateClusterIngress",
+  "drillServiceBackup",
   "getAuditEvents",
   "getBackupRetentionPlan",
   "getBackupSchedules",
