@@ -6,6 +6,7 @@ import { SimFleet } from '../ts/sim/fleet.js';
 import type { SimulatedCluster } from '../ts/sim/cluster.js';
 import { generatedClosureSha256 } from '../ts/sim/generate.js';
 import { closureArchiveObjectPath } from '../ts/manager.backup/backup.manager.js';
+import { backupDrillKind } from '../ts/manager.backup/documents.js';
 import { refusalOf, startTestCloudly, testAdminPassword, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import type { IBackupDrillReceipt, IServiceBackupRecord } from '../ts/interfaces/requests/backup.js';
 
@@ -212,5 +213,6 @@ test('retention keeps a backup while a drill uses it; a relay dropped mid-drill 
   assert.equal(cluster.isolatedRestores.get(restoreId)!.state.phase, 'cleaned-up');
   // Let go of: retention removes it now.
   await waitFor(async () => (await backupOf(older.backupId)) === undefined, 'retention removed the backup once the drill let go of it', 30_000);
+  await waitFor(async () => (await t.cloudly.store.find(backupDrillKind, { backupId: older.backupId })).length === 0, 'the removed backup\'s drill receipt went with it', 30_000);
   await t.caller.call('deleteBackupSchedule', { scheduleId: schedule.scheduleId, expectedGeneration: withRetention.schedule.generation });
 });

@@ -53,16 +53,24 @@ export class BackupDrillsController implements IController {
   public readonly inputs: Readonly<Record<string, (changeArg: ICommittedChange) => readonly string[]>> = {
     CloudlyOperation: (changeArg) => {
       const drillId = drillIdOfOperation(changeArg.id);
+      if (drillId) {
+        this.drillsExist = true;
+      }
       return drillId ? [`${drillKeyPrefix}${drillId}`] : [];
     },
     CloudlyBackupSchedule: (changeArg) => [`${scheduleKeyPrefix}${changeArg.id}`],
-    // No read for a backup while this instance knows of no schedule with a drill.
-    CloudlyServiceBackup: (changeArg) => (this.drillSchedules.size === 0 ? [] : [`${backupKeyPrefix}${changeArg.id}`]),
+    // No read for a backup while this instance knows of no schedule with a drill; a removed backup
+    // (retention) takes its finished receipts along, read only once this instance knows of any drill.
+    CloudlyServiceBackup: (changeArg) => (changeArg.owners.generation === undefined
+      ? (this.drillsExist ? [`${backupKeyPrefix}${changeArg.id}`] : [])
+      : (this.drillSchedules.size === 0 ? [] : [`${backupKeyPrefix}${changeArg.id}`])),
   };
 
   /** The schedules with a drill this instance knows of: filled by `all()` and by each schedule's change. */
   private readonly drillSchedules = new Set<string>();
   private readonly cleanupAttempts = new Map<string, number>();
+  /** Whether any drill receipt may exist: set by `all()` and by every drill operation's change. */
+  private drillsExist = false;
 
   constructor(private readonly ports: IBackupDrillsPorts) {}
 
@@ -71,6 +79,7 @@ export class BackupDrillsController implements IController {
     const schedules = await store.findFields(backupScheduleKind, { drill: { $exists: true } }, ['id']);
     const owed = await store.findFields(backupDrillKind, { cleanedUp: false }, ['id', 'cleanupReason']);
     const running = await store.findFields(operationKind, { kind: 'backup-drill', state: 'running' }, ['id']);
+    this.drillsExist ||= running.length > 0 || (await store.findFields(backupDrillKind, {}, ['id'])).length > 0;
     return [
       ...schedules.map((docArg) => `${scheduleKeyPrefix}${docArg.id}`),
       ...owed.filter((docArg) => docArg.cleanupReason === undefined).map((docArg) => `${drillKeyPrefix}${docArg.id}`),
@@ -108,7 +117,10 @@ export class BackupDrillsController implements IController {
   private async reconcileBackup(backupIdArg: string): Promise<IReconcileResult> {
     const { store } = this.ports;
     const backup = await store.get(serviceBackupKind, backupIdArg);
-    if (!backup?.scheduleId || backup.state !== 'completed' || !this.drillSchedules.has(backup.scheduleId)) {
+    if (!backup) {
+      return this.removeReceiptsOf(backupIdArg);
+    }
+    if (!backup.scheduleId || backup.state !== 'completed' || !this.drillSchedules.has(backup.scheduleId)) {
       return { outcome: 'kept' };
     }
     const schedule = await store.get(backupScheduleKind, backup.scheduleId);
@@ -157,6 +169,21 @@ export class BackupDrillsController implements IController {
       this.ports.logger.warn({ drillId, backupId: backup.id, err: error }, 'scheduled backup drill not started');
       return { outcome: failed.outcome === 'created' ? 'created' : 'kept' };
     }
+  }
+
+  /**
+   * The receipts of a backup that is gone (retention removed it): each one finished and cleaned up
+   * goes with it. One still running or owing its cleanup stays until that is done (retention keeps
+   * such a backup, so only a backup removed otherwise gets here).
+   */
+  private async removeReceiptsOf(backupIdArg: string): Promise<IReconcileResult> {
+    let removed = 0;
+    for (const drill of await this.ports.store.find(backupDrillKind, { backupId: backupIdArg })) {
+      const finished = drill.outcome !== 'running' && (drill.cleanedUp || drill.cleanupReason !== undefined);
+      const result = await this.ports.store.mutate(backupDrillKind, drill.id, (currentArg) => (currentArg && finished ? { kind: 'remove' } : { kind: 'keep' }));
+      removed += result.outcome === 'removed' ? 1 : 0;
+    }
+    return { outcome: removed > 0 ? 'removed' : 'kept' };
   }
 
   /** The receipt as the drill's operation stands, and the cleanup a drill that ended still owes. */
