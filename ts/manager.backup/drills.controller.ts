@@ -11,6 +11,7 @@ import {
   drillOperationIdOf,
   drillRestoreIdOf,
   isCleanupRetryable,
+  isDrillOwed,
   receiptOfOperation,
   scheduledDrillIdOf,
   type IBackupDrillDocument,
@@ -143,12 +144,11 @@ export class BackupDrillsController implements IController {
       return { outcome: 'kept' };
     }
     const everyNth = schedule.drill.everyNth ?? 1;
-    if (everyNth > 1) {
-      const drilled = new Set((await store.findFields(backupDrillKind, { scheduleId: schedule.id, serviceId: backup.serviceId }, ['backupId'])).map((docArg) => docArg.backupId));
-      const sinceLast = newestFirst.findIndex((backupArg) => drilled.has(backupArg.id));
-      if (sinceLast !== -1 && sinceLast < everyNth) {
-        return { outcome: 'kept' };
-      }
+    const drilled = everyNth > 1
+      ? new Set((await store.findFields(backupDrillKind, { scheduleId: schedule.id, serviceId: backup.serviceId }, ['backupId'])).map((docArg) => docArg.backupId))
+      : new Set<string>();
+    if (!isDrillOwed(newestFirst.map((backupArg) => backupArg.id), drilled, backup.id, everyNth)) {
+      return { outcome: 'kept' };
     }
     try {
       await this.ports.startDrill({ drillId, backupId: backup.id, nodeId: schedule.drill.nodeId, scheduleId: schedule.id, requestedBy: `schedule:${schedule.id}` });

@@ -117,6 +117,19 @@ export const receiptOfOperation = (operationArg: IOperationDocument): Omit<IBack
   };
 };
 
+/**
+ * Whether a schedule's drill is owed for the newest of a service's completed backups (ids newest
+ * first): once none of them was drilled yet, else once `everyNth` backups were made since the last
+ * one drilled. Only the newest is ever drilled, so a backup found late is not.
+ */
+export const isDrillOwed = (newestFirstIdsArg: readonly string[], drilledArg: ReadonlySet<string>, backupIdArg: string, everyNthArg: number): boolean => {
+  if (newestFirstIdsArg[0] !== backupIdArg || drilledArg.has(backupIdArg)) {
+    return false;
+  }
+  const sinceLast = newestFirstIdsArg.findIndex((idArg) => drilledArg.has(idArg));
+  return sinceLast === -1 || sinceLast >= everyNthArg;
+};
+
 /** The drills' work and their start, over the backup domain's ports. */
 export const backupDrills = (portsArg: IBackupPorts) => {
   const { store, operations, transfers } = portsArg;
