@@ -89,8 +89,6 @@ export const manifestOf = (backupArg: IServiceBackupDocument): IBackupArchiveObj
 export interface IBackupDrillDocument extends IStoredDocument, Omit<IBackupDrillReceipt, 'drillId'> {
   clusterId: string;
   serviceId: string;
-  /** Why the cleanup cannot be done (the node refused it); a cleanup the relay could not be asked for is retried instead. */
-  cleanupReason?: string;
 }
 
 export const backupDrillKind = defineDocumentKind<IBackupDrillDocument>('CloudlyBackupDrill');
@@ -110,5 +108,6 @@ export const toDrillReceipt = (docArg: IBackupDrillDocument): IBackupDrillReceip
   operationId: docArg.operationId,
   ...(docArg.scheduleId !== undefined ? { scheduleId: docArg.scheduleId } : {}),
   cleanedUp: docArg.cleanedUp,
+  ...(docArg.cleanupReason !== undefined ? { cleanupReason: docArg.cleanupReason } : {}),
 });
 

@@ -236,6 +236,8 @@ export interface IBackupDrillReceipt {
   scheduleId?: string;
   /** The scratch restore is gone from the node; false while its cleanup is still owed. */
   cleanedUp: boolean;
+  /** Why the cleanup will not be asked again: the node refused it (its reason, or `cleanup-answered-<phase>`). */
+  cleanupReason?: string;
 }
 
 /**

@@ -405,6 +405,9 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "cleanedUp": {
      "type": "boolean"
+    },
+    "cleanupReason": {
+     "type": "string"
     }
    },
    "required": [
