@@ -228,7 +228,7 @@ export interface IBackupDrillReceipt {
   startedAt: number;
   finishedAt?: number;
   durationMs?: number;
-  /** The bytes the node staged and proved (size and sha256 of every manifest object). */
+  /** The bytes the node staged and proved (size and sha256 of every manifest object); 0 unless the drill completed. */
   bytes: number;
   restoreId: string;
   operationId: string;
