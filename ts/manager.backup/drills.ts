@@ -27,9 +27,9 @@ import {
   type IIsolatedRestoreDocument,
   type IServiceBackupDocument,
 } from './documents.js';
+import { isolatedRestoreSteps, type IBackupPorts } from './operations.js';
 
 export { backupDrillKind, toDrillReceipt, type IBackupDrillDocument } from './documents.js';
-import { isolatedRestoreSteps, type IBackupPorts } from './operations.js';
 
 /**
  * Restore drills: a completed backup restored through the isolated-restore flow onto a drill
