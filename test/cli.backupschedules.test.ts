@@ -85,3 +85,20 @@ test('verify reports ok, and a damaged closure as a mismatch with exit code 1', 
   assert.equal(reported.backup.verification.outcome, 'mismatch');
   assert.equal(reported.backup.verification.failedObject.problem, 'blob-corrupt');
 });
+
+test('drill: a dry run starts nothing, a backup that does not exist is refused as the API refuses it, and a schedule takes its drill options', async () => {
+  const answer = await world.t.caller.call('createServiceBackup', { clusterId: world.clusterId, nodeId: world.nodeId, serviceId: world.service.id, backupId: 'cli-drill' });
+  await waitFor(async () => (await world.t.caller.call('getOperation', { operationId: answer.operation!.operationId })).operation.state === 'completed', 'backed up', 30_000);
+  const dry = await cli.run(['backups', 'drill', '--backup', 'cli-drill', '--node', world.nodeId, '--dry-run', '-o', 'json']);
+  assert.equal(dry.code, 0, dry.stderr);
+  assert.equal((JSON.parse(dry.stdout) as { dryRun: boolean }).dryRun, true);
+  const operations = (await world.t.caller.call('getOperations', { limit: 1000 })).operations;
+  assert.equal(operations.filter((operationArg) => operationArg.kind === 'backup-drill').length, 0, 'the dry run started no drill');
+  const missing = await cli.run(['backups', 'drill', '--backup', 'no-such-backup', '--node', world.nodeId]);
+  assertRefusedLikeApi(missing, await refusalOf(() => world.t.caller.call('drillServiceBackup', { backupId: 'no-such-backup', nodeId: world.nodeId })));
+  const created = await cli.run(['backups', 'schedules', 'create', '--service', world.service.id, '--cron', '0 2 * * *', '--drill-node', world.nodeId, '--drill-every', '2', '-o', 'json']);
+  assert.equal(created.code, 0, created.stderr);
+  const { schedule } = JSON.parse(created.stdout) as { schedule: { scheduleId: string; generation: number; drill: unknown } };
+  assert.deepEqual(schedule.drill, { nodeId: world.nodeId, everyNth: 2 });
+  await world.t.caller.call('deleteBackupSchedule', { scheduleId: schedule.scheduleId, expectedGeneration: schedule.generation });
+});

@@ -79,7 +79,7 @@ test('bash: the script registers itself for cloudly and completes commands, subc
 
   assert.deepEqual(await bashComplete(['cloudly', 'clu']), ['clusters']);
   assert.deepEqual((await bashComplete(['cloudly', 'backups', ''])).filter((wordArg) => !wordArg.startsWith('-')).sort(),
-    ['create', 'list', 'prune', 'restore', 'schedules', 'verify']);
+    ['create', 'drill', 'list', 'prune', 'restore', 'schedules', 'verify']);
   assert.deepEqual(await bashComplete(['cloudly', 'clusters', 'rot']), ['rotate-relay-token']);
   assert.deepEqual(await bashComplete(['cloudly', 'backups', 'create', '--rep']), ['--replication']);
   assert.deepEqual(await bashComplete(['cloudly', 'clusters', 'list', '-o', 'y']), ['yaml']);
@@ -102,7 +102,7 @@ const fishComplete = async (lineArg: string, pathArg?: string): Promise<string[]
 
 test('fish: completes commands, subcommands, flags and --output values, skipping flags and their values', { skip: fishMissing }, async () => {
   assert.deepEqual(await fishComplete('cloudly clu'), ['clusters']);
-  assert.deepEqual((await fishComplete('cloudly backups ')).filter((wordArg) => !wordArg.startsWith('-')).sort(), ['create', 'list', 'prune', 'restore', 'schedules', 'verify']);
+  assert.deepEqual((await fishComplete('cloudly backups ')).filter((wordArg) => !wordArg.startsWith('-')).sort(), ['create', 'drill', 'list', 'prune', 'restore', 'schedules', 'verify']);
   assert.deepEqual(await fishComplete('cloudly clusters rot'), ['rotate-relay-token']);
   assert.deepEqual(await fishComplete('cloudly backups create --rep'), ['--replication']);
   assert.deepEqual(await fishComplete('cloudly clusters list -o y'), ['yaml']);
@@ -200,7 +200,7 @@ test('zsh: TAB completes commands, subcommands, flags and --output values in an 
   assert.equal(results[3].args, 'services set-volume-initialization --mount-path /data');
   // Ambiguous: the line stays as typed and zsh lists the choices.
   assert.equal(results[4].args, 'backups');
-  for (const choice of ['create', 'list', 'prune', 'restore', 'schedules', 'verify']) {
+  for (const choice of ['create', 'drill', 'list', 'prune', 'restore', 'schedules', 'verify']) {
     assert.match(results[4].screen, new RegExp(`(^|\\s)${choice}(\\s|$)`), `zsh listed ${choice}: ${JSON.stringify(results[4].screen)}`);
   }
 });

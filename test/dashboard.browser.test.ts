@@ -7,7 +7,8 @@ import { refusalOf, startTestCloudly, testAdminPassword, testAdminUsername, wait
 import { chromiumAvailable, chromiumPath, launchBrowser, recordPageErrors, type IBrowser } from './helpers/browser.js';
 import { connectElectedRelay, relayOrigin } from './ingress.fixture.js';
 import { chunked, descriptorOf } from './backup.fixture.js';
-import { sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
+import { receiveStagedArchiveObject, sendServiceDatabaseClosure } from '../ts/client/relayclosures.js';
+import type { ITypedContract } from '../ts/interfaces/requests/admin.js';
 import { CloudlyRelayClient } from '../ts/client/relay.js';
 import { postEnvelope } from '../ts/client/transport.js';
 import { dashboardContentSecurityPolicy } from '../ts/core/dashboard.js';
@@ -26,6 +27,8 @@ declare const document: { cookie: string; querySelectorAll(selectorArg: string):
 declare const sessionStorage: { length: number; getItem(keyArg: string): string | null; setItem(keyArg: string, valueArg: string): void };
 declare const localStorage: { length: number };
 
+/** A relay call as the isolated-restore handlers below read it. */
+type TAnyRelayCall = ITypedContract<string, any, any>;
 const skip = chromiumAvailable() ? false : `${chromiumPath} is missing (apt-get install -y chromium; .ci/run installs it)`;
 
 let t: ITestCloudly;
@@ -312,6 +315,34 @@ test("a backup's progress bar reaches completion and the backup is listed comple
   }
   await done.locator('[data-action=close]').click();
   await page.locator(`tr[data-backup-id="${backups[0].backupId}"] [data-backup-state=completed]`).waitFor();
+});
+
+test("a backup's restore drill shows as a badge on its row: outcome, when and the node", { skip }, async () => {
+  // The relay answers the isolated-restore calls as a node would: staged bytes read in full, then each step.
+  const restores = new Map<string, { revision: number; phase: string; staged: unknown[] }>();
+  const answer = (requestArg: { clusterId: string; targetNodeName: string; restoreId: string }, changeArg: { phase?: string; staged?: unknown[] } = {}) => {
+    const current = restores.get(requestArg.restoreId) ?? { revision: 0, phase: 'prepared', staged: [] };
+    const next = changeArg.phase ? { revision: current.revision + 1, phase: changeArg.phase, staged: changeArg.staged ?? current.staged } : current;
+    restores.set(requestArg.restoreId, next);
+    return { state: { clusterId: requestArg.clusterId, targetNodeName: requestArg.targetNodeName, restoreId: requestArg.restoreId, revision: next.revision, phase: next.phase, stagedObjects: next.staged } };
+  };
+  relay.addHandler<TAnyRelayCall>('coreflowPrepareIsolatedRestore', async (request) => answer(request, { phase: 'prepared' }));
+  relay.addHandler<TAnyRelayCall>('stageIsolatedRestoreArchive', async (request) => {
+    for await (const _chunk of receiveStagedArchiveObject(relay, request.archive, request.object)) {
+      // Read in full: the receiver proves length and sha256.
+    }
+    return answer(request, { phase: 'ready', staged: [request.object] });
+  });
+  relay.addHandler<TAnyRelayCall>('coreflowGetIsolatedRestoreStatus', async (request) => answer(request));
+  relay.addHandler<TAnyRelayCall>('coreflowExecuteIsolatedRestore', async (request) => answer(request, { phase: 'executed' }));
+  relay.addHandler<TAnyRelayCall>('coreflowCleanupIsolatedRestore', async (request) => answer(request, { phase: 'cleaned-up', staged: [] }));
+  const [backup] = (await t.admin.call('getServiceBackups', { serviceId: dataService.id })).backups;
+  await t.admin.call('drillServiceBackup', { backupId: backup!.backupId, nodeId: 'node-1' });
+  await waitFor(async () => (await t.admin.call('getServiceBackups', { serviceId: dataService.id })).backups[0]?.drill?.cleanedUp === true, 'the drill recorded', 30_000);
+  await page.reload();
+  const badge = page.locator(`tr[data-backup-id="${backup!.backupId}"] [data-drill-outcome=ok]`);
+  await badge.waitFor({ timeout: 10_000 });
+  assert.match(await badge.textContent() ?? '', /drill ok .* on node-1/);
 });
 
 test('the audit log shows the designation, filters, and shows new entries live', { skip }, async () => {

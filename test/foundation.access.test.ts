@@ -47,6 +47,7 @@ const declaredAccess: Record<string, TMethodAccess> = {
   pauseRollout: 'write', resumeRollout: 'write', approveRolloutWave: 'write', abortRollout: 'write',
   createBackupSchedule: 'write', updateBackupSchedule: 'write', deleteBackupSchedule: 'write', getBackupSchedules: 'read',
   verifyServiceBackup: 'write', getBackupRetentionPlan: 'read',
+  drillServiceBackup: 'write',
 };
 
 type TCaller = 'admin' | 'read-only' | 'relay' | 'anonymous';

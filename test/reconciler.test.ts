@@ -346,7 +346,7 @@ test('every derived kind has exactly one controller writing it, and every contro
     assert.equal(names.length, 1, `${kind} is written by ${names.join(', ')}`);
   }
   assert.deepEqual([...writers.keys()].sort(), [
-    'CloudlyBackupScheduleState', 'CloudlyClusterDesiredState', 'CloudlyClusterIngressRouteTable', 'CloudlyClusterLiveness', 'CloudlyCorestoreCredential',
+    'CloudlyBackupDrill', 'CloudlyBackupScheduleState', 'CloudlyClusterDesiredState', 'CloudlyClusterIngressRouteTable', 'CloudlyClusterLiveness', 'CloudlyCorestoreCredential',
     'CloudlyPlatformBindingCreationLedger', 'CloudlyRolloutProgress', 'CloudlyRouteAcmeAccount', 'CloudlyRouteAcmeChallenge', 'CloudlyRouteCertificate',
     'CloudlyRuntimeLocalStorageClaim', 'CloudlyRuntimeNetworkProjection', 'CloudlyServiceBackupDeletion', 'CloudlyServiceRuntimeStatus',
   ]);

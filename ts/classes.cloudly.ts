@@ -54,6 +54,7 @@ import { CorestoreCredentialsController } from './manager.secret/corestorecreden
 import { BindingLedgerController } from './manager.corestore/bindingledger.controller.js';
 import { BackupSchedulesController, scheduleClockOf } from './manager.backup/schedules.controller.js';
 import { BackupRetentionController } from './manager.backup/retention.controller.js';
+import { BackupDrillsController } from './manager.backup/drills.controller.js';
 import { clusterLivenessKind } from './manager.cluster/liveness.js';
 import { serviceKind, toPublicService } from './manager.service/documents.js';
 import { clusterIngressRouteTableKind } from './manager.ingress/documents.js';
@@ -181,6 +182,7 @@ export class Cloudly {
     rollout: RolloutController;
     backupSchedules: BackupSchedulesController;
     backupRetention: BackupRetentionController;
+    backupDrills: BackupDrillsController;
   };
   public started = false;
   /** The first-admin password Cloudly generated on this start, if it generated one. */
@@ -383,6 +385,12 @@ export class Cloudly {
         blobStore: this.backupManager.blobStore,
         darkReasonOf: async (clusterIdArg) => (await store.get(clusterLivenessKind, clusterIdArg))?.unknown?.reason ?? null,
         prune: (clusterIdArg, requestArg) => this.relays.ask(clusterIdArg, 'pruneClusterNodeArchive', requestArg),
+      }),
+      backupDrills: new BackupDrillsController({
+        store,
+        logger: this.logger,
+        startDrill: (orderArg) => this.backupManager.startDrill(orderArg),
+        cleanupRestore: (restoreIdArg) => this.backupManager.cleanupDrillRestore(restoreIdArg),
       }),
     };
     const cause = (kindArg: string, idArg: string) => ({ kind: kindArg, id: idArg, at: Date.now() });

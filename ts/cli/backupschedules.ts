@@ -3,6 +3,7 @@ import { exitCodes, expectedGeneration, parseInteger, requireOption, UsageError,
 import { generationExpectation, mutation, pageOptions, pageRequest, run, type TOptions } from './commandkit.js';
 import { printAnswer } from './output.js';
 import { setExitCode } from './io.js';
+import { finishStartedWork, longWork } from './operations.js';
 import { formatTime, listTable, recordTable, type TColumn } from './tables.js';
 import type { IArchiveRetentionPolicy } from '../interfaces/data/backup.js';
 import type { IBackupSchedule, IBackupScheduleSpec } from '../interfaces/data/backupschedule.js';
@@ -39,6 +40,7 @@ export const scheduleColumns: Array<TColumn<IBackupSchedule>> = [
   ['GEN', (s) => s.generation],
   ['VERIFY', (s) => (s.verify ? 'yes' : 'no'), 'wide'],
   ['RETENTION', (s) => (s.retention ? Object.entries(s.retention).map(([key, value]) => `${key}=${value}`).join(',') : null), 'wide'],
+  ['DRILL', (s) => (s.drill ? `on ${s.drill.nodeId}${s.drill.everyNth && s.drill.everyNth > 1 ? ` every ${s.drill.everyNth}` : ''}` : null), 'wide'],
 ];
 
 /** A row of the plan: a decision, or a deletion not finished yet (action `deleting`, why it waits). */
@@ -65,7 +67,9 @@ const specOptions = (commandArg: Command): Command => commandArg
   .option('--keep-last <n>', 'retention: keep the last n')
   .option('--keep-daily <n>', 'retention: keep one a day for n days')
   .option('--keep-weekly <n>', 'retention: keep one a week for n weeks')
-  .option('--keep-monthly <n>', 'retention: keep one a month for n months');
+  .option('--keep-monthly <n>', 'retention: keep one a month for n months')
+  .option('--drill-node <id>', 'restore drill: restore each new backup onto this node of the cluster')
+  .option('--drill-every <n>', 'with --drill-node: drill every nth backup of a service (default 1)');
 
 const specOf = (optionsArg: TOptions): IBackupScheduleSpec => {
   const targets = [optionsArg.service, optionsArg.cluster, optionsArg.organization].filter((valueArg) => valueArg !== undefined);
@@ -92,6 +96,22 @@ const specOf = (optionsArg: TOptions): IBackupScheduleSpec => {
       ? { startingDeadlineSeconds: parseInteger(String(optionsArg.startingDeadlineSeconds), '--starting-deadline-seconds', 0) } : {}),
     ...(optionsArg.verify ? { verify: true } : {}),
     ...(Object.keys(retention).length > 0 ? { retention } : {}),
+    ...drillOf(optionsArg),
+  };
+};
+
+const drillOf = (optionsArg: TOptions): Pick<IBackupScheduleSpec, 'drill'> => {
+  if (optionsArg.drillNode === undefined) {
+    if (optionsArg.drillEvery !== undefined) {
+      throw new UsageError('--drill-every goes with --drill-node');
+    }
+    return {};
+  }
+  return {
+    drill: {
+      nodeId: String(optionsArg.drillNode),
+      ...(optionsArg.drillEvery !== undefined ? { everyNth: parseInteger(String(optionsArg.drillEvery), '--drill-every', 1) } : {}),
+    },
   };
 };
 
@@ -151,6 +171,21 @@ export const addBackupScheduleCommands = (backupsArg: Command): void => {
         })),
       ];
       printAnswer(answer, ctx.format, () => listTable(rows, decisionColumns));
+    }));
+  longWork(mutation(backupsArg.command('drill').description('restore a backup onto a drill node through the isolated-restore flow and clean up, following the operation; the receipt is recorded on the backup')))
+    .requiredOption('--backup <id>', 'backup id')
+    .requiredOption('--node <id>', 'the drill node (a node of the backup\'s cluster)')
+    .option('--drill-id <id>', 'your own drill id (drill-…): makes the call safe to repeat')
+    .action(run(async (ctx, options) => {
+      const answer = await ctx.call('drillServiceBackup', withDryRun(options, {
+        backupId: String(options.backup), nodeId: String(options.node), ...(options.drillId !== undefined ? { drillId: String(options.drillId) } : {}),
+      }));
+      await finishStartedWork(ctx, options, answer, (answerArg) => recordTable({
+        drillId: answerArg.drillId,
+        backupId: String(options.backup),
+        node: String(options.node),
+        operation: answerArg.operation?.operationId ?? null,
+      }));
     }));
   mutation(backupsArg.command('verify').description("read a backup's stored closure back and check it against its receipt; the outcome is recorded"))
     .requiredOption('--backup <id>', 'backup id')

@@ -26,6 +26,8 @@ import type { IScheduledBackupOrder } from './schedules.controller.js';
 import { serviceKind } from '../manager.service/documents.js';
 import { organizationKind } from '../manager.service/organizations.js';
 import { ClosureTransfers } from './transfers.js';
+import { backupDrills, type IBackupDrillOrder } from './drills.js';
+import type { IIsolatedRestoreNodeState } from '../interfaces/data/isolatedrestore.js';
 
 /**
  * Node-addressed backups, database closures and isolated restores.
@@ -68,6 +70,8 @@ export class BackupManager {
   private readonly transfers: ClosureTransfers;
   /** What the backup operations read and call through, built once. */
   private readonly ports: IBackupPorts;
+  /** Restore drills (./drills.ts): started here, recorded by the drills controller. */
+  private readonly drills: ReturnType<typeof backupDrills>;
 
   constructor(private readonly cloudly: Cloudly, optionsArg: { blobStore?: IBlobStore } = {}) {
     this.operations = cloudly.addManager(new OperationManager(cloudly));
@@ -113,6 +117,8 @@ export class BackupManager {
       isStarted: () => cloudly.started,
     };
     registerOperations(cloudly, backupOperations(this.ports));
+    this.drills = backupDrills(this.ports);
+    registerOperations(cloudly, this.drills.declared);
     registerBackupMetrics(cloudly.metrics.registry, cloudly.store);
     registerOperations(cloudly, backupScheduleOperations({
       store: cloudly.store,
@@ -122,12 +128,23 @@ export class BackupManager {
       },
       clusterExists: async (clusterIdArg) => (await cloudly.clusterManager.getCluster(clusterIdArg)) !== null,
       organizationExists: async (organizationIdArg) => (await cloudly.store.get(organizationKind, organizationIdArg)) !== null,
+      nodeExists: async (clusterIdArg, nodeIdArg) => (await cloudly.clusterManager.nodes.getNode(clusterIdArg, nodeIdArg)) !== null,
     }));
   }
 
   /** Orders one backup of a schedule's occurrence (the schedules controller's port). */
   public orderScheduledBackup(orderArg: IScheduledBackupOrder): Promise<'ordered' | 'exists'> {
     return orderScheduledBackup(this.ports, orderArg);
+  }
+
+  /** Starts one drill (the drills controller's port for a schedule's drill). */
+  public startDrill(orderArg: IBackupDrillOrder): Promise<unknown> {
+    return this.drills.startDrill(orderArg);
+  }
+
+  /** Removes a drill's scratch restore from its node (the drills controller's port). */
+  public cleanupDrillRestore(restoreIdArg: string): Promise<IIsolatedRestoreNodeState | null> {
+    return this.drills.cleanupRestore(restoreIdArg);
   }
 
   public async start(): Promise<void> {

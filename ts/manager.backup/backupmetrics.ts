@@ -2,7 +2,7 @@ import * as promClient from 'prom-client';
 import type { DocumentStore } from '../core/store.js';
 import { serviceKind } from '../manager.service/documents.js';
 import { nextOccurrence, parseCron } from './cron.js';
-import { serviceBackupKind } from './documents.js';
+import { backupDrillKind, serviceBackupKind } from './documents.js';
 import { backupScheduleKind, backupScheduleStateKind } from './schedules.js';
 
 /**
@@ -62,6 +62,47 @@ export const registerBackupMetrics = (registryArg: promClient.Registry, storeArg
       const now = nowArg();
       for (const [service, createdAt] of (await newestPerService()).verified) {
         this.set({ service }, (now - createdAt) / 1000);
+      }
+    },
+  });
+  /** Per service: when its newest successful drill finished, and how many drills failed (or were interrupted) after it. */
+  const drillsPerService = async () => {
+    const drills = await storeArg.findFields(backupDrillKind, { outcome: { $in: ['ok', 'failed', 'interrupted'] } }, ['serviceId', 'outcome', 'startedAt', 'finishedAt']);
+    const newestOk = new Map<string, number>();
+    for (const drill of drills) {
+      if (drill.outcome === 'ok') {
+        newestOk.set(drill.serviceId, Math.max(newestOk.get(drill.serviceId) ?? 0, drill.finishedAt ?? drill.startedAt));
+      }
+    }
+    const failedSince = new Map<string, number>();
+    for (const drill of drills) {
+      failedSince.set(drill.serviceId, (failedSince.get(drill.serviceId) ?? 0)
+        + (drill.outcome !== 'ok' && drill.startedAt > (newestOk.get(drill.serviceId) ?? 0) ? 1 : 0));
+    }
+    return { newestOk, failedSince };
+  };
+  new promClient.Gauge({
+    name: 'cloudly_backup_newest_drill_age_seconds',
+    help: 'Per service with a successful restore drill: seconds since its newest successful drill finished.',
+    labelNames: ['service'],
+    registers,
+    async collect() {
+      this.reset();
+      const now = nowArg();
+      for (const [service, finishedAt] of (await drillsPerService()).newestOk) {
+        this.set({ service }, (now - finishedAt) / 1000);
+      }
+    },
+  });
+  new promClient.Gauge({
+    name: 'cloudly_backup_drills_failed',
+    help: 'Per service with restore drills: drills that failed or were interrupted since its newest successful drill (all of them when none succeeded).',
+    labelNames: ['service'],
+    registers,
+    async collect() {
+      this.reset();
+      for (const [service, failed] of (await drillsPerService()).failedSince) {
+        this.set({ service }, failed);
       }
     },
   });

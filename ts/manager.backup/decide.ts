@@ -20,6 +20,8 @@ export const backupRefusalReasons = {
   closureBytesMissing: 'closure-bytes-missing',
   closureRecordFailed: 'closure-record-failed',
   restoreNotFound: 'isolated-restore-not-found',
+  drillIdInUse: 'backup-drill-id-in-use',
+  drillIdInvalid: 'backup-drill-id-invalid',
   restoreIdInUse: 'isolated-restore-id-in-use',
   backupCancelled: 'operation-cancelled',
   mutationReused: mutationIdReusedReason,

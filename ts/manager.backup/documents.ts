@@ -7,7 +7,7 @@ import type {
 } from '../interfaces/data/backup.js';
 import type { ICorestoreDatabaseClosureDescriptor } from '../interfaces/data/corestoreclosure.js';
 import type { IIsolatedRestoreNodeState } from '../interfaces/data/isolatedrestore.js';
-import type { IBackupVerification, IServiceBackupRecord } from '../interfaces/requests/backup.js';
+import type { IBackupDrillReceipt, IBackupVerification, IServiceBackupRecord } from '../interfaces/requests/backup.js';
 
 /** The backup domain's documents and their public shapes. */
 
@@ -81,3 +81,33 @@ export const manifestOf = (backupArg: IServiceBackupDocument): IBackupArchiveObj
   (backupArg.closure
     ? [{ path: closureArchiveObjectPath, size: backupArg.closure.descriptor.byteLength, sha256: backupArg.closure.descriptor.sha256 }]
     : []);
+
+/**
+ * A restore drill's receipt (./drills.ts): written only by the drills controller, from the drill's
+ * operation, with the cleanup it did.
+ */
+export interface IBackupDrillDocument extends IStoredDocument, Omit<IBackupDrillReceipt, 'drillId'> {
+  clusterId: string;
+  serviceId: string;
+}
+
+export const backupDrillKind = defineDocumentKind<IBackupDrillDocument>('CloudlyBackupDrill');
+
+/** The receipt as the API answers it. */
+export const toDrillReceipt = (docArg: IBackupDrillDocument): IBackupDrillReceipt => ({
+  drillId: docArg.id,
+  backupId: docArg.backupId,
+  nodeId: docArg.nodeId,
+  outcome: docArg.outcome,
+  ...(docArg.reason !== undefined ? { reason: docArg.reason } : {}),
+  ...(docArg.detail !== undefined ? { detail: docArg.detail } : {}),
+  startedAt: docArg.startedAt,
+  ...(docArg.finishedAt !== undefined ? { finishedAt: docArg.finishedAt, durationMs: docArg.durationMs ?? docArg.finishedAt - docArg.startedAt } : {}),
+  bytes: docArg.bytes,
+  restoreId: docArg.restoreId,
+  operationId: docArg.operationId,
+  ...(docArg.scheduleId !== undefined ? { scheduleId: docArg.scheduleId } : {}),
+  cleanedUp: docArg.cleanedUp,
+  ...(docArg.cleanupReason !== undefined ? { cleanupReason: docArg.cleanupReason } : {}),
+});
+

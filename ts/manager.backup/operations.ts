@@ -51,6 +51,9 @@ import {
   decideRestoreStateRecord,
 } from './decide.js';
 import {
+  backupDrillKind,
+  toDrillReceipt,
+  type IBackupDrillDocument,
   isolatedRestoreKind,
   manifestOf,
   serviceBackupKind,
@@ -69,6 +72,7 @@ import { blobRefusalOf, type ClosureTransfers } from './transfers.js';
 import { decideVerificationRecord, verificationRefusal, verifyStoredClosure } from './verification.js';
 import type { IBlobStore } from '../core/blobstore.js';
 import type { IScheduledBackupOrder } from './schedules.controller.js';
+
 
 /**
  * The backup domain's methods as declared operations (ts/core/operations.ts runs them). Backups,
@@ -159,6 +163,64 @@ const restoreGrantBindingOf = (
   manifestSha256: computeIsolatedRestoreArchiveManifestSha256(docArg.manifest),
   ...(objectArg ? { object: objectArg } : {}),
 });
+
+/** The isolated-restore steps shared by `createIsolatedRestore` and the drills (./drills.ts). */
+export const isolatedRestoreSteps = (portsArg: IBackupPorts) => {
+  const { store, transfers } = portsArg;
+  /** Sends one manifest object to the node under its own write-object grant; its bytes are the progress. */
+  const stageArchiveObject = async (
+    docArg: IIsolatedRestoreDocument,
+    objectArg: IBackupArchiveObject,
+    blobKeyArg: string,
+    expectedRevisionArg: number,
+    runArg: IOperationRun,
+  ): Promise<IIsolatedRestoreNodeState> => {
+    // The stream and the call share one socket: the cluster's active one on this instance.
+    const session = portsArg.relays.activeSession(docArg.clusterId);
+    if (!session) {
+      throw refuse('unavailable', [relayCallFailureReasons.notConnected]);
+    }
+    return transfers.stageBlob(session, docArg.id, blobKeyArg, runArg, async (archiveArg) => readIsolatedRestoreStateAnswer(
+      await portsArg.askSession(session, 'stageIsolatedRestoreArchive', {
+        restoreGrant: await portsArg.signRestoreGrant(restoreGrantBindingOf(docArg, 'write-object', objectArg)),
+        ...restoreRoutingOf(docArg),
+        expectedRevision: expectedRevisionArg,
+        object: objectArg,
+        archive: archiveArg,
+      }),
+      restoreRoutingOf(docArg),
+    ));
+  };
+
+  const recordRestoreState = async (restoreIdArg: string, stateArg: IIsolatedRestoreNodeState): Promise<void> => {
+    await store.mutate(isolatedRestoreKind, restoreIdArg, (currentArg) => decideRestoreStateRecord(currentArg, stateArg));
+  };
+
+  /** One step on the node (status, execute or cleanup) under its own grant; its answered state is recorded on the restore. */
+  const step = async (docArg: IIsolatedRestoreDocument, operationArg: keyof typeof restoreStepMethods, expectedRevisionArg?: number): Promise<IIsolatedRestoreNodeState> => {
+    const routing = restoreRoutingOf(docArg);
+    const grant = { restoreGrant: await portsArg.signRestoreGrant(restoreGrantBindingOf(docArg, operationArg)), ...routing };
+    const answer = operationArg === 'status'
+      ? await portsArg.relays.ask(docArg.clusterId, restoreStepMethods.status, grant)
+      : await portsArg.relays.ask(docArg.clusterId, restoreStepMethods[operationArg], { ...grant, expectedRevision: expectedRevisionArg ?? 0 });
+    const state = readIsolatedRestoreStateAnswer(answer, routing);
+    await recordRestoreState(docArg.id, state);
+    return state;
+  };
+
+  /** Prepares the restore on its node under a `prepare` grant. */
+  const prepare = async (docArg: IIsolatedRestoreDocument): Promise<IIsolatedRestoreNodeState> => {
+    const routing = restoreRoutingOf(docArg);
+    return readIsolatedRestoreStateAnswer(await portsArg.relays.ask(docArg.clusterId, 'coreflowPrepareIsolatedRestore', {
+      restoreGrant: await portsArg.signRestoreGrant(restoreGrantBindingOf(docArg, 'prepare')),
+      ...routing,
+      mappings: docArg.mappings,
+      manifest: docArg.manifest,
+    }), routing);
+  };
+
+  return { stageArchiveObject, recordRestoreState, step, prepare };
+};
 
 /** A backup attempt's work (the relay call, then its outcome recorded), shared by the admin method and the schedules. */
 const backupWork = (portsArg: IBackupPorts) => {
@@ -320,34 +382,7 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
 
   const { settleBackup, runBackup } = backupWork(portsArg);
 
-  /** Sends one manifest object to the node under its own write-object grant; its bytes are the progress. */
-  const stageArchiveObject = async (
-    docArg: IIsolatedRestoreDocument,
-    objectArg: IBackupArchiveObject,
-    blobKeyArg: string,
-    expectedRevisionArg: number,
-    runArg: IOperationRun,
-  ): Promise<IIsolatedRestoreNodeState> => {
-    // The stream and the call share one socket: the cluster's active one on this instance.
-    const session = portsArg.relays.activeSession(docArg.clusterId);
-    if (!session) {
-      throw refuse('unavailable', [relayCallFailureReasons.notConnected]);
-    }
-    return transfers.stageBlob(session, docArg.id, blobKeyArg, runArg, async (archiveArg) => readIsolatedRestoreStateAnswer(
-      await portsArg.askSession(session, 'stageIsolatedRestoreArchive', {
-        restoreGrant: await portsArg.signRestoreGrant(restoreGrantBindingOf(docArg, 'write-object', objectArg)),
-        ...restoreRoutingOf(docArg),
-        expectedRevision: expectedRevisionArg,
-        object: objectArg,
-        archive: archiveArg,
-      }),
-      restoreRoutingOf(docArg),
-    ));
-  };
-
-  const recordRestoreState = async (restoreIdArg: string, stateArg: IIsolatedRestoreNodeState): Promise<void> => {
-    await store.mutate(isolatedRestoreKind, restoreIdArg, (currentArg) => decideRestoreStateRecord(currentArg, stateArg));
-  };
+  const { stageArchiveObject, recordRestoreState } = isolatedRestoreSteps(portsArg);
 
   return [
     adminOrchestration({
@@ -504,7 +539,21 @@ export const backupOperations = (portsArg: IBackupPorts): IDeclaredOperation[] =
         if (request.serviceId !== undefined) filter.serviceId = request.serviceId;
         if (request.clusterId !== undefined) filter.clusterId = request.clusterId;
         const page = await findPage(store, serviceBackupKind, filter, 'getServiceBackups', request, oldestFirst('createdAt'));
-        return { backups: page.items.map(toRecord), ...nextCursorMember(page) };
+        // Each backup with its newest drill receipt (the drills controller writes them apart from the backup).
+        const newestDrill = new Map<string, IBackupDrillDocument>();
+        for (const drill of await store.findIn(backupDrillKind, 'backupId', page.items.map((backupArg) => backupArg.id))) {
+          const seen = newestDrill.get(drill.backupId);
+          if (!seen || seen.startedAt < drill.startedAt) {
+            newestDrill.set(drill.backupId, drill);
+          }
+        }
+        return {
+          backups: page.items.map((backupArg) => {
+            const drill = newestDrill.get(backupArg.id);
+            return drill ? { ...toRecord(backupArg), drill: toDrillReceipt(drill) } : toRecord(backupArg);
+          }),
+          ...nextCursorMember(page),
+        };
       },
     }),
 

@@ -48,6 +48,8 @@ export class BackupRetentionController implements IController {
     // A relay taking its cluster's socket, or the cluster becoming current: the node prunes that waited are tried again.
     CloudlyClusterRelayLease: this.ofWaitingCluster,
     CloudlyClusterLiveness: this.ofWaitingCluster,
+    // A drill that let go of its backup (ended and cleaned up): what it kept may go now.
+    CloudlyBackupDrill: (changeArg) => (changeArg.owners.serviceId ? [`${serviceKeyPrefix}${changeArg.owners.serviceId}`] : []),
   };
 
   constructor(private readonly ports: IBackupRetentionPorts) {}

@@ -2,7 +2,7 @@ import { refuseNamed } from '../core/errors.js';
 import { defineDocumentKind, type DocumentStore, type IStoredDocument } from '../core/store.js';
 import type { IBackupDeletionState, IBackupRetentionDecision } from '../interfaces/requests/backup.js';
 import { operationKind } from '../manager.operation/documents.js';
-import { isolatedRestoreKind, serviceBackupKind, type IServiceBackupDocument } from './documents.js';
+import { backupDrillKind, isolatedRestoreKind, serviceBackupKind, type IServiceBackupDocument } from './documents.js';
 import { planRetention } from './retention.js';
 import { backupScheduleKind, backupScheduleReasons } from './schedules.js';
 
@@ -86,6 +86,12 @@ export const computeRetentionPlan = async (storeArg: DocumentStore, scheduleIdAr
     for (const restore of await storeArg.findIn(isolatedRestoreKind, 'backupId', ids)) {
       if (!finishedRestorePhases.has(restore.lastState?.phase ?? 'prepared')) {
         protectedIds.set(restore.backupId, 'in-use');
+      }
+    }
+    // A drill running, or one whose scratch restore is not cleaned up yet, still uses its backup.
+    for (const drill of await storeArg.findIn(backupDrillKind, 'backupId', ids)) {
+      if (drill.outcome === 'running' || (!drill.cleanedUp && drill.cleanupReason === undefined)) {
+        protectedIds.set(drill.backupId, 'in-use');
       }
     }
     plans.push({

@@ -41,7 +41,7 @@ export interface IBackupScheduleStateDocument extends IStoredDocument, IBackupSc
 }
 
 export const backupScheduleKind = defineDocumentKind<IBackupScheduleDocument>('CloudlyBackupSchedule', {
-  auditedFields: ['target', 'cron', 'jitterSeconds', 'startingDeadlineSeconds', 'verify', 'retention'],
+  auditedFields: ['target', 'cron', 'jitterSeconds', 'startingDeadlineSeconds', 'verify', 'retention', 'drill'],
 });
 export const backupScheduleStateKind = defineDocumentKind<IBackupScheduleStateDocument>('CloudlyBackupScheduleState');
 
@@ -50,19 +50,49 @@ export const backupScheduleReasons = {
   scheduleExists: 'backup-schedule-exists',
   generationMismatch: 'generation-mismatch',
   targetNotFound: 'backup-schedule-target-not-found',
+  drillNodeNotFound: 'backup-schedule-drill-node-not-found',
 } as const;
 
 /** Most seconds of jitter, and of starting deadline: a day. */
 export const maximumJitterSeconds = 3_600;
 export const maximumStartingDeadlineSeconds = 86_400 * 31;
+/** Most backups between two drills of a schedule's service. */
+export const maximumDrillEveryNth = 1_000;
 
-const specKeys = ['target', 'cron', 'jitterSeconds', 'startingDeadlineSeconds', 'verify', 'retention'] as const;
+const specKeys = ['target', 'cron', 'jitterSeconds', 'startingDeadlineSeconds', 'verify', 'retention', 'drill'] as const;
 const targetKeys = ['serviceId', 'nodeId', 'clusterId', 'organizationId'] as const;
 
 const boundedInteger = (valueArg: unknown, pathArg: string, maxArg: number): IFieldProblem[] =>
   (Number.isSafeInteger(valueArg) && (valueArg as number) >= 0 && (valueArg as number) <= maxArg
     ? []
     : [invalidField(pathArg, `must be an integer from 0 to ${maxArg}`)]);
+
+const drillKeys = ['nodeId', 'everyNth'] as const;
+
+/** Every problem of a schedule's drill: its members, and a target that spans clusters (one drill node cannot serve them). */
+const drillProblems = (drillArg: unknown, pathArg: string, organizationTargetArg: boolean): IFieldProblem[] => {
+  if (!isPlainDataRecord(drillArg)) {
+    return [invalidField(pathArg, 'must be an object')];
+  }
+  const problems: IFieldProblem[] = [];
+  for (const key of Object.keys(drillArg)) {
+    if (!(drillKeys as readonly string[]).includes(key)) {
+      problems.push(fieldProblem(`${pathArg}.${key.slice(0, 64)}`, fieldProblemReasons.unknown, 'is not a drill field'));
+    }
+  }
+  if (drillArg.nodeId === undefined) {
+    problems.push(fieldProblem(`${pathArg}.nodeId`, fieldProblemReasons.required, 'is required'));
+  } else {
+    problems.push(...isIdString(drillArg.nodeId, `${pathArg}.nodeId`));
+  }
+  if (drillArg.everyNth !== undefined && !(Number.isSafeInteger(drillArg.everyNth) && (drillArg.everyNth as number) >= 1 && (drillArg.everyNth as number) <= maximumDrillEveryNth)) {
+    problems.push(invalidField(`${pathArg}.everyNth`, `must be an integer from 1 to ${maximumDrillEveryNth}`));
+  }
+  if (organizationTargetArg) {
+    problems.push(fieldProblem(pathArg, fieldProblemReasons.forbidden, 'names a node of one cluster: the target must name a service or a cluster'));
+  }
+  return problems;
+};
 
 /** Every problem of a schedule's spec, each with its path: the target, each cron field, the retention. */
 export const checkBackupScheduleSpec: TFieldCheck = (valueArg, pathArg) => {
@@ -127,6 +157,9 @@ export const checkBackupScheduleSpec: TFieldCheck = (valueArg, pathArg) => {
       problems.push(invalidField(`${pathArg}.retention`, 'keeps nothing: at least one count must be above 0'));
     }
   }
+  if (valueArg.drill !== undefined) {
+    problems.push(...drillProblems(valueArg.drill, `${pathArg}.drill`, isPlainDataRecord(target) && target.organizationId !== undefined));
+  }
   return problems;
 };
 
@@ -138,11 +171,12 @@ const storedSpecOf = (specArg: IBackupScheduleSpec, serviceClusterIdArg: string 
   ...(specArg.startingDeadlineSeconds !== undefined ? { startingDeadlineSeconds: specArg.startingDeadlineSeconds } : {}),
   ...(specArg.verify !== undefined ? { verify: specArg.verify } : {}),
   ...(specArg.retention !== undefined ? { retention: specArg.retention } : {}),
+  ...(specArg.drill !== undefined ? { drill: specArg.drill } : {}),
   ...('serviceId' in specArg.target ? { serviceId: specArg.target.serviceId } : {}),
   ...('clusterId' in specArg.target ? { clusterId: specArg.target.clusterId } : serviceClusterIdArg !== undefined ? { clusterId: serviceClusterIdArg } : {}),
 });
 
-const specMembers = ['target', 'cron', 'jitterSeconds', 'startingDeadlineSeconds', 'verify', 'retention', 'serviceId', 'clusterId'] as const;
+const specMembers = ['target', 'cron', 'jitterSeconds', 'startingDeadlineSeconds', 'verify', 'retention', 'drill', 'serviceId', 'clusterId'] as const;
 
 export const toPublicBackupSchedule = (docArg: IBackupScheduleDocument, stateArg: IBackupScheduleStateDocument | null): IBackupSchedule => ({
   scheduleId: docArg.id,
@@ -155,6 +189,7 @@ export const toPublicBackupSchedule = (docArg: IBackupScheduleDocument, stateArg
   ...(docArg.startingDeadlineSeconds !== undefined ? { startingDeadlineSeconds: docArg.startingDeadlineSeconds } : {}),
   ...(docArg.verify !== undefined ? { verify: docArg.verify } : {}),
   ...(docArg.retention !== undefined ? { retention: docArg.retention } : {}),
+  ...(docArg.drill !== undefined ? { drill: docArg.drill } : {}),
   ...(stateArg ? {
     status: {
       state: stateArg.state,
@@ -214,7 +249,15 @@ export interface IBackupSchedulePorts {
   clusterOfService(serviceIdArg: string): Promise<string | null>;
   clusterExists(clusterIdArg: string): Promise<boolean>;
   organizationExists(organizationIdArg: string): Promise<boolean>;
+  nodeExists(clusterIdArg: string, nodeIdArg: string): Promise<boolean>;
 }
+
+/** Refuses a drill node its target's cluster does not have: a drill restores onto a node of the backups' cluster. */
+const requireDrillNode = async (portsArg: IBackupSchedulePorts, specArg: IBackupScheduleSpec, clusterIdArg: string): Promise<void> => {
+  if (specArg.drill && !(await portsArg.nodeExists(clusterIdArg, specArg.drill.nodeId))) {
+    throw refuseNamed('not-found', backupScheduleReasons.drillNodeNotFound, `cluster ${clusterIdArg} has no node ${specArg.drill.nodeId}`, 'request.schedule.drill.nodeId');
+  }
+};
 
 /** Refuses a target that names nothing that exists: a schedule is made for something. */
 const targetFacts = async (portsArg: IBackupSchedulePorts, specArg: IBackupScheduleSpec): Promise<{ serviceClusterId?: string }> => {
@@ -226,12 +269,14 @@ const targetFacts = async (portsArg: IBackupSchedulePorts, specArg: IBackupSched
     if (clusterId === null) {
       throw missing('serviceId', `service ${target.serviceId} does not exist`);
     }
+    await requireDrillNode(portsArg, specArg, clusterId);
     return { serviceClusterId: clusterId };
   }
   if ('clusterId' in target) {
     if (!(await portsArg.clusterExists(target.clusterId))) {
       throw missing('clusterId', `cluster ${target.clusterId} does not exist`);
     }
+    await requireDrillNode(portsArg, specArg, target.clusterId);
     return {};
   }
   if (!(await portsArg.organizationExists(target.organizationId))) {

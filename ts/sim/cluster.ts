@@ -9,6 +9,8 @@ import type { IClusterPlatformDesiredState, IClusterPlatformObservedService, ISe
 import { verifyRuntimeNetworkProjectionSignature } from '../interfaces/data/runtimenetworksignature.js';
 import type { ITypedContract } from '../interfaces/requests/admin.js';
 import type { ISimConfig } from './config.js';
+import type { IBackupArchiveObject } from '../interfaces/data/backup.js';
+import type { IIsolatedRestoreNodeState } from '../interfaces/data/isolatedrestore.js';
 import { generatedClosureBytes, generatedClosureSha256, seededFraction, seededInteger } from './generate.js';
 import { planRetention } from '../manager.backup/retention.js';
 import type { IArchivePruneResult, IArchiveRetentionPolicy } from '../interfaces/data/backup.js';
@@ -38,6 +40,14 @@ interface ISimService {
   manifest?: IServiceSecretManifest;
 }
 
+/** One isolated restore a simulated node holds: its state as the contract reports it, and what it staged. */
+interface ISimIsolatedRestore {
+  state: IIsolatedRestoreNodeState;
+  manifest: IBackupArchiveObject[];
+  /** The sha256 the node computed of each staged object's bytes, by path (kept after cleanup, as the node's record). */
+  stagedSha256: Map<string, string>;
+}
+
 /** Counters the whole fleet shares: what a test or a benchmark reads. */
 export interface ISimFleetCounters {
   registrations: number;
@@ -62,6 +72,13 @@ export interface ISimFleetCounters {
   backupsFailed: number;
   restoresVerified: number;
   restoresMismatched: number;
+  /** Isolated-restore objects staged (length and sha256 proved) and their bytes: what drills moved. */
+  drillObjectsStaged: number;
+  drillBytesStaged: number;
+  /** Isolated restores executed, failed on purpose (`--fault-drill-fail`) and cleaned up. */
+  drillsExecuted: number;
+  drillsFailed: number;
+  drillsCleanedUp: number;
   errors: number;
 }
 
@@ -76,7 +93,8 @@ export interface ISimArchiveSnapshot {
 export const emptyCounters = (): ISimFleetCounters => ({
   registrations: 0, reconnects: 0, desiredStateReads: 0, desiredStateUnchanged: 0, observedReports: 0,
   leaseConfirmations: 0, projectionsVerified: 0, projectionsRejected: 0, credentialsOpened: 0, routeCertificatesOpened: 0, acmeChallengesAnswered: 0, ingressBearersOpened: 0, secretsOpened: 0,
-  inventoriesAnswered: 0, trafficAnswered: 0, backupsStored: 0, backupsFailed: 0, restoresVerified: 0, restoresMismatched: 0, errors: 0,
+  inventoriesAnswered: 0, trafficAnswered: 0, backupsStored: 0, backupsFailed: 0, restoresVerified: 0, restoresMismatched: 0,
+  drillObjectsStaged: 0, drillBytesStaged: 0, drillsExecuted: 0, drillsFailed: 0, drillsCleanedUp: 0, errors: 0,
 });
 
 /** What the fleet hands each cluster: configuration, counters, the log, and Cloudly's signing keys. */
@@ -104,6 +122,8 @@ export class SimulatedCluster {
   public appliedRevision: number | null = null;
   public readonly nodeIds: string[];
   private readonly services = new Map<string, ISimService>();
+  /** The isolated restores (drills) this cluster's nodes hold, by restore id; cleaned-up ones stay as their last state. */
+  public readonly isolatedRestores = new Map<string, ISimIsolatedRestore>();
   private keys: ISecretRecipientKeyPair | null = null;
   private enrolled = false;
   /** Per node: the credential version last opened, the leases last confirmed, the projection last applied. */
@@ -312,29 +332,97 @@ export class SimulatedCluster {
       },
       backupClusterService: async (request) => this.backup(request),
       restoreClusterService: async (request) => this.restore(request),
-      coreflowPrepareIsolatedRestore: async (request) => this.isolatedState(request, 1, 'prepared'),
-      stageIsolatedRestoreArchive: async (request) => {
-        for await (const _chunk of receiveStagedArchiveObject(this.relay ?? clientArg, request.archive, request.object, { transientChunks: true })) {
-          // Verified (length and sha256) while read; a simulated node keeps nothing.
+      coreflowPrepareIsolatedRestore: async (request) => this.prepareIsolated(request),
+      stageIsolatedRestoreArchive: async (request) => this.stageIsolated(request, clientArg),
+      coreflowGetIsolatedRestoreStatus: async (request) => {
+        const restore = this.isolatedOf(request);
+        // A stall holds the status answer (a test drops the relay meanwhile).
+        if (this.config.faultDrillStallMs > 0 && restore.state.phase === 'ready') {
+          await new Promise((resolve) => setTimeout(resolve, this.config.faultDrillStallMs));
         }
-        return this.isolatedState(request, request.expectedRevision + 1, 'ready', [request.object]);
+        return { state: restore.state };
       },
-      coreflowGetIsolatedRestoreStatus: async (request) => this.isolatedState(request, 2, 'ready'),
-      coreflowExecuteIsolatedRestore: async (request) => this.isolatedState(request, request.expectedRevision + 1, 'executed'),
-      coreflowCleanupIsolatedRestore: async (request) => this.isolatedState(request, request.expectedRevision + 1, 'cleaned-up'),
+      coreflowExecuteIsolatedRestore: async (request) => this.executeIsolated(request),
+      coreflowCleanupIsolatedRestore: async (request) => this.cleanupIsolated(request),
     };
     for (const [method, handler] of Object.entries(handlers)) {
       clientArg.addHandler<TAnyCall>(method, handler);
     }
   }
 
-  private isolatedState(requestArg: any, revisionArg: number, phaseArg: string, stagedArg: unknown[] = []) {
-    return {
-      state: {
-        clusterId: requestArg.clusterId, targetNodeName: requestArg.targetNodeName, restoreId: requestArg.restoreId,
-        revision: revisionArg, phase: phaseArg, stagedObjects: stagedArg,
-      },
+  private isolatedOf(requestArg: { restoreId: string; targetNodeName: string }): ISimIsolatedRestore {
+    const restore = this.isolatedRestores.get(requestArg.restoreId);
+    if (!restore || restore.state.targetNodeName !== requestArg.targetNodeName) {
+      throw refuseNamed('not-found', 'isolated-restore-not-found', `node ${requestArg.targetNodeName} holds no restore ${requestArg.restoreId}`);
+    }
+    return restore;
+  }
+
+  /** The next state of a restore, at the revision the caller named (a stale one is refused, as the contract asks). */
+  private advanceIsolated(restoreArg: ISimIsolatedRestore, expectedRevisionArg: number, changeArg: Partial<IIsolatedRestoreNodeState>) {
+    if (restoreArg.state.revision !== expectedRevisionArg) {
+      throw refuseNamed('conflict', 'isolated-restore-revision-mismatch', `the restore is at revision ${restoreArg.state.revision}, not ${expectedRevisionArg}`);
+    }
+    restoreArg.state = { ...restoreArg.state, ...changeArg, revision: restoreArg.state.revision + 1 };
+    return { state: restoreArg.state };
+  }
+
+  private prepareIsolated(requestArg: { clusterId: string; targetNodeName: string; restoreId: string; manifest: IBackupArchiveObject[] }) {
+    if (!this.nodeIds.includes(requestArg.targetNodeName)) {
+      throw refuseNamed('not-found', 'node-not-found', `cluster ${this.name} has no node ${requestArg.targetNodeName}`);
+    }
+    const existing = this.isolatedRestores.get(requestArg.restoreId);
+    if (existing) {
+      return { state: existing.state };
+    }
+    const restore: ISimIsolatedRestore = {
+      state: { clusterId: requestArg.clusterId, targetNodeName: requestArg.targetNodeName, restoreId: requestArg.restoreId, revision: 1, phase: 'prepared', stagedObjects: [] },
+      manifest: requestArg.manifest,
+      stagedSha256: new Map(),
     };
+    this.isolatedRestores.set(requestArg.restoreId, restore);
+    return { state: restore.state };
+  }
+
+  /** Stages one object: its bytes read in full and hashed here (the client also proves length and sha256 against the object). */
+  private async stageIsolated(requestArg: any, clientArg: CloudlyRelayClient) {
+    const restore = this.isolatedOf(requestArg);
+    const hash = createHash('sha256');
+    let bytes = 0;
+    for await (const chunk of receiveStagedArchiveObject(this.relay ?? clientArg, requestArg.archive, requestArg.object, { transientChunks: true })) {
+      hash.update(chunk);
+      bytes += chunk.byteLength;
+    }
+    restore.stagedSha256.set(requestArg.object.path, hash.digest('hex'));
+    this.context.counters.drillObjectsStaged++;
+    this.context.counters.drillBytesStaged += bytes;
+    const stagedObjects = [...restore.state.stagedObjects.filter((objectArg) => objectArg.path !== requestArg.object.path), requestArg.object];
+    const complete = restore.manifest.every((objectArg) => stagedObjects.some((stagedArg) => stagedArg.path === objectArg.path));
+    return this.advanceIsolated(restore, requestArg.expectedRevision, { stagedObjects, phase: complete ? 'ready' : 'staging' });
+  }
+
+  private executeIsolated(requestArg: { restoreId: string; targetNodeName: string; expectedRevision: number }) {
+    const restore = this.isolatedOf(requestArg);
+    if (restore.state.phase !== 'ready') {
+      throw refuseNamed('conflict', 'isolated-restore-not-ready', `the restore is ${restore.state.phase}`);
+    }
+    if (this.config.faultDrillFail) {
+      this.context.counters.drillsFailed++;
+      return this.advanceIsolated(restore, requestArg.expectedRevision, { phase: 'failed', reason: 'simulated restore failure (--fault-drill-fail)' });
+    }
+    this.context.counters.drillsExecuted++;
+    return this.advanceIsolated(restore, requestArg.expectedRevision, { phase: 'executed' });
+  }
+
+  private cleanupIsolated(requestArg: { restoreId: string; targetNodeName: string; expectedRevision: number }) {
+    const restore = this.isolatedOf(requestArg);
+    if (restore.state.phase === 'cleaned-up') {
+      return { state: restore.state };
+    }
+    this.context.counters.drillsCleanedUp++;
+    const { reason: _reason, ...kept } = restore.state;
+    restore.state = kept;
+    return this.advanceIsolated(restore, requestArg.expectedRevision, { phase: 'cleaned-up', stagedObjects: [] });
   }
 
   /** The relay's current client: calls go to the socket open now. */

@@ -41,6 +41,10 @@ export interface ISimConfig {
   faultAbortRate: number;
   /** Fraction of backups whose descriptor names a wrong sha256. */
   faultWrongDigestRate: number;
+  /** Every isolated restore (drill) fails when executed: the node reports `failed` with a reason. */
+  faultDrillFail: boolean;
+  /** How long a node holds its status answer for a staged (`ready`) isolated restore. */
+  faultDrillStallMs: number;
   /** Everything random the simulator decides (bytes, failures, faults, traffic) follows from it. */
   seed: number;
   /** Relays start spread over this window (for thousands of relays). */
@@ -93,6 +97,8 @@ Options (also as camelCase keys of a JSON file given with --config; flags win):
   --fault-slow-ms MS          pause between 64 KiB chunks of a closure upload (default 0)
   --fault-abort-rate R        fraction 0..1 of closure uploads aborted half-way (default 0)
   --fault-wrong-digest-rate R fraction 0..1 of closures sent with a wrong sha256 (default 0)
+  --fault-drill-fail          every isolated restore (drill) fails when executed
+  --fault-drill-stall-ms MS   hold the status answer of a staged isolated restore this long (default 0)
   --seed N                    seed of everything generated (default 1)
   --ramp-ms MS                spread relay starts over this window (default 0)
   --reconnect-base-ms MS      full-jitter base window (default 500)
@@ -120,6 +126,8 @@ const defaults: Omit<ISimConfig, 'url' | 'adminUsername' | 'adminPassword' | 'to
   faultSlowMs: 0,
   faultAbortRate: 0,
   faultWrongDigestRate: 0,
+  faultDrillFail: false,
+  faultDrillStallMs: 0,
   seed: 1,
   rampMs: 0,
   reconnectBaseMs: 500,
@@ -151,6 +159,8 @@ const options: Record<string, { key: string; kind: TKind; max?: number }> = {
   'fault-slow-ms': { key: 'faultSlowMs', kind: 'duration' },
   'fault-abort-rate': { key: 'faultAbortRate', kind: 'rate' },
   'fault-wrong-digest-rate': { key: 'faultWrongDigestRate', kind: 'rate' },
+  'fault-drill-fail': { key: 'faultDrillFail', kind: 'flag' },
+  'fault-drill-stall-ms': { key: 'faultDrillStallMs', kind: 'duration' },
   'seed': { key: 'seed', kind: 'integer' },
   'ramp-ms': { key: 'rampMs', kind: 'duration' },
   'reconnect-base-ms': { key: 'reconnectBaseMs', kind: 'positive', max: 3_600_000 },

@@ -11,6 +11,17 @@ export type TBackupScheduleTarget =
   | { clusterId: string }
   | { organizationId: string };
 
+/**
+ * A restore drill after the schedule's backups: each new backup (once verified, when the schedule
+ * verifies) is restored through the isolated-restore flow onto `nodeId`, then cleaned up.
+ */
+export interface IBackupScheduleDrill {
+  /** The drill node: a node of the target's cluster. */
+  nodeId: string;
+  /** Drill every Nth backup of each service (1, the default: every one). */
+  everyNth?: number;
+}
+
 /** What an administrator writes. */
 export interface IBackupScheduleSpec {
   target: TBackupScheduleTarget;
@@ -27,6 +38,8 @@ export interface IBackupScheduleSpec {
   verify?: boolean;
   /** Which of this schedule's backups to keep (keep-last, daily, weekly, monthly). */
   retention?: IArchiveRetentionPolicy;
+  /** Restore drills of this schedule's backups (docs/api/backups.md, "Drills"). */
+  drill?: IBackupScheduleDrill;
 }
 
 /** Why one service of an occurrence was not backed up. */

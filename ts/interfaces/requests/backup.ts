@@ -206,7 +206,50 @@ export interface IServiceBackupRecord {
   occurrenceAt?: number;
   /** Project's own member: the last verification of what Cloudly stored for it (`verifyServiceBackup`). */
   verification?: IBackupVerification;
+  /** Project's own member: the newest restore drill of this backup (docs/api/backups.md, "Drills"). */
+  drill?: IBackupDrillReceipt;
 }
+
+/**
+ * What a restore drill recorded of one backup: restored through the isolated-restore flow onto a
+ * drill node, the node's status awaited, then cleaned up. Project's own definition.
+ */
+export interface IBackupDrillReceipt {
+  drillId: string;
+  backupId: string;
+  /** The drill node the backup was restored onto. */
+  nodeId: string;
+  /** `running`, `ok`, `failed` (with `reason`) or `interrupted` (its instance died while it ran). */
+  outcome: 'running' | 'ok' | 'failed' | 'interrupted';
+  /** Why it failed: the first reason of the drill's operation (`isolated-restore-failed`, `relay-disconnected`, ...). */
+  reason?: string;
+  /** The node's or the refusal's own words, bounded. */
+  detail?: string;
+  startedAt: number;
+  finishedAt?: number;
+  durationMs?: number;
+  /** The bytes the node staged and proved (size and sha256 of every manifest object); 0 unless the drill completed. */
+  bytes: number;
+  restoreId: string;
+  operationId: string;
+  /** The schedule whose drill this was; absent for one ordered by `drillServiceBackup`. */
+  scheduleId?: string;
+  /** The scratch restore is gone from the node; false while its cleanup is still owed. */
+  cleanedUp: boolean;
+  /** Why the cleanup will not be asked again: the node refused it (its reason, or `cleanup-answered-<phase>`). */
+  cleanupReason?: string;
+}
+
+/**
+ * Restores a completed backup onto a drill node through the isolated-restore flow, waits for the
+ * node's status and cleans up; the receipt is recorded on the backup (project's own method).
+ * Answered at once with the drill's operation.
+ */
+export type IReq_Admin_DrillServiceBackup = ITypedContract<
+  'drillServiceBackup',
+  { identity: IIdentity; backupId: string; nodeId: string; drillId?: string },
+  { drillId: string; operation: IOperation }
+>;
 
 /**
  * The outcome of reading a backup's stored closures back and hashing them against the receipts

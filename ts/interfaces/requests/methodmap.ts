@@ -50,6 +50,7 @@ export interface ICloudlyMethods {
   deleteService: desiredstate.IReq_Any_Cloudly_DeleteService;
   deleteUser: account.IReq_Admin_DeleteUser;
   designateClusterIngress: ingress.IReq_Any_Cloudly_DesignateClusterIngress;
+  drillServiceBackup: backup.IReq_Admin_DrillServiceBackup;
   getAuditEvents: audit.IReq_Admin_GetAuditEvents;
   getBackupRetentionPlan: backup.IReq_Admin_GetBackupRetentionPlan;
   getBackupSchedules: backup.IReq_Admin_GetBackupSchedules;

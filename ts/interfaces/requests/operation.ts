@@ -16,7 +16,7 @@ import type { IServiceBackupRecord } from './backup.js';
 export const operationStates = ['running', 'completed', 'failed', 'cancelled'] as const;
 export type TOperationState = typeof operationStates[number];
 
-export const operationKinds = ['service-backup', 'service-restore', 'isolated-restore'] as const;
+export const operationKinds = ['service-backup', 'service-restore', 'isolated-restore', 'backup-drill'] as const;
 export type TOperationKind = typeof operationKinds[number];
 
 /** Where an operation is; bytes are the closure bytes moved between Cloudly and the relay. */
@@ -69,7 +69,14 @@ export interface IOperation {
    * the one restored from), `restored` of a restore, `restoreId` and the node's `state` of an
    * isolated restore.
    */
-  result?: { backup: IServiceBackupRecord; restored?: TBackupSnapshot[]; restoreId?: string; state?: IIsolatedRestoreNodeState };
+  result?: {
+    backup: IServiceBackupRecord;
+    restored?: TBackupSnapshot[];
+    restoreId?: string;
+    state?: IIsolatedRestoreNodeState;
+    /** A drill's: the bytes the node staged and proved before it restored them. */
+    drillBytes?: number;
+  };
 }
 
 /** One operation by id. */

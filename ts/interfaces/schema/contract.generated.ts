@@ -405,6 +405,74 @@ export const contractSchema: IContractSchemaDocument = {
    ],
    "additionalProperties": false
   },
+  "IBackupDrillReceipt": {
+   "type": "object",
+   "properties": {
+    "drillId": {
+     "type": "string"
+    },
+    "backupId": {
+     "type": "string"
+    },
+    "nodeId": {
+     "type": "string"
+    },
+    "outcome": {
+     "type": "string",
+     "enum": [
+      "running",
+      "ok",
+      "failed",
+      "interrupted"
+     ]
+    },
+    "reason": {
+     "type": "string"
+    },
+    "detail": {
+     "type": "string"
+    },
+    "startedAt": {
+     "type": "number"
+    },
+    "finishedAt": {
+     "type": "number"
+    },
+    "durationMs": {
+     "type": "number"
+    },
+    "bytes": {
+     "type": "number"
+    },
+    "restoreId": {
+     "type": "string"
+    },
+    "operationId": {
+     "type": "string"
+    },
+    "scheduleId": {
+     "type": "string"
+    },
+    "cleanedUp": {
+     "type": "boolean"
+    },
+    "cleanupReason": {
+     "type": "string"
+    }
+   },
+   "required": [
+    "drillId",
+    "backupId",
+    "nodeId",
+    "outcome",
+    "startedAt",
+    "bytes",
+    "restoreId",
+    "operationId",
+    "cleanedUp"
+   ],
+   "additionalProperties": false
+  },
   "IBackupReplicationResult": {
    "type": "object",
    "properties": {
@@ -484,6 +552,9 @@ export const contractSchema: IContractSchemaDocument = {
     "retention": {
      "$ref": "#/$defs/IArchiveRetentionPolicy"
     },
+    "drill": {
+     "$ref": "#/$defs/IBackupScheduleDrill"
+    },
     "scheduleId": {
      "type": "string"
     },
@@ -507,6 +578,21 @@ export const contractSchema: IContractSchemaDocument = {
     "scheduleId",
     "target",
     "updatedAt"
+   ],
+   "additionalProperties": false
+  },
+  "IBackupScheduleDrill": {
+   "type": "object",
+   "properties": {
+    "nodeId": {
+     "type": "string"
+    },
+    "everyNth": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "nodeId"
    ],
    "additionalProperties": false
   },
@@ -581,6 +667,9 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "retention": {
      "$ref": "#/$defs/IArchiveRetentionPolicy"
+    },
+    "drill": {
+     "$ref": "#/$defs/IBackupScheduleDrill"
     }
    },
    "required": [
@@ -2628,6 +2717,9 @@ export const contractSchema: IContractSchemaDocument = {
       },
       "state": {
        "$ref": "#/$defs/IIsolatedRestoreNodeState"
+      },
+      "drillBytes": {
+       "type": "number"
       }
      },
      "required": [
@@ -4794,6 +4886,9 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "verification": {
      "$ref": "#/$defs/IBackupVerification"
+    },
+    "drill": {
+     "$ref": "#/$defs/IBackupDrillReceipt"
     }
    },
    "required": [
@@ -5931,7 +6026,8 @@ export const contractSchema: IContractSchemaDocument = {
    "enum": [
     "service-backup",
     "service-restore",
-    "isolated-restore"
+    "isolated-restore",
+    "backup-drill"
    ]
   },
   "TOperationState": {
@@ -8100,6 +8196,49 @@ export const contractSchema: IContractSchemaDocument = {
    "required": [
     "identity",
     "designation"
+   ],
+   "additionalProperties": false
+  },
+  "drillServiceBackup.answer": {
+   "type": "object",
+   "properties": {
+    "drillId": {
+     "type": "string"
+    },
+    "operation": {
+     "$ref": "#/$defs/IOperation"
+    }
+   },
+   "required": [
+    "drillId",
+    "operation"
+   ],
+   "additionalProperties": false
+  },
+  "drillServiceBackup.request": {
+   "type": "object",
+   "properties": {
+    "identity": {
+     "$ref": "#/$defs/IIdentity"
+    },
+    "backupId": {
+     "type": "string"
+    },
+    "nodeId": {
+     "type": "string"
+    },
+    "drillId": {
+     "type": "string"
+    },
+    "dryRun": {
+     "type": "boolean",
+     "description": "Decide without writing (every administrator mutation)."
+    }
+   },
+   "required": [
+    "identity",
+    "backupId",
+    "nodeId"
    ],
    "additionalProperties": false
   },
@@ -11173,6 +11312,7 @@ export const contractSchema: IContractSchemaDocument = {
   "deleteService",
   "deleteUser",
   "designateClusterIngress",
+  "drillServiceBackup",
   "getAuditEvents",
   "getBackupRetentionPlan",
   "getBackupSchedules",

@@ -52,7 +52,7 @@ export const operationFraction = (operationArg: IOperation): number | null => {
 const operationLabel = (operationArg: IOperation): string => {
   const progress = operationArg.progress;
   const bytes = progress.bytesTotal ? ` ${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}` : '';
-  const kind = { 'service-backup': 'Backup', 'service-restore': 'Restore', 'isolated-restore': 'Isolated restore' }[operationArg.kind] ?? operationArg.kind;
+  const kind = { 'service-backup': 'Backup', 'service-restore': 'Restore', 'isolated-restore': 'Isolated restore', 'backup-drill': 'Drill' }[operationArg.kind] ?? operationArg.kind;
   return `${kind} ${operationArg.state}: ${progress.phase}${bytes}`;
 };
 
@@ -808,6 +808,19 @@ export class CloudlyServicePage extends LivePage {
     })}</ul>`;
   }
 
+  /** The backup's newest restore drill: its outcome, when and onto which node (docs/api/backups.md, "Restore drills"). */
+  private drillBadge(backupArg: IServiceBackupRecord): TemplateResult | typeof nothing {
+    const drill = backupArg.drill;
+    if (!drill) {
+      return nothing;
+    }
+    const badge = drill.outcome === 'ok' ? 'state-converged' : drill.outcome === 'running' ? 'state-converging' : 'state-refused';
+    const when = formatTime(drill.finishedAt ?? drill.startedAt);
+    const cleanup = drill.outcome !== 'running' && !drill.cleanedUp ? ', cleanup owed' : '';
+    return html` <span class=${`badge ${badge}`} data-drill-outcome=${drill.outcome}
+      title=${`restore drill ${drill.drillId}${drill.reason ? `: ${drill.reason}` : ''}`}>drill ${drill.outcome} ${when} on ${drill.nodeId}${cleanup}</span>`;
+  }
+
   private backupsView(serviceArg: IService): TemplateResult {
     const choices = decideBackupNodeChoices(this.nodes.map((node) => node.id), serviceArg.runtime.placement?.nodeIds ?? [], this.status?.observed.placements ?? []);
     const nodeIds = choices.nodeIds;
@@ -828,7 +841,7 @@ export class CloudlyServicePage extends LivePage {
         <tbody>${sortBackupsByTime(this.backups).map((backup) => html`<tr data-backup-id=${backup.backupId}>
           <td><code>${backup.backupId}</code></td><td>${backup.nodeId}</td><td>${formatTime(backup.createdAt)}</td>
           <td>${backup.snapshots.length}</td><td>${backup.closure ? `stored ${formatTime(backup.closure.storedAt)}` : html`<span class="muted">none</span>`}</td>
-          <td>${this.backupState(backup)}</td>
+          <td>${this.backupState(backup)}${this.drillBadge(backup)}</td>
           <td>${this.verificationView(backup)}</td>
           <td class="actions">${((backup as { state?: string }).state ?? 'completed') === 'completed' ? html`
             <button type="button" data-action="verify-backup" ?disabled=${!mayChange() || !backup.closure} title=${!mayChange() ? changeTitle() : backup.closure ? nothing : 'No stored closure to verify.'}
