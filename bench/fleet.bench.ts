@@ -282,7 +282,7 @@ const idleBackground = async (relaysArg: number): Promise<IIdleFigure> => {
   const fleet = new FleetProcess();
   const commands = () => cloudly.database.commandsStarted;
   const idle = async (): Promise<void> => {
-    // The pass reads what it needs before it queues anything: a moment, then until no key is owed.
+    // A resync settles once it has queued its keys (main's queued them a moment after it was asked).
     await sleep(200);
     while (cloudly.reconciler.busyKeys > 0) {
       await sleep(20);
@@ -305,7 +305,7 @@ const idleBackground = async (relaysArg: number): Promise<IIdleFigure> => {
     const registeredMs = withoutRelays ? NaN : performance.now() - started;
     await idle();
     // The storm moved every cluster's inputs (its lease, registration, liveness): one resync takes them in.
-    cloudly.reconciler.resync('bench-settle');
+    await cloudly.reconciler.resync('bench-settle');
     await idle();
     const windowMs = sized(30_000, 2_000);
     const quietBefore = commands();
@@ -316,7 +316,7 @@ const idleBackground = async (relaysArg: number): Promise<IIdleFigure> => {
     for (let round = 0; round < 3; round++) {
       const before = commands();
       const cpuBefore = process.cpuUsage();
-      cloudly.reconciler.resync('bench');
+      await cloudly.reconciler.resync('bench');
       await idle();
       const cpu = process.cpuUsage(cpuBefore);
       resyncCommands.push(commands() - before);
