@@ -7,7 +7,8 @@
  *                                                              where a storm's seconds go, per size
  *   node --import tsx bench/fleet.bench.ts --idle [relays…]    one instance in this process: an idle fleet's
  *                                                              database commands per relay per minute, and
- *                                                              those of one resync, per size (default 100 1000)
+ *                                                              those of one resync, per size (default 100 1000);
+ *                                                              --no-relays: the clusters without relays
  *   npm run bench -- --smoke fleet                             tiny sizes, seconds
  *   FLEET_CPU_PROFILE_DIR=dir …                                the instances and the database write CPU profiles there,
  *                                                              one per phase (bench/helpers/profilesummary.ts sums them)
@@ -35,6 +36,8 @@ import { multiInstanceAdminPassword, startDevDatabase, type IDevDatabaseProcess 
 const args = process.argv.slice(2);
 const oneInstance = args.includes('--one');
 const idleMode = args.includes('--idle');
+/** With `--idle`: clusters only, no relay connected (a size whose storm one instance in this process cannot take in minutes). */
+const withoutRelays = args.includes('--no-relays');
 const sizes = args.filter((arg) => /^\d+$/.test(arg)).map(Number);
 
 const lines: string[] = [];
@@ -254,8 +257,10 @@ const oneInstanceStorm = async (relaysArg: number, envArg: Record<string, string
 /** What one resync of an idle fleet costs, by this process's count of the database commands it sent. */
 interface IIdleFigure {
   relays: number;
-  /** Commands of one resync (an explicit one, its runs awaited), each of `resyncRuns`. */
+  /** Commands of one resync (an explicit one, its runs awaited), each of three. */
   resyncCommands: number[];
+  /** This process's CPU (the instance and its embedded database) over each of those resyncs, ms. */
+  resyncCpuMs: number[];
   /** Commands per minute with no resync (the lease heartbeats, the liveness poll, timers), from `windowMs`. */
   quietPerMinute: number;
   windowMs: number;
@@ -277,37 +282,48 @@ const idleBackground = async (relaysArg: number): Promise<IIdleFigure> => {
   const fleet = new FleetProcess();
   const commands = () => cloudly.database.commandsStarted;
   const idle = async (): Promise<void> => {
-    // The pass reads what it needs before it queues anything: a moment, then until no key is owed.
+    // A resync settles once it has queued its keys (main's queued them a moment after it was asked).
     await sleep(200);
     while (cloudly.reconciler.busyKeys > 0) {
       await sleep(20);
     }
   };
   try {
+    const benchStarted = performance.now();
     const tokens = await seedClusters(admin, relaysArg, 'idle');
     const started = performance.now();
-    fleet.start([cloudly.baseUrl], tokens);
-    const storm = await fleet.waitFor((statsArg) => statsArg.registered === relaysArg, sized(900_000, 30_000));
-    if (!storm.reached) {
-      throw new Error(`only ${storm.stats.registered} of ${relaysArg} relays registered`);
+    if (withoutRelays) {
+      // Every cluster past the liveness grace (30 s from the start): none turns unknown while counted.
+      await sleep(Math.max(0, 31_000 - (performance.now() - benchStarted)));
+    } else {
+      fleet.start([cloudly.baseUrl], tokens);
+      const storm = await fleet.waitFor((statsArg) => statsArg.registered === relaysArg, sized(900_000, 30_000));
+      if (!storm.reached) {
+        throw new Error(`only ${storm.stats.registered} of ${relaysArg} relays registered`);
+      }
     }
-    const registeredMs = performance.now() - started;
+    const registeredMs = withoutRelays ? NaN : performance.now() - started;
     await idle();
     // The storm moved every cluster's inputs (its lease, registration, liveness): one resync takes them in.
-    cloudly.reconciler.resync('bench-settle');
+    await cloudly.reconciler.resync('bench-settle');
     await idle();
     const windowMs = sized(30_000, 2_000);
     const quietBefore = commands();
     await sleep(windowMs);
     const quietPerMinute = ((commands() - quietBefore) * 60_000) / windowMs;
     const resyncCommands: number[] = [];
+    const resyncCpuMs: number[] = [];
     for (let round = 0; round < 3; round++) {
       const before = commands();
-      cloudly.reconciler.resync('bench');
+      const cpuBefore = process.cpuUsage();
+      await cloudly.reconciler.resync('bench');
       await idle();
+      const cpu = process.cpuUsage(cpuBefore);
       resyncCommands.push(commands() - before);
+      // The wait's own polling is in it too (a few ms).
+      resyncCpuMs.push((cpu.user + cpu.system) / 1000);
     }
-    return { relays: relaysArg, resyncCommands, quietPerMinute, windowMs, resyncMs, registeredMs };
+    return { relays: relaysArg, resyncCommands, resyncCpuMs, quietPerMinute, windowMs, resyncMs, registeredMs };
   } finally {
     await fleet.stop();
     await bench.stop();
@@ -317,8 +333,8 @@ const idleBackground = async (relaysArg: number): Promise<IIdleFigure> => {
 const describeIdle = (figureArg: IIdleFigure): string => {
   const resync = [...figureArg.resyncCommands].sort((a, b) => a - b)[1] ?? figureArg.resyncCommands[0];
   const perMinute = figureArg.quietPerMinute + (resync * 60_000) / figureArg.resyncMs;
-  return `| ${figureArg.relays} | ${figureArg.resyncCommands.join(' / ')} | ${(resync / figureArg.relays).toFixed(3)} | `
-    + `${figureArg.quietPerMinute.toFixed(0)} | ${perMinute.toFixed(0)} | **${(perMinute / figureArg.relays).toFixed(3)}** | ${(figureArg.registeredMs / 1000).toFixed(1)} s |`;
+  return `| ${figureArg.relays} | ${figureArg.resyncCommands.join(' / ')} | ${(resync / figureArg.relays).toFixed(3)} | ${figureArg.resyncCpuMs.map((msArg) => msArg.toFixed(0)).join(' / ')} ms | `
+    + `${figureArg.quietPerMinute.toFixed(0)} | ${perMinute.toFixed(0)} | **${(perMinute / figureArg.relays).toFixed(3)}** | ${Number.isNaN(figureArg.registeredMs) ? 'no relays' : `${(figureArg.registeredMs / 1000).toFixed(1)} s`} |`;
 };
 
 interface IInstance {
@@ -684,12 +700,12 @@ const main = async (): Promise<void> => {
   say(`\`${passedSettingsText()}node --import tsx bench/fleet.bench.ts ${args.join(' ')}\` on ${os.cpus().length} cores, ${new Date().toISOString()}.`);
   say('');
   if (idleMode) {
-    say('An idle fleet\'s database commands: one instance in the bench\'s process (embedded database), one cluster per relay, every relay connected and idle (no reports).'
+    say(`An idle fleet's database commands: one instance in the bench's process (embedded database), ${withoutRelays ? 'clusters without relays (--no-relays; "per relay" below is per cluster)' : 'one cluster per relay, every relay connected and idle (no reports)'}.`
       + ' The resync is counted apart from the rest: three resyncs asked for one after another, each until its runs are done, and a window with no resync.'
       + ' Per minute: the window\'s rate plus one resync (the default period, 60 s).');
     say('');
-    say('| relays | commands of one resync (three) | per cluster | commands per minute without the resync | per minute with it | per relay per minute | all registered after | load after |');
-    say('| --- | --- | --- | --- | --- | --- | --- | --- |');
+    say('| relays | commands of one resync (three) | per cluster | CPU of this process over each (not judged) | commands per minute without the resync | per minute with it | per relay per minute | all registered after | load after |');
+    say('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
     for (const size of sizes.length > 0 ? sizes : [sized(100, 10), sized(1000, 20)]) {
       say(`${describeIdle(await idleBackground(size))} ${load()} |`);
     }

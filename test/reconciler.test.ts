@@ -237,9 +237,8 @@ test('a resync reads digests and runs only the clusters whose inputs moved; a wr
     await waitFor(async () => (await verdict()) === 'converging/null', 'judged from its trigger', 10_000);
     const idle = () => waitFor(() => own.cloudly.reconciler.busyKeys === 0, 'the controllers are idle', 15_000);
     const resync = async (idArg: string, fullArg = false) => {
-      // The pass reads its digests before it queues anything: wait until its runs are done.
-      own.cloudly.reconciler.resync(idArg, { full: fullArg });
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // It settles once its keys are queued (after its digests are read); then until they have run.
+      await own.cloudly.reconciler.resync(idArg, { full: fullArg });
       await idle();
     };
     const runs = countResyncRuns(own);

@@ -292,19 +292,20 @@ export class Reconciler {
   /**
    * Resyncs now, as the periodic resync does (on the leader only): a full pass of each controller
    * without digests, and of each one with digests the keys whose digest moved (`full`: every key).
+   * Settles once every key it owes is queued (not run).
    */
-  public resync(idArg = 'resync', optionsArg: { full?: boolean } = {}): void {
+  public async resync(idArg = 'resync', optionsArg: { full?: boolean } = {}): Promise<void> {
     if (!this.options.leadership.isLeader || this.stopped) {
       return;
     }
     const entries = [...this.running.values()].filter((entryArg) => entryArg.controller.resync !== false);
-    void this.pass(entries, { kind: resyncCauseKind, id: idArg }, optionsArg.full ?? false);
+    await this.pass(entries, { kind: resyncCauseKind, id: idArg }, optionsArg.full ?? false);
   }
 
   private periodicResync(): void {
     this.resyncs++;
     const fullEvery = Math.max(1, Math.round(fullResyncEveryMs / this.options.resyncMs));
-    this.resync('resync', { full: this.resyncs % fullEvery === 0 });
+    void this.resync('resync', { full: this.resyncs % fullEvery === 0 });
   }
 
   /**
