@@ -2557,6 +2557,9 @@ export const contractSchema: IContractSchemaDocument = {
       "backup"
      ],
      "additionalProperties": false
+    },
+    "rollout": {
+     "$ref": "#/$defs/IOperationRollout"
     }
    },
    "required": [
@@ -2614,6 +2617,7 @@ export const contractSchema: IContractSchemaDocument = {
       "relay",
       "transfer",
       "recording",
+      "waves",
       "done"
      ]
     },
@@ -2635,6 +2639,73 @@ export const contractSchema: IContractSchemaDocument = {
     "bytesDone",
     "bytesTotal",
     "updatedAt"
+   ],
+   "additionalProperties": false
+  },
+  "IOperationRollout": {
+   "type": "object",
+   "properties": {
+    "rolloutId": {
+     "type": "string"
+    },
+    "state": {
+     "$ref": "#/$defs/TRolloutState"
+    },
+    "reverted": {
+     "type": "boolean"
+    },
+    "currentWave": {
+     "type": "number"
+    },
+    "waves": {
+     "type": "number"
+    },
+    "failures": {
+     "type": "number"
+    },
+    "targets": {
+     "type": "object",
+     "properties": {
+      "pending": {
+       "type": "number"
+      },
+      "updating": {
+       "type": "number"
+      },
+      "converged": {
+       "type": "number"
+      },
+      "failed": {
+       "type": "number"
+      },
+      "conflict": {
+       "type": "number"
+      },
+      "skipped": {
+       "type": "number"
+      },
+      "reverted": {
+       "type": "number"
+      },
+      "cancelled": {
+       "type": "number"
+      }
+     },
+     "additionalProperties": false
+    },
+    "targetsTotal": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "rolloutId",
+    "state",
+    "reverted",
+    "currentWave",
+    "waves",
+    "failures",
+    "targets",
+    "targetsTotal"
    ],
    "additionalProperties": false
   },
@@ -2849,6 +2920,9 @@ export const contractSchema: IContractSchemaDocument = {
     "id": {
      "type": "string"
     },
+    "operationId": {
+     "type": "string"
+    },
     "generation": {
      "type": "number"
     },
@@ -2950,6 +3024,7 @@ export const contractSchema: IContractSchemaDocument = {
    },
    "required": [
     "id",
+    "operationId",
     "generation",
     "selector",
     "serviceName",
@@ -3158,6 +3233,12 @@ export const contractSchema: IContractSchemaDocument = {
       "null"
      ]
     },
+    "restoredFromRevision": {
+     "type": [
+      "number",
+      "null"
+     ]
+    },
     "updatedAt": {
      "type": [
       "number",
@@ -3175,6 +3256,7 @@ export const contractSchema: IContractSchemaDocument = {
     "previousSpecRevision",
     "newSpecRevision",
     "revertedSpecRevision",
+    "restoredFromRevision",
     "updatedAt"
    ],
    "additionalProperties": false
@@ -5578,7 +5660,8 @@ export const contractSchema: IContractSchemaDocument = {
    "enum": [
     "service-backup",
     "service-restore",
-    "isolated-restore"
+    "isolated-restore",
+    "rollout"
    ]
   },
   "TOperationState": {
@@ -7123,11 +7206,15 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "plan": {
      "$ref": "#/$defs/IRolloutPlan"
+    },
+    "operation": {
+     "$ref": "#/$defs/IOperation"
     }
    },
    "required": [
     "rollout",
-    "plan"
+    "plan",
+    "operation"
    ],
    "additionalProperties": false
   },
