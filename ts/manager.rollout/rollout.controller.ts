@@ -257,23 +257,27 @@ export class RolloutController implements IController {
     }
     const changes: TRecordChange[] = [];
     const queue = [...effectsArg];
+    let failure: { error: unknown } | null = null;
     const worker = async () => {
-      for (let effect = queue.shift(); effect; effect = queue.shift()) {
-        const change = await this.performOne(docArg, progressArg, effect);
-        if (change) {
-          changes.push(change);
+      for (let effect = queue.shift(); effect && !failure; effect = queue.shift()) {
+        try {
+          changes.push(await this.performOne(docArg, progressArg, effect));
+        } catch (error) {
+          failure ??= { error };
         }
       }
     };
-    try {
-      await Promise.all(Array.from({ length: Math.min(serviceChangesInFlight, queue.length) }, worker));
-    } finally {
-      // What committed is recorded even when another change failed: the next run finds the rest.
-      await this.updateRecords(detailArg, changes);
+    // Every change in flight ends before the outcomes are recorded, so none is still being made
+    // when the next run asks whether it committed.
+    await Promise.all(Array.from({ length: Math.min(serviceChangesInFlight, queue.length) }, worker));
+    // What committed is recorded even when another change failed: the next run finds the rest.
+    await this.updateRecords(detailArg, changes);
+    if (failure) {
+      throw (failure as { error: unknown }).error;
     }
   }
 
-  private async performOne(docArg: IRolloutDocument, progressArg: IRolloutProgressDocument, effectArg: TRolloutEffect): Promise<TRecordChange | null> {
+  private async performOne(docArg: IRolloutDocument, progressArg: IRolloutProgressDocument, effectArg: TRolloutEffect): Promise<TRecordChange> {
     const target = docArg.targets.find((candidate) => candidate.serviceId === effectArg.serviceId)!;
     const mutationId = rolloutMutationId(docArg.id, target.serviceId, effectArg.kind);
     const serviceId = target.serviceId;
