@@ -107,6 +107,12 @@ const main = async (): Promise<void> => {
         commandsByMethod.set(method, (commandsByMethod.get(method) ?? 0) + 1);
       }
     });
+    // Time in reconcile runs by scope (every controller by its name; the verdict's by service, cluster, all), from /metrics.
+    const reconcileSeconds = async (): Promise<Map<string, number>> => {
+      const text = await (await fetch(`${cloudly.baseUrl}/metrics?name=cloudly_reconcile_duration_seconds`)).text();
+      return new Map([...text.matchAll(/^cloudly_reconcile_duration_seconds_sum\{scope="([^"]+)"\} ([0-9.e+-]+)$/gm)].map((match) => [match[1], Number(match[2])]));
+    };
+    const reconcileBefore = await reconcileSeconds();
     const commandsBefore = cloudly.database.commandsStarted;
     const cpuBefore = process.cpuUsage();
     const started = performance.now();
@@ -125,6 +131,9 @@ const main = async (): Promise<void> => {
     const commands = cloudly.database.commandsStarted - commandsBefore;
     counting = false;
     stopListening();
+    const reconcileAfter = await reconcileSeconds();
+    const reconcileSpent = [...reconcileAfter].map(([scope, seconds]) => [scope, seconds - (reconcileBefore.get(scope) ?? 0)] as const)
+      .filter(([, seconds]) => seconds > 0).sort((left, right) => right[1] - left[1]);
     const done: IRollout = (await admin.call('getRollout', { rolloutId: rollout.id })).rollout;
     if (done.state !== 'completed') {
       throw new Error(`the rollout ended ${done.state}: ${JSON.stringify(done.targets.filter((target) => target.state !== 'converged').slice(0, 5))}`);
@@ -159,6 +168,12 @@ const main = async (): Promise<void> => {
       '| method | commands per changed service |',
       '| --- | --- |',
       ...[...commandsByMethod].sort((left, right) => right[1] - left[1]).map(([method, count]) => `| \`${method}\` | ${(count / clusterCount).toFixed(1)} |`),
+      '',
+      'Time in reconcile runs per changed service, by scope (`cloudly_reconcile_duration_seconds`: wall time of each run, its waits for the database included):',
+      '',
+      '| scope | ms per changed service |',
+      '| --- | --- |',
+      ...reconcileSpent.slice(0, 8).map(([scope, seconds]) => `| \`${scope}\` | ${(seconds * 1000 / clusterCount).toFixed(2)} |`),
       '',
       smoke ? '' : 'Seeding (creating the clusters and services, connecting the relays, first convergence) is not measured.',
     ];

@@ -98,7 +98,7 @@ const operationStateOf = (stateArg: TRolloutState): IOperation['state'] => {
   }
 };
 
-/** The operation's reason for an ended rollout (a halt names the first failure's reason in `error`). */
+/** The operation's reason (and its `error`'s) for a rollout that halted or was aborted; the services' own reasons are in `getRollout`. */
 export const rolloutOperationReasons = Object.freeze({
   halted: 'rollout-halted',
   aborted: 'rollout-aborted',
