@@ -3,11 +3,14 @@
  * under `--smoke`), all labelled `env=bench`, relays from `cloudly-sim` in a process of its own;
  * Cloudly in this process. A rollout of a new image in 3 waves (10 %, 40 %, the rest; every cluster
  * at once within a wave) is timed from `createRollout` to `completed`. Reported:
- *   - Cloudly's CPU per changed service: this process's CPU (Cloudly, plus this bench's reads of
- *     the rollout every 250 ms) over the rollout, divided by N;
+ *   - Cloudly's CPU per changed service: this process's CPU over the rollout, divided by N. The
+ *     bench follows the rollout by its operation (`getOperation` every 250 ms: two small reads, the
+ *     operation and its progress), so its own reads are a small part of it;
  *   - database commands per changed service (`cloudly.database.commandsStarted`, the counter behind
  *     `cloudly_database_commands_total`), everything the instance sent meanwhile: the rollout
- *     controller's, the verdicts', and the simulated relays' reports of the new revision;
+ *     controller's, the verdicts', and the simulated relays' reports of the new revision; and the
+ *     same commands by the method whose work sent them (`reconcile`: the controllers; `rollout`:
+ *     the services' changes; the relays' report methods; `getOperation`: this bench's reads);
  *   - from a wave's last convergence to the next wave's first update: the last verdict write of the
  *     wave's services (store commits of `CloudlyServiceRuntimeStatus`) before the next wave's first
  *     service write (commits of `CloudlyService`).
@@ -23,7 +26,9 @@ import { performance } from 'node:perf_hooks';
 import { inParallel, startBenchCloudly } from './helpers/benchcloudly.js';
 import { reportResults, sized, smoke } from './helpers/smoke.js';
 import { serviceKind, serviceRuntimeStatusKind } from '../ts/manager.service/service.manager.js';
+import { currentOperation } from '../ts/core/operationcontext.js';
 import type { IRollout } from '../ts/interfaces/data/rollout.js';
+import type { IOperation } from '../ts/interfaces/requests/operation.js';
 
 const clusterCount = Number(process.argv.slice(2).find((argArg) => !argArg.startsWith('--')) ?? sized(1_000, 6));
 const image = (tagArg: string) => `registry.example/bench/web:${tagArg}`;
@@ -92,22 +97,44 @@ const main = async (): Promise<void> => {
         verdictWrites.set(idArg, writes);
       }
     });
+    // Each database command counted under the method whose work sent it (the pool's checkout runs in its async context).
+    const commandsByMethod = new Map<string, number>();
+    let counting = false;
+    const mongoClient = (cloudly.database.smartdataDb as unknown as { mongoDbClient: { on(eventArg: 'connectionCheckedOut', listenerArg: () => void): void } }).mongoDbClient;
+    mongoClient.on('connectionCheckedOut', () => {
+      if (counting) {
+        const method = currentOperation().method;
+        commandsByMethod.set(method, (commandsByMethod.get(method) ?? 0) + 1);
+      }
+    });
+    // Time in reconcile runs by scope (every controller by its name; the verdict's by service, cluster, all), from /metrics.
+    const reconcileSeconds = async (): Promise<Map<string, number>> => {
+      const text = await (await fetch(`${cloudly.baseUrl}/metrics?name=cloudly_reconcile_duration_seconds`)).text();
+      return new Map([...text.matchAll(/^cloudly_reconcile_duration_seconds_sum\{scope="([^"]+)"\} ([0-9.e+-]+)$/gm)].map((match) => [match[1], Number(match[2])]));
+    };
+    const reconcileBefore = await reconcileSeconds();
     const commandsBefore = cloudly.database.commandsStarted;
     const cpuBefore = process.cpuUsage();
     const started = performance.now();
+    counting = true;
     const { rollout } = await admin.call('createRollout', {
       selector: 'env=bench', serviceName: 'web', change: { image: image('2') }, waves,
       gate: { timeoutMs: 600_000 }, maxConcurrent: clusterCount,
     });
-    let done: IRollout = rollout;
-    while (!['completed', 'halted', 'aborted'].includes(done.state)) {
+    let operation: IOperation | null = null;
+    while (!operation || operation.state === 'running') {
       await sleep(250);
-      done = (await admin.call('getRollout', { rolloutId: rollout.id })).rollout;
+      operation = (await admin.call('getOperation', { operationId: rollout.id })).operation;
     }
     const seconds = (performance.now() - started) / 1000;
     const cpu = process.cpuUsage(cpuBefore);
     const commands = cloudly.database.commandsStarted - commandsBefore;
+    counting = false;
     stopListening();
+    const reconcileAfter = await reconcileSeconds();
+    const reconcileSpent = [...reconcileAfter].map(([scope, seconds]) => [scope, seconds - (reconcileBefore.get(scope) ?? 0)] as const)
+      .filter(([, seconds]) => seconds > 0).sort((left, right) => right[1] - left[1]);
+    const done: IRollout = (await admin.call('getRollout', { rolloutId: rollout.id })).rollout;
     if (done.state !== 'completed') {
       throw new Error(`the rollout ended ${done.state}: ${JSON.stringify(done.targets.filter((target) => target.state !== 'converged').slice(0, 5))}`);
     }
@@ -132,9 +159,21 @@ const main = async (): Promise<void> => {
       '| figure | value |',
       '| --- | --- |',
       `| rollout, \`createRollout\` to \`completed\` | ${seconds.toFixed(1)} s |`,
-      `| Cloudly's CPU per changed service (the bench process: Cloudly and its reads of the rollout every 250 ms) | ${cpuMsPerService.toFixed(2)} ms |`,
+      `| Cloudly's CPU per changed service (the bench process: Cloudly, and its \`getOperation\` every 250 ms) | ${cpuMsPerService.toFixed(2)} ms |`,
       `| database commands per changed service (all the instance sent meanwhile, the relays' reports included) | ${commandsPerService.toFixed(1)} |`,
       `| from a wave's last convergence (its services' last verdict write) to the next wave's first service update | ${gaps.join(', ')} (waves 1→2, 2→3) |`,
+      '',
+      'Database commands per changed service by the method whose work sent them:',
+      '',
+      '| method | commands per changed service |',
+      '| --- | --- |',
+      ...[...commandsByMethod].sort((left, right) => right[1] - left[1]).map(([method, count]) => `| \`${method}\` | ${(count / clusterCount).toFixed(1)} |`),
+      '',
+      'Time in reconcile runs per changed service, by scope (`cloudly_reconcile_duration_seconds`: wall time of each run, its waits for the database included):',
+      '',
+      '| scope | ms per changed service |',
+      '| --- | --- |',
+      ...reconcileSpent.slice(0, 8).map(([scope, seconds]) => `| \`${scope}\` | ${(seconds * 1000 / clusterCount).toFixed(2)} |`),
       '',
       smoke ? '' : 'Seeding (creating the clusters and services, connecting the relays, first convergence) is not measured.',
     ];

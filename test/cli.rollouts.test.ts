@@ -76,4 +76,19 @@ test('rollouts plan, create, get, abort with a revert', async () => {
   assert.deepEqual(done.targets.map((target: { state: string }) => target.state), ['reverted', 'cancelled', 'cancelled']);
   assert.equal((await t.caller.call('getServiceById', { serviceId: done.targets[0].serviceId })).service.runtime.image, 'registry.example/app:1');
   assert.equal((await t.caller.call('getServiceById', { serviceId: done.targets[1].serviceId })).service.generation, 1);
+  const table = await cli.run(['rollouts', 'get', '--rollout', rolloutId]);
+  assert.match(table.stdout, /reverted\s+1 -> 2 -> 3 \(spec of 1\)/, 'the revert names the revision whose spec it put back');
+
+  // The rollout is an operation: listed, read and refused a cancel like the CLI's other long work.
+  const operations = await cli.run(['operations', 'list', '--state', 'cancelled']);
+  assert.equal(operations.code, 0, operations.stderr);
+  const row = operations.stdout.split('\n').find((line) => line.startsWith(rolloutId));
+  assert.ok(row, operations.stdout);
+  assert.match(row, /rollout\s+cancelled \(rollout-aborted\)/);
+  assert.match(row, /aborted \(reverted\), wave 1\/2, 3\/3 services done/);
+  const operation = await cli.run(['operations', 'get', rolloutId, '-o', 'json']);
+  assert.deepEqual(JSON.parse(operation.stdout).operation.rollout.targets, { reverted: 1, cancelled: 2 });
+  const cancel = await cli.run(['operations', 'cancel', rolloutId]);
+  assert.notEqual(cancel.code, 0);
+  assert.match(cancel.stderr, /operation-not-cancellable/);
 });

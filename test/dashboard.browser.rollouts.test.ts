@@ -140,6 +140,13 @@ test('a rollout is planned as a table, started, followed live wave by wave, and 
   for (const serviceId of webServiceIds) {
     assert.equal((await t.caller.call('getServiceById', { serviceId })).service.runtime.image, image('2'));
   }
+  // The rollout is an operation: the operations page lists it, linking to the rollouts page, with no cancel.
+  await page.goto(`${t.baseUrl}/dashboard/#/operations`);
+  const row = page.locator(`tr[data-operation-id="${rolloutId}"][data-operation-state=completed]`);
+  await row.waitFor();
+  assert.equal(await row.locator(`a[data-rollout-id="${rolloutId}"]`).getAttribute('href'), '#/rollouts');
+  assert.match(await row.textContent() ?? '', /completed, wave 2 of 2/);
+  assert.equal(await row.locator('[data-action=cancel-operation]').count(), 0);
 });
 
 test('a read-only account sees a new rollout arrive live, with approve, pause and abort disabled', { skip }, async () => {

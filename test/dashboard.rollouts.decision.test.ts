@@ -27,10 +27,10 @@ const wave = (indexArg: number, stateArg: IRolloutWaveProgress['state'], require
 });
 const target = (waveArg: number, stateArg: IRolloutTargetProgress['state'], reasonArg: string | null = null, nameArg = 'c'): IRolloutTargetProgress => ({
   clusterId: `${nameArg}-id`, clusterName: nameArg, serviceId: `${nameArg}-web`, wave: waveArg, state: stateArg, reason: reasonArg,
-  previousSpecRevision: 1, newSpecRevision: null, revertedSpecRevision: null, updatedAt: null,
+  previousSpecRevision: 1, newSpecRevision: null, revertedSpecRevision: null, restoredFromRevision: null, updatedAt: null,
 });
 const rollout = (fieldsArg: Partial<IRollout>): IRollout => ({
-  id: 'r1', generation: 1, selector: 'env=prod', serviceName: 'web', organizationId: null, change: { image: 'x:2' },
+  id: 'r1', operationId: 'r1', generation: 1, selector: 'env=prod', serviceName: 'web', organizationId: null, change: { image: 'x:2' },
   gate: { timeoutMs: 60_000, maxFailures: 0 }, onFailure: 'halt', maxConcurrent: 4, createdBy: 'u1', createdAt: 1,
   paused: false, approvedWaves: [], abort: null, state: 'running', currentWave: 0, failures: 0,
   waves: [], targets: [], skipped: [], endedAt: null, ...fieldsArg,

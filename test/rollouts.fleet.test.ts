@@ -6,6 +6,7 @@ import { openWatcher } from './helpers/watch.js';
 import { readSimConfig } from '../ts/sim/config.js';
 import { SimFleet } from '../ts/sim/fleet.js';
 import type { IRollout } from '../ts/interfaces/data/rollout.js';
+import { writableSpecOfService } from '../ts/interfaces/data/servicewritable.js';
 
 /**
  * Rollouts over a simulated fleet (ts/sim, in this process: real relay sockets to a real server):
@@ -102,13 +103,19 @@ describe('rollouts over a simulated fleet', () => {
     assert.deepEqual(await Promise.all(serviceIds.api.map(serviceOf)), before, 'the plan changed no service');
   });
 
-  test('all converge: three waves, the first one cluster, completed; the audit names the rollout', async () => {
-    const { watchChanges, events } = await openWatcher(t.baseUrl, { kinds: ['CloudlyRolloutProgress'] }).then((watcher) => ({ watchChanges: watcher, events: watcher.events }));
+  test('all converge: three waves, the first one cluster, completed; the audit names the rollout; its operation and the watch follow it', async () => {
+    const { watchChanges, events } = await openWatcher(t.baseUrl, { kinds: ['CloudlyRollout', 'CloudlyRolloutProgress', 'CloudlyOperation'] })
+      .then((watcher) => ({ watchChanges: watcher, events: watcher.events }));
     try {
-      const { rollout } = await t.caller.call('createRollout', {
+      const { rollout, operation } = await t.caller.call('createRollout', {
         selector: 'env=prod', serviceName: 'web', change: { image: image('2') },
         waves: [{ clusters: 1 }, { percent: 50 }, { percent: 50 }], gate: { timeoutMs: 60_000 }, maxConcurrent: 4,
       });
+      assert.deepEqual([operation.operationId, operation.kind, operation.method, operation.state, operation.rollout?.rolloutId, operation.rollout?.state],
+        [rollout.id, 'rollout', 'createRollout', 'running', rollout.id, 'pending']);
+      assert.equal(rollout.operationId, operation.operationId);
+      const listed = (await t.caller.call('getOperations', { state: 'running' })).operations.find((candidate) => candidate.operationId === rollout.id);
+      assert.equal(listed?.kind, 'rollout', 'getOperations lists the running rollout');
       assert.deepEqual(rollout.waves.map((wave) => wave.clusterIds.length), [1, 6, 5]);
       assert.deepEqual(rollout.skipped.map((skip) => skip.clusterId), [darkClusterId]);
       const done = await finished(rollout.id);
@@ -123,7 +130,13 @@ describe('rollouts over a simulated fleet', () => {
       const { events: audit } = await t.caller.call('getAuditEvents', { filter: { targetId: serviceIds.web[0], method: 'rollout' } });
       assert.equal(audit.length, 1);
       assert.deepEqual([audit[0].actor.kind, (audit[0] as { cause?: unknown }).cause], ['cloudly', { kind: 'CloudlyRollout', id: rollout.id }]);
-      await waitFor(() => events.some((event) => event.id === rollout.id), 'the watch delivered the rollout');
+      const { operation: ended } = await t.caller.call('getOperation', { operationId: rollout.id });
+      assert.deepEqual([ended.state, ended.progress.phase, ended.rollout?.state, ended.rollout?.currentWave, ended.rollout?.waves, ended.rollout?.targets, ended.rollout?.targetsTotal],
+        ['completed', 'done', 'completed', 2, 3, { converged: clusterCount }, clusterCount]);
+      assert.equal(ended.endedAt, done.endedAt);
+      // The watch delivers the rollout's creation, its progress, and its operation's end.
+      const delivered = (kindArg: string) => events.some((event) => event.kind === kindArg && event.id === rollout.id);
+      await waitFor(() => delivered('CloudlyRollout') && delivered('CloudlyRolloutProgress') && delivered('CloudlyOperation'), 'the watch delivered the rollout, its progress and its operation');
     } finally {
       watchChanges.client.close();
     }
@@ -137,6 +150,9 @@ describe('rollouts over a simulated fleet', () => {
     });
     const done = await finished(rollout.id);
     assert.equal(done.state, 'halted');
+    const { operation } = await t.caller.call('getOperation', { operationId: rollout.id });
+    assert.deepEqual([operation.state, operation.reason, operation.error?.reasons, operation.rollout?.state, operation.rollout?.reverted, operation.rollout?.failures],
+      ['failed', 'rollout-halted', ['rollout-halted'], 'halted', false, 1]);
     assert.deepEqual(done.waves.map((wave) => wave.state), ['failed', 'cancelled', 'cancelled']);
     const canary = done.targets.find((target) => target.wave === 0)!;
     assert.equal(canary.state, 'failed');
@@ -159,10 +175,18 @@ describe('rollouts over a simulated fleet', () => {
     const canary = done.targets.find((target) => target.wave === 0)!;
     assert.equal(canary.state, 'reverted');
     const reverted = await serviceOf(serviceIds.db[0]);
-    assert.deepEqual(reverted.runtime, before.runtime);
-    assert.equal(reverted.specRevision, before.specRevision + 2, 'the change and its revert are two revisions');
-    assert.equal(canary.revertedSpecRevision, reverted.specRevision);
-    await waitFor(async () => (await verdictOf(serviceIds.db[0])).specRevision === reverted.specRevision, 'the verdict judged the reverted revision');
+    assert.deepEqual(writableSpecOfService(reverted), writableSpecOfService(before), 'the spec is the old one, member for member');
+    assert.equal(reverted.specRevision, before.specRevision + 2, 'the change and its revert are two revisions: revisions only go up');
+    assert.deepEqual([canary.previousSpecRevision, canary.restoredFromRevision, canary.revertedSpecRevision], [before.specRevision, before.specRevision, reverted.specRevision]);
+    const { operation } = await t.caller.call('getOperation', { operationId: rollout.id });
+    assert.deepEqual([operation.state, operation.rollout?.state, operation.rollout?.reverted, operation.rollout?.targets.reverted], ['failed', 'halted', true, 1]);
+    let verdict = await verdictOf(serviceIds.db[0]);
+    await waitFor(async () => {
+      verdict = await verdictOf(serviceIds.db[0]);
+      return verdict.specRevision === reverted.specRevision;
+    }, 'the verdict judged the reverted revision');
+    // The old spec again, judged again: the canary's node is still gone, as it was before the rollout.
+    assert.deepEqual([verdict.state, verdict.reason], ['refused', 'no-eligible-node']);
     for (const serviceId of serviceIds.db.slice(1)) {
       assert.equal((await serviceOf(serviceId)).generation, 1);
     }
@@ -183,24 +207,61 @@ describe('rollouts over a simulated fleet', () => {
     const overlap = await refusalOf(() => t.caller.call('createRollout', { selector: 'env=prod', serviceName: 'web', change: { replicas: 2 }, waves: [{ percent: 100 }] }));
     assert.deepEqual([overlap.code, overlap.reasons], ['conflict', ['rollout-overlaps']]);
     assert.match((overlap.causes as Array<{ message: string }>)[0].message, new RegExp(`rollout ${gated.rollout.id} `));
+    const notCancellable = await refusalOf(() => t.caller.call('cancelOperation', { operationId: gated.rollout.id }));
+    assert.deepEqual([notCancellable.code, notCancellable.reasons], ['conflict', ['operation-not-cancellable']]);
+    assert.equal((await t.caller.call('getOperation', { operationId: gated.rollout.id })).operation.rollout?.state, 'waiting-approval');
     const current = await rolloutOf(gated.rollout.id);
     await t.caller.call('abortRollout', { rolloutId: gated.rollout.id, expectedGeneration: current.generation });
     assert.equal((await finished(gated.rollout.id)).state, 'aborted');
+    const { operation: aborted } = await t.caller.call('getOperation', { operationId: gated.rollout.id });
+    assert.deepEqual([aborted.state, aborted.reason, aborted.rollout?.state], ['cancelled', 'rollout-aborted', 'aborted']);
     for (const serviceId of serviceIds.web) {
       assert.equal((await serviceOf(serviceId)).generation, 2, 'the aborted rollout changed nothing');
     }
   });
 
-  test('a read-only account plans and reads, and may not create, approve or abort', async () => {
+  test('a read-only account plans, reads and watches, and may not create, pause, resume, approve or abort', async () => {
     await t.caller.call('createUser', { username: 'rollout-viewer', password: 'rollout-viewer-password-0', role: 'user' });
     const viewer = new CloudlyAdminClient(t.baseUrl);
     await viewer.login('rollout-viewer', 'rollout-viewer-password-0');
     await viewer.call('planRollout', { selector: 'env=prod', serviceName: 'web', change: { replicas: 1 } });
     assert.ok((await viewer.call('getRollouts', {})).rollouts.length >= 3);
-    const refused = await refusalOf(() => viewer.call('createRollout', { selector: 'env=prod', serviceName: 'web', change: { replicas: 1 }, waves: [{ percent: 100 }] }));
-    assert.equal(refused.code, 'forbidden');
-    const some = (await viewer.call('getRollouts', {})).rollouts[0];
-    assert.equal((await refusalOf(() => viewer.call('abortRollout', { rolloutId: some.id, expectedGeneration: some.generation }))).code, 'forbidden');
+    // A rollout still running (its first wave waits for an approval), so only the access refuses.
+    const { rollout: waiting } = await t.caller.call('createRollout', {
+      selector: 'env=prod', serviceName: 'web', change: { replicas: 1 }, waves: [{ clusters: 1, requiresApproval: true }, { percent: 100 }],
+    });
+    try {
+      await waitFor(async () => (await viewer.call('getRollout', { rolloutId: waiting.id })).rollout.state === 'waiting-approval', 'the viewer reads it waiting');
+      assert.equal((await viewer.call('getOperation', { operationId: waiting.id })).operation.rollout?.state, 'waiting-approval');
+      const control = { rolloutId: waiting.id, expectedGeneration: waiting.generation };
+      const attempts: Array<[string, () => Promise<unknown>]> = [
+        ['createRollout', () => viewer.call('createRollout', { selector: 'env=prod', serviceName: 'api', change: { replicas: 1 }, waves: [{ percent: 100 }] })],
+        ['pauseRollout', () => viewer.call('pauseRollout', control)],
+        ['resumeRollout', () => viewer.call('resumeRollout', control)],
+        ['approveRolloutWave', () => viewer.call('approveRolloutWave', { ...control, wave: 0 })],
+        ['abortRollout', () => viewer.call('abortRollout', { ...control, revert: true })],
+      ];
+      for (const [method, attempt] of attempts) {
+        const refused = await refusalOf(attempt);
+        assert.deepEqual([refused.code, refused.reasons], ['forbidden', ['role-not-allowed']], method);
+      }
+      const after = await viewer.call('getRollout', { rolloutId: waiting.id });
+      assert.deepEqual([after.rollout.generation, after.rollout.paused, after.rollout.approvedWaves, after.rollout.abort, after.rollout.state],
+        [waiting.generation, false, [], null, 'waiting-approval'], 'no refused control changed the rollout');
+      const watcher = await openWatcher(t.baseUrl, { kinds: ['CloudlyRollout'] }, { username: 'rollout-viewer', password: 'rollout-viewer-password-0' });
+      try {
+        await t.caller.call('abortRollout', { rolloutId: waiting.id, expectedGeneration: waiting.generation });
+        await waitFor(() => watcher.events.some((event) => event.id === waiting.id), 'the viewer watched the abort');
+      } finally {
+        watcher.client.close();
+      }
+    } finally {
+      const current = await rolloutOf(waiting.id);
+      if (!current.abort) {
+        await t.caller.call('abortRollout', { rolloutId: waiting.id, expectedGeneration: current.generation });
+      }
+      assert.equal((await finished(waiting.id)).state, 'aborted');
+    }
   });
 
   test('a service changed by someone else after the plan is reported as a conflict, not overwritten; approval and pause', async () => {

@@ -16,8 +16,10 @@ import type { IRollout } from '../ts/interfaces/data/rollout.js';
  * service of the second wave (so the process dies just before or just after that service's
  * compare-and-swap). Started again on the same data directory, it goes on from the stored
  * progress: every service is changed exactly once (generation 2, one audit event naming the
- * rollout), none is skipped, and the rollout completes. The simulated relays (in this process)
- * reconnect to the same port.
+ * rollout), none is skipped, and the rollout completes. Its operation, which holds the lifecycle,
+ * is not taken for an interrupted one at the restart (that is the rule of backups, whose instance
+ * runs them): it reads running before the kill and completed after. The simulated relays (in this
+ * process) reconnect to the same port.
  */
 
 const clusterCount = 6;
@@ -76,10 +78,11 @@ test('kill -9 of the instance driving a rollout: started again, it goes on with 
     await waitFor(async () => (await states(admin)).every((status) => status.state === 'converged'), 'the fleet converged', 60_000);
 
     const killed = killOnChange(child, child.output().length, 3);
-    const { rollout } = await admin.call('createRollout', {
+    const { rollout, operation } = await admin.call('createRollout', {
       selector: 'tier=web', serviceName: 'web', change: { image: 'registry.example/app:2' },
       waves: [{ clusters: 1 }, { percent: 100 }], gate: { timeoutMs: 120_000 }, maxConcurrent: 1,
     });
+    assert.deepEqual([operation.operationId, operation.kind, operation.state, operation.rollout?.rolloutId], [rollout.id, 'rollout', 'running', rollout.id]);
     const line = JSON.parse(await killed) as { serviceId: string; wave: number };
     assert.equal(line.wave, 1, 'killed in the middle of the second wave');
     await killHard(child.child);
@@ -93,6 +96,9 @@ test('kill -9 of the instance driving a rollout: started again, it goes on with 
       return done.state === 'completed';
     }, 'the rollout completed after the restart', 120_000);
     assert.ok(done!.targets.every((target) => target.state === 'converged'), JSON.stringify(done!.targets));
+    const { operation: ended } = await admin.call('getOperation', { operationId: rollout.id });
+    assert.deepEqual([ended.state, ended.reason, ended.rollout?.state, ended.rollout?.targets], ['completed', undefined, 'completed', { converged: clusterCount }]);
+    assert.equal(ended.endedAt, done!.endedAt, "the rollout's end is its operation's");
     for (const serviceId of serviceIds) {
       const { service } = await admin.call('getServiceById', { serviceId });
       assert.equal(service.runtime.image, 'registry.example/app:2');

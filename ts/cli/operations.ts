@@ -29,9 +29,18 @@ const pollIntervalMs = 250;
 const kindLabels: Record<string, string> = { 'service-backup': 'backup', 'service-restore': 'restore' };
 
 export const operationLabel = (operationArg: TOperation): string =>
-  `${kindLabels[operationArg.kind] ?? operationArg.kind ?? 'operation'} ${operationArg.backupId ?? operationArg.operationId}`;
+  `${kindLabels[operationArg.kind] ?? operationArg.kind ?? 'operation'} ${operationArg.backupId || operationArg.operationId}`;
+
+/** A rollout's progress: its state, wave, and how many of its services are done. */
+const rolloutText = (rolloutArg: NonNullable<TOperation['rollout']>): string => {
+  const open = (rolloutArg.targets.pending ?? 0) + (rolloutArg.targets.updating ?? 0);
+  return `${rolloutArg.state}${rolloutArg.reverted ? ' (reverted)' : ''}, wave ${rolloutArg.currentWave + 1}/${rolloutArg.waves}, ${rolloutArg.targetsTotal - open}/${rolloutArg.targetsTotal} services done`;
+};
 
 const progressText = (operationArg: TOperation): string => {
+  if (operationArg.rollout) {
+    return rolloutText(operationArg.rollout);
+  }
   const progress = operationArg.progress ?? {};
   if (typeof progress.bytesDone !== 'number') {
     return '-';
@@ -45,7 +54,7 @@ export const operationColumns: Array<TColumn<TOperation>> = [
   ['STATE', (o) => (o.reason ? `${o.state} (${o.reason})` : o.state)],
   ['BACKUP', (o) => o.backupId],
   ['PHASE', (o) => o.progress?.phase],
-  ['BYTES', progressText],
+  ['PROGRESS', progressText],
   ['STARTED', (o) => formatTime(o.startedAt)],
   ['ENDED', (o) => formatTime(o.endedAt), 'wide'],
   ['CLUSTER', (o) => o.clusterId, 'wide'],
@@ -67,7 +76,7 @@ export const operationTable = (operationArg: TOperation): string => {
     nodeId: operationArg.nodeId,
     backupId: operationArg.backupId,
     phase: operationArg.progress?.phase,
-    bytes: progressText(operationArg),
+    ...(operationArg.rollout ? { rollout: `${operationArg.rollout.rolloutId}: ${rolloutText(operationArg.rollout)} (cloudly rollouts get --rollout ${operationArg.rollout.rolloutId})` } : { bytes: progressText(operationArg) }),
     startedAt: formatTime(operationArg.startedAt),
     endedAt: formatTime(operationArg.endedAt),
     ...(result?.backup ? { result: `backup ${result.backup.backupId}: ${result.backup.snapshots?.length ?? 0} snapshot(s)${result.backup.closure ? ', closure held' : ''}${restored}` } : {}),
@@ -212,7 +221,7 @@ const requireId = (idArg: string | undefined): string => {
 };
 
 export const addOperationCommands = (programArg: Command): void => {
-  const operations = programArg.command('operations').description('long work (backups, restores): list, follow, cancel');
+  const operations = programArg.command('operations').description('long work (backups, restores, rollouts): list, follow, cancel');
   pageOptions(operations.command('list').description('operations, newest first'))
     .option('--cluster <id|name>', 'only this cluster (id or name)')
     .option('--service <id|name>', 'only this service (id or name)')

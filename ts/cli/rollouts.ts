@@ -68,7 +68,7 @@ const planTable = (planArg: IRolloutPlan): string => [
 
 /** The rollout's header and a table per wave: each cluster's state, reason and revisions. */
 export const rolloutTable = (rolloutArg: IRollout): string => [
-  `rollout ${rolloutArg.id} (generation ${rolloutArg.generation}): ${rolloutArg.state}${rolloutArg.paused ? ' (paused)' : ''}, wave ${rolloutArg.currentWave + 1} of ${rolloutArg.waves.length}, failures ${rolloutArg.failures} of ${rolloutArg.gate.maxFailures} allowed`,
+  `rollout ${rolloutArg.id} (generation ${rolloutArg.generation}, operation ${rolloutArg.operationId}): ${rolloutArg.state}${rolloutArg.paused ? ' (paused)' : ''}, wave ${rolloutArg.currentWave + 1} of ${rolloutArg.waves.length}, failures ${rolloutArg.failures} of ${rolloutArg.gate.maxFailures} allowed`,
   `service ${rolloutArg.serviceName} on '${rolloutArg.selector}', change ${JSON.stringify(rolloutArg.change)}, on failure ${rolloutArg.onFailure}`,
   ...rolloutArg.waves.flatMap((wave) => ['', `wave ${wave.index + 1}: ${wave.state}${wave.requiresApproval ? ' (needs approval)' : ''}`, listTable(
     rolloutArg.targets.filter((target) => target.wave === wave.index),
@@ -77,7 +77,8 @@ export const rolloutTable = (rolloutArg: IRollout): string => [
       ['SERVICE', (target) => target.serviceId],
       ['STATE', (target) => target.state],
       ['REASON', (target) => target.reason ?? ''],
-      ['REVISION', (target) => [target.previousSpecRevision, target.newSpecRevision, target.revertedSpecRevision].filter((value) => value !== null).join(' -> ')],
+      ['REVISION', (target) => [target.previousSpecRevision, target.newSpecRevision, target.revertedSpecRevision].filter((value) => value !== null).join(' -> ')
+        + (target.restoredFromRevision !== null ? ` (spec of ${target.restoredFromRevision})` : '')],
     ],
     {},
   )]),

@@ -7,6 +7,8 @@ import type { IOperationError, IOperationProgress } from '../interfaces/requests
 export const operationReasons = {
   notFound: 'operation-not-found',
   notRunning: 'operation-not-running',
+  /** A rollout's operation ends by `abortRollout`, which can also revert. */
+  notCancellable: 'operation-not-cancellable',
   mutationReused: mutationIdReusedReason,
   interrupted: 'interrupted',
   cancelled: 'cancelled',
@@ -60,6 +62,9 @@ export const decideOperationEnd = (currentArg: IOperationDocument | null, endArg
 export const decideOperationCancel = (currentArg: IOperationDocument | null, nowArg: number): TDecision<IOperationDocument> => {
   if (!currentArg) {
     return { kind: 'refuse', refusal: refuse('not-found', [operationReasons.notFound]) };
+  }
+  if (currentArg.kind === 'rollout') {
+    return { kind: 'refuse', refusal: refuseNamed('conflict', operationReasons.notCancellable, `is rollout ${currentArg.id}'s: stop it with abortRollout`, 'request.operationId') };
   }
   if (currentArg.state !== 'running') {
     return { kind: 'refuse', refusal: refuseNamed('conflict', operationReasons.notRunning, `is ${currentArg.state}`, 'operation.state') };

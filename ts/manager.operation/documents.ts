@@ -3,6 +3,7 @@ import type {
   IOperation,
   IOperationError,
   IOperationProgress,
+  IOperationRollout,
   TOperationKind,
   TOperationState,
 } from '../interfaces/requests/operation.js';
@@ -33,6 +34,8 @@ export interface IOperationDocument extends IStoredDocument {
   startedAt: number;
   endedAt?: number;
   result?: IOperation['result'];
+  /** A rollout's lifecycle (kind `rollout`), written with `state` in one write by the rollout controller. */
+  rollout?: Pick<IOperationRollout, 'state' | 'reverted'>;
 }
 
 /**

@@ -33,6 +33,7 @@ import {
   isOperationPastRetention,
   operationReasons,
 } from './decide.js';
+import { rolloutProgressKind, toPublicRolloutOperation } from '../manager.rollout/documents.js';
 
 /**
  * Long work as operations. A method that starts one answers at once with the operation; the work
@@ -214,11 +215,23 @@ export class OperationManager {
   }
 
   public async getPublic(idArg: string): Promise<IOperation | null> {
-    const [doc, progress] = await Promise.all([
-      this.cloudly.store.get(operationKind, idArg),
-      this.cloudly.store.get(operationProgressKind, idArg),
+    const doc = await this.cloudly.store.get(operationKind, idArg);
+    return doc ? (await this.toPublic([doc]))[0] : null;
+  }
+
+  /** The public operations of documents: each with its progress (a rollout's: its waves and services). */
+  private async toPublic(docsArg: readonly IOperationDocument[]): Promise<IOperation[]> {
+    const rolloutIds = docsArg.filter((docArg) => docArg.kind === 'rollout').map((docArg) => docArg.id);
+    const otherIds = docsArg.filter((docArg) => docArg.kind !== 'rollout').map((docArg) => docArg.id);
+    const [progress, rollouts] = await Promise.all([
+      otherIds.length === 0 ? [] : this.cloudly.store.findIn(operationProgressKind, 'id', otherIds),
+      rolloutIds.length === 0 ? [] : this.cloudly.store.findIn(rolloutProgressKind, 'id', rolloutIds),
     ]);
-    return doc ? toPublicOperation(doc, progress) : null;
+    const progressOf = new Map(progress.map((docArg) => [docArg.id, docArg]));
+    const rolloutOf = new Map(rollouts.map((docArg) => [docArg.id, docArg]));
+    return docsArg.map((docArg) => (docArg.kind === 'rollout'
+      ? toPublicRolloutOperation(docArg, rolloutOf.get(docArg.id) ?? null)
+      : toPublicOperation(docArg, progressOf.get(docArg.id) ?? null)));
   }
 
   /**
@@ -373,7 +386,8 @@ export class OperationManager {
   /** Marks every abandoned running operation `failed` / `interrupted`: one read of each kind. */
   private async sweep(startingArg: boolean): Promise<void> {
     try {
-      const running = await this.cloudly.store.find(operationKind, { state: 'running' });
+      // A rollout's operation has no instance: the rollout controller advances it wherever it runs.
+      const running = await this.cloudly.store.find(operationKind, { state: 'running', kind: { $ne: 'rollout' } });
       if (running.length === 0) {
         return;
       }
@@ -420,7 +434,8 @@ export class OperationManager {
       let deleted = 0;
       let after: { endedAt: number; id: string } | null = null;
       for (;;) {
-        const clauses: Array<Record<string, unknown>> = [{ state: { $in: [...finishedOperationStates] }, endedAt: { $lt: cutoff } }];
+        // A rollout's operation holds its lifecycle: it stays as long as the rollout does.
+        const clauses: Array<Record<string, unknown>> = [{ state: { $in: [...finishedOperationStates] }, endedAt: { $lt: cutoff }, kind: { $ne: 'rollout' } }];
         if (after) {
           clauses.push({ $or: [{ endedAt: { $gt: after.endedAt } }, { endedAt: after.endedAt, id: { $gt: after.id } }] });
         }
@@ -508,10 +523,7 @@ export class OperationManager {
           if (request.serviceId !== undefined) filter.serviceId = request.serviceId;
           if (request.state !== undefined) filter.state = request.state;
           const page = await findPage(this.cloudly.store, operationKind, filter, 'getOperations', request, operationsOrder);
-          const progress = page.items.length === 0
-            ? new Map<string, IOperationProgressDocument>()
-            : new Map((await this.cloudly.store.find(operationProgressKind, { id: { $in: page.items.map((docArg) => docArg.id) } })).map((docArg) => [docArg.id, docArg]));
-          return { operations: page.items.map((docArg) => toPublicOperation(docArg, progress.get(docArg.id) ?? null)), ...nextCursorMember(page) };
+          return { operations: await this.toPublic(page.items), ...nextCursorMember(page) };
         },
       }),
       adminMutation({
@@ -520,8 +532,7 @@ export class OperationManager {
         input: { required: { operationId: isIdString } },
         target: (request) => ({ kind: operationKind, id: request.operationId }),
         decide: (current, { now }) => decideOperationCancel(current, now),
-        answer: async ({ doc }, { request }) =>
-          ({ operation: toPublicOperation(doc!, await this.cloudly.store.get(operationProgressKind, request.operationId)) }),
+        answer: async ({ doc }) => ({ operation: (await this.toPublic([doc!]))[0] }),
         // The work this instance runs stops waiting (a dry run records nothing and leaves it running).
         after: (_outcome, { request }) => {
           const run = this.local.get(request.operationId);

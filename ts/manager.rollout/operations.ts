@@ -10,12 +10,15 @@ import { serviceNamingLimits } from '../interfaces/data/servicenaming.js';
 import type { IRolloutGate, IRolloutStoredTarget } from '../interfaces/data/rollout.js';
 import { isLabelSelectorText } from '../manager.cluster/labels.js';
 import { rolloutLimits, validateRolloutChange, validateRolloutWaves, waveSizesOf } from './decide.js';
+import { operationKind } from '../manager.operation/documents.js';
 import {
+  initialRolloutOperation,
   rolloutKind,
   rolloutProgressKind,
   rolloutServiceClaimKind,
   terminalRolloutStates,
   toPublicRollout,
+  toPublicRolloutOperation,
   type IRolloutDocument,
   type IRolloutServiceClaimDocument,
 } from './documents.js';
@@ -73,7 +76,14 @@ const readRollout = async (storeArg: DocumentStore, rolloutIdArg: string) => {
   if (!doc) {
     throw refuseNamed('not-found', rolloutReasons.notFound, `rollout ${rolloutIdArg} does not exist`, 'request.rolloutId');
   }
-  return { doc, progress: await storeArg.get(rolloutProgressKind, rolloutIdArg) };
+  const [progress, operation] = await Promise.all([storeArg.get(rolloutProgressKind, rolloutIdArg), storeArg.get(operationKind, rolloutIdArg)]);
+  return { doc, progress, operation };
+};
+
+/** Which of these rollouts have ended, as their operations record it. */
+const finishedRollouts = async (storeArg: DocumentStore, rolloutIdsArg: readonly string[]): Promise<Set<string>> => {
+  const operations = rolloutIdsArg.length === 0 ? [] : await storeArg.findIn(operationKind, 'id', [...rolloutIdsArg]);
+  return new Set(operations.filter((doc) => doc.rollout && terminalRolloutStates.includes(doc.rollout.state)).map((doc) => doc.id));
 };
 
 const isRefusalChange = (changeArg: Partial<IRolloutDocument> | { refuse: TypedResponseError }): changeArg is { refuse: TypedResponseError } =>
@@ -107,22 +117,21 @@ const decideControl = (
 
 export const rolloutOperations = (portsArg: IRolloutOperationPorts): IDeclaredOperation[] => {
   const { store } = portsArg;
-  const isFinished = async (rolloutIdArg: string) => {
-    const progress = await store.get(rolloutProgressKind, rolloutIdArg);
-    return progress !== null && terminalRolloutStates.includes(progress.state);
+  const isFinished = async (rolloutIdArg: string) => (await finishedRollouts(store, [rolloutIdArg])).has(rolloutIdArg);
+  const answerOf = async (docArg: IRolloutDocument) => {
+    const [progress, operation] = await Promise.all([store.get(rolloutProgressKind, docArg.id), store.get(operationKind, docArg.id)]);
+    return { rollout: toPublicRollout(docArg, progress, operation) };
   };
-  const answerOf = async (docArg: IRolloutDocument) => ({ rollout: toPublicRollout(docArg, await store.get(rolloutProgressKind, docArg.id)) });
   const controlInput = { required: { rolloutId: isIdString, expectedGeneration: isPositiveInteger } };
 
   /** Takes a claim on every service for `rolloutIdArg`, or refuses `rollout-overlaps` naming the rollout holding one (and takes none). */
   const claimServices = async (rolloutIdArg: string, serviceIdsArg: string[], nowArg: number): Promise<void> => {
     const held = await store.findIn(rolloutServiceClaimKind, 'id', serviceIdsArg);
     const holders = [...new Set(held.map((claim) => claim.rolloutId))];
-    const [holderDocs, holderProgress] = holders.length === 0 ? [[], []] : await Promise.all([
+    const [holderDocs, finished] = holders.length === 0 ? [[], new Set<string>()] : await Promise.all([
       store.findIn(rolloutKind, 'id', holders),
-      store.findIn(rolloutProgressKind, 'id', holders),
+      finishedRollouts(store, holders),
     ]);
-    const finished = new Set(holderProgress.filter((doc) => terminalRolloutStates.includes(doc.state)).map((doc) => doc.id));
     const stored = new Set(holderDocs.map((doc) => doc.id));
     const free = (claimArg: IRolloutServiceClaimDocument) =>
       finished.has(claimArg.rolloutId) || (!stored.has(claimArg.rolloutId) && nowArg - claimArg.claimedAt > orphanClaimMs);
@@ -213,7 +222,7 @@ export const rolloutOperations = (portsArg: IRolloutOperationPorts): IDeclaredOp
           next += size;
         });
         const now = Date.now();
-        generatedOnCommit('rollout.id');
+        generatedOnCommit('rollout.id', 'rollout.operationId', 'operation.operationId', 'operation.rollout.rolloutId');
         const id = `rollout-${randomUUID()}`;
         const targets: IRolloutStoredTarget[] = computed.targets.map((target) => ({ ...target, wave: waveOf.get(target.clusterId)! }));
         await claimServices(id, targets.map((target) => target.serviceId), now);
@@ -246,7 +255,10 @@ export const rolloutOperations = (portsArg: IRolloutOperationPorts): IDeclaredOp
         if (!doc) {
           throw refuseNamed('conflict', 'rollout-id-collided', 'rollout id collided; try again');
         }
-        return { rollout: toPublicRollout(doc, null), plan: computed.plan };
+        // The operation after the rollout: a crash between the two leaves a rollout whose
+        // controller stores the same operation on its first look, never an operation without a rollout.
+        const operation = await store.insert(operationKind, initialRolloutOperation(doc)) ?? await store.get(operationKind, id);
+        return { rollout: toPublicRollout(doc, null, operation), plan: computed.plan, operation: toPublicRolloutOperation(operation!, null) };
       },
     }),
 
@@ -256,9 +268,14 @@ export const rolloutOperations = (portsArg: IRolloutOperationPorts): IDeclaredOp
       input: { required: {}, optional: orderedPageShape('getRollouts', newestFirst('createdAt')) },
       run: async (request) => {
         const page = await findPage(store, rolloutKind, {}, 'getRollouts', request, newestFirst('createdAt'));
-        const progress = page.items.length === 0 ? [] : await store.findIn(rolloutProgressKind, 'id', page.items.map((doc) => doc.id));
+        const ids = page.items.map((doc) => doc.id);
+        const [progress, operations] = ids.length === 0 ? [[], []] : await Promise.all([
+          store.findIn(rolloutProgressKind, 'id', ids),
+          store.findIn(operationKind, 'id', ids),
+        ]);
         const progressOf = new Map(progress.map((doc) => [doc.id, doc]));
-        return { rollouts: page.items.map((doc) => toPublicRollout(doc, progressOf.get(doc.id) ?? null)), ...nextCursorMember(page) };
+        const operationOf = new Map(operations.map((doc) => [doc.id, doc]));
+        return { rollouts: page.items.map((doc) => toPublicRollout(doc, progressOf.get(doc.id) ?? null, operationOf.get(doc.id) ?? null)), ...nextCursorMember(page) };
       },
     }),
 
@@ -267,8 +284,8 @@ export const rolloutOperations = (portsArg: IRolloutOperationPorts): IDeclaredOp
       access: 'read',
       input: { required: { rolloutId: isIdString } },
       run: async (request) => {
-        const { doc, progress } = await readRollout(store, request.rolloutId);
-        return { rollout: toPublicRollout(doc, progress) };
+        const { doc, progress, operation } = await readRollout(store, request.rolloutId);
+        return { rollout: toPublicRollout(doc, progress, operation) };
       },
     }),
 

@@ -80,6 +80,7 @@ export interface IRolloutGate {
 
 export type TRolloutOnFailure = 'halt' | 'revert';
 
+/** A rollout's lifecycle; the rollout's operation records it (docs/rollouts.md). */
 export const rolloutStates = ['pending', 'running', 'paused', 'waiting-approval', 'completed', 'halted', 'aborted'] as const;
 export type TRolloutState = (typeof rolloutStates)[number];
 
@@ -100,8 +101,10 @@ export interface IRolloutTargetProgress {
   /** The spec revision before the change, and the one the change made (null until applied). */
   previousSpecRevision: number;
   newSpecRevision: number | null;
-  /** The spec revision a revert made (null unless reverted). */
+  /** The spec revision a revert made (null unless reverted): a new revision holding the spec of `restoredFromRevision`. */
   revertedSpecRevision: number | null;
+  /** The revision whose spec a revert put back (`previousSpecRevision`; null unless reverted). */
+  restoredFromRevision: number | null;
   updatedAt: number | null;
 }
 
@@ -117,6 +120,8 @@ export interface IRolloutWaveProgress {
 
 export interface IRollout {
   id: string;
+  /** Its operation (`getOperation`), which holds its lifecycle `state`: the same id. */
+  operationId: string;
   /** The intent's generation (pause, resume, approve and abort are compare-and-swaps on it). */
   generation: number;
   selector: string;

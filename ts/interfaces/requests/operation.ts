@@ -5,6 +5,7 @@ import type { IIsolatedRestoreNodeState } from '../data/isolatedrestore.js';
 import type { ITypedContract } from './admin.js';
 import type { IPageRequest, IPageAnswer } from './pagination.js';
 import type { IServiceBackupRecord } from './backup.js';
+import type { TRolloutState, TRolloutTargetState } from '../data/rollout.js';
 
 /**
  * Project's own definitions (the contract text is silent on long-running work): an operation is
@@ -16,16 +17,17 @@ import type { IServiceBackupRecord } from './backup.js';
 export const operationStates = ['running', 'completed', 'failed', 'cancelled'] as const;
 export type TOperationState = typeof operationStates[number];
 
-export const operationKinds = ['service-backup', 'service-restore', 'isolated-restore', 'backup-drill'] as const;
+export const operationKinds = ['service-backup', 'service-restore', 'isolated-restore', 'backup-drill', 'rollout'] as const;
 export type TOperationKind = typeof operationKinds[number];
 
 /** Where an operation is; bytes are the closure bytes moved between Cloudly and the relay. */
 export interface IOperationProgress {
   /**
    * `queued` (accepted, not started), `relay` (the relay works: snapshots, export),
-   * `transfer` (closure bytes move), `recording` (Cloudly records the outcome), `done`.
+   * `transfer` (closure bytes move), `recording` (Cloudly records the outcome), `done`;
+   * `waves` for a rollout whose waves are under way (its `rollout` member says how far; no bytes move).
    */
-  phase: 'queued' | 'relay' | 'transfer' | 'recording' | 'done';
+  phase: 'queued' | 'relay' | 'transfer' | 'recording' | 'waves' | 'done';
   bytesDone: number;
   /** Known once the closure's descriptor arrived; null before (or when no bytes move). */
   bytesTotal: number | null;
@@ -44,10 +46,31 @@ export interface IOperationError {
   relayError?: unknown;
 }
 
+/**
+ * A rollout's operation (kind `rollout`, the same id as the rollout): its lifecycle as the rollout
+ * controller records it, and how far its services got. The waves and each service: `getRollout`.
+ */
+export interface IOperationRollout {
+  rolloutId: string;
+  /** `pending`, `running`, `paused`, `waiting-approval` (the operation `running`), `completed`, `halted` (`failed`), `aborted` (`cancelled`). */
+  state: TRolloutState;
+  /** Whether the changed services were put back (on failure with `revert`, or an abort asking for it). */
+  reverted: boolean;
+  currentWave: number;
+  waves: number;
+  failures: number;
+  /** How many of its services are in each state (states with none are left out). */
+  targets: Partial<Record<TRolloutTargetState, number>>;
+  targetsTotal: number;
+}
+
 export interface IOperation {
   operationId: string;
   kind: TOperationKind;
-  /** The admin method that started it. For an isolated restore, `nodeId` is its target node. */
+  /**
+   * The admin method that started it. For an isolated restore, `nodeId` is its target node. A
+   * rollout spans clusters: its `clusterId`, `serviceId`, `nodeId` and `backupId` are empty.
+   */
   method: string;
   state: TOperationState;
   /** Why it failed or was cancelled (the first reason; `interrupted` when its instance died). */
@@ -77,6 +100,8 @@ export interface IOperation {
     /** A drill's: the bytes the node staged and proved before it restored them. */
     drillBytes?: number;
   };
+  /** A rollout's lifecycle and progress (kind `rollout` only). */
+  rollout?: IOperationRollout;
 }
 
 /** One operation by id. */

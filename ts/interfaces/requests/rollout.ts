@@ -2,6 +2,7 @@ import type { IIdentity } from '../data/user.js';
 import type { ICluster } from '../data/cluster.js';
 import type { ITypedContract } from './admin.js';
 import type { IPageAnswer, IPageRequest } from './pagination.js';
+import type { IOperation } from './operation.js';
 import type {
   IRollout,
   IRolloutChange,
@@ -30,7 +31,8 @@ export type IReq_Admin_PlanRollout = ITypedContract<
 >;
 
 /**
- * Project's own definition: starts a rollout, advanced wave by wave by the rollout controller.
+ * Project's own definition: starts a rollout, advanced wave by wave by the rollout controller, and
+ * answers its operation (kind `rollout`, the rollout's id), which `getOperation(s)` follow.
  * Refused before anything changes: `rollout-selects-nothing`, `rollout-overlaps` (the running
  * rollout's id in the cause), waves that do not cover the selection, a change the contract refuses.
  */
@@ -47,7 +49,7 @@ export type IReq_Admin_CreateRollout = ITypedContract<
     onFailure?: TRolloutOnFailure;
     maxConcurrent?: number;
   },
-  { rollout: IRollout; plan: IRolloutPlan }
+  { rollout: IRollout; plan: IRolloutPlan; operation: IOperation }
 >;
 
 export type IReq_Admin_GetRollouts = ITypedContract<

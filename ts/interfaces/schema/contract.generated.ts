@@ -2726,6 +2726,9 @@ export const contractSchema: IContractSchemaDocument = {
       "backup"
      ],
      "additionalProperties": false
+    },
+    "rollout": {
+     "$ref": "#/$defs/IOperationRollout"
     }
    },
    "required": [
@@ -2783,6 +2786,7 @@ export const contractSchema: IContractSchemaDocument = {
       "relay",
       "transfer",
       "recording",
+      "waves",
       "done"
      ]
     },
@@ -2804,6 +2808,73 @@ export const contractSchema: IContractSchemaDocument = {
     "bytesDone",
     "bytesTotal",
     "updatedAt"
+   ],
+   "additionalProperties": false
+  },
+  "IOperationRollout": {
+   "type": "object",
+   "properties": {
+    "rolloutId": {
+     "type": "string"
+    },
+    "state": {
+     "$ref": "#/$defs/TRolloutState"
+    },
+    "reverted": {
+     "type": "boolean"
+    },
+    "currentWave": {
+     "type": "number"
+    },
+    "waves": {
+     "type": "number"
+    },
+    "failures": {
+     "type": "number"
+    },
+    "targets": {
+     "type": "object",
+     "properties": {
+      "pending": {
+       "type": "number"
+      },
+      "updating": {
+       "type": "number"
+      },
+      "converged": {
+       "type": "number"
+      },
+      "failed": {
+       "type": "number"
+      },
+      "conflict": {
+       "type": "number"
+      },
+      "skipped": {
+       "type": "number"
+      },
+      "reverted": {
+       "type": "number"
+      },
+      "cancelled": {
+       "type": "number"
+      }
+     },
+     "additionalProperties": false
+    },
+    "targetsTotal": {
+     "type": "number"
+    }
+   },
+   "required": [
+    "rolloutId",
+    "state",
+    "reverted",
+    "currentWave",
+    "waves",
+    "failures",
+    "targets",
+    "targetsTotal"
    ],
    "additionalProperties": false
   },
@@ -3018,6 +3089,9 @@ export const contractSchema: IContractSchemaDocument = {
     "id": {
      "type": "string"
     },
+    "operationId": {
+     "type": "string"
+    },
     "generation": {
      "type": "number"
     },
@@ -3119,6 +3193,7 @@ export const contractSchema: IContractSchemaDocument = {
    },
    "required": [
     "id",
+    "operationId",
     "generation",
     "selector",
     "serviceName",
@@ -3327,6 +3402,12 @@ export const contractSchema: IContractSchemaDocument = {
       "null"
      ]
     },
+    "restoredFromRevision": {
+     "type": [
+      "number",
+      "null"
+     ]
+    },
     "updatedAt": {
      "type": [
       "number",
@@ -3344,6 +3425,7 @@ export const contractSchema: IContractSchemaDocument = {
     "previousSpecRevision",
     "newSpecRevision",
     "revertedSpecRevision",
+    "restoredFromRevision",
     "updatedAt"
    ],
    "additionalProperties": false
@@ -6027,7 +6109,8 @@ export const contractSchema: IContractSchemaDocument = {
     "service-backup",
     "service-restore",
     "isolated-restore",
-    "backup-drill"
+    "backup-drill",
+    "rollout"
    ]
   },
   "TOperationState": {
@@ -7643,11 +7726,15 @@ export const contractSchema: IContractSchemaDocument = {
     },
     "plan": {
      "$ref": "#/$defs/IRolloutPlan"
+    },
+    "operation": {
+     "$ref": "#/$defs/IOperation"
     }
    },
    "required": [
     "rollout",
-    "plan"
+    "plan",
+    "operation"
    ],
    "additionalProperties": false
   },

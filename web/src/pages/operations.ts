@@ -179,19 +179,23 @@ export class CloudlyOperationsPage extends LivePage {
     const fraction = operationFraction(operationArg);
     const badge = operationArg.state === 'completed' ? 'state-converged' : operationArg.state === 'running' ? 'state-converging' : 'state-refused';
     const ended = operationArg.endedAt ?? null;
+    // A rollout's operation: its detail is on the rollouts page, and abortRollout (there) stops it.
+    const rollout = operationArg.rollout;
     return html`<tr data-operation-id=${operationArg.operationId} data-operation-state=${operationArg.state}>
       <td>${operationArg.kind}<br><code class="muted">${operationArg.method}</code></td>
-      <td><a href=${`#/service/${encodeURIComponent(operationArg.serviceId)}`}><code>${operationArg.serviceId}</code></a><br><span class="muted">node ${operationArg.nodeId}</span></td>
+      <td>${rollout
+        ? html`<a href="#/rollouts" data-rollout-id=${rollout.rolloutId}>rollout <code>${rollout.rolloutId}</code></a><br><span class="muted">${rollout.state}${rollout.reverted ? ', reverted' : ''}, wave ${rollout.currentWave + 1} of ${rollout.waves}</span>`
+        : html`<a href=${`#/service/${encodeURIComponent(operationArg.serviceId)}`}><code>${operationArg.serviceId}</code></a><br><span class="muted">node ${operationArg.nodeId}</span>`}</td>
       <td><code>${operationArg.backupId}</code></td>
       <td><span class=${`badge ${badge}`}>${operationArg.state}</span>${operationArg.reason ? html` <code>${operationArg.reason}</code>` : nothing}</td>
       <td>${operationArg.state === 'running'
-        ? html`<label>${progress.phase}${progress.bytesTotal ? ` ${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}` : ''}
+        ? html`<label>${progress.phase}${progress.bytesTotal ? ` ${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}` : ''}${rollout ? ` ${rollout.targetsTotal - (rollout.targets.pending ?? 0) - (rollout.targets.updating ?? 0)} of ${rollout.targetsTotal} services` : ''}
             ${fraction === null ? html`<progress></progress>` : html`<progress max="100" .value=${Math.round(fraction * 100)}>${Math.round(fraction * 100)}%</progress>`}</label>`
         : html`${progress.bytesTotal ? formatBytes(progress.bytesDone) : '—'}`}</td>
       <td>${formatTime(operationArg.startedAt)}</td>
       <td>${ended === null ? html`<span class="muted">running ${formatDuration(Date.now() - operationArg.startedAt)}</span>` : formatDuration(ended - operationArg.startedAt)}</td>
       <td data-requested-by>${this.usernames.get(operationArg.requestedBy) ?? operationArg.requestedBy}</td>
-      <td>${operationArg.state === 'running' ? html`<button type="button" data-action="cancel-operation" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.cancel(operationArg)}>Cancel…</button>` : nothing}
+      <td>${operationArg.state === 'running' && !rollout ? html`<button type="button" data-action="cancel-operation" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => this.cancel(operationArg)}>Cancel…</button>` : nothing}
         ${operationArg.kind === 'isolated-restore' && operationArg.state === 'completed' && operationArg.result?.restoreId
           ? html`<button type="button" data-action="restore-steps" ?disabled=${!mayChange()} title=${changeTitle()} aria-describedby=${changeDescribedBy()} @click=${() => void this.readRestore(operationArg.result!.restoreId!)}>Steps…</button>` : nothing}</td>
     </tr>`;

@@ -46,13 +46,18 @@ export const operationFraction = (operationArg: IOperation): number | null => {
   if (progress.phase === 'transfer' && progress.bytesTotal) {
     return 0.1 + 0.8 * Math.min(1, progress.bytesDone / progress.bytesTotal);
   }
-  return { queued: 0.02, relay: 0.1, transfer: 0.1, recording: 0.95, done: 1 }[progress.phase] ?? null;
+  // A rollout: the share of its services no longer pending or changing.
+  if (operationArg.rollout && operationArg.rollout.targetsTotal > 0) {
+    const open = (operationArg.rollout.targets.pending ?? 0) + (operationArg.rollout.targets.updating ?? 0);
+    return 1 - open / operationArg.rollout.targetsTotal;
+  }
+  return { queued: 0.02, relay: 0.1, transfer: 0.1, recording: 0.95, waves: null, done: 1 }[progress.phase] ?? null;
 };
 
 const operationLabel = (operationArg: IOperation): string => {
   const progress = operationArg.progress;
   const bytes = progress.bytesTotal ? ` ${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}` : '';
-  const kind = { 'service-backup': 'Backup', 'service-restore': 'Restore', 'isolated-restore': 'Isolated restore', 'backup-drill': 'Drill' }[operationArg.kind] ?? operationArg.kind;
+  const kind = { 'service-backup': 'Backup', 'service-restore': 'Restore', 'isolated-restore': 'Isolated restore', 'backup-drill': 'Drill', rollout: 'Rollout' }[operationArg.kind] ?? operationArg.kind;
   return `${kind} ${operationArg.state}: ${progress.phase}${bytes}`;
 };
 
