@@ -9,8 +9,8 @@
  *   - database commands per changed service (`cloudly.database.commandsStarted`, the counter behind
  *     `cloudly_database_commands_total`), everything the instance sent meanwhile: the rollout
  *     controller's, the verdicts', and the simulated relays' reports of the new revision; and the
- *     same commands by the method whose work sent them (`reconcile`: the controllers; `rollout`:
- *     the services' changes; the relays' report methods; `getOperation`: this bench's reads);
+ *     same commands by origin (`cloudly.database.commandsByOrigin`: each controller by its name,
+ *     `rollout` the services' changes, the relays' report methods, `getOperation` this bench's reads);
  *   - from a wave's last convergence to the next wave's first update: the last verdict write of the
  *     wave's services (store commits of `CloudlyServiceRuntimeStatus`) before the next wave's first
  *     service write (commits of `CloudlyService`).
@@ -26,7 +26,6 @@ import { performance } from 'node:perf_hooks';
 import { inParallel, startBenchCloudly } from './helpers/benchcloudly.js';
 import { reportResults, sized, smoke } from './helpers/smoke.js';
 import { serviceKind, serviceRuntimeStatusKind } from '../ts/manager.service/service.manager.js';
-import { currentOperation } from '../ts/core/operationcontext.js';
 import type { IRollout } from '../ts/interfaces/data/rollout.js';
 import type { IOperation } from '../ts/interfaces/requests/operation.js';
 
@@ -97,16 +96,6 @@ const main = async (): Promise<void> => {
         verdictWrites.set(idArg, writes);
       }
     });
-    // Each database command counted under the method whose work sent it (the pool's checkout runs in its async context).
-    const commandsByMethod = new Map<string, number>();
-    let counting = false;
-    const mongoClient = (cloudly.database.smartdataDb as unknown as { mongoDbClient: { on(eventArg: 'connectionCheckedOut', listenerArg: () => void): void } }).mongoDbClient;
-    mongoClient.on('connectionCheckedOut', () => {
-      if (counting) {
-        const method = currentOperation().method;
-        commandsByMethod.set(method, (commandsByMethod.get(method) ?? 0) + 1);
-      }
-    });
     // Time in reconcile runs by scope (every controller by its name; the verdict's by service, cluster, all), from /metrics.
     const reconcileSeconds = async (): Promise<Map<string, number>> => {
       const text = await (await fetch(`${cloudly.baseUrl}/metrics?name=cloudly_reconcile_duration_seconds`)).text();
@@ -116,7 +105,7 @@ const main = async (): Promise<void> => {
     const commandsBefore = cloudly.database.commandsStarted;
     const cpuBefore = process.cpuUsage();
     const started = performance.now();
-    counting = true;
+    const commandsByOriginBefore = new Map(cloudly.database.commandsByOrigin);
     const { rollout } = await admin.call('createRollout', {
       selector: 'env=bench', serviceName: 'web', change: { image: image('2') }, waves,
       gate: { timeoutMs: 600_000 }, maxConcurrent: clusterCount,
@@ -129,7 +118,10 @@ const main = async (): Promise<void> => {
     const seconds = (performance.now() - started) / 1000;
     const cpu = process.cpuUsage(cpuBefore);
     const commands = cloudly.database.commandsStarted - commandsBefore;
-    counting = false;
+    // Each database command counted under who sent it: a controller by its name, a method's call, this bench's reads.
+    const commandsByOrigin = [...cloudly.database.commandsByOrigin]
+      .map(([origin, count]) => [origin, count - (commandsByOriginBefore.get(origin) ?? 0)] as const)
+      .filter(([, count]) => count > 0);
     stopListening();
     const reconcileAfter = await reconcileSeconds();
     const reconcileSpent = [...reconcileAfter].map(([scope, seconds]) => [scope, seconds - (reconcileBefore.get(scope) ?? 0)] as const)
@@ -163,11 +155,11 @@ const main = async (): Promise<void> => {
       `| database commands per changed service (all the instance sent meanwhile, the relays' reports included) | ${commandsPerService.toFixed(1)} |`,
       `| from a wave's last convergence (its services' last verdict write) to the next wave's first service update | ${gaps.join(', ')} (waves 1→2, 2→3) |`,
       '',
-      'Database commands per changed service by the method whose work sent them:',
+      'Database commands per changed service by origin (a controller by its name, or the method of a call):',
       '',
-      '| method | commands per changed service |',
+      '| origin | commands per changed service |',
       '| --- | --- |',
-      ...[...commandsByMethod].sort((left, right) => right[1] - left[1]).map(([method, count]) => `| \`${method}\` | ${(count / clusterCount).toFixed(1)} |`),
+      ...commandsByOrigin.sort((left, right) => right[1] - left[1]).map(([method, count]) => `| \`${method}\` | ${(count / clusterCount).toFixed(1)} |`),
       '',
       'Time in reconcile runs per changed service, by scope (`cloudly_reconcile_duration_seconds`: wall time of each run, its waits for the database included):',
       '',
