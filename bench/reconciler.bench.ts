@@ -119,7 +119,6 @@ const main = async (): Promise<void> => {
         }
       });
       const before = await controllerLatencies();
-      const commandsBefore = new Map(cloudly.database.commandsByOrigin);
       const callTimes: number[] = [];
       const streamStarted = performance.now();
       const calls: Array<Promise<unknown>> = [];
@@ -149,12 +148,7 @@ const main = async (): Promise<void> => {
       await waitIdle();
       stopListening();
       const after = await controllerLatencies();
-      // Every command the instance sent from the first call until no key was left, by who sent it.
-      const commands = [...cloudly.database.commandsByOrigin]
-        .map(([origin, count]) => ({ origin, perChange: (count - (commandsBefore.get(origin) ?? 0)) / countArg }))
-        .filter((rowArg) => rowArg.perChange > 0)
-        .sort((a, b) => b.perChange - a.perChange);
-      return { latencies, callTimes, seconds: (performance.now() - streamStarted) / 1000, controllers: latencyRows(before, after), commands };
+      return { latencies, callTimes, seconds: (performance.now() - streamStarted) / 1000, controllers: latencyRows(before, after) };
     };
     const changes = Math.min(serviceIds.length, Math.round(rate * seconds));
     const first = await stream(serviceIds, rate, changes, 'nginx:2');
@@ -253,17 +247,6 @@ const main = async (): Promise<void> => {
       '| --- | --- | --- | --- | --- |',
       ...first.controllers.map((rowArg) => `| ${rate}/s on ${serviceCount} | ${rowArg.controller} | ${rowArg.total} | ${boundText(rowArg.p50)} | ${boundText(rowArg.p99)} |`),
       ...tenfold.controllers.map((rowArg) => `| ${tenfoldRate}/s on ${allIds.length} | ${rowArg.controller} | ${rowArg.total} | ${boundText(rowArg.p50)} | ${boundText(rowArg.p99)} |`),
-      '',
-      '## Database commands per change, by origin',
-      '',
-      'Every command the instance sent from a stream\'s first call until no controller had a key left, divided by the stream\'s changes; the origin is the controller whose run sent it, or the method.',
-      '',
-      '| stream | origin | commands per change |',
-      '| --- | --- | --- |',
-      ...first.commands.map((rowArg) => `| ${rate}/s on ${serviceCount} | ${rowArg.origin} | ${rowArg.perChange.toFixed(2)} |`),
-      `| ${rate}/s on ${serviceCount} | all | ${first.commands.reduce((sum, rowArg) => sum + rowArg.perChange, 0).toFixed(2)} |`,
-      ...tenfold.commands.map((rowArg) => `| ${tenfoldRate}/s on ${allIds.length} | ${rowArg.origin} | ${rowArg.perChange.toFixed(2)} |`),
-      `| ${tenfoldRate}/s on ${allIds.length} | all | ${tenfold.commands.reduce((sum, rowArg) => sum + rowArg.perChange, 0).toFixed(2)} |`,
       '',
       '## Full pass (start-up, resync)',
       '',

@@ -8,9 +8,9 @@
  *     operation and its progress), so its own reads are a small part of it;
  *   - database commands per changed service (`cloudly.database.commandsStarted`, the counter behind
  *     `cloudly_database_commands_total`), everything the instance sent meanwhile: the rollout
- *     controller's, the verdicts', and the simulated relays' reports of the new revision; and the
- *     same commands by origin (`cloudly.database.commandsByOrigin`: each controller by its name,
- *     `rollout` the services' changes, the relays' report methods, `getOperation` this bench's reads);
+ *     controller's, the verdicts', and the simulated relays' reports of the new revision (not split
+ *     by who sent them: a read the read batcher merged, or a command that waited for a pooled
+ *     connection, runs in the async context of another operation, so a split would misattribute);
  *   - from a wave's last convergence to the next wave's first update: the last verdict write of the
  *     wave's services (store commits of `CloudlyServiceRuntimeStatus`) before the next wave's first
  *     service write (commits of `CloudlyService`).
@@ -105,7 +105,6 @@ const main = async (): Promise<void> => {
     const commandsBefore = cloudly.database.commandsStarted;
     const cpuBefore = process.cpuUsage();
     const started = performance.now();
-    const commandsByOriginBefore = new Map(cloudly.database.commandsByOrigin);
     const { rollout } = await admin.call('createRollout', {
       selector: 'env=bench', serviceName: 'web', change: { image: image('2') }, waves,
       gate: { timeoutMs: 600_000 }, maxConcurrent: clusterCount,
@@ -118,10 +117,6 @@ const main = async (): Promise<void> => {
     const seconds = (performance.now() - started) / 1000;
     const cpu = process.cpuUsage(cpuBefore);
     const commands = cloudly.database.commandsStarted - commandsBefore;
-    // Each database command counted under who sent it: a controller by its name, a method's call, this bench's reads.
-    const commandsByOrigin = [...cloudly.database.commandsByOrigin]
-      .map(([origin, count]) => [origin, count - (commandsByOriginBefore.get(origin) ?? 0)] as const)
-      .filter(([, count]) => count > 0);
     stopListening();
     const reconcileAfter = await reconcileSeconds();
     const reconcileSpent = [...reconcileAfter].map(([scope, seconds]) => [scope, seconds - (reconcileBefore.get(scope) ?? 0)] as const)
@@ -154,12 +149,6 @@ const main = async (): Promise<void> => {
       `| Cloudly's CPU per changed service (the bench process: Cloudly, and its \`getOperation\` every 250 ms) | ${cpuMsPerService.toFixed(2)} ms |`,
       `| database commands per changed service (all the instance sent meanwhile, the relays' reports included) | ${commandsPerService.toFixed(1)} |`,
       `| from a wave's last convergence (its services' last verdict write) to the next wave's first service update | ${gaps.join(', ')} (waves 1→2, 2→3) |`,
-      '',
-      'Database commands per changed service by origin (a controller by its name, or the method of a call):',
-      '',
-      '| origin | commands per changed service |',
-      '| --- | --- |',
-      ...commandsByOrigin.sort((left, right) => right[1] - left[1]).map(([method, count]) => `| \`${method}\` | ${(count / clusterCount).toFixed(1)} |`),
       '',
       'Time in reconcile runs per changed service, by scope (`cloudly_reconcile_duration_seconds`: wall time of each run, its waits for the database included):',
       '',

@@ -89,16 +89,6 @@ test("the reconciler's writes are Cloudly's own, with the input change that caus
   assert.equal(events[0].outcome, 'created');
 });
 
-test('database commands are counted against the controller whose run sent them, and against the method of a call', async () => {
-  const before = new Map(t.cloudly.database.commandsByOrigin);
-  const grown = (originArg: string) => (t.cloudly.database.commandsByOrigin.get(originArg) ?? 0) - (before.get(originArg) ?? 0);
-  const service = await createService('counted');
-  await waitForVerdict(service.id, ['converging', null]);
-  assert.ok(grown('createService') > 0, 'the call\'s own commands');
-  assert.ok(grown('verdict') > 0, 'the verdict controller\'s reads and its write');
-  assert.equal(grown('reconcile'), 0, 'a controller\'s run is counted by its name, not as a method');
-});
-
 test("a watcher of the cluster sees the reconciler's verdict change, with the status and the cluster named", async () => {
   const { client, events } = await openWatcher(t.baseUrl, { clusterId });
   try {

@@ -18,7 +18,6 @@ import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
 import './queryengine.js';
 import { DataDirectoryLock, DataDirectoryLockedError } from './datadirlock.js';
 import { syncDirectory } from './durablefiles.js';
-import { currentOperation } from './operationcontext.js';
 import {
   Journal,
   JournalUnavailableError,
@@ -205,20 +204,13 @@ export class CloudlyDatabase {
     // plain object for its event, a reply the caller has already read lazily
     // (bench/dbmonitoring.bench.ts measures what that costs a read).
     const client = (this.smartdataDb as unknown as { mongoDbClient?: { on(eventArg: 'connectionCheckedOut', listenerArg: () => void): void } }).mongoDbClient;
-    // The checkout runs in the async context of the operation that sends the command, so the count
-    // can be split by who sent it: a controller's runs, a method's calls, or Cloudly's own timers.
     client?.on('connectionCheckedOut', () => {
       this.commandsStarted++;
-      const operation = currentOperation();
-      const origin = operation.controller ?? operation.method;
-      this.commandsByOrigin.set(origin, (this.commandsByOrigin.get(origin) ?? 0) + 1);
     });
   }
 
   /** Database commands this instance has sent since it started (one per connection checkout). */
   public commandsStarted = 0;
-  /** The same count by origin: a controller's name, a method's name, or `cloudly` (benchmarks read it). */
-  public readonly commandsByOrigin = new Map<string, number>();
 
   public get mongoDb() {
     return this.smartdataDb.mongoDb;

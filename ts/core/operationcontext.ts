@@ -34,8 +34,6 @@ export interface IOperationContext {
   generatedOnCommit?: string[];
   /** For Cloudly's own reconciles: the input change that made it look again (kept in the audit event). */
   cause?: { kind: string; id: string };
-  /** For Cloudly's own reconciles: the controller whose run this is (what its database commands are counted against). */
-  controller?: string;
 }
 
 export const cloudlyActor: IOperationActor = Object.freeze({ kind: 'cloudly', id: 'cloudly' });

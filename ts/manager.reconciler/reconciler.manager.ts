@@ -442,7 +442,7 @@ export class Reconciler {
     const startedAt = ++this.tick;
     const started = process.hrtime.bigint();
     try {
-      const answer = await runInOperation({ actor: cloudlyActor, method: 'reconcile', dryRun: false, cause: { kind: cause.kind, id: cause.id }, controller: controller.name }, () =>
+      const answer = await runInOperation({ actor: cloudlyActor, method: 'reconcile', dryRun: false, cause: { kind: cause.kind, id: cause.id } }, () =>
         controller.reconcile(keyArg, {
           cause,
           enqueue: (otherKeyArg) => this.add(entryArg, otherKeyArg, cause),
