@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { cloudlyProcessEnv, killHard, startCloudlyProcess, type ICloudlyProcess } from './helpers/process.js';
+import { cloudlyProcessEnv, killHard, processAdminLogins, startCloudlyProcess, type ICloudlyProcess } from './helpers/process.js';
 import { waitFor } from './helpers/cloudly.js';
 import { startTestS3Server, type ITestS3Server } from './helpers/s3server.js';
 import { findFreePort } from '../ts/core/database.js';
@@ -69,14 +69,8 @@ describe('kill -9 during a backup deletion', () => {
       const env = cloudlyProcessEnv(dataDir, { CLOUDLY_PORT: String(port), CLOUDLY_SCHEDULE_CLOCK_FACTOR: '60', ...store.env() });
       let child: ICloudlyProcess | null = null;
       let fleet: SimFleet | null = null;
-      const admins: CloudlyAdminClient[] = [];
+      const { login, closeAll: closeAdmins } = processAdminLogins();
       let releaseHeldPrune = () => undefined as void;
-      const login = async (baseUrlArg: string) => {
-        const admin = new CloudlyAdminClient(baseUrlArg);
-        await admin.login('admin', 'process-admin-password');
-        admins.push(admin);
-        return admin;
-      };
       try {
         child = await startCloudlyProcess(env);
         let admin = await login(child.baseUrl);
@@ -155,7 +149,7 @@ describe('kill -9 during a backup deletion', () => {
         }
       } finally {
         releaseHeldPrune();
-        for (const admin of admins) admin.close();
+        closeAdmins();
         await fleet?.stop();
         if (child) await killHard(child.child);
         await fsp.rm(dataDir, { recursive: true, force: true });

@@ -3,10 +3,9 @@ import assert from 'node:assert/strict';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { cloudlyProcessEnv, killHard, startCloudlyProcess, type ICloudlyProcess } from './helpers/process.js';
+import { cloudlyProcessEnv, killHard, processAdminLogins, startCloudlyProcess, type ICloudlyProcess } from './helpers/process.js';
 import { waitFor } from './helpers/cloudly.js';
 import { findFreePort } from '../ts/core/database.js';
-import { CloudlyAdminClient } from '../ts/client/admin.js';
 import { followOperation } from '../ts/client/operations.js';
 import { readSimConfig } from '../ts/sim/config.js';
 import { SimFleet } from '../ts/sim/fleet.js';
@@ -25,13 +24,7 @@ test('kill -9 during a drill: started again, the drill is recorded interrupted a
   const env = cloudlyProcessEnv(dataDir, { CLOUDLY_PORT: String(port) });
   let child: ICloudlyProcess | null = null;
   let fleet: SimFleet | null = null;
-  const admins: CloudlyAdminClient[] = [];
-  const login = async (baseUrlArg: string) => {
-    const admin = new CloudlyAdminClient(baseUrlArg);
-    await admin.login('admin', 'process-admin-password');
-    admins.push(admin);
-    return admin;
-  };
+  const { login, closeAll: closeAdmins } = processAdminLogins();
   try {
     child = await startCloudlyProcess(env);
     let admin = await login(child.baseUrl);
@@ -74,9 +67,7 @@ test('kill -9 during a drill: started again, the drill is recorded interrupted a
     assert.equal(sim.isolatedRestores.get(restoreId)!.state.phase, 'cleaned-up', 'nothing of the drill is left on the node');
   } finally {
     await fleet?.stop().catch(() => undefined);
-    for (const admin of admins) {
-      admin.close();
-    }
+    closeAdmins();
     if (child) {
       await killHard(child.child).catch(() => undefined);
     }

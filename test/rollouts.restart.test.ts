@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { cloudlyProcessEnv, killHard, startCloudlyProcess, type ICloudlyProcess } from './helpers/process.js';
+import { cloudlyProcessEnv, killHard, processAdminLogins, startCloudlyProcess, type ICloudlyProcess } from './helpers/process.js';
 import { waitFor } from './helpers/cloudly.js';
 import { findFreePort } from '../ts/core/database.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
@@ -44,13 +44,7 @@ test('kill -9 of the instance driving a rollout: started again, it goes on with 
   const env = cloudlyProcessEnv(dataDir, { CLOUDLY_PORT: String(port), CLOUDLY_LOG_LEVEL: 'info' });
   let child: ICloudlyProcess | null = null;
   let fleet: SimFleet | null = null;
-  const admins: CloudlyAdminClient[] = [];
-  const login = async (baseUrlArg: string) => {
-    const admin = new CloudlyAdminClient(baseUrlArg);
-    await admin.login('admin', 'process-admin-password');
-    admins.push(admin);
-    return admin;
-  };
+  const { login, closeAll: closeAdmins } = processAdminLogins();
   try {
     child = await startCloudlyProcess(env);
     let admin = await login(child.baseUrl);
@@ -108,9 +102,7 @@ test('kill -9 of the instance driving a rollout: started again, it goes on with 
     }
   } finally {
     await fleet?.stop().catch(() => undefined);
-    for (const admin of admins) {
-      admin.close();
-    }
+    closeAdmins();
     if (child) {
       await killHard(child.child).catch(() => undefined);
     }

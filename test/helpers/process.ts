@@ -4,6 +4,7 @@ import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import { seedSigningKey } from './signingkeys.js';
 import { minimumScryptN } from '../../ts/config.js';
+import { CloudlyAdminClient } from '../../ts/client/admin.js';
 
 /** Runs `npm start`'s entry point as a real child process, for crash and start-up tests. */
 
@@ -39,6 +40,9 @@ export interface ICloudlyProcess {
   output: () => string;
 }
 
+/** The first administrator's password of a process started with `cloudlyProcessEnv`. */
+export const processAdminPassword = 'process-admin-password';
+
 export const cloudlyProcessEnv = (dataDirArg: string, extraArg: Record<string, string> = {}): NodeJS.ProcessEnv => ({
   PATH: process.env.PATH,
   HOME: process.env.HOME,
@@ -46,12 +50,33 @@ export const cloudlyProcessEnv = (dataDirArg: string, extraArg: Record<string, s
   CLOUDLY_HOST: '127.0.0.1',
   CLOUDLY_DATA_DIR: dataDirArg,
   CLOUDLY_ADMIN_USERNAME: 'admin',
-  CLOUDLY_ADMIN_PASSWORD: 'process-admin-password',
+  CLOUDLY_ADMIN_PASSWORD: processAdminPassword,
   // Passwords hashed at the lowest cost the setting allows: 16 times cheaper than the default
   // (docs/testing.md); auth.passwordcost proves the default and a changed setting.
   CLOUDLY_PASSWORD_SCRYPT_N: String(minimumScryptN),
   ...extraArg,
 });
+
+/**
+ * Administrator sessions to processes started with `cloudlyProcessEnv`: a restarted process needs
+ * a new login, and a test's `finally` closes every session it opened with `closeAll`.
+ */
+export const processAdminLogins = () => {
+  const admins: CloudlyAdminClient[] = [];
+  return {
+    login: async (baseUrlArg: string): Promise<CloudlyAdminClient> => {
+      const admin = new CloudlyAdminClient(baseUrlArg);
+      await admin.login('admin', processAdminPassword);
+      admins.push(admin);
+      return admin;
+    },
+    closeAll: (): void => {
+      for (const admin of admins.splice(0)) {
+        admin.close();
+      }
+    },
+  };
+};
 
 /**
  * Starts the CLI and waits for its "listening" line; rejects with its output if it exits first.
