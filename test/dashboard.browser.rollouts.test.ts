@@ -2,7 +2,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
 import { startTestCloudly, testAdminPassword, testAdminUsername, waitFor, type ITestCloudly } from './helpers/cloudly.js';
-import { chromiumAvailable, chromiumPath, launchBrowser, recordPageErrors, type IBrowser } from './helpers/browser.js';
+import { chromiumAvailable, chromiumPath, launchBrowser, logInToDashboard, recordPageErrors, type IBrowser } from './helpers/browser.js';
 import { readSimConfig } from '../ts/sim/config.js';
 import { SimFleet } from '../ts/sim/fleet.js';
 
@@ -30,14 +30,7 @@ const consoleErrors: string[] = [];
 
 const verdictOf = async (serviceIdArg: string) => (await t.caller.call('getServiceRuntimeStatus', { serviceId: serviceIdArg })).status;
 
-const login = async (usernameArg: string, passwordArg: string): Promise<void> => {
-  await page.goto(`${t.baseUrl}/dashboard/`);
-  await page.getByLabel('Username').fill(usernameArg);
-  await page.getByLabel('Password').fill(passwordArg);
-  await page.getByRole('button', { name: 'Log in' }).click();
-  await page.locator('[data-page=fleet]').waitFor();
-  await page.locator('[data-connection=live]').waitFor({ timeout: 15_000 });
-};
+const login = (usernameArg: string, passwordArg: string): Promise<void> => logInToDashboard(page, t.baseUrl, usernameArg, passwordArg);
 
 /** Confirms the open action dialog after its dry run and closes it once done. */
 const confirmDialog = async (): Promise<void> => {
@@ -150,7 +143,7 @@ test('a rollout is planned as a table, started, followed live wave by wave, and 
 });
 
 test('a read-only account sees a new rollout arrive live, with approve, pause and abort disabled', { skip }, async () => {
-  await page.locator('[data-action=logout]').click();
+  // The administrator's session is logged out first.
   await login(viewerUsername, viewerPassword);
   await page.goto(`${t.baseUrl}/dashboard/#/rollouts`);
   await page.locator('[data-page=rollouts] [data-rollout-state=completed]').waitFor();

@@ -5,7 +5,7 @@ import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
 import type { Page } from 'playwright-core';
 import { testAdminPassword, testAdminUsername, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
-import { chromiumAvailable, chromiumPath, launchBrowser, recordPageErrors, type IBrowser } from './helpers/browser.js';
+import { chromiumAvailable, chromiumPath, launchBrowser, logInToDashboard, recordPageErrors, type IBrowser } from './helpers/browser.js';
 import { waitForQuietDataDir } from './helpers/process.js';
 import { enrollSecretRecipient, openSealedText } from './helpers/secrets.js';
 import { addClusterWorld, chunked, descriptorOf } from './backup.fixture.js';
@@ -61,17 +61,7 @@ const connect = async (nameArg: string): Promise<IWorld> => {
   return { ...world, keys: await enrollSecretRecipient(world.relay) };
 };
 
-const login = async (usernameArg: string, passwordArg: string): Promise<void> => {
-  if (await page.locator('[data-action=logout]').count() > 0) {
-    await page.locator('[data-action=logout]').click();
-  }
-  await page.goto(`${t.baseUrl}/dashboard/`);
-  await page.getByLabel('Username').fill(usernameArg);
-  await page.getByLabel('Password').fill(passwordArg);
-  await page.getByRole('button', { name: 'Log in' }).click();
-  await page.locator('[data-page=fleet]').waitFor();
-  await page.locator('[data-connection=live]').waitFor({ timeout: 15_000 });
-};
+const login = (usernameArg: string, passwordArg: string): Promise<void> => logInToDashboard(page, t.baseUrl, usernameArg, passwordArg);
 
 /** Waits for the open dialog's dry run, runs `beforeConfirmArg` (nothing is stored yet), confirms and closes once done. */
 const confirmDialog = async (beforeConfirmArg: () => Promise<void> = async () => undefined): Promise<void> => {

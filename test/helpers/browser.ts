@@ -65,3 +65,19 @@ export const recordPageErrors = (pageArg: Page, sinkArg: string[]): void => {
   });
   pageArg.on('pageerror', (errorArg) => sinkArg.push(`pageerror: ${errorArg.message}`));
 };
+
+/**
+ * Logs in on the dashboard's form as `usernameArg` (logging the open session out first) and waits
+ * until the fleet page is shown over a live admin socket.
+ */
+export const logInToDashboard = async (pageArg: Page, baseUrlArg: string, usernameArg: string, passwordArg: string): Promise<void> => {
+  if (await pageArg.locator('[data-action=logout]').count() > 0) {
+    await pageArg.locator('[data-action=logout]').click();
+  }
+  await pageArg.goto(`${baseUrlArg}/dashboard/`);
+  await pageArg.getByLabel('Username').fill(usernameArg);
+  await pageArg.getByLabel('Password').fill(passwordArg);
+  await pageArg.getByRole('button', { name: 'Log in' }).click();
+  await pageArg.locator('[data-page=fleet]').waitFor();
+  await pageArg.locator('[data-connection=live]').waitFor({ timeout: 15_000 });
+};
