@@ -134,7 +134,11 @@ const showBackups = async (urlArg: string): Promise<void> => {
   let services: Array<{ id: string; clusterId: string; name: string }> = [];
   let converged = false;
   while (!stopping && Date.now() < deadline) {
-    const clusters = (await admin.call('getClusters', { limit: 500 })).clusters.filter((clusterArg) => clusterArg.name.startsWith(`${prefix}-`));
+    // In the plan's own order (creation, then id): the last of them is the one made to fail, so the
+    // canary is never it, whichever order the simulator's concurrent registrations left them in.
+    const clusters = (await admin.call('getClusters', { limit: 500 })).clusters
+      .filter((clusterArg) => clusterArg.name.startsWith(`${prefix}-`))
+      .sort((left, right) => left.createdAt - right.createdAt || left.id.localeCompare(right.id));
     const ids = new Set(clusters.map((clusterArg) => clusterArg.id));
     services = (await admin.call('getServices', { limit: 500 })).services.filter((serviceArg) => ids.has(serviceArg.clusterId));
     // Converged and current: a verdict kept from an earlier run while its relay is not back yet
@@ -193,7 +197,11 @@ const showRollout = async (urlArg: string): Promise<void> => {
   const admin = new CloudlyAdminClient(urlArg);
   await admin.login(adminUsername, adminPassword);
   try {
-    const clusters = (await admin.call('getClusters', { limit: 500 })).clusters.filter((clusterArg) => clusterArg.name.startsWith(`${prefix}-`));
+    // In the plan's own order (creation, then id): the last of them is the one made to fail, so the
+    // canary is never it, whichever order the simulator's concurrent registrations left them in.
+    const clusters = (await admin.call('getClusters', { limit: 500 })).clusters
+      .filter((clusterArg) => clusterArg.name.startsWith(`${prefix}-`))
+      .sort((left, right) => left.createdAt - right.createdAt || left.id.localeCompare(right.id));
     if (clusters.length < 2) {
       say('rollout: needs at least 2 clusters (--clusters 2 or more); skipped');
       return;

@@ -29,12 +29,17 @@ after(async () => {
 
 const askTraffic = () => t.caller.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2026-01-01', toDayUtc: '2026-01-02' });
 
-/** Starts the admin call and waits until Cloudly's call reached the relay; answers the call's request. */
+/**
+ * Starts the admin call and waits until Cloudly's call reached the relay; answers the call's request.
+ * Cloudly also calls the socket on its own (the desired-state hint after connecting, for one), so
+ * the traffic call is found by its method, not taken as the next request.
+ */
 const callReachingRelay = async (): Promise<{ refusal: Promise<Record<string, unknown>>; request: IWireAnswer }> => {
   const seen = relay.requests.length;
   const refusal = refusalOf(askTraffic);
-  await waitFor(() => relay.requests.length > seen, 'the traffic call reached the relay', 10_000);
-  return { refusal, request: relay.requests[seen] };
+  const trafficCall = () => relay.requests.slice(seen).find((requestArg) => requestArg.method === 'getClusterTrafficStatistics');
+  await waitFor(() => trafficCall() !== undefined, 'the traffic call reached the relay', 10_000);
+  return { refusal, request: trafficCall()! };
 };
 
 test('an answer frame that is not JSON ends the pending call at once with relay-answer-invalid', async () => {
