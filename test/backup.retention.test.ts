@@ -81,7 +81,9 @@ test('keep-last 1 removes older backups with their stored closures, but never th
   assert.ok(prunedNodes.includes(world.nodeId), 'the node was asked to prune its archive');
 });
 
-test('the retention plan answers what stays and what would go, and why', async () => {
+test('the retention plan answers what stays and what would go, and why; the controller then does exactly that', async () => {
+  // The retention controller acts on the inserts below at once; the plan is read while it is stopped.
+  await world.t.cloudly.reconciler.stop();
   const { schedule } = await world.t.caller.call('createBackupSchedule', {
     schedule: { target: { serviceId: world.service.id }, cron: '0 0 1 1 *', retention: { keepLast: 2 } },
   });
@@ -99,6 +101,11 @@ test('the retention plan answers what stays and what would go, and why', async (
     ['planned-1', 'keep', ['last-2']],
     ['planned-0', 'remove', ['outside-policy']],
   ]);
+  await world.t.cloudly.reconciler.start();
+  const storedIds = async () => (await world.t.caller.call('getServiceBackups', { serviceId: world.service.id })).backups
+    .map((backupArg) => backupArg.backupId).filter((idArg) => idArg.startsWith('planned-')).sort();
+  await waitFor(async () => !(await storedIds()).includes('planned-0'), 'the controller removed what the plan said would go', 15_000);
+  assert.deepEqual(await storedIds(), ['planned-1', 'planned-2']);
   const none = await world.t.caller.call('createBackupSchedule', { schedule: { target: { serviceId: world.service.id }, cron: '0 0 1 1 *' } });
   const refused = await world.t.caller.call('getBackupRetentionPlan', { scheduleId: none.schedule.scheduleId }).catch((errorArg: { errorData?: { reasons?: string[] } }) => errorArg.errorData);
   assert.deepEqual((refused as { reasons: string[] }).reasons, ['backup-schedule-has-no-retention']);

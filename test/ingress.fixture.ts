@@ -27,10 +27,12 @@ export const connectElectedRelay = async (
   relayTokenArg: string,
   hintsArg: number[] = [],
 ): Promise<CloudlyRelayClient> => {
-  const relay = await tArg.connectRelay(relayTokenArg);
-  relay.addHandler<IReq_Cloudly_Relay_PushClusterIngressRouteTableChanged>('pushClusterIngressRouteTableChanged', async (request) => {
-    hintsArg.push(request.revision);
-    return {};
+  // The hint comes the moment the socket opens: the handler is there before it does.
+  const relay = await tArg.connectRelay(relayTokenArg, {
+    handlers: (clientArg) => clientArg.addHandler<IReq_Cloudly_Relay_PushClusterIngressRouteTableChanged>('pushClusterIngressRouteTableChanged', async (request) => {
+      hintsArg.push(request.revision);
+      return {};
+    }),
   });
   await waitFor(
     () => tArg.cloudly.relays.sessionsOf(clusterIdArg).some((session) => tArg.cloudly.clusterManager.isElected(session)),

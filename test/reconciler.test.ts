@@ -81,7 +81,11 @@ test('a verdict is judged without anyone reading the service: a binding moves it
 test("the reconciler's writes are Cloudly's own, with the input change that caused them", async () => {
   const service = await createService('audited');
   await waitForVerdict(service.id, ['converging', null]);
-  const { events } = await t.caller.call('getAuditEvents', { filter: { targetKind: 'CloudlyServiceRuntimeStatus', targetId: service.id } }) as { events: IAuditEvent[] };
+  // The audit event is appended right after the write it records, so a read can see the verdict first.
+  const eventsOf = async () => ((await t.caller.call('getAuditEvents', { filter: { targetKind: 'CloudlyServiceRuntimeStatus', targetId: service.id } })) as { events: IAuditEvent[] }).events;
+  await waitFor(async () => (await eventsOf()).length > 0, 'the verdict write\'s audit event');
+  await reconcilerIdle();
+  const events = await eventsOf();
   assert.equal(events.length, 1, 'one verdict, one write');
   assert.deepEqual(events[0].actor, { kind: 'cloudly', id: 'cloudly' });
   assert.equal(events[0].method, 'reconcile');

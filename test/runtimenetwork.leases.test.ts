@@ -154,6 +154,8 @@ describe('workload leases from the address plan', () => {
     await waitFor(async () => (await t.cloudly.runtimeNetworkManager.leases.readEntries())
       .filter((entry) => entry.serviceId === second.id && entry.releasedAt === undefined).length === 3,
     'the second service was allocated its third lease once the window ended', withdrawalMs + 5_000);
+    // The allocation is Cloudly's own write, not the caller's: its verdict follows it, and is waited for.
+    await waitFor(async () => (await statusOf(second.id))[0] === 'converging', 'the verdict followed the allocation');
     assert.deepEqual(await statusOf(second.id), ['converging', null]);
     assert.ok(Date.now() - releasedAt >= withdrawalMs, 'a released address was handed out only after the withdrawal window');
     const secondLeases = await leasesOf(relay, second.id);

@@ -1,6 +1,6 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { refusalOf, startTestCloudly, type ITestCloudly } from './helpers/cloudly.js';
+import { refusalOf, startTestCloudly, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import type { IClusterTrafficStatistics } from '../ts/interfaces/data/clustertraffic.js';
 import type { IReq_Cloudly_Relay_GetClusterTrafficStatistics } from '../ts/interfaces/requests/traffic.js';
 import { assertFieldProblems, causeSentencesOf } from './helpers/refusals.js';
@@ -109,6 +109,9 @@ test('bad requests are refused with every reason before any relay is asked; an u
   assertFieldProblems(tooLong, [['request.toDayUtc', 'field-invalid', /at most 366 days/]]);
   const unknown = await refusalOf(() => t.caller.call('getClusterTrafficStatistics', { clusterId: 'cluster-nope', fromDayUtc: '2026-11-28', toDayUtc: '2026-11-28' }));
   assert.equal(unknown.code, 'not-found');
+  // The relay of the tests before closed its socket; a call that reached it while Cloudly had not
+  // yet seen the close would end relay-disconnected instead.
+  await waitFor(() => t.cloudly.relays.sessionsOf(clusterId).length === 0, 'the earlier relay\'s socket closed on Cloudly\'s side');
   const noRelay = await refusalOf(() => t.caller.call('getClusterTrafficStatistics', { clusterId, fromDayUtc: '2026-11-28', toDayUtc: '2026-11-28' }));
   assert.equal(noRelay.code, 'unavailable');
   assert.ok(reasonsOf(noRelay).includes('relay-not-connected'), String(noRelay.reasons));

@@ -40,7 +40,7 @@ export interface ITestCloudly {
   /** Every log line written so far (JSON text). */
   logs: string[];
   createCluster(nameArg?: string): Promise<{ cluster: ICluster; relayToken: string }>;
-  connectRelay(relayTokenArg: string, optionsArg?: { timeoutMs?: number }): Promise<CloudlyRelayClient>;
+  connectRelay(relayTokenArg: string, optionsArg?: { timeoutMs?: number; handlers?: (clientArg: CloudlyRelayClient) => void }): Promise<CloudlyRelayClient>;
   /** Adds nodes (by id, named as their id) to a cluster, as an administrator would. */
   addNodes(clusterIdArg: string, ...nodeIdsArg: string[]): Promise<void>;
   /**

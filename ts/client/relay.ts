@@ -109,6 +109,11 @@ export interface IRelayClientOptions {
   onRegistrationRetry?: (retryArg: IRelayRegistrationRetry) => void;
   /** Runs after every connect and registration, e.g. to report nodes again; a failure closes the socket and reconnects. */
   onConnected?: (clientArg: CloudlyRelayClient) => Promise<void>;
+  /**
+   * Runs once before the first socket opens: add handlers here. Cloudly may call a socket the
+   * moment it opens (the route-table hint, pending claims), before `connect` has returned.
+   */
+  handlers?: (clientArg: CloudlyRelayClient) => void;
 }
 
 /** One registration retry: Cloudly refused it as retryable (`relay-not-elected`, …) and the client waits. */
@@ -180,6 +185,7 @@ export class CloudlyRelayClient {
     optionsArg: IRelayClientOptions = {},
   ): Promise<CloudlyRelayClient> {
     const client = new CloudlyRelayClient(baseUrlArg, relayTokenArg, { ...optionsArg, timeoutMs: optionsArg.timeoutMs ?? 30_000 });
+    optionsArg.handlers?.(client);
     await client.openOnce();
     if (client.options.registration || client.options.onConnected) {
       try {

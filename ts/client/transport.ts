@@ -3,6 +3,7 @@ import type { WebSocket } from 'ws';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { IEnvelope } from '../core/envelopepeer.js';
 import { CloudlyRefusal } from '../core/refusal.js';
+import { holdEarlyMessages } from '../core/heldmessages.js';
 import { assertCredentialsMayTravel, clientTlsOptions } from './trust.js';
 
 /** Client-side transport pieces shared by the admin and the relay client. */
@@ -141,6 +142,8 @@ const openSocketWith = (socketClassArg: typeof WebSocket, baseUrlArg: string, be
     headers: { authorization: `Bearer ${bearerArg}` },
     maxPayload: 64 * 1024 * 1024,
   });
+  // Cloudly may call the socket the moment it opens: those frames wait for the peer (envelopepeer.ts).
+  holdEarlyMessages(socket);
   socket.once('open', () => resolve(socket));
   socket.once('unexpected-response', (_request, response) => {
     let body = '';

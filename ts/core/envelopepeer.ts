@@ -4,6 +4,7 @@ import type { WebSocket, RawData } from 'ws';
 import { boundaryReasons, parseBoundaryJson, type IBoundaryProblem } from './boundary.js';
 import { CloudlyRefusal, refusalFor, type IRefusal } from './refusal.js';
 import { methodNotServedReason, type IRefusalCause } from '../interfaces/data/refusal.js';
+import { takeHeldMessages } from './heldmessages.js';
 
 /**
  * One side of a typedrequest conversation over a WebSocket: one JSON envelope per text frame in
@@ -271,7 +272,7 @@ export class EnvelopePeer {
 
   constructor(public readonly socket: WebSocket, private readonly options: IEnvelopePeerOptions = {}) {
     this.tokens = options.limits?.frameBurst ?? 0;
-    socket.on('message', (data: RawData, isBinary: boolean) => {
+    const onMessage = (data: RawData, isBinary: boolean): void => {
       if (isBinary) {
         // ws hands every message a buffer of its own that it never reuses, so the bytes are
         // passed on as they are: a copy per frame would only make garbage on the stream path.
@@ -283,7 +284,13 @@ export class EnvelopePeer {
       }
       const text = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
       void this.handleText(text.toString(), text.length);
-    });
+    };
+    socket.on('message', onMessage);
+    // Frames that arrived between the socket's open and this peer (a client's socket, held by
+    // holdEarlyMessages): handled first, in order, and the holder let go.
+    for (const [data, isBinary] of takeHeldMessages(socket)) {
+      onMessage(data, isBinary);
+    }
     socket.on('close', () => this.handleClose());
     socket.on('error', () => this.handleClose());
   }
@@ -528,13 +535,17 @@ export class EnvelopePeer {
     const peeked = peekEnvelopeTop(textArg);
     // A broken answer fails its call with the problems in words (the caller names them as causes).
     const sentences = causesArg.map((causeArg) => (causeArg.path ? `${causeArg.path} ${causeArg.message}` : causeArg.message));
+    // A call ended here is remembered as ended: its real answer, if one still comes, is dropped as
+    // late, not refused as an answer to no call.
     if (peeked.correlationId !== null && this.pending.has(peeked.correlationId)) {
       this.settleCall(peeked.correlationId, null, undefined, sentences);
+      this.rememberEnded(peeked.correlationId);
       return;
     }
     if (peeked.correlationId === null && peeked.phase !== 'request') {
       for (const correlationId of [...this.pending.keys()]) {
         this.settleCall(correlationId, null, undefined, ['answer frame names no pending call', ...sentences]);
+        this.rememberEnded(correlationId);
       }
     }
     if (peeked.phase === 'response') {

@@ -76,8 +76,13 @@ export class BackupRetentionController implements IController {
     }
     if (keyArg.startsWith(clusterKeyPrefix)) {
       const clusterId = keyArg.slice(clusterKeyPrefix.length);
-      this.waitingClusters.delete(clusterId);
-      for (const deletion of await this.ports.store.findFields(serviceBackupDeletionKind, { clusterId }, ['id'])) {
+      const deletions = await this.ports.store.findFields(serviceBackupDeletionKind, { clusterId }, ['id']);
+      // The cluster stays watched while it has deletions: a relay or liveness change between this
+      // run and the deletions' own runs (which may wait again) must still queue it.
+      if (deletions.length === 0) {
+        this.waitingClusters.delete(clusterId);
+      }
+      for (const deletion of deletions) {
         contextArg.enqueue(`${deletionKeyPrefix}${deletion.id}`);
       }
       return { outcome: 'expanded' };

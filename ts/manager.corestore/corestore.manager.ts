@@ -64,6 +64,20 @@ export interface IPlatformBindingCreationLedger extends IStoredDocument {
   lastAppliedOperationId: string | null;
 }
 
+type TBindingFilter = { serviceId?: string | { $in: string[] }; id?: string };
+
+/** Whether a binding matches one of the filters `readBindings` is asked with. */
+const matchesBindingFilter = (bindingArg: IPlatformBinding, filterArg: TBindingFilter): boolean => {
+  if (filterArg.id !== undefined && bindingArg.id !== filterArg.id) {
+    return false;
+  }
+  const serviceFilter = filterArg.serviceId;
+  if (serviceFilter === undefined) {
+    return true;
+  }
+  return typeof serviceFilter === 'string' ? bindingArg.serviceId === serviceFilter : serviceFilter.$in.includes(bindingArg.serviceId);
+};
+
 export const platformBindingCreationLedgerKind =
   defineDocumentKind<IPlatformBindingCreationLedger>('CloudlyPlatformBindingCreationLedger');
 const ledgerId = 'platform-binding-creations';
@@ -194,7 +208,7 @@ export class CorestoreManager {
 
   // ---- reads other managers may use ----
 
-  /** Every binding matching the filter, never part of a creation. */
+  /** Every binding matching the filter; a committed creation whole (readBindings). */
   public async getPlatformBindings(filterArg: { serviceId?: string } = {}): Promise<IPlatformBinding[]> {
     return (await this.readBindings(filterArg)).sort(compareBindings);
   }
@@ -241,17 +255,23 @@ export class CorestoreManager {
   /**
    * Reads bindings so that a creation is seen whole or not at all, without writing: the read is
    * accepted only when the ledger did not move during it, and the bindings of a creation still
-   * pending there (committed, not applied yet) are left out until the binding ledger controller
-   * has applied it whole (./bindingledger.controller.ts).
+   * pending there (committed, not all inserted yet) are answered as the creation states them, so
+   * a creation is seen whole from its commit on. (They used to be left out until it was applied,
+   * which let a verdict judged between the last insert and the ledger's clearing miss them: the
+   * ledger is no input of the verdict, so nothing judged it again.) The creation's own caller, or
+   * the binding ledger controller after a crash, inserts them (./bindingledger.controller.ts).
    */
-  private async readBindings(filterArg: { serviceId?: string | { $in: string[] }; id?: string }): Promise<IPlatformBinding[]> {
+  private async readBindings(filterArg: TBindingFilter): Promise<IPlatformBinding[]> {
     for (let attempt = 0; attempt < ledgerRounds; attempt++) {
       const before = await this.cloudly.store.get(platformBindingCreationLedgerKind, ledgerId);
       const bindings = await this.cloudly.store.find(platformBindingKind, filterArg);
       const after = await this.cloudly.store.get(platformBindingCreationLedgerKind, ledgerId);
       if ((after?.generation ?? 0) === (before?.generation ?? 0)) {
-        const pending = new Set((after?.pending?.bindings ?? []).map((bindingArg) => bindingArg.id));
-        return pending.size === 0 ? bindings : bindings.filter((bindingArg) => !pending.has(bindingArg.id));
+        // A committed creation is read whole at once: the bindings it has not inserted yet are
+        // added as the creation states them (inserting never changes one, and it is always applied).
+        const found = new Set(bindings.map((bindingArg) => bindingArg.id));
+        const pending = (after?.pending?.bindings ?? []).filter((bindingArg) => !found.has(bindingArg.id) && matchesBindingFilter(bindingArg, filterArg));
+        return pending.length === 0 ? bindings : [...bindings, ...pending.map((bindingArg) => structuredClone(bindingArg))];
       }
     }
     throw refuseNamed('unavailable', 'kept-changing', 'platform bindings are being created too fast to read consistently; try again');

@@ -46,9 +46,6 @@ export {
 } from './documents.js';
 export { decideProjectionWrite, strandedLeaseReasons } from './decide.js';
 
-/** How long a read of the address plan is trusted (writes of other processes sharing the store). */
-const planCacheTtlMs = 5_000;
-
 /** A service as the full mesh sees it: its organization and the ports it declares. */
 const meshWorkloadOf = (serviceArg: IServiceDocument): IRuntimeNetworkMeshWorkload => ({
   serviceId: serviceArg.id,
@@ -71,7 +68,6 @@ export class RuntimeNetworkManager {
   public readonly leases: WorkloadLeaseAllocator;
   /** The controllers' side, wired by the composition root once the reconciler exists. */
   private ports: IRuntimeNetworkManagerPorts | null = null;
-  private planCache: { plan: IRuntimeNetworkAddressPlan | null; readAt: number } | null = null;
 
   /** A projection with Cloudly's detached signature over its canonical bytes, so a node need not trust the relay. */
   private async signed(projectionArg: IRuntimeNetworkProjection): Promise<{ projection: IRuntimeNetworkProjection; signature: string }> {
@@ -85,7 +81,7 @@ export class RuntimeNetworkManager {
     /** The cluster's ingress designation (the ingress domain's), or null. */
     private readonly designationOf: (clusterIdArg: string) => Promise<IClusterIngressDesignation | null>,
   ) {
-    this.leases = new WorkloadLeaseAllocator(cloudly, () => this.readPlanCached());
+    this.leases = new WorkloadLeaseAllocator(cloudly, () => this.getAddressPlan());
     // Leases are inputs of the projections, the desired state and every verdict of the cluster (a
     // workload without one is refused): each of their controllers is asked for a run.
     this.leases.onChanged = (clusterIdArg) => this.ports?.allocationChanged(clusterIdArg);
@@ -106,10 +102,8 @@ export class RuntimeNetworkManager {
       },
       refreshCluster: async (clusterIdArg) => this.refreshCluster(clusterIdArg),
       signed: (projectionArg) => this.signed(projectionArg),
-      planWritten: (planArg) => {
-        // The plan itself is an input of the projections controller: every cluster is looked at.
-        this.planCache = { plan: detach(planArg), readAt: Date.now() };
-      },
+      // The plan itself is an input of the controllers (every cluster is looked at), which read it afresh.
+      planWritten: () => undefined,
     }));
   }
 
@@ -123,22 +117,15 @@ export class RuntimeNetworkManager {
 
   // ---- address plan ---------------------------------------------------------------------------
 
-  public async getAddressPlan(): Promise<IRuntimeNetworkAddressPlan | null> {
-    return detach(await this.readPlanCached());
-  }
-
   /**
-   * The plan as last read, trusted for `planCacheTtlMs` (every write of this process replaces it;
-   * another process's write is seen after at most that long). Callers must not change it.
+   * The plan as stored now. It used to be kept for 5 s and replaced by this process's writes, but
+   * the controllers a plan write triggers could read the old one in between (the commit queues
+   * them before the write's caller replaces the copy), and judge every service on it until the
+   * next change; one read of one document costs less than that.
    */
-  private async readPlanCached(): Promise<IRuntimeNetworkAddressPlan | null> {
-    const now = Date.now();
-    if (this.planCache && now - this.planCache.readAt < planCacheTtlMs) {
-      return this.planCache.plan;
-    }
+  public async getAddressPlan(): Promise<IRuntimeNetworkAddressPlan | null> {
     const doc = await this.cloudly.store.get(runtimeNetworkAddressPlanKind, addressPlanDocumentId);
-    this.planCache = { plan: doc ? detach(doc.plan) : null, readAt: now };
-    return this.planCache.plan;
+    return doc ? detach(doc.plan) : null;
   }
 
   // ---- leases ------------------------------------------------------------------------------------
