@@ -45,6 +45,11 @@ export interface ICloudlyConfig {
   passwordScryptN: number;
   /** How long audit events are kept. */
   auditRetentionDays: number;
+  /**
+   * CLOUDLY_EMBEDDED_DIRECT_READS: the store's reads of the embedded database are answered in the
+   * process (ts/core/directread.ts); false sends them through the database protocol, as before.
+   */
+  embeddedDirectReads?: boolean;
   /** How long a finished operation is kept after it ended (CLOUDLY_OPERATION_RETENTION_DAYS); running ones are always kept. */
   operationRetentionDays: number;
   /**
@@ -628,6 +633,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     identityTtlMs: duration('CLOUDLY_IDENTITY_TTL_MS', 12 * 3600 * 1000, 1000, 30 * 24 * 3600 * 1000),
     passwordScryptN: take(() => readScryptN(env), defaultScryptN),
     auditRetentionDays: integer('CLOUDLY_AUDIT_RETENTION_DAYS', 90, 1, 36_500),
+    embeddedDirectReads: readBoolean(env, 'CLOUDLY_EMBEDDED_DIRECT_READS', true),
     operationRetentionDays: integer('CLOUDLY_OPERATION_RETENTION_DAYS', 30, 1, 36_500),
     readCacheMs: duration('CLOUDLY_READ_CACHE_MS', 1000, 0, 60_000),
     observedRefreshMs: duration('CLOUDLY_OBSERVED_REFRESH_MS', 300_000, 0, 3_600_000),
@@ -704,6 +710,7 @@ export const serverVariables: readonly string[] = [
   'CLOUDLY_TLS_CERT_FILE', 'CLOUDLY_TLS_KEY_FILE', 'CLOUDLY_TLS_RELOAD_POLL_MS', 'CLOUDLY_ALLOW_PLAIN_HTTP',
   'CLOUDLY_ACME_DOMAINS', 'CLOUDLY_ACME_DIRECTORY_URL', 'CLOUDLY_ACME_EMAIL', 'CLOUDLY_ACME_HTTP_PORT', 'CLOUDLY_ACME_CA_FILE',
   'CLOUDLY_ACME_CHECK_INTERVAL_MS', 'CLOUDLY_ACME_RETRY_MS', 'CLOUDLY_SCHEDULE_CLOCK_FACTOR',
+  'CLOUDLY_EMBEDDED_DIRECT_READS',
 ];
 
 /**

@@ -21,7 +21,9 @@ export interface IBenchCloudly {
 /** A real Cloudly on a free loopback port with the embedded database in a fresh data directory; no socket rate limit. */
 export const startBenchCloudly = async (nameArg: string, configArg: Partial<ICloudlyConfig> = {}): Promise<IBenchCloudly> => {
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), `cloudly-bench-${nameArg}-`));
-  const cloudly = new Cloudly({ config: { port: 0, mongoDbUrl: null, dataDir, adminPassword: benchAdminPassword, logLevel: 'silent', ...benchSocketLimits, ...configArg } });
+  // CLOUDLY_EMBEDDED_DIRECT_READS=0: every store read through the database protocol, the baseline of reads in the process.
+  const embeddedDirectReads = process.env.CLOUDLY_EMBEDDED_DIRECT_READS !== '0';
+  const cloudly = new Cloudly({ config: { port: 0, mongoDbUrl: null, dataDir, adminPassword: benchAdminPassword, logLevel: 'silent', embeddedDirectReads, ...benchSocketLimits, ...configArg } });
   await cloudly.start();
   const admin = new CloudlyAdminClient(cloudly.baseUrl);
   await admin.login('admin', benchAdminPassword);

@@ -212,6 +212,19 @@ export class CloudlyDatabase {
   /** Database commands this instance has sent since it started (one per connection checkout). */
   public commandsStarted = 0;
 
+  /** The database's name (MONGODB_NAME). */
+  public get name(): string {
+    return this.options.mongoDbName;
+  }
+
+  /**
+   * The embedded server's storage while it serves (for reads in the process, directread.ts); null
+   * with MONGODB_URL, before the start and once stopped.
+   */
+  public get servingStorage(): JournaledStorage | null {
+    return this.embedded && !this.closed ? this.storage : null;
+  }
+
   public get mongoDb() {
     return this.smartdataDb.mongoDb;
   }

@@ -4,6 +4,7 @@ import type { TypedResponseError } from '@api.global/typedrequest';
 import type { CloudlyDatabase } from './database.js';
 import { refuseNamed } from './errors.js';
 import { batchableEquality, ReadBatcher } from './readbatcher.js';
+import { DirectReader } from './directread.js';
 import { InsertBatcher } from './insertbatcher.js';
 import { currentOperation, type IOperationActor } from './operationcontext.js';
 import { auditChangeLimits, type IAuditEvent, type IAuditFieldChange } from '../interfaces/data/audit.js';
@@ -220,6 +221,8 @@ export interface IMutationAnswer {
 type TStoredShape = Document & { _id: ObjectId; mutations?: IMutationRecord[]; _audit?: IAuditStamp; _incarnation?: string };
 
 const hiddenFields = { _id: 0, mutations: 0, _audit: 0, _incarnation: 0 } as const;
+/** The same, for reads answered in the process (directread.ts). */
+const hiddenProjection = { exclude: Object.keys(hiddenFields) };
 
 /** The audit event id of one change: the same change always gets the same id, so never two events. */
 const auditEventId = (collectionNameArg: string, idArg: string, incarnationArg: string, generationArg: number | 'removed'): string =>
@@ -317,7 +320,18 @@ export class DocumentStore {
   /** Create-once writes, coalesced across callers (ts/core/insertbatcher.ts). */
   public readonly inserts = new InsertBatcher();
 
-  constructor(private readonly database: CloudlyDatabase) {}
+  /**
+   * Reads of the embedded database answered in the process, without the database protocol
+   * (directread.ts); with MONGODB_URL, or turned off, every read goes through the driver.
+   */
+  public readonly direct: DirectReader;
+
+  constructor(private readonly database: CloudlyDatabase) {
+    this.direct = new DirectReader(() => {
+      const storage = database.servingStorage;
+      return storage ? { storage, database: database.name } : null;
+    });
+  }
 
   private auditStamp(kindArg: IDocumentKind<IStoredDocument>, generationBeforeArg: number, mutationArg?: IMutationAnswer): IAuditStamp | null {
     if (!kindArg.audited) {
@@ -541,6 +555,10 @@ export class DocumentStore {
   }
 
   public async findOne<T extends IStoredDocument>(kindArg: IDocumentKind<T>, filterArg: Filter<T>): Promise<T | null> {
+    const direct = await this.direct.find(kindArg.collectionName, filterArg as Document, { projection: hiddenProjection, limit: 1 });
+    if (direct) {
+      return (direct[0] as T | undefined) ?? null;
+    }
     const equality = this.reads.enabled ? batchableEquality(filterArg as Document) : null;
     if (equality) {
       const [doc] = await this.reads.read(this.collection(kindArg) as unknown as Collection<Document>, equality.field, equality.value, { first: true });
@@ -555,6 +573,10 @@ export class DocumentStore {
     filterArg: Filter<T> = {},
     optionsArg: { sort?: Record<string, 1 | -1>; limit?: number } = {},
   ): Promise<T[]> {
+    const direct = await this.direct.find(kindArg.collectionName, filterArg as Document, { projection: hiddenProjection, sort: optionsArg.sort, limit: optionsArg.limit });
+    if (direct) {
+      return direct as T[];
+    }
     const equality = this.reads.enabled && !optionsArg.limit ? batchableEquality(filterArg as Document) : null;
     if (equality) {
       const docs = await this.reads.read(this.collection(kindArg) as unknown as Collection<Document>, equality.field, equality.value, { first: false, sort: optionsArg.sort });
@@ -582,6 +604,10 @@ export class DocumentStore {
     fieldsArg: readonly K[],
     optionsArg: { sort?: Record<string, 1 | -1> } = {},
   ): Promise<Pick<T, K>[]> {
+    const direct = await this.direct.find(kindArg.collectionName, filterArg as Document, { projection: { include: fieldsArg }, sort: optionsArg.sort });
+    if (direct) {
+      return direct as Pick<T, K>[];
+    }
     const projection: Document = { _id: 0 };
     for (const field of fieldsArg) {
       projection[field] = 1;
