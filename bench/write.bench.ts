@@ -60,6 +60,8 @@ const main = async (): Promise<void> => {
     CLOUDLY_LOG_LEVEL: 'info',
     NODE_OPTIONS: ['--expose-gc', ...preloads].join(' '),
     CLOUDLY_BENCH_MEMORY_FILE: memoryFile,
+    // CLOUDLY_EMBEDDED_DIRECT_READS=0 in the bench's environment: the baseline of reads through the driver.
+    ...(process.env.CLOUDLY_EMBEDDED_DIRECT_READS ? { CLOUDLY_EMBEDDED_DIRECT_READS: process.env.CLOUDLY_EMBEDDED_DIRECT_READS } : {}),
     ...(profileDir ? { CLOUDLY_BENCH_PROFILE_DIR: profileDir, CLOUDLY_BENCH_PROFILE_NAME: 'write' } : {}),
   }));
   const pid = server.child.pid!;
@@ -109,7 +111,7 @@ const main = async (): Promise<void> => {
 
     say(`# What a write costs (bench/write.bench.ts), ${new Date().toISOString()}, load ${load()}, ${os.cpus().length} cores`);
     say('');
-    say('Server: one Cloudly process (bin/cloudly-server, embedded database, log level info); client: one admin WebSocket from the bench process.');
+    say(`Server: one Cloudly process (bin/cloudly-server, embedded database, log level info, reads ${process.env.CLOUDLY_EMBEDDED_DIRECT_READS === '0' ? 'through the database protocol (CLOUDLY_EMBEDDED_DIRECT_READS=0)' : 'in the process'}); client: one admin WebSocket from the bench process.`);
     say('');
 
     // One at a time: server CPU per write, and the latency the client saw.

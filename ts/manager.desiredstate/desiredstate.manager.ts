@@ -93,6 +93,9 @@ const sessionHintDelayMs = 200;
 const publishedWaitBoundMs = 3_000;
 /** The refusal of a relay read whose desired state the controller has not published yet (retryable). */
 export const desiredStateNotPublishedReason = 'desired-state-not-published-yet';
+const credentialNotMadeYetReason = 'corestore-credential-not-made-yet';
+const isCredentialNotMadeYet = (errorArg: unknown): boolean =>
+  ((errorArg as { errorData?: { reasons?: unknown } }).errorData?.reasons as unknown[] | undefined)?.includes(credentialNotMadeYetReason) === true;
 
 /** What the desired state is computed from in other domains; built by the composition root. */
 export interface IDesiredStateReads {
@@ -242,7 +245,7 @@ export class DesiredStateManager {
     const credentials = await this.reads.credentialReferences(clusterIdArg);
     if (nodeIds.some((nodeId) => !credentials.has(nodeId))) {
       // The Corestore credentials controller makes them; its write queues this cluster again.
-      throw refuse('unavailable', ['corestore-credential-not-made-yet'], { retryAfterMs: 1_000 });
+      throw refuse('unavailable', [credentialNotMadeYetReason], { retryAfterMs: 1_000 });
     }
     const nodes: TClusterPlatformDesiredStateContent['nodes'] = nodeIds.map((nodeId) => ({ nodeId, corestoreCredential: credentials.get(nodeId)! }));
     const { leases, routes } = await this.resolveRoutes(clusterIdArg, live, designation?.ingressServiceId ?? null);
@@ -350,7 +353,18 @@ export class DesiredStateManager {
     const deadline = Date.now() + publishedWaitBoundMs;
     for (;;) {
       await this.ports?.settled(clusterIdArg);
-      const content = await this.computeContent(clusterIdArg);
+      let content: TClusterPlatformDesiredStateContent;
+      try {
+        content = await this.computeContent(clusterIdArg);
+      } catch (error) {
+        // A node whose Corestore credential the controller has not made yet (a node that just
+        // joined): waited for within the same bound, as an unpublished state is.
+        if (Date.now() >= deadline || !isCredentialNotMadeYet(error)) {
+          throw error;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        continue;
+      }
       const digest = computeClusterPlatformDesiredStateDigest(content);
       const published = await this.cloudly.store.get(clusterDesiredStateKind, clusterIdArg);
       if (published && published.digest === digest) {
