@@ -8,7 +8,7 @@ import { cliExecutable } from './cli.fixture.js';
 import { runNodeToExit, type IProcessRun } from './helpers/process.js';
 import { previousSnapshotFileName, snapshotFileName } from '../ts/core/database.js';
 import { frameHeaderBytes, listSegments, readFrameAt } from '../ts/core/journal.js';
-import type { IStorageReport } from '../ts/core/storageverify.js';
+import { replayableFrom, type IStorageReport } from '../ts/core/storageverify.js';
 import type { IRecoverResult } from '../ts/core/storagerecover.js';
 
 /**
@@ -269,4 +269,21 @@ describe('cloudly storage recover --skip-damaged', () => {
       await fsp.rm(dataDir, { recursive: true, force: true });
     }
   });
+});
+
+test('a snapshot that ends inside a damaged segment with valid records after the damage does not cover it: moving it away would lose them', () => {
+  // As a compaction that captured the first record of the new segment leaves it (snapshot up to 38, segment from 38).
+  const damaged = {
+    file: 'embedded-db.journal.0000000000000038', firstLsn: 38, intactRecords: 1, lastIntactLsn: 38,
+    state: 'damaged' as const, damage: { offset: 648, reason: 'checksum mismatch', validRecordsAfter: 22 },
+  };
+  const earlier = { file: 'embedded-db.journal.0000000000000028', firstLsn: 28, intactRecords: 10, lastIntactLsn: 37, state: 'ok' as const };
+  const replay = replayableFrom([earlier, damaged], 38);
+  assert.deepEqual(replay.covered, [], 'not offered to be moved away as covered');
+  assert.equal(replay.reaches, 38);
+  assert.match(replay.blocked ?? '', /is damaged at byte offset 648/);
+  // With nothing after the damage, the snapshot does cover it.
+  const alone = replayableFrom([earlier, { ...damaged, damage: { ...damaged.damage, validRecordsAfter: 0 } }], 38);
+  assert.equal(alone.blocked, null);
+  assert.deepEqual(alone.covered.map((segment) => segment.file), [damaged.file]);
 });

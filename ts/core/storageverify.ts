@@ -134,14 +134,17 @@ export const lockOwner = (dataDirArg: string): number | null => {
  * Can the journal, from `afterLsnArg` on, be replayed to its end? Returns the lsn replay reaches
  * and, when it stops short, why.
  */
-const replayableFrom = (segmentsArg: ISegmentReport[], afterLsnArg: number): { reaches: number; blocked: string | null; covered: ISegmentReport[] } => {
+export const replayableFrom = (segmentsArg: ISegmentReport[], afterLsnArg: number): { reaches: number; blocked: string | null; covered: ISegmentReport[] } => {
   let reaches = afterLsnArg;
   const covered: ISegmentReport[] = [];
   for (const [index, segment] of segmentsArg.entries()) {
     const isLast = index === segmentsArg.length - 1;
     // A segment's records end where the next one begins (its intact records, for the last).
     const segmentEnd = isLast ? (segment.lastIntactLsn ?? segment.firstLsn - 1) : segmentsArg[index + 1].firstLsn - 1;
-    if (segmentEnd <= afterLsnArg) {
+    // Valid records after a damage are acknowledged writes past its intact part: such a segment is
+    // never covered by a snapshot that ends inside it (moving it away would lose them).
+    const recordsBeyondDamage = segment.state === 'damaged' && (segment.damage?.validRecordsAfter ?? 0) > 0;
+    if (segmentEnd <= afterLsnArg && !recordsBeyondDamage) {
       // Wholly covered by the snapshot: not needed, and movable if damaged.
       if (segment.state !== 'ok') {
         covered.push(segment);
