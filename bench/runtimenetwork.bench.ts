@@ -178,8 +178,7 @@ try {
     replicas: number;
   }
   const current: ISide = { name: 'current', ...(await seed(bench)), cloudly, allocator: cloudly.runtimeNetworkManager.leases, replicas: seededReplicas };
-  const legacyAllocator = new LegacyWorkloadLeaseAllocator(legacyBench.cloudly,
-    () => (legacyBench.cloudly.runtimeNetworkManager as unknown as { readPlanCached(): Promise<IRuntimeNetworkAddressPlan | null> }).readPlanCached());
+  const legacyAllocator = new LegacyWorkloadLeaseAllocator(legacyBench.cloudly, () => legacyBench.cloudly.runtimeNetworkManager.getAddressPlan());
   // Swapped in whole: the projections and the desired state of that Cloudly use it as they used the old one.
   legacyAllocator.onChanged = legacyBench.cloudly.runtimeNetworkManager.leases.onChanged;
   (legacyBench.cloudly.runtimeNetworkManager as unknown as { leases: unknown }).leases = legacyAllocator;
