@@ -65,7 +65,22 @@ export class BackupDrillsController implements IController {
     CloudlyServiceBackup: (changeArg) => (changeArg.owners.generation === undefined
       ? (this.drillsExist ? [`${backupKeyPrefix}${changeArg.id}`] : [])
       : (this.drillSchedules.size === 0 ? [] : [`${backupKeyPrefix}${changeArg.id}`])),
+    // A relay taking its cluster's socket: the cleanups that waited for it are tried at once, not
+    // at their backoff's next deadline (which grows while the relay is away).
+    CloudlyClusterRelayLease: (changeArg) => this.cleanupsWaitingOn(changeArg.owners.clusterId),
   };
+
+  /** Drills whose cleanup failed retryably, by cluster: queued again when the cluster's relay returns. */
+  private readonly waitingCleanups = new Map<string, Set<string>>();
+
+  private cleanupsWaitingOn(clusterIdArg: string | undefined): readonly string[] {
+    const waiting = clusterIdArg === undefined ? undefined : this.waitingCleanups.get(clusterIdArg);
+    if (!waiting) {
+      return [];
+    }
+    this.waitingCleanups.delete(clusterIdArg!);
+    return [...waiting].map((drillId) => `${drillKeyPrefix}${drillId}`);
+  }
 
   /** The schedules with a drill this instance knows of: filled by `all()` and by each schedule's change. */
   private readonly drillSchedules = new Set<string>();
@@ -210,6 +225,9 @@ export class BackupDrillsController implements IController {
         if (isCleanupRetryable(error)) {
           const attempts = (this.cleanupAttempts.get(drillIdArg) ?? 0) + 1;
           this.cleanupAttempts.set(drillIdArg, attempts);
+          const waiting = this.waitingCleanups.get(receipt.clusterId) ?? new Set<string>();
+          waiting.add(drillIdArg);
+          this.waitingCleanups.set(receipt.clusterId, waiting);
           retryAfterMs = Math.min(cleanupRetryCapMs, cleanupRetryBaseMs * 2 ** Math.min(attempts - 1, 16));
         } else {
           const reasons = (error as { errorData?: { reasons?: unknown } }).errorData?.reasons;
