@@ -52,8 +52,6 @@ export interface IRuntimeNetworkPorts {
   refreshCluster(clusterIdArg: string): Promise<void>;
   /** The projection with Cloudly's detached signature. */
   signed(projectionArg: IRuntimeNetworkProjection): Promise<{ projection: IRuntimeNetworkProjection; signature: string }>;
-  /** After a committed plan write: the cached plan is replaced (the projections controller watches the plan). */
-  planWritten(planArg: IRuntimeNetworkAddressPlan): void;
 }
 
 export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDeclaredOperation[] => [
@@ -79,7 +77,6 @@ export const runtimeNetworkOperations = (portsArg: IRuntimeNetworkPorts): IDecla
     // Kept: the request is exactly the stored plan.
     answer: ({ outcome, doc }) => ({ plan: detach(doc!.plan), replayed: outcome === 'kept' }),
     after({ doc }, { facts }) {
-      portsArg.planWritten(doc!.plan);
       portsArg.logger.info({ revision: doc!.plan.revision, actor: facts.actor }, 'runtime network address plan written');
     },
   }),

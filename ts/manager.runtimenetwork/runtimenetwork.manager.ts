@@ -102,8 +102,6 @@ export class RuntimeNetworkManager {
       },
       refreshCluster: async (clusterIdArg) => this.refreshCluster(clusterIdArg),
       signed: (projectionArg) => this.signed(projectionArg),
-      // The plan itself is an input of the controllers (every cluster is looked at), which read it afresh.
-      planWritten: () => undefined,
     }));
   }
 
