@@ -23,6 +23,7 @@ import { performance } from 'node:perf_hooks';
 import { WebSocket } from 'ws';
 import { TypedHandler, TypedRouter } from '@api.global/typedrequest';
 import type { ITypedRequest } from '@api.global/typedrequest-interfaces';
+import { holdEarlyMessages } from '../ts/core/heldmessages.js';
 import { EnvelopePeer } from '../ts/core/envelopepeer.js';
 import { CloudlyAdminClient } from '../ts/client/admin.js';
 import { readCloudlyErrorData } from '../ts/core/errors.js';
@@ -75,6 +76,8 @@ class BenchRelay {
             headers: { authorization: `Bearer ${this.token}` },
             localAddress: this.localAddress,
           });
+          // Cloudly hints an elected socket at once: frames before the peer exists wait for it.
+          holdEarlyMessages(candidate);
           candidate.once('open', () => resolve(candidate));
           candidate.once('error', reject);
           candidate.once('unexpected-response', (_request, response) => {
@@ -82,10 +85,10 @@ class BenchRelay {
             reject(new Error(`HTTP ${response.statusCode}`));
           });
         });
-        const peer = new EnvelopePeer(socket, { router: this.router });
-        this.peer = peer;
         this.registered = false;
         this.hinted = false;
+        const peer = new EnvelopePeer(socket, { router: this.router });
+        this.peer = peer;
         peer.onClose(() => {
           if (this.peer === peer) {
             this.peer = null;
