@@ -1,11 +1,8 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
-import * as path from 'node:path';
 import { ObjectId, type Document } from 'mongodb';
-import { CloudlyDatabase } from '../ts/core/database.js';
-import { createLogger } from '../ts/core/logger.js';
+import type { CloudlyDatabase } from '../ts/core/database.js';
+import { seededRandom, withEmbeddedStore } from './helpers/embedded.js';
 import { defineDocumentKind, DocumentStore, type IStoredDocument } from '../ts/core/store.js';
 import { maximumInsertStatements } from '../ts/core/insertbatcher.js';
 
@@ -25,18 +22,9 @@ interface IProbe extends IStoredDocument {
 
 const probeKind = defineDocumentKind<IProbe>('ReadBatchProbe', { audited: false });
 
-const generator = (seedArg: number) => {
-  let state = seedArg >>> 0;
-  const next = (): number => {
-    state = (state * 1664525 + 1013904223) >>> 0;
-    return state / 2 ** 32;
-  };
-  return { next, pick: <T>(listArg: readonly T[]): T => listArg[Math.floor(next() * listArg.length)] };
-};
-
 const clusters = ['c1', 'c2', 'c3', 'c4', 'c-none'];
 
-const probeOf = (randomArg: ReturnType<typeof generator>, numberArg: number): Document => {
+const probeOf = (randomArg: ReturnType<typeof seededRandom>, numberArg: number): Document => {
   const roll = randomArg.next();
   const doc: Document = { _id: new ObjectId(), id: `p-${numberArg}`, generation: 1, state: randomArg.pick(['new', 'ready']), n: Math.floor(randomArg.next() * 50), tags: ['a'] };
   // Mostly a string, sometimes what an equality on a string still matches (an array) or does not.
@@ -52,7 +40,7 @@ const probeOf = (randomArg: ReturnType<typeof generator>, numberArg: number): Do
 
 type TRead = { label: string; run: (storeArg: DocumentStore) => Promise<unknown> };
 
-const readOf = (randomArg: ReturnType<typeof generator>, idsArg: string[]): TRead => {
+const readOf = (randomArg: ReturnType<typeof seededRandom>, idsArg: string[]): TRead => {
   const id = randomArg.next() < 0.9 ? randomArg.pick(idsArg) : 'p-missing';
   const cluster = randomArg.pick(clusters);
   const state = randomArg.pick(['new', 'ready', 'gone']);
@@ -66,27 +54,19 @@ const readOf = (randomArg: ReturnType<typeof generator>, idsArg: string[]): TRea
   }
 };
 
-const withStore = async (fnArg: (storeArg: DocumentStore, databaseArg: CloudlyDatabase) => Promise<void>): Promise<void> => {
-  const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-readbatch-'));
-  const database = new CloudlyDatabase({ mongoDbUrl: null, mongoDbName: 'cloudly', dataDir, logger: createLogger('error') });
-  await database.start();
-  try {
-    const store = new DocumentStore(database);
-    // The batcher is what these tests measure: reads answered in the process never reach it.
+/** A store over a fresh embedded database whose reads all go through the driver: the batcher is what these tests measure. */
+const withStore = (fnArg: (storeArg: DocumentStore, databaseArg: CloudlyDatabase) => Promise<void>): Promise<void> =>
+  withEmbeddedStore('cloudly-readbatch-', async (store, database) => {
     store.direct.enabled = false;
     await fnArg(store, database);
-  } finally {
-    await database.stop();
-    await fsp.rm(dataDir, { recursive: true, force: true });
-  }
-};
+  });
 
 describe('read batching', () => {
   test('reads asked at once answer exactly what each read alone answers, in fewer commands', async () => {
     await withStore(async (store, database) => {
       const collection = database.mongoDb.collection(probeKind.collectionName);
       for (const seed of [11, 12, 13]) {
-        const random = generator(seed);
+        const random = seededRandom(seed);
         await collection.deleteMany({});
         const docs = Array.from({ length: 200 }, (_, index) => probeOf(random, seed * 1000 + index));
         await collection.insertMany(docs);

@@ -1,11 +1,8 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import * as fsp from 'node:fs/promises';
-import * as os from 'node:os';
-import * as path from 'node:path';
 import { Binary, ObjectId, type Document } from 'mongodb';
-import { CloudlyDatabase } from '../ts/core/database.js';
-import { createLogger } from '../ts/core/logger.js';
+import type { CloudlyDatabase } from '../ts/core/database.js';
+import { seededRandom, withEmbeddedStore } from './helpers/embedded.js';
 import { defineDocumentKind, DocumentStore, type IStoredDocument } from '../ts/core/store.js';
 
 /**
@@ -25,18 +22,9 @@ interface IProbe extends IStoredDocument {
 
 const probeKind = defineDocumentKind<IProbe>('DirectReadProbe', { audited: false });
 
-const generator = (seedArg: number) => {
-  let state = seedArg >>> 0;
-  const next = (): number => {
-    state = (state * 1664525 + 1013904223) >>> 0;
-    return state / 2 ** 32;
-  };
-  return { next, pick: <T>(listArg: readonly T[]): T => listArg[Math.floor(next() * listArg.length)] };
-};
-
 const clusters = ['c1', 'c2', 'c3', 'c-none'];
 
-const probeOf = (randomArg: ReturnType<typeof generator>, numberArg: number): Document => {
+const probeOf = (randomArg: ReturnType<typeof seededRandom>, numberArg: number): Document => {
   const doc: Document = {
     _id: new ObjectId(),
     id: `p-${numberArg}`,
@@ -68,7 +56,7 @@ const probeOf = (randomArg: ReturnType<typeof generator>, numberArg: number): Do
 
 type TRead = { label: string; run: (storeArg: DocumentStore) => Promise<unknown> };
 
-const readOf = (randomArg: ReturnType<typeof generator>, idsArg: string[]): TRead => {
+const readOf = (randomArg: ReturnType<typeof seededRandom>, idsArg: string[]): TRead => {
   const id = randomArg.next() < 0.9 ? randomArg.pick(idsArg) : 'p-missing';
   const cluster = randomArg.pick(clusters);
   const n = Math.floor(randomArg.next() * 20);
@@ -86,17 +74,8 @@ const readOf = (randomArg: ReturnType<typeof generator>, idsArg: string[]): TRea
   }
 };
 
-const withStore = async (fnArg: (storeArg: DocumentStore, databaseArg: CloudlyDatabase) => Promise<void>): Promise<void> => {
-  const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-directread-'));
-  const database = new CloudlyDatabase({ mongoDbUrl: null, mongoDbName: 'cloudly', dataDir, logger: createLogger('error') });
-  await database.start();
-  try {
-    await fnArg(new DocumentStore(database), database);
-  } finally {
-    await database.stop();
-    await fsp.rm(dataDir, { recursive: true, force: true });
-  }
-};
+const withStore = (fnArg: (storeArg: DocumentStore, databaseArg: CloudlyDatabase) => Promise<void>): Promise<void> =>
+  withEmbeddedStore('cloudly-directread-', fnArg);
 
 /** Every read once in the process and once through the driver (batching off, so each is its own command). */
 const bothWays = async (storeArg: DocumentStore, readArg: TRead): Promise<{ direct: unknown; driver: unknown }> => {
@@ -117,7 +96,7 @@ describe('reads in the process', () => {
     await withStore(async (store, database) => {
       const collection = database.mongoDb.collection(probeKind.collectionName);
       for (const seed of [21, 22]) {
-        const random = generator(seed);
+        const random = seededRandom(seed);
         await collection.deleteMany({});
         // Above the equality index's minimum, so narrowed reads are compared too.
         const docs = Array.from({ length: 300 }, (_, index) => probeOf(random, seed * 1000 + index));

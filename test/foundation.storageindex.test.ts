@@ -5,8 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { ObjectId, type Document } from 'mongodb';
 import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
-import { CloudlyDatabase } from '../ts/core/database.js';
-import { createLogger } from '../ts/core/logger.js';
+import { openEmbeddedDatabase, seededRandom } from './helpers/embedded.js';
 
 /**
  * The embedded database answers reads, updates and deletes with a top-level string equality
@@ -18,20 +17,7 @@ import { createLogger } from '../ts/core/logger.js';
 
 const clusterValues = ['a', 'b', 'c', 'd'];
 
-/** A small deterministic generator, so a failure can be replayed from its seed. */
-const generator = (seedArg: number) => {
-  let state = seedArg >>> 0;
-  const next = (): number => {
-    state = (state * 1664525 + 1013904223) >>> 0;
-    return state / 2 ** 32;
-  };
-  return {
-    next,
-    pick: <T>(listArg: readonly T[]): T => listArg[Math.floor(next() * listArg.length)],
-  };
-};
-
-type TRandom = ReturnType<typeof generator>;
+type TRandom = ReturnType<typeof seededRandom>;
 
 /** A value for `clusterId`: usually one of a few strings, sometimes what an index must not trust. */
 const clusterValueOf = (randomArg: TRandom): unknown => {
@@ -81,12 +67,6 @@ const filterOf = (randomArg: TRandom, idsArg: string[]): Document => {
   }
 };
 
-const openDatabase = async (dataDirArg: string): Promise<CloudlyDatabase> => {
-  const database = new CloudlyDatabase({ mongoDbUrl: null, mongoDbName: 'cloudly', dataDir: dataDirArg, logger: createLogger('error') });
-  await database.start();
-  return database;
-};
-
 const matching = (modelArg: Document[], filterArg: Document): Document[] => congodb.QueryEngine.filter(modelArg as never[], filterArg) as Document[];
 
 /** The documents as the driver gives them back, comparable with the model's. */
@@ -95,11 +75,11 @@ const plain = (docsArg: Document[]): string[] => docsArg.map((doc) => JSON.strin
 describe('embedded database equality index', () => {
   test('random reads, updates and deletes answer exactly what a scan of the whole collection answers, in the same order', async () => {
     const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-index-'));
-    const database = await openDatabase(dataDir);
+    const database = await openEmbeddedDatabase(dataDir);
     try {
       const collection = database.mongoDb.collection('IndexProbe');
       for (const seed of [1, 2, 3]) {
-        const random = generator(seed);
+        const random = seededRandom(seed);
         await collection.deleteMany({});
         const model: Document[] = [];
         let numbered = seed * 10_000;
@@ -172,7 +152,7 @@ describe('embedded database equality index', () => {
   test('after a restart (snapshot and journal replay) the index answers from the recovered documents', async () => {
     const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-index-'));
     try {
-      let database = await openDatabase(dataDir);
+      let database = await openEmbeddedDatabase(dataDir);
       const docs = Array.from({ length: 100 }, (_, index) => ({ _id: new ObjectId(), id: `r-${index}`, clusterId: `c-${index % 5}` }));
       await database.mongoDb.collection('IndexRestart').insertMany(docs);
       // Read once so the index exists, then change what it covers.
@@ -182,7 +162,7 @@ describe('embedded database equality index', () => {
       await database.flushSnapshot();
       await database.mongoDb.collection('IndexRestart').updateOne({ id: 'r-11' }, { $set: { clusterId: 'c-moved' } });
       await database.stop();
-      database = await openDatabase(dataDir);
+      database = await openEmbeddedDatabase(dataDir);
       try {
         const collection = database.mongoDb.collection('IndexRestart');
         const before = database.storage!.narrowedReads;

@@ -5,7 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { Binary, ObjectId, type Document } from 'mongodb';
 import { CloudlyDatabase } from '../ts/core/database.js';
-import { createLogger } from '../ts/core/logger.js';
+import { openEmbeddedDatabase } from './helpers/embedded.js';
 
 /**
  * A document the embedded database keeps must not pin more memory than its own. bson takes each
@@ -13,12 +13,6 @@ import { createLogger } from '../ts/core/logger.js';
  * whole wire message, so one kept document held a whole block: memory grew by kilobytes with every
  * audited write (docs/storage.md, "Memory"). This counts the stored values that share a block.
  */
-
-const openDatabase = async (dataDirArg: string): Promise<CloudlyDatabase> => {
-  const database = new CloudlyDatabase({ mongoDbUrl: null, mongoDbName: 'cloudly', dataDir: dataDirArg, logger: createLogger('error') });
-  await database.start();
-  return database;
-};
 
 /** Every ObjectId and Binary in the stored documents, and how many of them are views on a larger block. */
 const storedBytes = (databaseArg: CloudlyDatabase): { values: number; sharingABlock: number } => {
@@ -50,7 +44,7 @@ const storedBytes = (databaseArg: CloudlyDatabase): { values: number; sharingABl
 
 test('stored ObjectIds and Binary values hold memory of their own, after inserts, updates, a restart and a compaction', async () => {
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-storage-memory-'));
-  let database = await openDatabase(dataDir);
+  let database = await openEmbeddedDatabase(dataDir);
   try {
     const collection = database.mongoDb.collection('MemoryProbe');
     await collection.insertMany(Array.from({ length: 50 }, (_, index) => ({
@@ -68,14 +62,14 @@ test('stored ObjectIds and Binary values hold memory of their own, after inserts
     assert.equal(live.sharingABlock, 0, 'no stored value shares a memory block');
 
     await database.stop();
-    database = await openDatabase(dataDir);
+    database = await openEmbeddedDatabase(dataDir);
     const replayed = storedBytes(database);
     assert.equal(replayed.values, live.values);
     assert.equal(replayed.sharingABlock, 0, 'none after replaying the journal');
 
     await database.compact();
     await database.stop();
-    database = await openDatabase(dataDir);
+    database = await openEmbeddedDatabase(dataDir);
     const loaded = storedBytes(database);
     assert.equal(loaded.values, live.values);
     assert.equal(loaded.sharingABlock, 0, 'none after loading a snapshot');
