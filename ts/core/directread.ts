@@ -130,11 +130,6 @@ export class DirectReader {
 
   constructor(private readonly source: () => { storage: JournaledStorage; database: string } | null) {}
 
-  /** Whether reads are answered here now (the embedded database, running). */
-  public get active(): boolean {
-    return this.enabled && this.source() !== null;
-  }
-
   /**
    * The documents of `collectionArg` matching `filterArg`, projected, sorted and limited as the
    * server's `find` would answer them, copied; null when the driver must answer (not embedded,

@@ -11,7 +11,7 @@ import type { ICorestoreControlCredentialReference } from '../interfaces/data/se
 import type { IClusterPlatformObservedNode, IClusterResolvedRouteTable } from '../interfaces/data/desiredstate.js';
 import type { IClusterAllocation } from '../manager.runtimenetwork/leases.js';
 import { registerOperations } from '../core/operations.js';
-import { refuse } from '../core/errors.js';
+import { isRefusal, readCloudlyErrorData, refuse } from '../core/errors.js';
 import type { ICommittedOwners } from '../core/store.js';
 import { failpoint } from '../core/failpoints.js';
 import { requireValidRelayAnswer } from '../core/relaycalls.js';
@@ -95,7 +95,7 @@ const publishedWaitBoundMs = 3_000;
 export const desiredStateNotPublishedReason = 'desired-state-not-published-yet';
 const credentialNotMadeYetReason = 'corestore-credential-not-made-yet';
 const isCredentialNotMadeYet = (errorArg: unknown): boolean =>
-  ((errorArg as { errorData?: { reasons?: unknown } }).errorData?.reasons as unknown[] | undefined)?.includes(credentialNotMadeYetReason) === true;
+  isRefusal(errorArg) && (readCloudlyErrorData(errorArg.errorData)?.reasons ?? []).includes(credentialNotMadeYetReason);
 
 /** What the desired state is computed from in other domains; built by the composition root. */
 export interface IDesiredStateReads {
