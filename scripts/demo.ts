@@ -134,11 +134,7 @@ const showBackups = async (urlArg: string): Promise<void> => {
   let services: Array<{ id: string; clusterId: string; name: string }> = [];
   let converged = false;
   while (!stopping && Date.now() < deadline) {
-    // In the plan's own order (creation, then id): the last of them is the one made to fail, so the
-    // canary is never it, whichever order the simulator's concurrent registrations left them in.
-    const clusters = (await admin.call('getClusters', { limit: 500 })).clusters
-      .filter((clusterArg) => clusterArg.name.startsWith(`${prefix}-`))
-      .sort((left, right) => left.createdAt - right.createdAt || left.id.localeCompare(right.id));
+    const clusters = (await admin.call('getClusters', { limit: 500 })).clusters.filter((clusterArg) => clusterArg.name.startsWith(`${prefix}-`));
     const ids = new Set(clusters.map((clusterArg) => clusterArg.id));
     services = (await admin.call('getServices', { limit: 500 })).services.filter((serviceArg) => ids.has(serviceArg.clusterId));
     // Converged and current: a verdict kept from an earlier run while its relay is not back yet
