@@ -271,7 +271,7 @@ export class CorestoreManager {
         // added as the creation states them (inserting never changes one, and it is always applied).
         const found = new Set(bindings.map((bindingArg) => bindingArg.id));
         const pending = (after?.pending?.bindings ?? []).filter((bindingArg) => !found.has(bindingArg.id) && matchesBindingFilter(bindingArg, filterArg));
-        return pending.length === 0 ? bindings : [...bindings, ...pending.map((bindingArg) => structuredClone(bindingArg))];
+        return pending.length === 0 ? bindings : [...bindings, ...pending];
       }
     }
     throw refuseNamed('unavailable', 'kept-changing', 'platform bindings are being created too fast to read consistently; try again');

@@ -143,8 +143,6 @@ export class SimulatedCluster {
   private credentialRefs: Pick<IClusterPlatformDesiredState, 'nodes' | 'ingress'> | null = null;
   private reportAgain = false;
   private stopped = false;
-  /** The client the handlers were added to (a failed connect attempt's client is another one). */
-  private handlersOn: CloudlyRelayClient | null = null;
   /** The first connect (with its registration) while it runs. */
   private starting: Promise<void> | null = null;
   /** Ends the wait between first-connect attempts (on stop). */
@@ -209,7 +207,7 @@ export class SimulatedCluster {
             this.context.log({ cluster: this.name, attempt: retryArg.attempt, delayMs: retryArg.delayMs, retryAfterMs: retryArg.retryAfterMs, reason: retryArg.reason }, `cluster ${this.name}: registration refused, retrying`);
           },
           // Before the socket opens: Cloudly calls an elected relay at once (a prune, a backup).
-          handlers: (clientArg) => this.ensureHandlers(clientArg),
+          handlers: (clientArg) => this.addHandlers(clientArg),
           onConnected: async (clientArg) => this.afterConnect(clientArg),
         });
         if (this.stopped) {
@@ -287,13 +285,12 @@ export class SimulatedCluster {
     await bound(closed);
   }
 
-  /** After every connect and registration: handlers, nodes, the secret recipient, the desired state. */
+  /** After every connect and registration: nodes, the secret recipient, the desired state (the handlers are added before the socket opens). */
   private async afterConnect(clientArg: CloudlyRelayClient): Promise<void> {
     this.context.counters.registrations++;
     // The client is known from its first registration on (before connect() returns), so a stop
     // during the first node reports closes it.
     this.relay = clientArg;
-    this.ensureHandlers(clientArg);
     for (const nodeId of this.nodeIds) {
       const { node } = await clientArg.fire<TAnyCall>('reportClusterNode', { report: { nodeId, name: nodeId } });
       this.clusterId = node.clusterId ?? this.clusterId;
@@ -309,13 +306,6 @@ export class SimulatedCluster {
       this.requestCertificates();
       this.scheduleReport(0);
     });
-  }
-
-  private ensureHandlers(clientArg: CloudlyRelayClient): void {
-    if (this.handlersOn !== clientArg) {
-      this.addHandlers(clientArg);
-      this.handlersOn = clientArg;
-    }
   }
 
   private addHandlers(clientArg: CloudlyRelayClient): void {
