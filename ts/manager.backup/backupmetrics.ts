@@ -39,32 +39,30 @@ export const registerBackupMetrics = (registryArg: promClient.Registry, storeArg
     }
     return { success, verified };
   };
-  new promClient.Gauge({
-    name: 'cloudly_backup_newest_success_age_seconds',
-    help: 'Per service with a completed backup: seconds since its newest completed backup was ordered.',
-    labelNames: ['service'],
-    registers,
-    async collect() {
-      this.reset();
-      const now = nowArg();
-      for (const [service, createdAt] of (await newestPerService()).success) {
-        this.set({ service }, (now - createdAt) / 1000);
-      }
-    },
-  });
-  new promClient.Gauge({
-    name: 'cloudly_backup_newest_verified_age_seconds',
-    help: 'Per service with a verified backup: seconds since its newest backup whose verification is ok was ordered.',
-    labelNames: ['service'],
-    registers,
-    async collect() {
-      this.reset();
-      const now = nowArg();
-      for (const [service, createdAt] of (await newestPerService()).verified) {
-        this.set({ service }, (now - createdAt) / 1000);
-      }
-    },
-  });
+  /** A gauge per service, its values read when scraped. */
+  const serviceGauge = (nameArg: string, helpArg: string, valuesArg: (nowMsArg: number) => Promise<Iterable<readonly [string, number]>>): void => {
+    new promClient.Gauge({
+      name: nameArg,
+      help: helpArg,
+      labelNames: ['service'],
+      registers,
+      async collect() {
+        this.reset();
+        for (const [service, value] of await valuesArg(nowArg())) {
+          this.set({ service }, value);
+        }
+      },
+    });
+  };
+  /** Seconds from each service's time to now. */
+  const secondsSince = (timesArg: ReadonlyMap<string, number>, nowMsArg: number): Array<readonly [string, number]> =>
+    [...timesArg].map(([service, at]) => [service, (nowMsArg - at) / 1000] as const);
+  serviceGauge('cloudly_backup_newest_success_age_seconds',
+    'Per service with a completed backup: seconds since its newest completed backup was ordered.',
+    async (now) => secondsSince((await newestPerService()).success, now));
+  serviceGauge('cloudly_backup_newest_verified_age_seconds',
+    'Per service with a verified backup: seconds since its newest backup whose verification is ok was ordered.',
+    async (now) => secondsSince((await newestPerService()).verified, now));
   /** Per service: when its newest successful drill finished, and how many drills failed (or were interrupted) after it. */
   const drillsPerService = async () => {
     const drills = await storeArg.findFields(backupDrillKind, { outcome: { $in: ['ok', 'failed', 'interrupted'] } }, ['serviceId', 'outcome', 'startedAt', 'finishedAt']);
@@ -81,39 +79,15 @@ export const registerBackupMetrics = (registryArg: promClient.Registry, storeArg
     }
     return { newestOk, failedSince };
   };
-  new promClient.Gauge({
-    name: 'cloudly_backup_newest_drill_age_seconds',
-    help: 'Per service with a successful restore drill: seconds since its newest successful drill finished.',
-    labelNames: ['service'],
-    registers,
-    async collect() {
-      this.reset();
-      const now = nowArg();
-      for (const [service, finishedAt] of (await drillsPerService()).newestOk) {
-        this.set({ service }, (now - finishedAt) / 1000);
-      }
-    },
-  });
-  new promClient.Gauge({
-    name: 'cloudly_backup_drills_failed',
-    help: 'Per service with restore drills: drills that failed or were interrupted since its newest successful drill (all of them when none succeeded).',
-    labelNames: ['service'],
-    registers,
-    async collect() {
-      this.reset();
-      for (const [service, failed] of (await drillsPerService()).failedSince) {
-        this.set({ service }, failed);
-      }
-    },
-  });
-  new promClient.Gauge({
-    name: 'cloudly_backup_schedule_interval_seconds',
-    help: 'Per service an active schedule covers: the shortest interval between two occurrences of those schedules.',
-    labelNames: ['service'],
-    registers,
-    async collect() {
-      this.reset();
-      const now = nowArg();
+  serviceGauge('cloudly_backup_newest_drill_age_seconds',
+    'Per service with a successful restore drill: seconds since its newest successful drill finished.',
+    async (now) => secondsSince((await drillsPerService()).newestOk, now));
+  serviceGauge('cloudly_backup_drills_failed',
+    'Per service with restore drills: drills that failed or were interrupted since its newest successful drill (all of them when none succeeded).',
+    async () => (await drillsPerService()).failedSince);
+  serviceGauge('cloudly_backup_schedule_interval_seconds',
+    'Per service an active schedule covers: the shortest interval between two occurrences of those schedules.',
+    async (now) => {
       const states = new Map((await storeArg.find(backupScheduleStateKind, {})).map((stateArg) => [stateArg.id, stateArg]));
       const intervals = new Map<string, number>();
       for (const schedule of await storeArg.find(backupScheduleKind, {})) {
@@ -127,11 +101,8 @@ export const registerBackupMetrics = (registryArg: promClient.Registry, storeArg
           intervals.set(service.id, Math.min(intervals.get(service.id) ?? Number.POSITIVE_INFINITY, interval));
         }
       }
-      for (const [service, interval] of intervals) {
-        this.set({ service }, interval / 1000);
-      }
-    },
-  });
+      return [...intervals].map(([service, interval]) => [service, interval / 1000] as const);
+    });
   new promClient.Gauge({
     name: 'cloudly_backup_schedule_failed_runs',
     help: 'Per schedule: its backups that failed, as still stored (retention removes old ones).',
