@@ -232,6 +232,7 @@ export class Cloudly {
     this.metrics.relayCallGate = () => ({ queued: this.relayCallGate.queued, waitedTotal: this.relayCallGate.waitedTotal, droppedTotal: this.relayCallsDropped });
     this.store = new DocumentStore(this.database);
     this.store.direct.enabled = this.config.embeddedDirectReads ?? true;
+    this.store.writes.enabled = this.config.embeddedDirectWrites ?? true;
     this.secrets = new SecretBox(
       { dataDir: this.config.dataDir, keyFile: this.config.secretsKeyFile, previousKeyFile: this.config.secretsPreviousKeyFile, logger: this.logger },
       this.store,

@@ -50,6 +50,12 @@ export interface ICloudlyConfig {
    * process (ts/core/directread.ts); false sends them through the database protocol, as before.
    */
   embeddedDirectReads?: boolean;
+  /**
+   * CLOUDLY_EMBEDDED_DIRECT_WRITES: the store's writes to the embedded database are handed to its
+   * command router in the process (ts/core/directwrite.ts); false sends them through the database
+   * protocol, as before.
+   */
+  embeddedDirectWrites?: boolean;
   /** How long a finished operation is kept after it ended (CLOUDLY_OPERATION_RETENTION_DAYS); running ones are always kept. */
   operationRetentionDays: number;
   /**
@@ -634,6 +640,7 @@ export const readConfig = (env: NodeJS.ProcessEnv = process.env): ICloudlyConfig
     passwordScryptN: take(() => readScryptN(env), defaultScryptN),
     auditRetentionDays: integer('CLOUDLY_AUDIT_RETENTION_DAYS', 90, 1, 36_500),
     embeddedDirectReads: readBoolean(env, 'CLOUDLY_EMBEDDED_DIRECT_READS', true),
+    embeddedDirectWrites: readBoolean(env, 'CLOUDLY_EMBEDDED_DIRECT_WRITES', true),
     operationRetentionDays: integer('CLOUDLY_OPERATION_RETENTION_DAYS', 30, 1, 36_500),
     readCacheMs: duration('CLOUDLY_READ_CACHE_MS', 1000, 0, 60_000),
     observedRefreshMs: duration('CLOUDLY_OBSERVED_REFRESH_MS', 300_000, 0, 3_600_000),
@@ -711,6 +718,7 @@ export const serverVariables: readonly string[] = [
   'CLOUDLY_ACME_DOMAINS', 'CLOUDLY_ACME_DIRECTORY_URL', 'CLOUDLY_ACME_EMAIL', 'CLOUDLY_ACME_HTTP_PORT', 'CLOUDLY_ACME_CA_FILE',
   'CLOUDLY_ACME_CHECK_INTERVAL_MS', 'CLOUDLY_ACME_RETRY_MS', 'CLOUDLY_SCHEDULE_CLOCK_FACTOR',
   'CLOUDLY_EMBEDDED_DIRECT_READS',
+  'CLOUDLY_EMBEDDED_DIRECT_WRITES',
 ];
 
 /**

@@ -12,6 +12,7 @@ import {
   MongoNotConnectedError,
   MongoServerSelectionError,
   MongoTopologyClosedError,
+  type Document,
 } from 'mongodb';
 import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
 // Before the first query: queries share mingo's operator table instead of copying it.
@@ -30,6 +31,7 @@ import {
 } from './journal.js';
 import { JournaledStorage } from './journaledstorage.js';
 import { commandFiltersOf, withCommandFilters } from './storageindex.js';
+import type { TCommandRoute } from './directwrite.js';
 import { readLegacySnapshotFile, readSnapshotFile, serializeSnapshot, verifySnapshotFile, writeSnapshotFile, type ISnapshotContents } from './snapshotfile.js';
 import { StorageFaults } from './storagefaults.js';
 import type { TCloudlyLogger } from './logger.js';
@@ -209,7 +211,7 @@ export class CloudlyDatabase {
     });
   }
 
-  /** Database commands this instance has sent since it started (one per connection checkout). */
+  /** Database commands this instance has sent since it started (one per connection checkout, and one per write in the process). */
   public commandsStarted = 0;
 
   /** The database's name (MONGODB_NAME). */
@@ -224,6 +226,16 @@ export class CloudlyDatabase {
   public get servingStorage(): JournaledStorage | null {
     return this.embedded && !this.closed ? this.storage : null;
   }
+
+  /**
+   * The embedded server's command router while it serves, as its socket uses it: every answer
+   * waits for the journal (for writes in the process, directwrite.ts); null as `servingStorage`.
+   */
+  public get servingRoute(): TCommandRoute | null {
+    return this.embedded && !this.closed && this.congoServer ? this.commandRoute : null;
+  }
+
+  private commandRoute: TCommandRoute | null = null;
 
   public get mongoDb() {
     return this.smartdataDb.mongoDb;
@@ -550,12 +562,11 @@ export class CloudlyDatabase {
     const journal = this.journal!;
     // No answer leaves the server before every journal record appended so far is on the device:
     // a write is acknowledged only once durable, a read never shows what a crash could take back,
-    // and all the changes of one command share one sync.
-    router.route = async (commandArg) => {
-      // The command's filters travel with it, so the storage can answer its reads from an index.
-      const filters = commandFiltersOf(commandArg.commandName, commandArg.database, commandArg.command);
+    // and all the changes of one command share one sync. `decide` runs the handler, which decides
+    // on the documents and changes them in memory; `durable` waits for the journal.
+    const durable = async (commandArg: { commandName: string; database: string; command: Document }, decideArg: () => Promise<Document>): Promise<Document> => {
       for (let attempt = 0; ; attempt++) {
-        const answer = await withCommandFilters(filters, () => route(commandArg));
+        const answer = await decideArg();
         if (handshakeCommands.has(commandArg.commandName)) {
           // The driver's monitoring: a slow disk must not make it declare the server gone.
           return answer;
@@ -575,7 +586,25 @@ export class CloudlyDatabase {
         return answer;
       }
     };
+    // The command's filters travel with it, so the storage can answer its reads from an index.
+    const decide = (commandArg: Parameters<typeof route>[0]): Promise<Document> =>
+      withCommandFilters(commandFiltersOf(commandArg.commandName, commandArg.database, commandArg.command), () => route(commandArg));
+    router.route = (commandArg) => durable(commandArg, () => decide(commandArg));
     internals.commandRouter = router;
+    // Commands from this process (directwrite.ts). A handler reads the documents it decides on and
+    // changes them across a few awaits of settled promises: over the socket each command's handler
+    // runs in the turn its message arrived in, so no two interleave, but commands started together
+    // in this process would. They decide one at a time, in the order they came; each handler needs
+    // no I/O, so a command waits only for those before it in the same turn. They wait for the
+    // journal together, as commands over the socket do.
+    let deciding: Promise<unknown> = Promise.resolve();
+    this.commandRoute = (commandArg) => durable(commandArg, () => {
+      // Still a database command, as the metric has always counted it (unlike a read in the process).
+      this.commandsStarted++;
+      const decided = deciding.then(() => decide(commandArg as Parameters<typeof route>[0]));
+      deciding = decided.catch(() => undefined);
+      return decided;
+    });
     await server.start();
     this.congoServer = server;
     this.socketPath = socketPath;

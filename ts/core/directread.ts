@@ -32,17 +32,17 @@ export interface IDirectReadOptions {
   limit?: number;
 }
 
-const notPlain = Symbol('not a plain value');
+export const notPlain = Symbol('not a plain value');
 
 /** A deep copy of a stored value, or `notPlain` when it holds a value the driver would decode to a class of its own. */
-const copyValue = (valueArg: unknown): unknown => {
+export const copyPlainValue = (valueArg: unknown): unknown => {
   if (valueArg === null || typeof valueArg !== 'object') {
     return valueArg;
   }
   if (Array.isArray(valueArg)) {
     const copy = new Array<unknown>(valueArg.length);
     for (let index = 0; index < valueArg.length; index++) {
-      const item = copyValue(valueArg[index]);
+      const item = copyPlainValue(valueArg[index]);
       if (item === notPlain) {
         return notPlain;
       }
@@ -59,7 +59,7 @@ const copyValue = (valueArg: unknown): unknown => {
   }
   const copy: Record<string, unknown> = {};
   for (const key of Object.keys(valueArg)) {
-    const item = copyValue((valueArg as Record<string, unknown>)[key]);
+    const item = copyPlainValue((valueArg as Record<string, unknown>)[key]);
     if (item === notPlain) {
       return notPlain;
     }
@@ -74,7 +74,7 @@ const copyProjected = (docArg: Document, projectionArg: TDirectProjection): Docu
   if ('include' in projectionArg) {
     for (const key of projectionArg.include) {
       if (key in docArg) {
-        const item = copyValue(docArg[key]);
+        const item = copyPlainValue(docArg[key]);
         if (item === notPlain) {
           return notPlain;
         }
@@ -87,7 +87,7 @@ const copyProjected = (docArg: Document, projectionArg: TDirectProjection): Docu
     if (projectionArg.exclude.includes(key)) {
       continue;
     }
-    const item = copyValue(docArg[key]);
+    const item = copyPlainValue(docArg[key]);
     if (item === notPlain) {
       return notPlain;
     }

@@ -1,4 +1,5 @@
-import { MongoBulkWriteError, type Collection, type Document, type ObjectId } from 'mongodb';
+import { MongoBulkWriteError, MongoServerError, type Collection, type Document, type ObjectId } from 'mongodb';
+import type { DirectWriter } from './directwrite.js';
 
 /**
  * Coalesces the store's create-once writes (`insert`: an upsert of `$setOnInsert` on an `_id`
@@ -14,6 +15,13 @@ import { MongoBulkWriteError, type Collection, type Document, type ObjectId } fr
  */
 
 const isDuplicateKeyCode = (codeArg: unknown): boolean => codeArg === 11000;
+
+/**
+ * One statement's failure, as the driver reports a lone write's: a server error with the code, so
+ * a journal that refuses writes reads as the database unavailable, not as an internal error.
+ */
+const statementError = (codeArg: unknown, messageArg: string | undefined): MongoServerError =>
+  new MongoServerError({ message: messageArg ?? 'insert failed', errmsg: messageArg ?? 'insert failed', code: codeArg as number });
 
 /**
  * Statements per command. The embedded server filters a command's candidates once per statement,
@@ -35,6 +43,8 @@ export class InsertBatcher {
   /** Commands sent for inserts, and inserts carried by them. */
   public commands = 0;
   public inserts = 0;
+  /** Hands the commands to the embedded server in the process (directwrite.ts) while it can. */
+  public direct: DirectWriter | null = null;
   private readonly pending = new Map<string, { collection: Collection<Document>; inserts: IPendingInsert[] }>();
   private flushScheduled = false;
 
@@ -74,6 +84,13 @@ export class InsertBatcher {
   }
 
   private async insertOne(collectionArg: Collection<Document>, objectIdArg: ObjectId, docArg: Document): Promise<boolean> {
+    if (this.direct?.active) {
+      const [outcome] = await this.sendDirect(collectionArg, [{ objectId: objectIdArg, doc: docArg }]);
+      if (outcome instanceof Error) {
+        throw outcome;
+      }
+      return outcome;
+    }
     try {
       const result = await collectionArg.updateOne({ _id: objectIdArg }, { $setOnInsert: docArg }, { upsert: true });
       return result.upsertedCount === 1;
@@ -90,6 +107,26 @@ export class InsertBatcher {
     if (insertsArg.length === 1) {
       const [only] = insertsArg;
       await this.insertOne(collectionArg, only.objectId, only.doc).then(only.resolve, only.reject);
+      return;
+    }
+    if (this.direct?.active) {
+      let outcomes: Array<boolean | Error>;
+      try {
+        outcomes = await this.sendDirect(collectionArg, insertsArg);
+      } catch (error) {
+        for (const insert of insertsArg) {
+          insert.reject(error);
+        }
+        return;
+      }
+      for (const [index, insert] of insertsArg.entries()) {
+        const outcome = outcomes[index];
+        if (outcome instanceof Error) {
+          insert.reject(outcome);
+        } else {
+          insert.resolve(outcome);
+        }
+      }
       return;
     }
     let inserted: Record<number, unknown>;
@@ -111,7 +148,7 @@ export class InsertBatcher {
       }
       inserted = error.result.upsertedIds;
       for (const writeError of writeErrors) {
-        failed.set(writeError.index, isDuplicateKeyCode(writeError.code) ? null : Object.assign(new Error(writeError.errmsg ?? 'insert failed'), { code: writeError.code }));
+        failed.set(writeError.index, isDuplicateKeyCode(writeError.code) ? null : statementError(writeError.code, writeError.errmsg));
       }
     }
     for (const [index, insert] of insertsArg.entries()) {
@@ -122,5 +159,28 @@ export class InsertBatcher {
         insert.resolve(index in inserted);
       }
     }
+  }
+
+  /**
+   * The same unordered upserts, handed to the embedded server in the process: per insert, whether
+   * it created the document (false: the id existed), or the error of its own statement. Throws
+   * when the command as a whole was refused.
+   */
+  private async sendDirect(collectionArg: Collection<Document>, insertsArg: Array<{ objectId: ObjectId; doc: Document }>): Promise<Array<boolean | Error>> {
+    const outcome = await this.direct!.update(collectionArg.collectionName, insertsArg.map((insert) => ({
+      q: { _id: insert.objectId },
+      u: { $setOnInsert: insert.doc },
+      upsert: true,
+    })));
+    if (!outcome) {
+      throw new Error('the embedded database stopped serving in the process');
+    }
+    return insertsArg.map((_insert, index) => {
+      const failure = outcome.writeErrors.get(index);
+      if (!failure) {
+        return outcome.upserted.has(index);
+      }
+      return isDuplicateKeyCode(failure.code) ? false : statementError(failure.code, failure.errmsg);
+    });
   }
 }

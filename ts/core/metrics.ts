@@ -144,7 +144,7 @@ export class CloudlyMetrics {
         this.set(metrics.storageReadOnly() ? 1 : 0);
       },
     });
-    this.pulledCounter('cloudly_database_commands_total', 'Database commands this instance has sent (one per connection taken from the driver\'s pool).',
+    this.pulledCounter('cloudly_database_commands_total', 'Database commands this instance has sent (one per connection taken from the driver\'s pool, and one per write handed to the embedded database in the process).',
       () => metrics.databaseCommands());
     new promClient.Gauge({
       name: 'cloudly_listener_plain_http_exposed',

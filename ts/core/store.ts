@@ -5,6 +5,7 @@ import type { CloudlyDatabase } from './database.js';
 import { refuseNamed } from './errors.js';
 import { batchableEquality, ReadBatcher } from './readbatcher.js';
 import { DirectReader } from './directread.js';
+import { DirectWriter } from './directwrite.js';
 import { InsertBatcher } from './insertbatcher.js';
 import { currentOperation, type IOperationActor } from './operationcontext.js';
 import { auditChangeLimits, type IAuditEvent, type IAuditFieldChange } from '../interfaces/data/audit.js';
@@ -326,11 +327,22 @@ export class DocumentStore {
    */
   public readonly direct: DirectReader;
 
+  /**
+   * Writes to the embedded database handed to its command router in the process, without the
+   * database protocol (directwrite.ts); with MONGODB_URL, or turned off, through the driver.
+   */
+  public readonly writes: DirectWriter;
+
   constructor(private readonly database: CloudlyDatabase) {
     this.direct = new DirectReader(() => {
       const storage = database.servingStorage;
       return storage ? { storage, database: database.name } : null;
     });
+    this.writes = new DirectWriter(() => {
+      const route = database.servingRoute;
+      return route ? { route, database: database.name } : null;
+    });
+    this.inserts.direct = this.writes;
   }
 
   private auditStamp(kindArg: IDocumentKind<IStoredDocument>, generationBeforeArg: number, mutationArg?: IMutationAnswer): IAuditStamp | null {
@@ -670,7 +682,7 @@ export class DocumentStore {
         // caller read at that generation) is exactly what it changes.
         const before = optionsArg.current?.generation === expectedGenerationArg
           ? optionsArg.current as unknown as Document
-          : await collection.findOne(filter, { projection: Object.fromEntries(shown.map((fieldArg) => [fieldArg, 1])) });
+          : await this.readProjected(kindArg, filter, shown);
         if (!before) {
           return null;
         }
@@ -684,7 +696,7 @@ export class DocumentStore {
     if (optionsArg.mutation) {
       // The answers ride in the committing write itself; the read below only carries the older
       // answers forward, and the generation filter still decides the race.
-      const current = await collection.findOne(filter, { projection: { mutations: 1 } });
+      const current = await this.readProjected(kindArg, filter, ['mutations']);
       if (!current) {
         return null;
       }
@@ -700,7 +712,8 @@ export class DocumentStore {
     if (unset.length > 0) {
       update.$unset = Object.fromEntries(unset.map((key) => [key, '']));
     }
-    const after = await collection.findOneAndUpdate(filter, update, { returnDocument: 'after' });
+    const written = await this.writes.findOneAndUpdate(kindArg.collectionName, filter, update);
+    const after = written !== undefined ? written : await collection.findOneAndUpdate(filter, update, { returnDocument: 'after' });
     if (!after) {
       return null;
     }
@@ -709,6 +722,15 @@ export class DocumentStore {
       await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, String(after._incarnation ?? 'none'), stamp, expectedGenerationArg + 1, after);
     }
     return stripStoredFields<T>(after);
+  }
+
+  /** The first document matching `filterArg`, with only `fieldsArg` (and `_id` through the driver). */
+  private async readProjected(kindArg: IDocumentKind<IStoredDocument>, filterArg: Document, fieldsArg: readonly string[]): Promise<Document | null> {
+    const direct = await this.direct.find(kindArg.collectionName, filterArg, { projection: { include: fieldsArg }, limit: 1 });
+    if (direct) {
+      return direct[0] ?? null;
+    }
+    return this.collection(kindArg).findOne(filterArg as Filter<TStoredShape>, { projection: Object.fromEntries(fieldsArg.map((fieldArg) => [fieldArg, 1])) });
   }
 
   /**
@@ -796,11 +818,12 @@ export class DocumentStore {
     let incarnation = 'none';
     let owners: Document | null = null;
     if (stamp) {
-      const marked = await collection.findOneAndUpdate(
-        filter,
-        { $set: { _audit: { ...stamp, removing: true }, generation: expectedGenerationArg + 1 } },
-        { returnDocument: 'after', projection: { _incarnation: 1, serviceId: 1, clusterId: 1 } },
-      );
+      const marking = { $set: { _audit: { ...stamp, removing: true as const }, generation: expectedGenerationArg + 1 } };
+      const projection = { _incarnation: 1, serviceId: 1, clusterId: 1 };
+      const markedInProcess = await this.writes.findOneAndUpdate(kindArg.collectionName, filter, marking, projection);
+      const marked = markedInProcess !== undefined
+        ? markedInProcess
+        : await collection.findOneAndUpdate(filter, marking, { returnDocument: 'after', projection });
       if (!marked) {
         return false;
       }
@@ -808,8 +831,10 @@ export class DocumentStore {
       incarnation = String(marked._incarnation ?? 'none');
       owners = marked;
     }
-    const result = await collection.deleteOne({ id: idArg, generation } as Filter<TStoredShape>);
-    if (result.deletedCount !== 1) {
+    const deleteFilter = { id: idArg, generation } as Filter<TStoredShape>;
+    const deletedInProcess = await this.writes.deleteOne(kindArg.collectionName, deleteFilter);
+    const deletedCount = deletedInProcess !== undefined ? deletedInProcess : (await collection.deleteOne(deleteFilter)).deletedCount;
+    if (deletedCount !== 1) {
       return false;
     }
     this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, owners);
@@ -824,7 +849,9 @@ export class DocumentStore {
     kindArg: IDocumentKind<T>,
     mutationIdArg: string,
   ): Promise<{ doc: T; answer: unknown } | null> {
-    const doc = await this.collection(kindArg).findOne({ 'mutations.mutationId': mutationIdArg } as Filter<TStoredShape>);
+    const filter = { 'mutations.mutationId': mutationIdArg };
+    const direct = await this.direct.find(kindArg.collectionName, filter, { projection: { exclude: ['_id'] }, limit: 1 });
+    const doc = direct ? (direct[0] as TStoredShape | undefined) ?? null : await this.collection(kindArg).findOne(filter as Filter<TStoredShape>);
     if (!doc) {
       return null;
     }

@@ -1,0 +1,142 @@
+import { BSON, MongoServerError, ObjectId, type Document } from 'mongodb';
+import { bson as serverBson } from '@push.rocks/smartmongo/dist_ts/congodb/congodb.plugins.js';
+import { copyPlainValue, notPlain } from './directread.js';
+
+/**
+ * The store's writes to the embedded database without the database protocol: the same commands
+ * the driver would send (`findAndModify`, `update`, `delete`), handed to the embedded server's
+ * command router in this process instead of its socket (docs/storage.md, "Writes in the process").
+ *
+ * The router is the one the socket serves (database.ts): the same handlers decide every write on
+ * the same storage in the same turn, so a compare-and-swap is decided exactly as before, and no
+ * answer comes back before every journal record appended until then is on the device. What goes
+ * away is the driver's work around the command (its options, sessions, server selection and
+ * cursor), the socket, and one of the two encodings each way.
+ *
+ * What the server is given is what it would have decoded: the command is encoded and decoded once
+ * with the server's own bson, so `undefined` becomes null as the driver encodes it, values are
+ * copies no caller can change afterwards, and every value has the server's classes. What comes
+ * back is copied out of the server's memory: plain values directly, anything else (an ObjectId or
+ * Binary below the top level) through one encoding with the driver's bson, so callers get the
+ * driver's classes exactly as an answer over the socket gives them.
+ *
+ * Only for the embedded database: with MONGODB_URL, or turned off, every write goes through the
+ * driver and each method here answers `undefined`.
+ */
+
+export type TCommandRoute = (commandArg: { commandName: string; database: string; command: Document }) => Promise<Document>;
+
+export interface IDirectWriteSource {
+  route: TCommandRoute;
+  database: string;
+}
+
+/** One statement of an unordered `update` command, as the driver's `bulkWrite` sends it. */
+export interface IUpdateStatement {
+  q: Document;
+  u: Document;
+  upsert?: boolean;
+}
+
+/** The per-statement outcome of an `update` command. */
+export interface IUpdateOutcome {
+  /** Indexes of the statements that inserted a document. */
+  upserted: Set<number>;
+  /** Statements that failed, by index, with the server's code and message. */
+  writeErrors: Map<number, { code: unknown; errmsg: string }>;
+}
+
+/** A value out of the server's memory, copied with the classes the driver's decoding gives. */
+const asCallerValue = (valueArg: Document): Document => {
+  const copy: Document = {};
+  for (const key of Object.keys(valueArg)) {
+    const value: unknown = valueArg[key];
+    if (key === '_id' && value !== null && typeof value === 'object' && (value as { _bsontype?: unknown })._bsontype === 'ObjectId') {
+      copy._id = new ObjectId((value as { toHexString(): string }).toHexString());
+      continue;
+    }
+    const item = copyPlainValue(value);
+    if (item === notPlain) {
+      return BSON.deserialize(serverBson.serialize(valueArg));
+    }
+    copy[key] = item;
+  }
+  return copy;
+};
+
+export class DirectWriter {
+  /** Off: every write goes through the driver (the benches' baseline). */
+  public enabled = true;
+  /** Commands handed to the router in the process. */
+  public commands = 0;
+
+  constructor(private readonly source: () => IDirectWriteSource | null) {}
+
+  /** Whether writes go to the router in the process now. */
+  public get active(): boolean {
+    return this.enabled && this.source() !== null;
+  }
+
+  /** Runs one command as the server would have decoded it; undefined when the driver must send it. */
+  private async run(commandNameArg: string, commandArg: Document): Promise<Document | undefined> {
+    const source = this.enabled ? this.source() : null;
+    if (!source) {
+      return undefined;
+    }
+    const command = serverBson.deserialize(serverBson.serialize(commandArg, { ignoreUndefined: false }));
+    this.commands += 1;
+    const answer = await source.route({ commandName: commandNameArg, database: source.database, command });
+    if (answer.ok !== 1) {
+      // What the driver throws for a command the server refused.
+      throw new MongoServerError(answer as ConstructorParameters<typeof MongoServerError>[0]);
+    }
+    return answer;
+  }
+
+  /**
+   * `findOneAndUpdate(filter, update, { returnDocument: 'after', projection })`: the document after
+   * the update, null when none matched, undefined when the driver must send it.
+   */
+  public async findOneAndUpdate(
+    collectionArg: string,
+    filterArg: Document,
+    updateArg: Document,
+    projectionArg?: Document,
+  ): Promise<Document | null | undefined> {
+    const command: Document = { findAndModify: collectionArg, query: filterArg, update: updateArg, new: true };
+    if (projectionArg) {
+      command.fields = projectionArg;
+    }
+    const answer = await this.run('findAndModify', command);
+    if (answer === undefined) {
+      return undefined;
+    }
+    const value = answer.value as Document | null | undefined;
+    return value ? asCallerValue(value) : null;
+  }
+
+  /** An unordered `update` command: each statement's outcome, or undefined when the driver must send it. */
+  public async update(collectionArg: string, statementsArg: IUpdateStatement[]): Promise<IUpdateOutcome | undefined> {
+    const answer = await this.run('update', { update: collectionArg, updates: statementsArg, ordered: false });
+    if (answer === undefined) {
+      return undefined;
+    }
+    const upserted = new Set(((answer.upserted ?? []) as Array<{ index: number }>).map((entry) => entry.index));
+    const writeErrors = new Map(((answer.writeErrors ?? []) as Array<{ index: number; code: unknown; errmsg?: string }>)
+      .map((entry) => [entry.index, { code: entry.code, errmsg: entry.errmsg ?? 'write failed' }]));
+    return { upserted, writeErrors };
+  }
+
+  /** `deleteOne(filter)`: how many were deleted (0 or 1), undefined when the driver must send it. */
+  public async deleteOne(collectionArg: string, filterArg: Document): Promise<number | undefined> {
+    const answer = await this.run('delete', { delete: collectionArg, deletes: [{ q: filterArg, limit: 1 }], ordered: true });
+    if (answer === undefined) {
+      return undefined;
+    }
+    const [failure] = (answer.writeErrors ?? []) as Array<{ code: unknown; errmsg?: string }>;
+    if (failure) {
+      throw new MongoServerError({ message: failure.errmsg ?? 'delete failed', errmsg: failure.errmsg ?? 'delete failed', code: failure.code as number });
+    }
+    return Number(answer.n ?? 0);
+  }
+}
