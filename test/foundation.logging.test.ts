@@ -22,6 +22,30 @@ test('the logger removes every secret field at any depth it logs', () => {
   assert.equal((line.match(/\[redacted\]/g) ?? []).length, 6);
 });
 
+test('redaction copies what it changes: the logged objects stay as they were, a frozen one and an error too', () => {
+  const lines: string[] = [];
+  const destination = new Writable({ write(chunkArg, _encodingArg, callbackArg) { lines.push(chunkArg.toString()); callbackArg(); } });
+  const logger = createLogger('info', destination);
+  const request = Object.freeze({ identity: Object.freeze({ jwt: 'jwt-1', user: 'u-1' }) });
+  const error = Object.assign(new Error('refused'), { code: 'E_REFUSED', token: 'token-2' });
+  const list = [{ secret: 'secret-3' }, { name: 'n-4' }];
+  logger.info({ request, list, err: error }, 'a call');
+  const line = JSON.parse(lines.join('')) as Record<string, any>;
+  assert.deepEqual(line.request, { identity: { jwt: '[redacted]', user: 'u-1' } });
+  assert.deepEqual(line.list, [{ secret: '[redacted]' }, { name: 'n-4' }]);
+  assert.equal(line.err.message, 'refused');
+  assert.equal(line.err.code, 'E_REFUSED');
+  assert.equal(line.err.token, '[redacted]');
+  assert.match(line.err.stack, /refused/);
+  assert.equal(request.identity.jwt, 'jwt-1');
+  assert.equal(error.token, 'token-2');
+  assert.equal(list[0].secret, 'secret-3');
+  const child = logger.child({ relayToken: 'token-5', clusterId: 'c-1' });
+  child.info('bound');
+  assert.equal(lines.join('').includes('token-5'), false);
+  assert.ok(lines.join('').includes('"clusterId":"c-1"'));
+});
+
 test('log format: readable lines on a terminal by default, JSON otherwise, either when asked', () => {
   assert.equal(judgeLogFormat('auto', true), 'pretty');
   assert.equal(judgeLogFormat('auto', false), 'json');

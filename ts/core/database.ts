@@ -598,10 +598,16 @@ export class CloudlyDatabase {
     // no I/O, so a command waits only for those before it in the same turn. They wait for the
     // journal together, as commands over the socket do.
     let deciding: Promise<unknown> = Promise.resolve();
-    this.commandRoute = (commandArg) => durable(commandArg, () => {
+    // `decidedArg` sees the answer once the command has decided, before the journal is waited for:
+    // a command it starts then decides next and shares the same sync.
+    this.commandRoute = (commandArg, decidedArg) => durable(commandArg, () => {
       // Still a database command, as the metric has always counted it (unlike a read in the process).
       this.commandsStarted++;
-      const decided = deciding.then(() => decide(commandArg as Parameters<typeof route>[0]));
+      const decided = deciding.then(async () => {
+        const answer = await decide(commandArg as Parameters<typeof route>[0]);
+        decidedArg?.(answer);
+        return answer;
+      });
       deciding = decided.catch(() => undefined);
       return decided;
     });

@@ -24,7 +24,14 @@ import { copyPlainValue, notPlain } from './directread.js';
  * driver and each method here answers `undefined`.
  */
 
-export type TCommandRoute = (commandArg: { commandName: string; database: string; command: Document }) => Promise<Document>;
+/**
+ * The embedded server's command router for commands from this process (database.ts). `decidedArg`
+ * is called with the answer as soon as the command has decided, before the journal is waited for.
+ */
+export type TCommandRoute = (
+  commandArg: { commandName: string; database: string; command: Document },
+  decidedArg?: (answerArg: Document) => void,
+) => Promise<Document>;
 
 export interface IDirectWriteSource {
   route: TCommandRoute;
@@ -78,14 +85,14 @@ export class DirectWriter {
   }
 
   /** Runs one command as the server would have decoded it; undefined when the driver must send it. */
-  private async run(commandNameArg: string, commandArg: Document): Promise<Document | undefined> {
+  private async run(commandNameArg: string, commandArg: Document, decidedArg?: (answerArg: Document) => void): Promise<Document | undefined> {
     const source = this.enabled ? this.source() : null;
     if (!source) {
       return undefined;
     }
     const command = serverBson.deserialize(serverBson.serialize(commandArg, { ignoreUndefined: false }));
     this.commands += 1;
-    const answer = await source.route({ commandName: commandNameArg, database: source.database, command });
+    const answer = await source.route({ commandName: commandNameArg, database: source.database, command }, decidedArg);
     if (answer.ok !== 1) {
       // What the driver throws for a command the server refused.
       throw new MongoServerError(answer as ConstructorParameters<typeof MongoServerError>[0]);
@@ -95,24 +102,30 @@ export class DirectWriter {
 
   /**
    * `findOneAndUpdate(filter, update, { returnDocument: 'after', projection })`: the document after
-   * the update, null when none matched, undefined when the driver must send it.
+   * the update, null when none matched, undefined when the driver must send it. `updatedArg` gets
+   * the updated document as soon as the update is decided, before it is durable: a write it
+   * starts then (the change's audit event) is journaled in the same sync.
    */
   public async findOneAndUpdate(
     collectionArg: string,
     filterArg: Document,
     updateArg: Document,
-    projectionArg?: Document,
+    optionsArg: { projection?: Document; updated?: (afterArg: Document) => void } = {},
   ): Promise<Document | null | undefined> {
     const command: Document = { findAndModify: collectionArg, query: filterArg, update: updateArg, new: true };
-    if (projectionArg) {
-      command.fields = projectionArg;
+    if (optionsArg.projection) {
+      command.fields = optionsArg.projection;
     }
-    const answer = await this.run('findAndModify', command);
-    if (answer === undefined) {
-      return undefined;
-    }
-    const value = answer.value as Document | null | undefined;
-    return value ? asCallerValue(value) : null;
+    let after: Document | null = null;
+    const answer = await this.run('findAndModify', command, (decidedArg) => {
+      const value = decidedArg.ok === 1 ? decidedArg.value as Document | null | undefined : null;
+      if (value) {
+        // Copied at once: the stored document may change again before the journal answers.
+        after = asCallerValue(value);
+        optionsArg.updated?.(after);
+      }
+    });
+    return answer === undefined ? undefined : after;
   }
 
   /** An unordered `update` command: each statement's outcome, or undefined when the driver must send it. */

@@ -50,10 +50,14 @@ export class InsertBatcher {
 
   constructor(private readonly maximumStatements = maximumInsertStatements) {}
 
-  /** Creates `docArg` under `objectIdArg` unless that `_id` exists: true when this call created it. */
-  public insertIfAbsent(collectionArg: Collection<Document>, objectIdArg: ObjectId, docArg: Document): Promise<boolean> {
+  /**
+   * Creates `docArg` under `objectIdArg` unless that `_id` exists: true when this call created it.
+   * `now`: sent at once, not with the inserts of this turn (a write's audit event, sent while the
+   * write waits for the journal so the two share a sync).
+   */
+  public insertIfAbsent(collectionArg: Collection<Document>, objectIdArg: ObjectId, docArg: Document, optionsArg: { now?: boolean } = {}): Promise<boolean> {
     this.inserts++;
-    if (!this.enabled) {
+    if (!this.enabled || optionsArg.now) {
       this.commands++;
       return this.insertOne(collectionArg, objectIdArg, docArg);
     }

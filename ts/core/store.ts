@@ -368,6 +368,7 @@ export class DocumentStore {
     stampArg: IAuditStamp,
     generationAfterArg: number | null,
     docArg: Document | null,
+    nowArg = false,
   ): Promise<void> {
     const owners = kindArg.owners(idArg, docArg);
     const event: Omit<IAuditEventDocument, 'generation'> = {
@@ -393,7 +394,7 @@ export class DocumentStore {
       event.owners = owners;
     }
     try {
-      await this.insert(auditEventKind, event);
+      await this.insert(auditEventKind, event, { now: nowArg });
     } catch {
       // The change is committed and carries its stamp: start-up reconciliation appends the event.
       this.auditAppendFailures++;
@@ -530,7 +531,7 @@ export class DocumentStore {
   public async insert<T extends IStoredDocument>(
     kindArg: IDocumentKind<T>,
     docArg: Omit<T, 'generation'> & { generation?: number },
-    optionsArg: { mutation?: IMutationAnswer } = {},
+    optionsArg: { mutation?: IMutationAnswer; now?: boolean } = {},
   ): Promise<T | null> {
     const doc = { ...docArg, generation: 1 } as Document;
     if (optionsArg.mutation) {
@@ -551,6 +552,7 @@ export class DocumentStore {
       this.collection(kindArg) as unknown as Collection<Document>,
       documentObjectId(kindArg.collectionName, docArg.id),
       doc,
+      { now: optionsArg.now },
     );
     if (!inserted) {
       return null;
@@ -712,14 +714,22 @@ export class DocumentStore {
     if (unset.length > 0) {
       update.$unset = Object.fromEntries(unset.map((key) => [key, '']));
     }
-    const written = await this.writes.findOneAndUpdate(kindArg.collectionName, filter, update);
+    const kind = kindArg as unknown as IDocumentKind<IStoredDocument>;
+    const appendAuditOf = (afterArg: Document, nowArg: boolean): Promise<void> =>
+      this.appendAudit(kind, idArg, String(afterArg._incarnation ?? 'none'), stamp!, expectedGenerationArg + 1, afterArg, nowArg);
+    // In the process, the audit event is appended as soon as the write has decided, so the two
+    // share one journal sync; a crash between them is what start-up reconciliation finishes.
+    let auditAppended: Promise<void> | null = null;
+    const written = await this.writes.findOneAndUpdate(kindArg.collectionName, filter, update, {
+      updated: stamp ? (afterArg) => { auditAppended = appendAuditOf(afterArg, true); } : undefined,
+    });
     const after = written !== undefined ? written : await collection.findOneAndUpdate(filter, update, { returnDocument: 'after' });
     if (!after) {
       return null;
     }
-    this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, after);
+    this.committed(kind, idArg, after);
     if (stamp) {
-      await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, String(after._incarnation ?? 'none'), stamp, expectedGenerationArg + 1, after);
+      await (auditAppended ?? appendAuditOf(after, false));
     }
     return stripStoredFields<T>(after);
   }
@@ -820,7 +830,7 @@ export class DocumentStore {
     if (stamp) {
       const marking = { $set: { _audit: { ...stamp, removing: true as const }, generation: expectedGenerationArg + 1 } };
       const projection = { _incarnation: 1, serviceId: 1, clusterId: 1 };
-      const markedInProcess = await this.writes.findOneAndUpdate(kindArg.collectionName, filter, marking, projection);
+      const markedInProcess = await this.writes.findOneAndUpdate(kindArg.collectionName, filter, marking, { projection });
       const marked = markedInProcess !== undefined
         ? markedInProcess
         : await collection.findOneAndUpdate(filter, marking, { returnDocument: 'after', projection });
