@@ -169,6 +169,24 @@ describe('writes to the embedded database in the process', () => {
     });
   });
 
+  test('a swap of an audited document and its audit event share one journal sync in the process; through the driver they take two', async () => {
+    for (const inProcess of [true, false]) {
+      await withStore(async (store, database) => {
+        store.writes.enabled = inProcess;
+        await store.insert(itemKind, { id: 'synced', n: 0 });
+        const journal = database.journal!;
+        const syncsBefore = journal.syncs;
+        const lsnBefore = journal.lastAppendedLsn;
+        const written = await store.swap(itemKind, 'synced', 1, { set: { n: 1 } });
+        assert.equal(written?.generation, 2);
+        assert.equal(journal.lastAppendedLsn - lsnBefore, 2, 'two records: the document and its audit event');
+        assert.equal(journal.syncs - syncsBefore, inProcess ? 1 : 2, inProcess ? 'one sync in the process' : 'two through the driver');
+        const events = await database.mongoDb.collection('CloudlyAuditEvent').find({ 'target.id': 'synced' }).toArray();
+        assert.deepEqual(events.map((event) => event.generationAfter).sort(), [1, 2]);
+      });
+    }
+  });
+
   test('100 concurrent compare-and-swaps from one generation in the process: exactly one winner', async () => {
     await withStore(async (store) => {
       await store.insert(raceKind, { id: 'raced', n: 0 });
