@@ -23,7 +23,11 @@ export const startBenchCloudly = async (nameArg: string, configArg: Partial<IClo
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), `cloudly-bench-${nameArg}-`));
   // CLOUDLY_EMBEDDED_DIRECT_READS=0: every store read through the database protocol, the baseline of reads in the process.
   const embeddedDirectReads = process.env.CLOUDLY_EMBEDDED_DIRECT_READS !== '0';
-  const cloudly = new Cloudly({ config: { port: 0, mongoDbUrl: null, dataDir, adminPassword: benchAdminPassword, logLevel: 'silent', embeddedDirectReads, ...benchSocketLimits, ...configArg } });
+  // CLOUDLY_EMBEDDED_DIRECT_WRITES=0: every store write through the database protocol, the baseline of writes in the process.
+  const embeddedDirectWrites = process.env.CLOUDLY_EMBEDDED_DIRECT_WRITES !== '0';
+  const cloudly = new Cloudly({
+    config: { port: 0, mongoDbUrl: null, dataDir, adminPassword: benchAdminPassword, logLevel: 'silent', embeddedDirectReads, embeddedDirectWrites, ...benchSocketLimits, ...configArg },
+  });
   await cloudly.start();
   const admin = new CloudlyAdminClient(cloudly.baseUrl);
   await admin.login('admin', benchAdminPassword);
