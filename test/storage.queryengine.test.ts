@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { Context } from 'mingo/core';
 import * as congodb from '@push.rocks/smartmongo/dist_ts/congodb/index.js';
-import { queriesShareContext } from '../ts/core/queryengine.js';
+import { queriesShareContext, setStringInSets } from '../ts/core/queryengine.js';
 
 /**
  * ts/core/queryengine.ts: the embedded database's queries (and the read cache's) share mingo's
@@ -77,4 +77,67 @@ test('an aggregation stage that adds operators to its context leaves later queri
   ) as Array<{ _id: string; value: number }>;
   assert.deepEqual(filled.map((docArg) => docArg.value), [0, 0, 2, 3]);
   assert.deepEqual(idsOf(congodb.QueryEngine.filter(documents as never[], { 'data.replicas': { $in: [0, 5] } } as never)), ['c', 'd']);
+});
+
+test("a filter's $in on strings is tested with one set, and answers exactly what mingo's own $in answers, in the same order", (t) => {
+  t.after(() => setStringInSets(true));
+  let state = 20261207;
+  const next = (): number => {
+    state = (state * 1664525 + 1013904223) >>> 0;
+    return state / 2 ** 32;
+  };
+  const pick = <T>(listArg: readonly T[]): T => listArg[Math.floor(next() * listArg.length)];
+  const names = ['a', 'b', 'c', 'd', 'e', '1'];
+  // Every kind of value a field can hold: strings, arrays of strings (empty too), missing, null,
+  // numbers, a number that prints as a listed string, nested arrays, objects, dates, booleans.
+  const valueOf = (): unknown => pick<() => unknown>([
+    () => pick(names),
+    () => [pick(names), pick(names)],
+    () => [],
+    () => undefined,
+    () => null,
+    () => 1,
+    () => [pick(names), 1],
+    () => [[pick(names)]],
+    () => ({ id: pick(names) }),
+    () => new Date(0),
+    () => true,
+  ])();
+  const documents = Array.from({ length: 300 }, (_unused, index) => {
+    const doc: Record<string, unknown> = { _id: `doc-${index}`, n: Math.floor(next() * 5) };
+    for (const field of ['id', 'clusterId']) {
+      const value = valueOf();
+      if (value !== undefined) {
+        doc[field] = value;
+      }
+    }
+    return doc;
+  });
+  const listOf = (): string[] => Array.from({ length: Math.floor(next() * 4) }, () => pick(names));
+  const filterOf = (): Record<string, unknown> => pick<() => Record<string, unknown>>([
+    () => ({ id: { $in: listOf() } }),
+    () => ({ id: { $in: listOf() }, clusterId: { $in: listOf() } }),
+    () => ({ id: { $in: listOf() }, n: { $gte: Math.floor(next() * 5) } }),
+    () => ({ clusterId: { $in: listOf() }, id: pick(names) }),
+    () => ({ id: { $in: [...listOf(), null] } }),
+    () => ({ id: { $in: listOf(), $ne: pick(names) } }),
+    () => ({ 'id.0': { $in: listOf() } }),
+  ])();
+  let setAnswers = 0;
+  for (let round = 0; round < 400; round++) {
+    const filter = filterOf();
+    setStringInSets(true);
+    const withSets = congodb.QueryEngine.filter(documents as never[], filter as never) as unknown[];
+    setStringInSets(false);
+    const mingos = congodb.QueryEngine.filter(documents as never[], filter as never) as unknown[];
+    assert.deepEqual(idsOf(withSets), idsOf(mingos), `round ${round}: ${JSON.stringify(filter)}`);
+    setAnswers += withSets.length;
+  }
+  assert.ok(setAnswers > 1_000, `the filters matched documents (${setAnswers})`);
+
+  // The reason for it: 3,000 ids over 3,000 documents, once with sets, once with mingo's $in.
+  const many = Array.from({ length: 3_000 }, (_unused, index) => ({ _id: `m-${index}`, id: `id-${index}` }));
+  const filter = { id: { $in: many.map((doc) => doc.id) } };
+  setStringInSets(true);
+  assert.equal((congodb.QueryEngine.filter(many as never[], filter as never) as unknown[]).length, 3_000);
 });
