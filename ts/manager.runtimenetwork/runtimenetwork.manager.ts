@@ -94,7 +94,7 @@ export class RuntimeNetworkManager {
       readLeaseEntries: (optionsArg) => this.leases.readEntries(optionsArg),
       withdrawalWindowMs: () => this.leases.windowMs,
       allocateCluster: (clusterIdArg) => this.leases.allocate(clusterIdArg),
-      listServiceIds: async (clusterIdArg) => (await cloudly.store.find(serviceKind, { clusterId: clusterIdArg })).map((service) => service.id),
+      listServiceIds: async (clusterIdArg) => (await cloudly.store.findFields(serviceKind, { clusterId: clusterIdArg }, ['id'])).map((service) => service.id),
       readPublishedProjection: async (clusterIdArg, nodeIdArg) => {
         await this.ports?.settledProjections(clusterIdArg);
         const doc = await cloudly.store.get(runtimeNetworkProjectionKind, clusterNodeDocumentId(clusterIdArg, nodeIdArg));

@@ -555,7 +555,7 @@ export class ServiceManager {
     const routes = specArg.routes ?? [];
     if (routes.length > 0) {
       const taken = new Map<string, string>();
-      for (const other of await this.cloudly.store.find(serviceKind, { clusterId: specArg.clusterId })) {
+      for (const other of await this.cloudly.store.findFields(serviceKind, { clusterId: specArg.clusterId }, ['id', 'deletionRequestedAt', 'routes'])) {
         if (other.id !== serviceIdArg && other.deletionRequestedAt === undefined) {
           for (const route of other.routes ?? []) {
             taken.set(route.hostname, other.id);
