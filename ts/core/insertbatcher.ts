@@ -1,4 +1,4 @@
-import { MongoBulkWriteError, MongoServerError, type Collection, type Document, type ObjectId } from 'mongodb';
+import { MongoBulkWriteError, MongoNotConnectedError, MongoServerError, type Collection, type Document, type ObjectId } from 'mongodb';
 import type { DirectWriter } from './directwrite.js';
 
 /**
@@ -177,7 +177,8 @@ export class InsertBatcher {
       upsert: true,
     })));
     if (!outcome) {
-      throw new Error('the embedded database stopped serving in the process');
+      // Closed between the check and the send: what the driver says of a closed client.
+      throw new MongoNotConnectedError('the embedded database is closed');
     }
     return insertsArg.map((_insert, index) => {
       const failure = outcome.writeErrors.get(index);
