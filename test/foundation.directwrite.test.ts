@@ -216,6 +216,7 @@ describe('writes to the embedded database in the process', () => {
       await assert.rejects(store.swap(itemKind, 'kept', 1, { set: { n: 2 } }), (error: unknown) => isDatabaseUnavailableError(error));
       await assert.rejects(store.insert(itemKind, { id: 'refused', n: 1 }), (error: unknown) => isDatabaseUnavailableError(error));
       assert.ok(store.writes.commands > commandsBefore, 'the refused writes went through the process');
+      assert.equal(store.auditAppendFailures, 0, 'a refused change is no audit event that failed to append');
       await fsp.rm(failpoint);
       assert.equal((await store.get(itemKind, 'kept'))?.generation, 1);
       assert.equal(await store.get(itemKind, 'refused'), null);

@@ -102,7 +102,7 @@ export class DirectWriter {
 
   /**
    * `findOneAndUpdate(filter, update, { returnDocument: 'after', projection })`: the document after
-   * the update, null when none matched, undefined when the driver must send it. `updatedArg` gets
+   * the update, null when none matched, undefined when the driver must send it. `updated` gets
    * the updated document as soon as the update is decided, before it is durable: a write it
    * starts then (the change's audit event) is journaled in the same sync.
    */

@@ -393,8 +393,14 @@ export class DocumentStore {
     if (owners.clusterId !== undefined || owners.serviceId !== undefined) {
       event.owners = owners;
     }
+    const inserted = this.insert(auditEventKind, event, { now: nowArg });
+    if (nowArg) {
+      // Sent before the change is durable: the caller learns whether the change itself was.
+      await inserted;
+      return;
+    }
     try {
-      await this.insert(auditEventKind, event, { now: nowArg });
+      await inserted;
     } catch {
       // The change is committed and carries its stamp: start-up reconciliation appends the event.
       this.auditAppendFailures++;
@@ -721,15 +727,28 @@ export class DocumentStore {
     // share one journal sync; a crash between them is what start-up reconciliation finishes.
     let auditAppended: Promise<void> | null = null;
     const written = await this.writes.findOneAndUpdate(kindArg.collectionName, filter, update, {
-      updated: stamp ? (afterArg) => { auditAppended = appendAuditOf(afterArg, true); } : undefined,
+      updated: stamp
+        ? (afterArg) => {
+          auditAppended = appendAuditOf(afterArg, true);
+          // Awaited below once the change is durable; a refused change refuses its event too.
+          auditAppended.catch(() => undefined);
+        }
+        : undefined,
     });
     const after = written !== undefined ? written : await collection.findOneAndUpdate(filter, update, { returnDocument: 'after' });
     if (!after) {
       return null;
     }
     this.committed(kind, idArg, after);
-    if (stamp) {
-      await (auditAppended ?? appendAuditOf(after, false));
+    if (auditAppended) {
+      try {
+        await auditAppended;
+      } catch {
+        // The change is committed and carries its stamp: start-up reconciliation appends the event.
+        this.auditAppendFailures++;
+      }
+    } else if (stamp) {
+      await appendAuditOf(after, false);
     }
     return stripStoredFields<T>(after);
   }
