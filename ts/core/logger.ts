@@ -32,7 +32,8 @@ const withoutSecrets = (valueArg: object, depthArg: number): object => {
     let replaced = value;
     if (secretFields.has(key)) {
       replaced = censor;
-    } else if (depthArg < redactDepth && value !== null && typeof value === 'object') {
+    } else if (depthArg < redactDepth && value !== null && typeof value === 'object' && !ArrayBuffer.isView(value)) {
+      // (A Buffer's or typed array's members are its bytes: no field names to look at.)
       replaced = withoutSecrets(value, depthArg + 1);
     }
     if (replaced !== value) {

@@ -399,8 +399,13 @@ export class DocumentStore {
       await inserted;
       return;
     }
+    await this.auditAppended(inserted);
+  }
+
+  /** Waits for a committed change's audit event; a failure is counted, never the writer's. */
+  private async auditAppended(appendArg: Promise<unknown>): Promise<void> {
     try {
-      await inserted;
+      await appendArg;
     } catch {
       // The change is committed and carries its stamp: start-up reconciliation appends the event.
       this.auditAppendFailures++;
@@ -741,12 +746,7 @@ export class DocumentStore {
     }
     this.committed(kind, idArg, after);
     if (auditAppended) {
-      try {
-        await auditAppended;
-      } catch {
-        // The change is committed and carries its stamp: start-up reconciliation appends the event.
-        this.auditAppendFailures++;
-      }
+      await this.auditAppended(auditAppended);
     } else if (stamp) {
       await appendAuditOf(after, false);
     }
