@@ -6,7 +6,7 @@ import { SimFleet } from '../ts/sim/fleet.js';
 import type { SimulatedCluster } from '../ts/sim/cluster.js';
 import { generatedClosureSha256 } from '../ts/sim/generate.js';
 import { closureArchiveObjectPath } from '../ts/manager.backup/backup.manager.js';
-import { backupDrillKind } from '../ts/manager.backup/documents.js';
+import { backupDrillKind, serviceBackupKind, type IBackupDrillDocument } from '../ts/manager.backup/documents.js';
 import { refusalOf, startTestCloudly, testAdminPassword, waitFor, type ITestCloudly } from './helpers/cloudly.js';
 import type { IBackupDrillReceipt, IServiceBackupRecord } from '../ts/interfaces/requests/backup.js';
 
@@ -201,18 +201,39 @@ test('retention keeps a backup while a drill uses it; a relay dropped mid-drill 
   assert.deepEqual([decision.action, decision.reasons], ['keep', ['in-use']]);
   assert.ok(await backupOf(older.backupId), 'the drilled backup is still there');
 
-  // The relay drops while the node holds the status answer; the relay reconnects on its own.
-  fleet.config.faultDrillStallMs = 0;
-  const connectionsBefore = fleet.counters.registrations;
-  t.cloudly.relays.activeSession(clusterId)!.peer.terminate();
-  const ended = await followOperation(t.caller, operation.operationId, { timeoutMs: 30_000, pollMs: 50 });
-  assert.equal(ended.state, 'failed');
-  const receipt = await receiptWhen(older.backupId, (receiptArg) => receiptArg.outcome === 'failed' && receiptArg.cleanedUp, 'the failed drill cleaned up after the relay came back');
-  assert.equal(receipt.reason, 'relay-disconnected');
-  assert.ok(fleet.counters.registrations > connectionsBefore, 'the relay reconnected');
-  assert.equal(cluster.isolatedRestores.get(restoreId)!.state.phase, 'cleaned-up');
-  // Let go of: retention removes it now.
-  await waitFor(async () => (await backupOf(older.backupId)) === undefined, 'retention removed the backup once the drill let go of it', 30_000);
+  // Retention removes the backup (and its receipts) as soon as the drill lets go of it, which can be
+  // before a poll sees the receipt: each receipt is read as it is committed (a read waits one turn,
+  // the removal after it at least one journal sync), and the node's phase when the backup goes.
+  const receipts: IBackupDrillDocument[] = [];
+  let phaseWhenRemoved: string | undefined;
+  const stopListening = t.cloudly.store.onCommitted((kindArg, idArg, ownersArg) => {
+    if (kindArg === backupDrillKind && ownersArg.generation !== undefined) {
+      void t.cloudly.store.get(backupDrillKind, idArg).then((docArg) => docArg && docArg.backupId === older.backupId && receipts.push(docArg));
+    }
+    if (kindArg === serviceBackupKind && idArg === older.backupId && ownersArg.generation === undefined) {
+      phaseWhenRemoved = cluster.isolatedRestores.get(restoreId)?.state.phase;
+    }
+  });
+  try {
+    // The relay drops while the node holds the status answer; the relay reconnects on its own.
+    fleet.config.faultDrillStallMs = 0;
+    const connectionsBefore = fleet.counters.registrations;
+    t.cloudly.relays.activeSession(clusterId)!.peer.terminate();
+    const ended = await followOperation(t.caller, operation.operationId, { timeoutMs: 30_000, pollMs: 50 });
+    assert.equal(ended.state, 'failed');
+    await waitFor(() => receipts.some((receiptArg) => receiptArg.outcome === 'failed' && receiptArg.cleanedUp),
+      `the failed drill cleaned up after the relay came back: ${JSON.stringify(receipts.at(-1))}`, 30_000);
+    const receipt = receipts.find((receiptArg) => receiptArg.outcome === 'failed' && receiptArg.cleanedUp)!;
+    assert.equal(receipt.reason, 'relay-disconnected');
+    assert.equal(receipt.cleanupReason, undefined);
+    assert.ok(fleet.counters.registrations > connectionsBefore, 'the relay reconnected');
+    assert.equal(cluster.isolatedRestores.get(restoreId)!.state.phase, 'cleaned-up');
+    // Let go of: retention removes it now, and it kept it until the node had cleaned up.
+    await waitFor(async () => (await backupOf(older.backupId)) === undefined, 'retention removed the backup once the drill let go of it', 30_000);
+    assert.equal(phaseWhenRemoved, 'cleaned-up', 'retention kept the backup while its drill still owed the cleanup');
+  } finally {
+    stopListening();
+  }
   await waitFor(async () => (await t.cloudly.store.find(backupDrillKind, { backupId: older.backupId })).length === 0, 'the removed backup\'s drill receipt went with it', 30_000);
   await t.caller.call('deleteBackupSchedule', { scheduleId: schedule.scheduleId, expectedGeneration: withRetention.schedule.generation });
 });
