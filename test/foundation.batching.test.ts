@@ -109,36 +109,42 @@ describe('read batching', () => {
     });
   });
 
-  test('creates asked at once: exactly one winner per id, every caller told its own outcome, in as few commands as the statement bound allows', async () => {
-    await withStore(async (store) => {
-      await store.insert(probeKind, { id: 'exists', state: 'new', n: 0, tags: [] });
-      const created: string[] = [];
-      store.onCommitted((kindArg, idArg) => {
-        if (kindArg === probeKind) {
-          created.push(idArg);
+  // Both ways the batched creates can go: handed to the embedded server in the process, and through
+  // the driver's bulkWrite (the way with MONGODB_URL).
+  for (const inProcess of [true, false]) {
+    test(`creates asked at once (${inProcess ? 'in the process' : 'through the driver'}): exactly one winner per id, every caller told its own outcome, in as few commands as the statement bound allows`, async () => {
+      await withStore(async (store) => {
+        store.writes.enabled = inProcess;
+        await store.insert(probeKind, { id: 'exists', state: 'new', n: 0, tags: [] });
+        const created: string[] = [];
+        store.onCommitted((kindArg, idArg) => {
+          if (kindArg === probeKind) {
+            created.push(idArg);
+          }
+        });
+        // Each new id asked three times, and the existing one twice, all in the same turn.
+        const ids = [...Array.from({ length: 40 }, (_, index) => `new-${index}`), 'exists'];
+        const asks = ids.flatMap((id) => (id === 'exists' ? [id, id] : [id, id, id]));
+        const commandsBefore = store.inserts.commands;
+        const answers = await Promise.all(asks.map((id, index) => store.insert(probeKind, { id, state: `ask-${index}`, n: index, tags: [] })));
+        const expectedCommands = Math.ceil(asks.length / maximumInsertStatements);
+        assert.ok(expectedCommands > 1, 'the asks span more than one command, so a duplicate id can sit in two');
+        assert.equal(store.inserts.commands - commandsBefore, expectedCommands, `${asks.length} creates in ${expectedCommands} commands`);
+        for (const id of ids) {
+          const winners = answers.filter((answer, index) => asks[index] === id && answer !== null);
+          assert.equal(winners.length, id === 'exists' ? 0 : 1, `${id}: ${winners.length} winners`);
+          const stored = await store.get(probeKind, id);
+          assert.equal(stored!.generation, 1);
+          if (id !== 'exists') {
+            assert.deepEqual(stored, winners[0], `${id}: the winner's answer is what was stored`);
+          }
         }
+        assert.deepEqual(created.sort(), ids.filter((id) => id !== 'exists').sort(), 'one commit per created document');
+        store.inserts.enabled = false;
+        assert.equal(await store.insert(probeKind, { id: 'exists', state: 'again', n: 0, tags: [] }), null);
+        assert.notEqual(await store.insert(probeKind, { id: 'alone', state: 'new', n: 0, tags: [] }), null);
+        assert.equal(store.writes.commands > 0, inProcess, inProcess ? 'the creates went through the process' : 'no create went through the process');
       });
-      // Each new id asked three times, and the existing one twice, all in the same turn.
-      const ids = [...Array.from({ length: 40 }, (_, index) => `new-${index}`), 'exists'];
-      const asks = ids.flatMap((id) => (id === 'exists' ? [id, id] : [id, id, id]));
-      const commandsBefore = store.inserts.commands;
-      const answers = await Promise.all(asks.map((id, index) => store.insert(probeKind, { id, state: `ask-${index}`, n: index, tags: [] })));
-      const expectedCommands = Math.ceil(asks.length / maximumInsertStatements);
-      assert.ok(expectedCommands > 1, 'the asks span more than one command, so a duplicate id can sit in two');
-      assert.equal(store.inserts.commands - commandsBefore, expectedCommands, `${asks.length} creates in ${expectedCommands} commands`);
-      for (const id of ids) {
-        const winners = answers.filter((answer, index) => asks[index] === id && answer !== null);
-        assert.equal(winners.length, id === 'exists' ? 0 : 1, `${id}: ${winners.length} winners`);
-        const stored = await store.get(probeKind, id);
-        assert.equal(stored!.generation, 1);
-        if (id !== 'exists') {
-          assert.deepEqual(stored, winners[0], `${id}: the winner's answer is what was stored`);
-        }
-      }
-      assert.deepEqual(created.sort(), ids.filter((id) => id !== 'exists').sort(), 'one commit per created document');
-      store.inserts.enabled = false;
-      assert.equal(await store.insert(probeKind, { id: 'exists', state: 'again', n: 0, tags: [] }), null);
-      assert.notEqual(await store.insert(probeKind, { id: 'alone', state: 'new', n: 0, tags: [] }), null);
     });
-  });
+  }
 });

@@ -79,11 +79,6 @@ export class DirectWriter {
 
   constructor(private readonly source: () => IDirectWriteSource | null) {}
 
-  /** Whether writes go to the router in the process now. */
-  public get active(): boolean {
-    return this.enabled && this.source() !== null;
-  }
-
   /** Runs one command as the server would have decoded it; undefined when the driver must send it. */
   private async run(commandNameArg: string, commandArg: Document, decidedArg?: (answerArg: Document) => void): Promise<Document | undefined> {
     const source = this.enabled ? this.source() : null;

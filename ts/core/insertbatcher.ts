@@ -1,4 +1,4 @@
-import { MongoBulkWriteError, MongoNotConnectedError, MongoServerError, type Collection, type Document, type ObjectId } from 'mongodb';
+import { MongoBulkWriteError, MongoServerError, type Collection, type Document, type ObjectId } from 'mongodb';
 import type { DirectWriter } from './directwrite.js';
 
 /**
@@ -88,8 +88,9 @@ export class InsertBatcher {
   }
 
   private async insertOne(collectionArg: Collection<Document>, objectIdArg: ObjectId, docArg: Document): Promise<boolean> {
-    if (this.direct?.active) {
-      const [outcome] = await this.sendDirect(collectionArg, [{ objectId: objectIdArg, doc: docArg }]);
+    const direct = await this.sendDirect(collectionArg, [{ objectId: objectIdArg, doc: docArg }]);
+    if (direct) {
+      const [outcome] = direct;
       if (outcome instanceof Error) {
         throw outcome;
       }
@@ -113,28 +114,33 @@ export class InsertBatcher {
       await this.insertOne(collectionArg, only.objectId, only.doc).then(only.resolve, only.reject);
       return;
     }
-    if (this.direct?.active) {
-      let outcomes: Array<boolean | Error>;
-      try {
-        outcomes = await this.sendDirect(collectionArg, insertsArg);
-      } catch (error) {
-        for (const insert of insertsArg) {
-          insert.reject(error);
-        }
-        return;
-      }
-      for (const [index, insert] of insertsArg.entries()) {
-        const outcome = outcomes[index];
-        if (outcome instanceof Error) {
-          insert.reject(outcome);
-        } else {
-          insert.resolve(outcome);
-        }
+    let outcomes: Array<boolean | Error>;
+    try {
+      outcomes = (await this.sendDirect(collectionArg, insertsArg)) ?? (await this.sendThroughDriver(collectionArg, insertsArg));
+    } catch (error) {
+      // Nothing says which statements took effect: each caller learns the command failed.
+      for (const insert of insertsArg) {
+        insert.reject(error);
       }
       return;
     }
+    for (const [index, insert] of insertsArg.entries()) {
+      const outcome = outcomes[index];
+      if (outcome instanceof Error) {
+        insert.reject(outcome);
+      } else {
+        insert.resolve(outcome);
+      }
+    }
+  }
+
+  /**
+   * The unordered upserts as one `bulkWrite`: per insert, whether it created the document (false:
+   * the id existed), or the error of its own statement. Throws when no statement's outcome is known.
+   */
+  private async sendThroughDriver(collectionArg: Collection<Document>, insertsArg: Array<{ objectId: ObjectId; doc: Document }>): Promise<Array<boolean | Error>> {
     let inserted: Record<number, unknown>;
-    const failed = new Map<number, unknown>();
+    const failed = new Map<number, Error | null>();
     try {
       const result = await collectionArg.bulkWrite(
         insertsArg.map((insert) => ({ updateOne: { filter: { _id: insert.objectId }, update: { $setOnInsert: insert.doc }, upsert: true } })),
@@ -144,41 +150,29 @@ export class InsertBatcher {
     } catch (error) {
       const writeErrors = error instanceof MongoBulkWriteError ? [error.writeErrors].flat() as Array<{ index: number; code: unknown; errmsg?: string }> : [];
       if (!(error instanceof MongoBulkWriteError) || writeErrors.length === 0 || error.writeConcernError) {
-        // Nothing says which statements took effect: each caller learns the command failed.
-        for (const insert of insertsArg) {
-          insert.reject(error);
-        }
-        return;
+        throw error;
       }
       inserted = error.result.upsertedIds;
       for (const writeError of writeErrors) {
         failed.set(writeError.index, isDuplicateKeyCode(writeError.code) ? null : statementError(writeError.code, writeError.errmsg));
       }
     }
-    for (const [index, insert] of insertsArg.entries()) {
-      const failure = failed.get(index);
-      if (failure) {
-        insert.reject(failure);
-      } else {
-        insert.resolve(index in inserted);
-      }
-    }
+    return insertsArg.map((_insert, index) => failed.get(index) ?? index in inserted);
   }
 
   /**
-   * The same unordered upserts, handed to the embedded server in the process: per insert, whether
-   * it created the document (false: the id existed), or the error of its own statement. Throws
-   * when the command as a whole was refused.
+   * The same unordered upserts, handed to the embedded server in the process, with the same
+   * outcomes; null when the driver must send them (not embedded, or turned off). Throws when the
+   * command as a whole was refused.
    */
-  private async sendDirect(collectionArg: Collection<Document>, insertsArg: Array<{ objectId: ObjectId; doc: Document }>): Promise<Array<boolean | Error>> {
-    const outcome = await this.direct!.update(collectionArg.collectionName, insertsArg.map((insert) => ({
+  private async sendDirect(collectionArg: Collection<Document>, insertsArg: Array<{ objectId: ObjectId; doc: Document }>): Promise<Array<boolean | Error> | null> {
+    const outcome = await this.direct?.update(collectionArg.collectionName, insertsArg.map((insert) => ({
       q: { _id: insert.objectId },
       u: { $setOnInsert: insert.doc },
       upsert: true,
     })));
     if (!outcome) {
-      // Closed between the check and the send: what the driver says of a closed client.
-      throw new MongoNotConnectedError('the embedded database is closed');
+      return null;
     }
     return insertsArg.map((_insert, index) => {
       const failure = outcome.writeErrors.get(index);
