@@ -9,8 +9,75 @@ import canonicalizeModule from 'canonicalize';
 
 const canonicalize = canonicalizeModule as unknown as (valueArg: unknown) => string | undefined;
 
+/** Thrown inside `canonicalText` when a value is not plain JSON: the checked way then names why. */
+const notPlainJson = Symbol('not plain JSON');
+
+/**
+ * The canonical text of a plain JSON value in one walk, or `notPlainJson` thrown: the same text
+ * the `canonicalize` package writes for every value `assertPlainJson` accepts (keys sorted by
+ * UTF-16 code units, primitives as JSON.stringify writes them). Checked against the package on
+ * random values in test/foundation.canonicaljson.test.ts.
+ */
+const canonicalText = (valueArg: unknown, depthArg: number): string => {
+  if (depthArg > 64) {
+    throw notPlainJson;
+  }
+  if (valueArg === null) {
+    return 'null';
+  }
+  switch (typeof valueArg) {
+    case 'string':
+      return JSON.stringify(valueArg);
+    case 'boolean':
+      return valueArg ? 'true' : 'false';
+    case 'number':
+      if (!Number.isFinite(valueArg)) {
+        throw notPlainJson;
+      }
+      return JSON.stringify(valueArg);
+    case 'object':
+      break;
+    default:
+      throw notPlainJson;
+  }
+  if (Array.isArray(valueArg)) {
+    let text = '[';
+    for (let index = 0; index < valueArg.length; index++) {
+      // A hole: the package's spelling of it is left to the package.
+      if (!(index in valueArg)) {
+        throw notPlainJson;
+      }
+      text += (index === 0 ? '' : ',') + canonicalText(valueArg[index], depthArg + 1);
+    }
+    return `${text}]`;
+  }
+  const prototype = Object.getPrototypeOf(valueArg);
+  if (prototype !== Object.prototype && prototype !== null) {
+    throw notPlainJson;
+  }
+  const record = valueArg as Record<string, unknown>;
+  const keys = Object.keys(record).sort();
+  let text = '{';
+  for (let index = 0; index < keys.length; index++) {
+    const item = record[keys[index]];
+    if (item === undefined) {
+      throw notPlainJson;
+    }
+    text += `${index === 0 ? '' : ','}${JSON.stringify(keys[index])}:${canonicalText(item, depthArg + 1)}`;
+  }
+  return `${text}}`;
+};
+
 /** Canonical JSON text of a plain JSON value; throws for values JSON cannot express. */
 export const canonicalizeJson = (valueArg: unknown): string => {
+  try {
+    return canonicalText(valueArg, 0);
+  } catch (error) {
+    if (error !== notPlainJson) {
+      throw error;
+    }
+  }
+  // Not plain JSON (or an array with holes): the checked way names what is wrong.
   assertPlainJson(valueArg, 'value');
   const text = canonicalize(valueArg);
   if (typeof text !== 'string') {
