@@ -24,7 +24,7 @@ import { type TWatchRequest, watchOperations } from './operations.js';
  *
  * Revisions start at the start time in microseconds, so a revision handed out by an earlier run of
  * this instance is always older than every one of this run and is answered `revision-gone`. The
- * last `retainedChanges` changes are kept for resuming; older ones mean re-list.
+ * last `retainedChanges` changes at least are kept for resuming; older ones mean re-list.
  *
  * With several instances over one database (docs/multi-instance.md) the audit log is shared: while
  * anyone watches here, the change feed also reads the events other instances appended (every
@@ -38,6 +38,8 @@ import { type TWatchRequest, watchOperations } from './operations.js';
 
 /** How many recent changes are kept for `sinceRevision`. */
 export const retainedChanges = 10_000;
+/** How many changes beyond `retainedChanges` accumulate before the oldest are dropped together. */
+const trimStep = 1_000;
 /** Changes a watcher may have queued or unanswered before it is told to re-list. */
 export const maxWatcherBacklog = 5_000;
 /** How long Cloudly lets a `changeEvent` go unanswered before it counts the watcher as gone. */
@@ -264,7 +266,9 @@ export class WatchManager {
       this.resolved(entry);
     }
     this.recent.push(entry);
-    if (this.recent.length > retainedChanges) {
+    // Trimmed in steps, not by one entry per change: moving 10,000 entries down for every write
+    // cost more than the rest of recording it.
+    if (this.recent.length >= retainedChanges + trimStep) {
       this.recent.splice(0, this.recent.length - retainedChanges);
     }
     for (const watcher of this.watchers.values()) {
