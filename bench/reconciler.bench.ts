@@ -18,7 +18,9 @@
  *   node --import tsx bench/reconciler.bench.ts [services] [clusters] [rate] [seconds] [passServices] [tenfoldRate]
  *   npm run bench -- --smoke reconciler      (tiny sizes; no results file)
  */
+import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
+import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { inParallel, startBenchCloudly, timeEach } from './helpers/benchcloudly.js';
 import type { IReq_Any_Cloudly_CreateCluster } from '../ts/interfaces/requests/admin.js';
@@ -71,9 +73,26 @@ const latencyRows = (beforeArg: TBuckets, afterArg: TBuckets) => [...afterArg].m
 
 const boundText = (secondsArg: number): string => (Number.isFinite(secondsArg) ? `≤ ${secondsArg * 1000} ms` : '> 30 s');
 
+/**
+ * With CLOUDLY_BENCH_PROFILE_DIR set and bench/helpers/cpuprofile.mjs preloaded
+ * (`NODE_OPTIONS=--import ./bench/helpers/cpuprofile.mjs`), the profile is cut at each stream's
+ * start and end, so a stream's CPU can be read apart from the seeding and the full passes.
+ */
+const profileDir = process.env.CLOUDLY_BENCH_PROFILE_DIR;
+const markPhase = async (labelArg: string): Promise<void> => {
+  if (profileDir) {
+    await fsp.writeFile(path.join(profileDir, 'phase'), labelArg);
+    process.kill(process.pid, 'SIGUSR2');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+};
+
 const main = async (): Promise<void> => {
   const loadAtStart = os.loadavg()[0].toFixed(1);
-  const bench = await startBenchCloudly('reconciler');
+  // No relay runs here: at the liveness grace every cluster would go dark, and 10,000 verdicts
+  // would move to `unknown` in the middle of whichever stream was running. The grace is set past
+  // the bench's end; what is measured is an input change's way to its verdict.
+  const bench = await startBenchCloudly('reconciler', { relayLivenessGraceMs: 3_600_000 });
   const { cloudly, admin } = bench;
   const waitIdle = async (): Promise<void> => {
     while (cloudly.reconciler.busyKeys > 0) {
@@ -151,7 +170,9 @@ const main = async (): Promise<void> => {
       return { latencies, callTimes, seconds: (performance.now() - streamStarted) / 1000, controllers: latencyRows(before, after) };
     };
     const changes = Math.min(serviceIds.length, Math.round(rate * seconds));
+    await markPhase('seeding');
     const first = await stream(serviceIds, rate, changes, 'nginx:2');
+    await markPhase('first-stream');
     const { latencies, callTimes } = first;
     const streamSeconds = first.seconds;
 
@@ -192,7 +213,9 @@ const main = async (): Promise<void> => {
     // 1b. Ten times the load: `tenfoldRate` changes a second over every service (seeded ones included).
     const allIds = (await cloudly.store.collection(serviceKind).find({}, { projection: { _id: 0, id: 1 } }).toArray()).map((doc) => String(doc.id));
     const tenfoldChanges = Math.min(allIds.length, Math.round(tenfoldRate * seconds));
+    await markPhase('before-tenfold');
     const tenfold = await stream(allIds, tenfoldRate, tenfoldChanges, 'nginx:3');
+    await markPhase('tenfold');
     const passLargeDropped = await fullPass(true);
     const passLargeCurrent = await fullPass(false);
 
@@ -216,7 +239,7 @@ const main = async (): Promise<void> => {
     const lines = [
       '# Reconciler',
       '',
-      `Run \`node --import tsx bench/reconciler.bench.ts\` (${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, shared 2-core machine, embedded database, admin socket; load average ${loadAtStart} at the start, ${os.loadavg()[0].toFixed(1)} at the end).`,
+      `Run \`node --import tsx bench/reconciler.bench.ts\` (${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, shared 2-core machine, embedded database, admin socket, no relay: the liveness grace set to an hour so no cluster goes dark mid-run; load average ${loadAtStart} at the start, ${os.loadavg()[0].toFixed(1)} at the end).`,
       `${serviceCount} services on ${clusterCount} clusters (one node each); seeding took ${seedSeconds.toFixed(1)} s.`,
       '',
       '## Input change → stored verdict',

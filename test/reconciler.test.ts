@@ -404,3 +404,45 @@ test("a relay token rotation wakes no controller (it changes nothing they read);
     restore.forEach((undo) => undo());
   }
 });
+
+test('a change that moves nothing a controller reads wakes only those that read it: a new image runs no projection, certificate or claims run; new routes and replicas do', async () => {
+  const { cluster } = await t.createCluster();
+  await t.addNodes(cluster.id, 'n1');
+  const first = (await t.caller.call('createService', { service: { ...spec('viewed'), clusterId: cluster.id } })).service;
+  await reconcilerIdle();
+  const woken: string[] = [];
+  const restore = t.cloudly.reconciler.controllers.map((controllerArg) => {
+    const reconcile = controllerArg.reconcile;
+    controllerArg.reconcile = async (keyArg, contextArg) => {
+      if (keyArg.includes(cluster.id) || keyArg.includes(first.id)) {
+        woken.push(controllerArg.name);
+      }
+      return reconcile.call(controllerArg, keyArg, contextArg);
+    };
+    return () => { controllerArg.reconcile = reconcile; };
+  });
+  const update = async (changeArg: (specArg: IServiceWritableSpec) => IServiceWritableSpec): Promise<string[]> => {
+    const { service } = await t.caller.call('getServiceById', { serviceId: first.id });
+    woken.length = 0;
+    await t.caller.call('updateService', { serviceId: first.id, expectedGeneration: service.generation, service: changeArg({ ...spec('viewed'), clusterId: cluster.id, runtime: service.runtime, ports: service.ports, routes: service.routes }) });
+    await reconcilerIdle();
+    return [...new Set(woken)].sort();
+  };
+  try {
+    const imageOnly = await update((specArg) => ({ ...specArg, runtime: { ...specArg.runtime, image: 'app:2' } }));
+    assert.ok(imageOnly.includes('verdict') && imageOnly.includes('desiredstate'), `the verdict and the desired state read the image: ${imageOnly}`);
+    for (const name of ['projections', 'route-certificates', 'claims']) {
+      assert.ok(!imageOnly.includes(name), `${name} does not read the image, yet ran: ${imageOnly}`);
+    }
+    const routed = await update((specArg) => ({ ...specArg, ports: [{ name: 'http', port: 8080, protocol: 'tcp' }], routes: [{ hostname: 'viewed.example.test', targetPort: 'http' }] }));
+    assert.ok(routed.includes('projections') && routed.includes('route-certificates'), `a new route wakes the projections and the certificates: ${routed}`);
+    const scaled = await update((specArg) => ({ ...specArg, runtime: { ...specArg.runtime, replicas: 2 } }));
+    assert.ok(scaled.includes('projections'), `new replicas wake the projections: ${scaled}`);
+    assert.ok(!scaled.includes('route-certificates'), `replicas are not read by the certificates: ${scaled}`);
+  } finally {
+    restore.forEach((undo) => undo());
+  }
+  // The skipped changes are counted for operators.
+  const text = await (await fetch(`${t.baseUrl}/metrics?name=cloudly_reconcile_unchanged_inputs_total`)).text();
+  assert.match(text, /cloudly_reconcile_unchanged_inputs_total\{controller="projections"\} [1-9]/);
+});

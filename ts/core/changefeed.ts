@@ -27,6 +27,11 @@ export interface ICommittedChange {
   here: boolean;
   /** Epoch milliseconds: when it was committed here, or the audit event's time for another instance's change. */
   at: number;
+  /**
+   * The document as this instance's write stored it (absent for a removal and for another
+   * instance's change): what a controller's `inputViews` look at. Read only, never changed.
+   */
+  doc?: Readonly<Document>;
 }
 
 export interface IChangeSubscriber {
@@ -68,7 +73,7 @@ export class ChangeFeed {
   }
 
   public start(): void {
-    this.stopListening ??= this.options.store.onCommitted((kindArg, idArg, ownersArg) => this.committedHere(kindArg, idArg, ownersArg));
+    this.stopListening ??= this.options.store.onCommitted((kindArg, idArg, ownersArg, docArg) => this.committedHere(kindArg, idArg, ownersArg, docArg));
   }
 
   public stop(): void {
@@ -103,13 +108,13 @@ export class ChangeFeed {
     return this.elsewhereSinceMs;
   }
 
-  private committedHere(kindArg: IDocumentKind<IStoredDocument>, idArg: string, ownersArg: ICommittedOwners): void {
+  private committedHere(kindArg: IDocumentKind<IStoredDocument>, idArg: string, ownersArg: ICommittedOwners, docArg: Readonly<Document> | undefined): void {
     const at = Date.now();
     if (kindArg === auditEventKind && this.options.shared) {
       // Read back from the shared log later, this append must not be delivered a second time.
       this.seen.set(idArg, at);
     }
-    this.deliver({ kind: kindArg.collectionName, id: idArg, owners: ownersArg, here: true, at });
+    this.deliver({ kind: kindArg.collectionName, id: idArg, owners: ownersArg, here: true, at, ...(docArg ? { doc: docArg } : {}) });
   }
 
   private deliver(changeArg: ICommittedChange): void {

@@ -1,3 +1,4 @@
+import type { Document } from 'mongodb';
 import type { ICommittedChange } from './changefeed.js';
 import type { IWorkQueueRetry } from './workqueue.js';
 import { leftDerivedInputs } from './store.js';
@@ -43,6 +44,14 @@ export interface IController {
   readonly writes: readonly string[];
   /** Which keys a committed change of each input kind queues (For / Owns / Watches). */
   readonly inputs: Readonly<Record<string, (changeArg: ICommittedChange) => readonly string[]>>;
+  /**
+   * What the controller reads of a document of an input kind, where that is less than the whole
+   * document (controller-runtime's predicates on an update's old and new object): a change made
+   * here whose view is the same as the view of the document's previous change queues nothing. A
+   * view must name every member any of the controller's reads takes from such a document; the
+   * reconciler compares views as JSON (docs/reconciler.md, "Changes that move nothing read").
+   */
+  readonly inputViews?: Readonly<Record<string, (docArg: Readonly<Document>) => unknown>>;
   /** The keys of a full pass: at start-up, for a new leader, at every resync. */
   all: () => Promise<readonly string[]>;
   reconcile: (keyArg: string, contextArg: IReconcileContext) => Promise<TReconcileOutcome | IReconcileResult>;

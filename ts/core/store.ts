@@ -307,7 +307,12 @@ export interface ICommittedOwners extends IDocumentOwners {
 export const leftDerivedInputs = (ownersArg: ICommittedOwners): boolean =>
   typeof ownersArg.inputsGeneration === 'number' && typeof ownersArg.generation === 'number' && ownersArg.inputsGeneration < ownersArg.generation;
 
-export type TCommitListener = (kindArg: IDocumentKind<IStoredDocument>, idArg: string, ownersArg: ICommittedOwners) => void;
+/**
+ * A commit's listener: the kind, the id, the owners, and the document as the write stored it
+ * (absent for a removal). The document is the store's own: a listener reads it and keeps nothing
+ * of it that it could change.
+ */
+export type TCommitListener = (kindArg: IDocumentKind<IStoredDocument>, idArg: string, ownersArg: ICommittedOwners, docArg?: Readonly<Document>) => void;
 
 export class DocumentStore {
   /** Counts committed writes; `/metrics` and the benchmark read it. */
@@ -519,7 +524,7 @@ export class DocumentStore {
     return () => this.commitListeners.delete(listenerArg);
   }
 
-  private committed(kindArg: IDocumentKind<IStoredDocument>, idArg: string, docArg: Document | null): void {
+  private committed(kindArg: IDocumentKind<IStoredDocument>, idArg: string, docArg: Document | null, removedArg = false): void {
     this.committedWrites++;
     const owners: ICommittedOwners = {
       ...kindArg.owners(idArg, docArg),
@@ -528,7 +533,7 @@ export class DocumentStore {
     };
     for (const listener of this.commitListeners) {
       try {
-        listener(kindArg, idArg, owners);
+        listener(kindArg, idArg, owners, removedArg || docArg === null ? undefined : docArg);
       } catch {
         // The write is committed; a listener that fails must not turn it into a failure.
       }
@@ -866,7 +871,7 @@ export class DocumentStore {
     if (deletedCount !== 1) {
       return false;
     }
-    this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, owners);
+    this.committed(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, owners, true);
     if (stamp) {
       await this.appendAudit(kindArg as unknown as IDocumentKind<IStoredDocument>, idArg, incarnation, stamp, null, owners);
     }

@@ -4,7 +4,7 @@ import type { TCloudlyLogger } from '../core/logger.js';
 import type { SecretBox } from '../core/secretbox.js';
 import type { DocumentStore } from '../core/store.js';
 import { allClusterIds, clusterKind } from '../manager.cluster/documents.js';
-import { deriveClusterRoutes } from '../manager.desiredstate/routes.js';
+import { deriveClusterRoutes, routedServiceView } from '../manager.desiredstate/routes.js';
 import { serviceKind } from '../manager.service/documents.js';
 import {
   decideRouteCertificateFailed,
@@ -56,6 +56,8 @@ export class RouteCertificatesController implements IController {
     CloudlyService: (changeArg: ICommittedChange) => [`${serviceKeyPrefix}${changeArg.id}`],
     CloudlyCluster: ofOwningClusterInputs,
   };
+  /** Only a service's routes decide its certificates: a new image changes no certificate. */
+  public readonly inputViews = { CloudlyService: routedServiceView };
   /**
    * A renewal or a retry coming due is a `requeueAfterMs` deadline of the cluster's own run: the
    * resync runs only the clusters whose digest moved (a cluster's services, the cluster, and what

@@ -16,6 +16,18 @@ export interface IRoutedService {
   routes?: Array<{ hostname: string; targetPort: string; certificate?: 'acme' }>;
 }
 
+/**
+ * What a service document contributes to its cluster's routes, as a controller's input view
+ * (ts/core/controller.ts, `inputViews`): whether it is live, and what `deriveClusterRoutes` reads.
+ */
+export const routedServiceView = (docArg: Readonly<Record<string, unknown>>) => ({
+  clusterId: docArg.clusterId,
+  live: docArg.deletionRequestedAt === undefined,
+  createdAt: docArg.createdAt,
+  ports: docArg.ports,
+  routes: docArg.routes,
+});
+
 /** The route table the services' declared routes give: one route per hostname, the oldest service's first. */
 export const deriveClusterRoutes = (servicesArg: readonly IRoutedService[]): IClusterIngressRoute[] => {
   const routes = new Map<string, IClusterIngressRoute>();

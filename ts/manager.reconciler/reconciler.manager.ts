@@ -62,6 +62,12 @@ interface IRunningController {
   /** The oldest input commit each owed key has not stored yet (the verdict-latency histogram). */
   pendingSince: Map<string, number>;
   requeueTimers: Map<string, NodeJS.Timeout>;
+  /**
+   * Of a controller with `inputViews`: per document (`<kind> <id>`), the generation of the last
+   * change seen here and its view as JSON. Emptied whenever it may have missed a change (a start,
+   * a new leader) or a run failed.
+   */
+  views?: Map<string, { generation: number; view: string }>;
   /** Of a controller that resyncs from digests: what each key's inputs were when it last ran. */
   digests?: {
     /** The digest a key's last successful run saw (read before the run began). */
@@ -90,6 +96,7 @@ export class Reconciler {
   private readonly durations: promClient.Histogram<'scope'>;
   private readonly outcomes: promClient.Counter<'scope' | 'outcome'>;
   private readonly latency: promClient.Histogram<'controller'>;
+  private readonly unchangedInputs: promClient.Counter<'controller'>;
 
   constructor(private readonly options: IReconcilerOptions) {
     const registers = [options.registry];
@@ -129,6 +136,12 @@ export class Reconciler {
       labelNames: ['scope', 'outcome'],
       registers,
     });
+    this.unchangedInputs = new promClient.Counter({
+      name: 'cloudly_reconcile_unchanged_inputs_total',
+      help: 'Input changes that queued nothing for a controller because they left what it reads of the document as it was.',
+      labelNames: ['controller'],
+      registers,
+    });
     this.latency = new promClient.Histogram({
       name: 'cloudly_verdict_latency_seconds',
       help: 'From an input change\'s commit to the derived document stored for it, by controller (the convergence SLO: docs/reconciler.md).',
@@ -149,6 +162,7 @@ export class Reconciler {
         causes: new Map(),
         pendingSince: new Map(),
         requeueTimers: new Map(),
+        ...(controller.inputViews ? { views: new Map() } : {}),
         ...(controller.digestResync ? { digests: { recorded: new Map(), pending: new Map(), fullPassOwed: false } } : {}),
         queue: new WorkQueue({
           name: `reconcile ${controller.name}`,
@@ -242,6 +256,7 @@ export class Reconciler {
     for (const entry of this.running.values()) {
       entry.causes.clear();
       entry.pendingSince.clear();
+      entry.views?.clear();
       // A new start or a new leader begins with a full pass: what was recorded may be stale by then.
       entry.digests?.recorded.clear();
       entry.digests?.pending.clear();
@@ -379,13 +394,44 @@ export class Reconciler {
     const cause = { kind: changeArg.kind, id: changeArg.id, at: changeArg.at };
     for (const entry of this.running.values()) {
       const keysOf = entry.controller.inputs[changeArg.kind];
-      if (!keysOf) {
+      if (!keysOf || this.movedNothingRead(entry, changeArg)) {
         continue;
       }
       for (const key of keysOf(changeArg)) {
         this.add(entry, key, cause);
       }
     }
+  }
+
+  /**
+   * Whether this change leaves the controller's view of its document as the previous change left
+   * it, so the runs owed or done for that change already read what this one would. Only a change
+   * made here carries its document; a removal, another instance's change, or a change older than
+   * the last one seen counts as moving everything.
+   */
+  private movedNothingRead(entryArg: IRunningController, changeArg: ICommittedChange): boolean {
+    const viewOf = entryArg.controller.inputViews?.[changeArg.kind];
+    if (!viewOf || !entryArg.views) {
+      return false;
+    }
+    const memoKey = `${changeArg.kind} ${changeArg.id}`;
+    const generation = changeArg.owners.generation;
+    if (!changeArg.doc || generation === undefined) {
+      entryArg.views.delete(memoKey);
+      return false;
+    }
+    const view = JSON.stringify(viewOf(changeArg.doc)) ?? '';
+    const seen = entryArg.views.get(memoKey);
+    if (seen && generation <= seen.generation) {
+      // Delivered out of order: run it, and keep the newer view.
+      return false;
+    }
+    entryArg.views.set(memoKey, { generation, view });
+    if (seen?.view === view) {
+      this.unchangedInputs.inc({ controller: entryArg.controller.name });
+      return true;
+    }
+    return false;
   }
 
   private add(entryArg: IRunningController, keyArg: string, causeArg: IReconcileCause): void {
@@ -421,6 +467,10 @@ export class Reconciler {
     if (leader && !wasLeader && !this.stopped) {
       this.leaderSinceMs = Date.now();
       this.options.logger.info({ instanceId: this.options.instanceId }, 'this instance reconciles');
+      // Views seen while another instance reconciled say nothing of what its runs read.
+      for (const entry of this.running.values()) {
+        entry.views?.clear();
+      }
       // Whatever changed while nobody (or another instance) reconciled is looked at now.
       this.options.feed.wantElsewhere();
       await this.pass([...this.running.values()], { kind: resyncCauseKind, id: 'start-up' }, true);
@@ -458,6 +508,8 @@ export class Reconciler {
       }
     } catch (error) {
       this.outcomes.inc({ scope, outcome: 'failed' });
+      // A change skipped as moving nothing read relied on this run: every change runs again.
+      entryArg.views?.clear();
       if (entryArg.digests) {
         entryArg.digests.fullPassOwed = true;
       }

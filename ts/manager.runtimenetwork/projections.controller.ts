@@ -3,6 +3,7 @@ import { ofOwningCluster, ofOwningClusterInputs, type IController, type IReconci
 import type { DocumentStore } from '../core/store.js';
 import { clusterKind } from '../manager.cluster/documents.js';
 import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
+import { routedServiceView } from '../manager.desiredstate/routes.js';
 import { runtimeNetworkProjectionKind } from './documents.js';
 
 /** The key of a pass over every cluster (the address plan changed). */
@@ -38,6 +39,16 @@ export class ProjectionsController implements IController {
     // A node's applied projection (the relay's application report).
     CloudlyRuntimeNetworkProjection: ofOwningCluster,
     CloudlyRuntimeNetworkAddressPlan: () => [allProjectionsKey],
+  };
+  public readonly inputViews = {
+    // Its routes, its mesh workload (organization, ports, egress) and what its leases are
+    // allocated from (replicas, placement): a new image moves none of them.
+    CloudlyService: (docArg: Readonly<Record<string, unknown>>) => {
+      const runtime = docArg.runtime as { replicas?: unknown; placement?: unknown } | undefined;
+      return { ...routedServiceView(docArg), organizationId: docArg.organizationId, networkPolicy: docArg.networkPolicy, replicas: runtime?.replicas, placement: runtime?.placement };
+    },
+    // Only the relay's application report: this controller's own write of the projection beside it is no input.
+    CloudlyRuntimeNetworkProjection: (docArg: Readonly<Record<string, unknown>>) => docArg.application ?? null,
   };
   /** A projection changes with its inputs, not with time: the resync runs the clusters whose digest moved. */
   public readonly digestResync = { keyOf: (clusterIdArg: string) => clusterIdArg };

@@ -40,6 +40,15 @@ export class ClaimsController implements IController {
     // A node's runtime session: claims are pushed under it.
     CloudlyRuntimeNodeSession: ofOwningCluster,
   };
+  /** A service's claims follow its volumes and the claim decisions on it, nothing else of the spec. */
+  public readonly inputViews = {
+    CloudlyService: (docArg: Readonly<Record<string, unknown>>) => ({
+      clusterId: docArg.clusterId,
+      organizationId: docArg.organizationId,
+      volumes: docArg.volumes,
+      claimDecisions: docArg.claimDecisions,
+    }),
+  };
   public readonly poll = { everyMs: claimRetryIntervalMs, keys: () => this.pendingClusters() };
   /** The poll retries pending pushes; the resync has nothing to add. */
   public readonly resync = false;
