@@ -227,3 +227,50 @@ describe('writes to the embedded database in the process', () => {
     }
   });
 });
+
+test('a command is copied exactly as the server decodes the driver\'s encoding of it, for 2,000 random commands with awkward values', async () => {
+  const { asServerValue } = await import('../ts/core/directwrite.js');
+  const { bson: serverBson } = await import('@push.rocks/smartmongo/dist_ts/congodb/congodb.plugins.js');
+  const { notPlain } = await import('../ts/core/directread.js');
+  const encoded = (valueArg: Document): Document => serverBson.deserialize(serverBson.serialize(valueArg, { ignoreUndefined: false }));
+  const random = seededRandom(58);
+  const leaves: Array<() => unknown> = [
+    () => undefined, () => null, () => -0, () => 0.5, () => 2 ** 40, () => -(2 ** 31), () => Number.NaN, () => -Infinity,
+    () => true, () => '', () => 'é\n"', () => '\ud83d\ude00', () => new Date(1_700_000_000_000), () => new ObjectId(),
+  ];
+  const valueOf = (depthArg: number): unknown => {
+    const roll = random.next();
+    if (depthArg > 3 || roll < 0.5) {
+      return random.pick(leaves)();
+    }
+    if (roll < 0.7) {
+      const list = Array.from({ length: Math.floor(random.next() * 4) }, () => valueOf(depthArg + 1));
+      if (random.next() < 0.1) {
+        list.length += 1; // a hole at the end
+      }
+      return list;
+    }
+    const record: Record<string, unknown> = {};
+    for (let index = 0; index < Math.floor(random.next() * 4); index++) {
+      record[random.pick(['a', '$set', 'b.c', '10', '1', 'é', 'z'])] = valueOf(depthArg + 1);
+    }
+    return record;
+  };
+  let copied = 0;
+  for (let round = 0; round < 2_000; round++) {
+    const command = { findAndModify: 'Things', query: { id: `t${round}` }, update: { $set: valueOf(0) }, new: true };
+    const copy = asServerValue(command);
+    assert.notEqual(copy, notPlain, `round ${round}: only plain values and ObjectIds, yet not copied`);
+    assert.deepStrictEqual(copy, encoded(command), `round ${round}`);
+    copied += 1;
+  }
+  assert.equal(copied, 2_000);
+  // What the encoding changes or refuses is left to it.
+  for (const value of [{ text: '\ud800' }, { fn: () => 1 }, JSON.parse('{"__proto__": {"x": 1}}'), { at: new Date(Number.NaN) }, { map: new Map() }, { big: 10n }]) {
+    assert.equal(asServerValue(value), notPlain, `${Object.keys(value)[0]} is left to the encoding`);
+  }
+  // An ObjectId comes back as the server's class, as its decoding gives it.
+  const id = new ObjectId();
+  const copiedId = (asServerValue({ id }) as { id: unknown }).id;
+  assert.equal((copiedId as { constructor: unknown }).constructor, (encoded({ id }).id as { constructor: unknown }).constructor);
+});

@@ -13,8 +13,9 @@ import { copyPlainValue, notPlain } from './directread.js';
  * away is the driver's work around the command (its options, sessions, server selection and
  * cursor), the socket, and one of the two encodings each way.
  *
- * What the server is given is what it would have decoded: the command is encoded and decoded once
- * with the server's own bson, so `undefined` becomes null as the driver encodes it, values are
+ * What the server is given is what it would have decoded: the command is copied as the server's
+ * own bson would decode the driver's encoding of it (`asServerValue`; anything beyond plain values
+ * is encoded and decoded once), so `undefined` becomes null as the driver encodes it, values are
  * copies no caller can change afterwards, and every value has the server's classes. What comes
  * back is copied out of the server's memory: plain values directly, anything else (an ObjectId or
  * Binary below the top level) through one encoding with the driver's bson, so callers get the
@@ -71,6 +72,73 @@ const asCallerValue = (valueArg: Document): Document => {
   return copy;
 };
 
+/** No lone surrogate (which UTF-8 encoding replaces): Node 20's String.prototype.isWellFormed. */
+const isWellFormed = (textArg: string): boolean => (textArg as unknown as { isWellFormed(): boolean }).isWellFormed();
+
+/**
+ * A command as the server's bson would decode it after the driver's encoding, copied without
+ * encoding it: plain objects and arrays copied, `undefined` (and an array's hole) as null, a valid
+ * Date as a new Date, an ObjectId as the server's class; `notPlain` for anything whose encoding
+ * does more (another class, a function, a lone surrogate the encoding replaces, a key the encoding
+ * refuses or defines as an own `__proto__`), which then takes the encoding. Held to the encoding
+ * on random commands in test/foundation.directwrite.test.ts.
+ */
+export const asServerValue = (valueArg: unknown): unknown => {
+  if (valueArg === undefined || valueArg === null) {
+    return null;
+  }
+  switch (typeof valueArg) {
+    case 'string':
+      return isWellFormed(valueArg) ? valueArg : notPlain;
+    case 'number':
+    case 'boolean':
+      return valueArg;
+    case 'object':
+      break;
+    default:
+      return notPlain;
+  }
+  if (Array.isArray(valueArg)) {
+    const copy = new Array<unknown>(valueArg.length);
+    for (let index = 0; index < valueArg.length; index++) {
+      const item = asServerValue(valueArg[index]);
+      if (item === notPlain) {
+        return notPlain;
+      }
+      copy[index] = item;
+    }
+    return copy;
+  }
+  const prototype = Object.getPrototypeOf(valueArg);
+  if (prototype !== Object.prototype && prototype !== null) {
+    if (valueArg instanceof Date) {
+      return Number.isNaN(valueArg.getTime()) ? notPlain : new Date(valueArg.getTime());
+    }
+    if ((valueArg as { _bsontype?: unknown })._bsontype === 'ObjectId' && typeof (valueArg as { toHexString?: unknown }).toHexString === 'function') {
+      return new serverBson.ObjectId((valueArg as { toHexString(): string }).toHexString());
+    }
+    return notPlain;
+  }
+  const copy: Document = {};
+  for (const key of Object.keys(valueArg)) {
+    if (key === '__proto__' || key.includes('\u0000') || !isWellFormed(key)) {
+      return notPlain;
+    }
+    const item = asServerValue((valueArg as Record<string, unknown>)[key]);
+    if (item === notPlain) {
+      return notPlain;
+    }
+    copy[key] = item;
+  }
+  return copy;
+};
+
+/** The command as the server decodes the driver's encoding of it: copied, or encoded and decoded when it holds more than plain values. */
+const asServerCommand = (commandArg: Document): Document => {
+  const copy = asServerValue(commandArg);
+  return copy === notPlain ? serverBson.deserialize(serverBson.serialize(commandArg, { ignoreUndefined: false })) : copy as Document;
+};
+
 export class DirectWriter {
   /** Off: every write goes through the driver (the benches' baseline). */
   public enabled = true;
@@ -85,7 +153,7 @@ export class DirectWriter {
     if (!source) {
       return undefined;
     }
-    const command = serverBson.deserialize(serverBson.serialize(commandArg, { ignoreUndefined: false }));
+    const command = asServerCommand(commandArg);
     this.commands += 1;
     const answer = await source.route({ commandName: commandNameArg, database: source.database, command }, decidedArg);
     if (answer.ok !== 1) {
