@@ -347,6 +347,7 @@ export class Cloudly {
         publish: (clusterIdArg) => this.desiredStateManager.publish(clusterIdArg),
         hint: (clusterIdArg, stateArg) => this.desiredStateManager.hint(clusterIdArg, stateArg),
         routeTableKind: clusterIngressRouteTableKind.collectionName,
+        forgetRemembered: () => this.desiredStateManager.forgetEntries(),
       }),
       projections: new ProjectionsController({
         store,

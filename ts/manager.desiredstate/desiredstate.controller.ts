@@ -16,6 +16,8 @@ export interface IDesiredStateControllerPorts {
   hint: (clusterIdArg: string, stateArg: { revision: number; digest: string }) => Promise<void>;
   /** The route table's kind, written with the desired state. */
   routeTableKind: string;
+  /** Forgets the service entries kept between computations (./serviceentries.ts): a full pass builds every one again. */
+  forgetRemembered: () => void;
 }
 
 /** A service key (`service:<id>`): the cluster is the service's, read when the key runs (a binding names only its service). */
@@ -60,6 +62,7 @@ export class DesiredStateController implements IController {
   }
 
   public async all(): Promise<readonly string[]> {
+    this.ports.forgetRemembered();
     return allClusterIds(this.ports.store);
   }
 

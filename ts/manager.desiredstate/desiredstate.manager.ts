@@ -17,6 +17,7 @@ import { failpoint } from '../core/failpoints.js';
 import { requireValidRelayAnswer } from '../core/relaycalls.js';
 import {
   computeClusterPlatformDesiredStateDigest,
+  type IClusterPlatformDesiredService,
   type IClusterPlatformDesiredState,
   type IServiceObservedPlacement,
   type TClusterPlatformDesiredStateContent,
@@ -27,7 +28,9 @@ import { platformBindingKind } from '../manager.corestore/corestore.manager.js';
 import { clusterNodeKind } from '../manager.cluster/clusternodes.js';
 import { prepareClusterIngressSpec } from '../manager.ingress/ingress.manager.js';
 import { runtimeNetworkLeasesKind, runtimeNetworkProjectionKind } from '../manager.runtimenetwork/documents.js';
-import { deriveClusterRoutes, resolveClusterRoutes } from './routes.js';
+import { deriveClusterRoutes, resolveClusterRoutes, type IRoutedService } from './routes.js';
+import { DesiredServiceEntries, documentKeyOf, entryInputsKey, serviceSecretIdsOf, type IRememberedServiceEntry } from './serviceentries.js';
+import type { TKnownCanonicalTexts } from '../interfaces/private/canonicaljson.js';
 import { snapshotServicePorts, snapshotServiceRoutes, snapshotServiceRuntimeSpec } from '../interfaces/data/service.js';
 import type { IClusterAddressLease, IClusterUnresolvedRoute } from '../interfaces/data/desiredstate.js';
 
@@ -126,12 +129,16 @@ export interface IDesiredStateManagerPorts {
 export class DesiredStateManager {
   /** Desired-state computations this instance made (each costs about ten database reads). */
   public computations = 0;
+  /** Service entries built from a whole document (the others were remembered: ./serviceentries.ts). */
+  public entriesBuilt = 0;
   /** Hints owed to newly opened sockets, waiting for `sessionHintDelayMs`. */
   private readonly hintTimers = new Set<NodeJS.Timeout>();
   /** What this instance last stored of each cluster's observed-state report (./observedmemo.ts). */
   public readonly observedMemo: ObservedReportMemo;
   private unsubscribeMemo: (() => void) | null = null;
   private ports: IDesiredStateManagerPorts | null = null;
+  /** Each service's entry of its cluster's desired state, kept while its inputs stay (./serviceentries.ts). */
+  private readonly entries = new DesiredServiceEntries();
 
   constructor(private readonly cloudly: Cloudly, private readonly reads: IDesiredStateReads) {
     this.observedMemo = new ObservedReportMemo(cloudly.config.observedRefreshMs);
@@ -219,19 +226,107 @@ export class DesiredStateManager {
     return ownersArg.clusterId ?? null;
   }
 
-  /** The desired content of a cluster, computed from what is stored now. */
+  /**
+   * The desired content of a cluster, computed from what is stored now. The services are read as
+   * ids and generations; only those whose remembered entry no longer matches its document or its
+   * other inputs are read whole and built again (./serviceentries.ts).
+   */
   public async computeContent(clusterIdArg: string): Promise<TClusterPlatformDesiredStateContent> {
     this.computations++;
     const { store } = this.cloudly;
-    const services = (await store.find(serviceKind, { clusterId: clusterIdArg })).sort((a, b) => (a.id < b.id ? -1 : 1));
-    const live = services.filter((service) => service.deletionRequestedAt === undefined);
-    const serviceIds = new Set(live.map((service) => service.id));
-    const bindings = (serviceIds.size === 0 ? [] : await store.find(platformBindingKind, { serviceId: { $in: [...serviceIds] } }))
+    type THead = Pick<IServiceDocument, 'id' | 'generation' | 'deletionRequestedAt'> & { _incarnation?: string };
+    const heads = (await store.findFields(serviceKind, { clusterId: clusterIdArg }, ['id', 'generation', '_incarnation' as never, 'deletionRequestedAt']) as THead[])
       .sort((a, b) => (a.id < b.id ? -1 : 1));
-    const designation = await this.reads.ingress.getDesignation(clusterIdArg);
+    const docs = new Map<string, IServiceDocument>();
+    /** Ids read whole: one not found was removed meanwhile, and its remembered entry is not used. */
+    const readIds = new Set<string>();
+    const readWhole = async (idsArg: string[]): Promise<void> => {
+      idsArg.forEach((idArg) => readIds.add(idArg));
+      if (idsArg.length > 0) {
+        for (const doc of await store.findIn(serviceKind, 'id', idsArg, { clusterId: clusterIdArg })) {
+          docs.set(doc.id, doc);
+        }
+      }
+    };
+    const liveHeads = heads.filter((head) => head.deletionRequestedAt === undefined);
+    await readWhole(liveHeads.filter((head) => {
+      const key = documentKeyOf(head);
+      return key === null || this.entries.get(clusterIdArg, head.id)?.document !== key;
+    }).map((head) => head.id));
+    // A service read whole that was removed or marked for deletion meanwhile is left for the run its change queued.
+    const live = liveHeads.filter((head) => {
+      const doc = docs.get(head.id);
+      return doc ? doc.deletionRequestedAt === undefined : !readIds.has(head.id) && this.entries.get(clusterIdArg, head.id) !== undefined;
+    });
+    const secretIdsOf = (idArg: string): readonly string[] => {
+      const doc = docs.get(idArg);
+      return doc ? serviceSecretIdsOf(doc) : this.entries.get(clusterIdArg, idArg)!.secretIds;
+    };
+    const secretGroupIds = [...new Set(live.flatMap((head) => secretIdsOf(head.id)))];
+    const [bindings, secretGroups, recipients, designation] = await Promise.all([
+      live.length === 0 ? [] : store.find(platformBindingKind, { serviceId: { $in: live.map((head) => head.id) } }),
+      secretGroupIds.length === 0 ? [] : store.find(secretGroupKind, { id: { $in: secretGroupIds } }),
+      store.get(secretRecipientsKind, clusterIdArg),
+      this.reads.ingress.getDesignation(clusterIdArg),
+    ]);
+    const bindingsOf = new Map<string, IClusterPlatformDesiredService['platformBindings']>();
+    for (const binding of bindings.sort((a, b) => (a.id < b.id ? -1 : 1))) {
+      const list = bindingsOf.get(binding.serviceId) ?? [];
+      list.push({ bindingId: binding.id, capability: binding.capability, enabled: binding.enabled, nodeId: binding.nodeId });
+      bindingsOf.set(binding.serviceId, list);
+    }
+    const groupsById = new Map(secretGroups.map((group) => [group.id, group]));
+    const recipientsGeneration = recipients?.generation ?? null;
+    const inputs = new Map(live.map((head) => [head.id, entryInputsKey(bindingsOf.get(head.id) ?? [], secretIdsOf(head.id),
+      (groupIdArg) => groupsById.get(groupIdArg)?.generation ?? null, recipientsGeneration)]));
+    const inputsOf = (idArg: string): string => inputs.get(idArg) ?? '';
+    // Entries whose document is current but whose bindings or secrets moved are built again from the whole document.
+    await readWhole(live.filter((head) => !docs.has(head.id) && this.entries.get(clusterIdArg, head.id)!.inputs !== inputsOf(head.id))
+      .map((head) => head.id));
+    const entries = new Map<string, IRememberedServiceEntry>();
+    for (const head of live) {
+      const doc = docs.get(head.id);
+      const remembered = this.entries.get(clusterIdArg, head.id);
+      if (!doc) {
+        if (remembered && remembered.inputs === inputsOf(head.id)) {
+          entries.set(head.id, remembered);
+        }
+        continue;
+      }
+      if (doc.deletionRequestedAt !== undefined) {
+        continue;
+      }
+      const entry: IClusterPlatformDesiredService = {
+        serviceId: doc.id,
+        name: doc.name,
+        organizationId: doc.organizationId,
+        specRevision: doc.specRevision,
+        runtime: snapshotServiceRuntimeSpec(doc.runtime),
+        ports: snapshotServicePorts(doc.ports ?? []),
+        routes: snapshotServiceRoutes(doc.routes ?? []),
+        volumes: doc.volumes,
+        platformBindings: bindingsOf.get(doc.id) ?? [],
+        environment: snapshotServiceEnvironment(doc.environment),
+        secrets: resolveServiceSecrets(doc, groupsById, recipients).flatMap((secret) => (secret.state === 'deliverable'
+          ? [{ name: secret.name, secretVersion: { ...secret.reference }, version: secret.version, sealed: secret.sealed }]
+          : [])),
+        ...withNetworkPolicyOf(doc),
+      };
+      this.entriesBuilt++;
+      // The incarnation is the head's (a whole read leaves it out): a service created again in
+      // between pairs an incarnation that is gone with a generation, a key no later head has.
+      const document = documentKeyOf({ generation: doc.generation, _incarnation: head._incarnation });
+      const built = { document: document ?? '', inputs: inputsOf(doc.id), createdAt: doc.createdAt, secretIds: serviceSecretIdsOf(doc), entry };
+      // A document without an incarnation is built every time, never remembered.
+      entries.set(doc.id, document === null ? built : this.entries.remember(built));
+    }
+    this.entries.replace(clusterIdArg, new Map([...entries].filter(([, rememberedArg]) => rememberedArg.document !== '')));
+    const services = [...entries.values()];
     let ingress: TClusterPlatformDesiredStateContent['ingress'] = null;
     if (designation) {
-      const ingressService = live.find((service) => service.id === designation.ingressServiceId);
+      const ingressService = entries.has(designation.ingressServiceId)
+        ? docs.get(designation.ingressServiceId) ?? await store.get(serviceKind, designation.ingressServiceId)
+        : null;
       const origin = await this.reads.clusters.relayOrigin(clusterIdArg);
       await failpoint('desiredstate.compute.afterOriginRead');
       ingress = {
@@ -248,40 +343,28 @@ export class DesiredStateManager {
       throw refuse('unavailable', [credentialNotMadeYetReason], { retryAfterMs: 1_000 });
     }
     const nodes: TClusterPlatformDesiredStateContent['nodes'] = nodeIds.map((nodeId) => ({ nodeId, corestoreCredential: credentials.get(nodeId)! }));
-    const { leases, routes } = await this.resolveRoutes(clusterIdArg, live, designation?.ingressServiceId ?? null);
-    const secretGroupIds = [...new Set(live.flatMap((service) => Object.values(service.secrets ?? {}).map((reference) => reference.secretId)))];
-    const [secretGroups, recipients] = await Promise.all([
-      secretGroupIds.length === 0 ? [] : store.find(secretGroupKind, { id: { $in: secretGroupIds } }),
-      store.get(secretRecipientsKind, clusterIdArg),
-    ]);
-    const groupsById = new Map(secretGroups.map((group) => [group.id, group]));
-    const content: TClusterPlatformDesiredStateContent = {
+    const routed = services.map((remembered) => ({ id: remembered.entry.serviceId, createdAt: remembered.createdAt, ports: remembered.entry.ports, routes: remembered.entry.routes }));
+    const { leases, routes } = await this.resolveRoutes(clusterIdArg, routed, designation?.ingressServiceId ?? null);
+    return {
       clusterId: clusterIdArg,
       nodes,
-      services: live.map((service) => ({
-        serviceId: service.id,
-        name: service.name,
-        organizationId: service.organizationId,
-        specRevision: service.specRevision,
-        runtime: snapshotServiceRuntimeSpec(service.runtime),
-        ports: snapshotServicePorts(service.ports ?? []),
-        routes: snapshotServiceRoutes(service.routes ?? []),
-        volumes: service.volumes,
-        platformBindings: bindings.filter((binding) => binding.serviceId === service.id)
-          .map((binding) => ({ bindingId: binding.id, capability: binding.capability, enabled: binding.enabled, nodeId: binding.nodeId })),
-        environment: snapshotServiceEnvironment(service.environment),
-        secrets: resolveServiceSecrets(service, groupsById, recipients).flatMap((secret) => (secret.state === 'deliverable'
-          ? [{ name: secret.name, secretVersion: { ...secret.reference }, version: secret.version, sealed: secret.sealed }]
-          : [])),
-        ...withNetworkPolicyOf(service),
-      })),
+      services: services.map((remembered) => remembered.entry),
       ingress,
-      removals: services.filter((service) => service.deletionRequestedAt !== undefined)
-        .map((service) => ({ serviceId: service.id, requestedAt: service.deletionRequestedAt! })),
+      removals: heads.filter((head) => head.deletionRequestedAt !== undefined)
+        .map((head) => ({ serviceId: head.id, requestedAt: head.deletionRequestedAt! })),
       leases,
       routes: routes.routes,
     };
-    return content;
+  }
+
+  /** The canonical texts of the remembered service entries: what the digest of a computed content reuses. */
+  public get knownTexts(): TKnownCanonicalTexts {
+    return this.entries.texts;
+  }
+
+  /** Forgets every remembered service entry (the controller's full pass; tests). */
+  public forgetEntries(): void {
+    this.entries.clear();
   }
 
   /**
@@ -289,7 +372,7 @@ export class DesiredStateManager {
    * without its lease when the pool has room) and its routes resolved against them, the nodes'
    * confirmations and the stored projections.
    */
-  private async resolveRoutes(clusterIdArg: string, liveArg: IServiceDocument[], ingressServiceIdArg: string | null) {
+  private async resolveRoutes(clusterIdArg: string, liveArg: readonly IRoutedService[], ingressServiceIdArg: string | null) {
     const { store } = this.cloudly;
     const [allocation, confirmations, projections] = await Promise.all([
       this.reads.allocateCluster(clusterIdArg),
@@ -335,7 +418,7 @@ export class DesiredStateManager {
    */
   public async publish(clusterIdArg: string): Promise<{ state: IClusterPlatformDesiredState; published: boolean }> {
     const content = await this.computeContent(clusterIdArg);
-    const digest = computeClusterPlatformDesiredStateDigest(content);
+    const digest = computeClusterPlatformDesiredStateDigest(content, this.entries.texts);
     const { doc, outcome } = await this.cloudly.store.mutate(clusterDesiredStateKind, clusterIdArg, (currentArg) =>
       decideDesiredStatePublication(currentArg, clusterIdArg, digest));
     const state = { ...content, revision: doc!.revision, digest };
@@ -365,7 +448,7 @@ export class DesiredStateManager {
         await new Promise((resolve) => setTimeout(resolve, 50));
         continue;
       }
-      const digest = computeClusterPlatformDesiredStateDigest(content);
+      const digest = computeClusterPlatformDesiredStateDigest(content, this.entries.texts);
       const published = await this.cloudly.store.get(clusterDesiredStateKind, clusterIdArg);
       if (published && published.digest === digest) {
         return { ...content, revision: published.revision, digest };

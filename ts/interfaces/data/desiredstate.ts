@@ -10,7 +10,7 @@ import type {
 import type { ICorestoreControlCredentialReference, ISealedSecret, ISecretVersionReference } from './secret.js';
 import type { TServiceEnvironment } from './serviceenvironment.js';
 import type { IServiceNetworkPolicy } from './servicenetworkpolicy.js';
-import { computeDomainDigestHex } from '../private/canonicaljson.js';
+import { computeDomainDigestHex, type TKnownCanonicalTexts } from '../private/canonicaljson.js';
 import type { IRuntimeAssignmentStatus } from './runtimeassignment.js';
 
 /**
@@ -159,8 +159,9 @@ export interface IClusterPlatformDesiredState {
 
 export type TClusterPlatformDesiredStateContent = Omit<IClusterPlatformDesiredState, 'revision' | 'digest'>;
 
-export const computeClusterPlatformDesiredStateDigest = (contentArg: TClusterPlatformDesiredStateContent): string =>
-  computeDomainDigestHex(clusterPlatformDesiredStateDigestDomain, contentArg);
+/** `knownArg`: canonical texts of parts that did not change (project's own: the digest is the same). */
+export const computeClusterPlatformDesiredStateDigest = (contentArg: TClusterPlatformDesiredStateContent, knownArg?: TKnownCanonicalTexts): string =>
+  computeDomainDigestHex(clusterPlatformDesiredStateDigestDomain, contentArg, knownArg);
 
 export const observedServiceStates = ['starting', 'ready', 'failed', 'stopped'] as const;
 export type TObservedServiceState = (typeof observedServiceStates)[number];

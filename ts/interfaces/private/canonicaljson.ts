@@ -18,7 +18,7 @@ const notPlainJson = Symbol('not plain JSON');
  * UTF-16 code units, primitives as JSON.stringify writes them). Checked against the package on
  * random values in test/foundation.canonicaljson.test.ts.
  */
-const canonicalText = (valueArg: unknown, depthArg: number): string => {
+const canonicalText = (valueArg: unknown, depthArg: number, knownArg?: TKnownCanonicalTexts): string => {
   if (depthArg > 64) {
     throw notPlainJson;
   }
@@ -40,6 +40,10 @@ const canonicalText = (valueArg: unknown, depthArg: number): string => {
     default:
       throw notPlainJson;
   }
+  const known = knownArg?.get(valueArg);
+  if (known !== undefined) {
+    return known;
+  }
   if (Array.isArray(valueArg)) {
     let text = '[';
     for (let index = 0; index < valueArg.length; index++) {
@@ -47,7 +51,7 @@ const canonicalText = (valueArg: unknown, depthArg: number): string => {
       if (!(index in valueArg)) {
         throw notPlainJson;
       }
-      text += (index === 0 ? '' : ',') + canonicalText(valueArg[index], depthArg + 1);
+      text += (index === 0 ? '' : ',') + canonicalText(valueArg[index], depthArg + 1, knownArg);
     }
     return `${text}]`;
   }
@@ -63,15 +67,22 @@ const canonicalText = (valueArg: unknown, depthArg: number): string => {
     if (item === undefined) {
       throw notPlainJson;
     }
-    text += `${index === 0 ? '' : ','}${JSON.stringify(keys[index])}:${canonicalText(item, depthArg + 1)}`;
+    text += `${index === 0 ? '' : ','}${JSON.stringify(keys[index])}:${canonicalText(item, depthArg + 1, knownArg)}`;
   }
   return `${text}}`;
 };
 
+/**
+ * Canonical texts already written for objects that do not change (frozen): a value holding one of
+ * them is written with that text instead of walking it again (a cluster's desired state reuses
+ * the text of each service entry that did not change).
+ */
+export type TKnownCanonicalTexts = WeakMap<object, string>;
+
 /** Canonical JSON text of a plain JSON value; throws for values JSON cannot express. */
-export const canonicalizeJson = (valueArg: unknown): string => {
+export const canonicalizeJson = (valueArg: unknown, knownArg?: TKnownCanonicalTexts): string => {
   try {
-    return canonicalText(valueArg, 0);
+    return canonicalText(valueArg, 0, knownArg);
   } catch (error) {
     if (error !== notPlainJson) {
       throw error;
@@ -95,14 +106,14 @@ export const sha256Hex = (bytesArg: string | Uint8Array): string =>
  * JSON of the value. The NUL cannot appear in a domain name, so no (domain, value) pair can
  * collide with another by moving characters across the boundary.
  */
-export const computeDomainDigestHex = (domainArg: string, valueArg: unknown): string => {
+export const computeDomainDigestHex = (domainArg: string, valueArg: unknown, knownArg?: TKnownCanonicalTexts): string => {
   if (domainArg.length === 0 || domainArg.includes('\u0000')) {
     throw new Error('digest domain must be a non-empty string without NUL');
   }
   const hash = createHash('sha256');
   hash.update(domainArg, 'utf8');
   hash.update(Buffer.from([0]));
-  hash.update(canonicalizeJson(valueArg), 'utf8');
+  hash.update(canonicalizeJson(valueArg, knownArg), 'utf8');
   return hash.digest('hex');
 };
 
