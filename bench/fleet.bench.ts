@@ -221,7 +221,7 @@ const startOnPort = async (envOfArg: (portArg: number) => NodeJS.ProcessEnv, por
 /** One instance, embedded database: a cold start of N relays, then a restart storm. */
 const oneInstanceStorm = async (relaysArg: number, envArg: Record<string, string>, labelArg: string): Promise<void> => {
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-fleet-one-'));
-  const envOf = (portArg: number): NodeJS.ProcessEnv => cloudlyProcessEnv(dataDir, { CLOUDLY_PORT: String(portArg), ...instanceEnv(envArg) });
+  const envOf = (portArg: number): NodeJS.ProcessEnv => cloudlyProcessEnv(dataDir, { CLOUDLY_PORT: String(portArg), ...instanceEnv(envArg), ...profileEnv('one') });
   const first = await startOnPort(envOf, 0);
   let server: ICloudlyProcess | null = first.process;
   const fleet = new FleetProcess();
@@ -231,8 +231,10 @@ const oneInstanceStorm = async (relaysArg: number, envArg: Record<string, string
     admin.close();
     say(`- ${labelArg}, ${relaysArg} relays (load ${load()}):`);
     const rssBefore = memoryOf(server.child.pid!).rss;
+    await markPhase('before-cold', [server.child.pid!]);
     fleet.start([server.baseUrl], tokens);
     const cold = await measureStorm(fleet, relaysArg, () => [server!.child.pid!], sized(240_000, 30_000));
+    await markPhase('cold', [server.child.pid!]);
     say(`  - cold start: ${describeStorm(cold, relaysArg)}`);
     // The storm's garbage settles before the connected figure is read.
     await sleep(sized(5000, 200));
@@ -241,7 +243,9 @@ const oneInstanceStorm = async (relaysArg: number, envArg: Record<string, string
     server.child.kill('SIGTERM');
     await new Promise((resolve) => server!.child.once('exit', resolve));
     server = (await startOnPort(envOf, first.port)).process;
+    await markPhase('restart-start', [server.child.pid!]);
     const restart = await measureStorm(fleet, relaysArg, () => [server!.child.pid!], sized(240_000, 30_000));
+    await markPhase('restart', [server.child.pid!]);
     const memory = memoryOf(server.child.pid!);
     say(`  - restart: ${describeStorm(restart, relaysArg)}; RSS with all connected ${(idleRss / 2 ** 20).toFixed(0)} MiB before the restart, peak ${(memory.peak / 2 ** 20).toFixed(0)} MiB after`);
   } finally {

@@ -79,7 +79,7 @@ test('an aggregation stage that adds operators to its context leaves later queri
   assert.deepEqual(idsOf(congodb.QueryEngine.filter(documents as never[], { 'data.replicas': { $in: [0, 5] } } as never)), ['c', 'd']);
 });
 
-test("a filter's $in on strings is tested with one set, and answers exactly what mingo's own $in answers, in the same order", (t) => {
+test("a filter's $in on strings, and a field equal to a string, is tested with one set, and answers exactly what mingo's own answers, in the same order", (t) => {
   t.after(() => setStringInSets(true));
   let state = 20261207;
   const next = (): number => {
@@ -122,6 +122,11 @@ test("a filter's $in on strings is tested with one set, and answers exactly what
     () => ({ id: { $in: [...listOf(), null] } }),
     () => ({ id: { $in: listOf(), $ne: pick(names) } }),
     () => ({ 'id.0': { $in: listOf() } }),
+    // A plain string is the same test as a one-value $in: alone, beside a set, beside mingo's own.
+    () => ({ id: pick(names) }),
+    () => ({ id: pick(names), clusterId: pick(names) }),
+    () => ({ clusterId: pick(names), n: { $lt: Math.floor(next() * 5) } }),
+    () => ({ 'clusterId.id': pick(names), id: pick(names) }),
   ])();
   let setAnswers = 0;
   for (let round = 0; round < 400; round++) {

@@ -77,4 +77,4 @@ export const clusterSelectorFilter = (selectorArg: ILabelSelector): Record<strin
 
 /** Every cluster's id, in one read (the full passes of the controllers keyed by cluster). */
 export const allClusterIds = async (storeArg: DocumentStore): Promise<string[]> =>
-  (await storeArg.collection(clusterKind).find({}, { projection: { _id: 0, id: 1 } }).toArray()).map((docArg) => String(docArg.id));
+  (await storeArg.findFields(clusterKind, {}, ['id'])).map((docArg) => String(docArg.id));

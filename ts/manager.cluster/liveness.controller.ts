@@ -67,9 +67,7 @@ export class LivenessController implements IController {
     if (this.tracked.size > 0) {
       filters.push({ id: { $in: [...this.tracked] } });
     }
-    const leases = await this.ports.store.collection(clusterRelayLeaseKind)
-      .find({ $or: filters }, { projection: { _id: 0, id: 1, sessionId: 1, expiresAt: 1 } })
-      .toArray();
+    const leases = await this.ports.store.findFields(clusterRelayLeaseKind, { $or: filters } as never, ['id', 'sessionId', 'expiresAt']);
     const keys = new Set<string>();
     for (const lease of leases) {
       const id = String(lease.id);
@@ -103,9 +101,7 @@ export class LivenessController implements IController {
       const { outcome } = await store.mutate(clusterLivenessKind, clusterIdArg, (currentArg) => (currentArg ? { kind: 'remove' } : { kind: 'keep' }));
       return { outcome: outcome === 'removed' ? 'removed' : 'kept' };
     }
-    const observed = await store.collection(serviceObservedStateKind)
-      .find({ clusterId: clusterIdArg }, { projection: { _id: 0, placements: 1 } })
-      .toArray();
+    const observed = await store.findFields(serviceObservedStateKind, { clusterId: clusterIdArg }, ['placements']);
     let lastReportAt: number | null = null;
     for (const doc of observed) {
       for (const placement of (doc.placements ?? []) as Array<{ reportedAt?: unknown }>) {

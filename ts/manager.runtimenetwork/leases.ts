@@ -337,7 +337,7 @@ export class WorkloadLeaseAllocator {
     await this.syncBlocks();
     const [services, nodes] = await Promise.all([
       store.find(serviceKind, {}),
-      store.collection(clusterNodeKind).find({}, { projection: { _id: 0, clusterId: 1, nodeId: 1 } }).toArray(),
+      store.findFields(clusterNodeKind, {}, ['clusterId', 'nodeId']),
     ]);
     const nodesByCluster = new Map<string, string[]>();
     for (const node of nodes) {
@@ -468,7 +468,7 @@ export class WorkloadLeaseAllocator {
   /** Makes the copy of the blocks exact: reads every block's generation, and the documents of those that changed. */
   private async syncBlocks(): Promise<void> {
     const { store } = this.cloudly;
-    const rows = await store.collection(addressBlockKind).find({}, { projection: { _id: 0, id: 1, generation: 1 } }).toArray();
+    const rows = await store.findFields(addressBlockKind, {}, ['id', 'generation']);
     const changed: string[] = [];
     const present = new Set<string>();
     for (const row of rows) {
@@ -533,8 +533,8 @@ export class WorkloadLeaseAllocator {
       this.clusters.set(clusterIdArg, facts);
     }
     const [serviceRows, nodeRows] = await Promise.all([
-      store.collection(serviceKind).find({ clusterId: clusterIdArg }, { projection: { _id: 0, id: 1, generation: 1 } }).toArray(),
-      store.collection(clusterNodeKind).find({ clusterId: clusterIdArg }, { projection: { _id: 0, nodeId: 1 } }).toArray(),
+      store.findFields(serviceKind, { clusterId: clusterIdArg }, ['id', 'generation']),
+      store.findFields(clusterNodeKind, { clusterId: clusterIdArg }, ['nodeId']),
     ]);
     const nodeIds = nodeRows.map((row) => row.nodeId as string).sort(compareStrings);
     const nodesChanged = nodeIds.length !== facts.nodeIds.length || nodeIds.some((nodeId, index) => nodeId !== facts!.nodeIds[index]);
@@ -628,10 +628,9 @@ export class WorkloadLeaseAllocator {
   /** Addresses no workload may get: platform endpoints, hubs, and every address a node's host or a relay's host carries. */
   private async excludedNumbers(planArg: IRuntimeNetworkAddressPlan): Promise<Set<number>> {
     const { store } = this.cloudly;
-    const projection = { projection: { _id: 0, hostAddresses: 1 } };
     const [nodes, registrations] = await Promise.all([
-      store.collection(clusterNodeKind).find({ hostAddresses: { $exists: true } }, projection).toArray(),
-      store.collection(clusterRelayRegistrationKind).find({ hostAddresses: { $exists: true } }, projection).toArray(),
+      store.findFields(clusterNodeKind, { hostAddresses: { $exists: true } }, ['hostAddresses']),
+      store.findFields(clusterRelayRegistrationKind, { hostAddresses: { $exists: true } }, ['hostAddresses']),
     ]);
     const addresses = [
       ...planArg.platformEndpoints.map((endpoint) => endpoint.address),

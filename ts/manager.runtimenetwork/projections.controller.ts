@@ -62,7 +62,7 @@ export class ProjectionsController implements IController {
   public async reconcile(keyArg: string, contextArg: IReconcileContext): Promise<IReconcileResult> {
     const { store } = this.ports;
     if (keyArg === allProjectionsKey) {
-      const clusters = await store.collection(clusterKind).find({}, { projection: { _id: 0, id: 1 } }).toArray();
+      const clusters = await store.findFields(clusterKind, {}, ['id']);
       for (const cluster of clusters) {
         contextArg.enqueue(String(cluster.id));
       }

@@ -57,7 +57,7 @@ export class ClaimsController implements IController {
 
   /** A start (or a new leader) rolls every service forward: whatever a previous run decided but did not finish. */
   public async all(): Promise<readonly string[]> {
-    const services = await this.ports.store.collection(serviceKind).find({}, { projection: { _id: 0, id: 1 } }).toArray();
+    const services = await this.ports.store.findFields(serviceKind, {}, ['id']);
     return services.map((service) => claimServiceKey(String(service.id)));
   }
 

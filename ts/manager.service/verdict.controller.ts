@@ -257,7 +257,7 @@ export class VerdictController implements IController {
       return { outcome: await this.reconcileService(parsed.id) };
     }
     if (parsed.scope === 'all') {
-      const clusters = await this.ports.store.collection(clusterKind).find({}, { projection: { _id: 0, id: 1 } }).toArray();
+      const clusters = await this.ports.store.findFields(clusterKind, {}, ['id']);
       for (const cluster of clusters) {
         contextArg.enqueue(clusterKey(String(cluster.id)));
       }
