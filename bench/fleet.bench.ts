@@ -31,6 +31,7 @@ import { counterDelta, FleetProcess, kernelTcpCounters, percentile, sleep } from
 import { cpuSecondsOf, memoryOf } from './helpers/processstats.js';
 import { reportResults, sized, smoke } from './helpers/smoke.js';
 import { cloudlyProcessEnv, startCloudlyProcess, type ICloudlyProcess } from '../test/helpers/process.js';
+import { databaseCommandsOf } from '../test/helpers/cloudly.js';
 import { multiInstanceAdminPassword, startDevDatabase, type IDevDatabaseProcess } from '../test/helpers/multiinstance.js';
 
 const args = process.argv.slice(2);
@@ -218,10 +219,58 @@ const startOnPort = async (envOfArg: (portArg: number) => NodeJS.ProcessEnv, por
   }
 };
 
+/** What one size of the one-instance storms cost, for the table across sizes. */
+interface IOneInstanceFigures {
+  relays: number;
+  label: string;
+  cold: IStormFigure;
+  restart: IStormFigure;
+  /** Database commands the server counted over each storm. */
+  coldCommands: number;
+  restartCommands: number;
+  idleRssPerRelay: number;
+}
+
+const oneInstanceFigures: IOneInstanceFigures[] = [];
+
+/** Cloudly's CPU and database commands per relay at each size, and their ratio to the smallest (linear: ≤ 1.2×). */
+const sayScaling = (): void => {
+  const base = oneInstanceFigures[0];
+  if (!base || oneInstanceFigures.length < 2) {
+    return;
+  }
+  const perRelay = (valueArg: number, relaysArg: number) => valueArg / relaysArg;
+  const ratio = (valueArg: number, baseArg: number) => `${(valueArg / baseArg).toFixed(2)}×`;
+  say('');
+  say(`Cost per relay across sizes, Cloudly's process only (the relays' process apart), and its ratio to ${base.relays} relays; linear means ≤ 1.2×. Commands: \`cloudly_database_commands_total\` (the driver's commands and the writes handed to the embedded database in the process; reads in the process are no commands):`);
+  say('');
+  say('| relays | setting | cold: CPU per relay | ratio | commands per relay | ratio | restart: CPU per relay | ratio | commands per relay | ratio | RSS per idle relay | all registered: cold / restart |');
+  say('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  for (const figures of oneInstanceFigures) {
+    const same = oneInstanceFigures.find((candidateArg) => candidateArg.label === figures.label) ?? base;
+    const coldCpu = perRelay(figures.cold.serverCpuS * 1000, figures.relays);
+    const restartCpu = perRelay(figures.restart.serverCpuS * 1000, figures.relays);
+    const coldCommands = perRelay(figures.coldCommands, figures.relays);
+    const restartCommands = perRelay(figures.restartCommands, figures.relays);
+    say(`| ${figures.relays} | ${figures.label} | ${coldCpu.toFixed(2)} ms | ${ratio(coldCpu, perRelay(same.cold.serverCpuS * 1000, same.relays))} `
+      + `| ${coldCommands.toFixed(1)} | ${ratio(coldCommands, perRelay(same.coldCommands, same.relays))} `
+      + `| ${restartCpu.toFixed(2)} ms | ${ratio(restartCpu, perRelay(same.restart.serverCpuS * 1000, same.relays))} `
+      + `| ${restartCommands.toFixed(1)} | ${ratio(restartCommands, perRelay(same.restartCommands, same.relays))} `
+      + `| ${(figures.idleRssPerRelay / 1024).toFixed(1)} KB | ${(figures.cold.ms / 1000).toFixed(1)} s / ${(figures.restart.ms / 1000).toFixed(1)} s${figures.cold.reached && figures.restart.reached ? '' : ' (not all)'} |`);
+  }
+};
+
 /** One instance, embedded database: a cold start of N relays, then a restart storm. */
 const oneInstanceStorm = async (relaysArg: number, envArg: Record<string, string>, labelArg: string): Promise<void> => {
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-fleet-one-'));
-  const envOf = (portArg: number): NodeJS.ProcessEnv => cloudlyProcessEnv(dataDir, { CLOUDLY_PORT: String(portArg), ...instanceEnv(envArg), ...profileEnv('one') });
+  // Every relay comes from 127.0.0.1 here: an address may hold half the connections by default
+  // (9,872 under this machine's 20,000 open files), which a real fleet's many addresses never meet.
+  const envOf = (portArg: number): NodeJS.ProcessEnv => cloudlyProcessEnv(dataDir, {
+    CLOUDLY_PORT: String(portArg),
+    CLOUDLY_CONNECTIONS_PER_ADDRESS: String(relaysArg + 1_000),
+    ...instanceEnv(envArg),
+    ...profileEnv('one'),
+  });
   const first = await startOnPort(envOf, 0);
   let server: ICloudlyProcess | null = first.process;
   const fleet = new FleetProcess();
@@ -232,8 +281,10 @@ const oneInstanceStorm = async (relaysArg: number, envArg: Record<string, string
     say(`- ${labelArg}, ${relaysArg} relays (load ${load()}):`);
     const rssBefore = memoryOf(server.child.pid!).rss;
     await markPhase('before-cold', [server.child.pid!]);
+    const commandsBeforeCold = await databaseCommandsOf(server.baseUrl);
     fleet.start([server.baseUrl], tokens);
     const cold = await measureStorm(fleet, relaysArg, () => [server!.child.pid!], sized(240_000, 30_000));
+    const coldCommands = await databaseCommandsOf(server.baseUrl) - commandsBeforeCold;
     await markPhase('cold', [server.child.pid!]);
     say(`  - cold start: ${describeStorm(cold, relaysArg)}`);
     // The storm's garbage settles before the connected figure is read.
@@ -244,8 +295,11 @@ const oneInstanceStorm = async (relaysArg: number, envArg: Record<string, string
     await new Promise((resolve) => server!.child.once('exit', resolve));
     server = (await startOnPort(envOf, first.port)).process;
     await markPhase('restart-start', [server.child.pid!]);
+    const commandsBeforeRestart = await databaseCommandsOf(server.baseUrl);
     const restart = await measureStorm(fleet, relaysArg, () => [server!.child.pid!], sized(240_000, 30_000));
+    const restartCommands = await databaseCommandsOf(server.baseUrl) - commandsBeforeRestart;
     await markPhase('restart', [server.child.pid!]);
+    oneInstanceFigures.push({ relays: relaysArg, label: labelArg, cold, restart, coldCommands, restartCommands, idleRssPerRelay: (idleRss - rssBefore) / relaysArg });
     const memory = memoryOf(server.child.pid!);
     say(`  - restart: ${describeStorm(restart, relaysArg)}; RSS with all connected ${(idleRss / 2 ** 20).toFixed(0)} MiB before the restart, peak ${(memory.peak / 2 ** 20).toFixed(0)} MiB after`);
   } finally {
@@ -733,6 +787,7 @@ const main = async (): Promise<void> => {
         await oneInstanceStorm(size, compare, JSON.stringify(compare));
       }
     }
+    sayScaling();
   }
   if (!oneInstance) {
     await threeInstances(sizes[0] ?? sized(10_000, 30));

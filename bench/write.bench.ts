@@ -79,13 +79,13 @@ const main = async (): Promise<void> => {
     }
   };
   /** The server's live heap and memory outside it, after full collections (bench/helpers/memoryprobe.mjs). */
-  const liveMemory = async (): Promise<{ heapUsed: number; external: number }> => {
+  const liveMemory = async (): Promise<{ heapUsed: number; external: number; rss: number }> => {
     await fsp.rm(memoryFile, { force: true });
     process.kill(pid, 'SIGWINCH');
     for (let waited = 0; waited < 30_000; waited += 50) {
       const text = await fsp.readFile(memoryFile, 'utf8').catch(() => null);
       if (text) {
-        return JSON.parse(text) as { heapUsed: number; external: number };
+        return JSON.parse(text) as { heapUsed: number; external: number; rss: number };
       }
       await sleep(50);
     }
@@ -189,7 +189,7 @@ const main = async (): Promise<void> => {
     say(`RSS along the way: ${checkpoints.join(', ')}.`);
     say(`Audit events kept in memory by the embedded database at the end: ${writesBefore + updates} (one per write, kept for CLOUDLY_AUDIT_RETENTION_DAYS); the growth includes them.`);
     const liveGrowth = liveAfter.heapUsed + liveAfter.external - liveBefore.heapUsed - liveBefore.external;
-    say(`Live memory after full collections (V8 heap + memory outside it): ${mib(liveBefore.heapUsed + liveBefore.external)} → ${mib(liveAfter.heapUsed + liveAfter.external)} MiB, ${mib(liveGrowth)} MiB more, ${(liveGrowth / updates / 1024).toFixed(2)} KiB per write; each write keeps one audit event (about 1.5 KiB of live heap in a heap snapshot, bench/results/write-profile.md). The rest of the RSS growth, ${mib(growth - liveGrowth)} MiB, is memory V8 and the allocator hold beyond the live memory.`);
+    say(`Live memory after full collections (V8 heap + memory outside it): ${mib(liveBefore.heapUsed + liveBefore.external)} → ${mib(liveAfter.heapUsed + liveAfter.external)} MiB, ${mib(liveGrowth)} MiB more, ${(liveGrowth / updates / 1024).toFixed(2)} KiB per write; each write keeps one audit event (about 1.5 KiB of live heap in a heap snapshot, bench/results/write-profile.md). The rest of the RSS growth, ${mib(growth - liveGrowth)} MiB, is memory V8 and the allocator hold beyond the live memory; right after those full collections the RSS was ${mib(liveAfter.rss)} MiB (${mib(liveAfter.rss - memoryBefore.rss)} MiB above the start).`);
   } finally {
     admin.close();
     server.child.kill('SIGTERM');
