@@ -16,6 +16,10 @@
  * process's CPU (from /proc), which the load of a shared machine does not inflate as it does wall
  * time; wall figures are printed, never judged.
  *
+ * With an `etcd` binary on PATH (Debian's `etcd-server`; not needed by the tests or CI) the rounds
+ * alternate with etcd's own, on 34 keys, each write a txn on the key's mod revision over etcd's JSON
+ * gateway from the same Node client process (bench/helpers/etcd.ts), and the ratios are printed.
+ *
  * Memory: RSS before and after `updates` writes spread over the 34 clusters, once settled. The
  * embedded database keeps every audit event in memory for CLOUDLY_AUDIT_RETENTION_DAYS (one event
  * per write), so part of the growth is those events: the bench prints their count beside it.
@@ -29,11 +33,13 @@ import { cloudlyProcessEnv, startCloudlyProcess } from '../test/helpers/process.
 import { cpuSecondsOf, memoryOf } from './helpers/processstats.js';
 import { percentile, sleep } from './helpers/fleet.js';
 import { reportResults, sized } from './helpers/smoke.js';
+import { findEtcd, startEtcd } from './helpers/etcd.js';
 
 const args = process.argv.slice(2);
 const updates = Number(args.find((arg) => /^\d+$/.test(arg)) ?? sized(30_000, 200));
 const sequentialWrites = sized(2_000, 50);
 const parallelWrites = sized(4_000, 64);
+const rounds = sized(3, 1);
 const clusterCount = 34;
 const writers = 32;
 const settleMs = sized(10_000, 500);
@@ -122,41 +128,102 @@ const main = async (): Promise<void> => {
     say(`Server: one Cloudly process (bin/cloudly-server, embedded database, log level info, reads ${reads}, writes ${writes}); client: one admin WebSocket from the bench process.`);
     say('');
 
-    // One at a time: server CPU per write, and the latency the client saw.
-    const latencies: number[] = [];
-    let cpuBefore = cpuSecondsOf(pid);
-    let started = performance.now();
-    for (let index = 0; index < sequentialWrites; index++) {
-      const writeStarted = performance.now();
-      await rotate(clusters[index % clusterCount]);
-      latencies.push(performance.now() - writeStarted);
-    }
-    const sequentialSeconds = (performance.now() - started) / 1000;
-    const sequentialCpuMs = ((cpuSecondsOf(pid) - cpuBefore) * 1000) / sequentialWrites;
-    await markPhase('sequential');
-
-    // `writers` at once, each on a cluster of its own (no lost races).
-    cpuBefore = cpuSecondsOf(pid);
-    started = performance.now();
-    let next = 0;
-    await Promise.all(clusters.slice(0, writers).map(async (clusterArg) => {
-      while (next < parallelWrites) {
-        next++;
-        await rotate(clusterArg);
+    // Rounds, alternating with etcd's when an `etcd` binary is on PATH (bench/helpers/etcd.ts): one
+    // at a time (server CPU per write, the latency the client saw), then `writers` at once, each on
+    // a key of its own (no lost races). Figures are the medians of the rounds.
+    interface IRound { sequentialCpuMs: number; sequentialOps: number; sequentialSeconds: number; latencies: number[]; parallelCpuMs: number; parallelOps: number; parallelSeconds: number }
+    const runRound = async (pidArg: number, writeArg: (indexArg: number) => Promise<void>, markArg: boolean): Promise<IRound> => {
+      const latencies: number[] = [];
+      let cpuBefore = cpuSecondsOf(pidArg);
+      let started = performance.now();
+      for (let index = 0; index < sequentialWrites; index++) {
+        const writeStarted = performance.now();
+        await writeArg(index % clusterCount);
+        latencies.push(performance.now() - writeStarted);
       }
-    }));
-    const parallelSeconds = (performance.now() - started) / 1000;
-    const parallelCpuMs = ((cpuSecondsOf(pid) - cpuBefore) * 1000) / parallelWrites;
-    await markPhase('parallel');
+      const sequentialSeconds = (performance.now() - started) / 1000;
+      const sequentialCpuMs = ((cpuSecondsOf(pidArg) - cpuBefore) * 1000) / sequentialWrites;
+      if (markArg) {
+        await markPhase('sequential');
+      }
+      cpuBefore = cpuSecondsOf(pidArg);
+      started = performance.now();
+      let next = 0;
+      await Promise.all(Array.from({ length: writers }, async (_unused, writerArg) => {
+        while (next < parallelWrites) {
+          next++;
+          await writeArg(writerArg);
+        }
+      }));
+      const parallelSeconds = (performance.now() - started) / 1000;
+      const parallelCpuMs = ((cpuSecondsOf(pidArg) - cpuBefore) * 1000) / parallelWrites;
+      if (markArg) {
+        await markPhase('parallel');
+      }
+      return {
+        sequentialCpuMs, sequentialOps: sequentialWrites / sequentialSeconds, sequentialSeconds, latencies,
+        parallelCpuMs, parallelOps: parallelWrites / parallelSeconds, parallelSeconds,
+      };
+    };
+    const idleRss = memoryOf(pid).rss;
+    const etcdBinary = findEtcd();
+    const etcd = etcdBinary ? await startEtcd(etcdBinary, path.join(dataDir, 'etcd')) : null;
+    const etcdRevisions: number[] = [];
+    if (etcd) {
+      for (let index = 0; index < clusterCount; index++) {
+        etcdRevisions.push(await etcd.put(`/bench/cluster-${index}`, 'token-0'));
+      }
+    }
+    const etcdSwap = async (indexArg: number): Promise<void> => {
+      const revision = await etcd!.compareAndSwap(`/bench/cluster-${indexArg}`, etcdRevisions[indexArg], `token-${etcdRevisions[indexArg]}`);
+      if (revision === null) {
+        throw new Error('an etcd compare-and-swap lost a race no other writer ran');
+      }
+      etcdRevisions[indexArg] = revision;
+    };
+    const etcdIdleRss = etcd ? memoryOf(etcd.child.pid!).rss : null;
+    const cloudlyRounds: IRound[] = [];
+    const etcdRounds: IRound[] = [];
+    for (let round = 0; round < rounds; round++) {
+      cloudlyRounds.push(await runRound(pid, (indexArg) => rotate(clusters[indexArg]), round === 0));
+      if (etcd) {
+        etcdRounds.push(await runRound(etcd.child.pid!, etcdSwap, false));
+      }
+    }
+    await etcd?.stop();
+    const median = (roundsArg: IRound[], fieldArg: (roundArg: IRound) => number): number => percentile(roundsArg.map(fieldArg), 0.5);
 
     const withoutIdle = (cpuMsArg: number, writesArg: number, secondsArg: number): string =>
       `${Math.max(0, cpuMsArg - (idleCpuMsPerSecond * secondsArg) / writesArg).toFixed(2)} ms`;
-    say(`Server CPU while idle: ${idleCpuMsPerSecond.toFixed(1)} ms per second.`);
+    say(`Server CPU while idle: ${idleCpuMsPerSecond.toFixed(1)} ms per second. ${rounds} rounds${etcd ? ', alternating with etcd\'s' : ''}; the figures are their medians.`);
     say('');
-    say('| durable compare-and-swap (`rotateClusterRelayToken`) | writes | server CPU per write | the same, idle CPU taken off | ops/s (wall, not judged) | p50 / p99 (wall) |');
+    const rows = (nameArg: string, roundsArg: IRound[], idleArg: boolean): string[] => {
+      const latencies = roundsArg.flatMap((roundArg) => roundArg.latencies);
+      const sequentialCpu = median(roundsArg, (roundArg) => roundArg.sequentialCpuMs);
+      const parallelCpu = median(roundsArg, (roundArg) => roundArg.parallelCpuMs);
+      return [
+        `| ${nameArg}, one at a time | ${sequentialWrites} | ${sequentialCpu.toFixed(2)} ms | ${idleArg ? withoutIdle(sequentialCpu, sequentialWrites, median(roundsArg, (roundArg) => roundArg.sequentialSeconds)) : '—'} | ${median(roundsArg, (roundArg) => roundArg.sequentialOps).toFixed(0)} | ${percentile(latencies, 0.5).toFixed(1)} / ${percentile(latencies, 0.99).toFixed(1)} ms |`,
+        `| ${nameArg}, ${writers} writers at once | ${parallelWrites} | ${parallelCpu.toFixed(2)} ms | ${idleArg ? withoutIdle(parallelCpu, parallelWrites, median(roundsArg, (roundArg) => roundArg.parallelSeconds)) : '—'} | ${median(roundsArg, (roundArg) => roundArg.parallelOps).toFixed(0)} | — |`,
+      ];
+    };
+    say('| durable compare-and-swap | writes a round | server CPU per write | the same, idle CPU taken off | ops/s (wall) | p50 / p99 (wall) |');
     say('| --- | --- | --- | --- | --- | --- |');
-    say(`| one at a time | ${sequentialWrites} | ${sequentialCpuMs.toFixed(2)} ms | ${withoutIdle(sequentialCpuMs, sequentialWrites, sequentialSeconds)} | ${(sequentialWrites / sequentialSeconds).toFixed(0)} | ${percentile(latencies, 0.5).toFixed(1)} / ${percentile(latencies, 0.99).toFixed(1)} ms |`);
-    say(`| ${writers} writers at once | ${parallelWrites} | ${parallelCpuMs.toFixed(2)} ms | ${withoutIdle(parallelCpuMs, parallelWrites, parallelSeconds)} | ${(parallelWrites / parallelSeconds).toFixed(0)} | — |`);
+    rows('Cloudly (`rotateClusterRelayToken` on its expected generation)', cloudlyRounds, true).forEach(say);
+    if (etcd) {
+      rows('etcd (a txn comparing the key\'s mod revision, over its JSON gateway)', etcdRounds, false).forEach(say);
+    }
+    const eachRound = (roundsArg: IRound[]): string => roundsArg.map((roundArg) => roundArg.sequentialCpuMs.toFixed(2)).join(' / ');
+    say('');
+    say(`Each round, one at a time, server CPU per write in ms: Cloudly ${eachRound(cloudlyRounds)}${etcd ? `; etcd ${eachRound(etcdRounds)}` : ''} (the first round of a fresh process includes its compiler's warm-up).`);
+    say('');
+    if (etcd) {
+      const ratio = (fieldArg: (roundArg: IRound) => number): number => median(cloudlyRounds, fieldArg) / median(etcdRounds, fieldArg);
+      const cpuRatio = ratio((roundArg) => roundArg.sequentialCpuMs);
+      const opsRatio = ratio((roundArg) => roundArg.sequentialOps);
+      say(`Cloudly/etcd, one at a time: server CPU per write ${cpuRatio.toFixed(2)}× (aim ≤ 2×: ${cpuRatio <= 2 ? 'met' : 'missed'}), ops/s ${opsRatio.toFixed(2)}× (aim ≥ 0.6×: ${opsRatio >= 0.6 ? 'met' : 'missed'}); ${writers} writers at once: CPU per write ${ratio((roundArg) => roundArg.parallelCpuMs).toFixed(2)}×, ops/s ${ratio((roundArg) => roundArg.parallelOps).toFixed(2)}×. Idle RSS before the rounds: Cloudly ${mib(idleRss)} MiB with 34 clusters (aim ≤ 60 MB), etcd ${mib(etcdIdleRss!)} MiB with 34 keys.`);
+    } else {
+      say(`No \`etcd\` on PATH: Cloudly's figures alone (aims: ≤ 1.5 ms of server CPU per write one at a time; idle RSS ≤ 60 MB: ${mib(idleRss)} MiB with 34 clusters before the rounds).`);
+    }
     say('');
 
     // Memory under writes: `updates` more writes over the 34 clusters, 8 writers each on its own clusters.
