@@ -232,6 +232,8 @@ interface IOneInstanceFigures {
 }
 
 const oneInstanceFigures: IOneInstanceFigures[] = [];
+/** Cloudly's CPU per steady report, net of the window without reports, by fleet size. */
+const steadyFigures = new Map<number, number>();
 
 /** Cloudly's CPU and database commands per relay at each size, and their ratio to the smallest (linear: ≤ 1.2×). */
 const sayScaling = (): void => {
@@ -244,8 +246,8 @@ const sayScaling = (): void => {
   say('');
   say(`Cost per relay across sizes, Cloudly's process only (the relays' process apart), and its ratio to ${base.relays} relays; linear means ≤ 1.2×. Commands: \`cloudly_database_commands_total\` (the driver's commands and the writes handed to the embedded database in the process; reads in the process are no commands):`);
   say('');
-  say('| relays | setting | cold: CPU per relay | ratio | commands per relay | ratio | restart: CPU per relay | ratio | commands per relay | ratio | RSS per idle relay | all registered: cold / restart |');
-  say('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  say('| relays | setting | cold: CPU per relay | ratio | commands per relay | ratio | restart: CPU per relay | ratio | commands per relay | ratio | RSS per idle relay | CPU per steady report | all registered: cold / restart |');
+  say('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const figures of oneInstanceFigures) {
     const same = oneInstanceFigures.find((candidateArg) => candidateArg.label === figures.label) ?? base;
     const coldCpu = perRelay(figures.cold.serverCpuS * 1000, figures.relays);
@@ -256,7 +258,7 @@ const sayScaling = (): void => {
       + `| ${coldCommands.toFixed(1)} | ${ratio(coldCommands, perRelay(same.coldCommands, same.relays))} `
       + `| ${restartCpu.toFixed(2)} ms | ${ratio(restartCpu, perRelay(same.restart.serverCpuS * 1000, same.relays))} `
       + `| ${restartCommands.toFixed(1)} | ${ratio(restartCommands, perRelay(same.restartCommands, same.relays))} `
-      + `| ${(figures.idleRssPerRelay / 1024).toFixed(1)} KB | ${(figures.cold.ms / 1000).toFixed(1)} s / ${(figures.restart.ms / 1000).toFixed(1)} s${figures.cold.reached && figures.restart.reached ? '' : ' (not all)'} |`);
+      + `| ${(figures.idleRssPerRelay / 1024).toFixed(1)} KB | ${(steadyFigures.get(figures.relays) ?? NaN).toFixed(3)} ms | ${(figures.cold.ms / 1000).toFixed(1)} s / ${(figures.restart.ms / 1000).toFixed(1)} s${figures.cold.reached && figures.restart.reached ? '' : ' (not all)'} |`);
   }
 };
 
@@ -291,6 +293,24 @@ const oneInstanceStorm = async (relaysArg: number, envArg: Record<string, string
     await sleep(sized(5000, 200));
     const idleRss = memoryOf(server.child.pid!).rss;
     say(`  - memory: RSS ${(rssBefore / 2 ** 20).toFixed(0)} MiB before the relays, ${(idleRss / 2 ** 20).toFixed(0)} MiB with all connected and idle: ${((idleRss - rssBefore) / relaysArg / 1024).toFixed(1)} KB per idle relay`);
+    // A steady fleet: every relay reports its (unchanged) observed state every 30 s. What a report
+    // costs is judged net of the same window without reports, in Cloudly's CPU.
+    const windowMs = sized(30_000, 1_000);
+    const pid = server.child.pid!;
+    let cpuAt = cpuSecondsOf(pid);
+    await sleep(windowMs);
+    const quietCpuS = cpuSecondsOf(pid) - cpuAt;
+    fleet.report(30_000);
+    await sleep(sized(5_000, 500));
+    const reportsBefore = (await fleet.stats(false)).reports;
+    cpuAt = cpuSecondsOf(pid);
+    await sleep(windowMs);
+    const reportingCpuS = cpuSecondsOf(pid) - cpuAt;
+    const reports = (await fleet.stats(false)).reports - reportsBefore;
+    fleet.report(0);
+    const perReportMs = reports > 0 ? ((reportingCpuS - quietCpuS) * 1000) / reports : NaN;
+    steadyFigures.set(relaysArg, perReportMs);
+    say(`  - steady state (each relay reports every 30 s, ${ms(windowMs)} windows): ${reports} reports; Cloudly's CPU ${(reportingCpuS * 1000 / (windowMs / 1000)).toFixed(0)} ms a second with them, ${(quietCpuS * 1000 / (windowMs / 1000)).toFixed(0)} ms a second without: ${perReportMs.toFixed(3)} ms per report net (aim ≤ 0.2 ms)`);
     server.child.kill('SIGTERM');
     await new Promise((resolve) => server!.child.once('exit', resolve));
     server = (await startOnPort(envOf, first.port)).process;
