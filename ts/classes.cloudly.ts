@@ -345,7 +345,7 @@ export class Cloudly {
       desiredState: new DesiredStateController({
         store,
         publish: (clusterIdArg) => this.desiredStateManager.publish(clusterIdArg),
-        hint: (clusterIdArg, stateArg) => this.desiredStateManager.hint(clusterIdArg, stateArg),
+        hint: async (clusterIdArg, stateArg) => { await this.desiredStateManager.hint(clusterIdArg, stateArg); },
         routeTableKind: clusterIngressRouteTableKind.collectionName,
         forgetRemembered: () => this.desiredStateManager.forgetEntries(),
       }),

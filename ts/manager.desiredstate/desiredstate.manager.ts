@@ -92,6 +92,9 @@ export const hintAnswerReasons = (answerArg: unknown): string[] => {
 
 /** How long a newly opened socket waits before it is hinted (its registration usually publishes first). */
 const sessionHintDelayMs = 200;
+/** A hint a new socket could not take (not elected yet) is tried again this often, this many times in all (about 10 s). */
+const sessionHintRetryMs = 500;
+const sessionHintAttempts = 20;
 /** How long a relay read waits for the controller to publish what it computes before it answers `unavailable`. */
 const publishedWaitBoundMs = 3_000;
 /** The refusal of a relay read whose desired state the controller has not published yet (retryable). */
@@ -192,18 +195,30 @@ export class DesiredStateManager {
     this.cloudly.relays.onSessionClosed((sessionArg) => this.observedMemo.forgetCluster(sessionArg.clusterId));
     // A relay that becomes elected is told the published revision, so it converges without polling.
     // Nothing is computed for it: the controller publishes every change of the desired state.
-    this.cloudly.relays.onSessionOpened((sessionArg) => {
-      const { clusterId } = sessionArg;
-      const timer = setTimeout(() => {
-        this.hintTimers.delete(timer);
-        void this.hintPublished(clusterId);
-      }, sessionHintDelayMs);
-      this.hintTimers.add(timer);
-    });
+    this.cloudly.relays.onSessionOpened((sessionArg) => this.hintSessionLater(sessionArg, sessionHintDelayMs, 0));
+  }
+
+  /**
+   * The hint a newly opened socket is owed, `delayMs` from now. When it could not be delivered
+   * (the socket is not elected yet: another instance's lease on the cluster, as when that instance
+   * is stopping, has not been released or run out), it is tried again every `sessionHintRetryMs`
+   * while the socket stays open, at most `sessionHintAttempts` times.
+   */
+  private hintSessionLater(sessionArg: { clusterId: string; peer: { isOpen: boolean } }, delayMsArg: number, attemptArg: number): void {
+    const timer = setTimeout(() => {
+      this.hintTimers.delete(timer);
+      void this.hintPublished(sessionArg.clusterId).then((deliveredArg) => {
+        if (!deliveredArg && sessionArg.peer.isOpen && attemptArg + 1 < sessionHintAttempts && this.unsubscribeMemo) {
+          this.hintSessionLater(sessionArg, sessionHintRetryMs, attemptArg + 1);
+        }
+      });
+    }, delayMsArg);
+    this.hintTimers.add(timer);
   }
 
   public async stop(): Promise<void> {
     this.unsubscribeMemo?.();
+    this.unsubscribeMemo = null;
     for (const timer of this.hintTimers) {
       clearTimeout(timer);
     }
@@ -464,11 +479,11 @@ export class DesiredStateManager {
     }
   }
 
-  /** Tells the cluster's elected relay (here or on another live instance) the published revision. */
-  public async hint(clusterIdArg: string, stateArg: { revision: number; digest: string }): Promise<void> {
+  /** Tells the cluster's elected relay (here or on another live instance) the published revision; answers whether it took it. */
+  public async hint(clusterIdArg: string, stateArg: { revision: number; digest: string }): Promise<boolean> {
     // Elected here, or on another live instance (the hint is forwarded there: docs/multi-instance.md).
     if (!(await this.reads.clusters.relayConnected(clusterIdArg))) {
-      return;
+      return false;
     }
     try {
       const answer = await this.cloudly.relays.ask(clusterIdArg, 'pushClusterPlatformDesiredStateChanged', {
@@ -476,21 +491,22 @@ export class DesiredStateManager {
         digest: stateArg.digest,
       });
       requireValidRelayAnswer(hintAnswerReasons(answer));
+      return true;
     } catch (error) {
       // A hint is only a hint: the relay converges by reading.
       this.cloudly.logger.debug({ clusterId: clusterIdArg, revision: stateArg.revision, err: error }, 'desired-state hint not delivered');
+      return false;
     }
   }
 
-  /** A newly opened socket is told the published revision (nothing published yet: nothing to tell). */
-  private async hintPublished(clusterIdArg: string): Promise<void> {
+  /** A newly opened socket is told the published revision (nothing published yet: nothing to tell, counted as told). */
+  private async hintPublished(clusterIdArg: string): Promise<boolean> {
     try {
       const published = await this.cloudly.store.get(clusterDesiredStateKind, clusterIdArg);
-      if (published) {
-        await this.hint(clusterIdArg, published);
-      }
+      return published ? await this.hint(clusterIdArg, published) : true;
     } catch (error) {
       this.cloudly.logger.debug({ clusterId: clusterIdArg, err: error }, 'desired-state hint of a new socket not delivered');
+      return false;
     }
   }
 
