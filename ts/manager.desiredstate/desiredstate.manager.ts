@@ -200,15 +200,18 @@ export class DesiredStateManager {
 
   /**
    * The hint a newly opened socket is owed, `delayMs` from now. When it could not be delivered
-   * (the socket is not elected yet: another instance's lease on the cluster, as when that instance
-   * is stopping, has not been released or run out), it is tried again every `sessionHintRetryMs`
-   * while the socket stays open, at most `sessionHintAttempts` times.
+   * because no socket of the cluster is elected here yet (another instance's lease on the cluster,
+   * as when that instance is stopping, has not been released or run out), it is tried again every
+   * `sessionHintRetryMs` while the socket stays open, at most `sessionHintAttempts` times.
    */
   private hintSessionLater(sessionArg: { clusterId: string; peer: { isOpen: boolean } }, delayMsArg: number, attemptArg: number): void {
     const timer = setTimeout(() => {
       this.hintTimers.delete(timer);
       void this.hintPublished(sessionArg.clusterId).then((deliveredArg) => {
-        if (!deliveredArg && sessionArg.peer.isOpen && attemptArg + 1 < sessionHintAttempts && this.unsubscribeMemo) {
+        // Again only while no socket of the cluster is elected here: an elected socket that did not
+        // take it (a relay serving no hints) is not asked again, nor one beside another elected socket.
+        if (!deliveredArg && sessionArg.peer.isOpen && this.cloudly.relays.activeSession(sessionArg.clusterId) === null
+          && attemptArg + 1 < sessionHintAttempts && this.unsubscribeMemo) {
           this.hintSessionLater(sessionArg, sessionHintRetryMs, attemptArg + 1);
         }
       });
