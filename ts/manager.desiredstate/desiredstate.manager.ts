@@ -209,7 +209,8 @@ export class DesiredStateManager {
       this.hintTimers.delete(timer);
       void this.hintPublished(sessionArg.clusterId).then((deliveredArg) => {
         // Again only while no socket of the cluster is elected here: an elected socket that did not
-        // take it (a relay serving no hints) is not asked again, nor one beside another elected socket.
+        // take it (a relay serving no hints) is not asked again, nor one beside another elected
+        // socket. And not once the manager stopped (`stop` clears the feed subscription).
         if (!deliveredArg && sessionArg.peer.isOpen && this.cloudly.relays.activeSession(sessionArg.clusterId) === null
           && attemptArg + 1 < sessionHintAttempts && this.unsubscribeMemo) {
           this.hintSessionLater(sessionArg, sessionHintRetryMs, attemptArg + 1);
@@ -255,6 +256,7 @@ export class DesiredStateManager {
     type THead = Pick<IServiceDocument, 'id' | 'generation' | 'deletionRequestedAt'> & { _incarnation?: string };
     const heads = (await store.findFields(serviceKind, { clusterId: clusterIdArg }, ['id', 'generation', '_incarnation' as never, 'deletionRequestedAt']) as THead[])
       .sort((a, b) => (a.id < b.id ? -1 : 1));
+    const kept = this.entries.ofCluster(clusterIdArg);
     const docs = new Map<string, IServiceDocument>();
     /** Ids read whole: one not found was removed meanwhile, and its remembered entry is not used. */
     const readIds = new Set<string>();
@@ -269,16 +271,16 @@ export class DesiredStateManager {
     const liveHeads = heads.filter((head) => head.deletionRequestedAt === undefined);
     await readWhole(liveHeads.filter((head) => {
       const key = documentKeyOf(head);
-      return key === null || this.entries.get(clusterIdArg, head.id)?.document !== key;
+      return key === null || kept.get(head.id)?.document !== key;
     }).map((head) => head.id));
     // A service read whole that was removed or marked for deletion meanwhile is left for the run its change queued.
     const live = liveHeads.filter((head) => {
       const doc = docs.get(head.id);
-      return doc ? doc.deletionRequestedAt === undefined : !readIds.has(head.id) && this.entries.get(clusterIdArg, head.id) !== undefined;
+      return doc ? doc.deletionRequestedAt === undefined : !readIds.has(head.id) && kept.has(head.id);
     });
     const secretIdsOf = (idArg: string): readonly string[] => {
       const doc = docs.get(idArg);
-      return doc ? serviceSecretIdsOf(doc) : this.entries.get(clusterIdArg, idArg)!.secretIds;
+      return doc ? serviceSecretIdsOf(doc) : kept.get(idArg)!.secretIds;
     };
     const secretGroupIds = [...new Set(live.flatMap((head) => secretIdsOf(head.id)))];
     const [bindings, secretGroups, recipients, designation] = await Promise.all([
@@ -299,12 +301,12 @@ export class DesiredStateManager {
       (groupIdArg) => groupsById.get(groupIdArg)?.generation ?? null, recipientsGeneration)]));
     const inputsOf = (idArg: string): string => inputs.get(idArg) ?? '';
     // Entries whose document is current but whose bindings or secrets moved are built again from the whole document.
-    await readWhole(live.filter((head) => !docs.has(head.id) && this.entries.get(clusterIdArg, head.id)!.inputs !== inputsOf(head.id))
+    await readWhole(live.filter((head) => !docs.has(head.id) && kept.get(head.id)!.inputs !== inputsOf(head.id))
       .map((head) => head.id));
     const entries = new Map<string, IRememberedServiceEntry>();
     for (const head of live) {
       const doc = docs.get(head.id);
-      const remembered = this.entries.get(clusterIdArg, head.id);
+      const remembered = kept.get(head.id);
       if (!doc) {
         if (remembered && remembered.inputs === inputsOf(head.id)) {
           entries.set(head.id, remembered);

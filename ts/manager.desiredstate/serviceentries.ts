@@ -61,8 +61,13 @@ export class DesiredServiceEntries {
   /** The canonical text of every remembered entry, for the digest. */
   public readonly texts: TKnownCanonicalTexts = new WeakMap();
 
-  public get(clusterIdArg: string, serviceIdArg: string): IRememberedServiceEntry | undefined {
-    return this.clusters.get(clusterIdArg)?.get(serviceIdArg);
+  /**
+   * The cluster's remembered entries as they stand now. A computation reads only this map: the
+   * next computation's `replace` swaps in a new one and never changes it, so entries cannot go
+   * missing from under a computation that another one, started earlier or later, finished first.
+   */
+  public ofCluster(clusterIdArg: string): ReadonlyMap<string, IRememberedServiceEntry> {
+    return this.clusters.get(clusterIdArg) ?? new Map();
   }
 
   /** Freezes a newly built entry and writes its canonical text once. */
@@ -85,12 +90,4 @@ export class DesiredServiceEntries {
     this.clusters.clear();
   }
 
-  /** Entries remembered, over every cluster (tests). */
-  public get size(): number {
-    let size = 0;
-    for (const entries of this.clusters.values()) {
-      size += entries.size;
-    }
-    return size;
-  }
 }
