@@ -1,10 +1,11 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ObjectId, type Document } from 'mongodb';
+import { ObjectId, type Collection, type Document } from 'mongodb';
 import type { CloudlyDatabase } from '../ts/core/database.js';
 import { seededRandom, withEmbeddedStore } from './helpers/embedded.js';
 import { defineDocumentKind, DocumentStore, type IStoredDocument } from '../ts/core/store.js';
-import { maximumInsertStatements } from '../ts/core/insertbatcher.js';
+import { InsertBatcher, maximumInsertStatements } from '../ts/core/insertbatcher.js';
+import type { DirectWriter } from '../ts/core/directwrite.js';
 
 /**
  * Reads by one field's value asked for at once are sent as one `$in` read and split by value
@@ -147,4 +148,60 @@ describe('read batching', () => {
       });
     });
   }
+});
+
+describe('create batching: a group commit per collection', () => {
+  /** A stand-in for the embedded server in the process: each `update` command waits until the test lets it answer. */
+  const heldWriter = () => {
+    const commands: Array<{ collection: string; statements: number; answer: () => void }> = [];
+    const direct = {
+      update: (collectionArg: string, statementsArg: unknown[]) => new Promise((resolve) => {
+        commands.push({
+          collection: collectionArg,
+          statements: statementsArg.length,
+          answer: () => resolve({ upserted: new Set(statementsArg.map((_statement, index) => index)), writeErrors: new Map() }),
+        });
+      }),
+    };
+    return { commands, direct: direct as unknown as DirectWriter };
+  };
+  const collectionNamed = (nameArg: string) => ({ dbName: 'cloudly', collectionName: nameArg }) as unknown as Collection<Document>;
+  const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+  test('creates that arrive while a command of their collection is out go together once it is back; an idle collection sends at once', async () => {
+    const { commands, direct } = heldWriter();
+    const batcher = new InsertBatcher();
+    batcher.direct = direct;
+    const events = collectionNamed('events');
+    const others = collectionNamed('others');
+    const answers: Array<Promise<boolean>> = [batcher.insertIfAbsent(events, new ObjectId(), { n: 0 })];
+    await turn();
+    assert.deepEqual(commands.map((command) => command.statements), [1], 'a lone create into an idle collection goes at the next turn');
+    // Five more, each in a turn of its own, while the first is out: none goes yet.
+    for (let index = 1; index <= 5; index++) {
+      answers.push(batcher.insertIfAbsent(events, new ObjectId(), { n: index }));
+      await turn();
+    }
+    // Another collection has nothing out: its create is not held by the first's.
+    const other = batcher.insertIfAbsent(others, new ObjectId(), { n: 99 });
+    await turn();
+    assert.deepEqual(commands.map((command) => [command.collection, command.statements]), [['events', 1], ['others', 1]]);
+    commands[0].answer();
+    commands[1].answer();
+    await turn();
+    await turn();
+    assert.deepEqual(commands.map((command) => [command.collection, command.statements]), [['events', 1], ['others', 1], ['events', 5]],
+      'the five gathered meanwhile went as one command when the first came back');
+    commands[2].answer();
+    assert.deepEqual(await Promise.all(answers), [true, true, true, true, true, true]);
+    assert.equal(await other, true);
+    // Idle again: the next create goes at once, alone.
+    const late = batcher.insertIfAbsent(events, new ObjectId(), { n: 6 });
+    await turn();
+    assert.deepEqual(commands.slice(3).map((command) => command.statements), [1]);
+    commands[3].answer();
+    assert.equal(await late, true);
+    assert.equal(batcher.commands, 4);
+    assert.equal(batcher.inserts, 8);
+  });
 });
