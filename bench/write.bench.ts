@@ -23,6 +23,10 @@
  * Memory: RSS before and after `updates` writes spread over the 34 clusters, once settled. The
  * embedded database keeps every audit event in memory for CLOUDLY_AUDIT_RETENTION_DAYS (one event
  * per write), so part of the growth is those events: the bench prints their count beside it.
+ *
+ * Creates: a fresh Cloudly and, with etcd on PATH, a fresh etcd; each one's RSS idle, then
+ * `creates` creates from 8 writers (`createCluster`; etcd: a put of a new key), and its RSS 30 s
+ * after the last.
  */
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
@@ -43,6 +47,8 @@ const rounds = sized(3, 1);
 const clusterCount = 34;
 const writers = 32;
 const settleMs = sized(10_000, 500);
+const creates = sized(10_000, 100);
+const afterCreatesMs = sized(30_000, 500);
 const mib = (bytesArg: number): string => (bytesArg / 2 ** 20).toFixed(1);
 
 const lines: string[] = [];
@@ -263,7 +269,67 @@ const main = async (): Promise<void> => {
     await new Promise((resolve) => server.child.once('exit', resolve));
     await fsp.rm(dataDir, { recursive: true, force: true });
   }
+  await createsPhase();
   await reportResults('write.md', lines);
+};
+
+/** `creates` creates from 8 writers, each waiting for its answer before the next. */
+const fromWriters = async (countArg: number, createArg: (indexArg: number) => Promise<unknown>): Promise<void> => {
+  let next = 0;
+  await Promise.all(Array.from({ length: 8 }, async () => {
+    while (next < countArg) {
+      await createArg(next++);
+    }
+  }));
+};
+
+/** RSS idle and `afterCreatesMs` after `creates` creates, in a fresh Cloudly and a fresh etcd. */
+const createsPhase = async (): Promise<void> => {
+  const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-creates-'));
+  const measured: Array<{ name: string; idle: number; after: number }> = [];
+  try {
+    const server = await startCloudlyProcess(cloudlyProcessEnv(dataDir, { CLOUDLY_LOG_LEVEL: 'info', CLOUDLY_SOCKET_REQUESTS_PER_SECOND: '100000' }));
+    const admin = new CloudlyAdminClient(server.baseUrl);
+    try {
+      await admin.login('admin', 'process-admin-password');
+      await admin.connectSocket();
+      await sleep(settleMs);
+      const idle = memoryOf(server.child.pid!).rss;
+      await fromWriters(creates, (indexArg) => admin.call('createCluster', { name: `create-bench-${indexArg}` }));
+      await sleep(afterCreatesMs);
+      measured.push({ name: 'Cloudly (`createCluster`)', idle, after: memoryOf(server.child.pid!).rss });
+    } finally {
+      admin.close();
+      server.child.kill('SIGTERM');
+      await new Promise((resolve) => server.child.once('exit', resolve));
+    }
+    const etcdBinary = findEtcd();
+    if (etcdBinary) {
+      const etcd = await startEtcd(etcdBinary, path.join(dataDir, 'etcd'));
+      try {
+        await sleep(settleMs);
+        const idle = memoryOf(etcd.child.pid!).rss;
+        await fromWriters(creates, (indexArg) => etcd.put(`/bench/create-${indexArg}`, `value-${indexArg}`));
+        await sleep(afterCreatesMs);
+        measured.push({ name: 'etcd (a put of a new key)', idle, after: memoryOf(etcd.child.pid!).rss });
+      } finally {
+        await etcd.stop();
+      }
+    }
+  } finally {
+    await fsp.rm(dataDir, { recursive: true, force: true });
+  }
+  say('');
+  say(`| ${creates} creates, 8 writers, fresh processes | RSS idle | RSS ${afterCreatesMs / 1000} s after the last create | growth |`);
+  say('| --- | --- | --- | --- |');
+  for (const row of measured) {
+    say(`| ${row.name} | ${mib(row.idle)} MiB | ${mib(row.after)} MiB | ${mib(row.after - row.idle)} MiB |`);
+  }
+  if (measured.length === 2) {
+    const ratio = measured[0].after / measured[1].after;
+    say('');
+    say(`Cloudly/etcd after the creates: ${ratio.toFixed(1)}× (aim ≤ 2×: ${ratio <= 2 ? 'met' : 'missed'}).`);
+  }
 };
 
 await main();
