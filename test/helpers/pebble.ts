@@ -3,7 +3,7 @@ import * as fsp from 'node:fs/promises';
 import * as https from 'node:https';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { findFreePort } from '../../ts/core/database.js';
+import * as net from 'node:net';
 import { makeTestCa, type ITestCa } from './certificates.js';
 
 /**
@@ -36,49 +36,82 @@ const getText = (urlArg: string, caArg: string): Promise<{ status: number; text:
   }).once('error', reject);
 });
 
+/** `countArg` distinct loopback ports nothing listens on now: each held by a listener until all are chosen. */
+const findFreePorts = async (countArg: number): Promise<number[]> => {
+  const servers: net.Server[] = [];
+  try {
+    for (let index = 0; index < countArg; index++) {
+      const server = net.createServer();
+      servers.push(server);
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(0, '127.0.0.1', resolve);
+      });
+    }
+    return servers.map((server) => (server.address() as net.AddressInfo).port);
+  } finally {
+    await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+  }
+};
+
 /** `authorizationReuse`: the percentage of orders given an earlier valid authorization (pebble's PEBBLE_AUTHZREUSE; its own default when absent). */
 export const startPebble = async (optionsArg: { validitySeconds?: number; authorizationReuse?: number } = {}): Promise<IPebble> => {
   const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-pebble-'));
   const ca: ITestCa = await makeTestCa('Pebble listener test CA');
   const listener = await ca.issue('localhost', ['localhost', '127.0.0.1']);
-  const [acmePort, managementPort, httpPort, tlsPort] = [await findFreePort(), await findFreePort(), await findFreePort(), await findFreePort()];
-  const configFile = path.join(dir, 'pebble-config.json');
-  await fsp.writeFile(configFile, JSON.stringify({
-    pebble: {
-      listenAddress: `127.0.0.1:${acmePort}`,
-      managementListenAddress: `127.0.0.1:${managementPort}`,
-      certificate: listener.certFile,
-      privateKey: listener.keyFile,
-      httpPort,
-      tlsPort,
-      ocspResponderURL: '',
-      externalAccountBindingRequired: false,
-      ...(optionsArg.validitySeconds ? { certificateValidityPeriod: optionsArg.validitySeconds } : {}),
-    },
-  }));
-  const child: ChildProcess = spawn('pebble', ['-config', configFile], {
-    env: { ...process.env, PEBBLE_VA_NOSLEEP: '1', ...(optionsArg.authorizationReuse !== undefined ? { PEBBLE_AUTHZREUSE: String(optionsArg.authorizationReuse) } : {}) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
-  child.stderr!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
-  const directoryUrl = `https://127.0.0.1:${acmePort}/dir`;
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      if ((await getText(directoryUrl, ca.certPem)).status === 200) {
-        break;
+  // Four ports held open together until all are chosen, so no two are the same: one after another,
+  // a port closed by the first look can be handed out again by the next (a CI run's pebble once got
+  // one port for its ACME and management listeners and failed "address already in use"). Another
+  // process can still take one between the look and pebble's listen: then pebble starts again on
+  // four new ports, at most three times.
+  let launched: { child: ChildProcess; ports: number[] } | null = null;
+  for (let attempt = 1; !launched; attempt++) {
+    const ports = await findFreePorts(4);
+    const [acmePort, managementPort, httpPort, tlsPort] = ports;
+    const configFile = path.join(dir, 'pebble-config.json');
+    await fsp.writeFile(configFile, JSON.stringify({
+      pebble: {
+        listenAddress: `127.0.0.1:${acmePort}`,
+        managementListenAddress: `127.0.0.1:${managementPort}`,
+        certificate: listener.certFile,
+        privateKey: listener.keyFile,
+        httpPort,
+        tlsPort,
+        ocspResponderURL: '',
+        externalAccountBindingRequired: false,
+        ...(optionsArg.validitySeconds ? { certificateValidityPeriod: optionsArg.validitySeconds } : {}),
+      },
+    }));
+    const child: ChildProcess = spawn('pebble', ['-config', configFile], {
+      env: { ...process.env, PEBBLE_VA_NOSLEEP: '1', ...(optionsArg.authorizationReuse !== undefined ? { PEBBLE_AUTHZREUSE: String(optionsArg.authorizationReuse) } : {}) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+    child.stderr!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      try {
+        if ((await getText(`https://127.0.0.1:${acmePort}/dir`, ca.certPem)).status === 200) {
+          launched = { child, ports };
+          break;
+        }
+      } catch {
+        // not listening yet
       }
-    } catch {
-      // not listening yet
+      if (child.exitCode !== null || Date.now() > deadline) {
+        child.kill('SIGKILL');
+        if (child.exitCode !== null && output.includes('address already in use') && attempt < 3) {
+          break;
+        }
+        throw new Error(`pebble did not start: ${output}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    if (child.exitCode !== null || Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`pebble did not start: ${output}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
   }
+  const { child } = launched;
+  const [acmePort, managementPort, httpPort] = launched.ports;
+  const directoryUrl = `https://127.0.0.1:${acmePort}/dir`;
   return {
     directoryUrl,
     listenerCaFile: ca.certFile,
