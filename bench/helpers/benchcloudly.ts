@@ -9,7 +9,7 @@ import { benchSocketLimits, sized } from './smoke.js';
 
 /** Pieces the request benchmarks share: a real Cloudly with a logged-in admin socket, and timers. */
 
-const benchAdminPassword = 'bench-admin-password-0123';
+export const benchAdminPassword = 'bench-admin-password-0123';
 
 export interface IBenchCloudly {
   cloudly: Cloudly;
