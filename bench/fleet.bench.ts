@@ -83,10 +83,13 @@ const instanceEnv = (extraArg: Record<string, string>): Record<string, string> =
   ...extraArg,
 });
 
+/** A connection the storm reset (ECONNRESET), as fetch reports it: the cause of its "fetch failed". */
+const wasReset = (errorArg: unknown): boolean => (errorArg as { cause?: { code?: unknown } } | null)?.cause?.code === 'ECONNRESET';
+
 /**
- * Runs `stepArg` again while it is refused 503 (the bench's administrator and scrapes come from
- * 127.0.0.1 like every relay, so a storm can fill that address's pending connections), for at most
- * a minute, following the advised wait.
+ * Runs `stepArg` again while it is refused 503 or its connection is reset (the bench's administrator
+ * and scrapes come from 127.0.0.1 like every relay, so a storm can fill that address's pending
+ * connections), for at most a minute, following the advised wait (1 s after a reset).
  */
 const retryingRefusals = async <T>(stepArg: () => Promise<T>): Promise<T> => {
   const until = performance.now() + 60_000;
@@ -94,10 +97,11 @@ const retryingRefusals = async <T>(stepArg: () => Promise<T>): Promise<T> => {
     try {
       return await stepArg();
     } catch (error) {
-      if (!(error instanceof CloudlyTransportError) || error.status !== 503 || performance.now() > until) {
+      const refused = error instanceof CloudlyTransportError && error.status === 503;
+      if ((!refused && !wasReset(error)) || performance.now() > until) {
         throw error;
       }
-      await sleep(error.retryAfterMs ?? 1000);
+      await sleep(refused ? (error as CloudlyTransportError).retryAfterMs ?? 1000 : 1000);
     }
   }
 };

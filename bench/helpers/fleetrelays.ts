@@ -26,7 +26,7 @@ export interface IFleetStats {
   perUrl: Record<string, number>;
   /** Failed socket opens and registrations since start, by what failed. */
   failures: Record<string, number>;
-  /** Attempts (socket opens) per relay until its current registration: max and p99. */
+  /** Attempts (socket opens) per relay until its current registration, over the relays that connected since the last reset: max and p99. */
   attemptsMax: number;
   attemptsP99: number;
   /** Sum of the waits chosen between attempts (ms), all relays. */
@@ -71,6 +71,8 @@ class FleetRelay {
   public registered = false;
   public url = '';
   public attempts = 0;
+  /** Whether this relay (re)connected since the last stats reset: the storm measured now concerned it. */
+  public ranSinceReset = false;
   public waitedMs = 0;
   private stopped = false;
   private next: number;
@@ -84,6 +86,7 @@ class FleetRelay {
     let advisedMs: number | null = null;
     let lastError: unknown = null;
     this.attempts = 0;
+    this.ranSinceReset = true;
     for (let attempt = 0; !this.stopped; attempt++) {
       if (attempt > 0) {
         const delay = reconnectDelayMs(attempt - 1, policyAfterFailure(defaultRelayReconnectPolicy, lastError), Math.random, advisedMs);
@@ -156,7 +159,9 @@ let reports = 0;
 let reportTimer: NodeJS.Timeout | null = null;
 
 const stats = (): IFleetStats => {
-  const attempts = relays.map((relay) => relay.attempts).sort((x, y) => x - y);
+  // Only the relays the storm concerned: after one instance is killed, a relay elsewhere still holds
+  // the attempts of an earlier storm, which are not this one's.
+  const attempts = relays.filter((relay) => relay.ranSinceReset).map((relay) => relay.attempts).sort((x, y) => x - y);
   const perUrl: Record<string, number> = {};
   let registered = 0;
   let waitedMs = 0;
@@ -231,6 +236,7 @@ process.on('message', (messageArg: TParentMessage) => {
       }
       for (const relay of relays) {
         relay.waitedMs = 0;
+        relay.ranSinceReset = false;
       }
     }
     process.send!(answer);
