@@ -60,7 +60,6 @@ const load = (): string => os.loadavg().map((value) => value.toFixed(1)).join(' 
 const passedSettings = ['CLOUDLY_RELAY_WORK_CONCURRENCY', 'CLOUDLY_PENDING_CONNECTIONS_PER_ADDRESS', 'CLOUDLY_SOCKET_UPGRADES_PER_ADDRESS', 'MALLOC_ARENA_MAX'];
 const passedSettingsText = (): string => passedSettings.filter((name) => process.env[name]).map((name) => `${name}=${process.env[name]} `).join('');
 
-/** The instance settings every bench instance shares; `extraArg` adds the ones a run compares. */
 /**
  * A cluster whose relay has been gone this long reads dark (CLOUDLY_RELAY_LIVENESS_GRACE_MS: the
  * default, 30 s, in a full run). A cold storm starts once every seeded cluster reads dark, as after
@@ -73,6 +72,7 @@ const livenessGraceMs = sized(30_000, 1_000);
 /** Seeding done to every cluster dark: the grace, then the liveness poll (1 s) and its writes. */
 const allDarkAfterMs = livenessGraceMs + sized(5_000, 1_500);
 
+/** The instance settings every bench instance shares; `extraArg` adds the ones a run compares. */
 const instanceEnv = (extraArg: Record<string, string>): Record<string, string> => ({
   // The default log level (info: a line per relay socket opened and closed), as installed.
   CLOUDLY_LOG_LEVEL: 'info',

@@ -38,6 +38,7 @@ import { cpuSecondsOf, memoryOf } from './helpers/processstats.js';
 import { percentile, sleep } from './helpers/fleet.js';
 import { reportResults, sized } from './helpers/smoke.js';
 import { findEtcd, startEtcd } from './helpers/etcd.js';
+import { inParallel } from './helpers/benchcloudly.js';
 
 const args = process.argv.slice(2);
 const updates = Number(args.find((arg) => /^\d+$/.test(arg)) ?? sized(30_000, 200));
@@ -273,16 +274,6 @@ const main = async (): Promise<void> => {
   await reportResults('write.md', lines);
 };
 
-/** `creates` creates from 8 writers, each waiting for its answer before the next. */
-const fromWriters = async (countArg: number, createArg: (indexArg: number) => Promise<unknown>): Promise<void> => {
-  let next = 0;
-  await Promise.all(Array.from({ length: 8 }, async () => {
-    while (next < countArg) {
-      await createArg(next++);
-    }
-  }));
-};
-
 /** RSS idle and `afterCreatesMs` after `creates` creates, in a fresh Cloudly and a fresh etcd. */
 const createsPhase = async (): Promise<void> => {
   const dataDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-bench-creates-'));
@@ -295,7 +286,7 @@ const createsPhase = async (): Promise<void> => {
       await admin.connectSocket();
       await sleep(settleMs);
       const idle = memoryOf(server.child.pid!).rss;
-      await fromWriters(creates, (indexArg) => admin.call('createCluster', { name: `create-bench-${indexArg}` }));
+      await inParallel(creates, 8, (indexArg) => admin.call('createCluster', { name: `create-bench-${indexArg}` }));
       await sleep(afterCreatesMs);
       measured.push({ name: 'Cloudly (`createCluster`)', idle, after: memoryOf(server.child.pid!).rss });
     } finally {
@@ -309,7 +300,7 @@ const createsPhase = async (): Promise<void> => {
       try {
         await sleep(settleMs);
         const idle = memoryOf(etcd.child.pid!).rss;
-        await fromWriters(creates, (indexArg) => etcd.put(`/bench/create-${indexArg}`, `value-${indexArg}`));
+        await inParallel(creates, 8, (indexArg) => etcd.put(`/bench/create-${indexArg}`, `value-${indexArg}`));
         await sleep(afterCreatesMs);
         measured.push({ name: 'etcd (a put of a new key)', idle, after: memoryOf(etcd.child.pid!).rss });
       } finally {

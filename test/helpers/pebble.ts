@@ -54,8 +54,65 @@ const findFreePorts = async (countArg: number): Promise<number[]> => {
   }
 };
 
+type TPebbleOptions = { validitySeconds?: number; authorizationReuse?: number };
+
+/**
+ * One pebble on these four ports (ACME, management, HTTP-01, TLS-ALPN-01), once its directory
+ * answers; 'port-taken' when it exited because another process listens on one of them and
+ * `mayRetryArg` (otherwise that, like any other failure to start, throws with pebble's output).
+ */
+const launchPebble = async (
+  portsArg: number[],
+  dirArg: string,
+  caArg: ITestCa,
+  listenerArg: { certFile: string; keyFile: string },
+  optionsArg: TPebbleOptions,
+  mayRetryArg: boolean,
+): Promise<ChildProcess | 'port-taken'> => {
+  const [acmePort, managementPort, httpPort, tlsPort] = portsArg;
+  const configFile = path.join(dirArg, 'pebble-config.json');
+  await fsp.writeFile(configFile, JSON.stringify({
+    pebble: {
+      listenAddress: `127.0.0.1:${acmePort}`,
+      managementListenAddress: `127.0.0.1:${managementPort}`,
+      certificate: listenerArg.certFile,
+      privateKey: listenerArg.keyFile,
+      httpPort,
+      tlsPort,
+      ocspResponderURL: '',
+      externalAccountBindingRequired: false,
+      ...(optionsArg.validitySeconds ? { certificateValidityPeriod: optionsArg.validitySeconds } : {}),
+    },
+  }));
+  const child: ChildProcess = spawn('pebble', ['-config', configFile], {
+    env: { ...process.env, PEBBLE_VA_NOSLEEP: '1', ...(optionsArg.authorizationReuse !== undefined ? { PEBBLE_AUTHZREUSE: String(optionsArg.authorizationReuse) } : {}) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  child.stderr!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      if ((await getText(`https://127.0.0.1:${acmePort}/dir`, caArg.certPem)).status === 200) {
+        return child;
+      }
+    } catch {
+      // not listening yet
+    }
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill('SIGKILL');
+      if (mayRetryArg && child.exitCode !== null && output.includes('address already in use')) {
+        return 'port-taken';
+      }
+      throw new Error(`pebble did not start: ${output}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+};
+
 /** `authorizationReuse`: the percentage of orders given an earlier valid authorization (pebble's PEBBLE_AUTHZREUSE; its own default when absent). */
-export const startPebble = async (optionsArg: { validitySeconds?: number; authorizationReuse?: number } = {}): Promise<IPebble> => {
+export const startPebble = async (optionsArg: TPebbleOptions = {}): Promise<IPebble> => {
   const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cloudly-pebble-'));
   const ca: ITestCa = await makeTestCa('Pebble listener test CA');
   const listener = await ca.issue('localhost', ['localhost', '127.0.0.1']);
@@ -64,53 +121,18 @@ export const startPebble = async (optionsArg: { validitySeconds?: number; author
   // one port for its ACME and management listeners and failed "address already in use"). Another
   // process can still take one between the look and pebble's listen: then pebble starts again on
   // four new ports, at most three times.
-  let launched: { child: ChildProcess; ports: number[] } | null = null;
-  for (let attempt = 1; !launched; attempt++) {
+  for (let attempt = 1; ; attempt++) {
     const ports = await findFreePorts(4);
-    const [acmePort, managementPort, httpPort, tlsPort] = ports;
-    const configFile = path.join(dir, 'pebble-config.json');
-    await fsp.writeFile(configFile, JSON.stringify({
-      pebble: {
-        listenAddress: `127.0.0.1:${acmePort}`,
-        managementListenAddress: `127.0.0.1:${managementPort}`,
-        certificate: listener.certFile,
-        privateKey: listener.keyFile,
-        httpPort,
-        tlsPort,
-        ocspResponderURL: '',
-        externalAccountBindingRequired: false,
-        ...(optionsArg.validitySeconds ? { certificateValidityPeriod: optionsArg.validitySeconds } : {}),
-      },
-    }));
-    const child: ChildProcess = spawn('pebble', ['-config', configFile], {
-      env: { ...process.env, PEBBLE_VA_NOSLEEP: '1', ...(optionsArg.authorizationReuse !== undefined ? { PEBBLE_AUTHZREUSE: String(optionsArg.authorizationReuse) } : {}) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
-    child.stderr!.on('data', (chunkArg: Buffer) => { output += chunkArg.toString(); });
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      try {
-        if ((await getText(`https://127.0.0.1:${acmePort}/dir`, ca.certPem)).status === 200) {
-          launched = { child, ports };
-          break;
-        }
-      } catch {
-        // not listening yet
-      }
-      if (child.exitCode !== null || Date.now() > deadline) {
-        child.kill('SIGKILL');
-        if (child.exitCode !== null && output.includes('address already in use') && attempt < 3) {
-          break;
-        }
-        throw new Error(`pebble did not start: ${output}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 50));
+    const child = await launchPebble(ports, dir, ca, listener, optionsArg, attempt < 3);
+    if (child !== 'port-taken') {
+      return pebbleOn(child, ports, dir, ca);
     }
   }
-  const { child } = launched;
-  const [acmePort, managementPort, httpPort] = launched.ports;
+};
+
+/** The handle of a pebble that answers on `portsArg`. */
+const pebbleOn = (child: ChildProcess, portsArg: number[], dir: string, ca: ITestCa): IPebble => {
+  const [acmePort, managementPort, httpPort] = portsArg;
   const directoryUrl = `https://127.0.0.1:${acmePort}/dir`;
   return {
     directoryUrl,

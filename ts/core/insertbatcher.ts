@@ -15,10 +15,8 @@ import type { DirectWriter } from './directwrite.js';
  * while a command of the same collection is still out (deciding, or waiting for the journal),
  * until it comes back: a group commit, as a database gathers the next group while one syncs. An
  * insert into an idle collection goes at once as before; under a storm the batches grow with the
- * load instead of shrinking with it. Before, a storm of 5,000 relays sent its creates in batches of
- * 1.2 to 1.8 (each registration, bounded to 8 at a time, ended at its own moment and its create
- * went alone) where 1,000 relays sent batches of 8: the commands per relay grew with the storm
- * (docs/multi-instance.md, "One instance from 1,000 to 10,000 relays").
+ * load instead of shrinking with it: each registration of a reconnect storm ends at its own moment,
+ * and without the wait its creates went alone (docs/storage.md, "Reads and creates sent together").
  */
 
 const isDuplicateKeyCode = (codeArg: unknown): boolean => codeArg === 11000;
